@@ -1,0 +1,136 @@
+"""The broker: wires configuration, metadata, partitions, coordinators and listeners.
+
+Start-up order: data dir identity (``meta.properties``: cluster id and node id, as Kafka keeps
+them) → topic metadata → partition logs (recovery happens here) → coordinators → listeners.
+``nursery.start(broker.run)`` returns once every listener is bound, with the bound addresses, so
+callers (tests, the CLI) know the broker is ready.  Cancellation shuts down cleanly: logs are
+flushed and the clean-shutdown marker written so the next start skips recovery.
+"""
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import uuid
+
+import trio
+
+from .config import BrokerConfig
+from .handlers import load_handlers
+from .server.serve import Listener, parse_listeners, serve_listener
+
+log = logging.getLogger("pykbroker.broker")
+
+
+def _read_meta(path: str) -> dict:
+    from .config import parse_properties
+
+    try:
+        with open(path) as fh:
+            return parse_properties(fh.read())
+    except FileNotFoundError:
+        return {}
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig):
+        self.config = config
+        self.node_id: int = config.node_id
+        self.log_dirs = [os.path.abspath(d) for d in config.log_dirs]
+        self.handlers = load_handlers()
+        self.listeners: list[Listener] = parse_listeners(config["listeners"])
+        self.advertised: list[Listener] = []
+        self.cluster_id: str = ""
+        self.metadata = None
+        self.replica_manager = None
+        self.group_coordinator = None
+        self.ready = trio.Event()
+        self._components: list = []
+
+    # -- identity ---------------------------------------------------------------------------
+    def _load_identity(self) -> None:
+        for d in self.log_dirs:
+            os.makedirs(d, exist_ok=True)
+        path = os.path.join(self.log_dirs[0], "meta.properties")
+        meta = _read_meta(path)
+        cid = self.config["cluster.id"] or meta.get("cluster.id")
+        if not cid:
+            # Kafka cluster ids are a random UUID in URL-safe base64 without padding (22 chars).
+            cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if meta.get("node.id") and int(meta["node.id"]) != self.node_id:
+            raise RuntimeError("log dir %s belongs to node %s, not %d" % (self.log_dirs[0], meta["node.id"], self.node_id))
+        self.cluster_id = cid
+        for d in self.log_dirs:
+            p = os.path.join(d, "meta.properties")
+            if not os.path.exists(p):
+                tmp = p + ".tmp"
+                with open(tmp, "w") as fh:
+                    fh.write("version=1\ncluster.id=%s\nnode.id=%d\n" % (cid, self.node_id))
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.replace(tmp, p)
+
+    def advertised_listener(self, listener_name: str = "PLAINTEXT") -> Listener:
+        for li in self.advertised:
+            if li.name == listener_name:
+                return li
+        return self.advertised[0]
+
+    # -- lifecycle --------------------------------------------------------------------------
+    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        from .cluster.metadata import MetadataImage
+        from .cluster.replica_manager import ReplicaManager
+
+        self._load_identity()
+        self.metadata = MetadataImage(self)
+        self.replica_manager = ReplicaManager(self)
+        try:
+            from .coordinator.group.coordinator import GroupCoordinator
+        except ImportError:  # consumer groups not built into this tree yet
+            GroupCoordinator = None
+        async with trio.open_nursery() as nursery:
+            self.nursery = nursery
+            try:
+                await self.metadata.load()
+                await self.replica_manager.startup(nursery)
+                self._components.append(self.replica_manager)
+                if GroupCoordinator is not None:
+                    self.group_coordinator = GroupCoordinator(self)
+                    await self.group_coordinator.startup(nursery)
+                    self._components.append(self.group_coordinator)
+                bound = []
+                for li in self.listeners:
+                    bound.append(await nursery.start(serve_listener, self, li))
+                self.advertised = self._advertised(bound)
+                self.bound = bound
+                log.info("pykbroker node %d (cluster %s) ready, listening on %s",
+                         self.node_id, self.cluster_id, ", ".join(str(b) for b in bound))
+                self.ready.set()
+                task_status.started(self)
+                await trio.sleep_forever()
+            finally:
+                with trio.CancelScope(shield=True):
+                    for comp in reversed(self._components):
+                        try:
+                            await comp.shutdown()
+                        except Exception:
+                            log.exception("error while shutting down %s", type(comp).__name__)
+                    log.info("pykbroker node %d stopped", self.node_id)
+
+    def _advertised(self, bound: list[Listener]) -> list[Listener]:
+        text = self.config["advertised.listeners"]
+        if text:
+            adv = parse_listeners(text)
+        else:
+            adv = []
+            for b in bound:
+                host = b.host
+                if host in ("", "0.0.0.0", "::"):
+                    # Clients need a reachable address; a wildcard bind advertises loopback.
+                    host = "127.0.0.1" if host != "::" else "::1"
+                adv.append(Listener(b.name, host, b.port))
+        # Port 0 (tests) advertises the port actually bound.
+        for a, b in zip(adv, bound):
+            if a.port == 0:
+                a.port = b.port
+        return adv

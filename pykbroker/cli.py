@@ -1,0 +1,72 @@
+"""Command line: ``pykbroker serve`` (and later ``pykbroker pipeline``).
+
+Configuration uses Apache Kafka's names: ``--config server.properties`` is read first, then
+``--listeners``/``--log-dirs`` and any number of ``--override key=value``.  SIGINT/SIGTERM stop
+the broker cleanly (logs flushed, clean-shutdown marker written).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+
+import trio
+
+from .config import BrokerConfig, ConfigError, parse_properties
+
+
+def build_config(args) -> BrokerConfig:
+    values: dict[str, str] = {}
+    if args.config:
+        with open(args.config) as fh:
+            values.update(parse_properties(fh.read()))
+    if args.listeners:
+        values["listeners"] = args.listeners
+    if args.log_dirs:
+        values["log.dirs"] = args.log_dirs
+    for ov in args.override or []:
+        if "=" not in ov:
+            raise ConfigError("--override expects key=value, got %r" % ov)
+        k, v = ov.split("=", 1)
+        values[k.strip()] = v.strip()
+    return BrokerConfig(values)
+
+
+async def _serve(config: BrokerConfig) -> None:
+    from .broker import Broker
+
+    broker = Broker(config)
+    async with trio.open_nursery() as nursery:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            await nursery.start(broker.run)
+            async for signum in signals:
+                logging.getLogger("pykbroker").info("received %s, shutting down", signal.Signals(signum).name)
+                nursery.cancel_scope.cancel()
+                break
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="pykbroker", description="A Kafka-compatible broker in Python.")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sp = sub.add_parser("serve", help="run a broker (default PLAINTEXT://127.0.0.1:9092, data in ./pykbroker-data)")
+    sp.add_argument("--config", help="server.properties file (Kafka config names)")
+    sp.add_argument("--listeners", help="e.g. PLAINTEXT://127.0.0.1:9092")
+    sp.add_argument("--log-dirs", help="comma-separated data directories")
+    sp.add_argument("--override", action="append", metavar="KEY=VALUE", help="any Kafka config, repeatable")
+    sp.add_argument("--log-level", default="INFO")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
+                        format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    if args.cmd == "serve":
+        try:
+            config = build_config(args)
+        except (ConfigError, OSError) as e:
+            print("pykbroker: %s" % e, file=sys.stderr)
+            return 2
+        trio.run(_serve, config)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

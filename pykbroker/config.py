@@ -1,0 +1,320 @@
+"""Every Kafka config pykbroker understands, declared once.
+
+``server.properties``, ``--override``, topic configs (CreateTopics, later AlterConfigs) and
+DescribeConfigs all read this table.  Names, types and defaults are Apache Kafka's so a user's
+existing files and admin code work unchanged.  A topic config that has a broker-wide default
+names it in ``broker_key`` (e.g. topic ``segment.bytes`` defaults to broker ``log.segment.bytes``),
+which is how DescribeConfigs reports its source (DEFAULT_CONFIG vs STATIC_BROKER_CONFIG).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+# DescribeConfigs config types (Kafka's ConfigType ids in DescribeConfigs v3+).
+TYPE_IDS = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7,
+            "class": 8, "password": 9}
+
+# DescribeConfigs sources (Kafka's ConfigSource ids).
+SOURCE_TOPIC = 1            # TOPIC_CONFIG
+SOURCE_DYNAMIC_BROKER = 2   # DYNAMIC_BROKER_CONFIG
+SOURCE_DYNAMIC_DEFAULT = 3  # DYNAMIC_DEFAULT_BROKER_CONFIG
+SOURCE_STATIC_BROKER = 4    # STATIC_BROKER_CONFIG
+SOURCE_DEFAULT = 5          # DEFAULT_CONFIG
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    name: str
+    type: str  # boolean | string | int | short | long | double | list | password
+    default: Any
+    doc: str
+    scope: str = "broker"  # broker | topic
+    broker_key: str | None = None  # for topic configs: the broker config giving the default
+    validator: Callable[[Any], bool] | None = None
+    read_only: bool = True  # broker configs: not changeable at run time (yet)
+
+    def parse(self, raw) -> Any:
+        if raw is None:
+            return None
+        if not isinstance(raw, str):
+            value = raw
+        else:
+            s = raw.strip()
+            try:
+                if self.type == "boolean":
+                    if s.lower() not in ("true", "false"):
+                        raise ValueError(s)
+                    value = s.lower() == "true"
+                elif self.type in ("int", "short", "long"):
+                    value = int(s)
+                elif self.type == "double":
+                    value = float(s)
+                elif self.type == "list":
+                    value = [x.strip() for x in s.split(",") if x.strip()]
+                else:
+                    value = s
+            except ValueError:
+                raise ConfigError("Invalid value %s for configuration %s: expected a %s"
+                                  % (raw, self.name, self.type)) from None
+        if self.type == "int" and not -(2**31) <= value < 2**31:
+            raise ConfigError("Invalid value %s for configuration %s: out of int range" % (raw, self.name))
+        if self.validator is not None and not self.validator(value):
+            raise ConfigError("Invalid value %s for configuration %s" % (raw, self.name))
+        return value
+
+    def render(self, value) -> str | None:
+        if value is None:
+            return None
+        if self.type == "boolean":
+            return "true" if value else "false"
+        if self.type == "list":
+            return ",".join(value)
+        return str(value)
+
+
+def _ge(n):
+    return lambda v: v >= n
+
+
+def _in(*opts):
+    return lambda v: v in opts
+
+
+B = "broker"
+T = "topic"
+
+_DEFS = [
+    # --- broker: identity and listeners
+    ConfigDef("node.id", "int", 1, "The id of this broker.", validator=_ge(0)),
+    ConfigDef("broker.id", "int", 1, "Alias of node.id (ZooKeeper-era name).", validator=_ge(0)),
+    ConfigDef("listeners", "string", "PLAINTEXT://127.0.0.1:9092", "Listeners: comma-separated NAME://HOST:PORT."),
+    ConfigDef("advertised.listeners", "string", None, "Listeners advertised to clients (defaults to listeners)."),
+    ConfigDef("log.dirs", "string", "./pykbroker-data", "Directories holding partition logs."),
+    ConfigDef("log.dir", "string", "./pykbroker-data", "Single log directory (used when log.dirs is unset)."),
+    ConfigDef("cluster.id", "string", None, "Cluster id (generated and stored in meta.properties when unset)."),
+    ConfigDef("broker.rack", "string", None, "Rack of this broker."),
+    # --- topics
+    ConfigDef("num.partitions", "int", 1, "Default partition count of auto-created topics.", validator=_ge(1)),
+    ConfigDef("default.replication.factor", "short", 1, "Default replication factor of new topics.", validator=_ge(1)),
+    ConfigDef("auto.create.topics.enable", "boolean", True, "Create topics on Metadata/Produce when missing."),
+    ConfigDef("delete.topic.enable", "boolean", True, "Allow DeleteTopics."),
+    # --- requests
+    ConfigDef("message.max.bytes", "int", 1048588, "Largest record batch size allowed.", validator=_ge(0)),
+    ConfigDef("socket.request.max.bytes", "int", 104857600, "Largest request frame accepted.", validator=_ge(1)),
+    ConfigDef("queued.max.requests", "int", 500, "Requests read ahead per connection before reads pause.", validator=_ge(1)),
+    # --- log
+    ConfigDef("log.segment.bytes", "int", 1073741824, "Segment file size before a roll.", validator=_ge(14)),
+    ConfigDef("log.roll.ms", "long", None, "Time before a roll (ms); falls back to log.roll.hours."),
+    ConfigDef("log.roll.hours", "int", 168, "Time before a roll (hours).", validator=_ge(1)),
+    ConfigDef("log.index.interval.bytes", "int", 4096, "Bytes between offset index entries.", validator=_ge(0)),
+    ConfigDef("log.index.size.max.bytes", "int", 10485760, "Maximum index file size.", validator=_ge(4)),
+    ConfigDef("log.flush.interval.messages", "long", 9223372036854775807, "Messages before an fsync.", validator=_ge(1)),
+    ConfigDef("log.flush.interval.ms", "long", None, "Milliseconds before an fsync (unset: log.flush.scheduler.interval.ms).",),
+    ConfigDef("log.flush.scheduler.interval.ms", "long", 9223372036854775807, "How often the flusher checks logs."),
+    ConfigDef("log.retention.hours", "int", 168, "Retention time (hours)."),
+    ConfigDef("log.retention.minutes", "int", None, "Retention time (minutes)."),
+    ConfigDef("log.retention.ms", "long", None, "Retention time (ms); -1 keeps forever."),
+    ConfigDef("log.retention.bytes", "long", -1, "Retention size per partition; -1 unbounded."),
+    ConfigDef("log.retention.check.interval.ms", "long", 300000, "How often retention runs.", validator=_ge(1)),
+    ConfigDef("log.cleanup.policy", "list", ["delete"], "delete and/or compact.",
+              validator=lambda v: bool(v) and all(x in ("delete", "compact") for x in v)),
+    ConfigDef("log.cleaner.delete.retention.ms", "long", 86400000, "Tombstone retention on compacted topics."),
+    ConfigDef("log.cleaner.min.compaction.lag.ms", "long", 0, "Minimum age before compaction."),
+    ConfigDef("log.cleaner.max.compaction.lag.ms", "long", 9223372036854775807, "Maximum age before compaction."),
+    ConfigDef("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty ratio that triggers compaction."),
+    ConfigDef("log.message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime.",
+              validator=_in("CreateTime", "LogAppendTime")),
+    ConfigDef("log.message.timestamp.before.max.ms", "long", 9223372036854775807, "Max timestamp lag into the past."),
+    ConfigDef("log.message.timestamp.after.max.ms", "long", 3600000, "Max timestamp lead into the future."),
+    ConfigDef("log.preallocate", "boolean", False, "Preallocate segment files."),
+    ConfigDef("log.message.downconversion.enable", "boolean", True, "Down-conversion for old fetchers."),
+    ConfigDef("compression.type", "string", "producer", "Broker compression codec ('producer' keeps the producer's).",
+              validator=_in("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")),
+    ConfigDef("min.insync.replicas", "int", 1, "Minimum ISR size for acks=all.", validator=_ge(1)),
+    ConfigDef("unclean.leader.election.enable", "boolean", False, "Elect out-of-sync replicas."),
+    # --- groups / offsets
+    ConfigDef("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets.", validator=_ge(1)),
+    ConfigDef("offsets.topic.replication.factor", "short", 1, "Replication factor of __consumer_offsets.", validator=_ge(1)),
+    ConfigDef("offsets.topic.segment.bytes", "int", 104857600, "Segment size of __consumer_offsets."),
+    ConfigDef("offsets.retention.minutes", "int", 10080, "Committed offset retention.", validator=_ge(1)),
+    ConfigDef("offsets.retention.check.interval.ms", "long", 600000, "How often offset expiry runs."),
+    ConfigDef("group.initial.rebalance.delay.ms", "int", 3000, "Delay of the first rebalance of an empty group."),
+    ConfigDef("group.min.session.timeout.ms", "int", 6000, "Minimum consumer session timeout."),
+    ConfigDef("group.max.session.timeout.ms", "int", 1800000, "Maximum consumer session timeout."),
+    ConfigDef("group.max.size", "int", 2147483647, "Maximum members per group."),
+    ConfigDef("transactional.id.expiration.ms", "int", 604800000, "Transactional id expiry."),
+    ConfigDef("producer.id.expiration.ms", "int", 86400000, "Idle producer id expiry."),
+    ConfigDef("max.incremental.fetch.session.cache.slots", "int", 1000, "Fetch session cache size."),
+]
+
+# Topic-level configs and the broker config that supplies each one's default.
+_TOPIC = [
+    ("cleanup.policy", "list", "log.cleanup.policy"),
+    ("compression.type", "string", "compression.type"),
+    ("delete.retention.ms", "long", "log.cleaner.delete.retention.ms"),
+    ("file.delete.delay.ms", "long", None),
+    ("flush.messages", "long", "log.flush.interval.messages"),
+    ("flush.ms", "long", "log.flush.interval.ms"),
+    ("index.interval.bytes", "int", "log.index.interval.bytes"),
+    ("max.compaction.lag.ms", "long", "log.cleaner.max.compaction.lag.ms"),
+    ("max.message.bytes", "int", "message.max.bytes"),
+    ("message.downconversion.enable", "boolean", "log.message.downconversion.enable"),
+    ("message.timestamp.after.max.ms", "long", "log.message.timestamp.after.max.ms"),
+    ("message.timestamp.before.max.ms", "long", "log.message.timestamp.before.max.ms"),
+    ("message.timestamp.type", "string", "log.message.timestamp.type"),
+    ("min.cleanable.dirty.ratio", "double", "log.cleaner.min.cleanable.ratio"),
+    ("min.compaction.lag.ms", "long", "log.cleaner.min.compaction.lag.ms"),
+    ("min.insync.replicas", "int", "min.insync.replicas"),
+    ("preallocate", "boolean", "log.preallocate"),
+    ("retention.bytes", "long", "log.retention.bytes"),
+    ("retention.ms", "long", "log.retention.ms"),
+    ("segment.bytes", "int", "log.segment.bytes"),
+    ("segment.index.bytes", "int", "log.index.size.max.bytes"),
+    ("segment.jitter.ms", "long", None),
+    ("segment.ms", "long", "log.roll.ms"),
+    ("unclean.leader.election.enable", "boolean", "unclean.leader.election.enable"),
+]
+
+BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
+
+_TOPIC_FIXED_DEFAULTS = {"file.delete.delay.ms": 60000, "segment.jitter.ms": 0}
+# Kafka's own default for these topic configs, used when the broker value is derived.
+_TOPIC_VALIDATORS = {
+    "segment.bytes": _ge(14),
+    "retention.ms": _ge(-1),
+    "retention.bytes": _ge(-1),
+    "max.message.bytes": _ge(0),
+    "min.insync.replicas": _ge(1),
+    "flush.messages": _ge(1),
+    "message.timestamp.type": _in("CreateTime", "LogAppendTime"),
+    "cleanup.policy": lambda v: bool(v) and all(x in ("delete", "compact") for x in v),
+    "compression.type": _in("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+    "min.cleanable.dirty.ratio": lambda v: 0 <= v <= 1,
+}
+
+TOPIC_CONFIGS: dict[str, ConfigDef] = {}
+for _name, _type, _bkey in _TOPIC:
+    _bdef = BROKER_CONFIGS.get(_bkey) if _bkey else None
+    TOPIC_CONFIGS[_name] = ConfigDef(
+        _name, _type, _bdef.default if _bdef else _TOPIC_FIXED_DEFAULTS.get(_name),
+        _bdef.doc if _bdef else "Topic config %s." % _name, scope="topic", broker_key=_bkey,
+        validator=_TOPIC_VALIDATORS.get(_name), read_only=False)
+
+
+class BrokerConfig:
+    """Effective broker configuration: defaults overlaid by server.properties and overrides."""
+
+    def __init__(self, values: dict[str, str] | None = None):
+        self._explicit: dict[str, Any] = {}
+        for k, v in (values or {}).items():
+            self.set(k, v)
+
+    def set(self, key: str, raw) -> None:
+        d = BROKER_CONFIGS.get(key)
+        if d is None:
+            # Unknown keys are kept verbatim (Kafka logs and ignores unknown configs).
+            self._explicit[key] = raw
+            return
+        self._explicit[key] = d.parse(raw)
+
+    def is_explicit(self, key: str) -> bool:
+        return key in self._explicit
+
+    def get(self, key: str):
+        if key in self._explicit:
+            return self._explicit[key]
+        if key == "broker.id" and "node.id" in self._explicit:
+            return self._explicit["node.id"]
+        if key == "node.id" and "broker.id" in self._explicit:
+            return self._explicit["broker.id"]
+        if key == "log.dirs" and "log.dir" in self._explicit:
+            return self._explicit["log.dir"]
+        d = BROKER_CONFIGS[key]
+        return d.default
+
+    def __getitem__(self, key):
+        return self.get(key)
+
+    @property
+    def node_id(self) -> int:
+        return self.get("node.id")
+
+    @property
+    def log_dirs(self) -> list[str]:
+        return [d.strip() for d in str(self.get("log.dirs")).split(",") if d.strip()]
+
+    def retention_ms(self) -> int:
+        """Kafka's precedence: log.retention.ms > .minutes > .hours."""
+        if self.get("log.retention.ms") is not None:
+            return self.get("log.retention.ms")
+        if self.get("log.retention.minutes") is not None:
+            return self.get("log.retention.minutes") * 60000
+        return self.get("log.retention.hours") * 3600000
+
+    def roll_ms(self) -> int:
+        if self.get("log.roll.ms") is not None:
+            return self.get("log.roll.ms")
+        return self.get("log.roll.hours") * 3600000
+
+    def topic_default(self, name: str):
+        """Broker-wide default of a topic config and its DescribeConfigs source."""
+        d = TOPIC_CONFIGS[name]
+        if d.broker_key is None:
+            return d.default, SOURCE_DEFAULT
+        if name == "retention.ms":
+            explicit = any(self.is_explicit(k) for k in ("log.retention.ms", "log.retention.minutes", "log.retention.hours"))
+            return self.retention_ms(), SOURCE_STATIC_BROKER if explicit else SOURCE_DEFAULT
+        if name == "segment.ms":
+            explicit = self.is_explicit("log.roll.ms") or self.is_explicit("log.roll.hours")
+            return self.roll_ms(), SOURCE_STATIC_BROKER if explicit else SOURCE_DEFAULT
+        if name == "flush.ms":
+            v = self.get("log.flush.interval.ms")
+            if v is None:
+                v = self.get("log.flush.scheduler.interval.ms")
+            return v, SOURCE_STATIC_BROKER if self.is_explicit("log.flush.interval.ms") else SOURCE_DEFAULT
+        return self.get(d.broker_key), SOURCE_STATIC_BROKER if self.is_explicit(d.broker_key) else SOURCE_DEFAULT
+
+    def effective_topic_config(self, topic_overrides: dict[str, Any]) -> dict[str, Any]:
+        out = {name: self.topic_default(name)[0] for name in TOPIC_CONFIGS}
+        out.update(topic_overrides)
+        return out
+
+
+def validate_topic_configs(raw: dict[str, str | None]) -> dict[str, Any]:
+    """Parse topic config overrides; unknown names or bad values raise ConfigError
+    (answered as INVALID_CONFIG, like Kafka)."""
+    out = {}
+    for k, v in raw.items():
+        d = TOPIC_CONFIGS.get(k)
+        if d is None:
+            raise ConfigError("Unknown topic config name: %s" % k)
+        if v is None:
+            raise ConfigError("Null value not supported for topic configs: %s" % k)
+        out[k] = d.parse(v)
+    return out
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java .properties subset: key=value or key: value, # and ! comments, trailing \\ joins lines."""
+    out: dict[str, str] = {}
+    pending = ""
+    for line in text.splitlines():
+        line = pending + line.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\"):
+            pending = line[:-1]
+            continue
+        for i, ch in enumerate(line):
+            if ch in "=:":
+                out[line[:i].strip()] = line[i + 1:].strip()
+                break
+        else:
+            out[line] = ""
+    return out

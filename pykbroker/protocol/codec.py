@@ -1,0 +1,413 @@
+"""Codecs generated from ``protocol_specs/`` (sans-IO: bytes in, dicts out, and back).
+
+Choice (measured, see README "Protocol codecs"): codecs are generated *at import time, lazily
+per (api, version, direction)*: the first use of e.g. Produce v9 requests turns its spec into
+Python source — one flat function per struct — and ``exec``s it.  Generated straight-line code
+decodes ~3x faster than an interpreter walking the spec per field, and lazy generation keeps
+``import pykbroker`` fast (only the versions clients actually use are ever compiled).
+
+Messages are plain dicts keyed by snake_case field names.  Decoding fills every field of the
+version, using the spec default for fields the version lacks, so handlers can read any field
+at any version.  Encoding takes missing keys as the spec default.
+
+``records`` fields decode to a zero-copy ``memoryview`` of the frame.  On encode a records value
+may be ``None``, a bytes-like object, or a :class:`Chunks` (a list of bytes and file regions with
+a known total size): the encoder then returns several parts so Fetch can ``sendfile`` segment
+bytes without copying them through Python.
+"""
+from __future__ import annotations
+
+import json
+import os
+import struct
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from . import primitives as P
+from .primitives import ProtocolError
+
+
+def specs_dir() -> str:
+    """``protocol_specs/`` beside the package (source checkout / editable install), else the
+    copy installed as data files under ``<prefix>/share/pykbroker``."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    cands = [
+        os.path.join(here, "..", "..", "protocol_specs"),
+        os.path.join(sys.prefix, "share", "pykbroker", "protocol_specs"),
+    ]
+    for c in cands:
+        if os.path.isdir(c):
+            return os.path.normpath(c)
+    raise RuntimeError("protocol_specs/ not found (looked in %s)" % cands)
+
+
+class Chunks:
+    """A records value made of parts (bytes or objects with fd/position/length)."""
+
+    __slots__ = ("parts", "size")
+
+    def __init__(self, parts=None):
+        self.parts = []
+        self.size = 0
+        for p in parts or ():
+            self.add(p)
+
+    def add(self, part) -> None:
+        self.parts.append(part)
+        self.size += part.length if hasattr(part, "length") else len(part)
+
+    def __len__(self):
+        return self.size
+
+
+_FIXED = {
+    "int8": ("I8", 1, 0), "int16": ("I16", 2, 0), "uint16": ("U16", 2, 0),
+    "int32": ("I32", 4, 0), "uint32": ("U32", 4, 0), "int64": ("I64", 8, 0),
+    "float64": ("F64", 8, 0.0),
+}
+
+
+def _in(rng, v) -> bool:
+    return rng is not None and rng[0] <= v <= rng[1]
+
+
+def default_of(f: dict):
+    if f["type"] == "array":
+        return None if "default" in f and f["default"] is None and _nullable_any(f) else []
+    if "default" in f:
+        return f["default"]
+    t = f["type"]
+    if t in _FIXED:
+        return _FIXED[t][2]
+    if t == "bool":
+        return False
+    if t == "string":
+        return ""
+    if t in ("bytes",):
+        return b""
+    if t == "records":
+        return None
+    if t == "uuid":
+        return P.ZERO_UUID
+    if t == "struct":
+        return None
+    raise ValueError(t)
+
+
+def _nullable_any(f):
+    return "nullable" in f
+
+
+class _Gen:
+    """Turns one spec tree at one version into Python source."""
+
+    def __init__(self, version: int, flexible: bool):
+        self.v = version
+        self.flex = flexible
+        self.lines: list[str] = []
+        self.n = 0
+        self.consts: dict[str, Any] = {}
+
+    def name(self, base):
+        self.n += 1
+        return "%s_%d" % (base, self.n)
+
+    def const(self, value):
+        k = "C%d" % len(self.consts)
+        self.consts[k] = value
+        return k
+
+    # ---------------------------------------------------------------- decode
+    def read_expr(self, f, t):
+        """Source of an expression evaluating to (value, pos) for a scalar type ``t``."""
+        compact = self.flex and not f.get("never_compact")
+        nullable = _in(f.get("nullable"), self.v)
+        if t in _FIXED:
+            s, size, _ = _FIXED[t]
+            return "(%s.unpack_from(buf, pos)[0], pos + %d)" % (s, size)
+        if t == "bool":
+            return "(buf[pos] != 0, pos + 1)"
+        if t == "uuid":
+            return "P.read_uuid(buf, pos)"
+        if t == "string":
+            fn = {(0, 0): "read_string", (0, 1): "read_nullable_string",
+                  (1, 0): "read_compact_string", (1, 1): "read_compact_nullable_string"}
+            return "P.%s(buf, pos)" % fn[(compact, nullable)]
+        if t == "bytes":
+            fn = {(0, 0): "read_bytes", (0, 1): "read_nullable_bytes",
+                  (1, 0): "read_compact_bytes", (1, 1): "read_compact_nullable_bytes"}
+            return "P.%s(buf, pos)" % fn[(compact, nullable)]
+        if t == "records":
+            return "P.%s(buf, pos)" % ("read_compact_records" if compact else "read_records")
+        raise ValueError(t)
+
+    def decode_struct(self, fields) -> str:
+        fn = self.name("d")
+        body = ["def %s(buf, pos):" % fn, "    m = {}"]
+        tagged = []
+        for f in fields:
+            key = repr(f["name"])
+            present = _in(f["versions"], self.v)
+            is_tagged = self.flex and _in(f.get("tagged"), self.v)
+            if not present or is_tagged:
+                body.append("    m[%s] = %s" % (key, self._default_src(f)))
+                if is_tagged:
+                    tagged.append(f)
+                continue
+            body.extend("    " + ln for ln in self._decode_field(f, key))
+        if self.flex:
+            body.append("    ntag, pos = P.read_uvarint(buf, pos)")
+            body.append("    for _ in range(ntag):")
+            body.append("        tag, pos = P.read_uvarint(buf, pos)")
+            body.append("        size, pos = P.read_uvarint(buf, pos)")
+            body.append("        end = pos + size")
+            body.append("        if end > len(buf): raise ProtocolError('tagged field overruns the frame')")
+            first = True
+            for f in tagged:
+                body.append("        %s tag == %d:" % ("if" if first else "elif", f["tag"]))
+                first = False
+                body.append("            sub = buf[:end]")
+                inner = self._decode_field(f, repr(f["name"]), bufname="sub")
+                body.extend("            " + ln for ln in inner)
+            body.append("        pos = end  # unknown tags are skipped, as Kafka does")
+        body.append("    return m, pos")
+        self.lines.extend(body)
+        return fn
+
+    def _default_src(self, f):
+        d = default_of(f)
+        if f["type"] == "struct":
+            if _in(f.get("nullable"), self.v) or not f.get("fields"):
+                return "None"
+            # A struct absent from the version decodes to its defaults.
+            return "{%s}" % ", ".join(
+                "%r: %s" % (sf["name"], self._default_src(sf)) for sf in f["fields"])
+        if isinstance(d, (list, dict, bytes)):
+            return repr(d) if not isinstance(d, list) else "[]"
+        return repr(d)
+
+    def _decode_field(self, f, key, bufname="buf"):
+        t = f["type"]
+        compact = self.flex and not f.get("never_compact")
+        out = []
+        rd = (lambda e: e.replace("(buf,", "(%s," % bufname).replace("from(buf", "from(%s" % bufname)
+              .replace("buf[pos]", "%s[pos]" % bufname))
+        if t == "array":
+            cnt = "P.read_compact_array_count" if compact else "P.read_array_count"
+            out.append("n, pos = %s(%s, pos)" % (cnt, bufname))
+            out.append("if n is None:")
+            if _in(f.get("nullable"), self.v):
+                out.append("    m[%s] = None" % key)
+            else:
+                out.append("    raise ProtocolError('null array for non-nullable field %s')" % f["name"])
+            out.append("else:")
+            out.append("    lst = []")
+            out.append("    for _ in range(n):")
+            if f["of"] == "struct":
+                sub = self.decode_struct(f["fields"])
+                out.append("        x, pos = %s(%s, pos)" % (sub, bufname))
+            else:
+                out.append("        x, pos = %s" % rd(self.read_expr(f, f["of"])))
+            out.append("        lst.append(x)")
+            out.append("    m[%s] = lst" % key)
+        elif t == "struct":
+            sub = self.decode_struct(f["fields"])
+            if _in(f.get("nullable"), self.v):
+                out.append("if %s[pos] == 255:" % bufname)
+                out.append("    m[%s] = None; pos += 1" % key)
+                out.append("else:")
+                out.append("    m[%s], pos = %s(%s, pos + 1)" % (key, sub, bufname))
+            else:
+                out.append("m[%s], pos = %s(%s, pos)" % (key, sub, bufname))
+        else:
+            out.append("m[%s], pos = %s" % (key, rd(self.read_expr(f, t))))
+        return out
+
+    # ---------------------------------------------------------------- encode
+    def write_src(self, f, t, val):
+        compact = self.flex and not f.get("never_compact")
+        if t in _FIXED:
+            return ["out += %s.pack(%s)" % (_FIXED[t][0], val)]
+        if t == "bool":
+            return ["out.append(1 if %s else 0)" % val]
+        if t == "uuid":
+            return ["out += (%s or ZERO_UUID)" % val]
+        if t == "string":
+            return ["P.write_string(out, %s, %s)" % (val, compact)]
+        if t == "bytes":
+            return ["P.write_bytes(out, %s, %s)" % (val, compact)]
+        if t == "records":
+            return ["out = _records(out, parts, %s, %s)" % (val, compact)]
+        raise ValueError(t)
+
+    def encode_struct(self, fields) -> str:
+        fn = self.name("e")
+        body = ["def %s(out, parts, m):" % fn]
+        tagged = []
+        for f in fields:
+            if not _in(f["versions"], self.v):
+                continue
+            if self.flex and _in(f.get("tagged"), self.v):
+                tagged.append(f)
+                continue
+            dflt = self._default_src(f)
+            body.append("    val = m.get(%r, %s)" % (f["name"], dflt))
+            body.extend("    " + ln for ln in self._encode_field(f, "val"))
+        if self.flex:
+            if not tagged:
+                body.append("    out.append(0)")
+            else:
+                body.append("    tags = []")
+                for f in tagged:
+                    d = self.const(default_of(f))
+                    body.append("    val = m.get(%r, %s)" % (f["name"], d))
+                    body.append("    if val is not None and val != %s:" % d)
+                    body.append("        saved = out; out = bytearray()")
+                    body.extend("        " + ln for ln in self._encode_field(f, "val"))
+                    body.append("        tags.append((%d, out)); out = saved" % f["tag"])
+                body.append("    P.write_uvarint(out, len(tags))")
+                body.append("    for tag, data in tags:")
+                body.append("        P.write_uvarint(out, tag); P.write_uvarint(out, len(data)); out += data")
+        body.append("    return out")
+        self.lines.extend(body)
+        return fn
+
+    def _encode_field(self, f, val):
+        t = f["type"]
+        compact = self.flex and not f.get("never_compact")
+        out = []
+        if t == "array":
+            out.append("if %s is None:" % val)
+            out.append("    P.write_array_count(out, None, %s)" % compact)
+            out.append("else:")
+            out.append("    P.write_array_count(out, len(%s), %s)" % (val, compact))
+            out.append("    for x in %s:" % val)
+            if f["of"] == "struct":
+                sub = self.encode_struct(f["fields"])
+                out.append("        out = %s(out, parts, x)" % sub)
+            else:
+                out.extend("        " + ln for ln in self.write_src(f, f["of"], "x"))
+        elif t == "struct":
+            sub = self.encode_struct(f["fields"])
+            if _in(f.get("nullable"), self.v):
+                out.append("if %s is None:" % val)
+                out.append("    out.append(255)")
+                out.append("else:")
+                out.append("    out.append(1); out = %s(out, parts, %s)" % (sub, val))
+            else:
+                out.append("out = %s(out, parts, %s or {})" % (sub, val))
+        else:
+            out.extend(self.write_src(f, t, val))
+        return out
+
+
+def _records(out, parts, val, compact):
+    if val is None:
+        P.write_bytes(out, None, compact)
+        return out
+    if isinstance(val, Chunks):
+        if compact:
+            P.write_uvarint(out, val.size + 1)
+        else:
+            out += P.I32.pack(val.size)
+        # Flush what is encoded so far, then the chunk parts themselves (no copy of regions).
+        parts.append(bytes(out))
+        parts.extend(val.parts)
+        return bytearray()
+    P.write_bytes(out, val, compact)
+    return out
+
+
+_NS = {"P": P, "ProtocolError": ProtocolError, "I8": P.I8, "I16": P.I16, "U16": P.U16,
+       "I32": P.I32, "U32": P.U32, "I64": P.I64, "F64": P.F64, "ZERO_UUID": P.ZERO_UUID,
+       "_records": _records}
+
+
+def _compile(fields, version, flexible, direction):
+    g = _Gen(version, flexible)
+    if direction == "decode":
+        top = g.decode_struct(fields)
+    else:
+        top = g.encode_struct(fields)
+    src = "\n".join(g.lines)
+    ns = dict(_NS)
+    ns.update(g.consts)
+    exec(compile(src, "<codec v%d %s>" % (version, direction), "exec"), ns)
+    return ns[top], src
+
+
+@dataclass
+class ApiSpec:
+    api_key: int
+    name: str
+    min_version: int
+    max_version: int
+    flexible_from: int
+    request: list
+    response: list
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    def flexible(self, version: int) -> bool:
+        return version >= self.flexible_from
+
+    def _fn(self, kind: str, direction: str, version: int) -> Callable:
+        key = (kind, direction, version)
+        fn = self._cache.get(key)
+        if fn is None:
+            if not self.min_version <= version <= self.max_version:
+                raise ProtocolError("%s v%d is not supported" % (self.name, version))
+            fields = self.request if kind == "request" else self.response
+            fn, _ = _compile(fields, version, self.flexible(version), direction)
+            self._cache[key] = fn
+        return fn
+
+    def source(self, kind: str, direction: str, version: int) -> str:
+        fields = self.request if kind == "request" else self.response
+        return _compile(fields, version, self.flexible(version), direction)[1]
+
+    def decode(self, kind: str, version: int, buf, pos: int = 0, exact: bool = True) -> dict:
+        """Decode one message; any malformed input raises ProtocolError."""
+        fn = self._fn(kind, "decode", version)
+        try:
+            m, end = fn(buf, pos)
+        except ProtocolError:
+            raise
+        except (struct.error, IndexError, UnicodeDecodeError, ValueError, TypeError) as e:
+            raise ProtocolError("%s v%d %s: %s" % (self.name, version, kind, e)) from None
+        if exact and end != len(buf):
+            # Trailing bytes: Kafka's parser rejects a body that does not end where it should.
+            raise ProtocolError("%s v%d %s: %d trailing bytes" % (self.name, version, kind, len(buf) - end))
+        return m
+
+    def encode(self, kind: str, version: int, msg: dict) -> list:
+        """Encode to a list of parts (bytes, and file regions from Chunks records)."""
+        fn = self._fn(kind, "encode", version)
+        parts: list = []
+        out = fn(bytearray(), parts, msg)
+        if out:
+            parts.append(bytes(out))
+        return parts
+
+    def encode_bytes(self, kind: str, version: int, msg: dict) -> bytes:
+        parts = self.encode(kind, version, msg)
+        if any(not isinstance(p, (bytes, bytearray)) for p in parts):
+            raise TypeError("message holds file regions; use encode()")
+        return b"".join(parts)
+
+
+def load_specs(path: str | None = None) -> dict[int, ApiSpec]:
+    path = path or specs_dir()
+    apis: dict[int, ApiSpec] = {}
+    for name in sorted(os.listdir(path)):
+        if not name.endswith(".json") or not name[:2].isdigit():
+            continue
+        with open(os.path.join(path, name)) as fh:
+            d = json.load(fh)
+        apis[d["api_key"]] = ApiSpec(d["api_key"], d["name"], d["versions"][0], d["versions"][1],
+                                     d["flexible_from"], d["request"], d["response"])
+    return apis
+
+
+APIS: dict[int, ApiSpec] = load_specs()
+BY_NAME: dict[str, ApiSpec] = {a.name: a for a in APIS.values()}

@@ -1,0 +1,97 @@
+"""Sans-IO framing: 4-byte big-endian size prefix, request header parsing, response framing.
+
+``FrameBuffer`` follows h11's shape: ``receive_data(bytes)`` then ``next_frame()`` until it
+returns ``None``.  The size prefix is checked against ``socket.request.max.bytes`` before any
+buffer for the body is kept, so an attacker's 2 GiB prefix costs nothing (Kafka closes such a
+connection with InvalidReceiveException; so do we).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import primitives as P
+from .primitives import ProtocolError
+
+
+class FrameTooLarge(ProtocolError):
+    pass
+
+
+class FrameBuffer:
+    def __init__(self, max_frame_bytes: int):
+        self.max_frame_bytes = max_frame_bytes
+        self._buf = bytearray()
+        self._need: int | None = None
+
+    def receive_data(self, data: bytes) -> None:
+        self._buf += data
+
+    def next_frame(self) -> bytes | None:
+        if self._need is None:
+            if len(self._buf) < 4:
+                return None
+            (n,) = P.I32.unpack_from(self._buf, 0)
+            if n < 0 or n > self.max_frame_bytes:
+                raise FrameTooLarge("frame of %d bytes exceeds socket.request.max.bytes=%d"
+                                    % (n, self.max_frame_bytes))
+            del self._buf[:4]
+            self._need = n
+        if len(self._buf) < self._need:
+            return None
+        frame = bytes(self._buf[: self._need])
+        del self._buf[: self._need]
+        self._need = None
+        return frame
+
+    @property
+    def pending(self) -> int:
+        return len(self._buf)
+
+
+@dataclass
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body_offset: int
+
+
+def parse_request_header(frame: bytes, flexible: bool) -> RequestHeader:
+    """Request header v1 (v2 adds tagged fields when the API version is flexible).
+
+    client_id is always a classic int16-length string, even in header v2, so any broker can
+    read an ApiVersions request of any version."""
+    try:
+        api_key, api_version, corr = P.I16.unpack_from(frame, 0)[0], P.I16.unpack_from(frame, 2)[0], P.I32.unpack_from(frame, 4)[0]
+        client_id, pos = P.read_nullable_string(frame, 8)
+        if flexible:
+            ntag, pos = P.read_uvarint(frame, pos)
+            for _ in range(ntag):
+                _tag, pos = P.read_uvarint(frame, pos)
+                size, pos = P.read_uvarint(frame, pos)
+                pos += size
+                if pos > len(frame):
+                    raise ProtocolError("request header tagged field overruns the frame")
+    except ProtocolError:
+        raise
+    except Exception as e:  # struct.error, IndexError, UnicodeDecodeError
+        raise ProtocolError("malformed request header: %s" % e) from None
+    return RequestHeader(api_key, api_version, corr, client_id, pos)
+
+
+def peek_api(frame: bytes):
+    """(api_key, api_version, correlation_id) without parsing the rest; None if too short."""
+    if len(frame) < 8:
+        return None
+    return P.I16.unpack_from(frame, 0)[0], P.I16.unpack_from(frame, 2)[0], P.I32.unpack_from(frame, 4)[0]
+
+
+def frame_response(correlation_id: int, flexible_header: bool, body_parts: list) -> list:
+    """Prefix body parts with the size and response header (v1 = v0 + empty tagged fields)."""
+    header = P.I32.pack(correlation_id) + (b"\x00" if flexible_header else b"")
+    size = len(header) + sum(p.length if hasattr(p, "length") else len(p) for p in body_parts)
+    first = P.I32.pack(size) + header
+    if body_parts and isinstance(body_parts[0], (bytes, bytearray)):
+        return [first + body_parts[0]] + body_parts[1:]
+    return [first] + body_parts

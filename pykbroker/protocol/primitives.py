@@ -1,0 +1,243 @@
+"""Primitive readers for the Kafka wire format (sans-IO, hardened once for every API).
+
+Every reader takes ``(buf, pos)`` and returns ``(value, new_pos)``.  ``buf`` is the exact
+frame body (a ``bytes`` or ``memoryview``), so reading past its end raises ``struct.error`` /
+``IndexError``; the generated codecs turn any such low-level failure into one
+:class:`ProtocolError`.  Lengths and counts are checked against the bytes that remain
+*before* anything is allocated, so a hostile count can never make the broker allocate
+more than the frame it already holds (the frame itself is bounded by
+``socket.request.max.bytes``).
+"""
+from __future__ import annotations
+
+import struct
+import uuid as _uuid
+
+
+class ProtocolError(Exception):
+    """Bytes that do not decode as the message they claim to be."""
+
+
+I8 = struct.Struct(">b")
+I16 = struct.Struct(">h")
+U16 = struct.Struct(">H")
+I32 = struct.Struct(">i")
+U32 = struct.Struct(">I")
+I64 = struct.Struct(">q")
+F64 = struct.Struct(">d")
+
+ZERO_UUID = bytes(16)
+
+
+def read_uvarint(buf, pos):
+    """Unsigned LEB128 varint, at most 5 bytes (Kafka's 32-bit unsigned varint)."""
+    result = 0
+    shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 28:
+            # Kafka rejects varints longer than 5 bytes for 32-bit values.
+            raise ProtocolError("unsigned varint too long")
+
+
+def write_uvarint(out: bytearray, value: int) -> None:
+    if value < 0:
+        raise ValueError("negative unsigned varint")
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def read_varint(buf, pos):
+    """Signed zig-zag varint (32-bit)."""
+    v, pos = read_uvarint(buf, pos)
+    return (v >> 1) ^ -(v & 1), pos
+
+
+def read_varlong(buf, pos):
+    """Signed zig-zag varint (64-bit, up to 10 bytes)."""
+    result = 0
+    shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise ProtocolError("varlong too long")
+    return (result >> 1) ^ -(result & 1), pos
+
+
+def write_varint(out: bytearray, value: int) -> None:
+    write_uvarint(out, ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
+
+
+def _take(buf, pos, n):
+    end = pos + n
+    if n < 0 or end > len(buf):
+        raise ProtocolError("length %d exceeds the %d remaining bytes" % (n, len(buf) - pos))
+    return end
+
+
+def read_string(buf, pos):
+    (n,) = I16.unpack_from(buf, pos)
+    pos += 2
+    if n < 0:
+        raise ProtocolError("null string where a string is required")
+    end = _take(buf, pos, n)
+    return str(buf[pos:end], "utf-8"), end
+
+
+def read_nullable_string(buf, pos):
+    (n,) = I16.unpack_from(buf, pos)
+    pos += 2
+    if n < 0:
+        return None, pos
+    end = _take(buf, pos, n)
+    return str(buf[pos:end], "utf-8"), end
+
+
+def read_compact_string(buf, pos):
+    n, pos = read_uvarint(buf, pos)
+    if n == 0:
+        raise ProtocolError("null compact string where a string is required")
+    end = _take(buf, pos, n - 1)
+    return str(buf[pos:end], "utf-8"), end
+
+
+def read_compact_nullable_string(buf, pos):
+    n, pos = read_uvarint(buf, pos)
+    if n == 0:
+        return None, pos
+    end = _take(buf, pos, n - 1)
+    return str(buf[pos:end], "utf-8"), end
+
+
+def read_bytes(buf, pos):
+    (n,) = I32.unpack_from(buf, pos)
+    pos += 4
+    if n < 0:
+        raise ProtocolError("null bytes where bytes are required")
+    end = _take(buf, pos, n)
+    return bytes(buf[pos:end]), end
+
+
+def read_nullable_bytes(buf, pos):
+    (n,) = I32.unpack_from(buf, pos)
+    pos += 4
+    if n < 0:
+        return None, pos
+    end = _take(buf, pos, n)
+    return bytes(buf[pos:end]), end
+
+
+def read_compact_bytes(buf, pos):
+    n, pos = read_uvarint(buf, pos)
+    if n == 0:
+        raise ProtocolError("null compact bytes where bytes are required")
+    end = _take(buf, pos, n - 1)
+    return bytes(buf[pos:end]), end
+
+
+def read_compact_nullable_bytes(buf, pos):
+    n, pos = read_uvarint(buf, pos)
+    if n == 0:
+        return None, pos
+    end = _take(buf, pos, n - 1)
+    return bytes(buf[pos:end]), end
+
+
+# Record sets stay zero-copy views into the frame: Produce validates and copies them once.
+def read_records(buf, pos):
+    (n,) = I32.unpack_from(buf, pos)
+    pos += 4
+    if n < 0:
+        return None, pos
+    end = _take(buf, pos, n)
+    return memoryview(buf)[pos:end], end
+
+
+def read_compact_records(buf, pos):
+    n, pos = read_uvarint(buf, pos)
+    if n == 0:
+        return None, pos
+    end = _take(buf, pos, n - 1)
+    return memoryview(buf)[pos:end], end
+
+
+def read_uuid(buf, pos):
+    end = _take(buf, pos, 16)
+    return bytes(buf[pos:end]), end
+
+
+def read_array_count(buf, pos):
+    """Classic int32 array count; -1 is null.  Each element takes >= 1 byte, so a count
+    larger than what remains is malformed (checked before any list is built)."""
+    (n,) = I32.unpack_from(buf, pos)
+    pos += 4
+    if n > len(buf) - pos:
+        raise ProtocolError("array count %d exceeds the %d remaining bytes" % (n, len(buf) - pos))
+    return (None if n < 0 else n), pos
+
+
+def read_compact_array_count(buf, pos):
+    n, pos = read_uvarint(buf, pos)
+    if n == 0:
+        return None, pos
+    n -= 1
+    if n > len(buf) - pos:
+        raise ProtocolError("array count %d exceeds the %d remaining bytes" % (n, len(buf) - pos))
+    return n, pos
+
+
+def write_string(out: bytearray, s, compact: bool) -> None:
+    if s is None:
+        if compact:
+            out.append(0)
+        else:
+            out += b"\xff\xff"
+        return
+    b = s.encode("utf-8")
+    if compact:
+        write_uvarint(out, len(b) + 1)
+    else:
+        out += I16.pack(len(b))
+    out += b
+
+
+def write_bytes(out: bytearray, b, compact: bool) -> None:
+    if b is None:
+        if compact:
+            out.append(0)
+        else:
+            out += b"\xff\xff\xff\xff"
+        return
+    if compact:
+        write_uvarint(out, len(b) + 1)
+    else:
+        out += I32.pack(len(b))
+    out += b
+
+
+def write_array_count(out: bytearray, n, compact: bool) -> None:
+    if n is None:
+        if compact:
+            out.append(0)
+        else:
+            out += b"\xff\xff\xff\xff"
+    elif compact:
+        write_uvarint(out, n + 1)
+    else:
+        out += I32.pack(n)
+
+
+def uuid_to_str(b: bytes) -> str:
+    return str(_uuid.UUID(bytes=bytes(b)))
