@@ -1,0 +1,107 @@
+"""Test helpers: run a real pykbroker in a child process, exactly as users run it.
+
+``BrokerProcess`` starts ``python -m pykbroker serve`` on an ephemeral loopback port, waits for
+the single "ready" log line (which names the bound listener) and exposes ``bootstrap``.  It can
+stop the broker cleanly (SIGTERM), kill it (SIGKILL, for crash tests) and restart it on the
+same data dir and port.
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+_READY = re.compile(r"ready, listening on PLAINTEXT://([^:,\s]+|\[[^\]]+\]):(\d+)")
+
+
+class BrokerProcess:
+    def __init__(self, data_dir: str, overrides: dict | None = None, port: int = 0,
+                 log_level: str = "INFO"):
+        self.data_dir = data_dir
+        self.overrides = dict(overrides or {})
+        self.port = port
+        self.log_level = log_level
+        self.proc: subprocess.Popen | None = None
+        self.lines: list[str] = []
+        self._ready = threading.Event()
+
+    @property
+    def bootstrap(self) -> str:
+        return "127.0.0.1:%d" % self.port
+
+    def start(self, timeout: float = 30.0) -> "BrokerProcess":
+        cmd = [sys.executable, "-m", "pykbroker", "serve",
+               "--listeners", "PLAINTEXT://127.0.0.1:%d" % self.port,
+               "--log-dirs", self.data_dir, "--log-level", self.log_level]
+        for k, v in self.overrides.items():
+            cmd += ["--override", "%s=%s" % (k, v)]
+        self._ready.clear()
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True, bufsize=1)
+        threading.Thread(target=self._pump, args=(self.proc,), daemon=True).start()
+        if not self._ready.wait(timeout):
+            self.kill()
+            raise RuntimeError("broker did not become ready:\n" + "".join(self.lines[-50:]))
+        return self
+
+    def _pump(self, proc) -> None:
+        for line in proc.stdout:
+            self.lines.append(line)
+            m = _READY.search(line)
+            if m:
+                self.port = int(m.group(2))
+                self._ready.set()
+            if os.environ.get("PYKBROKER_TEST_ECHO"):
+                sys.stderr.write("[broker] " + line)
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """Clean shutdown (SIGTERM), as a service manager does."""
+        if self.proc is None:
+            return 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait()
+            raise RuntimeError("broker did not stop within %ss on SIGTERM" % timeout)
+        self.proc = None
+        return rc
+
+    def kill(self) -> None:
+        """Crash: SIGKILL, no clean-shutdown marker, unflushed page cache kept by the OS."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+    def restart(self, clean: bool = True) -> "BrokerProcess":
+        self.stop() if clean else self.kill()
+        return self.start()
+
+    def log_text(self) -> str:
+        return "".join(self.lines)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        try:
+            self.stop()
+        except Exception:
+            self.kill()
+
+
+def wait_until(pred, timeout: float = 10.0, interval: float = 0.05, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out after %ss waiting for %s" % (timeout, what))
+        time.sleep(interval)
