@@ -1,0 +1,661 @@
+"""Sans-IO view of Kafka record batches (magic v2, "DefaultRecordBatch").
+
+Batch header (61 bytes, big endian)::
+
+    baseOffset            int64   @0
+    batchLength           int32   @8    bytes after this field
+    partitionLeaderEpoch  int32   @12
+    magic                 int8    @16   must be 2
+    crc                   uint32  @17   CRC-32C of bytes @21 .. end of batch
+    attributes            int16   @21   bits 0-2 codec, 3 timestampType,
+                                        4 transactional, 5 control,
+                                        6 hasDeleteHorizonMs
+    lastOffsetDelta       int32   @23
+    baseTimestamp         int64   @27
+    maxTimestamp          int64   @35
+    producerId            int64   @43
+    producerEpoch         int16   @51
+    baseSequence          int32   @53
+    recordsCount          int32   @57
+    records                       @61
+
+baseOffset, batchLength and partitionLeaderEpoch are *outside* the CRC, so
+the broker can assign offsets and the leader epoch in place without
+recomputing it.
+
+Hot path (produce): :func:`validate_produce_records` works per batch and
+never per record.  Apache Kafka's LogValidator does iterate the records of
+every batch (it decompresses compressed ones) to check per-record offsets
+and timestamps; we deliberately do not: the offset count comes from
+``lastOffsetDelta`` (which must equal ``recordsCount - 1``, as Kafka
+requires for client batches), the max timestamp from the header, and the
+CRC guarantees that what the client's encoder wrote reaches consumers
+unchanged.  Malformed records inside a CRC-valid batch are therefore stored
+and handed back to consumers as they were sent.
+
+Record decoding (:func:`decode_records`) and encoding (:func:`encode_batch`)
+are for the non-hot paths: timestamp lookups, compaction and tests.
+"""
+from __future__ import annotations
+
+import gzip
+import struct
+import time
+import zlib
+from typing import Iterable, Iterator, NamedTuple, Optional, Sequence
+
+import crc32c as _crc32c_mod
+
+__all__ = [
+    "RecordError", "BatchHeader", "BatchInfo", "ValidatedRecords", "Record",
+    "iter_batches", "parse_header", "validate_produce_records",
+    "batch_crc_ok", "compute_crc",
+    "set_base_offset", "set_partition_leader_epoch", "set_log_append_time",
+    "set_max_timestamp", "decode_records", "encode_batch", "compress", "decompress",
+    "HEADER_SIZE", "LOG_OVERHEAD", "MAGIC_V2",
+    "CODEC_NONE", "CODEC_GZIP", "CODEC_SNAPPY", "CODEC_LZ4", "CODEC_ZSTD",
+    "CREATE_TIME", "LOG_APPEND_TIME", "NO_PRODUCER_ID", "NO_PRODUCER_EPOCH",
+    "NO_SEQUENCE", "NO_TIMESTAMP", "NO_PARTITION_LEADER_EPOCH",
+    "CORRUPT_MESSAGE", "MESSAGE_TOO_LARGE", "INVALID_TIMESTAMP",
+    "UNSUPPORTED_FOR_MESSAGE_FORMAT", "UNSUPPORTED_COMPRESSION_TYPE",
+    "INVALID_RECORD",
+]
+
+_crc32c = _crc32c_mod.crc32c
+
+# ---------------------------------------------------------------------------
+# Kafka error codes used here (org.apache.kafka.common.protocol.Errors)
+CORRUPT_MESSAGE = 2
+MESSAGE_TOO_LARGE = 10
+INVALID_TIMESTAMP = 32
+UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+UNSUPPORTED_COMPRESSION_TYPE = 76
+INVALID_RECORD = 87
+
+# ---------------------------------------------------------------------------
+# Format constants
+HEADER_SIZE = 61        # RECORD_BATCH_OVERHEAD: fixed v2 batch header
+LOG_OVERHEAD = 12       # baseOffset + batchLength: bytes before the length-counted part
+HEADER_UP_TO_MAGIC = 17  # enough bytes to read the magic byte
+MAGIC_V2 = 2
+CRC_START = 21          # CRC covers attributes .. end of batch
+_BATCH_LENGTH_MIN = HEADER_SIZE - LOG_OVERHEAD  # 49: a batch without records
+
+CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD = 0, 1, 2, 3, 4
+CODEC_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_MASK = 0x10
+CONTROL_MASK = 0x20
+DELETE_HORIZON_MASK = 0x40
+CREATE_TIME, LOG_APPEND_TIME = 0, 1
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_TIMESTAMP = -1
+NO_PARTITION_LEADER_EPOCH = -1
+INT32_MAX = 0x7FFFFFFF
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+assert _HEADER.size == HEADER_SIZE
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+_I16 = struct.Struct(">h")
+
+
+class RecordError(Exception):
+    """Malformed or unacceptable record data.  ``code`` is the Kafka error
+    code a produce response should carry for it."""
+
+    def __init__(self, code: int, message: str = ""):
+        super().__init__(message or f"record error {code}")
+        self.code = code
+
+
+# ---------------------------------------------------------------------------
+# Header view
+
+
+class BatchHeader(NamedTuple):
+    """Header fields of one v2 batch found at ``position`` of a buffer.
+    ``size`` is the whole batch size (``batch_length + 12``)."""
+    position: int
+    size: int
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def codec(self) -> int:
+        return self.attributes & CODEC_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        return 1 if self.attributes & TIMESTAMP_TYPE_MASK else 0
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_MASK)
+
+    @property
+    def has_producer_id(self) -> bool:
+        return self.producer_id > NO_PRODUCER_ID
+
+    @property
+    def last_sequence(self) -> int:
+        return increment_sequence(self.base_sequence, self.last_offset_delta)
+
+
+def increment_sequence(seq: int, inc: int) -> int:
+    """Kafka sequences are int32 and wrap from INT32_MAX to 0."""
+    if seq < 0:
+        return NO_SEQUENCE
+    if seq > INT32_MAX - inc:
+        return inc - (INT32_MAX - seq) - 1
+    return seq + inc
+
+
+def parse_header(buf, pos: int = 0) -> BatchHeader:
+    """Parse the 61-byte header at ``pos``.  Does not check that the batch
+    body is present or the CRC; raises RecordError(CORRUPT_MESSAGE) if fewer
+    than 61 bytes are available, the length is insane or magic is not 2."""
+    if len(buf) - pos < HEADER_SIZE:
+        raise RecordError(CORRUPT_MESSAGE, "truncated batch header")
+    f = _HEADER.unpack_from(buf, pos)
+    if f[1] < _BATCH_LENGTH_MIN:
+        raise RecordError(CORRUPT_MESSAGE, f"batch length {f[1]} below minimum")
+    if f[3] != MAGIC_V2:
+        raise RecordError(CORRUPT_MESSAGE, f"unsupported magic {f[3]}")
+    return BatchHeader(pos, f[1] + LOG_OVERHEAD, *f)
+
+
+def iter_batches(buf, start: int = 0) -> Iterator[BatchHeader]:
+    """Yield the header of every batch in ``buf``.  Raises
+    RecordError(CORRUPT_MESSAGE) on a partial or malformed batch (headers
+    are checked, CRCs are not: use :func:`batch_crc_ok`)."""
+    n = len(buf)
+    pos = start
+    while pos < n:
+        h = parse_header(buf, pos)
+        if pos + h.size > n:
+            raise RecordError(CORRUPT_MESSAGE, "partial batch at end of buffer")
+        yield h
+        pos += h.size
+
+
+def compute_crc(buf, pos: int, size: int) -> int:
+    mv = memoryview(buf)
+    return _crc32c(mv[pos + CRC_START: pos + size])
+
+
+def batch_crc_ok(buf, h: BatchHeader) -> bool:
+    return compute_crc(buf, h.position, h.size) == h.crc
+
+
+# ---------------------------------------------------------------------------
+# Produce validation
+
+
+class BatchInfo(NamedTuple):
+    """Per-batch facts the log needs to append a validated batch."""
+    position: int            # offset of the batch inside ValidatedRecords.buffer
+    size: int
+    offset_count: int        # lastOffsetDelta + 1
+    records_count: int
+    base_timestamp: int
+    max_timestamp: int
+    timestamp_type: int
+    codec: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    last_sequence: int
+    is_transactional: bool
+
+
+class ValidatedRecords(NamedTuple):
+    buffer: bytearray        # private copy, patched in place by the log
+    batches: list            # list[BatchInfo]
+    offset_count: int        # sum of offset_count over batches
+
+    @property
+    def size(self) -> int:
+        return len(self.buffer)
+
+
+def validate_produce_records(
+    buf,
+    max_message_bytes: int,
+    *,
+    allow_multiple_batches: bool = False,
+    api_version: Optional[int] = None,
+    now_ms: Optional[int] = None,
+    timestamp_before_max_ms: Optional[int] = None,
+    timestamp_after_max_ms: Optional[int] = None,
+) -> ValidatedRecords:
+    """Validate the records of one partition of a ProduceRequest, per batch.
+
+    Error codes follow Apache Kafka 4.x (ProduceRequest.validateRecords,
+    UnifiedLog.analyzeAndValidateRecords, LogValidator.validateBatch):
+
+    * no batch at all -> INVALID_RECORD ("must have at least one record batch");
+    * magic != 2 -> INVALID_RECORD.  Kafka 4 only accepts produce v3+, and
+      ProduceRequest.validateRecords throws InvalidRecordException for any
+      other magic, so magic 0/1 gets INVALID_RECORD (87), not
+      UNSUPPORTED_FOR_MESSAGE_FORMAT or UNSUPPORTED_VERSION;
+    * more than one batch -> INVALID_RECORD (produce v3+ allows exactly one
+      batch per partition; ``allow_multiple_batches`` lifts this for
+      internal callers);
+    * batch length below the 17-byte minimum -> CORRUPT_MESSAGE;
+    * a partial trailing batch -> CORRUPT_MESSAGE.  (Apache Kafka silently
+      ignores trailing bytes that do not make a whole batch; we refuse them so
+      garbage never reaches the log.  Real clients never send them.)
+    * baseOffset != 0 -> INVALID_RECORD (Kafka checks this for client v2
+      batches);
+    * batch size > max_message_bytes -> MESSAGE_TOO_LARGE;
+    * batch shorter than 61 bytes or CRC mismatch -> CORRUPT_MESSAGE;
+    * lastOffsetDelta + 1 <= 0, recordsCount <= 0, or the two disagreeing ->
+      INVALID_RECORD (Kafka requires lastOffsetDelta == recordsCount - 1 for
+      every client batch, compressed or not);
+    * control batch from a client -> INVALID_RECORD;
+    * producerId >= 0 with baseSequence < 0 -> INVALID_RECORD;
+    * zstd with produce api_version < 7 -> UNSUPPORTED_COMPRESSION_TYPE;
+    * unknown codec (5-7) -> CORRUPT_MESSAGE.
+    * Optional CreateTime bounds (message.timestamp.before/after.max.ms) ->
+      INVALID_TIMESTAMP.  Kafka checks each record; per batch we check the
+      header's maxTimestamp against the "after" bound (exact: it is the max)
+      and baseTimestamp against the "before" bound (the first record's
+      timestamp, an approximation of the minimum).
+    """
+    try:
+        n = len(buf)
+    except TypeError:
+        raise RecordError(CORRUPT_MESSAGE, "records are not bytes")
+    if n == 0:
+        raise RecordError(INVALID_RECORD, "produce must have at least one record batch")
+    data = bytearray(buf)
+    mv = memoryview(data)
+    batches = []
+    total = 0
+    pos = 0
+    unpack = _HEADER.unpack_from
+    while pos < n:
+        remaining = n - pos
+        if remaining < LOG_OVERHEAD:
+            raise RecordError(CORRUPT_MESSAGE, "partial batch at end of records")
+        base_offset, batch_length = struct.unpack_from(">qi", data, pos)
+        size = batch_length + LOG_OVERHEAD
+        if size < HEADER_UP_TO_MAGIC:
+            raise RecordError(CORRUPT_MESSAGE, f"record batch length {batch_length} is too small")
+        if size > remaining:
+            raise RecordError(CORRUPT_MESSAGE, "partial batch at end of records")
+        magic = data[pos + 16]
+        if magic != MAGIC_V2:
+            raise RecordError(INVALID_RECORD, "produce requests may only contain magic v2 batches")
+        if batches and not allow_multiple_batches:
+            raise RecordError(INVALID_RECORD, "produce requests may contain exactly one batch per partition")
+        if base_offset != 0:
+            raise RecordError(INVALID_RECORD, f"batch baseOffset should be 0, is {base_offset}")
+        if size > max_message_bytes:
+            raise RecordError(MESSAGE_TOO_LARGE, f"batch of {size} bytes exceeds max.message.bytes {max_message_bytes}")
+        if size < HEADER_SIZE:
+            raise RecordError(CORRUPT_MESSAGE, "batch shorter than the v2 header")
+        (_, _, _, _, crc, attributes, last_offset_delta, base_ts, max_ts,
+         producer_id, producer_epoch, base_seq, count) = unpack(data, pos)
+        if _crc32c(mv[pos + CRC_START: pos + size]) != crc:
+            raise RecordError(CORRUPT_MESSAGE, "batch CRC mismatch")
+        offset_count = last_offset_delta + 1
+        if offset_count <= 0:
+            raise RecordError(INVALID_RECORD, "batch has an invalid offset range")
+        if count <= 0:
+            raise RecordError(INVALID_RECORD, f"invalid reported record count {count}")
+        if offset_count != count:
+            raise RecordError(INVALID_RECORD, "batch offset range and record count disagree")
+        if attributes & CONTROL_MASK:
+            raise RecordError(INVALID_RECORD, "clients may not write control batches")
+        if producer_id >= 0 and base_seq < 0:
+            raise RecordError(INVALID_RECORD, f"invalid sequence {base_seq} for producer {producer_id}")
+        codec = attributes & CODEC_MASK
+        if codec > CODEC_ZSTD:
+            raise RecordError(CORRUPT_MESSAGE, f"unknown compression codec {codec}")
+        if codec == CODEC_ZSTD and api_version is not None and api_version < 7:
+            raise RecordError(UNSUPPORTED_COMPRESSION_TYPE, "zstd requires produce v7+")
+        ts_type = 1 if attributes & TIMESTAMP_TYPE_MASK else 0
+        if now_ms is not None and ts_type == CREATE_TIME:
+            if timestamp_after_max_ms is not None and max_ts - now_ms > timestamp_after_max_ms:
+                raise RecordError(INVALID_TIMESTAMP, "timestamp too far in the future")
+            if timestamp_before_max_ms is not None and now_ms - base_ts > timestamp_before_max_ms:
+                raise RecordError(INVALID_TIMESTAMP, "timestamp too far in the past")
+        batches.append(BatchInfo(
+            pos, size, offset_count, count, base_ts, max_ts, ts_type, codec,
+            producer_id, producer_epoch, base_seq,
+            increment_sequence(base_seq, last_offset_delta),
+            bool(attributes & TRANSACTIONAL_MASK)))
+        total += offset_count
+        pos += size
+    return ValidatedRecords(data, batches, total)
+
+
+# ---------------------------------------------------------------------------
+# In-place patchers (bytearray)
+
+
+def set_base_offset(buf: bytearray, batch_pos: int, offset: int) -> None:
+    """baseOffset is outside the CRC: no recompute needed."""
+    _I64.pack_into(buf, batch_pos, offset)
+
+
+def set_partition_leader_epoch(buf: bytearray, batch_pos: int, epoch: int) -> None:
+    """partitionLeaderEpoch is outside the CRC: no recompute needed."""
+    _I32.pack_into(buf, batch_pos + 12, epoch)
+
+
+def _rewrite_crc(buf: bytearray, batch_pos: int) -> None:
+    size = _I32.unpack_from(buf, batch_pos + 8)[0] + LOG_OVERHEAD
+    _U32.pack_into(buf, batch_pos + 17, compute_crc(buf, batch_pos, size))
+
+
+def set_max_timestamp(buf: bytearray, batch_pos: int, timestamp_type: int, ts: int) -> None:
+    """Set the timestamp-type bit and maxTimestamp, then recompute the CRC
+    (both fields are covered by it).  Like Kafka's
+    DefaultRecordBatch.setMaxTimestamp this leaves baseTimestamp and the
+    record deltas untouched and skips the CRC work when nothing changes."""
+    attrs = _I16.unpack_from(buf, batch_pos + 21)[0]
+    new_attrs = (attrs | TIMESTAMP_TYPE_MASK) if timestamp_type == LOG_APPEND_TIME else (attrs & ~TIMESTAMP_TYPE_MASK)
+    if new_attrs == attrs and _I64.unpack_from(buf, batch_pos + 35)[0] == ts:
+        return
+    _I16.pack_into(buf, batch_pos + 21, new_attrs)
+    _I64.pack_into(buf, batch_pos + 35, ts)
+    _rewrite_crc(buf, batch_pos)
+
+
+def set_log_append_time(buf: bytearray, batch_pos: int, ts: int) -> None:
+    """LogAppendTime: consumers read every record's timestamp as the batch's
+    maxTimestamp, so only the type bit and maxTimestamp are rewritten
+    (baseTimestamp stays what the producer wrote, as in Kafka)."""
+    set_max_timestamp(buf, batch_pos, LOG_APPEND_TIME, ts)
+
+
+# ---------------------------------------------------------------------------
+# Compression
+
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+_XERIAL_BLOCK = 32 * 1024  # snappy-java's default block size
+
+
+def _snappy():
+    import cramjam
+    return cramjam.snappy
+
+
+def compress(codec: int, data: bytes) -> bytes:
+    if codec == CODEC_NONE:
+        return bytes(data)
+    if codec == CODEC_GZIP:
+        return gzip.compress(bytes(data))
+    if codec == CODEC_SNAPPY:
+        # The Java client writes snappy through snappy-java's
+        # SnappyOutputStream, i.e. xerial framing; we write the same.
+        s = _snappy()
+        out = bytearray(_XERIAL_HEADER)
+        mv = memoryview(data)
+        for i in range(0, len(mv), _XERIAL_BLOCK):
+            block = bytes(s.compress_raw(bytes(mv[i:i + _XERIAL_BLOCK])))
+            out += _I32.pack(len(block)) + block
+        return bytes(out)
+    if codec == CODEC_LZ4:
+        import lz4.frame
+        # Kafka's KafkaLZ4BlockInputStream only supports independent blocks.
+        return lz4.frame.compress(bytes(data), block_linked=False,
+                                  block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+                                  store_size=False)
+    if codec == CODEC_ZSTD:
+        import zstandard
+        return zstandard.ZstdCompressor().compress(bytes(data))
+    raise RecordError(CORRUPT_MESSAGE, f"unknown compression codec {codec}")
+
+
+def decompress(codec: int, data) -> bytes:
+    data = bytes(data)
+    try:
+        if codec == CODEC_NONE:
+            return data
+        if codec == CODEC_GZIP:
+            return zlib.decompress(data, 16 + zlib.MAX_WBITS)
+        if codec == CODEC_SNAPPY:
+            s = _snappy()
+            if data.startswith(_XERIAL_MAGIC):
+                out = bytearray()
+                pos = 16  # magic(8) + version(4) + compatible version(4)
+                while pos < len(data):
+                    if pos + 4 > len(data):
+                        raise RecordError(CORRUPT_MESSAGE, "truncated xerial snappy block")
+                    (blen,) = _I32.unpack_from(data, pos)
+                    pos += 4
+                    if blen < 0 or pos + blen > len(data):
+                        raise RecordError(CORRUPT_MESSAGE, "bad xerial snappy block length")
+                    out += bytes(s.decompress_raw(data[pos:pos + blen]))
+                    pos += blen
+                return bytes(out)
+            return bytes(s.decompress_raw(data))
+        if codec == CODEC_LZ4:
+            import lz4.frame
+            return lz4.frame.decompress(data)
+        if codec == CODEC_ZSTD:
+            import zstandard
+            dobj = zstandard.ZstdDecompressor().decompressobj()
+            out = dobj.decompress(data)
+            if not dobj.eof:
+                raise RecordError(CORRUPT_MESSAGE, "truncated zstd frame")
+            return out
+    except RecordError:
+        raise
+    except Exception as e:  # codec libraries raise assorted exception types
+        raise RecordError(CORRUPT_MESSAGE, f"cannot decompress batch: {e}") from None
+    raise RecordError(CORRUPT_MESSAGE, f"unknown compression codec {codec}")
+
+
+# ---------------------------------------------------------------------------
+# Records (DefaultRecord)
+
+
+class Record(NamedTuple):
+    offset: Optional[int]
+    timestamp: Optional[int]
+    key: Optional[bytes]
+    value: Optional[bytes]
+    headers: Sequence = ()   # sequence of (str key, bytes|None value)
+
+
+def _read_varint(buf, pos: int):
+    """Zig-zag varint (max 10 bytes as for a varlong)."""
+    result = 0
+    shift = 0
+    n = len(buf)
+    while True:
+        if pos >= n:
+            raise RecordError(CORRUPT_MESSAGE, "truncated varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise RecordError(CORRUPT_MESSAGE, "varint too long")
+    return (result >> 1) ^ -(result & 1), pos
+
+
+def _write_varint(out: bytearray, v: int) -> None:
+    v = (v << 1) ^ (v >> 63)
+    v &= 0xFFFFFFFFFFFFFFFF
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+def _read_bytes(buf, pos: int):
+    ln, pos = _read_varint(buf, pos)
+    if ln < 0:
+        return None, pos
+    end = pos + ln
+    if end > len(buf):
+        raise RecordError(CORRUPT_MESSAGE, "truncated record field")
+    return bytes(buf[pos:end]), end
+
+
+def decode_records(batch) -> list[Record]:
+    """Decode every record of one batch (``batch`` = the whole batch bytes,
+    header included).  Offsets are absolute; for LogAppendTime batches every
+    record's timestamp is the batch maxTimestamp (as Kafka reports it)."""
+    h = parse_header(batch, 0)
+    if h.size > len(batch):
+        raise RecordError(CORRUPT_MESSAGE, "partial batch")
+    mv = memoryview(batch)[HEADER_SIZE:h.size]
+    body = decompress(h.codec, mv) if h.codec != CODEC_NONE else mv
+    log_append = h.timestamp_type == LOG_APPEND_TIME
+    out = []
+    pos = 0
+    n = len(body)
+    if h.records_count < 0:
+        raise RecordError(CORRUPT_MESSAGE, "negative record count")
+    for _ in range(h.records_count):
+        length, pos = _read_varint(body, pos)
+        end = pos + length
+        if length < 0 or end > n:
+            raise RecordError(CORRUPT_MESSAGE, "bad record length")
+        p = pos + 1  # attributes: unused in v2
+        ts_delta, p = _read_varint(body, p)
+        off_delta, p = _read_varint(body, p)
+        key, p = _read_bytes(body, p)
+        value, p = _read_bytes(body, p)
+        nh, p = _read_varint(body, p)
+        if nh < 0:
+            raise RecordError(CORRUPT_MESSAGE, "negative header count")
+        headers = []
+        for _ in range(nh):
+            hk, p = _read_bytes(body, p)
+            if hk is None:
+                raise RecordError(CORRUPT_MESSAGE, "null header key")
+            hv, p = _read_bytes(body, p)
+            try:
+                headers.append((hk.decode("utf-8"), hv))
+            except UnicodeDecodeError:
+                raise RecordError(CORRUPT_MESSAGE, "header key is not UTF-8") from None
+        if p != end:
+            raise RecordError(CORRUPT_MESSAGE, "record length mismatch")
+        ts = h.max_timestamp if log_append else h.base_timestamp + ts_delta
+        out.append(Record(h.base_offset + off_delta, ts, key, value, headers))
+        pos = end
+    return out
+
+
+def _encode_record(out: bytearray, offset_delta: int, ts_delta: int, key, value, headers) -> None:
+    body = bytearray(b"\x00")
+    _write_varint(body, ts_delta)
+    _write_varint(body, offset_delta)
+    for field in (key, value):
+        if field is None:
+            _write_varint(body, -1)
+        else:
+            _write_varint(body, len(field))
+            body += field
+    _write_varint(body, len(headers))
+    for hk, hv in headers:
+        hkb = hk.encode("utf-8") if isinstance(hk, str) else bytes(hk)
+        _write_varint(body, len(hkb))
+        body += hkb
+        if hv is None:
+            _write_varint(body, -1)
+        else:
+            _write_varint(body, len(hv))
+            body += hv
+    _write_varint(out, len(body))
+    out += body
+
+
+def encode_batch(
+    records: Iterable,
+    base_offset: int = 0,
+    codec: int = CODEC_NONE,
+    *,
+    timestamp_type: int = CREATE_TIME,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    last_offset_delta: Optional[int] = None,
+    max_timestamp: Optional[int] = None,
+    delete_horizon_ms: Optional[int] = None,
+) -> bytes:
+    """Build one v2 batch.  ``records`` are :class:`Record` (or tuples
+    ``(offset, timestamp, key, value[, headers])``); ``offset`` None means
+    "next one", ``timestamp`` None means now.  Absolute offsets allow gaps
+    (as compaction produces)."""
+    recs = [r if isinstance(r, Record) else Record(*r) for r in records]
+    now = int(time.time() * 1000)
+    offsets, stamps = [], []
+    nxt = base_offset
+    for r in recs:
+        off = nxt if r.offset is None else r.offset
+        if off < base_offset or (offsets and off <= offsets[-1]):
+            raise ValueError("record offsets must increase from base_offset")
+        offsets.append(off)
+        stamps.append(now if r.timestamp is None else r.timestamp)
+        nxt = off + 1
+    if delete_horizon_ms is not None:
+        base_ts = delete_horizon_ms
+    else:
+        base_ts = stamps[0] if stamps else NO_TIMESTAMP
+    body = bytearray()
+    for r, off, ts in zip(recs, offsets, stamps):
+        _encode_record(body, off - base_offset, ts - base_ts, r.key, r.value, list(r.headers or ()))
+    payload = compress(codec, body) if codec != CODEC_NONE else bytes(body)
+    if last_offset_delta is None:
+        last_offset_delta = (offsets[-1] - base_offset) if offsets else -1
+    if max_timestamp is None:
+        max_timestamp = max(stamps) if stamps else NO_TIMESTAMP
+    attrs = codec & CODEC_MASK
+    if timestamp_type == LOG_APPEND_TIME:
+        attrs |= TIMESTAMP_TYPE_MASK
+    if is_transactional:
+        attrs |= TRANSACTIONAL_MASK
+    if is_control:
+        attrs |= CONTROL_MASK
+    if delete_horizon_ms is not None:
+        attrs |= DELETE_HORIZON_MASK
+    size = HEADER_SIZE + len(payload)
+    buf = bytearray(size)
+    _HEADER.pack_into(buf, 0, base_offset, size - LOG_OVERHEAD, partition_leader_epoch,
+                      MAGIC_V2, 0, attrs, last_offset_delta, base_ts, max_timestamp,
+                      producer_id, producer_epoch, base_sequence, len(recs))
+    buf[HEADER_SIZE:] = payload
+    _rewrite_crc(buf, 0)
+    return bytes(buf)

@@ -1,0 +1,126 @@
+"""Tiny file-system seam for the storage layer.
+
+Every disk operation of :mod:`pykbroker.storage` goes through a
+:class:`FileSystem` object so that a fault-injecting implementation (torn
+writes, EIO, ENOSPC, lost fsyncs) can be swapped in by tests later without
+touching the log code.  The default, :data:`REAL_FS`, is a thin wrapper over
+:mod:`os`.
+
+File handles are plain integer file descriptors on purpose: the server sends
+fetch data with ``os.sendfile(sock, fd, pos, len)``, which needs a real fd.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+
+__all__ = ["FileSystem", "REAL_FS"]
+
+
+class FileSystem:
+    """Real file system (default).  Methods mirror the :mod:`os` calls."""
+
+    # -- descriptors -------------------------------------------------------
+    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
+        return os.open(path, flags | getattr(os, "O_CLOEXEC", 0), mode)
+
+    def close(self, fd: int) -> None:
+        os.close(fd)
+
+    def pread(self, fd: int, n: int, pos: int) -> bytes:
+        return os.pread(fd, n, pos)
+
+    def pwrite(self, fd: int, data, pos: int) -> None:
+        """Write *all* of ``data`` at ``pos`` (loops over short writes)."""
+        view = memoryview(data)
+        while view:
+            n = os.pwrite(fd, view, pos)
+            if n <= 0:  # pragma: no cover - defensive, pwrite raises instead
+                raise OSError("short write")
+            view = view[n:]
+            pos += n
+
+    def fsync(self, fd: int) -> None:
+        os.fsync(fd)
+
+    def ftruncate(self, fd: int, size: int) -> None:
+        os.ftruncate(fd, size)
+
+    def fsize(self, fd: int) -> int:
+        return os.fstat(fd).st_size
+
+    # -- paths -------------------------------------------------------------
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def isdir(self, path: str) -> bool:
+        return os.path.isdir(path)
+
+    def listdir(self, path: str) -> list[str]:
+        return os.listdir(path)
+
+    def makedirs(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def rename(self, src: str, dst: str) -> None:
+        os.replace(src, dst)
+
+    def remove(self, path: str) -> None:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+    def rmtree(self, path: str) -> None:
+        shutil.rmtree(path, ignore_errors=True)
+
+    def size(self, path: str) -> int:
+        return os.stat(path).st_size
+
+    def fsync_dir(self, path: str) -> None:
+        """fsync a directory so that renames/creates in it are durable."""
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        except OSError:
+            return
+        try:
+            os.fsync(fd)
+        except OSError:  # some file systems refuse fsync on directories
+            pass
+        finally:
+            os.close(fd)
+
+    # -- whole-file helpers ------------------------------------------------
+    def read_file(self, path: str) -> bytes:
+        fd = self.open(path, os.O_RDONLY)
+        try:
+            chunks = []
+            pos = 0
+            while True:
+                b = self.pread(fd, 1 << 20, pos)
+                if not b:
+                    break
+                chunks.append(b)
+                pos += len(b)
+            return b"".join(chunks)
+        finally:
+            self.close(fd)
+
+    def write_file_atomic(self, path: str, data: bytes, fsync: bool = True) -> None:
+        """Write ``data`` to ``path`` atomically: temp file, fsync, rename,
+        fsync of the directory.  A crash leaves either the old or the new
+        content, never a torn file (that is how Kafka writes checkpoints)."""
+        tmp = path + ".tmp"
+        fd = self.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            self.pwrite(fd, data, 0)
+            if fsync:
+                self.fsync(fd)
+        finally:
+            self.close(fd)
+        self.rename(tmp, path)
+        if fsync:
+            self.fsync_dir(os.path.dirname(path) or ".")
+
+
+REAL_FS = FileSystem()
