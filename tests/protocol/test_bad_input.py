@@ -125,7 +125,6 @@ def test_garbage_bytes_close_connection(broker):
 
 def test_unknown_api_key_closes_connection(broker):
     s = connect(broker)
-    s.sendall(request_bytes(18, 0, 1, b"")[:4 + 0] + b"")  # nothing: just make sure connect works
     hdr = struct.pack(">hhi", 9999, 0, 5) + struct.pack(">h", -1)
     s.sendall(struct.pack(">i", len(hdr)) + hdr)
     assert_closed(s)

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Install everything the tests need (Debian packages, pip packages) and run the whole suite.
+# This is the README's test command and what CI runs (.ci/run).
+#   PYKBROKER_QUICK=1  skip the long matrices (everyday runs); CI runs the full suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" != "0" ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo"; fi
+
+# Debian packages: kcat (librdkafka's CLI, a real client in the matrix).
+need_apt=()
+command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}"
+fi
+
+# Python: the broker itself (editable) plus test dependencies.
+python3 -m pip install -q --disable-pip-version-check -e ".[test]"
+
+# -p no:cacheprovider keeps a clean clone clean; durations show where the time goes.
+exec python3 -m pytest -p no:cacheprovider --durations=15 "$@"
