@@ -1,0 +1,736 @@
+"""A partition's log: Kafka's UnifiedLog/LocalLog/LogLoader model.
+
+Directory ``<log.dir>/<topic>-<partition>/`` holds segments
+(``{base:020d}.log/.index/.timeindex``), producer snapshots
+(``{offset:020d}.snapshot``) and ``leader-epoch-checkpoint``.
+
+Threading: every method is synchronous.  ``append``/``read`` are quick
+(pwrite/pread of one request's worth) and may run on the trio thread;
+``flush`` fsyncs and should run via ``trio.to_thread.run_sync``.  An
+internal lock makes a concurrent ``flush`` from a worker thread safe; the
+fsync itself happens outside the lock so appends are not blocked by it.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import time
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from typing import Optional
+
+from pykbroker.protocol.records import (
+    CREATE_TIME, LOG_APPEND_TIME, RecordError, ValidatedRecords,
+    set_base_offset, set_log_append_time, set_max_timestamp, set_partition_leader_epoch,
+)
+from .checkpoints import LeaderEpochCheckpointFile, LEADER_EPOCH_CHECKPOINT
+from .epoch import LeaderEpochCache
+from .fs import FileSystem, REAL_FS
+from .producer_state import APPEND, ProducerStateManager
+from .segment import FileRegion, LogSegment
+
+__all__ = [
+    "LogConfig", "Log", "AppendInfo", "StorageError", "OffsetOutOfRange",
+    "ProducerStateError", "KafkaStorageError", "load_log", "LogLoader",
+    "parse_partition_dir", "partition_dir_name",
+]
+
+log = logging.getLogger(__name__)
+
+OFFSET_OUT_OF_RANGE = 1
+KAFKA_STORAGE_ERROR = 56
+_LOG_FILE_RE = re.compile(r"^(\d{20})\.log$")
+_INDEX_FILE_RE = re.compile(r"^(\d{20})\.(index|timeindex)$")
+# leftovers of interrupted operations (Kafka's suffixes plus our temp files)
+_LEFTOVER_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp")
+
+
+class StorageError(Exception):
+    code = -1
+
+
+class OffsetOutOfRange(StorageError):
+    code = OFFSET_OUT_OF_RANGE
+
+
+class KafkaStorageError(StorageError):
+    """Disk I/O failed; the produce/fetch answer is KAFKA_STORAGE_ERROR."""
+    code = KAFKA_STORAGE_ERROR
+
+
+class ProducerStateError(StorageError):
+    def __init__(self, code: int, message: str = ""):
+        super().__init__(message or f"producer state error {code}")
+        self.code = code
+
+
+@dataclass
+class LogConfig:
+    """Topic-level settings the storage layer uses (Kafka names/defaults)."""
+    segment_bytes: int = 1 << 30                  # segment.bytes
+    segment_ms: int = 7 * 24 * 3600 * 1000        # segment.ms
+    segment_jitter_ms: int = 0                    # segment.jitter.ms
+    segment_index_bytes: int = 10 * 1024 * 1024   # segment.index.bytes
+    index_interval_bytes: int = 4096              # index.interval.bytes
+    flush_interval_messages: int = (1 << 63) - 1  # flush.messages (Long.MAX_VALUE)
+    max_message_bytes: int = 1048588              # max.message.bytes (1 MiB + 12)
+    message_timestamp_type: str = "CreateTime"    # message.timestamp.type
+    producer_snapshots_to_keep: int = 2
+
+    _KAFKA_NAMES = {
+        "segment.bytes": ("segment_bytes", int),
+        "segment.ms": ("segment_ms", int),
+        "segment.jitter.ms": ("segment_jitter_ms", int),
+        "segment.index.bytes": ("segment_index_bytes", int),
+        "index.interval.bytes": ("index_interval_bytes", int),
+        "flush.messages": ("flush_interval_messages", int),
+        "max.message.bytes": ("max_message_bytes", int),
+        "message.timestamp.type": ("message_timestamp_type", str),
+    }
+
+    @classmethod
+    def from_properties(cls, props: dict) -> "LogConfig":
+        """Build from Kafka topic config names (unknown names ignored)."""
+        c = cls()
+        for k, v in (props or {}).items():
+            if k in cls._KAFKA_NAMES and v is not None:
+                attr, typ = cls._KAFKA_NAMES[k]
+                setattr(c, attr, typ(v))
+        return c
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == "LogAppendTime"
+
+    @property
+    def max_index_entries(self) -> int:
+        return max(1, self.segment_index_bytes // 8)
+
+    @property
+    def max_time_index_entries(self) -> int:
+        return max(1, self.segment_index_bytes // 12)
+
+
+@dataclass
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    log_append_time: int          # -1 unless the topic uses LogAppendTime (or duplicate, see below)
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_start_offset: int
+    num_messages: int
+    valid_bytes: int
+    duplicate: bool = False       # idempotent retry: nothing was appended
+    flush_required: bool = False  # auto_flush=False and flush.messages reached
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_partition_dir(name: str) -> Optional[tuple[str, int]]:
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit():
+        return None
+    return topic, int(part)
+
+
+class Log:
+    def __init__(self, dir: str, config: LogConfig, segments: list, log_start_offset: int,
+                 recovery_point: int, epoch_cache: LeaderEpochCache,
+                 producer_state: ProducerStateManager, fs: FileSystem = REAL_FS):
+        self.dir = dir
+        self.config = config
+        self.fs = fs
+        self._segments: list[LogSegment] = segments
+        self._bases: list[int] = [s.base_offset for s in segments]
+        self.log_start_offset = log_start_offset
+        self.recovery_point = recovery_point
+        self.epoch_cache = epoch_cache
+        self.producer_state = producer_state
+        self.high_watermark = min(recovery_point, self.log_end_offset)  # the caller maintains it
+        self.unflushed_messages = 0
+        self._lock = threading.RLock()
+        self._closed = False
+        name = os.path.basename(dir.rstrip("/"))
+        self.topic_partition = parse_partition_dir(name)
+
+    # ------------------------------------------------------------ properties
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        """Next offset to assign."""
+        return self._segments[-1].next_offset
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def latest_epoch(self) -> Optional[int]:
+        return self.epoch_cache.latest_epoch
+
+    def __repr__(self):
+        return (f"Log({self.dir!r}, start={self.log_start_offset}, end={self.log_end_offset}, "
+                f"segments={len(self._segments)})")
+
+    # ---------------------------------------------------------------- append
+    def append(self, records: ValidatedRecords, leader_epoch: int,
+               log_append_time_ms: Optional[int] = None, *, auto_flush: bool = True,
+               check_producer_state: bool = True) -> AppendInfo:
+        """Append validated produce records as the leader.
+
+        Per batch (never per record): idempotence check, then baseOffset and
+        partitionLeaderEpoch are patched in place (outside the CRC); with
+        ``log_append_time_ms`` (topic uses LogAppendTime) the timestamp type
+        and maxTimestamp are rewritten and the CRC recomputed.  The record
+        bytes are then written with one pwrite.
+
+        Raises ProducerStateError (45/47), KafkaStorageError on I/O errors.
+        A duplicate of one of the producer's last 5 batches returns the
+        original offsets with ``duplicate=True``; as in Kafka its
+        ``log_append_time`` is the original batch's timestamp.
+        ``flush.messages`` reached: fsync before returning, unless
+        ``auto_flush=False`` (then ``flush_required`` is set and the caller
+        must run :meth:`flush`, e.g. in a worker thread, before answering).
+        """
+        with self._lock:
+            if self._closed:
+                raise KafkaStorageError("log is closed")
+            buf = records.buffer
+            batches = records.batches
+            if not batches:
+                raise RecordError(87, "no batches to append")
+            lat = log_append_time_ms
+            first_offset = self.log_end_offset
+            ps = self.producer_state
+            staged = None
+            off = first_offset
+            for b in batches:
+                if b.producer_id >= 0 and check_producer_state:
+                    if staged is None:
+                        staged = {}
+                    r = ps.check(b.producer_id, b.producer_epoch, b.base_sequence, b.last_sequence, staged)
+                    if r != APPEND:
+                        if isinstance(r, tuple):
+                            return AppendInfo(r[1], r[2], r[3], r[3], r[2], self.log_start_offset,
+                                              r[2] - r[1] + 1, 0, duplicate=True)
+                        raise ProducerStateError(r, f"producer {b.producer_id}: error {r}")
+                    ps.update(b.producer_id, b.producer_epoch, b.base_sequence, b.last_sequence,
+                              off, off + b.offset_count - 1,
+                              lat if lat is not None else b.max_timestamp,
+                              b.is_transactional, staged=staged)
+                off += b.offset_count
+            last_offset = off - 1
+            size = len(buf)
+
+            seg = self._maybe_roll(size, last_offset, first_offset,
+                                   max(b.max_timestamp for b in batches) if lat is None else lat)
+
+            # patch offsets / epoch / timestamps, per batch
+            off = first_offset
+            max_ts = -1
+            offset_of_max_ts = first_offset
+            index_info = []
+            for b in batches:
+                pos = b.position
+                set_base_offset(buf, pos, off)
+                set_partition_leader_epoch(buf, pos, leader_epoch)
+                blast = off + b.offset_count - 1
+                if lat is not None:
+                    set_log_append_time(buf, pos, lat)
+                    bts = lat
+                else:
+                    if b.timestamp_type == LOG_APPEND_TIME:
+                        # a CreateTime topic stores CreateTime batches (Kafka
+                        # rewrites the type bit the same way)
+                        set_max_timestamp(buf, pos, CREATE_TIME, b.max_timestamp)
+                    bts = b.max_timestamp
+                if bts > max_ts:
+                    max_ts, offset_of_max_ts = bts, blast
+                index_info.append((pos, b.size, blast, bts))
+                off = blast + 1
+
+            if leader_epoch >= 0:
+                latest = self.epoch_cache.latest_epoch
+                if latest is None or leader_epoch != latest:
+                    try:
+                        self.epoch_cache.assign(leader_epoch, first_offset)
+                    except OSError as e:
+                        raise KafkaStorageError(f"cannot write leader epoch checkpoint: {e}") from e
+            try:
+                seg.append(buf, last_offset, max_ts, offset_of_max_ts, index_info)
+            except OSError as e:
+                raise KafkaStorageError(f"append to {seg.log_path} failed: {e}") from e
+            if staged:
+                ps.commit(staged)
+            n = records.offset_count
+            self.unflushed_messages += n
+            info = AppendInfo(first_offset, last_offset, lat if lat is not None else -1,
+                              max_ts, offset_of_max_ts, self.log_start_offset, n, size)
+            need_flush = self.unflushed_messages >= self.config.flush_interval_messages
+        if need_flush:
+            if auto_flush:
+                self.flush()
+            else:
+                info.flush_required = True
+        return info
+
+    def append_as_follower(self, buf: bytearray) -> Optional[tuple[int, int]]:
+        """Append batches that already carry offsets and epochs (replication,
+        tests).  Batches must be valid v2 and start at or after the log end
+        offset.  Returns (first offset, last offset) or None if empty."""
+        from pykbroker.protocol.records import iter_batches, batch_crc_ok, CORRUPT_MESSAGE
+        with self._lock:
+            headers = list(iter_batches(buf))
+            if not headers:
+                return None
+            nxt = self.log_end_offset
+            for h in headers:
+                if not batch_crc_ok(buf, h):
+                    raise RecordError(CORRUPT_MESSAGE, "batch CRC mismatch")
+                if h.base_offset < nxt or h.last_offset_delta < 0:
+                    raise RecordError(CORRUPT_MESSAGE, "out of order offsets")
+                nxt = h.last_offset + 1
+            first, last = headers[0].base_offset, headers[-1].last_offset
+            seg = self._maybe_roll(len(buf), last, first, max(h.max_timestamp for h in headers))
+            max_ts, off_max = -1, first
+            for h in headers:
+                if h.partition_leader_epoch >= 0 and (self.epoch_cache.latest_epoch is None
+                                                      or h.partition_leader_epoch > self.epoch_cache.latest_epoch):
+                    self.epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
+                if h.max_timestamp > max_ts:
+                    max_ts, off_max = h.max_timestamp, h.last_offset
+            try:
+                seg.append(buf, last, max_ts, off_max,
+                           [(h.position, h.size, h.last_offset, h.max_timestamp) for h in headers])
+            except OSError as e:
+                raise KafkaStorageError(str(e)) from e
+            for h in headers:
+                self.producer_state.update_from_header(h)
+            self.unflushed_messages += last - first + 1
+            return first, last
+
+    # ----------------------------------------------------------------- roll
+    def _should_roll(self, seg: LogSegment, size: int, last_offset: int, max_ts: int) -> bool:
+        c = self.config
+        if seg.size == 0:
+            return not seg.can_hold_offset(last_offset)
+        if seg.size + size > c.segment_bytes:
+            return True
+        if seg.index_full or not seg.can_hold_offset(last_offset):
+            return True
+        # segment.ms: measured from the first batch's timestamp (or creation
+        # time when the segment has none), as Kafka's timeWaitedForRoll
+        if seg.rolling_base_timestamp is not None and seg.rolling_base_timestamp >= 0 and max_ts >= 0:
+            waited = max_ts - seg.rolling_base_timestamp
+        else:
+            waited = int(time.time() * 1000) - seg.created_ms
+        return waited > c.segment_ms - c.segment_jitter_ms
+
+    def _maybe_roll(self, size: int, last_offset: int, first_offset: int, max_ts: int) -> LogSegment:
+        seg = self._segments[-1]
+        if self._should_roll(seg, size, last_offset, max_ts):
+            seg = self._roll(first_offset)
+        return seg
+
+    def roll(self) -> LogSegment:
+        with self._lock:
+            return self._roll(self.log_end_offset)
+
+    def _roll(self, new_base: int) -> LogSegment:
+        old = self._segments[-1]
+        new_base = max(new_base, self.log_end_offset)
+        if old.size == 0:
+            if old.base_offset == new_base:
+                return old
+            # an empty active segment at a lower base: replace it
+            self._segments.pop()
+            self._bases.pop()
+            old.delete()
+        else:
+            try:
+                old.on_become_inactive()
+            except OSError as e:
+                log.warning("cannot persist indexes of %s: %s", old.log_path, e)
+        try:
+            seg = self._new_segment(new_base)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot roll segment: {e}") from e
+        self._segments.append(seg)
+        self._bases.append(new_base)
+        # Kafka snapshots producer state at every roll so that a restart only
+        # replays the active segment.  Not fsynced here (the append path must
+        # stay fast); a torn snapshot fails its CRC and is ignored on load.
+        try:
+            self.producer_state.take_snapshot(new_base, fsync=False)
+            keep = self.config.producer_snapshots_to_keep
+            snaps = self.producer_state.list_snapshots()
+            for off in snaps[:-keep] if keep else []:
+                self.fs.remove(self.producer_state.snapshot_path(off))
+        except OSError as e:
+            log.warning("cannot write producer snapshot: %s", e)
+        return seg
+
+    def _new_segment(self, base: int) -> LogSegment:
+        c = self.config
+        seg = LogSegment(self.dir, base, fs=self.fs, index_interval_bytes=c.index_interval_bytes,
+                         max_index_entries=c.max_index_entries,
+                         max_time_index_entries=c.max_time_index_entries)
+        if seg.size:  # stale file at this base (should not happen): start clean
+            seg._truncate_at(0, base)
+        seg.offset_index.reset()
+        seg.time_index.reset()
+        return seg
+
+    # ----------------------------------------------------------------- read
+    def read(self, fetch_offset: int, max_bytes: int, max_offset: Optional[int] = None,
+             min_one_batch: bool = True) -> list[FileRegion]:
+        """Whole batches from the one containing ``fetch_offset``.
+
+        ``max_offset`` is an exclusive bound (the high watermark for
+        consumers, the LSO for read_committed, None = log end): only batches
+        whose last offset is below it are returned.  The result is at most
+        ``max_bytes`` except that, with ``min_one_batch``, the first batch is
+        returned whole even if larger (KIP-74).  May span segments (one
+        region per segment).  Raises OffsetOutOfRange when fetch_offset <
+        log start offset or > log end offset."""
+        with self._lock:
+            leo = self.log_end_offset
+            if fetch_offset < self.log_start_offset or fetch_offset > leo:
+                raise OffsetOutOfRange(
+                    f"offset {fetch_offset} outside [{self.log_start_offset}, {leo}]")
+            if max_offset is None or max_offset > leo:
+                max_offset = leo
+            if fetch_offset >= max_offset:
+                return []
+            i = max(0, bisect_right(self._bases, fetch_offset) - 1)
+            regions: list[FileRegion] = []
+            remaining = max_bytes
+            try:
+                for seg in self._segments[i:]:
+                    if seg.base_offset >= max_offset:
+                        break
+                    region, h = seg.read(fetch_offset, remaining, max_offset,
+                                         min_one_batch and not regions)
+                    if h is None:
+                        continue
+                    if region is None:
+                        break
+                    regions.append(region)
+                    remaining -= region.length
+                    if remaining <= 0 or region.position + region.length < seg.size:
+                        break
+                    fetch_offset = seg.next_offset
+            except OSError as e:
+                raise KafkaStorageError(f"read failed: {e}") from e
+            return regions
+
+    # ----------------------------------------------------------- timestamps
+    def offset_for_timestamp(self, timestamp: int):
+        """ListOffsets for a timestamp >= 0: (offset, timestamp, leader
+        epoch) of the first record with timestamp >= ``timestamp`` (its real
+        timestamp), or None.  Leader epoch is -1 when unknown."""
+        with self._lock:
+            segs = list(self._segments)
+            start = self.log_start_offset
+        for seg in segs:
+            if seg.largest_timestamp >= timestamp and seg.next_offset > start:
+                r = seg.find_offset_by_timestamp(timestamp, start)
+                if r is not None:
+                    return r
+        return None
+
+    def max_timestamp_offset(self):
+        """ListOffsets MAX_TIMESTAMP (-3): (offset, timestamp, epoch) of the
+        first record carrying the largest timestamp, or None."""
+        with self._lock:
+            segs = list(self._segments)
+        best = None
+        for seg in segs:
+            if seg.largest_timestamp >= 0 and (best is None or seg.largest_timestamp > best.largest_timestamp):
+                best = seg
+        return best.max_timestamp_record() if best is not None else None
+
+    # -------------------------------------------------------- leader epochs
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (epoch, end offset), (-1, -1) if unknown."""
+        with self._lock:
+            return self.epoch_cache.end_offset_for_epoch(epoch, self.log_end_offset)
+
+    def epoch_for_offset(self, offset: int) -> Optional[int]:
+        return self.epoch_cache.epoch_for_offset(offset)
+
+    # ----------------------------------------------------------- truncation
+    def truncate_to(self, offset: int) -> bool:
+        """Remove everything at and after ``offset`` (follower truncation).
+        Returns True if anything was removed."""
+        with self._lock:
+            if offset >= self.log_end_offset:
+                return False
+            if offset < self.log_start_offset:
+                self._truncate_fully_and_start_at(offset)
+                return True
+            while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
+                seg = self._segments.pop()
+                self._bases.pop()
+                seg.delete()
+            seg = self._segments[-1]
+            seg.truncate_to(offset)
+            seg.offset_index.persist()
+            seg.time_index.persist()
+            leo = self.log_end_offset
+            self.epoch_cache.truncate_from_end(leo)
+            self._rebuild_producer_state()
+            self.recovery_point = min(self.recovery_point, leo)
+            self.high_watermark = min(self.high_watermark, leo)
+            return True
+
+    def _truncate_fully_and_start_at(self, offset: int) -> None:
+        for seg in self._segments:
+            seg.delete()
+        seg = self._new_segment(offset)
+        self._segments = [seg]
+        self._bases = [offset]
+        self.log_start_offset = offset
+        self.recovery_point = offset
+        self.high_watermark = offset
+        self.epoch_cache.clear()
+        self.producer_state.clear()
+        self.producer_state.delete_snapshots_above(-1)
+
+    def _rebuild_producer_state(self) -> None:
+        leo = self.log_end_offset
+        ps = self.producer_state
+        ps.delete_snapshots_above(leo)
+        start = ps.load_latest_snapshot(leo)
+        replay_producer_state(ps, self._segments, start if start is not None else self.log_start_offset, leo)
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords / retention: move the log start offset up to
+        ``offset`` and delete segments lying entirely below it (a segment is
+        deletable once the *next* segment starts at or below the new log
+        start; the active segment is never deleted).  The caller checks
+        ``offset`` against the high watermark.  Returns the new log start."""
+        with self._lock:
+            if offset > self.log_end_offset:
+                raise OffsetOutOfRange(f"offset {offset} beyond log end {self.log_end_offset}")
+            if offset <= self.log_start_offset:
+                return self.log_start_offset
+            self.log_start_offset = offset
+            if self.high_watermark < offset:
+                self.high_watermark = offset
+            # Kafka moves the recovery point too; the segment holding it is
+            # still recovered on an unclean restart, so this is safe.
+            if self.recovery_point < offset:
+                self.recovery_point = offset
+            self.epoch_cache.truncate_from_start(offset)
+            while len(self._segments) > 1 and self._segments[1].base_offset <= offset:
+                seg = self._segments.pop(0)
+                self._bases.pop(0)
+                seg.delete()
+            return offset
+
+    # -------------------------------------------------------- flush / close
+    def flush(self) -> None:
+        """fsync every segment with unflushed data (log + indexes), then
+        move the recovery point to the log end offset."""
+        with self._lock:
+            target = self.log_end_offset
+            pending = self.unflushed_messages
+            segs = [s for s in self._segments if s.unflushed]
+        try:
+            for s in segs:
+                s.flush()
+        except OSError as e:
+            raise KafkaStorageError(f"flush failed: {e}") from e
+        with self._lock:
+            if target > self.recovery_point:
+                self.recovery_point = min(target, self.log_end_offset)
+            self.unflushed_messages = max(0, self.unflushed_messages - pending)
+
+    def close(self) -> None:
+        """Clean close: flush, snapshot producer state at the log end,
+        persist indexes and the epoch cache, release the files."""
+        with self._lock:
+            if self._closed:
+                return
+            self.flush()
+            try:
+                self.producer_state.take_snapshot(self.log_end_offset)
+                self.epoch_cache.flush()
+            except OSError as e:
+                log.warning("close of %s: %s", self.dir, e)
+            for seg in self._segments:
+                seg.close()
+            self._closed = True
+
+    def delete(self) -> None:
+        """Delete the whole partition directory."""
+        with self._lock:
+            for seg in self._segments:
+                seg.delete()
+            self._closed = True
+            self.fs.rmtree(self.dir)
+
+
+def replay_producer_state(ps: ProducerStateManager, segments, start: int, end: int) -> None:
+    """Rebuild producer state from batch headers in [start, end)."""
+    for seg in segments:
+        if seg.next_offset <= start or seg.base_offset >= end or seg.size == 0:
+            continue
+        h0 = seg.translate_offset(start)
+        if h0 is None:
+            continue
+        for h, _ in seg.iter_batches(h0.position):
+            if h.base_offset >= end:
+                break
+            if h.last_offset >= start:
+                ps.update_from_header(h)
+
+
+# ---------------------------------------------------------------------------
+# Loading
+
+
+class LogLoader:
+    """Rebuilds a Log from its directory.  Never raises on bad data: a
+    damaged segment is truncated at its first invalid batch, later segments
+    are deleted, and a garbage file yields an empty but valid log."""
+
+    def __init__(self, dir: str, config: LogConfig, recovery_point: int = 0,
+                 clean_shutdown: bool = False, log_start_offset: Optional[int] = None,
+                 fs: FileSystem = REAL_FS):
+        self.dir = dir
+        self.config = config
+        self.recovery_point = recovery_point or 0
+        self.clean_shutdown = clean_shutdown
+        self.log_start_offset = log_start_offset
+        self.fs = fs
+
+    def _open_segment(self, base: int) -> LogSegment:
+        c = self.config
+        return LogSegment(self.dir, base, fs=self.fs, index_interval_bytes=c.index_interval_bytes,
+                          max_index_entries=c.max_index_entries,
+                          max_time_index_entries=c.max_time_index_entries)
+
+    def load(self) -> Log:
+        fs, d = self.fs, self.dir
+        fs.makedirs(d)
+        names = fs.listdir(d)
+        bases = []
+        log_names = set()
+        for name in names:
+            if name.endswith(_LEFTOVER_SUFFIXES):
+                fs.remove(os.path.join(d, name))
+                continue
+            m = _LOG_FILE_RE.match(name)
+            if m:
+                bases.append(int(m.group(1)))
+                log_names.add(m.group(1))
+        for name in names:  # orphaned index files of a missing .log
+            m = _INDEX_FILE_RE.match(name)
+            if m and m.group(1) not in log_names:
+                fs.remove(os.path.join(d, name))
+        bases.sort()
+
+        epoch_ckpt = LeaderEpochCheckpointFile(os.path.join(d, LEADER_EPOCH_CHECKPOINT), fs)
+        stored_epochs = epoch_ckpt.read()
+        cache = LeaderEpochCache(epoch_ckpt, stored_epochs or [])
+        rebuild_epochs = stored_epochs is None and bool(bases)
+
+        def on_batch(h):
+            pe = h.partition_leader_epoch
+            if pe >= 0 and (cache.latest_epoch is None or pe > cache.latest_epoch):
+                cache.assign(pe, h.base_offset, flush=False)
+
+        segments: list[LogSegment] = []
+        for b in bases:
+            segments.append(self._open_segment(b))
+
+        i = 0
+        while i < len(segments):
+            seg = segments[i]
+            is_last = i == len(segments) - 1
+            below_rp = (not is_last) and segments[i + 1].base_offset <= self.recovery_point
+            min_base = segments[i - 1].next_offset if i > 0 else None
+            truncated = 0
+            ok = False
+            if self.clean_shutdown or below_rp:
+                ok = seg.load()
+                if ok and min_base is not None and seg.size and seg.base_offset < min_base:
+                    ok = False
+            if not ok:
+                if not self.clean_shutdown and not below_rp:
+                    log.info("recovering segment %s", seg.log_path)
+                truncated = seg.recover(on_batch=on_batch, min_base_offset=min_base)
+            # a segment may not run into the next one (garbage offsets)
+            if not is_last and seg.next_offset > segments[i + 1].base_offset:
+                log.warning("segment %s overlaps the next one; truncating", seg.log_path)
+                truncated += seg.truncate_to(segments[i + 1].base_offset)
+            if truncated and not is_last:
+                for later in segments[i + 1:]:
+                    log.warning("deleting segment %s after a corrupt one", later.log_path)
+                    later.delete()
+                del segments[i + 1:]
+            i += 1
+
+        if not segments:
+            start = self.log_start_offset or 0
+            seg = self._open_segment(start)
+            seg.offset_index.reset()
+            seg.time_index.reset()
+            segments.append(seg)
+
+        leo = segments[-1].next_offset
+        log_start = max(self.log_start_offset or 0, segments[0].base_offset)
+        recovery_point = min(max(self.recovery_point, log_start), leo)
+
+        if rebuild_epochs:
+            log.warning("leader epoch checkpoint of %s missing or damaged; rebuilding from batch headers", d)
+            cache.clear(flush=False)
+            for seg in segments:
+                for h, _ in seg.iter_batches(0):
+                    on_batch(h)
+        cache.truncate_from_end(leo, flush=False)
+        cache.truncate_from_start(log_start, flush=False)
+        try:
+            cache.flush()
+        except OSError as e:
+            log.warning("cannot write %s: %s", epoch_ckpt.path, e)
+
+        ps = ProducerStateManager(d, fs)
+        ps.delete_snapshots_above(leo)
+        snap = ps.load_latest_snapshot(leo)
+        replay_producer_state(ps, segments, snap if snap is not None else log_start, leo)
+
+        lg = Log(d, self.config, segments, log_start, recovery_point, cache, ps, fs)
+        if log_start > leo:
+            # the checkpointed log start is beyond what survived: the data
+            # below it was deleted anyway, start afresh there
+            log.warning("log start offset %d beyond log end %d in %s", log_start, leo, d)
+            lg._truncate_fully_and_start_at(log_start)
+        # unclean start: data past the recovery point was just verified, but
+        # it is not known to be fsynced
+        lg.unflushed_messages = 0
+        for s in segments:
+            s.unflushed = not self.clean_shutdown and s.next_offset > recovery_point
+        return lg
+
+
+def load_log(dir: str, config: Optional[LogConfig] = None, recovery_point: int = 0,
+             clean_shutdown: bool = False, log_start_offset: Optional[int] = None,
+             fs: FileSystem = REAL_FS) -> Log:
+    """Open (or create) the log in ``dir`` and rebuild its state."""
+    return LogLoader(dir, config or LogConfig(), recovery_point, clean_shutdown,
+                     log_start_offset, fs).load()

@@ -1,0 +1,292 @@
+"""Idempotent-producer state of one partition (Kafka's ProducerStateManager).
+
+Per producer id we keep its epoch and the metadata of its last 5 batches
+(Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN = 5, which is also the
+client's max.in.flight.requests.per.connection limit for idempotence).
+
+Rules of :meth:`check` (source of truth: Kafka 4.x ProducerAppendInfo
+.checkProducerEpoch/.checkSequence and UnifiedLog.analyzeAndValidateProducerState):
+
+1. same epoch and a (first seq, last seq) equal to one of the 5 retained
+   batches -> duplicate: the original offsets are returned, nothing appended;
+2. epoch lower than the current one -> INVALID_PRODUCER_EPOCH (47).  Since
+   Kafka 2.7 the produce path answers this instead of PRODUCER_FENCED (90)
+   so that clients can abort and retry;
+3. a new (higher) epoch must start at sequence 0, else
+   OUT_OF_ORDER_SEQUENCE_NUMBER (45) -- unless the producer has no known
+   epoch;
+4. same epoch: first seq must be last seq + 1 (wrapping INT32_MAX -> 0),
+   else OUT_OF_ORDER_SEQUENCE_NUMBER (45);
+5. an unknown producer (no state, e.g. after retention or DeleteRecords
+   removed it) is accepted at any sequence.  Kafka stopped answering
+   UNKNOWN_PRODUCER_ID (59) here (KIP-360, Kafka 2.5+).
+
+Snapshot file ``{offset:020d}.snapshot`` (our own format, big endian;
+``offset`` = log end offset the snapshot covers)::
+
+    magic   b"PKPS"
+    version int16 = 1
+    crc     uint32   CRC-32C of everything after this field
+    count   int32    producers
+    per producer:
+        producer_id int64, epoch int16, last_timestamp int64,
+        txn_first_offset int64 (-1: none), n_batches int8,
+        n_batches x (first_seq int32, last_seq int32,
+                     first_offset int64, last_offset int64, timestamp int64)
+
+A snapshot with a bad magic/version/CRC is ignored (state is rebuilt from
+the log instead).  After loading a snapshot the log is replayed from its
+offset by reading *batch headers only*: producerId, epoch, baseSequence and
+lastOffsetDelta are all in the 61-byte header.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import struct
+from collections import deque
+from typing import Optional, Union
+
+import crc32c as _crc32c_mod
+
+from pykbroker.protocol.records import INT32_MAX, increment_sequence
+from .fs import FileSystem, REAL_FS
+
+__all__ = [
+    "ProducerStateManager", "ProducerStateEntry", "BatchMetadata",
+    "OUT_OF_ORDER_SEQUENCE_NUMBER", "INVALID_PRODUCER_EPOCH", "APPEND",
+]
+
+log = logging.getLogger(__name__)
+_crc32c = _crc32c_mod.crc32c
+
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+INVALID_PRODUCER_EPOCH = 47
+APPEND = "append"
+NUM_BATCHES_TO_RETAIN = 5
+NO_EPOCH = -1
+
+_SNAP_MAGIC = b"PKPS"
+_SNAP_VERSION = 1
+_SNAP_HDR = struct.Struct(">4shI")
+_I32 = struct.Struct(">i")
+_PRODUCER = struct.Struct(">qhqqb")
+_BATCH = struct.Struct(">iiqqq")
+_SNAPSHOT_RE = re.compile(r"^(\d{20})\.snapshot$")
+
+
+class BatchMetadata:
+    __slots__ = ("first_seq", "last_seq", "first_offset", "last_offset", "timestamp")
+
+    def __init__(self, first_seq, last_seq, first_offset, last_offset, timestamp):
+        self.first_seq = first_seq
+        self.last_seq = last_seq
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+        self.timestamp = timestamp
+
+    def astuple(self):
+        return (self.first_seq, self.last_seq, self.first_offset, self.last_offset, self.timestamp)
+
+    def __repr__(self):
+        return f"BatchMetadata{self.astuple()}"
+
+
+class ProducerStateEntry:
+    __slots__ = ("producer_id", "epoch", "batches", "last_timestamp", "txn_first_offset")
+
+    def __init__(self, producer_id: int, epoch: int = NO_EPOCH):
+        self.producer_id = producer_id
+        self.epoch = epoch
+        self.batches: deque = deque(maxlen=NUM_BATCHES_TO_RETAIN)
+        self.last_timestamp = -1
+        self.txn_first_offset = -1
+
+    def copy(self) -> "ProducerStateEntry":
+        e = ProducerStateEntry(self.producer_id, self.epoch)
+        e.batches.extend(self.batches)
+        e.last_timestamp = self.last_timestamp
+        e.txn_first_offset = self.txn_first_offset
+        return e
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else -1
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> Optional[BatchMetadata]:
+        if epoch != self.epoch:
+            return None
+        for b in self.batches:
+            if b.first_seq == first_seq and b.last_seq == last_seq:
+                return b
+        return None
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+CheckResult = Union[str, tuple, int]
+
+
+class ProducerStateManager:
+    def __init__(self, dir: Optional[str] = None, fs: FileSystem = REAL_FS):
+        self.dir = dir
+        self.fs = fs
+        self.producers: dict[int, ProducerStateEntry] = {}
+
+    # ------------------------------------------------------------- checks
+    def check(self, producer_id: int, epoch: int, base_seq: int, last_seq: int,
+              staged: Optional[dict] = None) -> CheckResult:
+        """``'append'``, ``('duplicate', first_offset, last_offset,
+        timestamp)`` or a Kafka error code (see module doc).  ``staged``
+        overlays entries updated earlier in the same append."""
+        cur = None
+        if staged is not None:
+            cur = staged.get(producer_id)
+        committed = self.producers.get(producer_id)
+        if committed is not None:
+            dup = committed.find_duplicate(epoch, base_seq, last_seq)
+            if dup is not None:
+                return ("duplicate", dup.first_offset, dup.last_offset, dup.timestamp)
+        if cur is None:
+            cur = committed
+        if cur is None or cur.epoch == NO_EPOCH:
+            return APPEND            # unknown producer: any sequence (rule 5)
+        if epoch < cur.epoch:
+            return INVALID_PRODUCER_EPOCH
+        if epoch != cur.epoch:
+            return APPEND if base_seq == 0 else OUT_OF_ORDER_SEQUENCE_NUMBER
+        # no retained batch (e.g. epoch bumped by a marker): last seq is -1,
+        # so the next batch must start at 0, as in Kafka
+        if not _in_sequence(cur.last_seq, base_seq):
+            return OUT_OF_ORDER_SEQUENCE_NUMBER
+        return APPEND
+
+    def update(self, producer_id: int, epoch: int, first_seq: int, last_seq: int,
+               first_offset: int, last_offset: int, timestamp: int,
+               is_transactional: bool = False, staged: Optional[dict] = None) -> None:
+        """Record an appended batch (also used when replaying the log)."""
+        target = staged if staged is not None else self.producers
+        e = target.get(producer_id)
+        if e is None:
+            base = self.producers.get(producer_id) if staged is not None else None
+            e = base.copy() if base is not None else ProducerStateEntry(producer_id)
+            target[producer_id] = e
+        if epoch != e.epoch:
+            e.batches.clear()      # a new epoch restarts the sequence space
+            e.epoch = epoch
+        if first_seq >= 0:
+            e.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset, timestamp))
+        e.last_timestamp = max(e.last_timestamp, timestamp)
+        if is_transactional and e.txn_first_offset < 0:
+            e.txn_first_offset = first_offset
+
+    def commit(self, staged: dict) -> None:
+        self.producers.update(staged)
+
+    def update_from_header(self, h) -> None:
+        """Replay one batch header (no record decoding)."""
+        if h.producer_id < 0 or h.is_control:
+            if h.is_control and h.producer_id in self.producers:
+                self.producers[h.producer_id].txn_first_offset = -1
+            return
+        self.update(h.producer_id, h.producer_epoch, h.base_sequence,
+                    increment_sequence(h.base_sequence, h.last_offset_delta),
+                    h.base_offset, h.last_offset, h.max_timestamp, h.is_transactional)
+
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
+        """Drop producers idle for longer than producer.id.expiration.ms."""
+        dead = [pid for pid, e in self.producers.items()
+                if e.txn_first_offset < 0 and now_ms - e.last_timestamp >= expiration_ms]
+        for pid in dead:
+            del self.producers[pid]
+        return len(dead)
+
+    def clear(self) -> None:
+        self.producers.clear()
+
+    # ---------------------------------------------------------- snapshots
+    def snapshot_path(self, offset: int) -> str:
+        return os.path.join(self.dir, f"{offset:020d}.snapshot")
+
+    def list_snapshots(self) -> list[int]:
+        if self.dir is None or not self.fs.exists(self.dir):
+            return []
+        out = []
+        for name in self.fs.listdir(self.dir):
+            m = _SNAPSHOT_RE.match(name)
+            if m:
+                out.append(int(m.group(1)))
+        return sorted(out)
+
+    def encode(self) -> bytes:
+        body = bytearray(_I32.pack(len(self.producers)))
+        for pid, e in sorted(self.producers.items()):
+            body += _PRODUCER.pack(pid, e.epoch, e.last_timestamp, e.txn_first_offset, len(e.batches))
+            for b in e.batches:
+                body += _BATCH.pack(*b.astuple())
+        return _SNAP_HDR.pack(_SNAP_MAGIC, _SNAP_VERSION, _crc32c(bytes(body))) + bytes(body)
+
+    @staticmethod
+    def decode(data: bytes) -> dict[int, ProducerStateEntry]:
+        if len(data) < _SNAP_HDR.size + 4:
+            raise ValueError("snapshot too short")
+        magic, version, crc = _SNAP_HDR.unpack_from(data, 0)
+        if magic != _SNAP_MAGIC or version != _SNAP_VERSION:
+            raise ValueError("bad snapshot magic/version")
+        body = data[_SNAP_HDR.size:]
+        if _crc32c(body) != crc:
+            raise ValueError("snapshot CRC mismatch")
+        (count,) = _I32.unpack_from(body, 0)
+        pos = 4
+        out = {}
+        for _ in range(count):
+            pid, epoch, last_ts, txn, nb = _PRODUCER.unpack_from(body, pos)
+            pos += _PRODUCER.size
+            e = ProducerStateEntry(pid, epoch)
+            e.last_timestamp, e.txn_first_offset = last_ts, txn
+            for _ in range(nb):
+                e.batches.append(BatchMetadata(*_BATCH.unpack_from(body, pos)))
+                pos += _BATCH.size
+            out[pid] = e
+        if pos != len(body):
+            raise ValueError("trailing bytes in snapshot")
+        return out
+
+    def take_snapshot(self, offset: int, fsync: bool = True) -> None:
+        if self.dir is None:
+            return
+        self.fs.write_file_atomic(self.snapshot_path(offset), self.encode(), fsync=fsync)
+
+    def load_latest_snapshot(self, max_offset: int) -> Optional[int]:
+        """Load the newest readable snapshot with offset <= max_offset.
+        Returns its offset, or None (state cleared) when there is none."""
+        for off in reversed(self.list_snapshots()):
+            if off > max_offset:
+                continue
+            try:
+                self.producers = self.decode(self.fs.read_file(self.snapshot_path(off)))
+                return off
+            except (ValueError, struct.error, OSError) as e:
+                log.warning("ignoring unreadable producer snapshot %s: %s", self.snapshot_path(off), e)
+                self.fs.remove(self.snapshot_path(off))
+        self.producers = {}
+        return None
+
+    def delete_snapshots_above(self, offset: int) -> None:
+        for off in self.list_snapshots():
+            if off > offset:
+                self.fs.remove(self.snapshot_path(off))
+
+    def delete_snapshots_below(self, offset: int, keep_latest: int = 2) -> None:
+        """Retention: drop snapshots older than ``offset``, keeping a few."""
+        snaps = self.list_snapshots()
+        for off in snaps[:-keep_latest] if keep_latest else snaps:
+            if off < offset:
+                self.fs.remove(self.snapshot_path(off))

@@ -1,0 +1,494 @@
+"""One log segment: ``{base_offset:020d}.log`` plus its ``.index`` and
+``.timeindex`` (Kafka's file names and formats).
+
+The ``.log`` file is a plain concatenation of v2 record batches exactly as
+they go over the wire, so fetches are served with ``os.sendfile`` straight
+from it (see :class:`FileRegion`).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import time
+from typing import Callable, Iterator, Optional
+
+from pykbroker.protocol.records import (
+    HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, CRC_START, BatchHeader, RecordError,
+    decode_records,
+)
+from .fs import FileSystem, REAL_FS
+from .index import IndexCorrupt, OffsetIndex, TimeIndex
+
+import crc32c as _crc32c_mod
+
+__all__ = ["FileRegion", "LogSegment", "segment_file_name"]
+
+log = logging.getLogger(__name__)
+
+_crc32c = _crc32c_mod.crc32c
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_BATCH_LENGTH_MIN = HEADER_SIZE - LOG_OVERHEAD
+INT32_MAX = 0x7FFFFFFF
+# Header-only scans read this much at a time: about one index interval, so a
+# lookup (index entry + forward scan) is usually a single pread.
+_HEADER_SCAN_CHUNK = 8 * 1024
+# CRC scans read at least this much at a time (larger batches: whole batch).
+_BODY_SCAN_CHUNK = 1 << 20
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    # Kafka names segment files after the base offset, zero-padded to 20 digits.
+    return f"{base_offset:020d}{suffix}"
+
+
+class _FdHandle:
+    """Owns one file descriptor.  Closed when explicitly closed by the log at
+    shutdown *or* when the last reference (segment or in-flight FileRegion)
+    goes away.  This is what keeps a deleted segment's fd valid while a
+    sendfile of one of its regions is still in progress (CPython's reference
+    counting makes the close prompt once the region is dropped)."""
+    __slots__ = ("fd", "fs")
+
+    def __init__(self, fd: int, fs: FileSystem):
+        self.fd = fd
+        self.fs = fs
+
+    def close(self) -> None:
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            try:
+                self.fs.close(fd)
+            except OSError:
+                pass
+
+    def __del__(self):
+        self.close()
+
+
+class FileRegion:
+    """``length`` bytes at ``position`` of an open log file, ready for
+    ``os.sendfile(sock_fd, region.fd, region.position, region.length)``.
+
+    The region holds a reference to the file descriptor, which stays open
+    while the region is alive even if the segment is deleted meanwhile.
+    If the segment is *truncated* meanwhile (leader change), sendfile may
+    send fewer bytes than ``length``; the server must then close the
+    connection, as Kafka does ("FileRecords truncated during write")."""
+    __slots__ = ("_h", "position", "length")
+
+    def __init__(self, handle: _FdHandle, position: int, length: int):
+        self._h = handle
+        self.position = position
+        self.length = length
+
+    @property
+    def fd(self) -> int:
+        return self._h.fd
+
+    def __iter__(self):
+        return iter((self._h.fd, self.position, self.length))
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __repr__(self) -> str:
+        return f"FileRegion(fd={self._h.fd}, position={self.position}, length={self.length})"
+
+    def read(self) -> bytes:
+        """The region's bytes (for tests and non-sendfile transports)."""
+        out = []
+        pos, left = self.position, self.length
+        while left > 0:
+            b = self._h.fs.pread(self._h.fd, left, pos)
+            if not b:
+                break
+            out.append(b)
+            pos += len(b)
+            left -= len(b)
+        return b"".join(out)
+
+
+class LogSegment:
+    def __init__(self, dir: str, base_offset: int, *, fs: FileSystem = REAL_FS,
+                 index_interval_bytes: int = 4096, max_index_entries: int = 10485760 // 8,
+                 max_time_index_entries: Optional[int] = None):
+        self.dir = dir
+        self.base_offset = base_offset
+        self.fs = fs
+        self.index_interval_bytes = index_interval_bytes
+        self.log_path = os.path.join(dir, segment_file_name(base_offset, ".log"))
+        fd = fs.open(self.log_path, os.O_RDWR | os.O_CREAT)
+        self._fdh = _FdHandle(fd, fs)
+        self.size = fs.fsize(fd)
+        self.offset_index = OffsetIndex(os.path.join(dir, segment_file_name(base_offset, ".index")),
+                                        base_offset, max_index_entries, fs)
+        if max_time_index_entries is None:
+            max_time_index_entries = max_index_entries * 8 // 12
+        self.time_index = TimeIndex(os.path.join(dir, segment_file_name(base_offset, ".timeindex")),
+                                    base_offset, max_time_index_entries, fs)
+        self.next_offset = base_offset       # last offset in segment + 1
+        self.max_timestamp_so_far = -1
+        self.offset_of_max_timestamp_so_far = base_offset
+        self._bytes_since_last_index_entry = 0
+        # time-based roll (segment.ms) counts from the first batch's timestamp
+        self.rolling_base_timestamp: Optional[int] = None
+        self.created_ms = int(time.time() * 1000)
+        self.unflushed = False
+
+    # ------------------------------------------------------------------ misc
+    @property
+    def fd(self) -> int:
+        return self._fdh.fd
+
+    @property
+    def largest_timestamp(self) -> int:
+        return self.max_timestamp_so_far
+
+    @property
+    def is_empty(self) -> bool:
+        return self.size == 0
+
+    def can_hold_offset(self, offset: int) -> bool:
+        # relative offsets in the index are int32
+        return 0 <= offset - self.base_offset <= INT32_MAX
+
+    @property
+    def index_full(self) -> bool:
+        return self.offset_index.is_full or self.time_index.is_full
+
+    def __repr__(self):
+        return f"LogSegment(base={self.base_offset}, size={self.size}, next={self.next_offset})"
+
+    # ------------------------------------------------------------- scanning
+    def iter_batches(self, start: int = 0, end: Optional[int] = None,
+                     with_body: bool = False) -> Iterator[tuple[BatchHeader, Optional[memoryview]]]:
+        """Yield (header, whole-batch memoryview or None) from byte ``start``
+        up to ``end``.  Stops silently at the first structurally invalid or
+        partial batch (callers compare positions to detect that)."""
+        if end is None:
+            end = self.size
+        fs, fd = self.fs, self._fdh.fd
+        chunk = _BODY_SCAN_CHUNK if with_body else _HEADER_SCAN_CHUNK
+        buf = b""
+        buf_start = start
+        pos = start
+        unpack = _HEADER.unpack_from
+        while pos + HEADER_SIZE <= end:
+            off = pos - buf_start
+            if off + HEADER_SIZE > len(buf):
+                buf = fs.pread(fd, min(chunk, end - pos), pos)
+                buf_start, off = pos, 0
+                if len(buf) < HEADER_SIZE:
+                    return
+            f = unpack(buf, off)
+            if f[1] < _BATCH_LENGTH_MIN or f[3] != MAGIC_V2:
+                return
+            size = f[1] + LOG_OVERHEAD
+            if pos + size > end:
+                return
+            h = BatchHeader(pos, size, *f)
+            if with_body:
+                if off + size > len(buf):
+                    buf = fs.pread(fd, min(max(chunk, size), end - pos), pos)
+                    buf_start, off = pos, 0
+                    if len(buf) < size:
+                        return
+                yield h, memoryview(buf)[off:off + size]
+            else:
+                yield h, None
+            pos += size
+
+    def translate_offset(self, offset: int, start_position: int = 0) -> Optional[BatchHeader]:
+        """Header of the first batch whose last offset >= ``offset`` (i.e. the
+        batch containing it, or the next one after a gap); None if none."""
+        _, pos = self.offset_index.lookup(offset)
+        pos = max(pos, start_position)
+        for h, _ in self.iter_batches(pos):
+            if h.base_offset + h.last_offset_delta >= offset:
+                return h
+        return None
+
+    def _boundary_at_or_before(self, limit: int, start: int) -> int:
+        """Greatest batch end position <= ``limit`` (scans from an index entry)."""
+        pos = max(start, self.offset_index.lookup_position(limit))
+        for h, _ in self.iter_batches(pos, limit):
+            pos = h.position + h.size
+        return pos
+
+    def read_batch(self, h: BatchHeader) -> bytes:
+        return self.fs.pread(self._fdh.fd, h.size, h.position)
+
+    # ------------------------------------------------------------- append
+    def append(self, data, last_offset: int, max_timestamp: int, offset_of_max_timestamp: int,
+               batches=None) -> None:
+        """Append already-patched batch bytes.  ``batches`` optionally lists
+        (position in data, size, last offset, max timestamp) per batch so
+        that every batch can get an index entry; by default ``data`` is
+        treated as one unit (what a produce request carries)."""
+        pos0 = self.size
+        try:
+            self.fs.pwrite(self._fdh.fd, data, pos0)
+        except OSError:
+            # do not leave a partial batch behind a later append
+            try:
+                self.fs.ftruncate(self._fdh.fd, pos0)
+            except OSError:
+                pass
+            raise
+        if batches is None:
+            batches = ((0, len(data), last_offset, max_timestamp),)
+        interval = self.index_interval_bytes
+        for rel_pos, size, b_last, b_max_ts in batches:
+            if b_max_ts > self.max_timestamp_so_far:
+                self.max_timestamp_so_far = b_max_ts
+                self.offset_of_max_timestamp_so_far = b_last
+            if self._bytes_since_last_index_entry > interval:
+                self.offset_index.append(b_last, pos0 + rel_pos)
+                self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
+                self._bytes_since_last_index_entry = 0
+            self._bytes_since_last_index_entry += size
+        if max_timestamp > self.max_timestamp_so_far:
+            self.max_timestamp_so_far = max_timestamp
+            self.offset_of_max_timestamp_so_far = offset_of_max_timestamp
+        if self.rolling_base_timestamp is None and pos0 == 0:
+            self.rolling_base_timestamp = max_timestamp
+        self.size = pos0 + len(data)
+        self.next_offset = last_offset + 1
+        self.unflushed = True
+
+    # ---------------------------------------------------------------- read
+    def read(self, start_offset: int, max_bytes: int, max_offset: Optional[int] = None,
+             min_one_batch: bool = True):
+        """Whole batches starting with the one containing ``start_offset``.
+
+        Returns ``(region, first_header)``:
+        * ``(None, None)``: no batch at or after start_offset in this segment;
+        * ``(None, header)``: data exists but the bounds allow nothing;
+        * ``(FileRegion, header)`` otherwise.
+        ``max_offset`` is exclusive: only batches whose last offset is below
+        it are returned (Kafka bounds fetches by the high watermark's
+        position, i.e. by batch).  With ``min_one_batch`` the first batch is
+        returned even when larger than ``max_bytes`` (KIP-74)."""
+        h = self.translate_offset(start_offset)
+        if h is None:
+            return None, None
+        start = h.position
+        end = self.size
+        if max_offset is not None and max_offset < self.next_offset:
+            hm = self.translate_offset(max_offset, start)
+            if hm is not None:
+                end = hm.position
+        if end - start > max_bytes:
+            end = min(end, self._boundary_at_or_before(start + max(max_bytes, 0), start))
+        if end <= start:
+            if min_one_batch and (max_offset is None or h.last_offset < max_offset):
+                end = start + h.size
+            else:
+                return None, h
+        return FileRegion(self._fdh, start, end - start), h
+
+    # ----------------------------------------------------------- timestamps
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0):
+        """First record with timestamp >= ``timestamp`` and offset >=
+        ``starting_offset``: (offset, record timestamp, leader epoch or -1),
+        or None.  Uses the time index then decodes only candidate batches."""
+        _, ts_offset = self.time_index.lookup(timestamp)
+        _, pos = self.offset_index.lookup(max(ts_offset, starting_offset))
+        for h, _ in self.iter_batches(pos):
+            if h.max_timestamp >= timestamp and h.last_offset >= starting_offset:
+                for r in decode_records(self.read_batch(h)):
+                    if r.timestamp >= timestamp and r.offset >= starting_offset:
+                        return r.offset, r.timestamp, h.partition_leader_epoch
+        return None
+
+    def max_timestamp_record(self):
+        """(offset, timestamp, epoch) of the first record carrying the
+        segment's max timestamp (ListOffsets MAX_TIMESTAMP), or None."""
+        target = self.max_timestamp_so_far
+        if target < 0:
+            return None
+        _, pos = self.offset_index.lookup(self.offset_of_max_timestamp_so_far)
+        for start in (pos, 0):  # retry from 0 should the index mislead us
+            for h, _ in self.iter_batches(start):
+                if h.max_timestamp == target:
+                    for r in decode_records(self.read_batch(h)):
+                        if r.timestamp == target:
+                            return r.offset, r.timestamp, h.partition_leader_epoch
+                    return h.base_offset, target, h.partition_leader_epoch
+        return None
+
+    # ------------------------------------------------------------ truncation
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset >= ``offset`` (cuts at the
+        start of the batch containing it).  Returns bytes removed."""
+        h = self.translate_offset(offset)
+        if h is None:
+            return 0
+        return self._truncate_at(h.position, h.base_offset)
+
+    def _truncate_at(self, position: int, next_offset: int) -> int:
+        removed = self.size - position
+        self.fs.ftruncate(self._fdh.fd, position)
+        self.size = position
+        self.next_offset = max(self.base_offset, next_offset) if position else self.base_offset
+        self.offset_index.truncate_to_position(position)
+        self.time_index.truncate_to_offset(self.next_offset)
+        self._reload_max_timestamp()
+        self._bytes_since_last_index_entry = 0
+        if position == 0:
+            self.rolling_base_timestamp = None
+            self.created_ms = int(time.time() * 1000)
+        self.unflushed = True
+        return removed
+
+    def _reload_max_timestamp(self) -> None:
+        ts, off = self.time_index.last_entry
+        self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = ts, off
+        _, pos = self.offset_index.lookup(off) if ts >= 0 else (0, 0)
+        for h, _ in self.iter_batches(pos):
+            if h.max_timestamp > self.max_timestamp_so_far:
+                self.max_timestamp_so_far = h.max_timestamp
+                self.offset_of_max_timestamp_so_far = h.last_offset
+
+    # ------------------------------------------------------------- loading
+    def load(self) -> bool:
+        """Clean-start load: read both indexes, sanity-check them against
+        the file, and find next_offset / max timestamp by a header-only scan
+        of the tail after the last index entry.  Returns False when the
+        segment needs :meth:`recover` (indexes missing/corrupt or a tail that
+        does not end exactly at the file size)."""
+        try:
+            self.offset_index.load(self.size)
+            self.time_index.load(INT32_MAX)
+        except IndexCorrupt as e:
+            log.warning("index problem (%s); segment %s will be recovered", e, self.log_path)
+            return False
+        except OSError as e:
+            log.warning("cannot read indexes of %s (%s); recovering", self.log_path, e)
+            return False
+        last_indexed, pos = self.offset_index.last_entry
+        next_offset = self.base_offset
+        end = pos
+        prev_next = None
+        for h, _ in self.iter_batches(pos):
+            if prev_next is None and len(self.offset_index) and h.last_offset != last_indexed:
+                log.warning("offset index of %s does not match the log; recovering", self.log_path)
+                return False
+            if h.base_offset < (self.base_offset if prev_next is None else prev_next):
+                return False
+            prev_next = next_offset = h.last_offset + 1
+            end = h.position + h.size
+        if end != self.size:
+            log.warning("segment %s: batches end at %d but file has %d bytes; recovering",
+                        self.log_path, end, self.size)
+            return False
+        if end > 0 and not self.can_hold_offset(next_offset - 1):
+            return False
+        self.next_offset = next_offset
+        ts_last = self.time_index.last_entry
+        if ts_last[1] >= next_offset and ts_last[0] >= 0:
+            return False
+        self._reload_max_timestamp()
+        if self.size:
+            for h, _ in self.iter_batches(0, None):
+                self.rolling_base_timestamp = h.max_timestamp
+                break
+        self.unflushed = False
+        return True
+
+    def recover(self, on_batch: Optional[Callable[[BatchHeader], None]] = None,
+                min_base_offset: Optional[int] = None) -> int:
+        """CRC-scan the whole file, truncate at the first invalid or partial
+        batch, rebuild both indexes.  ``on_batch`` sees every valid header
+        (the loader feeds the leader epoch cache with it).  Returns the
+        number of bytes truncated."""
+        self.offset_index._a = type(self.offset_index._a)("i")
+        self.offset_index._b = type(self.offset_index._b)("i")
+        self.time_index._a = type(self.time_index._a)("q")
+        self.time_index._b = type(self.time_index._b)("i")
+        self.max_timestamp_so_far = -1
+        self.offset_of_max_timestamp_so_far = self.base_offset
+        self.rolling_base_timestamp = None
+        expected = self.base_offset if min_base_offset is None else max(self.base_offset, min_base_offset)
+        valid = 0
+        last_index_pos = 0
+        next_offset = self.base_offset
+        reason = None
+        for h, body in self.iter_batches(0, None, with_body=True):
+            if _crc32c(body[CRC_START:]) != h.crc:
+                reason = f"CRC mismatch at position {h.position}"
+                break
+            if h.base_offset < expected or h.last_offset_delta < 0 or h.records_count < 0 \
+                    or not self.can_hold_offset(h.last_offset):
+                reason = f"offsets out of range at position {h.position}"
+                break
+            if h.max_timestamp > self.max_timestamp_so_far:
+                self.max_timestamp_so_far = h.max_timestamp
+                self.offset_of_max_timestamp_so_far = h.last_offset
+            if valid - last_index_pos > self.index_interval_bytes:
+                self.offset_index.append(h.last_offset, valid)
+                self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
+                last_index_pos = valid
+            if self.rolling_base_timestamp is None:
+                self.rolling_base_timestamp = h.max_timestamp
+            if on_batch is not None:
+                on_batch(h)
+            valid = h.position + h.size
+            expected = h.last_offset + 1
+            next_offset = expected
+        truncated = self.size - valid
+        if truncated > 0:
+            log.warning("segment %s: truncating %d invalid bytes at position %d (%s)",
+                        self.log_path, truncated, valid, reason or "partial or malformed batch")
+            self.fs.ftruncate(self._fdh.fd, valid)
+            self.size = valid
+        self.next_offset = next_offset
+        self._bytes_since_last_index_entry = valid - last_index_pos
+        self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
+        self.offset_index._rewrite()
+        self.time_index._rewrite()
+        self.unflushed = True
+        return truncated
+
+    # ---------------------------------------------------- flush / lifecycle
+    def flush(self) -> None:
+        """fsync the log file and persist+fsync the indexes (blocking: run it
+        in a worker thread from async code)."""
+        fd = self._fdh.fd
+        if fd >= 0:
+            self.fs.fsync(fd)
+        self.offset_index.persist(fsync=True)
+        self.time_index.persist(fsync=True)
+        self.unflushed = False
+
+    def on_become_inactive(self) -> None:
+        """Called on roll: final time index entry (as Kafka), write indexes."""
+        self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
+        self.offset_index.persist()
+        self.time_index.persist()
+
+    def close(self) -> None:
+        """Persist indexes and release the fd.  The fd itself is closed once
+        no FileRegion of this segment is alive any more."""
+        if self._fdh.fd >= 0:
+            try:
+                self.on_become_inactive()
+            except OSError as e:
+                log.warning("cannot write indexes of %s: %s", self.log_path, e)
+        self._release()
+
+    def _release(self) -> None:
+        h = self._fdh
+        self._fdh = _FdHandle(-1, self.fs)
+        del h  # closes now unless a FileRegion still references it
+
+    def force_close(self) -> None:
+        self._fdh.close()
+
+    def delete(self) -> None:
+        """Remove the files.  An in-flight FileRegion keeps reading the
+        unlinked file through its still-open fd (deferred close)."""
+        self._release()
+        for p in (self.log_path, self.offset_index.path, self.time_index.path):
+            self.fs.remove(p)
