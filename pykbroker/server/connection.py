@@ -127,7 +127,11 @@ class Connection:
             body = handler.unsupported_version_response(ctx)
             return frame_response(corr, False, spec.encode("response", 0, body))
         try:
-            request = spec.decode("request", api_version, memoryview(frame)[header.body_offset:])
+            # Kafka's generated readers stop at the last field and ignore trailing bytes; clients
+            # rely on it (librdkafka's all-topics Metadata v9+ leaves 3 stray bytes after the
+            # null topic array), so trailing bytes are not an error here either.
+            request = spec.decode("request", api_version, memoryview(frame)[header.body_offset:],
+                                  exact=False)
         except ProtocolError as e:
             if api_key == API_VERSIONS_KEY:
                 # Kafka answers an undecodable ApiVersions with INVALID_REQUEST rather than closing.
