@@ -1,0 +1,146 @@
+"""Metadata (key 3), versions 0-12.
+
+Behaviour (Apache Kafka 3.x/4.x KRaft broker, KafkaApis.handleTopicMetadataRequest):
+- All topics when ``topics`` is null (v1+) or an empty list in v0; otherwise the listed topics.
+  Internal topics are included (clients filter them).
+- A missing topic is auto-created when the request allows it (``allow_auto_topic_creation``,
+  v4+; always allowed before v4) and ``auto.create.topics.enable`` is on.  Like a KRaft broker,
+  the request that triggers the creation answers UNKNOWN_TOPIC_OR_PARTITION for that topic (the
+  creation is "in flight" from the client's point of view); the client's retry sees it.
+  Auto-creation never happens for an all-topics request.
+- Otherwise a missing topic is UNKNOWN_TOPIC_OR_PARTITION, an invalid name INVALID_TOPIC_EXCEPTION.
+- One broker (this node, from the advertised listener, rack null), ``controller_id`` = this node
+  (a KRaft broker reports a live broker, never a controller), ``cluster_id`` (v2+).
+- Each partition: leader = this node, ``leader_epoch`` (v7+) from the partition, replicas/ISR
+  from the assignment, offline replicas empty (v5+).
+- Topic ids (v10+) are the real, stable ids.  v12 may ask by id (name null): known ids are
+  answered by name, unknown ones with UNKNOWN_TOPIC_ID and a null name.  A null name or a topic
+  id before v12 is INVALID_REQUEST for the whole request, as Kafka does.
+- Authorized operations (v8+): without an authorizer Kafka grants everything, so a request that
+  asks gets every operation the resource type supports; otherwise the schema's "not requested"
+  value (-2147483648).
+"""
+from __future__ import annotations
+
+from ..protocol.errors import ErrorCode, KafkaError
+from ..cluster.metadata import ZERO_UUID, is_internal, is_valid_topic_name
+
+API_KEY = 3
+MIN_VERSION = 0
+MAX_VERSION = 12
+
+NOT_REQUESTED = -2147483648
+# AclEntry.supportedOperations as a bit field (AclOperation codes), no authorizer = all allowed.
+# TOPIC: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11.
+TOPIC_ALL_OPERATIONS = sum(1 << c for c in (3, 4, 5, 6, 7, 8, 10, 11))
+# CLUSTER: CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11,
+# IDEMPOTENT_WRITE 12.
+CLUSTER_ALL_OPERATIONS = sum(1 << c for c in (5, 7, 8, 9, 10, 11, 12))
+
+
+def brokers_of(broker) -> list[dict]:
+    li = broker.advertised_listener()
+    return [{"node_id": broker.node_id, "host": li.host, "port": li.port,
+             "rack": broker.config["broker.rack"]}]
+
+
+def _leader_epoch(broker, topic: str, p: int) -> int:
+    rm = broker.replica_manager
+    getter = getattr(rm, "get_partition", None)
+    if getter is None:
+        return 0
+    try:
+        part = getter(topic, p)
+    except Exception:
+        return 0
+    return getattr(part, "leader_epoch", 0) if part is not None else 0
+
+
+def topic_entry(broker, info) -> dict:
+    node = broker.node_id
+    parts = []
+    for p in range(info.num_partitions):
+        replicas = info.replica_assignment.get(p) or [node]
+        parts.append({"error_code": 0, "partition_index": p, "leader_id": node,
+                      "leader_epoch": _leader_epoch(broker, info.name, p),
+                      "replica_nodes": list(replicas), "isr_nodes": list(replicas),
+                      "offline_replicas": []})
+    return {"error_code": 0, "name": info.name, "topic_id": info.topic_id,
+            "is_internal": info.internal, "partitions": parts,
+            "topic_authorized_operations": NOT_REQUESTED}
+
+
+def _error_topic(code, name, topic_id=ZERO_UUID) -> dict:
+    return {"error_code": int(code), "name": name, "topic_id": topic_id,
+            "is_internal": bool(name) and is_internal(name), "partitions": [],
+            "topic_authorized_operations": NOT_REQUESTED}
+
+
+async def handle(ctx, request):
+    broker = ctx.broker
+    md = broker.metadata
+    v = ctx.api_version
+    req_topics = request["topics"]
+    all_topics = req_topics is None or (v == 0 and not req_topics)
+    if not all_topics:
+        for t in req_topics:
+            if t["name"] is None and v < 12:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Topic name can not be null for version %d" % v)
+            if t.get("topic_id", ZERO_UUID) != ZERO_UUID and v < 12:
+                raise KafkaError(ErrorCode.INVALID_REQUEST,
+                                 "Topic IDs are not supported in requests for version %d" % v)
+    topics_out: list[dict] = []
+    if all_topics:
+        for name in sorted(md.topics):
+            topics_out.append(topic_entry(broker, md.topics[name]))
+    else:
+        ids = [t["topic_id"] for t in req_topics if t.get("topic_id", ZERO_UUID) != ZERO_UUID]
+        if ids:
+            # Kafka: when any id is given the request is by id (names are ignored).
+            seen = set()
+            for tid in ids:
+                if tid in seen:
+                    continue
+                seen.add(tid)
+                info = md.by_id.get(tid)
+                if info is None:
+                    topics_out.append(_error_topic(ErrorCode.UNKNOWN_TOPIC_ID, None, tid))
+                else:
+                    topics_out.append(topic_entry(broker, info))
+        else:
+            allow_auto = request["allow_auto_topic_creation"] and broker.config["auto.create.topics.enable"]
+            seen = set()
+            for t in req_topics:
+                name = t["name"]
+                if name in seen:
+                    continue
+                seen.add(name)
+                info = md.topics.get(name)
+                if info is not None:
+                    topics_out.append(topic_entry(broker, info))
+                elif not is_valid_topic_name(name):
+                    topics_out.append(_error_topic(ErrorCode.INVALID_TOPIC_EXCEPTION, name))
+                else:
+                    if allow_auto:
+                        # KRaft answers the creating request with UNKNOWN_TOPIC_OR_PARTITION.
+                        await md.auto_create(name)
+                    topics_out.append(_error_topic(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
+    if v >= 8 and request["include_topic_authorized_operations"]:
+        for t in topics_out:
+            if t["error_code"] == 0:
+                t["topic_authorized_operations"] = TOPIC_ALL_OPERATIONS
+    cluster_ops = NOT_REQUESTED
+    if 8 <= v <= 10 and request["include_cluster_authorized_operations"]:
+        cluster_ops = CLUSTER_ALL_OPERATIONS
+    return {"throttle_time_ms": 0, "brokers": brokers_of(broker), "cluster_id": broker.cluster_id,
+            "controller_id": broker.node_id, "topics": topics_out,
+            "cluster_authorized_operations": cluster_ops}
+
+
+def error_response(ctx, request, code):
+    """Kafka's MetadataRequest.getErrorResponse: the error on every requested topic."""
+    topics = []
+    for t in request.get("topics") or []:
+        topics.append(_error_topic(code, t.get("name"), t.get("topic_id", ZERO_UUID)))
+    return {"throttle_time_ms": 0, "brokers": [], "cluster_id": None, "controller_id": -1,
+            "topics": topics}

@@ -1,0 +1,96 @@
+"""CreateTopics (key 19), versions 2-7.
+
+Behaviour (Apache Kafka KRaft: ControllerApis.createTopics + ReplicationControlManager):
+- Per topic, checked in Kafka's order: duplicate name in the request (INVALID_REQUEST
+  "Duplicate topic name."), name (INVALID_TOPIC_EXCEPTION, '.'/'_' collisions included; creating
+  ``__cluster_metadata`` is INVALID_REQUEST), TOPIC_ALREADY_EXISTS, configs (INVALID_CONFIG: null
+  values, unknown names, bad values), manual assignment (INVALID_REQUEST unless partitions and
+  replication factor are -1; INVALID_REPLICA_ASSIGNMENT for empty/unknown/duplicate brokers,
+  uneven replica counts, non-consecutive partitions), INVALID_REPLICATION_FACTOR (0, < -1, or more
+  than the registered brokers), INVALID_PARTITIONS (0 or < -1).  -1 means the broker default
+  (``num.partitions``, ``default.replication.factor``, KIP-464).
+- More than 10000 partitions in one request: every topic fails with POLICY_VIOLATION, as Kafka's
+  controller refuses the whole batch.
+- ``validate_only`` runs every check and reports what would be created without creating it.
+- Every error carries Kafka's error message.
+Version notes: v5+ (flexible) returns the new topic's partition count, replication factor and
+its effective configs (sorted by name; source TOPIC_CONFIG for the request's overrides, else the
+broker default's source) plus ``topic_config_error_code``; v7 returns the topic id.  v2-v4 differ
+only in encoding; v6 only in quota semantics (no quotas here, throttle is 0).
+"""
+from __future__ import annotations
+
+from ..config import SOURCE_TOPIC, TOPIC_CONFIGS
+from ..protocol.errors import ErrorCode, KafkaError
+from ..cluster.metadata import MAX_PARTITIONS_PER_REQUEST, ZERO_UUID
+
+API_KEY = 19
+MIN_VERSION = 2
+MAX_VERSION = 7
+
+
+def config_entries(broker, overrides: dict) -> list[dict]:
+    out = []
+    for name in sorted(TOPIC_CONFIGS):
+        d = TOPIC_CONFIGS[name]
+        if name in overrides:
+            value, source = overrides[name], SOURCE_TOPIC
+        else:
+            value, source = broker.config.topic_default(name)
+        out.append({"name": name, "value": d.render(value), "read_only": False,
+                    "config_source": source, "is_sensitive": d.type == "password"})
+    return out
+
+
+def _requested_partitions(broker, t) -> int:
+    if t["assignments"]:
+        return len(t["assignments"])
+    n = t["num_partitions"]
+    return broker.config["num.partitions"] if n == -1 else max(n, 0)
+
+
+async def handle(ctx, request):
+    broker = ctx.broker
+    md = broker.metadata
+    topics = request["topics"]
+    results = []
+    counts: dict[str, int] = {}
+    for t in topics:
+        counts[t["name"]] = counts.get(t["name"], 0) + 1
+    total = sum(_requested_partitions(broker, t) for t in topics if counts[t["name"]] == 1)
+    if total > MAX_PARTITIONS_PER_REQUEST:
+        msg = "Excessively large number of partitions per request."
+        return {"throttle_time_ms": 0, "topics": [
+            _failed(t["name"], ErrorCode.POLICY_VIOLATION, msg) for t in topics]}
+    done = set()
+    for t in topics:
+        name = t["name"]
+        if counts[name] > 1:
+            if name not in done:
+                done.add(name)
+                results.append(_failed(name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
+            continue
+        configs = {c["name"]: c["value"] for c in t["configs"]}
+        assignments = [(a["partition_index"], a["broker_ids"]) for a in t["assignments"]]
+        try:
+            info = await md.create_topic(name, t["num_partitions"], t["replication_factor"], configs,
+                                         assignments=assignments or None,
+                                         validate_only=request["validate_only"])
+        except KafkaError as e:
+            results.append(_failed(name, e.code, e.message))
+            continue
+        results.append({"name": name, "topic_id": info.topic_id, "error_code": 0, "error_message": None,
+                        "topic_config_error_code": 0, "num_partitions": info.num_partitions,
+                        "replication_factor": info.replication_factor,
+                        "configs": config_entries(broker, info.configs)})
+    return {"throttle_time_ms": 0, "topics": results}
+
+
+def _failed(name, code, message) -> dict:
+    return {"name": name, "topic_id": ZERO_UUID, "error_code": int(code), "error_message": message,
+            "num_partitions": -1, "replication_factor": -1, "configs": []}
+
+
+def error_response(ctx, request, code):
+    return {"throttle_time_ms": 0,
+            "topics": [_failed(t["name"], code, None) for t in request.get("topics") or []]}

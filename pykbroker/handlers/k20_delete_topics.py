@@ -1,0 +1,122 @@
+"""DeleteTopics (key 20), versions 1-6.
+
+Behaviour (Apache Kafka KRaft: ControllerApis.deleteTopics):
+- v1-5 delete by name (``topic_names``); v6 by ``topics`` entries holding a name or a topic id.
+- Unknown name: UNKNOWN_TOPIC_OR_PARTITION; unknown id: UNKNOWN_TOPIC_ID (name null).
+- A name given twice: INVALID_REQUEST "Duplicate topic name."; an id given twice: "Duplicate topic
+  id."; both name and id in one entry: "You may not specify both topic name and topic id.";
+  neither: "Neither topic name nor id were specified."; a name resolving to an id also given:
+  "The provided topic name maps to an ID that was already supplied."
+- ``delete.topic.enable=false``: the whole request fails, INVALID_REQUEST before v3 and
+  TOPIC_DELETION_DISABLED from v3, as Kafka does.
+- The deletion is durable before the answer; the partition logs are removed right after.
+Version notes: v4 flexible; v5 adds error_message (Kafka's default texts for unknown topics);
+v6 adds topic ids.
+"""
+from __future__ import annotations
+
+from ..protocol.errors import ErrorCode, KafkaError
+from ..cluster.metadata import ZERO_UUID
+
+API_KEY = 20
+MIN_VERSION = 1
+MAX_VERSION = 6
+
+# Kafka's default messages (Errors.*.message()), which ApiError(Errors) carries.
+_MESSAGES = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
+    ErrorCode.UNKNOWN_TOPIC_ID: "This server does not host this topic ID.",
+}
+
+
+def _result(name, tid, code, message=None) -> dict:
+    if message is None and code:
+        message = _MESSAGES.get(code)
+    return {"name": name, "topic_id": tid, "error_code": int(code), "error_message": message}
+
+
+async def handle(ctx, request):
+    broker = ctx.broker
+    md = broker.metadata
+    v = ctx.api_version
+    if not broker.config["delete.topic.enable"]:
+        if v < 3:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Topic deletion is disabled.")
+        raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED)
+    out: list[dict] = []
+    names: list[str] = []
+    dup_names: set[str] = set()
+    ids: list[bytes] = []
+    dup_ids: set[bytes] = set()
+
+    def add_name(n):
+        if n in dup_names:
+            return
+        if n in names:
+            names.remove(n)
+            dup_names.add(n)
+        else:
+            names.append(n)
+
+    if v < 6:
+        for n in request["topic_names"]:
+            add_name(n)
+    else:
+        for t in request["topics"]:
+            n, tid = t["name"], t["topic_id"]
+            if n is None:
+                if tid == ZERO_UUID:
+                    out.append(_result(None, ZERO_UUID, ErrorCode.INVALID_REQUEST,
+                                       "Neither topic name nor id were specified."))
+                elif tid in dup_ids:
+                    pass
+                elif tid in ids:
+                    ids.remove(tid)
+                    dup_ids.add(tid)
+                else:
+                    ids.append(tid)
+            elif tid == ZERO_UUID:
+                add_name(n)
+            else:
+                out.append(_result(n, tid, ErrorCode.INVALID_REQUEST,
+                                   "You may not specify both topic name and topic id."))
+    for n in sorted(dup_names):
+        out.append(_result(n, ZERO_UUID, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
+    for tid in dup_ids:
+        out.append(_result(None, tid, ErrorCode.INVALID_REQUEST, "Duplicate topic id."))
+    to_delete: dict[bytes, str] = {}
+    for tid in ids:
+        info = md.by_id.get(tid)
+        if info is None:
+            out.append(_result(None, tid, ErrorCode.UNKNOWN_TOPIC_ID))
+        else:
+            to_delete[tid] = info.name
+    for n in names:
+        info = md.topics.get(n)
+        if info is None:
+            out.append(_result(n, ZERO_UUID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+        elif info.topic_id in to_delete:
+            del to_delete[info.topic_id]
+            out.append(_result(n, info.topic_id, ErrorCode.INVALID_REQUEST,
+                               "The provided topic name maps to an ID that was already supplied."))
+        else:
+            to_delete[info.topic_id] = n
+    for tid, n in to_delete.items():
+        try:
+            await md.delete_topic(n)
+            out.append(_result(n, tid, ErrorCode.NONE))
+        except KafkaError as e:
+            out.append(_result(n, tid, e.code, e.message))
+    return {"throttle_time_ms": 0, "responses": out}
+
+
+def error_response(ctx, request, code):
+    """Kafka's DeleteTopicsRequest.getErrorResponse: the error on every requested topic."""
+    out = []
+    if ctx.api_version < 6:
+        for n in request.get("topic_names") or []:
+            out.append(_result(n, ZERO_UUID, code))
+    else:
+        for t in request.get("topics") or []:
+            out.append(_result(t["name"], t["topic_id"], code))
+    return {"throttle_time_ms": 0, "responses": out}

@@ -1,0 +1,169 @@
+"""DescribeConfigs (key 32), versions 1-4.
+
+Behaviour (Apache Kafka ConfigHelper.describeConfigs on a KRaft broker):
+- TOPIC (2): the name is validated (INVALID_TOPIC_EXCEPTION with Kafka's message); an unknown topic
+  is UNKNOWN_TOPIC_OR_PARTITION; otherwise every topic config with its effective value, read_only
+  false.  Source: TOPIC_CONFIG (1) for the topic's overrides, else the first broker synonym found
+  (STATIC_BROKER_CONFIG (4) when set in server.properties/--override, DEFAULT_CONFIG (5) when it is
+  the built-in default), DEFAULT_CONFIG when none.
+- BROKER (4): resource name = this node's id: every broker config pykbroker knows, with the
+  static value (null when unset and without a default, as Kafka), source STATIC_BROKER_CONFIG or
+  DEFAULT_CONFIG, read_only true (nothing is dynamically alterable yet).  Empty name = the
+  cluster-wide dynamic defaults, of which there are none.  Another id: INVALID_REQUEST "Unexpected
+  broker id, expected N or empty string, but received X"; a non-number: INVALID_REQUEST "Broker
+  id must be an integer, but it is: X".
+- BROKER_LOGGER (8): the root logger's level (source DYNAMIC_BROKER_LOGGER_CONFIG).
+- Other resource types (GROUP, CLIENT_METRICS): INVALID_REQUEST "Unsupported resource type".
+  An undefined type id fails the whole request with INVALID_REQUEST, as Kafka does.
+- ``configuration_keys`` (non-null) filters the configs returned; unknown keys are ignored.
+- Synonyms (v1+, when ``include_synonyms``) follow Kafka's order: topic override, dynamic broker,
+  dynamic default, static broker, default — restricted to the broker config the topic config
+  maps to and its synonyms (e.g. retention.ms → log.retention.ms/.minutes/.hours).
+Version notes: v3 adds config_type and (when ``include_documentation``) documentation; v4 is
+flexible.
+"""
+from __future__ import annotations
+
+import logging
+
+from ..config import (BROKER_CONFIGS, SOURCE_DEFAULT, SOURCE_STATIC_BROKER, SOURCE_TOPIC,
+                      TOPIC_CONFIGS, TYPE_IDS)
+from ..protocol.errors import ErrorCode, KafkaError
+from ..cluster.metadata import validate_topic_name
+
+API_KEY = 32
+MIN_VERSION = 1
+MAX_VERSION = 4
+
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
+_KNOWN_TYPES = {TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP}
+SOURCE_DYNAMIC_BROKER_LOGGER = 6
+
+# DynamicBrokerConfig.brokerConfigSynonyms: broker configs that stand for one another.
+_BROKER_SYNONYMS = [
+    ["log.retention.ms", "log.retention.minutes", "log.retention.hours"],
+    ["log.roll.ms", "log.roll.hours"],
+    ["log.flush.interval.ms", "log.flush.scheduler.interval.ms"],
+]
+
+
+def broker_synonyms(name: str) -> list[str]:
+    for group in _BROKER_SYNONYMS:
+        if name in group:
+            return group
+    return [name]
+
+
+def _config_synonyms(config, name: str, names: list[str]) -> list[dict]:
+    """Kafka's configSynonyms: static values first, then defaults, then drop entries before
+    ``name`` itself."""
+    out = []
+    for n in names:  # static broker config (server.properties / --override)
+        if n in BROKER_CONFIGS and config.is_explicit(n):
+            out.append({"name": n, "value": BROKER_CONFIGS[n].render(config.get(n)),
+                        "source": SOURCE_STATIC_BROKER})
+    for n in names:  # built-in defaults (only those with a value)
+        d = BROKER_CONFIGS.get(n)
+        if d is not None and d.default is not None:
+            out.append({"name": n, "value": d.render(d.default), "source": SOURCE_DEFAULT})
+    while out and out[0]["name"] != name:
+        out.pop(0)
+    return out
+
+
+def _topic_entry(broker, d, overrides, effective, synonyms_on, docs_on) -> dict:
+    name = d.name
+    syn = []
+    if name in overrides:
+        syn.append({"name": name, "value": d.render(overrides[name]), "source": SOURCE_TOPIC})
+    if d.broker_key is not None:
+        syn += _config_synonyms(broker.config, d.broker_key, broker_synonyms(d.broker_key))
+    source = syn[0]["source"] if syn else SOURCE_DEFAULT
+    return {"name": name, "value": d.render(effective[name]), "read_only": False,
+            "config_source": source, "is_sensitive": d.type == "password",
+            "synonyms": syn if synonyms_on else [], "config_type": TYPE_IDS.get(d.type, 0),
+            "documentation": d.doc if docs_on else None}
+
+
+def _broker_entry(broker, d, synonyms_on, docs_on) -> dict:
+    syn = _config_synonyms(broker.config, d.name, broker_synonyms(d.name))
+    sensitive = d.type == "password"
+    value = broker.config.get(d.name)
+    return {"name": d.name, "value": None if sensitive else d.render(value), "read_only": d.read_only,
+            "config_source": syn[0]["source"] if syn else SOURCE_DEFAULT, "is_sensitive": sensitive,
+            "synonyms": syn if synonyms_on else [], "config_type": TYPE_IDS.get(d.type, 0),
+            "documentation": d.doc if docs_on else None}
+
+
+def _describe(ctx, res, synonyms_on, docs_on) -> dict:
+    broker = ctx.broker
+    rtype, rname, keys = res["resource_type"], res["resource_name"], res["configuration_keys"]
+    wanted = (lambda n: True) if keys is None else (lambda n, s=set(keys): n in s)
+    result = {"error_code": 0, "error_message": None, "resource_type": rtype, "resource_name": rname,
+              "configs": []}
+    if rtype == TOPIC:
+        validate_topic_name(rname)
+        info = broker.metadata.topics.get(rname)
+        if info is None:
+            result["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            return result
+        effective = broker.metadata.effective_config(rname)
+        result["configs"] = [_topic_entry(broker, TOPIC_CONFIGS[n], info.configs, effective, synonyms_on, docs_on)
+                             for n in sorted(TOPIC_CONFIGS) if wanted(n)]
+    elif rtype == BROKER:
+        if not rname:
+            return result  # cluster-wide dynamic defaults: none
+        if _broker_id(rname) != broker.node_id:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Unexpected broker id, expected %d or empty string, "
+                             "but received %s" % (broker.node_id, rname))
+        result["configs"] = [_broker_entry(broker, BROKER_CONFIGS[n], synonyms_on, docs_on)
+                             for n in sorted(BROKER_CONFIGS) if wanted(n)]
+    elif rtype == BROKER_LOGGER:
+        if not rname:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
+        if _broker_id(rname) != broker.node_id:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Unexpected broker id, expected %d but received %s"
+                             % (broker.node_id, rname))
+        level = logging.getLevelName(logging.getLogger().getEffectiveLevel())
+        if wanted("root"):
+            result["configs"] = [{"name": "root", "value": level, "read_only": False,
+                                  "config_source": SOURCE_DYNAMIC_BROKER_LOGGER, "is_sensitive": False,
+                                  "synonyms": [], "config_type": 0, "documentation": None}]
+    else:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Unsupported resource type: %s" % _type_name(rtype))
+    return result
+
+
+def _type_name(t: int) -> str:
+    return {CLIENT_METRICS: "CLIENT_METRICS", GROUP: "GROUP"}.get(t, str(t))
+
+
+def _broker_id(name: str) -> int:
+    try:
+        return int(name)
+    except ValueError:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Broker id must be an integer, but it is: %s" % name) from None
+
+
+async def handle(ctx, request):
+    for res in request["resources"]:
+        if res["resource_type"] not in _KNOWN_TYPES:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Unexpected resource type %d for resource %s"
+                             % (res["resource_type"], res["resource_name"]))
+    synonyms_on = request["include_synonyms"]
+    docs_on = ctx.api_version >= 3 and request["include_documentation"]
+    results = []
+    for res in request["resources"]:
+        try:
+            results.append(_describe(ctx, res, synonyms_on, docs_on))
+        except KafkaError as e:
+            results.append({"error_code": int(e.code), "error_message": e.message,
+                            "resource_type": res["resource_type"], "resource_name": res["resource_name"],
+                            "configs": []})
+    return {"throttle_time_ms": 0, "results": results}
+
+
+def error_response(ctx, request, code):
+    return {"throttle_time_ms": 0, "results": [
+        {"error_code": int(code), "error_message": None, "resource_type": r["resource_type"],
+         "resource_name": r["resource_name"], "configs": []} for r in request.get("resources") or []]}

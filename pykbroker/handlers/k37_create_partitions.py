@@ -1,0 +1,66 @@
+"""CreatePartitions (key 37), versions 0-3.
+
+Behaviour (Apache Kafka KRaft: ControllerApis + ReplicationControlManager.createPartitions):
+- A topic named twice in one request: INVALID_REQUEST "Duplicate topic name.".
+- Unknown topic: UNKNOWN_TOPIC_OR_PARTITION.
+- ``count`` equal to the current count: INVALID_PARTITIONS "Topic already has N partition(s).";
+  lower: INVALID_PARTITIONS "The topic T currently has N partition(s); M would not be an
+  increase.".
+- Manual assignments: exactly one broker list per new partition (else INVALID_REPLICA_ASSIGNMENT
+  "Attempted to add N additional partition(s), but only M assignment(s) were specified."), each
+  valid (registered brokers, no duplicates, the topic's replication factor).
+- ``validate_only`` checks without adding.  The new partitions' logs exist before the answer.
+Version notes: v2 is flexible; v3 is identical (KIP-599 quota semantics, no quotas here).
+"""
+from __future__ import annotations
+
+from ..protocol.errors import ErrorCode, KafkaError
+from ..cluster.metadata import MAX_PARTITIONS_PER_REQUEST
+
+API_KEY = 37
+MIN_VERSION = 0
+MAX_VERSION = 3
+
+
+def _result(name, code=0, message=None) -> dict:
+    return {"name": name, "error_code": int(code), "error_message": message}
+
+
+async def handle(ctx, request):
+    md = ctx.broker.metadata
+    topics = request["topics"]
+    counts: dict[str, int] = {}
+    for t in topics:
+        counts[t["name"]] = counts.get(t["name"], 0) + 1
+    added = 0
+    for t in topics:
+        info = md.topics.get(t["name"])
+        if info is not None and counts[t["name"]] == 1:
+            added += max(0, t["count"] - info.num_partitions)
+    if added > MAX_PARTITIONS_PER_REQUEST:
+        msg = "Excessively large number of partitions per request."
+        return {"throttle_time_ms": 0,
+                "results": [_result(t["name"], ErrorCode.POLICY_VIOLATION, msg) for t in topics]}
+    results = []
+    dups_done = set()
+    for t in topics:
+        name = t["name"]
+        if counts[name] > 1:
+            if name not in dups_done:
+                dups_done.add(name)
+                results.append(_result(name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
+            continue
+        assignments = None
+        if t["assignments"] is not None:
+            assignments = [a["broker_ids"] for a in t["assignments"]]
+        try:
+            await md.create_partitions(name, t["count"], assignments, request["validate_only"])
+            results.append(_result(name))
+        except KafkaError as e:
+            results.append(_result(name, e.code, e.message))
+    return {"throttle_time_ms": 0, "results": results}
+
+
+def error_response(ctx, request, code):
+    return {"throttle_time_ms": 0,
+            "results": [_result(t["name"], code) for t in request.get("topics") or []]}

@@ -1,0 +1,43 @@
+"""DescribeCluster (key 60), versions 0-1.
+
+Behaviour (Apache Kafka AuthHelper.computeDescribeClusterResponse on a broker):
+- Brokers: this node (advertised host/port, rack), ``controller_id`` = this node (a KRaft broker
+  answers with a live broker id: clients cannot talk to the controllers), the cluster id.
+- ``include_cluster_authorized_operations``: no authorizer, so every CLUSTER operation is granted;
+  otherwise the "not requested" value -2147483648.
+Version notes: v1 adds ``endpoint_type``: BROKER (1) is served; CONTROLLER (2) is
+MISMATCHED_ENDPOINT_TYPE (this is a broker endpoint), any other value UNSUPPORTED_ENDPOINT_TYPE.
+"""
+from __future__ import annotations
+
+from ..protocol.errors import ErrorCode
+from .k03_metadata import CLUSTER_ALL_OPERATIONS, NOT_REQUESTED
+
+API_KEY = 60
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
+_NAMES = {1: "BROKER", 2: "CONTROLLER"}
+
+
+async def handle(ctx, request):
+    broker = ctx.broker
+    v = ctx.api_version
+    et = request["endpoint_type"] if v >= 1 else BROKER_ENDPOINT
+    if et not in _NAMES:
+        return {"error_code": int(ErrorCode.UNSUPPORTED_ENDPOINT_TYPE if v >= 1 else ErrorCode.INVALID_REQUEST),
+                "error_message": "Unsupported endpoint type %d" % et, "endpoint_type": BROKER_ENDPOINT,
+                "cluster_id": "", "brokers": []}
+    if et != BROKER_ENDPOINT:
+        return {"error_code": int(ErrorCode.MISMATCHED_ENDPOINT_TYPE if v >= 1 else ErrorCode.INVALID_REQUEST),
+                "error_message": "The request was sent to an endpoint of type BROKER, but we wanted an "
+                                 "endpoint of type %s" % _NAMES[et],
+                "endpoint_type": BROKER_ENDPOINT, "cluster_id": "", "brokers": []}
+    li = broker.advertised_listener()
+    ops = CLUSTER_ALL_OPERATIONS if request["include_cluster_authorized_operations"] else NOT_REQUESTED
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": BROKER_ENDPOINT,
+            "cluster_id": broker.cluster_id, "controller_id": broker.node_id,
+            "brokers": [{"broker_id": broker.node_id, "host": li.host, "port": li.port,
+                         "rack": broker.config["broker.rack"]}],
+            "cluster_authorized_operations": ops}
