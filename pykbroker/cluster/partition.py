@@ -1,0 +1,261 @@
+"""``Partition``: the single owner of one partition's log and replication state.
+
+State (mirrors Kafka's Partition/UnifiedLog split):
+- ``leader_epoch``: 0 when the partition is created; persisted through the log's leader-epoch
+  cache (``leader-epoch-checkpoint``), stamped on every appended batch.  A single node never
+  changes leader, so it stays what the cache says; replication will bump it on elections.
+- log end offset (``log.log_end_offset``, next offset to assign) vs ``high_watermark`` (the
+  last offset every ISR member has, exclusive).  They are kept distinct: with ``isr`` = [this
+  node] the high watermark moves to the log end offset right after each append, replication
+  will move it from follower fetch positions instead.  The high watermark is persisted in
+  ``replication-offset-checkpoint`` by the ReplicaManager.
+- ``log_start_offset``: first offset still readable (DeleteRecords / retention move it).
+- waiters: Fetch long-polls register a ``trio.Event`` that the next append sets.
+
+Concurrency: every method runs on the trio thread.  ``append_records_as_leader`` has no await:
+producer-state check, offset assignment, the write, the producer-state update, the high
+watermark move and the wake-up all happen in one step, so concurrent produce requests can never
+interleave inside an append.  Only fsync (``flush``) leaves the thread, through
+``trio.to_thread``.
+"""
+from __future__ import annotations
+
+import logging
+from typing import NamedTuple, Optional
+
+import trio
+
+from ..protocol.codec import Chunks
+from ..protocol.errors import ErrorCode, KafkaError
+from ..storage.log import (KafkaStorageError, LogConfig, OffsetOutOfRange, ProducerStateError)
+
+log = logging.getLogger("pykbroker.partition")
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+
+class AppendResult(NamedTuple):
+    base_offset: int
+    last_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+    duplicate: bool
+
+
+class ReadResult(NamedTuple):
+    error: int
+    records: object          # Chunks of FileRegions, or b"" (never None: clients want empty bytes)
+    size: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+
+
+def log_config_of(cfg: dict) -> LogConfig:
+    """Storage's LogConfig from a topic's effective Kafka config."""
+    return LogConfig.from_properties({k: cfg.get(k) for k in LogConfig._KAFKA_NAMES})
+
+
+class Partition:
+    def __init__(self, replica_manager, topic: str, topic_id: bytes, partition_id: int,
+                 log_, config: dict, high_watermark: Optional[int] = None):
+        self.replica_manager = replica_manager
+        self.topic = topic
+        self.topic_id = topic_id
+        self.partition_id = partition_id
+        self.log = log_
+        self.config = config
+        node = replica_manager.broker.node_id
+        self.leader_id = node
+        self.isr = [node]
+        self.replicas = [node]
+        latest = log_.epoch_cache.latest_epoch
+        self.leader_epoch = latest if latest is not None else 0
+        if latest is None:
+            # Kafka records the leader's epoch start when it becomes leader (makeLeader), so
+            # OffsetForLeaderEpoch answers (0, LEO) even before the first append.
+            log_.epoch_cache.assign(self.leader_epoch, log_.log_end_offset)
+        if high_watermark is not None:
+            log_.high_watermark = max(log_.log_start_offset, min(high_watermark, log_.log_end_offset))
+        self._data_waiters: set[trio.Event] = set()
+        self._hw_waiters: set[trio.Event] = set()
+        self._flush_required = False
+        self.deleted = False
+        self._maybe_increment_high_watermark()
+
+    def __repr__(self):
+        return "Partition(%s-%d)" % (self.topic, self.partition_id)
+
+    # ------------------------------------------------------------------ offsets
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        # No transactions yet: nothing is ever pending, so the LSO is the high watermark.
+        return self.log.high_watermark
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    def _maybe_increment_high_watermark(self) -> None:
+        # The HW is the minimum log end offset over the ISR; the ISR is this node alone.
+        new_hw = self.log.log_end_offset
+        if new_hw > self.log.high_watermark:
+            self.log.high_watermark = new_hw
+            for ev in self._hw_waiters:
+                ev.set()
+            self._hw_waiters.clear()
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> int:
+        """Kafka's epoch fencing for client requests: -1 skips the check."""
+        if current_leader_epoch == -1:
+            return 0
+        if current_leader_epoch < self.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        if current_leader_epoch > self.leader_epoch:
+            return ErrorCode.UNKNOWN_LEADER_EPOCH
+        return 0
+
+    # ------------------------------------------------------------------ config
+    def update_config(self, config: dict) -> None:
+        self.config = config
+        self.log.config = log_config_of(config)
+
+    # ------------------------------------------------------------------ append
+    def append_records_as_leader(self, validated, now_ms: int) -> AppendResult:
+        """Append one partition's validated produce records.  No await inside."""
+        if self.deleted:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        lc = self.log.config
+        if validated.size > lc.segment_bytes:
+            # Kafka: a record set larger than a whole segment can never be appended.
+            raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE)
+        lat = now_ms if lc.log_append_time else None
+        try:
+            info = self.log.append(validated, self.leader_epoch, lat, auto_flush=False)
+        except ProducerStateError as e:
+            raise KafkaError(e.code, str(e)) from None
+        except KafkaStorageError as e:
+            log.error("append to %s failed: %s", self, e)
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from None
+        if not info.duplicate:
+            if info.flush_required:
+                self._flush_required = True
+            self._maybe_increment_high_watermark()
+            self._wake_fetchers()
+        return AppendResult(info.first_offset, info.last_offset, info.log_append_time,
+                            self.log.log_start_offset, info.duplicate)
+
+    def needs_flush(self) -> bool:
+        return self._flush_required
+
+    async def flush(self) -> None:
+        """fsync the log off the event loop (flush.messages, the flusher, shutdown)."""
+        self._flush_required = False
+        try:
+            await trio.to_thread.run_sync(self.log.flush)
+        except KafkaStorageError as e:
+            log.error("flush of %s failed: %s", self, e)
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from None
+
+    async def wait_for_high_watermark(self, offset: int) -> None:
+        while self.log.high_watermark < offset and not self.deleted:
+            ev = trio.Event()
+            self._hw_waiters.add(ev)
+            try:
+                await ev.wait()
+            finally:
+                self._hw_waiters.discard(ev)
+
+    # ------------------------------------------------------------------ fetch
+    def add_data_waiter(self, ev: trio.Event) -> None:
+        self._data_waiters.add(ev)
+
+    def remove_data_waiter(self, ev: trio.Event) -> None:
+        self._data_waiters.discard(ev)
+
+    def _wake_fetchers(self) -> None:
+        for ev in self._data_waiters:
+            ev.set()
+
+    def read_records(self, fetch_offset: int, max_bytes: int, min_one_batch: bool,
+                     read_committed: bool) -> ReadResult:
+        hw = self.log.high_watermark
+        lso = self.last_stable_offset
+        try:
+            regions = self.log.read(fetch_offset, max_bytes, lso if read_committed else hw, min_one_batch)
+        except OffsetOutOfRange:
+            return ReadResult(ErrorCode.OFFSET_OUT_OF_RANGE, b"", 0, -1, -1, -1)
+        except KafkaStorageError as e:
+            log.error("read from %s failed: %s", self, e)
+            return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, b"", 0, -1, -1, -1)
+        if not regions:
+            return ReadResult(0, b"", 0, hw, lso, self.log.log_start_offset)
+        chunks = Chunks(regions)
+        return ReadResult(0, chunks, chunks.size, hw, lso, self.log.log_start_offset)
+
+    # ------------------------------------------------------------------ list offsets
+    def fetch_offset_for_timestamp(self, timestamp: int, read_committed: bool, from_replica: bool):
+        """(timestamp, offset, leader_epoch) or None (Kafka's Partition.fetchOffsetForTimestamp)."""
+        lg = self.log
+        if from_replica:
+            last_fetchable = lg.log_end_offset
+        else:
+            last_fetchable = self.last_stable_offset if read_committed else lg.high_watermark
+        if timestamp == LATEST_TIMESTAMP:
+            return -1, last_fetchable, self.leader_epoch
+        if timestamp == EARLIEST_TIMESTAMP:
+            start = lg.log_start_offset
+            epoch = lg.epoch_for_offset(start)
+            return -1, start, epoch if epoch is not None else -1
+        if timestamp == MAX_TIMESTAMP:
+            found = lg.max_timestamp_offset()
+        else:
+            found = lg.offset_for_timestamp(timestamp)
+        if found is None:
+            return None
+        offset, ts, epoch = found
+        if offset >= last_fetchable:
+            return None  # Kafka hides records not yet committed (beyond HW / LSO)
+        return ts, offset, epoch if epoch is not None and epoch >= 0 else -1
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        return self.log.end_offset_for_epoch(epoch)
+
+    # ------------------------------------------------------------------ delete records
+    async def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: returns the new log start offset (low watermark)."""
+        hw = self.log.high_watermark
+        target = hw if offset == -1 else offset
+        if target < 0:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE)
+        if "delete" not in (self.config.get("cleanup.policy") or ["delete"]):
+            # Kafka refuses DeleteRecords on compact-only topics.
+            raise KafkaError(ErrorCode.POLICY_VIOLATION)
+        if target > hw:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE)
+        try:
+            self.log.delete_records_before(target)
+        except OffsetOutOfRange:
+            raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE) from None
+        except (KafkaStorageError, OSError) as e:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from None
+        # Make the new log start durable soon, so deleted records never come back.
+        self.replica_manager.request_checkpoint()
+        return self.log.log_start_offset
+
+    # ------------------------------------------------------------------ lifecycle
+    def mark_deleted(self) -> None:
+        self.deleted = True
+        self._wake_fetchers()
+        for ev in self._hw_waiters:
+            ev.set()

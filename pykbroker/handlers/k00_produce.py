@@ -1,0 +1,140 @@
+"""Produce (key 0), versions 3-11.
+
+Behaviour (Apache Kafka 4.x as the oracle):
+- ``acks`` must be 0, 1 or -1; anything else answers every partition with
+  INVALID_REQUIRED_ACKS and appends nothing.
+- Per partition: an unknown topic or partition -> UNKNOWN_TOPIC_OR_PARTITION (Kafka 4 never
+  auto-creates topics on Produce, only on Metadata); an internal topic (``__consumer_offsets``)
+  -> INVALID_TOPIC_EXCEPTION, as Kafka refuses client writes to internal topics.
+- Records are validated per batch, never per record (``records.validate_produce_records``:
+  header, CRC-32C, offset delta / count, control bit, size against the topic's
+  ``max.message.bytes``); failures map to Kafka's codes (CORRUPT_MESSAGE, INVALID_RECORD,
+  MESSAGE_TOO_LARGE, INVALID_TIMESTAMP, UNSUPPORTED_COMPRESSION_TYPE).  On v8+ record
+  validation failures (INVALID_RECORD / INVALID_TIMESTAMP) carry ``error_message``, as Kafka
+  only fills it for RecordValidationException.
+- The partition assigns offsets and stamps its leader epoch in place (both outside the CRC);
+  ``message.timestamp.type=LogAppendTime`` topics get maxTimestamp rewritten (CRC recomputed)
+  and the append time returned in ``log_append_time_ms`` (else -1).
+- Idempotence (producer id >= 0): the partition's producer state (5 cached batches per
+  producer) answers a duplicate with the original base offset and NONE without appending;
+  a sequence gap -> OUT_OF_ORDER_SEQUENCE_NUMBER; an older producer epoch ->
+  INVALID_PRODUCER_EPOCH (Kafka's code for idempotent produce since KIP-588).
+- Transactions are not implemented: a request with a ``transactional_id`` or a batch with the
+  transactional bit gets INVALID_TXN_STATE with an explanatory message (no transaction can
+  have been begun here, since InitProducerId refuses transactional ids).
+- acks=0: no response at all; if any partition failed, the connection is closed, as Kafka
+  does, so the producer notices (it cannot read an error).
+- acks=-1 waits until the high watermark covers the batch (immediate with one replica) within
+  ``timeout_ms``, else REQUEST_TIMED_OUT.
+Version notes: v5 adds log_start_offset; v7 allows zstd; v8 adds record_errors/error_message;
+v9 is flexible; v10-11 add the (tagged) current_leader / node_endpoints, which pykbroker leaves
+at their defaults since it is always the leader.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+import trio
+
+from ..protocol.errors import ErrorCode, KafkaError
+from ..protocol.records import RecordError, validate_produce_records
+
+API_KEY = 0
+MIN_VERSION = 3
+MAX_VERSION = 11
+
+log = logging.getLogger("pykbroker.produce")
+
+# Kafka sets error_message only for record validation failures (RecordValidationException).
+_MESSAGE_ERRORS = (ErrorCode.INVALID_RECORD, ErrorCode.INVALID_TIMESTAMP)
+
+
+def _err(index: int, code, message=None, version: int = 11) -> dict:
+    r = {"index": index, "error_code": int(code), "base_offset": -1,
+         "log_append_time_ms": -1, "log_start_offset": -1, "record_errors": []}
+    if message is not None and code in _MESSAGE_ERRORS:
+        r["error_message"] = message
+    return r
+
+
+def error_response(ctx, request, code) -> dict:
+    return {"responses": [
+        {"name": t["name"], "partition_responses": [_err(p["index"], code) for p in t["partition_data"]]}
+        for t in request["topic_data"]], "throttle_time_ms": 0}
+
+
+async def handle(ctx, request):
+    acks = request["acks"]
+    version = ctx.api_version
+    broker = ctx.broker
+    rm = broker.replica_manager
+    if acks not in (0, 1, -1):
+        resp = error_response(ctx, request, ErrorCode.INVALID_REQUIRED_ACKS)
+        return None if acks == 0 else resp
+    transactional = request.get("transactional_id") is not None
+    now_ms = int(time.time() * 1000)
+    responses = []
+    failed = False
+    waits = []  # (partition, required HW) for acks=-1
+    for t in request["topic_data"]:
+        name = t["name"]
+        parts_out = []
+        responses.append({"name": name, "partition_responses": parts_out})
+        info = broker.metadata.topics.get(name)
+        for p in t["partition_data"]:
+            idx = p["index"]
+            partition = rm.get_partition(name, idx) if info is not None else None
+            if partition is None:
+                parts_out.append(_err(idx, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                failed = True
+                continue
+            if info.internal:
+                parts_out.append(_err(idx, ErrorCode.INVALID_TOPIC_EXCEPTION))
+                failed = True
+                continue
+            cfg = partition.config
+            try:
+                validated = validate_produce_records(
+                    p["records"], cfg["max.message.bytes"], api_version=version, now_ms=now_ms,
+                    timestamp_before_max_ms=cfg.get("message.timestamp.before.max.ms"),
+                    timestamp_after_max_ms=cfg.get("message.timestamp.after.max.ms"))
+                if transactional or any(b.is_transactional for b in validated.batches):
+                    # Transactions are not built yet; no transactional producer can exist here.
+                    raise KafkaError(ErrorCode.INVALID_TXN_STATE,
+                                     "pykbroker does not support transactions yet")
+                res = partition.append_records_as_leader(validated, now_ms)
+            except RecordError as e:
+                parts_out.append(_err(idx, e.code, str(e)))
+                failed = True
+                continue
+            except KafkaError as e:
+                parts_out.append(_err(idx, e.code, e.message))
+                failed = True
+                continue
+            if acks == -1:
+                waits.append((partition, res.last_offset + 1))
+            parts_out.append({"index": idx, "error_code": 0, "base_offset": res.base_offset,
+                              "log_append_time_ms": res.log_append_time_ms,
+                              "log_start_offset": res.log_start_offset, "record_errors": []})
+            # flush.messages: fsync before acknowledging once enough messages are unflushed.
+            if partition.needs_flush():
+                await partition.flush()
+    if acks == 0:
+        if failed:
+            # Kafka closes the connection when an acks=0 produce fails: the only signal left.
+            log.info("closing connection from %s after a failed acks=0 produce", ctx.connection.peer)
+            await ctx.connection.stream.aclose()
+        return None
+    if waits:
+        deadline = trio.current_time() + max(request["timeout_ms"], 0) / 1000.0
+        for partition, hw in waits:
+            with trio.move_on_at(deadline):
+                await partition.wait_for_high_watermark(hw)
+            if partition.high_watermark < hw:
+                for tr in responses:
+                    if tr["name"] == partition.topic:
+                        for pr in tr["partition_responses"]:
+                            if pr["index"] == partition.partition_id and pr["error_code"] == 0:
+                                pr["error_code"] = int(ErrorCode.REQUEST_TIMED_OUT)
+    return {"responses": responses, "throttle_time_ms": 0}

@@ -1,0 +1,133 @@
+"""Fetch (key 1), versions 4-12 (consumer fetches by topic name).
+
+Behaviour (Apache Kafka 4.x as the oracle):
+- Sessions (KIP-227) are not kept.  A full request (session epoch 0 or -1) is answered with a
+  full response listing every requested partition and ``session_id`` 0 — exactly what Kafka
+  answers when its fetch-session cache is full, so clients keep sending full requests.  A
+  request naming a session id with a positive epoch (incremental) gets the top-level error
+  FETCH_SESSION_ID_NOT_FOUND, as Kafka answers for an unknown session; clients then start over
+  with a full fetch.
+- Per partition: unknown topic/partition -> UNKNOWN_TOPIC_OR_PARTITION; v9+
+  ``current_leader_epoch`` lower than ours -> FENCED_LEADER_EPOCH, higher ->
+  UNKNOWN_LEADER_EPOCH, -1 skips the check; ``fetch_offset`` below the log start or above the
+  log end -> OFFSET_OUT_OF_RANGE.  Errored partitions carry high_watermark /
+  last_stable_offset / log_start_offset = -1 and empty records, like Kafka.
+- Data: whole batches read from the segment files as ``FileRegion`` chunks (sent with
+  os.sendfile), starting at the batch containing ``fetch_offset`` (clients skip the earlier
+  records), bounded by the high watermark (read_uncommitted) or the last stable offset
+  (read_committed; equal to the high watermark while transactions do not exist).
+  ``partition_max_bytes`` bounds each partition and ``max_bytes`` the response; the first
+  partition that has data always returns at least one whole batch even when larger (KIP-74).
+  Empty = zero-length bytes, never null.
+- Long poll: if fewer than ``min_bytes`` are available (and no partition errored), the request
+  parks until an append to one of its partitions or ``max_wait_ms`` passes, then reads again.
+- aborted_transactions: null under read_uncommitted, empty under read_committed (no
+  transactions yet).  preferred_read_replica is always -1.  ``replica_id`` (follower fetch)
+  and ``rack_id`` are ignored for now: every fetch is treated as a consumer fetch.
+Version notes: v5 adds log_start_offset; v7 sessions; v9 current_leader_epoch; v11 rack_id and
+preferred_read_replica; v12 is flexible, adds last_fetched_epoch (divergence checks are for
+followers, not done) and tagged diverging_epoch/current_leader/snapshot_id (left default).
+"""
+from __future__ import annotations
+
+import trio
+
+from ..protocol.errors import ErrorCode
+
+API_KEY = 1
+MIN_VERSION = 4
+MAX_VERSION = 12
+
+READ_COMMITTED = 1
+
+
+def _part_error(index: int, code) -> dict:
+    return {"partition_index": index, "error_code": int(code), "high_watermark": -1,
+            "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
+            "preferred_read_replica": -1, "records": b""}
+
+
+def error_response(ctx, request, code) -> dict:
+    return {"throttle_time_ms": 0, "error_code": int(code), "session_id": 0, "responses": []}
+
+
+def _read_all(broker, request, targets):
+    """One pass over the requested partitions.  Returns (responses, bytes read, any error)."""
+    rm = broker.replica_manager
+    version_v9 = request["_v"] >= 9
+    read_committed = request["isolation_level"] == READ_COMMITTED
+    limit = max(request["max_bytes"], 0)
+    min_one = True
+    total = 0
+    errored = False
+    responses = []
+    for t in request["topics"]:
+        parts = []
+        responses.append({"topic": t["topic"], "partitions": parts})
+        for p in t["partitions"]:
+            idx = p["partition"]
+            partition = rm.get_partition(t["topic"], idx)
+            if partition is None:
+                parts.append(_part_error(idx, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                errored = True
+                continue
+            targets.add(partition)
+            if version_v9:
+                code = partition.check_leader_epoch(p["current_leader_epoch"])
+                if code:
+                    parts.append(_part_error(idx, code))
+                    errored = True
+                    continue
+            max_bytes = min(max(p["partition_max_bytes"], 0), limit)
+            res = partition.read_records(p["fetch_offset"], max_bytes, min_one, read_committed)
+            if res.error:
+                parts.append(_part_error(idx, res.error))
+                errored = True
+                continue
+            if res.size:
+                # Kafka: only the first partition with data may exceed the limits (KIP-74).
+                min_one = False
+                limit = max(0, limit - res.size)
+                total += res.size
+            parts.append({"partition_index": idx, "error_code": 0,
+                          "high_watermark": res.high_watermark,
+                          "last_stable_offset": res.last_stable_offset,
+                          "log_start_offset": res.log_start_offset,
+                          "aborted_transactions": [] if read_committed else None,
+                          "preferred_read_replica": -1,
+                          "records": res.records})
+    return responses, total, errored
+
+
+async def handle(ctx, request):
+    version = ctx.api_version
+    request["_v"] = version
+    if version >= 7:
+        session_id, epoch = request["session_id"], request["session_epoch"]
+        if epoch not in (0, -1):
+            # Incremental fetch on a session we never created (we never hand out session ids).
+            return {"throttle_time_ms": 0, "error_code": int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND),
+                    "session_id": 0, "responses": []}
+    targets: set = set()
+    responses, total, errored = _read_all(ctx.broker, request, targets)
+    max_wait = request["max_wait_ms"]
+    if (max_wait > 0 and total < request["min_bytes"] and not errored and targets):
+        deadline = trio.current_time() + max_wait / 1000.0
+        with trio.move_on_at(deadline) as scope:
+            while True:
+                wake = trio.Event()
+                for part in targets:
+                    part.add_data_waiter(wake)
+                try:
+                    await wake.wait()
+                finally:
+                    for part in targets:
+                        part.remove_data_waiter(wake)
+                targets = set()
+                responses, total, errored = _read_all(ctx.broker, request, targets)
+                if total >= request["min_bytes"] or errored:
+                    break
+        if scope.cancelled_caught:
+            # Timed out: answer with whatever is there now (like Kafka's DelayedFetch.onComplete).
+            responses, total, errored = _read_all(ctx.broker, request, set())
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
