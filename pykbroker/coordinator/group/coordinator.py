@@ -1,0 +1,407 @@
+"""The group coordinator: owner of every group and every committed offset on this broker.
+
+- Groups (classic, and KIP-848 consumer groups) live in ``self.groups``; only coordinator code
+  mutates them, synchronously between awaits.  Handlers call in, get an answer or a
+  :class:`~.classic.Future` to await.
+- Committed offsets live in ``self.offsets[group][(topic, partition)]`` and are made durable as
+  records in ``__consumer_offsets`` (see :mod:`.offsets`).  One writer task appends in request
+  order and applies each change to the in-memory cache only once its batch is in the log, so an
+  OffsetFetch never returns an offset that a crash could lose.
+- At start-up (before listeners open) every partition of ``__consumer_offsets`` is replayed, so
+  offsets and group metadata survive clean restarts and ``kill -9``; the broker only answers
+  group requests once that is done (no COORDINATOR_LOAD_IN_PROGRESS window).
+- ``__consumer_offsets`` is created on first use (FindCoordinator / first group request), as
+  Kafka does, so a broker that never sees a group never shows the internal topic.
+- Offsets expire after ``offsets.retention.minutes`` (checked every
+  ``offsets.retention.check.interval.ms``): for a group with a protocol, counted from when it
+  became Empty; for a standalone group (no protocol), from the commit time.  A group left Empty
+  with no offsets is then removed (Dead), as Kafka does.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+import trio
+
+from ...protocol.errors import ErrorCode as E
+from ...protocol.records import Record, decode_records, encode_batch, iter_batches
+from . import offsets as O
+from .classic import DEAD, EMPTY, ClassicGroup, Future
+from .timer import Timer
+
+log = logging.getLogger("pykbroker.group")
+
+# Kafka's offset.metadata.max.bytes default (commit metadata longer than this is refused).
+OFFSET_METADATA_MAX_BYTES = 4096
+
+
+def _cfg(broker, key, default):
+    try:
+        return broker.config[key]
+    except Exception:
+        return default
+
+
+class GroupCoordinator:
+    def __init__(self, broker):
+        self.broker = broker
+        self.timer = Timer()
+        self.groups: dict = {}
+        self.offsets: dict[str, dict[tuple[str, int], O.OffsetAndMetadata]] = {}
+        self.initial_rebalance_delay_ms = _cfg(broker, "group.initial.rebalance.delay.ms", 3000)
+        self.min_session_timeout_ms = _cfg(broker, "group.min.session.timeout.ms", 6000)
+        self.max_session_timeout_ms = _cfg(broker, "group.max.session.timeout.ms", 1800000)
+        self.group_max_size = _cfg(broker, "group.max.size", 2**31 - 1)
+        self.num_partitions = _cfg(broker, "offsets.topic.num.partitions", 50)
+        self.retention_ms = _cfg(broker, "offsets.retention.minutes", 10080) * 60000
+        self.retention_check_s = _cfg(broker, "offsets.retention.check.interval.ms", 600000) / 1000.0
+        self.log = None  # OffsetsLog backend, set in startup()
+        self._write_send, self._write_recv = trio.open_memory_channel(10000)
+        self._topic_ready = False
+        self._creating: trio.Event | None = None
+        self.consumer = None  # KIP-848 part, set in startup() when available
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def startup(self, nursery, backend=None) -> None:
+        self.log = backend if backend is not None else BrokerOffsetsLog(self.broker)
+        if self.log.exists():
+            self.num_partitions = self.log.num_partitions()
+            self._topic_ready = True
+            await self._load()
+        nursery.start_soon(self.timer.run)
+        nursery.start_soon(self._writer)
+        nursery.start_soon(self._expiry_loop)
+        try:
+            from .consumer import ConsumerGroupManager
+            self.consumer = ConsumerGroupManager(self)
+        except ImportError:
+            self.consumer = None
+
+    async def shutdown(self) -> None:
+        for g in list(self.groups.values()):
+            if isinstance(g, ClassicGroup):
+                g.cancel_timers()
+
+    async def ensure_topic(self) -> None:
+        """Create ``__consumer_offsets`` on first use (compacted, internal)."""
+        if self._topic_ready:
+            return
+        if self._creating is not None:
+            await self._creating.wait()
+            return
+        self._creating = trio.Event()
+        try:
+            if not self.log.exists():
+                await self.log.create(self.num_partitions, _cfg(self.broker, "offsets.topic.replication.factor", 1),
+                                      _cfg(self.broker, "offsets.topic.segment.bytes", 104857600))
+            self.num_partitions = self.log.num_partitions()
+            self._topic_ready = True
+        finally:
+            ev, self._creating = self._creating, None
+            ev.set()
+
+    def partition_for(self, group_id: str) -> int:
+        return O.partition_for(group_id, self.num_partitions)
+
+    def is_coordinator_for(self, group_id: str) -> bool:
+        """This broker coordinates every group whose offsets partition it leads (single broker: all)."""
+        return self.log.is_leader(self.partition_for(group_id)) if self._topic_ready else True
+
+    # -- groups ------------------------------------------------------------------------------
+    def get_group(self, group_id: str):
+        g = self.groups.get(group_id)
+        if g is not None and g.state == DEAD:
+            return None
+        return g
+
+    def get_or_create_classic(self, group_id: str) -> ClassicGroup:
+        g = self.get_group(group_id)
+        if g is None:
+            g = ClassicGroup(self, group_id)
+            self.groups[group_id] = g
+        return g
+
+    def persist_group(self, group) -> None:
+        """Append the group's metadata (called by the state machine on generation changes)."""
+        if not self._topic_ready:
+            return
+        rec = (O.group_key(group.group_id), O.group_value(group))
+        self._enqueue(self.partition_for(group.group_id), [rec], None, None)
+
+    def group_became_empty(self, group) -> None:
+        pass
+
+    def has_offsets(self, group_id: str) -> bool:
+        return bool(self.offsets.get(group_id))
+
+    def delete_group(self, group_id: str) -> Future:
+        """DeleteGroups for one group: only an Empty (or Dead) group with no members."""
+        g = self.get_group(group_id)
+        if g is None:
+            return Future(int(E.GROUP_ID_NOT_FOUND), done=True)
+        if g.state != EMPTY or g.members:
+            return Future(int(E.NON_EMPTY_GROUP), done=True)
+        return self._remove_group(g)
+
+    def _remove_group(self, g) -> Future:
+        if isinstance(g, ClassicGroup):
+            g.cancel_timers()
+        g.state = DEAD
+        self.groups.pop(g.group_id, None)
+        gid = g.group_id
+        recs = [(O.offset_key(gid, t, p), None) for (t, p) in self.offsets.get(gid, {})]
+        recs.append((O.group_key(gid), None))
+        fut = Future()
+
+        def done():
+            self.offsets.pop(gid, None)
+        self._enqueue(self.partition_for(gid), recs, fut, done)
+        return fut
+
+    # -- offsets -----------------------------------------------------------------------------
+    def validate_commit(self, group_id, generation, member_id, instance_id):
+        """Kafka's checks for an OffsetCommit against a classic group, in Kafka's order.
+        Returns (error code or 0, group)."""
+        g = self.get_group(group_id)
+        if g is None:
+            if generation < 0:
+                # Not using group management (assign + commit): Kafka keeps these offsets under
+                # an Empty group with no protocol.
+                return 0, self.get_or_create_classic(group_id)
+            # A generation for a group that does not exist: an old generation.
+            return E.ILLEGAL_GENERATION, None
+        if g.kind == "consumer":
+            return self.consumer.validate_commit(g, generation, member_id, instance_id), g
+        if instance_id is not None and g.static.get(instance_id) not in (None, member_id):
+            return E.FENCED_INSTANCE_ID, g
+        if generation < 0 and g.state == EMPTY:
+            return 0, g
+        if g.state == "CompletingRebalance":
+            # Assignments are being distributed; the member will know its partitions soon.
+            return E.REBALANCE_IN_PROGRESS, g
+        if member_id not in g.members:
+            return E.UNKNOWN_MEMBER_ID, g
+        if generation != g.generation:
+            return E.ILLEGAL_GENERATION, g
+        g._schedule_heartbeat(g.members[member_id])  # a commit counts as a heartbeat, as in Kafka
+        return 0, g
+
+    def commit(self, group_id: str, entries: dict[tuple[str, int], O.OffsetAndMetadata]) -> Future:
+        recs = [(O.offset_key(group_id, t, p), O.offset_value(om)) for (t, p), om in entries.items()]
+        fut = Future()
+
+        def done():
+            self.offsets.setdefault(group_id, {}).update(entries)
+        if not recs:
+            fut.set(0)
+            return fut
+        self._enqueue(self.partition_for(group_id), recs, fut, done)
+        return fut
+
+    def fetch_offsets(self, group_id: str, partitions=None) -> dict:
+        """Committed offsets of a group (all of them when ``partitions`` is None)."""
+        committed = self.offsets.get(group_id, {})
+        if partitions is None:
+            return dict(committed)
+        return {tp: committed.get(tp) for tp in partitions}
+
+    def delete_offsets(self, group_id: str, tps) -> Future:
+        committed = self.offsets.get(group_id, {})
+        present = [tp for tp in tps if tp in committed]
+        recs = [(O.offset_key(group_id, t, p), None) for t, p in present]
+        fut = Future()
+
+        def done():
+            for tp in present:
+                committed.pop(tp, None)
+        if not recs:
+            fut.set(0)
+            return fut
+        self._enqueue(self.partition_for(group_id), recs, fut, done)
+        return fut
+
+    # -- the log -----------------------------------------------------------------------------
+    def _enqueue(self, partition, recs, fut, done) -> None:
+        try:
+            self._write_send.send_nowait((partition, recs, fut, done))
+        except trio.WouldBlock:
+            if fut is not None:
+                fut.set(int(E.COORDINATOR_NOT_AVAILABLE))
+
+    async def _writer(self) -> None:
+        """Single appender: batches land in request order; cache updated after the append."""
+        async for partition, recs, fut, done in self._write_recv:
+            now = int(time.time() * 1000)
+            batch = encode_batch([Record(None, now, k, v) for k, v in recs])
+            code = 0
+            try:
+                await self.log.append(partition, batch)
+            except Exception as e:
+                log.exception("appending to %s-%d failed", O.OFFSETS_TOPIC, partition)
+                code = getattr(e, "code", None) or E.COORDINATOR_NOT_AVAILABLE
+            if code == 0 and done is not None:
+                done()
+            if fut is not None:
+                fut.set(int(code))
+
+    async def _load(self) -> None:
+        t0 = time.monotonic()
+        loaded_groups: dict[str, O.LoadedGroup | None] = {}
+        n_off = 0
+        for p in range(self.num_partitions):
+            async for batch in self.log.read(p):
+                for h in iter_batches(batch):
+                    if h.is_control:
+                        continue
+                    for rec in decode_records(memoryview(batch)[h.position:h.position + h.size]):
+                        if rec.key is None:
+                            continue
+                        try:
+                            k = O.parse_key(rec.key)
+                            if k[0] == "offset":
+                                _, gid, topic, part = k
+                                if rec.value is None:
+                                    self.offsets.get(gid, {}).pop((topic, part), None)
+                                else:
+                                    self.offsets.setdefault(gid, {})[(topic, part)] = O.parse_offset_value(rec.value)
+                                    n_off += 1
+                            elif k[0] == "group":
+                                gid = k[1]
+                                loaded_groups[gid] = None if rec.value is None else O.parse_group_value(rec.value)
+                        except (ValueError, IndexError, UnicodeDecodeError) as e:
+                            log.warning("skipping unreadable record in %s-%d: %s", O.OFFSETS_TOPIC, p, e)
+        for gid, lg in loaded_groups.items():
+            if lg is None:
+                continue
+            self._restore_group(gid, lg)
+        for gid in self.offsets:
+            if gid not in self.groups and self.offsets[gid]:
+                self.get_or_create_classic(gid)
+        log.info("loaded %d group(s) and offsets of %d group(s) from %s in %.3fs", len(self.groups),
+                 len(self.offsets), O.OFFSETS_TOPIC, time.monotonic() - t0)
+
+    def _restore_group(self, gid: str, lg: O.LoadedGroup) -> None:
+        from .classic import Member, STABLE
+        g = ClassicGroup(self, gid)
+        g.generation = lg.generation
+        g.protocol_type = lg.protocol_type or None
+        g.protocol_name = lg.protocol
+        g.leader = lg.leader
+        if lg.state_timestamp >= 0:
+            g.state_timestamp = lg.state_timestamp
+        for lm in lg.members:
+            m = Member(lm.member_id, lm.group_instance_id, lm.client_id, lm.client_host,
+                       lm.rebalance_timeout_ms, lm.session_timeout_ms, g.protocol_type,
+                       [(lg.protocol, lm.subscription)])
+            m.assignment = lm.assignment
+            g.members[m.member_id] = m
+            if m.group_instance_id is not None:
+                g.static[m.group_instance_id] = m.member_id
+        if g.members:
+            # Members keep their generation across a coordinator restart: they resume with
+            # heartbeats; those that never come back expire after their session timeout.
+            g.state = STABLE
+            for m in g.members.values():
+                g._schedule_heartbeat(m)
+        else:
+            g.state = EMPTY
+        self.groups[gid] = g
+
+    # -- expiry ------------------------------------------------------------------------------
+    async def _expiry_loop(self) -> None:
+        while True:
+            await trio.sleep(self.retention_check_s)
+            try:
+                self.expire_offsets(int(time.time() * 1000))
+            except Exception:
+                log.exception("offset expiry failed")
+
+    def expire_offsets(self, now_ms: int) -> int:
+        """offsets.retention.minutes: returns how many offsets were expired."""
+        expired = 0
+        for gid in list(self.offsets):
+            g = self.get_group(gid)
+            committed = self.offsets[gid]
+            doomed = []
+            if g is not None and g.state != EMPTY:
+                continue  # offsets of an active group never expire (KIP-211)
+            for tp, om in committed.items():
+                if om.expire_timestamp is not None:
+                    dead = now_ms >= om.expire_timestamp
+                else:
+                    base = om.commit_timestamp
+                    if g is not None and g.protocol_type:
+                        base = max(g.state_timestamp, 0) or om.commit_timestamp
+                    dead = now_ms - base >= self.retention_ms
+                if dead:
+                    doomed.append(tp)
+            if doomed:
+                expired += len(doomed)
+                log.info("group %s: expiring %d committed offset(s)", gid, len(doomed))
+                self.delete_offsets(gid, doomed)
+                if len(doomed) == len(committed) and g is not None and not g.members:
+                    self._remove_group(g)
+        return expired
+
+
+class BrokerOffsetsLog:
+    """``__consumer_offsets`` in this broker's own log (metadata + replica manager)."""
+
+    def __init__(self, broker):
+        self.broker = broker
+
+    def exists(self) -> bool:
+        md = self.broker.metadata
+        return md is not None and md.get(O.OFFSETS_TOPIC) is not None
+
+    def num_partitions(self) -> int:
+        return self.broker.metadata.get(O.OFFSETS_TOPIC).num_partitions
+
+    def is_leader(self, partition: int) -> bool:
+        return True
+
+    async def create(self, n: int, rf: int, segment_bytes: int) -> None:
+        configs = {"cleanup.policy": "compact", "compression.type": "producer",
+                   "segment.bytes": str(segment_bytes)}
+        try:
+            await self.broker.metadata.create_topic(O.OFFSETS_TOPIC, n, rf, configs, internal=True)
+        except Exception as e:
+            if getattr(e, "code", None) != E.TOPIC_ALREADY_EXISTS:
+                raise
+
+    async def append(self, partition: int, batch: bytes) -> None:
+        p = self.broker.replica_manager.get_partition(O.OFFSETS_TOPIC, partition)
+        await p.append_internal(batch)
+
+    async def read(self, partition: int):
+        p = self.broker.replica_manager.get_partition(O.OFFSETS_TOPIC, partition)
+        async for b in p.read_all_batches():
+            yield b
+
+
+class MemoryOffsetsLog:
+    """An in-memory stand-in for unit tests (keeps batches; survives "restarts" if reused)."""
+
+    def __init__(self):
+        self.partitions: dict[int, list[bytes]] | None = None
+
+    def exists(self) -> bool:
+        return self.partitions is not None
+
+    def num_partitions(self) -> int:
+        return len(self.partitions)
+
+    def is_leader(self, partition: int) -> bool:
+        return True
+
+    async def create(self, n, rf, segment_bytes) -> None:
+        self.partitions = {i: [] for i in range(n)}
+
+    async def append(self, partition: int, batch: bytes) -> None:
+        await trio.sleep(0)
+        self.partitions[partition].append(batch)
+
+    async def read(self, partition: int):
+        for b in self.partitions[partition]:
+            yield b

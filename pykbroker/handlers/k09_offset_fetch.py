@@ -1,0 +1,80 @@
+"""OffsetFetch (key 9), versions 1-9: read a group's committed offsets.
+
+Behaviour (as Apache Kafka):
+- a partition without a committed offset (or an unknown group): offset -1, leader epoch -1,
+  metadata "" and no error.  topics null (v2+) returns every committed offset of the group.
+- committed metadata and leader epoch come back exactly as committed.
+- group-level errors (empty group id: INVALID_GROUP_ID, NOT_COORDINATOR, ...): v1 per
+  partition; v2-7 top-level error_code (partitions carry it too); v8+ per group.
+- v9 (KIP-848): when member_id/member_epoch are given for a consumer group, the member must exist
+  (UNKNOWN_MEMBER_ID) with that epoch (STALE_MEMBER_EPOCH).
+- require_stable (v7+): pykbroker has no pending transactional offsets, so every offset is stable.
+Version notes: v2 top-level error and null topics; v3 throttle_time_ms; v5 committed leader
+epoch; v6 flexible; v7 require_stable; v8 several groups per request; v9 member id/epoch.
+"""
+from __future__ import annotations
+
+from ..coordinator.group.api import group_precheck
+from ..protocol.errors import ErrorCode as E
+
+API_KEY = 9
+MIN_VERSION = 1
+MAX_VERSION = 9
+
+
+def _part(idx, om, code=0):
+    if om is None:
+        return {"partition_index": idx, "committed_offset": -1, "committed_leader_epoch": -1,
+                "metadata": "", "error_code": int(code)}
+    return {"partition_index": idx, "committed_offset": om.offset, "committed_leader_epoch": om.leader_epoch,
+            "metadata": om.metadata, "error_code": int(code)}
+
+
+async def _fetch_group(ctx, gid, topics, member_id=None, member_epoch=-1):
+    """-> (error code, topics list)"""
+    err = 0
+    gc = None
+    if not gid and ctx.api_version >= 0:
+        err = E.INVALID_GROUP_ID
+    else:
+        gc, err = await group_precheck(ctx, gid, create_topic=False)
+    if not err and (member_id is not None or member_epoch >= 0):
+        g = gc.get_group(gid)
+        if g is not None and g.kind == "consumer":
+            err = gc.consumer.validate_fetch(g, member_id, member_epoch)
+    if err:
+        out = [{"name": t["name"], "partitions": [_part(i, None, err) for i in t["partition_indexes"]]}
+               for t in (topics or [])]
+        return err, out
+    if topics is None:
+        by_topic: dict = {}
+        for (t, p), om in sorted(gc.fetch_offsets(gid).items()):
+            by_topic.setdefault(t, []).append(_part(p, om))
+        return 0, [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
+    out = []
+    for t in topics:
+        got = gc.fetch_offsets(gid, [(t["name"], i) for i in t["partition_indexes"]])
+        out.append({"name": t["name"], "partitions": [_part(i, got[(t["name"], i)]) for i in t["partition_indexes"]]})
+    return 0, out
+
+
+async def handle(ctx, request):
+    v = ctx.api_version
+    if v >= 8:
+        groups = []
+        for g in request["groups"]:
+            err, topics = await _fetch_group(ctx, g["group_id"], g["topics"], g["member_id"], g["member_epoch"])
+            groups.append({"group_id": g["group_id"], "topics": topics, "error_code": int(err)})
+        return {"throttle_time_ms": 0, "groups": groups}
+    topics = request["topics"]
+    if v < 2 and topics is None:
+        topics = []
+    err, out = await _fetch_group(ctx, request["group_id"], topics)
+    return {"throttle_time_ms": 0, "topics": out, "error_code": int(err)}
+
+
+def error_response(ctx, request, code):
+    if ctx.api_version >= 8:
+        return {"groups": [{"group_id": g["group_id"], "topics": [], "error_code": int(code)}
+                           for g in request["groups"]]}
+    return {"topics": [], "error_code": int(code)}

@@ -1,0 +1,71 @@
+"""FindCoordinator (key 10), versions 0-6.
+
+Behaviour (as Apache Kafka):
+- key_type 0 (group): this broker coordinates every group (single node; with more brokers it is
+  the leader of the group's ``__consumer_offsets`` partition).  The first lookup creates
+  ``__consumer_offsets`` (Kafka auto-creates it on first FindCoordinator too); while that fails
+  the answer is COORDINATOR_NOT_AVAILABLE, which clients retry.
+- key_type 1 (transaction): answered by this broker once a transaction coordinator runs in it,
+  otherwise COORDINATOR_NOT_AVAILABLE (what Kafka answers while its transaction state topic is
+  unavailable; clients retry).
+- any other key type (2 = share groups, not built): INVALID_REQUEST, as Kafka answers an unknown
+  or disabled coordinator type.
+- errors carry node_id -1, host "", port -1.  error_message is the error's text ("NONE" on
+  success, as Kafka's Errors.message() renders it).
+Version notes: v1 adds key_type, throttle_time_ms and error_message; v3 is flexible; v4 batches
+lookups (coordinator_keys in, one ``coordinators`` entry per key out, no top-level fields);
+v5/v6 only widen the errors a client may see (v6 adds share key type 2).
+"""
+from __future__ import annotations
+
+from ..coordinator.group.api import group_precheck
+from ..protocol.errors import ErrorCode as E
+
+API_KEY = 10
+MIN_VERSION = 0
+MAX_VERSION = 6
+
+_MESSAGES = {
+    E.NONE: "NONE",
+    E.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
+    E.NOT_COORDINATOR: "This is not the correct coordinator.",
+    E.INVALID_REQUEST: "This most likely occurs because of a request being malformed by the client "
+                       "library or the message was sent to an incompatible broker. See the broker "
+                       "logs for more details.",
+}
+
+
+async def _lookup(ctx, key: str, key_type: int) -> dict:
+    broker = ctx.broker
+    code = E.NONE
+    if key_type == 0:
+        _, code = await group_precheck(ctx, key)
+    elif key_type == 1:
+        if getattr(broker, "transaction_coordinator", None) is None:
+            code = E.COORDINATOR_NOT_AVAILABLE
+    else:
+        code = E.INVALID_REQUEST
+    if code:
+        return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": int(code),
+                "error_message": _MESSAGES.get(code, code.name)}
+    li = broker.advertised_listener(getattr(ctx.connection, "listener_name", "PLAINTEXT"))
+    return {"key": key, "node_id": broker.node_id, "host": li.host, "port": li.port,
+            "error_code": 0, "error_message": "NONE"}
+
+
+async def handle(ctx, request):
+    if ctx.api_version >= 4:
+        out = [await _lookup(ctx, k, request["key_type"]) for k in request["coordinator_keys"]]
+        return {"throttle_time_ms": 0, "coordinators": out}
+    r = await _lookup(ctx, request["key"], request["key_type"])
+    r.pop("key")
+    r["throttle_time_ms"] = 0
+    return r
+
+
+def error_response(ctx, request, code):
+    msg = _MESSAGES.get(code, E(code).name)
+    if ctx.api_version >= 4:
+        return {"coordinators": [{"key": k, "node_id": -1, "host": "", "port": -1, "error_code": int(code),
+                                  "error_message": msg} for k in request["coordinator_keys"]]}
+    return {"error_code": int(code), "error_message": msg, "node_id": -1, "host": "", "port": -1}

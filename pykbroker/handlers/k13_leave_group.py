@@ -1,0 +1,48 @@
+"""LeaveGroup (key 13), versions 0-5: members leave a classic group (rebalancing the rest).
+
+Behaviour (as Apache Kafka):
+- unknown group: UNKNOWN_MEMBER_ID (top level).
+- per member: unknown id: UNKNOWN_MEMBER_ID; with group.instance.id: the static member is found
+  by instance id (member id may be empty), FENCED_INSTANCE_ID if bound to another member id.
+  A member still pending (MEMBER_ID_REQUIRED handed out) simply disappears.  Removing a member
+  of a Stable/CompletingRebalance group starts a rebalance; in PreparingRebalance the join may
+  complete without it.
+- v0-2 (one member): the member's error is the top-level error; v3+: per-member results and a
+  top-level NONE.
+Version notes: v1 throttle_time_ms; v3 batched members with group_instance_id (KIP-345);
+v4 flexible; v5 reason (logged).
+"""
+from __future__ import annotations
+
+from ..coordinator.group.api import group_precheck
+from ..protocol.errors import ErrorCode as E
+
+API_KEY = 13
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+async def handle(ctx, request):
+    v = ctx.api_version
+    gid = request["group_id"]
+    members = request["members"] if v >= 3 else [{"member_id": request["member_id"], "group_instance_id": None}]
+    top = 0
+    results = []
+    if not gid:
+        top = E.INVALID_GROUP_ID
+    else:
+        gc, top = await group_precheck(ctx, gid)
+        if not top:
+            g = gc.get_group(gid)
+            if g is None or g.kind != "classic":
+                top = E.UNKNOWN_MEMBER_ID
+            else:
+                for m in members:
+                    code = g.leave(m["member_id"] or "", m["group_instance_id"])
+                    results.append({"member_id": m["member_id"], "group_instance_id": m["group_instance_id"],
+                                    "error_code": int(code)})
+    if v < 3:
+        if not top and results:
+            top = results[0]["error_code"]
+        return {"throttle_time_ms": 0, "error_code": int(top)}
+    return {"throttle_time_ms": 0, "error_code": int(top), "members": results if not top else []}

@@ -1,0 +1,51 @@
+"""SyncGroup (key 14), versions 0-5: distribute the leader's assignment (classic groups).
+
+Behaviour (as Apache Kafka):
+- unknown group or member: UNKNOWN_MEMBER_ID; group.instance.id bound to another member:
+  FENCED_INSTANCE_ID; wrong generation: ILLEGAL_GENERATION; v5 protocol_type/protocol_name
+  different from the group's: INCONSISTENT_GROUP_PROTOCOL; a rebalance in progress:
+  REBALANCE_IN_PROGRESS.
+- in CompletingRebalance followers wait until the leader's SyncGroup arrives; the leader's
+  assignment bytes are relayed verbatim (members it left out get empty bytes), the group's
+  metadata is appended to ``__consumer_offsets`` and the group becomes Stable.  In Stable the
+  member's current assignment is returned at once.
+Version notes: v1 throttle_time_ms; v3 group_instance_id; v4 flexible; v5 protocol type/name in
+request and response.
+"""
+from __future__ import annotations
+
+from ..coordinator.group.api import group_precheck
+from ..protocol.errors import ErrorCode as E
+
+API_KEY = 14
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+def _err(code):
+    return {"throttle_time_ms": 0, "error_code": int(code), "assignment": b""}
+
+
+async def handle(ctx, request):
+    gid = request["group_id"]
+    if not gid:
+        return _err(E.INVALID_GROUP_ID)
+    gc, err = await group_precheck(ctx, gid)
+    if err:
+        return _err(err)
+    g = gc.get_group(gid)
+    if g is None or g.kind != "classic":
+        return _err(E.UNKNOWN_MEMBER_ID)
+    assignments = {a["member_id"]: a["assignment"] for a in request["assignments"]}
+    fut = g.sync(request["member_id"], request["group_instance_id"], request["generation_id"],
+                 request["protocol_type"], request["protocol_name"], assignments)
+    res = dict(await fut.get())
+    res["throttle_time_ms"] = 0
+    if res["error_code"]:
+        res.pop("protocol_type", None)
+        res.pop("protocol_name", None)
+    return res
+
+
+def error_response(ctx, request, code):
+    return _err(code)

@@ -1,0 +1,35 @@
+"""ListGroups (key 16), versions 0-5: every group this broker coordinates.
+
+Behaviour (as Apache Kafka): classic groups report their protocol type ("" for standalone
+offset-only groups) and state (Empty, PreparingRebalance, CompletingRebalance, Stable); KIP-848
+groups report protocol type "consumer", type "consumer" and their own states (Empty, Assigning,
+Reconciling, Stable).  Deleted (Dead) groups are not listed.  v4+ states_filter and v5
+types_filter match case-insensitively; an empty filter matches everything.
+Version notes: v1 throttle_time_ms; v3 flexible; v4 states filter and group_state; v5 types
+filter and group_type ("classic"/"consumer").
+"""
+from __future__ import annotations
+
+from ..coordinator.group.api import coordinator
+
+API_KEY = 16
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+async def handle(ctx, request):
+    gc = coordinator(ctx)
+    states = {s.lower() for s in (request["states_filter"] or [])}
+    types = {t.lower() for t in (request["types_filter"] or [])}
+    out = []
+    for gid, g in sorted(gc.groups.items()):
+        if g.state == "Dead":
+            continue
+        state = g.summary_state()
+        if states and state.lower() not in states:
+            continue
+        if types and g.kind not in types:
+            continue
+        out.append({"group_id": gid, "protocol_type": (g.protocol_type or "") if g.kind == "classic" else "consumer",
+                    "group_state": state, "group_type": g.kind})
+    return {"throttle_time_ms": 0, "error_code": 0, "groups": out}

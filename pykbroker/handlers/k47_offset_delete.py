@@ -1,0 +1,59 @@
+"""OffsetDelete (key 47), version 0: delete a group's committed offsets for some partitions.
+
+Behaviour (as Apache Kafka, KIP-496): unknown group: GROUP_ID_NOT_FOUND (top level); empty id:
+INVALID_GROUP_ID.  An Empty group: every listed offset is deleted (tombstones appended to
+__consumer_offsets).  An active group using the consumer protocol: partitions of topics some
+member subscribes to get GROUP_SUBSCRIBED_TO_TOPIC, the others are deleted.  An active group
+whose subscriptions cannot be read (not the consumer protocol): NON_EMPTY_GROUP (top level).
+Deleting an offset that was never committed succeeds.
+"""
+from __future__ import annotations
+
+from ..coordinator.group.api import group_precheck
+from ..protocol.errors import ErrorCode as E
+
+API_KEY = 47
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+def _top(code):
+    return {"error_code": int(code), "throttle_time_ms": 0, "topics": []}
+
+
+async def handle(ctx, request):
+    gid = request["group_id"]
+    if not gid:
+        return _top(E.INVALID_GROUP_ID)
+    gc, err = await group_precheck(ctx, gid, create_topic=False)
+    if err:
+        return _top(err)
+    g = gc.get_group(gid)
+    if g is None:
+        return _top(E.GROUP_ID_NOT_FOUND)
+    subscribed = set()
+    if g.state != "Empty":
+        subscribed = g.subscribed_topics()
+        if subscribed is None:
+            return _top(E.NON_EMPTY_GROUP)
+    doomed = []
+    topics = []
+    for t in request["topics"]:
+        parts = []
+        for p in t["partitions"]:
+            if t["name"] in subscribed:
+                code = E.GROUP_SUBSCRIBED_TO_TOPIC
+            else:
+                code = E.NONE
+                doomed.append((t["name"], p["partition_index"]))
+            parts.append({"partition_index": p["partition_index"], "error_code": int(code)})
+        topics.append({"name": t["name"], "partitions": parts})
+    if doomed:
+        code = await gc.delete_offsets(gid, doomed).get()
+        if code:
+            return _top(code)
+    return {"error_code": 0, "throttle_time_ms": 0, "topics": topics}
+
+
+def error_response(ctx, request, code):
+    return _top(code)
