@@ -20,12 +20,14 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 
 import trio
 
-from ...protocol.errors import ErrorCode as E
-from ...protocol.records import Record, decode_records, encode_batch, iter_batches
+from ...protocol.errors import ErrorCode as E, KafkaError
+from ...protocol.records import (Record, decode_records, encode_batch, iter_batches,
+                                 validate_produce_records)
 from . import offsets as O
 from .classic import DEAD, EMPTY, ClassicGroup, Future
 from .timer import Timer
@@ -370,14 +372,40 @@ class BrokerOffsetsLog:
             if getattr(e, "code", None) != E.TOPIC_ALREADY_EXISTS:
                 raise
 
-    async def append(self, partition: int, batch: bytes) -> None:
+    def _partition(self, partition: int):
         p = self.broker.replica_manager.get_partition(O.OFFSETS_TOPIC, partition)
-        await p.append_internal(batch)
+        if p is None:
+            raise KafkaError(E.COORDINATOR_NOT_AVAILABLE, "%s-%d is not open" % (O.OFFSETS_TOPIC, partition))
+        return p
+
+    async def append(self, partition: int, batch: bytes) -> None:
+        """Append like a produce with acks=all (single node: durable in the log once written;
+        honours the topic's flush settings like Produce does)."""
+        p = self._partition(partition)
+        now = int(time.time() * 1000)
+        validated = validate_produce_records(batch, p.config["max.message.bytes"], now_ms=now)
+        p.append_records_as_leader(validated, now)
+        if p.needs_flush():
+            await p.flush()
 
     async def read(self, partition: int):
-        p = self.broker.replica_manager.get_partition(O.OFFSETS_TOPIC, partition)
-        async for b in p.read_all_batches():
-            yield b
+        """Every batch of the partition, from the log start to the log end, as bytes."""
+        p = self._partition(partition)
+        lg = p.log
+        offset = lg.log_start_offset
+        while offset < lg.log_end_offset:
+            regions = lg.read(offset, 1 << 20, None, True)
+            if not regions:
+                break
+            data = b"".join([os.pread(r.fd, r.length, r.position) for r in regions])
+            nxt = offset
+            for h in iter_batches(data):
+                nxt = h.next_offset
+            yield data
+            if nxt <= offset:
+                break
+            offset = nxt
+            await trio.sleep(0)
 
 
 class MemoryOffsetsLog:

@@ -1,0 +1,120 @@
+"""Shared pieces of the group tests: a broker allowing short sessions, worker processes, checks."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+from pykbroker.testing import BrokerProcess, wait_until
+
+# Short sessions keep the folder fast; Kafka's floor (6 s) is lowered the way operators do it.
+GROUP_OVERRIDES = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000",
+                   "offsets.topic.num.partitions": "5"}
+
+WORKER = os.path.join(os.path.dirname(__file__), "consumer_worker.py")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def start_broker(data_dir: str, **extra) -> BrokerProcess:
+    return BrokerProcess(data_dir, {**GROUP_OVERRIDES, **extra}).start()
+
+
+def unique(prefix: str) -> str:
+    return "%s-%s" % (prefix, uuid.uuid4().hex[:8])
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 6) -> None:
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    a = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        a.create_topics([NewTopic(name, partitions, 1)])
+    finally:
+        a.close()
+
+
+def produce(bootstrap: str, topic: str, n: int, partitions: int = 6, start: int = 0) -> None:
+    """n records spread round-robin over the partitions; value = a unique sequence number."""
+    from kafka import KafkaProducer
+
+    p = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    for i in range(start, start + n):
+        p.send(topic, str(i).encode(), partition=i % partitions)
+    p.flush()
+    p.close()
+
+
+class Worker:
+    def __init__(self, tmp, lib, bootstrap, topic, group, name, **opts):
+        self.out = os.path.join(str(tmp), "%s.out" % name)
+        args = [sys.executable, WORKER, lib, bootstrap, topic, group, self.out]
+        for k, v in opts.items():
+            args += ["--" + k.replace("_", "-"), str(v)]
+        env = dict(os.environ, PYTHONPATH=ROOT)
+        self.proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=open(self.out + ".err", "w"))
+
+    def lines(self):
+        try:
+            with open(self.out) as fh:
+                return fh.read().splitlines()
+        except FileNotFoundError:
+            return []
+
+    def records(self):
+        return [tuple(int(x) for x in ln.split()[1:4]) for ln in self.lines() if ln.startswith("R ")]
+
+    def assignment(self):
+        asg = None
+        for ln in self.lines():
+            if ln.startswith("A "):
+                asg = [int(x) for x in ln[2:].split(",") if x]
+        return asg
+
+    def assignment_events(self):
+        return [ln for ln in self.lines() if ln.startswith("A ")]
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self, timeout=30):
+        open(self.out + ".stop", "w").close()
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill9()
+
+
+def wait_stable(workers, partitions=6, timeout=30):
+    """Until the live workers' assignments are pairwise disjoint and cover every partition."""
+    def ok():
+        asgs = [w.assignment() for w in workers]
+        if any(a is None or not a for a in asgs):
+            return False
+        flat = [p for a in asgs for p in a]
+        return sorted(flat) == list(range(partitions))
+    wait_until(ok, timeout, 0.1, "a stable assignment over %d workers: %s" % (
+        len(workers), [w.assignment() for w in workers]))
+    return [w.assignment() for w in workers]
+
+
+def consumed(workers):
+    """value -> number of times consumed, across workers."""
+    seen: dict[int, int] = {}
+    for w in workers:
+        for p, off, val in w.records():
+            seen[val] = seen.get(val, 0) + 1
+    return seen
+
+
+def wait_consumed(workers, n, timeout=60):
+    wait_until(lambda: len(consumed(workers)) >= n, timeout, 0.2,
+               "%d records consumed (have %d)" % (n, len(consumed(workers))))
+    return consumed(workers)
