@@ -1,0 +1,264 @@
+"""Protocol-level behaviour of the data-path APIs, on raw sockets (requests encoded with the
+codec, batches built by kafka-python's record builder): idempotence (duplicates, gaps, fencing),
+acks handling, validation errors, Fetch long-poll / sessions / limits / epochs, ListOffsets,
+OffsetForLeaderEpoch, InitProducerId."""
+import threading
+import time
+import uuid
+
+import pytest
+
+from .raw import (RawClient, create_topic, decode_batches, fetch, fetch_part, make_batch, produce,
+                  produce_part)
+
+pytestmark = pytest.mark.timeout(60)
+
+NONE = 0
+OFFSET_OUT_OF_RANGE = 1
+CORRUPT_MESSAGE = 2
+UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_REQUIRED_ACKS = 21
+INVALID_REQUEST = 42
+COORDINATOR_NOT_AVAILABLE = 15
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+INVALID_PRODUCER_EPOCH = 47
+INVALID_TXN_STATE = 48
+FETCH_SESSION_ID_NOT_FOUND = 70
+FENCED_LEADER_EPOCH = 74
+UNKNOWN_LEADER_EPOCH = 75
+INVALID_RECORD = 87
+
+
+@pytest.fixture
+def topic(broker):
+    name = "raw-" + uuid.uuid4().hex[:8]
+    create_topic(broker, name)
+    return name
+
+
+def init_pid(c, version=4, txn_id=None, pid=-1, epoch=-1):
+    return c.request(22, version, {"transactional_id": txn_id, "transaction_timeout_ms": 60000,
+                                   "producer_id": pid, "producer_epoch": epoch})
+
+
+def leo(c, topic):
+    r = c.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]})
+    return r["topics"][0]["partitions"][0]["offset"]
+
+
+def test_idempotent_duplicates_gaps_and_fencing(broker, topic):
+    with RawClient(broker) as c:
+        r = init_pid(c)
+        assert r["error_code"] == NONE and r["producer_epoch"] == 0
+        pid = r["producer_id"]
+        b0 = make_batch([b"a", b"b", b"c"], pid, 0, 0)
+        p = produce_part(produce(c, topic, 0, b0))
+        assert (p["error_code"], p["base_offset"]) == (NONE, 0)
+        # A retried batch (same epoch and sequences) is answered with its original offset and
+        # NONE, and nothing is appended again.
+        p = produce_part(produce(c, topic, 0, b0))
+        assert (p["error_code"], p["base_offset"]) == (NONE, 0)
+        assert leo(c, topic) == 3
+        p = produce_part(produce(c, topic, 0, make_batch([b"d"], pid, 0, 3)))
+        assert (p["error_code"], p["base_offset"]) == (NONE, 3)
+        # The first batch is still among the last five: still a duplicate.
+        p = produce_part(produce(c, topic, 0, b0))
+        assert (p["error_code"], p["base_offset"]) == (NONE, 0)
+        # A gap in the sequence.
+        p = produce_part(produce(c, topic, 0, make_batch([b"x"], pid, 0, 10)))
+        assert p["error_code"] == OUT_OF_ORDER_SEQUENCE_NUMBER and p["base_offset"] == -1
+        # A bumped epoch must restart at sequence 0 ...
+        p = produce_part(produce(c, topic, 0, make_batch([b"x"], pid, 1, 5)))
+        assert p["error_code"] == OUT_OF_ORDER_SEQUENCE_NUMBER
+        p = produce_part(produce(c, topic, 0, make_batch([b"e"], pid, 1, 0)))
+        assert (p["error_code"], p["base_offset"]) == (NONE, 4)
+        # ... and the old epoch is fenced.
+        p = produce_part(produce(c, topic, 0, make_batch([b"f"], pid, 0, 4)))
+        assert p["error_code"] == INVALID_PRODUCER_EPOCH
+        assert leo(c, topic) == 5
+        # What a consumer reads back: exactly one copy of each accepted batch.
+        f = fetch_part(fetch(c, topic, 0, 0))
+        vals = [v for _, _, recs in decode_batches(f["records"]) for _, _, v in recs]
+        assert vals == [b"a", b"b", b"c", b"d", b"e"]
+
+
+def test_unknown_producer_accepts_any_sequence(broker, topic):
+    # Kafka (KIP-360) accepts a producer it has no state for at any sequence.
+    with RawClient(broker) as c:
+        pid = init_pid(c)["producer_id"]
+        p = produce_part(produce(c, topic, 0, make_batch([b"a"], pid, 0, 42)))
+        assert (p["error_code"], p["base_offset"]) == (NONE, 0)
+        p = produce_part(produce(c, topic, 0, make_batch([b"b"], pid, 0, 43)))
+        assert (p["error_code"], p["base_offset"]) == (NONE, 1)
+
+
+def test_init_producer_id(broker):
+    with RawClient(broker) as c:
+        a = init_pid(c, version=0)
+        b = init_pid(c, version=4)
+        assert a["error_code"] == b["error_code"] == NONE
+        assert b["producer_id"] > a["producer_id"] >= 0
+        # Null transactional id with an existing producer: Kafka hands out a new id, epoch 0.
+        d = init_pid(c, version=4, pid=b["producer_id"], epoch=0)
+        assert d["error_code"] == NONE and d["producer_epoch"] == 0 and d["producer_id"] > b["producer_id"]
+        assert init_pid(c, version=4, pid=5, epoch=-1)["error_code"] == INVALID_REQUEST
+        assert init_pid(c, version=4, txn_id="tx")["error_code"] == COORDINATOR_NOT_AVAILABLE
+
+
+def test_producer_ids_never_repeat_across_restart(fresh_broker):
+    with RawClient(fresh_broker) as c:
+        before = init_pid(c)["producer_id"]
+    fresh_broker.restart(clean=False)  # kill -9
+    with RawClient(fresh_broker) as c:
+        after = init_pid(c)["producer_id"]
+    assert after > before
+
+
+def test_acks_handling(broker, topic):
+    with RawClient(broker) as c:
+        p = produce_part(produce(c, topic, 0, make_batch([b"a"]), acks=2))
+        assert p["error_code"] == INVALID_REQUIRED_ACKS
+        # acks=0: no response; the next request's answer is the next frame on the wire.
+        c.send(0, 9, {"transactional_id": None, "acks": 0, "timeout_ms": 1000, "topic_data": [
+            {"name": topic, "partition_data": [{"index": 0, "records": make_batch([b"b"])}]}]})
+        p = produce_part(produce(c, topic, 0, make_batch([b"c"]), acks=1))
+        assert (p["error_code"], p["base_offset"]) == (NONE, 1)
+        assert p["log_append_time_ms"] == -1 and p["log_start_offset"] == 0
+
+
+def test_acks0_failure_closes_connection(broker):
+    with RawClient(broker) as c:
+        c.send(0, 9, {"transactional_id": None, "acks": 0, "timeout_ms": 1000, "topic_data": [
+            {"name": "no-such-topic-" + uuid.uuid4().hex[:6], "partition_data": [
+                {"index": 0, "records": make_batch([b"b"])}]}]})
+        c.sock.settimeout(10)
+        assert c.sock.recv(1) == b""
+
+
+def test_validation_errors(broker, topic):
+    with RawClient(broker) as c:
+        p = produce_part(produce(c, "missing-" + uuid.uuid4().hex[:6], 0, make_batch([b"a"])))
+        assert p["error_code"] == UNKNOWN_TOPIC_OR_PARTITION
+        p = produce_part(produce(c, topic, 7, make_batch([b"a"])))
+        assert p["error_code"] == UNKNOWN_TOPIC_OR_PARTITION
+        bad = bytearray(make_batch([b"hello"]))
+        bad[-1] ^= 0xFF  # breaks the CRC
+        p = produce_part(produce(c, topic, 0, bytes(bad)))
+        assert p["error_code"] == CORRUPT_MESSAGE
+        # Two batches in one partition's records: Kafka accepts exactly one (v3+).
+        p = produce_part(produce(c, topic, 0, make_batch([b"a"]) + make_batch([b"b"])))
+        assert p["error_code"] == INVALID_RECORD and p["error_message"]
+        p = produce_part(produce(c, topic, 0, make_batch([b"t"], 77, 0, 0, transactional=True)))
+        assert p["error_code"] == INVALID_TXN_STATE
+        assert leo(c, topic) == 0
+
+
+def test_fetch_basics(broker, topic):
+    with RawClient(broker) as c:
+        produce(c, topic, 0, make_batch([b"a", b"b"]))
+        produce(c, topic, 0, make_batch([b"c"]))
+        r = fetch(c, topic, 0, 1, session_epoch=0)  # a session-creation request
+        assert r["error_code"] == NONE and r["session_id"] == 0  # no session: full fetches go on
+        f = fetch_part(r)
+        assert f["error_code"] == NONE
+        assert (f["high_watermark"], f["last_stable_offset"], f["log_start_offset"]) == (3, 3, 0)
+        assert f["aborted_transactions"] is None and f["preferred_read_replica"] == -1
+        batches = decode_batches(f["records"])
+        # Offset 1 is inside the first batch: the whole batch comes back; epoch 0 stamped.
+        assert [(b, e) for b, e, _ in batches] == [(0, 0), (2, 0)]
+        # At the end: empty bytes, not null.
+        f = fetch_part(fetch(c, topic, 0, 3))
+        assert f["error_code"] == NONE and f["records"] is not None and len(f["records"]) == 0
+        f = fetch_part(fetch(c, topic, 0, 4))
+        assert f["error_code"] == OFFSET_OUT_OF_RANGE and f["high_watermark"] == -1
+        f = fetch_part(fetch(c, topic, 0, 0, isolation_level=1))
+        assert f["aborted_transactions"] == [] and len(decode_batches(f["records"])) == 2
+        # Unknown session, incremental epoch.
+        r = fetch(c, topic, 0, 0, session_id=1234, session_epoch=3)
+        assert r["error_code"] == FETCH_SESSION_ID_NOT_FOUND and r["responses"] == []
+        assert fetch_part(fetch(c, topic, 0, 0, current_leader_epoch=1))["error_code"] == UNKNOWN_LEADER_EPOCH
+        assert fetch_part(fetch(c, topic, 0, 0, current_leader_epoch=0))["error_code"] == NONE
+        f = fetch_part(fetch(c, "missing-" + uuid.uuid4().hex[:6], 0, 0))
+        assert f["error_code"] == UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_fetch_size_limits(broker, topic):
+    with RawClient(broker) as c:
+        for i in range(3):
+            produce(c, topic, 0, make_batch([bytes([65 + i]) * 1000]))
+        # A limit smaller than the first batch still returns that whole batch (KIP-74) ...
+        f = fetch_part(fetch(c, topic, 0, 0, partition_max_bytes=10))
+        assert [b for b, _, _ in decode_batches(f["records"])] == [0]
+        f = fetch_part(fetch(c, topic, 0, 0, max_bytes=10))
+        assert [b for b, _, _ in decode_batches(f["records"])] == [0]
+        # ... and never more than the limit otherwise (whole batches).
+        f = fetch_part(fetch(c, topic, 0, 0, partition_max_bytes=2500))
+        assert [b for b, _, _ in decode_batches(f["records"])] == [0, 1]
+        assert len(f["records"]) <= 2500
+
+
+def test_fetch_long_poll_woken_by_append(broker, topic):
+    with RawClient(broker) as c, RawClient(broker) as prod:
+        def later():
+            time.sleep(0.5)
+            produce(prod, topic, 0, make_batch([b"wake"]))
+        th = threading.Thread(target=later)
+        t0 = time.monotonic()
+        th.start()
+        f = fetch_part(fetch(c, topic, 0, 0, max_wait_ms=10000, min_bytes=1))
+        elapsed = time.monotonic() - t0
+        th.join()
+        assert 0.4 <= elapsed < 5.0
+        assert [v for _, _, recs in decode_batches(f["records"]) for _, _, v in recs] == [b"wake"]
+        # Nothing arrives: the answer comes after max_wait_ms, empty.
+        t0 = time.monotonic()
+        f = fetch_part(fetch(c, topic, 0, 1, max_wait_ms=400, min_bytes=1))
+        elapsed = time.monotonic() - t0
+        assert 0.35 <= elapsed < 3.0 and len(f["records"]) == 0 and f["error_code"] == NONE
+
+
+def test_list_offsets(broker, topic):
+    base = 1_600_000_000_000
+    with RawClient(broker) as c:
+        for i, ts in enumerate([base + 10, base + 50, base + 30]):
+            produce(c, topic, 0, make_batch([b"%d" % i], timestamps=[ts]))
+
+        def lo(ts, version=7, cle=-1, iso=0):
+            r = c.request(2, version, {"replica_id": -1, "isolation_level": iso, "topics": [
+                {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": cle,
+                                                "timestamp": ts}]}]})
+            return r["topics"][0]["partitions"][0]
+        p = lo(-2)
+        assert (p["error_code"], p["offset"], p["timestamp"], p["leader_epoch"]) == (0, 0, -1, 0)
+        p = lo(-1)
+        assert (p["offset"], p["timestamp"], p["leader_epoch"]) == (3, -1, 0)
+        assert lo(-1, iso=1)["offset"] == 3
+        p = lo(-3)  # max timestamp: the record carrying it, with its timestamp
+        assert (p["offset"], p["timestamp"]) == (1, base + 50)
+        p = lo(base + 20)
+        assert (p["offset"], p["timestamp"]) == (1, base + 50)
+        p = lo(base + 60)
+        assert (p["error_code"], p["offset"], p["timestamp"]) == (0, -1, -1)
+        p = lo(-1, version=1)
+        assert p["offset"] == 3
+        assert lo(-1, cle=3)["error_code"] == UNKNOWN_LEADER_EPOCH
+        r = c.request(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}] * 2}]})
+        assert [p["error_code"] for p in r["topics"][0]["partitions"]] == [INVALID_REQUEST] * 2
+
+
+def test_offset_for_leader_epoch(broker, topic):
+    with RawClient(broker) as c:
+        def ofle(epoch, version=4, cle=-1):
+            r = c.request(23, version, {"replica_id": -1, "topics": [{"topic": topic, "partitions": [
+                {"partition": 0, "current_leader_epoch": cle, "leader_epoch": epoch}]}]})
+            return r["topics"][0]["partitions"][0]
+        p = ofle(0)
+        assert (p["error_code"], p["leader_epoch"], p["end_offset"]) == (0, 0, 0)
+        produce(c, topic, 0, make_batch([b"a", b"b"]))
+        p = ofle(0, version=2)
+        assert (p["leader_epoch"], p["end_offset"]) == (0, 2)
+        p = ofle(5)  # an epoch from the future
+        assert (p["error_code"], p["leader_epoch"], p["end_offset"]) == (0, -1, -1)
+        assert ofle(0, cle=1)["error_code"] == UNKNOWN_LEADER_EPOCH
