@@ -151,7 +151,9 @@ class Log:
         self.recovery_point = recovery_point
         self.epoch_cache = epoch_cache
         self.producer_state = producer_state
-        self.high_watermark = min(recovery_point, self.log_end_offset)  # the caller maintains it
+        # maintained by the caller (replication); starts at the log start
+        # like Kafka's, LogManager then sets it from replication-offset-checkpoint
+        self.high_watermark = log_start_offset
         self.unflushed_messages = 0
         self._lock = threading.RLock()
         self._closed = False
@@ -261,17 +263,19 @@ class Log:
                 index_info.append((pos, b.size, blast, bts))
                 off = blast + 1
 
-            if leader_epoch >= 0:
-                latest = self.epoch_cache.latest_epoch
-                if latest is None or leader_epoch != latest:
-                    try:
-                        self.epoch_cache.assign(leader_epoch, first_offset)
-                    except OSError as e:
-                        raise KafkaStorageError(f"cannot write leader epoch checkpoint: {e}") from e
             try:
                 seg.append(buf, last_offset, max_ts, offset_of_max_ts, index_info)
             except OSError as e:
                 raise KafkaStorageError(f"append to {seg.log_path} failed: {e}") from e
+            if leader_epoch >= 0 and leader_epoch != self.epoch_cache.latest_epoch:
+                # first append of a new leader epoch (rare): the checkpoint is
+                # rewritten with fsync, as Kafka does.  If that fails the
+                # in-memory cache is still right and an unclean restart
+                # rebuilds it from the batch headers.
+                try:
+                    self.epoch_cache.assign(leader_epoch, first_offset)
+                except OSError as e:
+                    log.error("cannot write leader epoch checkpoint of %s: %s", self.dir, e)
             if staged:
                 ps.commit(staged)
             n = records.offset_count
@@ -326,7 +330,8 @@ class Log:
         c = self.config
         if seg.size == 0:
             return not seg.can_hold_offset(last_offset)
-        if seg.size + size > c.segment_bytes:
+        # positions in the offset index are int32, hence the 2 GiB cap
+        if seg.size + size > min(c.segment_bytes, 0x7FFFFFFF):
             return True
         if seg.index_full or not seg.can_hold_offset(last_offset):
             return True
@@ -374,13 +379,15 @@ class Log:
         # stay fast); a torn snapshot fails its CRC and is ignored on load.
         try:
             self.producer_state.take_snapshot(new_base, fsync=False)
-            keep = self.config.producer_snapshots_to_keep
-            snaps = self.producer_state.list_snapshots()
-            for off in snaps[:-keep] if keep else []:
-                self.fs.remove(self.producer_state.snapshot_path(off))
+            self._prune_snapshots()
         except OSError as e:
             log.warning("cannot write producer snapshot: %s", e)
         return seg
+
+    def _prune_snapshots(self) -> None:
+        keep = max(1, self.config.producer_snapshots_to_keep)
+        for off in self.producer_state.list_snapshots()[:-keep]:
+            self.fs.remove(self.producer_state.snapshot_path(off))
 
     def _new_segment(self, base: int) -> LogSegment:
         c = self.config
@@ -391,6 +398,8 @@ class Log:
             seg._truncate_at(0, base)
         seg.offset_index.reset()
         seg.time_index.reset()
+        seg.dir_dirty = True
+        seg.mark_unflushed()
         return seg
 
     # ----------------------------------------------------------------- read
@@ -545,16 +554,18 @@ class Log:
     def flush(self) -> None:
         """fsync every segment with unflushed data (log + indexes), then
         move the recovery point to the log end offset."""
-        with self._lock:
-            target = self.log_end_offset
-            pending = self.unflushed_messages
-            segs = [s for s in self._segments if s.unflushed]
         try:
-            for s in segs:
-                s.flush()
+            with self._lock:
+                target = self.log_end_offset
+                pending = self.unflushed_messages
+                work = [(s, s.prepare_flush()) for s in self._segments if s.unflushed]
+            for s, token in work:          # the slow part, without the lock
+                s.sync(token)
         except OSError as e:
             raise KafkaStorageError(f"flush failed: {e}") from e
         with self._lock:
+            for s, token in work:
+                s.complete_flush(token)
             if target > self.recovery_point:
                 self.recovery_point = min(target, self.log_end_offset)
             self.unflushed_messages = max(0, self.unflushed_messages - pending)
@@ -568,6 +579,7 @@ class Log:
             self.flush()
             try:
                 self.producer_state.take_snapshot(self.log_end_offset)
+                self._prune_snapshots()
                 self.epoch_cache.flush()
             except OSError as e:
                 log.warning("close of %s: %s", self.dir, e)
@@ -723,8 +735,11 @@ class LogLoader:
         # unclean start: data past the recovery point was just verified, but
         # it is not known to be fsynced
         lg.unflushed_messages = 0
-        for s in segments:
-            s.unflushed = not self.clean_shutdown and s.next_offset > recovery_point
+        for s in lg._segments:
+            if not self.clean_shutdown and s.next_offset > recovery_point:
+                s.mark_unflushed()
+            elif not s._needs_sync:
+                s.mark_flushed()
         return lg
 
 

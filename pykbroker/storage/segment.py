@@ -134,7 +134,13 @@ class LogSegment:
         # time-based roll (segment.ms) counts from the first batch's timestamp
         self.rolling_base_timestamp: Optional[int] = None
         self.created_ms = int(time.time() * 1000)
-        self.unflushed = False
+        # durability bookkeeping: bytes known to be fsynced, and whether a
+        # truncation/recovery still needs an fsync (generation-checked so a
+        # concurrent flush cannot clear a newer need)
+        self.flushed_size = self.size
+        self._needs_sync = False
+        self._sync_gen = 0
+        self.dir_dirty = False     # newly created files: the directory needs an fsync
 
     # ------------------------------------------------------------------ misc
     @property
@@ -255,7 +261,6 @@ class LogSegment:
             self.rolling_base_timestamp = max_timestamp
         self.size = pos0 + len(data)
         self.next_offset = last_offset + 1
-        self.unflushed = True
 
     # ---------------------------------------------------------------- read
     def read(self, start_offset: int, max_bytes: int, max_offset: Optional[int] = None,
@@ -339,7 +344,7 @@ class LogSegment:
         if position == 0:
             self.rolling_base_timestamp = None
             self.created_ms = int(time.time() * 1000)
-        self.unflushed = True
+        self._mark_needs_sync()
         return removed
 
     def _reload_max_timestamp(self) -> None:
@@ -394,7 +399,6 @@ class LogSegment:
             for h, _ in self.iter_batches(0, None):
                 self.rolling_base_timestamp = h.max_timestamp
                 break
-        self.unflushed = False
         return True
 
     def recover(self, on_batch: Optional[Callable[[BatchHeader], None]] = None,
@@ -448,19 +452,59 @@ class LogSegment:
         self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
         self.offset_index._rewrite()
         self.time_index._rewrite()
-        self.unflushed = True
+        # what we just scanned may only live in the page cache
+        self.flushed_size = 0
+        self._mark_needs_sync()
         return truncated
 
     # ---------------------------------------------------- flush / lifecycle
-    def flush(self) -> None:
-        """fsync the log file and persist+fsync the indexes (blocking: run it
-        in a worker thread from async code)."""
-        fd = self._fdh.fd
-        if fd >= 0:
-            self.fs.fsync(fd)
+    def _mark_needs_sync(self) -> None:
+        self.flushed_size = min(self.flushed_size, self.size)
+        self._needs_sync = True
+        self._sync_gen += 1
+
+    @property
+    def unflushed(self) -> bool:
+        return self._needs_sync or self.size > self.flushed_size
+
+    def mark_flushed(self) -> None:
+        """Declare the current content durable (clean load)."""
+        self.flushed_size = self.size
+        self._needs_sync = False
+
+    def mark_unflushed(self) -> None:
+        self.flushed_size = 0
+        self._needs_sync = True
+
+    # A flush has three steps so that the slow fsync can run without the
+    # log's lock: prepare (under lock: write pending index entries, capture
+    # state), sync (fsync, no lock), complete (under lock: record progress).
+    def prepare_flush(self):
+        self.offset_index.persist()
+        self.time_index.persist()
+        return (self._fdh, self.size, self._sync_gen)
+
+    def sync(self, token) -> None:
+        handle = token[0]
+        if handle.fd >= 0:
+            self.fs.fsync(handle.fd)
+        if self.dir_dirty:
+            self.fs.fsync_dir(self.dir)
+            self.dir_dirty = False
         self.offset_index.persist(fsync=True)
         self.time_index.persist(fsync=True)
-        self.unflushed = False
+
+    def complete_flush(self, token) -> None:
+        _, size, gen = token
+        if gen == self._sync_gen:
+            self._needs_sync = False
+            self.flushed_size = max(self.flushed_size, min(size, self.size))
+
+    def flush(self) -> None:
+        """fsync the log file and persist+fsync the indexes (blocking)."""
+        token = self.prepare_flush()
+        self.sync(token)
+        self.complete_flush(token)
 
     def on_become_inactive(self) -> None:
         """Called on roll: final time index entry (as Kafka), write indexes."""
