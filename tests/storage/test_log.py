@@ -323,3 +323,60 @@ def test_delete_records_before(logdir):
     lg.delete_records_before(24)                   # up to the log end
     assert [s.base_offset for s in lg.segments] == [18]
     assert lg.read(24, 100) == []
+
+
+def test_append_as_follower_and_spanning_reads(logdir, tmp_path):
+    leader = load_log(logdir, LogConfig(segment_bytes=len(batch(3)) * 3, index_interval_bytes=1))
+    for i in range(10):
+        append(leader, batch(3, ts=T0 + i), epoch=i // 5)
+    # a follower copies whole fetch responses, several batches at a time
+    follower = load_log(str(tmp_path / "f-0"), LogConfig(segment_bytes=len(batch(3)) * 4,
+                                                         index_interval_bytes=1))
+    off = 0
+    while off < leader.log_end_offset:
+        data = read_bytes(leader.read(off, len(batch(3)) * 2 + 5))
+        first, last = follower.append_as_follower(bytearray(data))
+        assert first == off
+        off = last + 1
+    assert read_bytes(follower.read(0, 1 << 20)) == read_bytes(leader.read(0, 1 << 20))
+    assert follower.epoch_cache.entries == leader.epoch_cache.entries == [(0, 0), (1, 15)]
+    for o in range(30):
+        assert parse_header(follower.read(o, 1)[0].read()).base_offset == o // 3 * 3
+    # reads spanning segments return one region per segment, whole batches
+    regions = follower.read(4, len(batch(3)) * 5)
+    assert len(regions) == 2
+    assert [h.base_offset for h in iter_batches(read_bytes(regions))] == [3, 6, 9, 12, 15]
+
+
+def test_concurrent_flush_and_append(logdir):
+    import threading
+    lg = load_log(logdir, LogConfig(segment_bytes=2000))
+    stop = threading.Event()
+    errors = []
+
+    def flusher():
+        try:
+            while not stop.is_set():
+                lg.flush()
+        except Exception as e:  # pragma: no cover
+            errors.append(e)
+
+    t = threading.Thread(target=flusher)
+    t.start()
+    try:
+        for i in range(300):
+            append(lg, batch(2, ts=T0 + i))
+            if i % 50 == 49:
+                lg.truncate_to(lg.log_end_offset - 4)
+    finally:
+        stop.set()
+        t.join()
+    assert not errors
+    lg.flush()
+    assert lg.recovery_point == lg.log_end_offset
+    assert all(not s.unflushed for s in lg.segments)
+    before = read_bytes(lg.read(0, 1 << 30))
+    lg.close()
+    lg2 = load_log(logdir, LogConfig(segment_bytes=2000), recovery_point=0, clean_shutdown=False)
+    assert read_bytes(lg2.read(0, 1 << 30)) == before
+    assert lg2.log_end_offset == lg.log_end_offset

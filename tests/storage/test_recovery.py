@@ -204,14 +204,20 @@ def test_lost_epoch_checkpoint_rebuilt_from_headers(logdir):
 
 # ------------------------------------------------------------------ fuzzing
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=st.binary(max_size=3000), prefix=st.integers(0, 4), clean=st.booleans(), rp=st.integers(0, 20))
-def test_fuzz_segment_file_never_raises(tmp_path_factory, data, prefix, clean, rp):
+@settings(max_examples=int(os.environ.get("FUZZ_EXAMPLES", "60")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=3000), prefix=st.integers(0, 4), clean=st.booleans(), rp=st.integers(0, 20),
+       index=st.one_of(st.none(), st.binary(max_size=40)), timeindex=st.one_of(st.none(), st.binary(max_size=40)))
+def test_fuzz_segment_file_never_raises(tmp_path_factory, data, prefix, clean, rp, index, timeindex):
     d = str(tmp_path_factory.mktemp("fuzz") / "t-0")
     os.makedirs(d)
     valid = b"".join(batch(i, base_offset=3 * i) for i in range(prefix))
     with open(seg_path(d), "wb") as f:
         f.write(valid + data)
+    for ext, content in ((".index", index), (".timeindex", timeindex)):
+        if content is not None:   # garbage index files must not fool the loader
+            with open(seg_path(d, 0, ext), "wb") as f:
+                f.write(content)
     lg = load_log(d, LogConfig(index_interval_bytes=100), recovery_point=rp, clean_shutdown=clean)
     first = all_bytes(lg)
     # the valid prefix always survives (no index files exist, so even the
