@@ -56,7 +56,7 @@ __all__ = [
     "CODEC_NONE", "CODEC_GZIP", "CODEC_SNAPPY", "CODEC_LZ4", "CODEC_ZSTD",
     "CREATE_TIME", "LOG_APPEND_TIME", "NO_PRODUCER_ID", "NO_PRODUCER_EPOCH",
     "NO_SEQUENCE", "NO_TIMESTAMP", "NO_PARTITION_LEADER_EPOCH",
-    "CORRUPT_MESSAGE", "MESSAGE_TOO_LARGE", "INVALID_TIMESTAMP",
+    "CORRUPT_MESSAGE", "MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "INVALID_TIMESTAMP",
     "UNSUPPORTED_FOR_MESSAGE_FORMAT", "UNSUPPORTED_COMPRESSION_TYPE",
     "INVALID_RECORD",
 ]
@@ -67,6 +67,7 @@ _crc32c = _crc32c_mod.crc32c
 # Kafka error codes used here (org.apache.kafka.common.protocol.Errors)
 CORRUPT_MESSAGE = 2
 MESSAGE_TOO_LARGE = 10
+RECORD_LIST_TOO_LARGE = 18
 INVALID_TIMESTAMP = 32
 UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
 UNSUPPORTED_COMPRESSION_TYPE = 76
@@ -522,6 +523,8 @@ def _write_varint(out: bytearray, v: int) -> None:
 def _read_bytes(buf, pos: int):
     ln, pos = _read_varint(buf, pos)
     if ln < 0:
+        if ln != -1:  # -1 is the only encoding of null
+            raise RecordError(CORRUPT_MESSAGE, f"invalid field length {ln}")
         return None, pos
     end = pos + ln
     if end > len(buf):

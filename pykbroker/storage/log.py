@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from pykbroker.protocol.records import (
-    CREATE_TIME, LOG_APPEND_TIME, RecordError, ValidatedRecords,
+    CREATE_TIME, LOG_APPEND_TIME, RECORD_LIST_TOO_LARGE, RecordError, ValidatedRecords,
     set_base_offset, set_log_append_time, set_max_timestamp, set_partition_leader_epoch,
 )
 from .checkpoints import LeaderEpochCheckpointFile, LEADER_EPOCH_CHECKPOINT
@@ -196,7 +196,9 @@ class Log:
         partitionLeaderEpoch are patched in place (outside the CRC); with
         ``log_append_time_ms`` (topic uses LogAppendTime) the timestamp type
         and maxTimestamp are rewritten and the CRC recomputed.  The record
-        bytes are then written with one pwrite.
+        bytes are then written with one pwrite.  If the topic config says
+        LogAppendTime and no time is given, the current time is used.
+        An append larger than segment.bytes -> RecordError(RECORD_LIST_TOO_LARGE).
 
         Raises ProducerStateError (45/47), KafkaStorageError on I/O errors.
         A duplicate of one of the producer's last 5 batches returns the
@@ -213,7 +215,13 @@ class Log:
             batches = records.batches
             if not batches:
                 raise RecordError(87, "no batches to append")
+            if len(buf) > self.config.segment_bytes:
+                # Kafka: RecordBatchTooLargeException, an append must fit in a segment
+                raise RecordError(RECORD_LIST_TOO_LARGE,
+                                  f"{len(buf)} bytes exceed segment.bytes {self.config.segment_bytes}")
             lat = log_append_time_ms
+            if lat is None and self.config.log_append_time:
+                lat = int(time.time() * 1000)
             first_offset = self.log_end_offset
             ps = self.producer_state
             staged = None

@@ -145,6 +145,12 @@ def test_log_append_time(logdir):
     assert {r[1] for r in recs} == {T0 + 999}
     assert lg.offset_for_timestamp(T0 + 500) == (0, T0 + 999, 0)
     assert lg.max_timestamp_offset() == (0, T0 + 999, 0)
+    # no time given: the log uses the current time for a LogAppendTime topic
+    import time
+    info = append(lg, batch(2))
+    assert abs(info.log_append_time - time.time() * 1000) < 60_000
+    h = list(iter_batches(read_bytes(lg.read(4, 1 << 20))))[0]
+    assert h.timestamp_type == R.LOG_APPEND_TIME and h.max_timestamp == info.log_append_time
 
 
 def test_read_inside_batch_returns_whole_batch(logdir):
@@ -223,10 +229,15 @@ def test_roll_at_segment_size(logdir):
     assert "00000000000000000012.timeindex" in names
     # reads span segments
     assert [h.base_offset for h in iter_batches(read_bytes(lg.read(0, 1 << 20)))] == list(range(0, 30, 3))
-    # a batch larger than segment.bytes still goes into an (empty) segment
-    lg2 = load_log(logdir + "x", LogConfig(segment_bytes=100))
-    append(lg2, batch(3)); append(lg2, batch(3))
-    assert [s.base_offset for s in lg2.segments] == [0, 3]
+    # an append larger than segment.bytes is refused (Kafka: RECORD_LIST_TOO_LARGE)
+    lg2 = load_log(logdir + "x", LogConfig(segment_bytes=size - 1))
+    with pytest.raises(R.RecordError) as ei:
+        append(lg2, batch(3))
+    assert ei.value.code == R.RECORD_LIST_TOO_LARGE
+    # one that fills a segment exactly goes into a fresh segment each time
+    lg3 = load_log(logdir + "y", LogConfig(segment_bytes=size))
+    append(lg3, batch(3)); append(lg3, batch(3))
+    assert [s.base_offset for s in lg3.segments] == [0, 3]
 
 
 def test_roll_when_index_full(logdir):
