@@ -1,0 +1,134 @@
+package pykbroker.compat;
+
+import java.util.HashMap;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.CompletionException;
+
+
+/**
+ * Entry point: {@code Main <scenario> <bootstrap> [key=value ...]}.
+ *
+ * Every line on stdout is one JSON object with an "event" field; client logs go to stderr.
+ * A scenario is a sequence of phases: a phase that throws is reported as
+ * {"event":"phase_error","phase":...,"error":<exception class>,"message":...} and the scenario
+ * goes on with the next phase; the exit code is 1 if any phase failed, 2 on a fatal error or the
+ * watchdog timeout ({@code timeout_s=}, default 120).
+ */
+public final class Main {
+    static volatile boolean failed = false;
+
+    interface Phase { void run() throws Exception; }
+
+    public static void main(String[] argv) throws Exception {
+        if (argv.length < 2) {
+            System.err.println("usage: Main <roundtrip|admin|offsets|groups> <bootstrap> [key=value ...]");
+            System.exit(64);
+        }
+        String scenario = argv[0];
+        String bootstrap = argv[1];
+        Map<String, String> args = new HashMap<>();
+        for (int i = 2; i < argv.length; i++) {
+            int eq = argv[i].indexOf('=');
+            if (eq < 0) throw new IllegalArgumentException("argument is not key=value: " + argv[i]);
+            args.put(argv[i].substring(0, eq), argv[i].substring(eq + 1));
+        }
+        long timeoutS = Long.parseLong(args.getOrDefault("timeout_s", "120"));
+        Thread watchdog = new Thread(() -> {
+            try {
+                Thread.sleep(timeoutS * 1000);
+            } catch (InterruptedException e) {
+                return;
+            }
+            emit(Json.obj("event", "fatal", "error", "timeout", "message", "scenario still running after " + timeoutS + " s"));
+            Runtime.getRuntime().halt(2);
+        }, "watchdog");
+        watchdog.setDaemon(true);
+        watchdog.start();
+
+        emit(Json.obj("event", "start", "scenario", scenario, "client_version", clientVersion(),
+                "java_version", System.getProperty("java.version")));
+        try {
+            switch (scenario) {
+                case "roundtrip": Roundtrip.run(bootstrap, args); break;
+                case "admin": AdminScenario.run(bootstrap, args); break;
+                case "offsets": OffsetsScenario.run(bootstrap, args); break;
+                case "groups": GroupsScenario.run(bootstrap, args); break;
+                default: throw new IllegalArgumentException("unknown scenario " + scenario);
+            }
+        } catch (Throwable t) {
+            Throwable c = unwrap(t);
+            emit(Json.obj("event", "fatal", "error", c.getClass().getSimpleName(), "message", String.valueOf(c.getMessage())));
+            c.printStackTrace();
+            System.out.flush();
+            Runtime.getRuntime().halt(2);
+        }
+        emit(Json.obj("event", "done", "failed", failed));
+        System.out.flush();
+        // halt: a stuck client thread must not keep the JVM alive after the scenario finished.
+        Runtime.getRuntime().halt(failed ? 1 : 0);
+    }
+
+    /** kafka-clients' own version, from the properties file its jar carries (the parser class moved in 4.x). */
+    static String clientVersion() {
+        Properties p = new Properties();
+        try (java.io.InputStream in = Main.class.getResourceAsStream("/kafka/kafka-version.properties")) {
+            if (in != null) p.load(in);
+        } catch (java.io.IOException e) {
+            return "unknown";
+        }
+        return p.getProperty("version", "unknown");
+    }
+
+    static synchronized void emit(Map<String, Object> event) {
+        System.out.println(Json.write(event));
+        System.out.flush();
+    }
+
+    /** Run one phase; on an exception, report it and carry on. Returns true if the phase succeeded. */
+    static boolean phase(String name, Phase p) {
+        long t0 = System.nanoTime();
+        try {
+            p.run();
+            emit(Json.obj("event", "phase_ok", "phase", name, "ms", (System.nanoTime() - t0) / 1_000_000));
+            return true;
+        } catch (Throwable t) {
+            Throwable c = unwrap(t);
+            failed = true;
+            emit(Json.obj("event", "phase_error", "phase", name, "error", c.getClass().getSimpleName(),
+                    "message", String.valueOf(c.getMessage())));
+            c.printStackTrace();
+            return false;
+        }
+    }
+
+    /** The class name of the exception a call raised (null if none): used for expected errors. */
+    static String errorOf(Phase p) {
+        try {
+            p.run();
+            return null;
+        } catch (Throwable t) {
+            return unwrap(t).getClass().getSimpleName();
+        }
+    }
+
+    static Throwable unwrap(Throwable t) {
+        while ((t instanceof ExecutionException || t instanceof CompletionException) && t.getCause() != null) t = t.getCause();
+        return t;
+    }
+
+    /** Properties every client gets: short timeouts so a broker bug fails fast instead of hanging. */
+    static Properties base(String bootstrap, String clientId) {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("client.id", clientId);
+        p.put("request.timeout.ms", "15000");
+        p.put("default.api.timeout.ms", "20000");
+        return p;
+    }
+
+    static void check(boolean cond, String what) {
+        if (!cond) throw new IllegalStateException("check failed: " + what);
+    }
+}

@@ -1,0 +1,119 @@
+"""Build and run the Java kafka-clients scenarios in compat/java (real org.apache.kafka:kafka-clients).
+
+``build(profile)`` compiles the Maven project for one client version (``kafka39`` = 3.9.x, what
+Spark 4 bundles; ``kafka4`` = newest 4.x) unless the build output is newer than every source;
+``run(...)`` starts one JVM for one scenario and parses its JSON-lines report into a ``Report``.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PROJECT = ROOT / "compat" / "java"
+PROFILES = {"kafka39": "3.9.2", "kafka4": "4.4.0"}   # must match compat/java/pom.xml
+
+
+class JavaToolsMissing(RuntimeError):
+    pass
+
+
+def _newest_source_mtime() -> float:
+    newest = (PROJECT / "pom.xml").stat().st_mtime
+    for p in (PROJECT / "src").rglob("*"):
+        if p.is_file():
+            newest = max(newest, p.stat().st_mtime)
+    return newest
+
+
+def classpath_file(profile: str) -> Path:
+    return PROJECT / "target" / profile / "classpath.txt"
+
+
+def build(profile: str) -> tuple[str, float]:
+    """Compile one profile if needed; returns (java classpath, seconds spent building)."""
+    missing = [t for t in ("java", "mvn") if shutil.which(t) is None]
+    if missing:
+        raise JavaToolsMissing(
+            "the Java compatibility tests need %s on PATH (a JDK 17+ and Maven 3.8+; "
+            "tools/test.sh installs the Debian packages default-jdk-headless and maven)" % " and ".join(missing))
+    target = PROJECT / "target" / profile
+    target.mkdir(parents=True, exist_ok=True)
+    spent = 0.0
+    # One build at a time per checkout (several test sessions may share it).
+    with open(PROJECT / "target" / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        cp = classpath_file(profile)
+        classes = target / "classes" / "pykbroker" / "compat" / "Main.class"
+        if not (cp.exists() and classes.exists() and cp.stat().st_mtime > _newest_source_mtime()):
+            t0 = time.monotonic()
+            base = ["mvn", "-q", "-B", "-Dstyle.color=never", "-f", str(PROJECT / "pom.xml"), "-P", profile, "compile"]
+            # Offline first: dependencies are cached in ~/.m2 after the first build.
+            r = subprocess.run(base[:1] + ["-o"] + base[1:], capture_output=True, text=True)
+            if r.returncode != 0:
+                r = subprocess.run(base, capture_output=True, text=True)
+            if r.returncode != 0:
+                raise RuntimeError("Maven build of compat/java (-P %s) failed:\n%s\n%s"
+                                   % (profile, r.stdout[-5000:], r.stderr[-5000:]))
+            os.utime(cp)   # the stamp: newer than every source once the build succeeded
+            spent = time.monotonic() - t0
+    classpath = str(target / "classes") + os.pathsep + cp.read_text().strip()
+    return classpath, spent
+
+
+class Report:
+    """What one scenario JVM printed: JSON events, exit code, stderr (client logs)."""
+
+    def __init__(self, cmd, rc, stdout, stderr, seconds):
+        self.cmd, self.rc, self.stderr, self.seconds = cmd, rc, stderr, seconds
+        self.events = []
+        self.garbage = []
+        for line in stdout.splitlines():
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                self.events.append(json.loads(line))
+            except ValueError:
+                self.garbage.append(line)
+
+    def all(self, event, **match):
+        return [e for e in self.events if e.get("event") == event
+                and all(e.get(k) == v for k, v in match.items())]
+
+    def one(self, event, **match):
+        found = self.all(event, **match)
+        assert len(found) == 1, "expected one %s event matching %r, got %d\n%s" % (
+            event, match, len(found), self.context())
+        return found[0]
+
+    def by_case(self, event):
+        return {e["case"]: e for e in self.all(event)}
+
+    def context(self) -> str:
+        tail = "\n".join(self.stderr.splitlines()[-40:])
+        errs = [e for e in self.events if e.get("event") in ("phase_error", "fatal", "member_error")]
+        return "command: %s\nexit code: %s\nerrors: %s\nstderr tail:\n%s" % (
+            " ".join(self.cmd[-6:]), self.rc, json.dumps(errs, indent=1), tail)
+
+    def assert_phase(self, name):
+        ok = self.all("phase_ok", phase=name)
+        assert ok, "phase %r of the Java scenario failed\n%s" % (name, self.context())
+
+    def assert_clean(self):
+        assert self.all("done"), "the Java scenario did not finish\n" + self.context()
+        assert self.rc == 0 and not self.all("phase_error"), self.context()
+
+
+def run(classpath: str, scenario: str, bootstrap: str, timeout_s: int = 150, **args) -> Report:
+    cmd = ["java", "-Xss1m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", classpath,
+           "pykbroker.compat.Main", scenario, bootstrap, "timeout_s=%d" % timeout_s]
+    cmd += ["%s=%s" % kv for kv in args.items()]
+    t0 = time.monotonic()
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s + 30)
+    return Report(cmd, r.returncode, r.stdout, r.stderr, time.monotonic() - t0)
