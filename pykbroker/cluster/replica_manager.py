@@ -33,7 +33,7 @@ import uuid
 
 import trio
 
-from ..storage.checkpoints import (CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_CHECKPOINT,
+from ..storage.checkpoints import (LOG_START_OFFSET_CHECKPOINT,
                                    RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
                                    CleanShutdownFile, OffsetCheckpointFile)
 from ..storage.log import load_log, parse_partition_dir, partition_dir_name
@@ -156,9 +156,17 @@ class ReplicaManager:
     async def _open(self, info, p: int, d: str, cfg: dict, recovery_point: int = 0,
                     clean: bool = False, log_start=None, hw=None) -> Partition:
         path = os.path.join(d, partition_dir_name(info.name, p))
-        lg = await trio.to_thread.run_sync(
-            lambda: load_log(path, log_config_of(cfg), recovery_point=recovery_point,
-                             clean_shutdown=clean, log_start_offset=log_start))
+        def load():
+            lg = load_log(path, log_config_of(cfg), recovery_point=recovery_point,
+                          clean_shutdown=clean, log_start_offset=log_start)
+            if lg.epoch_cache.latest_epoch is None:
+                # A new leader records where its epoch starts (Kafka's makeLeader), so
+                # OffsetForLeaderEpoch answers (0, LEO) before the first append.  This writes
+                # (and fsyncs) leader-epoch-checkpoint: done here, off the event loop.
+                lg.epoch_cache.assign(0, lg.log_end_offset)
+            return lg
+
+        lg = await trio.to_thread.run_sync(load)
         return Partition(self, info.name, info.topic_id, p, lg, cfg, high_watermark=hw)
 
     # ------------------------------------------------------------------ topic changes

@@ -24,7 +24,9 @@ Behaviour (Apache Kafka 4.x as the oracle):
   have been begun here, since InitProducerId refuses transactional ids).
 - acks=0: no response at all; if any partition failed, the connection is closed, as Kafka
   does, so the producer notices (it cannot read an error).
-- acks=-1 waits until the high watermark covers the batch (immediate with one replica) within
+- acks=-1 with fewer in-sync replicas than the topic's ``min.insync.replicas`` ->
+  NOT_ENOUGH_REPLICAS before appending (Kafka's check); otherwise it waits until the high
+  watermark covers the batch (immediate with one replica) within
   ``timeout_ms``, else REQUEST_TIMED_OUT.
 Version notes: v5 adds log_start_offset; v7 allows zstd; v8 adds record_errors/error_message;
 v9 is flexible; v10-11 add the (tagged) current_leader / node_endpoints, which pykbroker leaves
@@ -94,6 +96,11 @@ async def handle(ctx, request):
                 failed = True
                 continue
             cfg = partition.config
+            if acks == -1 and len(partition.isr) < cfg.get("min.insync.replicas", 1):
+                # Kafka refuses acks=all before appending when the ISR is below min.insync.replicas.
+                parts_out.append(_err(idx, ErrorCode.NOT_ENOUGH_REPLICAS))
+                failed = True
+                continue
             try:
                 validated = validate_produce_records(
                     p["records"], cfg["max.message.bytes"], api_version=version, now_ms=now_ms,

@@ -262,3 +262,49 @@ def test_offset_for_leader_epoch(broker, topic):
         p = ofle(5)  # an epoch from the future
         assert (p["error_code"], p["leader_epoch"], p["end_offset"]) == (0, -1, -1)
         assert ofle(0, cle=1)["error_code"] == UNKNOWN_LEADER_EPOCH
+
+
+def test_every_advertised_version_round_trips(broker, topic):
+    """Produce 3-11, Fetch 4-12, ListOffsets 1-7, OffsetForLeaderEpoch 2-4, DeleteRecords 0-2,
+    InitProducerId 0-5: each version encodes, decodes and answers consistently."""
+    with RawClient(broker) as c:
+        api = {k: v for k, v in ((a["api_key"], (a["min_version"], a["max_version"]))
+                                 for a in c.request(18, 3, {"client_software_name": "raw",
+                                                            "client_software_version": "1"})["api_keys"])}
+        assert api[0] == (3, 11) and api[1] == (4, 12) and api[2] == (1, 7)
+        assert api[21] == (0, 2) and api[22] == (0, 5) and api[23] == (2, 4)
+        for v in range(3, 12):
+            p = produce_part(produce(c, topic, 0, make_batch([b"v%d" % v]), version=v))
+            assert (p["error_code"], p["base_offset"]) == (NONE, v - 3)
+            if v >= 5:
+                assert p["log_start_offset"] == 0
+        for v in range(4, 13):
+            f = fetch_part(fetch(c, topic, 0, 2, version=v))
+            assert f["error_code"] == NONE and f["high_watermark"] == 9
+            vals = [val for _, _, recs in decode_batches(f["records"]) for o, _, val in recs if o >= 2]
+            assert vals == [b"v%d" % i for i in range(5, 12)]
+        for v in range(1, 8):
+            r = c.request(2, v, {"replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                                "timestamp": -1}]}]})
+            assert r["topics"][0]["partitions"][0]["offset"] == 9
+        for v in range(2, 5):
+            r = c.request(23, v, {"replica_id": -1, "topics": [{"topic": topic, "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]})
+            assert r["topics"][0]["partitions"][0]["end_offset"] == 9
+        for v in range(0, 6):
+            assert init_pid(c, version=v)["error_code"] == NONE
+        for v in range(0, 3):
+            r = c.request(21, v, {"topics": [{"name": topic, "partitions": [
+                {"partition_index": 0, "offset": v + 1}]}], "timeout_ms": 1000})
+            assert r["topics"][0]["partitions"][0]["low_watermark"] == v + 1
+
+
+def test_acks_all_below_min_insync_replicas(broker):
+    t = "misr-" + uuid.uuid4().hex[:8]
+    create_topic(broker, t, configs={"min.insync.replicas": "2"})
+    with RawClient(broker) as c:
+        p = produce_part(produce(c, t, 0, make_batch([b"a"]), acks=-1))
+        assert p["error_code"] == 19  # NOT_ENOUGH_REPLICAS: one replica, two required
+        p = produce_part(produce(c, t, 0, make_batch([b"a"]), acks=1))
+        assert (p["error_code"], p["base_offset"]) == (NONE, 0)
