@@ -11,6 +11,9 @@ if [ "$(id -u)" != "0" ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo"; f
 # Debian packages: kcat (librdkafka's CLI, a real client in the matrix).
 need_apt=()
 command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
+# A JDK (17 on Debian 12) and Maven for the Java kafka-clients scenarios in compat/java (tests/java).
+command -v javac >/dev/null 2>&1 || need_apt+=(default-jdk-headless)
+command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 if [ ${#need_apt[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}"
