@@ -17,6 +17,12 @@ may lack recent entries or hold garbage; both are caught by
 :meth:`sanity_check` and indexes are rebuilt from the log (they carry no
 checksum and are always derivable from the segment).
 
+Lazy loading: at startup only the size and the *last* entry of each index
+file are read (:meth:`open_lazy`); the whole index is read and checked on
+first lookup, as Kafka's LazyIndex does, so that opening thousands of
+segments stays cheap.  A lazily loaded index found damaged then is rebuilt
+from the log by the owning segment (``on_corrupt``).
+
 Capacity: ``max_entries`` mirrors ``segment.index.bytes`` (default 10 MiB)
 divided by the entry size; when full, the log rolls a new segment, as Kafka
 does.  Relative offsets are int32, which is why a segment may not span more
@@ -24,11 +30,13 @@ than 2^31-1 offsets.
 """
 from __future__ import annotations
 
+import logging
+import operator
 import os
 import struct
 from array import array
 from bisect import bisect_right
-from typing import Optional
+from typing import Callable, Optional
 
 from .fs import FileSystem, REAL_FS
 
@@ -36,6 +44,9 @@ __all__ = ["OffsetIndex", "TimeIndex", "IndexCorrupt"]
 
 _OFF_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
+
+
+log = logging.getLogger(__name__)
 
 
 class IndexCorrupt(Exception):
@@ -52,8 +63,72 @@ class _Index:
         self.fs = fs
         self._persisted = 0      # entries already written to the file
         self._dirty = False      # written but not fsynced
+        self._lazy_args = None   # set by open_lazy until the first real use
+        self._lazy_last = None   # last entry read by open_lazy
+        self.on_corrupt: Optional[Callable[[], None]] = None
 
-    # subclasses provide: _a, _b arrays, entries(), _append_raw
+    # The two columns; reading them forces a pending lazy load.
+    @property
+    def _a(self):
+        if self._lazy_args is not None:
+            self._ensure()
+        return self._ra
+
+    @_a.setter
+    def _a(self, v):
+        self._lazy_args = None
+        self._ra = v
+
+    @property
+    def _b(self):
+        if self._lazy_args is not None:
+            self._ensure()
+        return self._rb
+
+    @_b.setter
+    def _b(self, v):
+        self._lazy_args = None
+        self._rb = v
+
+    def _ensure(self) -> None:
+        args, self._lazy_args = self._lazy_args, None
+        try:
+            self.load(*args)
+        except (IndexCorrupt, OSError) as e:
+            log.warning("index %s is damaged (%s); rebuilding it from the log", self.path, e)
+            self._ra, self._rb = self._empty()
+            if self.on_corrupt is not None:
+                self.on_corrupt()
+
+    def open_lazy(self, *load_args) -> Optional[tuple]:
+        """Check size and read only the last raw entry; defer the rest.
+        Returns the last raw entry (or None when empty).  IndexCorrupt if
+        missing or of a bad size."""
+        if not self.fs.exists(self.path):
+            raise IndexCorrupt(f"{self.path} is missing")
+        size = self.fs.size(self.path)
+        esz = self.ENTRY.size
+        if size % esz:
+            raise IndexCorrupt(f"{self.path} size {size} is not a multiple of {esz}")
+        last = None
+        if size:
+            fd = self.fs.open(self.path, os.O_RDONLY)
+            try:
+                raw = self.fs.pread(fd, esz, size - esz)
+            finally:
+                self.fs.close(fd)
+            if len(raw) != esz:
+                raise IndexCorrupt(f"{self.path}: short read")
+            last = self.ENTRY.unpack(raw)
+        self._ra, self._rb = self._empty()
+        self._lazy_args = load_args
+        self._lazy_last = last
+        self._persisted = size // esz
+        return last
+
+    @property
+    def is_lazy(self) -> bool:
+        return self._lazy_args is not None
 
     def __len__(self) -> int:
         return len(self._a)
@@ -62,14 +137,19 @@ class _Index:
     def is_full(self) -> bool:
         return len(self._a) >= self.max_entries
 
-    def _load_raw(self) -> list:
-        """Read the file's entries; raise IndexCorrupt on a bad size."""
+    def _load_raw(self) -> tuple[tuple, tuple]:
+        """Read the file's entries as two columns; IndexCorrupt on a bad size.
+        One struct call for the whole file: startup loads every segment's
+        indexes, so this must not be a per-entry Python loop."""
         if not self.fs.exists(self.path):
             raise IndexCorrupt(f"{self.path} is missing")
         data = self.fs.read_file(self.path)
-        if len(data) % self.ENTRY.size:
-            raise IndexCorrupt(f"{self.path} size {len(data)} is not a multiple of {self.ENTRY.size}")
-        return list(self.ENTRY.iter_unpack(data))
+        size = self.ENTRY.size
+        if len(data) % size:
+            raise IndexCorrupt(f"{self.path} size {len(data)} is not a multiple of {size}")
+        n = len(data) // size
+        flat = struct.unpack(">" + self.ENTRY.format.lstrip(">") * n, data)
+        return flat[0::2], flat[1::2]
 
     def persist(self, fsync: bool = False) -> None:
         """Append the entries not yet on disk, optionally fsync."""
@@ -110,8 +190,7 @@ class _Index:
         self._dirty = True
 
     def reset(self) -> None:
-        del self._a[:]
-        del self._b[:]
+        self._a, self._b = self._empty()
         self._rewrite()
 
     def delete(self) -> None:
@@ -131,20 +210,23 @@ class OffsetIndex(_Index):
         self._a = array("i")   # relative offsets (of a batch's last offset)
         self._b = array("i")   # file positions
 
+    @staticmethod
+    def _empty():
+        return array("i"), array("i")
+
     def _pack(self, i):
         return _OFF_ENTRY.pack(self._a[i], self._b[i])
 
     def load(self, log_size: int) -> None:
         """Load from disk and sanity-check (raises IndexCorrupt)."""
-        entries = self._load_raw()
-        last_rel, last_pos = -1, -1
-        for rel, pos in entries:
-            if rel <= last_rel or pos <= last_pos or rel < 0 or pos < 0 or pos >= log_size:
-                raise IndexCorrupt(f"{self.path}: bad entry ({rel}, {pos})")
-            last_rel, last_pos = rel, pos
-        self._a = array("i", (e[0] for e in entries))
-        self._b = array("i", (e[1] for e in entries))
-        self._persisted = len(entries)
+        rels, poss = self._load_raw()
+        if rels and (rels[0] < 0 or poss[0] < 0 or poss[-1] >= log_size
+                     or not all(map(operator.lt, rels, rels[1:]))
+                     or not all(map(operator.lt, poss, poss[1:]))):
+            raise IndexCorrupt(f"{self.path}: entries not strictly increasing or beyond the log")
+        self._a = array("i", rels)
+        self._b = array("i", poss)
+        self._persisted = len(rels)
 
     def append(self, offset: int, position: int) -> None:
         rel = offset - self.base_offset
@@ -178,6 +260,10 @@ class OffsetIndex(_Index):
 
     @property
     def last_entry(self) -> tuple[int, int]:
+        if self._lazy_args is not None:
+            if self._lazy_last is None:
+                return self.base_offset, 0
+            return self.base_offset + self._lazy_last[0], self._lazy_last[1]
         if not self._a:
             return self.base_offset, 0
         return self.base_offset + self._a[-1], self._b[-1]
@@ -191,21 +277,23 @@ class TimeIndex(_Index):
         self._a = array("q")   # timestamps
         self._b = array("i")   # relative offsets
 
+    @staticmethod
+    def _empty():
+        return array("q"), array("i")
+
     def _pack(self, i):
         return _TIME_ENTRY.pack(self._a[i], self._b[i])
 
     def load(self, max_relative_offset: Optional[int] = None) -> None:
-        entries = self._load_raw()
-        last_ts, last_rel = None, -1
-        for ts, rel in entries:
-            if rel < last_rel or rel < 0 or (last_ts is not None and ts <= last_ts):
-                raise IndexCorrupt(f"{self.path}: bad entry ({ts}, {rel})")
-            if max_relative_offset is not None and rel > max_relative_offset:
-                raise IndexCorrupt(f"{self.path}: entry beyond segment end")
-            last_ts, last_rel = ts, rel
-        self._a = array("q", (e[0] for e in entries))
-        self._b = array("i", (e[1] for e in entries))
-        self._persisted = len(entries)
+        stamps, rels = self._load_raw()
+        if rels and (rels[0] < 0
+                     or (max_relative_offset is not None and rels[-1] > max_relative_offset)
+                     or not all(map(operator.lt, stamps, stamps[1:]))
+                     or not all(map(operator.le, rels, rels[1:]))):
+            raise IndexCorrupt(f"{self.path}: entries not increasing or beyond the segment")
+        self._a = array("q", stamps)
+        self._b = array("i", rels)
+        self._persisted = len(rels)
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
         """Append only when the timestamp grows (Kafka's rule)."""
@@ -240,6 +328,10 @@ class TimeIndex(_Index):
 
     @property
     def last_entry(self) -> tuple[int, int]:
+        if self._lazy_args is not None:
+            if self._lazy_last is None:
+                return -1, self.base_offset
+            return self._lazy_last[0], self.base_offset + self._lazy_last[1]
         if not self._a:
             return -1, self.base_offset
         return self._a[-1], self.base_offset + self._b[-1]

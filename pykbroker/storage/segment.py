@@ -127,6 +127,8 @@ class LogSegment:
             max_time_index_entries = max_index_entries * 8 // 12
         self.time_index = TimeIndex(os.path.join(dir, segment_file_name(base_offset, ".timeindex")),
                                     base_offset, max_time_index_entries, fs)
+        self.offset_index.on_corrupt = self._rebuild_indexes
+        self.time_index.on_corrupt = self._rebuild_indexes
         self.next_offset = base_offset       # last offset in segment + 1
         self.max_timestamp_so_far = -1
         self.offset_of_max_timestamp_so_far = base_offset
@@ -357,15 +359,24 @@ class LogSegment:
                 self.offset_of_max_timestamp_so_far = h.last_offset
 
     # ------------------------------------------------------------- loading
-    def load(self) -> bool:
-        """Clean-start load: read both indexes, sanity-check them against
-        the file, and find next_offset / max timestamp by a header-only scan
-        of the tail after the last index entry.  Returns False when the
-        segment needs :meth:`recover` (indexes missing/corrupt or a tail that
-        does not end exactly at the file size)."""
+    def load(self, lazy: bool = True) -> bool:
+        """Clean-start load.  Checks both index files (size, last entry; the
+        full entries are read lazily on first lookup), then finds
+        next_offset and the max timestamp by a header-only scan of the tail
+        after the last offset-index entry.  Returns False when the segment
+        needs :meth:`recover` (indexes missing/corrupt, or a tail that does
+        not end exactly at the file size)."""
         try:
-            self.offset_index.load(self.size)
-            self.time_index.load(INT32_MAX)
+            if lazy:
+                off_last = self.offset_index.open_lazy(self.size)
+                ts_last = self.time_index.open_lazy(INT32_MAX)
+                if off_last is not None and (off_last[0] < 0 or not 0 <= off_last[1] < self.size):
+                    raise IndexCorrupt(f"{self.offset_index.path}: last entry {off_last} is invalid")
+                if ts_last is not None and ts_last[1] < 0:
+                    raise IndexCorrupt(f"{self.time_index.path}: last entry {ts_last} is invalid")
+            else:
+                self.offset_index.load(self.size)
+                self.time_index.load(INT32_MAX)
         except IndexCorrupt as e:
             log.warning("index problem (%s); segment %s will be recovered", e, self.log_path)
             return False
@@ -373,15 +384,21 @@ class LogSegment:
             log.warning("cannot read indexes of %s (%s); recovering", self.log_path, e)
             return False
         last_indexed, pos = self.offset_index.last_entry
+        has_entries = self.offset_index._persisted > 0
+        max_ts, off_max = self.time_index.last_entry
+        if max_ts < 0:
+            max_ts, off_max = -1, self.base_offset
         next_offset = self.base_offset
         end = pos
         prev_next = None
         for h, _ in self.iter_batches(pos):
-            if prev_next is None and len(self.offset_index) and h.last_offset != last_indexed:
+            if prev_next is None and has_entries and h.last_offset != last_indexed:
                 log.warning("offset index of %s does not match the log; recovering", self.log_path)
                 return False
             if h.base_offset < (self.base_offset if prev_next is None else prev_next):
                 return False
+            if h.max_timestamp > max_ts:
+                max_ts, off_max = h.max_timestamp, h.last_offset
             prev_next = next_offset = h.last_offset + 1
             end = h.position + h.size
         if end != self.size:
@@ -390,16 +407,63 @@ class LogSegment:
             return False
         if end > 0 and not self.can_hold_offset(next_offset - 1):
             return False
-        self.next_offset = next_offset
-        ts_last = self.time_index.last_entry
-        if ts_last[1] >= next_offset and ts_last[0] >= 0:
+        if self.time_index.last_entry[0] >= 0 and self.time_index.last_entry[1] >= next_offset:
             return False
-        self._reload_max_timestamp()
+        self.next_offset = next_offset
+        # the time index's last entry is the max before the tail (Kafka
+        # writes a final entry on roll/close); the tail scan covers the rest
+        self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = max_ts, off_max
+        self._bytes_since_last_index_entry = self.size - pos
         if self.size:
             for h, _ in self.iter_batches(0, None):
                 self.rolling_base_timestamp = h.max_timestamp
                 break
         return True
+
+    def _scan_and_index(self, check_crc: bool, on_batch=None, min_base_offset=None):
+        """Scan batches from position 0, rebuilding both indexes in memory.
+        Stops at the first partial/malformed batch (or bad CRC / offsets).
+        Returns (valid bytes, next offset, max ts, offset of max ts,
+        first batch max ts, bytes since last index entry, reason)."""
+        oi, ti = self.offset_index, self.time_index
+        oi._a, oi._b = oi._empty()
+        ti._a, ti._b = ti._empty()
+        max_ts, off_max, first_ts = -1, self.base_offset, None
+        expected = self.base_offset if min_base_offset is None else max(self.base_offset, min_base_offset)
+        valid = last_index_pos = 0
+        next_offset = self.base_offset
+        reason = None
+        for h, body in self.iter_batches(0, None, with_body=check_crc):
+            if check_crc and _crc32c(body[CRC_START:]) != h.crc:
+                reason = f"CRC mismatch at position {h.position}"
+                break
+            if h.base_offset < expected or h.last_offset_delta < 0 or h.records_count < 0 \
+                    or not self.can_hold_offset(h.last_offset):
+                reason = f"offsets out of range at position {h.position}"
+                break
+            if h.max_timestamp > max_ts:
+                max_ts, off_max = h.max_timestamp, h.last_offset
+            if valid - last_index_pos > self.index_interval_bytes:
+                oi.append(h.last_offset, valid)
+                ti.maybe_append(max_ts, off_max)
+                last_index_pos = valid
+            if first_ts is None:
+                first_ts = h.max_timestamp
+            if on_batch is not None:
+                on_batch(h)
+            valid = h.position + h.size
+            expected = next_offset = h.last_offset + 1
+        ti.maybe_append(max_ts, off_max)
+        return valid, next_offset, max_ts, off_max, first_ts, valid - last_index_pos, reason
+
+    def _rebuild_indexes(self) -> None:
+        """A lazily loaded index turned out damaged: rebuild both from the
+        log with a header-only scan (the log itself was checked at load)."""
+        valid, _, _, _, _, _, _ = self._scan_and_index(check_crc=False)
+        if valid != self.size:
+            log.warning("segment %s: index rebuild stopped at %d of %d bytes", self.log_path, valid, self.size)
+        self.offset_index._rewrite()
+        self.time_index._rewrite()
 
     def recover(self, on_batch: Optional[Callable[[BatchHeader], None]] = None,
                 min_base_offset: Optional[int] = None) -> int:
@@ -407,40 +471,9 @@ class LogSegment:
         batch, rebuild both indexes.  ``on_batch`` sees every valid header
         (the loader feeds the leader epoch cache with it).  Returns the
         number of bytes truncated."""
-        self.offset_index._a = type(self.offset_index._a)("i")
-        self.offset_index._b = type(self.offset_index._b)("i")
-        self.time_index._a = type(self.time_index._a)("q")
-        self.time_index._b = type(self.time_index._b)("i")
-        self.max_timestamp_so_far = -1
-        self.offset_of_max_timestamp_so_far = self.base_offset
-        self.rolling_base_timestamp = None
-        expected = self.base_offset if min_base_offset is None else max(self.base_offset, min_base_offset)
-        valid = 0
-        last_index_pos = 0
-        next_offset = self.base_offset
-        reason = None
-        for h, body in self.iter_batches(0, None, with_body=True):
-            if _crc32c(body[CRC_START:]) != h.crc:
-                reason = f"CRC mismatch at position {h.position}"
-                break
-            if h.base_offset < expected or h.last_offset_delta < 0 or h.records_count < 0 \
-                    or not self.can_hold_offset(h.last_offset):
-                reason = f"offsets out of range at position {h.position}"
-                break
-            if h.max_timestamp > self.max_timestamp_so_far:
-                self.max_timestamp_so_far = h.max_timestamp
-                self.offset_of_max_timestamp_so_far = h.last_offset
-            if valid - last_index_pos > self.index_interval_bytes:
-                self.offset_index.append(h.last_offset, valid)
-                self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
-                last_index_pos = valid
-            if self.rolling_base_timestamp is None:
-                self.rolling_base_timestamp = h.max_timestamp
-            if on_batch is not None:
-                on_batch(h)
-            valid = h.position + h.size
-            expected = h.last_offset + 1
-            next_offset = expected
+        (valid, next_offset, self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far,
+         self.rolling_base_timestamp, self._bytes_since_last_index_entry, reason) = \
+            self._scan_and_index(True, on_batch, min_base_offset)
         truncated = self.size - valid
         if truncated > 0:
             log.warning("segment %s: truncating %d invalid bytes at position %d (%s)",
@@ -448,8 +481,6 @@ class LogSegment:
             self.fs.ftruncate(self._fdh.fd, valid)
             self.size = valid
         self.next_offset = next_offset
-        self._bytes_since_last_index_entry = valid - last_index_pos
-        self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
         self.offset_index._rewrite()
         self.time_index._rewrite()
         # what we just scanned may only live in the page cache

@@ -288,3 +288,33 @@ def test_kill_9_mid_append_keeps_acknowledged(tmp_path):
         assert max(got) + 1 == lg.log_end_offset
         mgr.shutdown()
     assert len(acked) >= 300
+
+
+def test_lazy_index_damaged_in_the_middle_is_rebuilt(logdir):
+    lg = fill(logdir, 60, close=True)
+    entries = lg.segments[0].offset_index.entries()
+    ip = seg_path(logdir, 0, ".index")
+    with open(ip, "r+b") as f:       # last entry intact, one in the middle garbage
+        f.seek(8 * (len(entries) // 2))
+        f.write(b"\x7f\xff\xff\xff\x00\x00\x00\x01")
+    lg2 = load_log(logdir, LogConfig(index_interval_bytes=300), recovery_point=180, clean_shutdown=True)
+    seg = lg2.segments[0]
+    assert seg.offset_index.is_lazy          # only size + last entry were read
+    assert lg2.log_end_offset == 180
+    for o in range(0, 180, 7):               # first lookup loads, detects, rebuilds
+        assert lg2.read(o, 1)[0].read()[:8] == (o // 3 * 3).to_bytes(8, "big")
+    assert seg.offset_index.entries() == entries
+    lg2.close()
+    with open(ip, "rb") as f:
+        assert len(f.read()) == 8 * len(entries)
+
+
+def test_startup_reads_only_index_tails(logdir):
+    cfg = LogConfig(segment_bytes=len(batch(0)) * 10, index_interval_bytes=100)
+    fill(logdir, 100, cfg, close=True)
+    lg = load_log(logdir, cfg, recovery_point=300, clean_shutdown=True)
+    assert len(lg.segments) == 10
+    assert all(s.offset_index.is_lazy and s.time_index.is_lazy for s in lg.segments)
+    assert lg.max_timestamp_offset() == (299, T0 + 99 * 10 + 2, 0)
+    assert lg.offset_for_timestamp(T0 + 555) == (168, T0 + 560, 0)
+    check_consistent(lg)
