@@ -8,6 +8,7 @@ which is how DescribeConfigs reports its source (DEFAULT_CONFIG vs STATIC_BROKER
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -39,32 +40,40 @@ class ConfigDef:
     read_only: bool = True  # broker configs: not changeable at run time (yet)
 
     def parse(self, raw) -> Any:
+        """Parse and validate like Kafka's ConfigDef.parseType + validator, raising ConfigError
+        with Kafka's ConfigException text ("Invalid value X for configuration N: reason")."""
         if raw is None:
             return None
         if not isinstance(raw, str):
             value = raw
         else:
             s = raw.strip()
-            try:
-                if self.type == "boolean":
-                    if s.lower() not in ("true", "false"):
-                        raise ValueError(s)
-                    value = s.lower() == "true"
-                elif self.type in ("int", "short", "long"):
-                    value = int(s)
-                elif self.type == "double":
+            if self.type == "boolean":
+                if s.lower() not in ("true", "false"):
+                    raise _invalid(raw, self.name, "Expected value to be either true or false")
+                value = s.lower() == "true"
+            elif self.type in _INT_BITS:
+                # Java's Integer/Short/Long.parseLong: optional sign and decimal digits, in range.
+                if not _JAVA_INT.match(s) or not -_INT_BITS[self.type] <= int(s) < _INT_BITS[self.type]:
+                    raise _invalid(raw, self.name, "Not a number of type %s" % self.type.upper())
+                value = int(s)
+            elif self.type == "double":
+                try:
                     value = float(s)
-                elif self.type == "list":
-                    value = [x.strip() for x in s.split(",") if x.strip()]
-                else:
-                    value = s
-            except ValueError:
-                raise ConfigError("Invalid value %s for configuration %s: expected a %s"
-                                  % (raw, self.name, self.type)) from None
-        if self.type == "int" and not -(2**31) <= value < 2**31:
-            raise ConfigError("Invalid value %s for configuration %s: out of int range" % (raw, self.name))
-        if self.validator is not None and not self.validator(value):
-            raise ConfigError("Invalid value %s for configuration %s" % (raw, self.name))
+                except ValueError:
+                    raise _invalid(raw, self.name, "Not a number of type DOUBLE") from None
+            elif self.type == "list":
+                value = [x.strip() for x in s.split(",") if x.strip()]
+            else:
+                value = s
+        if self.validator is not None:
+            check = getattr(self.validator, "check", None)
+            if check is not None:
+                failure = check(value)
+                if failure is not None:
+                    raise _invalid(failure[0], self.name, failure[1])
+            elif not self.validator(value):
+                raise ConfigError("Invalid value %s for configuration %s" % (raw, self.name))
         return value
 
     def render(self, value) -> str | None:
@@ -77,12 +86,63 @@ class ConfigDef:
         return str(value)
 
 
+_INT_BITS = {"short": 2**15, "int": 2**31, "long": 2**63}
+_JAVA_INT = re.compile(r"^[+-]?[0-9]+$")
+
+
+def _invalid(value, name, reason) -> ConfigError:
+    # Kafka's ConfigException(name, value, message) text.
+    return ConfigError("Invalid value %s for configuration %s: %s" % (value, name, reason))
+
+
+def _java_str(v) -> str:
+    # How Kafka's message prints a parsed value (Java's toString of Long/Double).
+    if isinstance(v, float):
+        return repr(v) if v != int(v) or abs(v) >= 1e7 else "%.1f" % v
+    return str(v)
+
+
+class _Range:
+    """Kafka's ConfigDef.Range (atLeast / between)."""
+
+    def __init__(self, lo=None, hi=None):
+        self.lo, self.hi = lo, hi
+
+    def check(self, v):
+        if self.lo is not None and v < self.lo:
+            return _java_str(v), "Value must be at least %s" % self.lo
+        if self.hi is not None and v > self.hi:
+            return _java_str(v), "Value must be no more than %s" % self.hi
+        return None
+
+    def __call__(self, v) -> bool:
+        return self.check(v) is None
+
+
+class _ValidString:
+    """Kafka's ConfigDef.ValidString (and ValidList when ``each``: every list element)."""
+
+    def __init__(self, opts, each=False, non_empty=False):
+        self.opts, self.each, self.non_empty = list(opts), each, non_empty
+
+    def check(self, v):
+        for x in (v if self.each else [v]):
+            if x not in self.opts:
+                return x, "String must be one of: " + ", ".join(self.opts)
+        if self.each and self.non_empty and not v:
+            return "", "String must be one of: " + ", ".join(self.opts)
+        return None
+
+    def __call__(self, v) -> bool:
+        return self.check(v) is None
+
+
 def _ge(n):
-    return lambda v: v >= n
+    return _Range(lo=n)
 
 
 def _in(*opts):
-    return lambda v: v in opts
+    return _ValidString(opts)
 
 
 B = "broker"
@@ -122,7 +182,7 @@ _DEFS = [
     ConfigDef("log.retention.bytes", "long", -1, "Retention size per partition; -1 unbounded."),
     ConfigDef("log.retention.check.interval.ms", "long", 300000, "How often retention runs.", validator=_ge(1)),
     ConfigDef("log.cleanup.policy", "list", ["delete"], "delete and/or compact.",
-              validator=lambda v: bool(v) and all(x in ("delete", "compact") for x in v)),
+              validator=_ValidString(("compact", "delete"), each=True, non_empty=True)),
     ConfigDef("log.cleaner.delete.retention.ms", "long", 86400000, "Tombstone retention on compacted topics."),
     ConfigDef("log.cleaner.min.compaction.lag.ms", "long", 0, "Minimum age before compaction."),
     ConfigDef("log.cleaner.max.compaction.lag.ms", "long", 9223372036854775807, "Maximum age before compaction."),
@@ -134,7 +194,7 @@ _DEFS = [
     ConfigDef("log.preallocate", "boolean", False, "Preallocate segment files."),
     ConfigDef("log.message.downconversion.enable", "boolean", True, "Down-conversion for old fetchers."),
     ConfigDef("compression.type", "string", "producer", "Broker compression codec ('producer' keeps the producer's).",
-              validator=_in("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")),
+              validator=_in("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
     ConfigDef("min.insync.replicas", "int", 1, "Minimum ISR size for acks=all.", validator=_ge(1)),
     ConfigDef("unclean.leader.election.enable", "boolean", False, "Elect out-of-sync replicas."),
     # --- groups / offsets
@@ -184,17 +244,29 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
 
 _TOPIC_FIXED_DEFAULTS = {"file.delete.delay.ms": 60000, "segment.jitter.ms": 0}
 # Kafka's own default for these topic configs, used when the broker value is derived.
+# Kafka's LogConfig validators (retention.bytes has none: any value, negative = unbounded).
 _TOPIC_VALIDATORS = {
     "segment.bytes": _ge(14),
-    "retention.ms": _ge(-1),
-    "retention.bytes": _ge(-1),
-    "max.message.bytes": _ge(0),
-    "min.insync.replicas": _ge(1),
+    "segment.ms": _ge(1),
+    "segment.jitter.ms": _ge(0),
+    "segment.index.bytes": _ge(4),
     "flush.messages": _ge(1),
+    "flush.ms": _ge(0),
+    "retention.ms": _ge(-1),
+    "max.message.bytes": _ge(0),
+    "index.interval.bytes": _ge(0),
+    "delete.retention.ms": _ge(0),
+    "min.compaction.lag.ms": _ge(0),
+    "max.compaction.lag.ms": _ge(1),
+    "file.delete.delay.ms": _ge(0),
+    "min.cleanable.dirty.ratio": _Range(0, 1),
+    "min.insync.replicas": _ge(1),
     "message.timestamp.type": _in("CreateTime", "LogAppendTime"),
-    "cleanup.policy": lambda v: bool(v) and all(x in ("delete", "compact") for x in v),
-    "compression.type": _in("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
-    "min.cleanable.dirty.ratio": lambda v: 0 <= v <= 1,
+    "message.timestamp.before.max.ms": _ge(0),
+    "message.timestamp.after.max.ms": _ge(0),
+    # pykbroker keeps refusing an empty policy list (Kafka accepts it: neither delete nor compact).
+    "cleanup.policy": _ValidString(("compact", "delete"), each=True, non_empty=True),
+    "compression.type": _in("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
 }
 
 TOPIC_CONFIGS: dict[str, ConfigDef] = {}
