@@ -51,8 +51,11 @@ async def handle(ctx, request):
         return _shape(ctx, join_error(E.INVALID_SESSION_TIMEOUT, mid))
     g = gc.get_group(gid)
     if g is not None and g.kind == "consumer":
-        # A KIP-848 group only takes classic members through the upgrade path (not built).
-        return _shape(ctx, join_error(E.INCONSISTENT_GROUP_PROTOCOL, mid))
+        if g.members:
+            # A live KIP-848 group only takes classic members through the upgrade path (not built).
+            return _shape(ctx, join_error(E.INCONSISTENT_GROUP_PROTOCOL, mid))
+        gc.groups.pop(gid, None)  # an empty consumer group converts to classic, as in Kafka
+        g = None
     if g is None and mid:
         # A member id for a group that does not exist (e.g. deleted, expired): rejoin afresh.
         return _shape(ctx, join_error(E.UNKNOWN_MEMBER_ID, mid))

@@ -4,8 +4,8 @@ Behaviour (as Apache Kafka): a Stable group reports its protocol name and, per m
 member's metadata for that protocol and its assignment; in other states protocol_data is "" and
 metadata/assignment are empty.  An unknown group is reported with state "Dead", empty fields and
 no error (v0-5; Kafka's GROUP_ID_NOT_FOUND is a v6 addition).  An empty group id:
-INVALID_GROUP_ID.  A KIP-848 group is described in classic form (members with their
-assignment, state mapped to the classic names) as Kafka 4 does for DescribeGroups.
+INVALID_GROUP_ID.  A KIP-848 group answers GROUP_ID_NOT_FOUND ("not a classic group"): admin
+clients describe those with ConsumerGroupDescribe.
 authorized_operations (v3+) is INT32_MIN unless requested; pykbroker has no authorizer, so a
 request for them gets every group operation (READ, DESCRIBE, DELETE).
 Client hosts are shown as Kafka shows them ("/127.0.0.1").
@@ -44,7 +44,8 @@ async def handle(ctx, request):
         if g is None:
             d = _dead(gid)
         elif g.kind == "consumer":
-            d = gc.consumer.describe_classic(g)
+            # As Kafka: a KIP-848 group is described by ConsumerGroupDescribe, not here.
+            d = _dead(gid, E.GROUP_ID_NOT_FOUND)
         else:
             stable = g.state == "Stable"
             members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,

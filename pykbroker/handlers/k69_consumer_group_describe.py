@@ -1,0 +1,49 @@
+"""ConsumerGroupDescribe (key 69), versions 0-1: describe KIP-848 consumer groups.
+
+Behaviour (as Apache Kafka): per group: empty id: INVALID_GROUP_ID; unknown group or a classic
+group: GROUP_ID_NOT_FOUND; otherwise state (Empty, Assigning, Reconciling, Stable), group and
+assignment epochs, assignor, and per member its epoch, subscription, current and target
+assignment (topic id and name).  authorized_operations: INT32_MIN unless requested (then every
+group operation: no authorizer).
+Version notes: v1 adds member_type (1 = consumer protocol member, KIP-1099).
+"""
+from __future__ import annotations
+
+from ..coordinator.group.api import group_precheck
+from ..protocol.errors import ErrorCode as E
+
+API_KEY = 69
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+_GROUP_OPS = (1 << 3) | (1 << 8) | (1 << 6)
+
+
+def _err(gid, code, msg=None):
+    return {"error_code": int(code), "error_message": msg, "group_id": gid, "group_state": "",
+            "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": []}
+
+
+async def handle(ctx, request):
+    out = []
+    for gid in request["group_ids"]:
+        if not gid:
+            out.append(_err(gid, E.INVALID_GROUP_ID))
+            continue
+        gc, err = await group_precheck(ctx, gid, create_topic=False)
+        if err:
+            out.append(_err(gid, err))
+            continue
+        g = gc.get_group(gid)
+        if g is None or g.kind != "consumer":
+            out.append(_err(gid, E.GROUP_ID_NOT_FOUND, "Group %s not found." % gid if g is None
+                            else "Group %s is not a consumer group." % gid))
+            continue
+        d = gc.consumer.describe(g)
+        d["authorized_operations"] = _GROUP_OPS if request["include_authorized_operations"] else -2147483648
+        out.append(d)
+    return {"throttle_time_ms": 0, "groups": out}
+
+
+def error_response(ctx, request, code):
+    return {"groups": [_err(g, code) for g in request["group_ids"]]}
