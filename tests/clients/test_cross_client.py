@@ -1,0 +1,138 @@
+"""Behaviour real clients depend on beyond the plain round trip: the same stored bytes decoded
+by three independent client decoders, fetch size limits smaller than a batch, long-poll woken by
+new data, MESSAGE_TOO_LARGE, and admin errors (TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS)."""
+import time
+
+import pytest
+
+from .util import (ak_consume, ak_create_topic, assert_partitions_equal, by_partition,
+                   ck_consume, ck_consumer, ck_create_topic, ck_produce, kp_consume,
+                   kp_create_topic, kp_produce, make_records, run, unique_topic)
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_one_log_three_decoders(broker):
+    """confluent-kafka writes (zstd, null header values, null key and value together); the
+    bytes are read back identically by kafka-python, aiokafka and confluent-kafka."""
+    topic = unique_topic("x-3dec")
+    ck_create_topic(broker.bootstrap, topic, 2)
+    records = make_records(1500, 2, seed=601)
+    ck_produce(broker.bootstrap, topic, records, "zstd", True)
+    exp = by_partition(records)
+    want = {p: (0, len(v)) for p, v in exp.items()}
+    assert_partitions_equal(exp, kp_consume(broker.bootstrap, topic, want), what="kafka-python")
+    assert_partitions_equal(exp, run(ak_consume(broker.bootstrap, topic, want)), what="aiokafka")
+    assert_partitions_equal(exp, ck_consume(broker.bootstrap, topic, want), what="confluent")
+
+
+def test_fetch_limits_smaller_than_a_batch(broker):
+    """Per-partition and total fetch limits far below one batch: the broker still returns at
+    least one whole batch each time, so every client makes progress and reads everything."""
+    topic = unique_topic("x-small-fetch")
+    kp_create_topic(broker.bootstrap, topic, 2)
+    records = make_records(1500, 2, seed=602, null_header_values=False, null_key_and_value=False,
+                           big_every=50, big_size=20000)
+    kp_produce(broker.bootstrap, topic, records, "gzip", batch_size=64 * 1024, linger_ms=20)
+    exp = by_partition(records)
+    want = {p: (0, len(v)) for p, v in exp.items()}
+    got = kp_consume(broker.bootstrap, topic, want, max_partition_fetch_bytes=512,
+                     fetch_max_bytes=1024)
+    assert_partitions_equal(exp, got, what="kafka-python small fetch")
+    got = run(ak_consume(broker.bootstrap, topic, want, max_partition_fetch_bytes=512,
+                         fetch_max_bytes=1024))
+    assert_partitions_equal(exp, got, what="aiokafka small fetch")
+    # (librdkafka floors: message.max.bytes >= 1000, fetch.max.bytes >= message.max.bytes)
+    got = ck_consume(broker.bootstrap, topic, want, **{"fetch.message.max.bytes": 512,
+                                                       "fetch.max.bytes": 1024,
+                                                       "message.max.bytes": 1000})
+    assert_partitions_equal(exp, got, what="confluent small fetch")
+
+
+@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
+def test_long_poll_woken_by_new_data(broker, client):
+    """A consumer waiting at the log end with an 8 s max wait gets a new record well before the
+    wait expires: the broker completes the parked Fetch when data arrives."""
+    topic = unique_topic("x-longpoll")
+    kp_create_topic(broker.bootstrap, topic, 1)
+    rec = make_records(1, 1, seed=603, null_header_values=False, null_key_and_value=False)
+    if client == "confluent":
+        from confluent_kafka import TopicPartition
+        c = ck_consumer(broker.bootstrap, **{"fetch.wait.max.ms": 8000})
+        try:
+            c.assign([TopicPartition(topic, 0, 0)])
+            c.consume(1, timeout=1.5)  # connected and parked in a long poll
+            t0 = time.monotonic()
+            kp_produce(broker.bootstrap, topic, rec, "none")
+            got = []
+            while not got and time.monotonic() - t0 < 10:
+                got = [m for m in c.consume(1, timeout=0.1) if not m.error()]
+            dt = time.monotonic() - t0
+        finally:
+            c.close()
+    else:
+        from kafka import KafkaConsumer, TopicPartition
+        c = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None,
+                          fetch_max_wait_ms=8000, request_timeout_ms=15000)
+        try:
+            tp = TopicPartition(topic, 0)
+            c.assign([tp])
+            c.seek(tp, 0)
+            c.poll(timeout_ms=1500)
+            t0 = time.monotonic()
+            kp_produce(broker.bootstrap, topic, rec, "none")
+            got = []
+            while not got and time.monotonic() - t0 < 10:
+                got = c.poll(timeout_ms=100).get(tp, [])
+            dt = time.monotonic() - t0
+        finally:
+            c.close()
+    assert got, "record never arrived"
+    assert dt < 3.0, "long poll not woken by new data: record arrived after %.2fs" % dt
+
+
+def test_message_too_large(broker):
+    """A record above the broker's message.max.bytes is refused with MESSAGE_TOO_LARGE (the
+    client-side limit is raised so the request reaches the broker); one just below passes."""
+    from confluent_kafka import KafkaError, Producer
+    topic = unique_topic("x-large")
+    ck_create_topic(broker.bootstrap, topic, 1)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "message.max.bytes": 10_000_000,
+                  "enable.idempotence": False, "acks": 1, "message.timeout.ms": 15000})
+    res = {}
+    p.produce(topic, value=b"x" * 2_000_000, partition=0,
+              on_delivery=lambda err, msg: res.__setitem__("big", err))
+    p.flush(20)
+    p.produce(topic, value=b"y" * 900_000, key=b"k", partition=0,
+              on_delivery=lambda err, msg: res.__setitem__("ok", (err, msg.offset())))
+    p.flush(20)
+    assert res["big"] is not None and res["big"].code() == KafkaError.MSG_SIZE_TOO_LARGE, res
+    assert res["ok"] == (None, 0), res
+    [(off, rec)] = ck_consume(broker.bootstrap, topic, {0: (0, 1)})[0]
+    assert (off, rec.key, rec.value) == (0, b"k", b"y" * 900_000)
+
+
+def test_admin_errors_each_client(broker):
+    """TOPIC_ALREADY_EXISTS (36) and INVALID_PARTITIONS (37) through every client's admin API."""
+    from confluent_kafka import KafkaError, KafkaException
+    from kafka.errors import InvalidPartitionsError, TopicAlreadyExistsError
+    topic = unique_topic("x-admin")
+    kp_create_topic(broker.bootstrap, topic, 2)
+    with pytest.raises(TopicAlreadyExistsError):
+        kp_create_topic(broker.bootstrap, topic, 2)
+    with pytest.raises(KafkaException) as ei:
+        ck_create_topic(broker.bootstrap, topic, 2)
+    assert ei.value.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS
+    with pytest.raises(AssertionError, match=r"36"):
+        run(ak_create_topic(broker.bootstrap, topic, 2))
+    bad = unique_topic("x-bad")
+    with pytest.raises(InvalidPartitionsError):
+        kp_create_topic(broker.bootstrap, bad, 0)
+    with pytest.raises(KafkaException) as ei:
+        ck_create_topic(broker.bootstrap, bad, 0)
+    assert ei.value.args[0].code() == KafkaError.INVALID_PARTITIONS
+    # The existing topic is unchanged and the bad one was not created.
+    from confluent_kafka.admin import AdminClient
+    md = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10)
+    assert len(md.topics[topic].partitions) == 2
+    assert bad not in md.topics
