@@ -37,7 +37,7 @@ def classpath_file(profile: str) -> Path:
 
 def build(profile: str) -> tuple[str, float]:
     """Compile one profile if needed; returns (java classpath, seconds spent building)."""
-    missing = [t for t in ("java", "mvn") if shutil.which(t) is None]
+    missing = [t for t in ("java", "javac", "mvn") if shutil.which(t) is None]
     if missing:
         raise JavaToolsMissing(
             "the Java compatibility tests need %s on PATH (a JDK 17+ and Maven 3.8+; "
