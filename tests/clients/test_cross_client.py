@@ -136,3 +136,117 @@ def test_admin_errors_each_client(broker):
     md = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10)
     assert len(md.topics[topic].partitions) == 2
     assert bad not in md.topics
+
+
+def test_log_append_time_topic(broker):
+    """message.timestamp.type=LogAppendTime: the broker stamps its own time (max timestamp
+    rewritten, CRC recomputed) and every client reads type LogAppendTime with that time, CRCs
+    checked, compressed and uncompressed."""
+    from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, TopicPartition
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTP
+    topic = unique_topic("x-lat")
+    ck_create_topic(broker.bootstrap, topic, 2, {"message.timestamp.type": "LogAppendTime"})
+    records = make_records(600, 2, seed=604, null_header_values=False, null_key_and_value=False)
+    t0 = int(time.time() * 1000)
+    half = len(records) // 2
+    kp_produce(broker.bootstrap, topic, records[:half], "lz4", check_ts=False)
+    kp_produce(broker.bootstrap, topic, records[half:], "none", check_ts=False)
+    t1 = int(time.time() * 1000)
+    exp = by_partition(records)
+    # kafka-python (check_crcs on by default)
+    c = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, check_crcs=True,
+                      auto_offset_reset="earliest", fetch_max_wait_ms=200)
+    seen = {}
+    try:
+        c.assign([KTP(topic, p) for p in exp])
+        deadline = time.monotonic() + 20
+        while sum(len(v) for v in seen.values()) < len(records) and time.monotonic() < deadline:
+            for tp, msgs in c.poll(timeout_ms=300).items():
+                seen.setdefault(tp.partition, []).extend(msgs)
+    finally:
+        c.close()
+    for p, recs in exp.items():
+        ms = seen.get(p, [])
+        assert [(m.key, m.value) for m in ms] == [(r.key, r.value) for r in recs]
+        assert all(m.timestamp_type == 1 for m in ms), "kafka-python: not LogAppendTime"
+        assert all(t0 - 1000 <= m.timestamp <= t1 + 1000 for m in ms), "append time out of window"
+    # confluent-kafka (check.crcs on)
+    cc = ck_consumer(broker.bootstrap)
+    try:
+        cc.assign([TopicPartition(topic, p, 0) for p in exp])
+        n, deadline = 0, time.monotonic() + 20
+        while n < len(records) and time.monotonic() < deadline:
+            for m in cc.consume(500, timeout=0.3):
+                assert m.error() is None, m.error()
+                tstype, ts = m.timestamp()
+                assert tstype == TIMESTAMP_LOG_APPEND_TIME and t0 - 1000 <= ts <= t1 + 1000
+                n += 1
+        assert n == len(records)
+    finally:
+        cc.close()
+
+
+def test_offset_out_of_range_reset(broker):
+    """A fetch position past the log end gets OFFSET_OUT_OF_RANGE: kafka-python with
+    auto_offset_reset=earliest starts over at 0; librdkafka with auto.offset.reset=error
+    surfaces the error to the application."""
+    from confluent_kafka import KafkaError, TopicPartition
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTP
+    topic = unique_topic("x-oor")
+    kp_create_topic(broker.bootstrap, topic, 1)
+    records = make_records(50, 1, seed=605, null_header_values=False, null_key_and_value=False)
+    kp_produce(broker.bootstrap, topic, records, "none")
+    c = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None,
+                      auto_offset_reset="earliest", fetch_max_wait_ms=200)
+    try:
+        tp = KTP(topic, 0)
+        c.assign([tp])
+        c.seek(tp, 10_000)
+        got = []
+        deadline = time.monotonic() + 15
+        while len(got) < 50 and time.monotonic() < deadline:
+            got += c.poll(timeout_ms=300).get(tp, [])
+        assert [m.offset for m in got] == list(range(50))
+    finally:
+        c.close()
+    cc = ck_consumer(broker.bootstrap, **{"auto.offset.reset": "error"})
+    try:
+        cc.assign([TopicPartition(topic, 0, 10_000)])
+        err = None
+        deadline = time.monotonic() + 15
+        while err is None and time.monotonic() < deadline:
+            for m in cc.consume(10, timeout=0.3):
+                assert m.error() is not None, "read a record at offset %d" % m.offset()
+                err = m.error()
+        assert err is not None and err.code() == KafkaError._AUTO_OFFSET_RESET, err
+        assert "out of range" in err.str().lower() or "OFFSET_OUT_OF_RANGE" in err.str(), err
+    finally:
+        cc.close()
+
+
+def test_delete_records(broker):
+    """AdminClient.delete_records moves the log start offset: low watermark, earliest offset,
+    timestamp lookups and consumption from the beginning all start there."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+    topic = unique_topic("x-delrec")
+    ck_create_topic(broker.bootstrap, topic, 1)
+    records = make_records(500, 1, seed=606)
+    ck_produce(broker.bootstrap, topic, records, "gzip", True)
+    a = AdminClient({"bootstrap.servers": broker.bootstrap})
+    tp = TopicPartition(topic, 0, 123)
+    res = a.delete_records([tp], request_timeout=15)[tp].result(timeout=20)
+    assert res.low_watermark == 123, res
+    c = ck_consumer(broker.bootstrap)
+    try:
+        assert c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (123, 500)
+        [r] = c.offsets_for_times([TopicPartition(topic, 0, 0)], timeout=10)
+        assert r.offset == 123, r
+    finally:
+        c.close()
+    from confluent_kafka import OFFSET_BEGINNING
+    got = ck_consume(broker.bootstrap, topic, {0: (OFFSET_BEGINNING, 377)})
+    assert [o for o, _ in got[0]] == list(range(123, 500))
+    assert [r for _, r in got[0]] == records[123:]
