@@ -1,0 +1,69 @@
+"""AlterConfigs (key 33), versions 0-2: the legacy, full-replacement form.
+
+Behaviour follows Apache Kafka on a KRaft broker (ConfigAdminManager.preprocess for the legacy
+request, then ConfigurationControlManager.legacyAlterConfigResource):
+- The same (type, name) twice: both get INVALID_REQUEST "Each resource must appear at most
+  once."; a config named twice: INVALID_REQUEST "Error due to duplicate config keys"; any null
+  value: INVALID_REQUEST "Null value not supported for : a, b".
+- TOPIC (2): the request's configs become the topic's whole override set: overrides not listed
+  are removed (their values fall back to the broker defaults).  Validation and error texts are
+  IncrementalAlterConfigs' (unknown name / bad value → INVALID_CONFIG, checked before the topic's
+  existence; missing topic → UNKNOWN_TOPIC_OR_PARTITION "The topic 'X' does not exist.").
+  ``validate_only`` checks without changing anything; otherwise the overrides are persisted and
+  applied to the open partitions before the answer.
+- BROKER (4): pykbroker has no dynamic broker configs, so a non-empty config list gets Kafka's
+  answer for configs it cannot update dynamically: INVALID_REQUEST "Cannot update these configs
+  dynamically: Set(...)"; the name must be empty or this node's id.  An empty list succeeds.
+- BROKER_LOGGER (8) is not accepted by the legacy API (INVALID_REQUEST "Unknown resource type 8",
+  as Kafka); GROUP / CLIENT_METRICS are not built (INVALID_REQUEST "Unsupported resource type").
+Version notes: v2 is flexible; v1 only changed throttling semantics.
+"""
+from __future__ import annotations
+
+from ..protocol.errors import ErrorCode, KafkaError
+from .k44_incremental_alter_configs import (BROKER, BROKER_LOGGER, TOPIC, alter_topic,
+                                            check_broker_name, check_config_list,
+                                            duplicate_resources, refuse_static_broker_configs,
+                                            unsupported_type)
+
+API_KEY = 33
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+
+async def _one(ctx, res, validate_only: bool) -> None:
+    configs = res["configs"]
+    check_config_list(configs, lambda c: False)
+    rtype, name = res["resource_type"], res["resource_name"]
+    if rtype == TOPIC:
+        await alter_topic(ctx.broker, name, {c["name"]: c["value"] for c in configs}, validate_only)
+    elif rtype == BROKER:
+        check_broker_name(ctx.broker, name)
+        refuse_static_broker_configs([c["name"] for c in configs])
+    elif rtype == BROKER_LOGGER:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Unknown resource type %d" % rtype)
+    else:
+        raise unsupported_type(rtype)
+
+
+async def handle(ctx, request):
+    resources = request["resources"]
+    dup = duplicate_resources(resources)
+    out = []
+    for i, res in enumerate(resources):
+        code, msg = 0, None
+        try:
+            if i in dup:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+            await _one(ctx, res, request["validate_only"])
+        except KafkaError as e:
+            code, msg = int(e.code), e.message
+        out.append({"error_code": code, "error_message": msg,
+                    "resource_type": res["resource_type"], "resource_name": res["resource_name"]})
+    return {"throttle_time_ms": 0, "responses": out}
+
+
+def error_response(ctx, request, code):
+    return {"throttle_time_ms": 0, "responses": [
+        {"error_code": int(code), "error_message": None, "resource_type": r["resource_type"],
+         "resource_name": r["resource_name"]} for r in request.get("resources") or []]}
