@@ -41,6 +41,7 @@ import trio
 
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.records import RecordError, validate_produce_records
+from ..server.connection import CloseConnection
 
 API_KEY = 0
 MIN_VERSION = 3
@@ -130,8 +131,7 @@ async def handle(ctx, request):
     if acks == 0:
         if failed:
             # Kafka closes the connection when an acks=0 produce fails: the only signal left.
-            log.info("closing connection from %s after a failed acks=0 produce", ctx.connection.peer)
-            await ctx.connection.stream.aclose()
+            raise CloseConnection("a produce with acks=0 failed")
         return None
     if waits:
         deadline = trio.current_time() + max(request["timeout_ms"], 0) / 1000.0

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 
 import trio
 
-from ..protocol.codec import APIS, Chunks
+from ..protocol.codec import APIS
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.framing import FrameBuffer, frame_response, parse_request_header, peek_api
 from ..protocol.primitives import ProtocolError
@@ -28,6 +27,11 @@ from ..protocol.primitives import ProtocolError
 log = logging.getLogger("pykbroker.connection")
 
 API_VERSIONS_KEY = 18
+
+
+class CloseConnection(Exception):
+    """Raised by a handler to close the connection without answering (Kafka does this when an
+    acks=0 Produce fails: closing is the only signal such a client gets)."""
 
 
 class RequestContext:
@@ -142,6 +146,9 @@ class Connection:
             return None
         try:
             response = await handler.handle(ctx, request)
+        except CloseConnection as e:
+            log.info("closing connection from %s: %s", self.peer, e)
+            return None
         except Exception as e:  # a handler bug must still answer the client
             code = e.code if isinstance(e, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR
             if not isinstance(e, KafkaError):
