@@ -440,13 +440,31 @@ def compress(codec: int, data: bytes) -> bytes:
     raise RecordError(CORRUPT_MESSAGE, f"unknown compression codec {codec}")
 
 
-def decompress(codec: int, data) -> bytes:
+# Decoding happens off the hot path on data a client wrote (ListOffsets by
+# timestamp, compaction).  A tiny "zip bomb" batch must not be able to make
+# the broker allocate gigabytes, so decompressed output is capped.  256 MiB
+# is far above what a producer can create within max.message.bytes limits
+# with real data (Kafka's default is 1 MiB compressed).
+MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024
+
+
+def _too_big():
+    return RecordError(CORRUPT_MESSAGE, "decompressed batch exceeds the size limit")
+
+
+def decompress(codec: int, data, limit: int = MAX_DECOMPRESSED_BYTES) -> bytes:
     data = bytes(data)
     try:
         if codec == CODEC_NONE:
             return data
         if codec == CODEC_GZIP:
-            return zlib.decompress(data, 16 + zlib.MAX_WBITS)
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            out = d.decompress(data, limit + 1)
+            if len(out) > limit:
+                raise _too_big()
+            if not d.eof:
+                raise RecordError(CORRUPT_MESSAGE, "truncated gzip stream")
+            return out
         if codec == CODEC_SNAPPY:
             s = _snappy()
             if data.startswith(_XERIAL_MAGIC):
@@ -459,25 +477,59 @@ def decompress(codec: int, data) -> bytes:
                     pos += 4
                     if blen < 0 or pos + blen > len(data):
                         raise RecordError(CORRUPT_MESSAGE, "bad xerial snappy block length")
-                    out += bytes(s.decompress_raw(data[pos:pos + blen]))
+                    block = data[pos:pos + blen]
+                    if _snappy_raw_length(block) + len(out) > limit:
+                        raise _too_big()
+                    out += bytes(s.decompress_raw(block))
                     pos += blen
                 return bytes(out)
+            if _snappy_raw_length(data) > limit:
+                raise _too_big()
             return bytes(s.decompress_raw(data))
         if codec == CODEC_LZ4:
             import lz4.frame
-            return lz4.frame.decompress(data)
+            d = lz4.frame.LZ4FrameDecompressor()
+            out = d.decompress(data, max_length=limit + 1)
+            if len(out) > limit:
+                raise _too_big()
+            if not d.eof:
+                raise RecordError(CORRUPT_MESSAGE, "truncated lz4 frame")
+            return out
         if codec == CODEC_ZSTD:
             import zstandard
-            dobj = zstandard.ZstdDecompressor().decompressobj()
-            out = dobj.decompress(data)
-            if not dobj.eof:
-                raise RecordError(CORRUPT_MESSAGE, "truncated zstd frame")
-            return out
+            dctx = zstandard.ZstdDecompressor()
+            # 1. bounded streaming read to enforce the limit (frames need not
+            #    carry a content size: zstd-jni's streaming output may not)
+            with dctx.stream_reader(data, read_across_frames=True) as r:
+                if len(r.read(limit + 1)) > limit:
+                    raise _too_big()
+            # 2. frame-by-frame decode, which detects truncated frames
+            out = bytearray()
+            rest = data
+            while rest:
+                dobj = dctx.decompressobj()
+                out += dobj.decompress(rest)
+                if not dobj.eof:
+                    raise RecordError(CORRUPT_MESSAGE, "truncated zstd frame")
+                rest = dobj.unused_data
+            return bytes(out)
     except RecordError:
         raise
     except Exception as e:  # codec libraries raise assorted exception types
         raise RecordError(CORRUPT_MESSAGE, f"cannot decompress batch: {e}") from None
     raise RecordError(CORRUPT_MESSAGE, f"unknown compression codec {codec}")
+
+
+def _snappy_raw_length(block: bytes) -> int:
+    """Uncompressed length announced by a raw snappy block (its varint
+    preamble), read before decompressing."""
+    result = shift = 0
+    for i, b in enumerate(block[:5]):
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result
+        shift += 7
+    raise RecordError(CORRUPT_MESSAGE, "bad snappy length preamble")
 
 
 # ---------------------------------------------------------------------------

@@ -220,3 +220,14 @@ def test_fuzz_mutated_valid_batch(data):
         decode_records(bytes(b))
     except RecordError:
         pass
+
+
+@pytest.mark.parametrize("codec", CODECS[1:])
+def test_decompression_is_bounded(codec):
+    data = b"\x00" * 100_000
+    comp = R.compress(codec, data)
+    assert R.decompress(codec, comp, limit=100_000) == data
+    with pytest.raises(RecordError):
+        R.decompress(codec, comp, limit=99_999)
+    with pytest.raises(RecordError):
+        R.decompress(codec, comp[:-3])   # truncated stream
