@@ -179,6 +179,21 @@ class _Index:
                 self.fs.close(fd)
             self._dirty = False
 
+    def sync(self) -> None:
+        """fsync what :meth:`persist` wrote.  Touches no entries, so it may
+        run in a worker thread while the owner keeps appending."""
+        if not self._dirty:
+            return
+        self._dirty = False
+        try:
+            fd = self.fs.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            self.fs.fsync(fd)
+        finally:
+            self.fs.close(fd)
+
     def _rewrite(self) -> None:
         data = b"".join(self._pack(i) for i in range(len(self._a)))
         fd = self.fs.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)

@@ -522,8 +522,8 @@ class LogSegment:
         if self.dir_dirty:
             self.fs.fsync_dir(self.dir)
             self.dir_dirty = False
-        self.offset_index.persist(fsync=True)
-        self.time_index.persist(fsync=True)
+        self.offset_index.sync()
+        self.time_index.sync()
 
     def complete_flush(self, token) -> None:
         _, size, gen = token
