@@ -250,3 +250,52 @@ def test_delete_records(broker):
     got = ck_consume(broker.bootstrap, topic, {0: (OFFSET_BEGINNING, 377)})
     assert [o for o, _ in got[0]] == list(range(123, 500))
     assert [r for _, r in got[0]] == records[123:]
+
+
+def test_auto_create_on_produce_not_on_admin_metadata(broker):
+    """auto.create.topics.enable (default true): a producer's Metadata request
+    (AllowAutoTopicCreation=true) creates the topic with num.partitions (default 1); a
+    librdkafka consumer's lookup (allow.auto.create.topics=false by default, so
+    AllowAutoTopicCreation=false) gets UNKNOWN_TOPIC_OR_PARTITION and creates nothing.
+    (librdkafka's AdminClient.list_topics(topic=...) sends AllowAutoTopicCreation=true, as a
+    producer handle does: it would create the topic on Apache Kafka too.)"""
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import AdminClient
+    auto = unique_topic("x-auto")
+    rec = make_records(5, 1, seed=607, null_header_values=False, null_key_and_value=False)
+    kp_produce(broker.bootstrap, auto, rec, "none")
+    got = kp_consume(broker.bootstrap, auto, {0: (0, 5)})
+    assert [r for _, r in got[0]] == rec
+    a = AdminClient({"bootstrap.servers": broker.bootstrap})
+    assert len(a.list_topics(timeout=10).topics[auto].partitions) == 1
+    ghost = unique_topic("x-ghost")
+    c = ck_consumer(broker.bootstrap)
+    try:
+        md = c.list_topics(topic=ghost, timeout=10)
+    finally:
+        c.close()
+    assert md.topics[ghost].error is not None
+    assert md.topics[ghost].error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    assert ghost not in a.list_topics(timeout=10).topics
+
+
+@pytest.mark.skipif(__import__("shutil").which("kcat") is None, reason="kcat not installed")
+def test_kcat_metadata_listing(broker):
+    """kcat -L -J: the broker (advertised host:port), the topic with its partitions, leader,
+    replicas and ISR as a single broker has them."""
+    import json
+
+    from .util import kcat
+    topic = unique_topic("x-meta")
+    kp_create_topic(broker.bootstrap, topic, 3)
+    md = json.loads(kcat(["-L", "-J", "-b", broker.bootstrap, "-t", topic]))
+    [b] = md["brokers"]
+    assert b["name"] == broker.bootstrap, md["brokers"]
+    [t] = md["topics"]
+    assert t["topic"] == topic and "error" not in t, t
+    parts = sorted(t["partitions"], key=lambda p: p["partition"])
+    assert [p["partition"] for p in parts] == [0, 1, 2]
+    for p in parts:
+        assert p["leader"] == b["id"], p
+        assert [r["id"] for r in p["replicas"]] == [b["id"]], p
+        assert [r["id"] for r in p["isrs"]] == [b["id"]], p
