@@ -1,0 +1,301 @@
+#!/usr/bin/env python3
+"""Real Apache Kafka as the oracle: fetch the broker from Maven Central, run one KRaft node.
+
+    python3 compat/kafka/oracle.py fetch            # jars into ~/.cache/pykbroker/kafka-<version>/libs
+    python3 compat/kafka/oracle.py run              # start a broker+controller node, print its
+                                                    # bootstrap address, stop it on Ctrl-C / SIGTERM
+
+From Python (the differential suite in tests/differential uses this)::
+
+    k = KafkaOracle(data_dir).start()   # fetches the jars if needed, formats, starts, waits
+    k.bootstrap                          # "127.0.0.1:<port>"
+    k.stop()
+
+The Kafka version is the ``kafka.version`` property of ``compat/kafka/pom.xml`` (the newest 4.x on
+Central). ``mvn dependency:copy-dependencies`` resolves the broker's runtime classpath through the
+local repository ``~/.m2`` (offline first, so a warm cache needs no network) and copies it into
+the cache directory; a ``.complete`` stamp marks a finished copy. The node is a combined
+``process.roles=broker,controller`` KRaft node on 127.0.0.1 with two free ephemeral ports (client
+and controller listener), a fresh data directory formatted by ``kafka.tools.StorageTool`` with a
+random cluster id, a 512 MiB heap, and the single-node settings Kafka's own quickstart uses
+(internal topics with replication factor 1) plus ``group.initial.rebalance.delay.ms=0``.
+"""
+from __future__ import annotations
+
+import base64
+import fcntl
+import os
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+POM = HERE / "pom.xml"
+CACHE_ROOT = Path(os.environ.get("PYKBROKER_CACHE", Path.home() / ".cache" / "pykbroker"))
+
+
+class OracleUnavailable(RuntimeError):
+    """Java/Maven missing or the Kafka jars could not be fetched."""
+
+
+def kafka_version() -> str:
+    m = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", POM.read_text())
+    if not m:
+        raise OracleUnavailable("no <kafka.version> in %s" % POM)
+    return m.group(1).strip()
+
+
+def cache_dir(version: str | None = None) -> Path:
+    return CACHE_ROOT / ("kafka-%s" % (version or kafka_version()))
+
+
+def fetch(version: str | None = None, quiet: bool = True) -> Path:
+    """Make sure the broker's jars are in the cache; returns the libs directory."""
+    version = version or kafka_version()
+    missing = [t for t in ("java", "mvn") if shutil.which(t) is None]
+    if missing:
+        raise OracleUnavailable(
+            "running Apache Kafka as the oracle needs %s on PATH (Java 17+ and Maven 3.8+; "
+            "tools/test.sh installs default-jdk-headless and maven)" % " and ".join(missing))
+    root = cache_dir(version)
+    libs = root / "libs"
+    stamp = root / ".complete"
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".fetch.lock", "w") as lock:   # several sessions may fetch at once
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if stamp.exists():
+            return libs
+        if libs.exists():
+            shutil.rmtree(libs)
+        base = ["mvn", "-B", "-Dstyle.color=never", "-f", str(POM), "-Dkafka.version=%s" % version,
+                "dependency:copy-dependencies", "-DincludeScope=runtime",
+                "-DoutputDirectory=%s" % libs]
+        if quiet:
+            base.insert(1, "-q")
+        # Offline first: CI keeps ~/.m2 warm; online (Maven Central) only when something is missing.
+        r = subprocess.run(base[:1] + ["-o"] + base[1:], capture_output=True, text=True)
+        if r.returncode != 0:
+            r = subprocess.run(base, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise OracleUnavailable("could not fetch Apache Kafka %s from Maven Central:\n%s\n%s"
+                                    % (version, r.stdout[-4000:], r.stderr[-4000:]))
+        jar = libs / ("kafka_2.13-%s.jar" % version)
+        if not jar.exists():
+            raise OracleUnavailable("Maven finished but %s is missing" % jar)
+        stamp.write_text(version + "\n")
+    return libs
+
+
+def classpath(libs: Path) -> str:
+    return os.pathsep.join(str(p) for p in sorted(libs.glob("*.jar")))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _metadata_brokers(host: str, port: int, timeout: float = 2.0) -> int:
+    """Send Metadata v1 (all topics) on a plain socket; returns how many brokers it lists.
+
+    Hand-encoded so the oracle module needs nothing but the standard library."""
+    body = struct.pack(">hhih", 3, 1, 1, 6) + b"oracle" + struct.pack(">i", -1)
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.settimeout(timeout)
+        s.sendall(struct.pack(">i", len(body)) + body)
+        buf = b""
+        while len(buf) < 4:
+            c = s.recv(4 - len(buf))
+            if not c:
+                raise ConnectionError("closed")
+            buf += c
+        n = struct.unpack(">i", buf)[0]
+        data = b""
+        while len(data) < n:
+            c = s.recv(n - len(data))
+            if not c:
+                raise ConnectionError("closed")
+            data += c
+    # correlation id (4) then the brokers array count
+    return struct.unpack_from(">i", data, 4)[0]
+
+
+class KafkaOracle:
+    """One single-node Apache Kafka (KRaft, combined broker+controller) on loopback."""
+
+    def __init__(self, data_dir: str | os.PathLike, overrides: dict | None = None,
+                 heap: str = "512m", version: str | None = None):
+        self.dir = Path(data_dir)
+        self.overrides = dict(overrides or {})
+        self.heap = heap
+        self.version = version or kafka_version()
+        self.port = 0
+        self.controller_port = 0
+        self.node_id = 1
+        self.cluster_id = ""
+        self.proc: subprocess.Popen | None = None
+        self.lines: list[str] = []
+        self.start_seconds = 0.0
+
+    @property
+    def bootstrap(self) -> str:
+        return "127.0.0.1:%d" % self.port
+
+    def properties(self) -> dict:
+        p = {
+            "process.roles": "broker,controller",
+            "node.id": str(self.node_id),
+            "controller.quorum.voters": "%d@127.0.0.1:%d" % (self.node_id, self.controller_port),
+            "listeners": "PLAINTEXT://127.0.0.1:%d,CONTROLLER://127.0.0.1:%d"
+                         % (self.port, self.controller_port),
+            "advertised.listeners": "PLAINTEXT://127.0.0.1:%d" % self.port,
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "log.dirs": str(self.dir / "data"),
+            "offsets.topic.replication.factor": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+        }
+        p.update(self.overrides)
+        return p
+
+    def _java(self, cp: str) -> list[str]:
+        log_dir = self.dir / "logs"
+        return ["java", "-Xms128m", "-Xmx%s" % self.heap, "-XX:+UseSerialGC",
+                # C1 only: starts faster on a shared 2-core machine; the tests move little data.
+                "-XX:TieredStopAtLevel=1",
+                "-Djava.awt.headless=true", "-Dkafka.logs.dir=%s" % log_dir,
+                "-Dorg.slf4j.simpleLogger.defaultLogLevel=%s" % os.environ.get("PYKBROKER_ORACLE_LOG", "info"),
+                "-Dorg.slf4j.simpleLogger.showDateTime=true",
+                "-cp", cp]
+
+    def start(self, timeout: float = 90.0) -> "KafkaOracle":
+        t0 = time.monotonic()
+        libs = fetch(self.version)
+        cp = classpath(libs)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        for attempt in range(3):   # a freed ephemeral port can be taken before Kafka binds it
+            self.port, self.controller_port = _free_port(), _free_port()
+            if self.port == self.controller_port:
+                continue
+            data = self.dir / "data"
+            if data.exists():
+                shutil.rmtree(data)
+            cfg = self.dir / "server.properties"
+            cfg.write_text("".join("%s=%s\n" % kv for kv in self.properties().items()))
+            # Kafka's cluster ids are 16 random bytes in URL-safe base64 without padding.
+            self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            r = subprocess.run(self._java(cp) + ["kafka.tools.StorageTool", "format", "-t", self.cluster_id,
+                                                 "-c", str(cfg)], capture_output=True, text=True)
+            if r.returncode != 0:
+                raise OracleUnavailable("kafka-storage format failed:\n%s\n%s" % (r.stdout, r.stderr[-4000:]))
+            self.lines = []
+            self.proc = subprocess.Popen(self._java(cp) + ["kafka.Kafka", str(cfg)],
+                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                         bufsize=1, start_new_session=True)
+            threading.Thread(target=self._pump, args=(self.proc,), daemon=True).start()
+            if self._wait_ready(t0 + timeout):
+                self.start_seconds = time.monotonic() - t0
+                return self
+            bind_failed = "Address already in use" in self.log_text()
+            self.kill()
+            if not bind_failed:
+                break
+        raise OracleUnavailable("Apache Kafka %s did not become ready within %ss:\n%s"
+                                % (self.version, timeout, "".join(self.lines[-60:])))
+
+    def _pump(self, proc) -> None:
+        for line in proc.stdout:
+            self.lines.append(line)
+            if os.environ.get("PYKBROKER_TEST_ECHO"):
+                sys.stderr.write("[kafka] " + line)
+
+    def _wait_ready(self, deadline: float) -> bool:
+        """Ready = the client listener answers Metadata and lists this broker (it is unfenced)."""
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False
+            try:
+                if _metadata_brokers("127.0.0.1", self.port) >= 1:
+                    return True
+            except (OSError, struct.error):
+                pass
+            time.sleep(0.2)
+        return False
+
+    def log_text(self) -> str:
+        return "".join(self.lines)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Controlled shutdown (SIGTERM); SIGKILL if it hangs."""
+        if self.proc is None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def main(argv=None) -> int:
+    import argparse
+    import tempfile
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    f = sub.add_parser("fetch", help="download the broker jars into the cache")
+    f.add_argument("--version", default=None)
+    r = sub.add_parser("run", help="start a single-node KRaft broker and keep it running")
+    r.add_argument("--version", default=None)
+    r.add_argument("--data-dir", default=None, help="default: a fresh temporary directory")
+    r.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+    args = ap.parse_args(argv)
+    if args.cmd == "fetch":
+        print(fetch(args.version, quiet=False))
+        return 0
+    data_dir = args.data_dir or tempfile.mkdtemp(prefix="kafka-oracle-")
+    overrides = dict(o.split("=", 1) for o in args.override)
+    k = KafkaOracle(data_dir, overrides, version=args.version)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *a: stop.set())
+    k.start()
+    print("Apache Kafka %s ready on %s (cluster id %s, data in %s, started in %.1fs)"
+          % (k.version, k.bootstrap, k.cluster_id, data_dir, k.start_seconds), flush=True)
+    try:
+        while not stop.is_set() and k.proc.poll() is None:
+            stop.wait(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        k.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
