@@ -558,6 +558,81 @@ class Log:
                 seg.delete()
             return offset
 
+    # ------------------------------------------- retention / cleaner hooks
+    def delete_segments(self, doomed: list) -> list:
+        """Retention: remove ``doomed`` (a prefix of the segment list) from
+        the log, advance the log start offset to the new first segment's
+        base, and rename their files to ``.deleted`` (Kafka's async delete:
+        the caller removes them after ``file.delete.delay.ms``).  If every
+        segment is doomed, a new empty active segment is rolled first, as
+        Kafka does.  Returns the renamed segments (their ``delete`` removes
+        the ``.deleted`` files)."""
+        with self._lock:
+            if self._closed or not doomed:
+                return []
+            n = 0
+            for seg in doomed:                    # only an exact prefix, by identity
+                if n < len(self._segments) and self._segments[n] is seg:
+                    n += 1
+                else:
+                    break
+            if n == 0:
+                return []
+            if n == len(self._segments):
+                self._roll(self.log_end_offset)
+            removed = self._segments[:n]
+            del self._segments[:n]
+            del self._bases[:n]
+            new_start = self._segments[0].base_offset
+            if new_start > self.log_start_offset:
+                self.log_start_offset = new_start
+                if self.high_watermark < new_start:
+                    self.high_watermark = new_start
+                if self.recovery_point < new_start:
+                    self.recovery_point = new_start
+                self.epoch_cache.truncate_from_start(new_start)
+            out = []
+            for seg in removed:
+                try:
+                    seg.change_file_suffixes("", ".deleted")
+                except OSError as e:
+                    log.warning("cannot rename %s for deletion: %s", seg.log_path, e)
+                seg._release()
+                out.append(seg)
+            return out
+
+    def replace_segments(self, cleaned: LogSegment, old: list, hook=None) -> bool:
+        """Log cleaner swap (Kafka's replaceSegments), called by the
+        partition's owner: ``cleaned`` (files ``*.cleaned``, flushed) takes
+        the place of the contiguous segments ``old``.  Steps, each crash-safe
+        because the loader completes a ``.swap`` and drops ``.cleaned`` /
+        ``.deleted`` files:  ``.cleaned`` -> ``.swap``; old files ->
+        ``.deleted``; ``.swap`` -> live names.  Returns False (nothing
+        changed) when ``old`` is no longer a run of non-active segments of
+        this log (retention, DeleteRecords or truncation got there first).
+        ``hook(step)`` lets tests stop after a step ("swap", "deleted")."""
+        with self._lock:
+            if self._closed or not old:
+                return False
+            try:
+                i = next(k for k, s in enumerate(self._segments) if s is old[0])
+            except StopIteration:
+                return False
+            if self._segments[i:i + len(old)] != old or i + len(old) >= len(self._segments):
+                return False
+            cleaned.change_file_suffixes(".cleaned", ".swap")
+            if hook:
+                hook("swap")
+            for seg in old:
+                seg.change_file_suffixes("", ".deleted")
+                seg._release()
+            if hook:
+                hook("deleted")
+            cleaned.change_file_suffixes(".swap", "")
+            self._segments[i:i + len(old)] = [cleaned]
+            self._bases[i:i + len(old)] = [cleaned.base_offset]
+            return True
+
     # -------------------------------------------------------- flush / close
     def flush(self) -> None:
         """fsync every segment with unflushed data (log + indexes), then
@@ -644,9 +719,46 @@ class LogLoader:
                           max_index_entries=c.max_index_entries,
                           max_time_index_entries=c.max_time_index_entries)
 
+    def _complete_swaps(self) -> None:
+        """Finish or roll back an interrupted log-cleaner swap (Kafka's
+        LogLoader rules).  ``.cleaned`` files were never complete: dropped
+        (rollback, the old segments are intact).  ``.deleted`` files were
+        already replaced: dropped.  A ``.log.swap`` is a complete, fsynced
+        cleaned segment: live segments whose base offset lies in
+        [swap base, swap next offset) are deleted and the swap renamed into
+        place (completion); its indexes are rebuilt by a CRC scan."""
+        fs, d = self.fs, self.dir
+        names = fs.listdir(d)
+        for name in names:
+            if name.endswith((".cleaned", ".deleted")) or \
+                    (name.endswith(".swap") and not name.endswith(".log.swap")):
+                fs.remove(os.path.join(d, name))
+        swaps = sorted(int(n[:20]) for n in names
+                       if n.endswith(".log.swap") and _LOG_FILE_RE.match(n[:-5]))
+        for base in swaps:
+            seg = LogSegment(d, base, fs=self.fs, file_suffix=".swap",
+                             index_interval_bytes=self.config.index_interval_bytes,
+                             max_index_entries=self.config.max_index_entries,
+                             max_time_index_entries=self.config.max_time_index_entries)
+            seg.recover()
+            end = seg.next_offset
+            for name in fs.listdir(d):
+                m = _LOG_FILE_RE.match(name)
+                if m and base <= int(m.group(1)) < max(end, base + 1):
+                    for suffix in (".log", ".index", ".timeindex"):
+                        fs.remove(os.path.join(d, m.group(1) + suffix))
+            seg.change_file_suffixes(".swap", "")
+            seg.offset_index.persist()
+            seg.time_index.persist()
+            seg.close()
+            log.info("completed an interrupted cleaner swap of segment %d in %s", base, d)
+        if swaps:
+            fs.fsync_dir(d)
+
     def load(self) -> Log:
         fs, d = self.fs, self.dir
         fs.makedirs(d)
+        self._complete_swaps()
         names = fs.listdir(d)
         bases = []
         log_names = set()

@@ -112,20 +112,22 @@ class FileRegion:
 class LogSegment:
     def __init__(self, dir: str, base_offset: int, *, fs: FileSystem = REAL_FS,
                  index_interval_bytes: int = 4096, max_index_entries: int = 10485760 // 8,
-                 max_time_index_entries: Optional[int] = None):
+                 max_time_index_entries: Optional[int] = None, file_suffix: str = ""):
+        # file_suffix: "" for live segments; the log cleaner builds its output
+        # under Kafka's ".cleaned" suffix and renames through ".swap"
         self.dir = dir
         self.base_offset = base_offset
         self.fs = fs
         self.index_interval_bytes = index_interval_bytes
-        self.log_path = os.path.join(dir, segment_file_name(base_offset, ".log"))
+        self.log_path = os.path.join(dir, segment_file_name(base_offset, ".log") + file_suffix)
         fd = fs.open(self.log_path, os.O_RDWR | os.O_CREAT)
         self._fdh = _FdHandle(fd, fs)
         self.size = fs.fsize(fd)
-        self.offset_index = OffsetIndex(os.path.join(dir, segment_file_name(base_offset, ".index")),
+        self.offset_index = OffsetIndex(os.path.join(dir, segment_file_name(base_offset, ".index") + file_suffix),
                                         base_offset, max_index_entries, fs)
         if max_time_index_entries is None:
             max_time_index_entries = max_index_entries * 8 // 12
-        self.time_index = TimeIndex(os.path.join(dir, segment_file_name(base_offset, ".timeindex")),
+        self.time_index = TimeIndex(os.path.join(dir, segment_file_name(base_offset, ".timeindex") + file_suffix),
                                     base_offset, max_time_index_entries, fs)
         self.offset_index.on_corrupt = self._rebuild_indexes
         self.time_index.on_corrupt = self._rebuild_indexes
@@ -560,6 +562,20 @@ class LogSegment:
 
     def force_close(self) -> None:
         self._fdh.close()
+
+    def change_file_suffixes(self, old: str, new: str) -> None:
+        """Rename the three files from suffix ``old`` to ``new`` (Kafka's
+        LogSegment.changeFileSuffixes).  The open fd (and any FileRegion
+        still using it) is unaffected by the rename.  The .log goes last so
+        that a crash never leaves a ``.log<new>`` whose indexes still carry
+        ``old`` (the loader rebuilds indexes of swapped segments anyway)."""
+        for idx in (self.offset_index, self.time_index):
+            if idx.path.endswith(old):
+                idx.rename(idx.path[:len(idx.path) - len(old)] + new)
+        if self.log_path.endswith(old):
+            new_path = self.log_path[:len(self.log_path) - len(old)] + new
+            self.fs.rename(self.log_path, new_path)
+            self.log_path = new_path
 
     def delete(self) -> None:
         """Remove the files.  An in-flight FileRegion keeps reading the
