@@ -1,0 +1,92 @@
+"""Fixtures of the differential suite: one pykbroker and one Apache Kafka per session.
+
+Every test runs the same scenario against both (``both(fn, ...)``) and asserts that what the
+client observed is equal after normalising only what must differ between two clusters (cluster
+id, node id, ports, topic ids, timestamps).  The Apache Kafka broker comes from
+``compat/kafka/oracle.py`` (jars from Maven Central, cached under ~/.cache/pykbroker).  If Java,
+Maven or the jars are missing the tests FAIL: the oracle is part of what CI checks.
+``PYKBROKER_QUICK=1`` skips the whole suite (everyday runs).
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from pykbroker.testing import BrokerProcess
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# The same single-node settings on both sides (the oracle sets them in its server.properties).
+COMMON_OVERRIDES = {"group.initial.rebalance.delay.ms": "0"}
+
+
+def _load_oracle():
+    spec = importlib.util.spec_from_file_location("pykbroker_kafka_oracle", ROOT / "compat" / "kafka" / "oracle.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("PYKBROKER_QUICK") == "1":
+        here = str(Path(__file__).parent)
+        skip = pytest.mark.skip(reason="PYKBROKER_QUICK=1: the differential suite against Apache Kafka runs in CI")
+        for item in items:
+            if str(item.fspath).startswith(here):
+                item.add_marker(skip)
+
+
+class Target:
+    """One side of the comparison: a name, a bootstrap address and its identities to normalise."""
+
+    def __init__(self, name, bootstrap, node_id, proc):
+        self.name = name
+        self.bootstrap = bootstrap
+        self.node_id = node_id
+        self.proc = proc
+        host, port = bootstrap.rsplit(":", 1)
+        self.host, self.port = host, int(port)
+
+    def __repr__(self):
+        return "<%s %s>" % (self.name, self.bootstrap)
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory):
+    oracle = _load_oracle()
+    k = oracle.KafkaOracle(tmp_path_factory.mktemp("kafka"), COMMON_OVERRIDES)
+    try:
+        k.start()
+    except Exception as e:   # never a skip: a missing oracle is a CI failure
+        pytest.fail("Apache Kafka (the oracle) could not be started: %s" % e, pytrace=False)
+    t = Target("kafka", k.bootstrap, k.node_id, k)
+    t.start_seconds = k.start_seconds
+    yield t
+    k.stop()
+
+
+@pytest.fixture(scope="session")
+def pyk(tmp_path_factory):
+    d = tmp_path_factory.mktemp("pykbroker")
+    b = BrokerProcess(str(d / "data"), COMMON_OVERRIDES)
+    b.start()
+    yield Target("pykbroker", b.bootstrap, 1, b)
+    try:
+        b.stop()
+    except Exception:
+        b.kill()
+
+
+@pytest.fixture(scope="session")
+def both(pyk, kafka):
+    """``both(fn, *args)`` -> (what fn observed on pykbroker, what it observed on Kafka)."""
+
+    def run(fn, *args, **kw):
+        return fn(pyk, *args, **kw), fn(kafka, *args, **kw)
+
+    run.pyk, run.kafka = pyk, kafka
+    return run

@@ -1,0 +1,66 @@
+"""ApiVersions: every API pykbroker advertises exists on Apache Kafka with the same lowest
+version, and pykbroker never advertises a version above Kafka's highest (clients negotiate to
+min(ours, theirs), so a higher max would mean semantics Kafka never had)."""
+import re
+from pathlib import Path
+
+import pytest
+
+from .wire import call
+
+HANDLERS = sorted(int(m.group(1)) for p in (Path(__file__).resolve().parents[2] / "pykbroker" / "handlers").glob("k*.py")
+                  if (m := re.match(r"k(\d+)_", p.name)))
+
+_cache = {}
+
+
+def ranges(target):
+    if target.name not in _cache:
+        r = call(target, 18, 3, {"client_software_name": "differential", "client_software_version": "1.0"})
+        assert r["error_code"] == 0
+        _cache[target.name] = {a["api_key"]: (a["min_version"], a["max_version"]) for a in r["api_keys"]}
+    return _cache[target.name]
+
+
+XFAIL = {
+    0: "Produce: Apache Kafka 4.4 still advertises v0-2 (kept for librdkafka); pykbroker's range starts at 3",
+}
+
+
+@pytest.mark.parametrize("api_key", [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=XFAIL[k]))
+                                     if k in XFAIL else k for k in HANDLERS])
+def test_advertised_range(both, api_key):
+    p = ranges(both.pyk)
+    k = ranges(both.kafka)
+    assert api_key in p, "pykbroker has a handler for %d but does not advertise it" % api_key
+    pmin, pmax = p[api_key]
+    kmin, kmax = k.get(api_key, (None, None))
+    assert (pmin, pmax <= (kmax if kmax is not None else -1)) == (kmin, True), \
+        "pykbroker advertises %d-%d, Kafka %s-%s" % (pmin, pmax, kmin, kmax)
+
+
+def test_no_api_unknown_to_kafka(both):
+    assert sorted(set(ranges(both.pyk)) - set(ranges(both.kafka))) == []
+
+
+def test_api_versions_v0_unsupported_version(both):
+    """A too-new ApiVersions request: v0 body with UNSUPPORTED_VERSION and the supported range of
+    ApiVersions itself (KIP-511)."""
+    from .wire import Raw
+    import struct
+
+    def scenario(t):
+        with Raw(t) as r:
+            # As a newer client sends it: header v2 (tagged fields) and a v3-shaped body.
+            hdr = struct.pack(">hhih", 18, 127, 99, 4) + b"diff" + b"\x00"
+            body = b"\x0dkafka-python\x043.0\x00"
+            r.sock.sendall(struct.pack(">i", len(hdr + body)) + hdr + body)
+            (n,) = struct.unpack(">i", r._exact(4))
+            frame = r._exact(n)
+        from pykbroker.protocol.codec import APIS
+        body = APIS[18].decode("response", 0, memoryview(frame)[4:])
+        own = [(a["min_version"], a["max_version"]) for a in body["api_keys"] if a["api_key"] == 18]
+        # the range must be the one this broker advertises (Kafka 4.4 has ApiVersions v5)
+        return body["error_code"], own == [ranges(t)[18]], own[0][0] if own else None
+    p, k = both(scenario)
+    assert p == k
