@@ -1,0 +1,157 @@
+"""Spark Structured Streaming through the real spark-sql-kafka-0-10 connector.
+
+``readStream.format("kafka")`` with the availableNow and processingTime triggers, restart from the
+checkpoint without loss or duplicates, ``failOnDataLoss`` true/false after DeleteRecords moved the
+log start offset past the checkpointed position, and the ``writeStream.format("kafka")`` sink.
+
+What Spark does against Apache Kafka in the data-loss case (connector 4.0 source): the driver plans
+[checkpointed offset, latest) per partition; the executor's consumer (assign + seek,
+``auto.offset.reset=none``) gets OFFSET_OUT_OF_RANGE, asks for the earliest/latest offsets (ListOffsets)
+and then either fails the task with "Cannot fetch offset N ... Some data may have been lost"
+(failOnDataLoss=true; local mode does not retry tasks, so the query fails) or logs a warning and
+continues from the new log start offset (false).
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from .util import create_topic, delete_records, produce, read_all, skip_in_quick_mode, unique
+
+pytestmark = [skip_in_quick_mode, pytest.mark.timeout(240)]
+
+
+def stream(spark, bootstrap, topic, **options):
+    r = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+         .option("subscribe", topic).option("startingOffsets", "earliest"))
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load()
+
+
+def run_available_now(df, out_dir, checkpoint, timeout=120):
+    """Parquet file sink (exactly-once with its own log) + checkpoint; one availableNow run."""
+    q = (df.selectExpr("partition", "offset", "CAST(value AS STRING) AS value")
+         .writeStream.format("parquet").option("path", out_dir)
+         .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+    try:
+        assert q.awaitTermination(timeout), "availableNow query did not finish in %ss" % timeout
+    finally:
+        if q.isActive:
+            q.stop()
+    if q.exception() is not None:
+        raise AssertionError(str(q.exception()))
+    return q
+
+
+def read_sink(spark, out_dir):
+    return sorted((r.partition, r.offset, r.value) for r in spark.read.parquet(out_dir).collect())
+
+
+def test_available_now_restart_from_checkpoint(spark, bootstrap, tmp_path):
+    t = create_topic(bootstrap, unique("avn"), 3)
+    produce(bootstrap, t, [{"partition": i % 3, "value": b"a%d" % i} for i in range(30)])
+    out, ckpt = str(tmp_path / "out"), str(tmp_path / "ckpt")
+    # maxOffsetsPerTrigger splits the backlog into several micro-batches within one availableNow run.
+    q = run_available_now(stream(spark, bootstrap, t, maxOffsetsPerTrigger="12"), out, ckpt)
+    assert sum(p["numInputRows"] for p in q.recentProgress) == 30
+    assert len([p for p in q.recentProgress if p["numInputRows"] > 0]) >= 3
+    first = read_sink(spark, out)
+    assert [(p, o) for p, o, _ in first] == [(p, o) for p in range(3) for o in range(10)]
+
+    produce(bootstrap, t, [{"partition": i % 3, "value": b"b%d" % i} for i in range(15)])
+    # Restart from the checkpoint: only the 15 new records, none lost, none twice.
+    q = run_available_now(stream(spark, bootstrap, t, maxOffsetsPerTrigger="12"), out, ckpt)
+    assert sum(p["numInputRows"] for p in q.recentProgress) == 15
+    both = read_sink(spark, out)
+    assert [(p, o) for p, o, _ in both] == [(p, o) for p in range(3) for o in range(15)]
+    values = {v for _, _, v in both}
+    assert values == {"a%d" % i for i in range(30)} | {"b%d" % i for i in range(15)}
+
+    # A third run with nothing new reads nothing.
+    q = run_available_now(stream(spark, bootstrap, t), out, ckpt)
+    assert sum(p["numInputRows"] for p in q.recentProgress) == 0
+    assert len(read_sink(spark, out)) == 45
+
+
+def test_processing_time_trigger_live(spark, bootstrap):
+    t = create_topic(bootstrap, unique("live"), 2)
+    name = "live_" + unique("q").replace("-", "_")
+    q = (stream(spark, bootstrap, t).selectExpr("partition", "offset", "CAST(value AS STRING) v")
+         .writeStream.format("memory").queryName(name).trigger(processingTime="500 milliseconds")
+         .start())
+    try:
+        sent = 0
+        for rnd in range(3):
+            produce(bootstrap, t, [{"partition": i % 2, "value": b"r%d-%d" % (rnd, i)}
+                                   for i in range(10)])
+            sent += 10
+            deadline = time.monotonic() + 60
+            while spark.sql("SELECT count(*) c FROM %s" % name).first().c < sent:
+                assert q.exception() is None, q.exception()
+                assert time.monotonic() < deadline, "live query did not catch up to %d" % sent
+                time.sleep(0.3)
+        got = spark.sql("SELECT partition, offset, v FROM %s" % name).collect()
+        assert sorted((r.partition, r.offset) for r in got) == \
+            [(p, o) for p in range(2) for o in range(15)]
+        assert sorted(r.v for r in got) == sorted("r%d-%d" % (a, i) for a in range(3)
+                                                  for i in range(10))
+        # Several triggers fired, each picking up what arrived since the previous one.
+        assert len([p for p in q.recentProgress if p["numInputRows"] > 0]) >= 3
+    finally:
+        q.stop()
+
+
+def test_kafka_sink(spark, bootstrap, tmp_path):
+    src = create_topic(bootstrap, unique("sink-src"), 2)
+    dst = create_topic(bootstrap, unique("sink-dst"), 2)
+    produce(bootstrap, src, [{"partition": i % 2, "key": b"k%d" % (i % 5), "value": b"hello %d" % i,
+                              "headers": [("i", b"%d" % i)]} for i in range(25)])
+    df = stream(spark, bootstrap, src, includeHeaders="true").selectExpr(
+        "key", "upper(CAST(value AS STRING)) AS value", "headers", "partition")
+    q = (df.writeStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+         .option("topic", dst).option("checkpointLocation", str(tmp_path / "ckpt"))
+         .trigger(availableNow=True).start())
+    assert q.awaitTermination(120)
+    assert q.exception() is None
+    got = read_all(bootstrap, dst, 2)
+    assert sorted((r["partition"], r["key"], r["value"], tuple(r["headers"])) for r in got) == sorted(
+        (i % 2, b"k%d" % (i % 5), b"HELLO %d" % i, (("i", b"%d" % i),)) for i in range(25))
+
+
+@pytest.fixture
+def lost_topic(spark, bootstrap, tmp_path):
+    """A 2-partition topic; a checkpointed query consumed offsets 0..9 of each partition; then 10
+    more per partition were produced and partition 0's log start moved to 15 by DeleteRecords."""
+    t = create_topic(bootstrap, unique("loss"), 2)
+    produce(bootstrap, t, [{"partition": i % 2, "value": b"a%d" % i} for i in range(20)])
+    out, ckpt = str(tmp_path / "out"), str(tmp_path / "ckpt")
+    run_available_now(stream(spark, bootstrap, t), out, ckpt)
+    assert len(read_sink(spark, out)) == 20
+    produce(bootstrap, t, [{"partition": i % 2, "value": b"b%d" % i} for i in range(20)])
+    assert delete_records(bootstrap, t, 0, 15) == 15
+    return t, out, ckpt
+
+
+def test_fail_on_data_loss_true(spark, bootstrap, lost_topic):
+    t, out, ckpt = lost_topic
+    from pyspark.errors import StreamingQueryException
+
+    with pytest.raises(StreamingQueryException) as ei:
+        run_available_now(stream(spark, bootstrap, t, failOnDataLoss="true"), out, ckpt)
+    msg = str(ei.value)
+    assert "Some data may have been lost" in msg, msg[:2000]
+    # KAFKA_DATA_LOSS.COULD_NOT_READ_OFFSET_RANGE: the executor could not read [10, 20) of partition 0.
+    assert "Could not read records in offset [10, 20) for topic partition %s-0\n" % t in msg, msg[:2000]
+    # Nothing from the failed batch was committed to the sink.
+    assert len(read_sink(spark, out)) == 20
+
+
+def test_fail_on_data_loss_false(spark, bootstrap, lost_topic):
+    t, out, ckpt = lost_topic
+    run_available_now(stream(spark, bootstrap, t, failOnDataLoss="false"), out, ckpt)
+    got = read_sink(spark, out)
+    # Partition 0 continues from the new log start (15); partition 1 loses nothing.
+    assert [(p, o) for p, o, _ in got] == \
+        [(0, o) for o in list(range(10)) + list(range(15, 20))] + [(1, o) for o in range(20)]
