@@ -6,6 +6,11 @@
 It consumes with manual commits *after processing*: each polled message is written to OUT as
 ``R <partition> <offset> <value>`` (flushed) and then its offset+1 is committed synchronously.
 Every change of the assignment is written as ``A <p,p,...>`` (and ``E <error>`` on failure).
+The client's own per-generation callbacks are logged as ``G <generation> <p,p,...>``: the full
+assignment of a completed rebalance (confluent: ``on_assign`` under an eager assignor, the
+generation read from ``consumer_group_metadata()``; kafka-python: the assignor's
+``on_assignment(assignment, generation)``, called for every completed join, eager or
+cooperative) — the tests check that no partition is owned twice in one generation.
 It stops cleanly (closing the consumer, i.e. leaving the group) when ``OUT.stop`` appears;
 tests also ``kill -9`` it.
 """
@@ -31,6 +36,10 @@ def main():
     out = open(a.out, "a", buffering=1)
     stop_file = a.out + ".stop"
     state = {"asg": None}
+
+    def note_generation(gen, parts):
+        out.write("G %d %s\n" % (gen, ",".join(map(str, sorted(parts)))))
+    a.note_generation = note_generation
 
     def note_assignment(parts):
         s = sorted(parts)
@@ -61,7 +70,13 @@ def run_confluent(a, out, stop_file, note):
     if a.instance:
         conf["group.instance.id"] = a.instance
     c = Consumer(conf)
-    c.subscribe([a.topic])
+
+    def on_assign(consumer, parts):
+        if a.protocol == "classic" and "cooperative" not in (a.assignor or ""):
+            # librdkafka's serialized group metadata: b"CGMDv2:" + int32 generation (host order) ...
+            md = consumer.consumer_group_metadata()
+            a.note_generation(int.from_bytes(md[7:11], sys.byteorder, signed=True), [tp.partition for tp in parts])
+    c.subscribe([a.topic], on_assign=on_assign)
     try:
         while not os.path.exists(stop_file):
             msgs = c.consume(100, 0.2)
@@ -86,9 +101,22 @@ def run_kafka_python(a, out, stop_file, note):
     from kafka import KafkaConsumer, TopicPartition
     from kafka.structs import OffsetAndMetadata
 
+    from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+    base = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor,
+            "cooperative-sticky": CooperativeStickyAssignor}[a.assignor or "range"]
+
+    class Recording(base):
+        def on_assignment(self, assignment, generation):
+            a.note_generation(generation, [p for _, p in assignment.partitions()])
+            return super().on_assignment(assignment, generation)
+
     kw = dict(bootstrap_servers=a.bootstrap, group_id=a.group, enable_auto_commit=False,
               auto_offset_reset="earliest", session_timeout_ms=a.session_ms,
-              heartbeat_interval_ms=max(a.session_ms // 6, 100), metadata_max_age_ms=2000)
+              heartbeat_interval_ms=max(a.session_ms // 6, 100), metadata_max_age_ms=2000,
+              partition_assignment_strategy=[Recording()])
     if a.instance:
         kw["group_instance_id"] = a.instance
     c = KafkaConsumer(**kw)

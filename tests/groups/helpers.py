@@ -118,3 +118,57 @@ def wait_consumed(workers, n, timeout=60):
     wait_until(lambda: len(consumed(workers)) >= n, timeout, 0.2,
                "%d records consumed (have %d)" % (n, len(consumed(workers))))
     return consumed(workers)
+
+
+def generations(worker):
+    """generation -> partitions the worker's client said it got in that generation (G lines)."""
+    out: dict[int, list[int]] = {}
+    for ln in worker.lines():
+        if ln.startswith("G "):
+            parts = ln.split()
+            out[int(parts[1])] = [int(x) for x in parts[2].split(",")] if len(parts) > 2 else []
+    return out
+
+
+def check_generations(workers):
+    """No partition owned by two members in one generation, from the clients' own callbacks.
+    Returns {generation: {partition: owner}}."""
+    by_gen: dict[int, dict[int, str]] = {}
+    for w in workers:
+        for gen, parts in generations(w).items():
+            owners = by_gen.setdefault(gen, {})
+            for p in parts:
+                assert p not in owners, "generation %d: partition %d owned by %s and %s" % (
+                    gen, p, owners[p], w.out)
+                owners[p] = w.out
+    return by_gen
+
+
+class BackgroundProducer:
+    """Keeps writing sequence numbers (round-robin over the partitions) until stopped."""
+
+    def __init__(self, bootstrap, topic, partitions=6, rate=300):
+        import threading
+        self.bootstrap, self.topic, self.partitions, self.rate = bootstrap, topic, partitions, rate
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        from kafka import KafkaProducer
+        p = KafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5, acks="all")
+        step = max(self.rate // 20, 1)
+        while not self._stop.is_set():
+            for _ in range(step):
+                p.send(self.topic, str(self.sent).encode(), partition=self.sent % self.partitions)
+                self.sent += 1
+            p.flush()
+            time.sleep(0.05)
+        p.flush()
+        p.close()
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join(30)
+        return self.sent
