@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from .wire import call
+from .wire import explain, call
 
 HANDLERS = sorted(int(m.group(1)) for p in (Path(__file__).resolve().parents[2] / "pykbroker" / "handlers").glob("k*.py")
                   if (m := re.match(r"k(\d+)_", p.name)))
@@ -63,4 +63,4 @@ def test_api_versions_v0_unsupported_version(both):
         # the range must be the one this broker advertises (Kafka 4.4 has ApiVersions v5)
         return body["error_code"], own == [ranges(t)[18]], own[0][0] if own else None
     p, k = both(scenario)
-    assert p == k
+    assert p == k, explain(p, k)

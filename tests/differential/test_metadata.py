@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from .wire import ZERO_UUID, call, create_topic, wait_for_topic
+from .wire import explain, ZERO_UUID, call, create_topic, wait_for_topic
 
 VERSIONS = list(range(0, 13))   # pykbroker 0-12; Kafka 4.x supports all of them
 
@@ -56,7 +56,7 @@ def test_existing_topic(both, version):
         create_topic(t, "md-existing", 3)
         return norm(t, request(t, version, ["md-existing"]))
     p, k = both(scenario)
-    assert p == k
+    assert p == k, explain(p, k)
 
 
 @pytest.mark.parametrize("version", [v for v in VERSIONS if v >= 8])
@@ -66,20 +66,20 @@ def test_authorized_operations_requested(both, version):
         create_topic(t, "md-existing", 3)
         return norm(t, request(t, version, ["md-existing"], authz=True))
     p, k = both(scenario)
-    assert p == k
+    assert p == k, explain(p, k)
 
 
 @pytest.mark.parametrize("version", [v for v in VERSIONS if v >= 1])
 def test_no_topics(both, version):
     """An empty topic list (v1+) is 'no topics': brokers, controller and cluster id only."""
     p, k = both(lambda t: norm(t, request(t, version, [])))
-    assert p == k
+    assert p == k, explain(p, k)
 
 
 @pytest.mark.parametrize("version", [v for v in VERSIONS if v >= 4])
 def test_unknown_topic_no_auto_create(both, version):
     p, k = both(lambda t: norm(t, request(t, version, ["md-unknown-%d" % version], auto_create=False)))
-    assert p == k
+    assert p == k, explain(p, k)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -93,7 +93,7 @@ def test_auto_create(both, version):
         later = norm(t, request(t, version, [name]))
         return first, later
     p, k = both(scenario)
-    assert p == k
+    assert p == k, explain(p, k)
 
 
 BAD_NAMES = {"space": "bad name", "slash": "a/b", "dot": ".", "dotdot": "..", "long": "x" * 250,
@@ -107,7 +107,7 @@ def test_invalid_topic_name(both, version, name, auto_create):
     if version < 4 and not auto_create:
         pytest.skip("allow_auto_topic_creation exists from v4")
     p, k = both(lambda t: norm(t, request(t, version, [BAD_NAMES[name]], auto_create=auto_create)))
-    assert p == k
+    assert p == k, explain(p, k)
 
 
 @pytest.mark.parametrize("version", [1, 9, 12])
@@ -127,4 +127,4 @@ def test_internal_offsets_topic(both, version):
                 "leaders": sorted({p["leader_id"] for p in tp["partitions"]}, key=str),
                 "errors": sorted({p["error_code"] for p in tp["partitions"]})}
     p, k = both(scenario)
-    assert p == k
+    assert p == k, explain(p, k)

@@ -143,8 +143,14 @@ def wait_for_topic(target, name, partitions, timeout=15.0):
 
 
 def init_producer_id(target, version=4):
-    r = call(target, 22, version, {"transactional_id": None, "transaction_timeout_ms": 60000,
-                                   "producer_id": -1, "producer_epoch": -1})
+    deadline = time.monotonic() + 30
+    while True:
+        r = call(target, 22, version, {"transactional_id": None, "transaction_timeout_ms": 60000,
+                                       "producer_id": -1, "producer_epoch": -1})
+        # Kafka answers COORDINATOR_LOAD_IN_PROGRESS until its first producer id block arrives
+        if r["error_code"] not in (14, 15) or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     assert r["error_code"] == 0, (target, r)
     return r["producer_id"], r["producer_epoch"]
 
@@ -154,3 +160,27 @@ def list_offsets(target, topic, partition, timestamp, version=7, isolation_level
         {"name": topic, "partitions": [{"partition_index": partition, "current_leader_epoch": -1,
                                         "timestamp": timestamp, "max_num_offsets": 1}]}]})
     return r["topics"][0]["partitions"][0]
+
+
+def differences(a, b, path="", out=None) -> list:
+    """Every path where a (pykbroker) and b (Kafka) differ, as readable lines."""
+    out = [] if out is None else out
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in list(a) + [k for k in b if k not in a]:
+            if k not in b:
+                out.append("%s.%s: pykbroker=%r, kafka has no such key" % (path, k, a[k]))
+            elif k not in a:
+                out.append("%s.%s: kafka=%r, pykbroker has no such key" % (path, k, b[k]))
+            else:
+                differences(a[k], b[k], "%s.%s" % (path, k), out)
+    elif isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            differences(x, y, "%s[%d]" % (path, i), out)
+    elif a != b:
+        out.append("%s: pykbroker=%r kafka=%r" % (path or "<value>", a, b))
+    return out
+
+
+def explain(a, b) -> str:
+    d = differences(a, b)
+    return "pykbroker and Apache Kafka differ:\n  " + "\n  ".join(d[:40])
