@@ -6,9 +6,13 @@ Behaviour (as Apache Kafka):
   different from the group's: INCONSISTENT_GROUP_PROTOCOL; a rebalance in progress:
   REBALANCE_IN_PROGRESS.
 - in CompletingRebalance followers wait until the leader's SyncGroup arrives; the leader's
-  assignment bytes are relayed verbatim (members it left out get empty bytes), the group's
-  metadata is appended to ``__consumer_offsets`` and the group becomes Stable.  In Stable the
-  member's current assignment is returned at once.
+  assignment bytes are relayed verbatim (members it left out get empty bytes).  The group's
+  metadata with that assignment is appended to ``__consumer_offsets`` first; only once the
+  append is done does the group become Stable and every waiting member get its answer.  A
+  failed append answers them with Kafka's mapping (NOT_ENOUGH_REPLICAS / REQUEST_TIMED_OUT /
+  UNKNOWN_TOPIC_OR_PARTITION -> COORDINATOR_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER /
+  KAFKA_STORAGE_ERROR -> NOT_COORDINATOR, size errors -> UNKNOWN_SERVER_ERROR) and the group
+  rebalances again.  In Stable the member's current assignment is returned at once.
 Version notes: v1 throttle_time_ms; v3 group_instance_id; v4 flexible; v5 protocol type/name in
 request and response.
 """

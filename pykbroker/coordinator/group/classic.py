@@ -513,17 +513,36 @@ class ClassicGroup:
         self._schedule_heartbeat(member)
         if self.is_leader(member.member_id):
             # The leader's assignment is relayed verbatim; members it left out get empty bytes.
-            for m in self.members.values():
-                m.assignment = bytes(assignments.get(m.member_id, b""))
-            self.transition(STABLE)
-            self.coordinator.persist_group(self)
-            for m in self.members.values():
-                if m.sync_waiter is not None:
-                    m.sync_waiter.set(self._sync_result(m))
-                    m.sync_waiter = None
+            # As in Kafka, it is first written to __consumer_offsets (group metadata record) and
+            # only applied and answered once that append is done: a member never works with an
+            # assignment a coordinator crash could forget.
+            assignment = {m.member_id: bytes(assignments.get(m.member_id, b"")) for m in self.members.values()}
+            generation = self.generation
+            self.coordinator.persist_group(self, assignment,
+                                           lambda code: self._assignment_stored(generation, assignment, code))
         if not self.pending_sync:
             self.timer.cancel(self._tkey("sync"))
         return waiter
+
+    def _assignment_stored(self, generation: int, assignment: dict, code: int) -> None:
+        """The leader's assignment is in the log (code 0) or failed to get there."""
+        if self.state != COMPLETING_REBALANCE or self.generation != generation:
+            # Someone joined or left while the record was being written: that rebalance
+            # already answered the waiting members (REBALANCE_IN_PROGRESS).
+            return
+        if code:
+            log.warning("group %s: storing the assignment of generation %d failed (error %d)",
+                        self.group_id, generation, code)
+            self._reset_and_propagate_assignment_error(code)
+            self._prepare_rebalance("error %d when storing the group assignment" % code)
+            return
+        for m in self.members.values():
+            m.assignment = assignment.get(m.member_id, b"")
+        self.transition(STABLE)
+        for m in self.members.values():
+            if m.sync_waiter is not None:
+                m.sync_waiter.set(self._sync_result(m))
+                m.sync_waiter = None
 
     def _sync_stable(self, member, assignments) -> Future:
         self.pending_sync.discard(member.member_id)

@@ -38,6 +38,21 @@ log = logging.getLogger("pykbroker.group")
 OFFSET_METADATA_MAX_BYTES = 4096
 
 
+def append_error_to_response(code) -> int:
+    """The error a group-metadata append failure is answered with (Kafka's
+    appendGroupMetadataErrorToResponseError): replication/timeouts mean the coordinator is not
+    available, a lost leadership or storage failure that this broker no longer coordinates,
+    size errors are server errors; anything else as is."""
+    code = int(code)
+    if code in (E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_ENOUGH_REPLICAS, E.REQUEST_TIMED_OUT):
+        return int(E.COORDINATOR_NOT_AVAILABLE)
+    if code in (E.NOT_LEADER_OR_FOLLOWER, E.KAFKA_STORAGE_ERROR):
+        return int(E.NOT_COORDINATOR)
+    if code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE, E.INVALID_FETCH_SIZE):
+        return int(E.UNKNOWN_SERVER_ERROR)
+    return code
+
+
 def _cfg(broker, key, default):
     try:
         return broker.config[key]
@@ -124,12 +139,19 @@ class GroupCoordinator:
             self.groups[group_id] = g
         return g
 
-    def persist_group(self, group) -> None:
-        """Append the group's metadata (called by the state machine on generation changes)."""
+    def persist_group(self, group, assignment: dict | None = None, on_complete=None) -> None:
+        """Append the group's metadata (called by the state machine on generation changes).
+
+        ``assignment`` (member id -> bytes) overrides the members' current assignments in the
+        record (SyncGroup writes the leader's new assignment before applying it);
+        ``on_complete(code)`` runs on the writer task once the append is done, with 0 or the
+        error mapped as Kafka maps group-metadata append errors for the response."""
         if not self._topic_ready:
+            if on_complete is not None:
+                on_complete(0)
             return
-        rec = (O.group_key(group.group_id), O.group_value(group))
-        self._enqueue(self.partition_for(group.group_id), [rec], None, None)
+        rec = (O.group_key(group.group_id), O.group_value(group, assignment))
+        self._enqueue(self.partition_for(group.group_id), [rec], None, None, on_complete)
 
     def group_became_empty(self, group) -> None:
         pass
@@ -224,16 +246,18 @@ class GroupCoordinator:
         return fut
 
     # -- the log -----------------------------------------------------------------------------
-    def _enqueue(self, partition, recs, fut, done) -> None:
+    def _enqueue(self, partition, recs, fut, done, on_complete=None) -> None:
         try:
-            self._write_send.send_nowait((partition, recs, fut, done))
+            self._write_send.send_nowait((partition, recs, fut, done, on_complete))
         except trio.WouldBlock:
             if fut is not None:
                 fut.set(int(E.COORDINATOR_NOT_AVAILABLE))
+            if on_complete is not None:
+                on_complete(int(E.COORDINATOR_NOT_AVAILABLE))
 
     async def _writer(self) -> None:
         """Single appender: batches land in request order; cache updated after the append."""
-        async for partition, recs, fut, done in self._write_recv:
+        async for partition, recs, fut, done, on_complete in self._write_recv:
             now = int(time.time() * 1000)
             batch = encode_batch([Record(None, now, k, v) for k, v in recs])
             code = 0
@@ -246,6 +270,11 @@ class GroupCoordinator:
                 done()
             if fut is not None:
                 fut.set(int(code))
+            if on_complete is not None:
+                try:
+                    on_complete(append_error_to_response(code))
+                except Exception:
+                    log.exception("group metadata append callback failed")
 
     async def _load(self) -> None:
         t0 = time.monotonic()

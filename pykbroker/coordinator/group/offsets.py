@@ -119,15 +119,17 @@ def group_key(group: str) -> bytes:
     return struct.pack(">h", GROUP_METADATA_KEY_VERSION) + _str(group)
 
 
-def group_value(g) -> bytes:
-    """GroupMetadataValue v3 of a classic group."""
+def group_value(g, assignment: dict | None = None) -> bytes:
+    """GroupMetadataValue v3 of a classic group (``assignment``: member id -> bytes, replacing
+    the members' current assignments, for SyncGroup's record of the leader's assignment)."""
     out = [struct.pack(">h", 3), _str(g.protocol_type or ""), struct.pack(">i", g.generation),
            _str(g.protocol_name), _str(g.leader), struct.pack(">q", g.state_timestamp),
            struct.pack(">i", len(g.members))]
     for m in g.members.values():
         out += [_str(m.member_id), _str(m.group_instance_id), _str(m.client_id), _str(m.client_host),
                 struct.pack(">ii", m.rebalance_timeout_ms, m.session_timeout_ms),
-                _bytes(m.metadata(g.protocol_name)), _bytes(m.assignment)]
+                _bytes(m.metadata(g.protocol_name)),
+                _bytes(m.assignment if assignment is None else assignment.get(m.member_id, b""))]
     return b"".join(out)
 
 
