@@ -1,0 +1,165 @@
+"""Time- and size-based retention (Kafka's ``UnifiedLog.deleteOldSegments``).
+
+Every ``log.retention.check.interval.ms`` (broker config, default 5 minutes) the retention task
+looks at each partition and deletes whole segments from the oldest one on:
+
+- only for topics whose ``cleanup.policy`` contains ``delete`` (compact-only topics only lose
+  segments lying wholly below the log start offset, which DeleteRecords may have moved);
+- by time: a segment goes when ``now - largest timestamp > retention.ms`` (the largest
+  timestamp of its batches; a segment without any timestamp uses its file's mtime, as Kafka
+  uses lastModified); ``retention.ms`` < 0 keeps data forever;
+- by size: ``retention.bytes`` < 0 is unlimited; otherwise, from the oldest segment on, a
+  segment goes while the log minus it stays at or above the limit;
+- deletion stops at the first segment that is kept, and never passes the high watermark
+  (a segment goes only if the next segment's base, or the log end for the last one, is at or
+  below the high watermark), so the log start offset never exceeds it;
+- the active segment: as in Kafka, when it is itself expired (and non-empty) a new empty
+  active segment is rolled first and the old one deleted, so an idle topic does lose its last
+  records after ``retention.ms``.  An empty active segment is never deleted.
+
+The log start offset then moves to the first remaining segment's base offset (ListOffsets
+EARLIEST follows it, a Fetch below it answers OFFSET_OUT_OF_RANGE) and is checkpointed at once
+(``log-start-offset-checkpoint``) so deleted records never reappear after a crash.
+
+File deletion follows Kafka: under the log's lock the segments are dropped from the log and
+their files renamed to ``*.deleted`` (in a worker thread: renames are disk metadata I/O); the
+``.deleted`` files are unlinked after the topic's ``file.delete.delay.ms`` (default 60 s), again
+in a worker thread.  A fetch still sending from a deleted segment keeps its open fd.  After a
+crash the loader removes leftover ``.deleted`` files.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+import trio
+
+log = logging.getLogger("pykbroker.retention")
+
+__all__ = ["deletable_segments", "RetentionTask"]
+
+
+def _segment_time(seg) -> int:
+    ts = seg.largest_timestamp
+    if ts >= 0:
+        return ts
+    try:
+        return int(os.stat(seg.log_path).st_mtime * 1000)
+    except OSError:
+        return int(time.time() * 1000)
+
+
+def deletable_segments(lg, now_ms: int, retention_ms: int, retention_bytes: int,
+                       delete_policy: bool) -> tuple[list, str]:
+    """The prefix of ``lg``'s segments retention deletes now, and the reason
+    ("time", "size", "log start" or "").  Pure computation, no I/O except the
+    mtime fallback."""
+    segs = lg.segments
+    hw = lg.high_watermark
+    leo = lg.log_end_offset
+    start = lg.log_start_offset
+
+    def collect(pred) -> list:
+        out = []
+        for i, seg in enumerate(segs):
+            nxt = segs[i + 1] if i + 1 < len(segs) else None
+            upper = nxt.base_offset if nxt is not None else leo
+            last_and_empty = nxt is None and seg.size == 0
+            if hw >= upper and not last_and_empty and pred(seg, nxt):
+                out.append(seg)
+            else:
+                break
+        return out
+
+    if delete_policy:
+        if retention_ms is not None and retention_ms >= 0:
+            doomed = collect(lambda s, n: now_ms - _segment_time(s) > retention_ms)
+            if doomed:
+                return doomed, "time"
+        if retention_bytes is not None and retention_bytes >= 0:
+            diff = [lg.size_in_bytes - retention_bytes]
+            if diff[0] > 0:
+                def by_size(s, n):
+                    if diff[0] - s.size >= 0:
+                        diff[0] -= s.size
+                        return True
+                    return False
+                doomed = collect(by_size)
+                if doomed:
+                    return doomed, "size"
+    doomed = collect(lambda s, n: n is not None and n.base_offset <= start)
+    return doomed, ("log start" if doomed else "")
+
+
+class RetentionTask:
+    """The broker's retention loop.  ``rm`` is the ReplicaManager (partitions and config)."""
+
+    def __init__(self, rm):
+        self.rm = rm
+        self.deleted_segments = 0     # counters, for logs and tests
+
+    async def run(self) -> None:
+        interval = self.rm._conf("log.retention.check.interval.ms") or 300000
+        while True:
+            await trio.sleep(interval / 1000.0)
+            try:
+                await self.check_all()
+            except Exception:
+                log.exception("retention check failed")
+
+    async def check_all(self, now_ms=None) -> int:
+        total = 0
+        for part in list(self.rm.partitions.values()):
+            if part.deleted or getattr(part, "offline", False) or part.log is None:
+                continue
+            try:
+                total += await self.check_partition(part, now_ms)
+            except Exception:
+                log.exception("retention of %s failed", part)
+        return total
+
+    async def check_partition(self, part, now_ms=None) -> int:
+        cfg = part.config
+        policy = cfg.get("cleanup.policy") or ["delete"]
+        if isinstance(policy, str):
+            policy = [p.strip() for p in policy.split(",")]
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        lg = part.log
+        count = 0
+        # Kafka applies time, size and log-start deletion one after the other in one pass
+        for _ in range(3):
+            doomed, reason = deletable_segments(lg, now, cfg.get("retention.ms"),
+                                                cfg.get("retention.bytes"), "delete" in policy)
+            if not doomed or part.deleted:
+                break
+            before = lg.log_start_offset
+            removed = await trio.to_thread.run_sync(lg.delete_segments, doomed)
+            if not removed:
+                break
+            log.info("%s: deleted %d segment(s) by %s retention, log start offset %d -> %d",
+                     part, len(removed), reason, before, lg.log_start_offset)
+            count += len(removed)
+            delay = cfg.get("file.delete.delay.ms")
+            delay = 60000 if delay is None else delay
+            self.rm.broker.nursery.start_soon(delete_files_later, removed, delay / 1000.0)
+        if count:
+            self.deleted_segments += count
+            self.rm.request_checkpoint()
+        return count
+
+
+async def delete_files_later(segments, delay_s: float) -> None:
+    """Kafka's asynchronous segment deletion: unlink the ``.deleted`` files
+    after ``file.delete.delay.ms``, off the event loop."""
+    if delay_s > 0:
+        await trio.sleep(delay_s)
+
+    def unlink():
+        for seg in segments:
+            try:
+                seg.delete()
+            except OSError as e:
+                log.warning("cannot delete %s: %s", seg.log_path, e)
+
+    await trio.to_thread.run_sync(unlink)
