@@ -20,6 +20,15 @@ Shut-down (``shutdown``): close every log (flush, producer-state snapshot, index
 cache), write the checkpoints, then the clean-shutdown marker.
 
 New partitions go to the log dir holding the fewest partitions (Kafka's default placement).
+
+Log dir failure (Kafka's LogDirFailureChannel): an I/O error in a partition's log (append,
+read, flush, timestamp lookup, checkpoint write, or opening it at start-up) takes that whole log
+dir offline: every partition in it becomes offline (KAFKA_STORAGE_ERROR to Produce, Fetch,
+ListOffsets; Metadata shows no leader and this node as offline replica), its checkpoints and its
+clean-shutdown marker are no longer written, and new partitions go to the other dirs.  The
+partitions of the other dirs keep serving.  A restart brings the dir back (after recovery).
+Every storage file operation goes through ``self.fs`` (``broker.storage_fs`` when set, e.g. the
+fault-injecting file system of the durability tests; the real one otherwise).
 All disk work that can take more than a moment (loading, fsync, deleting directories,
 checkpoint writes) runs through ``trio.to_thread``; the partition dicts are only mutated on
 the trio thread.
@@ -36,8 +45,9 @@ import trio
 from ..storage.checkpoints import (LOG_START_OFFSET_CHECKPOINT,
                                    RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
                                    CleanShutdownFile, OffsetCheckpointFile)
-from ..storage.log import load_log, parse_partition_dir, partition_dir_name
-from .partition import Partition, log_config_of
+from ..storage.fs import REAL_FS
+from ..storage.log import KafkaStorageError, load_log, parse_partition_dir, partition_dir_name
+from .partition import OfflinePartition, Partition, log_config_of
 from .producer_ids import ProducerIdManager
 
 log = logging.getLogger("pykbroker.replica_manager")
@@ -59,8 +69,13 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._dir_of: dict[tuple[str, int], str] = {}
         self.producer_ids = ProducerIdManager(self.log_dirs[0])
+        self.fs = getattr(broker, "storage_fs", None) or REAL_FS
+        self.offline_dirs: set[str] = set()
         self._checkpoint_now = trio.Event()
         self._started = False
+        # retention (log.retention.check.interval.ms) — see storage/retention.py
+        from ..storage.retention import RetentionTask
+        self.retention = RetentionTask(self)
 
     def _conf(self, name: str):
         try:
@@ -85,10 +100,10 @@ class ReplicaManager:
         clean: dict[str, bool] = {}
         for d in self.log_dirs:
             os.makedirs(d, exist_ok=True)
-            clean[d] = CleanShutdownFile(d).exists()
-            ckpt["rp"].update(OffsetCheckpointFile(os.path.join(d, RECOVERY_POINT_CHECKPOINT)).read())
-            ckpt["ls"].update(OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT)).read())
-            ckpt["hw"].update(OffsetCheckpointFile(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT)).read())
+            clean[d] = CleanShutdownFile(d, self.fs).exists()
+            ckpt["rp"].update(OffsetCheckpointFile(os.path.join(d, RECOVERY_POINT_CHECKPOINT), self.fs).read())
+            ckpt["ls"].update(OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT), self.fs).read())
+            ckpt["hw"].update(OffsetCheckpointFile(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT), self.fs).read())
             for name in os.listdir(d):
                 path = os.path.join(d, name)
                 if not os.path.isdir(path):
@@ -119,18 +134,31 @@ class ReplicaManager:
         for info, p, d in to_open:
             tp = (info.name, p)
             cfg = meta.effective_config(info.name)
-            part = await self._open(info, p, d, cfg, recovery_point=ckpt["rp"].get(tp, 0),
-                                    clean=clean[d], log_start=ckpt["ls"].get(tp),
-                                    hw=ckpt["hw"].get(tp))
+            if d in self.offline_dirs:
+                self.partitions[tp] = OfflinePartition(self, info.name, info.topic_id, p, cfg)
+                continue
+            try:
+                part = await self._open(info, p, d, cfg, recovery_point=ckpt["rp"].get(tp, 0),
+                                        clean=clean[d], log_start=ckpt["ls"].get(tp),
+                                        hw=ckpt["hw"].get(tp))
+            except (OSError, KafkaStorageError) as e:
+                self.mark_dir_offline(d, e)
+                part = OfflinePartition(self, info.name, info.topic_id, p, cfg)
             self.partitions[tp] = part
             opened += 1
         for d in self.log_dirs:
-            CleanShutdownFile(d).delete()
+            if d in self.offline_dirs:
+                continue   # never mark a failed dir clean or touch it again
+            try:
+                CleanShutdownFile(d, self.fs).delete()
+            except OSError as e:
+                self.mark_dir_offline(d, e)
         log.info("opened %d partition log(s) in %s", opened, ", ".join(self.log_dirs))
         self._started = True
         nursery.start_soon(self._checkpoint_loop)
         nursery.start_soon(self._flush_loop)
         nursery.start_soon(self._producer_expiry_loop)
+        nursery.start_soon(self.retention.run)
 
     @staticmethod
     def _remove_dirs(paths) -> None:
@@ -146,24 +174,50 @@ class ReplicaManager:
             shutil.rmtree(target, ignore_errors=True)
 
     def _choose_dir(self) -> str:
-        if len(self.log_dirs) == 1:
-            return self.log_dirs[0]
+        online = [d for d in self.log_dirs if d not in self.offline_dirs] or self.log_dirs
+        if len(online) == 1:
+            return online[0]
         counts = {d: 0 for d in self.log_dirs}
         for d in self._dir_of.values():
             counts[d] = counts.get(d, 0) + 1
-        return min(self.log_dirs, key=lambda d: (counts[d], self.log_dirs.index(d)))
+        return min(online, key=lambda d: (counts[d], self.log_dirs.index(d)))
+
+    # ------------------------------------------------------------------ log dir failure
+    def on_storage_error(self, part, exc) -> None:
+        """An I/O error in ``part``'s log: its whole log dir goes offline (Kafka's rule)."""
+        d = self._dir_of.get((part.topic, part.partition_id))
+        if d is not None:
+            self.mark_dir_offline(d, exc)
+
+    def mark_dir_offline(self, d: str, reason) -> None:
+        if d in self.offline_dirs:
+            return
+        self.offline_dirs.add(d)
+        parts = [p for tp, p in self.partitions.items() if self._dir_of.get(tp) == d]
+        log.error("log dir %s is offline after an I/O error (%s); %d partition(s) in it stop "
+                  "serving until a restart", d, reason, len(parts))
+        for p in parts:
+            p.mark_offline()
+        if len(self.offline_dirs) == len(self.log_dirs):
+            # Kafka halts the broker when no log dir is left; we keep answering (every
+            # partition says KAFKA_STORAGE_ERROR) so that the operator sees why.
+            log.critical("every log dir is offline")
 
     async def _open(self, info, p: int, d: str, cfg: dict, recovery_point: int = 0,
                     clean: bool = False, log_start=None, hw=None) -> Partition:
         path = os.path.join(d, partition_dir_name(info.name, p))
         def load():
+            created = not self.fs.isdir(path)
             lg = load_log(path, log_config_of(cfg), recovery_point=recovery_point,
-                          clean_shutdown=clean, log_start_offset=log_start)
+                          clean_shutdown=clean, log_start_offset=log_start, fs=self.fs)
             if lg.epoch_cache.latest_epoch is None:
                 # A new leader records where its epoch starts (Kafka's makeLeader), so
                 # OffsetForLeaderEpoch answers (0, LEO) before the first append.  This writes
                 # (and fsyncs) leader-epoch-checkpoint: done here, off the event loop.
                 lg.epoch_cache.assign(0, lg.log_end_offset)
+            if created:
+                # the new directory's own entry must survive a power cut too
+                self.fs.fsync_dir(d)
             return lg
 
         lg = await trio.to_thread.run_sync(load)
@@ -180,6 +234,10 @@ class ReplicaManager:
             self._dir_of[tp] = d
             try:
                 part = await self._open(topic_info, p, d, cfg)
+            except (OSError, KafkaStorageError) as e:
+                self._dir_of.pop(tp, None)
+                self.mark_dir_offline(d, e)
+                raise
             except BaseException:
                 self._dir_of.pop(tp, None)
                 raise
@@ -193,7 +251,7 @@ class ReplicaManager:
             part.mark_deleted()
             doomed.append(part)
         if doomed:
-            await trio.to_thread.run_sync(self._delete_logs, [p.log for p in doomed])
+            await trio.to_thread.run_sync(self._delete_logs, [p.log for p in doomed if p.log is not None])
 
     @staticmethod
     def _delete_logs(logs) -> None:
@@ -222,27 +280,34 @@ class ReplicaManager:
         self._checkpoint_now.set()
 
     def _checkpoint_data(self):
-        per_dir = {d: {"rp": {}, "ls": {}, "hw": {}} for d in self.log_dirs}
+        per_dir = {d: {"rp": {}, "ls": {}, "hw": {}} for d in self.log_dirs if d not in self.offline_dirs}
         for tp, part in self.partitions.items():
-            e = per_dir[self._dir_of.get(tp, self.log_dirs[0])]
+            e = per_dir.get(self._dir_of.get(tp, self.log_dirs[0]))
+            if e is None or part.offline:
+                continue
             e["rp"][tp] = part.log.recovery_point
             e["ls"][tp] = part.log.log_start_offset
             e["hw"][tp] = part.log.high_watermark
         return per_dir
 
-    @staticmethod
-    def _write_checkpoints(per_dir, kinds=("rp", "ls", "hw")) -> None:
+    def _write_checkpoints(self, per_dir, kinds=("rp", "ls", "hw")) -> dict:
         names = {"rp": RECOVERY_POINT_CHECKPOINT, "ls": LOG_START_OFFSET_CHECKPOINT,
                  "hw": REPLICATION_OFFSET_CHECKPOINT}
+        failed = {}
         for d, data in per_dir.items():
             for k in kinds:
                 try:
-                    OffsetCheckpointFile(os.path.join(d, names[k])).write(data[k])
+                    OffsetCheckpointFile(os.path.join(d, names[k]), self.fs).write(data[k])
                 except OSError as e:
                     log.error("cannot write %s in %s: %s", names[k], d, e)
+                    failed[d] = e
+                    break
+        return failed
 
     async def checkpoint(self, kinds=("rp", "ls", "hw")) -> None:
-        await trio.to_thread.run_sync(self._write_checkpoints, self._checkpoint_data(), kinds)
+        failed = await trio.to_thread.run_sync(self._write_checkpoints, self._checkpoint_data(), kinds)
+        for d, e in failed.items():
+            self.mark_dir_offline(d, e)
 
     async def _checkpoint_loop(self) -> None:
         intervals = {"rp": self._conf("log.flush.offset.checkpoint.interval.ms"),
@@ -272,6 +337,8 @@ class ReplicaManager:
             await trio.sleep(interval / 1000.0)
             now = time.monotonic()
             for tp, part in list(self.partitions.items()):
+                if part.offline:
+                    continue
                 flush_ms = part.config.get("flush.ms")
                 if flush_ms is None or flush_ms >= _FOREVER:
                     continue
@@ -290,11 +357,14 @@ class ReplicaManager:
             expiration = self._conf("producer.id.expiration.ms")
             now = int(time.time() * 1000)
             for part in list(self.partitions.values()):
-                part.log.producer_state.remove_expired(now, expiration)
+                if not part.offline:
+                    part.log.producer_state.remove_expired(now, expiration)
 
     # ------------------------------------------------------------------ shutdown
     async def shutdown(self) -> None:
-        parts = list(self.partitions.values())
+        # a failed dir is left alone: no flush, no checkpoint, no clean-shutdown marker, so its
+        # logs are recovered at the next start
+        parts = [p for p in self.partitions.values() if not p.offline]
         logs = [p.log for p in parts]
 
         def close_all():
@@ -311,7 +381,11 @@ class ReplicaManager:
 
         def mark_clean():
             for d in self.log_dirs:
-                CleanShutdownFile(d).write()
+                if d not in self.offline_dirs:
+                    try:
+                        CleanShutdownFile(d, self.fs).write()
+                    except OSError as e:
+                        log.error("cannot write the clean-shutdown marker in %s: %s", d, e)
 
         await trio.to_thread.run_sync(mark_clean)
         log.info("closed %d partition log(s); clean shutdown recorded", len(logs))
