@@ -76,6 +76,9 @@ class ReplicaManager:
         # retention (log.retention.check.interval.ms) — see storage/retention.py
         from ..storage.retention import RetentionTask
         self.retention = RetentionTask(self)
+        # log compaction (cleanup.policy=compact) — see storage/cleaner.py
+        from ..storage.cleaner import LogCleanerTask
+        self.cleaner = LogCleanerTask(self)
 
     def _conf(self, name: str):
         try:
@@ -159,6 +162,7 @@ class ReplicaManager:
         nursery.start_soon(self._flush_loop)
         nursery.start_soon(self._producer_expiry_loop)
         nursery.start_soon(self.retention.run)
+        nursery.start_soon(self.cleaner.run)
 
     @staticmethod
     def _remove_dirs(paths) -> None:
