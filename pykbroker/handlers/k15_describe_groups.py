@@ -1,51 +1,58 @@
-"""DescribeGroups (key 15), versions 0-5: state and members of classic groups.
+"""DescribeGroups (key 15), versions 0-6: state and members of classic groups.
 
-Behaviour (as Apache Kafka): a Stable group reports its protocol name and, per member, the
-member's metadata for that protocol and its assignment; in other states protocol_data is "" and
-metadata/assignment are empty.  An unknown group is reported with state "Dead", empty fields and
-no error (v0-5; Kafka's GROUP_ID_NOT_FOUND is a v6 addition).  An empty group id:
-INVALID_GROUP_ID.  A KIP-848 group answers GROUP_ID_NOT_FOUND ("not a classic group"): admin
-clients describe those with ConsumerGroupDescribe.
-authorized_operations (v3+) is INT32_MIN unless requested; pykbroker has no authorizer, so a
-request for them gets every group operation (READ, DESCRIBE, DELETE).
-Client hosts are shown as Kafka shows them ("/127.0.0.1").
-Version notes: v1 throttle_time_ms; v3 authorized operations; v4 group_instance_id; v5 flexible.
+Behaviour (as Apache Kafka 4.4, checked against a real broker):
+- a Stable group reports its protocol name and, per member, the member's metadata for that
+  protocol and its assignment; in other states protocol_data is "" and metadata/assignment are
+  empty.  A group that only holds offsets (assign() + commit) is Empty with protocol type "".
+- a group that does not exist (never existed, deleted, expired; the empty group id included),
+  and a KIP-848 consumer group (admin clients describe those with ConsumerGroupDescribe):
+  v0-5 state "Dead", empty fields, no error; v6 (KIP-1043) GROUP_ID_NOT_FOUND with
+  error_message "Group <id> not found." / "Group <id> is not a classic group.", state "Dead".
+- authorized_operations (v3+) is INT32_MIN unless requested; pykbroker has no authorizer, so a
+  request for them gets every operation Kafka lists for a group (READ, DELETE, DESCRIBE,
+  DESCRIBE_CONFIGS, ALTER_CONFIGS = 3400), except on a v6 error entry (Kafka leaves INT32_MIN).
+- client hosts are shown as Kafka shows them ("/127.0.0.1").
+Version notes: v1 throttle_time_ms; v3 authorized operations; v4 group_instance_id; v5 flexible;
+v6 GROUP_ID_NOT_FOUND and error_message.
 """
 from __future__ import annotations
 
-from ..coordinator.group.api import group_precheck
+from ..coordinator.group.api import GROUP_AUTHORIZED_OPERATIONS, group_precheck
 from ..protocol.errors import ErrorCode as E
 
 API_KEY = 15
 MIN_VERSION = 0
-MAX_VERSION = 5
+MAX_VERSION = 6
 
-# AclOperation bits: READ(3), DESCRIBE(8), DELETE(6).
-_GROUP_OPS = (1 << 3) | (1 << 8) | (1 << 6)
+_NO_OPS = -2147483648
 
 
-def _dead(gid, code=0):
-    return {"error_code": int(code), "group_id": gid, "group_state": "Dead", "protocol_type": "",
-            "protocol_data": "", "members": []}
+def _dead(gid, code=0, message=None):
+    return {"error_code": int(code), "error_message": message, "group_id": gid, "group_state": "Dead",
+            "protocol_type": "", "protocol_data": "", "members": []}
 
 
 async def handle(ctx, request):
     out = []
-    ops = _GROUP_OPS if request["include_authorized_operations"] else -2147483648
+    v = ctx.api_version
+    ops = GROUP_AUTHORIZED_OPERATIONS if request["include_authorized_operations"] else _NO_OPS
     for gid in request["groups"]:
-        if not gid:
-            out.append(_dead(gid, E.INVALID_GROUP_ID))
-            continue
         gc, err = await group_precheck(ctx, gid, create_topic=False)
         if err:
-            out.append(_dead(gid, err))
+            d = _dead(gid, err)
+            d["authorized_operations"] = _NO_OPS
+            out.append(d)
             continue
         g = gc.get_group(gid)
-        if g is None:
+        if g is None or g.kind == "consumer":
+            if v >= 6:
+                # KIP-1043: say so instead of describing a "Dead" group.
+                msg = ("Group %s not found." if g is None else "Group %s is not a classic group.") % gid
+                d = _dead(gid, E.GROUP_ID_NOT_FOUND, msg)
+                d["authorized_operations"] = _NO_OPS
+                out.append(d)
+                continue
             d = _dead(gid)
-        elif g.kind == "consumer":
-            # As Kafka: a KIP-848 group is described by ConsumerGroupDescribe, not here.
-            d = _dead(gid, E.GROUP_ID_NOT_FOUND)
         else:
             stable = g.state == "Stable"
             members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,

@@ -4,20 +4,17 @@ Behaviour (as Apache Kafka): per group: empty id: INVALID_GROUP_ID; unknown grou
 group: GROUP_ID_NOT_FOUND; otherwise state (Empty, Assigning, Reconciling, Stable), group and
 assignment epochs, assignor, and per member its epoch, subscription, current and target
 assignment (topic id and name).  authorized_operations: INT32_MIN unless requested (then every
-group operation: no authorizer).
+operation Kafka lists for a group, 3400: no authorizer).
 Version notes: v1 adds member_type (1 = consumer protocol member, KIP-1099).
 """
 from __future__ import annotations
 
-from ..coordinator.group.api import group_precheck
+from ..coordinator.group.api import GROUP_AUTHORIZED_OPERATIONS, group_precheck
 from ..protocol.errors import ErrorCode as E
 
 API_KEY = 69
 MIN_VERSION = 0
 MAX_VERSION = 1
-
-_GROUP_OPS = (1 << 3) | (1 << 8) | (1 << 6)
-
 
 def _err(gid, code, msg=None):
     return {"error_code": int(code), "error_message": msg, "group_id": gid, "group_state": "",
@@ -40,7 +37,7 @@ async def handle(ctx, request):
                             else "Group %s is not a consumer group." % gid))
             continue
         d = gc.consumer.describe(g)
-        d["authorized_operations"] = _GROUP_OPS if request["include_authorized_operations"] else -2147483648
+        d["authorized_operations"] = GROUP_AUTHORIZED_OPERATIONS if request["include_authorized_operations"] else -2147483648
         out.append(d)
     return {"throttle_time_ms": 0, "groups": out}
 

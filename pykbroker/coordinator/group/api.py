@@ -3,6 +3,11 @@ from __future__ import annotations
 
 from ...protocol.errors import ErrorCode as E, KafkaError
 
+# What Kafka reports as a group's authorized operations when nothing is denied (as pykbroker,
+# which has no authorizer): READ(3), DELETE(6), DESCRIBE(8), DESCRIBE_CONFIGS(10), ALTER_CONFIGS(11).
+GROUP_AUTHORIZED_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
+assert GROUP_AUTHORIZED_OPERATIONS == 3400
+
 
 def coordinator(ctx):
     gc = ctx.broker.group_coordinator
