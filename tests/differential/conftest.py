@@ -20,8 +20,15 @@ from pykbroker.testing import BrokerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# The same single-node settings on both sides (the oracle sets them in its server.properties).
-COMMON_OVERRIDES = {"group.initial.rebalance.delay.ms": "0"}
+# The same single-node settings on both sides, given explicitly to both (the oracle writes them to
+# its server.properties), so DescribeConfigs reports them as STATIC_BROKER_CONFIG on both.
+COMMON_OVERRIDES = {
+    "node.id": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    "offsets.topic.replication.factor": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+}
 
 
 def _load_oracle():
