@@ -1,4 +1,4 @@
-"""Command line: ``pykbroker serve`` (and later ``pykbroker pipeline``).
+"""Command line: ``pykbroker serve`` and ``pykbroker pipeline clickstream``.
 
 Configuration uses Apache Kafka's names: ``--config server.properties`` is read first, then
 ``--listeners``/``--log-dirs`` and any number of ``--override key=value``.  SIGINT/SIGTERM stop
@@ -55,7 +55,14 @@ def main(argv=None) -> int:
     sp.add_argument("--log-dirs", help="comma-separated data directories")
     sp.add_argument("--override", action="append", metavar="KEY=VALUE", help="any Kafka config, repeatable")
     sp.add_argument("--log-level", default="INFO")
+    pp = sub.add_parser("pipeline", help="data pipelines (PySpark; needs the 'pipeline' extra)")
+    psub = pp.add_subparsers(dest="pipeline", required=True)
+    cp = psub.add_parser("clickstream", help="page visits -> Spark Structured Streaming -> per-site window stats")
+    from .pipeline import clickstream
+    clickstream.add_arguments(cp)
     args = ap.parse_args(argv)
+    if args.cmd == "pipeline":
+        return clickstream.run(args)
     logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
                         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
     if args.cmd == "serve":
