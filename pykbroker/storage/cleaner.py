@@ -478,6 +478,18 @@ def _max_ts_of(batch: bytes) -> int:
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 
 
+def _abandon_kw() -> dict:
+    """Let a shutdown abandon a running cleaning thread (it stops at its next
+    batch through ``stop``; its ``.cleaned`` files are dropped on restart)."""
+    import inspect
+    import trio
+    params = inspect.signature(trio.to_thread.run_sync).parameters
+    return {"abandon_on_cancel": True} if "abandon_on_cancel" in params else {"cancellable": True}
+
+
+_ABANDON = _abandon_kw()
+
+
 class LogCleanerTask:
     """Runs in the broker nursery (started by the ReplicaManager).  One log
     at a time, the dirtiest first; mapping and rewriting in a worker thread,
@@ -570,7 +582,7 @@ class LogCleanerTask:
         cleaner = Cleaner(self.map_entries, self.stop, self.hook)
         t0 = time.monotonic()
         end = await trio.to_thread.run_sync(cleaner.build_offset_map, lg, segments, handles, plan,
-                                            abandon_on_cancel=True)
+                                            **_ABANDON)
         stats = CleanStats()
         delay = part.config.get("file.delete.delay.ms")
         delay = 60000 if delay is None else delay
@@ -578,7 +590,7 @@ class LogCleanerTask:
             hs = [handles[segments.index(s)] for s in group]
             cleaned = await trio.to_thread.run_sync(
                 cleaner.clean_group, lg, group, hs, now, cc, producers, stats, end,
-                abandon_on_cancel=True)
+                **_ABANDON)
             if self.hook:
                 self.hook("cleaned")
             # the swap: on the trio thread, no await inside (appends cannot interleave)
