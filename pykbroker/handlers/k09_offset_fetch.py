@@ -1,16 +1,21 @@
-"""OffsetFetch (key 9), versions 1-9: read a group's committed offsets.
+"""OffsetFetch (key 9), versions 1-10: read a group's committed offsets.
 
 Behaviour (as Apache Kafka):
 - a partition without a committed offset (or an unknown group): offset -1, leader epoch -1,
   metadata "" and no error.  topics null (v2+) returns every committed offset of the group.
 - committed metadata and leader epoch come back exactly as committed.
-- group-level errors (empty group id: INVALID_GROUP_ID, NOT_COORDINATOR, ...): v1 per
-  partition; v2-7 top-level error_code (partitions carry it too); v8+ per group.
+- the empty group id is a valid group (as Kafka's coordinator keeps it for offsets).
+- group-level errors (NOT_COORDINATOR, UNKNOWN_MEMBER_ID, ...): v1 per
+  partition; v2-7 top-level error_code (partitions carry it too); v8+ per group, with no topics.
+- v10 (KIP-848) names topics by id: an unknown or zero id answers UNKNOWN_TOPIC_ID per
+  partition; responses carry topic_id with name ""; "all offsets" lists the group's topics by
+  their current ids.
 - v9 (KIP-848): when member_id/member_epoch are given for a consumer group, the member must exist
   (UNKNOWN_MEMBER_ID) with that epoch (STALE_MEMBER_EPOCH).
 - require_stable (v7+): pykbroker has no pending transactional offsets, so every offset is stable.
 Version notes: v2 top-level error and null topics; v3 throttle_time_ms; v5 committed leader
-epoch; v6 flexible; v7 require_stable; v8 several groups per request; v9 member id/epoch.
+epoch; v6 flexible; v7 require_stable; v8 several groups per request; v9 member id/epoch;
+v10 topic ids instead of names.
 """
 from __future__ import annotations
 
@@ -19,7 +24,7 @@ from ..protocol.errors import ErrorCode as E
 
 API_KEY = 9
 MIN_VERSION = 1
-MAX_VERSION = 9
+MAX_VERSION = 10
 
 
 def _part(idx, om, code=0):
@@ -30,31 +35,57 @@ def _part(idx, om, code=0):
             "metadata": om.metadata, "error_code": int(code)}
 
 
+def _topic(v, name, tid, parts):
+    if v >= 10:
+        return {"name": "", "topic_id": tid, "partitions": parts}
+    return {"name": name, "partitions": parts}
+
+
 async def _fetch_group(ctx, gid, topics, member_id=None, member_epoch=-1):
     """-> (error code, topics list)"""
-    err = 0
-    gc = None
-    if not gid and ctx.api_version >= 0:
-        err = E.INVALID_GROUP_ID
-    else:
-        gc, err = await group_precheck(ctx, gid, create_topic=False)
+    v = ctx.api_version
+    # The empty group id is a group like any other (Kafka: "for backwards compatibility, we
+    # support fetch commits for the empty group id"; only a null id is INVALID_GROUP_ID).
+    gc, err = await group_precheck(ctx, gid, create_topic=False)
     if not err and (member_id is not None or member_epoch >= 0):
         g = gc.get_group(gid)
         if g is not None and g.kind == "consumer":
             err = gc.consumer.validate_fetch(g, member_id, member_epoch)
     if err:
-        out = [{"name": t["name"], "partitions": [_part(i, None, err) for i in t["partition_indexes"]]}
+        if v >= 8:
+            return err, []  # a group-level error: the group's entry carries no topics (as Kafka)
+        out = [_topic(v, t["name"], None, [_part(i, None, err) for i in t["partition_indexes"]])
                for t in (topics or [])]
         return err, out
+    md = ctx.broker.metadata
     if topics is None:
         by_topic: dict = {}
         for (t, p), om in sorted(gc.fetch_offsets(gid).items()):
             by_topic.setdefault(t, []).append(_part(p, om))
-        return 0, [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
+        out = []
+        for t, ps in by_topic.items():
+            if v >= 10:
+                info = md.get(t) if md is not None else None
+                if info is None:
+                    continue  # no id to name it by (its offsets go when the topic is deleted)
+                out.append(_topic(v, t, info.topic_id, ps))
+            else:
+                out.append(_topic(v, t, None, ps))
+        return 0, out
     out = []
     for t in topics:
-        got = gc.fetch_offsets(gid, [(t["name"], i) for i in t["partition_indexes"]])
-        out.append({"name": t["name"], "partitions": [_part(i, got[(t["name"], i)]) for i in t["partition_indexes"]]})
+        if v >= 10:
+            # v10 names topics by id only (KIP-848): an unknown or zero id: UNKNOWN_TOPIC_ID.
+            name = md.name_of(t["topic_id"]) if md is not None else None
+            if name is None:
+                out.append(_topic(v, None, t["topic_id"],
+                                  [_part(i, None, E.UNKNOWN_TOPIC_ID) for i in t["partition_indexes"]]))
+                continue
+            tid = t["topic_id"]
+        else:
+            name, tid = t["name"], None
+        got = gc.fetch_offsets(gid, [(name, i) for i in t["partition_indexes"]])
+        out.append(_topic(v, name, tid, [_part(i, got[(name, i)]) for i in t["partition_indexes"]]))
     return 0, out
 
 

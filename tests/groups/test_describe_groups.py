@@ -41,7 +41,7 @@ def test_describe_groups_versions(gbroker):
         assert hb["error_code"] == 0, hb
     live = KafkaConsumer(topic, bootstrap_servers=b.bootstrap, group_id=classic, enable_auto_commit=False)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while not live.assignment() and time.monotonic() < deadline:
             live.poll(200)
         assert live.assignment()
