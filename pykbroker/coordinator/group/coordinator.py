@@ -245,6 +245,25 @@ class GroupCoordinator:
         self._enqueue(self.partition_for(group_id), recs, fut, done)
         return fut
 
+    def on_topic_deleted(self, name: str) -> int:
+        """A topic was deleted: as Kafka's onPartitionsDeleted, every group's committed offsets
+        for its partitions are removed (tombstones in __consumer_offsets), so a topic created
+        again under the same name starts without stale positions.  Returns how many."""
+        n = 0
+        for gid, committed in list(self.offsets.items()):
+            tps = [tp for tp in committed if tp[0] == name]
+            if tps:
+                n += len(tps)
+                # Gone from the cache at once (the topic no longer exists, so no fetch may
+                # return them); the tombstones follow on the writer, ahead of any later commit.
+                for tp in tps:
+                    committed.pop(tp, None)
+                self._enqueue(self.partition_for(gid), [(O.offset_key(gid, t, p), None) for t, p in tps],
+                              None, None)
+        if n:
+            log.info("topic %s deleted: removing %d committed offset(s)", name, n)
+        return n
+
     # -- the log -----------------------------------------------------------------------------
     def _enqueue(self, partition, recs, fut, done, on_complete=None) -> None:
         try:
