@@ -378,6 +378,13 @@ class MetadataImage:
             self._deleting.pop(name, None)
             done.set()
         log.info("deleted topic %s (id %s)", name, topic_id_str(info.topic_id))
+        # Committed offsets of the deleted partitions go too (Kafka's onPartitionsDeleted).
+        hook = getattr(getattr(self.broker, "group_coordinator", None), "on_topic_deleted", None)
+        if hook is not None:
+            try:
+                hook(name)
+            except Exception:
+                log.exception("removing the committed offsets of deleted topic %s failed", name)
         return info
 
     async def create_partitions(self, name: str, new_total: int, assignments=None,
