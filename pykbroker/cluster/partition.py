@@ -83,6 +83,9 @@ class Partition:
         self._hw_waiters: set[trio.Event] = set()
         self._flush_required = False
         self.deleted = False
+        # Kafka's HostedPartition.Offline: the partition's log dir failed (I/O error); every
+        # request for it answers KAFKA_STORAGE_ERROR until the broker restarts.
+        self.offline = False
         self._maybe_increment_high_watermark()
 
     def __repr__(self):
@@ -135,6 +138,8 @@ class Partition:
         """Append one partition's validated produce records.  No await inside."""
         if self.deleted:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if self.offline:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log dir of %s is offline" % self)
         lc = self.log.config
         if validated.size > lc.segment_bytes:
             # Kafka: a record set larger than a whole segment can never be appended.
@@ -157,6 +162,7 @@ class Partition:
             raise KafkaError(e.code, str(e)) from None
         except KafkaStorageError as e:
             log.error("append to %s failed: %s", self, e)
+            self.replica_manager.on_storage_error(self, e)
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from None
         if not info.duplicate:
             if info.flush_required:
@@ -176,6 +182,7 @@ class Partition:
             await trio.to_thread.run_sync(self.log.flush)
         except KafkaStorageError as e:
             log.error("flush of %s failed: %s", self, e)
+            self.replica_manager.on_storage_error(self, e)
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from None
 
     async def wait_for_high_watermark(self, offset: int) -> None:
@@ -200,6 +207,8 @@ class Partition:
 
     def read_records(self, fetch_offset: int, max_bytes: int, min_one_batch: bool,
                      read_committed: bool) -> ReadResult:
+        if self.offline:
+            return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, b"", 0, -1, -1, -1)
         hw = self.log.high_watermark
         lso = self.last_stable_offset
         try:
@@ -208,6 +217,7 @@ class Partition:
             return ReadResult(ErrorCode.OFFSET_OUT_OF_RANGE, b"", 0, -1, -1, -1)
         except KafkaStorageError as e:
             log.error("read from %s failed: %s", self, e)
+            self.replica_manager.on_storage_error(self, e)
             return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, b"", 0, -1, -1, -1)
         if not regions:
             return ReadResult(0, b"", 0, hw, lso, self.log.log_start_offset)
@@ -217,6 +227,8 @@ class Partition:
     # ------------------------------------------------------------------ list offsets
     def fetch_offset_for_timestamp(self, timestamp: int, read_committed: bool, from_replica: bool):
         """(timestamp, offset, leader_epoch) or None (Kafka's Partition.fetchOffsetForTimestamp)."""
+        if self.offline:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log dir of %s is offline" % self)
         lg = self.log
         if from_replica:
             last_fetchable = lg.log_end_offset
@@ -228,10 +240,15 @@ class Partition:
             start = lg.log_start_offset
             epoch = lg.epoch_for_offset(start)
             return -1, start, epoch if epoch is not None else -1
-        if timestamp == MAX_TIMESTAMP:
-            found = lg.max_timestamp_offset()
-        else:
-            found = lg.offset_for_timestamp(timestamp)
+        try:
+            if timestamp == MAX_TIMESTAMP:
+                found = lg.max_timestamp_offset()
+            else:
+                found = lg.offset_for_timestamp(timestamp)
+        except (KafkaStorageError, OSError) as e:
+            log.error("timestamp lookup in %s failed: %s", self, e)
+            self.replica_manager.on_storage_error(self, e)
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from None
         if found is None:
             return None
         offset, ts, epoch = found
@@ -245,6 +262,8 @@ class Partition:
     # ------------------------------------------------------------------ delete records
     async def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: returns the new log start offset (low watermark)."""
+        if self.offline:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log dir of %s is offline" % self)
         hw = self.log.high_watermark
         target = hw if offset == -1 else offset
         if target < 0:
@@ -259,14 +278,74 @@ class Partition:
         except OffsetOutOfRange:
             raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE) from None
         except (KafkaStorageError, OSError) as e:
+            self.replica_manager.on_storage_error(self, e)
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from None
         # Make the new log start durable soon, so deleted records never come back.
         self.replica_manager.request_checkpoint()
         return self.log.log_start_offset
 
     # ------------------------------------------------------------------ lifecycle
+    def mark_offline(self) -> None:
+        """The log dir failed: stop serving; long-polls and acks=all waiters wake and see it."""
+        self.offline = True
+        self._wake_fetchers()
+        for ev in self._hw_waiters:
+            ev.set()
+
     def mark_deleted(self) -> None:
         self.deleted = True
         self._wake_fetchers()
         for ev in self._hw_waiters:
             ev.set()
+
+
+class OfflinePartition:
+    """A partition whose log could not be opened because its log dir failed at start-up
+    (Kafka keeps it as HostedPartition.Offline): requests for it get KAFKA_STORAGE_ERROR."""
+    offline = True
+    deleted = False
+    log = None
+
+    def __init__(self, replica_manager, topic: str, topic_id: bytes, partition_id: int, config: dict):
+        self.replica_manager = replica_manager
+        self.topic = topic
+        self.topic_id = topic_id
+        self.partition_id = partition_id
+        self.config = config
+        node = replica_manager.broker.node_id
+        self.leader_epoch = 0
+        self.isr = [node]
+        self.replicas = [node]
+
+    def __repr__(self):
+        return "OfflinePartition(%s-%d)" % (self.topic, self.partition_id)
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> int:
+        return 0
+
+    def needs_flush(self) -> bool:
+        return False
+
+    def mark_offline(self) -> None:
+        pass
+
+    def mark_deleted(self) -> None:
+        self.deleted = True
+
+    def update_config(self, config: dict) -> None:
+        self.config = config
+
+    def append_records_as_leader(self, validated, now_ms):
+        raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log dir of %s is offline" % self)
+
+    def read_records(self, *args, **kwargs) -> ReadResult:
+        return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, b"", 0, -1, -1, -1)
+
+    def fetch_offset_for_timestamp(self, *args, **kwargs):
+        raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log dir of %s is offline" % self)
+
+    def end_offset_for_epoch(self, epoch: int):
+        raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log dir of %s is offline" % self)
+
+    async def delete_records_before(self, offset: int) -> int:
+        raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log dir of %s is offline" % self)

@@ -92,6 +92,11 @@ async def handle(ctx, request):
                 parts_out.append(_err(idx, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 failed = True
                 continue
+            if partition.offline:
+                # Kafka: a partition on a failed log dir is Offline -> KAFKA_STORAGE_ERROR.
+                parts_out.append(_err(idx, ErrorCode.KAFKA_STORAGE_ERROR))
+                failed = True
+                continue
             if info.internal:
                 parts_out.append(_err(idx, ErrorCode.INVALID_TOPIC_EXCEPTION))
                 failed = True

@@ -71,6 +71,11 @@ def _read_all(broker, request, targets):
                 parts.append(_part_error(idx, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 errored = True
                 continue
+            if partition.offline:
+                # Kafka: a partition on a failed log dir is Offline -> KAFKA_STORAGE_ERROR.
+                parts.append(_part_error(idx, ErrorCode.KAFKA_STORAGE_ERROR))
+                errored = True
+                continue
             targets.add(partition)
             if version_v9:
                 code = partition.check_leader_epoch(p["current_leader_epoch"])

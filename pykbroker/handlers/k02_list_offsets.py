@@ -19,7 +19,7 @@ answer; v6 is flexible; v7 allows MAX_TIMESTAMP.
 """
 from __future__ import annotations
 
-from ..protocol.errors import ErrorCode
+from ..protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 2
 MIN_VERSION = 1
@@ -63,13 +63,21 @@ async def handle(ctx, request):
             if partition is None:
                 parts.append(_err(idx, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
+            if partition.offline:
+                # Kafka: a partition on a failed log dir is Offline -> KAFKA_STORAGE_ERROR.
+                parts.append(_err(idx, ErrorCode.KAFKA_STORAGE_ERROR))
+                continue
             if version >= 4:
                 code = partition.check_leader_epoch(p["current_leader_epoch"])
                 if code:
                     parts.append(_err(idx, code))
                     continue
-            found = partition.fetch_offset_for_timestamp(
-                p["timestamp"], isolation == READ_COMMITTED, replica_id >= 0)
+            try:
+                found = partition.fetch_offset_for_timestamp(
+                    p["timestamp"], isolation == READ_COMMITTED, replica_id >= 0)
+            except KafkaError as e:   # the disk failed during the lookup
+                parts.append(_err(idx, e.code))
+                continue
             if found is None:
                 parts.append({"partition_index": idx, "error_code": 0, "timestamp": -1,
                               "offset": -1, "leader_epoch": -1})

@@ -12,7 +12,9 @@ Behaviour (Apache Kafka 3.x/4.x KRaft broker, KafkaApis.handleTopicMetadataReque
 - One broker (this node, from the advertised listener, rack null), ``controller_id`` = this node
   (a KRaft broker reports a live broker, never a controller), ``cluster_id`` (v2+).
 - Each partition: leader = this node, ``leader_epoch`` (v7+) from the partition, replicas/ISR
-  from the assignment, offline replicas empty (v5+).
+  from the assignment, offline replicas empty (v5+).  A partition whose log dir failed has no
+  leader (-1), error LEADER_NOT_AVAILABLE and this node in ``offline_replicas`` (what a KRaft
+  cluster shows once the controller learns of the offline dir).
 - Topic ids (v10+) are the real, stable ids.  v12 may ask by id (name null): known ids are
   answered by name, unknown ones with UNKNOWN_TOPIC_ID and a null name.  A null name or a topic
   id before v12 is INVALID_REQUEST for the whole request, as Kafka does.
@@ -56,11 +58,25 @@ def _leader_epoch(broker, topic: str, p: int) -> int:
     return getattr(part, "leader_epoch", 0) if part is not None else 0
 
 
+def _offline(broker, topic: str, p: int) -> bool:
+    getter = getattr(broker.replica_manager, "get_partition", None)
+    part = getter(topic, p) if getter is not None else None
+    return bool(getattr(part, "offline", False))
+
+
 def topic_entry(broker, info) -> dict:
     node = broker.node_id
     parts = []
     for p in range(info.num_partitions):
         replicas = info.replica_assignment.get(p) or [node]
+        if _offline(broker, info.name, p):
+            # Its log dir failed.  A KRaft controller then takes this (only) replica out of
+            # leadership: no leader (-1) -> LEADER_NOT_AVAILABLE, the replica listed offline.
+            parts.append({"error_code": int(ErrorCode.LEADER_NOT_AVAILABLE), "partition_index": p,
+                          "leader_id": -1, "leader_epoch": _leader_epoch(broker, info.name, p),
+                          "replica_nodes": list(replicas), "isr_nodes": list(replicas),
+                          "offline_replicas": [node]})
+            continue
         parts.append({"error_code": 0, "partition_index": p, "leader_id": node,
                       "leader_epoch": _leader_epoch(broker, info.name, p),
                       "replica_nodes": list(replicas), "isr_nodes": list(replicas),

@@ -44,6 +44,10 @@ async def handle(ctx, request):
             if partition is None:
                 parts.append(_err(idx, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
+            if partition.offline:
+                # Kafka: a partition on a failed log dir is Offline -> KAFKA_STORAGE_ERROR.
+                parts.append(_err(idx, ErrorCode.KAFKA_STORAGE_ERROR))
+                continue
             code = partition.check_leader_epoch(p["current_leader_epoch"])
             if code:
                 parts.append(_err(idx, code))
