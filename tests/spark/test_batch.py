@@ -92,6 +92,12 @@ def test_assign_partitions(spark, bootstrap, topic3):
     got = rows(kafka_read(spark, bootstrap, assign={t: [0, 2]}))
     assert sorted((g["partition"], g["offset"]) for g in got) == \
         [(p, i) for p in (0, 2) for i in range(10)]
+    # minPartitions splits each Kafka partition's range across several Spark tasks (several
+    # consumers seeking into one partition); the result is the same records, once each.
+    df = kafka_read(spark, bootstrap, assign={t: [0, 2]}, minPartitions="6")
+    assert df.rdd.getNumPartitions() >= 6
+    assert sorted((g["partition"], g["offset"]) for g in rows(df)) == \
+        [(p, i) for p in (0, 2) for i in range(10)]
 
 
 def test_offsets_json_per_partition(spark, bootstrap, topic3):

@@ -155,3 +155,110 @@ def test_fail_on_data_loss_false(spark, bootstrap, lost_topic):
     # Partition 0 continues from the new log start (15); partition 1 loses nothing.
     assert [(p, o) for p, o, _ in got] == \
         [(0, o) for o in list(range(10)) + list(range(15, 20))] + [(1, o) for o in range(20)]
+
+
+def wait_rows(spark, q, name, n, timeout=90):
+    deadline = time.monotonic() + timeout
+    while True:
+        c = spark.sql("SELECT count(*) c FROM %s" % name).first().c
+        if c >= n:
+            return c
+        assert q.exception() is None, q.exception()
+        assert time.monotonic() < deadline, "query saw %d of %d rows" % (c, n)
+        time.sleep(0.3)
+
+
+def test_pattern_discovers_new_topics_and_partitions(spark, bootstrap):
+    """subscribePattern while running: a new matching topic and new partitions of an existing one
+    are picked up from offset 0 (Spark checks a new partition's earliest offset is 0)."""
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    stem = unique("disc")
+    a = create_topic(bootstrap, stem + "-a", 1)
+    produce(bootstrap, a, [{"value": b"a%d" % i} for i in range(5)])
+    name = "disc_" + unique("q").replace("-", "_")
+    q = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+         .option("subscribePattern", stem + "-.*").option("startingOffsets", "earliest")
+         # How often the driver's admin client refreshes metadata (pattern matching, partitions).
+         .option("kafka.metadata.max.age.ms", "500").load()
+         .selectExpr("topic", "partition", "offset", "CAST(value AS STRING) v")
+         .writeStream.format("memory").queryName(name).trigger(processingTime="500 milliseconds")
+         .start())
+    try:
+        wait_rows(spark, q, name, 5)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_partitions([NewPartitions(a, 3)])[a].result(15)
+        b = create_topic(bootstrap, stem + "-b", 2)
+        produce(bootstrap, a, [{"partition": p, "value": b"a-new%d" % p} for p in range(3)])
+        produce(bootstrap, b, [{"partition": p, "value": b"b%d" % p} for p in range(2)])
+        wait_rows(spark, q, name, 10)
+        got = sorted((r.topic, r.partition, r.offset, r.v) for r in
+                     spark.sql("SELECT * FROM %s" % name).collect())
+        assert got == sorted([(a, 0, i, "a%d" % i) for i in range(5)] + [(a, 0, 5, "a-new0")]
+                             + [(a, p, 0, "a-new%d" % p) for p in (1, 2)]
+                             + [(b, p, 0, "b%d" % p) for p in range(2)])
+    finally:
+        q.stop()
+
+
+def test_broker_restart_under_running_query(spark, fresh_broker, tmp_path):
+    """A processingTime query keeps running while the broker is stopped (SIGTERM) and started
+    again on the same port and data: nothing lost, nothing read twice."""
+    bs = fresh_broker.bootstrap
+    t = create_topic(bs, unique("restart"), 2)
+    produce(bs, t, [{"partition": i % 2, "value": b"before%d" % i} for i in range(20)])
+    out, ckpt = str(tmp_path / "out"), str(tmp_path / "ckpt")
+    q = (stream(spark, bs, t).selectExpr("partition", "offset", "CAST(value AS STRING) AS value")
+         .writeStream.format("parquet").option("path", out).option("checkpointLocation", ckpt)
+         .trigger(processingTime="500 milliseconds").start())
+    try:
+        deadline = time.monotonic() + 90
+        while sum(p["numInputRows"] for p in q.recentProgress) < 20:
+            assert q.exception() is None and time.monotonic() < deadline, q.exception()
+            time.sleep(0.3)
+        fresh_broker.restart(clean=True)
+        produce(bs, t, [{"partition": i % 2, "value": b"after%d" % i} for i in range(20)])
+        while sum(p["numInputRows"] for p in q.recentProgress) < 40:
+            assert q.exception() is None, q.exception()
+            assert time.monotonic() < deadline + 60, "query did not resume after the restart"
+            time.sleep(0.3)
+    finally:
+        q.stop()
+    assert q.exception() is None
+    got = read_sink(spark, out)
+    assert [(p, o) for p, o, _ in got] == [(p, o) for p in range(2) for o in range(20)]
+    assert {v for _, _, v in got} == {"before%d" % i for i in range(20)} | \
+        {"after%d" % i for i in range(20)}
+
+
+@pytest.mark.parametrize("clean", [True, False], ids=["sigterm", "kill9"])
+def test_kafka_sink_across_broker_restart(spark, fresh_broker, tmp_path, clean):
+    """The Kafka sink's cached (idempotent) Java producer keeps writing after the broker restarts
+    (clean, or killed with SIGKILL between batches): its producer id and sequences survive the
+    restart, so every record lands exactly once."""
+    bs = fresh_broker.bootstrap
+    src = create_topic(bs, unique("rs-src"), 2)
+    dst = create_topic(bs, unique("rs-dst"), 2)
+    produce(bs, src, [{"partition": i % 2, "value": b"one%d" % i} for i in range(20)])
+    q = (stream(spark, bs, src).selectExpr("CAST(partition AS STRING) AS key", "value", "partition")
+         .writeStream.format("kafka").option("kafka.bootstrap.servers", bs).option("topic", dst)
+         .option("checkpointLocation", str(tmp_path / "ckpt"))
+         .trigger(processingTime="500 milliseconds").start())
+    try:
+        deadline = time.monotonic() + 90
+        while sum(p["numInputRows"] for p in q.recentProgress) < 20:
+            assert q.exception() is None and time.monotonic() < deadline, q.exception()
+            time.sleep(0.3)
+        fresh_broker.restart(clean=clean)
+        produce(bs, src, [{"partition": i % 2, "value": b"two%d" % i} for i in range(20)])
+        while sum(p["numInputRows"] for p in q.recentProgress) < 40:
+            assert q.exception() is None, q.exception()
+            assert time.monotonic() < deadline + 60, "query did not resume after the restart"
+            time.sleep(0.3)
+    finally:
+        q.stop()
+    assert q.exception() is None
+    got = read_all(bs, dst, 2)
+    assert sorted((r["partition"], r["key"], r["value"]) for r in got) == sorted(
+        [(i % 2, b"%d" % (i % 2), b"one%d" % i) for i in range(20)]
+        + [(i % 2, b"%d" % (i % 2), b"two%d" % i) for i in range(20)])
