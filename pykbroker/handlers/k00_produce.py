@@ -31,6 +31,8 @@ Behaviour (Apache Kafka 4.x as the oracle):
 Version notes: v5 adds log_start_offset; v7 allows zstd; v8 adds record_errors/error_message;
 v9 is flexible; v10-11 add the (tagged) current_leader / node_endpoints, which pykbroker leaves
 at their defaults since it is always the leader.
+- A partition whose log dir failed (I/O error; see cluster/replica_manager.py) answers
+  KAFKA_STORAGE_ERROR (56), as Kafka's offline partitions do; the other dirs keep serving.
 """
 from __future__ import annotations
 

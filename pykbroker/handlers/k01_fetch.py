@@ -27,6 +27,8 @@ Behaviour (Apache Kafka 4.x as the oracle):
 Version notes: v5 adds log_start_offset; v7 sessions; v9 current_leader_epoch; v11 rack_id and
 preferred_read_replica; v12 is flexible, adds last_fetched_epoch (divergence checks are for
 followers, not done) and tagged diverging_epoch/current_leader/snapshot_id (left default).
+- A partition whose log dir failed (I/O error; see cluster/replica_manager.py) answers
+  KAFKA_STORAGE_ERROR (56), as Kafka's offline partitions do; the other dirs keep serving.
 """
 from __future__ import annotations
 

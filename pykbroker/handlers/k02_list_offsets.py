@@ -16,6 +16,8 @@ Behaviour (Apache Kafka 4.x as the oracle, Partition.fetchOffsetForTimestamp):
 Version notes: v1 answers a single offset + timestamp (v0's offset list is not supported);
 v2 adds isolation_level and throttle_time_ms; v4 current_leader_epoch and leader_epoch in the
 answer; v6 is flexible; v7 allows MAX_TIMESTAMP.
+- A partition whose log dir failed (I/O error; see cluster/replica_manager.py) answers
+  KAFKA_STORAGE_ERROR (56), as Kafka's offline partitions do; the other dirs keep serving.
 """
 from __future__ import annotations
 

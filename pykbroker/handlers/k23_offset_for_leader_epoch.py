@@ -12,6 +12,8 @@ LeaderEpochFileCache.endOffsetFor), answered from the partition's leader-epoch c
   partition, so both are answered the same way.
 Version notes: v2 adds current_leader_epoch (and is the floor Kafka 4 keeps); v3 adds
 replica_id; v4 is flexible.
+- A partition whose log dir failed (I/O error; see cluster/replica_manager.py) answers
+  KAFKA_STORAGE_ERROR (56), as Kafka's offline partitions do; the other dirs keep serving.
 """
 from __future__ import annotations
 
