@@ -1,4 +1,4 @@
-"""Produce (key 0), versions 3-11.
+"""Produce (key 0), versions 3-11 (ApiVersions advertises 0-11).
 
 Behaviour (Apache Kafka 4.x as the oracle):
 - ``acks`` must be 0, 1 or -1; anything else answers every partition with
@@ -48,6 +48,10 @@ from ..server.connection import CloseConnection
 API_KEY = 0
 MIN_VERSION = 3
 MAX_VERSION = 11
+# Apache Kafka 4 advertises Produce from v0 although it serves only v3+ (KAFKA-18659):
+# librdkafka's feature detection (e.g. compressed produce) requires the v0 floor.  A v0-2
+# request is still an unsupported version: the connection is closed, as Kafka 4.4 does.
+ADVERTISED_MIN_VERSION = 0
 
 log = logging.getLogger("pykbroker.produce")
 

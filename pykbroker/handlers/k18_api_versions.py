@@ -2,7 +2,10 @@
 
 Behaviour (KIP-511, as Apache Kafka):
 - Lists every API this broker serves with the version range its handler implements.  Telemetry
-  APIs (71/72) are never advertised: clients would start calling them.
+  APIs (71/72) are never advertised: clients would start calling them.  A handler may advertise
+  a lower floor than it serves (``ADVERTISED_MIN_VERSION``): Produce is listed from v0 as Kafka 4
+  does for librdkafka (KAFKA-18659) while v0-2 requests close the connection like any
+  unsupported version.
 - A request version above 4 is answered with a v0 body (UNSUPPORTED_VERSION plus the supported
   range) and a v0 response header, so the client can retry with a version both sides know.
 - v3+: ClientSoftwareName/Version must match Kafka's pattern, else INVALID_REQUEST (librdkafka
@@ -27,7 +30,8 @@ _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
 def api_keys(broker) -> list[dict]:
-    return [{"api_key": k, "min_version": h.MIN_VERSION, "max_version": h.MAX_VERSION}
+    return [{"api_key": k, "min_version": getattr(h, "ADVERTISED_MIN_VERSION", h.MIN_VERSION),
+             "max_version": h.MAX_VERSION}
             for k, h in sorted(broker.handlers.items())]
 
 

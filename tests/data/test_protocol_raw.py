@@ -265,13 +265,13 @@ def test_offset_for_leader_epoch(broker, topic):
 
 
 def test_every_advertised_version_round_trips(broker, topic):
-    """Produce 3-11, Fetch 4-12, ListOffsets 1-7, OffsetForLeaderEpoch 2-4, DeleteRecords 0-2,
+    """Produce 3-11 (advertised from 0, as Kafka 4), Fetch 4-12, ListOffsets 1-7, OffsetForLeaderEpoch 2-4, DeleteRecords 0-2,
     InitProducerId 0-5: each version encodes, decodes and answers consistently."""
     with RawClient(broker) as c:
         api = {k: v for k, v in ((a["api_key"], (a["min_version"], a["max_version"]))
                                  for a in c.request(18, 3, {"client_software_name": "raw",
                                                             "client_software_version": "1"})["api_keys"])}
-        assert api[0] == (3, 11) and api[1] == (4, 12) and api[2] == (1, 7)
+        assert api[0] == (0, 11) and api[1] == (4, 12) and api[2] == (1, 7)
         assert api[21] == (0, 2) and api[22] == (0, 5) and api[23] == (2, 4)
         for v in range(3, 12):
             p = produce_part(produce(c, topic, 0, make_batch([b"v%d" % v]), version=v))
