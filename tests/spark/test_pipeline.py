@@ -18,6 +18,7 @@ import pytest
 
 from pykbroker.testing import BrokerProcess
 
+from .conftest import AGAINST_KAFKA
 from .util import read_all, skip_in_quick_mode, unique
 
 pytestmark = [skip_in_quick_mode, pytest.mark.timeout(240)]
@@ -82,16 +83,18 @@ def check(bootstrap, in_topic, out_topic, stdout):
     assert "%d events generated" % n_visits in stdout
 
 
-def test_clickstream_against_a_cluster(broker):
+def test_clickstream_against_a_cluster(bootstrap):
     in_topic, out_topic = unique("clicks"), unique("site-stats")
-    stdout = run_pipeline("--bootstrap-servers", broker.bootstrap, "--input-topic", in_topic,
+    stdout = run_pipeline("--bootstrap-servers", bootstrap, "--input-topic", in_topic,
                           "--output-topic", out_topic, "--duration", "10", "--rate", "40",
                           "--seed", "11")
-    assert "using cluster %s" % broker.bootstrap in stdout
-    check(broker.bootstrap, in_topic, out_topic, stdout)
+    assert "using cluster %s" % bootstrap in stdout
+    check(bootstrap, in_topic, out_topic, stdout)
 
 
 def test_clickstream_embedded_broker(tmp_path):
+    if AGAINST_KAFKA:
+        pytest.skip("the embedded broker is pykbroker")
     data = str(tmp_path / "data")
     stdout = run_pipeline("--data-dir", data, "--events", "400", "--rate", "60", "--seed", "5")
     assert re.search(r"embedded pykbroker on 127\.0\.0\.1:\d+", stdout)
