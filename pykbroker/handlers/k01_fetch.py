@@ -21,9 +21,12 @@ Behaviour (Apache Kafka 4.x as the oracle):
   Empty = zero-length bytes, never null.
 - Long poll: if fewer than ``min_bytes`` are available (and no partition errored), the request
   parks until an append to one of its partitions or ``max_wait_ms`` passes, then reads again.
-- aborted_transactions: null under read_uncommitted, empty under read_committed (no
-  transactions yet).  preferred_read_replica is always -1.  ``replica_id`` (follower fetch)
-  and ``rack_id`` are ignored for now: every fetch is treated as a consumer fetch.
+- aborted_transactions (as Kafka 4.4): on a successful read null under read_uncommitted, empty
+  under read_committed (no transactions yet); null for errors raised by the log read
+  (OFFSET_OUT_OF_RANGE, FENCED/UNKNOWN_LEADER_EPOCH, KAFKA_STORAGE_ERROR); empty for
+  UNKNOWN_TOPIC_OR_PARTITION, which Kafka answers from its metadata check before reading.
+- preferred_read_replica is always -1.  ``replica_id`` (follower fetch) and ``rack_id`` are
+  ignored for now: every fetch is treated as a consumer fetch.
 Version notes: v5 adds log_start_offset; v7 sessions; v9 current_leader_epoch; v11 rack_id and
 preferred_read_replica; v12 is flexible, adds last_fetched_epoch (divergence checks are for
 followers, not done) and tagged diverging_epoch/current_leader/snapshot_id (left default).
@@ -43,9 +46,9 @@ MAX_VERSION = 12
 READ_COMMITTED = 1
 
 
-def _part_error(index: int, code) -> dict:
+def _part_error(index: int, code, aborted=None) -> dict:
     return {"partition_index": index, "error_code": int(code), "high_watermark": -1,
-            "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
+            "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": aborted,
             "preferred_read_replica": -1, "records": b""}
 
 
@@ -70,7 +73,9 @@ def _read_all(broker, request, targets):
             idx = p["partition"]
             partition = rm.get_partition(t["topic"], idx)
             if partition is None:
-                parts.append(_part_error(idx, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                # Kafka answers an unknown topic/partition from its metadata check, before the
+                # log read, with an empty (not null) aborted_transactions list.
+                parts.append(_part_error(idx, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, []))
                 errored = True
                 continue
             if partition.offline:

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from .wire import explain, Raw, batch, call, create_topic, fetch, init_producer_id, produce
+from .wire import explain, Raw, batch, call, create_topic, fetch, init_producer_id, list_offsets, produce
 
 PRODUCE_VERSIONS = [3, 5, 7, 8, 9, 11]
 FETCH_VERSIONS = [4, 5, 7, 11, 12]
@@ -54,12 +54,6 @@ def test_produce_unknown_partition(both, version):
     assert p == k, explain(p, k)
 
 
-ABORTED_NULL = pytest.mark.xfail(strict=True, reason=(
-    "Fetch v4+ partition error for an unknown topic/partition: pykbroker answers aborted_transactions=null, "
-    "Apache Kafka an empty array (null only on OFFSET_OUT_OF_RANGE and success)"))
-
-
-@ABORTED_NULL
 @pytest.mark.parametrize("version", FETCH_VERSIONS)
 def test_fetch_unknown_topic(both, version):
     p, k = both(lambda t: norm_fetch(fetch(t, "err-no-such-topic", 0, 0, version=version)))
@@ -68,7 +62,6 @@ def test_fetch_unknown_topic(both, version):
     assert p == k, explain(p, k)
 
 
-@ABORTED_NULL
 @pytest.mark.parametrize("version", FETCH_VERSIONS)
 def test_fetch_unknown_partition(both, version):
     def scenario(t):
@@ -77,6 +70,37 @@ def test_fetch_unknown_partition(both, version):
     p, k = both(scenario)
     if os.environ.get("PYKBROKER_DIFF_SHOW"):
         print("\n", p)
+    assert p == k, explain(p, k)
+
+
+@pytest.mark.parametrize("case", ["ok", "at-hwm", "out-of-range", "unknown-leader-epoch", "unknown-topic",
+                                  "unknown-partition"])
+@pytest.mark.parametrize("isolation", [0, 1])
+@pytest.mark.parametrize("version", [4, 9, 12])
+def test_fetch_aborted_transactions(both, version, isolation, case):
+    """Null vs empty aborted_transactions per outcome and isolation level (and the rest of the
+    partition entry)."""
+    if case == "unknown-leader-epoch" and version < 9:
+        pytest.skip("current_leader_epoch needs v9")
+
+    def scenario(t):
+        setup(t, "err-abt", 1)
+        if produce(t, "err-abt", 0, batch([b"x"]))["error_code"] != 0:
+            raise AssertionError("produce failed")
+        topic, part, offset, cle = {
+            "ok": ("err-abt", 0, 0, -1), "at-hwm": ("err-abt", 0, 10 ** 6, -1),
+            "out-of-range": ("err-abt", 0, 10 ** 9, -1), "unknown-leader-epoch": ("err-abt", 0, 0, 7),
+            "unknown-topic": ("err-no-such-topic", 0, 0, -1), "unknown-partition": ("err-abt", 4, 0, -1)}[case]
+        if case == "at-hwm":
+            offset = list_offsets(t, "err-abt", 0, -1)["offset"]
+        r = norm_fetch(fetch(t, topic, part, offset, version=version, isolation_level=isolation,
+                             current_leader_epoch=cle))
+        for _, parts in r["topics"]:
+            for q in parts:   # the high watermark grows as the scenario repeats
+                q["high_watermark"] = q["high_watermark"] >= 0
+                q["last_stable_offset"] = q["last_stable_offset"] >= 0
+        return r
+    p, k = both(scenario)
     assert p == k, explain(p, k)
 
 

@@ -99,12 +99,13 @@ def produce(target, topic, partition, records, acks=-1, version=9, timeout_ms=10
     return resp["responses"][0]["partition_responses"][0]
 
 
-def fetch(target, topic, partition, offset, version=12, max_wait_ms=0, max_bytes=1 << 20):
+def fetch(target, topic, partition, offset, version=12, max_wait_ms=0, max_bytes=1 << 20, isolation_level=0,
+          current_leader_epoch=-1):
     resp = call(target, 1, version, {
         "replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": 1, "max_bytes": max_bytes,
-        "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+        "isolation_level": isolation_level, "session_id": 0, "session_epoch": -1,
         "topics": [{"topic": topic, "partitions": [{
-            "partition": partition, "current_leader_epoch": -1, "fetch_offset": offset,
+            "partition": partition, "current_leader_epoch": current_leader_epoch, "fetch_offset": offset,
             "log_start_offset": -1, "partition_max_bytes": max_bytes}]}],
         "forgotten_topics_data": [], "rack_id": ""})
     return resp
