@@ -167,6 +167,10 @@ class Partition:
         if not info.duplicate:
             if info.flush_required:
                 self._flush_required = True
+            elif info.rolled:
+                # Kafka flushes a segment in the background when it rolls, so the recovery point
+                # advances and an unclean restart only CRC-scans the active segment.
+                self.replica_manager.broker.nursery.start_soon(self._flush_after_roll)
             self._maybe_increment_high_watermark()
             self._wake_fetchers()
         return AppendResult(info.first_offset, info.last_offset, info.log_append_time,
@@ -184,6 +188,12 @@ class Partition:
             log.error("flush of %s failed: %s", self, e)
             self.replica_manager.on_storage_error(self, e)
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from None
+
+    async def _flush_after_roll(self) -> None:
+        try:
+            await self.flush()
+        except KafkaError:
+            pass  # already logged and the log dir marked offline by flush()
 
     async def wait_for_high_watermark(self, offset: int) -> None:
         while self.log.high_watermark < offset and not self.deleted:

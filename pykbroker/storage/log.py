@@ -125,6 +125,7 @@ class AppendInfo:
     valid_bytes: int
     duplicate: bool = False       # idempotent retry: nothing was appended
     flush_required: bool = False  # auto_flush=False and flush.messages reached
+    rolled: bool = False          # this append rolled a new segment (caller flushes the old one)
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -244,8 +245,10 @@ class Log:
             last_offset = off - 1
             size = len(buf)
 
+            active_before = self._segments[-1]
             seg = self._maybe_roll(size, last_offset, first_offset,
                                    max(b.max_timestamp for b in batches) if lat is None else lat)
+            rolled = seg is not active_before and active_before.size > 0
 
             # patch offsets / epoch / timestamps, per batch
             off = first_offset
@@ -289,7 +292,8 @@ class Log:
             n = records.offset_count
             self.unflushed_messages += n
             info = AppendInfo(first_offset, last_offset, lat if lat is not None else -1,
-                              max_ts, offset_of_max_ts, self.log_start_offset, n, size)
+                              max_ts, offset_of_max_ts, self.log_start_offset, n, size,
+                              rolled=rolled)
             need_flush = self.unflushed_messages >= self.config.flush_interval_messages
         if need_flush:
             if auto_flush:
