@@ -25,8 +25,8 @@ Ticks are filtered out by conditional aggregation (``count(CASE WHEN type = 'vis
 a filter: Spark's optimizer pushes a filter that does not reference the event-time column below the
 watermark operator, and a filtered tick would then no longer advance the watermark.
 
-By default the pipeline starts its own pykbroker (a child process on a free loopback port, data
-in a temporary directory or ``--data-dir``); ``--bootstrap-servers`` points it at any Kafka
+By default the pipeline starts its own pykbroker (in-process on a trio thread, on a free loopback
+port, data in a temporary directory or ``--data-dir``); ``--bootstrap-servers`` points it at any Kafka
 cluster instead.  Requires ``pip install pykbroker[pipeline]`` (PySpark, kafka-python) and Java 17+.
 """
 from __future__ import annotations
@@ -36,6 +36,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -168,6 +169,10 @@ class Generator(threading.Thread):
                 self.produced += 1
                 self.last_ts = max(self.last_ts, ev["ts"])
             prod.flush(60)
+            if self.produced == 0:
+                self.last_window_end = 0
+                prod.close(10)
+                return
             # Close the last window: a tick past its end plus the watermark delay, on every
             # partition (Spark's watermark is global, one would do; all keep it partition-agnostic).
             w = a.window * 1000
@@ -281,10 +286,10 @@ def run(args) -> int:
     try:
         bootstrap = args.bootstrap_servers
         if not bootstrap:
-            from ..testing import BrokerProcess
+            from .embedded import EmbeddedBroker
 
             data_dir = args.data_dir or os.path.join(tmp, "broker-data")
-            broker = BrokerProcess(data_dir).start()
+            broker = EmbeddedBroker(data_dir).start()
             bootstrap = broker.bootstrap
             _log("embedded pykbroker on %s (data in %s)" % (bootstrap, data_dir))
         else:
@@ -305,6 +310,10 @@ def _run(args, bootstrap: str, tmp: str) -> int:
 
     _log("starting Spark (%s) with the Kafka connector" % args.master)
     spark = build_session("pykbroker-clickstream", master=args.master)
+    # PySpark's SIGINT handler cancels every running Spark job (the current micro-batch would fail
+    # the query); Ctrl-C should instead stop the generator and let the last windows close.
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     checkpoint = args.checkpoint or os.path.join(tmp, "checkpoint")
     query = build_query(spark, bootstrap, args, in_start, checkpoint)
     summary = Summary(bootstrap, args.output_topic, out_start)

@@ -8,9 +8,13 @@ live summary the command printed must list the same rows.
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
+import threading
+import time
 from collections import defaultdict
 from datetime import datetime, timezone
 
@@ -28,11 +32,14 @@ SUMMARY = re.compile(r"^  window (\d\d:\d\d:\d\d) → (\d\d:\d\d:\d\d)  (\S+)\s+
                      r"  unique visitors\s+(\d+)$", re.M)
 
 
+def pipeline_cmd(*args):
+    return [sys.executable, "-m", "pykbroker", "pipeline", "clickstream",
+            "--window", str(WINDOW_S), "--watermark", "2", "--max-lateness", "1.5",
+            "--trigger", "0.5", "--partitions", "3", *args]
+
+
 def run_pipeline(*args, timeout=200):
-    cmd = [sys.executable, "-m", "pykbroker", "pipeline", "clickstream",
-           "--window", str(WINDOW_S), "--watermark", "2", "--max-lateness", "1.5",
-           "--trigger", "0.5", "--partitions", "3", *args]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    p = subprocess.run(pipeline_cmd(*args), capture_output=True, text=True, timeout=timeout)
     assert p.returncode == 0, "pipeline failed (rc %d):\n%s\n%s" % (
         p.returncode, p.stdout[-5000:], p.stderr[-5000:])
     return p.stdout
@@ -86,17 +93,41 @@ def check(bootstrap, in_topic, out_topic, stdout):
 def test_clickstream_against_a_cluster(bootstrap):
     in_topic, out_topic = unique("clicks"), unique("site-stats")
     stdout = run_pipeline("--bootstrap-servers", bootstrap, "--input-topic", in_topic,
-                          "--output-topic", out_topic, "--duration", "10", "--rate", "40",
+                          "--output-topic", out_topic, "--events", "400", "--rate", "40",
                           "--seed", "11")
     assert "using cluster %s" % bootstrap in stdout
     check(bootstrap, in_topic, out_topic, stdout)
 
 
-def test_clickstream_embedded_broker(tmp_path):
+def test_clickstream_embedded_broker_ctrl_c(tmp_path):
+    """No limits given: it runs until Ctrl-C.  SIGINT goes to the whole process group, as from a
+    terminal (the embedded broker runs in-process, PySpark's JVM ignores SIGINT): the generator
+    stops, the last windows close, the command exits 0 with every visit accounted for."""
     if AGAINST_KAFKA:
         pytest.skip("the embedded broker is pykbroker")
     data = str(tmp_path / "data")
-    stdout = run_pipeline("--data-dir", data, "--events", "400", "--rate", "60", "--seed", "5")
+    p = subprocess.Popen(pipeline_cmd("--data-dir", data, "--rate", "60", "--seed", "5"),
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                         start_new_session=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(p.stdout.readline, "")),
+                              daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 150
+        while len(SUMMARY.findall("".join(lines))) < 2:    # until two windows have closed
+            assert p.poll() is None and time.monotonic() < deadline, "".join(lines)[-5000:]
+            time.sleep(0.2)
+        os.killpg(p.pid, signal.SIGINT)
+        p.wait(120)
+        reader.join(10)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    stdout = "".join(lines)
+    assert p.returncode == 0, stdout[-5000:]
+    assert "interrupted: stopping the generator" in stdout
     assert re.search(r"embedded pykbroker on 127\.0\.0\.1:\d+", stdout)
     # The embedded broker stopped with the command; reopen its data dir and check the topics.
     with BrokerProcess(data) as b:
