@@ -9,9 +9,12 @@ Behaviour (Apache Kafka 4.x as the oracle):
 - Records are validated per batch, never per record (``records.validate_produce_records``:
   header, CRC-32C, offset delta / count, control bit, size against the topic's
   ``max.message.bytes``); failures map to Kafka's codes (CORRUPT_MESSAGE, INVALID_RECORD,
-  MESSAGE_TOO_LARGE, INVALID_TIMESTAMP, UNSUPPORTED_COMPRESSION_TYPE).  On v8+ record
-  validation failures (INVALID_RECORD / INVALID_TIMESTAMP) carry ``error_message``, as Kafka
+  MESSAGE_TOO_LARGE, INVALID_TIMESTAMP, UNSUPPORTED_COMPRESSION_TYPE).  On v8+ only record
+  validation failures carry ``error_message`` (``RecordError.client_message``), as Kafka
   only fills it for RecordValidationException.
+- A first batch header that Kafka's batch iterator rejects (length below 14, magic outside
+  0-2) fails the whole request before anything else, as in Kafka (it inspects every
+  partition's first batch up front): every partition gets CORRUPT_MESSAGE with Kafka's text.
 - The partition assigns offsets and stamps its leader epoch in place (both outside the CRC);
   ``message.timestamp.type=LogAppendTime`` topics get maxTimestamp rewritten (CRC recomputed)
   and the append time returned in ``log_append_time_ms`` (else -1).
@@ -42,7 +45,7 @@ import time
 import trio
 
 from ..protocol.errors import ErrorCode, KafkaError
-from ..protocol.records import RecordError, validate_produce_records
+from ..protocol.records import RecordError, first_batch_corruption, validate_produce_records
 from ..server.connection import CloseConnection
 
 API_KEY = 0
@@ -57,6 +60,13 @@ log = logging.getLogger("pykbroker.produce")
 
 # Kafka sets error_message only for record validation failures (RecordValidationException).
 _MESSAGE_ERRORS = (ErrorCode.INVALID_RECORD, ErrorCode.INVALID_TIMESTAMP)
+# Errors raised while appending to the log that Kafka's ReplicaManager answers with the
+# partition's log start offset (every failure but unknown partition / not leader / too large /
+# corrupt / storage, which keep -1; request-level record checks keep -1 as well).
+_LOG_START_ERRORS = frozenset(int(c) for c in (
+    ErrorCode.INVALID_RECORD, ErrorCode.INVALID_TIMESTAMP, ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
+    ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.UNKNOWN_PRODUCER_ID))
 
 
 def _err(index: int, code, message=None, version: int = 11) -> dict:
@@ -67,9 +77,14 @@ def _err(index: int, code, message=None, version: int = 11) -> dict:
     return r
 
 
-def error_response(ctx, request, code) -> dict:
+def error_response(ctx, request, code, message=None) -> dict:
+    def part(index):
+        r = _err(index, code)
+        if message is not None:
+            r["error_message"] = message
+        return r
     return {"responses": [
-        {"name": t["name"], "partition_responses": [_err(p["index"], code) for p in t["partition_data"]]}
+        {"name": t["name"], "partition_responses": [part(p["index"]) for p in t["partition_data"]]}
         for t in request["topic_data"]], "throttle_time_ms": 0}
 
 
@@ -78,6 +93,15 @@ async def handle(ctx, request):
     version = ctx.api_version
     broker = ctx.broker
     rm = broker.replica_manager
+    for t in request["topic_data"]:
+        for p in t["partition_data"]:
+            corrupt = first_batch_corruption(p["records"])
+            if corrupt is not None:
+                # Kafka reads every partition's first batch before anything else (is the request
+                # transactional/idempotent?): a corrupt first header fails the whole request.
+                if acks == 0:
+                    raise CloseConnection("a produce with acks=0 failed")
+                return error_response(ctx, request, ErrorCode.CORRUPT_MESSAGE, corrupt)
     if acks not in (0, 1, -1):
         resp = error_response(ctx, request, ErrorCode.INVALID_REQUIRED_ACKS)
         return None if acks == 0 else resp
@@ -110,7 +134,9 @@ async def handle(ctx, request):
             cfg = partition.config
             if acks == -1 and len(partition.isr) < cfg.get("min.insync.replicas", 1):
                 # Kafka refuses acks=all before appending when the ISR is below min.insync.replicas.
-                parts_out.append(_err(idx, ErrorCode.NOT_ENOUGH_REPLICAS))
+                r = _err(idx, ErrorCode.NOT_ENOUGH_REPLICAS)
+                r["log_start_offset"] = partition.log_start_offset
+                parts_out.append(r)
                 failed = True
                 continue
             try:
@@ -124,11 +150,19 @@ async def handle(ctx, request):
                                      "pykbroker does not support transactions yet")
                 res = partition.append_records_as_leader(validated, now_ms)
             except RecordError as e:
-                parts_out.append(_err(idx, e.code, str(e)))
+                r = _err(idx, e.code)
+                if e.client_message is not None:
+                    r["error_message"] = e.client_message
+                if e.code in _LOG_START_ERRORS and not e.request_check:
+                    r["log_start_offset"] = partition.log_start_offset
+                parts_out.append(r)
                 failed = True
                 continue
             except KafkaError as e:
-                parts_out.append(_err(idx, e.code, e.message))
+                r = _err(idx, e.code, e.message)
+                if e.code in _LOG_START_ERRORS:
+                    r["log_start_offset"] = partition.log_start_offset
+                parts_out.append(r)
                 failed = True
                 continue
             if acks == -1:

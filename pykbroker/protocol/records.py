@@ -48,7 +48,7 @@ import crc32c as _crc32c_mod
 
 __all__ = [
     "RecordError", "BatchHeader", "BatchInfo", "ValidatedRecords", "Record",
-    "iter_batches", "parse_header", "validate_produce_records",
+    "iter_batches", "parse_header", "validate_produce_records", "first_batch_corruption",
     "batch_crc_ok", "compute_crc",
     "set_base_offset", "set_partition_leader_epoch", "set_log_append_time",
     "set_max_timestamp", "decode_records", "encode_batch", "compress", "decompress",
@@ -81,6 +81,8 @@ HEADER_UP_TO_MAGIC = 17  # enough bytes to read the magic byte
 MAGIC_V2 = 2
 CRC_START = 21          # CRC covers attributes .. end of batch
 _BATCH_LENGTH_MIN = HEADER_SIZE - LOG_OVERHEAD  # 49: a batch without records
+# LegacyRecord.RECORD_OVERHEAD_V0: the smallest length Kafka's batch iterator accepts (any magic).
+_RECORD_OVERHEAD_V0 = 14
 
 CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD = 0, 1, 2, 3, 4
 CODEC_MASK = 0x07
@@ -109,9 +111,22 @@ class RecordError(Exception):
     """Malformed or unacceptable record data.  ``code`` is the Kafka error
     code a produce response should carry for it."""
 
-    def __init__(self, code: int, message: str = ""):
+    _DEFAULT = object()
+
+    def __init__(self, code: int, message: str = "", *, client_message=_DEFAULT, request_check: bool = False):
         super().__init__(message or f"record error {code}")
         self.code = code
+        # True for the checks Kafka makes on the request before the log is involved
+        # (ProduceRequest.validateRecords: framing, magic, batch count, zstd version): their
+        # responses carry log_start_offset -1, not the partition's.
+        self.request_check = request_check
+        # The error_message a Produce response (v8+) carries: Kafka fills it only for record
+        # validation failures (RecordValidationException: INVALID_RECORD / INVALID_TIMESTAMP
+        # found while validating records), so by default the message for those codes, else
+        # None; raisers pass None where Kafka's answer has no message.
+        if client_message is RecordError._DEFAULT:
+            client_message = (message or None) if code in (INVALID_RECORD, INVALID_TIMESTAMP) else None
+        self.client_message = client_message
 
 
 # ---------------------------------------------------------------------------
@@ -247,6 +262,59 @@ class ValidatedRecords(NamedTuple):
         return len(self.buffer)
 
 
+def first_batch_corruption(buf) -> Optional[str]:
+    """Kafka's message if the first batch header of a partition's records makes Kafka's batch
+    iterator throw (ByteBufferLogInputStream: a batch length below LegacyRecord's 14-byte
+    overhead, or a magic byte outside 0-2), else None.
+
+    Apache Kafka looks at the first batch of every partition before anything else (to see
+    whether the request is transactional/idempotent), so such a header fails the *whole*
+    request: every partition gets CORRUPT_MESSAGE with this message and nothing is appended.
+    Fewer bytes than a header are not an error here (the iterator just finds no batch)."""
+    if buf is None:
+        return None
+    n = len(buf)
+    if n < LOG_OVERHEAD:
+        return None
+    (length,) = _I32.unpack_from(buf, 8)
+    if length < _RECORD_OVERHEAD_V0:
+        return f"Record size {length} is less than the minimum record overhead ({_RECORD_OVERHEAD_V0})"
+    if n < HEADER_UP_TO_MAGIC:
+        return None
+    magic = struct.unpack_from(">b", buf, 16)[0]
+    if magic < 0 or magic > MAGIC_V2:
+        return f"Invalid magic found in record: {magic}"
+    return None
+
+
+def _frame_batches(buf, n: int) -> list:
+    """(position, size, magic) of each whole batch, as Kafka's ByteBufferLogInputStream finds
+    them: stops silently at fewer bytes than a header or a batch that runs past the end;
+    raises CORRUPT_MESSAGE for a length below 14 or a magic outside 0-2."""
+    frames = []
+    pos = 0
+    while True:
+        remaining = n - pos
+        if remaining < LOG_OVERHEAD:
+            return frames
+        (batch_length,) = _I32.unpack_from(buf, pos + 8)
+        if batch_length < _RECORD_OVERHEAD_V0:
+            raise RecordError(CORRUPT_MESSAGE, f"Record size {batch_length} is less than the minimum "
+                              f"record overhead ({_RECORD_OVERHEAD_V0})", client_message=None,
+                              request_check=True)
+        if remaining < HEADER_UP_TO_MAGIC:
+            return frames
+        magic = struct.unpack_from(">b", buf, pos + 16)[0]
+        if magic < 0 or magic > MAGIC_V2:
+            raise RecordError(CORRUPT_MESSAGE, f"Invalid magic found in record: {magic}", client_message=None,
+                              request_check=True)
+        size = batch_length + LOG_OVERHEAD
+        if size > remaining:
+            return frames
+        frames.append((pos, size, magic))
+        pos += size
+
+
 def validate_produce_records(
     buf,
     max_message_bytes: int,
@@ -259,67 +327,65 @@ def validate_produce_records(
 ) -> ValidatedRecords:
     """Validate the records of one partition of a ProduceRequest, per batch.
 
-    Error codes follow Apache Kafka 4.x (ProduceRequest.validateRecords,
-    UnifiedLog.analyzeAndValidateRecords, LogValidator.validateBatch):
+    Error codes follow Apache Kafka 4.4 (ByteBufferLogInputStream, ProduceRequest.validateRecords,
+    UnifiedLog.analyzeAndValidateRecords, LogValidator), in Kafka's order; probed against a real
+    broker.  Only RecordValidationException-style failures (timestamps, and the partition's own
+    checks) report a client message (``RecordError.client_message``); these do not:
 
-    * no batch at all -> INVALID_RECORD ("must have at least one record batch");
-    * magic != 2 -> INVALID_RECORD.  Kafka 4 only accepts produce v3+, and
-      ProduceRequest.validateRecords throws InvalidRecordException for any
-      other magic, so magic 0/1 gets INVALID_RECORD (87), not
-      UNSUPPORTED_FOR_MESSAGE_FORMAT or UNSUPPORTED_VERSION;
-    * more than one batch -> INVALID_RECORD (produce v3+ allows exactly one
-      batch per partition; ``allow_multiple_batches`` lifts this for
-      internal callers);
-    * batch length below the 17-byte minimum -> CORRUPT_MESSAGE;
-    * a partial trailing batch -> CORRUPT_MESSAGE.  (Apache Kafka silently
-      ignores trailing bytes that do not make a whole batch; we refuse them so
-      garbage never reaches the log.  Real clients never send them.)
-    * baseOffset != 0 -> INVALID_RECORD (Kafka checks this for client v2
-      batches);
-    * batch size > max_message_bytes -> MESSAGE_TOO_LARGE;
-    * batch shorter than 61 bytes or CRC mismatch -> CORRUPT_MESSAGE;
-    * lastOffsetDelta + 1 <= 0, recordsCount <= 0, or the two disagreeing ->
-      INVALID_RECORD (Kafka requires lastOffsetDelta == recordsCount - 1 for
-      every client batch, compressed or not);
-    * control batch from a client -> INVALID_RECORD;
-    * producerId >= 0 with baseSequence < 0 -> INVALID_RECORD;
-    * zstd with produce api_version < 7 -> UNSUPPORTED_COMPRESSION_TYPE;
-    * unknown codec (5-7) -> CORRUPT_MESSAGE.
-    * Optional CreateTime bounds (message.timestamp.before/after.max.ms) ->
-      INVALID_TIMESTAMP.  Kafka checks each record; per batch we check the
-      header's maxTimestamp against the "after" bound (exact: it is the max)
-      and baseTimestamp against the "before" bound (the first record's
-      timestamp, an approximation of the minimum).
+    1. Framing, as Kafka's batch iterator: a batch length below 14 (LegacyRecord overhead) or a
+       magic byte outside 0-2 -> CORRUPT_MESSAGE.  Fewer bytes than a header, or a batch whose
+       length runs past the end, ends the iteration: if that leaves no batch at all ->
+       INVALID_RECORD ("must have at least one record batch"), else the trailing bytes are
+       dropped and only the whole batches are appended (Kafka trims them the same way).
+       (A corrupt *first* header fails the whole request in Kafka: see
+       ``first_batch_corruption``, checked by the Produce handler.)
+    2. Request checks: magic 0/1 -> INVALID_RECORD; zstd with produce api_version < 7 ->
+       UNSUPPORTED_COMPRESSION_TYPE; more than one batch -> INVALID_RECORD
+       (``allow_multiple_batches`` lifts this for internal callers).
+    3. Per batch: baseOffset != 0 -> INVALID_RECORD; size > max_message_bytes ->
+       MESSAGE_TOO_LARGE; shorter than the 61-byte v2 header or CRC mismatch -> CORRUPT_MESSAGE;
+       lastOffsetDelta + 1 <= 0, recordsCount <= 0 or the two disagreeing -> INVALID_RECORD
+       (Kafka requires lastOffsetDelta == recordsCount - 1 for every client batch); control
+       batch -> INVALID_RECORD; producerId >= 0 with baseSequence < 0 -> INVALID_RECORD.
+    4. Unknown codec (5-7) -> CORRUPT_MESSAGE (Kafka answers UNKNOWN_SERVER_ERROR there, from
+       an IllegalArgumentException; pykbroker keeps a specific code).
+    5. Optional CreateTime bounds (message.timestamp.before/after.max.ms) -> INVALID_TIMESTAMP.
+       Kafka checks each record; per batch we check the header's maxTimestamp against the
+       "after" bound (exact: it is the max) and baseTimestamp against the "before" bound (the
+       first record's timestamp, an approximation of the minimum).
     """
     try:
         n = len(buf)
     except TypeError:
         raise RecordError(CORRUPT_MESSAGE, "records are not bytes")
-    if n == 0:
-        raise RecordError(INVALID_RECORD, "produce must have at least one record batch")
-    data = bytearray(buf)
+    frames = _frame_batches(buf, n)
+    if not frames:
+        raise RecordError(INVALID_RECORD, "produce must have at least one record batch", client_message=None,
+                          request_check=True)
+    if frames[0][2] != MAGIC_V2:
+        raise RecordError(INVALID_RECORD, "produce requests may only contain magic v2 batches",
+                          client_message=None, request_check=True)
+    if api_version is not None and api_version < 7:
+        (attributes,) = _I16.unpack_from(buf, frames[0][0] + 21) if frames[0][1] >= 23 else (0,)
+        if attributes & CODEC_MASK == CODEC_ZSTD:
+            raise RecordError(UNSUPPORTED_COMPRESSION_TYPE, "zstd requires produce v7+", request_check=True)
+    if len(frames) > 1 and not allow_multiple_batches:
+        raise RecordError(INVALID_RECORD, "produce requests may contain exactly one batch per partition",
+                          client_message=None, request_check=True)
+    end = frames[-1][0] + frames[-1][1]
+    # A private copy of the whole batches only (trailing partial bytes are dropped, as Kafka).
+    data = bytearray(buf if end == n else memoryview(buf)[:end])
     mv = memoryview(data)
     batches = []
     total = 0
-    pos = 0
     unpack = _HEADER.unpack_from
-    while pos < n:
-        remaining = n - pos
-        if remaining < LOG_OVERHEAD:
-            raise RecordError(CORRUPT_MESSAGE, "partial batch at end of records")
-        base_offset, batch_length = struct.unpack_from(">qi", data, pos)
-        size = batch_length + LOG_OVERHEAD
-        if size < HEADER_UP_TO_MAGIC:
-            raise RecordError(CORRUPT_MESSAGE, f"record batch length {batch_length} is too small")
-        if size > remaining:
-            raise RecordError(CORRUPT_MESSAGE, "partial batch at end of records")
-        magic = data[pos + 16]
+    for pos, size, magic in frames:
         if magic != MAGIC_V2:
-            raise RecordError(INVALID_RECORD, "produce requests may only contain magic v2 batches")
-        if batches and not allow_multiple_batches:
-            raise RecordError(INVALID_RECORD, "produce requests may contain exactly one batch per partition")
+            raise RecordError(INVALID_RECORD, "produce requests may only contain magic v2 batches",
+                              client_message=None)
+        (base_offset,) = _I64.unpack_from(data, pos)
         if base_offset != 0:
-            raise RecordError(INVALID_RECORD, f"batch baseOffset should be 0, is {base_offset}")
+            raise RecordError(INVALID_RECORD, f"batch baseOffset should be 0, is {base_offset}", client_message=None)
         if size > max_message_bytes:
             raise RecordError(MESSAGE_TOO_LARGE, f"batch of {size} bytes exceeds max.message.bytes {max_message_bytes}")
         if size < HEADER_SIZE:
@@ -330,15 +396,16 @@ def validate_produce_records(
             raise RecordError(CORRUPT_MESSAGE, "batch CRC mismatch")
         offset_count = last_offset_delta + 1
         if offset_count <= 0:
-            raise RecordError(INVALID_RECORD, "batch has an invalid offset range")
+            raise RecordError(INVALID_RECORD, "batch has an invalid offset range", client_message=None)
         if count <= 0:
-            raise RecordError(INVALID_RECORD, f"invalid reported record count {count}")
+            raise RecordError(INVALID_RECORD, f"invalid reported record count {count}", client_message=None)
         if offset_count != count:
-            raise RecordError(INVALID_RECORD, "batch offset range and record count disagree")
+            raise RecordError(INVALID_RECORD, "batch offset range and record count disagree", client_message=None)
         if attributes & CONTROL_MASK:
-            raise RecordError(INVALID_RECORD, "clients may not write control batches")
+            raise RecordError(INVALID_RECORD, "clients may not write control batches", client_message=None)
         if producer_id >= 0 and base_seq < 0:
-            raise RecordError(INVALID_RECORD, f"invalid sequence {base_seq} for producer {producer_id}")
+            raise RecordError(INVALID_RECORD, f"invalid sequence {base_seq} for producer {producer_id}",
+                              client_message=None)
         codec = attributes & CODEC_MASK
         if codec > CODEC_ZSTD:
             raise RecordError(CORRUPT_MESSAGE, f"unknown compression codec {codec}")
@@ -356,7 +423,6 @@ def validate_produce_records(
             increment_sequence(base_seq, last_offset_delta),
             bool(attributes & TRANSACTIONAL_MASK)))
         total += offset_count
-        pos += size
     return ValidatedRecords(data, batches, total)
 
 

@@ -110,9 +110,19 @@ def code_of(buf, **kw):
 def test_validation_error_codes():
     b = encode_batch(sample_records(3))
     assert code_of(b"") == R.INVALID_RECORD
-    assert code_of(b[:-1]) == R.CORRUPT_MESSAGE           # partial batch
-    assert code_of(b + b[:20]) == R.CORRUPT_MESSAGE       # trailing partial batch
-    assert code_of(b[:5]) == R.CORRUPT_MESSAGE
+    # As Kafka's batch iterator (probed on Kafka 4.4): a batch running past the end or fewer
+    # bytes than a header is no batch at all -> INVALID_RECORD; after a whole batch such
+    # trailing bytes are dropped, not appended.
+    assert code_of(b[:-1]) == R.INVALID_RECORD            # partial batch
+    assert code_of(b[:5]) == R.INVALID_RECORD
+    assert code_of(b[:15]) == R.INVALID_RECORD
+    v = validate_produce_records(b + b[:20], 1 << 20)     # trailing partial batch
+    assert bytes(v.buffer) == b and len(v.batches) == 1
+    assert bytes(validate_produce_records(b + bytes(5), 1 << 20).buffer) == b
+    assert code_of(b + bytes(20)) == R.CORRUPT_MESSAGE     # trailing header with length 0 < 14
+    assert code_of(_corrupt(b, 16, 3)) == R.CORRUPT_MESSAGE  # magic outside 0-2
+    assert R.first_batch_corruption(_corrupt(b, 16, 3)) == "Invalid magic found in record: 3"
+    assert R.first_batch_corruption(b) is None and R.first_batch_corruption(b[:5]) is None
     assert code_of(_corrupt(b, len(b) - 1, b[-1] ^ 1)) == R.CORRUPT_MESSAGE  # CRC
     assert code_of(b, max_bytes=len(b) - 1) == R.MESSAGE_TOO_LARGE
     assert code_of(b + b) == R.INVALID_RECORD             # one batch per partition
@@ -130,6 +140,8 @@ def test_validation_error_codes():
     validate_produce_records(bz, 1 << 20, api_version=7)
     short = _with_header(b, batch_length=3)
     assert code_of(short) == R.CORRUPT_MESSAGE
+    assert R.first_batch_corruption(short) == "Record size 3 is less than the minimum record overhead (14)"
+    assert code_of(_with_header(b, batch_length=20)[:32]) == R.CORRUPT_MESSAGE   # whole, shorter than 61
     now = 1_700_000_000_000
     future = encode_batch([Record(None, now + 10_000_000, None, b"x")])
     assert code_of(future, now_ms=now, timestamp_after_max_ms=3_600_000) == R.INVALID_TIMESTAMP
