@@ -99,18 +99,18 @@ def new_topic_id() -> bytes:
 
 
 def validate_topic_name(name) -> None:
-    """Kafka's Topic.validate, with its messages."""
+    """Kafka's Topic.validate, with Apache Kafka 4.4's messages."""
     if name is None or name == "":
-        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty")
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is invalid: the empty string is not allowed")
     if name in (".", ".."):
-        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, 'Topic name cannot be "." or ".."')
+        raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is invalid: '%s' is not allowed" % name)
     if len(name) > MAX_NAME_LENGTH:
         raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                         "Topic name is illegal, it can't be longer than %d characters, topic name: %s"
-                         % (MAX_NAME_LENGTH, name))
+                         "Topic name is invalid: the length of '%s' is longer than the max allowed length %d"
+                         % (name, MAX_NAME_LENGTH))
     if not _LEGAL.match(name):
         raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                         "Topic name \"%s\" is illegal, it contains a character other than ASCII "
+                         "Topic name is invalid: '%s' contains one or more characters other than ASCII "
                          "alphanumerics, '.', '_' and '-'" % name)
 
 
@@ -281,8 +281,8 @@ class MetadataImage:
         if rf > self._num_brokers():
             raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
                              "Unable to replicate the partition %d time(s): The target replication factor "
-                             "of %d cannot be reached because only %d broker(s) are registered."
-                             % (rf, rf, self._num_brokers()))
+                             "of %d cannot be reached because only %d broker(s) are registered or some "
+                             "brokers have all their log directories cordoned." % (rf, rf, self._num_brokers()))
         brokers = sorted(self._registered_brokers())
         return {p: [brokers[(p + i) % len(brokers)] for i in range(rf)] for p in range(start, start + count)}
 

@@ -74,7 +74,8 @@ def test_errors(admin):
     (r,) = resp["topics"]
     assert r["error_code"] == Errors.InvalidReplicationFactorError.errno
     assert r["error_message"] == ("Unable to replicate the partition 2 time(s): The target replication "
-                                  "factor of 2 cannot be reached because only 1 broker(s) are registered.")
+                                  "factor of 2 cannot be reached because only 1 broker(s) are registered or some "
+                                  "brokers have all their log directories cordoned.")
 
 
 def test_manual_assignment_and_validate_only(admin):
