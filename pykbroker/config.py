@@ -38,6 +38,15 @@ class ConfigDef:
     broker_key: str | None = None  # for topic configs: the broker config giving the default
     validator: Callable[[Any], bool] | None = None
     read_only: bool = True  # broker configs: not changeable at run time (yet)
+    # The type DescribeConfigs reports when it differs from how pykbroker parses the value
+    # (listeners and log dirs are Kafka LISTs but kept here as the comma-separated text).
+    describe_type: str | None = None
+    # Kafka's internal configs: understood here but never listed by DescribeConfigs.
+    internal: bool = False
+
+    @property
+    def type_id(self) -> int:
+        return TYPE_IDS.get(self.describe_type or self.type, 0)
 
     def parse(self, raw) -> Any:
         """Parse and validate like Kafka's ConfigDef.parseType + validator, raising ConfigError
@@ -141,6 +150,36 @@ def _ge(n):
     return _Range(lo=n)
 
 
+class _GzipLevel:
+    """Kafka's GzipCompression level validator: 1-9, or -1 for the codec's default."""
+
+    def check(self, v):
+        if v == -1 or 1 <= v <= 9:
+            return None
+        return _java_str(v), "Value must be between 1 and 9 or equal to -1"
+
+    def __call__(self, v) -> bool:
+        return self.check(v) is None
+
+
+class _ThrottledReplicas:
+    """Kafka's ThrottledReplicaListValidator: '*' or partitionId:brokerId entries."""
+
+    _ENTRY = re.compile(r"^([0-9]+:[0-9]+)?$")
+
+    def __init__(self, name):
+        self.name = name
+
+    def check(self, v):
+        if all(self._ENTRY.match(x.strip()) for x in v) or "".join(v) == "*":
+            return None
+        return ("[%s]" % ", ".join(v), "%s must be the literal '*' or a list of replicas in the following format: "
+                "[partitionId]:[brokerId],[partitionId]:[brokerId],..." % self.name)
+
+    def __call__(self, v) -> bool:
+        return self.check(v) is None
+
+
 def _in(*opts):
     return _ValidString(opts)
 
@@ -150,17 +189,27 @@ T = "topic"
 
 _DEFS = [
     # --- broker: identity and listeners
-    ConfigDef("node.id", "int", 1, "The id of this broker.", validator=_ge(0)),
-    ConfigDef("broker.id", "int", 1, "Alias of node.id (ZooKeeper-era name).", validator=_ge(0)),
-    ConfigDef("listeners", "string", "PLAINTEXT://127.0.0.1:9092", "Listeners: comma-separated NAME://HOST:PORT."),
-    ConfigDef("advertised.listeners", "string", None, "Listeners advertised to clients (defaults to listeners)."),
-    ConfigDef("log.dirs", "string", "./pykbroker-data", "Directories holding partition logs."),
-    ConfigDef("log.dir", "string", "./pykbroker-data", "Single log directory (used when log.dirs is unset)."),
-    ConfigDef("cluster.id", "string", None, "Cluster id (generated and stored in meta.properties when unset)."),
+    # node.id has no default in Kafka (pykbroker runs as node 1 when neither id is set, see
+    # BrokerConfig.get); broker.id is its ZooKeeper-era alias with Kafka's default -1.
+    ConfigDef("node.id", "int", None, "The id of this broker.", validator=_ge(0)),
+    ConfigDef("broker.id", "int", -1, "Alias of node.id (ZooKeeper-era name).", validator=_ge(-1)),
+    # Kafka lets listeners be reconfigured per broker (read_only false); pykbroker accepts no
+    # dynamic broker config, but reports the flag as Kafka does for this key.
+    ConfigDef("listeners", "string", "PLAINTEXT://127.0.0.1:9092", "Listeners: comma-separated NAME://HOST:PORT.",
+              describe_type="list", read_only=False),
+    ConfigDef("advertised.listeners", "string", None, "Listeners advertised to clients (defaults to listeners).",
+              describe_type="list"),
+    # log.dirs has no default: unset, log.dir applies (BrokerConfig.get).
+    ConfigDef("log.dirs", "string", None, "Directories holding partition logs (default: log.dir).",
+              describe_type="list"),
+    ConfigDef("log.dir", "string", "./pykbroker-data", "Single log directory (used when log.dirs is unset).",
+              describe_type="list"),
+    ConfigDef("cluster.id", "string", None, "Cluster id (generated and stored in meta.properties when unset).",
+              internal=True),
     ConfigDef("broker.rack", "string", None, "Rack of this broker."),
     # --- topics
     ConfigDef("num.partitions", "int", 1, "Default partition count of auto-created topics.", validator=_ge(1)),
-    ConfigDef("default.replication.factor", "short", 1, "Default replication factor of new topics.", validator=_ge(1)),
+    ConfigDef("default.replication.factor", "int", 1, "Default replication factor of new topics.", validator=_ge(1)),
     ConfigDef("auto.create.topics.enable", "boolean", True, "Create topics on Metadata/Produce when missing."),
     ConfigDef("delete.topic.enable", "boolean", True, "Allow DeleteTopics."),
     # --- requests
@@ -197,9 +246,28 @@ _DEFS = [
     ConfigDef("log.message.timestamp.before.max.ms", "long", 9223372036854775807, "Max timestamp lag into the past."),
     ConfigDef("log.message.timestamp.after.max.ms", "long", 3600000, "Max timestamp lead into the future."),
     ConfigDef("log.preallocate", "boolean", False, "Preallocate segment files."),
-    ConfigDef("log.message.downconversion.enable", "boolean", True, "Down-conversion for old fetchers."),
+    ConfigDef("log.segment.delete.delay.ms", "long", 60000, "Delay before a deleted segment's files are removed.",
+              validator=_ge(0)),
+    ConfigDef("log.local.retention.ms", "long", -2, "Local retention time of tiered topics (-2: log.retention.ms).",
+              validator=_ge(-2)),
+    ConfigDef("log.local.retention.bytes", "long", -2, "Local retention size of tiered topics (-2: log.retention.bytes).",
+              validator=_ge(-2)),
+    ConfigDef("log.remote.copy.lag.ms", "long", 0, "Age before a segment may be copied to remote storage.",
+              validator=_ge(-1)),
+    ConfigDef("log.remote.copy.lag.bytes", "long", -1, "Size lag before segments may be copied to remote storage.",
+              validator=_ge(-1)),
+    # Tiered storage is not implemented: always off, so topics cannot enable remote storage.
+    ConfigDef("remote.log.storage.system.enable", "boolean", False, "Tiered storage on this broker (unsupported).",
+              validator=lambda v: v is False),
+    ConfigDef("max.decompressed.message.bytes", "int", 2147483639, "Largest decompressed record accepted.",
+              validator=_ge(1)),
     ConfigDef("compression.type", "string", "producer", "Broker compression codec ('producer' keeps the producer's).",
               validator=_in("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+    ConfigDef("compression.gzip.level", "int", -1, "gzip level when the broker compresses (-1: codec default).",
+              validator=_GzipLevel()),
+    ConfigDef("compression.lz4.level", "int", 9, "lz4 level when the broker compresses.", validator=_Range(1, 17)),
+    ConfigDef("compression.zstd.level", "int", 3, "zstd level when the broker compresses.",
+              validator=_Range(-131072, 22)),
     ConfigDef("min.insync.replicas", "int", 1, "Minimum ISR size for acks=all.", validator=_ge(1)),
     ConfigDef("unclean.leader.election.enable", "boolean", False, "Elect out-of-sync replicas."),
     # --- groups / offsets
@@ -221,7 +289,8 @@ _DEFS = [
     ConfigDef("log.flush.offset.checkpoint.interval.ms", "int", 60000, "How often the recovery point is checkpointed.", validator=_ge(0)),
     ConfigDef("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, "How often log start offsets are checkpointed.", validator=_ge(0)),
     ConfigDef("replica.high.watermark.checkpoint.interval.ms", "long", 5000, "How often high watermarks are checkpointed.", validator=_ge(1)),
-    ConfigDef("producer.id.expiration.check.interval.ms", "int", 600000, "How often idle producer ids are expired.", validator=_ge(1)),
+    ConfigDef("producer.id.expiration.check.interval.ms", "int", 600000, "How often idle producer ids are expired.",
+              validator=_ge(1), internal=True),
     ConfigDef("transactional.id.expiration.ms", "int", 604800000, "Transactional id expiry."),
     ConfigDef("producer.id.expiration.ms", "int", 86400000, "Idle producer id expiry."),
     ConfigDef("max.incremental.fetch.session.cache.slots", "int", 1000, "Fetch session cache size."),
@@ -230,15 +299,23 @@ _DEFS = [
 # Topic-level configs and the broker config that supplies each one's default.
 _TOPIC = [
     ("cleanup.policy", "list", "log.cleanup.policy"),
+    ("compression.gzip.level", "int", "compression.gzip.level"),
+    ("compression.lz4.level", "int", "compression.lz4.level"),
     ("compression.type", "string", "compression.type"),
+    ("compression.zstd.level", "int", "compression.zstd.level"),
     ("delete.retention.ms", "long", "log.cleaner.delete.retention.ms"),
-    ("file.delete.delay.ms", "long", None),
+    ("errors.deadletterqueue.group.enable", "boolean", None),
+    ("file.delete.delay.ms", "long", "log.segment.delete.delay.ms"),
     ("flush.messages", "long", "log.flush.interval.messages"),
     ("flush.ms", "long", "log.flush.interval.ms"),
+    ("follower.replication.throttled.replicas", "list", None),
     ("index.interval.bytes", "int", "log.index.interval.bytes"),
+    ("leader.replication.throttled.replicas", "list", None),
+    ("local.retention.bytes", "long", "log.local.retention.bytes"),
+    ("local.retention.ms", "long", "log.local.retention.ms"),
     ("max.compaction.lag.ms", "long", "log.cleaner.max.compaction.lag.ms"),
+    ("max.decompressed.message.bytes", "int", "max.decompressed.message.bytes"),
     ("max.message.bytes", "int", "message.max.bytes"),
-    ("message.downconversion.enable", "boolean", "log.message.downconversion.enable"),
     ("message.timestamp.after.max.ms", "long", "log.message.timestamp.after.max.ms"),
     ("message.timestamp.before.max.ms", "long", "log.message.timestamp.before.max.ms"),
     ("message.timestamp.type", "string", "log.message.timestamp.type"),
@@ -246,6 +323,11 @@ _TOPIC = [
     ("min.compaction.lag.ms", "long", "log.cleaner.min.compaction.lag.ms"),
     ("min.insync.replicas", "int", "min.insync.replicas"),
     ("preallocate", "boolean", "log.preallocate"),
+    ("remote.copy.lag.bytes", "long", "log.remote.copy.lag.bytes"),
+    ("remote.copy.lag.ms", "long", "log.remote.copy.lag.ms"),
+    ("remote.log.copy.disable", "boolean", None),
+    ("remote.log.delete.on.disable", "boolean", None),
+    ("remote.storage.enable", "boolean", None),
     ("retention.bytes", "long", "log.retention.bytes"),
     ("retention.ms", "long", "log.retention.ms"),
     ("segment.bytes", "int", "log.segment.bytes"),
@@ -257,7 +339,14 @@ _TOPIC = [
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
 
-_TOPIC_FIXED_DEFAULTS = {"file.delete.delay.ms": 60000, "segment.jitter.ms": 0}
+# Topic configs without a broker-wide default.  The tiered-storage, DLQ and throttle keys are
+# accepted and reported as Kafka 4.4 does; pykbroker has no remote storage, share-group DLQ or
+# replication throttling behind them (remote.storage.enable=true is refused, see
+# validate_topic_configs).
+_TOPIC_FIXED_DEFAULTS = {"segment.jitter.ms": 0, "errors.deadletterqueue.group.enable": False,
+                         "follower.replication.throttled.replicas": [],
+                         "leader.replication.throttled.replicas": [], "remote.log.copy.disable": False,
+                         "remote.log.delete.on.disable": False, "remote.storage.enable": False}
 # Kafka's own default for these topic configs, used when the broker value is derived.
 # Kafka's LogConfig validators (retention.bytes has none: any value, negative = unbounded).
 _TOPIC_VALIDATORS = {
@@ -282,6 +371,16 @@ _TOPIC_VALIDATORS = {
     # pykbroker keeps refusing an empty policy list (Kafka accepts it: neither delete nor compact).
     "cleanup.policy": _ValidString(("compact", "delete"), each=True, non_empty=True),
     "compression.type": _in("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+    "compression.gzip.level": _GzipLevel(),
+    "compression.lz4.level": _Range(1, 17),
+    "compression.zstd.level": _Range(-131072, 22),
+    "follower.replication.throttled.replicas": _ThrottledReplicas("follower.replication.throttled.replicas"),
+    "leader.replication.throttled.replicas": _ThrottledReplicas("leader.replication.throttled.replicas"),
+    "local.retention.bytes": _ge(-2),
+    "local.retention.ms": _ge(-2),
+    "max.decompressed.message.bytes": _ge(1),
+    "remote.copy.lag.bytes": _ge(-1),
+    "remote.copy.lag.ms": _ge(-1),
 }
 
 TOPIC_CONFIGS: dict[str, ConfigDef] = {}
@@ -310,17 +409,20 @@ class BrokerConfig:
         self._explicit[key] = d.parse(raw)
 
     def is_explicit(self, key: str) -> bool:
+        if key in ("node.id", "broker.id"):
+            # Kafka copies a set node.id into broker.id (and back): both read as static.
+            return "node.id" in self._explicit or "broker.id" in self._explicit
         return key in self._explicit
 
     def get(self, key: str):
         if key in self._explicit:
             return self._explicit[key]
-        if key == "broker.id" and "node.id" in self._explicit:
-            return self._explicit["node.id"]
-        if key == "node.id" and "broker.id" in self._explicit:
-            return self._explicit["broker.id"]
-        if key == "log.dirs" and "log.dir" in self._explicit:
-            return self._explicit["log.dir"]
+        if key in ("broker.id", "node.id"):
+            other = "node.id" if key == "broker.id" else "broker.id"
+            # Neither set: pykbroker runs as node 1 (Kafka requires node.id in KRaft mode).
+            return self._explicit.get(other, 1)
+        if key == "log.dirs":
+            return self.get("log.dir")
         d = BROKER_CONFIGS[key]
         return d.default
 
@@ -383,6 +485,11 @@ def validate_topic_configs(raw: dict[str, str | None]) -> dict[str, Any]:
         if v is None:
             raise ConfigError("Null value not supported for topic configs: %s" % k)
         out[k] = d.parse(v)
+    if out.get("remote.storage.enable"):
+        # Kafka's answer when remote.log.storage.system.enable is false on the broker, which
+        # it always is here: pykbroker has no tiered storage.
+        raise ConfigError("Tiered Storage functionality is disabled in the broker. "
+                          "Topic cannot be configured with remote log storage.")
     return out
 
 

@@ -6,9 +6,13 @@ Behaviour (Apache Kafka ConfigHelper.describeConfigs on a KRaft broker):
   false.  Source: TOPIC_CONFIG (1) for the topic's overrides, else the first broker synonym found
   (STATIC_BROKER_CONFIG (4) when set in server.properties/--override, DEFAULT_CONFIG (5) when it is
   the built-in default), DEFAULT_CONFIG when none.
-- BROKER (4): resource name = this node's id: every broker config pykbroker knows, with the
-  static value (null when unset and without a default, as Kafka), source STATIC_BROKER_CONFIG or
-  DEFAULT_CONFIG, read_only true (nothing is dynamically alterable yet).  Empty name = the
+- BROKER (4): resource name = this node's id: every broker config pykbroker knows except Kafka's
+  internal ones (cluster.id, producer.id.expiration.check.interval.ms), with the static value
+  (null when unset and without a default, as Kafka: log.dirs, node.id), source
+  STATIC_BROKER_CONFIG or DEFAULT_CONFIG, the type Kafka reports (listeners and log dirs are
+  LISTs), read_only true (nothing is dynamically alterable yet) except ``listeners``, which
+  Kafka reports as per-broker reconfigurable.  With node.id set, broker.id reads as static too
+  (Kafka copies one into the other), with Kafka's default -1 as its default synonym.  Empty name = the
   cluster-wide dynamic defaults, of which there are none.  Another id: INVALID_REQUEST "Unexpected
   broker id, expected N or empty string, but received X"; a non-number: INVALID_REQUEST "Broker
   id must be an integer, but it is: X".
@@ -26,8 +30,7 @@ from __future__ import annotations
 
 import logging
 
-from ..config import (BROKER_CONFIGS, SOURCE_DEFAULT, SOURCE_STATIC_BROKER, SOURCE_TOPIC,
-                      TOPIC_CONFIGS, TYPE_IDS)
+from ..config import BROKER_CONFIGS, SOURCE_DEFAULT, SOURCE_STATIC_BROKER, SOURCE_TOPIC, TOPIC_CONFIGS
 from ..protocol.errors import ErrorCode, KafkaError
 from ..cluster.metadata import validate_topic_name
 
@@ -81,17 +84,19 @@ def _topic_entry(broker, d, overrides, effective, synonyms_on, docs_on) -> dict:
     source = syn[0]["source"] if syn else SOURCE_DEFAULT
     return {"name": name, "value": d.render(effective[name]), "read_only": False,
             "config_source": source, "is_sensitive": d.type == "password",
-            "synonyms": syn if synonyms_on else [], "config_type": TYPE_IDS.get(d.type, 0),
+            "synonyms": syn if synonyms_on else [], "config_type": d.type_id,
             "documentation": d.doc if docs_on else None}
 
 
 def _broker_entry(broker, d, synonyms_on, docs_on) -> dict:
     syn = _config_synonyms(broker.config, d.name, broker_synonyms(d.name))
     sensitive = d.type == "password"
-    value = broker.config.get(d.name)
+    # A config without a default that is not set is null (log.dirs falls back to log.dir
+    # inside the broker, but Kafka reports it unset).
+    value = broker.config.get(d.name) if broker.config.is_explicit(d.name) or d.default is not None else None
     return {"name": d.name, "value": None if sensitive else d.render(value), "read_only": d.read_only,
             "config_source": syn[0]["source"] if syn else SOURCE_DEFAULT, "is_sensitive": sensitive,
-            "synonyms": syn if synonyms_on else [], "config_type": TYPE_IDS.get(d.type, 0),
+            "synonyms": syn if synonyms_on else [], "config_type": d.type_id,
             "documentation": d.doc if docs_on else None}
 
 
@@ -117,7 +122,7 @@ def _describe(ctx, res, synonyms_on, docs_on) -> dict:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Unexpected broker id, expected %d or empty string, "
                              "but received %s" % (broker.node_id, rname))
         result["configs"] = [_broker_entry(broker, BROKER_CONFIGS[n], synonyms_on, docs_on)
-                             for n in sorted(BROKER_CONFIGS) if wanted(n)]
+                             for n in sorted(BROKER_CONFIGS) if wanted(n) and not BROKER_CONFIGS[n].internal]
     elif rtype == BROKER_LOGGER:
         if not rname:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
