@@ -292,6 +292,15 @@ class Partition:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from None
         # Make the new log start durable soon, so deleted records never come back.
         self.replica_manager.request_checkpoint()
+        # Segments now wholly below the start: renamed to .deleted in a worker thread and
+        # unlinked after file.delete.delay.ms (storage/retention.py), never on the event loop.
+        # A fetch still sending from one of them keeps its open fd until it is done.
+        try:
+            await self.replica_manager.retention.delete_below_log_start(self)
+        except Exception:
+            # the log start has moved already (that is the answer); the next retention pass
+            # retries the deletion
+            log.exception("deleting segments below the log start of %s failed", self)
         return self.log.log_start_offset
 
     # ------------------------------------------------------------------ lifecycle

@@ -538,11 +538,16 @@ class Log:
         replay_producer_state(ps, self._segments, start if start is not None else self.log_start_offset, leo)
 
     def delete_records_before(self, offset: int) -> int:
-        """DeleteRecords / retention: move the log start offset up to
-        ``offset`` and delete segments lying entirely below it (a segment is
-        deletable once the *next* segment starts at or below the new log
-        start; the active segment is never deleted).  The caller checks
-        ``offset`` against the high watermark.  Returns the new log start."""
+        """DeleteRecords: move the log start offset up to ``offset`` (Kafka's
+        ``maybeIncrementLogStartOffset``).  No file is touched here, so this
+        is safe on the event loop: segments lying wholly below the new start
+        are removed afterwards through :meth:`delete_segments` (retention's
+        "log start" rule, ``retention.deletable_segments``), which renames
+        them to ``.deleted``; the files are unlinked after
+        ``file.delete.delay.ms``, off the event loop.  Until then reads below
+        the start are refused (OffsetOutOfRange) while the segments stay in
+        place.  The caller checks ``offset`` against the high watermark.
+        Returns the new log start."""
         with self._lock:
             if offset > self.log_end_offset:
                 raise OffsetOutOfRange(f"offset {offset} beyond log end {self.log_end_offset}")
@@ -555,18 +560,17 @@ class Log:
             # still recovered on an unclean restart, so this is safe.
             if self.recovery_point < offset:
                 self.recovery_point = offset
-            self.epoch_cache.truncate_from_start(offset)
-            while len(self._segments) > 1 and self._segments[1].base_offset <= offset:
-                seg = self._segments.pop(0)
-                self._bases.pop(0)
-                seg.delete()
+            # not fsynced here (Kafka: truncateFromStartAsyncFlush); a stale
+            # checkpoint is truncated to the log start again on load
+            self.epoch_cache.truncate_from_start(offset, flush=False)
             return offset
 
     # ------------------------------------------- retention / cleaner hooks
     def delete_segments(self, doomed: list) -> list:
-        """Retention: remove ``doomed`` (a prefix of the segment list) from
-        the log, advance the log start offset to the new first segment's
-        base, and rename their files to ``.deleted`` (Kafka's async delete:
+        """Retention and DeleteRecords (run it in a worker thread): remove
+        ``doomed`` (a prefix of the segment list) from the log, advance the
+        log start offset to the new first segment's base if it is beyond,
+        and rename their files to ``.deleted`` (Kafka's async delete:
         the caller removes them after ``file.delete.delay.ms``).  If every
         segment is doomed, a new empty active segment is rolled first, as
         Kafka does.  Returns the renamed segments (their ``delete`` removes
@@ -594,7 +598,12 @@ class Log:
                     self.high_watermark = new_start
                 if self.recovery_point < new_start:
                     self.recovery_point = new_start
-                self.epoch_cache.truncate_from_start(new_start)
+                self.epoch_cache.truncate_from_start(new_start, flush=False)
+            try:
+                # also persists a truncation left unflushed by delete_records_before
+                self.epoch_cache.flush()
+            except OSError as e:
+                log.warning("cannot write leader epoch checkpoint of %s: %s", self.dir, e)
             out = []
             for seg in removed:
                 try:

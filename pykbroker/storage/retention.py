@@ -21,6 +21,10 @@ The log start offset then moves to the first remaining segment's base offset (Li
 EARLIEST follows it, a Fetch below it answers OFFSET_OUT_OF_RANGE) and is checkpointed at once
 (``log-start-offset-checkpoint``) so deleted records never reappear after a crash.
 
+DeleteRecords (``Partition.delete_records_before``) only moves the log start offset on the event
+loop, then hands the segments wholly below it to the same deletion path
+(``RetentionTask.delete_below_log_start``).
+
 File deletion follows Kafka: under the log's lock the segments are dropped from the log and
 their files renamed to ``*.deleted`` (in a worker thread: renames are disk metadata I/O); the
 ``.deleted`` files are unlinked after the topic's ``file.delete.delay.ms`` (default 60 s), again
@@ -133,20 +137,42 @@ class RetentionTask:
                                                 cfg.get("retention.bytes"), "delete" in policy)
             if not doomed or part.deleted:
                 break
-            before = lg.log_start_offset
-            removed = await trio.to_thread.run_sync(lg.delete_segments, doomed)
-            if not removed:
+            n = await self._delete(part, doomed, reason)
+            if not n:
                 break
-            log.info("%s: deleted %d segment(s) by %s retention, log start offset %d -> %d",
-                     part, len(removed), reason, before, lg.log_start_offset)
-            count += len(removed)
-            delay = cfg.get("file.delete.delay.ms")
-            delay = 60000 if delay is None else delay
-            self.rm.broker.nursery.start_soon(delete_files_later, removed, delay / 1000.0)
+            count += n
         if count:
             self.deleted_segments += count
             self.rm.request_checkpoint()
         return count
+
+    async def delete_below_log_start(self, part) -> int:
+        """After DeleteRecords moved the log start offset: the segments lying wholly below it
+        go now, the same way retention removes them (Kafka leaves them to its next retention
+        pass; doing it at once frees the disk sooner and changes nothing a client can see)."""
+        if part.deleted or getattr(part, "offline", False) or part.log is None:
+            return 0
+        doomed, reason = deletable_segments(part.log, 0, None, None, False)
+        if not doomed:
+            return 0
+        n = await self._delete(part, doomed, reason)
+        self.deleted_segments += n
+        return n
+
+    async def _delete(self, part, doomed, reason) -> int:
+        """Drop ``doomed`` from ``part``'s log and rename the files to ``.deleted`` in a worker
+        thread; schedule the unlink after ``file.delete.delay.ms``."""
+        lg = part.log
+        before = lg.log_start_offset
+        removed = await trio.to_thread.run_sync(lg.delete_segments, doomed)
+        if not removed:
+            return 0
+        log.info("%s: deleted %d segment(s) by %s retention, log start offset %d -> %d",
+                 part, len(removed), reason, before, lg.log_start_offset)
+        delay = part.config.get("file.delete.delay.ms")
+        delay = 60000 if delay is None else delay
+        self.rm.broker.nursery.start_soon(delete_files_later, removed, delay / 1000.0)
+        return len(removed)
 
 
 async def delete_files_later(segments, delay_s: float) -> None:

@@ -204,7 +204,17 @@ def test_file_region_is_sendfile_ready(logdir):
         os.close(r); os.close(w)
 
 
+def _delete_below_start(lg):
+    """What the broker does after DeleteRecords: retention's log-start rule picks the segments,
+    delete_segments renames them to .deleted, and the unlink comes later."""
+    from pykbroker.storage.retention import deletable_segments
+    doomed, reason = deletable_segments(lg, 0, None, None, False)
+    assert reason in ("log start", "")
+    return lg.delete_segments(doomed)
+
+
 def test_region_survives_segment_deletion(logdir):
+    import socket
     lg = load_log(logdir, LogConfig(segment_bytes=500))
     for _ in range(6):
         append(lg, batch(3))
@@ -212,8 +222,20 @@ def test_region_survives_segment_deletion(logdir):
     (region,) = lg.read(0, 100)
     before = region.read()
     lg.delete_records_before(lg.log_end_offset)
-    assert not os.path.exists(os.path.join(logdir, "00000000000000000000.log"))
-    assert region.read() == before           # fd still valid: close is deferred
+    removed = _delete_below_start(lg)
+    assert removed and not os.path.exists(os.path.join(logdir, "00000000000000000000.log"))
+    assert os.path.exists(os.path.join(logdir, "00000000000000000000.log.deleted"))
+    assert region.read() == before           # renamed: the fd still reads it
+    for seg in removed:                      # file.delete.delay.ms later
+        seg.delete()
+    assert not [n for n in os.listdir(logdir) if n.endswith(".deleted")]
+    assert region.read() == before           # unlinked: close is deferred while the region lives
+    a, b = socket.socketpair()
+    try:                                     # and a sendfile of it still completes
+        assert os.sendfile(a.fileno(), region.fd, region.position, region.length) == region.length
+        assert b.recv(1 << 16) == before
+    finally:
+        a.close(); b.close()
 
 
 def test_roll_at_segment_size(logdir):
@@ -324,16 +346,45 @@ def test_delete_records_before(logdir):
         append(lg, batch(3))
     assert [s.base_offset for s in lg.segments] == [0, 6, 12, 18]
     assert lg.delete_records_before(13) == 13
+    # only the log start moves (Kafka's maybeIncrementLogStartOffset): no file I/O here
+    assert [s.base_offset for s in lg.segments] == [0, 6, 12, 18]
+    assert lg.log_start_offset == 13
+    with pytest.raises(OffsetOutOfRange):
+        lg.read(12, 1 << 20)
+    removed = _delete_below_start(lg)
+    assert [s.base_offset for s in removed] == [0, 6]
     assert [s.base_offset for s in lg.segments] == [12, 18]
     assert lg.log_start_offset == 13
     assert not os.path.exists(os.path.join(logdir, "00000000000000000006.log"))
+    assert os.path.exists(os.path.join(logdir, "00000000000000000006.log.deleted"))
+    assert os.path.exists(os.path.join(logdir, "00000000000000000006.index.deleted"))
+    for seg in removed:
+        seg.delete()
+    assert not [n for n in os.listdir(logdir) if n.endswith(".deleted")]
     assert lg.read(13, 1 << 20)[0].position == 0   # batch 12..14 returned whole
     assert lg.delete_records_before(5) == 13       # never moves backwards
     with pytest.raises(OffsetOutOfRange):
         lg.delete_records_before(100)
     lg.delete_records_before(24)                   # up to the log end
-    assert [s.base_offset for s in lg.segments] == [18]
+    _delete_below_start(lg)
+    assert [s.base_offset for s in lg.segments] == [18]   # the active segment stays
     assert lg.read(24, 100) == []
+
+
+def test_delete_records_then_crash_before_unlink(logdir):
+    """.deleted leftovers of a crash between rename and unlink are removed at load; the log
+    start comes from the checkpoint (here: passed in), never from the leftovers."""
+    lg = load_log(logdir, LogConfig(segment_bytes=len(batch(3)) * 2))
+    for _ in range(8):
+        append(lg, batch(3))
+    lg.delete_records_before(13)
+    _delete_below_start(lg)
+    lg.flush()
+    lg2 = load_log(logdir, LogConfig(segment_bytes=len(batch(3)) * 2), recovery_point=0,
+                   log_start_offset=13)
+    assert not [n for n in os.listdir(logdir) if n.endswith(".deleted")]
+    assert (lg2.log_start_offset, lg2.log_end_offset) == (13, 24)
+    assert [s.base_offset for s in lg2.segments] == [12, 18]
 
 
 def test_append_as_follower_and_spanning_reads(logdir, tmp_path):
