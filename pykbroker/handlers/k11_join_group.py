@@ -54,7 +54,7 @@ async def handle(ctx, request):
         if g.members:
             # A live KIP-848 group only takes classic members through the upgrade path (not built).
             return _shape(ctx, join_error(E.INCONSISTENT_GROUP_PROTOCOL, mid))
-        gc.groups.pop(gid, None)  # an empty consumer group converts to classic, as in Kafka
+        gc.consumer.drop(g)  # an empty consumer group converts to classic, as in Kafka (tombstones)
         g = None
     if g is None and mid:
         # A member id for a group that does not exist (e.g. deleted, expired): rejoin afresh.

@@ -18,8 +18,21 @@ Model (Kafka's, simplified where noted):
 - sessions expire after group.consumer.session.timeout.ms (default 45 s) on trio's clock;
   members are told group.consumer.heartbeat.interval.ms (default 5 s).
 - group state: Empty, Assigning (target not computed), Reconciling (members converging),
-  Stable.  Membership is kept in memory only: after a broker restart members get
-  UNKNOWN_MEMBER_ID and rejoin (committed offsets are durable as for classic groups).
+  Stable.
+
+Persistence (as Kafka's coordinator does it): every change of group, member or assignment state
+becomes records on ``__consumer_offsets`` (layout in :mod:`.consumer_records`).  The records a
+heartbeat produces are computed as a diff against what was last written for the group (the
+group epoch and metadata hash, the changed members' subscription and current assignment, every
+member's target when the target was recomputed) and appended as one batch by the coordinator's
+single writer; the heartbeat is answered only once that batch is in the log, so a member never
+holds an epoch the log could lose.  A heartbeat that changed nothing still waits for the group's
+last pending write.  Members that leave or expire get tombstones; a deleted group gets
+tombstones for every key it has.  At start-up the records are replayed (``replay`` /
+``finish_load``): members keep their ids, epochs and assignments across a clean restart or
+``kill -9``, and their session timers start again from the load, so members that do not come
+back expire as usual.  A failed append is answered with the mapped append error and the next
+write rewrites the whole group (in-memory state is not rolled back: simplification).
 """
 from __future__ import annotations
 
@@ -29,7 +42,10 @@ import time
 import uuid
 
 from ...protocol.errors import ErrorCode as E
+from . import consumer_records as R
+from . import offsets as O
 from .assignors import ASSIGNORS, DEFAULT
+from .classic import Future
 
 log = logging.getLogger("pykbroker.group.consumer")
 
@@ -65,9 +81,18 @@ class ConsumerGroup:
         self.assignment_epoch = 0
         self.members: dict[str, CMember] = {}
         self.target: dict[str, set] = {}
-        self.topic_sig = ()
+        self.metadata_hash = 0  # of the subscribed topics the target was computed for
+        self.assignment_ts = 0
         self.dead = False
         self.state_timestamp = int(time.time() * 1000)
+        # persistence: key -> value last handed to the writer; what changed since
+        self.written: dict[bytes, bytes] = {}
+        self.dirty: set[str] = set()
+        self.gone: set[str] = set()
+        self.target_dirty = False
+        self.resync = False
+        self.replaces_classic = False
+        self.last_write: Future | None = None
 
     @property
     def state(self) -> str:
@@ -153,22 +178,205 @@ class ConsumerGroupManager:
         if isinstance(g, ConsumerGroup) and mid in g.members:
             log.info("consumer group %s: member %s session expired", gid, mid)
             self._remove(g, mid)
+            self.persist(g)
 
     def _remove(self, g: ConsumerGroup, mid: str) -> None:
         g.members.pop(mid, None)
         if not g.members:
             g.state_timestamp = int(time.time() * 1000)
         g.target.pop(mid, None)
+        g.dirty.discard(mid)
+        g.gone.add(mid)
         self.gc.timer.cancel(("cg-hb", g.group_id, mid))
         self._bump(g, "member %s left" % mid)
+
+    # -- persistence ---------------------------------------------------------------------------
+    @staticmethod
+    def member_state(g: ConsumerGroup, m: CMember) -> int:
+        if m.revoking:
+            return R.STATE_UNREVOKED_PARTITIONS
+        if m.epoch == g.assignment_epoch and m.assigned != g.target.get(m.member_id, set()):
+            return R.STATE_UNRELEASED_PARTITIONS
+        return R.STATE_STABLE
+
+    def _records(self, g: ConsumerGroup) -> list:
+        """The records that bring the log to the group's in-memory state (in Kafka's order:
+        departed members, subscriptions, group epoch, target assignment, current assignments)."""
+        out: list = []
+        w = g.written
+        gid = g.group_id
+
+        def put(k, v):
+            if v is None:
+                if w.pop(k, None) is not None:
+                    out.append((k, None))
+            elif w.get(k) != v:
+                w[k] = v
+                out.append((k, v))
+        if g.replaces_classic:
+            out.append((O.group_key(gid), None))  # the empty classic group this one replaced
+            g.replaces_classic = False
+        for mid in sorted(g.gone):
+            for kind in (R.CG_CURRENT_ASSIGNMENT, R.CG_TARGET_MEMBER, R.CG_MEMBER_METADATA):
+                put(R.key(kind, gid, mid), None)
+        g.gone.clear()
+        if g.resync:
+            touched = list(g.members.values())
+        else:
+            touched = [g.members[mid] for mid in sorted(g.dirty) if mid in g.members]
+        for m in touched:
+            put(R.key(R.CG_MEMBER_METADATA, gid, m.member_id), R.member_metadata_value(m))
+        put(R.key(R.CG_METADATA, gid), R.group_metadata_value(g.group_epoch, g.metadata_hash))
+        if g.target_dirty or g.resync:
+            for mid in g.members:
+                put(R.key(R.CG_TARGET_MEMBER, gid, mid), R.target_member_value(g.target.get(mid, set())))
+            put(R.key(R.CG_TARGET_METADATA, gid), R.target_metadata_value(g.assignment_epoch, g.assignment_ts))
+        for m in touched:
+            put(R.key(R.CG_CURRENT_ASSIGNMENT, gid, m.member_id),
+                R.current_assignment_value(m.epoch, m.prev_epoch, self.member_state(g, m), m.assigned, m.revoking))
+        g.dirty.clear()
+        g.target_dirty = g.resync = False
+        return out
+
+    def persist(self, g: ConsumerGroup) -> Future:
+        """Hand the group's changes to the coordinator's writer; the future resolves with 0 or
+        the append's error once they (and every earlier write of the group) are in the log."""
+        recs = self._records(g)
+        if not recs:
+            if g.last_write is not None and not g.last_write.done():
+                return g.last_write
+            return Future(0, done=True)
+        fut = Future()
+
+        def on_complete(code):
+            if code:
+                g.resync = True  # rewrite everything on the next change
+                for m in g.members.values():
+                    m.last_sent = None  # and send assignments again: the answers were errors
+        if not self.gc._topic_ready:
+            fut.set(0)  # no offsets topic (unit tests without a log): nothing to write to
+            return fut
+        self.gc._enqueue(self.gc.partition_for(g.group_id), recs, fut, None, on_complete)
+        g.last_write = fut
+        return fut
+
+    def tombstones(self, g: ConsumerGroup) -> list:
+        """Tombstones for every key the group has in the log (group deletion / conversion)."""
+        gid = g.group_id
+        mids = set()
+        for k in g.written:
+            kind = int.from_bytes(k[:2], "big")
+            if kind in (R.CG_CURRENT_ASSIGNMENT, R.CG_TARGET_MEMBER, R.CG_MEMBER_METADATA):
+                mids.add(R.parse_key(kind, k)[2])
+        out = []
+        for mid in sorted(mids):
+            for kind in (R.CG_CURRENT_ASSIGNMENT, R.CG_TARGET_MEMBER, R.CG_MEMBER_METADATA):
+                k = R.key(kind, gid, mid)
+                if k in g.written:
+                    out.append((k, None))
+        for kind in (R.CG_TARGET_METADATA, R.CG_PARTITION_METADATA, R.CG_METADATA):
+            k = R.key(kind, gid)
+            if k in g.written:
+                out.append((k, None))
+        g.written.clear()
+        return out
+
+    def drop(self, g: ConsumerGroup) -> None:
+        """An empty consumer group replaced by a classic one (JoinGroup): gone, with its records."""
+        self.gc.groups.pop(g.group_id, None)
+        g.dead = True
+        recs = self.tombstones(g)
+        if recs and self.gc._topic_ready:
+            self.gc._enqueue(self.gc.partition_for(g.group_id), recs, None, None)
+
+    # -- load ----------------------------------------------------------------------------------
+    def replay(self, loading: dict, kind: int, gid: str, mid, key: bytes, value) -> None:
+        """One KIP-848 record read back from the log, into ``loading`` (group id -> raw state)."""
+        st = loading.setdefault(gid, {"keys": {}, "epoch": None, "hash": 0, "topics": None, "members": {},
+                                      "target_epoch": 0, "target_ts": 0, "target": {}, "current": {}})
+        if value is None:
+            st["keys"].pop(key, None)
+        else:
+            st["keys"][key] = bytes(value)
+        if kind == R.CG_METADATA:
+            st["epoch"], st["hash"] = (None, 0) if value is None else R.parse_group_metadata_value(value)
+        elif kind == R.CG_PARTITION_METADATA:
+            st["topics"] = None if value is None else R.parse_partition_metadata_value(value)
+        elif kind == R.CG_TARGET_METADATA:
+            st["target_epoch"], st["target_ts"] = (0, 0) if value is None else R.parse_target_metadata_value(value)
+        elif kind == R.CG_MEMBER_METADATA:
+            if value is None:
+                st["members"].pop(mid, None)
+            else:
+                st["members"][mid] = R.parse_member_metadata_value(value)
+        elif kind == R.CG_TARGET_MEMBER:
+            if value is None:
+                st["target"].pop(mid, None)
+            else:
+                st["target"][mid] = R.parse_target_member_value(value)
+        elif kind == R.CG_CURRENT_ASSIGNMENT:
+            if value is None:
+                st["current"].pop(mid, None)
+            else:
+                st["current"][mid] = R.parse_current_assignment_value(value)
+
+    def finish_load(self, gid: str, st: dict) -> ConsumerGroup | None:
+        """Build a group from its replayed records (None if it was deleted) and start its
+        members' session timers, as Kafka does when a coordinator loads a partition."""
+        if st["epoch"] is None:
+            return None
+        g = ConsumerGroup(gid)
+        g.group_epoch = st["epoch"]
+        g.metadata_hash = st["hash"]
+        if not g.metadata_hash and st["topics"]:
+            g.metadata_hash = R.metadata_hash(st["topics"])  # written by Kafka < 4.1
+        g.assignment_epoch = st["target_epoch"]
+        g.assignment_ts = st["target_ts"]
+        for mid, md in st["members"].items():
+            m = CMember(mid)
+            m.instance_id, m.rack_id = md["instance_id"], md["rack_id"]
+            m.client_id, m.client_host = md["client_id"], md["client_host"]
+            m.topics, m.regex = md["topics"], md["regex"]
+            if md["rebalance_timeout_ms"] >= 0:
+                m.rebalance_timeout_ms = md["rebalance_timeout_ms"]
+            m.assignor = md["assignor"]
+            cur = st["current"].get(mid)
+            if cur is not None:
+                m.epoch, m.prev_epoch = cur["epoch"], cur["prev_epoch"]
+                m.assigned, m.revoking = set(cur["assigned"]), set(cur["revoking"])
+            g.members[mid] = m
+        g.target = {mid: set(tps) for mid, tps in st["target"].items() if mid in g.members}
+        g.written = dict(st["keys"])
+        for m in g.members.values():
+            self._schedule(g, m)
+        return g
 
     def _schedule(self, g, m) -> None:
         gid, mid = g.group_id, m.member_id
         self.gc.timer.schedule(("cg-hb", gid, mid), self.session_timeout_ms / 1000.0, lambda: self._expire(gid, mid))
 
     # -- ConsumerGroupHeartbeat ----------------------------------------------------------------
-    def heartbeat(self, req: dict, version: int, client_id: str, client_host: str) -> dict:
+    def heartbeat(self, req: dict, version: int, client_id: str, client_host: str):
+        """Returns (response, Future): send the response once the future resolves with 0
+        (the records of this heartbeat are in the log); otherwise answer the append error."""
+        resp = self._heartbeat(req, version, client_id, client_host)
+        g = self.gc.groups.get(req["group_id"])
+        if not isinstance(g, ConsumerGroup) or g.dead:
+            return resp, Future(0, done=True)
+        return resp, self.persist(g)
+
+    def _heartbeat(self, req: dict, version: int, client_id: str, client_host: str) -> dict:
         gid = req["group_id"]
+        # Request-level validation first, so a refused heartbeat changes nothing.
+        if req["server_assignor"] is not None and req["server_assignor"] not in ASSIGNORS:
+            return self._err(E.UNSUPPORTED_ASSIGNOR, "ServerAssignor %s is not supported. Supported assignors: %s."
+                             % (req["server_assignor"], ", ".join(ASSIGNORS)))
+        rx = req["subscribed_topic_regex"]
+        if rx:
+            try:
+                re.compile(rx)
+            except re.error as e:
+                return self._err(E.INVALID_REGULAR_EXPRESSION, "SubscribedTopicRegex %s is invalid: %s" % (rx, e))
         epoch = req["member_epoch"]
         mid = req["member_id"] or ""
         joined = False
@@ -177,9 +385,13 @@ class ConsumerGroupManager:
             if g.members:
                 # Upgrading a live classic group in place is not built.
                 return self._err(E.GROUP_ID_NOT_FOUND, "Group %s is not a consumer group." % gid)
+            if epoch != 0:
+                return self._err(E.UNKNOWN_MEMBER_ID, "Group %s does not exist." % gid)
             g.cancel_timers()
             self.gc.groups.pop(gid, None)
-            g = None
+            g = ConsumerGroup(gid)
+            g.replaces_classic = True
+            self.gc.groups[gid] = g
         if g is None:
             if epoch != 0:
                 return self._err(E.UNKNOWN_MEMBER_ID, "Group %s does not exist." % gid)
@@ -227,20 +439,12 @@ class ConsumerGroupManager:
         if req["rebalance_timeout_ms"] >= 0:
             m.rebalance_timeout_ms = req["rebalance_timeout_ms"]
         if req["server_assignor"] is not None:
-            if req["server_assignor"] not in ASSIGNORS:
-                return self._err(E.UNSUPPORTED_ASSIGNOR, "ServerAssignor %s is not supported. Supported assignors: %s."
-                                 % (req["server_assignor"], ", ".join(ASSIGNORS)))
             m.assignor = req["server_assignor"]
         changed = False
         if req["subscribed_topic_names"] is not None and sorted(req["subscribed_topic_names"]) != sorted(m.topics):
             m.topics = list(req["subscribed_topic_names"])
             changed = True
-        rx = req["subscribed_topic_regex"]
         if rx is not None and (rx or None) != m.regex:
-            try:
-                re.compile(rx)
-            except re.error as e:
-                return self._err(E.INVALID_REGULAR_EXPRESSION, "SubscribedTopicRegex %s is invalid: %s" % (rx, e))
             m.regex = rx or None
             changed = True
         if joined:
@@ -252,6 +456,7 @@ class ConsumerGroupManager:
             owned = {(tp["topic_id"], p) for tp in req["topic_partitions"] for p in tp["partitions"]}
             m.revoking &= owned
         self._schedule(g, m)
+        g.dirty.add(mid)
         self._maybe_compute_target(g)
         self._reconcile(g, m)
         resp = {"error_code": 0, "member_id": mid, "member_epoch": m.epoch,
@@ -274,15 +479,17 @@ class ConsumerGroupManager:
         subs = {mid: self._member_topics(g, m) for mid, m in g.members.items()}
         names = set().union(*subs.values()) if subs else set()
         meta = self._topic_meta(names)
-        sig = tuple(sorted((n, t, c) for n, (t, c) in meta.items()))
-        if sig != g.topic_sig:
-            g.topic_sig = sig
+        h = R.metadata_hash((n, t, c) for n, (t, c) in meta.items())
+        if h != g.metadata_hash:
+            g.metadata_hash = h
             self._bump(g, "subscribed topic metadata changed")
         if g.assignment_epoch == g.group_epoch:
             return
         current = {mid: m.assigned | m.revoking for mid, m in g.members.items()}
         g.target = ASSIGNORS.get(g.assignor_name(), ASSIGNORS[DEFAULT])(subs, meta, current)
         g.assignment_epoch = g.group_epoch
+        g.assignment_ts = int(time.time() * 1000)
+        g.target_dirty = True
 
     def _reconcile(self, g: ConsumerGroup, m: CMember) -> None:
         target = g.target.get(m.member_id, set())
@@ -321,6 +528,7 @@ class ConsumerGroupManager:
 
     def describe(self, g: ConsumerGroup) -> dict:
         self._maybe_compute_target(g)
+        self.persist(g)  # a recomputed target is state like any other
         md = self._md()
 
         def asg(tps):

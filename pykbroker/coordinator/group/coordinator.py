@@ -81,7 +81,9 @@ class GroupCoordinator:
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def startup(self, nursery, backend=None) -> None:
+        from .consumer import ConsumerGroupManager
         self.log = backend if backend is not None else BrokerOffsetsLog(self.broker)
+        self.consumer = ConsumerGroupManager(self)
         if self.log.exists():
             self.num_partitions = self.log.num_partitions()
             self._topic_ready = True
@@ -89,11 +91,6 @@ class GroupCoordinator:
         nursery.start_soon(self.timer.run)
         nursery.start_soon(self._writer)
         nursery.start_soon(self._expiry_loop)
-        try:
-            from .consumer import ConsumerGroupManager
-            self.consumer = ConsumerGroupManager(self)
-        except ImportError:
-            self.consumer = None
 
     async def shutdown(self) -> None:
         for g in list(self.groups.values()):
@@ -175,7 +172,10 @@ class GroupCoordinator:
         self.groups.pop(g.group_id, None)
         gid = g.group_id
         recs = [(O.offset_key(gid, t, p), None) for (t, p) in self.offsets.get(gid, {})]
-        recs.append((O.group_key(gid), None))
+        if g.kind == "consumer":
+            recs += self.consumer.tombstones(g)
+        else:
+            recs.append((O.group_key(gid), None))
         fut = Future()
 
         def done():
@@ -298,6 +298,9 @@ class GroupCoordinator:
     async def _load(self) -> None:
         t0 = time.monotonic()
         loaded_groups: dict[str, O.LoadedGroup | None] = {}
+        loading_cg: dict[str, dict] = {}  # KIP-848 groups, replayed by the consumer manager
+        last_seen: dict[tuple[str, str], int] = {}  # (kind, group) -> order of its last record
+        seq = 0
         n_off = 0
         for p in range(self.num_partitions):
             async for batch in self.log.read(p):
@@ -307,9 +310,14 @@ class GroupCoordinator:
                     for rec in decode_records(memoryview(batch)[h.position:h.position + h.size]):
                         if rec.key is None:
                             continue
+                        seq += 1
                         try:
                             k = O.parse_key(rec.key)
-                            if k[0] == "offset":
+                            if k[0] == "consumer":
+                                _, kind, gid, mid = k
+                                self.consumer.replay(loading_cg, kind, gid, mid, bytes(rec.key), rec.value)
+                                last_seen[("consumer", gid)] = seq
+                            elif k[0] == "offset":
                                 _, gid, topic, part = k
                                 if rec.value is None:
                                     self.offsets.get(gid, {}).pop((topic, part), None)
@@ -319,17 +327,29 @@ class GroupCoordinator:
                             elif k[0] == "group":
                                 gid = k[1]
                                 loaded_groups[gid] = None if rec.value is None else O.parse_group_value(rec.value)
+                                last_seen[("classic", gid)] = seq
                         except (ValueError, IndexError, UnicodeDecodeError) as e:
                             log.warning("skipping unreadable record in %s-%d: %s", O.OFFSETS_TOPIC, p, e)
         for gid, lg in loaded_groups.items():
             if lg is None:
                 continue
+            if gid in loading_cg and last_seen.get(("consumer", gid), 0) > last_seen[("classic", gid)]:
+                continue  # converted to a consumer group after its last classic record
             self._restore_group(gid, lg)
+        n_members = 0
+        for gid, st in loading_cg.items():
+            if gid in self.groups and last_seen[("consumer", gid)] < last_seen.get(("classic", gid), 0):
+                continue  # converted back to classic (Kafka tombstones first; be safe anyway)
+            g = self.consumer.finish_load(gid, st)
+            if g is not None:
+                self.groups.pop(gid, None)
+                self.groups[gid] = g
+                n_members += len(g.members)
         for gid in self.offsets:
             if gid not in self.groups and self.offsets[gid]:
                 self.get_or_create_classic(gid)
-        log.info("loaded %d group(s) and offsets of %d group(s) from %s in %.3fs", len(self.groups),
-                 len(self.offsets), O.OFFSETS_TOPIC, time.monotonic() - t0)
+        log.info("loaded %d group(s) (%d KIP-848 member(s)) and offsets of %d group(s) from %s in %.3fs",
+                 len(self.groups), n_members, len(self.offsets), O.OFFSETS_TOPIC, time.monotonic() - t0)
 
     def _restore_group(self, gid: str, lg: O.LoadedGroup) -> None:
         from .classic import Member, STABLE

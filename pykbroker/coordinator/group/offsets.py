@@ -134,14 +134,18 @@ def group_value(g, assignment: dict | None = None) -> bytes:
 
 
 def parse_key(key: bytes):
-    """('offset', group, topic, partition) | ('group', group) | (None,) for other record kinds
-    (e.g. KIP-848 consumer group records written by other brokers)."""
+    """('offset', group, topic, partition) | ('group', group) | ('consumer', record type, group,
+    member or None) for KIP-848 consumer group records (types 3-8, see :mod:`.consumer_records`)
+    | (None,) for other record kinds (share/streams groups, regex resolution)."""
     r = _Reader(key)
     v = r.i16()
     if v in (0, 1):
         return ("offset", r.str(), r.str(), r.i32())
     if v == 2:
         return ("group", r.str())
+    if 3 <= v <= 8:
+        from .consumer_records import parse_key as cg_parse_key
+        return ("consumer",) + cg_parse_key(v, key)
     return (None,)
 
 
