@@ -1,7 +1,7 @@
 """A consumer-group member as its own process, for the group tests (one of three client libraries).
 
     python consumer_worker.py LIB BOOTSTRAP TOPIC GROUP OUT [--assignor NAME] [--instance ID]
-                              [--session-ms N] [--protocol classic|consumer]
+                              [--session-ms N] [--protocol classic|consumer] [--debug CONTEXTS]
 
 It consumes with manual commits *after processing*: each polled message is written to OUT as
 ``R <partition> <offset> <value>`` (flushed) and then its offset+1 is committed synchronously.
@@ -32,6 +32,7 @@ def main():
     ap.add_argument("--instance", default=None)
     ap.add_argument("--session-ms", type=int, default=3000)
     ap.add_argument("--protocol", default="classic")
+    ap.add_argument("--debug", default=None, help="librdkafka debug contexts (logged to stderr)")
     a = ap.parse_args()
     out = open(a.out, "a", buffering=1)
     stop_file = a.out + ".stop"
@@ -69,6 +70,8 @@ def run_confluent(a, out, stop_file, note):
             conf["partition.assignment.strategy"] = a.assignor
     if a.instance:
         conf["group.instance.id"] = a.instance
+    if a.debug:
+        conf["debug"] = a.debug
     c = Consumer(conf)
 
     def on_assign(consumer, parts):
