@@ -531,9 +531,12 @@ class Log:
         self.producer_state.delete_snapshots_above(-1)
 
     def _rebuild_producer_state(self) -> None:
+        """Kafka's truncateAndReload: snapshots past the log end or at/below the log start are
+        deleted, state comes from the newest remaining snapshot plus a replay of the log."""
         leo = self.log_end_offset
         ps = self.producer_state
         ps.delete_snapshots_above(leo)
+        ps.delete_snapshots_at_or_below(self.log_start_offset)
         start = ps.load_latest_snapshot(leo)
         replay_producer_state(ps, self._segments, start if start is not None else self.log_start_offset, leo)
 
@@ -856,6 +859,10 @@ class LogLoader:
 
         ps = ProducerStateManager(d, fs)
         ps.delete_snapshots_above(leo)
+        # Kafka's truncateAndReload at load: a snapshot at or below the log start is dropped,
+        # so producers known only from deleted data are forgotten (then accepted at any
+        # sequence, see producer_state.py); state comes from a later snapshot or the log
+        ps.delete_snapshots_at_or_below(log_start)
         snap = ps.load_latest_snapshot(leo)
         replay_producer_state(ps, segments, snap if snap is not None else log_start, leo)
 

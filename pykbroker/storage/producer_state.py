@@ -21,6 +21,15 @@ Rules of :meth:`check` (source of truth: Kafka 4.x ProducerAppendInfo
    removed it) is accepted at any sequence.  Kafka stopped answering
    UNKNOWN_PRODUCER_ID (59) here (KIP-360, Kafka 2.5+).
 
+Log start offset and truncation (Kafka 2.4+ / 4.x, ``ProducerStateManager.truncateAndReload``
+and ``onLogStartOffsetIncremented``): when retention or DeleteRecords moves the log start
+offset, producers are *not* removed from the in-memory map, even when every batch they wrote
+now lies below the new start (old Kafka evicted them, which made idle producers of repartition
+topics fail with UNKNOWN_PRODUCER_ID, KAFKA-7190); they go only through
+``producer.id.expiration.ms``.  Snapshots at or below the log start are deleted whenever the
+state is rebuilt (on truncation and at load), so after a restart or a truncation a producer known
+only from deleted data is forgotten and then accepted at any sequence (rule 5).
+
 Snapshot file ``{offset:020d}.snapshot`` (our own format, big endian;
 ``offset`` = log end offset the snapshot covers)::
 
@@ -282,6 +291,11 @@ class ProducerStateManager:
     def delete_snapshots_above(self, offset: int) -> None:
         for off in self.list_snapshots():
             if off > offset:
+                self.fs.remove(self.snapshot_path(off))
+
+    def delete_snapshots_at_or_below(self, offset: int) -> None:
+        for off in self.list_snapshots():
+            if off <= offset:
                 self.fs.remove(self.snapshot_path(off))
 
     def delete_snapshots_below(self, offset: int, keep_latest: int = 2) -> None:

@@ -125,3 +125,55 @@ def test_idempotent_state_survives_kill9(fresh_broker):
         assert (p["error_code"], p["base_offset"]) == (0, 2)
     recs, _ = read_all(fresh_broker, t)
     assert [v for _, v in recs] == [b"a", b"b", b"c"]
+
+
+def test_idempotent_producer_continues_after_delete_records_and_restart(fresh_broker):
+    """DeleteRecords up to the high watermark, then a restart: the producer's state lived only
+    in data below the new log start, so the broker forgets it (as Kafka's truncateAndReload
+    does).  A live idempotent confluent-kafka producer keeps going at its next sequence and is
+    accepted (unknown producer, KIP-360): nothing fails, nothing is duplicated or lost.  Before
+    the restart the state is still there (a raw retry of the last batch is a duplicate)."""
+    from confluent_kafka import Producer
+    t = "idr-" + uuid.uuid4().hex[:8]
+    create_topic(fresh_broker, t)
+    with RawClient(fresh_broker) as c:
+        pid = c.request(22, 4, {"transactional_id": None, "transaction_timeout_ms": 1000,
+                                "producer_id": -1, "producer_epoch": -1})["producer_id"]
+        for i in range(3):
+            assert produce_part(produce(c, t, 0, make_batch([b"raw%d" % i], pid, 0, i)))["error_code"] == 0
+        r = c.request(21, 2, {"topics": [{"name": t, "partitions": [{"partition_index": 0, "offset": -1}]}],
+                              "timeout_ms": 5000})
+        assert r["topics"][0]["partitions"][0]["low_watermark"] == 3
+        # kept in memory although all its batches are below the log start
+        p = produce_part(produce(c, t, 0, make_batch([b"raw2"], pid, 0, 2)))
+        assert (p["error_code"], p["base_offset"]) == (0, 2)
+
+    errors, offsets = [], []
+
+    def cb(err, msg):
+        if err is not None:
+            errors.append(err)
+        else:
+            offsets.append(msg.offset())
+
+    pr = Producer({"bootstrap.servers": fresh_broker.bootstrap, "enable.idempotence": True,
+                   "linger.ms": 0, "message.timeout.ms": 30000})
+    for i in range(20):
+        pr.produce(t, b"before-%d" % i, partition=0, on_delivery=cb)
+    assert pr.flush(15) == 0
+    a = AdminClient({"bootstrap.servers": fresh_broker.bootstrap})
+    res = a.delete_records([TopicPartition(t, 0, 23)], operation_timeout=10)
+    assert list(res.values())[0].result(15).low_watermark == 23
+    fresh_broker.restart(clean=True)
+    with RawClient(fresh_broker) as c:
+        # the raw producer was forgotten: any sequence is accepted now
+        p = produce_part(produce(c, t, 0, make_batch([b"raw-late"], pid, 0, 50)))
+        assert (p["error_code"], p["base_offset"]) == (0, 23)
+    for i in range(20):
+        pr.produce(t, b"after-%d" % i, partition=0, on_delivery=cb)
+    assert pr.flush(30) == 0
+    assert errors == []
+    assert sorted(offsets) == list(range(3, 23)) + list(range(24, 44))
+    recs, f = read_all(fresh_broker, t, 23)
+    assert [v for _, v in recs] == [b"raw-late"] + [b"after-%d" % i for i in range(20)]
+    assert f["log_start_offset"] == 23

@@ -233,3 +233,90 @@ def test_flush_messages_one_moves_recovery_point(tmp_path):
     assert info.flush_required
     lg2.flush()
     assert lg2.recovery_point == 4 and lg2.unflushed_messages == 0
+
+
+# ------------------------------------------- producer state vs log start offset
+
+def _delete_below_start(lg):
+    from pykbroker.storage.retention import deletable_segments
+    for seg in lg.delete_segments(deletable_segments(lg, 0, None, None, False)[0]):
+        seg.delete()
+
+
+def _snapshots(d):
+    return sorted(int(n[:20]) for n in os.listdir(d) if n.endswith(".snapshot"))
+
+
+def test_producers_below_log_start_are_kept_in_memory(tmp_path):
+    """Kafka 4 keeps a producer whose batches all lie below a new log start offset
+    (onLogStartOffsetIncremented removes nothing): a retry is still a duplicate, the next
+    sequence goes on, a gap is still refused."""
+    d = str(tmp_path / "t-0")
+    lg = load_log(d, LogConfig(segment_bytes=300))
+    other = 777
+    for s in range(0, 10, 2):
+        last = lg.append(pbatch(s), 0)
+    for s in range(0, 20, 2):
+        lg.append(pbatch(s, pid=other), 0)
+    assert len(lg.segments) > 3
+    lg.high_watermark = lg.log_end_offset
+    lg.delete_records_before(last.last_offset + 11)       # every PID batch now below the start
+    _delete_below_start(lg)
+    assert lg.segments[0].base_offset > last.first_offset
+    assert PID in lg.producer_state.producers
+    d2 = lg.append(pbatch(8), 0)
+    assert d2.duplicate and d2.first_offset == last.first_offset
+    with pytest.raises(ProducerStateError) as ei:
+        lg.append(pbatch(14), 0)
+    assert ei.value.code == OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert not lg.append(pbatch(10), 0).duplicate
+    # a clean restart keeps it too: the close snapshot is above the log start
+    lg.close()
+    lg2 = load_log(d, LogConfig(segment_bytes=300), recovery_point=lg.log_end_offset,
+                   clean_shutdown=True, log_start_offset=lg.log_start_offset)
+    assert lg2.append(pbatch(10), 0).duplicate
+    assert lg2.producer_state.producers[PID].last_seq == 11
+
+
+def test_producer_known_only_below_log_start_forgotten_on_reload(tmp_path):
+    """Snapshots at or below the log start are dropped when state is rebuilt (Kafka's
+    truncateAndReload at load): DeleteRecords up to the log end, then a restart, forgets the
+    producer; it is then accepted at any sequence and tracked again from there."""
+    d = str(tmp_path / "t-0")
+    cfg = LogConfig(segment_bytes=300)
+    lg = load_log(d, cfg)
+    for s in range(0, 10, 2):
+        lg.append(pbatch(s), 0)
+    leo = lg.log_end_offset
+    lg.high_watermark = leo
+    lg.delete_records_before(leo)
+    _delete_below_start(lg)
+    lg.close()                                           # snapshot at leo == log start
+    assert leo in _snapshots(d)
+    lg2 = load_log(d, cfg, recovery_point=leo, clean_shutdown=True, log_start_offset=leo)
+    assert _snapshots(d) == [] and lg2.producer_state.producers == {}
+    info = lg2.append(pbatch(77), 0)                     # unknown producer: any sequence
+    assert not info.duplicate and info.first_offset == leo
+    assert lg2.append(pbatch(77), 0).duplicate           # and tracked from there
+    with pytest.raises(ProducerStateError):
+        lg2.append(pbatch(10), 0)
+    assert lg2.append(pbatch(79), 0).first_offset == leo + 2
+
+
+def test_truncation_drops_snapshots_below_log_start_and_truncated_producers(tmp_path):
+    d = str(tmp_path / "t-0")
+    lg = load_log(d, LogConfig(segment_bytes=300))
+    for s in range(0, 12, 2):
+        lg.append(pbatch(s, pid=1), 0)                    # offsets 0..11
+    lg.roll()
+    late = lg.append(pbatch(0, pid=2), 0)                 # pid 2 only after the roll
+    assert 12 in _snapshots(d)
+    lg.high_watermark = lg.log_end_offset
+    lg.delete_records_before(12)
+    lg.truncate_to(late.first_offset)                     # pid 2's only batch truncated away
+    assert 2 not in lg.producer_state.producers
+    assert all(o > 12 for o in _snapshots(d))             # snapshot at the log start dropped
+    # pid 1 is known only from data below the start, and no snapshot above it: forgotten
+    assert lg.producer_state.producers == {}
+    assert not lg.append(pbatch(0, pid=2), 0).duplicate   # the truncated batch is appended again
+    assert not lg.append(pbatch(500, pid=1), 0).duplicate
