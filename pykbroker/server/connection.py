@@ -197,7 +197,8 @@ class Connection:
 
 
 def error_response(spec, version: int, request: dict, code: int) -> dict:
-    """A response carrying ``code`` in every error field, mirroring the request's topics and
-    partitions where the response lists them, so the client gets an answer per item."""
-    resp = {"error_code": int(code)}
-    return resp
+    """Fallback for handlers without their own ``error_response``: those APIs (Heartbeat,
+    LeaveGroup, ListGroups, ApiVersions, DescribeCluster) carry a top-level error code, which
+    is where Kafka reports a request-level failure.  Handlers whose responses list topics and
+    partitions define ``error_response`` to answer per item."""
+    return {"error_code": int(code)}
