@@ -27,6 +27,9 @@ dir offline: every partition in it becomes offline (KAFKA_STORAGE_ERROR to Produ
 ListOffsets; Metadata shows no leader and this node as offline replica), its checkpoints and its
 clean-shutdown marker are no longer written, and new partitions go to the other dirs.  The
 partitions of the other dirs keep serving.  A restart brings the dir back (after recovery).
+When every log dir is offline, or the first one (Kafka's default metadata.log.dir, and where
+the topic metadata lives) fails, the broker halts like Kafka (critical log line, exit status 1,
+no clean shutdown); a restart recovers the logs.
 Every storage file operation goes through ``self.fs`` (``broker.storage_fs`` when set, e.g. the
 fault-injecting file system of the durability tests; the real one otherwise).
 All disk work that can take more than a moment (loading, fsync, deleting directories,
@@ -202,10 +205,32 @@ class ReplicaManager:
                   "serving until a restart", d, reason, len(parts))
         for p in parts:
             p.mark_offline()
+        # Kafka halts (Exit.halt(1): no clean shutdown, so every log is recovered at the next
+        # start) when no log dir is left (LogManager.handleLogDirFailure), and then when the
+        # metadata log dir failed (ReplicaManager.handleLogDirFailure; metadata.log.dir
+        # defaults to the first log dir, which is where our topic metadata lives).
         if len(self.offline_dirs) == len(self.log_dirs):
-            # Kafka halts the broker when no log dir is left; we keep answering (every
-            # partition says KAFKA_STORAGE_ERROR) so that the operator sees why.
-            log.critical("every log dir is offline")
+            self.halt("Shutdown broker because all log dirs in %s have failed" % ", ".join(self.log_dirs))
+        elif d == self.log_dirs[0]:
+            self.halt("Shutdown broker because the metadata log dir %s has failed" % d)
+
+    def halt(self, message: str, status: int = 1) -> None:
+        """Log ``message`` as critical and end the process at once with ``status``, as Kafka's
+        Exit.halt: no shutdown, no checkpoints, no clean-shutdown marker.  ``broker.halt_hook``
+        (tests running the broker in-process) is called instead when set."""
+        log.critical(message)
+        hook = getattr(self.broker, "halt_hook", None)
+        if hook is not None:
+            hook(status, message)
+            return
+        logging.shutdown()          # flush every handler: the line must reach the log
+        try:
+            import sys
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except Exception:
+            pass
+        os._exit(status)
 
     async def _open(self, info, p: int, d: str, cfg: dict, recovery_point: int = 0,
                     clean: bool = False, log_start=None, hw=None) -> Partition:

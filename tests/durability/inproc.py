@@ -32,6 +32,10 @@ class InProcessBroker:
         values.update(self.overrides)
         self.broker = Broker(BrokerConfig(values))
         self.broker.storage_fs = self.fs
+        # A broker whose every log dir failed halts the process (Kafka's Exit.halt); in-process
+        # that would end pytest, so the halt is recorded instead and the broker keeps running.
+        self.halts: list[tuple[int, str]] = []
+        self.broker.halt_hook = lambda status, message: self.halts.append((status, message))
         ready = threading.Event()
 
         async def main():
