@@ -296,3 +296,23 @@ def test_records_read_by_apache_kafka_deserializer(tmp_path):
     epochs = [ln for ln in lines if ln.startswith("3 ")]
     assert "metadataHash=0" not in epochs[-1]
     print("%d KIP-848 records read back by Kafka 4.4's serde" % len(lines))
+
+
+def test_empty_consumer_group_without_offsets_is_cleaned_up():
+    async def t(start, log, md):
+        async with trio.open_nursery() as n:
+            gc = await start(n)
+            await converge(gc, "e", {"m": {"epoch": 0, "owned": set()}}, ["t"])
+            await converge(gc, "k", {"m": {"epoch": 0, "owned": set()}}, ["t"])
+            await gc.commit("k", {("t", 0): O.OffsetAndMetadata(3, -1, "", 1)}).get()
+            for gid in ("e", "k"):
+                await beat(gc, hb(gid, "m", -1))
+            gc.expire_offsets(2)  # long before any retention: only the group without offsets goes
+            await trio.sleep(0.1)
+            assert gc.get_group("e") is None and gc.get_group("k").summary_state() == "Empty"
+            n.cancel_scope.cancel()
+        async with trio.open_nursery() as n:
+            gc = await start(n)
+            assert gc.get_group("e") is None and gc.get_group("k").kind == "consumer"
+            n.cancel_scope.cancel()
+    run(t)

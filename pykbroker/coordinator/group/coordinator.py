@@ -15,7 +15,9 @@
 - Offsets expire after ``offsets.retention.minutes`` (checked every
   ``offsets.retention.check.interval.ms``): for a group with a protocol, counted from when it
   became Empty; for a standalone group (no protocol), from the commit time.  A group left Empty
-  with no offsets is then removed (Dead), as Kafka does.
+  with no offsets is then removed (Dead), as Kafka does; so is an empty KIP-848 group.
+- KIP-848 groups are persisted and replayed by :mod:`.consumer` (records in
+  :mod:`.consumer_records`), classic and consumer records side by side in the same partitions.
 """
 from __future__ import annotations
 
@@ -412,6 +414,12 @@ class GroupCoordinator:
                 self.delete_offsets(gid, doomed)
                 if len(doomed) == len(committed) and g is not None and not g.members:
                     self._remove_group(g)
+        for gid, g in list(self.groups.items()):
+            # An empty KIP-848 group without offsets is deleted (tombstones), as Kafka's periodic
+            # group cleanup does; it would otherwise live forever in the log.
+            if g.kind == "consumer" and not g.members and not self.offsets.get(gid) and g.state != DEAD:
+                log.info("consumer group %s: empty with no offsets, deleting", gid)
+                self._remove_group(g)
         return expired
 
 
