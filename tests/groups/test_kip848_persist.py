@@ -16,7 +16,6 @@ import trio.testing
 
 from pykbroker.coordinator.group import consumer_records as R
 from pykbroker.coordinator.group import offsets as O
-from pykbroker.coordinator.group.classic import Future
 from pykbroker.coordinator.group.coordinator import GroupCoordinator, MemoryOffsetsLog
 from pykbroker.protocol.errors import ErrorCode as E
 from pykbroker.protocol.records import decode_records, iter_batches

@@ -7,9 +7,8 @@ import re
 
 import pytest
 
-from pykbroker.testing import wait_until
 
-from .helpers import Worker, consumed, create_topic, produce, start_broker, unique, wait_consumed, wait_stable
+from .helpers import Worker, create_topic, produce, start_broker, unique, wait_consumed, wait_stable
 
 SESSION_MS = 10000
 # What librdkafka logs (debug=cgrp) when the coordinator forgot or fenced the member.
