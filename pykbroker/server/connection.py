@@ -29,6 +29,16 @@ log = logging.getLogger("pykbroker.connection")
 API_VERSIONS_KEY = 18
 
 
+_DISCONNECTS = (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError, OSError)
+
+
+def _only_disconnects(exc: BaseException) -> bool:
+    """True if ``exc`` (or every leaf of an exception group) is a peer disconnect."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_only_disconnects(e) for e in exc.exceptions)
+    return isinstance(exc, _DISCONNECTS)
+
+
 class CloseConnection(Exception):
     """Raised by a handler to close the connection without answering (Kafka does this when an
     acks=0 Produce fails: closing is the only signal such a client gets)."""
@@ -67,8 +77,14 @@ class Connection:
                 nursery.start_soon(self._reader, send, nursery.cancel_scope)
                 await self._processor(recv)
                 nursery.cancel_scope.cancel()
-        except (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError, OSError) as e:
-            log.debug("connection %s closed: %s", self.peer, e)
+        except Exception as e:
+            # Trio >= 0.25 wraps errors from the reader/processor tasks in an ExceptionGroup.
+            # A peer that went away is routine; anything else is a bug worth a traceback.  Either
+            # way only this connection ends: one client must never take the broker down.
+            if _only_disconnects(e):
+                log.debug("connection %s closed: %s", self.peer, e)
+            else:
+                log.exception("connection %s failed", self.peer)
         finally:
             with trio.CancelScope(shield=True):
                 await self.stream.aclose()

@@ -54,7 +54,12 @@ async def serve_listener(broker, listener: Listener, task_status=trio.TASK_STATU
     actual = Listener(listener.name, listener.host, bound[1])
 
     async def on_conn(stream):
-        await Connection(broker, stream, listener.name).run()
+        try:
+            await Connection(broker, stream, listener.name).run()
+        except Exception:
+            # Connection.run handles its own errors; this is the last line of defence that keeps
+            # one connection's failure from cancelling the listener (and the broker) around it.
+            log.exception("connection handler failed")
 
     async with trio.open_nursery() as nursery:
         task_status.started(actual)

@@ -150,3 +150,16 @@ def test_pipelined_requests_answered_in_order(broker):
     got = [struct.unpack_from(">i", recv_frame(s), 0)[0] for _ in corrs]
     assert got == corrs
     s.close()
+
+
+def test_client_vanishing_mid_response_does_not_stop_the_broker(broker):
+    # Many pipelined requests, then an abortive close (RST) before reading any answer: the
+    # broker's writes fail with EPIPE/ECONNRESET, which must end only this connection.
+    for _ in range(5):
+        s = connect(broker)
+        body = APIS[18].encode_bytes("request", 3, {"client_software_name": "gone", "client_software_version": "1"})
+        s.sendall(b"".join(request_bytes(18, 3, c, body) for c in range(200)))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()
+    assert_broker_serves_real_client(broker)
+    assert broker.proc is not None and broker.proc.poll() is None
