@@ -483,6 +483,10 @@ class ClassicGroup:
             if m.sync_waiter is not None:
                 m.sync_waiter.set({"error_code": int(code), "assignment": b""})
                 m.sync_waiter = None
+                # As Kafka's propagateAssignment: a fresh session from the answer on.  While
+                # parked the member's expiry was only deferred, so its timer may be due any
+                # moment; it must get a whole session to rejoin.
+                self._schedule_heartbeat(m)
 
     # -- SyncGroup ---------------------------------------------------------------------------
     def sync(self, member_id, instance_id, generation, protocol_type, protocol_name, assignments) -> Future:
@@ -543,6 +547,7 @@ class ClassicGroup:
             if m.sync_waiter is not None:
                 m.sync_waiter.set(self._sync_result(m))
                 m.sync_waiter = None
+                self._schedule_heartbeat(m)  # a whole session from the answer (Kafka does the same)
 
     def _sync_stable(self, member, assignments) -> Future:
         self.pending_sync.discard(member.member_id)

@@ -199,18 +199,26 @@ class GroupCoordinator:
             return E.ILLEGAL_GENERATION, None
         if g.kind == "consumer":
             return self.consumer.validate_commit(g, generation, member_id, instance_id), g
-        if instance_id is not None and g.static.get(instance_id) not in (None, member_id):
-            return E.FENCED_INSTANCE_ID, g
         if generation < 0 and g.state == EMPTY:
+            # Admin client or assign() consumer committing for an empty group.
             return 0, g
-        if g.state == "CompletingRebalance":
-            # Assignments are being distributed; the member will know its partitions soon.
-            return E.REBALANCE_IN_PROGRESS, g
-        if member_id not in g.members:
+        if generation >= 0 or member_id or instance_id is not None:
+            # Member identity first, then the generation, then the state (Kafka's order): an
+            # unknown member committing during CompletingRebalance learns it is unknown.
+            err = g._validate_member(member_id, instance_id)
+            if err:
+                return err, g
+            if generation != g.generation:
+                return E.ILLEGAL_GENERATION, g
+        elif g.state != EMPTY:
+            # No member id and no generation (v0-style) only commits for an empty group.
             return E.UNKNOWN_MEMBER_ID, g
-        if generation != g.generation:
-            return E.ILLEGAL_GENERATION, g
-        g._schedule_heartbeat(g.members[member_id])  # a commit counts as a heartbeat, as in Kafka
+        if g.state == "CompletingRebalance":
+            # A member of this generation that has not got its assignment yet: it handles
+            # REBALANCE_IN_PROGRESS gracefully (Kafka's answer too).
+            return E.REBALANCE_IN_PROGRESS, g
+        if member_id in g.members:
+            g._schedule_heartbeat(g.members[member_id])  # a commit counts as a heartbeat, as in Kafka
         return 0, g
 
     def commit(self, group_id: str, entries: dict[tuple[str, int], O.OffsetAndMetadata]) -> Future:
