@@ -33,7 +33,9 @@ def main():
     ap.add_argument("--session-ms", type=int, default=3000)
     ap.add_argument("--protocol", default="classic")
     ap.add_argument("--debug", default=None, help="librdkafka debug contexts (logged to stderr)")
-    ap.add_argument("--poll-ms", type=int, default=200, help="kafka-python poll timeout")
+    ap.add_argument("--poll-ms", type=int, default=1000,
+                    help="kafka-python poll timeout (long polls keep clear of a kafka-python 3.0 "
+                         "join race, see compat/matrix.md)")
     a = ap.parse_args()
     out = open(a.out, "a", buffering=1)
     stop_file = a.out + ".stop"
@@ -124,17 +126,6 @@ def run_kafka_python(a, out, stop_file, note):
     if a.instance:
         kw["group_instance_id"] = a.instance
     c = KafkaConsumer(**kw)
-    # kafka-python 3.0.12 bug (the same with any broker): join_group_async loops on need_rejoin()
-    # alone, not Java's rejoinNeededOrPending().  When poll() times out while the JoinGroup ->
-    # SyncGroup task is in flight and the leader's assignment snapshot catches up with the
-    # metadata (the leader rejoined because it had assigned before knowing the partitions),
-    # need_rejoin() turns False and the finished task is never collected: the consumer stays
-    # REBALANCING with heartbeats off, the coordinator expires it after the session timeout and
-    # it never rejoins.  Treat a join task that is not yet collected as "rejoin pending".
-    coord = c._coordinator
-    if hasattr(coord, "_join_task"):
-        need_rejoin = coord.need_rejoin
-        coord.need_rejoin = lambda: need_rejoin() or coord._join_task is not None
     c.subscribe([a.topic])
     try:
         while not os.path.exists(stop_file):

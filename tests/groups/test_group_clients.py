@@ -40,21 +40,3 @@ def test_three_consumers_share_topic_exactly_once(gbroker, tmp_path, lib):
         for w in workers:
             w.stop()
     assert all(not w.alive() for w in workers)
-
-
-def test_kafka_python_short_polls_join_without_hanging(gbroker, tmp_path):
-    """kafka-python polling every 5 ms: nearly every JoinGroup outlives a poll, the race that
-    leaves an unpatched kafka-python 3.0.12 leader stuck after its SyncGroup (14 of 15 runs
-    hung without consumer_worker's workaround; see there).  Three consumers must settle on a
-    complete, disjoint assignment."""
-    topic, group = unique("short"), unique("g")
-    create_topic(gbroker.bootstrap, topic)
-    workers = [Worker(tmp_path, "kafka-python", gbroker.bootstrap, topic, group, "w%d" % i, poll_ms=5)
-               for i in range(3)]
-    try:
-        asgs = wait_stable(workers, timeout=30)
-        assert all(len(a) == 2 for a in asgs), asgs
-    finally:
-        for w in workers:
-            w.stop()
-    assert all(not w.alive() for w in workers)
