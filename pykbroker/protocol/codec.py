@@ -1,10 +1,11 @@
 """Codecs generated from ``protocol_specs/`` (sans-IO: bytes in, dicts out, and back).
 
-Choice (measured, see README "Protocol codecs"): codecs are generated *at import time, lazily
-per (api, version, direction)*: the first use of e.g. Produce v9 requests turns its spec into
-Python source — one flat function per struct — and ``exec``s it.  Generated straight-line code
-decodes ~3x faster than an interpreter walking the spec per field, and lazy generation keeps
-``import pykbroker`` fast (only the versions clients actually use are ever compiled).
+Choice (measured with ``tools/bench_codec.py``; numbers in the README): codecs are generated
+*at import time, lazily per (api, version, direction)*: the first use of e.g. Produce v9 requests
+turns its spec into Python source — one flat function per struct, runs of fixed-size fields read
+with a single ``struct`` call — and ``exec``s it (~0.4 ms per codec, once).  Nothing is compiled
+ahead of time, so there is no generated file to keep in sync with ``protocol_specs/`` and
+``import`` stays at ~25 ms; only the versions clients actually use are ever compiled.
 
 Messages are plain dicts keyed by snake_case field names.  Decoding fills every field of the
 version, using the spec default for fields the version lacks, so handlers can read any field
@@ -66,6 +67,15 @@ _FIXED = {
     "int32": ("I32", 4, 0), "uint32": ("U32", 4, 0), "int64": ("I64", 8, 0),
     "float64": ("F64", 8, 0.0),
 }
+
+
+# Fixed-size scalars that a run of consecutive fields can share one struct.Struct for
+# (Kafka booleans: any non-zero byte is true, which is what '?' decodes).
+_SCALAR_CODES = {"int8": "b", "int16": "h", "uint16": "H", "int32": "i", "uint32": "I",
+                 "int64": "q", "float64": "d", "bool": "?"}
+
+_ARRAY_CODES = {"int8": "b", "int16": "h", "uint16": "H", "int32": "i", "uint32": "I",
+                "int64": "q", "float64": "d"}
 
 
 def _in(rng, v) -> bool:
@@ -146,6 +156,16 @@ class _Gen:
         fn = self.name("d")
         body = ["def %s(buf, pos):" % fn, "    m = {}"]
         tagged = []
+        run: list = []  # consecutive fixed-size fields, decoded with one struct call
+
+        def flush_run():
+            if run:
+                st = self.const(struct.Struct(">" + "".join(_SCALAR_CODES[f["type"]] for f in run)))
+                keys = ", ".join("m[%r]" % f["name"] for f in run)
+                body.append("    %s%s = %s.unpack_from(buf, pos); pos += %d"
+                            % (keys, "," if len(run) == 1 else "", st, self.consts[st].size))
+                run.clear()
+
         for f in fields:
             key = repr(f["name"])
             present = _in(f["versions"], self.v)
@@ -155,8 +175,16 @@ class _Gen:
                 if is_tagged:
                     tagged.append(f)
                 continue
+            if f["type"] in _SCALAR_CODES:
+                run.append(f)
+                continue
+            flush_run()
             body.extend("    " + ln for ln in self._decode_field(f, key))
+        flush_run()
         if self.flex:
+            # Almost every struct carries no tagged fields: a single 0 byte, checked inline.
+            body.append("    if buf[pos] == 0:")
+            body.append("        return m, pos + 1")
             body.append("    ntag, pos = P.read_uvarint(buf, pos)")
             body.append("    for _ in range(ntag):")
             body.append("        tag, pos = P.read_uvarint(buf, pos)")
@@ -202,6 +230,13 @@ class _Gen:
             else:
                 out.append("    raise ProtocolError('null array for non-nullable field %s')" % f["name"])
             out.append("else:")
+            if f["of"] in _FIXED:
+                # Fixed-size items (replica lists, partition ids...): one struct call for the
+                # whole array instead of one per item; a short buffer raises struct.error.
+                code, size = _ARRAY_CODES[f["of"]], _FIXED[f["of"]][1]
+                out.append("    m[%s] = list(_unpack('>%%d%s' %% n, %s, pos)); pos += %d * n"
+                           % (key, code, bufname, size))
+                return out
             out.append("    lst = []")
             out.append("    for _ in range(n):")
             if f["of"] == "struct":
@@ -245,15 +280,29 @@ class _Gen:
         fn = self.name("e")
         body = ["def %s(out, parts, m):" % fn]
         tagged = []
+        run: list = []
+
+        def flush_run():
+            if run:
+                st = self.const(struct.Struct(">" + "".join(_SCALAR_CODES[f["type"]] for f in run)))
+                args = ", ".join("m.get(%r, %s)" % (f["name"], self._default_src(f)) for f in run)
+                body.append("    out += %s.pack(%s)" % (st, args))
+                run.clear()
+
         for f in fields:
             if not _in(f["versions"], self.v):
                 continue
             if self.flex and _in(f.get("tagged"), self.v):
                 tagged.append(f)
                 continue
+            if f["type"] in _SCALAR_CODES:
+                run.append(f)
+                continue
+            flush_run()
             dflt = self._default_src(f)
             body.append("    val = m.get(%r, %s)" % (f["name"], dflt))
             body.extend("    " + ln for ln in self._encode_field(f, "val"))
+        flush_run()
         if self.flex:
             if not tagged:
                 body.append("    out.append(0)")
@@ -321,7 +370,7 @@ def _records(out, parts, val, compact):
 
 _NS = {"P": P, "ProtocolError": ProtocolError, "I8": P.I8, "I16": P.I16, "U16": P.U16,
        "I32": P.I32, "U32": P.U32, "I64": P.I64, "F64": P.F64, "ZERO_UUID": P.ZERO_UUID,
-       "_records": _records}
+       "_records": _records, "_unpack": struct.unpack_from}
 
 
 def _compile(fields, version, flexible, direction):
