@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic
 
-from pykbroker.testing import _READY, BrokerProcess
+from pykbroker.testing import BrokerProcess
 
 from tests.configs.helpers import TIMEOUT, describe, name
 
@@ -57,29 +57,17 @@ def test_unknown_key_is_a_warning(tmp_path):
     assert "secret-value" not in text   # values may be secrets: never logged
 
 
-class _ConfigFileBroker:
-    """``pykbroker serve --config FILE --override ...`` until its ready line."""
-
-    def __init__(self, *args):
-        self.proc = subprocess.Popen([sys.executable, "-m", "pykbroker", "serve", *args], stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True)
-        self.port = None
-        ready = threading.Event()
-
-        def pump():
-            for line in self.proc.stdout:
-                m = _READY.search(line)
-                if m:
-                    self.port = int(m.group(2))
-                    ready.set()
-        threading.Thread(target=pump, daemon=True).start()
-        if not ready.wait(30):
-            self.proc.kill()
-            raise RuntimeError("broker did not become ready")
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(20)
+def _start_with_config_file(data_dir, *args):
+    """``pykbroker serve --config FILE ...`` (BrokerProcess passes only flags and overrides): its
+    output is read by BrokerProcess's own pump, so ``bootstrap`` and ``stop`` work as usual."""
+    b = BrokerProcess(data_dir)
+    b.proc = subprocess.Popen([sys.executable, "-m", "pykbroker", "serve", *args], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, bufsize=1)
+    threading.Thread(target=b._pump, args=(b.proc,), daemon=True).start()
+    if not b._ready.wait(30):
+        b.kill()
+        raise RuntimeError("broker did not become ready:\n" + b.log_text())
+    return b
 
 
 def test_properties_and_overrides_reach_describe_configs_and_topics(tmp_path):
@@ -87,9 +75,9 @@ def test_properties_and_overrides_reach_describe_configs_and_topics(tmp_path):
     props.write_text("# Kafka-style file\nlisteners=PLAINTEXT://127.0.0.1:0\nlog.dirs=%s\n"
                      "group.initial.rebalance.delay.ms=0\nnum.partitions=3\nlog.retention.ms=300000\n"
                      "message.max.bytes=2000000\n" % (tmp_path / "data"))
-    b = _ConfigFileBroker("--config", str(props), "--override", "num.partitions=4")
+    b = _start_with_config_file(str(tmp_path / "data"), "--config", str(props), "--override", "num.partitions=4")
     try:
-        admin = AdminClient({"bootstrap.servers": "127.0.0.1:%d" % b.port})
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
         res = ConfigResource(ConfigResource.Type.BROKER, "1")
         broker = admin.describe_configs([res])[res].result(TIMEOUT)
         assert (broker["num.partitions"].value, broker["num.partitions"].source) == ("4", STATIC)
