@@ -17,20 +17,33 @@ from .config import BrokerConfig, ConfigError, parse_properties
 
 
 def build_config(args) -> BrokerConfig:
+    """server.properties, then --listeners/--log-dirs, then each --override (last wins), all
+    parsed and validated by BrokerConfig.  A bad value raises ConfigError whose message says
+    where the value came from."""
     values: dict[str, str] = {}
+    origin: dict[str, str] = {}
+
+    def put(key: str, value: str, where: str) -> None:
+        values[key], origin[key] = value, where
+
     if args.config:
         with open(args.config) as fh:
-            values.update(parse_properties(fh.read()))
+            for k, v in parse_properties(fh.read()).items():
+                put(k, v, args.config)
     if args.listeners:
-        values["listeners"] = args.listeners
+        put("listeners", args.listeners, "--listeners")
     if args.log_dirs:
-        values["log.dirs"] = args.log_dirs
+        put("log.dirs", args.log_dirs, "--log-dirs")
     for ov in args.override or []:
         if "=" not in ov:
             raise ConfigError("--override expects key=value, got %r" % ov)
         k, v = ov.split("=", 1)
-        values[k.strip()] = v.strip()
-    return BrokerConfig(values)
+        put(k.strip(), v.strip(), "--override")
+    try:
+        return BrokerConfig(values)
+    except ConfigError as e:
+        where = origin.get(e.name)
+        raise ConfigError("%s (from %s)" % (e, where) if where else str(e), e.name) from None
 
 
 async def _serve(config: BrokerConfig) -> None:
@@ -69,8 +82,10 @@ def main(argv=None) -> int:
         try:
             config = build_config(args)
         except (ConfigError, OSError) as e:
-            print("pykbroker: %s" % e, file=sys.stderr)
+            # A bad configuration is the user's to fix: one line, no traceback.
+            print("pykbroker: configuration error: %s" % e, file=sys.stderr)
             return 2
+        config.warn_unused()
         trio.run(_serve, config)
     return 0
 

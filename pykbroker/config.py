@@ -1,16 +1,27 @@
-"""Every Kafka config pykbroker understands, declared once.
+"""Every Kafka config pykbroker understands, declared once: name, type, default, unit, validator, doc.
 
-``server.properties``, ``--override``, topic configs (CreateTopics, later AlterConfigs) and
-DescribeConfigs all read this table.  Names, types and defaults are Apache Kafka's so a user's
-existing files and admin code work unchanged.  A topic config that has a broker-wide default
-names it in ``broker_key`` (e.g. topic ``segment.bytes`` defaults to broker ``log.segment.bytes``),
-which is how DescribeConfigs reports its source (DEFAULT_CONFIG vs STATIC_BROKER_CONFIG).
+``server.properties`` and ``--override`` (both through ``cli.build_config``), topic configs
+(CreateTopics, AlterConfigs, IncrementalAlterConfigs, stored topic metadata) and DescribeConfigs
+all read these tables.  Code reads a broker setting as ``config[key]`` and gets its typed value
+or Kafka's default, never a default of its own.  Names, types, defaults and validators are Apache
+Kafka 4.4's (tests/configs/test_broker_config.py holds them against Kafka's ConfigDef when the
+Kafka jars are cached) so a user's files and admin code work unchanged; deliberate differences
+are commented where they are declared.  A topic config that has a broker-wide default names it in
+``broker_key`` (topic ``segment.bytes`` defaults to broker ``log.segment.bytes``), which is how
+DescribeConfigs reports its source (DEFAULT_CONFIG vs STATIC_BROKER_CONFIG).
+
+A key pykbroker does not declare is set aside and logged once at start-up
+(``BrokerConfig.warn_unused``), as Kafka logs supplied-but-unused configs; a bad value raises
+``ConfigError`` naming key, value and reason, which ``pykbroker serve`` prints before exiting.
 """
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
+
+log = logging.getLogger("pykbroker.config")
 
 # DescribeConfigs config types (Kafka's ConfigType ids in DescribeConfigs v3+).
 TYPE_IDS = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7,
@@ -23,9 +34,22 @@ SOURCE_DYNAMIC_DEFAULT = 3  # DYNAMIC_DEFAULT_BROKER_CONFIG
 SOURCE_STATIC_BROKER = 4    # STATIC_BROKER_CONFIG
 SOURCE_DEFAULT = 5          # DEFAULT_CONFIG
 
+LONG_MAX = 2**63 - 1   # Kafka's Long.MAX_VALUE: "never" / "unbounded"
+INT_MAX = 2**31 - 1
+
 
 class ConfigError(ValueError):
-    pass
+    """A config value (or name) Kafka would refuse.  ``name`` is the config's name when known,
+    so a caller can say where the bad value came from."""
+
+    def __init__(self, message: str, name: str | None = None):
+        super().__init__(message)
+        self.name = name
+
+
+# The unit of a value, read from Kafka's naming convention unless a definition says otherwise.
+_UNIT_SUFFIXES = ((".ms", "ms"), (".hours", "hours"), (".minutes", "minutes"), (".bytes", "bytes"),
+                  (".messages", "messages"))
 
 
 @dataclass(frozen=True)
@@ -36,13 +60,20 @@ class ConfigDef:
     doc: str
     scope: str = "broker"  # broker | topic
     broker_key: str | None = None  # for topic configs: the broker config giving the default
-    validator: Callable[[Any], bool] | None = None
+    validator: "_Validator | None" = None
     read_only: bool = True  # broker configs: not changeable at run time (yet)
     # The type DescribeConfigs reports when it differs from how pykbroker parses the value
     # (listeners and log dirs are Kafka LISTs but kept here as the comma-separated text).
     describe_type: str | None = None
     # Kafka's internal configs: understood here but never listed by DescribeConfigs.
     internal: bool = False
+    # Unit of the value ("ms", "bytes", ...); None derives it from the name's suffix.
+    unit: str | None = None
+
+    def __post_init__(self):
+        if self.unit is None:
+            unit = next((u for sfx, u in _UNIT_SUFFIXES if self.name.endswith(sfx)), None)
+            object.__setattr__(self, "unit", unit)
 
     @property
     def type_id(self) -> int:
@@ -76,13 +107,9 @@ class ConfigDef:
             else:
                 value = s
         if self.validator is not None:
-            check = getattr(self.validator, "check", None)
-            if check is not None:
-                failure = check(value)
-                if failure is not None:
-                    raise _invalid(failure[0], self.name, failure[1])
-            elif not self.validator(value):
-                raise ConfigError("Invalid value %s for configuration %s" % (raw, self.name))
+            failure = self.validator.check(value)
+            if failure is not None:
+                raise _invalid(failure[0], self.name, failure[1])
         return value
 
     def render(self, value) -> str | None:
@@ -101,17 +128,29 @@ _JAVA_INT = re.compile(r"^[+-]?[0-9]+$")
 
 def _invalid(value, name, reason) -> ConfigError:
     # Kafka's ConfigException(name, value, message) text.
-    return ConfigError("Invalid value %s for configuration %s: %s" % (value, name, reason))
+    return ConfigError("Invalid value %s for configuration %s: %s" % (value, name, reason), name)
 
 
 def _java_str(v) -> str:
-    # How Kafka's message prints a parsed value (Java's toString of Long/Double).
+    # How Kafka's message prints a parsed value (Java's toString of Long/Double/Boolean).
+    if isinstance(v, bool):
+        return "true" if v else "false"
     if isinstance(v, float):
         return repr(v) if v != int(v) or abs(v) >= 1e7 else "%.1f" % v
     return str(v)
 
 
-class _Range:
+class _Validator:
+    """A value check: ``check(value)`` returns None, or (value as printed, reason) when refused."""
+
+    def check(self, v):
+        raise NotImplementedError
+
+    def __call__(self, v) -> bool:
+        return self.check(v) is None
+
+
+class _Range(_Validator):
     """Kafka's ConfigDef.Range (atLeast / between)."""
 
     def __init__(self, lo=None, hi=None):
@@ -124,11 +163,8 @@ class _Range:
             return _java_str(v), "Value must be no more than %s" % self.hi
         return None
 
-    def __call__(self, v) -> bool:
-        return self.check(v) is None
 
-
-class _ValidString:
+class _ValidString(_Validator):
     """Kafka's ConfigDef.ValidString (and ValidList when ``each``: every list element)."""
 
     def __init__(self, opts, each=False, non_empty=False):
@@ -142,15 +178,16 @@ class _ValidString:
             return "", "String must be one of: " + ", ".join(self.opts)
         return None
 
-    def __call__(self, v) -> bool:
-        return self.check(v) is None
-
 
 def _ge(n):
     return _Range(lo=n)
 
 
-class _GzipLevel:
+def _in(*opts):
+    return _ValidString(opts)
+
+
+class _GzipLevel(_Validator):
     """Kafka's GzipCompression level validator: 1-9, or -1 for the codec's default."""
 
     def check(self, v):
@@ -158,11 +195,8 @@ class _GzipLevel:
             return None
         return _java_str(v), "Value must be between 1 and 9 or equal to -1"
 
-    def __call__(self, v) -> bool:
-        return self.check(v) is None
 
-
-class _ThrottledReplicas:
+class _ThrottledReplicas(_Validator):
     """Kafka's ThrottledReplicaListValidator: '*' or partitionId:brokerId entries."""
 
     _ENTRY = re.compile(r"^([0-9]+:[0-9]+)?$")
@@ -176,16 +210,72 @@ class _ThrottledReplicas:
         return ("[%s]" % ", ".join(v), "%s must be the literal '*' or a list of replicas in the following format: "
                 "[partitionId]:[brokerId],[partitionId]:[brokerId],..." % self.name)
 
-    def __call__(self, v) -> bool:
-        return self.check(v) is None
+
+class _Unsupported(_Validator):
+    """Only ``allowed`` is accepted: the feature behind the config is not implemented."""
+
+    def __init__(self, allowed, why):
+        self.allowed, self.why = allowed, why
+
+    def check(self, v):
+        return None if v == self.allowed else (_java_str(v), self.why)
 
 
-def _in(*opts):
-    return _ValidString(opts)
+# ------------------------------------------------------------------ listeners
+
+_LISTENER = re.compile(r"^(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:]*):(?P<port>\d+)$")
 
 
-B = "broker"
-T = "topic"
+@dataclass
+class Listener:
+    name: str
+    host: str
+    port: int
+
+    def __str__(self):
+        host = "[%s]" % self.host if ":" in self.host else self.host
+        return "%s://%s:%d" % (self.name, host, self.port)
+
+
+def parse_listeners(text: str | None) -> list[Listener]:
+    """Kafka's listener list ``NAME://HOST:PORT,...``; ValueError says what is wrong."""
+    out = []
+    for item in (text or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        m = _LISTENER.match(item)
+        if not m:
+            raise ValueError("invalid listener %r: expected NAME://HOST:PORT" % item)
+        host = m.group("host").strip("[]")
+        name = m.group("name").upper()
+        if name not in ("PLAINTEXT",):
+            # Only plaintext is implemented (see SKIPPED.md); refuse rather than pretend.
+            raise ValueError("listener security protocol %s is not supported (PLAINTEXT only)" % name)
+        out.append(Listener(name, host, int(m.group("port"))))
+    if not out:
+        raise ValueError("no listeners configured")
+    return out
+
+
+class _Listeners(_Validator):
+    """Refuses at start-up what the broker could not bind or advertise.  ``optional``: an empty
+    value means "derive it" (advertised.listeners falls back to the bound listeners)."""
+
+    def __init__(self, optional=False):
+        self.optional = optional
+
+    def check(self, v):
+        if self.optional and not v.strip():
+            return None
+        try:
+            parse_listeners(v)
+        except ValueError as e:
+            return v, str(e)
+        return None
+
+
+# ------------------------------------------------------------------ broker configs
 
 _DEFS = [
     # --- broker: identity and listeners
@@ -194,16 +284,19 @@ _DEFS = [
     ConfigDef("node.id", "int", None, "The id of this broker.", validator=_ge(0)),
     ConfigDef("broker.id", "int", -1, "Alias of node.id (ZooKeeper-era name).", validator=_ge(-1)),
     # Kafka lets listeners be reconfigured per broker (read_only false); pykbroker accepts no
-    # dynamic broker config, but reports the flag as Kafka does for this key.
+    # dynamic broker config, but reports the flag as Kafka does for this key.  Default: Kafka's
+    # is PLAINTEXT://:9092 (all interfaces); pykbroker binds loopback unless told otherwise.
     ConfigDef("listeners", "string", "PLAINTEXT://127.0.0.1:9092", "Listeners: comma-separated NAME://HOST:PORT.",
-              describe_type="list", read_only=False),
+              describe_type="list", read_only=False, validator=_Listeners()),
     ConfigDef("advertised.listeners", "string", None, "Listeners advertised to clients (defaults to listeners).",
-              describe_type="list"),
-    # log.dirs has no default: unset, log.dir applies (BrokerConfig.get).
+              describe_type="list", validator=_Listeners(optional=True)),
+    # log.dirs has no default: unset, log.dir applies (BrokerConfig.get).  log.dir's default is
+    # pykbroker's own (Kafka's is /tmp/kafka-logs).
     ConfigDef("log.dirs", "string", None, "Directories holding partition logs (default: log.dir).",
               describe_type="list"),
     ConfigDef("log.dir", "string", "./pykbroker-data", "Single log directory (used when log.dirs is unset).",
               describe_type="list"),
+    # Not a Kafka config (Kafka keeps the id in meta.properties only): internal, never listed.
     ConfigDef("cluster.id", "string", None, "Cluster id (generated and stored in meta.properties when unset).",
               internal=True),
     ConfigDef("broker.rack", "string", None, "Rack of this broker."),
@@ -215,16 +308,18 @@ _DEFS = [
     # --- requests
     ConfigDef("message.max.bytes", "int", 1048588, "Largest record batch size allowed.", validator=_ge(0)),
     ConfigDef("socket.request.max.bytes", "int", 104857600, "Largest request frame accepted.", validator=_ge(1)),
-    ConfigDef("queued.max.requests", "int", 500, "Requests read ahead per connection before reads pause.", validator=_ge(1)),
+    ConfigDef("queued.max.requests", "int", 500, "Requests read ahead per connection before reads pause.",
+              validator=_ge(1), unit="requests"),
     # --- log
+    # Kafka refuses broker segments under 1 MiB; pykbroker keeps accepting 14 bytes (tests roll tiny segments).
     ConfigDef("log.segment.bytes", "int", 1073741824, "Segment file size before a roll.", validator=_ge(14)),
     ConfigDef("log.roll.ms", "long", None, "Time before a roll (ms); falls back to log.roll.hours."),
     ConfigDef("log.roll.hours", "int", 168, "Time before a roll (hours).", validator=_ge(1)),
     ConfigDef("log.index.interval.bytes", "int", 4096, "Bytes between offset index entries.", validator=_ge(0)),
     ConfigDef("log.index.size.max.bytes", "int", 10485760, "Maximum index file size.", validator=_ge(4)),
-    ConfigDef("log.flush.interval.messages", "long", 9223372036854775807, "Messages before an fsync.", validator=_ge(1)),
+    ConfigDef("log.flush.interval.messages", "long", LONG_MAX, "Messages before an fsync.", validator=_ge(1)),
     ConfigDef("log.flush.interval.ms", "long", None, "Milliseconds before an fsync (unset: log.flush.scheduler.interval.ms).",),
-    ConfigDef("log.flush.scheduler.interval.ms", "long", 9223372036854775807, "How often the flusher checks logs."),
+    ConfigDef("log.flush.scheduler.interval.ms", "long", LONG_MAX, "How often the flusher checks logs."),
     ConfigDef("log.retention.hours", "int", 168, "Retention time (hours)."),
     ConfigDef("log.retention.minutes", "int", None, "Retention time (minutes)."),
     ConfigDef("log.retention.ms", "long", None, "Retention time (ms); -1 keeps forever."),
@@ -232,19 +327,24 @@ _DEFS = [
     ConfigDef("log.retention.check.interval.ms", "long", 300000, "How often retention runs.", validator=_ge(1)),
     ConfigDef("log.cleanup.policy", "list", ["delete"], "delete and/or compact.",
               validator=_ValidString(("compact", "delete"), each=True, non_empty=True)),
-    ConfigDef("log.cleaner.delete.retention.ms", "long", 86400000, "Tombstone retention on compacted topics."),
-    ConfigDef("log.cleaner.min.compaction.lag.ms", "long", 0, "Minimum age before compaction."),
-    ConfigDef("log.cleaner.max.compaction.lag.ms", "long", 9223372036854775807, "Maximum age before compaction."),
-    ConfigDef("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty ratio that triggers compaction."),
+    ConfigDef("log.cleaner.delete.retention.ms", "long", 86400000, "Tombstone retention on compacted topics.",
+              validator=_ge(0)),
+    ConfigDef("log.cleaner.min.compaction.lag.ms", "long", 0, "Minimum age before compaction.", validator=_ge(0)),
+    ConfigDef("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, "Maximum age before compaction.",
+              validator=_ge(1)),
+    ConfigDef("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty ratio that triggers compaction.",
+              validator=_Range(0, 1)),
     ConfigDef("log.cleaner.enable", "boolean", True, "Run the log cleaner (compaction)."),
     ConfigDef("log.cleaner.backoff.ms", "long", 15000, "Cleaner sleep when no log needs cleaning.", validator=_ge(0)),
     ConfigDef("log.cleaner.dedupe.buffer.size", "long", 134217728, "Memory for the cleaner's offset map.",
-              validator=_ge(1)),
+              validator=_ge(1), unit="bytes"),
     ConfigDef("log.cleaner.io.buffer.load.factor", "double", 0.9, "Offset map fill factor."),
     ConfigDef("log.message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime.",
               validator=_in("CreateTime", "LogAppendTime")),
-    ConfigDef("log.message.timestamp.before.max.ms", "long", 9223372036854775807, "Max timestamp lag into the past."),
-    ConfigDef("log.message.timestamp.after.max.ms", "long", 3600000, "Max timestamp lead into the future."),
+    ConfigDef("log.message.timestamp.before.max.ms", "long", LONG_MAX, "Max timestamp lag into the past.",
+              validator=_ge(0)),
+    ConfigDef("log.message.timestamp.after.max.ms", "long", 3600000, "Max timestamp lead into the future.",
+              validator=_ge(0)),
     ConfigDef("log.preallocate", "boolean", False, "Preallocate segment files."),
     ConfigDef("log.segment.delete.delay.ms", "long", 60000, "Delay before a deleted segment's files are removed.",
               validator=_ge(0)),
@@ -258,9 +358,9 @@ _DEFS = [
               validator=_ge(-1)),
     # Tiered storage is not implemented: always off, so topics cannot enable remote storage.
     ConfigDef("remote.log.storage.system.enable", "boolean", False, "Tiered storage on this broker (unsupported).",
-              validator=lambda v: v is False),
+              validator=_Unsupported(False, "pykbroker does not implement tiered storage")),
     ConfigDef("max.decompressed.message.bytes", "int", 2147483639, "Largest decompressed record accepted.",
-              validator=_ge(1)),
+              validator=_Range(1, 2147483639)),
     ConfigDef("compression.type", "string", "producer", "Broker compression codec ('producer' keeps the producer's).",
               validator=_in("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
     ConfigDef("compression.gzip.level", "int", -1, "gzip level when the broker compresses (-1: codec default).",
@@ -268,145 +368,147 @@ _DEFS = [
     ConfigDef("compression.lz4.level", "int", 9, "lz4 level when the broker compresses.", validator=_Range(1, 17)),
     ConfigDef("compression.zstd.level", "int", 3, "zstd level when the broker compresses.",
               validator=_Range(-131072, 22)),
-    ConfigDef("min.insync.replicas", "int", 1, "Minimum ISR size for acks=all.", validator=_ge(1)),
+    ConfigDef("min.insync.replicas", "int", 1, "Minimum ISR size for acks=all.", validator=_ge(1), unit="replicas"),
     ConfigDef("unclean.leader.election.enable", "boolean", False, "Elect out-of-sync replicas."),
     # --- groups / offsets
     ConfigDef("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets.", validator=_ge(1)),
+    # Kafka's default is 3; a single-node pykbroker could never create the topic with it.
     ConfigDef("offsets.topic.replication.factor", "short", 1, "Replication factor of __consumer_offsets.", validator=_ge(1)),
-    ConfigDef("offsets.topic.segment.bytes", "int", 104857600, "Segment size of __consumer_offsets."),
+    ConfigDef("offsets.topic.segment.bytes", "int", 104857600, "Segment size of __consumer_offsets.", validator=_ge(1)),
     ConfigDef("offsets.retention.minutes", "int", 10080, "Committed offset retention.", validator=_ge(1)),
-    ConfigDef("offsets.retention.check.interval.ms", "long", 600000, "How often offset expiry runs."),
+    ConfigDef("offsets.retention.check.interval.ms", "long", 600000, "How often offset expiry runs.", validator=_ge(1)),
     ConfigDef("group.initial.rebalance.delay.ms", "int", 3000, "Delay of the first rebalance of an empty group."),
     ConfigDef("group.min.session.timeout.ms", "int", 6000, "Minimum consumer session timeout."),
     ConfigDef("group.max.session.timeout.ms", "int", 1800000, "Maximum consumer session timeout."),
-    ConfigDef("group.max.size", "int", 2147483647, "Maximum members per group."),
+    ConfigDef("group.max.size", "int", INT_MAX, "Maximum members per group.", validator=_ge(1), unit="members"),
     ConfigDef("group.consumer.session.timeout.ms", "int", 45000, "KIP-848 member session timeout.", validator=_ge(1)),
     ConfigDef("group.consumer.heartbeat.interval.ms", "int", 5000, "KIP-848 member heartbeat interval.", validator=_ge(1)),
-    ConfigDef("group.consumer.max.size", "int", 2147483647, "Maximum members of a KIP-848 group.", validator=_ge(1)),
+    ConfigDef("group.consumer.max.size", "int", INT_MAX, "Maximum members of a KIP-848 group.", validator=_ge(1),
+              unit="members"),
     ConfigDef("group.consumer.assignors", "list", ["uniform", "range"], "Server-side assignors (first is the default)."),
     ConfigDef("offset.metadata.max.bytes", "int", 4096, "Longest commit metadata string accepted.", validator=_ge(0)),
     # --- checkpoints and background tasks
-    ConfigDef("log.flush.offset.checkpoint.interval.ms", "int", 60000, "How often the recovery point is checkpointed.", validator=_ge(0)),
-    ConfigDef("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, "How often log start offsets are checkpointed.", validator=_ge(0)),
-    ConfigDef("replica.high.watermark.checkpoint.interval.ms", "long", 5000, "How often high watermarks are checkpointed.", validator=_ge(1)),
+    ConfigDef("log.flush.offset.checkpoint.interval.ms", "int", 60000, "How often the recovery point is checkpointed.",
+              validator=_ge(0)),
+    ConfigDef("log.flush.start.offset.checkpoint.interval.ms", "int", 60000,
+              "How often log start offsets are checkpointed.", validator=_ge(0)),
+    ConfigDef("replica.high.watermark.checkpoint.interval.ms", "long", 5000,
+              "How often high watermarks are checkpointed.", validator=_ge(1)),
     ConfigDef("producer.id.expiration.check.interval.ms", "int", 600000, "How often idle producer ids are expired.",
               validator=_ge(1), internal=True),
-    ConfigDef("transactional.id.expiration.ms", "int", 604800000, "Transactional id expiry."),
-    ConfigDef("producer.id.expiration.ms", "int", 86400000, "Idle producer id expiry."),
-    ConfigDef("max.incremental.fetch.session.cache.slots", "int", 1000, "Fetch session cache size."),
-]
-
-# Topic-level configs and the broker config that supplies each one's default.
-_TOPIC = [
-    ("cleanup.policy", "list", "log.cleanup.policy"),
-    ("compression.gzip.level", "int", "compression.gzip.level"),
-    ("compression.lz4.level", "int", "compression.lz4.level"),
-    ("compression.type", "string", "compression.type"),
-    ("compression.zstd.level", "int", "compression.zstd.level"),
-    ("delete.retention.ms", "long", "log.cleaner.delete.retention.ms"),
-    ("errors.deadletterqueue.group.enable", "boolean", None),
-    ("file.delete.delay.ms", "long", "log.segment.delete.delay.ms"),
-    ("flush.messages", "long", "log.flush.interval.messages"),
-    ("flush.ms", "long", "log.flush.interval.ms"),
-    ("follower.replication.throttled.replicas", "list", None),
-    ("index.interval.bytes", "int", "log.index.interval.bytes"),
-    ("leader.replication.throttled.replicas", "list", None),
-    ("local.retention.bytes", "long", "log.local.retention.bytes"),
-    ("local.retention.ms", "long", "log.local.retention.ms"),
-    ("max.compaction.lag.ms", "long", "log.cleaner.max.compaction.lag.ms"),
-    ("max.decompressed.message.bytes", "int", "max.decompressed.message.bytes"),
-    ("max.message.bytes", "int", "message.max.bytes"),
-    ("message.timestamp.after.max.ms", "long", "log.message.timestamp.after.max.ms"),
-    ("message.timestamp.before.max.ms", "long", "log.message.timestamp.before.max.ms"),
-    ("message.timestamp.type", "string", "log.message.timestamp.type"),
-    ("min.cleanable.dirty.ratio", "double", "log.cleaner.min.cleanable.ratio"),
-    ("min.compaction.lag.ms", "long", "log.cleaner.min.compaction.lag.ms"),
-    ("min.insync.replicas", "int", "min.insync.replicas"),
-    ("preallocate", "boolean", "log.preallocate"),
-    ("remote.copy.lag.bytes", "long", "log.remote.copy.lag.bytes"),
-    ("remote.copy.lag.ms", "long", "log.remote.copy.lag.ms"),
-    ("remote.log.copy.disable", "boolean", None),
-    ("remote.log.delete.on.disable", "boolean", None),
-    ("remote.storage.enable", "boolean", None),
-    ("retention.bytes", "long", "log.retention.bytes"),
-    ("retention.ms", "long", "log.retention.ms"),
-    ("segment.bytes", "int", "log.segment.bytes"),
-    ("segment.index.bytes", "int", "log.index.size.max.bytes"),
-    ("segment.jitter.ms", "long", None),
-    ("segment.ms", "long", "log.roll.ms"),
-    ("unclean.leader.election.enable", "boolean", "unclean.leader.election.enable"),
+    ConfigDef("transactional.id.expiration.ms", "int", 604800000, "Transactional id expiry.", validator=_ge(1)),
+    ConfigDef("producer.id.expiration.ms", "int", 86400000, "Idle producer id expiry.", validator=_ge(1)),
+    ConfigDef("max.incremental.fetch.session.cache.slots", "int", 1000, "Fetch session cache size.",
+              validator=_ge(0), unit="sessions"),
 ]
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
 
-# Topic configs without a broker-wide default.  The tiered-storage, DLQ and throttle keys are
-# accepted and reported as Kafka 4.4 does; pykbroker has no remote storage, share-group DLQ or
-# replication throttling behind them (remote.storage.enable=true is refused, see
-# validate_topic_configs).
-_TOPIC_FIXED_DEFAULTS = {"segment.jitter.ms": 0, "errors.deadletterqueue.group.enable": False,
-                         "follower.replication.throttled.replicas": [],
-                         "leader.replication.throttled.replicas": [], "remote.log.copy.disable": False,
-                         "remote.log.delete.on.disable": False, "remote.storage.enable": False}
-# Kafka's own default for these topic configs, used when the broker value is derived.
-# Kafka's LogConfig validators (retention.bytes has none: any value, negative = unbounded).
-_TOPIC_VALIDATORS = {
-    "segment.bytes": _ge(14),
-    "segment.ms": _ge(1),
-    "segment.jitter.ms": _ge(0),
-    "segment.index.bytes": _ge(4),
-    "flush.messages": _ge(1),
-    "flush.ms": _ge(0),
-    "retention.ms": _ge(-1),
-    "max.message.bytes": _ge(0),
-    "index.interval.bytes": _ge(0),
-    "delete.retention.ms": _ge(0),
-    "min.compaction.lag.ms": _ge(0),
-    "max.compaction.lag.ms": _ge(1),
-    "file.delete.delay.ms": _ge(0),
-    "min.cleanable.dirty.ratio": _Range(0, 1),
-    "min.insync.replicas": _ge(1),
-    "message.timestamp.type": _in("CreateTime", "LogAppendTime"),
-    "message.timestamp.before.max.ms": _ge(0),
-    "message.timestamp.after.max.ms": _ge(0),
+
+# ------------------------------------------------------------------ topic configs
+
+def _topic(name: str, type_: str, broker_key: str | None = None, validator: _Validator | None = None,
+           default=None) -> ConfigDef:
+    """A topic config: its default is the broker config ``broker_key``'s, or ``default`` when it
+    has no broker-wide counterpart.  Kafka's LogConfig validators."""
+    b = BROKER_CONFIGS[broker_key] if broker_key else None
+    return ConfigDef(name, type_, b.default if b else default, b.doc if b else "Topic config %s." % name,
+                     scope="topic", broker_key=broker_key, validator=validator, read_only=False,
+                     unit=b.unit if b else None)
+
+
+# The tiered-storage, DLQ and throttle keys are accepted and reported as Kafka 4.4 does; pykbroker
+# has no remote storage, share-group DLQ or replication throttling behind them
+# (remote.storage.enable=true is refused, see validate_topic_configs).  retention.bytes has no
+# validator in Kafka: any value, negative = unbounded.
+_TOPIC_DEFS = [
     # pykbroker keeps refusing an empty policy list (Kafka accepts it: neither delete nor compact).
-    "cleanup.policy": _ValidString(("compact", "delete"), each=True, non_empty=True),
-    "compression.type": _in("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
-    "compression.gzip.level": _GzipLevel(),
-    "compression.lz4.level": _Range(1, 17),
-    "compression.zstd.level": _Range(-131072, 22),
-    "follower.replication.throttled.replicas": _ThrottledReplicas("follower.replication.throttled.replicas"),
-    "leader.replication.throttled.replicas": _ThrottledReplicas("leader.replication.throttled.replicas"),
-    "local.retention.bytes": _ge(-2),
-    "local.retention.ms": _ge(-2),
-    "max.decompressed.message.bytes": _ge(1),
-    "remote.copy.lag.bytes": _ge(-1),
-    "remote.copy.lag.ms": _ge(-1),
-}
+    _topic("cleanup.policy", "list", "log.cleanup.policy",
+           _ValidString(("compact", "delete"), each=True, non_empty=True)),
+    _topic("compression.gzip.level", "int", "compression.gzip.level", _GzipLevel()),
+    _topic("compression.lz4.level", "int", "compression.lz4.level", _Range(1, 17)),
+    _topic("compression.type", "string", "compression.type",
+           _in("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+    _topic("compression.zstd.level", "int", "compression.zstd.level", _Range(-131072, 22)),
+    _topic("delete.retention.ms", "long", "log.cleaner.delete.retention.ms", _ge(0)),
+    _topic("errors.deadletterqueue.group.enable", "boolean", default=False),
+    _topic("file.delete.delay.ms", "long", "log.segment.delete.delay.ms", _ge(0)),
+    _topic("flush.messages", "long", "log.flush.interval.messages", _ge(1)),
+    _topic("flush.ms", "long", "log.flush.interval.ms", _ge(0)),
+    _topic("follower.replication.throttled.replicas", "list",
+           validator=_ThrottledReplicas("follower.replication.throttled.replicas"), default=[]),
+    _topic("index.interval.bytes", "int", "log.index.interval.bytes", _ge(0)),
+    _topic("leader.replication.throttled.replicas", "list",
+           validator=_ThrottledReplicas("leader.replication.throttled.replicas"), default=[]),
+    _topic("local.retention.bytes", "long", "log.local.retention.bytes", _ge(-2)),
+    _topic("local.retention.ms", "long", "log.local.retention.ms", _ge(-2)),
+    _topic("max.compaction.lag.ms", "long", "log.cleaner.max.compaction.lag.ms", _ge(1)),
+    _topic("max.decompressed.message.bytes", "int", "max.decompressed.message.bytes", _Range(1, 2147483639)),
+    _topic("max.message.bytes", "int", "message.max.bytes", _ge(0)),
+    _topic("message.timestamp.after.max.ms", "long", "log.message.timestamp.after.max.ms", _ge(0)),
+    _topic("message.timestamp.before.max.ms", "long", "log.message.timestamp.before.max.ms", _ge(0)),
+    _topic("message.timestamp.type", "string", "log.message.timestamp.type", _in("CreateTime", "LogAppendTime")),
+    _topic("min.cleanable.dirty.ratio", "double", "log.cleaner.min.cleanable.ratio", _Range(0, 1)),
+    _topic("min.compaction.lag.ms", "long", "log.cleaner.min.compaction.lag.ms", _ge(0)),
+    _topic("min.insync.replicas", "int", "min.insync.replicas", _ge(1)),
+    _topic("preallocate", "boolean", "log.preallocate"),
+    _topic("remote.copy.lag.bytes", "long", "log.remote.copy.lag.bytes", _ge(-1)),
+    _topic("remote.copy.lag.ms", "long", "log.remote.copy.lag.ms", _ge(-1)),
+    _topic("remote.log.copy.disable", "boolean", default=False),
+    _topic("remote.log.delete.on.disable", "boolean", default=False),
+    _topic("remote.storage.enable", "boolean", default=False),
+    _topic("retention.bytes", "long", "log.retention.bytes"),
+    _topic("retention.ms", "long", "log.retention.ms", _ge(-1)),
+    # Kafka refuses topic segments under 1 MiB too, unless its internal testing config allows
+    # them; pykbroker keeps accepting small segments (tests and demos roll them quickly).
+    _topic("segment.bytes", "int", "log.segment.bytes", _ge(14)),
+    _topic("segment.index.bytes", "int", "log.index.size.max.bytes", _ge(4)),
+    _topic("segment.jitter.ms", "long", validator=_ge(0), default=0),
+    _topic("segment.ms", "long", "log.roll.ms", _ge(1)),
+    _topic("unclean.leader.election.enable", "boolean", "unclean.leader.election.enable"),
+]
 
-TOPIC_CONFIGS: dict[str, ConfigDef] = {}
-for _name, _type, _bkey in _TOPIC:
-    _bdef = BROKER_CONFIGS.get(_bkey) if _bkey else None
-    TOPIC_CONFIGS[_name] = ConfigDef(
-        _name, _type, _bdef.default if _bdef else _TOPIC_FIXED_DEFAULTS.get(_name),
-        _bdef.doc if _bdef else "Topic config %s." % _name, scope="topic", broker_key=_bkey,
-        validator=_TOPIC_VALIDATORS.get(_name), read_only=False)
+TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _TOPIC_DEFS}
 
+
+# ------------------------------------------------------------------ the effective broker config
 
 class BrokerConfig:
-    """Effective broker configuration: defaults overlaid by server.properties and overrides."""
+    """Effective broker configuration: Kafka's defaults overlaid by server.properties and
+    overrides.  ``config[key]`` is the typed value of a declared key (its default when unset);
+    an undeclared key is a KeyError, so a caller cannot carry a default of its own."""
 
-    def __init__(self, values: dict[str, str] | None = None):
+    def __init__(self, values: dict[str, Any] | None = None):
         self._explicit: dict[str, Any] = {}
+        # Supplied keys pykbroker does not declare: kept (raw) only to be reported.
+        self.unused: dict[str, Any] = {}
         for k, v in (values or {}).items():
             self.set(k, v)
+        self._check_consistency()
 
     def set(self, key: str, raw) -> None:
         d = BROKER_CONFIGS.get(key)
         if d is None:
-            # Unknown keys are kept verbatim (Kafka logs and ignores unknown configs).
-            self._explicit[key] = raw
+            self.unused[key] = raw
             return
         self._explicit[key] = d.parse(raw)
+
+    def _check_consistency(self) -> None:
+        """Checks across keys that Kafka makes at start-up too."""
+        node, broker = self._explicit.get("node.id"), self._explicit.get("broker.id")
+        if node is not None and broker is not None and broker != -1 and node != broker:
+            raise ConfigError("Invalid value %s for configuration broker.id: must equal node.id (%s) "
+                              "when both are set" % (broker, node), "broker.id")
+        if not self.log_dirs:
+            key = "log.dirs" if "log.dirs" in self._explicit else "log.dir"
+            raise ConfigError("Invalid value %s for configuration %s: at least one log directory is required"
+                              % (self.get(key), key), key)
+
+    def warn_unused(self, logger: logging.Logger = log) -> None:
+        """One warning line per supplied key pykbroker does not know (values are not logged:
+        they may be secrets)."""
+        for key in sorted(self.unused):
+            logger.warning("ignoring config '%s': not a broker config pykbroker knows or uses", key)
 
     def is_explicit(self, key: str) -> bool:
         if key in ("node.id", "broker.id"):
@@ -423,7 +525,9 @@ class BrokerConfig:
             return self._explicit.get(other, 1)
         if key == "log.dirs":
             return self.get("log.dir")
-        d = BROKER_CONFIGS[key]
+        d = BROKER_CONFIGS.get(key)
+        if d is None:
+            raise KeyError("%r is not a broker config declared in pykbroker/config.py" % key)
         return d.default
 
     def __getitem__(self, key):
@@ -481,15 +585,15 @@ def validate_topic_configs(raw: dict[str, str | None]) -> dict[str, Any]:
     for k, v in raw.items():
         d = TOPIC_CONFIGS.get(k)
         if d is None:
-            raise ConfigError("Unknown topic config name: %s" % k)
+            raise ConfigError("Unknown topic config name: %s" % k, k)
         if v is None:
-            raise ConfigError("Null value not supported for topic configs: %s" % k)
+            raise ConfigError("Null value not supported for topic configs: %s" % k, k)
         out[k] = d.parse(v)
     if out.get("remote.storage.enable"):
         # Kafka's answer when remote.log.storage.system.enable is false on the broker, which
         # it always is here: pykbroker has no tiered storage.
         raise ConfigError("Tiered Storage functionality is disabled in the broker. "
-                          "Topic cannot be configured with remote log storage.")
+                          "Topic cannot be configured with remote log storage.", "remote.storage.enable")
     return out
 
 

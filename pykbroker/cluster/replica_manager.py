@@ -56,13 +56,6 @@ from .producer_ids import ProducerIdManager
 log = logging.getLogger("pykbroker.replica_manager")
 
 _FOREVER = 2 ** 62  # Kafka uses Long.MAX_VALUE for "never"; trio sleeps forever above this
-# Kafka's defaults for the checkpoint intervals (not all of them are in config.py's table).
-_DEFAULTS = {
-    "log.flush.offset.checkpoint.interval.ms": 60000,
-    "replica.high.watermark.checkpoint.interval.ms": 5000,
-    "log.flush.start.offset.checkpoint.interval.ms": 60000,
-    "producer.id.expiration.check.interval.ms": 600000,
-}
 
 
 class ReplicaManager:
@@ -84,11 +77,8 @@ class ReplicaManager:
         self.cleaner = LogCleanerTask(self)
 
     def _conf(self, name: str):
-        try:
-            v = self.broker.config[name]
-        except KeyError:
-            v = None
-        return _DEFAULTS.get(name) if v is None else v
+        # Every key and its Kafka default is declared in pykbroker/config.py.
+        return self.broker.config[name]
 
     # ------------------------------------------------------------------ queries
     def get_partition(self, topic: str, partition: int):

@@ -1,48 +1,16 @@
-"""Listeners: parse Kafka listener strings and accept connections (trio)."""
+"""Listeners: accept connections on the configured listeners (trio)."""
 from __future__ import annotations
 
 import logging
-import re
-from dataclasses import dataclass
 
 import trio
 
+# Listener parsing is configuration (validated at start-up with the other configs); kept
+# importable from here for the broker.
+from ..config import Listener, parse_listeners  # noqa: F401
 from .connection import Connection
 
 log = logging.getLogger("pykbroker.server")
-
-_LISTENER = re.compile(r"^(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:]*):(?P<port>\d+)$")
-
-
-@dataclass
-class Listener:
-    name: str
-    host: str
-    port: int
-
-    def __str__(self):
-        host = "[%s]" % self.host if ":" in self.host else self.host
-        return "%s://%s:%d" % (self.name, host, self.port)
-
-
-def parse_listeners(text: str | None) -> list[Listener]:
-    out = []
-    for item in (text or "").split(","):
-        item = item.strip()
-        if not item:
-            continue
-        m = _LISTENER.match(item)
-        if not m:
-            raise ValueError("invalid listener %r: expected NAME://HOST:PORT" % item)
-        host = m.group("host").strip("[]")
-        name = m.group("name").upper()
-        if name not in ("PLAINTEXT",):
-            # Only plaintext is implemented (see SKIPPED.md); refuse rather than pretend.
-            raise ValueError("listener security protocol %s is not supported (PLAINTEXT only)" % name)
-        out.append(Listener(name, host, int(m.group("port"))))
-    if not out:
-        raise ValueError("no listeners configured")
-    return out
 
 
 async def serve_listener(broker, listener: Listener, task_status=trio.TASK_STATUS_IGNORED):

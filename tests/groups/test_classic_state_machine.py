@@ -7,6 +7,7 @@ import pytest
 import trio
 import trio.testing
 
+from pykbroker.config import BrokerConfig
 from pykbroker.coordinator.group.classic import JoinRequest
 from pykbroker.coordinator.group.coordinator import GroupCoordinator, MemoryOffsetsLog
 from pykbroker.protocol.errors import ErrorCode as E
@@ -14,8 +15,8 @@ from pykbroker.protocol.errors import ErrorCode as E
 
 class FakeBroker:
     def __init__(self, **cfg):
-        self.config = {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 100,
-                       "offsets.topic.num.partitions": 4, **cfg}
+        self.config = BrokerConfig({"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 100,
+                                     "offsets.topic.num.partitions": 4, **cfg})
         self.metadata = None
 
 

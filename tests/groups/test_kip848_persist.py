@@ -14,6 +14,7 @@ import pytest
 import trio
 import trio.testing
 
+from pykbroker.config import BrokerConfig
 from pykbroker.coordinator.group import consumer_records as R
 from pykbroker.coordinator.group import offsets as O
 from pykbroker.coordinator.group.coordinator import GroupCoordinator, MemoryOffsetsLog
@@ -41,9 +42,9 @@ class FakeMetadata:
 
 class FakeBroker:
     def __init__(self, md):
-        self.config = {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 100,
-                       "offsets.topic.num.partitions": 4, "group.consumer.session.timeout.ms": SESSION_MS,
-                       "group.consumer.heartbeat.interval.ms": 1000}
+        self.config = BrokerConfig({"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 100,
+                                     "offsets.topic.num.partitions": 4, "group.consumer.session.timeout.ms": SESSION_MS,
+                                     "group.consumer.heartbeat.interval.ms": 1000})
         self.metadata = md
 
 

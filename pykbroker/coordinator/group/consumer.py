@@ -139,11 +139,9 @@ class ConsumerGroupManager:
         self.gc = coordinator
         cfg = coordinator.broker.config
 
-        def get(k, d):
-            try:
-                return int(cfg[k])
-            except Exception:
-                return d
+        def get(k, d=None):
+            # Every key and its Kafka default is declared in pykbroker/config.py (``d`` is unused).
+            return cfg[k]
         self.session_timeout_ms = get("group.consumer.session.timeout.ms", 45000)
         self.heartbeat_interval_ms = get("group.consumer.heartbeat.interval.ms", 5000)
         self.max_size = get("group.consumer.max.size", 2**31 - 1)

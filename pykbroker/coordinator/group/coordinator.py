@@ -55,11 +55,9 @@ def append_error_to_response(code) -> int:
     return code
 
 
-def _cfg(broker, key, default):
-    try:
-        return broker.config[key]
-    except Exception:
-        return default
+def _cfg(broker, key, default=None):
+    # Every key and its Kafka default is declared in pykbroker/config.py (``default`` is unused).
+    return broker.config[key]
 
 
 class GroupCoordinator:
