@@ -39,13 +39,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 POM = HERE / "pom.xml"
-try:
-    from pykbroker.protocol.primitives import ProtocolError
-    from pykbroker.testing.wire import WireClient
-except ImportError:   # run as a script from a checkout: the package is two levels up
+# The readiness probe uses the tests' wire client of this checkout (two levels up), also when
+# the file is run as a script or another pykbroker is installed.
+if (HERE.parents[1] / "pykbroker").is_dir() and str(HERE.parents[1]) not in sys.path:
     sys.path.insert(0, str(HERE.parents[1]))
-    from pykbroker.protocol.primitives import ProtocolError
-    from pykbroker.testing.wire import WireClient
+from pykbroker.protocol.primitives import ProtocolError  # noqa: E402
+from pykbroker.testing.wire import WireClient  # noqa: E402
 
 CACHE_ROOT = Path(os.environ.get("PYKBROKER_CACHE", Path.home() / ".cache" / "pykbroker"))
 
