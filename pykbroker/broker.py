@@ -18,6 +18,7 @@ import trio
 from .config import BrokerConfig
 from .handlers import load_handlers
 from .server.serve import Listener, parse_listeners, serve_listener
+from .storage.fs import REAL_FS
 
 log = logging.getLogger("pykbroker.broker")
 
@@ -60,15 +61,12 @@ class Broker:
         if meta.get("node.id") and int(meta["node.id"]) != self.node_id:
             raise RuntimeError("log dir %s belongs to node %s, not %d" % (self.log_dirs[0], meta["node.id"], self.node_id))
         self.cluster_id = cid
+        # The storage seam (a fault-injecting one in durability tests) writes it atomically.
+        fs = getattr(self, "storage_fs", None) or REAL_FS
         for d in self.log_dirs:
             p = os.path.join(d, "meta.properties")
             if not os.path.exists(p):
-                tmp = p + ".tmp"
-                with open(tmp, "w") as fh:
-                    fh.write("version=1\ncluster.id=%s\nnode.id=%d\n" % (cid, self.node_id))
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                os.replace(tmp, p)
+                fs.write_file_atomic(p, b"version=1\ncluster.id=%s\nnode.id=%d\n" % (cid.encode(), self.node_id))
 
     def advertised_listener(self, listener_name: str = "PLAINTEXT") -> Listener:
         for li in self.advertised:

@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from pykbroker.protocol.records import Record, encode_batch, validate_produce_records  # noqa: E402
 from pykbroker.storage import LogConfig, load_log  # noqa: E402
 from pykbroker.testing import BrokerProcess  # noqa: E402
-from tests.data.raw import RawClient, create_topic, make_batch, produce, produce_part  # noqa: E402
+from pykbroker.testing.wire import WireClient, create_topic, make_batch, produce, produce_part  # noqa: E402
 
 SETTINGS = [
     ("flush.messages=1", {"flush.messages": "1"}, {}),
@@ -48,7 +48,7 @@ def bench_broker(name, topic_cfg, broker_cfg, seconds, batch):
         try:
             create_topic(b, "bench", 1, topic_cfg)
             lat = []
-            with RawClient(b) as c:
+            with WireClient(b) as c:
                 for _ in range(20):   # warm-up
                     produce(c, "bench", 0, batch)
                 end = time.perf_counter() + seconds

@@ -20,7 +20,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from pykbroker.testing import BrokerProcess  # noqa: E402
-from tests.data.raw import RawClient, create_topic, fetch, fetch_part, make_batch, produce  # noqa: E402
+from pykbroker.testing.wire import WireClient, create_topic, fetch, fetch_part, make_batch, produce  # noqa: E402
 
 
 def main() -> None:
@@ -39,7 +39,7 @@ def main() -> None:
             n = args.mb * 1024 * 1024 // len(batch)
             body = {"transactional_id": None, "acks": 1, "timeout_ms": 30000, "topic_data": [
                 {"name": "bench", "partition_data": [{"index": 0, "records": batch}]}]}
-            with RawClient(broker, timeout=60) as c:
+            with WireClient(broker, timeout=60) as c:
                 t0 = time.perf_counter()
                 inflight = []
                 for _ in range(n):
@@ -62,7 +62,7 @@ def main() -> None:
                 lat.sort()
                 print("produce latency (1 small batch, acks=1): p50 %.0f us, p99 %.0f us"
                       % (statistics.median(lat), lat[int(len(lat) * 0.99)]))
-            with RawClient(broker, timeout=60) as c:
+            with WireClient(broker, timeout=60) as c:
                 off, got = 0, 0
                 t0 = time.perf_counter()
                 while True:

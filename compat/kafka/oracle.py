@@ -39,6 +39,13 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 POM = HERE / "pom.xml"
+# The readiness probe uses the tests' wire client of this checkout (two levels up), also when
+# the file is run as a script or another pykbroker is installed.
+if (HERE.parents[1] / "pykbroker").is_dir() and str(HERE.parents[1]) not in sys.path:
+    sys.path.insert(0, str(HERE.parents[1]))
+from pykbroker.protocol.primitives import ProtocolError  # noqa: E402
+from pykbroker.testing.wire import WireClient  # noqa: E402
+
 CACHE_ROOT = Path(os.environ.get("PYKBROKER_CACHE", Path.home() / ".cache" / "pykbroker"))
 
 
@@ -105,28 +112,10 @@ def _free_port() -> int:
 
 
 def _metadata_brokers(host: str, port: int, timeout: float = 2.0) -> int:
-    """Send Metadata v1 (all topics) on a plain socket; returns how many brokers it lists.
-
-    Hand-encoded so the oracle module needs nothing but the standard library."""
-    body = struct.pack(">hhih", 3, 1, 1, 6) + b"oracle" + struct.pack(">i", -1)
-    with socket.create_connection((host, port), timeout=timeout) as s:
-        s.settimeout(timeout)
-        s.sendall(struct.pack(">i", len(body)) + body)
-        buf = b""
-        while len(buf) < 4:
-            c = s.recv(4 - len(buf))
-            if not c:
-                raise ConnectionError("closed")
-            buf += c
-        n = struct.unpack(">i", buf)[0]
-        data = b""
-        while len(data) < n:
-            c = s.recv(n - len(data))
-            if not c:
-                raise ConnectionError("closed")
-            data += c
-    # correlation id (4) then the brokers array count
-    return struct.unpack_from(">i", data, 4)[0]
+    """Send Metadata v1 (all topics) with the tests' wire client; returns how many brokers it
+    lists."""
+    with WireClient((host, port), timeout=timeout, client_id="oracle") as c:
+        return len(c.request(3, 1, {"topics": None})["brokers"])
 
 
 class KafkaOracle:
@@ -231,7 +220,7 @@ class KafkaOracle:
             try:
                 if _metadata_brokers("127.0.0.1", self.port) >= 1:
                     return True
-            except (OSError, struct.error):
+            except (OSError, struct.error, ProtocolError):   # not answering (well) yet
                 pass
             time.sleep(0.2)
         return False

@@ -14,13 +14,16 @@ import os
 
 import trio
 
+from ..storage.fs import REAL_FS, FileSystem
+
 BLOCK_SIZE = 1000  # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
 FILE_NAME = "producer_id_block"
 
 
 class ProducerIdManager:
-    def __init__(self, log_dir: str):
+    def __init__(self, log_dir: str, fs: FileSystem = REAL_FS):
         self.path = os.path.join(log_dir, FILE_NAME)
+        self.fs = fs
         self._next = 0          # next id to hand out
         self._end = 0           # exclusive end of the durable block
         self._refill: trio.Event | None = None
@@ -41,17 +44,7 @@ class ProducerIdManager:
         return 0
 
     def _write(self, end: int) -> None:
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as fh:
-            fh.write("version=1\nnext.block.start=%d\n" % end)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
-        dfd = os.open(os.path.dirname(self.path), os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        self.fs.write_file_atomic(self.path, b"version=1\nnext.block.start=%d\n" % end)
 
     async def generate(self) -> int:
         while self._next >= self._end:

@@ -26,6 +26,10 @@ Faults:
   once; ENOSPC writes may first write a prefix (``partial``).  :meth:`read_only` is the rule for
   a directory that became read-only (every mutation fails, reads work).
 
+Whole-file atomic writes (:meth:`FileSystem.write_file_atomic`, used for checkpoints, the
+producer id block and meta.properties) are made of the operations above (create/open_write,
+pwrite, fsync, rename, fsync_dir), so every rule and crash point applies inside them too.
+
 Counters (``writes``, ``fsyncs``, ``dir_fsyncs``) let tests choose an injection point.
 Test-only: the durable image is kept in memory.
 """

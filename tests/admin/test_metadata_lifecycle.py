@@ -10,7 +10,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from pykbroker.testing import BrokerProcess, wait_until
-from tests.admin.kafka_wire import call
+from pykbroker.testing.wire import call_kafka_python as call
 from tests.conftest import TEST_OVERRIDES
 
 TIMEOUT = 15

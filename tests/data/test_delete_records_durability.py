@@ -9,15 +9,15 @@ from confluent_kafka.admin import AdminClient
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KTP
 
-from .raw import (RawClient, create_topic, decode_batches, fetch, fetch_part, make_batch, produce,
-                  produce_part)
+from pykbroker.testing.wire import (WireClient, create_topic, decode_batches, fetch, fetch_part, make_batch, produce,
+                                    produce_part)
 
 pytestmark = pytest.mark.timeout(90)
 
 
 def produce_n(broker, topic, n, start=0, **kw):
     offs = []
-    with RawClient(broker) as c:
+    with WireClient(broker) as c:
         for i in range(start, start + n):
             p = produce_part(produce(c, topic, 0, make_batch([b"r%d" % i]), **kw))
             assert p["error_code"] == 0
@@ -27,7 +27,7 @@ def produce_n(broker, topic, n, start=0, **kw):
 
 def read_all(broker, topic, offset=0):
     out = []
-    with RawClient(broker) as c:
+    with WireClient(broker) as c:
         while True:
             f = fetch_part(fetch(c, topic, 0, offset))
             assert f["error_code"] == 0, f
@@ -48,7 +48,7 @@ def test_delete_records_confluent_admin(broker):
     assert low.low_watermark == 4  # low watermark = new log start offset
     recs, f = read_all(broker, t, 4)
     assert [o for o, _ in recs] == list(range(4, 10)) and f["log_start_offset"] == 4
-    with RawClient(broker) as c:
+    with WireClient(broker) as c:
         assert fetch_part(fetch(c, t, 0, 2))["error_code"] == 1  # OFFSET_OUT_OF_RANGE below the start
         # Beyond the high watermark: OFFSET_OUT_OF_RANGE, low watermark -1.
         r = c.request(21, 2, {"topics": [{"name": t, "partitions": [{"partition_index": 0, "offset": 11}]}],
@@ -71,7 +71,7 @@ def test_delete_records_confluent_admin(broker):
 def test_delete_records_compacted_topic_policy_violation(broker):
     t = "delc-" + uuid.uuid4().hex[:8]
     create_topic(broker, t, configs={"cleanup.policy": "compact"})
-    with RawClient(broker) as c:
+    with WireClient(broker) as c:
         r = c.request(21, 2, {"topics": [{"name": t, "partitions": [{"partition_index": 0, "offset": 0}]}],
                               "timeout_ms": 5000})
         assert r["topics"][0]["partitions"][0]["error_code"] == 44  # POLICY_VIOLATION
@@ -81,7 +81,7 @@ def test_clean_restart_keeps_everything(fresh_broker):
     t = "rs-" + uuid.uuid4().hex[:8]
     create_topic(fresh_broker, t)
     produce_n(fresh_broker, t, 20)
-    with RawClient(fresh_broker) as c:
+    with WireClient(fresh_broker) as c:
         r = c.request(21, 2, {"topics": [{"name": t, "partitions": [{"partition_index": 0, "offset": 5}]}],
                               "timeout_ms": 5000})
         assert r["topics"][0]["partitions"][0]["low_watermark"] == 5
@@ -109,13 +109,13 @@ def test_kill9_with_flush_messages_1_loses_nothing_acknowledged(fresh_broker):
 def test_idempotent_state_survives_kill9(fresh_broker):
     t = "ik-" + uuid.uuid4().hex[:8]
     create_topic(fresh_broker, t)
-    with RawClient(fresh_broker) as c:
+    with WireClient(fresh_broker) as c:
         pid = c.request(22, 4, {"transactional_id": None, "transaction_timeout_ms": 1000,
                                 "producer_id": -1, "producer_epoch": -1})["producer_id"]
         b0 = make_batch([b"a", b"b"], pid, 0, 0)
         assert produce_part(produce(c, t, 0, b0))["base_offset"] == 0
     fresh_broker.restart(clean=False)
-    with RawClient(fresh_broker) as c:
+    with WireClient(fresh_broker) as c:
         # The retry after the crash is still recognised as a duplicate (state rebuilt from the log).
         p = produce_part(produce(c, t, 0, b0))
         assert (p["error_code"], p["base_offset"]) == (0, 0)
@@ -136,7 +136,7 @@ def test_idempotent_producer_continues_after_delete_records_and_restart(fresh_br
     from confluent_kafka import Producer
     t = "idr-" + uuid.uuid4().hex[:8]
     create_topic(fresh_broker, t)
-    with RawClient(fresh_broker) as c:
+    with WireClient(fresh_broker) as c:
         pid = c.request(22, 4, {"transactional_id": None, "transaction_timeout_ms": 1000,
                                 "producer_id": -1, "producer_epoch": -1})["producer_id"]
         for i in range(3):
@@ -165,7 +165,7 @@ def test_idempotent_producer_continues_after_delete_records_and_restart(fresh_br
     res = a.delete_records([TopicPartition(t, 0, 23)], operation_timeout=10)
     assert list(res.values())[0].result(15).low_watermark == 23
     fresh_broker.restart(clean=True)
-    with RawClient(fresh_broker) as c:
+    with WireClient(fresh_broker) as c:
         # the raw producer was forgotten: any sequence is accepted now
         p = produce_part(produce(c, t, 0, make_batch([b"raw-late"], pid, 0, 50)))
         assert (p["error_code"], p["base_offset"]) == (0, 23)

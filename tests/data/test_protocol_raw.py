@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-from .raw import (RawClient, create_topic, decode_batches, fetch, fetch_part, make_batch, produce,
-                  produce_part)
+from pykbroker.testing.wire import (WireClient, create_topic, decode_batches, fetch, fetch_part, make_batch, produce,
+                                    produce_part)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -48,7 +48,7 @@ def leo(c, topic):
 
 
 def test_idempotent_duplicates_gaps_and_fencing(broker, topic):
-    with RawClient(broker) as c:
+    with WireClient(broker) as c:
         r = init_pid(c)
         assert r["error_code"] == NONE and r["producer_epoch"] == 0
         pid = r["producer_id"]
@@ -85,7 +85,7 @@ def test_idempotent_duplicates_gaps_and_fencing(broker, topic):
 
 def test_unknown_producer_accepts_any_sequence(broker, topic):
     # Kafka (KIP-360) accepts a producer it has no state for at any sequence.
-    with RawClient(broker) as c:
+    with WireClient(broker) as c:
         pid = init_pid(c)["producer_id"]
         p = produce_part(produce(c, topic, 0, make_batch([b"a"], pid, 0, 42)))
         assert (p["error_code"], p["base_offset"]) == (NONE, 0)
@@ -94,7 +94,7 @@ def test_unknown_producer_accepts_any_sequence(broker, topic):
 
 
 def test_init_producer_id(broker):
-    with RawClient(broker) as c:
+    with WireClient(broker) as c:
         a = init_pid(c, version=0)
         b = init_pid(c, version=4)
         assert a["error_code"] == b["error_code"] == NONE
@@ -107,16 +107,16 @@ def test_init_producer_id(broker):
 
 
 def test_producer_ids_never_repeat_across_restart(fresh_broker):
-    with RawClient(fresh_broker) as c:
+    with WireClient(fresh_broker) as c:
         before = init_pid(c)["producer_id"]
     fresh_broker.restart(clean=False)  # kill -9
-    with RawClient(fresh_broker) as c:
+    with WireClient(fresh_broker) as c:
         after = init_pid(c)["producer_id"]
     assert after > before
 
 
 def test_acks_handling(broker, topic):
-    with RawClient(broker) as c:
+    with WireClient(broker) as c:
         p = produce_part(produce(c, topic, 0, make_batch([b"a"]), acks=2))
         assert p["error_code"] == INVALID_REQUIRED_ACKS
         # acks=0: no response; the next request's answer is the next frame on the wire.
@@ -128,7 +128,7 @@ def test_acks_handling(broker, topic):
 
 
 def test_acks0_failure_closes_connection(broker):
-    with RawClient(broker) as c:
+    with WireClient(broker) as c:
         c.send(0, 9, {"transactional_id": None, "acks": 0, "timeout_ms": 1000, "topic_data": [
             {"name": "no-such-topic-" + uuid.uuid4().hex[:6], "partition_data": [
                 {"index": 0, "records": make_batch([b"b"])}]}]})
@@ -137,7 +137,7 @@ def test_acks0_failure_closes_connection(broker):
 
 
 def test_validation_errors(broker, topic):
-    with RawClient(broker) as c:
+    with WireClient(broker) as c:
         p = produce_part(produce(c, "missing-" + uuid.uuid4().hex[:6], 0, make_batch([b"a"])))
         assert p["error_code"] == UNKNOWN_TOPIC_OR_PARTITION
         p = produce_part(produce(c, topic, 7, make_batch([b"a"])))
@@ -157,7 +157,7 @@ def test_validation_errors(broker, topic):
 
 
 def test_fetch_basics(broker, topic):
-    with RawClient(broker) as c:
+    with WireClient(broker) as c:
         produce(c, topic, 0, make_batch([b"a", b"b"]))
         produce(c, topic, 0, make_batch([b"c"]))
         r = fetch(c, topic, 0, 1, session_epoch=0)  # a session-creation request
@@ -188,7 +188,7 @@ def test_fetch_basics(broker, topic):
 
 
 def test_fetch_size_limits(broker, topic):
-    with RawClient(broker) as c:
+    with WireClient(broker) as c:
         for i in range(3):
             produce(c, topic, 0, make_batch([bytes([65 + i]) * 1000]))
         # A limit smaller than the first batch still returns that whole batch (KIP-74) ...
@@ -203,7 +203,7 @@ def test_fetch_size_limits(broker, topic):
 
 
 def test_fetch_long_poll_woken_by_append(broker, topic):
-    with RawClient(broker) as c, RawClient(broker) as prod:
+    with WireClient(broker) as c, WireClient(broker) as prod:
         def later():
             time.sleep(0.5)
             produce(prod, topic, 0, make_batch([b"wake"]))
@@ -224,7 +224,7 @@ def test_fetch_long_poll_woken_by_append(broker, topic):
 
 def test_list_offsets(broker, topic):
     base = 1_600_000_000_000
-    with RawClient(broker) as c:
+    with WireClient(broker) as c:
         for i, ts in enumerate([base + 10, base + 50, base + 30]):
             produce(c, topic, 0, make_batch([b"%d" % i], timestamps=[ts]))
 
@@ -253,7 +253,7 @@ def test_list_offsets(broker, topic):
 
 
 def test_offset_for_leader_epoch(broker, topic):
-    with RawClient(broker) as c:
+    with WireClient(broker) as c:
         def ofle(epoch, version=4, cle=-1):
             r = c.request(23, version, {"replica_id": -1, "topics": [{"topic": topic, "partitions": [
                 {"partition": 0, "current_leader_epoch": cle, "leader_epoch": epoch}]}]})
@@ -271,7 +271,7 @@ def test_offset_for_leader_epoch(broker, topic):
 def test_every_advertised_version_round_trips(broker, topic):
     """Produce 3-11 (advertised from 0, as Kafka 4), Fetch 4-12, ListOffsets 1-7, OffsetForLeaderEpoch 2-4, DeleteRecords 0-2,
     InitProducerId 0-5: each version encodes, decodes and answers consistently."""
-    with RawClient(broker) as c:
+    with WireClient(broker) as c:
         api = {k: v for k, v in ((a["api_key"], (a["min_version"], a["max_version"]))
                                  for a in c.request(18, 3, {"client_software_name": "raw",
                                                             "client_software_version": "1"})["api_keys"])}
@@ -307,7 +307,7 @@ def test_every_advertised_version_round_trips(broker, topic):
 def test_acks_all_below_min_insync_replicas(broker):
     t = "misr-" + uuid.uuid4().hex[:8]
     create_topic(broker, t, configs={"min.insync.replicas": "2"})
-    with RawClient(broker) as c:
+    with WireClient(broker) as c:
         p = produce_part(produce(c, t, 0, make_batch([b"a"]), acks=-1))
         assert p["error_code"] == 19  # NOT_ENOUGH_REPLICAS: one replica, two required
         p = produce_part(produce(c, t, 0, make_batch([b"a"]), acks=1))

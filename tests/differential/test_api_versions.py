@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from .wire import explain, call
+from pykbroker.testing.wire import request_frame
+
+from .helpers import explain, call
 
 HANDLERS = sorted(int(m.group(1)) for p in (Path(__file__).resolve().parents[2] / "pykbroker" / "handlers").glob("k*.py")
                   if (m := re.match(r"k(\d+)_", p.name)))
@@ -46,17 +48,14 @@ def test_no_api_unknown_to_kafka(both):
 def test_api_versions_v0_unsupported_version(both):
     """A too-new ApiVersions request: v0 body with UNSUPPORTED_VERSION and the supported range of
     ApiVersions itself (KIP-511)."""
-    from .wire import Raw
-    import struct
+    from .helpers import connect
 
     def scenario(t):
-        with Raw(t) as r:
+        with connect(t) as r:
             # As a newer client sends it: header v2 (tagged fields) and a v3-shaped body.
-            hdr = struct.pack(">hhih", 18, 127, 99, 4) + b"diff" + b"\x00"
             body = b"\x0dkafka-python\x043.0\x00"
-            r.sock.sendall(struct.pack(">i", len(hdr + body)) + hdr + body)
-            (n,) = struct.unpack(">i", r._exact(4))
-            frame = r._exact(n)
+            r.send_bytes(request_frame(18, 127, 99, body, client_id="diff", flexible=True))
+            frame = r.recv_frame()
         from pykbroker.protocol.codec import APIS
         body = APIS[18].decode("response", 0, memoryview(frame)[4:])
         own = [(a["min_version"], a["max_version"]) for a in body["api_keys"] if a["api_key"] == 18]
@@ -71,20 +70,16 @@ def test_produce_v0_to_v2_closes_connection(both, version):
     """Advertised but not served: a Produce v0-2 request is an unsupported version, and both
     close the connection without an answer (v0 body: acks, timeout, one topic, one empty
     partition; the same bytes for v1/v2)."""
-    from .wire import Raw
+    from .helpers import connect
     import struct
 
     def s16(s):
         return struct.pack(">h", len(s)) + s
 
     def scenario(t):
-        with Raw(t) as r:
-            hdr = struct.pack(">hhi", 0, version, 5) + s16(b"differential")
+        with connect(t) as r:
             body = (struct.pack(">hii", 1, 5000, 1) + s16(b"err-one") + struct.pack(">iii", 1, 0, 0))
-            r.sock.sendall(struct.pack(">i", len(hdr + body)) + hdr + body)
-            try:
-                return r.sock.recv(1) == b""
-            except OSError:
-                return True
+            r.send_bytes(request_frame(0, version, 5, body, client_id="differential", flexible=False))
+            return r.wait_closed()
     p, k = both(scenario)
     assert p == k == True, explain(p, k)

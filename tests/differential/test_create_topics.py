@@ -2,7 +2,7 @@
 and the error code and message for every kind of bad request."""
 import pytest
 
-from .wire import ZERO_UUID, call, explain, wait_for_topic
+from .helpers import ZERO_UUID, call, explain, wait_for_topic
 
 VERSIONS = [2, 3, 4, 5, 6, 7]
 

@@ -4,7 +4,7 @@ import pytest
 
 from pykbroker.config import BROKER_CONFIGS, TOPIC_CONFIGS
 
-from .wire import call, create_topic, explain
+from .helpers import call, create_topic, explain
 
 TOPIC = "dc-topic"
 OVERRIDES = {"retention.ms": "123456", "cleanup.policy": "compact,delete"}

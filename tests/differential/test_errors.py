@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from .wire import explain, Raw, batch, call, create_topic, fetch, init_producer_id, list_offsets, produce
+from .helpers import explain, connect, batch, call, create_topic, fetch, init_producer_id, list_offsets, produce
 
 PRODUCE_VERSIONS = [3, 5, 7, 8, 9, 11]
 FETCH_VERSIONS = [4, 5, 7, 11, 12]
@@ -294,7 +294,7 @@ def test_idempotent_sequences(both):
             ("bumped epoch nonzero new", epoch + 2, 3, 1),
         ]
         out = []
-        with Raw(t) as r:
+        with connect(t) as r:
             for what, ep, seq, n in steps:
                 res = produce(t, "err-idem", 0, batch([b"v%d" % i for i in range(n)], producer_id=pid,
                                                        producer_epoch=ep, base_sequence=seq), raw=r)

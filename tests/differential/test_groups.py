@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from .wire import Raw, call, create_topic, explain
+from .helpers import connect, call, create_topic, explain
 
 JOIN_V, SYNC_V, HB_V, LEAVE_V, DESC_V = 7, 5, 4, 4, 5
 MEMBER_ID = re.compile(r"^differential-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -60,7 +60,7 @@ def scripted(t):
     wait_coordinator(t, group)
     ids = Ids()
     log = []
-    a, b, c = Raw(t), Raw(t), Raw(t)
+    a, b, c = connect(t), connect(t), connect(t)
     try:
         r = a.request(11, JOIN_V, join_body(group))
         log.append(("A join without id", norm_join(ids, r)))

@@ -4,7 +4,7 @@ read_committed, unknown topic/partition; raw per version and through kafka-pytho
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
-from .wire import explain, batch, create_topic, list_offsets, produce
+from .helpers import explain, batch, create_topic, list_offsets, produce
 
 VERSIONS = list(range(1, 8))     # pykbroker 1-7; Kafka 4.x 1-11
 TIMESTAMPS = [-2, -1, -3, 0, 999, 1000, 1500, 2000, 2500, 3000, 3500, 4000, 4500, 5000, 5001]

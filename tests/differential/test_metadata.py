@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from .wire import explain, ZERO_UUID, call, create_topic, wait_for_topic
+from .helpers import explain, ZERO_UUID, call, create_topic, wait_for_topic
 
 VERSIONS = list(range(0, 13))   # pykbroker 0-12; Kafka 4.x supports all of them
 

@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from pykbroker.storage.faultfs import FaultFS
 
-from tests.data.raw import RawClient, create_topic, fetch, fetch_part, make_batch, produce, produce_part
+from pykbroker.testing.wire import WireClient, create_topic, fetch, fetch_part, make_batch, produce, produce_part
 
 from .inproc import InProcessBroker
 
@@ -146,7 +146,7 @@ def test_disk_error_on_one_log_dir_takes_only_its_partitions_offline(tmp_path):
         assert pr.flush(15) == 0
         # the disk under d1 starts failing
         fs.fail(errno.EIO, ["pwrite", "fsync", "pread", "ftruncate", "create", "open_write"], under=bad_dir)
-        with RawClient(b) as c:
+        with WireClient(b) as c:
             r = produce_part(produce(c, "t", bad[0], make_batch([b"x"])))
             assert r["error_code"] == KAFKA_STORAGE_ERROR
             for p in bad:   # the whole dir is offline now, not only the partition that failed
@@ -219,7 +219,7 @@ def test_log_dir_failing_at_startup(tmp_path):
     fs.fail(errno.EIO, ["open", "pread", "listdir", "create", "open_write"], under=dirs[1])
     b2 = InProcessBroker(dirs, fs).start()
     try:
-        with RawClient(b2) as c:
+        with WireClient(b2) as c:
             for p in bad:
                 assert produce_part(produce(c, "t", p, make_batch([b"x"])))["error_code"] == KAFKA_STORAGE_ERROR
                 assert fetch_part(fetch(c, "t", p, 0))["error_code"] == KAFKA_STORAGE_ERROR

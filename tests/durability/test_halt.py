@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Producer
 
 from pykbroker.testing import BrokerProcess
-from tests.data.raw import RawClient, create_topic, make_batch, produce, produce_part
+from pykbroker.testing.wire import WireClient, create_topic, make_batch, produce, produce_part
 
 from .test_broker_faults import consume_all
 
@@ -78,7 +78,7 @@ def _poke_until_exit(child, topic, partition=0, timeout=20):
     deadline = time.time() + timeout
     while child.proc.poll() is None and time.time() < deadline:
         try:
-            with RawClient(child) as c:
+            with WireClient(child) as c:
                 produce(c, topic, partition, make_batch([b"after-fault"]))
         except Exception:
             pass                       # the connection dies with the process
@@ -145,7 +145,7 @@ def test_one_data_dir_of_two_failing_does_not_halt(tmp_path):
         in_d1 = [p for p in range(4) if os.path.isdir(os.path.join(dirs[1], "k-%d" % p))]
         in_d0 = [p for p in range(4) if p not in in_d1]
         child.inject()
-        with RawClient(child) as c:
+        with WireClient(child) as c:
             r = produce(c, "k", in_d1[0], make_batch([b"x"]))
             assert produce_part(r)["error_code"] == 56   # KAFKA_STORAGE_ERROR
             r = produce(c, "k", in_d0[0], make_batch([b"y"]))

@@ -4,7 +4,7 @@ topic re-created under the same name starts at -1), durably: tombstones in __con
 they do not come back after a restart."""
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from tests.data.raw import RawClient
+from pykbroker.testing.wire import WireClient
 
 from .helpers import start_broker, unique
 
@@ -14,7 +14,7 @@ def P(i, off):
 
 
 def committed(b, group):
-    with RawClient(b) as c:
+    with WireClient(b) as c:
         g = c.request(9, 9, {"groups": [{"group_id": group, "member_id": None, "member_epoch": -1, "topics": None}],
                              "require_stable": False})["groups"][0]
     assert g["error_code"] == 0
@@ -28,7 +28,7 @@ def test_offsets_of_deleted_topic_are_removed(tmp_path):
         a = KafkaAdminClient(bootstrap_servers=b.bootstrap)
         a.create_topics([NewTopic(keep, 2, 1), NewTopic(gone, 2, 1)])
         groups = [unique("g"), unique("g")]
-        with RawClient(b) as c:
+        with WireClient(b) as c:
             for i, g in enumerate(groups):
                 r = c.request(8, 9, {"group_id": g, "generation_id_or_member_epoch": -1, "member_id": "",
                                      "group_instance_id": None,
@@ -42,7 +42,7 @@ def test_offsets_of_deleted_topic_are_removed(tmp_path):
             assert committed(b, g) == {(keep, 0): 10 + i}
         a.create_topics([NewTopic(gone, 2, 1)])
         a.close()
-        with RawClient(b) as c:
+        with WireClient(b) as c:
             r = c.request(9, 9, {"groups": [{"group_id": groups[0], "member_id": None, "member_epoch": -1,
                                              "topics": [{"name": gone, "partition_indexes": [0, 1]}]}],
                                  "require_stable": False})

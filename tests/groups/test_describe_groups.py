@@ -7,7 +7,7 @@ import uuid
 
 from pykbroker.testing import wait_until
 
-from tests.data.raw import RawClient
+from pykbroker.testing.wire import WireClient
 from .helpers import create_topic, unique
 
 NO_OPS = -2147483648
@@ -15,7 +15,7 @@ ALL_OPS = 3400  # READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS
 
 
 def describe(b, version, groups, ops=False):
-    with RawClient(b) as c:
+    with WireClient(b) as c:
         r = c.request(15, version, {"groups": groups, "include_authorized_operations": ops})
     return {g["group_id"]: g for g in r["groups"]}
 
@@ -33,7 +33,7 @@ def test_describe_groups_versions(gbroker):
     c.commit({TopicPartition(topic, 0): OffsetAndMetadata(1, "", -1)})
     c.close()
     # a KIP-848 group with one member, joined by a raw ConsumerGroupHeartbeat
-    with RawClient(b) as rc:
+    with WireClient(b) as rc:
         hb = rc.request(68, 1, {"group_id": k848, "member_id": str(uuid.uuid4()), "member_epoch": 0,
                                 "instance_id": None, "rack_id": None, "rebalance_timeout_ms": 30000,
                                 "subscribed_topic_names": [topic], "subscribed_topic_regex": None,
@@ -73,7 +73,7 @@ def test_describe_groups_versions(gbroker):
         live.close()
     # after the last member left, then once deleted
     wait_until(lambda: describe(b, 6, [classic])[classic]["group_state"] == "Empty", 10)
-    with RawClient(b) as rc:
+    with WireClient(b) as rc:
         r = rc.request(42, 2, {"groups_names": [classic]})
         assert r["results"][0]["error_code"] == 0, r
     assert describe(b, 6, [classic])[classic]["error_code"] == 69

@@ -5,7 +5,7 @@ and lead the response (topic checks run before the coordinator); v8+ group error
 topics; offsets committed by id read back by name and vice versa."""
 import uuid
 
-from tests.data.raw import RawClient
+from pykbroker.testing.wire import WireClient
 
 from .helpers import create_topic, unique
 
@@ -35,7 +35,7 @@ def test_offset_commit_and_fetch_v10_by_topic_id(gbroker):
     create_topic(gbroker.bootstrap, t2, 2)
     g, g9 = unique("g"), unique("g9")
     bogus = uuid.uuid4().bytes
-    with RawClient(gbroker) as c:
+    with WireClient(gbroker) as c:
         tid, tid2 = topic_id(c, t), topic_id(c, t2)
         r = commit(c, 10, g, [{"name": "", "topic_id": tid, "partitions": [P(1), P(99)]},
                               {"name": "", "topic_id": bogus, "partitions": [P(0)]},

@@ -12,7 +12,7 @@ from confluent_kafka.admin import AdminClient
 
 from pykbroker.storage.fs import REAL_FS
 from pykbroker.testing import wait_until
-from tests.data.raw import create_topic
+from pykbroker.testing.wire import create_topic
 from tests.durability.inproc import InProcessBroker
 
 pytestmark = pytest.mark.timeout(90)

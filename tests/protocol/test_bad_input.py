@@ -8,50 +8,17 @@ from kafka import KafkaAdminClient
 
 from pykbroker.protocol.codec import APIS
 from pykbroker.protocol import primitives as P
+from pykbroker.testing.wire import WireClient, request_frame
 
 pytestmark = pytest.mark.timeout(60)
 
 
 def connect(broker):
-    s = socket.create_connection(("127.0.0.1", broker.port), timeout=10)
-    return s
+    return WireClient(broker, timeout=10, client_id="raw-test")
 
 
-def request_bytes(api_key, version, corr, body: bytes, client_id="raw-test", flexible=None):
-    api = APIS[api_key]
-    if flexible is None:
-        flexible = version >= api.flexible_from
-    hdr = struct.pack(">hhi", api_key, version, corr)
-    cid = client_id.encode()
-    hdr += struct.pack(">h", len(cid)) + cid
-    if flexible:
-        hdr += b"\x00"
-    payload = hdr + body
-    return struct.pack(">i", len(payload)) + payload
-
-
-def recv_exact(s, n):
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed after %d of %d bytes" % (len(buf), n))
-        buf += chunk
-    return buf
-
-
-def recv_frame(s):
-    (n,) = struct.unpack(">i", recv_exact(s, 4))
-    return recv_exact(s, n)
-
-
-def assert_closed(s):
-    s.settimeout(10)
-    try:
-        data = s.recv(1)
-    except ConnectionResetError:
-        return
-    assert data == b"", "expected the broker to close the connection"
+def assert_closed(c):
+    assert c.wait_closed(10), "expected the broker to close the connection"
 
 
 def assert_broker_serves_real_client(broker):
@@ -65,8 +32,8 @@ def assert_broker_serves_real_client(broker):
 def test_api_versions_too_new_gets_v0_unsupported_version(broker):
     s = connect(broker)
     # Version 99 with a flexible (v2) header and an arbitrary body, as KIP-511 clients send.
-    s.sendall(request_bytes(18, 99, 7, b"\x00\x00", flexible=True))
-    frame = recv_frame(s)
+    s.send_bytes(request_frame(18, 99, 7, b"\x00\x00", flexible=True))
+    frame = s.recv_frame()
     (corr,) = struct.unpack_from(">i", frame, 0)
     assert corr == 7
     body = APIS[18].decode("response", 0, frame[4:])  # header v0: no tagged fields
@@ -75,9 +42,9 @@ def test_api_versions_too_new_gets_v0_unsupported_version(broker):
     assert ranges[18] == (0, 4)
     assert 71 not in ranges and 72 not in ranges  # telemetry never advertised
     # The connection stays usable: a supported version now works.
-    s.sendall(request_bytes(18, 3, 8, APIS[18].encode_bytes("request", 3, {
+    s.send_bytes(request_frame(18, 3, 8, APIS[18].encode_bytes("request", 3, {
         "client_software_name": "raw-test", "client_software_version": "1.0"})))
-    frame = recv_frame(s)
+    frame = s.recv_frame()
     assert struct.unpack_from(">i", frame, 0)[0] == 8
     body = APIS[18].decode("response", 3, frame[4:])
     assert body["error_code"] == 0 and ranges == {a["api_key"]: (a["min_version"], a["max_version"]) for a in body["api_keys"]}
@@ -86,9 +53,9 @@ def test_api_versions_too_new_gets_v0_unsupported_version(broker):
 
 def test_api_versions_invalid_software_name(broker):
     s = connect(broker)
-    s.sendall(request_bytes(18, 3, 1, APIS[18].encode_bytes("request", 3, {
+    s.send_bytes(request_frame(18, 3, 1, APIS[18].encode_bytes("request", 3, {
         "client_software_name": "bad name!", "client_software_version": "1"})))
-    frame = recv_frame(s)
+    frame = s.recv_frame()
     body = APIS[18].decode("response", 3, frame[4:])
     assert body["error_code"] == 42  # INVALID_REQUEST
     s.close()
@@ -96,14 +63,14 @@ def test_api_versions_invalid_software_name(broker):
 
 def test_frame_over_limit_closes_connection(broker):
     s = connect(broker)
-    s.sendall(struct.pack(">i", 2**31 - 1) + b"\x00" * 16)
+    s.send_bytes(struct.pack(">i", 2**31 - 1) + b"\x00" * 16)
     assert_closed(s)
     assert_broker_serves_real_client(broker)
 
 
 def test_negative_frame_size_closes_connection(broker):
     s = connect(broker)
-    s.sendall(struct.pack(">i", -5))
+    s.send_bytes(struct.pack(">i", -5))
     assert_closed(s)
     assert_broker_serves_real_client(broker)
 
@@ -111,29 +78,28 @@ def test_negative_frame_size_closes_connection(broker):
 def test_truncated_body_closes_connection(broker):
     s = connect(broker)
     # Metadata v1 claiming 3 topics but carrying none.
-    s.sendall(request_bytes(3, 1, 1, struct.pack(">i", 3)))
+    s.send_bytes(request_frame(3, 1, 1, struct.pack(">i", 3)))
     assert_closed(s)
     assert_broker_serves_real_client(broker)
 
 
 def test_garbage_bytes_close_connection(broker):
     s = connect(broker)
-    s.sendall(struct.pack(">i", 11) + b"\xde\xad\xbe\xef" * 3)
+    s.send_bytes(struct.pack(">i", 11) + b"\xde\xad\xbe\xef" * 3)
     assert_closed(s)
     assert_broker_serves_real_client(broker)
 
 
 def test_unknown_api_key_closes_connection(broker):
     s = connect(broker)
-    hdr = struct.pack(">hhi", 9999, 0, 5) + struct.pack(">h", -1)
-    s.sendall(struct.pack(">i", len(hdr)) + hdr)
+    s.send_bytes(request_frame(9999, 0, 5, b"", client_id=None))
     assert_closed(s)
     assert_broker_serves_real_client(broker)
 
 
 def test_unsupported_version_of_other_api_closes_connection(broker):
     s = connect(broker)
-    s.sendall(request_bytes(3, 50, 1, b"", flexible=False))
+    s.send_bytes(request_frame(3, 50, 1, b"", flexible=False))
     assert_closed(s)
     assert_broker_serves_real_client(broker)
 
@@ -145,9 +111,9 @@ def test_pipelined_requests_answered_in_order(broker):
     for i, c in enumerate(corrs):
         v = i % 5  # mix ApiVersions v0..v4
         body = APIS[18].encode_bytes("request", v, {"client_software_name": "p", "client_software_version": "1"})
-        reqs += request_bytes(18, v, c, body)
-    s.sendall(reqs)
-    got = [struct.unpack_from(">i", recv_frame(s), 0)[0] for _ in corrs]
+        reqs += request_frame(18, v, c, body)
+    s.send_bytes(reqs)
+    got = [struct.unpack_from(">i", s.recv_frame(), 0)[0] for _ in corrs]
     assert got == corrs
     s.close()
 
@@ -158,8 +124,8 @@ def test_client_vanishing_mid_response_does_not_stop_the_broker(broker):
     for _ in range(5):
         s = connect(broker)
         body = APIS[18].encode_bytes("request", 3, {"client_software_name": "gone", "client_software_version": "1"})
-        s.sendall(b"".join(request_bytes(18, 3, c, body) for c in range(200)))
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.send_bytes(b"".join(request_frame(18, 3, c, body) for c in range(200)))
+        s.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         s.close()
     assert_broker_serves_real_client(broker)
     assert broker.proc is not None and broker.proc.poll() is None

@@ -1,0 +1,74 @@
+"""Helpers of the differential suite on top of the tests' wire client
+(:mod:`pykbroker.testing.wire`): every connection carries the suite's client id (group member
+ids start with it), one-shot calls take a target (``conftest.Target``), and
+:func:`differences` / :func:`explain` say where pykbroker's answer and Kafka's differ."""
+from __future__ import annotations
+
+from pykbroker.testing import wire
+from pykbroker.testing.wire import ZERO_UUID, WireClient, make_batch as batch, wait_for_topic  # noqa: F401
+
+CLIENT_ID = "differential"
+
+
+def connect(target, timeout: float = 20.0) -> WireClient:
+    return WireClient(target, timeout=timeout, client_id=CLIENT_ID)
+
+
+def call(target, api_key, version, body, **kw):
+    with connect(target, **kw) as r:
+        return r.request(api_key, version, body)
+
+
+def produce(target, topic, partition, records, acks=-1, version=9, timeout_ms=10000, raw=None):
+    """The one partition's answer (on ``raw`` if given, else on a new connection)."""
+    if raw is not None:
+        return wire.produce_part(wire.produce(raw, topic, partition, records, acks, version, timeout_ms))
+    with connect(target) as r:
+        return wire.produce_part(wire.produce(r, topic, partition, records, acks, version, timeout_ms))
+
+
+def fetch(target, topic, partition, offset, version=12, max_wait_ms=0, max_bytes=1 << 20, isolation_level=0,
+          current_leader_epoch=-1):
+    with connect(target) as r:
+        return wire.fetch(r, topic, partition, offset, version=version, max_wait_ms=max_wait_ms,
+                          max_bytes=max_bytes, partition_max_bytes=max_bytes, isolation_level=isolation_level,
+                          current_leader_epoch=current_leader_epoch)
+
+
+def create_topic(target, name, partitions=1, configs=None, version=5):
+    with connect(target) as r:
+        return wire.create_topic(r, name, partitions, configs, version, exist_ok=True)
+
+
+def init_producer_id(target, version=4):
+    with connect(target) as r:
+        return wire.init_producer_id(r, version)
+
+
+def list_offsets(target, topic, partition, timestamp, version=7, isolation_level=0):
+    with connect(target) as r:
+        return wire.list_offsets(r, topic, partition, timestamp, version, isolation_level)
+
+
+def differences(a, b, path="", out=None) -> list:
+    """Every path where a (pykbroker) and b (Kafka) differ, as readable lines."""
+    out = [] if out is None else out
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in list(a) + [k for k in b if k not in a]:
+            if k not in b:
+                out.append("%s.%s: pykbroker=%r, kafka has no such key" % (path, k, a[k]))
+            elif k not in a:
+                out.append("%s.%s: kafka=%r, pykbroker has no such key" % (path, k, b[k]))
+            else:
+                differences(a[k], b[k], "%s.%s" % (path, k), out)
+    elif isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            differences(x, y, "%s[%d]" % (path, i), out)
+    elif a != b:
+        out.append("%s: pykbroker=%r kafka=%r" % (path or "<value>", a, b))
+    return out
+
+
+def explain(a, b) -> str:
+    d = differences(a, b)
+    return "pykbroker and Apache Kafka differ:\n  " + "\n  ".join(d[:40])
