@@ -43,7 +43,10 @@ class Broker:
         self.advertised: list[Listener] = []
         self.cluster_id: str = ""
         self.metadata = None
+        self.log_manager = None
         self.replica_manager = None
+        self.storage_fs = None      # the storage fault seam (tests set a FaultFS before run)
+        self.halt_hook = None       # replaces the process exit on a halt (in-process tests)
         self.group_coordinator = None
         self.ready = trio.Event()
         self._components: list = []
@@ -62,7 +65,7 @@ class Broker:
             raise RuntimeError("log dir %s belongs to node %s, not %d" % (self.log_dirs[0], meta["node.id"], self.node_id))
         self.cluster_id = cid
         # The storage seam (a fault-injecting one in durability tests) writes it atomically.
-        fs = getattr(self, "storage_fs", None) or REAL_FS
+        fs = self.storage_fs or REAL_FS
         for d in self.log_dirs:
             p = os.path.join(d, "meta.properties")
             if not os.path.exists(p):
@@ -78,10 +81,13 @@ class Broker:
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         from .cluster.metadata import MetadataImage
         from .cluster.replica_manager import ReplicaManager
+        from .storage.manager import LogManager
 
         self._load_identity()
         self.metadata = MetadataImage(self)
-        self.replica_manager = ReplicaManager(self)
+        self.log_manager = LogManager(self.log_dirs, self.storage_fs, config=self.config, metadata=self.metadata,
+                                      halt_hook=self.halt_hook, new_log_epoch=0)
+        self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self.metadata)
         try:
             from .coordinator.group.coordinator import GroupCoordinator
         except ImportError:  # consumer groups not built into this tree yet
@@ -90,8 +96,9 @@ class Broker:
             self.nursery = nursery
             try:
                 await self.metadata.load()
+                await self.log_manager.startup(nursery)
+                self._components.append(self.log_manager)
                 await self.replica_manager.startup(nursery)
-                self._components.append(self.replica_manager)
                 if GroupCoordinator is not None:
                     self.group_coordinator = GroupCoordinator(self)
                     await self.group_coordinator.startup(nursery)

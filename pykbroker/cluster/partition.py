@@ -8,7 +8,7 @@ State (mirrors Kafka's Partition/UnifiedLog split):
   last offset every ISR member has, exclusive).  They are kept distinct: with ``isr`` = [this
   node] the high watermark moves to the log end offset right after each append, replication
   will move it from follower fetch positions instead.  The high watermark is persisted in
-  ``replication-offset-checkpoint`` by the ReplicaManager.
+  ``replication-offset-checkpoint`` by the LogManager.
 - ``log_start_offset``: first offset still readable (DeleteRecords / retention move it).
 - waiters: Fetch long-polls register a ``trio.Event`` that the next append sets.
 
@@ -21,7 +21,7 @@ interleave inside an append.  Only fsync (``flush``) leaves the thread, through
 from __future__ import annotations
 
 import logging
-from typing import NamedTuple, Optional
+from typing import Awaitable, Callable, NamedTuple, Optional
 
 import trio
 
@@ -53,6 +53,18 @@ class ReadResult(NamedTuple):
     log_start_offset: int
 
 
+class PartitionHooks(NamedTuple):
+    """What a partition calls outside itself (one instance shared by every partition of the
+    ReplicaManager): ``on_storage_error((topic, partition), exc)`` takes the log dir offline,
+    ``request_checkpoint()`` makes the log start durable soon, ``delete_below_log_start((topic,
+    partition), log)`` removes the segments below the log start (retention's path), ``spawn(fn)``
+    starts a background task (the flush after a roll)."""
+    on_storage_error: Callable[[tuple, Exception], None]
+    request_checkpoint: Callable[[], None]
+    delete_below_log_start: Callable[[tuple, object], Awaitable[int]]
+    spawn: Callable[..., None]
+
+
 def log_config_of(cfg: dict) -> LogConfig:
     """Storage's LogConfig from a topic's effective Kafka config."""
     return LogConfig.from_properties({k: cfg.get(k) for k in LogConfig._KAFKA_NAMES})
@@ -60,14 +72,14 @@ def log_config_of(cfg: dict) -> LogConfig:
 
 class Partition:
     def __init__(self, replica_manager, topic: str, topic_id: bytes, partition_id: int,
-                 log_, config: dict, high_watermark: Optional[int] = None):
-        self.replica_manager = replica_manager
+                 log_, config: dict, high_watermark: Optional[int] = None, *, hooks: PartitionHooks):
+        self._hooks = hooks
         self.topic = topic
         self.topic_id = topic_id
         self.partition_id = partition_id
         self.log = log_
         self.config = config
-        node = replica_manager.broker.node_id
+        node = replica_manager.node_id
         self.leader_id = node
         self.isr = [node]
         self.replicas = [node]
@@ -162,7 +174,7 @@ class Partition:
             raise KafkaError(e.code, str(e)) from None
         except KafkaStorageError as e:
             log.error("append to %s failed: %s", self, e)
-            self.replica_manager.on_storage_error(self, e)
+            self._hooks.on_storage_error((self.topic, self.partition_id), e)
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from None
         if not info.duplicate:
             if info.flush_required:
@@ -170,7 +182,7 @@ class Partition:
             elif info.rolled:
                 # Kafka flushes a segment in the background when it rolls, so the recovery point
                 # advances and an unclean restart only CRC-scans the active segment.
-                self.replica_manager.broker.nursery.start_soon(self._flush_after_roll)
+                self._hooks.spawn(self._flush_after_roll)
             self._maybe_increment_high_watermark()
             self._wake_fetchers()
         return AppendResult(info.first_offset, info.last_offset, info.log_append_time,
@@ -186,7 +198,7 @@ class Partition:
             await trio.to_thread.run_sync(self.log.flush)
         except KafkaStorageError as e:
             log.error("flush of %s failed: %s", self, e)
-            self.replica_manager.on_storage_error(self, e)
+            self._hooks.on_storage_error((self.topic, self.partition_id), e)
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from None
 
     async def _flush_after_roll(self) -> None:
@@ -227,7 +239,7 @@ class Partition:
             return ReadResult(ErrorCode.OFFSET_OUT_OF_RANGE, b"", 0, -1, -1, -1)
         except KafkaStorageError as e:
             log.error("read from %s failed: %s", self, e)
-            self.replica_manager.on_storage_error(self, e)
+            self._hooks.on_storage_error((self.topic, self.partition_id), e)
             return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, b"", 0, -1, -1, -1)
         if not regions:
             return ReadResult(0, b"", 0, hw, lso, self.log.log_start_offset)
@@ -257,7 +269,7 @@ class Partition:
                 found = lg.offset_for_timestamp(timestamp)
         except (KafkaStorageError, OSError) as e:
             log.error("timestamp lookup in %s failed: %s", self, e)
-            self.replica_manager.on_storage_error(self, e)
+            self._hooks.on_storage_error((self.topic, self.partition_id), e)
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from None
         if found is None:
             return None
@@ -288,15 +300,15 @@ class Partition:
         except OffsetOutOfRange:
             raise KafkaError(ErrorCode.OFFSET_OUT_OF_RANGE) from None
         except (KafkaStorageError, OSError) as e:
-            self.replica_manager.on_storage_error(self, e)
+            self._hooks.on_storage_error((self.topic, self.partition_id), e)
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from None
         # Make the new log start durable soon, so deleted records never come back.
-        self.replica_manager.request_checkpoint()
+        self._hooks.request_checkpoint()
         # Segments now wholly below the start: renamed to .deleted in a worker thread and
         # unlinked after file.delete.delay.ms (storage/retention.py), never on the event loop.
         # A fetch still sending from one of them keeps its open fd until it is done.
         try:
-            await self.replica_manager.retention.delete_below_log_start(self)
+            await self._hooks.delete_below_log_start((self.topic, self.partition_id), self.log)
         except Exception:
             # the log start has moved already (that is the answer); the next retention pass
             # retries the deletion
@@ -331,7 +343,7 @@ class OfflinePartition:
         self.topic_id = topic_id
         self.partition_id = partition_id
         self.config = config
-        node = replica_manager.broker.node_id
+        node = replica_manager.node_id
         self.leader_epoch = 0
         self.isr = [node]
         self.replicas = [node]

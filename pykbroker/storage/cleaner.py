@@ -491,28 +491,34 @@ _ABANDON = _abandon_kw()
 
 
 class LogCleanerTask:
-    """Runs in the broker nursery (started by the ReplicaManager).  One log
-    at a time, the dirtiest first; mapping and rewriting in a worker thread,
-    each swap on the trio thread.  ``hook`` is for crash tests."""
+    """Runs in the broker nursery (started by the LogManager, over its online
+    logs).  One log at a time, the dirtiest first; mapping and rewriting in a
+    worker thread, each swap on the trio thread.  ``spawn`` starts the delayed
+    file deletions (the nursery's ``start_soon``); the other arguments are the
+    ``log.cleaner.*`` broker settings; ``hook`` is for crash tests."""
 
-    def __init__(self, rm, hook: Optional[Callable[[str], None]] = None):
-        self.rm = rm
+    def __init__(self, log_manager, spawn, enabled=True, backoff_ms=None,
+                 dedupe_buffer_size=None, io_buffer_load_factor=None,
+                 hook: Optional[Callable[[str], None]] = None):
+        self.lm = log_manager
+        self.spawn = spawn
+        self.enabled = enabled
+        self.backoff_ms = 15000 if backoff_ms is None else backoff_ms
         self.hook = hook
         self.stop = threading.Event()
         self.first_dirty: dict[tuple, int] = {}
         self.horizons: dict[tuple, int] = {}      # tp -> earliest delete horizon kept
         self.cleanings = 0
-        conf = rm._conf
-        size = conf("log.cleaner.dedupe.buffer.size") or 134217728
-        factor = conf("log.cleaner.io.buffer.load.factor") or 0.9
+        size = dedupe_buffer_size or 134217728
+        factor = io_buffer_load_factor or 0.9
         self.map_entries = max(1, int(size * factor) // OFFSET_MAP_ENTRY_BYTES)
 
     def _ckpt(self, d: str):
         from .checkpoints import OffsetCheckpointFile
-        return OffsetCheckpointFile(os.path.join(d, CLEANER_OFFSET_CHECKPOINT))
+        return OffsetCheckpointFile(os.path.join(d, CLEANER_OFFSET_CHECKPOINT), self.lm.fs)
 
     def load_checkpoints(self) -> None:
-        for d in self.rm.log_dirs:
+        for d in self.lm.log_dirs:
             try:
                 self.first_dirty.update(self._ckpt(d).read())
             except OSError as e:
@@ -527,12 +533,10 @@ class LogCleanerTask:
 
     async def run(self) -> None:
         import trio
-        enabled = self.rm._conf("log.cleaner.enable")
-        if enabled is False:
+        if self.enabled is False:
             return
         await trio.to_thread.run_sync(self.load_checkpoints)
-        backoff = self.rm._conf("log.cleaner.backoff.ms")
-        backoff = 15000 if backoff is None else backoff
+        backoff = self.backoff_ms
         try:
             while True:
                 try:
@@ -549,20 +553,18 @@ class LogCleanerTask:
 
     def _candidates(self, now_ms: int):
         out = []
-        for tp, part in list(self.rm.partitions.items()):
-            if part.deleted or getattr(part, "offline", False) or part.log is None:
-                continue
-            policy = part.config.get("cleanup.policy") or []
+        for tp, lg, cfg in self.lm.online_logs():
+            policy = cfg.get("cleanup.policy") or []
             if isinstance(policy, str):
                 policy = [p.strip() for p in policy.split(",")]
             if "compact" not in policy:
                 continue
-            cc = CleanerConfig.from_topic_config(part.config)
+            cc = CleanerConfig.from_topic_config(cfg)
             hz = self.horizons.get(tp, -1)
-            plan = plan_cleaning(part.log, self.first_dirty.get(tp, 0), now_ms, cc,
+            plan = plan_cleaning(lg, self.first_dirty.get(tp, 0), now_ms, cc,
                                  horizon_due=0 <= hz <= now_ms)
             if plan is not None:
-                out.append((plan.ratio, tp, part, plan, cc))
+                out.append((plan.ratio, tp, lg, plan, cc))
         out.sort(key=lambda x: -x[0])
         return out
 
@@ -574,8 +576,8 @@ class LogCleanerTask:
         cands = self._candidates(now)
         if not cands:
             return False
-        _, tp, part, plan, cc = cands[0]
-        lg = part.log
+        _, tp, lg, plan, cc = cands[0]
+        name = "%s-%d" % tp
         segments = lg.segments
         handles = [s._fdh for s in segments]
         producers = {pid: e.last_offset for pid, e in lg.producer_state.producers.items()}
@@ -584,7 +586,7 @@ class LogCleanerTask:
         end = await trio.to_thread.run_sync(cleaner.build_offset_map, lg, segments, handles, plan,
                                             **_ABANDON)
         stats = CleanStats()
-        delay = part.config.get("file.delete.delay.ms")
+        delay = self.lm.topic_config(tp[0]).get("file.delete.delay.ms")
         delay = 60000 if delay is None else delay
         for group in cleaner.group_segments(segments, end, cc.segment_bytes):
             hs = [handles[segments.index(s)] for s in group]
@@ -594,22 +596,22 @@ class LogCleanerTask:
             if self.hook:
                 self.hook("cleaned")
             # the swap: on the trio thread, no await inside (appends cannot interleave)
-            if part.deleted or getattr(part, "offline", False) or not lg.replace_segments(cleaned, group, hook=self.hook):
+            if not self.lm.is_live(tp, lg) or not lg.replace_segments(cleaned, group, hook=self.hook):
                 await trio.to_thread.run_sync(cleaned.delete)
-                log.info("%s: cleaning abandoned, the log changed meanwhile", part)
+                log.info("%s: cleaning abandoned, the log changed meanwhile", name)
                 return True
             await trio.to_thread.run_sync(lg.fs.fsync_dir, lg.dir)
-            self.rm.broker.nursery.start_soon(delete_files_later, group, delay / 1000.0)
+            self.spawn(delete_files_later, group, delay / 1000.0)
         self.first_dirty[tp] = end
         self.horizons[tp] = stats.min_horizon
         self.cleanings += 1
         per_dir: dict = {}
         for t, off in self.first_dirty.items():
-            if t in self.rm.partitions:
-                per_dir.setdefault(self.rm._dir_of.get(t, self.rm.log_dirs[0]), {})[t] = off
+            if t in self.lm.logs:
+                per_dir.setdefault(self.lm.dir_of(t) or self.lm.log_dirs[0], {})[t] = off
         await trio.to_thread.run_sync(self._write_checkpoints, per_dir)
         log.info("%s: cleaned up to offset %d (%s): %d/%d records kept, %d -> %d bytes, "
-                 "%d tombstone(s) removed, %.0f ms", part, end, plan.reason, stats.records_kept,
+                 "%d tombstone(s) removed, %.0f ms", name, end, plan.reason, stats.records_kept,
                  stats.records_read, stats.bytes_read, stats.bytes_written,
                  stats.tombstones_dropped, (time.monotonic() - t0) * 1000)
         return True

@@ -1,124 +1,520 @@
-"""LogManager: all partition logs of one ``log.dir`` plus the root files
-(Kafka's checkpoints and the clean shutdown marker).
+"""``LogManager``: the broker's log directories and every partition log in them (Kafka's
+LogManager).  The ``ReplicaManager`` asks it for logs and wraps them in ``Partition`` objects;
+nothing else opens, deletes or checkpoints a log.
 
-Startup: the marker tells whether the previous shutdown was clean; it is
-deleted immediately so that a crash from now on is detected next time.
-Shutdown: close every log (flush + producer snapshots), write the recovery
-point and log start checkpoints, then the marker.
+Start-up (``startup``; the blocking part is ``load_logs``, run in a worker thread), per log dir:
+1. read ``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint``,
+   ``replication-offset-checkpoint`` (high watermarks) and the clean-shutdown marker;
+2. remove partition directories left over from deleted topics (``*-delete``, or a topic /
+   partition the metadata image no longer has) — Kafka renames them to ``-delete`` and removes
+   them asynchronously, so do we;
+3. open every partition of every topic in the metadata image (storage's LogLoader recovers
+   segments past the recovery point unless the shutdown was clean); without a metadata image
+   (tools, tests) every partition directory found is opened;
+4. delete the clean-shutdown marker (a crash from now on must trigger recovery);
+5. start the background tasks in the given nursery: checkpoints (recovery points every
+   ``log.flush.offset.checkpoint.interval.ms``, high watermarks every
+   ``replica.high.watermark.checkpoint.interval.ms``, log start offsets every
+   ``log.flush.start.offset.checkpoint.interval.ms``), the time-based flusher (topic ``flush.ms``
+   checked every ``log.flush.scheduler.interval.ms``, Kafka's semantics: with the default
+   scheduler interval it never runs), idle producer-id expiry, retention
+   (``storage/retention.py``) and the log cleaner (``storage/cleaner.py``).
+
+Shut-down (``shutdown``): close every log (flush, producer-state snapshot, indexes, epoch
+cache), write the checkpoints, then the clean-shutdown marker.
+
+New logs go to the log dir holding the fewest partitions (Kafka's default placement).
+
+Log dir failure (Kafka's LogDirFailureChannel): an I/O error in a log (append, read, flush,
+timestamp lookup, checkpoint write, or opening it at start-up) takes that whole log dir offline:
+the listeners (the ReplicaManager) are told which partitions it held, its checkpoints and its
+clean-shutdown marker are no longer written, and new logs go to the other dirs.  A restart
+brings the dir back (after recovery).  When every log dir is offline, or the first one (Kafka's
+default metadata.log.dir, and where the topic metadata lives) fails, the broker halts like Kafka
+(critical log line, exit status 1, no clean shutdown); a restart recovers the logs.
+
+Every storage file operation goes through ``self.fs`` (the fault-injecting file system of the
+durability tests, or the real one), except the scan of the log dirs at start-up: it must still
+see the partitions of a failing dir so that they stay offline there instead of being created
+afresh in another dir.  All disk work that can take more than a moment (loading, fsync,
+deleting directories, checkpoint writes) runs through ``trio.to_thread``; the dicts below are
+only mutated on the trio thread (or by ``load_logs`` before any task runs).
 """
 from __future__ import annotations
 
 import logging
 import os
-import threading
+import time
+import uuid
 from typing import Callable, Optional
+
+import trio
 
 from .checkpoints import (
     CleanShutdownFile, OffsetCheckpointFile, LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
 )
+from ..config import BROKER_CONFIGS
 from .fs import FileSystem, REAL_FS
-from .log import Log, LogConfig, load_log, parse_partition_dir, partition_dir_name
+from .log import KafkaStorageError, Log, LogConfig, load_log, parse_partition_dir, partition_dir_name
 
 __all__ = ["LogManager"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("pykbroker.log_manager")
 
 TopicPartition = tuple  # (topic, partition)
 
+_FOREVER = 2 ** 62  # Kafka uses Long.MAX_VALUE for "never"; trio sleeps forever above this
+_CHECKPOINT_FILES = {"rp": RECOVERY_POINT_CHECKPOINT, "ls": LOG_START_OFFSET_CHECKPOINT,
+                     "hw": REPLICATION_OFFSET_CHECKPOINT}
+
 
 class LogManager:
-    def __init__(self, log_dir: str, default_config: Optional[LogConfig] = None,
-                 fs: FileSystem = REAL_FS,
-                 config_for: Optional[Callable[[str], LogConfig]] = None):
-        self.log_dir = log_dir
+    """``metadata``: ``.topics`` (name -> TopicInfo) and ``.effective_config(name)``; ``config``:
+    the broker config (``config[name]``); ``default_config``: the LogConfig of every log when
+    there is no metadata; ``halt_hook(status, message)`` replaces the process exit (in-process
+    tests); ``new_log_epoch``: the leader epoch a log without any records at its end when opened
+    (Kafka's makeLeader; done in the loading thread so its fsync stays off the event loop)."""
+
+    def __init__(self, log_dirs: list[str], fs: Optional[FileSystem] = None, *, config=None,
+                 metadata=None, default_config: Optional[LogConfig] = None,
+                 halt_hook: Optional[Callable[[int, str], None]] = None,
+                 new_log_epoch: Optional[int] = None):
+        self.log_dirs = list(log_dirs)
+        self.fs = fs or REAL_FS
+        self.config = config
+        self.metadata = metadata
         self.default_config = default_config or LogConfig()
-        self.config_for = config_for          # topic -> LogConfig (topic overrides)
-        self.fs = fs
+        self.halt_hook = halt_hook
+        self.new_log_epoch = new_log_epoch
         self.logs: dict[TopicPartition, Log] = {}
-        self._lock = threading.Lock()
-        self.recovery_point_ckpt = OffsetCheckpointFile(os.path.join(log_dir, RECOVERY_POINT_CHECKPOINT), fs)
-        self.log_start_ckpt = OffsetCheckpointFile(os.path.join(log_dir, LOG_START_OFFSET_CHECKPOINT), fs)
-        self.hw_ckpt = OffsetCheckpointFile(os.path.join(log_dir, REPLICATION_OFFSET_CHECKPOINT), fs)
-        self.clean_marker = CleanShutdownFile(log_dir, fs)
-        self.had_clean_shutdown = False
+        self._dir_of: dict[TopicPartition, str] = {}
+        self._topic_configs: dict[str, dict] = {}      # topic -> effective Kafka config
+        self.offline_dirs: set[str] = set()
+        self.clean_dirs: dict[str, bool] = {}           # log dir -> previous shutdown was clean
+        self._dir_failure_listeners: list[Callable[[str, list], None]] = []
+        self._checkpoint_now = trio.Event()
+        self._loaded = False
+        self.retention = None
+        self.cleaner = None
 
-    def _config(self, topic: str) -> LogConfig:
-        return self.config_for(topic) if self.config_for else self.default_config
+    def _conf(self, name: str):
+        # Every key and its Kafka default is declared in pykbroker/config.py; a LogManager built
+        # without a broker config (storage tests) reads those defaults.
+        if self.config is None:
+            return BROKER_CONFIGS[name].default
+        return self.config[name]
 
-    def startup(self) -> None:
-        """Load every ``<topic>-<partition>`` directory."""
-        fs = self.fs
-        fs.makedirs(self.log_dir)
-        self.had_clean_shutdown = self.clean_marker.exists()
-        if self.had_clean_shutdown:
-            self.clean_marker.delete()
-        recovery = self.recovery_point_ckpt.read()
-        starts = self.log_start_ckpt.read()
-        hws = self.hw_ckpt.read()
-        for name in sorted(fs.listdir(self.log_dir)):
-            path = os.path.join(self.log_dir, name)
-            if not fs.isdir(path):
-                continue
-            if name.endswith("-delete"):
-                # Kafka renames deleted partitions to *-delete before removal
-                fs.rmtree(path)
-                continue
-            tp = parse_partition_dir(name)
-            if tp is None:
-                continue
-            lg = load_log(path, self._config(tp[0]), recovery.get(tp, 0),
-                          self.had_clean_shutdown, starts.get(tp), fs)
-            lg.high_watermark = min(max(hws.get(tp, 0), lg.log_start_offset), lg.log_end_offset)
-            self.logs[tp] = lg
-        log.info("loaded %d logs from %s (clean shutdown: %s)",
-                 len(self.logs), self.log_dir, self.had_clean_shutdown)
+    # ------------------------------------------------------------------ queries
+    @property
+    def had_clean_shutdown(self) -> bool:
+        return bool(self.clean_dirs) and all(self.clean_dirs.values())
 
     def get_log(self, topic: str, partition: int) -> Optional[Log]:
         return self.logs.get((topic, partition))
 
-    def get_or_create_log(self, topic: str, partition: int,
-                          config: Optional[LogConfig] = None) -> Log:
+    def dir_of(self, tp) -> Optional[str]:
+        return self._dir_of.get(tp)
+
+    def is_online(self, tp) -> bool:
+        return tp in self.logs and self._dir_of.get(tp) not in self.offline_dirs
+
+    def is_live(self, tp, lg) -> bool:
+        """``lg`` is still ``tp``'s log (not deleted) and its dir is online."""
+        return self.logs.get(tp) is lg and self._dir_of.get(tp) not in self.offline_dirs
+
+    def topic_config(self, topic: str) -> dict:
+        return self._topic_configs.get(topic, {})
+
+    def online_logs(self) -> list:
+        """[(tp, log, topic config)] of every log whose dir is online."""
+        off = self.offline_dirs
+        return [(tp, lg, self._topic_configs.get(tp[0], {})) for tp, lg in list(self.logs.items())
+                if self._dir_of.get(tp) not in off]
+
+    def _log_config(self, topic: str) -> LogConfig:
+        cfg = self._topic_configs.get(topic)
+        return self.default_config if cfg is None else LogConfig.from_properties(cfg)
+
+    # ------------------------------------------------------------------ start-up
+    def load_logs(self, expected: Optional[dict] = None) -> None:
+        """Blocking: read the root files of every log dir, remove leftovers of deleted topics
+        and open the logs.  ``expected``: {(topic, partition): topic config} to host (the
+        others found are stale), or None to open every partition directory found."""
+        found: dict[TopicPartition, str] = {}
+        stale: list[str] = []
+        ckpt = {"rp": {}, "ls": {}, "hw": {}}
+        for d in self.log_dirs:
+            os.makedirs(d, exist_ok=True)
+            self.clean_dirs[d] = CleanShutdownFile(d, self.fs).exists()
+            for k in ckpt:
+                ckpt[k].update(OffsetCheckpointFile(os.path.join(d, _CHECKPOINT_FILES[k]), self.fs).read())
+            for name in os.listdir(d):
+                path = os.path.join(d, name)
+                if not os.path.isdir(path):
+                    continue
+                if name.endswith("-delete"):
+                    stale.append(path)
+                    continue
+                tp = parse_partition_dir(name)
+                if tp is None:
+                    continue
+                if expected is not None and tp not in expected:
+                    stale.append(path)
+                    continue
+                found[tp] = d
+        for path in stale:
+            log.info("removing partition directory %s of a deleted topic", path)
+        self._remove_dirs(stale)
+
+        if expected is None:
+            expected = {tp: None for tp in sorted(found)}
+        to_open = []
+        for tp, cfg in expected.items():
+            if cfg is not None:
+                self._topic_configs[tp[0]] = cfg
+            d = found.get(tp) or self._choose_dir()
+            self._dir_of[tp] = d
+            to_open.append((tp, d))
+        opened = 0
+        for tp, d in to_open:
+            if d in self.offline_dirs:
+                continue
+            try:
+                lg = self._open(tp, d, recovery_point=ckpt["rp"].get(tp, 0), clean=self.clean_dirs[d],
+                                log_start=ckpt["ls"].get(tp))
+            except (OSError, KafkaStorageError) as e:
+                self.mark_dir_offline(d, e)
+                continue
+            hw = ckpt["hw"].get(tp)
+            if hw is not None:
+                lg.high_watermark = max(lg.log_start_offset, min(hw, lg.log_end_offset))
+            self.logs[tp] = lg
+            opened += 1
+        for d in self.log_dirs:
+            if d in self.offline_dirs:
+                continue   # never mark a failed dir clean or touch it again
+            try:
+                CleanShutdownFile(d, self.fs).delete()
+            except OSError as e:
+                self.mark_dir_offline(d, e)
+        log.info("opened %d partition log(s) in %s", opened, ", ".join(self.log_dirs))
+        self._loaded = True
+
+    async def startup(self, nursery) -> None:
+        """Open the logs of every partition in the metadata image (in a worker thread: nothing
+        else runs yet), then start the background tasks in ``nursery``."""
+        from .cleaner import LogCleanerTask
+        from .retention import RetentionTask
+
+        expected = None
+        if self.metadata is not None:
+            expected = {}
+            for info in list(self.metadata.topics.values()):
+                cfg = self.metadata.effective_config(info.name)
+                for p in info.partition_ids():
+                    expected[(info.name, p)] = cfg
+        await trio.to_thread.run_sync(self.load_logs, expected)
+        conf = self._conf
+        self.retention = RetentionTask(self, nursery.start_soon,
+                                       interval_ms=conf("log.retention.check.interval.ms") or 300000)
+        self.cleaner = LogCleanerTask(self, nursery.start_soon, enabled=conf("log.cleaner.enable"),
+                                      backoff_ms=conf("log.cleaner.backoff.ms"),
+                                      dedupe_buffer_size=conf("log.cleaner.dedupe.buffer.size"),
+                                      io_buffer_load_factor=conf("log.cleaner.io.buffer.load.factor"))
+        nursery.start_soon(self._checkpoint_loop)
+        nursery.start_soon(self._flush_loop)
+        nursery.start_soon(self._producer_expiry_loop)
+        nursery.start_soon(self.retention.run)
+        nursery.start_soon(self.cleaner.run)
+
+    def _remove_dirs(self, paths) -> None:
+        """Blocking: rename each directory to ``*-delete`` (unless it is one) and remove it."""
+        for path in paths:
+            target = path
+            if not path.endswith("-delete"):
+                target = "%s.%s-delete" % (path.rstrip("/"), uuid.uuid4().hex)
+                try:
+                    self.fs.rename(path, target)
+                except OSError as e:
+                    log.warning("cannot rename %s for deletion: %s", path, e)
+                    target = path
+            try:
+                self.fs.rmtree(target)
+            except OSError as e:
+                log.warning("deleting %s: %s", target, e)
+
+    def _choose_dir(self) -> str:
+        online = [d for d in self.log_dirs if d not in self.offline_dirs] or self.log_dirs
+        if len(online) == 1:
+            return online[0]
+        counts = {d: 0 for d in self.log_dirs}
+        for d in self._dir_of.values():
+            counts[d] = counts.get(d, 0) + 1
+        return min(online, key=lambda d: (counts[d], self.log_dirs.index(d)))
+
+    def _open(self, tp, d: str, recovery_point: int = 0, clean: bool = False, log_start=None) -> Log:
+        """Blocking: open (or create) ``tp``'s log in ``d``."""
+        path = os.path.join(d, partition_dir_name(tp[0], tp[1]))
+        created = not self.fs.isdir(path)
+        lg = load_log(path, self._log_config(tp[0]), recovery_point=recovery_point,
+                      clean_shutdown=clean, log_start_offset=log_start, fs=self.fs)
+        if self.new_log_epoch is not None and lg.epoch_cache.latest_epoch is None:
+            # A new leader records where its epoch starts (Kafka's makeLeader), so
+            # OffsetForLeaderEpoch answers (0, LEO) before the first append.  This writes
+            # (and fsyncs) leader-epoch-checkpoint: done here, off the event loop.
+            lg.epoch_cache.assign(self.new_log_epoch, lg.log_end_offset)
+        if created:
+            # the new directory's own entry must survive a power cut too
+            self.fs.fsync_dir(d)
+        return lg
+
+    # ------------------------------------------------------------------ create / delete
+    def get_or_create_log(self, topic: str, partition: int) -> Log:
+        """Blocking form of ``create_log`` (tools and tests outside trio)."""
         tp = (topic, partition)
-        with self._lock:
-            lg = self.logs.get(tp)
-            if lg is None:
-                path = os.path.join(self.log_dir, partition_dir_name(topic, partition))
-                lg = load_log(path, config or self._config(topic), 0, False, None, self.fs)
-                self.fs.fsync_dir(self.log_dir)
-                self.logs[tp] = lg
-            return lg
+        lg = self.logs.get(tp)
+        if lg is None:
+            d = self._dir_of.setdefault(tp, self._choose_dir())
+            lg = self.logs[tp] = self._open(tp, d)
+        return lg
 
-    def delete_log(self, topic: str, partition: int) -> None:
-        with self._lock:
-            lg = self.logs.pop((topic, partition), None)
+    async def create_log(self, topic: str, partition: int, config: dict) -> Log:
+        """The log of a new partition, in the dir holding the fewest (opened in a worker
+        thread).  An I/O error takes that dir offline and is raised."""
+        tp = (topic, partition)
+        self._topic_configs[topic] = config
+        lg = self.logs.get(tp)
         if lg is not None:
-            lg.delete()
+            return lg
+        d = self._choose_dir()
+        self._dir_of[tp] = d
+        try:
+            lg = await trio.to_thread.run_sync(self._open, tp, d)
+        except (OSError, KafkaStorageError) as e:
+            self._dir_of.pop(tp, None)
+            self.mark_dir_offline(d, e)
+            raise
+        except BaseException:
+            self._dir_of.pop(tp, None)
+            raise
+        self.logs[tp] = lg
+        return lg
 
-    # ------------------------------------------------------------ checkpoints
-    def checkpoint_recovery_points(self) -> None:
-        self.recovery_point_ckpt.write({tp: lg.recovery_point for tp, lg in self.logs.items()})
+    async def delete_logs(self, tps) -> None:
+        """Forget ``tps`` at once; rename each directory to ``*-delete`` and remove it in a
+        worker thread (segments still being sent keep their open fds)."""
+        logs = []
+        for tp in tps:
+            self._dir_of.pop(tp, None)
+            lg = self.logs.pop(tp, None)
+            if lg is not None:
+                logs.append(lg)
+        if tps:
+            topics = {tp[0] for tp in tps}
+            for t in topics:
+                if not any(tp[0] == t for tp in self._dir_of):
+                    self._topic_configs.pop(t, None)
+        if logs:
+            await trio.to_thread.run_sync(self._delete_logs, logs)
 
-    def checkpoint_log_start_offsets(self) -> None:
-        # Kafka only lists logs whose start is above their first segment's base
-        self.log_start_ckpt.write({tp: lg.log_start_offset for tp, lg in self.logs.items()
-                                   if lg.log_start_offset > lg.segments[0].base_offset})
+    def _delete_logs(self, logs) -> None:
+        for lg in logs:
+            target = "%s.%s-delete" % (lg.dir.rstrip("/"), uuid.uuid4().hex)
+            try:
+                self.fs.rename(lg.dir, target)
+            except OSError as e:
+                log.warning("cannot rename %s for deletion: %s", lg.dir, e)
+                target = None
+            try:
+                lg.delete()  # closes segments (fds live on while a sendfile still uses them)
+            except OSError as e:
+                log.warning("deleting %s: %s", lg.dir, e)
+            if target:
+                try:
+                    self.fs.rmtree(target)
+                except OSError as e:
+                    log.warning("deleting %s: %s", target, e)
 
-    def checkpoint_high_watermarks(self, hws: Optional[dict] = None) -> None:
-        if hws is None:
-            hws = {tp: lg.high_watermark for tp, lg in self.logs.items()}
-        self.hw_ckpt.write(hws)
+    def update_config(self, topic: str, config: dict) -> None:
+        """A topic's config changed: its logs use the new one from now on."""
+        self._topic_configs[topic] = config
+        lc = LogConfig.from_properties(config)
+        for tp, lg in self.logs.items():
+            if tp[0] == topic:
+                lg.config = lc
 
-    def flush_all(self) -> None:
-        """Flush every log and checkpoint the recovery points (blocking)."""
-        for lg in list(self.logs.values()):
-            lg.flush()
-        self.checkpoint_recovery_points()
+    async def delete_below_log_start(self, tp, lg) -> int:
+        """DeleteRecords moved ``lg``'s start: its segments wholly below go (retention's path)."""
+        return await self.retention.delete_below_log_start(tp, lg)
 
-    def shutdown(self, broker_epoch: int = -1) -> None:
-        for lg in list(self.logs.values()):
-            lg.close()
-        self.checkpoint_recovery_points()
-        self.checkpoint_log_start_offsets()
-        self.checkpoint_high_watermarks()
-        self.clean_marker.write(broker_epoch)
+    # ------------------------------------------------------------------ log dir failure
+    def add_dir_failure_listener(self, listener: Callable[[str, list], None]) -> None:
+        """``listener(dir, [tp, ...])`` is called when ``dir`` goes offline."""
+        self._dir_failure_listeners.append(listener)
+
+    def on_storage_error(self, tp, exc) -> None:
+        """An I/O error in ``tp``'s log: its whole log dir goes offline (Kafka's rule)."""
+        d = self._dir_of.get(tp)
+        if d is not None:
+            self.mark_dir_offline(d, exc)
+
+    def mark_dir_offline(self, d: str, reason) -> None:
+        if d in self.offline_dirs:
+            return
+        self.offline_dirs.add(d)
+        tps = [tp for tp, x in self._dir_of.items() if x == d]
+        log.error("log dir %s is offline after an I/O error (%s); %d partition(s) in it stop "
+                  "serving until a restart", d, reason, len(tps))
+        for listener in self._dir_failure_listeners:
+            listener(d, tps)
+        # Kafka halts (Exit.halt(1): no clean shutdown, so every log is recovered at the next
+        # start) when no log dir is left (LogManager.handleLogDirFailure), and then when the
+        # metadata log dir failed (ReplicaManager.handleLogDirFailure; metadata.log.dir
+        # defaults to the first log dir, which is where our topic metadata lives).
+        if len(self.offline_dirs) == len(self.log_dirs):
+            self.halt("Shutdown broker because all log dirs in %s have failed" % ", ".join(self.log_dirs))
+        elif d == self.log_dirs[0]:
+            self.halt("Shutdown broker because the metadata log dir %s has failed" % d)
+
+    def halt(self, message: str, status: int = 1) -> None:
+        """Log ``message`` as critical and end the process at once with ``status``, as Kafka's
+        Exit.halt: no shutdown, no checkpoints, no clean-shutdown marker.  ``halt_hook``
+        (tests running the broker in-process) is called instead when set."""
+        log.critical(message)
+        if self.halt_hook is not None:
+            self.halt_hook(status, message)
+            return
+        logging.shutdown()          # flush every handler: the line must reach the log
+        try:
+            import sys
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except Exception:
+            pass
+        os._exit(status)
+
+    # ------------------------------------------------------------------ checkpoints
+    def request_checkpoint(self) -> None:
+        self._checkpoint_now.set()
+
+    def _checkpoint_data(self):
+        per_dir = {d: {"rp": {}, "ls": {}, "hw": {}} for d in self.log_dirs if d not in self.offline_dirs}
+        for tp, lg in self.logs.items():
+            e = per_dir.get(self._dir_of.get(tp, self.log_dirs[0]))
+            if e is None:
+                continue
+            e["rp"][tp] = lg.recovery_point
+            # Kafka lists only the logs whose start is above their first segment's base (the
+            # loader falls back to that base for the others)
+            if lg.log_start_offset > lg.segments[0].base_offset:
+                e["ls"][tp] = lg.log_start_offset
+            e["hw"][tp] = lg.high_watermark
+        return per_dir
+
+    def write_checkpoints(self, kinds=("rp", "ls", "hw"), per_dir=None) -> dict:
+        """Blocking: write the checkpoint files of every online dir; {dir: error} of failures."""
+        if per_dir is None:
+            per_dir = self._checkpoint_data()
+        failed = {}
+        for d, data in per_dir.items():
+            for k in kinds:
+                try:
+                    OffsetCheckpointFile(os.path.join(d, _CHECKPOINT_FILES[k]), self.fs).write(data[k])
+                except OSError as e:
+                    log.error("cannot write %s in %s: %s", _CHECKPOINT_FILES[k], d, e)
+                    failed[d] = e
+                    break
+        return failed
+
+    async def checkpoint(self, kinds=("rp", "ls", "hw")) -> None:
+        failed = await trio.to_thread.run_sync(self.write_checkpoints, kinds, self._checkpoint_data())
+        for d, e in failed.items():
+            self.mark_dir_offline(d, e)
+
+    async def _checkpoint_loop(self) -> None:
+        intervals = {"rp": self._conf("log.flush.offset.checkpoint.interval.ms"),
+                     "hw": self._conf("replica.high.watermark.checkpoint.interval.ms"),
+                     "ls": self._conf("log.flush.start.offset.checkpoint.interval.ms")}
+        due = {k: trio.current_time() + v / 1000.0 for k, v in intervals.items()}
+        while True:
+            with trio.move_on_at(min(due.values())):
+                await self._checkpoint_now.wait()
+            now = trio.current_time()
+            if self._checkpoint_now.is_set():
+                self._checkpoint_now = trio.Event()
+                kinds = ("rp", "ls", "hw")
+            else:
+                kinds = tuple(k for k, t in due.items() if t <= now)
+            for k in kinds:
+                due[k] = now + intervals[k] / 1000.0
+            if kinds:
+                await self.checkpoint(kinds)
+
+    # ------------------------------------------------------------------ background flush
+    async def flush_log(self, tp, lg) -> None:
+        """fsync ``lg`` off the event loop; an I/O error takes its dir offline (and is raised)."""
+        try:
+            await trio.to_thread.run_sync(lg.flush)
+        except KafkaStorageError as e:
+            log.error("flush of %s-%d failed: %s", tp[0], tp[1], e)
+            self.on_storage_error(tp, e)
+            raise
+
+    async def _flush_loop(self) -> None:
+        interval = self._conf("log.flush.scheduler.interval.ms")
+        if interval is None or interval >= _FOREVER:
+            return  # Kafka's default: the time-based flusher never runs
+        last: dict[tuple[str, int], float] = {}
+        while True:
+            await trio.sleep(interval / 1000.0)
+            now = time.monotonic()
+            for tp, lg, cfg in self.online_logs():
+                flush_ms = cfg.get("flush.ms")
+                if flush_ms is None or flush_ms >= _FOREVER:
+                    continue
+                since = last.setdefault(tp, now)
+                if (now - since) * 1000 >= flush_ms and lg.unflushed_messages > 0:
+                    last[tp] = now
+                    try:
+                        await self.flush_log(tp, lg)
+                    except Exception:
+                        log.exception("time-based flush of %s-%d failed", tp[0], tp[1])
+
+    async def _producer_expiry_loop(self) -> None:
+        interval = self._conf("producer.id.expiration.check.interval.ms")
+        while True:
+            await trio.sleep(interval / 1000.0)
+            expiration = self._conf("producer.id.expiration.ms")
+            now = int(time.time() * 1000)
+            for _, lg, _ in self.online_logs():
+                lg.producer_state.remove_expired(now, expiration)
+
+    # ------------------------------------------------------------------ shutdown
+    async def shutdown(self) -> None:
+        # a failed dir is left alone: no flush, no checkpoint, no clean-shutdown marker, so its
+        # logs are recovered at the next start
+        logs = [lg for _, lg, _ in self.online_logs()]
+
+        def close_all():
+            for lg in logs:
+                try:
+                    lg.close()
+                except Exception:
+                    log.exception("closing %s failed", lg.dir)
+
+        await trio.to_thread.run_sync(close_all)
+        if not self._loaded:
+            return
+        await self.checkpoint()
+
+        def mark_clean():
+            for d in self.log_dirs:
+                if d not in self.offline_dirs:
+                    try:
+                        CleanShutdownFile(d, self.fs).write()
+                    except OSError as e:
+                        log.error("cannot write the clean-shutdown marker in %s: %s", d, e)
+
+        await trio.to_thread.run_sync(mark_clean)
+        log.info("closed %d partition log(s); clean shutdown recorded", len(logs))

@@ -23,7 +23,9 @@ EARLIEST follows it, a Fetch below it answers OFFSET_OUT_OF_RANGE) and is checkp
 
 DeleteRecords (``Partition.delete_records_before``) only moves the log start offset on the event
 loop, then hands the segments wholly below it to the same deletion path
-(``RetentionTask.delete_below_log_start``).
+(``LogManager.delete_below_log_start`` -> ``RetentionTask.delete_below_log_start``).
+
+The task is started by the ``LogManager`` with its interval and the nursery's ``start_soon``.
 
 File deletion follows Kafka: under the log's lock the segments are dropped from the log and
 their files renamed to ``*.deleted`` (in a worker thread: renames are disk metadata I/O); the
@@ -97,16 +99,19 @@ def deletable_segments(lg, now_ms: int, retention_ms: int, retention_bytes: int,
 
 
 class RetentionTask:
-    """The broker's retention loop.  ``rm`` is the ReplicaManager (partitions and config)."""
+    """The broker's retention loop over the LogManager's online logs.  ``spawn`` starts the
+    delayed file deletions (the broker nursery's ``start_soon``); ``interval_ms`` is
+    ``log.retention.check.interval.ms``."""
 
-    def __init__(self, rm):
-        self.rm = rm
+    def __init__(self, log_manager, spawn, interval_ms: int = 300000):
+        self.lm = log_manager
+        self.spawn = spawn
+        self.interval_ms = interval_ms
         self.deleted_segments = 0     # counters, for logs and tests
 
     async def run(self) -> None:
-        interval = self.rm._conf("log.retention.check.interval.ms") or 300000
         while True:
-            await trio.sleep(interval / 1000.0)
+            await trio.sleep(self.interval_ms / 1000.0)
             try:
                 await self.check_all()
             except Exception:
@@ -114,64 +119,62 @@ class RetentionTask:
 
     async def check_all(self, now_ms=None) -> int:
         total = 0
-        for part in list(self.rm.partitions.values()):
-            if part.deleted or getattr(part, "offline", False) or part.log is None:
+        for tp, lg, _ in self.lm.online_logs():
+            if not self.lm.is_live(tp, lg):
                 continue
             try:
-                total += await self.check_partition(part, now_ms)
+                total += await self.check_log(tp, lg, now_ms)
             except Exception:
-                log.exception("retention of %s failed", part)
+                log.exception("retention of %s-%d failed", tp[0], tp[1])
         return total
 
-    async def check_partition(self, part, now_ms=None) -> int:
-        cfg = part.config
+    async def check_log(self, tp, lg, now_ms=None) -> int:
+        cfg = self.lm.topic_config(tp[0])
         policy = cfg.get("cleanup.policy") or ["delete"]
         if isinstance(policy, str):
             policy = [p.strip() for p in policy.split(",")]
         now = int(time.time() * 1000) if now_ms is None else now_ms
-        lg = part.log
         count = 0
         # Kafka applies time, size and log-start deletion one after the other in one pass
         for _ in range(3):
             doomed, reason = deletable_segments(lg, now, cfg.get("retention.ms"),
                                                 cfg.get("retention.bytes"), "delete" in policy)
-            if not doomed or part.deleted:
+            if not doomed or self.lm.get_log(*tp) is not lg:
                 break
-            n = await self._delete(part, doomed, reason)
+            n = await self._delete(tp, lg, doomed, reason)
             if not n:
                 break
             count += n
         if count:
             self.deleted_segments += count
-            self.rm.request_checkpoint()
+            self.lm.request_checkpoint()
         return count
 
-    async def delete_below_log_start(self, part) -> int:
+    async def delete_below_log_start(self, tp, lg) -> int:
         """After DeleteRecords moved the log start offset: the segments lying wholly below it
         go now, the same way retention removes them (Kafka leaves them to its next retention
         pass; doing it at once frees the disk sooner and changes nothing a client can see)."""
-        if part.deleted or getattr(part, "offline", False) or part.log is None:
+        if not self.lm.is_live(tp, lg):
             return 0
-        doomed, reason = deletable_segments(part.log, 0, None, None, False)
+        doomed, reason = deletable_segments(lg, 0, None, None, False)
         if not doomed:
             return 0
-        n = await self._delete(part, doomed, reason)
+        n = await self._delete(tp, lg, doomed, reason)
         self.deleted_segments += n
         return n
 
-    async def _delete(self, part, doomed, reason) -> int:
-        """Drop ``doomed`` from ``part``'s log and rename the files to ``.deleted`` in a worker
+    async def _delete(self, tp, lg, doomed, reason) -> int:
+        """Drop ``doomed`` from ``lg`` and rename the files to ``.deleted`` in a worker
         thread; schedule the unlink after ``file.delete.delay.ms``."""
-        lg = part.log
         before = lg.log_start_offset
         removed = await trio.to_thread.run_sync(lg.delete_segments, doomed)
         if not removed:
             return 0
-        log.info("%s: deleted %d segment(s) by %s retention, log start offset %d -> %d",
-                 part, len(removed), reason, before, lg.log_start_offset)
-        delay = part.config.get("file.delete.delay.ms")
+        log.info("%s-%d: deleted %d segment(s) by %s retention, log start offset %d -> %d",
+                 tp[0], tp[1], len(removed), reason, before, lg.log_start_offset)
+        delay = self.lm.topic_config(tp[0]).get("file.delete.delay.ms")
         delay = 60000 if delay is None else delay
-        self.rm.broker.nursery.start_soon(delete_files_later, removed, delay / 1000.0)
+        self.spawn(delete_files_later, removed, delay / 1000.0)
         return len(removed)
 
 

@@ -10,6 +10,7 @@ import struct
 from dataclasses import dataclass, field
 
 import crc32c
+import trio
 
 from pykbroker.protocol.records import Record, encode_batch, validate_produce_records
 from pykbroker.storage import KafkaStorageError, LogConfig, LogManager
@@ -44,9 +45,20 @@ class Run:
 
 
 def start(root: str, fs, cfg: LogConfig | None = None) -> LogManager:
-    lm = LogManager(root, cfg or LogConfig(), fs=fs)
-    lm.startup()
+    lm = LogManager([root], fs, default_config=cfg or LogConfig())
+    lm.load_logs()
     return lm
+
+
+def checkpoint_recovery_points(lm: LogManager) -> None:
+    """Write the recovery-point checkpoint as the broker's checkpoint task does; raise its error."""
+    failed = lm.write_checkpoints(("rp",))
+    if failed:
+        raise next(iter(failed.values()))
+
+
+def shutdown(lm: LogManager) -> None:
+    trio.run(lm.shutdown)
 
 
 def produce(root: str, fs, cfg: LogConfig, n: int, seed: int = 0, checkpoint_every: int = 0,
@@ -73,7 +85,7 @@ def produce(root: str, fs, cfg: LogConfig, n: int, seed: int = 0, checkpoint_eve
         run.written.append(Written(bytes(v.buffer), info.first_offset, info.last_offset, True))
         if checkpoint_every and (i + 1) % checkpoint_every == 0:
             try:
-                lm.checkpoint_recovery_points()
+                checkpoint_recovery_points(lm)
             except OSError as e:
                 run.error = e
                 if stop_on_error:

@@ -123,7 +123,7 @@ def test_power_loss_while_producing(tmp_path, how):
 
 
 def _dir_of(b, topic, p):
-    return b.broker.replica_manager._dir_of[(topic, p)]
+    return b.broker.log_manager.dir_of((topic, p))
 
 
 def test_disk_error_on_one_log_dir_takes_only_its_partitions_offline(tmp_path):
@@ -184,8 +184,8 @@ def test_disk_error_on_one_log_dir_takes_only_its_partitions_offline(tmp_path):
         # new partitions avoid the failed dir
         create_topic(b, "fresh", 2)
         assert {_dir_of(b, "fresh", p) for p in range(2)} == {dirs[0]}
-        rm = b.broker.replica_manager
-        assert rm.offline_dirs == {bad_dir}
+        lm = b.broker.log_manager
+        assert lm.offline_dirs == {bad_dir}
     finally:
         b.stop()
     # the failed dir got no clean-shutdown marker; after the disk is repaired a restart

@@ -100,7 +100,7 @@ def test_all_log_dirs_failed_halts_then_restart_recovers(tmp_path):
             child.proc.kill()
     out = child.text()
     assert rc == 1, out
-    assert "CRITICAL pykbroker.replica_manager: Shutdown broker because all log dirs in %s have failed" % root in out
+    assert "CRITICAL pykbroker.log_manager: Shutdown broker because all log dirs in %s have failed" % root in out
     assert not re.search(r"pykbroker node \d+ stopped", out)     # no clean shutdown ran
     assert not os.path.exists(os.path.join(root, ".kafka_cleanshutdown"))
     # the disk is fine again: a normal start recovers every acknowledged record

@@ -16,7 +16,8 @@ from pykbroker.protocol.records import validate_produce_records
 from pykbroker.storage import KafkaStorageError, LogConfig
 from pykbroker.storage.faultfs import FaultFS
 
-from .model import TOPIC, make_batch, produce, recover_and_check, log_bytes
+from .model import (TOPIC, checkpoint_recovery_points, log_bytes, make_batch, produce, recover_and_check,
+                    shutdown)
 
 NEVER = (1 << 63) - 1
 
@@ -70,7 +71,7 @@ def test_power_loss_after_explicit_flush_keeps_flushed(root, fs):
     run = produce(root, fs, cfg(), 200)
     run.log.flush()
     flushed_leo = run.log.log_end_offset
-    run.lm.checkpoint_recovery_points()
+    checkpoint_recovery_points(run.lm)
     more = produce(root, fs, cfg(), 50, seed=1, lm=run.lm)
     run.written += more.written
     fs.power_loss("drop")
@@ -185,7 +186,7 @@ def test_damaged_index_files(root, fs, damage, clean):
     c = cfg(segment_bytes=8192)
     run = produce(root, fs, c, 150)
     if clean:
-        run.lm.shutdown()
+        shutdown(run.lm)
         fs.power_loss("drop")   # a clean shutdown made everything durable
     else:
         fs.power_loss("keep")
@@ -248,7 +249,7 @@ def test_read_only_directory(root, fs, err):
     with pytest.raises(KafkaStorageError):
         run.log.flush()
     with pytest.raises(OSError):
-        run.lm.checkpoint_recovery_points()
+        checkpoint_recovery_points(run.lm)
     assert log_bytes(run.log) == before
     fs.clear_faults()
     fs.power_loss("keep")
@@ -262,7 +263,7 @@ def test_clean_marker_removal_is_durable(root, fs):
     torn write: the next start must not trust the marker and must recover the segment."""
     c = cfg(segment_bytes=1 << 20)
     run = produce(root, fs, c, 50)
-    run.lm.shutdown()
+    shutdown(run.lm)
     fs.power_loss("drop")
     more = produce(root, fs, c, 30, seed=9)   # fresh LogManager: marker consumed
     run.written += more.written
@@ -279,7 +280,7 @@ def test_torn_checkpoint_write_keeps_previous(root, fs):
     run = produce(root, fs, c, 100, checkpoint_every=10)
     fs.crash_after_writes(0, tear=5)      # the next write (the checkpoint's temp file) is torn
     with pytest.raises(OSError):
-        run.lm.checkpoint_recovery_points()
+        checkpoint_recovery_points(run.lm)
     fs.restart("keep")
     ck = open(os.path.join(root, "recovery-point-offset-checkpoint")).read().split("\n")
     assert ck[0] == "0" and ck[1] == "1"
@@ -292,7 +293,7 @@ def test_torn_checkpoint_write_keeps_previous(root, fs):
 def test_garbage_checkpoints_and_snapshots(root, fs, name):
     c = cfg(segment_bytes=4096)
     run = produce(root, fs, c, 120, checkpoint_every=30)
-    run.lm.shutdown()
+    shutdown(run.lm)
     fs.power_loss("drop")
     if name == "snapshot":
         paths = [os.path.join(pdir(root), n) for n in os.listdir(pdir(root)) if n.endswith(".snapshot")]

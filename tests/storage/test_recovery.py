@@ -6,6 +6,7 @@ import sys
 import textwrap
 
 import pytest
+import trio
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from pykbroker.protocol.records import Record, encode_batch, iter_batches, validate_produce_records
@@ -240,8 +241,8 @@ CHILD = textwrap.dedent("""
     import sys
     from pykbroker.protocol.records import Record, encode_batch, validate_produce_records
     from pykbroker.storage import LogManager, LogConfig
-    mgr = LogManager(sys.argv[1], LogConfig(flush_interval_messages=1, segment_bytes=20000))
-    mgr.startup()
+    mgr = LogManager([sys.argv[1]], default_config=LogConfig(flush_interval_messages=1, segment_bytes=20000))
+    mgr.load_logs()
     lg = mgr.get_or_create_log("t", 0)
     i = 0
     while True:
@@ -273,8 +274,8 @@ def test_kill_9_mid_append_keeps_acknowledged(tmp_path):
         for line in rest.splitlines():  # printed after append returned: acked too
             off, i = map(int, line.split())
             acked[off] = b"payload-%d" % i * 20
-        mgr = LogManager(root, LogConfig())
-        mgr.startup()
+        mgr = LogManager([root], default_config=LogConfig())
+        mgr.load_logs()
         assert not mgr.had_clean_shutdown
         lg = mgr.get_log("t", 0)
         got = {}
@@ -286,7 +287,7 @@ def test_kill_9_mid_append_keeps_acknowledged(tmp_path):
         for off, val in acked.items():
             assert got.get(off) == val, off
         assert max(got) + 1 == lg.log_end_offset
-        mgr.shutdown()
+        trio.run(mgr.shutdown)
     assert len(acked) >= 300
 
 

@@ -2,6 +2,7 @@
 import os
 
 import pytest
+import trio
 
 from pykbroker.protocol.records import Record, encode_batch, validate_produce_records
 from pykbroker.storage import (
@@ -192,8 +193,8 @@ def test_offset_checkpoint_roundtrip(tmp_path):
 
 def test_log_manager_roundtrip(tmp_path):
     root = str(tmp_path / "logs")
-    m = LogManager(root, LogConfig(segment_bytes=300))
-    m.startup()
+    m = LogManager([root], default_config=LogConfig(segment_bytes=300))
+    m.load_logs()
     assert not m.had_clean_shutdown
     a = m.get_or_create_log("orders", 0)
     b = m.get_or_create_log("my-topic-with-dashes", 3)
@@ -202,24 +203,24 @@ def test_log_manager_roundtrip(tmp_path):
         b.append(validate_produce_records(encode_batch([Record(None, T0, None, b"x")]), 1 << 20), 1)
     a.delete_records_before(7)
     a.high_watermark = 18
-    m.shutdown()
+    trio.run(m.shutdown)
     root_files = set(os.listdir(root))
     assert {"recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
             "replication-offset-checkpoint", ".kafka_cleanshutdown"} <= root_files
     assert OffsetCheckpointFile(os.path.join(root, "log-start-offset-checkpoint")).read() == {("orders", 0): 7}
     assert CleanShutdownFile(root).read_broker_epoch() == -1
 
-    m2 = LogManager(root, LogConfig(segment_bytes=300))
-    m2.startup()
+    m2 = LogManager([root], default_config=LogConfig(segment_bytes=300))
+    m2.load_logs()
     assert m2.had_clean_shutdown and not os.path.exists(os.path.join(root, ".kafka_cleanshutdown"))
     a2, b2 = m2.get_log("orders", 0), m2.get_log("my-topic-with-dashes", 3)
     assert (a2.log_start_offset, a2.log_end_offset, a2.high_watermark) == (7, 20, 18)
     assert (b2.log_end_offset, b2.epoch_cache.entries) == (10, [(1, 0)])
     assert a2.recovery_point == 20
     assert a2.append(pbatch(18), 0).duplicate
-    m2.delete_log("orders", 0)
+    trio.run(m2.delete_logs, [("orders", 0)])
     assert not os.path.exists(os.path.join(root, "orders-0"))
-    m2.shutdown()
+    trio.run(m2.shutdown)
 
 
 def test_flush_messages_one_moves_recovery_point(tmp_path):
