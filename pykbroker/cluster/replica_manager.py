@@ -74,6 +74,8 @@ class ReplicaManager:
         self.producer_ids = ProducerIdManager(self.log_dirs[0])
         self.fs = getattr(broker, "storage_fs", None) or REAL_FS
         self.offline_dirs: set[str] = set()
+        # set by the broker: tells the controller which replicas went offline (a failed dir)
+        self.on_replicas_offline = None
         self._checkpoint_now = trio.Event()
         self._started = False
         # retention (log.retention.check.interval.ms) — see storage/retention.py
@@ -141,7 +143,8 @@ class ReplicaManager:
             tp = (info.name, p)
             cfg = meta.effective_config(info.name)
             if d in self.offline_dirs:
-                self.partitions[tp] = OfflinePartition(self, info.name, info.topic_id, p, cfg)
+                self.partitions[tp] = OfflinePartition(self, info.name, info.topic_id, p, cfg,
+                                                       state=meta.partition_state(info.name, p))
                 continue
             try:
                 part = await self._open(info, p, d, cfg, recovery_point=ckpt["rp"].get(tp, 0),
@@ -149,7 +152,8 @@ class ReplicaManager:
                                         hw=ckpt["hw"].get(tp))
             except (OSError, KafkaStorageError) as e:
                 self.mark_dir_offline(d, e)
-                part = OfflinePartition(self, info.name, info.topic_id, p, cfg)
+                part = OfflinePartition(self, info.name, info.topic_id, p, cfg,
+                                        state=meta.partition_state(info.name, p))
             self.partitions[tp] = part
             opened += 1
         for d in self.log_dirs:
@@ -159,6 +163,7 @@ class ReplicaManager:
                 CleanShutdownFile(d, self.fs).delete()
             except OSError as e:
                 self.mark_dir_offline(d, e)
+        self._report_offline([tp for tp, p in self.partitions.items() if p.offline])
         log.info("opened %d partition log(s) in %s", opened, ", ".join(self.log_dirs))
         self._started = True
         nursery.start_soon(self._checkpoint_loop)
@@ -205,6 +210,7 @@ class ReplicaManager:
                   "serving until a restart", d, reason, len(parts))
         for p in parts:
             p.mark_offline()
+        self._report_offline([(p.topic, p.partition_id) for p in parts])
         # Kafka halts (Exit.halt(1): no clean shutdown, so every log is recovered at the next
         # start) when no log dir is left (LogManager.handleLogDirFailure), and then when the
         # metadata log dir failed (ReplicaManager.handleLogDirFailure; metadata.log.dir
@@ -213,6 +219,10 @@ class ReplicaManager:
             self.halt("Shutdown broker because all log dirs in %s have failed" % ", ".join(self.log_dirs))
         elif d == self.log_dirs[0]:
             self.halt("Shutdown broker because the metadata log dir %s has failed" % d)
+
+    def _report_offline(self, tps) -> None:
+        if tps and self.on_replicas_offline is not None:
+            self.on_replicas_offline(tps)
 
     def halt(self, message: str, status: int = 1) -> None:
         """Log ``message`` as critical and end the process at once with ``status``, as Kafka's
@@ -250,7 +260,8 @@ class ReplicaManager:
             return lg
 
         lg = await trio.to_thread.run_sync(load)
-        return Partition(self, info.name, info.topic_id, p, lg, cfg, high_watermark=hw)
+        return Partition(self, info.name, info.topic_id, p, lg, cfg, high_watermark=hw,
+                         state=self.broker.metadata.partition_state(info.name, p))
 
     # ------------------------------------------------------------------ topic changes
     async def make_partitions(self, topic_info, partition_ids) -> None:
