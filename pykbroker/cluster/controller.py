@@ -71,9 +71,10 @@ import trio
 
 from ..config import TOPIC_CONFIGS, ConfigError, validate_topic_configs
 from ..protocol.errors import ErrorCode, KafkaError
+from ..storage.fs import REAL_FS
 from .metadata import (CLUSTER_METADATA_TOPIC, TopicInfo, is_internal, is_valid_topic_name,
                        new_topic_id, topic_id_from_str, topic_id_str, validate_topic_name)
-from .metadata_cache import (ConfigRecord, ControllerRecord, Endpoint, MetadataCache,
+from .metadata_cache import (BrokerRegistration, ConfigRecord, ControllerRecord, Endpoint, MetadataCache,
                              PartitionChangeRecord, PartitionRecord, PartitionState,
                              RegisterBrokerRecord, RemoveTopicRecord, TopicRecord)
 
@@ -309,8 +310,9 @@ def _topic_records(info: TopicInfo, states: dict[int, PartitionState] | None = N
 class LocalController(Controller):
     """The single-node controller: durable in ``__pykbroker_metadata.json`` (module docstring)."""
 
-    def __init__(self, cache: MetadataCache, config, node_id: int, log_dir: str):
+    def __init__(self, cache: MetadataCache, config, node_id: int, log_dir: str, fs=REAL_FS):
         super().__init__(cache)
+        self.fs = fs
         self.config = config
         self.node_id = node_id
         self.validator = TopicValidator(cache, config)
@@ -386,23 +388,6 @@ class LocalController(Controller):
             topics.append(entry)
         return json.dumps({"version": 1, "topics": topics}, indent=1).encode()
 
-    def _write_file(self, data: bytes) -> None:
-        tmp = self.path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        dfd = os.open(os.path.dirname(self.path), os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-
     async def _persist(self) -> None:
         """Make the current metadata durable (group commit, one writer at a time)."""
         self._gen += 1
@@ -416,7 +401,7 @@ class LocalController(Controller):
             data = self._snapshot()
             try:
                 # Not cancellable: once started, the write completes (the state is already changed).
-                await trio.to_thread.run_sync(self._write_file, data)
+                await trio.to_thread.run_sync(self.fs.write_file_atomic, self.path, data)
                 self._durable_gen = max(self._durable_gen, gen)
             finally:
                 self._writing = False
@@ -426,7 +411,7 @@ class LocalController(Controller):
     # ------------------------------------------------------------------ brokers
     async def register_broker(self, broker_id: int, endpoints=(), rack=None) -> None:
         # In memory only, like an ephemeral /brokers/ids znode: a broker registers at each start.
-        self.cache.apply([RegisterBrokerRecord(broker_id, tuple(endpoints), rack)])
+        self.cache.apply([RegisterBrokerRecord(BrokerRegistration(broker_id, tuple(endpoints), rack))])
 
     # ------------------------------------------------------------------ topics
     async def create_topic(self, name, num_partitions, replication_factor, configs=None,
@@ -444,21 +429,25 @@ class LocalController(Controller):
         # Reserved from here (TOPIC_ALREADY_EXISTS for a concurrent creation) but invisible to
         # clients until its logs exist.
         staged = self.cache.stage(records)
-        try:
-            await self._persist()
-            await self._replica_manager.make_partitions(staged, staged.partition_ids())
-        except BaseException:
-            # Roll back: the topic never became visible.
-            self.cache.discard_staged(records)
-            with trio.CancelScope(shield=True):
-                await self._persist()
-            log.exception("creating topic %s failed", name)
-            raise
-        self.cache.publish_staged(records)
+        await self._make_staged(records, staged, staged.partition_ids(), "creating topic %s" % name)
         info = self.cache.get(name)
         log.info("created topic %s (id %s, %d partition(s), configs %s)", name, topic_id_str(info.topic_id),
                  info.num_partitions, _render(overrides))
         return info
+
+    async def _make_staged(self, records, info: TopicInfo, partition_ids, what: str) -> None:
+        """Persist staged creation records, have the ReplicaManager create the logs, publish;
+        on any failure the creation is rolled back (it never became visible)."""
+        try:
+            await self._persist()
+            await self._replica_manager.make_partitions(info, partition_ids)
+        except BaseException:
+            self.cache.discard_staged(records)
+            with trio.CancelScope(shield=True):
+                await self._persist()
+            log.exception("%s failed", what)
+            raise
+        self.cache.publish_staged(records)
 
     async def delete_topic(self, name: str) -> TopicInfo:
         info = self.cache.get(name)
@@ -486,22 +475,14 @@ class LocalController(Controller):
         if info is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         # counted with partitions still being added by a concurrent request, as they will be
-        current = self.cache.including_staged(name).num_partitions
-        placed = self.validator.plan_partitions(self.cache.including_staged(name), new_total, assignments)
+        pending = self.cache.including_staged(name)
+        current = pending.num_partitions
+        placed = self.validator.plan_partitions(pending, new_total, assignments)
         if validate_only:
             return info
         records = [PartitionRecord(info.topic_id, p, PartitionState.initial(r)) for p, r in sorted(placed.items())]
         self.cache.stage(records)
-        try:
-            await self._persist()
-            await self._replica_manager.make_partitions(info, list(range(current, new_total)))
-        except BaseException:
-            self.cache.discard_staged(records)
-            with trio.CancelScope(shield=True):
-                await self._persist()
-            log.exception("adding partitions to %s failed", name)
-            raise
-        self.cache.publish_staged(records)
+        await self._make_staged(records, info, list(range(current, new_total)), "adding partitions to %s" % name)
         log.info("topic %s now has %d partition(s)", name, new_total)
         return info
 

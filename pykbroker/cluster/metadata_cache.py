@@ -19,7 +19,8 @@ on purpose:
   ``PartitionState`` (Kafka's carries only the changed fields).
 - ``ConfigRecord(topic, configs)``: the topic's whole override set, parsed values (Kafka's has
   one record per key, with deletions as null values).
-- ``RegisterBrokerRecord(broker_id, endpoints, rack)`` (a re-registration replaces the old one)
+- ``RegisterBrokerRecord(BrokerRegistration(id, endpoints, rack))`` (a re-registration replaces
+  the old one)
   and ``UnregisterBrokerRecord(broker_id)``; ``ControllerRecord(controller_id)``.
 A batch is applied with no await, so a reader never sees half of it.
 
@@ -34,7 +35,7 @@ makes them visible (one step), ``discard_staged`` forgets them after a failed cr
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Optional, Union
+from typing import Callable, Iterable, NamedTuple, Optional, Union
 
 from .metadata import TopicInfo
 
@@ -57,8 +58,7 @@ class PartitionState:
                    replicas=replicas, isr=replicas)
 
 
-@dataclass(frozen=True)
-class Endpoint:
+class Endpoint(NamedTuple):
     listener: str
     host: str
     port: int
@@ -87,11 +87,6 @@ class TopicRecord:
 
 
 @dataclass(frozen=True)
-class RemoveTopicRecord:
-    topic_id: bytes
-
-
-@dataclass(frozen=True)
 class PartitionRecord:
     topic_id: bytes
     partition: int
@@ -99,10 +94,8 @@ class PartitionRecord:
 
 
 @dataclass(frozen=True)
-class PartitionChangeRecord:
-    topic_id: bytes
-    partition: int
-    state: PartitionState
+class PartitionChangeRecord(PartitionRecord):
+    """A partition's new (whole) state; applied like a PartitionRecord, never staged."""
 
 
 @dataclass(frozen=True)
@@ -111,25 +104,20 @@ class ConfigRecord:
     configs: dict = field(default_factory=dict)   # the whole override set, parsed values
 
 
-@dataclass(frozen=True)
-class RegisterBrokerRecord:
-    broker_id: int
-    endpoints: tuple[Endpoint, ...] = ()
-    rack: Optional[str] = None
-
-
-@dataclass(frozen=True)
-class UnregisterBrokerRecord:
-    broker_id: int
-
-
-@dataclass(frozen=True)
-class ControllerRecord:
-    controller_id: int
+# One-field records.
+RemoveTopicRecord = NamedTuple("RemoveTopicRecord", [("topic_id", bytes)])
+RegisterBrokerRecord = NamedTuple("RegisterBrokerRecord", [("registration", BrokerRegistration)])
+UnregisterBrokerRecord = NamedTuple("UnregisterBrokerRecord", [("broker_id", int)])
+ControllerRecord = NamedTuple("ControllerRecord", [("controller_id", int)])
 
 
 Record = Union[TopicRecord, RemoveTopicRecord, PartitionRecord, PartitionChangeRecord, ConfigRecord,
                RegisterBrokerRecord, UnregisterBrokerRecord, ControllerRecord]
+
+
+def _new_topic(r: TopicRecord) -> TopicInfo:
+    return TopicInfo(name=r.name, topic_id=r.topic_id, num_partitions=0, replica_assignment={},
+                     configs={}, internal=r.internal)
 
 
 class MetadataCache:
@@ -214,7 +202,7 @@ class MetadataCache:
         """Apply a batch of controller records (no await: atomic for readers)."""
         for r in records:
             if not self._apply_cluster(r):
-                self._apply_one(r, self.topics, self.by_id, self._states)
+                self._apply_one(r)
 
     def stage(self, records: Iterable[Record]) -> Optional[TopicInfo]:
         """Creation records whose logs do not exist yet (see the module docstring): a
@@ -223,12 +211,10 @@ class MetadataCache:
         new = None
         for r in records:
             if isinstance(r, TopicRecord):
-                new = TopicInfo(name=r.name, topic_id=r.topic_id, num_partitions=0, replica_assignment={},
-                                configs={}, internal=r.internal)
-                self._staged_topics[r.name] = new
+                new = self._staged_topics[r.name] = _new_topic(r)
             elif isinstance(r, ConfigRecord) and new is not None and r.topic == new.name:
                 new.configs = dict(r.configs)
-            elif isinstance(r, PartitionRecord):
+            elif type(r) is PartitionRecord:
                 if new is not None and r.topic_id == new.topic_id:
                     new.replica_assignment[r.partition] = list(r.state.replicas)
                     new.num_partitions = max(new.num_partitions, r.partition + 1)
@@ -256,38 +242,32 @@ class MetadataCache:
                 name = names.get(r.topic_id) or self.name_of(r.topic_id)
                 self._staged_states.pop((name, r.partition), None)
 
-    @staticmethod
-    def _apply_one(r, topics, by_id, states) -> None:
+    def _apply_one(self, r) -> None:
         if isinstance(r, TopicRecord):
-            info = TopicInfo(name=r.name, topic_id=r.topic_id, num_partitions=0, replica_assignment={},
-                             configs={}, internal=r.internal)
-            topics[r.name] = info
-            by_id[r.topic_id] = info
-        elif isinstance(r, PartitionRecord):
-            info = by_id[r.topic_id]
+            info = _new_topic(r)
+            self.topics[r.name] = info
+            self.by_id[r.topic_id] = info
+        elif isinstance(r, PartitionRecord):     # PartitionChangeRecord too
+            info = self.by_id[r.topic_id]
             info.replica_assignment[r.partition] = list(r.state.replicas)
             info.num_partitions = max(info.num_partitions, r.partition + 1)
-            states[(info.name, r.partition)] = r.state
-        elif isinstance(r, PartitionChangeRecord):
-            info = by_id[r.topic_id]
-            info.replica_assignment[r.partition] = list(r.state.replicas)
-            states[(info.name, r.partition)] = r.state
+            self._states[(info.name, r.partition)] = r.state
         elif isinstance(r, ConfigRecord):
-            info = topics.get(r.topic)
+            info = self.topics.get(r.topic)
             if info is not None:
                 info.configs = dict(r.configs)
         elif isinstance(r, RemoveTopicRecord):
-            info = by_id.pop(r.topic_id, None)
+            info = self.by_id.pop(r.topic_id, None)
             if info is not None:
-                topics.pop(info.name, None)
+                self.topics.pop(info.name, None)
                 for p in range(info.num_partitions):
-                    states.pop((info.name, p), None)
+                    self._states.pop((info.name, p), None)
         else:
-            raise ValueError("not a topic record: %r" % (r,))
+            raise ValueError("not a metadata record: %r" % (r,))
 
     def _apply_cluster(self, r) -> bool:
         if isinstance(r, RegisterBrokerRecord):
-            self._brokers[r.broker_id] = BrokerRegistration(r.broker_id, tuple(r.endpoints), r.rack)
+            self._brokers[r.registration.broker_id] = r.registration
         elif isinstance(r, UnregisterBrokerRecord):
             self._brokers.pop(r.broker_id, None)
         elif isinstance(r, ControllerRecord):
