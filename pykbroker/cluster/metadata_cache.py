@@ -20,8 +20,7 @@ on purpose:
 - ``ConfigRecord(topic, configs)``: the topic's whole override set, parsed values (Kafka's has
   one record per key, with deletions as null values).
 - ``RegisterBrokerRecord(BrokerRegistration(id, endpoints, rack))`` (a re-registration replaces
-  the old one)
-  and ``UnregisterBrokerRecord(broker_id)``; ``ControllerRecord(controller_id)``.
+  the old one) and ``UnregisterBrokerRecord(broker_id)``; ``ControllerRecord(controller_id)``.
 A batch is applied with no await, so a reader never sees half of it.
 
 Staging (topic and partition creation)
@@ -29,7 +28,7 @@ Staging (topic and partition creation)
 A new topic (or new partitions) must not be visible to clients before its logs exist, yet the
 ReplicaManager needs its configs and partition states to create them.  So the controller first
 ``stage``s the creation records: ``effective_config`` and ``partition_state`` see staged
-topics/partitions, ``topics``/``get``/``by_id``/``partitions_of`` do not.  ``publish_staged``
+topics/partitions, ``topics``/``get``/``by_id``/``leader_of`` do not.  ``publish_staged``
 makes them visible (one step), ``discard_staged`` forgets them after a failed creation.
 """
 from __future__ import annotations
