@@ -42,7 +42,8 @@ class Broker:
         self.listeners: list[Listener] = parse_listeners(config["listeners"])
         self.advertised: list[Listener] = []
         self.cluster_id: str = ""
-        self.metadata = None
+        self.metadata_cache = None   # read-only view of the cluster metadata (cluster/metadata_cache.py)
+        self.controller = None       # its only writer (cluster/controller.py)
         self.log_manager = None
         self.replica_manager = None
         self.storage_fs = None      # the storage fault seam (tests set a FaultFS before run)
@@ -71,6 +72,11 @@ class Broker:
             if not os.path.exists(p):
                 fs.write_file_atomic(p, b"version=1\ncluster.id=%s\nnode.id=%d\n" % (cid.encode(), self.node_id))
 
+    @property
+    def metadata(self):
+        """Alias of ``metadata_cache`` for the code not yet switched to the new name."""
+        return self.metadata_cache
+
     def advertised_listener(self, listener_name: str = "PLAINTEXT") -> Listener:
         for li in self.advertised:
             if li.name == listener_name:
@@ -79,15 +85,20 @@ class Broker:
 
     # -- lifecycle --------------------------------------------------------------------------
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        from .cluster.metadata import MetadataImage
+        from .cluster.controller import LocalController
+        from .cluster.metadata_cache import Endpoint, MetadataCache
         from .cluster.replica_manager import ReplicaManager
         from .storage.manager import LogManager
 
         self._load_identity()
-        self.metadata = MetadataImage(self)
-        self.log_manager = LogManager(self.log_dirs, self.storage_fs, config=self.config, metadata=self.metadata,
-                                      halt_hook=self.halt_hook, new_log_epoch=0)
-        self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self.metadata)
+        self.metadata_cache = MetadataCache(self.node_id, self.cluster_id, self.config.effective_topic_config)
+        self.controller = LocalController(self.metadata_cache, self.config, self.node_id, self.log_dirs[0])
+        self.log_manager = LogManager(self.log_dirs, self.storage_fs, config=self.config,
+                                      metadata=self.metadata_cache, halt_hook=self.halt_hook, new_log_epoch=0)
+        self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self.metadata_cache)
+        self.controller.set_replica_manager(self.replica_manager)
+        self.replica_manager.on_replicas_offline = (
+            lambda tps: self.controller.replicas_offline(self.node_id, tps))
         try:
             from .coordinator.group.coordinator import GroupCoordinator
         except ImportError:  # consumer groups not built into this tree yet
@@ -95,12 +106,16 @@ class Broker:
         async with trio.open_nursery() as nursery:
             self.nursery = nursery
             try:
-                await self.metadata.load()
+                await self.controller.startup()
+                # registered at once (topic creation counts registered brokers); its endpoints
+                # follow once the listeners are bound
+                await self.controller.register_broker(self.node_id, (), self.config["broker.rack"])
                 await self.log_manager.startup(nursery)
                 self._components.append(self.log_manager)
                 await self.replica_manager.startup(nursery)
                 if GroupCoordinator is not None:
                     self.group_coordinator = GroupCoordinator(self)
+                    self.controller.add_topic_deleted_listener(self.group_coordinator.on_topic_deleted)
                     await self.group_coordinator.startup(nursery)
                     self._components.append(self.group_coordinator)
                 bound = []
@@ -108,6 +123,9 @@ class Broker:
                     bound.append(await nursery.start(serve_listener, self, li))
                 self.advertised = self._advertised(bound)
                 self.bound = bound
+                await self.controller.register_broker(
+                    self.node_id, tuple(Endpoint(a.name, a.host, a.port) for a in self.advertised),
+                    self.config["broker.rack"])
                 log.info("pykbroker node %d (cluster %s) ready, listening on %s",
                          self.node_id, self.cluster_id, ", ".join(str(b) for b in bound))
                 self.ready.set()

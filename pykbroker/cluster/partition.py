@@ -28,6 +28,7 @@ import trio
 from ..protocol.codec import Chunks
 from ..protocol.errors import ErrorCode, KafkaError
 from ..storage.log import (KafkaStorageError, LogConfig, OffsetOutOfRange, ProducerStateError)
+from .metadata_cache import PartitionState
 
 log = logging.getLogger("pykbroker.partition")
 
@@ -72,23 +73,15 @@ def log_config_of(cfg: dict) -> LogConfig:
 
 class Partition:
     def __init__(self, replica_manager, topic: str, topic_id: bytes, partition_id: int,
-                 log_, config: dict, high_watermark: Optional[int] = None, *, hooks: PartitionHooks):
+                 log_, config: dict, high_watermark: Optional[int] = None, *, hooks: PartitionHooks,
+                 state: PartitionState):
         self._hooks = hooks
         self.topic = topic
         self.topic_id = topic_id
         self.partition_id = partition_id
         self.log = log_
         self.config = config
-        node = replica_manager.node_id
-        self.leader_id = node
-        self.isr = [node]
-        self.replicas = [node]
-        latest = log_.epoch_cache.latest_epoch
-        self.leader_epoch = latest if latest is not None else 0
-        if latest is None:
-            # Kafka records the leader's epoch start when it becomes leader (makeLeader), so
-            # OffsetForLeaderEpoch answers (0, LEO) even before the first append.
-            log_.epoch_cache.assign(self.leader_epoch, log_.log_end_offset)
+        self.make_leader(state)
         if high_watermark is not None:
             log_.high_watermark = max(log_.log_start_offset, min(high_watermark, log_.log_end_offset))
         self._data_waiters: set[trio.Event] = set()
@@ -129,6 +122,24 @@ class Partition:
             for ev in self._hw_waiters:
                 ev.set()
             self._hw_waiters.clear()
+
+    def make_leader(self, state: PartitionState) -> None:
+        """Take leadership as the controller published it (Kafka's Partition.makeLeader):
+        leader, replicas, ISR, partition epoch and leader epoch come from ``state``."""
+        self.leader_id = state.leader
+        self.replicas = list(state.replicas)
+        self.isr = list(state.isr)
+        self.partition_epoch = state.partition_epoch
+        latest = self.log.epoch_cache.latest_epoch
+        if latest is not None and latest >= state.leader_epoch:
+            # An epoch never goes backwards: a log written before the controller kept leader
+            # epochs (or a restart of a single node, whose epoch never changes) keeps its own.
+            self.leader_epoch = latest
+        else:
+            self.leader_epoch = state.leader_epoch
+            # Kafka records the leader's epoch start when it becomes leader, so
+            # OffsetForLeaderEpoch answers (epoch, LEO) even before the first append.
+            self.log.epoch_cache.assign(self.leader_epoch, self.log.log_end_offset)
 
     def check_leader_epoch(self, current_leader_epoch: int) -> int:
         """Kafka's epoch fencing for client requests: -1 skips the check."""
@@ -337,16 +348,16 @@ class OfflinePartition:
     deleted = False
     log = None
 
-    def __init__(self, replica_manager, topic: str, topic_id: bytes, partition_id: int, config: dict):
+    def __init__(self, replica_manager, topic: str, topic_id: bytes, partition_id: int, config: dict,
+                 *, state: PartitionState):
         self.replica_manager = replica_manager
         self.topic = topic
         self.topic_id = topic_id
         self.partition_id = partition_id
         self.config = config
-        node = replica_manager.node_id
-        self.leader_epoch = 0
-        self.isr = [node]
-        self.replicas = [node]
+        self.leader_epoch = state.leader_epoch
+        self.isr = list(state.isr)
+        self.replicas = list(state.replicas)
 
     def __repr__(self):
         return "OfflinePartition(%s-%d)" % (self.topic, self.partition_id)

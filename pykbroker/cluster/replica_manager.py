@@ -36,6 +36,8 @@ class ReplicaManager:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.producer_ids = ProducerIdManager(log_manager.log_dirs[0], log_manager.fs)
         self._hooks = None
+        # set by the broker: tells the controller which replicas went offline (a failed dir)
+        self.on_replicas_offline = None
         log_manager.add_dir_failure_listener(self._on_dir_offline)
 
     # ------------------------------------------------------------------ queries
@@ -59,16 +61,26 @@ class ReplicaManager:
                 if lm.is_online(tp):
                     self.partitions[tp] = self._partition(info, p, lm.get_log(*tp), cfg)
                 else:
-                    self.partitions[tp] = OfflinePartition(self, info.name, info.topic_id, p, cfg)
+                    self.partitions[tp] = OfflinePartition(self, info.name, info.topic_id, p, cfg,
+                                                           state=meta.partition_state(info.name, p))
+        self._report_offline([tp for tp, part in self.partitions.items() if part.offline])
 
     def _partition(self, info, p: int, lg, cfg: dict) -> Partition:
-        return Partition(self, info.name, info.topic_id, p, lg, cfg, hooks=self._hooks)
+        return Partition(self, info.name, info.topic_id, p, lg, cfg, hooks=self._hooks,
+                         state=self.metadata.partition_state(info.name, p))
 
     def _on_dir_offline(self, d: str, tps) -> None:
+        gone = []
         for tp in tps:
             part = self.partitions.get(tp)
             if part is not None:
                 part.mark_offline()
+                gone.append(tp)
+        self._report_offline(gone)
+
+    def _report_offline(self, tps) -> None:
+        if tps and self.on_replicas_offline is not None:
+            self.on_replicas_offline(tps)
 
     # ------------------------------------------------------------------ topic changes
     async def make_partitions(self, topic_info, partition_ids) -> None:

@@ -114,7 +114,7 @@ async def handle(ctx, request):
         name = t["name"]
         parts_out = []
         responses.append({"name": name, "partition_responses": parts_out})
-        info = broker.metadata.topics.get(name)
+        info = broker.metadata_cache.get(name)
         for p in t["partition_data"]:
             idx = p["index"]
             partition = rm.get_partition(name, idx) if info is not None else None

@@ -9,12 +9,13 @@ Behaviour (Apache Kafka 3.x/4.x KRaft broker, KafkaApis.handleTopicMetadataReque
   creation is "in flight" from the client's point of view); the client's retry sees it.
   Auto-creation never happens for an all-topics request.
 - Otherwise a missing topic is UNKNOWN_TOPIC_OR_PARTITION, an invalid name INVALID_TOPIC_EXCEPTION.
-- One broker (this node, from the advertised listener, rack null), ``controller_id`` = this node
-  (a KRaft broker reports a live broker, never a controller), ``cluster_id`` (v2+).
-- Each partition: leader = this node, ``leader_epoch`` (v7+) from the partition, replicas/ISR
-  from the assignment, offline replicas empty (v5+).  A partition whose log dir failed has no
-  leader (-1), error LEADER_NOT_AVAILABLE and this node in ``offline_replicas`` (what a KRaft
-  cluster shows once the controller learns of the offline dir).
+- Everything below comes from the broker's MetadataCache (the controller's published state):
+  the registered brokers (advertised host/port, rack), ``controller_id`` (a KRaft broker reports
+  a live broker, never a controller; the single node reports itself), ``cluster_id`` (v2+).
+- Each partition: leader, ``leader_epoch`` (v7+), replicas, ISR and offline replicas (v5+) as
+  the controller published them.  A partition whose log dir failed has no leader (-1), error
+  LEADER_NOT_AVAILABLE and this node in ``offline_replicas`` (what a KRaft cluster shows once
+  the controller learns of the offline dir).
 - Topic ids (v10+) are the real, stable ids.  v12 may ask by id (name null): known ids are
   answered by name, unknown ones with UNKNOWN_TOPIC_ID and a null name.  A null name or a topic
   id before v12 is INVALID_REQUEST for the whole request, as Kafka does.
@@ -24,6 +25,7 @@ Behaviour (Apache Kafka 3.x/4.x KRaft broker, KafkaApis.handleTopicMetadataReque
 """
 from __future__ import annotations
 
+from ..protocol.acl import CLUSTER_ALL_OPERATIONS, NOT_REQUESTED, TOPIC_ALL_OPERATIONS
 from ..protocol.errors import ErrorCode, KafkaError
 from ..cluster.metadata import ZERO_UUID, is_internal, is_valid_topic_name
 
@@ -31,56 +33,22 @@ API_KEY = 3
 MIN_VERSION = 0
 MAX_VERSION = 12
 
-NOT_REQUESTED = -2147483648
-# AclEntry.supportedOperations as a bit field (AclOperation codes), no authorizer = all allowed.
-# TOPIC: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11.
-TOPIC_ALL_OPERATIONS = sum(1 << c for c in (3, 4, 5, 6, 7, 8, 10, 11))
-# CLUSTER: CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11,
-# IDEMPOTENT_WRITE 12.
-CLUSTER_ALL_OPERATIONS = sum(1 << c for c in (5, 7, 8, 9, 10, 11, 12))
+
+def brokers_of(cache) -> list[dict]:
+    return [{"node_id": b.broker_id, "host": e.host, "port": e.port, "rack": b.rack}
+            for b, e in cache.live_endpoints()]
 
 
-def brokers_of(broker) -> list[dict]:
-    li = broker.advertised_listener()
-    return [{"node_id": broker.node_id, "host": li.host, "port": li.port,
-             "rack": broker.config["broker.rack"]}]
-
-
-def _leader_epoch(broker, topic: str, p: int) -> int:
-    rm = broker.replica_manager
-    getter = getattr(rm, "get_partition", None)
-    if getter is None:
-        return 0
-    try:
-        part = getter(topic, p)
-    except Exception:
-        return 0
-    return getattr(part, "leader_epoch", 0) if part is not None else 0
-
-
-def _offline(broker, topic: str, p: int) -> bool:
-    getter = getattr(broker.replica_manager, "get_partition", None)
-    part = getter(topic, p) if getter is not None else None
-    return bool(getattr(part, "offline", False))
-
-
-def topic_entry(broker, info) -> dict:
-    node = broker.node_id
+def topic_entry(cache, info) -> dict:
     parts = []
     for p in range(info.num_partitions):
-        replicas = info.replica_assignment.get(p) or [node]
-        if _offline(broker, info.name, p):
-            # Its log dir failed.  A KRaft controller then takes this (only) replica out of
-            # leadership: no leader (-1) -> LEADER_NOT_AVAILABLE, the replica listed offline.
-            parts.append({"error_code": int(ErrorCode.LEADER_NOT_AVAILABLE), "partition_index": p,
-                          "leader_id": -1, "leader_epoch": _leader_epoch(broker, info.name, p),
-                          "replica_nodes": list(replicas), "isr_nodes": list(replicas),
-                          "offline_replicas": [node]})
-            continue
-        parts.append({"error_code": 0, "partition_index": p, "leader_id": node,
-                      "leader_epoch": _leader_epoch(broker, info.name, p),
-                      "replica_nodes": list(replicas), "isr_nodes": list(replicas),
-                      "offline_replicas": []})
+        st = cache.partition_state(info.name, p)
+        # No leader (every replica offline, e.g. its log dir failed): LEADER_NOT_AVAILABLE,
+        # as a KRaft cluster answers once the controller learned of the offline dir.
+        code = ErrorCode.LEADER_NOT_AVAILABLE if st.leader == -1 else 0
+        parts.append({"error_code": int(code), "partition_index": p, "leader_id": st.leader,
+                      "leader_epoch": st.leader_epoch, "replica_nodes": list(st.replicas),
+                      "isr_nodes": list(st.isr), "offline_replicas": list(st.offline_replicas)})
     return {"error_code": 0, "name": info.name, "topic_id": info.topic_id,
             "is_internal": info.internal, "partitions": parts,
             "topic_authorized_operations": NOT_REQUESTED}
@@ -94,7 +62,7 @@ def _error_topic(code, name, topic_id=ZERO_UUID) -> dict:
 
 async def handle(ctx, request):
     broker = ctx.broker
-    md = broker.metadata
+    md = broker.metadata_cache
     v = ctx.api_version
     req_topics = request["topics"]
     all_topics = req_topics is None or (v == 0 and not req_topics)
@@ -108,7 +76,7 @@ async def handle(ctx, request):
     topics_out: list[dict] = []
     if all_topics:
         for name in sorted(md.topics):
-            topics_out.append(topic_entry(broker, md.topics[name]))
+            topics_out.append(topic_entry(md, md.topics[name]))
     else:
         ids = [t["topic_id"] for t in req_topics if t.get("topic_id", ZERO_UUID) != ZERO_UUID]
         if ids:
@@ -122,7 +90,7 @@ async def handle(ctx, request):
                 if info is None:
                     topics_out.append(_error_topic(ErrorCode.UNKNOWN_TOPIC_ID, None, tid))
                 else:
-                    topics_out.append(topic_entry(broker, info))
+                    topics_out.append(topic_entry(md, info))
         else:
             allow_auto = request["allow_auto_topic_creation"] and broker.config["auto.create.topics.enable"]
             seen = set()
@@ -133,13 +101,13 @@ async def handle(ctx, request):
                 seen.add(name)
                 info = md.topics.get(name)
                 if info is not None:
-                    topics_out.append(topic_entry(broker, info))
+                    topics_out.append(topic_entry(md, info))
                 elif not is_valid_topic_name(name):
                     topics_out.append(_error_topic(ErrorCode.INVALID_TOPIC_EXCEPTION, name))
                 else:
                     if allow_auto:
                         # KRaft answers the creating request with UNKNOWN_TOPIC_OR_PARTITION.
-                        await md.auto_create(name)
+                        await broker.controller.auto_create(name)
                     topics_out.append(_error_topic(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
     if v >= 8 and request["include_topic_authorized_operations"]:
         for t in topics_out:
@@ -148,8 +116,8 @@ async def handle(ctx, request):
     cluster_ops = NOT_REQUESTED
     if 8 <= v <= 10 and request["include_cluster_authorized_operations"]:
         cluster_ops = CLUSTER_ALL_OPERATIONS
-    return {"throttle_time_ms": 0, "brokers": brokers_of(broker), "cluster_id": broker.cluster_id,
-            "controller_id": broker.node_id, "topics": topics_out,
+    return {"throttle_time_ms": 0, "brokers": brokers_of(md), "cluster_id": md.cluster_id,
+            "controller_id": md.controller_id, "topics": topics_out,
             "cluster_authorized_operations": cluster_ops}
 
 

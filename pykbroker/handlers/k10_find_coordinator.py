@@ -1,8 +1,9 @@
 """FindCoordinator (key 10), versions 0-6.
 
 Behaviour (as Apache Kafka):
-- key_type 0 (group): this broker coordinates every group (single node; with more brokers it is
-  the leader of the group's ``__consumer_offsets`` partition).  The first lookup creates
+- key_type 0 (group): the coordinator is the leader of the group's ``__consumer_offsets``
+  partition in the MetadataCache (a single node leads them all); no leader is
+  COORDINATOR_NOT_AVAILABLE.  The first lookup creates
   ``__consumer_offsets`` (Kafka auto-creates it on first FindCoordinator too); while that fails
   the answer is COORDINATOR_NOT_AVAILABLE, which clients retry.
 - key_type 1 (transaction): answered by this broker once a transaction coordinator runs in it,
@@ -19,6 +20,7 @@ v5/v6 only widen the errors a client may see (v6 adds share key type 2).
 from __future__ import annotations
 
 from ..coordinator.group.api import group_precheck
+from ..coordinator.group.offsets import OFFSETS_TOPIC
 from ..protocol.errors import ErrorCode as E
 
 API_KEY = 10
@@ -37,19 +39,26 @@ _MESSAGES = {
 
 async def _lookup(ctx, key: str, key_type: int) -> dict:
     broker = ctx.broker
+    md = broker.metadata_cache
     code = E.NONE
+    node = md.node_id
     if key_type == 0:
-        _, code = await group_precheck(ctx, key)
+        gc, code = await group_precheck(ctx, key)
+        if not code:
+            # the leader of the group's __consumer_offsets partition, as the controller published it
+            node = md.leader_of(OFFSETS_TOPIC, gc.partition_for(key))
     elif key_type == 1:
         if getattr(broker, "transaction_coordinator", None) is None:
             code = E.COORDINATOR_NOT_AVAILABLE
     else:
         code = E.INVALID_REQUEST
-    if code:
+    reg = md.broker(node) if not code else None
+    li = reg.endpoint(getattr(ctx.connection, "listener_name", "PLAINTEXT")) if reg is not None else None
+    if li is None:
+        code = code or E.COORDINATOR_NOT_AVAILABLE  # no leader / not registered (yet)
         return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": int(code),
                 "error_message": _MESSAGES.get(code, code.name)}
-    li = broker.advertised_listener(getattr(ctx.connection, "listener_name", "PLAINTEXT"))
-    return {"key": key, "node_id": broker.node_id, "host": li.host, "port": li.port,
+    return {"key": key, "node_id": node, "host": li.host, "port": li.port,
             "error_code": 0, "error_message": "NONE"}
 
 

@@ -51,7 +51,7 @@ def _requested_partitions(broker, t) -> int:
 
 async def handle(ctx, request):
     broker = ctx.broker
-    md = broker.metadata
+    controller = broker.controller
     topics = request["topics"]
     results = []
     counts: dict[str, int] = {}
@@ -73,9 +73,9 @@ async def handle(ctx, request):
         configs = {c["name"]: c["value"] for c in t["configs"]}
         assignments = [(a["partition_index"], a["broker_ids"]) for a in t["assignments"]]
         try:
-            info = await md.create_topic(name, t["num_partitions"], t["replication_factor"], configs,
-                                         assignments=assignments or None,
-                                         validate_only=request["validate_only"])
+            info = await controller.create_topic(name, t["num_partitions"], t["replication_factor"], configs,
+                                                 assignments=assignments or None,
+                                                 validate_only=request["validate_only"])
         except KafkaError as e:
             results.append(_failed(name, e.code, e.message))
             continue

@@ -37,7 +37,7 @@ def _result(name, tid, code, message=None) -> dict:
 
 async def handle(ctx, request):
     broker = ctx.broker
-    md = broker.metadata
+    md = broker.metadata_cache
     v = ctx.api_version
     if not broker.config["delete.topic.enable"]:
         if v < 3:
@@ -103,7 +103,7 @@ async def handle(ctx, request):
             to_delete[info.topic_id] = n
     for tid, n in to_delete.items():
         try:
-            await md.delete_topic(n)
+            await broker.controller.delete_topic(n)
             out.append(_result(n, tid, ErrorCode.NONE))
         except KafkaError as e:
             out.append(_result(n, tid, e.code, e.message))

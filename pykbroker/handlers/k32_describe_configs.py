@@ -108,11 +108,11 @@ def _describe(ctx, res, synonyms_on, docs_on) -> dict:
               "configs": []}
     if rtype == TOPIC:
         validate_topic_name(rname)
-        info = broker.metadata.topics.get(rname)
+        info = broker.metadata_cache.get(rname)
         if info is None:
             result["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             return result
-        effective = broker.metadata.effective_config(rname)
+        effective = broker.metadata_cache.effective_config(rname)
         result["configs"] = [_topic_entry(broker, TOPIC_CONFIGS[n], info.configs, effective, synonyms_on, docs_on)
                              for n in sorted(TOPIC_CONFIGS) if wanted(n)]
     elif rtype == BROKER:

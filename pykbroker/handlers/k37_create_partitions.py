@@ -27,7 +27,7 @@ def _result(name, code=0, message=None) -> dict:
 
 
 async def handle(ctx, request):
-    md = ctx.broker.metadata
+    md = ctx.broker.metadata_cache
     topics = request["topics"]
     counts: dict[str, int] = {}
     for t in topics:
@@ -54,7 +54,7 @@ async def handle(ctx, request):
         if t["assignments"] is not None:
             assignments = [a["broker_ids"] for a in t["assignments"]]
         try:
-            await md.create_partitions(name, t["count"], assignments, request["validate_only"])
+            await ctx.broker.controller.create_partitions(name, t["count"], assignments, request["validate_only"])
             results.append(_result(name))
         except KafkaError as e:
             results.append(_result(name, e.code, e.message))

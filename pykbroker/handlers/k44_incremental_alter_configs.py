@@ -25,7 +25,7 @@ TOPIC (2), as the controller does it:
   ConfigException text, min.compaction.lag.ms > max.compaction.lag.ms INVALID_CONFIG "conflict
   topic config setting ...".  Only then existence: UNKNOWN_TOPIC_OR_PARTITION "The topic 'X' does
   not exist." (so an invalid config on a missing topic is INVALID_CONFIG, as in Kafka).
-- ``validate_only`` stops there.  Otherwise the overrides are persisted (MetadataImage) and
+- ``validate_only`` stops there.  Otherwise the overrides are persisted (the Controller) and
   pushed to the topic's open partitions (ReplicaManager.on_config_change) before the answer.
 
 BROKER (4): Kafka allows dynamic broker configs; pykbroker has none (every broker config is
@@ -190,7 +190,7 @@ def validate_topic_overrides(broker, name: str, raw: dict[str, str]) -> dict:
     if lo is not None and hi is not None and lo > hi:
         raise _invalid_config("conflict topic config setting min.compaction.lag.ms (%d) > "
                               "max.compaction.lag.ms (%d)" % (lo, hi))
-    if broker.metadata.topics.get(name) is None:
+    if broker.metadata_cache.get(name) is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The topic '%s' does not exist." % name)
     return parsed
 
@@ -199,12 +199,12 @@ async def alter_topic(broker, name: str, raw: dict[str, str], validate_only: boo
     parsed = validate_topic_overrides(broker, name, raw)
     if validate_only:
         return
-    info = broker.metadata.topics[name]
+    info = broker.metadata_cache.get(name)
     if parsed == info.configs:
         return  # nothing changes (Kafka writes no record either)
     # No await since the overrides were read: alter_topic_configs swaps them in before its
     # first await, so concurrent alterations of one topic never lose an update.
-    await broker.metadata.alter_topic_configs(name, parsed)
+    await broker.controller.alter_topic_configs(name, parsed)
 
 
 # ---------------------------------------------------------------------- broker logger
@@ -276,7 +276,7 @@ async def _one(ctx, res, validate_only: bool) -> None:
     check_config_list(res["configs"], lambda c: c["config_operation"] == DELETE)
     rtype, name = res["resource_type"], res["resource_name"]
     if rtype == TOPIC:
-        info = ctx.broker.metadata.topics.get(name)
+        info = ctx.broker.metadata_cache.get(name)
         raw = apply_incremental(_raw_overrides(info), res["configs"])
         await alter_topic(ctx.broker, name, raw, validate_only)
     elif rtype == BROKER:

@@ -1,8 +1,9 @@
 """DescribeCluster (key 60), versions 0-1.
 
 Behaviour (Apache Kafka AuthHelper.computeDescribeClusterResponse on a broker):
-- Brokers: this node (advertised host/port, rack), ``controller_id`` = this node (a KRaft broker
-  answers with a live broker id: clients cannot talk to the controllers), the cluster id.
+- From the MetadataCache: the registered brokers (advertised host/port, rack), ``controller_id``
+  (a KRaft broker answers with a live broker id: clients cannot talk to the controllers; the
+  single node reports itself), the cluster id.
 - ``include_cluster_authorized_operations``: no authorizer, so every CLUSTER operation is granted;
   otherwise the "not requested" value -2147483648.
 Version notes: v1 adds ``endpoint_type``: BROKER (1) is served; CONTROLLER (2) is
@@ -11,7 +12,7 @@ MISMATCHED_ENDPOINT_TYPE (this is a broker endpoint), any other value UNSUPPORTE
 from __future__ import annotations
 
 from ..protocol.errors import ErrorCode
-from .k03_metadata import CLUSTER_ALL_OPERATIONS, NOT_REQUESTED
+from ..protocol.acl import CLUSTER_ALL_OPERATIONS, NOT_REQUESTED
 
 API_KEY = 60
 MIN_VERSION = 0
@@ -34,10 +35,10 @@ async def handle(ctx, request):
                 "error_message": "The request was sent to an endpoint of type BROKER, but we wanted an "
                                  "endpoint of type %s" % _NAMES[et],
                 "endpoint_type": BROKER_ENDPOINT, "cluster_id": "", "brokers": []}
-    li = broker.advertised_listener()
+    md = broker.metadata_cache
     ops = CLUSTER_ALL_OPERATIONS if request["include_cluster_authorized_operations"] else NOT_REQUESTED
+    brokers = [{"broker_id": b.broker_id, "host": e.host, "port": e.port, "rack": b.rack}
+               for b, e in md.live_endpoints()]
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": BROKER_ENDPOINT,
-            "cluster_id": broker.cluster_id, "controller_id": broker.node_id,
-            "brokers": [{"broker_id": broker.node_id, "host": li.host, "port": li.port,
-                         "rack": broker.config["broker.rack"]}],
+            "cluster_id": md.cluster_id, "controller_id": md.controller_id, "brokers": brokers,
             "cluster_authorized_operations": ops}

@@ -449,7 +449,7 @@ class BrokerOffsetsLog:
         configs = {"cleanup.policy": "compact", "compression.type": "producer",
                    "segment.bytes": str(segment_bytes)}
         try:
-            await self.broker.metadata.create_topic(O.OFFSETS_TOPIC, n, rf, configs, internal=True)
+            await self.broker.controller.create_topic(O.OFFSETS_TOPIC, n, rf, configs, internal=True)
         except Exception as e:
             if getattr(e, "code", None) != E.TOPIC_ALREADY_EXISTS:
                 raise

@@ -1,0 +1,578 @@
+"""The controller seam: the only writer of cluster metadata.
+
+``Controller`` is the interface every admin path goes through (CreateTopics, DeleteTopics,
+CreatePartitions, AlterConfigs/IncrementalAlterConfigs, auto-creation by Metadata and the group
+coordinator, leader/ISR changes, broker registration).  It validates with Kafka's error codes
+and messages, makes the change durable, and publishes it as records to the broker's
+``MetadataCache`` (cluster/metadata_cache.py), the read-only view every handler reads.  Its
+listeners register explicitly (``set_replica_manager``, ``add_topic_deleted_listener``,
+``add_partition_change_listener``); the controller never reaches them through the broker.
+
+``LocalController`` is the single-node implementation (no ``zookeeper.connect``).
+
+What a ZooKeeper implementation (issue 11) has to provide behind the same interface:
+- the same async operations with the same validation and messages (``TopicValidator`` below is
+  shared; only ``registered_brokers`` becomes the live ``/brokers/ids`` set);
+- durability in ZooKeeper instead of the JSON file: ``/brokers/topics/<t>`` (assignment),
+  ``/brokers/topics/<t>/partitions/<p>/state`` (leader, leader_epoch, isr, partition epoch =
+  znode version, changed only by compare-and-set), ``/config/topics/<t>``, pending deletions,
+  ephemeral ``/brokers/ids/<id>`` from ``register_broker``, ``/controller`` election;
+- on every broker (controller or not), records published to its ``MetadataCache`` from
+  ZooKeeper watches / UpdateMetadata, with ``stage``/``publish_staged`` for new partitions so
+  clients never see a partition whose log does not exist yet;
+- the listener calls: ``replica_manager.make_partitions / delete_partitions / on_config_change``
+  and the topic-deleted and partition-change listeners, on the brokers hosting the replicas.
+
+Persistence of ``LocalController``
+----------------------------------
+One small JSON file, ``<first log dir>/__pykbroker_metadata.json``::
+
+    {"version": 1, "topics": [{"name": "t", "topic_id": "<22-char url-safe base64>",
+      "num_partitions": 3, "replica_assignment": {"0": [1], ...},
+      "configs": {"retention.ms": "1000"}, "internal": false,
+      "partition_states": {"0": {"leader": 1, "leader_epoch": 2, "partition_epoch": 5,
+                                 "isr": [1]}}}, ...]}
+
+``partition_states`` is optional and holds only partitions whose state differs from a new
+partition's (first replica leads, ISR = replicas, epochs 0), so files written before it existed
+load unchanged and a single node (which never changes a partition's state) writes none.
+
+Every change rewrites the file atomically: write ``.tmp`` → fsync → rename over the old file →
+fsync the directory.  A crash (kill -9, power loss) therefore leaves either the old or the new
+image, never a torn one.  Topic metadata changes are rare (admin operations), so a full rewrite
+is simpler than an append-only log and costs well under a millisecond for thousands of topics.
+Config overrides are stored as the strings Kafka would show and re-parsed on load.
+
+Ordering against the partition logs (owned by the ReplicaManager):
+- create: the topic is persisted first, then ``replica_manager.make_partitions`` creates its
+  logs (the creation is staged in the cache meanwhile), then it is published.  A crash in
+  between leaves a persisted topic whose logs the ReplicaManager creates at its next start-up.
+- delete: the removal is persisted and published first, then
+  ``replica_manager.delete_partitions`` removes the logs, so a deleted topic never comes back
+  after a crash (left-over directories are the ReplicaManager's to clean).
+
+Concurrency: state changes happen between awaits; a name being created or deleted is reserved
+(staged in the cache / ``_deleting``) so a concurrent request sees it.  Writes are
+group-committed: a change bumps a generation number and waits until a write covering that
+generation is durable; at most one write runs at a time, without holding a lock across the await.
+
+Error codes and messages follow Apache Kafka's KRaft controller (ReplicationControlManager,
+ControllerApis, Topic.validate), so admin clients show the same texts.
+"""
+from __future__ import annotations
+
+import abc
+import json
+import logging
+import os
+from typing import Any, Callable, Optional
+
+import trio
+
+from ..config import TOPIC_CONFIGS, ConfigError, validate_topic_configs
+from ..protocol.errors import ErrorCode, KafkaError
+from ..storage.fs import REAL_FS
+from .metadata import (CLUSTER_METADATA_TOPIC, TopicInfo, is_internal, is_valid_topic_name,
+                       new_topic_id, topic_id_from_str, topic_id_str, validate_topic_name)
+from .metadata_cache import (BrokerRegistration, ConfigRecord, ControllerRecord, Endpoint, MetadataCache,
+                             PartitionChangeRecord, PartitionRecord, PartitionState,
+                             RegisterBrokerRecord, RemoveTopicRecord, TopicRecord)
+
+log = logging.getLogger("pykbroker.metadata")
+
+METADATA_FILE = "__pykbroker_metadata.json"
+
+
+def _unify(name: str) -> str:
+    # '.' and '_' collide in metric names, so Kafka refuses topics differing only by them.
+    return name.replace(".", "_")
+
+
+def _render(configs: dict) -> dict:
+    return {k: TOPIC_CONFIGS[k].render(v) for k, v in sorted(configs.items())}
+
+
+class Controller(abc.ABC):
+    """The controller interface (see the module docstring).  Every operation raises
+    ``KafkaError`` with Kafka's code and message when refused."""
+
+    def __init__(self, cache: MetadataCache):
+        self.cache = cache
+        self._replica_manager = None
+        self._topic_deleted: list[Callable[[str], Any]] = []
+        self._partition_changed: list[Callable[[str, int, PartitionState], Any]] = []
+
+    # ------------------------------------------------------------------ listeners
+    def set_replica_manager(self, replica_manager) -> None:
+        """The host of this broker's partition logs: ``make_partitions(info, ids)`` and
+        ``delete_partitions(info)`` (awaited; a failed creation is rolled back) and
+        ``on_config_change(info)`` (may be sync or async)."""
+        self._replica_manager = replica_manager
+
+    def add_topic_deleted_listener(self, callback: Callable[[str], Any]) -> None:
+        """``callback(name)`` after a topic is gone (e.g. the group coordinator drops the
+        topic's committed offsets, Kafka's onPartitionsDeleted).  Errors are logged."""
+        self._topic_deleted.append(callback)
+
+    def add_partition_change_listener(self, callback: Callable[[str, int, PartitionState], Any]) -> None:
+        """``callback(topic, partition, new_state)`` after a leader/ISR change was published."""
+        self._partition_changed.append(callback)
+
+    def _notify_topic_deleted(self, name: str) -> None:
+        for cb in self._topic_deleted:
+            try:
+                cb(name)
+            except Exception:
+                log.exception("topic-deleted listener failed for %s", name)
+
+    # ------------------------------------------------------------------ life cycle
+    async def startup(self) -> None:
+        """Load the durable metadata and publish it to the cache."""
+
+    async def shutdown(self) -> None:
+        pass
+
+    # ------------------------------------------------------------------ operations
+    @abc.abstractmethod
+    async def register_broker(self, broker_id: int, endpoints: tuple[Endpoint, ...] = (),
+                              rack: Optional[str] = None) -> None:
+        """A broker (re-)registers with its advertised endpoints."""
+
+    @abc.abstractmethod
+    async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                           configs: dict[str, Optional[str]] | None = None, assignments=None,
+                           validate_only: bool = False, internal: bool = False) -> TopicInfo:
+        """``assignments``: iterable of ``(partition_index, [broker ids])`` or None; -1 counts
+        mean the broker defaults.  Returns the topic (not created when ``validate_only``)."""
+
+    @abc.abstractmethod
+    async def delete_topic(self, name: str) -> TopicInfo:
+        ...
+
+    @abc.abstractmethod
+    async def create_partitions(self, name: str, new_total: int, assignments=None,
+                                validate_only: bool = False) -> TopicInfo:
+        """``assignments``: one broker-id list per new partition, or None."""
+
+    @abc.abstractmethod
+    async def alter_topic_configs(self, name: str, new_overrides: dict[str, Any]) -> TopicInfo:
+        """Replace the topic's overrides (parsed values) with ``new_overrides``."""
+
+    @abc.abstractmethod
+    async def alter_partition(self, topic: str, partition: int, partition_epoch: int,
+                              leader: Optional[int] = None, isr: Optional[list[int]] = None) -> PartitionState:
+        """Change a partition's leader and/or ISR (Kafka's AlterPartition / leader election),
+        compare-and-set on ``partition_epoch``; a new leader bumps the leader epoch."""
+
+    @abc.abstractmethod
+    def replicas_offline(self, broker_id: int, partitions) -> None:
+        """``broker_id`` reports its replicas of ``partitions`` ((topic, p) pairs) offline (a
+        failed log dir; Kafka's broker heartbeat with offline dirs): a partition left without
+        a live replica gets no leader (-1) and lists them in ``offline_replicas``."""
+
+    @abc.abstractmethod
+    async def auto_create(self, name: str) -> Optional[TopicInfo]:
+        """Auto-creation (Metadata, the coordinators): the topic, or None when disabled, the
+        name is invalid, the creation is in flight or failed."""
+
+
+class TopicValidator:
+    """Kafka's controller-side checks of new topics and partitions (shared by controllers)."""
+
+    def __init__(self, cache: MetadataCache, config):
+        self.cache = cache
+        self.config = config
+
+    def registered_brokers(self) -> set[int]:
+        return {b.broker_id for b in self.cache.alive_brokers()}
+
+    def check_new_name(self, name: str) -> None:
+        validate_topic_name(name)
+        if name == CLUSTER_METADATA_TOPIC:
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             "Creation of internal topic %s is prohibited." % CLUSTER_METADATA_TOPIC)
+        staged = self.cache.staged_names()
+        if name in self.cache.topics or name in staged:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, "Topic '%s' already exists." % name)
+        if "." in name or "_" in name:
+            u = _unify(name)
+            for other in list(self.cache.topics) + staged:
+                if other != name and _unify(other) == u:
+                    raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                     "Topic '%s' collides with existing topic: %s" % (name, other))
+
+    def validate_manual_assignment(self, brokers: list[int], expected_rf: int | None) -> None:
+        """Kafka's validateManualPartitionAssignment (brokers checked in ascending order)."""
+        if not brokers:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             "The manual partition assignment includes an empty replica list.")
+        registered = self.registered_brokers()
+        prev = None
+        for b in sorted(brokers):
+            if b not in registered:
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 "The manual partition assignment includes broker %d, but no such "
+                                 "broker is registered." % b)
+            if b == prev:
+                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 "The manual partition assignment includes the broker %d more than once." % b)
+            prev = b
+        if expected_rf is not None and len(brokers) != expected_rf:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             "The manual partition assignment includes a partition with %d replica(s), but "
+                             "this is not consistent with previous partitions, which have %d replica(s)."
+                             % (len(brokers), expected_rf))
+
+    def place(self, start: int, count: int, rf: int) -> dict[int, list[int]]:
+        brokers = sorted(self.registered_brokers())
+        if rf > len(brokers):
+            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             "Unable to replicate the partition %d time(s): The target replication factor "
+                             "of %d cannot be reached because only %d broker(s) are registered or some "
+                             "brokers have all their log directories cordoned." % (rf, rf, len(brokers)))
+        return {p: [brokers[(p + i) % len(brokers)] for i in range(rf)] for p in range(start, start + count)}
+
+    def plan_topic(self, name: str, num_partitions: int, replication_factor: int,
+                   configs: dict[str, str | None], assignments=None) -> tuple[dict, dict[int, list[int]]]:
+        """Validate a new topic as Kafka's controller does (in its order) and return the parsed
+        config overrides and the replica assignment.  Raises KafkaError."""
+        self.check_new_name(name)
+        nulls = [k for k, v in (configs or {}).items() if v is None]
+        if nulls:
+            raise KafkaError(ErrorCode.INVALID_CONFIG,
+                             "Null value not supported for topic configs: %s" % ",".join(nulls))
+        try:
+            overrides = validate_topic_configs(dict(configs or {}))
+        except ConfigError as e:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
+        if assignments:
+            if replication_factor != -1:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, "
+                                 "but replication factor was not set to -1.")
+            if num_partitions != -1:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, "
+                                 "but numPartitions was not set to -1.")
+            placed: dict[int, list[int]] = {}
+            rf = None
+            for p, brokers in assignments:
+                if p in placed:
+                    raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                     "Found multiple manual partition assignments for partition %d" % p)
+                self.validate_manual_assignment(list(brokers), rf)
+                rf = len(brokers)
+                placed[p] = list(brokers)
+            for i in range(len(placed)):
+                if i not in placed:
+                    raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                     "partitions should be a consecutive 0-based integer sequence")
+            return overrides, dict(sorted(placed.items()))
+        if replication_factor < -1 or replication_factor == 0:
+            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                             "Replication factor must be larger than 0, or -1 to use the default value.")
+        if num_partitions < -1 or num_partitions == 0:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                             "Number of partitions was set to an invalid non-positive value.")
+        n = self.config["num.partitions"] if num_partitions == -1 else num_partitions
+        rf = self.config["default.replication.factor"] if replication_factor == -1 else replication_factor
+        return overrides, self.place(0, n, rf)
+
+    def plan_partitions(self, info: TopicInfo, new_total: int, assignments) -> dict[int, list[int]]:
+        """Kafka's createPartitions rules; returns the new partitions' placement."""
+        name, current = info.name, info.num_partitions
+        if new_total == current:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Topic already has %d partition(s)." % current)
+        if new_total < current:
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS,
+                             "The topic %s currently has %d partition(s); %d would not be an increase."
+                             % (name, current, new_total))
+        additional = new_total - current
+        if assignments is None:
+            return self.place(current, additional, info.replication_factor)
+        if len(assignments) != additional:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             "Attempted to add %d additional partition(s), but only %d assignment(s) "
+                             "were specified." % (additional, len(assignments)))
+        placed = {}
+        for i, brokers in enumerate(assignments):
+            self.validate_manual_assignment(list(brokers), info.replication_factor)
+            placed[current + i] = list(brokers)
+        return placed
+
+
+def _topic_records(info: TopicInfo, states: dict[int, PartitionState] | None = None) -> list:
+    states = states or {}
+    recs = [TopicRecord(info.name, info.topic_id, info.internal), ConfigRecord(info.name, dict(info.configs))]
+    for p, replicas in sorted(info.replica_assignment.items()):
+        recs.append(PartitionRecord(info.topic_id, p, states.get(p) or PartitionState.initial(replicas)))
+    return recs
+
+
+class LocalController(Controller):
+    """The single-node controller: durable in ``__pykbroker_metadata.json`` (module docstring)."""
+
+    def __init__(self, cache: MetadataCache, config, node_id: int, log_dir: str, fs=REAL_FS):
+        super().__init__(cache)
+        self.fs = fs
+        self.config = config
+        self.node_id = node_id
+        self.validator = TopicValidator(cache, config)
+        self._deleting: dict[str, trio.Event] = {}     # being deleted (logs not yet removed)
+        # (topic, p) -> the state before its replicas went offline: what is persisted, as a
+        # restart checks the log dirs again
+        self._before_offline: dict[tuple[str, int], PartitionState] = {}
+        self._gen = 0
+        self._durable_gen = 0
+        self._writing = False
+        self._written = trio.Event()
+        self.path = os.path.join(log_dir, METADATA_FILE)
+
+    # ------------------------------------------------------------------ persistence
+    async def startup(self) -> None:
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        try:
+            os.unlink(self.path + ".tmp")  # a write interrupted by a crash
+        except FileNotFoundError:
+            pass
+        # this node is the controller (Metadata/DescribeCluster report it, as a KRaft broker
+        # reports a live broker)
+        records: list = [ControllerRecord(self.node_id)]
+        try:
+            with open(self.path, "rb") as fh:
+                data = json.loads(fh.read())
+        except FileNotFoundError:
+            data = {}
+        for t in data.get("topics", []):
+            overrides = {}
+            for k, v in (t.get("configs") or {}).items():
+                try:
+                    overrides.update(validate_topic_configs({k: v}))
+                except ConfigError as e:
+                    log.warning("ignoring stored config of topic %s: %s", t["name"], e)
+            info = TopicInfo(
+                name=t["name"], topic_id=topic_id_from_str(t["topic_id"]),
+                num_partitions=int(t["num_partitions"]),
+                replica_assignment={int(p): list(r) for p, r in t["replica_assignment"].items()},
+                configs=overrides, internal=bool(t.get("internal")) or is_internal(t["name"]))
+            states = {}
+            for p, st in (t.get("partition_states") or {}).items():
+                replicas = info.replica_assignment.get(int(p), [])
+                states[int(p)] = PartitionState(
+                    leader=int(st.get("leader", replicas[0] if replicas else -1)),
+                    leader_epoch=int(st.get("leader_epoch", 0)),
+                    partition_epoch=int(st.get("partition_epoch", 0)),
+                    replicas=tuple(replicas), isr=tuple(st.get("isr", replicas)))
+            records += _topic_records(info, states)
+        self.cache.apply(records)
+        if data:
+            log.info("loaded metadata of %d topic(s) from %s", len(self.cache.topics), self.path)
+
+    def _snapshot(self) -> bytes:
+        topics = []
+        # staged creations included: persisted before their logs are made (module docstring)
+        for info in self.cache.all_including_staged():
+            entry = {
+                "name": info.name, "topic_id": topic_id_str(info.topic_id),
+                "num_partitions": info.num_partitions,
+                "replica_assignment": {str(p): r for p, r in sorted(info.replica_assignment.items())},
+                "configs": _render(info.configs),
+                "internal": info.internal,
+            }
+            changed = {}
+            for p, replicas in sorted(info.replica_assignment.items()):
+                st = self._before_offline.get((info.name, p)) or self.cache.partition_state(info.name, p)
+                if st is not None and st != PartitionState.initial(replicas):
+                    changed[str(p)] = {"leader": st.leader, "leader_epoch": st.leader_epoch,
+                                       "partition_epoch": st.partition_epoch, "isr": list(st.isr)}
+            if changed:
+                entry["partition_states"] = changed
+            topics.append(entry)
+        return json.dumps({"version": 1, "topics": topics}, indent=1).encode()
+
+    async def _persist(self) -> None:
+        """Make the current metadata durable (group commit, one writer at a time)."""
+        self._gen += 1
+        mine = self._gen
+        while self._durable_gen < mine:
+            if self._writing:
+                await self._written.wait()
+                continue
+            self._writing = True
+            gen = self._gen
+            data = self._snapshot()
+            try:
+                # Not cancellable: once started, the write completes (the state is already changed).
+                await trio.to_thread.run_sync(self.fs.write_file_atomic, self.path, data)
+                self._durable_gen = max(self._durable_gen, gen)
+            finally:
+                self._writing = False
+                done, self._written = self._written, trio.Event()
+                done.set()
+
+    # ------------------------------------------------------------------ brokers
+    async def register_broker(self, broker_id: int, endpoints=(), rack=None) -> None:
+        # In memory only, like an ephemeral /brokers/ids znode: a broker registers at each start.
+        self.cache.apply([RegisterBrokerRecord(BrokerRegistration(broker_id, tuple(endpoints), rack))])
+
+    # ------------------------------------------------------------------ topics
+    async def create_topic(self, name, num_partitions, replication_factor, configs=None,
+                           assignments=None, validate_only=False, internal=False) -> TopicInfo:
+        while name in self._deleting:  # the old incarnation's logs are still being removed
+            await self._deleting[name].wait()
+        overrides, placement = self.validator.plan_topic(name, num_partitions, replication_factor,
+                                                         configs or {}, assignments)
+        info = TopicInfo(name=name, topic_id=new_topic_id(), num_partitions=len(placement),
+                         replica_assignment=placement, configs=overrides,
+                         internal=internal or is_internal(name))
+        if validate_only:
+            return info
+        records = _topic_records(info)
+        # Reserved from here (TOPIC_ALREADY_EXISTS for a concurrent creation) but invisible to
+        # clients until its logs exist.
+        staged = self.cache.stage(records)
+        await self._make_staged(records, staged, staged.partition_ids(), "creating topic %s" % name)
+        info = self.cache.get(name)
+        log.info("created topic %s (id %s, %d partition(s), configs %s)", name, topic_id_str(info.topic_id),
+                 info.num_partitions, _render(overrides))
+        return info
+
+    async def _make_staged(self, records, info: TopicInfo, partition_ids, what: str) -> None:
+        """Persist staged creation records, have the ReplicaManager create the logs, publish;
+        on any failure the creation is rolled back (it never became visible)."""
+        try:
+            await self._persist()
+            await self._replica_manager.make_partitions(info, partition_ids)
+        except BaseException:
+            self.cache.discard_staged(records)
+            with trio.CancelScope(shield=True):
+                await self._persist()
+            log.exception("%s failed", what)
+            raise
+        self.cache.publish_staged(records)
+
+    async def delete_topic(self, name: str) -> TopicInfo:
+        info = self.cache.get(name)
+        if info is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        self.cache.apply([RemoveTopicRecord(info.topic_id)])
+        for p in range(info.num_partitions):
+            self._before_offline.pop((name, p), None)
+        done = self._deleting[name] = trio.Event()
+        try:
+            with trio.CancelScope(shield=True):  # a half-done delete must still finish
+                await self._persist()
+                await self._replica_manager.delete_partitions(info)
+        finally:
+            self._deleting.pop(name, None)
+            done.set()
+        log.info("deleted topic %s (id %s)", name, topic_id_str(info.topic_id))
+        # Committed offsets of the deleted partitions go too (Kafka's onPartitionsDeleted).
+        self._notify_topic_deleted(name)
+        return info
+
+    async def create_partitions(self, name: str, new_total: int, assignments=None,
+                                validate_only: bool = False) -> TopicInfo:
+        info = self.cache.get(name)
+        if info is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        # counted with partitions still being added by a concurrent request, as they will be
+        pending = self.cache.including_staged(name)
+        current = pending.num_partitions
+        placed = self.validator.plan_partitions(pending, new_total, assignments)
+        if validate_only:
+            return info
+        records = [PartitionRecord(info.topic_id, p, PartitionState.initial(r)) for p, r in sorted(placed.items())]
+        self.cache.stage(records)
+        await self._make_staged(records, info, list(range(current, new_total)), "adding partitions to %s" % name)
+        log.info("topic %s now has %d partition(s)", name, new_total)
+        return info
+
+    async def auto_create(self, name: str) -> Optional[TopicInfo]:
+        """Uses num.partitions and default.replication.factor, as Kafka does."""
+        if not self.config["auto.create.topics.enable"] or not is_valid_topic_name(name):
+            return None
+        if name in self.cache.topics:
+            return self.cache.topics[name]
+        if self.cache.is_staged(name):
+            return None  # in flight (Kafka answers UNKNOWN_TOPIC_OR_PARTITION meanwhile)
+        try:
+            return await self.create_topic(name, -1, -1, {})
+        except KafkaError as e:
+            if e.code == ErrorCode.TOPIC_ALREADY_EXISTS:
+                return self.cache.get(name)
+            log.warning("auto-creation of topic %s failed: %s", name, e)
+            return None
+
+    async def alter_topic_configs(self, name: str, new_overrides: dict[str, Any]) -> TopicInfo:
+        info = self.cache.get(name)
+        if info is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        old = info.configs
+        self.cache.apply([ConfigRecord(name, dict(new_overrides))])
+        try:
+            await self._persist()
+        except BaseException:
+            self.cache.apply([ConfigRecord(name, old)])
+            raise
+        res = self._replica_manager.on_config_change(info)
+        if hasattr(res, "__await__"):
+            await res
+        log.info("topic %s config overrides now %s", name, _render(info.configs))
+        return info
+
+    # ------------------------------------------------------------------ partitions
+    async def alter_partition(self, topic: str, partition: int, partition_epoch: int,
+                              leader: Optional[int] = None, isr: Optional[list[int]] = None) -> PartitionState:
+        info = self.cache.get(topic)
+        st = self.cache.partition_state(topic, partition) if info is not None else None
+        if st is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if partition_epoch != st.partition_epoch:
+            # Kafka's AlterPartition answer for a stale proposal
+            raise KafkaError(ErrorCode.INVALID_UPDATE_VERSION)
+        new_leader = st.leader if leader is None else leader
+        new_isr = tuple(st.isr if isr is None else isr)
+        registered = self.validator.registered_brokers()
+        if new_leader != -1 and (new_leader not in st.replicas or new_leader not in registered):
+            raise KafkaError(ErrorCode.INELIGIBLE_REPLICA if new_leader in st.replicas
+                             else ErrorCode.INVALID_REQUEST,
+                             "Broker %d cannot lead %s-%d." % (new_leader, topic, partition))
+        if any(b not in st.replicas for b in new_isr) or (new_leader != -1 and new_leader not in new_isr):
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
+                             "Invalid ISR %s for %s-%d (replicas %s, leader %d)."
+                             % (list(new_isr), topic, partition, list(st.replicas), new_leader))
+        if new_leader == st.leader and new_isr == st.isr:
+            return st
+        new = PartitionState(leader=new_leader,
+                             leader_epoch=st.leader_epoch + (new_leader != st.leader),
+                             partition_epoch=st.partition_epoch + 1, replicas=st.replicas, isr=new_isr,
+                             offline_replicas=st.offline_replicas)
+        self.cache.apply([PartitionChangeRecord(info.topic_id, partition, new)])
+        try:
+            await self._persist()
+        except BaseException:
+            self.cache.apply([PartitionChangeRecord(info.topic_id, partition, st)])
+            raise
+        for cb in self._partition_changed:
+            try:
+                cb(topic, partition, new)
+            except Exception:
+                log.exception("partition-change listener failed for %s-%d", topic, partition)
+        return new
+
+    def replicas_offline(self, broker_id: int, partitions) -> None:
+        # Not persisted, and no epoch bump: the single node reports the leader it had (as the
+        # broker did before this seam existed); replication will elect another ISR member.
+        records = []
+        for topic, p in partitions:
+            info = self.cache.get(topic)
+            st = self.cache.partition_state(topic, p) if info is not None else None
+            if st is None or broker_id in st.offline_replicas:
+                continue
+            self._before_offline.setdefault((topic, p), st)
+            offline = st.offline_replicas + (broker_id,)
+            live = [b for b in st.isr if b not in offline]
+            leader = st.leader if st.leader in live else (live[0] if live else -1)
+            records.append(PartitionChangeRecord(info.topic_id, p, PartitionState(
+                leader=leader, leader_epoch=st.leader_epoch, partition_epoch=st.partition_epoch,
+                replicas=st.replicas, isr=st.isr, offline_replicas=offline)))
+        self.cache.apply(records)

@@ -1,0 +1,150 @@
+"""The controller seam in-process: LocalController publishes to a MetadataCache, with a fake
+ReplicaManager (no sockets, no logs).  Behaviour seen by clients is covered by the other tests
+in this folder; these pin the seam itself: staging, rollback, persistence of partition state,
+loading files written before partition state existed, AlterPartition compare-and-set."""
+import json
+import os
+
+import pytest
+import trio
+
+from pykbroker.cluster.controller import METADATA_FILE, LocalController
+from pykbroker.cluster.metadata_cache import Endpoint, MetadataCache, PartitionState
+from pykbroker.config import BrokerConfig
+from pykbroker.protocol.errors import ErrorCode, KafkaError
+
+NODE = 1
+
+
+class FakeReplicaManager:
+    def __init__(self, cache):
+        self.cache = cache
+        self.made, self.deleted, self.config_changes = [], [], []
+        self.seen_during_make = None
+        self.fail = False
+
+    async def make_partitions(self, info, ids):
+        # what the ReplicaManager can see while it creates the logs
+        self.seen_during_make = (self.cache.get(info.name), self.cache.effective_config(info.name),
+                                 [self.cache.partition_state(info.name, p) for p in ids])
+        await trio.lowlevel.checkpoint()
+        if self.fail:
+            raise OSError("disk full")
+        self.made.append((info.name, list(ids)))
+
+    async def delete_partitions(self, info):
+        self.deleted.append(info.name)
+
+    def on_config_change(self, info):
+        self.config_changes.append((info.name, dict(info.configs)))
+
+
+async def _start(tmp_path, **cfg):
+    config = BrokerConfig({"node.id": str(NODE), **cfg})
+    cache = MetadataCache(NODE, "cid", config.effective_topic_config)
+    ctl = LocalController(cache, config, NODE, str(tmp_path))
+    rm = FakeReplicaManager(cache)
+    ctl.set_replica_manager(rm)
+    await ctl.startup()
+    await ctl.register_broker(NODE, (Endpoint("PLAINTEXT", "127.0.0.1", 9092),), None)
+    return ctl, cache, rm
+
+
+def test_create_is_staged_then_published(tmp_path):
+    async def main():
+        ctl, cache, rm = await _start(tmp_path)
+        info = await ctl.create_topic("t", 2, 1, {"retention.ms": "1000"})
+        visible, cfg, states = rm.seen_during_make
+        assert visible is None                     # not visible to clients before its logs exist
+        assert cfg["retention.ms"] == 1000          # but its configs are, to the ReplicaManager
+        assert states == [PartitionState(NODE, 0, 0, (NODE,), (NODE,))] * 2
+        assert cache.get("t") is info and info.num_partitions == 2
+        assert cache.leader_of("t", 1) == NODE and cache.leader_of("t", 2) == -1
+        assert cache.controller_id == NODE
+        assert [b.broker_id for b in cache.alive_brokers()] == [NODE]
+        await ctl.create_partitions("t", 3)
+        assert rm.made == [("t", [0, 1]), ("t", [2])]
+        assert cache.partition_state("t", 2).leader == NODE
+    trio.run(main)
+
+
+def test_failed_creation_rolls_back(tmp_path):
+    async def main():
+        ctl, cache, rm = await _start(tmp_path)
+        rm.fail = True
+        with pytest.raises(OSError):
+            await ctl.create_topic("t", 1, 1)
+        assert cache.get("t") is None and cache.effective_config("t")["retention.ms"] != 1000
+        assert json.loads(open(tmp_path / METADATA_FILE).read())["topics"] == []
+        rm.fail = False
+        await ctl.create_topic("t", 1, 1)
+        rm.fail = True
+        with pytest.raises(OSError):
+            await ctl.create_partitions("t", 2)
+        assert cache.get("t").num_partitions == 1 and cache.partition_state("t", 1) is None
+    trio.run(main)
+
+
+def test_validation_messages(tmp_path):
+    async def main():
+        ctl, cache, rm = await _start(tmp_path)
+        with pytest.raises(KafkaError) as e:
+            await ctl.create_topic("t", 1, 2)
+        assert e.value.code == ErrorCode.INVALID_REPLICATION_FACTOR
+        with pytest.raises(KafkaError) as e:
+            await ctl.create_topic("t", -1, -1, assignments=[(0, [2])])
+        assert e.value.code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+        assert "broker 2, but no such broker is registered" in e.value.message
+    trio.run(main)
+
+
+def test_partition_state_persisted_and_legacy_file_loads(tmp_path):
+    legacy = {"version": 1, "topics": [{"name": "old", "topic_id": "AAAAAAAAAAAAAAAAAAAAAQ",
+                                         "num_partitions": 2, "replica_assignment": {"0": [1], "1": [1]},
+                                         "configs": {"retention.ms": "5"}, "internal": False}]}
+    (tmp_path / METADATA_FILE).write_text(json.dumps(legacy))
+
+    async def main():
+        ctl, cache, rm = await _start(tmp_path)
+        assert cache.partition_state("old", 1) == PartitionState(NODE, 0, 0, (NODE,), (NODE,))
+        assert cache.effective_config("old")["retention.ms"] == 5
+        with pytest.raises(KafkaError) as e:
+            await ctl.alter_partition("old", 0, partition_epoch=7, isr=[NODE])
+        assert e.value.code == ErrorCode.INVALID_UPDATE_VERSION
+        with pytest.raises(KafkaError):
+            await ctl.alter_partition("old", 0, partition_epoch=0, isr=[])   # the leader must stay in the ISR
+        changes = []
+        ctl.add_partition_change_listener(lambda t, p, st: changes.append((t, p, st)))
+        st = await ctl.alter_partition("old", 0, partition_epoch=0, leader=-1, isr=[NODE])
+        assert (st.leader, st.leader_epoch, st.partition_epoch) == (-1, 1, 1)
+        assert changes == [("old", 0, st)] and cache.partition_state("old", 0) == st
+        data = json.loads(open(tmp_path / METADATA_FILE).read())["topics"][0]
+        assert data["partition_states"] == {"0": {"leader": -1, "leader_epoch": 1, "partition_epoch": 1,
+                                                  "isr": [NODE]}}
+        # an offline replica is a reported fact, not persisted (a restart checks the dirs again)
+        ctl.replicas_offline(NODE, [("old", 1)])
+        assert cache.partition_state("old", 1).leader == -1
+        assert cache.partition_state("old", 1).offline_replicas == (NODE,)
+        await ctl.alter_topic_configs("old", {})
+        assert rm.config_changes == [("old", {})]
+
+        ctl2, cache2, _ = await _start(tmp_path)
+        assert cache2.partition_state("old", 0) == st
+        assert cache2.partition_state("old", 1) == PartitionState(NODE, 0, 0, (NODE,), (NODE,))
+        assert cache2.effective_config("old")["retention.ms"] != 5
+    trio.run(main)
+
+
+def test_delete_notifies_listeners(tmp_path):
+    async def main():
+        ctl, cache, rm = await _start(tmp_path)
+        deleted = []
+        ctl.add_topic_deleted_listener(deleted.append)
+        ctl.add_topic_deleted_listener(lambda n: 1 / 0)   # a failing listener is logged, not fatal
+        info = await ctl.create_topic("t", 1, 1)
+        await ctl.delete_topic("t")
+        assert rm.deleted == ["t"] and deleted == ["t"]
+        assert cache.get("t") is None and cache.by_id.get(info.topic_id) is None
+        assert cache.partition_state("t", 0) is None
+        assert not os.path.exists(str(tmp_path / METADATA_FILE) + ".tmp")
+    trio.run(main)
