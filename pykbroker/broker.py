@@ -85,7 +85,7 @@ class Broker:
         self.metadata = MetadataImage(self)
         self.replica_manager = ReplicaManager(self)
         try:
-            from .coordinator.group.coordinator import GroupCoordinator
+            from .coordinator.group.coordinator import BrokerOffsetsLog, GroupCoordinator
         except ImportError:  # consumer groups not built into this tree yet
             GroupCoordinator = None
         async with trio.open_nursery() as nursery:
@@ -95,7 +95,10 @@ class Broker:
                 await self.replica_manager.startup(nursery)
                 self._components.append(self.replica_manager)
                 if GroupCoordinator is not None:
-                    self.group_coordinator = GroupCoordinator(self)
+                    self.group_coordinator = GroupCoordinator(
+                        self.config, self.metadata, BrokerOffsetsLog(self.metadata, self.replica_manager))
+                    # Single node: startup() leads (loads) every __consumer_offsets partition; with
+                    # a controller, its leader/resign events call on_become_leader/on_resign.
                     await self.group_coordinator.startup(nursery)
                     self._components.append(self.group_coordinator)
                 bound = []
