@@ -654,6 +654,20 @@ class ClassicGroup:
             self._remove_member(m)
         self.pending.clear()
 
+    def unload(self) -> None:
+        """This broker stopped coordinating the group (Kafka's onUnloaded): members waiting in
+        JoinGroup/SyncGroup learn NOT_COORDINATOR (they look the coordinator up again), timers
+        stop, and the object is Dead, so a late append callback changes nothing."""
+        for m in self.members.values():
+            if m.join_waiter is not None:
+                m.join_waiter.set(join_error(E.NOT_COORDINATOR, m.member_id))
+                m.join_waiter = None
+            if m.sync_waiter is not None:
+                m.sync_waiter.set({"error_code": int(E.NOT_COORDINATOR), "assignment": b""})
+                m.sync_waiter = None
+        self.cancel_timers()
+        self.state = DEAD
+
     def cancel_timers(self) -> None:
         for m in list(self.members):
             self.timer.cancel(self._tkey("hb", m))

@@ -329,10 +329,11 @@ class GroupCoordinator:
         for gid in [gid for gid in self.groups if self.partition_for(gid) == partition]:
             g = self.groups.pop(gid)
             if isinstance(g, ClassicGroup):
-                g.cancel_timers()
+                g.unload()
             else:
                 for mid in g.members:
                     self.timer.cancel(("cg-hb", gid, mid))
+                g.state = DEAD
         for gid in [gid for gid in self.offsets if self.partition_for(gid) == partition]:
             del self.offsets[gid]
 
