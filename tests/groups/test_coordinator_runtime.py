@@ -89,7 +89,10 @@ def run(test, parts=None):
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
-def recorder():
+async def leading(rt, p=0, epoch=0):
+    """Lead and load partition ``p``; returns (answers so far, a write callback recording them)."""
+    rt.on_become_leader(p, epoch)
+    await rt.wait_loaded()
     got = []
     return got, got.append
 
@@ -102,8 +105,8 @@ def test_load_replays_the_partition_then_serves():
         rt.on_become_leader(0, 5)
         await trio.sleep(1)
         assert rt.status(0) == E.COORDINATOR_LOAD_IN_PROGRESS
-        got, cb = recorder()
-        rt.write(0, [(b"x", b"y")], cb)
+        got = []
+        rt.write(0, [(b"x", b"y")], got.append)
         assert got == [E.COORDINATOR_LOAD_IN_PROGRESS]  # no write before the state is loaded
         fp.read_gate.set()
         await rt.wait_loaded([0])
@@ -115,9 +118,7 @@ def test_load_replays_the_partition_then_serves():
 
 def test_write_answered_only_once_the_high_watermark_passes_it():
     async def t(rt, fp, events):
-        rt.on_become_leader(0, 0)
-        await rt.wait_loaded()
-        got, cb = recorder()
+        got, cb = await leading(rt)
         rt.write(0, [(b"k1", b"v1")], lambda c: cb(("w1", c)))
         rt.write(0, [(b"k2", b"v2"), (b"k3", b"v3")], lambda c: cb(("w2", c)))
         await trio.sleep(1)
@@ -137,10 +138,8 @@ def test_write_answered_only_once_the_high_watermark_passes_it():
 
 def test_append_error_answers_at_once():
     async def t(rt, fp, events):
-        rt.on_become_leader(0, 0)
-        await rt.wait_loaded()
+        got, cb = await leading(rt)
         fp.fail = E.NOT_LEADER_OR_FOLLOWER
-        got, cb = recorder()
         rt.write(0, [(b"k", b"v")], cb)
         await trio.sleep(1)
         assert got == [E.NOT_LEADER_OR_FOLLOWER]
@@ -149,9 +148,7 @@ def test_append_error_answers_at_once():
 
 def test_resign_unloads_and_fails_uncommitted_writes():
     async def t(rt, fp, events):
-        rt.on_become_leader(0, 3)
-        await rt.wait_loaded()
-        got, cb = recorder()
+        got, cb = await leading(rt, 0, 3)
         rt.write(0, [(b"k", b"v")], cb)
         await trio.sleep(1)
         assert got == [] and fp.records[0] == [(b"k", b"v")]
