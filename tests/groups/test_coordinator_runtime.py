@@ -280,3 +280,19 @@ def test_resign_answers_members_waiting_in_join_group():
         res = await f.get()
         assert res["error_code"] == E.NOT_COORDINATOR and g.state == "Dead"
     run_gc(t)
+
+
+def test_with_a_controller_only_led_partitions_load():
+    async def main():
+        log = MemoryOffsetsLog()
+        await log.create(4, 1, 0)
+        async with trio.open_nursery() as n:
+            gc = GroupCoordinator(FakeBroker().config, log=log, leads_every_partition=False)
+            await gc.startup(n)
+            p = gc.partition_for("g")
+            assert gc.coordinator_error("g") == E.NOT_COORDINATOR and gc.runtime.active_partitions() == []
+            gc.on_become_leader(p, 0)  # what the controller's leader event does
+            await gc.runtime.wait_loaded()
+            assert gc.coordinator_error("g") == 0 and gc.runtime.active_partitions() == [p]
+            n.cancel_scope.cancel()
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))

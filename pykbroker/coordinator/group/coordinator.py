@@ -69,10 +69,14 @@ def _cfg(config, key, default):
 class GroupCoordinator:
     """Handed its dependencies: ``config`` (key -> value), ``metadata`` (topic lookups for KIP-848
     subscriptions) and ``log``, the ``__consumer_offsets`` backend (:class:`BrokerOffsetsLog`, or
-    :class:`MemoryOffsetsLog` in unit tests; may also be given to :meth:`startup`)."""
+    :class:`MemoryOffsetsLog` in unit tests; may also be given to :meth:`startup`).
+    ``leads_every_partition``: a single broker, leader of every ``__consumer_offsets`` partition,
+    loads them all itself; with a controller (False) its leadership events call
+    :meth:`on_become_leader` / :meth:`on_resign`."""
 
-    def __init__(self, config, metadata=None, log=None):
+    def __init__(self, config, metadata=None, log=None, leads_every_partition: bool = True):
         self.config = config
+        self.leads_every_partition = leads_every_partition
         self.metadata = metadata
         self.timer = Timer()
         self.groups: dict = {}
@@ -102,12 +106,12 @@ class GroupCoordinator:
         if self.log.exists():
             self.num_partitions = self.log.num_partitions()
             self._topic_ready = True
-            await self._lead_every_partition()
+            if self.leads_every_partition:
+                await self._lead_every_partition()
 
     async def _lead_every_partition(self) -> None:
         """Single broker: this broker leads every partition, so it loads every shard (and waits,
-        so the first request finds them loaded).  With a controller, its leadership events call
-        :meth:`on_become_leader` / :meth:`on_resign` instead."""
+        so the first request finds them loaded)."""
         t0 = time.monotonic()
         for p in range(self.num_partitions):
             self.on_become_leader(p, self.log.leader_epoch(p))
@@ -143,7 +147,8 @@ class GroupCoordinator:
                 await self.log.create(self.num_partitions, _cfg(self.config, "offsets.topic.replication.factor", 1),
                                       _cfg(self.config, "offsets.topic.segment.bytes", 104857600))
             self.num_partitions = self.log.num_partitions()
-            await self._lead_every_partition()
+            if self.leads_every_partition:
+                await self._lead_every_partition()
             self._topic_ready = True
         finally:
             ev, self._creating = self._creating, None
