@@ -100,7 +100,7 @@ class Broker:
         self.replica_manager.on_replicas_offline = (
             lambda tps: self.controller.replicas_offline(self.node_id, tps))
         try:
-            from .coordinator.group.coordinator import GroupCoordinator
+            from .coordinator.group.coordinator import BrokerOffsetsLog, GroupCoordinator
         except ImportError:  # consumer groups not built into this tree yet
             GroupCoordinator = None
         async with trio.open_nursery() as nursery:
@@ -114,8 +114,12 @@ class Broker:
                 self._components.append(self.log_manager)
                 await self.replica_manager.startup(nursery)
                 if GroupCoordinator is not None:
-                    self.group_coordinator = GroupCoordinator(self)
+                    self.group_coordinator = GroupCoordinator(
+                        self.config, self.metadata_cache,
+                        BrokerOffsetsLog(self.metadata_cache, self.replica_manager, self.controller))
                     self.controller.add_topic_deleted_listener(self.group_coordinator.on_topic_deleted)
+                    # Single node: startup() leads (loads) every __consumer_offsets partition; with
+                    # a controller, its leader/resign events call on_become_leader/on_resign.
                     await self.group_coordinator.startup(nursery)
                     self._components.append(self.group_coordinator)
                 bound = []

@@ -25,7 +25,7 @@ def run(test, **cfg):
 
     async def main():
         async with trio.open_nursery() as n:
-            gc = GroupCoordinator(FakeBroker(**cfg))
+            gc = GroupCoordinator(FakeBroker(**cfg).config)
             await gc.startup(n, backend=MemoryOffsetsLog())
             await gc.ensure_topic()
             await test(gc, n)
@@ -191,7 +191,7 @@ def test_offsets_commit_reload_and_expiry():
         assert (await gc.commit("g", {("t", 0): OffsetAndMetadata(5, 3, "meta", 1000)}).get()) == 0
         backend = gc.log
         async with trio.open_nursery() as n2:
-            gc2 = GroupCoordinator(FakeBroker())
+            gc2 = GroupCoordinator(FakeBroker().config)
             await gc2.startup(n2, backend=backend)
             om = gc2.fetch_offsets("g", [("t", 0)])[("t", 0)]
             assert (om.offset, om.leader_epoch, om.metadata) == (5, 3, "meta")

@@ -95,7 +95,7 @@ def run(test, log=None, md=None):
 
     async def main():
         async def start(n):
-            gc = GroupCoordinator(FakeBroker(md))
+            gc = GroupCoordinator(FakeBroker(md).config, md)
             await gc.startup(n, backend=log)
             await gc.ensure_topic()
             return gc
@@ -236,7 +236,7 @@ class GatedLog(MemoryOffsetsLog):
 
     async def append(self, partition, batch):
         await self.gate.wait()
-        await super().append(partition, batch)
+        return await super().append(partition, batch)
 
 
 def test_heartbeat_answered_only_after_its_records_are_written():

@@ -28,7 +28,7 @@ class GatedLog(MemoryOffsetsLog):
             await self.gate.wait()
         if self.fail is not None:
             raise KafkaError(self.fail, "injected")
-        await super().append(partition, batch)
+        return await super().append(partition, batch)
 
     def group_records(self, gid):
         out = []
@@ -45,7 +45,7 @@ def run(test):
     async def main():
         async with trio.open_nursery() as n:
             log = GatedLog()
-            gc = GroupCoordinator(FakeBroker())
+            gc = GroupCoordinator(FakeBroker().config)
             await gc.startup(n, backend=log)
             await gc.ensure_topic()
             await test(gc, log)

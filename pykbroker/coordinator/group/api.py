@@ -18,16 +18,16 @@ def coordinator(ctx):
 
 async def group_precheck(ctx, group_id, create_topic: bool = True):
     """Kafka's checks before a group request: coordinator present, offsets topic ready, and this
-    broker coordinating the group.  Returns (coordinator, error code or 0)."""
+    broker coordinating the group (its shard loaded).  Returns (coordinator, error code or 0)."""
     gc = coordinator(ctx)
     if create_topic:
         try:
             await gc.ensure_topic()
         except Exception:
             return gc, E.COORDINATOR_NOT_AVAILABLE
-    if not gc.is_coordinator_for(group_id or ""):
-        return gc, E.NOT_COORDINATOR
-    return gc, 0
+    # NOT_COORDINATOR when this broker does not lead the group's offsets partition,
+    # COORDINATOR_LOAD_IN_PROGRESS while it replays it.
+    return gc, gc.coordinator_error(group_id or "")
 
 
 def client_host(ctx) -> str:

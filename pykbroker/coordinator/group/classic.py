@@ -627,13 +627,18 @@ class ClassicGroup:
             self.pending.discard(member_id)
             self._maybe_complete_join()
 
-    def _remove_member(self, m: Member) -> None:
+    @staticmethod
+    def _answer_waiters(m: Member, code) -> None:
+        """Answer the member's parked JoinGroup/SyncGroup with ``code``."""
         if m.join_waiter is not None:
-            m.join_waiter.set(join_error(E.UNKNOWN_MEMBER_ID, m.member_id))
+            m.join_waiter.set(join_error(code, m.member_id))
             m.join_waiter = None
         if m.sync_waiter is not None:
-            m.sync_waiter.set({"error_code": int(E.UNKNOWN_MEMBER_ID), "assignment": b""})
+            m.sync_waiter.set({"error_code": int(code), "assignment": b""})
             m.sync_waiter = None
+
+    def _remove_member(self, m: Member) -> None:
+        self._answer_waiters(m, E.UNKNOWN_MEMBER_ID)
         self.timer.cancel(self._tkey("hb", m.member_id))
         self.members.pop(m.member_id, None)
         self.pending_sync.discard(m.member_id)
@@ -653,6 +658,15 @@ class ClassicGroup:
         for m in list(self.members.values()):
             self._remove_member(m)
         self.pending.clear()
+
+    def unload(self) -> None:
+        """This broker stopped coordinating the group (Kafka's onUnloaded): members waiting in
+        JoinGroup/SyncGroup learn NOT_COORDINATOR (they look the coordinator up again), timers
+        stop, and the object is Dead, so a late append callback changes nothing."""
+        for m in self.members.values():
+            self._answer_waiters(m, E.NOT_COORDINATOR)
+        self.cancel_timers()
+        self.state = DEAD
 
     def cancel_timers(self) -> None:
         for m in list(self.members):

@@ -137,7 +137,7 @@ class ConsumerGroup:
 class ConsumerGroupManager:
     def __init__(self, coordinator):
         self.gc = coordinator
-        cfg = coordinator.broker.config
+        cfg = coordinator.config
 
         def get(k, d=None):
             # Every key and its Kafka default is declared in pykbroker/config.py (``d`` is unused).
@@ -148,7 +148,7 @@ class ConsumerGroupManager:
 
     # -- helpers -----------------------------------------------------------------------------
     def _md(self):
-        return self.gc.broker.metadata
+        return self.gc.metadata
 
     def _member_topics(self, g: ConsumerGroup, m: CMember) -> set:
         names = set(m.topics)

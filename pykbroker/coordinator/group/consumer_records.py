@@ -211,17 +211,26 @@ def _tag_i64(tags: dict, tag: int) -> int:
     return struct.unpack(">q", raw)[0] if raw is not None and len(raw) == 8 else 0
 
 
-def group_metadata_value(epoch: int, metadata_hash: int = 0) -> bytes:
+def _epoch_value(epoch: int, tag0: int) -> bytes:
+    """The shape of the group and target metadata values: an int32 epoch, an int64 in tag 0."""
     w = _W()
     w.i32(epoch)
-    return w.done({0: _i64_tag(metadata_hash)})
+    return w.done({0: _i64_tag(tag0)})
+
+
+def _parse_epoch_value(buf) -> tuple[int, int]:
+    r = _R(buf)
+    epoch = r.i32()
+    return epoch, _tag_i64(r.skip_tags(), 0)
+
+
+def group_metadata_value(epoch: int, metadata_hash: int = 0) -> bytes:
+    return _epoch_value(epoch, metadata_hash)
 
 
 def parse_group_metadata_value(buf) -> tuple[int, int]:
     """(group epoch, metadata hash or 0)."""
-    r = _R(buf)
-    epoch = r.i32()
-    return epoch, _tag_i64(r.skip_tags(), 0)
+    return _parse_epoch_value(buf)
 
 
 def parse_partition_metadata_value(buf) -> list:
@@ -281,16 +290,12 @@ def parse_member_metadata_value(buf) -> dict:
 
 
 def target_metadata_value(assignment_epoch: int, timestamp_ms: int = 0) -> bytes:
-    w = _W()
-    w.i32(assignment_epoch)
-    return w.done({0: _i64_tag(timestamp_ms)})
+    return _epoch_value(assignment_epoch, timestamp_ms)
 
 
 def parse_target_metadata_value(buf) -> tuple[int, int]:
     """(assignment epoch, assignment timestamp or 0)."""
-    r = _R(buf)
-    epoch = r.i32()
-    return epoch, _tag_i64(r.skip_tags(), 0)
+    return _parse_epoch_value(buf)
 
 
 def target_member_value(tps) -> bytes:

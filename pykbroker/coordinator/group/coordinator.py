@@ -4,12 +4,16 @@
   mutates them, synchronously between awaits.  Handlers call in, get an answer or a
   :class:`~.classic.Future` to await.
 - Committed offsets live in ``self.offsets[group][(topic, partition)]`` and are made durable as
-  records in ``__consumer_offsets`` (see :mod:`.offsets`).  One writer task appends in request
-  order and applies each change to the in-memory cache only once its batch is in the log, so an
-  OffsetFetch never returns an offset that a crash could lose.
-- At start-up (before listeners open) every partition of ``__consumer_offsets`` is replayed, so
-  offsets and group metadata survive clean restarts and ``kill -9``; the broker only answers
-  group requests once that is done (no COORDINATOR_LOAD_IN_PROGRESS window).
+  records in ``__consumer_offsets`` (see :mod:`.offsets`).  Writes go through the coordinator
+  runtime (:mod:`..runtime`): one writer per partition appends in request order, and a change is
+  applied to the in-memory cache only once its batch is committed (high watermark), so an
+  OffsetFetch never returns an offset that a crash or a leader change could lose.
+- Each partition of ``__consumer_offsets`` is a runtime shard: its groups and offsets are rebuilt
+  by replaying the partition when this broker becomes its leader (:meth:`on_become_leader`) and
+  dropped when it resigns (:meth:`on_resign`).  A group request answers NOT_COORDINATOR for a
+  shard not loaded here and COORDINATOR_LOAD_IN_PROGRESS while it loads.  A single broker leads
+  every partition: it loads them all at start-up (before listeners open, so clients never see
+  the load) and when it creates the topic.
 - ``__consumer_offsets`` is created on first use (FindCoordinator / first group request), as
   Kafka does, so a broker that never sees a group never shows the internal topic.
 - Offsets expire after ``offsets.retention.minutes`` (checked every
@@ -28,8 +32,8 @@ import time
 import trio
 
 from ...protocol.errors import ErrorCode as E, KafkaError
-from ...protocol.records import (Record, decode_records, encode_batch, iter_batches,
-                                 validate_produce_records)
+from ...protocol.records import iter_batches, validate_produce_records
+from ..runtime import CoordinatorRuntime
 from . import offsets as O
 from .classic import DEAD, EMPTY, ClassicGroup, Future
 from .timer import Timer
@@ -61,20 +65,29 @@ def _cfg(broker, key, default=None):
 
 
 class GroupCoordinator:
-    def __init__(self, broker):
-        self.broker = broker
+    """Handed its dependencies: ``config`` (key -> value), ``metadata`` (topic lookups for KIP-848
+    subscriptions) and ``log``, the ``__consumer_offsets`` backend (:class:`BrokerOffsetsLog`, or
+    :class:`MemoryOffsetsLog` in unit tests; may also be given to :meth:`startup`).
+    ``leads_every_partition``: a single broker, leader of every ``__consumer_offsets`` partition,
+    loads them all itself; with a controller (False) its leadership events call
+    :meth:`on_become_leader` / :meth:`on_resign`."""
+
+    def __init__(self, config, metadata=None, log=None, leads_every_partition: bool = True):
+        self.config = config
+        self.leads_every_partition = leads_every_partition
+        self.metadata = metadata
         self.timer = Timer()
         self.groups: dict = {}
         self.offsets: dict[str, dict[tuple[str, int], O.OffsetAndMetadata]] = {}
-        self.initial_rebalance_delay_ms = _cfg(broker, "group.initial.rebalance.delay.ms", 3000)
-        self.min_session_timeout_ms = _cfg(broker, "group.min.session.timeout.ms", 6000)
-        self.max_session_timeout_ms = _cfg(broker, "group.max.session.timeout.ms", 1800000)
-        self.group_max_size = _cfg(broker, "group.max.size", 2**31 - 1)
-        self.num_partitions = _cfg(broker, "offsets.topic.num.partitions", 50)
-        self.retention_ms = _cfg(broker, "offsets.retention.minutes", 10080) * 60000
-        self.retention_check_s = _cfg(broker, "offsets.retention.check.interval.ms", 600000) / 1000.0
-        self.log = None  # OffsetsLog backend, set in startup()
-        self._write_send, self._write_recv = trio.open_memory_channel(10000)
+        self.initial_rebalance_delay_ms = _cfg(self, "group.initial.rebalance.delay.ms", 3000)
+        self.min_session_timeout_ms = _cfg(self, "group.min.session.timeout.ms", 6000)
+        self.max_session_timeout_ms = _cfg(self, "group.max.session.timeout.ms", 1800000)
+        self.group_max_size = _cfg(self, "group.max.size", 2**31 - 1)
+        self.num_partitions = _cfg(self, "offsets.topic.num.partitions", 50)
+        self.retention_ms = _cfg(self, "offsets.retention.minutes", 10080) * 60000
+        self.retention_check_s = _cfg(self, "offsets.retention.check.interval.ms", 600000) / 1000.0
+        self.log = log  # OffsetsLog backend (the runtime's PartitionWriter)
+        self.runtime: CoordinatorRuntime | None = None  # set in startup()
         self._topic_ready = False
         self._creating: trio.Event | None = None
         self.consumer = None  # KIP-848 part, set in startup() when available
@@ -82,15 +95,37 @@ class GroupCoordinator:
     # -- lifecycle ---------------------------------------------------------------------------
     async def startup(self, nursery, backend=None) -> None:
         from .consumer import ConsumerGroupManager
-        self.log = backend if backend is not None else BrokerOffsetsLog(self.broker)
+        if backend is not None:
+            self.log = backend
         self.consumer = ConsumerGroupManager(self)
+        self.runtime = CoordinatorRuntime(O.OFFSETS_TOPIC, self.log, lambda p: GroupShard(self, p), nursery)
+        nursery.start_soon(self.timer.run)
+        nursery.start_soon(self._expiry_loop)
         if self.log.exists():
             self.num_partitions = self.log.num_partitions()
             self._topic_ready = True
-            await self._load()
-        nursery.start_soon(self.timer.run)
-        nursery.start_soon(self._writer)
-        nursery.start_soon(self._expiry_loop)
+            if self.leads_every_partition:
+                await self._lead_every_partition()
+
+    async def _lead_every_partition(self) -> None:
+        """Single broker: this broker leads every partition, so it loads every shard (and waits,
+        so the first request finds them loaded)."""
+        t0 = time.monotonic()
+        for p in range(self.num_partitions):
+            self.on_become_leader(p, self.log.leader_epoch(p))
+        await self.runtime.wait_loaded()
+        n_members = sum(len(g.members) for g in self.groups.values() if g.kind == "consumer")
+        log.info("loaded %d group(s) (%d KIP-848 member(s)) and offsets of %d group(s) from %s in %.3fs",
+                 len(self.groups), n_members, len(self.offsets), O.OFFSETS_TOPIC, time.monotonic() - t0)
+
+    def on_become_leader(self, partition: int, leader_epoch: int) -> None:
+        """This broker now leads ``__consumer_offsets``-``partition``: load its groups (Kafka's
+        GroupCoordinator.onElection)."""
+        self.runtime.on_become_leader(partition, leader_epoch)
+
+    def on_resign(self, partition: int, leader_epoch: int | None = None) -> None:
+        """This broker no longer leads the partition: drop its groups (Kafka's onResignation)."""
+        self.runtime.on_resign(partition, leader_epoch)
 
     async def shutdown(self) -> None:
         for g in list(self.groups.values()):
@@ -107,9 +142,11 @@ class GroupCoordinator:
         self._creating = trio.Event()
         try:
             if not self.log.exists():
-                await self.log.create(self.num_partitions, _cfg(self.broker, "offsets.topic.replication.factor", 1),
-                                      _cfg(self.broker, "offsets.topic.segment.bytes", 104857600))
+                await self.log.create(self.num_partitions, _cfg(self, "offsets.topic.replication.factor", 1),
+                                      _cfg(self, "offsets.topic.segment.bytes", 104857600))
             self.num_partitions = self.log.num_partitions()
+            if self.leads_every_partition:
+                await self._lead_every_partition()
             self._topic_ready = True
         finally:
             ev, self._creating = self._creating, None
@@ -118,9 +155,13 @@ class GroupCoordinator:
     def partition_for(self, group_id: str) -> int:
         return O.partition_for(group_id, self.num_partitions)
 
+    def coordinator_error(self, group_id: str) -> int:
+        """0 if this broker coordinates the group (its offsets partition is loaded here), else
+        NOT_COORDINATOR, or COORDINATOR_LOAD_IN_PROGRESS while that partition loads."""
+        return self.runtime.status(self.partition_for(group_id)) if self._topic_ready else 0
+
     def is_coordinator_for(self, group_id: str) -> bool:
-        """This broker coordinates every group whose offsets partition it leads (single broker: all)."""
-        return self.log.is_leader(self.partition_for(group_id)) if self._topic_ready else True
+        return self.coordinator_error(group_id) == 0
 
     # -- groups ------------------------------------------------------------------------------
     def get_group(self, group_id: str):
@@ -274,90 +315,30 @@ class GroupCoordinator:
 
     # -- the log -----------------------------------------------------------------------------
     def _enqueue(self, partition, recs, fut, done, on_complete=None) -> None:
-        try:
-            self._write_send.send_nowait((partition, recs, fut, done, on_complete))
-        except trio.WouldBlock:
-            if fut is not None:
-                fut.set(int(E.COORDINATOR_NOT_AVAILABLE))
-            if on_complete is not None:
-                on_complete(int(E.COORDINATOR_NOT_AVAILABLE))
-
-    async def _writer(self) -> None:
-        """Single appender: batches land in request order; cache updated after the append."""
-        async for partition, recs, fut, done, on_complete in self._write_recv:
-            now = int(time.time() * 1000)
-            batch = encode_batch([Record(None, now, k, v) for k, v in recs])
-            code = 0
-            try:
-                await self.log.append(partition, batch)
-            except Exception as e:
-                log.exception("appending to %s-%d failed", O.OFFSETS_TOPIC, partition)
-                code = getattr(e, "code", None) or E.COORDINATOR_NOT_AVAILABLE
+        """Write ``recs`` to the partition through the runtime; once committed, ``done()`` applies
+        the change to the cache; ``fut`` gets the code, ``on_complete`` the code as Kafka maps
+        group-metadata append errors for the response."""
+        def complete(code):
             if code == 0 and done is not None:
                 done()
             if fut is not None:
                 fut.set(int(code))
             if on_complete is not None:
-                try:
-                    on_complete(append_error_to_response(code))
-                except Exception:
-                    log.exception("group metadata append callback failed")
+                on_complete(append_error_to_response(code))
+        self.runtime.write(partition, recs, complete)
 
-    async def _load(self) -> None:
-        t0 = time.monotonic()
-        loaded_groups: dict[str, O.LoadedGroup | None] = {}
-        loading_cg: dict[str, dict] = {}  # KIP-848 groups, replayed by the consumer manager
-        last_seen: dict[tuple[str, str], int] = {}  # (kind, group) -> order of its last record
-        seq = 0
-        n_off = 0
-        for p in range(self.num_partitions):
-            async for batch in self.log.read(p):
-                for h in iter_batches(batch):
-                    if h.is_control:
-                        continue
-                    for rec in decode_records(memoryview(batch)[h.position:h.position + h.size]):
-                        if rec.key is None:
-                            continue
-                        seq += 1
-                        try:
-                            k = O.parse_key(rec.key)
-                            if k[0] == "consumer":
-                                _, kind, gid, mid = k
-                                self.consumer.replay(loading_cg, kind, gid, mid, bytes(rec.key), rec.value)
-                                last_seen[("consumer", gid)] = seq
-                            elif k[0] == "offset":
-                                _, gid, topic, part = k
-                                if rec.value is None:
-                                    self.offsets.get(gid, {}).pop((topic, part), None)
-                                else:
-                                    self.offsets.setdefault(gid, {})[(topic, part)] = O.parse_offset_value(rec.value)
-                                    n_off += 1
-                            elif k[0] == "group":
-                                gid = k[1]
-                                loaded_groups[gid] = None if rec.value is None else O.parse_group_value(rec.value)
-                                last_seen[("classic", gid)] = seq
-                        except (ValueError, IndexError, UnicodeDecodeError) as e:
-                            log.warning("skipping unreadable record in %s-%d: %s", O.OFFSETS_TOPIC, p, e)
-        for gid, lg in loaded_groups.items():
-            if lg is None:
-                continue
-            if gid in loading_cg and last_seen.get(("consumer", gid), 0) > last_seen[("classic", gid)]:
-                continue  # converted to a consumer group after its last classic record
-            self._restore_group(gid, lg)
-        n_members = 0
-        for gid, st in loading_cg.items():
-            if gid in self.groups and last_seen[("consumer", gid)] < last_seen.get(("classic", gid), 0):
-                continue  # converted back to classic (Kafka tombstones first; be safe anyway)
-            g = self.consumer.finish_load(gid, st)
-            if g is not None:
-                self.groups.pop(gid, None)
-                self.groups[gid] = g
-                n_members += len(g.members)
-        for gid in self.offsets:
-            if gid not in self.groups and self.offsets[gid]:
-                self.get_or_create_classic(gid)
-        log.info("loaded %d group(s) (%d KIP-848 member(s)) and offsets of %d group(s) from %s in %.3fs",
-                 len(self.groups), n_members, len(self.offsets), O.OFFSETS_TOPIC, time.monotonic() - t0)
+    def _drop_partition(self, partition: int) -> None:
+        """Leadership of ``partition`` lost: forget its groups and offsets, stop their timers."""
+        for gid in [gid for gid in self.groups if self.partition_for(gid) == partition]:
+            g = self.groups.pop(gid)
+            if isinstance(g, ClassicGroup):
+                g.unload()
+            else:
+                for mid in g.members:
+                    self.timer.cancel(("cg-hb", gid, mid))
+                g.state = DEAD
+        for gid in [gid for gid in self.offsets if self.partition_for(gid) == partition]:
+            del self.offsets[gid]
 
     def _restore_group(self, gid: str, lg: O.LoadedGroup) -> None:
         from .classic import Member, STABLE
@@ -429,46 +410,117 @@ class GroupCoordinator:
         return expired
 
 
-class BrokerOffsetsLog:
-    """``__consumer_offsets`` in this broker's own log (metadata + replica manager)."""
+class GroupShard:
+    """One partition of ``__consumer_offsets`` being loaded (the runtime's shard): records are
+    replayed into local state, which becomes the coordinator's when the whole partition is read.
+    A group lives in exactly one partition, so shards never share a group."""
 
-    def __init__(self, broker):
-        self.broker = broker
+    def __init__(self, gc: GroupCoordinator, partition: int):
+        self.gc = gc
+        self.partition = partition
+        self.groups: dict[str, O.LoadedGroup | None] = {}
+        self.consumer_groups: dict[str, dict] = {}  # KIP-848 groups, replayed by the consumer manager
+        self.offsets: dict[str, dict] = {}
+        self.last_seen: dict[tuple[str, str], int] = {}  # (kind, group) -> order of its last record
+        self.seq = 0
+
+    def replay(self, key: bytes, value) -> None:
+        self.seq += 1
+        k = O.parse_key(key)
+        if k[0] == "consumer":
+            _, kind, gid, mid = k
+            self.gc.consumer.replay(self.consumer_groups, kind, gid, mid, bytes(key), value)
+            self.last_seen[("consumer", gid)] = self.seq
+        elif k[0] == "offset":
+            _, gid, topic, part = k
+            if value is None:
+                self.offsets.get(gid, {}).pop((topic, part), None)
+            else:
+                self.offsets.setdefault(gid, {})[(topic, part)] = O.parse_offset_value(value)
+        elif k[0] == "group":
+            gid = k[1]
+            self.groups[gid] = None if value is None else O.parse_group_value(value)
+            self.last_seen[("classic", gid)] = self.seq
+
+    def loaded(self) -> None:
+        gc, last_seen = self.gc, self.last_seen
+        for gid, committed in self.offsets.items():
+            if committed:
+                gc.offsets[gid] = committed
+        for gid, lg in self.groups.items():
+            if lg is None:
+                continue
+            if gid in self.consumer_groups and last_seen.get(("consumer", gid), 0) > last_seen[("classic", gid)]:
+                continue  # converted to a consumer group after its last classic record
+            gc._restore_group(gid, lg)
+        for gid, st in self.consumer_groups.items():
+            if gid in gc.groups and last_seen[("consumer", gid)] < last_seen.get(("classic", gid), 0):
+                continue  # converted back to classic (Kafka tombstones first; be safe anyway)
+            g = gc.consumer.finish_load(gid, st)
+            if g is not None:
+                gc.groups.pop(gid, None)
+                gc.groups[gid] = g
+        for gid in self.offsets:
+            if gid not in gc.groups and gc.offsets.get(gid):
+                gc.get_or_create_classic(gid)
+
+    def unloaded(self) -> None:
+        self.gc._drop_partition(self.partition)
+
+
+class BrokerOffsetsLog:
+    """``__consumer_offsets`` in this broker's own log: the runtime's PartitionWriter, over the
+    metadata cache (partition count), the controller (topic creation) and the replica manager
+    (the partitions)."""
+
+    def __init__(self, metadata, replica_manager, controller):
+        self.metadata = metadata
+        self.replica_manager = replica_manager
+        self.controller = controller
 
     def exists(self) -> bool:
-        md = self.broker.metadata
+        md = self.metadata
         return md is not None and md.get(O.OFFSETS_TOPIC) is not None
 
     def num_partitions(self) -> int:
-        return self.broker.metadata.get(O.OFFSETS_TOPIC).num_partitions
+        return self.metadata.get(O.OFFSETS_TOPIC).num_partitions
 
-    def is_leader(self, partition: int) -> bool:
-        return True
+    def leader_epoch(self, partition: int) -> int:
+        p = self.replica_manager.get_partition(O.OFFSETS_TOPIC, partition)
+        return getattr(p, "leader_epoch", 0) if p is not None else 0
 
     async def create(self, n: int, rf: int, segment_bytes: int) -> None:
         configs = {"cleanup.policy": "compact", "compression.type": "producer",
                    "segment.bytes": str(segment_bytes)}
         try:
-            await self.broker.controller.create_topic(O.OFFSETS_TOPIC, n, rf, configs, internal=True)
+            await self.controller.create_topic(O.OFFSETS_TOPIC, n, rf, configs, internal=True)
         except Exception as e:
             if getattr(e, "code", None) != E.TOPIC_ALREADY_EXISTS:
                 raise
 
     def _partition(self, partition: int):
-        p = self.broker.replica_manager.get_partition(O.OFFSETS_TOPIC, partition)
+        p = self.replica_manager.get_partition(O.OFFSETS_TOPIC, partition)
         if p is None:
             raise KafkaError(E.COORDINATOR_NOT_AVAILABLE, "%s-%d is not open" % (O.OFFSETS_TOPIC, partition))
         return p
 
-    async def append(self, partition: int, batch: bytes) -> None:
-        """Append like a produce with acks=all (single node: durable in the log once written;
-        honours the topic's flush settings like Produce does)."""
+    async def append(self, partition: int, batch: bytes) -> int:
+        """Append as the leader (honours the topic's flush settings like Produce does); returns
+        the log end offset after the batch, for the runtime to wait for the high watermark."""
         p = self._partition(partition)
         now = int(time.time() * 1000)
         validated = validate_produce_records(batch, p.config["max.message.bytes"], now_ms=now)
         p.append_records_as_leader(validated, now)
+        end = p.log_end_offset
         if p.needs_flush():
             await p.flush()
+        return end
+
+    async def wait_for_high_watermark(self, partition: int, offset: int) -> None:
+        p = self._partition(partition)
+        await p.wait_for_high_watermark(offset)
+        if p.high_watermark < offset:
+            raise KafkaError(E.NOT_COORDINATOR, "%s-%d went away" % (O.OFFSETS_TOPIC, partition))
 
     async def read(self, partition: int):
         """Every batch of the partition, from the log start to the log end, as bytes."""
@@ -491,7 +543,8 @@ class BrokerOffsetsLog:
 
 
 class MemoryOffsetsLog:
-    """An in-memory stand-in for unit tests (keeps batches; survives "restarts" if reused)."""
+    """An in-memory stand-in for unit tests (keeps batches; survives "restarts" if reused).
+    Offsets count batches; the high watermark follows each append at once, as on one broker."""
 
     def __init__(self):
         self.partitions: dict[int, list[bytes]] | None = None
@@ -502,15 +555,19 @@ class MemoryOffsetsLog:
     def num_partitions(self) -> int:
         return len(self.partitions)
 
-    def is_leader(self, partition: int) -> bool:
-        return True
+    def leader_epoch(self, partition: int) -> int:
+        return 0
 
     async def create(self, n, rf, segment_bytes) -> None:
         self.partitions = {i: [] for i in range(n)}
 
-    async def append(self, partition: int, batch: bytes) -> None:
+    async def append(self, partition: int, batch: bytes) -> int:
         await trio.sleep(0)
         self.partitions[partition].append(batch)
+        return len(self.partitions[partition])
+
+    async def wait_for_high_watermark(self, partition: int, offset: int) -> None:
+        pass
 
     async def read(self, partition: int):
         for b in self.partitions[partition]:

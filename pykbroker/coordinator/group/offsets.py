@@ -12,7 +12,8 @@ Layout (as Apache Kafka lays it out, so the topic's content is meaningful to Kaf
   compacted, so the latest record per key is the state.
 - each OffsetCommit request is one batch (all its partitions commit atomically).
 
-Reading back is a straight replay of each partition in offset order at start-up.
+Reading back is a straight replay of a partition in offset order, when this broker becomes its
+leader (the coordinator runtime loads the shard; a single broker loads every one at start-up).
 """
 from __future__ import annotations
 
