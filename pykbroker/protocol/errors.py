@@ -138,6 +138,20 @@ class ErrorCode(enum.IntEnum):
     REBOOTSTRAP_REQUIRED = 129
 
 
+# Kafka's default texts (Errors.X.message()), carried by answers built from ApiError(Errors.X)
+# without a message of their own.  Only those pykbroker sends; which answers carry them is each
+# handler's business (Kafka is not uniform about it).
+DEFAULT_MESSAGES = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
+    ErrorCode.UNKNOWN_TOPIC_ID: "This server does not host this topic ID.",
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
+    ErrorCode.NOT_COORDINATOR: "This is not the correct coordinator.",
+    ErrorCode.INVALID_REQUEST: "This most likely occurs because of a request being malformed by the client "
+                               "library or the message was sent to an incompatible broker. See the broker "
+                               "logs for more details.",
+}
+
+
 class KafkaError(Exception):
     """The one exception family for an error the client is answered with: ``code`` is the Kafka
     error code (an :class:`ErrorCode`), ``message`` the ``error_message`` a response carries
