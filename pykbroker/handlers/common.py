@@ -24,7 +24,10 @@ def leader_partition(replica_manager, topic: str, index: int, current_leader_epo
     Kafka's answer: UNKNOWN_TOPIC_OR_PARTITION; KAFKA_STORAGE_ERROR for a partition whose log dir
     failed (Kafka's Offline partitions; the other dirs keep serving); FENCED_LEADER_EPOCH /
     UNKNOWN_LEADER_EPOCH when the client's ``current_leader_epoch`` is older / newer than ours
-    (-1, the field's default in versions without it, skips the check)."""
+    (-1, the field's default in versions without it, skips the check).  Kafka's
+    ReplicaManager.getPartitionOrException + Partition.localLogWithEpochOrThrow; with followers,
+    NOT_LEADER_OR_FOLLOWER belongs here too.  Raising costs nothing on the success path of the
+    Produce/Fetch loops (a ``try`` is free in Python 3.11+ until something is raised)."""
     partition = replica_manager.get_partition(topic, index)
     if partition is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -42,16 +45,16 @@ class PartitionResponses:
     ``request``: the request's (topics array, topic name, partitions array, partition index)
     keys; ``response``: the same four for the response.  ``error_fields``: what an errored
     partition carries besides its index and error code (Kafka's -1 / empty placeholders; a
-    list value is copied per entry).  ``top``: the response's other top-level fields."""
+    list value is copied per entry).  The response's other top-level field is
+    ``throttle_time_ms`` (0)."""
 
     __slots__ = ("req_topics", "req_topic", "req_parts", "req_index",
-                 "topics", "topic", "parts", "index", "error_fields", "top")
+                 "topics", "topic", "parts", "index", "error_fields")
 
-    def __init__(self, request: tuple, response: tuple, error_fields: dict, top: dict | None = None):
+    def __init__(self, request: tuple, response: tuple, error_fields: dict):
         self.req_topics, self.req_topic, self.req_parts, self.req_index = request
         self.topics, self.topic, self.parts, self.index = response
         self.error_fields = error_fields
-        self.top = {"throttle_time_ms": 0} if top is None else top
 
     def error(self, index: int, code) -> dict:
         r = {self.index: index, "error_code": int(code)}
@@ -71,9 +74,7 @@ class PartitionResponses:
             for t in request[self.req_topics]])
 
     def response(self, topics: list) -> dict:
-        r = dict(self.top)
-        r[self.topics] = topics
-        return r
+        return {"throttle_time_ms": 0, self.topics: topics}
 
     async def answer_each(self, request, answer) -> list:
         """The response's topic list, in request order: ``await answer(topic, partition)`` gives
