@@ -23,7 +23,10 @@ from __future__ import annotations
 from ..protocol.errors import ErrorCode, KafkaError
 from .common import PartitionResponses, leader_partition
 
-API_KEY, MIN_VERSION, MAX_VERSION = 2, 1, 7
+API_KEY = 2
+MIN_VERSION = 1
+MAX_VERSION = 7
+
 READ_COMMITTED = 1
 
 _KEYS = ("topics", "name", "partitions", "partition_index")

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from .common import PartitionResponses, leader_partition
 
-API_KEY, MIN_VERSION, MAX_VERSION = 21, 0, 2
+API_KEY = 21
+MIN_VERSION = 0
+MAX_VERSION = 2
 
 _KEYS = ("topics", "name", "partitions", "partition_index")
 RESPONSES = PartitionResponses(_KEYS, _KEYS, {"low_watermark": -1})

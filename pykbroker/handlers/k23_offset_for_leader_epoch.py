@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from .common import PartitionResponses, leader_partition
 
-API_KEY, MIN_VERSION, MAX_VERSION = 23, 2, 4
+API_KEY = 23
+MIN_VERSION = 2
+MAX_VERSION = 4
 
 _KEYS = ("topics", "topic", "partitions", "partition")
 RESPONSES = PartitionResponses(_KEYS, _KEYS, {"leader_epoch": -1, "end_offset": -1})
