@@ -72,11 +72,6 @@ class Broker:
             if not os.path.exists(p):
                 fs.write_file_atomic(p, b"version=1\ncluster.id=%s\nnode.id=%d\n" % (cid.encode(), self.node_id))
 
-    @property
-    def metadata(self):
-        """Alias of ``metadata_cache`` for the code not yet switched to the new name."""
-        return self.metadata_cache
-
     def advertised_listener(self, listener_name: str = "PLAINTEXT") -> Listener:
         for li in self.advertised:
             if li.name == listener_name:

@@ -3,7 +3,11 @@
 Each module defines ``API_KEY``, ``MIN_VERSION``/``MAX_VERSION`` (the range advertised in
 ApiVersions — never wider than the semantics built), and ``async def handle(ctx, request) -> dict``.
 It may define ``error_response(ctx, request, code) -> dict`` to answer per item when the
-handler itself fails.  Returning ``None`` sends no response (Produce with acks=0).
+handler itself fails (built with ``common.PartitionResponses`` / ``common.error_per_item``).
+Returning ``None`` sends no response (Produce with acks=0).  A handler answers an error by
+raising or catching ``protocol.errors.KafkaError`` (one family: records, storage and handler
+errors all carry an ``ErrorCode``).  Code two handlers share lives in a non-``kNN`` module here
+(``common.py``, ``config_resources.py``), never in one handler imported by another.
 """
 from __future__ import annotations
 

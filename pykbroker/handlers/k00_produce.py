@@ -34,8 +34,7 @@ Behaviour (Apache Kafka 4.x as the oracle):
 Version notes: v5 adds log_start_offset; v7 allows zstd; v8 adds record_errors/error_message;
 v9 is flexible; v10-11 add the (tagged) current_leader / node_endpoints, which pykbroker leaves
 at their defaults since it is always the leader.
-- A partition whose log dir failed (I/O error; see cluster/replica_manager.py) answers
-  KAFKA_STORAGE_ERROR (56), as Kafka's offline partitions do; the other dirs keep serving.
+- Offline partitions (log dir failed): KAFKA_STORAGE_ERROR, see handlers/common.py.
 """
 from __future__ import annotations
 
@@ -47,6 +46,7 @@ import trio
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.records import RecordError, first_batch_corruption, validate_produce_records
 from ..server.connection import CloseConnection
+from .common import PartitionResponses, leader_partition
 
 API_KEY = 0
 MIN_VERSION = 3
@@ -69,23 +69,10 @@ _LOG_START_ERRORS = frozenset(int(c) for c in (
     ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.UNKNOWN_PRODUCER_ID))
 
 
-def _err(index: int, code, message=None, version: int = 11) -> dict:
-    r = {"index": index, "error_code": int(code), "base_offset": -1,
-         "log_append_time_ms": -1, "log_start_offset": -1, "record_errors": []}
-    if message is not None and code in _MESSAGE_ERRORS:
-        r["error_message"] = message
-    return r
-
-
-def error_response(ctx, request, code, message=None) -> dict:
-    def part(index):
-        r = _err(index, code)
-        if message is not None:
-            r["error_message"] = message
-        return r
-    return {"responses": [
-        {"name": t["name"], "partition_responses": [part(p["index"]) for p in t["partition_data"]]}
-        for t in request["topic_data"]], "throttle_time_ms": 0}
+RESPONSES = PartitionResponses(
+    ("topic_data", "name", "partition_data", "index"), ("responses", "name", "partition_responses", "index"),
+    {"base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1, "record_errors": []})
+error_response = RESPONSES.error_response
 
 
 async def handle(ctx, request):
@@ -101,7 +88,7 @@ async def handle(ctx, request):
                 # transactional/idempotent?): a corrupt first header fails the whole request.
                 if acks == 0:
                     raise CloseConnection("a produce with acks=0 failed")
-                return error_response(ctx, request, ErrorCode.CORRUPT_MESSAGE, corrupt)
+                return error_response(ctx, request, ErrorCode.CORRUPT_MESSAGE, error_message=corrupt)
     if acks not in (0, 1, -1):
         resp = error_response(ctx, request, ErrorCode.INVALID_REQUIRED_ACKS)
         return None if acks == 0 else resp
@@ -117,29 +104,16 @@ async def handle(ctx, request):
         info = broker.metadata_cache.get(name)
         for p in t["partition_data"]:
             idx = p["index"]
-            partition = rm.get_partition(name, idx) if info is not None else None
-            if partition is None:
-                parts_out.append(_err(idx, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-                failed = True
-                continue
-            if partition.offline:
-                # Kafka: a partition on a failed log dir is Offline -> KAFKA_STORAGE_ERROR.
-                parts_out.append(_err(idx, ErrorCode.KAFKA_STORAGE_ERROR))
-                failed = True
-                continue
-            if info.internal:
-                parts_out.append(_err(idx, ErrorCode.INVALID_TOPIC_EXCEPTION))
-                failed = True
-                continue
-            cfg = partition.config
-            if acks == -1 and len(partition.isr) < cfg.get("min.insync.replicas", 1):
-                # Kafka refuses acks=all before appending when the ISR is below min.insync.replicas.
-                r = _err(idx, ErrorCode.NOT_ENOUGH_REPLICAS)
-                r["log_start_offset"] = partition.log_start_offset
-                parts_out.append(r)
-                failed = True
-                continue
             try:
+                if info is None:
+                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                partition = leader_partition(rm, name, idx)
+                if info.internal:
+                    raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION)
+                cfg = partition.config
+                if acks == -1 and len(partition.isr) < cfg.get("min.insync.replicas", 1):
+                    # Kafka refuses acks=all before appending when the ISR is below min.insync.replicas.
+                    raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS)
                 validated = validate_produce_records(
                     p["records"], cfg["max.message.bytes"], api_version=version, now_ms=now_ms,
                     timestamp_before_max_ms=cfg.get("message.timestamp.before.max.ms"),
@@ -149,18 +123,14 @@ async def handle(ctx, request):
                     raise KafkaError(ErrorCode.INVALID_TXN_STATE,
                                      "pykbroker does not support transactions yet")
                 res = partition.append_records_as_leader(validated, now_ms)
-            except RecordError as e:
-                r = _err(idx, e.code)
-                if e.client_message is not None:
-                    r["error_message"] = e.client_message
-                if e.code in _LOG_START_ERRORS and not e.request_check:
-                    r["log_start_offset"] = partition.log_start_offset
-                parts_out.append(r)
-                failed = True
-                continue
             except KafkaError as e:
-                r = _err(idx, e.code, e.message)
-                if e.code in _LOG_START_ERRORS:
+                # A RecordError's message is exactly Kafka's error_message; other errors show
+                # theirs only for the record validation codes.
+                record_error = isinstance(e, RecordError)
+                r = RESPONSES.error(idx, e.code)
+                if e.message is not None and (record_error or e.code in _MESSAGE_ERRORS):
+                    r["error_message"] = e.message
+                if e.code in _LOG_START_ERRORS and not (record_error and e.request_check):
                     r["log_start_offset"] = partition.log_start_offset
                 parts_out.append(r)
                 failed = True

@@ -30,26 +30,26 @@ Behaviour (Apache Kafka 4.x as the oracle):
 Version notes: v5 adds log_start_offset; v7 sessions; v9 current_leader_epoch; v11 rack_id and
 preferred_read_replica; v12 is flexible, adds last_fetched_epoch (divergence checks are for
 followers, not done) and tagged diverging_epoch/current_leader/snapshot_id (left default).
-- A partition whose log dir failed (I/O error; see cluster/replica_manager.py) answers
-  KAFKA_STORAGE_ERROR (56), as Kafka's offline partitions do; the other dirs keep serving.
+- The partition lookup (unknown, offline: KAFKA_STORAGE_ERROR, leader epoch) is
+  handlers/common.py's, shared with Produce, ListOffsets, DeleteRecords, OffsetForLeaderEpoch.
 """
 from __future__ import annotations
 
 import trio
 
-from ..protocol.errors import ErrorCode
+from ..protocol.errors import ErrorCode, KafkaError
+from .common import PartitionResponses, leader_partition
 
 API_KEY = 1
 MIN_VERSION = 4
 MAX_VERSION = 12
-
 READ_COMMITTED = 1
 
-
-def _part_error(index: int, code, aborted=None) -> dict:
-    return {"partition_index": index, "error_code": int(code), "high_watermark": -1,
-            "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": aborted,
-            "preferred_read_replica": -1, "records": b""}
+# Per partition only: a request-level failure is the top-level error_code (error_response).
+RESPONSES = PartitionResponses(
+    ("topics", "topic", "partitions", "partition"), ("responses", "topic", "partitions", "partition_index"),
+    {"high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
+     "aborted_transactions": None, "preferred_read_replica": -1, "records": b""})
 
 
 def error_response(ctx, request, code) -> dict:
@@ -59,7 +59,6 @@ def error_response(ctx, request, code) -> dict:
 def _read_all(broker, request, targets):
     """One pass over the requested partitions.  Returns (responses, bytes read, any error)."""
     rm = broker.replica_manager
-    version_v9 = request["_v"] >= 9
     read_committed = request["isolation_level"] == READ_COMMITTED
     limit = max(request["max_bytes"], 0)
     min_one = True
@@ -67,33 +66,28 @@ def _read_all(broker, request, targets):
     errored = False
     responses = []
     for t in request["topics"]:
+        name = t["topic"]
         parts = []
-        responses.append({"topic": t["topic"], "partitions": parts})
+        responses.append({"topic": name, "partitions": parts})
         for p in t["partitions"]:
             idx = p["partition"]
-            partition = rm.get_partition(t["topic"], idx)
-            if partition is None:
-                # Kafka answers an unknown topic/partition from its metadata check, before the
-                # log read, with an empty (not null) aborted_transactions list.
-                parts.append(_part_error(idx, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, []))
-                errored = True
-                continue
-            if partition.offline:
-                # Kafka: a partition on a failed log dir is Offline -> KAFKA_STORAGE_ERROR.
-                parts.append(_part_error(idx, ErrorCode.KAFKA_STORAGE_ERROR))
+            try:
+                # (current_leader_epoch is -1, no check, before v9)
+                partition = leader_partition(rm, name, idx, p["current_leader_epoch"])
+            except KafkaError as e:
+                r = RESPONSES.error(idx, e.code)
+                if e.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    # Kafka answers it from its metadata check, before the log read, with an
+                    # empty (not null) aborted_transactions list.
+                    r["aborted_transactions"] = []
+                parts.append(r)
                 errored = True
                 continue
             targets.add(partition)
-            if version_v9:
-                code = partition.check_leader_epoch(p["current_leader_epoch"])
-                if code:
-                    parts.append(_part_error(idx, code))
-                    errored = True
-                    continue
             max_bytes = min(max(p["partition_max_bytes"], 0), limit)
             res = partition.read_records(p["fetch_offset"], max_bytes, min_one, read_committed)
             if res.error:
-                parts.append(_part_error(idx, res.error))
+                parts.append(RESPONSES.error(idx, res.error))
                 errored = True
                 continue
             if res.size:
@@ -113,13 +107,11 @@ def _read_all(broker, request, targets):
 
 async def handle(ctx, request):
     version = ctx.api_version
-    request["_v"] = version
     if version >= 7:
         session_id, epoch = request["session_id"], request["session_epoch"]
         if epoch not in (0, -1):
             # Incremental fetch on a session we never created (we never hand out session ids).
-            return {"throttle_time_ms": 0, "error_code": int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND),
-                    "session_id": 0, "responses": []}
+            return error_response(ctx, request, ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
     targets: set = set()
     responses, total, errored = _read_all(ctx.broker, request, targets)
     max_wait = request["max_wait_ms"]

@@ -16,12 +16,12 @@ Behaviour (Apache Kafka 4.x as the oracle, Partition.fetchOffsetForTimestamp):
 Version notes: v1 answers a single offset + timestamp (v0's offset list is not supported);
 v2 adds isolation_level and throttle_time_ms; v4 current_leader_epoch and leader_epoch in the
 answer; v6 is flexible; v7 allows MAX_TIMESTAMP.
-- A partition whose log dir failed (I/O error; see cluster/replica_manager.py) answers
-  KAFKA_STORAGE_ERROR (56), as Kafka's offline partitions do; the other dirs keep serving.
+- Offline partitions (failed log dir) answer KAFKA_STORAGE_ERROR (handlers/common.py).
 """
 from __future__ import annotations
 
 from ..protocol.errors import ErrorCode, KafkaError
+from .common import PartitionResponses, leader_partition
 
 API_KEY = 2
 MIN_VERSION = 1
@@ -29,16 +29,9 @@ MAX_VERSION = 7
 
 READ_COMMITTED = 1
 
-
-def _err(index: int, code) -> dict:
-    return {"partition_index": index, "error_code": int(code), "timestamp": -1, "offset": -1,
-            "leader_epoch": -1}
-
-
-def error_response(ctx, request, code) -> dict:
-    return {"throttle_time_ms": 0, "topics": [
-        {"name": t["name"], "partitions": [_err(p["partition_index"], code) for p in t["partitions"]]}
-        for t in request["topics"]]}
+_KEYS = ("topics", "name", "partitions", "partition_index")
+RESPONSES = PartitionResponses(_KEYS, _KEYS, {"timestamp": -1, "offset": -1, "leader_epoch": -1})
+error_response = RESPONSES.error_response
 
 
 async def handle(ctx, request):
@@ -52,39 +45,16 @@ async def handle(ctx, request):
         for p in t["partitions"]:
             key = (t["name"], p["partition_index"])
             (dups if key in seen else seen).add(key)
-    topics = []
-    for t in request["topics"]:
-        parts = []
-        topics.append({"name": t["name"], "partitions": parts})
-        for p in t["partitions"]:
-            idx = p["partition_index"]
-            if (t["name"], idx) in dups:
-                parts.append(_err(idx, ErrorCode.INVALID_REQUEST))
-                continue
-            partition = rm.get_partition(t["name"], idx)
-            if partition is None:
-                parts.append(_err(idx, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-                continue
-            if partition.offline:
-                # Kafka: a partition on a failed log dir is Offline -> KAFKA_STORAGE_ERROR.
-                parts.append(_err(idx, ErrorCode.KAFKA_STORAGE_ERROR))
-                continue
-            if version >= 4:
-                code = partition.check_leader_epoch(p["current_leader_epoch"])
-                if code:
-                    parts.append(_err(idx, code))
-                    continue
-            try:
-                found = partition.fetch_offset_for_timestamp(
-                    p["timestamp"], isolation == READ_COMMITTED, replica_id >= 0)
-            except KafkaError as e:   # the disk failed during the lookup
-                parts.append(_err(idx, e.code))
-                continue
-            if found is None:
-                parts.append({"partition_index": idx, "error_code": 0, "timestamp": -1,
-                              "offset": -1, "leader_epoch": -1})
-            else:
-                ts, off, epoch = found
-                parts.append({"partition_index": idx, "error_code": 0, "timestamp": ts,
-                              "offset": off, "leader_epoch": epoch})
-    return {"throttle_time_ms": 0, "topics": topics}
+
+    async def answer(name, p):
+        idx = p["partition_index"]
+        if (name, idx) in dups:
+            raise KafkaError(ErrorCode.INVALID_REQUEST)
+        partition = leader_partition(rm, name, idx, p["current_leader_epoch"])
+        # KafkaError if the disk fails during the lookup
+        found = partition.fetch_offset_for_timestamp(p["timestamp"], isolation == READ_COMMITTED,
+                                                     replica_id >= 0)
+        ts, off, epoch = (-1, -1, -1) if found is None else found
+        return {"partition_index": idx, "error_code": 0, "timestamp": ts, "offset": off,
+                "leader_epoch": epoch}
+    return RESPONSES.response(await RESPONSES.answer_each(request, answer))

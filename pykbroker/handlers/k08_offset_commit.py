@@ -57,7 +57,7 @@ def _all(request, code, v=9):
 async def handle(ctx, request):
     v = ctx.api_version
     gid = request["group_id"]
-    md = ctx.broker.metadata
+    md = ctx.broker.metadata_cache
     # 1. Topic checks come first (Kafka does them before handing the request to the
     #    coordinator): their errors lead the response, in request order.
     early: dict = {}   # topic key -> (topic, [partition results])

@@ -9,8 +9,7 @@ Version notes: v1 throttle_time_ms; v3 group_instance_id; v4 flexible.
 """
 from __future__ import annotations
 
-from ..coordinator.group.api import group_precheck
-from ..protocol.errors import ErrorCode as E
+from .common import classic_group
 
 API_KEY = 12
 MIN_VERSION = 0
@@ -18,14 +17,7 @@ MAX_VERSION = 4
 
 
 async def handle(ctx, request):
-    gid = request["group_id"]
-    if not gid:
-        return {"throttle_time_ms": 0, "error_code": int(E.INVALID_GROUP_ID)}
-    gc, err = await group_precheck(ctx, gid)
+    g, err = await classic_group(ctx, request["group_id"])
     if not err:
-        g = gc.get_group(gid)
-        if g is None or g.kind != "classic":
-            err = E.UNKNOWN_MEMBER_ID
-        else:
-            err = g.heartbeat(request["member_id"], request["group_instance_id"], request["generation_id"])
+        err = g.heartbeat(request["member_id"], request["group_instance_id"], request["generation_id"])
     return {"throttle_time_ms": 0, "error_code": int(err)}

@@ -14,8 +14,7 @@ v4 flexible; v5 reason (logged).
 """
 from __future__ import annotations
 
-from ..coordinator.group.api import group_precheck
-from ..protocol.errors import ErrorCode as E
+from .common import classic_group
 
 API_KEY = 13
 MIN_VERSION = 0
@@ -26,21 +25,13 @@ async def handle(ctx, request):
     v = ctx.api_version
     gid = request["group_id"]
     members = request["members"] if v >= 3 else [{"member_id": request["member_id"], "group_instance_id": None}]
-    top = 0
     results = []
-    if not gid:
-        top = E.INVALID_GROUP_ID
-    else:
-        gc, top = await group_precheck(ctx, gid)
-        if not top:
-            g = gc.get_group(gid)
-            if g is None or g.kind != "classic":
-                top = E.UNKNOWN_MEMBER_ID
-            else:
-                for m in members:
-                    code = g.leave(m["member_id"] or "", m["group_instance_id"])
-                    results.append({"member_id": m["member_id"], "group_instance_id": m["group_instance_id"],
-                                    "error_code": int(code)})
+    g, top = await classic_group(ctx, gid)
+    if not top:
+        for m in members:
+            code = g.leave(m["member_id"] or "", m["group_instance_id"])
+            results.append({"member_id": m["member_id"], "group_instance_id": m["group_instance_id"],
+                            "error_code": int(code)})
     if v < 3:
         if not top and results:
             top = results[0]["error_code"]

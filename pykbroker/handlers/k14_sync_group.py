@@ -18,8 +18,7 @@ request and response.
 """
 from __future__ import annotations
 
-from ..coordinator.group.api import group_precheck
-from ..protocol.errors import ErrorCode as E
+from .common import classic_group
 
 API_KEY = 14
 MIN_VERSION = 0
@@ -31,15 +30,9 @@ def _err(code):
 
 
 async def handle(ctx, request):
-    gid = request["group_id"]
-    if not gid:
-        return _err(E.INVALID_GROUP_ID)
-    gc, err = await group_precheck(ctx, gid)
+    g, err = await classic_group(ctx, request["group_id"])
     if err:
         return _err(err)
-    g = gc.get_group(gid)
-    if g is None or g.kind != "classic":
-        return _err(E.UNKNOWN_MEMBER_ID)
     assignments = {a["member_id"]: a["assignment"] for a in request["assignments"]}
     fut = g.sync(request["member_id"], request["group_instance_id"], request["generation_id"],
                  request["protocol_type"], request["protocol_name"], assignments)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from ..coordinator.group.api import GROUP_AUTHORIZED_OPERATIONS, group_precheck
 from ..protocol.errors import ErrorCode as E
+from .common import error_per_item
 
 API_KEY = 15
 MIN_VERSION = 0
@@ -66,5 +67,4 @@ async def handle(ctx, request):
     return {"throttle_time_ms": 0, "groups": out}
 
 
-def error_response(ctx, request, code):
-    return {"groups": [_dead(g, code) for g in request["groups"]]}
+error_response = error_per_item("groups", "groups", _dead)

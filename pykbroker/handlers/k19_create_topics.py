@@ -23,6 +23,7 @@ from __future__ import annotations
 from ..config import SOURCE_TOPIC, TOPIC_CONFIGS
 from ..protocol.errors import ErrorCode, KafkaError
 from ..cluster.metadata import MAX_PARTITIONS_PER_REQUEST, ZERO_UUID
+from .common import DUPLICATE_TOPIC, TOO_MANY_PARTITIONS, each_topic_once, error_per_item
 
 API_KEY = 19
 MIN_VERSION = 2
@@ -59,16 +60,11 @@ async def handle(ctx, request):
         counts[t["name"]] = counts.get(t["name"], 0) + 1
     total = sum(_requested_partitions(broker, t) for t in topics if counts[t["name"]] == 1)
     if total > MAX_PARTITIONS_PER_REQUEST:
-        msg = "Excessively large number of partitions per request."
         return {"throttle_time_ms": 0, "topics": [
-            _failed(t["name"], ErrorCode.POLICY_VIOLATION, msg) for t in topics]}
-    done = set()
-    for t in topics:
-        name = t["name"]
-        if counts[name] > 1:
-            if name not in done:
-                done.add(name)
-                results.append(_failed(name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
+            _failed(t["name"], ErrorCode.POLICY_VIOLATION, TOO_MANY_PARTITIONS) for t in topics]}
+    for name, t in each_topic_once(topics, counts):
+        if t is None:
+            results.append(_failed(name, ErrorCode.INVALID_REQUEST, DUPLICATE_TOPIC))
             continue
         configs = {c["name"]: c["value"] for c in t["configs"]}
         assignments = [(a["partition_index"], a["broker_ids"]) for a in t["assignments"]]
@@ -91,6 +87,4 @@ def _failed(name, code, message) -> dict:
             "num_partitions": -1, "replication_factor": -1, "configs": []}
 
 
-def error_response(ctx, request, code):
-    return {"throttle_time_ms": 0,
-            "topics": [_failed(t["name"], code, None) for t in request.get("topics") or []]}
+error_response = error_per_item("topics", "topics", lambda t, code: _failed(t["name"], code, None))

@@ -15,24 +15,32 @@ v6 adds topic ids.
 """
 from __future__ import annotations
 
-from ..protocol.errors import ErrorCode, KafkaError
+from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode, KafkaError
 from ..cluster.metadata import ZERO_UUID
 
 API_KEY = 20
 MIN_VERSION = 1
 MAX_VERSION = 6
 
-# Kafka's default messages (Errors.*.message()), which ApiError(Errors) carries.
-_MESSAGES = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
-    ErrorCode.UNKNOWN_TOPIC_ID: "This server does not host this topic ID.",
-}
+# Kafka answers unknown names and ids with ApiError(Errors), which carries the default text.
+_DEFAULT_TEXT = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID)
 
 
 def _result(name, tid, code, message=None) -> dict:
-    if message is None and code:
-        message = _MESSAGES.get(code)
+    if message is None and code in _DEFAULT_TEXT:
+        message = DEFAULT_MESSAGES[code]
     return {"name": name, "topic_id": tid, "error_code": int(code), "error_message": message}
+
+
+def _add_once(x, listed: list, twice: set) -> None:
+    """``x`` stays in ``listed`` (request order) until it is named again; then it moves to ``twice``."""
+    if x in twice:
+        return
+    if x in listed:
+        listed.remove(x)
+        twice.add(x)
+    else:
+        listed.append(x)
 
 
 async def handle(ctx, request):
@@ -48,19 +56,9 @@ async def handle(ctx, request):
     dup_names: set[str] = set()
     ids: list[bytes] = []
     dup_ids: set[bytes] = set()
-
-    def add_name(n):
-        if n in dup_names:
-            return
-        if n in names:
-            names.remove(n)
-            dup_names.add(n)
-        else:
-            names.append(n)
-
     if v < 6:
         for n in request["topic_names"]:
-            add_name(n)
+            _add_once(n, names, dup_names)
     else:
         for t in request["topics"]:
             n, tid = t["name"], t["topic_id"]
@@ -68,15 +66,10 @@ async def handle(ctx, request):
                 if tid == ZERO_UUID:
                     out.append(_result(None, ZERO_UUID, ErrorCode.INVALID_REQUEST,
                                        "Neither topic name nor id were specified."))
-                elif tid in dup_ids:
-                    pass
-                elif tid in ids:
-                    ids.remove(tid)
-                    dup_ids.add(tid)
                 else:
-                    ids.append(tid)
+                    _add_once(tid, ids, dup_ids)
             elif tid == ZERO_UUID:
-                add_name(n)
+                _add_once(n, names, dup_names)
             else:
                 out.append(_result(n, tid, ErrorCode.INVALID_REQUEST,
                                    "You may not specify both topic name and topic id."))

@@ -14,39 +14,22 @@ Version notes: v1 is identical to v0; v2 is flexible.
 """
 from __future__ import annotations
 
-from ..protocol.errors import ErrorCode, KafkaError
+from .common import PartitionResponses, leader_partition
 
 API_KEY = 21
 MIN_VERSION = 0
 MAX_VERSION = 2
 
-
-def _err(index: int, code) -> dict:
-    return {"partition_index": index, "low_watermark": -1, "error_code": int(code)}
-
-
-def error_response(ctx, request, code) -> dict:
-    return {"throttle_time_ms": 0, "topics": [
-        {"name": t["name"], "partitions": [_err(p["partition_index"], code) for p in t["partitions"]]}
-        for t in request["topics"]]}
+_KEYS = ("topics", "name", "partitions", "partition_index")
+RESPONSES = PartitionResponses(_KEYS, _KEYS, {"low_watermark": -1})
+error_response = RESPONSES.error_response
 
 
 async def handle(ctx, request):
     rm = ctx.broker.replica_manager
-    topics = []
-    for t in request["topics"]:
-        parts = []
-        topics.append({"name": t["name"], "partitions": parts})
-        for p in t["partitions"]:
-            idx = p["partition_index"]
-            partition = rm.get_partition(t["name"], idx)
-            if partition is None:
-                parts.append(_err(idx, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-                continue
-            try:
-                low = await partition.delete_records_before(p["offset"])
-            except KafkaError as e:
-                parts.append(_err(idx, e.code))
-                continue
-            parts.append({"partition_index": idx, "low_watermark": low, "error_code": 0})
-    return {"throttle_time_ms": 0, "topics": topics}
+
+    async def answer(name, p):
+        partition = leader_partition(rm, name, p["partition_index"])
+        low = await partition.delete_records_before(p["offset"])  # or raises KafkaError
+        return {"partition_index": p["partition_index"], "low_watermark": low, "error_code": 0}
+    return RESPONSES.response(await RESPONSES.answer_each(request, answer))

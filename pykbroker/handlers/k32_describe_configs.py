@@ -33,12 +33,13 @@ import logging
 from ..config import BROKER_CONFIGS, SOURCE_DEFAULT, SOURCE_STATIC_BROKER, SOURCE_TOPIC, TOPIC_CONFIGS
 from ..protocol.errors import ErrorCode, KafkaError
 from ..cluster.metadata import validate_topic_name
+from .common import error_per_item
+from .config_resources import BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC, TYPE_NAMES
 
 API_KEY = 32
 MIN_VERSION = 1
 MAX_VERSION = 4
 
-TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 _KNOWN_TYPES = {TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP}
 SOURCE_DYNAMIC_BROKER_LOGGER = 6
 
@@ -140,7 +141,7 @@ def _describe(ctx, res, synonyms_on, docs_on) -> dict:
 
 
 def _type_name(t: int) -> str:
-    return {CLIENT_METRICS: "CLIENT_METRICS", GROUP: "GROUP"}.get(t, str(t))
+    return TYPE_NAMES.get(t, str(t))
 
 
 def _broker_id(name: str) -> int:
@@ -168,7 +169,6 @@ async def handle(ctx, request):
     return {"throttle_time_ms": 0, "results": results}
 
 
-def error_response(ctx, request, code):
-    return {"throttle_time_ms": 0, "results": [
-        {"error_code": int(code), "error_message": None, "resource_type": r["resource_type"],
-         "resource_name": r["resource_name"], "configs": []} for r in request.get("resources") or []]}
+error_response = error_per_item("resources", "results", lambda r, code: {
+    "error_code": int(code), "error_message": None, "resource_type": r["resource_type"],
+    "resource_name": r["resource_name"], "configs": []})

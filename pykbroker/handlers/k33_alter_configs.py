@@ -21,10 +21,9 @@ Version notes: v2 is flexible; v1 only changed throttling semantics.
 from __future__ import annotations
 
 from ..protocol.errors import ErrorCode, KafkaError
-from .k44_incremental_alter_configs import (BROKER, BROKER_LOGGER, TOPIC, alter_topic,
-                                            check_broker_name, check_config_list,
-                                            duplicate_resources, refuse_static_broker_configs,
-                                            unsupported_type)
+from .config_resources import (BROKER, BROKER_LOGGER, TOPIC, alter_each, alter_topic, check_broker_name,
+                               check_config_list, error_response, refuse_static_broker_configs,
+                               unsupported_type)
 
 API_KEY = 33
 MIN_VERSION = 0
@@ -47,23 +46,4 @@ async def _one(ctx, res, validate_only: bool) -> None:
 
 
 async def handle(ctx, request):
-    resources = request["resources"]
-    dup = duplicate_resources(resources)
-    out = []
-    for i, res in enumerate(resources):
-        code, msg = 0, None
-        try:
-            if i in dup:
-                raise KafkaError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
-            await _one(ctx, res, request["validate_only"])
-        except KafkaError as e:
-            code, msg = int(e.code), e.message
-        out.append({"error_code": code, "error_message": msg,
-                    "resource_type": res["resource_type"], "resource_name": res["resource_name"]})
-    return {"throttle_time_ms": 0, "responses": out}
-
-
-def error_response(ctx, request, code):
-    return {"throttle_time_ms": 0, "responses": [
-        {"error_code": int(code), "error_message": None, "resource_type": r["resource_type"],
-         "resource_name": r["resource_name"]} for r in request.get("resources") or []]}
+    return await alter_each(ctx, request, _one)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from ..protocol.errors import ErrorCode, KafkaError
 from ..cluster.metadata import MAX_PARTITIONS_PER_REQUEST
+from .common import DUPLICATE_TOPIC, TOO_MANY_PARTITIONS, each_topic_once, error_per_item
 
 API_KEY = 37
 MIN_VERSION = 0
@@ -38,17 +39,12 @@ async def handle(ctx, request):
         if info is not None and counts[t["name"]] == 1:
             added += max(0, t["count"] - info.num_partitions)
     if added > MAX_PARTITIONS_PER_REQUEST:
-        msg = "Excessively large number of partitions per request."
-        return {"throttle_time_ms": 0,
-                "results": [_result(t["name"], ErrorCode.POLICY_VIOLATION, msg) for t in topics]}
+        return {"throttle_time_ms": 0, "results": [
+            _result(t["name"], ErrorCode.POLICY_VIOLATION, TOO_MANY_PARTITIONS) for t in topics]}
     results = []
-    dups_done = set()
-    for t in topics:
-        name = t["name"]
-        if counts[name] > 1:
-            if name not in dups_done:
-                dups_done.add(name)
-                results.append(_result(name, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
+    for name, t in each_topic_once(topics, counts):
+        if t is None:
+            results.append(_result(name, ErrorCode.INVALID_REQUEST, DUPLICATE_TOPIC))
             continue
         assignments = None
         if t["assignments"] is not None:
@@ -61,6 +57,4 @@ async def handle(ctx, request):
     return {"throttle_time_ms": 0, "results": results}
 
 
-def error_response(ctx, request, code):
-    return {"throttle_time_ms": 0,
-            "results": [_result(t["name"], code) for t in request.get("topics") or []]}
+error_response = error_per_item("topics", "results", lambda t, code: _result(t["name"], code))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..coordinator.group.api import group_precheck
 from ..protocol.errors import ErrorCode as E
+from .common import error_per_item
 
 API_KEY = 42
 MIN_VERSION = 0
@@ -29,5 +30,5 @@ async def handle(ctx, request):
     return {"throttle_time_ms": 0, "results": results}
 
 
-def error_response(ctx, request, code):
-    return {"results": [{"group_id": g, "error_code": int(code)} for g in request["groups_names"]]}
+error_response = error_per_item("groups_names", "results",
+                                lambda g, code: {"group_id": g, "error_code": int(code)})

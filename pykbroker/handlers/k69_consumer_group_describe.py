@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..coordinator.group.api import GROUP_AUTHORIZED_OPERATIONS, group_precheck
 from ..protocol.errors import ErrorCode as E
+from .common import error_per_item
 
 API_KEY = 69
 MIN_VERSION = 0
@@ -42,5 +43,4 @@ async def handle(ctx, request):
     return {"throttle_time_ms": 0, "groups": out}
 
 
-def error_response(ctx, request, code):
-    return {"groups": [_err(g, code) for g in request["group_ids"]]}
+error_response = error_per_item("group_ids", "groups", _err)

@@ -138,10 +138,38 @@ class ErrorCode(enum.IntEnum):
     REBOOTSTRAP_REQUIRED = 129
 
 
-class KafkaError(Exception):
-    """Raised by broker code to answer a request (or part of one) with a Kafka error code."""
+# Kafka's default texts (Errors.X.message()), carried by answers built from ApiError(Errors.X)
+# without a message of their own.  Only those pykbroker sends; which answers carry them is each
+# handler's business (Kafka is not uniform about it).
+DEFAULT_MESSAGES = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
+    ErrorCode.UNKNOWN_TOPIC_ID: "This server does not host this topic ID.",
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
+    ErrorCode.NOT_COORDINATOR: "This is not the correct coordinator.",
+    ErrorCode.INVALID_REQUEST: "This most likely occurs because of a request being malformed by the client "
+                               "library or the message was sent to an incompatible broker. See the broker "
+                               "logs for more details.",
+}
 
-    def __init__(self, code: ErrorCode, message: str | None = None):
-        super().__init__(message or code.name)
+
+class KafkaError(Exception):
+    """The one exception family for an error the client is answered with: ``code`` is the Kafka
+    error code (an :class:`ErrorCode`), ``message`` the ``error_message`` a response carries
+    (None: the answer has none; ``str(e)`` is for logs).
+
+    Subclasses name the failures raised below the handlers (``RecordError`` in protocol/records.py,
+    ``StorageError`` and its ``OffsetOutOfRange`` / ``KafkaStorageError`` / ``ProducerStateError``
+    in storage/log.py), so ``except KafkaError as e: e.code`` works for any of them.  Deliberately
+    outside this family: ``ProtocolError`` (bytes that do not decode: Kafka closes the connection,
+    there is no request to answer, so no code), ``CloseConnection`` (a decision, not an error
+    code) and ``config.ConfigError`` (a bad setting at startup; the same error is INVALID_CONFIG
+    in CreateTopics/AlterConfigs but INVALID_REQUEST for dynamic broker configs, so the caller
+    picks the code)."""
+
+    code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
+    message: str | None = None
+
+    def __init__(self, code: int, message: str | None = None):
+        super().__init__(message or ErrorCode(code).name)
         self.code = ErrorCode(code)
         self.message = message

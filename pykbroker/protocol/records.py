@@ -46,6 +46,8 @@ from typing import Iterable, Iterator, NamedTuple, Optional, Sequence
 
 import crc32c as _crc32c_mod
 
+from .errors import ErrorCode, KafkaError
+
 __all__ = [
     "RecordError", "BatchHeader", "BatchInfo", "ValidatedRecords", "Record",
     "iter_batches", "parse_header", "validate_produce_records", "first_batch_corruption",
@@ -65,13 +67,13 @@ _crc32c = _crc32c_mod.crc32c
 
 # ---------------------------------------------------------------------------
 # Kafka error codes used here (org.apache.kafka.common.protocol.Errors)
-CORRUPT_MESSAGE = 2
-MESSAGE_TOO_LARGE = 10
-RECORD_LIST_TOO_LARGE = 18
-INVALID_TIMESTAMP = 32
-UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
-UNSUPPORTED_COMPRESSION_TYPE = 76
-INVALID_RECORD = 87
+CORRUPT_MESSAGE = ErrorCode.CORRUPT_MESSAGE
+MESSAGE_TOO_LARGE = ErrorCode.MESSAGE_TOO_LARGE
+RECORD_LIST_TOO_LARGE = ErrorCode.RECORD_LIST_TOO_LARGE
+INVALID_TIMESTAMP = ErrorCode.INVALID_TIMESTAMP
+UNSUPPORTED_FOR_MESSAGE_FORMAT = ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
+UNSUPPORTED_COMPRESSION_TYPE = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+INVALID_RECORD = ErrorCode.INVALID_RECORD
 
 # ---------------------------------------------------------------------------
 # Format constants
@@ -107,26 +109,31 @@ _U32 = struct.Struct(">I")
 _I16 = struct.Struct(">h")
 
 
-class RecordError(Exception):
-    """Malformed or unacceptable record data.  ``code`` is the Kafka error
-    code a produce response should carry for it."""
+class RecordError(KafkaError):
+    """Malformed or unacceptable record data (KafkaError family).  ``code`` is the Kafka
+    error code a produce response should carry for it; ``str(e)`` the text for logs."""
 
     _DEFAULT = object()
 
     def __init__(self, code: int, message: str = "", *, client_message=_DEFAULT, request_check: bool = False):
-        super().__init__(message or f"record error {code}")
-        self.code = code
+        Exception.__init__(self, message or f"record error {code}")
+        self.code = ErrorCode(code)
         # True for the checks Kafka makes on the request before the log is involved
         # (ProduceRequest.validateRecords: framing, magic, batch count, zstd version): their
         # responses carry log_start_offset -1, not the partition's.
         self.request_check = request_check
-        # The error_message a Produce response (v8+) carries: Kafka fills it only for record
-        # validation failures (RecordValidationException: INVALID_RECORD / INVALID_TIMESTAMP
-        # found while validating records), so by default the message for those codes, else
-        # None; raisers pass None where Kafka's answer has no message.
+        # ``message`` is the error_message a Produce response (v8+) carries: Kafka fills it only
+        # for record validation failures (RecordValidationException: INVALID_RECORD /
+        # INVALID_TIMESTAMP found while validating records), so by default the message for
+        # those codes, else None; raisers pass client_message=None where Kafka's answer has no
+        # message.
         if client_message is RecordError._DEFAULT:
             client_message = (message or None) if code in (INVALID_RECORD, INVALID_TIMESTAMP) else None
-        self.client_message = client_message
+        self.message = client_message
+
+    @property
+    def client_message(self) -> str | None:
+        return self.message
 
 
 # ---------------------------------------------------------------------------

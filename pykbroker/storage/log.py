@@ -21,6 +21,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Optional
 
+from pykbroker.protocol.errors import ErrorCode, KafkaError
 from pykbroker.protocol.records import (
     CREATE_TIME, LOG_APPEND_TIME, RECORD_LIST_TOO_LARGE, RecordError, ValidatedRecords,
     set_base_offset, set_log_append_time, set_max_timestamp, set_partition_leader_epoch,
@@ -39,31 +40,37 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-OFFSET_OUT_OF_RANGE = 1
-KAFKA_STORAGE_ERROR = 56
 _LOG_FILE_RE = re.compile(r"^(\d{20})\.log$")
 _INDEX_FILE_RE = re.compile(r"^(\d{20})\.(index|timeindex)$")
 # leftovers of interrupted operations (Kafka's suffixes plus our temp files)
 _LEFTOVER_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp")
 
 
-class StorageError(Exception):
-    code = -1
+class StorageError(KafkaError):
+    """A failure of the log layer; ``code`` is what Kafka answers for it (KafkaError family)."""
+    code = ErrorCode.UNKNOWN_SERVER_ERROR
+
+    def __init__(self, message: str = ""):
+        Exception.__init__(self, message)
+        self.message = message or None
 
 
 class OffsetOutOfRange(StorageError):
-    code = OFFSET_OUT_OF_RANGE
+    code = ErrorCode.OFFSET_OUT_OF_RANGE
 
 
 class KafkaStorageError(StorageError):
     """Disk I/O failed; the produce/fetch answer is KAFKA_STORAGE_ERROR."""
-    code = KAFKA_STORAGE_ERROR
+    code = ErrorCode.KAFKA_STORAGE_ERROR
 
 
 class ProducerStateError(StorageError):
+    """A producer-state check refused a batch; ``code`` is per instance (sequence/epoch errors)."""
+
     def __init__(self, code: int, message: str = ""):
-        super().__init__(message or f"producer state error {code}")
-        self.code = code
+        Exception.__init__(self, message or f"producer state error {code}")
+        self.code = ErrorCode(code)
+        self.message = message or None
 
 
 @dataclass

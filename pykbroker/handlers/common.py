@@ -1,0 +1,137 @@
+"""What several request handlers share (not a handler: ``load_handlers`` loads only ``kNN_*``).
+
+- :func:`leader_partition`: look up a partition for a client request, or raise the
+  :class:`KafkaError` Kafka answers for it (unknown, offline, fenced or unknown leader epoch).
+- :class:`PartitionResponses`: the per-topic / per-partition layout of one API's response,
+  declared once per handler (the key names differ from API to API).  It builds one
+  partition's error entry, runs an answer function over every requested partition, and makes
+  the whole-request ``error_response`` (every partition answering the same code).
+- :func:`error_per_item`: the ``error_response`` of APIs answering per topic / resource / group.
+- :func:`classic_group`: the classic group a Heartbeat / LeaveGroup / SyncGroup addresses.
+- :func:`each_topic_once`: CreateTopics / CreatePartitions' handling of a topic named twice.
+
+Handlers without an ``error_response`` get the connection's fallback: the top-level
+``error_code``.
+"""
+from __future__ import annotations
+
+from ..coordinator.group.api import group_precheck
+from ..protocol.errors import ErrorCode, KafkaError
+
+
+def leader_partition(replica_manager, topic: str, index: int, current_leader_epoch: int = -1):
+    """The partition serving a client's produce/fetch/list-offsets/... request, else raises
+    Kafka's answer: UNKNOWN_TOPIC_OR_PARTITION; KAFKA_STORAGE_ERROR for a partition whose log dir
+    failed (Kafka's Offline partitions; the other dirs keep serving); FENCED_LEADER_EPOCH /
+    UNKNOWN_LEADER_EPOCH when the client's ``current_leader_epoch`` is older / newer than ours
+    (-1, the field's default in versions without it, skips the check).  Kafka's
+    ReplicaManager.getPartitionOrException + Partition.localLogWithEpochOrThrow; with followers,
+    NOT_LEADER_OR_FOLLOWER belongs here too.  Raising costs nothing on the success path of the
+    Produce/Fetch loops (a ``try`` is free in Python 3.11+ until something is raised)."""
+    partition = replica_manager.get_partition(topic, index)
+    if partition is None:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if partition.offline:
+        raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR)
+    code = partition.check_leader_epoch(current_leader_epoch)
+    if code:
+        raise KafkaError(code)
+    return partition
+
+
+class PartitionResponses:
+    """One API's per-partition response layout.
+
+    ``request``: the request's (topics array, topic name, partitions array, partition index)
+    keys; ``response``: the same four for the response.  ``error_fields``: what an errored
+    partition carries besides its index and error code (Kafka's -1 / empty placeholders; a
+    list value is copied per entry).  The response's other top-level field is
+    ``throttle_time_ms`` (0)."""
+
+    __slots__ = ("req_topics", "req_topic", "req_parts", "req_index",
+                 "topics", "topic", "parts", "index", "error_fields")
+
+    def __init__(self, request: tuple, response: tuple, error_fields: dict):
+        self.req_topics, self.req_topic, self.req_parts, self.req_index = request
+        self.topics, self.topic, self.parts, self.index = response
+        self.error_fields = error_fields
+
+    def error(self, index: int, code) -> dict:
+        r = {self.index: index, "error_code": int(code)}
+        for k, v in self.error_fields.items():
+            r[k] = list(v) if type(v) is list else v
+        return r
+
+    def error_response(self, ctx, request, code, **fields) -> dict:
+        """Every requested partition answers ``code`` (Kafka's getErrorResponse); ``fields``
+        are set on every entry too (e.g. an error_message)."""
+        def error(index):
+            r = self.error(index, code)
+            r.update(fields)
+            return r
+        return self.response([
+            {self.topic: t[self.req_topic], self.parts: [error(p[self.req_index]) for p in t[self.req_parts]]}
+            for t in request[self.req_topics]])
+
+    def response(self, topics: list) -> dict:
+        return {"throttle_time_ms": 0, self.topics: topics}
+
+    async def answer_each(self, request, answer) -> list:
+        """The response's topic list, in request order: ``await answer(topic, partition)`` gives
+        each requested partition's entry (``partition`` is the request's entry); a KafkaError
+        it raises becomes that partition's error entry."""
+        topics = []
+        for t in request[self.req_topics]:
+            name = t[self.req_topic]
+            parts = []
+            topics.append({self.topic: name, self.parts: parts})
+            for p in t[self.req_parts]:
+                try:
+                    parts.append(await answer(name, p))
+                except KafkaError as e:
+                    parts.append(self.error(p[self.req_index], e.code))
+        return topics
+
+
+def error_per_item(request_items: str, response_items: str, entry):
+    """An ``error_response`` for APIs answering per topic / resource / group: ``entry(item,
+    code)`` builds the response entry of each item of the request's ``request_items`` array."""
+    def error_response(ctx, request, code) -> dict:
+        return {"throttle_time_ms": 0,
+                response_items: [entry(item, code) for item in request.get(request_items) or []]}
+    return error_response
+
+
+async def classic_group(ctx, group_id):
+    """``(group, 0)`` for the classic group a member request addresses, else ``(None, code)``:
+    INVALID_GROUP_ID for an empty id, the coordinator's prechecks (``group_precheck``), then
+    UNKNOWN_MEMBER_ID for a group that does not exist or is not a classic group."""
+    if not group_id:
+        return None, ErrorCode.INVALID_GROUP_ID
+    gc, err = await group_precheck(ctx, group_id)
+    if err:
+        return None, err
+    g = gc.get_group(group_id)
+    if g is None or g.kind != "classic":
+        return None, ErrorCode.UNKNOWN_MEMBER_ID
+    return g, 0
+
+
+# ---------------------------------------------------------------------- topic batches (controller)
+DUPLICATE_TOPIC = "Duplicate topic name."
+TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
+
+
+def each_topic_once(topics, counts: dict):
+    """CreateTopics / CreatePartitions: yields ``(name, entry)`` for the request's topics in
+    order, each name once; ``entry`` is None for a name listed more than once (``counts[name] >
+    1``), which Kafka's controller answers once, where it first appears, with INVALID_REQUEST
+    DUPLICATE_TOPIC."""
+    done = set()
+    for t in topics:
+        name = t["name"]
+        if counts[name] == 1:
+            yield name, t
+        elif name not in done:
+            done.add(name)
+            yield name, None

@@ -1,0 +1,148 @@
+"""Config resources: the resource types (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs)
+and what AlterConfigs (k33, full replacement) and IncrementalAlterConfigs (k44) share: the
+operations, the broker's preprocessing (Kafka's ConfigAdminManager.preprocess), the topic path of
+the controller (ConfigurationControlManager + ControllerConfigurationValidator) and the
+per-resource answer.  The behaviour is described in the two handlers' docstrings."""
+from __future__ import annotations
+
+import re
+
+from ..cluster.metadata import validate_topic_name
+from ..config import TOPIC_CONFIGS, ConfigError, validate_topic_configs
+from ..protocol.errors import ErrorCode, KafkaError
+from .common import error_per_item
+
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
+TYPE_NAMES = {CLIENT_METRICS: "CLIENT_METRICS", GROUP: "GROUP"}  # the types pykbroker does not serve
+
+
+def java_int(s: str) -> int:
+    """Java's Integer.parseInt: no surrounding spaces, no '_' (unlike Python's int)."""
+    if not re.fullmatch(r"[+-]?[0-9]+", s) or not -2**31 <= int(s) < 2**31:
+        raise ValueError(s)
+    return int(s)
+
+
+def invalid_request(msg: str) -> KafkaError:
+    return KafkaError(ErrorCode.INVALID_REQUEST, msg)
+
+
+def invalid_config(msg: str) -> KafkaError:
+    return KafkaError(ErrorCode.INVALID_CONFIG, msg)
+
+
+# ---------------------------------------------------------------------- preprocessing (broker side)
+def duplicate_resources(resources) -> set[int]:
+    """Indexes of resources whose (type, name) appears more than once."""
+    seen: dict[tuple, int] = {}
+    dup: set[int] = set()
+    for i, r in enumerate(resources):
+        key = (r["resource_type"], r["resource_name"])
+        if key in seen:
+            dup.update((seen[key], i))
+        else:
+            seen[key] = i
+    return dup
+
+
+def check_config_list(configs, null_allowed) -> None:
+    """Duplicate names and null values (``null_allowed(entry)`` says when null is fine)."""
+    names = [c["name"] for c in configs]
+    if len(set(names)) != len(names):
+        raise invalid_request("Error due to duplicate config keys")
+    nulls = [c["name"] for c in configs if c["value"] is None and not null_allowed(c)]
+    if nulls:
+        raise invalid_request("Null value not supported for : " + ", ".join(nulls))
+
+
+def check_broker_name(broker, name: str) -> None:
+    """ConfigAdminManager.validateResourceNameIsCurrentNodeId (empty = cluster default)."""
+    if not name:
+        return
+    try:
+        node = java_int(name)
+    except ValueError:
+        raise invalid_request("Node id must be an integer, but it is: %s" % name) from None
+    if node != broker.node_id:
+        raise invalid_request("Unexpected broker id, expected %d, but received %s" % (broker.node_id, name))
+
+
+def refuse_static_broker_configs(names: list[str]) -> None:
+    """No broker config is dynamic in pykbroker: Kafka's DynamicBrokerConfig.validateConfigs
+    text for non-dynamic configs (a ConfigException turned into INVALID_REQUEST, KAFKA-13609)."""
+    if names:
+        # Scala prints a small immutable Set as Set(...), a larger one as HashSet(...).
+        kind = "Set" if len(names) <= 4 else "HashSet"
+        raise invalid_request("Cannot update these configs dynamically: %s(%s)" % (kind, ", ".join(names)))
+
+
+def unsupported_type(rtype: int) -> KafkaError:
+    if rtype in TYPE_NAMES:
+        # Kafka supports group and client-metrics configs; pykbroker does not (SKIPPED.md).
+        return invalid_request("Unsupported resource type: %s" % TYPE_NAMES[rtype])
+    return invalid_request("Unknown resource type %d" % rtype)
+
+
+# ---------------------------------------------------------------------- topic (controller side)
+def validate_topic_overrides(broker, name: str, raw: dict[str, str]) -> dict:
+    """ControllerConfigurationValidator.validate for a topic, then the existence check.
+    Returns the parsed overrides."""
+    if not name:
+        raise invalid_request("Default topic resources are not allowed.")
+    validate_topic_name(name)
+    for key in raw:  # LogConfig.validateNames runs over every name before any value is parsed
+        if key not in TOPIC_CONFIGS:
+            raise invalid_config("Unknown topic config name: %s" % key)
+    try:
+        parsed = validate_topic_configs(raw)
+    except ConfigError as e:
+        raise invalid_config(str(e)) from None
+    effective = broker.config.effective_topic_config(parsed)
+    lo, hi = effective["min.compaction.lag.ms"], effective["max.compaction.lag.ms"]
+    if lo is not None and hi is not None and lo > hi:
+        raise invalid_config("conflict topic config setting min.compaction.lag.ms (%d) > "
+                             "max.compaction.lag.ms (%d)" % (lo, hi))
+    if broker.metadata_cache.get(name) is None:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The topic '%s' does not exist." % name)
+    return parsed
+
+
+async def alter_topic(broker, name: str, raw: dict[str, str], validate_only: bool) -> None:
+    parsed = validate_topic_overrides(broker, name, raw)
+    if validate_only:
+        return
+    info = broker.metadata_cache.get(name)
+    if parsed == info.configs:
+        return  # nothing changes (Kafka writes no record either)
+    # No await since the overrides were read: alter_topic_configs swaps them in before its
+    # first await, so concurrent alterations of one topic never lose an update.
+    await broker.controller.alter_topic_configs(name, parsed)
+
+
+# ---------------------------------------------------------------------- answer
+async def alter_each(ctx, request, alter_one) -> dict:
+    """Both APIs' answer, per resource in request order: ``await alter_one(ctx, resource,
+    validate_only)`` applies one resource; the KafkaError it raises is that resource's answer."""
+    resources = request["resources"]
+    dup = duplicate_resources(resources)
+    out = []
+    for i, res in enumerate(resources):
+        code, msg = 0, None
+        try:
+            if i in dup:
+                raise invalid_request("Each resource must appear at most once.")
+            await alter_one(ctx, res, request["validate_only"])
+        except KafkaError as e:
+            code, msg = e.code, e.message
+        out.append(_result(res, code, msg))
+    return {"throttle_time_ms": 0, "responses": out}
+
+
+def _result(res, code, message=None) -> dict:
+    return {"error_code": int(code), "error_message": message, "resource_type": res["resource_type"],
+            "resource_name": res["resource_name"]}
+
+
+error_response = error_per_item("resources", "responses", _result)
