@@ -21,20 +21,13 @@ from __future__ import annotations
 
 from ..coordinator.group.api import group_precheck
 from ..coordinator.group.offsets import OFFSETS_TOPIC
+from ..protocol.errors import DEFAULT_MESSAGES
 from ..protocol.errors import ErrorCode as E
 
 API_KEY = 10
 MIN_VERSION = 0
 MAX_VERSION = 6
 
-_MESSAGES = {
-    E.NONE: "NONE",
-    E.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
-    E.NOT_COORDINATOR: "This is not the correct coordinator.",
-    E.INVALID_REQUEST: "This most likely occurs because of a request being malformed by the client "
-                       "library or the message was sent to an incompatible broker. See the broker "
-                       "logs for more details.",
-}
 
 
 async def _lookup(ctx, key: str, key_type: int) -> dict:
@@ -57,7 +50,7 @@ async def _lookup(ctx, key: str, key_type: int) -> dict:
     if li is None:
         code = code or E.COORDINATOR_NOT_AVAILABLE  # no leader / not registered (yet)
         return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": int(code),
-                "error_message": _MESSAGES.get(code, code.name)}
+                "error_message": DEFAULT_MESSAGES.get(code, E(code).name)}
     return {"key": key, "node_id": node, "host": li.host, "port": li.port,
             "error_code": 0, "error_message": "NONE"}
 
@@ -73,7 +66,7 @@ async def handle(ctx, request):
 
 
 def error_response(ctx, request, code):
-    msg = _MESSAGES.get(code, E(code).name)
+    msg = DEFAULT_MESSAGES.get(code, E(code).name)
     if ctx.api_version >= 4:
         return {"coordinators": [{"key": k, "node_id": -1, "host": "", "port": -1, "error_code": int(code),
                                   "error_message": msg} for k in request["coordinator_keys"]]}
