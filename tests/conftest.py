@@ -11,24 +11,15 @@ TEST_OVERRIDES = {"group.initial.rebalance.delay.ms": "0"}
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    """One real broker process per test module (fresh data dir)."""
+    """One real broker process per test module (fresh data dir); stopped afterwards (killed
+    if stopping fails), as BrokerProcess does when used as a context manager."""
     d = tmp_path_factory.mktemp("broker")
-    b = BrokerProcess(str(d / "data"), TEST_OVERRIDES)
-    b.start()
-    yield b
-    try:
-        b.stop()
-    except Exception:
-        b.kill()
+    with BrokerProcess(str(d / "data"), TEST_OVERRIDES) as b:
+        yield b
 
 
 @pytest.fixture
 def fresh_broker(tmp_path):
     """A broker of its own for tests that restart or kill it."""
-    b = BrokerProcess(str(tmp_path / "data"), TEST_OVERRIDES)
-    b.start()
-    yield b
-    try:
-        b.stop()
-    except Exception:
-        b.kill()
+    with BrokerProcess(str(tmp_path / "data"), TEST_OVERRIDES) as b:
+        yield b

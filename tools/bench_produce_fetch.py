@@ -24,10 +24,10 @@ from pykbroker.testing.wire import WireClient, create_topic, fetch, fetch_part, 
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--mb", type=int, default=200)
-    ap.add_argument("--batch-kib", type=int, default=16)
-    ap.add_argument("--pipeline", type=int, default=8)
+    ap = argparse.ArgumentParser(description="Produce/Fetch throughput of a pykbroker process")
+    ap.add_argument("--mb", type=int, default=200, help="MiB to produce and fetch back")
+    ap.add_argument("--batch-kib", type=int, default=16, help="size of each produced batch")
+    ap.add_argument("--pipeline", type=int, default=8, help="produce requests in flight")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         broker = BrokerProcess(os.path.join(d, "data"), {}).start()

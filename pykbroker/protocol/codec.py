@@ -109,6 +109,22 @@ def _nullable_any(f):
     return "nullable" in f
 
 
+def _one_by_one(fields, emit_run):
+    """The fields that need code of their own, in order; each stretch of consecutive
+    fixed-size scalars between them goes to emit_run(run) instead, for one struct call."""
+    run = []
+    for f in fields:
+        if f["type"] in _SCALAR_CODES:
+            run.append(f)
+            continue
+        if run:
+            emit_run(run)
+            run = []
+        yield f
+    if run:
+        emit_run(run)
+
+
 class _Gen:
     """Turns one spec tree at one version into Python source."""
 
@@ -156,31 +172,26 @@ class _Gen:
         fn = self.name("d")
         body = ["def %s(buf, pos):" % fn, "    m = {}"]
         tagged = []
-        run: list = []  # consecutive fixed-size fields, decoded with one struct call
 
-        def flush_run():
-            if run:
-                st = self.const(struct.Struct(">" + "".join(_SCALAR_CODES[f["type"]] for f in run)))
-                keys = ", ".join("m[%r]" % f["name"] for f in run)
-                body.append("    %s%s = %s.unpack_from(buf, pos); pos += %d"
-                            % (keys, "," if len(run) == 1 else "", st, self.consts[st].size))
-                run.clear()
+        def on_wire():
+            # Lazily, so each default lands in the source where its field stands in the spec.
+            for f in fields:
+                is_tagged = self.flex and _in(f.get("tagged"), self.v)
+                if is_tagged or not _in(f["versions"], self.v):
+                    body.append("    m[%r] = %s" % (f["name"], self._default_src(f)))
+                    if is_tagged:
+                        tagged.append(f)
+                    continue
+                yield f
 
-        for f in fields:
-            key = repr(f["name"])
-            present = _in(f["versions"], self.v)
-            is_tagged = self.flex and _in(f.get("tagged"), self.v)
-            if not present or is_tagged:
-                body.append("    m[%s] = %s" % (key, self._default_src(f)))
-                if is_tagged:
-                    tagged.append(f)
-                continue
-            if f["type"] in _SCALAR_CODES:
-                run.append(f)
-                continue
-            flush_run()
-            body.extend("    " + ln for ln in self._decode_field(f, key))
-        flush_run()
+        def unpack(run):
+            st = self.const(struct.Struct(">" + "".join(_SCALAR_CODES[f["type"]] for f in run)))
+            keys = ", ".join("m[%r]" % f["name"] for f in run)
+            body.append("    %s%s = %s.unpack_from(buf, pos); pos += %d"
+                        % (keys, "," if len(run) == 1 else "", st, self.consts[st].size))
+
+        for f in _one_by_one(on_wire(), unpack):
+            body.extend("    " + ln for ln in self._decode_field(f, repr(f["name"])))
         if self.flex:
             # Almost every struct carries no tagged fields: a single 0 byte, checked inline.
             body.append("    if buf[pos] == 0:")
@@ -279,30 +290,20 @@ class _Gen:
     def encode_struct(self, fields) -> str:
         fn = self.name("e")
         body = ["def %s(out, parts, m):" % fn]
-        tagged = []
-        run: list = []
-
-        def flush_run():
-            if run:
-                st = self.const(struct.Struct(">" + "".join(_SCALAR_CODES[f["type"]] for f in run)))
-                args = ", ".join("m.get(%r, %s)" % (f["name"], self._default_src(f)) for f in run)
-                body.append("    out += %s.pack(%s)" % (st, args))
-                run.clear()
-
+        wire, tagged = [], []
         for f in fields:
-            if not _in(f["versions"], self.v):
-                continue
-            if self.flex and _in(f.get("tagged"), self.v):
-                tagged.append(f)
-                continue
-            if f["type"] in _SCALAR_CODES:
-                run.append(f)
-                continue
-            flush_run()
+            if _in(f["versions"], self.v):
+                (tagged if self.flex and _in(f.get("tagged"), self.v) else wire).append(f)
+
+        def pack(run):
+            st = self.const(struct.Struct(">" + "".join(_SCALAR_CODES[f["type"]] for f in run)))
+            args = ", ".join("m.get(%r, %s)" % (f["name"], self._default_src(f)) for f in run)
+            body.append("    out += %s.pack(%s)" % (st, args))
+
+        for f in _one_by_one(wire, pack):
             dflt = self._default_src(f)
             body.append("    val = m.get(%r, %s)" % (f["name"], dflt))
             body.extend("    " + ln for ln in self._encode_field(f, "val"))
-        flush_run()
         if self.flex:
             if not tagged:
                 body.append("    out.append(0)")

@@ -54,30 +54,7 @@ def write_uvarint(out: bytearray, value: int) -> None:
     out.append(value)
 
 
-def read_varint(buf, pos):
-    """Signed zig-zag varint (32-bit)."""
-    v, pos = read_uvarint(buf, pos)
-    return (v >> 1) ^ -(v & 1), pos
-
-
-def read_varlong(buf, pos):
-    """Signed zig-zag varint (64-bit, up to 10 bytes)."""
-    result = 0
-    shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise ProtocolError("varlong too long")
-    return (result >> 1) ^ -(result & 1), pos
-
-
-def write_varint(out: bytearray, value: int) -> None:
-    write_uvarint(out, ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
+# Signed zig-zag varints appear only inside record batches: records.py reads and writes them.
 
 
 def _take(buf, pos, n):

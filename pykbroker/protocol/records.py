@@ -525,6 +525,16 @@ def _too_big():
     return RecordError(CORRUPT_MESSAGE, "decompressed batch exceeds the size limit")
 
 
+def _whole_stream(d, out, limit: int, what: str) -> bytes:
+    """out, what the streaming decompressor d gave when capped at limit + 1 bytes, if it is
+    the whole stream: more than limit bytes is too big, a stream without its end truncated."""
+    if len(out) > limit:
+        raise _too_big()
+    if not d.eof:
+        raise RecordError(CORRUPT_MESSAGE, "truncated " + what)
+    return out
+
+
 def decompress(codec: int, data, limit: int = MAX_DECOMPRESSED_BYTES) -> bytes:
     data = bytes(data)
     try:
@@ -532,12 +542,7 @@ def decompress(codec: int, data, limit: int = MAX_DECOMPRESSED_BYTES) -> bytes:
             return data
         if codec == CODEC_GZIP:
             d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            out = d.decompress(data, limit + 1)
-            if len(out) > limit:
-                raise _too_big()
-            if not d.eof:
-                raise RecordError(CORRUPT_MESSAGE, "truncated gzip stream")
-            return out
+            return _whole_stream(d, d.decompress(data, limit + 1), limit, "gzip stream")
         if codec == CODEC_SNAPPY:
             s = _snappy()
             if data.startswith(_XERIAL_MAGIC):
@@ -562,12 +567,7 @@ def decompress(codec: int, data, limit: int = MAX_DECOMPRESSED_BYTES) -> bytes:
         if codec == CODEC_LZ4:
             import lz4.frame
             d = lz4.frame.LZ4FrameDecompressor()
-            out = d.decompress(data, max_length=limit + 1)
-            if len(out) > limit:
-                raise _too_big()
-            if not d.eof:
-                raise RecordError(CORRUPT_MESSAGE, "truncated lz4 frame")
-            return out
+            return _whole_stream(d, d.decompress(data, max_length=limit + 1), limit, "lz4 frame")
         if codec == CODEC_ZSTD:
             import zstandard
             dctx = zstandard.ZstdDecompressor()
@@ -718,11 +718,11 @@ def _encode_record(out: bytearray, offset_delta: int, ts_delta: int, key, value,
         hkb = hk.encode("utf-8") if isinstance(hk, str) else bytes(hk)
         _write_varint(body, len(hkb))
         body += hkb
-        if hv is None:
+        if hv is None:   # a null value is its length -1 alone
             _write_varint(body, -1)
-        else:
-            _write_varint(body, len(hv))
-            body += hv
+            continue
+        _write_varint(body, len(hv))
+        body += hv
     _write_varint(out, len(body))
     out += body
 

@@ -65,7 +65,7 @@ from pykbroker.protocol.records import (
     BatchHeader, decode_records, encode_batch, CONTROL_MASK, TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
 )
-from .segment import LogSegment
+from .segment import LogSegment, scan_batches
 
 import crc32c as _crc32c_mod
 
@@ -207,28 +207,8 @@ def plan_cleaning(lg, first_dirty: int, now_ms: int, cc: CleanerConfig,
 
 def _scan(fs, fd: int, end: int):
     """(BatchHeader, whole-batch bytes) for every valid batch in [0, end)."""
-    pos = 0
-    buf = b""
-    buf_start = 0
-    unpack = _HEADER.unpack_from
-    while pos + HEADER_SIZE <= end:
-        off = pos - buf_start
-        if off + HEADER_SIZE > len(buf):
-            buf = fs.pread(fd, min(_READ_CHUNK, end - pos), pos)
-            buf_start, off = pos, 0
-            if len(buf) < HEADER_SIZE:
-                return
-        f = unpack(buf, off)
-        size = f[1] + LOG_OVERHEAD
-        if f[1] < HEADER_SIZE - LOG_OVERHEAD or f[3] != MAGIC_V2 or pos + size > end:
-            return
-        if off + size > len(buf):
-            buf = fs.pread(fd, min(max(_READ_CHUNK, size), end - pos), pos)
-            buf_start, off = pos, 0
-            if len(buf) < size:
-                return
-        yield BatchHeader(pos, size, *f), buf[off:off + size]
-        pos += size
+    for h, batch in scan_batches(fs, fd, 0, end, _READ_CHUNK, with_body=True):
+        yield h, bytes(batch)
 
 
 def _empty_batch(h: BatchHeader, attrs: int) -> bytes:

@@ -154,6 +154,10 @@ class FaultFS(FileSystem):
     def _tracked(self, path: str) -> bool:
         return path == self.root or path.startswith(self.root + os.sep)
 
+    def _check_tracked(self, op: str, path: str) -> None:
+        if self._tracked(path):
+            self._check(op, path)
+
     def _norm(self, path: str) -> str:
         return os.path.abspath(path)
 
@@ -466,8 +470,7 @@ class FaultFS(FileSystem):
     def listdir(self, path: str) -> list[str]:
         path = self._norm(path)
         with self._lock:
-            if self._tracked(path):
-                self._check("listdir", path)
+            self._check_tracked("listdir", path)
         return os.listdir(path)
 
     def makedirs(self, path: str) -> None:
@@ -503,16 +506,14 @@ class FaultFS(FileSystem):
     def remove(self, path: str) -> None:
         path = self._norm(path)
         with self._lock:
-            if self._tracked(path):
-                self._check("remove", path)
+            self._check_tracked("remove", path)
             super().remove(path)
             self._cur.pop(path, None)
 
     def rmtree(self, path: str) -> None:
         path = self._norm(path)
         with self._lock:
-            if self._tracked(path):
-                self._check("rmtree", path)
+            self._check_tracked("rmtree", path)
             super().rmtree(path)
             prefix = path + os.sep
             for p in [p for p in self._cur if p == path or p.startswith(prefix)]:

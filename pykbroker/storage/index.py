@@ -53,6 +53,15 @@ class IndexCorrupt(Exception):
     pass
 
 
+def _column_setter(name: str):
+    """Assigning an index column (stored in attribute ``name``) replaces whatever a
+    pending lazy load (open_lazy) would have read."""
+    def put(self, v):
+        self._lazy_args = None
+        setattr(self, name, v)
+    return put
+
+
 class _Index:
     ENTRY: struct.Struct
 
@@ -66,18 +75,15 @@ class _Index:
         self._lazy_args = None   # set by open_lazy until the first real use
         self._lazy_last = None   # last entry read by open_lazy
         self.on_corrupt: Optional[Callable[[], None]] = None
+        self._a, self._b = self._empty()
 
-    # The two columns; reading them forces a pending lazy load.
+    # The two columns (see _empty); reading them forces a pending lazy load.  The getters
+    # stay plain attribute reads: lookups on the fetch path go through them.
     @property
     def _a(self):
         if self._lazy_args is not None:
             self._ensure()
         return self._ra
-
-    @_a.setter
-    def _a(self, v):
-        self._lazy_args = None
-        self._ra = v
 
     @property
     def _b(self):
@@ -85,10 +91,8 @@ class _Index:
             self._ensure()
         return self._rb
 
-    @_b.setter
-    def _b(self, v):
-        self._lazy_args = None
-        self._rb = v
+    _a = _a.setter(_column_setter("_ra"))
+    _b = _b.setter(_column_setter("_rb"))
 
     def _ensure(self) -> None:
         args, self._lazy_args = self._lazy_args, None
@@ -204,6 +208,14 @@ class _Index:
         self._persisted = len(self._a)
         self._dirty = True
 
+    def _pack(self, i):
+        return self.ENTRY.pack(self._a[i], self._b[i])
+
+    def _loaded(self, a, b) -> None:
+        """Install the columns just read (and checked) from the file."""
+        self._a, self._b = self._empty(a, b)
+        self._persisted = len(a)
+
     def reset(self) -> None:
         self._a, self._b = self._empty()
         self._rewrite()
@@ -220,17 +232,10 @@ class _Index:
 class OffsetIndex(_Index):
     ENTRY = _OFF_ENTRY
 
-    def __init__(self, path, base_offset, max_entries, fs=REAL_FS):
-        super().__init__(path, base_offset, max_entries, fs)
-        self._a = array("i")   # relative offsets (of a batch's last offset)
-        self._b = array("i")   # file positions
-
     @staticmethod
-    def _empty():
-        return array("i"), array("i")
-
-    def _pack(self, i):
-        return _OFF_ENTRY.pack(self._a[i], self._b[i])
+    def _empty(rels=(), positions=()):
+        # relative offsets (of a batch's last offset), file positions
+        return array("i", rels), array("i", positions)
 
     def load(self, log_size: int) -> None:
         """Load from disk and sanity-check (raises IndexCorrupt)."""
@@ -239,9 +244,7 @@ class OffsetIndex(_Index):
                      or not all(map(operator.lt, rels, rels[1:]))
                      or not all(map(operator.lt, poss, poss[1:]))):
             raise IndexCorrupt(f"{self.path}: entries not strictly increasing or beyond the log")
-        self._a = array("i", rels)
-        self._b = array("i", poss)
-        self._persisted = len(rels)
+        self._loaded(rels, poss)
 
     def append(self, offset: int, position: int) -> None:
         rel = offset - self.base_offset
@@ -287,17 +290,10 @@ class OffsetIndex(_Index):
 class TimeIndex(_Index):
     ENTRY = _TIME_ENTRY
 
-    def __init__(self, path, base_offset, max_entries, fs=REAL_FS):
-        super().__init__(path, base_offset, max_entries, fs)
-        self._a = array("q")   # timestamps
-        self._b = array("i")   # relative offsets
-
     @staticmethod
-    def _empty():
-        return array("q"), array("i")
-
-    def _pack(self, i):
-        return _TIME_ENTRY.pack(self._a[i], self._b[i])
+    def _empty(stamps=(), rels=()):
+        # timestamps, relative offsets
+        return array("q", stamps), array("i", rels)
 
     def load(self, max_relative_offset: Optional[int] = None) -> None:
         stamps, rels = self._load_raw()
@@ -306,9 +302,7 @@ class TimeIndex(_Index):
                      or not all(map(operator.lt, stamps, stamps[1:]))
                      or not all(map(operator.le, rels, rels[1:]))):
             raise IndexCorrupt(f"{self.path}: entries not increasing or beyond the segment")
-        self._a = array("q", stamps)
-        self._b = array("i", rels)
-        self._persisted = len(rels)
+        self._loaded(stamps, rels)
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
         """Append only when the timestamp grows (Kafka's rule)."""

@@ -563,17 +563,22 @@ class Log:
                 raise OffsetOutOfRange(f"offset {offset} beyond log end {self.log_end_offset}")
             if offset <= self.log_start_offset:
                 return self.log_start_offset
-            self.log_start_offset = offset
-            if self.high_watermark < offset:
-                self.high_watermark = offset
-            # Kafka moves the recovery point too; the segment holding it is
-            # still recovered on an unclean restart, so this is safe.
-            if self.recovery_point < offset:
-                self.recovery_point = offset
-            # not fsynced here (Kafka: truncateFromStartAsyncFlush); a stale
-            # checkpoint is truncated to the log start again on load
-            self.epoch_cache.truncate_from_start(offset, flush=False)
+            self._advance_start(offset)
             return offset
+
+    def _advance_start(self, offset: int) -> None:
+        """Move the log start up to ``offset`` (caller holds the lock), and the high
+        watermark and recovery point with it where they are below."""
+        self.log_start_offset = offset
+        if self.high_watermark < offset:
+            self.high_watermark = offset
+        # Kafka moves the recovery point too; the segment holding it is
+        # still recovered on an unclean restart, so this is safe.
+        if self.recovery_point < offset:
+            self.recovery_point = offset
+        # not fsynced here (Kafka: truncateFromStartAsyncFlush); a stale
+        # checkpoint is truncated to the log start again on load
+        self.epoch_cache.truncate_from_start(offset, flush=False)
 
     # ------------------------------------------- retention / cleaner hooks
     def delete_segments(self, doomed: list) -> list:
@@ -603,12 +608,7 @@ class Log:
             del self._bases[:n]
             new_start = self._segments[0].base_offset
             if new_start > self.log_start_offset:
-                self.log_start_offset = new_start
-                if self.high_watermark < new_start:
-                    self.high_watermark = new_start
-                if self.recovery_point < new_start:
-                    self.recovery_point = new_start
-                self.epoch_cache.truncate_from_start(new_start, flush=False)
+                self._advance_start(new_start)
             try:
                 # also persists a truncation left unflushed by delete_records_before
                 self.epoch_cache.flush()

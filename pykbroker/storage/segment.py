@@ -42,6 +42,42 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
 
+def scan_batches(fs: FileSystem, fd: int, start: int, end: int, chunk: int,
+                 with_body: bool) -> Iterator[tuple[BatchHeader, Optional[memoryview]]]:
+    """Yield (header, whole-batch memoryview or None) for the batches of the log file
+    open as ``fd`` from byte ``start`` up to ``end``, reading ``chunk`` bytes at a time
+    (more for a larger batch when ``with_body``).  Stops silently at the first
+    structurally invalid or partial batch (callers compare positions to detect that)."""
+    buf = b""
+    buf_start = start
+    pos = start
+    unpack = _HEADER.unpack_from
+    while pos + HEADER_SIZE <= end:
+        off = pos - buf_start
+        if off + HEADER_SIZE > len(buf):
+            buf = fs.pread(fd, min(chunk, end - pos), pos)
+            buf_start, off = pos, 0
+            if len(buf) < HEADER_SIZE:
+                return
+        f = unpack(buf, off)
+        if f[1] < _BATCH_LENGTH_MIN or f[3] != MAGIC_V2:
+            return
+        size = f[1] + LOG_OVERHEAD
+        if pos + size > end:
+            return
+        h = BatchHeader(pos, size, *f)
+        if with_body:
+            if off + size > len(buf):
+                buf = fs.pread(fd, min(max(chunk, size), end - pos), pos)
+                buf_start, off = pos, 0
+                if len(buf) < size:
+                    return
+            yield h, memoryview(buf)[off:off + size]
+        else:
+            yield h, None
+        pos += size
+
+
 class _FdHandle:
     """Owns one file descriptor.  Closed when explicitly closed by the log at
     shutdown *or* when the last reference (segment or in-flight FileRegion)
@@ -174,40 +210,9 @@ class LogSegment:
     def iter_batches(self, start: int = 0, end: Optional[int] = None,
                      with_body: bool = False) -> Iterator[tuple[BatchHeader, Optional[memoryview]]]:
         """Yield (header, whole-batch memoryview or None) from byte ``start``
-        up to ``end``.  Stops silently at the first structurally invalid or
-        partial batch (callers compare positions to detect that)."""
-        if end is None:
-            end = self.size
-        fs, fd = self.fs, self._fdh.fd
-        chunk = _BODY_SCAN_CHUNK if with_body else _HEADER_SCAN_CHUNK
-        buf = b""
-        buf_start = start
-        pos = start
-        unpack = _HEADER.unpack_from
-        while pos + HEADER_SIZE <= end:
-            off = pos - buf_start
-            if off + HEADER_SIZE > len(buf):
-                buf = fs.pread(fd, min(chunk, end - pos), pos)
-                buf_start, off = pos, 0
-                if len(buf) < HEADER_SIZE:
-                    return
-            f = unpack(buf, off)
-            if f[1] < _BATCH_LENGTH_MIN or f[3] != MAGIC_V2:
-                return
-            size = f[1] + LOG_OVERHEAD
-            if pos + size > end:
-                return
-            h = BatchHeader(pos, size, *f)
-            if with_body:
-                if off + size > len(buf):
-                    buf = fs.pread(fd, min(max(chunk, size), end - pos), pos)
-                    buf_start, off = pos, 0
-                    if len(buf) < size:
-                        return
-                yield h, memoryview(buf)[off:off + size]
-            else:
-                yield h, None
-            pos += size
+        up to ``end`` (default: the segment's size); see :func:`scan_batches`."""
+        return scan_batches(self.fs, self._fdh.fd, start, self.size if end is None else end,
+                            _BODY_SCAN_CHUNK if with_body else _HEADER_SCAN_CHUNK, with_body)
 
     def translate_offset(self, offset: int, start_position: int = 0) -> Optional[BatchHeader]:
         """Header of the first batch whose last offset >= ``offset`` (i.e. the

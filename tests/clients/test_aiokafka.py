@@ -4,15 +4,11 @@ import asyncio
 
 import pytest
 
-from .util import (CODECS, ak_consume, ak_create_topic, ak_produce, assert_acks_match,
-                   assert_partitions_equal, by_partition, first_index_at_or_after,
-                   make_records, run, unique_topic)
+from .util import (CODECS, N, PARTITIONS, ak_consume, ak_create_topic, ak_produce,
+                   assert_acks_match, assert_partitions_equal, by_partition,
+                   first_index_at_or_after, make_records, run, unique_topic)
 
 pytestmark = pytest.mark.timeout(60)
-
-N = 3000
-PARTITIONS = 3
-
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_produce_consume_roundtrip(broker, codec):

@@ -5,15 +5,11 @@ import time
 
 import pytest
 
-from .util import (CODECS, assert_acks_match, assert_partitions_equal, by_partition,
+from .util import (CODECS, N, PARTITIONS, assert_acks_match, assert_partitions_equal, by_partition,
                    ck_consume, ck_consumer, ck_create_topic, ck_msg_to_rec, ck_produce,
                    first_index_at_or_after, make_records, unique_topic)
 
 pytestmark = pytest.mark.timeout(60)
-
-N = 3000
-PARTITIONS = 3
-
 
 @pytest.mark.parametrize("idempotence", [True, False], ids=["idempotent", "plain"])
 @pytest.mark.parametrize("codec", CODECS)

@@ -2,15 +2,11 @@
 byte-exact per partition, seek to an offset (inside a batch) and to a timestamp."""
 import pytest
 
-from .util import (CODECS, assert_acks_match, assert_partitions_equal, by_partition,
+from .util import (CODECS, N, PARTITIONS, assert_acks_match, assert_partitions_equal, by_partition,
                    first_index_at_or_after, kp_consume, kp_create_topic, kp_produce,
-                   make_records, unique_topic)
+                   kp_seeded_topic, make_records, unique_topic)
 
 pytestmark = pytest.mark.timeout(60)
-
-N = 3000
-PARTITIONS = 3
-
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_produce_consume_roundtrip(broker, codec):
@@ -29,12 +25,7 @@ def test_produce_consume_roundtrip(broker, codec):
 @pytest.fixture(scope="module")
 def seeded(broker):
     """One topic produced once (zstd, so batches hold many records) for the seek tests."""
-    topic = unique_topic("kp-seek")
-    kp_create_topic(broker.bootstrap, topic, 2)
-    records = make_records(2000, 2, seed=7, null_header_values=False,
-                           null_key_and_value=False)
-    assert_acks_match(records, kp_produce(broker.bootstrap, topic, records, "zstd"))
-    return topic, by_partition(records)
+    return kp_seeded_topic(broker.bootstrap, "kp-seek", 7, "zstd")
 
 
 def test_end_and_beginning_offsets(broker, seeded):

@@ -8,17 +8,12 @@ by reading the same records back with confluent-kafka.
 """
 import pytest
 
-from .util import (CODECS, KCAT, KCAT_HEADERS, Rec, assert_partitions_equal, by_partition,
-                   check_kcat_subsequences, ck_consume, first_index_at_or_after, kcat,
-                   kcat_consume, kcat_lines, kcat_produce, kp_create_topic, kp_produce,
-                   make_records, now_ms, unique_topic)
+from .util import (CODECS, KCAT, KCAT_HEADERS, N, PARTITIONS, Rec, assert_partitions_equal,
+                   check_kcat_subsequences, ck_consume, first_index_at_or_after, kcat, kcat_consume,
+                   kcat_lines, kcat_produce, kp_create_topic, kp_seeded_topic, now_ms, unique_topic)
 
 pytestmark = [pytest.mark.timeout(60),
               pytest.mark.skipif(KCAT is None, reason="kcat not installed")]
-
-N = 3000
-PARTITIONS = 3
-
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_produce_consume_roundtrip(broker, codec, tmp_path):
@@ -61,12 +56,7 @@ def test_null_header_value(broker, tmp_path):
 @pytest.fixture(scope="module")
 def seeded(broker):
     """Binary records with explicit timestamps, produced by kafka-python, read by kcat."""
-    topic = unique_topic("kcat-seek")
-    kp_create_topic(broker.bootstrap, topic, 2)
-    records = make_records(2000, 2, seed=13, null_header_values=False,
-                           null_key_and_value=False)
-    kp_produce(broker.bootstrap, topic, records, "lz4")
-    return topic, by_partition(records)
+    return kp_seeded_topic(broker.bootstrap, "kcat-seek", 13, "lz4")
 
 
 def _rows_to_got(rows):

@@ -34,6 +34,11 @@ class Rec:
     timestamp: int
 
 
+# The end-to-end round trips: this many records over this many partitions, per client.
+N = 3000
+PARTITIONS = 3
+
+
 def unique_topic(prefix: str) -> str:
     return "%s-%s" % (prefix, uuid.uuid4().hex[:8])
 
@@ -157,6 +162,34 @@ def assert_acks_match(records: list[Rec], acks: list, start: dict[int, int] | No
 # kafka-python
 
 
+def _wanting(out: dict[int, list], want: dict[int, tuple[int, int]], deadline: float,
+             client: str) -> bool:
+    """Whether some partition still has fewer records in out than want[p] = (start, count)
+    asks for; fails once the (time.monotonic) deadline has passed."""
+    if all(len(out[p]) >= n for p, (_, n) in want.items()):
+        return False
+    assert time.monotonic() < deadline, "%s: timed out; got %r of %r" % (
+        client, {p: len(v) for p, v in out.items()}, want)
+    return True
+
+
+def _assign_at_starts(c, topic_partition, topic: str, want: dict[int, tuple[int, int]]) -> None:
+    """Assign (kafka-python or aiokafka) consumer c the partitions of want, each at its start."""
+    tps = {p: topic_partition(topic, p) for p in want}
+    c.assign(list(tps.values()))
+    for p, (s, _) in want.items():
+        c.seek(tps[p], s)
+
+
+def _add_polled(out: dict[int, list], batches) -> None:
+    """Append what a kafka-python/aiokafka poll returned to out[p] as (offset, Rec)."""
+    for tp, msgs in batches.items():
+        for m in msgs:
+            assert m.timestamp_type == 0, "expected CreateTime, got %r" % (m,)
+            out[tp.partition].append((m.offset, Rec(m.partition, m.key, m.value,
+                                                    tuple(m.headers), m.timestamp)))
+
+
 def kp_create_topic(bootstrap: str, topic: str, partitions: int, configs: dict | None = None):
     from kafka.admin import KafkaAdminClient
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000,
@@ -189,6 +222,17 @@ def kp_produce(bootstrap: str, topic: str, records: list[Rec], codec: str = "non
     return [(md.partition, md.offset) for md in mds]
 
 
+def kp_seeded_topic(bootstrap: str, prefix: str, seed: int, codec: str):
+    """A new 2-partition topic with 2000 records produced once by kafka-python (no null
+    header values, keys or values: it cannot send them); -> (topic, {p: [Rec, ...]})."""
+    topic = unique_topic(prefix)
+    kp_create_topic(bootstrap, topic, 2)
+    records = make_records(2000, 2, seed=seed, null_header_values=False,
+                           null_key_and_value=False)
+    assert_acks_match(records, kp_produce(bootstrap, topic, records, codec))
+    return topic, by_partition(records)
+
+
 def kp_consume(bootstrap: str, topic: str, want: dict[int, tuple[int, int]],
                timeout: float = 20.0, **config) -> dict[int, list]:
     """``want[p] = (start_offset, count)`` → ``{p: [(offset, Rec), ...]}`` (exactly count each)."""
@@ -199,19 +243,10 @@ def kp_consume(bootstrap: str, topic: str, want: dict[int, tuple[int, int]],
     c = KafkaConsumer(**cfg)
     out: dict[int, list] = {p: [] for p in want}
     try:
-        tps = {p: TopicPartition(topic, p) for p in want}
-        c.assign(list(tps.values()))
-        for p, (s, _) in want.items():
-            c.seek(tps[p], s)
+        _assign_at_starts(c, TopicPartition, topic, want)
         deadline = time.monotonic() + timeout
-        while any(len(out[p]) < n for p, (_, n) in want.items()):
-            assert time.monotonic() < deadline, "kafka-python: timed out; got %r of %r" % (
-                {p: len(v) for p, v in out.items()}, want)
-            for tp, msgs in c.poll(timeout_ms=300).items():
-                for m in msgs:
-                    assert m.timestamp_type == 0, "expected CreateTime, got %r" % (m,)
-                    out[tp.partition].append((m.offset, Rec(m.partition, m.key, m.value,
-                                                            tuple(m.headers), m.timestamp)))
+        while _wanting(out, want, deadline, "kafka-python"):
+            _add_polled(out, c.poll(timeout_ms=300))
     finally:
         c.close()
     return {p: v[:want[p][1]] for p, v in out.items()}
@@ -286,9 +321,7 @@ def ck_consume(bootstrap: str, topic: str, want: dict[int, tuple[int, int]],
     try:
         c.assign([TopicPartition(topic, p, s) for p, (s, _) in want.items()])
         deadline = time.monotonic() + timeout
-        while any(len(out[p]) < n for p, (_, n) in want.items()):
-            assert time.monotonic() < deadline, "confluent-kafka: timed out; got %r of %r" % (
-                {p: len(v) for p, v in out.items()}, want)
+        while _wanting(out, want, deadline, "confluent-kafka"):
             for m in c.consume(1000, timeout=0.3):
                 if m.error():
                     raise AssertionError("confluent-kafka consume error: %s" % m.error())
@@ -352,20 +385,10 @@ async def ak_consume(bootstrap: str, topic: str, want: dict[int, tuple[int, int]
     await c.start()
     out: dict[int, list] = {p: [] for p in want}
     try:
-        tps = {p: TopicPartition(topic, p) for p in want}
-        c.assign(list(tps.values()))
-        for p, (s, _) in want.items():
-            c.seek(tps[p], s)
+        _assign_at_starts(c, TopicPartition, topic, want)
         deadline = time.monotonic() + timeout
-        while any(len(out[p]) < n for p, (_, n) in want.items()):
-            assert time.monotonic() < deadline, "aiokafka: timed out; got %r of %r" % (
-                {p: len(v) for p, v in out.items()}, want)
-            batch = await c.getmany(timeout_ms=300)
-            for tp, msgs in batch.items():
-                for m in msgs:
-                    assert m.timestamp_type == 0, "expected CreateTime, got %r" % (m,)
-                    out[tp.partition].append((m.offset, Rec(m.partition, m.key, m.value,
-                                                            tuple(m.headers), m.timestamp)))
+        while _wanting(out, want, deadline, "aiokafka"):
+            _add_polled(out, await c.getmany(timeout_ms=300))
     finally:
         await c.stop()
     return {p: v[:want[p][1]] for p, v in out.items()}

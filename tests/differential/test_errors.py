@@ -31,16 +31,22 @@ def norm_fetch(resp):
     return out
 
 
+def assert_same(both, scenario):
+    """Run scenario on pykbroker and on Kafka: both must observe the same (printed with
+    PYKBROKER_DIFF_SHOW set)."""
+    p, k = both(scenario)
+    if os.environ.get("PYKBROKER_DIFF_SHOW"):
+        print("\n", p)
+    assert p == k, explain(p, k)
+
+
 def setup(t, name, partitions=1, configs=None):
     create_topic(t, name, partitions, configs)
 
 
 @pytest.mark.parametrize("version", PRODUCE_VERSIONS)
 def test_produce_unknown_topic(both, version):
-    p, k = both(lambda t: norm_produce(produce(t, "err-no-such-topic", 0, batch([b"x"]), version=version)))
-    if os.environ.get("PYKBROKER_DIFF_SHOW"):
-        print("\n", p)
-    assert p == k, explain(p, k)
+    assert_same(both, lambda t: norm_produce(produce(t, "err-no-such-topic", 0, batch([b"x"]), version=version)))
 
 
 @pytest.mark.parametrize("version", PRODUCE_VERSIONS)
@@ -48,18 +54,12 @@ def test_produce_unknown_partition(both, version):
     def scenario(t):
         setup(t, "err-one", 1)
         return norm_produce(produce(t, "err-one", 3, batch([b"x"]), version=version))
-    p, k = both(scenario)
-    if os.environ.get("PYKBROKER_DIFF_SHOW"):
-        print("\n", p)
-    assert p == k, explain(p, k)
+    assert_same(both, scenario)
 
 
 @pytest.mark.parametrize("version", FETCH_VERSIONS)
 def test_fetch_unknown_topic(both, version):
-    p, k = both(lambda t: norm_fetch(fetch(t, "err-no-such-topic", 0, 0, version=version)))
-    if os.environ.get("PYKBROKER_DIFF_SHOW"):
-        print("\n", p)
-    assert p == k, explain(p, k)
+    assert_same(both, lambda t: norm_fetch(fetch(t, "err-no-such-topic", 0, 0, version=version)))
 
 
 @pytest.mark.parametrize("version", FETCH_VERSIONS)
@@ -67,10 +67,7 @@ def test_fetch_unknown_partition(both, version):
     def scenario(t):
         setup(t, "err-one", 1)
         return norm_fetch(fetch(t, "err-one", 5, 0, version=version))
-    p, k = both(scenario)
-    if os.environ.get("PYKBROKER_DIFF_SHOW"):
-        print("\n", p)
-    assert p == k, explain(p, k)
+    assert_same(both, scenario)
 
 
 @pytest.mark.parametrize("case", ["ok", "at-hwm", "out-of-range", "unknown-leader-epoch", "unknown-topic",
@@ -126,10 +123,7 @@ def test_fetch_offsets(both, version, offset):
     def scenario(t):
         oor_topic(t)
         return norm_fetch(fetch(t, "err-oor", 0, offset, version=version))
-    p, k = both(scenario)
-    if os.environ.get("PYKBROKER_DIFF_SHOW"):
-        print("\n", p)
-    assert p == k, explain(p, k)
+    assert_same(both, scenario)
 
 
 def test_delete_records_errors(both):
@@ -144,10 +138,7 @@ def test_delete_records_errors(both):
                             "timeout_ms": 10000})
         out.append(r["topics"][0]["partitions"][0])
         return out
-    p, k = both(scenario)
-    if os.environ.get("PYKBROKER_DIFF_SHOW"):
-        print("\n", p)
-    assert p == k, explain(p, k)
+    assert_same(both, scenario)
 
 
 @pytest.mark.parametrize("version", PRODUCE_VERSIONS)
@@ -155,10 +146,7 @@ def test_message_too_large(both, version):
     def scenario(t):
         setup(t, "err-small", 1, {"max.message.bytes": "1024"})
         return norm_produce(produce(t, "err-small", 0, batch([b"x" * 2000]), version=version))
-    p, k = both(scenario)
-    if os.environ.get("PYKBROKER_DIFF_SHOW"):
-        print("\n", p)
-    assert p == k, explain(p, k)
+    assert_same(both, scenario)
 
 
 @pytest.mark.parametrize("acks", [2, -2, 5])
@@ -167,10 +155,7 @@ def test_invalid_required_acks(both, version, acks):
     def scenario(t):
         setup(t, "err-one", 1)
         return norm_produce(produce(t, "err-one", 0, batch([b"x"]), acks=acks, version=version))
-    p, k = both(scenario)
-    if os.environ.get("PYKBROKER_DIFF_SHOW"):
-        print("\n", p)
-    assert p == k, explain(p, k)
+    assert_same(both, scenario)
 
 
 def _log_end(t, topic):
@@ -234,10 +219,7 @@ def test_corrupt_batch(both, version, where):
         r["base_offset"] = r["base_offset"] - before if r["base_offset"] >= 0 else r["base_offset"]
         r["appended"] = _log_end(t, "err-one") - before
         return r
-    p, k = both(scenario)
-    if os.environ.get("PYKBROKER_DIFF_SHOW"):
-        print("\n", p)
-    assert p == k, explain(p, k)
+    assert_same(both, scenario)
 
 
 @pytest.mark.parametrize("where", ["length-13", "magic-3"])
@@ -269,10 +251,7 @@ def test_produce_to_internal_topic(both):
                 break
             time.sleep(0.1)
         return norm_produce(produce(t, "__consumer_offsets", 0, batch([b"x"])))
-    p, k = both(scenario)
-    if os.environ.get("PYKBROKER_DIFF_SHOW"):
-        print("\n", p)
-    assert p == k, explain(p, k)
+    assert_same(both, scenario)
 
 
 def test_idempotent_sequences(both):
@@ -305,10 +284,7 @@ def test_idempotent_sequences(both):
                                                        base_sequence=seq), raw=r)
                 out.append((what, res["error_code"], res["base_offset"], res["error_message"]))
         return out
-    p, k = both(scenario)
-    if os.environ.get("PYKBROKER_DIFF_SHOW"):
-        print("\n", p)
-    assert p == k, explain(p, k)
+    assert_same(both, scenario)
 
 
 @pytest.mark.parametrize("acks", [1, -1])
@@ -319,7 +295,4 @@ def test_idempotent_requires_acks_all(both, acks):
         pid, epoch = init_producer_id(t)
         return norm_produce(produce(t, "err-idem2", 0, batch([b"a"], producer_id=pid, producer_epoch=epoch,
                                                               base_sequence=0), acks=acks))
-    p, k = both(scenario)
-    if os.environ.get("PYKBROKER_DIFF_SHOW"):
-        print("\n", p)
-    assert p == k, explain(p, k)
+    assert_same(both, scenario)

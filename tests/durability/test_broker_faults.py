@@ -126,14 +126,24 @@ def _dir_of(b, topic, p):
     return b.broker.log_manager.dir_of((topic, p))
 
 
-def test_disk_error_on_one_log_dir_takes_only_its_partitions_offline(tmp_path):
+def _broker_on_two_dirs(tmp_path, partitions):
+    """An in-process broker on log dirs d0 and d1 under one FaultFS, with topic "t" of that
+    many partitions: -> (fs, [d0, d1], broker, {partition: its dir})."""
     root = str(tmp_path / "data")
     fs = FaultFS(root)
     dirs = [os.path.join(root, "d0"), os.path.join(root, "d1")]
     b = InProcessBroker(dirs, fs).start()
     try:
-        create_topic(b, "t", 4)
-        where = {p: _dir_of(b, "t", p) for p in range(4)}
+        create_topic(b, "t", partitions)
+        return fs, dirs, b, {p: _dir_of(b, "t", p) for p in range(partitions)}
+    except BaseException:
+        b.stop()
+        raise
+
+
+def test_disk_error_on_one_log_dir_takes_only_its_partitions_offline(tmp_path):
+    fs, dirs, b, where = _broker_on_two_dirs(tmp_path, 4)
+    try:
         bad_dir = dirs[1]
         bad = [p for p in range(4) if where[p] == bad_dir]
         good = [p for p in range(4) if where[p] != bad_dir]
@@ -205,15 +215,8 @@ def test_disk_error_on_one_log_dir_takes_only_its_partitions_offline(tmp_path):
 
 def test_log_dir_failing_at_startup(tmp_path):
     """A dir whose partitions cannot even be opened comes up offline; the rest serves."""
-    root = str(tmp_path / "data")
-    fs = FaultFS(root)
-    dirs = [os.path.join(root, "d0"), os.path.join(root, "d1")]
-    b = InProcessBroker(dirs, fs).start()
-    try:
-        create_topic(b, "t", 2)
-        where = {p: _dir_of(b, "t", p) for p in range(2)}
-    finally:
-        b.stop()
+    fs, dirs, b, where = _broker_on_two_dirs(tmp_path, 2)
+    b.stop()
     bad = [p for p in range(2) if where[p] == dirs[1]]
     good = [p for p in range(2) if where[p] == dirs[0]]
     fs.fail(errno.EIO, ["open", "pread", "listdir", "create", "open_write"], under=dirs[1])

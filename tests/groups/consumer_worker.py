@@ -131,11 +131,7 @@ def run_kafka_python(a, out, stop_file, note):
         while not os.path.exists(stop_file):
             batches = c.poll(a.poll_ms)
             note([tp.partition for tp in c.assignment()])
-            done = {}
-            for tp, msgs in batches.items():
-                for m in msgs:
-                    out.write("R %d %d %s\n" % (m.partition, m.offset, m.value.decode()))
-                    done[tp] = m.offset + 1
+            done = record(batches, out)
             if done:
                 try:
                     c.commit({tp: OffsetAndMetadata(o, "", -1) for tp, o in done.items()})
@@ -143,6 +139,16 @@ def run_kafka_python(a, out, stop_file, note):
                     out.write("E commit %r\n" % e)
     finally:
         c.close()
+
+
+def record(batches, out):
+    """One "R partition offset value" line per message polled; returns the offsets to commit."""
+    done = {}
+    for tp, msgs in batches.items():
+        for m in msgs:
+            out.write("R %d %d %s\n" % (m.partition, m.offset, m.value.decode()))
+            done[tp] = m.offset + 1
+    return done
 
 
 async def run_aiokafka(a, out, stop_file, note):
@@ -156,11 +162,7 @@ async def run_aiokafka(a, out, stop_file, note):
         while not os.path.exists(stop_file):
             batches = await c.getmany(timeout_ms=200)
             note([tp.partition for tp in c.assignment()])
-            done = {}
-            for tp, msgs in batches.items():
-                for m in msgs:
-                    out.write("R %d %d %s\n" % (m.partition, m.offset, m.value.decode()))
-                    done[tp] = m.offset + 1
+            done = record(batches, out)
             if done:
                 try:
                     await c.commit(done)

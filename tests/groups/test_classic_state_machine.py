@@ -101,12 +101,18 @@ def test_protocol_checks_and_selection():
     run(t)
 
 
+async def stable_then_second_joins(g, **timeouts):
+    """Member a alone and Stable in generation 1, then a second member (client "d") joins:
+    returns a's JoinGroup response and the second member's pending JoinGroup."""
+    a = await (await join_new(g, **timeouts)).get()
+    await g.sync(a["member_id"], None, 1, None, None, {}).get()
+    return a, await join_new(g, client="d", **timeouts)
+
+
 def test_session_timeout_expires_member_and_rebalances():
     async def t(gc, n):
         g = gc.get_or_create_classic("g")
-        a = await (await join_new(g, session=1000)).get()
-        await g.sync(a["member_id"], None, 1, None, None, {}).get()
-        fb = await join_new(g, session=1000, client="d")
+        a, fb = await stable_then_second_joins(g, session=1000)
         ra = await g.join(jreq(member_id=a["member_id"], session=1000)).get()
         rb = await fb.get()
         await g.sync(ra["member_id"], None, 2, None, None, {}).get()
@@ -127,9 +133,7 @@ def test_session_timeout_expires_member_and_rebalances():
 def test_rebalance_timeout_drops_members_that_do_not_rejoin():
     async def t(gc, n):
         g = gc.get_or_create_classic("g")
-        a = await (await join_new(g, rebalance=5000)).get()
-        await g.sync(a["member_id"], None, 1, None, None, {}).get()
-        fb = await join_new(g, rebalance=5000, client="d")
+        a, fb = await stable_then_second_joins(g, rebalance=5000)
         t0 = trio.current_time()
         rb = await fb.get()  # a never rejoins: after the rebalance timeout b goes on alone
         assert 4.9 <= trio.current_time() - t0 <= 5.1

@@ -38,6 +38,24 @@ async def generation_of_two(g, session=10000, rebalance=30000):
     return ra["member_id"], rb["member_id"]
 
 
+async def follower_parked_in_sync(gc, **timeouts):
+    """generation_of_two in group "g", with follower b's SyncGroup sent and parked (future fs)."""
+    g = gc.get_or_create_classic("g")
+    a, b = await generation_of_two(g, **timeouts)
+    return g, a, b, g.sync(b, None, 2, "consumer", "range", {})
+
+
+async def heartbeat_until_answered(g, fs, member, interval):
+    """Heartbeat as member every interval seconds until the parked SyncGroup fs is answered;
+    returns the (mock) time that took and the set of heartbeat results."""
+    t0 = trio.current_time()
+    results = set()
+    while not fs.done():
+        results.add(g.heartbeat(member, None, 2))
+        await trio.sleep(interval)
+    return trio.current_time() - t0, results
+
+
 def rebalance_answer(f):
     assert f.done(), "parked SyncGroup not answered"
     assert f.value["error_code"] == E.REBALANCE_IN_PROGRESS and f.value["assignment"] == b""
@@ -45,9 +63,7 @@ def rebalance_answer(f):
 
 def test_leader_rejoining_with_same_metadata_is_a_retry_and_followers_keep_waiting():
     async def t(gc, n):
-        g = gc.get_or_create_classic("g")
-        a, b = await generation_of_two(g)
-        fs = g.sync(b, None, 2, "consumer", "range", {})
+        g, a, b, fs = await follower_parked_in_sync(gc)
         r = await g.join(jreq(member_id=a)).get()
         assert r["error_code"] == 0 and r["generation_id"] == 2 and r["leader"] == a
         assert sorted(m["member_id"] for m in r["members"]) == sorted([a, b])
@@ -67,9 +83,7 @@ def test_leader_rejoining_with_same_metadata_is_a_retry_and_followers_keep_waiti
 
 def test_leader_rejoining_with_changed_metadata_answers_parked_syncs():
     async def t(gc, n):
-        g = gc.get_or_create_classic("g")
-        a, b = await generation_of_two(g)
-        fs = g.sync(b, None, 2, "consumer", "range", {})
+        g, a, b, fs = await follower_parked_in_sync(gc)
         fa = g.join(jreq(member_id=a, proto=P2))
         await trio.sleep(0)
         rebalance_answer(fs)
@@ -83,9 +97,7 @@ def test_leader_rejoining_with_changed_metadata_answers_parked_syncs():
 
 def test_new_member_during_completing_rebalance_answers_parked_syncs():
     async def t(gc, n):
-        g = gc.get_or_create_classic("g")
-        a, b = await generation_of_two(g)
-        fs = g.sync(b, None, 2, "consumer", "range", {})
+        g, a, b, fs = await follower_parked_in_sync(gc)
         fc = await join_new(g, client="e")
         rebalance_answer(fs)
         assert g.state == "PreparingRebalance" and not fc.done()
@@ -100,9 +112,7 @@ def test_new_member_during_completing_rebalance_answers_parked_syncs():
 
 def test_leader_leaving_during_completing_rebalance_answers_parked_syncs():
     async def t(gc, n):
-        g = gc.get_or_create_classic("g")
-        a, b = await generation_of_two(g)
-        fs = g.sync(b, None, 2, "consumer", "range", {})
+        g, a, b, fs = await follower_parked_in_sync(gc)
         assert g.leave(a, None) == E.NONE
         rebalance_answer(fs)
         r = await g.join(jreq(member_id=b)).get()
@@ -114,9 +124,7 @@ def test_leader_leaving_during_completing_rebalance_answers_parked_syncs():
 
 def test_heartbeat_and_commit_during_completing_rebalance():
     async def t(gc, n):
-        g = gc.get_or_create_classic("g")
-        a, b = await generation_of_two(g)
-        fs = g.sync(b, None, 2, "consumer", "range", {})
+        g, a, b, fs = await follower_parked_in_sync(gc)
         assert g.heartbeat(a, None, 2) == E.NONE and g.heartbeat(b, None, 2) == E.NONE
         assert g.heartbeat(b, None, 1) == E.ILLEGAL_GENERATION
         assert gc.validate_commit("g", 2, b, None)[0] == E.REBALANCE_IN_PROGRESS
@@ -133,15 +141,10 @@ def test_heartbeat_and_commit_during_completing_rebalance():
 
 def test_silent_leader_is_expired_after_its_session_timeout():
     async def t(gc, n):
-        g = gc.get_or_create_classic("g")
-        a, b = await generation_of_two(g, session=2000, rebalance=300000)
-        t0 = trio.current_time()
-        fs = g.sync(b, None, 2, "consumer", "range", {})
-        while not fs.done():
-            g.heartbeat(b, None, 2)
-            await trio.sleep(0.25)
+        g, a, b, fs = await follower_parked_in_sync(gc, session=2000, rebalance=300000)
+        took, _ = await heartbeat_until_answered(g, fs, b, 0.25)
         # not the 300 s rebalance timeout: the leader stopped heartbeating
-        assert trio.current_time() - t0 <= 2.3
+        assert took <= 2.3
         rebalance_answer(fs)
         assert a not in g.members
         r = await g.join(jreq(member_id=b, session=2000, rebalance=300000)).get()
@@ -151,14 +154,10 @@ def test_silent_leader_is_expired_after_its_session_timeout():
 
 def test_heartbeating_leader_that_never_syncs_is_dropped_at_the_rebalance_timeout():
     async def t(gc, n):
-        g = gc.get_or_create_classic("g")
-        a, b = await generation_of_two(g, session=1000, rebalance=5000)
-        t0 = trio.current_time()
-        fs = g.sync(b, None, 2, "consumer", "range", {})
-        while not fs.done():
-            assert g.heartbeat(a, None, 2) in (E.NONE, E.UNKNOWN_MEMBER_ID)
-            await trio.sleep(0.2)
-        assert 4.9 <= trio.current_time() - t0 <= 5.2
+        g, a, b, fs = await follower_parked_in_sync(gc, session=1000, rebalance=5000)
+        took, results = await heartbeat_until_answered(g, fs, a, 0.2)
+        assert results <= {E.NONE, E.UNKNOWN_MEMBER_ID}
+        assert 4.9 <= took <= 5.2
         rebalance_answer(fs)
         assert a not in g.members and b in g.members
         assert g.heartbeat(a, None, 2) == E.UNKNOWN_MEMBER_ID

@@ -113,12 +113,19 @@ def all_records(log):
     return out
 
 
+async def start_converged(start, n):
+    """Start a coordinator in nursery n with three new members of group "g" (topic "t")
+    converged; returns it and the members' state (as converge keeps it)."""
+    members = {"m%d" % i: {"epoch": 0, "owned": set()} for i in range(3)}
+    gc = await start(n)
+    await converge(gc, "g", members, ["t"])
+    return gc, members
+
+
 def test_members_keep_ids_epochs_and_assignments_across_restart():
     async def t(start, log, md):
-        members = {"m%d" % i: {"epoch": 0, "owned": set()} for i in range(3)}
         async with trio.open_nursery() as n:
-            gc = await start(n)
-            await converge(gc, "g", members, ["t"])
+            gc, members = await start_converged(start, n)
             # a classic group and committed offsets in the same topic (coexistence)
             await gc.commit("g", {("t", 0): O.OffsetAndMetadata(42, -1, "meta", 1)}).get()
             await gc.commit("classic", {("t", 1): O.OffsetAndMetadata(7, -1, "", 1)}).get()
@@ -147,10 +154,8 @@ def test_members_keep_ids_epochs_and_assignments_across_restart():
 
 def test_session_timers_rearmed_on_load_and_tombstones_replayed():
     async def t(start, log, md):
-        members = {"m%d" % i: {"epoch": 0, "owned": set()} for i in range(3)}
         async with trio.open_nursery() as n:
-            gc = await start(n)
-            await converge(gc, "g", members, ["t"])
+            gc, members = await start_converged(start, n)
             # m2 leaves: tombstones for its three keys, and the others converge again
             res = await beat(gc, hb("g", "m2", -1))
             assert res["error_code"] == 0

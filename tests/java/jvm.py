@@ -54,10 +54,11 @@ def build(profile: str) -> tuple[str, float]:
             t0 = time.monotonic()
             base = ["mvn", "-q", "-B", "-Dstyle.color=never", "-f", str(PROJECT / "pom.xml"), "-P", profile, "compile"]
             # Offline first: dependencies are cached in ~/.m2 after the first build.
-            r = subprocess.run(base[:1] + ["-o"] + base[1:], capture_output=True, text=True)
-            if r.returncode != 0:
-                r = subprocess.run(base, capture_output=True, text=True)
-            if r.returncode != 0:
+            for cmd in (base[:1] + ["-o"] + base[1:], base):
+                r = subprocess.run(cmd, capture_output=True, text=True)
+                if r.returncode == 0:
+                    break
+            else:
                 raise RuntimeError("Maven build of compat/java (-P %s) failed:\n%s\n%s"
                                    % (profile, r.stdout[-5000:], r.stderr[-5000:]))
             os.utime(cp)   # the stamp: newer than every source once the build succeeded

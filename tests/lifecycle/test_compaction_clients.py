@@ -15,7 +15,7 @@ from kafka import TopicPartition as KTP
 
 from pykbroker.protocol.records import decode_records, iter_batches
 from pykbroker.testing import BrokerProcess
-from tests.configs.helpers import create, incremental
+from tests.configs.helpers import create, incremental, name as _name
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -27,17 +27,8 @@ COMPACT = {"cleanup.policy": "compact", "segment.bytes": "2000", "min.cleanable.
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    b = BrokerProcess(str(tmp_path_factory.mktemp("cmp") / "data"), OVERRIDES)
-    b.start()
-    yield b
-    try:
-        b.stop()
-    except Exception:
-        b.kill()
-
-
-def _name(p):
-    return "%s-%s" % (p, uuid.uuid4().hex[:8])
+    with BrokerProcess(str(tmp_path_factory.mktemp("cmp") / "data"), OVERRIDES) as b:
+        yield b
 
 
 def _wait(pred, timeout=40.0, what="condition"):

@@ -15,7 +15,7 @@ from kafka import TopicPartition as KTP
 from kafka.errors import OffsetOutOfRangeError
 
 from pykbroker.testing import BrokerProcess
-from tests.configs.helpers import create, incremental, legacy
+from tests.configs.helpers import create, incremental, legacy, name as _name
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -24,17 +24,8 @@ OVERRIDES = {"group.initial.rebalance.delay.ms": "0", "log.retention.check.inter
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    b = BrokerProcess(str(tmp_path_factory.mktemp("ret") / "data"), OVERRIDES)
-    b.start()
-    yield b
-    try:
-        b.stop()
-    except Exception:
-        b.kill()
-
-
-def _name(p):
-    return "%s-%s" % (p, uuid.uuid4().hex[:8])
+    with BrokerProcess(str(tmp_path_factory.mktemp("ret") / "data"), OVERRIDES) as b:
+        yield b
 
 
 def _produce(broker, topic, n, size=100, timestamp=None, offsets=None):

@@ -201,6 +201,28 @@ def test_pattern_discovers_new_topics_and_partitions(spark, bootstrap):
         q.stop()
 
 
+def _restart_under_query(q, broker, clean, topic, prefix):
+    """Wait until the running query q has read the 20 records produced before, restart the
+    broker (clean: SIGTERM, else SIGKILL), produce 20 more (values prefix + i, partitions
+    alternating) and wait until q has read those too; q is stopped either way and must end
+    without an exception."""
+    try:
+        deadline = time.monotonic() + 90
+        while sum(p["numInputRows"] for p in q.recentProgress) < 20:
+            assert q.exception() is None and time.monotonic() < deadline, q.exception()
+            time.sleep(0.3)
+        broker.restart(clean=clean)
+        produce(broker.bootstrap, topic, [{"partition": i % 2, "value": b"%s%d" % (prefix, i)}
+                                          for i in range(20)])
+        while sum(p["numInputRows"] for p in q.recentProgress) < 40:
+            assert q.exception() is None, q.exception()
+            assert time.monotonic() < deadline + 60, "query did not resume after the restart"
+            time.sleep(0.3)
+    finally:
+        q.stop()
+    assert q.exception() is None
+
+
 def test_broker_restart_under_running_query(spark, fresh_broker, tmp_path):
     """A processingTime query keeps running while the broker is stopped (SIGTERM) and started
     again on the same port and data: nothing lost, nothing read twice."""
@@ -211,20 +233,7 @@ def test_broker_restart_under_running_query(spark, fresh_broker, tmp_path):
     q = (stream(spark, bs, t).selectExpr("partition", "offset", "CAST(value AS STRING) AS value")
          .writeStream.format("parquet").option("path", out).option("checkpointLocation", ckpt)
          .trigger(processingTime="500 milliseconds").start())
-    try:
-        deadline = time.monotonic() + 90
-        while sum(p["numInputRows"] for p in q.recentProgress) < 20:
-            assert q.exception() is None and time.monotonic() < deadline, q.exception()
-            time.sleep(0.3)
-        fresh_broker.restart(clean=True)
-        produce(bs, t, [{"partition": i % 2, "value": b"after%d" % i} for i in range(20)])
-        while sum(p["numInputRows"] for p in q.recentProgress) < 40:
-            assert q.exception() is None, q.exception()
-            assert time.monotonic() < deadline + 60, "query did not resume after the restart"
-            time.sleep(0.3)
-    finally:
-        q.stop()
-    assert q.exception() is None
+    _restart_under_query(q, fresh_broker, True, t, b"after")
     got = read_sink(spark, out)
     assert [(p, o) for p, o, _ in got] == [(p, o) for p in range(2) for o in range(20)]
     assert {v for _, _, v in got} == {"before%d" % i for i in range(20)} | \
@@ -244,20 +253,7 @@ def test_kafka_sink_across_broker_restart(spark, fresh_broker, tmp_path, clean):
          .writeStream.format("kafka").option("kafka.bootstrap.servers", bs).option("topic", dst)
          .option("checkpointLocation", str(tmp_path / "ckpt"))
          .trigger(processingTime="500 milliseconds").start())
-    try:
-        deadline = time.monotonic() + 90
-        while sum(p["numInputRows"] for p in q.recentProgress) < 20:
-            assert q.exception() is None and time.monotonic() < deadline, q.exception()
-            time.sleep(0.3)
-        fresh_broker.restart(clean=clean)
-        produce(bs, src, [{"partition": i % 2, "value": b"two%d" % i} for i in range(20)])
-        while sum(p["numInputRows"] for p in q.recentProgress) < 40:
-            assert q.exception() is None, q.exception()
-            assert time.monotonic() < deadline + 60, "query did not resume after the restart"
-            time.sleep(0.3)
-    finally:
-        q.stop()
-    assert q.exception() is None
+    _restart_under_query(q, fresh_broker, clean, src, b"two")
     got = read_all(bs, dst, 2)
     assert sorted((r["partition"], r["key"], r["value"]) for r in got) == sorted(
         [(i % 2, b"%d" % (i % 2), b"one%d" % i) for i in range(20)]

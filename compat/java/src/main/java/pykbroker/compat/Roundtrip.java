@@ -146,12 +146,7 @@ final class Roundtrip {
         for (String protocol : protocols) {
             String group = topic + "-group-" + protocol;
             Main.phase("subscribe_" + protocol, () -> {
-                Properties p = consumerProps(bootstrap, "compat-sub-" + protocol);
-                p.put("group.id", group);
-                p.put("group.protocol", protocol);
-                p.put("auto.offset.reset", "earliest");
-                p.put("enable.auto.commit", "false");
-                try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {
+                try (KafkaConsumer<byte[], byte[]> c = groupConsumer(bootstrap, "compat-sub-" + protocol, group, protocol)) {
                     c.subscribe(List.of(topic));
                     int got = pollUntil(c, count, 45_000, "subscribe_" + protocol);
                     Main.check(got == count, "subscribe read " + got + " of " + count + " records");
@@ -169,12 +164,7 @@ final class Roundtrip {
                 }
             });
             Main.phase("resume_" + protocol, () -> {
-                Properties p = consumerProps(bootstrap, "compat-resume-" + protocol);
-                p.put("group.id", group);
-                p.put("group.protocol", protocol);
-                p.put("auto.offset.reset", "earliest");
-                p.put("enable.auto.commit", "false");
-                try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {
+                try (KafkaConsumer<byte[], byte[]> c = groupConsumer(bootstrap, "compat-resume-" + protocol, group, protocol)) {
                     c.subscribe(List.of(topic));
                     long deadline = System.currentTimeMillis() + 30_000;
                     while (c.assignment().isEmpty() && System.currentTimeMillis() < deadline) {
@@ -200,6 +190,16 @@ final class Roundtrip {
         p.put("key.deserializer", ByteArrayDeserializer.class.getName());
         p.put("value.deserializer", ByteArrayDeserializer.class.getName());
         return p;
+    }
+
+    /** A consumer in {@code group} (classic or consumer protocol) from the earliest offset, committing only by hand. */
+    static KafkaConsumer<byte[], byte[]> groupConsumer(String bootstrap, String clientId, String group, String protocol) {
+        Properties p = consumerProps(bootstrap, clientId);
+        p.put("group.id", group);
+        p.put("group.protocol", protocol);
+        p.put("auto.offset.reset", "earliest");
+        p.put("enable.auto.commit", "false");
+        return new KafkaConsumer<>(p);
     }
 
     /** Poll until {@code want} records arrived or the time is up; emits each record; returns how many. */
