@@ -103,6 +103,10 @@ class Connection:
                     return
 
     async def _write(self, parts) -> None:
+        if len(parts) == 1 and parts[0].__class__ is bytes:
+            # Most answers (Produce among them) are one buffer: send it as is, no copy.
+            await self.stream.send_all(parts[0])
+            return
         buf = bytearray()
         for p in parts:
             if isinstance(p, (bytes, bytearray, memoryview)):
