@@ -25,15 +25,20 @@ UNKNOWN_SERVER_ERROR for a bug) in every error field, so the client never hangs.
 from __future__ import annotations
 
 import logging
+import struct
 
 from ..protocol.codec import APIS
 from ..protocol.errors import ErrorCode, KafkaError
-from ..protocol.framing import FrameBuffer, frame_response, parse_request_header, peek_api
+from ..protocol.framing import FrameBuffer, frame_response, parse_request_header
 from ..protocol.primitives import ProtocolError
 
 log = logging.getLogger("pykbroker.connection")
 
 API_VERSIONS_KEY = 18
+
+# api_key, api_version, correlation_id: the fixed start of every request header, read in one
+# call to pick the handler and header version before the rest of the header is parsed.
+_HEADER_START = struct.Struct(">hhi")
 
 
 class CloseConnection(Exception):
@@ -124,35 +129,31 @@ class Dispatcher:
             return self._close(str(e))
         if frame is None:
             return None
-        event = self._dispatch(frame)
-        if event.__class__ is Close:
-            self.closed = True
-        return event
+        return self._dispatch(frame)
 
     def _close(self, reason: str, level: int = logging.WARNING, exc_info=None) -> Close:
         self.closed = True
         return Close(reason, level, exc_info)
 
     def _dispatch(self, frame: bytes):
-        peek = peek_api(frame)
-        if peek is None:
-            return Close("request of %d bytes is too short for a header" % len(frame))
-        api_key, api_version, corr = peek
+        if len(frame) < 8:
+            return self._close("request of %d bytes is too short for a header" % len(frame))
+        api_key, api_version, corr = _HEADER_START.unpack_from(frame)
         handler = self.handlers.get(api_key)
         spec = APIS.get(api_key)
         if handler is None or spec is None:
-            return Close("unknown or unsupported API key %d (v%d)" % (api_key, api_version))
+            return self._close("unknown or unsupported API key %d (v%d)" % (api_key, api_version))
         supported = handler.MIN_VERSION <= api_version <= handler.MAX_VERSION
         if not supported and api_key != API_VERSIONS_KEY:
             # Kafka closes the connection on an unsupported version of any API but ApiVersions.
-            return Close("%s v%d is not supported (supported %d-%d)"
-                         % (spec.name, api_version, handler.MIN_VERSION, handler.MAX_VERSION))
+            return self._close("%s v%d is not supported (supported %d-%d)"
+                               % (spec.name, api_version, handler.MIN_VERSION, handler.MAX_VERSION))
         # An ApiVersions request newer than we know is read with the newest header (v2).
-        flexible = spec.flexible(min(api_version, handler.MAX_VERSION))
+        flexible = min(api_version, handler.MAX_VERSION) >= spec.flexible_from
         try:
             header = parse_request_header(frame, flexible)
         except ProtocolError as e:
-            return Close(str(e))
+            return self._close(str(e))
         ctx = RequestContext(self.broker, self.connection, header)
         if not supported:
             # KIP-511: answer a too-new ApiVersions with a v0 body: UNSUPPORTED_VERSION and our range.
@@ -169,7 +170,7 @@ class Dispatcher:
                 # Kafka answers an undecodable ApiVersions with INVALID_REQUEST rather than closing.
                 body = handler.invalid_request_response(ctx)
                 return SendResponse(frame_response(corr, False, spec.encode("response", api_version, body)))
-            return Close("malformed %s v%d request: %s" % (spec.name, api_version, e))
+            return self._close("malformed %s v%d request: %s" % (spec.name, api_version, e))
         return HandleRequest(ctx, handler, spec, request)
 
     def finish(self, event: HandleRequest, response):
@@ -180,7 +181,7 @@ class Dispatcher:
         api_version = ctx.api_version
         # ApiVersions always answers with header v0, so a client that does not know our
         # versions can still read it (KIP-511).
-        flexible_header = ctx.api_key != API_VERSIONS_KEY and spec.flexible(api_version)
+        flexible_header = ctx.api_key != API_VERSIONS_KEY and api_version >= spec.flexible_from
         try:
             body = spec.encode("response", api_version, response)
         except Exception as e:

@@ -241,7 +241,7 @@ def test_file_regions_pass_through_unframed():
     d = dispatcher()
     [ev] = events(d, frame(18, 3, 1, API_VERSIONS_V3))
     spec = types.SimpleNamespace(name="X", encode=lambda kind, v, msg: [b"abc", region, b"de"],
-                                 flexible=lambda v: False)
+                                 flexible_from=99)
     ev.spec = spec
     out = d.finish(ev, {})
     assert out.parts[1] is region and out.parts[2] == b"de"
