@@ -252,3 +252,40 @@ def test_file_regions_pass_through_unframed():
 def test_dispatcher_does_no_io():
     code = "import sys, pykbroker.server.dispatch; sys.exit('trio' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_connection_answers_what_precedes_a_close_then_closes():
+    # The trio side carries the decisions out in order: the answer to the request before a
+    # bad frame is written before the connection closes.
+    import trio
+
+    from pykbroker.config import BrokerConfig
+    from pykbroker.server.connection import Connection
+
+    async def main():
+        broker = types.SimpleNamespace(config=BrokerConfig({}), handlers=HANDLERS)
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        port = listeners[0].socket.getsockname()[1]
+        async with trio.open_nursery() as nursery:
+            async def serve_one(stream):
+                await Connection(broker, stream, "PLAINTEXT").run()
+            nursery.start_soon(lambda: trio.serve_listeners(serve_one, listeners))
+            client = await trio.open_tcp_stream("127.0.0.1", port)
+            bad = struct.pack(">hhi", 9999, 0, 2) + struct.pack(">h", -1)
+            await client.send_all(frame(18, 0, 1, {}) + struct.pack(">i", len(bad)) + bad
+                                  + frame(18, 0, 3, {}))
+            buf = b""
+            with trio.fail_after(10):
+                while True:
+                    data = await client.receive_some(65536)
+                    if not data:
+                        break
+                    buf += data
+            await client.aclose()
+            nursery.cancel_scope.cancel()
+        return buf
+
+    buf = trio.run(main)
+    (n,) = struct.unpack_from(">i", buf)
+    assert len(buf) == 4 + n  # one answer, then EOF
+    assert struct.unpack_from(">i", buf, 4)[0] == 1
