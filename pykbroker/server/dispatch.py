@@ -1,0 +1,215 @@
+"""Sans-IO request dispatch for one connection: bytes in, decisions out.
+
+In the style of h11, a ``Dispatcher`` does no I/O and knows nothing of trio or sockets: the
+connection feeds it what it read (``receive_data``), then asks for events (``next_event``) until
+there is none.  Each event is a decision the connection carries out:
+
+- ``HandleRequest``: a well-formed request; run ``handler.handle(ctx, request)`` (handlers are
+  async, so the caller awaits it) and hand the outcome back with ``finish(event, response)`` or
+  ``fail(event, exc)``, which return a ``SendResponse``, a ``Close``, or ``None`` (nothing to send:
+  acks=0 Produce).
+- ``SendResponse``: answer without running a handler (ApiVersions edge cases); ``parts`` are
+  ``bytes`` and file regions (``.fd``, ``.position``, ``.length``), written in order.
+- ``Close``: close the connection without answering; ``reason`` is the log line, ``level`` its
+  logging level.  After a ``Close``, ``next_event`` returns ``None`` for good.
+
+Events come out in request order and must be carried out in that order: Kafka answers a
+connection's requests strictly in order, and clients rely on it (an idempotent producer's
+pipelined Produce requests).  The decisions are Kafka's: an unknown API key, an unsupported
+version of any API but ApiVersions, a malformed header or body, or a frame above
+``socket.request.max.bytes`` (checked before the body is buffered) closes the connection; a
+too-new ApiVersions is answered with a v0 UNSUPPORTED_VERSION body (KIP-511) and an undecodable
+one with INVALID_REQUEST; a handler that raises still answers, with its error (or
+UNKNOWN_SERVER_ERROR for a bug) in every error field, so the client never hangs.
+"""
+from __future__ import annotations
+
+import logging
+import struct
+
+from ..protocol.codec import APIS
+from ..protocol.errors import ErrorCode, KafkaError
+from ..protocol.framing import FrameBuffer, frame_response, parse_request_header
+from ..protocol.primitives import ProtocolError
+
+log = logging.getLogger("pykbroker.connection")
+
+API_VERSIONS_KEY = 18
+
+# api_key, api_version, correlation_id: the fixed start of every request header, read in one
+# call to pick the handler and header version before the rest of the header is parsed.
+_HEADER_START = struct.Struct(">hhi")
+
+
+class CloseConnection(Exception):
+    """Raised by a handler to close the connection without answering (Kafka does this when an
+    acks=0 Produce fails: closing is the only signal such a client gets)."""
+
+
+class RequestContext:
+    """What a handler knows about the request besides its body."""
+
+    __slots__ = ("broker", "connection", "api_key", "api_version", "correlation_id", "client_id")
+
+    def __init__(self, broker, connection, header):
+        self.broker = broker
+        self.connection = connection
+        self.api_key = header.api_key
+        self.api_version = header.api_version
+        self.correlation_id = header.correlation_id
+        self.client_id = header.client_id
+
+
+class HandleRequest:
+    """Run ``handler.handle(ctx, request)``, then give the outcome to ``Dispatcher.finish``/``fail``."""
+
+    __slots__ = ("ctx", "handler", "spec", "request")
+
+    def __init__(self, ctx, handler, spec, request):
+        self.ctx = ctx
+        self.handler = handler
+        self.spec = spec
+        self.request = request
+
+    def __repr__(self):
+        return "HandleRequest(%s v%d, correlation_id=%d)" % (
+            self.spec.name, self.ctx.api_version, self.ctx.correlation_id)
+
+
+class SendResponse:
+    """Write ``parts`` (a framed response: bytes and file regions) to the client."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: list):
+        self.parts = parts
+
+    def __repr__(self):
+        return "SendResponse(%d parts)" % len(self.parts)
+
+
+class Close:
+    """Close the connection without answering; log ``reason`` at ``level`` (with ``exc_info``)."""
+
+    __slots__ = ("reason", "level", "exc_info")
+
+    def __init__(self, reason: str, level: int = logging.WARNING, exc_info: BaseException | None = None):
+        self.reason = reason
+        self.level = level
+        self.exc_info = exc_info
+
+    def __repr__(self):
+        return "Close(%r)" % self.reason
+
+
+class Dispatcher:
+    """Per-connection dispatch state: the frame buffer, and whether the connection is closing.
+
+    ``broker`` and ``connection`` are opaque here: they are only handed to handlers in their
+    ``RequestContext``.  ``peer`` names the client in log lines."""
+
+    def __init__(self, handlers: dict, max_frame_bytes: int, broker=None, connection=None, peer: str = "?"):
+        self.handlers = handlers
+        self.broker = broker
+        self.connection = connection
+        self.peer = peer
+        self._frames = FrameBuffer(max_frame_bytes)
+        self.closed = False
+
+    def receive_data(self, data) -> None:
+        self._frames.receive_data(data)
+
+    def next_event(self):
+        """The decision for the next complete frame, or ``None`` until more bytes arrive."""
+        if self.closed:
+            return None
+        try:
+            frame = self._frames.next_frame()
+        except ProtocolError as e:  # the size prefix is over the limit (or negative)
+            return self._close(str(e))
+        if frame is None:
+            return None
+        return self._dispatch(frame)
+
+    def _close(self, reason: str, level: int = logging.WARNING, exc_info=None) -> Close:
+        self.closed = True
+        return Close(reason, level, exc_info)
+
+    def _dispatch(self, frame: bytes):
+        if len(frame) < 8:
+            return self._close("request of %d bytes is too short for a header" % len(frame))
+        api_key, api_version, corr = _HEADER_START.unpack_from(frame)
+        handler = self.handlers.get(api_key)
+        spec = APIS.get(api_key)
+        if handler is None or spec is None:
+            return self._close("unknown or unsupported API key %d (v%d)" % (api_key, api_version))
+        supported = handler.MIN_VERSION <= api_version <= handler.MAX_VERSION
+        if not supported and api_key != API_VERSIONS_KEY:
+            # Kafka closes the connection on an unsupported version of any API but ApiVersions.
+            return self._close("%s v%d is not supported (supported %d-%d)"
+                               % (spec.name, api_version, handler.MIN_VERSION, handler.MAX_VERSION))
+        # An ApiVersions request newer than we know is read with the newest header (v2).
+        flexible = min(api_version, handler.MAX_VERSION) >= spec.flexible_from
+        try:
+            header = parse_request_header(frame, flexible)
+        except ProtocolError as e:
+            return self._close(str(e))
+        ctx = RequestContext(self.broker, self.connection, header)
+        if not supported:
+            # KIP-511: answer a too-new ApiVersions with a v0 body: UNSUPPORTED_VERSION and our range.
+            body = handler.unsupported_version_response(ctx)
+            return SendResponse(frame_response(corr, False, spec.encode("response", 0, body)))
+        try:
+            # Kafka's generated readers stop at the last field and ignore trailing bytes; clients
+            # rely on it (librdkafka's all-topics Metadata v9+ leaves 3 stray bytes after the
+            # null topic array), so trailing bytes are not an error here either.
+            request = spec.decode("request", api_version, memoryview(frame)[header.body_offset:],
+                                  exact=False)
+        except ProtocolError as e:
+            if api_key == API_VERSIONS_KEY:
+                # Kafka answers an undecodable ApiVersions with INVALID_REQUEST rather than closing.
+                body = handler.invalid_request_response(ctx)
+                return SendResponse(frame_response(corr, False, spec.encode("response", api_version, body)))
+            return self._close("malformed %s v%d request: %s" % (spec.name, api_version, e))
+        return HandleRequest(ctx, handler, spec, request)
+
+    def finish(self, event: HandleRequest, response):
+        """The handler returned ``response``: encode and frame it (``None``: acks=0, no answer)."""
+        if response is None:
+            return None  # acks=0 Produce: Kafka sends nothing back
+        ctx, spec = event.ctx, event.spec
+        api_version = ctx.api_version
+        # ApiVersions always answers with header v0, so a client that does not know our
+        # versions can still read it (KIP-511).
+        flexible_header = ctx.api_key != API_VERSIONS_KEY and api_version >= spec.flexible_from
+        try:
+            body = spec.encode("response", api_version, response)
+        except Exception as e:
+            return self._close("encoding %s v%d response failed" % (spec.name, api_version),
+                               logging.ERROR, e)
+        return SendResponse(frame_response(ctx.correlation_id, flexible_header, body))
+
+    def fail(self, event: HandleRequest, exc: Exception):
+        """The handler raised ``exc``: close on ``CloseConnection``, else answer with the error
+        (``KafkaError``'s code, or UNKNOWN_SERVER_ERROR for a bug) in the response's error fields."""
+        if isinstance(exc, CloseConnection):
+            return self._close(str(exc), logging.INFO)
+        ctx, handler, spec = event.ctx, event.handler, event.spec
+        if isinstance(exc, KafkaError):
+            code = exc.code
+        else:
+            code = ErrorCode.UNKNOWN_SERVER_ERROR
+            log.error("handler for %s v%d failed (client %s)", spec.name, ctx.api_version, self.peer,
+                      exc_info=exc)
+        request = event.request
+        builder = getattr(handler, "error_response", None)
+        response = builder(ctx, request, code) if builder else error_response(spec, ctx.api_version, request, code)
+        return self.finish(event, response)
+
+
+def error_response(spec, version: int, request: dict, code: int) -> dict:
+    """Fallback for handlers without their own ``error_response``: those APIs (Heartbeat,
+    LeaveGroup, ListGroups, ApiVersions, DescribeCluster) carry a top-level error code, which
+    is where Kafka reports a request-level failure.  Handlers whose responses list topics and
+    partitions define ``error_response`` to answer per item."""
+    return {"error_code": int(code)}
