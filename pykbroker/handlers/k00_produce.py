@@ -45,7 +45,7 @@ import trio
 
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.records import RecordError, first_batch_corruption, validate_produce_records
-from ..server.connection import CloseConnection
+from ..server.dispatch import CloseConnection
 from .common import PartitionResponses, leader_partition
 
 API_KEY = 0

@@ -80,13 +80,6 @@ def parse_request_header(frame: bytes, flexible: bool) -> RequestHeader:
     return RequestHeader(api_key, api_version, corr, client_id, pos)
 
 
-def peek_api(frame: bytes):
-    """(api_key, api_version, correlation_id) without parsing the rest; None if too short."""
-    if len(frame) < 8:
-        return None
-    return P.I16.unpack_from(frame, 0)[0], P.I16.unpack_from(frame, 2)[0], P.I32.unpack_from(frame, 4)[0]
-
-
 def frame_response(correlation_id: int, flexible_header: bool, body_parts: list) -> list:
     """Prefix body parts with the size and response header (v1 = v0 + empty tagged fields)."""
     header = P.I32.pack(correlation_id) + (b"\x00" if flexible_header else b"")
