@@ -111,7 +111,7 @@ async def handle(ctx, request):
                 if info.internal:
                     raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION)
                 cfg = partition.config
-                if acks == -1 and len(partition.isr) < cfg.get("min.insync.replicas", 1):
+                if acks == -1 and len(partition.isr) < cfg["min.insync.replicas"]:
                     # Kafka refuses acks=all before appending when the ISR is below min.insync.replicas.
                     raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS)
                 validated = validate_produce_records(

@@ -217,7 +217,7 @@ class LogManager:
         await trio.to_thread.run_sync(self.load_logs, expected)
         conf = self._conf
         self.retention = RetentionTask(self, nursery.start_soon,
-                                       interval_ms=conf("log.retention.check.interval.ms") or 300000)
+                                       interval_ms=conf("log.retention.check.interval.ms"))
         self.cleaner = LogCleanerTask(self, nursery.start_soon, enabled=conf("log.cleaner.enable"),
                                       backoff_ms=conf("log.cleaner.backoff.ms"),
                                       dedupe_buffer_size=conf("log.cleaner.dedupe.buffer.size"),

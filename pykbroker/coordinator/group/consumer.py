@@ -139,12 +139,10 @@ class ConsumerGroupManager:
         self.gc = coordinator
         cfg = coordinator.config
 
-        def get(k, d=None):
-            # Every key and its Kafka default is declared in pykbroker/config.py (``d`` is unused).
-            return cfg[k]
-        self.session_timeout_ms = get("group.consumer.session.timeout.ms", 45000)
-        self.heartbeat_interval_ms = get("group.consumer.heartbeat.interval.ms", 5000)
-        self.max_size = get("group.consumer.max.size", 2**31 - 1)
+        # every key and its Kafka default is declared in pykbroker/config.py
+        self.session_timeout_ms = cfg["group.consumer.session.timeout.ms"]
+        self.heartbeat_interval_ms = cfg["group.consumer.heartbeat.interval.ms"]
+        self.max_size = cfg["group.consumer.max.size"]
 
     # -- helpers -----------------------------------------------------------------------------
     def _md(self):

@@ -59,11 +59,6 @@ def append_error_to_response(code) -> int:
     return code
 
 
-def _cfg(broker, key, default=None):
-    # Every key and its Kafka default is declared in pykbroker/config.py (``default`` is unused).
-    return broker.config[key]
-
-
 class GroupCoordinator:
     """Handed its dependencies: ``config`` (key -> value), ``metadata`` (topic lookups for KIP-848
     subscriptions) and ``log``, the ``__consumer_offsets`` backend (:class:`BrokerOffsetsLog`, or
@@ -79,13 +74,13 @@ class GroupCoordinator:
         self.timer = Timer()
         self.groups: dict = {}
         self.offsets: dict[str, dict[tuple[str, int], O.OffsetAndMetadata]] = {}
-        self.initial_rebalance_delay_ms = _cfg(self, "group.initial.rebalance.delay.ms", 3000)
-        self.min_session_timeout_ms = _cfg(self, "group.min.session.timeout.ms", 6000)
-        self.max_session_timeout_ms = _cfg(self, "group.max.session.timeout.ms", 1800000)
-        self.group_max_size = _cfg(self, "group.max.size", 2**31 - 1)
-        self.num_partitions = _cfg(self, "offsets.topic.num.partitions", 50)
-        self.retention_ms = _cfg(self, "offsets.retention.minutes", 10080) * 60000
-        self.retention_check_s = _cfg(self, "offsets.retention.check.interval.ms", 600000) / 1000.0
+        self.initial_rebalance_delay_ms = self.config["group.initial.rebalance.delay.ms"]
+        self.min_session_timeout_ms = self.config["group.min.session.timeout.ms"]
+        self.max_session_timeout_ms = self.config["group.max.session.timeout.ms"]
+        self.group_max_size = self.config["group.max.size"]
+        self.num_partitions = self.config["offsets.topic.num.partitions"]
+        self.retention_ms = self.config["offsets.retention.minutes"] * 60000
+        self.retention_check_s = self.config["offsets.retention.check.interval.ms"] / 1000.0
         self.log = log  # OffsetsLog backend (the runtime's PartitionWriter)
         self.runtime: CoordinatorRuntime | None = None  # set in startup()
         self._topic_ready = False
@@ -142,8 +137,8 @@ class GroupCoordinator:
         self._creating = trio.Event()
         try:
             if not self.log.exists():
-                await self.log.create(self.num_partitions, _cfg(self, "offsets.topic.replication.factor", 1),
-                                      _cfg(self, "offsets.topic.segment.bytes", 104857600))
+                await self.log.create(self.num_partitions, self.config["offsets.topic.replication.factor"],
+                                      self.config["offsets.topic.segment.bytes"])
             self.num_partitions = self.log.num_partitions()
             if self.leads_every_partition:
                 await self._lead_every_partition()
