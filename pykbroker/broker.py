@@ -87,7 +87,8 @@ class Broker:
 
         self._load_identity()
         self.metadata_cache = MetadataCache(self.node_id, self.cluster_id, self.config.effective_topic_config)
-        self.controller = LocalController(self.metadata_cache, self.config, self.node_id, self.log_dirs[0])
+        self.controller = LocalController(self.metadata_cache, self.config, self.node_id, self.log_dirs[0],
+                                          fs=self.storage_fs or REAL_FS)
         self.log_manager = LogManager(self.log_dirs, self.storage_fs, config=self.config,
                                       metadata=self.metadata_cache, halt_hook=self.halt_hook, new_log_epoch=0)
         self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self.metadata_cache)
