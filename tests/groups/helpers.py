@@ -92,11 +92,15 @@ class Worker:
             self.kill9()
 
 
-def wait_stable(workers, partitions=6, timeout=30):
-    """Until the live workers' assignments are pairwise disjoint and cover every partition."""
+def wait_stable(workers, partitions=6, timeout=30, each=None):
+    """Until the live workers' assignments are pairwise disjoint and cover every partition (and,
+    with ``each``, every worker holds that many: a late joiner first sees a covering but uneven
+    assignment while the others' revocations are still in flight)."""
     def ok():
         asgs = [w.assignment() for w in workers]
         if any(a is None or not a for a in asgs):
+            return False
+        if each is not None and any(len(a) != each for a in asgs):
             return False
         flat = [p for a in asgs for p in a]
         return sorted(flat) == list(range(partitions))

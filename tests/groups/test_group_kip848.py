@@ -24,7 +24,7 @@ def test_consumer_protocol_three_members_and_kill9(kbroker, tmp_path):
     workers = [Worker(tmp_path, "confluent", kbroker.bootstrap, topic, group, "k%d" % i, protocol="consumer")
                for i in range(3)]
     try:
-        asgs = wait_stable(workers, timeout=40)
+        asgs = wait_stable(workers, timeout=40, each=2)
         assert all(len(a) == 2 for a in asgs), asgs
         produce(kbroker.bootstrap, topic, 300)
         seen = wait_consumed(workers, 300)
