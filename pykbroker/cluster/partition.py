@@ -72,7 +72,7 @@ def log_config_of(cfg: dict) -> LogConfig:
 
 
 class Partition:
-    def __init__(self, replica_manager, topic: str, topic_id: bytes, partition_id: int,
+    def __init__(self, topic: str, topic_id: bytes, partition_id: int,
                  log_, config: dict, high_watermark: Optional[int] = None, *, hooks: PartitionHooks,
                  state: PartitionState):
         self._hooks = hooks
@@ -348,9 +348,8 @@ class OfflinePartition:
     deleted = False
     log = None
 
-    def __init__(self, replica_manager, topic: str, topic_id: bytes, partition_id: int, config: dict,
+    def __init__(self, topic: str, topic_id: bytes, partition_id: int, config: dict,
                  *, state: PartitionState):
-        self.replica_manager = replica_manager
         self.topic = topic
         self.topic_id = topic_id
         self.partition_id = partition_id

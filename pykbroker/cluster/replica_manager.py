@@ -61,12 +61,12 @@ class ReplicaManager:
                 if lm.is_online(tp):
                     self.partitions[tp] = self._partition(info, p, lm.get_log(*tp), cfg)
                 else:
-                    self.partitions[tp] = OfflinePartition(self, info.name, info.topic_id, p, cfg,
+                    self.partitions[tp] = OfflinePartition(info.name, info.topic_id, p, cfg,
                                                            state=meta.partition_state(info.name, p))
         self._report_offline([tp for tp, part in self.partitions.items() if part.offline])
 
     def _partition(self, info, p: int, lg, cfg: dict) -> Partition:
-        return Partition(self, info.name, info.topic_id, p, lg, cfg, hooks=self._hooks,
+        return Partition(info.name, info.topic_id, p, lg, cfg, hooks=self._hooks,
                          state=self.metadata.partition_state(info.name, p))
 
     def _on_dir_offline(self, d: str, tps) -> None:
