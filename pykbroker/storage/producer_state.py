@@ -59,6 +59,7 @@ from typing import Optional, Union
 
 import crc32c as _crc32c_mod
 
+from pykbroker.protocol.errors import ErrorCode
 from pykbroker.protocol.records import INT32_MAX, increment_sequence
 from .fs import FileSystem, REAL_FS
 
@@ -70,8 +71,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 _crc32c = _crc32c_mod.crc32c
 
-OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-INVALID_PRODUCER_EPOCH = 47
+# the outcomes of a sequence check are Kafka's error codes (or APPEND)
+OUT_OF_ORDER_SEQUENCE_NUMBER = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+INVALID_PRODUCER_EPOCH = ErrorCode.INVALID_PRODUCER_EPOCH
 APPEND = "append"
 NUM_BATCHES_TO_RETAIN = 5
 NO_EPOCH = -1
