@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""Start-up time of pykbroker, next to Apache Kafka's in the same run.
+
+    python3 tools/bench_startup.py [--runs 7] [--no-kafka]
+
+Columns (median of ``--runs`` runs, each on a fresh data directory, as a test suite starts one):
+
+- ``spawn -> ApiVersions``: from ``Popen`` of ``python -m pykbroker serve`` to the first ApiVersions
+  answered, seen by a client polling the port with a real ApiVersions request (the tests' wire
+  client, ``pykbroker/testing/wire.py``), the way a client waits for a broker.
+- ``python -c pass``: the interpreter alone (``site`` included), the floor of any Python process
+  on this machine; ``import pykbroker.cli`` the CLI before it parses its arguments.
+- ``in-process``: ``import pykbroker`` + ``pykbroker.Broker(port=0)`` started + one ApiVersions
+  answered on a raw socket, in a fresh interpreter (measured from the first line of that
+  interpreter, so without its own start-up).  Only when the in-process ``pykbroker.Broker``
+  exists in this tree.
+- ``idle RSS``: the served broker's resident memory one second after its first answer.
+- Apache Kafka: ``Popen`` of ``kafka.Kafka`` (a single KRaft broker+controller node, formatted
+  beforehand, as ``compat/kafka/oracle.py`` runs it) to its first ApiVersions answer, when the
+  jars are in the cache (``python3 compat/kafka/oracle.py fetch``); skipped with a line otherwise.
+
+The children run with a bytecode cache (``PYTHONPYCACHEPREFIX`` in a temporary directory, after
+one warm-up run), as an installed package does: without it every module is compiled from source
+on each start, which measures the compiler, not the broker.  Numbers are printed, never asserted:
+they depend on the machine and its load.
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import os
+import shutil
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from pykbroker.protocol.primitives import ProtocolError  # noqa: E402
+from pykbroker.testing.wire import WireClient  # noqa: E402
+
+POLL = 0.002   # seconds between connection attempts
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _api_versions_ok(port: int, version: int = 3) -> bool:
+    """One real ApiVersions round trip; False while nobody listens (or answers) yet."""
+    body = {"client_software_name": "bench", "client_software_version": "1"}
+    try:
+        with WireClient(("127.0.0.1", port), timeout=5.0, client_id="bench") as c:
+            return c.request(18, version, body)["error_code"] == 0
+    except (OSError, struct.error, ProtocolError):
+        return False
+
+
+def _wait_api_versions(proc: subprocess.Popen, port: int, t0: float, timeout: float) -> float:
+    while time.perf_counter() - t0 < timeout:
+        if proc.poll() is not None:
+            raise RuntimeError("exited with %s before answering" % proc.returncode)
+        if _api_versions_ok(port):
+            return time.perf_counter() - t0
+        time.sleep(POLL)
+    raise RuntimeError("no ApiVersions answer within %ss" % timeout)
+
+
+def _rss_kib(pid: int) -> int:
+    with open("/proc/%d/status" % pid) as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def child_env(pycache: str) -> dict:
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPYCACHEPREFIX"] = pycache
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def pykbroker_serve(env: dict, rss: bool) -> tuple[float, int]:
+    """(seconds from spawn to the first ApiVersions answer, idle RSS in KiB or 0)."""
+    data = tempfile.mkdtemp(prefix="bench-startup-")
+    port = _free_port()
+    cmd = [sys.executable, "-m", "pykbroker", "serve", "--listeners", "PLAINTEXT://127.0.0.1:%d" % port,
+           "--log-dirs", data, "--log-level", "WARNING"]
+    try:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            took = _wait_api_versions(proc, port, t0, 30.0)
+            kib = 0
+            if rss:
+                time.sleep(1.0)
+                kib = _rss_kib(proc.pid)
+            return took, kib
+        finally:
+            _stop(proc)
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def _wall(cmd: list, env: dict) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+# In a fresh interpreter: import pykbroker, start Broker(port=0), one ApiVersions v0 on a raw
+# socket (no client library to import), and print the seconds since the first line.
+_IN_PROCESS = r"""
+import time
+t0 = time.perf_counter()
+import socket, struct
+import pykbroker
+with pykbroker.Broker(port=0) as b:
+    host, port = b.bootstrap_servers.split(",")[0].rsplit(":", 1)
+    with socket.create_connection((host, int(port))) as s:
+        s.sendall(struct.pack(">ihhih5s", 15, 18, 0, 1, 5, b"bench"))
+        n = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+        body = s.recv(n, socket.MSG_WAITALL)
+        assert struct.unpack_from(">ih", body) == (1, 0), body[:6]
+    took = time.perf_counter() - t0
+print(took)
+"""
+
+
+def has_in_process_broker(env: dict) -> bool:
+    probe = ("import inspect, pykbroker; B = getattr(pykbroker, 'Broker', None); "
+             "raise SystemExit(0 if B is not None and 'port' in inspect.signature(B).parameters else 1)")
+    return subprocess.run([sys.executable, "-c", probe], env=env, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL).returncode == 0
+
+
+def in_process(env: dict) -> float:
+    out = subprocess.run([sys.executable, "-c", _IN_PROCESS], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    return float(out.strip().splitlines()[-1])
+
+
+def kafka_serve(oracle_mod, workdir: Path) -> float:
+    """Spawn of a formatted single-node Apache Kafka to its first ApiVersions answer."""
+    k = oracle_mod.KafkaOracle(workdir)
+    cp = oracle_mod.classpath(oracle_mod.fetch(k.version))
+    k.port, k.controller_port = _free_port(), _free_port()
+    workdir.mkdir(parents=True, exist_ok=True)
+    cfg = workdir / "server.properties"
+    cfg.write_text("".join("%s=%s\n" % kv for kv in k.properties().items()))
+    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    subprocess.run(k._java(cp) + ["kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(cfg)],
+                   check=True, capture_output=True)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(k._java(cp) + ["kafka.Kafka", str(cfg)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        return _wait_api_versions(proc, k.port, t0, 120.0)
+    finally:
+        _stop(proc)
+
+
+def _ms(xs: list) -> str:
+    return "%7.0f ms" % (statistics.median(xs) * 1000) if xs else "      n/a"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=7, help="runs per measurement (median printed)")
+    ap.add_argument("--kafka-runs", type=int, default=3, help="runs of Apache Kafka")
+    ap.add_argument("--no-kafka", action="store_true", help="skip Apache Kafka")
+    args = ap.parse_args(argv)
+
+    pycache = tempfile.mkdtemp(prefix="bench-startup-pyc-")
+    env = child_env(pycache)
+    try:
+        # warm-up: fills the bytecode cache (and the page cache)
+        pykbroker_serve(env, rss=False)
+        embed = has_in_process_broker(env)
+        if embed:
+            in_process(env)
+        spawn, rss, interp, imp, inproc = [], [], [], [], []
+        for i in range(args.runs):
+            took, kib = pykbroker_serve(env, rss=(i == 0 or i == args.runs - 1))
+            spawn.append(took)
+            if kib:
+                rss.append(kib)
+            interp.append(_wall([sys.executable, "-c", "pass"], env))
+            imp.append(_wall([sys.executable, "-c", "import pykbroker.cli"], env))
+            if embed:
+                inproc.append(in_process(env))
+    finally:
+        shutil.rmtree(pycache, ignore_errors=True)
+
+    print("pykbroker start-up, median of %d runs (Python %s, %d CPUs, load %.2f)"
+          % (args.runs, sys.version.split()[0], os.cpu_count() or 0, os.getloadavg()[0]))
+    print("  spawn -> first ApiVersions answered  %s" % _ms(spawn))
+    print("  python -c pass (interpreter floor)   %s" % _ms(interp))
+    print("  python -c 'import pykbroker.cli'     %s" % _ms(imp))
+    if embed:
+        print("  in-process: import + Broker() + ApiVersions %s" % _ms(inproc))
+    else:
+        print("  in-process: skipped (no in-process pykbroker.Broker(port=...) in this tree)")
+    print("  idle RSS                             %7.1f MB" % (statistics.median(rss) / 1024 if rss else 0))
+
+    if args.no_kafka:
+        print("Apache Kafka: skipped (--no-kafka)")
+        return 0
+    sys.path.insert(0, str(ROOT / "compat" / "kafka"))
+    import oracle
+    libs = oracle.cache_dir() / "libs"
+    if not (oracle.cache_dir() / ".complete").exists() or shutil.which("java") is None:
+        print("Apache Kafka: skipped (jars not cached in %s or no java; "
+              "python3 compat/kafka/oracle.py fetch)" % libs)
+        return 0
+    ktimes = []
+    for _ in range(args.kafka_runs):
+        work = Path(tempfile.mkdtemp(prefix="bench-startup-kafka-"))
+        try:
+            ktimes.append(kafka_serve(oracle, work))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    print("Apache Kafka %s, median of %d runs" % (oracle.kafka_version(), len(ktimes)))
+    print("  spawn -> first ApiVersions answered  %s" % _ms(ktimes))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
