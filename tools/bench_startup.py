@@ -92,11 +92,11 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-def child_env(pycache: str) -> dict:
+def child_env(pycache: str, tree: Path = ROOT) -> dict:
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = pycache
-    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = str(tree) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
 
@@ -189,10 +189,13 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=7, help="runs per measurement (median printed)")
     ap.add_argument("--kafka-runs", type=int, default=3, help="runs of Apache Kafka")
     ap.add_argument("--no-kafka", action="store_true", help="skip Apache Kafka")
+    ap.add_argument("--tree", type=Path, default=ROOT,
+                    help="the pykbroker checkout to measure (default: this one), e.g. an older "
+                         "worktree for a before/after comparison")
     args = ap.parse_args(argv)
 
     pycache = tempfile.mkdtemp(prefix="bench-startup-pyc-")
-    env = child_env(pycache)
+    env = child_env(pycache, args.tree.resolve())
     try:
         # warm-up: fills the bytecode cache (and the page cache)
         pykbroker_serve(env, rss=False)
@@ -212,8 +215,8 @@ def main(argv=None) -> int:
     finally:
         shutil.rmtree(pycache, ignore_errors=True)
 
-    print("pykbroker start-up, median of %d runs (Python %s, %d CPUs, load %.2f)"
-          % (args.runs, sys.version.split()[0], os.cpu_count() or 0, os.getloadavg()[0]))
+    print("pykbroker start-up (%s), median of %d runs (Python %s, %d CPUs, load %.2f)"
+          % (args.tree.resolve(), args.runs, sys.version.split()[0], os.cpu_count() or 0, os.getloadavg()[0]))
     print("  spawn -> first ApiVersions answered  %s" % _ms(spawn))
     print("  python -c pass (interpreter floor)   %s" % _ms(interp))
     print("  python -c 'import pykbroker.cli'     %s" % _ms(imp))
