@@ -141,3 +141,18 @@ def test_api_versions_answer_is_the_same_with_the_lazy_table(version):
     lazy = load_handlers(lazy=True)
     assert answer(lazy) == answer(load_handlers())
     assert [k for k, h in lazy.items() if not isinstance(h, LazyHandler)] == [18]
+
+
+def test_spec_field_lists_are_read_by_their_first_use():
+    from pykbroker.protocol.codec import load_specs, specs_dir
+
+    specs = load_specs()
+    assert all(s._fields is None for s in specs.values())   # only the files' heads were read
+    for name in sorted(os.listdir(specs_dir())):
+        if name.endswith(".json"):
+            with open(os.path.join(specs_dir(), name)) as fh:
+                d = json.load(fh)
+            s = specs[d["api_key"]]
+            assert (s.name, [s.min_version, s.max_version], s.flexible_from) == (
+                d["name"], d["versions"], d["flexible_from"])
+            assert (s.request, s.response) == (d["request"], d["response"])
