@@ -181,7 +181,35 @@ def kafka_serve(oracle_mod, workdir: Path) -> float:
 
 
 def _ms(xs: list) -> str:
-    return "%7.0f ms" % (statistics.median(xs) * 1000) if xs else "      n/a"
+    return "%.0f ms" % (statistics.median(xs) * 1000) if xs else "n/a"
+
+
+class Tree:
+    """One pykbroker checkout being measured, with its own bytecode cache and results."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.pycache = tempfile.mkdtemp(prefix="bench-startup-pyc-")
+        self.env = child_env(self.pycache, path)
+        self.embed = False
+        self.spawn, self.rss, self.interp, self.imp, self.inproc = [], [], [], [], []
+
+    def warm_up(self) -> None:
+        """Fills the bytecode cache (and the page cache)."""
+        pykbroker_serve(self.env, rss=False)
+        self.embed = has_in_process_broker(self.env)
+        if self.embed:
+            in_process(self.env)
+
+    def run_once(self, rss: bool) -> None:
+        took, kib = pykbroker_serve(self.env, rss=rss)
+        self.spawn.append(took)
+        if kib:
+            self.rss.append(kib)
+        self.interp.append(_wall([sys.executable, "-c", "pass"], self.env))
+        self.imp.append(_wall([sys.executable, "-c", "import pykbroker.cli"], self.env))
+        if self.embed:
+            self.inproc.append(in_process(self.env))
 
 
 def main(argv=None) -> int:
@@ -189,52 +217,48 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=7, help="runs per measurement (median printed)")
     ap.add_argument("--kafka-runs", type=int, default=3, help="runs of Apache Kafka")
     ap.add_argument("--no-kafka", action="store_true", help="skip Apache Kafka")
-    ap.add_argument("--tree", type=Path, default=ROOT,
-                    help="the pykbroker checkout to measure (default: this one), e.g. an older "
-                         "worktree for a before/after comparison")
+    ap.add_argument("--tree", type=Path, action="append",
+                    help="a pykbroker checkout to measure (default: this one); repeat it for a "
+                         "before/after comparison: the trees' runs are interleaved, so they share "
+                         "the machine's load")
     args = ap.parse_args(argv)
 
-    pycache = tempfile.mkdtemp(prefix="bench-startup-pyc-")
-    env = child_env(pycache, args.tree.resolve())
+    trees = [Tree(p.resolve()) for p in (args.tree or [ROOT])]
     try:
-        # warm-up: fills the bytecode cache (and the page cache)
-        pykbroker_serve(env, rss=False)
-        embed = has_in_process_broker(env)
-        if embed:
-            in_process(env)
-        spawn, rss, interp, imp, inproc = [], [], [], [], []
+        for t in trees:
+            t.warm_up()
         for i in range(args.runs):
-            took, kib = pykbroker_serve(env, rss=(i == 0 or i == args.runs - 1))
-            spawn.append(took)
-            if kib:
-                rss.append(kib)
-            interp.append(_wall([sys.executable, "-c", "pass"], env))
-            imp.append(_wall([sys.executable, "-c", "import pykbroker.cli"], env))
-            if embed:
-                inproc.append(in_process(env))
+            for t in trees:
+                t.run_once(rss=(i == 0 or i == args.runs - 1))
     finally:
-        shutil.rmtree(pycache, ignore_errors=True)
+        for t in trees:
+            shutil.rmtree(t.pycache, ignore_errors=True)
 
-    print("pykbroker start-up (%s), median of %d runs (Python %s, %d CPUs, load %.2f)"
-          % (args.tree.resolve(), args.runs, sys.version.split()[0], os.cpu_count() or 0, os.getloadavg()[0]))
-    print("  spawn -> first ApiVersions answered  %s" % _ms(spawn))
-    print("  python -c pass (interpreter floor)   %s" % _ms(interp))
-    print("  python -c 'import pykbroker.cli'     %s" % _ms(imp))
-    if embed:
-        print("  in-process: import + Broker() + ApiVersions %s" % _ms(inproc))
-    else:
-        print("  in-process: skipped (no in-process pykbroker.Broker(port=...) in this tree)")
-    print("  idle RSS                             %7.1f MB" % (statistics.median(rss) / 1024 if rss else 0))
+    print("pykbroker start-up, median of %d runs (Python %s, %d CPUs, load average %.2f)"
+          % (args.runs, sys.version.split()[0], os.cpu_count() or 0, os.getloadavg()[0]))
+    rows = [
+        ("spawn -> first ApiVersions answered", lambda t: _ms(t.spawn)),
+        ("in-process: import + Broker() + ApiVersions",
+         lambda t: _ms(t.inproc) if t.embed else "n/a (no in-process pykbroker.Broker)"),
+        ("idle RSS", lambda t: "%.1f MB" % (statistics.median(t.rss) / 1024) if t.rss else "n/a"),
+        ("python -c 'import pykbroker.cli'", lambda t: _ms(t.imp)),
+        ("python -c pass (the interpreter's floor)", lambda t: _ms(t.interp)),
+    ]
+    for i, t in enumerate(trees):
+        print("  [%d] %s" % (i, t.path))
+    width = max(len(r[0]) for r in rows)
+    for label, cell in rows:
+        print("  %-*s  %s" % (width, label, "  ".join("[%d] %-10s" % (i, cell(t)) if len(trees) > 1 else cell(t)
+                                                   for i, t in enumerate(trees))))
 
     if args.no_kafka:
         print("Apache Kafka: skipped (--no-kafka)")
         return 0
     sys.path.insert(0, str(ROOT / "compat" / "kafka"))
     import oracle
-    libs = oracle.cache_dir() / "libs"
     if not (oracle.cache_dir() / ".complete").exists() or shutil.which("java") is None:
-        print("Apache Kafka: skipped (jars not cached in %s or no java; "
-              "python3 compat/kafka/oracle.py fetch)" % libs)
+        print("Apache Kafka: skipped (its jars are not in %s, or no java on PATH; "
+              "`python3 compat/kafka/oracle.py fetch` gets them)" % (oracle.cache_dir() / "libs"))
         return 0
     ktimes = []
     for _ in range(args.kafka_runs):
@@ -243,8 +267,9 @@ def main(argv=None) -> int:
             ktimes.append(kafka_serve(oracle, work))
         finally:
             shutil.rmtree(work, ignore_errors=True)
-    print("Apache Kafka %s, median of %d runs" % (oracle.kafka_version(), len(ktimes)))
-    print("  spawn -> first ApiVersions answered  %s" % _ms(ktimes))
+    print("Apache Kafka %s (KRaft broker+controller, formatted beforehand), median of %d runs"
+          % (oracle.kafka_version(), len(ktimes)))
+    print("  %-*s  %s" % (width, "spawn -> first ApiVersions answered", _ms(ktimes)))
     return 0
 
 
