@@ -7,7 +7,9 @@ Columns (median of ``--runs`` runs, each on a fresh data directory, as a test su
 
 - ``spawn -> ApiVersions``: from ``Popen`` of ``python -m pykbroker serve`` to the first ApiVersions
   answered, seen by a client polling the port with a real ApiVersions request (the tests' wire
-  client, ``pykbroker/testing/wire.py``), the way a client waits for a broker.
+  client, ``pykbroker/testing/wire.py``), the way a client waits for a broker; and the CPU time
+  the broker used until then (all threads), which depends much less on the machine's load than
+  the wall time does (on a shared machine, compare that one).
 - ``python -c pass``: the interpreter alone (``site`` included), the floor of any Python process
   on this machine; ``import pykbroker.cli`` the CLI before it parses its arguments.
 - ``in-process``: ``import pykbroker`` + ``pykbroker.Broker(port=0)`` started + one ApiVersions
@@ -75,6 +77,19 @@ def _wait_api_versions(proc: subprocess.Popen, port: int, t0: float, timeout: fl
     raise RuntimeError("no ApiVersions answer within %ss" % timeout)
 
 
+def _cpu_seconds(pid: int) -> float:
+    """CPU time the process has used so far, all its threads (``/proc/<pid>/task/*/schedstat``:
+    nanoseconds on a CPU).  Unlike the wall time it hardly depends on the machine's load."""
+    total = 0
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as fh:
+                total += int(fh.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total / 1e9
+
+
 def _rss_kib(pid: int) -> int:
     with open("/proc/%d/status" % pid) as fh:
         for line in fh:
@@ -93,6 +108,8 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def child_env(pycache: str, tree: Path = ROOT) -> dict:
+    """The children import ``tree``'s pykbroker (they also run in it: ``-c``/``-m`` put the
+    working directory first on sys.path)."""
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = pycache
@@ -100,31 +117,33 @@ def child_env(pycache: str, tree: Path = ROOT) -> dict:
     return env
 
 
-def pykbroker_serve(env: dict, rss: bool) -> tuple[float, int]:
-    """(seconds from spawn to the first ApiVersions answer, idle RSS in KiB or 0)."""
+def pykbroker_serve(env: dict, rss: bool, cwd: Path = ROOT) -> tuple[float, float, int]:
+    """(seconds from spawn to the first ApiVersions answer, CPU seconds the broker used until
+    then, idle RSS in KiB or 0)."""
     data = tempfile.mkdtemp(prefix="bench-startup-")
     port = _free_port()
     cmd = [sys.executable, "-m", "pykbroker", "serve", "--listeners", "PLAINTEXT://127.0.0.1:%d" % port,
            "--log-dirs", data, "--log-level", "WARNING"]
     try:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             took = _wait_api_versions(proc, port, t0, 30.0)
+            cpu = _cpu_seconds(proc.pid)
             kib = 0
             if rss:
                 time.sleep(1.0)
                 kib = _rss_kib(proc.pid)
-            return took, kib
+            return took, cpu, kib
         finally:
             _stop(proc)
     finally:
         shutil.rmtree(data, ignore_errors=True)
 
 
-def _wall(cmd: list, env: dict) -> float:
+def _wall(cmd: list, env: dict, cwd: Path) -> float:
     t0 = time.perf_counter()
-    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(cmd, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - t0
 
 
@@ -147,20 +166,20 @@ print(took)
 """
 
 
-def has_in_process_broker(env: dict) -> bool:
+def has_in_process_broker(env: dict, cwd: Path) -> bool:
     probe = ("import inspect, pykbroker; B = getattr(pykbroker, 'Broker', None); "
              "raise SystemExit(0 if B is not None and 'port' in inspect.signature(B).parameters else 1)")
-    return subprocess.run([sys.executable, "-c", probe], env=env, stdout=subprocess.DEVNULL,
+    return subprocess.run([sys.executable, "-c", probe], env=env, cwd=cwd, stdout=subprocess.DEVNULL,
                           stderr=subprocess.DEVNULL).returncode == 0
 
 
-def in_process(env: dict) -> float:
-    out = subprocess.run([sys.executable, "-c", _IN_PROCESS], env=env, check=True,
+def in_process(env: dict, cwd: Path) -> float:
+    out = subprocess.run([sys.executable, "-c", _IN_PROCESS], env=env, cwd=cwd, check=True,
                          capture_output=True, text=True).stdout
     return float(out.strip().splitlines()[-1])
 
 
-def kafka_serve(oracle_mod, workdir: Path) -> float:
+def kafka_serve(oracle_mod, workdir: Path) -> tuple[float, float]:
     """Spawn of a formatted single-node Apache Kafka to its first ApiVersions answer."""
     k = oracle_mod.KafkaOracle(workdir)
     cp = oracle_mod.classpath(oracle_mod.fetch(k.version))
@@ -175,13 +194,14 @@ def kafka_serve(oracle_mod, workdir: Path) -> float:
     proc = subprocess.Popen(k._java(cp) + ["kafka.Kafka", str(cfg)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        return _wait_api_versions(proc, k.port, t0, 120.0)
+        return _wait_api_versions(proc, k.port, t0, 120.0), _cpu_seconds(proc.pid)
     finally:
         _stop(proc)
 
 
 def _ms(xs: list) -> str:
-    return "%.0f ms" % (statistics.median(xs) * 1000) if xs else "n/a"
+    """Median (and minimum) in milliseconds."""
+    return "%.0f (%.0f) ms" % (statistics.median(xs) * 1000, min(xs) * 1000) if xs else "n/a"
 
 
 class Tree:
@@ -192,24 +212,25 @@ class Tree:
         self.pycache = tempfile.mkdtemp(prefix="bench-startup-pyc-")
         self.env = child_env(self.pycache, path)
         self.embed = False
-        self.spawn, self.rss, self.interp, self.imp, self.inproc = [], [], [], [], []
+        self.spawn, self.cpu, self.rss, self.interp, self.imp, self.inproc = [], [], [], [], [], []
 
     def warm_up(self) -> None:
         """Fills the bytecode cache (and the page cache)."""
-        pykbroker_serve(self.env, rss=False)
-        self.embed = has_in_process_broker(self.env)
+        pykbroker_serve(self.env, rss=False, cwd=self.path)
+        self.embed = has_in_process_broker(self.env, self.path)
         if self.embed:
-            in_process(self.env)
+            in_process(self.env, self.path)
 
     def run_once(self, rss: bool) -> None:
-        took, kib = pykbroker_serve(self.env, rss=rss)
+        took, cpu, kib = pykbroker_serve(self.env, rss=rss, cwd=self.path)
         self.spawn.append(took)
+        self.cpu.append(cpu)
         if kib:
             self.rss.append(kib)
-        self.interp.append(_wall([sys.executable, "-c", "pass"], self.env))
-        self.imp.append(_wall([sys.executable, "-c", "import pykbroker.cli"], self.env))
+        self.interp.append(_wall([sys.executable, "-c", "pass"], self.env, self.path))
+        self.imp.append(_wall([sys.executable, "-c", "import pykbroker.cli"], self.env, self.path))
         if self.embed:
-            self.inproc.append(in_process(self.env))
+            self.inproc.append(in_process(self.env, self.path))
 
 
 def main(argv=None) -> int:
@@ -234,10 +255,11 @@ def main(argv=None) -> int:
         for t in trees:
             shutil.rmtree(t.pycache, ignore_errors=True)
 
-    print("pykbroker start-up, median of %d runs (Python %s, %d CPUs, load average %.2f)"
+    print("pykbroker start-up, median (minimum) of %d runs (Python %s, %d CPUs, load average %.2f)"
           % (args.runs, sys.version.split()[0], os.cpu_count() or 0, os.getloadavg()[0]))
     rows = [
         ("spawn -> first ApiVersions answered", lambda t: _ms(t.spawn)),
+        ("  CPU time the broker used until then", lambda t: _ms(t.cpu)),
         ("in-process: import + Broker() + ApiVersions",
          lambda t: _ms(t.inproc) if t.embed else "n/a (no in-process pykbroker.Broker)"),
         ("idle RSS", lambda t: "%.1f MB" % (statistics.median(t.rss) / 1024) if t.rss else "n/a"),
@@ -248,7 +270,7 @@ def main(argv=None) -> int:
         print("  [%d] %s" % (i, t.path))
     width = max(len(r[0]) for r in rows)
     for label, cell in rows:
-        print("  %-*s  %s" % (width, label, "  ".join("[%d] %-10s" % (i, cell(t)) if len(trees) > 1 else cell(t)
+        print("  %-*s  %s" % (width, label, "  ".join("[%d] %-14s" % (i, cell(t)) if len(trees) > 1 else cell(t)
                                                    for i, t in enumerate(trees))))
 
     if args.no_kafka:
@@ -260,16 +282,19 @@ def main(argv=None) -> int:
         print("Apache Kafka: skipped (its jars are not in %s, or no java on PATH; "
               "`python3 compat/kafka/oracle.py fetch` gets them)" % (oracle.cache_dir() / "libs"))
         return 0
-    ktimes = []
+    ktimes, kcpu = [], []
     for _ in range(args.kafka_runs):
         work = Path(tempfile.mkdtemp(prefix="bench-startup-kafka-"))
         try:
-            ktimes.append(kafka_serve(oracle, work))
+            took, cpu = kafka_serve(oracle, work)
+            ktimes.append(took)
+            kcpu.append(cpu)
         finally:
             shutil.rmtree(work, ignore_errors=True)
-    print("Apache Kafka %s (KRaft broker+controller, formatted beforehand), median of %d runs"
+    print("Apache Kafka %s (KRaft broker+controller, formatted beforehand), median (minimum) of %d runs"
           % (oracle.kafka_version(), len(ktimes)))
     print("  %-*s  %s" % (width, "spawn -> first ApiVersions answered", _ms(ktimes)))
+    print("  %-*s  %s" % (width, "  CPU time it used until then", _ms(kcpu)))
     return 0
 
 
