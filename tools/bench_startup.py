@@ -188,7 +188,8 @@ def kafka_serve(oracle_mod, workdir: Path) -> tuple[float, float]:
     cfg = workdir / "server.properties"
     cfg.write_text("".join("%s=%s\n" % kv for kv in k.properties().items()))
     cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    subprocess.run(k._java(cp) + ["kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(cfg)],
+    # "--cluster-id=": an id may start with "-", which the tool's parser would take for an option
+    subprocess.run(k._java(cp) + ["kafka.tools.StorageTool", "format", "--cluster-id=" + cluster_id, "-c", str(cfg)],
                    check=True, capture_output=True)
     t0 = time.perf_counter()
     proc = subprocess.Popen(k._java(cp) + ["kafka.Kafka", str(cfg)], stdout=subprocess.DEVNULL,
