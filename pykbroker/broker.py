@@ -38,7 +38,7 @@ class Broker:
         self.config = config
         self.node_id: int = config.node_id
         self.log_dirs = [os.path.abspath(d) for d in config.log_dirs]
-        self.handlers = load_handlers()
+        self.handlers = load_handlers(lazy=True)   # each module imported by its first request
         self.listeners: list[Listener] = parse_listeners(config["listeners"])
         self.advertised: list[Listener] = []
         self.cluster_id: str = ""

@@ -3,6 +3,11 @@
 Configuration uses Apache Kafka's names: ``--config server.properties`` is read first, then
 ``--listeners``/``--log-dirs`` and any number of ``--override key=value``.  SIGINT/SIGTERM stop
 the broker cleanly (logs flushed, clean-shutdown marker written).
+
+Start-up time matters (a test suite spawns brokers): the arguments are parsed and the
+configuration validated before trio and the broker are imported, and the pipeline command's
+module only when that command runs.  ``import pykbroker.cli`` imports neither trio nor the
+protocol codecs nor any compression module (tests/configs/test_startup.py checks it).
 """
 from __future__ import annotations
 
@@ -10,8 +15,6 @@ import argparse
 import logging
 import signal
 import sys
-
-import trio
 
 from .config import BrokerConfig, ConfigError, parse_properties
 
@@ -47,6 +50,8 @@ def build_config(args) -> BrokerConfig:
 
 
 async def _serve(config: BrokerConfig) -> None:
+    import trio
+
     from .broker import Broker
 
     broker = Broker(config)
@@ -57,6 +62,12 @@ async def _serve(config: BrokerConfig) -> None:
                 logging.getLogger("pykbroker").info("received %s, shutting down", signal.Signals(signum).name)
                 nursery.cancel_scope.cancel()
                 break
+
+
+def _wants_pipeline(argv) -> bool:
+    """Whether the command is ``pipeline`` (its first word that is not an option): only then
+    are the clickstream arguments (and their module) needed."""
+    return next((a for a in argv if not a.startswith("-")), None) == "pipeline"
 
 
 def main(argv=None) -> int:
@@ -71,10 +82,12 @@ def main(argv=None) -> int:
     pp = sub.add_parser("pipeline", help="data pipelines (PySpark; needs the 'pipeline' extra)")
     psub = pp.add_subparsers(dest="pipeline", required=True)
     cp = psub.add_parser("clickstream", help="page visits -> Spark Structured Streaming -> per-site window stats")
-    from .pipeline import clickstream
-    clickstream.add_arguments(cp)
+    if _wants_pipeline(sys.argv[1:] if argv is None else argv):
+        from .pipeline import clickstream
+        clickstream.add_arguments(cp)
     args = ap.parse_args(argv)
     if args.cmd == "pipeline":
+        from .pipeline import clickstream
         return clickstream.run(args)
     logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
                         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
@@ -86,6 +99,7 @@ def main(argv=None) -> int:
             print("pykbroker: configuration error: %s" % e, file=sys.stderr)
             return 2
         config.warn_unused()
+        import trio
         trio.run(_serve, config)
     return 0
 

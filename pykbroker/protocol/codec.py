@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 import sys
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import primitives as P
@@ -387,16 +387,42 @@ def _compile(fields, version, flexible, direction):
     return ns[top], src
 
 
-@dataclass
 class ApiSpec:
-    api_key: int
-    name: str
-    min_version: int
-    max_version: int
-    flexible_from: int
-    request: list
-    response: list
-    _cache: dict = field(default_factory=dict, repr=False)
+    """One API of ``protocol_specs/``.  Its field lists (``request``, ``response``) are read from
+    the spec file by their first use (``path``): at start-up only each file's head is read (key,
+    name, versions), which is all dispatch needs before a request of that API arrives."""
+
+    __slots__ = ("api_key", "name", "min_version", "max_version", "flexible_from", "_fields", "_path",
+                 "_cache")
+
+    def __init__(self, api_key: int, name: str, min_version: int, max_version: int, flexible_from: int,
+                 request: list | None = None, response: list | None = None, path: str | None = None):
+        self.api_key = api_key
+        self.name = name
+        self.min_version = min_version
+        self.max_version = max_version
+        self.flexible_from = flexible_from
+        self._fields = None if request is None else (request, response)
+        self._path = path
+        self._cache: dict = {}
+
+    @property
+    def request(self) -> list:
+        return (self._fields or self._load())[0]
+
+    @property
+    def response(self) -> list:
+        return (self._fields or self._load())[1]
+
+    def _load(self) -> tuple:
+        with open(self._path) as fh:
+            d = json.load(fh)
+        self._fields = (d["request"], d["response"])
+        return self._fields
+
+    def __repr__(self):
+        return "ApiSpec(api_key=%d, name=%r, min_version=%d, max_version=%d, flexible_from=%d)" % (
+            self.api_key, self.name, self.min_version, self.max_version, self.flexible_from)
 
     def flexible(self, version: int) -> bool:
         return version >= self.flexible_from
@@ -446,13 +472,27 @@ class ApiSpec:
         return b"".join(parts)
 
 
+# The head every spec file starts with (tools/import_spec.py writes them so); a file that does
+# not is parsed whole at once.
+_HEAD = re.compile(r'\{\s*"api_key":\s*(\d+),\s*"name":\s*"([^"\\]*)",\s*"versions":\s*\[(\d+),\s*(\d+)\],'
+                   r'\s*"flexible_from":\s*(\d+),')
+
+
 def load_specs(path: str | None = None) -> dict[int, ApiSpec]:
+    """Every API's spec; the field lists are parsed by their first use (see ``ApiSpec``)."""
     path = path or specs_dir()
     apis: dict[int, ApiSpec] = {}
     for name in sorted(os.listdir(path)):
         if not name.endswith(".json") or not name[:2].isdigit():
             continue
-        with open(os.path.join(path, name)) as fh:
+        file = os.path.join(path, name)
+        with open(file) as fh:
+            m = _HEAD.match(fh.read(512))
+        if m:
+            key, api_name, lo, hi, flex = m.groups()
+            apis[int(key)] = ApiSpec(int(key), api_name, int(lo), int(hi), int(flex), path=file)
+            continue
+        with open(file) as fh:
             d = json.load(fh)
         apis[d["api_key"]] = ApiSpec(d["api_key"], d["name"], d["versions"][0], d["versions"][1],
                                      d["flexible_from"], d["request"], d["response"])

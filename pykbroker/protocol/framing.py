@@ -7,8 +7,6 @@ connection with InvalidReceiveException; so do we).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from . import primitives as P
 from .primitives import ProtocolError
 
@@ -48,13 +46,28 @@ class FrameBuffer:
         return len(self._buf)
 
 
-@dataclass
 class RequestHeader:
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None
-    body_offset: int
+    # A plain slotted class rather than a dataclass: the same fields, without generating and
+    # exec'ing the dataclass methods at import (start-up time).
+    __slots__ = ("api_key", "api_version", "correlation_id", "client_id", "body_offset")
+
+    def __init__(self, api_key: int, api_version: int, correlation_id: int, client_id: str | None,
+                 body_offset: int):
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
+        self.body_offset = body_offset
+
+    def _fields(self) -> tuple:
+        return (self.api_key, self.api_version, self.correlation_id, self.client_id, self.body_offset)
+
+    def __eq__(self, other):
+        return self._fields() == other._fields() if type(other) is RequestHeader else NotImplemented
+
+    def __repr__(self):
+        return ("RequestHeader(api_key=%r, api_version=%r, correlation_id=%r, client_id=%r, body_offset=%r)"
+                % self._fields())
 
 
 def parse_request_header(frame: bytes, flexible: bool) -> RequestHeader:

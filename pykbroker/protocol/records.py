@@ -38,13 +38,10 @@ are for the non-hot paths: timestamp lookups, compaction and tests.
 """
 from __future__ import annotations
 
-import gzip
 import struct
 import time
 import zlib
 from typing import Iterable, Iterator, NamedTuple, Optional, Sequence
-
-import crc32c as _crc32c_mod
 
 from .errors import ErrorCode, KafkaError
 
@@ -63,7 +60,14 @@ __all__ = [
     "INVALID_RECORD",
 ]
 
-_crc32c = _crc32c_mod.crc32c
+
+def _crc32c(data) -> int:
+    # The crc32c package's __init__ imports importlib.metadata (~15 ms), so it is imported by the
+    # first checksum, not at start-up; this name is then the C function itself (no per-call cost).
+    global _crc32c
+    from crc32c import crc32c as _crc32c
+    return _crc32c(data)
+
 
 # ---------------------------------------------------------------------------
 # Kafka error codes used here (org.apache.kafka.common.protocol.Errors)
@@ -490,6 +494,7 @@ def compress(codec: int, data: bytes) -> bytes:
     if codec == CODEC_NONE:
         return bytes(data)
     if codec == CODEC_GZIP:
+        import gzip   # compression modules are imported by their first use
         return gzip.compress(bytes(data))
     if codec == CODEC_SNAPPY:
         # The Java client writes snappy through snappy-java's

@@ -57,8 +57,6 @@ import struct
 from collections import deque
 from typing import Optional, Union
 
-import crc32c as _crc32c_mod
-
 from pykbroker.protocol.errors import ErrorCode
 from pykbroker.protocol.records import INT32_MAX, increment_sequence
 from .fs import FileSystem, REAL_FS
@@ -69,7 +67,15 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-_crc32c = _crc32c_mod.crc32c
+
+
+def _crc32c(data) -> int:
+    # The crc32c package's __init__ imports importlib.metadata (~15 ms), so it is imported by the
+    # first checksum, not at start-up; this name is then the C function itself (no per-call cost).
+    global _crc32c
+    from crc32c import crc32c as _crc32c
+    return _crc32c(data)
+
 
 # the outcomes of a sequence check are Kafka's error codes (or APPEND)
 OUT_OF_ORDER_SEQUENCE_NUMBER = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER

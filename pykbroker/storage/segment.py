@@ -20,13 +20,19 @@ from pykbroker.protocol.records import (
 from .fs import FileSystem, REAL_FS
 from .index import IndexCorrupt, OffsetIndex, TimeIndex
 
-import crc32c as _crc32c_mod
-
 __all__ = ["FileRegion", "LogSegment", "segment_file_name"]
 
 log = logging.getLogger(__name__)
 
-_crc32c = _crc32c_mod.crc32c
+
+def _crc32c(data) -> int:
+    # The crc32c package's __init__ imports importlib.metadata (~15 ms), so it is imported by the
+    # first checksum, not at start-up; this name is then the C function itself (no per-call cost).
+    global _crc32c
+    from crc32c import crc32c as _crc32c
+    return _crc32c(data)
+
+
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _BATCH_LENGTH_MIN = HEADER_SIZE - LOG_OVERHEAD
 INT32_MAX = 0x7FFFFFFF
