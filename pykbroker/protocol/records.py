@@ -61,12 +61,14 @@ __all__ = [
 ]
 
 
-def _crc32c(data) -> int:
-    # The crc32c package's __init__ imports importlib.metadata (~15 ms), so it is imported by the
-    # first checksum, not at start-up; this name is then the C function itself (no per-call cost).
-    global _crc32c
-    from crc32c import crc32c as _crc32c
-    return _crc32c(data)
+def crc32c(data) -> int:
+    """CRC-32C, the checksum of record batches and of pykbroker's snapshot files.  The crc32c
+    package's __init__ imports importlib.metadata (~15 ms), so it is imported by the first
+    checksum, not at start-up; this module attribute then is the C function itself, so callers
+    that look it up as ``records.crc32c`` pay nothing per call after the first."""
+    global crc32c
+    from crc32c import crc32c
+    return crc32c(data)
 
 
 # ---------------------------------------------------------------------------
@@ -235,7 +237,7 @@ def iter_batches(buf, start: int = 0) -> Iterator[BatchHeader]:
 
 def compute_crc(buf, pos: int, size: int) -> int:
     mv = memoryview(buf)
-    return _crc32c(mv[pos + CRC_START: pos + size])
+    return crc32c(mv[pos + CRC_START: pos + size])
 
 
 def batch_crc_ok(buf, h: BatchHeader) -> bool:
@@ -403,7 +405,7 @@ def validate_produce_records(
             raise RecordError(CORRUPT_MESSAGE, "batch shorter than the v2 header")
         (_, _, _, _, crc, attributes, last_offset_delta, base_ts, max_ts,
          producer_id, producer_epoch, base_seq, count) = unpack(data, pos)
-        if _crc32c(mv[pos + CRC_START: pos + size]) != crc:
+        if crc32c(mv[pos + CRC_START: pos + size]) != crc:
             raise RecordError(CORRUPT_MESSAGE, "batch CRC mismatch")
         offset_count = last_offset_delta + 1
         if offset_count <= 0:

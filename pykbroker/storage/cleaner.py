@@ -66,7 +66,7 @@ from pykbroker.protocol.records import (
     TRANSACTIONAL_MASK,
 )
 from .segment import LogSegment, scan_batches
-from .segment import _crc32c   # crc32c imported by the first use (only empty batches need it here)
+from ..protocol import records as _records
 
 log = logging.getLogger("pykbroker.cleaner")
 
@@ -218,7 +218,7 @@ def _empty_batch(h: BatchHeader, attrs: int) -> bytes:
     _HEADER.pack_into(buf, 0, h.base_offset, HEADER_SIZE - LOG_OVERHEAD, h.partition_leader_epoch,
                       MAGIC_V2, 0, attrs, h.last_offset_delta, h.max_timestamp, h.max_timestamp,
                       h.producer_id, h.producer_epoch, h.base_sequence, 0)
-    struct.pack_into(">I", buf, 17, _crc32c(bytes(buf[21:])))
+    struct.pack_into(">I", buf, 17, _records.crc32c(bytes(buf[21:])))
     return bytes(buf)
 
 

@@ -58,6 +58,7 @@ from collections import deque
 from typing import Optional, Union
 
 from pykbroker.protocol.errors import ErrorCode
+from pykbroker.protocol import records as _records
 from pykbroker.protocol.records import INT32_MAX, increment_sequence
 from .fs import FileSystem, REAL_FS
 
@@ -68,13 +69,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-
-def _crc32c(data) -> int:
-    # The crc32c package's __init__ imports importlib.metadata (~15 ms), so it is imported by the
-    # first checksum, not at start-up; this name is then the C function itself (no per-call cost).
-    global _crc32c
-    from crc32c import crc32c as _crc32c
-    return _crc32c(data)
 
 
 # the outcomes of a sequence check are Kafka's error codes (or APPEND)
@@ -248,7 +242,7 @@ class ProducerStateManager:
             body += _PRODUCER.pack(pid, e.epoch, e.last_timestamp, e.txn_first_offset, len(e.batches))
             for b in e.batches:
                 body += _BATCH.pack(*b.astuple())
-        return _SNAP_HDR.pack(_SNAP_MAGIC, _SNAP_VERSION, _crc32c(bytes(body))) + bytes(body)
+        return _SNAP_HDR.pack(_SNAP_MAGIC, _SNAP_VERSION, _records.crc32c(bytes(body))) + bytes(body)
 
     @staticmethod
     def decode(data: bytes) -> dict[int, ProducerStateEntry]:
@@ -258,7 +252,7 @@ class ProducerStateManager:
         if magic != _SNAP_MAGIC or version != _SNAP_VERSION:
             raise ValueError("bad snapshot magic/version")
         body = data[_SNAP_HDR.size:]
-        if _crc32c(body) != crc:
+        if _records.crc32c(body) != crc:
             raise ValueError("snapshot CRC mismatch")
         (count,) = _I32.unpack_from(body, 0)
         pos = 4

@@ -13,6 +13,7 @@ import struct
 import time
 from typing import Callable, Iterator, Optional
 
+from pykbroker.protocol import records as _records
 from pykbroker.protocol.records import (
     HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, CRC_START, BatchHeader, RecordError,
     decode_records,
@@ -24,13 +25,6 @@ __all__ = ["FileRegion", "LogSegment", "segment_file_name"]
 
 log = logging.getLogger(__name__)
 
-
-def _crc32c(data) -> int:
-    # The crc32c package's __init__ imports importlib.metadata (~15 ms), so it is imported by the
-    # first checksum, not at start-up; this name is then the C function itself (no per-call cost).
-    global _crc32c
-    from crc32c import crc32c as _crc32c
-    return _crc32c(data)
 
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -447,7 +441,7 @@ class LogSegment:
         next_offset = self.base_offset
         reason = None
         for h, body in self.iter_batches(0, None, with_body=check_crc):
-            if check_crc and _crc32c(body[CRC_START:]) != h.crc:
+            if check_crc and _records.crc32c(body[CRC_START:]) != h.crc:
                 reason = f"CRC mismatch at position {h.position}"
                 break
             if h.base_offset < expected or h.last_offset_delta < 0 or h.records_count < 0 \
