@@ -8,13 +8,12 @@ flushed and the clean-shutdown marker written so the next start skips recovery.
 """
 from __future__ import annotations
 
-import base64
 import logging
 import os
-import uuid
 
 import trio
 
+from .cluster.metadata import new_topic_id, topic_id_str
 from .config import BrokerConfig
 from .handlers import load_handlers
 from .server.serve import Listener, parse_listeners, serve_listener
@@ -60,8 +59,10 @@ class Broker:
         meta = _read_meta(path)
         cid = self.config["cluster.id"] or meta.get("cluster.id")
         if not cid:
-            # Kafka cluster ids are a random UUID in URL-safe base64 without padding (22 chars).
-            cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            # Kafka's cluster ids are Uuid.randomUuid() strings (22 chars of URL-safe base64), with
+            # the same exclusions as topic ids (never one starting with '-', which tools would read
+            # as a flag).
+            cid = topic_id_str(new_topic_id())
         if meta.get("node.id") and int(meta["node.id"]) != self.node_id:
             raise RuntimeError("log dir %s belongs to node %s, not %d" % (self.log_dirs[0], meta["node.id"], self.node_id))
         self.cluster_id = cid

@@ -187,7 +187,9 @@ class KafkaOracle:
             cfg.write_text("".join("%s=%s\n" % kv for kv in self.properties().items()))
             # Kafka's cluster ids are 16 random bytes in URL-safe base64 without padding.
             self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-            r = subprocess.run(self._java(cp) + ["kafka.tools.StorageTool", "format", "-t", self.cluster_id,
+            r = subprocess.run(self._java(cp) + ["kafka.tools.StorageTool", "format",
+                                                 # one form: an id starting with '-' must not read as a flag
+                                                 "--cluster-id=" + self.cluster_id,
                                                  "-c", str(cfg)], capture_output=True, text=True)
             if r.returncode != 0:
                 raise OracleUnavailable("kafka-storage format failed:\n%s\n%s" % (r.stdout, r.stderr[-4000:]))
