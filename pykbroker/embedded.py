@@ -496,7 +496,7 @@ class WireBroker(_BrokerBase):
         if g["error_code"] or g["group_state"] == "Dead":
             return None
         consumer = g["protocol_type"] == "consumer"
-        members = [GroupMember(m["member_id"], m["group_instance_id"], m["client_id"], m["client_host"].lstrip("/"),
+        members = [GroupMember(m["member_id"], m["group_instance_id"], m["client_id"], m["client_host"],
                                _decode_assignment(m["member_assignment"]) if consumer else {})
                    for m in g["members"]]
         # DescribeGroups carries no generation
