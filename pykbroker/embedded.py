@@ -129,9 +129,11 @@ class _BrokerBase:
     host = "127.0.0.1"
     port = 0
 
+    advertised_host = None   # where a wildcard bind (0.0.0.0) is reached (loopback)
+
     @property
     def bootstrap_servers(self) -> str:
-        return "%s:%d" % (self.host, self.port)
+        return "%s:%d" % (self.advertised_host or self.host, self.port)
 
     # BrokerProcess and pykbroker.testing.wire read ``bootstrap``
     bootstrap = bootstrap_servers
@@ -225,6 +227,7 @@ class Broker(_BrokerBase):
             b = await nursery.start(_Broker(BrokerConfig(self._values())).run)
             li = b.advertised_listener()
             self.port = li.port
+            self.advertised_host = li.host
             self.broker = b
             task_status.started(self)
 
@@ -285,10 +288,16 @@ class Broker(_BrokerBase):
             raise
         return self
 
-    async def __aexit__(self, *exc):
+    async def __aexit__(self, etype, exc, tb):
         self._cancel.cancel()
         try:
-            return await self._nursery_cm.__aexit__(*exc)
+            return await self._nursery_cm.__aexit__(etype, exc, tb)
+        except BaseExceptionGroup as eg:
+            # the nursery wraps the body's exception in a group (trio's strict exception groups):
+            # the user's own exception propagates as it is instead
+            if exc is not None and len(eg.exceptions) == 1 and eg.exceptions[0] is exc:
+                return False
+            raise
         finally:
             self.broker = None
             self._remove_tmp()

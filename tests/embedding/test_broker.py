@@ -218,3 +218,23 @@ def test_subprocess_same_interface():
         with pytest.raises(RuntimeError):
             b.create_topic("sub")   # TOPIC_ALREADY_EXISTS through CreateTopics
     assert not os.path.exists(d)
+
+
+def test_async_body_exception_propagates_unwrapped():
+    class Boom(Exception):
+        pass
+
+    async def main():
+        async with pykbroker.Broker() as b:
+            assert b.records.__self__ is b
+            raise Boom()
+    with pytest.raises(Boom):
+        trio.run(main)
+
+
+def test_wildcard_bind_advertises_loopback():
+    with pykbroker.Broker(host="0.0.0.0") as b:
+        assert b.bootstrap_servers.startswith("127.0.0.1:")
+        b.create_topic("wild")
+        _confluent_produce(b.bootstrap_servers, "wild", [(None, b"v", None)])
+        assert [r.value for r in b.records("wild")] == [b"v"]
