@@ -238,3 +238,32 @@ def test_wildcard_bind_advertises_loopback():
         b.create_topic("wild")
         _confluent_produce(b.bootstrap_servers, "wild", [(None, b"v", None)])
         assert [r.value for r in b.records("wild")] == [b"v"]
+
+
+def test_kip848_consumer_group(broker):
+    """A KIP-848 group (confluent-kafka, group.protocol=consumer): members and assignments by
+    topic name."""
+    from confluent_kafka import Consumer
+
+    topic, group = "emb-848", "emb-848-g"
+    broker.create_topic(topic, partitions=3)
+    _confluent_produce(broker.bootstrap_servers, topic, [(None, b"x", None)], partition=2)
+    c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": group,
+                  "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    try:
+        c.subscribe([topic])
+        msg = None
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            msg = c.poll(0.2)
+            if msg is not None and not msg.error():
+                break
+        assert msg is not None and msg.value() == b"x"
+        g = broker.wait_for_group_stable(group, members=1, timeout=30)
+        assert g.protocol_type == "consumer" and g.generation >= 1
+        assert g.members[0].assignment == {topic: [0, 1, 2]}
+        c.commit(message=msg, asynchronous=False)
+        assert broker.committed_offsets(group) == {(topic, 2): 1}
+    finally:
+        c.close()
