@@ -20,8 +20,9 @@ Introspection, for tests to assert on what the broker holds: :meth:`records`,
 :meth:`committed_offsets`, :meth:`group`, :meth:`wait_for_group_stable`, :meth:`create_topic`.
 In-process they read the broker's own objects on its trio thread (``trio.from_thread``), never
 from another thread; over a subprocess or an external cluster (:class:`WireBroker`) they go
-through the Kafka protocol (Fetch, OffsetFetch, DescribeGroups, CreateTopics), so they see what a
-client would see (KIP-848 consumer groups are described in-process only).
+through the Kafka protocol (Fetch, OffsetFetch, DescribeGroups or ConsumerGroupDescribe,
+CreateTopics), so they see what a client would see; there ``group().generation`` is -1 for a
+classic group (DescribeGroups does not carry it).
 
 The in-process broker is the same code as ``pykbroker serve``: one trio loop, nothing mocked.
 """
@@ -430,7 +431,7 @@ async def _create_topic(b, name: str, partitions: int, config: Optional[dict]) -
 class WireBroker(_BrokerBase):
     """Introspection of any Kafka endpoint through the protocol (pykbroker.testing.wire): what
     the subprocess broker and the pytest plugin's ``--kafka-bootstrap`` mode use.  Works against
-    Apache Kafka too (classic groups; records read from the partition's leader)."""
+    Apache Kafka too (records are read from the partition's leader)."""
 
     def __init__(self, bootstrap: str):
         host, port = bootstrap.rsplit(":", 1)
@@ -503,13 +504,30 @@ class WireBroker(_BrokerBase):
             r = c.request(15, 5, {"groups": [group_id], "include_authorized_operations": False})
         g = r["groups"][0]
         if g["error_code"] or g["group_state"] == "Dead":
-            return None
+            # not a classic group: a KIP-848 one is described by ConsumerGroupDescribe
+            return self._consumer_group(group_id)
         consumer = g["protocol_type"] == "consumer"
         members = [GroupMember(m["member_id"], m["group_instance_id"], m["client_id"], m["client_host"],
                                _decode_assignment(m["member_assignment"]) if consumer else {})
                    for m in g["members"]]
         # DescribeGroups carries no generation
         return GroupDescription(group_id, g["group_state"], g["protocol_type"], g["protocol_data"], -1, members)
+
+    def _consumer_group(self, group_id: str) -> Optional[GroupDescription]:
+        try:
+            with self._client(self._coordinator(group_id)) as c:
+                r = c.request(69, 0, {"group_ids": [group_id], "include_authorized_operations": False})
+        except (OSError, ConnectionError):   # a broker without KIP-848 closes the connection
+            return None
+        g = r["groups"][0]
+        if g["error_code"]:
+            return None
+        members = [GroupMember(m["member_id"], m["instance_id"], m["client_id"], m["client_host"],
+                               {t["topic_name"]: sorted(t["partitions"])
+                                for t in m["assignment"]["topic_partitions"]})
+                   for m in g["members"]]
+        return GroupDescription(group_id, g["group_state"], "consumer", g["assignor_name"],
+                                g["group_epoch"], members)
 
     def create_topic(self, name: str, partitions: int = 1, config: Optional[dict] = None) -> None:
         """CreateTopics (replication factor 1), then wait until every partition has a leader."""

@@ -215,6 +215,23 @@ def test_subprocess_same_interface():
         finally:
             c.close()
         assert b.committed_offsets("sub-g") == {("sub", 0): 2, ("sub", 1): 2}
+        # a KIP-848 group, described through ConsumerGroupDescribe
+        from confluent_kafka import Consumer
+
+        c = Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "sub-848",
+                      "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+        try:
+            c.subscribe(["sub"])
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                msg = c.poll(0.2)
+                if msg is not None and not msg.error():
+                    break
+            g = b.wait_for_group_stable("sub-848", members=1, timeout=30)
+            assert g.protocol_type == "consumer" and g.generation >= 1
+            assert g.members[0].assignment == {"sub": [0, 1]}
+        finally:
+            c.close()
         with pytest.raises(RuntimeError):
             b.create_topic("sub")   # TOPIC_ALREADY_EXISTS through CreateTopics
     assert not os.path.exists(d)
