@@ -83,9 +83,14 @@ def _consume_in_group(bootstrap, topic, group, n_members, n_records):
 
     def member(i):
         try:
-            c = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, client_id="m%d" % i,
+            c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, client_id="m%d" % i,
                               enable_auto_commit=False, auto_offset_reset="earliest")
             try:
+                # the topic's metadata before joining: the leader's first assignment covers it
+                # (else an empty one, then a second rebalance when the metadata arrives)
+                while not c.partitions_for_topic(topic):
+                    time.sleep(0.05)
+                c.subscribe([topic])
                 while not stop.is_set():
                     for recs in c.poll(timeout_ms=100).values():
                         seen.extend(r.value for r in recs)
@@ -104,12 +109,10 @@ def _consume_in_group(bootstrap, topic, group, n_members, n_records):
 def test_group_stable_and_committed_offsets(broker):
     topic, group = "emb-group", "emb-group-g"
     broker.create_topic(topic, partitions=2)
-    _confluent_produce(broker.bootstrap_servers, topic, [(None, b"a%d" % i, None) for i in range(3)], partition=0)
-    _confluent_produce(broker.bootstrap_servers, topic, [(None, b"b%d" % i, None) for i in range(2)], partition=1)
     seen, stop, threads, errors = _consume_in_group(broker.bootstrap_servers, topic, group, 2, 5)
     try:
-        # kafka-python's leader may first assign nothing (no metadata for the topic yet, a
-        # client-side race it then fixes with a new rebalance): wait for the covering assignment
+        # the members join one after the other: wait for the generation with both (and, should
+        # kafka-python's leader lack the topic's metadata, for its covering assignment)
         deadline = time.monotonic() + 30
         while True:
             g = broker.wait_for_group_stable(group, members=2, timeout=30)
@@ -122,6 +125,9 @@ def test_group_stable_and_committed_offsets(broker):
         # each member holds one of the two partitions
         assert sorted(p for m in g.members for p in m.assignment.get(topic, [])) == [0, 1]
         assert all(len(m.assignment[topic]) == 1 for m in g.members)
+        # produced once the group is settled: each record is consumed once, by its partition's owner
+        _confluent_produce(broker.bootstrap_servers, topic, [(None, b"a%d" % i, None) for i in range(3)], partition=0)
+        _confluent_produce(broker.bootstrap_servers, topic, [(None, b"b%d" % i, None) for i in range(2)], partition=1)
         deadline = time.monotonic() + 30
         while len(seen) < 5 and time.monotonic() < deadline and not errors:
             time.sleep(0.05)
