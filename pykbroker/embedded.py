@@ -233,10 +233,13 @@ class Broker(_BrokerBase):
             task_status.started(self)
 
     def start(self, timeout: float = 30.0) -> "Broker":
-        """Start on a thread of its own; returns once the listener is bound."""
+        """Start on a thread of its own; returns once the listener is bound.  After a
+        ``stop()`` it starts again on the same port (and log dir, unless temporary)."""
         if self._thread is not None:
             raise RuntimeError("broker already started")
         self._own_log_dir(self._given_log_dir)
+        self._ready.clear()
+        self._error = None
         self._thread = threading.Thread(target=self._main, name="pykbroker-%d" % id(self), daemon=True)
         self._thread.start()
         if not self._ready.wait(timeout) or self._error is not None:

@@ -24,8 +24,8 @@ The broker starts with Kafka's defaults except these test-friendly ones
 group's first join is answered at once instead of after 3 s), ``log.segment.bytes`` and
 ``offsets.topic.segment.bytes`` 1 MiB, ``offsets.topic.num.partitions=1``.
 
-The plugin defines nothing but these fixtures and options: a session that does not request them
-starts no broker and imports no part of pykbroker beyond this module.
+The plugin defines nothing but these fixtures and options (no hooks that change other tests):
+a session that does not request them starts no broker and does not import the broker.
 """
 from __future__ import annotations
 

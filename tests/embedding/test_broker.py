@@ -175,6 +175,20 @@ def test_start_stop_without_with():
         b.records("plain")
 
 
+def test_restart_same_port_and_dir(tmp_path):
+    b = pykbroker.Broker(log_dir=tmp_path / "d").start()
+    try:
+        port = b.port
+        b.create_topic("again")
+        _confluent_produce(b.bootstrap_servers, "again", [(None, b"1", None)])
+        b.stop()
+        b.start()
+        assert b.port == port
+        assert [r.value for r in b.records("again")] == [b"1"]
+    finally:
+        b.stop()
+
+
 def test_async_context_manager_under_trio():
     async def main():
         async with pykbroker.Broker(config=TEST_CONFIG) as b:
