@@ -286,11 +286,15 @@ def run(args) -> int:
     try:
         bootstrap = args.bootstrap_servers
         if not bootstrap:
-            from .embedded import EmbeddedBroker
+            # In-process rather than a child process so that Ctrl-C in a terminal (SIGINT to the
+            # whole foreground process group) reaches only the pipeline: it can then stop
+            # generating, close the last windows and only afterwards stop the broker.  (PySpark's
+            # JVM ignores SIGINT for the same reason.)
+            from ..embedded import Broker
 
             data_dir = args.data_dir or os.path.join(tmp, "broker-data")
-            broker = EmbeddedBroker(data_dir).start()
-            bootstrap = broker.bootstrap
+            broker = Broker(log_dir=data_dir).start()
+            bootstrap = broker.bootstrap_servers
             _log("embedded pykbroker on %s (data in %s)" % (bootstrap, data_dir))
         else:
             _log("using cluster %s" % bootstrap)

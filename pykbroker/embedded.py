@@ -1,0 +1,585 @@
+"""pykbroker embedded in a program or a test: ``pykbroker.Broker``.
+
+    with pykbroker.Broker() as broker:                # its own thread and trio loop
+        producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers})
+        ...
+        assert [r.value for r in broker.records("t")] == [b"v"]
+
+    async with pykbroker.Broker() as broker:          # trio: runs in the caller's loop
+        ...
+
+    with pykbroker.Broker.subprocess() as broker:     # a child process, same interface
+        ...
+
+A real broker on a real TCP listener (``port=0``: a free loopback port), so any client in any
+language can use ``bootstrap_servers``.  ``log_dir=None`` means a temporary directory, removed
+when the broker stops; ``config`` holds broker settings (``server.properties`` keys) on top of
+Kafka's defaults (:data:`TEST_CONFIG` holds the test-friendly ones the pytest plugin uses).
+
+Introspection, for tests to assert on what the broker holds: :meth:`records`,
+:meth:`committed_offsets`, :meth:`group`, :meth:`wait_for_group_stable`, :meth:`create_topic`.
+In-process they read the broker's own objects on its trio thread (``trio.from_thread``), never
+from another thread; over a subprocess or an external cluster (:class:`WireBroker`) they go
+through the Kafka protocol (Fetch, OffsetFetch, DescribeGroups or ConsumerGroupDescribe,
+CreateTopics), so they see what a client would see; there ``group().generation`` is -1 for a
+classic group (DescribeGroups does not carry it).
+
+The in-process broker is the same code as ``pykbroker serve``: one trio loop, nothing mocked.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import tempfile
+import threading
+import time
+from typing import NamedTuple, Optional
+
+__all__ = ["Broker", "SubprocessBroker", "WireBroker", "Record", "GroupDescription", "GroupMember",
+           "TEST_CONFIG"]
+
+# What the pytest plugin starts its broker with (documented there and in the README): a group's
+# first join answers at once instead of after Kafka's 3 s delay; small segments and a small
+# __consumer_offsets keep the data dir and the first group request cheap.
+TEST_CONFIG = {
+    "group.initial.rebalance.delay.ms": "0",
+    "log.segment.bytes": str(1 << 20),
+    "offsets.topic.num.partitions": "1",
+    "offsets.topic.segment.bytes": str(1 << 20),
+}
+
+
+class Record(NamedTuple):
+    """One record as the log holds it (control records excluded)."""
+    offset: int
+    timestamp: int
+    key: Optional[bytes]
+    value: Optional[bytes]
+    headers: list          # [(str, bytes | None), ...]
+
+
+class GroupMember(NamedTuple):
+    member_id: str
+    group_instance_id: Optional[str]
+    client_id: str
+    client_host: str
+    assignment: dict       # topic -> sorted partitions (consumer protocol; {} otherwise)
+
+
+class GroupDescription(NamedTuple):
+    group_id: str
+    state: str             # Kafka's names: Empty, PreparingRebalance, CompletingRebalance, Stable, ...
+    protocol_type: str     # "consumer" for consumers
+    protocol: str          # the chosen assignor ("range", ...); "" while not Stable
+    generation: int        # the classic generation, or the KIP-848 group epoch
+    members: list          # [GroupMember, ...]
+
+
+def _decode_assignment(data) -> dict:
+    """Kafka's ConsumerProtocolAssignment (version, [(topic, [partition])], user data); {} when
+    empty or not in that format."""
+    try:
+        buf = bytes(data or b"")
+        if not buf:
+            return {}
+        pos = 2
+        (n,) = struct.unpack_from(">i", buf, pos)
+        pos += 4
+        out = {}
+        for _ in range(max(n, 0)):
+            (ln,) = struct.unpack_from(">h", buf, pos)
+            pos += 2
+            topic = buf[pos:pos + ln].decode()
+            pos += ln
+            (np_,) = struct.unpack_from(">i", buf, pos)
+            pos += 4
+            parts = list(struct.unpack_from(">%di" % max(np_, 0), buf, pos))
+            pos += 4 * max(np_, 0)
+            out.setdefault(topic, []).extend(parts)
+        return {t: sorted(ps) for t, ps in out.items()}
+    except (struct.error, UnicodeDecodeError):
+        return {}
+
+
+def _decode_batches(data, start: int) -> tuple[list, int]:
+    """Records of the whole batches in ``data`` at or above ``start``; and the offset after the
+    last whole batch (a trailing partial batch is left for the next read, as clients do)."""
+    from .protocol.records import HEADER_SIZE, decode_records, parse_header
+
+    out = []
+    nxt = start
+    mv = memoryview(bytes(data))
+    pos = 0
+    while len(mv) - pos >= HEADER_SIZE:
+        h = parse_header(mv, pos)
+        if pos + h.size > len(mv):
+            break
+        if not h.is_control:
+            out.extend(Record(r.offset, r.timestamp, r.key, r.value, list(r.headers))
+                       for r in decode_records(mv[pos:pos + h.size]) if r.offset >= start)
+        nxt = max(nxt, h.next_offset)
+        pos += h.size
+    return out, nxt
+
+
+class _BrokerBase:
+    """What every variant shares: the bootstrap string, the context manager, the temporary log
+    dir, and waiting for a group (by polling :meth:`group`)."""
+
+    host = "127.0.0.1"
+    port = 0
+
+    advertised_host = None   # where a wildcard bind (0.0.0.0) is reached (loopback)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return "%s:%d" % (self.advertised_host or self.host, self.port)
+
+    # BrokerProcess and pykbroker.testing.wire read ``bootstrap``
+    bootstrap = bootstrap_servers
+
+    def _own_log_dir(self, log_dir) -> None:
+        self._tmp = None
+        if log_dir is None:
+            self._tmp = tempfile.mkdtemp(prefix="pykbroker-")
+            log_dir = self._tmp
+        self.log_dir = os.path.abspath(str(log_dir))
+
+    def _remove_tmp(self) -> None:
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self._tmp = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def group(self, group_id: str) -> Optional[GroupDescription]:
+        raise NotImplementedError
+
+    @staticmethod
+    def _is_stable(g: Optional[GroupDescription], members: Optional[int]) -> bool:
+        return g is not None and g.state == "Stable" and (members is None or len(g.members) == members)
+
+    def wait_for_group_stable(self, group_id: str, members: Optional[int] = None,
+                              timeout: float = 30.0) -> GroupDescription:
+        """Until the group is Stable (with ``members`` members when given); its description.
+        Raises TimeoutError with the last state seen."""
+        deadline = time.monotonic() + timeout
+        while True:
+            g = self.group(group_id)
+            if self._is_stable(g, members):
+                return g
+            if time.monotonic() > deadline:
+                raise TimeoutError("group %r not stable%s after %ss: %r" % (
+                    group_id, "" if members is None else " with %d members" % members, timeout, g))
+            time.sleep(0.02)
+
+
+class Broker(_BrokerBase):
+    """A broker in this process: ``with Broker(...)`` runs it on its own thread and trio loop;
+    ``async with Broker(...)`` in the caller's trio loop (a nursery).  ``start()``/``stop()``
+    are the same without a ``with``.  See the module docstring."""
+
+    def __init__(self, port: int = 0, log_dir=None, config: Optional[dict] = None,
+                 host: str = "127.0.0.1"):
+        self.host = host
+        self.port = int(port)
+        self.config = {str(k): str(v) for k, v in (config or {}).items()}
+        self.log_dir = None if log_dir is None else os.path.abspath(str(log_dir))
+        self._given_log_dir = log_dir
+        self._tmp = None
+        self.broker = None          # the running pykbroker.broker.Broker (read it on its loop)
+        self._token = None
+        self._cancel = None
+        self._loop_thread: Optional[int] = None
+        self._thread: Optional[threading.Thread] = None
+        self._ready = threading.Event()
+        self._error: Optional[BaseException] = None
+        self._nursery_cm = None
+
+    @classmethod
+    def subprocess(cls, port: int = 0, log_dir=None, config: Optional[dict] = None,
+                   host: str = "127.0.0.1") -> "SubprocessBroker":
+        """The same interface over ``pykbroker serve`` in a child process (isolated: its own
+        interpreter, killable); introspection goes through the Kafka protocol."""
+        return SubprocessBroker(port=port, log_dir=log_dir, config=config, host=host)
+
+    # -- life cycle ----------------------------------------------------------------------------
+    def _values(self) -> dict:
+        values = {"listeners": "PLAINTEXT://%s:%d" % (self.host, self.port), "log.dirs": self.log_dir}
+        values.update(self.config)
+        return values
+
+    async def _serve(self, task_status) -> None:
+        """Runs the broker until cancelled; ``task_status.started()`` once it listens."""
+        import trio
+
+        from .broker import Broker as _Broker
+        from .config import BrokerConfig
+
+        self._token = trio.lowlevel.current_trio_token()
+        self._loop_thread = threading.get_ident()
+        async with trio.open_nursery() as nursery:
+            self._cancel = nursery.cancel_scope
+            b = await nursery.start(_Broker(BrokerConfig(self._values())).run)
+            li = b.advertised_listener()
+            self.port = li.port
+            self.advertised_host = li.host
+            self.broker = b
+            task_status.started(self)
+
+    def start(self, timeout: float = 30.0) -> "Broker":
+        """Start on a thread of its own; returns once the listener is bound.  After a
+        ``stop()`` it starts again on the same port (and log dir, unless temporary)."""
+        if self._thread is not None:
+            raise RuntimeError("broker already started")
+        self._own_log_dir(self._given_log_dir)
+        self._ready.clear()
+        self._error = None
+        self._thread = threading.Thread(target=self._main, name="pykbroker-%d" % id(self), daemon=True)
+        self._thread.start()
+        if not self._ready.wait(timeout) or self._error is not None:
+            err = self._error
+            self.stop()
+            raise RuntimeError("pykbroker did not start: %r" % (err,)) from err
+        return self
+
+    def _main(self) -> None:
+        import trio
+
+        class _Started:   # nursery.start's task_status, for trio.run
+            def started(_, value=None):
+                self._ready.set()
+
+        try:
+            trio.run(self._serve, _Started())
+        except BaseException as e:   # reported by start(); a later failure ends the thread
+            self._error = e
+        finally:
+            self._ready.set()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Clean shutdown (logs flushed, clean-shutdown marker written); the temporary log dir
+        is removed."""
+        import trio
+
+        t = self._thread
+        if t is not None and t.is_alive() and self._cancel is not None:
+            try:
+                trio.from_thread.run_sync(self._cancel.cancel, trio_token=self._token)
+            except trio.RunFinishedError:
+                pass
+            t.join(timeout)
+        self._thread = None
+        self.broker = None
+        self._remove_tmp()
+
+    async def __aenter__(self) -> "Broker":
+        import trio
+
+        self._own_log_dir(self._given_log_dir)
+        self._nursery_cm = trio.open_nursery()
+        nursery = await self._nursery_cm.__aenter__()
+        try:
+            await nursery.start(self._serve)
+        except BaseException as e:
+            await self._nursery_cm.__aexit__(type(e), e, e.__traceback__)
+            self._remove_tmp()
+            raise
+        return self
+
+    async def __aexit__(self, etype, exc, tb):
+        self._cancel.cancel()
+        try:
+            return await self._nursery_cm.__aexit__(etype, exc, tb)
+        except BaseExceptionGroup as eg:
+            # the nursery wraps the body's exception in a group (trio's strict exception groups):
+            # the user's own exception propagates as it is instead
+            if exc is not None and len(eg.exceptions) == 1 and eg.exceptions[0] is exc:
+                return False
+            raise
+        finally:
+            self.broker = None
+            self._remove_tmp()
+
+    # -- running code on the broker's loop -----------------------------------------------------
+    def _on_loop(self) -> bool:
+        return threading.get_ident() == self._loop_thread
+
+    def _sync(self, fn, *args):
+        """``fn(broker, *args)`` on the broker's trio thread (directly when already on it)."""
+        import trio
+
+        if self.broker is None:
+            raise RuntimeError("the broker is not running")
+        if self._on_loop():
+            return fn(self.broker, *args)
+        return trio.from_thread.run_sync(fn, self.broker, *args, trio_token=self._token)
+
+    def _async(self, afn, *args):
+        import trio
+
+        if self.broker is None:
+            raise RuntimeError("the broker is not running")
+        if self._on_loop():
+            raise RuntimeError("on the broker's own trio loop: use the *_async method")
+        return trio.from_thread.run(afn, self.broker, *args, trio_token=self._token)
+
+    # -- introspection -------------------------------------------------------------------------
+    def records(self, topic: str, partition: int = 0) -> list[Record]:
+        """Every record the partition's log holds (up to the high watermark), decoded."""
+        return self._sync(_read_records, topic, partition)
+
+    def committed_offsets(self, group_id: str) -> dict:
+        """{(topic, partition): committed offset} of the group."""
+        return self._sync(_committed, group_id)
+
+    def group(self, group_id: str) -> Optional[GroupDescription]:
+        """The group's state and members (with their assignments), or None if there is none."""
+        return self._sync(_describe_group, group_id)
+
+    def wait_for_group_stable(self, group_id: str, members: Optional[int] = None,
+                              timeout: float = 30.0) -> GroupDescription:
+        if self._on_loop():
+            raise RuntimeError("on the broker's own trio loop: use await wait_for_group_stable_async(...)")
+        return super().wait_for_group_stable(group_id, members, timeout)
+
+    async def wait_for_group_stable_async(self, group_id: str, members: Optional[int] = None,
+                                          timeout: float = 30.0) -> GroupDescription:
+        """:meth:`wait_for_group_stable` for ``async with Broker()`` users (on the broker's loop)."""
+        import trio
+
+        g = None
+        with trio.move_on_after(timeout):
+            while True:
+                g = self.group(group_id)
+                if self._is_stable(g, members):
+                    return g
+                await trio.sleep(0.02)
+        raise TimeoutError("group %r not stable after %ss: %r" % (group_id, timeout, g))
+
+    def create_topic(self, name: str, partitions: int = 1, config: Optional[dict] = None) -> None:
+        """Create a topic (replication factor 1) through the controller, as CreateTopics does;
+        raises pykbroker's KafkaError (e.g. TOPIC_ALREADY_EXISTS) when refused."""
+        self._async(_create_topic, name, partitions, config)
+
+    async def create_topic_async(self, name: str, partitions: int = 1, config: Optional[dict] = None) -> None:
+        await _create_topic(self.broker, name, partitions, config)
+
+
+# -- read on the broker's loop (called through Broker._sync / _async) ---------------------------
+def _read_records(b, topic: str, partition: int) -> list[Record]:
+    from .protocol.errors import ErrorCode, KafkaError
+
+    part = b.replica_manager.get_partition(topic, partition)
+    if part is None:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "no partition %s-%d" % (topic, partition))
+    out: list[Record] = []
+    offset = part.log_start_offset
+    while offset < part.high_watermark:
+        r = part.read_records(offset, 8 << 20, True, False)
+        if r.error:
+            raise KafkaError(r.error, "reading %s-%d at %d" % (topic, partition, offset))
+        if not r.size:
+            break
+        data = b"".join(p.read() if hasattr(p, "read") else bytes(p) for p in r.records.parts)
+        recs, nxt = _decode_batches(data, offset)
+        out.extend(recs)
+        if nxt <= offset:
+            break
+        offset = nxt
+    return out
+
+
+def _committed(b, group_id: str) -> dict:
+    gc = b.group_coordinator
+    return {tp: om.offset for tp, om in sorted(gc.fetch_offsets(group_id).items()) if om is not None}
+
+
+def _describe_group(b, group_id: str) -> Optional[GroupDescription]:
+    gc = b.group_coordinator
+    g = gc.get_group(group_id)
+    if g is None:
+        return None
+    if g.kind == "consumer":   # KIP-848: assignments are (topic id, partition) sets
+        md = b.metadata_cache
+
+        def names(tps) -> dict:
+            out: dict = {}
+            for tid, p in tps:
+                out.setdefault(md.name_of(tid) or "", []).append(p)
+            return {t: sorted(ps) for t, ps in sorted(out.items())}
+        members = [GroupMember(m.member_id, m.instance_id, m.client_id, m.client_host, names(m.assigned))
+                   for m in g.members.values()]
+        return GroupDescription(g.group_id, g.state, "consumer", g.assignor_name(), g.group_epoch, members)
+    stable = g.state == "Stable"
+    consumer = g.protocol_type == "consumer"
+    members = [GroupMember(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                           _decode_assignment(m.assignment) if consumer else {})
+               for m in g.members.values()]
+    return GroupDescription(g.group_id, g.state, g.protocol_type or "",
+                            (g.protocol_name or "") if stable else "", g.generation, members)
+
+
+async def _create_topic(b, name: str, partitions: int, config: Optional[dict]) -> None:
+    configs = {str(k): None if v is None else str(v) for k, v in (config or {}).items()}
+    await b.controller.create_topic(name, partitions, 1, configs)
+
+
+# -- over the Kafka protocol ----------------------------------------------------------------------
+class WireBroker(_BrokerBase):
+    """Introspection of any Kafka endpoint through the protocol (pykbroker.testing.wire): what
+    the subprocess broker and the pytest plugin's ``--kafka-bootstrap`` mode use.  Works against
+    Apache Kafka too (records are read from the partition's leader)."""
+
+    def __init__(self, bootstrap: str):
+        host, port = bootstrap.rsplit(":", 1)
+        self.host, self.port = host, int(port)
+
+    def start(self, timeout: float = 30.0):
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        pass
+
+    def _client(self, target=None):
+        from .testing.wire import WireClient
+
+        return WireClient(target or (self.host, self.port), client_id="pykbroker-introspection")
+
+    def _leader(self, topic: str, partition: int):
+        from .testing.wire import metadata
+
+        with self._client() as c:
+            m = metadata(c, [topic])
+        brokers = {b["node_id"]: (b["host"], b["port"]) for b in m["brokers"]}
+        for t in m["topics"]:
+            for p in t["partitions"]:
+                if p["partition_index"] == partition and p["error_code"] == 0:
+                    return brokers[p["leader_id"]]
+        raise KeyError("%s-%d has no leader: %r" % (topic, partition, m["topics"]))
+
+    def _coordinator(self, group_id: str):
+        deadline = time.monotonic() + 15
+        with self._client() as c:
+            while True:
+                r = c.request(10, 3, {"key": group_id, "key_type": 0})
+                if r["error_code"] == 0:
+                    return r["host"], r["port"]
+                if time.monotonic() > deadline:
+                    raise RuntimeError("no coordinator for group %r: %r" % (group_id, r))
+                time.sleep(0.05)
+
+    def records(self, topic: str, partition: int = 0) -> list[Record]:
+        from .testing.wire import fetch, fetch_part, list_offsets
+
+        with self._client(self._leader(topic, partition)) as c:
+            start = list_offsets(c, topic, partition, -2)["offset"]
+            end = list_offsets(c, topic, partition, -1)["offset"]
+            out: list[Record] = []
+            offset = start
+            while offset < end:
+                p = fetch_part(fetch(c, topic, partition, offset, partition_max_bytes=8 << 20))
+                if p["error_code"]:
+                    raise RuntimeError("fetch %s-%d at %d: error %d" % (topic, partition, offset, p["error_code"]))
+                recs, nxt = _decode_batches(p["records"] or b"", offset)
+                out.extend(recs)
+                if nxt <= offset:
+                    break
+                offset = nxt
+        return out
+
+    def committed_offsets(self, group_id: str) -> dict:
+        with self._client(self._coordinator(group_id)) as c:
+            r = c.request(9, 8, {"groups": [{"group_id": group_id, "topics": None}], "require_stable": False})
+        g = r["groups"][0]
+        if g["error_code"]:
+            raise RuntimeError("OffsetFetch %r: error %d" % (group_id, g["error_code"]))
+        return {(t["name"], p["partition_index"]): p["committed_offset"]
+                for t in g["topics"] for p in t["partitions"] if p["committed_offset"] >= 0}
+
+    def group(self, group_id: str) -> Optional[GroupDescription]:
+        with self._client(self._coordinator(group_id)) as c:
+            r = c.request(15, 5, {"groups": [group_id], "include_authorized_operations": False})
+        g = r["groups"][0]
+        if g["error_code"] or g["group_state"] == "Dead":
+            # not a classic group: a KIP-848 one is described by ConsumerGroupDescribe
+            return self._consumer_group(group_id)
+        consumer = g["protocol_type"] == "consumer"
+        members = [GroupMember(m["member_id"], m["group_instance_id"], m["client_id"], m["client_host"],
+                               _decode_assignment(m["member_assignment"]) if consumer else {})
+                   for m in g["members"]]
+        # DescribeGroups carries no generation
+        return GroupDescription(group_id, g["group_state"], g["protocol_type"], g["protocol_data"], -1, members)
+
+    def _consumer_group(self, group_id: str) -> Optional[GroupDescription]:
+        try:
+            with self._client(self._coordinator(group_id)) as c:
+                r = c.request(69, 0, {"group_ids": [group_id], "include_authorized_operations": False})
+        except (OSError, ConnectionError):   # a broker without KIP-848 closes the connection
+            return None
+        g = r["groups"][0]
+        if g["error_code"]:
+            return None
+        members = [GroupMember(m["member_id"], m["instance_id"], m["client_id"], m["client_host"],
+                               {t["topic_name"]: sorted(t["partitions"])
+                                for t in m["assignment"]["topic_partitions"]})
+                   for m in g["members"]]
+        return GroupDescription(group_id, g["group_state"], "consumer", g["assignor_name"],
+                                g["group_epoch"], members)
+
+    def create_topic(self, name: str, partitions: int = 1, config: Optional[dict] = None) -> None:
+        """CreateTopics (replication factor 1), then wait until every partition has a leader."""
+        from .testing.wire import wait_for_topic
+
+        with self._client() as c:
+            r = c.request(19, 5, {"topics": [{
+                "name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [],
+                "configs": [{"name": str(k), "value": None if v is None else str(v)}
+                            for k, v in (config or {}).items()]}],
+                "timeout_ms": 15000, "validate_only": False})
+            t = r["topics"][0]
+            if t["error_code"]:
+                raise RuntimeError("CreateTopics %r: error %d %s" % (name, t["error_code"], t.get("error_message")))
+            wait_for_topic(c, name, partitions)
+
+
+class SubprocessBroker(WireBroker):
+    """``pykbroker serve`` in a child process (:class:`pykbroker.testing.BrokerProcess`), with
+    :class:`Broker`'s interface; introspection through the Kafka protocol."""
+
+    def __init__(self, port: int = 0, log_dir=None, config: Optional[dict] = None, host: str = "127.0.0.1"):
+        if host != "127.0.0.1":
+            raise ValueError("the subprocess broker listens on 127.0.0.1")
+        self.host, self.port = host, int(port)
+        self.config = {str(k): str(v) for k, v in (config or {}).items()}
+        self._given_log_dir = log_dir
+        self._tmp = None
+        self.log_dir = None
+        self.process = None    # the BrokerProcess
+
+    def start(self, timeout: float = 30.0) -> "SubprocessBroker":
+        from .testing import BrokerProcess
+
+        self._own_log_dir(self._given_log_dir)
+        self.process = BrokerProcess(self.log_dir, self.config, port=self.port)
+        try:
+            self.process.start(timeout)
+        except BaseException:
+            self._remove_tmp()
+            raise
+        self.port = self.process.port
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self.process is not None:
+            try:
+                self.process.stop(timeout)
+            except Exception:
+                self.process.kill()
+            self.process = None
+        self._remove_tmp()

@@ -1,0 +1,96 @@
+"""pytest plugin: a real Kafka broker for your tests (registered through the ``pytest11`` entry
+point, so installing pykbroker is enough).
+
+Fixtures:
+
+- ``kafka_broker``: one in-process :class:`pykbroker.Broker` for the whole session, started on
+  first use on a free loopback port (introspection: ``records``, ``committed_offsets``,
+  ``group``, ``wait_for_group_stable``, ``create_topic``).
+- ``kafka_bootstrap``: its bootstrap string ("127.0.0.1:PORT") for any client, in any language.
+- ``kafka_topic``: a fresh, uniquely named topic (1 partition) per test.
+- ``kafka_topic_factory``: ``kafka_topic_factory(partitions=3, config={"cleanup.policy":
+  "compact"}, prefix="orders")`` creates more, each uniquely named; returns the name.
+
+Options:
+
+- ``--kafka-bootstrap HOST:PORT``: use that cluster instead of starting a broker.  The fixtures
+  then yield that bootstrap and create topics through the admin protocol (CreateTopics,
+  replication factor 1); ``kafka_broker`` introspects it through the Kafka protocol.
+- ``--kafka-keep-data DIR``: keep the broker's data in DIR (default: a temporary directory,
+  removed at the end of the session), to look at after a failure.
+
+The broker starts with Kafka's defaults except these test-friendly ones
+(``pykbroker.embedded.TEST_CONFIG``): ``group.initial.rebalance.delay.ms=0`` (a consumer
+group's first join is answered at once instead of after 3 s), ``log.segment.bytes`` and
+``offsets.topic.segment.bytes`` 1 MiB, ``offsets.topic.num.partitions=1``.
+
+The plugin defines nothing but these fixtures and options (no hooks that change other tests):
+a session that does not request them starts no broker and does not import the broker.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import uuid
+
+import pytest
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("pykbroker", "Kafka broker fixtures (pykbroker)")
+    group.addoption("--kafka-bootstrap", metavar="HOST:PORT", default=None,
+                    help="use this Kafka cluster for the kafka_* fixtures instead of starting pykbroker")
+    group.addoption("--kafka-keep-data", metavar="DIR", default=None,
+                    help="keep the kafka_broker fixture's data in DIR (default: a temporary directory, removed)")
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(request):
+    """The session's broker (see the module docstring)."""
+    from pykbroker.embedded import TEST_CONFIG, Broker, WireBroker
+
+    external = request.config.getoption("--kafka-bootstrap")
+    if external:
+        yield WireBroker(external)
+        return
+    keep = request.config.getoption("--kafka-keep-data")
+    if keep:
+        os.makedirs(keep, exist_ok=True)
+    with Broker(log_dir=keep, config=TEST_CONFIG) as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(kafka_broker) -> str:
+    """"host:port" of the session's broker (or of ``--kafka-bootstrap``)."""
+    return kafka_broker.bootstrap_servers
+
+
+_counter = itertools.count(1)
+
+
+def _topic_name(request, prefix: str | None) -> str:
+    """Unique (a run id and a counter) and readable (the test's name) within Kafka's limits:
+    249 characters of [a-zA-Z0-9._-]."""
+    base = prefix or re.sub(r"[^a-zA-Z0-9._-]+", "-", request.node.name).strip("-")[:80] or "topic"
+    return "%s-%s-%d" % (base, _RUN_ID, next(_counter))
+
+
+_RUN_ID = uuid.uuid4().hex[:8]
+
+
+@pytest.fixture
+def kafka_topic_factory(kafka_broker, request):
+    """``create(partitions=1, config=None, prefix=None) -> name``: a new uniquely named topic."""
+    def create(partitions: int = 1, config: dict | None = None, prefix: str | None = None) -> str:
+        name = _topic_name(request, prefix)
+        kafka_broker.create_topic(name, partitions=partitions, config=config)
+        return name
+    return create
+
+
+@pytest.fixture
+def kafka_topic(kafka_topic_factory) -> str:
+    """A fresh topic with one partition, named after the test."""
+    return kafka_topic_factory()
