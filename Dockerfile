@@ -32,7 +32,8 @@ USER pykbroker
 VOLUME /var/lib/pykbroker
 EXPOSE 9092
 
-# Read by the entrypoint (and PYKBROKER_LISTENERS by the healthcheck, to find the port).
+# Read by the entrypoint.  Change the listening port through PYKBROKER_LISTENERS rather than
+# --listeners: the healthcheck reads it too, to find the broker.
 ENV PYKBROKER_LISTENERS=PLAINTEXT://0.0.0.0:9092 \
     PYKBROKER_ADVERTISED_LISTENERS=PLAINTEXT://localhost:9092 \
     PYKBROKER_LOG_DIRS=/var/lib/pykbroker
