@@ -82,6 +82,10 @@ def main(argv=None) -> int:
     pp = sub.add_parser("pipeline", help="data pipelines (PySpark; needs the 'pipeline' extra)")
     psub = pp.add_subparsers(dest="pipeline", required=True)
     cp = psub.add_parser("clickstream", help="page visits -> Spark Structured Streaming -> per-site window stats")
+    hp = sub.add_parser("healthcheck", help="exit 0 if a broker answers ApiVersions (container HEALTHCHECK)")
+    if "healthcheck" in (sys.argv[1:] if argv is None else argv):   # its module only when it runs
+        from .healthcheck import add_arguments
+        add_arguments(hp)
     if _wants_pipeline(sys.argv[1:] if argv is None else argv):
         from .pipeline import clickstream
         clickstream.add_arguments(cp)
@@ -89,6 +93,9 @@ def main(argv=None) -> int:
     if args.cmd == "pipeline":
         from .pipeline import clickstream
         return clickstream.run(args)
+    if args.cmd == "healthcheck":
+        from .healthcheck import run
+        return run(args)
     logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
                         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
     if args.cmd == "serve":

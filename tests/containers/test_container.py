@@ -1,0 +1,378 @@
+"""The container image and PyKBrokerContainer.
+
+With a Docker engine and the ``testcontainers`` package: build the image from the Dockerfile,
+start ``PyKBrokerContainer`` and produce/consume with confluent-kafka through the host port it
+advertises (skipped, with the reason, where either is missing).
+
+Everywhere (no Docker needed): what the image runs is run here as a subprocess with the exact
+command lines the Dockerfile holds, only the listener (loopback, ephemeral port) and the data dir
+changed through the same environment variables a user would set: the ENTRYPOINT is accepted by
+``pykbroker serve``, answers, advertises what the documented variables/arguments say and stops
+cleanly on SIGTERM; the HEALTHCHECK command passes against a live broker and fails against a
+closed port or a silent listener; PyKBrokerContainer's launch chain (wait for the start script,
+then the image's entrypoint) starts a broker advertising what the script says; the compose file
+parses and builds from the Dockerfile.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import pytest
+
+from pykbroker.testing import wire
+from pykbroker.testing.containers import IMAGE_ENTRYPOINT, launch_args, start_script
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+READY = re.compile(r"ready, listening on PLAINTEXT://([^:,\s]+|\[[^\]]+\]):(\d+)")
+
+
+# -- the Dockerfile, read as Docker reads it (enough of it for this file) --------------------
+def dockerfile() -> list[tuple[str, str]]:
+    """[(INSTRUCTION, arguments)]: comments dropped, backslash continuations joined."""
+    out, cur = [], ""
+    with open(os.path.join(ROOT, "Dockerfile")) as fh:
+        for line in fh:
+            s = line.strip()
+            if not s or s.startswith("#"):
+                continue
+            if s.endswith("\\"):
+                cur += s[:-1] + " "
+                continue
+            cur += s
+            word, _, rest = cur.partition(" ")
+            out.append((word.upper(), rest.strip()))
+            cur = ""
+    return out
+
+
+def instruction(name: str) -> list[str]:
+    return [args for word, args in dockerfile() if word == name]
+
+
+def last(name: str) -> str:
+    found = instruction(name)
+    assert found, "Dockerfile has no %s" % name
+    return found[-1]
+
+
+def image_env() -> dict[str, str]:
+    env = {}
+    for args in instruction("ENV"):
+        for item in shlex.split(args):
+            k, _, v = item.partition("=")
+            env[k] = v
+    return env
+
+
+def exec_form(args: str) -> list[str]:
+    """A JSON (exec form) ENTRYPOINT/CMD; the shell form would not pass arguments through."""
+    assert args.startswith("["), "not in exec form: %s" % args
+    return json.loads(args)
+
+
+def healthcheck_command() -> list[str]:
+    args = last("HEALTHCHECK")
+    _, _, cmd = args.partition("CMD ")
+    return exec_form(cmd.strip())
+
+
+# -- running the image's commands here -------------------------------------------------------
+@pytest.fixture(scope="module")
+def image_path(tmp_path_factory):
+    """PATH whose ``pykbroker`` is this checkout (the console script pip puts in the image)."""
+    d = tmp_path_factory.mktemp("bin")
+    shim = d / "pykbroker"
+    shim.write_text('#!/bin/sh\nexec "%s" -m pykbroker "$@"\n' % sys.executable)
+    shim.chmod(0o755)
+    return str(d) + os.pathsep + os.environ.get("PATH", "")
+
+
+def run_env(image_path, **overrides) -> dict[str, str]:
+    """The environment of the container: the process's own, the image's ENV, then ``overrides``."""
+    env = dict(os.environ)
+    env.update(image_env())
+    env["PATH"] = image_path
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(overrides)
+    return env
+
+
+class Launched:
+    """A broker started by an arbitrary command line; ready when it logs its listener."""
+
+    def __init__(self, argv, env):
+        self.lines: list[str] = []
+        self.ready = threading.Event()
+        self.port = None
+        # its own process group: kill() also reaches a broker a shell left behind
+        self.proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True, bufsize=1, start_new_session=True)
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self):
+        for line in self.proc.stdout:
+            self.lines.append(line)
+            m = READY.search(line)
+            if m:
+                self.port = int(m.group(2))
+                self.ready.set()
+
+    def wait_ready(self, timeout=30.0) -> "Launched":
+        if not self.ready.wait(timeout):
+            self.kill()
+            raise AssertionError("not ready; exit %s, output:\n%s" % (self.proc.poll(), "".join(self.lines)))
+        return self
+
+    @property
+    def bootstrap(self) -> str:
+        return "127.0.0.1:%d" % self.port
+
+    def terminate(self, timeout=20.0) -> int:
+        """SIGTERM, as ``docker stop`` sends to the container's PID 1."""
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def kill(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+
+
+def advertised(bootstrap) -> list[tuple[str, int]]:
+    m = wire.metadata(bootstrap, [])
+    return [(b["host"], b["port"]) for b in m["brokers"]]
+
+
+def loopback_env(image_path, tmp_path, **overrides):
+    """The image's environment with the listener on an ephemeral loopback port and a temporary
+    data dir (both through the variables the Dockerfile documents)."""
+    return run_env(image_path, PYKBROKER_LISTENERS="PLAINTEXT://127.0.0.1:0",
+                   PYKBROKER_LOG_DIRS=str(tmp_path / "data"), **overrides)
+
+
+# -- the Dockerfile itself -------------------------------------------------------------------
+def test_dockerfile_small_non_root_volume_port():
+    assert last("FROM") == "python:3.11-slim"
+    user = last("USER")
+    assert user.split(":")[0] not in ("root", "0")
+    volume = last("VOLUME")
+    assert volume == "/var/lib/pykbroker"
+    assert any("pip install --no-cache-dir ." in r for r in instruction("RUN"))
+    env = image_env()
+    assert env["PYKBROKER_LOG_DIRS"] == volume               # the data lands in the volume
+    assert env["PYKBROKER_LISTENERS"] == "PLAINTEXT://0.0.0.0:%s" % last("EXPOSE")   # reachable from outside
+    assert exec_form(last("CMD")) == []
+    # what the build copies must not be excluded by .dockerignore (a whitelist)
+    with open(os.path.join(ROOT, ".dockerignore")) as fh:
+        kept = {ln.strip()[1:].rstrip("/") for ln in fh if ln.strip().startswith("!")}
+    for args in instruction("COPY"):
+        for src in shlex.split(args)[:-1]:
+            assert src.rstrip("/") in kept, src
+
+
+def test_container_module_runs_the_image_entrypoint():
+    assert exec_form(last("ENTRYPOINT")) == IMAGE_ENTRYPOINT
+
+
+# -- the ENTRYPOINT, run here ---------------------------------------------------------------
+def test_entrypoint_serves_and_advertises_localhost_by_default(image_path, tmp_path):
+    b = Launched(IMAGE_ENTRYPOINT + exec_form(last("CMD")), loopback_env(image_path, tmp_path)).wait_ready()
+    try:
+        r = wire.call(b.bootstrap, 18, 3, {"client_software_name": "t", "client_software_version": "1"})
+        assert r["error_code"] == 0 and any(a["api_key"] == 0 for a in r["api_keys"])
+        assert advertised(b.bootstrap) == [("localhost", 9092)]   # the documented default
+        assert (tmp_path / "data" / "meta.properties").exists()   # PYKBROKER_LOG_DIRS is the data dir
+        rc = b.terminate()
+    finally:
+        b.kill()
+    # 0: SIGTERM reached pykbroker itself (exec), which stopped cleanly; a shell still in
+    # between would have died of the signal (-15) and left the broker running.
+    assert rc == 0, "".join(b.lines)
+
+
+@pytest.mark.parametrize("env_value,args,expected", [
+    ("PLAINTEXT://broker.example:29092", [], ("broker.example", 29092)),
+    # arguments come after the entrypoint's own --override: the later one wins
+    ("PLAINTEXT://broker.example:29092",
+     ["--override", "advertised.listeners=PLAINTEXT://203.0.113.5:19092"], ("203.0.113.5", 19092)),
+])
+def test_entrypoint_advertised_listeners_overridable(image_path, tmp_path, env_value, args, expected):
+    env = loopback_env(image_path, tmp_path, PYKBROKER_ADVERTISED_LISTENERS=env_value)
+    b = Launched(IMAGE_ENTRYPOINT + args, env).wait_ready()
+    try:
+        assert advertised(b.bootstrap) == [expected]
+    finally:
+        b.kill()
+
+
+# -- the HEALTHCHECK, run here --------------------------------------------------------------
+def run_healthcheck(image_path, listeners):
+    return subprocess.run(healthcheck_command(), env=run_env(image_path, PYKBROKER_LISTENERS=listeners),
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_healthcheck_passes_against_a_live_broker(broker, image_path):
+    # as in the image: the listener variable names the wildcard address, probed on loopback
+    r = run_healthcheck(image_path, "PLAINTEXT://0.0.0.0:%d" % broker.port)
+    assert r.returncode == 0, r.stderr
+    assert "127.0.0.1:%d healthy" % broker.port in r.stdout
+
+
+def test_healthcheck_fails_against_a_closed_port(image_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]   # bound, not listening: connections are refused
+        r = run_healthcheck(image_path, "PLAINTEXT://0.0.0.0:%d" % port)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "unhealthy" in r.stderr
+
+
+def test_healthcheck_fails_against_a_listener_that_does_not_answer(image_path):
+    """An open port is not health: a peer that accepts and closes without an ApiVersions answer
+    fails the check."""
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(4)
+
+        def read_and_close():
+            conn, _ = srv.accept()
+            conn.recv(1024)
+            conn.close()
+
+        t = threading.Thread(target=read_and_close, daemon=True)
+        t.start()
+        r = run_healthcheck(image_path, "PLAINTEXT://127.0.0.1:%d" % srv.getsockname()[1])
+        t.join(10)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "unhealthy" in r.stderr
+
+
+# -- PyKBrokerContainer's launch chain, run here --------------------------------------------
+def test_container_launch_chain_waits_for_its_start_script(image_path, tmp_path):
+    """What PyKBrokerContainer makes Docker run: nothing starts until the start script exists
+    (it is written once the mapped host port is known); then the image's entrypoint runs with
+    the advertised listener the script exports and the overrides as arguments."""
+    script = tmp_path / "start.sh"
+    entrypoint, command = launch_args({"num.partitions": "3"}, script=str(script))
+    b = Launched(entrypoint + command, loopback_env(image_path, tmp_path))
+    try:
+        assert not b.ready.wait(0.5) and b.proc.poll() is None   # waiting for the script
+        tmp = tmp_path / "start.tmp"
+        tmp.write_text(start_script("PLAINTEXT://docker-host.example:32771"))
+        tmp.rename(script)
+        b.wait_ready()
+        assert advertised(b.bootstrap) == [("docker-host.example", 32771)]
+        # the override reached the broker: a topic created with the default partition count
+        r = wire.call(b.bootstrap, 19, 5, {"topics": [{
+            "name": "t-" + uuid.uuid4().hex[:8], "num_partitions": -1, "replication_factor": -1,
+            "assignments": [], "configs": []}], "timeout_ms": 15000, "validate_only": False})
+        assert r["topics"][0]["error_code"] == 0 and r["topics"][0]["num_partitions"] == 3
+    finally:
+        b.kill()
+
+
+def test_module_imports_without_testcontainers():
+    code = ("import sys; sys.modules['testcontainers'] = None\n"
+            "from pykbroker.testing.containers import PyKBrokerContainer\n"
+            "try:\n    PyKBrokerContainer()\nexcept ImportError as e:\n    print(e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")))
+    assert r.returncode == 0, r.stderr
+    assert "needs the 'testcontainers' package" in r.stdout
+
+
+# -- docker-compose.yml ---------------------------------------------------------------------
+def test_compose_service_builds_from_the_dockerfile():
+    yaml = pytest.importorskip("yaml", reason="PyYAML not installed: docker-compose.yml not parsed")
+    with open(os.path.join(ROOT, "docker-compose.yml")) as fh:
+        doc = yaml.safe_load(fh)
+    svc = doc["services"]["pykbroker"]
+    build = svc["build"]
+    context = os.path.join(ROOT, build["context"])
+    assert os.path.isfile(os.path.join(context, build.get("dockerfile", "Dockerfile")))
+    assert os.path.samefile(os.path.join(context, build.get("dockerfile", "Dockerfile")),
+                            os.path.join(ROOT, "Dockerfile"))
+    volumes = [v.split(":") for v in svc["volumes"]]
+    assert [v[1] for v in volumes] == [last("VOLUME")]
+    assert volumes[0][0] in doc["volumes"]   # a named volume, declared
+    host_port, container_port = svc["ports"][0].split(":")
+    assert container_port == last("EXPOSE")
+    # clients on the host connect where the broker says it is
+    assert svc["environment"]["PYKBROKER_ADVERTISED_LISTENERS"] == "PLAINTEXT://localhost:%s" % host_port
+
+
+# -- in Docker ------------------------------------------------------------------------------
+def _docker_missing() -> str | None:
+    if shutil.which("docker") is None:
+        return "no docker command"
+    try:
+        r = subprocess.run(["docker", "info"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return "`docker info` failed: %s" % e
+    if r.returncode != 0:
+        lines = (r.stderr or r.stdout).strip().splitlines()
+        return "no Docker engine (`docker info` failed: %s)" % (lines[-1] if lines else "exit %d" % r.returncode)
+    try:
+        import testcontainers.core.container  # noqa: F401
+    except ImportError as e:
+        return "the testcontainers package is not installed (%s)" % e
+    return None
+
+
+@pytest.fixture(scope="module")
+def image():
+    why = _docker_missing()
+    if why:
+        pytest.skip(why)
+    tag = "pykbroker:test-%s" % uuid.uuid4().hex[:8]
+    r = subprocess.run(["docker", "build", "-t", tag, ROOT], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    yield tag
+    subprocess.run(["docker", "rmi", "-f", tag], capture_output=True, timeout=120)
+
+
+@pytest.mark.timeout(900)
+def test_produce_consume_through_pykbroker_container(image):
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from pykbroker.testing.containers import PyKBrokerContainer
+
+    with PyKBrokerContainer(image) as kafka:
+        bootstrap = kafka.get_bootstrap_server()
+        # the image's own healthcheck, inside the container
+        rc, out = kafka.exec(["pykbroker", "healthcheck"])
+        assert rc == 0, out
+        topic = "c-" + uuid.uuid4().hex[:8]
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+        p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+        sent = [(b"k%d" % i, bytes([i]) * (i + 1) + b"\x00\xff") for i in range(20)]
+        for k, v in sent:
+            p.produce(topic, value=v, key=k)
+        assert p.flush(30) == 0
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "g-" + topic,
+                      "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        c.subscribe([topic])
+        got = []
+        deadline = time.monotonic() + 60
+        while len(got) < len(sent) and time.monotonic() < deadline:
+            m = c.poll(1.0)
+            if m is not None:
+                assert m.error() is None, m.error()
+                got.append((m.key(), m.value()))
+        c.close()
+        assert sorted(got) == sorted(sent)
