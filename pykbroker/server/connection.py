@@ -19,7 +19,8 @@ import os
 import trio
 
 from .dispatch import (  # noqa: F401  (CloseConnection, RequestContext, error_response: re-exported)
-    Close, CloseConnection, Dispatcher, HandleRequest, RequestContext, SendResponse, error_response)
+    Close, CloseConnection, Delayed, Dispatcher, HandleRequest, RequestContext, SendResponse,
+    error_response)
 
 log = logging.getLogger("pykbroker.connection")
 
@@ -45,7 +46,7 @@ class Connection:
         except OSError:
             self.peer = "?"
         self.dispatcher = Dispatcher(broker.handlers, broker.config["socket.request.max.bytes"],
-                                     broker, self, self.peer)
+                                     broker, self, self.peer, getattr(broker, "faults", None))
 
     async def run(self) -> None:
         send, recv = trio.open_memory_channel(self.broker.config["queued.max.requests"])
@@ -86,6 +87,9 @@ class Connection:
         dispatcher = self.dispatcher
         async with recv:
             async for event in recv:
+                if event.__class__ is Delayed:  # fault injection's added latency
+                    await trio.sleep(event.seconds)
+                    event = event.event
                 if event.__class__ is HandleRequest:
                     try:
                         response = await event.handler.handle(event.ctx, event.request)
