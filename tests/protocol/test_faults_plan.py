@@ -133,3 +133,13 @@ def test_acks0_produce_error_closes():
     req["acks"] = 0
     [ev] = events(d, frame(0, 9, 1, req))
     assert ev.__class__ is Close
+
+
+def test_coordinator_load_in_progress_on_find_coordinator():
+    plan = FaultPlan()
+    plan.fail("FindCoordinator", "COORDINATOR_LOAD_IN_PROGRESS", count=1)
+    d = dispatcher(plan)
+    [ev] = events(d, frame(10, 4, 1, {"key_type": 0, "coordinator_keys": ["g1", "g2"]}))
+    _, body = response(ev, 10, 4, True)
+    code = int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+    assert [(c["key"], c["error_code"]) for c in body["coordinators"]] == [("g1", code), ("g2", code)]
