@@ -118,7 +118,7 @@ class FaultPlan:
         self.rules.append(rule)
         return rule
 
-    def fail(self, api, error, topic=None, partition=None, count=None) -> FaultRule:
+    def fail(self, api, error, topic=None, partition=None, count=1) -> FaultRule:
         return self.add(FaultRule(api, ERROR, topic, partition, code=error_code(error), count=count))
 
     def delay(self, api, seconds: float, topic=None, partition=None, count=None) -> FaultRule:

@@ -109,3 +109,16 @@ def test_bad_names_raise_in_the_caller(broker):
     with pytest.raises(ValueError):
         broker.faults.delay(api="NoSuchApi", seconds=1)
     assert broker.faults.rules == []
+
+
+def test_delayed_error_answer_then_normal_service(broker):
+    broker.create_topic("flt-delayed")
+    broker.faults.delay(api="ListOffsets", seconds=0.2, count=1)
+    broker.faults.fail(api="ListOffsets", error="LEADER_NOT_AVAILABLE", count=1)
+    with wire.WireClient(broker.bootstrap_servers) as c:
+        t0 = time.monotonic()
+        r = wire.list_offsets(c, "flt-delayed", 0, -1)
+        assert time.monotonic() - t0 >= 0.2
+        assert r["error_code"] == int(ErrorCode.LEADER_NOT_AVAILABLE)
+        r = wire.list_offsets(c, "flt-delayed", 0, -1)  # same connection, both rules spent
+        assert r["error_code"] == 0 and r["offset"] == 0
