@@ -185,9 +185,12 @@ class Broker(_BrokerBase):
     are the same without a ``with``.  See the module docstring."""
 
     def __init__(self, port: int = 0, log_dir=None, config: Optional[dict] = None,
-                 host: str = "127.0.0.1"):
+                 host: str = "127.0.0.1", control_port: Optional[int] = None):
         self.host = host
         self.port = int(port)
+        # The HTTP fault-injection endpoint (server/control.py): off unless a port (0: free) is given.
+        self.control_port = control_port
+        self.control_url: Optional[str] = None
         self.config = {str(k): str(v) for k, v in (config or {}).items()}
         self.log_dir = None if log_dir is None else os.path.abspath(str(log_dir))
         self._given_log_dir = log_dir
@@ -230,6 +233,12 @@ class Broker(_BrokerBase):
             self.port = li.port
             self.advertised_host = li.host
             self.broker = b
+            if self.control_port is not None:
+                from .server.control import serve_control
+
+                cport = await nursery.start(serve_control, b, self.host, self.control_port)
+                self.control_port = cport   # a restart reuses the bound port
+                self.control_url = "http://%s:%d/faults" % (self.host, cport)
             task_status.started(self)
 
     def start(self, timeout: float = 30.0) -> "Broker":

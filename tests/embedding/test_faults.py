@@ -122,3 +122,38 @@ def test_delayed_error_answer_then_normal_service(broker):
         assert r["error_code"] == int(ErrorCode.LEADER_NOT_AVAILABLE)
         r = wire.list_offsets(c, "flt-delayed", 0, -1)  # same connection, both rules spent
         assert r["error_code"] == 0 and r["offset"] == 0
+
+
+def test_http_control_endpoint():
+    import json
+    import urllib.error
+    import urllib.request
+
+    def call(method, body=None):
+        req = urllib.request.Request(b.control_url, method=method,
+                                     data=None if body is None else json.dumps(body).encode())
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    with pykbroker.Broker(config=TEST_CONFIG, control_port=0) as b:
+        assert b.control_url.startswith("http://127.0.0.1:")
+        status, rule = call("POST", {"action": "fail", "api": "Metadata", "error": "NOT_CONTROLLER"})
+        assert status == 201 and rule["remaining"] == 1
+        assert call("POST", {"action": "fail", "api": "Metadata", "error": "NOPE"})[0] == 400
+        body = {"topics": [], "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False}
+        r = wire.metadata(b.bootstrap_servers, ["ctl-t"])
+        assert [(t["name"], t["error_code"]) for t in r["topics"]] == [
+            ("ctl-t", int(ErrorCode.NOT_CONTROLLER))]
+        assert call("GET") == (200, {"rules": []})      # spent by that request
+        call("POST", {"action": "drop_connection", "api": 3, "count": None})
+        with wire.WireClient(b.bootstrap_servers, timeout=10) as c:
+            assert c.closed_after(3, 12, body)
+        assert call("DELETE") == (200, {"rules": []})
+        with wire.WireClient(b.bootstrap_servers, timeout=10) as c:
+            assert c.request(3, 12, body)["brokers"]
+    with pykbroker.Broker(config=TEST_CONFIG) as b:
+        assert b.control_url is None   # off unless asked for
