@@ -16,6 +16,7 @@ import trio
 from .cluster.metadata import new_topic_id, topic_id_str
 from .config import BrokerConfig
 from .handlers import load_handlers
+from .server.faults import FaultPlan
 from .server.serve import Listener, parse_listeners, serve_listener
 from .storage.fs import REAL_FS
 
@@ -47,6 +48,7 @@ class Broker:
         self.replica_manager = None
         self.storage_fs = None      # the storage fault seam (tests set a FaultFS before run)
         self.halt_hook = None       # replaces the process exit on a halt (in-process tests)
+        self.faults = FaultPlan()   # injected request faults (server/faults.py; empty: off)
         self.group_coordinator = None
         self.ready = trio.Event()
         self._components: list = []

@@ -185,9 +185,12 @@ class Broker(_BrokerBase):
     are the same without a ``with``.  See the module docstring."""
 
     def __init__(self, port: int = 0, log_dir=None, config: Optional[dict] = None,
-                 host: str = "127.0.0.1"):
+                 host: str = "127.0.0.1", control_port: Optional[int] = None):
         self.host = host
         self.port = int(port)
+        # The HTTP fault-injection endpoint (server/control.py): off unless a port (0: free) is given.
+        self.control_port = control_port
+        self.control_url: Optional[str] = None
         self.config = {str(k): str(v) for k, v in (config or {}).items()}
         self.log_dir = None if log_dir is None else os.path.abspath(str(log_dir))
         self._given_log_dir = log_dir
@@ -230,6 +233,12 @@ class Broker(_BrokerBase):
             self.port = li.port
             self.advertised_host = li.host
             self.broker = b
+            if self.control_port is not None:
+                from .server.control import serve_control
+
+                cport = await nursery.start(serve_control, b, self.host, self.control_port)
+                self.control_port = cport   # a restart reuses the bound port
+                self.control_url = "http://%s:%d/faults" % (self.host, cport)
             task_status.started(self)
 
     def start(self, timeout: float = 30.0) -> "Broker":
@@ -329,6 +338,12 @@ class Broker(_BrokerBase):
             raise RuntimeError("on the broker's own trio loop: use the *_async method")
         return trio.from_thread.run(afn, self.broker, *args, trio_token=self._token)
 
+    # -- fault injection -----------------------------------------------------------------------
+    @property
+    def faults(self) -> "Faults":
+        """Injected errors, latency and dropped connections (see :class:`Faults`)."""
+        return Faults(self)
+
     # -- introspection -------------------------------------------------------------------------
     def records(self, topic: str, partition: int = 0) -> list[Record]:
         """Every record the partition's log holds (up to the high watermark), decoded."""
@@ -372,6 +387,50 @@ class Broker(_BrokerBase):
 
 
 # -- read on the broker's loop (called through Broker._sync / _async) ---------------------------
+class Faults:
+    """``broker.faults``: rules the broker applies to the requests it decodes
+    (``pykbroker/server/faults.py``).  ``api`` is an API name ("Produce", "ListOffsets") or key;
+    ``error`` an ``ErrorCode`` name ("NOT_LEADER_OR_FOLLOWER") or number; ``topic`` (and
+    ``partition``) narrow a rule to those partitions of Produce / Fetch / ListOffsets /
+    DeleteRecords / OffsetForLeaderEpoch requests, the other partitions of the same request being
+    served normally; ``count`` is how many matching requests the rule touches (``None``: until
+    :meth:`clear`).  Rules live in the running broker (a restart starts with none)."""
+
+    def __init__(self, owner: "Broker"):
+        self._owner = owner
+
+    def _add(self, rule) -> None:
+        # Built (and validated) here, added on the broker's trio thread like every mutation.
+        self._owner._sync(lambda b: b.faults.add(rule))
+
+    def fail(self, api, error, topic: Optional[str] = None, partition: Optional[int] = None,
+             count: Optional[int] = 1) -> None:
+        """Answer the next ``count`` matching requests with ``error``."""
+        from .server.faults import ERROR, FaultRule, error_code
+        self._add(FaultRule(api, ERROR, topic, partition, code=error_code(error), count=count))
+
+    def delay(self, api, seconds: float, topic: Optional[str] = None,
+              partition: Optional[int] = None, count: Optional[int] = None) -> None:
+        """Wait ``seconds`` before serving each of the next ``count`` matching requests."""
+        from .server.faults import DELAY, FaultRule
+        self._add(FaultRule(api, DELAY, topic, partition, seconds=seconds, count=count))
+
+    def drop_connection(self, api, topic: Optional[str] = None, partition: Optional[int] = None,
+                        count: Optional[int] = 1) -> None:
+        """Close the connection, without answering, of the next ``count`` matching requests."""
+        from .server.faults import DROP, FaultRule
+        self._add(FaultRule(api, DROP, topic, partition, count=count))
+
+    def clear(self) -> None:
+        """Remove every rule."""
+        self._owner._sync(lambda b: b.faults.clear())
+
+    @property
+    def rules(self) -> list:
+        """The active rules (copies of their state), for assertions."""
+        return self._owner._sync(lambda b: [repr(r) for r in b.faults.rules])
+
+
 def _read_records(b, topic: str, partition: int) -> list[Record]:
     from .protocol.errors import ErrorCode, KafkaError
 

@@ -19,7 +19,8 @@ import os
 import trio
 
 from .dispatch import (  # noqa: F401  (CloseConnection, RequestContext, error_response: re-exported)
-    Close, CloseConnection, Dispatcher, HandleRequest, RequestContext, SendResponse, error_response)
+    Close, CloseConnection, Delayed, Dispatcher, HandleRequest, RequestContext, SendResponse,
+    error_response)
 
 log = logging.getLogger("pykbroker.connection")
 
@@ -45,7 +46,7 @@ class Connection:
         except OSError:
             self.peer = "?"
         self.dispatcher = Dispatcher(broker.handlers, broker.config["socket.request.max.bytes"],
-                                     broker, self, self.peer)
+                                     broker, self, self.peer, getattr(broker, "faults", None))
 
     async def run(self) -> None:
         send, recv = trio.open_memory_channel(self.broker.config["queued.max.requests"])
@@ -97,10 +98,34 @@ class Connection:
                         continue  # acks=0 Produce: Kafka sends nothing back
                 if event.__class__ is SendResponse:
                     await self._write(event.parts)
+                elif event.__class__ is Delayed:
+                    # Fault injection's added latency (checked last: no cost to other events).
+                    await trio.sleep(event.seconds)
+                    if not await self._carry_out(event.event):
+                        return
                 else:
                     log.log(event.level, "closing connection from %s: %s", self.peer, event.reason,
                             exc_info=event.exc_info)
                     return
+
+    async def _carry_out(self, event) -> bool:
+        """One event, as the processor loop does (for a ``Delayed`` one's inner event); False
+        once the connection is to be closed."""
+        if event.__class__ is HandleRequest:
+            try:
+                response = await event.handler.handle(event.ctx, event.request)
+            except Exception as e:
+                event = self.dispatcher.fail(event, e)
+            else:
+                event = self.dispatcher.finish(event, response)
+            if event is None:
+                return True
+        if event.__class__ is SendResponse:
+            await self._write(event.parts)
+            return True
+        log.log(event.level, "closing connection from %s: %s", self.peer, event.reason,
+                exc_info=event.exc_info)
+        return False
 
     async def _write(self, parts) -> None:
         if len(parts) == 1 and parts[0].__class__ is bytes:

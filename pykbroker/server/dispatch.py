@@ -12,6 +12,10 @@ there is none.  Each event is a decision the connection carries out:
   ``bytes`` and file regions (``.fd``, ``.position``, ``.length``), written in order.
 - ``Close``: close the connection without answering; ``reason`` is the log line, ``level`` its
   logging level.  After a ``Close``, ``next_event`` returns ``None`` for good.
+- ``Delayed``: fault injection's added latency: wait ``seconds``, then carry out ``event``.
+
+Fault injection (``faults.py``): when the broker's ``FaultPlan`` has rules, each decoded request
+is matched against them (``_inject``); with none, the cost is one check of ``plan.rules``.
 
 Events come out in request order and must be carried out in that order: Kafka answers a
 connection's requests strictly in order, and clients rely on it (an idempotent producer's
@@ -31,6 +35,7 @@ from ..protocol.codec import APIS
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.framing import FrameBuffer, frame_response, parse_request_header
 from ..protocol.primitives import ProtocolError
+from .faults import FaultPlan
 
 log = logging.getLogger("pykbroker.connection")
 
@@ -102,14 +107,81 @@ class Close:
         return "Close(%r)" % self.reason
 
 
+class Delayed:
+    """Injected latency: sleep ``seconds``, then carry out ``event`` (any other event)."""
+
+    __slots__ = ("seconds", "event")
+
+    def __init__(self, seconds: float, event):
+        self.seconds = seconds
+        self.event = event
+
+    def __repr__(self):
+        return "Delayed(%gs, %r)" % (self.seconds, self.event)
+
+
+class _PartitionFaults:
+    """The handler of a request some of whose partitions get an injected error: the real
+    handler serves the request without them (``HandleRequest.request`` is that reduced
+    request), then their error entries are put back where the client asked for them.  Splitting
+    here keeps the handlers (and their per-partition hot loops) unaware of fault injection."""
+
+    __slots__ = ("handler", "layout", "request", "errors")
+
+    def __init__(self, handler, layout, request, errors):
+        self.handler = handler
+        self.layout = layout
+        self.request = request   # the client's whole request
+        self.errors = errors     # {(topic, partition): code}
+
+    def served_request(self) -> dict:
+        lay, errors = self.layout, self.errors
+        topics = []
+        for t in self.request[lay.req_topics]:
+            name = t[lay.req_topic]
+            parts = [p for p in t[lay.req_parts] if (name, p[lay.req_index]) not in errors]
+            if parts:
+                topics.append({**t, lay.req_parts: parts})
+        return {**self.request, lay.req_topics: topics}
+
+    async def handle(self, ctx, served):
+        response = await self.handler.handle(ctx, served)
+        if response is None or response.get("error_code"):
+            return response  # acks=0 Produce / a request-level error: nothing to merge into
+        lay, errors = self.layout, self.errors
+        entries = {}
+        for t in response[lay.topics]:
+            for p in t[lay.parts]:
+                entries[(t[lay.topic], p[lay.index])] = p
+        topics = []
+        for t in self.request[lay.req_topics]:
+            name = t[lay.req_topic]
+            parts = []
+            for p in t[lay.req_parts]:
+                idx = p[lay.req_index]
+                code = errors.get((name, idx))
+                parts.append(lay.error(idx, code) if code else entries[(name, idx)])
+            topics.append({lay.topic: name, lay.parts: parts})
+        return {**response, lay.topics: topics}
+
+    def error_response(self, ctx, request, code):
+        # The handler raised: answer the client's whole request with that error.
+        builder = getattr(self.handler, "error_response", None)
+        if builder is None:
+            return {"error_code": int(code)}
+        return builder(ctx, self.request, code)
+
+
 class Dispatcher:
     """Per-connection dispatch state: the frame buffer, and whether the connection is closing.
 
     ``broker`` and ``connection`` are opaque here: they are only handed to handlers in their
     ``RequestContext``.  ``peer`` names the client in log lines."""
 
-    def __init__(self, handlers: dict, max_frame_bytes: int, broker=None, connection=None, peer: str = "?"):
+    def __init__(self, handlers: dict, max_frame_bytes: int, broker=None, connection=None, peer: str = "?",
+                 faults: FaultPlan | None = None):
         self.handlers = handlers
+        self.faults = faults if faults is not None else FaultPlan()
         self.broker = broker
         self.connection = connection
         self.peer = peer
@@ -171,7 +243,34 @@ class Dispatcher:
                 body = handler.invalid_request_response(ctx)
                 return SendResponse(frame_response(corr, False, spec.encode("response", api_version, body)))
             return self._close("malformed %s v%d request: %s" % (spec.name, api_version, e))
+        if self.faults.rules:  # the only cost of fault injection while no rule is set
+            return self._inject(ctx, handler, spec, request)
         return HandleRequest(ctx, handler, spec, request)
+
+    def _inject(self, ctx, handler, spec, request):
+        """The event for a request the fault plan may touch (see ``faults.py``)."""
+        layout = getattr(handler, "RESPONSES", None)
+        d = self.faults.decide(ctx.api_key, request, layout)
+        event = HandleRequest(ctx, handler, spec, request)
+        if not d:
+            return event
+        if d.drop:
+            return self._close("fault injection: dropped on %s v%d" % (spec.name, ctx.api_version),
+                               logging.INFO)
+        if d.error:
+            if ctx.api_key == 0 and request.get("acks") == 0:
+                # An acks=0 producer reads no answers: Kafka closes on a failed acks=0 Produce.
+                return self._close("fault injection: acks=0 Produce failed", logging.INFO)
+            builder = getattr(handler, "error_response", None)
+            body = (builder(ctx, request, d.error) if builder
+                    else error_response(spec, ctx.api_version, request, d.error))
+            event = self.finish(event, body)
+        elif d.partition_errors:
+            split = _PartitionFaults(handler, layout, request, d.partition_errors)
+            event = HandleRequest(ctx, split, spec, split.served_request())
+        if d.delay > 0:
+            return Delayed(d.delay, event)
+        return event
 
     def finish(self, event: HandleRequest, response):
         """The handler returned ``response``: encode and frame it (``None``: acks=0, no answer)."""

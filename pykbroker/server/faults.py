@@ -1,0 +1,163 @@
+"""Fault injection: a sans-IO plan of rules the ``Dispatcher`` consults for each decoded request.
+
+A rule matches an API (key or name), optionally narrowed to a topic and a partition, for its
+next ``count`` matching requests (``None``: until cleared).  What it does to a matching request:
+
+- ``error``: answer with that Kafka error code.  A rule without a topic answers the whole
+  request through the handler's ``error_response`` (every partition / the top-level error, as
+  Kafka's getErrorResponse).  A rule with a topic (and optionally a partition) on an API with a
+  per-partition layout (the handler's ``RESPONSES``: Produce, Fetch, ListOffsets, DeleteRecords,
+  OffsetForLeaderEpoch) errors only the matching partitions: the dispatcher hands the handler the
+  request without them and puts their error entries back in request order (see
+  ``Dispatcher._inject``), so the other partitions of the same request are served normally.
+- ``delay``: wait that many seconds before serving the request (the connection's requests stay
+  in order, so later requests on that connection wait too, as behind a slow Kafka request).
+- ``drop``: close the connection without answering (and without serving the request).
+
+A rule with a topic never matches an API without a per-partition layout.  The plan is mutated
+and read on the broker's trio thread only (no locks).  With no rule the dispatcher's cost is one
+truthiness check of ``rules``.
+"""
+from __future__ import annotations
+
+from ..protocol.codec import APIS
+from ..protocol.errors import ErrorCode
+
+ERROR, DELAY, DROP = "error", "delay", "drop"
+
+
+def _norm(name: str) -> str:
+    return name.replace("_", "").replace("-", "").lower()
+
+
+_API_BY_NAME = {_norm(spec.name): key for key, spec in APIS.items()}
+
+
+def api_key(api) -> int:
+    """The API key of ``api``: an int, or a name in any case ("Produce", "list_offsets")."""
+    if isinstance(api, int):
+        if api not in APIS:
+            raise ValueError("unknown API key %d" % api)
+        return api
+    key = _API_BY_NAME.get(_norm(str(api)))
+    if key is None:
+        raise ValueError("unknown API %r" % (api,))
+    return key
+
+
+def error_code(error) -> int:
+    """An ``ErrorCode`` member name ("NOT_LEADER_OR_FOLLOWER") or number."""
+    if isinstance(error, str):
+        try:
+            return int(ErrorCode[error.upper()])
+        except KeyError:
+            raise ValueError("unknown Kafka error %r" % error) from None
+    return int(ErrorCode(int(error)))
+
+
+class FaultRule:
+    __slots__ = ("api_key", "topic", "partition", "action", "code", "seconds", "remaining")
+
+    def __init__(self, api, action: str, topic=None, partition=None, code: int = 0,
+                 seconds: float = 0.0, count=None):
+        if partition is not None and topic is None:
+            raise ValueError("a partition needs its topic")
+        if count is not None and count < 1:
+            raise ValueError("count must be >= 1 (or None: until cleared)")
+        self.api_key = api_key(api)
+        self.topic = topic
+        self.partition = partition
+        self.action = action
+        self.code = code
+        self.seconds = float(seconds)
+        self.remaining = count
+
+    def __repr__(self):
+        return "FaultRule(%s %s topic=%r partition=%r code=%d seconds=%g remaining=%r)" % (
+            APIS[self.api_key].name, self.action, self.topic, self.partition, self.code,
+            self.seconds, self.remaining)
+
+    def partitions(self, request, layout) -> list:
+        """The (topic, partition) pairs of ``request`` this topic-scoped rule selects."""
+        if layout is None:
+            return []
+        out = []
+        for t in request.get(layout.req_topics) or ():
+            if t[layout.req_topic] != self.topic:
+                continue
+            for p in t[layout.req_parts]:
+                idx = p[layout.req_index]
+                if self.partition is None or idx == self.partition:
+                    out.append((self.topic, idx))
+        return out
+
+
+class Decision:
+    """What the plan decided for one request: ``drop``; ``delay`` seconds; ``error`` (a code for
+    the whole request, or 0); ``partition_errors`` ({(topic, partition): code}, maybe empty)."""
+
+    __slots__ = ("drop", "delay", "error", "partition_errors")
+
+    def __init__(self):
+        self.drop = False
+        self.delay = 0.0
+        self.error = 0
+        self.partition_errors = {}
+
+    def __bool__(self):
+        return self.drop or self.delay > 0 or bool(self.error) or bool(self.partition_errors)
+
+
+class FaultPlan:
+    """The broker's fault rules, in the order they were added."""
+
+    def __init__(self):
+        self.rules: list[FaultRule] = []
+
+    def add(self, rule: FaultRule) -> FaultRule:
+        self.rules.append(rule)
+        return rule
+
+    def fail(self, api, error, topic=None, partition=None, count=1) -> FaultRule:
+        return self.add(FaultRule(api, ERROR, topic, partition, code=error_code(error), count=count))
+
+    def delay(self, api, seconds: float, topic=None, partition=None, count=None) -> FaultRule:
+        return self.add(FaultRule(api, DELAY, topic, partition, seconds=seconds, count=count))
+
+    def drop_connection(self, api, topic=None, partition=None, count=1) -> FaultRule:
+        return self.add(FaultRule(api, DROP, topic, partition, count=count))
+
+    def clear(self) -> None:
+        self.rules.clear()
+
+    def decide(self, key: int, request: dict, layout) -> Decision:
+        """Match ``request`` (API ``key``; ``layout`` its handler's ``PartitionResponses`` or
+        None) against the rules; each matching rule spends one of its ``count``.  Drop wins over
+        everything; delays add up; the first whole-request error wins over partition errors; for
+        a partition, the first rule naming it wins."""
+        d = Decision()
+        spent = False
+        for rule in self.rules:
+            if rule.api_key != key:
+                continue
+            if rule.topic is not None:
+                parts = rule.partitions(request, layout)
+                if not parts:
+                    continue
+            if rule.action == DROP:
+                d.drop = True
+            elif rule.action == DELAY:
+                d.delay += rule.seconds
+            elif rule.topic is None:
+                d.error = d.error or rule.code
+            else:
+                for tp in parts:
+                    d.partition_errors.setdefault(tp, rule.code)
+            if rule.remaining is not None:
+                rule.remaining -= 1
+                spent = spent or rule.remaining == 0
+        if spent:
+            self.rules = [r for r in self.rules if r.remaining != 0]
+        if d.error:
+            d.partition_errors = {}
+        return d
