@@ -84,42 +84,27 @@ class Connection:
                     return  # the processor closes the connection when it reaches the Close
 
     async def _processor(self, recv) -> None:
-        dispatcher = self.dispatcher
         async with recv:
             async for event in recv:
-                if event.__class__ is HandleRequest:
-                    try:
-                        response = await event.handler.handle(event.ctx, event.request)
-                    except Exception as e:  # a handler bug must still answer the client
-                        event = dispatcher.fail(event, e)
-                    else:
-                        event = dispatcher.finish(event, response)
-                    if event is None:
-                        continue  # acks=0 Produce: Kafka sends nothing back
-                if event.__class__ is SendResponse:
-                    await self._write(event.parts)
-                elif event.__class__ is Delayed:
-                    # Fault injection's added latency (checked last: no cost to other events).
+                if event.__class__ is Delayed:
+                    # fault injection's added latency, then the event it holds
                     await trio.sleep(event.seconds)
-                    if not await self._carry_out(event.event):
-                        return
-                else:
-                    log.log(event.level, "closing connection from %s: %s", self.peer, event.reason,
-                            exc_info=event.exc_info)
+                    event = event.event
+                if not await self._carry_out(event):
                     return
 
     async def _carry_out(self, event) -> bool:
-        """One event, as the processor loop does (for a ``Delayed`` one's inner event); False
-        once the connection is to be closed."""
+        """Carry out one decision of the dispatcher, in request order; False once the
+        connection is to be closed."""
         if event.__class__ is HandleRequest:
             try:
                 response = await event.handler.handle(event.ctx, event.request)
-            except Exception as e:
+            except Exception as e:  # a handler bug must still answer the client
                 event = self.dispatcher.fail(event, e)
             else:
                 event = self.dispatcher.finish(event, response)
             if event is None:
-                return True
+                return True   # acks=0 Produce: Kafka sends nothing back
         if event.__class__ is SendResponse:
             await self._write(event.parts)
             return True
