@@ -431,27 +431,37 @@ class Faults:
         return self._owner._sync(lambda b: [repr(r) for r in b.faults.rules])
 
 
-def _read_records(b, topic: str, partition: int) -> list[Record]:
-    from .protocol.errors import ErrorCode, KafkaError
-
-    part = b.replica_manager.get_partition(topic, partition)
-    if part is None:
-        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "no partition %s-%d" % (topic, partition))
+def _read_range(start: int, end: int, read) -> list[Record]:
+    """The records from ``start`` up to ``end`` (the high watermark), ``read(offset)`` giving the
+    bytes of whole batches from there (in-process: the log; subprocess: Fetch)."""
     out: list[Record] = []
-    offset = part.log_start_offset
-    while offset < part.high_watermark:
-        r = part.read_records(offset, 8 << 20, True, False)
-        if r.error:
-            raise KafkaError(r.error, "reading %s-%d at %d" % (topic, partition, offset))
-        if not r.size:
+    offset = start
+    while offset < end:
+        data = read(offset)
+        if not data:
             break
-        data = b"".join(p.read() if hasattr(p, "read") else bytes(p) for p in r.records.parts)
         recs, nxt = _decode_batches(data, offset)
         out.extend(recs)
         if nxt <= offset:
             break
         offset = nxt
     return out
+
+
+def _read_records(b, topic: str, partition: int) -> list[Record]:
+    from .protocol.errors import ErrorCode, KafkaError
+
+    part = b.replica_manager.get_partition(topic, partition)
+    if part is None:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "no partition %s-%d" % (topic, partition))
+
+    def read(offset):
+        r = part.read_records(offset, 8 << 20, True, False)
+        if r.error:
+            raise KafkaError(r.error, "reading %s-%d at %d" % (topic, partition, offset))
+        return b"".join(p.read() if hasattr(p, "read") else bytes(p) for p in r.records.parts) if r.size else b""
+
+    return _read_range(part.log_start_offset, part.high_watermark, read)
 
 
 def _committed(b, group_id: str) -> dict:
@@ -537,20 +547,14 @@ class WireBroker(_BrokerBase):
         from .testing.wire import fetch, fetch_part, list_offsets
 
         with self._client(self._leader(topic, partition)) as c:
-            start = list_offsets(c, topic, partition, -2)["offset"]
-            end = list_offsets(c, topic, partition, -1)["offset"]
-            out: list[Record] = []
-            offset = start
-            while offset < end:
+            def read(offset):
                 p = fetch_part(fetch(c, topic, partition, offset, partition_max_bytes=8 << 20))
                 if p["error_code"]:
                     raise RuntimeError("fetch %s-%d at %d: error %d" % (topic, partition, offset, p["error_code"]))
-                recs, nxt = _decode_batches(p["records"] or b"", offset)
-                out.extend(recs)
-                if nxt <= offset:
-                    break
-                offset = nxt
-        return out
+                return p["records"] or b""
+
+            return _read_range(list_offsets(c, topic, partition, -2)["offset"],
+                               list_offsets(c, topic, partition, -1)["offset"], read)
 
     def committed_offsets(self, group_id: str) -> dict:
         with self._client(self._coordinator(group_id)) as c:
