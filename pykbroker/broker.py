@@ -54,12 +54,17 @@ class Broker:
         self._components: list = []
 
     # -- identity ---------------------------------------------------------------------------
-    def _load_identity(self) -> None:
+    def _load_identity(self, cluster_id: str | None = None) -> None:
+        """``cluster_id``: the cluster's id from ZooKeeper (a broker whose data belongs to
+        another cluster refuses to start, like Kafka's InconsistentClusterIdException)."""
         for d in self.log_dirs:
             os.makedirs(d, exist_ok=True)
         path = os.path.join(self.log_dirs[0], "meta.properties")
         meta = _read_meta(path)
-        cid = self.config["cluster.id"] or meta.get("cluster.id")
+        if cluster_id is not None and meta.get("cluster.id") not in (None, cluster_id):
+            raise RuntimeError("The cluster id %s in ZooKeeper does not match the cluster id %s in %s"
+                               % (cluster_id, meta["cluster.id"], path))
+        cid = cluster_id or self.config["cluster.id"] or meta.get("cluster.id")
         if not cid:
             # Kafka's cluster ids are Uuid.randomUuid() strings (22 chars of URL-safe base64), with
             # the same exclusions as topic ids (never one starting with '-', which tools would read
@@ -88,13 +93,34 @@ class Broker:
         from .cluster.replica_manager import ReplicaManager
         from .storage.manager import LogManager
 
-        self._load_identity()
+        zk = bool(self.config["zookeeper.connect"])
+        if not zk:
+            self._load_identity()
         self.metadata_cache = MetadataCache(self.node_id, self.cluster_id, self.config.effective_topic_config)
-        self.controller = LocalController(self.metadata_cache, self.config, self.node_id, self.log_dirs[0],
-                                          fs=self.storage_fs or REAL_FS)
+        if zk:
+            # A cluster member: ZooKeeper holds the metadata (cluster/zk_controller.py) and
+            # the cluster id (a new cluster takes this data dir's, or a fresh one).
+            from .cluster.zk_controller import ZkController, ZkProducerIdManager
+            self.controller = ZkController(self.metadata_cache, self.config, self.node_id)
+            try:
+                meta = _read_meta(os.path.join(self.log_dirs[0], "meta.properties"))
+                hint = self.config["cluster.id"] or meta.get("cluster.id") or topic_id_str(new_topic_id())
+                cid = await self.controller.connect(hint)
+                self._load_identity(cid)
+                self.metadata_cache.cluster_id = cid
+            except BaseException:
+                with trio.CancelScope(shield=True):
+                    await self.controller.shutdown()
+                raise
+        else:
+            self.controller = LocalController(self.metadata_cache, self.config, self.node_id, self.log_dirs[0],
+                                              fs=self.storage_fs or REAL_FS)
         self.log_manager = LogManager(self.log_dirs, self.storage_fs, config=self.config,
                                       metadata=self.metadata_cache, halt_hook=self.halt_hook, new_log_epoch=0)
         self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self.metadata_cache)
+        if self.config["zookeeper.connect"]:
+            # producer ids unique across the cluster: blocks claimed in ZooKeeper
+            self.replica_manager.producer_ids = ZkProducerIdManager(self.controller.zk, self.node_id)
         self.controller.set_replica_manager(self.replica_manager)
         self.replica_manager.on_replicas_offline = (
             lambda tps: self.controller.replicas_offline(self.node_id, tps))
@@ -105,13 +131,15 @@ class Broker:
         async with trio.open_nursery() as nursery:
             self.nursery = nursery
             try:
-                await self.controller.startup()
+                await self.controller.load()
                 # registered at once (topic creation counts registered brokers); its endpoints
                 # follow once the listeners are bound
                 await self.controller.register_broker(self.node_id, (), self.config["broker.rack"])
                 await self.log_manager.startup(nursery)
                 self._components.append(self.log_manager)
                 await self.replica_manager.startup(nursery)
+                # watches/events from here on (the partitions exist to receive them)
+                await self.controller.startup(nursery)
                 if GroupCoordinator is not None:
                     self.group_coordinator = GroupCoordinator(
                         self.config, self.metadata_cache,
@@ -141,7 +169,23 @@ class Broker:
                             await comp.shutdown()
                         except Exception:
                             log.exception("error while shutting down %s", type(comp).__name__)
+                    try:
+                        await self.controller.shutdown()
+                    except Exception:
+                        log.exception("error while stopping the controller")
                     log.info("pykbroker node %d stopped", self.node_id)
+
+    async def controlled_shutdown(self) -> None:
+        """Before stopping (SIGTERM): in a cluster with ``controlled.shutdown.enable``, move
+        the leadership of this broker's partitions to other in-sync replicas first."""
+        fn = getattr(self.controller, "controlled_shutdown", None)
+        if fn is None or not self.config["controlled.shutdown.enable"]:
+            return
+        # Kafka retries controlled shutdown max.retries times, backoff apart; one bounded wait
+        # of the same total here.
+        budget = max(5.0, (self.config["controlled.shutdown.max.retries"] *
+                           self.config["controlled.shutdown.retry.backoff.ms"]) / 1000.0)
+        await fn(budget)
 
     def _advertised(self, bound: list[Listener]) -> list[Listener]:
         text = self.config["advertised.listeners"]

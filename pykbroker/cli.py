@@ -60,6 +60,17 @@ async def _serve(config: BrokerConfig) -> None:
             await nursery.start(broker.run)
             async for signum in signals:
                 logging.getLogger("pykbroker").info("received %s, shutting down", signal.Signals(signum).name)
+                if signum == signal.SIGTERM:
+                    # a second signal stops at once
+                    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as again:
+                        async with trio.open_nursery() as inner:
+                            async def _abort():
+                                async for _ in again:
+                                    inner.cancel_scope.cancel()
+                                    break
+                            inner.start_soon(_abort)
+                            await broker.controlled_shutdown()
+                            inner.cancel_scope.cancel()
                 nursery.cancel_scope.cancel()
                 break
 

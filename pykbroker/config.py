@@ -277,6 +277,11 @@ class _Listeners(_Validator):
 
 # ------------------------------------------------------------------ broker configs
 
+# ZooKeeper-mode keys of Kafka 3.x that Kafka 4.x removed (see the cluster section below).
+ZK_ERA_KEYS = frozenset({"zookeeper.connect", "zookeeper.session.timeout.ms", "zookeeper.connection.timeout.ms",
+                         "controlled.shutdown.max.retries", "controlled.shutdown.retry.backoff.ms",
+                         "leader.imbalance.per.broker.percentage"})
+
 _DEFS = [
     # --- broker: identity and listeners
     # node.id has no default in Kafka (pykbroker runs as node 1 when neither id is set, see
@@ -290,6 +295,27 @@ _DEFS = [
               describe_type="list", read_only=False, validator=_Listeners()),
     ConfigDef("advertised.listeners", "string", None, "Listeners advertised to clients (defaults to listeners).",
               describe_type="list", validator=_Listeners(optional=True)),
+    # --- cluster coordination on ZooKeeper (Kafka 3.x's ZooKeeper-mode keys and defaults).  Unset
+    # zookeeper.connect: a single node with its local controller (cluster/controller.py).  Keys that
+    # Kafka 4.x no longer has (ZK_ERA_KEYS) are internal here: used, never listed by DescribeConfigs,
+    # as a Kafka 4.4 broker lists none of them.
+    ConfigDef("zookeeper.connect", "string", None,
+              "ZooKeeper connection string host:port[,host:port...][/chroot]; unset: single node.", internal=True),
+    ConfigDef("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout.", unit="ms",
+              validator=_ge(1), internal=True),
+    ConfigDef("zookeeper.connection.timeout.ms", "int", None,
+              "Time to wait for the first ZooKeeper connection (default: the session timeout).", unit="ms", internal=True),
+    ConfigDef("controlled.shutdown.enable", "boolean", True,
+              "On SIGTERM, move partition leadership away before stopping."),
+    ConfigDef("controlled.shutdown.max.retries", "int", 3, "Controlled shutdown attempts.", validator=_ge(0), internal=True),
+    ConfigDef("controlled.shutdown.retry.backoff.ms", "long", 5000, "Wait between controlled shutdown attempts.",
+              unit="ms", validator=_ge(0), internal=True),
+    ConfigDef("auto.leader.rebalance.enable", "boolean", True,
+              "The controller moves leadership back to preferred replicas."),
+    ConfigDef("leader.imbalance.check.interval.seconds", "long", 300,
+              "How often the controller checks leader imbalance.", validator=_ge(1)),
+    ConfigDef("leader.imbalance.per.broker.percentage", "int", 10,
+              "Allowed share of non-preferred leaders per broker before a rebalance.", validator=_ge(0), internal=True),
     # log.dirs has no default: unset, log.dir applies (BrokerConfig.get).  log.dir's default is
     # pykbroker's own (Kafka's is /tmp/kafka-logs).
     ConfigDef("log.dirs", "string", None, "Directories holding partition logs (default: log.dir).",

@@ -126,8 +126,11 @@ class Controller(abc.ABC):
                 log.exception("topic-deleted listener failed for %s", name)
 
     # ------------------------------------------------------------------ life cycle
-    async def startup(self) -> None:
-        """Load the durable metadata and publish it to the cache."""
+    async def load(self) -> None:
+        """Load the durable metadata and publish it to the cache (before the logs open)."""
+
+    async def startup(self, nursery=None) -> None:
+        """Start listening for changes (after the ReplicaManager started)."""
 
     async def shutdown(self) -> None:
         pass
@@ -327,7 +330,7 @@ class LocalController(Controller):
         self.path = os.path.join(log_dir, METADATA_FILE)
 
     # ------------------------------------------------------------------ persistence
-    async def startup(self) -> None:
+    async def load(self) -> None:
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         try:
             os.unlink(self.path + ".tmp")  # a write interrupted by a crash

@@ -45,7 +45,7 @@ async def _start(tmp_path, **cfg):
     ctl = LocalController(cache, config, NODE, str(tmp_path))
     rm = FakeReplicaManager(cache)
     ctl.set_replica_manager(rm)
-    await ctl.startup()
+    await ctl.load()
     await ctl.register_broker(NODE, (Endpoint("PLAINTEXT", "127.0.0.1", 9092),), None)
     return ctl, cache, rm
 

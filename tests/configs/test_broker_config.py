@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pykbroker.cli import build_config
-from pykbroker.config import (BROKER_CONFIGS, TOPIC_CONFIGS, BrokerConfig, ConfigError, _Range, _ValidString,
+from pykbroker.config import (BROKER_CONFIGS, ZK_ERA_KEYS, TOPIC_CONFIGS, BrokerConfig, ConfigError, _Range, _ValidString,
                               validate_topic_configs)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,7 +81,7 @@ def test_kafka_default(key):
 def test_internal_keys_stay_unlisted():
     """DescribeConfigs lists no internal key (Kafka does not list them either)."""
     internal = sorted(n for n, d in BROKER_CONFIGS.items() if d.internal)
-    assert internal == ["cluster.id", "producer.id.expiration.check.interval.ms"]
+    assert internal == sorted(["cluster.id", "producer.id.expiration.check.interval.ms", *ZK_ERA_KEYS])
 
 
 @pytest.mark.parametrize("d", list(BROKER_CONFIGS.values()) + list(TOPIC_CONFIGS.values()), ids=lambda d: d.scope + ":" + d.name)
@@ -181,8 +181,9 @@ def _declared():
 @pytest.mark.parametrize("d,default", list(_declared()))
 def test_matches_kafka(kafka_defs, d, default):
     key = (d.scope, d.name)
-    if key == ("broker", "cluster.id"):
-        assert key not in kafka_defs   # pykbroker's own (internal, never listed)
+    if key == ("broker", "cluster.id") or (d.scope == "broker" and d.name in ZK_ERA_KEYS):
+        # pykbroker's own, or Kafka 3.x ZooKeeper-mode keys that 4.x removed: internal, never listed
+        assert key not in kafka_defs and d.internal
         return
     k = kafka_defs[key]
     assert (d.describe_type or d.type) == k["type"]

@@ -1,0 +1,320 @@
+"""ZooKeeper layout of a pykbroker cluster, and a small trio bridge over kazoo.
+
+The layout is the one Apache Kafka used before KRaft (Kafka 2.8-3.x in ZooKeeper mode), so the
+znodes read the same in ``zkCli.sh`` and tools that know Kafka's layout::
+
+    /cluster/id                                  {"version":"1","id":"<cluster id>"}
+    /controller                      ephemeral   {"version":1,"brokerid":1,"timestamp":"<ms>"}
+    /controller_epoch                            "<n>" (bumped by every newly elected controller)
+    /brokers/ids/<id>                ephemeral   {"version":5,"host":..,"port":..,"endpoints":[..],
+                                                  "listener_security_protocol_map":{..},"rack":..,..}
+    /brokers/topics/<t>                          {"version":3,"topic_id":"<22 chars>",
+                                                  "partitions":{"0":[1,2,3],..},
+                                                  "adding_replicas":{},"removing_replicas":{}}
+    /brokers/topics/<t>/partitions/<p>/state     {"version":1,"controller_epoch":1,"leader":1,
+                                                  "leader_epoch":0,"isr":[1,2,3]}
+    /config/topics/<t>                           {"version":1,"config":{"retention.ms":"1000"}}
+    /config/changes/config_change_<seq>          {"version":2,"entity_path":"topics/<t>"}
+    /admin/delete_topics/<t>                     a pending deletion (the controller completes it)
+    /admin/preferred_replica_election            {"version":1,"partitions":[{"topic":..,"partition":..}]}
+    /latest_producer_id_block                    {"version":1,"broker":1,"block_start":"0","block_end":"999"}
+
+A partition's *partition epoch* is its state znode's version (``Stat.version``): every change is
+a compare-and-set on it, so two writers (a leader shrinking its ISR, the controller electing a
+new leader) can never both win.
+
+Everything here but ``ZkSession`` is pure (bytes in, values out).  ``ZkSession`` runs kazoo's
+blocking calls in worker threads and hands watch callbacks (kazoo's thread) to trio in order
+through ``TrioToken.run_sync_soon``.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import time
+from typing import Any, Callable, Optional
+
+import trio
+
+from .metadata import topic_id_from_str, topic_id_str
+from .metadata_cache import BrokerRegistration, Endpoint, PartitionState
+
+log = logging.getLogger("pykbroker.zk")
+
+CLUSTER_ID = "/cluster/id"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+BROKER_IDS = "/brokers/ids"
+TOPICS = "/brokers/topics"
+SEQID = "/brokers/seqid"
+CONFIG_TOPICS = "/config/topics"
+CONFIG_CHANGES = "/config/changes"
+CONFIG_CHANGE_PREFIX = CONFIG_CHANGES + "/config_change_"
+DELETE_TOPICS = "/admin/delete_topics"
+PREFERRED_ELECTION = "/admin/preferred_replica_election"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+
+# Persistent paths every cluster has (Kafka's ZkData.PersistentZkPaths).
+PERSISTENT_PATHS = ("/consumers", BROKER_IDS, TOPICS, CONFIG_CHANGES, CONFIG_TOPICS, "/config/clients",
+                    "/config/users", "/config/brokers", "/config/ips", "/admin/delete_topics",
+                    "/isr_change_notification", "/log_dir_event_notification", SEQID)
+
+
+def broker_path(broker_id: int) -> str:
+    return "%s/%d" % (BROKER_IDS, broker_id)
+
+
+def topic_path(topic: str) -> str:
+    return "%s/%s" % (TOPICS, topic)
+
+
+def partitions_path(topic: str) -> str:
+    return topic_path(topic) + "/partitions"
+
+
+def partition_path(topic: str, partition: int) -> str:
+    return "%s/%d" % (partitions_path(topic), partition)
+
+
+def state_path(topic: str, partition: int) -> str:
+    return partition_path(topic, partition) + "/state"
+
+
+def config_path(topic: str) -> str:
+    return "%s/%s" % (CONFIG_TOPICS, topic)
+
+
+def delete_marker_path(topic: str) -> str:
+    return "%s/%s" % (DELETE_TOPICS, topic)
+
+
+def _dumps(obj) -> bytes:
+    # Kafka writes compact JSON (Json.encodeAsBytes); so do we.
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def _now_ms_str() -> str:
+    return str(int(time.time() * 1000))
+
+
+# ---------------------------------------------------------------------- codecs
+def encode_cluster_id(cluster_id: str) -> bytes:
+    return _dumps({"version": "1", "id": cluster_id})
+
+
+def decode_cluster_id(data: bytes) -> str:
+    return json.loads(data)["id"]
+
+
+def encode_controller(broker_id: int) -> bytes:
+    return _dumps({"version": 1, "brokerid": broker_id, "timestamp": _now_ms_str()})
+
+
+def decode_controller(data: Optional[bytes]) -> int:
+    """The controller's broker id, or -1 (no znode, or not parseable)."""
+    if not data:
+        return -1
+    try:
+        obj = json.loads(data)
+    except ValueError:
+        return -1
+    if isinstance(obj, int):   # Kafka 0.8 wrote a bare id
+        return obj
+    return int(obj.get("brokerid", -1))
+
+
+def encode_broker(reg: BrokerRegistration) -> bytes:
+    # Version 5 of Kafka's broker registration: endpoints as listener URIs, a security
+    # protocol per listener name (pykbroker serves PLAINTEXT only), the first endpoint's
+    # host/port repeated at top level for old tools.
+    eps = ["%s://%s:%d" % (e.listener, e.host, e.port) for e in reg.endpoints]
+    first = reg.endpoints[0] if reg.endpoints else Endpoint("PLAINTEXT", "", -1)
+    obj = {"version": 5, "host": first.host, "port": first.port, "jmx_port": -1,
+           "timestamp": _now_ms_str(), "endpoints": eps,
+           "listener_security_protocol_map": {e.listener: "PLAINTEXT" for e in reg.endpoints},
+           "features": {}}
+    if reg.rack is not None:
+        obj["rack"] = reg.rack
+    return _dumps(obj)
+
+
+def decode_broker(broker_id: int, data: bytes) -> BrokerRegistration:
+    obj = json.loads(data)
+    endpoints = []
+    for uri in obj.get("endpoints") or []:
+        listener, _, rest = uri.partition("://")
+        host, _, port = rest.rpartition(":")
+        endpoints.append(Endpoint(listener, host.strip("[]"), int(port)))
+    if not endpoints and obj.get("host"):
+        endpoints.append(Endpoint("PLAINTEXT", obj["host"], int(obj["port"])))
+    return BrokerRegistration(broker_id, tuple(endpoints), obj.get("rack"))
+
+
+def encode_assignment(topic_id: bytes, assignment: dict[int, list[int]]) -> bytes:
+    return _dumps({"version": 3, "topic_id": topic_id_str(topic_id),
+                   "partitions": {str(p): list(r) for p, r in sorted(assignment.items())},
+                   "adding_replicas": {}, "removing_replicas": {}})
+
+
+def decode_assignment(data: bytes) -> tuple[Optional[bytes], dict[int, list[int]]]:
+    obj = json.loads(data)
+    tid = obj.get("topic_id")
+    return (topic_id_from_str(tid) if tid else None,
+            {int(p): [int(b) for b in r] for p, r in (obj.get("partitions") or {}).items()})
+
+
+def encode_state(state: PartitionState, controller_epoch: int) -> bytes:
+    return _dumps({"version": 1, "controller_epoch": controller_epoch, "leader": state.leader,
+                   "leader_epoch": state.leader_epoch, "isr": list(state.isr)})
+
+
+def decode_state(data: bytes, zk_version: int, replicas) -> tuple[PartitionState, int]:
+    """(state, controller_epoch) from a state znode's data and version."""
+    obj = json.loads(data)
+    st = PartitionState(leader=int(obj["leader"]), leader_epoch=int(obj["leader_epoch"]),
+                        partition_epoch=zk_version, replicas=tuple(replicas),
+                        isr=tuple(int(b) for b in obj["isr"]))
+    return st, int(obj.get("controller_epoch", 0))
+
+
+def encode_topic_config(rendered: dict[str, str]) -> bytes:
+    return _dumps({"version": 1, "config": dict(sorted(rendered.items()))})
+
+
+def decode_topic_config(data: Optional[bytes]) -> dict[str, str]:
+    if not data:
+        return {}
+    return {k: str(v) for k, v in (json.loads(data).get("config") or {}).items()}
+
+
+def encode_producer_id_block(broker_id: int, start: int, end: int) -> bytes:
+    return _dumps({"version": 1, "broker": broker_id, "block_start": str(start), "block_end": str(end)})
+
+
+def decode_producer_id_block(data: Optional[bytes]) -> Optional[tuple[int, int]]:
+    if not data:
+        return None
+    obj = json.loads(data)
+    return int(obj["block_start"]), int(obj["block_end"])
+
+
+def split_connect(connect: str) -> tuple[str, str]:
+    """``host:port[,host:port][/chroot]`` -> (hosts, chroot or '')."""
+    hosts, slash, chroot = connect.partition("/")
+    return hosts, ("/" + chroot.rstrip("/")) if slash and chroot.strip("/") else ""
+
+
+# ---------------------------------------------------------------------- the kazoo bridge
+class ZkSession:
+    """One ZooKeeper session (kazoo) used from trio.
+
+    - ``await call(method_name, *args)`` runs a kazoo method in a worker thread (kazoo's
+      calls block); kazoo's own exceptions propagate (NodeExistsError, BadVersionError, ...).
+    - watches: ``data_watch(path, fn)`` / ``children_watch(path, fn)`` run ``fn`` in trio (in
+      the order ZooKeeper delivered them) with what kazoo's DataWatch/ChildrenWatch recipes
+      report; ``fn`` returns nothing; ``stop_watch(handle)`` ends one.
+    - ``on_state(fn)``: ``fn("CONNECTED"|"SUSPENDED"|"LOST")`` in trio on session changes.
+    """
+
+    def __init__(self, connect: str, session_timeout_ms: int, connection_timeout_ms: int):
+        from kazoo.client import KazooClient
+        from kazoo.retry import KazooRetry
+
+        hosts, chroot = split_connect(connect)
+        self.connect = connect
+        self.chroot = chroot
+        self.connection_timeout = connection_timeout_ms / 1000.0
+        # Reconnect forever (a ZooKeeper outage must not end the broker); commands retried
+        # briefly, callers handle what is left.
+        self.client = KazooClient(hosts=hosts + chroot, timeout=session_timeout_ms / 1000.0,
+                                  connection_retry=KazooRetry(max_tries=-1, max_delay=1.0),
+                                  command_retry=KazooRetry(max_tries=3, max_delay=0.5))
+        self._token: Optional[trio.lowlevel.TrioToken] = None
+        self._state_fns: list[Callable[[str], Any]] = []
+        self._stopped = False
+
+    # -- life cycle
+    async def start(self) -> None:
+        self._token = trio.lowlevel.current_trio_token()
+        if self.chroot:
+            # the chroot itself must exist before a chrooted client can use it
+            from kazoo.client import KazooClient
+            hosts, _ = split_connect(self.connect)
+            root = KazooClient(hosts=hosts)
+
+            def ensure_root():
+                root.start(timeout=self.connection_timeout)
+                try:
+                    root.ensure_path(self.chroot)
+                finally:
+                    root.stop()
+                    root.close()
+            await trio.to_thread.run_sync(ensure_root)
+        try:
+            await trio.to_thread.run_sync(functools.partial(self.client.start, timeout=self.connection_timeout))
+        except Exception as e:
+            raise RuntimeError("cannot connect to ZooKeeper at %s within %.0f s: %s"
+                               % (self.connect, self.connection_timeout, e)) from None
+        self.client.add_listener(self._kazoo_state)
+
+    async def stop(self) -> None:
+        self._stopped = True
+
+        def close():
+            try:
+                self.client.stop()
+                self.client.close()
+            except Exception:
+                pass
+        await trio.to_thread.run_sync(close)
+
+    # -- calls
+    async def call(self, method: str, *args, **kwargs):
+        fn = getattr(self.client, method)
+        return await trio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+
+    async def run(self, fn: Callable, *args):
+        """Any blocking function of the client (e.g. building and committing a transaction)."""
+        return await trio.to_thread.run_sync(functools.partial(fn, *args))
+
+    # -- into trio
+    def _post(self, fn, *args) -> None:
+        if self._stopped or self._token is None:
+            return
+        try:
+            self._token.run_sync_soon(fn, *args)
+        except trio.RunFinishedError:
+            pass
+
+    def _kazoo_state(self, state) -> None:
+        # kazoo's KazooState is a str enum: "CONNECTED", "SUSPENDED", "LOST"
+        for fn in self._state_fns:
+            self._post(fn, str(state))
+
+    def on_state(self, fn: Callable[[str], Any]) -> None:
+        self._state_fns.append(fn)
+
+    def data_watch(self, path: str, fn: Callable[[Optional[bytes], Any], Any]) -> list:
+        handle = [True]
+
+        def cb(data, stat, event=None):
+            if not handle[0] or self._stopped:
+                return False  # ends kazoo's DataWatch
+            self._post(fn, data, stat)
+        self.client.DataWatch(path, cb)
+        return handle
+
+    def children_watch(self, path: str, fn: Callable[[list], Any]) -> list:
+        handle = [True]
+
+        def cb(children):
+            if not handle[0] or self._stopped:
+                return False
+            self._post(fn, list(children))
+        self.client.ChildrenWatch(path, cb)
+        return handle
+
+    @staticmethod
+    def stop_watch(handle: list) -> None:
+        handle[0] = False

@@ -1,0 +1,965 @@
+"""``ZkController``: the controller interface (cluster/controller.py) on a real ZooKeeper, in
+Kafka's pre-KRaft layout (cluster/zk.py).  Used when ``zookeeper.connect`` is set.
+
+Every broker runs one.  It has three roles:
+
+1. **Metadata listener (every broker).**  ZooKeeper watches on ``/brokers/ids``,
+   ``/brokers/topics`` (and each topic's assignment, partition states and config) and
+   ``/controller`` feed this broker's ``MetadataCache`` with records, and call the
+   ReplicaManager (``make_partitions`` / ``delete_partitions`` / ``on_config_change``) and the
+   partition-change listeners (Kafka's LeaderAndIsr: the ReplicaManager becomes leader or
+   follower).  This replaces Kafka's controller-to-broker LeaderAndIsr / UpdateMetadata /
+   StopReplica requests: each broker reads the facts from ZooKeeper itself, so a stale
+   controller can only reach brokers by writing ZooKeeper, which its fenced writes (below)
+   prevent.  All events are handled one at a time, in ZooKeeper's order, by one trio task (like
+   Kafka's ControllerEventManager), so the cache is only ever changed there (or by this broker's
+   own successful writes, applied at once and ignored when their watch arrives).
+
+2. **Admin writer (any broker).**  CreateTopics, CreatePartitions and AlterConfigs write
+   ZooKeeper directly (Kafka's AdminZkClient did the same): one multi-op transaction creates the
+   assignment, every partition's initial state and the config, so brokers never see half a
+   topic.  The request is answered once this broker's cache shows the result.  DeleteTopics
+   writes a pending deletion under ``/admin/delete_topics`` that the active controller
+   completes; ISR changes by a partition leader (``alter_partition``) are compare-and-set
+   writes on the state znode's version (Kafka's leader path before AlterPartition existed).
+
+3. **Active controller (one broker).**  Elected through the ephemeral ``/controller`` znode;
+   each new controller bumps ``/controller_epoch``.  When a broker's registration disappears
+   (crash, session expiry, controlled shutdown) it elects a new leader for each partition that
+   broker led, from the live ISR in replica order, bumping the leader epoch, and removes the
+   broker from the ISR of the partitions it followed; with no live ISR member the partition gets
+   no leader (-1) unless ``unclean.leader.election.enable`` lets a live out-of-sync replica lead
+   (the possible loss is logged).  A returning broker gets back leaderless partitions it is in
+   sync for; preferred leaders are restored by ElectLeaders and, with
+   ``auto.leader.rebalance.enable``, periodically.  It completes pending topic deletions.
+   **Fencing:** every controller write is a ZooKeeper transaction that also checks the
+   ``/controller_epoch`` znode's version read at election, so a controller that lost its
+   session (another was elected meanwhile) cannot change anything; it also stops acting as soon
+   as kazoo reports the session suspended or lost.
+
+Broker registration is the ephemeral ``/brokers/ids/<id>``, created once the listeners are
+bound.  A broker restarted right after a kill -9 waits for its old session's znode to expire
+instead of failing (Kafka exits with "node already exists").  Controlled shutdown deletes the
+registration first, so the controller moves leadership away, and waits for it (bounded).
+
+Partition epochs are the state znodes' versions; leader epochs are in the state JSON.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any, Optional
+
+import trio
+
+from ..config import TOPIC_CONFIGS, ConfigError, validate_topic_configs
+from ..protocol.errors import ErrorCode, KafkaError
+from . import zk as Z
+from .controller import Controller, TopicValidator, _render, _topic_records
+from .metadata import TopicInfo, is_internal, is_valid_topic_name, new_topic_id, topic_id_str
+from .metadata_cache import (BrokerRegistration, ConfigRecord, ControllerRecord, MetadataCache,
+                             PartitionChangeRecord, PartitionRecord, PartitionState,
+                             RegisterBrokerRecord, RemoveTopicRecord, TopicRecord,
+                             UnregisterBrokerRecord)
+
+log = logging.getLogger("pykbroker.controller")
+
+# How long an admin request waits for its own broker to see the change it wrote (Kafka's
+# CreateTopics waits up to the request's timeout for the new leaders; clients default to 30 s).
+APPLY_TIMEOUT_S = 30.0
+
+
+class ZkController(Controller):
+    def __init__(self, cache: MetadataCache, config, node_id: int):
+        super().__init__(cache)
+        self.config = config
+        self.node_id = node_id
+        self.validator = TopicValidator(cache, config)
+        session_ms = config["zookeeper.session.timeout.ms"]
+        conn_ms = config["zookeeper.connection.timeout.ms"] or session_ms
+        self.zk = Z.ZkSession(config["zookeeper.connect"], session_ms, conn_ms)
+        self._send, self._recv = trio.open_memory_channel(math.inf)
+        self._nursery = None
+        # watches
+        self._topic_watches: dict[str, list] = {}
+        self._state_watches: dict[tuple[str, int], list] = {}
+        self._config_watches: dict[str, list] = {}
+        # waiters for this broker's cache to reach a condition (admin requests)
+        self._changed = trio.Event()
+        # the registration we own (re-created after a session loss)
+        self._registration: Optional[BrokerRegistration] = None
+        self._registered = False
+        # active controller state
+        self.is_active = False
+        self.controller_epoch = 0
+        self._epoch_zk_version = -1
+        self._live: set[int] = set()
+        self._shutting_down = False
+
+    # ================================================================== life cycle
+    async def connect(self, cluster_id_hint: str) -> str:
+        """Connect, create Kafka's persistent paths, and agree on the cluster id (the one in
+        ``/cluster/id``; a new cluster takes ``cluster_id_hint``).  Returns it."""
+        from kazoo.exceptions import NodeExistsError
+
+        await self.zk.start()
+        for p in Z.PERSISTENT_PATHS:
+            await self.zk.call("ensure_path", p)
+        try:
+            await self.zk.call("create", Z.CLUSTER_ID, Z.encode_cluster_id(cluster_id_hint), makepath=True)
+            cid = cluster_id_hint
+        except NodeExistsError:
+            data, _ = await self.zk.call("get", Z.CLUSTER_ID)
+            cid = Z.decode_cluster_id(data)
+        self.cache.cluster_id = cid
+        log.info("connected to ZooKeeper at %s (cluster id %s)", self.zk.connect, cid)
+        return cid
+
+    async def load(self) -> None:
+        """Read the whole image into the cache (before the logs are opened)."""
+        records: list = []
+        data, _ = await self._get_or_none(Z.CONTROLLER)
+        records.append(ControllerRecord(Z.decode_controller(data)))
+        for bid in await self.zk.call("get_children", Z.BROKER_IDS):
+            reg = await self._read_broker(int(bid))
+            if reg is not None:
+                records.append(RegisterBrokerRecord(reg))
+        for name in sorted(await self.zk.call("get_children", Z.TOPICS)):
+            info, states = await self._read_topic(name)
+            if info is not None:
+                records += _topic_records(info, states)
+        self.cache.apply(records)
+        log.info("loaded %d topic(s) and %d live broker(s) from ZooKeeper",
+                 len(self.cache.topics), len(self.cache.alive_brokers()))
+
+    async def startup(self, nursery=None) -> None:
+        """Install the watches and start the event task (after the ReplicaManager started)."""
+        self._nursery = nursery
+        nursery.start_soon(self._event_loop)
+        self.zk.on_state(lambda state: self._post(("session", state)))
+        self.zk.children_watch(Z.BROKER_IDS, lambda ch: self._post(("brokers", ch)))
+        self.zk.children_watch(Z.TOPICS, lambda ch: self._post(("topics", ch)))
+        self.zk.data_watch(Z.CONTROLLER, lambda data, stat: self._post(("controller", data)))
+        self.zk.children_watch(Z.DELETE_TOPICS, lambda ch: self._post(("deletions", ch)))
+        self.zk.data_watch(Z.PREFERRED_ELECTION, lambda data, stat: self._post(("preferred", data)))
+        for name in list(self.cache.topics):
+            self._watch_topic(name)
+        nursery.start_soon(self._rebalance_loop)
+
+    async def shutdown(self) -> None:
+        self.is_active = False
+        await self.zk.stop()
+
+    async def controlled_shutdown(self, timeout_s: float) -> None:
+        """Kafka's controlled shutdown: give up the registration so the controller moves the
+        leadership of our partitions to other in-sync replicas, and wait (bounded) until no
+        partition we lead has another live in-sync replica left to take over."""
+        from kazoo.exceptions import NoNodeError
+
+        self._shutting_down = True
+        if self.is_active:
+            await self._resign("controlled shutdown")
+            try:
+                await self.zk.call("delete", Z.CONTROLLER)
+            except NoNodeError:
+                pass
+        try:
+            await self.zk.call("delete", Z.broker_path(self.node_id))
+        except NoNodeError:
+            pass
+        except Exception as e:
+            log.warning("controlled shutdown: cannot remove the registration: %s", e)
+            return
+        with trio.move_on_after(timeout_s) as scope:
+            while self._leaderships_to_move():
+                await self._wait_changed()
+        if scope.cancelled_caught:
+            log.warning("controlled shutdown: leadership of %d partition(s) not moved within %.0f s",
+                        len(self._leaderships_to_move()), timeout_s)
+        else:
+            log.info("controlled shutdown: no partition left to move")
+
+    def _leaderships_to_move(self) -> list:
+        alive = {b.broker_id for b in self.cache.alive_brokers()}
+        out = []
+        for info in list(self.cache.topics.values()):
+            for p in info.partition_ids():
+                st = self.cache.partition_state(info.name, p)
+                if st is not None and st.leader == self.node_id and any(
+                        b != self.node_id and b in alive for b in st.isr):
+                    out.append((info.name, p))
+        return out
+
+    # ================================================================== plumbing
+    def _post(self, event) -> None:
+        try:
+            self._send.send_nowait(event)
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            pass
+
+    def _notify_changed(self) -> None:
+        ev, self._changed = self._changed, trio.Event()
+        ev.set()
+
+    async def _wait_changed(self) -> None:
+        await self._changed.wait()
+
+    async def _wait_until(self, predicate, what: str) -> None:
+        with trio.move_on_after(APPLY_TIMEOUT_S):
+            while not predicate():
+                await self._wait_changed()
+            return
+        raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, "Timed out waiting for %s." % what)
+
+    async def _get_or_none(self, path: str):
+        from kazoo.exceptions import NoNodeError
+        try:
+            return await self.zk.call("get", path)
+        except NoNodeError:
+            return None, None
+
+    async def _read_broker(self, broker_id: int) -> Optional[BrokerRegistration]:
+        data, _ = await self._get_or_none(Z.broker_path(broker_id))
+        if data is None:
+            return None
+        try:
+            return Z.decode_broker(broker_id, data)
+        except (ValueError, KeyError) as e:
+            log.warning("unreadable registration of broker %d: %s", broker_id, e)
+            return None
+
+    async def _read_topic(self, name: str, only=None) -> tuple[Optional[TopicInfo], dict[int, PartitionState]]:
+        """A topic's assignment, config and partition states (``only``: these partitions)."""
+        data, _ = await self._get_or_none(Z.topic_path(name))
+        if data is None:
+            return None, {}
+        topic_id, assignment = Z.decode_assignment(data)
+        if topic_id is None:
+            log.warning("topic %s has no topic id in ZooKeeper; ignored", name)
+            return None, {}
+        cfg_data, _ = await self._get_or_none(Z.config_path(name))
+        info = TopicInfo(name=name, topic_id=topic_id, num_partitions=len(assignment),
+                         replica_assignment=assignment, configs=self._parse_configs(name, cfg_data),
+                         internal=is_internal(name))
+        states = {}
+        for p, replicas in sorted(assignment.items()):
+            if only is not None and p not in only:
+                continue
+            sdata, stat = await self._get_or_none(Z.state_path(name, p))
+            if sdata is None:
+                # assignment written without states (not by pykbroker): the first replica leads
+                states[p] = PartitionState.initial(replicas)
+            else:
+                states[p] = Z.decode_state(sdata, stat.version, replicas)[0]
+        return info, states
+
+    @staticmethod
+    def _parse_configs(name: str, data) -> dict:
+        overrides = {}
+        for k, v in Z.decode_topic_config(data).items():
+            try:
+                overrides.update(validate_topic_configs({k: v}))
+            except ConfigError as e:
+                log.warning("ignoring stored config of topic %s: %s", name, e)
+        return overrides
+
+    # ================================================================== watches
+    def _watch_topic(self, name: str) -> None:
+        if name in self._topic_watches:
+            return
+        self._topic_watches[name] = self.zk.data_watch(
+            Z.topic_path(name), lambda data, stat: self._post(("topic", name, data)))
+        self._config_watches[name] = self.zk.data_watch(
+            Z.config_path(name), lambda data, stat: self._post(("config", name, data)))
+        info = self.cache.get(name)
+        if info is not None:
+            for p in info.partition_ids():
+                self._watch_state(name, p)
+
+    def _watch_state(self, name: str, p: int) -> None:
+        if (name, p) in self._state_watches:
+            return
+        self._state_watches[(name, p)] = self.zk.data_watch(
+            Z.state_path(name, p), lambda data, stat: self._post(("state", name, p, data, stat)))
+
+    def _unwatch_topic(self, name: str) -> None:
+        for d in (self._topic_watches, self._config_watches):
+            h = d.pop(name, None)
+            if h is not None:
+                Z.ZkSession.stop_watch(h)
+        for tp in [tp for tp in self._state_watches if tp[0] == name]:
+            Z.ZkSession.stop_watch(self._state_watches.pop(tp))
+
+    # ================================================================== the event task
+    async def _event_loop(self) -> None:
+        async for event in self._recv:
+            kind = event[0]
+            try:
+                await getattr(self, "_on_" + kind)(*event[1:])
+            except Exception:
+                log.exception("handling ZooKeeper event %s failed", kind)
+            self._notify_changed()
+
+    async def _on_session(self, state: str) -> None:
+        if state in ("SUSPENDED", "LOST"):
+            if self.is_active:
+                await self._resign("ZooKeeper session %s" % state.lower())
+            return
+        # CONNECTED again: after a lost session our ephemeral znodes are gone
+        if state == "CONNECTED" and self._registration is not None and not self._shutting_down:
+            await self._ensure_registered()
+            await self._try_elect()
+
+    async def _on_controller(self, data) -> None:
+        cid = Z.decode_controller(data)
+        self.cache.apply([ControllerRecord(cid)])
+        if cid != self.node_id and self.is_active:
+            await self._resign("another controller (%d) was elected" % cid)
+        if data is None and not self._shutting_down and self._registered:
+            await self._try_elect()
+
+    async def _on_brokers(self, children: list) -> None:
+        ids = {int(c) for c in children}
+        known = {b.broker_id for b in self.cache.alive_brokers()}
+        records = [UnregisterBrokerRecord(b) for b in sorted(known - ids)]
+        for b in sorted(ids - known):
+            reg = await self._read_broker(b)
+            if reg is not None:
+                records.append(RegisterBrokerRecord(reg))
+        if records:
+            self.cache.apply(records)
+            gone = sorted(known - ids)
+            new = sorted(ids - known)
+            if gone or new:
+                log.info("live brokers now %s (gone %s, new %s)", sorted(ids), gone, new)
+        if self.is_active:
+            await self._on_live_brokers_changed()
+
+    async def _on_topics(self, children: list) -> None:
+        names = set(children)
+        for name in sorted(set(self.cache.topics) - names):
+            await self._remove_topic(name)
+        for name in sorted(names - set(self.cache.topics)):
+            if not self.cache.is_staged(name):
+                self._watch_topic(name)   # its topic event creates it
+
+    async def _on_topic_hint(self, name: str) -> None:
+        if name not in self.cache.topics and not self.cache.is_staged(name):
+            self._watch_topic(name)
+
+    async def _on_topic(self, name: str, data) -> None:
+        if data is None:
+            if name in self.cache.topics:
+                await self._remove_topic(name)
+            return
+        topic_id, assignment = Z.decode_assignment(data)
+        info = self.cache.get(name)
+        if info is not None and topic_id is not None and info.topic_id != topic_id:
+            await self._remove_topic(name)   # deleted and re-created while we looked away
+            info = None
+        if info is None:
+            await self._create_local(name)
+            return
+        new_ids = sorted(set(assignment) - set(info.partition_ids()))
+        if new_ids:
+            _, states = await self._read_topic(name, only=set(new_ids))
+            records = [PartitionRecord(info.topic_id, p, st) for p, st in sorted(states.items())]
+            self.cache.stage(records)
+            try:
+                await self._replica_manager.make_partitions(info, new_ids)
+            except BaseException:
+                self.cache.discard_staged(records)
+                raise
+            self.cache.publish_staged(records)
+            for p in new_ids:
+                self._watch_state(name, p)
+            log.info("topic %s now has %d partition(s)", name, info.num_partitions)
+
+    async def _create_local(self, name: str) -> None:
+        info, states = await self._read_topic(name)
+        if info is None:
+            return
+        records = _topic_records(info, states)
+        staged = self.cache.stage(records)
+        try:
+            await self._replica_manager.make_partitions(staged, staged.partition_ids())
+        except BaseException:
+            self.cache.discard_staged(records)
+            raise
+        self.cache.publish_staged(records)
+        self._watch_topic(name)
+        for p in info.partition_ids():
+            self._watch_state(name, p)
+        log.info("topic %s (id %s, %d partition(s)) is here", name, topic_id_str(info.topic_id),
+                 info.num_partitions)
+
+    async def _remove_topic(self, name: str) -> None:
+        info = self.cache.get(name)
+        self._unwatch_topic(name)
+        if info is None:
+            return
+        self.cache.apply([RemoveTopicRecord(info.topic_id)])
+        with trio.CancelScope(shield=True):
+            await self._replica_manager.delete_partitions(info)
+        log.info("deleted topic %s (id %s)", name, topic_id_str(info.topic_id))
+        self._notify_topic_deleted(name)
+
+    async def _on_state(self, name: str, p: int, data, stat) -> None:
+        if data is None:
+            return
+        info = self.cache.get(name)
+        old = self.cache.partition_state(name, p)
+        if info is None or old is None or stat.version <= old.partition_epoch:
+            return   # not ours yet, or already applied (our own write)
+        new, _ = Z.decode_state(data, stat.version, old.replicas)
+        self._publish_state(info, p, new)
+
+    def _publish_state(self, info: TopicInfo, p: int, new: PartitionState) -> None:
+        self.cache.apply([PartitionChangeRecord(info.topic_id, p, new)])
+        for cb in self._partition_changed:
+            try:
+                cb(info.name, p, new)
+            except Exception:
+                log.exception("partition-change listener failed for %s-%d", info.name, p)
+        self._notify_changed()
+
+    async def _on_config(self, name: str, data) -> None:
+        info = self.cache.get(name)
+        if info is None:
+            return
+        new = self._parse_configs(name, data)
+        if new == info.configs:
+            return
+        self.cache.apply([ConfigRecord(name, new)])
+        res = self._replica_manager.on_config_change(info)
+        if hasattr(res, "__await__"):
+            await res
+        log.info("topic %s config overrides now %s", name, _render(new))
+
+    async def _on_deletions(self, children: list) -> None:
+        if self.is_active:
+            for name in sorted(children):
+                await self._complete_deletion(name)
+
+    async def _on_preferred(self, data) -> None:
+        if not self.is_active or data is None:
+            return
+        import json
+        try:
+            parts = [(e["topic"], int(e["partition"])) for e in json.loads(data).get("partitions", [])]
+        except (ValueError, KeyError, TypeError):
+            parts = []
+        await self._elect_preferred(parts)
+        from kazoo.exceptions import NoNodeError
+        try:
+            await self.zk.call("delete", Z.PREFERRED_ELECTION)
+        except NoNodeError:
+            pass
+
+    # ================================================================== brokers
+    async def register_broker(self, broker_id: int, endpoints=(), rack=None) -> None:
+        if not endpoints:
+            return   # registered once the listeners are bound (clients need the endpoints)
+        self._registration = BrokerRegistration(broker_id, tuple(endpoints), rack)
+        await self._ensure_registered()
+        self.cache.apply([RegisterBrokerRecord(self._registration)])
+        await self._try_elect()
+
+    async def _ensure_registered(self) -> None:
+        from kazoo.exceptions import NodeExistsError
+
+        path = Z.broker_path(self.node_id)
+        data = Z.encode_broker(self._registration)
+        waited = False
+        while True:
+            try:
+                await self.zk.call("create", path, data, ephemeral=True)
+                break
+            except NodeExistsError:
+                _, stat = await self._get_or_none(path)
+                if stat is not None and stat.ephemeralOwner == self.zk.client.client_id[0]:
+                    break   # ours already (a reconnect within the session)
+                if not waited:
+                    # the registration of a previous life of this broker (kill -9) lives until
+                    # its ZooKeeper session expires
+                    log.warning("broker id %d is still registered by an older session; waiting for "
+                                "it to expire (zookeeper.session.timeout.ms)", self.node_id)
+                    waited = True
+                await trio.sleep(0.5)
+        self._registered = True
+        log.info("registered broker %d at %s", self.node_id, Z.broker_path(self.node_id))
+
+    # ================================================================== election
+    async def _try_elect(self) -> None:
+        from kazoo.exceptions import NodeExistsError
+
+        if self.is_active or self._shutting_down:
+            return
+        try:
+            await self.zk.call("create", Z.CONTROLLER, Z.encode_controller(self.node_id), ephemeral=True)
+        except NodeExistsError:
+            data, _ = await self._get_or_none(Z.CONTROLLER)
+            self.cache.apply([ControllerRecord(Z.decode_controller(data))])
+            return
+        await self._become_active()
+
+    async def _bump_controller_epoch(self) -> None:
+        from kazoo.exceptions import BadVersionError, NodeExistsError
+        while True:
+            data, stat = await self._get_or_none(Z.CONTROLLER_EPOCH)
+            if data is None:
+                try:
+                    await self.zk.call("create", Z.CONTROLLER_EPOCH, b"1")
+                    self.controller_epoch, self._epoch_zk_version = 1, 0
+                    return
+                except NodeExistsError:
+                    continue
+            epoch = int(data) + 1
+            try:
+                st = await self.zk.call("set", Z.CONTROLLER_EPOCH, str(epoch).encode(), version=stat.version)
+            except BadVersionError:
+                continue
+            self.controller_epoch, self._epoch_zk_version = epoch, st.version
+            return
+
+    async def _become_active(self) -> None:
+        await self._bump_controller_epoch()
+        self.is_active = True
+        self.cache.apply([ControllerRecord(self.node_id)])
+        log.info("broker %d is the controller (epoch %d)", self.node_id, self.controller_epoch)
+        # Kafka's onControllerFailover: fresh view of the live brokers, then elections for
+        # whatever changed while there was no controller, then pending deletions.
+        self._live = set()
+        ids = {int(c) for c in await self.zk.call("get_children", Z.BROKER_IDS)}
+        await self._on_brokers([str(i) for i in ids])
+        for name in sorted(await self.zk.call("get_children", Z.DELETE_TOPICS)):
+            await self._complete_deletion(name)
+
+    async def _resign(self, why: str) -> None:
+        if self.is_active:
+            self.is_active = False
+            log.warning("broker %d stops acting as controller: %s", self.node_id, why)
+
+    def _fenced_txn(self):
+        """A ZooKeeper transaction that only commits while our controller epoch is current."""
+        t = self.zk.client.transaction()
+        t.check(Z.CONTROLLER_EPOCH, self._epoch_zk_version)
+        return t
+
+    async def _commit(self, t) -> list:
+        results = await self.zk.run(t.commit)
+        from kazoo.exceptions import BadVersionError, RolledBackError
+        if results and isinstance(results[0], BadVersionError):
+            await self._resign("controller epoch moved on (fenced)")
+            raise KafkaError(ErrorCode.NOT_CONTROLLER, "This broker is no longer the controller.")
+        for r in results:
+            if isinstance(r, Exception) and not isinstance(r, RolledBackError):
+                raise r
+        return results
+
+    async def _write_state_as_controller(self, info: TopicInfo, p: int, old: PartitionState,
+                                         new: PartitionState) -> bool:
+        """CAS-write a partition state; False if it changed meanwhile (re-evaluated later)."""
+        from kazoo.exceptions import BadVersionError
+        t = self._fenced_txn()
+        t.set_data(Z.state_path(info.name, p), Z.encode_state(new, self.controller_epoch),
+                   version=old.partition_epoch)
+        try:
+            results = await self._commit(t)
+        except BadVersionError:
+            return False
+        stat = results[1]
+        new = PartitionState(new.leader, new.leader_epoch, stat.version, new.replicas, new.isr,
+                             new.offline_replicas)
+        if (self.cache.partition_state(info.name, p) or old).partition_epoch < stat.version:
+            self._publish_state(info, p, new)
+        return True
+
+    def _unclean_allowed(self, topic: str) -> bool:
+        return bool(self.cache.effective_config(topic).get("unclean.leader.election.enable"))
+
+    async def _on_live_brokers_changed(self) -> None:
+        """Kafka's onBrokerFailure / onBrokerStartup, for every partition of the image."""
+        live = {b.broker_id for b in self.cache.alive_brokers()}
+        self._live = live
+        for info in list(self.cache.topics.values()):
+            for p in info.partition_ids():
+                for _attempt in range(5):
+                    st = self.cache.partition_state(info.name, p)
+                    if st is None:
+                        break
+                    new = self._elect_for_liveness(info.name, p, st, live)
+                    if new is None or await self._write_state_as_controller(info, p, st, new):
+                        break
+                    await self._refresh_state(info, p)
+
+    async def _refresh_state(self, info: TopicInfo, p: int) -> None:
+        data, stat = await self._get_or_none(Z.state_path(info.name, p))
+        old = self.cache.partition_state(info.name, p)
+        if data is not None and old is not None and stat.version > old.partition_epoch:
+            self._publish_state(info, p, Z.decode_state(data, stat.version, old.replicas)[0])
+
+    def _elect_for_liveness(self, topic: str, p: int, st: PartitionState, live: set[int]) -> Optional[PartitionState]:
+        live_isr = [b for b in st.replicas if b in st.isr and b in live]
+        if st.leader != -1 and st.leader in live:
+            if len(live_isr) == len(st.isr):
+                return None
+            # a follower in the ISR went away: out of the ISR (Kafka's OfflineReplica transition)
+            return PartitionState(st.leader, st.leader_epoch, st.partition_epoch, st.replicas,
+                                  tuple(b for b in st.isr if b in live))
+        # the leader is gone (or there was none)
+        if live_isr:
+            leader = live_isr[0]
+            log.info("electing %d as leader of %s-%d (was %d, ISR %s)", leader, topic, p, st.leader, list(st.isr))
+            return PartitionState(leader, st.leader_epoch + 1, st.partition_epoch, st.replicas, tuple(live_isr))
+        live_replicas = [b for b in st.replicas if b in live]
+        if live_replicas and self._unclean_allowed(topic):
+            leader = live_replicas[0]
+            log.warning("unclean leader election: %d leads %s-%d out of sync (ISR was %s); records "
+                        "acknowledged by the old ISR may be lost", leader, topic, p, list(st.isr))
+            return PartitionState(leader, st.leader_epoch + 1, st.partition_epoch, st.replicas, (leader,))
+        if st.leader == -1:
+            return None
+        log.warning("%s-%d has no live in-sync replica (ISR %s): offline until one returns",
+                    topic, p, list(st.isr))
+        # the ISR is kept: one of its members coming back leads again without loss
+        return PartitionState(-1, st.leader_epoch + 1, st.partition_epoch, st.replicas, st.isr)
+
+    async def _elect_preferred(self, partitions) -> dict:
+        """Preferred leader election; returns {(topic, p): error code}."""
+        out = {}
+        live = {b.broker_id for b in self.cache.alive_brokers()}
+        for topic, p in partitions:
+            info = self.cache.get(topic)
+            st = self.cache.partition_state(topic, p) if info is not None else None
+            if st is None:
+                out[(topic, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            preferred = st.replicas[0] if st.replicas else -1
+            if st.leader == preferred:
+                out[(topic, p)] = ErrorCode.ELECTION_NOT_NEEDED
+                continue
+            if preferred not in live or preferred not in st.isr:
+                out[(topic, p)] = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+                continue
+            new = PartitionState(preferred, st.leader_epoch + 1, st.partition_epoch, st.replicas, st.isr)
+            ok = await self._write_state_as_controller(info, p, st, new)
+            out[(topic, p)] = 0 if ok else ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+        return out
+
+    async def elect_leaders(self, partitions, preferred: bool = True) -> dict:
+        """ElectLeaders (preferred).  On the controller: done here; elsewhere the request goes
+        through ``/admin/preferred_replica_election`` and this waits for the leaders to move."""
+        if self.is_active:
+            return await self._elect_preferred(partitions)
+        import json
+        from kazoo.exceptions import NodeExistsError
+        body = json.dumps({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
+        while True:
+            try:
+                await self.zk.call("create", Z.PREFERRED_ELECTION, body.encode())
+                break
+            except NodeExistsError:
+                await trio.sleep(0.1)   # one election at a time, as in Kafka
+        with trio.move_on_after(APPLY_TIMEOUT_S):
+            while (await self._get_or_none(Z.PREFERRED_ELECTION))[0] is not None:
+                await trio.sleep(0.05)
+        out = {}
+        for t, p in partitions:
+            st = self.cache.partition_state(t, p)
+            if st is None:
+                out[(t, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif st.leader == st.replicas[0]:
+                out[(t, p)] = 0
+            else:
+                out[(t, p)] = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+        return out
+
+    async def _rebalance_loop(self) -> None:
+        """``auto.leader.rebalance.enable``: the controller moves leadership back to preferred
+        replicas when a broker leads less than its share (Kafka's checkAndTriggerAutoLeaderRebalance)."""
+        if not self.config["auto.leader.rebalance.enable"]:
+            return
+        interval = self.config["leader.imbalance.check.interval.seconds"]
+        ratio = self.config["leader.imbalance.per.broker.percentage"] / 100.0
+        while True:
+            await trio.sleep(interval)
+            if not self.is_active:
+                continue
+            live = {b.broker_id for b in self.cache.alive_brokers()}
+            by_preferred: dict[int, list] = {}
+            for info in list(self.cache.topics.values()):
+                for p in info.partition_ids():
+                    st = self.cache.partition_state(info.name, p)
+                    if st is not None and st.replicas:
+                        by_preferred.setdefault(st.replicas[0], []).append((info.name, p, st))
+            for broker, parts in by_preferred.items():
+                if broker not in live:
+                    continue
+                wrong = [(t, p) for t, p, st in parts if st.leader != broker]
+                if parts and len(wrong) / len(parts) > ratio:
+                    log.info("leader imbalance of broker %d is %.0f%%: preferred election of %d partition(s)",
+                             broker, 100.0 * len(wrong) / len(parts), len(wrong))
+                    await self._elect_preferred(wrong)
+
+    # ================================================================== deletions
+    async def _complete_deletion(self, name: str) -> None:
+        """Remove a topic's znodes (leaf first) and its deletion marker, fenced."""
+        from kazoo.exceptions import NoNodeError
+        info = self.cache.get(name)
+        t = self._fenced_txn()
+        if info is not None and (await self._get_or_none(Z.topic_path(name)))[0] is not None:
+            children = []
+            try:
+                children = await self.zk.call("get_children", Z.partitions_path(name))
+            except NoNodeError:
+                pass
+            for c in children:
+                if (await self._get_or_none(Z.state_path(name, int(c))))[1] is not None:
+                    t.delete(Z.state_path(name, int(c)))
+                t.delete(Z.partition_path(name, int(c)))
+            if children or (await self._get_or_none(Z.partitions_path(name)))[1] is not None:
+                t.delete(Z.partitions_path(name))
+            t.delete(Z.topic_path(name))
+            if (await self._get_or_none(Z.config_path(name)))[1] is not None:
+                t.delete(Z.config_path(name))
+        t.delete(Z.delete_marker_path(name))
+        try:
+            await self._commit(t)
+            log.info("controller: deletion of topic %s completed", name)
+        except KafkaError:
+            raise
+        except Exception as e:
+            log.warning("controller: deleting topic %s failed (%s); retried on the next change", name, e)
+
+    # ================================================================== admin operations
+    async def create_topic(self, name, num_partitions, replication_factor, configs=None,
+                           assignments=None, validate_only=False, internal=False) -> TopicInfo:
+        from kazoo.exceptions import NodeExistsError
+
+        overrides, placement = self.validator.plan_topic(name, num_partitions, replication_factor,
+                                                         configs or {}, assignments)
+        info = TopicInfo(name=name, topic_id=new_topic_id(), num_partitions=len(placement),
+                         replica_assignment=placement, configs=overrides,
+                         internal=internal or is_internal(name))
+        if validate_only:
+            return info
+        if (await self._get_or_none(Z.delete_marker_path(name)))[1] is not None:
+            # Kafka: a topic marked for deletion still exists until the deletion completes
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, "Topic '%s' is marked for deletion." % name)
+        t = self.zk.client.transaction()
+        t.create(Z.topic_path(name), Z.encode_assignment(info.topic_id, placement))
+        t.create(Z.partitions_path(name), b"")
+        for p, replicas in sorted(placement.items()):
+            t.create(Z.partition_path(name, p), b"")
+            t.create(Z.state_path(name, p),
+                     Z.encode_state(PartitionState.initial(replicas), self.controller_epoch))
+        await self._write_config_ops(t, name, overrides, create=True)
+        results = await self.zk.run(t.commit)
+        if any(isinstance(r, NodeExistsError) for r in results):
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, "Topic '%s' already exists." % name)
+        self._raise_first(results)
+        self._post(("topic_hint", name))   # no need to wait for the /brokers/topics watch
+        await self._wait_until(lambda: (self.cache.get(name) is not None
+                                        and self.cache.get(name).topic_id == info.topic_id),
+                               "topic %s to be created" % name)
+        info = self.cache.get(name)
+        log.info("created topic %s (id %s, %d partition(s), RF %d, configs %s)", name,
+                 topic_id_str(info.topic_id), info.num_partitions, info.replication_factor, _render(overrides))
+        return info
+
+    @staticmethod
+    def _raise_first(results) -> None:
+        from kazoo.exceptions import RolledBackError
+        for r in results:
+            if isinstance(r, Exception) and not isinstance(r, RolledBackError):
+                raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "ZooKeeper: %r" % (r,))
+
+    async def _write_config_ops(self, t, name: str, overrides: dict, create: bool) -> None:
+        data = Z.encode_topic_config(_render(overrides))
+        if create:
+            if (await self._get_or_none(Z.config_path(name)))[1] is not None:
+                t.set_data(Z.config_path(name), data)   # left by an older incarnation
+            else:
+                t.create(Z.config_path(name), data)
+        else:
+            t.set_data(Z.config_path(name), data)
+            # Kafka's change notification (brokers of that era watched these; ours watch the
+            # config znode itself, the notification is kept for tools that read it)
+            import json
+            t.create(Z.CONFIG_CHANGE_PREFIX,
+                     json.dumps({"version": 2, "entity_path": "topics/%s" % name}).encode(), sequence=True)
+
+    async def delete_topic(self, name: str) -> TopicInfo:
+        from kazoo.exceptions import NodeExistsError
+        info = self.cache.get(name)
+        if info is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        try:
+            await self.zk.call("create", Z.delete_marker_path(name), b"")
+        except NodeExistsError:
+            pass   # already pending
+        await self._wait_until(lambda: (self.cache.get(name) is None
+                                        or self.cache.get(name).topic_id != info.topic_id),
+                               "topic %s to be deleted" % name)
+        return info
+
+    async def create_partitions(self, name, new_total, assignments=None, validate_only=False) -> TopicInfo:
+        from kazoo.exceptions import BadVersionError
+        info = self.cache.get(name)
+        if info is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        data, stat = await self._get_or_none(Z.topic_path(name))
+        if data is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        topic_id, assignment = Z.decode_assignment(data)
+        current = TopicInfo(name, info.topic_id, len(assignment), assignment, info.configs, info.internal)
+        placed = self.validator.plan_partitions(current, new_total, assignments)
+        if validate_only:
+            return info
+        t = self.zk.client.transaction()
+        t.set_data(Z.topic_path(name), Z.encode_assignment(info.topic_id, {**assignment, **placed}),
+                   version=stat.version)
+        for p, replicas in sorted(placed.items()):
+            t.create(Z.partition_path(name, p), b"")
+            t.create(Z.state_path(name, p), Z.encode_state(PartitionState.initial(replicas), self.controller_epoch))
+        results = await self.zk.run(t.commit)
+        if results and isinstance(results[0], BadVersionError):
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Topic %s was changed concurrently; retry." % name)
+        self._raise_first(results)
+        await self._wait_until(lambda: (self.cache.get(name) is not None
+                                        and self.cache.get(name).num_partitions >= new_total),
+                               "partitions of %s to be created" % name)
+        return self.cache.get(name)
+
+    async def auto_create(self, name: str) -> Optional[TopicInfo]:
+        if not self.config["auto.create.topics.enable"] or not is_valid_topic_name(name):
+            return None
+        if name in self.cache.topics:
+            return self.cache.topics[name]
+        try:
+            return await self.create_topic(name, -1, -1, {})
+        except KafkaError as e:
+            if e.code == ErrorCode.TOPIC_ALREADY_EXISTS:
+                with trio.move_on_after(APPLY_TIMEOUT_S):
+                    while name not in self.cache.topics:
+                        await self._wait_changed()
+                return self.cache.get(name)
+            log.warning("auto-creation of topic %s failed: %s", name, e)
+            return None
+
+    async def alter_topic_configs(self, name: str, new_overrides: dict[str, Any]) -> TopicInfo:
+        info = self.cache.get(name)
+        if info is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        t = self.zk.client.transaction()
+        await self._write_config_ops(t, name, dict(new_overrides), create=False)
+        self._raise_first(await self.zk.run(t.commit))
+        await self._on_config(name, Z.encode_topic_config(_render(dict(new_overrides))))
+        return info
+
+    # ================================================================== partitions
+    async def alter_partition(self, topic: str, partition: int, partition_epoch: int,
+                              leader: Optional[int] = None, isr: Optional[list[int]] = None) -> PartitionState:
+        """A leader's ISR change (or the controller's leader change): compare-and-set on the
+        state znode's version (= ``partition_epoch``)."""
+        from kazoo.exceptions import BadVersionError, NoNodeError
+        info = self.cache.get(topic)
+        st = self.cache.partition_state(topic, partition) if info is not None else None
+        if st is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if partition_epoch != st.partition_epoch:
+            raise KafkaError(ErrorCode.INVALID_UPDATE_VERSION)
+        if leader is not None and leader != st.leader and not self.is_active:
+            raise KafkaError(ErrorCode.NOT_CONTROLLER, "Only the controller elects leaders.")
+        new_leader = st.leader if leader is None else leader
+        new_isr = tuple(st.isr if isr is None else isr)
+        if any(b not in st.replicas for b in new_isr) or (new_leader != -1 and new_leader not in new_isr):
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Invalid ISR %s for %s-%d (replicas %s, leader %d)."
+                             % (list(new_isr), topic, partition, list(st.replicas), new_leader))
+        if new_leader == st.leader and new_isr == st.isr:
+            return st
+        new = PartitionState(new_leader, st.leader_epoch + (new_leader != st.leader), st.partition_epoch,
+                             st.replicas, new_isr)
+        try:
+            stat = await self.zk.call("set", Z.state_path(topic, partition),
+                                      Z.encode_state(new, self.controller_epoch), version=st.partition_epoch)
+        except BadVersionError:
+            raise KafkaError(ErrorCode.INVALID_UPDATE_VERSION) from None
+        except NoNodeError:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION) from None
+        except Exception as e:
+            raise KafkaError(ErrorCode.NOT_CONTROLLER, "ZooKeeper unavailable: %s" % e) from None
+        new = PartitionState(new.leader, new.leader_epoch, stat.version, new.replicas, new.isr)
+        cur = self.cache.partition_state(topic, partition)
+        if cur is not None and cur.partition_epoch < stat.version and self.cache.get(topic) is info:
+            self._publish_state(info, partition, new)
+        log.info("%s-%d: ISR %s -> %s (partition epoch %d)", topic, partition, list(st.isr),
+                 list(new_isr), stat.version)
+        return new
+
+    def replicas_offline(self, broker_id: int, partitions) -> None:
+        # Log dir failure in a cluster: the partitions are marked offline in this broker's view
+        # (KAFKA_STORAGE_ERROR to clients); the other replicas' leadership is not moved (Kafka
+        # reports it through /log_dir_event_notification; listed in SKIPPED.md).
+        records = []
+        for topic, p in partitions:
+            info = self.cache.get(topic)
+            st = self.cache.partition_state(topic, p) if info is not None else None
+            if st is None or broker_id in st.offline_replicas:
+                continue
+            records.append(PartitionChangeRecord(info.topic_id, p, PartitionState(
+                st.leader, st.leader_epoch, st.partition_epoch, st.replicas, st.isr,
+                st.offline_replicas + (broker_id,))))
+        self.cache.apply(records)
+
+
+class ZkProducerIdManager:
+    """Producer id blocks from ``/latest_producer_id_block`` (Kafka's ZooKeeper-mode
+    ProducerIdManager): each broker claims 1000 ids at a time by compare-and-set, so ids are
+    unique across the cluster and never reused after restarts."""
+    BLOCK_SIZE = 1000
+
+    def __init__(self, zk: Z.ZkSession, broker_id: int):
+        self.zk = zk
+        self.broker_id = broker_id
+        self._next = 0
+        self._end = 0
+        self._refill: Optional[trio.Event] = None
+
+    async def _claim(self) -> tuple[int, int]:
+        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+        while True:
+            try:
+                data, stat = await self.zk.call("get", Z.PRODUCER_ID_BLOCK)
+            except NoNodeError:
+                try:
+                    await self.zk.call("create", Z.PRODUCER_ID_BLOCK,
+                                       Z.encode_producer_id_block(self.broker_id, 0, self.BLOCK_SIZE - 1))
+                    return 0, self.BLOCK_SIZE
+                except NodeExistsError:
+                    continue
+            last = Z.decode_producer_id_block(data)
+            start = (last[1] + 1) if last else 0
+            try:
+                await self.zk.call("set", Z.PRODUCER_ID_BLOCK,
+                                   Z.encode_producer_id_block(self.broker_id, start, start + self.BLOCK_SIZE - 1),
+                                   version=stat.version)
+                return start, start + self.BLOCK_SIZE
+            except BadVersionError:
+                continue
+
+    async def generate(self) -> int:
+        while self._next >= self._end:
+            if self._refill is None:
+                self._refill = ev = trio.Event()
+                try:
+                    self._next, self._end = await self._claim()
+                finally:
+                    self._refill = None
+                    ev.set()
+            else:
+                await self._refill.wait()
+        pid = self._next
+        self._next += 1
+        return pid
