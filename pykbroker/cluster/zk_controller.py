@@ -446,10 +446,12 @@ class ZkController(Controller):
             return
         import json
         try:
-            parts = [(e["topic"], int(e["partition"])) for e in json.loads(data).get("partitions", [])]
+            obj = json.loads(data)
+            parts = [(e["topic"], int(e["partition"])) for e in obj.get("partitions", [])]
+            etype = int(obj.get("election_type", 0))
         except (ValueError, KeyError, TypeError):
-            parts = []
-        await self._elect_preferred(parts)
+            parts, etype = [], 0
+        await self._elect(parts, etype)
         from kazoo.exceptions import NoNodeError
         try:
             await self.zk.call("delete", Z.PREFERRED_ELECTION)
@@ -625,8 +627,10 @@ class ZkController(Controller):
         # the ISR is kept: one of its members coming back leads again without loss
         return PartitionState(-1, st.leader_epoch + 1, st.partition_epoch, st.replicas, st.isr)
 
-    async def _elect_preferred(self, partitions) -> dict:
-        """Preferred leader election; returns {(topic, p): error code}."""
+    async def _elect(self, partitions, election_type: int = 0) -> dict:
+        """Kafka's ElectLeaders on the controller: ``election_type`` 0 moves leadership to the
+        preferred (first) replica if it is live and in sync; 1 (unclean) elects the first live
+        replica of a partition that has no leader.  Returns {(topic, p): error code}."""
         out = {}
         live = {b.broker_id for b in self.cache.alive_brokers()}
         for topic, p in partitions:
@@ -635,44 +639,71 @@ class ZkController(Controller):
             if st is None:
                 out[(topic, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            preferred = st.replicas[0] if st.replicas else -1
-            if st.leader == preferred:
-                out[(topic, p)] = ErrorCode.ELECTION_NOT_NEEDED
-                continue
-            if preferred not in live or preferred not in st.isr:
-                out[(topic, p)] = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
-                continue
-            new = PartitionState(preferred, st.leader_epoch + 1, st.partition_epoch, st.replicas, st.isr)
+            if election_type == 1:
+                if st.leader != -1 and st.leader in live:
+                    out[(topic, p)] = ErrorCode.ELECTION_NOT_NEEDED
+                    continue
+                candidates = [b for b in st.replicas if b in live]
+                if not candidates:
+                    out[(topic, p)] = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+                    continue
+                leader = next((b for b in candidates if b in st.isr), candidates[0])
+                if leader not in st.isr:
+                    log.warning("unclean leader election (ElectLeaders): %d leads %s-%d out of sync "
+                                "(ISR was %s); acknowledged records may be lost", leader, topic, p, list(st.isr))
+                isr = tuple(b for b in st.isr if b in live) if leader in st.isr else (leader,)
+            else:
+                leader = st.replicas[0] if st.replicas else -1
+                if st.leader == leader:
+                    out[(topic, p)] = ErrorCode.ELECTION_NOT_NEEDED
+                    continue
+                if leader not in live or leader not in st.isr:
+                    out[(topic, p)] = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+                    continue
+                isr = st.isr
+            new = PartitionState(leader, st.leader_epoch + 1, st.partition_epoch, st.replicas, isr)
             ok = await self._write_state_as_controller(info, p, st, new)
             out[(topic, p)] = 0 if ok else ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
         return out
 
-    async def elect_leaders(self, partitions, preferred: bool = True) -> dict:
-        """ElectLeaders (preferred).  On the controller: done here; elsewhere the request goes
-        through ``/admin/preferred_replica_election`` and this waits for the leaders to move."""
+    async def _elect_preferred(self, partitions) -> dict:
+        return await self._elect(partitions, 0)
+
+    async def elect_leaders(self, partitions, election_type: int = 0, timeout_s: float = APPLY_TIMEOUT_S) -> dict:
+        """ElectLeaders.  On the controller: done here; elsewhere the request goes through
+        ``/admin/preferred_replica_election`` (with pykbroker's ``election_type`` field) and this
+        waits for the controller to take it, then reads the outcome from the cache."""
         if self.is_active:
-            return await self._elect_preferred(partitions)
+            return await self._elect(partitions, election_type)
         import json
         from kazoo.exceptions import NodeExistsError
-        body = json.dumps({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
-        while True:
-            try:
-                await self.zk.call("create", Z.PREFERRED_ELECTION, body.encode())
-                break
-            except NodeExistsError:
-                await trio.sleep(0.1)   # one election at a time, as in Kafka
-        with trio.move_on_after(APPLY_TIMEOUT_S):
+        body = json.dumps({"version": 1, "election_type": election_type,
+                           "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
+        before = {tp: self.cache.partition_state(*tp) for tp in partitions}
+        with trio.move_on_after(timeout_s):
+            while True:
+                try:
+                    await self.zk.call("create", Z.PREFERRED_ELECTION, body.encode())
+                    break
+                except NodeExistsError:
+                    await trio.sleep(0.1)   # one election at a time, as in Kafka
             while (await self._get_or_none(Z.PREFERRED_ELECTION))[0] is not None:
                 await trio.sleep(0.05)
+            await trio.sleep(0.05)   # the resulting state watches
         out = {}
-        for t, p in partitions:
-            st = self.cache.partition_state(t, p)
+        live = {b.broker_id for b in self.cache.alive_brokers()}
+        for tp in partitions:
+            st, old = self.cache.partition_state(*tp), before[tp]
             if st is None:
-                out[(t, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif st.leader == st.replicas[0]:
-                out[(t, p)] = 0
+                out[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif old is not None and st.leader_epoch > old.leader_epoch:
+                out[tp] = 0
+            elif election_type == 0:
+                out[tp] = (ErrorCode.ELECTION_NOT_NEEDED if st.replicas and st.leader == st.replicas[0]
+                           else ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE)
             else:
-                out[(t, p)] = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+                out[tp] = (ErrorCode.ELECTION_NOT_NEEDED if st.leader in live
+                           else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE)
         return out
 
     async def _rebalance_loop(self) -> None:

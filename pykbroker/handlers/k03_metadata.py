@@ -13,7 +13,8 @@ Behaviour (Apache Kafka 3.x/4.x KRaft broker, KafkaApis.handleTopicMetadataReque
   the registered brokers (advertised host/port, rack), ``controller_id`` (a KRaft broker reports
   a live broker, never a controller; the single node reports itself), ``cluster_id`` (v2+).
 - Each partition: leader, ``leader_epoch`` (v7+), replicas, ISR and offline replicas (v5+) as
-  the controller published them.  A partition whose log dir failed has no leader (-1), error
+  the controller published them; replicas on unregistered (down) brokers are offline, and a
+  down leader reads as none until the controller elects another.  A partition whose log dir failed has no leader (-1), error
   LEADER_NOT_AVAILABLE and this node in ``offline_replicas`` (what a KRaft cluster shows once
   the controller learns of the offline dir).
 - Topic ids (v10+) are the real, stable ids.  v12 may ask by id (name null): known ids are
@@ -43,12 +44,20 @@ def topic_entry(cache, info) -> dict:
     parts = []
     for p in range(info.num_partitions):
         st = cache.partition_state(info.name, p)
+        leader = st.leader
+        offline = list(st.offline_replicas)
+        # A replica on a broker that is not registered (down, in a cluster) is offline, and a
+        # leader that is not registered is no leader, until the controller elects another
+        # (Kafka's metadata cache answers the same in the meantime).
+        offline += [b for b in st.replicas if cache.broker(b) is None and b not in offline]
+        if leader != -1 and cache.broker(leader) is None:
+            leader = -1
         # No leader (every replica offline, e.g. its log dir failed): LEADER_NOT_AVAILABLE,
         # as a KRaft cluster answers once the controller learned of the offline dir.
-        code = ErrorCode.LEADER_NOT_AVAILABLE if st.leader == -1 else 0
-        parts.append({"error_code": int(code), "partition_index": p, "leader_id": st.leader,
+        code = ErrorCode.LEADER_NOT_AVAILABLE if leader == -1 else 0
+        parts.append({"error_code": int(code), "partition_index": p, "leader_id": leader,
                       "leader_epoch": st.leader_epoch, "replica_nodes": list(st.replicas),
-                      "isr_nodes": list(st.isr), "offline_replicas": list(st.offline_replicas)})
+                      "isr_nodes": list(st.isr), "offline_replicas": offline})
     return {"error_code": 0, "name": info.name, "topic_id": info.topic_id,
             "is_internal": info.internal, "partitions": parts,
             "topic_authorized_operations": NOT_REQUESTED}

@@ -210,10 +210,15 @@ class LogManager:
         expected = None
         if self.metadata is not None:
             expected = {}
+            node = getattr(self.metadata, "node_id", None)
             for info in list(self.metadata.topics.values()):
                 cfg = self.metadata.effective_config(info.name)
                 for p in info.partition_ids():
-                    expected[(info.name, p)] = cfg
+                    # in a cluster, only this broker's replicas (a log of a partition moved away
+                    # or deleted while it was down is removed like a deleted topic's)
+                    st = self.metadata.partition_state(info.name, p) if node is not None else None
+                    if st is None or node in st.replicas:
+                        expected[(info.name, p)] = cfg
         await trio.to_thread.run_sync(self.load_logs, expected)
         conf = self._conf
         self.retention = RetentionTask(self, nursery.start_soon,

@@ -1,0 +1,80 @@
+"""ElectLeaders (key 43), versions 0-2.
+
+Behaviour (Apache Kafka's ElectLeaders, the admin client's ``electLeaders`` and
+``kafka-leader-election.sh``):
+- ``election_type`` (v1+; v0 means preferred): 0 PREFERRED moves leadership to the first
+  replica of each partition when it is live and in the ISR; 1 UNCLEAN elects a live replica
+  for a partition without a live leader (an in-sync one first; an out-of-sync one may lose
+  acknowledged records, which is logged).
+- ``topic_partitions`` null: every partition of the cluster; partitions whose election was not
+  needed are then left out of the answer, as Kafka does.
+- Per partition: 0 (elected), ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE,
+  ELIGIBLE_LEADERS_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION.
+- In a cluster the active controller elects (cluster/zk_controller.py); a single node is the
+  preferred leader of everything, so every election there is ELECTION_NOT_NEEDED.
+Version notes: v1 adds ``election_type`` and the top-level ``error_code``; v2 is flexible.
+"""
+from __future__ import annotations
+
+import trio
+
+from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode
+
+API_KEY = 43
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+PREFERRED, UNCLEAN = 0, 1
+
+# Kafka's messages for the per-partition outcomes clients print.
+_MESSAGES = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "The partition does not exist.",
+    ErrorCode.ELECTION_NOT_NEEDED: "Leader election not needed for topic partition.",
+    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE: "Failed to elect leader for partition because the "
+                                              "preferred leader is not available.",
+    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE: "Failed to elect leader for partition because no "
+                                              "eligible replica is available.",
+}
+
+
+async def handle(ctx, request):
+    v = ctx.api_version
+    cache = ctx.broker.metadata_cache
+    etype = request["election_type"] if v >= 1 else PREFERRED
+    if etype not in (PREFERRED, UNCLEAN):
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.INVALID_REQUEST),
+                "replica_election_results": []}
+    everything = request["topic_partitions"] is None
+    if everything:
+        wanted = [(info.name, p) for info in cache.topics.values() for p in info.partition_ids()]
+    else:
+        wanted = [(t["topic"], p) for t in request["topic_partitions"] for p in t["partitions"]]
+    known = [tp for tp in wanted if cache.partition_state(*tp) is not None and cache.get(tp[0]) is not None]
+    elect = getattr(ctx.broker.controller, "elect_leaders", None)
+    results: dict = {}
+    if elect is not None and known:
+        timeout_s = max(0.0, request["timeout_ms"] / 1000.0)
+        with trio.move_on_after(timeout_s + 1.0):
+            results = await elect(known, etype, timeout_s)
+    for tp in wanted:
+        if tp in results:
+            continue
+        st = cache.partition_state(*tp) if tp in known else None
+        if st is None:
+            results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        elif elect is None:
+            # one node: it is every partition's preferred and only leader
+            results[tp] = ErrorCode.ELECTION_NOT_NEEDED
+        else:
+            results[tp] = ErrorCode.REQUEST_TIMED_OUT
+    by_topic: dict[str, list] = {}
+    for (t, p), code in results.items():
+        if everything and code == ErrorCode.ELECTION_NOT_NEEDED:
+            continue
+        code = ErrorCode(code)
+        by_topic.setdefault(t, []).append({
+            "partition_id": p, "error_code": int(code),
+            "error_message": None if code == 0 else _MESSAGES.get(code, DEFAULT_MESSAGES.get(code))})
+    return {"throttle_time_ms": 0, "error_code": 0,
+            "replica_election_results": [{"topic": t, "partition_result": parts}
+                                         for t, parts in by_topic.items()]}
