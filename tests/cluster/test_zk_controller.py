@@ -1,0 +1,278 @@
+"""The ZooKeeper controller with real processes: a real ZooKeeper 3.8 and pykbroker brokers as
+child processes (pykbroker.testing.cluster.Cluster), checked with real clients and by reading
+ZooKeeper with kazoo.
+
+Sessions are short here (ZooKeeper tick 500 ms, zookeeper.session.timeout.ms=3000) so a killed
+broker's registration expires within seconds.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from pykbroker.testing import wire
+
+zkserver = pytest.importorskip("pykbroker.cluster.zkserver")
+kazoo_client = pytest.importorskip("kazoo.client")
+if zkserver.available() is not None:
+    pytest.skip(zkserver.available(), allow_module_level=True)
+
+from pykbroker.testing.cluster import Cluster  # noqa: E402
+
+SESSION_MS = 3000
+OVERRIDES = {"zookeeper.session.timeout.ms": str(SESSION_MS), "default.replication.factor": "3",
+             "offsets.topic.replication.factor": "3", "group.initial.rebalance.delay.ms": "0"}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with Cluster(3, str(tmp_path_factory.mktemp("zkc")), overrides=OVERRIDES, zk_tick_time=500) as c:
+        yield c
+
+
+@pytest.fixture
+def zk(cluster):
+    k = kazoo_client.KazooClient(hosts=cluster.zookeeper_connect)
+    k.start(timeout=10)
+    yield k
+    k.stop()
+    k.close()
+
+
+def addr(node):
+    return ("127.0.0.1", node.port)
+
+
+def create(node, name, partitions, rf, configs=None, assignments=None):
+    with wire.WireClient(addr(node)) as c:
+        r = c.request(19, 5, {"topics": [{
+            "name": name, "num_partitions": -1 if assignments else partitions,
+            "replication_factor": -1 if assignments else rf,
+            "assignments": [{"partition_index": p, "broker_ids": b} for p, b in (assignments or {}).items()],
+            "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],
+            "timeout_ms": 30000, "validate_only": False})
+    return r["topics"][0]
+
+
+def partitions_seen_by(node, topic):
+    m = wire.metadata(addr(node), [topic])
+    t = m["topics"][0]
+    return m, {p["partition_index"]: p for p in t["partitions"]}
+
+
+def wait_until(fn, timeout=30.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = fn()
+        if last:
+            return last
+        time.sleep(0.1)
+    raise AssertionError("timed out waiting for %s (last: %r)" % (what, last))
+
+
+def live_nodes(cluster):
+    return [b for b in cluster.brokers if b.running()]
+
+
+def test_every_broker_answers_with_the_whole_cluster(cluster, zk):
+    t = create(cluster.brokers[0], "zk-meta", 3, 3)
+    assert t["error_code"] == 0, t
+    seen = []
+    for node in cluster.brokers:
+        m, parts = wait_until(lambda: (lambda r: r if len(r[1]) == 3 else None)(partitions_seen_by(node, "zk-meta")),
+                              what="zk-meta on broker %d" % node.broker_id)
+        assert sorted(b["node_id"] for b in m["brokers"]) == [1, 2, 3]
+        assert {b["node_id"]: b["port"] for b in m["brokers"]} == {n.broker_id: n.port for n in cluster.brokers}
+        seen.append((m["cluster_id"], m["controller_id"],
+                     {p: (x["leader_id"], tuple(x["replica_nodes"]), tuple(sorted(x["isr_nodes"])))
+                      for p, x in parts.items()}))
+    assert seen[0] == seen[1] == seen[2]
+    cluster_id, controller_id, parts = seen[0]
+    # round robin placement over the three brokers, every replica in sync, the first one leads
+    assert sorted(r[1] for r in parts.values()) == [(1, 2, 3), (2, 3, 1), (3, 1, 2)]
+    for leader, replicas, isr in parts.values():
+        assert leader == replicas[0] and isr == (1, 2, 3)
+    # what ZooKeeper holds, in Kafka's layout
+    assert json.loads(zk.get("/cluster/id")[0])["id"] == cluster_id
+    assert json.loads(zk.get("/controller")[0])["brokerid"] == controller_id
+    assert int(zk.get("/controller_epoch")[0]) >= 1
+    reg = json.loads(zk.get("/brokers/ids/1")[0])
+    assert reg["endpoints"] == ["PLAINTEXT://127.0.0.1:%d" % cluster.broker(1).port]
+    assert zk.exists("/brokers/ids/1").ephemeralOwner != 0
+    assignment = json.loads(zk.get("/brokers/topics/zk-meta")[0])
+    from pykbroker.cluster.metadata import topic_id_from_str
+    md_topic = wire.metadata(addr(cluster.brokers[1]), ["zk-meta"])["topics"][0]
+    assert topic_id_from_str(assignment["topic_id"]) == md_topic["topic_id"]
+    assert {int(p): tuple(r) for p, r in assignment["partitions"].items()} == {p: r[1] for p, r in parts.items()}
+    state = json.loads(zk.get("/brokers/topics/zk-meta/partitions/0/state")[0])
+    assert state["leader"] == parts[0][0] and sorted(state["isr"]) == [1, 2, 3] and state["leader_epoch"] == 0
+    # DescribeCluster tells the same
+    with wire.WireClient(addr(cluster.brokers[2])) as c:
+        dc = c.request(60, 0, {"include_cluster_authorized_operations": False})
+    assert dc["controller_id"] == controller_id and dc["cluster_id"] == cluster_id
+    assert sorted(b["broker_id"] for b in dc["brokers"]) == [1, 2, 3]
+
+
+def test_admin_changes_through_one_broker_reach_every_broker(cluster, zk):
+    a, b = cluster.brokers[0], cluster.brokers[2]
+    assert create(a, "zk-admin", 1, 2, configs={"retention.ms": "12345"})["error_code"] == 0
+    assert create(b, "zk-admin", 1, 2)["error_code"] == 36   # TOPIC_ALREADY_EXISTS from another broker
+    assert json.loads(zk.get("/config/topics/zk-admin")[0])["config"] == {"retention.ms": "12345"}
+    # configs changed on one broker, read on another
+    with wire.WireClient(addr(a)) as c:
+        r = c.request(44, 1, {"resources": [{"resource_type": 2, "resource_name": "zk-admin", "configs": [
+            {"name": "retention.ms", "config_operation": 0, "value": "999"}]}], "validate_only": False})
+    assert r["responses"][0]["error_code"] == 0, r
+
+    def retention_on_b():
+        with wire.WireClient(addr(b)) as c:
+            d = c.request(32, 4, {"resources": [{"resource_type": 2, "resource_name": "zk-admin",
+                                                 "configuration_keys": ["retention.ms"]}],
+                                  "include_synonyms": False, "include_documentation": False})
+        return d["results"][0]["configs"][0]["value"] == "999"
+    wait_until(retention_on_b, what="retention.ms=999 on another broker")
+    # more partitions, through the third broker
+    with wire.WireClient(addr(cluster.brokers[1])) as c:
+        r = c.request(37, 3, {"topics": [{"name": "zk-admin", "count": 3, "assignments": None}],
+                              "timeout_ms": 30000, "validate_only": False})
+    assert r["results"][0]["error_code"] == 0, r
+    for node in cluster.brokers:
+        wait_until(lambda: len(partitions_seen_by(node, "zk-admin")[1]) == 3, what="3 partitions")
+    # each broker holds logs of its own replicas only
+    _, parts = partitions_seen_by(a, "zk-admin")
+    for node in cluster.brokers:
+        mine = {p for p, x in parts.items() if node.broker_id in x["replica_nodes"]}
+        dirs = {int(d.rsplit("-", 1)[1]) for d in os.listdir(node.log_dir) if d.startswith("zk-admin-")}
+        assert dirs == mine, (node.broker_id, dirs, mine)
+    # deletion through another broker: gone everywhere, logs removed
+    with wire.WireClient(addr(b)) as c:
+        r = c.request(20, 4, {"topic_names": ["zk-admin"], "timeout_ms": 30000})
+    assert r["responses"][0]["error_code"] == 0, r
+    for node in cluster.brokers:
+        wait_until(lambda: wire.metadata(addr(node), ["zk-admin"])["topics"][0]["error_code"] == 3,
+                   what="zk-admin gone on broker %d" % node.broker_id)
+        wait_until(lambda: not [d for d in os.listdir(node.log_dir)
+                                if d.startswith("zk-admin-") and not d.endswith("-delete")],
+                   what="zk-admin logs removed on broker %d" % node.broker_id)
+    assert zk.exists("/brokers/topics/zk-admin") is None and zk.exists("/admin/delete_topics/zk-admin") is None
+    assert zk.exists("/config/topics/zk-admin") is None
+
+
+def test_producer_ids_are_unique_across_brokers(cluster):
+    ids = [wire.init_producer_id(addr(node))[0] for node in cluster.brokers for _ in range(2)]
+    assert len(set(ids)) == len(ids), ids
+
+
+def _leader_of(cluster, topic, p, exclude=()):
+    for node in live_nodes(cluster):
+        if node.broker_id in exclude:
+            continue
+        _, parts = partitions_seen_by(node, topic)
+        if p in parts:
+            return parts[p]
+    return None
+
+
+def test_kill_9_of_a_leader_elects_another_in_sync_replica(cluster, zk):
+    assert create(cluster.brokers[0], "zk-fail", 1, 3, assignments={0: [2, 3, 1]})["error_code"] == 0
+    wait_until(lambda: (_leader_of(cluster, "zk-fail", 0) or {}).get("leader_id") == 2, what="leader 2")
+    before = json.loads(zk.get("/brokers/topics/zk-fail/partitions/0/state")[0])
+    killed = time.monotonic()
+    cluster.kill(2, signal.SIGKILL)
+    try:
+        p = wait_until(lambda: (lambda x: x if x and x["leader_id"] == 3 else None)(
+            _leader_of(cluster, "zk-fail", 0, exclude=(2,))), timeout=SESSION_MS / 1000 + 20,
+            what="broker 3 leading after broker 2 died")
+        took = time.monotonic() - killed
+        assert p["leader_epoch"] == before["leader_epoch"] + 1
+        assert sorted(p["isr_nodes"]) == [1, 3]
+        assert 2 in p["offline_replicas"]
+        after = json.loads(zk.get("/brokers/topics/zk-fail/partitions/0/state")[0])
+        assert after["leader"] == 3 and after["leader_epoch"] == before["leader_epoch"] + 1
+        assert took < SESSION_MS / 1000 + 10
+        assert zk.exists("/brokers/ids/2") is None
+    finally:
+        cluster.start(2)
+    wait_until(lambda: zk.exists("/brokers/ids/2") is not None, what="broker 2 registered again")
+
+
+def test_controller_failover_bumps_the_epoch_and_keeps_electing(cluster, zk):
+    controller = json.loads(zk.get("/controller")[0])["brokerid"]
+    epoch = int(zk.get("/controller_epoch")[0])
+    others = [b.broker_id for b in cluster.brokers if b.broker_id != controller]
+    # a partition led by the controller itself: its death needs the next controller to elect
+    assert create(cluster.brokers[0], "zk-ctl", 1, 3,
+                  assignments={0: [controller] + others})["error_code"] == 0
+    wait_until(lambda: (_leader_of(cluster, "zk-ctl", 0) or {}).get("leader_id") == controller,
+               what="controller leading zk-ctl")
+    cluster.kill(controller, signal.SIGKILL)
+    try:
+        new = wait_until(lambda: (lambda d: d and json.loads(d[0])["brokerid"] != controller and d)(
+            zk.exists("/controller") and zk.get("/controller")), timeout=30, what="a new controller")
+        assert json.loads(new[0])["brokerid"] in others
+        assert int(zk.get("/controller_epoch")[0]) == epoch + 1
+        p = wait_until(lambda: (lambda x: x if x and x["leader_id"] == others[0] else None)(
+            _leader_of(cluster, "zk-ctl", 0, exclude=(controller,))), timeout=30, what="new leader")
+        assert controller not in p["isr_nodes"]
+        for node in live_nodes(cluster):
+            m = wire.metadata(addr(node), [])
+            assert m["controller_id"] == json.loads(new[0])["brokerid"]
+    finally:
+        cluster.start(controller)
+
+
+def test_sigterm_moves_leadership_before_exit(cluster, zk):
+    assert create(cluster.brokers[0], "zk-ctrl-shut", 1, 3, assignments={0: [1, 2, 3]})["error_code"] == 0
+    wait_until(lambda: (_leader_of(cluster, "zk-ctrl-shut", 0) or {}).get("leader_id") == 1, what="leader 1")
+    t0 = time.monotonic()
+    cluster.stop(1)   # SIGTERM and wait for exit
+    stopped = time.monotonic() - t0
+    try:
+        # the leader moved while broker 1 was still up: the state changed before its exit
+        state = json.loads(zk.get("/brokers/topics/zk-ctrl-shut/partitions/0/state")[0])
+        assert state["leader"] in (2, 3) and 1 not in state["isr"], state
+        assert stopped < 20
+        p = _leader_of(cluster, "zk-ctrl-shut", 0, exclude=(1,))
+        assert p["leader_id"] in (2, 3)
+    finally:
+        cluster.start(1)
+
+
+def test_a_fenced_controller_cannot_write(cluster, zk):
+    """SIGSTOP the controller past its session: another is elected with a higher epoch; the old
+    one, resumed, finds its writes refused (the epoch check) and stops acting."""
+    controller = json.loads(zk.get("/controller")[0])["brokerid"]
+    epoch = int(zk.get("/controller_epoch")[0])
+    node = cluster.broker(controller)
+    node.pause()
+    try:
+        wait_until(lambda: zk.exists("/controller") and json.loads(zk.get("/controller")[0])["brokerid"] != controller,
+                   timeout=30, what="another controller")
+        assert int(zk.get("/controller_epoch")[0]) == epoch + 1
+    finally:
+        node.resume()
+    # the resumed broker learns it lost its session: it registers again and stays a follower
+    wait_until(lambda: zk.exists("/brokers/ids/%d" % controller) is not None, timeout=30,
+               what="paused broker registered again")
+    assert json.loads(zk.get("/controller")[0])["brokerid"] != controller
+    with open(node.log_path) as fh:
+        text = fh.read()
+    assert "stops acting as controller" in text
+
+
+def test_cluster_id_mismatch_refuses_to_start(cluster, tmp_path):
+    from pykbroker.testing.cluster import BrokerNode
+    n = BrokerNode(9, str(tmp_path / "foreign"), cluster.zookeeper_connect, dict(OVERRIDES))
+    os.makedirs(n.log_dir)
+    with open(os.path.join(n.log_dir, "meta.properties"), "w") as fh:
+        fh.write("version=1\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\nnode.id=9\n")
+    with pytest.raises(Exception):
+        n.start(timeout=20)
+    n.kill()
+    with open(n.log_path) as fh:
+        assert "does not match the cluster id" in fh.read()
