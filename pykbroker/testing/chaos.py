@@ -1,0 +1,371 @@
+"""Fault runs against a real cluster: real brokers and ZooKeeper as processes, real clients, real
+signals; then Kafka's rule checked on what a consumer reads back.
+
+One run = a ``Cluster`` (ZooKeeper + N brokers), a topic (RF 3, ``min.insync.replicas=2``),
+idempotent ``acks=all`` confluent-kafka producers writing numbered values, and a *nemesis*
+hurting the cluster meanwhile.  Afterwards everything is healed, and one consumer reads every
+partition from the start to its end.  The checker reports:
+
+- **lost**: acknowledged records not read back (must be 0: Kafka's promise for acks=all with
+  min.insync.replicas=2 and fewer than RF failures at once);
+- **duplicates**: values read more than once (0 with idempotence);
+- **inconsistent**: an acknowledged record read back at another offset than the one it was
+  acknowledged with, or a producer's values out of order within a partition (Jepsen's queue
+  checks on top of Kafka's rule);
+- **unavailable**: the longest time without any acknowledgement while producing;
+- produce latency p50/p99 (send to acknowledgement).
+
+Scenarios (``SCENARIOS``): ``kill-leader`` (kill -9 the leader of a partition every
+``interval`` s, restart it a little later), ``bounce`` (SIGTERM a broker and start it again),
+``pause-leader`` (SIGSTOP a leader for 5-15 s), ``zookeeper`` (ZooKeeper killed for 20 s),
+``all-down`` (every broker killed at once, then all started).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import signal
+import statistics
+import threading
+import time
+from typing import Callable, Optional
+
+from . import wire
+from .cluster import Cluster
+
+TOPIC = "chaos"
+
+
+@dataclasses.dataclass
+class Report:
+    scenario: str
+    seconds: float
+    sent: int = 0
+    acked: int = 0
+    failed: int = 0
+    consumed: int = 0
+    lost: int = 0
+    duplicates: int = 0
+    inconsistent: int = 0
+    unavailable_s: float = 0.0
+    p50_ms: float = 0.0
+    p99_ms: float = 0.0
+    faults: int = 0
+    examples: list = dataclasses.field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.lost == 0 and self.duplicates == 0 and self.inconsistent == 0 and self.acked > 0
+
+    def row(self) -> str:
+        return ("%-13s %6.0fs %8d %8d %7d %8d %5d %5d %5d %9.1fs %8.1f %8.1f %s"
+                % (self.scenario, self.seconds, self.sent, self.acked, self.failed, self.consumed, self.lost,
+                   self.duplicates, self.inconsistent, self.unavailable_s, self.p50_ms, self.p99_ms,
+                   "ok" if self.ok else "FAIL"))
+
+    HEADER = ("%-13s %7s %8s %8s %7s %8s %5s %5s %5s %10s %8s %8s %s"
+              % ("scenario", "time", "sent", "acked", "failed", "consumed", "lost", "dup", "incon",
+                 "unavail", "p50 ms", "p99 ms", ""))
+
+
+class ProducerLoad:
+    """``producers`` idempotent acks=all confluent-kafka producers in threads, each writing
+    ``"<producer>-<seq>"`` at about ``rate`` records/s, keyed so every partition gets some."""
+
+    def __init__(self, bootstrap: str, producers: int = 2, rate: int = 500, partitions: int = 3):
+        self.bootstrap = bootstrap
+        self.n = producers
+        self.rate = rate
+        self.partitions = partitions
+        self.acked: dict[str, tuple[int, int]] = {}      # value -> (partition, offset)
+        self.ack_times: list[float] = []
+        self.latencies: list[float] = []
+        self.sent = 0
+        self.failed = 0
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    def _run(self, pid: int) -> None:
+        from confluent_kafka import Producer
+        p = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
+                      "linger.ms": 5, "message.timeout.ms": 300000, "retry.backoff.ms": 100,
+                      "topic.metadata.refresh.interval.ms": 1000, "client.id": "chaos-%d" % pid,
+                      "log_level": 2})   # brokers going away are expected: only critical lines
+        seq = 0
+        interval = 1.0 / max(1, self.rate)
+        next_t = time.monotonic()
+
+        def cb(err, msg, sent_at):
+            now = time.monotonic()
+            with self._lock:
+                if err is not None:
+                    self.failed += 1
+                    return
+                self.acked[msg.value().decode()] = (msg.partition(), msg.offset())
+                self.ack_times.append(now)
+                self.latencies.append(now - sent_at)
+
+        while not self._stop.is_set():
+            value = "%d-%d" % (pid, seq)
+            sent_at = time.monotonic()
+            try:
+                p.produce(TOPIC, value.encode(), partition=seq % self.partitions,
+                          on_delivery=lambda err, msg, s=sent_at: cb(err, msg, s))
+            except BufferError:
+                p.poll(0.1)
+                continue
+            seq += 1
+            with self._lock:
+                self.sent += 1
+            p.poll(0)
+            next_t += interval
+            delay = next_t - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            else:
+                next_t = time.monotonic()
+        # everything sent must end acknowledged or failed (message.timeout.ms)
+        p.flush(330)
+
+    def start(self) -> None:
+        for i in range(self.n):
+            t = threading.Thread(target=self._run, args=(i,), daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def stop(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join()
+
+
+def read_back(bootstrap: str, partitions: int, timeout: float = 120.0) -> dict[int, list[tuple[int, str]]]:
+    """Every record of every partition, in offset order: {partition: [(offset, value)]}."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "chaos-check-%d" % random.randrange(1 << 30),
+                  "enable.auto.commit": False, "enable.partition.eof": True, "auto.offset.reset": "earliest",
+                  "isolation.level": "read_uncommitted", "topic.metadata.refresh.interval.ms": 1000,
+                  "log_level": 2})
+    out: dict[int, list] = {p: [] for p in range(partitions)}
+    try:
+        ends = {}
+        deadline = time.monotonic() + timeout
+        for p in range(partitions):
+            while True:
+                try:
+                    ends[p] = c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1]
+                    break
+                except Exception:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.5)
+        c.assign([TopicPartition(TOPIC, p, 0) for p in range(partitions)])
+        done = {p for p in range(partitions) if ends[p] == 0}
+        while len(done) < partitions and time.monotonic() < deadline:
+            m = c.poll(1.0)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == -191:   # _PARTITION_EOF
+                    if m.offset() >= ends[m.partition()]:
+                        done.add(m.partition())
+                continue
+            out[m.partition()].append((m.offset(), m.value().decode()))
+            if m.offset() + 1 >= ends[m.partition()]:
+                done.add(m.partition())
+        if len(done) < partitions:
+            raise AssertionError("could not read every partition to its end: %s of %s (ends %s)"
+                                 % (sorted(done), partitions, ends))
+    finally:
+        c.close()
+    return out
+
+
+def check(report: Report, load: ProducerLoad, records: dict[int, list[tuple[int, str]]]) -> Report:
+    where: dict[str, list[tuple[int, int]]] = {}
+    for p, recs in records.items():
+        last_seq: dict[str, int] = {}
+        for off, value in recs:
+            where.setdefault(value, []).append((p, off))
+            prod, seq = value.split("-")
+            if last_seq.get(prod, -1) >= int(seq):
+                report.inconsistent += 1
+                report.examples.append("out of order in partition %d: %s after seq %d" % (p, value, last_seq[prod]))
+            last_seq[prod] = int(seq)
+    report.consumed = sum(len(r) for r in records.values())
+    report.duplicates = sum(len(v) - 1 for v in where.values() if len(v) > 1)
+    for value, (p, off) in load.acked.items():
+        got = where.get(value)
+        if not got:
+            report.lost += 1
+            if len(report.examples) < 10:
+                report.examples.append("lost: %s acknowledged at %d@%d" % (value, p, off))
+        elif (p, off) not in got:
+            report.inconsistent += 1
+            if len(report.examples) < 10:
+                report.examples.append("moved: %s acknowledged at %d@%d, read at %s" % (value, p, off, got))
+    report.sent, report.acked, report.failed = load.sent, len(load.acked), load.failed
+    times = sorted(load.ack_times)
+    if times:
+        report.unavailable_s = max([b - a for a, b in zip(times, times[1:])] or [0.0])
+    lat = sorted(load.latencies)
+    if lat:
+        report.p50_ms = 1000 * statistics.median(lat)
+        report.p99_ms = 1000 * lat[min(len(lat) - 1, int(len(lat) * 0.99))]
+    return report
+
+
+def leader_of(cluster: Cluster, partition: int) -> Optional[int]:
+    for b in cluster.brokers:
+        if not b.running():
+            continue
+        try:
+            m = wire.metadata(("127.0.0.1", b.port), [TOPIC])
+        except OSError:
+            continue
+        for p in m["topics"][0]["partitions"]:
+            if p["partition_index"] == partition and p["leader_id"] >= 0:
+                return p["leader_id"]
+    return None
+
+
+# ---------------------------------------------------------------------- nemeses
+def _kill_leader(cluster: Cluster, rnd: random.Random, partitions: int, interval: float, stop: Callable) -> int:
+    n = 0
+    while not stop(interval):
+        victim = leader_of(cluster, rnd.randrange(partitions))
+        if victim is None:
+            continue
+        cluster.kill(victim, signal.SIGKILL)
+        n += 1
+        if stop(min(3.0, interval / 2)):
+            cluster.start(victim)
+            break
+        cluster.start(victim)
+    return n
+
+
+def _bounce(cluster, rnd, partitions, interval, stop) -> int:
+    n = 0
+    while not stop(interval):
+        victim = rnd.choice(cluster.brokers).broker_id
+        cluster.stop(victim)
+        n += 1
+        cluster.start(victim)
+    return n
+
+
+def _pause_leader(cluster, rnd, partitions, interval, stop) -> int:
+    n = 0
+    while not stop(interval / 2):
+        victim = leader_of(cluster, rnd.randrange(partitions))
+        if victim is None:
+            continue
+        node = cluster.broker(victim)
+        node.pause()
+        n += 1
+        try:
+            stop(rnd.uniform(5, 15))
+        finally:
+            node.resume()
+    return n
+
+
+def _zookeeper(cluster, rnd, partitions, interval, stop) -> int:
+    if stop(interval / 2):
+        return 0
+    cluster.zookeeper.kill(signal.SIGKILL)
+    stop(20.0)
+    cluster.zookeeper.start()
+    return 1
+
+
+def _all_down(cluster, rnd, partitions, interval, stop) -> int:
+    if stop(interval / 2):
+        return 0
+    for b in cluster.brokers:
+        cluster.kill(b.broker_id, signal.SIGKILL)
+    time.sleep(2.0)
+    for b in cluster.brokers:
+        b.spawn()
+    for b in cluster.brokers:
+        b.wait_ready(60)
+    return 1
+
+
+SCENARIOS = {"kill-leader": _kill_leader, "bounce": _bounce, "pause-leader": _pause_leader,
+             "zookeeper": _zookeeper, "all-down": _all_down}
+
+
+def run(scenario: str, seconds: float = 60.0, interval: float = 10.0, partitions: int = 3,
+        producers: int = 2, rate: int = 500, data_dir: Optional[str] = None, seed: int = 1,
+        session_timeout_ms: int = 6000, log: Callable[[str], None] = print) -> Report:
+    nemesis = SCENARIOS[scenario]
+    rnd = random.Random(seed)
+    overrides = {"zookeeper.session.timeout.ms": str(session_timeout_ms), "default.replication.factor": "3",
+                 "min.insync.replicas": "2", "offsets.topic.replication.factor": "3",
+                 "replica.lag.time.max.ms": "10000", "group.initial.rebalance.delay.ms": "0",
+                 "unclean.leader.election.enable": "false"}
+    report = Report(scenario, seconds)
+    with Cluster(3, data_dir, overrides=overrides, zk_tick_time=500) as cluster:
+        log("cluster up: %s (ZooKeeper %s)" % (cluster.bootstrap_servers, cluster.zookeeper_connect))
+        with wire.WireClient(("127.0.0.1", cluster.brokers[0].port)) as c:
+            r = c.request(19, 5, {"topics": [{"name": TOPIC, "num_partitions": partitions, "replication_factor": 3,
+                                              "assignments": [], "configs": []}],
+                                  "timeout_ms": 30000, "validate_only": False})
+            assert r["topics"][0]["error_code"] == 0, r
+            wire.wait_for_topic(c, TOPIC, partitions, timeout=30)
+        load = ProducerLoad(cluster.bootstrap_servers, producers, rate, partitions)
+        load.start()
+        t_end = time.monotonic() + seconds
+
+        def stop(wait: float) -> bool:
+            """Sleep up to ``wait`` s; True once the run is over."""
+            left = t_end - time.monotonic()
+            time.sleep(max(0.0, min(wait, left)))
+            return time.monotonic() >= t_end
+
+        try:
+            report.faults = nemesis(cluster, rnd, partitions, interval, stop)
+        finally:
+            # heal: every broker and ZooKeeper up again
+            if cluster.zookeeper is not None and not cluster.zookeeper.running():
+                cluster.zookeeper.start()
+            for b in cluster.brokers:
+                b.resume()
+                if not b.running():
+                    cluster.start(b.broker_id)
+        log("nemesis done (%d fault(s)); draining producers" % report.faults)
+        load.stop()
+        records = read_back(cluster.bootstrap_servers, partitions)
+        check(report, load, records)
+    return report
+
+
+def main(argv=None) -> int:
+    import argparse
+    ap = argparse.ArgumentParser(description="Fault runs against a local pykbroker cluster (ZooKeeper + 3 brokers).")
+    ap.add_argument("scenarios", nargs="*", default=list(SCENARIOS), help="of: %s" % ", ".join(SCENARIOS))
+    ap.add_argument("--seconds", type=float, default=120.0, help="length of each run (default 120)")
+    ap.add_argument("--interval", type=float, default=10.0, help="seconds between faults (default 10)")
+    ap.add_argument("--partitions", type=int, default=3)
+    ap.add_argument("--producers", type=int, default=2)
+    ap.add_argument("--rate", type=int, default=500, help="records/s per producer")
+    ap.add_argument("--json", metavar="FILE", help="also write the reports as JSON")
+    args = ap.parse_args(argv)
+    reports = []
+    for s in args.scenarios:
+        r = run(s, args.seconds, args.interval, args.partitions, args.producers, args.rate,
+                log=lambda m: print("[%s] %s" % (s, m), flush=True))
+        reports.append(r)
+        for e in r.examples:
+            print("   ", e)
+    print(Report.HEADER)
+    for r in reports:
+        print(r.row())
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump([dataclasses.asdict(r) for r in reports], fh, indent=1)
+    return 0 if all(r.ok for r in reports) else 1
