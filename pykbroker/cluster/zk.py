@@ -17,6 +17,8 @@ znodes read the same in ``zkCli.sh`` and tools that know Kafka's layout::
     /config/changes/config_change_<seq>          {"version":2,"entity_path":"topics/<t>"}
     /admin/delete_topics/<t>                     a pending deletion (the controller completes it)
     /admin/preferred_replica_election            {"version":1,"partitions":[{"topic":..,"partition":..}]}
+    /admin/reassign_partitions                   {"version":1,"partitions":[{"topic":..,"partition":..,
+                                                  "replicas":[..] (null: cancel, pykbroker's addition)}]}
     /latest_producer_id_block                    {"version":1,"broker":1,"block_start":"0","block_end":"999"}
 
 A partition's *partition epoch* is its state znode's version (``Stat.version``): every change is
@@ -53,6 +55,7 @@ CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = CONFIG_CHANGES + "/config_change_"
 DELETE_TOPICS = "/admin/delete_topics"
 PREFERRED_ELECTION = "/admin/preferred_replica_election"
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 
 # Persistent paths every cluster has (Kafka's ZkData.PersistentZkPaths).
@@ -151,10 +154,22 @@ def decode_broker(broker_id: int, data: bytes) -> BrokerRegistration:
     return BrokerRegistration(broker_id, tuple(endpoints), obj.get("rack"))
 
 
-def encode_assignment(topic_id: bytes, assignment: dict[int, list[int]]) -> bytes:
+def encode_assignment(topic_id: bytes, assignment: dict[int, list[int]],
+                      reassigning: Optional[dict[int, tuple[list[int], list[int]]]] = None) -> bytes:
+    """``reassigning``: {partition: (adding, removing)} of the ongoing reassignments."""
+    reassigning = reassigning or {}
     return _dumps({"version": 3, "topic_id": topic_id_str(topic_id),
                    "partitions": {str(p): list(r) for p, r in sorted(assignment.items())},
-                   "adding_replicas": {}, "removing_replicas": {}})
+                   "adding_replicas": {str(p): list(a) for p, (a, _) in sorted(reassigning.items()) if a},
+                   "removing_replicas": {str(p): list(r) for p, (_, r) in sorted(reassigning.items()) if r}})
+
+
+def decode_reassignments(data: bytes) -> dict[int, tuple[list[int], list[int]]]:
+    """{partition: (adding, removing)} of a topic znode (Kafka's version 2+ fields)."""
+    obj = json.loads(data)
+    adding = {int(p): [int(b) for b in r] for p, r in (obj.get("adding_replicas") or {}).items()}
+    removing = {int(p): [int(b) for b in r] for p, r in (obj.get("removing_replicas") or {}).items()}
+    return {p: (adding.get(p, []), removing.get(p, [])) for p in sorted(set(adding) | set(removing))}
 
 
 def decode_assignment(data: bytes) -> tuple[Optional[bytes], dict[int, list[int]]]:
@@ -165,13 +180,20 @@ def decode_assignment(data: bytes) -> tuple[Optional[bytes], dict[int, list[int]
 
 
 def encode_state(state: PartitionState, controller_epoch: int) -> bytes:
+    # "replicas" is pykbroker's addition (Kafka's readers ignore unknown fields): the replica
+    # set travels with the state it belongs to, so a broker applying one state-znode change
+    # never pairs it with an older assignment during a reassignment.
     return _dumps({"version": 1, "controller_epoch": controller_epoch, "leader": state.leader,
-                   "leader_epoch": state.leader_epoch, "isr": list(state.isr)})
+                   "leader_epoch": state.leader_epoch, "isr": list(state.isr),
+                   "replicas": list(state.replicas)})
 
 
 def decode_state(data: bytes, zk_version: int, replicas) -> tuple[PartitionState, int]:
-    """(state, controller_epoch) from a state znode's data and version."""
+    """(state, controller_epoch) from a state znode's data and version (``replicas``: the
+    assignment's, used when the znode has none, as Kafka's do not)."""
     obj = json.loads(data)
+    if obj.get("replicas") is not None:
+        replicas = [int(b) for b in obj["replicas"]]
     st = PartitionState(leader=int(obj["leader"]), leader_epoch=int(obj["leader_epoch"]),
                         partition_epoch=zk_version, replicas=tuple(replicas),
                         isr=tuple(int(b) for b in obj["isr"]))

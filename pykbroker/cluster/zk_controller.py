@@ -95,6 +95,8 @@ class ZkController(Controller):
         self._epoch_zk_version = -1
         self._live: set[int] = set()
         self._shutting_down = False
+        # ongoing reassignments, every broker (from the topic znodes): topic -> {p: (adding, removing)}
+        self._reassigning: dict[str, dict[int, tuple[list[int], list[int]]]] = {}
 
     # ================================================================== life cycle
     async def connect(self, cluster_id_hint: str) -> str:
@@ -142,6 +144,7 @@ class ZkController(Controller):
         self.zk.data_watch(Z.CONTROLLER, lambda data, stat: self._post(("controller", data)))
         self.zk.children_watch(Z.DELETE_TOPICS, lambda ch: self._post(("deletions", ch)))
         self.zk.data_watch(Z.PREFERRED_ELECTION, lambda data, stat: self._post(("preferred", data)))
+        self.zk.data_watch(Z.REASSIGN_PARTITIONS, lambda data, stat: self._post(("reassign", data)))
         for name in list(self.cache.topics):
             self._watch_topic(name)
         nursery.start_soon(self._rebalance_loop)
@@ -237,6 +240,7 @@ class ZkController(Controller):
         if topic_id is None:
             log.warning("topic %s has no topic id in ZooKeeper; ignored", name)
             return None, {}
+        self._note_reassignments(name, data)
         cfg_data, _ = await self._get_or_none(Z.config_path(name))
         info = TopicInfo(name=name, topic_id=topic_id, num_partitions=len(assignment),
                          replica_assignment=assignment, configs=self._parse_configs(name, cfg_data),
@@ -353,6 +357,7 @@ class ZkController(Controller):
                 await self._remove_topic(name)
             return
         topic_id, assignment = Z.decode_assignment(data)
+        self._note_reassignments(name, data)
         info = self.cache.get(name)
         if info is not None and topic_id is not None and info.topic_id != topic_id:
             await self._remove_topic(name)   # deleted and re-created while we looked away
@@ -393,9 +398,17 @@ class ZkController(Controller):
         log.info("topic %s (id %s, %d partition(s)) is here", name, topic_id_str(info.topic_id),
                  info.num_partitions)
 
+    def _note_reassignments(self, name: str, data) -> None:
+        r = Z.decode_reassignments(data)
+        if r:
+            self._reassigning[name] = r
+        else:
+            self._reassigning.pop(name, None)
+
     async def _remove_topic(self, name: str) -> None:
         info = self.cache.get(name)
         self._unwatch_topic(name)
+        self._reassigning.pop(name, None)
         if info is None:
             return
         self.cache.apply([RemoveTopicRecord(info.topic_id)])
@@ -413,6 +426,8 @@ class ZkController(Controller):
             return   # not ours yet, or already applied (our own write)
         new, _ = Z.decode_state(data, stat.version, old.replicas)
         self._publish_state(info, p, new)
+        if self.is_active and p in self._reassigning.get(name, {}):
+            await self._maybe_complete_reassignment(name, p)
 
     def _publish_state(self, info: TopicInfo, p: int, new: PartitionState) -> None:
         self.cache.apply([PartitionChangeRecord(info.topic_id, p, new)])
@@ -536,6 +551,12 @@ class ZkController(Controller):
         await self._on_brokers([str(i) for i in ids])
         for name in sorted(await self.zk.call("get_children", Z.DELETE_TOPICS)):
             await self._complete_deletion(name)
+        for name, parts in sorted(self._reassigning.items()):
+            for p in sorted(parts):
+                await self._maybe_complete_reassignment(name, p)
+        data, _ = await self._get_or_none(Z.REASSIGN_PARTITIONS)
+        if data is not None:
+            await self._on_reassign(data)
 
     async def _resign(self, why: str) -> None:
         if self.is_active:
@@ -732,6 +753,192 @@ class ZkController(Controller):
                     log.info("leader imbalance of broker %d is %.0f%%: preferred election of %d partition(s)",
                              broker, 100.0 * len(wrong) / len(parts), len(wrong))
                     await self._elect_preferred(wrong)
+
+    # ================================================================== reassignments
+    def reassignments(self, wanted=None) -> dict:
+        """Ongoing reassignments: {(topic, p): (replicas, adding, removing)}; ``wanted``: a set
+        of (topic, p) to restrict to, or None for all."""
+        out = {}
+        for name, parts in self._reassigning.items():
+            for p, (adding, removing) in parts.items():
+                if wanted is not None and (name, p) not in wanted:
+                    continue
+                st = self.cache.partition_state(name, p)
+                if st is not None:
+                    out[(name, p)] = (list(st.replicas), list(adding), list(removing))
+        return out
+
+    def _check_target(self, topic: str, p: int, target, allow_rf_change: bool):
+        """(code, message) for a requested reassignment, 0 when valid (Kafka's checks)."""
+        info = self.cache.get(topic)
+        st = self.cache.partition_state(topic, p) if info is not None else None
+        if st is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."
+        if target is None:
+            if p not in self._reassigning.get(topic, {}):
+                return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "No ongoing reassignment for %s-%d." % (topic, p)
+            return 0, None
+        if not target:
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The replica list is empty."
+        if len(set(target)) != len(target):
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Duplicate replica ids in partition %d reassignment replica list: %s" % (p, list(target))
+        if any(b < 0 for b in target):
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Invalid broker id in replica assignment: %s" % list(target)
+        registered = {b.broker_id for b in self.cache.alive_brokers()}
+        missing = [b for b in target if b not in registered]
+        if missing:
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The proposed assignment contains non-live brokers: %s" % missing
+        original = self._original_replicas(topic, p, st)
+        if not allow_rf_change and len(target) != len(original):
+            return ErrorCode.INVALID_REPLICATION_FACTOR, "The replication factor is changed from %d to %d" % (len(original), len(target))
+        return 0, None
+
+    def _original_replicas(self, topic: str, p: int, st: PartitionState) -> list[int]:
+        adding, _ = self._reassigning.get(topic, {}).get(p, ([], []))
+        return [b for b in st.replicas if b not in adding]
+
+    async def alter_reassignments(self, items, allow_rf_change: bool = True,
+                                  timeout_s: float = APPLY_TIMEOUT_S) -> dict:
+        """AlterPartitionReassignments: ``items`` [(topic, p, target replicas or None to
+        cancel)] -> {(topic, p): (code, message)}.  Checked here; carried out by the active
+        controller (through ``/admin/reassign_partitions`` from other brokers).  The answer
+        comes once the reassignment started (replicas extended), not when it completes."""
+        import json
+        from kazoo.exceptions import NodeExistsError
+        out, valid = {}, []
+        for topic, p, target in items:
+            code, msg = self._check_target(topic, p, target, allow_rf_change)
+            out[(topic, p)] = (code, msg)
+            if not code:
+                valid.append((topic, p, None if target is None else list(target)))
+        if not valid:
+            return out
+        if self.is_active:
+            for topic, p, target in valid:
+                out[(topic, p)] = await self._reassign(topic, p, target)
+            return out
+        body = json.dumps({"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": r}
+                                                        for t, p, r in valid]}).encode()
+        with trio.move_on_after(timeout_s) as scope:
+            while True:
+                try:
+                    await self.zk.call("create", Z.REASSIGN_PARTITIONS, body)
+                    break
+                except NodeExistsError:
+                    await trio.sleep(0.1)   # one batch at a time, as in Kafka
+            while (await self._get_or_none(Z.REASSIGN_PARTITIONS))[0] is not None:
+                await trio.sleep(0.05)
+        if scope.cancelled_caught:
+            for t, p, _ in valid:
+                out[(t, p)] = (ErrorCode.REQUEST_TIMED_OUT, "The controller did not take the reassignment in time.")
+        return out
+
+    async def _on_reassign(self, data) -> None:
+        if not self.is_active or data is None:
+            return
+        import json
+        from kazoo.exceptions import NoNodeError
+        try:
+            items = [(e["topic"], int(e["partition"]), e.get("replicas"))
+                     for e in json.loads(data).get("partitions", [])]
+        except (ValueError, KeyError, TypeError):
+            items = []
+        for topic, p, target in items:
+            code, msg = self._check_target(topic, p, target, True)
+            if code:
+                log.warning("reassignment of %s-%d refused: %s", topic, p, msg)
+                continue
+            await self._reassign(topic, p, target)
+        try:
+            await self.zk.call("delete", Z.REASSIGN_PARTITIONS)
+        except NoNodeError:
+            pass
+
+    async def _write_reassignment(self, topic: str, p: int, st: PartitionState, new: PartitionState,
+                                  change: Optional[tuple[list[int], list[int]]]) -> bool:
+        """One fenced transaction: the topic znode (assignment and adding/removing lists) and
+        the partition's state.  ``change`` None: the reassignment of ``p`` is over."""
+        from kazoo.exceptions import BadVersionError
+        data, stat = await self._get_or_none(Z.topic_path(topic))
+        info = self.cache.get(topic)
+        if data is None or info is None:
+            return False
+        topic_id, assignment = Z.decode_assignment(data)
+        ongoing = Z.decode_reassignments(data)
+        assignment[p] = list(new.replicas)
+        if change is None:
+            ongoing.pop(p, None)
+        else:
+            ongoing[p] = change
+        t = self._fenced_txn()
+        t.set_data(Z.topic_path(topic), Z.encode_assignment(info.topic_id, assignment, ongoing), version=stat.version)
+        t.set_data(Z.state_path(topic, p), Z.encode_state(new, self.controller_epoch), version=st.partition_epoch)
+        try:
+            results = await self._commit(t)
+        except BadVersionError:
+            return False
+        if ongoing:
+            self._reassigning[topic] = ongoing
+        else:
+            self._reassigning.pop(topic, None)
+        new = PartitionState(new.leader, new.leader_epoch, results[2].version, new.replicas, new.isr)
+        cur = self.cache.partition_state(topic, p)
+        if cur is not None and cur.partition_epoch < new.partition_epoch:
+            self._publish_state(info, p, new)
+        return True
+
+    async def _reassign(self, topic: str, p: int, target) -> tuple:
+        """Start (or cancel, ``target`` None) the reassignment of one partition (Kafka's
+        KIP-455 phases): the replica set becomes target + the original replicas not in it, the
+        new replicas catch up as followers, and once all of them are in the ISR the set shrinks
+        to the target (``_maybe_complete_reassignment``).  Each step bumps the leader epoch."""
+        for _attempt in range(5):
+            st = self.cache.partition_state(topic, p)
+            if st is None:
+                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."
+            original = self._original_replicas(topic, p, st)
+            if target is None:
+                target_now = original
+            else:
+                target_now = list(target)
+            if target is None:
+                # cancel: back to the original replicas (the ones being added are dropped)
+                replicas, change = original, None
+            elif target_now == original:
+                replicas, change = original, None
+            else:
+                replicas = target_now + [b for b in original if b not in target_now]
+                change = ([b for b in target_now if b not in original], [b for b in original if b not in target_now])
+            isr = tuple(b for b in st.isr if b in replicas)
+            leader = st.leader
+            if leader not in replicas or leader == -1:
+                live = {b.broker_id for b in self.cache.alive_brokers()}
+                leader = next((b for b in replicas if b in isr and b in live), -1)
+            new = PartitionState(leader, st.leader_epoch + 1, st.partition_epoch, tuple(replicas), isr)
+            if await self._write_reassignment(topic, p, st, new, change):
+                log.info("reassignment of %s-%d: replicas %s -> %s%s", topic, p, list(st.replicas),
+                         replicas, " (cancelled)" if target is None else "")
+                if change is not None:
+                    await self._maybe_complete_reassignment(topic, p)
+                return 0, None
+            await self._refresh_state(self.cache.get(topic), p)
+        return ErrorCode.REQUEST_TIMED_OUT, "The partition changed concurrently; retry."
+
+    async def _maybe_complete_reassignment(self, topic: str, p: int) -> None:
+        ongoing = self._reassigning.get(topic, {}).get(p)
+        st = self.cache.partition_state(topic, p)
+        if ongoing is None or st is None:
+            return
+        adding, removing = ongoing
+        target = [b for b in st.replicas if b not in removing]
+        if not all(b in st.isr for b in target):
+            return   # new replicas still catching up
+        live = {b.broker_id for b in self.cache.alive_brokers()}
+        isr = tuple(b for b in st.isr if b in target)
+        leader = st.leader if st.leader in target else next((b for b in target if b in isr and b in live), -1)
+        new = PartitionState(leader, st.leader_epoch + 1, st.partition_epoch, tuple(target), isr)
+        if await self._write_reassignment(topic, p, st, new, None):
+            log.info("reassignment of %s-%d complete: replicas %s", topic, p, target)
 
     # ================================================================== deletions
     async def _complete_deletion(self, name: str) -> None:

@@ -276,3 +276,48 @@ def test_cluster_id_mismatch_refuses_to_start(cluster, tmp_path):
     n.kill()
     with open(n.log_path) as fh:
         assert "does not match the cluster id" in fh.read()
+
+
+def _reassign(node, topic, p, replicas, version=1, allow_rf=True):
+    with wire.WireClient(addr(node)) as c:
+        r = c.request(45, version, {"timeout_ms": 30000, "allow_replication_factor_change": allow_rf,
+                                    "topics": [{"name": topic, "partitions": [{"partition_index": p,
+                                                                              "replicas": replicas}]}]})
+    return r["responses"][0]["partitions"][0]
+
+
+def _list_reassignments(node, topics=None):
+    with wire.WireClient(addr(node)) as c:
+        r = c.request(46, 0, {"timeout_ms": 30000, "topics": topics})
+    return {(t["name"], p["partition_index"]): (p["replicas"], p["adding_replicas"], p["removing_replicas"])
+            for t in r["topics"] for p in t["partitions"]}
+
+
+def test_reassignment_checks_listing_and_cancel(cluster, zk):
+    assert create(cluster.brokers[0], "zk-move", 1, 1, assignments={0: [1]})["error_code"] == 0
+    wait_until(lambda: (_leader_of(cluster, "zk-move", 0) or {}).get("leader_id") == 1, what="leader 1")
+    other = cluster.brokers[2]
+    assert _reassign(other, "zk-move", 0, None)["error_code"] == 85          # NO_REASSIGNMENT_IN_PROGRESS
+    assert _reassign(other, "zk-move", 0, [1, 7])["error_code"] == 39        # INVALID_REPLICA_ASSIGNMENT
+    assert _reassign(other, "zk-move", 0, [2, 2])["error_code"] == 39
+    assert _reassign(other, "zk-move", 0, [2, 3], allow_rf=False)["error_code"] == 38
+    assert _reassign(other, "zk-nope", 0, [2])["error_code"] == 3
+    # start one through a broker that is not the controller: replicas become target + original
+    assert _reassign(other, "zk-move", 0, [2, 3])["error_code"] == 0
+    ongoing = wait_until(lambda: _list_reassignments(cluster.brokers[1]).get(("zk-move", 0)),
+                         what="the reassignment listed")
+    replicas, adding, removing = ongoing
+    assert (replicas, sorted(adding), removing) == ([2, 3, 1], [2, 3], [1]) or replicas == [2, 3]
+    assignment = json.loads(zk.get("/brokers/topics/zk-move")[0])
+    assert assignment["partitions"]["0"][:2] == [2, 3]
+    # listing restricted to other partitions is empty
+    assert _list_reassignments(other, [{"name": "zk-move", "partition_indexes": [5]}]) == {}
+    if replicas == [2, 3]:
+        return   # completed already (the new replicas caught up)
+    # cancelled: back to the original replica
+    assert _reassign(other, "zk-move", 0, None)["error_code"] == 0
+    wait_until(lambda: not _list_reassignments(other), what="no reassignment left")
+    p = wait_until(lambda: (lambda x: x if x and x["replica_nodes"] == [1] else None)(_leader_of(cluster, "zk-move", 0)),
+                   what="replicas back to [1]")
+    assert p["leader_id"] == 1
+    assert json.loads(zk.get("/brokers/topics/zk-move")[0])["partitions"]["0"] == [1]

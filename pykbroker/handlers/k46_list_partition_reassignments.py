@@ -1,0 +1,26 @@
+"""ListPartitionReassignments (key 46), version 0.
+
+Behaviour (Apache Kafka, KIP-455): the ongoing reassignments, each with its current replica set
+(target first, then the replicas being removed), ``adding_replicas`` and ``removing_replicas``;
+``topics`` null lists every ongoing one, otherwise only the partitions asked for (unknown or
+not reassigning ones are left out, as Kafka does).  A single node never has one.
+"""
+from __future__ import annotations
+
+API_KEY = 46
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+async def handle(ctx, request):
+    listing = getattr(ctx.broker.controller, "reassignments", None)
+    wanted = None
+    if request["topics"] is not None:
+        wanted = {(t["name"], p) for t in request["topics"] for p in t["partition_indexes"]}
+    ongoing = listing(wanted) if listing is not None else {}
+    topics: dict[str, list] = {}
+    for (t, p), (replicas, adding, removing) in sorted(ongoing.items()):
+        topics.setdefault(t, []).append({"partition_index": p, "replicas": replicas,
+                                         "adding_replicas": adding, "removing_replicas": removing})
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+            "topics": [{"name": t, "partitions": parts} for t, parts in topics.items()]}
