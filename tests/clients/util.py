@@ -190,12 +190,18 @@ def _add_polled(out: dict[int, list], batches) -> None:
                                                     tuple(m.headers), m.timestamp)))
 
 
+# Replication factor -1 (the broker's default.replication.factor: 1 on a single node, 3 on the
+# test cluster of tests/clients/test_on_cluster.py), except for aiokafka, whose NewTopic insists
+# on a number: AK_REPLICATION_FACTOR (the cluster module sets it).
+AK_REPLICATION_FACTOR = 1
+
+
 def kp_create_topic(bootstrap: str, topic: str, partitions: int, configs: dict | None = None):
     from kafka.admin import KafkaAdminClient
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000,
                              client_id="pykbroker-tests")
     try:
-        admin.create_topics({topic: {"num_partitions": partitions, "replication_factor": 1,
+        admin.create_topics({topic: {"num_partitions": partitions, "replication_factor": -1,
                                      "configs": dict(configs or {})}},
                             timeout_ms=10000, wait_for_metadata=True)
     finally:
@@ -259,7 +265,7 @@ def kp_consume(bootstrap: str, topic: str, want: dict[int, tuple[int, int]],
 def ck_create_topic(bootstrap: str, topic: str, partitions: int, configs: dict | None = None):
     from confluent_kafka.admin import AdminClient, NewTopic
     a = AdminClient({"bootstrap.servers": bootstrap})
-    fs = a.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1,
+    fs = a.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=-1,
                                    config=dict(configs or {}))],
                          operation_timeout=10, request_timeout=15)
     fs[topic].result(timeout=20)
@@ -344,7 +350,7 @@ async def ak_create_topic(bootstrap: str, topic: str, partitions: int, configs: 
     a = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
     await a.start()
     try:
-        resp = await a.create_topics([NewTopic(topic, partitions, 1,
+        resp = await a.create_topics([NewTopic(topic, partitions, AK_REPLICATION_FACTOR,
                                                topic_configs=dict(configs or {}))])
         errs = [t for t in resp.topic_errors if t[1] != 0]
         assert not errs, "aiokafka CreateTopics errors: %r" % errs

@@ -32,7 +32,7 @@ def create_topic(bootstrap: str, name: str, partitions: int = 6) -> None:
 
     a = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
-        a.create_topics([NewTopic(name, partitions, 1)])
+        a.create_topics([NewTopic(name, partitions, -1)])   # the broker default (3 on a cluster)
     finally:
         a.close()
 
