@@ -1,0 +1,234 @@
+"""Replication between in-process pykbroker brokers (tests/replication/conftest.py): real
+clients produce to the leader, followers copy whole batches, the HW moves with the ISR, the ISR
+shrinks and expands, failover keeps every acknowledged record, a diverged follower truncates.
+Assertions read real bytes back (wire-level fetches and the replicas' log files)."""
+import struct
+import threading
+import time
+
+import pytest
+
+from pykbroker.protocol.errors import ErrorCode
+from pykbroker.testing import wait_until, wire
+
+from .helpers import fetch_values, followers, produce, wait_isr, wait_replicated
+
+
+def _batches(raw: bytes):
+    """(base offset, leader epoch, bytes) of every batch in a log."""
+    out, pos = [], 0
+    while pos + 12 <= len(raw):
+        (base, length, epoch) = struct.unpack_from(">qii", raw, pos)
+        out.append((base, epoch, raw[pos:pos + 12 + length]))
+        pos += 12 + length
+    return out
+
+
+def test_followers_hold_byte_identical_batches(cluster):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    cluster.create_topic("rep", 2, 3)
+    p = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True,
+                                  "acks": "all", "linger.ms": 5})
+    acked = []
+    for i in range(300):
+        p.produce("rep", value=b"v%03d" % i, partition=i % 2,
+                  on_delivery=lambda err, msg: acked.append(msg.value()) if err is None else None)
+    assert p.flush(30) == 0
+    assert len(acked) == 300
+    for part in (0, 1):
+        leo = wait_replicated(cluster, "rep", part)
+        assert leo == 150
+        logs = {b: cluster.log_bytes(b, "rep", part) for b in (1, 2, 3)}
+        leader = cluster.state("rep", part).leader
+        assert logs[1] == logs[2] == logs[3], "replica logs differ"
+        batches = _batches(logs[leader])
+        assert batches and batches[0][0] == 0
+        assert {e for _, e, _ in batches} == {0}   # written under leader epoch 0
+        # the producer's state went along: every follower knows the producer id
+        pids = [cluster.call(lambda b=b: set(cluster.partition(b, "rep", part).log.producer_state.producers))
+                for b in (1, 2, 3)]
+        assert pids[0] and pids[0] == pids[1] == pids[2]
+    # kafka-python reads everything back from the leaders
+    kafka = pytest.importorskip("kafka")
+    c = kafka.KafkaConsumer("rep", bootstrap_servers=cluster.bootstrap, auto_offset_reset="earliest",
+                            consumer_timeout_ms=5000)
+    got = sorted(m.value for m in c)
+    c.close()
+    assert got == sorted(acked)
+
+
+def test_non_leader_answers_not_leader_and_fences_epochs(cluster):
+    cluster.create_topic("nl", 1, 3)
+    leader, (f1, _) = followers(cluster, "nl", 0)
+    r = produce(cluster, f1, "nl", 0, [b"x"])
+    assert r["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    p, _ = fetch_values(cluster, f1, "nl", 0)
+    assert p["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    with wire.WireClient(cluster.address(f1)) as w:
+        assert wire.list_offsets(w, "nl", 0, -1)["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert produce(cluster, leader, "nl", 0, [b"y"])["error_code"] == 0
+    st = cluster.elect("nl", 0)          # leader epoch 1 now
+    assert st.leader_epoch == 1
+    wait_until(lambda: cluster.call(lambda: cluster.partition(st.leader, "nl", 0).is_leader), 10)
+    p, _ = fetch_values(cluster, st.leader, "nl", 0, current_leader_epoch=0)
+    assert p["error_code"] == ErrorCode.FENCED_LEADER_EPOCH
+    p, _ = fetch_values(cluster, st.leader, "nl", 0, current_leader_epoch=2)
+    assert p["error_code"] == ErrorCode.UNKNOWN_LEADER_EPOCH
+    p, vals = fetch_values(cluster, st.leader, "nl", 0, current_leader_epoch=1)
+    assert p["error_code"] == 0 and vals == [b"y"]
+    # the old leader is a follower now
+    assert produce(cluster, leader, "nl", 0, [b"z"])["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_consumers_never_see_past_the_high_watermark_then_isr_shrinks(cluster):
+    cluster.create_topic("hw", 1, 3)
+    leader, fs = followers(cluster, "hw", 0)
+    assert produce(cluster, leader, "hw", 0, [b"a", b"b"])["error_code"] == 0
+    wait_replicated(cluster, "hw", 0)
+    for f in fs:                       # the followers hang (the controller does not notice)
+        cluster.stop_broker(f, fail=False)
+    t0 = time.monotonic()
+    r = produce(cluster, leader, "hw", 0, [b"c"], acks=1)
+    assert r["error_code"] == 0 and r["base_offset"] == 2
+    assert cluster.offsets(leader, "hw", 0) == (0, 2, 3)     # appended, not committed
+    p, vals = fetch_values(cluster, leader, "hw", 0)
+    assert vals == [b"a", b"b"] and p["high_watermark"] == 2
+    with wire.WireClient(cluster.address(leader)) as w:
+        assert wire.list_offsets(w, "hw", 0, -1)["offset"] == 2
+    # replica.lag.time.max.ms (2 s) later the leader drops them from the ISR; the HW moves on
+    wait_isr(cluster, "hw", 0, [leader], timeout=10)
+    assert time.monotonic() - t0 >= 1.5
+    wait_until(lambda: cluster.offsets(leader, "hw", 0)[1] == 3, 5)
+    p, vals = fetch_values(cluster, leader, "hw", 0)
+    assert vals == [b"a", b"b", b"c"]
+
+
+def test_min_insync_replicas(cluster):
+    cluster.create_topic("mi", 1, 3, {"min.insync.replicas": "3"})
+    leader, (f1, f2) = followers(cluster, "mi", 0)
+    assert produce(cluster, leader, "mi", 0, [b"a"])["error_code"] == 0
+    cluster.stop_broker(f1)            # the controller removes it from the ISR
+    wait_isr(cluster, "mi", 0, [leader, f2])
+    assert produce(cluster, leader, "mi", 0, [b"b"])["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert produce(cluster, leader, "mi", 0, [b"c"], acks=1)["error_code"] == 0
+    # it comes back: catches up, the leader adds it to the ISR again
+    cluster.start_broker(f1)
+    wait_isr(cluster, "mi", 0, [leader, f1, f2])
+    assert produce(cluster, leader, "mi", 0, [b"d"])["error_code"] == 0
+    wait_replicated(cluster, "mi", 0)
+    assert cluster.log_bytes(f1, "mi", 0) == cluster.log_bytes(leader, "mi", 0)
+    _, vals = fetch_values(cluster, leader, "mi", 0)
+    assert vals == [b"a", b"c", b"d"]
+
+
+def test_not_enough_replicas_after_append(cluster):
+    cluster.create_topic("mia", 1, 3, {"min.insync.replicas": "2"})
+    leader, fs = followers(cluster, "mia", 0)
+    for f in fs:
+        cluster.stop_broker(f, fail=False)
+    # the ISR is still 3: appended, then the ISR shrinks to the leader alone before the HW
+    # covers it (Kafka's NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+    r = produce(cluster, leader, "mia", 0, [b"a"], timeout_ms=15000)
+    assert r["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    assert cluster.state("mia", 0).isr == (leader,)
+    assert produce(cluster, leader, "mia", 0, [b"b"])["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS
+
+
+def test_isr_shrinks_and_expands_with_a_stopped_follower(cluster):
+    cluster.create_topic("ise", 1, 3)
+    leader, (f1, f2) = followers(cluster, "ise", 0)
+    assert produce(cluster, leader, "ise", 0, [b"a"])["error_code"] == 0
+    cluster.stop_broker(f1, fail=False)
+    # an idle partition keeps a silent follower that has everything (Kafka's isCaughtUp: same
+    # log end); a write makes it lag
+    assert produce(cluster, leader, "ise", 0, [b"a2"], acks=1)["error_code"] == 0
+    wait_isr(cluster, "ise", 0, [leader, f2], timeout=10)
+    for i in range(5):
+        assert produce(cluster, leader, "ise", 0, [b"b%d" % i])["error_code"] == 0
+    cluster.start_broker(f1)
+    wait_isr(cluster, "ise", 0, [leader, f1, f2], timeout=15)
+    wait_replicated(cluster, "ise", 0)
+    assert cluster.log_bytes(f1, "ise", 0) == cluster.log_bytes(leader, "ise", 0)
+
+
+def test_failover_keeps_every_acknowledged_record(cluster):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    cluster.create_topic("fo", 1, 3, {"min.insync.replicas": "2"})
+    leader = cluster.state("fo", 0).leader
+    p = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True,
+                                  "acks": "all", "linger.ms": 2, "message.timeout.ms": 60000,
+                                  "retry.backoff.ms": 100, "topic.metadata.refresh.interval.ms": 1000})
+    acked, errors = [], []
+
+    def cb(err, msg):
+        (acked if err is None else errors).append(msg.value() if err is None else err)
+    stop = threading.Event()
+
+    def run():
+        i = 0
+        while not stop.is_set():
+            p.produce("fo", value=b"m%05d" % i, partition=0, on_delivery=cb)
+            p.poll(0.002)
+            i += 1
+        p.flush(60)
+    t = threading.Thread(target=run)
+    t.start()
+    wait_until(lambda: len(acked) > 200, 20)
+    cluster.stop_broker(leader)        # crash: the controller elects another ISR member
+    st = cluster.state("fo", 0)
+    assert st.leader != leader and st.leader_epoch == 1
+    n_at_failover = len(acked)
+    wait_until(lambda: len(acked) > n_at_failover + 200, 30, what="produce after failover")
+    stop.set()
+    t.join(90)
+    assert not errors, errors[:3]
+    new_leader = st.leader
+    wait_replicated(cluster, "fo", 0, brokers=[b for b in (1, 2, 3) if b != leader])
+    _, vals = fetch_values(cluster, new_leader, "fo", 0, max_bytes=64 << 20, partition_max_bytes=64 << 20)
+    got = []
+    off = 0
+    with wire.WireClient(cluster.address(new_leader)) as w:
+        while True:
+            part = wire.fetch_part(wire.fetch(w, "fo", 0, off))
+            recs = [(o, v) for _, _, rs in wire.decode_batches(part["records"]) for o, _, v in rs if o >= off]
+            if not recs:
+                break
+            got += [v for _, v in recs]
+            off = recs[-1][0] + 1
+    assert len(got) == len(set(got)), "duplicates after failover"
+    assert set(acked) <= set(got), "acknowledged records lost"
+    # ordered as produced
+    assert got == sorted(got)
+
+
+def test_diverged_follower_truncates(cluster):
+    cluster.create_topic("dv", 1, 3)
+    st = cluster.state("dv", 0)
+    old, (f1, f2) = st.leader, [b for b in st.replicas if b != st.leader]
+    assert produce(cluster, old, "dv", 0, [b"a", b"b"])["error_code"] == 0
+    wait_replicated(cluster, "dv", 0)
+    # followers hang; the leader takes an acks=1 write nobody else gets
+    cluster.stop_broker(f1, fail=False)
+    cluster.stop_broker(f2, fail=False)
+    assert produce(cluster, old, "dv", 0, [b"lost1", b"lost2"], acks=1)["error_code"] == 0
+    assert cluster.offsets(old, "dv", 0)[2] == 4
+    # the leader dies; the controller elects f1 (still in the ISR), which comes back
+    cluster.stop_broker(old, fail=True)
+    assert cluster.state("dv", 0).leader == f1
+    cluster.start_broker(f1)
+    cluster.start_broker(f2)
+    wait_until(lambda: cluster.call(lambda: cluster.partition(f1, "dv", 0).is_leader), 10)
+    assert produce(cluster, f1, "dv", 0, [b"c"])["error_code"] == 0
+    # the old leader returns as a follower: its epoch-0 suffix diverges and is truncated
+    cluster.start_broker(old)
+    wait_isr(cluster, "dv", 0, [old, f1, f2], timeout=20)
+    wait_replicated(cluster, "dv", 0)
+    logs = {b: cluster.log_bytes(b, "dv", 0) for b in (old, f1, f2)}
+    assert logs[old] == logs[f1] == logs[f2]
+    batches = _batches(logs[old])
+    assert [(b, e) for b, e, _ in batches] == [(0, 0), (2, 1)]
+    _, vals = fetch_values(cluster, f1, "dv", 0)
+    assert vals == [b"a", b"b", b"c"]
+    # the epoch cache was truncated too: epoch 0 ends at 2 on every replica
+    for b in (old, f1, f2):
+        assert cluster.call(lambda b=b: cluster.partition(b, "dv", 0).log.epoch_cache.entries) == [(0, 0), (1, 2)]
