@@ -50,7 +50,10 @@ class ReplicaManager:
         self.log_manager = log_manager
         self.metadata = metadata
         self.partitions: dict[tuple[str, int], Partition] = {}
-        self.producer_ids = ProducerIdManager(log_manager.log_dirs[0], log_manager.fs)
+        # a cluster's controller hands out producer id blocks (unique across brokers)
+        alloc = getattr(controller, "allocate_producer_id_block", None)
+        self.producer_ids = ProducerIdManager(log_manager.log_dirs[0], log_manager.fs,
+                                              (lambda: alloc(node_id)) if alloc is not None else None)
         self._hooks = None
         self._nursery = None
         # set by the broker: tells the controller which replicas went offline (a failed dir)

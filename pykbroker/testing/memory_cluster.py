@@ -48,6 +48,7 @@ class MemoryCluster:
         self.brokers: dict[int, BrokerRegistration] = {}
         self.members: dict[int, "MemoryController"] = {}
         self.controller_id = -1
+        self.next_producer_id_block = 0
 
     def controller_factory(self, cache, config, node_id, log_dir=None, fs=None) -> "MemoryController":
         return MemoryController(self, cache, config, node_id)
@@ -121,6 +122,18 @@ class MemoryCluster:
             raise RuntimeError("%d is not in the ISR of %s-%d" % (leader, topic, partition))
         return self.change(topic, partition, self._elected(st, leader, st.isr))
 
+    def reassign(self, topic: str, partition: int, replicas) -> PartitionState:
+        """A new replica set (one step of Kafka's reassignment): the ISR keeps its members
+        still in it; a leader outside it hands over to the first remaining ISR member."""
+        st = self.states[(topic, partition)]
+        replicas = tuple(replicas)
+        isr = tuple(b for b in st.isr if b in replicas)
+        leader = st.leader if st.leader in replicas else next((b for b in replicas if b in isr), -1)
+        self.topics[topic].replica_assignment[partition] = list(replicas)
+        new = PartitionState(leader=leader, leader_epoch=st.leader_epoch + (leader != st.leader),
+                             partition_epoch=st.partition_epoch + 1, replicas=replicas, isr=isr)
+        return self.change(topic, partition, new)
+
     def detach(self, broker_id: int) -> None:
         """A stopped broker whose registration stays (a hung process)."""
         self.members.pop(broker_id, None)
@@ -162,6 +175,14 @@ class MemoryController(Controller):
         for (topic, p), st in list(c.states.items()):
             if st.leader == -1 and broker_id in st.isr:
                 c.change(topic, p, c._elected(st, broker_id, st.isr))
+
+    async def allocate_producer_id_block(self, broker_id: int) -> int:
+        """Kafka's AllocateProducerIds: the start of a block of 1000 ids unique in the cluster."""
+        from ..cluster.producer_ids import BLOCK_SIZE
+        c = self.cluster
+        start = c.next_producer_id_block
+        c.next_producer_id_block += BLOCK_SIZE
+        return start
 
     # ------------------------------------------------------------------ topics
     async def _make_staged(self, records, partition_ids, name: str) -> None:
@@ -434,6 +455,9 @@ class ClusterRunner:
 
     def state(self, topic: str, partition: int) -> PartitionState:
         return self.call(self.cluster.state, topic, partition)
+
+    def reassign(self, topic: str, partition: int, replicas) -> PartitionState:
+        return self.call(self.cluster.reassign, topic, partition, replicas)
 
     def create_topic(self, name: str, partitions: int = 1, rf: int = 3, configs: Optional[dict] = None,
                      via: Optional[int] = None) -> TopicInfo:
