@@ -4,6 +4,7 @@ shrinks and expands, failover keeps every acknowledged record, a diverged follow
 Assertions read real bytes back (wire-level fetches and the replicas' log files)."""
 import struct
 import threading
+import time
 
 import pytest
 
@@ -94,8 +95,13 @@ def test_consumers_never_see_past_the_high_watermark_then_isr_shrinks(cluster):
     with wire.WireClient(cluster.address(leader)) as w:
         assert wire.list_offsets(w, "hw", 0, -1)["offset"] == 2
     # replica.lag.time.max.ms (2 s) later the leader drops them from the ISR; the HW moves on
-    wait_isr(cluster, "hw", 0, [leader], timeout=10)
-    wait_until(lambda: cluster.offsets(leader, "hw", 0)[1] == 3, 5)
+    # a consumer long-polling at the HW wakes up when the HW moves (the ISR shrink), not when
+    # the record was appended
+    t0 = time.monotonic()
+    p, vals = fetch_values(cluster, leader, "hw", 0, offset=2, max_wait_ms=9000)
+    assert vals == [b"c"] and p["high_watermark"] == 3
+    assert time.monotonic() - t0 < 8.5
+    assert cluster.state("hw", 0).isr == (leader,)
     p, vals = fetch_values(cluster, leader, "hw", 0)
     assert vals == [b"a", b"b", b"c"]
 
@@ -339,3 +345,19 @@ def test_delete_replicated_topic_everywhere(cluster):
         assert cluster.call(lambda b=b: cluster.partition(b, "del", 0)) is None
     import os
     wait_until(lambda: not any(os.path.exists(d) for d in dirs), 10, what="replica dirs removed")
+
+
+def test_acks_all_waiter_returns_on_leadership_loss(cluster):
+    cluster.create_topic("ll", 1, 3)
+    leader, fs = followers(cluster, "ll", 0)
+    assert produce(cluster, leader, "ll", 0, [b"a"])["error_code"] == 0
+    for f in fs:
+        cluster.stop_broker(f, fail=False)
+    out = {}
+    t = threading.Thread(target=lambda: out.update(produce(cluster, leader, "ll", 0, [b"b"], timeout_ms=20000)))
+    t.start()
+    wait_until(lambda: cluster.offsets(leader, "ll", 0)[2] == 2, 10, what="appended")
+    cluster.elect("ll", 0, fs[0])      # leadership moves away while the produce waits
+    t.join(10)
+    assert not t.is_alive()
+    assert out["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
