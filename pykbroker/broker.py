@@ -34,8 +34,13 @@ def _read_meta(path: str) -> dict:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig):
+    """``controller_factory(cache, config, node_id, metadata_dir, fs)`` builds the controller
+    (default: the single-node ``LocalController``); tests pass an in-memory cluster's
+    (pykbroker/testing/memory_cluster.py)."""
+
+    def __init__(self, config: BrokerConfig, controller_factory=None):
         self.config = config
+        self.controller_factory = controller_factory
         self.node_id: int = config.node_id
         self.log_dirs = [os.path.abspath(d) for d in config.log_dirs]
         self.handlers = load_handlers(lazy=True)   # each module imported by its first request
@@ -100,7 +105,7 @@ class Broker:
         if zk:
             # A cluster member: ZooKeeper holds the metadata (cluster/zk_controller.py) and
             # the cluster id (a new cluster takes this data dir's, or a fresh one).
-            from .cluster.zk_controller import ZkController, ZkProducerIdManager
+            from .cluster.zk_controller import ZkController
             self.controller = ZkController(self.metadata_cache, self.config, self.node_id)
             try:
                 meta = _read_meta(os.path.join(self.log_dirs[0], "meta.properties"))
@@ -113,14 +118,14 @@ class Broker:
                     await self.controller.shutdown()
                 raise
         else:
-            self.controller = LocalController(self.metadata_cache, self.config, self.node_id, self.log_dirs[0],
-                                              fs=self.storage_fs or REAL_FS)
+            factory = self.controller_factory or LocalController
+            self.controller = factory(self.metadata_cache, self.config, self.node_id, self.log_dirs[0],
+                                      fs=self.storage_fs or REAL_FS)
+        single_node = isinstance(self.controller, LocalController)
         self.log_manager = LogManager(self.log_dirs, self.storage_fs, config=self.config,
                                       metadata=self.metadata_cache, halt_hook=self.halt_hook, new_log_epoch=0)
-        self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self.metadata_cache)
-        if self.config["zookeeper.connect"]:
-            # producer ids unique across the cluster: blocks claimed in ZooKeeper
-            self.replica_manager.producer_ids = ZkProducerIdManager(self.controller.zk, self.node_id)
+        self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self.metadata_cache,
+                                              controller=self.controller, config=self.config)
         self.controller.set_replica_manager(self.replica_manager)
         self.replica_manager.on_replicas_offline = (
             lambda tps: self.controller.replicas_offline(self.node_id, tps))
@@ -141,14 +146,18 @@ class Broker:
                 # watches/events from here on (the partitions exist to receive them)
                 await self.controller.startup(nursery)
                 if GroupCoordinator is not None:
-                    self.group_coordinator = GroupCoordinator(
+                    gc = self.group_coordinator = GroupCoordinator(
                         self.config, self.metadata_cache,
-                        BrokerOffsetsLog(self.metadata_cache, self.replica_manager, self.controller))
-                    self.controller.add_topic_deleted_listener(self.group_coordinator.on_topic_deleted)
-                    # Single node: startup() leads (loads) every __consumer_offsets partition; with
-                    # a controller, its leader/resign events call on_become_leader/on_resign.
-                    await self.group_coordinator.startup(nursery)
-                    self._components.append(self.group_coordinator)
+                        BrokerOffsetsLog(self.metadata_cache, self.replica_manager, self.controller),
+                        leads_every_partition=single_node)
+                    self.controller.add_topic_deleted_listener(gc.on_topic_deleted)
+                    # Single node: startup() leads (loads) every __consumer_offsets partition; in
+                    # a cluster, the ReplicaManager's leadership changes of its partitions call
+                    # on_become_leader/on_resign.
+                    await gc.startup(nursery)
+                    if not single_node:
+                        self._follow_offsets_leadership(gc)
+                    self._components.append(gc)
                 bound = []
                 for li in self.listeners:
                     bound.append(await nursery.start(serve_listener, self, li))
@@ -186,6 +195,24 @@ class Broker:
         budget = max(5.0, (self.config["controlled.shutdown.max.retries"] *
                            self.config["controlled.shutdown.retry.backoff.ms"]) / 1000.0)
         await fn(budget)
+
+    def _follow_offsets_leadership(self, gc) -> None:
+        """The group coordinator loads a ``__consumer_offsets`` partition when this broker
+        becomes its leader and unloads it when it stops leading (Kafka's onElection /
+        onResignation); partitions already led at start-up are loaded now."""
+        from .coordinator.group.offsets import OFFSETS_TOPIC
+
+        def on_leadership(topic, partition, is_leader, leader_epoch):
+            if topic != OFFSETS_TOPIC:
+                return
+            if is_leader:
+                gc.on_become_leader(partition, leader_epoch)
+            else:
+                gc.on_resign(partition, leader_epoch)
+        self.replica_manager.add_leadership_listener(on_leadership)
+        for part in self.replica_manager.partitions_of(OFFSETS_TOPIC):
+            if part.is_leader:
+                gc.on_become_leader(part.partition_id, part.leader_epoch)
 
     def _advertised(self, bound: list[Listener]) -> list[Listener]:
         text = self.config["advertised.listeners"]

@@ -396,6 +396,22 @@ _DEFS = [
               validator=_Range(-131072, 22)),
     ConfigDef("min.insync.replicas", "int", 1, "Minimum ISR size for acks=all.", validator=_ge(1), unit="replicas"),
     ConfigDef("unclean.leader.election.enable", "boolean", False, "Elect out-of-sync replicas."),
+    # --- replication (followers fetch from leaders; cluster/replica_fetcher.py, cluster/partition.py)
+    ConfigDef("replica.lag.time.max.ms", "long", 30000,
+              "A follower not caught up for this long leaves the ISR."),
+    ConfigDef("replica.fetch.backoff.ms", "int", 1000, "Sleep of a fetcher after a fetch error.", validator=_ge(0)),
+    ConfigDef("replica.fetch.wait.max.ms", "int", 500, "Long-poll time of a follower's fetch."),
+    ConfigDef("replica.fetch.min.bytes", "int", 1, "Bytes a follower's fetch waits for."),
+    ConfigDef("replica.fetch.max.bytes", "int", 1048576, "Bytes per partition of a follower's fetch.",
+              validator=_ge(0)),
+    ConfigDef("replica.fetch.response.max.bytes", "int", 10485760, "Bytes of a follower's fetch response.",
+              validator=_ge(0)),
+    ConfigDef("replica.socket.timeout.ms", "int", 30000, "Socket timeout of a follower's connection."),
+    ConfigDef("replica.socket.receive.buffer.bytes", "int", 65536, "Receive buffer of a follower's socket."),
+    ConfigDef("num.replica.fetchers", "int", 1, "Fetcher tasks per source broker.", validator=_ge(1),
+              unit="threads"),
+    ConfigDef("inter.broker.listener.name", "string", None,
+              "Listener followers connect to (default: the first listener)."),
     # --- groups / offsets
     ConfigDef("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets.", validator=_ge(1)),
     # Kafka's default is 3; a single-node pykbroker could never create the topic with it.

@@ -21,6 +21,7 @@ interleave inside an append.  Only fsync (``flush``) leaves the thread, through
 from __future__ import annotations
 
 import logging
+import time
 from typing import Awaitable, Callable, NamedTuple, Optional
 
 import trio
@@ -59,11 +60,25 @@ class PartitionHooks(NamedTuple):
     ReplicaManager): ``on_storage_error((topic, partition), exc)`` takes the log dir offline,
     ``request_checkpoint()`` makes the log start durable soon, ``delete_below_log_start((topic,
     partition), log)`` removes the segments below the log start (retention's path), ``spawn(fn)``
-    starts a background task (the flush after a roll)."""
+    starts a background task (the flush after a roll), ``alter_isr(partition, new_isr)`` asks the
+    controller for a new ISR (a leader's shrink/expand; None on a single node)."""
     on_storage_error: Callable[[tuple, Exception], None]
     request_checkpoint: Callable[[], None]
     delete_below_log_start: Callable[[tuple, object], Awaitable[int]]
     spawn: Callable[..., None]
+    alter_isr: Optional[Callable[["Partition", list], None]] = None
+
+
+class _RemoteReplica:
+    """What a leader knows of one follower (Kafka's Replica): its log end offset (the offset
+    of its last fetch; -1 until it fetches from this leader) and when it was last caught up."""
+    __slots__ = ("leo", "last_caught_up", "last_fetch_leader_leo", "last_fetch_time")
+
+    def __init__(self, caught_up: float):
+        self.leo = -1
+        self.last_caught_up = caught_up
+        self.last_fetch_leader_leo = -1
+        self.last_fetch_time = 0.0
 
 
 def log_config_of(cfg: dict) -> LogConfig:
@@ -74,14 +89,15 @@ def log_config_of(cfg: dict) -> LogConfig:
 class Partition:
     def __init__(self, topic: str, topic_id: bytes, partition_id: int,
                  log_, config: dict, high_watermark: Optional[int] = None, *, hooks: PartitionHooks,
-                 state: PartitionState):
+                 state: PartitionState, node_id: Optional[int] = None):
         self._hooks = hooks
         self.topic = topic
         self.topic_id = topic_id
         self.partition_id = partition_id
         self.log = log_
         self.config = config
-        self.make_leader(state)
+        # this broker's id (a single node: the leader the state names)
+        self.node_id = state.leader if node_id is None else node_id
         if high_watermark is not None:
             log_.high_watermark = max(log_.log_start_offset, min(high_watermark, log_.log_end_offset))
         self._data_waiters: set[trio.Event] = set()
@@ -91,7 +107,21 @@ class Partition:
         # Kafka's HostedPartition.Offline: the partition's log dir failed (I/O error); every
         # request for it answers KAFKA_STORAGE_ERROR until the broker restarts.
         self.offline = False
-        self._maybe_increment_high_watermark()
+        self.is_leader = False
+        self.leader_id = -1
+        self.leader_epoch = -1
+        self.partition_epoch = -1
+        self.replicas: list[int] = []
+        self.isr: list[int] = []
+        # leader only: the followers' fetch state, and the LEO when this leader's epoch began
+        # (a follower joins the ISR only once it reached it, Kafka's isFollowerInSync)
+        self._remote: dict[int, _RemoteReplica] = {}
+        self._leader_epoch_start = 0
+        self._isr_change_pending = False
+        if state.leader == self.node_id:
+            self.make_leader(state)
+        else:
+            self.make_follower(state)
 
     def __repr__(self):
         return "Partition(%s-%d)" % (self.topic, self.partition_id)
@@ -114,32 +144,202 @@ class Partition:
     def log_start_offset(self) -> int:
         return self.log.log_start_offset
 
-    def _maybe_increment_high_watermark(self) -> None:
-        # The HW is the minimum log end offset over the ISR; the ISR is this node alone.
-        new_hw = self.log.log_end_offset
-        if new_hw > self.log.high_watermark:
-            self.log.high_watermark = new_hw
-            for ev in self._hw_waiters:
-                ev.set()
-            self._hw_waiters.clear()
+    def _maybe_increment_high_watermark(self) -> bool:
+        """Leader: the HW is the minimum log end offset over the ISR (Kafka's
+        maybeIncrementLeaderHW); it only moves forward.  An ISR member whose position is not
+        known yet (-1, no fetch since this leader took over) holds it back.  Returns whether it
+        moved; waiters (acks=all, consumers' long polls) are woken then."""
+        lg = self.log
+        new_hw = lg.log_end_offset
+        if len(self.isr) > 1:
+            remote = self._remote
+            for r in self.isr:
+                if r != self.node_id:
+                    rep = remote.get(r)
+                    leo = rep.leo if rep is not None else -1
+                    if leo < new_hw:
+                        new_hw = leo
+        if new_hw > lg.high_watermark:
+            lg.high_watermark = new_hw
+            self._wake_hw_waiters()
+            # consumers' long polls read up to the HW: they may have something now
+            self._wake_fetchers()
+            return True
+        return False
 
-    def make_leader(self, state: PartitionState) -> None:
+    def _wake_hw_waiters(self) -> None:
+        for ev in self._hw_waiters:
+            ev.set()
+        self._hw_waiters.clear()
+
+    def make_leader(self, state: PartitionState) -> bool:
         """Take leadership as the controller published it (Kafka's Partition.makeLeader):
-        leader, replicas, ISR, partition epoch and leader epoch come from ``state``."""
+        leader, replicas, ISR, partition epoch and leader epoch come from ``state``.  Returns
+        True if this is a new leadership (not leader before, or a new leader epoch); a state of
+        the same epoch only updates replicas and ISR (Kafka's ISR change through AlterPartition)."""
+        new_leadership = not self.is_leader or state.leader_epoch != self.leader_epoch
         self.leader_id = state.leader
         self.replicas = list(state.replicas)
         self.isr = list(state.isr)
         self.partition_epoch = state.partition_epoch
-        latest = self.log.epoch_cache.latest_epoch
-        if latest is not None and latest >= state.leader_epoch:
-            # An epoch never goes backwards: a log written before the controller kept leader
-            # epochs (or a restart of a single node, whose epoch never changes) keeps its own.
-            self.leader_epoch = latest
+        now = time.monotonic()
+        if new_leadership:
+            latest = self.log.epoch_cache.latest_epoch
+            if latest is not None and latest >= state.leader_epoch:
+                # An epoch never goes backwards: a log written before the controller kept leader
+                # epochs (or a restart of a single node, whose epoch never changes) keeps its own.
+                self.leader_epoch = latest
+            else:
+                self.leader_epoch = state.leader_epoch
+                # Kafka records the leader's epoch start when it becomes leader, so
+                # OffsetForLeaderEpoch answers (epoch, LEO) even before the first append.
+                self.log.epoch_cache.assign(self.leader_epoch, self.log.log_end_offset)
+            self._leader_epoch_start = self.log.log_end_offset
+            # Kafka's resetReplicaState: positions unknown; ISR members count as caught up now
+            # (so they get replica.lag.time.max.ms to fetch before being dropped).
+            self._remote = {r: _RemoteReplica(now if r in self.isr else 0.0)
+                            for r in self.replicas if r != self.node_id}
         else:
-            self.leader_epoch = state.leader_epoch
-            # Kafka records the leader's epoch start when it becomes leader, so
-            # OffsetForLeaderEpoch answers (epoch, LEO) even before the first append.
-            self.log.epoch_cache.assign(self.leader_epoch, self.log.log_end_offset)
+            for r in self.replicas:
+                if r != self.node_id and r not in self._remote:
+                    self._remote[r] = _RemoteReplica(now if r in self.isr else 0.0)
+            for r in [r for r in self._remote if r not in self.replicas]:
+                del self._remote[r]
+        self.is_leader = True
+        self._maybe_increment_high_watermark()
+        # acks=all waiters re-check: a smaller ISR may now fail min.insync.replicas
+        self._wake_hw_waiters()
+        return new_leadership
+
+    def make_follower(self, state: PartitionState) -> bool:
+        """Follow ``state.leader`` (Kafka's Partition.makeFollower).  Returns True when the
+        leader or its epoch changed: the fetcher must (re)start this partition, after the
+        truncation the new leader's epochs call for.  Waiters of a deposed leader wake up and
+        see NOT_LEADER_OR_FOLLOWER; the follower's HW comes from its leader's fetch answers."""
+        changed = (self.is_leader or state.leader != self.leader_id
+                   or state.leader_epoch != self.leader_epoch)
+        self.leader_id = state.leader
+        self.replicas = list(state.replicas)
+        self.isr = list(state.isr)
+        self.partition_epoch = state.partition_epoch
+        self.leader_epoch = state.leader_epoch
+        self.is_leader = False
+        self._remote = {}
+        if changed:
+            self._wake_hw_waiters()
+            self._wake_fetchers()
+        return changed
+
+    # ------------------------------------------------------------------ leader: followers
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int) -> int:
+        """A follower fetched from ``fetch_offset`` (its log end offset, Kafka's
+        updateFollowerFetchState): record it and when it was last caught up, then maybe expand
+        the ISR and move the HW.  Returns an error code (0: fine)."""
+        rep = self._remote.get(replica_id)
+        if rep is None:
+            # not a replica of this partition (Kafka: NotLeaderOrFollower for an unknown replica)
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        now = time.monotonic()
+        leo = self.log.log_end_offset
+        # Kafka's lastCaughtUpTime: caught up now if it asked for our LEO, else as of its
+        # previous fetch if it now reached the LEO we had then.
+        if fetch_offset >= leo:
+            rep.last_caught_up = now
+        elif fetch_offset >= rep.last_fetch_leader_leo:
+            rep.last_caught_up = max(rep.last_caught_up, rep.last_fetch_time)
+        rep.last_fetch_leader_leo = leo
+        rep.last_fetch_time = now
+        rep.leo = fetch_offset
+        if replica_id not in self.isr:
+            self._maybe_expand_isr(replica_id, rep)
+        else:
+            self._maybe_increment_high_watermark()
+        return 0
+
+    def _maybe_expand_isr(self, replica_id: int, rep: _RemoteReplica) -> None:
+        # Kafka's isFollowerInSync: the follower reached the HW and this leader's epoch start
+        if (rep.leo >= self.log.high_watermark and rep.leo >= self._leader_epoch_start
+                and not self._isr_change_pending and self._hooks.alter_isr is not None):
+            self._request_isr(self.isr + [replica_id])
+
+    def out_of_sync_replicas(self, max_lag_s: float) -> list[int]:
+        """ISR followers not caught up for ``max_lag_s`` (Kafka's getOutOfSyncReplicas: a
+        follower at our LEO is always in sync)."""
+        now = time.monotonic()
+        leo = self.log.log_end_offset
+        out = []
+        for r in self.isr:
+            if r == self.node_id:
+                continue
+            rep = self._remote.get(r)
+            if rep is None or (rep.leo != leo and now - rep.last_caught_up > max_lag_s):
+                out.append(r)
+        return out
+
+    def maybe_shrink_isr(self, max_lag_s: float) -> None:
+        if not self.is_leader or len(self.isr) <= 1 or self._isr_change_pending or self._hooks.alter_isr is None:
+            return
+        out = self.out_of_sync_replicas(max_lag_s)
+        if out:
+            log.info("shrinking ISR of %s from %s: %s not caught up for %.0f ms",
+                     self, self.isr, out, max_lag_s * 1000)
+            self._request_isr([r for r in self.isr if r not in out])
+
+    def _request_isr(self, new_isr: list[int]) -> None:
+        self._isr_change_pending = True
+        self._hooks.alter_isr(self, new_isr)
+
+    def isr_change_done(self, state: Optional[PartitionState]) -> None:
+        """The controller answered an ISR change (``state``: the new state, or None when it
+        refused; the next fetch or shrink check tries again)."""
+        self._isr_change_pending = False
+        if state is not None and self.is_leader and state.partition_epoch > self.partition_epoch \
+                and state.leader == self.node_id:
+            self.make_leader(state)
+
+    # ------------------------------------------------------------------ follower
+    def append_as_follower(self, buf) -> Optional[tuple[int, int]]:
+        """Append the leader's batches as they are (offsets, epochs, producer ids kept); the
+        log's producer state and epoch cache follow them.  Batches this log already holds
+        (at offsets below its LEO) are skipped."""
+        if self.offline:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log dir of %s is offline" % self)
+        try:
+            res = self.log.append_as_follower(buf)
+        except KafkaStorageError as e:
+            log.error("append to %s failed: %s", self, e)
+            self._hooks.on_storage_error((self.topic, self.partition_id), e)
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from None
+        return res
+
+    def update_follower_high_watermark(self, leader_hw: int, leader_log_start: int) -> None:
+        """Follower: HW = min(leader's HW, own LEO) (Kafka's follower HW), and the log start
+        follows the leader's (DeleteRecords / retention on the leader)."""
+        lg = self.log
+        if leader_log_start > lg.log_start_offset and leader_log_start <= lg.log_end_offset:
+            lg.delete_records_before(leader_log_start)
+            self._hooks.request_checkpoint()
+            self._hooks.spawn(self._delete_below_start)
+        hw = max(lg.log_start_offset, min(leader_hw, lg.log_end_offset))
+        if hw != lg.high_watermark:
+            lg.high_watermark = hw
+
+    async def _delete_below_start(self) -> None:
+        try:
+            await self._hooks.delete_below_log_start((self.topic, self.partition_id), self.log)
+        except Exception:
+            log.exception("deleting segments below the log start of %s failed", self)
+
+    def truncate_to(self, offset: int) -> None:
+        """Follower: drop everything at and after ``offset`` (divergence from the leader)."""
+        if offset < self.log.log_end_offset:
+            log.info("truncating %s from %d to %d", self, self.log.log_end_offset, offset)
+            self.log.truncate_to(offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Follower behind the leader's log start (OFFSET_OUT_OF_RANGE): start over there."""
+        log.info("truncating %s fully, starting at %d", self, offset)
+        self.log.truncate_fully_and_start_at(offset)
 
     def check_leader_epoch(self, current_leader_epoch: int) -> int:
         """Kafka's epoch fencing for client requests: -1 skips the check."""
@@ -163,6 +363,8 @@ class Partition:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if self.offline:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log dir of %s is offline" % self)
+        if not self.is_leader:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         lc = self.log.config
         if validated.size > lc.segment_bytes:
             # Kafka: a record set larger than a whole segment can never be appended.
@@ -194,8 +396,8 @@ class Partition:
                 # Kafka flushes a segment in the background when it rolls, so the recovery point
                 # advances and an unclean restart only CRC-scans the active segment.
                 self._hooks.spawn(self._flush_after_roll)
-            self._maybe_increment_high_watermark()
-            self._wake_fetchers()
+            if not self._maybe_increment_high_watermark():
+                self._wake_fetchers()   # followers read up to the log end
         return AppendResult(info.first_offset, info.last_offset, info.log_append_time,
                             self.log.log_start_offset, info.duplicate)
 
@@ -218,8 +420,29 @@ class Partition:
         except KafkaError:
             pass  # already logged and the log dir marked offline by flush()
 
-    async def wait_for_high_watermark(self, offset: int) -> None:
-        while self.log.high_watermark < offset and not self.deleted:
+    def check_enough_replicas_reach_offset(self, offset: int) -> Optional[int]:
+        """acks=all (Kafka's checkEnoughReplicasReachOffset): None while the HW is below
+        ``offset``; then 0, or NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below
+        min.insync.replicas meanwhile.  NOT_LEADER_OR_FOLLOWER once leadership is lost."""
+        if self.deleted:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if self.offline:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        if not self.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if self.log.high_watermark < offset:
+            return None
+        if len(self.isr) < self.config.get("min.insync.replicas", 1):
+            return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return 0
+
+    async def wait_for_high_watermark(self, offset: int) -> int:
+        """Wait until the HW covers ``offset`` (or leadership is lost); returns the error code
+        of :meth:`check_enough_replicas_reach_offset`."""
+        while True:
+            code = self.check_enough_replicas_reach_offset(offset)
+            if code is not None:
+                return code
             ev = trio.Event()
             self._hw_waiters.add(ev)
             try:
@@ -256,6 +479,24 @@ class Partition:
             return ReadResult(0, b"", 0, hw, lso, self.log.log_start_offset)
         chunks = Chunks(regions)
         return ReadResult(0, chunks, chunks.size, hw, lso, self.log.log_start_offset)
+
+    def read_records_for_follower(self, fetch_offset: int, max_bytes: int, min_one_batch: bool) -> ReadResult:
+        """A follower's read: up to the log end offset, not the HW (Kafka's FetchLogEnd)."""
+        if self.offline:
+            return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, b"", 0, -1, -1, -1)
+        try:
+            regions = self.log.read(fetch_offset, max_bytes, None, min_one_batch)
+        except OffsetOutOfRange:
+            return ReadResult(ErrorCode.OFFSET_OUT_OF_RANGE, b"", 0, -1, -1, -1)
+        except KafkaStorageError as e:
+            log.error("read from %s failed: %s", self, e)
+            self._hooks.on_storage_error((self.topic, self.partition_id), e)
+            return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, b"", 0, -1, -1, -1)
+        hw = self.log.high_watermark
+        if not regions:
+            return ReadResult(0, b"", 0, hw, hw, self.log.log_start_offset)
+        chunks = Chunks(regions)
+        return ReadResult(0, chunks, chunks.size, hw, hw, self.log.log_start_offset)
 
     # ------------------------------------------------------------------ list offsets
     def fetch_offset_for_timestamp(self, timestamp: int, read_committed: bool, from_replica: bool):
@@ -331,14 +572,12 @@ class Partition:
         """The log dir failed: stop serving; long-polls and acks=all waiters wake and see it."""
         self.offline = True
         self._wake_fetchers()
-        for ev in self._hw_waiters:
-            ev.set()
+        self._wake_hw_waiters()
 
     def mark_deleted(self) -> None:
         self.deleted = True
         self._wake_fetchers()
-        for ev in self._hw_waiters:
-            ev.set()
+        self._wake_hw_waiters()
 
 
 class OfflinePartition:
@@ -346,6 +585,7 @@ class OfflinePartition:
     (Kafka keeps it as HostedPartition.Offline): requests for it get KAFKA_STORAGE_ERROR."""
     offline = True
     deleted = False
+    is_leader = False
     log = None
 
     def __init__(self, topic: str, topic_id: bytes, partition_id: int, config: dict,
@@ -360,6 +600,117 @@ class OfflinePartition:
 
     def __repr__(self):
         return "OfflinePartition(%s-%d)" % (self.topic, self.partition_id)
+
+    # ------------------------------------------------------------------ leader: followers
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int) -> int:
+        """A follower fetched from ``fetch_offset`` (its log end offset, Kafka's
+        updateFollowerFetchState): record it and when it was last caught up, then maybe expand
+        the ISR and move the HW.  Returns an error code (0: fine)."""
+        rep = self._remote.get(replica_id)
+        if rep is None:
+            # not a replica of this partition (Kafka: NotLeaderOrFollower for an unknown replica)
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        now = time.monotonic()
+        leo = self.log.log_end_offset
+        # Kafka's lastCaughtUpTime: caught up now if it asked for our LEO, else as of its
+        # previous fetch if it now reached the LEO we had then.
+        if fetch_offset >= leo:
+            rep.last_caught_up = now
+        elif fetch_offset >= rep.last_fetch_leader_leo:
+            rep.last_caught_up = max(rep.last_caught_up, rep.last_fetch_time)
+        rep.last_fetch_leader_leo = leo
+        rep.last_fetch_time = now
+        rep.leo = fetch_offset
+        if replica_id not in self.isr:
+            self._maybe_expand_isr(replica_id, rep)
+        else:
+            self._maybe_increment_high_watermark()
+        return 0
+
+    def _maybe_expand_isr(self, replica_id: int, rep: _RemoteReplica) -> None:
+        # Kafka's isFollowerInSync: the follower reached the HW and this leader's epoch start
+        if (rep.leo >= self.log.high_watermark and rep.leo >= self._leader_epoch_start
+                and not self._isr_change_pending and self._hooks.alter_isr is not None):
+            self._request_isr(self.isr + [replica_id])
+
+    def out_of_sync_replicas(self, max_lag_s: float) -> list[int]:
+        """ISR followers not caught up for ``max_lag_s`` (Kafka's getOutOfSyncReplicas: a
+        follower at our LEO is always in sync)."""
+        now = time.monotonic()
+        leo = self.log.log_end_offset
+        out = []
+        for r in self.isr:
+            if r == self.node_id:
+                continue
+            rep = self._remote.get(r)
+            if rep is None or (rep.leo != leo and now - rep.last_caught_up > max_lag_s):
+                out.append(r)
+        return out
+
+    def maybe_shrink_isr(self, max_lag_s: float) -> None:
+        if not self.is_leader or len(self.isr) <= 1 or self._isr_change_pending or self._hooks.alter_isr is None:
+            return
+        out = self.out_of_sync_replicas(max_lag_s)
+        if out:
+            log.info("shrinking ISR of %s from %s: %s not caught up for %.0f ms",
+                     self, self.isr, out, max_lag_s * 1000)
+            self._request_isr([r for r in self.isr if r not in out])
+
+    def _request_isr(self, new_isr: list[int]) -> None:
+        self._isr_change_pending = True
+        self._hooks.alter_isr(self, new_isr)
+
+    def isr_change_done(self, state: Optional[PartitionState]) -> None:
+        """The controller answered an ISR change (``state``: the new state, or None when it
+        refused; the next fetch or shrink check tries again)."""
+        self._isr_change_pending = False
+        if state is not None and self.is_leader and state.partition_epoch > self.partition_epoch \
+                and state.leader == self.node_id:
+            self.make_leader(state)
+
+    # ------------------------------------------------------------------ follower
+    def append_as_follower(self, buf) -> Optional[tuple[int, int]]:
+        """Append the leader's batches as they are (offsets, epochs, producer ids kept); the
+        log's producer state and epoch cache follow them.  Batches this log already holds
+        (at offsets below its LEO) are skipped."""
+        if self.offline:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log dir of %s is offline" % self)
+        try:
+            res = self.log.append_as_follower(buf)
+        except KafkaStorageError as e:
+            log.error("append to %s failed: %s", self, e)
+            self._hooks.on_storage_error((self.topic, self.partition_id), e)
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from None
+        return res
+
+    def update_follower_high_watermark(self, leader_hw: int, leader_log_start: int) -> None:
+        """Follower: HW = min(leader's HW, own LEO) (Kafka's follower HW), and the log start
+        follows the leader's (DeleteRecords / retention on the leader)."""
+        lg = self.log
+        if leader_log_start > lg.log_start_offset and leader_log_start <= lg.log_end_offset:
+            lg.delete_records_before(leader_log_start)
+            self._hooks.request_checkpoint()
+            self._hooks.spawn(self._delete_below_start)
+        hw = max(lg.log_start_offset, min(leader_hw, lg.log_end_offset))
+        if hw != lg.high_watermark:
+            lg.high_watermark = hw
+
+    async def _delete_below_start(self) -> None:
+        try:
+            await self._hooks.delete_below_log_start((self.topic, self.partition_id), self.log)
+        except Exception:
+            log.exception("deleting segments below the log start of %s failed", self)
+
+    def truncate_to(self, offset: int) -> None:
+        """Follower: drop everything at and after ``offset`` (divergence from the leader)."""
+        if offset < self.log.log_end_offset:
+            log.info("truncating %s from %d to %d", self, self.log.log_end_offset, offset)
+            self.log.truncate_to(offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Follower behind the leader's log start (OFFSET_OUT_OF_RANGE): start over there."""
+        log.info("truncating %s fully, starting at %d", self, offset)
+        self.log.truncate_fully_and_start_at(offset)
 
     def check_leader_epoch(self, current_leader_epoch: int) -> int:
         return 0

@@ -7,6 +7,11 @@ first log dir records the end of the block in use.  A new block is made durable 
 fsynced, renamed) *before* any id from it is handed out, so after a crash the next start
 begins beyond every id that could have been returned.  Ids of an unfinished block are skipped
 on restart, exactly like Kafka.
+
+In a cluster the blocks must come from the cluster-wide allocator (Kafka: the controller, ZK
+``/latest_producer_id_block``), or two brokers would hand out the same ids:
+``allocate_block()`` (the controller's ``allocate_producer_id_block(broker_id)``, when it has
+one) returns the start of a fresh block of ``BLOCK_SIZE`` ids that no broker ever got before.
 """
 from __future__ import annotations
 
@@ -21,9 +26,10 @@ FILE_NAME = "producer_id_block"
 
 
 class ProducerIdManager:
-    def __init__(self, log_dir: str, fs: FileSystem = REAL_FS):
+    def __init__(self, log_dir: str, fs: FileSystem = REAL_FS, allocate_block=None):
         self.path = os.path.join(log_dir, FILE_NAME)
         self.fs = fs
+        self._allocate_block = allocate_block
         self._next = 0          # next id to hand out
         self._end = 0           # exclusive end of the durable block
         self._refill: trio.Event | None = None
@@ -52,8 +58,12 @@ class ProducerIdManager:
                 # This task persists the next block; concurrent callers wait for it (no lock is
                 # held across the await: they simply park on the event and re-check).
                 self._refill = ev = trio.Event()
-                new_end = self._end + BLOCK_SIZE
                 try:
+                    if self._allocate_block is not None:
+                        start = await self._allocate_block()
+                        self._next, self._end = start, start + BLOCK_SIZE
+                        continue
+                    new_end = self._end + BLOCK_SIZE
                     await trio.to_thread.run_sync(self._write, new_end)
                     self._next, self._end = self._end, new_end
                 finally:

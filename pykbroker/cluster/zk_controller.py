@@ -1136,6 +1136,33 @@ class ZkController(Controller):
                  list(new_isr), stat.version)
         return new
 
+    async def allocate_producer_id_block(self, broker_id: int) -> int:
+        """The start of a block of producer ids no broker got before, claimed by compare-and-set
+        on ``/latest_producer_id_block`` (Kafka's ZooKeeper-mode ProducerIdManager): ids are
+        unique across the cluster and never reused after restarts."""
+        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+        from .producer_ids import BLOCK_SIZE
+        while True:
+            try:
+                data, stat = await self.zk.call("get", Z.PRODUCER_ID_BLOCK)
+            except NoNodeError:
+                try:
+                    await self.zk.call("create", Z.PRODUCER_ID_BLOCK,
+                                       Z.encode_producer_id_block(broker_id, 0, BLOCK_SIZE - 1))
+                    return 0
+                except NodeExistsError:
+                    continue
+            last = Z.decode_producer_id_block(data)
+            start = (last[1] + 1) if last else 0
+            try:
+                await self.zk.call("set", Z.PRODUCER_ID_BLOCK,
+                                   Z.encode_producer_id_block(broker_id, start, start + BLOCK_SIZE - 1),
+                                   version=stat.version)
+                return start
+            except BadVersionError:
+                continue
+
     def replicas_offline(self, broker_id: int, partitions) -> None:
         # Log dir failure in a cluster: the partitions are marked offline in this broker's view
         # (KAFKA_STORAGE_ERROR to clients); the other replicas' leadership is not moved (Kafka
@@ -1150,54 +1177,3 @@ class ZkController(Controller):
                 st.leader, st.leader_epoch, st.partition_epoch, st.replicas, st.isr,
                 st.offline_replicas + (broker_id,))))
         self.cache.apply(records)
-
-
-class ZkProducerIdManager:
-    """Producer id blocks from ``/latest_producer_id_block`` (Kafka's ZooKeeper-mode
-    ProducerIdManager): each broker claims 1000 ids at a time by compare-and-set, so ids are
-    unique across the cluster and never reused after restarts."""
-    BLOCK_SIZE = 1000
-
-    def __init__(self, zk: Z.ZkSession, broker_id: int):
-        self.zk = zk
-        self.broker_id = broker_id
-        self._next = 0
-        self._end = 0
-        self._refill: Optional[trio.Event] = None
-
-    async def _claim(self) -> tuple[int, int]:
-        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
-        while True:
-            try:
-                data, stat = await self.zk.call("get", Z.PRODUCER_ID_BLOCK)
-            except NoNodeError:
-                try:
-                    await self.zk.call("create", Z.PRODUCER_ID_BLOCK,
-                                       Z.encode_producer_id_block(self.broker_id, 0, self.BLOCK_SIZE - 1))
-                    return 0, self.BLOCK_SIZE
-                except NodeExistsError:
-                    continue
-            last = Z.decode_producer_id_block(data)
-            start = (last[1] + 1) if last else 0
-            try:
-                await self.zk.call("set", Z.PRODUCER_ID_BLOCK,
-                                   Z.encode_producer_id_block(self.broker_id, start, start + self.BLOCK_SIZE - 1),
-                                   version=stat.version)
-                return start, start + self.BLOCK_SIZE
-            except BadVersionError:
-                continue
-
-    async def generate(self) -> int:
-        while self._next >= self._end:
-            if self._refill is None:
-                self._refill = ev = trio.Event()
-                try:
-                    self._next, self._end = await self._claim()
-                finally:
-                    self._refill = None
-                    ev.set()
-            else:
-                await self._refill.wait()
-        pid = self._next
-        self._next += 1
-        return pid

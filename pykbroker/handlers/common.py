@@ -24,19 +24,32 @@ def leader_partition(replica_manager, topic: str, index: int, current_leader_epo
     Kafka's answer: UNKNOWN_TOPIC_OR_PARTITION; KAFKA_STORAGE_ERROR for a partition whose log dir
     failed (Kafka's Offline partitions; the other dirs keep serving); FENCED_LEADER_EPOCH /
     UNKNOWN_LEADER_EPOCH when the client's ``current_leader_epoch`` is older / newer than ours
-    (-1, the field's default in versions without it, skips the check).  Kafka's
-    ReplicaManager.getPartitionOrException + Partition.localLogWithEpochOrThrow; with followers,
-    NOT_LEADER_OR_FOLLOWER belongs here too.  Raising costs nothing on the success path of the
-    Produce/Fetch loops (a ``try`` is free in Python 3.11+ until something is raised)."""
+    (-1, the field's default in versions without it, skips the check); then
+    NOT_LEADER_OR_FOLLOWER when this broker hosts only a follower replica, or none although the
+    topic exists (Kafka's ReplicaManager.getPartitionOrException +
+    Partition.localLogWithEpochOrThrow, in that order).  Raising costs nothing on the success
+    path of the Produce/Fetch loops (a ``try`` is free in Python 3.11+ until something is
+    raised)."""
     partition = replica_manager.get_partition(topic, index)
     if partition is None:
-        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        raise KafkaError(_missing_partition_error(replica_manager, topic, index))
     if partition.offline:
         raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR)
     code = partition.check_leader_epoch(current_leader_epoch)
     if code:
         raise KafkaError(code)
+    if not partition.is_leader:
+        raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
     return partition
+
+
+def _missing_partition_error(replica_manager, topic: str, index: int) -> int:
+    """Kafka answers NOT_LEADER_OR_FOLLOWER for a partition that exists in the metadata but has
+    no replica on this broker (a client with stale metadata asked the wrong broker)."""
+    md = getattr(replica_manager, "metadata", None)
+    st = md.partition_state(topic, index) if md is not None and md.get(topic) is not None else None
+    return ErrorCode.NOT_LEADER_OR_FOLLOWER if st is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
 
 
 class PartitionResponses:

@@ -30,10 +30,14 @@ Behaviour (Apache Kafka 4.x as the oracle):
 - acks=-1 with fewer in-sync replicas than the topic's ``min.insync.replicas`` ->
   NOT_ENOUGH_REPLICAS before appending (Kafka's check); otherwise it waits until the high
   watermark covers the batch (immediate with one replica) within
-  ``timeout_ms``, else REQUEST_TIMED_OUT.
+  ``timeout_ms``, else REQUEST_TIMED_OUT; NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank
+  below ``min.insync.replicas`` before the HW got there; NOT_LEADER_OR_FOLLOWER if this broker
+  lost the leadership meanwhile (the records may or may not survive: Kafka's answer too).
+- A partition this broker only follows (or does not host): NOT_LEADER_OR_FOLLOWER; acks=1
+  answers after the leader's own append, so a failover may lose it (as in Kafka).
 Version notes: v5 adds log_start_offset; v7 allows zstd; v8 adds record_errors/error_message;
-v9 is flexible; v10-11 add the (tagged) current_leader / node_endpoints, which pykbroker leaves
-at their defaults since it is always the leader.
+v9 is flexible; v10-11 add the (tagged) current_leader / node_endpoints (KIP-951), which
+pykbroker leaves at their defaults: clients refresh their metadata instead.
 - Offline partitions (log dir failed): KAFKA_STORAGE_ERROR, see handlers/common.py.
 """
 from __future__ import annotations
@@ -151,12 +155,15 @@ async def handle(ctx, request):
     if waits:
         deadline = trio.current_time() + max(request["timeout_ms"], 0) / 1000.0
         for partition, hw in waits:
+            code = ErrorCode.REQUEST_TIMED_OUT
             with trio.move_on_at(deadline):
-                await partition.wait_for_high_watermark(hw)
-            if partition.high_watermark < hw:
+                # NOT_ENOUGH_REPLICAS_AFTER_APPEND (ISR shrank below min.insync.replicas before
+                # the HW got there) or NOT_LEADER_OR_FOLLOWER (leadership lost meanwhile)
+                code = await partition.wait_for_high_watermark(hw)
+            if code:
                 for tr in responses:
                     if tr["name"] == partition.topic:
                         for pr in tr["partition_responses"]:
                             if pr["index"] == partition.partition_id and pr["error_code"] == 0:
-                                pr["error_code"] = int(ErrorCode.REQUEST_TIMED_OUT)
+                                pr["error_code"] = int(code)
     return {"responses": responses, "throttle_time_ms": 0}

@@ -25,11 +25,16 @@ Behaviour (Apache Kafka 4.x as the oracle):
   under read_committed (no transactions yet); null for errors raised by the log read
   (OFFSET_OUT_OF_RANGE, FENCED/UNKNOWN_LEADER_EPOCH, KAFKA_STORAGE_ERROR); empty for
   UNKNOWN_TOPIC_OR_PARTITION, which Kafka answers from its metadata check before reading.
-- preferred_read_replica is always -1.  ``replica_id`` (follower fetch) and ``rack_id`` are
-  ignored for now: every fetch is treated as a consumer fetch.
+- preferred_read_replica is always -1 (no fetch from followers, KIP-392); ``rack_id`` ignored.
+- Consumers of a partition this broker only follows: NOT_LEADER_OR_FOLLOWER (after the epoch
+  checks, as Kafka orders them); consumers never read past the high watermark.
+- Follower fetch (``replica_id`` >= 0, from a replica of the partition): see
+  ``_read_all_for_follower``: records up to the log end offset, the follower's position
+  recorded (ISR expansion, high watermark), ``diverging_epoch`` on v12.  Its long poll waits
+  like a consumer's (woken by appends).
 Version notes: v5 adds log_start_offset; v7 sessions; v9 current_leader_epoch; v11 rack_id and
-preferred_read_replica; v12 is flexible, adds last_fetched_epoch (divergence checks are for
-followers, not done) and tagged diverging_epoch/current_leader/snapshot_id (left default).
+preferred_read_replica; v12 is flexible, adds last_fetched_epoch and tagged
+diverging_epoch/current_leader/snapshot_id (current_leader and snapshot_id left default).
 - The partition lookup (unknown, offline: KAFKA_STORAGE_ERROR, leader epoch) is
   handlers/common.py's, shared with Produce, ListOffsets, DeleteRecords, OffsetForLeaderEpoch.
 """
@@ -56,9 +61,11 @@ def error_response(ctx, request, code) -> dict:
     return {"throttle_time_ms": 0, "error_code": int(code), "session_id": 0, "responses": []}
 
 
-def _read_all(broker, request, targets):
+def _read_all(broker, request, targets, version: int = 12):
     """One pass over the requested partitions.  Returns (responses, bytes read, any error)."""
     rm = broker.replica_manager
+    if request["replica_id"] >= 0:
+        return _read_all_for_follower(rm, request, targets, version)
     read_committed = request["isolation_level"] == READ_COMMITTED
     limit = max(request["max_bytes"], 0)
     min_one = True
@@ -105,6 +112,69 @@ def _read_all(broker, request, targets):
     return responses, total, errored
 
 
+def _read_all_for_follower(rm, request, targets, version: int):
+    """A follower's fetch (``replica_id`` >= 0, Kafka's FetchFromFollower): the partition must
+    be led here; the fetch offset is the follower's log end offset, recorded (ISR, HW) before
+    reading up to our log end offset, not the HW.  v12 ``last_fetched_epoch``: when that epoch
+    ends earlier here than the fetch offset (or is unknown), the answer is ``diverging_epoch``
+    (our end of that epoch) and no records, and the follower truncates (Kafka's
+    Partition.fetchRecords divergence check)."""
+    limit = max(request["max_bytes"], 0)
+    min_one = True
+    total = 0
+    errored = False
+    responses = []
+    for t in request["topics"]:
+        name = t["topic"]
+        parts = []
+        responses.append({"topic": name, "partitions": parts})
+        for p in t["partitions"]:
+            idx = p["partition"]
+            try:
+                partition = leader_partition(rm, name, idx, p["current_leader_epoch"])
+            except KafkaError as e:
+                parts.append(RESPONSES.error(idx, e.code))
+                errored = True
+                continue
+            fetch_offset = p["fetch_offset"]
+            last_epoch = p["last_fetched_epoch"] if version >= 12 else -1
+            if last_epoch >= 0:
+                epoch, end = partition.end_offset_for_epoch(last_epoch)
+                if epoch < last_epoch or end < fetch_offset:
+                    hw = partition.high_watermark
+                    parts.append({"partition_index": idx, "error_code": 0, "high_watermark": hw,
+                                  "last_stable_offset": hw, "log_start_offset": partition.log_start_offset,
+                                  "diverging_epoch": {"epoch": epoch, "end_offset": end},
+                                  "aborted_transactions": None, "preferred_read_replica": -1,
+                                  "records": b""})
+                    errored = True   # answer at once: the follower has to truncate
+                    continue
+            code = partition.update_follower_fetch_state(request["replica_id"], fetch_offset) \
+                if 0 <= fetch_offset <= partition.log_end_offset else 0
+            if code:
+                parts.append(RESPONSES.error(idx, code))
+                errored = True
+                continue
+            targets.add(partition)
+            max_bytes = min(max(p["partition_max_bytes"], 0), limit)
+            res = partition.read_records_for_follower(fetch_offset, max_bytes, min_one)
+            if res.error:
+                parts.append(RESPONSES.error(idx, res.error))
+                errored = True
+                continue
+            if res.size:
+                min_one = False
+                limit = max(0, limit - res.size)
+                total += res.size
+            parts.append({"partition_index": idx, "error_code": 0,
+                          "high_watermark": res.high_watermark,
+                          "last_stable_offset": res.last_stable_offset,
+                          "log_start_offset": res.log_start_offset,
+                          "aborted_transactions": None, "preferred_read_replica": -1,
+                          "records": res.records})
+    return responses, total, errored
+
+
 async def handle(ctx, request):
     version = ctx.api_version
     if version >= 7:
@@ -113,7 +183,7 @@ async def handle(ctx, request):
             # Incremental fetch on a session we never created (we never hand out session ids).
             return error_response(ctx, request, ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
     targets: set = set()
-    responses, total, errored = _read_all(ctx.broker, request, targets)
+    responses, total, errored = _read_all(ctx.broker, request, targets, version)
     max_wait = request["max_wait_ms"]
     if (max_wait > 0 and total < request["min_bytes"] and not errored and targets):
         deadline = trio.current_time() + max_wait / 1000.0
@@ -128,10 +198,10 @@ async def handle(ctx, request):
                     for part in targets:
                         part.remove_data_waiter(wake)
                 targets = set()
-                responses, total, errored = _read_all(ctx.broker, request, targets)
+                responses, total, errored = _read_all(ctx.broker, request, targets, version)
                 if total >= request["min_bytes"] or errored:
                     break
         if scope.cancelled_caught:
             # Timed out: answer with whatever is there now (like Kafka's DelayedFetch.onComplete).
-            responses, total, errored = _read_all(ctx.broker, request, set())
+            responses, total, errored = _read_all(ctx.broker, request, set(), version)
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}

@@ -16,7 +16,8 @@ Behaviour (Apache Kafka 4.x as the oracle, Partition.fetchOffsetForTimestamp):
 Version notes: v1 answers a single offset + timestamp (v0's offset list is not supported);
 v2 adds isolation_level and throttle_time_ms; v4 current_leader_epoch and leader_epoch in the
 answer; v6 is flexible; v7 allows MAX_TIMESTAMP.
-- Offline partitions (failed log dir) answer KAFKA_STORAGE_ERROR (handlers/common.py).
+- Offline partitions (failed log dir) answer KAFKA_STORAGE_ERROR; a partition this broker
+  only follows answers NOT_LEADER_OR_FOLLOWER (handlers/common.py).
 """
 from __future__ import annotations
 

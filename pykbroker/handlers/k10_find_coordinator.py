@@ -3,7 +3,8 @@
 Behaviour (as Apache Kafka):
 - key_type 0 (group): the coordinator is the leader of the group's ``__consumer_offsets``
   partition in the MetadataCache (a single node leads them all); no leader is
-  COORDINATOR_NOT_AVAILABLE.  The first lookup creates
+  COORDINATOR_NOT_AVAILABLE.  In a cluster any broker answers with that leader, whether or not
+  it is this broker or has loaded the partition yet.  The first lookup creates
   ``__consumer_offsets`` (Kafka auto-creates it on first FindCoordinator too); while that fails
   the answer is COORDINATOR_NOT_AVAILABLE, which clients retry.
 - key_type 1 (transaction): answered by this broker once a transaction coordinator runs in it,
@@ -37,6 +38,10 @@ async def _lookup(ctx, key: str, key_type: int) -> dict:
     node = md.node_id
     if key_type == 0:
         gc, code = await group_precheck(ctx, key)
+        if code in (E.NOT_COORDINATOR, E.COORDINATOR_LOAD_IN_PROGRESS) and not gc.leads_every_partition:
+            # a cluster: the group's coordinator is whichever broker leads its offsets
+            # partition, loaded or not (Kafka's FindCoordinator never asks the coordinator)
+            code = E.NONE
         if not code:
             # the leader of the group's __consumer_offsets partition, as the controller published it
             node = md.leader_of(OFFSETS_TOPIC, gc.partition_for(key))

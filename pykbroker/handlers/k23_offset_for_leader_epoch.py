@@ -8,8 +8,8 @@ LeaderEpochFileCache.endOffsetFor), answered from the partition's leader-epoch c
 - ``current_leader_epoch`` lower than ours -> FENCED_LEADER_EPOCH, higher ->
   UNKNOWN_LEADER_EPOCH, -1 skips the check; unknown topic/partition ->
   UNKNOWN_TOPIC_OR_PARTITION.
-- ``replica_id`` (v3+): consumers send -1, followers their id; pykbroker is the leader of every
-  partition, so both are answered the same way.
+- ``replica_id`` (v3+): consumers send -1, followers their id; both are answered by the leader
+  only (NOT_LEADER_OR_FOLLOWER elsewhere, after the epoch checks, as Kafka does).
 Version notes: v2 adds current_leader_epoch (and is the floor Kafka 4 keeps); v3 adds
 replica_id; v4 is flexible.
 - A partition on a failed log dir answers KAFKA_STORAGE_ERROR, see handlers/common.py.

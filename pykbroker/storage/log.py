@@ -524,6 +524,12 @@ class Log:
             self.high_watermark = min(self.high_watermark, leo)
             return True
 
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Follower behind the leader's log start: drop everything, the log restarts empty at
+        ``offset`` (Kafka's truncateFullyAndStartAt)."""
+        with self._lock:
+            self._truncate_fully_and_start_at(offset)
+
     def _truncate_fully_and_start_at(self, offset: int) -> None:
         for seg in self._segments:
             seg.delete()

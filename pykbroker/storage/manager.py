@@ -210,15 +210,16 @@ class LogManager:
         expected = None
         if self.metadata is not None:
             expected = {}
-            node = getattr(self.metadata, "node_id", None)
-            for info in list(self.metadata.topics.values()):
-                cfg = self.metadata.effective_config(info.name)
+            md = self.metadata
+            node = getattr(md, "node_id", None)
+            for info in list(md.topics.values()):
+                cfg = md.effective_config(info.name)
                 for p in info.partition_ids():
-                    # in a cluster, only this broker's replicas (a log of a partition moved away
-                    # or deleted while it was down is removed like a deleted topic's)
-                    st = self.metadata.partition_state(info.name, p) if node is not None else None
-                    if st is None or node in st.replicas:
-                        expected[(info.name, p)] = cfg
+                    # only the replicas this node hosts (a cluster assigns partitions to brokers)
+                    st = md.partition_state(info.name, p) if node is not None else None
+                    if st is not None and node not in st.replicas:
+                        continue
+                    expected[(info.name, p)] = cfg
         await trio.to_thread.run_sync(self.load_logs, expected)
         conf = self._conf
         self.retention = RetentionTask(self, nursery.start_soon,

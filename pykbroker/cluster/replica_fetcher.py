@@ -1,0 +1,320 @@
+"""Replica fetchers: how a follower copies its leader's log (Kafka's ReplicaFetcherThread /
+AbstractFetcherThread), one trio task per source broker.
+
+Each ``ReplicaFetcher`` holds the follower partitions whose leader is its source broker and
+loops: one Fetch (v12, ``replica_id`` = this node, ``current_leader_epoch`` = the epoch the
+controller published, ``last_fetched_epoch`` = the log's latest epoch) over its own TCP
+connection to the leader's ``inter.broker.listener.name`` endpoint, then per partition:
+- records: the leader's batches appended as they are (``Partition.append_as_follower``: same
+  offsets, same leader epochs, producer state and epoch cache follow), never re-validated per
+  record;
+- HW = min(leader's HW, own LEO); the log start follows the leader's;
+- ``diverging_epoch`` (Kafka's truncation on fetch, KIP-595/KAFKA-10554): the leader says our
+  last epoch ends earlier on its side.  We truncate to min(its end offset, our own end offset of
+  that epoch); if our epoch for it differs, to our end offset and ask again (Kafka's
+  intermediate truncation).  A log without any epoch (written before epochs) truncates to its
+  HW first, as Kafka did before KIP-101.
+- OFFSET_OUT_OF_RANGE (Kafka's handleOutOfRangeError): ListOffsets on the leader (as a
+  replica, so it answers its log end): behind its log end -> the leader's log start is ahead
+  of us, truncate fully and start there; ahead of it (an unclean election) -> truncate to it.
+- NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH / UNKNOWN_TOPIC: the
+  metadata is about to change; the partition waits ``replica.fetch.backoff.ms`` (the controller's
+  next state re-adds it to the right fetcher anyway).
+Connection failures back off ``replica.fetch.backoff.ms`` and reconnect to wherever the leader
+is registered then.
+
+Partitions are added/removed by the ReplicaManager (sync, from the controller's listener); a
+response for a partition that was removed or re-added meanwhile (its ``PartitionFetchState``
+object differs) is ignored, so a stale answer never touches a log.
+"""
+from __future__ import annotations
+
+import logging
+import struct
+from typing import Callable, Optional
+
+import trio
+
+from ..protocol.codec import APIS
+from ..protocol.errors import ErrorCode, KafkaError
+from ..protocol.records import RecordError, iter_batches
+
+log = logging.getLogger("pykbroker.replica_fetcher")
+
+FETCH, LIST_OFFSETS = 1, 2
+FETCH_VERSION = 12          # the highest pykbroker serves: last_fetched_epoch + diverging_epoch
+LIST_OFFSETS_VERSION = 4    # replica_id and current_leader_epoch
+LATEST, EARLIEST = -1, -2
+_WAIT_ERRORS = frozenset(int(c) for c in (
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.KAFKA_STORAGE_ERROR,
+    ErrorCode.REPLICA_NOT_AVAILABLE))
+
+
+class FetcherConfig:
+    """The broker settings a fetcher reads (Kafka's replica.* keys)."""
+    __slots__ = ("backoff_s", "wait_max_ms", "min_bytes", "max_bytes", "response_max_bytes",
+                 "socket_timeout_s", "listener_name", "client_id")
+
+    def __init__(self, config, listener_name: str, node_id: int):
+        self.backoff_s = config["replica.fetch.backoff.ms"] / 1000.0
+        self.wait_max_ms = config["replica.fetch.wait.max.ms"]
+        self.min_bytes = config["replica.fetch.min.bytes"]
+        self.max_bytes = config["replica.fetch.max.bytes"]
+        self.response_max_bytes = config["replica.fetch.response.max.bytes"]
+        self.socket_timeout_s = config["replica.socket.timeout.ms"] / 1000.0
+        self.listener_name = listener_name
+        # Kafka's fetcher client id (ReplicaFetcherThread-<fetcherId>-<sourceBrokerId> on the
+        # leader's request log is the thread name; the client id is broker-<id>-fetcher-<n>)
+        self.client_id = "broker-%d-fetcher-0" % node_id
+
+
+class PartitionFetchState:
+    """One follower partition in a fetcher: a new object each time it is (re-)added."""
+    __slots__ = ("partition", "leader_epoch", "delayed_until")
+
+    def __init__(self, partition, leader_epoch: int):
+        self.partition = partition
+        self.leader_epoch = leader_epoch
+        self.delayed_until = 0.0
+
+
+class _Channel:
+    """A request/response connection to the leader (one request in flight at a time)."""
+
+    def __init__(self, stream, client_id: str, max_frame: int):
+        self.stream = stream
+        self.client_id = client_id.encode()
+        self.corr = 0
+        self.buf = bytearray()
+        self.max_frame = max_frame
+
+    async def call(self, api_key: int, version: int, body: dict) -> dict:
+        self.corr += 1
+        api = APIS[api_key]
+        flexible = api.flexible(version)
+        hdr = struct.pack(">hhih", api_key, version, self.corr, len(self.client_id)) + self.client_id
+        if flexible:
+            hdr += b"\x00"
+        payload = hdr + api.encode_bytes("request", version, body)
+        await self.stream.send_all(struct.pack(">i", len(payload)) + payload)
+        frame = await self._read_frame()
+        (corr,) = struct.unpack_from(">i", frame, 0)
+        if corr != self.corr:
+            raise ConnectionError("correlation id %d, expected %d" % (corr, self.corr))
+        pos = 5 if flexible else 4   # response header v1: one empty tagged-field byte
+        return api.decode("response", version, frame, pos)
+
+    async def _read_frame(self) -> bytes:
+        while True:
+            if len(self.buf) >= 4:
+                (n,) = struct.unpack_from(">i", self.buf, 0)
+                if n < 4 or n > self.max_frame:
+                    raise ConnectionError("bad response size %d" % n)
+                if len(self.buf) >= 4 + n:
+                    frame = bytes(self.buf[4:4 + n])
+                    del self.buf[:4 + n]
+                    return frame
+            data = await self.stream.receive_some(1 << 20)
+            if not data:
+                raise ConnectionError("leader closed the connection")
+            self.buf += data
+
+
+class ReplicaFetcher:
+    """The fetcher of one source broker (see the module docstring)."""
+
+    def __init__(self, node_id: int, source_id: int, address_of: Callable[[int], Optional[tuple]],
+                 cfg: FetcherConfig):
+        self.node_id = node_id
+        self.source_id = source_id
+        self._address_of = address_of
+        self.cfg = cfg
+        self.partitions: dict[tuple[str, int], PartitionFetchState] = {}
+        self._changed = trio.Event()
+        self._cancel = trio.CancelScope()
+
+    def __repr__(self):
+        return "ReplicaFetcher(%d <- %d)" % (self.node_id, self.source_id)
+
+    # ------------------------------------------------------------------ membership
+    def add_partition(self, partition) -> None:
+        tp = (partition.topic, partition.partition_id)
+        self.partitions[tp] = PartitionFetchState(partition, partition.leader_epoch)
+        self._changed.set()
+
+    def remove_partition(self, tp) -> None:
+        if self.partitions.pop(tp, None) is not None:
+            self._changed.set()
+
+    def shutdown(self) -> None:
+        self._cancel.cancel()
+
+    # ------------------------------------------------------------------ the loop
+    async def run(self) -> None:
+        with self._cancel:
+            while True:
+                await self._wait_for_work()
+                addr = self._address_of(self.source_id)
+                if addr is None:
+                    await self._backoff()
+                    continue
+                try:
+                    with trio.fail_after(self.cfg.socket_timeout_s):
+                        stream = await trio.open_tcp_stream(*addr)
+                except (OSError, trio.TooSlowError) as e:
+                    log.info("%r: cannot connect to %s:%d: %s", self, addr[0], addr[1], e)
+                    await self._backoff()
+                    continue
+                chan = _Channel(stream, self.cfg.client_id, (1 << 31) - 1)
+                try:
+                    async with stream:
+                        while self.partitions:
+                            await self._fetch_once(chan)
+                except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError,
+                        ConnectionError, KafkaError) as e:
+                    log.info("%r: fetch failed (%s: %s); reconnecting", self, type(e).__name__, e)
+                    await self._backoff()
+
+    async def _wait_for_work(self) -> None:
+        while not self.partitions:
+            self._changed = trio.Event()
+            await self._changed.wait()
+
+    async def _backoff(self) -> None:
+        with trio.move_on_after(self.cfg.backoff_s):
+            await trio.sleep_forever()
+
+    async def _fetch_once(self, chan: _Channel) -> None:
+        now = trio.current_time()
+        sent: dict[tuple[str, int], PartitionFetchState] = {}
+        topics: dict[str, list] = {}
+        for tp, st in self.partitions.items():
+            if st.delayed_until > now:
+                continue
+            part = st.partition
+            lg = part.log
+            latest = lg.epoch_cache.latest_epoch
+            if latest is None and lg.log_end_offset > lg.high_watermark:
+                # no epochs to compare with the leader's: keep only what is known committed
+                part.truncate_to(lg.high_watermark)
+            sent[tp] = st
+            topics.setdefault(tp[0], []).append({
+                "partition": tp[1], "current_leader_epoch": st.leader_epoch,
+                "fetch_offset": lg.log_end_offset,
+                "last_fetched_epoch": latest if latest is not None else -1,
+                "log_start_offset": lg.log_start_offset, "partition_max_bytes": self.cfg.max_bytes})
+        if not sent:
+            soonest = min(st.delayed_until for st in self.partitions.values())
+            self._changed = trio.Event()
+            with trio.move_on_at(soonest):
+                await self._changed.wait()
+            return
+        req = {"cluster_id": None, "replica_id": self.node_id, "max_wait_ms": self.cfg.wait_max_ms,
+               "min_bytes": self.cfg.min_bytes, "max_bytes": self.cfg.response_max_bytes,
+               "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+               "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+               "forgotten_topics_data": [], "rack_id": ""}
+        with trio.fail_after(self.cfg.socket_timeout_s + self.cfg.wait_max_ms / 1000.0):
+            resp = await chan.call(FETCH, FETCH_VERSION, req)
+        if resp["error_code"]:
+            raise KafkaError(resp["error_code"], "fetch refused")
+        any_error = False
+        for t in resp["responses"]:
+            for p in t["partitions"]:
+                tp = (t["topic"], p["partition_index"])
+                st = sent.get(tp)
+                if st is None or self.partitions.get(tp) is not st:
+                    continue   # removed or re-added meanwhile: a stale answer
+                try:
+                    ok = await self._process(chan, tp, st, p)
+                except (KafkaError, RecordError) as e:
+                    log.warning("%r: %s-%d: %s", self, tp[0], tp[1], e)
+                    ok = False
+                if not ok:
+                    any_error = True
+                    st.delayed_until = trio.current_time() + self.cfg.backoff_s
+        if any_error:
+            await trio.sleep(0)
+
+    async def _process(self, chan: _Channel, tp, st: PartitionFetchState, p: dict) -> bool:
+        part = st.partition
+        code = p["error_code"]
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            await self._handle_out_of_range(chan, tp, st)
+            return True
+        if code:
+            if code not in _WAIT_ERRORS:
+                log.warning("%r: %s-%d: fetch error %s", self, tp[0], tp[1], ErrorCode(code).name)
+            return False
+        div = p.get("diverging_epoch")
+        if div is not None and (div["epoch"] != -1 or div["end_offset"] != -1):
+            self._truncate_on_divergence(part, div["epoch"], div["end_offset"])
+            return True
+        records = p["records"]
+        if records is not None and len(records):
+            self._append(part, records)
+        part.update_follower_high_watermark(p["high_watermark"], p["log_start_offset"])
+        return True
+
+    @staticmethod
+    def _append(part, records) -> None:
+        buf = bytes(records)
+        leo = part.log.log_end_offset
+        start = None
+        for h in iter_batches(buf):
+            if h.next_offset <= leo:
+                continue            # already here (the leader answers from the batch holding it)
+            if h.base_offset < leo:
+                raise RecordError(ErrorCode.CORRUPT_MESSAGE, "batch %d-%d straddles the log end %d"
+                                  % (h.base_offset, h.last_offset, leo))
+            start = h.position
+            break
+        if start is None:
+            return
+        part.append_as_follower(bytearray(buf[start:]) if start else bytearray(buf))
+
+    @staticmethod
+    def _truncate_on_divergence(part, leader_epoch: int, leader_end: int) -> None:
+        """Kafka's truncation on a diverging epoch (AbstractFetcherThread.truncateOnFetchResponse)."""
+        lg = part.log
+        if leader_end < 0:
+            # the leader knows no epoch at or below ours: keep only what is known committed
+            part.truncate_to(lg.high_watermark)
+            return
+        if leader_epoch < 0:
+            part.truncate_to(min(leader_end, lg.log_end_offset))
+            return
+        epoch, end = lg.end_offset_for_epoch(leader_epoch)
+        if epoch == -1:
+            # we know nothing of that epoch or anything before it
+            part.truncate_to(min(leader_end, lg.log_end_offset))
+        elif epoch != leader_epoch:
+            # our epochs before it end elsewhere: cut there; the next fetch asks again
+            part.truncate_to(min(end, lg.log_end_offset))
+        else:
+            part.truncate_to(min(leader_end, end, lg.log_end_offset))
+
+    async def _handle_out_of_range(self, chan: _Channel, tp, st: PartitionFetchState) -> None:
+        part = st.partition
+        leo = part.log.log_end_offset
+        leader_end = await self._list_offset(chan, tp, st, LATEST)
+        if leader_end < leo:
+            # the leader's log ends before ours (unclean election): truncate to its end
+            part.truncate_to(leader_end)
+            return
+        leader_start = await self._list_offset(chan, tp, st, EARLIEST)
+        if leader_start > leo:
+            # we are behind the leader's log start (retention / DeleteRecords there)
+            part.truncate_fully_and_start_at(leader_start)
+
+    async def _list_offset(self, chan: _Channel, tp, st: PartitionFetchState, ts: int) -> int:
+        req = {"replica_id": self.node_id, "isolation_level": 0,
+               "topics": [{"name": tp[0], "partitions": [
+                   {"partition_index": tp[1], "current_leader_epoch": st.leader_epoch, "timestamp": ts}]}]}
+        with trio.fail_after(self.cfg.socket_timeout_s):
+            resp = await chan.call(LIST_OFFSETS, LIST_OFFSETS_VERSION, req)
+        p = resp["topics"][0]["partitions"][0]
+        if p["error_code"]:
+            raise KafkaError(p["error_code"], "ListOffsets for %s-%d" % tp)
+        return p["offset"]

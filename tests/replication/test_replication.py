@@ -1,0 +1,363 @@
+"""Replication between in-process pykbroker brokers (tests/replication/conftest.py): real
+clients produce to the leader, followers copy whole batches, the HW moves with the ISR, the ISR
+shrinks and expands, failover keeps every acknowledged record, a diverged follower truncates.
+Assertions read real bytes back (wire-level fetches and the replicas' log files)."""
+import struct
+import threading
+import time
+
+import pytest
+
+from pykbroker.protocol.errors import ErrorCode
+from pykbroker.testing import wait_until, wire
+
+from .helpers import fetch_values, followers, produce, wait_isr, wait_replicated
+
+
+def _batches(raw: bytes):
+    """(base offset, leader epoch, bytes) of every batch in a log."""
+    out, pos = [], 0
+    while pos + 12 <= len(raw):
+        (base, length, epoch) = struct.unpack_from(">qii", raw, pos)
+        out.append((base, epoch, raw[pos:pos + 12 + length]))
+        pos += 12 + length
+    return out
+
+
+def test_followers_hold_byte_identical_batches(cluster):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    cluster.create_topic("rep", 2, 3)
+    p = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True,
+                                  "acks": "all", "linger.ms": 5})
+    acked = []
+    for i in range(300):
+        p.produce("rep", value=b"v%03d" % i, partition=i % 2,
+                  on_delivery=lambda err, msg: acked.append(msg.value()) if err is None else None)
+    assert p.flush(30) == 0
+    assert len(acked) == 300
+    for part in (0, 1):
+        leo = wait_replicated(cluster, "rep", part)
+        assert leo == 150
+        logs = {b: cluster.log_bytes(b, "rep", part) for b in (1, 2, 3)}
+        leader = cluster.state("rep", part).leader
+        assert logs[1] == logs[2] == logs[3], "replica logs differ"
+        batches = _batches(logs[leader])
+        assert batches and batches[0][0] == 0
+        assert {e for _, e, _ in batches} == {0}   # written under leader epoch 0
+        # the producer's state went along: every follower knows the producer id
+        pids = [cluster.call(lambda b=b: set(cluster.partition(b, "rep", part).log.producer_state.producers))
+                for b in (1, 2, 3)]
+        assert pids[0] and pids[0] == pids[1] == pids[2]
+    # kafka-python reads everything back from the leaders
+    kafka = pytest.importorskip("kafka")
+    c = kafka.KafkaConsumer("rep", bootstrap_servers=cluster.bootstrap, auto_offset_reset="earliest",
+                            consumer_timeout_ms=5000)
+    got = sorted(m.value for m in c)
+    c.close()
+    assert got == sorted(acked)
+
+
+def test_non_leader_answers_not_leader_and_fences_epochs(cluster):
+    cluster.create_topic("nl", 1, 3)
+    leader, (f1, _) = followers(cluster, "nl", 0)
+    r = produce(cluster, f1, "nl", 0, [b"x"])
+    assert r["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    p, _ = fetch_values(cluster, f1, "nl", 0)
+    assert p["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    with wire.WireClient(cluster.address(f1)) as w:
+        assert wire.list_offsets(w, "nl", 0, -1)["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert produce(cluster, leader, "nl", 0, [b"y"])["error_code"] == 0
+    st = cluster.elect("nl", 0)          # leader epoch 1 now
+    assert st.leader_epoch == 1
+    wait_until(lambda: cluster.call(lambda: cluster.partition(st.leader, "nl", 0).is_leader), 10)
+    p, _ = fetch_values(cluster, st.leader, "nl", 0, current_leader_epoch=0)
+    assert p["error_code"] == ErrorCode.FENCED_LEADER_EPOCH
+    p, _ = fetch_values(cluster, st.leader, "nl", 0, current_leader_epoch=2)
+    assert p["error_code"] == ErrorCode.UNKNOWN_LEADER_EPOCH
+    p, vals = fetch_values(cluster, st.leader, "nl", 0, current_leader_epoch=1)
+    assert p["error_code"] == 0 and vals == [b"y"]
+    # the old leader is a follower now
+    assert produce(cluster, leader, "nl", 0, [b"z"])["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_consumers_never_see_past_the_high_watermark_then_isr_shrinks(cluster):
+    cluster.create_topic("hw", 1, 3)
+    leader, fs = followers(cluster, "hw", 0)
+    assert produce(cluster, leader, "hw", 0, [b"a", b"b"])["error_code"] == 0
+    wait_replicated(cluster, "hw", 0)
+    for f in fs:                       # the followers hang (the controller does not notice)
+        cluster.stop_broker(f, fail=False)
+    r = produce(cluster, leader, "hw", 0, [b"c"], acks=1)
+    assert r["error_code"] == 0 and r["base_offset"] == 2
+    assert cluster.offsets(leader, "hw", 0) == (0, 2, 3)     # appended, not committed
+    p, vals = fetch_values(cluster, leader, "hw", 0)
+    assert vals == [b"a", b"b"] and p["high_watermark"] == 2
+    with wire.WireClient(cluster.address(leader)) as w:
+        assert wire.list_offsets(w, "hw", 0, -1)["offset"] == 2
+    # replica.lag.time.max.ms (2 s) later the leader drops them from the ISR; the HW moves on
+    # a consumer long-polling at the HW wakes up when the HW moves (the ISR shrink), not when
+    # the record was appended
+    t0 = time.monotonic()
+    p, vals = fetch_values(cluster, leader, "hw", 0, offset=2, max_wait_ms=9000)
+    assert vals == [b"c"] and p["high_watermark"] == 3
+    assert time.monotonic() - t0 < 8.5
+    assert cluster.state("hw", 0).isr == (leader,)
+    p, vals = fetch_values(cluster, leader, "hw", 0)
+    assert vals == [b"a", b"b", b"c"]
+
+
+def test_min_insync_replicas(cluster):
+    cluster.create_topic("mi", 1, 3, {"min.insync.replicas": "3"})
+    leader, (f1, f2) = followers(cluster, "mi", 0)
+    assert produce(cluster, leader, "mi", 0, [b"a"])["error_code"] == 0
+    cluster.stop_broker(f1)            # the controller removes it from the ISR
+    wait_isr(cluster, "mi", 0, [leader, f2])
+    assert produce(cluster, leader, "mi", 0, [b"b"])["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert produce(cluster, leader, "mi", 0, [b"c"], acks=1)["error_code"] == 0
+    # it comes back: catches up, the leader adds it to the ISR again
+    cluster.start_broker(f1)
+    wait_isr(cluster, "mi", 0, [leader, f1, f2])
+    assert produce(cluster, leader, "mi", 0, [b"d"])["error_code"] == 0
+    wait_replicated(cluster, "mi", 0)
+    assert cluster.log_bytes(f1, "mi", 0) == cluster.log_bytes(leader, "mi", 0)
+    _, vals = fetch_values(cluster, leader, "mi", 0)
+    assert vals == [b"a", b"c", b"d"]
+
+
+def test_not_enough_replicas_after_append(cluster):
+    cluster.create_topic("mia", 1, 3, {"min.insync.replicas": "2"})
+    leader, fs = followers(cluster, "mia", 0)
+    for f in fs:
+        cluster.stop_broker(f, fail=False)
+    # the ISR is still 3: appended, then the ISR shrinks to the leader alone before the HW
+    # covers it (Kafka's NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+    r = produce(cluster, leader, "mia", 0, [b"a"], timeout_ms=15000)
+    assert r["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    assert cluster.state("mia", 0).isr == (leader,)
+    assert produce(cluster, leader, "mia", 0, [b"b"])["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS
+
+
+def test_isr_shrinks_and_expands_with_a_stopped_follower(cluster):
+    cluster.create_topic("ise", 1, 3)
+    leader, (f1, f2) = followers(cluster, "ise", 0)
+    assert produce(cluster, leader, "ise", 0, [b"a"])["error_code"] == 0
+    cluster.stop_broker(f1, fail=False)
+    # an idle partition keeps a silent follower that has everything (Kafka's isCaughtUp: same
+    # log end); a write makes it lag
+    assert produce(cluster, leader, "ise", 0, [b"a2"], acks=1)["error_code"] == 0
+    wait_isr(cluster, "ise", 0, [leader, f2], timeout=10)
+    for i in range(5):
+        assert produce(cluster, leader, "ise", 0, [b"b%d" % i])["error_code"] == 0
+    cluster.start_broker(f1)
+    wait_isr(cluster, "ise", 0, [leader, f1, f2], timeout=15)
+    wait_replicated(cluster, "ise", 0)
+    assert cluster.log_bytes(f1, "ise", 0) == cluster.log_bytes(leader, "ise", 0)
+
+
+def test_failover_keeps_every_acknowledged_record(cluster):
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    cluster.create_topic("fo", 1, 3, {"min.insync.replicas": "2"})
+    leader = cluster.state("fo", 0).leader
+    p = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True,
+                                  "acks": "all", "linger.ms": 2, "message.timeout.ms": 60000,
+                                  "retry.backoff.ms": 100, "topic.metadata.refresh.interval.ms": 1000})
+    acked, errors = [], []
+
+    def cb(err, msg):
+        (acked if err is None else errors).append(msg.value() if err is None else err)
+    stop = threading.Event()
+
+    def run():
+        i = 0
+        while not stop.is_set():
+            p.produce("fo", value=b"m%05d" % i, partition=0, on_delivery=cb)
+            p.poll(0.002)
+            i += 1
+        p.flush(60)
+    t = threading.Thread(target=run)
+    t.start()
+    wait_until(lambda: len(acked) > 200, 20)
+    cluster.stop_broker(leader)        # crash: the controller elects another ISR member
+    st = cluster.state("fo", 0)
+    assert st.leader != leader and st.leader_epoch == 1
+    n_at_failover = len(acked)
+    wait_until(lambda: len(acked) > n_at_failover + 200, 30, what="produce after failover")
+    stop.set()
+    t.join(90)
+    assert not errors, errors[:3]
+    new_leader = st.leader
+    wait_replicated(cluster, "fo", 0, brokers=[b for b in (1, 2, 3) if b != leader])
+    _, vals = fetch_values(cluster, new_leader, "fo", 0, max_bytes=64 << 20, partition_max_bytes=64 << 20)
+    got = []
+    off = 0
+    with wire.WireClient(cluster.address(new_leader)) as w:
+        while True:
+            part = wire.fetch_part(wire.fetch(w, "fo", 0, off))
+            recs = [(o, v) for _, _, rs in wire.decode_batches(part["records"]) for o, _, v in rs if o >= off]
+            if not recs:
+                break
+            got += [v for _, v in recs]
+            off = recs[-1][0] + 1
+    assert len(got) == len(set(got)), "duplicates after failover"
+    assert set(acked) <= set(got), "acknowledged records lost"
+    # ordered as produced
+    assert got == sorted(got)
+
+
+def test_diverged_follower_truncates(cluster):
+    cluster.create_topic("dv", 1, 3)
+    st = cluster.state("dv", 0)
+    old, (f1, f2) = st.leader, [b for b in st.replicas if b != st.leader]
+    assert produce(cluster, old, "dv", 0, [b"a", b"b"])["error_code"] == 0
+    wait_replicated(cluster, "dv", 0)
+    # followers hang; the leader takes an acks=1 write nobody else gets
+    cluster.stop_broker(f1, fail=False)
+    cluster.stop_broker(f2, fail=False)
+    assert produce(cluster, old, "dv", 0, [b"lost1", b"lost2"], acks=1)["error_code"] == 0
+    assert cluster.offsets(old, "dv", 0)[2] == 4
+    # the leader dies; the controller elects f1 (still in the ISR), which comes back
+    cluster.stop_broker(old, fail=True)
+    assert cluster.state("dv", 0).leader == f1
+    cluster.start_broker(f1)
+    cluster.start_broker(f2)
+    wait_until(lambda: cluster.call(lambda: cluster.partition(f1, "dv", 0).is_leader), 10)
+    assert produce(cluster, f1, "dv", 0, [b"c"])["error_code"] == 0
+    # the old leader returns as a follower: its epoch-0 suffix diverges and is truncated
+    cluster.start_broker(old)
+    wait_isr(cluster, "dv", 0, [old, f1, f2], timeout=20)
+    wait_replicated(cluster, "dv", 0)
+    logs = {b: cluster.log_bytes(b, "dv", 0) for b in (old, f1, f2)}
+    assert logs[old] == logs[f1] == logs[f2]
+    batches = _batches(logs[old])
+    assert [(b, e) for b, e, _ in batches] == [(0, 0), (2, 1)]
+    _, vals = fetch_values(cluster, f1, "dv", 0)
+    assert vals == [b"a", b"b", b"c"]
+    # the epoch cache was truncated too: epoch 0 ends at 2 on every replica
+    for b in (old, f1, f2):
+        assert cluster.call(lambda b=b: cluster.partition(b, "dv", 0).log.epoch_cache.entries) == [(0, 0), (1, 2)]
+
+
+def test_reassignment_adds_and_removes_a_replica(cluster):
+    cluster.create_topic("ra", 1, 2)
+    st = cluster.state("ra", 0)
+    (other,) = [b for b in (1, 2, 3) if b not in st.replicas]
+    for i in range(3):
+        assert produce(cluster, st.leader, "ra", 0, [b"r%d" % i])["error_code"] == 0
+    assert cluster.call(lambda: cluster.partition(other, "ra", 0)) is None
+    # add a replica: it creates its log, catches up and joins the ISR
+    cluster.reassign("ra", 0, list(st.replicas) + [other])
+    wait_isr(cluster, "ra", 0, list(st.replicas) + [other])
+    wait_replicated(cluster, "ra", 0, brokers=[st.leader, other])
+    assert cluster.log_bytes(other, "ra", 0) == cluster.log_bytes(st.leader, "ra", 0)
+    # drop the other follower: its replica is deleted
+    (gone,) = [b for b in st.replicas if b != st.leader]
+    path = cluster.call(lambda: cluster.partition(gone, "ra", 0).log.dir)
+    cluster.reassign("ra", 0, [st.leader, other])
+    wait_until(lambda: cluster.call(lambda: cluster.partition(gone, "ra", 0)) is None, 10)
+    import os
+    wait_until(lambda: not os.path.exists(path), 10, what="replica directory removed")
+    assert produce(cluster, st.leader, "ra", 0, [b"after"])["error_code"] == 0
+    _, vals = fetch_values(cluster, st.leader, "ra", 0)
+    assert vals == [b"r0", b"r1", b"r2", b"after"]
+
+
+def test_group_coordinator_follows_offsets_leadership(cluster):
+    kafka = pytest.importorskip("kafka")
+    cluster.create_topic("gt", 1, 3)
+    leader = cluster.state("gt", 0).leader
+    for i in range(5):
+        assert produce(cluster, leader, "gt", 0, [b"g%d" % i])["error_code"] == 0
+
+    def consume(n):
+        c = kafka.KafkaConsumer("gt", group_id="grp", bootstrap_servers=cluster.bootstrap,
+                                auto_offset_reset="earliest", enable_auto_commit=False,
+                                consumer_timeout_ms=8000)
+        got = []
+        for m in c:
+            got.append(m.value)
+            if len(got) == n:
+                break
+        c.commit()
+        c.close()
+        return got
+    assert consume(3) == [b"g0", b"g1", b"g2"]
+    from pykbroker.coordinator.group.offsets import partition_for
+    op = partition_for("grp", 3)
+    coord = cluster.state("__consumer_offsets", op).leader
+    wait_replicated(cluster, "__consumer_offsets", op)
+    # only the leader of the group's offsets partition coordinates it
+    async def status(b):
+        gc = cluster.brokers[b].group_coordinator
+        await gc.ensure_topic()          # what every group request does first
+        return gc.coordinator_error("grp")
+    for b in (1, 2, 3):
+        code = cluster.acall(status, b)
+        assert (code == 0) == (b == coord), (b, coord, code)
+    cluster.stop_broker(coord)                      # the coordinator dies
+    new = cluster.state("__consumer_offsets", op).leader
+    assert new not in (coord, -1)
+    wait_until(lambda: cluster.acall(status, new) == 0, 10)
+    # the committed offset survived on the new coordinator
+    if leader == coord:
+        wait_until(lambda: cluster.state("gt", 0).leader != coord, 5)
+    assert consume(2) == [b"g3", b"g4"]
+
+
+def _delete_records(cluster, node, topic, partition, offset):
+    with wire.WireClient(cluster.address(node)) as w:
+        r = w.request(21, 2, {"topics": [{"name": topic, "partitions": [
+            {"partition_index": partition, "offset": offset}]}], "timeout_ms": 10000})
+    return r["topics"][0]["partitions"][0]
+
+
+def test_log_start_follows_the_leader_and_a_lagging_follower_starts_over(cluster):
+    cluster.create_topic("ls", 1, 3)
+    leader, (f1, f2) = followers(cluster, "ls", 0)
+    for i in range(4):
+        assert produce(cluster, leader, "ls", 0, [b"a%d" % i])["error_code"] == 0
+    wait_replicated(cluster, "ls", 0)
+    # an in-sync follower's log start follows the leader's (DeleteRecords there)
+    r = _delete_records(cluster, leader, "ls", 0, 2)
+    assert r["error_code"] == 0 and r["low_watermark"] == 2
+    assert produce(cluster, leader, "ls", 0, [b"b"])["error_code"] == 0
+    wait_until(lambda: cluster.offsets(f2, "ls", 0)[0] == 2, 10, what="follower log start")
+    # a stopped follower falls behind the leader's log start: OFFSET_OUT_OF_RANGE when it
+    # returns, so it truncates fully and starts at the leader's log start (Kafka's handling)
+    cluster.stop_broker(f1)
+    wait_isr(cluster, "ls", 0, [leader, f2])
+    for i in range(3):
+        assert produce(cluster, leader, "ls", 0, [b"c%d" % i])["error_code"] == 0
+    assert _delete_records(cluster, leader, "ls", 0, 7)["error_code"] == 0
+    cluster.start_broker(f1)
+    wait_isr(cluster, "ls", 0, [leader, f1, f2], timeout=20)
+    wait_replicated(cluster, "ls", 0)
+    assert cluster.offsets(f1, "ls", 0) == (7, 8, 8)
+    assert cluster.log_bytes(f1, "ls", 0) == cluster.log_bytes(leader, "ls", 0)
+    _, vals = fetch_values(cluster, leader, "ls", 0, offset=7)
+    assert vals == [b"c2"]
+
+
+def test_delete_replicated_topic_everywhere(cluster):
+    cluster.create_topic("del", 2, 3)
+    dirs = [cluster.call(lambda b=b: cluster.partition(b, "del", 0).log.dir) for b in (1, 2, 3)]
+    cluster.acall(cluster.brokers[2].controller.delete_topic, "del")
+    for b in (1, 2, 3):
+        assert cluster.call(lambda b=b: cluster.partition(b, "del", 0)) is None
+    import os
+    wait_until(lambda: not any(os.path.exists(d) for d in dirs), 10, what="replica dirs removed")
+
+
+def test_acks_all_waiter_returns_on_leadership_loss(cluster):
+    cluster.create_topic("ll", 1, 3)
+    leader, fs = followers(cluster, "ll", 0)
+    assert produce(cluster, leader, "ll", 0, [b"a"])["error_code"] == 0
+    for f in fs:
+        cluster.stop_broker(f, fail=False)
+    out = {}
+    t = threading.Thread(target=lambda: out.update(produce(cluster, leader, "ll", 0, [b"b"], timeout_ms=20000)))
+    t.start()
+    wait_until(lambda: cluster.offsets(leader, "ll", 0)[2] == 2, 10, what="appended")
+    cluster.elect("ll", 0, fs[0])      # leadership moves away while the produce waits
+    t.join(10)
+    assert not t.is_alive()
+    assert out["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
