@@ -215,7 +215,8 @@ def test_controller_failover_bumps_the_epoch_and_keeps_electing(cluster, zk):
         new = wait_until(lambda: (lambda d: d and json.loads(d[0])["brokerid"] != controller and d)(
             zk.exists("/controller") and zk.get("/controller")), timeout=30, what="a new controller")
         assert json.loads(new[0])["brokerid"] in others
-        assert int(zk.get("/controller_epoch")[0]) == epoch + 1
+        # the new controller bumps the epoch right after winning the election
+        wait_until(lambda: int(zk.get("/controller_epoch")[0]) == epoch + 1, what="controller epoch + 1")
         p = wait_until(lambda: (lambda x: x if x and x["leader_id"] == others[0] else None)(
             _leader_of(cluster, "zk-ctl", 0, exclude=(controller,))), timeout=30, what="new leader")
         assert controller not in p["isr_nodes"]
@@ -253,7 +254,7 @@ def test_a_fenced_controller_cannot_write(cluster, zk):
     try:
         wait_until(lambda: zk.exists("/controller") and json.loads(zk.get("/controller")[0])["brokerid"] != controller,
                    timeout=30, what="another controller")
-        assert int(zk.get("/controller_epoch")[0]) == epoch + 1
+        wait_until(lambda: int(zk.get("/controller_epoch")[0]) == epoch + 1, what="controller epoch + 1")
     finally:
         node.resume()
     # the resumed broker learns it lost its session: it registers again and stays a follower
