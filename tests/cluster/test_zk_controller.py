@@ -322,3 +322,106 @@ def test_reassignment_checks_listing_and_cancel(cluster, zk):
                    what="replicas back to [1]")
     assert p["leader_id"] == 1
     assert json.loads(zk.get("/brokers/topics/zk-move")[0])["partitions"]["0"] == [1]
+
+
+def _produce(cluster, topic, values, partition=0):
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "enable.idempotence": True,
+                  "log_level": 2})
+    errors = []
+    for v in values:
+        p.produce(topic, v.encode(), partition=partition, on_delivery=lambda err, msg: err and errors.append(err))
+    assert p.flush(60) == 0
+    assert not errors, errors
+
+
+def _read_all(node, topic, partition=0):
+    """Every record value of the partition, fetched from ``node`` (its leader)."""
+    out, offset = [], 0
+    while True:
+        r = wire.fetch_part(wire.fetch(addr(node), topic, partition, offset, max_wait_ms=0))
+        assert r["error_code"] == 0, r
+        batches = wire.decode_batches(r["records"]) if r["records"] else []
+        if not batches:
+            return out
+        for _base, _epoch, recs in batches:
+            for off, _ts, value in recs:
+                out.append(value.decode())
+                offset = off + 1
+
+
+def test_preferred_leader_returns_after_catching_up(cluster):
+    assert create(cluster.brokers[0], "zk-pref", 1, 3, assignments={0: [1, 2, 3]},
+                  configs={"min.insync.replicas": "2"})["error_code"] == 0
+    wait_until(lambda: (_leader_of(cluster, "zk-pref", 0) or {}).get("leader_id") == 1, what="leader 1")
+    _produce(cluster, "zk-pref", ["a%d" % i for i in range(100)])
+    cluster.kill(1, signal.SIGKILL)
+    wait_until(lambda: (_leader_of(cluster, "zk-pref", 0, exclude=(1,)) or {}).get("leader_id") == 2,
+               timeout=30, what="leader 2")
+    _produce(cluster, "zk-pref", ["b%d" % i for i in range(100)])   # broker 1 misses these
+    cluster.start(1)
+    # broker 1 catches up as a follower and the leader takes it back into the ISR
+    p = wait_until(lambda: (lambda x: x if x and 1 in x["isr_nodes"] else None)(_leader_of(cluster, "zk-pref", 0)),
+                   timeout=60, what="broker 1 back in the ISR")
+    assert p["leader_id"] == 2
+    with wire.WireClient(addr(cluster.brokers[2])) as c:
+        r = c.request(43, 1, {"election_type": 0, "timeout_ms": 30000,
+                              "topic_partitions": [{"topic": "zk-pref", "partitions": [0]}]})
+    res = r["replica_election_results"][0]["partition_result"][0]
+    assert res["error_code"] == 0, r
+    p = wait_until(lambda: (lambda x: x if x and x["leader_id"] == 1 else None)(_leader_of(cluster, "zk-pref", 0)),
+                   what="broker 1 leading again")
+    # every acknowledged record is on the preferred leader, in order
+    assert _read_all(cluster.broker(1), "zk-pref") == ["a%d" % i for i in range(100)] + ["b%d" % i for i in range(100)]
+    # a second election is not needed
+    with wire.WireClient(addr(cluster.brokers[0])) as c:
+        r = c.request(43, 1, {"election_type": 0, "timeout_ms": 30000,
+                              "topic_partitions": [{"topic": "zk-pref", "partitions": [0]}]})
+    assert r["replica_election_results"][0]["partition_result"][0]["error_code"] == 84   # ELECTION_NOT_NEEDED
+
+
+def test_reassignment_moves_the_data_and_completes(cluster):
+    assert create(cluster.brokers[0], "zk-reas", 1, 1, assignments={0: [1]})["error_code"] == 0
+    wait_until(lambda: (_leader_of(cluster, "zk-reas", 0) or {}).get("leader_id") == 1, what="leader 1")
+    _produce(cluster, "zk-reas", ["r%d" % i for i in range(300)])
+    assert _reassign(cluster.brokers[1], "zk-reas", 0, [2, 3])["error_code"] == 0
+    p = wait_until(lambda: (lambda x: x if x and x["replica_nodes"] == [2, 3] else None)(_leader_of(cluster, "zk-reas", 0)),
+                   timeout=60, what="replicas [2, 3]")
+    assert p["leader_id"] in (2, 3) and sorted(p["isr_nodes"]) == [2, 3]
+    assert _list_reassignments(cluster.brokers[0]) == {}
+    assert _read_all(cluster.broker(p["leader_id"]), "zk-reas") == ["r%d" % i for i in range(300)]
+    wait_until(lambda: not [d for d in os.listdir(cluster.broker(1).log_dir)
+                            if d.startswith("zk-reas-") and not d.endswith("-delete")],
+               what="broker 1's replica removed")
+
+
+def test_unclean_leader_election_only_when_enabled(cluster):
+    """Partitions [2, 3]: broker 3 dies (out of the ISR), records are written to 2 alone, then 2
+    dies and 3 returns.  Unclean election off: no leader.  On: 3 leads and those records are
+    gone, as Kafka documents."""
+    for name, unclean in (("zk-clean", "false"), ("zk-unclean", "true")):
+        assert create(cluster.brokers[0], name, 1, 2, assignments={0: [2, 3]},
+                      configs={"unclean.leader.election.enable": unclean})["error_code"] == 0
+        wait_until(lambda: (_leader_of(cluster, name, 0) or {}).get("leader_id") == 2, what="leader 2")
+    cluster.kill(3, signal.SIGKILL)
+    for name in ("zk-clean", "zk-unclean"):
+        wait_until(lambda: (lambda x: x if x and x["isr_nodes"] == [2] else None)(
+            _leader_of(cluster, name, 0, exclude=(3,))), timeout=30, what="ISR [2]")
+        _produce(cluster, name, ["lost%d" % i for i in range(10)])
+    cluster.kill(2, signal.SIGKILL)
+    try:
+        cluster.start(3)
+        p = wait_until(lambda: (lambda x: x if x and x["leader_id"] == 3 else None)(
+            _leader_of(cluster, "zk-unclean", 0, exclude=(2,))), timeout=30, what="unclean leader 3")
+        assert p["isr_nodes"] == [3]
+        assert _read_all(cluster.broker(3), "zk-unclean") == []
+        clean = _leader_of(cluster, "zk-clean", 0, exclude=(2,))
+        assert clean["leader_id"] == -1 and clean["error_code"] == 5   # LEADER_NOT_AVAILABLE
+        with open(cluster.broker(1).log_path) as f1, open(cluster.broker(3).log_path) as f3:
+            assert "unclean leader election" in f1.read() + f3.read()
+    finally:
+        cluster.start(2)
+    # the clean partition's leader returns with every record
+    wait_until(lambda: (_leader_of(cluster, "zk-clean", 0) or {}).get("leader_id") == 2, timeout=30,
+               what="broker 2 leading zk-clean again")
+    assert _read_all(cluster.broker(2), "zk-clean") == ["lost%d" % i for i in range(10)]
