@@ -82,9 +82,12 @@ class BrokerNode:
         if self.port == 0:
             self.port = free_port(HOST)
         env = dict(os.environ)
-        # the child imports the same pykbroker as this process (a worktree on PYTHONPATH, say)
+        # The child imports the same pykbroker as this process: a source checkout (a worktree
+        # on PYTHONPATH, or the current directory) goes first on its path.  An installed package
+        # needs nothing (and site-packages on PYTHONPATH would come before the standard library).
         pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
+        if os.path.exists(os.path.join(pkg_root, "pyproject.toml")):
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
         with open(self.log_path, "ab") as log:
             log.write(b"--- pykbroker: starting broker %d on %s ---\n" % (self.broker_id, self.bootstrap.encode()))
             log.flush()
