@@ -84,14 +84,23 @@ def _cluster_up(args) -> int:
         return 2
     stop = threading.Event()
     received = []
+    starting = [True]
+
+    class Interrupted(BaseException):
+        pass
 
     def on_signal(signum, frame):
         received.append(signum)
         stop.set()
+        if starting[0]:
+            # During start-up, abort it: Cluster.start stops what it had started.  Only once,
+            # so that a second signal does not interrupt that clean-up.
+            starting[0] = False
+            raise Interrupted()
 
-    # Installed before anything starts: a SIGTERM during start-up still stops what was started.
-    # The children get their own session (no terminal Ctrl-C reaches them directly), so the
-    # order of shutdown is ours: brokers first, then ZooKeeper.
+    # Installed before anything starts.  The children get their own session (a terminal's
+    # Ctrl-C reaches only this process), so the order of shutdown is ours: brokers first, then
+    # ZooKeeper; and the kernel SIGTERMs them if this process dies (die_with_parent).
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, on_signal)
     cluster = Cluster(args.brokers, data_dir=args.dir, overrides=overrides, zookeeper=args.zookeeper,
@@ -99,14 +108,18 @@ def _cluster_up(args) -> int:
     try:
         try:
             cluster.start()
+        except Interrupted:
+            print("pykbroker: interrupted (%s) during start-up; stopped" % signal.Signals(received[0]).name,
+                  file=sys.stderr)
+            return 1
         except ZooKeeperUnavailable as e:
             print("pykbroker: %s" % e, file=sys.stderr)
             return 1
         except RuntimeError as e:
             print("pykbroker: cluster did not start: %s" % e, file=sys.stderr)
             return 1
-        if stop.is_set():
-            return 0
+        finally:
+            starting[0] = False
         info = cluster.describe()
         if args.json:
             print(json.dumps(info), flush=True)

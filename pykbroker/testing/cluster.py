@@ -179,7 +179,9 @@ class Cluster:
     ``brokers`` is the list of :class:`BrokerNode` (``brokers[0]`` is broker id 1); ``broker(id)``
     finds one by id.  ``zookeeper`` is the :class:`ZooKeeperServer` (None when an external one
     was given as ``zookeeper="host:port"``).  ``overrides`` go to every broker; ``broker_overrides``
-    maps a broker id to its own extra settings.
+    maps a broker id to its own extra settings.  ``die_with_parent=True`` (what ``cluster up``
+    uses; only from the main thread) puts the children in their own session and has the kernel
+    SIGTERM them when this process dies.
     """
 
     def __init__(self, n_brokers: int = 3, data_dir: Optional[str] = None,
@@ -226,7 +228,8 @@ class Cluster:
         return {
             "bootstrap_servers": self.bootstrap_servers,
             "zookeeper": {"connect": self.zookeeper_connect, "pid": zk.pid if zk else None,
-                          "data_dir": zk.data_dir if zk else None, "managed": zk is not None},
+                          "port": zk.port if zk else None, "data_dir": zk.data_dir if zk else None,
+                          "log": zk.log_path if zk else None, "managed": zk is not None},
             "data_dir": self.data_dir,
             "brokers": [b.describe() for b in self.brokers],
         }
@@ -293,6 +296,38 @@ class Cluster:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    # -- ZooKeeper's view ------------------------------------------------------------------
+
+    def registered_broker_ids(self, timeout: float = 10.0) -> set:
+        """The broker ids registered under ``/brokers/ids`` (Kafka's ZooKeeper layout: one
+        ephemeral znode per live broker), read with kazoo; empty before any registration."""
+        from kazoo.client import KazooClient
+        from kazoo.exceptions import NoNodeError
+
+        zk = KazooClient(hosts=self.zookeeper_connect, timeout=timeout)
+        zk.start(timeout=timeout)
+        try:
+            try:
+                return {int(c) for c in zk.get_children("/brokers/ids") if c.lstrip("-").isdigit()}
+            except NoNodeError:
+                return set()
+        finally:
+            zk.stop()
+            zk.close()
+
+    def wait_registered(self, broker_ids=None, timeout: float = 30.0) -> set:
+        """Until exactly ``broker_ids`` (default: the brokers running now) are registered in
+        ZooKeeper, e.g. after ``start(id)``, or after a kill once the session has expired."""
+        want = set(broker_ids) if broker_ids is not None else {b.broker_id for b in self.brokers if b.running()}
+        deadline = time.monotonic() + timeout
+        while True:
+            got = self.registered_broker_ids()
+            if got == want:
+                return got
+            if time.monotonic() > deadline:
+                raise TimeoutError("registered broker ids %s, want %s (after %ss)" % (sorted(got), sorted(want), timeout))
+            time.sleep(0.1)
 
     # -- faults ---------------------------------------------------------------------------
 

@@ -101,3 +101,31 @@ def test_failed_start_shows_log_tail(tmp_path):
     msg = str(e.value)
     assert "broker 1 exited" in msg and "num.partitions" in msg
     assert c.zookeeper.pid is None                   # what was started is stopped again
+
+
+def test_external_zookeeper_and_registrations(tmp_path):
+    from kazoo.client import KazooClient
+
+    from pykbroker.cluster.zkserver import ZooKeeperServer
+
+    with ZooKeeperServer(str(tmp_path / "zk")) as zk:
+        with Cluster(1, data_dir=str(tmp_path / "c"), zookeeper=zk.connect_string) as c:
+            assert c.zookeeper is None and c.describe()["zookeeper"]["managed"] is False
+            b = c.broker(1)
+            pid = b.pid
+            assert "zookeeper.connect=%s" % zk.connect_string in open("/proc/%d/cmdline" % b.pid).read().split("\0")
+            with pytest.raises(RuntimeError, match="external"):
+                c.restart_zookeeper()
+            # registrations are read from ZooKeeper itself: an ephemeral znode made here by
+            # another session (what a broker's registration is) is seen, and gone with it
+            k = KazooClient(hosts=zk.connect_string)
+            k.start(timeout=15)
+            try:
+                k.create("/brokers/ids/7", b"{}", ephemeral=True, makepath=True)
+                assert 7 in c.registered_broker_ids()
+                assert c.wait_registered(c.registered_broker_ids() | {7}, timeout=5) >= {7}
+            finally:
+                k.stop()
+                k.close()
+            assert 7 not in c.registered_broker_ids()
+        assert zk.running() and not pid_alive(pid)   # ours stopped, the external one not

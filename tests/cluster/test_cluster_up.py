@@ -103,3 +103,51 @@ def test_cluster_up_bad_override():
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 2
     assert "key=value" in err
+
+
+def processes_under(d):
+    """pids whose working directory is inside d (the launcher starts each child in its own dir)."""
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                cwd = os.readlink("/proc/%s/cwd" % name)
+            except OSError:
+                continue
+            if cwd == str(d) or cwd.startswith(str(d) + os.sep):
+                if pid_alive(int(name)):
+                    out.append(int(name))
+    return out
+
+
+def test_sigterm_during_start_up_leaves_nothing(tmp_path):
+    d = tmp_path / "cluster"
+    proc = launch("--brokers", "3", "--dir", str(d))
+    try:
+        # as soon as the brokers are spawned (probably before they answer)
+        wait_for(lambda: (d / "broker-3" / "broker.log").exists(), timeout=60, what="brokers spawned")
+        assert processes_under(d)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+        assert processes_under(d) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_launcher_killed_children_follow(tmp_path):
+    """SIGKILL of the launcher cannot run its clean-up: the kernel's parent-death signal does."""
+    d = tmp_path / "cluster"
+    proc = launch("--brokers", "1", "--dir", str(d))
+    try:
+        read_until(proc, lambda l: "Ctrl-C" in l)
+        children = processes_under(d)
+        assert len(children) == 2                       # ZooKeeper and the broker
+        proc.kill()
+        proc.wait()
+        wait_for(lambda: processes_under(d) == [], timeout=30, what="children gone after the launcher's death")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
