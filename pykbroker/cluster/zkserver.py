@@ -45,7 +45,12 @@ class ZooKeeperUnavailable(RuntimeError):
 
 def find_java() -> str:
     java = os.environ.get("JAVA")
-    if not java and os.environ.get("JAVA_HOME"):
+    if java:
+        found = shutil.which(java)
+        if not found:
+            raise ZooKeeperUnavailable("JAVA=%s is not an executable java" % java)
+        return found
+    if os.environ.get("JAVA_HOME"):
         candidate = os.path.join(os.environ["JAVA_HOME"], "bin", "java")
         java = candidate if os.access(candidate, os.X_OK) else None
     java = java or shutil.which("java")

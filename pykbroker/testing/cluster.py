@@ -13,8 +13,10 @@ Layout under ``data_dir`` (a temporary directory removed by ``close()`` when non
     broker-2/ ...
 
 For tests and fault tools: ``kill(id, sig)``, ``stop(id)`` (SIGTERM and wait), ``start(id)`` (same
-port, same data), ``pause(id)``/``resume(id)`` (SIGSTOP/SIGCONT), ``restart_zookeeper(down)``.
-Standard library only (kazoo is the brokers' business, not the launcher's).
+port, same data), ``pause(id)``/``resume(id)`` (SIGSTOP/SIGCONT), ``restart_zookeeper(down)``,
+``stop_all()`` then ``start()`` (everything down and up), ``wait_registered()`` (the brokers'
+ZooKeeper registrations, read with kazoo).  One controlling thread: the methods are not
+thread-safe.  Standard library only, but for kazoo in the two ZooKeeper reads.
 """
 from __future__ import annotations
 
@@ -50,6 +52,7 @@ class BrokerNode:
         self.log_level = log_level
         self.die_with_parent = die_with_parent
         self.proc: Optional[subprocess.Popen] = None
+        self.ever_ready = False   # from then on its port is fixed: clients and ZooKeeper know it
 
     @property
     def bootstrap(self) -> str:
@@ -108,6 +111,7 @@ class BrokerNode:
                                     % (self.broker_id, rc, self.log_path, tail(self.log_path)))
             try:
                 probe(HOST, self.port, timeout=1.0)
+                self.ever_ready = True
                 return
             except (OSError, ValueError):
                 pass
@@ -197,6 +201,7 @@ class Cluster:
         self.data_dir = os.path.abspath(data_dir)
         os.makedirs(self.data_dir, exist_ok=True)
         self.start_timeout = start_timeout
+        self._started = False
         self.zookeeper: Optional[ZooKeeperServer] = None
         if zookeeper:
             self.zookeeper_connect = zookeeper
@@ -253,8 +258,10 @@ class Cluster:
             for b in self.brokers:
                 self._wait_or_retry(b)
         except BaseException:
-            self.close()
+            if not self._started:
+                self.close()   # a failed first start leaves nothing behind
             raise
+        self._started = True
         return self
 
     def _wait_or_retry(self, b: BrokerNode) -> None:
@@ -265,21 +272,22 @@ class Cluster:
                 b.wait_ready(self.start_timeout)
                 return
             except _BrokerExited:
-                if attempt == 2 or not b.port_taken():
+                if attempt == 2 or b.ever_ready or not b.port_taken():
                     raise
                 b.port = 0
                 b.spawn()
 
-    def stop_all(self, timeout: float = 30.0) -> None:
-        """SIGTERM every broker (together), wait, then stop ZooKeeper: brokers shut down while
-        ZooKeeper still answers (a controlled shutdown needs it)."""
+    def stop_all(self, timeout: float = 30.0, zookeeper: bool = True) -> None:
+        """SIGTERM every broker (together), wait, then stop ZooKeeper (unless ``zookeeper`` is
+        false): brokers shut down while ZooKeeper still answers (a controlled shutdown needs
+        it).  ``start()`` brings back whatever is not running, on the same ports and data."""
         for b in self.brokers:
             if b.running():
                 b.proc.send_signal(signal.SIGCONT)
                 b.proc.send_signal(signal.SIGTERM)
         for b in self.brokers:
             b.stop(timeout)
-        if self.zookeeper is not None:
+        if zookeeper and self.zookeeper is not None:
             self.zookeeper.stop()
 
     def close(self) -> None:

@@ -129,3 +129,37 @@ def test_external_zookeeper_and_registrations(tmp_path):
                 k.close()
             assert 7 not in c.registered_broker_ids()
         assert zk.running() and not pid_alive(pid)   # ours stopped, the external one not
+
+
+def test_all_down_and_up_same_ports(tmp_path):
+    with Cluster(2, data_dir=str(tmp_path / "c")) as c:
+        before = {b.broker_id: (b.port, b.pid) for b in c.brokers}
+        zk_pid = c.zookeeper.pid
+        c.stop_all(zookeeper=False)
+        assert c.zookeeper.pid == zk_pid and all(b.pid is None for b in c.brokers)
+        assert not any(port_open(p) for p, _ in before.values())
+        c.start()
+        for b in c.brokers:
+            assert b.port == before[b.broker_id][0] and b.pid != before[b.broker_id][1]
+            assert_answers(b.bootstrap)
+        assert c.zookeeper.pid == zk_pid                 # a running ZooKeeper is left alone
+
+
+def test_first_start_moves_off_a_port_taken_meanwhile(tmp_path, monkeypatch):
+    """A port picked free can be taken by another process before the broker binds it."""
+    import pykbroker.testing.cluster as mod
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    picks = [taken.getsockname()[1]]
+    real = mod.free_port
+    monkeypatch.setattr(mod, "free_port", lambda host="127.0.0.1": picks.pop() if picks else real(host))
+    try:
+        with Cluster(1, data_dir=str(tmp_path / "c")) as c:
+            b = c.broker(1)
+            assert b.port != taken.getsockname()[1]
+            assert_answers(b.bootstrap)
+            assert "Address already in use" in open(b.log_path).read()
+    finally:
+        taken.close()

@@ -151,3 +151,13 @@ def test_launcher_killed_children_follow(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_no_java_is_one_clear_line(tmp_path):
+    env = dict(os.environ, JAVA=str(tmp_path / "no-such-java"),
+               PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
+    r = subprocess.run([sys.executable, "-m", "pykbroker", "cluster", "up", "--brokers", "1",
+                        "--dir", str(tmp_path / "c")], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 1
+    assert r.stderr.strip().splitlines() == ["pykbroker: JAVA=%s is not an executable java" % (tmp_path / "no-such-java")]
+    assert "Traceback" not in r.stderr
