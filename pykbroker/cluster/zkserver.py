@@ -110,11 +110,12 @@ def four_letter(host: str, port: int, word: str, timeout: float = 2.0) -> bytes:
             chunks.append(b)
 
 
-def tail(path: str, lines: int = 40) -> str:
+def tail(path: str, lines: int = 40, since: int = 0) -> str:
+    """The last ``lines`` lines of a log file, from byte ``since`` on (this run's part)."""
     try:
         with open(path, "rb") as fh:
             fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, fh.tell() - 64 * 1024))
+            fh.seek(max(since, fh.tell() - 64 * 1024))
             return "\n".join(fh.read().decode("utf-8", "replace").splitlines()[-lines:])
     except OSError:
         return "(no log at %s)" % path
@@ -144,6 +145,7 @@ class ZooKeeperServer:
         self.extra_config = dict(extra_config or {})
         self.die_with_parent = die_with_parent
         self.proc: Optional[subprocess.Popen] = None
+        self._log_offset = 0
         self.log_path = os.path.join(self.data_dir, "zookeeper.log")
         self.config_path = os.path.join(self.data_dir, "zoo.cfg")
 
@@ -199,6 +201,8 @@ class ZooKeeperServer:
             self._write_config()
             with open(self.log_path, "ab") as log:
                 log.write(b"--- pykbroker: starting ZooKeeper on %s ---\n" % self.connect_string.encode())
+                log.flush()
+                self._log_offset = log.tell()
                 self.proc = subprocess.Popen(
                     [java, *JVM_FLAGS, "-cp", cp, MAIN_CLASS, self.config_path],
                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -212,7 +216,7 @@ class ZooKeeperServer:
                 if given_port:
                     break
         raise RuntimeError("ZooKeeper did not start on %s; last lines of %s:\n%s"
-                           % (self.connect_string, self.log_path, tail(self.log_path)))
+                           % (self.connect_string, self.log_path, self.log_tail()))
 
     def _wait_ready(self, timeout: float) -> None:
         # `srvr` answers "This ZooKeeper instance is not currently serving requests" until the
@@ -220,10 +224,11 @@ class ZooKeeperServer:
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:
-                if "Address already in use" in tail(self.log_path, 80):
+                rc, self.proc = self.proc.returncode, None
+                if "Address already in use" in self.log_tail(80):
                     raise _PortTaken()
                 raise RuntimeError("ZooKeeper exited with status %s; last lines of %s:\n%s"
-                                   % (self.proc.returncode, self.log_path, tail(self.log_path)))
+                                   % (rc, self.log_path, self.log_tail()))
             try:
                 if b"Mode:" in four_letter(self.host, self.port, "srvr", timeout=1.0):
                     return
@@ -232,8 +237,12 @@ class ZooKeeperServer:
             if time.monotonic() > deadline:
                 self.kill()
                 raise RuntimeError("ZooKeeper not serving on %s after %ss; last lines of %s:\n%s"
-                                   % (self.connect_string, timeout, self.log_path, tail(self.log_path)))
+                                   % (self.connect_string, timeout, self.log_path, self.log_tail()))
             time.sleep(0.05)
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The end of this run's part of zookeeper.log."""
+        return tail(self.log_path, lines, self._log_offset)
 
     def _reap(self) -> None:
         if self.proc is not None:

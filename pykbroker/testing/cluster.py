@@ -52,6 +52,7 @@ class BrokerNode:
         self.log_level = log_level
         self.die_with_parent = die_with_parent
         self.proc: Optional[subprocess.Popen] = None
+        self._log_offset = 0
         self.ever_ready = False   # from then on its port is fixed: clients and ZooKeeper know it
 
     @property
@@ -94,11 +95,11 @@ class BrokerNode:
         with open(self.log_path, "ab") as log:
             log.write(b"--- pykbroker: starting broker %d on %s ---\n" % (self.broker_id, self.bootstrap.encode()))
             log.flush()
+            self._log_offset = log.tell()
             self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, env=env, cwd=self.data_dir,
                                          preexec_fn=_die_with_parent if self.die_with_parent else None,
                                          start_new_session=self.die_with_parent)
-        self._log_offset = os.path.getsize(self.log_path)
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Until it answers ApiVersions; RuntimeError with the log's tail if it exits or times out."""
@@ -108,7 +109,7 @@ class BrokerNode:
                 rc = None if self.proc is None else self.proc.returncode
                 self.proc = None
                 raise _BrokerExited("broker %d exited with status %s before answering; last lines of %s:\n%s"
-                                    % (self.broker_id, rc, self.log_path, tail(self.log_path)))
+                                    % (self.broker_id, rc, self.log_path, self.log_tail()))
             try:
                 probe(HOST, self.port, timeout=1.0)
                 self.ever_ready = True
@@ -118,11 +119,15 @@ class BrokerNode:
             if time.monotonic() > deadline:
                 self.kill()
                 raise RuntimeError("broker %d did not answer ApiVersions on %s within %ss; last lines of %s:\n%s"
-                                   % (self.broker_id, self.bootstrap, timeout, self.log_path, tail(self.log_path)))
+                                   % (self.broker_id, self.bootstrap, timeout, self.log_path, self.log_tail()))
             time.sleep(0.05)
 
+    def log_tail(self, lines: int = 40) -> str:
+        """The end of this run's part of its log file."""
+        return tail(self.log_path, lines, self._log_offset)
+
     def port_taken(self) -> bool:
-        return "Address already in use" in tail(self.log_path, 60)
+        return "Address already in use" in self.log_tail(60)
 
     def start(self, timeout: float = 60.0) -> "BrokerNode":
         self.spawn()

@@ -93,3 +93,33 @@ def test_missing_jars_error_names_the_package(monkeypatch):
     monkeypatch.setattr("pykbroker.cluster.zkserver.DEBIAN_JAR", "/nonexistent/zookeeper.jar")
     with pytest.raises(ZooKeeperUnavailable, match="apt-get install zookeeper"):
         find_classpath()
+
+
+def test_failed_start_shows_this_runs_log(tmp_path, monkeypatch):
+    monkeypatch.setenv("ZOOKEEPER_CLASSPATH", str(tmp_path / "no-such.jar"))
+    zk = ZooKeeperServer(str(tmp_path / "zk"))
+    with pytest.raises(RuntimeError) as e:
+        zk.start(timeout=60)
+    assert "ZooKeeper exited with status 1" in str(e.value)
+    assert "ZooKeeperServerMain" in str(e.value)      # java's "could not find or load main class"
+    assert zk.proc is None
+
+
+def test_port_taken_meanwhile_moves_on_given_port_fails(tmp_path, monkeypatch):
+    import pykbroker.cluster.zkserver as mod
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    busy = taken.getsockname()[1]
+    try:
+        picks = [busy]
+        real = mod.free_port
+        monkeypatch.setattr(mod, "free_port", lambda host="127.0.0.1": picks.pop() if picks else real(host))
+        with ZooKeeperServer(str(tmp_path / "a")) as zk:     # a picked port: it moves on
+            assert zk.port != busy
+            assert "Address already in use" in open(zk.log_path).read()
+        with pytest.raises(RuntimeError, match="did not start on 127.0.0.1:%d" % busy):
+            ZooKeeperServer(str(tmp_path / "b"), port=busy).start()   # a given port: an error
+    finally:
+        taken.close()
