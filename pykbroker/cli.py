@@ -1,4 +1,4 @@
-"""Command line: ``pykbroker serve`` and ``pykbroker pipeline clickstream``.
+"""Command line: ``pykbroker serve``, ``pykbroker cluster up`` and ``pykbroker pipeline clickstream``.
 
 Configuration uses Apache Kafka's names: ``--config server.properties`` is read first, then
 ``--listeners``/``--log-dirs`` and any number of ``--override key=value``.  SIGINT/SIGTERM stop
@@ -75,6 +75,102 @@ async def _serve(config: BrokerConfig) -> None:
                 break
 
 
+def _cluster_up(args) -> int:
+    """``pykbroker cluster up``: :class:`pykbroker.testing.cluster.Cluster` until a signal."""
+    import json
+    import threading
+
+    from .cluster.zkserver import ZooKeeperUnavailable
+    from .testing.cluster import Cluster
+
+    overrides = {}
+    for ov in args.override or []:
+        if "=" not in ov:
+            print("pykbroker: --override expects key=value, got %r" % ov, file=sys.stderr)
+            return 2
+        k, v = ov.split("=", 1)
+        overrides[k.strip()] = v.strip()
+    if args.brokers < 1:
+        print("pykbroker: --brokers must be at least 1", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    received = []
+    starting = [True]
+
+    class Interrupted(BaseException):
+        pass
+
+    def on_signal(signum, frame):
+        received.append(signum)
+        stop.set()
+        if starting[0]:
+            # During start-up, abort it: Cluster.start stops what it had started.  Only once,
+            # so that a second signal does not interrupt that clean-up.
+            starting[0] = False
+            raise Interrupted()
+
+    # Installed before anything starts.  The children get their own session (a terminal's
+    # Ctrl-C reaches only this process), so the order of shutdown is ours: brokers first, then
+    # ZooKeeper; and the kernel SIGTERMs them if this process dies (die_with_parent).
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+    cluster = Cluster(args.brokers, data_dir=args.dir, overrides=overrides, zookeeper=args.zookeeper,
+                      log_level=args.log_level, die_with_parent=True)
+    try:
+        try:
+            cluster.start()
+        except Interrupted:
+            print("pykbroker: interrupted (%s) during start-up; stopped" % signal.Signals(received[0]).name,
+                  file=sys.stderr)
+            return 1
+        except ZooKeeperUnavailable as e:
+            print("pykbroker: %s" % e, file=sys.stderr)
+            return 1
+        except RuntimeError as e:
+            print("pykbroker: cluster did not start: %s" % e, file=sys.stderr)
+            return 1
+        finally:
+            starting[0] = False
+        info = cluster.describe()
+        if args.json:
+            print(json.dumps(info), flush=True)
+        else:
+            _print_cluster(info, cluster_tmp=args.dir is None)
+        while not stop.wait(0.5):
+            for b in cluster.brokers:
+                if b.proc is not None and b.proc.poll() is not None:
+                    print("pykbroker: broker %d (pid %d) exited with status %s; see %s"
+                          % (b.broker_id, b.pid, b.proc.returncode, b.log_path), file=sys.stderr, flush=True)
+                    b.proc = None
+            zk = cluster.zookeeper
+            if zk is not None and zk.proc is not None and zk.proc.poll() is not None:
+                print("pykbroker: ZooKeeper (pid %d) exited with status %s; see %s"
+                      % (zk.pid, zk.proc.returncode, zk.log_path), file=sys.stderr, flush=True)
+                zk.proc = None
+        if not args.json:
+            print("stopping (%s): brokers, then ZooKeeper" % signal.Signals(received[0]).name, flush=True)
+    finally:
+        cluster.close()
+    return 0
+
+
+def _print_cluster(info: dict, cluster_tmp: bool) -> None:
+    zk = info["zookeeper"]
+    lines = ["bootstrap servers: %s" % info["bootstrap_servers"],
+             "zookeeper.connect: %s%s" % (zk["connect"], "" if zk["managed"] else " (external)"), ""]
+    rows = [("BROKER", "PORT", "PID", "DATA DIR")]
+    rows += [(str(b["broker_id"]), str(b["port"]), str(b["pid"]), b["data_dir"]) for b in info["brokers"]]
+    if zk["managed"]:
+        rows.append(("zk", zk["connect"].rsplit(":", 1)[1], str(zk["pid"]), zk["data_dir"]))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    for r in rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[3])
+    lines.append("")
+    lines.append("data in %s%s; Ctrl-C stops the cluster"
+                 % (info["data_dir"], " (temporary, removed on exit)" if cluster_tmp else ""))
+    print("\n".join(lines), flush=True)
+
+
 def _wants_pipeline(argv) -> bool:
     """Whether the command is ``pipeline`` (its first word that is not an option): only then
     are the clickstream arguments (and their module) needed."""
@@ -93,6 +189,15 @@ def main(argv=None) -> int:
     pp = sub.add_parser("pipeline", help="data pipelines (PySpark; needs the 'pipeline' extra)")
     psub = pp.add_subparsers(dest="pipeline", required=True)
     cp = psub.add_parser("clickstream", help="page visits -> Spark Structured Streaming -> per-site window stats")
+    kp = sub.add_parser("cluster", help="a local multi-broker cluster on ZooKeeper (child processes)")
+    ksub = kp.add_subparsers(dest="cluster", required=True)
+    up = ksub.add_parser("up", help="start ZooKeeper and N brokers on loopback; Ctrl-C/SIGTERM stops them all")
+    up.add_argument("--brokers", type=int, default=3, help="number of brokers, ids 1..N (default 3)")
+    up.add_argument("--dir", help="data directory (default: a temporary one, removed on exit)")
+    up.add_argument("--zookeeper", metavar="HOST:PORT", help="use this ZooKeeper instead of starting one")
+    up.add_argument("--override", action="append", metavar="KEY=VALUE", help="a Kafka config for every broker, repeatable")
+    up.add_argument("--log-level", default="INFO", help="the brokers' log level")
+    up.add_argument("--json", action="store_true", help="print the cluster as one JSON document (for scripts)")
     hp = sub.add_parser("healthcheck", help="exit 0 if a broker answers ApiVersions (container HEALTHCHECK)")
     if "healthcheck" in (sys.argv[1:] if argv is None else argv):   # its module only when it runs
         from .healthcheck import add_arguments
@@ -107,6 +212,8 @@ def main(argv=None) -> int:
     if args.cmd == "healthcheck":
         from .healthcheck import run
         return run(args)
+    if args.cmd == "cluster":
+        return _cluster_up(args)
     logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
                         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
     if args.cmd == "serve":

@@ -8,12 +8,15 @@ cd "$(dirname "$0")/.."
 SUDO=""
 if [ "$(id -u)" != "0" ] && command -v sudo >/dev/null 2>&1; then SUDO="sudo"; fi
 
-# Debian packages: kcat (librdkafka's CLI, a real client in the matrix).
+# Debian packages: kcat (librdkafka's CLI, a real client in the matrix), zookeeper, a JDK, Maven.
 need_apt=()
 command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
 # A JDK (17 on Debian 12) and Maven for the Java kafka-clients scenarios in compat/java (tests/java).
 command -v javac >/dev/null 2>&1 || need_apt+=(default-jdk-headless)
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
+# ZooKeeper 3.8 for the multi-broker cluster (pykbroker cluster up, tests/cluster): its jars run
+# in a child JVM (pykbroker/cluster/zkserver.py); the package's service is not used.
+[ -e /usr/share/java/zookeeper.jar ] || need_apt+=(zookeeper)
 if [ ${#need_apt[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}"

@@ -1,0 +1,365 @@
+"""A local multi-broker cluster on a real ZooKeeper: ``pykbroker cluster up`` as a library.
+
+``Cluster(n_brokers=3, data_dir=None, overrides={...})`` starts a standalone ZooKeeper
+(:class:`pykbroker.cluster.zkserver.ZooKeeperServer`, unless ``zookeeper="host:port"`` names
+one already running) and N ``pykbroker serve`` child processes on loopback, broker ids 1..N,
+each given ``zookeeper.connect`` and ``broker.id`` as ``--override`` (Kafka's names), exactly as a
+user starts them.  A broker counts as started when it answers ApiVersions.
+
+Layout under ``data_dir`` (a temporary directory removed by ``close()`` when none is given)::
+
+    zookeeper/          zoo.cfg, zookeeper.log, data/
+    broker-1/           broker.log (its stdout+stderr), kafka-logs/ (its log.dirs)
+    broker-2/ ...
+
+For tests and fault tools: ``kill(id, sig)``, ``stop(id)`` (SIGTERM and wait), ``start(id)`` (same
+port, same data), ``pause(id)``/``resume(id)`` (SIGSTOP/SIGCONT), ``restart_zookeeper(down)``,
+``stop_all()`` then ``start()`` (everything down and up), ``wait_registered()`` (the brokers'
+ZooKeeper registrations, read with kazoo).  One controlling thread: the methods are not
+thread-safe.  Standard library only, but for kazoo in the two ZooKeeper reads.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Optional
+
+from ..cluster.zkserver import ZooKeeperServer, _die_with_parent, free_port, tail, wait_stopped
+from ..healthcheck import probe
+
+HOST = "127.0.0.1"
+
+
+class BrokerNode:
+    """One ``pykbroker serve`` child: ``broker_id``, ``port``, ``pid``, ``data_dir`` (its
+    directory: log file and log.dirs), ``log_dir`` (log.dirs), ``log_path``."""
+
+    def __init__(self, broker_id: int, data_dir: str, zookeeper_connect: Optional[str],
+                 overrides: Optional[dict] = None, port: int = 0, log_level: str = "INFO",
+                 die_with_parent: bool = False):
+        self.broker_id = int(broker_id)
+        self.data_dir = os.path.abspath(data_dir)
+        self.log_dir = os.path.join(self.data_dir, "kafka-logs")
+        self.log_path = os.path.join(self.data_dir, "broker.log")
+        self.zookeeper_connect = zookeeper_connect
+        self.overrides = {str(k): str(v) for k, v in (overrides or {}).items()}
+        self.port = int(port)
+        self.log_level = log_level
+        self.die_with_parent = die_with_parent
+        self.proc: Optional[subprocess.Popen] = None
+        self._log_offset = 0
+        self.ever_ready = False   # from then on its port is fixed: clients and ZooKeeper know it
+
+    @property
+    def bootstrap(self) -> str:
+        return "%s:%d" % (HOST, self.port)
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self.proc.pid if self.proc is not None else None
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def command(self) -> list:
+        cmd = [sys.executable, "-m", "pykbroker", "serve",
+               "--listeners", "PLAINTEXT://%s:%d" % (HOST, self.port),
+               "--log-dirs", self.log_dir, "--log-level", self.log_level]
+        values = {"broker.id": str(self.broker_id)}
+        if self.zookeeper_connect:
+            values["zookeeper.connect"] = self.zookeeper_connect
+        values.update(self.overrides)   # the caller's word wins (e.g. a chroot in zookeeper.connect)
+        for k, v in values.items():
+            cmd += ["--override", "%s=%s" % (k, v)]
+        return cmd
+
+    def spawn(self) -> None:
+        """Start the process without waiting (see :meth:`wait_ready`)."""
+        if self.running():
+            return
+        os.makedirs(self.log_dir, exist_ok=True)
+        if self.port == 0:
+            self.port = free_port(HOST)
+        env = dict(os.environ)
+        # The child imports the same pykbroker as this process: a source checkout (a worktree
+        # on PYTHONPATH, or the current directory) goes first on its path.  An installed package
+        # needs nothing (and site-packages on PYTHONPATH would come before the standard library).
+        pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        if os.path.exists(os.path.join(pkg_root, "pyproject.toml")):
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
+        with open(self.log_path, "ab") as log:
+            log.write(b"--- pykbroker: starting broker %d on %s ---\n" % (self.broker_id, self.bootstrap.encode()))
+            log.flush()
+            self._log_offset = log.tell()
+            self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=log,
+                                         stderr=subprocess.STDOUT, env=env, cwd=self.data_dir,
+                                         preexec_fn=_die_with_parent if self.die_with_parent else None,
+                                         start_new_session=self.die_with_parent)
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Until it answers ApiVersions; RuntimeError with the log's tail if it exits or times out."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc is None or self.proc.poll() is not None:
+                rc = None if self.proc is None else self.proc.returncode
+                self.proc = None
+                raise _BrokerExited("broker %d exited with status %s before answering; last lines of %s:\n%s"
+                                    % (self.broker_id, rc, self.log_path, self.log_tail()))
+            try:
+                probe(HOST, self.port, timeout=1.0)
+                self.ever_ready = True
+                return
+            except (OSError, ValueError):
+                pass
+            if time.monotonic() > deadline:
+                self.kill()
+                raise RuntimeError("broker %d did not answer ApiVersions on %s within %ss; last lines of %s:\n%s"
+                                   % (self.broker_id, self.bootstrap, timeout, self.log_path, self.log_tail()))
+            time.sleep(0.05)
+
+    def log_tail(self, lines: int = 40) -> str:
+        """The end of this run's part of its log file."""
+        return tail(self.log_path, lines, self._log_offset)
+
+    def port_taken(self) -> bool:
+        return "Address already in use" in self.log_tail(60)
+
+    def start(self, timeout: float = 60.0) -> "BrokerNode":
+        self.spawn()
+        self.wait_ready(timeout)
+        return self
+
+    def stop(self, timeout: float = 30.0) -> Optional[int]:
+        """SIGTERM (clean shutdown) and wait; SIGKILL after ``timeout``.  The exit status."""
+        if self.proc is None:
+            return None
+        p = self.proc
+        if p.poll() is None:
+            p.send_signal(signal.SIGCONT)   # a paused broker must be able to act on SIGTERM
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.proc = None
+        return p.returncode
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Send ``sig`` (default SIGKILL); a fatal one is waited for and the process forgotten."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            if sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT):
+                self.proc.wait()
+        if self.proc.poll() is not None:
+            self.proc = None
+
+    def pause(self) -> None:
+        if self.running():
+            self.proc.send_signal(signal.SIGSTOP)
+            wait_stopped(self.proc.pid)
+
+    def resume(self) -> None:
+        if self.running():
+            self.proc.send_signal(signal.SIGCONT)
+
+    def describe(self) -> dict:
+        return {"broker_id": self.broker_id, "host": HOST, "port": self.port, "pid": self.pid,
+                "data_dir": self.data_dir, "log": self.log_path}
+
+    def __repr__(self) -> str:
+        return "BrokerNode(%d, %s, pid=%s)" % (self.broker_id, self.bootstrap, self.pid)
+
+
+class _BrokerExited(RuntimeError):
+    pass
+
+
+class Cluster:
+    """ZooKeeper + N brokers as child processes; a context manager (``with Cluster(3) as c:``).
+
+    ``brokers`` is the list of :class:`BrokerNode` (``brokers[0]`` is broker id 1); ``broker(id)``
+    finds one by id.  ``zookeeper`` is the :class:`ZooKeeperServer` (None when an external one
+    was given as ``zookeeper="host:port"``).  ``overrides`` go to every broker; ``broker_overrides``
+    maps a broker id to its own extra settings.  ``die_with_parent=True`` (what ``cluster up``
+    uses; only from the main thread) puts the children in their own session and has the kernel
+    SIGTERM them when this process dies.
+    """
+
+    def __init__(self, n_brokers: int = 3, data_dir: Optional[str] = None,
+                 overrides: Optional[dict] = None, zookeeper: Optional[str] = None,
+                 broker_overrides: Optional[dict] = None, log_level: str = "INFO",
+                 zk_tick_time: int = 2000, die_with_parent: bool = False,
+                 start_timeout: float = 60.0):
+        if n_brokers < 1:
+            raise ValueError("n_brokers must be at least 1")
+        self._tmp = None
+        if data_dir is None:
+            self._tmp = data_dir = tempfile.mkdtemp(prefix="pykbroker-cluster-")
+        self.data_dir = os.path.abspath(data_dir)
+        os.makedirs(self.data_dir, exist_ok=True)
+        self.start_timeout = start_timeout
+        self._started = False
+        self.zookeeper: Optional[ZooKeeperServer] = None
+        if zookeeper:
+            self.zookeeper_connect = zookeeper
+        else:
+            self.zookeeper = ZooKeeperServer(os.path.join(self.data_dir, "zookeeper"),
+                                             tick_time=zk_tick_time, die_with_parent=die_with_parent)
+            self.zookeeper_connect = None   # known once it has a port
+        per_broker = broker_overrides or {}
+        self.brokers = [BrokerNode(i, os.path.join(self.data_dir, "broker-%d" % i), None,
+                                   {**(overrides or {}), **per_broker.get(i, {})},
+                                   log_level=log_level, die_with_parent=die_with_parent)
+                        for i in range(1, n_brokers + 1)]
+
+    # -- addresses ------------------------------------------------------------------------
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers)
+
+    def broker(self, broker_id: int) -> BrokerNode:
+        for b in self.brokers:
+            if b.broker_id == broker_id:
+                return b
+        raise KeyError("no broker with id %r" % broker_id)
+
+    def describe(self) -> dict:
+        """What ``pykbroker cluster up`` prints (its ``--json`` form)."""
+        zk = self.zookeeper
+        return {
+            "bootstrap_servers": self.bootstrap_servers,
+            "zookeeper": {"connect": self.zookeeper_connect, "pid": zk.pid if zk else None,
+                          "port": zk.port if zk else None, "data_dir": zk.data_dir if zk else None,
+                          "log": zk.log_path if zk else None, "managed": zk is not None},
+            "data_dir": self.data_dir,
+            "brokers": [b.describe() for b in self.brokers],
+        }
+
+    # -- life cycle -----------------------------------------------------------------------
+
+    def start(self, broker_id: Optional[int] = None, timeout: Optional[float] = None):
+        """``start()``: the whole cluster (ZooKeeper, then every broker), returns the Cluster.
+        ``start(id)``: that stopped or killed broker again, same port and data; returns it."""
+        if broker_id is not None:
+            return self.broker(broker_id).start(timeout or self.start_timeout)
+        try:
+            if self.zookeeper is not None:
+                self.zookeeper.start(self.start_timeout)
+                self.zookeeper_connect = self.zookeeper.connect_string
+            for b in self.brokers:
+                b.zookeeper_connect = self.zookeeper_connect
+            # all spawned first, then waited for: N Python start-ups overlap
+            for b in self.brokers:
+                b.spawn()
+            for b in self.brokers:
+                self._wait_or_retry(b)
+        except BaseException:
+            if not self._started:
+                self.close()   # a failed first start leaves nothing behind
+            raise
+        self._started = True
+        return self
+
+    def _wait_or_retry(self, b: BrokerNode) -> None:
+        # A port picked free may be taken by another process before the broker binds it: a
+        # first start then moves to another port (later starts keep theirs: clients know it).
+        for attempt in range(3):
+            try:
+                b.wait_ready(self.start_timeout)
+                return
+            except _BrokerExited:
+                if attempt == 2 or b.ever_ready or not b.port_taken():
+                    raise
+                b.port = 0
+                b.spawn()
+
+    def stop_all(self, timeout: float = 30.0, zookeeper: bool = True) -> None:
+        """SIGTERM every broker (together), wait, then stop ZooKeeper (unless ``zookeeper`` is
+        false): brokers shut down while ZooKeeper still answers (a controlled shutdown needs
+        it).  ``start()`` brings back whatever is not running, on the same ports and data."""
+        for b in self.brokers:
+            if b.running():
+                b.proc.send_signal(signal.SIGCONT)
+                b.proc.send_signal(signal.SIGTERM)
+        for b in self.brokers:
+            b.stop(timeout)
+        if zookeeper and self.zookeeper is not None:
+            self.zookeeper.stop()
+
+    def close(self) -> None:
+        """Stop everything; remove the data directory if it was a temporary one."""
+        try:
+            self.stop_all()
+        finally:
+            if self._tmp is not None:
+                shutil.rmtree(self._tmp, ignore_errors=True)
+                self._tmp = None
+
+    def __enter__(self) -> "Cluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- ZooKeeper's view ------------------------------------------------------------------
+
+    def registered_broker_ids(self, timeout: float = 10.0) -> set:
+        """The broker ids registered under ``/brokers/ids`` (Kafka's ZooKeeper layout: one
+        ephemeral znode per live broker), read with kazoo; empty before any registration."""
+        from kazoo.client import KazooClient
+        from kazoo.exceptions import NoNodeError
+
+        zk = KazooClient(hosts=self.zookeeper_connect, timeout=timeout)
+        zk.start(timeout=timeout)
+        try:
+            try:
+                return {int(c) for c in zk.get_children("/brokers/ids") if c.lstrip("-").isdigit()}
+            except NoNodeError:
+                return set()
+        finally:
+            zk.stop()
+            zk.close()
+
+    def wait_registered(self, broker_ids=None, timeout: float = 30.0) -> set:
+        """Until exactly ``broker_ids`` (default: the brokers running now) are registered in
+        ZooKeeper, e.g. after ``start(id)``, or after a kill once the session has expired."""
+        want = set(broker_ids) if broker_ids is not None else {b.broker_id for b in self.brokers if b.running()}
+        deadline = time.monotonic() + timeout
+        while True:
+            got = self.registered_broker_ids()
+            if got == want:
+                return got
+            if time.monotonic() > deadline:
+                raise TimeoutError("registered broker ids %s, want %s (after %ss)" % (sorted(got), sorted(want), timeout))
+            time.sleep(0.1)
+
+    # -- faults ---------------------------------------------------------------------------
+
+    def kill(self, broker_id: int, sig: int = signal.SIGKILL) -> None:
+        self.broker(broker_id).kill(sig)
+
+    def stop(self, broker_id: int, timeout: float = 30.0) -> Optional[int]:
+        return self.broker(broker_id).stop(timeout)
+
+    def pause(self, broker_id: int) -> None:
+        self.broker(broker_id).pause()
+
+    def resume(self, broker_id: int) -> None:
+        self.broker(broker_id).resume()
+
+    def restart_zookeeper(self, down_seconds: float = 0.0, sig: int = signal.SIGKILL) -> None:
+        if self.zookeeper is None:
+            raise RuntimeError("ZooKeeper is external (%s): not ours to restart" % self.zookeeper_connect)
+        self.zookeeper.restart(down_seconds, sig, timeout=self.start_timeout)
+
+    def __repr__(self) -> str:
+        return "Cluster(%s, zookeeper=%s)" % (self.bootstrap_servers, self.zookeeper_connect)
