@@ -93,6 +93,8 @@ def _cluster_up(args) -> int:
     if args.brokers < 1:
         print("pykbroker: --brokers must be at least 1", file=sys.stderr)
         return 2
+    # Kafka's default replication of __consumer_offsets is 3; fewer brokers could never create it
+    overrides.setdefault("offsets.topic.replication.factor", str(min(3, args.brokers)))
     stop = threading.Event()
     received = []
     starting = [True]

@@ -282,6 +282,10 @@ ZK_ERA_KEYS = frozenset({"zookeeper.connect", "zookeeper.session.timeout.ms", "z
                          "controlled.shutdown.max.retries", "controlled.shutdown.retry.backoff.ms",
                          "leader.imbalance.per.broker.percentage"})
 
+# Defaults that differ on a cluster member (zookeeper.connect set): Kafka's, where pykbroker's
+# single-node default is 1.
+CLUSTER_DEFAULTS = {"offsets.topic.replication.factor": 3}
+
 _DEFS = [
     # --- broker: identity and listeners
     # node.id has no default in Kafka (pykbroker runs as node 1 when neither id is set, see
@@ -567,6 +571,10 @@ class BrokerConfig:
             return self._explicit.get(other, 1)
         if key == "log.dirs":
             return self.get("log.dir")
+        if key in CLUSTER_DEFAULTS and self._explicit.get("zookeeper.connect"):
+            # A cluster member gets Kafka's own defaults for the internal topics' replication
+            # (the single node's 1 would lose committed offsets with one broker).
+            return CLUSTER_DEFAULTS[key]
         d = BROKER_CONFIGS.get(key)
         if d is None:
             raise KeyError("%r is not a broker config declared in pykbroker/config.py" % key)

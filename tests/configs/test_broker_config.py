@@ -297,3 +297,12 @@ def test_topic_defaults_follow_broker_overrides():
     assert (eff["retention.ms"], eff["max.message.bytes"], eff["cleanup.policy"]) == (300000, 2000, ["delete"])
     assert c.topic_default("retention.ms") == (300000, 4)       # STATIC_BROKER_CONFIG
     assert BrokerConfig({}).topic_default("retention.ms") == (604800000, 5)  # DEFAULT_CONFIG
+
+
+def test_cluster_member_gets_kafkas_internal_topic_replication():
+    """One node: __consumer_offsets has one replica; a ZooKeeper cluster member: Kafka's 3,
+    unless set."""
+    assert BrokerConfig({})["offsets.topic.replication.factor"] == 1
+    assert BrokerConfig({"zookeeper.connect": "127.0.0.1:2181"})["offsets.topic.replication.factor"] == 3
+    assert BrokerConfig({"zookeeper.connect": "127.0.0.1:2181",
+                         "offsets.topic.replication.factor": "2"})["offsets.topic.replication.factor"] == 2
