@@ -8,9 +8,9 @@ and messages, makes the change durable, and publishes it as records to the broke
 listeners register explicitly (``set_replica_manager``, ``add_topic_deleted_listener``,
 ``add_partition_change_listener``); the controller never reaches them through the broker.
 
-``LocalController`` is the single-node implementation (no ``zookeeper.connect``).
-
-What a ZooKeeper implementation (issue 11) has to provide behind the same interface:
+``LocalController`` is the single-node implementation (no ``zookeeper.connect``);
+``ZkController`` (cluster/zk_controller.py) the cluster one.  What it provides behind the same
+interface (and any other implementation must):
 - the same async operations with the same validation and messages (``TopicValidator`` below is
   shared; only ``registered_brokers`` becomes the live ``/brokers/ids`` set);
 - durability in ZooKeeper instead of the JSON file: ``/brokers/topics/<t>`` (assignment),
