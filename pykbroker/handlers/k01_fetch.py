@@ -34,7 +34,8 @@ Behaviour (Apache Kafka 4.x as the oracle):
   like a consumer's (woken by appends).
 Version notes: v5 adds log_start_offset; v7 sessions; v9 current_leader_epoch; v11 rack_id and
 preferred_read_replica; v12 is flexible, adds last_fetched_epoch and tagged
-diverging_epoch/current_leader/snapshot_id (current_leader and snapshot_id left default).
+diverging_epoch/current_leader/snapshot_id (current_leader filled for NOT_LEADER_OR_FOLLOWER /
+FENCED_LEADER_EPOCH as Kafka does, KIP-951; snapshot_id left default).
 - The partition lookup (unknown, offline: KAFKA_STORAGE_ERROR, leader epoch) is
   handlers/common.py's, shared with Produce, ListOffsets, DeleteRecords, OffsetForLeaderEpoch.
 """
@@ -43,7 +44,7 @@ from __future__ import annotations
 import trio
 
 from ..protocol.errors import ErrorCode, KafkaError
-from .common import PartitionResponses, leader_partition
+from .common import NEW_LEADER_ERRORS, PartitionResponses, current_leader, leader_partition
 
 API_KEY = 1
 MIN_VERSION = 4
@@ -83,6 +84,11 @@ def _read_all(broker, request, targets, version: int = 12):
                 partition = leader_partition(rm, name, idx, p["current_leader_epoch"])
             except KafkaError as e:
                 r = RESPONSES.error(idx, e.code)
+                if e.code in NEW_LEADER_ERRORS and version >= 12:
+                    # KIP-951: where the leader is now (node_endpoints need v16)
+                    leader, _ = current_leader(broker.metadata_cache, name, idx)
+                    if leader is not None:
+                        r["current_leader"] = leader
                 if e.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                     # Kafka answers it from its metadata check, before the log read, with an
                     # empty (not null) aborted_transactions list.

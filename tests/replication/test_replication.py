@@ -62,8 +62,17 @@ def test_non_leader_answers_not_leader_and_fences_epochs(cluster):
     leader, (f1, _) = followers(cluster, "nl", 0)
     r = produce(cluster, f1, "nl", 0, [b"x"])
     assert r["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    # Produce v10+: KIP-951 names the current leader and its endpoint
+    with wire.WireClient(cluster.address(f1)) as w:
+        resp = wire.produce(w, "nl", 0, wire.make_batch([b"x"]), version=11)
+    pr = wire.produce_part(resp)
+    assert pr["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert pr["current_leader"] == {"leader_id": leader, "leader_epoch": 0}
+    host, port = cluster.address(leader).split(":")
+    assert [(n["node_id"], n["host"], n["port"]) for n in resp["node_endpoints"]] == [(leader, host, int(port))]
     p, _ = fetch_values(cluster, f1, "nl", 0)
     assert p["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert p["current_leader"] == {"leader_id": leader, "leader_epoch": 0}
     with wire.WireClient(cluster.address(f1)) as w:
         assert wire.list_offsets(w, "nl", 0, -1)["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert produce(cluster, leader, "nl", 0, [b"y"])["error_code"] == 0
