@@ -144,7 +144,9 @@ def _read_all_for_follower(rm, request, targets, version: int):
                 continue
             fetch_offset = p["fetch_offset"]
             last_epoch = p["last_fetched_epoch"] if version >= 12 else -1
-            if last_epoch >= 0:
+            # (fast path: the follower is on our latest epoch, which ends at our log end)
+            if last_epoch >= 0 and not (last_epoch == partition.log.epoch_cache.latest_epoch
+                                        and fetch_offset <= partition.log_end_offset):
                 epoch, end = partition.end_offset_for_epoch(last_epoch)
                 if epoch < last_epoch or end < fetch_offset:
                     hw = partition.high_watermark
@@ -207,7 +209,10 @@ async def handle(ctx, request):
                 responses, total, errored = _read_all(ctx.broker, request, targets, version)
                 if total >= request["min_bytes"] or errored:
                     break
-        if scope.cancelled_caught:
-            # Timed out: answer with whatever is there now (like Kafka's DelayedFetch.onComplete).
+        if scope.cancelled_caught and wake.is_set():
+            # Timed out after a wake-up that was not read yet: answer with whatever is there
+            # now (like Kafka's DelayedFetch.onComplete).  Without a wake-up since the last
+            # read nothing it depends on changed (appends, HW moves, leadership, deletion all
+            # wake it), so that answer stands: an idle long poll costs one pass, not two.
             responses, total, errored = _read_all(ctx.broker, request, set(), version)
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}

@@ -370,3 +370,31 @@ def test_acks_all_waiter_returns_on_leadership_loss(cluster):
     t.join(10)
     assert not t.is_alive()
     assert out["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_idempotent_sequences_survive_failover(cluster):
+    """A new leader continues the producer's sequences from what it replicated: the next batch is
+    accepted, a retry of an acknowledged batch is answered as a duplicate with its original
+    offset, a gap is OUT_OF_ORDER_SEQUENCE_NUMBER."""
+    cluster.create_topic("ids", 1, 3)
+    leader = cluster.state("ids", 0).leader
+    pid, epoch = wire.init_producer_id(cluster.address(leader))
+
+    def send(node, values, seq):
+        with wire.WireClient(cluster.address(node)) as w:
+            return wire.produce_part(wire.produce(w, "ids", 0, wire.make_batch(
+                values, producer_id=pid, producer_epoch=epoch, base_sequence=seq)))
+    assert send(leader, [b"a", b"b"], 0)["base_offset"] == 0
+    last = send(leader, [b"c"], 2)
+    assert last["error_code"] == 0 and last["base_offset"] == 2
+    wait_replicated(cluster, "ids", 0)
+    cluster.stop_broker(leader)
+    new = cluster.state("ids", 0).leader
+    wait_until(lambda: cluster.call(lambda: cluster.partition(new, "ids", 0).is_leader), 10)
+    dup = send(new, [b"c"], 2)            # the client's retry of an acknowledged batch
+    assert dup["error_code"] == 0 and dup["base_offset"] == 2
+    assert send(new, [b"e"], 5)["error_code"] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    nxt = send(new, [b"d"], 3)
+    assert nxt["error_code"] == 0 and nxt["base_offset"] == 3
+    _, vals = fetch_values(cluster, new, "ids", 0)
+    assert vals == [b"a", b"b", b"c", b"d"]
