@@ -398,3 +398,24 @@ def test_idempotent_sequences_survive_failover(cluster):
     assert nxt["error_code"] == 0 and nxt["base_offset"] == 3
     _, vals = fetch_values(cluster, new, "ids", 0)
     assert vals == [b"a", b"b", b"c", b"d"]
+
+
+def test_whole_cluster_restart_keeps_committed_records(cluster):
+    cluster.create_topic("rs", 2, 3)
+    for p in (0, 1):
+        leader = cluster.state("rs", p).leader
+        assert produce(cluster, leader, "rs", p, [b"p%d-a" % p, b"p%d-b" % p])["error_code"] == 0
+        wait_replicated(cluster, "rs", p)
+    for b in (1, 2, 3):
+        cluster.stop_broker(b, fail=False)
+    for b in (3, 1, 2):
+        cluster.start_broker(b)
+    for p in (0, 1):
+        leader = cluster.state("rs", p).leader
+        wait_until(lambda: cluster.call(lambda: cluster.partition(leader, "rs", p).is_leader), 10)
+        # the HW came back from the checkpoints: the committed records are readable at once
+        _, vals = fetch_values(cluster, leader, "rs", p)
+        assert vals == [b"p%d-a" % p, b"p%d-b" % p]
+        assert produce(cluster, leader, "rs", p, [b"p%d-c" % p])["error_code"] == 0
+        wait_replicated(cluster, "rs", p)
+        assert cluster.log_bytes(1, "rs", p) == cluster.log_bytes(2, "rs", p) == cluster.log_bytes(3, "rs", p)
