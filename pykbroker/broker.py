@@ -34,8 +34,14 @@ def _read_meta(path: str) -> dict:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig):
+    def __init__(self, config: BrokerConfig, clock=None):
+        from .clock import BrokerClock
+
         self.config = config
+        # The broker's notion of now (pykbroker/clock.py), handed to every component that reads
+        # the time; run() belongs in a trio run started with clock=self.clock (else only the
+        # wall-clock readings follow the clock: see BrokerClock).
+        self.clock = clock if clock is not None else BrokerClock()
         self.node_id: int = config.node_id
         self.log_dirs = [os.path.abspath(d) for d in config.log_dirs]
         self.handlers = load_handlers(lazy=True)   # each module imported by its first request
@@ -51,6 +57,7 @@ class Broker:
         self.faults = FaultPlan()   # injected request faults (server/faults.py; empty: off)
         self.group_coordinator = None
         self.ready = trio.Event()
+        self.crashed = False
         self._components: list = []
 
     # -- identity ---------------------------------------------------------------------------
@@ -93,7 +100,8 @@ class Broker:
         self.controller = LocalController(self.metadata_cache, self.config, self.node_id, self.log_dirs[0],
                                           fs=self.storage_fs or REAL_FS)
         self.log_manager = LogManager(self.log_dirs, self.storage_fs, config=self.config,
-                                      metadata=self.metadata_cache, halt_hook=self.halt_hook, new_log_epoch=0)
+                                      metadata=self.metadata_cache, halt_hook=self.halt_hook, new_log_epoch=0,
+                                      clock=self.clock)
         self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self.metadata_cache)
         self.controller.set_replica_manager(self.replica_manager)
         self.replica_manager.on_replicas_offline = (
@@ -115,7 +123,8 @@ class Broker:
                 if GroupCoordinator is not None:
                     self.group_coordinator = GroupCoordinator(
                         self.config, self.metadata_cache,
-                        BrokerOffsetsLog(self.metadata_cache, self.replica_manager, self.controller))
+                        BrokerOffsetsLog(self.metadata_cache, self.replica_manager, self.controller),
+                        clock=self.clock)
                     self.controller.add_topic_deleted_listener(self.group_coordinator.on_topic_deleted)
                     # Single node: startup() leads (loads) every __consumer_offsets partition; with
                     # a controller, its leader/resign events call on_become_leader/on_resign.
@@ -136,12 +145,25 @@ class Broker:
                 await trio.sleep_forever()
             finally:
                 with trio.CancelScope(shield=True):
+                    if self.crashed:
+                        # as a killed process: no flush, no checkpoint, no clean-shutdown marker
+                        # (the next start recovers); only the file descriptors are released
+                        if self.log_manager is not None:
+                            self.log_manager.abandon()
+                        self._components = []
+                        log.warning("pykbroker node %d crashed (no clean shutdown)", self.node_id)
                     for comp in reversed(self._components):
                         try:
                             await comp.shutdown()
                         except Exception:
                             log.exception("error while shutting down %s", type(comp).__name__)
                     log.info("pykbroker node %d stopped", self.node_id)
+
+    def crash(self) -> None:
+        """Stop at once without a clean shutdown, as ``kill -9`` would (fault injection and an
+        in-process halt): connections are dropped, and what reached the files stays there."""
+        self.crashed = True
+        self.nursery.cancel_scope.cancel()
 
     def _advertised(self, bound: list[Listener]) -> list[Listener]:
         text = self.config["advertised.listeners"]

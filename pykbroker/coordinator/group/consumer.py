@@ -179,7 +179,7 @@ class ConsumerGroupManager:
     def _remove(self, g: ConsumerGroup, mid: str) -> None:
         g.members.pop(mid, None)
         if not g.members:
-            g.state_timestamp = int(time.time() * 1000)
+            g.state_timestamp = self.gc.now_ms()
         g.target.pop(mid, None)
         g.dirty.discard(mid)
         g.gone.add(mid)
@@ -483,7 +483,7 @@ class ConsumerGroupManager:
         current = {mid: m.assigned | m.revoking for mid, m in g.members.items()}
         g.target = ASSIGNORS.get(g.assignor_name(), ASSIGNORS[DEFAULT])(subs, meta, current)
         g.assignment_epoch = g.group_epoch
-        g.assignment_ts = int(time.time() * 1000)
+        g.assignment_ts = self.gc.now_ms()
         g.target_dirty = True
 
     def _reconcile(self, g: ConsumerGroup, m: CMember) -> None:
