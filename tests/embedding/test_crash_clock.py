@@ -78,6 +78,26 @@ def test_subprocess_kill_9_then_restart_on_the_same_port(tmp_path):
         assert _values(b, "sub-crash") == got
 
 
+def test_lost_produce_responses_do_not_duplicate_with_an_idempotent_producer():
+    from confluent_kafka import Producer
+
+    with pykbroker.Broker(config=TEST_CONFIG) as b:
+        b.create_topic("lost-t")
+        # the broker appends, then the connection breaks before the answer: the producer
+        # retries the same batch, which the broker recognises by its sequence numbers
+        b.faults.drop_response("Produce", topic="lost-t", count=3)
+        p = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 0, "enable.idempotence": True,
+                      "retry.backoff.ms": 20, "reconnect.backoff.ms": 20})
+        errors = []
+        for i in range(10):
+            p.produce("lost-t", value=b"l%d" % i, partition=0,
+                      on_delivery=lambda err, msg: errors.append(err) if err else None)
+            p.poll(0)
+        assert p.flush(30) == 0 and errors == []
+        assert b.faults.rules == []
+        assert _values(b, "lost-t") == [b"l%d" % i for i in range(10)]
+
+
 # -- partitions going offline -----------------------------------------------------------------
 def test_partition_offline_then_back_producer_delivers_exactly_once():
     from confluent_kafka import Producer
