@@ -24,6 +24,13 @@ through the Kafka protocol (Fetch, OffsetFetch, DescribeGroups or ConsumerGroupD
 CreateTopics), so they see what a client would see; there ``group().generation`` is -1 for a
 classic group (DescribeGroups does not carry it).
 
+Faults, crashes and time (README "Faults, crashes and time"): ``broker.faults`` (errors,
+latency, dropped connections, lost responses, offline partitions), ``broker.crash()`` /
+``broker.restart()``, and ``broker.clock`` (pykbroker/clock.py).  In-process they act on the
+``BrokerRunner`` (pykbroker/runner.py) through the same ``server/control.py`` logic the HTTP
+endpoint serves; a subprocess broker is driven over that endpoint (``crash`` there is a real
+``kill -9``).
+
 The in-process broker is the same code as ``pykbroker serve``: one trio loop, nothing mocked.
 """
 from __future__ import annotations

@@ -312,3 +312,24 @@ def test_fetch_max_wait_is_on_the_broker_clock():
         t.join(10)
         assert not t.is_alive() and out["s"] < 10
         assert wire.fetch_part(out["r"])["error_code"] == 0
+
+
+def test_async_broker_in_a_loop_run_on_a_broker_clock():
+    import trio
+
+    async def main():
+        async with pykbroker.Broker(config=TEST_CONFIG) as b:
+            assert b.clock is trio.lowlevel.current_clock()
+            await b.create_topic_async("afw-t")
+            t0 = time.monotonic()
+            async with trio.open_nursery() as n:
+                async def poll():
+                    r = await trio.to_thread.run_sync(
+                        lambda: wire.fetch(b.bootstrap_servers, "afw-t", 0, 0, max_wait_ms=45_000))
+                    assert wire.fetch_part(r)["error_code"] == 0
+                n.start_soon(poll)
+                await trio.to_thread.run_sync(time.sleep, 0.5)   # real time: the Fetch is parked
+                b.clock.advance(46)
+            assert time.monotonic() - t0 < 10
+
+    trio.run(main, clock=pykbroker.BrokerClock())
