@@ -49,13 +49,13 @@ def build_config(args) -> BrokerConfig:
         raise ConfigError("%s (from %s)" % (e, where) if where else str(e), e.name) from None
 
 
-async def _serve(config: BrokerConfig, control=None) -> None:
+async def _serve(config: BrokerConfig, control=None, as_kafka=None) -> None:
     import trio
 
     from .runner import BrokerRunner
 
     # the runner can crash and restart the broker (the control endpoint's /broker/*)
-    runner = BrokerRunner(config, clock=trio.lowlevel.current_clock())
+    runner = BrokerRunner(config, clock=trio.lowlevel.current_clock(), as_kafka=as_kafka)
     async with trio.open_nursery() as nursery:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             await nursery.start(runner.run)
@@ -88,6 +88,9 @@ def main(argv=None) -> int:
     sp.add_argument("--control", metavar="HOST:PORT",
                     help="serve the HTTP control endpoint (faults, clock, crash/restart; no auth: "
                          "bind loopback), port 0: a free one")
+    sp.add_argument("--as-kafka", metavar="VERSION",
+                    help="speak only what that Apache Kafka release's broker offered: 2.8, 3.9, 4.0, 4.4 "
+                         "(4.x: the newest); default: everything pykbroker builds")
     pp = sub.add_parser("pipeline", help="data pipelines (PySpark; needs the 'pipeline' extra)")
     psub = pp.add_subparsers(dest="pipeline", required=True)
     cp = psub.add_parser("clickstream", help="page visits -> Spark Structured Streaming -> per-site window stats")
@@ -121,12 +124,19 @@ def main(argv=None) -> int:
                 print("pykbroker: --control expects HOST:PORT, got %r" % args.control, file=sys.stderr)
                 return 2
             control = (host.strip("[]") or "127.0.0.1", int(port))
+        if args.as_kafka:
+            from .profiles import profile_name
+            try:
+                profile_name(args.as_kafka)
+            except ValueError as e:
+                print("pykbroker: %s" % e, file=sys.stderr)
+                return 2
         config.warn_unused()
         import trio
 
         from .clock import BrokerClock
         # the broker clock is the run's trio clock, so the control endpoint can move time
-        trio.run(_serve, config, control, clock=BrokerClock())
+        trio.run(_serve, config, control, args.as_kafka, clock=BrokerClock())
     return 0
 
 

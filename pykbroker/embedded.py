@@ -198,9 +198,13 @@ class Broker(_BrokerBase):
     are the same without a ``with``.  See the module docstring."""
 
     def __init__(self, port: int = 0, log_dir=None, config: Optional[dict] = None,
-                 host: str = "127.0.0.1", control_port: Optional[int] = None, clock=None):
+                 host: str = "127.0.0.1", control_port: Optional[int] = None, clock=None,
+                 as_kafka: Optional[str] = None):
         from .clock import BrokerClock
+        from .profiles import profile_name
 
+        # a version profile (pykbroker/profiles.py): "2.8", "3.9", "4.0", "4.4"/"4.x"; None: all
+        self.as_kafka = None if as_kafka is None else profile_name(as_kafka)
         self.host = host
         self.port = int(port)
         # The HTTP control endpoint (server/control.py): off unless a port (0: free) is given.
@@ -232,13 +236,14 @@ class Broker(_BrokerBase):
 
     @classmethod
     def subprocess(cls, port: int = 0, log_dir=None, config: Optional[dict] = None,
-                   host: str = "127.0.0.1", control_port: int = 0) -> "SubprocessBroker":
+                   host: str = "127.0.0.1", control_port: int = 0,
+                   as_kafka: Optional[str] = None) -> "SubprocessBroker":
         """The same interface over ``pykbroker serve`` in a child process (isolated: its own
         interpreter, killable); introspection goes through the Kafka protocol, faults, clock,
         crash and restart through its HTTP control endpoint (``control_port``, 0: a free one;
         None: none)."""
         return SubprocessBroker(port=port, log_dir=log_dir, config=config, host=host,
-                                control_port=control_port)
+                                control_port=control_port, as_kafka=as_kafka)
 
     # -- life cycle ----------------------------------------------------------------------------
     def _values(self) -> dict:
@@ -262,7 +267,8 @@ class Broker(_BrokerBase):
         try:
             async with trio.open_nursery() as nursery:
                 self._cancel = nursery.cancel_scope
-                runner = BrokerRunner(BrokerConfig(self._values()), clock=self.clock, prepare=_prepare)
+                runner = BrokerRunner(BrokerConfig(self._values()), clock=self.clock, prepare=_prepare,
+                                      as_kafka=self.as_kafka)
                 await nursery.start(runner.run)
                 self.runner = runner
                 li = runner.broker.advertised_listener()
@@ -771,7 +777,10 @@ class SubprocessBroker(WireBroker):
     :class:`Broker`'s interface; introspection through the Kafka protocol."""
 
     def __init__(self, port: int = 0, log_dir=None, config: Optional[dict] = None, host: str = "127.0.0.1",
-                 control_port: Optional[int] = 0):
+                 control_port: Optional[int] = 0, as_kafka: Optional[str] = None):
+        from .profiles import profile_name
+
+        self.as_kafka = None if as_kafka is None else profile_name(as_kafka)
         if host != "127.0.0.1":
             raise ValueError("the subprocess broker listens on 127.0.0.1")
         self.host, self.port = host, int(port)
@@ -795,7 +804,8 @@ class SubprocessBroker(WireBroker):
     def _spawn(self, timeout: float) -> None:
         from .testing import BrokerProcess
 
-        self.process = BrokerProcess(self.log_dir, self.config, port=self.port, control_port=self.control_port)
+        self.process = BrokerProcess(self.log_dir, self.config, port=self.port, control_port=self.control_port,
+                                     extra_args=["--as-kafka", self.as_kafka] if self.as_kafka else [])
         self.process.start(timeout)
         # a restart (after kill -9) binds the same ports
         self.port = self.process.port

@@ -35,11 +35,15 @@ def _noop() -> None:
 
 class BrokerRunner:
     def __init__(self, config, clock: Optional[BrokerClock] = None,
-                 prepare: Optional[Callable] = None):
+                 prepare: Optional[Callable] = None, as_kafka: Optional[str] = None):
         """``config``: a BrokerConfig (its ``listeners`` are pinned after the first start);
         ``prepare(broker)``: called on each new ``pykbroker.broker.Broker`` before it runs (the
-        embedded broker sets its halt hook there)."""
+        embedded broker sets its halt hook there); ``as_kafka``: a version profile
+        (pykbroker/profiles.py), None for everything built."""
+        from .profiles import profile_name
+
         self.config = config
+        self.as_kafka = None if as_kafka is None else profile_name(as_kafka)
         self.clock = clock if clock is not None else BrokerClock()
         self.faults = FaultPlan()
         self.prepare = prepare
@@ -77,6 +81,10 @@ class BrokerRunner:
             return False
         b = Broker(self.config, clock=self.clock)
         b.faults = self.faults
+        if self.as_kafka is not None:
+            from .profiles import apply
+
+            b.handlers = apply(b.handlers, self.as_kafka)
         if self.prepare is not None:
             self.prepare(b)
         done = trio.Event()

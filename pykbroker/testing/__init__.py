@@ -21,11 +21,12 @@ _CONTROL = re.compile(r"control endpoint on http://[^:\s]+:(\d+)")
 
 class BrokerProcess:
     def __init__(self, data_dir: str, overrides: dict | None = None, port: int = 0,
-                 log_level: str = "INFO", control_port: int | None = None):
+                 log_level: str = "INFO", control_port: int | None = None, extra_args=()):
         """``control_port``: serve the HTTP control endpoint there (0: a free port, then
         ``control_port`` holds the bound one); None: no endpoint."""
         self.data_dir = data_dir
         self.control_port = control_port
+        self.extra_args = list(extra_args)   # more `pykbroker serve` options (e.g. --as-kafka)
         self.overrides = dict(overrides or {})
         self.port = port
         self.log_level = log_level
@@ -43,6 +44,7 @@ class BrokerProcess:
                "--log-dirs", self.data_dir, "--log-level", self.log_level]
         if self.control_port is not None:
             cmd += ["--control", "127.0.0.1:%d" % self.control_port]
+        cmd += self.extra_args
         for k, v in self.overrides.items():
             cmd += ["--override", "%s=%s" % (k, v)]
         self._ready.clear()
