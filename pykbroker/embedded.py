@@ -201,10 +201,12 @@ class Broker(_BrokerBase):
                  host: str = "127.0.0.1", control_port: Optional[int] = None, clock=None,
                  as_kafka: Optional[str] = None):
         from .clock import BrokerClock
-        from .profiles import profile_name
 
         # a version profile (pykbroker/profiles.py): "2.8", "3.9", "4.0", "4.4"/"4.x"; None: all
-        self.as_kafka = None if as_kafka is None else profile_name(as_kafka)
+        self.as_kafka = None
+        if as_kafka is not None:
+            from .profiles import profile_name
+            self.as_kafka = profile_name(as_kafka)
         self.host = host
         self.port = int(port)
         # The HTTP control endpoint (server/control.py): off unless a port (0: free) is given.
@@ -778,9 +780,10 @@ class SubprocessBroker(WireBroker):
 
     def __init__(self, port: int = 0, log_dir=None, config: Optional[dict] = None, host: str = "127.0.0.1",
                  control_port: Optional[int] = 0, as_kafka: Optional[str] = None):
-        from .profiles import profile_name
-
-        self.as_kafka = None if as_kafka is None else profile_name(as_kafka)
+        self.as_kafka = None
+        if as_kafka is not None:
+            from .profiles import profile_name
+            self.as_kafka = profile_name(as_kafka)
         if host != "127.0.0.1":
             raise ValueError("the subprocess broker listens on 127.0.0.1")
         self.host, self.port = host, int(port)

@@ -40,10 +40,11 @@ class BrokerRunner:
         ``prepare(broker)``: called on each new ``pykbroker.broker.Broker`` before it runs (the
         embedded broker sets its halt hook there); ``as_kafka``: a version profile
         (pykbroker/profiles.py), None for everything built."""
-        from .profiles import profile_name
-
         self.config = config
-        self.as_kafka = None if as_kafka is None else profile_name(as_kafka)
+        self.as_kafka = None
+        if as_kafka is not None:   # (the tables are imported only then: start-up time)
+            from .profiles import profile_name
+            self.as_kafka = profile_name(as_kafka)
         self.clock = clock if clock is not None else BrokerClock()
         self.faults = FaultPlan()
         self.prepare = prepare

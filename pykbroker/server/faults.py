@@ -43,7 +43,8 @@ def _norm(name: str) -> str:
     return name.replace("_", "").replace("-", "").lower()
 
 
-_API_BY_NAME = {_norm(spec.name): key for key, spec in APIS.items()}
+_API_BY_NAME: dict = {}   # built by the first api_key(name): reading every spec's name at import
+#                           would parse every spec (they are parsed per API on first use)
 
 
 def api_key(api) -> int:
@@ -52,6 +53,8 @@ def api_key(api) -> int:
         if api not in APIS:
             raise ValueError("unknown API key %d" % api)
         return api
+    if not _API_BY_NAME:
+        _API_BY_NAME.update((_norm(spec.name), k) for k, spec in APIS.items())
     key = _API_BY_NAME.get(_norm(str(api)))
     if key is None:
         raise ValueError("unknown API %r" % (api,))
