@@ -26,7 +26,6 @@ as in Kafka 4.
 """
 from __future__ import annotations
 
-
 from ..coordinator.group.api import group_precheck
 from ..coordinator.group.coordinator import OFFSET_METADATA_MAX_BYTES
 from ..coordinator.group.offsets import OffsetAndMetadata
