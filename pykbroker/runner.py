@@ -33,6 +33,10 @@ def _noop() -> None:
     pass
 
 
+class BrokerBusy(RuntimeError):
+    """A crash, stop or start asked for while another one is under way."""
+
+
 class BrokerRunner:
     def __init__(self, config, clock: Optional[BrokerClock] = None,
                  prepare: Optional[Callable] = None, as_kafka: Optional[str] = None):
@@ -54,6 +58,7 @@ class BrokerRunner:
         self._done: Optional[trio.Event] = None
         self._scope: Optional[trio.CancelScope] = None
         self.drives_trio = False
+        self._changing = False   # a start or stop is under way (no lock across its awaits)
 
     @property
     def running(self) -> bool:
@@ -74,12 +79,24 @@ class BrokerRunner:
             task_status.started(self)
             await trio.sleep_forever()
 
-    async def start(self) -> bool:
-        """Start a broker from the data dir (after a crash or stop); False if one runs."""
-        from .broker import Broker
+    def _begin_change(self) -> None:
+        if self._changing:
+            raise BrokerBusy("the broker is being started or stopped")
+        self._changing = True
 
+    async def start(self) -> bool:
+        """Start a broker from the data dir (after a crash or stop); False if one runs.
+        BrokerBusy while another start or stop is under way."""
         if self.broker is not None:
             return False
+        self._begin_change()
+        try:
+            return await self._start()
+        finally:
+            self._changing = False
+
+    async def _start(self) -> bool:
+        from .broker import Broker
         b = Broker(self.config, clock=self.clock)
         b.faults = self.faults
         if self.as_kafka is not None:
@@ -113,17 +130,22 @@ class BrokerRunner:
         return True
 
     async def stop(self, clean: bool = True) -> bool:
-        """Stop the broker: cleanly, or as a crash (``clean=False``); False if none runs."""
+        """Stop the broker: cleanly, or as a crash (``clean=False``); False if none runs.
+        BrokerBusy while another start or stop is under way."""
         b = self.broker
         if b is None:
             return False
-        if clean:
-            self._scope.cancel()
-        else:
-            b.crash()
-        await self._done.wait()
-        self.broker = None
-        return True
+        self._begin_change()
+        try:
+            if clean:
+                self._scope.cancel()
+            else:
+                b.crash()
+            await self._done.wait()
+            self.broker = None
+            return True
+        finally:
+            self._changing = False
 
     async def crash(self) -> bool:
         """``kill -9`` in-process: no flush, checkpoint or clean-shutdown marker; connections

@@ -24,7 +24,8 @@ Broker life (``pykbroker/runner.py``):
 - ``POST /broker/start``: start again from the data dir, on the same ports.
 - ``POST /broker/restart`` with ``{"clean": true|false}`` (default true): stop, then start.
 
-Bad input answers 400 with ``{"error": "..."}``.  ``handle`` holds the logic (no sockets);
+Bad input answers 400 with ``{"error": "..."}``; a crash/start/restart while another one is
+under way 409.  ``handle`` holds the logic (no sockets);
 ``serve_control`` is the trio listener (one request per connection, ``Connection: close``).
 """
 from __future__ import annotations
@@ -91,12 +92,17 @@ async def handle(runner, method: str, path: str, body: bytes) -> tuple[int, dict
         return 400, {"error": str(e)}
     if path not in _LIFE:
         return handle_sync(runner, method, path, req)
-    if path == "/broker/crash":
-        await runner.crash()
-    elif path == "/broker/start":
-        await runner.start()
-    else:
-        await runner.restart(clean=bool(req.get("clean", True)))
+    from ..runner import BrokerBusy
+
+    try:
+        if path == "/broker/crash":
+            await runner.crash()
+        elif path == "/broker/start":
+            await runner.start()
+        else:
+            await runner.restart(clean=bool(req.get("clean", True)))
+    except BrokerBusy as e:   # another client's crash/start/restart is under way
+        return 409, {"error": str(e)}
     return 200, _broker(runner)
 
 
@@ -187,7 +193,7 @@ async def _serve_one(stream, runner) -> None:
 
 
 _REASONS = {200: b"OK", 201: b"Created", 400: b"Bad Request", 404: b"Not Found",
-            405: b"Method Not Allowed"}
+            405: b"Method Not Allowed", 409: b"Conflict"}
 
 
 async def serve_control(runner, host: str, port: int, task_status) -> None:

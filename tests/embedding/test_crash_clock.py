@@ -333,3 +333,30 @@ def test_async_broker_in_a_loop_run_on_a_broker_clock():
             assert time.monotonic() - t0 < 10
 
     trio.run(main, clock=pykbroker.BrokerClock())
+
+
+def test_runner_refuses_a_second_stop_while_one_is_under_way(tmp_path):
+    import trio
+
+    from pykbroker.config import BrokerConfig
+    from pykbroker.runner import BrokerBusy, BrokerRunner
+    from pykbroker.server.control import handle
+
+    async def main():
+        runner = BrokerRunner(BrokerConfig(dict(TEST_CONFIG, **{"listeners": "PLAINTEXT://127.0.0.1:0",
+                                                                "log.dirs": str(tmp_path)})),
+                              clock=trio.lowlevel.current_clock())
+        async with trio.open_nursery() as n:
+            await n.start(runner.run)
+            runner._begin_change()   # as while another client's crash is under way
+            with pytest.raises(BrokerBusy):
+                await runner.stop()
+            status, answer = await handle(runner, "POST", "/broker/restart", b"{}")
+            assert status == 409 and "being" in answer["error"]
+            assert runner.running
+            runner._changing = False
+            status, answer = await handle(runner, "POST", "/broker/restart", b'{"clean": false}')
+            assert (status, answer["running"], answer["incarnation"]) == (200, True, 2)
+            n.cancel_scope.cancel()
+
+    trio.run(main, clock=pykbroker.BrokerClock())
