@@ -1,7 +1,8 @@
 """pykbroker: a Kafka broker in Python.  ``pykbroker.Broker`` embeds one (see
-:mod:`pykbroker.embedded`); it is imported on first use so that ``import pykbroker`` stays cheap."""
+:mod:`pykbroker.embedded`), ``pykbroker.BrokerClock`` is its controllable clock
+(:mod:`pykbroker.clock`); both are imported on first use so that ``import pykbroker`` stays cheap."""
 
-__all__ = ["Broker"]
+__all__ = ["Broker", "BrokerClock"]
 
 
 def __getattr__(name):
@@ -9,4 +10,8 @@ def __getattr__(name):
         from .embedded import Broker
 
         return Broker
+    if name == "BrokerClock":
+        from .clock import BrokerClock
+
+        return BrokerClock
     raise AttributeError("module 'pykbroker' has no attribute %r" % name)

@@ -38,9 +38,15 @@ class Broker:
     (default: the single-node ``LocalController``); tests pass an in-memory cluster's
     (pykbroker/testing/memory_cluster.py)."""
 
-    def __init__(self, config: BrokerConfig, controller_factory=None):
+    def __init__(self, config: BrokerConfig, controller_factory=None, clock=None):
+        from .clock import BrokerClock
+
         self.config = config
         self.controller_factory = controller_factory
+        # The broker's notion of now (pykbroker/clock.py), handed to every component that reads
+        # the time; run() belongs in a trio run started with clock=self.clock (else only the
+        # wall-clock readings follow the clock: see BrokerClock).
+        self.clock = clock if clock is not None else BrokerClock()
         self.node_id: int = config.node_id
         self.log_dirs = [os.path.abspath(d) for d in config.log_dirs]
         self.handlers = load_handlers(lazy=True)   # each module imported by its first request
@@ -56,6 +62,7 @@ class Broker:
         self.faults = FaultPlan()   # injected request faults (server/faults.py; empty: off)
         self.group_coordinator = None
         self.ready = trio.Event()
+        self.crashed = False
         self._components: list = []
 
     # -- identity ---------------------------------------------------------------------------
@@ -123,7 +130,8 @@ class Broker:
                                       fs=self.storage_fs or REAL_FS)
         single_node = isinstance(self.controller, LocalController)
         self.log_manager = LogManager(self.log_dirs, self.storage_fs, config=self.config,
-                                      metadata=self.metadata_cache, halt_hook=self.halt_hook, new_log_epoch=0)
+                                      metadata=self.metadata_cache, halt_hook=self.halt_hook, new_log_epoch=0,
+                                      clock=self.clock)
         self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self.metadata_cache,
                                               controller=self.controller, config=self.config)
         self.controller.set_replica_manager(self.replica_manager)
@@ -149,7 +157,7 @@ class Broker:
                     gc = self.group_coordinator = GroupCoordinator(
                         self.config, self.metadata_cache,
                         BrokerOffsetsLog(self.metadata_cache, self.replica_manager, self.controller),
-                        leads_every_partition=single_node)
+                        leads_every_partition=single_node, clock=self.clock)
                     self.controller.add_topic_deleted_listener(gc.on_topic_deleted)
                     # Single node: startup() leads (loads) every __consumer_offsets partition; in
                     # a cluster, the ReplicaManager's leadership changes of its partitions call
@@ -173,6 +181,13 @@ class Broker:
                 await trio.sleep_forever()
             finally:
                 with trio.CancelScope(shield=True):
+                    if self.crashed:
+                        # as a killed process: no flush, no checkpoint, no clean-shutdown marker
+                        # (the next start recovers); only the file descriptors are released
+                        if self.log_manager is not None:
+                            self.log_manager.abandon()
+                        self._components = []
+                        log.warning("pykbroker node %d crashed (no clean shutdown)", self.node_id)
                     for comp in reversed(self._components):
                         try:
                             await comp.shutdown()
@@ -213,6 +228,12 @@ class Broker:
         for part in self.replica_manager.partitions_of(OFFSETS_TOPIC):
             if part.is_leader:
                 gc.on_become_leader(part.partition_id, part.leader_epoch)
+
+    def crash(self) -> None:
+        """Stop at once without a clean shutdown, as ``kill -9`` would (fault injection and an
+        in-process halt): connections are dropped, and what reached the files stays there."""
+        self.crashed = True
+        self.nursery.cancel_scope.cancel()
 
     def _advertised(self, bound: list[Listener]) -> list[Listener]:
         text = self.config["advertised.listeners"]

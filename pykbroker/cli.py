@@ -49,15 +49,21 @@ def build_config(args) -> BrokerConfig:
         raise ConfigError("%s (from %s)" % (e, where) if where else str(e), e.name) from None
 
 
-async def _serve(config: BrokerConfig) -> None:
+async def _serve(config: BrokerConfig, control=None, as_kafka=None) -> None:
     import trio
 
-    from .broker import Broker
+    from .runner import BrokerRunner
 
-    broker = Broker(config)
+    # the runner can crash and restart the broker (the control endpoint's /broker/*)
+    runner = BrokerRunner(config, clock=trio.lowlevel.current_clock(), as_kafka=as_kafka)
     async with trio.open_nursery() as nursery:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            await nursery.start(broker.run)
+            await nursery.start(runner.run)
+            if control is not None:
+                from .server.control import serve_control
+
+                port = await nursery.start(serve_control, runner, control[0], control[1])
+                logging.getLogger("pykbroker").info("control endpoint on http://%s:%d", control[0], port)
             async for signum in signals:
                 logging.getLogger("pykbroker").info("received %s, shutting down", signal.Signals(signum).name)
                 if signum == signal.SIGTERM:
@@ -188,6 +194,12 @@ def main(argv=None) -> int:
     sp.add_argument("--log-dirs", help="comma-separated data directories")
     sp.add_argument("--override", action="append", metavar="KEY=VALUE", help="any Kafka config, repeatable")
     sp.add_argument("--log-level", default="INFO")
+    sp.add_argument("--control", metavar="HOST:PORT",
+                    help="serve the HTTP control endpoint (faults, clock, crash/restart; no auth: "
+                         "bind loopback), port 0: a free one")
+    sp.add_argument("--as-kafka", metavar="VERSION",
+                    help="speak only what that Apache Kafka release's broker offered: 2.8, 3.9, 4.0, 4.4 "
+                         "(4.x: the newest); default: everything pykbroker builds")
     pp = sub.add_parser("pipeline", help="data pipelines (PySpark; needs the 'pipeline' extra)")
     psub = pp.add_subparsers(dest="pipeline", required=True)
     cp = psub.add_parser("clickstream", help="page visits -> Spark Structured Streaming -> per-site window stats")
@@ -225,9 +237,26 @@ def main(argv=None) -> int:
             # A bad configuration is the user's to fix: one line, no traceback.
             print("pykbroker: configuration error: %s" % e, file=sys.stderr)
             return 2
+        control = None
+        if args.control:
+            host, sep, port = args.control.rpartition(":")
+            if not sep or not port.isdigit():
+                print("pykbroker: --control expects HOST:PORT, got %r" % args.control, file=sys.stderr)
+                return 2
+            control = (host.strip("[]") or "127.0.0.1", int(port))
+        if args.as_kafka:
+            from .profiles import profile_name
+            try:
+                profile_name(args.as_kafka)
+            except ValueError as e:
+                print("pykbroker: %s" % e, file=sys.stderr)
+                return 2
         config.warn_unused()
         import trio
-        trio.run(_serve, config)
+
+        from .clock import BrokerClock
+        # the broker clock is the run's trio clock, so the control endpoint can move time
+        trio.run(_serve, config, control, args.as_kafka, clock=BrokerClock())
     return 0
 
 

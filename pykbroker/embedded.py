@@ -24,6 +24,13 @@ through the Kafka protocol (Fetch, OffsetFetch, DescribeGroups or ConsumerGroupD
 CreateTopics), so they see what a client would see; there ``group().generation`` is -1 for a
 classic group (DescribeGroups does not carry it).
 
+Faults, crashes and time (README "Faults, crashes and time"): ``broker.faults`` (errors,
+latency, dropped connections, lost responses, offline partitions), ``broker.crash()`` /
+``broker.restart()``, and ``broker.clock`` (pykbroker/clock.py).  In-process they act on the
+``BrokerRunner`` (pykbroker/runner.py) through the same ``server/control.py`` logic the HTTP
+endpoint serves; a subprocess broker is driven over that endpoint (``crash`` there is a real
+``kill -9``).
+
 The in-process broker is the same code as ``pykbroker serve``: one trio loop, nothing mocked.
 """
 from __future__ import annotations
@@ -123,6 +130,12 @@ def _decode_batches(data, start: int) -> tuple[list, int]:
     return out, nxt
 
 
+def _prepare(b) -> None:
+    """Each in-process broker incarnation: a halt (every log dir failed: Kafka's Exit.halt)
+    crashes the broker instead of ending the test process; restart() recovers it."""
+    b.halt_hook = lambda status, message: b.crash()
+
+
 class _BrokerBase:
     """What every variant shares: the bootstrap string, the context manager, the temporary log
     dir, and waiting for a group (by polling :meth:`group`)."""
@@ -185,17 +198,30 @@ class Broker(_BrokerBase):
     are the same without a ``with``.  See the module docstring."""
 
     def __init__(self, port: int = 0, log_dir=None, config: Optional[dict] = None,
-                 host: str = "127.0.0.1", control_port: Optional[int] = None):
+                 host: str = "127.0.0.1", control_port: Optional[int] = None, clock=None,
+                 as_kafka: Optional[str] = None):
+        from .clock import BrokerClock
+
+        # a version profile (pykbroker/profiles.py): "2.8", "3.9", "4.0", "4.4"/"4.x"; None: all
+        self.as_kafka = None
+        if as_kafka is not None:
+            from .profiles import profile_name
+            self.as_kafka = profile_name(as_kafka)
         self.host = host
         self.port = int(port)
-        # The HTTP fault-injection endpoint (server/control.py): off unless a port (0: free) is given.
+        # The HTTP control endpoint (server/control.py): off unless a port (0: free) is given.
         self.control_port = control_port
         self.control_url: Optional[str] = None
+        # The broker's clock (pykbroker/clock.py), kept across restarts.  With ``with Broker()``
+        # it is the trio clock of the broker's loop; with ``async with`` it is the caller's
+        # trio clock when that is a BrokerClock (trio.run(..., clock=pykbroker.BrokerClock())),
+        # otherwise only the wall-clock readings follow it (see README).
+        self.clock = clock if clock is not None else BrokerClock()
+        self.runner = None          # the BrokerRunner (pykbroker/runner.py) while started
         self.config = {str(k): str(v) for k, v in (config or {}).items()}
         self.log_dir = None if log_dir is None else os.path.abspath(str(log_dir))
         self._given_log_dir = log_dir
         self._tmp = None
-        self.broker = None          # the running pykbroker.broker.Broker (read it on its loop)
         self._token = None
         self._cancel = None
         self._loop_thread: Optional[int] = None
@@ -204,12 +230,22 @@ class Broker(_BrokerBase):
         self._error: Optional[BaseException] = None
         self._nursery_cm = None
 
+    @property
+    def broker(self):
+        """The running ``pykbroker.broker.Broker`` (read it on its loop), None while down."""
+        r = self.runner
+        return None if r is None else r.broker
+
     @classmethod
     def subprocess(cls, port: int = 0, log_dir=None, config: Optional[dict] = None,
-                   host: str = "127.0.0.1") -> "SubprocessBroker":
+                   host: str = "127.0.0.1", control_port: int = 0,
+                   as_kafka: Optional[str] = None) -> "SubprocessBroker":
         """The same interface over ``pykbroker serve`` in a child process (isolated: its own
-        interpreter, killable); introspection goes through the Kafka protocol."""
-        return SubprocessBroker(port=port, log_dir=log_dir, config=config, host=host)
+        interpreter, killable); introspection goes through the Kafka protocol, faults, clock,
+        crash and restart through its HTTP control endpoint (``control_port``, 0: a free one;
+        None: none)."""
+        return SubprocessBroker(port=port, log_dir=log_dir, config=config, host=host,
+                                control_port=control_port, as_kafka=as_kafka)
 
     # -- life cycle ----------------------------------------------------------------------------
     def _values(self) -> dict:
@@ -221,25 +257,34 @@ class Broker(_BrokerBase):
         """Runs the broker until cancelled; ``task_status.started()`` once it listens."""
         import trio
 
-        from .broker import Broker as _Broker
+        from .clock import BrokerClock
         from .config import BrokerConfig
+        from .runner import BrokerRunner
 
         self._token = trio.lowlevel.current_trio_token()
         self._loop_thread = threading.get_ident()
-        async with trio.open_nursery() as nursery:
-            self._cancel = nursery.cancel_scope
-            b = await nursery.start(_Broker(BrokerConfig(self._values())).run)
-            li = b.advertised_listener()
-            self.port = li.port
-            self.advertised_host = li.host
-            self.broker = b
-            if self.control_port is not None:
-                from .server.control import serve_control
+        trio_clock = trio.lowlevel.current_clock()
+        if isinstance(trio_clock, BrokerClock):   # async with, in a run started with one
+            self.clock = trio_clock
+        try:
+            async with trio.open_nursery() as nursery:
+                self._cancel = nursery.cancel_scope
+                runner = BrokerRunner(BrokerConfig(self._values()), clock=self.clock, prepare=_prepare,
+                                      as_kafka=self.as_kafka)
+                await nursery.start(runner.run)
+                self.runner = runner
+                li = runner.broker.advertised_listener()
+                self.port = li.port
+                self.advertised_host = li.host
+                if self.control_port is not None:
+                    from .server.control import serve_control
 
-                cport = await nursery.start(serve_control, b, self.host, self.control_port)
-                self.control_port = cport   # a restart reuses the bound port
-                self.control_url = "http://%s:%d/faults" % (self.host, cport)
-            task_status.started(self)
+                    cport = await nursery.start(serve_control, runner, self.host, self.control_port)
+                    self.control_port = cport   # a restart reuses the bound port
+                    self.control_url = "http://%s:%d" % (self.host, cport)
+                task_status.started(self)
+        finally:
+            self.runner = None
 
     def start(self, timeout: float = 30.0) -> "Broker":
         """Start on a thread of its own; returns once the listener is bound.  After a
@@ -265,7 +310,8 @@ class Broker(_BrokerBase):
                 self._ready.set()
 
         try:
-            trio.run(self._serve, _Started())
+            # the broker clock is this loop's trio clock: advancing it fires trio deadlines
+            trio.run(self._serve, _Started(), clock=self.clock)
         except BaseException as e:   # reported by start(); a later failure ends the thread
             self._error = e
         finally:
@@ -284,7 +330,6 @@ class Broker(_BrokerBase):
                 pass
             t.join(timeout)
         self._thread = None
-        self.broker = None
         self._remove_tmp()
 
     async def __aenter__(self) -> "Broker":
@@ -312,37 +357,91 @@ class Broker(_BrokerBase):
                 return False
             raise
         finally:
-            self.broker = None
             self._remove_tmp()
 
     # -- running code on the broker's loop -----------------------------------------------------
     def _on_loop(self) -> bool:
         return threading.get_ident() == self._loop_thread
 
-    def _sync(self, fn, *args):
-        """``fn(broker, *args)`` on the broker's trio thread (directly when already on it)."""
+    def _running(self):
+        b = self.broker
+        if b is None:
+            raise RuntimeError("the broker is not running" if self.runner is None
+                               else "the broker is down (crashed or stopped): restart() it")
+        return b
+
+    def _on_runner(self, fn, *args):
+        """``fn(runner, *args)`` on the broker's trio thread (directly when already on it)."""
         import trio
 
-        if self.broker is None:
+        if self.runner is None or self._token is None:
             raise RuntimeError("the broker is not running")
         if self._on_loop():
-            return fn(self.broker, *args)
-        return trio.from_thread.run_sync(fn, self.broker, *args, trio_token=self._token)
+            return fn(self.runner, *args)
+        return trio.from_thread.run_sync(lambda: fn(self.runner, *args), trio_token=self._token)
+
+    def _sync(self, fn, *args):
+        """``fn(broker, *args)`` on the broker's trio thread (directly when already on it)."""
+        return self._on_runner(lambda r: fn(self._running(), *args))
 
     def _async(self, afn, *args):
         import trio
 
-        if self.broker is None:
+        if self.runner is None or self._token is None:
             raise RuntimeError("the broker is not running")
         if self._on_loop():
             raise RuntimeError("on the broker's own trio loop: use the *_async method")
-        return trio.from_thread.run(afn, self.broker, *args, trio_token=self._token)
 
-    # -- fault injection -----------------------------------------------------------------------
+        async def call():
+            return await afn(self._running(), *args)
+        return trio.from_thread.run(call, trio_token=self._token)
+
+    def _life(self, what: str, clean: bool = True):
+        import trio
+
+        if self.runner is None or self._token is None:
+            raise RuntimeError("the broker is not running")
+        if self._on_loop():
+            raise RuntimeError("on the broker's own trio loop: use await broker.runner.%s()" % what)
+
+        async def call():
+            r = self.runner
+            if what == "crash":
+                return await r.crash()
+            if what == "restart":
+                return await r.restart(clean)
+            return await r.start()
+        return trio.from_thread.run(call, trio_token=self._token)
+
+    def _control(self, method: str, path: str, req: Optional[dict] = None) -> dict:
+        """A control request (server/control.py) on the broker's loop, as over HTTP."""
+        from .server.control import handle_sync
+
+        status, answer = self._on_runner(lambda r: handle_sync(r, method, path, req or {}))
+        return _checked(status, answer)
+
+    # -- fault injection, crash and restart ----------------------------------------------------
     @property
     def faults(self) -> "Faults":
-        """Injected errors, latency and dropped connections (see :class:`Faults`)."""
+        """Injected errors, latency, dropped connections, offline partitions (:class:`Faults`)."""
         return Faults(self)
+
+    @property
+    def running(self) -> bool:
+        """Whether the broker is up (False after :meth:`crash` until :meth:`restart`)."""
+        return self.broker is not None
+
+    def crash(self) -> None:
+        """Stop the broker at once without a clean shutdown, as ``kill -9`` would (no flush,
+        no checkpoint, no clean-shutdown marker; connections dropped).  It stays down until
+        :meth:`restart`; faults, clock and ports are kept."""
+        self._life("crash")
+
+    def restart(self, clean: bool = True) -> "Broker":
+        """Stop it (cleanly, or as a crash with ``clean=False``; nothing when it is down) and
+        start it again from its data dir on the same port (recovery after a crash)."""
+        self._life("restart", clean)
+        return self
 
     # -- introspection -------------------------------------------------------------------------
     def records(self, topic: str, partition: int = 0) -> list[Record]:
@@ -386,51 +485,115 @@ class Broker(_BrokerBase):
         await _create_topic(self.broker, name, partitions, config)
 
 
-# -- read on the broker's loop (called through Broker._sync / _async) ---------------------------
+# -- faults and clock, in-process or over HTTP ----------------------------------------------------
+def _checked(status: int, answer: dict) -> dict:
+    """A control answer, or the exception a Python caller expects for a refused one."""
+    if status == 404:
+        raise KeyError(answer.get("error"))
+    if status >= 400:
+        raise ValueError(answer.get("error"))
+    return answer
+
+
 class Faults:
     """``broker.faults``: rules the broker applies to the requests it decodes
-    (``pykbroker/server/faults.py``).  ``api`` is an API name ("Produce", "ListOffsets") or key;
-    ``error`` an ``ErrorCode`` name ("NOT_LEADER_OR_FOLLOWER") or number; ``topic`` (and
-    ``partition``) narrow a rule to those partitions of Produce / Fetch / ListOffsets /
-    DeleteRecords / OffsetForLeaderEpoch requests, the other partitions of the same request being
-    served normally; ``count`` is how many matching requests the rule touches (``None``: until
-    :meth:`clear`).  Rules live in the running broker (a restart starts with none)."""
+    (``pykbroker/server/faults.py``), the same in-process and over a subprocess's HTTP control
+    endpoint.  ``api`` is an API name ("Produce", "ListOffsets") or key; ``error`` an
+    ``ErrorCode`` name ("NOT_LEADER_OR_FOLLOWER") or number; ``topic`` (and ``partition``)
+    narrow a rule to those partitions of Produce / Fetch / ListOffsets / DeleteRecords /
+    OffsetForLeaderEpoch requests, the other partitions of the same request being served
+    normally; ``count`` is how many matching requests the rule touches (``None``: until
+    :meth:`clear`).  Rules survive a crash and restart (they are the test's, not the broker's).
+    Coordinator errors are rules on the group APIs, e.g. ``fail("JoinGroup",
+    "COORDINATOR_LOAD_IN_PROGRESS")`` or ``fail("FindCoordinator", "COORDINATOR_NOT_AVAILABLE")``."""
 
-    def __init__(self, owner: "Broker"):
-        self._owner = owner
+    def __init__(self, owner):
+        self._owner = owner   # has _control(method, path, req) -> answer
 
-    def _add(self, rule) -> None:
-        # Built (and validated) here, added on the broker's trio thread like every mutation.
-        self._owner._sync(lambda b: b.faults.add(rule))
+    def _add(self, req: dict) -> dict:
+        return self._owner._control("POST", "/faults", req)
 
     def fail(self, api, error, topic: Optional[str] = None, partition: Optional[int] = None,
              count: Optional[int] = 1) -> None:
         """Answer the next ``count`` matching requests with ``error``."""
-        from .server.faults import ERROR, FaultRule, error_code
-        self._add(FaultRule(api, ERROR, topic, partition, code=error_code(error), count=count))
+        self._add({"action": "fail", "api": api, "error": error, "topic": topic,
+                   "partition": partition, "count": count})
 
     def delay(self, api, seconds: float, topic: Optional[str] = None,
               partition: Optional[int] = None, count: Optional[int] = None) -> None:
-        """Wait ``seconds`` before serving each of the next ``count`` matching requests."""
-        from .server.faults import DELAY, FaultRule
-        self._add(FaultRule(api, DELAY, topic, partition, seconds=seconds, count=count))
+        """Wait ``seconds`` (real time) before serving each of the next ``count`` matching
+        requests."""
+        self._add({"action": "delay", "api": api, "seconds": seconds, "topic": topic,
+                   "partition": partition, "count": count})
 
     def drop_connection(self, api, topic: Optional[str] = None, partition: Optional[int] = None,
                         count: Optional[int] = 1) -> None:
         """Close the connection, without answering, of the next ``count`` matching requests."""
-        from .server.faults import DROP, FaultRule
-        self._add(FaultRule(api, DROP, topic, partition, count=count))
+        self._add({"action": "drop_connection", "api": api, "topic": topic,
+                   "partition": partition, "count": count})
+
+    def drop_response(self, api, topic: Optional[str] = None, partition: Optional[int] = None,
+                      count: Optional[int] = 1) -> None:
+        """Serve the next ``count`` matching requests, then close their connection without
+        answering: the response is lost after the broker acted (a producer's retry then meets
+        its own earlier append, which idempotence must not duplicate)."""
+        self._add({"action": "drop_response", "api": api, "topic": topic,
+                   "partition": partition, "count": count})
+
+    def partition_offline(self, topic: str, partition: int = 0) -> None:
+        """Take the partition offline, as when its only replica's log dir fails: Produce,
+        Fetch, ListOffsets, DeleteRecords and OffsetForLeaderEpoch answer KAFKA_STORAGE_ERROR,
+        Metadata shows no leader (LEADER_NOT_AVAILABLE, the node in ``offline_replicas``), until
+        :meth:`partition_online`.  KeyError for an unknown partition."""
+        self._owner._control("POST", "/partitions/offline", {"topic": topic, "partition": partition})
+
+    def partition_online(self, topic: str, partition: int = 0) -> None:
+        """Bring an offline partition back: its leader again, requests served."""
+        self._owner._control("POST", "/partitions/online", {"topic": topic, "partition": partition})
 
     def clear(self) -> None:
-        """Remove every rule."""
-        self._owner._sync(lambda b: b.faults.clear())
+        """Remove every rule and bring every offline partition back."""
+        self._owner._control("DELETE", "/faults")
 
     @property
     def rules(self) -> list:
-        """The active rules (copies of their state), for assertions."""
-        return self._owner._sync(lambda b: [repr(r) for r in b.faults.rules])
+        """The active rules (JSON objects, as ``GET /faults`` shows them), for assertions."""
+        return self._owner._control("GET", "/faults")["rules"]
+
+    @property
+    def offline(self) -> list:
+        """The offline partitions, [(topic, partition), ...]."""
+        return [tuple(tp) for tp in self._owner._control("GET", "/faults")["offline"]]
 
 
+class RemoteClock:
+    """``broker.clock`` of a subprocess broker: :class:`pykbroker.clock.BrokerClock`'s control
+    methods over the HTTP control endpoint."""
+
+    def __init__(self, owner):
+        self._owner = owner
+
+    def advance(self, seconds: float) -> None:
+        self._owner._control("POST", "/clock", {"advance_ms": float(seconds) * 1000.0})
+
+    def freeze(self) -> None:
+        self._owner._control("POST", "/clock", {"freeze": True})
+
+    def unfreeze(self) -> None:
+        self._owner._control("POST", "/clock", {"freeze": False})
+
+    def state(self) -> dict:
+        return self._owner._control("GET", "/clock")
+
+    def time_ms(self) -> int:
+        return self.state()["time_ms"]
+
+    @property
+    def frozen(self) -> bool:
+        return self.state()["frozen"]
+
+
+# -- read on the broker's loop (called through Broker._sync / _async) ---------------------------
 def _read_range(start: int, end: int, read) -> list[Record]:
     """The records from ``start`` up to ``end`` (the high watermark), ``read(offset)`` giving the
     bytes of whole batches from there (in-process: the log; subprocess: Fetch)."""
@@ -615,7 +778,12 @@ class SubprocessBroker(WireBroker):
     """``pykbroker serve`` in a child process (:class:`pykbroker.testing.BrokerProcess`), with
     :class:`Broker`'s interface; introspection through the Kafka protocol."""
 
-    def __init__(self, port: int = 0, log_dir=None, config: Optional[dict] = None, host: str = "127.0.0.1"):
+    def __init__(self, port: int = 0, log_dir=None, config: Optional[dict] = None, host: str = "127.0.0.1",
+                 control_port: Optional[int] = 0, as_kafka: Optional[str] = None):
+        self.as_kafka = None
+        if as_kafka is not None:
+            from .profiles import profile_name
+            self.as_kafka = profile_name(as_kafka)
         if host != "127.0.0.1":
             raise ValueError("the subprocess broker listens on 127.0.0.1")
         self.host, self.port = host, int(port)
@@ -624,19 +792,29 @@ class SubprocessBroker(WireBroker):
         self._tmp = None
         self.log_dir = None
         self.process = None    # the BrokerProcess
+        self.control_port = control_port
+        self.control_url: Optional[str] = None
 
     def start(self, timeout: float = 30.0) -> "SubprocessBroker":
-        from .testing import BrokerProcess
-
         self._own_log_dir(self._given_log_dir)
-        self.process = BrokerProcess(self.log_dir, self.config, port=self.port)
         try:
-            self.process.start(timeout)
+            self._spawn(timeout)
         except BaseException:
             self._remove_tmp()
             raise
-        self.port = self.process.port
         return self
+
+    def _spawn(self, timeout: float) -> None:
+        from .testing import BrokerProcess
+
+        self.process = BrokerProcess(self.log_dir, self.config, port=self.port, control_port=self.control_port,
+                                     extra_args=["--as-kafka", self.as_kafka] if self.as_kafka else [])
+        self.process.start(timeout)
+        # a restart (after kill -9) binds the same ports
+        self.port = self.process.port
+        if self.control_port is not None:
+            self.control_port = self.process.control_port
+            self.control_url = "http://127.0.0.1:%d" % self.control_port
 
     def stop(self, timeout: float = 30.0) -> None:
         if self.process is not None:
@@ -646,3 +824,56 @@ class SubprocessBroker(WireBroker):
                 self.process.kill()
             self.process = None
         self._remove_tmp()
+
+    # -- faults, clock, crash: the HTTP control endpoint (and the process itself) ----------------
+    def _control(self, method: str, path: str, req: Optional[dict] = None) -> dict:
+        return _checked(*http_control(self.control_url, method, path, req))
+
+    @property
+    def faults(self) -> Faults:
+        if self.control_url is None:
+            raise RuntimeError("started without a control endpoint (control_port=None)")
+        return Faults(self)
+
+    @property
+    def clock(self) -> RemoteClock:
+        if self.control_url is None:
+            raise RuntimeError("started without a control endpoint (control_port=None)")
+        return RemoteClock(self)
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.proc is not None and self.process.proc.poll() is None
+
+    def crash(self) -> None:
+        """``kill -9`` the broker process (faults set over HTTP die with it)."""
+        if self.process is not None:
+            self.process.kill()
+
+    def restart(self, clean: bool = True, timeout: float = 30.0) -> "SubprocessBroker":
+        """Stop it (SIGTERM, or ``kill -9`` with ``clean=False``; nothing once crashed) and
+        start a new process on the same data dir and ports."""
+        if self.running:
+            if clean:
+                self.process.stop()
+            else:
+                self.process.kill()
+        self._spawn(timeout)
+        return self
+
+
+def http_control(url: str, method: str, path: str, req: Optional[dict] = None) -> tuple[int, dict]:
+    """One request to a control endpoint (server/control.py): (status, JSON answer)."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    data = None if req is None and method != "POST" else json.dumps(req or {}).encode()
+    r = urllib.request.Request(url.rstrip("/") + path, method=method, data=data,
+                               headers={"Content-Type": "application/json"})
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))   # loopback: no proxy
+    try:
+        with opener.open(r, timeout=60) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")

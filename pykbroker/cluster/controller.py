@@ -579,3 +579,15 @@ class LocalController(Controller):
                 leader=leader, leader_epoch=st.leader_epoch, partition_epoch=st.partition_epoch,
                 replicas=st.replicas, isr=st.isr, offline_replicas=offline)))
         self.cache.apply(records)
+
+    def replicas_online(self, broker_id: int, partitions) -> None:
+        """Undo :meth:`replicas_offline` for ``partitions`` (fault injection's partition coming
+        back, pykbroker/runner.py): the state they had before, leader included."""
+        records = []
+        for topic, p in partitions:
+            info = self.cache.get(topic)
+            before = self._before_offline.pop((topic, p), None)
+            if info is None or before is None:
+                continue
+            records.append(PartitionChangeRecord(info.topic_id, p, before))
+        self.cache.apply(records)

@@ -44,7 +44,6 @@ metadata names.
 from __future__ import annotations
 
 import logging
-import time
 
 import trio
 
@@ -98,7 +97,7 @@ async def handle(ctx, request):
         resp = error_response(ctx, request, ErrorCode.INVALID_REQUIRED_ACKS)
         return None if acks == 0 else resp
     transactional = request.get("transactional_id") is not None
-    now_ms = int(time.time() * 1000)
+    now_ms = ctx.broker.clock.time_ms()   # the broker's clock (pykbroker/clock.py)
     responses = []
     failed = False
     waits = []  # (partition, required HW) for acks=-1

@@ -26,8 +26,6 @@ as in Kafka 4.
 """
 from __future__ import annotations
 
-import time
-
 from ..coordinator.group.api import group_precheck
 from ..coordinator.group.coordinator import OFFSET_METADATA_MAX_BYTES
 from ..coordinator.group.offsets import OffsetAndMetadata
@@ -88,7 +86,7 @@ async def handle(ctx, request):
         if not err:
             err, _ = gc.validate_commit(gid, request["generation_id_or_member_epoch"], request["member_id"] or "",
                                         request["group_instance_id"])
-        now = int(time.time() * 1000)
+        now = ctx.broker.clock.time_ms()   # the broker's clock (pykbroker/clock.py)
         retention = request["retention_time_ms"] if v <= 4 else -1
         expire = now + retention if retention is not None and retention >= 0 else None
         entries = {}

@@ -172,6 +172,20 @@ class _PartitionFaults:
         return builder(ctx, self.request, code)
 
 
+class _LoseResponse:
+    """The handler of a request whose response fault injection loses: served, then the
+    connection is closed without an answer (``CloseConnection``)."""
+
+    __slots__ = ("handler",)
+
+    def __init__(self, handler):
+        self.handler = handler
+
+    async def handle(self, ctx, request):
+        await self.handler.handle(ctx, request)
+        raise CloseConnection("fault injection: response to %s lost after serving it" % ctx.api_key)
+
+
 class Dispatcher:
     """Per-connection dispatch state: the frame buffer, and whether the connection is closing.
 
@@ -268,6 +282,8 @@ class Dispatcher:
         elif d.partition_errors:
             split = _PartitionFaults(handler, layout, request, d.partition_errors)
             event = HandleRequest(ctx, split, spec, split.served_request())
+        if d.drop_response and event.__class__ is HandleRequest:
+            event = HandleRequest(ctx, _LoseResponse(event.handler), spec, event.request)
         if d.delay > 0:
             return Delayed(d.delay, event)
         return event

@@ -13,6 +13,14 @@ next ``count`` matching requests (``None``: until cleared).  What it does to a m
 - ``delay``: wait that many seconds before serving the request (the connection's requests stay
   in order, so later requests on that connection wait too, as behind a slow Kafka request).
 - ``drop``: close the connection without answering (and without serving the request).
+- ``drop_response``: serve the request, then close the connection without answering: the
+  response is lost, as when a connection breaks after the broker acted (what an idempotent
+  producer's retry must not duplicate).
+
+A partition taken offline (``set_offline``) is a set of such rules, one per per-partition API,
+answering KAFKA_STORAGE_ERROR until ``set_online`` removes them: what Kafka's broker answers for
+a partition whose log dir failed (its Metadata side, no leader, is the controller's:
+``pykbroker/runner.py``).
 
 A rule with a topic never matches an API without a per-partition layout.  The plan is mutated
 and read on the broker's trio thread only (no locks).  With no rule the dispatcher's cost is one
@@ -23,14 +31,20 @@ from __future__ import annotations
 from ..protocol.codec import APIS
 from ..protocol.errors import ErrorCode
 
-ERROR, DELAY, DROP = "error", "delay", "drop"
+ERROR, DELAY, DROP, DROP_RESPONSE = "error", "delay", "drop", "drop_response"
+
+# The per-partition APIs a broker answers KAFKA_STORAGE_ERROR for an offline partition (Kafka's
+# ReplicaManager.getPartitionOrException on an Offline partition): Produce, Fetch, ListOffsets,
+# DeleteRecords, OffsetForLeaderEpoch.
+OFFLINE_APIS = (0, 1, 2, 21, 23)
 
 
 def _norm(name: str) -> str:
     return name.replace("_", "").replace("-", "").lower()
 
 
-_API_BY_NAME = {_norm(spec.name): key for key, spec in APIS.items()}
+_API_BY_NAME: dict = {}   # built by the first api_key(name): reading every spec's name at import
+#                           would parse every spec (they are parsed per API on first use)
 
 
 def api_key(api) -> int:
@@ -39,6 +53,8 @@ def api_key(api) -> int:
         if api not in APIS:
             raise ValueError("unknown API key %d" % api)
         return api
+    if not _API_BY_NAME:
+        _API_BY_NAME.update((_norm(spec.name), k) for k, spec in APIS.items())
     key = _API_BY_NAME.get(_norm(str(api)))
     if key is None:
         raise ValueError("unknown API %r" % (api,))
@@ -56,10 +72,10 @@ def error_code(error) -> int:
 
 
 class FaultRule:
-    __slots__ = ("api_key", "topic", "partition", "action", "code", "seconds", "remaining")
+    __slots__ = ("api_key", "topic", "partition", "action", "code", "seconds", "remaining", "tag")
 
     def __init__(self, api, action: str, topic=None, partition=None, code: int = 0,
-                 seconds: float = 0.0, count=None):
+                 seconds: float = 0.0, count=None, tag=None):
         if partition is not None and topic is None:
             raise ValueError("a partition needs its topic")
         if count is not None and count < 1:
@@ -71,6 +87,7 @@ class FaultRule:
         self.code = code
         self.seconds = float(seconds)
         self.remaining = count
+        self.tag = tag   # ("offline", topic, partition) for the rules of set_offline
 
     def __repr__(self):
         return "FaultRule(%s %s topic=%r partition=%r code=%d seconds=%g remaining=%r)" % (
@@ -94,18 +111,21 @@ class FaultRule:
 
 class Decision:
     """What the plan decided for one request: ``drop``; ``delay`` seconds; ``error`` (a code for
-    the whole request, or 0); ``partition_errors`` ({(topic, partition): code}, maybe empty)."""
+    the whole request, or 0); ``partition_errors`` ({(topic, partition): code}, maybe empty);
+    ``drop_response`` (serve, then close without answering)."""
 
-    __slots__ = ("drop", "delay", "error", "partition_errors")
+    __slots__ = ("drop", "delay", "error", "partition_errors", "drop_response")
 
     def __init__(self):
         self.drop = False
         self.delay = 0.0
         self.error = 0
         self.partition_errors = {}
+        self.drop_response = False
 
     def __bool__(self):
-        return self.drop or self.delay > 0 or bool(self.error) or bool(self.partition_errors)
+        return (self.drop or self.delay > 0 or bool(self.error) or bool(self.partition_errors)
+                or self.drop_response)
 
 
 class FaultPlan:
@@ -127,8 +147,35 @@ class FaultPlan:
     def drop_connection(self, api, topic=None, partition=None, count=1) -> FaultRule:
         return self.add(FaultRule(api, DROP, topic, partition, count=count))
 
+    def drop_response(self, api, topic=None, partition=None, count=1) -> FaultRule:
+        return self.add(FaultRule(api, DROP_RESPONSE, topic, partition, count=count))
+
     def clear(self) -> None:
+        """Remove every rule (offline partitions come back online too)."""
         self.rules.clear()
+
+    def set_offline(self, topic: str, partition: int) -> bool:
+        """Answer KAFKA_STORAGE_ERROR for ``topic``-``partition`` in every per-partition API
+        until :meth:`set_online`; False if it already was offline."""
+        tag = ("offline", topic, int(partition))
+        if any(r.tag == tag for r in self.rules):
+            return False
+        for key in OFFLINE_APIS:
+            self.add(FaultRule(key, ERROR, topic, int(partition), code=int(ErrorCode.KAFKA_STORAGE_ERROR),
+                               count=None, tag=tag))
+        return True
+
+    def set_online(self, topic: str, partition: int) -> bool:
+        """Undo :meth:`set_offline`; False if it was not offline."""
+        tag = ("offline", topic, int(partition))
+        n = len(self.rules)
+        self.rules = [r for r in self.rules if r.tag != tag]
+        return len(self.rules) != n
+
+    @property
+    def offline(self) -> list:
+        """The (topic, partition) pairs taken offline, sorted."""
+        return sorted({r.tag[1:] for r in self.rules if r.tag and r.tag[0] == "offline"})
 
     def decide(self, key: int, request: dict, layout) -> Decision:
         """Match ``request`` (API ``key``; ``layout`` its handler's ``PartitionResponses`` or
@@ -148,6 +195,8 @@ class FaultPlan:
                 d.drop = True
             elif rule.action == DELAY:
                 d.delay += rule.seconds
+            elif rule.action == DROP_RESPONSE:
+                d.drop_response = True
             elif rule.topic is None:
                 d.error = d.error or rule.code
             else:

@@ -551,7 +551,7 @@ class LogCleanerTask:
         """Clean the dirtiest log needing it; False if none did."""
         import trio
         from .retention import delete_files_later
-        now = int(time.time() * 1000)
+        now = self.lm.now_ms()   # the broker's clock (pykbroker/clock.py)
         cands = self._candidates(now)
         if not cands:
             return False

@@ -19,7 +19,7 @@ import threading
 import time
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 
 from pykbroker.protocol.errors import ErrorCode, KafkaError
 from pykbroker.protocol.records import (
@@ -31,6 +31,12 @@ from .epoch import LeaderEpochCache
 from .fs import FileSystem, REAL_FS
 from .producer_state import APPEND, ProducerStateManager
 from .segment import FileRegion, LogSegment
+
+
+def wall_ms() -> int:
+    """Real wall-clock milliseconds: the clock of a log opened outside a broker (tools, tests)."""
+    return int(time.time() * 1000)
+
 
 __all__ = [
     "LogConfig", "Log", "AppendInfo", "StorageError", "OffsetOutOfRange",
@@ -149,10 +155,13 @@ def parse_partition_dir(name: str) -> Optional[tuple[str, int]]:
 class Log:
     def __init__(self, dir: str, config: LogConfig, segments: list, log_start_offset: int,
                  recovery_point: int, epoch_cache: LeaderEpochCache,
-                 producer_state: ProducerStateManager, fs: FileSystem = REAL_FS):
+                 producer_state: ProducerStateManager, fs: FileSystem = REAL_FS,
+                 now_ms: Callable[[], int] = wall_ms):
         self.dir = dir
         self.config = config
         self.fs = fs
+        # the broker's wall clock (pykbroker/clock.py): LogAppendTime and segment.ms
+        self.now_ms = now_ms
         self._segments: list[LogSegment] = segments
         self._bases: list[int] = [s.base_offset for s in segments]
         self.log_start_offset = log_start_offset
@@ -229,7 +238,7 @@ class Log:
                                   f"{len(buf)} bytes exceed segment.bytes {self.config.segment_bytes}")
             lat = log_append_time_ms
             if lat is None and self.config.log_append_time:
-                lat = int(time.time() * 1000)
+                lat = self.now_ms()
             first_offset = self.log_end_offset
             ps = self.producer_state
             staged = None
@@ -359,7 +368,7 @@ class Log:
         if seg.rolling_base_timestamp is not None and seg.rolling_base_timestamp >= 0 and max_ts >= 0:
             waited = max_ts - seg.rolling_base_timestamp
         else:
-            waited = int(time.time() * 1000) - seg.created_ms
+            waited = self.now_ms() - seg.created_ms
         return waited > c.segment_ms - c.segment_jitter_ms
 
     def _maybe_roll(self, size: int, last_offset: int, first_offset: int, max_ts: int) -> LogSegment:
@@ -391,6 +400,7 @@ class Log:
             seg = self._new_segment(new_base)
         except OSError as e:
             raise KafkaStorageError(f"cannot roll segment: {e}") from e
+        seg.created_ms = self.now_ms()
         self._segments.append(seg)
         self._bases.append(new_base)
         # Kafka snapshots producer state at every roll so that a restart only
@@ -699,6 +709,15 @@ class Log:
                 seg.close()
             self._closed = True
 
+    def abandon(self) -> None:
+        """Release the files without writing anything (a crash: see LogManager.abandon)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for seg in self._segments:
+                seg.force_close()   # indexes hold no descriptor (written on roll or close only)
+
     def delete(self) -> None:
         """Delete the whole partition directory."""
         with self._lock:
@@ -734,9 +753,10 @@ class LogLoader:
 
     def __init__(self, dir: str, config: LogConfig, recovery_point: int = 0,
                  clean_shutdown: bool = False, log_start_offset: Optional[int] = None,
-                 fs: FileSystem = REAL_FS):
+                 fs: FileSystem = REAL_FS, now_ms: Callable[[], int] = wall_ms):
         self.dir = dir
         self.config = config
+        self.now_ms = now_ms
         self.recovery_point = recovery_point or 0
         self.clean_shutdown = clean_shutdown
         self.log_start_offset = log_start_offset
@@ -879,7 +899,9 @@ class LogLoader:
         snap = ps.load_latest_snapshot(leo)
         replay_producer_state(ps, segments, snap if snap is not None else log_start, leo)
 
-        lg = Log(d, self.config, segments, log_start, recovery_point, cache, ps, fs)
+        for seg in segments:
+            seg.created_ms = self.now_ms()
+        lg = Log(d, self.config, segments, log_start, recovery_point, cache, ps, fs, now_ms=self.now_ms)
         if log_start > leo:
             # the checkpointed log start is beyond what survived: the data
             # below it was deleted anyway, start afresh there
@@ -898,7 +920,8 @@ class LogLoader:
 
 def load_log(dir: str, config: Optional[LogConfig] = None, recovery_point: int = 0,
              clean_shutdown: bool = False, log_start_offset: Optional[int] = None,
-             fs: FileSystem = REAL_FS) -> Log:
-    """Open (or create) the log in ``dir`` and rebuild its state."""
+             fs: FileSystem = REAL_FS, now_ms: Callable[[], int] = wall_ms) -> Log:
+    """Open (or create) the log in ``dir`` and rebuild its state; ``now_ms`` is the broker's
+    wall clock (pykbroker/clock.py)."""
     return LogLoader(dir, config or LogConfig(), recovery_point, clean_shutdown,
-                     log_start_offset, fs).load()
+                     log_start_offset, fs, now_ms).load()

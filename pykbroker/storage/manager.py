@@ -56,7 +56,7 @@ from .checkpoints import (
 )
 from ..config import BROKER_CONFIGS
 from .fs import FileSystem, REAL_FS
-from .log import KafkaStorageError, Log, LogConfig, load_log, parse_partition_dir, partition_dir_name
+from .log import KafkaStorageError, Log, LogConfig, load_log, parse_partition_dir, partition_dir_name, wall_ms
 
 __all__ = ["LogManager"]
 
@@ -79,8 +79,12 @@ class LogManager:
     def __init__(self, log_dirs: list[str], fs: Optional[FileSystem] = None, *, config=None,
                  metadata=None, default_config: Optional[LogConfig] = None,
                  halt_hook: Optional[Callable[[int, str], None]] = None,
-                 new_log_epoch: Optional[int] = None):
+                 new_log_epoch: Optional[int] = None, clock=None):
         self.log_dirs = list(log_dirs)
+        # the broker's clock (pykbroker/clock.py): wall time of retention, segment.ms, the
+        # cleaner's horizons and producer-id expiry
+        self.clock = clock
+        self.now_ms = clock.time_ms if clock is not None else wall_ms
         self.fs = fs or REAL_FS
         self.config = config
         self.metadata = metadata
@@ -264,7 +268,7 @@ class LogManager:
         path = os.path.join(d, partition_dir_name(tp[0], tp[1]))
         created = not self.fs.isdir(path)
         lg = load_log(path, self._log_config(tp[0]), recovery_point=recovery_point,
-                      clean_shutdown=clean, log_start_offset=log_start, fs=self.fs)
+                      clean_shutdown=clean, log_start_offset=log_start, fs=self.fs, now_ms=self.now_ms)
         if self.new_log_epoch is not None and lg.epoch_cache.latest_epoch is None:
             # A new leader records where its epoch starts (Kafka's makeLeader), so
             # OffsetForLeaderEpoch answers (0, LEO) before the first append.  This writes
@@ -492,11 +496,18 @@ class LogManager:
         while True:
             await trio.sleep(interval / 1000.0)
             expiration = self._conf("producer.id.expiration.ms")
-            now = int(time.time() * 1000)
+            now = self.now_ms()
             for _, lg, _ in self.online_logs():
                 lg.producer_state.remove_expired(now, expiration)
 
     # ------------------------------------------------------------------ shutdown
+    def abandon(self) -> None:
+        """A crash (Broker.crash): close every file descriptor and write nothing (no flush,
+        index, snapshot, checkpoint or clean-shutdown marker), as a killed process leaves its
+        files; the next start recovers them."""
+        for lg in list(self.logs.values()):
+            lg.abandon()
+
     async def shutdown(self) -> None:
         # a failed dir is left alone: no flush, no checkpoint, no clean-shutdown marker, so its
         # logs are recovered at the next start

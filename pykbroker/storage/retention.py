@@ -133,7 +133,7 @@ class RetentionTask:
         policy = cfg.get("cleanup.policy") or ["delete"]
         if isinstance(policy, str):
             policy = [p.strip() for p in policy.split(",")]
-        now = int(time.time() * 1000) if now_ms is None else now_ms
+        now = self.lm.now_ms() if now_ms is None else now_ms
         count = 0
         # Kafka applies time, size and log-start deletion one after the other in one pass
         for _ in range(3):

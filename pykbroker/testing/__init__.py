@@ -16,12 +16,17 @@ import threading
 import time
 
 _READY = re.compile(r"ready, listening on PLAINTEXT://([^:,\s]+|\[[^\]]+\]):(\d+)")
+_CONTROL = re.compile(r"control endpoint on http://[^:\s]+:(\d+)")
 
 
 class BrokerProcess:
     def __init__(self, data_dir: str, overrides: dict | None = None, port: int = 0,
-                 log_level: str = "INFO"):
+                 log_level: str = "INFO", control_port: int | None = None, extra_args=()):
+        """``control_port``: serve the HTTP control endpoint there (0: a free port, then
+        ``control_port`` holds the bound one); None: no endpoint."""
         self.data_dir = data_dir
+        self.control_port = control_port
+        self.extra_args = list(extra_args)   # more `pykbroker serve` options (e.g. --as-kafka)
         self.overrides = dict(overrides or {})
         self.port = port
         self.log_level = log_level
@@ -37,23 +42,34 @@ class BrokerProcess:
         cmd = [sys.executable, "-m", "pykbroker", "serve",
                "--listeners", "PLAINTEXT://127.0.0.1:%d" % self.port,
                "--log-dirs", self.data_dir, "--log-level", self.log_level]
+        if self.control_port is not None:
+            cmd += ["--control", "127.0.0.1:%d" % self.control_port]
+        cmd += self.extra_args
         for k, v in self.overrides.items():
             cmd += ["--override", "%s=%s" % (k, v)]
         self._ready.clear()
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True, bufsize=1)
-        threading.Thread(target=self._pump, args=(self.proc,), daemon=True).start()
+        threading.Thread(target=self._pump, args=(self.proc, self.control_port is not None),
+                         daemon=True).start()
         if not self._ready.wait(timeout):
             self.kill()
             raise RuntimeError("broker did not become ready:\n" + "".join(self.lines[-50:]))
         return self
 
-    def _pump(self, proc) -> None:
+    def _pump(self, proc, want_control: bool = False) -> None:
+        ready = control = False
         for line in proc.stdout:
             self.lines.append(line)
+            c = _CONTROL.search(line)
+            if c:   # logged once the broker listens (after its ready line)
+                self.control_port = int(c.group(1))
+                control = True
             m = _READY.search(line)
             if m:
                 self.port = int(m.group(2))
+                ready = True
+            if ready and (control or not want_control):
                 self._ready.set()
             if os.environ.get("PYKBROKER_TEST_ECHO"):
                 sys.stderr.write("[broker] " + line)

@@ -10,6 +10,10 @@ Fixtures:
 - ``kafka_topic``: a fresh, uniquely named topic (1 partition) per test.
 - ``kafka_topic_factory``: ``kafka_topic_factory(partitions=3, config={"cleanup.policy":
   "compact"}, prefix="orders")`` creates more, each uniquely named; returns the name.
+- ``kafka_private_broker``: a broker of the test's own (started for it, stopped after it), for
+  what must not leak into other tests: ``faults``, ``crash()``/``restart()``, ``clock`` moves
+  (the session broker's clock, once advanced, stays ahead).  It serves the HTTP control
+  endpoint (``control_url``) for tests in other languages.
 
 Options:
 
@@ -58,6 +62,17 @@ def kafka_broker(request):
     if keep:
         os.makedirs(keep, exist_ok=True)
     with Broker(log_dir=keep, config=TEST_CONFIG) as broker:
+        yield broker
+
+
+@pytest.fixture
+def kafka_private_broker(request):
+    """A broker for this test alone, with its HTTP control endpoint (module docstring)."""
+    from pykbroker.embedded import TEST_CONFIG, Broker
+
+    if request.config.getoption("--kafka-bootstrap"):
+        pytest.skip("kafka_private_broker starts its own pykbroker (not available with --kafka-bootstrap)")
+    with Broker(config=TEST_CONFIG, control_port=0) as broker:
         yield broker
 
 

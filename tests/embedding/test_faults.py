@@ -130,7 +130,7 @@ def test_http_control_endpoint():
     import urllib.request
 
     def call(method, body=None):
-        req = urllib.request.Request(b.control_url, method=method,
+        req = urllib.request.Request(b.control_url + "/faults", method=method,
                                      data=None if body is None else json.dumps(body).encode())
         try:
             with urllib.request.urlopen(req, timeout=10) as r:
@@ -148,11 +148,11 @@ def test_http_control_endpoint():
         r = wire.metadata(b.bootstrap_servers, ["ctl-t"])
         assert [(t["name"], t["error_code"]) for t in r["topics"]] == [
             ("ctl-t", int(ErrorCode.NOT_CONTROLLER))]
-        assert call("GET") == (200, {"rules": []})      # spent by that request
+        assert call("GET") == (200, {"rules": [], "offline": []})      # spent by that request
         call("POST", {"action": "drop_connection", "api": 3, "count": None})
         with wire.WireClient(b.bootstrap_servers, timeout=10) as c:
             assert c.closed_after(3, 12, body)
-        assert call("DELETE") == (200, {"rules": []})
+        assert call("DELETE") == (200, {"rules": [], "offline": []})
         with wire.WireClient(b.bootstrap_servers, timeout=10) as c:
             assert c.request(3, 12, body)["brokers"]
     with pykbroker.Broker(config=TEST_CONFIG) as b:

@@ -41,6 +41,19 @@ def test_fresh_topics(kafka_broker, kafka_topic, kafka_topic_factory):
     assert other.startswith("orders-") and other != kafka_topic
     assert kafka_broker.records(kafka_topic) == []
     assert kafka_broker.records(other, 2) == []
+
+
+def test_private_broker(kafka_private_broker, kafka_bootstrap):
+    b = kafka_private_broker
+    assert b.bootstrap_servers != kafka_bootstrap and b.control_url.startswith("http://127.0.0.1:")
+    b.create_topic("priv")
+    b.faults.partition_offline("priv", 0)
+    b.crash()
+    b.restart()
+    assert b.faults.offline == [("priv", 0)]
+    t = b.clock.time_ms()
+    b.clock.advance(3600)
+    assert b.clock.time_ms() >= t + 3600 * 1000
 '''
 
 
@@ -63,7 +76,7 @@ def _run(pytester, monkeypatch, *args):
 def test_fixtures_with_confluent_kafka(pytester, monkeypatch, tmp_path):
     keep = tmp_path / "kept"
     result, lines = _run(pytester, monkeypatch, "--kafka-keep-data", str(keep))
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=3)
     bootstrap, topic = lines
     assert bootstrap.startswith("127.0.0.1:") and topic.startswith("test_produce_consume-")
     # --kafka-keep-data: the session's data stays, topic included
@@ -74,7 +87,7 @@ def test_fixtures_with_confluent_kafka(pytester, monkeypatch, tmp_path):
 def test_external_cluster_option(pytester, monkeypatch):
     with pykbroker.Broker() as other:
         result, lines = _run(pytester, monkeypatch, "--kafka-bootstrap", other.bootstrap_servers)
-        result.assert_outcomes(passed=2)
+        result.assert_outcomes(passed=2, skipped=1)   # kafka_private_broker starts pykbroker
         bootstrap, topic = lines
         assert bootstrap == other.bootstrap_servers
         # the test's topic and record went to that broker

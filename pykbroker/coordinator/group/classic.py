@@ -19,7 +19,6 @@ coordinator's :class:`~.timer.Timer`, i.e. on trio's clock.
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from typing import Callable
 
@@ -144,7 +143,7 @@ class ClassicGroup:
         self.coordinator = coordinator
         self.group_id = group_id
         self.state = EMPTY
-        self.state_timestamp = int(time.time() * 1000)
+        self.state_timestamp = coordinator.now_ms()
         self.generation = 0
         self.protocol_type: str | None = None
         self.protocol_name: str | None = None
@@ -163,7 +162,7 @@ class ClassicGroup:
             raise AssertionError("group %s: illegal transition %s -> %s" % (self.group_id, self.state, target))
         log.debug("group %s: %s -> %s (generation %d)", self.group_id, self.state, target, self.generation)
         self.state = target
-        self.state_timestamp = int(time.time() * 1000)
+        self.state_timestamp = self.coordinator.now_ms()
 
     @property
     def timer(self):

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 import uuid
 
 from ...protocol.errors import ErrorCode as E
@@ -75,7 +74,7 @@ class ConsumerGroup:
     kind = "consumer"
     protocol_type = "consumer"
 
-    def __init__(self, group_id):
+    def __init__(self, group_id, now_ms: int):
         self.group_id = group_id
         self.group_epoch = 0
         self.assignment_epoch = 0
@@ -84,7 +83,7 @@ class ConsumerGroup:
         self.metadata_hash = 0  # of the subscribed topics the target was computed for
         self.assignment_ts = 0
         self.dead = False
-        self.state_timestamp = int(time.time() * 1000)
+        self.state_timestamp = now_ms   # the broker's clock (pykbroker/clock.py)
         # persistence: key -> value last handed to the writer; what changed since
         self.written: dict[bytes, bytes] = {}
         self.dirty: set[str] = set()
@@ -179,7 +178,7 @@ class ConsumerGroupManager:
     def _remove(self, g: ConsumerGroup, mid: str) -> None:
         g.members.pop(mid, None)
         if not g.members:
-            g.state_timestamp = int(time.time() * 1000)
+            g.state_timestamp = self.gc.now_ms()
         g.target.pop(mid, None)
         g.dirty.discard(mid)
         g.gone.add(mid)
@@ -320,7 +319,7 @@ class ConsumerGroupManager:
         members' session timers, as Kafka does when a coordinator loads a partition."""
         if st["epoch"] is None:
             return None
-        g = ConsumerGroup(gid)
+        g = ConsumerGroup(gid, self.gc.now_ms())
         g.group_epoch = st["epoch"]
         g.metadata_hash = st["hash"]
         if not g.metadata_hash and st["topics"]:
@@ -384,13 +383,13 @@ class ConsumerGroupManager:
                 return self._err(E.UNKNOWN_MEMBER_ID, "Group %s does not exist." % gid)
             g.cancel_timers()
             self.gc.groups.pop(gid, None)
-            g = ConsumerGroup(gid)
+            g = ConsumerGroup(gid, self.gc.now_ms())
             g.replaces_classic = True
             self.gc.groups[gid] = g
         if g is None:
             if epoch != 0:
                 return self._err(E.UNKNOWN_MEMBER_ID, "Group %s does not exist." % gid)
-            g = ConsumerGroup(gid)
+            g = ConsumerGroup(gid, self.gc.now_ms())
             self.gc.groups[gid] = g
         if epoch in (-1, -2):
             m = g.members.get(mid)
@@ -483,7 +482,7 @@ class ConsumerGroupManager:
         current = {mid: m.assigned | m.revoking for mid, m in g.members.items()}
         g.target = ASSIGNORS.get(g.assignor_name(), ASSIGNORS[DEFAULT])(subs, meta, current)
         g.assignment_epoch = g.group_epoch
-        g.assignment_ts = int(time.time() * 1000)
+        g.assignment_ts = self.gc.now_ms()
         g.target_dirty = True
 
     def _reconcile(self, g: ConsumerGroup, m: CMember) -> None:

@@ -38,6 +38,10 @@ from . import offsets as O
 from .classic import DEAD, EMPTY, ClassicGroup, Future
 from .timer import Timer
 
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
 log = logging.getLogger("pykbroker.group")
 
 # Kafka's offset.metadata.max.bytes default (commit metadata longer than this is refused).
@@ -67,8 +71,11 @@ class GroupCoordinator:
     loads them all itself; with a controller (False) its leadership events call
     :meth:`on_become_leader` / :meth:`on_resign`."""
 
-    def __init__(self, config, metadata=None, log=None, leads_every_partition: bool = True):
+    def __init__(self, config, metadata=None, log=None, leads_every_partition: bool = True, clock=None):
         self.config = config
+        # the broker's clock (pykbroker/clock.py): commit / state timestamps and offsets expiry
+        # (its timer runs on trio's clock, which is the same clock in a broker)
+        self.now_ms = clock.time_ms if clock is not None else _wall_ms
         self.leads_every_partition = leads_every_partition
         self.metadata = metadata
         self.timer = Timer()
@@ -93,7 +100,8 @@ class GroupCoordinator:
         if backend is not None:
             self.log = backend
         self.consumer = ConsumerGroupManager(self)
-        self.runtime = CoordinatorRuntime(O.OFFSETS_TOPIC, self.log, lambda p: GroupShard(self, p), nursery)
+        self.runtime = CoordinatorRuntime(O.OFFSETS_TOPIC, self.log, lambda p: GroupShard(self, p), nursery,
+                                          now_ms=self.now_ms)
         nursery.start_soon(self.timer.run)
         nursery.start_soon(self._expiry_loop)
         if self.log.exists():
@@ -367,7 +375,7 @@ class GroupCoordinator:
         while True:
             await trio.sleep(self.retention_check_s)
             try:
-                self.expire_offsets(int(time.time() * 1000))
+                self.expire_offsets(self.now_ms())
             except Exception:
                 log.exception("offset expiry failed")
 

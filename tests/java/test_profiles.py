@@ -1,0 +1,29 @@
+"""--as-kafka with the Java client: kafka-clients 4.x against a broker limited to Kafka 3.9's
+APIs (pykbroker/profiles.py) works as against a 3.9 broker: produce, assign, classic groups;
+and the KIP-848 consumer protocol, which a default 3.9 broker does not serve, fails in the client
+(UnsupportedVersionException) instead of silently working."""
+import pytest
+
+import pykbroker
+from pykbroker.embedded import TEST_CONFIG
+
+from . import jvm
+
+pytestmark = pytest.mark.timeout(900)
+
+
+@pytest.fixture(scope="module")
+def broker():
+    with pykbroker.Broker.subprocess(config=TEST_CONFIG, as_kafka="3.9", control_port=None) as b:
+        yield b
+
+
+def test_java4_client_against_a_3_9_profile(broker, java_classpath):
+    r = jvm.run(java_classpath("kafka4"), "roundtrip", broker.bootstrap_servers, timeout_s=240,
+                topic="java-prof", partitions=2, count=10, base_ts=1_700_000_000_000,
+                protocols="classic,consumer")
+    for phase in ("create_topic", "produce", "assign_read", "subscribe_classic", "resume_classic"):
+        r.assert_phase(phase)
+    err = r.one("phase_error", phase="subscribe_consumer")
+    assert err["error"] == "UnsupportedVersionException", err
+    assert len(broker.records("java-prof", 0)) + len(broker.records("java-prof", 1)) == 10
