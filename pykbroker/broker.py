@@ -50,6 +50,7 @@ class Broker:
         self.halt_hook = None       # replaces the process exit on a halt (in-process tests)
         self.faults = FaultPlan()   # injected request faults (server/faults.py; empty: off)
         self.group_coordinator = None
+        self.transaction_coordinator = None
         self.ready = trio.Event()
         self._components: list = []
 
@@ -121,6 +122,14 @@ class Broker:
                     # a controller, its leader/resign events call on_become_leader/on_resign.
                     await self.group_coordinator.startup(nursery)
                     self._components.append(self.group_coordinator)
+                from .coordinator.txn.coordinator import TransactionCoordinator, TxnStateLog
+                # Single node: loads every __transaction_state partition (transactions left in
+                # PrepareCommit/PrepareAbort by a crash are completed from here).
+                self.transaction_coordinator = TransactionCoordinator(
+                    self.config, TxnStateLog(self.metadata_cache, self.replica_manager, self.controller),
+                    self.replica_manager, self.replica_manager.producer_ids, self.group_coordinator)
+                await self.transaction_coordinator.startup(nursery)
+                self._components.append(self.transaction_coordinator)
                 bound = []
                 for li in self.listeners:
                     bound.append(await nursery.start(serve_listener, self, li))
