@@ -23,7 +23,7 @@ public final class Main {
 
     public static void main(String[] argv) throws Exception {
         if (argv.length < 2) {
-            System.err.println("usage: Main <roundtrip|admin|offsets|groups> <bootstrap> [key=value ...]");
+            System.err.println("usage: Main <roundtrip|admin|offsets|groups|txn> <bootstrap> [key=value ...]");
             System.exit(64);
         }
         String scenario = argv[0];
@@ -55,6 +55,7 @@ public final class Main {
                 case "admin": AdminScenario.run(bootstrap, args); break;
                 case "offsets": OffsetsScenario.run(bootstrap, args); break;
                 case "groups": GroupsScenario.run(bootstrap, args); break;
+                case "txn": TxnScenario.run(bootstrap, args); break;
                 default: throw new IllegalArgumentException("unknown scenario " + scenario);
             }
         } catch (Throwable t) {
