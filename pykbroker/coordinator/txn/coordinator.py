@@ -66,8 +66,10 @@ log = logging.getLogger("pykbroker.txn")
 
 # Kafka: an epoch at Short.MAX_VALUE - 1 is exhausted; the next bump takes a new producer id.
 MAX_EPOCH = 32767 - 1
-# How long a marker write is retried before the next try (retriable storage / leadership errors).
+# Backoff between tries of a marker write that failed with a retriable error (storage, leadership):
+# doubled per try up to the maximum, so an offline partition does not flood the log.
 MARKER_RETRY_S = 0.1
+MARKER_RETRY_MAX_S = 5.0
 # Marker errors after which retrying cannot help: the partition's producer state has moved on
 # (a newer epoch or coordinator wrote there already), so the marker is not needed.
 _MARKER_SKIP = (E.INVALID_PRODUCER_EPOCH, E.TRANSACTION_COORDINATOR_FENCED, E.UNKNOWN_TOPIC_OR_PARTITION)
@@ -555,10 +557,12 @@ class TransactionCoordinator:
             for i, tp in enumerate(sorted(m.partitions)):
                 if i == 1:
                     await _maybe_pause("after-first-marker", m)
+                backoff = MARKER_RETRY_S
                 while not await self._write_marker(tp, pid, epoch, commit, coordinator_epoch):
                     if self.txns.get(part, {}).get(m.transactional_id) is not m:
                         return  # the shard was unloaded: its next leader completes the transaction
-                    await trio.sleep(MARKER_RETRY_S)
+                    await trio.sleep(backoff)
+                    backoff = min(backoff * 2, MARKER_RETRY_MAX_S)
         finally:
             m.pending = None
         if self.txns.get(part, {}).get(m.transactional_id) is not m:
