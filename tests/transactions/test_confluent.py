@@ -69,7 +69,8 @@ def test_open_transaction_holds_the_last_stable_offset(broker):
     assert [r[3] for r in read_all(bs, topic, 1, "read_committed", idle=1.0)] == [b"before"]
     assert [r[3] for r in read_all(bs, topic, 1, "read_uncommitted", expect=3)] == [b"before", b"in-txn", b"after"]
     p.commit_transaction(30)
-    assert end_offsets(bs, topic, 1, 1) == [4]
+    # the COMMIT marker follows the EndTxn answer (as with Kafka): the LSO moves once it is written
+    wait_until(lambda: end_offsets(bs, topic, 1, 1) == [4], 10, what="the LSO after commit")
     assert [r[3] for r in read_all(bs, topic, 1, "read_committed", expect=3)] == [b"before", b"in-txn", b"after"]
 
 
@@ -86,6 +87,7 @@ def test_fetch_returns_aborted_transactions(broker):
     p.begin_transaction()
     p.produce(topic, value=b"ok", partition=0)
     p.commit_transaction(30)
+    wait_until(lambda: end_offsets(bs, topic, 1, 1) == [8], 10, what="the COMMIT marker")
     rc = wire.fetch_part(wire.fetch(bs, topic, 0, 0, isolation_level=1))
     ru = wire.fetch_part(wire.fetch(bs, topic, 0, 0, isolation_level=0))
     batches = list(iter_batches(bytes(rc["records"])))

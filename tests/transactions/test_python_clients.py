@@ -8,6 +8,8 @@ import asyncio
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from pykbroker.testing import wait_until
+
 from .helpers import create_topic, end_offsets, read_all, unique, values
 
 pytestmark = pytest.mark.timeout(180)
@@ -97,7 +99,9 @@ def test_kafka_python_transactional_producer(broker):
     kc.assign([KTP(topic, p) for p in range(3)])
     assert sorted(m.value for m in kc) == sorted(committed)
     kc.close()
-    assert end_offsets(bs, topic, 3, 1) == end_offsets(bs, topic, 3, 0) == [3 + 1 + 2 + 1] * 3
+    # the ABORT markers follow the EndTxn answer (as with Kafka)
+    wait_until(lambda: end_offsets(bs, topic, 3, 1) == end_offsets(bs, topic, 3, 0) == [3 + 1 + 2 + 1] * 3, 10,
+               what="the ABORT markers")
     c = Consumer({"bootstrap.servers": bs, "group.id": group})
     assert c.committed([TopicPartition(topic, 0)], 10)[0].offset == 3
     c.close()

@@ -60,6 +60,8 @@ def test_describe_and_list_transactions(txn_broker):
     assert d["transaction_timeout_ms"] == 60000 and d["producer_epoch"] == 0
     assert d["topics"] == [{"topic": topic, "partitions": [0, 1]}]
     assert d["transaction_start_time_ms"] > 0
+    # the markers are written after EndTxn is answered: CompleteCommit follows shortly
+    wait_until(lambda: describe(bs, tid_done)["transaction_state"] == "CompleteCommit", 10, what="completion")
     d2 = describe(bs, tid_done)
     # a completed transaction keeps its start time, as Kafka's prepareComplete does
     assert (d2["transaction_state"], d2["topics"]) == ("CompleteCommit", [])
@@ -131,8 +133,9 @@ def test_restart_with_open_transaction(txn_broker, clean):
     topic = create_topic(b.bootstrap, unique("restart"), 2)
     tid = unique("tid")
     _three_transactions(b.bootstrap, topic, tid)
-    # 3 + 1 commit marker + 2 + 1 abort marker + 1 open record = 8 per partition
-    assert end_offsets(b.bootstrap, topic, 2, 0) == [8, 8]
+    # 3 + 1 commit marker + 2 + 1 abort marker + 1 open record = 8 per partition (the ABORT
+    # markers follow the EndTxn answer)
+    wait_until(lambda: end_offsets(b.bootstrap, topic, 2, 0) == [8, 8], 10, what="the ABORT markers")
     assert end_offsets(b.bootstrap, topic, 2, 1) == [7, 7]
     if clean:
         b.stop()
@@ -234,3 +237,27 @@ def test_kill9_loop_keeps_transactions_atomic(txn_broker):
     assert acked <= set(by_txn), (sorted(acked - set(by_txn)))
     assert len(got) == 3 * len(by_txn)     # no duplicates
     assert acked, "no transaction was acknowledged"
+
+
+def test_idle_transactional_id_expires(tmp_path):
+    overrides = dict(OVERRIDES, **{"transactional.id.expiration.ms": "1500",
+                                   "transaction.remove.expired.transaction.cleanup.interval.ms": "300"})
+    with BrokerProcess(str(tmp_path / "data"), overrides) as b:
+        bs = b.bootstrap
+        topic = create_topic(bs, unique("exp"), 1)
+        tid = unique("tid")
+        p = txn_producer(bs, tid)
+        p.begin_transaction()
+        p.produce(topic, value=b"v", partition=0)
+        p.commit_transaction(30)
+        first = describe(bs, tid)
+        assert first["transaction_state"] in ("PrepareCommit", "CompleteCommit")
+        wait_until(lambda: describe(bs, tid)["error_code"] == 105, 15, what="expiry")
+        # gone for good: a restart replays the tombstone
+        b.restart()
+        assert describe(b.bootstrap, tid)["error_code"] == 105
+        # the id starts afresh: a new producer id, epoch 0
+        r = wire.call(b.bootstrap, 22, 4, {"transactional_id": tid, "transaction_timeout_ms": 60000,
+                                           "producer_id": -1, "producer_epoch": -1})
+        assert r["error_code"] == 0 and r["producer_epoch"] == 0 and r["producer_id"] != first["producer_id"]
+        assert [x[3] for x in read_all(b.bootstrap, topic, 1, "read_committed", expect=1)] == [b"v"]

@@ -32,6 +32,10 @@ Transitions (Kafka's, TV1):
 - Timeouts: every ``transaction.abort.timed.out.transaction.cleanup.interval.ms`` an Ongoing
   transaction older than its ``transaction.timeout.ms`` is aborted with an epoch bump, so the
   producer is fenced (its next produce: INVALID_PRODUCER_EPOCH; its EndTxn: PRODUCER_FENCED).
+- Expiry: every ``transaction.remove.expired.transaction.cleanup.interval.ms`` an id without an
+  open transaction (Empty, CompleteCommit, CompleteAbort) not used for
+  ``transactional.id.expiration.ms`` is removed (a tombstone), as Kafka does; the next
+  InitProducerId for it starts afresh with a new producer id.
 - Crash safety: markers are only written after Prepare* is durable; a shard loaded with an id in
   PrepareCommit/PrepareAbort writes the markers again and completes (markers are idempotent for
   the log: a second marker for a closed transaction changes nothing); an Ongoing one is aborted
@@ -59,7 +63,7 @@ from ..group.classic import Future
 from ..group.offsets import OFFSETS_TOPIC, partition_for
 from ..runtime import CoordinatorRuntime
 from . import state_log as S
-from .state_log import (COMPLETE_ABORT, COMPLETE_COMMIT, EMPTY, ONGOING, PREPARE_ABORT, PREPARE_COMMIT,
+from .state_log import (COMPLETE_ABORT, COMPLETE_COMMIT, DEAD, EMPTY, ONGOING, PREPARE_ABORT, PREPARE_COMMIT,
                         TRANSACTION_STATE_TOPIC)
 
 log = logging.getLogger("pykbroker.txn")
@@ -266,6 +270,8 @@ class TransactionCoordinator:
         self.num_partitions = config["transaction.state.log.num.partitions"]
         self.max_timeout_ms = config["transaction.max.timeout.ms"]
         self.abort_interval_s = config["transaction.abort.timed.out.transaction.cleanup.interval.ms"] / 1000.0
+        self.expiry_interval_s = config["transaction.remove.expired.transaction.cleanup.interval.ms"] / 1000.0
+        self.expiration_ms = config["transactional.id.expiration.ms"]
         self.verification = config["transaction.partition.verification.enable"]
         self.txns: dict[int, dict[str, TxnMetadata]] = {}   # loaded shards: partition -> id -> metadata
         self.runtime: CoordinatorRuntime | None = None
@@ -608,12 +614,36 @@ class TransactionCoordinator:
 
     # -- timeouts --------------------------------------------------------------------------------
     async def _abort_timed_out_loop(self) -> None:
+        next_expiry = trio.current_time() + self.expiry_interval_s
         while True:
             await trio.sleep(self.abort_interval_s)
             try:
                 self.abort_timed_out(self.now_ms())
+                if trio.current_time() >= next_expiry:
+                    next_expiry = trio.current_time() + self.expiry_interval_s
+                    self.remove_expired(self.now_ms())
             except Exception:
                 log.exception("aborting timed-out transactions failed")
+
+    def remove_expired(self, now_ms: int) -> int:
+        """transactional.id.expiration.ms: tombstone idle ids without an open transaction."""
+        n = 0
+        for part, shard in list(self.txns.items()):
+            for m in list(shard.values()):
+                if m.pending is None and m.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) and \
+                        now_ms - m.last_update_ms > self.expiration_ms:
+                    m.pending = DEAD
+
+                    def done(code, m=m, part=part):
+                        if m.pending == DEAD:
+                            m.pending = None
+                        s = self.txns.get(part)
+                        if code == 0 and s is not None and s.get(m.transactional_id) is m:
+                            del s[m.transactional_id]
+                            log.info("transactional id %r expired", m.transactional_id)
+                    self.runtime.write(part, [(S.key(m.transactional_id), None)], done)
+                    n += 1
+        return n
 
     def abort_timed_out(self, now_ms: int) -> int:
         n = 0
