@@ -21,6 +21,7 @@ interleave inside an append.  Only fsync (``flush``) leaves the thread, through
 from __future__ import annotations
 
 import logging
+import time
 from typing import Awaitable, Callable, NamedTuple, Optional
 
 import trio
@@ -212,7 +213,6 @@ class Partition:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if self.offline:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log dir of %s is offline" % self)
-        import time
         try:
             info = self.log.append_end_txn_marker(producer_id, producer_epoch, commit, coordinator_epoch,
                                                   self.leader_epoch, int(time.time() * 1000))
