@@ -61,6 +61,7 @@ class Broker:
         self.halt_hook = None       # replaces the process exit on a halt (in-process tests)
         self.faults = FaultPlan()   # injected request faults (server/faults.py; empty: off)
         self.group_coordinator = None
+        self.transaction_coordinator = None
         self.ready = trio.Event()
         self.crashed = False
         self._components: list = []
@@ -164,8 +165,22 @@ class Broker:
                     # on_become_leader/on_resign.
                     await gc.startup(nursery)
                     if not single_node:
-                        self._follow_offsets_leadership(gc)
+                        from .coordinator.group.offsets import OFFSETS_TOPIC
+                        self._follow_leadership(OFFSETS_TOPIC, gc)
                     self._components.append(gc)
+                from .coordinator.txn.coordinator import TransactionCoordinator, TxnStateLog
+                # Single node: loads every __transaction_state partition (transactions left in
+                # PrepareCommit/PrepareAbort by a crash are completed from here); in a cluster it
+                # follows the leadership of those partitions like the group coordinator.
+                tc = self.transaction_coordinator = TransactionCoordinator(
+                    self.config, TxnStateLog(self.metadata_cache, self.replica_manager, self.controller),
+                    self.replica_manager, self.replica_manager.producer_ids, self.group_coordinator,
+                    leads_every_partition=single_node, now_ms=self.clock.time_ms)
+                await tc.startup(nursery)
+                if not single_node:
+                    from .coordinator.txn.state_log import TRANSACTION_STATE_TOPIC
+                    self._follow_leadership(TRANSACTION_STATE_TOPIC, tc)
+                self._components.append(tc)
                 bound = []
                 for li in self.listeners:
                     bound.append(await nursery.start(serve_listener, self, li))
@@ -211,23 +226,22 @@ class Broker:
                            self.config["controlled.shutdown.retry.backoff.ms"]) / 1000.0)
         await fn(budget)
 
-    def _follow_offsets_leadership(self, gc) -> None:
-        """The group coordinator loads a ``__consumer_offsets`` partition when this broker
-        becomes its leader and unloads it when it stops leading (Kafka's onElection /
-        onResignation); partitions already led at start-up are loaded now."""
-        from .coordinator.group.offsets import OFFSETS_TOPIC
-
+    def _follow_leadership(self, internal_topic: str, coordinator) -> None:
+        """A coordinator loads a partition of its internal topic (``__consumer_offsets``,
+        ``__transaction_state``) when this broker becomes its leader and unloads it when it
+        stops leading (Kafka's onElection / onResignation); partitions already led at
+        start-up are loaded now."""
         def on_leadership(topic, partition, is_leader, leader_epoch):
-            if topic != OFFSETS_TOPIC:
+            if topic != internal_topic:
                 return
             if is_leader:
-                gc.on_become_leader(partition, leader_epoch)
+                coordinator.on_become_leader(partition, leader_epoch)
             else:
-                gc.on_resign(partition, leader_epoch)
+                coordinator.on_resign(partition, leader_epoch)
         self.replica_manager.add_leadership_listener(on_leadership)
-        for part in self.replica_manager.partitions_of(OFFSETS_TOPIC):
+        for part in self.replica_manager.partitions_of(internal_topic):
             if part.is_leader:
-                gc.on_become_leader(part.partition_id, part.leader_epoch)
+                coordinator.on_become_leader(part.partition_id, part.leader_epoch)
 
     def crash(self) -> None:
         """Stop at once without a clean shutdown, as ``kill -9`` would (fault injection and an

@@ -101,6 +101,7 @@ def _cluster_up(args) -> int:
         return 2
     # Kafka's default replication of __consumer_offsets is 3; fewer brokers could never create it
     overrides.setdefault("offsets.topic.replication.factor", str(min(3, args.brokers)))
+    overrides.setdefault("transaction.state.log.replication.factor", str(min(3, args.brokers)))
     stop = threading.Event()
     received = []
     starting = [True]

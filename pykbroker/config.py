@@ -284,7 +284,7 @@ ZK_ERA_KEYS = frozenset({"zookeeper.connect", "zookeeper.session.timeout.ms", "z
 
 # Defaults that differ on a cluster member (zookeeper.connect set): Kafka's, where pykbroker's
 # single-node default is 1.
-CLUSTER_DEFAULTS = {"offsets.topic.replication.factor": 3}
+CLUSTER_DEFAULTS = {"offsets.topic.replication.factor": 3, "transaction.state.log.replication.factor": 3}
 
 _DEFS = [
     # --- broker: identity and listeners
@@ -443,6 +443,22 @@ _DEFS = [
     ConfigDef("producer.id.expiration.check.interval.ms", "int", 600000, "How often idle producer ids are expired.",
               validator=_ge(1), internal=True),
     ConfigDef("transactional.id.expiration.ms", "int", 604800000, "Transactional id expiry.", validator=_ge(1)),
+    # --- transactions (Kafka's names and defaults)
+    ConfigDef("transaction.state.log.num.partitions", "int", 50, "Partitions of __transaction_state.",
+              validator=_ge(1)),
+    # Kafka's default is 3 (min ISR 2); a single-node pykbroker could never create the topic with it.
+    ConfigDef("transaction.state.log.replication.factor", "short", 1, "Replication factor of __transaction_state.",
+              validator=_ge(1)),
+    ConfigDef("transaction.state.log.segment.bytes", "int", 104857600, "Segment size of __transaction_state.",
+              validator=_ge(1)),
+    ConfigDef("transaction.max.timeout.ms", "int", 900000, "Largest transaction.timeout.ms a producer may ask for.",
+              validator=_ge(1)),
+    ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000,
+              "How often timed-out transactions are aborted.", validator=_ge(1)),
+    ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000,
+              "How often expired transactional ids are removed.", validator=_ge(1)),
+    ConfigDef("transaction.partition.verification.enable", "boolean", True,
+              "Verify that a partition was added to the transaction before a transactional write (KIP-890)."),
     ConfigDef("producer.id.expiration.ms", "int", 86400000, "Idle producer id expiry.", validator=_ge(1)),
     ConfigDef("max.incremental.fetch.session.cache.slots", "int", 1000, "Fetch session cache size.",
               validator=_ge(0), unit="sessions"),

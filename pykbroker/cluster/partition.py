@@ -53,6 +53,8 @@ class ReadResult(NamedTuple):
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
+    # read_committed: AbortedTxn entries overlapping the read (transactions); else None
+    aborted_transactions: Optional[list] = None
 
 
 class PartitionHooks(NamedTuple):
@@ -137,8 +139,11 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        # No transactions yet: nothing is ever pending, so the LSO is the high watermark.
-        return self.log.high_watermark
+        # Kafka's LSO: the first offset of the earliest transaction still open (or whose marker
+        # is not below the high watermark yet), capped by the high watermark.
+        hw = self.log.high_watermark
+        fuo = self.log.first_unstable_offset()
+        return hw if fuo is None or fuo > hw else fuo
 
     @property
     def log_start_offset(self) -> int:
@@ -405,6 +410,28 @@ class Partition:
         return AppendResult(info.first_offset, info.last_offset, info.log_append_time,
                             self.log.log_start_offset, info.duplicate)
 
+    def append_end_txn_marker(self, producer_id: int, producer_epoch: int, commit: bool,
+                              coordinator_epoch: int) -> int:
+        """WriteTxnMarkers: a COMMIT/ABORT control batch as the leader; returns its offset.
+        No await inside, like a produce append."""
+        if self.deleted:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if self.offline:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log dir of %s is offline" % self)
+        try:
+            info = self.log.append_end_txn_marker(producer_id, producer_epoch, commit, coordinator_epoch,
+                                                  self.leader_epoch, int(time.time() * 1000))
+        except ProducerStateError as e:
+            raise KafkaError(e.code, str(e)) from None
+        except KafkaStorageError as e:
+            self._hooks.on_storage_error((self.topic, self.partition_id), e)
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from None
+        if info.flush_required:
+            self._flush_required = True
+        self._maybe_increment_high_watermark()
+        self._wake_fetchers()
+        return info.first_offset
+
     def needs_flush(self) -> bool:
         return self._flush_required
 
@@ -480,9 +507,13 @@ class Partition:
             self._hooks.on_storage_error((self.topic, self.partition_id), e)
             return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, b"", 0, -1, -1, -1)
         if not regions:
-            return ReadResult(0, b"", 0, hw, lso, self.log.log_start_offset)
+            return ReadResult(0, b"", 0, hw, lso, self.log.log_start_offset, [] if read_committed else None)
         chunks = Chunks(regions)
-        return ReadResult(0, chunks, chunks.size, hw, lso, self.log.log_start_offset)
+        # Aborted transactions up to the LSO (the read never goes past it): a superset of
+        # Kafka's list, which is bounded by an index lookup of the read's end; clients only
+        # apply an entry when they reach its producer's batches.
+        aborted = self.log.collect_aborted_txns(fetch_offset, lso) if read_committed else None
+        return ReadResult(0, chunks, chunks.size, hw, lso, self.log.log_start_offset, aborted)
 
     def read_records_for_follower(self, fetch_offset: int, max_bytes: int, min_one_batch: bool) -> ReadResult:
         """A follower's read: up to the log end offset, not the HW (Kafka's FetchLogEnd)."""
@@ -740,6 +771,9 @@ class OfflinePartition:
 
     def read_records(self, *args, **kwargs) -> ReadResult:
         return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, b"", 0, -1, -1, -1)
+
+    def append_end_txn_marker(self, *args, **kwargs) -> int:
+        raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log dir of %s is offline" % self)
 
     def fetch_offset_for_timestamp(self, *args, **kwargs):
         raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log dir of %s is offline" % self)

@@ -16,6 +16,16 @@ topic is a *shard*.  This broker coordinates a shard only while it leads the sha
   high watermark passed its last offset), or with the append's error.  On a single broker the high
   watermark moves right after the append; with replication it moves when the ISR caught up.
 
+Transactions (Kafka's transactional coordinator writes): ``write(..., producer_id=,
+producer_epoch=, transactional=True)`` appends the records as a transactional batch of that
+producer (no sequence: the log checks only the epoch, as for Kafka's AppendOrigin.COORDINATOR);
+``write_marker(partition, producer_id, producer_epoch, commit, callback)`` appends a COMMIT/ABORT
+control batch through the writer's ``append_end_txn_marker``, in order with the shard's other
+writes.  At load, records of transactional batches go to the shard's
+``replay_transactional(producer_id, key, value)`` and markers to
+``replay_end_transaction(producer_id, commit)`` when the shard has them (a shard without them
+sees transactional records through ``replay`` and never sees markers).
+
 The runtime is handed what it needs, nothing else: a :class:`PartitionWriter` (append, read, wait
 for the high watermark of a partition of its topic), the nursery its shard tasks run in, and a
 wall clock for record timestamps.  All state changes happen on the trio loop between awaits, so
@@ -31,7 +41,8 @@ from typing import AsyncIterator, Callable, Protocol
 import trio
 
 from ..protocol.errors import ErrorCode as E
-from ..protocol.records import Record, decode_records, encode_batch, iter_batches
+from ..protocol.records import (CONTROL_COMMIT, Record, control_type, decode_records, encode_batch,
+                                iter_batches)
 
 log = logging.getLogger("pykbroker.coordinator.runtime")
 
@@ -152,15 +163,26 @@ class CoordinatorRuntime:
         return sorted(p for p, sh in self._shards.items() if sh.state == ACTIVE)
 
     # -- writes -----------------------------------------------------------------------------
-    def write(self, partition: int, records: list, callback: Callable[[int], None]) -> None:
+    def write(self, partition: int, records: list, callback: Callable[[int], None], *,
+              producer_id: int = -1, producer_epoch: int = -1, transactional: bool = False) -> None:
         """Append ``records`` ((key, value) pairs) to the shard's partition as one batch after
-        every earlier write of the shard; ``callback(code)`` once committed (0) or failed."""
+        every earlier write of the shard; ``callback(code)`` once committed (0) or failed.
+        With a ``producer_id``: a batch of that producer (transactional if asked)."""
+        self._enqueue(partition, (records, callback, producer_id, producer_epoch, transactional, None))
+
+    def write_marker(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
+                     callback: Callable[[int], None]) -> None:
+        """Append a COMMIT/ABORT marker of ``producer_id`` after every earlier write."""
+        self._enqueue(partition, (None, callback, producer_id, producer_epoch, True, commit))
+
+    def _enqueue(self, partition: int, item: tuple) -> None:
+        callback = item[1]
         sh = self._shards.get(partition)
         if sh is None or sh.state != ACTIVE:
             _call(callback, self.status(partition))
             return
         try:
-            sh.send.send_nowait((records, callback))
+            sh.send.send_nowait(item)
         except trio.WouldBlock:
             _call(callback, int(E.COORDINATOR_NOT_AVAILABLE))
 
@@ -184,16 +206,27 @@ class CoordinatorRuntime:
         t0 = time.monotonic()
         handler = self._factory(sh.partition)
         n = 0
+        replay_txn = getattr(handler, "replay_transactional", None)
+        replay_end = getattr(handler, "replay_end_transaction", None)
         async for batch in self._writer.read(sh.partition):
             for h in iter_batches(batch):
+                body = memoryview(batch)[h.position:h.position + h.size]
                 if h.is_control:
+                    if replay_end is not None and h.producer_id >= 0:
+                        ctype = control_type(body)
+                        if ctype is not None:
+                            replay_end(h.producer_id, ctype == CONTROL_COMMIT)
                     continue
-                for rec in decode_records(memoryview(batch)[h.position:h.position + h.size]):
+                txn = replay_txn is not None and h.is_transactional and h.producer_id >= 0
+                for rec in decode_records(body):
                     if rec.key is None:
                         continue
                     n += 1
                     try:
-                        handler.replay(rec.key, rec.value)
+                        if txn:
+                            replay_txn(h.producer_id, rec.key, rec.value)
+                        else:
+                            handler.replay(rec.key, rec.value)
                     except (ValueError, IndexError, UnicodeDecodeError) as e:
                         log.warning("skipping unreadable record in %s-%d: %s", self.name, sh.partition, e)
         sh.handler = handler
@@ -204,13 +237,18 @@ class CoordinatorRuntime:
                   time.monotonic() - t0, sh.epoch)
 
     async def _append_loop(self, sh: _Shard) -> None:
-        async for records, callback in sh.recv:
-            batch = encode_batch([Record(None, self._now_ms(), k, v) for k, v in records])
+        async for records, callback, pid, epoch, transactional, commit in sh.recv:
             code = 0
             # Shielded: an unload while a batch is half-written (flush) must not tear it.
             with trio.CancelScope(shield=True):
                 try:
-                    end = await self._writer.append(sh.partition, batch)
+                    if commit is not None:
+                        end = await self._writer.append_end_txn_marker(sh.partition, pid, epoch, commit, sh.epoch)
+                    else:
+                        batch = encode_batch([Record(None, self._now_ms(), k, v) for k, v in records],
+                                             producer_id=pid, producer_epoch=epoch,
+                                             is_transactional=transactional)
+                        end = await self._writer.append(sh.partition, batch)
                 except Exception as e:
                     log.exception("appending to %s-%d failed", self.name, sh.partition)
                     code = int(getattr(e, "code", None) or E.COORDINATOR_NOT_AVAILABLE)
@@ -243,7 +281,7 @@ class CoordinatorRuntime:
             _call(sh.pending.popleft()[1], code)
         while True:
             try:
-                _, callback = sh.recv.receive_nowait()
+                callback = sh.recv.receive_nowait()[1]
             except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
                 break
             _call(callback, code)

@@ -22,9 +22,13 @@ Behaviour (Apache Kafka 4.x as the oracle):
   producer) answers a duplicate with the original base offset and NONE without appending;
   a sequence gap -> OUT_OF_ORDER_SEQUENCE_NUMBER; an older producer epoch ->
   INVALID_PRODUCER_EPOCH (Kafka's code for idempotent produce since KIP-588).
-- Transactions are not implemented: a request with a ``transactional_id`` or a batch with the
-  transactional bit gets INVALID_TXN_STATE with an explanatory message (no transaction can
-  have been begun here, since InitProducerId refuses transactional ids).
+- Transactions: a transactional batch that would open a transaction on the partition is
+  verified with the transaction coordinator first (KIP-890 part 1,
+  ``transaction.partition.verification.enable``): the partition must be in the producer's
+  Ongoing transaction with its epoch, else INVALID_TXN_STATE (INVALID_PRODUCER_EPOCH for a fenced
+  epoch, NOT_ENOUGH_REPLICAS while the coordinator is unavailable), so no late write opens a
+  hanging transaction.  A non-transactional batch from a producer with an open transaction is
+  INVALID_TXN_STATE (the log's producer state).
 - acks=0: no response at all; if any partition failed, the connection is closed, as Kafka
   does, so the producer notices (it cannot read an error).
 - acks=-1 with fewer in-sync replicas than the topic's ``min.insync.replicas`` ->
@@ -123,10 +127,14 @@ async def handle(ctx, request):
                     p["records"], cfg["max.message.bytes"], api_version=version, now_ms=now_ms,
                     timestamp_before_max_ms=cfg.get("message.timestamp.before.max.ms"),
                     timestamp_after_max_ms=cfg.get("message.timestamp.after.max.ms"))
-                if transactional or any(b.is_transactional for b in validated.batches):
-                    # Transactions are not built yet; no transactional producer can exist here.
-                    raise KafkaError(ErrorCode.INVALID_TXN_STATE,
-                                     "pykbroker does not support transactions yet")
+                if transactional or validated.batches[0].is_transactional:
+                    # KIP-890: a batch opening a transaction here must belong to the producer's
+                    # Ongoing transaction (checked with the coordinator, in process).
+                    tc = broker.transaction_coordinator
+                    code = tc.verify_produce(request["transactional_id"], partition, validated) if tc else \
+                        ErrorCode.INVALID_TXN_STATE
+                    if code:
+                        raise KafkaError(code)
                 res = partition.append_records_as_leader(validated, now_ms)
             except KafkaError as e:
                 # A RecordError's message is exactly Kafka's error_message; other errors show

@@ -15,14 +15,16 @@ Behaviour (Apache Kafka 4.x as the oracle):
 - Data: whole batches read from the segment files as ``FileRegion`` chunks (sent with
   os.sendfile), starting at the batch containing ``fetch_offset`` (clients skip the earlier
   records), bounded by the high watermark (read_uncommitted) or the last stable offset
-  (read_committed; equal to the high watermark while transactions do not exist).
+  (read_committed: the first offset of the earliest open transaction, capped by the high
+  watermark).
   ``partition_max_bytes`` bounds each partition and ``max_bytes`` the response; the first
   partition that has data always returns at least one whole batch even when larger (KIP-74).
   Empty = zero-length bytes, never null.
 - Long poll: if fewer than ``min_bytes`` are available (and no partition errored), the request
   parks until an append to one of its partitions or ``max_wait_ms`` passes, then reads again.
-- aborted_transactions (as Kafka 4.4): on a successful read null under read_uncommitted, empty
-  under read_committed (no transactions yet); null for errors raised by the log read
+- aborted_transactions (as Kafka 4.4): on a successful read null under read_uncommitted; under
+  read_committed the aborted transactions (producer id, first offset) overlapping the read, from
+  the segments' ``.txnindex`` (storage/txn_index.py); null for errors raised by the log read
   (OFFSET_OUT_OF_RANGE, FENCED/UNKNOWN_LEADER_EPOCH, KAFKA_STORAGE_ERROR); empty for
   UNKNOWN_TOPIC_OR_PARTITION, which Kafka answers from its metadata check before reading.
 - preferred_read_replica is always -1 (no fetch from followers, KIP-392); ``rack_id`` ignored.
@@ -112,7 +114,9 @@ def _read_all(broker, request, targets, version: int = 12):
                           "high_watermark": res.high_watermark,
                           "last_stable_offset": res.last_stable_offset,
                           "log_start_offset": res.log_start_offset,
-                          "aborted_transactions": [] if read_committed else None,
+                          "aborted_transactions": None if res.aborted_transactions is None else [
+                              {"producer_id": e.producer_id, "first_offset": e.first_offset}
+                              for e in res.aborted_transactions],
                           "preferred_read_replica": -1,
                           "records": res.records})
     return responses, total, errored

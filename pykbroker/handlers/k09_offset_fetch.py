@@ -12,7 +12,9 @@ Behaviour (as Apache Kafka):
   their current ids.
 - v9 (KIP-848): when member_id/member_epoch are given for a consumer group, the member must exist
   (UNKNOWN_MEMBER_ID) with that epoch (STALE_MEMBER_EPOCH).
-- require_stable (v7+): pykbroker has no pending transactional offsets, so every offset is stable.
+- require_stable (v7+, KIP-447): a partition with a transactional offset commit still pending
+  (its transaction not completed) answers UNSTABLE_OFFSET_COMMIT with offset -1, as Kafka; without
+  require_stable the last committed (materialized) offset is returned.
 Version notes: v2 top-level error and null topics; v3 throttle_time_ms; v5 committed leader
 epoch; v6 flexible; v7 require_stable; v8 several groups per request; v9 member id/epoch;
 v10 topic ids instead of names.
@@ -41,7 +43,13 @@ def _topic(v, name, tid, parts):
     return {"name": name, "partitions": parts}
 
 
-async def _fetch_group(ctx, gid, topics, member_id=None, member_epoch=-1):
+def _stable_part(gc, gid, tp, om, require_stable):
+    if require_stable and gc.has_pending_txn_offset(gid, tp):
+        return _part(tp[1], None, E.UNSTABLE_OFFSET_COMMIT)
+    return _part(tp[1], om)
+
+
+async def _fetch_group(ctx, gid, topics, member_id=None, member_epoch=-1, require_stable=False):
     """-> (error code, topics list)"""
     v = ctx.api_version
     # The empty group id is a group like any other (Kafka: "for backwards compatibility, we
@@ -61,7 +69,7 @@ async def _fetch_group(ctx, gid, topics, member_id=None, member_epoch=-1):
     if topics is None:
         by_topic: dict = {}
         for (t, p), om in sorted(gc.fetch_offsets(gid).items()):
-            by_topic.setdefault(t, []).append(_part(p, om))
+            by_topic.setdefault(t, []).append(_stable_part(gc, gid, (t, p), om, require_stable))
         out = []
         for t, ps in by_topic.items():
             if v >= 10:
@@ -85,7 +93,8 @@ async def _fetch_group(ctx, gid, topics, member_id=None, member_epoch=-1):
         else:
             name, tid = t["name"], None
         got = gc.fetch_offsets(gid, [(name, i) for i in t["partition_indexes"]])
-        out.append(_topic(v, name, tid, [_part(i, got[(name, i)]) for i in t["partition_indexes"]]))
+        out.append(_topic(v, name, tid, [_stable_part(gc, gid, (name, i), got[(name, i)], require_stable)
+                                         for i in t["partition_indexes"]]))
     return 0, out
 
 
@@ -94,13 +103,15 @@ async def handle(ctx, request):
     if v >= 8:
         groups = []
         for g in request["groups"]:
-            err, topics = await _fetch_group(ctx, g["group_id"], g["topics"], g["member_id"], g["member_epoch"])
+            err, topics = await _fetch_group(ctx, g["group_id"], g["topics"], g["member_id"], g["member_epoch"],
+                                             request["require_stable"])
             groups.append({"group_id": g["group_id"], "topics": topics, "error_code": int(err)})
         return {"throttle_time_ms": 0, "groups": groups}
     topics = request["topics"]
     if v < 2 and topics is None:
         topics = []
-    err, out = await _fetch_group(ctx, request["group_id"], topics)
+    err, out = await _fetch_group(ctx, request["group_id"], topics,
+                                  require_stable=v >= 7 and request["require_stable"])
     return {"throttle_time_ms": 0, "topics": out, "error_code": int(err)}
 
 

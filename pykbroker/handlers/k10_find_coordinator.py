@@ -7,9 +7,9 @@ Behaviour (as Apache Kafka):
   it is this broker or has loaded the partition yet.  The first lookup creates
   ``__consumer_offsets`` (Kafka auto-creates it on first FindCoordinator too); while that fails
   the answer is COORDINATOR_NOT_AVAILABLE, which clients retry.
-- key_type 1 (transaction): answered by this broker once a transaction coordinator runs in it,
-  otherwise COORDINATOR_NOT_AVAILABLE (what Kafka answers while its transaction state topic is
-  unavailable; clients retry).
+- key_type 1 (transaction): the leader of the id's ``__transaction_state`` partition; the first
+  lookup creates the topic (``transaction.state.log.num.partitions``, compacted), as Kafka does.
+  While that fails: COORDINATOR_NOT_AVAILABLE.
 - any other key type (2 = share groups, not built): INVALID_REQUEST, as Kafka answers an unknown
   or disabled coordinator type.
 - errors carry node_id -1, host "", port -1.  error_message is the error's text ("NONE" on
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from ..coordinator.group.api import group_precheck
 from ..coordinator.group.offsets import OFFSETS_TOPIC
+from ..coordinator.txn.state_log import TRANSACTION_STATE_TOPIC
 from ..protocol.errors import DEFAULT_MESSAGES
 from ..protocol.errors import ErrorCode as E
 
@@ -46,8 +47,16 @@ async def _lookup(ctx, key: str, key_type: int) -> dict:
             # the leader of the group's __consumer_offsets partition, as the controller published it
             node = md.leader_of(OFFSETS_TOPIC, gc.partition_for(key))
     elif key_type == 1:
-        if getattr(broker, "transaction_coordinator", None) is None:
-            code = E.COORDINATOR_NOT_AVAILABLE
+        tc = getattr(broker, "transaction_coordinator", None)
+        if tc is None or not key:
+            # no coordinator; an empty transactional id is refused as Kafka does (INVALID_REQUEST)
+            code = E.COORDINATOR_NOT_AVAILABLE if tc is None else E.INVALID_REQUEST
+        else:
+            try:
+                await tc.ensure_topic()   # created on first use, as Kafka does
+                node = md.leader_of(TRANSACTION_STATE_TOPIC, tc.partition_for(key))
+            except Exception:
+                code = E.COORDINATOR_NOT_AVAILABLE
     else:
         code = E.INVALID_REQUEST
     reg = md.broker(node) if not code else None

@@ -1,4 +1,4 @@
-"""InitProducerId (key 22), versions 0-5 — idempotent producers only.
+"""InitProducerId (key 22), versions 0-5.
 
 Behaviour (Apache Kafka 4.x, KafkaApis.handleInitProducerIdRequest and
 TransactionCoordinator.handleInitProducerId):
@@ -8,11 +8,19 @@ TransactionCoordinator.handleInitProducerId):
   ids (idempotent Java producers bump their epoch locally).  Ids come from a block persisted in
   the log dir, so they never repeat across restarts.
 - v3+: producer_id and producer_epoch must be both -1 or both set, else INVALID_REQUEST.
-- ``transactional_id`` "" -> INVALID_REQUEST; any other transactional id ->
-  COORDINATOR_NOT_AVAILABLE: pykbroker has no transaction coordinator yet, and that is what
-  Kafka answers while no coordinator can serve the id.
+- ``transactional_id`` "" -> INVALID_REQUEST; any other transactional id goes to the transaction
+  coordinator (coordinator/txn/coordinator.py): a new id gets a producer id with epoch 0, a
+  known one its epoch bumped (fencing the previous producer; an open transaction is aborted
+  first and the request answered CONCURRENT_TRANSACTIONS, which clients retry);
+  ``transaction_timeout_ms`` above ``transaction.max.timeout.ms`` (or <= 0) ->
+  INVALID_TRANSACTION_TIMEOUT; NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS when the id's
+  ``__transaction_state`` partition is not loaded here.  With a producer id/epoch (v3+, KIP-360):
+  another producer id -> PRODUCER_FENCED; the previous epoch (a retried bump) -> the current one.
+- Errors carry producer_id -1 and producer_epoch -1.  PRODUCER_FENCED exists from v4 on; older
+  versions get INVALID_PRODUCER_EPOCH instead, as Kafka's response downgrades it.
 Version notes: v1 same as v0; v2 flexible; v3 adds producer_id/epoch (KIP-360); v4 adds
-PRODUCER_FENCED as a possible error; v5 (KIP-890) changes nothing for idempotent producers.
+PRODUCER_FENCED as a possible error; v5 (KIP-890) changes nothing for this flow (v6, KIP-939
+two-phase commit, is not offered).
 """
 from __future__ import annotations
 
@@ -24,11 +32,14 @@ MAX_VERSION = 5
 
 
 def error_response(ctx, request, code) -> dict:
+    if code == ErrorCode.PRODUCER_FENCED and ctx.api_version < 4:
+        code = ErrorCode.INVALID_PRODUCER_EPOCH
     return {"throttle_time_ms": 0, "error_code": int(code), "producer_id": -1, "producer_epoch": -1}
 
 
 async def handle(ctx, request):
     txn_id = request["transactional_id"]
+    pid, epoch = -1, -1
     if ctx.api_version >= 3:
         pid, epoch = request["producer_id"], request["producer_epoch"]
         if (pid == -1) != (epoch == -1):
@@ -36,6 +47,12 @@ async def handle(ctx, request):
     if txn_id is not None:
         if txn_id == "":
             return error_response(ctx, request, ErrorCode.INVALID_REQUEST)
-        return error_response(ctx, request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        tc = getattr(ctx.broker, "transaction_coordinator", None)
+        if tc is None:
+            return error_response(ctx, request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        code, pid, epoch = await tc.init_producer_id(txn_id, request["transaction_timeout_ms"], pid, epoch)
+        if code:
+            return error_response(ctx, request, code)
+        return {"throttle_time_ms": 0, "error_code": 0, "producer_id": pid, "producer_epoch": epoch}
     pid = await ctx.broker.replica_manager.producer_ids.generate()
     return {"throttle_time_ms": 0, "error_code": 0, "producer_id": pid, "producer_epoch": 0}

@@ -794,3 +794,57 @@ def encode_batch(
     buf[HEADER_SIZE:] = payload
     _rewrite_crc(buf, 0)
     return bytes(buf)
+
+
+# ---------------------------------------------------------------------------
+# Control batches (transaction markers)
+
+# Kafka's ControlRecordType: the key of a control record is (version int16 = 0, type int16).
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+_CONTROL_KEY = struct.Struct(">hh")
+# EndTransactionMarker value: (version int16 = 0, coordinator epoch int32).
+_MARKER_VALUE = struct.Struct(">hi")
+
+
+def encode_end_txn_marker(producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                          timestamp_ms: int) -> bytes:
+    """A control batch holding one COMMIT or ABORT marker (offset 0, patched by the log), as
+    Kafka's MemoryRecords.withEndTransactionMarker builds it: transactional + control attributes,
+    base sequence -1, the record's key the control type and its value the coordinator epoch."""
+    key = _CONTROL_KEY.pack(0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+    value = _MARKER_VALUE.pack(0, coordinator_epoch)
+    return encode_batch([Record(0, timestamp_ms, key, value)], producer_id=producer_id,
+                        producer_epoch=producer_epoch, is_transactional=True, is_control=True)
+
+
+def control_type(batch) -> Optional[int]:
+    """The control record type (CONTROL_ABORT / CONTROL_COMMIT) of a whole control batch, or None
+    if it cannot be read.  Control batches are never compressed: the record follows the header."""
+    try:
+        pos = HEADER_SIZE
+        _, pos = _read_varint(batch, pos)       # record length
+        pos += 1                                 # attributes
+        _, pos = _read_varint(batch, pos)       # timestamp delta
+        _, pos = _read_varint(batch, pos)       # offset delta
+        klen, pos = _read_varint(batch, pos)
+        if klen < 4:
+            return None
+        return _CONTROL_KEY.unpack_from(batch, pos)[1]
+    except (struct.error, IndexError, ValueError, RecordError):
+        return None
+
+
+def internal_validated(batch) -> ValidatedRecords:
+    """ValidatedRecords for batches built by the broker itself (coordinators, markers): the
+    client-only checks of validate_produce_records (control bit, base sequence) do not apply."""
+    data = bytearray(batch)
+    out = []
+    total = 0
+    for h in iter_batches(data):
+        n = h.last_offset_delta + 1
+        out.append(BatchInfo(h.position, h.size, n, h.records_count, h.base_timestamp, h.max_timestamp,
+                             h.timestamp_type, h.codec, h.producer_id, h.producer_epoch, h.base_sequence,
+                             h.last_sequence if h.base_sequence >= 0 else -1, h.is_transactional))
+        total += n
+    return ValidatedRecords(data, out, total)

@@ -167,6 +167,16 @@ def _first_batch_timestamp(seg) -> int:
     return -1
 
 
+def _aborted_ranges(segments) -> dict:
+    """producer id -> [(first offset, marker offset)] of the aborted transactions in ``segments``
+    (their ``.txnindex``)."""
+    out: dict = {}
+    for seg in segments:
+        for e in seg.txn_index.entries:
+            out.setdefault(e.producer_id, []).append((e.first_offset, e.last_offset))
+    return out
+
+
 def plan_cleaning(lg, first_dirty: int, now_ms: int, cc: CleanerConfig,
                   horizon_due: bool = False) -> Optional[CleanPlan]:
     """Kafka's LogCleanerManager decision for one log; None = nothing to do."""
@@ -179,6 +189,11 @@ def plan_cleaning(lg, first_dirty: int, now_ms: int, cc: CleanerConfig,
         first_dirty = start
     non_active = segs[:-1]
     uncleanable = min(segs[-1].base_offset, lg.high_watermark)
+    fuo = lg.first_unstable_offset()
+    if fuo is not None:
+        # Kafka: nothing at or after the first unstable offset is cleaned (an open transaction's
+        # records may still be aborted, which decides whether they shadow older records)
+        uncleanable = min(uncleanable, fuo)
     dirty = [s for s in non_active if s.next_offset > first_dirty and s.base_offset < uncleanable]
     if cc.min_compaction_lag_ms > 0:
         for s in dirty:
@@ -255,6 +270,13 @@ class Cleaner:
         self.stop = stop or threading.Event()
         self.hook = hook
 
+    aborted: dict = {}
+
+    def _is_aborted(self, h) -> bool:
+        if not (h.attributes & TRANSACTIONAL_MASK) or h.producer_id not in self.aborted:
+            return False
+        return any(first <= h.base_offset <= last for first, last in self.aborted[h.producer_id])
+
     def _check(self) -> None:
         if self.stop.is_set():
             raise CleanerAborted("cleaner stopped")
@@ -266,6 +288,7 @@ class Cleaner:
         m = self.map
         m.clear()
         fs = lg.fs
+        self.aborted = _aborted_ranges(segments)
         for seg, hd in zip(segments, handles):
             if seg.next_offset <= plan.first_dirty or seg.base_offset >= plan.first_uncleanable:
                 continue
@@ -275,7 +298,7 @@ class Cleaner:
                     continue
                 if h.base_offset >= plan.first_uncleanable:
                     break
-                if h.attributes & CONTROL_MASK or h.records_count == 0:
+                if h.attributes & CONTROL_MASK or h.records_count == 0 or self._is_aborted(h):
                     continue
                 recs = decode_records(batch)
                 if len(m) + len(recs) > m.max_entries and len(m) > 0:
@@ -367,9 +390,13 @@ class Cleaner:
         MemoryRecords.filterTo with the cleaner's retention rules)."""
         is_last_of_producer = h.producer_id >= 0 and producers_last.get(h.producer_id) == h.last_offset
         if h.attributes & CONTROL_MASK:
-            return bytes(batch)     # no transactions yet: markers are kept as they are
+            return bytes(batch)     # markers are kept (Kafka drops them after the delete horizon)
         if h.records_count == 0:
             return bytes(batch) if is_last_of_producer else None
+        if self._is_aborted(h):
+            # records of an aborted transaction are dropped, as Kafka's cleaner does (they never
+            # shadowed anything: the offset map skipped them too)
+            return _empty_batch(h, h.attributes) if is_last_of_producer else None
         has_horizon = bool(h.attributes & DELETE_HORIZON_MASK)
         horizon = h.base_timestamp if has_horizon else None
         keep_deletes = horizon is None or now_ms < horizon
@@ -424,8 +451,10 @@ class Cleaner:
         plan = plan_cleaning(lg, first_dirty, now_ms, cc)
         if plan is None and force:
             segs = lg.segments
+            fuo = lg.first_unstable_offset()
             plan = CleanPlan(max(first_dirty, lg.log_start_offset),
-                             min(segs[-1].base_offset, lg.high_watermark), 0, 0, "forced")
+                             min(segs[-1].base_offset, lg.high_watermark,
+                                 fuo if fuo is not None else lg.high_watermark), 0, 0, "forced")
         if plan is None:
             return None
         segments = lg.segments

@@ -23,7 +23,7 @@ from typing import Callable, Optional
 
 from pykbroker.protocol.errors import ErrorCode, KafkaError
 from pykbroker.protocol.records import (
-    CREATE_TIME, LOG_APPEND_TIME, RECORD_LIST_TOO_LARGE, RecordError, ValidatedRecords,
+    CREATE_TIME, LOG_APPEND_TIME, control_type, RECORD_LIST_TOO_LARGE, RecordError, ValidatedRecords,
     set_base_offset, set_log_append_time, set_max_timestamp, set_partition_leader_epoch,
 )
 from .checkpoints import LeaderEpochCheckpointFile, LEADER_EPOCH_CHECKPOINT
@@ -47,7 +47,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _LOG_FILE_RE = re.compile(r"^(\d{20})\.log$")
-_INDEX_FILE_RE = re.compile(r"^(\d{20})\.(index|timeindex)$")
+_INDEX_FILE_RE = re.compile(r"^(\d{20})\.(index|timeindex|txnindex)$")
 # leftovers of interrupted operations (Kafka's suffixes plus our temp files)
 _LEFTOVER_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp")
 
@@ -247,7 +247,8 @@ class Log:
                 if b.producer_id >= 0 and check_producer_state:
                     if staged is None:
                         staged = {}
-                    r = ps.check(b.producer_id, b.producer_epoch, b.base_sequence, b.last_sequence, staged)
+                    r = ps.check(b.producer_id, b.producer_epoch, b.base_sequence, b.last_sequence, staged,
+                                 b.is_transactional)
                     if r != APPEND:
                         if isinstance(r, tuple):
                             return AppendInfo(r[1], r[2], r[3], r[3], r[2], self.log_start_offset,
@@ -318,6 +319,58 @@ class Log:
                 info.flush_required = True
         return info
 
+    def append_end_txn_marker(self, producer_id: int, producer_epoch: int, commit: bool,
+                              coordinator_epoch: int, leader_epoch: int, timestamp_ms: int) -> AppendInfo:
+        """Write a COMMIT/ABORT control batch for ``producer_id`` (Kafka's appendAsLeader with
+        origin COORDINATOR and a marker): the producer's open transaction is closed, and an
+        aborted one is recorded in the active segment's ``.txnindex`` with the last stable
+        offset of that moment.  Raises ProducerStateError (INVALID_PRODUCER_EPOCH,
+        TRANSACTION_COORDINATOR_FENCED) without writing anything."""
+        from pykbroker.protocol.records import encode_end_txn_marker, internal_validated
+        from .txn_index import AbortedTxn
+        with self._lock:
+            ps = self.producer_state
+            code = ps.check_marker(producer_id, producer_epoch, coordinator_epoch)
+            if code:
+                raise ProducerStateError(code, f"marker for producer {producer_id} epoch {producer_epoch} refused")
+            batch = encode_end_txn_marker(producer_id, producer_epoch, commit, coordinator_epoch, timestamp_ms)
+            info = self.append(internal_validated(batch), leader_epoch, None, auto_flush=False,
+                               check_producer_state=False)
+            done = ps.complete_txn(producer_id, producer_epoch, commit, info.first_offset, timestamp_ms,
+                                   coordinator_epoch)
+            if done.is_aborted:
+                others = [f for p, f in ps.ongoing.items()] + [f for f, last in ps.unreplicated
+                                                               if last != done.last_offset]
+                lso = min(others) if others else done.last_offset + 1
+                try:
+                    self._segments[-1].txn_index.append(
+                        AbortedTxn(producer_id, done.first_offset, done.last_offset, lso))
+                except OSError as e:
+                    # the marker is in the log: recovery rebuilds the index from it
+                    log.error("cannot write the transaction index of %s: %s", self.dir, e)
+            return info
+
+    def first_unstable_offset(self) -> Optional[int]:
+        """First offset of the earliest transaction not stable yet (None: all stable)."""
+        return self.producer_state.first_unstable_offset(self.high_watermark)
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound: int) -> list:
+        """Aborted transactions overlapping [fetch_offset, upper_bound), from the segment holding
+        ``fetch_offset`` on (an abort's entry lives with its marker, which may be in a later
+        segment than the records), stopping once an entry's last stable offset covers the
+        bound, as Kafka's collectAbortedTransactions."""
+        with self._lock:
+            i = max(0, bisect_right(self._bases, fetch_offset) - 1)
+            segs = self._segments[i:]
+        out = []
+        for seg in segs:
+            for e in seg.txn_index.entries:
+                if e.last_offset >= fetch_offset and e.first_offset < upper_bound:
+                    out.append(e)
+                if e.last_stable_offset >= upper_bound:
+                    return out
+        return out
+
     def append_as_follower(self, buf: bytearray) -> Optional[tuple[int, int]]:
         """Append batches that already carry offsets and epochs (replication,
         tests).  Batches must be valid v2 and start at or after the log end
@@ -349,9 +402,19 @@ class Log:
             except OSError as e:
                 raise KafkaStorageError(str(e)) from e
             for h in headers:
-                self.producer_state.update_from_header(h)
+                ctype = control_type(memoryview(buf)[h.position:h.position + h.size]) if h.is_control else None
+                done = self.producer_state.update_from_header(h, ctype)
+                if done is not None and done.is_aborted:
+                    self._add_aborted(seg, done)
             self.unflushed_messages += last - first + 1
             return first, last
+
+    def _add_aborted(self, seg, done) -> None:
+        from .txn_index import AbortedTxn
+        ps = self.producer_state
+        others = list(ps.ongoing.values()) + [f for f, last in ps.unreplicated if last != done.last_offset]
+        lso = min(others) if others else done.last_offset + 1
+        seg.txn_index.append(AbortedTxn(done.producer_id, done.first_offset, done.last_offset, lso))
 
     # ----------------------------------------------------------------- roll
     def _should_roll(self, seg: LogSegment, size: int, last_offset: int, max_ts: int) -> bool:
@@ -727,9 +790,17 @@ class Log:
             self.fs.rmtree(self.dir)
 
 
-def replay_producer_state(ps: ProducerStateManager, segments, start: int, end: int) -> None:
-    """Rebuild producer state from batch headers in [start, end)."""
+def replay_producer_state(ps: ProducerStateManager, segments, start: int, end: int,
+                          rebuild_txn_index_from: Optional[int] = None) -> None:
+    """Rebuild producer state from batch headers in [start, end).  Control batches are read
+    whole (one small record) for their COMMIT/ABORT type.  Segments based at or after
+    ``rebuild_txn_index_from`` get their aborted-transaction index rebuilt on the way (they
+    were recovered: their ``.txnindex`` cannot be trusted)."""
+    from .txn_index import AbortedTxn
     for seg in segments:
+        rebuild = rebuild_txn_index_from is not None and seg.base_offset >= rebuild_txn_index_from
+        if rebuild:
+            seg.txn_index.reset()
         if seg.next_offset <= start or seg.base_offset >= end or seg.size == 0:
             continue
         h0 = seg.translate_offset(start)
@@ -739,7 +810,13 @@ def replay_producer_state(ps: ProducerStateManager, segments, start: int, end: i
             if h.base_offset >= end:
                 break
             if h.last_offset >= start:
-                ps.update_from_header(h)
+                ctype = control_type(seg.read_batch(h)) if h.is_control and h.producer_id >= 0 else None
+                done = ps.update_from_header(h, ctype)
+                if rebuild and done is not None and done.is_aborted:
+                    others = list(ps.ongoing.values()) + [f for f, last in ps.unreplicated
+                                                          if last != done.last_offset]
+                    seg.txn_index.append(AbortedTxn(done.producer_id, done.first_offset, done.last_offset,
+                                                    min(others) if others else done.last_offset + 1))
 
 
 # ---------------------------------------------------------------------------
@@ -839,6 +916,7 @@ class LogLoader:
         for b in bases:
             segments.append(self._open_segment(b))
 
+        recovered_from = None   # base of the first segment recovered (its txn index is rebuilt)
         i = 0
         while i < len(segments):
             seg = segments[i]
@@ -855,6 +933,8 @@ class LogLoader:
                 if not self.clean_shutdown and not below_rp:
                     log.info("recovering segment %s", seg.log_path)
                 truncated = seg.recover(on_batch=on_batch, min_base_offset=min_base)
+                if recovered_from is None:
+                    recovered_from = seg.base_offset
             # a segment may not run into the next one (garbage offsets)
             if not is_last and seg.next_offset > segments[i + 1].base_offset:
                 log.warning("segment %s overlaps the next one; truncating", seg.log_path)
@@ -896,8 +976,11 @@ class LogLoader:
         # so producers known only from deleted data are forgotten (then accepted at any
         # sequence, see producer_state.py); state comes from a later snapshot or the log
         ps.delete_snapshots_at_or_below(log_start)
-        snap = ps.load_latest_snapshot(leo)
-        replay_producer_state(ps, segments, snap if snap is not None else log_start, leo)
+        # A recovered segment's aborted-transaction index is rebuilt by replaying producer state
+        # through it, so the replay starts from a snapshot at or before that segment.
+        snap = ps.load_latest_snapshot(leo if recovered_from is None else max(recovered_from, log_start))
+        replay_producer_state(ps, segments, snap if snap is not None else log_start, leo,
+                              rebuild_txn_index_from=recovered_from)
 
         for seg in segments:
             seg.created_ms = self.now_ms()

@@ -20,6 +20,22 @@ Rules of :meth:`check` (source of truth: Kafka 4.x ProducerAppendInfo
 5. an unknown producer (no state, e.g. after retention or DeleteRecords
    removed it) is accepted at any sequence.  Kafka stopped answering
    UNKNOWN_PRODUCER_ID (59) here (KIP-360, Kafka 2.5+).
+6. a non-transactional batch from a producer with an open transaction ->
+   INVALID_TXN_STATE (48), as Kafka's ProducerAppendInfo.
+7. a batch without a sequence (base sequence -1, only written by the broker
+   itself: transactional offset commits of the group coordinator, Kafka's
+   AppendOrigin.COORDINATOR) is checked for its epoch only.
+
+Transactions (Kafka's ProducerStateManager ongoing/unreplicated transactions):
+the first transactional batch of a producer opens a transaction at its base
+offset (``txn_first_offset``, also kept in ``ongoing``); the COMMIT/ABORT
+marker (:meth:`complete_txn`) closes it.  A completed transaction stays
+*unreplicated* until the high watermark passes its marker, and the first
+offset of any open or unreplicated transaction is the *first unstable offset*
+that bounds the last stable offset (:meth:`first_unstable_offset`).
+A marker with an older producer epoch -> INVALID_PRODUCER_EPOCH; one with an
+older coordinator epoch -> TRANSACTION_COORDINATOR_FENCED; a newer epoch (the
+coordinator bumped it when fencing or timing out) becomes the producer's epoch.
 
 Log start offset and truncation (Kafka 2.4+ / 4.x, ``ProducerStateManager.truncateAndReload``
 and ``onLogStartOffsetIncremented``): when retention or DeleteRecords moves the log start
@@ -55,7 +71,7 @@ import os
 import re
 import struct
 from collections import deque
-from typing import Optional, Union
+from typing import NamedTuple, Optional, Union
 
 from pykbroker.protocol.errors import ErrorCode
 from pykbroker.protocol import records as _records
@@ -105,7 +121,8 @@ class BatchMetadata:
 
 
 class ProducerStateEntry:
-    __slots__ = ("producer_id", "epoch", "batches", "last_timestamp", "txn_first_offset")
+    __slots__ = ("producer_id", "epoch", "batches", "last_timestamp", "txn_first_offset",
+                 "coordinator_epoch")
 
     def __init__(self, producer_id: int, epoch: int = NO_EPOCH):
         self.producer_id = producer_id
@@ -113,12 +130,14 @@ class ProducerStateEntry:
         self.batches: deque = deque(maxlen=NUM_BATCHES_TO_RETAIN)
         self.last_timestamp = -1
         self.txn_first_offset = -1
+        self.coordinator_epoch = -1   # of the last marker (in memory only: -1 after a restart)
 
     def copy(self) -> "ProducerStateEntry":
         e = ProducerStateEntry(self.producer_id, self.epoch)
         e.batches.extend(self.batches)
         e.last_timestamp = self.last_timestamp
         e.txn_first_offset = self.txn_first_offset
+        e.coordinator_epoch = self.coordinator_epoch
         return e
 
     @property
@@ -145,15 +164,77 @@ def _in_sequence(last_seq: int, next_seq: int) -> bool:
 CheckResult = Union[str, tuple, int]
 
 
+class CompletedTxn(NamedTuple):
+    producer_id: int
+    first_offset: int
+    last_offset: int      # the marker's offset
+    is_aborted: bool
+
+
 class ProducerStateManager:
     def __init__(self, dir: Optional[str] = None, fs: FileSystem = REAL_FS):
         self.dir = dir
         self.fs = fs
-        self.producers: dict[int, ProducerStateEntry] = {}
+        self._producers: dict[int, ProducerStateEntry] = {}
+        self.ongoing: dict[int, int] = {}           # producer id -> first offset of its open txn
+        self.unreplicated: list[tuple[int, int]] = []  # (first offset, marker offset), completed
+
+    @property
+    def producers(self) -> dict[int, ProducerStateEntry]:
+        return self._producers
+
+    @producers.setter
+    def producers(self, value: dict) -> None:
+        self._producers = value
+        self.ongoing = {pid: e.txn_first_offset for pid, e in value.items() if e.txn_first_offset >= 0}
+        self.unreplicated = []
+
+    # ------------------------------------------------------ transactions
+    def first_unstable_offset(self, high_watermark: int) -> Optional[int]:
+        """Lowest first offset of an open transaction or of a completed one whose marker is not
+        below the high watermark yet; None when every transaction is stable."""
+        if self.unreplicated:
+            self.unreplicated = [t for t in self.unreplicated if t[1] >= high_watermark]
+        best = None
+        if self.ongoing:
+            best = min(self.ongoing.values())
+        for first, _ in self.unreplicated:
+            if best is None or first < best:
+                best = first
+        return best
+
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> int:
+        """0 or the error a marker gets (Kafka's appendEndTxnMarker checks)."""
+        e = self._producers.get(producer_id)
+        if e is None:
+            return 0
+        if epoch < e.epoch:
+            return ErrorCode.INVALID_PRODUCER_EPOCH
+        if coordinator_epoch < e.coordinator_epoch:
+            return ErrorCode.TRANSACTION_COORDINATOR_FENCED
+        return 0
+
+    def complete_txn(self, producer_id: int, epoch: int, commit: bool, marker_offset: int,
+                     timestamp: int, coordinator_epoch: int = -1) -> CompletedTxn:
+        """Apply a COMMIT/ABORT marker written at ``marker_offset`` (checked beforehand)."""
+        e = self._producers.get(producer_id)
+        if e is None:
+            e = self._producers[producer_id] = ProducerStateEntry(producer_id, epoch)
+        if epoch != e.epoch:
+            e.batches.clear()      # a bumped epoch restarts the sequence space
+            e.epoch = epoch
+        first = e.txn_first_offset if e.txn_first_offset >= 0 else marker_offset
+        e.txn_first_offset = -1
+        e.coordinator_epoch = max(e.coordinator_epoch, coordinator_epoch)
+        e.last_timestamp = max(e.last_timestamp, timestamp)
+        self.ongoing.pop(producer_id, None)
+        if first < marker_offset:
+            self.unreplicated.append((first, marker_offset))
+        return CompletedTxn(producer_id, first, marker_offset, not commit)
 
     # ------------------------------------------------------------- checks
     def check(self, producer_id: int, epoch: int, base_seq: int, last_seq: int,
-              staged: Optional[dict] = None) -> CheckResult:
+              staged: Optional[dict] = None, is_transactional: Optional[bool] = None) -> CheckResult:
         """``'append'``, ``('duplicate', first_offset, last_offset,
         timestamp)`` or a Kafka error code (see module doc).  ``staged``
         overlays entries updated earlier in the same append."""
@@ -171,6 +252,10 @@ class ProducerStateManager:
             return APPEND            # unknown producer: any sequence (rule 5)
         if epoch < cur.epoch:
             return INVALID_PRODUCER_EPOCH
+        if is_transactional is False and cur.txn_first_offset >= 0:
+            return ErrorCode.INVALID_TXN_STATE   # rule 6
+        if base_seq < 0:
+            return APPEND            # rule 7: broker-written, epoch checked only
         if epoch != cur.epoch:
             return APPEND if base_seq == 0 else OUT_OF_ORDER_SEQUENCE_NUMBER
         # no retained batch (e.g. epoch bumped by a marker): last seq is -1,
@@ -199,17 +284,30 @@ class ProducerStateManager:
             e.txn_first_offset = first_offset
 
     def commit(self, staged: dict) -> None:
-        self.producers.update(staged)
+        self._producers.update(staged)
+        for pid, e in staged.items():
+            if e.txn_first_offset >= 0 and pid not in self.ongoing:
+                self.ongoing[pid] = e.txn_first_offset
 
-    def update_from_header(self, h) -> None:
-        """Replay one batch header (no record decoding)."""
-        if h.producer_id < 0 or h.is_control:
-            if h.is_control and h.producer_id in self.producers:
-                self.producers[h.producer_id].txn_first_offset = -1
-            return
+    def update_from_header(self, h, control_type: Optional[int] = None) -> Optional[CompletedTxn]:
+        """Replay one batch header (no record decoding).  A control batch needs its record's
+        ``control_type`` (records.CONTROL_COMMIT / CONTROL_ABORT); returns the transaction a
+        marker completed."""
+        if h.producer_id < 0:
+            return None
+        if h.is_control:
+            if control_type is None:
+                return None
+            return self.complete_txn(h.producer_id, h.producer_epoch, control_type == _records.CONTROL_COMMIT,
+                                     h.base_offset, h.max_timestamp)
         self.update(h.producer_id, h.producer_epoch, h.base_sequence,
-                    increment_sequence(h.base_sequence, h.last_offset_delta),
+                    increment_sequence(h.base_sequence, h.last_offset_delta) if h.base_sequence >= 0 else -1,
                     h.base_offset, h.last_offset, h.max_timestamp, h.is_transactional)
+        if h.is_transactional and h.producer_id not in self.ongoing:
+            e = self._producers.get(h.producer_id)
+            if e is not None and e.txn_first_offset >= 0:
+                self.ongoing[h.producer_id] = e.txn_first_offset
+        return None
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
         """Drop producers idle for longer than producer.id.expiration.ms."""
@@ -220,7 +318,7 @@ class ProducerStateManager:
         return len(dead)
 
     def clear(self) -> None:
-        self.producers.clear()
+        self.producers = {}
 
     # ---------------------------------------------------------- snapshots
     def snapshot_path(self, offset: int) -> str:

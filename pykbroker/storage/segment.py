@@ -20,6 +20,7 @@ from pykbroker.protocol.records import (
 )
 from .fs import FileSystem, REAL_FS
 from .index import IndexCorrupt, OffsetIndex, TimeIndex
+from .txn_index import TransactionIndex
 
 __all__ = ["FileRegion", "LogSegment", "segment_file_name"]
 
@@ -167,6 +168,9 @@ class LogSegment:
                                     base_offset, max_time_index_entries, fs)
         self.offset_index.on_corrupt = self._rebuild_indexes
         self.time_index.on_corrupt = self._rebuild_indexes
+        # aborted transactions whose ABORT marker lies here (read lazily; see txn_index.py)
+        self.txn_index = TransactionIndex(
+            os.path.join(dir, segment_file_name(base_offset, ".txnindex") + file_suffix), fs)
         self.next_offset = base_offset       # last offset in segment + 1
         self.max_timestamp_so_far = -1
         self.offset_of_max_timestamp_so_far = base_offset
@@ -348,6 +352,7 @@ class LogSegment:
         self.next_offset = max(self.base_offset, next_offset) if position else self.base_offset
         self.offset_index.truncate_to_position(position)
         self.time_index.truncate_to_offset(self.next_offset)
+        self.txn_index.truncate_to(self.next_offset)
         self._reload_max_timestamp()
         self._bytes_since_last_index_entry = 0
         if position == 0:
@@ -531,6 +536,7 @@ class LogSegment:
             self.dir_dirty = False
         self.offset_index.sync()
         self.time_index.sync()
+        self.txn_index.sync()
 
     def complete_flush(self, token) -> None:
         _, size, gen = token
@@ -574,7 +580,7 @@ class LogSegment:
         still using it) is unaffected by the rename.  The .log goes last so
         that a crash never leaves a ``.log<new>`` whose indexes still carry
         ``old`` (the loader rebuilds indexes of swapped segments anyway)."""
-        for idx in (self.offset_index, self.time_index):
+        for idx in (self.offset_index, self.time_index, self.txn_index):
             if idx.path.endswith(old):
                 idx.rename(idx.path[:len(idx.path) - len(old)] + new)
         if self.log_path.endswith(old):
@@ -588,3 +594,4 @@ class LogSegment:
         self._release()
         for p in (self.log_path, self.offset_index.path, self.time_index.path):
             self.fs.remove(p)
+        self.txn_index.delete()

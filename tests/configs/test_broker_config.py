@@ -120,6 +120,7 @@ DEFAULT_DIFFERS = {
     ("broker", "listeners"): "pykbroker binds loopback by default, Kafka all interfaces",
     ("broker", "log.dir"): "pykbroker's data dir, not /tmp/kafka-logs",
     ("broker", "offsets.topic.replication.factor"): "single node: 1, Kafka 3",
+    ("broker", "transaction.state.log.replication.factor"): "single node: 1, Kafka 3",
 }
 VALIDATOR_DIFFERS = {
     ("broker", "log.segment.bytes"): "pykbroker accepts segments down to 14 bytes",

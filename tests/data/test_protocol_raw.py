@@ -103,7 +103,14 @@ def test_init_producer_id(broker):
         d = init_pid(c, version=4, pid=b["producer_id"], epoch=0)
         assert d["error_code"] == NONE and d["producer_epoch"] == 0 and d["producer_id"] > b["producer_id"]
         assert init_pid(c, version=4, pid=5, epoch=-1)["error_code"] == INVALID_REQUEST
-        assert init_pid(c, version=4, txn_id="tx")["error_code"] == COORDINATOR_NOT_AVAILABLE
+        assert init_pid(c, version=4, txn_id="")["error_code"] == INVALID_REQUEST
+        # A transactional id: its coordinator first (creates __transaction_state), then a producer
+        # id with epoch 0; the same id again bumps the epoch (fencing the first producer).
+        assert c.request(10, 3, {"key": "tx", "key_type": 1})["error_code"] == NONE
+        t1 = init_pid(c, version=4, txn_id="tx")
+        t2 = init_pid(c, version=4, txn_id="tx")
+        assert (t1["error_code"], t1["producer_epoch"]) == (NONE, 0)
+        assert (t2["error_code"], t2["producer_id"], t2["producer_epoch"]) == (NONE, t1["producer_id"], 1)
 
 
 def test_producer_ids_never_repeat_across_restart(fresh_broker):

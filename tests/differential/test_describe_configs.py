@@ -91,6 +91,9 @@ BROKER_XFAIL = {k: DYNAMIC for k in (
 BROKER_XFAIL.update({
     "min.insync.replicas": TOPIC_XFAIL["min.insync.replicas"] + "; also read_only: pykbroker true, Kafka false",
     "offsets.topic.replication.factor": "default synonym: pykbroker's default is 1 (single node), Kafka's 3 (both set 1 here)",
+    "transaction.state.log.replication.factor": "default synonym: pykbroker's default is 1 (single node), Kafka's 3 "
+                                                "(both set 1 here)",
+    "transaction.partition.verification.enable": DYNAMIC,
 })
 
 

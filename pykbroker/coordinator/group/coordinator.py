@@ -22,6 +22,11 @@
   with no offsets is then removed (Dead), as Kafka does; so is an empty KIP-848 group.
 - KIP-848 groups are persisted and replayed by :mod:`.consumer` (records in
   :mod:`.consumer_records`), classic and consumer records side by side in the same partitions.
+- Transactional offsets (TxnOffsetCommit, KIP-98/447): written as a transactional batch of the
+  producer, kept in ``pending_txn_offsets[producer id][group]`` and never returned by OffsetFetch;
+  the transaction coordinator's marker (:meth:`complete_transaction`, a control batch written in
+  order with the shard's other writes) materializes them on COMMIT or drops them on ABORT.  A
+  reload replays the same: transactional records stay pending until their marker is read.
 """
 from __future__ import annotations
 
@@ -32,7 +37,7 @@ import time
 import trio
 
 from ...protocol.errors import ErrorCode as E, KafkaError
-from ...protocol.records import iter_batches, validate_produce_records
+from ...protocol.records import internal_validated, iter_batches, parse_header, validate_produce_records
 from ..runtime import CoordinatorRuntime
 from . import offsets as O
 from .classic import DEAD, EMPTY, ClassicGroup, Future
@@ -93,6 +98,8 @@ class GroupCoordinator:
         self._topic_ready = False
         self._creating: trio.Event | None = None
         self.consumer = None  # KIP-848 part, set in startup() when available
+        # producer id -> group -> (topic, partition) -> offset, until the transaction completes
+        self.pending_txn_offsets: dict[int, dict[str, dict[tuple[str, int], O.OffsetAndMetadata]]] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def startup(self, nursery, backend=None) -> None:
@@ -275,6 +282,59 @@ class GroupCoordinator:
         self._enqueue(self.partition_for(group_id), recs, fut, done)
         return fut
 
+    # -- transactional offsets ----------------------------------------------------------------
+    def txn_commit(self, group_id: str, producer_id: int, producer_epoch: int,
+                   entries: dict[tuple[str, int], O.OffsetAndMetadata]) -> Future:
+        """TxnOffsetCommit: write the offsets as a transactional batch of the producer; once
+        committed they are pending until the transaction's marker."""
+        recs = [(O.offset_key(group_id, t, p), O.offset_value(om)) for (t, p), om in entries.items()]
+        fut = Future()
+        if not recs:
+            fut.set(0)
+            return fut
+
+        def complete(code):
+            if code == 0:
+                self.pending_txn_offsets.setdefault(producer_id, {}).setdefault(group_id, {}).update(entries)
+            fut.set(append_error_to_response(code) if code else 0)
+        self.runtime.write(self.partition_for(group_id), recs, complete, producer_id=producer_id,
+                           producer_epoch=producer_epoch, transactional=True)
+        return fut
+
+    def complete_transaction(self, partition: int, producer_id: int, producer_epoch: int, commit: bool) -> Future:
+        """The transaction coordinator's marker for ``__consumer_offsets``-``partition`` (Kafka's
+        completeTransaction): the control batch is written after every earlier write of the
+        shard; once committed the producer's pending offsets of this partition's groups are
+        materialized (commit) or dropped (abort)."""
+        fut = Future()
+
+        def complete(code):
+            if code == 0:
+                self.apply_txn_end(partition, producer_id, commit)
+            fut.set(int(code))
+        self.runtime.write_marker(partition, producer_id, producer_epoch, commit, complete)
+        return fut
+
+    def apply_txn_end(self, partition: int, producer_id: int, commit: bool) -> None:
+        groups = self.pending_txn_offsets.get(producer_id)
+        if not groups:
+            return
+        for gid in [g for g in groups if self.partition_for(g) == partition]:
+            entries = groups.pop(gid)
+            if commit and entries:
+                self.offsets.setdefault(gid, {}).update(entries)
+                if self.get_group(gid) is None:
+                    self.get_or_create_classic(gid)  # offsets live under a group, as for commits
+        if not groups:
+            del self.pending_txn_offsets[producer_id]
+
+    def has_pending_txn_offset(self, group_id: str, tp: tuple[str, int]) -> bool:
+        for groups in self.pending_txn_offsets.values():
+            g = groups.get(group_id)
+            if g and tp in g:
+                return True
+        return False
+
     def fetch_offsets(self, group_id: str, partitions=None) -> dict:
         """Committed offsets of a group (all of them when ``partitions`` is None)."""
         committed = self.offsets.get(group_id, {})
@@ -342,6 +402,11 @@ class GroupCoordinator:
                 g.state = DEAD
         for gid in [gid for gid in self.offsets if self.partition_for(gid) == partition]:
             del self.offsets[gid]
+        for pid, groups in list(self.pending_txn_offsets.items()):
+            for gid in [g for g in groups if self.partition_for(g) == partition]:
+                del groups[gid]
+            if not groups:
+                del self.pending_txn_offsets[pid]
 
     def _restore_group(self, gid: str, lg: O.LoadedGroup) -> None:
         from .classic import Member, STABLE
@@ -426,6 +491,22 @@ class GroupShard:
         self.offsets: dict[str, dict] = {}
         self.last_seen: dict[tuple[str, str], int] = {}  # (kind, group) -> order of its last record
         self.seq = 0
+        self.pending: dict[int, dict[str, dict]] = {}  # producer id -> group -> tp -> offset (open txns)
+
+    def replay_transactional(self, producer_id: int, key: bytes, value) -> None:
+        k = O.parse_key(key)
+        if k[0] != "offset":
+            self.replay(key, value)  # only offsets are ever written transactionally
+            return
+        _, gid, topic, part = k
+        if value is not None:
+            self.pending.setdefault(producer_id, {}).setdefault(gid, {})[(topic, part)] = O.parse_offset_value(value)
+
+    def replay_end_transaction(self, producer_id: int, commit: bool) -> None:
+        groups = self.pending.pop(producer_id, None)
+        if commit and groups:
+            for gid, entries in groups.items():
+                self.offsets.setdefault(gid, {}).update(entries)
 
     def replay(self, key: bytes, value) -> None:
         self.seq += 1
@@ -447,6 +528,10 @@ class GroupShard:
 
     def loaded(self) -> None:
         gc, last_seen = self.gc, self.last_seen
+        for pid, groups in self.pending.items():   # transactions still open: pending until their marker
+            mine = gc.pending_txn_offsets.setdefault(pid, {})
+            for gid, entries in groups.items():
+                mine.setdefault(gid, {}).update(entries)
         for gid, committed in self.offsets.items():
             if committed:
                 gc.offsets[gid] = committed
@@ -512,12 +597,26 @@ class BrokerOffsetsLog:
         the log end offset after the batch, for the runtime to wait for the high watermark."""
         p = self._partition(partition)
         now = int(time.time() * 1000)
-        validated = validate_produce_records(batch, p.config["max.message.bytes"], now_ms=now)
+        if parse_header(batch).producer_id >= 0:
+            # a transactional offset commit: no sequence (the log checks the epoch only)
+            if len(batch) > p.config["max.message.bytes"]:
+                raise KafkaError(E.MESSAGE_TOO_LARGE)
+            validated = internal_validated(batch)
+        else:
+            validated = validate_produce_records(batch, p.config["max.message.bytes"], now_ms=now)
         p.append_records_as_leader(validated, now)
         end = p.log_end_offset
         if p.needs_flush():
             await p.flush()
         return end
+
+    async def append_end_txn_marker(self, partition: int, producer_id: int, producer_epoch: int,
+                                    commit: bool, coordinator_epoch: int) -> int:
+        p = self._partition(partition)
+        offset = p.append_end_txn_marker(producer_id, producer_epoch, commit, coordinator_epoch)
+        if p.needs_flush():
+            await p.flush()
+        return offset + 1
 
     async def wait_for_high_watermark(self, partition: int, offset: int) -> None:
         p = self._partition(partition)

@@ -23,7 +23,7 @@ public final class Main {
 
     public static void main(String[] argv) throws Exception {
         if (argv.length < 2) {
-            System.err.println("usage: Main <roundtrip|admin|offsets|groups|faults> <bootstrap> [key=value ...]");
+            System.err.println("usage: Main <roundtrip|admin|offsets|groups|faults|txn> <bootstrap> [key=value ...]");
             System.exit(64);
         }
         String scenario = argv[0];
@@ -56,6 +56,7 @@ public final class Main {
                 case "offsets": OffsetsScenario.run(bootstrap, args); break;
                 case "groups": GroupsScenario.run(bootstrap, args); break;
                 case "faults": FaultsScenario.run(bootstrap, args); break;
+                case "txn": TxnScenario.run(bootstrap, args); break;
                 default: throw new IllegalArgumentException("unknown scenario " + scenario);
             }
         } catch (Throwable t) {

@@ -1,0 +1,91 @@
+"""AddPartitionsToTxn (key 24), versions 0-4.
+
+Behaviour (Apache Kafka 4.x, KafkaApis.handleAddPartitionsToTxnRequest, TransactionCoordinator):
+- v0-3 (clients): every partition must exist: an unknown topic or partition answers
+  UNKNOWN_TOPIC_OR_PARTITION for it and OPERATION_NOT_ATTEMPTED for every other partition, and
+  nothing is added.  Otherwise the coordinator adds them all to the producer's transaction
+  (state Ongoing) and every partition carries the same answer: NONE, or
+  INVALID_PRODUCER_ID_MAPPING (unknown id / another producer id), PRODUCER_FENCED (another
+  epoch; INVALID_PRODUCER_EPOCH before v2... as Kafka downgrades it for old clients),
+  CONCURRENT_TRANSACTIONS (a transition in flight, or the previous transaction's markers not all
+  written yet: clients retry), NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS.
+- v4 (between brokers, KIP-890): a batch of transactions, each answered per partition under
+  ``results_by_transaction``; ``verify_only`` only checks that the partitions are in the
+  producer's Ongoing transaction with its current epoch (INVALID_TXN_STATE for one that is not),
+  adding nothing.  The single-broker Produce path makes the same check in process.
+Version notes: v1 same as v0; v2 adds PRODUCER_FENCED handling on the client side (older
+versions get INVALID_PRODUCER_EPOCH); v3 flexible; v4 batched, broker-only.  v5 (transaction
+version 2 errors) is not offered.
+"""
+from __future__ import annotations
+
+from ..protocol.errors import ErrorCode as E
+
+API_KEY = 24
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+
+def _code(ctx, code):
+    if code == E.PRODUCER_FENCED and ctx.api_version < 2:
+        return int(E.INVALID_PRODUCER_EPOCH)
+    return int(code)
+
+
+def _topics_result(topics, code_of):
+    return [{"name": t["name"], "results_by_partition": [
+        {"partition_index": p, "partition_error_code": int(code_of(t["name"], p))} for p in t["partitions"]]}
+        for t in topics]
+
+
+def error_response(ctx, request, code):
+    if ctx.api_version >= 4:
+        return {"throttle_time_ms": 0, "error_code": int(code), "results_by_transaction": []}
+    return {"throttle_time_ms": 0,
+            "results_by_topic_v3_and_below": _topics_result(request["v3_and_below_topics"],
+                                                            lambda t, p: _code(ctx, code))}
+
+
+def _unknown(md, topics) -> set:
+    bad = set()
+    for t in topics:
+        info = md.get(t["name"])
+        for p in t["partitions"]:
+            if info is None or not (0 <= p < info.num_partitions):
+                bad.add((t["name"], p))
+    return bad
+
+
+async def handle(ctx, request):
+    tc = getattr(ctx.broker, "transaction_coordinator", None)
+    if tc is None:
+        return error_response(ctx, request, E.COORDINATOR_NOT_AVAILABLE)
+    md = ctx.broker.metadata_cache
+    if ctx.api_version >= 4:
+        results = []
+        for txn in request["transactions"]:
+            tps = [(t["name"], p) for t in txn["topics"] for p in t["partitions"]]
+            if txn["verify_only"]:
+                codes = tc.verify(txn["transactional_id"], txn["producer_id"], txn["producer_epoch"], tps)
+            else:
+                bad = _unknown(md, txn["topics"])
+                if bad:
+                    codes = {tp: E.UNKNOWN_TOPIC_OR_PARTITION if tp in bad else E.OPERATION_NOT_ATTEMPTED
+                             for tp in tps}
+                else:
+                    c = await tc.add_partitions(txn["transactional_id"], txn["producer_id"],
+                                                txn["producer_epoch"], tps)
+                    codes = {tp: c for tp in tps}
+            results.append({"transactional_id": txn["transactional_id"],
+                            "topic_results": _topics_result(txn["topics"], lambda t, p: codes[(t, p)])})
+        return {"throttle_time_ms": 0, "error_code": 0, "results_by_transaction": results}
+    topics = request["v3_and_below_topics"]
+    bad = _unknown(md, topics)
+    if bad:
+        return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _topics_result(
+            topics, lambda t, p: E.UNKNOWN_TOPIC_OR_PARTITION if (t, p) in bad else E.OPERATION_NOT_ATTEMPTED)}
+    code = await tc.add_partitions(request["v3_and_below_transactional_id"], request["v3_and_below_producer_id"],
+                                   request["v3_and_below_producer_epoch"],
+                                   [(t["name"], p) for t in topics for p in t["partitions"]])
+    return {"throttle_time_ms": 0,
+            "results_by_topic_v3_and_below": _topics_result(topics, lambda t, p: _code(ctx, code))}

@@ -1,0 +1,37 @@
+"""AddOffsetsToTxn (key 25), versions 0-3.
+
+Behaviour (Apache Kafka 4.x): the ``__consumer_offsets`` partition of ``group_id`` joins the
+producer's transaction, exactly like AddPartitionsToTxn for that one partition (the same errors:
+INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED, CONCURRENT_TRANSACTIONS, NOT_COORDINATOR, ...), so
+the transaction's COMMIT/ABORT marker reaches the group's offsets.  ``__consumer_offsets`` is
+created first if no group was ever used (as FindCoordinator for a group would).
+Version notes: v1 same as v0; v2 PRODUCER_FENCED for clients (older ones get
+INVALID_PRODUCER_EPOCH); v3 flexible.  v4 (transaction version 2) is not offered.
+"""
+from __future__ import annotations
+
+from ..coordinator.group.api import group_precheck
+from ..coordinator.group.offsets import OFFSETS_TOPIC
+from ..protocol.errors import ErrorCode as E
+
+API_KEY = 25
+MIN_VERSION = 0
+MAX_VERSION = 3
+
+
+def error_response(ctx, request, code):
+    if code == E.PRODUCER_FENCED and ctx.api_version < 2:
+        code = E.INVALID_PRODUCER_EPOCH
+    return {"throttle_time_ms": 0, "error_code": int(code)}
+
+
+async def handle(ctx, request):
+    tc = getattr(ctx.broker, "transaction_coordinator", None)
+    if tc is None:
+        return error_response(ctx, request, E.COORDINATOR_NOT_AVAILABLE)
+    gc, err = await group_precheck(ctx, request["group_id"])   # creates __consumer_offsets if needed
+    if err == E.COORDINATOR_NOT_AVAILABLE:
+        return error_response(ctx, request, err)
+    code = await tc.add_partitions(request["transactional_id"], request["producer_id"], request["producer_epoch"],
+                                   [(OFFSETS_TOPIC, gc.partition_for(request["group_id"]))])
+    return error_response(ctx, request, code)

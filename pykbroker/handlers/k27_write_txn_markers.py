@@ -1,0 +1,72 @@
+"""WriteTxnMarkers (key 27), version 1 (sent by a transaction coordinator to partition leaders).
+
+Behaviour (Apache Kafka 4.x, KafkaApis.handleWriteTxnMarkersRequest): for every marker, a
+COMMIT (``transaction_result`` true) or ABORT control batch of the producer is appended to each
+listed partition this broker leads; ``__consumer_offsets`` partitions go through the group
+coordinator, which materializes or drops the producer's transactional offsets.  Per partition:
+unknown -> UNKNOWN_TOPIC_OR_PARTITION, an older producer epoch than the partition has seen ->
+INVALID_PRODUCER_EPOCH, an older coordinator epoch -> TRANSACTION_COORDINATOR_FENCED, offline
+log dir -> KAFKA_STORAGE_ERROR.  The answer waits until the markers are committed (acks=all).
+A single broker's own coordinator writes its markers in process; this API serves other
+coordinators and tools.
+Version notes: v0 was removed in Kafka 4.0; v1 is flexible; v2 adds transaction_version (not
+offered).
+"""
+from __future__ import annotations
+
+import trio
+
+from ..coordinator.group.offsets import OFFSETS_TOPIC
+from ..protocol.errors import ErrorCode as E, KafkaError
+from .common import leader_partition
+
+API_KEY = 27
+MIN_VERSION = 1
+MAX_VERSION = 1
+# How long the answer waits for markers to be committed (Kafka uses the request timeout).
+_COMMIT_WAIT_S = 30
+
+
+def error_response(ctx, request, code):
+    return {"markers": [{"producer_id": m["producer_id"], "topics": [
+        {"name": t["name"], "partitions": [{"partition_index": p, "error_code": int(code)}
+                                           for p in t["partition_indexes"]]} for t in m["topics"]]}
+        for m in request["markers"]]}
+
+
+async def handle(ctx, request):
+    broker = ctx.broker
+    rm = broker.replica_manager
+    out = []
+    waits = []
+    for m in request["markers"]:
+        pid, epoch, commit, cepoch = m["producer_id"], m["producer_epoch"], m["transaction_result"], m["coordinator_epoch"]
+        topics = []
+        for t in m["topics"]:
+            parts = []
+            for idx in t["partition_indexes"]:
+                r = {"partition_index": idx, "error_code": 0}
+                try:
+                    if t["name"] == OFFSETS_TOPIC:
+                        gc = broker.group_coordinator
+                        if gc is None:
+                            raise KafkaError(E.UNKNOWN_TOPIC_OR_PARTITION)
+                        r["error_code"] = int(await gc.complete_transaction(idx, pid, epoch, commit).get())
+                    else:
+                        partition = leader_partition(rm, t["name"], idx)
+                        offset = partition.append_end_txn_marker(pid, epoch, commit, cepoch)
+                        waits.append((partition, offset + 1, r))
+                except KafkaError as e:
+                    r["error_code"] = int(e.code)
+                parts.append(r)
+            topics.append({"name": t["name"], "partitions": parts})
+        out.append({"producer_id": pid, "topics": topics})
+    with trio.move_on_after(_COMMIT_WAIT_S):
+        for partition, hw, _ in waits:
+            if partition.needs_flush():
+                await partition.flush()
+            await partition.wait_for_high_watermark(hw)
+    for partition, hw, r in waits:
+        if partition.high_watermark < hw and not r["error_code"]:
+            r["error_code"] = int(E.REQUEST_TIMED_OUT)
+    return {"markers": out}

@@ -1,0 +1,34 @@
+"""DescribeTransactions (key 65), version 0 (KIP-664).
+
+Behaviour (Apache Kafka 4.x): one entry per requested transactional id, in request order: its
+state name (Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort), timeout,
+start time (-1 when no transaction is open), producer id and epoch, and the partitions of the
+open transaction grouped by topic.  An id this coordinator does not know ->
+TRANSACTIONAL_ID_NOT_FOUND; an id whose ``__transaction_state`` partition is not led/loaded here
+-> NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS (the admin client looks the coordinator up
+per id first).
+"""
+from __future__ import annotations
+
+from ..protocol.errors import ErrorCode as E
+
+API_KEY = 65
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+def _error(tid, code):
+    return {"error_code": int(code), "transactional_id": tid, "transaction_state": "",
+            "transaction_timeout_ms": 0, "transaction_start_time_ms": -1, "producer_id": -1,
+            "producer_epoch": -1, "topics": []}
+
+
+def error_response(ctx, request, code):
+    return {"throttle_time_ms": 0, "transaction_states": [_error(t, code) for t in request["transactional_ids"]]}
+
+
+async def handle(ctx, request):
+    tc = getattr(ctx.broker, "transaction_coordinator", None)
+    if tc is None:
+        return error_response(ctx, request, E.COORDINATOR_NOT_AVAILABLE)
+    return {"throttle_time_ms": 0, "transaction_states": [tc.describe(t) for t in request["transactional_ids"]]}

@@ -1,0 +1,34 @@
+"""ListTransactions (key 66), versions 0-1 (KIP-664).
+
+Behaviour (Apache Kafka 4.x): every transactional id this broker coordinates, with its producer id
+and state, filtered by ``state_filters`` (state names; names Kafka does not know are echoed in
+``unknown_state_filters`` and match nothing), ``producer_id_filters`` and (v1, KIP-994)
+``duration_filter`` (only transactions running for at least that many ms; -1: no filter).  While
+a ``__transaction_state`` partition loads: COORDINATOR_LOAD_IN_PROGRESS.
+Version notes: v1 adds duration_filter; v2 (transactional id pattern) is not offered.
+"""
+from __future__ import annotations
+
+from ..coordinator.txn.state_log import STATES_BY_NAME
+from ..protocol.errors import ErrorCode as E
+
+API_KEY = 66
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+
+def error_response(ctx, request, code):
+    return {"throttle_time_ms": 0, "error_code": int(code), "unknown_state_filters": [], "transaction_states": []}
+
+
+async def handle(ctx, request):
+    tc = getattr(ctx.broker, "transaction_coordinator", None)
+    if tc is None:
+        return error_response(ctx, request, E.COORDINATOR_NOT_AVAILABLE)
+    states = request["state_filters"] or []
+    unknown = [s for s in states if s not in STATES_BY_NAME]
+    code, found = tc.list_transactions(states, set(request["producer_id_filters"] or ()),
+                                       request["duration_filter"] if ctx.api_version >= 1 else -1)
+    return {"throttle_time_ms": 0, "error_code": code, "unknown_state_filters": unknown,
+            "transaction_states": [{"transactional_id": t, "producer_id": p, "transaction_state": s}
+                                   for t, p, s in found]}

@@ -1,0 +1,147 @@
+"""Transactions on the wire, pykbroker against Apache Kafka: the same raw scenario (InitProducerId
+with a transactional id, AddPartitionsToTxn, transactional Produce, EndTxn abort and commit, an
+open transaction, the errors of each step) gives the same answers, and Fetch returns the same
+batches (data and control, attributes, sequences, epochs), aborted lists, high watermarks and
+last stable offsets under both isolation levels.  Producer ids differ between the two brokers
+and are normalised to their order of appearance."""
+from __future__ import annotations
+
+import time
+
+from pykbroker.protocol.records import control_type, iter_batches
+
+from .helpers import batch, call, connect, create_topic, explain, list_offsets
+
+RETRIABLE = (14, 15, 16, 51)   # load in progress, not available, not coordinator, concurrent
+
+
+def _retry(t, api, version, body, field="error_code", timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        r = call(t, api, version, body)
+        code = r[field] if field else r
+        if code not in RETRIABLE or time.monotonic() > deadline:
+            return r
+        time.sleep(0.2)
+
+
+def _coordinator(t, tid):
+    r = _retry(t, 10, 3, {"key": tid, "key_type": 1})
+    assert r["error_code"] == 0, (t, r)
+
+
+def _init(t, tid, timeout_ms=60000, version=4):
+    r = _retry(t, 22, version, {"transactional_id": tid, "transaction_timeout_ms": timeout_ms,
+                                "producer_id": -1, "producer_epoch": -1})
+    return r
+
+
+def _add(t, tid, pid, epoch, topic, parts, version=3):
+    deadline = time.monotonic() + 30
+    while True:
+        r = call(t, 24, version, {"v3_and_below_transactional_id": tid, "v3_and_below_producer_id": pid,
+                                  "v3_and_below_producer_epoch": epoch,
+                                  "v3_and_below_topics": [{"name": topic, "partitions": parts}]})
+        codes = [p["partition_error_code"] for tr in r["results_by_topic_v3_and_below"]
+                 for p in tr["results_by_partition"]]
+        if not (set(codes) & {51}) or time.monotonic() > deadline:
+            return codes
+        time.sleep(0.1)
+
+
+def _end(t, tid, pid, epoch, commit, version=3):
+    return _retry(t, 26, version, {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch,
+                                   "committed": commit})["error_code"]
+
+
+def _produce(t, tid, topic, part, values, pid, epoch, seq, transactional=True):
+    with connect(t) as c:
+        r = c.request(0, 9, {"transactional_id": tid, "acks": -1, "timeout_ms": 10000, "topic_data": [
+            {"name": topic, "partition_data": [{"index": part, "records": batch(
+                values, producer_id=pid, producer_epoch=epoch, base_sequence=seq, transactional=transactional)}]}]})
+    p = r["responses"][0]["partition_responses"][0]
+    return {"error_code": p["error_code"], "base_offset": p["base_offset"]}
+
+
+def _wait_end(t, topic, part, end):
+    deadline = time.monotonic() + 15
+    while list_offsets(t, topic, part, -1, isolation_level=1)["offset"] != end:
+        assert time.monotonic() < deadline, "markers of %s not written" % topic
+        time.sleep(0.05)
+
+
+def _fetch(t, topic, part, isolation, pids):
+    with connect(t) as c:
+        r = c.request(1, 12, {
+            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+            "isolation_level": isolation, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": topic, "partitions": [{"partition": part, "current_leader_epoch": -1,
+                                                        "fetch_offset": 0, "log_start_offset": -1,
+                                                        "partition_max_bytes": 1 << 20}]}],
+            "forgotten_topics_data": [], "rack_id": ""})
+    p = r["responses"][0]["partitions"][0]
+    data = bytes(p["records"] or b"")
+
+    def norm(pid):
+        return pids.setdefault(pid, "P%d" % len(pids)) if pid >= 0 else pid
+    batches = [(h.base_offset, h.last_offset_delta, h.is_control, h.is_transactional, norm(h.producer_id),
+                h.producer_epoch, h.base_sequence, h.records_count,
+                control_type(data[h.position:h.position + h.size]) if h.is_control else None)
+               for h in iter_batches(data)]
+    aborted = None if p["aborted_transactions"] is None else \
+        [(norm(a["producer_id"]), a["first_offset"]) for a in p["aborted_transactions"]]
+    return {"error_code": p["error_code"], "high_watermark": p["high_watermark"],
+            "last_stable_offset": p["last_stable_offset"], "aborted": aborted, "batches": batches}
+
+
+def scenario(t):
+    topic = "txn-diff"
+    tid = "txn-diff-id"
+    create_topic(t, topic, 2)
+    _coordinator(t, tid)
+    out = {}
+    init = _init(t, tid)
+    pid, epoch = init["producer_id"], init["producer_epoch"]
+    out["init"] = (init["error_code"], epoch)
+    out["init_bad_timeout"] = _init(t, tid + "-x", timeout_ms=2_000_000_000)["error_code"]
+    out["add_unknown_topic"] = _add(t, tid, pid, epoch, "no-such-topic", [0])
+    out["add_wrong_pid"] = _add(t, tid, pid + 100000, epoch, topic, [0])
+    out["add_wrong_epoch"] = _add(t, tid, pid, epoch + 1, topic, [0])
+    out["end_without_txn"] = _end(t, tid, pid, epoch, True)
+    # a transactional write to a partition not in the transaction
+    out["produce_not_added"] = _produce(t, tid, topic, 1, [b"x"], pid, epoch, 0)["error_code"]
+    # transaction 1: aborted
+    out["add1"] = _add(t, tid, pid, epoch, topic, [0, 1])
+    out["produce1"] = [_produce(t, tid, topic, 0, [b"a1", b"a2"], pid, epoch, 0),
+                       _produce(t, tid, topic, 1, [b"a3"], pid, epoch, 0)]
+    out["end1_wrong_epoch"] = _end(t, tid, pid, epoch + 1, False)
+    out["end1"] = _end(t, tid, pid, epoch, False)
+    _wait_end(t, topic, 0, 3)
+    _wait_end(t, topic, 1, 2)
+    out["end1_again_commit"] = _end(t, tid, pid, epoch, True)
+    out["end1_retry"] = _end(t, tid, pid, epoch, False)
+    # transaction 2: committed, partition 0 only
+    out["add2"] = _add(t, tid, pid, epoch, topic, [0])
+    out["produce2"] = _produce(t, tid, topic, 0, [b"c1"], pid, epoch, 2)
+    out["end2"] = _end(t, tid, pid, epoch, True)
+    _wait_end(t, topic, 0, 5)
+    # transaction 3: left open
+    out["add3"] = _add(t, tid, pid, epoch, topic, [0])
+    out["produce3"] = _produce(t, tid, topic, 0, [b"o1", b"o2"], pid, epoch, 3)
+    # a non-transactional write of the same producer while its transaction is open
+    out["produce_plain"] = _produce(t, None, topic, 0, [b"p"], pid, epoch, 5, transactional=False)["error_code"]
+    pids: dict = {}
+    for part in (0, 1):
+        for iso in (0, 1):
+            out["fetch-%d-%d" % (part, iso)] = _fetch(t, topic, part, iso, pids)
+        out["latest-%d" % part] = [list_offsets(t, topic, part, -1, isolation_level=iso)["offset"] for iso in (0, 1)]
+    out["end3"] = _end(t, tid, pid, epoch, False)
+    # a second InitProducerId bumps the epoch
+    again = _init(t, tid)
+    out["init_again"] = (again["error_code"], again["producer_epoch"] - epoch, again["producer_id"] == pid)
+    return out
+
+
+def test_transaction_scenario(both):
+    p, k = both(scenario)
+    assert p == k, explain(p, k)

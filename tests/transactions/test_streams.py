@@ -1,0 +1,158 @@
+"""A Kafka Streams application (kafka-streams 4.3 from Maven Central (the newest published there), compat/streams) with
+processing.guarantee=exactly_once_v2: a word count whose output stays exact while the application
+and then the broker are killed with SIGKILL mid-run.
+
+With the record cache off, every input word produces one output record, so under exactly-once
+the committed output for a word that occurs n times is exactly "1", "2", ... "n" in order: a
+duplicate or a lost update after a crash would show there."""
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from pykbroker.testing import BrokerProcess, wait_until
+
+from .helpers import create_topic, unique
+
+pytestmark = pytest.mark.timeout(600)
+
+ROOT = Path(__file__).resolve().parents[2]
+PROJECT = ROOT / "compat" / "streams"
+WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
+
+
+def build_classpath() -> str:
+    """Compile compat/streams (once; Maven offline first, then online for the first download).
+    Missing Java/Maven or a failed build fails the test: Streams is part of the promise."""
+    for tool in ("java", "mvn"):
+        if shutil.which(tool) is None:
+            pytest.fail("%s is needed for the Kafka Streams test" % tool, pytrace=False)
+    target = PROJECT / "target"
+    cp = target / "classpath.txt"
+    cls = target / "classes" / "pykbroker" / "streams" / "WordCount.class"
+    src = PROJECT / "src" / "main" / "java" / "pykbroker" / "streams" / "WordCount.java"
+    if not (cp.exists() and cls.exists() and cls.stat().st_mtime > src.stat().st_mtime):
+        base = ["mvn", "-q", "-B", "-Dstyle.color=never", "-f", str(PROJECT / "pom.xml"), "compile"]
+        for cmd in (base[:1] + ["-o"] + base[1:], base):
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode == 0:
+                break
+        else:
+            pytest.fail("Maven build of compat/streams failed:\n%s\n%s" % (r.stdout[-3000:], r.stderr[-3000:]),
+                        pytrace=False)
+    return str(target / "classes") + os.pathsep + cp.read_text().strip()
+
+
+class App:
+    """One WordCount JVM; ``running`` is set once Streams reports RUNNING."""
+
+    def __init__(self, classpath, bootstrap, app_id, inp, out, state_dir):
+        self.args = ["java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", classpath,
+                     "pykbroker.streams.WordCount", bootstrap, app_id, inp, out, str(state_dir)]
+        self.proc = None
+        self.lines: list[str] = []
+
+    def start(self):
+        self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        threading.Thread(target=self._pump, args=(self.proc,), daemon=True).start()
+        return self
+
+    def _pump(self, proc):
+        for line in proc.stdout:
+            self.lines.append(line)
+
+    def running(self) -> bool:
+        states = [l.split()[1] for l in self.lines if l.startswith("STATE ")]
+        return bool(states) and states[-1] == "RUNNING"
+
+    def kill(self):
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+    def text(self):
+        return "".join(self.lines[-80:])
+
+
+def committed_output(bs, out) -> dict:
+    c = Consumer({"bootstrap.servers": bs, "group.id": unique("check"), "isolation.level": "read_committed",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    md = c.list_topics(out, timeout=10).topics[out]
+    c.assign([TopicPartition(out, p, 0) for p in md.partitions])
+    got: dict = {}
+    idle = time.monotonic()
+    while time.monotonic() - idle < 2.0:
+        m = c.poll(0.2)
+        if m is None or m.error():
+            continue
+        got.setdefault(m.key().decode(), []).append(m.value().decode())
+        idle = time.monotonic()
+    c.close()
+    return got
+
+
+def test_streams_word_count_exactly_once_through_kill9(tmp_path):
+    classpath = build_classpath()
+    rng = random.Random(12)
+    b = BrokerProcess(str(tmp_path / "data"), {"group.initial.rebalance.delay.ms": "0",
+                                                "transaction.abort.timed.out.transaction.cleanup.interval.ms": "500"})
+    b.start()
+    app = None
+    try:
+        inp = create_topic(b.bootstrap, "wc-in", 3)
+        out = create_topic(b.bootstrap, "wc-out", 3)
+        expected: dict = {}
+        lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 5))) for _ in range(900)]
+        for line in lines:
+            for w in line.split():
+                expected[w] = expected.get(w, 0) + 1
+        produced = []
+
+        def produce():
+            # paced, so the kills below land while the application is processing; idempotent
+            # and flushed, so every line is in the input exactly once whatever the broker does
+            p = Producer({"bootstrap.servers": b.bootstrap, "enable.idempotence": True, "linger.ms": 5})
+            for i, line in enumerate(lines):
+                p.produce(inp, value=line.encode(), key=b"%d" % i)
+                p.poll(0)
+                time.sleep(0.01)
+            produced.append(p.flush(120))
+
+        app_id = unique("wc")
+        app = App(classpath, b.bootstrap, app_id, inp, out, tmp_path / "state").start()
+        wait_until(app.running, 120, what="streams RUNNING")
+        feeder = threading.Thread(target=produce, daemon=True)
+        feeder.start()
+        time.sleep(2.5)
+        app.kill()                                    # kill -9 of the application mid-run
+        app = App(classpath, b.bootstrap, app_id, inp, out, tmp_path / "state2").start()
+        try:
+            wait_until(app.running, 120, what="streams RUNNING after kill")
+        except AssertionError:
+            raise AssertionError("app log:\n" + app.text() + "\nbroker log:\n" + b.log_text()[-5000:])
+        time.sleep(1.0)
+        b.kill()                                      # kill -9 of the broker mid-run
+        b.start()
+        feeder.join(180)
+        assert produced == [0], "the input was not fully written"
+
+        def exact():
+            got = committed_output(b.bootstrap, out)
+            return all(got.get(w, [])[-1:] == [str(n)] for w, n in expected.items())
+        wait_until(exact, 240, interval=2.0, what="final counts\n" + app.text())
+        got = committed_output(b.bootstrap, out)
+        for w, n in expected.items():
+            assert got[w] == [str(i) for i in range(1, n + 1)], (w, got[w][:20])
+    finally:
+        if app is not None:
+            app.kill()
+        b.kill()
