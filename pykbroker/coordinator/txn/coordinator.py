@@ -346,7 +346,12 @@ class TransactionCoordinator:
 
     def coordinator_error(self, transactional_id: str) -> int:
         if not self._topic_ready:
-            return int(E.COORDINATOR_NOT_AVAILABLE)
+            if self.leads_every_partition or not self.log.exists():
+                return int(E.COORDINATOR_NOT_AVAILABLE)
+            # a cluster: another broker created the topic; its partitions this broker leads
+            # are loaded through on_become_leader
+            self.num_partitions = self.log.num_partitions()
+            self._topic_ready = True
         return self.runtime.status(self.partition_for(transactional_id))
 
     def _lookup(self, transactional_id: str):
