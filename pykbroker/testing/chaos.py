@@ -408,6 +408,9 @@ def run(scenario: str, seconds: float = 60.0, interval: float = 10.0, partitions
     report = Report(scenario, seconds)
     with Cluster(3, data_dir, overrides=overrides, zk_tick_time=500) as cluster:
         log("cluster up: %s (ZooKeeper %s)" % (cluster.bootstrap_servers, cluster.zookeeper_connect))
+        # A broker answers ApiVersions before it has registered in ZooKeeper; the controller
+        # places 3 replicas only on registered brokers (else INVALID_REPLICATION_FACTOR).
+        cluster.wait_registered()
         with wire.WireClient(("127.0.0.1", cluster.brokers[0].port)) as c:
             r = c.request(19, 5, {"topics": [{"name": TOPIC, "num_partitions": partitions, "replication_factor": 3,
                                               "assignments": [], "configs": []}],

@@ -142,8 +142,8 @@ CLUSTER_OVERRIDES = {"default.replication.factor": "3", "min.insync.replicas": "
 @pytest.mark.timeout(480)
 def test_clickstream_on_a_3_broker_cluster_survives_a_leader_kill(tmp_path):
     """The pipeline against ZooKeeper + 3 pykbroker processes (topics with replication factor 3,
-    min.insync.replicas=2).  Once Spark has written its first window, the leader of output
-    partition 0 is killed -9 (with 3 brokers it leads input partitions too) and restarted a few
+    min.insync.replicas=2).  Mid-run (events being generated, Spark's query running), the leader
+    of output partition 0 is killed -9 (with 3 brokers it leads input partitions too) and restarted a few
     seconds later, while the generator, Spark's source and sink, and the summary reader are all
     running: every visit is still counted exactly once, each window written once."""
     if AGAINST_KAFKA:
@@ -156,6 +156,7 @@ def test_clickstream_on_a_3_broker_cluster_survives_a_leader_kill(tmp_path):
 
     in_topic, out_topic = unique("clicks"), unique("site-stats")
     with Cluster(3, str(tmp_path / "cluster"), overrides=CLUSTER_OVERRIDES, zk_tick_time=500) as cluster:
+        cluster.wait_registered()   # 3 replicas need 3 registered brokers
         bootstrap = cluster.bootstrap_servers
         first = ("127.0.0.1", cluster.brokers[0].port)
         for t in (in_topic, out_topic):   # the pipeline uses existing topics as they are
@@ -166,7 +167,7 @@ def test_clickstream_on_a_3_broker_cluster_survives_a_leader_kill(tmp_path):
                 assert r["topics"][0]["error_code"] == 0, r
                 wire.wait_for_topic(c, t, 3, timeout=30)
         p = subprocess.Popen(pipeline_cmd("--bootstrap-servers", bootstrap, "--input-topic", in_topic,
-                                          "--output-topic", out_topic, "--events", "700", "--rate", "25",
+                                          "--output-topic", out_topic, "--duration", "50", "--rate", "12",
                                           "--seed", "13", "--timeout", "180"),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         lines: list[str] = []
@@ -176,10 +177,15 @@ def test_clickstream_on_a_3_broker_cluster_survives_a_leader_kill(tmp_path):
         for t in readers:
             t.start()
         try:
+            # The kill comes once Spark has written its first window, or 25 s into the generation
+            # (a loaded machine may take that long for Spark's first batches), while events flow.
             deadline = time.monotonic() + 200
-            while not SUMMARY.findall("".join(lines)):     # Spark has written its first window
+            started = None
+            while not SUMMARY.findall("".join(lines)) and (started is None or time.monotonic() < started + 25):
                 assert p.poll() is None and time.monotonic() < deadline, \
                     "".join(lines)[-3000:] + "".join(err)[-3000:]
+                if started is None and "generating page visits" in "".join(lines):
+                    started = time.monotonic()
                 time.sleep(0.2)
             generating = "generated" not in "".join(lines)
             m = wire.metadata(first, [out_topic])
