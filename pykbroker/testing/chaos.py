@@ -29,6 +29,7 @@ import importlib.util
 import json
 import os
 import random
+import shutil
 import signal
 import statistics
 import subprocess
@@ -78,7 +79,9 @@ class Report:
 
 class ProducerLoad:
     """``producers`` idempotent acks=all confluent-kafka producers in threads, each writing
-    ``"<producer>-<seq>"`` at about ``rate`` records/s, keyed so every partition gets some."""
+    ``"<producer>-<seq>"`` at about ``rate`` records/s, keyed so every partition gets some; and
+    ``java_producers`` Java ones (values ``"j<n>-<seq>"``, JVMs started from ``java_classpath``)
+    whose acknowledgements land in the same ``acked`` map, so the checker treats both alike."""
 
     def __init__(self, bootstrap: str, producers: int = 2, rate: int = 500, partitions: int = 3,
                  java_producers: int = 0, java_classpath: Optional[str] = None):
@@ -193,6 +196,8 @@ class ProducerLoad:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+        if self._java_dir is not None:
+            shutil.rmtree(self._java_dir, ignore_errors=True)
 
     def stop(self) -> None:
         self._stop.set()
@@ -216,6 +221,8 @@ class ProducerLoad:
             else:
                 with self._lock:
                     self.sent += info["sent"]
+        if self._java_dir is not None:
+            shutil.rmtree(self._java_dir, ignore_errors=True)
         if problems:
             raise RuntimeError("\n".join(problems))
 
