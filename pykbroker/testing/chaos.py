@@ -481,6 +481,8 @@ def main(argv=None) -> int:
     print(Report.HEADER)
     for r in reports:
         print(r.row())
+    if args.java:
+        print("acknowledged by the Java producers: %s" % ", ".join("%s %d" % (r.scenario, r.java_acked) for r in reports))
     if args.json:
         with open(args.json, "w") as fh:
             json.dump([dataclasses.asdict(r) for r in reports], fh, indent=1)
