@@ -2,8 +2,10 @@
 signals; then Kafka's rule checked on what a consumer reads back.
 
 One run = a ``Cluster`` (ZooKeeper + N brokers), a topic (RF 3, ``min.insync.replicas=2``),
-idempotent ``acks=all`` confluent-kafka producers writing numbered values, and a *nemesis*
-hurting the cluster meanwhile.  Afterwards everything is healed, and one consumer reads every
+idempotent ``acks=all`` confluent-kafka producers writing numbered values (and with
+``java_producers`` also idempotent acks=all Java kafka-clients producers, one JVM each, running
+compat/java's ``produce_load`` scenario and reporting every acknowledgement as a JSON line), and
+a *nemesis* hurting the cluster meanwhile.  Afterwards everything is healed, and one consumer reads every
 partition from the start to its end.  The checker reports:
 
 - **lost**: acknowledged records not read back (must be 0: Kafka's promise for acks=all with
@@ -23,10 +25,15 @@ Scenarios (``SCENARIOS``): ``kill-leader`` (kill -9 the leader of a partition ev
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
+import os
 import random
+import shutil
 import signal
 import statistics
+import subprocess
+import tempfile
 import threading
 import time
 from typing import Callable, Optional
@@ -52,6 +59,7 @@ class Report:
     p50_ms: float = 0.0
     p99_ms: float = 0.0
     faults: int = 0
+    java_acked: int = 0      # of ``acked``: by the Java producers
     examples: list = dataclasses.field(default_factory=list)
 
     @property
@@ -71,13 +79,21 @@ class Report:
 
 class ProducerLoad:
     """``producers`` idempotent acks=all confluent-kafka producers in threads, each writing
-    ``"<producer>-<seq>"`` at about ``rate`` records/s, keyed so every partition gets some."""
+    ``"<producer>-<seq>"`` at about ``rate`` records/s, keyed so every partition gets some; and
+    ``java_producers`` Java ones (values ``"j<n>-<seq>"``, JVMs started from ``java_classpath``)
+    whose acknowledgements land in the same ``acked`` map, so the checker treats both alike."""
 
-    def __init__(self, bootstrap: str, producers: int = 2, rate: int = 500, partitions: int = 3):
+    def __init__(self, bootstrap: str, producers: int = 2, rate: int = 500, partitions: int = 3,
+                 java_producers: int = 0, java_classpath: Optional[str] = None):
         self.bootstrap = bootstrap
         self.n = producers
         self.rate = rate
         self.partitions = partitions
+        self.java_n = java_producers
+        self.java_classpath = java_classpath
+        self.java_acked = 0
+        self._java: list[tuple] = []   # (process, reader thread, name, its final counts)
+        self._java_dir: Optional[str] = None
         self.acked: dict[str, tuple[int, int]] = {}      # value -> (partition, offset)
         self.ack_times: list[float] = []
         self.latencies: list[float] = []
@@ -129,16 +145,86 @@ class ProducerLoad:
         # everything sent must end acknowledged or failed (message.timeout.ms)
         p.flush(330)
 
+    def _java_reader(self, proc: subprocess.Popen, name: str, info: dict) -> None:
+        """Acknowledgements of one Java producer, from its stdout (one JSON object a line)."""
+        for line in proc.stdout:
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            now = time.monotonic()
+            with self._lock:
+                if e.get("event") == "acked":
+                    self.acked[e["value"]] = (e["partition"], e["offset"])
+                    self.java_acked += 1
+                    self.ack_times.append(now)
+                    self.latencies.append(e["latency_ms"] / 1000.0)
+                elif e.get("event") == "failed":
+                    self.failed += 1
+                elif e.get("event") == "produced":
+                    info["sent"] = e["sent"]
+                elif e.get("event") in ("fatal", "phase_error"):
+                    info["error"] = e
+
     def start(self) -> None:
         for i in range(self.n):
             t = threading.Thread(target=self._run, args=(i,), daemon=True)
             t.start()
             self._threads.append(t)
+        if self.java_n:
+            self._java_dir = tempfile.mkdtemp(prefix="pykbroker-chaos-java-")
+            stop_file = os.path.join(self._java_dir, "stop")
+            for i in range(self.java_n):
+                name = "j%d" % i
+                # Main's watchdog (timeout_s) must outlast the run and the final flush.
+                cmd = ["java", "-Xss1m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", self.java_classpath,
+                       "pykbroker.compat.Main", "produce_load", self.bootstrap, "timeout_s=86400",
+                       "topic=" + TOPIC, "producer=" + name, "partitions=%d" % self.partitions,
+                       "rate=%d" % self.rate, "stop_file=" + stop_file]
+                err = open(os.path.join(self._java_dir, name + ".err"), "wb")
+                proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, text=True)
+                err.close()
+                info: dict = {}
+                t = threading.Thread(target=self._java_reader, args=(proc, name, info), daemon=True)
+                t.start()
+                self._java.append((proc, t, name, info))
+
+    def kill(self) -> None:
+        """Abandon the run: the Java producers killed (the threads are daemons)."""
+        self._stop.set()
+        for proc, _t, _name, _info in self._java:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        if self._java_dir is not None:
+            shutil.rmtree(self._java_dir, ignore_errors=True)
 
     def stop(self) -> None:
         self._stop.set()
+        if self._java_dir is not None:
+            open(os.path.join(self._java_dir, "stop"), "w").close()
         for t in self._threads:
             t.join()
+        problems = []
+        for proc, t, name, info in self._java:
+            try:
+                proc.wait(360)   # its flush waits up to delivery.timeout.ms (300 s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            t.join(10)
+            if proc.returncode != 0 or "sent" not in info:
+                with open(os.path.join(self._java_dir, name + ".err"), errors="replace") as f:
+                    tail = "".join(f.readlines()[-30:])
+                problems.append("Java producer %s exited with %s (%s):\n%s"
+                                % (name, proc.returncode, info.get("error"), tail))
+            else:
+                with self._lock:
+                    self.sent += info["sent"]
+        if self._java_dir is not None:
+            shutil.rmtree(self._java_dir, ignore_errors=True)
+        if problems:
+            raise RuntimeError("\n".join(problems))
 
 
 def read_back(bootstrap: str, partitions: int, timeout: float = 120.0) -> dict[int, list[tuple[int, str]]]:
@@ -207,6 +293,7 @@ def check(report: Report, load: ProducerLoad, records: dict[int, list[tuple[int,
             if len(report.examples) < 10:
                 report.examples.append("moved: %s acknowledged at %d@%d, read at %s" % (value, p, off, got))
     report.sent, report.acked, report.failed = load.sent, len(load.acked), load.failed
+    report.java_acked = load.java_acked
     times = sorted(load.ack_times)
     if times:
         report.unavailable_s = max([b - a for a, b in zip(times, times[1:])] or [0.0])
@@ -295,14 +382,31 @@ def _all_down(cluster, rnd, partitions, interval, stop) -> int:
     return 1
 
 
+def java_classpath(profile: str = "kafka39") -> str:
+    """The classpath of compat/java's scenarios for one kafka-clients profile, built with Maven if
+    needed (tests/java/jvm.py does it; a source checkout is needed: compat/ is not installed)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    path = os.path.join(root, "tests", "java", "jvm.py")
+    if not os.path.exists(path):
+        raise RuntimeError("Java producers need a pykbroker source checkout (compat/java, tests/java/jvm.py)")
+    spec = importlib.util.spec_from_file_location("pykbroker_compat_jvm", path)
+    jvm = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(jvm)
+    return jvm.build(profile)[0]
+
+
 SCENARIOS = {"kill-leader": _kill_leader, "bounce": _bounce, "pause-leader": _pause_leader,
              "zookeeper": _zookeeper, "all-down": _all_down}
 
 
 def run(scenario: str, seconds: float = 60.0, interval: float = 10.0, partitions: int = 3,
         producers: int = 2, rate: int = 500, data_dir: Optional[str] = None, seed: int = 1,
-        session_timeout_ms: int = 6000, log: Callable[[str], None] = print) -> Report:
+        session_timeout_ms: int = 6000, log: Callable[[str], None] = print,
+        java_producers: int = 0, java_profile: str = "kafka39") -> Report:
+    """One fault run; ``java_producers`` Java producers (``java_profile``: kafka39 or kafka4) write
+    beside the ``producers`` confluent-kafka ones, at the same rate each."""
     nemesis = SCENARIOS[scenario]
+    classpath = java_classpath(java_profile) if java_producers else None
     rnd = random.Random(seed)
     overrides = {"zookeeper.session.timeout.ms": str(session_timeout_ms), "default.replication.factor": "3",
                  "min.insync.replicas": "2", "offsets.topic.replication.factor": "3",
@@ -311,13 +415,16 @@ def run(scenario: str, seconds: float = 60.0, interval: float = 10.0, partitions
     report = Report(scenario, seconds)
     with Cluster(3, data_dir, overrides=overrides, zk_tick_time=500) as cluster:
         log("cluster up: %s (ZooKeeper %s)" % (cluster.bootstrap_servers, cluster.zookeeper_connect))
+        # A broker answers ApiVersions before it has registered in ZooKeeper; the controller
+        # places 3 replicas only on registered brokers (else INVALID_REPLICATION_FACTOR).
+        cluster.wait_registered()
         with wire.WireClient(("127.0.0.1", cluster.brokers[0].port)) as c:
             r = c.request(19, 5, {"topics": [{"name": TOPIC, "num_partitions": partitions, "replication_factor": 3,
                                               "assignments": [], "configs": []}],
                                   "timeout_ms": 30000, "validate_only": False})
             assert r["topics"][0]["error_code"] == 0, r
             wire.wait_for_topic(c, TOPIC, partitions, timeout=30)
-        load = ProducerLoad(cluster.bootstrap_servers, producers, rate, partitions)
+        load = ProducerLoad(cluster.bootstrap_servers, producers, rate, partitions, java_producers, classpath)
         load.start()
         t_end = time.monotonic() + seconds
 
@@ -328,17 +435,21 @@ def run(scenario: str, seconds: float = 60.0, interval: float = 10.0, partitions
             return time.monotonic() >= t_end
 
         try:
-            report.faults = nemesis(cluster, rnd, partitions, interval, stop)
-        finally:
-            # heal: every broker and ZooKeeper up again
-            if cluster.zookeeper is not None and not cluster.zookeeper.running():
-                cluster.zookeeper.start()
-            for b in cluster.brokers:
-                b.resume()
-                if not b.running():
-                    cluster.start(b.broker_id)
-        log("nemesis done (%d fault(s)); draining producers" % report.faults)
-        load.stop()
+            try:
+                report.faults = nemesis(cluster, rnd, partitions, interval, stop)
+            finally:
+                # heal: every broker and ZooKeeper up again
+                if cluster.zookeeper is not None and not cluster.zookeeper.running():
+                    cluster.zookeeper.start()
+                for b in cluster.brokers:
+                    b.resume()
+                    if not b.running():
+                        cluster.start(b.broker_id)
+            log("nemesis done (%d fault(s)); draining producers" % report.faults)
+            load.stop()
+        except BaseException:
+            load.kill()   # no JVM outlives a failed run
+            raise
         records = read_back(cluster.bootstrap_servers, partitions)
         check(report, load, records)
     return report
@@ -353,18 +464,25 @@ def main(argv=None) -> int:
     ap.add_argument("--partitions", type=int, default=3)
     ap.add_argument("--producers", type=int, default=2)
     ap.add_argument("--rate", type=int, default=500, help="records/s per producer")
+    ap.add_argument("--java", type=int, nargs="?", const=1, default=0, metavar="N",
+                    help="also N idempotent acks=all Java kafka-clients producers (default N 1; needs a JDK and Maven)")
+    ap.add_argument("--java-profile", default="kafka39", choices=["kafka39", "kafka4"],
+                    help="kafka-clients version of the Java producers (3.9.x or 4.x)")
     ap.add_argument("--json", metavar="FILE", help="also write the reports as JSON")
     args = ap.parse_args(argv)
     reports = []
     for s in args.scenarios:
         r = run(s, args.seconds, args.interval, args.partitions, args.producers, args.rate,
-                log=lambda m: print("[%s] %s" % (s, m), flush=True))
+                log=lambda m: print("[%s] %s" % (s, m), flush=True), java_producers=args.java,
+                java_profile=args.java_profile)
         reports.append(r)
         for e in r.examples:
             print("   ", e)
     print(Report.HEADER)
     for r in reports:
         print(r.row())
+    if args.java:
+        print("acknowledged by the Java producers: %s" % ", ".join("%s %d" % (r.scenario, r.java_acked) for r in reports))
     if args.json:
         with open(args.json, "w") as fh:
             json.dump([dataclasses.asdict(r) for r in reports], fh, indent=1)

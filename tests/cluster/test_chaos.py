@@ -3,8 +3,9 @@ min.insync.replicas=2, idempotent acks=all confluent-kafka producers, and the ne
 scenario.  Kafka's rule is checked on what a consumer reads back afterwards: no acknowledged
 record lost, none duplicated, none at another offset than acknowledged, producers' order kept.
 
-CI runs every scenario (about 45 s each); ``PYKBROKER_QUICK=1`` keeps two.  The full-length runs
-are ``python compat/chaos/chaos.py`` (README's table).
+CI runs every scenario (about 45 s each) and one with a Java kafka-clients producer beside a
+confluent-kafka one; ``PYKBROKER_QUICK=1`` keeps two and leaves out the Java one.  The
+full-length runs are ``python compat/chaos/chaos.py [--java]`` (README's table).
 """
 from __future__ import annotations
 
@@ -36,4 +37,20 @@ def test_no_acknowledged_record_lost(scenario, tmp_path):
     assert report.lost == 0 and report.duplicates == 0 and report.inconsistent == 0, \
         "%s\n%s" % (report.row(), "\n".join(report.examples))
     # everything acknowledged was read back, plus at most what was written but not acknowledged
+    assert report.acked <= report.consumed <= report.sent
+
+
+@pytest.mark.skipif(QUICK, reason="PYKBROKER_QUICK=1: a JVM and the Maven build of compat/java (CI runs it)")
+@pytest.mark.timeout(900)   # the first Java test of a session may build compat/java
+def test_java_and_python_producers_kill_leader(tmp_path):
+    """kill-leader with an idempotent acks=all Java producer (kafka-clients 3.9, a JVM of its own)
+    beside a confluent-kafka one: the checker covers the acknowledgements of both."""
+    report = chaos.run("kill-leader", seconds=30.0, interval=8.0, partitions=3, producers=1, rate=150,
+                       data_dir=str(tmp_path / "cluster"), log=lambda m: None, java_producers=1)
+    print(chaos.Report.HEADER)
+    print(report.row())
+    assert report.faults >= 1, "the nemesis never struck"
+    assert report.java_acked > 500 and report.acked - report.java_acked > 500, report
+    assert report.lost == 0 and report.duplicates == 0 and report.inconsistent == 0, \
+        "%s\n%s" % (report.row(), "\n".join(report.examples))
     assert report.acked <= report.consumed <= report.sent

@@ -26,11 +26,18 @@ def java_classpath():
 
 
 @pytest.fixture(scope="module")
-def scenario(broker, java_classpath):
+def scenario_args():
+    """Arguments every scenario of the module gets (a cluster module sets replication_factor)."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def scenario(broker, java_classpath, scenario_args):
     """Run a scenario once per module and profile against the module's broker; cached by arguments."""
     runs = {}
 
     def get(profile, name, **args):
+        args = {**scenario_args, **args}
         key = (profile, name, tuple(sorted(args.items())))
         if key not in runs:
             runs[key] = jvm.run(java_classpath(profile), name, broker.bootstrap, **args)

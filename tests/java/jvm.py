@@ -112,9 +112,34 @@ class Report:
 
 
 def run(classpath: str, scenario: str, bootstrap: str, timeout_s: int = 150, **args) -> Report:
-    cmd = ["java", "-Xss1m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", classpath,
-           "pykbroker.compat.Main", scenario, bootstrap, "timeout_s=%d" % timeout_s]
-    cmd += ["%s=%s" % kv for kv in args.items()]
+    cmd = command(classpath, scenario, bootstrap, timeout_s, **args)
     t0 = time.monotonic()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s + 30)
     return Report(cmd, r.returncode, r.stdout, r.stderr, time.monotonic() - t0)
+
+
+def command(classpath: str, scenario: str, bootstrap: str, timeout_s: int = 150, **args) -> list:
+    cmd = ["java", "-Xss1m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", classpath,
+           "pykbroker.compat.Main", scenario, bootstrap, "timeout_s=%d" % timeout_s]
+    return cmd + ["%s=%s" % kv for kv in args.items()]
+
+
+def spawn(classpath: str, scenario: str, bootstrap: str, out_path: str, timeout_s: int = 300, **args):
+    """Start a long-running scenario (``produce_load``, ``consume_group``) in the background, its
+    JSON lines going to ``out_path`` (stderr to ``out_path + '.err'``); ``read(out_path)`` parses them."""
+    cmd = command(classpath, scenario, bootstrap, timeout_s, **args)
+    with open(out_path, "wb") as out, open(out_path + ".err", "wb") as err:
+        return subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+
+
+def read(out_path: str, rc=None) -> Report:
+    """The events a spawned scenario has written so far (a partial last line is left out)."""
+    with open(out_path, "r", errors="replace") as f:
+        text = f.read()
+    if not text.endswith("\n"):
+        text = text[:text.rfind("\n") + 1]
+    err = ""
+    if os.path.exists(out_path + ".err"):
+        with open(out_path + ".err", errors="replace") as f:
+            err = f.read()
+    return Report([out_path], rc, text, err, 0.0)

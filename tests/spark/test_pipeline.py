@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from pykbroker.testing import BrokerProcess
+from pykbroker.testing import BrokerProcess, wire
 
 from .conftest import AGAINST_KAFKA
 from .util import read_all, skip_in_quick_mode, unique
@@ -132,3 +132,79 @@ def test_clickstream_embedded_broker_ctrl_c(tmp_path):
     # The embedded broker stopped with the command; reopen its data dir and check the topics.
     with BrokerProcess(data) as b:
         check(b.bootstrap, "clickstream-visits", "clickstream-site-stats", stdout)
+
+
+CLUSTER_OVERRIDES = {"default.replication.factor": "3", "min.insync.replicas": "2",
+                     "offsets.topic.replication.factor": "3", "group.initial.rebalance.delay.ms": "0",
+                     "zookeeper.session.timeout.ms": "6000"}
+
+
+@pytest.mark.timeout(480)
+def test_clickstream_on_a_3_broker_cluster_survives_a_leader_kill(tmp_path):
+    """The pipeline against ZooKeeper + 3 pykbroker processes (topics with replication factor 3,
+    min.insync.replicas=2).  Mid-run (events being generated, Spark's query running), the leader
+    of output partition 0 is killed -9 (with 3 brokers it leads input partitions too) and restarted a few
+    seconds later, while the generator, Spark's source and sink, and the summary reader are all
+    running: every visit is still counted exactly once, each window written once."""
+    if AGAINST_KAFKA:
+        pytest.skip("kills pykbroker brokers")
+    zkserver = pytest.importorskip("pykbroker.cluster.zkserver")
+    pytest.importorskip("kazoo.client")
+    if zkserver.available() is not None:
+        pytest.skip(zkserver.available())
+    from pykbroker.testing.cluster import Cluster
+
+    in_topic, out_topic = unique("clicks"), unique("site-stats")
+    with Cluster(3, str(tmp_path / "cluster"), overrides=CLUSTER_OVERRIDES, zk_tick_time=500) as cluster:
+        cluster.wait_registered()   # 3 replicas need 3 registered brokers
+        bootstrap = cluster.bootstrap_servers
+        first = ("127.0.0.1", cluster.brokers[0].port)
+        for t in (in_topic, out_topic):   # the pipeline uses existing topics as they are
+            with wire.WireClient(first) as c:
+                r = c.request(19, 5, {"topics": [{"name": t, "num_partitions": 3, "replication_factor": 3,
+                                                  "assignments": [], "configs": []}],
+                                      "timeout_ms": 30000, "validate_only": False})
+                assert r["topics"][0]["error_code"] == 0, r
+                wire.wait_for_topic(c, t, 3, timeout=30)
+        p = subprocess.Popen(pipeline_cmd("--bootstrap-servers", bootstrap, "--input-topic", in_topic,
+                                          "--output-topic", out_topic, "--duration", "50", "--rate", "12",
+                                          "--seed", "13", "--timeout", "180"),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lines: list[str] = []
+        err: list[str] = []
+        readers = [threading.Thread(target=lambda: lines.extend(iter(p.stdout.readline, "")), daemon=True),
+                   threading.Thread(target=lambda: err.extend(iter(p.stderr.readline, "")), daemon=True)]
+        for t in readers:
+            t.start()
+        try:
+            # The kill comes once Spark has written its first window, or 25 s into the generation
+            # (a loaded machine may take that long for Spark's first batches), while events flow.
+            deadline = time.monotonic() + 200
+            started = None
+            while not SUMMARY.findall("".join(lines)) and (started is None or time.monotonic() < started + 25):
+                assert p.poll() is None and time.monotonic() < deadline, \
+                    "".join(lines)[-3000:] + "".join(err)[-3000:]
+                if started is None and "generating page visits" in "".join(lines):
+                    started = time.monotonic()
+                time.sleep(0.2)
+            generating = "generated" not in "".join(lines)
+            m = wire.metadata(first, [out_topic])
+            victim = m["topics"][0]["partitions"][0]["leader_id"]
+            cluster.kill(victim)
+            time.sleep(8)   # past the ZooKeeper session: the controller moves its leaderships
+            cluster.start(victim)
+            p.wait(300)
+            for t in readers:
+                t.join(10)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        stdout = "".join(lines)
+        assert generating, "the generator had finished before the kill: nothing was tested"
+        assert p.returncode == 0, stdout[-5000:] + "".join(err)[-5000:]
+        assert "using cluster %s" % bootstrap in stdout
+        check(bootstrap, in_topic, out_topic, stdout)
+        for t in (in_topic, out_topic):
+            for part in wire.metadata(first, [t])["topics"][0]["partitions"]:
+                assert sorted(part["replica_nodes"]) == [1, 2, 3], part

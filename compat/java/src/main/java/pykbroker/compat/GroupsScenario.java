@@ -123,7 +123,7 @@ final class GroupsScenario {
 
         try (Admin admin = Admin.create(Main.base(bootstrap, "compat-admin"))) {
             boolean ok = Main.phase("setup", () -> {
-                admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1))).all().get();
+                admin.createTopics(List.of(new NewTopic(topic, partitions, Main.replicationFactor(args)))).all().get();
                 Properties p = Main.base(bootstrap, "compat-producer");
                 p.put("key.serializer", ByteArraySerializer.class.getName());
                 p.put("value.serializer", ByteArraySerializer.class.getName());

@@ -23,7 +23,7 @@ public final class Main {
 
     public static void main(String[] argv) throws Exception {
         if (argv.length < 2) {
-            System.err.println("usage: Main <roundtrip|admin|offsets|groups|faults|txn> <bootstrap> [key=value ...]");
+            System.err.println("usage: Main <roundtrip|admin|offsets|groups|faults|txn|produce_load|consume_group> <bootstrap> [key=value ...]");
             System.exit(64);
         }
         String scenario = argv[0];
@@ -57,6 +57,8 @@ public final class Main {
                 case "groups": GroupsScenario.run(bootstrap, args); break;
                 case "faults": FaultsScenario.run(bootstrap, args); break;
                 case "txn": TxnScenario.run(bootstrap, args); break;
+                case "produce_load": Load.produce(bootstrap, args); break;
+                case "consume_group": Load.consumeGroup(bootstrap, args); break;
                 default: throw new IllegalArgumentException("unknown scenario " + scenario);
             }
         } catch (Throwable t) {
@@ -128,6 +130,13 @@ public final class Main {
         p.put("request.timeout.ms", "15000");
         p.put("default.api.timeout.ms", "20000");
         return p;
+    }
+
+    /** The replication factor of the topics a scenario creates: {@code replication_factor=} (default
+     *  1, a single broker; 3 on a 3-broker cluster, whose min.insync.replicas=2 refuses acks=all
+     *  writes to a topic with fewer replicas, as Kafka does). */
+    static short replicationFactor(Map<String, String> args) {
+        return Short.parseShort(args.getOrDefault("replication_factor", "1"));
     }
 
     static void check(boolean cond, String what) {

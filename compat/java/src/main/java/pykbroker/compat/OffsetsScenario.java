@@ -44,7 +44,7 @@ final class OffsetsScenario {
 
         try (Admin admin = Admin.create(Main.base(bootstrap, "compat-admin"))) {
             boolean ok = Main.phase("setup", () -> {
-                admin.createTopics(List.of(new NewTopic(topic, 1, (short) 1), new NewTopic(empty, 1, (short) 1))).all().get();
+                admin.createTopics(List.of(new NewTopic(topic, 1, Main.replicationFactor(args)), new NewTopic(empty, 1, Main.replicationFactor(args)))).all().get();
                 Properties p = Main.base(bootstrap, "compat-producer");
                 p.put("key.serializer", ByteArraySerializer.class.getName());
                 p.put("value.serializer", ByteArraySerializer.class.getName());

@@ -77,7 +77,7 @@ final class Roundtrip {
 
         Main.phase("create_topic", () -> {
             try (Admin admin = Admin.create(Main.base(bootstrap, "compat-admin"))) {
-                admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1))).all().get();
+                admin.createTopics(List.of(new NewTopic(topic, partitions, Main.replicationFactor(args)))).all().get();
             }
         });
 
