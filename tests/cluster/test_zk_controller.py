@@ -425,3 +425,21 @@ def test_unclean_leader_election_only_when_enabled(cluster):
     wait_until(lambda: (_leader_of(cluster, "zk-clean", 0) or {}).get("leader_id") == 2, timeout=30,
                what="broker 2 leading zk-clean again")
     assert _read_all(cluster.broker(2), "zk-clean") == ["lost%d" % i for i in range(10)]
+
+
+def test_auto_leader_rebalance_moves_leadership_back(tmp_path):
+    """auto.leader.rebalance.enable (on by default): once the preferred replica is back in sync,
+    the controller's periodic check (leader.imbalance.check.interval.seconds, 2 s here) moves the
+    leadership back to it, with no ElectLeaders call."""
+    overrides = {**OVERRIDES, "leader.imbalance.check.interval.seconds": "2",
+                 "leader.imbalance.per.broker.percentage": "0"}
+    with Cluster(3, str(tmp_path / "rebalance"), overrides=overrides, zk_tick_time=500) as c:
+        assert create(c.brokers[0], "zk-auto", 1, 3, assignments={0: [1, 2, 3]})["error_code"] == 0
+        wait_until(lambda: (_leader_of(c, "zk-auto", 0) or {}).get("leader_id") == 1, what="leader 1")
+        c.kill(1, signal.SIGKILL)
+        wait_until(lambda: (_leader_of(c, "zk-auto", 0, exclude=(1,)) or {}).get("leader_id") == 2,
+                   timeout=30, what="leader 2 after broker 1 died")
+        c.start(1)
+        p = wait_until(lambda: (lambda x: x if x and x["leader_id"] == 1 and 1 in x["isr_nodes"] else None)(
+            _leader_of(c, "zk-auto", 0)), timeout=60, what="leadership back on the preferred replica 1")
+        assert p["leader_epoch"] >= 2   # elected twice: failover, then the rebalance
