@@ -65,6 +65,7 @@ import abc
 import json
 import logging
 import os
+import random
 from typing import Any, Callable, Optional
 
 import trio
@@ -226,14 +227,31 @@ class TopicValidator:
                              "this is not consistent with previous partitions, which have %d replica(s)."
                              % (len(brokers), expected_rf))
 
-    def place(self, start: int, count: int, rf: int) -> dict[int, list[int]]:
+    def place(self, start: int, count: int, rf: int, start_index: int | None = None) -> dict[int, list[int]]:
+        """Kafka's rack-unaware placement: partition p's first replica is broker
+        ``(p + start_index) % n`` (a random start unless given, so the first partitions of
+        different topics do not all lead on one broker); followers come after it at a shift
+        that is random too and grows by one every n partitions, so a broker's partitions do
+        not all have their followers on the same brokers."""
         brokers = sorted(self.registered_brokers())
-        if rf > len(brokers):
+        n = len(brokers)
+        if rf > n:
             raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
                              "Unable to replicate the partition %d time(s): The target replication factor "
                              "of %d cannot be reached because only %d broker(s) are registered or some "
-                             "brokers have all their log directories cordoned." % (rf, rf, len(brokers)))
-        return {p: [brokers[(p + i) % len(brokers)] for i in range(rf)] for p in range(start, start + count)}
+                             "brokers have all their log directories cordoned." % (rf, rf, n))
+        first0 = random.randrange(n) if start_index is None else start_index % n
+        shift = random.randrange(n)
+        out = {}
+        for p in range(start, start + count):
+            if p > 0 and p % n == 0:
+                shift += 1
+            first = (p + first0) % n
+            replicas = [brokers[first]]
+            for j in range(rf - 1):
+                replicas.append(brokers[(first + 1 + (shift + j) % (n - 1)) % n])
+            out[p] = replicas
+        return out
 
     def plan_topic(self, name: str, num_partitions: int, replication_factor: int,
                    configs: dict[str, str | None], assignments=None) -> tuple[dict, dict[int, list[int]]]:
@@ -290,7 +308,11 @@ class TopicValidator:
                              % (name, current, new_total))
         additional = new_total - current
         if assignments is None:
-            return self.place(current, additional, info.replication_factor)
+            # new partitions continue the topic's placement from its partition 0 (as Kafka)
+            brokers = sorted(self.registered_brokers())
+            first = (info.replica_assignment.get(0) or [None])[0]
+            start_index = brokers.index(first) if first in brokers else None
+            return self.place(current, additional, info.replication_factor, start_index)
         if len(assignments) != additional:
             raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                              "Attempted to add %d additional partition(s), but only %d assignment(s) "

@@ -93,8 +93,10 @@ def test_every_broker_answers_with_the_whole_cluster(cluster, zk):
                       for p, x in parts.items()}))
     assert seen[0] == seen[1] == seen[2]
     cluster_id, controller_id, parts = seen[0]
-    # round robin placement over the three brokers, every replica in sync, the first one leads
-    assert sorted(r[1] for r in parts.values()) == [(1, 2, 3), (2, 3, 1), (3, 1, 2)]
+    # Kafka's round robin placement over the three brokers: each leads one partition, every
+    # partition has all three, every replica in sync, the first one leads
+    assert sorted(r[1][0] for r in parts.values()) == [1, 2, 3]
+    assert all(sorted(r[1]) == [1, 2, 3] for r in parts.values())
     for leader, replicas, isr in parts.values():
         assert leader == replicas[0] and isr == (1, 2, 3)
     # what ZooKeeper holds, in Kafka's layout
