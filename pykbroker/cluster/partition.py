@@ -206,6 +206,8 @@ class Partition:
             for r in [r for r in self._remote if r not in self.replicas]:
                 del self._remote[r]
         self.is_leader = True
+        if new_leadership:
+            self._wake_fetchers()   # followers' fetch sessions re-read it (positions reset)
         self._maybe_increment_high_watermark()
         # acks=all waiters re-check: a smaller ISR may now fail min.insync.replicas
         self._wake_hw_waiters()
@@ -255,6 +257,17 @@ class Partition:
         else:
             self._maybe_increment_high_watermark()
         return 0
+
+    def _followers_caught_up_until_now(self, old_leo: int) -> None:
+        """Before an append moves the LEO past ``old_leo``: a follower at ``old_leo`` was caught
+        up until now.  With a fetch session its fetches stop naming a partition that has nothing
+        new (cluster/fetch_session.py), so Kafka's lastCaughtUpTime (set on each fetch at the
+        LEO) is kept here instead, per batch, not per idle fetch."""
+        if self._remote:
+            now = time.monotonic()
+            for rep in self._remote.values():
+                if rep.leo == old_leo:
+                    rep.last_caught_up = now
 
     def _maybe_expand_isr(self, replica_id: int, rep: _RemoteReplica) -> None:
         # Kafka's isFollowerInSync: the follower reached the HW and this leader's epoch start
@@ -396,6 +409,7 @@ class Partition:
                 # Kafka flushes a segment in the background when it rolls, so the recovery point
                 # advances and an unclean restart only CRC-scans the active segment.
                 self._hooks.spawn(self._flush_after_roll)
+            self._followers_caught_up_until_now(info.first_offset)
             if not self._maybe_increment_high_watermark():
                 self._wake_fetchers()   # followers read up to the log end
         return AppendResult(info.first_offset, info.last_offset, info.log_append_time,
@@ -626,6 +640,17 @@ class OfflinePartition:
         else:
             self._maybe_increment_high_watermark()
         return 0
+
+    def _followers_caught_up_until_now(self, old_leo: int) -> None:
+        """Before an append moves the LEO past ``old_leo``: a follower at ``old_leo`` was caught
+        up until now.  With a fetch session its fetches stop naming a partition that has nothing
+        new (cluster/fetch_session.py), so Kafka's lastCaughtUpTime (set on each fetch at the
+        LEO) is kept here instead, per batch, not per idle fetch."""
+        if self._remote:
+            now = time.monotonic()
+            for rep in self._remote.values():
+                if rep.leo == old_leo:
+                    rep.last_caught_up = now
 
     def _maybe_expand_isr(self, replica_id: int, rep: _RemoteReplica) -> None:
         # Kafka's isFollowerInSync: the follower reached the HW and this leader's epoch start
