@@ -570,6 +570,8 @@ class Partition:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from None
         # Make the new log start durable soon, so deleted records never come back.
         self._hooks.request_checkpoint()
+        # followers' fetch sessions answer the new log start (they follow it)
+        self._wake_fetchers()
         # Segments now wholly below the start: renamed to .deleted in a worker thread and
         # unlinked after file.delete.delay.ms (storage/retention.py), never on the event loop.
         # A fetch still sending from one of them keeps its open fd until it is done.

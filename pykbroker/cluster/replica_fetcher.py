@@ -20,6 +20,13 @@ connection to the leader's ``inter.broker.listener.name`` endpoint, then per par
 - NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH / UNKNOWN_TOPIC: the
   metadata is about to change; the partition waits ``replica.fetch.backoff.ms`` (the controller's
   next state re-adds it to the right fetcher anyway).
+Fetch sessions (KIP-227, leader side in cluster/fetch_session.py): the first request is a full
+one (session epoch 0) naming every partition; the leader's answer carries a session id, and
+from then on each request names only the partitions whose fetch fields (offset, epochs, log
+start) changed since the leader last heard of them — the ones just added or answered — and
+forgets the removed and backing-off ones.  An idle follower's fetch names no partition, so the
+work per request does not grow with the partitions it follows.  A connection failure or
+FETCH_SESSION_ID_NOT_FOUND / INVALID_FETCH_SESSION_EPOCH starts over with a full request.
 Connection failures back off ``replica.fetch.backoff.ms`` and reconnect to wherever the leader
 is registered then.
 
@@ -239,7 +246,9 @@ class ReplicaFetcher:
             self._in_session = {}
         else:
             consider = self._touched
-            for tp in self._removed | self._delayed:
+            # (a partition removed and added again since is named, not forgotten)
+            gone = [tp for tp in self._removed if tp not in self.partitions]
+            for tp in gone + list(self._delayed):
                 if self._in_session.pop(tp, None) is not None:
                     forgotten.setdefault(tp[0], []).append(tp[1])
         self._touched, self._removed = set(), set()

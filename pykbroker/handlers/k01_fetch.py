@@ -233,7 +233,8 @@ async def _session_fetch(ctx, request, sessions, version: int):
         s.last_sweep = now
         to_read = list(s.partitions)
     else:
-        to_read = named + [tp for tp in s.dirty if tp not in set(named)]
+        named_set = set(named)
+        to_read = named + [tp for tp in s.dirty if tp not in named_set]
     s.dirty.clear()
     budget = _Budget(request["max_bytes"])
     out: dict = {}
