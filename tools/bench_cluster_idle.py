@@ -52,6 +52,33 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
+class CpuMeter:
+    """CPU seconds used by the running brokers and ZooKeeper since ``start()``: wall-clock times
+    on a loaded machine vary a lot; the CPU a phase costs varies much less.  A process started
+    meanwhile counts from 0; one that exited meanwhile is not counted."""
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+        self.base = {}
+
+    def pids(self):
+        out = [b.pid for b in self.cluster.brokers if b.pid is not None]
+        return out + [self.cluster.zookeeper.pid]
+
+    def start(self) -> "CpuMeter":
+        self.base = {p: cpu_seconds(p) for p in self.pids()}
+        return self
+
+    def used(self) -> float:
+        total = 0.0
+        for p in self.pids():
+            try:
+                total += cpu_seconds(p) - self.base.get(p, 0.0)
+            except OSError:
+                pass
+        return total
+
+
 def metadata_all(addr) -> dict:
     with WireClient(addr, timeout=30) as c:
         return c.request(3, 12, {"topics": None, "allow_auto_topic_creation": False,
@@ -100,6 +127,7 @@ def run(layout: str, args) -> None:
         body = {"topics": [{"name": "%s%03d" % (prefix, i), "num_partitions": per, "replication_factor": 3,
                             "assignments": [], "configs": []} for i in range(topics)],
                 "timeout_ms": 120000, "validate_only": False}
+        meter = CpuMeter(c).start()
         t0 = time.monotonic()
         with WireClient(c.brokers[0].bootstrap, timeout=180) as w:
             r = w.request(19, 5, body)
@@ -112,8 +140,9 @@ def run(layout: str, args) -> None:
         timed_out = sum(1 for t in r["topics"] if t["error_code"] == 7)
         wait(lambda: complete(c, ids, prefix, n, 3), 600, "all leaders and ISRs", 0.25)
         t_complete = time.monotonic() - t0
-        print("create: %.2f s%s   every leader and full ISR on every broker: %.2f s"
-              % (t_create, " (%d topic(s) answered REQUEST_TIMED_OUT)" % timed_out if timed_out else "", t_complete))
+        print("create: %.2f s%s   every leader and full ISR on every broker: %.2f s (CPU of the brokers "
+              "and ZooKeeper: %.1f s)" % (t_create, " (%d topic(s) answered REQUEST_TIMED_OUT)" % timed_out
+                                          if timed_out else "", t_complete, meter.used()))
 
         time.sleep(3)   # let the last ISR changes and checkpoints settle
         pids = {b.broker_id: b.pid for b in c.brokers}
@@ -136,16 +165,20 @@ def run(layout: str, args) -> None:
             return
 
         # restart: controlled shutdown of broker 2, then start it again
+        meter.start()
         t0 = time.monotonic()
         c.broker(2).stop(120)
         t_stop = time.monotonic() - t0
+        cpu_stop = meter.used()
+        meter.start()
         t0 = time.monotonic()
         c.start(2, timeout=180)
         t_first = time.monotonic() - t0
         wait(lambda: complete(c, ids, prefix, n, 3), 300, "full ISRs after the restart", 0.25)
         t_isr = time.monotonic() - t0
-        print("restart broker 2: controlled shutdown %.2f s, start to first answer %.2f s, to full ISRs %.2f s"
-              % (t_stop, t_first, t_isr), flush=True)
+        print("restart broker 2: controlled shutdown %.2f s (CPU of the others %.1f s), start to first "
+              "answer %.2f s, to full ISRs %.2f s (CPU of all %.1f s)"
+              % (t_stop, cpu_stop, t_first, t_isr, meter.used()), flush=True)
 
         # failover: kill -9 broker 3
         live = [1, 2]
@@ -158,11 +191,13 @@ def run(layout: str, args) -> None:
             return True
         t0 = time.monotonic()
         c.kill(3)
+        meter.start()
         t_unreg = wait(lambda: 3 not in c.registered_broker_ids(), 120, "broker 3's registration to go", 0.1)
         t_all = wait(led_by_3_gone, 300, "new leaders", 0.1) + t_unreg
         print("failover of broker 3 (SIGKILL, session timeout %d ms): registration gone after %.2f s, "
-              "every partition led by a live broker %.2f s after the kill (%.2f s after the registration went)"
-              % (args.session_ms, t_unreg, t_all, t_all - t_unreg), flush=True)
+              "every partition led by a live broker %.2f s after the kill (%.2f s after the registration "
+              "went; CPU of the others %.1f s)" % (args.session_ms, t_unreg, t_all, t_all - t_unreg, meter.used()),
+              flush=True)
 
 
 def main() -> None:

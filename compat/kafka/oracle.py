@@ -4,12 +4,15 @@
     python3 compat/kafka/oracle.py fetch            # jars into ~/.cache/pykbroker/kafka-<version>/libs
     python3 compat/kafka/oracle.py run              # start a broker+controller node, print its
                                                     # bootstrap address, stop it on Ctrl-C / SIGTERM
+    python3 compat/kafka/oracle.py run --nodes 3    # three nodes (ids 1..3, all controller voters)
 
 From Python (the differential suite in tests/differential uses this)::
 
     k = KafkaOracle(data_dir).start()   # fetches the jars if needed, formats, starts, waits
     k.bootstrap                          # "127.0.0.1:<port>"
     k.stop()
+    c = KafkaClusterOracle(data_dir, 3).start()   # tests/differential/test_cluster.py
+    c.node(3).kill()                               # SIGKILL one node; c.restart(3) brings it back
 
 The Kafka version is the ``kafka.version`` property of ``compat/kafka/pom.xml`` (the newest 4.x on
 Central). ``mvn dependency:copy-dependencies`` resolves the broker's runtime classpath through the
@@ -390,20 +393,26 @@ def main(argv=None) -> int:
     r.add_argument("--version", default=None)
     r.add_argument("--data-dir", default=None, help="default: a fresh temporary directory")
     r.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+    r.add_argument("--nodes", type=int, default=1,
+                   help="N > 1: a cluster of N combined broker+controller nodes (ids 1..N, 256 MiB heaps)")
     args = ap.parse_args(argv)
     if args.cmd == "fetch":
         print(fetch(args.version, quiet=False))
         return 0
     data_dir = args.data_dir or tempfile.mkdtemp(prefix="kafka-oracle-")
     overrides = dict(o.split("=", 1) for o in args.override)
-    k = KafkaOracle(data_dir, overrides, version=args.version)
+    if args.nodes > 1:
+        k = KafkaClusterOracle(data_dir, args.nodes, overrides, version=args.version)
+    else:
+        k = KafkaOracle(data_dir, overrides, version=args.version)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *a: stop.set())
     k.start()
     print("Apache Kafka %s ready on %s (cluster id %s, data in %s, started in %.1fs)"
           % (k.version, k.bootstrap, k.cluster_id, data_dir, k.start_seconds), flush=True)
+    procs = [n.proc for n in k.nodes] if args.nodes > 1 else [k.proc]
     try:
-        while not stop.is_set() and k.proc.poll() is None:
+        while not stop.is_set() and all(p.poll() is None for p in procs):
             stop.wait(0.5)
     except KeyboardInterrupt:
         pass
