@@ -643,17 +643,6 @@ class OfflinePartition:
             self._maybe_increment_high_watermark()
         return 0
 
-    def _followers_caught_up_until_now(self, old_leo: int) -> None:
-        """Before an append moves the LEO past ``old_leo``: a follower at ``old_leo`` was caught
-        up until now.  With a fetch session its fetches stop naming a partition that has nothing
-        new (cluster/fetch_session.py), so Kafka's lastCaughtUpTime (set on each fetch at the
-        LEO) is kept here instead, per batch, not per idle fetch."""
-        if self._remote:
-            now = time.monotonic()
-            for rep in self._remote.values():
-                if rep.leo == old_leo:
-                    rep.last_caught_up = now
-
     def _maybe_expand_isr(self, replica_id: int, rep: _RemoteReplica) -> None:
         # Kafka's isFollowerInSync: the follower reached the HW and this leader's epoch start
         if (rep.leo >= self.log.high_watermark and rep.leo >= self._leader_epoch_start
