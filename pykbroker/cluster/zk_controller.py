@@ -178,23 +178,31 @@ class ZkController(Controller):
             log.warning("controlled shutdown: cannot remove the registration: %s", e)
             return
         with trio.move_on_after(timeout_s) as scope:
-            while self._leaderships_to_move():
+            remaining = self._leaderships_to_move()
+            while remaining:
                 await self._wait_changed()
+                # the controller moves them in batches: let a burst of state changes land, then
+                # look again at the ones still here (not every partition after every change)
+                await trio.sleep(0.05)
+                remaining = self._leaderships_to_move(remaining)
         if scope.cancelled_caught:
             log.warning("controlled shutdown: leadership of %d partition(s) not moved within %.0f s",
                         len(self._leaderships_to_move()), timeout_s)
         else:
             log.info("controlled shutdown: no partition left to move")
 
-    def _leaderships_to_move(self) -> list:
+    def _leaderships_to_move(self, among=None) -> list:
+        """Partitions we lead that another live in-sync replica could lead (``among``: only
+        these (topic, partition) pairs; default every partition)."""
         alive = {b.broker_id for b in self.cache.alive_brokers()}
+        if among is None:
+            among = [(info.name, p) for info in list(self.cache.topics.values()) for p in info.partition_ids()]
         out = []
-        for info in list(self.cache.topics.values()):
-            for p in info.partition_ids():
-                st = self.cache.partition_state(info.name, p)
-                if st is not None and st.leader == self.node_id and any(
-                        b != self.node_id and b in alive for b in st.isr):
-                    out.append((info.name, p))
+        for name, p in among:
+            st = self.cache.partition_state(name, p)
+            if st is not None and st.leader == self.node_id and any(
+                    b != self.node_id and b in alive for b in st.isr):
+                out.append((name, p))
         return out
 
     # ================================================================== plumbing
