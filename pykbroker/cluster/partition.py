@@ -323,6 +323,10 @@ class Partition:
             log.error("append to %s failed: %s", self, e)
             self._hooks.on_storage_error((self.topic, self.partition_id), e)
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from None
+        lg = self.log
+        if lg.unflushed_messages >= lg.config.flush_interval_messages:
+            # flush.messages applies to followers too (off the event loop, in the background)
+            self._hooks.spawn(self._flush_after_roll)
         return res
 
     def update_follower_high_watermark(self, leader_hw: int, leader_log_start: int) -> None:
@@ -697,6 +701,10 @@ class OfflinePartition:
             log.error("append to %s failed: %s", self, e)
             self._hooks.on_storage_error((self.topic, self.partition_id), e)
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from None
+        lg = self.log
+        if lg.unflushed_messages >= lg.config.flush_interval_messages:
+            # flush.messages applies to followers too (off the event loop, in the background)
+            self._hooks.spawn(self._flush_after_roll)
         return res
 
     def update_follower_high_watermark(self, leader_hw: int, leader_log_start: int) -> None:

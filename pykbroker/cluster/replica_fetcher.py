@@ -44,7 +44,7 @@ import trio
 
 from ..protocol.codec import APIS
 from ..protocol.errors import ErrorCode, KafkaError
-from ..protocol.records import RecordError, iter_batches
+from ..protocol.records import HEADER_SIZE, RecordError, parse_header
 
 log = logging.getLogger("pykbroker.replica_fetcher")
 
@@ -336,18 +336,24 @@ class ReplicaFetcher:
     def _append(part, records) -> None:
         buf = bytes(records)
         leo = part.log.log_end_offset
-        start = None
-        for h in iter_batches(buf):
-            if h.next_offset <= leo:
-                continue            # already here (the leader answers from the batch holding it)
-            if h.base_offset < leo:
-                raise RecordError(ErrorCode.CORRUPT_MESSAGE, "batch %d-%d straddles the log end %d"
-                                  % (h.base_offset, h.last_offset, leo))
-            start = h.position
-            break
-        if start is None:
-            return
-        part.append_as_follower(bytearray(buf[start:]) if start else bytearray(buf))
+        start = end = None
+        pos, n = 0, len(buf)
+        # whole batches only: a response may end with a partial one (Kafka's size limits)
+        while pos + HEADER_SIZE <= n:
+            h = parse_header(buf, pos)
+            if pos + h.size > n:
+                break
+            if h.next_offset > leo:
+                if start is None:
+                    if h.base_offset < leo:
+                        raise RecordError(ErrorCode.CORRUPT_MESSAGE, "batch %d-%d straddles the log end %d"
+                                          % (h.base_offset, h.last_offset, leo))
+                    start = pos
+                end = pos + h.size
+            # else: already here (the leader answers from the batch holding the fetch offset)
+            pos += h.size
+        if start is not None:
+            part.append_as_follower(bytearray(buf[start:end]))
 
     @staticmethod
     def _truncate_on_divergence(part, leader_epoch: int, leader_end: int) -> None:

@@ -43,6 +43,20 @@ def leader_partition(replica_manager, topic: str, index: int, current_leader_epo
     return partition
 
 
+# Errors after which Kafka tells the client where the leader is now (KIP-951, Produce v10+ and
+# Fetch v12+): the client skips a metadata round trip.
+NEW_LEADER_ERRORS = frozenset((int(ErrorCode.NOT_LEADER_OR_FOLLOWER), int(ErrorCode.FENCED_LEADER_EPOCH)))
+
+
+def current_leader(metadata, topic: str, index: int):
+    """``({"leader_id", "leader_epoch"}, BrokerRegistration or None)`` of the partition as this
+    broker's metadata says (KIP-951's currentLeader), or (None, None) when it has no leader."""
+    st = metadata.partition_state(topic, index) if metadata.get(topic) is not None else None
+    if st is None or st.leader < 0:
+        return None, None
+    return {"leader_id": st.leader, "leader_epoch": st.leader_epoch}, metadata.broker(st.leader)
+
+
 def _missing_partition_error(replica_manager, topic: str, index: int) -> int:
     """Kafka answers NOT_LEADER_OR_FOLLOWER for a partition that exists in the metadata but has
     no replica on this broker (a client with stale metadata asked the wrong broker)."""

@@ -36,8 +36,9 @@ Behaviour (Apache Kafka 4.x as the oracle):
 - A partition this broker only follows (or does not host): NOT_LEADER_OR_FOLLOWER; acks=1
   answers after the leader's own append, so a failover may lose it (as in Kafka).
 Version notes: v5 adds log_start_offset; v7 allows zstd; v8 adds record_errors/error_message;
-v9 is flexible; v10-11 add the (tagged) current_leader / node_endpoints (KIP-951), which
-pykbroker leaves at their defaults: clients refresh their metadata instead.
+v9 is flexible; v10-11 add the (tagged) current_leader / node_endpoints (KIP-951): filled, as
+Kafka does, for NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH with the leader this broker's
+metadata names.
 - Offline partitions (log dir failed): KAFKA_STORAGE_ERROR, see handlers/common.py.
 """
 from __future__ import annotations
@@ -50,7 +51,7 @@ import trio
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.records import RecordError, first_batch_corruption, validate_produce_records
 from ..server.dispatch import CloseConnection
-from .common import PartitionResponses, leader_partition
+from .common import NEW_LEADER_ERRORS, PartitionResponses, current_leader, leader_partition
 
 API_KEY = 0
 MIN_VERSION = 3
@@ -101,6 +102,7 @@ async def handle(ctx, request):
     responses = []
     failed = False
     waits = []  # (partition, required HW) for acks=-1
+    endpoints = {}  # KIP-951: node id -> endpoint of leaders named in current_leader
     for t in request["topic_data"]:
         name = t["name"]
         parts_out = []
@@ -136,6 +138,8 @@ async def handle(ctx, request):
                     r["error_message"] = e.message
                 if e.code in _LOG_START_ERRORS and not (record_error and e.request_check):
                     r["log_start_offset"] = partition.log_start_offset
+                if version >= 10 and e.code in NEW_LEADER_ERRORS:
+                    _add_current_leader(ctx, r, name, idx, endpoints)
                 parts_out.append(r)
                 failed = True
                 continue
@@ -166,4 +170,20 @@ async def handle(ctx, request):
                         for pr in tr["partition_responses"]:
                             if pr["index"] == partition.partition_id and pr["error_code"] == 0:
                                 pr["error_code"] = int(code)
-    return {"responses": responses, "throttle_time_ms": 0}
+                                if version >= 10 and code in NEW_LEADER_ERRORS:
+                                    _add_current_leader(ctx, pr, partition.topic, partition.partition_id, endpoints)
+    resp = {"responses": responses, "throttle_time_ms": 0}
+    if endpoints:
+        resp["node_endpoints"] = list(endpoints.values())
+    return resp
+
+
+def _add_current_leader(ctx, r: dict, topic: str, index: int, endpoints: dict) -> None:
+    """KIP-951: a NOT_LEADER_OR_FOLLOWER answer names the current leader and its endpoint."""
+    leader, reg = current_leader(ctx.broker.metadata_cache, topic, index)
+    if leader is None:
+        return
+    r["current_leader"] = leader
+    e = reg.endpoint(getattr(ctx.connection, "listener_name", "PLAINTEXT")) if reg is not None else None
+    if e is not None:
+        endpoints[reg.broker_id] = {"node_id": reg.broker_id, "host": e.host, "port": e.port, "rack": reg.rack}

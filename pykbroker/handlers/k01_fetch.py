@@ -36,7 +36,8 @@ Behaviour (Apache Kafka 4.x as the oracle):
   like a consumer's (woken by appends).
 Version notes: v5 adds log_start_offset; v7 sessions; v9 current_leader_epoch; v11 rack_id and
 preferred_read_replica; v12 is flexible, adds last_fetched_epoch and tagged
-diverging_epoch/current_leader/snapshot_id (current_leader and snapshot_id left default).
+diverging_epoch/current_leader/snapshot_id (current_leader filled for NOT_LEADER_OR_FOLLOWER /
+FENCED_LEADER_EPOCH as Kafka does, KIP-951; snapshot_id left default).
 - The partition lookup (unknown, offline: KAFKA_STORAGE_ERROR, leader epoch) is
   handlers/common.py's, shared with Produce, ListOffsets, DeleteRecords, OffsetForLeaderEpoch.
 """
@@ -45,7 +46,7 @@ from __future__ import annotations
 import trio
 
 from ..protocol.errors import ErrorCode, KafkaError
-from .common import PartitionResponses, leader_partition
+from .common import NEW_LEADER_ERRORS, PartitionResponses, current_leader, leader_partition
 
 API_KEY = 1
 MIN_VERSION = 4
@@ -85,6 +86,11 @@ def _read_all(broker, request, targets, version: int = 12):
                 partition = leader_partition(rm, name, idx, p["current_leader_epoch"])
             except KafkaError as e:
                 r = RESPONSES.error(idx, e.code)
+                if e.code in NEW_LEADER_ERRORS and version >= 12:
+                    # KIP-951: where the leader is now (node_endpoints need v16)
+                    leader, _ = current_leader(broker.metadata_cache, name, idx)
+                    if leader is not None:
+                        r["current_leader"] = leader
                 if e.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
                     # Kafka answers it from its metadata check, before the log read, with an
                     # empty (not null) aborted_transactions list.
@@ -156,9 +162,9 @@ def _read_for_follower(rm, name: str, p: dict, replica_id: int, version: int, bu
         return RESPONSES.error(idx, e.code), True
     fetch_offset = p["fetch_offset"]
     last_epoch = p["last_fetched_epoch"] if version >= 12 else -1
-    if last_epoch >= 0 and not (last_epoch == partition.leader_epoch
+    # (fast path: the follower is on our latest epoch, which ends at our log end)
+    if last_epoch >= 0 and not (last_epoch == partition.log.epoch_cache.latest_epoch
                                 and fetch_offset <= partition.log_end_offset):
-        # (the current epoch ends at our log end: the lookup could only confirm it)
         epoch, end = partition.end_offset_for_epoch(last_epoch)
         if epoch < last_epoch or end < fetch_offset:
             hw = partition.high_watermark
@@ -314,7 +320,10 @@ async def handle(ctx, request):
                 responses, total, errored = _read_all(ctx.broker, request, targets, version)
                 if total >= request["min_bytes"] or errored:
                     break
-        if scope.cancelled_caught:
-            # Timed out: answer with whatever is there now (like Kafka's DelayedFetch.onComplete).
+        if scope.cancelled_caught and wake.is_set():
+            # Timed out after a wake-up that was not read yet: answer with whatever is there
+            # now (like Kafka's DelayedFetch.onComplete).  Without a wake-up since the last
+            # read nothing it depends on changed (appends, HW moves, leadership, deletion all
+            # wake it), so that answer stands: an idle long poll costs one pass, not two.
             responses, total, errored = _read_all(ctx.broker, request, set(), version)
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}

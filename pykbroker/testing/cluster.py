@@ -262,6 +262,8 @@ class Cluster:
                 b.spawn()
             for b in self.brokers:
                 self._wait_or_retry(b)
+            if self.zookeeper_connect:
+                self.wait_cluster_view(timeout=self.start_timeout)
         except BaseException:
             if not self._started:
                 self.close()   # a failed first start leaves nothing behind
@@ -341,6 +343,27 @@ class Cluster:
             if time.monotonic() > deadline:
                 raise TimeoutError("registered broker ids %s, want %s (after %ss)" % (sorted(got), sorted(want), timeout))
             time.sleep(0.1)
+
+    def wait_cluster_view(self, timeout: float = 30.0) -> None:
+        """Until every running broker's Metadata lists every running broker: a broker answers
+        ApiVersions before the others' registrations reached it, and a CreateTopics sent then
+        would count too few brokers (INVALID_REPLICATION_FACTOR, as Kafka answers too)."""
+        from .wire import metadata
+        want = {b.broker_id for b in self.brokers if b.running()}
+        deadline = time.monotonic() + timeout
+        for b in self.brokers:
+            if not b.running():
+                continue
+            while True:
+                try:
+                    got = {x["node_id"] for x in metadata((HOST, b.port), [])["brokers"]}
+                except OSError:
+                    got = set()
+                if want <= got:
+                    break
+                if time.monotonic() > deadline:
+                    raise TimeoutError("broker %d sees brokers %s, want %s" % (b.broker_id, sorted(got), sorted(want)))
+                time.sleep(0.05)
 
     # -- faults ---------------------------------------------------------------------------
 

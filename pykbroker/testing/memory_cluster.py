@@ -152,7 +152,7 @@ class MemoryController(Controller):
         self.node_id = node_id
         self.validator = TopicValidator(cache, config)
 
-    async def startup(self, nursery=None) -> None:
+    async def load(self) -> None:
         c = self.cluster
         c.members[self.node_id] = self
         self.cache.apply(c.image())

@@ -42,7 +42,11 @@ def test_layout_and_addresses(cluster):
 def test_kill_and_start_same_port_same_data(cluster):
     b = cluster.broker(2)
     with WireClient(b.bootstrap) as c:
-        create_topic(c, "kill-me", 1)
+        # one replica, on broker 2 (the broker killed below)
+        r = c.request(19, 5, {"topics": [{"name": "kill-me", "num_partitions": -1, "replication_factor": -1,
+                                          "assignments": [{"partition_index": 0, "broker_ids": [2]}],
+                                          "configs": []}], "timeout_ms": 30000, "validate_only": False})
+        assert r["topics"][0]["error_code"] == 0, r
         wait_for_topic(c, "kill-me", 1)
         assert produce_part(produce(c, "kill-me", 0, make_batch([b"before-kill"])))["error_code"] == 0
     pid, port = b.pid, b.port

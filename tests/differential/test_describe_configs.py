@@ -87,7 +87,7 @@ BROKER_XFAIL = {k: DYNAMIC for k in (
     "log.retention.ms", "log.roll.ms", "log.segment.bytes", "message.max.bytes", "producer.id.expiration.ms",
     "unclean.leader.election.enable", "compression.gzip.level", "compression.lz4.level", "compression.zstd.level",
     "log.local.retention.bytes", "log.local.retention.ms", "log.remote.copy.lag.bytes", "log.remote.copy.lag.ms",
-    "log.segment.delete.delay.ms", "max.decompressed.message.bytes")}
+    "log.segment.delete.delay.ms", "max.decompressed.message.bytes", "num.replica.fetchers")}
 BROKER_XFAIL.update({
     "min.insync.replicas": TOPIC_XFAIL["min.insync.replicas"] + "; also read_only: pykbroker true, Kafka false",
     "offsets.topic.replication.factor": "default synonym: pykbroker's default is 1 (single node), Kafka's 3 (both set 1 here)",

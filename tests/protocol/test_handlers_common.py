@@ -11,9 +11,10 @@ from pykbroker.storage.log import KafkaStorageError, OffsetOutOfRange, ProducerS
 
 
 class _Partition:
-    def __init__(self, offline=False, epoch=5):
+    def __init__(self, offline=False, epoch=5, is_leader=True):
         self.offline = offline
         self.leader_epoch = epoch
+        self.is_leader = is_leader
 
     def check_leader_epoch(self, current):
         if current == -1 or current == self.leader_epoch:
@@ -30,9 +31,13 @@ def _rm(**parts):
     ("off", -1, ErrorCode.KAFKA_STORAGE_ERROR),
     ("ok", 4, ErrorCode.FENCED_LEADER_EPOCH),
     ("ok", 6, ErrorCode.UNKNOWN_LEADER_EPOCH),
+    # a follower replica: NOT_LEADER_OR_FOLLOWER, after the epoch checks (Kafka's order)
+    ("follower", -1, ErrorCode.NOT_LEADER_OR_FOLLOWER),
+    ("follower", 5, ErrorCode.NOT_LEADER_OR_FOLLOWER),
+    ("follower", 4, ErrorCode.FENCED_LEADER_EPOCH),
 ])
 def test_leader_partition_raises_kafkas_answer(topic, epoch, code):
-    rm = _rm(ok_0=_Partition(), off_0=_Partition(offline=True))
+    rm = _rm(ok_0=_Partition(), off_0=_Partition(offline=True), follower_0=_Partition(is_leader=False))
     with pytest.raises(KafkaError) as e:
         leader_partition(rm, topic, 0, epoch)
     assert e.value.code == code

@@ -62,8 +62,17 @@ def test_non_leader_answers_not_leader_and_fences_epochs(cluster):
     leader, (f1, _) = followers(cluster, "nl", 0)
     r = produce(cluster, f1, "nl", 0, [b"x"])
     assert r["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    # Produce v10+: KIP-951 names the current leader and its endpoint
+    with wire.WireClient(cluster.address(f1)) as w:
+        resp = wire.produce(w, "nl", 0, wire.make_batch([b"x"]), version=11)
+    pr = wire.produce_part(resp)
+    assert pr["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert pr["current_leader"] == {"leader_id": leader, "leader_epoch": 0}
+    host, port = cluster.address(leader).split(":")
+    assert [(n["node_id"], n["host"], n["port"]) for n in resp["node_endpoints"]] == [(leader, host, int(port))]
     p, _ = fetch_values(cluster, f1, "nl", 0)
     assert p["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert p["current_leader"] == {"leader_id": leader, "leader_epoch": 0}
     with wire.WireClient(cluster.address(f1)) as w:
         assert wire.list_offsets(w, "nl", 0, -1)["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert produce(cluster, leader, "nl", 0, [b"y"])["error_code"] == 0
@@ -361,3 +370,52 @@ def test_acks_all_waiter_returns_on_leadership_loss(cluster):
     t.join(10)
     assert not t.is_alive()
     assert out["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_idempotent_sequences_survive_failover(cluster):
+    """A new leader continues the producer's sequences from what it replicated: the next batch is
+    accepted, a retry of an acknowledged batch is answered as a duplicate with its original
+    offset, a gap is OUT_OF_ORDER_SEQUENCE_NUMBER."""
+    cluster.create_topic("ids", 1, 3)
+    leader = cluster.state("ids", 0).leader
+    pid, epoch = wire.init_producer_id(cluster.address(leader))
+
+    def send(node, values, seq):
+        with wire.WireClient(cluster.address(node)) as w:
+            return wire.produce_part(wire.produce(w, "ids", 0, wire.make_batch(
+                values, producer_id=pid, producer_epoch=epoch, base_sequence=seq)))
+    assert send(leader, [b"a", b"b"], 0)["base_offset"] == 0
+    last = send(leader, [b"c"], 2)
+    assert last["error_code"] == 0 and last["base_offset"] == 2
+    wait_replicated(cluster, "ids", 0)
+    cluster.stop_broker(leader)
+    new = cluster.state("ids", 0).leader
+    wait_until(lambda: cluster.call(lambda: cluster.partition(new, "ids", 0).is_leader), 10)
+    dup = send(new, [b"c"], 2)            # the client's retry of an acknowledged batch
+    assert dup["error_code"] == 0 and dup["base_offset"] == 2
+    assert send(new, [b"e"], 5)["error_code"] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    nxt = send(new, [b"d"], 3)
+    assert nxt["error_code"] == 0 and nxt["base_offset"] == 3
+    _, vals = fetch_values(cluster, new, "ids", 0)
+    assert vals == [b"a", b"b", b"c", b"d"]
+
+
+def test_whole_cluster_restart_keeps_committed_records(cluster):
+    cluster.create_topic("rs", 2, 3)
+    for p in (0, 1):
+        leader = cluster.state("rs", p).leader
+        assert produce(cluster, leader, "rs", p, [b"p%d-a" % p, b"p%d-b" % p])["error_code"] == 0
+        wait_replicated(cluster, "rs", p)
+    for b in (1, 2, 3):
+        cluster.stop_broker(b, fail=False)
+    for b in (3, 1, 2):
+        cluster.start_broker(b)
+    for p in (0, 1):
+        leader = cluster.state("rs", p).leader
+        wait_until(lambda: cluster.call(lambda: cluster.partition(leader, "rs", p).is_leader), 10)
+        # the HW came back from the checkpoints: the committed records are readable at once
+        _, vals = fetch_values(cluster, leader, "rs", p)
+        assert vals == [b"p%d-a" % p, b"p%d-b" % p]
+        assert produce(cluster, leader, "rs", p, [b"p%d-c" % p])["error_code"] == 0
+        wait_replicated(cluster, "rs", p)
+        assert cluster.log_bytes(1, "rs", p) == cluster.log_bytes(2, "rs", p) == cluster.log_bytes(3, "rs", p)
