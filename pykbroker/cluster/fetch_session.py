@@ -17,6 +17,8 @@ Kafka's request/response rules (FetchMetadata, FetchSession.scala):
   or updated, ``forgotten_topics_data`` removed, the others keep their cached fetch position.
 - An incremental answer lists a partition only if it has records, an error, a diverging
   epoch, or a high watermark / log start offset different from what this session last said.
+  A partition whose follower is still behind the log end after an answer (the response's
+  byte limit, a partial batch) stays dirty: it is read again on the next request.
 
 What the leader reads per request (the O(touched) rule): the partitions the request names, the
 session's *dirty* partitions (each partition of a session holds a waker that marks it dirty

@@ -244,6 +244,9 @@ async def _session_fetch(ctx, request, sessions, version: int):
     s.dirty.clear()
     budget = _Budget(request["max_bytes"])
     out: dict = {}
+    # partitions whose follower is still behind our log end after this answer (a partial or
+    # budget-limited read): read again next time even if nothing wakes them
+    lagging: set = set()
 
     def read(tps) -> bool:
         """Read ``tps`` into ``out``; whether the request can be answered now."""
@@ -260,6 +263,12 @@ async def _session_fetch(ctx, request, sessions, version: int):
                 ready = ready or at_once or (not full)
             else:
                 out.pop(tp, None)
+            part = cp.part
+            if not at_once and part is not None and not part.offline \
+                    and part.log_end_offset > cp.fields["fetch_offset"]:
+                lagging.add(tp)
+            else:
+                lagging.discard(tp)
         return ready or budget.total >= request["min_bytes"]
 
     ready = read(to_read)
@@ -275,6 +284,7 @@ async def _session_fetch(ctx, request, sessions, version: int):
                         s.event = None
                 dirty, s.dirty = s.dirty, set()
                 ready = read(dirty)
+    s.dirty |= lagging
     by_topic: dict = {}
     for (name, _), resp in out.items():
         cp = s.partitions.get((name, resp["partition_index"]))
