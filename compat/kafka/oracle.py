@@ -4,12 +4,15 @@
     python3 compat/kafka/oracle.py fetch            # jars into ~/.cache/pykbroker/kafka-<version>/libs
     python3 compat/kafka/oracle.py run              # start a broker+controller node, print its
                                                     # bootstrap address, stop it on Ctrl-C / SIGTERM
+    python3 compat/kafka/oracle.py run --nodes 3    # three nodes (ids 1..3, all controller voters)
 
 From Python (the differential suite in tests/differential uses this)::
 
     k = KafkaOracle(data_dir).start()   # fetches the jars if needed, formats, starts, waits
     k.bootstrap                          # "127.0.0.1:<port>"
     k.stop()
+    c = KafkaClusterOracle(data_dir, 3).start()   # tests/differential/test_cluster.py
+    c.node(3).kill()                               # SIGKILL one node; c.restart(3) brings it back
 
 The Kafka version is the ``kafka.version`` property of ``compat/kafka/pom.xml`` (the newest 4.x on
 Central). ``mvn dependency:copy-dependencies`` resolves the broker's runtime classpath through the
@@ -255,6 +258,130 @@ class KafkaOracle:
         self.stop()
 
 
+class KafkaClusterOracle:
+    """N Apache Kafka KRaft nodes on loopback, each a combined broker+controller (node ids
+    1..N, all N voters of the controller quorum), formatted with one cluster id.
+
+    ``nodes[i]`` are :class:`KafkaOracle` objects (their ``port``, ``proc``, ``kill()``); the
+    cluster counts as ready when every node's Metadata lists all N brokers.  Small heaps
+    (``heap``, 256 MiB by default) and C1 only keep three JVMs affordable on a 2-core machine.
+    ``overrides`` go to every node (e.g. ``broker.session.timeout.ms`` for quicker fencing)."""
+
+    def __init__(self, data_dir: str | os.PathLike, n: int = 3, overrides: dict | None = None,
+                 heap: str = "256m", version: str | None = None):
+        self.dir = Path(data_dir)
+        self.n = n
+        self.version = version or kafka_version()
+        base = {"offsets.topic.replication.factor": str(min(3, n)),
+                "transaction.state.log.replication.factor": str(min(3, n)),
+                "transaction.state.log.min.isr": "1",
+                "share.coordinator.state.topic.replication.factor": str(min(3, n)),
+                "share.coordinator.state.topic.min.isr": "1"}
+        base.update(overrides or {})
+        self.nodes = [KafkaOracle(self.dir / ("node-%d" % i), dict(base), heap=heap, version=self.version)
+                      for i in range(1, n + 1)]
+        for i, k in enumerate(self.nodes, 1):
+            k.node_id = i
+        self.cluster_id = ""
+        self.start_seconds = 0.0
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(k.bootstrap for k in self.nodes)
+
+    def node(self, node_id: int) -> KafkaOracle:
+        return self.nodes[node_id - 1]
+
+    def _voters(self) -> str:
+        return ",".join("%d@127.0.0.1:%d" % (k.node_id, k.controller_port) for k in self.nodes)
+
+    def start(self, timeout: float = 180.0) -> "KafkaClusterOracle":
+        t0 = time.monotonic()
+        cp = classpath(fetch(self.version))
+        ports: set[int] = set()
+        for k in self.nodes:
+            while True:
+                a, b = _free_port(), _free_port()
+                if a != b and not ({a, b} & ports):
+                    break
+            ports |= {a, b}
+            k.port, k.controller_port = a, b
+        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        voters = self._voters()
+        for k in self.nodes:
+            k.dir.mkdir(parents=True, exist_ok=True)
+            k.cluster_id = self.cluster_id
+            props = k.properties()
+            props["controller.quorum.voters"] = voters
+            cfg = k.dir / "server.properties"
+            cfg.write_text("".join("%s=%s\n" % kv for kv in props.items()))
+            r = subprocess.run(k._java(cp) + ["kafka.tools.StorageTool", "format",
+                                              "--cluster-id=" + self.cluster_id, "-c", str(cfg)],
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                raise OracleUnavailable("kafka-storage format failed:\n%s\n%s" % (r.stdout, r.stderr[-4000:]))
+        for k in self.nodes:
+            self._spawn(k, cp)
+        try:
+            self.wait_ready(t0 + timeout)
+        except BaseException:
+            self.kill_all()
+            raise
+        self.start_seconds = time.monotonic() - t0
+        return self
+
+    @staticmethod
+    def _spawn(k: KafkaOracle, cp: str) -> None:
+        k.lines = []
+        k.proc = subprocess.Popen(k._java(cp) + ["kafka.Kafka", str(k.dir / "server.properties")],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  bufsize=1, start_new_session=True)
+        threading.Thread(target=k._pump, args=(k.proc,), daemon=True).start()
+
+    def wait_ready(self, deadline: float, nodes=None) -> None:
+        """Until every running node (or ``nodes``) lists every running node as a broker."""
+        want = [k for k in self.nodes if k.proc is not None] if nodes is None else nodes
+        expect = sum(1 for k in self.nodes if k.proc is not None)
+        for k in want:
+            while True:
+                if k.proc is None or k.proc.poll() is not None:
+                    raise OracleUnavailable("Kafka node %d exited:\n%s" % (k.node_id, "".join(k.lines[-60:])))
+                try:
+                    if _metadata_brokers("127.0.0.1", k.port) >= expect:
+                        break
+                except (OSError, struct.error, ProtocolError):
+                    pass
+                if time.monotonic() > deadline:
+                    raise OracleUnavailable("Kafka node %d not ready in time:\n%s"
+                                            % (k.node_id, "".join(k.lines[-60:])))
+                time.sleep(0.2)
+
+    def restart(self, node_id: int, timeout: float = 120.0) -> None:
+        """Start a stopped or killed node again (same ports and data)."""
+        k = self.node(node_id)
+        if k.proc is not None:
+            return
+        self._spawn(k, classpath(fetch(self.version)))
+        self.wait_ready(time.monotonic() + timeout)
+
+    def stop(self) -> None:
+        for k in self.nodes:
+            if k.proc is not None:
+                k.proc.send_signal(signal.SIGTERM)
+        for k in self.nodes:
+            k.stop()
+
+    def kill_all(self) -> None:
+        for k in self.nodes:
+            k.kill()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
 def main(argv=None) -> int:
     import argparse
     import tempfile
@@ -266,20 +393,26 @@ def main(argv=None) -> int:
     r.add_argument("--version", default=None)
     r.add_argument("--data-dir", default=None, help="default: a fresh temporary directory")
     r.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
+    r.add_argument("--nodes", type=int, default=1,
+                   help="N > 1: a cluster of N combined broker+controller nodes (ids 1..N, 256 MiB heaps)")
     args = ap.parse_args(argv)
     if args.cmd == "fetch":
         print(fetch(args.version, quiet=False))
         return 0
     data_dir = args.data_dir or tempfile.mkdtemp(prefix="kafka-oracle-")
     overrides = dict(o.split("=", 1) for o in args.override)
-    k = KafkaOracle(data_dir, overrides, version=args.version)
+    if args.nodes > 1:
+        k = KafkaClusterOracle(data_dir, args.nodes, overrides, version=args.version)
+    else:
+        k = KafkaOracle(data_dir, overrides, version=args.version)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *a: stop.set())
     k.start()
     print("Apache Kafka %s ready on %s (cluster id %s, data in %s, started in %.1fs)"
           % (k.version, k.bootstrap, k.cluster_id, data_dir, k.start_seconds), flush=True)
+    procs = [n.proc for n in k.nodes] if args.nodes > 1 else [k.proc]
     try:
-        while not stop.is_set() and k.proc.poll() is None:
+        while not stop.is_set() and all(p.poll() is None for p in procs):
             stop.wait(0.5)
     except KeyboardInterrupt:
         pass

@@ -211,6 +211,8 @@ class Partition:
             for r in [r for r in self._remote if r not in self.replicas]:
                 del self._remote[r]
         self.is_leader = True
+        if new_leadership:
+            self._wake_fetchers()   # followers' fetch sessions re-read it (positions reset)
         self._maybe_increment_high_watermark()
         # acks=all waiters re-check: a smaller ISR may now fail min.insync.replicas
         self._wake_hw_waiters()
@@ -260,6 +262,17 @@ class Partition:
         else:
             self._maybe_increment_high_watermark()
         return 0
+
+    def _followers_caught_up_until_now(self, old_leo: int) -> None:
+        """Before an append moves the LEO past ``old_leo``: a follower at ``old_leo`` was caught
+        up until now.  With a fetch session its fetches stop naming a partition that has nothing
+        new (cluster/fetch_session.py), so Kafka's lastCaughtUpTime (set on each fetch at the
+        LEO) is kept here instead, per batch, not per idle fetch."""
+        if self._remote:
+            now = time.monotonic()
+            for rep in self._remote.values():
+                if rep.leo == old_leo:
+                    rep.last_caught_up = now
 
     def _maybe_expand_isr(self, replica_id: int, rep: _RemoteReplica) -> None:
         # Kafka's isFollowerInSync: the follower reached the HW and this leader's epoch start
@@ -405,6 +418,7 @@ class Partition:
                 # Kafka flushes a segment in the background when it rolls, so the recovery point
                 # advances and an unclean restart only CRC-scans the active segment.
                 self._hooks.spawn(self._flush_after_roll)
+            self._followers_caught_up_until_now(info.first_offset)
             if not self._maybe_increment_high_watermark():
                 self._wake_fetchers()   # followers read up to the log end
         return AppendResult(info.first_offset, info.last_offset, info.log_append_time,
@@ -591,6 +605,8 @@ class Partition:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from None
         # Make the new log start durable soon, so deleted records never come back.
         self._hooks.request_checkpoint()
+        # followers' fetch sessions answer the new log start (they follow it)
+        self._wake_fetchers()
         # Segments now wholly below the start: renamed to .deleted in a worker thread and
         # unlinked after file.delete.delay.ms (storage/retention.py), never on the event loop.
         # A fetch still sending from one of them keeps its open fd until it is done.

@@ -20,6 +20,13 @@ connection to the leader's ``inter.broker.listener.name`` endpoint, then per par
 - NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH / UNKNOWN_TOPIC: the
   metadata is about to change; the partition waits ``replica.fetch.backoff.ms`` (the controller's
   next state re-adds it to the right fetcher anyway).
+Fetch sessions (KIP-227, leader side in cluster/fetch_session.py): the first request is a full
+one (session epoch 0) naming every partition; the leader's answer carries a session id, and
+from then on each request names only the partitions whose fetch fields (offset, epochs, log
+start) changed since the leader last heard of them — the ones just added or answered — and
+forgets the removed and backing-off ones.  An idle follower's fetch names no partition, so the
+work per request does not grow with the partitions it follows.  A connection failure or
+FETCH_SESSION_ID_NOT_FOUND / INVALID_FETCH_SESSION_EPOCH starts over with a full request.
 Connection failures back off ``replica.fetch.backoff.ms`` and reconnect to wherever the leader
 is registered then.
 
@@ -71,12 +78,14 @@ class FetcherConfig:
 
 class PartitionFetchState:
     """One follower partition in a fetcher: a new object each time it is (re-)added."""
-    __slots__ = ("partition", "leader_epoch", "delayed_until")
+    __slots__ = ("partition", "leader_epoch", "delayed_until", "added_round")
 
-    def __init__(self, partition, leader_epoch: int):
+    def __init__(self, partition, leader_epoch: int, added_round: int = 0):
         self.partition = partition
         self.leader_epoch = leader_epoch
         self.delayed_until = 0.0
+        # answers to requests sent before it was added are stale
+        self.added_round = added_round
 
 
 class _Channel:
@@ -131,6 +140,17 @@ class ReplicaFetcher:
         self._address_of = address_of
         self.cfg = cfg
         self.partitions: dict[tuple[str, int], PartitionFetchState] = {}
+        # the fetch session (KIP-227; leader side in cluster/fetch_session.py): its id (0: none),
+        # the epoch of the next request (0: a full request creating one), what the leader was
+        # last told of each partition in it; partitions to look at for the next request
+        # (added, answered), removed ones (forgotten next time), ones backing off after an error
+        self._session_id = 0
+        self._session_epoch = 0
+        self._in_session: dict[tuple[str, int], tuple] = {}
+        self._touched: set[tuple[str, int]] = set()
+        self._removed: set[tuple[str, int]] = set()
+        self._delayed: set[tuple[str, int]] = set()
+        self._round = 0
         self._changed = trio.Event()
         self._cancel = trio.CancelScope()
 
@@ -140,11 +160,16 @@ class ReplicaFetcher:
     # ------------------------------------------------------------------ membership
     def add_partition(self, partition) -> None:
         tp = (partition.topic, partition.partition_id)
-        self.partitions[tp] = PartitionFetchState(partition, partition.leader_epoch)
+        self.partitions[tp] = PartitionFetchState(partition, partition.leader_epoch, self._round + 1)
+        self._touched.add(tp)
+        self._delayed.discard(tp)
         self._changed.set()
 
     def remove_partition(self, tp) -> None:
         if self.partitions.pop(tp, None) is not None:
+            self._removed.add(tp)
+            self._touched.discard(tp)
+            self._delayed.discard(tp)
             self._changed.set()
 
     def shutdown(self) -> None:
@@ -185,55 +210,105 @@ class ReplicaFetcher:
         with trio.move_on_after(self.cfg.backoff_s):
             await trio.sleep_forever()
 
-    async def _fetch_once(self, chan: _Channel) -> None:
-        now = trio.current_time()
-        sent: dict[tuple[str, int], PartitionFetchState] = {}
-        topics: dict[str, list] = {}
-        for tp, st in self.partitions.items():
-            if st.delayed_until > now:
-                continue
-            part = st.partition
-            lg = part.log
-            latest = lg.epoch_cache.latest_epoch
-            if latest is None and lg.log_end_offset > lg.high_watermark:
-                # no epochs to compare with the leader's: keep only what is known committed
-                part.truncate_to(lg.high_watermark)
-            sent[tp] = st
-            topics.setdefault(tp[0], []).append({
-                "partition": tp[1], "current_leader_epoch": st.leader_epoch,
+    def _entry(self, tp, st: PartitionFetchState) -> dict:
+        part = st.partition
+        lg = part.log
+        latest = lg.epoch_cache.latest_epoch
+        if latest is None and lg.log_end_offset > lg.high_watermark:
+            # no epochs to compare with the leader's: keep only what is known committed
+            part.truncate_to(lg.high_watermark)
+        return {"partition": tp[1], "current_leader_epoch": st.leader_epoch,
                 "fetch_offset": lg.log_end_offset,
                 "last_fetched_epoch": latest if latest is not None else -1,
-                "log_start_offset": lg.log_start_offset, "partition_max_bytes": self.cfg.max_bytes})
-        if not sent:
-            soonest = min(st.delayed_until for st in self.partitions.values())
+                "log_start_offset": lg.log_start_offset, "partition_max_bytes": self.cfg.max_bytes}
+
+    def _reset_session(self) -> None:
+        """The next request is a full one (closing the current session, if any, on the leader)."""
+        self._session_epoch = 0
+        self._in_session = {}
+
+    async def _fetch_once(self, chan: _Channel) -> None:
+        now = trio.current_time()
+        for tp in [tp for tp in self._delayed if tp not in self.partitions or self.partitions[tp].delayed_until <= now]:
+            self._delayed.discard(tp)
+            self._touched.add(tp)
+        if len(self._delayed) >= len(self.partitions):
+            # every partition waits out replica.fetch.backoff.ms after an error
+            soonest = min(self.partitions[tp].delayed_until for tp in self._delayed)
             self._changed = trio.Event()
             with trio.move_on_at(soonest):
                 await self._changed.wait()
             return
+        full = self._session_epoch == 0
+        forgotten: dict[str, list] = {}
+        if full:
+            consider = [tp for tp in self.partitions if tp not in self._delayed]
+            self._in_session = {}
+        else:
+            consider = self._touched
+            # (a partition removed and added again since is named, not forgotten)
+            gone = [tp for tp in self._removed if tp not in self.partitions]
+            for tp in gone + list(self._delayed):
+                if self._in_session.pop(tp, None) is not None:
+                    forgotten.setdefault(tp[0], []).append(tp[1])
+        self._touched, self._removed = set(), set()
+        topics: dict[str, list] = {}
+        for tp in consider:
+            st = self.partitions.get(tp)
+            if st is None or tp in self._delayed:
+                continue
+            entry = self._entry(tp, st)
+            key = tuple(entry.values())
+            if full or self._in_session.get(tp) != key:
+                topics.setdefault(tp[0], []).append(entry)
+                self._in_session[tp] = key
+        self._round += 1
+        round_ = self._round
         req = {"cluster_id": None, "replica_id": self.node_id, "max_wait_ms": self.cfg.wait_max_ms,
                "min_bytes": self.cfg.min_bytes, "max_bytes": self.cfg.response_max_bytes,
-               "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+               "isolation_level": 0, "session_id": self._session_id, "session_epoch": self._session_epoch,
                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-               "forgotten_topics_data": [], "rack_id": ""}
-        with trio.fail_after(self.cfg.socket_timeout_s + self.cfg.wait_max_ms / 1000.0):
-            resp = await chan.call(FETCH, FETCH_VERSION, req)
-        if resp["error_code"]:
-            raise KafkaError(resp["error_code"], "fetch refused")
+               "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in forgotten.items()],
+               "rack_id": ""}
+        try:
+            with trio.fail_after(self.cfg.socket_timeout_s + self.cfg.wait_max_ms / 1000.0):
+                resp = await chan.call(FETCH, FETCH_VERSION, req)
+        except BaseException:
+            self._reset_session()
+            raise
+        code = resp["error_code"]
+        if code in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH):
+            log.info("%r: fetch session %d: %s; starting a new one", self, self._session_id, ErrorCode(code).name)
+            self._session_id = 0
+            self._reset_session()
+            return
+        if code:
+            self._reset_session()
+            raise KafkaError(code, "fetch refused")
+        if full:
+            # session id 0: the leader keeps no session for us (full fetches from now on)
+            self._session_id = resp["session_id"]
+            self._session_epoch = 1 if self._session_id else 0
+        else:
+            # Kafka's FetchMetadata.nextEpoch: after the largest int32 comes 1
+            self._session_epoch = 1 if self._session_epoch >= (1 << 31) - 1 else self._session_epoch + 1
         any_error = False
         for t in resp["responses"]:
             for p in t["partitions"]:
                 tp = (t["topic"], p["partition_index"])
-                st = sent.get(tp)
-                if st is None or self.partitions.get(tp) is not st:
+                st = self.partitions.get(tp)
+                if st is None or st.added_round > round_ or tp in self._delayed:
                     continue   # removed or re-added meanwhile: a stale answer
+                self._touched.add(tp)
                 try:
                     ok = await self._process(chan, tp, st, p)
                 except (KafkaError, RecordError) as e:
                     log.warning("%r: %s-%d: %s", self, tp[0], tp[1], e)
                     ok = False
-                if not ok:
+                if not ok and self.partitions.get(tp) is st:
                     any_error = True
                     st.delayed_until = trio.current_time() + self.cfg.backoff_s
+                    self._delayed.add(tp)
         if any_error:
             await trio.sleep(0)
 

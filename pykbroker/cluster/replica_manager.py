@@ -35,6 +35,7 @@ from typing import Callable
 import trio
 
 from ..protocol.errors import ErrorCode, KafkaError
+from .fetch_session import FetchSessionCache
 from .partition import OfflinePartition, Partition, PartitionHooks
 from .producer_ids import ProducerIdManager
 from .replica_fetcher import FetcherConfig, ReplicaFetcher
@@ -66,6 +67,8 @@ class ReplicaManager:
         self._fetcher_config = None
         self._fetcher_of: dict[tuple[str, int], int] = {}
         self._leadership_listeners: list[Callable[[str, int, bool, int], None]] = []
+        # followers' incremental fetch sessions on this leader (handlers/k01_fetch.py)
+        self.fetch_sessions = FetchSessionCache()
         if controller is not None:
             controller.add_partition_change_listener(self._on_partition_change)
 

@@ -67,6 +67,9 @@ log = logging.getLogger("pykbroker.controller")
 # How long an admin request waits for its own broker to see the change it wrote (Kafka's
 # CreateTopics waits up to the request's timeout for the new leaders; clients default to 30 s).
 APPLY_TIMEOUT_S = 30.0
+# Partition states per controller transaction on a broker change: ~150 bytes each, far below
+# ZooKeeper's 1 MiB request limit (jute.maxbuffer), and a short transaction for ZooKeeper.
+STATE_WRITE_BATCH = 200
 
 
 class ZkController(Controller):
@@ -147,6 +150,7 @@ class ZkController(Controller):
         self.zk.data_watch(Z.REASSIGN_PARTITIONS, lambda data, stat: self._post(("reassign", data)))
         for name in list(self.cache.topics):
             self._watch_topic(name)
+            await self._watch_states(name, self.cache.get(name).partition_ids())
         nursery.start_soon(self._rebalance_loop)
 
     async def shutdown(self) -> None:
@@ -174,23 +178,31 @@ class ZkController(Controller):
             log.warning("controlled shutdown: cannot remove the registration: %s", e)
             return
         with trio.move_on_after(timeout_s) as scope:
-            while self._leaderships_to_move():
+            remaining = self._leaderships_to_move()
+            while remaining:
                 await self._wait_changed()
+                # the controller moves them in batches: let a burst of state changes land, then
+                # look again at the ones still here (not every partition after every change)
+                await trio.sleep(0.05)
+                remaining = self._leaderships_to_move(remaining)
         if scope.cancelled_caught:
             log.warning("controlled shutdown: leadership of %d partition(s) not moved within %.0f s",
                         len(self._leaderships_to_move()), timeout_s)
         else:
             log.info("controlled shutdown: no partition left to move")
 
-    def _leaderships_to_move(self) -> list:
+    def _leaderships_to_move(self, among=None) -> list:
+        """Partitions we lead that another live in-sync replica could lead (``among``: only
+        these (topic, partition) pairs; default every partition)."""
         alive = {b.broker_id for b in self.cache.alive_brokers()}
+        if among is None:
+            among = [(info.name, p) for info in list(self.cache.topics.values()) for p in info.partition_ids()]
         out = []
-        for info in list(self.cache.topics.values()):
-            for p in info.partition_ids():
-                st = self.cache.partition_state(info.name, p)
-                if st is not None and st.leader == self.node_id and any(
-                        b != self.node_id and b in alive for b in st.isr):
-                    out.append((info.name, p))
+        for name, p in among:
+            st = self.cache.partition_state(name, p)
+            if st is not None and st.leader == self.node_id and any(
+                    b != self.node_id and b in alive for b in st.isr):
+                out.append((name, p))
         return out
 
     # ================================================================== plumbing
@@ -221,6 +233,23 @@ class ZkController(Controller):
         except NoNodeError:
             return None, None
 
+    async def _get_many(self, paths) -> list:
+        """``get`` of many znodes pipelined in one worker thread (kazoo's async calls): one
+        round trip's latency for all of them, not one each; (None, None) for a missing one."""
+        from kazoo.exceptions import NoNodeError
+        client = self.zk.client
+
+        def run():
+            pending = [client.get_async(path) for path in paths]
+            out = []
+            for a in pending:
+                try:
+                    out.append(a.get())
+                except NoNodeError:
+                    out.append((None, None))
+            return out
+        return await self.zk.run(run) if paths else []
+
     async def _read_broker(self, broker_id: int) -> Optional[BrokerRegistration]:
         data, _ = await self._get_or_none(Z.broker_path(broker_id))
         if data is None:
@@ -246,10 +275,9 @@ class ZkController(Controller):
                          replica_assignment=assignment, configs=self._parse_configs(name, cfg_data),
                          internal=is_internal(name))
         states = {}
-        for p, replicas in sorted(assignment.items()):
-            if only is not None and p not in only:
-                continue
-            sdata, stat = await self._get_or_none(Z.state_path(name, p))
+        wanted = [(p, r) for p, r in sorted(assignment.items()) if only is None or p in only]
+        got = await self._get_many([Z.state_path(name, p) for p, _ in wanted])
+        for (p, replicas), (sdata, stat) in zip(wanted, got):
             if sdata is None:
                 # assignment written without states (not by pykbroker): the first replica leads
                 states[p] = PartitionState.initial(replicas)
@@ -275,16 +303,26 @@ class ZkController(Controller):
             Z.topic_path(name), lambda data, stat: self._post(("topic", name, data)))
         self._config_watches[name] = self.zk.data_watch(
             Z.config_path(name), lambda data, stat: self._post(("config", name, data)))
-        info = self.cache.get(name)
-        if info is not None:
-            for p in info.partition_ids():
-                self._watch_state(name, p)
 
-    def _watch_state(self, name: str, p: int) -> None:
-        if (name, p) in self._state_watches:
+    async def _watch_states(self, name: str, partitions) -> None:
+        """Watch the state znodes of these partitions.  kazoo's DataWatch reads its znode
+        synchronously when created: all of them are created in one worker thread, so a topic
+        of 1,000 partitions does not block the event loop for 1,000 round trips."""
+        ps = [p for p in partitions if (name, p) not in self._state_watches]
+        if not ps:
             return
-        self._state_watches[(name, p)] = self.zk.data_watch(
-            Z.state_path(name, p), lambda data, stat: self._post(("state", name, p, data, stat)))
+
+        def handler(p):
+            return lambda data, stat: self._post(("state", name, p, data, stat))
+
+        def register():
+            return [self.zk.data_watch(Z.state_path(name, p), handler(p)) for p in ps]
+        handles = await self.zk.run(register)
+        for p, h in zip(ps, handles):
+            if name not in self._topic_watches or (name, p) in self._state_watches:
+                Z.ZkSession.stop_watch(h)   # unwatched (deleted) or watched again meanwhile
+            else:
+                self._state_watches[(name, p)] = h
 
     def _unwatch_topic(self, name: str) -> None:
         for d in (self._topic_watches, self._config_watches):
@@ -376,8 +414,7 @@ class ZkController(Controller):
                 self.cache.discard_staged(records)
                 raise
             self.cache.publish_staged(records)
-            for p in new_ids:
-                self._watch_state(name, p)
+            await self._watch_states(name, new_ids)
             log.info("topic %s now has %d partition(s)", name, info.num_partitions)
 
     async def _create_local(self, name: str) -> None:
@@ -393,8 +430,7 @@ class ZkController(Controller):
             raise
         self.cache.publish_staged(records)
         self._watch_topic(name)
-        for p in info.partition_ids():
-            self._watch_state(name, p)
+        await self._watch_states(name, info.partition_ids())
         log.info("topic %s (id %s, %d partition(s)) is here", name, topic_id_str(info.topic_id),
                  info.num_partitions)
 
@@ -605,8 +641,21 @@ class ZkController(Controller):
         """Kafka's onBrokerFailure / onBrokerStartup, for every partition of the image."""
         live = {b.broker_id for b in self.cache.alive_brokers()}
         self._live = live
+        changes = []
         for info in list(self.cache.topics.values()):
             for p in info.partition_ids():
+                st = self.cache.partition_state(info.name, p)
+                new = self._elect_for_liveness(info.name, p, st, live) if st is not None else None
+                if new is not None:
+                    changes.append((info, p, st, new))
+        # One fenced multi-op transaction per STATE_WRITE_BATCH partitions (a broker leading
+        # hundreds of partitions fails over in a few round trips, not one per partition); a
+        # batch that loses a compare-and-set race is redone one partition at a time.
+        for i in range(0, len(changes), STATE_WRITE_BATCH):
+            batch = changes[i:i + STATE_WRITE_BATCH]
+            if len(batch) > 1 and await self._write_states_as_controller(batch):
+                continue
+            for info, p, _, _ in batch:
                 for _attempt in range(5):
                     st = self.cache.partition_state(info.name, p)
                     if st is None:
@@ -615,6 +664,25 @@ class ZkController(Controller):
                     if new is None or await self._write_state_as_controller(info, p, st, new):
                         break
                     await self._refresh_state(info, p)
+
+    async def _write_states_as_controller(self, batch) -> bool:
+        """CAS-write several partition states ``[(info, p, old, new)]`` in one fenced
+        transaction; False (nothing written) if any changed meanwhile."""
+        from kazoo.exceptions import BadVersionError, NoNodeError
+        t = self._fenced_txn()
+        for info, p, old, new in batch:
+            t.set_data(Z.state_path(info.name, p), Z.encode_state(new, self.controller_epoch),
+                       version=old.partition_epoch)
+        try:
+            results = await self._commit(t)
+        except (BadVersionError, NoNodeError):   # (a topic being deleted)
+            return False
+        for (info, p, old, new), stat in zip(batch, results[1:]):
+            new = PartitionState(new.leader, new.leader_epoch, stat.version, new.replicas, new.isr,
+                                 new.offline_replicas)
+            if (self.cache.partition_state(info.name, p) or old).partition_epoch < stat.version:
+                self._publish_state(info, p, new)
+        return True
 
     async def _refresh_state(self, info: TopicInfo, p: int) -> None:
         data, stat = await self._get_or_none(Z.state_path(info.name, p))
