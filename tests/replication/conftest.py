@@ -5,7 +5,7 @@ from pykbroker.testing.memory_cluster import ClusterRunner
 # Short lag/backoff so ISR changes and reconnections happen within a test's patience; everything
 # else keeps Kafka's defaults.
 CLUSTER_CONFIG = {
-    "replica.lag.time.max.ms": "2000",
+    "replica.lag.time.max.ms": "4000",   # 2 s dropped live followers on a loaded 2-core machine
     "replica.fetch.backoff.ms": "200",
     "replica.fetch.wait.max.ms": "200",
     "group.initial.rebalance.delay.ms": "0",

@@ -103,7 +103,7 @@ def test_consumers_never_see_past_the_high_watermark_then_isr_shrinks(cluster):
     assert vals == [b"a", b"b"] and p["high_watermark"] == 2
     with wire.WireClient(cluster.address(leader)) as w:
         assert wire.list_offsets(w, "hw", 0, -1)["offset"] == 2
-    # replica.lag.time.max.ms (2 s) later the leader drops them from the ISR; the HW moves on
+    # replica.lag.time.max.ms (4 s) later the leader drops them from the ISR; the HW moves on
     # a consumer long-polling at the HW wakes up when the HW moves (the ISR shrink), not when
     # the record was appended
     t0 = time.monotonic()
