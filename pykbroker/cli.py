@@ -75,7 +75,8 @@ async def _serve(config: BrokerConfig, control=None, as_kafka=None) -> None:
                                     inner.cancel_scope.cancel()
                                     break
                             inner.start_soon(_abort)
-                            await broker.controlled_shutdown()
+                            if runner.broker is not None:
+                                await runner.broker.controlled_shutdown()
                             inner.cancel_scope.cancel()
                 nursery.cancel_scope.cancel()
                 break
