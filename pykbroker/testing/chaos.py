@@ -458,7 +458,9 @@ def run(scenario: str, seconds: float = 60.0, interval: float = 10.0, partitions
 def main(argv=None) -> int:
     import argparse
     ap = argparse.ArgumentParser(description="Fault runs against a local pykbroker cluster (ZooKeeper + 3 brokers).")
-    ap.add_argument("scenarios", nargs="*", default=list(SCENARIOS), help="of: %s" % ", ".join(SCENARIOS))
+    ap.add_argument("scenarios", nargs="*", default=list(SCENARIOS),
+                    help="of: %s, and eos-kill-leader (transactional consume-transform-produce, "
+                         "pykbroker/testing/chaos_eos.py)" % ", ".join(SCENARIOS))
     ap.add_argument("--seconds", type=float, default=120.0, help="length of each run (default 120)")
     ap.add_argument("--interval", type=float, default=10.0, help="seconds between faults (default 10)")
     ap.add_argument("--partitions", type=int, default=3)
@@ -471,6 +473,15 @@ def main(argv=None) -> int:
     ap.add_argument("--json", metavar="FILE", help="also write the reports as JSON")
     args = ap.parse_args(argv)
     reports = []
+    eos_ok = True
+    if "eos-kill-leader" in args.scenarios:
+        from . import chaos_eos
+        args.scenarios = [x for x in args.scenarios if x != "eos-kill-leader"]
+        er = chaos_eos.run(args.seconds, args.interval, log=lambda m: print("[eos-kill-leader] %s" % m, flush=True))
+        print(er.row())
+        for e in er.examples:
+            print("   ", e)
+        eos_ok = er.ok
     for s in args.scenarios:
         r = run(s, args.seconds, args.interval, args.partitions, args.producers, args.rate,
                 log=lambda m: print("[%s] %s" % (s, m), flush=True), java_producers=args.java,
@@ -486,4 +497,4 @@ def main(argv=None) -> int:
     if args.json:
         with open(args.json, "w") as fh:
             json.dump([dataclasses.asdict(r) for r in reports], fh, indent=1)
-    return 0 if all(r.ok for r in reports) else 1
+    return 0 if eos_ok and all(r.ok for r in reports) else 1

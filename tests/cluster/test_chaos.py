@@ -54,3 +54,15 @@ def test_java_and_python_producers_kill_leader(tmp_path):
     assert report.lost == 0 and report.duplicates == 0 and report.inconsistent == 0, \
         "%s\n%s" % (report.row(), "\n".join(report.examples))
     assert report.acked <= report.consumed <= report.sent
+
+
+def test_exactly_once_consume_transform_produce_under_leader_kills(tmp_path):
+    """Issue 12's fault run: a transactional consume-transform-produce application
+    (send_offsets_to_transaction, read_committed) while input/output leaders are killed with
+    kill -9: the committed output is the input, each record exactly once."""
+    from pykbroker.testing import chaos_eos
+    report = chaos_eos.run(seconds=30.0, interval=8.0, records=5000, data_dir=str(tmp_path / "eos"),
+                           log=lambda m: None)
+    print(report.row())
+    assert report.faults >= 1, "the nemesis never struck"
+    assert report.ok, "%s\n%s" % (report.row(), "\n".join(report.examples))

@@ -1,0 +1,255 @@
+"""Exactly-once fault run: a transactional consume-transform-produce loop on a real cluster while
+partition leaders are killed (kill -9), then "output = input, exactly once" checked.
+
+``N`` numbered records are written to an input topic first.  One confluent-kafka application
+reads them in a consumer group (read_committed) and, per poll, writes ``out-<n>`` for each
+input ``n`` to the output topic and commits the input offsets in the same transaction
+(``send_offsets_to_transaction``).  A fault in the middle of a transaction aborts it (or the
+application restarts from its last committed offsets with a new producer, fencing the old);
+aborted output is invisible to read_committed readers.  Meanwhile the nemesis kills the leader of
+a random output or input partition every ``interval`` seconds and restarts it.
+
+The check: a read_committed consumer of the whole output sees every ``out-n`` for n < N
+exactly once (none missing, none twice).
+"""
+from __future__ import annotations
+
+import dataclasses
+import random
+import signal
+import threading
+import time
+import uuid
+from typing import Callable, Optional
+
+from . import wire
+from .cluster import Cluster
+
+IN, OUT = "eos-in", "eos-out"
+
+
+@dataclasses.dataclass
+class EosReport:
+    seconds: float
+    records: int
+    faults: int = 0
+    committed_txns: int = 0
+    aborted_txns: int = 0
+    restarts: int = 0
+    output: int = 0
+    missing: int = 0
+    duplicates: int = 0
+    examples: list = dataclasses.field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.output == self.records and self.missing == 0 and self.duplicates == 0
+
+    def row(self) -> str:
+        return ("eos-kill-leader %5.0fs  input %d  output %d  missing %d  duplicates %d  "
+                "transactions %d committed / %d aborted  app restarts %d  faults %d  %s"
+                % (self.seconds, self.records, self.output, self.missing, self.duplicates,
+                   self.committed_txns, self.aborted_txns, self.restarts, self.faults,
+                   "ok" if self.ok else "FAIL"))
+
+
+def _leader(cluster: Cluster, topic: str, partition: int) -> Optional[int]:
+    for b in cluster.brokers:
+        if not b.running():
+            continue
+        try:
+            m = wire.metadata(("127.0.0.1", b.port), [topic])
+        except OSError:
+            continue
+        for p in m["topics"][0]["partitions"]:
+            if p["partition_index"] == partition and p["leader_id"] >= 0:
+                return p["leader_id"]
+    return None
+
+
+def _fill_input(bootstrap: str, n: int, partitions: int) -> None:
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "log_level": 2})
+    for i in range(n):
+        p.produce(IN, str(i).encode(), partition=i % partitions)
+    assert p.flush(120) == 0
+
+
+class EosApp:
+    """The consume-transform-produce application, restarted (new consumer and producer, same
+    transactional id) whenever a transaction fails in a way that needs it."""
+
+    BATCH = 50   # input records per transaction at most
+
+    def __init__(self, bootstrap: str, report: EosReport, target: int, pace_s: float = 0.0):
+        self.bootstrap = bootstrap
+        # pause between transactions, so that the work spans the faults
+        self.pace_s = pace_s
+        self.report = report
+        self.target = target
+        self.tid = "eos-app-" + uuid.uuid4().hex[:6]
+        self.group = "eos-group-" + uuid.uuid4().hex[:6]
+        self.done = threading.Event()
+        self.stop = threading.Event()
+        self.error: Optional[BaseException] = None
+
+    def _session(self) -> None:
+        from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group,
+                      "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                      "enable.auto.commit": False, "log_level": 2, "session.timeout.ms": 10000})
+        p = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": self.tid,
+                      "transaction.timeout.ms": 30000, "log_level": 2})
+        try:
+            p.init_transactions(60)
+            c.subscribe([IN])
+            while not self.stop.is_set():
+                msgs = c.consume(self.BATCH, 1.0)
+                msgs = [m for m in msgs if not m.error()]
+                if not msgs:
+                    if self._output_complete_hint():
+                        return
+                    continue
+                p.begin_transaction()
+                try:
+                    for m in msgs:
+                        p.produce(OUT, b"out-" + m.value(), partition=m.partition())
+                    nxt: dict[int, int] = {}
+                    for m in msgs:
+                        nxt[m.partition()] = max(nxt.get(m.partition(), 0), m.offset() + 1)
+                    offsets = [TopicPartition(IN, part, off) for part, off in nxt.items()]
+                    p.send_offsets_to_transaction(offsets, c.consumer_group_metadata(), 60)
+                    p.commit_transaction(60)
+                    self.report.committed_txns += 1
+                    if self.pace_s:
+                        time.sleep(self.pace_s)
+                except KafkaException as e:
+                    err = e.args[0]
+                    if len(self.report.examples) < 5:
+                        self.report.examples.append("transaction failed: %s" % err)
+                    if err.txn_requires_abort():
+                        try:
+                            p.abort_transaction(60)
+                            self.report.aborted_txns += 1
+                        except KafkaException:
+                            return   # start over with a new session
+                        # rewind to the committed offsets: the aborted input is read again
+                        self._rewind(c)
+                        continue
+                    if err.retriable():
+                        self._rewind(c)
+                        continue
+                    return   # fatal (fenced, ...): a new session
+        finally:
+            try:
+                c.close()
+            except Exception:
+                pass
+
+    @staticmethod
+    def _rewind(c) -> None:
+        from confluent_kafka import TopicPartition
+        committed = c.committed(c.assignment(), 30)
+        for tp in committed:
+            c.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
+
+    def _output_complete_hint(self) -> bool:
+        return self.done.is_set()
+
+    def run(self) -> None:
+        try:
+            while not self.stop.is_set() and not self.done.is_set():
+                self._session()
+                if not self.stop.is_set() and not self.done.is_set():
+                    self.report.restarts += 1
+                    time.sleep(0.5)
+        except BaseException as e:   # reported by the caller
+            self.error = e
+
+
+def read_output(bootstrap: str, partitions: int, expect: int, timeout: float) -> list[str]:
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "eos-check-" + uuid.uuid4().hex[:6],
+                  "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False, "log_level": 2})
+    c.assign([TopicPartition(OUT, p, 0) for p in range(partitions)])
+    got: list[str] = []
+    deadline = time.monotonic() + timeout
+    quiet_until = None
+    try:
+        while time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                got.append(m.value().decode())
+                quiet_until = None
+            elif len(got) >= expect:
+                quiet_until = quiet_until or time.monotonic() + 3.0
+                if time.monotonic() > quiet_until:
+                    break
+    finally:
+        c.close()
+    return got
+
+
+def run(seconds: float = 60.0, interval: float = 10.0, records: int = 20000, partitions: int = 3,
+        data_dir: Optional[str] = None, seed: int = 1, session_timeout_ms: int = 6000,
+        log: Callable[[str], None] = print) -> EosReport:
+    rnd = random.Random(seed)
+    overrides = {"zookeeper.session.timeout.ms": str(session_timeout_ms), "default.replication.factor": "3",
+                 "min.insync.replicas": "2", "offsets.topic.num.partitions": "3",
+                 "transaction.state.log.num.partitions": "3", "group.initial.rebalance.delay.ms": "0",
+                 "unclean.leader.election.enable": "false"}
+    report = EosReport(seconds, records)
+    with Cluster(3, data_dir, overrides=overrides, zk_tick_time=500) as cluster:
+        bootstrap = cluster.bootstrap_servers
+        with wire.WireClient(("127.0.0.1", cluster.brokers[0].port)) as c:
+            for t in (IN, OUT):
+                r = c.request(19, 5, {"topics": [{"name": t, "num_partitions": partitions, "replication_factor": 3,
+                                                  "assignments": [], "configs": []}],
+                                      "timeout_ms": 30000, "validate_only": False})
+                assert r["topics"][0]["error_code"] == 0, r
+                wire.wait_for_topic(c, t, partitions, timeout=30)
+        _fill_input(bootstrap, records, partitions)
+        log("input written: %d records; starting the application" % records)
+        # spread the transactions over about 80% of the run
+        app = EosApp(bootstrap, report, records, pace_s=max(0.0, 0.8 * seconds / (records / EosApp.BATCH)))
+        th = threading.Thread(target=app.run, daemon=True)
+        th.start()
+        t_end = time.monotonic() + seconds
+        try:
+            while time.monotonic() < t_end:
+                time.sleep(min(interval, max(0.0, t_end - time.monotonic())))
+                if time.monotonic() >= t_end:
+                    break
+                topic = rnd.choice((IN, OUT))
+                victim = _leader(cluster, topic, rnd.randrange(partitions))
+                if victim is None:
+                    continue
+                cluster.kill(victim, signal.SIGKILL)
+                report.faults += 1
+                time.sleep(min(3.0, interval / 2))
+                cluster.start(victim)
+        finally:
+            for b in cluster.brokers:
+                b.resume()
+                if not b.running():
+                    cluster.start(b.broker_id)
+        log("nemesis done (%d fault(s)); letting the application finish" % report.faults)
+        got = read_output(bootstrap, partitions, records, timeout=180)
+        app.done.set()
+        app.stop.set()
+        th.join(120)
+        if app.error is not None:
+            raise app.error
+        report.output = len(got)
+        seen: dict[str, int] = {}
+        for v in got:
+            seen[v] = seen.get(v, 0) + 1
+        report.duplicates = sum(n - 1 for n in seen.values() if n > 1)
+        want = {"out-%d" % i for i in range(records)}
+        missing = sorted(want - set(seen), key=lambda s: int(s[4:]))
+        report.missing = len(missing)
+        report.examples = ["missing: %s" % missing[:10]] if missing else []
+        if report.duplicates:
+            report.examples.append("duplicated: %s" % [v for v, n in seen.items() if n > 1][:10])
+    return report
