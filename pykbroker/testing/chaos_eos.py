@@ -81,7 +81,9 @@ class EosApp:
 
     BATCH = 50   # input records per transaction at most
 
-    def __init__(self, bootstrap: str, report: EosReport, target: int, pace_s: float = 0.0):
+    def __init__(self, bootstrap: str, report: EosReport, target: int, pace_s: float = 0.0,
+                 log: Callable[[str], None] = lambda m: None):
+        self.log = log
         self.bootstrap = bootstrap
         # pause between transactions, so that the work spans the faults
         self.pace_s = pace_s
@@ -127,6 +129,7 @@ class EosApp:
                     err = e.args[0]
                     if len(self.report.examples) < 5:
                         self.report.examples.append("transaction failed: %s" % err)
+                    self.log("transaction failed: %s" % err)
                     if err.txn_requires_abort():
                         try:
                             p.abort_transaction(60)
@@ -134,10 +137,10 @@ class EosApp:
                         except KafkaException:
                             return   # start over with a new session
                         # rewind to the committed offsets: the aborted input is read again
-                        self._rewind(c)
+                        if not self._rewind(c):
+                            return
                         continue
-                    if err.retriable():
-                        self._rewind(c)
+                    if err.retriable() and self._rewind(c):
                         continue
                     return   # fatal (fenced, ...): a new session
         finally:
@@ -146,12 +149,18 @@ class EosApp:
             except Exception:
                 pass
 
-    @staticmethod
-    def _rewind(c) -> None:
-        from confluent_kafka import TopicPartition
-        committed = c.committed(c.assignment(), 30)
-        for tp in committed:
-            c.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
+    def _rewind(self, c) -> bool:
+        """Back to the committed offsets; False when they cannot be read now (the caller starts
+        a new session, whose consumer starts from them)."""
+        from confluent_kafka import KafkaException, TopicPartition
+        try:
+            committed = c.committed(c.assignment(), 30)
+            for tp in committed:
+                c.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
+        except KafkaException as e:
+            self.log("rewind failed (%s): new session" % e.args[0])
+            return False
+        return True
 
     def _output_complete_hint(self) -> bool:
         return self.done.is_set()
@@ -212,7 +221,7 @@ def run(seconds: float = 60.0, interval: float = 10.0, records: int = 20000, par
         _fill_input(bootstrap, records, partitions)
         log("input written: %d records; starting the application" % records)
         # spread the transactions over about 80% of the run
-        app = EosApp(bootstrap, report, records, pace_s=max(0.0, 0.8 * seconds / (records / EosApp.BATCH)))
+        app = EosApp(bootstrap, report, records, pace_s=max(0.0, 0.8 * seconds / (records / EosApp.BATCH)), log=log)
         th = threading.Thread(target=app.run, daemon=True)
         th.start()
         t_end = time.monotonic() + seconds
@@ -249,7 +258,8 @@ def run(seconds: float = 60.0, interval: float = 10.0, records: int = 20000, par
         want = {"out-%d" % i for i in range(records)}
         missing = sorted(want - set(seen), key=lambda s: int(s[4:]))
         report.missing = len(missing)
-        report.examples = ["missing: %s" % missing[:10]] if missing else []
+        if missing:
+            report.examples.insert(0, "missing: %s" % missing[:10])
         if report.duplicates:
             report.examples.append("duplicated: %s" % [v for v, n in seen.items() if n > 1][:10])
     return report
