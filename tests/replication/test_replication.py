@@ -154,7 +154,7 @@ def test_isr_shrinks_and_expands_with_a_stopped_follower(cluster):
     # an idle partition keeps a silent follower that has everything (Kafka's isCaughtUp: same
     # log end); a write makes it lag
     assert produce(cluster, leader, "ise", 0, [b"a2"], acks=1)["error_code"] == 0
-    wait_isr(cluster, "ise", 0, [leader, f2], timeout=10)
+    wait_isr(cluster, "ise", 0, [leader, f2], timeout=20)
     for i in range(5):
         assert produce(cluster, leader, "ise", 0, [b"b%d" % i])["error_code"] == 0
     cluster.start_broker(f1)
