@@ -1183,6 +1183,14 @@ class ZkController(Controller):
         if any(b not in st.replicas for b in new_isr) or (new_leader != -1 and new_leader not in new_isr):
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Invalid ISR %s for %s-%d (replicas %s, leader %d)."
                              % (list(new_isr), topic, partition, list(st.replicas), new_leader))
+        # Kafka admits only live, registered brokers into an ISR (INELIGIBLE_REPLICA otherwise): a
+        # broker in controlled shutdown has dropped its registration and may still be fetching for
+        # a moment, and must not be re-added behind the controller's back
+        alive = {b.broker_id for b in self.cache.alive_brokers()}
+        joining = [b for b in new_isr if b not in st.isr and b not in alive]
+        if joining:
+            raise KafkaError(ErrorCode.INELIGIBLE_REPLICA, "Broker(s) %s not registered: not admitted to "
+                             "the ISR of %s-%d." % (joining, topic, partition))
         if new_leader == st.leader and new_isr == st.isr:
             return st
         new = PartitionState(new_leader, st.leader_epoch + (new_leader != st.leader), st.partition_epoch,

@@ -18,6 +18,7 @@ nothing here imports kazoo.
 """
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
@@ -203,11 +204,12 @@ class ZooKeeperServer:
                 log.write(b"--- pykbroker: starting ZooKeeper on %s ---\n" % self.connect_string.encode())
                 log.flush()
                 self._log_offset = log.tell()
-                self.proc = subprocess.Popen(
-                    [java, *JVM_FLAGS, "-cp", cp, MAIN_CLASS, self.config_path],
-                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                    cwd=self.data_dir, preexec_fn=_die_with_parent if self.die_with_parent else None,
-                    start_new_session=self.die_with_parent)
+                with stop_signals_deferred():
+                    self.proc = subprocess.Popen(
+                        [java, *JVM_FLAGS, "-cp", cp, MAIN_CLASS, self.config_path],
+                        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                        cwd=self.data_dir, preexec_fn=child_setup(self.die_with_parent),
+                        start_new_session=self.die_with_parent)
             try:
                 self._wait_ready(timeout)
                 return self
@@ -339,6 +341,33 @@ def wait_stopped(pid: int, timeout: float = 5.0) -> None:
 
 class _PortTaken(Exception):
     pass
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def stop_signals_deferred():
+    """Around ``self.proc = subprocess.Popen(...)`` (with ``preexec_fn=child_setup(...)``): a
+    launcher whose signal handler raises (``pykbroker cluster up`` aborts its start-up that
+    way) could otherwise get the exception after the fork and before the assignment, and the
+    child would run on, known to nobody.  The stop signals are blocked in this thread inside the
+    block and delivered when it ends, once the caller holds the child."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def child_setup(die_with_parent: bool):
+    """The ``preexec_fn`` for :func:`stop_signals_deferred`: the child unblocks the stop signals
+    (the mask survives exec) and, with ``die_with_parent``, gets SIGTERM when we die."""
+    def setup():
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+        if die_with_parent:
+            _die_with_parent()
+    return setup
 
 
 def _die_with_parent() -> None:

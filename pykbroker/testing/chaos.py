@@ -304,12 +304,12 @@ def check(report: Report, load: ProducerLoad, records: dict[int, list[tuple[int,
     return report
 
 
-def leader_of(cluster: Cluster, partition: int) -> Optional[int]:
+def leader_of(cluster: Cluster, partition: int, topic: str = TOPIC) -> Optional[int]:
     for b in cluster.brokers:
         if not b.running():
             continue
         try:
-            m = wire.metadata(("127.0.0.1", b.port), [TOPIC])
+            m = wire.metadata(("127.0.0.1", b.port), [topic])
         except OSError:
             continue
         for p in m["topics"][0]["partitions"]:

@@ -23,6 +23,7 @@ import uuid
 from typing import Callable, Optional
 
 from . import wire
+from .chaos import leader_of
 from .cluster import Cluster
 
 IN, OUT = "eos-in", "eos-out"
@@ -51,20 +52,6 @@ class EosReport:
                 % (self.seconds, self.records, self.output, self.missing, self.duplicates,
                    self.committed_txns, self.aborted_txns, self.restarts, self.faults,
                    "ok" if self.ok else "FAIL"))
-
-
-def _leader(cluster: Cluster, topic: str, partition: int) -> Optional[int]:
-    for b in cluster.brokers:
-        if not b.running():
-            continue
-        try:
-            m = wire.metadata(("127.0.0.1", b.port), [topic])
-        except OSError:
-            continue
-        for p in m["topics"][0]["partitions"]:
-            if p["partition_index"] == partition and p["leader_id"] >= 0:
-                return p["leader_id"]
-    return None
 
 
 def _fill_input(bootstrap: str, n: int, partitions: int) -> None:
@@ -231,7 +218,7 @@ def run(seconds: float = 60.0, interval: float = 10.0, records: int = 20000, par
                 if time.monotonic() >= t_end:
                     break
                 topic = rnd.choice((IN, OUT))
-                victim = _leader(cluster, topic, rnd.randrange(partitions))
+                victim = leader_of(cluster, rnd.randrange(partitions), topic)
                 if victim is None:
                     continue
                 cluster.kill(victim, signal.SIGKILL)

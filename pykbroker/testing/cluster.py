@@ -29,7 +29,7 @@ import tempfile
 import time
 from typing import Optional
 
-from ..cluster.zkserver import ZooKeeperServer, _die_with_parent, free_port, tail, wait_stopped
+from ..cluster.zkserver import ZooKeeperServer, child_setup, free_port, stop_signals_deferred, tail, wait_stopped
 from ..healthcheck import probe
 
 HOST = "127.0.0.1"
@@ -96,10 +96,11 @@ class BrokerNode:
             log.write(b"--- pykbroker: starting broker %d on %s ---\n" % (self.broker_id, self.bootstrap.encode()))
             log.flush()
             self._log_offset = log.tell()
-            self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT, env=env, cwd=self.data_dir,
-                                         preexec_fn=_die_with_parent if self.die_with_parent else None,
-                                         start_new_session=self.die_with_parent)
+            with stop_signals_deferred():
+                self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=log,
+                                             stderr=subprocess.STDOUT, env=env, cwd=self.data_dir,
+                                             preexec_fn=child_setup(self.die_with_parent),
+                                             start_new_session=self.die_with_parent)
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Until it answers ApiVersions; RuntimeError with the log's tail if it exits or times out."""

@@ -178,6 +178,9 @@ def run_eos_pipeline(bs, inp, out, group, tid, n, abort_rounds=(1,), partitions=
                 p.produce(out, key=m.key(), value=m.value().upper(), partition=m.partition())
             p.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata(), 30)
             if rnd in abort_rounds:
+                # sent before the abort: librdkafka purges what is still queued when it aborts,
+                # and the aborted records must be in the log for read_uncommitted readers
+                p.flush(30)
                 p.abort_transaction(30)
                 # rewind to what the group committed (the aborted offsets never were)
                 for tp in c.committed(c.assignment(), 30):
