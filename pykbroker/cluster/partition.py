@@ -391,17 +391,6 @@ class Partition:
         if validated.size > lc.segment_bytes:
             # Kafka: a record set larger than a whole segment can never be appended.
             raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE)
-        if "compact" in (self.config.get("cleanup.policy") or ()):
-            # Kafka's LogValidator: a compacted topic refuses keyless records (INVALID_RECORD).
-            # A key can only be seen by walking the records, so this is per record, but only on
-            # compacted topics, which are keyed state/changelog topics, not the bulk path.
-            from ..protocol.records import INVALID_RECORD, RecordError
-            from ..storage.cleaner import has_keyless_record
-            buf = validated.buffer
-            for b in validated.batches:
-                if has_keyless_record(memoryview(buf)[b.position:b.position + b.size]):
-                    raise RecordError(INVALID_RECORD, "Compacted topic cannot accept message without "
-                                      "key in topic partition %s-%d." % (self.topic, self.partition_id))
         lat = now_ms if lc.log_append_time else None
         try:
             info = self.log.append(validated, self.leader_epoch, lat, auto_flush=False)

@@ -6,12 +6,16 @@ Behaviour (Apache Kafka 4.x as the oracle):
 - Per partition: an unknown topic or partition -> UNKNOWN_TOPIC_OR_PARTITION (Kafka 4 never
   auto-creates topics on Produce, only on Metadata); an internal topic (``__consumer_offsets``)
   -> INVALID_TOPIC_EXCEPTION, as Kafka refuses client writes to internal topics.
-- Records are validated per batch, never per record (``records.validate_produce_records``:
-  header, CRC-32C, offset delta / count, control bit, size against the topic's
-  ``max.message.bytes``); failures map to Kafka's codes (CORRUPT_MESSAGE, INVALID_RECORD,
-  MESSAGE_TOO_LARGE, INVALID_TIMESTAMP, UNSUPPORTED_COMPRESSION_TYPE).  On v8+ only record
-  validation failures carry ``error_message`` (``RecordError.client_message``), as Kafka
-  only fills it for RecordValidationException.
+- Records are validated per batch (``records.validate_produce_records``: header, CRC-32C,
+  offset delta / count, control bit, size against the topic's ``max.message.bytes``); failures
+  map to Kafka's codes (CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, INVALID_TIMESTAMP,
+  UNSUPPORTED_COMPRESSION_TYPE).  Kafka's per-record checks (keyless records on compacted
+  topics, CreateTime timestamps outside ``message.timestamp.before/after.max.ms``) walk the
+  records only where they can fail (compacted topics, a maxTimestamp past the "after" bound, a
+  finite "before" bound) and answer like Kafka: v8+ ``record_errors`` with each bad record's
+  index and text, and Kafka's ``error_message``.  On v8+ only record validation failures carry
+  ``error_message`` (``RecordError.client_message``), as Kafka only fills it for
+  RecordValidationException.
 - A first batch header that Kafka's batch iterator rejects (length below 14, magic outside
   0-2) fails the whole request before anything else, as in Kafka (it inspects every
   partition's first batch up front): every partition gets CORRUPT_MESSAGE with Kafka's text.
@@ -123,10 +127,15 @@ async def handle(ctx, request):
                 if acks == -1 and len(partition.isr) < cfg["min.insync.replicas"]:
                     # Kafka refuses acks=all before appending when the ISR is below min.insync.replicas.
                     raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS)
+                # Kafka validates timestamps only on CreateTime topics (LogAppendTime overwrites
+                # them) and keys only on compacted ones; the records are walked only then.
+                create_time = cfg.get("message.timestamp.type") != "LogAppendTime"
                 validated = validate_produce_records(
                     p["records"], cfg["max.message.bytes"], api_version=version, now_ms=now_ms,
-                    timestamp_before_max_ms=cfg.get("message.timestamp.before.max.ms"),
-                    timestamp_after_max_ms=cfg.get("message.timestamp.after.max.ms"))
+                    timestamp_before_max_ms=cfg.get("message.timestamp.before.max.ms") if create_time else None,
+                    timestamp_after_max_ms=cfg.get("message.timestamp.after.max.ms") if create_time else None,
+                    compacted_partition="%s-%d" % (name, idx)
+                    if "compact" in (cfg.get("cleanup.policy") or ()) else None)
                 if transactional or validated.batches[0].is_transactional:
                     # KIP-890: a batch opening a transaction here must belong to the producer's
                     # Ongoing transaction (checked with the coordinator, in process).
@@ -143,6 +152,9 @@ async def handle(ctx, request):
                 r = RESPONSES.error(idx, e.code)
                 if e.message is not None and (record_error or e.code in _MESSAGE_ERRORS):
                     r["error_message"] = e.message
+                if record_error and e.record_errors:
+                    r["record_errors"] = [{"batch_index": i, "batch_index_error_message": m}
+                                          for i, m in e.record_errors]
                 if e.code in _LOG_START_ERRORS and not (record_error and e.request_check):
                     r["log_start_offset"] = partition.log_start_offset
                 if version >= 10 and e.code in NEW_LEADER_ERRORS:

@@ -121,9 +121,13 @@ class RecordError(KafkaError):
 
     _DEFAULT = object()
 
-    def __init__(self, code: int, message: str = "", *, client_message=_DEFAULT, request_check: bool = False):
+    def __init__(self, code: int, message: str = "", *, client_message=_DEFAULT, request_check: bool = False,
+                 record_errors=()):
         Exception.__init__(self, message or f"record error {code}")
         self.code = ErrorCode(code)
+        # Produce v8+ ``record_errors``: [(batch_index, message)] of the records that failed Kafka's
+        # per-record validation (see :func:`per_record_errors`); clients fail exactly those.
+        self.record_errors = list(record_errors)
         # True for the checks Kafka makes on the request before the log is involved
         # (ProduceRequest.validateRecords: framing, magic, batch count, zstd version): their
         # responses carry log_start_offset -1, not the partition's.
@@ -337,6 +341,7 @@ def validate_produce_records(
     now_ms: Optional[int] = None,
     timestamp_before_max_ms: Optional[int] = None,
     timestamp_after_max_ms: Optional[int] = None,
+    compacted_partition: Optional[str] = None,
 ) -> ValidatedRecords:
     """Validate the records of one partition of a ProduceRequest, per batch.
 
@@ -362,10 +367,14 @@ def validate_produce_records(
        batch -> INVALID_RECORD; producerId >= 0 with baseSequence < 0 -> INVALID_RECORD.
     4. Unknown codec (5-7) -> CORRUPT_MESSAGE (Kafka answers UNKNOWN_SERVER_ERROR there, from
        an IllegalArgumentException; pykbroker keeps a specific code).
-    5. Optional CreateTime bounds (message.timestamp.before/after.max.ms) -> INVALID_TIMESTAMP.
-       Kafka checks each record; per batch we check the header's maxTimestamp against the
-       "after" bound (exact: it is the max) and baseTimestamp against the "before" bound (the
-       first record's timestamp, an approximation of the minimum).
+    5. Kafka's per-record checks (LogValidator.validateRecord), with its ``record_errors`` (the
+       index and text of each bad record) so that clients fail only those: keyless records on a
+       compacted topic (``compacted_partition``: its "topic-partition" name) -> INVALID_RECORD,
+       CreateTime timestamps outside [now - message.timestamp.before.max.ms,
+       now + message.timestamp.after.max.ms] -> INVALID_TIMESTAMP.  The records are walked only
+       where they can fail: on compacted topics, when the header's maxTimestamp (the exact
+       maximum) is past the "after" bound, or when the topic sets a finite "before" bound (the
+       minimum is not in the header).  The normal path stays per batch.
     """
     try:
         n = len(buf)
@@ -425,11 +434,15 @@ def validate_produce_records(
         if codec == CODEC_ZSTD and api_version is not None and api_version < 7:
             raise RecordError(UNSUPPORTED_COMPRESSION_TYPE, "zstd requires produce v7+")
         ts_type = 1 if attributes & TIMESTAMP_TYPE_MASK else 0
-        if now_ms is not None and ts_type == CREATE_TIME:
-            if timestamp_after_max_ms is not None and max_ts - now_ms > timestamp_after_max_ms:
-                raise RecordError(INVALID_TIMESTAMP, "timestamp too far in the future")
-            if timestamp_before_max_ms is not None and now_ms - base_ts > timestamp_before_max_ms:
-                raise RecordError(INVALID_TIMESTAMP, "timestamp too far in the past")
+        check_ts = now_ms is not None and ts_type == CREATE_TIME and (
+            (timestamp_after_max_ms is not None and max_ts - now_ms > timestamp_after_max_ms)
+            or (timestamp_before_max_ms is not None and timestamp_before_max_ms < LONG_MAX))
+        if check_ts or compacted_partition is not None:
+            errors = per_record_errors(
+                mv[pos:pos + size], compacted_partition,
+                (now_ms, timestamp_before_max_ms, timestamp_after_max_ms) if check_ts else None)
+            if errors:
+                raise_record_errors(errors)
         batches.append(BatchInfo(
             pos, size, offset_count, count, base_ts, max_ts, ts_type, codec,
             producer_id, producer_epoch, base_seq,
@@ -437,6 +450,50 @@ def validate_produce_records(
             bool(attributes & TRANSACTIONAL_MASK)))
         total += offset_count
     return ValidatedRecords(data, batches, total)
+
+
+LONG_MAX = (1 << 63) - 1
+
+
+def _java_long(v: int) -> int:
+    """``v`` wrapped to a signed 64-bit value, as Java's long arithmetic does (Kafka prints the
+    bounds of the timestamp window computed that way)."""
+    v &= (1 << 64) - 1
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def per_record_errors(batch, compacted_partition: Optional[str], timestamps) -> list:
+    """Kafka's per-record validation of one client batch (LogValidator.validateRecord: the key
+    first, then the timestamp; one error per record).  ``timestamps``: (now_ms, before_max_ms,
+    after_max_ms) to check CreateTime timestamps, or None.  [(batch_index, code, message)]."""
+    out = []
+    if timestamps is not None:
+        now, before, after = timestamps
+        before = LONG_MAX if before is None else before
+        after = LONG_MAX if after is None else after
+    for i, r in enumerate(decode_records(batch)):
+        if compacted_partition is not None and r.key is None:
+            out.append((i, INVALID_RECORD, "Compacted topic cannot accept message without key in topic "
+                        "partition %s" % compacted_partition))
+        elif timestamps is not None and (now - r.timestamp > before or r.timestamp - now > after):
+            out.append((i, INVALID_TIMESTAMP, "Timestamp %d of message with offset %d is out of range. The "
+                        "timestamp should be within [%d, %d]" % (r.timestamp, r.offset, _java_long(now - before),
+                                                                  _java_long(now + after))))
+    return out
+
+
+def raise_record_errors(errors) -> None:
+    """The RecordValidationException Kafka throws for ``errors`` (see :func:`per_record_errors`):
+    INVALID_TIMESTAMP when any record has a bad timestamp, else INVALID_RECORD, with Kafka's
+    error_message (it lists at most the first three errors) and every record's error."""
+    rec = [(i, m) for i, _, m in errors]
+    if any(code == INVALID_TIMESTAMP for _, code, _ in errors):
+        raise RecordError(INVALID_TIMESTAMP, "One or more records have been rejected due to invalid timestamp",
+                          record_errors=rec)
+    shown = ", ".join("RecordError(batchIndex=%d, message='%s')" % (i, m) for i, m in rec[:3])
+    raise RecordError(INVALID_RECORD, "One or more records have been rejected due to %d record errors in total, "
+                      "and only showing the first three errors at most: [%s]" % (len(rec), shown),
+                      record_errors=rec)
 
 
 # ---------------------------------------------------------------------------

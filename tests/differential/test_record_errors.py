@@ -1,0 +1,103 @@
+"""Per-record validation of Produce (Kafka's LogValidator.validateRecord), against Apache Kafka:
+keyless records on a compacted topic (INVALID_RECORD) and CreateTime timestamps outside
+``message.timestamp.before/after.max.ms`` (INVALID_TIMESTAMP), plain and compressed, answered with
+``record_errors`` (each bad record's index and text) and Kafka's ``error_message``; a
+LogAppendTime topic does not check timestamps.  Then the client's view: a confluent-kafka
+(librdkafka) batch of 100 records with 10 keyless ones fails exactly those 10 with
+INVALID_RECORD and the other 90 with librdkafka's "different record" error, as against Kafka."""
+import re
+import time
+import uuid
+
+import pytest
+from confluent_kafka import KafkaError, Producer
+
+from .helpers import batch, create_topic, explain, produce
+
+HOUR_MS = 3600 * 1000
+TOPICS = {
+    "re-ts": None,
+    "re-cmp": {"cleanup.policy": "compact"},
+    "re-before": {"message.timestamp.before.max.ms": str(HOUR_MS)},
+    "re-lat": {"message.timestamp.type": "LogAppendTime", "message.timestamp.after.max.ms": "1000"},
+}
+
+
+def _norm(part):
+    """The partition answer with the clock-dependent numbers (the window's bounds, the append
+    time, the offsets of successful appends) masked."""
+    p = dict(part)
+    p.pop("current_leader", None)
+    if p["log_append_time_ms"] != -1:
+        p["log_append_time_ms"] = "<time>"
+    if p["error_code"] == 0:
+        p["base_offset"] = "<offset>"
+    mask = lambda s: s and re.sub(r"within \[-?\d+, -?\d+\]", "within [<lo>, <hi>]", s)
+    p["record_errors"] = [{"batch_index": e["batch_index"],
+                           "batch_index_error_message": mask(e["batch_index_error_message"])}
+                          for e in p["record_errors"]]
+    p["error_message"] = mask(p["error_message"])
+    return p
+
+
+def _cases():
+    now = int(time.time() * 1000)
+    fut, past = now + 2 * HOUR_MS, now - 2 * HOUR_MS
+    vals = [b"a", b"b", b"c", b"d", b"e"]
+    return {
+        "future timestamps": ("re-ts", batch(vals, timestamps=[now, fut, now, fut, now])),
+        "future timestamps, gzip": ("re-ts", batch(vals, timestamps=[now, fut, now, fut, now], compression=1)),
+        "future timestamp first": ("re-ts", batch(vals[:2], timestamps=[fut, now])),
+        "past timestamp inside a batch": ("re-before", batch(vals[:3], timestamps=[now, past, now])),
+        "LogAppendTime topic": ("re-lat", batch(vals[:2], timestamps=[now, fut])),
+        "keyless on compacted": ("re-cmp", batch(vals[:4], keys=[None, b"k", None, b"k2"])),
+        "keyless on compacted, lz4": ("re-cmp", batch(vals[:4], keys=[None, b"k", None, b"k2"], compression=3)),
+        "four keyless (message shows three)": ("re-cmp", batch(vals[:4], keys=[None] * 4)),
+        "keyless and future together": ("re-cmp", batch(vals[:3], keys=[None, b"k", b"k"],
+                                                        timestamps=[now, fut, now])),
+        "all fine on compacted": ("re-cmp", batch(vals[:2], keys=[b"k", b"k2"])),
+    }
+
+
+@pytest.mark.parametrize("version", [7, 8, 11])
+def test_record_errors_like_kafka(both, version):
+    cases = _cases()   # the same bytes (timestamps) for both brokers
+
+    def scenario(t):
+        for name, configs in TOPICS.items():
+            create_topic(t, name, 1, configs)
+        return {case: _norm(produce(t, topic, 0, records, version=version))
+                for case, (topic, records) in cases.items()}
+
+    p, k = both(scenario)
+    assert p == k, explain(p, k)
+    # the oracle really rejected what it should (the comparison is not between two silences)
+    assert k["keyless on compacted"]["error_code"] == 87
+    assert k["future timestamps"]["error_code"] == 32
+    if version >= 8:
+        assert [e["batch_index"] for e in p["keyless on compacted"]["record_errors"]] == [0, 2]
+        assert [e["batch_index"] for e in p["past timestamp inside a batch"]["record_errors"]] == [1]
+
+
+def test_librdkafka_fails_only_the_bad_records(both):
+    """100 records in one batch, every tenth keyless, on a compacted topic."""
+
+    def scenario(t):
+        topic = "re-client-" + uuid.uuid4().hex[:8]
+        create_topic(t, topic, 1, {"cleanup.policy": "compact"})
+        p = Producer({"bootstrap.servers": t.bootstrap, "linger.ms": 2000, "batch.num.messages": 1000,
+                      "retries": 0, "enable.idempotence": False})
+        results = {}
+        for i in range(100):
+            key = None if i % 10 == 3 else b"k%d" % i
+            p.produce(topic, key=key, value=b"v%d" % i, partition=0,
+                      on_delivery=lambda e, m, i=i: results.__setitem__(i, e))
+        assert p.flush(30) == 0
+        return {i: (None if e is None else e.code()) for i, e in sorted(results.items())}
+
+    p, k = both(scenario)
+    assert p == k, explain(p, k)
+    bad = [i for i, code in k.items() if code == KafkaError.INVALID_RECORD]
+    assert bad == [i for i in range(100) if i % 10 == 3]
+    others = {code for i, code in k.items() if i not in bad}
+    assert others == {KafkaError._INVALID_DIFFERENT_RECORD}
