@@ -16,6 +16,9 @@ Behaviour (Apache Kafka 4.x as the oracle):
   index and text, and Kafka's ``error_message``.  On v8+ only record validation failures carry
   ``error_message`` (``RecordError.client_message``), as Kafka only fills it for
   RecordValidationException.
+- A topic ``compression.type`` other than ``producer`` (uncompressed, gzip, snappy, lz4, zstd):
+  batches in another codec are rewritten in the topic's one (``records.recompress``, record by
+  record, at the topic's ``compression.<codec>.level``), as Kafka does; only there.
 - A first batch header that Kafka's batch iterator rejects (length below 14, magic outside
   0-2) fails the whole request before anything else, as in Kafka (it inspects every
   partition's first batch up front): every partition gets CORRUPT_MESSAGE with Kafka's text.
@@ -56,7 +59,8 @@ import logging
 import trio
 
 from ..protocol.errors import ErrorCode, KafkaError
-from ..protocol.records import RecordError, first_batch_corruption, validate_produce_records
+from ..protocol.records import (COMPRESSION_TYPES, RecordError, first_batch_corruption, recompress,
+                                validate_produce_records)
 from ..server.dispatch import CloseConnection
 from .common import NEW_LEADER_ERRORS, PartitionResponses, current_leader, leader_partition
 
@@ -136,6 +140,12 @@ async def handle(ctx, request):
                     timestamp_after_max_ms=cfg.get("message.timestamp.after.max.ms") if create_time else None,
                     compacted_partition="%s-%d" % (name, idx)
                     if "compact" in (cfg.get("cleanup.policy") or ()) else None)
+                target = COMPRESSION_TYPES.get(cfg.get("compression.type"))
+                if target is not None:
+                    # a topic compression.type other than "producer": Kafka rewrites the records
+                    # in the topic's codec (at its compression.<codec>.level)
+                    level = cfg.get("compression.%s.level" % cfg["compression.type"])
+                    validated = recompress(validated, target, level)
                 if transactional or validated.batches[0].is_transactional:
                     # KIP-890: a batch opening a transaction here must belong to the producer's
                     # Ongoing transaction (checked with the coordinator, in process).

@@ -549,12 +549,15 @@ def _snappy():
     return cramjam.snappy
 
 
-def compress(codec: int, data: bytes) -> bytes:
+def compress(codec: int, data: bytes, level: Optional[int] = None) -> bytes:
+    """``level``: the topic's compression.<codec>.level when the broker itself compresses
+    (Kafka's KIP-390 levels), None for the codec's default."""
     if codec == CODEC_NONE:
         return bytes(data)
     if codec == CODEC_GZIP:
         import gzip   # compression modules are imported by their first use
-        return gzip.compress(bytes(data))
+        # -1 is Kafka's "codec default", zlib's 6 (Python's gzip module would use 9)
+        return gzip.compress(bytes(data), compresslevel=6 if level is None or level < 0 else level)
     if codec == CODEC_SNAPPY:
         # The Java client writes snappy through snappy-java's
         # SnappyOutputStream, i.e. xerial framing; we write the same.
@@ -570,10 +573,10 @@ def compress(codec: int, data: bytes) -> bytes:
         # Kafka's KafkaLZ4BlockInputStream only supports independent blocks.
         return lz4.frame.compress(bytes(data), block_linked=False,
                                   block_size=lz4.frame.BLOCKSIZE_MAX64KB,
-                                  store_size=False)
+                                  store_size=False, compression_level=0 if level is None else level)
     if codec == CODEC_ZSTD:
         import zstandard
-        return zstandard.ZstdCompressor().compress(bytes(data))
+        return zstandard.ZstdCompressor(level=3 if level is None else level).compress(bytes(data))
     raise RecordError(CORRUPT_MESSAGE, f"unknown compression codec {codec}")
 
 
@@ -806,6 +809,7 @@ def encode_batch(
     last_offset_delta: Optional[int] = None,
     max_timestamp: Optional[int] = None,
     delete_horizon_ms: Optional[int] = None,
+    level: Optional[int] = None,
 ) -> bytes:
     """Build one v2 batch.  ``records`` are :class:`Record` (or tuples
     ``(offset, timestamp, key, value[, headers])``); ``offset`` None means
@@ -829,7 +833,7 @@ def encode_batch(
     body = bytearray()
     for r, off, ts in zip(recs, offsets, stamps):
         _encode_record(body, off - base_offset, ts - base_ts, r.key, r.value, list(r.headers or ()))
-    payload = compress(codec, body) if codec != CODEC_NONE else bytes(body)
+    payload = compress(codec, body, level) if codec != CODEC_NONE else bytes(body)
     if last_offset_delta is None:
         last_offset_delta = (offsets[-1] - base_offset) if offsets else -1
     if max_timestamp is None:
@@ -890,6 +894,35 @@ def control_type(batch) -> Optional[int]:
         return _CONTROL_KEY.unpack_from(batch, pos)[1]
     except (struct.error, IndexError, ValueError, RecordError):
         return None
+
+
+# Topic ``compression.type`` values other than ``producer`` and their codec ids.
+COMPRESSION_TYPES = {"uncompressed": CODEC_NONE, "gzip": CODEC_GZIP, "snappy": CODEC_SNAPPY,
+                     "lz4": CODEC_LZ4, "zstd": CODEC_ZSTD}
+
+
+def recompress(validated: ValidatedRecords, codec: int, level: Optional[int] = None) -> ValidatedRecords:
+    """The batches of a validated produce request with their records in ``codec`` (a topic whose
+    ``compression.type`` is not ``producer``), as Kafka's LogValidator rebuilds them: a batch
+    already in that codec is kept as it is; another is decoded record by record and written
+    again with the same producer id, epoch, base sequence, transactional flag, offsets deltas and
+    timestamps (the base timestamp is the first record's, maxTimestamp the largest).  Only for
+    such topics: the normal path never walks records."""
+    if all(b.codec == codec for b in validated.batches):
+        return validated
+    out = bytearray()
+    buf = validated.buffer
+    for b in validated.batches:
+        raw = bytes(buf[b.position:b.position + b.size])
+        if b.codec == codec:
+            out += raw
+            continue
+        h = parse_header(raw)
+        out += encode_batch(decode_records(raw), 0, codec, timestamp_type=h.timestamp_type,
+                            producer_id=h.producer_id, producer_epoch=h.producer_epoch,
+                            base_sequence=h.base_sequence, is_transactional=h.is_transactional,
+                            last_offset_delta=h.last_offset_delta, level=level)
+    return internal_validated(out)
 
 
 def internal_validated(batch) -> ValidatedRecords:

@@ -101,3 +101,48 @@ def test_librdkafka_fails_only_the_bad_records(both):
     assert bad == [i for i in range(100) if i % 10 == 3]
     others = {code for i, code in k.items() if i not in bad}
     assert others == {KafkaError._INVALID_DIFFERENT_RECORD}
+
+
+CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+@pytest.mark.parametrize("topic_codec", list(CODECS))
+def test_topic_compression_type_rewrites_batches(both, topic_codec):
+    """A topic compression.type other than ``producer``: what a consumer fetches is in the topic's
+    codec, with the producer's records, keys, headers-free values and timestamps unchanged;
+    an idempotent batch keeps its producer id and sequence (a retry is still a duplicate)."""
+    from pykbroker.protocol.records import parse_header
+    from pykbroker.testing.wire import decode_batches
+
+    from .helpers import fetch, init_producer_id
+
+    now = int(time.time() * 1000)
+    sources = [c for c in CODECS.values() if c != CODECS[topic_codec]][:2] + [CODECS[topic_codec]]
+
+    def scenario(t):
+        topic = "re-comp-" + topic_codec
+        create_topic(t, topic, 1, {"compression.type": topic_codec})
+        pid, epoch = init_producer_id(t)
+        out = []
+        for i, src in enumerate(sources):
+            b = batch([b"v%d-%d" % (i, j) for j in range(5)], keys=[b"k%d" % j for j in range(5)],
+                      timestamps=[now + j for j in range(5)], compression=src,
+                      producer_id=pid, producer_epoch=epoch, base_sequence=5 * i)
+            r = produce(t, topic, 0, b, version=9)
+            again = produce(t, topic, 0, b, version=9)   # the idempotent retry: same offset back
+            out.append((r["error_code"], r["base_offset"], again["error_code"], again["base_offset"]))
+        data = fetch(t, topic, 0, 0)["responses"][0]["partitions"][0]["records"]
+        codecs, pos = [], 0
+        while pos < len(data):
+            h = parse_header(data, pos)
+            codecs.append(h.codec)
+            pos += h.size
+        return out, codecs, decode_batches(data)
+
+    p, k = both(scenario)
+    # leader epochs differ between the brokers' histories; the rest must not
+    strip = lambda r: (r[0], r[1], [(base, recs) for base, _epoch, recs in r[2]])
+    assert strip(p) == strip(k), explain(strip(p), strip(k))
+    assert k[1] == [CODECS[topic_codec]] * len(sources)
+    assert [r[2] for r in k[2]] == [[(5 * i + j, now + j, b"v%d-%d" % (i, j)) for j in range(5)]
+                                    for i in range(len(sources))]
