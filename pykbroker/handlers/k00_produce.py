@@ -17,8 +17,9 @@ Behaviour (Apache Kafka 4.x as the oracle):
   ``error_message`` (``RecordError.client_message``), as Kafka only fills it for
   RecordValidationException.
 - A topic ``compression.type`` other than ``producer`` (uncompressed, gzip, snappy, lz4, zstd):
-  batches in another codec are rewritten in the topic's one (``records.recompress``, record by
-  record, at the topic's ``compression.<codec>.level``), as Kafka does; only there.
+  batches in another codec are rewritten in the topic's one (``records.recompress``: the
+  records section decompressed and compressed again at the topic's
+  ``compression.<codec>.level``, header kept, CRC rewritten), as Kafka does; only there.
 - A first batch header that Kafka's batch iterator rejects (length below 14, magic outside
   0-2) fails the whole request before anything else, as in Kafka (it inspects every
   partition's first batch up front): every partition gets CORRUPT_MESSAGE with Kafka's text.

@@ -903,25 +903,30 @@ COMPRESSION_TYPES = {"uncompressed": CODEC_NONE, "gzip": CODEC_GZIP, "snappy": C
 
 def recompress(validated: ValidatedRecords, codec: int, level: Optional[int] = None) -> ValidatedRecords:
     """The batches of a validated produce request with their records in ``codec`` (a topic whose
-    ``compression.type`` is not ``producer``), as Kafka's LogValidator rebuilds them: a batch
-    already in that codec is kept as it is; another is decoded record by record and written
-    again with the same producer id, epoch, base sequence, transactional flag, offsets deltas and
-    timestamps (the base timestamp is the first record's, maxTimestamp the largest).  Only for
-    such topics: the normal path never walks records."""
+    ``compression.type`` is not ``producer``), as Kafka's LogValidator rebuilds them.  A batch
+    already in that codec is kept as it is.  Another keeps its header (producer id, epoch, base
+    sequence, flags, timestamps, offset deltas) and its records' bytes: only the records section
+    is decompressed and compressed again, then the codec bits, length and CRC are rewritten, so
+    the cost is per batch (the codecs), not a Python loop per record.  Only for such topics."""
     if all(b.codec == codec for b in validated.batches):
         return validated
     out = bytearray()
     buf = validated.buffer
     for b in validated.batches:
-        raw = bytes(buf[b.position:b.position + b.size])
+        raw = memoryview(buf)[b.position:b.position + b.size]
         if b.codec == codec:
             out += raw
             continue
-        h = parse_header(raw)
-        out += encode_batch(decode_records(raw), 0, codec, timestamp_type=h.timestamp_type,
-                            producer_id=h.producer_id, producer_epoch=h.producer_epoch,
-                            base_sequence=h.base_sequence, is_transactional=h.is_transactional,
-                            last_offset_delta=h.last_offset_delta, level=level)
+        body = raw[HEADER_SIZE:]
+        plain = decompress(b.codec, body) if b.codec != CODEC_NONE else body
+        payload = compress(codec, plain, level) if codec != CODEC_NONE else bytes(plain)
+        start = len(out)
+        out += raw[:HEADER_SIZE]
+        out += payload
+        _I32.pack_into(out, start + 8, HEADER_SIZE + len(payload) - LOG_OVERHEAD)   # batchLength
+        (attrs,) = _I16.unpack_from(out, start + 21)
+        _I16.pack_into(out, start + 21, (attrs & ~CODEC_MASK) | codec)
+        _rewrite_crc(out, start)
     return internal_validated(out)
 
 
