@@ -641,120 +641,16 @@ class OfflinePartition:
     def __repr__(self):
         return "OfflinePartition(%s-%d)" % (self.topic, self.partition_id)
 
-    # ------------------------------------------------------------------ leader: followers
+    # A replica whose log dir failed takes no part in replication: a follower fetching from it
+    # and a leader's data for it get KAFKA_STORAGE_ERROR (Kafka's Offline hosted partition).
     def update_follower_fetch_state(self, replica_id: int, fetch_offset: int) -> int:
-        """A follower fetched from ``fetch_offset`` (its log end offset, Kafka's
-        updateFollowerFetchState): record it and when it was last caught up, then maybe expand
-        the ISR and move the HW.  Returns an error code (0: fine)."""
-        rep = self._remote.get(replica_id)
-        if rep is None:
-            # not a replica of this partition (Kafka: NotLeaderOrFollower for an unknown replica)
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        now = time.monotonic()
-        leo = self.log.log_end_offset
-        # Kafka's lastCaughtUpTime: caught up now if it asked for our LEO, else as of its
-        # previous fetch if it now reached the LEO we had then.
-        if fetch_offset >= leo:
-            rep.last_caught_up = now
-        elif fetch_offset >= rep.last_fetch_leader_leo:
-            rep.last_caught_up = max(rep.last_caught_up, rep.last_fetch_time)
-        rep.last_fetch_leader_leo = leo
-        rep.last_fetch_time = now
-        rep.leo = fetch_offset
-        if replica_id not in self.isr:
-            self._maybe_expand_isr(replica_id, rep)
-        else:
-            self._maybe_increment_high_watermark()
-        return 0
+        return ErrorCode.KAFKA_STORAGE_ERROR
 
-    def _maybe_expand_isr(self, replica_id: int, rep: _RemoteReplica) -> None:
-        # Kafka's isFollowerInSync: the follower reached the HW and this leader's epoch start
-        if (rep.leo >= self.log.high_watermark and rep.leo >= self._leader_epoch_start
-                and not self._isr_change_pending and self._hooks.alter_isr is not None):
-            self._request_isr(self.isr + [replica_id])
-
-    def out_of_sync_replicas(self, max_lag_s: float) -> list[int]:
-        """ISR followers not caught up for ``max_lag_s`` (Kafka's getOutOfSyncReplicas: a
-        follower at our LEO is always in sync)."""
-        now = time.monotonic()
-        leo = self.log.log_end_offset
-        out = []
-        for r in self.isr:
-            if r == self.node_id:
-                continue
-            rep = self._remote.get(r)
-            if rep is None or (rep.leo != leo and now - rep.last_caught_up > max_lag_s):
-                out.append(r)
-        return out
+    def append_as_follower(self, buf):
+        raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log dir of %s is offline" % self)
 
     def maybe_shrink_isr(self, max_lag_s: float) -> None:
-        if not self.is_leader or len(self.isr) <= 1 or self._isr_change_pending or self._hooks.alter_isr is None:
-            return
-        out = self.out_of_sync_replicas(max_lag_s)
-        if out:
-            log.info("shrinking ISR of %s from %s: %s not caught up for %.0f ms",
-                     self, self.isr, out, max_lag_s * 1000)
-            self._request_isr([r for r in self.isr if r not in out])
-
-    def _request_isr(self, new_isr: list[int]) -> None:
-        self._isr_change_pending = True
-        self._hooks.alter_isr(self, new_isr)
-
-    def isr_change_done(self, state: Optional[PartitionState]) -> None:
-        """The controller answered an ISR change (``state``: the new state, or None when it
-        refused; the next fetch or shrink check tries again)."""
-        self._isr_change_pending = False
-        if state is not None and self.is_leader and state.partition_epoch > self.partition_epoch \
-                and state.leader == self.node_id:
-            self.make_leader(state)
-
-    # ------------------------------------------------------------------ follower
-    def append_as_follower(self, buf) -> Optional[tuple[int, int]]:
-        """Append the leader's batches as they are (offsets, epochs, producer ids kept); the
-        log's producer state and epoch cache follow them.  Batches this log already holds
-        (at offsets below its LEO) are skipped."""
-        if self.offline:
-            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log dir of %s is offline" % self)
-        try:
-            res = self.log.append_as_follower(buf)
-        except KafkaStorageError as e:
-            log.error("append to %s failed: %s", self, e)
-            self._hooks.on_storage_error((self.topic, self.partition_id), e)
-            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from None
-        lg = self.log
-        if lg.unflushed_messages >= lg.config.flush_interval_messages:
-            # flush.messages applies to followers too (off the event loop, in the background)
-            self._hooks.spawn(self._flush_after_roll)
-        return res
-
-    def update_follower_high_watermark(self, leader_hw: int, leader_log_start: int) -> None:
-        """Follower: HW = min(leader's HW, own LEO) (Kafka's follower HW), and the log start
-        follows the leader's (DeleteRecords / retention on the leader)."""
-        lg = self.log
-        if leader_log_start > lg.log_start_offset and leader_log_start <= lg.log_end_offset:
-            lg.delete_records_before(leader_log_start)
-            self._hooks.request_checkpoint()
-            self._hooks.spawn(self._delete_below_start)
-        hw = max(lg.log_start_offset, min(leader_hw, lg.log_end_offset))
-        if hw != lg.high_watermark:
-            lg.high_watermark = hw
-
-    async def _delete_below_start(self) -> None:
-        try:
-            await self._hooks.delete_below_log_start((self.topic, self.partition_id), self.log)
-        except Exception:
-            log.exception("deleting segments below the log start of %s failed", self)
-
-    def truncate_to(self, offset: int) -> None:
-        """Follower: drop everything at and after ``offset`` (divergence from the leader)."""
-        if offset < self.log.log_end_offset:
-            log.info("truncating %s from %d to %d", self, self.log.log_end_offset, offset)
-            self.log.truncate_to(offset)
-
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Follower behind the leader's log start (OFFSET_OUT_OF_RANGE): start over there."""
-        log.info("truncating %s fully, starting at %d", self, offset)
-        self.log.truncate_fully_and_start_at(offset)
+        pass
 
     def check_leader_epoch(self, current_leader_epoch: int) -> int:
         return 0
