@@ -71,13 +71,16 @@ def java_cmd(main: str, args: list, prefix=()) -> list:
     return list(prefix) + ["java"] + CLIENT_JVM + ["-cp", classpath(), "org.apache.kafka.tools." + main] + [str(a) for a in args]
 
 
-_PP = re.compile(r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
+_PP = re.compile(r"(\d+) (?:steady state )?records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, "
                  r"([\d.]+) ms max latency, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th")
 
 
 def producer_perf_cmd(bootstrap, topic, records, size, acks="1", compression="none", linger_ms=5,
                       rate=-1, batch_size=65536, prefix=()) -> list:
-    return java_cmd("ProducerPerformance", [
+    # The first fifth warms the JVM up (JIT, metadata, connections): --warmup-records makes the
+    # tool print a second, steady-state summary, which parse_producer_perf takes.
+    warm = ["--warmup-records", records // 5] if records >= 1000 else []
+    return java_cmd("ProducerPerformance", warm + [
         "--bootstrap-server", bootstrap, "--topic", topic, "--num-records", records,
         "--record-size", size, "--throughput", int(rate) if rate and rate > 0 else -1,
         "--command-property", "acks=%s" % acks, "linger.ms=%d" % linger_ms,

@@ -27,26 +27,34 @@ def _ok(c):
 
 def plot_throughput(result, path) -> bool:
     cells = [c for c in result["cells"] if _ok(c) and c["kind"] in ("tput", "conns-idle")]
-    bars = []
-    for c in cells:
-        for key, label in (("produce_mb_s", "produce"), ("consume_mb_s", "consume")):
-            if key in c["summary"]:
-                bars.append((c, key, "%s\n%s" % (c["id"].replace("tput/", "").replace("/single", ""), label)))
-    if not bars:
+    panels = [(key, label) for key, label in (("produce_mb_s", "produce"), ("consume_mb_s", "consume"))
+              if any(key in c["summary"] for c in cells)]
+    if not panels:
         return False
-    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(bars) + 2), 4.8))
-    w = 0.38
-    for i, (c, key, _label) in enumerate(bars):
-        for j, b in enumerate(("pykbroker", "kafka")):
-            vals = [r[key] for r in c["runs"][b] if r.get(key) is not None]
-            med = c["summary"][key][b]
-            ax.bar(i + (j - 0.5) * w, med, w, color=COLORS[b], label=b if i == 0 else None,
-                   yerr=[[med - min(vals)], [max(vals) - med]], capsize=2)
-    ax.set_xticks(range(len(bars)))
-    ax.set_xticklabels([b[2] for b in bars], rotation=60, ha="right", fontsize=7)
-    ax.set_ylabel("MB/s (median of runs; whiskers min-max)")
-    ax.set_title("Throughput, pykbroker vs Apache Kafka %s (%s mode)" % (result["kafka_version"], result["mode"]))
-    ax.legend()
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 0.42 * len(cells) + 1.6),
+                             squeeze=False, sharey=True)
+    w = 0.4
+    for ax, (key, label) in zip(axes[0], panels):
+        vals_all = []
+        for i, c in enumerate(cells):
+            if key not in c["summary"]:
+                continue
+            for j, b in enumerate(("pykbroker", "kafka")):
+                vals = [r[key] for r in c["runs"][b] if r.get(key) is not None]
+                med = c["summary"][key][b]
+                vals_all += vals
+                ax.barh(i + (0.5 - j) * w, med, w, color=COLORS[b], label=b if not ax.get_legend_handles_labels()[1][j:] else None,
+                        xerr=[[med - min(vals)], [max(vals) - med]], capsize=2)
+        if vals_all and max(vals_all) / max(min(vals_all), 1e-9) > 50:
+            ax.set_xscale("log")
+        ax.set_title("%s MB/s" % label)
+        ax.grid(axis="x", alpha=0.3)
+        ax.legend(fontsize=8)
+    axes[0][0].set_yticks(range(len(cells)))
+    axes[0][0].set_yticklabels([c["id"] for c in cells], fontsize=7)
+    axes[0][0].invert_yaxis()
+    fig.suptitle("Throughput, pykbroker vs Apache Kafka %s (%s mode; bars: median of runs, whiskers: min-max)"
+                 % (result["kafka_version"], result["mode"]), fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -105,7 +113,13 @@ def plot_ratios(result, path) -> bool:
             continue
         for key, s in c["summary"].items():
             r = s.get("ratio")
-            if not r or key in ("produce_rec_s", "consume_rec_s", "fds_peak"):
+            # the targets only: throughput and p99 latency (costs are in the table)
+            wanted = ("produce_mb_s", "consume_mb_s", "ack_p99_ms", "e2e_p99_ms")
+            if c["kind"] == "latency":
+                wanted = ("ack_p99_ms",)
+            elif c["kind"] == "conns-active":
+                wanted = ("produce_rec_s", "ack_p99_ms")
+            if not r or key not in wanted:
                 continue
             # right of 1.0 = pykbroker better: throughput as is, costs and latencies inverted
             if s["better"] == "higher":
