@@ -315,7 +315,8 @@ class Runner:
             raise RuntimeError("conns: produce failed on %s: %s" % (target.name, r))
         return {"produce_rec_s": r["rec_s"], "produce_mb_s": r["mb_s"], "ack_p50_ms": r["ack"]["p50_ms"],
                 "ack_p99_ms": r["ack"]["p99_ms"], "ack_p999_ms": r["ack"]["p999_ms"],
-                "conns_open_s": ready["open_seconds"], "_bytes": r["records"] * c["size"]}
+                "ack_cdf": r["ack"].get("cdf"), "conns_open_s": ready["open_seconds"],
+                "_bytes": r["records"] * c["size"]}
 
 
 # -- summaries -------------------------------------------------------------------------------
