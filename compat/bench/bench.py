@@ -414,7 +414,7 @@ def machine() -> dict:
     return {"cpu": cpu, "cores": os.cpu_count(), "mem_gb": round(mem / 2**30, 1),
             "loadavg_start": os.getloadavg(), "kernel": platform.release(),
             "python": platform.python_version(), "java": java[0] if java else "",
-            "confluent_kafka": confluent_kafka.version()[0], "librdkafka": confluent_kafka.libversion()[0]}
+            "confluent_kafka": confluent_kafka.__version__, "librdkafka": confluent_kafka.libversion()[0]}
 
 
 # -- the run ---------------------------------------------------------------------------------
