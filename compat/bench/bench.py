@@ -210,10 +210,12 @@ class Runner:
         topic = self.create_topic(target, c["partitions"])
         sampler = B.Sampler(target.pids())
         try:
-            m = getattr(self, "run_" + c["kind"].replace("-", "_"))(c, target, topic, rate)
+            try:
+                m = getattr(self, "run_" + c["kind"].replace("-", "_"))(c, target, topic, rate)
+            finally:
+                broker = sampler.finish()
         finally:
-            broker = sampler.finish()
-        self.delete_topic(target, topic)
+            self.delete_topic(target, topic)   # 1,000 leftover partitions would skew later cells
         moved = m.pop("_bytes", 0)
         m["rss_peak_mb"] = broker["rss_peak_mb"]
         m["fds_peak"] = broker["fds_peak"]
