@@ -6,6 +6,7 @@
     python compat/bench/bench.py --full --cells 'part|acks'   # matrix cells whose id matches
     python compat/bench/bench.py --smoke          # seconds: one cell, one pair (CI smoke test)
     python compat/bench/bench.py --list --full    # print the cells and exit
+    python compat/bench/bench.py --report compat/bench/results/bench-quick.json   # table again
 
 Brokers (fresh data directories, started once per topology in the same run, both running
 while the other is measured): pykbroker single node and the 3-broker cluster (compat/bench/
@@ -452,7 +453,13 @@ def main(argv=None) -> int:
     ap.add_argument("--no-warmup", action="store_true")
     ap.add_argument("--out", default=str(HERE / "results"))
     ap.add_argument("--list", action="store_true", help="print the cells and exit")
+    ap.add_argument("--report", metavar="JSON", help="print the table of an earlier run and redraw its plots")
     args = ap.parse_args(argv)
+    if args.report:
+        with open(args.report) as f:
+            result = json.load(f)
+        print(table(result))
+        return plot(result, os.path.dirname(os.path.abspath(args.report)))
     mode = args.mode or "quick"
     defaults = {"quick": (3, 40, 3, 500), "full": (3, 200, 8, 2000), "smoke": (1, 2, 1, 50)}[mode]
     args.pairs = args.pairs or defaults[0]
@@ -552,13 +559,19 @@ def main(argv=None) -> int:
     print(table(result))
     print()
     print("JSON: %s (%.0f s)" % (path, result["seconds"]))
+    plot(result, args.out)
+    return 1 if any(c.get("error") for c in result["cells"]) else 0
+
+
+def plot(result: dict, out: str) -> int:
     try:
         import plots
-        for p in plots.plot_all(result, args.out):
-            print("plot: %s" % p)
     except ImportError as e:
         print("plots skipped: matplotlib is not installed (pip install '.[bench]'): %s" % e)
-    return 1 if any(c.get("error") for c in result["cells"]) else 0
+        return 0
+    for p in plots.plot_all(result, out):
+        print("plot: %s" % p)
+    return 0
 
 
 if __name__ == "__main__":

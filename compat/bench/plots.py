@@ -129,17 +129,25 @@ def plot_ratios(result, path) -> bool:
             rows.append(("%s  %s" % (c["id"], key), med, lo, hi))
     if not rows:
         return False
-    fig, ax = plt.subplots(figsize=(8, 0.28 * len(rows) + 1.5))
+    fig, ax = plt.subplots(figsize=(10, 0.3 * len(rows) + 1.6))
     ys = list(range(len(rows)))[::-1]
     for y, (label, med, lo, hi) in zip(ys, rows):
         ax.errorbar([med], [y], xerr=[[med - lo], [hi - med]], fmt="o",
                     color="#2a7ab0" if med >= 1 else "#c0392b", capsize=2)
     ax.axvline(1.0, color="grey", lw=1)
     ax.set_xscale("log")
+    lo_all = min(r[2] for r in rows)
+    hi_all = max(r[3] for r in rows)
+    ticks = [t for t in (1 / 64, 1 / 32, 1 / 16, 1 / 8, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64)
+             if lo_all / 2 <= t <= hi_all * 2]
+    ax.set_xticks(ticks)
+    ax.set_xticklabels(["%g" % t for t in ticks])
+    ax.minorticks_off()
     ax.set_yticks(ys)
-    ax.set_yticklabels([r[0] for r in rows], fontsize=6)
-    ax.set_xlabel("pykbroker advantage (x; >1 better; throughput ratio, or Kafka/pykbroker for latency and cost)")
+    ax.set_yticklabels([r[0] for r in rows], fontsize=7)
+    ax.set_xlabel("pykbroker advantage, x (>1: pykbroker better; latency: Kafka/pykbroker)", fontsize=8)
     ax.set_title("Per-pair ratios: median, whiskers min-max (%s mode)" % result["mode"], fontsize=9)
+    ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
