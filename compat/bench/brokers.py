@@ -11,7 +11,9 @@ the sampler reads) and ``start_seconds`` (time to the first served request):
   start scripts (``kafka-server-start.sh``: 1 GiB fixed heap; ``kafka-run-class.sh``: G1 with
   20 ms pause target) instead of the oracle's small-heap, C1-only test flags.
 
-Both log at WARNING/WARN: a benchmark should not measure logging.  Data directories are fresh
+Both log at WARNING/WARN: a benchmark should not measure logging.  Both start the first rebalance
+of a new consumer group at once (``group.initial.rebalance.delay.ms=0``, the oracle's setting):
+ConsumerPerformance's group join is not part of what it reports, only of the wall time.  Data directories are fresh
 (a new temporary directory per target per run of the harness).
 """
 from __future__ import annotations
@@ -32,6 +34,7 @@ from oracle import KafkaClusterOracle, KafkaOracle, OracleUnavailable  # noqa: E
 from pykbroker.testing.cluster import BrokerNode, Cluster  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+PYK_OVERRIDES = {"group.initial.rebalance.delay.ms": "0"}
 
 # kafka-server-start.sh's KAFKA_HEAP_OPTS and kafka-run-class.sh's KAFKA_JVM_PERFORMANCE_OPTS.
 KAFKA_PROD_JVM = ["-server", "-Xms1g", "-Xmx1g", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
@@ -83,7 +86,7 @@ class PyKSingle(Target):
     broker, topology = "pykbroker", "single"
 
     def __init__(self, data_dir: str):
-        self.node = BrokerNode(1, data_dir, None, {}, log_level="WARNING")
+        self.node = BrokerNode(1, data_dir, None, dict(PYK_OVERRIDES), log_level="WARNING")
 
     def start(self):
         t0 = time.monotonic()
@@ -103,7 +106,7 @@ class PyKCluster(Target):
     broker, topology = "pykbroker", "cluster"
 
     def __init__(self, data_dir: str, n: int = 3):
-        self.cluster = Cluster(n, data_dir, log_level="WARNING", start_timeout=180)
+        self.cluster = Cluster(n, data_dir, overrides=dict(PYK_OVERRIDES), log_level="WARNING", start_timeout=180)
 
     def start(self):
         zk = self.cluster.zookeeper
