@@ -36,6 +36,7 @@ def plot_throughput(result, path) -> bool:
     w = 0.4
     for ax, (key, label) in zip(axes[0], panels):
         vals_all = []
+        labelled = set()
         for i, c in enumerate(cells):
             if key not in c["summary"]:
                 continue
@@ -43,8 +44,9 @@ def plot_throughput(result, path) -> bool:
                 vals = [r[key] for r in c["runs"][b] if r.get(key) is not None]
                 med = c["summary"][key][b]
                 vals_all += vals
-                ax.barh(i + (0.5 - j) * w, med, w, color=COLORS[b], label=b if not ax.get_legend_handles_labels()[1][j:] else None,
+                ax.barh(i + (j - 0.5) * w, med, w, color=COLORS[b], label=None if b in labelled else b,
                         xerr=[[med - min(vals)], [max(vals) - med]], capsize=2)
+                labelled.add(b)
         if vals_all and max(vals_all) / max(min(vals_all), 1e-9) > 50:
             ax.set_xscale("log")
         ax.set_title("%s MB/s" % label)
