@@ -1,0 +1,578 @@
+#!/usr/bin/env python3
+"""pykbroker side by side with Apache Kafka: one command, a table, JSON and PNG plots.
+
+    python compat/bench/bench.py --quick          # a few representative cells (< 5 min idle)
+    python compat/bench/bench.py --full           # the whole matrix (long: an hour and more)
+    python compat/bench/bench.py --full --cells 'part|acks'   # matrix cells whose id matches
+    python compat/bench/bench.py --smoke          # seconds: one cell, one pair (CI smoke test)
+    python compat/bench/bench.py --list --full    # print the cells and exit
+    python compat/bench/bench.py --report compat/bench/results/bench-quick.json   # table again
+
+Brokers (fresh data directories, started once per topology in the same run, both running
+while the other is measured): pykbroker single node and the 3-broker cluster (compat/bench/
+brokers.py), Apache Kafka 4.x single node and 3 nodes with production JVM flags.  Load
+generators, the same for both: Kafka's ProducerPerformance / ConsumerPerformance /
+EndToEndLatency (javatools.py) and a multi-process confluent-kafka generator (loadgen.py).
+
+Method for a noisy machine: every cell runs as interleaved pairs A B, B A, A B, ... (A =
+pykbroker, B = Kafka; ``--pairs``, 3 by default), each run on a fresh topic; the table shows each
+broker's median and the median of the per-pair ratios pykbroker/Kafka with their min and max.
+With 4+ cores the brokers are pinned to one half and the load generators to the other
+(``--pin``).  One warm-up run per broker before the first cell (the JIT warms Kafka).
+
+Output: the table on stdout, ``<out>/bench-<mode>.json`` and, with matplotlib (the ``bench``
+extra), ``<out>/throughput-<mode>.png``, ``latency-<mode>.png``, ``ratios-<mode>.png``.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+for p in (str(HERE), str(ROOT)):
+    if p not in sys.path:
+        sys.path.insert(0, p)
+
+import brokers as B  # noqa: E402
+import javatools as J  # noqa: E402
+
+LOADGEN = str(HERE / "loadgen.py")
+BROKERS = ("pykbroker", "kafka")
+
+# Metrics: key -> (label, unit, better).  "higher": throughput; "lower": latency and cost.
+METRICS = {
+    "produce_mb_s": ("produce", "MB/s", "higher"),
+    "produce_rec_s": ("produce", "rec/s", "higher"),
+    "consume_mb_s": ("consume", "MB/s", "higher"),
+    "consume_rec_s": ("consume", "rec/s", "higher"),
+    "ack_p50_ms": ("ack p50", "ms", "lower"),
+    "ack_p99_ms": ("ack p99", "ms", "lower"),
+    "ack_p999_ms": ("ack p99.9", "ms", "lower"),
+    "e2e_p50_ms": ("e2e p50", "ms", "lower"),
+    "e2e_p99_ms": ("e2e p99", "ms", "lower"),
+    "e2e_p999_ms": ("e2e p99.9", "ms", "lower"),
+    "rss_peak_mb": ("peak RSS", "MB", "lower"),
+    "cpu_s_per_gb": ("CPU/GB", "s", "lower"),
+    "fds_peak": ("open fds", "", "lower"),
+}
+# What the table shows per kind of cell (the JSON has every metric of every run).
+HEADLINE = {
+    "tput": ["produce_mb_s", "consume_mb_s", "ack_p99_ms", "rss_peak_mb", "cpu_s_per_gb"],
+    "latency": ["produce_rec_s", "ack_p50_ms", "ack_p99_ms", "ack_p999_ms"],
+    "e2e": ["e2e_p50_ms", "e2e_p99_ms", "e2e_p999_ms"],
+    "conns-idle": ["produce_mb_s", "rss_peak_mb", "fds_peak"],
+    "conns-active": ["produce_rec_s", "ack_p99_ms", "rss_peak_mb", "fds_peak"],
+}
+
+
+# -- the matrix ------------------------------------------------------------------------------
+
+def cell(kind, gen, **kw) -> dict:
+    c = {"kind": kind, "gen": gen, "topology": "single", "size": 1024, "partitions": 1, "producers": 1,
+         "acks": "1", "compression": "none", "rate_pct": None, "connections": 0}
+    c.update(kw)
+    parts = [kind, gen, c["topology"], "%dB" % c["size"], "%dp" % c["partitions"]]
+    if c["producers"] != 1:
+        parts.append("%dprod" % c["producers"])
+    if c["acks"] != "1":
+        parts.append("acks=%s" % c["acks"])
+    if c["compression"] != "none":
+        parts.append(c["compression"])
+    if c["rate_pct"]:
+        parts.append("%d%%" % c["rate_pct"])
+    if c["connections"]:
+        parts.append("%dconn" % c["connections"])
+    c["id"] = "/".join(parts)
+    return c
+
+
+def matrix(mode: str) -> list:
+    if mode == "smoke":
+        return [cell("tput", "ck", size=1024)]
+    if mode == "quick":
+        return [cell("tput", "java", size=1024),
+                cell("tput", "ck", size=100),
+                cell("latency", "ck", size=100, rate_pct=50),
+                cell("e2e", "java", size=100),
+                cell("conns-active", "ck", size=100, connections=100, partitions=4)]
+    cells = []
+    for gen in ("java", "ck"):
+        # one factor at a time around the baseline (1 KiB, 1 partition, 1 producer, acks=1,
+        # no compression, linger 5 ms): the full cross product would take days on 2 cores
+        for size in (100, 1024, 10240):
+            cells.append(cell("tput", gen, size=size))
+        for parts in (64, 1000):
+            cells.append(cell("tput", gen, partitions=parts))
+        cells.append(cell("tput", gen, producers=4, partitions=4))
+        for comp in ("lz4", "zstd"):
+            cells.append(cell("tput", gen, compression=comp))
+        for pct in (10, 50, 80):
+            cells.append(cell("latency", gen, rate_pct=pct))
+        cells.append(cell("e2e", gen, size=100))
+    for n in (1, 100, 1000):
+        cells.append(cell("conns-idle", "ck", connections=n))
+        cells.append(cell("conns-active", "ck", size=100, connections=n, partitions=4))
+    for gen in ("java", "ck"):
+        for acks in ("1", "all"):
+            cells.append(cell("tput", gen, topology="cluster", acks=acks))
+        cells.append(cell("latency", gen, topology="cluster", acks="all", rate_pct=50))
+        cells.append(cell("e2e", gen, topology="cluster", acks="all", size=100))
+    return cells
+
+
+def base_of(c: dict) -> dict:
+    """The throughput cell whose max rate a latency cell's fixed rate is a share of."""
+    kw = {k: c[k] for k in ("topology", "size", "partitions", "producers", "acks", "compression")}
+    return cell("tput", c["gen"], **kw)
+
+
+# -- running one cell on one broker ----------------------------------------------------------
+
+class Runner:
+    def __init__(self, args, client_prefix):
+        self.args = args
+        self.prefix = client_prefix   # ["taskset", "-c", ...] or []
+        self.seq = 0
+        self._admins = {}
+
+    def admin(self, bootstrap):
+        from confluent_kafka.admin import AdminClient
+        if bootstrap not in self._admins:
+            self._admins[bootstrap] = AdminClient({"bootstrap.servers": bootstrap})
+        return self._admins[bootstrap]
+
+    def close_admins(self) -> None:
+        import gc
+        self._admins.clear()
+        gc.collect()   # an AdminClient has no close(): dropping the last reference destroys it
+
+    def create_topic(self, target, partitions: int) -> str:
+        from confluent_kafka.admin import NewTopic
+        self.seq += 1
+        name = "bench-%d-%d" % (os.getpid(), self.seq)
+        rf = 3 if target.topology == "cluster" else 1
+        a = self.admin(target.bootstrap)
+        for f in a.create_topics([NewTopic(name, partitions, rf)], operation_timeout=120,
+                                 request_timeout=180).values():
+            f.result()
+        deadline = time.monotonic() + 120
+        while True:   # every partition has a leader in the metadata a client sees
+            md = a.list_topics(name, timeout=30).topics.get(name)
+            if md is not None and md.error is None and len(md.partitions) == partitions and \
+                    all(p.leader >= 0 for p in md.partitions.values()):
+                return name
+            if time.monotonic() > deadline:
+                raise RuntimeError("topic %s not ready on %s" % (name, target.name))
+            time.sleep(0.2)
+
+    def delete_topic(self, target, name: str) -> None:
+        try:
+            for f in self.admin(target.bootstrap).delete_topics([name], operation_timeout=60).values():
+                f.result()
+        except Exception as e:   # not fatal: the next run has its own topic
+            print("  (delete %s on %s: %s)" % (name, target.name, e), file=sys.stderr)
+
+    def _run(self, cmd, timeout=900) -> str:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        if r.returncode != 0:
+            raise RuntimeError("%s exited %d:\n%s\n%s" % (" ".join(cmd[:8]), r.returncode,
+                                                         r.stdout[-2000:], r.stderr[-3000:]))
+        return r.stdout
+
+    def _parallel(self, cmds, timeout=900) -> list:
+        procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for c in cmds]
+        outs = []
+        for p, c in zip(procs, cmds):
+            out, err = p.communicate(timeout=timeout)
+            if p.returncode != 0:
+                raise RuntimeError("%s exited %d:\n%s\n%s" % (" ".join(c[:8]), p.returncode, out[-2000:], err[-3000:]))
+            outs.append(out)
+        return outs
+
+    def _lg(self, *args) -> list:
+        return self.prefix + [sys.executable, LOADGEN] + [str(a) for a in args]
+
+    def records_for(self, c) -> int:
+        return max(100, int(self.args.budget_mb * 1e6 / c["size"]))
+
+    def run(self, c: dict, target, rate: float | None = None) -> dict:
+        topic = self.create_topic(target, c["partitions"])
+        sampler = B.Sampler(target.pids())
+        try:
+            try:
+                m = getattr(self, "run_" + c["kind"].replace("-", "_"))(c, target, topic, rate)
+            finally:
+                broker = sampler.finish()
+        finally:
+            self.delete_topic(target, topic)   # 1,000 leftover partitions would skew later cells
+        moved = m.pop("_bytes", 0)
+        m["rss_peak_mb"] = broker["rss_peak_mb"]
+        m["fds_peak"] = broker["fds_peak"]
+        m["cpu_seconds"] = broker["cpu_seconds"]
+        if moved:
+            m["cpu_s_per_gb"] = broker["cpu_seconds"] / (moved / 1e9)
+        return m
+
+    # throughput: producers flat out (linger 5 ms), then a catch-up consumer over the backlog
+    def run_tput(self, c, target, topic, rate):
+        n = self.records_for(c)
+        per = max(1, n // c["producers"])
+        bs = target.bootstrap
+        if c["gen"] == "java":
+            outs = self._parallel([J.producer_perf_cmd(bs, topic, per, c["size"], c["acks"], c["compression"],
+                                                       5, rate or -1, prefix=self.prefix)
+                                   for _ in range(c["producers"])])
+            ps = [J.parse_producer_perf(o, c["size"]) for o in outs]
+        else:
+            outs = self._parallel([self._lg("produce", "--bootstrap", bs, "--topic", topic, "--records", per,
+                                            "--size", c["size"], "--acks", c["acks"], "--compression",
+                                            c["compression"], "--linger-ms", 5, "--rate", rate or 0)
+                                   for _ in range(c["producers"])])
+            ps = [json.loads(o.strip().splitlines()[-1]) for o in outs]
+        total = sum(p["records"] for p in ps)
+        m = {"produce_rec_s": sum(p["rec_s"] for p in ps), "produce_mb_s": sum(p["mb_s"] for p in ps),
+             # several producers: the worst of their percentiles (the same rule for both brokers)
+             "ack_p50_ms": max(p["ack"]["p50_ms"] for p in ps), "ack_p99_ms": max(p["ack"]["p99_ms"] for p in ps),
+             "ack_p999_ms": max(p["ack"]["p999_ms"] for p in ps), "produced": total}
+        if ps[0]["ack"].get("cdf"):
+            m["ack_cdf"] = ps[0]["ack"]["cdf"]
+        m["_bytes"] = total * c["size"]
+        if c["kind"] != "tput":
+            return m
+        if c["gen"] == "java":
+            cons = J.parse_consumer_perf(self._run(J.consumer_perf_cmd(bs, topic, total, prefix=self.prefix)))
+        else:
+            cons = json.loads(self._run(self._lg("consume", "--bootstrap", bs, "--topic", topic,
+                                                 "--records", total)).strip().splitlines()[-1])
+        if cons["records"] < total:
+            raise RuntimeError("%s consumed %d of %d records" % (target.name, cons["records"], total))
+        m.update(consume_rec_s=cons["rec_s"], consume_mb_s=cons["mb_s"], consumed=cons["records"])
+        m["_bytes"] += total * c["size"]
+        return m
+
+    # latency mode: the same producers at a fixed rate (a share of the slower broker's max)
+    def run_latency(self, c, target, topic, rate):
+        return self.run_tput(c, target, topic, rate)
+
+    # tailing consumer: end-to-end latency, one partition
+    def run_e2e(self, c, target, topic, rate):
+        if c["gen"] == "java":
+            out = self._run(J.e2e_cmd(target.bootstrap, topic, self.args.e2e_records, c["acks"], c["size"],
+                                      prefix=self.prefix))
+            e = J.parse_e2e(out)["e2e"]
+            m = {"e2e_p50_ms": e["p50_ms"], "e2e_p99_ms": e["p99_ms"], "e2e_p999_ms": e["p999_ms"]}
+            m["_bytes"] = 2 * self.args.e2e_records * c["size"]
+            return m
+        secs = self.args.seconds
+        r = json.loads(self._run(self._lg("tail", "--bootstrap", target.bootstrap, "--topic", topic,
+                                          "--seconds", secs, "--rate", self.args.tail_rate, "--size", c["size"],
+                                          "--acks", c["acks"])).strip().splitlines()[-1])
+        e = r["e2e"]
+        if r["records"] < r["sent"]:
+            raise RuntimeError("%s: tail consumer saw %d of %d" % (target.name, r["records"], r["sent"]))
+        return {"e2e_p50_ms": e["p50_ms"], "e2e_p99_ms": e["p99_ms"], "e2e_p999_ms": e["p999_ms"],
+                "e2e_cdf": e.get("cdf"), "_bytes": 2 * r["sent"] * c["size"]}
+
+    def _conns(self, c, target, topic, mode, seconds):
+        cmd = self._lg("conns", "--bootstrap", target.bootstrap.split(",")[0], "--topic", topic,
+                       "--n", c["connections"], "--mode", mode, "--seconds", seconds, "--size", c["size"],
+                       "--partitions", c["partitions"])
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = p.stdout.readline()
+        if '"ready"' not in line:
+            out, err = p.communicate(timeout=60)
+            raise RuntimeError("conns did not get ready:\n%s%s\n%s" % (line, out, err[-3000:]))
+        return p, json.loads(line)
+
+    # idle connections: N held open (one request served each) while one producer measures
+    def run_conns_idle(self, c, target, topic, rate):
+        p, ready = self._conns(c, target, topic, "idle", 3600)
+        try:
+            m = self.run_tput(dict(c, kind="conns-idle", gen="ck"), target, topic, None)
+        finally:
+            p.kill()
+            p.communicate()
+        m["conns_open_s"] = ready["open_seconds"]
+        return m
+
+    # active connections: N connections, each a closed loop of acks=1 Produce (10 records)
+    def run_conns_active(self, c, target, topic, rate):
+        p, ready = self._conns(c, target, topic, "active", self.args.seconds)
+        out, err = p.communicate(timeout=self.args.seconds + 300)
+        if p.returncode != 0:
+            raise RuntimeError("conns failed:\n%s" % err[-3000:])
+        r = json.loads(out.strip().splitlines()[-1])
+        if not r["produce_ok"] or not r["requests"]:
+            raise RuntimeError("conns: produce failed on %s: %s" % (target.name, r))
+        return {"produce_rec_s": r["rec_s"], "produce_mb_s": r["mb_s"], "ack_p50_ms": r["ack"]["p50_ms"],
+                "ack_p99_ms": r["ack"]["p99_ms"], "ack_p999_ms": r["ack"]["p999_ms"],
+                "ack_cdf": r["ack"].get("cdf"), "conns_open_s": ready["open_seconds"],
+                "_bytes": r["records"] * c["size"]}
+
+
+# -- summaries -------------------------------------------------------------------------------
+
+def summarize(runs: dict) -> dict:
+    """Per metric: each broker's median, and the median/min/max of per-pair ratios."""
+    out = {}
+    pairs = list(zip(runs.get("pykbroker", []), runs.get("kafka", [])))
+    for key, (_label, _unit, better) in METRICS.items():
+        vals = {b: [r[key] for r in runs.get(b, []) if r.get(key) is not None] for b in BROKERS}
+        if not all(vals.values()):
+            continue
+        ratios = [a[key] / b[key] for a, b in pairs
+                  if a.get(key) is not None and b.get(key) not in (None, 0)]
+        s = {b: statistics.median(v) for b, v in vals.items()}
+        if ratios:
+            med = statistics.median(ratios)
+            s["ratio"] = {"median": med, "min": min(ratios), "max": max(ratios)}
+            s["better"] = better
+            s["meets"] = med >= 1.0 if better == "higher" else med <= 1.0
+        out[key] = s
+    return out
+
+
+def verdict_of(kind: str, key: str, ratio: float) -> str:
+    """Issue 15's targets: throughput >= Kafka's, p99 latency <= Kafka's, RSS <= 0.1x, CPU per
+    GB <= Kafka's.  No verdict on the achieved rate of a fixed-rate run, on fds, or on p50/p99.9
+    (shown for the shape of the distribution)."""
+    if key in ("produce_mb_s", "consume_mb_s") or (key == "produce_rec_s" and kind == "conns-active"):
+        return "ok" if ratio >= 1.0 else "MISS: %.0f%% less" % ((1 - ratio) * 100)
+    if key in ("ack_p99_ms", "e2e_p99_ms", "cpu_s_per_gb"):
+        return "ok" if ratio <= 1.0 else "MISS: %.0f%% more" % ((ratio - 1) * 100)
+    if key == "rss_peak_mb":
+        return "ok" if ratio <= 0.1 else "MISS: %.2fx (target 0.1x)" % ratio
+    return ""
+
+
+def fmt(v: float) -> str:
+    if v is None:
+        return "-"
+    if v >= 1000:
+        return "%.0f" % v
+    if v >= 10:
+        return "%.1f" % v
+    return "%.2f" % v
+
+
+def table(result: dict) -> str:
+    rows = [("cell", "metric", "pykbroker", "kafka", "pyk/kafka (min-max)", "")]
+    for topo in ("single", "cluster"):
+        p, k = result["targets"].get("pykbroker-" + topo), result["targets"].get("kafka-" + topo)
+        if p and k:
+            rows.append(("start/" + topo, "first request s", fmt(p["start_seconds"]), fmt(k["start_seconds"]),
+                         "%.2f" % (p["start_seconds"] / k["start_seconds"]), ""))
+    for c in result["cells"]:
+        if c.get("error"):
+            rows.append((c["id"], "ERROR", "", "", c["error"].splitlines()[0][:60], ""))
+            continue
+        for key in HEADLINE[c["kind"]]:
+            s = c["summary"].get(key)
+            if not s:
+                continue
+            label, unit, better = METRICS[key]
+            r = s.get("ratio")
+            ratio = "%.2f (%.2f-%.2f)" % (r["median"], r["min"], r["max"]) if r else "-"
+            verdict = verdict_of(c["kind"], key, r["median"]) if r else ""
+            rows.append((c["id"], "%s %s" % (label, unit), fmt(s["pykbroker"]), fmt(s["kafka"]), ratio, verdict))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for i, r in enumerate(rows):
+        lines.append("| " + " | ".join(x.ljust(w) for x, w in zip(r, widths)) + " |")
+        if i == 0:
+            lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)
+
+
+def machine() -> dict:
+    cpu = ""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = 0
+    try:
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemTotal"):
+                mem = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()
+    import confluent_kafka
+    return {"cpu": cpu, "cores": os.cpu_count(), "mem_gb": round(mem / 2**30, 1),
+            "loadavg_start": os.getloadavg(), "kernel": platform.release(),
+            "python": platform.python_version(), "java": java[0] if java else "",
+            "confluent_kafka": confluent_kafka.__version__, "librdkafka": confluent_kafka.libversion()[0]}
+
+
+# -- the run ---------------------------------------------------------------------------------
+
+def pin_plan(spec: str):
+    """(broker cpus, client cpus); empty sets: no pinning."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if spec == "off" or (spec == "auto" and len(cpus) < 4):
+        return set(), set()
+    if spec == "auto":
+        half = len(cpus) // 2
+        return set(cpus[:half]), set(cpus[half:])
+    a, b = spec.split(":")
+    parse = lambda s: {int(x) for part in s.split(",") for x in (range(int(part.split("-")[0]), int(part.split("-")[-1]) + 1))}
+    return parse(a), parse(b)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--quick", action="store_const", dest="mode", const="quick")
+    g.add_argument("--full", action="store_const", dest="mode", const="full")
+    g.add_argument("--smoke", action="store_const", dest="mode", const="smoke")
+    ap.add_argument("--cells", default=None, help="regex: only the cells whose id matches")
+    ap.add_argument("--pairs", type=int, default=None, help="A/B pairs per cell (3; smoke: 1)")
+    ap.add_argument("--budget-mb", type=float, default=None,
+                    help="MB produced per throughput run (quick 40, full 200, smoke 2)")
+    ap.add_argument("--seconds", type=float, default=None, help="length of fixed-time runs (quick 3, full 8)")
+    ap.add_argument("--e2e-records", type=int, default=None, help="EndToEndLatency round trips")
+    ap.add_argument("--tail-rate", type=float, default=500.0, help="records/s of the tailing-consumer runs")
+    ap.add_argument("--pin", default="auto", help="auto | off | BROKER_CPUS:CLIENT_CPUS (e.g. 0-3:4-7)")
+    ap.add_argument("--no-warmup", action="store_true")
+    ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--list", action="store_true", help="print the cells and exit")
+    ap.add_argument("--report", metavar="JSON", help="print the table of an earlier run and redraw its plots")
+    args = ap.parse_args(argv)
+    if args.report:
+        with open(args.report) as f:
+            result = json.load(f)
+        print(table(result))
+        return plot(result, os.path.dirname(os.path.abspath(args.report)))
+    mode = args.mode or "quick"
+    defaults = {"quick": (3, 40, 3, 500), "full": (3, 200, 8, 2000), "smoke": (1, 2, 1, 50)}[mode]
+    args.pairs = args.pairs or defaults[0]
+    args.budget_mb = args.budget_mb or defaults[1]
+    args.seconds = args.seconds or defaults[2]
+    args.e2e_records = args.e2e_records or defaults[3]
+    cells = matrix(mode)
+    if args.cells:
+        cells = [c for c in cells if re.search(args.cells, c["id"])]
+    if args.list:
+        for c in cells:
+            print(c["id"])
+        return 0
+    broker_cpus, client_cpus = pin_plan(args.pin)
+    prefix = ["taskset", "-c", ",".join(map(str, sorted(client_cpus)))] if client_cpus and shutil.which("taskset") else []
+    if any(c["gen"] == "java" for c in cells):
+        J.fetch()
+    os.makedirs(args.out, exist_ok=True)
+    result = {"mode": mode, "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "machine": machine(), "kafka_version": B.KafkaOracle(tempfile.gettempdir()).version,
+              "kafka_tools_version": J.tools_version(),
+              "settings": {"pairs": args.pairs, "budget_mb": args.budget_mb, "seconds": args.seconds,
+                           "e2e_records": args.e2e_records, "tail_rate": args.tail_rate,
+                           "pin": {"brokers": sorted(broker_cpus), "clients": sorted(client_cpus)}},
+              "targets": {}, "cells": []}
+    runner = Runner(args, prefix)
+    t_all = time.monotonic()
+    for topo in ("single", "cluster"):
+        todo = [c for c in cells if c["topology"] == topo]
+        if not todo:
+            continue
+        work = tempfile.mkdtemp(prefix="pykbroker-bench-")
+        targets = {}
+        try:
+            for b in BROKERS:
+                print("starting %s-%s ..." % (b, topo), flush=True)
+                t = B.make(b, topo, os.path.join(work, b)).start()
+                B.pin(t.pids(), broker_cpus)
+                targets[b] = t
+                result["targets"][t.name] = {"bootstrap": t.bootstrap, "start_seconds": t.start_seconds,
+                                             "processes": len(t.pids())}
+                print("  %s ready in %.1fs on %s" % (t.name, t.start_seconds, t.bootstrap), flush=True)
+            if not args.no_warmup and mode != "smoke":
+                w = cell("tput", "ck", topology=topo)
+                for b in BROKERS:
+                    runner.run(w, targets[b])
+            maxima: dict = {}
+            for c in todo:
+                print("cell %s" % c["id"], flush=True)
+                entry = dict(c, runs={b: [] for b in BROKERS})
+                try:
+                    rate = None
+                    if c["kind"] == "latency":
+                        base = base_of(c)
+                        key = base["id"]
+                        if key not in maxima:   # measure the max first (one pair)
+                            rates = []
+                            for b in BROKERS:
+                                rates.append(runner.run(dict(base, kind="latency"), targets[b])["produce_rec_s"])
+                            maxima[key] = min(rates)
+                        rate = maxima[key] * c["rate_pct"] / 100.0 / c["producers"]
+                        entry["rate_rec_s"] = rate * c["producers"]
+                        entry["slower_max_rec_s"] = maxima[key]
+                        # a fixed rate for a fixed time, not a fixed count
+                        args_budget = args.budget_mb
+                        args.budget_mb = max(rate * c["producers"] * args.seconds * c["size"] / 1e6, 0.001)
+                    try:
+                        for i in range(args.pairs):
+                            order = BROKERS if i % 2 == 0 else BROKERS[::-1]
+                            for b in order:
+                                m = runner.run(c, targets[b], rate)
+                                entry["runs"][b].append(m)
+                                print("  %-9s %s" % (b, ", ".join("%s=%s" % (k, fmt(v)) for k, v in m.items()
+                                                                 if k in HEADLINE[c["kind"]])), flush=True)
+                    finally:
+                        if c["kind"] == "latency":
+                            args.budget_mb = args_budget
+                    entry["summary"] = summarize(entry["runs"])
+                except Exception as e:   # one failing cell does not lose the others
+                    entry["error"] = "%s: %s" % (type(e).__name__, e)
+                    print("  ERROR %s" % entry["error"][:2000], flush=True)
+                result["cells"].append(entry)
+        finally:
+            runner.close_admins()   # before the brokers go: no reconnect noise from librdkafka
+            for t in targets.values():
+                try:
+                    t.stop()
+                except Exception as e:
+                    print("stopping %s: %s" % (t.name, e), file=sys.stderr)
+            shutil.rmtree(work, ignore_errors=True)
+    result["seconds"] = time.monotonic() - t_all
+    result["machine"]["loadavg_end"] = os.getloadavg()
+    path = os.path.join(args.out, "bench-%s.json" % mode)
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1)
+    print()
+    print(table(result))
+    print()
+    print("JSON: %s (%.0f s)" % (path, result["seconds"]))
+    plot(result, args.out)
+    return 1 if any(c.get("error") for c in result["cells"]) else 0
+
+
+def plot(result: dict, out: str) -> int:
+    try:
+        import plots
+    except ImportError as e:
+        print("plots skipped: matplotlib is not installed (pip install '.[bench]'): %s" % e)
+        return 0
+    for p in plots.plot_all(result, out):
+        print("plot: %s" % p)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
