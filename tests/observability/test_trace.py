@@ -1,0 +1,217 @@
+"""Protocol traces of one confluent-kafka produce + consume session: `serve --trace`, the
+recording proxy in front of pykbroker and in front of Apache Kafka, and `trace diff` of them.
+
+The Apache Kafka side (the oracle, compat/kafka/oracle.py) is skipped with PYKBROKER_QUICK=1, as
+the differential suite is; everything else runs in the everyday suite.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from pykbroker.testing import BrokerProcess, wait_until
+
+from .session import N_RECORDS, consume, create_topic, produce
+
+ROOT = Path(__file__).resolve().parents[2]
+TOPIC, GROUP = "trace-t", "trace-g"
+
+# Where Apache Kafka (4.x) and pykbroker answer this session differently, after `trace diff`'s
+# own ignores (ids, timestamps, throttle, cluster id, hosts, ports, node ids).  Each entry is
+# (API, regex of the field path).  README's "Metrics, logs and traces" lists them too.
+DOCUMENTED_DIFFERENCES = [
+    # pykbroker's ApiVersions lists no feature flags (SKIPPED.md: ApiVersions); Kafka 4 lists
+    # metadata.version, group.version, transaction.version, ...
+    ("ApiVersions", r"^response\.(supported_features|finalized_features)\b"),
+]
+
+
+class Proxy:
+    """`pykbroker trace proxy` as a child process (as a user runs it)."""
+
+    def __init__(self, upstream: str, out: str):
+        self.proc = subprocess.Popen([sys.executable, "-m", "pykbroker", "trace", "proxy", "--listen",
+                                      "127.0.0.1:0", "--upstream", upstream, "--out", out],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines = []
+        self.port = None
+        ready = threading.Event()
+
+        def pump():
+            for line in self.proc.stdout:
+                self.lines.append(line)
+                m = re.search(r"proxy listening on [^:]+:(\d+)", line)
+                if m:
+                    self.port = int(m.group(1))
+                    ready.set()
+        threading.Thread(target=pump, daemon=True).start()
+        if not ready.wait(30):
+            self.stop()
+            raise RuntimeError("proxy did not start: %s" % "".join(self.lines))
+        self.bootstrap = "127.0.0.1:%d" % self.port
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def warm_up(bootstrap: str) -> None:
+    """Outside the recording: create the coordinators' internal topics (a fresh Apache Kafka
+    answers the first FindCoordinator / InitProducerId with COORDINATOR_NOT_AVAILABLE /
+    COORDINATOR_LOAD_IN_PROGRESS while it creates them), the same way on both brokers."""
+    create_topic(bootstrap, "trace-warmup")
+    produce(bootstrap, "trace-warmup", 1)
+    consume(bootstrap, "trace-warmup", "trace-warmup-g", 1)
+
+
+def run_session(bootstrap: str) -> list:
+    create_topic(bootstrap, TOPIC)
+    produce(bootstrap, TOPIC, N_RECORDS)
+    return consume(bootstrap, TOPIC, GROUP, N_RECORDS)
+
+
+def load(path) -> list[dict]:
+    with open(path) as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def trace_diff(a, b, *extra) -> tuple[int, list]:
+    r = subprocess.run([sys.executable, "-m", "pykbroker", "trace", "diff", str(a), str(b), "--json", *extra],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode in (0, 1), r.stderr
+    return r.returncode, json.loads(r.stdout)["differences"]
+
+
+@pytest.fixture(scope="module")
+def pyk_traced(tmp_path_factory):
+    """pykbroker with --trace, its session run through the recording proxy: both traces."""
+    d = tmp_path_factory.mktemp("trace-pyk")
+    server_trace, proxy_trace = d / "server.jsonl", d / "proxy.jsonl"
+    with BrokerProcess(str(d / "data"), {"group.initial.rebalance.delay.ms": "0"},
+                       extra_args=["--trace", str(server_trace)]) as b:
+        warm_up(b.bootstrap)
+        started = time.time()
+        proxy = Proxy(b.bootstrap, str(proxy_trace))
+        try:
+            got = run_session(proxy.bootstrap)
+        finally:
+            proxy.stop()
+    assert [(o, k) for o, k, _ in got] == [(i, b"k%d" % i) for i in range(N_RECORDS)]
+    # the recorded session only: the warm-up's requests (even one answered late) started before
+    session = [line for line in server_trace.read_text().splitlines() if json.loads(line)["time"] >= started]
+    server_trace.write_text("".join(line + "\n" for line in session))
+    return server_trace, proxy_trace
+
+
+def _records(lines, api):
+    """(key, value) of every record in the Produce requests / Fetch responses of a trace."""
+    out = []
+    for ex in lines:
+        if ex["api"] != api:
+            continue
+        body = ex["request"] if api == "Produce" else ex["response"]
+        topics = body["topic_data"] if api == "Produce" else body["responses"]
+        for t in topics:
+            for p in t["partition_data" if api == "Produce" else "partitions"]:
+                for batch in p["records"] or ():
+                    out += [(r["key"], r["value"]) for r in batch.get("records", ())]
+    return out
+
+
+def test_server_trace_decodes_the_session(pyk_traced):
+    server_trace, _ = pyk_traced
+    lines = load(server_trace)
+    apis = {ex["api"] for ex in lines}
+    assert {"ApiVersions", "Metadata", "CreateTopics", "InitProducerId", "Produce", "Fetch",
+            "OffsetCommit"} <= apis, apis
+    expected = [("k%d" % i, "value-%d" % i) for i in range(N_RECORDS)]
+    assert _records(lines, "Produce") == expected
+    assert _records(lines, "Fetch")[:N_RECORDS] == expected
+    produce_ex = next(ex for ex in lines if ex["api"] == "Produce")
+    assert produce_ex["header"]["client_id"] == "trace-producer"
+    assert produce_ex["response"]["responses"][0]["partition_responses"][0]["error_code"] == 0
+    assert produce_ex["total_ms"] >= 0
+    batch = produce_ex["request"]["topic_data"][0]["partition_data"][0]["records"][0]
+    assert batch["records_count"] == N_RECORDS and batch["records"][0]["headers"] == [["h", "x"]]
+
+
+def test_proxy_trace_matches_server_trace(pyk_traced):
+    """The proxy and the broker saw the same conversation: `trace diff` is clean."""
+    server_trace, proxy_trace = pyk_traced
+    assert len(load(proxy_trace)) == len(load(server_trace))
+    rc, diffs = trace_diff(server_trace, proxy_trace)
+    assert (rc, diffs) == (0, [])
+
+
+def test_diff_reports_a_difference(pyk_traced, tmp_path):
+    """A changed record value and a missing request are reported (exit 1)."""
+    server_trace, _ = pyk_traced
+    lines = load(server_trace)
+    changed = tmp_path / "changed.jsonl"
+    with open(changed, "w") as fh:
+        dropped = False
+        for ex in lines:
+            if ex["api"] == "Produce":
+                ex["request"]["topic_data"][0]["partition_data"][0]["records"][0]["records"][3]["value"] = "other"
+            if ex["api"] == "OffsetCommit" and not dropped:
+                dropped = True
+                continue
+            fh.write(json.dumps(ex) + "\n")
+    rc, diffs = trace_diff(server_trace, changed)
+    assert rc == 1
+    assert any(d["kind"] == "field" and d["api"] == "Produce" and d["path"].endswith("records[3].value")
+               and (d["a"], d["b"]) == ("value-3", "other") for d in diffs), diffs
+    assert any(d["kind"] == "only_in_a" and d["api"] == "OffsetCommit" for d in diffs), diffs
+
+
+def _load_oracle():
+    spec = importlib.util.spec_from_file_location("pykbroker_kafka_oracle", ROOT / "compat" / "kafka" / "oracle.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.skipif(os.environ.get("PYKBROKER_QUICK") == "1",
+                    reason="PYKBROKER_QUICK=1: the comparison with Apache Kafka runs in CI")
+def test_trace_against_apache_kafka_diffs_clean(pyk_traced, tmp_path):
+    """The same session through the proxy in front of Apache Kafka: `trace diff` against the
+    pykbroker trace shows only the documented differences."""
+    from tests.differential.conftest import COMMON_OVERRIDES
+    oracle = _load_oracle()
+    k = oracle.KafkaOracle(tmp_path / "kafka", COMMON_OVERRIDES)
+    try:
+        k.start()
+    except Exception as e:   # never a skip: a missing oracle is a CI failure
+        pytest.fail("Apache Kafka (the oracle) could not be started: %s" % e, pytrace=False)
+    kafka_trace = tmp_path / "kafka.jsonl"
+    try:
+        warm_up(k.bootstrap)
+        proxy = Proxy(k.bootstrap, str(kafka_trace))
+        try:
+            got = run_session(proxy.bootstrap)
+        finally:
+            proxy.stop()
+    finally:
+        k.stop()
+    assert [(o, key) for o, key, _ in got] == [(i, b"k%d" % i) for i in range(N_RECORDS)]
+    _, proxy_trace = pyk_traced
+    kafka_lines = load(kafka_trace)
+    assert _records(kafka_lines, "Produce") == _records(load(proxy_trace), "Produce")
+    rc, diffs = trace_diff(proxy_trace, kafka_trace)
+    undocumented = [d for d in diffs
+                    if not any(d["api"] == api and re.search(rx, d.get("path", d["kind"]))
+                               for api, rx in DOCUMENTED_DIFFERENCES)]
+    assert undocumented == [], "\n".join(json.dumps(d, default=str) for d in undocumented)
