@@ -113,3 +113,17 @@ def test_json_log_lines(metrics_broker):
     assert created[0]["api"] == "CreateTopics" and created[0]["client_id"] == "rdkafka"
     assert re.match(r"127\.0\.0\.1:\d+$", created[0]["connection"])
     assert isinstance(created[0]["correlation_id"], int) and isinstance(created[0]["api_version"], int)
+
+
+def test_dashboard_uses_only_exported_metrics(metrics_broker):
+    """Every series the Grafana dashboard queries is one the broker exports."""
+    import json
+    from pathlib import Path
+    dash = json.loads((Path(__file__).resolve().parents[2] / "docs" / "grafana-pykbroker.json").read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    used = {re.sub(r"_bucket$", "", n) for e in exprs for n in re.findall(r"\b((?:kafka|pykbroker)_\w+)", e)}
+    with urllib.request.urlopen(metrics_broker.metrics_url, timeout=30) as r:
+        text = r.read().decode()
+    families = set(re.findall(r"^# TYPE (\S+) ", text, re.M))
+    exported = families | {f + "_total" for f in families}
+    assert used and used <= exported, used - exported
