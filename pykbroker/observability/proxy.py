@@ -16,7 +16,8 @@ Responses are forwarded unchanged except where the client would otherwise leave 
 - ApiVersions: each API's ``max_version`` is capped at the newest version the codecs decode, and
   APIs they do not know are left out, so that every later request can be decoded.  This changes
   what the client picks (Kafka 4 offers newer versions of some APIs than pykbroker): the trace
-  shows the conversation the client has through the proxy, which is the one to compare.
+  shows the conversation the client has through the proxy, which is the one to compare.  An
+  ApiVersions request newer than the codecs is answered by the proxy itself (``_answer_itself``).
 
 A request or response that cannot be decoded is still forwarded; its line carries
 ``"request_error"`` / ``"response_error"`` instead of the body.
@@ -93,6 +94,7 @@ class ProxyConnection:
         self.host, self.port = advertised
         self.peer = peer
         self.pending: dict[int, tuple] = {}
+        self._client_send = trio.StrictFIFOLock()   # both directions may answer the client
 
     async def run(self) -> None:
         try:
@@ -114,9 +116,18 @@ class ProxyConnection:
                 frames.receive_data(data)
                 out = bytearray()
                 while (frame := frames.next_frame()) is not None:
+                    answer = self._answer_itself(frame)
+                    if answer is not None:
+                        if out:
+                            await self.upstream.send_all(out)
+                            out = bytearray()
+                        async with self._client_send:
+                            await self.client.send_all(answer)
+                        continue
                     self._on_request(frame)
                     out += _frame(frame)
-                await self.upstream.send_all(out)
+                if out:
+                    await self.upstream.send_all(out)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass
         # The client left with requests in flight (a consumer closing during a long-poll fetch):
@@ -140,12 +151,31 @@ class ProxyConnection:
                     out += _frame(self._on_response(frame))
                 if not client_gone:
                     try:
-                        await self.client.send_all(out)
+                        async with self._client_send:
+                            await self.client.send_all(out)
                     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                         client_gone = True   # keep recording what the broker still answers
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass
         scope.cancel()
+
+    def _answer_itself(self, frame: bytes) -> bytes | None:
+        """An ApiVersions request newer than the codecs decode, first on its connection: answered
+        here as a broker answers a too-new ApiVersions (KIP-511: a v0 body, UNSUPPORTED_VERSION,
+        and the ApiVersions range it knows), so the client retries with a version the proxy
+        decodes, and caps, instead of going on with the upstream's versions unseen."""
+        if len(frame) < 8 or P.I16.unpack_from(frame, 0)[0] != API_VERSIONS or self.pending:
+            return None
+        spec = APIS[API_VERSIONS]
+        version, corr = P.I16.unpack_from(frame, 2)[0], P.I32.unpack_from(frame, 4)[0]
+        if version <= spec.max_version:
+            return None
+        body = {"error_code": 35, "api_keys": [{"api_key": API_VERSIONS, "min_version": spec.min_version,
+                                                "max_version": spec.max_version}]}
+        self.trace.write(exchange(self.peer, API_VERSIONS, version, corr, None, None, body, time.time(), 0.0,
+                                  request_error="ApiVersions v%d is newer than the codecs: answered by the "
+                                                "proxy with UNSUPPORTED_VERSION" % version))
+        return _frame(P.I32.pack(corr) + spec.encode_bytes("response", 0, body))
 
     def _on_request(self, frame: bytes) -> None:
         t0 = time.time()

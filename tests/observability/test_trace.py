@@ -215,3 +215,33 @@ def test_trace_against_apache_kafka_diffs_clean(pyk_traced, tmp_path):
                     if not any(d["api"] == api and re.search(rx, d.get("path", d["kind"]))
                                for api, rx in DOCUMENTED_DIFFERENCES)]
     assert undocumented == [], "\n".join(json.dumps(d, default=str) for d in undocumented)
+
+
+def test_proxy_answers_a_too_new_api_versions(tmp_path):
+    """ApiVersions newer than the codecs (Java 4.4 clients start with v5) is answered by the
+    proxy as a broker would (KIP-511: v0 body, UNSUPPORTED_VERSION, the range it decodes), so
+    the client retries with a version whose answer the proxy can read and cap."""
+    import socket
+    import struct
+
+    from pykbroker.protocol.codec import APIS
+    upstream = socket.socket()
+    upstream.bind(("127.0.0.1", 0))
+    upstream.listen(4)   # accepts into the backlog: the proxy's upstream connection succeeds
+    out = tmp_path / "av.jsonl"
+    proxy = Proxy("127.0.0.1:%d" % upstream.getsockname()[1], str(out))
+    try:
+        too_new = APIS[18].max_version + 1
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=30) as s:
+            header = struct.pack(">hhih", 18, too_new, 77, 3) + b"abc" + b"\x00"
+            body = b"\x02a\x021\x00"
+            s.sendall(struct.pack(">i", len(header + body)) + header + body)
+            size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+            data = s.recv(size, socket.MSG_WAITALL)
+        assert struct.unpack(">ihi", data[:10]) == (77, 35, 1)
+        assert struct.unpack(">hhh", data[10:16]) == (18, 0, APIS[18].max_version)
+    finally:
+        proxy.stop()
+        upstream.close()
+    line = load(out)[-1]
+    assert line["api"] == "ApiVersions" and line["response"]["error_code"] == 35
