@@ -6,8 +6,9 @@ refreshes, heartbeats, empty long-poll fetches) come in numbers that depend on t
 
 1. Each exchange is normalised: the fields in ``IGNORED`` (and ``--ignore``) are removed wherever
    they occur, at any depth, in the header, the request and the response.
-2. Exchanges are grouped by API; within an API, a run of identical normalised exchanges counts
-   once (three empty fetches at the same offset are one).
+2. Exchanges are grouped by API; within an API, an exchange identical (normalised) to an earlier
+   one counts once, in the place of its first occurrence: how often a client repeats a request
+   (empty long-poll fetches, metadata refreshes, heartbeats) depends on timing, not on the broker.
 3. Per API, the two sequences of requests are aligned (``difflib``); aligned pairs are compared
    field by field (request and response), the rest reported as requests only one side made.
 
@@ -24,6 +25,7 @@ IGNORED = frozenset({
     # identities of the run / the cluster
     "correlation_id", "cluster_id", "node_id", "leader_id", "controller_id", "coordinator_id", "broker_id",
     "topic_id", "member_id", "session_id", "producer_id", "transactional_id_expiration_ms",
+    "leader",   # JoinGroup: the leader's member id
     # ApiVersions: Kafka's is the offset of its metadata log, which moves on its own
     "finalized_features_epoch",
     # addresses (the proxy rewrites them; the ports are ephemeral)
@@ -74,11 +76,13 @@ def _by_api(trace: list[dict], ignored: frozenset, apis) -> dict:
         for k in ("request_error", "response_error"):
             if k in ex:
                 item[k] = ex[k]
-        seq = groups.setdefault(api, [])
-        if seq and _key(seq[-1][1]) == _key(item):
-            continue   # a repeat of the previous exchange of this API
+        seq, seen = groups.setdefault(api, ([], set()))
+        k = _key(item)
+        if k in seen:
+            continue   # a repeat of an earlier exchange of this API
+        seen.add(k)
         seq.append((ex["_line"], item))
-    return groups
+    return {api: seq for api, (seq, _seen) in groups.items()}
 
 
 def field_diffs(a, b, path: str = "") -> list[tuple[str, object, object]]:
