@@ -16,7 +16,8 @@ _METRICS = re.compile(r"metrics endpoint on http://([^:\s]+):(\d+)/metrics")
 @pytest.fixture(scope="module")
 def metrics_broker(tmp_path_factory):
     d = tmp_path_factory.mktemp("metrics")
-    b = BrokerProcess(str(d / "data"), {"group.initial.rebalance.delay.ms": "0"},
+    # log.flush.interval.messages=1: every append is fsynced, so the flush-time histogram has data
+    b = BrokerProcess(str(d / "data"), {"group.initial.rebalance.delay.ms": "0", "log.flush.interval.messages": "1"},
                       extra_args=["--metrics", "127.0.0.1:0", "--log-format", "json"])
     with b:
         m = wait_until(lambda: _METRICS.search(b.log_text()), timeout=30, what="metrics endpoint")
@@ -79,6 +80,8 @@ def test_metrics_after_produce_and_consume(metrics_broker):
     assert value(s, "kafka_server_socket_server_metrics_connection_creation_total", listener="PLAINTEXT") >= 3
     assert value(s, "kafka_server_socket_server_metrics_connection_count", listener="PLAINTEXT") is not None
     assert value(s, "pykbroker_server_up") == 1
+    assert value(s, "kafka_log_logflushstats_logflushrateandtimems_count") >= 1
+    assert value(s, "kafka_log_logflushstats_logflushrateandtimems_sum") > 0
 
 
 def test_errors_counted(metrics_broker):
