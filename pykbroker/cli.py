@@ -214,6 +214,13 @@ def main(argv=None) -> int:
     sp.add_argument("--as-kafka", metavar="VERSION",
                     help="speak only what that Apache Kafka release's broker offered: 2.8, 3.9, 4.0, 4.4 "
                          "(4.x: the newest); default: everything pykbroker builds")
+    sp.add_argument("--metrics", metavar="HOST:PORT",
+                    help="serve Prometheus metrics on http://HOST:PORT/metrics (port 0: a free one)")
+    sp.add_argument("--log-format", choices=("text", "json"), default="text",
+                    help="json: one JSON object per log line (with the request's connection, client id, "
+                         "API and correlation id)")
+    sp.add_argument("--trace", metavar="FILE", help="append every request and response, decoded, to FILE "
+                                                     "(JSON lines; slow: for debugging)")
     pp = sub.add_parser("pipeline", help="data pipelines (PySpark; needs the 'pipeline' extra)")
     psub = pp.add_subparsers(dest="pipeline", required=True)
     cp = psub.add_parser("clickstream", help="page visits -> Spark Structured Streaming -> per-site window stats")
@@ -226,13 +233,6 @@ def main(argv=None) -> int:
     up.add_argument("--override", action="append", metavar="KEY=VALUE", help="a Kafka config for every broker, repeatable")
     up.add_argument("--log-level", default="INFO", help="the brokers' log level")
     up.add_argument("--json", action="store_true", help="print the cluster as one JSON document (for scripts)")
-    sp.add_argument("--metrics", metavar="HOST:PORT",
-                    help="serve Prometheus metrics on http://HOST:PORT/metrics (port 0: a free one)")
-    sp.add_argument("--log-format", choices=("text", "json"), default="text",
-                    help="json: one JSON object per log line (with the request's connection, client id, "
-                         "API and correlation id)")
-    sp.add_argument("--trace", metavar="FILE", help="append every request and response, decoded, to FILE "
-                                                     "(JSON lines; slow: for debugging)")
     tp = sub.add_parser("trace", help="record (proxy) and compare (diff) protocol traces")
     if (sys.argv[1:] if argv is None else argv)[:1] == ["trace"]:   # its module only when it runs
         from .observability.cli import add_arguments as add_trace_arguments
