@@ -60,6 +60,7 @@ class Broker:
         self.storage_fs = None      # the storage fault seam (tests set a FaultFS before run)
         self.halt_hook = None       # replaces the process exit on a halt (in-process tests)
         self.faults = FaultPlan()   # injected request faults (server/faults.py; empty: off)
+        self.observer = None        # metrics / trace / JSON request logs (observability/observer.py; None: off)
         self.group_coordinator = None
         self.transaction_coordinator = None
         self.ready = trio.Event()

@@ -49,16 +49,28 @@ def build_config(args) -> BrokerConfig:
         raise ConfigError("%s (from %s)" % (e, where) if where else str(e), e.name) from None
 
 
-async def _serve(config: BrokerConfig, control=None, as_kafka=None) -> None:
+async def _serve(config: BrokerConfig, control=None, as_kafka=None, observe=None) -> None:
     import trio
 
     from .runner import BrokerRunner
 
+    # --metrics / --trace / --log-format json: a request observer on every broker incarnation
+    observer, metrics, prepare = None, None, None
+    if observe:
+        from .observability.setup import build_observer
+        observer, metrics = build_observer(observe, lambda: runner.broker)
+        prepare = lambda b: setattr(b, "observer", observer)  # noqa: E731
     # the runner can crash and restart the broker (the control endpoint's /broker/*)
-    runner = BrokerRunner(config, clock=trio.lowlevel.current_clock(), as_kafka=as_kafka)
+    runner = BrokerRunner(config, clock=trio.lowlevel.current_clock(), as_kafka=as_kafka, prepare=prepare)
     async with trio.open_nursery() as nursery:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             await nursery.start(runner.run)
+            if metrics is not None:
+                from .observability.metrics import serve_metrics
+
+                host, port = observe["metrics"]
+                port = await nursery.start(serve_metrics, metrics, host, port)
+                logging.getLogger("pykbroker").info("metrics endpoint on http://%s:%d/metrics", host, port)
             if control is not None:
                 from .server.control import serve_control
 
@@ -202,6 +214,13 @@ def main(argv=None) -> int:
     sp.add_argument("--as-kafka", metavar="VERSION",
                     help="speak only what that Apache Kafka release's broker offered: 2.8, 3.9, 4.0, 4.4 "
                          "(4.x: the newest); default: everything pykbroker builds")
+    sp.add_argument("--metrics", metavar="HOST:PORT",
+                    help="serve Prometheus metrics on http://HOST:PORT/metrics (port 0: a free one)")
+    sp.add_argument("--log-format", choices=("text", "json"), default="text",
+                    help="json: one JSON object per log line (with the request's connection, client id, "
+                         "API and correlation id)")
+    sp.add_argument("--trace", metavar="FILE", help="append every request and response, decoded, to FILE "
+                                                     "(JSON lines; slow: for debugging)")
     pp = sub.add_parser("pipeline", help="data pipelines (PySpark; needs the 'pipeline' extra)")
     psub = pp.add_subparsers(dest="pipeline", required=True)
     cp = psub.add_parser("clickstream", help="page visits -> Spark Structured Streaming -> per-site window stats")
@@ -214,6 +233,10 @@ def main(argv=None) -> int:
     up.add_argument("--override", action="append", metavar="KEY=VALUE", help="a Kafka config for every broker, repeatable")
     up.add_argument("--log-level", default="INFO", help="the brokers' log level")
     up.add_argument("--json", action="store_true", help="print the cluster as one JSON document (for scripts)")
+    tp = sub.add_parser("trace", help="record (proxy) and compare (diff) protocol traces")
+    if (sys.argv[1:] if argv is None else argv)[:1] == ["trace"]:   # its module only when it runs
+        from .observability.cli import add_arguments as add_trace_arguments
+        add_trace_arguments(tp)
     hp = sub.add_parser("healthcheck", help="exit 0 if a broker answers ApiVersions (container HEALTHCHECK)")
     if "healthcheck" in (sys.argv[1:] if argv is None else argv):   # its module only when it runs
         from .healthcheck import add_arguments
@@ -230,8 +253,15 @@ def main(argv=None) -> int:
         return run(args)
     if args.cmd == "cluster":
         return _cluster_up(args)
+    if args.cmd == "trace":
+        from .observability.cli import run as run_trace
+        return run_trace(args)
     logging.basicConfig(level=getattr(logging, args.log_level.upper(), logging.INFO),
                         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    if getattr(args, "log_format", "text") == "json":
+        from .observability.logfmt import JsonFormatter
+        for h in logging.getLogger().handlers:
+            h.setFormatter(JsonFormatter())
     if args.cmd == "serve":
         try:
             config = build_config(args)
@@ -253,12 +283,28 @@ def main(argv=None) -> int:
             except ValueError as e:
                 print("pykbroker: %s" % e, file=sys.stderr)
                 return 2
+        observe = {}
+        if args.metrics:
+            host, sep, port = args.metrics.rpartition(":")
+            if not sep or not port.isdigit():
+                print("pykbroker: --metrics expects HOST:PORT, got %r" % args.metrics, file=sys.stderr)
+                return 2
+            observe["metrics"] = (host.strip("[]") or "127.0.0.1", int(port))
+            import importlib.util
+            if importlib.util.find_spec("prometheus_client") is None:
+                print("pykbroker: --metrics needs prometheus_client (pip install 'pykbroker[metrics]')",
+                      file=sys.stderr)
+                return 2
+        if args.trace:
+            observe["trace"] = args.trace
+        if args.log_format == "json":
+            observe["log_context"] = True
         config.warn_unused()
         import trio
 
         from .clock import BrokerClock
         # the broker clock is the run's trio clock, so the control endpoint can move time
-        trio.run(_serve, config, control, args.as_kafka, clock=BrokerClock())
+        trio.run(_serve, config, control, args.as_kafka, observe, clock=BrokerClock())
     return 0
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 
 import trio
 
@@ -47,9 +48,14 @@ class Connection:
             self.peer = "?"
         self.dispatcher = Dispatcher(broker.handlers, broker.config["socket.request.max.bytes"],
                                      broker, self, self.peer, getattr(broker, "faults", None))
+        # metrics / trace / JSON request logs (pykbroker/observability); None: off, and the
+        # request path below is the plain one
+        self.observer = getattr(broker, "observer", None)
 
     async def run(self) -> None:
         send, recv = trio.open_memory_channel(self.broker.config["queued.max.requests"])
+        if self.observer is not None:
+            self.observer.connection_opened(self)
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._reader, send)
@@ -64,6 +70,8 @@ class Connection:
             else:
                 log.exception("connection %s failed", self.peer)
         finally:
+            if self.observer is not None:
+                self.observer.connection_closed(self)
             with trio.CancelScope(shield=True):
                 await self.stream.aclose()
 
@@ -97,6 +105,8 @@ class Connection:
         """Carry out one decision of the dispatcher, in request order; False once the
         connection is to be closed."""
         if event.__class__ is HandleRequest:
+            if self.observer is not None:
+                return await self._carry_out_observed(event)
             try:
                 response = await event.handler.handle(event.ctx, event.request)
             except Exception as e:  # a handler bug must still answer the client
@@ -111,6 +121,32 @@ class Connection:
         log.log(event.level, "closing connection from %s: %s", self.peer, event.reason,
                 exc_info=event.exc_info)
         return False
+
+    async def _carry_out_observed(self, event) -> bool:
+        """``_carry_out`` of a ``HandleRequest`` while an observer is installed: the same steps,
+        timed, inside the observer's request context, then reported to it."""
+        obs = self.observer
+        with obs.request_context(self, event.ctx, event.spec):
+            t0 = time.perf_counter()
+            response = error = None
+            try:
+                response = await event.handler.handle(event.ctx, event.request)
+            except Exception as e:
+                error = e
+                out = self.dispatcher.fail(event, e)
+            else:
+                out = self.dispatcher.finish(event, response)
+            t1 = time.perf_counter()
+            if out is None:
+                obs.request_done(self, event, response, None, error, t0, t1, t1)
+                return True
+            if out.__class__ is SendResponse:
+                await self._write(out.parts)
+                obs.request_done(self, event, response, out.parts, error, t0, t1, time.perf_counter())
+                return True
+            obs.request_done(self, event, response, None, error, t0, t1, t1)
+            log.log(out.level, "closing connection from %s: %s", self.peer, out.reason, exc_info=out.exc_info)
+            return False
 
     async def _write(self, parts) -> None:
         if len(parts) == 1 and parts[0].__class__ is bytes:

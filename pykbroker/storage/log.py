@@ -153,6 +153,10 @@ def parse_partition_dir(name: str) -> Optional[tuple[str, int]]:
 
 
 class Log:
+    # Called with the seconds an fsync of unflushed data took (from the flushing thread), when
+    # set: the log flush time metric (pykbroker/observability/metrics.py); process-wide.
+    flush_listener: Optional[Callable[[float], None]] = None
+
     def __init__(self, dir: str, config: LogConfig, segments: list, log_start_offset: int,
                  recovery_point: int, epoch_cache: LeaderEpochCache,
                  producer_state: ProducerStateManager, fs: FileSystem = REAL_FS,
@@ -744,8 +748,11 @@ class Log:
                 target = self.log_end_offset
                 pending = self.unflushed_messages
                 work = [(s, s.prepare_flush()) for s in self._segments if s.unflushed]
+            t0 = time.perf_counter()
             for s, token in work:          # the slow part, without the lock
                 s.sync(token)
+            if work and Log.flush_listener is not None:
+                Log.flush_listener(time.perf_counter() - t0)
         except OSError as e:
             raise KafkaStorageError(f"flush failed: {e}") from e
         with self._lock:

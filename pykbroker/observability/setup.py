@@ -1,0 +1,29 @@
+"""Builds the broker's request observer from ``pykbroker serve`` options (imported only when one
+of --metrics, --trace, --log-format json is given)."""
+from __future__ import annotations
+
+from .observer import Observers, RequestLog
+
+
+def build_observer(observe: dict, current_broker):
+    """``observe``: ``{"metrics": (host, port), "trace": path, "log_context": True}`` (any of them);
+    ``current_broker()``: the running Broker or None.  Returns ``(observer, metrics or None)``."""
+    parts, metrics = [], None
+    if "metrics" in observe:
+        from ..storage.log import Log
+        from .metrics import BrokerMetrics
+
+        def owners():
+            b = current_broker()
+            if b is None or b.replica_manager is None:
+                return None
+            return b.replica_manager, b.group_coordinator
+
+        metrics = BrokerMetrics(owners)
+        Log.flush_listener = metrics.observe_flush
+        parts.append(metrics)
+    if "trace" in observe:
+        from .trace import TraceWriter
+        parts.append(TraceWriter(observe["trace"]))
+    parts.append(RequestLog())
+    return Observers(parts), metrics
