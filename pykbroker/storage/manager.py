@@ -346,6 +346,14 @@ class LogManager:
                 except OSError as e:
                     log.warning("deleting %s: %s", target, e)
 
+    def reconfigure(self, config) -> None:
+        """Dynamic broker configs changed: the cleaner's settings follow (retention and the
+        flusher read theirs at each pass; topic configs come through ``update_config``)."""
+        if getattr(self, "cleaner", None) is not None:
+            conf = self._conf
+            self.cleaner.reconfigure(conf("log.cleaner.backoff.ms"), conf("log.cleaner.dedupe.buffer.size"),
+                                     conf("log.cleaner.io.buffer.load.factor"))
+
     def update_config(self, topic: str, config: dict) -> None:
         """A topic's config changed: its logs use the new one from now on."""
         self._topic_configs[topic] = config
