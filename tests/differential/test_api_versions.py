@@ -83,3 +83,36 @@ def test_produce_v0_to_v2_closes_connection(both, version):
             return r.wait_closed()
     p, k = both(scenario)
     assert p == k == True, explain(p, k)
+
+
+@pytest.mark.parametrize("case", ["none", "match", "bad_cluster", "bad_node", "cluster_only", "node_only"])
+def test_api_versions_v5_cluster_and_node_check(both, case):
+    """KIP-1242: both cluster id and node id given and one differs: REBOOTSTRAP_REQUIRED; only
+    one given: INVALID_REQUEST; both with an empty API list."""
+    def scenario(t):
+        cid = call(t, 3, 12, {"topics": [], "allow_auto_topic_creation": False,
+                              "include_topic_authorized_operations": False})["cluster_id"]
+        cluster, node = {"none": (None, -1), "match": (cid, t.node_id), "bad_cluster": ("AAAAAAAAAAAAAAAAAAAAAA", t.node_id),
+                         "bad_node": (cid, t.node_id + 6), "cluster_only": (cid, -1), "node_only": (None, t.node_id)}[case]
+        r = call(t, 18, 5, {"client_software_name": "differential", "client_software_version": "1.0",
+                            "cluster_id": cluster, "node_id": node})
+        return r["error_code"], bool(r["api_keys"]), r["finalized_features_epoch"] >= 0
+    p, k = both(scenario)
+    assert p == k, explain(p, k)
+
+
+def test_feature_lists(both):
+    """What pykbroker reports (k18_api_versions.FEATURES) against Kafka 4.4: every feature
+    pykbroker lists is one of Kafka's with the same minimum, and a level pykbroker finalizes is
+    one Kafka supports; Kafka's metadata.version / kraft.version (KRaft's own) and the levels of
+    protocols pykbroker has not built (transactions v2, ELR, share and streams groups) are the
+    deliberate differences (SKIPPED.md)."""
+    def scenario(t):
+        r = call(t, 18, 4, {"client_software_name": "differential", "client_software_version": "1.0"})
+        return ({f["name"]: (f["min_version"], f["max_version"]) for f in r["supported_features"]},
+                {f["name"]: f["max_version_level"] for f in r["finalized_features"]})
+    (p_sup, p_fin), (k_sup, k_fin) = both(scenario)
+    assert set(k_sup) - set(p_sup) == {"metadata.version", "kraft.version"}
+    for name, (lo, hi) in p_sup.items():
+        assert k_sup[name][0] == lo and hi <= k_sup[name][1], name
+    assert p_fin == {"group.version": 1} and k_fin["group.version"] == 1
