@@ -50,7 +50,6 @@ EXCLUDED = {
     26: ((0, 4), "EndTxn v5: transactions v2"), 27: ((1, 1), "WriteTxnMarkers v2: transactions v2"),
     28: ((0, 4), "TxnOffsetCommit v5-6: transactions v2, topic ids"),
     42: ((0, 2), "DeleteGroups v3: per-group error messages"),
-    66: ((0, 1), "ListTransactions v2: transactional id pattern (KIP-1152)"),
     74: (None, "ListConfigResources (KIP-1142)"),
     76: (None, "share groups (KIP-932)"), 77: (None, "share groups"), 78: (None, "share groups"),
     79: (None, "share groups"), 83: (None, "share groups"), 84: (None, "share groups"), 85: (None, "share groups"),
