@@ -137,6 +137,10 @@ class Broker:
         self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self.metadata_cache,
                                               controller=self.controller, config=self.config)
         self.controller.set_replica_manager(self.replica_manager)
+        from .dynamic_config import DynamicBrokerConfig
+        self.dynamic_config = DynamicBrokerConfig(self.config, self.node_id, self.metadata_cache, self.replica_manager)
+        self.dynamic_config.add_reconfigurable(self.log_manager)
+        self.controller.add_broker_config_listener(self.dynamic_config.on_change)
         self.replica_manager.on_replicas_offline = (
             lambda tps: self.controller.replicas_offline(self.node_id, tps))
         try:
@@ -178,6 +182,7 @@ class Broker:
                     self.replica_manager, self.replica_manager.producer_ids, self.group_coordinator,
                     leads_every_partition=single_node, now_ms=self.clock.time_ms)
                 await tc.startup(nursery)
+                self.dynamic_config.add_reconfigurable(tc)
                 if not single_node:
                     from .coordinator.txn.state_log import TRANSACTION_STATE_TOPIC
                     self._follow_leadership(TRANSACTION_STATE_TOPIC, tc)

@@ -16,6 +16,7 @@ A key pykbroker does not declare is set aside and logged once at start-up
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from dataclasses import dataclass
@@ -61,7 +62,7 @@ class ConfigDef:
     scope: str = "broker"  # broker | topic
     broker_key: str | None = None  # for topic configs: the broker config giving the default
     validator: "_Validator | None" = None
-    read_only: bool = True  # broker configs: not changeable at run time (yet)
+    read_only: bool = True  # broker configs: not changeable at run time (DYNAMIC_BROKER_CONFIGS)
     # The type DescribeConfigs reports when it differs from how pykbroker parses the value
     # (listeners and log dirs are Kafka LISTs but kept here as the comma-separated text).
     describe_type: str | None = None
@@ -292,11 +293,12 @@ _DEFS = [
     # BrokerConfig.get); broker.id is its ZooKeeper-era alias with Kafka's default -1.
     ConfigDef("node.id", "int", None, "The id of this broker.", validator=_ge(0)),
     ConfigDef("broker.id", "int", -1, "Alias of node.id (ZooKeeper-era name).", validator=_ge(-1)),
-    # Kafka lets listeners be reconfigured per broker (read_only false); pykbroker accepts no
-    # dynamic broker config, but reports the flag as Kafka does for this key.  Default: Kafka's
-    # is PLAINTEXT://:9092 (all interfaces); pykbroker binds loopback unless told otherwise.
+    # Kafka lets listeners be reconfigured per broker (read_only false); pykbroker cannot rebind
+    # at run time and refuses the change (dynamic_config.py), but reports the flag as Kafka does.
+    # Default: Kafka's is PLAINTEXT://:9092 (all interfaces); pykbroker binds loopback unless told
+    # otherwise.
     ConfigDef("listeners", "string", "PLAINTEXT://127.0.0.1:9092", "Listeners: comma-separated NAME://HOST:PORT.",
-              describe_type="list", read_only=False, validator=_Listeners()),
+              describe_type="list", validator=_Listeners()),
     ConfigDef("advertised.listeners", "string", None, "Listeners advertised to clients (defaults to listeners).",
               describe_type="list", validator=_Listeners(optional=True)),
     # --- cluster coordination on ZooKeeper (Kafka 3.x's ZooKeeper-mode keys and defaults).  Unset
@@ -462,9 +464,59 @@ _DEFS = [
     ConfigDef("producer.id.expiration.ms", "int", 86400000, "Idle producer id expiry.", validator=_ge(1)),
     ConfigDef("max.incremental.fetch.session.cache.slots", "int", 1000, "Fetch session cache size.",
               validator=_ge(0), unit="sessions"),
+    # --- Kafka's thread pools and connection limits: dynamic in Kafka, accepted and reported here
+    # (one trio loop, no thread pools; connections are not limited) so admin tools that tune them
+    # get Kafka's answers.
+    ConfigDef("num.io.threads", "int", 8, "Request handler threads (Kafka; no effect in pykbroker).",
+              validator=_ge(1), unit="threads"),
+    ConfigDef("num.network.threads", "int", 3, "Network threads (Kafka; no effect in pykbroker).",
+              validator=_ge(1), unit="threads"),
+    ConfigDef("background.threads", "int", 10, "Background task threads (Kafka; no effect in pykbroker).",
+              validator=_ge(1), unit="threads"),
+    ConfigDef("num.recovery.threads.per.data.dir", "int", 2,
+              "Log recovery threads per data dir (Kafka; no effect in pykbroker).", validator=_ge(1), unit="threads"),
+    ConfigDef("log.cleaner.threads", "int", 1, "Log cleaner threads (Kafka; pykbroker runs one cleaner).",
+              validator=_ge(0), unit="threads"),
+    ConfigDef("log.cleaner.io.buffer.size", "int", 524288, "Cleaner I/O buffer memory (Kafka; no effect in pykbroker).",
+              validator=_ge(0)),
+    ConfigDef("max.connections", "int", INT_MAX, "Connection limit (Kafka; not enforced by pykbroker).",
+              validator=_ge(0), unit="connections"),
+    ConfigDef("max.connections.per.ip", "int", INT_MAX, "Connection limit per IP (Kafka; not enforced by pykbroker).",
+              validator=_ge(0), unit="connections"),
 ]
 
+# The broker configs Kafka 4.4 can change at run time (DynamicBrokerConfig.AllDynamicConfigs; its
+# DescribeConfigs reports exactly these read_only=false) among those pykbroker declares.  They can
+# be set per broker or as the cluster-wide default (IncrementalAlterConfigs/AlterConfigs on a
+# BROKER resource, dynamic_config.py); every other declared key is refused with Kafka's "Cannot
+# update these configs dynamically".  Some have no effect here (num.replica.fetchers: one fetcher
+# per source broker; the compression levels until topics recompress): accepted and reported.
+DYNAMIC_BROKER_CONFIGS = frozenset({
+    "compression.type", "compression.gzip.level", "compression.lz4.level", "compression.zstd.level",
+    "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size", "log.cleaner.delete.retention.ms",
+    "log.cleaner.io.buffer.load.factor", "log.cleaner.max.compaction.lag.ms", "log.cleaner.min.cleanable.ratio",
+    "log.cleaner.min.compaction.lag.ms", "log.cleanup.policy", "log.flush.interval.messages",
+    "log.flush.interval.ms", "log.index.interval.bytes", "log.index.size.max.bytes",
+    "log.local.retention.bytes", "log.local.retention.ms", "log.message.timestamp.after.max.ms",
+    "log.message.timestamp.before.max.ms", "log.message.timestamp.type", "log.preallocate",
+    "log.remote.copy.lag.bytes", "log.remote.copy.lag.ms", "log.retention.bytes", "log.retention.ms",
+    "log.roll.ms", "log.segment.bytes", "log.segment.delete.delay.ms", "max.decompressed.message.bytes",
+    "message.max.bytes", "min.insync.replicas", "num.replica.fetchers", "producer.id.expiration.ms",
+    "transaction.partition.verification.enable", "unclean.leader.election.enable",
+    "listeners", "num.io.threads", "num.network.threads", "background.threads",
+    "num.recovery.threads.per.data.dir", "log.cleaner.threads", "log.cleaner.io.buffer.size", "max.connections",
+    "max.connections.per.ip",
+})
+# Dynamic only per broker, never as the cluster default (Kafka's DynamicBrokerConfig.PerBrokerConfigs).
+PER_BROKER_CONFIGS = frozenset({"listeners"})
+# Dynamic thread pools: Kafka refuses a new size above double or below half the current one
+# (DynamicThreadPool.validateReconfiguration).
+THREAD_POOL_CONFIGS = frozenset({"num.replica.fetchers", "num.io.threads", "num.network.threads",
+                                 "background.threads", "num.recovery.threads.per.data.dir"})
+
+_DEFS = [dataclasses.replace(d, read_only=d.name not in DYNAMIC_BROKER_CONFIGS) for d in _DEFS]
 BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
+assert DYNAMIC_BROKER_CONFIGS <= set(BROKER_CONFIGS), DYNAMIC_BROKER_CONFIGS - set(BROKER_CONFIGS)
 
 
 # ------------------------------------------------------------------ topic configs
@@ -542,6 +594,11 @@ class BrokerConfig:
 
     def __init__(self, values: dict[str, Any] | None = None):
         self._explicit: dict[str, Any] = {}
+        # Dynamic layers (dynamic_config.py is their only writer): the cluster-wide default and
+        # this broker's own, parsed; a key set in one overrides the layers below it, as in
+        # Kafka: per broker > cluster default > server.properties/--override > built-in default.
+        self._dynamic_default: dict[str, Any] = {}
+        self._dynamic_broker: dict[str, Any] = {}
         # Supplied keys pykbroker does not declare: kept (raw) only to be reported.
         self.unused: dict[str, Any] = {}
         for k, v in (values or {}).items():
@@ -572,15 +629,51 @@ class BrokerConfig:
         for key in sorted(self.unused):
             logger.warning("ignoring config '%s': not a broker config pykbroker knows or uses", key)
 
+    def set_dynamic(self, per_broker: bool, values: dict[str, Any]) -> None:
+        """Replace one dynamic layer with parsed values (keys declared in DYNAMIC_BROKER_CONFIGS)."""
+        if per_broker:
+            self._dynamic_broker = dict(values)
+        else:
+            self._dynamic_default = dict(values)
+
+    def layers_set(self, key: str) -> bool:
+        """Set in a dynamic layer or statically."""
+        return key in self._dynamic_broker or key in self._dynamic_default or self.is_explicit(key)
+
+    def dynamic_layer(self, per_broker: bool) -> dict[str, Any]:
+        return dict(self._dynamic_broker if per_broker else self._dynamic_default)
+
+    def source_of(self, keys) -> int:
+        """The source of the highest layer setting any of ``keys`` (DEFAULT_CONFIG when none)."""
+        for layer, source in ((self._dynamic_broker, SOURCE_DYNAMIC_BROKER),
+                              (self._dynamic_default, SOURCE_DYNAMIC_DEFAULT)):
+            if any(k in layer for k in keys):
+                return source
+        return SOURCE_STATIC_BROKER if any(self.is_explicit(k) for k in keys) else SOURCE_DEFAULT
+
+    def static_value(self, key: str):
+        """The value without the dynamic layers (server.properties / --override / default)."""
+        if key in self._explicit:
+            return self._explicit[key]
+        return self._default(key)
+
     def is_explicit(self, key: str) -> bool:
+        """Set statically (server.properties / --override), whatever the dynamic layers say."""
         if key in ("node.id", "broker.id"):
             # Kafka copies a set node.id into broker.id (and back): both read as static.
             return "node.id" in self._explicit or "broker.id" in self._explicit
         return key in self._explicit
 
     def get(self, key: str):
+        if key in self._dynamic_broker:
+            return self._dynamic_broker[key]
+        if key in self._dynamic_default:
+            return self._dynamic_default[key]
         if key in self._explicit:
             return self._explicit[key]
+        return self._default(key)
+
+    def _default(self, key: str):
         if key in ("broker.id", "node.id"):
             other = "node.id" if key == "broker.id" else "broker.id"
             # Neither set: pykbroker runs as node 1 (Kafka requires node.id in KRaft mode).
@@ -626,17 +719,16 @@ class BrokerConfig:
         if d.broker_key is None:
             return d.default, SOURCE_DEFAULT
         if name == "retention.ms":
-            explicit = any(self.is_explicit(k) for k in ("log.retention.ms", "log.retention.minutes", "log.retention.hours"))
-            return self.retention_ms(), SOURCE_STATIC_BROKER if explicit else SOURCE_DEFAULT
+            return self.retention_ms(), self.source_of(("log.retention.ms", "log.retention.minutes",
+                                                        "log.retention.hours"))
         if name == "segment.ms":
-            explicit = self.is_explicit("log.roll.ms") or self.is_explicit("log.roll.hours")
-            return self.roll_ms(), SOURCE_STATIC_BROKER if explicit else SOURCE_DEFAULT
+            return self.roll_ms(), self.source_of(("log.roll.ms", "log.roll.hours"))
         if name == "flush.ms":
             v = self.get("log.flush.interval.ms")
             if v is None:
                 v = self.get("log.flush.scheduler.interval.ms")
-            return v, SOURCE_STATIC_BROKER if self.is_explicit("log.flush.interval.ms") else SOURCE_DEFAULT
-        return self.get(d.broker_key), SOURCE_STATIC_BROKER if self.is_explicit(d.broker_key) else SOURCE_DEFAULT
+            return v, self.source_of(("log.flush.interval.ms",))
+        return self.get(d.broker_key), self.source_of((d.broker_key,))
 
     def effective_topic_config(self, topic_overrides: dict[str, Any]) -> dict[str, Any]:
         out = {name: self.topic_default(name)[0] for name in TOPIC_CONFIGS}

@@ -88,8 +88,8 @@ def convert_fields(fields, vlo, vhi, common):
 
 
 def build(name: str, vlo: int, vhi: int) -> dict:
-    req = load_upstream(name + "Request")
-    resp = load_upstream(name + "Response")
+    req = load_upstream(name + "Request", vhi)
+    resp = load_upstream(name + "Response", vhi)
     flo, _ = parse_range(req["flexibleVersions"])
     spec = {
         "api_key": req["apiKey"],

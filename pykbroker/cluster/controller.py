@@ -15,7 +15,8 @@ interface (and any other implementation must):
   shared; only ``registered_brokers`` becomes the live ``/brokers/ids`` set);
 - durability in ZooKeeper instead of the JSON file: ``/brokers/topics/<t>`` (assignment),
   ``/brokers/topics/<t>/partitions/<p>/state`` (leader, leader_epoch, isr, partition epoch =
-  znode version, changed only by compare-and-set), ``/config/topics/<t>``, pending deletions,
+  znode version, changed only by compare-and-set), ``/config/topics/<t>``,
+  ``/config/brokers/<id>`` and ``/config/brokers/<default>`` (watched), pending deletions,
   ephemeral ``/brokers/ids/<id>`` from ``register_broker``, ``/controller`` election;
 - on every broker (controller or not), records published to its ``MetadataCache`` from
   ZooKeeper watches / UpdateMetadata, with ``stage``/``publish_staged`` for new partitions so
@@ -32,6 +33,11 @@ One small JSON file, ``<first log dir>/__pykbroker_metadata.json``::
       "configs": {"retention.ms": "1000"}, "internal": false,
       "partition_states": {"0": {"leader": 1, "leader_epoch": 2, "partition_epoch": 5,
                                  "isr": [1]}}}, ...]}
+
+plus, when any is set, ``"broker_configs": {"": {...}, "1": {"log.retention.ms": "1000"}}``: the
+dynamic broker configs of the cluster default ("") and of this node (IncrementalAlterConfigs /
+AlterConfigs on BROKER resources), as Kafka's strings, published to the broker-config listeners
+at load (before the topics) and on every change.
 
 ``partition_states`` is optional and holds only partitions whose state differs from a new
 partition's (first replica leads, ISR = replicas, epochs 0), so files written before it existed
@@ -102,6 +108,10 @@ class Controller(abc.ABC):
         self._replica_manager = None
         self._topic_deleted: list[Callable[[str], Any]] = []
         self._partition_changed: list[Callable[[str, int, PartitionState], Any]] = []
+        # Dynamic broker configs as stored (Kafka's strings): entity "" = the cluster-wide
+        # default, "<id>" = one broker's.  Published to the broker-config listeners.
+        self._broker_configs: dict[str, dict[str, str]] = {}
+        self._broker_config_listeners: list[Callable[[str, dict], Any]] = []
 
     # ------------------------------------------------------------------ listeners
     def set_replica_manager(self, replica_manager) -> None:
@@ -118,6 +128,35 @@ class Controller(abc.ABC):
     def add_partition_change_listener(self, callback: Callable[[str, int, PartitionState], Any]) -> None:
         """``callback(topic, partition, new_state)`` after a leader/ISR change was published."""
         self._partition_changed.append(callback)
+
+    def add_broker_config_listener(self, callback: Callable[[str, dict], Any]) -> None:
+        """``callback(entity, configs)`` when the dynamic configs of the cluster default
+        (entity "") or of a broker ("<id>") were loaded or changed (strings, the whole set)."""
+        self._broker_config_listeners.append(callback)
+
+    def broker_configs(self, entity: str) -> dict[str, str]:
+        """The stored dynamic configs of ``entity`` ("" = cluster default, "<id>")."""
+        return dict(self._broker_configs.get(entity, {}))
+
+    def _store_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
+        if configs:
+            self._broker_configs[entity] = dict(configs)
+        else:
+            self._broker_configs.pop(entity, None)
+
+    def _publish_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
+        """Store and tell the listeners."""
+        self._store_broker_configs(entity, configs)
+        for cb in self._broker_config_listeners:
+            try:
+                cb(entity, dict(configs))
+            except Exception:
+                log.exception("broker-config listener failed for %r", entity)
+
+    async def alter_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
+        """Replace the dynamic configs of ``entity`` (validated by the caller) durably, then
+        publish them.  This base version keeps them in memory (test controllers)."""
+        self._publish_broker_configs(entity, configs)
 
     def _notify_topic_deleted(self, name: str) -> None:
         for cb in self._topic_deleted:
@@ -366,6 +405,9 @@ class LocalController(Controller):
                 data = json.loads(fh.read())
         except FileNotFoundError:
             data = {}
+        for entity, configs in sorted((data.get("broker_configs") or {}).items()):
+            # before any topic is published: the logs open with the dynamic defaults in force
+            self._publish_broker_configs(entity, {k: str(v) for k, v in configs.items()})
         for t in data.get("topics", []):
             overrides = {}
             for k, v in (t.get("configs") or {}).items():
@@ -411,7 +453,10 @@ class LocalController(Controller):
             if changed:
                 entry["partition_states"] = changed
             topics.append(entry)
-        return json.dumps({"version": 1, "topics": topics}, indent=1).encode()
+        out = {"version": 1, "topics": topics}
+        if self._broker_configs:
+            out["broker_configs"] = {e: dict(sorted(c.items())) for e, c in sorted(self._broker_configs.items())}
+        return json.dumps(out, indent=1).encode()
 
     async def _persist(self) -> None:
         """Make the current metadata durable (group commit, one writer at a time)."""
@@ -543,6 +588,20 @@ class LocalController(Controller):
             await res
         log.info("topic %s config overrides now %s", name, _render(info.configs))
         return info
+
+    async def alter_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
+        old = self.broker_configs(entity)
+        if old == configs:
+            return
+        self._store_broker_configs(entity, configs)
+        try:
+            await self._persist()
+        except BaseException:
+            self._store_broker_configs(entity, old)
+            raise
+        self._publish_broker_configs(entity, configs)
+        log.info("dynamic broker configs of %s now %s", entity or "the cluster default",
+                 dict(sorted(configs.items())))
 
     # ------------------------------------------------------------------ partitions
     async def alter_partition(self, topic: str, partition: int, partition_epoch: int,

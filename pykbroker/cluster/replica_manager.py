@@ -60,6 +60,7 @@ class ReplicaManager:
         # set by the broker: tells the controller which replicas went offline (a failed dir)
         self.on_replicas_offline = None
         log_manager.add_dir_failure_listener(self._on_dir_offline)
+        log_manager.add_log_replaced_listener(self._on_log_replaced)
         # replication: ISR changes go to the controller; its partition changes come back
         self.controller = controller
         self.config = config
@@ -260,6 +261,13 @@ class ReplicaManager:
     def _report_offline(self, tps) -> None:
         if tps and self.on_replicas_offline is not None:
             self.on_replicas_offline(tps)
+
+    def _on_log_replaced(self, tp, new_log) -> None:
+        """A move between log dirs finished (LogManager.alter_log_dir): the partition now
+        appends to and reads from the log in its new dir."""
+        part = self.partitions.get(tp)
+        if part is not None:
+            part.log = new_log
 
     # ------------------------------------------------------------------ topic changes
     async def make_partitions(self, topic_info, partition_ids) -> None:

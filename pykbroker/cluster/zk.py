@@ -14,7 +14,11 @@ znodes read the same in ``zkCli.sh`` and tools that know Kafka's layout::
     /brokers/topics/<t>/partitions/<p>/state     {"version":1,"controller_epoch":1,"leader":1,
                                                   "leader_epoch":0,"isr":[1,2,3]}
     /config/topics/<t>                           {"version":1,"config":{"retention.ms":"1000"}}
-    /config/changes/config_change_<seq>          {"version":2,"entity_path":"topics/<t>"}
+    /config/brokers/<id>, /config/brokers/<default>
+                                                 {"version":1,"config":{"log.retention.ms":"1000"}}
+                                                 (dynamic broker configs: one broker's, the cluster default)
+    /config/changes/config_change_<seq>          {"version":2,"entity_path":"topics/<t>"} (or
+                                                 "brokers/<id>", "brokers/<default>")
     /admin/delete_topics/<t>                     a pending deletion (the controller completes it)
     /admin/preferred_replica_election            {"version":1,"partitions":[{"topic":..,"partition":..}]}
     /admin/reassign_partitions                   {"version":1,"partitions":[{"topic":..,"partition":..,
@@ -51,6 +55,7 @@ BROKER_IDS = "/brokers/ids"
 TOPICS = "/brokers/topics"
 SEQID = "/brokers/seqid"
 CONFIG_TOPICS = "/config/topics"
+CONFIG_BROKERS = "/config/brokers"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = CONFIG_CHANGES + "/config_change_"
 DELETE_TOPICS = "/admin/delete_topics"
@@ -60,7 +65,7 @@ PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 
 # Persistent paths every cluster has (Kafka's ZkData.PersistentZkPaths).
 PERSISTENT_PATHS = ("/consumers", BROKER_IDS, TOPICS, CONFIG_CHANGES, CONFIG_TOPICS, "/config/clients",
-                    "/config/users", "/config/brokers", "/config/ips", "/admin/delete_topics",
+                    "/config/users", CONFIG_BROKERS, "/config/ips", "/admin/delete_topics",
                     "/isr_change_notification", "/log_dir_event_notification", SEQID)
 
 
@@ -86,6 +91,16 @@ def state_path(topic: str, partition: int) -> str:
 
 def config_path(topic: str) -> str:
     return "%s/%s" % (CONFIG_TOPICS, topic)
+
+
+def broker_config_entity(entity: str) -> str:
+    """Kafka's entity name of a dynamic broker config: the broker id, or ``<default>`` for the
+    cluster-wide default (entity "" in the admin APIs)."""
+    return entity or "<default>"
+
+
+def broker_config_path(entity: str) -> str:
+    return "%s/%s" % (CONFIG_BROKERS, broker_config_entity(entity))
 
 
 def delete_marker_path(topic: str) -> str:

@@ -133,6 +133,9 @@ class ZkController(Controller):
             info, states = await self._read_topic(name)
             if info is not None:
                 records += _topic_records(info, states)
+        for entity in ("", str(self.node_id)):   # dynamic broker configs first: logs open with them
+            data, _ = await self._get_or_none(Z.broker_config_path(entity))
+            self._publish_broker_configs(entity, Z.decode_topic_config(data))
         self.cache.apply(records)
         log.info("loaded %d topic(s) and %d live broker(s) from ZooKeeper",
                  len(self.cache.topics), len(self.cache.alive_brokers()))
@@ -148,6 +151,11 @@ class ZkController(Controller):
         self.zk.children_watch(Z.DELETE_TOPICS, lambda ch: self._post(("deletions", ch)))
         self.zk.data_watch(Z.PREFERRED_ELECTION, lambda data, stat: self._post(("preferred", data)))
         self.zk.data_watch(Z.REASSIGN_PARTITIONS, lambda data, stat: self._post(("reassign", data)))
+        # Dynamic broker configs written by any broker or tool (Kafka's brokers followed the
+        # /config/changes notifications; watching the two znodes sees the same changes).
+        for entity in ("", str(self.node_id)):
+            self.zk.data_watch(Z.broker_config_path(entity),
+                               lambda data, stat, e=entity: self._post(("broker_configs", e, data)))
         for name in list(self.cache.topics):
             self._watch_topic(name)
             await self._watch_states(name, self.cache.get(name).partition_ids())
@@ -486,6 +494,12 @@ class ZkController(Controller):
         if hasattr(res, "__await__"):
             await res
         log.info("topic %s config overrides now %s", name, _render(new))
+
+    async def _on_broker_configs(self, entity: str, data) -> None:
+        configs = Z.decode_topic_config(data)
+        if configs != self.broker_configs(entity):
+            self._publish_broker_configs(entity, configs)
+            log.info("dynamic broker configs of %s now %s", Z.broker_config_entity(entity), configs)
 
     async def _on_deletions(self, children: list) -> None:
         if self.is_active:
@@ -1163,6 +1177,22 @@ class ZkController(Controller):
         self._raise_first(await self.zk.run(t.commit))
         await self._on_config(name, Z.encode_topic_config(_render(dict(new_overrides))))
         return info
+
+    async def alter_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
+        """``/config/brokers/<id|<default>>`` and Kafka's change notification in one multi-op;
+        applied here at once (the watch sees the same data later and finds nothing new)."""
+        import json
+        path = Z.broker_config_path(entity)
+        data = Z.encode_topic_config(configs)
+        t = self.zk.client.transaction()
+        if (await self._get_or_none(path))[1] is None:
+            t.create(path, data)
+        else:
+            t.set_data(path, data)
+        t.create(Z.CONFIG_CHANGE_PREFIX, json.dumps(
+            {"version": 2, "entity_path": "brokers/%s" % Z.broker_config_entity(entity)}).encode(), sequence=True)
+        self._raise_first(await self.zk.run(t.commit))
+        await self._on_broker_configs(entity, data)
 
     # ================================================================== partitions
     async def alter_partition(self, topic: str, partition: int, partition_epoch: int,

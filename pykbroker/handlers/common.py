@@ -162,3 +162,22 @@ def each_topic_once(topics, counts: dict):
         elif name not in done:
             done.add(name)
             yield name, None
+
+
+def partition_metadata(cache, topic: str, p: int) -> dict:
+    """One partition as Metadata and DescribeTopicPartitions describe it, from the MetadataCache."""
+    st = cache.partition_state(topic, p)
+    leader = st.leader
+    offline = list(st.offline_replicas)
+    # A replica on a broker that is not registered (down, in a cluster) is offline, and a
+    # leader that is not registered is no leader, until the controller elects another
+    # (Kafka's metadata cache answers the same in the meantime).
+    offline += [b for b in st.replicas if cache.broker(b) is None and b not in offline]
+    if leader != -1 and cache.broker(leader) is None:
+        leader = -1
+    # No leader (every replica offline, e.g. its log dir failed): LEADER_NOT_AVAILABLE,
+    # as a KRaft cluster answers once the controller learned of the offline dir.
+    code = ErrorCode.LEADER_NOT_AVAILABLE if leader == -1 else 0
+    return {"error_code": int(code), "partition_index": p, "leader_id": leader,
+            "leader_epoch": st.leader_epoch, "replica_nodes": list(st.replicas),
+            "isr_nodes": list(st.isr), "offline_replicas": offline}

@@ -9,6 +9,7 @@ import re
 
 from ..cluster.metadata import validate_topic_name
 from ..config import TOPIC_CONFIGS, ConfigError, validate_topic_configs
+from ..dynamic_config import DynamicConfigError, validate_change
 from ..protocol.errors import ErrorCode, KafkaError
 from .common import error_per_item
 
@@ -69,13 +70,23 @@ def check_broker_name(broker, name: str) -> None:
         raise invalid_request("Unexpected broker id, expected %d, but received %s" % (broker.node_id, name))
 
 
-def refuse_static_broker_configs(names: list[str]) -> None:
-    """No broker config is dynamic in pykbroker: Kafka's DynamicBrokerConfig.validateConfigs
-    text for non-dynamic configs (a ConfigException turned into INVALID_REQUEST, KAFKA-13609)."""
-    if names:
-        # Scala prints a small immutable Set as Set(...), a larger one as HashSet(...).
-        kind = "Set" if len(names) <= 4 else "HashSet"
-        raise invalid_request("Cannot update these configs dynamically: %s(%s)" % (kind, ", ".join(names)))
+def broker_entity(broker, name: str) -> str:
+    """The controller's entity of a checked BROKER resource name: "" or this node's id."""
+    return str(java_int(name)) if name else ""
+
+
+async def alter_broker(broker, name: str, new: dict[str, str], changed: dict[str, str],
+                       validate_only: bool) -> None:
+    """Dynamic broker configs (dynamic_config.py): ``changed`` (the configs the request sets)
+    validated as Kafka's DynamicBrokerConfig does (INVALID_REQUEST with its texts), then
+    ``new``, the resource's whole dynamic set, stored by the controller and applied."""
+    try:
+        validate_change(broker.config, bool(name), changed)
+    except DynamicConfigError as e:
+        raise invalid_request(str(e)) from None
+    if validate_only:
+        return
+    await broker.controller.alter_broker_configs(broker_entity(broker, name), new)
 
 
 def unsupported_type(rtype: int) -> KafkaError:

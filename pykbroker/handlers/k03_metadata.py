@@ -1,4 +1,4 @@
-"""Metadata (key 3), versions 0-12.
+"""Metadata (key 3), versions 0-13.
 
 Behaviour (Apache Kafka 3.x/4.x KRaft broker, KafkaApis.handleTopicMetadataRequest):
 - All topics when ``topics`` is null (v1+) or an empty list in v0; otherwise the listed topics.
@@ -20,6 +20,8 @@ Behaviour (Apache Kafka 3.x/4.x KRaft broker, KafkaApis.handleTopicMetadataReque
 - Topic ids (v10+) are the real, stable ids.  v12 may ask by id (name null): known ids are
   answered by name, unknown ones with UNKNOWN_TOPIC_ID and a null name.  A null name or a topic
   id before v12 is INVALID_REQUEST for the whole request, as Kafka does.
+- v13 (KIP-1102) adds a top-level ``error_code``: 0 (Kafka's brokers answer REBOOTSTRAP_REQUIRED
+  there only when told to, which pykbroker never is).
 - Authorized operations (v8+): without an authorizer Kafka grants everything, so a request that
   asks gets every operation the resource type supports; otherwise the schema's "not requested"
   value (-2147483648).
@@ -29,10 +31,11 @@ from __future__ import annotations
 from ..protocol.acl import CLUSTER_ALL_OPERATIONS, NOT_REQUESTED, TOPIC_ALL_OPERATIONS
 from ..protocol.errors import ErrorCode, KafkaError
 from ..cluster.metadata import ZERO_UUID, is_internal, is_valid_topic_name
+from .common import partition_metadata
 
 API_KEY = 3
 MIN_VERSION = 0
-MAX_VERSION = 12
+MAX_VERSION = 13
 
 
 def brokers_of(cache) -> list[dict]:
@@ -41,23 +44,7 @@ def brokers_of(cache) -> list[dict]:
 
 
 def topic_entry(cache, info) -> dict:
-    parts = []
-    for p in range(info.num_partitions):
-        st = cache.partition_state(info.name, p)
-        leader = st.leader
-        offline = list(st.offline_replicas)
-        # A replica on a broker that is not registered (down, in a cluster) is offline, and a
-        # leader that is not registered is no leader, until the controller elects another
-        # (Kafka's metadata cache answers the same in the meantime).
-        offline += [b for b in st.replicas if cache.broker(b) is None and b not in offline]
-        if leader != -1 and cache.broker(leader) is None:
-            leader = -1
-        # No leader (every replica offline, e.g. its log dir failed): LEADER_NOT_AVAILABLE,
-        # as a KRaft cluster answers once the controller learned of the offline dir.
-        code = ErrorCode.LEADER_NOT_AVAILABLE if leader == -1 else 0
-        parts.append({"error_code": int(code), "partition_index": p, "leader_id": leader,
-                      "leader_epoch": st.leader_epoch, "replica_nodes": list(st.replicas),
-                      "isr_nodes": list(st.isr), "offline_replicas": offline})
+    parts = [partition_metadata(cache, info.name, p) for p in range(info.num_partitions)]
     return {"error_code": 0, "name": info.name, "topic_id": info.topic_id,
             "is_internal": info.internal, "partitions": parts,
             "topic_authorized_operations": NOT_REQUESTED}
@@ -127,7 +114,7 @@ async def handle(ctx, request):
         cluster_ops = CLUSTER_ALL_OPERATIONS
     return {"throttle_time_ms": 0, "brokers": brokers_of(md), "cluster_id": md.cluster_id,
             "controller_id": md.controller_id, "topics": topics_out,
-            "cluster_authorized_operations": cluster_ops}
+            "cluster_authorized_operations": cluster_ops, "error_code": 0}
 
 
 def error_response(ctx, request, code):
@@ -136,4 +123,4 @@ def error_response(ctx, request, code):
     for t in request.get("topics") or []:
         topics.append(_error_topic(code, t.get("name"), t.get("topic_id", ZERO_UUID)))
     return {"throttle_time_ms": 0, "brokers": [], "cluster_id": None, "controller_id": -1,
-            "topics": topics}
+            "topics": topics, "error_code": 0}

@@ -1,4 +1,4 @@
-"""ApiVersions (key 18), versions 0-4.
+"""ApiVersions (key 18), versions 0-5.
 
 Behaviour (KIP-511, as Apache Kafka):
 - Lists every API this broker serves with the version range its handler implements.  Telemetry
@@ -6,14 +6,28 @@ Behaviour (KIP-511, as Apache Kafka):
   a lower floor than it serves (``ADVERTISED_MIN_VERSION``): Produce is listed from v0 as Kafka 4
   does for librdkafka (KAFKA-18659) while v0-2 requests close the connection like any
   unsupported version.
-- A request version above 4 is answered with a v0 body (UNSUPPORTED_VERSION plus the supported
+- A request version above 5 is answered with a v0 body (UNSUPPORTED_VERSION plus the supported
   range) and a v0 response header, so the client can retry with a version both sides know.
 - v3+: ClientSoftwareName/Version must match Kafka's pattern, else INVALID_REQUEST (librdkafka
   then falls back to v0).
+- v3+ feature lists (tagged fields; what the Java Admin's describeFeatures returns and what Java
+  clients read to pick protocol generations).  Supported: the Kafka features whose levels
+  pykbroker implements, by the semantics behind them: ``group.version`` 0-1 (KIP-848 consumer
+  groups are served); ``transaction.version``, ``eligible.leader.replicas.version``,
+  ``share.version`` and ``streams.version`` 0-0 (transactions v2, ELR, share and streams groups
+  are not built, so clients stay on the old protocols).  ``metadata.version`` and
+  ``kraft.version`` are not listed: they version KRaft's metadata log and quorum, which a
+  ZooKeeper-era / single-node pykbroker does not have.  Finalized: the same features at their
+  highest level, level 0 left out as Kafka does (so only ``group.version`` = 1), epoch 0 (the
+  levels never change: UpdateFeatures is not served).  In v3 a supported feature whose minimum
+  is 0 is left out (Kafka's rule before KAFKA-17011, fixed in v4).
+- v5 (KIP-1242): a client may name the cluster and node it means to reach; both given and either
+  differs from this broker's: REBOOTSTRAP_REQUIRED, only one of them given: INVALID_REQUEST (both
+  with an empty API list, as Kafka).
 - The response header is always v0 (no tagged fields), even for flexible v3+, because a client
   must be able to parse it before it knows which versions the broker speaks.
 Version notes: v1 adds throttle_time_ms; v3 is flexible and adds client software fields and the
-(tagged) feature lists, which pykbroker leaves empty.
+feature lists; v4 lists features with minimum 0; v5 adds cluster_id/node_id.
 """
 from __future__ import annotations
 
@@ -23,7 +37,12 @@ from ..protocol.errors import ErrorCode
 
 API_KEY = 18
 MIN_VERSION = 0
-MAX_VERSION = 4
+MAX_VERSION = 5
+
+# (feature, min supported, max supported = finalized level): see the module docstring.
+FEATURES = (("group.version", 0, 1), ("transaction.version", 0, 0), ("eligible.leader.replicas.version", 0, 0),
+            ("share.version", 0, 0), ("streams.version", 0, 0))
+FINALIZED_FEATURES_EPOCH = 0
 
 # Kafka's validation pattern for client software name and version (KIP-511).
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
@@ -35,12 +54,31 @@ def api_keys(broker) -> list[dict]:
             for k, h in sorted(broker.handlers.items())]
 
 
+def _features(v: int) -> dict:
+    return {"supported_features": [{"name": n, "min_version": lo, "max_version": hi}
+                                   for n, lo, hi in FEATURES if v >= 4 or lo > 0],
+            "finalized_features_epoch": FINALIZED_FEATURES_EPOCH,
+            "finalized_features": [{"name": n, "max_version_level": hi, "min_version_level": hi}
+                                   for n, lo, hi in FEATURES if hi > 0]}
+
+
 async def handle(ctx, request):
-    if ctx.api_version >= 3:
+    v = ctx.api_version
+    if v >= 3:
         name, version = request["client_software_name"], request["client_software_version"]
         if not (_SOFTWARE.match(name or "") and _SOFTWARE.match(version or "")):
             return invalid_request_response(ctx)
-    return {"error_code": 0, "api_keys": api_keys(ctx.broker), "throttle_time_ms": 0}
+    if v >= 5:
+        cluster_id, node_id = request["cluster_id"], request["node_id"]
+        if (cluster_id is None) != (node_id < 0):
+            return invalid_request_response(ctx)
+        if cluster_id is not None and (cluster_id != ctx.broker.metadata_cache.cluster_id
+                                       or node_id != ctx.broker.node_id):
+            return {"error_code": ErrorCode.REBOOTSTRAP_REQUIRED, "api_keys": [], "throttle_time_ms": 0}
+    out = {"error_code": 0, "api_keys": api_keys(ctx.broker), "throttle_time_ms": 0}
+    if v >= 3:
+        out.update(_features(v))
+    return out
 
 
 def unsupported_version_response(ctx):

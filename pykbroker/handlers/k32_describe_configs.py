@@ -9,11 +9,13 @@ Behaviour (Apache Kafka ConfigHelper.describeConfigs on a KRaft broker):
 - BROKER (4): resource name = this node's id: every broker config pykbroker knows except Kafka's
   internal ones (cluster.id, producer.id.expiration.check.interval.ms), with the static value
   (null when unset and without a default, as Kafka: log.dirs, node.id), source
-  STATIC_BROKER_CONFIG or DEFAULT_CONFIG, the type Kafka reports (listeners and log dirs are
-  LISTs), read_only true (nothing is dynamically alterable yet) except ``listeners``, which
-  Kafka reports as per-broker reconfigurable.  With node.id set, broker.id reads as static too
-  (Kafka copies one into the other), with Kafka's default -1 as its default synonym.  Empty name = the
-  cluster-wide dynamic defaults, of which there are none.  Another id: INVALID_REQUEST "Unexpected
+  DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG or DEFAULT_CONFIG
+  (the highest layer setting it, pykbroker/dynamic_config.py), the type Kafka reports (listeners
+  and log dirs are LISTs), read_only false exactly for the configs Kafka 4.4 can change at run
+  time (config.DYNAMIC_BROKER_CONFIGS).  With node.id set, broker.id reads as static too
+  (Kafka copies one into the other), with Kafka's default -1 as its default synonym.  Empty name =
+  the cluster-wide dynamic defaults that are set (value, source DYNAMIC_DEFAULT_BROKER_CONFIG,
+  synonyms of that source only).  Another id: INVALID_REQUEST "Unexpected
   broker id, expected N or empty string, but received X"; a non-number: INVALID_REQUEST "Broker
   id must be an integer, but it is: X".
 - BROKER_LOGGER (8): the root logger's level (source DYNAMIC_BROKER_LOGGER_CONFIG).
@@ -30,7 +32,8 @@ from __future__ import annotations
 
 import logging
 
-from ..config import BROKER_CONFIGS, SOURCE_DEFAULT, SOURCE_STATIC_BROKER, SOURCE_TOPIC, TOPIC_CONFIGS
+from ..config import (BROKER_CONFIGS, SOURCE_DEFAULT, SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT,
+                      SOURCE_STATIC_BROKER, SOURCE_TOPIC, TOPIC_CONFIGS)
 from ..protocol.errors import ErrorCode, KafkaError
 from ..cluster.metadata import validate_topic_name
 from .common import error_per_item
@@ -59,12 +62,17 @@ def broker_synonyms(name: str) -> list[str]:
 
 
 def _config_synonyms(config, name: str, names: list[str]) -> list[dict]:
-    """Kafka's configSynonyms: static values first, then defaults, then drop entries before
-    ``name`` itself."""
+    """Kafka's configSynonyms: this broker's dynamic values first, then the dynamic cluster
+    defaults, the static values, the built-in defaults; then drop entries before ``name``."""
     out = []
+    for per_broker, source in ((True, SOURCE_DYNAMIC_BROKER), (False, SOURCE_DYNAMIC_DEFAULT)):
+        layer = config.dynamic_layer(per_broker)
+        for n in names:
+            if n in layer:
+                out.append({"name": n, "value": BROKER_CONFIGS[n].render(layer[n]), "source": source})
     for n in names:  # static broker config (server.properties / --override)
         if n in BROKER_CONFIGS and config.is_explicit(n):
-            out.append({"name": n, "value": BROKER_CONFIGS[n].render(config.get(n)),
+            out.append({"name": n, "value": BROKER_CONFIGS[n].render(config.static_value(n)),
                         "source": SOURCE_STATIC_BROKER})
     for n in names:  # built-in defaults (only those with a value)
         d = BROKER_CONFIGS.get(n)
@@ -89,12 +97,19 @@ def _topic_entry(broker, d, overrides, effective, synonyms_on, docs_on) -> dict:
             "documentation": d.doc if docs_on else None}
 
 
-def _broker_entry(broker, d, synonyms_on, docs_on) -> dict:
+def _broker_entry(broker, d, synonyms_on, docs_on, cluster_default=False) -> dict:
     syn = _config_synonyms(broker.config, d.name, broker_synonyms(d.name))
+    if cluster_default:   # the "" resource: only the dynamic default layer (Kafka's perBrokerConfig=false)
+        syn = [s for s in syn if s["source"] == SOURCE_DYNAMIC_DEFAULT]
     sensitive = d.type == "password"
     # A config without a default that is not set is null (log.dirs falls back to log.dir
     # inside the broker, but Kafka reports it unset).
-    value = broker.config.get(d.name) if broker.config.is_explicit(d.name) or d.default is not None else None
+    if cluster_default:
+        value = broker.config.dynamic_layer(False).get(d.name)
+    elif broker.config.layers_set(d.name) or d.default is not None:
+        value = broker.config.get(d.name)
+    else:
+        value = None
     return {"name": d.name, "value": None if sensitive else d.render(value), "read_only": d.read_only,
             "config_source": syn[0]["source"] if syn else SOURCE_DEFAULT, "is_sensitive": sensitive,
             "synonyms": syn if synonyms_on else [], "config_type": d.type_id,
@@ -118,7 +133,11 @@ def _describe(ctx, res, synonyms_on, docs_on) -> dict:
                              for n in sorted(TOPIC_CONFIGS) if wanted(n)]
     elif rtype == BROKER:
         if not rname:
-            return result  # cluster-wide dynamic defaults: none
+            # the cluster-wide dynamic defaults that are set
+            layer = broker.config.dynamic_layer(False)
+            result["configs"] = [_broker_entry(broker, BROKER_CONFIGS[n], synonyms_on, docs_on, cluster_default=True)
+                                 for n in sorted(layer) if wanted(n)]
+            return result
         if _broker_id(rname) != broker.node_id:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Unexpected broker id, expected %d or empty string, "
                              "but received %s" % (broker.node_id, rname))

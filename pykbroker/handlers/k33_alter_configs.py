@@ -11,9 +11,10 @@ request, then ConfigurationControlManager.legacyAlterConfigResource):
   existence; missing topic → UNKNOWN_TOPIC_OR_PARTITION "The topic 'X' does not exist.").
   ``validate_only`` checks without changing anything; otherwise the overrides are persisted and
   applied to the open partitions before the answer.
-- BROKER (4): pykbroker has no dynamic broker configs, so a non-empty config list gets Kafka's
-  answer for configs it cannot update dynamically: INVALID_REQUEST "Cannot update these configs
-  dynamically: Set(...)"; the name must be empty or this node's id.  An empty list succeeds.
+- BROKER (4): dynamic broker configs (pykbroker/dynamic_config.py): the request's configs become
+  the resource's whole dynamic set (the cluster default for an empty name, else this node's id),
+  validated and applied as IncrementalAlterConfigs does.  An empty list changes nothing (Kafka
+  4.4 keeps the stored set too).
 - BROKER_LOGGER (8) is not accepted by the legacy API (INVALID_REQUEST "Unknown resource type 8",
   as Kafka); GROUP / CLIENT_METRICS are not built (INVALID_REQUEST "Unsupported resource type").
 Version notes: v2 is flexible; v1 only changed throttling semantics.
@@ -21,9 +22,8 @@ Version notes: v2 is flexible; v1 only changed throttling semantics.
 from __future__ import annotations
 
 from ..protocol.errors import ErrorCode, KafkaError
-from .config_resources import (BROKER, BROKER_LOGGER, TOPIC, alter_each, alter_topic, check_broker_name,
-                               check_config_list, error_response, refuse_static_broker_configs,
-                               unsupported_type)
+from .config_resources import (BROKER, BROKER_LOGGER, TOPIC, alter_broker, alter_each, alter_topic,
+                               check_broker_name, check_config_list, error_response, unsupported_type)
 
 API_KEY = 33
 MIN_VERSION = 0
@@ -38,7 +38,9 @@ async def _one(ctx, res, validate_only: bool) -> None:
         await alter_topic(ctx.broker, name, {c["name"]: c["value"] for c in configs}, validate_only)
     elif rtype == BROKER:
         check_broker_name(ctx.broker, name)
-        refuse_static_broker_configs([c["name"] for c in configs])
+        if configs:
+            new = {c["name"]: c["value"] for c in configs}
+            await alter_broker(ctx.broker, name, new, new, validate_only)
     elif rtype == BROKER_LOGGER:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "Unknown resource type %d" % rtype)
     else:

@@ -28,13 +28,18 @@ TOPIC (2), as the controller does it:
 - ``validate_only`` stops there.  Otherwise the overrides are persisted (the Controller) and
   pushed to the topic's open partitions (ReplicaManager.on_config_change) before the answer.
 
-BROKER (4): Kafka allows dynamic broker configs; pykbroker has none (every broker config is
-static, from server.properties / --override).  So, as Kafka answers for a config it cannot update
-dynamically: INVALID_REQUEST "Cannot update these configs dynamically: Set(a, b)" for every config
-SET/APPENDed/SUBTRACTed.  Before that, the name must be empty (cluster default) or this node's id
-(INVALID_REQUEST "Node id must be an integer, but it is: X" / "Unexpected broker id, expected N,
-but received X"), and APPEND/SUBTRACT on a non-list config is INVALID_CONFIG "Config value append
-is not allowed for config key: X".  DELETE-only changes succeed (there is nothing to delete).
+BROKER (4): dynamic broker configs (pykbroker/dynamic_config.py).  The name must be empty (the
+cluster-wide default) or this node's id (INVALID_REQUEST "Node id must be an integer, but it is:
+X" / "Unexpected broker id, expected N, but received X").  The operations apply in request order
+to the resource's stored dynamic configs: SET, DELETE (a no-op when not set, even for a static
+config), APPEND/SUBTRACT on LIST configs only (else INVALID_CONFIG "Config value append is not
+allowed for config key: X"), starting from the stored value or the config's built-in default.
+The configs set are then validated as Kafka does (INVALID_REQUEST "Cannot update these configs
+dynamically: [a, b]", "Cannot update these configs at default cluster level, broker id must be
+specified: [...]", "Invalid value x for configuration k: reason"); ``validate_only`` stops there.
+Otherwise the controller stores the new set (the metadata file, or ``/config/brokers/...`` in
+ZooKeeper) and the broker applies it before the answer: DescribeConfigs shows it at once and the
+topics without an override follow it.
 
 BROKER_LOGGER (8): Kafka's RuntimeLoggerManager rules on this process's Python loggers: SET a
 level among DEBUG, ERROR, FATAL, INFO, TRACE, WARN on an existing logger ("root" or a
@@ -51,10 +56,9 @@ import logging
 
 from ..config import BROKER_CONFIGS, TOPIC_CONFIGS
 from .config_resources import (APPEND, BROKER, BROKER_LOGGER, DELETE, OP_NAMES as _OP_NAMES, SET, SUBTRACT,
-                               TOPIC, alter_each, alter_topic, check_broker_name, check_config_list,
-                               error_response, invalid_config as _invalid_config,
-                               invalid_request as _invalid_request, java_int as _java_int,
-                               refuse_static_broker_configs, unsupported_type)
+                               TOPIC, alter_broker, alter_each, alter_topic, broker_entity, check_broker_name,
+                               check_config_list, error_response, invalid_config as _invalid_config,
+                               invalid_request as _invalid_request, java_int as _java_int, unsupported_type)
 
 API_KEY = 44
 MIN_VERSION = 0
@@ -147,9 +151,11 @@ def _alter_loggers(broker, res, validate_only: bool) -> None:
 
 
 # ---------------------------------------------------------------------- handler
-def _broker_change(broker, res) -> None:
-    check_broker_name(broker, res["resource_name"])
-    props: list[str] = []
+async def _alter_broker(broker, res, validate_only: bool) -> None:
+    name = res["resource_name"]
+    check_broker_name(broker, name)
+    new = broker.controller.broker_configs(broker_entity(broker, name))
+    changed: list[str] = []   # configs set, in request order (a later DELETE drops one)
     for c in res["configs"]:
         op, key = c["config_operation"], c["name"]
         if op not in _OP_NAMES:
@@ -159,12 +165,24 @@ def _broker_change(broker, res) -> None:
             if d is None or d.type != "list":
                 raise _invalid_config("Config value %s is not allowed for config key: %s"
                                       % ("append" if op == APPEND else "subtract", key))
+            # Kafka starts from the stored value or the config's built-in default.
+            parts = _list_parts(new[key] if key in new else d.render(d.default))
+            for v in c["value"].split(","):
+                if op == APPEND and v not in parts:
+                    parts.append(v)
+                elif op == SUBTRACT and v in parts:
+                    parts.remove(v)
+            new[key] = ",".join(parts)
+        elif op == SET:
+            new[key] = c["value"]
+        else:
+            new.pop(key, None)
         if op == DELETE:
-            if key in props:
-                props.remove(key)
-        elif key not in props:
-            props.append(key)
-    refuse_static_broker_configs(props)
+            if key in changed:
+                changed.remove(key)
+        elif key not in changed:
+            changed.append(key)
+    await alter_broker(broker, name, new, {k: new[k] for k in changed}, validate_only)
 
 
 async def _one(ctx, res, validate_only: bool) -> None:
@@ -175,7 +193,7 @@ async def _one(ctx, res, validate_only: bool) -> None:
         raw = apply_incremental(_raw_overrides(info), res["configs"])
         await alter_topic(ctx.broker, name, raw, validate_only)
     elif rtype == BROKER:
-        _broker_change(ctx.broker, res)
+        await _alter_broker(ctx.broker, res, validate_only)
     elif rtype == BROKER_LOGGER:
         _alter_loggers(ctx.broker, res, validate_only)
     else:

@@ -1,4 +1,4 @@
-"""DescribeCluster (key 60), versions 0-1.
+"""DescribeCluster (key 60), versions 0-2.
 
 Behaviour (Apache Kafka AuthHelper.computeDescribeClusterResponse on a broker):
 - From the MetadataCache: the registered brokers (advertised host/port, rack), ``controller_id``
@@ -6,7 +6,10 @@ Behaviour (Apache Kafka AuthHelper.computeDescribeClusterResponse on a broker):
   single node reports itself), the cluster id.
 - ``include_cluster_authorized_operations``: no authorizer, so every CLUSTER operation is granted;
   otherwise the "not requested" value -2147483648.
-Version notes: v1 adds ``endpoint_type``: BROKER (1) is served; CONTROLLER (2) is
+Version notes: v2 adds ``include_fenced_brokers`` and ``is_fenced``: pykbroker's brokers are
+registered (listed, not fenced) or gone (a ZooKeeper session ended; Kafka's KRaft controller
+would list such a broker as fenced for a while), so the flag adds nothing and ``is_fenced`` is
+false.  v1 adds ``endpoint_type``: BROKER (1) is served; CONTROLLER (2) is
 MISMATCHED_ENDPOINT_TYPE (this is a broker endpoint), any other value UNSUPPORTED_ENDPOINT_TYPE.
 """
 from __future__ import annotations
@@ -16,7 +19,7 @@ from ..protocol.acl import CLUSTER_ALL_OPERATIONS, NOT_REQUESTED
 
 API_KEY = 60
 MIN_VERSION = 0
-MAX_VERSION = 1
+MAX_VERSION = 2
 
 BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
 _NAMES = {1: "BROKER", 2: "CONTROLLER"}
@@ -37,7 +40,7 @@ async def handle(ctx, request):
                 "endpoint_type": BROKER_ENDPOINT, "cluster_id": "", "brokers": []}
     md = broker.metadata_cache
     ops = CLUSTER_ALL_OPERATIONS if request["include_cluster_authorized_operations"] else NOT_REQUESTED
-    brokers = [{"broker_id": b.broker_id, "host": e.host, "port": e.port, "rack": b.rack}
+    brokers = [{"broker_id": b.broker_id, "host": e.host, "port": e.port, "rack": b.rack, "is_fenced": False}
                for b, e in md.live_endpoints()]
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": BROKER_ENDPOINT,
             "cluster_id": md.cluster_id, "controller_id": md.controller_id, "brokers": brokers,

@@ -1,4 +1,5 @@
-"""Read Kafka's JSON message definitions shipped inside the installed kafka-python package.
+"""Read Kafka's JSON message definitions shipped inside the installed kafka-python package (or,
+for versions newer than kafka-python knows, inside Apache Kafka's kafka-clients jar).
 
 Test/maintenance only: the drift test and ``tools/import_spec.py`` use this module to compare
 pykbroker's own ``protocol_specs/`` with upstream facts.  The broker never imports it.
@@ -24,11 +25,54 @@ def resources_dir() -> str:
 _COMMENT = re.compile(r"^\s*//.*$", re.M)
 
 
-def load_upstream(name: str) -> dict:
+def load_upstream(name: str, version: int | None = None) -> dict:
+    """The definition ``name`` (e.g. "ApiVersionsRequest") from kafka-python's bundle, or, when
+    that one stops below ``version`` (kafka-python lags Apache Kafka), from the kafka-clients jar
+    of the Apache Kafka the differential suite runs (compat/kafka/oracle.py fetches it)."""
     with open(os.path.join(resources_dir(), name + ".json")) as fh:
-        text = fh.read()
+        doc = _parse(fh.read())
+    if version is not None:
+        hi = parse_range(doc["validVersions"])[1]
+        if hi is not None and hi < version:
+            newer = load_from_kafka_jar(name)
+            if newer is not None:
+                return newer
+    return doc
+
+
+def _parse(text: str) -> dict:
     # Upstream files carry // line comments (not JSON); drop whole-line ones.
     return json.loads(_COMMENT.sub("", text))
+
+
+def kafka_clients_jar() -> str | None:
+    """The kafka-clients jar of the oracle's Apache Kafka (fetched on demand; None without
+    Java/Maven)."""
+    import importlib.util
+    root = os.path.join(os.path.dirname(__file__), "..", "..", "compat", "kafka", "oracle.py")
+    if not os.path.exists(root):
+        return None
+    spec = importlib.util.spec_from_file_location("pykbroker_kafka_oracle_upstream", root)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    try:
+        libs = mod.fetch()
+    except mod.OracleUnavailable:
+        return None
+    jars = [n for n in os.listdir(libs) if n.startswith("kafka-clients-") and n.endswith(".jar")]
+    return os.path.join(libs, jars[0]) if jars else None
+
+
+def load_from_kafka_jar(name: str) -> dict | None:
+    import zipfile
+    jar = kafka_clients_jar()
+    if jar is None:
+        return None
+    with zipfile.ZipFile(jar) as z:
+        try:
+            return _parse(z.read("common/message/%s.json" % name).decode())
+        except KeyError:
+            return None
 
 
 def parse_range(text: str):

@@ -517,6 +517,11 @@ class LogCleanerTask:
         self.first_dirty: dict[tuple, int] = {}
         self.horizons: dict[tuple, int] = {}      # tp -> earliest delete horizon kept
         self.cleanings = 0
+        self.reconfigure(backoff_ms, dedupe_buffer_size, io_buffer_load_factor)
+
+    def reconfigure(self, backoff_ms=None, dedupe_buffer_size=None, io_buffer_load_factor=None) -> None:
+        """New ``log.cleaner.*`` values (dynamic broker configs): used from the next pass."""
+        self.backoff_ms = 15000 if backoff_ms is None else backoff_ms
         size = dedupe_buffer_size or 134217728
         factor = io_buffer_load_factor or 0.9
         self.map_entries = max(1, int(size * factor) // OFFSET_MAP_ENTRY_BYTES)

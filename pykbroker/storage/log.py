@@ -788,6 +788,20 @@ class Log:
             for seg in self._segments:
                 seg.force_close()   # indexes hold no descriptor (written on roll or close only)
 
+    def rename_dir(self, new_dir: str) -> None:
+        """Rename the partition directory (Kafka's LocalLog.renameDir): open files stay open, the
+        segments, epoch checkpoint and producer snapshots follow the new path."""
+        with self._lock:
+            self.fs.rename(self.dir, new_dir)
+            self.dir = new_dir
+            for seg in self._segments:
+                seg.update_parent_dir(new_dir)
+            ckpt = self.epoch_cache.checkpoint
+            if ckpt is not None:
+                ckpt.path = os.path.join(new_dir, os.path.basename(ckpt.path))
+            self.producer_state.dir = new_dir
+            self.topic_partition = parse_partition_dir(os.path.basename(new_dir.rstrip("/")))
+
     def delete(self) -> None:
         """Delete the whole partition directory."""
         with self._lock:

@@ -101,6 +101,14 @@ class LogManager:
         self._loaded = False
         self.retention = None
         self.cleaner = None
+        # Moves between log dirs (AlterReplicaLogDirs): the future log being filled in its
+        # destination dir, the dir a partition not hosted yet should be created in, and who
+        # learns that a partition's log was replaced (the ReplicaManager).
+        self.future_logs: dict[TopicPartition, Log] = {}
+        self._future_dir_of: dict[TopicPartition, str] = {}
+        self._preferred_dir: dict[TopicPartition, str] = {}
+        self._log_replaced_listeners: list[Callable[[TopicPartition, Log], None]] = []
+        self._nursery = None
 
     def _conf(self, name: str):
         # Every key and its Kafka default is declared in pykbroker/config.py; a LogManager built
@@ -157,13 +165,21 @@ class LogManager:
                 path = os.path.join(d, name)
                 if not os.path.isdir(path):
                     continue
-                if name.endswith("-delete"):
+                if name.endswith("-delete") or name.endswith("-future"):
+                    # a move between log dirs interrupted by the restart is abandoned
                     stale.append(path)
                     continue
                 tp = parse_partition_dir(name)
                 if tp is None:
                     continue
                 if expected is not None and tp not in expected:
+                    stale.append(path)
+                    continue
+                if tp in found:
+                    # a crash between the two renames of a finished move: both copies hold the
+                    # same records (no append runs between the renames); keep the first
+                    log.warning("partition %s-%d found in %s and %s: keeping the first", tp[0], tp[1],
+                                found[tp], d)
                     stale.append(path)
                     continue
                 found[tp] = d
@@ -225,6 +241,7 @@ class LogManager:
                         continue
                     expected[(info.name, p)] = cfg
         await trio.to_thread.run_sync(self.load_logs, expected)
+        self._nursery = nursery
         conf = self._conf
         self.retention = RetentionTask(self, nursery.start_soon,
                                        interval_ms=conf("log.retention.check.interval.ms"))
@@ -297,7 +314,9 @@ class LogManager:
         lg = self.logs.get(tp)
         if lg is not None:
             return lg
-        d = self._choose_dir()
+        d = self._preferred_dir.pop(tp, None)
+        if d is None or d in self.offline_dirs:
+            d = self._choose_dir()
         self._dir_of[tp] = d
         try:
             lg = await trio.to_thread.run_sync(self._open, tp, d)
@@ -317,9 +336,10 @@ class LogManager:
         logs = []
         for tp in tps:
             self._dir_of.pop(tp, None)
-            lg = self.logs.pop(tp, None)
-            if lg is not None:
-                logs.append(lg)
+            self._preferred_dir.pop(tp, None)
+            for lg in (self.logs.pop(tp, None), self._drop_future(tp)):
+                if lg is not None:
+                    logs.append(lg)
         if tps:
             topics = {tp[0] for tp in tps}
             for t in topics:
@@ -345,6 +365,145 @@ class LogManager:
                     self.fs.rmtree(target)
                 except OSError as e:
                     log.warning("deleting %s: %s", target, e)
+
+    # ------------------------------------------------------------------ moves between log dirs
+    def add_log_replaced_listener(self, listener: Callable[[TopicPartition, Log], None]) -> None:
+        """``listener(tp, new_log)`` when a move between log dirs swapped ``tp``'s log."""
+        self._log_replaced_listeners.append(listener)
+
+    def logs_in_dir(self, d: str) -> list:
+        """[(tp, log, is_future)] of the current and future logs in log dir ``d``."""
+        out = [(tp, lg, False) for tp, lg in list(self.logs.items()) if self._dir_of.get(tp) == d]
+        out += [(tp, lg, True) for tp, lg in list(self.future_logs.items()) if self._future_dir_of.get(tp) == d]
+        return out
+
+    def _drop_future(self, tp) -> Optional[Log]:
+        self._future_dir_of.pop(tp, None)
+        return self.future_logs.pop(tp, None)
+
+    async def alter_log_dir(self, tp, path: str) -> None:
+        """Kafka's ReplicaManager.alterReplicaLogDirs for one partition: move ``tp``'s log to
+        log dir ``path`` online.  A future log is created in the destination and filled from
+        the current one by a background task, which swaps them once it has caught up (no await
+        between its last copy and the swap, so no append is lost).  Raises KafkaError with
+        Kafka's codes: LOG_DIR_NOT_FOUND (not a configured log dir), KAFKA_STORAGE_ERROR
+        (destination or partition offline, or any log dir offline), REPLICA_NOT_AVAILABLE (not
+        hosted here yet: remembered, the log is created there when it comes)."""
+        from ..protocol.errors import ErrorCode, KafkaError
+        dest = os.path.abspath(path)
+        if dest not in self.log_dirs:
+            raise KafkaError(ErrorCode.LOG_DIR_NOT_FOUND, "Log dir %s is not found in the config." % dest)
+        if dest in self.offline_dirs:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "Log directory %s is offline" % dest)
+        if self._future_dir_of.get(tp) not in (None, dest):
+            # a move elsewhere is under way: stop it (Kafka's futureReplicaDirChanged)
+            old = self._drop_future(tp)
+            await trio.to_thread.run_sync(self._delete_logs, [old])
+        if tp not in self.logs:
+            self._preferred_dir[tp] = dest
+            raise KafkaError(ErrorCode.REPLICA_NOT_AVAILABLE)
+        current = self._dir_of.get(tp)
+        if current in self.offline_dirs:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "Partition %s-%d is offline" % tp)
+        if current == dest or tp in self.future_logs:
+            return
+        if self.offline_dirs:
+            # Kafka creates no future log while a log dir is offline (it could not know
+            # whether the partition already has one there)
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "Can not create log for %s-%d because log directories "
+                             "%s are offline" % (tp[0], tp[1], ",".join(sorted(self.offline_dirs))))
+        src = self.logs[tp]
+        # Kafka's future log directory name: <topic>-<partition>.<uuid without dashes>-future
+        fpath = os.path.join(dest, "%s.%s-future" % (partition_dir_name(tp[0], tp[1]), uuid.uuid4().hex))
+        try:
+            fut = await trio.to_thread.run_sync(
+                lambda: load_log(fpath, self._log_config(tp[0]), log_start_offset=src.log_start_offset,
+                                 fs=self.fs, now_ms=self.now_ms))
+        except (OSError, KafkaStorageError) as e:
+            self.mark_dir_offline(dest, e)
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, str(e)) from None
+        if self.logs.get(tp) is not src or tp in self.future_logs:   # changed while creating
+            await trio.to_thread.run_sync(self._delete_logs, [fut])
+            return
+        if fut.log_end_offset != src.log_start_offset:
+            fut.truncate_fully_and_start_at(src.log_start_offset)
+        self.future_logs[tp] = fut
+        self._future_dir_of[tp] = dest
+        log.info("moving %s-%d from %s to %s", tp[0], tp[1], current, dest)
+        self._nursery.start_soon(self._move, tp, fut)
+
+    _MOVE_CHUNK = 1 << 20   # bytes read per copy step (Kafka's replica.fetch.max.bytes default)
+
+    def _read_chunk(self, src: Log, offset: int) -> bytes:
+        """Blocking: whole batches of ``src`` from ``offset`` (at most about one chunk)."""
+        out = bytearray()
+        for region in src.read(offset, self._MOVE_CHUNK):
+            out += region.read()
+        return bytes(out)
+
+    async def _move(self, tp, fut: Log) -> None:
+        """Kafka's ReplicaAlterLogDirsThread for one partition: copy batches (offsets, epochs and
+        producer state kept) until the future log reaches the current log's end, then swap."""
+        try:
+            while True:
+                src = self.logs.get(tp)
+                if src is None or self.future_logs.get(tp) is not fut:
+                    return   # deleted or cancelled: whoever did it removes the future log
+                if fut.log_end_offset > src.log_end_offset:
+                    fut.truncate_to(src.log_end_offset)   # the follower's log was truncated
+                if fut.log_end_offset < src.log_start_offset:
+                    fut.truncate_fully_and_start_at(src.log_start_offset)
+                if fut.log_end_offset == src.log_end_offset:
+                    self._swap(tp, src, fut)
+                    return
+                offset = fut.log_end_offset
+                data = await trio.to_thread.run_sync(self._read_chunk, src, offset)
+                if self.logs.get(tp) is not src or self.future_logs.get(tp) is not fut:
+                    continue
+                if data and offset == fut.log_end_offset and offset <= src.log_end_offset:
+                    fut.append_as_follower(bytearray(data))
+                else:
+                    await trio.sleep(0.01)
+        except Exception as e:
+            log.warning("move of %s-%d between log dirs failed: %s", tp[0], tp[1], e)
+            if self.future_logs.get(tp) is fut:
+                d = self._future_dir_of.get(tp)
+                self._drop_future(tp)
+                if isinstance(e, (OSError, KafkaStorageError)) and d is not None:
+                    self.mark_dir_offline(d, e)
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(self._delete_logs, [fut])
+
+    def _swap(self, tp, src: Log, fut: Log) -> None:
+        """Kafka's replaceCurrentWithFutureLog, on the event loop with no await (appends wait):
+        the future log takes the partition's name in its dir, then the old one is renamed for
+        deletion and removed in a worker thread."""
+        dest = self._future_dir_of[tp]
+        for epoch, start in src.epoch_cache.entries:   # epochs that started with no batch yet
+            latest = fut.epoch_cache.latest_epoch
+            if latest is None or epoch > latest:
+                fut.epoch_cache.assign(epoch, start)
+        if fut.log_start_offset < src.log_start_offset:
+            fut.delete_records_before(src.log_start_offset)
+        fut.high_watermark = src.high_watermark
+        fut.rename_dir(os.path.join(dest, partition_dir_name(tp[0], tp[1])))
+        src.rename_dir("%s.%s-delete" % (src.dir.rstrip("/"), uuid.uuid4().hex))
+        self._drop_future(tp)
+        self.logs[tp] = fut
+        self._dir_of[tp] = dest
+        for listener in self._log_replaced_listeners:
+            listener(tp, fut)
+        self.request_checkpoint()
+        log.info("moved %s-%d to %s", tp[0], tp[1], dest)
+        self._nursery.start_soon(trio.to_thread.run_sync, self._delete_logs, [src])
+
+    def reconfigure(self, config) -> None:
+        """Dynamic broker configs changed: the cleaner's settings follow (retention and the
+        flusher read theirs at each pass; topic configs come through ``update_config``)."""
+        if getattr(self, "cleaner", None) is not None:
+            conf = self._conf
+            self.cleaner.reconfigure(conf("log.cleaner.backoff.ms"), conf("log.cleaner.dedupe.buffer.size"),
+                                     conf("log.cleaner.io.buffer.load.factor"))
 
     def update_config(self, topic: str, config: dict) -> None:
         """A topic's config changed: its logs use the new one from now on."""

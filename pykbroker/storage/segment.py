@@ -574,6 +574,13 @@ class LogSegment:
     def force_close(self) -> None:
         self._fdh.close()
 
+    def update_parent_dir(self, new_dir: str) -> None:
+        """The directory was renamed (Kafka's LogSegment.updateParentDir): new paths, same fds."""
+        self.dir = new_dir
+        self.log_path = os.path.join(new_dir, os.path.basename(self.log_path))
+        for idx in (self.offset_index, self.time_index, self.txn_index):
+            idx.path = os.path.join(new_dir, os.path.basename(idx.path))
+
     def change_file_suffixes(self, old: str, new: str) -> None:
         """Rename the three files from suffix ``old`` to ``new`` (Kafka's
         LogSegment.changeFileSuffixes).  The open fd (and any FileRegion

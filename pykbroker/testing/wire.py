@@ -255,7 +255,7 @@ def metadata(conn, topics, version=12, auto_create=False) -> dict:
 def list_offsets(conn, topic, partition, timestamp, version=7, isolation_level=0) -> dict:
     """The one partition's answer."""
     with _connection(conn) as c:
-        r = c.request(2, version, {"replica_id": -1, "isolation_level": isolation_level, "topics": [
+        r = c.request(2, version, {"replica_id": -1, "isolation_level": isolation_level, "timeout_ms": 30000, "topics": [
             {"name": topic, "partitions": [{"partition_index": partition, "current_leader_epoch": -1,
                                             "timestamp": timestamp, "max_num_offsets": 1}]}]})
     return r["topics"][0]["partitions"][0]

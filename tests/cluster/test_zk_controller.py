@@ -165,6 +165,51 @@ def test_admin_changes_through_one_broker_reach_every_broker(cluster, zk):
     assert zk.exists("/config/topics/zk-admin") is None
 
 
+def _broker_config(node, resource, key):
+    with wire.WireClient(addr(node)) as c:
+        d = c.request(32, 4, {"resources": [{"resource_type": 4, "resource_name": resource,
+                                             "configuration_keys": [key]}],
+                              "include_synonyms": False, "include_documentation": False})
+    cfgs = d["results"][0]["configs"]
+    return (cfgs[0]["value"], cfgs[0]["config_source"]) if cfgs else None
+
+
+def _alter_broker(node, resource, key, value):
+    with wire.WireClient(addr(node)) as c:
+        r = c.request(44, 1, {"resources": [{"resource_type": 4, "resource_name": resource, "configs": [
+            {"name": key, "config_operation": 0 if value is not None else 1, "value": value}]}],
+            "validate_only": False})
+    return r["responses"][0]["error_code"]
+
+
+def test_dynamic_broker_configs_in_zookeeper(cluster, zk):
+    """Kafka's ZooKeeper layout: /config/brokers/<default> and /config/brokers/<id> plus a
+    /config/changes notification; every broker follows the cluster default, only the named
+    broker its own; a tool writing the znode directly is followed too."""
+    a, b, c3 = cluster.brokers
+    key = "log.cleaner.backoff.ms"
+    before = set(zk.get_children("/config/changes"))
+    assert _alter_broker(a, "", key, "16000") == 0
+    assert json.loads(zk.get("/config/brokers/<default>")[0])["config"] == {key: "16000"}
+    notes = [json.loads(zk.get("/config/changes/" + n)[0]) for n in set(zk.get_children("/config/changes")) - before]
+    assert {"version": 2, "entity_path": "brokers/<default>"} in notes
+    for node in cluster.brokers:
+        wait_until(lambda: _broker_config(node, str(node.broker_id), key) == ("16000", 3),
+                   what="the cluster default on broker %d" % node.broker_id)
+    assert _alter_broker(b, str(b.broker_id), key, "17000") == 0
+    assert json.loads(zk.get("/config/brokers/%d" % b.broker_id)[0])["config"] == {key: "17000"}
+    assert _broker_config(b, str(b.broker_id), key) == ("17000", 2)
+    assert _broker_config(c3, str(c3.broker_id), key) == ("16000", 3)
+    # written by a tool (kafka-configs.sh of the ZooKeeper era wrote the znode and a notification)
+    zk.set("/config/brokers/<default>", json.dumps({"version": 1, "config": {key: "18000"}}).encode())
+    wait_until(lambda: _broker_config(c3, str(c3.broker_id), key) == ("18000", 3), what="a tool's change")
+    assert _alter_broker(a, "", key, None) == 0
+    assert _alter_broker(b, str(b.broker_id), key, None) == 0
+    for node in cluster.brokers:
+        wait_until(lambda: _broker_config(node, str(node.broker_id), key) == ("15000", 5),
+                   what="the default back on broker %d" % node.broker_id)
+
+
 def test_producer_ids_are_unique_across_brokers(cluster):
     ids = [wire.init_producer_id(addr(node))[0] for node in cluster.brokers for _ in range(2)]
     assert len(set(ids)) == len(ids), ids

@@ -49,7 +49,7 @@ def test_validation_and_validate_only(admin):
     assert err.str() == "The topic '%s' does not exist." % missing
     err = legacy(admin, "1", {"num.partitions": "3"}, rtype=ConfigResource.Type.BROKER)
     assert err.code() == KafkaError.INVALID_REQUEST
-    assert err.str() == "Cannot update these configs dynamically: Set(num.partitions)"
+    assert err.str() == "Cannot update these configs dynamically: [num.partitions]"
 
 
 def test_kafka_python_legacy(broker, admin):

@@ -112,20 +112,24 @@ def test_unknown_topic_and_validate_only(admin):
     assert err.str() == "Invalid value -5 for configuration retention.ms: Value must be at least -1"
 
 
-def test_broker_resource_is_not_dynamically_alterable(admin):
-    err = incremental(admin, "1", ("SET", "log.retention.ms", "1000"), ("SET", "message.max.bytes", "5000"),
+def test_broker_resource_refuses_static_configs(admin):
+    """Configs Kafka cannot change at run time: Kafka 4.4's text, names in Java HashSet order
+    (tests/configs/test_dynamic_broker_configs.py covers the dynamic ones)."""
+    err = incremental(admin, "1", ("SET", "log.roll.hours", "5"), ("SET", "log.retention.hours", "5"),
                       rtype=ConfigResource.Type.BROKER)
     assert err.code() == KafkaError.INVALID_REQUEST
-    assert err.str() == "Cannot update these configs dynamically: Set(log.retention.ms, message.max.bytes)"
+    assert err.str() == "Cannot update these configs dynamically: [log.retention.hours, log.roll.hours]"
     # Nothing to delete: succeeds, as Kafka does for a config without a dynamic value.
-    assert incremental(admin, "1", ("DELETE", "log.retention.ms", None), rtype=ConfigResource.Type.BROKER) is None
+    assert incremental(admin, "1", ("DELETE", "log.retention.hours", None), rtype=ConfigResource.Type.BROKER) is None
     err = incremental(admin, "1", ("APPEND", "log.retention.ms", "1"), rtype=ConfigResource.Type.BROKER)
     assert err.code() == KafkaError.INVALID_CONFIG
     assert err.str() == "Config value append is not allowed for config key: log.retention.ms"
-    # The describe side agrees: broker configs are read-only, statically configured.
+    # The describe side agrees: read-only exactly where Kafka 4.4 says so.
     res = ConfigResource(ConfigResource.Type.BROKER, "1")
     fs = admin.describe_configs([res])
-    assert fs[res].result(15)["log.retention.hours"].is_read_only
+    entries = fs[res].result(15)
+    assert entries["log.retention.hours"].is_read_only
+    assert not entries["log.retention.ms"].is_read_only
 
 
 def test_kafka_python_incremental(kadmin, admin):
@@ -186,9 +190,9 @@ def test_raw_duplicates_nulls_and_types(broker, admin, version):
     assert (foreign.error_code, foreign.error_message) == (42, "Unexpected broker id, expected 1, but received 7")
     # Cluster-wide broker default (empty name, which librdkafka cannot send): same refusal.
     (cluster,) = _raw(bs, [R(resource_type=4, resource_name="", configs=[
-        C(name="log.retention.ms", config_operation=0, value="1")])], version=version)
+        C(name="num.partitions", config_operation=0, value="1")])], version=version)
     assert (cluster.error_code, cluster.error_message) == (
-        42, "Cannot update these configs dynamically: Set(log.retention.ms)")
+        42, "Cannot update these configs dynamically: [num.partitions]")
     assert overrides(admin, t) == {}
 
 

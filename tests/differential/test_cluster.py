@@ -162,6 +162,8 @@ def describe_cluster(side, node, version):
     body = {"include_cluster_authorized_operations": False}
     if version >= 1:
         body["endpoint_type"] = 1
+    if version >= 2:
+        body["include_fenced_brokers"] = True   # none is fenced in a healthy cluster
     return norm_describe_cluster(side, side.call(node, 60, version, body))
 
 
@@ -193,7 +195,7 @@ def test_metadata_of_a_healthy_cluster(sides, node, version):
     assert p == k, explain(p, k)
 
 
-@pytest.mark.parametrize("version", [0, 1])
+@pytest.mark.parametrize("version", [0, 1, 2])
 def test_describe_cluster_of_a_healthy_cluster(sides, version):
     p, k = both(sides, describe_cluster, 2, version)
     assert p == k, explain(p, k)

@@ -73,28 +73,12 @@ def test_topic_configs_older_versions(both, version):
     assert p == k, explain(p, k)
 
 
-# Kafka marks every dynamically updatable broker config read_only=false (settable through
-# AlterConfigs/IncrementalAlterConfigs at broker or cluster level); pykbroker refuses broker-level
-# alterations (SKIPPED.md) and reports them read_only=true.
-DYNAMIC = ("Kafka reports read_only=false (dynamic broker config); pykbroker does not support broker-level "
-           "dynamic configs and reports read_only=true")
-BROKER_XFAIL = {k: DYNAMIC for k in (
-    "compression.type", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size", "log.cleaner.delete.retention.ms",
-    "log.cleaner.io.buffer.load.factor", "log.cleaner.max.compaction.lag.ms", "log.cleaner.min.cleanable.ratio",
-    "log.cleaner.min.compaction.lag.ms", "log.cleanup.policy", "log.flush.interval.messages", "log.flush.interval.ms",
-    "log.index.interval.bytes", "log.index.size.max.bytes", "log.message.timestamp.after.max.ms",
-    "log.message.timestamp.before.max.ms", "log.message.timestamp.type", "log.preallocate", "log.retention.bytes",
-    "log.retention.ms", "log.roll.ms", "log.segment.bytes", "message.max.bytes", "producer.id.expiration.ms",
-    "unclean.leader.election.enable", "compression.gzip.level", "compression.lz4.level", "compression.zstd.level",
-    "log.local.retention.bytes", "log.local.retention.ms", "log.remote.copy.lag.bytes", "log.remote.copy.lag.ms",
-    "log.segment.delete.delay.ms", "max.decompressed.message.bytes", "num.replica.fetchers")}
-BROKER_XFAIL.update({
-    "min.insync.replicas": TOPIC_XFAIL["min.insync.replicas"] + "; also read_only: pykbroker true, Kafka false",
+BROKER_XFAIL = {
+    "min.insync.replicas": TOPIC_XFAIL["min.insync.replicas"],
     "offsets.topic.replication.factor": "default synonym: pykbroker's default is 1 (single node), Kafka's 3 (both set 1 here)",
     "transaction.state.log.replication.factor": "default synonym: pykbroker's default is 1 (single node), Kafka's 3 "
                                                 "(both set 1 here)",
-    "transaction.partition.verification.enable": DYNAMIC,
-})
+}
 
 
 def broker_keys():

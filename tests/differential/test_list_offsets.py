@@ -6,8 +6,11 @@ from kafka import KafkaConsumer, TopicPartition
 
 from .helpers import explain, batch, create_topic, list_offsets, produce
 
-VERSIONS = list(range(1, 8))     # pykbroker 1-7; Kafka 4.x 1-11
+VERSIONS = list(range(1, 12))    # Kafka 4.4's 1-11
 TIMESTAMPS = [-2, -1, -3, 0, 999, 1000, 1500, 2000, 2500, 3000, 3500, 4000, 4500, 5000, 5001]
+# The tiered-storage specs (answered as Kafka does with tiering disabled) and ones no version
+# knows: UNSUPPORTED_VERSION before the version that introduced them, on every version for -7.
+SPECIAL = [-3, -4, -5, -6, -7]
 
 _ready = set()
 
@@ -30,6 +33,16 @@ def params():
             if ts == -3 and v < 7:
                 continue
             yield pytest.param(v, ts, id="v%d-ts%d" % (v, ts))
+
+
+@pytest.mark.parametrize("version,ts", [pytest.param(v, ts, id="v%d-special%d" % (v, ts))
+                                        for v in (1, 6, 7, 8, 9, 10, 11) for ts in SPECIAL])
+def test_special_timestamps(both, version, ts):
+    def scenario(t):
+        filled(t)
+        return list_offsets(t, "lo-data", 0, ts, version=version)
+    p, k = both(scenario)
+    assert p == k, explain(p, k)
 
 
 @pytest.mark.parametrize("version,ts", list(params()))

@@ -6,7 +6,7 @@ import pytest
 
 from .helpers import explain, ZERO_UUID, call, create_topic, wait_for_topic
 
-VERSIONS = list(range(0, 13))   # pykbroker 0-12; Kafka 4.x supports all of them
+VERSIONS = list(range(0, 14))   # Kafka 4.4: 0-13
 
 
 def norm_broker(t, b):

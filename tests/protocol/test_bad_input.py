@@ -39,7 +39,7 @@ def test_api_versions_too_new_gets_v0_unsupported_version(broker):
     body = APIS[18].decode("response", 0, frame[4:])  # header v0: no tagged fields
     assert body["error_code"] == 35  # UNSUPPORTED_VERSION
     ranges = {a["api_key"]: (a["min_version"], a["max_version"]) for a in body["api_keys"]}
-    assert ranges[18] == (0, 4)
+    assert ranges[18] == (0, 5)
     assert 71 not in ranges and 72 not in ranges  # telemetry never advertised
     # The connection stays usable: a supported version now works.
     s.send_bytes(request_frame(18, 3, 8, APIS[18].encode_bytes("request", 3, {

@@ -105,7 +105,9 @@ def test_specs_cover_most_served_apis_against_upstream():
 def test_spec_matches_upstream(api_key):
     ours = APIS[api_key]
     name = UPSTREAM_NAMES[api_key]
-    req, resp = load_upstream(name + "Request"), load_upstream(name + "Response")
+    # versions kafka-python does not know yet come from Apache Kafka's own jar
+    req = load_upstream(name + "Request", ours.max_version)
+    resp = load_upstream(name + "Response", ours.max_version)
     lo, hi = parse_range(req["validVersions"])
     assert lo <= ours.min_version and ours.max_version <= hi, "our range exceeds upstream validVersions"
     assert parse_range(req["flexibleVersions"])[0] == ours.flexible_from

@@ -273,7 +273,7 @@ class TransactionCoordinator:
         self.abort_interval_s = config["transaction.abort.timed.out.transaction.cleanup.interval.ms"] / 1000.0
         self.expiry_interval_s = config["transaction.remove.expired.transaction.cleanup.interval.ms"] / 1000.0
         self.expiration_ms = config["transactional.id.expiration.ms"]
-        self.verification = config["transaction.partition.verification.enable"]
+        self.verification = config["transaction.partition.verification.enable"]   # dynamic: reconfigure
         self.txns: dict[int, dict[str, TxnMetadata]] = {}   # loaded shards: partition -> id -> metadata
         self.runtime: CoordinatorRuntime | None = None
         self._nursery = None
@@ -301,6 +301,10 @@ class TransactionCoordinator:
         await self.runtime.wait_loaded()
         log.info("loaded %d transactional id(s) from %s in %.3fs", sum(len(t) for t in self.txns.values()),
                  TRANSACTION_STATE_TOPIC, time.monotonic() - t0)
+
+    def reconfigure(self, config) -> None:
+        """A dynamic broker config changed (dynamic_config.py)."""
+        self.verification = config["transaction.partition.verification.enable"]
 
     def on_become_leader(self, partition: int, leader_epoch: int) -> None:
         self.runtime.on_become_leader(partition, leader_epoch)

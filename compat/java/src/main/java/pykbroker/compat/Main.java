@@ -53,6 +53,7 @@ public final class Main {
             switch (scenario) {
                 case "roundtrip": Roundtrip.run(bootstrap, args); break;
                 case "admin": AdminScenario.run(bootstrap, args); break;
+                case "broker_admin": BrokerAdminScenario.run(bootstrap, args); break;
                 case "offsets": OffsetsScenario.run(bootstrap, args); break;
                 case "groups": GroupsScenario.run(bootstrap, args); break;
                 case "faults": FaultsScenario.run(bootstrap, args); break;
