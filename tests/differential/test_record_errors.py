@@ -12,7 +12,7 @@ import uuid
 import pytest
 from confluent_kafka import KafkaError, Producer
 
-from .helpers import batch, create_topic, explain, produce
+from .helpers import batch, create_topic, explain, produce, wait_for_topic
 
 HOUR_MS = 3600 * 1000
 TOPICS = {
@@ -66,6 +66,7 @@ def test_record_errors_like_kafka(both, version):
     def scenario(t):
         for name, configs in TOPICS.items():
             create_topic(t, name, 1, configs)
+            wait_for_topic(t, name, 1)
         return {case: _norm(produce(t, topic, 0, records, version=version))
                 for case, (topic, records) in cases.items()}
 
@@ -85,6 +86,7 @@ def test_librdkafka_fails_only_the_bad_records(both):
     def scenario(t):
         topic = "re-client-" + uuid.uuid4().hex[:8]
         create_topic(t, topic, 1, {"cleanup.policy": "compact"})
+        wait_for_topic(t, topic, 1)
         p = Producer({"bootstrap.servers": t.bootstrap, "linger.ms": 2000, "batch.num.messages": 1000,
                       "retries": 0, "enable.idempotence": False})
         results = {}
@@ -122,6 +124,7 @@ def test_topic_compression_type_rewrites_batches(both, topic_codec):
     def scenario(t):
         topic = "re-comp-" + topic_codec
         create_topic(t, topic, 1, {"compression.type": topic_codec})
+        wait_for_topic(t, topic, 1)
         pid, epoch = init_producer_id(t)
         out = []
         for i, src in enumerate(sources):
