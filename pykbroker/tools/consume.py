@@ -160,6 +160,13 @@ def run(args) -> int:
 
 
 def _loop(args, ckm, consumer, assigned, at_end) -> int:
+    import signal
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+    # SIGTERM ends the run as Ctrl-C does: the consumer closes, so a group member leaves at once
+    # (killed, it would stay a member until its session times out and block reset-offsets)
+    signal.signal(signal.SIGTERM, on_term)
     out = sys.stdout.buffer
     sep = args.key_separator.encode()
     progress = Progress.from_args(args, "consumed")
