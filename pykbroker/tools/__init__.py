@@ -32,9 +32,15 @@ def _command_word(argv) -> str | None:
     return next((a for a in argv if not a.startswith("-")), None)
 
 
-def add_common(p: argparse.ArgumentParser, json_output: bool = True) -> None:
-    p.add_argument("--bootstrap-server", default="localhost:9092", metavar="HOST:PORT[,...]",
+def add_bootstrap(p: argparse.ArgumentParser) -> None:
+    # SUPPRESS: a command with actions (topics, groups) takes it before or after the action
+    # without the action's parser resetting it to the default (common.bootstrap gives that)
+    p.add_argument("--bootstrap-server", default=argparse.SUPPRESS, metavar="HOST:PORT[,...]",
                    help="broker(s) to connect to (default localhost:9092)")
+
+
+def add_common(p: argparse.ArgumentParser, json_output: bool = True) -> None:
+    add_bootstrap(p)
     p.add_argument("--command-property", action="append", metavar="KEY=VALUE",
                    help="a librdkafka client property, repeatable (e.g. client.id=ops)")
     p.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",

@@ -41,8 +41,12 @@ def ck():
     return confluent_kafka
 
 
+def bootstrap(args) -> str:
+    return getattr(args, "bootstrap_server", None) or DEFAULT_BOOTSTRAP
+
+
 def client_config(args, **extra) -> dict:
-    conf = {"bootstrap.servers": args.bootstrap_server,
+    conf = {"bootstrap.servers": bootstrap(args),
             # librdkafka logs every failed connection attempt (level 3, LOG_ERR) to stderr, many
             # a second; the command reports a failure itself, once, so only critical ones.
             "log_level": 2}
@@ -97,7 +101,7 @@ def cluster_topics(args):
     try:
         return a.list_topics(timeout=wait_seconds(args))
     except Exception as e:
-        raise ToolError("cannot reach %s: %s" % (args.bootstrap_server, kafka_message(e))) from None
+        raise ToolError("cannot reach %s: %s" % (bootstrap(args), kafka_message(e))) from None
 
 
 def print_json(obj) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from . import add_common, parser
+from . import add_bootstrap, add_common, parser
 from .common import (EXIT_USAGE, ToolError, admin, ck, cluster_topics, error_name, kafka_message, print_json,
                      print_table, result, wait_seconds)
 from .offsets import list_offsets
@@ -31,6 +31,7 @@ EXAMPLES = """  pykbroker groups list
 
 def add_arguments(sub, name, help):
     p = parser(sub, name, help, "Manage consumer groups (kafka-consumer-groups.sh's operations).", EXAMPLES)
+    add_bootstrap(p)
     gsub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     lp = gsub.add_parser("list", help="group ids with state and type")
     add_common(lp)

@@ -8,7 +8,7 @@ whole name, as Kafka's tool accepts.
 """
 from __future__ import annotations
 
-from . import add_common, parser
+from . import add_bootstrap, add_common, parser
 from .common import (EXIT_USAGE, ToolError, admin, ck, cluster_topics, error_name, kafka_message,
                      parse_kv, print_json, print_table, result, wait_seconds)
 from .offsets import select_topics
@@ -23,6 +23,7 @@ EXAMPLES = """  pykbroker topics list
 
 def add_arguments(sub, name, help):
     p = parser(sub, name, help, "Manage topics (kafka-topics.sh's operations).", EXAMPLES)
+    add_bootstrap(p)
     tsub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     lp = tsub.add_parser("list", help="topic names, one a line")
     add_common(lp)

@@ -86,3 +86,10 @@ def test_cli_import_does_not_load_the_client_library():
             "print(sorted(m for m in sys.modules if m.startswith(('confluent_kafka', 'pykbroker.tools.'))))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT)
     assert r.stdout == "[]\n", r.stderr
+
+
+def test_bootstrap_server_before_or_after_the_action(pyk):
+    before = _run("topics", "--bootstrap-server", pyk.bootstrap, "list", "--json")
+    after = cli(pyk, "topics", "list", "--json")
+    assert before.returncode == 0 and before.stdout == after.stdout
+    assert _run("groups", "--bootstrap-server", pyk.bootstrap, "list").returncode == 0
