@@ -25,7 +25,7 @@ COMMANDS = {
 CLUSTER_DESCRIBE_HELP = "cluster id, controller and brokers of a running cluster (any Kafka)"
 
 EXIT_CODES = """exit status: 0 done, 1 Kafka or runtime error (broker unreachable, an error in a
-response, an undelivered record), 2 usage error."""
+response, an undelivered record), 2 usage error, 130 interrupted (consume: Ctrl-C is a normal end, 0)."""
 
 
 def _command_word(argv) -> str | None:
@@ -52,6 +52,14 @@ def add_common(p: argparse.ArgumentParser, json_output: bool = True) -> None:
 def parser(sub, name: str, help: str, description: str, examples: str):
     return sub.add_parser(name, help=help, description=description,
                           epilog="examples:\n" + examples + "\n\n" + EXIT_CODES,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def action_parser(sub, name: str, help: str, examples: str):
+    """An action of topics/groups, whose --help shows the command's examples of that action."""
+    mine = "\n".join(line for line in examples.splitlines() if (" %s " % name) in line + " ")
+    return sub.add_parser(name, help=help, description=help[:1].upper() + help[1:] + ".",
+                          epilog=("examples:\n" + mine + "\n\n" if mine else "") + EXIT_CODES,
                           formatter_class=argparse.RawDescriptionHelpFormatter)
 
 

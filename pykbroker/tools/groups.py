@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from . import add_bootstrap, add_common, parser
+from . import action_parser, add_bootstrap, add_common, parser
 from .common import (EXIT_USAGE, ToolError, admin, ck, cluster_topics, error_name, kafka_message, print_json,
                      print_table, result, wait_seconds)
 from .offsets import list_offsets
@@ -33,14 +33,14 @@ def add_arguments(sub, name, help):
     p = parser(sub, name, help, "Manage consumer groups (kafka-consumer-groups.sh's operations).", EXAMPLES)
     add_bootstrap(p)
     gsub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
-    lp = gsub.add_parser("list", help="group ids with state and type")
+    lp = action_parser(gsub, "list", "group ids with state and type", EXAMPLES)
     add_common(lp)
-    dp = gsub.add_parser("describe", help="per partition: committed offset, log end, lag, owner; members")
+    dp = action_parser(gsub, "describe", "per partition: committed offset, log end, lag, owner; members", EXAMPLES)
     add_common(dp)
     dg = dp.add_mutually_exclusive_group(required=True)
     dg.add_argument("--group", action="append", help="repeatable")
     dg.add_argument("--all-groups", action="store_true")
-    rp = gsub.add_parser("reset-offsets", help="move a group's committed offsets (dry run unless --execute)")
+    rp = action_parser(gsub, "reset-offsets", "move a group's committed offsets (dry run unless --execute)", EXAMPLES)
     add_common(rp)
     rp.add_argument("--group", required=True)
     tg = rp.add_mutually_exclusive_group(required=True)
@@ -58,7 +58,7 @@ def add_arguments(sub, name, help):
     mode = rp.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="only print the plan (the default)")
     mode.add_argument("--execute", action="store_true", help="commit the new offsets")
-    xp = gsub.add_parser("delete", help="delete groups (they must have no members)")
+    xp = action_parser(gsub, "delete", "delete groups (they must have no members)", EXAMPLES)
     add_common(xp)
     xp.add_argument("--group", action="append", required=True, help="repeatable")
 
@@ -108,9 +108,7 @@ def _describe_one(args, group: str) -> dict:
     tps = sorted(set(offsets) | set(owner))
     ends = {}
     if tps:
-        ckm = ck()
         from confluent_kafka.admin import OffsetSpec
-        del ckm
         ends = list_offsets(args, tps, {"latest": OffsetSpec.latest()})
     rows = []
     for tp in tps:

@@ -8,9 +8,9 @@ whole name, as Kafka's tool accepts.
 """
 from __future__ import annotations
 
-from . import add_bootstrap, add_common, parser
+from . import action_parser, add_bootstrap, add_common, parser
 from .common import (EXIT_USAGE, ToolError, admin, ck, cluster_topics, error_name, kafka_message,
-                     parse_kv, print_json, print_table, result, wait_seconds)
+                     parse_kv, print_json, result, wait_seconds)
 from .offsets import select_topics
 
 EXAMPLES = """  pykbroker topics list
@@ -25,15 +25,15 @@ def add_arguments(sub, name, help):
     p = parser(sub, name, help, "Manage topics (kafka-topics.sh's operations).", EXAMPLES)
     add_bootstrap(p)
     tsub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
-    lp = tsub.add_parser("list", help="topic names, one a line")
+    lp = action_parser(tsub, "list", "topic names, one a line", EXAMPLES)
     add_common(lp)
     lp.add_argument("--topic", action="append", help="only names matching this name/regex, repeatable")
     lp.add_argument("--exclude-internal", action="store_true", help="leave out internal topics (__*)")
-    dp = tsub.add_parser("describe", help="partitions (leader, replicas, ISR) and config overrides")
+    dp = action_parser(tsub, "describe", "partitions (leader, replicas, ISR) and config overrides", EXAMPLES)
     add_common(dp)
     dp.add_argument("--topic", action="append", help="a name or regex, repeatable (default: all)")
     dp.add_argument("--exclude-internal", action="store_true", help="leave out internal topics (__*)")
-    cp = tsub.add_parser("create", help="create a topic")
+    cp = action_parser(tsub, "create", "create a topic", EXAMPLES)
     add_common(cp)
     cp.add_argument("--topic", required=True)
     cp.add_argument("--partitions", type=int, default=-1, help="default: the broker's num.partitions")
@@ -41,16 +41,16 @@ def add_arguments(sub, name, help):
                     help="default: the broker's default.replication.factor")
     cp.add_argument("--config", action="append", metavar="KEY=VALUE", help="a topic config, repeatable")
     cp.add_argument("--if-not-exists", action="store_true", help="an existing topic is not an error")
-    xp = tsub.add_parser("delete", help="delete topics")
+    xp = action_parser(tsub, "delete", "delete topics", EXAMPLES)
     add_common(xp)
     xp.add_argument("--topic", action="append", required=True, help="repeatable")
     xp.add_argument("--if-exists", action="store_true", help="a missing topic is not an error")
-    ap = tsub.add_parser("alter-config", help="set or remove topic configs (IncrementalAlterConfigs)")
+    ap = action_parser(tsub, "alter-config", "set or remove topic configs (IncrementalAlterConfigs)", EXAMPLES)
     add_common(ap)
     ap.add_argument("--topic", required=True)
     ap.add_argument("--add-config", action="append", metavar="KEY=VALUE", help="set a config, repeatable")
     ap.add_argument("--delete-config", action="append", metavar="KEY", help="back to the default, repeatable")
-    pp = tsub.add_parser("add-partitions", help="grow a topic to a number of partitions")
+    pp = action_parser(tsub, "add-partitions", "grow a topic to a number of partitions", EXAMPLES)
     add_common(pp)
     pp.add_argument("--topic", required=True)
     pp.add_argument("--partitions", type=int, required=True, help="the new total number of partitions")
@@ -179,7 +179,8 @@ def run(args) -> int:
             print("Completed updating config for topic %s." % args.topic)
         return 0
     if args.action == "add-partitions":
-        _each(args, a.create_partitions([NewPartitions(args.topic, args.partitions)], operation_timeout=wait_seconds(args)),
+        _each(args, a.create_partitions([NewPartitions(args.topic, args.partitions)],
+                                        operation_timeout=wait_seconds(args)),
               "add partitions to")
         if args.json:
             print_json({"topic": args.topic, "partitions": args.partitions})

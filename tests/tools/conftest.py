@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from tests.differential.conftest import both as _both_brokers
+from tests.differential.conftest import both as _both_brokers  # noqa: F401  (a fixture, by name)
 from tests.differential.conftest import kafka, pyk  # noqa: F401  (fixtures, reused)
 
 QUICK = os.environ.get("PYKBROKER_QUICK") == "1"

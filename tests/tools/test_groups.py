@@ -100,7 +100,8 @@ def test_groups(both):
 
     p, k = both(scenario)
     assert p == k
-    assert p["list"] == [{"group": group, "state": "empty", "type": "classic", "simple": True}]   # offsets only: no protocol type
+    # offsets only, never joined: no protocol type, a "simple" group on both brokers
+    assert p["list"] == [{"group": group, "state": "empty", "type": "classic", "simple": True}]
     assert p["describe_empty"] == [{
         "group": group, "state": "empty", "type": "classic", "protocol": None, "coordinator": 1, "members": [],
         "offsets": [{"topic": topic, "partition": 0, "current_offset": 7, "log_end_offset": 10, "lag": 3,
