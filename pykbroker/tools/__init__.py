@@ -96,6 +96,14 @@ def run(args) -> int:
     except ToolError as e:
         print("pykbroker %s: %s" % (args.cmd, e), file=sys.stderr)
         return e.code
+    except Exception as e:
+        # an error of the client library that no command turned into a ToolError: still one
+        # line and exit 1 (anything else is a bug of ours: its traceback helps)
+        if type(e).__module__.split(".")[0] not in ("cimpl", "confluent_kafka"):
+            raise
+        from .common import kafka_message
+        print("pykbroker %s: %s" % (args.cmd, kafka_message(e)), file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("pykbroker %s: interrupted" % args.cmd, file=sys.stderr)
         return 130

@@ -50,10 +50,9 @@ def client_config(args, **extra) -> dict:
             # librdkafka logs every failed connection attempt (level 3, LOG_ERR) to stderr, many
             # a second; the command reports a failure itself, once, so only critical ones.
             "log_level": 2}
-    for prop in getattr(args, "command_property", None) or []:
-        k, v = prop.split("=", 1)
-        conf[k.strip()] = v.strip()
     conf.update(extra)
+    # the user's properties last: they may override what the command chose (e.g. acks)
+    conf.update(parse_kv(getattr(args, "command_property", None), "--command-property"))
     return conf
 
 
@@ -62,7 +61,10 @@ def admin(args):
     future is pending fails it with _DESTROY."""
     if getattr(args, "_admin", None) is None:
         from confluent_kafka.admin import AdminClient
-        args._admin = AdminClient(client_config(args))
+        try:
+            args._admin = AdminClient(client_config(args))
+        except Exception as e:   # a bad --command-property
+            raise ToolError("cannot create the admin client: %s" % kafka_message(e), EXIT_USAGE) from None
     return args._admin
 
 
@@ -93,6 +95,30 @@ def result(future, what: str, timeout: float = DEFAULT_TIMEOUT):
                         % (what, timeout)) from None
     except Exception as e:   # KafkaException and the ValueErrors confluent-kafka raises
         raise ToolError("%s: %s" % (what, kafka_message(e))) from None
+
+
+# A group coordinator that is moving or still loading (and, on a fresh Apache Kafka, the
+# __consumer_offsets topic being created by the first group request) answers with these; the
+# client is expected to look the coordinator up again and retry.
+RETRIABLE_GROUP_ERRORS = ("NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS")
+
+
+def retrying(args, call, what: str):
+    """``call()`` returns a future; its result, retried on a coordinator error until --timeout."""
+    deadline = time.monotonic() + wait_seconds(args)
+    delay = 0.1
+    while True:
+        try:
+            return call().result(timeout=max(deadline - time.monotonic(), 0.1))
+        except Exception as e:
+            if error_name(e) in RETRIABLE_GROUP_ERRORS and time.monotonic() + delay < deadline:
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                continue
+            import concurrent.futures
+            if isinstance(e, concurrent.futures.TimeoutError):
+                raise ToolError("%s: no answer within %.0f s" % (what, wait_seconds(args))) from None
+            raise
 
 
 def cluster_topics(args):

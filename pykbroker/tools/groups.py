@@ -18,7 +18,7 @@ from datetime import datetime
 
 from . import action_parser, add_bootstrap, add_common, parser
 from .common import (EXIT_USAGE, ToolError, admin, ck, cluster_topics, error_name, kafka_message, print_json,
-                     print_table, result, wait_seconds)
+                     print_table, result, retrying, wait_seconds)
 from .offsets import list_offsets
 
 EXAMPLES = """  pykbroker groups list
@@ -79,16 +79,27 @@ def list_groups(args) -> list[dict]:
 def committed(args, group: str) -> dict:
     """{(topic, partition): offset} the group has committed."""
     ckm = ck()
-    futs = admin(args).list_consumer_group_offsets([ckm.ConsumerGroupTopicPartitions(group)],
-                                                   request_timeout=wait_seconds(args))
-    res = result(futs[group], "committed offsets of %s" % group, wait_seconds(args))
+    what = "committed offsets of %s" % group
+    try:
+        res = retrying(args, lambda: admin(args).list_consumer_group_offsets(
+            [ckm.ConsumerGroupTopicPartitions(group)], request_timeout=wait_seconds(args))[group], what)
+    except ToolError:
+        raise
+    except Exception as e:
+        raise ToolError("%s: %s" % (what, kafka_message(e))) from None
     return {(tp.topic, tp.partition): tp.offset for tp in res.topic_partitions if tp.offset >= 0}
 
 
+def _describe_group(args, group: str):
+    return retrying(args, lambda: admin(args).describe_consumer_groups(
+        [group], request_timeout=wait_seconds(args))[group], "describe group %s" % group)
+
+
 def _describe_one(args, group: str) -> dict:
-    futs = admin(args).describe_consumer_groups([group], request_timeout=wait_seconds(args))
     try:
-        d = futs[group].result(timeout=wait_seconds(args))
+        d = _describe_group(args, group)
+    except ToolError:
+        raise
     except Exception as e:
         if error_name(e) in ("GROUP_ID_NOT_FOUND",):
             raise ToolError("consumer group %r does not exist" % group) from None
@@ -168,9 +179,10 @@ def reset(args) -> dict:
     ckm = ck()
     from confluent_kafka.admin import OffsetSpec
     group = args.group
-    futs = admin(args).describe_consumer_groups([group], request_timeout=wait_seconds(args))
     try:
-        state = _name(futs[group].result(timeout=wait_seconds(args)).state)
+        state = _name(_describe_group(args, group).state)
+    except ToolError:
+        raise
     except Exception as e:
         if error_name(e) != "GROUP_ID_NOT_FOUND":
             raise ToolError("describe group %s: %s" % (group, kafka_message(e))) from None
@@ -207,8 +219,14 @@ def reset(args) -> dict:
     if args.execute and plan:
         req = [ckm.ConsumerGroupTopicPartitions(group, [ckm.TopicPartition(r["topic"], r["partition"],
                                                                            r["new_offset"]) for r in plan])]
-        res = result(admin(args).alter_consumer_group_offsets(req, request_timeout=wait_seconds(args))[group],
-                     "commit offsets of %s" % group, wait_seconds(args))
+        what = "commit offsets of %s" % group
+        try:
+            res = retrying(args, lambda: admin(args).alter_consumer_group_offsets(
+                req, request_timeout=wait_seconds(args))[group], what)
+        except ToolError:
+            raise
+        except Exception as e:
+            raise ToolError("%s: %s" % (what, kafka_message(e))) from None
         failed = [tp for tp in res.topic_partitions if tp.error is not None]
         if failed:
             raise ToolError("commit offsets of %s: %s" % (group, "; ".join(
@@ -260,11 +278,11 @@ def run(args) -> int:
                 print("\n(dry run: nothing was changed; add --execute to commit these offsets)")
         return 0
     if args.action == "delete":
-        futs = admin(args).delete_consumer_groups(args.group, request_timeout=wait_seconds(args))
         outcome, failures = {}, []
         for g in args.group:
             try:
-                futs[g].result(timeout=wait_seconds(args))
+                retrying(args, lambda: admin(args).delete_consumer_groups(
+                    [g], request_timeout=wait_seconds(args))[g], "delete group %s" % g)
                 outcome[g] = None
             except Exception as e:
                 outcome[g] = error_name(e) or kafka_message(e)

@@ -37,6 +37,11 @@ def test_own_usage_checks_exit_2(pyk):
                                            b"--delete-config\n")
     r = cli(pyk, "consume", "--topic", "t", "--offset", "soon", check=False)
     assert r.returncode == 2 and b"--offset expects earliest, latest or a number" in r.stderr
+    r = cli(pyk, "topics", "list", "--command-property", "no.such.property=1", check=False)
+    assert (r.returncode, r.stderr) == (2, b'pykbroker topics: cannot create the admin client: _INVALID_ARG: No such '
+                                           b'configuration property: "no.such.property"\n')
+    r = cli(pyk, "produce", "--topic", "t", "--command-property", "acks", check=False, input=b"x\n")
+    assert (r.returncode, r.stderr) == (2, b"pykbroker produce: --command-property expects KEY=VALUE, got 'acks'\n")
 
 
 def test_unreachable_broker_exits_1():
