@@ -157,8 +157,10 @@ def test_read_committed(target):
     p.begin_transaction()
     p.produce(topic, b"committed", partition=0)
     p.commit_transaction(60)
-    committed = cli(target, "consume", "--topic", topic, "--from-beginning", "--exit-at-end",
-                    "--isolation-level", "read_committed").stdout
+    r = cli(target, "consume", "--topic", topic, "--from-beginning", "--exit-at-end",
+            "--isolation-level", "read_committed", "--progress")
+    committed = r.stdout
+    assert b"consumed 1 records" in r.stderr   # the progress display's last line, asked for
     everything = cli(target, "consume", "--topic", topic, "--from-beginning", "--exit-at-end").stdout
     assert committed == b"committed\n"
     assert everything == b"aborted\ncommitted\n"

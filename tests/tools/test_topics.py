@@ -87,7 +87,9 @@ def test_offsets(both):
         cli(t, "topics", "create", "--topic", topic, "--partitions", "2")
         wait_topic(t, topic, 2)
         lines = b"".join(b"k%d:v%d\n" % (i, i) for i in range(10))
-        cli(t, "produce", "--topic", topic, "--partition", "1", "--key-separator", ":", input=lines)
+        produced = cli_json(t, "produce", "--topic", topic, "--partition", "1", "--key-separator", ":", input=lines)
+        assert produced == {"topic": topic, "records": 10, "failed": 0,
+                            "partitions": {"1": {"records": 10, "first_offset": 0, "last_offset": 9}}}
         out = cli_json(t, "offsets", "--topic", topic, "--time", "0")
         text = cli(t, "offsets", "--topic", topic).stdout.decode().splitlines()
         assert text[0].split() == ["TOPIC", "PARTITION", "EARLIEST", "LATEST"]
