@@ -111,8 +111,6 @@ def run(args) -> int:
         "isolation.level": args.isolation_level,
         "enable.partition.eof": True,
     })
-    if subscribe and args.from_timestamp is not None:
-        raise ToolError("--from-timestamp with --group needs --partition", EXIT_USAGE)
     try:
         consumer = ckm.Consumer(conf)
     except Exception as e:
