@@ -1,4 +1,6 @@
-"""Command line: ``pykbroker serve``, ``pykbroker cluster up`` and ``pykbroker pipeline clickstream``.
+"""Command line: ``pykbroker serve``, ``pykbroker cluster up`` and ``pykbroker pipeline clickstream``;
+the admin commands (``topics``, ``groups``, ``produce``, ``consume``, ``offsets``, ``cluster
+describe``) live in :mod:`pykbroker.tools`.
 
 Configuration uses Apache Kafka's names: ``--config server.properties`` is read first, then
 ``--listeners``/``--log-dirs`` and any number of ``--override key=value``.  SIGINT/SIGTERM stop
@@ -16,6 +18,7 @@ import logging
 import signal
 import sys
 
+from . import tools
 from .config import BrokerConfig, ConfigError, parse_properties
 
 
@@ -241,10 +244,14 @@ def main(argv=None) -> int:
     if "healthcheck" in (sys.argv[1:] if argv is None else argv):   # its module only when it runs
         from .healthcheck import add_arguments
         add_arguments(hp)
+    # the admin CLI (pykbroker/tools): argparse only here, a command's module when it runs
+    tools.add_parsers(sub, ksub, sys.argv[1:] if argv is None else argv)
     if _wants_pipeline(sys.argv[1:] if argv is None else argv):
         from .pipeline import clickstream
         clickstream.add_arguments(cp)
     args = ap.parse_args(argv)
+    if tools.handles(args):
+        return tools.run(args)
     if args.cmd == "pipeline":
         from .pipeline import clickstream
         return clickstream.run(args)

@@ -1,0 +1,116 @@
+"""The admin CLI: ``pykbroker topics|groups|produce|consume|offsets`` and ``cluster describe``.
+
+Everything goes through the Kafka protocol (confluent-kafka, i.e. librdkafka, as the client), so
+the commands work against pykbroker and Apache Kafka alike; options follow Kafka's own tools
+(``--bootstrap-server``, ``--topic``, ``--group``, ``--from-beginning``, ``--dry-run``/``--execute``).
+One module per command group (``topics.py``, ``groups.py``, ...), each with ``add_arguments`` and
+``run``; this package's ``__init__`` is standard library only and imports a command's module only
+when that command runs (``pykbroker serve`` start-up time matters).
+
+Exit codes: 0 done, 1 Kafka or runtime error, 2 usage error (see ``common.py``).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+# command -> (module, one-line help)
+COMMANDS = {
+    "topics": ("topics", "list, describe, create, delete topics; alter their configs; add partitions"),
+    "groups": ("groups", "list, describe (lag, members), reset offsets of, delete consumer groups"),
+    "produce": ("produce", "write records read line by line from stdin or a file"),
+    "consume": ("consume", "read records and print them (values or JSON lines)"),
+    "offsets": ("offsets", "earliest and latest offset of each partition (or at a timestamp)"),
+}
+CLUSTER_DESCRIBE_HELP = "cluster id, controller and brokers of a running cluster (any Kafka)"
+
+EXIT_CODES = """exit status: 0 done, 1 Kafka or runtime error (broker unreachable, an error in a
+response, an undelivered record), 2 usage error, 130 interrupted (consume: Ctrl-C is a normal end, 0)."""
+
+
+def _command_word(argv) -> str | None:
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def add_bootstrap(p: argparse.ArgumentParser) -> None:
+    # SUPPRESS: a command with actions (topics, groups) takes it before or after the action
+    # without the action's parser resetting it to the default (common.bootstrap gives that)
+    p.add_argument("--bootstrap-server", default=argparse.SUPPRESS, metavar="HOST:PORT[,...]",
+                   help="broker(s) to connect to (default localhost:9092)")
+
+
+def add_common(p: argparse.ArgumentParser, json_output: bool = True) -> None:
+    add_bootstrap(p)
+    p.add_argument("--command-property", action="append", metavar="KEY=VALUE",
+                   help="a librdkafka client property, repeatable (e.g. client.id=ops)")
+    p.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
+                   help="give up waiting for the cluster after this long (default 30)")
+    if json_output:
+        p.add_argument("--json", action="store_true", help="machine-readable JSON on stdout")
+
+
+def parser(sub, name: str, help: str, description: str, examples: str):
+    return sub.add_parser(name, help=help, description=description,
+                          epilog="examples:\n" + examples + "\n\n" + EXIT_CODES,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def action_parser(sub, name: str, help: str, examples: str):
+    """An action of topics/groups, whose --help shows the command's examples of that action."""
+    mine = "\n".join(line for line in examples.splitlines() if (" %s " % name) in line + " ")
+    return sub.add_parser(name, help=help, description=help[:1].upper() + help[1:] + ".",
+                          epilog=("examples:\n" + mine + "\n\n" if mine else "") + EXIT_CODES,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def add_parsers(sub, cluster_sub, argv=None) -> None:
+    """Add the commands to ``pykbroker``'s subparsers; their arguments (and modules) only for the
+    command being run, a one-line entry for the others (top-level ``--help``)."""
+    argv = sys.argv[1:] if argv is None else argv
+    word = _command_word(argv)
+    for name, (module, help) in COMMANDS.items():
+        if word == name:
+            _module(module).add_arguments(sub, name, help)
+        else:
+            sub.add_parser(name, help=help)
+    if word == "cluster":
+        _module("cluster").add_arguments(cluster_sub, "describe", CLUSTER_DESCRIBE_HELP)
+    else:
+        cluster_sub.add_parser("describe", help=CLUSTER_DESCRIBE_HELP)
+
+
+def handles(args) -> bool:
+    return args.cmd in COMMANDS or (args.cmd == "cluster" and getattr(args, "cluster", None) == "describe")
+
+
+def _module(name: str):
+    import importlib
+    return importlib.import_module("%s.%s" % (__name__, name))
+
+
+def run(args) -> int:
+    from .common import ToolError
+    module = "cluster" if args.cmd == "cluster" else COMMANDS[args.cmd][0]
+    try:
+        return _module(module).run(args) or 0
+    except ToolError as e:
+        print("pykbroker %s: %s" % (args.cmd, e), file=sys.stderr)
+        return e.code
+    except Exception as e:
+        # an error of the client library that no command turned into a ToolError: still one
+        # line and exit 1 (anything else is a bug of ours: its traceback helps)
+        if type(e).__module__.split(".")[0] not in ("cimpl", "confluent_kafka"):
+            raise
+        from .common import kafka_message
+        print("pykbroker %s: %s" % (args.cmd, kafka_message(e)), file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("pykbroker %s: interrupted" % args.cmd, file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # `pykbroker consume ... | head`: the reader left; not an error of ours
+        try:
+            sys.stdout = None
+        except Exception:
+            pass
+        return 0
