@@ -1,4 +1,4 @@
-"""Follower fetch sessions (KIP-227, cluster/fetch_session.py): the session rules on the wire
+"""Fetch sessions (KIP-227, cluster/fetch_session.py): the session rules on the wire
 against a real broker, and replication through sessions on a real 3-broker cluster."""
 import threading
 import time
@@ -10,7 +10,7 @@ from pykbroker.testing.wire import WireClient
 
 from .helpers import requires_zookeeper, wait_for
 
-REPLICA = 7   # a replica id: the broker keeps sessions for replica fetches only
+REPLICA = 7   # a replica id (a follower's fetch; consumers get sessions too, test_fetch_sessions_clients.py)
 
 
 def fetch_req(session_id, epoch, partitions=(), replica_id=REPLICA, max_wait_ms=0, forgotten=()):
@@ -35,40 +35,44 @@ def broker(tmp_path_factory):
     b.stop()
 
 
+def creq(*args, **kw):
+    kw.setdefault("replica_id", -1)
+    return fetch_req(*args, **kw)
+
+
 def test_session_rules_on_the_wire(broker):
+    """A consumer's session (replica id -1); Kafka's rules are the same for followers."""
     with WireClient(broker.bootstrap) as c:
-        # a consumer's full fetch gets no session (Kafka's "cache full" answer)
-        r = c.request(1, 12, fetch_req(0, 0, [("fs", 0, 0)], replica_id=-1))
+        # a sessionless full fetch (epoch -1) gets none
+        r = c.request(1, 12, creq(0, -1, [("fs", 0, 0)], replica_id=-1))
         assert r["error_code"] == 0 and r["session_id"] == 0
-        # a follower's full fetch with epoch 0 creates one and lists every partition
-        full = c.request(1, 12, fetch_req(0, 0, [("fs", 0, 0), ("fs", 1, 0), ("fs", 2, 0)]))
+        # a full fetch with epoch 0 creates one and lists every partition
+        full = c.request(1, 12, creq(0, 0, [("fs", 0, 0), ("fs", 1, 0), ("fs", 2, 0)]))
         sid = full["session_id"]
         assert full["error_code"] == 0 and sid > 0
         assert listed(full) == [("fs", 0), ("fs", 1), ("fs", 2)]
         # incremental, nothing new: nothing listed, after the long poll
         t0 = time.monotonic()
-        r = c.request(1, 12, fetch_req(sid, 1, max_wait_ms=300))
+        r = c.request(1, 12, creq(sid, 1, max_wait_ms=300))
         assert r["error_code"] == 0 and r["session_id"] == sid and listed(r) == []
         assert time.monotonic() - t0 >= 0.25
         # a wrong epoch, an unknown session
-        assert c.request(1, 12, fetch_req(sid, 5))["error_code"] == 71    # INVALID_FETCH_SESSION_EPOCH
-        assert c.request(1, 12, fetch_req(sid + 1 if sid < 2 ** 31 - 1 else 1, 1))["error_code"] == 70
-        # another replica id cannot use it
-        assert c.request(1, 12, fetch_req(sid, 2, replica_id=REPLICA + 1))["error_code"] == 70
-        # epoch 2 is still the next one
-        assert c.request(1, 12, fetch_req(sid, 2))["error_code"] == 0
+        assert c.request(1, 12, creq(sid, 5))["error_code"] == 71    # INVALID_FETCH_SESSION_EPOCH
+        assert c.request(1, 12, creq(sid + 1 if sid < 2 ** 31 - 1 else 1, 1))["error_code"] == 70
+        # epoch 2 is still the next one (a session is not tied to its fetcher: Kafka does not check)
+        assert c.request(1, 12, creq(sid, 2))["error_code"] == 0
         # closing (epoch -1): a sessionless full answer; the session is gone
-        r = c.request(1, 12, fetch_req(sid, -1, [("fs", 0, 0)]))
+        r = c.request(1, 12, creq(sid, -1, [("fs", 0, 0)]))
         assert r["error_code"] == 0 and r["session_id"] == 0
-        assert c.request(1, 12, fetch_req(sid, 3))["error_code"] == 70
+        assert c.request(1, 12, creq(sid, 3))["error_code"] == 70
 
 
 def test_an_append_wakes_a_parked_incremental_fetch(broker):
     with WireClient(broker.bootstrap, timeout=30) as c:
-        sid = c.request(1, 12, fetch_req(0, 0, [("fs", 0, 0), ("fs", 1, 0)]))["session_id"]
+        sid = c.request(1, 12, creq(0, 0, [("fs", 0, 0), ("fs", 1, 0)]))["session_id"]
         epoch = 1
         # forget partition 1: an append there must not answer anything
-        r = c.request(1, 12, fetch_req(sid, epoch, forgotten=[("fs", 1)]))
+        r = c.request(1, 12, creq(sid, epoch, forgotten=[("fs", 1)]))
         epoch += 1
         assert listed(r) == []
 
@@ -81,7 +85,7 @@ def test_an_append_wakes_a_parked_incremental_fetch(broker):
         th = threading.Thread(target=produce_later)
         th.start()
         t0 = time.monotonic()
-        r = c.request(1, 12, fetch_req(sid, epoch, max_wait_ms=10000))
+        r = c.request(1, 12, creq(sid, epoch, max_wait_ms=10000))
         took = time.monotonic() - t0
         th.join()
         # woken by the append to partition 0 (about 1 s), which it lists; partition 1 is not in it
