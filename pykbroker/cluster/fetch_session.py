@@ -114,7 +114,7 @@ class FetchSession:
         self.errored: set = set()      # the last answer was an error
         self.named: set = set()        # named by the request being served
         self.event: Optional[trio.Event] = None
-        self.last_sweep = trio.current_time()
+        self.last_sweep = now_ms / 1000.0   # (trio.current_time() seconds, see FetchSessionCache.now_ms)
         self._seq = 0
         # the cache's view, set by touch (Kafka's cachedSize and evictable-tree membership)
         self.cached_size = -1

@@ -476,9 +476,9 @@ async def handle(ctx, request):
         s.forget(key)
         named.discard(key)
     if not s.partitions:
-        # Kafka closes a session left empty and answers the request without one.
+        # Kafka closes a session left empty and answers the request's partitions without one.
         sessions.remove(s.id)
-        items = await _full_fetch(f, request, [w for w in wanted if w[0] in named])
+        items = await _full_fetch(f, request, wanted)
         return _respond(f, 0, 0, items)
     sessions.touch(s)
     s.epoch = next_epoch(s.epoch)
