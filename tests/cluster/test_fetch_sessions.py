@@ -132,3 +132,47 @@ def test_replication_through_sessions_many_partitions(tmp_path):
         wait_for(replicated, 60, "every replica of every partition holding both batches")
         values = [v for _, _, recs in wire.decode_batches(log_bytes(c.brokers[0], 59)) for _, _, v in recs]
         assert values == [b"r0-p59", b"r1-p59"]
+
+
+def _id_req(session_id, epoch, parts=(), max_wait_ms=0):
+    """v13+: topics by id; parts [(topic id, partition, offset)]."""
+    return {"cluster_id": None, "replica_id": -1, "replica_state": None, "max_wait_ms": max_wait_ms,
+            "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0, "session_id": session_id,
+            "session_epoch": epoch, "topics": [{"topic_id": tid, "partitions": [{
+                "partition": p, "current_leader_epoch": -1, "fetch_offset": off, "last_fetched_epoch": -1,
+                "log_start_offset": -1, "partition_max_bytes": 1 << 20}]} for tid, p, off in parts],
+            "forgotten_topics_data": [], "rack_id": ""}
+
+
+def _topic_id(c, name):
+    return wire.metadata(c, [name])["topics"][0]["topic_id"]
+
+
+def _codes(resp):
+    return [(t["topic_id"], p["partition_index"], p["error_code"]) for t in resp["responses"] for p in t["partitions"]]
+
+
+def test_topic_id_session_across_delete_and_recreate(broker):
+    """A v13+ session over a topic that is deleted, then re-created under the same name: the
+    partition is UNKNOWN_TOPIC_OR_PARTITION while gone and INCONSISTENT_TOPIC_ID once the name
+    stands for another topic id (Kafka's readFromLog check); an unknown id is UNKNOWN_TOPIC_ID."""
+    import uuid
+    with WireClient(broker.bootstrap, timeout=30) as c:
+        wire.create_topic(c, "fs-re", 1)
+        wire.wait_for_topic(c, "fs-re", 1)
+        old = _topic_id(c, "fs-re")
+        full = c.request(1, 17, _id_req(0, 0, [(old, 0, 0)]))
+        sid = full["session_id"]
+        assert sid and _codes(full) == [(old, 0, 0)]
+        r = c.request(20, 4, {"topic_names": ["fs-re"], "timeout_ms": 30000})
+        assert r["responses"][0]["error_code"] == 0
+        gone = c.request(1, 17, _id_req(sid, 1))
+        assert _codes(gone) == [(old, 0, 3)]           # UNKNOWN_TOPIC_OR_PARTITION
+        wire.create_topic(c, "fs-re", 1)
+        wire.wait_for_topic(c, "fs-re", 1)
+        assert _topic_id(c, "fs-re") != old
+        again = c.request(1, 17, _id_req(sid, 2))
+        assert _codes(again) == [(old, 0, 103)]        # INCONSISTENT_TOPIC_ID
+        unknown = uuid.uuid4().bytes
+        r = c.request(1, 17, _id_req(0, -1, [(unknown, 0, 0)]))
+        assert r["session_id"] == 0 and _codes(r) == [(unknown, 0, 100)]   # UNKNOWN_TOPIC_ID
