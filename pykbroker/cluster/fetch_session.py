@@ -95,8 +95,8 @@ class _Waker:
     def set(self) -> None:
         s = self.session
         s.dirty.add(self.key)
-        if s.event is not None:
-            s.event.set()
+        for ev in s.events:
+            ev.set()
 
 
 class FetchSession:
@@ -113,7 +113,10 @@ class FetchSession:
         self.lagging: set = set()      # had more to give after the last answer
         self.errored: set = set()      # the last answer was an error
         self.named: set = set()        # named by the request being served
-        self.event: Optional[trio.Event] = None
+        # the long polls parked on this session (one, unless a client sends a request again
+        # before the answer to the previous one: Kafka then answers the older one with
+        # INVALID_FETCH_SESSION_EPOCH)
+        self.events: set = set()
         self.last_sweep = now_ms / 1000.0   # (trio.current_time() seconds, see FetchSessionCache.now_ms)
         self._seq = 0
         # the cache's view, set by touch (Kafka's cachedSize and evictable-tree membership)
@@ -163,8 +166,8 @@ class FetchSession:
         self.dirty.clear()
         self.lagging.clear()
         self.errored.clear()
-        if self.event is not None:
-            self.event.set()
+        for ev in self.events:
+            ev.set()
 
 
 class FetchSessionCacheShard:

@@ -375,14 +375,14 @@ async def _incremental_fetch(f: _Fetch, request, s, sessions) -> dict:
                 s.errored.add(key)
             else:
                 s.errored.discard(key)
-            if _must_list(cp, resp):
+            # (a partition listed by an earlier read of this request stays listed: what made it
+            # listable is already remembered as told)
+            if _must_list(cp, resp) or key in out:
                 out[key] = (cp, resp)
                 # errors and divergence answer at once (Kafka's errorReadingData /
                 # hasDivergingEpoch); a follower's session also answers a new high watermark
                 # at once (what KIP-1166 gets followers), a consumer's waits for min_bytes
                 ready = ready or at_once or follower
-            else:
-                out.pop(key, None)
             if end > cp.fields["fetch_offset"] and not resp["error_code"]:
                 s.lagging.add(key)   # more to give: read again next time even if nothing wakes it
             else:
@@ -395,13 +395,19 @@ async def _incremental_fetch(f: _Fetch, request, s, sessions) -> dict:
         with trio.move_on_after(max_wait / 1000.0):
             while not ready and s.id in _live(sessions, s):
                 if not s.dirty:
-                    s.event = trio.Event()
+                    ev = trio.Event()
+                    s.events.add(ev)
                     try:
-                        await s.event.wait()
+                        await ev.wait()
                     finally:
-                        s.event = None
+                        s.events.discard(ev)
                 dirty, s.dirty = s.dirty, set()
                 ready = read(dirty)
+    if s.epoch != next_epoch(request["session_epoch"]):
+        # another request moved the session on while this one waited (Kafka's
+        # IncrementalFetchContext.updateAndGenerateResponseData: "possible duplicate request")
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.INVALID_FETCH_SESSION_EPOCH),
+                "session_id": s.id, "responses": []}
     items = []
     for cp, resp in sorted(out.values(), key=lambda x: x[0].seq):
         items.append((cp.topic, cp.topic_id, resp))
