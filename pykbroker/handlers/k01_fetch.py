@@ -279,22 +279,25 @@ def _read_for_follower(rm, name: str, p: dict, replica_id: int, version: int, bu
 
 
 def _read_all(f: _Fetch, request, wanted, targets):
-    """One pass over ``wanted`` [(key, name, id, fields)]: ([(name, id, answer)], any error)."""
+    """One pass over ``wanted`` [(key, name, id, fields)]: ([(name, id, answer)], [end offset
+    the fetcher can read up to, or -1], any error)."""
     f.new_budget(request)
     f.endpoints = {}
     items = []
+    ends = []
     errored = False
     for _key, name, tid, fields in wanted:
-        resp, at_once, _end = f.read(name, tid, fields, targets)
+        resp, at_once, end = f.read(name, tid, fields, targets)
         items.append((name, tid, resp))
+        ends.append(end)
         errored = errored or at_once
-    return items, errored
+    return items, ends, errored
 
 
 async def _full_fetch(f: _Fetch, request, wanted):
-    """A sessionless / full read of ``wanted`` with the long poll: [(name, id, answer)]."""
+    """A sessionless / full read of ``wanted`` with the long poll: ([(name, id, answer)], ends)."""
     targets: set = set()
-    items, errored = _read_all(f, request, wanted, targets)
+    items, ends, errored = _read_all(f, request, wanted, targets)
     max_wait = request["max_wait_ms"]
     if max_wait > 0 and f.budget.total < request["min_bytes"] and not errored and targets:
         deadline = trio.current_time() + max_wait / 1000.0
@@ -309,7 +312,7 @@ async def _full_fetch(f: _Fetch, request, wanted):
                     for part in targets:
                         part.remove_data_waiter(wake)
                 targets = set()
-                items, errored = _read_all(f, request, wanted, targets)
+                items, ends, errored = _read_all(f, request, wanted, targets)
                 if f.budget.total >= request["min_bytes"] or errored:
                     break
         if scope.cancelled_caught and wake.is_set():
@@ -317,8 +320,8 @@ async def _full_fetch(f: _Fetch, request, wanted):
             # now (like Kafka's DelayedFetch.onComplete).  Without a wake-up since the last
             # read nothing it depends on changed (appends, HW moves, leadership, deletion all
             # wake it), so that answer stands: an idle long poll costs one pass, not two.
-            items, errored = _read_all(f, request, wanted, None)
-    return items
+            items, ends, errored = _read_all(f, request, wanted, None)
+    return items, ends
 
 
 def _must_list(cp, resp) -> bool:
@@ -436,19 +439,21 @@ async def handle(ctx, request):
         # Full fetch (Kafka's FetchMetadata.isFull): any session it names is closed.
         if session_id and sessions is not None:
             sessions.remove(session_id)
-        items = await _full_fetch(f, request, wanted)
+        items, ends = await _full_fetch(f, request, wanted)
         new_id = 0
         if epoch == 0 and sessions is not None:
             sessions.stats["full_fetches"] += 1
             s = sessions.maybe_create(f.replica_id >= 0, len(items), f.uses_ids)
             if s is not None:
-                for (key, name, tid, fields), (_, _, resp) in zip(wanted, items):
+                for (key, name, tid, fields), (_, _, resp), end in zip(wanted, items, ends):
                     cp = s.partitions.get(key) or s.add(key, name, tid, fields["partition"], fields)
                     cp.fields = fields
                     _must_list(cp, resp)
                     if resp["error_code"]:
                         s.errored.add(key)
-                    s.attach(f.rm, cp)
+                    elif end > fields["fetch_offset"]:
+                        s.lagging.add(key)   # more to give than this answer held
+                    s.attach(f.rm, cp)   # (in request order: Kafka reorders on incremental answers only)
                 sessions.touch(s)
                 new_id = s.id
         elif sessions is not None:
@@ -484,7 +489,7 @@ async def handle(ctx, request):
     if not s.partitions:
         # Kafka closes a session left empty and answers the request's partitions without one.
         sessions.remove(s.id)
-        items = await _full_fetch(f, request, wanted)
+        items, _ = await _full_fetch(f, request, wanted)
         return _respond(f, 0, 0, items)
     sessions.touch(s)
     s.epoch = next_epoch(s.epoch)

@@ -131,3 +131,39 @@ def test_session_left_empty_is_closed(both):
             return [full["session_id"] != 0, _shape(emptied, {}), _shape(after, {})]
     p, k = both(scenario)
     assert p == k, explain(p, k)
+
+
+def test_incremental_order_under_the_byte_limit(both):
+    """A response limit that fits one partition's data (KIP-74: at least one batch): the full
+    fetch gives it to the first partition; incremental fetches then give it to the partitions
+    that had nothing yet, because a partition that returned records moves to the end of the
+    session's order (Kafka's fairness rule)."""
+    topic = "diff-fs-order"
+
+    def scenario(t):
+        create_topic(t, topic, 3)
+        with connect(t) as r:
+            wait_for_topic(r, topic, 3)
+            for p in range(3):
+                _produce(t, topic, p, [b"%d" % p * 200], r)
+            names = {}
+
+            def req(sid, epoch, parts=()):
+                q = _req(12, sid, epoch, parts)
+                q["max_bytes"] = 10   # below one batch: only the first partition with data gets one
+                return q
+            seen = []
+            full = r.request(1, 12, req(0, 0, [(topic, p, 0) for p in range(3)]))
+            sid = full["session_id"]
+            seen.append(_shape(full, names))
+            got = {p: 0 for p in range(3)}
+            for epoch in range(1, 4):
+                prev = seen[-1]["partitions"]
+                named = [(topic, p, 1) for (_, p, _, _, _, n) in prev if n and not got[p]]
+                for (_, p, _, _, _, n) in prev:
+                    if n:
+                        got[p] = 1
+                seen.append(_shape(r.request(1, 12, req(sid, epoch, named)), names))
+            return seen
+    p, k = both(scenario)
+    assert p == k, explain(p, k)
