@@ -187,6 +187,7 @@ class ReplicaFetcher:
         caught up: the ISR shrank under an acks=all produce right after topic creation.)"""
         if self._in_session.pop(tp, None) is not None:
             self._to_forget.add(tp)
+
     def shutdown(self) -> None:
         self._cancel.cancel()
 

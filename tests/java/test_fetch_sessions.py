@@ -1,7 +1,6 @@
 """A Java consumer (kafka-clients 4.x, Fetch v17/18 with topic ids) over 1,000 partitions uses
 incremental fetch sessions (KIP-227): every record is read back, and the broker's session cache
 saw a session created and served incremental fetches (its counters, read on the broker's loop)."""
-import struct
 
 import pytest
 
