@@ -167,3 +167,30 @@ def test_incremental_order_under_the_byte_limit(both):
             return seen
     p, k = both(scenario)
     assert p == k, explain(p, k)
+
+
+@pytest.mark.parametrize("version", [12, 15, 18])
+def test_fetch_from_a_non_replica(both, version):
+    """A follower fetch (``replica_id``, v15+ in ``replica_state``) from a broker id that is no
+    replica of the partition: the same per-partition answer as Kafka's, with or without a
+    session."""
+    topic = "diff-fs-nonreplica"
+
+    def scenario(t):
+        create_topic(t, topic, 1)
+        with connect(t) as r:
+            wait_for_topic(r, topic, 1)
+            _produce(t, topic, 0, [b"a"], r)
+            key = _topic_id(r, topic) if version >= 13 else topic
+            out = []
+            for epoch in (-1, 0):
+                q = _req(version, 0, epoch, [(key, 0, 0)])
+                if version >= 15:
+                    q["replica_state"] = {"replica_id": 7, "replica_epoch": -1}
+                else:
+                    q["replica_id"] = 7
+                resp = r.request(1, version, q)
+                out.append(_shape(resp, {key: topic}))
+            return out
+    p, k = both(scenario)
+    assert p == k, explain(p, k)
