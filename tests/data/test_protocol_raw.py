@@ -168,7 +168,7 @@ def test_fetch_basics(broker, topic):
         produce(c, topic, 0, make_batch([b"a", b"b"]))
         produce(c, topic, 0, make_batch([b"c"]))
         r = fetch(c, topic, 0, 1, session_epoch=0)  # a session-creation request
-        assert r["error_code"] == NONE and r["session_id"] == 0  # no session: full fetches go on
+        assert r["error_code"] == NONE and r["session_id"] > 0  # a fetch session (KIP-227)
         f = fetch_part(r)
         assert f["error_code"] == NONE
         assert (f["high_watermark"], f["last_stable_offset"], f["log_start_offset"]) == (3, 3, 0)
