@@ -58,12 +58,9 @@ _WAIT_ERRORS = frozenset(int(c) for c in (
     ErrorCode.REPLICA_NOT_AVAILABLE))
 
 
-# Follower fetch sessions (KIP-227) are switched off: with them, an acks=all produce right
-# after a topic's creation sometimes waited out replica.lag.time.max.ms and failed with
-# NOT_ENOUGH_REPLICAS_AFTER_APPEND (tests/replication::test_min_insync_replicas, 2 runs in 3);
-# until that race is found, followers send sessionless full fetches (session id 0, epoch -1), as
-# before sessions existed.  The leader side (cluster/fetch_session.py) stays.
-FETCH_SESSIONS = False
+# Follower fetch sessions (KIP-227): on, as in Kafka.  (Off only to compare, e.g. benchmarks:
+# a full sessionless fetch every round, session id 0 and epoch -1.)
+FETCH_SESSIONS = True
 
 
 class FetcherConfig:
@@ -156,7 +153,9 @@ class ReplicaFetcher:
         self._session_epoch = 0
         self._in_session: dict[tuple[str, int], tuple] = {}
         self._touched: set[tuple[str, int]] = set()
-        self._removed: set[tuple[str, int]] = set()
+        # in the leader's session but no longer fetched (removed, or backing off after an
+        # error): forgotten by the next incremental request unless it names them again
+        self._to_forget: set[tuple[str, int]] = set()
         self._delayed: set[tuple[str, int]] = set()
         self._round = 0
         self._changed = trio.Event()
@@ -175,10 +174,19 @@ class ReplicaFetcher:
 
     def remove_partition(self, tp) -> None:
         if self.partitions.pop(tp, None) is not None:
-            self._removed.add(tp)
+            self._leave_session(tp)
             self._touched.discard(tp)
             self._delayed.discard(tp)
             self._changed.set()
+
+    def _leave_session(self, tp) -> None:
+        """``tp`` is not fetched for now: the next incremental request forgets it, and naming it
+        again later tells the leader its fields afresh.  (Without this, a partition that erred and
+        came back after its backoff with the same fetch offset was never named again: the
+        leader, which had answered an error for it, never re-read it, and the follower never
+        caught up: the ISR shrank under an acks=all produce right after topic creation.)"""
+        if self._in_session.pop(tp, None) is not None:
+            self._to_forget.add(tp)
 
     def shutdown(self) -> None:
         self._cancel.cancel()
@@ -234,6 +242,7 @@ class ReplicaFetcher:
         """The next request is a full one (closing the current session, if any, on the leader)."""
         self._session_epoch = 0
         self._in_session = {}
+        self._to_forget = set()
 
     async def _fetch_once(self, chan: _Channel) -> None:
         now = trio.current_time()
@@ -248,18 +257,13 @@ class ReplicaFetcher:
                 await self._changed.wait()
             return
         full = self._session_epoch == 0 or not FETCH_SESSIONS
-        forgotten: dict[str, list] = {}
         if full:
             consider = [tp for tp in self.partitions if tp not in self._delayed]
             self._in_session = {}
+            self._to_forget = set()
         else:
             consider = self._touched
-            # (a partition removed and added again since is named, not forgotten)
-            gone = [tp for tp in self._removed if tp not in self.partitions]
-            for tp in gone + list(self._delayed):
-                if self._in_session.pop(tp, None) is not None:
-                    forgotten.setdefault(tp[0], []).append(tp[1])
-        self._touched, self._removed = set(), set()
+        self._touched = set()
         topics: dict[str, list] = {}
         for tp in consider:
             st = self.partitions.get(tp)
@@ -270,6 +274,13 @@ class ReplicaFetcher:
             if full or self._in_session.get(tp) != key:
                 topics.setdefault(tp[0], []).append(entry)
                 self._in_session[tp] = key
+                # named again: not forgotten (the leader applies forgotten_topics_data after
+                # the named partitions, so both in one request would drop it)
+                self._to_forget.discard(tp)
+        forgotten: dict[str, list] = {}
+        for tp in self._to_forget:
+            forgotten.setdefault(tp[0], []).append(tp[1])
+        self._to_forget = set()
         self._round += 1
         round_ = self._round
         req = {"cluster_id": None, "replica_id": self.node_id, "max_wait_ms": self.cfg.wait_max_ms,
@@ -320,6 +331,7 @@ class ReplicaFetcher:
                     any_error = True
                     st.delayed_until = trio.current_time() + self.cfg.backoff_s
                     self._delayed.add(tp)
+                    self._leave_session(tp)
         if any_error:
             await trio.sleep(0)
 

@@ -68,8 +68,9 @@ class ReplicaManager:
         self._fetcher_config = None
         self._fetcher_of: dict[tuple[str, int], int] = {}
         self._leadership_listeners: list[Callable[[str, int, bool, int], None]] = []
-        # followers' incremental fetch sessions on this leader (handlers/k01_fetch.py)
-        self.fetch_sessions = FetchSessionCache()
+        # incremental fetch sessions (KIP-227) of consumers and followers (handlers/k01_fetch.py)
+        self.fetch_sessions = FetchSessionCache(
+            config["max.incremental.fetch.session.cache.slots"] if config is not None else 1000)
         if controller is not None:
             controller.add_partition_change_listener(self._on_partition_change)
 

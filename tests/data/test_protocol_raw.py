@@ -168,7 +168,7 @@ def test_fetch_basics(broker, topic):
         produce(c, topic, 0, make_batch([b"a", b"b"]))
         produce(c, topic, 0, make_batch([b"c"]))
         r = fetch(c, topic, 0, 1, session_epoch=0)  # a session-creation request
-        assert r["error_code"] == NONE and r["session_id"] == 0  # no session: full fetches go on
+        assert r["error_code"] == NONE and r["session_id"] > 0  # a fetch session (KIP-227)
         f = fetch_part(r)
         assert f["error_code"] == NONE
         assert (f["high_watermark"], f["last_stable_offset"], f["log_start_offset"]) == (3, 3, 0)
@@ -276,21 +276,32 @@ def test_offset_for_leader_epoch(broker, topic):
 
 
 def test_every_advertised_version_round_trips(broker, topic):
-    """Produce 3-11 (advertised from 0, as Kafka 4), Fetch 4-12, ListOffsets 1-7, OffsetForLeaderEpoch 2-4, DeleteRecords 0-2,
+    """Produce 3-11 (advertised from 0, as Kafka 4), Fetch 4-18, ListOffsets 1-7, OffsetForLeaderEpoch 2-4, DeleteRecords 0-2,
     InitProducerId 0-5: each version encodes, decodes and answers consistently."""
     with WireClient(broker) as c:
         api = {k: v for k, v in ((a["api_key"], (a["min_version"], a["max_version"]))
                                  for a in c.request(18, 3, {"client_software_name": "raw",
                                                             "client_software_version": "1"})["api_keys"])}
-        assert api[0] == (0, 11) and api[1] == (4, 12) and api[2] == (1, 7)
+        assert api[0] == (0, 11) and api[1] == (4, 18) and api[2] == (1, 11)
         assert api[21] == (0, 2) and api[22] == (0, 5) and api[23] == (2, 4)
         for v in range(3, 12):
             p = produce_part(produce(c, topic, 0, make_batch([b"v%d" % v]), version=v))
             assert (p["error_code"], p["base_offset"]) == (NONE, v - 3)
             if v >= 5:
                 assert p["log_start_offset"] == 0
-        for v in range(4, 13):
-            f = fetch_part(fetch(c, topic, 0, 2, version=v))
+        topic_id = c.request(3, 12, {"topics": [{"name": topic, "topic_id": b"\0" * 16}],
+                                     "allow_auto_topic_creation": False,
+                                     "include_topic_authorized_operations": False})["topics"][0]["topic_id"]
+        for v in range(4, 19):
+            if v < 13:
+                f = fetch_part(fetch(c, topic, 0, 2, version=v))
+            else:   # v13+: the topic by id
+                f = fetch_part(c.request(1, v, {
+                    "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 50 << 20,
+                    "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                    "topics": [{"topic_id": topic_id, "partitions": [{
+                        "partition": 0, "current_leader_epoch": -1, "fetch_offset": 2, "log_start_offset": -1,
+                        "partition_max_bytes": 1 << 20}]}], "forgotten_topics_data": [], "rack_id": ""}))
             assert f["error_code"] == NONE and f["high_watermark"] == 9
             vals = [val for _, _, recs in decode_batches(f["records"]) for o, _, val in recs if o >= 2]
             assert vals == [b"v%d" % i for i in range(5, 12)]

@@ -44,7 +44,6 @@ EXCLUDED = {
     55: (None, "KRaft: DescribeQuorum"), 57: (None, "KRaft: UpdateFeatures"), 64: (None, "KRaft: UnregisterBroker"),
     80: (None, "KRaft: AddRaftVoter"), 81: (None, "KRaft: RemoveRaftVoter"), 94: (None, "KRaft: UnregisterController"),
     # not built yet
-    1: ((4, 12), "Fetch v13+ (topic ids, KIP-227 sessions for consumers): another piece of issue 16"),
     0: ((0, 11), "Produce v12-13: transactions v2 (KIP-890 part 2)"),
     24: ((0, 4), "AddPartitionsToTxn v5: transactions v2"), 25: ((0, 3), "AddOffsetsToTxn v4: transactions v2"),
     26: ((0, 4), "EndTxn v5: transactions v2"), 27: ((1, 1), "WriteTxnMarkers v2: transactions v2"),

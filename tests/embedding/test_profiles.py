@@ -101,7 +101,8 @@ def test_clients_negotiate_down_and_work(kafka28):
 def test_profiles_of_other_releases():
     with pykbroker.Broker(config=TEST_CONFIG, as_kafka="3.9.1") as b:
         adv = _advertised(b.bootstrap_servers)
-        assert 68 not in adv and adv[1][1] == min(12, profiles.KAFKA_3_9[1][1])
+        from pykbroker.handlers import k01_fetch
+        assert 68 not in adv and adv[1][1] == min(k01_fetch.MAX_VERSION, profiles.KAFKA_3_9[1][1])
     with pykbroker.Broker(config=TEST_CONFIG, as_kafka="4.x") as b39:
         adv4 = _advertised(b39.bootstrap_servers)
     with pykbroker.Broker(config=TEST_CONFIG) as newest:
