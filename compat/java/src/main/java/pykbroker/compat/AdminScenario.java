@@ -93,6 +93,13 @@ final class AdminScenario {
 
             Main.phase("create_partitions", () -> {
                 admin.createPartitions(Map.of(a, NewPartitions.increaseTo(5))).all().get();
+                // On a cluster the describe may reach a broker whose metadata has not caught up
+                // yet (as with Apache Kafka, whose tests wait for partition metadata too).
+                long deadline = System.currentTimeMillis() + 30_000;
+                while (admin.describeTopics(List.of(a)).allTopicNames().get().get(a).partitions().size() < 5
+                        && System.currentTimeMillis() < deadline) {
+                    Thread.sleep(100);
+                }
                 describe(admin, List.of(a), "after_create_partitions");
                 Main.emit(Json.obj("event", "create_partitions_error", "case", "decrease",
                         "error", Main.errorOf(() -> admin.createPartitions(Map.of(a, NewPartitions.increaseTo(2))).all().get())));
