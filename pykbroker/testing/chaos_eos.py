@@ -117,7 +117,10 @@ class EosApp:
                     if len(self.report.examples) < 5:
                         self.report.examples.append("transaction failed: %s" % err)
                     self.log("transaction failed: %s" % err)
-                    if err.txn_requires_abort():
+                    # A retriable error leaves the transaction open (librdkafka would let the
+                    # call be retried): abort it too, so the loop never begins a transaction
+                    # inside another one.
+                    if err.txn_requires_abort() or err.retriable():
                         try:
                             p.abort_transaction(60)
                             self.report.aborted_txns += 1
@@ -127,9 +130,14 @@ class EosApp:
                         if not self._rewind(c):
                             return
                         continue
-                    if err.retriable() and self._rewind(c):
-                        continue
                     return   # fatal (fenced, ...): a new session
+        except KafkaException as e:
+            # outside a transaction's calls (init_transactions, begin_transaction, consume): the
+            # cluster is failing over; a new session (producer + consumer) starts from the
+            # committed offsets
+            self.log("session failed: %s" % e.args[0])
+            if len(self.report.examples) < 5:
+                self.report.examples.append("session failed: %s" % e.args[0])
         finally:
             try:
                 c.close()
