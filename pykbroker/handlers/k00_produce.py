@@ -149,10 +149,11 @@ async def handle(ctx, request):
                     validated = recompress(validated, target, level)
                 if transactional or validated.batches[0].is_transactional:
                     # KIP-890: a batch opening a transaction here must belong to the producer's
-                    # Ongoing transaction (checked with the coordinator, in process).
+                    # Ongoing transaction (checked with the coordinator: in process, or with the
+                    # coordinator broker; the append below re-checks leadership after that wait).
                     tc = broker.transaction_coordinator
-                    code = tc.verify_produce(request["transactional_id"], partition, validated) if tc else \
-                        ErrorCode.INVALID_TXN_STATE
+                    code = await tc.verify_produce(request["transactional_id"], partition, validated) if tc \
+                        else ErrorCode.INVALID_TXN_STATE
                     if code:
                         raise KafkaError(code)
                 res = partition.append_records_as_leader(validated, now_ms)

@@ -5,7 +5,9 @@ Behaviour (Apache Kafka 4.x, KafkaApis.handleTxnOffsetCommitRequest and the grou
   (AddOffsetsToTxn) by this producer id and epoch: unknown id / another producer id ->
   INVALID_PRODUCER_ID_MAPPING, another epoch -> PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before
   v3... as Kafka downgrades it), partition not in an Ongoing transaction -> INVALID_TXN_STATE
-  (Kafka's KIP-890 verification of the offsets partition).
+  (Kafka's KIP-890 verification of the offsets partition, asked of the transaction
+  coordinator's broker when that is another one; one it cannot reach: COORDINATOR_NOT_AVAILABLE,
+  which clients retry).
 - v3+ (KIP-447) with a generation / member id: the member must belong to the group with that
   generation (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID), as for OffsetCommit;
   generation -1 skips the check.
@@ -56,7 +58,13 @@ async def handle(ctx, request):
     pid, epoch = request["producer_id"], request["producer_epoch"]
     # Kafka's KIP-890 check: the group's offsets partition is in the producer's transaction.
     tp = (OFFSETS_TOPIC, gc.partition_for(gid))
-    err = tc.verify(request["transactional_id"], pid, epoch, [tp])[tp]
+    err = (await tc.verify_anywhere(request["transactional_id"], pid, epoch, [tp]))[tp]
+    if err in (E.NOT_COORDINATOR, E.COORDINATOR_LOAD_IN_PROGRESS):
+        # The *transaction* coordinator moved or is loading (this broker still coordinates the
+        # group): answered as Kafka's group coordinator maps a failed verification, with a
+        # retriable error that does not send the client looking for another group coordinator
+        # in vain.
+        err = E.COORDINATOR_NOT_AVAILABLE
     if err:
         return error_response(ctx, request, err)
     if ctx.api_version >= 3 and (request["generation_id"] >= 0 or request["member_id"]):

@@ -83,6 +83,10 @@ def test_commit_and_abort_across_leaders(cluster):
     p.begin_transaction()
     for i in range(30):
         p.produce(topic, ("a%d" % i).encode(), partition=i % 3)
+    # Delivered first, so the aborted records are in all three leaders' logs and the abort
+    # writes markers there (checked by the LSO below); librdkafka otherwise purges queued records
+    # and may send EndTxn while its AddPartitionsToTxn is still being retried.
+    assert p.flush(60) == 0
     p.abort_transaction(60)
     p.begin_transaction()
     for i in range(30, 45):
@@ -122,3 +126,103 @@ def test_transactions_survive_a_coordinator_kill(cluster):
         cluster.start(victim)
     got = _read_committed(cluster, topic, 3, 40, timeout=90)
     assert sorted(got) == sorted("k%d" % i for i in range(40)), got
+
+
+def _coordinator(cluster, key, key_type):
+    with wire.WireClient(("127.0.0.1", cluster.brokers[0].port)) as c:
+        deadline = time.monotonic() + 30
+        while True:
+            fc = c.request(10, 3, {"key": key, "key_type": key_type})
+            if fc["error_code"] == 0 or time.monotonic() > deadline:
+                assert fc["error_code"] == 0, fc
+                return fc["node_id"]
+            time.sleep(0.2)
+
+
+def test_offsets_and_produce_verified_by_a_coordinator_on_another_broker(cluster):
+    """The group's coordinator, the transaction's coordinator and the output partition's leader
+    are three different brokers: TxnOffsetCommit and the transactional Produce are verified
+    with the transaction coordinator over the network (AddPartitionsToTxn v4 verify_only), as
+    Kafka's brokers do, and a consume-transform-produce round commits output and offsets."""
+    src, out = "txv-in-" + uuid.uuid4().hex[:6], "txv-out-" + uuid.uuid4().hex[:6]
+    _create(cluster, src, 1)
+    out_leaders = _create(cluster, out, 3)
+    # ids whose coordinators are on different brokers, and an output partition led by a third
+    for _ in range(500):
+        tid, group = "txv-" + uuid.uuid4().hex[:8], "txv-g-" + uuid.uuid4().hex[:8]
+        t_coord, g_coord = _coordinator(cluster, tid, 1), _coordinator(cluster, group, 0)
+        third = [p for p, b in out_leaders.items() if b not in (t_coord, g_coord)]
+        if t_coord != g_coord and third:
+            break
+    else:
+        pytest.fail("no transactional id / group pair with coordinators on different brokers")
+    out_part = third[0]
+    pre = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+    for i in range(10):
+        pre.produce(src, ("r%d" % i).encode(), partition=0)
+    assert pre.flush(60) == 0
+    c = ck.Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group,
+                     "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                     "enable.auto.commit": False})
+    p = _producer(cluster, tid)
+    try:
+        c.subscribe([src])
+        msgs = []
+        deadline = time.monotonic() + 60
+        while len(msgs) < 10 and time.monotonic() < deadline:
+            msgs += [m for m in c.consume(10, 1.0) if not m.error()]
+        assert [m.value() for m in msgs] == [b"r%d" % i for i in range(10)]
+        p.begin_transaction()
+        for m in msgs:
+            p.produce(out, b"out-" + m.value(), partition=out_part)
+        p.send_offsets_to_transaction([ck.TopicPartition(src, 0, msgs[-1].offset() + 1)],
+                                      c.consumer_group_metadata(), 60)
+        p.commit_transaction(60)
+        committed = c.committed([ck.TopicPartition(src, 0)], 30)
+        assert committed[0].offset == 10, committed
+    finally:
+        c.close()
+    assert sorted(_read_committed(cluster, out, 3, 10)) == sorted("out-r%d" % i for i in range(10))
+
+
+def test_unverified_transactional_produce_refused_by_a_leader_away_from_the_coordinator(cluster):
+    """KIP-890: a transactional batch for a partition that is not in the producer's transaction
+    is refused (INVALID_TXN_STATE, as Kafka answers) even when the partition's leader must ask a
+    transaction coordinator on another broker; once AddPartitionsToTxn added it, it is accepted."""
+    topic = "txu-" + uuid.uuid4().hex[:6]
+    leaders = _create(cluster, topic, 3)
+    for _ in range(500):
+        tid = "txu-" + uuid.uuid4().hex[:8]
+        coord = _coordinator(cluster, tid, 1)
+        away = [p for p, b in leaders.items() if b != coord]
+        if away:
+            break
+    part = away[0]
+    coord_addr = ("127.0.0.1", cluster.broker(coord).port)
+    leader_addr = ("127.0.0.1", cluster.broker(leaders[part]).port)
+    with wire.WireClient(coord_addr) as c:
+        r = c.request(22, 4, {"transactional_id": tid, "transaction_timeout_ms": 60000,
+                              "producer_id": -1, "producer_epoch": -1})
+        assert r["error_code"] == 0, r
+        pid, epoch = r["producer_id"], r["producer_epoch"]
+
+    def produce(values, seq):
+        body = {"transactional_id": tid, "acks": -1, "timeout_ms": 10000, "topic_data": [
+            {"name": topic, "partition_data": [{"index": part, "records": wire.make_batch(
+                values, pid, epoch, seq, transactional=True)}]}]}
+        with wire.WireClient(leader_addr) as c:
+            return wire.produce_part(c.request(0, 9, body))
+
+    assert produce([b"early"], 0)["error_code"] == 48   # INVALID_TXN_STATE
+    with wire.WireClient(coord_addr) as c:
+        r = c.request(24, 3, {"v3_and_below_transactional_id": tid, "v3_and_below_producer_id": pid,
+                              "v3_and_below_producer_epoch": epoch,
+                              "v3_and_below_topics": [{"name": topic, "partitions": [part]}]})
+        assert r["results_by_topic_v3_and_below"][0]["results_by_partition"][0]["partition_error_code"] == 0, r
+    ok = produce([b"in-txn"], 0)
+    assert ok["error_code"] == 0, ok
+    with wire.WireClient(coord_addr) as c:
+        r = c.request(26, 3, {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch,
+                              "committed": True})
+        assert r["error_code"] == 0, r
+    assert _read_committed(cluster, topic, 3, 1) == ["in-txn"]

@@ -43,7 +43,9 @@ Transitions (Kafka's, TV1):
 - KIP-890 part 1: a transactional produce to a partition where the producer has no open
   transaction is verified here (:meth:`verify_produce`): the partition must be in the producer's
   Ongoing transaction, with its current epoch, else the write is refused, so a late produce can
-  never open a hanging transaction.
+  never open a hanging transaction.  TxnOffsetCommit makes the same check for the group's
+  offsets partition.  On a cluster, a broker that is not the id's coordinator asks the
+  coordinator's broker (:meth:`verify_anywhere`, AddPartitionsToTxn v4 ``verify_only``).
 
 The coordinator epoch written in markers is the leader epoch of the ``__transaction_state``
 partition, as in Kafka.
@@ -267,6 +269,7 @@ class TransactionCoordinator:
         self.group_coordinator = group_coordinator
         self.leads_every_partition = leads_every_partition
         self._remote_markers = None   # WriteTxnMarkers sender (cluster only, made on first use)
+        self._remote_verifier = None  # KIP-890 verification with another coordinator (cluster only)
         self.now_ms = now_ms
         self.num_partitions = config["transaction.state.log.num.partitions"]
         self.max_timeout_ms = config["transaction.max.timeout.ms"]
@@ -501,9 +504,34 @@ class TransactionCoordinator:
         return {tp: 0 if (m.state == ONGOING and tp in m.partitions) else int(E.INVALID_TXN_STATE)
                 for tp in partitions}
 
-    def verify_produce(self, transactional_id, partition, validated) -> int:
+    async def verify_anywhere(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                              partitions) -> dict:
+        """:meth:`verify` where the transaction's coordinator is: in process when this broker is
+        it, else with the coordinator broker (AddPartitionsToTxn v4 verify_only, as Kafka's
+        partition leaders and group coordinators ask it).  Partition -> error code; a coordinator
+        that cannot be found or reached answers NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE,
+        which the callers map to their retriable errors."""
+        codes = self.verify(transactional_id, producer_id, producer_epoch, partitions)
+        if self.leads_every_partition or not transactional_id or \
+                any(c != E.NOT_COORDINATOR for c in codes.values()):
+            return codes
+        rm = self.replica_manager
+        info = rm.metadata.get(TRANSACTION_STATE_TOPIC)
+        if info is None:
+            return {tp: int(E.COORDINATOR_NOT_AVAILABLE) for tp in partitions}
+        leader = rm.metadata.leader_of(TRANSACTION_STATE_TOPIC, partition_for(transactional_id, info.num_partitions))
+        if leader < 0 or leader == rm.node_id:
+            # no leader yet, or this broker is about to load the partition: retried
+            return {tp: int(E.COORDINATOR_NOT_AVAILABLE) for tp in partitions}
+        if self._remote_verifier is None:
+            from .markers import RemoteVerifier
+            self._remote_verifier = RemoteVerifier(rm.metadata, rm.node_id, rm._listener_name())
+        return await self._remote_verifier.verify(leader, transactional_id, producer_id, producer_epoch, partitions)
+
+    async def verify_produce(self, transactional_id, partition, validated) -> int:
         """Produce's KIP-890 check of a transactional batch: 0 or the partition's error.
-        Only a batch that would open a transaction on the partition is verified."""
+        Only a batch that would open a transaction on the partition is verified (once per
+        partition and transaction: later batches find it open)."""
         batches = validated.batches
         txn = [b for b in batches if b.is_transactional]
         if not txn:
@@ -514,17 +542,11 @@ class TransactionCoordinator:
         b = txn[0]
         if not self.verification or b.producer_id in partition.log.producer_state.ongoing:
             return 0
-        code = self.verify(transactional_id, b.producer_id, b.producer_epoch,
-                           [(partition.topic, partition.partition_id)])[(partition.topic, partition.partition_id)]
+        tp = (partition.topic, partition.partition_id)
+        code = (await self.verify_anywhere(transactional_id, b.producer_id, b.producer_epoch, [tp]))[tp]
         # As Kafka's produce path maps verification errors: a fenced epoch is the produce
         # error INVALID_PRODUCER_EPOCH; coordinator unavailability is retriable
         # (NOT_ENOUGH_REPLICAS for clients that predate the newer codes).
-        if code == E.NOT_COORDINATOR and not self.leads_every_partition:
-            # In a cluster the transaction's coordinator may be another broker; Kafka would ask
-            # it with AddPartitionsToTxn v4 (verify only).  pykbroker verifies in process only
-            # (SKIPPED.md), so a batch for a remote coordinator is accepted unverified, as with
-            # transaction.partition.verification.enable=false.
-            return 0
         if code == E.PRODUCER_FENCED:
             return int(E.INVALID_PRODUCER_EPOCH)
         if code in (E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS,

@@ -1,4 +1,6 @@
-"""WriteTxnMarkers to partitions led by other brokers (Kafka's TransactionMarkerChannelManager).
+"""Requests from the transaction machinery to other brokers: WriteTxnMarkers to partitions led
+elsewhere (Kafka's TransactionMarkerChannelManager) and KIP-890 verification against a remote
+transaction coordinator (Kafka's AddPartitionsToTxnManager).
 
 A transaction coordinator in a cluster completes a transaction by writing a COMMIT or ABORT
 marker to every partition of it; the partitions this broker leads get theirs in process, the
@@ -11,6 +13,7 @@ state to keep consistent across leader changes.
 from __future__ import annotations
 
 import logging
+from typing import Optional
 
 import trio
 
@@ -24,6 +27,24 @@ REQUEST_TIMEOUT_S = 30.0
 MAX_FRAME = 16 << 20
 
 
+async def call_broker(cache, listener_name: str, client_id: str, broker_id: int, api_key: int, version: int,
+                      body: dict) -> Optional[dict]:
+    """One request to ``broker_id``'s inter-broker listener on a fresh connection: its decoded
+    answer, or None when the broker is unknown or cannot be reached in time (callers retry)."""
+    reg = cache.broker(broker_id)
+    ep = reg.endpoint(listener_name) if reg is not None else None
+    if ep is None:
+        return None
+    try:
+        with trio.fail_after(REQUEST_TIMEOUT_S):
+            stream = await trio.open_tcp_stream(ep.host, ep.port)
+            async with stream:
+                return await _Channel(stream, client_id, MAX_FRAME).call(api_key, version, body)
+    except (OSError, ConnectionError, trio.TooSlowError) as e:
+        log.info("%s: request %d to broker %d: %s", client_id, api_key, broker_id, e)
+        return None
+
+
 class RemoteMarkerWriter:
     def __init__(self, metadata_cache, node_id: int, listener_name: str):
         self.cache = metadata_cache
@@ -34,20 +55,45 @@ class RemoteMarkerWriter:
                     commit: bool, coordinator_epoch: int) -> int:
         """The leader's error code for this partition's marker (NOT_LEADER_OR_FOLLOWER if the
         leader cannot be reached: the caller retries once the metadata moved on)."""
-        reg = self.cache.broker(leader_id)
-        ep = reg.endpoint(self.listener_name) if reg is not None else None
-        if ep is None:
-            return int(E.NOT_LEADER_OR_FOLLOWER)
         body = {"markers": [{"producer_id": producer_id, "producer_epoch": producer_epoch,
                              "transaction_result": commit, "coordinator_epoch": coordinator_epoch,
                              "topics": [{"name": topic, "partition_indexes": [partition]}]}]}
-        try:
-            with trio.fail_after(REQUEST_TIMEOUT_S):
-                stream = await trio.open_tcp_stream(ep.host, ep.port)
-                async with stream:
-                    chan = _Channel(stream, "broker-%d-txn-marker-sender" % self.node_id, MAX_FRAME)
-                    resp = await chan.call(27, 1, body)
-        except (OSError, ConnectionError, trio.TooSlowError) as e:
-            log.info("WriteTxnMarkers to broker %d for %s-%d: %s", leader_id, topic, partition, e)
+        resp = await call_broker(self.cache, self.listener_name, "broker-%d-txn-marker-sender" % self.node_id,
+                                 leader_id, 27, 1, body)
+        if resp is None:
             return int(E.NOT_LEADER_OR_FOLLOWER)
         return int(resp["markers"][0]["topics"][0]["partitions"][0]["error_code"])
+
+
+class RemoteVerifier:
+    """KIP-890 verification against a transaction coordinator on another broker (Kafka's
+    AddPartitionsToTxnManager): AddPartitionsToTxn v4 with ``verify_only``, which adds nothing
+    and answers, per partition, whether it is in the producer's Ongoing transaction with its
+    current epoch.  Asked once per partition and transaction (a partition that already holds the
+    producer's open transaction, or a group already holding its pending offsets, is not asked
+    again), so a fresh connection per request costs little."""
+
+    def __init__(self, metadata_cache, node_id: int, listener_name: str):
+        self.cache = metadata_cache
+        self.node_id = node_id
+        self.listener_name = listener_name
+
+    async def verify(self, coordinator_id: int, transactional_id: str, producer_id: int, producer_epoch: int,
+                     partitions) -> dict:
+        """Partition -> the coordinator's error code; NOT_COORDINATOR for all of them when the
+        coordinator cannot be reached or answers with a request-level error (the caller maps it
+        to its retriable error)."""
+        topics: dict = {}
+        for t, p in partitions:
+            topics.setdefault(t, []).append(p)
+        body = {"transactions": [{"transactional_id": transactional_id, "producer_id": producer_id,
+                                  "producer_epoch": producer_epoch, "verify_only": True,
+                                  "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}]}
+        resp = await call_broker(self.cache, self.listener_name, "broker-%d-txn-verifier" % self.node_id,
+                                 coordinator_id, 24, 4, body)
+        if resp is None or resp["error_code"] or not resp["results_by_transaction"]:
+            code = int(E.NOT_COORDINATOR) if resp is None or not resp["error_code"] else int(resp["error_code"])
+            return {tp: code for tp in partitions}
+        codes = {(t["name"], r["partition_index"]): int(r["partition_error_code"])
+                 for t in resp["results_by_transaction"][0]["topic_results"] for r in t["results_by_partition"]}
+        return {tp: codes.get(tp, int(E.NOT_COORDINATOR)) for tp in partitions}
