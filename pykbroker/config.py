@@ -461,6 +461,15 @@ _DEFS = [
               "How often expired transactional ids are removed.", validator=_ge(1)),
     ConfigDef("transaction.partition.verification.enable", "boolean", True,
               "Verify that a partition was added to the transaction before a transactional write (KIP-890)."),
+    # Kafka finalizes its ``transaction.version`` feature when the cluster is formatted
+    # (``kafka-storage format --feature transaction.version=N``, default 2 on 4.x) and changes it
+    # with kafka-features (UpdateFeatures); pykbroker has neither, so the level is a start-up
+    # setting of its own (internal: not a Kafka config, never listed).  Set it alike on every
+    # broker of a cluster.  2: transaction version 2 (KIP-890 part 2) offered to clients; 1:
+    # clients stay on version 1, flexible v1 __transaction_state values; 0: also v0 values.
+    ConfigDef("transaction.version", "short", 2,
+              "Finalized level of the transaction.version feature (0-2), as Kafka's format/kafka-features set it.",
+              validator=_Range(0, 2), internal=True, unit="level"),
     ConfigDef("producer.id.expiration.ms", "int", 86400000, "Idle producer id expiry.", validator=_ge(1)),
     ConfigDef("max.incremental.fetch.session.cache.slots", "int", 1000, "Fetch session cache size.",
               validator=_ge(0), unit="sessions"),

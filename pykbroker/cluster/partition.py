@@ -414,16 +414,18 @@ class Partition:
                             self.log.log_start_offset, info.duplicate)
 
     def append_end_txn_marker(self, producer_id: int, producer_epoch: int, commit: bool,
-                              coordinator_epoch: int) -> int:
+                              coordinator_epoch: int, transaction_version: int = 0) -> int:
         """WriteTxnMarkers: a COMMIT/ABORT control batch as the leader; returns its offset.
-        No await inside, like a produce append."""
+        No await inside, like a produce append.  ``transaction_version`` 2: the marker's epoch
+        must be above the producer's (see ProducerStateManager.check_marker)."""
         if self.deleted:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if self.offline:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log dir of %s is offline" % self)
         try:
             info = self.log.append_end_txn_marker(producer_id, producer_epoch, commit, coordinator_epoch,
-                                                  self.leader_epoch, int(time.time() * 1000))
+                                                  self.leader_epoch, int(time.time() * 1000),
+                                                  transaction_version=transaction_version)
         except ProducerStateError as e:
             raise KafkaError(e.code, str(e)) from None
         except KafkaStorageError as e:

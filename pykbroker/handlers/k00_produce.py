@@ -1,4 +1,4 @@
-"""Produce (key 0), versions 3-11 (ApiVersions advertises 0-11).
+"""Produce (key 0), versions 3-13 (ApiVersions advertises 0-13).
 
 Behaviour (Apache Kafka 4.x as the oracle):
 - ``acks`` must be 0, 1 or -1; anything else answers every partition with
@@ -33,10 +33,14 @@ Behaviour (Apache Kafka 4.x as the oracle):
 - Transactions: a transactional batch that would open a transaction on the partition is
   verified with the transaction coordinator first (KIP-890 part 1,
   ``transaction.partition.verification.enable``): the partition must be in the producer's
-  Ongoing transaction with its epoch, else INVALID_TXN_STATE (INVALID_PRODUCER_EPOCH for a fenced
-  epoch, NOT_ENOUGH_REPLICAS while the coordinator is unavailable), so no late write opens a
-  hanging transaction.  A non-transactional batch from a producer with an open transaction is
-  INVALID_TXN_STATE (the log's producer state).
+  Ongoing transaction with its epoch, else TRANSACTION_ABORTABLE (v11+; INVALID_TXN_STATE
+  before) (INVALID_PRODUCER_EPOCH for a fenced epoch, NOT_ENOUGH_REPLICAS while the coordinator
+  is unavailable or still completing the previous transaction), so no late write opens a
+  hanging transaction.  v12+ is sent in transactions only by transaction version 2 clients
+  (KIP-890 part 2), which send no AddPartitionsToTxn: such a batch *adds* the partition to the
+  producer's transaction through the coordinator (Kafka's ADD_PARTITION operation), whether or
+  not verification is enabled.  A non-transactional batch from a producer with an open
+  transaction is INVALID_TXN_STATE (the log's producer state).
 - acks=0: no response at all; if any partition failed, the connection is closed, as Kafka
   does, so the producer notices (it cannot read an error).
 - acks=-1 with fewer in-sync replicas than the topic's ``min.insync.replicas`` ->
@@ -50,7 +54,8 @@ Behaviour (Apache Kafka 4.x as the oracle):
 Version notes: v5 adds log_start_offset; v7 allows zstd; v8 adds record_errors/error_message;
 v9 is flexible; v10-11 add the (tagged) current_leader / node_endpoints (KIP-951): filled, as
 Kafka does, for NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH with the leader this broker's
-metadata names.
+metadata names; v11 TRANSACTION_ABORTABLE; v12 the implicit add to a transaction; v13 names
+topics by id (KIP-516): an id this broker does not know answers UNKNOWN_TOPIC_ID.
 - Offline partitions (log dir failed): KAFKA_STORAGE_ERROR, see handlers/common.py.
 """
 from __future__ import annotations
@@ -67,7 +72,7 @@ from .common import NEW_LEADER_ERRORS, PartitionResponses, current_leader, leade
 
 API_KEY = 0
 MIN_VERSION = 3
-MAX_VERSION = 11
+MAX_VERSION = 13
 # Apache Kafka 4 advertises Produce from v0 although it serves only v3+ (KAFKA-18659):
 # librdkafka's feature detection (e.g. compressed produce) requires the v0 floor.  A v0-2
 # request is still an unsupported version: the connection is closed, as Kafka 4.4 does.
@@ -89,7 +94,23 @@ _LOG_START_ERRORS = frozenset(int(c) for c in (
 RESPONSES = PartitionResponses(
     ("topic_data", "name", "partition_data", "index"), ("responses", "name", "partition_responses", "index"),
     {"base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1, "record_errors": []})
-error_response = RESPONSES.error_response
+
+
+def _resolve_topic_ids(ctx, request) -> None:
+    """v13 names topics by id: each entry gets the name this broker knows (None if unknown)."""
+    if ctx.api_version >= 13:
+        for t in request["topic_data"]:
+            if "name" not in t:
+                t["name"] = ctx.broker.metadata_cache.name_of(t["topic_id"])
+
+
+def error_response(ctx, request, code, **fields):
+    _resolve_topic_ids(ctx, request)
+    resp = RESPONSES.error_response(ctx, request, code, **fields)
+    if ctx.api_version >= 13:
+        for t, r in zip(request["topic_data"], resp["responses"]):
+            r["topic_id"] = t["topic_id"]
+    return resp
 
 
 async def handle(ctx, request):
@@ -97,6 +118,7 @@ async def handle(ctx, request):
     version = ctx.api_version
     broker = ctx.broker
     rm = broker.replica_manager
+    _resolve_topic_ids(ctx, request)
     for t in request["topic_data"]:
         for p in t["partition_data"]:
             corrupt = first_batch_corruption(p["records"])
@@ -118,11 +140,16 @@ async def handle(ctx, request):
     for t in request["topic_data"]:
         name = t["name"]
         parts_out = []
-        responses.append({"name": name, "partition_responses": parts_out})
-        info = broker.metadata_cache.get(name)
+        tr = {"name": name, "partition_responses": parts_out}
+        if version >= 13:
+            tr["topic_id"] = t["topic_id"]
+        responses.append(tr)
+        info = broker.metadata_cache.get(name) if name is not None else None
         for p in t["partition_data"]:
             idx = p["index"]
             try:
+                if name is None:
+                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
                 if info is None:
                     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 partition = leader_partition(rm, name, idx)
@@ -152,8 +179,8 @@ async def handle(ctx, request):
                     # Ongoing transaction (checked with the coordinator: in process, or with the
                     # coordinator broker; the append below re-checks leadership after that wait).
                     tc = broker.transaction_coordinator
-                    code = await tc.verify_produce(request["transactional_id"], partition, validated) if tc \
-                        else ErrorCode.INVALID_TXN_STATE
+                    code = await tc.verify_produce(request["transactional_id"], partition, validated, version) \
+                        if tc else ErrorCode.INVALID_TXN_STATE
                     if code:
                         raise KafkaError(code)
                 res = partition.append_records_as_leader(validated, now_ms)

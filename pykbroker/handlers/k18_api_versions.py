@@ -13,13 +13,15 @@ Behaviour (KIP-511, as Apache Kafka):
 - v3+ feature lists (tagged fields; what the Java Admin's describeFeatures returns and what Java
   clients read to pick protocol generations).  Supported: the Kafka features whose levels
   pykbroker implements, by the semantics behind them: ``group.version`` 0-1 (KIP-848 consumer
-  groups are served); ``transaction.version``, ``eligible.leader.replicas.version``,
-  ``share.version`` and ``streams.version`` 0-0 (transactions v2, ELR, share and streams groups
-  are not built, so clients stay on the old protocols).  ``metadata.version`` and
+  groups are served); ``transaction.version`` 0-2 (transaction version 2, KIP-890 part 2);
+  ``eligible.leader.replicas.version``, ``share.version`` and ``streams.version`` 0-0 (ELR,
+  share and streams groups are not built, so clients stay on the old protocols).  ``metadata.version`` and
   ``kraft.version`` are not listed: they version KRaft's metadata log and quorum, which a
   ZooKeeper-era / single-node pykbroker does not have.  Finalized: the same features at their
-  highest level, level 0 left out as Kafka does (so only ``group.version`` = 1), epoch 0 (the
-  levels never change: UpdateFeatures is not served).  In v3 a supported feature whose minimum
+  highest level, except ``transaction.version`` at the broker's ``transaction.version`` setting
+  (default 2, as a freshly formatted Kafka 4; Java clients use transaction version 2 only when
+  it is finalized at 2 or more), level 0 left out as Kafka does; epoch 0 (the levels never
+  change while the broker runs: UpdateFeatures is not served).  In v3 a supported feature whose minimum
   is 0 is left out (Kafka's rule before KAFKA-17011, fixed in v4).
 - v5 (KIP-1242): a client may name the cluster and node it means to reach; both given and either
   differs from this broker's: REBOOTSTRAP_REQUIRED, only one of them given: INVALID_REQUEST (both
@@ -40,8 +42,10 @@ MIN_VERSION = 0
 MAX_VERSION = 5
 
 # (feature, min supported, max supported = finalized level): see the module docstring.
-FEATURES = (("group.version", 0, 1), ("transaction.version", 0, 0), ("eligible.leader.replicas.version", 0, 0),
+FEATURES = (("group.version", 0, 1), ("transaction.version", 0, 2), ("eligible.leader.replicas.version", 0, 0),
             ("share.version", 0, 0), ("streams.version", 0, 0))
+# Features whose finalized level is a broker setting rather than the highest supported one.
+_FINALIZED_FROM_CONFIG = {"transaction.version": "transaction.version"}
 FINALIZED_FEATURES_EPOCH = 0
 
 # Kafka's validation pattern for client software name and version (KIP-511).
@@ -54,12 +58,18 @@ def api_keys(broker) -> list[dict]:
             for k, h in sorted(broker.handlers.items())]
 
 
-def _features(v: int) -> dict:
+def finalized_level(config, name: str, hi: int) -> int:
+    key = _FINALIZED_FROM_CONFIG.get(name)
+    return min(config[key], hi) if key is not None and config is not None else hi
+
+
+def _features(v: int, config=None) -> dict:
+    levels = [(n, finalized_level(config, n, hi)) for n, lo, hi in FEATURES]
     return {"supported_features": [{"name": n, "min_version": lo, "max_version": hi}
                                    for n, lo, hi in FEATURES if v >= 4 or lo > 0],
             "finalized_features_epoch": FINALIZED_FEATURES_EPOCH,
-            "finalized_features": [{"name": n, "max_version_level": hi, "min_version_level": hi}
-                                   for n, lo, hi in FEATURES if hi > 0]}
+            "finalized_features": [{"name": n, "max_version_level": lv, "min_version_level": lv}
+                                   for n, lv in levels if lv > 0]}
 
 
 async def handle(ctx, request):
@@ -77,7 +87,7 @@ async def handle(ctx, request):
             return {"error_code": ErrorCode.REBOOTSTRAP_REQUIRED, "api_keys": [], "throttle_time_ms": 0}
     out = {"error_code": 0, "api_keys": api_keys(ctx.broker), "throttle_time_ms": 0}
     if v >= 3:
-        out.update(_features(v))
+        out.update(_features(v, getattr(ctx.broker, "config", None)))
     return out
 
 

@@ -1,4 +1,4 @@
-"""AddPartitionsToTxn (key 24), versions 0-4.
+"""AddPartitionsToTxn (key 24), versions 0-5.
 
 Behaviour (Apache Kafka 4.x, KafkaApis.handleAddPartitionsToTxnRequest, TransactionCoordinator):
 - v0-3 (clients): every partition must exist: an unknown topic or partition answers
@@ -9,13 +9,18 @@ Behaviour (Apache Kafka 4.x, KafkaApis.handleAddPartitionsToTxnRequest, Transact
   epoch; INVALID_PRODUCER_EPOCH before v2... as Kafka downgrades it for old clients),
   CONCURRENT_TRANSACTIONS (a transition in flight, or the previous transaction's markers not all
   written yet: clients retry), NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS.
-- v4 (between brokers, KIP-890): a batch of transactions, each answered per partition under
+- v4+ (between brokers, KIP-890): a batch of transactions, each answered per partition under
   ``results_by_transaction``; ``verify_only`` only checks that the partitions are in the
-  producer's Ongoing transaction with its current epoch (INVALID_TXN_STATE for one that is not),
-  adding nothing.  The single-broker Produce path makes the same check in process.
+  producer's Ongoing transaction with its current epoch (TRANSACTION_ABORTABLE for one that is
+  not, as Kafka's coordinator answers; the asking broker downgrades it for older clients),
+  adding nothing.  Without ``verify_only`` the partitions are added as for a transaction
+  version 2 client (Kafka's transactionVersionForAddPartitionsToTxn: v4+ is TV2): a partition
+  leader asks so on a TV2 client's first transactional Produce (v12+) to it, a group
+  coordinator on its first TxnOffsetCommit v5+.  This broker's own partitions make the same
+  calls in process.
 Version notes: v1 same as v0; v2 adds PRODUCER_FENCED handling on the client side (older
-versions get INVALID_PRODUCER_EPOCH); v3 flexible; v4 batched, broker-only.  v5 (transaction
-version 2 errors) is not offered.
+versions get INVALID_PRODUCER_EPOCH); v3 flexible; v4 batched, broker-only; v5 the same as v4
+(TRANSACTION_ABORTABLE may be answered).
 """
 from __future__ import annotations
 
@@ -23,7 +28,7 @@ from ..protocol.errors import ErrorCode as E
 
 API_KEY = 24
 MIN_VERSION = 0
-MAX_VERSION = 4
+MAX_VERSION = 5
 
 
 def _code(ctx, code):
@@ -74,7 +79,7 @@ async def handle(ctx, request):
                              for tp in tps}
                 else:
                     c = await tc.add_partitions(txn["transactional_id"], txn["producer_id"],
-                                                txn["producer_epoch"], tps)
+                                                txn["producer_epoch"], tps, client_tv=2)
                     codes = {tp: c for tp in tps}
             results.append({"transactional_id": txn["transactional_id"],
                             "topic_results": _topics_result(txn["topics"], lambda t, p: codes[(t, p)])})

@@ -1,4 +1,4 @@
-"""AddOffsetsToTxn (key 25), versions 0-3.
+"""AddOffsetsToTxn (key 25), versions 0-4.
 
 Behaviour (Apache Kafka 4.x): the ``__consumer_offsets`` partition of ``group_id`` joins the
 producer's transaction, exactly like AddPartitionsToTxn for that one partition (the same errors:
@@ -6,7 +6,8 @@ INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED, CONCURRENT_TRANSACTIONS, NOT_COORD
 the transaction's COMMIT/ABORT marker reaches the group's offsets.  ``__consumer_offsets`` is
 created first if no group was ever used (as FindCoordinator for a group would).
 Version notes: v1 same as v0; v2 PRODUCER_FENCED for clients (older ones get
-INVALID_PRODUCER_EPOCH); v3 flexible.  v4 (transaction version 2) is not offered.
+INVALID_PRODUCER_EPOCH); v3 flexible; v4 the same (TRANSACTION_ABORTABLE may be answered; KIP-890).
+Transaction version 2 clients do not send it: TxnOffsetCommit v5 adds the offsets partition.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from ..protocol.errors import ErrorCode as E
 
 API_KEY = 25
 MIN_VERSION = 0
-MAX_VERSION = 3
+MAX_VERSION = 4
 
 
 def error_response(ctx, request, code):

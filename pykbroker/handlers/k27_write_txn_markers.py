@@ -1,4 +1,4 @@
-"""WriteTxnMarkers (key 27), version 1 (sent by a transaction coordinator to partition leaders).
+"""WriteTxnMarkers (key 27), versions 1-2 (sent by a transaction coordinator to partition leaders).
 
 Behaviour (Apache Kafka 4.x, KafkaApis.handleWriteTxnMarkersRequest): for every marker, a
 COMMIT (``transaction_result`` true) or ABORT control batch of the producer is appended to each
@@ -9,8 +9,11 @@ INVALID_PRODUCER_EPOCH, an older coordinator epoch -> TRANSACTION_COORDINATOR_FE
 log dir -> KAFKA_STORAGE_ERROR.  The answer waits until the markers are committed (acks=all).
 A single broker's own coordinator writes its markers in process; this API serves other
 coordinators and tools.
-Version notes: v0 was removed in Kafka 4.0; v1 is flexible; v2 adds transaction_version (not
-offered).
+A ``transaction_version`` 2 marker (v2, KIP-1228) must carry an epoch above the producer's
+batches (its EndTxn bumped it): the same epoch is INVALID_PRODUCER_EPOCH unless the
+transaction is already closed there (a retried marker).
+Version notes: v0 was removed in Kafka 4.0; v1 is flexible; v2 adds transaction_version (v1
+markers are version 0/1 ones).
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ from .common import leader_partition
 
 API_KEY = 27
 MIN_VERSION = 1
-MAX_VERSION = 1
+MAX_VERSION = 2
 # How long the answer waits for markers to be committed (Kafka uses the request timeout).
 _COMMIT_WAIT_S = 30
 
@@ -41,6 +44,7 @@ async def handle(ctx, request):
     waits = []
     for m in request["markers"]:
         pid, epoch, commit, cepoch = m["producer_id"], m["producer_epoch"], m["transaction_result"], m["coordinator_epoch"]
+        tv = m.get("transaction_version") or 0
         topics = []
         for t in m["topics"]:
             parts = []
@@ -54,7 +58,7 @@ async def handle(ctx, request):
                         r["error_code"] = int(await gc.complete_transaction(idx, pid, epoch, commit).get())
                     else:
                         partition = leader_partition(rm, t["name"], idx)
-                        offset = partition.append_end_txn_marker(pid, epoch, commit, cepoch)
+                        offset = partition.append_end_txn_marker(pid, epoch, commit, cepoch, tv)
                         waits.append((partition, offset + 1, r))
                 except KafkaError as e:
                     r["error_code"] = int(e.code)

@@ -1,13 +1,16 @@
-"""TxnOffsetCommit (key 28), versions 0-4: offsets committed inside a transaction (KIP-98/447).
+"""TxnOffsetCommit (key 28), versions 0-5: offsets committed inside a transaction (KIP-98/447).
 
 Behaviour (Apache Kafka 4.x, KafkaApis.handleTxnOffsetCommitRequest and the group coordinator):
 - the group's ``__consumer_offsets`` partition must have been added to the transaction
   (AddOffsetsToTxn) by this producer id and epoch: unknown id / another producer id ->
   INVALID_PRODUCER_ID_MAPPING, another epoch -> PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before
-  v3... as Kafka downgrades it), partition not in an Ongoing transaction -> INVALID_TXN_STATE
-  (Kafka's KIP-890 verification of the offsets partition, asked of the transaction
-  coordinator's broker when that is another one; one it cannot reach: COORDINATOR_NOT_AVAILABLE,
-  which clients retry).
+  v3... as Kafka downgrades it), partition not in an Ongoing transaction -> TRANSACTION_ABORTABLE
+  (v4+; INVALID_TXN_STATE before) (Kafka's KIP-890 verification of the offsets partition, asked
+  of the transaction coordinator's broker when that is another one; one it cannot reach, or a
+  transaction still completing: COORDINATOR_NOT_AVAILABLE, which clients retry).
+- v5+ (transaction version 2 clients, which send no AddOffsetsToTxn): the offsets partition is
+  added to the transaction by the transaction coordinator instead of verified (Kafka's
+  ADD_PARTITION operation for TxnOffsetCommit v5+).
 - v3+ (KIP-447) with a generation / member id: the member must belong to the group with that
   generation (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID), as for OffsetCommit;
   generation -1 skips the check.
@@ -16,8 +19,8 @@ Behaviour (Apache Kafka 4.x, KafkaApis.handleTxnOffsetCommitRequest and the grou
 - the offsets are written as a transactional batch of the producer and stay *pending*: OffsetFetch
   does not return them (UNSTABLE_OFFSET_COMMIT with require_stable) until the transaction's
   COMMIT marker materializes them; ABORT drops them.
-Version notes: v2 adds committed_leader_epoch; v3 generation/member id/instance id; v3 flexible.
-v5 (transaction version 2) is not offered.
+Version notes: v2 adds committed_leader_epoch; v3 generation/member id/instance id; v3 flexible;
+v4 TRANSACTION_ABORTABLE; v5 the implicit add.  v6 (topic ids, KIP-1319) is not offered.
 """
 from __future__ import annotations
 
@@ -30,12 +33,14 @@ from ..protocol.errors import ErrorCode as E
 
 API_KEY = 28
 MIN_VERSION = 0
-MAX_VERSION = 4
+MAX_VERSION = 5
 
 
 def _downgrade(ctx, code):
     if code == E.PRODUCER_FENCED and ctx.api_version < 3:
         return int(E.INVALID_PRODUCER_EPOCH)
+    if code == E.TRANSACTION_ABORTABLE and ctx.api_version < 4:
+        return int(E.INVALID_TXN_STATE)
     return int(code)
 
 
@@ -58,12 +63,12 @@ async def handle(ctx, request):
     pid, epoch = request["producer_id"], request["producer_epoch"]
     # Kafka's KIP-890 check: the group's offsets partition is in the producer's transaction.
     tp = (OFFSETS_TOPIC, gc.partition_for(gid))
-    err = (await tc.verify_anywhere(request["transactional_id"], pid, epoch, [tp]))[tp]
-    if err in (E.NOT_COORDINATOR, E.COORDINATOR_LOAD_IN_PROGRESS):
-        # The *transaction* coordinator moved or is loading (this broker still coordinates the
-        # group): answered as Kafka's group coordinator maps a failed verification, with a
-        # retriable error that does not send the client looking for another group coordinator
-        # in vain.
+    err = (await tc.verify_anywhere(request["transactional_id"], pid, epoch, [tp], add=ctx.api_version >= 5))[tp]
+    if err in (E.NOT_COORDINATOR, E.COORDINATOR_LOAD_IN_PROGRESS, E.CONCURRENT_TRANSACTIONS):
+        # The *transaction* coordinator moved or is loading, or (TV2) still completes the
+        # previous transaction (this broker still coordinates the group): answered as Kafka's
+        # group coordinator maps a failed verification, with a retriable error that does not
+        # send the client looking for another group coordinator in vain.
         err = E.COORDINATOR_NOT_AVAILABLE
     if err:
         return error_response(ctx, request, err)

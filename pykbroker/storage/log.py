@@ -324,7 +324,8 @@ class Log:
         return info
 
     def append_end_txn_marker(self, producer_id: int, producer_epoch: int, commit: bool,
-                              coordinator_epoch: int, leader_epoch: int, timestamp_ms: int) -> AppendInfo:
+                              coordinator_epoch: int, leader_epoch: int, timestamp_ms: int,
+                              transaction_version: int = 0) -> AppendInfo:
         """Write a COMMIT/ABORT control batch for ``producer_id`` (Kafka's appendAsLeader with
         origin COORDINATOR and a marker): the producer's open transaction is closed, and an
         aborted one is recorded in the active segment's ``.txnindex`` with the last stable
@@ -334,7 +335,7 @@ class Log:
         from .txn_index import AbortedTxn
         with self._lock:
             ps = self.producer_state
-            code = ps.check_marker(producer_id, producer_epoch, coordinator_epoch)
+            code = ps.check_marker(producer_id, producer_epoch, coordinator_epoch, transaction_version)
             if code:
                 raise ProducerStateError(code, f"marker for producer {producer_id} epoch {producer_epoch} refused")
             batch = encode_end_txn_marker(producer_id, producer_epoch, commit, coordinator_epoch, timestamp_ms)

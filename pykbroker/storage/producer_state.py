@@ -203,12 +203,19 @@ class ProducerStateManager:
                 best = first
         return best
 
-    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> int:
-        """0 or the error a marker gets (Kafka's appendEndTxnMarker checks)."""
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int,
+                     transaction_version: int = 0) -> int:
+        """0 or the error a marker gets (Kafka's appendEndTxnMarker checks).  A transaction
+        version 2 marker carries the epoch its EndTxn bumped, so it must be above the epoch of
+        the producer's batches (KIP-1228); the same epoch is only accepted as the retry of a
+        marker already written (no transaction open), as Kafka allows."""
         e = self._producers.get(producer_id)
         if e is None:
             return 0
-        if epoch < e.epoch:
+        if transaction_version >= 2:
+            if epoch < e.epoch or (epoch == e.epoch and e.txn_first_offset >= 0 and epoch != 32767):
+                return ErrorCode.INVALID_PRODUCER_EPOCH
+        elif epoch < e.epoch:
             return ErrorCode.INVALID_PRODUCER_EPOCH
         if coordinator_epoch < e.coordinator_epoch:
             return ErrorCode.TRANSACTION_COORDINATOR_FENCED

@@ -81,7 +81,8 @@ def test_kafka_default(key):
 def test_internal_keys_stay_unlisted():
     """DescribeConfigs lists no internal key (Kafka does not list them either)."""
     internal = sorted(n for n, d in BROKER_CONFIGS.items() if d.internal)
-    assert internal == sorted(["cluster.id", "producer.id.expiration.check.interval.ms", *ZK_ERA_KEYS])
+    assert internal == sorted(["cluster.id", "producer.id.expiration.check.interval.ms", "transaction.version",
+                               *ZK_ERA_KEYS])
 
 
 @pytest.mark.parametrize("d", list(BROKER_CONFIGS.values()) + list(TOPIC_CONFIGS.values()), ids=lambda d: d.scope + ":" + d.name)
@@ -182,7 +183,8 @@ def _declared():
 @pytest.mark.parametrize("d,default", list(_declared()))
 def test_matches_kafka(kafka_defs, d, default):
     key = (d.scope, d.name)
-    if key == ("broker", "cluster.id") or (d.scope == "broker" and d.name in ZK_ERA_KEYS):
+    if key in (("broker", "cluster.id"), ("broker", "transaction.version")) or \
+            (d.scope == "broker" and d.name in ZK_ERA_KEYS):
         # pykbroker's own, or Kafka 3.x ZooKeeper-mode keys that 4.x removed: internal, never listed
         assert key not in kafka_defs and d.internal
         return

@@ -24,8 +24,7 @@ def ranges(target):
     return _cache[target.name]
 
 
-# Produce: both advertise a v0 floor (KAFKA-18659, for librdkafka) and serve v3+; pykbroker's
-# max is 11 where Kafka 4.4 has 13 (v12/13 need KIP-890 transactions), which the max check allows.
+# Produce: both advertise a v0 floor (KAFKA-18659, for librdkafka) and serve v3+.
 XFAIL = {}
 
 
@@ -44,10 +43,7 @@ EXCLUDED = {
     55: (None, "KRaft: DescribeQuorum"), 57: (None, "KRaft: UpdateFeatures"), 64: (None, "KRaft: UnregisterBroker"),
     80: (None, "KRaft: AddRaftVoter"), 81: (None, "KRaft: RemoveRaftVoter"), 94: (None, "KRaft: UnregisterController"),
     # not built yet
-    0: ((0, 11), "Produce v12-13: transactions v2 (KIP-890 part 2)"),
-    24: ((0, 4), "AddPartitionsToTxn v5: transactions v2"), 25: ((0, 3), "AddOffsetsToTxn v4: transactions v2"),
-    26: ((0, 4), "EndTxn v5: transactions v2"), 27: ((1, 1), "WriteTxnMarkers v2: transactions v2"),
-    28: ((0, 4), "TxnOffsetCommit v5-6: transactions v2, topic ids"),
+    28: ((0, 5), "TxnOffsetCommit v6: topic ids (KIP-1319)"),
     42: ((0, 2), "DeleteGroups v3: per-group error messages"),
     74: (None, "ListConfigResources (KIP-1142)"),
     76: (None, "share groups (KIP-932)"), 77: (None, "share groups"), 78: (None, "share groups"),
@@ -143,8 +139,8 @@ def test_feature_lists(both):
     """What pykbroker reports (k18_api_versions.FEATURES) against Kafka 4.4: every feature
     pykbroker lists is one of Kafka's with the same minimum, and a level pykbroker finalizes is
     one Kafka supports; Kafka's metadata.version / kraft.version (KRaft's own) and the levels of
-    protocols pykbroker has not built (transactions v2, ELR, share and streams groups) are the
-    deliberate differences (SKIPPED.md)."""
+    protocols pykbroker has not built (ELR, share and streams groups) are the deliberate
+    differences (SKIPPED.md).  transaction.version: 0-2, finalized at 2 on both."""
     def scenario(t):
         r = call(t, 18, 4, {"client_software_name": "differential", "client_software_version": "1.0"})
         return ({f["name"]: (f["min_version"], f["max_version"]) for f in r["supported_features"]},
@@ -153,4 +149,6 @@ def test_feature_lists(both):
     assert set(k_sup) - set(p_sup) == {"metadata.version", "kraft.version"}
     for name, (lo, hi) in p_sup.items():
         assert k_sup[name][0] == lo and hi <= k_sup[name][1], name
-    assert p_fin == {"group.version": 1} and k_fin["group.version"] == 1
+    assert p_fin == {"group.version": 1, "transaction.version": 2}
+    assert k_fin["group.version"] == 1 and k_fin["transaction.version"] == 2
+    assert p_sup["transaction.version"] == k_sup["transaction.version"] == (0, 2)

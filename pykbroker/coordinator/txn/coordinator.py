@@ -114,7 +114,7 @@ def append_error(code: int) -> int:
 class TxnMetadata:
     __slots__ = ("transactional_id", "producer_id", "last_producer_id", "producer_epoch",
                  "last_producer_epoch", "timeout_ms", "state", "partitions", "start_ms",
-                 "last_update_ms", "pending")
+                 "last_update_ms", "pending", "client_tv", "next_producer_id")
 
     def __init__(self, transactional_id: str, producer_id: int, producer_epoch: int, timeout_ms: int,
                  state: int = EMPTY, partitions=None, start_ms: int = -1, last_update_ms: int = -1):
@@ -129,6 +129,11 @@ class TxnMetadata:
         self.start_ms = start_ms
         self.last_update_ms = last_update_ms
         self.pending: Optional[int] = None   # the state being written, while a write is in flight
+        # Kafka's clientTransactionVersion: the transaction version of the client request that
+        # made the last transition (2: the epoch is bumped by every EndTxn), and nextProducerId:
+        # the producer id that takes over once a TV2 transaction that exhausted the epoch completes.
+        self.client_tv = 0
+        self.next_producer_id = -1
 
     def __repr__(self):
         return "TxnMetadata(%r, pid=%d, epoch=%d, %s, %d partition(s)%s)" % (
@@ -139,7 +144,7 @@ class TxnMetadata:
 class _Target:
     """The fields a transition writes (Kafka's TxnTransitMetadata)."""
     __slots__ = ("producer_id", "last_producer_id", "producer_epoch", "last_producer_epoch", "timeout_ms",
-                 "state", "partitions", "start_ms", "last_update_ms")
+                 "state", "partitions", "start_ms", "last_update_ms", "client_tv", "next_producer_id")
 
     def __init__(self, m: TxnMetadata, **changes):
         for f in self.__slots__:
@@ -176,6 +181,10 @@ class TxnShard:
                          v["partitions"], v["start_ms"], v["last_update_ms"])
         if m is not None:
             nm.last_producer_id, nm.last_producer_epoch = m.last_producer_id, m.last_producer_epoch
+        if v["previous_producer_id"] not in (-1, v["producer_id"]):
+            nm.last_producer_id = v["previous_producer_id"]   # v1 values name it
+        nm.client_tv = v["client_transaction_version"]
+        nm.next_producer_id = v["next_producer_id"]
         self.txns[tid] = nm
 
     def loaded(self) -> None:
@@ -277,6 +286,11 @@ class TransactionCoordinator:
         self.expiry_interval_s = config["transaction.remove.expired.transaction.cleanup.interval.ms"] / 1000.0
         self.expiration_ms = config["transactional.id.expiration.ms"]
         self.verification = config["transaction.partition.verification.enable"]   # dynamic: reconfigure
+        # The finalized transaction.version (config.py): the version the coordinator itself uses
+        # for the transitions no client asked for (timeouts, fencing), as Kafka's
+        # transactionVersionLevel(), and the __transaction_state value version it writes.
+        self.tv_level = config["transaction.version"]
+        self.log_value_version = 1 if self.tv_level >= 1 else 0
         self.txns: dict[int, dict[str, TxnMetadata]] = {}   # loaded shards: partition -> id -> metadata
         self.runtime: CoordinatorRuntime | None = None
         self._nursery = None
@@ -406,7 +420,9 @@ class TransactionCoordinator:
             fut.set(code)
         rec = (S.key(m.transactional_id),
                S.value(target.producer_id, target.producer_epoch, target.timeout_ms, target.state,
-                       target.partitions, target.last_update_ms, target.start_ms))
+                       target.partitions, target.last_update_ms, target.start_ms, self.log_value_version,
+                       previous_producer_id=m.producer_id if m.producer_id >= 0 else target.producer_id,
+                       next_producer_id=target.next_producer_id, client_transaction_version=target.client_tv))
         self.runtime.write(part, [rec], done)
         return fut
 
@@ -428,7 +444,7 @@ class TransactionCoordinator:
             if m is None:
                 m = TxnMetadata(transactional_id, pid, -1, timeout_ms, state=None)
                 target = _Target(m, producer_epoch=0, state=EMPTY, timeout_ms=timeout_ms, partitions=set(),
-                                 start_ms=-1, last_update_ms=now)
+                                 start_ms=-1, last_update_ms=now, client_tv=0)
                 code = await self._persist(part, m, target).get()
                 return (code, -1, -1) if code else (0, m.producer_id, m.producer_epoch)
         if m.pending is not None:
@@ -453,11 +469,11 @@ class TransactionCoordinator:
                 return int(E.CONCURRENT_TRANSACTIONS), -1, -1
             target = _Target(m, producer_id=pid, last_producer_id=m.producer_id, producer_epoch=0,
                              last_producer_epoch=-1, timeout_ms=timeout_ms, state=EMPTY, partitions=set(),
-                             start_ms=-1, last_update_ms=now)
+                             start_ms=-1, last_update_ms=now, client_tv=0, next_producer_id=-1)
         else:
             target = _Target(m, producer_epoch=m.producer_epoch + 1, last_producer_epoch=m.producer_epoch,
                              timeout_ms=timeout_ms, state=EMPTY, partitions=set(), start_ms=-1,
-                             last_update_ms=now)
+                             last_update_ms=now, client_tv=0, next_producer_id=-1)
         code = await self._persist(part, m, target).get()
         if code:
             return code, -1, -1
@@ -474,7 +490,9 @@ class TransactionCoordinator:
         return 0
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                             partitions) -> int:
+                             partitions, client_tv: int = 0) -> int:
+        """AddPartitionsToTxn / AddOffsetsToTxn, and (``client_tv`` 2) the implicit add of
+        transaction version 2, asked by a partition leader or group coordinator."""
         err, part, m = self._lookup(transactional_id)
         if err:
             return err
@@ -486,7 +504,8 @@ class TransactionCoordinator:
             return 0
         now = self.now_ms()
         start = m.start_ms if m.state == ONGOING else now
-        target = _Target(m, state=ONGOING, partitions=m.partitions | new, start_ms=start, last_update_ms=now)
+        target = _Target(m, state=ONGOING, partitions=m.partitions | new, start_ms=start, last_update_ms=now,
+                         client_tv=client_tv)
         return await self._persist(part, m, target).get()
 
     def verify(self, transactional_id: str, producer_id: int, producer_epoch: int, partitions) -> dict:
@@ -501,17 +520,25 @@ class TransactionCoordinator:
                 err = int(E.CONCURRENT_TRANSACTIONS)
         if err:
             return {tp: err for tp in partitions}
-        return {tp: 0 if (m.state == ONGOING and tp in m.partitions) else int(E.INVALID_TXN_STATE)
+        # Kafka's coordinator answers TRANSACTION_ABORTABLE for a partition outside the
+        # transaction; the asking broker downgrades it for clients that predate it.
+        return {tp: 0 if (m.state == ONGOING and tp in m.partitions) else int(E.TRANSACTION_ABORTABLE)
                 for tp in partitions}
 
     async def verify_anywhere(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                              partitions) -> dict:
-        """:meth:`verify` where the transaction's coordinator is: in process when this broker is
-        it, else with the coordinator broker (AddPartitionsToTxn v4 verify_only, as Kafka's
-        partition leaders and group coordinators ask it).  Partition -> error code; a coordinator
-        that cannot be found or reached answers NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE,
-        which the callers map to their retriable errors."""
-        codes = self.verify(transactional_id, producer_id, producer_epoch, partitions)
+                              partitions, add: bool = False) -> dict:
+        """:meth:`verify` (or, with ``add``, the implicit add of transaction version 2:
+        :meth:`add_partitions` as a TV2 client's) where the transaction's coordinator is: in
+        process when this broker is it, else with the coordinator broker (AddPartitionsToTxn v5,
+        ``verify_only`` unless adding, as Kafka's partition leaders and group coordinators ask
+        it).  Partition -> error code; a coordinator that cannot be found or reached answers
+        NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE, which the callers map to their retriable
+        errors."""
+        if add:
+            code = await self.add_partitions(transactional_id, producer_id, producer_epoch, partitions, client_tv=2)
+            codes = {tp: int(code) for tp in partitions}
+        else:
+            codes = self.verify(transactional_id, producer_id, producer_epoch, partitions)
         if self.leads_every_partition or not transactional_id or \
                 any(c != E.NOT_COORDINATOR for c in codes.values()):
             return codes
@@ -526,12 +553,16 @@ class TransactionCoordinator:
         if self._remote_verifier is None:
             from .markers import RemoteVerifier
             self._remote_verifier = RemoteVerifier(rm.metadata, rm.node_id, rm._listener_name())
-        return await self._remote_verifier.verify(leader, transactional_id, producer_id, producer_epoch, partitions)
+        return await self._remote_verifier.verify(leader, transactional_id, producer_id, producer_epoch, partitions,
+                                                  verify_only=not add)
 
-    async def verify_produce(self, transactional_id, partition, validated) -> int:
+    async def verify_produce(self, transactional_id, partition, validated, version: int = 11) -> int:
         """Produce's KIP-890 check of a transactional batch: 0 or the partition's error.
         Only a batch that would open a transaction on the partition is verified (once per
-        partition and transaction: later batches find it open)."""
+        partition and transaction: later batches find it open).  Produce v12+ (sent only by
+        transaction version 2 clients) adds the partition to the transaction instead of
+        verifying it (Kafka's ADD_PARTITION operation), even with verification disabled: the
+        client no longer sends AddPartitionsToTxn."""
         batches = validated.batches
         txn = [b for b in batches if b.is_transactional]
         if not txn:
@@ -540,34 +571,81 @@ class TransactionCoordinator:
             # Kafka refuses transactional records without a transactional id in the request
             return int(E.INVALID_TXN_STATE)
         b = txn[0]
-        if not self.verification or b.producer_id in partition.log.producer_state.ongoing:
+        add = version >= 12
+        if (not self.verification and not add) or b.producer_id in partition.log.producer_state.ongoing:
             return 0
         tp = (partition.topic, partition.partition_id)
-        code = (await self.verify_anywhere(transactional_id, b.producer_id, b.producer_epoch, [tp]))[tp]
+        code = (await self.verify_anywhere(transactional_id, b.producer_id, b.producer_epoch, [tp], add=add))[tp]
         # As Kafka's produce path maps verification errors: a fenced epoch is the produce
-        # error INVALID_PRODUCER_EPOCH; coordinator unavailability is retriable
+        # error INVALID_PRODUCER_EPOCH; TRANSACTION_ABORTABLE exists from Produce v11 on
+        # (INVALID_TXN_STATE before); coordinator unavailability is retriable
         # (NOT_ENOUGH_REPLICAS for clients that predate the newer codes).
         if code == E.PRODUCER_FENCED:
             return int(E.INVALID_PRODUCER_EPOCH)
+        if code == E.TRANSACTION_ABORTABLE and version <= 10:
+            return int(E.INVALID_TXN_STATE)
         if code in (E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS,
                     E.CONCURRENT_TRANSACTIONS):
             return int(E.NOT_ENOUGH_REPLICAS)
         return code
 
     # -- EndTxn --------------------------------------------------------------------------------
-    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> int:
+    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                      client_tv: int = 0) -> tuple[int, int, int]:
+        """-> (error, producer id, producer epoch): the id's current ones after success (EndTxn
+        v5 returns them: with transaction version 2 the epoch was bumped), -1/-1 with an error."""
+        code = await self._end_txn(transactional_id, producer_id, producer_epoch, commit, client_tv)
+        if code:
+            return code, -1, -1
+        _, _, m = self._lookup(transactional_id)
+        return (0, m.producer_id, m.producer_epoch) if m is not None else (0, -1, -1)
+
+    async def _end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                       client_tv: int) -> int:
         err, part, m = self._lookup(transactional_id)
         if err:
             return err
-        if m is None or m.state is None or m.producer_id != producer_id:
+        if m is None or m.state is None:
             return int(E.INVALID_PRODUCER_ID_MAPPING)
-        if m.producer_epoch != producer_epoch:
+        st = m.state
+        if m.client_tv >= 2:
+            # Kafka's TV2 epoch rules: every EndTxn bumped the epoch, so in Prepare*/Complete* a
+            # retry carries the previous epoch (or, after an exhausted epoch moved the id to a
+            # new producer id, the old id with the last epoch); the same epoch there would be
+            # the next transaction's EndTxn arriving early and is fenced.
+            bumped = m.producer_epoch == producer_epoch + 1
+            overflow = (m.last_producer_id == producer_id and producer_epoch == MAX_EPOCH and m.producer_epoch == 0)
+            if st in (PREPARE_COMMIT, PREPARE_ABORT):
+                valid = bumped
+            elif st in (COMPLETE_COMMIT, COMPLETE_ABORT):
+                valid = bumped or overflow
+            else:
+                valid = producer_epoch == m.producer_epoch
+        else:
+            overflow = False
+            valid = producer_epoch == m.producer_epoch
+        if m.producer_id != producer_id and not overflow:
+            return int(E.INVALID_PRODUCER_ID_MAPPING)
+        if not valid:
             return int(E.PRODUCER_FENCED)
         if m.pending is not None:
             return int(E.CONCURRENT_TRANSACTIONS)
-        st = m.state
         if st == ONGOING:
-            target = _Target(m, state=PREPARE_COMMIT if commit else PREPARE_ABORT, last_update_ms=self.now_ms())
+            now = self.now_ms()
+            state = PREPARE_COMMIT if commit else PREPARE_ABORT
+            if client_tv >= 2:
+                # TV2: the epoch is bumped with Prepare* (the markers carry the new one, which
+                # fences any late write of this transaction); an exhausted epoch also reserves
+                # the producer id that takes over once the transaction is complete.
+                nxt = -1
+                if m.producer_epoch >= MAX_EPOCH:
+                    nxt = await self.producer_ids.generate()
+                    if m.pending is not None or m.state != ONGOING:
+                        return int(E.CONCURRENT_TRANSACTIONS)
+                target = _Target(m, state=state, last_update_ms=now, producer_epoch=min(m.producer_epoch + 1, 32767),
+                                 last_producer_epoch=m.producer_epoch, next_producer_id=nxt, client_tv=client_tv)
+            else:
+                target = _Target(m, state=state, last_update_ms=now, client_tv=client_tv)
             return await self._persist(part, m, target, then=lambda code: self._after_prepare(code, part, m)).get()
         if st == COMPLETE_COMMIT:
             return 0 if commit else int(E.INVALID_TXN_STATE)
@@ -584,16 +662,22 @@ class TransactionCoordinator:
             self._nursery.start_soon(self._complete, part, m)
 
     def _fence_and_abort(self, part: int, m: TxnMetadata) -> None:
-        """Abort ``m``'s Ongoing transaction with a bumped epoch (fencing its producer)."""
+        """Abort ``m``'s Ongoing transaction with a bumped epoch (fencing its producer).  The
+        coordinator acts at the finalized transaction version, as Kafka's does: with version 2
+        the abort bumps the fenced epoch once more (fence, then the TV2 bump of every end)."""
         epoch = m.producer_epoch + 1 if m.producer_epoch < MAX_EPOCH else m.producer_epoch
-        target = _Target(m, producer_epoch=epoch, last_producer_epoch=m.producer_epoch, state=PREPARE_ABORT,
-                         last_update_ms=self.now_ms())
+        if self.tv_level >= 2:
+            target = _Target(m, producer_epoch=min(epoch + 1, 32767), last_producer_epoch=epoch, state=PREPARE_ABORT,
+                             last_update_ms=self.now_ms(), client_tv=2, next_producer_id=-1)
+        else:
+            target = _Target(m, producer_epoch=epoch, last_producer_epoch=m.producer_epoch, state=PREPARE_ABORT,
+                             last_update_ms=self.now_ms(), client_tv=self.tv_level)
         self._persist(part, m, target, then=lambda code: self._after_prepare(code, part, m))
 
     async def _complete(self, part: int, m: TxnMetadata) -> None:
         """Write the markers of ``m``'s prepared transaction, then Complete*."""
         commit = m.state == PREPARE_COMMIT
-        pid, epoch = m.producer_id, m.producer_epoch
+        pid, epoch, tv = m.producer_id, m.producer_epoch, m.client_tv
         coordinator_epoch = self._coordinator_epoch(part)
         m.pending = COMPLETE_COMMIT if commit else COMPLETE_ABORT   # nothing else may start meanwhile
         try:
@@ -602,7 +686,7 @@ class TransactionCoordinator:
                 if i == 1:
                     await _maybe_pause("after-first-marker", m)
                 backoff = MARKER_RETRY_S
-                while not await self._write_marker(tp, pid, epoch, commit, coordinator_epoch):
+                while not await self._write_marker(tp, pid, epoch, commit, coordinator_epoch, tv):
                     if self.txns.get(part, {}).get(m.transactional_id) is not m:
                         return  # the shard was unloaded: its next leader completes the transaction
                     await trio.sleep(backoff)
@@ -613,6 +697,12 @@ class TransactionCoordinator:
             return
         target = _Target(m, state=COMPLETE_COMMIT if commit else COMPLETE_ABORT, partitions=set(),
                          last_update_ms=self.now_ms())
+        if tv >= 2:
+            # Kafka's prepareComplete for TV2: an exhausted epoch hands over to the reserved id
+            target.last_producer_epoch = m.producer_epoch
+            if m.next_producer_id >= 0:
+                target.producer_id, target.producer_epoch = m.next_producer_id, 0
+                target.last_producer_id, target.next_producer_id = m.producer_id, -1
         code = await self._persist(part, m, target).get()
         if code:
             log.warning("transaction %r: writing %s failed (%s); completing again", m.transactional_id,
@@ -621,7 +711,8 @@ class TransactionCoordinator:
                 await trio.sleep(MARKER_RETRY_S)
                 self._nursery.start_soon(self._complete, part, m)
 
-    async def _write_marker(self, tp, pid: int, epoch: int, commit: bool, coordinator_epoch: int) -> bool:
+    async def _write_marker(self, tp, pid: int, epoch: int, commit: bool, coordinator_epoch: int,
+                            tv: int = 0) -> bool:
         """True once the marker is in the partition (or not needed there)."""
         topic, p = tp
         try:
@@ -637,7 +728,8 @@ class TransactionCoordinator:
                     if self._remote_markers is None:
                         from .markers import RemoteMarkerWriter
                         self._remote_markers = RemoteMarkerWriter(rm.metadata, rm.node_id, rm._listener_name())
-                    code = await self._remote_markers.write(leader, topic, p, pid, epoch, commit, coordinator_epoch)
+                    code = await self._remote_markers.write(leader, topic, p, pid, epoch, commit, coordinator_epoch,
+                                                            tv)
                     if code in _MARKER_SKIP:
                         return True
                     if code:
@@ -655,7 +747,7 @@ class TransactionCoordinator:
             partition = self.replica_manager.get_partition(topic, p)
             if partition is None:
                 return True   # deleted topic: nothing to mark
-            offset = partition.append_end_txn_marker(pid, epoch, commit, coordinator_epoch)
+            offset = partition.append_end_txn_marker(pid, epoch, commit, coordinator_epoch, tv)
             if partition.needs_flush():
                 await partition.flush()
             # Kafka writes markers with acks=all: wait until the marker is committed.

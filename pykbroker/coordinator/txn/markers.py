@@ -4,8 +4,9 @@ transaction coordinator (Kafka's AddPartitionsToTxnManager).
 
 A transaction coordinator in a cluster completes a transaction by writing a COMMIT or ABORT
 marker to every partition of it; the partitions this broker leads get theirs in process, the
-others through a WriteTxnMarkers v1 request to their leader, exactly as Kafka's coordinator
-sends them.  The caller retries (with backoff) until the leader answers 0 or an error that
+others through a WriteTxnMarkers v2 request to their leader (v2, KIP-1228, names the
+transaction version, so the leader can hold a transaction version 2 marker to its stricter
+epoch rule), exactly as Kafka's coordinator sends them.  The caller retries (with backoff) until the leader answers 0 or an error that
 means the marker is no longer needed.  Markers are rare (once per transaction per partition),
 so each request uses a fresh connection to the leader's inter-broker listener: no connection
 state to keep consistent across leader changes.
@@ -52,14 +53,15 @@ class RemoteMarkerWriter:
         self.listener_name = listener_name
 
     async def write(self, leader_id: int, topic: str, partition: int, producer_id: int, producer_epoch: int,
-                    commit: bool, coordinator_epoch: int) -> int:
+                    commit: bool, coordinator_epoch: int, transaction_version: int = 0) -> int:
         """The leader's error code for this partition's marker (NOT_LEADER_OR_FOLLOWER if the
         leader cannot be reached: the caller retries once the metadata moved on)."""
         body = {"markers": [{"producer_id": producer_id, "producer_epoch": producer_epoch,
                              "transaction_result": commit, "coordinator_epoch": coordinator_epoch,
+                             "transaction_version": transaction_version,
                              "topics": [{"name": topic, "partition_indexes": [partition]}]}]}
         resp = await call_broker(self.cache, self.listener_name, "broker-%d-txn-marker-sender" % self.node_id,
-                                 leader_id, 27, 1, body)
+                                 leader_id, 27, 2, body)
         if resp is None:
             return int(E.NOT_LEADER_OR_FOLLOWER)
         return int(resp["markers"][0]["topics"][0]["partitions"][0]["error_code"])
@@ -67,9 +69,10 @@ class RemoteMarkerWriter:
 
 class RemoteVerifier:
     """KIP-890 verification against a transaction coordinator on another broker (Kafka's
-    AddPartitionsToTxnManager): AddPartitionsToTxn v4 with ``verify_only``, which adds nothing
+    AddPartitionsToTxnManager): AddPartitionsToTxn v5 with ``verify_only``, which adds nothing
     and answers, per partition, whether it is in the producer's Ongoing transaction with its
-    current epoch.  Asked once per partition and transaction (a partition that already holds the
+    current epoch; without ``verify_only`` (transaction version 2: Produce v12+, TxnOffsetCommit
+    v5+) the coordinator adds the partitions, as for a TV2 client.  Asked once per partition and transaction (a partition that already holds the
     producer's open transaction, or a group already holding its pending offsets, is not asked
     again), so a fresh connection per request costs little."""
 
@@ -79,7 +82,7 @@ class RemoteVerifier:
         self.listener_name = listener_name
 
     async def verify(self, coordinator_id: int, transactional_id: str, producer_id: int, producer_epoch: int,
-                     partitions) -> dict:
+                     partitions, verify_only: bool = True) -> dict:
         """Partition -> the coordinator's error code; NOT_COORDINATOR for all of them when the
         coordinator cannot be reached or answers with a request-level error (the caller maps it
         to its retriable error)."""
@@ -87,10 +90,10 @@ class RemoteVerifier:
         for t, p in partitions:
             topics.setdefault(t, []).append(p)
         body = {"transactions": [{"transactional_id": transactional_id, "producer_id": producer_id,
-                                  "producer_epoch": producer_epoch, "verify_only": True,
+                                  "producer_epoch": producer_epoch, "verify_only": verify_only,
                                   "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}]}
         resp = await call_broker(self.cache, self.listener_name, "broker-%d-txn-verifier" % self.node_id,
-                                 coordinator_id, 24, 4, body)
+                                 coordinator_id, 24, 5, body)
         if resp is None or resp["error_code"] or not resp["results_by_transaction"]:
             code = int(E.NOT_COORDINATOR) if resp is None or not resp["error_code"] else int(resp["error_code"])
             return {tp: code for tp in partitions}
