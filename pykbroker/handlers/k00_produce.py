@@ -100,8 +100,10 @@ def _resolve_topic_ids(ctx, request) -> None:
     """v13 names topics by id: each entry gets the name this broker knows (None if unknown)."""
     if ctx.api_version >= 13:
         for t in request["topic_data"]:
-            if "name" not in t:
+            if not t.get("_resolved"):
+                # (the decoder fills the v12- name field with its default "")
                 t["name"] = ctx.broker.metadata_cache.name_of(t["topic_id"])
+                t["_resolved"] = True
 
 
 def error_response(ctx, request, code, **fields):

@@ -145,3 +145,100 @@ def scenario(t):
 def test_transaction_scenario(both):
     p, k = both(scenario)
     assert p == k, explain(p, k)
+
+
+# -- transaction version 2 (KIP-890 part 2) ------------------------------------------------------
+
+def _produce_v(t, tid, topic, part, values, pid, epoch, seq, version, topic_id=None):
+    """A transactional Produce at ``version`` (v13 names the topic by id)."""
+    td = {"topic_id": topic_id} if version >= 13 else {"name": topic}
+    td["partition_data"] = [{"index": part, "records": batch(values, producer_id=pid, producer_epoch=epoch,
+                                                             base_sequence=seq, transactional=True)}]
+    deadline = time.monotonic() + 30
+    while True:
+        with connect(t) as c:
+            r = c.request(0, version, {"transactional_id": tid, "acks": -1, "timeout_ms": 10000, "topic_data": [td]})
+        code = r["responses"][0]["partition_responses"][0]["error_code"]
+        # NOT_ENOUGH_REPLICAS: the coordinator still completes the previous transaction (retried by clients)
+        if code != 19 or time.monotonic() > deadline:
+            return code
+        time.sleep(0.1)
+
+
+def _end_v5(t, tid, pid, epoch, commit, base):
+    """EndTxn v5: (error, returned epoch relative to ``base``, returned the same producer id?)."""
+    r = _retry(t, 26, 5, {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch, "committed": commit})
+    return (r["error_code"], r["producer_epoch"] - base if r["producer_epoch"] >= 0 else -1,
+            r["producer_id"] == pid if r["producer_id"] >= 0 else None)
+
+
+def _describe(t, tid, base):
+    s = call(t, 65, 0, {"transactional_ids": [tid]})["transaction_states"][0]
+    return (s["error_code"], s["transaction_state"], s["producer_epoch"] - base,
+            sorted((x["topic"], p) for x in s["topics"] for p in x["partitions"]))
+
+
+def scenario_tv2(t):
+    topic, tid, group = "txn-tv2", "txn-tv2-id", "txn-tv2-group"
+    create_topic(t, topic, 2)
+    md = call(t, 3, 12, {"topics": [{"name": topic, "topic_id": b"\0" * 16}], "allow_auto_topic_creation": False,
+                         "include_topic_authorized_operations": False})
+    topic_id = md["topics"][0]["topic_id"]
+    _coordinator(t, tid)
+    _retry(t, 10, 3, {"key": group, "key_type": 0})
+    init = _init(t, tid, version=5)
+    pid, e0 = init["producer_id"], init["producer_epoch"]
+    out = {"init": (init["error_code"], e0)}
+    # v11 (a TV1 client) to a partition not in the transaction: TRANSACTION_ABORTABLE
+    out["produce_v11_not_added"] = _produce_v(t, tid, topic, 0, [b"x"], pid, e0, 0, 11)
+    # transaction 1: Produce v12 / v13 add their partitions, TxnOffsetCommit v5 the group's
+    out["produce1"] = [_produce_v(t, tid, topic, 0, [b"c1", b"c2"], pid, e0, 0, 12),
+                       _produce_v(t, tid, topic, 1, [b"c3"], pid, e0, 0, 13, topic_id)]
+    r = _retry(t, 28, 5, {"transactional_id": tid, "group_id": group, "producer_id": pid, "producer_epoch": e0,
+                          "generation_id": -1, "member_id": "", "group_instance_id": None,
+                          "topics": [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 7,
+                                                                     "committed_leader_epoch": -1,
+                                                                     "committed_metadata": ""}]}]},
+               field=None)
+    out["txn_offset_commit"] = [p["error_code"] for x in r["topics"] for p in x["partitions"]]
+    d = _describe(t, tid, e0)
+    out["describe1"] = (d[0], d[1], d[2], [tp for tp in d[3] if tp[0] == topic], len(d[3]))
+    out["end1_wrong_epoch"] = _end_v5(t, tid, pid, e0 + 1, True, e0)
+    out["end1"] = _end_v5(t, tid, pid, e0, True, e0)
+    _wait_end(t, topic, 0, 3)
+    _wait_end(t, topic, 1, 2)
+    out["end1_retry"] = _end_v5(t, tid, pid, e0, True, e0)
+    out["end1_retry_abort"] = _end_v5(t, tid, pid, e0, False, e0)
+    out["describe_after1"] = _describe(t, tid, e0)
+    out["produce_old_epoch"] = _produce_v(t, tid, topic, 0, [b"late"], pid, e0, 2, 12)
+    out["verify_only_after"] = [
+        p["partition_error_code"] for x in call(t, 24, 5, {"transactions": [
+            {"transactional_id": tid, "producer_id": pid, "producer_epoch": e0 + 1, "verify_only": True,
+             "topics": [{"name": topic, "partitions": [0]}]}]})["results_by_transaction"][0]["topic_results"]
+        for p in x["results_by_partition"]]
+    # transaction 2 with the bumped epoch: aborted
+    out["produce2"] = _produce_v(t, tid, topic, 0, [b"a1"], pid, e0 + 1, 0, 12)
+    out["end2"] = _end_v5(t, tid, pid, e0 + 1, False, e0)
+    _wait_end(t, topic, 0, 5)
+    # an abort of a transaction the coordinator never saw, then a commit of none
+    out["end_empty_abort"] = _end_v5(t, tid, pid, e0 + 2, False, e0)
+    time.sleep(0.5)
+    out["end_empty_commit"] = _end_v5(t, tid, pid, e0 + 3, True, e0)
+    out["describe_end"] = _describe(t, tid, e0)
+    pids: dict = {}
+    for part in (0, 1):
+        for iso in (0, 1):
+            out["fetch-%d-%d" % (part, iso)] = _fetch(t, topic, part, iso, pids)
+    committed = call(t, 9, 8, {"groups": [{"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}]}],
+                               "require_stable": True})
+    out["committed_offset"] = [p["committed_offset"] for g in committed["groups"] for x in g["topics"]
+                               for p in x["partitions"]]
+    return out
+
+
+def test_transaction_version_2_scenario(both):
+    """Transaction version 2 on the wire: implicit adds by Produce v12/v13 and TxnOffsetCommit v5,
+    EndTxn v5 epoch bumps and their retries, markers with the bumped epoch, the fencing of the
+    old epoch, an abort without a transaction."""
+    p, k = both(scenario_tv2)
+    assert p == k, explain(p, k)

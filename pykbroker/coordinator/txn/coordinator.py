@@ -618,7 +618,8 @@ class TransactionCoordinator:
             if st in (PREPARE_COMMIT, PREPARE_ABORT):
                 valid = bumped
             elif st in (COMPLETE_COMMIT, COMPLETE_ABORT):
-                valid = bumped or overflow
+                # (or an abort with the current epoch: see the empty abort below)
+                valid = bumped or overflow or (not commit and client_tv >= 2 and producer_epoch == m.producer_epoch)
             else:
                 valid = producer_epoch == m.producer_epoch
         else:
@@ -630,6 +631,16 @@ class TransactionCoordinator:
             return int(E.PRODUCER_FENCED)
         if m.pending is not None:
             return int(E.CONCURRENT_TRANSACTIONS)
+        if client_tv >= 2 and not commit and producer_epoch == m.producer_epoch and \
+                st in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT):
+            # A TV2 client cannot know whether its first write reached a partition leader (the
+            # leader adds the partition), so it may abort a transaction the coordinator never
+            # saw: Kafka 4.4 aborts it anyway (no partitions, no markers), bumping the epoch.
+            now = self.now_ms()
+            target = _Target(m, state=PREPARE_ABORT, last_update_ms=now, start_ms=now, partitions=set(),
+                             producer_epoch=min(m.producer_epoch + 1, 32767), last_producer_epoch=m.producer_epoch,
+                             next_producer_id=-1, client_tv=client_tv)
+            return await self._persist(part, m, target, then=lambda code: self._after_prepare(code, part, m)).get()
         if st == ONGOING:
             now = self.now_ms()
             state = PREPARE_COMMIT if commit else PREPARE_ABORT
@@ -663,15 +674,13 @@ class TransactionCoordinator:
 
     def _fence_and_abort(self, part: int, m: TxnMetadata) -> None:
         """Abort ``m``'s Ongoing transaction with a bumped epoch (fencing its producer).  The
-        coordinator acts at the finalized transaction version, as Kafka's does: with version 2
-        the abort bumps the fenced epoch once more (fence, then the TV2 bump of every end)."""
+        epoch is bumped once, whatever the transaction version (Kafka 4.4's timeout abort of a
+        transaction version 1 client: epoch + 1); the markers carry it, and the transaction keeps
+        its client's version."""
         epoch = m.producer_epoch + 1 if m.producer_epoch < MAX_EPOCH else m.producer_epoch
-        if self.tv_level >= 2:
-            target = _Target(m, producer_epoch=min(epoch + 1, 32767), last_producer_epoch=epoch, state=PREPARE_ABORT,
-                             last_update_ms=self.now_ms(), client_tv=2, next_producer_id=-1)
-        else:
-            target = _Target(m, producer_epoch=epoch, last_producer_epoch=m.producer_epoch, state=PREPARE_ABORT,
-                             last_update_ms=self.now_ms(), client_tv=self.tv_level)
+        target = _Target(m, producer_epoch=epoch, last_producer_epoch=m.producer_epoch, state=PREPARE_ABORT,
+                         last_update_ms=self.now_ms(), next_producer_id=-1,
+                         client_tv=2 if m.client_tv >= 2 and self.tv_level >= 2 else 0)
         self._persist(part, m, target, then=lambda code: self._after_prepare(code, part, m))
 
     async def _complete(self, part: int, m: TxnMetadata) -> None:
