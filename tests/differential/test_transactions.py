@@ -178,6 +178,13 @@ def _describe(t, tid, base):
             sorted((x["topic"], p) for x in s["topics"] for p in x["partitions"]))
 
 
+def _wait_state(t, tid, state):
+    deadline = time.monotonic() + 15
+    while _describe(t, tid, 0)[1] != state:
+        assert time.monotonic() < deadline, "%s never reached %s" % (tid, state)
+        time.sleep(0.05)
+
+
 def scenario_tv2(t):
     topic, tid, group = "txn-tv2", "txn-tv2-id", "txn-tv2-group"
     create_topic(t, topic, 2)
@@ -207,6 +214,7 @@ def scenario_tv2(t):
     out["end1"] = _end_v5(t, tid, pid, e0, True, e0)
     _wait_end(t, topic, 0, 3)
     _wait_end(t, topic, 1, 2)
+    _wait_state(t, tid, "CompleteCommit")
     out["end1_retry"] = _end_v5(t, tid, pid, e0, True, e0)
     out["end1_retry_abort"] = _end_v5(t, tid, pid, e0, False, e0)
     out["describe_after1"] = _describe(t, tid, e0)
@@ -220,10 +228,17 @@ def scenario_tv2(t):
     out["produce2"] = _produce_v(t, tid, topic, 0, [b"a1"], pid, e0 + 1, 0, 12)
     out["end2"] = _end_v5(t, tid, pid, e0 + 1, False, e0)
     _wait_end(t, topic, 0, 5)
+    _wait_state(t, tid, "CompleteAbort")
     # an abort of a transaction the coordinator never saw, then a commit of none
     out["end_empty_abort"] = _end_v5(t, tid, pid, e0 + 2, False, e0)
-    time.sleep(0.5)
+    _wait_state(t, tid, "CompleteAbort")
     out["end_empty_commit"] = _end_v5(t, tid, pid, e0 + 3, True, e0)
+    # transaction 3 committed, then a commit with the epoch it returned (no transaction open)
+    out["produce3"] = _produce_v(t, tid, topic, 1, [b"c4"], pid, e0 + 3, 0, 12)
+    out["end3"] = _end_v5(t, tid, pid, e0 + 3, True, e0)
+    _wait_end(t, topic, 1, 4)
+    _wait_state(t, tid, "CompleteCommit")
+    out["end_empty_commit_after_commit"] = _end_v5(t, tid, pid, e0 + 4, True, e0)
     out["describe_end"] = _describe(t, tid, e0)
     pids: dict = {}
     for part in (0, 1):

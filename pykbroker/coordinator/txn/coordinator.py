@@ -618,8 +618,8 @@ class TransactionCoordinator:
             if st in (PREPARE_COMMIT, PREPARE_ABORT):
                 valid = bumped
             elif st in (COMPLETE_COMMIT, COMPLETE_ABORT):
-                # (or an abort with the current epoch: see the empty abort below)
-                valid = bumped or overflow or (not commit and client_tv >= 2 and producer_epoch == m.producer_epoch)
+                # (or the current epoch: the next transaction's end, e.g. the empty abort below)
+                valid = bumped or overflow or producer_epoch == m.producer_epoch
             else:
                 valid = producer_epoch == m.producer_epoch
         else:
@@ -641,6 +641,10 @@ class TransactionCoordinator:
                              producer_epoch=min(m.producer_epoch + 1, 32767), last_producer_epoch=m.producer_epoch,
                              next_producer_id=-1, client_tv=client_tv)
             return await self._persist(part, m, target, then=lambda code: self._after_prepare(code, part, m)).get()
+        if client_tv >= 2 and commit and producer_epoch == m.producer_epoch and m.client_tv >= 2 and \
+                st in (COMPLETE_COMMIT, COMPLETE_ABORT):
+            # the current epoch is not a retry there (a retry carries the one before the bump)
+            return int(E.INVALID_TXN_STATE)
         if st == ONGOING:
             now = self.now_ms()
             state = PREPARE_COMMIT if commit else PREPARE_ABORT
