@@ -203,6 +203,14 @@ class ProducerStateManager:
                 best = first
         return best
 
+    def has_ongoing_txn(self, producer_id: int, epoch: int) -> bool:
+        """Kafka's hasOngoingTransaction(producerId, producerEpoch): the producer has an open
+        transaction here, written with this epoch.  A transaction version 2 producer's next
+        transaction comes with the bumped epoch and may arrive before the previous one's
+        marker: that is a new transaction, to be added (and refused until the marker is in)."""
+        e = self._producers.get(producer_id)
+        return e is not None and e.txn_first_offset >= 0 and e.epoch == epoch
+
     def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int,
                      transaction_version: int = 0) -> int:
         """0 or the error a marker gets (Kafka's appendEndTxnMarker checks).  A transaction

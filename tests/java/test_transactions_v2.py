@@ -2,16 +2,21 @@
 TxnScenario as test_transactions.py (commit and abort over 3 partitions, consume-transform-produce
 with sendOffsetsToTransaction, fencing), on a broker that records every request it serves
 (``--trace``), once with ``transaction.version`` finalized at 2 (the default, as Kafka 4.4) and once
-at 1.  The records each isolation level reads back are checked exactly, and the trace shows which
-protocol the client used: at level 2 no AddPartitionsToTxn / AddOffsetsToTxn at all, transactional
-Produce v12+ (the leader adds the partition), TxnOffsetCommit v5 and EndTxn v5 (the epoch bumped on
-every commit and abort); at level 1 the version 1 calls."""
+at 1, and on a 3-broker cluster at level 2 (partitions, groups and coordinators spread over the
+brokers: the leaders ask the coordinator with AddPartitionsToTxn v5, the coordinator sends
+WriteTxnMarkers v2).  The records each isolation level reads back are checked exactly, and the
+trace shows which protocol the client used: at level 2 no AddPartitionsToTxn / AddOffsetsToTxn at
+all, transactional Produce v12+ (the leader adds the partition), TxnOffsetCommit v5 and EndTxn v5
+(the epoch bumped on every commit and abort); at level 1 the version 1 calls.  The log shows it
+too (every test): with version 2 each COMMIT/ABORT marker carries the epoch after the bump, one
+above its transaction's batches; with version 1 the same epoch."""
 import json
 from collections import Counter
 
 import pytest
 
-from pykbroker.testing import BrokerProcess
+from pykbroker.protocol.records import iter_batches
+from pykbroker.testing import BrokerProcess, wire
 
 from tests.conftest import TEST_OVERRIDES
 from .test_transactions import COUNT, _read
@@ -19,15 +24,52 @@ from .test_transactions import COUNT, _read
 pytestmark = pytest.mark.timeout(900)
 
 
-@pytest.fixture(scope="module", params=[2, 1], ids=["tv2", "tv1"])
+class _ClusterBroker:
+    def __init__(self, cluster):
+        self.bootstrap = cluster.bootstrap_servers
+        self.tv = 2
+        self.trace = None
+
+
+@pytest.fixture(scope="module", params=["tv2", "tv1", "tv2-cluster"])
 def broker(request, tmp_path_factory):
-    d = tmp_path_factory.mktemp("broker-tv%d" % request.param)
+    d = tmp_path_factory.mktemp("broker-" + request.param)
+    if request.param == "tv2-cluster":
+        zkserver = pytest.importorskip("pykbroker.cluster.zkserver")
+        if zkserver.available() is not None:
+            pytest.skip(zkserver.available())
+        from pykbroker.testing.cluster import Cluster
+        overrides = {**TEST_OVERRIDES, "zookeeper.session.timeout.ms": "6000", "offsets.topic.num.partitions": "5",
+                     "transaction.state.log.num.partitions": "5"}
+        with Cluster(3, str(d), overrides=overrides, zk_tick_time=500) as c:
+            c.wait_registered()
+            yield _ClusterBroker(c)
+        return
+    tv = int(request.param[2])
     trace = d / "trace.jsonl"
-    with BrokerProcess(str(d / "data"), {**TEST_OVERRIDES, "transaction.version": str(request.param)},
+    with BrokerProcess(str(d / "data"), {**TEST_OVERRIDES, "transaction.version": str(tv)},
                        extra_args=["--trace", str(trace)]) as b:
-        b.tv = request.param
+        b.tv = tv
         b.trace = trace
         yield b
+
+
+def _marker_epochs(bootstrap, topic, partitions) -> set:
+    """{marker epoch - epoch of the transaction's batches} over every COMMIT/ABORT marker of
+    ``topic``, read (read_uncommitted) from each partition's leader."""
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    m = wire.metadata((host, int(port)), [topic])
+    brokers = {b["node_id"]: (b["host"], b["port"]) for b in m["brokers"]}
+    out = set()
+    for p in m["topics"][0]["partitions"]:
+        part = wire.fetch_part(wire.fetch(brokers[p["leader_id"]], topic, p["partition_index"], 0))
+        open_epoch = {}
+        for h in iter_batches(bytes(part["records"] or b"")):
+            if h.is_control:
+                out.add(h.producer_epoch - open_epoch.pop(h.producer_id))
+            elif h.is_transactional:
+                open_epoch.setdefault(h.producer_id, h.producer_epoch)
+    return out
 
 
 def _calls(trace) -> Counter:
@@ -42,9 +84,9 @@ def _calls(trace) -> Counter:
 
 
 def test_java_transactions_by_transaction_version(broker, scenario):
-    r = scenario("kafka4", "txn", topic="java-tv%d" % broker.tv, count=COUNT)
+    prefix = "java-tv%d%s" % (broker.tv, "" if broker.trace else "-cluster")
+    r = scenario("kafka4", "txn", topic=prefix, count=COUNT)
     r.assert_clean()
-    prefix = "java-tv%d" % broker.tv
     committed = ["c-%d" % i for i in range(12)] + ["c-last"]
     assert _read(r, prefix + "-basic", "read_committed") == sorted(committed)
     assert _read(r, prefix + "-basic", "read_uncommitted") == sorted(committed + ["a-%d" % i for i in range(9)])
@@ -53,7 +95,9 @@ def test_java_transactions_by_transaction_version(broker, scenario):
     assert c["rounds"] >= 3 and sum(c["offsets"].values()) == COUNT
     assert r.one("fenced")["error"] in ("ProducerFencedException", "InvalidProducerEpochException")
     assert _read(r, prefix + "-fence", "read_committed") == ["from-second"]
-
+    assert _marker_epochs(broker.bootstrap, prefix + "-basic", 3) == ({1} if broker.tv == 2 else {0})
+    if broker.trace is None:
+        return
     calls = _calls(broker.trace)
     versions = lambda key, txn=False: {v for (k, v, t) in calls if k == key and (key != 0 or t == txn)}  # noqa: E731
     if broker.tv == 2:

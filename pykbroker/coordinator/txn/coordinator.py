@@ -572,7 +572,8 @@ class TransactionCoordinator:
             return int(E.INVALID_TXN_STATE)
         b = txn[0]
         add = version >= 12
-        if (not self.verification and not add) or b.producer_id in partition.log.producer_state.ongoing:
+        if (not self.verification and not add) or \
+                partition.log.producer_state.has_ongoing_txn(b.producer_id, b.producer_epoch):
             return 0
         tp = (partition.topic, partition.partition_id)
         code = (await self.verify_anywhere(transactional_id, b.producer_id, b.producer_epoch, [tp], add=add))[tp]
