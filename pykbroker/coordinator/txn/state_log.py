@@ -7,7 +7,8 @@ Layout (Apache Kafka's TransactionLogKey / TransactionLogValue v0, so Kafka tool
 - key: version int16 = 0, transactional id (string);
 - value: version int16 = 0, producer id int64, producer epoch int16, transaction timeout int32,
   status int8 (TransactionState ids below), partitions (nullable array of {topic string,
-  partitions [int32]}), last update timestamp int64, transaction start timestamp int64.
+  partitions [int32]}; null for Empty, as Kafka writes it), last update timestamp int64,
+  transaction start timestamp int64.
   A null value (tombstone) removes the id (expiry).  The topic is compacted: the
   latest record per id is its state, and replaying a partition rebuilds the coordinator.
 - value v1 (flexible: compact strings and arrays, tagged fields), which Kafka 4 writes whenever
@@ -88,13 +89,15 @@ def value(producer_id: int, producer_epoch: int, timeout_ms: int, state: int, pa
     for t, p in sorted(partitions):
         by_topic.setdefault(t, []).append(p)
     out = bytearray(_VALUE_HEAD.pack(version, producer_id, producer_epoch, timeout_ms, state))
+    # Kafka writes an Empty id's partitions as a null array (TransactionLog.valueToBytes)
+    null = state == EMPTY
     if version == 0:
-        out += _I.pack(len(by_topic))
+        out += _I.pack(-1 if null else len(by_topic))
         for t, ps in by_topic.items():
             out += _str(t) + _I.pack(len(ps)) + b"".join(_I.pack(p) for p in ps)
         out += _TIMES.pack(last_update_ms, start_ms)
         return bytes(out)
-    write_uvarint(out, len(by_topic) + 1)
+    write_uvarint(out, 0 if null else len(by_topic) + 1)
     for t, ps in by_topic.items():
         out += _cstr(t)
         write_uvarint(out, len(ps) + 1)
