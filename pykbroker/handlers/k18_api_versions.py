@@ -58,13 +58,23 @@ def api_keys(broker) -> list[dict]:
             for k, h in sorted(broker.handlers.items())]
 
 
-def finalized_level(config, name: str, hi: int) -> int:
+def finalized_level(broker, name: str, hi: int) -> int:
     key = _FINALIZED_FROM_CONFIG.get(name)
-    return min(config[key], hi) if key is not None and config is not None else hi
+    config = getattr(broker, "config", None)
+    if key is None or config is None:
+        return hi
+    level = min(config[key], hi)
+    if name == "transaction.version":
+        # an --as-kafka profile without EndTxn v5 (before Kafka 4.0) cannot serve version 2
+        # clients, and such a release's broker finalized no transaction version by default
+        end_txn = broker.handlers.get(26)
+        if end_txn is None or end_txn.MAX_VERSION < 5:
+            level = 0
+    return level
 
 
-def _features(v: int, config=None) -> dict:
-    levels = [(n, finalized_level(config, n, hi)) for n, lo, hi in FEATURES]
+def _features(v: int, broker=None) -> dict:
+    levels = [(n, finalized_level(broker, n, hi)) for n, lo, hi in FEATURES]
     return {"supported_features": [{"name": n, "min_version": lo, "max_version": hi}
                                    for n, lo, hi in FEATURES if v >= 4 or lo > 0],
             "finalized_features_epoch": FINALIZED_FEATURES_EPOCH,
@@ -87,7 +97,7 @@ async def handle(ctx, request):
             return {"error_code": ErrorCode.REBOOTSTRAP_REQUIRED, "api_keys": [], "throttle_time_ms": 0}
     out = {"error_code": 0, "api_keys": api_keys(ctx.broker), "throttle_time_ms": 0}
     if v >= 3:
-        out.update(_features(v, getattr(ctx.broker, "config", None)))
+        out.update(_features(v, ctx.broker))
     return out
 
 

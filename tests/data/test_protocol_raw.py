@@ -276,22 +276,31 @@ def test_offset_for_leader_epoch(broker, topic):
 
 
 def test_every_advertised_version_round_trips(broker, topic):
-    """Produce 3-11 (advertised from 0, as Kafka 4), Fetch 4-18, ListOffsets 1-7, OffsetForLeaderEpoch 2-4, DeleteRecords 0-2,
+    """Produce 3-13 (advertised from 0, as Kafka 4; v13 by topic id), Fetch 4-18, ListOffsets 1-7, OffsetForLeaderEpoch 2-4, DeleteRecords 0-2,
     InitProducerId 0-5: each version encodes, decodes and answers consistently."""
     with WireClient(broker) as c:
         api = {k: v for k, v in ((a["api_key"], (a["min_version"], a["max_version"]))
                                  for a in c.request(18, 3, {"client_software_name": "raw",
                                                             "client_software_version": "1"})["api_keys"])}
-        assert api[0] == (0, 11) and api[1] == (4, 18) and api[2] == (1, 11)
+        assert api[0] == (0, 13) and api[1] == (4, 18) and api[2] == (1, 11)
         assert api[21] == (0, 2) and api[22] == (0, 5) and api[23] == (2, 4)
-        for v in range(3, 12):
-            p = produce_part(produce(c, topic, 0, make_batch([b"v%d" % v]), version=v))
-            assert (p["error_code"], p["base_offset"]) == (NONE, v - 3)
-            if v >= 5:
-                assert p["log_start_offset"] == 0
         topic_id = c.request(3, 12, {"topics": [{"name": topic, "topic_id": b"\0" * 16}],
                                      "allow_auto_topic_creation": False,
                                      "include_topic_authorized_operations": False})["topics"][0]["topic_id"]
+        for v in range(3, 14):
+            if v < 13:
+                p = produce_part(produce(c, topic, 0, make_batch([b"v%d" % v]), version=v))
+            else:   # v13: the topic by id, answered by id
+                r = c.request(0, v, {"transactional_id": None, "acks": -1, "timeout_ms": 10000, "topic_data": [
+                    {"topic_id": topic_id, "partition_data": [{"index": 0, "records": make_batch([b"v%d" % v])}]}]})
+                assert r["responses"][0]["topic_id"] == topic_id
+                p = produce_part(r)
+            assert (p["error_code"], p["base_offset"]) == (NONE, v - 3)
+            if v >= 5:
+                assert p["log_start_offset"] == 0
+        unknown = c.request(0, 13, {"transactional_id": None, "acks": -1, "timeout_ms": 10000, "topic_data": [
+            {"topic_id": b"\1" * 16, "partition_data": [{"index": 0, "records": make_batch([b"x"])}]}]})
+        assert produce_part(unknown)["error_code"] == 100   # UNKNOWN_TOPIC_ID
         for v in range(4, 19):
             if v < 13:
                 f = fetch_part(fetch(c, topic, 0, 2, version=v))
@@ -302,18 +311,18 @@ def test_every_advertised_version_round_trips(broker, topic):
                     "topics": [{"topic_id": topic_id, "partitions": [{
                         "partition": 0, "current_leader_epoch": -1, "fetch_offset": 2, "log_start_offset": -1,
                         "partition_max_bytes": 1 << 20}]}], "forgotten_topics_data": [], "rack_id": ""}))
-            assert f["error_code"] == NONE and f["high_watermark"] == 9
+            assert f["error_code"] == NONE and f["high_watermark"] == 11
             vals = [val for _, _, recs in decode_batches(f["records"]) for o, _, val in recs if o >= 2]
-            assert vals == [b"v%d" % i for i in range(5, 12)]
+            assert vals == [b"v%d" % i for i in range(5, 14)]
         for v in range(1, 8):
             r = c.request(2, v, {"replica_id": -1, "isolation_level": 0, "topics": [
                 {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
                                                 "timestamp": -1}]}]})
-            assert r["topics"][0]["partitions"][0]["offset"] == 9
+            assert r["topics"][0]["partitions"][0]["offset"] == 11
         for v in range(2, 5):
             r = c.request(23, v, {"replica_id": -1, "topics": [{"topic": topic, "partitions": [
                 {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]})
-            assert r["topics"][0]["partitions"][0]["end_offset"] == 9
+            assert r["topics"][0]["partitions"][0]["end_offset"] == 11
         for v in range(0, 6):
             assert init_pid(c, version=v)["error_code"] == NONE
         for v in range(0, 3):
