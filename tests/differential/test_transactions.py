@@ -64,7 +64,7 @@ def _produce(t, tid, topic, part, values, pid, epoch, seq, transactional=True):
 
 
 def _wait_end(t, topic, part, end):
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 30   # generous: a loaded CI machine
     while list_offsets(t, topic, part, -1, isolation_level=1)["offset"] != end:
         assert time.monotonic() < deadline, "markers of %s not written" % topic
         time.sleep(0.05)
@@ -179,7 +179,7 @@ def _describe(t, tid, base):
 
 
 def _wait_state(t, tid, state):
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 30
     while _describe(t, tid, 0)[1] != state:
         assert time.monotonic() < deadline, "%s never reached %s" % (tid, state)
         time.sleep(0.05)
