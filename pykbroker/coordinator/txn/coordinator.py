@@ -1,4 +1,4 @@
-"""The transaction coordinator (Kafka's TransactionCoordinator, transaction version 1).
+"""The transaction coordinator (Kafka's TransactionCoordinator, transaction versions 1 and 2).
 
 State: one :class:`TxnMetadata` per transactional id, held by the shard of its
 ``__transaction_state`` partition (:mod:`.state_log`), on the coordinator runtime like the group
@@ -8,7 +8,7 @@ record written through the runtime and applied to memory only once committed (hi
 while it is in flight the id has a *pending* state and other requests for it answer
 CONCURRENT_TRANSACTIONS, as in Kafka.
 
-Transitions (Kafka's, TV1):
+Transitions (Kafka's; TV1 unless said otherwise):
 - InitProducerId: a new id gets a fresh producer id, epoch 0, state Empty.  A known id in
   Empty/CompleteCommit/CompleteAbort gets its epoch bumped (a new producer id once the epoch is
   exhausted), which fences the previous producer.  An id in Ongoing is fenced first: its epoch is
@@ -45,7 +45,20 @@ Transitions (Kafka's, TV1):
   Ongoing transaction, with its current epoch, else the write is refused, so a late produce can
   never open a hanging transaction.  TxnOffsetCommit makes the same check for the group's
   offsets partition.  On a cluster, a broker that is not the id's coordinator asks the
-  coordinator's broker (:meth:`verify_anywhere`, AddPartitionsToTxn v4 ``verify_only``).
+  coordinator's broker (:meth:`verify_anywhere`, AddPartitionsToTxn v5 ``verify_only``).
+- Transaction version 2 (KIP-890 part 2; offered when the broker's ``transaction.version`` is 2,
+  which ApiVersions reports as finalized): the client sends no AddPartitionsToTxn /
+  AddOffsetsToTxn.  Its first transactional Produce (v12+) to a partition, and its
+  TxnOffsetCommit v5+, make the partition leader / group coordinator *add* the partition
+  (:meth:`verify_anywhere` with ``add``: in process, or AddPartitionsToTxn v5 without
+  ``verify_only``), recorded with client transaction version 2.  EndTxn v5 bumps the epoch with
+  Prepare* (an exhausted epoch reserves the next producer id, taken over at Complete*), the
+  markers carry the bumped epoch (WriteTxnMarkers v2 names the version, and the partition then
+  requires an epoch above its batches'), and the response returns the id/epoch to continue
+  with.  Retries are told apart by epoch (Kafka's rules): in Prepare*/Complete* a retry carries
+  the epoch before the bump; the current epoch in Complete* is the next transaction's end: an
+  abort of a transaction no partition ever saw is written (no markers), a commit is
+  INVALID_TXN_STATE.  Timeouts and fencing bump the epoch once, as before.
 
 The coordinator epoch written in markers is the leader epoch of the ``__transaction_state``
 partition, as in Kafka.
