@@ -104,6 +104,29 @@ def test_timed_out_transaction_is_aborted_and_fenced(txn_broker):
     assert describe(bs, tid)["producer_epoch"] == 2
 
 
+def test_timed_out_transaction_version_2(txn_broker):
+    """A transaction version 2 transaction (raw requests: Produce v12 adds the partition) that
+    times out: aborted with one epoch bump and the client version kept, after which the old
+    epoch's commit is INVALID_TXN_STATE and its abort a retry answered with the bumped epoch --
+    the answers and __transaction_state records Kafka 4.4 gives for the same requests
+    (observed against a real Kafka 4.4 broker, whose ``txn_log`` is the one below)."""
+    from tests.differential import test_transactions as T
+    from tests.differential.conftest import Target
+    t = Target("pykbroker", txn_broker.bootstrap, 1, None)
+    topic, tid = create_topic(txn_broker.bootstrap, unique("tv2-timeout"), 1), unique("tid")
+    T._coordinator(t, tid)
+    init = T._init(t, tid, timeout_ms=1500, version=5)
+    pid, e0 = init["producer_id"], init["producer_epoch"]
+    assert T._produce_v(t, tid, topic, 0, [b"x"], pid, e0, 0, 12) == 0
+    wait_until(lambda: T._describe(t, tid, e0)[1] == "CompleteAbort", 30, what="timeout abort")
+    assert T._describe(t, tid, e0) == (0, "CompleteAbort", 1, [])
+    assert T._end_v5(t, tid, pid, e0, True, e0) == (48, -1, None)     # INVALID_TXN_STATE
+    assert T._end_v5(t, tid, pid, e0, False, e0) == (0, 1, True)      # a retry: the bumped epoch
+    assert T._txn_log(t, tid, pid, e0) == [
+        (1, "Empty", 0, [], 0, 0, True, -1), (1, "Ongoing", 0, [(topic, 0)], 1, 2, True, -1),
+        (1, "PrepareAbort", 1, [(topic, 0)], 1, 2, True, -1), (1, "CompleteAbort", 1, [], 0, 2, True, -1)]
+
+
 def _three_transactions(bs, topic, tid):
     """A committed, an aborted and an open transaction over 2 partitions; returns the open producer."""
     p = txn_producer(bs, tid, **{"transaction.timeout.ms": 4000})
