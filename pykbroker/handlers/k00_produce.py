@@ -106,6 +106,10 @@ def _resolve_topic_ids(ctx, request) -> None:
                 t["_resolved"] = True
 
 
+# The dispatcher's fault injection matches rules by topic name (server/faults.py).
+resolve_request = _resolve_topic_ids
+
+
 def error_response(ctx, request, code, **fields):
     _resolve_topic_ids(ctx, request)
     resp = RESPONSES.error_response(ctx, request, code, **fields)

@@ -161,7 +161,10 @@ class _PartitionFaults:
                 idx = p[lay.req_index]
                 code = errors.get((name, idx))
                 parts.append(lay.error(idx, code) if code else entries[(name, idx)])
-            topics.append({lay.topic: name, lay.parts: parts})
+            entry = {lay.topic: name, lay.parts: parts}
+            if "topic_id" in t:
+                entry["topic_id"] = t["topic_id"]   # versions that name topics by id
+            topics.append(entry)
         return {**response, lay.topics: topics}
 
     def error_response(self, ctx, request, code):
@@ -264,6 +267,9 @@ class Dispatcher:
     def _inject(self, ctx, handler, spec, request):
         """The event for a request the fault plan may touch (see ``faults.py``)."""
         layout = getattr(handler, "RESPONSES", None)
+        resolve = getattr(handler, "resolve_request", None)
+        if resolve is not None:
+            resolve(ctx, request)   # e.g. Produce v13: topic ids -> the names fault rules name
         d = self.faults.decide(ctx.api_key, request, layout)
         event = HandleRequest(ctx, handler, spec, request)
         if not d:
