@@ -142,3 +142,31 @@ def test_inconsistent_topic_id_backs_off_then_catches_up(cluster, caplog):
     assert wait_replicated(cluster, "incons", 0) == 2
     for f in fols:
         assert _follower_values(cluster, f, "incons", 0) == [b"one", b"two"]
+
+
+def test_a_partition_without_topic_id_falls_back_to_names(cluster):
+    """Kafka's canUseTopicIds: one partition without an id (a topic from before topic ids) makes
+    the fetcher's requests v12 with names, in a new session; ids come back with it."""
+    cluster.create_topic("noid", 1, 3)
+    leader, fols = followers(cluster, "noid", 0)
+    f = fols[0]
+    assert produce(cluster, leader, "noid", 0, [b"one"])["error_code"] == 0
+    wait_replicated(cluster, "noid", 0)
+
+    def zero_id():
+        fetcher = cluster.brokers[f].replica_manager.fetcher_of(("noid", 0))
+        fetcher.add_partition(cluster.partition(f, "noid", 0))
+        fetcher.partitions[("noid", 0)].topic_id = bytes(16)
+    cluster.call(zero_id)
+    assert produce(cluster, leader, "noid", 0, [b"two"])["error_code"] == 0
+    assert wait_replicated(cluster, "noid", 0) == 2
+    _, uses_ids, _, session_id = _fetch_state(cluster, f, "noid", 0)
+    assert uses_ids is False
+    s = cluster.call(lambda: cluster.brokers[leader].replica_manager.fetch_sessions.get(session_id))
+    assert s is not None and s.uses_topic_ids is False
+    cluster.call(lambda: cluster.brokers[f].replica_manager.fetcher_of(("noid", 0))
+                 .add_partition(cluster.partition(f, "noid", 0)))
+    assert produce(cluster, leader, "noid", 0, [b"three"])["error_code"] == 0
+    assert wait_replicated(cluster, "noid", 0) == 3
+    assert _fetch_state(cluster, f, "noid", 0)[1] is True
+    assert _follower_values(cluster, f, "noid", 0) == [b"one", b"two", b"three"]
