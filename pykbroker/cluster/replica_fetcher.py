@@ -196,6 +196,12 @@ class ReplicaFetcher:
         # names topics by id
         self.fetch_version = MIN_FETCH_VERSION
         self._session_uses_ids = False
+        # the partitions without a topic id (kept up to date on add/remove, so that choosing
+        # between ids and names costs nothing per request)
+        self._without_id: set[tuple[str, int]] = set()
+        # topic id -> [name, partitions fetched under it]: names the topics of an answer (v13+
+        # answers carry ids only) without a pass over every partition
+        self._names_by_id: dict[bytes, list] = {}
         self._delayed: set[tuple[str, int]] = set()
         self._round = 0
         self._changed = trio.Event()
@@ -213,17 +219,35 @@ class ReplicaFetcher:
             # another incarnation of the topic (deleted, re-created under the same name): the
             # leader's session holds the old id, which must be forgotten
             self._leave_session(tp)
+        old = self.partitions.get(tp)
+        if old is not None:
+            self._unname(old.topic_id)
         self.partitions[tp] = st
+        self._names_by_id.setdefault(st.topic_id, [tp[0], 0])[1] += 1
+        if st.topic_id == ZERO_UUID:
+            self._without_id.add(tp)
+        else:
+            self._without_id.discard(tp)
         self._touched.add(tp)
         self._delayed.discard(tp)
         self._changed.set()
 
     def remove_partition(self, tp) -> None:
-        if self.partitions.pop(tp, None) is not None:
+        st = self.partitions.pop(tp, None)
+        if st is not None:
+            self._unname(st.topic_id)
+            self._without_id.discard(tp)
             self._leave_session(tp)
             self._touched.discard(tp)
             self._delayed.discard(tp)
             self._changed.set()
+
+    def _unname(self, topic_id: bytes) -> None:
+        entry = self._names_by_id.get(topic_id)
+        if entry is not None:
+            entry[1] -= 1
+            if entry[1] <= 0:
+                del self._names_by_id[topic_id]
 
     def _leave_session(self, tp) -> None:
         """``tp`` is not fetched for now: the next incremental request forgets it, and naming it
@@ -323,9 +347,8 @@ class ReplicaFetcher:
             with trio.move_on_at(soonest):
                 await self._changed.wait()
             return
-        live = [st for tp, st in self.partitions.items() if tp not in self._delayed]
         version = self.fetch_version
-        if version >= TOPIC_IDS_FROM and any(st.topic_id == ZERO_UUID for st in live):
+        if version >= TOPIC_IDS_FROM and self._without_id:
             version = TOPIC_IDS_FROM - 1     # Kafka's canUseTopicIds: all by id, or all by name
         uses_ids = version >= TOPIC_IDS_FROM
         if uses_ids != self._session_uses_ids:
@@ -356,8 +379,6 @@ class ReplicaFetcher:
         for t, tid, p in self._to_forget:
             forgotten.setdefault((t, tid), []).append(p)
         self._to_forget = set()
-        # the names of the ids this request uses (answers at v13+ name topics by id only)
-        names_of = {tid: t for (t, tid) in topics}
         self._round += 1
         round_ = self._round
         req = {"cluster_id": None, "replica_id": self.node_id,
@@ -395,18 +416,14 @@ class ReplicaFetcher:
             # Kafka's FetchMetadata.nextEpoch: after the largest int32 comes 1
             self._session_epoch = 1 if self._session_epoch >= (1 << 31) - 1 else self._session_epoch + 1
         any_error = False
-        id_names = None
         for t in resp["responses"]:
             if uses_ids:
-                name = names_of.get(t["topic_id"])
-                if name is None:
-                    # a session partition this request did not name (an incremental answer
-                    # lists any with news): its id is one of the fetched partitions'
-                    if id_names is None:
-                        id_names = {st.topic_id: tp[0] for tp, st in self.partitions.items()}
-                    name = id_names.get(t["topic_id"])
-                if name is None:
-                    continue
+                # (an incremental answer also lists session partitions this request did not
+                # name: any fetched partition's id names its topic)
+                entry = self._names_by_id.get(t["topic_id"])
+                if entry is None:
+                    continue   # no partition of that topic is fetched any more
+                name = entry[0]
             else:
                 name = t["topic"]
             for p in t["partitions"]:

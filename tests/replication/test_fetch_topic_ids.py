@@ -74,14 +74,18 @@ def test_unknown_topic_id_backs_off_then_catches_up(cluster, caplog):
     wait_replicated(cluster, "stale", 0)
 
     def stale_id():
-        # as if this follower's metadata named the topic by an id the leader does not know
-        fetcher = cluster.brokers[f].replica_manager.fetcher_of(("stale", 0))
-        fetcher.add_partition(cluster.partition(f, "stale", 0))
-        fetcher.partitions[("stale", 0)].topic_id = os.urandom(16)
+        # re-added as if this follower's metadata named the topic by an id the leader does not know
+        part = cluster.partition(f, "stale", 0)
+        real, part.topic_id = part.topic_id, os.urandom(16)
+        try:
+            cluster.brokers[f].replica_manager.fetcher_of(("stale", 0)).add_partition(part)
+        finally:
+            part.topic_id = real
     with caplog.at_level(logging.WARNING, logger=FETCHER_LOG):
         cluster.call(stale_id)
         assert produce(cluster, leader, "stale", 0, [b"two"], acks=1)["error_code"] == 0
-        wait_until(lambda: "UNKNOWN_TOPIC_ID from the leader" in caplog.text, 15, what="UNKNOWN_TOPIC_ID warning")
+        wait_until(lambda: ("ReplicaFetcher(%d <- %d): stale-0: UNKNOWN_TOPIC_ID from the leader" % (f, leader))
+                   in caplog.text, 15, what="UNKNOWN_TOPIC_ID warning")
     assert cluster.offsets(f, "stale", 0)[2] == 1          # nothing appended meanwhile
     assert _follower_values(cluster, f, "stale", 0) == [b"one"]
     # the right id again (what the next metadata would bring): it catches up
@@ -154,9 +158,13 @@ def test_a_partition_without_topic_id_falls_back_to_names(cluster):
     wait_replicated(cluster, "noid", 0)
 
     def zero_id():
-        fetcher = cluster.brokers[f].replica_manager.fetcher_of(("noid", 0))
-        fetcher.add_partition(cluster.partition(f, "noid", 0))
-        fetcher.partitions[("noid", 0)].topic_id = bytes(16)
+        # re-added as the metadata of a topic without id would add it
+        part = cluster.partition(f, "noid", 0)
+        real, part.topic_id = part.topic_id, bytes(16)
+        try:
+            cluster.brokers[f].replica_manager.fetcher_of(("noid", 0)).add_partition(part)
+        finally:
+            part.topic_id = real
     cluster.call(zero_id)
     assert produce(cluster, leader, "noid", 0, [b"two"])["error_code"] == 0
     assert wait_replicated(cluster, "noid", 0) == 2
