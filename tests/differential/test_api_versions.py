@@ -48,8 +48,6 @@ EXCLUDED = {
     24: ((0, 4), "AddPartitionsToTxn v5: transactions v2"), 25: ((0, 3), "AddOffsetsToTxn v4: transactions v2"),
     26: ((0, 4), "EndTxn v5: transactions v2"), 27: ((1, 1), "WriteTxnMarkers v2: transactions v2"),
     28: ((0, 4), "TxnOffsetCommit v5-6: transactions v2, topic ids"),
-    42: ((0, 2), "DeleteGroups v3: per-group error messages"),
-    74: (None, "ListConfigResources (KIP-1142)"),
     76: (None, "share groups (KIP-932)"), 77: (None, "share groups"), 78: (None, "share groups"),
     79: (None, "share groups"), 83: (None, "share groups"), 84: (None, "share groups"), 85: (None, "share groups"),
     86: (None, "share groups"), 87: (None, "share groups"), 90: (None, "share groups"), 91: (None, "share groups"),
