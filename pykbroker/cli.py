@@ -139,8 +139,14 @@ def _cluster_up(args) -> int:
     # ZooKeeper; and the kernel SIGTERMs them if this process dies (die_with_parent).
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, on_signal)
+    if args.metrics is not None:
+        import importlib.util
+        if importlib.util.find_spec("prometheus_client") is None:
+            print("pykbroker: --metrics needs prometheus_client (pip install 'pykbroker[metrics]')",
+                  file=sys.stderr)
+            return 2
     cluster = Cluster(args.brokers, data_dir=args.dir, overrides=overrides, zookeeper=args.zookeeper,
-                      log_level=args.log_level, die_with_parent=True)
+                      log_level=args.log_level, die_with_parent=True, metrics_port=args.metrics)
     try:
         try:
             cluster.start()
@@ -190,6 +196,10 @@ def _print_cluster(info: dict, cluster_tmp: bool) -> None:
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     for r in rows:
         lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[3])
+    metrics = [(b["broker_id"], b.get("metrics")) for b in info["brokers"] if b.get("metrics")]
+    if metrics:
+        lines.append("")
+        lines += ["metrics of broker %d: %s" % m for m in metrics]
     lines.append("")
     lines.append("data in %s%s; Ctrl-C stops the cluster"
                  % (info["data_dir"], " (temporary, removed on exit)" if cluster_tmp else ""))
@@ -236,6 +246,9 @@ def main(argv=None) -> int:
     up.add_argument("--override", action="append", metavar="KEY=VALUE", help="a Kafka config for every broker, repeatable")
     up.add_argument("--log-level", default="INFO", help="the brokers' log level")
     up.add_argument("--json", action="store_true", help="print the cluster as one JSON document (for scripts)")
+    up.add_argument("--metrics", type=int, nargs="?", const=0, metavar="BASE_PORT",
+                    help="serve each broker's Prometheus metrics on loopback: broker i on BASE_PORT+i-1, "
+                         "or on free ports (printed) without a port")
     tp = sub.add_parser("trace", help="record (proxy) and compare (diff) protocol traces")
     if (sys.argv[1:] if argv is None else argv)[:1] == ["trace"]:   # its module only when it runs
         from .observability.cli import add_arguments as add_trace_arguments

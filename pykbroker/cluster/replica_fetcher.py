@@ -2,7 +2,7 @@
 AbstractFetcherThread), one trio task per source broker.
 
 Each ``ReplicaFetcher`` holds the follower partitions whose leader is its source broker and
-loops: one Fetch (v12, ``replica_id`` = this node, ``current_leader_epoch`` = the epoch the
+loops: one Fetch (``replica_id`` = this node, ``current_leader_epoch`` = the epoch the
 controller published, ``last_fetched_epoch`` = the log's latest epoch) over its own TCP
 connection to the leader's ``inter.broker.listener.name`` endpoint, then per partition:
 - records: the leader's batches appended as they are (``Partition.append_as_follower``: same
@@ -19,7 +19,23 @@ connection to the leader's ``inter.broker.listener.name`` endpoint, then per par
   of us, truncate fully and start there; ahead of it (an unclean election) -> truncate to it.
 - NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH / UNKNOWN_TOPIC: the
   metadata is about to change; the partition waits ``replica.fetch.backoff.ms`` (the controller's
-  next state re-adds it to the right fetcher anyway).
+  next state re-adds it to the right fetcher anyway).  UNKNOWN_TOPIC_ID (the leader does not
+  know the id yet, or any more) and INCONSISTENT_TOPIC_ID (the leader's partition belongs to
+  another incarnation of the topic: deleted and re-created under the same name, one side not
+  caught up) are handled the same way, with Kafka's warning: transient while a topic is created
+  or deleted; once this broker's metadata has the new topic, its partition is re-added with the
+  new id (and the old id is forgotten in the session).
+Fetch version (as Kafka's follower, which fetches at its metadata version's Fetch version): on
+each connection an ApiVersions request learns the leader's range, and the fetcher uses the
+highest version both sides serve (``MAX_FETCH_VERSION``).  v13+ names topics by id (the
+partition's topic id, from the metadata this broker was given); a request with a partition
+whose id is unknown (zero: a topic from before topic ids), or a leader below v13, falls back to
+v12 with names, as Kafka's FetchSessionHandler does (``canUseTopicIds``).  Switching between ids
+and names starts a new session (a leader answers FETCH_SESSION_TOPIC_ID_ERROR otherwise; that
+error, like the other session errors, also starts over with a full request).  v15+ carry the
+replica id in ``replica_state`` (broker epoch -1: no KIP-903 check), v17 a zero
+``replica_directory_id`` (one directory id is not tracked per log), v18 the follower's high
+watermark (KIP-1166).
 Fetch sessions (KIP-227, leader side in cluster/fetch_session.py): the first request is a full
 one (session epoch 0) naming every partition; the leader's answer carries a session id, and
 from then on each request names only the partitions whose fetch fields (offset, epochs, log
@@ -49,13 +65,26 @@ from ..protocol.records import HEADER_SIZE, RecordError, parse_header
 log = logging.getLogger("pykbroker.replica_fetcher")
 
 FETCH, LIST_OFFSETS = 1, 2
-FETCH_VERSION = 12          # the highest pykbroker serves: last_fetched_epoch + diverging_epoch
+API_VERSIONS = 18
+# The newest Fetch version this fetcher speaks (the codec and the leader-side handler go as
+# far); the one used is min(this, the leader's maximum).  Below 12 there is no
+# last_fetched_epoch / diverging_epoch, which truncation on fetch needs: a leader without v12
+# is not fetched from (the connection fails and is retried after the backoff).
+MAX_FETCH_VERSION = 18
+MIN_FETCH_VERSION = 12
+TOPIC_IDS_FROM = 13         # Fetch v13+: topics by id
 LIST_OFFSETS_VERSION = 4    # replica_id and current_leader_epoch
+ZERO_UUID = bytes(16)
 LATEST, EARLIEST = -1, -2
 _WAIT_ERRORS = frozenset(int(c) for c in (
     ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.KAFKA_STORAGE_ERROR,
-    ErrorCode.REPLICA_NOT_AVAILABLE))
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.INCONSISTENT_TOPIC_ID,
+    ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.REPLICA_NOT_AVAILABLE))
+# Kafka's AbstractFetcherThread warns on these two (they should not last)
+_TOPIC_ID_ERRORS = frozenset((int(ErrorCode.UNKNOWN_TOPIC_ID), int(ErrorCode.INCONSISTENT_TOPIC_ID)))
+_SESSION_ERRORS = frozenset(int(c) for c in (
+    ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+    ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR))
 
 
 # Follower fetch sessions (KIP-227): on, as in Kafka.  (Off only to compare, e.g. benchmarks:
@@ -83,11 +112,13 @@ class FetcherConfig:
 
 class PartitionFetchState:
     """One follower partition in a fetcher: a new object each time it is (re-)added."""
-    __slots__ = ("partition", "leader_epoch", "delayed_until", "added_round")
+    __slots__ = ("partition", "leader_epoch", "topic_id", "delayed_until", "added_round")
 
     def __init__(self, partition, leader_epoch: int, added_round: int = 0):
         self.partition = partition
         self.leader_epoch = leader_epoch
+        # the id this incarnation of the topic has in this broker's metadata (zero: none)
+        self.topic_id = bytes(getattr(partition, "topic_id", None) or ZERO_UUID)
         self.delayed_until = 0.0
         # answers to requests sent before it was added are stale
         self.added_round = added_round
@@ -116,7 +147,10 @@ class _Channel:
         (corr,) = struct.unpack_from(">i", frame, 0)
         if corr != self.corr:
             raise ConnectionError("correlation id %d, expected %d" % (corr, self.corr))
-        pos = 5 if flexible else 4   # response header v1: one empty tagged-field byte
+        # response header v1 (one empty tagged-field byte) for flexible versions, except
+        # ApiVersions, whose response header is always v0 (KIP-511: a client must read it
+        # before knowing the versions)
+        pos = 5 if flexible and api_key != API_VERSIONS else 4
         return api.decode("response", version, frame, pos)
 
     async def _read_frame(self) -> bytes:
@@ -151,11 +185,23 @@ class ReplicaFetcher:
         # (added, answered), removed ones (forgotten next time), ones backing off after an error
         self._session_id = 0
         self._session_epoch = 0
+        # tp -> (topic id it was named with, the fields the leader was told)
         self._in_session: dict[tuple[str, int], tuple] = {}
         self._touched: set[tuple[str, int]] = set()
-        # in the leader's session but no longer fetched (removed, or backing off after an
-        # error): forgotten by the next incremental request unless it names them again
-        self._to_forget: set[tuple[str, int]] = set()
+        # in the leader's session but no longer fetched (removed, backing off after an error,
+        # or re-added under a new topic id): (topic, topic id, partition), forgotten by the next
+        # incremental request unless it names the same one again
+        self._to_forget: set[tuple[str, bytes, int]] = set()
+        # the Fetch version of the current connection (ApiVersions) and whether the session
+        # names topics by id
+        self.fetch_version = MIN_FETCH_VERSION
+        self._session_uses_ids = False
+        # the partitions without a topic id (kept up to date on add/remove, so that choosing
+        # between ids and names costs nothing per request)
+        self._without_id: set[tuple[str, int]] = set()
+        # topic id -> [name, partitions fetched under it]: names the topics of an answer (v13+
+        # answers carry ids only) without a pass over every partition
+        self._names_by_id: dict[bytes, list] = {}
         self._delayed: set[tuple[str, int]] = set()
         self._round = 0
         self._changed = trio.Event()
@@ -167,17 +213,41 @@ class ReplicaFetcher:
     # ------------------------------------------------------------------ membership
     def add_partition(self, partition) -> None:
         tp = (partition.topic, partition.partition_id)
-        self.partitions[tp] = PartitionFetchState(partition, partition.leader_epoch, self._round + 1)
+        st = PartitionFetchState(partition, partition.leader_epoch, self._round + 1)
+        known = self._in_session.get(tp)
+        if known is not None and known[0] != st.topic_id:
+            # another incarnation of the topic (deleted, re-created under the same name): the
+            # leader's session holds the old id, which must be forgotten
+            self._leave_session(tp)
+        old = self.partitions.get(tp)
+        if old is not None:
+            self._unname(old.topic_id)
+        self.partitions[tp] = st
+        self._names_by_id.setdefault(st.topic_id, [tp[0], 0])[1] += 1
+        if st.topic_id == ZERO_UUID:
+            self._without_id.add(tp)
+        else:
+            self._without_id.discard(tp)
         self._touched.add(tp)
         self._delayed.discard(tp)
         self._changed.set()
 
     def remove_partition(self, tp) -> None:
-        if self.partitions.pop(tp, None) is not None:
+        st = self.partitions.pop(tp, None)
+        if st is not None:
+            self._unname(st.topic_id)
+            self._without_id.discard(tp)
             self._leave_session(tp)
             self._touched.discard(tp)
             self._delayed.discard(tp)
             self._changed.set()
+
+    def _unname(self, topic_id: bytes) -> None:
+        entry = self._names_by_id.get(topic_id)
+        if entry is not None:
+            entry[1] -= 1
+            if entry[1] <= 0:
+                del self._names_by_id[topic_id]
 
     def _leave_session(self, tp) -> None:
         """``tp`` is not fetched for now: the next incremental request forgets it, and naming it
@@ -185,8 +255,9 @@ class ReplicaFetcher:
         came back after its backoff with the same fetch offset was never named again: the
         leader, which had answered an error for it, never re-read it, and the follower never
         caught up: the ISR shrank under an acks=all produce right after topic creation.)"""
-        if self._in_session.pop(tp, None) is not None:
-            self._to_forget.add(tp)
+        known = self._in_session.pop(tp, None)
+        if known is not None:
+            self._to_forget.add((tp[0], known[0], tp[1]))
 
     def shutdown(self) -> None:
         self._cancel.cancel()
@@ -210,12 +281,31 @@ class ReplicaFetcher:
                 chan = _Channel(stream, self.cfg.client_id, (1 << 31) - 1)
                 try:
                     async with stream:
+                        self.fetch_version = await self._negotiate(chan)
                         while self.partitions:
                             await self._fetch_once(chan)
                 except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError,
                         ConnectionError, KafkaError) as e:
                     log.info("%r: fetch failed (%s: %s); reconnecting", self, type(e).__name__, e)
                     await self._backoff()
+
+    async def _negotiate(self, chan: _Channel) -> int:
+        """The Fetch version for this connection: the highest both sides serve (ApiVersions)."""
+        with trio.fail_after(self.cfg.socket_timeout_s):
+            resp = await chan.call(API_VERSIONS, 3, {"client_software_name": "pykbroker-replica-fetcher",
+                                                     "client_software_version": "1"})
+        if resp["error_code"]:
+            raise KafkaError(resp["error_code"], "ApiVersions refused")
+        for a in resp["api_keys"]:
+            if a["api_key"] == FETCH:
+                v = min(MAX_FETCH_VERSION, a["max_version"])
+                if v < MIN_FETCH_VERSION or a["min_version"] > v:
+                    raise KafkaError(ErrorCode.UNSUPPORTED_VERSION,
+                                     "the leader serves Fetch %d-%d" % (a["min_version"], a["max_version"]))
+                if v != self.fetch_version:
+                    log.info("%r: Fetch v%d", self, v)
+                return v
+        raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "the leader does not serve Fetch")
 
     async def _wait_for_work(self) -> None:
         while not self.partitions:
@@ -236,7 +326,8 @@ class ReplicaFetcher:
         return {"partition": tp[1], "current_leader_epoch": st.leader_epoch,
                 "fetch_offset": lg.log_end_offset,
                 "last_fetched_epoch": latest if latest is not None else -1,
-                "log_start_offset": lg.log_start_offset, "partition_max_bytes": self.cfg.max_bytes}
+                "log_start_offset": lg.log_start_offset, "partition_max_bytes": self.cfg.max_bytes,
+                "replica_directory_id": ZERO_UUID, "high_watermark": lg.high_watermark}
 
     def _reset_session(self) -> None:
         """The next request is a full one (closing the current session, if any, on the leader)."""
@@ -256,6 +347,13 @@ class ReplicaFetcher:
             with trio.move_on_at(soonest):
                 await self._changed.wait()
             return
+        version = self.fetch_version
+        if version >= TOPIC_IDS_FROM and self._without_id:
+            version = TOPIC_IDS_FROM - 1     # Kafka's canUseTopicIds: all by id, or all by name
+        uses_ids = version >= TOPIC_IDS_FROM
+        if uses_ids != self._session_uses_ids:
+            self._reset_session()
+            self._session_uses_ids = uses_ids
         full = self._session_epoch == 0 or not FETCH_SESSIONS
         if full:
             consider = [tp for tp in self.partitions if tp not in self._delayed]
@@ -270,34 +368,37 @@ class ReplicaFetcher:
             if st is None or tp in self._delayed:
                 continue
             entry = self._entry(tp, st)
-            key = tuple(entry.values())
+            key = (st.topic_id, tuple(entry.values()))
             if full or self._in_session.get(tp) != key:
-                topics.setdefault(tp[0], []).append(entry)
+                topics.setdefault((tp[0], st.topic_id), []).append(entry)
                 self._in_session[tp] = key
                 # named again: not forgotten (the leader applies forgotten_topics_data after
                 # the named partitions, so both in one request would drop it)
-                self._to_forget.discard(tp)
-        forgotten: dict[str, list] = {}
-        for tp in self._to_forget:
-            forgotten.setdefault(tp[0], []).append(tp[1])
+                self._to_forget.discard((tp[0], st.topic_id, tp[1]))
+        forgotten: dict[tuple, list] = {}
+        for t, tid, p in self._to_forget:
+            forgotten.setdefault((t, tid), []).append(p)
         self._to_forget = set()
         self._round += 1
         round_ = self._round
-        req = {"cluster_id": None, "replica_id": self.node_id, "max_wait_ms": self.cfg.wait_max_ms,
+        req = {"cluster_id": None, "replica_id": self.node_id,
+               "replica_state": {"replica_id": self.node_id, "replica_epoch": -1},
+               "max_wait_ms": self.cfg.wait_max_ms,
                "min_bytes": self.cfg.min_bytes, "max_bytes": self.cfg.response_max_bytes,
                "isolation_level": 0, "session_id": self._session_id if FETCH_SESSIONS else 0,
                "session_epoch": self._session_epoch if FETCH_SESSIONS else -1,
-               "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-               "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in forgotten.items()],
+               "topics": [{"topic": t, "topic_id": tid, "partitions": ps} for (t, tid), ps in topics.items()],
+               "forgotten_topics_data": [{"topic": t, "topic_id": tid, "partitions": ps}
+                                         for (t, tid), ps in forgotten.items()],
                "rack_id": ""}
         try:
             with trio.fail_after(self.cfg.socket_timeout_s + self.cfg.wait_max_ms / 1000.0):
-                resp = await chan.call(FETCH, FETCH_VERSION, req)
+                resp = await chan.call(FETCH, version, req)
         except BaseException:
             self._reset_session()
             raise
         code = resp["error_code"]
-        if code in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH):
+        if code in _SESSION_ERRORS:
             log.info("%r: fetch session %d: %s; starting a new one", self, self._session_id, ErrorCode(code).name)
             self._session_id = 0
             self._reset_session()
@@ -316,11 +417,22 @@ class ReplicaFetcher:
             self._session_epoch = 1 if self._session_epoch >= (1 << 31) - 1 else self._session_epoch + 1
         any_error = False
         for t in resp["responses"]:
+            if uses_ids:
+                # (an incremental answer also lists session partitions this request did not
+                # name: any fetched partition's id names its topic)
+                entry = self._names_by_id.get(t["topic_id"])
+                if entry is None:
+                    continue   # no partition of that topic is fetched any more
+                name = entry[0]
+            else:
+                name = t["topic"]
             for p in t["partitions"]:
-                tp = (t["topic"], p["partition_index"])
+                tp = (name, p["partition_index"])
                 st = self.partitions.get(tp)
                 if st is None or st.added_round > round_ or tp in self._delayed:
                     continue   # removed or re-added meanwhile: a stale answer
+                if uses_ids and st.topic_id != t["topic_id"]:
+                    continue   # an answer for another incarnation of the topic
                 self._touched.add(tp)
                 try:
                     ok = await self._process(chan, tp, st, p)
@@ -342,7 +454,10 @@ class ReplicaFetcher:
             await self._handle_out_of_range(chan, tp, st)
             return True
         if code:
-            if code not in _WAIT_ERRORS:
+            if code in _TOPIC_ID_ERRORS:
+                log.warning("%r: %s-%d: %s from the leader; transient while the topic is created or "
+                            "deleted, not expected to persist", self, tp[0], tp[1], ErrorCode(code).name)
+            elif code not in _WAIT_ERRORS:
                 log.warning("%r: %s-%d: fetch error %s", self, tp[0], tp[1], ErrorCode(code).name)
             return False
         div = p.get("diverging_epoch")

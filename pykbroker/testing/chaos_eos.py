@@ -9,6 +9,13 @@ application restarts from its last committed offsets with a new producer, fencin
 aborted output is invisible to read_committed readers.  Meanwhile the nemesis kills the leader of
 a random output or input partition every ``interval`` seconds and restarts it.
 
+librdkafka's ``send_offsets_to_transaction`` can block past its timeout, indefinitely, when the
+group coordinator it cached goes down (librdkafka issues #5456 and #5511, open in 2.16, seen
+against any broker).  The application bounds that call as a careful application would: if it
+has not returned well after its own timeout, the producer is abandoned and a new session starts
+with a new producer of the same transactional id, whose InitProducerId fences the stuck one and
+aborts its transaction.  Such hangs are counted in the report (``client hangs``).
+
 The check: a read_committed consumer of the whole output sees every ``out-n`` for n < N
 exactly once (none missing, none twice).
 """
@@ -37,6 +44,7 @@ class EosReport:
     committed_txns: int = 0
     aborted_txns: int = 0
     restarts: int = 0
+    client_hangs: int = 0
     output: int = 0
     missing: int = 0
     duplicates: int = 0
@@ -48,10 +56,34 @@ class EosReport:
 
     def row(self) -> str:
         return ("eos-kill-leader %5.0fs  input %d  output %d  missing %d  duplicates %d  "
-                "transactions %d committed / %d aborted  app restarts %d  faults %d  %s"
+                "transactions %d committed / %d aborted  app restarts %d  client hangs %d  faults %d  %s"
                 % (self.seconds, self.records, self.output, self.missing, self.duplicates,
-                   self.committed_txns, self.aborted_txns, self.restarts, self.faults,
+                   self.committed_txns, self.aborted_txns, self.restarts, self.client_hangs, self.faults,
                    "ok" if self.ok else "FAIL"))
+
+
+class _ClientHang(Exception):
+    pass
+
+
+def _bounded(fn, timeout: float):
+    """``fn()`` in a helper thread; _ClientHang if it has not returned after ``timeout`` seconds
+    (the thread, blocked in the client library, is left behind)."""
+    box: dict = {}
+
+    def call():
+        try:
+            box["result"] = fn()
+        except BaseException as e:   # handed to the caller
+            box["error"] = e
+    th = threading.Thread(target=call, daemon=True)
+    th.start()
+    th.join(timeout)
+    if th.is_alive():
+        raise _ClientHang()
+    if "error" in box:
+        raise box["error"]
+    return box.get("result")
 
 
 def _fill_input(bootstrap: str, n: int, partitions: int) -> None:
@@ -107,11 +139,19 @@ class EosApp:
                     for m in msgs:
                         nxt[m.partition()] = max(nxt.get(m.partition(), 0), m.offset() + 1)
                     offsets = [TopicPartition(IN, part, off) for part, off in nxt.items()]
-                    p.send_offsets_to_transaction(offsets, c.consumer_group_metadata(), 60)
+                    meta = c.consumer_group_metadata()
+                    # 60 s is the call's own timeout; librdkafka may ignore it (see above)
+                    _bounded(lambda: p.send_offsets_to_transaction(offsets, meta, 60), 90)
                     p.commit_transaction(60)
                     self.report.committed_txns += 1
                     if self.pace_s:
                         time.sleep(self.pace_s)
+                except _ClientHang:
+                    self.report.client_hangs += 1
+                    self.log("send_offsets_to_transaction blocked past its timeout: new producer")
+                    if len(self.report.examples) < 5:
+                        self.report.examples.append("client hang in send_offsets_to_transaction")
+                    return   # a new session; its InitProducerId fences this producer
                 except KafkaException as e:
                     err = e.args[0]
                     if len(self.report.examples) < 5:

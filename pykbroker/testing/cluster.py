@@ -41,7 +41,7 @@ class BrokerNode:
 
     def __init__(self, broker_id: int, data_dir: str, zookeeper_connect: Optional[str],
                  overrides: Optional[dict] = None, port: int = 0, log_level: str = "INFO",
-                 die_with_parent: bool = False):
+                 die_with_parent: bool = False, metrics_port: Optional[int] = None):
         self.broker_id = int(broker_id)
         self.data_dir = os.path.abspath(data_dir)
         self.log_dir = os.path.join(self.data_dir, "kafka-logs")
@@ -54,6 +54,9 @@ class BrokerNode:
         self.proc: Optional[subprocess.Popen] = None
         self._log_offset = 0
         self.ever_ready = False   # from then on its port is fixed: clients and ZooKeeper know it
+        # Prometheus metrics (``serve --metrics``): None off, 0 a free port chosen at the first
+        # spawn and kept across restarts (a scraper's target list stays valid)
+        self.metrics_port = metrics_port
 
     @property
     def bootstrap(self) -> str:
@@ -76,6 +79,8 @@ class BrokerNode:
         values.update(self.overrides)   # the caller's word wins (e.g. a chroot in zookeeper.connect)
         for k, v in values.items():
             cmd += ["--override", "%s=%s" % (k, v)]
+        if self.metrics_port is not None:
+            cmd += ["--metrics", "%s:%d" % (HOST, self.metrics_port)]
         return cmd
 
     def spawn(self) -> None:
@@ -85,6 +90,8 @@ class BrokerNode:
         os.makedirs(self.log_dir, exist_ok=True)
         if self.port == 0:
             self.port = free_port(HOST)
+        if self.metrics_port == 0:
+            self.metrics_port = free_port(HOST)
         env = dict(os.environ)
         # The child imports the same pykbroker as this process: a source checkout (a worktree
         # on PYTHONPATH, or the current directory) goes first on its path.  An installed package
@@ -173,7 +180,8 @@ class BrokerNode:
 
     def describe(self) -> dict:
         return {"broker_id": self.broker_id, "host": HOST, "port": self.port, "pid": self.pid,
-                "data_dir": self.data_dir, "log": self.log_path}
+                "data_dir": self.data_dir, "log": self.log_path,
+                "metrics": "http://%s:%d/metrics" % (HOST, self.metrics_port) if self.metrics_port else None}
 
     def __repr__(self) -> str:
         return "BrokerNode(%d, %s, pid=%s)" % (self.broker_id, self.bootstrap, self.pid)
@@ -191,14 +199,15 @@ class Cluster:
     was given as ``zookeeper="host:port"``).  ``overrides`` go to every broker; ``broker_overrides``
     maps a broker id to its own extra settings.  ``die_with_parent=True`` (what ``cluster up``
     uses; only from the main thread) puts the children in their own session and has the kernel
-    SIGTERM them when this process dies.
+    SIGTERM them when this process dies.  ``metrics_port`` (None: off) serves each broker's
+    Prometheus metrics: broker ``i`` on ``metrics_port + i - 1``, or on free ports when 0.
     """
 
     def __init__(self, n_brokers: int = 3, data_dir: Optional[str] = None,
                  overrides: Optional[dict] = None, zookeeper: Optional[str] = None,
                  broker_overrides: Optional[dict] = None, log_level: str = "INFO",
                  zk_tick_time: int = 2000, die_with_parent: bool = False,
-                 start_timeout: float = 60.0):
+                 start_timeout: float = 60.0, metrics_port: Optional[int] = None):
         if n_brokers < 1:
             raise ValueError("n_brokers must be at least 1")
         self._tmp = None
@@ -218,7 +227,9 @@ class Cluster:
         per_broker = broker_overrides or {}
         self.brokers = [BrokerNode(i, os.path.join(self.data_dir, "broker-%d" % i), None,
                                    {**(overrides or {}), **per_broker.get(i, {})},
-                                   log_level=log_level, die_with_parent=die_with_parent)
+                                   log_level=log_level, die_with_parent=die_with_parent,
+                                   metrics_port=None if metrics_port is None else
+                                   (metrics_port + i - 1 if metrics_port else 0))
                         for i in range(1, n_brokers + 1)]
 
     # -- addresses ------------------------------------------------------------------------

@@ -56,9 +56,6 @@ def test_java_and_python_producers_kill_leader(tmp_path):
     assert report.acked <= report.consumed <= report.sent
 
 
-@pytest.mark.xfail(strict=False, reason="known defect (SKIPPED.md): under leader kills a transactional "
-                   "producer's send_offsets_to_transaction can stay unanswered past the run (about one "
-                   "run in two on a 2-core machine); when the run completes, its output is checked")
 def test_exactly_once_consume_transform_produce_under_leader_kills(tmp_path):
     """Issue 12's fault run: a transactional consume-transform-produce application
     (send_offsets_to_transaction, read_committed) while input/output leaders are killed with

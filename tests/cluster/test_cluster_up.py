@@ -161,3 +161,45 @@ def test_no_java_is_one_clear_line(tmp_path):
     assert r.returncode == 1
     assert r.stderr.strip().splitlines() == ["pykbroker: JAVA=%s is not an executable java" % (tmp_path / "no-such-java")]
     assert "Traceback" not in r.stderr
+
+
+def test_cluster_up_metrics_per_broker():
+    """``--metrics``: every broker serves Prometheus metrics on its own port, printed by
+    ``cluster up``; records produced to a replicated topic show up in the leader's
+    MessagesIn counter and in the followers' replication counters."""
+    import urllib.request
+    import uuid
+
+    import pytest
+    pytest.importorskip("prometheus_client")
+    ck = pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    proc = launch("--brokers", "2", "--json", "--metrics")
+    try:
+        info = json.loads(read_until(proc, lambda l: l.startswith("{"))[-1])
+        urls = [b["metrics"] for b in info["brokers"]]
+        assert all(u and u.startswith("http://127.0.0.1:") for u in urls) and len(set(urls)) == 2, urls
+        for b in info["brokers"]:
+            argv = cmdline(b["pid"])
+            assert argv[argv.index("--metrics") + 1] == b["metrics"][len("http://"):-len("/metrics")]
+        topic = "m-" + uuid.uuid4().hex[:6]
+        admin = AdminClient({"bootstrap.servers": info["bootstrap_servers"]})
+        admin.create_topics([NewTopic(topic, 1, 2)])[topic].result(60)
+        p = ck.Producer({"bootstrap.servers": info["bootstrap_servers"], "acks": "all"})
+        for i in range(25):
+            p.produce(topic, b"v%d" % i)
+        assert p.flush(60) == 0
+
+        def counter(url, name):
+            text = urllib.request.urlopen(url, timeout=10).read().decode()
+            m = re.search(r'^%s\{[^}]*topic="%s"[^}]*\} ([0-9.e+]+)$' % (name, topic), text, re.M)
+            return float(m.group(1)) if m else 0.0
+        wait_for(lambda: sum(counter(u, "kafka_server_brokertopicmetrics_messagesin_total") for u in urls) == 25,
+                 timeout=30)
+        wait_for(lambda: sum(counter(u, "kafka_server_brokertopicmetrics_replicationbytesout_total")
+                             for u in urls) > 0, timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(60)

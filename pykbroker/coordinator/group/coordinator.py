@@ -31,13 +31,13 @@
 from __future__ import annotations
 
 import logging
-import os
 import time
 
 import trio
 
 from ...protocol.errors import ErrorCode as E, KafkaError
-from ...protocol.records import internal_validated, iter_batches, parse_header, validate_produce_records
+from ...protocol.records import internal_validated, parse_header, validate_produce_records
+from ..internal_log import InternalTopicLog
 from ..runtime import CoordinatorRuntime
 from . import offsets as O
 from .classic import DEAD, EMPTY, ClassicGroup, Future
@@ -556,41 +556,13 @@ class GroupShard:
         self.gc._drop_partition(self.partition)
 
 
-class BrokerOffsetsLog:
+class BrokerOffsetsLog(InternalTopicLog):
     """``__consumer_offsets`` in this broker's own log: the runtime's PartitionWriter, over the
     metadata cache (partition count), the controller (topic creation) and the replica manager
     (the partitions)."""
 
-    def __init__(self, metadata, replica_manager, controller):
-        self.metadata = metadata
-        self.replica_manager = replica_manager
-        self.controller = controller
-
-    def exists(self) -> bool:
-        md = self.metadata
-        return md is not None and md.get(O.OFFSETS_TOPIC) is not None
-
-    def num_partitions(self) -> int:
-        return self.metadata.get(O.OFFSETS_TOPIC).num_partitions
-
-    def leader_epoch(self, partition: int) -> int:
-        p = self.replica_manager.get_partition(O.OFFSETS_TOPIC, partition)
-        return getattr(p, "leader_epoch", 0) if p is not None else 0
-
-    async def create(self, n: int, rf: int, segment_bytes: int) -> None:
-        configs = {"cleanup.policy": "compact", "compression.type": "producer",
-                   "segment.bytes": str(segment_bytes)}
-        try:
-            await self.controller.create_topic(O.OFFSETS_TOPIC, n, rf, configs, internal=True)
-        except Exception as e:
-            if getattr(e, "code", None) != E.TOPIC_ALREADY_EXISTS:
-                raise
-
-    def _partition(self, partition: int):
-        p = self.replica_manager.get_partition(O.OFFSETS_TOPIC, partition)
-        if p is None:
-            raise KafkaError(E.COORDINATOR_NOT_AVAILABLE, "%s-%d is not open" % (O.OFFSETS_TOPIC, partition))
-        return p
+    TOPIC = O.OFFSETS_TOPIC
+    CONFIGS = {"cleanup.policy": "compact", "compression.type": "producer"}
 
     async def append(self, partition: int, batch: bytes) -> int:
         """Append as the leader (honours the topic's flush settings like Produce does); returns
@@ -617,31 +589,6 @@ class BrokerOffsetsLog:
         if p.needs_flush():
             await p.flush()
         return offset + 1
-
-    async def wait_for_high_watermark(self, partition: int, offset: int) -> None:
-        p = self._partition(partition)
-        await p.wait_for_high_watermark(offset)
-        if p.high_watermark < offset:
-            raise KafkaError(E.NOT_COORDINATOR, "%s-%d went away" % (O.OFFSETS_TOPIC, partition))
-
-    async def read(self, partition: int):
-        """Every batch of the partition, from the log start to the log end, as bytes."""
-        p = self._partition(partition)
-        lg = p.log
-        offset = lg.log_start_offset
-        while offset < lg.log_end_offset:
-            regions = lg.read(offset, 1 << 20, None, True)
-            if not regions:
-                break
-            data = b"".join([os.pread(r.fd, r.length, r.position) for r in regions])
-            nxt = offset
-            for h in iter_batches(data):
-                nxt = h.next_offset
-            yield data
-            if nxt <= offset:
-                break
-            offset = nxt
-            await trio.sleep(0)
 
 
 class MemoryOffsetsLog:

@@ -73,9 +73,10 @@ from typing import Callable, Optional
 import trio
 
 from ...protocol.errors import ErrorCode as E, KafkaError
-from ...protocol.records import iter_batches, validate_produce_records
+from ...protocol.records import validate_produce_records
 from ..group.classic import Future
 from ..group.offsets import OFFSETS_TOPIC, partition_for
+from ..internal_log import InternalTopicLog
 from ..runtime import CoordinatorRuntime
 from . import state_log as S
 from .state_log import (COMPLETE_ABORT, COMPLETE_COMMIT, DEAD, EMPTY, ONGOING, PREPARE_ABORT, PREPARE_COMMIT,
@@ -207,39 +208,12 @@ class TxnShard:
         self.tc._shard_unloaded(self.partition)
 
 
-class TxnStateLog:
+class TxnStateLog(InternalTopicLog):
     """``__transaction_state`` in this broker's own log (the runtime's PartitionWriter)."""
 
-    def __init__(self, metadata, replica_manager, controller):
-        self.metadata = metadata
-        self.replica_manager = replica_manager
-        self.controller = controller
-
-    def exists(self) -> bool:
-        return self.metadata is not None and self.metadata.get(TRANSACTION_STATE_TOPIC) is not None
-
-    def num_partitions(self) -> int:
-        return self.metadata.get(TRANSACTION_STATE_TOPIC).num_partitions
-
-    def leader_epoch(self, partition: int) -> int:
-        p = self.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, partition)
-        return getattr(p, "leader_epoch", 0) if p is not None else 0
-
-    async def create(self, n: int, rf: int, segment_bytes: int) -> None:
-        # Kafka's transaction state topic: compacted, internal, min.insync.replicas as configured
-        configs = {"cleanup.policy": "compact", "compression.type": "uncompressed",
-                   "segment.bytes": str(segment_bytes)}
-        try:
-            await self.controller.create_topic(TRANSACTION_STATE_TOPIC, n, rf, configs, internal=True)
-        except Exception as e:
-            if getattr(e, "code", None) != E.TOPIC_ALREADY_EXISTS:
-                raise
-
-    def _partition(self, partition: int):
-        p = self.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, partition)
-        if p is None:
-            raise KafkaError(E.COORDINATOR_NOT_AVAILABLE, "%s-%d is not open" % (TRANSACTION_STATE_TOPIC, partition))
-        return p
+    TOPIC = TRANSACTION_STATE_TOPIC
+    # Kafka's transaction state topic: compacted, internal, uncompressed
+    CONFIGS = {"cleanup.policy": "compact", "compression.type": "uncompressed"}
 
     async def append(self, partition: int, batch: bytes) -> int:
         p = self._partition(partition)
@@ -251,30 +225,6 @@ class TxnStateLog:
         # acknowledged and then lost would lose a commit): fsync each write.
         await p.flush()
         return end
-
-    async def wait_for_high_watermark(self, partition: int, offset: int) -> None:
-        p = self._partition(partition)
-        await p.wait_for_high_watermark(offset)
-        if p.high_watermark < offset:
-            raise KafkaError(E.NOT_COORDINATOR, "%s-%d went away" % (TRANSACTION_STATE_TOPIC, partition))
-
-    async def read(self, partition: int):
-        p = self._partition(partition)
-        lg = p.log
-        offset = lg.log_start_offset
-        while offset < lg.log_end_offset:
-            regions = lg.read(offset, 1 << 20, None, True)
-            if not regions:
-                break
-            data = b"".join([os.pread(r.fd, r.length, r.position) for r in regions])
-            nxt = offset
-            for h in iter_batches(data):
-                nxt = h.next_offset
-            yield data
-            if nxt <= offset:
-                break
-            offset = nxt
-            await trio.sleep(0)
 
 
 class TransactionCoordinator:

@@ -58,6 +58,7 @@ public final class Main {
                 case "groups": GroupsScenario.run(bootstrap, args); break;
                 case "faults": FaultsScenario.run(bootstrap, args); break;
                 case "txn": TxnScenario.run(bootstrap, args); break;
+                case "config_resources": ConfigResourcesScenario.run(bootstrap, args); break;
                 case "produce_load": Load.produce(bootstrap, args); break;
                 case "consume_group": Load.consumeGroup(bootstrap, args); break;
                 default: throw new IllegalArgumentException("unknown scenario " + scenario);

@@ -1,0 +1,83 @@
+"""A coordinator's internal topic in this broker's own log: the runtime's PartitionWriter.
+
+``__consumer_offsets`` (the group coordinator) and ``__transaction_state`` (the transaction
+coordinator) are read and written the same way: through the replica manager's partitions, which
+this broker leads while it coordinates their shards.  Subclasses name the topic and its configs
+and say how a batch is appended (validation and fsync policy differ)."""
+from __future__ import annotations
+
+import os
+
+import trio
+
+from ..protocol.errors import ErrorCode as E, KafkaError
+from ..protocol.records import iter_batches
+
+# Bytes read from the log per step while a shard loads: large enough to amortize the calls,
+# small enough that one step does not hold the event loop for long.
+READ_CHUNK = 1 << 20
+
+
+class InternalTopicLog:
+    TOPIC = ""
+    # the topic's configs at creation (cleanup.policy=compact and its codec); segment.bytes is added
+    CONFIGS: dict = {}
+
+    def __init__(self, metadata, replica_manager, controller):
+        self.metadata = metadata
+        self.replica_manager = replica_manager
+        self.controller = controller
+
+    def exists(self) -> bool:
+        md = self.metadata
+        return md is not None and md.get(self.TOPIC) is not None
+
+    def num_partitions(self) -> int:
+        return self.metadata.get(self.TOPIC).num_partitions
+
+    def leader_epoch(self, partition: int) -> int:
+        p = self.replica_manager.get_partition(self.TOPIC, partition)
+        return getattr(p, "leader_epoch", 0) if p is not None else 0
+
+    async def create(self, n: int, rf: int, segment_bytes: int) -> None:
+        configs = dict(self.CONFIGS, **{"segment.bytes": str(segment_bytes)})
+        try:
+            await self.controller.create_topic(self.TOPIC, n, rf, configs, internal=True)
+        except Exception as e:
+            if getattr(e, "code", None) != E.TOPIC_ALREADY_EXISTS:
+                raise
+
+    def _partition(self, partition: int):
+        p = self.replica_manager.get_partition(self.TOPIC, partition)
+        if p is None:
+            raise KafkaError(E.COORDINATOR_NOT_AVAILABLE, "%s-%d is not open" % (self.TOPIC, partition))
+        return p
+
+    async def append(self, partition: int, batch: bytes) -> int:
+        raise NotImplementedError
+
+    async def wait_for_high_watermark(self, partition: int, offset: int) -> None:
+        p = self._partition(partition)
+        await p.wait_for_high_watermark(offset)
+        if p.high_watermark < offset:
+            # leadership lost (or the partition failed) before the write was committed
+            raise KafkaError(E.NOT_COORDINATOR, "%s-%d went away" % (self.TOPIC, partition))
+
+    async def read(self, partition: int):
+        """Every batch of the partition, from the log start to the log end, as bytes."""
+        p = self._partition(partition)
+        lg = p.log
+        offset = lg.log_start_offset
+        while offset < lg.log_end_offset:
+            regions = lg.read(offset, READ_CHUNK, None, True)
+            if not regions:
+                break
+            data = b"".join([os.pread(r.fd, r.length, r.position) for r in regions])
+            nxt = offset
+            for h in iter_batches(data):
+                nxt = h.next_offset
+            yield data
+            if nxt <= offset:
+                break
+            offset = nxt
+            await trio.sleep(0)
