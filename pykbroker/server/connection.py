@@ -169,16 +169,23 @@ class Connection:
         """Zero-copy: os.sendfile from the segment file straight to the socket."""
         sock = self.stream.socket
         offset, remaining = region.position, region.length
-        while remaining > 0:
-            try:
-                n = os.sendfile(sock.fileno(), region.fd, offset, remaining)
-            except BlockingIOError:
-                await trio.lowlevel.wait_writable(sock)
-                continue
-            if n == 0:
-                # The file shrank under us (truncation): the response is already sized, so the
-                # connection cannot be kept consistent; close it and let the client retry.
-                raise trio.BrokenResourceError("segment truncated during sendfile")
-            offset += n
-            remaining -= n
+        try:
+            while remaining > 0:
+                try:
+                    n = os.sendfile(sock.fileno(), region.fd, offset, remaining)
+                except BlockingIOError:
+                    await trio.lowlevel.wait_writable(sock)
+                    continue
+                if n == 0:
+                    # The file shrank under us (truncation): the response is already sized, so the
+                    # connection cannot be kept consistent; close it and let the client retry.
+                    raise trio.BrokenResourceError("segment truncated during sendfile")
+                offset += n
+                remaining -= n
+        finally:
+            # sent: its file may be closed again to stay in the fd budget (storage/fdpool.py),
+            # so a Fetch over thousands of partitions keeps one of them open at a time
+            unpin = getattr(region, "unpin", None)
+            if unpin is not None:
+                unpin()
 
