@@ -129,6 +129,11 @@ def matrix(mode: str) -> list:
             cells.append(cell("tput", gen, topology="cluster", acks=acks))
         cells.append(cell("latency", gen, topology="cluster", acks="all", rate_pct=50))
         cells.append(cell("e2e", gen, topology="cluster", acks="all", size=100))
+    # multi-core scale-out: pykbroker as one broker per core (RF 1, partitions spread by the
+    # controller) against one Kafka broker on every core; 4 producers over 8 partitions
+    for gen in ("java", "ck"):
+        for size in (100, 1024):
+            cells.append(cell("tput", gen, topology="scaleout", size=size, producers=4, partitions=8))
     return cells
 
 
@@ -369,7 +374,7 @@ def fmt(v: float) -> str:
 
 def table(result: dict) -> str:
     rows = [("cell", "metric", "pykbroker", "kafka", "pyk/kafka (min-max)", "")]
-    for topo in ("single", "cluster"):
+    for topo in ("single", "cluster", "scaleout"):
         p, k = result["targets"].get("pykbroker-" + topo), result["targets"].get("kafka-" + topo)
         if p and k:
             rows.append(("start/" + topo, "first request s", fmt(p["start_seconds"]), fmt(k["start_seconds"]),
@@ -487,7 +492,7 @@ def main(argv=None) -> int:
               "targets": {}, "cells": []}
     runner = Runner(args, prefix)
     t_all = time.monotonic()
-    for topo in ("single", "cluster"):
+    for topo in ("single", "cluster", "scaleout"):
         todo = [c for c in cells if c["topology"] == topo]
         if not todo:
             continue
@@ -496,7 +501,10 @@ def main(argv=None) -> int:
         try:
             for b in BROKERS:
                 print("starting %s-%s ..." % (b, topo), flush=True)
-                t = B.make(b, topo, os.path.join(work, b)).start()
+                if (b, topo) == ("pykbroker", "scaleout"):   # one broker per broker core
+                    t = B.PyKScaleOut(os.path.join(work, b), n=B.scaleout_brokers(broker_cpus)).start()
+                else:
+                    t = B.make(b, topo, os.path.join(work, b)).start()
                 B.pin(t.pids(), broker_cpus)
                 targets[b] = t
                 result["targets"][t.name] = {"bootstrap": t.bootstrap, "start_seconds": t.start_seconds,
