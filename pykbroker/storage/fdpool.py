@@ -56,12 +56,14 @@ def default_budget() -> int:
 
 class FdPool:
     """The open handles, least recently used first.  Thread-safe (one lock, never held
-    across an await or a blocking call other than open/close)."""
+    across an await or a blocking call other than open/close/rename)."""
 
     def __init__(self, budget: Optional[int] = None):
         self._budget = budget
         self._open: "OrderedDict[FdHandle, None]" = OrderedDict()
-        self.lock = threading.Lock()
+        # reentrant: a FileRegion's __del__ (unhold) may run from a garbage collection
+        # triggered by an allocation inside a locked section of the same thread
+        self.lock = threading.RLock()
         self.opens = 0        # files opened, for the scale checks
         self.evictions = 0    # idle files closed to stay in the budget
 
