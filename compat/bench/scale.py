@@ -215,10 +215,10 @@ def run(a) -> dict:
                  "nofile": nofile or resource.getrlimit(resource.RLIMIT_NOFILE)[0],
                  "loadavg_start": os.getloadavg()[0]}
     with tempfile.TemporaryDirectory(prefix="pyk-scale-") as d:
-        b = BrokerProcess(d, log_level="WARNING" if not a.verbose else "INFO",
-                          overrides={"group.initial.rebalance.delay.ms": "0"}, preexec_fn=preexec)
-        # the "ready" line is an INFO line: keep INFO (the broker logs little per partition)
-        b.log_level = "INFO"
+        # INFO: the "ready" line the helper waits for is an INFO line (the broker logs one
+        # line per topic created, nothing per partition or request)
+        b = BrokerProcess(d, log_level="INFO", overrides={"group.initial.rebalance.delay.ms": "0"},
+                          preexec_fn=preexec)
         b.start(timeout=120)
         pid = b.proc.pid
         try:
@@ -292,7 +292,6 @@ def main(argv=None) -> int:
     ap.add_argument("--conns", type=int, default=1000, help="idle connections held (0: skip)")
     ap.add_argument("--no-per-request", dest="per_request", action="store_false")
     ap.add_argument("--out", default=None, help="also write the JSON here")
-    ap.add_argument("--verbose", action="store_true")
     a = ap.parse_args(argv)
     out = run(a)
     text = json.dumps(out, indent=1)
