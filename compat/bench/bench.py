@@ -10,7 +10,8 @@
 
 Brokers (fresh data directories, started once per topology in the same run, both running
 while the other is measured): pykbroker single node and the 3-broker cluster (compat/bench/
-brokers.py), Apache Kafka 4.x single node and 3 nodes with production JVM flags.  Load
+brokers.py), Apache Kafka 4.x single node and 3 nodes with production JVM flags; for the
+``scaleout`` cells, one pykbroker broker per core (RF 1) against one Kafka broker.  Load
 generators, the same for both: Kafka's ProducerPerformance / ConsumerPerformance /
 EndToEndLatency (javatools.py) and a multi-process confluent-kafka generator (loadgen.py).
 
@@ -129,6 +130,11 @@ def matrix(mode: str) -> list:
             cells.append(cell("tput", gen, topology="cluster", acks=acks))
         cells.append(cell("latency", gen, topology="cluster", acks="all", rate_pct=50))
         cells.append(cell("e2e", gen, topology="cluster", acks="all", size=100))
+    # multi-core scale-out: pykbroker as one broker per core (RF 1, partitions spread by the
+    # controller) against one Kafka broker on every core; 4 producers over 8 partitions
+    for gen in ("java", "ck"):
+        for size in (100, 1024):
+            cells.append(cell("tput", gen, topology="scaleout", size=size, producers=4, partitions=8))
     return cells
 
 
@@ -369,7 +375,7 @@ def fmt(v: float) -> str:
 
 def table(result: dict) -> str:
     rows = [("cell", "metric", "pykbroker", "kafka", "pyk/kafka (min-max)", "")]
-    for topo in ("single", "cluster"):
+    for topo in ("single", "cluster", "scaleout"):
         p, k = result["targets"].get("pykbroker-" + topo), result["targets"].get("kafka-" + topo)
         if p and k:
             rows.append(("start/" + topo, "first request s", fmt(p["start_seconds"]), fmt(k["start_seconds"]),
@@ -487,7 +493,7 @@ def main(argv=None) -> int:
               "targets": {}, "cells": []}
     runner = Runner(args, prefix)
     t_all = time.monotonic()
-    for topo in ("single", "cluster"):
+    for topo in ("single", "cluster", "scaleout"):
         todo = [c for c in cells if c["topology"] == topo]
         if not todo:
             continue
@@ -496,7 +502,10 @@ def main(argv=None) -> int:
         try:
             for b in BROKERS:
                 print("starting %s-%s ..." % (b, topo), flush=True)
-                t = B.make(b, topo, os.path.join(work, b)).start()
+                if (b, topo) == ("pykbroker", "scaleout"):   # one broker per broker core
+                    t = B.PyKScaleOut(os.path.join(work, b), n=B.scaleout_brokers(broker_cpus)).start()
+                else:
+                    t = B.make(b, topo, os.path.join(work, b)).start()
                 B.pin(t.pids(), broker_cpus)
                 targets[b] = t
                 result["targets"][t.name] = {"bootstrap": t.bootstrap, "start_seconds": t.start_seconds,

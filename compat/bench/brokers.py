@@ -180,9 +180,29 @@ class KafkaCluster(Target):
         self.c.stop()
 
 
+class PyKScaleOut(PyKCluster):
+    """The multi-core deployment of pykbroker: one broker per broker core (a Python process uses
+    one core), partitions spread over them by the controller, RF 1; against :class:`KafkaScaleOut`,
+    one Kafka broker using every core."""
+    topology = "scaleout"
+
+    def __init__(self, data_dir: str, n: int = 0):
+        super().__init__(data_dir, n=n or scaleout_brokers())
+
+
+class KafkaScaleOut(KafkaSingle):
+    topology = "scaleout"
+
+
+def scaleout_brokers(cpus=None) -> int:
+    """Brokers of the scale-out target: one per core the brokers may use (at least 2)."""
+    return max(2, len(cpus if cpus else os.sched_getaffinity(0)))
+
+
 def make(broker: str, topology: str, data_dir: str) -> Target:
     cls = {("pykbroker", "single"): PyKSingle, ("pykbroker", "cluster"): PyKCluster,
-           ("kafka", "single"): KafkaSingle, ("kafka", "cluster"): KafkaCluster}[(broker, topology)]
+           ("kafka", "single"): KafkaSingle, ("kafka", "cluster"): KafkaCluster,
+           ("pykbroker", "scaleout"): PyKScaleOut, ("kafka", "scaleout"): KafkaScaleOut}[(broker, topology)]
     return cls(data_dir)
 
 

@@ -152,6 +152,7 @@ class BrokerMetrics:
                                            "Connections accepted", ["listener"], registry=r)
         self.open_connections: dict[str, int] = {}
         r.register(BrokerCollector(owners, self.open_connections))
+        self._owners = owners
 
     # -- the observer interface (observer.py) -------------------------------------------------
     def connection_opened(self, conn) -> None:
@@ -208,10 +209,22 @@ class BrokerMetrics:
                 self.bytes_in.labels(topic).inc(size)
                 self.messages_in.labels(topic).inc(count)
 
+    def _topic_name(self, t) -> str:
+        """A Fetch answer's topic: by name (v0-12) or by topic id (v13+, resolved through the
+        broker's metadata; "unknown" for an id it does not know)."""
+        if t.get("topic"):
+            return t["topic"]
+        owners = self._owners()
+        tid = t.get("topic_id")
+        md = getattr(owners[0], "metadata", None) if owners is not None else None
+        name = md.name_of(bytes(tid)) if md is not None and tid else None
+        return name or "unknown"
+
     def _fetched(self, request, response) -> None:
-        replica = request.get("replica_id", -1) >= 0
+        # a follower: replica_id up to v14, replica_state.replica_id from v15
+        state = request.get("replica_state") or {}
+        replica = request.get("replica_id", -1) >= 0 or state.get("replica_id", -1) >= 0
         for t in response.get("responses", ()):
-            topic = t["topic"]
             size = count = 0
             for p in t["partitions"]:
                 if p["error_code"]:
@@ -226,6 +239,7 @@ class BrokerMetrics:
                     size += b
                     count += n
             if size:
+                topic = self._topic_name(t)
                 if replica:
                     self.replication_bytes_out.labels(topic).inc(size)
                 else:

@@ -65,6 +65,7 @@ from pykbroker.protocol.records import (
     BatchHeader, decode_records, encode_batch, CONTROL_MASK, TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
 )
+from .fdpool import pin_all
 from .segment import LogSegment, scan_batches
 from ..protocol import records as _records
 
@@ -225,6 +226,12 @@ def _scan(fs, fd: int, end: int):
         yield h, bytes(batch)
 
 
+def _scan_pinned(fs, handle, end: int):
+    """:func:`_scan` over a segment file's handle, pinned while it runs (fdpool.py)."""
+    with handle.pinned() as fd:
+        yield from _scan(fs, fd, end)
+
+
 def _empty_batch(h: BatchHeader, attrs: int) -> bytes:
     """Kafka's DefaultRecordBatch.writeEmptyHeader: no records, same offsets
     and producer fields, base and max timestamp = the batch's max timestamp."""
@@ -292,7 +299,7 @@ class Cleaner:
         for seg, hd in zip(segments, handles):
             if seg.next_offset <= plan.first_dirty or seg.base_offset >= plan.first_uncleanable:
                 continue
-            for h, batch in _scan(fs, hd.fd, seg.size):
+            for h, batch in _scan_pinned(fs, hd, seg.size):
                 self._check()
                 if h.last_offset < plan.first_dirty:
                     continue
@@ -368,7 +375,7 @@ class Cleaner:
                 pending, pend_info, pend_last, pend_max = bytearray(), [], -1, (-1, -1)
 
         for seg, hd in zip(group, handles):
-            for h, batch in _scan(lg.fs, hd.fd, seg.size):
+            for h, batch in _scan_pinned(lg.fs, hd, seg.size):
                 self._check()
                 stats.batches_read += 1
                 stats.bytes_read += h.size
@@ -458,21 +465,24 @@ class Cleaner:
         if plan is None:
             return None
         segments = lg.segments
+        # the handles are pinned so that the files stay open (and readable after a
+        # concurrent deletion) until cleaning ends: the old code's captured descriptors
         handles = [s._fdh for s in segments]
         producers = {pid: e.last_offset for pid, e in lg.producer_state.producers.items()}
-        end = self.build_offset_map(lg, segments, handles, plan)
-        stats = CleanStats()
-        for group in self.group_segments(segments, end, cc.segment_bytes):
-            hs = [handles[segments.index(s)] for s in group]
-            cleaned = self.clean_group(lg, group, hs, now_ms, cc, producers, stats, end)
-            if self.hook:
-                self.hook("cleaned")
-            if not lg.replace_segments(cleaned, group, hook=self.hook):
-                cleaned.delete()
-                raise CleanerAborted("log changed during cleaning")
-            lg.fs.fsync_dir(lg.dir)
-            for s in group:
-                s.delete()
+        with pin_all(handles):
+            end = self.build_offset_map(lg, segments, handles, plan)
+            stats = CleanStats()
+            for group in self.group_segments(segments, end, cc.segment_bytes):
+                hs = [handles[segments.index(s)] for s in group]
+                cleaned = self.clean_group(lg, group, hs, now_ms, cc, producers, stats, end)
+                if self.hook:
+                    self.hook("cleaned")
+                if not lg.replace_segments(cleaned, group, hook=self.hook):
+                    cleaned.delete()
+                    raise CleanerAborted("log changed during cleaning")
+                lg.fs.fsync_dir(lg.dir)
+                for s in group:
+                    s.delete()
         return end, stats
 
 
@@ -596,25 +606,26 @@ class LogCleanerTask:
         producers = {pid: e.last_offset for pid, e in lg.producer_state.producers.items()}
         cleaner = Cleaner(self.map_entries, self.stop, self.hook)
         t0 = time.monotonic()
-        end = await trio.to_thread.run_sync(cleaner.build_offset_map, lg, segments, handles, plan,
-                                            **_ABANDON)
-        stats = CleanStats()
-        delay = self.lm.topic_config(tp[0]).get("file.delete.delay.ms")
-        delay = 60000 if delay is None else delay
-        for group in cleaner.group_segments(segments, end, cc.segment_bytes):
-            hs = [handles[segments.index(s)] for s in group]
-            cleaned = await trio.to_thread.run_sync(
-                cleaner.clean_group, lg, group, hs, now, cc, producers, stats, end,
-                **_ABANDON)
-            if self.hook:
-                self.hook("cleaned")
-            # the swap: on the trio thread, no await inside (appends cannot interleave)
-            if not self.lm.is_live(tp, lg) or not lg.replace_segments(cleaned, group, hook=self.hook):
-                await trio.to_thread.run_sync(cleaned.delete)
-                log.info("%s: cleaning abandoned, the log changed meanwhile", name)
-                return True
-            await trio.to_thread.run_sync(lg.fs.fsync_dir, lg.dir)
-            self.spawn(delete_files_later, group, delay / 1000.0)
+        with pin_all(handles):   # see Cleaner.clean
+            end = await trio.to_thread.run_sync(cleaner.build_offset_map, lg, segments, handles, plan,
+                                                **_ABANDON)
+            stats = CleanStats()
+            delay = self.lm.topic_config(tp[0]).get("file.delete.delay.ms")
+            delay = 60000 if delay is None else delay
+            for group in cleaner.group_segments(segments, end, cc.segment_bytes):
+                hs = [handles[segments.index(s)] for s in group]
+                cleaned = await trio.to_thread.run_sync(
+                    cleaner.clean_group, lg, group, hs, now, cc, producers, stats, end,
+                    **_ABANDON)
+                if self.hook:
+                    self.hook("cleaned")
+                # the swap: on the trio thread, no await inside (appends cannot interleave)
+                if not self.lm.is_live(tp, lg) or not lg.replace_segments(cleaned, group, hook=self.hook):
+                    await trio.to_thread.run_sync(cleaned.delete)
+                    log.info("%s: cleaning abandoned, the log changed meanwhile", name)
+                    return True
+                await trio.to_thread.run_sync(lg.fs.fsync_dir, lg.dir)
+                self.spawn(delete_files_later, group, delay / 1000.0)
         self.first_dirty[tp] = end
         self.horizons[tp] = stats.min_horizon
         self.cleanings += 1

@@ -18,6 +18,7 @@ from pykbroker.protocol.records import (
     HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, CRC_START, BatchHeader, RecordError,
     decode_records,
 )
+from .fdpool import FdHandle
 from .fs import FileSystem, REAL_FS
 from .index import IndexCorrupt, OffsetIndex, TimeIndex
 from .txn_index import TransactionIndex
@@ -79,71 +80,78 @@ def scan_batches(fs: FileSystem, fd: int, start: int, end: int, chunk: int,
         pos += size
 
 
-class _FdHandle:
-    """Owns one file descriptor.  Closed when explicitly closed by the log at
-    shutdown *or* when the last reference (segment or in-flight FileRegion)
-    goes away.  This is what keeps a deleted segment's fd valid while a
-    sendfile of one of its regions is still in progress (CPython's reference
-    counting makes the close prompt once the region is dropped)."""
-    __slots__ = ("fd", "fs")
-
-    def __init__(self, fd: int, fs: FileSystem):
-        self.fd = fd
-        self.fs = fs
-
-    def close(self) -> None:
-        fd, self.fd = self.fd, -1
-        if fd >= 0:
-            try:
-                self.fs.close(fd)
-            except OSError:
-                pass
-
-    def __del__(self):
-        self.close()
-
-
 class FileRegion:
     """``length`` bytes at ``position`` of an open log file, ready for
     ``os.sendfile(sock_fd, region.fd, region.position, region.length)``.
 
-    The region holds a reference to the file descriptor, which stays open
-    while the region is alive even if the segment is deleted meanwhile.
-    If the segment is *truncated* meanwhile (leader change), sendfile may
-    send fewer bytes than ``length``; the server must then close the
-    connection, as Kafka does ("FileRecords truncated during write")."""
-    __slots__ = ("_h", "position", "length")
+    The region holds its file's handle (fdpool.py): the bytes stay readable while the
+    region is alive, even if the segment is deleted meanwhile, without keeping the file
+    open.  Reading ``fd`` opens it if needed and pins it until :meth:`unpin` (the
+    connection calls it once the region is sent) or the region's end.  If the segment
+    is *truncated* meanwhile (leader change), sendfile may send fewer bytes than
+    ``length``; the server must then close the connection, as Kafka does ("FileRecords
+    truncated during write")."""
+    __slots__ = ("_h", "position", "length", "_pinned")
 
-    def __init__(self, handle: _FdHandle, position: int, length: int):
+    def __init__(self, handle: FdHandle, position: int, length: int):
+        handle.hold()
         self._h = handle
+        self._pinned = False
         self.position = position
         self.length = length
 
+    def __del__(self):
+        h = getattr(self, "_h", None)
+        if h is not None:
+            self._h = None
+            if self._pinned:
+                h.unpin()
+            h.unhold()
+
     @property
     def fd(self) -> int:
-        return self._h.fd
+        h = self._h
+        if not self._pinned:
+            h.acquire()
+            self._pinned = True
+        return h._fd
+
+    def unpin(self) -> None:
+        """Sent: the pool may close the file again (the region still holds its bytes)."""
+        if self._pinned:
+            self._pinned = False
+            self._h.unpin()
 
     def __iter__(self):
-        return iter((self._h.fd, self.position, self.length))
+        return iter((self.fd, self.position, self.length))
 
     def __len__(self) -> int:
         return self.length
 
     def __repr__(self) -> str:
-        return f"FileRegion(fd={self._h.fd}, position={self.position}, length={self.length})"
+        return f"FileRegion(fd={self._h._fd}, position={self.position}, length={self.length})"
 
     def read(self) -> bytes:
         """The region's bytes (for tests and non-sendfile transports)."""
         out = []
         pos, left = self.position, self.length
         while left > 0:
-            b = self._h.fs.pread(self._h.fd, left, pos)
+            b = self._h.fs.pread(self.fd, left, pos)
             if not b:
                 break
             out.append(b)
             pos += len(b)
             left -= len(b)
         return b"".join(out)
+
+
+def _pinned_scan(handle: FdHandle, start: int, end: int, chunk: int, with_body: bool):
+    """:func:`scan_batches` over a segment's file, pinned while the scan runs."""
+    fd = handle.acquire()
+    try:
+        yield from scan_batches(handle.fs, fd, start, end, chunk, with_body)
+    finally:
+        handle.unpin()
 
 
 class LogSegment:
@@ -157,9 +165,12 @@ class LogSegment:
         self.fs = fs
         self.index_interval_bytes = index_interval_bytes
         self.log_path = os.path.join(dir, segment_file_name(base_offset, ".log") + file_suffix)
+        # opened now to create the file and learn its size; from then on the pool may
+        # close it while idle and open it again on the next use (fdpool.py)
         fd = fs.open(self.log_path, os.O_RDWR | os.O_CREAT)
-        self._fdh = _FdHandle(fd, fs)
-        self.size = fs.fsize(fd)
+        self._fdh = FdHandle(self.log_path, fs, fd=fd)
+        with self._fdh.pinned() as fd:
+            self.size = fs.fsize(fd)
         self.offset_index = OffsetIndex(os.path.join(dir, segment_file_name(base_offset, ".index") + file_suffix),
                                         base_offset, max_index_entries, fs)
         if max_time_index_entries is None:
@@ -189,7 +200,11 @@ class LogSegment:
     # ------------------------------------------------------------------ misc
     @property
     def fd(self) -> int:
-        return self._fdh.fd
+        """The open descriptor of the .log file (opened if the pool had closed it).  For
+        tests and tools: it may be closed again by the next open of another segment."""
+        fd = self._fdh.acquire()
+        self._fdh.unpin()
+        return fd
 
     @property
     def largest_timestamp(self) -> int:
@@ -215,7 +230,7 @@ class LogSegment:
                      with_body: bool = False) -> Iterator[tuple[BatchHeader, Optional[memoryview]]]:
         """Yield (header, whole-batch memoryview or None) from byte ``start``
         up to ``end`` (default: the segment's size); see :func:`scan_batches`."""
-        return scan_batches(self.fs, self._fdh.fd, start, self.size if end is None else end,
+        return _pinned_scan(self._fdh, start, self.size if end is None else end,
                             _BODY_SCAN_CHUNK if with_body else _HEADER_SCAN_CHUNK, with_body)
 
     def translate_offset(self, offset: int, start_position: int = 0) -> Optional[BatchHeader]:
@@ -236,7 +251,8 @@ class LogSegment:
         return pos
 
     def read_batch(self, h: BatchHeader) -> bytes:
-        return self.fs.pread(self._fdh.fd, h.size, h.position)
+        with self._fdh.pinned() as fd:
+            return self.fs.pread(fd, h.size, h.position)
 
     # ------------------------------------------------------------- append
     def append(self, data, last_offset: int, max_timestamp: int, offset_of_max_timestamp: int,
@@ -246,15 +262,19 @@ class LogSegment:
         that every batch can get an index entry; by default ``data`` is
         treated as one unit (what a produce request carries)."""
         pos0 = self.size
+        fdh = self._fdh
+        fd = fdh.acquire()
         try:
-            self.fs.pwrite(self._fdh.fd, data, pos0)
+            self.fs.pwrite(fd, data, pos0)
         except OSError:
             # do not leave a partial batch behind a later append
             try:
-                self.fs.ftruncate(self._fdh.fd, pos0)
+                self.fs.ftruncate(fd, pos0)
             except OSError:
                 pass
             raise
+        finally:
+            fdh.unpin()
         if batches is None:
             batches = ((0, len(data), last_offset, max_timestamp),)
         interval = self.index_interval_bytes
@@ -347,7 +367,8 @@ class LogSegment:
 
     def _truncate_at(self, position: int, next_offset: int) -> int:
         removed = self.size - position
-        self.fs.ftruncate(self._fdh.fd, position)
+        with self._fdh.pinned() as fd:
+            self.fs.ftruncate(fd, position)
         self.size = position
         self.next_offset = max(self.base_offset, next_offset) if position else self.base_offset
         self.offset_index.truncate_to_position(position)
@@ -490,7 +511,8 @@ class LogSegment:
         if truncated > 0:
             log.warning("segment %s: truncating %d invalid bytes at position %d (%s)",
                         self.log_path, truncated, valid, reason or "partial or malformed batch")
-            self.fs.ftruncate(self._fdh.fd, valid)
+            with self._fdh.pinned() as fd:
+                self.fs.ftruncate(fd, valid)
             self.size = valid
         self.next_offset = next_offset
         self.offset_index._rewrite()
@@ -528,9 +550,11 @@ class LogSegment:
         return (self._fdh, self.size, self._sync_gen)
 
     def sync(self, token) -> None:
-        handle = token[0]
-        if handle.fd >= 0:
-            self.fs.fsync(handle.fd)
+        # fsync is per file, not per descriptor: a descriptor opened again after the
+        # pool closed the idle one still flushes every page written through the old one
+        with token[0].pinned() as fd:
+            if fd >= 0:
+                self.fs.fsync(fd)
         if self.dir_dirty:
             self.fs.fsync_dir(self.dir)
             self.dir_dirty = False
@@ -559,7 +583,7 @@ class LogSegment:
     def close(self) -> None:
         """Persist indexes and release the fd.  The fd itself is closed once
         no FileRegion of this segment is alive any more."""
-        if self._fdh.fd >= 0:
+        if not self._fdh.released:
             try:
                 self.on_become_inactive()
             except OSError as e:
@@ -568,8 +592,8 @@ class LogSegment:
 
     def _release(self) -> None:
         h = self._fdh
-        self._fdh = _FdHandle(-1, self.fs)
-        del h  # closes now unless a FileRegion still references it
+        self._fdh = FdHandle(None, self.fs)
+        h.release()  # closes now unless a FileRegion (or the cleaner) still pins it
 
     def force_close(self) -> None:
         self._fdh.close()
@@ -578,6 +602,7 @@ class LogSegment:
         """The directory was renamed (Kafka's LogSegment.updateParentDir): new paths, same fds."""
         self.dir = new_dir
         self.log_path = os.path.join(new_dir, os.path.basename(self.log_path))
+        self._fdh.path = self.log_path
         for idx in (self.offset_index, self.time_index, self.txn_index):
             idx.path = os.path.join(new_dir, os.path.basename(idx.path))
 
@@ -592,8 +617,11 @@ class LogSegment:
                 idx.rename(idx.path[:len(idx.path) - len(old)] + new)
         if self.log_path.endswith(old):
             new_path = self.log_path[:len(self.log_path) - len(old)] + new
-            self.fs.rename(self.log_path, new_path)
-            self.log_path = new_path
+            # under the pool's lock: no other thread opens the old name in between
+            with self._fdh.pool.lock:
+                self.fs.rename(self.log_path, new_path)
+                self.log_path = new_path
+                self._fdh.path = new_path
 
     def delete(self) -> None:
         """Remove the files.  An in-flight FileRegion keeps reading the

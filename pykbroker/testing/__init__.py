@@ -21,9 +21,12 @@ _CONTROL = re.compile(r"control endpoint on http://[^:\s]+:(\d+)")
 
 class BrokerProcess:
     def __init__(self, data_dir: str, overrides: dict | None = None, port: int = 0,
-                 log_level: str = "INFO", control_port: int | None = None, extra_args=()):
+                 log_level: str = "INFO", control_port: int | None = None, extra_args=(),
+                 preexec_fn=None):
         """``control_port``: serve the HTTP control endpoint there (0: a free port, then
-        ``control_port`` holds the bound one); None: no endpoint."""
+        ``control_port`` holds the bound one); None: no endpoint.  ``preexec_fn`` runs in the
+        child before the broker starts (e.g. a lowered ``RLIMIT_NOFILE``)."""
+        self.preexec_fn = preexec_fn
         self.data_dir = data_dir
         self.control_port = control_port
         self.extra_args = list(extra_args)   # more `pykbroker serve` options (e.g. --as-kafka)
@@ -49,7 +52,7 @@ class BrokerProcess:
             cmd += ["--override", "%s=%s" % (k, v)]
         self._ready.clear()
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True, bufsize=1)
+                                     text=True, bufsize=1, preexec_fn=self.preexec_fn)
         threading.Thread(target=self._pump, args=(self.proc, self.control_port is not None),
                          daemon=True).start()
         if not self._ready.wait(timeout):
