@@ -1,6 +1,6 @@
 """Flame graphs of pykbroker under the load of the benchmark cells that miss their target.
 
-    python compat/bench/profile.py [--seconds 20] [--out compat/bench/profiles]
+    python compat/bench/flamegraphs.py [--seconds 20] [--out compat/bench/profiles]
 
 Starts one ``pykbroker serve`` (as the benchmark does), and for each cell runs the benchmark's own
 load generator (compat/bench/loadgen.py) while ``py-spy record`` (the ``bench`` extra) samples the
