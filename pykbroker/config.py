@@ -340,7 +340,7 @@ _DEFS = [
     # --- requests
     ConfigDef("message.max.bytes", "int", 1048588, "Largest record batch size allowed.", validator=_ge(0)),
     ConfigDef("socket.request.max.bytes", "int", 104857600, "Largest request frame accepted.", validator=_ge(1)),
-    ConfigDef("queued.max.requests", "int", 500, "Requests read ahead per connection before reads pause (at most 16, see server/connection.py).",
+    ConfigDef("queued.max.requests", "int", 500, "Accepted for Kafka compatibility; no effect: each connection carries out one request at a time and reads on only after it (server/connection.py), so nothing queues ahead.",
               validator=_ge(1), unit="requests"),
     # --- log
     # Kafka refuses broker segments under 1 MiB; pykbroker keeps accepting 14 bytes (tests roll tiny segments).

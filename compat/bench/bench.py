@@ -551,6 +551,10 @@ def main(argv=None) -> int:
                     entry["error"] = "%s: %s" % (type(e).__name__, e)
                     print("  ERROR %s" % entry["error"][:2000], flush=True)
                 result["cells"].append(entry)
+                # after every cell, so an hour-long --full run cut short keeps what it measured
+                # (--report reads this file like the final one)
+                with open(os.path.join(args.out, "bench-%s.partial.json" % mode), "w") as f:
+                    json.dump(result, f, indent=1)
         finally:
             runner.close_admins()   # before the brokers go: no reconnect noise from librdkafka
             for t in targets.values():

@@ -7,9 +7,11 @@ this module only reads, awaits handlers, and writes.
 Kafka processes a connection's requests one at a time and answers strictly in request order
 (the channel is muted while a request is in flight), and clients rely on it: an idempotent
 producer's pipelined Produce requests must be appended in the order they were sent.  We do the
-same: a reader task feeds the dispatcher and queues its events ahead (pipelining, bounded by
-16 requests or ``queued.max.requests``), and a processor task carries them out in order: it runs each handler,
-then writes the response the dispatcher encoded, or closes the connection.
+same with one task per connection: it reads what the socket holds (at most 64 KB), carries out
+every complete request in it in order (runs the handler, writes the response the dispatcher
+encoded, or closes the connection), and only then reads on.  Pipelined requests wait in the
+socket's buffer meanwhile, as they do behind Kafka's muted channel, so a connection holds at
+most one read plus the frame being assembled.
 """
 from __future__ import annotations
 
@@ -25,11 +27,6 @@ from .dispatch import (  # noqa: F401  (CloseConnection, RequestContext, error_r
 
 log = logging.getLogger("pykbroker.connection")
 
-
-# see Connection.run: a few requests decoded ahead keep the processor busy through a burst of
-# small pipelined requests (2 measured a little slower than 500 with 100 B records; 16 not),
-# while bounding what a connection holds to 16 requests (16 MB of 1 MB batches), not 500.
-_READ_AHEAD = 16
 
 _DISCONNECTS = (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError, OSError)
 
@@ -59,22 +56,11 @@ class Connection:
         self.observer = getattr(broker, "observer", None)
 
     async def run(self) -> None:
-        # Read ahead at most _READ_AHEAD decoded requests (and queued.max.requests if lower).
-        # Kafka mutes a connection while its one request is in flight; requests are carried
-        # out one at a time in order anyway, so a deeper queue adds no throughput, only
-        # memory: a producer with acks=all pipelining 1 MB batches into a 500-deep queue
-        # took a cluster leader's RSS from 35 MB to 200 MB while they waited for the HW.
-        depth = min(_READ_AHEAD, self.broker.config["queued.max.requests"])
-        send, recv = trio.open_memory_channel(depth)
         if self.observer is not None:
             self.observer.connection_opened(self)
         try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._reader, send)
-                await self._processor(recv)
-                nursery.cancel_scope.cancel()
+            await self._serve()
         except Exception as e:
-            # Trio >= 0.25 wraps errors from the reader/processor tasks in an ExceptionGroup.
             # A peer that went away is routine; anything else is a bug worth a traceback.  Either
             # way only this connection ends: one client must never take the broker down.
             if _only_disconnects(e):
@@ -87,46 +73,44 @@ class Connection:
             with trio.CancelScope(shield=True):
                 await self.stream.aclose()
 
-    async def _reader(self, send) -> None:
+    async def _serve(self) -> None:
+        # One task reads and carries out, instead of a reader task feeding a processor task
+        # through a channel: the channel's send, receive and the two tasks' wake-ups cost more
+        # than a small Produce's handler (the 100-connection profile, compat/bench/profiles/),
+        # and read-ahead bought nothing since requests run one at a time in order anyway.
         dispatcher = self.dispatcher
         fd, sock = self._fd, self.stream.socket
-        async with send:
+        checkpoint = trio.lowlevel.checkpoint
+        while True:
+            # straight from the non-blocking socket, waiting only when it is empty: the
+            # same as trio's receive_some without its per-call overhead (see _write)
+            try:
+                data = os.read(fd, 65536)
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(sock)
+                continue
+            except OSError as e:
+                raise trio.BrokenResourceError(str(e)) from e
+            if not data:
+                return
+            dispatcher.receive_data(data)
             while True:
-                # straight from the non-blocking socket, waiting only when it is empty: the
-                # same as trio's receive_some without its per-call overhead (see _write)
-                try:
-                    data = os.read(fd, 65536)
-                except BlockingIOError:
-                    await trio.lowlevel.wait_readable(sock)
-                    continue
-                except OSError as e:
-                    raise trio.BrokenResourceError(str(e)) from e
-                if not data:
-                    return
-                dispatcher.receive_data(data)
-                sent = False
-                while True:
-                    event = dispatcher.next_event()
-                    if event is None:
-                        break
-                    await send.send(event)
-                    sent = True
-                if not sent:
-                    # part of a frame: let other tasks run before reading on (a large
-                    # request streaming in must not monopolize the loop)
-                    await trio.lowlevel.checkpoint()
-                if dispatcher.closed:
-                    return  # the processor closes the connection when it reaches the Close
-
-    async def _processor(self, recv) -> None:
-        async with recv:
-            async for event in recv:
+                event = dispatcher.next_event()
+                if event is None:
+                    break
                 if event.__class__ is Delayed:
                     # fault injection's added latency, then the event it holds
                     await trio.sleep(event.seconds)
                     event = event.event
                 if not await self._carry_out(event):
                     return
+            if dispatcher.closed:
+                return
+            # Let other connections run before reading on: a handler and the direct socket
+            # write need not yield, so a client that keeps the socket full (or a large request
+            # streaming in) must not monopolize the loop.  One checkpoint per read, not per
+            # request.
+            await checkpoint()
 
     async def _carry_out(self, event) -> bool:
         """Carry out one decision of the dispatcher, in request order; False once the

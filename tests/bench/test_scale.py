@@ -16,18 +16,21 @@ About 20-40 s on a loaded 2-core machine.  ``compat/bench/scale.py`` runs the fu
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import resource
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "compat" / "bench"))
+from pykbroker.testing import BrokerProcess
 
-import scale  # noqa: E402
-from pykbroker.testing import BrokerProcess  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
+# loaded by path, not through sys.path: compat/bench on sys.path for the rest of the session
+# would let its modules shadow others of the same name (it once held a "profile.py")
+_spec = importlib.util.spec_from_file_location("pykbroker_bench_scale", ROOT / "compat" / "bench" / "scale.py")
+scale = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(scale)
 
 NOFILE = 256
 TOPICS, PARTITIONS, RECORDS = 20, 100, 2
