@@ -105,8 +105,9 @@ class PyKSingle(Target):
 class PyKCluster(Target):
     broker, topology = "pykbroker", "cluster"
 
-    def __init__(self, data_dir: str, n: int = 3):
-        self.cluster = Cluster(n, data_dir, overrides=dict(PYK_OVERRIDES), log_level="WARNING", start_timeout=180)
+    def __init__(self, data_dir: str, n: int = 3, overrides: dict | None = None):
+        self.cluster = Cluster(n, data_dir, overrides={**PYK_OVERRIDES, **(overrides or {})},
+                               log_level="WARNING", start_timeout=180)
 
     def start(self):
         zk = self.cluster.zookeeper
@@ -187,7 +188,13 @@ class PyKScaleOut(PyKCluster):
     topology = "scaleout"
 
     def __init__(self, data_dir: str, n: int = 0):
-        super().__init__(data_dir, n=n or scaleout_brokers())
+        n = n or scaleout_brokers()
+        # A ZooKeeper-mode broker defaults its internal topics to RF 3 as Kafka does; with
+        # fewer brokers __consumer_offsets cannot be created and no group can form (a group
+        # consumer such as ConsumerPerformance read nothing).  RF 1 like the topics here and
+        # like the one Kafka broker on the other side.
+        super().__init__(data_dir, n=n, overrides={"offsets.topic.replication.factor": 1,
+                                                   "transaction.state.log.replication.factor": 1})
 
 
 class KafkaScaleOut(KafkaSingle):
