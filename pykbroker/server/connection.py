@@ -161,33 +161,37 @@ class Connection:
 
     async def _write(self, parts) -> None:
         if len(parts) == 1 and parts[0].__class__ is bytes:
-            # Most answers (Produce among them) are one buffer: send it as is, no copy, and
-            # first straight to the non-blocking socket: a small answer nearly always fits
-            # the socket buffer, and trio's send_all costs several times the write itself
-            # (its conflict check, checkpoints and retry loop; the profile of 100 connections
-            # each with one Produce in flight, compat/bench/profiles/).  Only this task
-            # writes to the socket, and the processor checkpoints on its channel each request.
-            data = parts[0]
-            try:
-                n = os.write(self._fd, data)
-            except BlockingIOError:
-                n = 0
-            except OSError as e:
-                raise trio.BrokenResourceError(str(e)) from e
-            if n < len(data):
-                await self.stream.send_all(memoryview(data)[n:])
+            # Most answers (Produce among them) are one buffer: sent as is, no copy.
+            await self._send_bytes(parts[0])
             return
+        # A Fetch answer: its header and framing bytes, then file regions sent with sendfile
         buf = bytearray()
         for p in parts:
             if isinstance(p, (bytes, bytearray, memoryview)):
                 buf += p
                 continue
             if buf:
-                await self.stream.send_all(buf)
+                await self._send_bytes(buf)
                 buf = bytearray()
             await self._send_region(p)
         if buf:
-            await self.stream.send_all(buf)
+            await self._send_bytes(buf)
+
+    async def _send_bytes(self, data) -> None:
+        """Straight to the non-blocking socket first: a small answer nearly always fits the
+        socket buffer, and trio's send_all costs several times the write itself (its conflict
+        check, checkpoints and retry loop; the profile of 100 connections each with one
+        Produce in flight, and a cluster leader's answers to its followers' and consumers'
+        Fetches, compat/bench/profiles/).  send_all only for what did not fit.  Only this
+        connection's one task writes to the socket, and it checkpoints once per read."""
+        try:
+            n = os.write(self._fd, data)
+        except BlockingIOError:
+            n = 0
+        except OSError as e:
+            raise trio.BrokenResourceError(str(e)) from e
+        if n < len(data):
+            await self.stream.send_all(memoryview(data)[n:])
 
     async def _send_region(self, region) -> None:
         """Zero-copy: os.sendfile from the segment file straight to the socket."""
