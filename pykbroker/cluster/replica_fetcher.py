@@ -59,6 +59,8 @@ from typing import Callable, Optional
 import trio
 
 from ..protocol.codec import APIS
+from ..protocol.framing import FrameBuffer
+from ..protocol.primitives import ProtocolError
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.records import HEADER_SIZE, RecordError, parse_header
 
@@ -131,7 +133,8 @@ class _Channel:
         self.stream = stream
         self.client_id = client_id.encode()
         self.corr = 0
-        self.buf = bytearray()
+        # the broker's own framing: a large answer's pieces are joined once (protocol/framing.py)
+        self.frames = FrameBuffer(max_frame)
         self.max_frame = max_frame
 
     async def call(self, api_key: int, version: int, body: dict) -> dict:
@@ -154,19 +157,20 @@ class _Channel:
         return api.decode("response", version, frame, pos)
 
     async def _read_frame(self) -> bytes:
+        frames = self.frames
         while True:
-            if len(self.buf) >= 4:
-                (n,) = struct.unpack_from(">i", self.buf, 0)
-                if n < 4 or n > self.max_frame:
-                    raise ConnectionError("bad response size %d" % n)
-                if len(self.buf) >= 4 + n:
-                    frame = bytes(self.buf[4:4 + n])
-                    del self.buf[:4 + n]
-                    return frame
+            try:
+                frame = frames.next_frame()
+            except ProtocolError as e:
+                raise ConnectionError("bad response: %s" % e) from None
+            if frame is not None:
+                if len(frame) < 4:   # not even a correlation id
+                    raise ConnectionError("bad response size %d" % len(frame))
+                return frame
             data = await self.stream.receive_some(1 << 20)
             if not data:
                 raise ConnectionError("leader closed the connection")
-            self.buf += data
+            frames.receive_data(data)
 
 
 class ReplicaFetcher:
