@@ -63,6 +63,7 @@ class Broker:
         self.observer = None        # metrics / trace / JSON request logs (observability/observer.py; None: off)
         self.group_coordinator = None
         self.transaction_coordinator = None
+        self.share_partition_manager = None   # KIP-932 share partitions and sessions (share/manager.py)
         self.ready = trio.Event()
         self.crashed = False
         self._components: list = []
@@ -173,6 +174,9 @@ class Broker:
                         from .coordinator.group.offsets import OFFSETS_TOPIC
                         self._follow_leadership(OFFSETS_TOPIC, gc)
                     self._components.append(gc)
+                from .share.manager import SharePartitionManager
+                self.share_partition_manager = SharePartitionManager(self.config, self.replica_manager,
+                                                                     self.metadata_cache)
                 from .coordinator.txn.coordinator import TransactionCoordinator, TxnStateLog
                 # Single node: loads every __transaction_state partition (transactions left in
                 # PrepareCommit/PrepareAbort by a crash are completed from here); in a cluster it

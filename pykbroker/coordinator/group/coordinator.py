@@ -98,15 +98,18 @@ class GroupCoordinator:
         self._topic_ready = False
         self._creating: trio.Event | None = None
         self.consumer = None  # KIP-848 part, set in startup() when available
+        self.share = None     # KIP-932 share groups (share.py), set in startup()
         # producer id -> group -> (topic, partition) -> offset, until the transaction completes
         self.pending_txn_offsets: dict[int, dict[str, dict[tuple[str, int], O.OffsetAndMetadata]]] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def startup(self, nursery, backend=None) -> None:
         from .consumer import ConsumerGroupManager
+        from .share import ShareGroupManager
         if backend is not None:
             self.log = backend
         self.consumer = ConsumerGroupManager(self)
+        self.share = ShareGroupManager(self)
         self.runtime = CoordinatorRuntime(O.OFFSETS_TOPIC, self.log, lambda p: GroupShard(self, p), nursery,
                                           now_ms=self.now_ms)
         nursery.start_soon(self.timer.run)
@@ -225,6 +228,8 @@ class GroupCoordinator:
         recs = [(O.offset_key(gid, t, p), None) for (t, p) in self.offsets.get(gid, {})]
         if g.kind == "consumer":
             recs += self.consumer.tombstones(g)
+        elif g.kind == "share":
+            pass   # share group membership is not persisted (share.py)
         else:
             recs.append((O.group_key(gid), None))
         fut = Future()

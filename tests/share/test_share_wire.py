@@ -1,0 +1,159 @@
+"""KIP-932 share groups on the wire (ShareGroupHeartbeat 76, ShareGroupDescribe 77, ShareFetch 78,
+ShareAcknowledge 79) against a real broker process: membership and the simple assignor,
+acquisition with delivery counts, acknowledgement (accept / release / reject), session epochs,
+acquisition lock expiry and ApiVersions' share.version."""
+import uuid
+
+import pytest
+
+from pykbroker.testing import BrokerProcess
+from pykbroker.testing.wire import WireClient, create_topic, decode_batches, make_batch, produce, wait_for_topic
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    d = tmp_path_factory.mktemp("share")
+    # a short acquisition lock so that expiry is observable quickly
+    with BrokerProcess(str(d / "data"), {"group.share.record.lock.duration.ms": "1500",
+                                         "group.share.delivery.count.limit": "3"}) as b:
+        yield b
+
+
+def _hb(c, group, member, epoch, topics=None):
+    return c.request(76, 1, {"group_id": group, "member_id": member, "member_epoch": epoch, "rack_id": None,
+                             "subscribed_topic_names": topics})
+
+
+def _fetch(c, group, member, epoch, tid, parts, acks=None, max_wait_ms=0, max_records=500, version=2, forgotten=()):
+    acks = acks or {}
+    return c.request(78, version, {
+        "group_id": group, "member_id": member, "share_session_epoch": epoch, "max_wait_ms": max_wait_ms,
+        "min_bytes": 1, "max_bytes": 1 << 20, "max_records": max_records, "batch_size": 500,
+        "share_acquire_mode": 0, "is_renew_ack": False,
+        "topics": [{"topic_id": tid, "partitions": [{"partition_index": p, "acknowledgement_batches": acks.get(p, [])}
+                                                    for p in parts]}] if parts else [],
+        "forgotten_topics_data": [{"topic_id": tid, "partitions": list(forgotten)}] if forgotten else []})
+
+
+def _ack(c, group, member, epoch, tid, p, batches):
+    return c.request(79, 2, {"group_id": group, "member_id": member, "share_session_epoch": epoch,
+                             "is_renew_ack": False,
+                             "topics": [{"topic_id": tid, "partitions": [{"partition_index": p,
+                                                                          "acknowledgement_batches": batches}]}]})
+
+
+def _records(resp):
+    out = {}
+    for t in resp["responses"]:
+        for p in t["partitions"]:
+            assert p["error_code"] == 0, p
+            vals = [(o, v) for _, _, recs in decode_batches(p["records"]) for o, _, v in recs]
+            acq = [(a["first_offset"], a["last_offset"], a["delivery_count"]) for a in p["acquired_records"]]
+            if acq:
+                out[p["partition_index"]] = (acq, vals)
+    return out
+
+
+def test_api_versions_advertise_share_apis(broker):
+    with WireClient(broker.bootstrap) as c:
+        r = c.request(18, 4, {"client_software_name": "t", "client_software_version": "1"})
+    keys = {a["api_key"]: (a["min_version"], a["max_version"]) for a in r["api_keys"]}
+    assert keys[76] == (1, 1) and keys[77] == (1, 1) and keys[78] == (1, 2) and keys[79] == (1, 2)
+    assert {f["name"]: f["max_version_level"] for f in r["finalized_features"]}["share.version"] == 1
+
+
+def test_membership_and_simple_assignor(broker):
+    topic, group = "share-members", "sg-members"
+    with WireClient(broker.bootstrap) as c:
+        create_topic(c, topic, partitions=3)
+        tid = wait_for_topic(c, topic, 3)["topics"][0]["topic_id"]
+        assert _hb(c, group, "", 0, [topic])["error_code"] == 42            # INVALID_REQUEST: empty member id
+        assert _hb(c, group, "m1", 0, None)["error_code"] == 42             # no subscription on join
+        a = _hb(c, group, "m1", 0, [topic])
+        assert a["error_code"] == 0 and a["member_epoch"] == 1 and a["heartbeat_interval_ms"] == 5000
+        assert a["assignment"]["topic_partitions"] == [{"topic_id": tid, "partitions": [0, 1, 2]}]
+        b = _hb(c, group, "m2", 0, [topic])
+        assert b["member_epoch"] == 2
+        a2 = _hb(c, group, "m1", 1, [topic])
+        assert a2["member_epoch"] == 2
+        mine = a2["assignment"]["topic_partitions"][0]["partitions"]
+        theirs = b["assignment"]["topic_partitions"][0]["partitions"]
+        assert sorted(mine + theirs) == [0, 1, 2] and not set(mine) & set(theirs)
+        assert _hb(c, group, "m1", 1, [topic])["error_code"] == 110          # FENCED_MEMBER_EPOCH
+        assert _hb(c, group, "nobody", 2, [topic])["error_code"] == 25       # UNKNOWN_MEMBER_ID
+        # more members than partitions: partitions are shared, every member gets one
+        epochs = {}
+        for i in range(3, 7):
+            epochs["m%d" % i] = _hb(c, group, "m%d" % i, 0, [topic])["member_epoch"]
+        for m in ("m1", "m2", "m3", "m4", "m5", "m6"):   # each takes the target of epoch 6
+            r = _hb(c, group, m, epochs.get(m, 2), [topic])
+            assert r["error_code"] == 0 and r["member_epoch"] == 6, (m, r)
+        d = c.request(77, 1, {"group_ids": [group, "nope"], "include_authorized_operations": False})["groups"]
+        assert d[0]["error_code"] == 0 and d[0]["group_state"] == "Stable" and d[0]["assignor_name"] == "simple"
+        assert d[0]["group_epoch"] == 6 and len(d[0]["members"]) == 6
+        counts = {}
+        for m in d[0]["members"]:
+            parts = [p for tp in m["assignment"]["topic_partitions"] for p in tp["partitions"]]
+            assert m["assignment"]["topic_partitions"][0]["topic_name"] == topic
+            assert len(parts) == 1, m      # 6 members x 3 partitions, shared by 2 each
+            for p in parts:
+                counts[p] = counts.get(p, 0) + 1
+        assert counts == {0: 2, 1: 2, 2: 2}
+        assert d[1]["error_code"] == 69                                      # GROUP_ID_NOT_FOUND
+        lst = c.request(16, 5, {"states_filter": [], "types_filter": ["share"]})
+        assert [(g["group_id"], g["group_type"], g["protocol_type"]) for g in lst["groups"]] == [(group, "share", "share")]
+        for i in range(1, 7):
+            m = "m%d" % i
+            epoch = -1
+            assert _hb(c, group, m, epoch, [topic])["error_code"] == 0
+        d = c.request(77, 1, {"group_ids": [group], "include_authorized_operations": False})["groups"][0]
+        assert d["group_state"] == "Empty" and d["members"] == []
+
+
+def test_acquire_acknowledge_redeliver(broker):
+    topic, group, member = "share-data", "sg-data", str(uuid.uuid4())
+    with WireClient(broker.bootstrap) as c:
+        create_topic(c, topic, partitions=1)
+        tid = wait_for_topic(c, topic, 1)["topics"][0]["topic_id"]
+        produce(c, topic, 0, make_batch([b"before"]))
+        # the session opens; share.auto.offset.reset=latest: what was there before is not delivered
+        r = _fetch(c, group, member, 0, tid, [0])
+        assert r["error_code"] == 0 and r["acquisition_lock_timeout_ms"] == 1500 and _records(r) == {}
+        produce(c, topic, 0, make_batch([b"a0", b"a1", b"a2"]))
+        produce(c, topic, 0, make_batch([b"b3", b"b4"]))
+        r = _fetch(c, group, member, 1, tid, [], max_wait_ms=2000)
+        acq, vals = _records(r)[0]
+        assert acq == [(1, 5, 1)] and vals == [(1, b"a0"), (2, b"a1"), (3, b"a2"), (4, b"b3"), (5, b"b4")]
+        # ShareAcknowledge: accept 1-2, release 3, reject 4, accept 5 (per-offset types)
+        a = _ack(c, group, member, 2, tid, 0, [{"first_offset": 1, "last_offset": 5, "acknowledge_types": [1, 1, 2, 3, 1]}])
+        assert a["error_code"] == 0 and a["responses"][0]["partitions"][0]["error_code"] == 0
+        # acknowledging again: not acquired any more
+        a = _ack(c, group, member, 3, tid, 0, [{"first_offset": 1, "last_offset": 1, "acknowledge_types": [1]}])
+        assert a["responses"][0]["partitions"][0]["error_code"] == 121        # INVALID_RECORD_STATE
+        # the released record comes back with delivery count 2, its whole batch sent
+        r = _fetch(c, group, member, 4, tid, [], max_wait_ms=2000)
+        acq, vals = _records(r)[0]
+        assert acq == [(3, 3, 2)] and (3, b"a2") in vals
+        # let the lock expire: delivered a third time by another member, then archived at the limit
+        other = str(uuid.uuid4())
+        r = _fetch(c, group, other, 0, tid, [0], max_wait_ms=5000)
+        acq, vals = _records(r)[0]
+        assert acq == [(3, 3, 3)]
+        r = _fetch(c, group, other, 1, tid, [0], acks={0: [{"first_offset": 3, "last_offset": 3, "acknowledge_types": [2]}]},
+                   max_wait_ms=200)
+        part = r["responses"][0]["partitions"][0]
+        assert part["acknowledge_error_code"] == 0 and part["acquired_records"] == []   # archived (limit 3)
+        # session epochs
+        assert _fetch(c, group, other, 7, tid, [0])["error_code"] == 123            # INVALID_SHARE_SESSION_EPOCH
+        assert _fetch(c, group, "ghost", 3, tid, [0])["error_code"] == 122          # SHARE_SESSION_NOT_FOUND
+        assert _ack(c, group, other, 0, tid, 0, [])["error_code"] == 123
+        produce(c, topic, 0, make_batch([b"c6"]))
+        r = _fetch(c, group, other, 2, tid, [0], max_wait_ms=2000)
+        assert _records(r)[0] == ([(6, 6, 1)], [(6, b"c6")])
+        # closing the session (-1) releases what the member holds: the first member gets it again
+        r = _fetch(c, group, other, -1, tid, [], max_wait_ms=0)
+        assert r["error_code"] == 0
+        r = _fetch(c, group, member, 5, tid, [0], max_wait_ms=2000)
+        assert _records(r)[0] == ([(6, 6, 2)], [(6, b"c6")])
