@@ -285,7 +285,8 @@ ZK_ERA_KEYS = frozenset({"zookeeper.connect", "zookeeper.session.timeout.ms", "z
 
 # Defaults that differ on a cluster member (zookeeper.connect set): Kafka's, where pykbroker's
 # single-node default is 1.
-CLUSTER_DEFAULTS = {"offsets.topic.replication.factor": 3, "transaction.state.log.replication.factor": 3}
+CLUSTER_DEFAULTS = {"offsets.topic.replication.factor": 3, "transaction.state.log.replication.factor": 3,
+                    "share.coordinator.state.topic.replication.factor": 3}
 
 _DEFS = [
     # --- broker: identity and listeners
@@ -448,6 +449,13 @@ _DEFS = [
               validator=_ge(1)),
     ConfigDef("group.share.partition.max.record.locks", "int", 2000,
               "Most records of one share partition acquired at a time.", validator=_ge(1)),
+    # the share coordinator's __share_group_state (Kafka's ShareCoordinatorConfig defaults)
+    ConfigDef("share.coordinator.state.topic.num.partitions", "int", 50, "Partitions of __share_group_state.",
+              validator=_ge(1)),
+    ConfigDef("share.coordinator.state.topic.replication.factor", "short", 1,
+              "Replication factor of __share_group_state.", validator=_ge(1)),
+    ConfigDef("share.coordinator.state.topic.segment.bytes", "int", 104857600, "Segment size of __share_group_state.",
+              validator=_ge(1)),
     ConfigDef("offset.metadata.max.bytes", "int", 4096, "Longest commit metadata string accepted.", validator=_ge(0)),
     # --- checkpoints and background tasks
     ConfigDef("log.flush.offset.checkpoint.interval.ms", "int", 60000, "How often the recovery point is checkpointed.",

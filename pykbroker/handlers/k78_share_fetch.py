@@ -6,7 +6,10 @@ Behaviour (state in pykbroker/share/: partition.py, manager.py):
   INVALID_SHARE_SESSION_EPOCH or SHARE_SESSION_LIMIT_REACHED are top-level errors with no
   partitions.
 - Piggybacked acknowledgements are applied first, per partition (AcknowledgeErrorCode:
-  INVALID_RECORD_STATE when a record is not acquired by this member).
+  INVALID_RECORD_STATE when a record is not acquired by this member), and the partition's new
+  state written through the share coordinator (``__share_group_state``) before the answer.
+- A partition's state is read from the share coordinator on the group's first fetch of it
+  after a start (so deliveries, acknowledgements and the start offset survive a restart).
 - Then every partition of the session is fetched: records acquired for the member, as whole
   batches (file regions) plus AcquiredRecords ranges with their delivery counts; at most
   MaxRecords records in all (by whole batches; ShareAcquireMode 1 = record limit, v2, cuts
@@ -80,6 +83,8 @@ async def handle(ctx, request):
                 session.partitions[(tid, idx)] = None
             if p["acknowledgement_batches"]:
                 code, msg = spm.acknowledge(gid, mid, tid, idx, p["acknowledgement_batches"], now)
+                if not code:
+                    code = await _persist(ctx, spm, gid, tid, idx)
                 r["acknowledge_error_code"], r["acknowledge_error_message"] = int(code), msg
     for t in request["forgotten_topics_data"]:
         for idx in t["partitions"]:
@@ -110,7 +115,7 @@ async def handle(ctx, request):
                     endpoints[reg.broker_id] = {"node_id": reg.broker_id, "host": ep.host, "port": ep.port,
                                                 "rack": reg.rack}
             continue
-        targets.append((tid, idx, part, spm.get_or_create(gid, tid, part)))
+        targets.append((tid, idx, part, await spm.load(gid, tid, part)))
     strict = ctx.api_version >= 2 and request["share_acquire_mode"] == 1
 
     def acquire_all() -> bool:
@@ -156,6 +161,15 @@ async def handle(ctx, request):
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
             "acquisition_lock_timeout_ms": lock_ms, "responses": _group(out),
             "node_endpoints": sorted(endpoints.values(), key=lambda e: e["node_id"])}
+
+
+async def _persist(ctx, spm, gid, tid, idx) -> int:
+    """The acknowledged state is written through the share coordinator before the answer."""
+    name = ctx.broker.metadata_cache.name_of(tid)
+    part = ctx.broker.replica_manager.get_partition(name, idx) if name is not None else None
+    if part is None:
+        return 0
+    return await spm.persist(gid, tid, part)
 
 
 def _group(out: dict) -> list:

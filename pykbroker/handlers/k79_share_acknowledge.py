@@ -53,8 +53,11 @@ async def handle(ctx, request):
                 code = E.UNKNOWN_TOPIC_ID
             else:
                 try:
-                    leader_partition(ctx.broker.replica_manager, name, idx)
+                    part = leader_partition(ctx.broker.replica_manager, name, idx)
                     code, msg = spm.acknowledge(gid, mid, tid, idx, p["acknowledgement_batches"], now)
+                    if not code:
+                        # written through the share coordinator before the answer, as Kafka
+                        code = await spm.persist(gid, tid, part)
                 except KafkaError as e:
                     code = e.code
             parts.append({"partition_index": idx, "error_code": int(code), "error_message": msg,

@@ -24,13 +24,20 @@ from __future__ import annotations
 
 import logging
 
+import trio
+
 from ..protocol.codec import Chunks
 from ..protocol.errors import ErrorCode as E
-from .partition import InvalidRecordState, SharePartition
+from .partition import ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, InvalidRecordState, Range, SharePartition
 
 log = logging.getLogger("pykbroker.share")
 
 INT32_MAX = 2**31 - 1
+
+# Kafka's RecordState ids as the share coordinator stores them; an ACQUIRED range is stored as
+# AVAILABLE (a restart ends every acquisition lock; its delivery count is kept).
+STATE_IDS = {AVAILABLE: 0, ACQUIRED: 0, ACKNOWLEDGED: 2, ARCHIVED: 4}
+STATES_BY_ID = {0: AVAILABLE, 1: AVAILABLE, 2: ACKNOWLEDGED, 4: ARCHIVED}
 
 
 def next_epoch(epoch: int) -> int:
@@ -48,9 +55,12 @@ class ShareSession:
 
 
 class SharePartitionManager:
-    def __init__(self, config, replica_manager, metadata_cache):
+    def __init__(self, config, replica_manager, metadata_cache, persister=None):
         self.rm = replica_manager
         self.metadata = metadata_cache
+        # the share coordinator (coordinator/share/coordinator.py), None: state in memory only
+        self.persister = persister
+        self._loading: dict[tuple, trio.Event] = {}
         self.lock_ms = config["group.share.record.lock.duration.ms"]
         self.delivery_limit = config["group.share.delivery.count.limit"]
         self.max_locks = config["group.share.partition.max.record.locks"]
@@ -101,6 +111,65 @@ class SharePartitionManager:
             sp = SharePartition(partition_obj.high_watermark, self.lock_ms, self.delivery_limit, self.max_locks)
             self.partitions[key] = sp
         return sp
+
+    async def load(self, group_id: str, topic_id, partition_obj) -> SharePartition:
+        """The share partition, read from the share coordinator the first time (Kafka's
+        SharePartition initialization: ReadShareGroupState; a partition without state starts at
+        the high watermark and is initialized there)."""
+        key = (group_id, topic_id, partition_obj.partition_id)
+        while key not in self.partitions and key in self._loading:
+            await self._loading[key].wait()
+        sp = self.partitions.get(key)
+        if sp is not None:
+            return sp
+        pc = self.persister
+        if pc is None:
+            return self.get_or_create(group_id, topic_id, partition_obj)
+        ev = self._loading[key] = trio.Event()
+        try:
+            await pc.ensure_topic()
+            if pc.coordinator_error(*key):
+                # the state's coordinator is another broker (cluster): kept in memory here (SKIPPED.md)
+                return self.get_or_create(group_id, topic_id, partition_obj)
+            code, st, fut = pc.read(*key, leader_epoch=partition_obj.leader_epoch)
+            if fut is not None:
+                await fut.get()
+            if st is None or st.start_offset < 0:
+                start = partition_obj.high_watermark
+                await pc.initialize(*key, 0, start).get()
+                sp = SharePartition(start, self.lock_ms, self.delivery_limit, self.max_locks)
+            else:
+                sp = SharePartition(st.start_offset, self.lock_ms, self.delivery_limit, self.max_locks)
+                sp.state_epoch = st.state_epoch
+                nxt = st.start_offset
+                for first, last, state, count in sorted(st.batches):
+                    if last < nxt:
+                        continue
+                    first = max(first, nxt)
+                    if first > nxt:   # offsets the state does not name: not delivered yet
+                        sp._append(Range(nxt, first - 1, AVAILABLE, 0))
+                    sp._append(Range(first, last, STATES_BY_ID.get(state, AVAILABLE), count))
+                    nxt = last + 1
+                sp._merge_and_advance()
+                sp.dirty = False
+            self.partitions[key] = sp
+            return sp
+        finally:
+            self._loading.pop(key, None)
+            ev.set()
+
+    async def persist(self, group_id: str, topic_id, partition_obj) -> int:
+        """Write the partition's state to the share coordinator if it changed (Kafka answers an
+        acknowledgement once its state is written).  -> 0 or the write's error."""
+        key = (group_id, topic_id, partition_obj.partition_id)
+        sp = self.partitions.get(key)
+        pc = self.persister
+        if sp is None or pc is None or not sp.dirty or pc.coordinator_error(*key):
+            return 0
+        sp.dirty = False
+        batches = [(r.first, r.last, STATE_IDS[r.state], r.count) for r in sp.ranges]
+        done = sum(r.last - r.first + 1 for r in sp.ranges if r.state in (ACKNOWLEDGED, ARCHIVED))
+        return await pc.write(*key, sp.state_epoch, partition_obj.leader_epoch, sp.start_offset, batches, done).get()
 
     def group_partitions(self, group_id: str) -> dict:
         return {(tid, p): sp for (g, tid, p), sp in self.partitions.items() if g == group_id}

@@ -157,3 +157,93 @@ def test_acquire_acknowledge_redeliver(broker):
         assert r["error_code"] == 0
         r = _fetch(c, group, member, 5, tid, [0], max_wait_ms=2000)
         assert _records(r)[0] == ([(6, 6, 2)], [(6, b"c6")])
+
+
+def _list_offsets(c, group, topic=None, parts=(0,), version=1):
+    topics = None if topic is None else [{"topic_name": topic, "partitions": list(parts)}]
+    r = c.request(90, version, {"groups": [{"group_id": group, "topics": topics}]})
+    return r["groups"][0]
+
+
+@pytest.mark.parametrize("kill", [False, True], ids=["clean", "kill9"])
+def test_delivery_state_survives_restart(tmp_path, kill):
+    """Acknowledged records stay done, released ones come back with their delivery count, and
+    the start offset holds across a restart (clean or kill -9): the state is in __share_group_state."""
+    topic, group, member = "share-restart", "sg-restart", str(uuid.uuid4())
+    with BrokerProcess(str(tmp_path / "data")) as b:
+        with WireClient(b.bootstrap) as c:
+            create_topic(c, topic, partitions=1)
+            tid = wait_for_topic(c, topic, 1)["topics"][0]["topic_id"]
+            assert _fetch(c, group, member, 0, tid, [0])["error_code"] == 0
+            produce(c, topic, 0, make_batch([b"x0", b"x1", b"x2", b"x3"]))
+            acq, vals = _records(_fetch(c, group, member, 1, tid, [], max_wait_ms=2000))[0]
+            assert acq == [(0, 3, 1)]
+            a = _ack(c, group, member, 2, tid, 0, [{"first_offset": 0, "last_offset": 3, "acknowledge_types": [1, 2, 1, 2]}])
+            assert a["responses"][0]["partitions"][0]["error_code"] == 0
+            g = _list_offsets(c, group, topic)
+            assert g["error_code"] == 0 and g["topics"][0]["partitions"][0]["start_offset"] == 1
+            assert g["topics"][0]["partitions"][0]["lag"] == 2      # 4 records, x0 and x2 done
+        if kill:
+            b.kill()
+            b.start()
+        else:
+            b.restart()
+        with WireClient(b.bootstrap) as c:
+            g = _list_offsets(c, group, topic)
+            assert g["topics"][0]["partitions"][0]["start_offset"] == 1
+            r = _fetch(c, group, member, 0, tid, [0], max_wait_ms=3000)
+            acq, vals = _records(r)[0]
+            assert acq == [(1, 1, 2), (3, 3, 2)], acq                   # x1 and x3 again, second delivery
+            assert {v for o, v in vals if o in (1, 3)} == {b"x1", b"x3"}
+
+
+def test_share_coordinator_apis_and_offsets_admin(broker):
+    topic, group = "share-admin", "sg-admin"
+    with WireClient(broker.bootstrap) as c:
+        create_topic(c, topic, partitions=2)
+        tid = wait_for_topic(c, topic, 2)["topics"][0]["topic_id"]
+        # FindCoordinator key type 2 (share): "group:topicId:partition"
+        import base64
+        key = "%s:%s:0" % (group, base64.urlsafe_b64encode(tid).rstrip(b"=").decode())
+        fc = c.request(10, 6, {"key_type": 2, "coordinator_keys": [key, "bad-key"]})["coordinators"]
+        assert fc[0]["error_code"] == 0 and fc[0]["node_id"] == 1
+        assert fc[1]["error_code"] == 42
+        # 84 on nothing: start offset -1
+        body = {"group_id": group, "topics": [{"topic_id": tid, "partitions": [{"partition": 0, "leader_epoch": 0}]}]}
+        p = c.request(84, 0, body)["results"][0]["partitions"][0]
+        assert (p["error_code"], p["start_offset"], p["state_epoch"], p["state_batches"]) == (0, -1, 0, [])
+        # 83 initialize, 85 write, 84 read, 87 summary, 86 delete
+        init = {"group_id": group, "topics": [{"topic_id": tid, "partitions": [{"partition": 0, "state_epoch": 1, "start_offset": 10}]}]}
+        assert c.request(83, 0, init)["results"][0]["partitions"][0]["error_code"] == 0
+        w = {"group_id": group, "topics": [{"topic_id": tid, "partitions": [{
+            "partition": 0, "state_epoch": 1, "leader_epoch": 0, "start_offset": 12, "delivery_complete_count": 1,
+            "state_batches": [{"first_offset": 12, "last_offset": 14, "delivery_state": 0, "delivery_count": 2},
+                              {"first_offset": 15, "last_offset": 15, "delivery_state": 2, "delivery_count": 1}]}]}]}
+        assert c.request(85, 1, w)["results"][0]["partitions"][0]["error_code"] == 0
+        p = c.request(84, 0, body)["results"][0]["partitions"][0]
+        assert (p["start_offset"], p["state_epoch"]) == (12, 1)
+        assert [(b["first_offset"], b["last_offset"], b["delivery_state"], b["delivery_count"]) for b in p["state_batches"]] \
+            == [(12, 14, 0, 2), (15, 15, 2, 1)]
+        s = c.request(87, 1, body)["results"][0]["partitions"][0]
+        assert (s["start_offset"], s["state_epoch"], s["leader_epoch"], s["delivery_complete_count"]) == (12, 1, 0, 1)
+        stale = dict(init, topics=[{"topic_id": tid, "partitions": [{"partition": 0, "state_epoch": 0, "start_offset": 5}]}])
+        assert c.request(83, 0, stale)["results"][0]["partitions"][0]["error_code"] == 124   # FENCED_STATE_EPOCH
+        # the Admin APIs: describe (90), alter (91) needs an empty group, delete (92)
+        assert _list_offsets(c, group, topic, parts=(0, 1))["topics"][0]["partitions"][1]["start_offset"] == -1
+        alter = {"group_id": group, "topics": [{"topic_name": topic, "partitions": [{"partition_index": 1, "start_offset": 3},
+                                                                                    {"partition_index": 9, "start_offset": 0}]}]}
+        r = c.request(91, 0, alter)
+        assert r["error_code"] == 0
+        assert [(p["partition_index"], p["error_code"]) for p in r["responses"][0]["partitions"]] == [(1, 0), (9, 3)]
+        assert _list_offsets(c, group, topic, parts=(1,))["topics"][0]["partitions"][0]["start_offset"] == 3
+        listed = _list_offsets(c, group)
+        assert [(t["topic_name"], [p["partition_index"] for p in t["partitions"]]) for t in listed["topics"]] == [(topic, [0, 1])]
+        _hb(c, group, "busy", 0, [topic])
+        assert c.request(91, 0, alter)["error_code"] == 68                                      # NON_EMPTY_GROUP
+        assert c.request(92, 0, {"group_id": group, "topics": [{"topic_name": topic}]})["error_code"] == 68
+        _hb(c, group, "busy", -1, [topic])
+        r = c.request(92, 0, {"group_id": group, "topics": [{"topic_name": topic}, {"topic_name": "nope"}]})
+        assert [(t["topic_name"], t["error_code"]) for t in r["responses"]] == [(topic, 0), ("nope", 3)]
+        assert _list_offsets(c, group, topic, parts=(0, 1))["topics"][0]["partitions"][0]["start_offset"] == -1
+        d = {"group_id": group, "topics": [{"topic_id": tid, "partitions": [{"partition": 0}]}]}
+        assert c.request(86, 0, d)["results"][0]["partitions"][0]["error_code"] == 0
