@@ -6,7 +6,8 @@ coordinate it; an unknown group: GROUP_ID_NOT_FOUND "Group X not found."; a grou
 type: GROUP_ID_NOT_FOUND "Group X is not a share group.".  A share group: its state (Empty or
 Stable), group and assignment epochs, assignor "simple", and each member's subscription and
 current assignment (topic ids with names).  ``authorized_operations``: Kafka's no-authorizer set
-when asked for, else INT32_MIN.
+when asked for, else INT32_MIN.  Entries for empty ids come first (Kafka's order), the others
+follow in request order.
 """
 from __future__ import annotations
 
@@ -43,6 +44,8 @@ async def handle(ctx, request):
         d = gc.share.describe(g)
         d["authorized_operations"] = GROUP_AUTHORIZED_OPERATIONS if request["include_authorized_operations"] else -2147483648
         out.append(d)
+    # Kafka answers the invalid (empty) group ids first, then the others in request order
+    out.sort(key=lambda d: 0 if not d["group_id"] else 1)
     return {"throttle_time_ms": 0, "groups": out}
 
 

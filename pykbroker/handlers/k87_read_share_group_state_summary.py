@@ -2,7 +2,7 @@
 
 Behaviour (coordinator/share/coordinator.py): per partition its state epoch, leader epoch and
 start offset, without the batches and without recording a leader epoch; a partition with no
-state: start offset -1, epochs 0 and -1.  Common checks in handlers/share_state.py.
+state: start offset -1, state and leader epochs 0 (Kafka 4.4's answer).  Common checks in handlers/share_state.py.
 Version notes: v1 adds DeliveryCompleteCount (KIP-1226; -1 when never written).
 """
 from __future__ import annotations
@@ -13,13 +13,14 @@ API_KEY = 87
 MIN_VERSION = 0
 MAX_VERSION = 1
 
-_ERR = {"state_epoch": 0, "leader_epoch": -1, "start_offset": -1, "delivery_complete_count": -1}
+# an error answer's fields (Kafka 4.4: start offset 0); no state: start offset -1, no error
+_ERR = {"state_epoch": 0, "leader_epoch": 0, "start_offset": 0, "delivery_complete_count": -1}
 
 
 async def _op(sc, gid, tid, p):
     st = sc.summary(gid, tid, p["partition"])
     if st is None:
-        return dict(_ERR, error_code=0)
+        return dict(_ERR, error_code=0, start_offset=-1)
     return {"error_code": 0, "state_epoch": st.state_epoch, "leader_epoch": st.leader_epoch,
             "start_offset": st.start_offset, "delivery_complete_count": st.delivery_complete_count}
 

@@ -2,11 +2,12 @@
 ShareGroupState) share: the coordinator lookup, and one answer per requested partition.
 
 Checks (as Kafka's share coordinator): an empty group id is INVALID_REQUEST for every partition;
-``__share_group_state`` is created on first use; a partition whose state lives in a shard this
+``__share_group_state`` is created on first use; a topic id or partition this broker's metadata
+does not know: UNKNOWN_TOPIC_OR_PARTITION; a partition whose state lives in a shard this
 broker does not lead answers NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while it loads)."""
 from __future__ import annotations
 
-from ..protocol.errors import ErrorCode as E
+from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode as E
 
 
 def _result(idx, code, msg=None, **extra):
@@ -17,6 +18,7 @@ async def each_partition(ctx, request, op, error_extra: dict) -> dict:
     """``op(sc, group, topic id, partition fields)`` -> awaitable of the partition's result
     (without ``partition``); errors get ``error_extra`` beside the code."""
     sc = ctx.broker.share_coordinator
+    md = ctx.broker.metadata_cache
     gid = request["group_id"]
     out = []
     coord_err = 0
@@ -34,6 +36,12 @@ async def each_partition(ctx, request, op, error_extra: dict) -> dict:
             idx = p["partition"]
             if not gid:
                 parts.append(_result(idx, E.INVALID_REQUEST, "Group id must be specified and non-empty.",
+                                     **error_extra))
+                continue
+            name = md.name_of(tid)
+            info = md.get(name) if name is not None else None
+            if info is None or not 0 <= idx < info.num_partitions:
+                parts.append(_result(idx, E.UNKNOWN_TOPIC_OR_PARTITION, DEFAULT_MESSAGES[E.UNKNOWN_TOPIC_OR_PARTITION],
                                      **error_extra))
                 continue
             code = coord_err or sc.coordinator_error(gid, tid, idx)

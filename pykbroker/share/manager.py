@@ -132,6 +132,8 @@ class SharePartitionManager:
                 # the state's coordinator is another broker (cluster): kept in memory here (SKIPPED.md)
                 return self.get_or_create(group_id, topic_id, partition_obj)
             code, st, fut = pc.read(*key, leader_epoch=partition_obj.leader_epoch)
+            if code:
+                st = None   # no state yet (INVALID_REQUEST) or fenced: start afresh
             if fut is not None:
                 await fut.get()
             if st is None or st.start_offset < 0:

@@ -208,10 +208,10 @@ def test_share_coordinator_apis_and_offsets_admin(broker):
         fc = c.request(10, 6, {"key_type": 2, "coordinator_keys": [key, "bad-key"]})["coordinators"]
         assert fc[0]["error_code"] == 0 and fc[0]["node_id"] == 1
         assert fc[1]["error_code"] == 42
-        # 84 on nothing: start offset -1
+        # 84 on nothing: INVALID_REQUEST (Kafka 4.4: "Read operation on uninitialized share partition not allowed.")
         body = {"group_id": group, "topics": [{"topic_id": tid, "partitions": [{"partition": 0, "leader_epoch": 0}]}]}
         p = c.request(84, 0, body)["results"][0]["partitions"][0]
-        assert (p["error_code"], p["start_offset"], p["state_epoch"], p["state_batches"]) == (0, -1, 0, [])
+        assert (p["error_code"], p["start_offset"], p["state_epoch"], p["state_batches"]) == (42, 0, 0, [])
         # 83 initialize, 85 write, 84 read, 87 summary, 86 delete
         init = {"group_id": group, "topics": [{"topic_id": tid, "partitions": [{"partition": 0, "state_epoch": 1, "start_offset": 10}]}]}
         assert c.request(83, 0, init)["results"][0]["partitions"][0]["error_code"] == 0

@@ -14,8 +14,10 @@ pykbroker/share/manager.py on this broker):
 - write: the partition leader's new state.  A leader epoch below the stored one:
   FENCED_LEADER_EPOCH; a state epoch below it: FENCED_STATE_EPOCH.
 - read: the state (and a higher leader epoch is recorded, FENCED_LEADER_EPOCH for a lower one);
-  a partition with no state answers start offset -1, state epoch 0, no batches.
-- read summary: the same without batches (and without touching the leader epoch).
+  a partition with no state is INVALID_REQUEST "Read operation on uninitialized share partition
+  not allowed." (Kafka 4.4's answer).
+- read summary: the same without batches (and without touching the leader epoch); no state:
+  start offset -1, no error.
 - delete: the state is removed (tombstones).
 pykbroker always writes ShareSnapshot records (the whole state; Kafka writes ShareUpdate deltas
 between snapshots); both kinds are replayed, so a log Kafka wrote loads here too.
@@ -255,7 +257,7 @@ class ShareCoordinator:
         k = (group_id, topic_id, partition)
         st = self.states.get(k)
         if st is None:
-            return 0, None, None
+            return int(E.INVALID_REQUEST), None, None
         if leader_epoch != -1 and leader_epoch < st.leader_epoch:
             return int(E.FENCED_LEADER_EPOCH), None, None
         if leader_epoch > st.leader_epoch:
