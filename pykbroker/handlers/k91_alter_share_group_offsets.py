@@ -36,7 +36,8 @@ async def handle(ctx, request):
     if g is not None and g.members:
         return _top(E.NON_EMPTY_GROUP, "The group has active members.")
     if g is None:
-        gc.groups[gid] = ShareGroup(gid, gc.now_ms())
+        g = gc.groups[gid] = ShareGroup(gid, gc.now_ms())
+        await gc.share.persist(g).get()   # the group's record, so it outlives a restart
     md = ctx.broker.metadata_cache
     sc = ctx.broker.share_coordinator
     spm = ctx.broker.share_partition_manager

@@ -174,6 +174,8 @@ def test_delivery_state_survives_restart(tmp_path, kill):
         with WireClient(b.bootstrap) as c:
             create_topic(c, topic, partitions=1)
             tid = wait_for_topic(c, topic, 1)["topics"][0]["topic_id"]
+            joined = _hb(c, group, member, 0, [topic])
+            assert joined["error_code"] == 0 and joined["member_epoch"] == 1
             assert _fetch(c, group, member, 0, tid, [0])["error_code"] == 0
             produce(c, topic, 0, make_batch([b"x0", b"x1", b"x2", b"x3"]))
             acq, vals = _records(_fetch(c, group, member, 1, tid, [], max_wait_ms=2000))[0]
@@ -189,6 +191,13 @@ def test_delivery_state_survives_restart(tmp_path, kill):
         else:
             b.restart()
         with WireClient(b.bootstrap) as c:
+            # the membership is in __consumer_offsets: the member goes on with its epoch
+            d = c.request(77, 1, {"group_ids": [group], "include_authorized_operations": False})["groups"][0]
+            assert (d["error_code"], d["group_state"], d["group_epoch"]) == (0, "Stable", 1)
+            assert [(m["member_id"], m["member_epoch"], m["assignment"]["topic_partitions"][0]["partitions"])
+                    for m in d["members"]] == [(member, 1, [0])]
+            hb = _hb(c, group, member, 1, [topic])
+            assert (hb["error_code"], hb["member_epoch"]) == (0, 1)
             g = _list_offsets(c, group, topic)
             assert g["topics"][0]["partitions"][0]["start_offset"] == 1
             r = _fetch(c, group, member, 0, tid, [0], max_wait_ms=3000)

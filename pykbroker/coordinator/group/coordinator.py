@@ -229,7 +229,7 @@ class GroupCoordinator:
         if g.kind == "consumer":
             recs += self.consumer.tombstones(g)
         elif g.kind == "share":
-            pass   # share group membership is not persisted (share.py)
+            recs += self.share.tombstones(g)
         else:
             recs.append((O.group_key(gid), None))
         fut = Future()
@@ -493,6 +493,7 @@ class GroupShard:
         self.partition = partition
         self.groups: dict[str, O.LoadedGroup | None] = {}
         self.consumer_groups: dict[str, dict] = {}  # KIP-848 groups, replayed by the consumer manager
+        self.share_groups: dict[str, dict] = {}     # KIP-932 share groups, replayed by the share manager
         self.offsets: dict[str, dict] = {}
         self.last_seen: dict[tuple[str, str], int] = {}  # (kind, group) -> order of its last record
         self.seq = 0
@@ -520,6 +521,9 @@ class GroupShard:
             _, kind, gid, mid = k
             self.gc.consumer.replay(self.consumer_groups, kind, gid, mid, bytes(key), value)
             self.last_seen[("consumer", gid)] = self.seq
+        elif k[0] == "share":
+            _, kind, gid, mid = k
+            self.gc.share.replay(self.share_groups, kind, gid, mid, bytes(key), value)
         elif k[0] == "offset":
             _, gid, topic, part = k
             if value is None:
@@ -552,6 +556,10 @@ class GroupShard:
             g = gc.consumer.finish_load(gid, st)
             if g is not None:
                 gc.groups.pop(gid, None)
+                gc.groups[gid] = g
+        for gid, st in self.share_groups.items():
+            g = gc.share.finish_load(gid, st)
+            if g is not None:
                 gc.groups[gid] = g
         for gid in self.offsets:
             if gid not in gc.groups and gc.offsets.get(gid):

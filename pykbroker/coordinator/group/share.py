@@ -26,16 +26,22 @@ when it does not divide); a member keeps the partitions it had where that balanc
 the rest go to the least-loaded members.  Members subscribed to different topic sets (the
 heterogeneous case) get the same rule per topic over that topic's subscribers.
 
-Persistence: the group epoch, member subscriptions and assignments are kept in memory only
-(SKIPPED.md): after a coordinator restart members get UNKNOWN_MEMBER_ID and rejoin, which the
-share consumer does on its own; the share partitions' delivery state is what survives (it is not
-group membership, see pykbroker/share/).
+Persistence (as Kafka's coordinator): the group epoch, member subscriptions, the target and the
+current assignments are records on ``__consumer_offsets`` (layout in :mod:`.share_records`),
+written as a diff against what the group last wrote, by the coordinator's single writer; a
+heartbeat is answered once its records are in the log.  Leaving or expired members get
+tombstones, a deleted group tombstones for every key.  At load the records are replayed: members
+keep their ids, epochs and assignments across a restart and their session timers start again.
+The delivery state of the share partitions is the share coordinator's (pykbroker/share/).
 """
 from __future__ import annotations
 
 import logging
 
 from ...protocol.errors import ErrorCode as E
+from . import share_records as R
+from .classic import Future
+from .consumer_records import metadata_hash
 
 log = logging.getLogger("pykbroker.group.share")
 
@@ -43,11 +49,13 @@ SHARE_ASSIGNOR = "simple"
 
 
 class SMember:
-    __slots__ = ("member_id", "epoch", "rack_id", "client_id", "client_host", "topics", "assigned", "last_sent")
+    __slots__ = ("member_id", "epoch", "prev_epoch", "rack_id", "client_id", "client_host", "topics", "assigned",
+                 "last_sent")
 
     def __init__(self, member_id):
         self.member_id = member_id
         self.epoch = 0
+        self.prev_epoch = -1
         self.rack_id = None
         self.client_id = ""
         self.client_host = ""
@@ -69,6 +77,9 @@ class ShareGroup:
         self.topic_meta: dict = {}   # name -> (topic id, partitions) the target was computed for
         self.dead = False
         self.state_timestamp = now_ms
+        self.assignment_ts = 0
+        self.written: dict[bytes, bytes] = {}   # key -> value last handed to the writer
+        self.last_write: Future | None = None
 
     @property
     def state(self) -> str:
@@ -155,6 +166,7 @@ class ShareGroupManager:
         if isinstance(g, ShareGroup) and mid in g.members:
             log.info("share group %s: member %s session expired", gid, mid)
             self._remove(g, mid)
+            self.persist(g)
 
     def _remove(self, g: ShareGroup, mid: str) -> None:
         g.members.pop(mid, None)
@@ -173,8 +185,107 @@ class ShareGroupManager:
         return {"error_code": int(code), "error_message": message, "member_id": None, "member_epoch": -1,
                 "heartbeat_interval_ms": 0, "assignment": None}
 
+    # -- persistence ---------------------------------------------------------------------------
+    def _desired(self, g: ShareGroup) -> dict:
+        gid = g.group_id
+        out = {}
+        for mid, m in sorted(g.members.items()):
+            out[R.key(R.SG_MEMBER_METADATA, gid, mid)] = R.member_metadata_value(m)
+        h = metadata_hash((n, t, c) for n, (t, c) in g.topic_meta.items())
+        out[R.key(R.SG_METADATA, gid)] = R.group_metadata_value(g.group_epoch, h)
+        out[R.key(R.SG_TARGET_METADATA, gid)] = R.target_metadata_value(g.assignment_epoch, g.assignment_ts)
+        for mid in sorted(g.members):
+            out[R.key(R.SG_TARGET_MEMBER, gid, mid)] = R.target_member_value(g.target.get(mid, set()))
+        for mid, m in sorted(g.members.items()):
+            out[R.key(R.SG_CURRENT_ASSIGNMENT, gid, mid)] = R.current_assignment_value(m.epoch, m.prev_epoch, m.assigned)
+        return out
+
+    def _records(self, g: ShareGroup) -> list:
+        """The records bringing the log to the group's state: tombstones of departed members'
+        keys first, then every key whose value changed (Kafka's order: members, group epoch,
+        target, current assignments)."""
+        want = self._desired(g)
+        out = [(k, None) for k in g.written if k not in want]
+        out += [(k, v) for k, v in want.items() if g.written.get(k) != v]
+        g.written = want
+        return out
+
+    def persist(self, g: ShareGroup) -> Future:
+        if not self.gc._topic_ready:
+            return Future(0, done=True)
+        recs = self._records(g)
+        if not recs:
+            if g.last_write is not None and not g.last_write.done():
+                return g.last_write
+            return Future(0, done=True)
+        fut = Future()
+
+        def on_complete(code):
+            if code:
+                g.written = {}   # rewrite everything on the next change
+                for m in g.members.values():
+                    m.last_sent = None
+        self.gc._enqueue(self.gc.partition_for(g.group_id), recs, fut, None, on_complete)
+        g.last_write = fut
+        return fut
+
+    def tombstones(self, g: ShareGroup) -> list:
+        out = [(k, None) for k in g.written]
+        g.written = {}
+        return out
+
+    def replay(self, loading: dict, kind: int, gid: str, mid, key: bytes, value) -> None:
+        st = loading.setdefault(gid, {"keys": {}, "epoch": None, "target_epoch": 0, "members": {}, "target": {},
+                                      "current": {}})
+        if value is None:
+            st["keys"].pop(key, None)
+        elif kind != R.SG_STATE_PARTITION_METADATA:
+            st["keys"][key] = bytes(value)
+        if kind == R.SG_METADATA:
+            st["epoch"] = None if value is None else R.parse_group_metadata_value(value)[0]
+        elif kind == R.SG_TARGET_METADATA:
+            st["target_epoch"] = 0 if value is None else R.parse_target_metadata_value(value)
+        elif kind in (R.SG_MEMBER_METADATA, R.SG_TARGET_MEMBER, R.SG_CURRENT_ASSIGNMENT):
+            slot = {R.SG_MEMBER_METADATA: "members", R.SG_TARGET_MEMBER: "target",
+                    R.SG_CURRENT_ASSIGNMENT: "current"}[kind]
+            parse = {R.SG_MEMBER_METADATA: R.parse_member_metadata_value, R.SG_TARGET_MEMBER: R.parse_target_member_value,
+                     R.SG_CURRENT_ASSIGNMENT: R.parse_current_assignment_value}[kind]
+            if value is None:
+                st[slot].pop(mid, None)
+            else:
+                st[slot][mid] = parse(value)
+
+    def finish_load(self, gid: str, st: dict) -> ShareGroup | None:
+        if st["epoch"] is None:
+            return None
+        g = ShareGroup(gid, self.gc.now_ms())
+        g.group_epoch = st["epoch"]
+        g.assignment_epoch = st["target_epoch"]
+        for mid, md in st["members"].items():
+            m = SMember(mid)
+            m.rack_id, m.client_id, m.client_host, m.topics = md["rack_id"], md["client_id"], md["client_host"], md["topics"]
+            cur = st["current"].get(mid)
+            if cur is not None:
+                m.epoch, m.prev_epoch, m.assigned = cur["epoch"], cur["prev_epoch"], set(cur["assigned"])
+            g.members[mid] = m
+        g.target = {mid: set(tps) for mid, tps in st["target"].items() if mid in g.members}
+        g.topic_meta = self._topic_meta(g.subscribed_topics())
+        g.written = dict(st["keys"])
+        for m in g.members.values():
+            self._schedule(g, m)
+        return g
+
     # -- ShareGroupHeartbeat -------------------------------------------------------------------
-    def heartbeat(self, req: dict, client_id: str, client_host: str) -> dict:
+    def heartbeat(self, req: dict, client_id: str, client_host: str):
+        """-> (response, Future): answer once the future resolves with 0 (the heartbeat's records
+        are in ``__consumer_offsets``), else with the append's error."""
+        resp = self._heartbeat(req, client_id, client_host)
+        g = self.gc.groups.get(req["group_id"])
+        if not isinstance(g, ShareGroup) or g.dead:
+            return resp, Future(0, done=True)
+        return resp, self.persist(g)
+
+    def _heartbeat(self, req: dict, client_id: str, client_host: str) -> dict:
         gid = req["group_id"]
         epoch = req["member_epoch"]
         mid = req["member_id"] or ""
@@ -234,7 +345,8 @@ class ShareGroupManager:
                                    "member %s changed its subscription" % mid if changed else None)
         # No revocation in share groups: the member takes its target at once.
         m.assigned = set(g.target.get(mid, set()))
-        m.epoch = g.assignment_epoch
+        if m.epoch != g.assignment_epoch:
+            m.prev_epoch, m.epoch = m.epoch, g.assignment_epoch
         resp = {"error_code": 0, "error_message": None, "member_id": mid, "member_epoch": m.epoch,
                 "heartbeat_interval_ms": self.heartbeat_interval_ms, "assignment": None}
         current = frozenset(m.assigned)
@@ -261,6 +373,7 @@ class ShareGroupManager:
         current = {mid: m.assigned for mid, m in g.members.items()}
         g.target = simple_assign(subs, meta, current)
         g.assignment_epoch = g.group_epoch
+        g.assignment_ts = self.gc.now_ms()
 
     # -- ShareGroupDescribe ----------------------------------------------------------------------
     def describe(self, g: ShareGroup) -> dict:
