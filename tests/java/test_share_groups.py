@@ -51,3 +51,17 @@ def test_explicit_acknowledgement_and_redelivery(share):
     assert deliveries["r-reject"] == [1], log              # rejected: archived, never again
     assert deliveries["u-unacked"] == [1, 2], log          # unacknowledged at close: back to the group
     assert not [e for e in log if e.get("late")], log
+
+
+def test_admin_share_group_offsets(share):
+    """listShareGroupOffsets / alterShareGroupOffsets / deleteShareGroupOffsets / deleteShareGroups."""
+    share.assert_phase("admin_offsets")
+    consumed = share.one("offsets", when="consumed")["offsets"]
+    assert sorted(consumed) == ["java-share-0", "java-share-1"], consumed
+    assert all(lag == "0" and start > 0 for start, lag in consumed.values()), consumed   # everything delivered
+    altered = share.one("offsets", when="altered")["offsets"]
+    start, lag = altered["java-share-0"]
+    assert start == 0 and int(lag) == consumed["java-share-0"][0], altered   # back to 0: the whole partition is lag
+    assert altered["java-share-1"] == consumed["java-share-1"]
+    assert share.one("offsets", when="deleted")["offsets"] == {}
+    assert share.one("group_deleted")["describe_error"] == "GroupIdNotFoundException"

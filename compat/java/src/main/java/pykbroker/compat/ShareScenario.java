@@ -108,6 +108,22 @@ final class ShareScenario {
         }
     }
 
+    /** listShareGroupOffsets(group) for every partition: "topic-partition" -> [start offset, lag or null]. */
+    static Map<String, Object> listOffsets(Admin admin, String group) throws Exception {
+        Object spec = Class.forName("org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec").getConstructor().newInstance();
+        Object res = call(admin, "listShareGroupOffsets", new Class<?>[]{Map.class}, Map.of(group, spec));
+        Object byTp = ((org.apache.kafka.common.KafkaFuture<?>) call(res, "partitionsToOffsetInfo",
+                new Class<?>[]{String.class}, group)).get();
+        Map<String, Object> out = new TreeMap<>();
+        for (Map.Entry<?, ?> e : ((Map<?, ?>) byTp).entrySet()) {
+            Object info = e.getValue();
+            if (info == null) { out.put(e.getKey().toString(), null); continue; }
+            Object lag = ((java.util.Optional<?>) call(info, "lag")).orElse(null);
+            out.put(e.getKey().toString(), List.of(call(info, "startOffset"), String.valueOf(lag)));
+        }
+        return out;
+    }
+
     static void warmUp(KafkaProducer<String, String> producer, String topic, int partitions,
                        Map<String, List<String>> seen, String tag) throws Exception {
         long deadline = System.currentTimeMillis() + 60_000;
@@ -275,6 +291,24 @@ final class ShareScenario {
                     }
                 }
                 Main.emit(Json.obj("event", "explicit", "log", log));
+            });
+
+            // the AdminClient's share group offsets (4.x API, called reflectively: the tree also builds against 3.9)
+            Main.phase("admin_offsets", () -> {
+                String g = group + "-explicit";
+                org.apache.kafka.common.TopicPartition tp0 = new org.apache.kafka.common.TopicPartition(topic, 0);
+                Main.emit(Json.obj("event", "offsets", "when", "consumed", "offsets", listOffsets(admin, g)));
+                Object alter = call(admin, "alterShareGroupOffsets", new Class<?>[]{String.class, Map.class}, g, Map.of(tp0, 0L));
+                ((org.apache.kafka.common.KafkaFuture<?>) call(alter, "all")).get();
+                Main.emit(Json.obj("event", "offsets", "when", "altered", "offsets", listOffsets(admin, g)));
+                Object del = call(admin, "deleteShareGroupOffsets", new Class<?>[]{String.class, Set.class}, g, Set.of(topic));
+                ((org.apache.kafka.common.KafkaFuture<?>) call(del, "all")).get();
+                Main.emit(Json.obj("event", "offsets", "when", "deleted", "offsets", listOffsets(admin, g)));
+                Object dg = call(admin, "deleteShareGroups", new Class<?>[]{Collection.class}, List.of(g));
+                ((org.apache.kafka.common.KafkaFuture<?>) call(dg, "all")).get();
+                Object res = call(admin, "describeShareGroups", new Class<?>[]{Collection.class}, List.of(g));
+                String err = Main.errorOf(() -> ((org.apache.kafka.common.KafkaFuture<?>) call(res, "all")).get());
+                Main.emit(Json.obj("event", "group_deleted", "describe_error", err));
             });
         }
     }
