@@ -7,6 +7,7 @@ members: NON_EMPTY_GROUP (its consumers must stop first); a group that does not 
 unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION; otherwise the share partition restarts at
 the given offset: the share coordinator initializes it with a new state epoch and no in-flight
 records, and the broker's delivery state of it is dropped (reloaded on the next ShareFetch).
+Unknown topics are answered first, then the others in request order (Kafka's order).
 """
 from __future__ import annotations
 
@@ -63,6 +64,8 @@ async def handle(ctx, request):
             parts.append({"partition_index": idx, "error_code": int(code), "error_message": None})
         responses.append({"topic_name": name, "topic_id": info.topic_id if info else b"\x00" * 16,
                           "partitions": parts})
+    # Kafka answers the topics it does not know first, then the others in request order
+    responses.sort(key=lambda r: 0 if r["topic_id"] == b"\x00" * 16 else 1)
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "responses": responses}
 
 

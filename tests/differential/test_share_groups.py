@@ -201,3 +201,40 @@ def state_apis(t):
 def test_share_coordinator_state_apis(both):
     p, k = both(state_apis)
     assert p == k, explain(p, k)
+
+
+def offsets_admin(t):
+    """DescribeShareGroupOffsets / AlterShareGroupOffsets / DeleteShareGroupOffsets on a group
+    that does not exist yet, then on the group the alteration left."""
+    topic, group = "share-diff-offsets", "share-diff-offsets-group"
+    with connect(t) as c:
+        create_topic(t, topic, partitions=2)
+        wait_for_topic(c, topic, 2)
+        _until(lambda: call(t, 10, 4, {"key_type": 0, "coordinator_keys": [group]})["coordinators"][0]["error_code"],
+               lambda e: e == 0, "coordinator")
+
+        def describe(topics):
+            g = c.request(90, 1, {"groups": [{"group_id": group, "topics": topics}]})["groups"][0]
+            return (g["error_code"], g["error_message"],
+                    [(x["topic_name"], [(p["partition_index"], p["start_offset"], p["lag"], p["error_code"])
+                                        for p in x["partitions"]]) for x in g["topics"]])
+        out = {"describe_missing": describe([{"topic_name": topic, "partitions": [0]}]),
+               "describe_missing_all": describe(None)}
+        out["delete_missing"] = c.request(92, 0, {"group_id": group, "topics": [{"topic_name": topic}]})["error_code"]
+        alter = {"group_id": group, "topics": [{"topic_name": topic, "partitions": [{"partition_index": 0, "start_offset": 0}]},
+                                               {"topic_name": "share-diff-nope", "partitions": [{"partition_index": 0, "start_offset": 0}]}]}
+        r = _until(lambda: c.request(91, 0, alter), lambda r: r["error_code"] not in (14, 15, 16), "alter")
+        out["alter"] = (r["error_code"], r["error_message"],
+                        [(x["topic_name"], [(p["partition_index"], p["error_code"]) for p in x["partitions"]]) for x in r["responses"]])
+        d = c.request(77, DESC_V, {"group_ids": [group], "include_authorized_operations": False})["groups"][0]
+        out["group_after_alter"] = (d["error_code"], d["group_state"])
+        out["describe_after_alter"] = _until(lambda: describe(None), lambda x: x[2], "state", timeout=15)
+        r = c.request(92, 0, {"group_id": group, "topics": [{"topic_name": topic}, {"topic_name": "share-diff-nope"}]})
+        out["delete"] = (r["error_code"], [(x["topic_name"], x["error_code"]) for x in r["responses"]])
+        out["describe_after_delete"] = describe([{"topic_name": topic, "partitions": [0]}])
+    return out
+
+
+def test_share_group_offsets_admin_apis(both):
+    p, k = both(offsets_admin)
+    assert p == k, explain(p, k)
