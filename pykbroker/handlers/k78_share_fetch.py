@@ -14,7 +14,8 @@ Behaviour (state in pykbroker/share/: partition.py, manager.py):
   batches (file regions) plus AcquiredRecords ranges with their delivery counts; at most
   MaxRecords records in all (by whole batches; ShareAcquireMode 1 = record limit, v2, cuts
   exactly), MaxBytes bytes (the first batch always fits, KIP-74).  With nothing acquired the
-  request waits up to MaxWaitMs for new data or an expiring acquisition lock.
+  request waits up to MaxWaitMs for new data, an expiring acquisition lock, or records released
+  by another member or a closed session.
 - Per-partition errors as Fetch's partition lookup: UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
   NOT_LEADER_OR_FOLLOWER (with CurrentLeader and NodeEndpoints).
 - Listed partitions: those in the request and those with acquired records or an error.
@@ -58,7 +59,7 @@ async def handle(ctx, request):
     gid, mid, epoch = request["group_id"], request["member_id"], request["share_session_epoch"]
     if not gid or not mid:
         return _top(E.INVALID_REQUEST, "GroupId and MemberId must be set.")
-    session, err = spm.session(gid, mid, epoch)
+    session, err = spm.session(gid, mid, epoch, connection=getattr(ctx, "connection", None))
     if err:
         return _top(err)
     md = ctx.broker.metadata_cache
@@ -149,10 +150,12 @@ async def handle(ctx, request):
             wake = trio.Event()
             for *_, part, _sp in targets:
                 part.add_data_waiter(wake)
+            spm.add_waiter(wake)   # records released by another member or a closed session
             try:
                 with trio.move_on_at(until):
                     await wake.wait()
             finally:
+                spm.remove_waiter(wake)
                 for *_, part, _sp in targets:
                     part.remove_data_waiter(wake)
             if (gid, mid) not in spm.sessions:

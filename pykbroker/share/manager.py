@@ -11,7 +11,8 @@ topics; each request must carry the epoch the session expects (then 1, 2, ..., w
 after INT32_MAX): a missing session is SHARE_SESSION_NOT_FOUND, another epoch
 INVALID_SHARE_SESSION_EPOCH.  Epoch -1 closes the session after its acknowledgements and releases
 the member's acquired records.  A new epoch 0 for a member that has a session replaces it (its
-records are released first).  At most ``group.share.max.share.sessions`` sessions
+records are released first).  A session ends with the client connection that opened it (its
+records are released).  At most ``group.share.max.share.sessions`` sessions
 (SHARE_SESSION_LIMIT_REACHED).
 
 Share partitions are created on a group's first fetch of a partition and start at the
@@ -45,11 +46,12 @@ def next_epoch(epoch: int) -> int:
 
 
 class ShareSession:
-    __slots__ = ("group_id", "member_id", "epoch", "partitions")
+    __slots__ = ("group_id", "member_id", "epoch", "partitions", "connection")
 
-    def __init__(self, group_id: str, member_id: str):
+    def __init__(self, group_id: str, member_id: str, connection=None):
         self.group_id = group_id
         self.member_id = member_id
+        self.connection = connection        # the client connection that opened it
         self.epoch = 1                      # the epoch the next request must carry
         self.partitions: dict = {}          # (topic id, partition) -> None, in arrival order
 
@@ -61,6 +63,7 @@ class SharePartitionManager:
         # the share coordinator (coordinator/share/coordinator.py), None: state in memory only
         self.persister = persister
         self._loading: dict[tuple, trio.Event] = {}
+        self._waiters: set = set()   # events of ShareFetches parked for records to acquire
         self.lock_ms = config["group.share.record.lock.duration.ms"]
         self.delivery_limit = config["group.share.delivery.count.limit"]
         self.max_locks = config["group.share.partition.max.record.locks"]
@@ -69,7 +72,7 @@ class SharePartitionManager:
         self.sessions: dict[tuple, ShareSession] = {}       # (group, member) -> session
 
     # -- sessions ------------------------------------------------------------------------------
-    def session(self, group_id: str, member_id: str, epoch: int, acknowledge_only: bool = False):
+    def session(self, group_id: str, member_id: str, epoch: int, acknowledge_only: bool = False, connection=None):
         """-> (session or None, error code).  Validates and moves the epoch on."""
         key = (group_id, member_id)
         s = self.sessions.get(key)
@@ -80,7 +83,7 @@ class SharePartitionManager:
                 self.close(s)
             elif len(self.sessions) >= self.max_sessions:
                 return None, E.SHARE_SESSION_LIMIT_REACHED
-            s = self.sessions[key] = ShareSession(group_id, member_id)
+            s = self.sessions[key] = ShareSession(group_id, member_id, connection)
             return s, 0
         if s is None:
             return None, E.SHARE_SESSION_NOT_FOUND
@@ -96,8 +99,26 @@ class SharePartitionManager:
         self.sessions.pop((s.group_id, s.member_id), None)
         for (tid, p) in s.partitions:
             sp = self.partitions.get((s.group_id, tid, p))
-            if sp is not None:
-                sp.release_member(s.member_id)
+            if sp is not None and sp.release_member(s.member_id):
+                self._wake()
+
+    # -- waiting ShareFetches: woken when records become available again (a release, a closed
+    # session), as Kafka completes its delayed share fetches
+    def add_waiter(self, ev) -> None:
+        self._waiters.add(ev)
+
+    def remove_waiter(self, ev) -> None:
+        self._waiters.discard(ev)
+
+    def _wake(self) -> None:
+        for ev in self._waiters:
+            ev.set()
+
+    def connection_closed(self, connection) -> None:
+        """A client connection closed: the share sessions it opened end (Kafka 4.x ties a share
+        session to the connection that opened it) and their acquired records are released."""
+        for s in [s for s in self.sessions.values() if s.connection is connection]:
+            self.close(s)
 
     # -- partitions ----------------------------------------------------------------------------
     def get(self, group_id: str, topic_id, partition: int) -> SharePartition | None:
@@ -197,6 +218,8 @@ class SharePartitionManager:
                                        for b in batches], now)
         except InvalidRecordState as e:
             return E.INVALID_RECORD_STATE, str(e)
+        if any(t == 2 for b in batches for t in b["acknowledge_types"]):
+            self._wake()   # released records may be acquired by a waiting member
         return 0, None
 
     def acquire(self, sp: SharePartition, partition_obj, member_id: str, max_records: int, max_bytes: int,

@@ -256,3 +256,23 @@ def test_share_coordinator_apis_and_offsets_admin(broker):
         assert _list_offsets(c, group, topic, parts=(0, 1))["topics"][0]["partitions"][0]["start_offset"] == -1
         d = {"group_id": group, "topics": [{"topic_id": tid, "partitions": [{"partition": 0}]}]}
         assert c.request(86, 0, d)["results"][0]["partitions"][0]["error_code"] == 0
+
+
+def test_closed_connection_releases_its_records(tmp_path):
+    """A share session ends with the connection that opened it: its acquired records go back at
+    once (the 30 s acquisition lock would otherwise hold them)."""
+    topic, group = "share-conn", "sg-conn"
+    with BrokerProcess(str(tmp_path / "data")) as b:
+        with WireClient(b.bootstrap) as c:
+            create_topic(c, topic, partitions=1)
+            tid = wait_for_topic(c, topic, 1)["topics"][0]["topic_id"]
+        first = WireClient(b.bootstrap)
+        assert _fetch(first, group, "m-a", 0, tid, [0])["error_code"] == 0
+        with WireClient(b.bootstrap) as c:
+            produce(c, topic, 0, make_batch([b"held"]))
+        assert _records(_fetch(first, group, "m-a", 1, tid, [], max_wait_ms=3000))[0] == ([(0, 0, 1)], [(0, b"held")])
+        with WireClient(b.bootstrap) as c:
+            assert _records(_fetch(c, group, "m-b", 0, tid, [0], max_wait_ms=200)) == {}   # still locked by m-a
+            first.close()
+            r = _fetch(c, group, "m-b", 1, tid, [], max_wait_ms=10000)
+            assert _records(r)[0] == ([(0, 0, 2)], [(0, b"held")])
