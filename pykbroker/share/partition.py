@@ -203,7 +203,7 @@ class SharePartition:
                     break
             if got:
                 used.append(i)
-        if acquired or any(r.state == ARCHIVED for r in self.ranges[:1]):
+        if acquired:
             self.dirty = True
         self._merge_and_advance()
         # adjacent acquired pieces of one delivery count are reported as one range
