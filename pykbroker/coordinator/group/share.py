@@ -378,6 +378,7 @@ class ShareGroupManager:
     # -- ShareGroupDescribe ----------------------------------------------------------------------
     def describe(self, g: ShareGroup) -> dict:
         self._maybe_compute_target(g)
+        self.persist(g)   # a recomputed target is state like any other
         md = self.gc.metadata
 
         def asg(tps):
