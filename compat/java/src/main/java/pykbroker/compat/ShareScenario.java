@@ -184,19 +184,34 @@ final class ShareScenario {
                         for (String w : who) byMember.merge(w, 1, (x, y) -> (Integer) x + (Integer) y);
                     }
                     Main.emit(Json.obj("event", "delivered", "values", values, "duplicates", dups, "by_member", byMember));
-                    // the AdminClient's view (4.x API, called reflectively: the tree also builds against 3.9)
-                    Object res = call(admin, "describeShareGroups", new Class<?>[]{Collection.class}, List.of(group));
-                    Object all = ((org.apache.kafka.common.KafkaFuture<?>) call(res, "all")).get();
-                    Object desc = ((Map<?, ?>) all).get(group);
-                    List<Object> members = new ArrayList<>();
-                    for (Object m : (Collection<?>) call(desc, "members")) {
-                        Object asg = call(m, "assignment");
-                        List<Object> tps = new ArrayList<>();
-                        for (Object tp : (Collection<?>) call(asg, "topicPartitions")) tps.add(tp.toString());
-                        members.add(Json.obj("client_id", call(m, "clientId"), "partitions", tps));
+                    // the AdminClient's view (4.x API, called reflectively: the tree also builds against 3.9);
+                    // a member takes a new assignment at its next heartbeat (every 5 s): described until
+                    // each member holds its own partition, or 30 s
+                    Map<String, Object> described = null;
+                    long until = System.currentTimeMillis() + 30_000;
+                    while (true) {
+                        Object res = call(admin, "describeShareGroups", new Class<?>[]{Collection.class}, List.of(group));
+                        Object all = ((org.apache.kafka.common.KafkaFuture<?>) call(res, "all")).get();
+                        Object desc = ((Map<?, ?>) all).get(group);
+                        List<Object> members = new ArrayList<>();
+                        Set<String> seenTps = new java.util.TreeSet<>();
+                        int held = 0;
+                        for (Object m : (Collection<?>) call(desc, "members")) {
+                            Object asg = call(m, "assignment");
+                            List<Object> tps = new ArrayList<>();
+                            for (Object tp : (Collection<?>) call(asg, "topicPartitions")) {
+                                tps.add(tp.toString());
+                                seenTps.add(tp.toString());
+                                held++;
+                            }
+                            members.add(Json.obj("client_id", call(m, "clientId"), "partitions", tps));
+                        }
+                        described = Json.obj("event", "describe", "state", String.valueOf(call(desc, "groupState")),
+                                "members", members, "group_epoch", call(desc, "groupEpoch"));
+                        if ((held == partitions && seenTps.size() == partitions) || System.currentTimeMillis() > until) break;
+                        Thread.sleep(500);
                     }
-                    Main.emit(Json.obj("event", "describe", "state", String.valueOf(call(desc, "groupState")),
-                            "members", members, "group_epoch", call(desc, "groupEpoch")));
+                    Main.emit(described);
                 } finally {
                     a.stop = true;
                     b.stop = true;
