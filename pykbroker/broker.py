@@ -63,6 +63,8 @@ class Broker:
         self.observer = None        # metrics / trace / JSON request logs (observability/observer.py; None: off)
         self.group_coordinator = None
         self.transaction_coordinator = None
+        self.share_coordinator = None         # KIP-932 __share_group_state (coordinator/share/)
+        self.share_partition_manager = None   # KIP-932 share partitions and sessions (share/manager.py)
         self.ready = trio.Event()
         self.crashed = False
         self._components: list = []
@@ -173,6 +175,20 @@ class Broker:
                         from .coordinator.group.offsets import OFFSETS_TOPIC
                         self._follow_leadership(OFFSETS_TOPIC, gc)
                     self._components.append(gc)
+                # KIP-932: the share coordinator (__share_group_state) and the share partitions,
+                # which persist their delivery state through it
+                from .coordinator.share.coordinator import ShareCoordinator, ShareStateLog
+                from .share.manager import SharePartitionManager
+                sc = self.share_coordinator = ShareCoordinator(
+                    self.config, ShareStateLog(self.metadata_cache, self.replica_manager, self.controller),
+                    leads_every_partition=single_node, now_ms=self.clock.time_ms)
+                await sc.startup(nursery)
+                if not single_node:
+                    from .coordinator.share.records import SHARE_STATE_TOPIC
+                    self._follow_leadership(SHARE_STATE_TOPIC, sc)
+                self._components.append(sc)
+                self.share_partition_manager = SharePartitionManager(self.config, self.replica_manager,
+                                                                     self.metadata_cache, sc)
                 from .coordinator.txn.coordinator import TransactionCoordinator, TxnStateLog
                 # Single node: loads every __transaction_state partition (transactions left in
                 # PrepareCommit/PrepareAbort by a crash are completed from here); in a cluster it

@@ -285,7 +285,8 @@ ZK_ERA_KEYS = frozenset({"zookeeper.connect", "zookeeper.session.timeout.ms", "z
 
 # Defaults that differ on a cluster member (zookeeper.connect set): Kafka's, where pykbroker's
 # single-node default is 1.
-CLUSTER_DEFAULTS = {"offsets.topic.replication.factor": 3, "transaction.state.log.replication.factor": 3}
+CLUSTER_DEFAULTS = {"offsets.topic.replication.factor": 3, "transaction.state.log.replication.factor": 3,
+                    "share.coordinator.state.topic.replication.factor": 3}
 
 _DEFS = [
     # --- broker: identity and listeners
@@ -434,6 +435,27 @@ _DEFS = [
     ConfigDef("group.consumer.max.size", "int", INT_MAX, "Maximum members of a KIP-848 group.", validator=_ge(1),
               unit="members"),
     ConfigDef("group.consumer.assignors", "list", ["uniform", "range"], "Server-side assignors (first is the default)."),
+    # KIP-932 share groups (Kafka's GroupCoordinatorConfig / ShareGroupConfig defaults)
+    ConfigDef("group.share.session.timeout.ms", "int", 45000, "Share group member session timeout.", validator=_ge(1)),
+    ConfigDef("group.share.heartbeat.interval.ms", "int", 5000, "Share group member heartbeat interval.",
+              validator=_ge(1)),
+    ConfigDef("group.share.max.size", "int", 200, "Maximum members of a share group.", validator=_Range(1, 1000),
+              unit="members"),
+    ConfigDef("group.share.record.lock.duration.ms", "int", 30000, "Acquisition lock of a share group's records.",
+              validator=_Range(1000, 3600000)),
+    ConfigDef("group.share.delivery.count.limit", "int", 5, "Deliveries of a record before it is archived.",
+              validator=_Range(2, 10)),
+    ConfigDef("group.share.max.share.sessions", "int", 2000, "Most share sessions a broker keeps.",
+              validator=_ge(1)),
+    ConfigDef("group.share.partition.max.record.locks", "int", 2000,
+              "Most records of one share partition acquired at a time.", validator=_Range(100, 10000)),
+    # the share coordinator's __share_group_state (Kafka's ShareCoordinatorConfig defaults)
+    ConfigDef("share.coordinator.state.topic.num.partitions", "int", 50, "Partitions of __share_group_state.",
+              validator=_ge(1)),
+    ConfigDef("share.coordinator.state.topic.replication.factor", "short", 1,
+              "Replication factor of __share_group_state.", validator=_ge(1)),
+    ConfigDef("share.coordinator.state.topic.segment.bytes", "int", 104857600, "Segment size of __share_group_state.",
+              validator=_ge(1)),
     ConfigDef("offset.metadata.max.bytes", "int", 4096, "Longest commit metadata string accepted.", validator=_ge(0)),
     # --- checkpoints and background tasks
     ConfigDef("log.flush.offset.checkpoint.interval.ms", "int", 60000, "How often the recovery point is checkpointed.",

@@ -637,7 +637,7 @@ def _describe_group(b, group_id: str) -> Optional[GroupDescription]:
     g = gc.get_group(group_id)
     if g is None:
         return None
-    if g.kind == "consumer":   # KIP-848: assignments are (topic id, partition) sets
+    if g.kind in ("consumer", "share"):   # KIP-848 / KIP-932: assignments are (topic id, partition) sets
         md = b.metadata_cache
 
         def names(tps) -> dict:
@@ -645,9 +645,10 @@ def _describe_group(b, group_id: str) -> Optional[GroupDescription]:
             for tid, p in tps:
                 out.setdefault(md.name_of(tid) or "", []).append(p)
             return {t: sorted(ps) for t, ps in sorted(out.items())}
-        members = [GroupMember(m.member_id, m.instance_id, m.client_id, m.client_host, names(m.assigned))
-                   for m in g.members.values()]
-        return GroupDescription(g.group_id, g.state, "consumer", g.assignor_name(), g.group_epoch, members)
+        members = [GroupMember(m.member_id, getattr(m, "instance_id", None), m.client_id, m.client_host,
+                               names(m.assigned)) for m in g.members.values()]
+        assignor = g.assignor_name() if g.kind == "consumer" else "simple"
+        return GroupDescription(g.group_id, g.state, g.protocol_type, assignor, g.group_epoch, members)
     stable = g.state == "Stable"
     consumer = g.protocol_type == "consumer"
     members = [GroupMember(m.member_id, m.group_instance_id, m.client_id, m.client_host,

@@ -10,8 +10,10 @@ Behaviour (as Apache Kafka):
 - key_type 1 (transaction): the leader of the id's ``__transaction_state`` partition; the first
   lookup creates the topic (``transaction.state.log.num.partitions``, compacted), as Kafka does.
   While that fails: COORDINATOR_NOT_AVAILABLE.
-- any other key type (2 = share groups, not built): INVALID_REQUEST, as Kafka answers an unknown
-  or disabled coordinator type.
+- key_type 2 (share, KIP-932): the key is ``groupId:topicId:partition`` (a malformed one is
+  INVALID_REQUEST); the leader of its ``__share_group_state`` partition (the topic is created on
+  first use).
+- any other key type: INVALID_REQUEST, as Kafka answers an unknown coordinator type.
 - errors carry node_id -1, host "", port -1.  error_message is the error's text ("NONE" on
   success, as Kafka's Errors.message() renders it).
 Version notes: v1 adds key_type, throttle_time_ms and error_message; v3 is flexible; v4 batches
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 from ..coordinator.group.api import group_precheck
 from ..coordinator.group.offsets import OFFSETS_TOPIC
+from ..coordinator.share.records import SHARE_STATE_TOPIC
 from ..coordinator.txn.state_log import TRANSACTION_STATE_TOPIC
 from ..protocol.errors import DEFAULT_MESSAGES
 from ..protocol.errors import ErrorCode as E
@@ -30,6 +33,22 @@ API_KEY = 10
 MIN_VERSION = 0
 MAX_VERSION = 6
 
+
+
+def _share_key(key: str):
+    """(group, topic id bytes, partition) of a share coordinator key, None if malformed."""
+    import base64
+    parts = (key or "").rsplit(":", 2)
+    if len(parts) != 3 or not parts[0]:
+        return None
+    try:
+        tid = base64.urlsafe_b64decode(parts[1] + "==")
+        p = int(parts[2])
+    except ValueError:
+        return None
+    if len(tid) != 16 or p < 0:
+        return None
+    return parts[0], tid, p
 
 
 async def _lookup(ctx, key: str, key_type: int) -> dict:
@@ -55,6 +74,18 @@ async def _lookup(ctx, key: str, key_type: int) -> dict:
             try:
                 await tc.ensure_topic()   # created on first use, as Kafka does
                 node = md.leader_of(TRANSACTION_STATE_TOPIC, tc.partition_for(key))
+            except Exception:
+                code = E.COORDINATOR_NOT_AVAILABLE
+    elif key_type == 2:
+        # share coordinator (KIP-932): the key is "groupId:topicId:partition"
+        sc = getattr(broker, "share_coordinator", None)
+        parsed = _share_key(key)
+        if sc is None or parsed is None:
+            code = E.COORDINATOR_NOT_AVAILABLE if sc is None else E.INVALID_REQUEST
+        else:
+            try:
+                await sc.ensure_topic()   # created on first use, as Kafka does
+                node = md.leader_of(SHARE_STATE_TOPIC, sc.partition_for(*parsed))
             except Exception:
                 code = E.COORDINATOR_NOT_AVAILABLE
     else:

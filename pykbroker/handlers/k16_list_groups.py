@@ -6,7 +6,7 @@ groups report protocol type "consumer", type "consumer" and their own states (Em
 Reconciling, Stable).  Deleted (Dead) groups are not listed.  v4+ states_filter and v5
 types_filter match case-insensitively; an empty filter matches everything.
 Version notes: v1 throttle_time_ms; v3 flexible; v4 states filter and group_state; v5 types
-filter and group_type ("classic"/"consumer").
+filter and group_type ("classic"/"consumer"/"share"; a share group's protocol type is "share").
 """
 from __future__ import annotations
 
@@ -30,6 +30,6 @@ async def handle(ctx, request):
             continue
         if types and g.kind not in types:
             continue
-        out.append({"group_id": gid, "protocol_type": (g.protocol_type or "") if g.kind == "classic" else "consumer",
+        out.append({"group_id": gid, "protocol_type": g.protocol_type or "",
                     "group_state": state, "group_type": g.kind})
     return {"throttle_time_ms": 0, "error_code": 0, "groups": out}

@@ -14,8 +14,11 @@ Behaviour (KIP-511, as Apache Kafka):
   clients read to pick protocol generations).  Supported: the Kafka features whose levels
   pykbroker implements, by the semantics behind them: ``group.version`` 0-1 (KIP-848 consumer
   groups are served); ``transaction.version`` 0-2 (transaction version 2, KIP-890 part 2);
-  ``eligible.leader.replicas.version``, ``share.version`` and ``streams.version`` 0-0 (ELR,
-  share and streams groups are not built, so clients stay on the old protocols).  ``metadata.version`` and
+  ``share.version`` 0-1 (KIP-932 share groups are served: ShareGroupHeartbeat, ShareFetch, ...;
+  Kafka 4.4 supports and finalizes level 2, share group dead-letter queues, which pykbroker does
+  not build; not finalized under an ``--as-kafka`` profile without ShareGroupHeartbeat);
+  ``eligible.leader.replicas.version`` and ``streams.version`` 0-0 (ELR and streams groups are not
+  built, so clients stay on the old protocols).  ``metadata.version`` and
   ``kraft.version`` are not listed: they version KRaft's metadata log and quorum, which a
   ZooKeeper-era / single-node pykbroker does not have.  Finalized: the same features at their
   highest level, except ``transaction.version`` at the broker's ``transaction.version`` setting
@@ -43,7 +46,7 @@ MAX_VERSION = 5
 
 # (feature, min supported, max supported = finalized level): see the module docstring.
 FEATURES = (("group.version", 0, 1), ("transaction.version", 0, 2), ("eligible.leader.replicas.version", 0, 0),
-            ("share.version", 0, 0), ("streams.version", 0, 0))
+            ("share.version", 0, 1), ("streams.version", 0, 0))
 # Features whose finalized level is a broker setting rather than the highest supported one.
 _FINALIZED_FROM_CONFIG = {"transaction.version": "transaction.version"}
 FINALIZED_FEATURES_EPOCH = 0
@@ -59,6 +62,9 @@ def api_keys(broker) -> list[dict]:
 
 
 def finalized_level(broker, name: str, hi: int) -> int:
+    handlers = getattr(broker, "handlers", None)
+    if name == "share.version" and handlers is not None and 76 not in handlers:
+        return 0   # an --as-kafka profile of a release without share groups (before 4.1)
     key = _FINALIZED_FROM_CONFIG.get(name)
     config = getattr(broker, "config", None)
     if key is None or config is None:

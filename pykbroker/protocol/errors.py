@@ -136,6 +136,7 @@ class ErrorCode(enum.IntEnum):
     VOTER_NOT_FOUND = 127
     INVALID_REGULAR_EXPRESSION = 128
     REBOOTSTRAP_REQUIRED = 129
+    SHARE_SESSION_LIMIT_REACHED = 133
 
 
 # Kafka's default texts (Errors.X.message()), carried by answers built from ApiError(Errors.X)

@@ -70,6 +70,9 @@ class Connection:
         finally:
             if self.observer is not None:
                 self.observer.connection_closed(self)
+            spm = getattr(self.broker, "share_partition_manager", None)
+            if spm is not None:
+                spm.connection_closed(self)   # KIP-932: its share sessions end, their records are released
             with trio.CancelScope(shield=True):
                 await self.stream.aclose()
 

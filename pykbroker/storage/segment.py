@@ -131,6 +131,16 @@ class FileRegion:
     def __repr__(self) -> str:
         return f"FileRegion(fd={self._h._fd}, position={self.position}, length={self.length})"
 
+    def batch_headers(self):
+        """The headers of the whole batches in the region, read from the file (a header scan:
+        share fetches learn the offsets a region covers without decoding records)."""
+        return [h for h, _ in _pinned_scan(self._h, self.position, self.position + self.length,
+                                             _HEADER_SCAN_CHUNK, False)]
+
+    def slice(self, position: int, length: int) -> "FileRegion":
+        """A region of the same file (``position`` is a file position inside this region)."""
+        return FileRegion(self._h, position, length)
+
     def read(self) -> bytes:
         """The region's bytes (for tests and non-sendfile transports)."""
         out = []

@@ -122,6 +122,7 @@ DEFAULT_DIFFERS = {
     ("broker", "log.dir"): "pykbroker's data dir, not /tmp/kafka-logs",
     ("broker", "offsets.topic.replication.factor"): "single node: 1, Kafka 3",
     ("broker", "transaction.state.log.replication.factor"): "single node: 1, Kafka 3",
+    ("broker", "share.coordinator.state.topic.replication.factor"): "single node: 1, Kafka 3",
 }
 VALIDATOR_DIFFERS = {
     ("broker", "log.segment.bytes"): "pykbroker accepts segments down to 14 bytes",

@@ -44,10 +44,6 @@ EXCLUDED = {
     80: (None, "KRaft: AddRaftVoter"), 81: (None, "KRaft: RemoveRaftVoter"), 94: (None, "KRaft: UnregisterController"),
     # not built yet
     28: ((0, 5), "TxnOffsetCommit v6: topic ids (KIP-1319)"),
-    76: (None, "share groups (KIP-932)"), 77: (None, "share groups"), 78: (None, "share groups"),
-    79: (None, "share groups"), 83: (None, "share groups"), 84: (None, "share groups"), 85: (None, "share groups"),
-    86: (None, "share groups"), 87: (None, "share groups"), 90: (None, "share groups"), 91: (None, "share groups"),
-    92: (None, "share groups"),
     88: (None, "streams groups (KIP-1071)"), 89: (None, "streams groups"), 93: (None, "streams groups"),
 }
 
@@ -137,8 +133,9 @@ def test_feature_lists(both):
     """What pykbroker reports (k18_api_versions.FEATURES) against Kafka 4.4: every feature
     pykbroker lists is one of Kafka's with the same minimum, and a level pykbroker finalizes is
     one Kafka supports; Kafka's metadata.version / kraft.version (KRaft's own) and the levels of
-    protocols pykbroker has not built (ELR, share and streams groups) are the deliberate
-    differences (SKIPPED.md).  transaction.version: 0-2, finalized at 2 on both."""
+    protocols pykbroker has not built (ELR, streams groups, share group DLQs) are the deliberate
+    differences (SKIPPED.md).  transaction.version: 0-2, finalized at 2 on both; share.version
+    finalized at 1 here, 2 on Kafka."""
     def scenario(t):
         r = call(t, 18, 4, {"client_software_name": "differential", "client_software_version": "1.0"})
         return ({f["name"]: (f["min_version"], f["max_version"]) for f in r["supported_features"]},
@@ -147,6 +144,9 @@ def test_feature_lists(both):
     assert set(k_sup) - set(p_sup) == {"metadata.version", "kraft.version"}
     for name, (lo, hi) in p_sup.items():
         assert k_sup[name][0] == lo and hi <= k_sup[name][1], name
-    assert p_fin == {"group.version": 1, "transaction.version": 2}
+    assert p_fin == {"group.version": 1, "transaction.version": 2, "share.version": 1}
     assert k_fin["group.version"] == 1 and k_fin["transaction.version"] == 2
+    # share.version: Kafka 4.4 supports 0-2 and finalizes 2 (level 2 = share group dead-letter
+    # queues, KIP-1191); pykbroker serves share groups (level 1) without DLQs (SKIPPED.md)
+    assert p_sup["share.version"] == (0, 1) and k_sup["share.version"] == (0, 2) and k_fin["share.version"] == 2
     assert p_sup["transaction.version"] == k_sup["transaction.version"] == (0, 2)

@@ -78,6 +78,8 @@ BROKER_XFAIL = {
     "offsets.topic.replication.factor": "default synonym: pykbroker's default is 1 (single node), Kafka's 3 (both set 1 here)",
     "transaction.state.log.replication.factor": "default synonym: pykbroker's default is 1 (single node), Kafka's 3 "
                                                 "(both set 1 here)",
+    "share.coordinator.state.topic.replication.factor": "default synonym: pykbroker's default is 1 (single node), "
+                                                        "Kafka's 3 (both set 1 here)",
 }
 
 

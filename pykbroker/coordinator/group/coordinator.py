@@ -98,15 +98,18 @@ class GroupCoordinator:
         self._topic_ready = False
         self._creating: trio.Event | None = None
         self.consumer = None  # KIP-848 part, set in startup() when available
+        self.share = None     # KIP-932 share groups (share.py), set in startup()
         # producer id -> group -> (topic, partition) -> offset, until the transaction completes
         self.pending_txn_offsets: dict[int, dict[str, dict[tuple[str, int], O.OffsetAndMetadata]]] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def startup(self, nursery, backend=None) -> None:
         from .consumer import ConsumerGroupManager
+        from .share import ShareGroupManager
         if backend is not None:
             self.log = backend
         self.consumer = ConsumerGroupManager(self)
+        self.share = ShareGroupManager(self)
         self.runtime = CoordinatorRuntime(O.OFFSETS_TOPIC, self.log, lambda p: GroupShard(self, p), nursery,
                                           now_ms=self.now_ms)
         nursery.start_soon(self.timer.run)
@@ -225,6 +228,8 @@ class GroupCoordinator:
         recs = [(O.offset_key(gid, t, p), None) for (t, p) in self.offsets.get(gid, {})]
         if g.kind == "consumer":
             recs += self.consumer.tombstones(g)
+        elif g.kind == "share":
+            recs += self.share.tombstones(g)
         else:
             recs.append((O.group_key(gid), None))
         fut = Future()
@@ -488,6 +493,7 @@ class GroupShard:
         self.partition = partition
         self.groups: dict[str, O.LoadedGroup | None] = {}
         self.consumer_groups: dict[str, dict] = {}  # KIP-848 groups, replayed by the consumer manager
+        self.share_groups: dict[str, dict] = {}     # KIP-932 share groups, replayed by the share manager
         self.offsets: dict[str, dict] = {}
         self.last_seen: dict[tuple[str, str], int] = {}  # (kind, group) -> order of its last record
         self.seq = 0
@@ -515,6 +521,9 @@ class GroupShard:
             _, kind, gid, mid = k
             self.gc.consumer.replay(self.consumer_groups, kind, gid, mid, bytes(key), value)
             self.last_seen[("consumer", gid)] = self.seq
+        elif k[0] == "share":
+            _, kind, gid, mid = k
+            self.gc.share.replay(self.share_groups, kind, gid, mid, bytes(key), value)
         elif k[0] == "offset":
             _, gid, topic, part = k
             if value is None:
@@ -547,6 +556,10 @@ class GroupShard:
             g = gc.consumer.finish_load(gid, st)
             if g is not None:
                 gc.groups.pop(gid, None)
+                gc.groups[gid] = g
+        for gid, st in self.share_groups.items():
+            g = gc.share.finish_load(gid, st)
+            if g is not None:
                 gc.groups[gid] = g
         for gid in self.offsets:
             if gid not in gc.groups and gc.offsets.get(gid):

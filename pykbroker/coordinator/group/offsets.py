@@ -137,7 +137,8 @@ def group_value(g, assignment: dict | None = None) -> bytes:
 def parse_key(key: bytes):
     """('offset', group, topic, partition) | ('group', group) | ('consumer', record type, group,
     member or None) for KIP-848 consumer group records (types 3-8, see :mod:`.consumer_records`)
-    | (None,) for other record kinds (share/streams groups, regex resolution)."""
+    | ('share', record type, group, member or None) for KIP-932 share group records (types 10-15,
+    :mod:`.share_records`) | (None,) for other record kinds (streams groups, regex resolution)."""
     r = _Reader(key)
     v = r.i16()
     if v in (0, 1):
@@ -147,6 +148,9 @@ def parse_key(key: bytes):
     if 3 <= v <= 8:
         from .consumer_records import parse_key as cg_parse_key
         return ("consumer",) + cg_parse_key(v, key)
+    if 10 <= v <= 15:
+        from .share_records import parse_key as sg_parse_key
+        return ("share",) + sg_parse_key(v, key)
     return (None,)
 
 

@@ -1,0 +1,120 @@
+"""KIP-932 share group state as records on ``__consumer_offsets`` (Apache Kafka 4.4's layout).
+
+Keys: int16 record type, then the group id (and member id) as non-flexible strings, like the
+KIP-848 records (:mod:`.consumer_records`).  Values: int16 version 0, then the flexible encoding:
+
+====  ==========================================  =============================================
+key   record                                      value (v0)
+====  ==========================================  =============================================
+10    ShareGroupMemberMetadata (group, member)    rack, client id/host, subscribed topic names
+11    ShareGroupMetadata (group)                  group epoch, metadata hash (int64, not tagged)
+12    ShareGroupTargetAssignmentMetadata (group)  assignment epoch; tag 0: assignment timestamp
+13    ShareGroupTargetAssignmentMember            the member's target partitions
+14    ShareGroupCurrentMemberAssignment           member epoch, previous epoch, state (0),
+                                                  assigned partitions
+15    ShareGroupStatePartitionMetadata (group)    initializing / initialized / deleting topics:
+                                                  written by Kafka's coordinator, read and skipped
+====  ==========================================  =============================================
+"""
+from __future__ import annotations
+
+import struct
+
+from .consumer_records import _R, _W, _s16
+
+SG_MEMBER_METADATA = 10
+SG_METADATA = 11
+SG_TARGET_METADATA = 12
+SG_TARGET_MEMBER = 13
+SG_CURRENT_ASSIGNMENT = 14
+SG_STATE_PARTITION_METADATA = 15
+MEMBER_KEYS = (SG_MEMBER_METADATA, SG_TARGET_MEMBER, SG_CURRENT_ASSIGNMENT)
+KEY_TYPES = (SG_MEMBER_METADATA, SG_METADATA, SG_TARGET_METADATA, SG_TARGET_MEMBER, SG_CURRENT_ASSIGNMENT,
+             SG_STATE_PARTITION_METADATA)
+
+
+def key(kind: int, group_id: str, member_id: str | None = None) -> bytes:
+    out = struct.pack(">h", kind) + _s16(group_id)
+    if kind in MEMBER_KEYS:
+        out += _s16(member_id or "")
+    return out
+
+
+def parse_key(kind: int, buf, pos: int = 2):
+    def s16(pos):
+        n = struct.unpack_from(">h", buf, pos)[0]
+        pos += 2
+        if n < 0 or pos + n > len(buf):
+            raise ValueError("bad string in key")
+        return bytes(buf[pos:pos + n]).decode("utf-8"), pos + n
+    gid, pos = s16(pos)
+    mid = None
+    if kind in MEMBER_KEYS:
+        mid, pos = s16(pos)
+    return kind, gid, mid
+
+
+def group_metadata_value(epoch: int, metadata_hash: int) -> bytes:
+    w = _W()
+    w.i32(epoch)
+    w.b += struct.pack(">q", metadata_hash)
+    return w.done()
+
+
+def parse_group_metadata_value(buf) -> tuple[int, int]:
+    r = _R(buf)
+    epoch = r.i32()
+    h = struct.unpack_from(">q", r.buf, r.pos)[0]
+    return epoch, h
+
+
+def member_metadata_value(m) -> bytes:
+    w = _W()
+    w.str(m.rack_id)
+    w.str(m.client_id or "")
+    w.str(m.client_host or "")
+    w.count(len(m.topics))
+    for t in m.topics:
+        w.str(t)
+    return w.done()
+
+
+def parse_member_metadata_value(buf) -> dict:
+    r = _R(buf)
+    d = {"rack_id": r.str(), "client_id": r.str() or "", "client_host": r.str() or ""}
+    d["topics"] = [r.str() for _ in range(r.count())]
+    return d
+
+
+def target_metadata_value(assignment_epoch: int, timestamp_ms: int) -> bytes:
+    w = _W()
+    w.i32(assignment_epoch)
+    return w.done({0: struct.pack(">q", timestamp_ms) if timestamp_ms else None})
+
+
+def parse_target_metadata_value(buf) -> int:
+    return _R(buf).i32()
+
+
+def target_member_value(tps) -> bytes:
+    w = _W()
+    w.topic_partitions(tps)
+    return w.done()
+
+
+def parse_target_member_value(buf) -> set:
+    return _R(buf).topic_partitions()
+
+
+def current_assignment_value(epoch: int, prev_epoch: int, assigned) -> bytes:
+    w = _W()
+    w.i32(epoch)
+    w.i32(prev_epoch)
+    w.i8(0)   # MemberState.STABLE: share group members never hold partitions to revoke
+    w.topic_partitions(assigned)
+    return w.done()
+
+
+def parse_current_assignment_value(buf) -> dict:
+    r = _R(buf)
+    return {"epoch": r.i32(), "prev_epoch": r.i32(), "state": r.i8(), "assigned": r.topic_partitions()}

@@ -1,0 +1,186 @@
+"""ShareFetch (key 78), versions 1-2 (KIP-932, as Kafka 4.4 serves it).
+
+Behaviour (state in pykbroker/share/: partition.py, manager.py):
+- GroupId and MemberId must be non-empty (else INVALID_REQUEST).  The share session
+  (ShareSessionEpoch 0 opens, N continues, -1 closes) is checked first: SHARE_SESSION_NOT_FOUND,
+  INVALID_SHARE_SESSION_EPOCH or SHARE_SESSION_LIMIT_REACHED are top-level errors with no
+  partitions.
+- Piggybacked acknowledgements are applied first, per partition (AcknowledgeErrorCode:
+  INVALID_RECORD_STATE when a record is not acquired by this member), and the partition's new
+  state written through the share coordinator (``__share_group_state``) before the answer.
+- A partition's state is read from the share coordinator on the group's first fetch of it
+  after a start (so deliveries, acknowledgements and the start offset survive a restart).
+- Then every partition of the session is fetched: records acquired for the member, as whole
+  batches (file regions) plus AcquiredRecords ranges with their delivery counts; at most
+  MaxRecords records in all (by whole batches; ShareAcquireMode 1 = record limit, v2, cuts
+  exactly), MaxBytes bytes (the first batch always fits, KIP-74).  With nothing acquired the
+  request waits up to MaxWaitMs for new data, an expiring acquisition lock, or records released
+  by another member or a closed session.
+- Per-partition errors as Fetch's partition lookup: UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
+  NOT_LEADER_OR_FOLLOWER (with CurrentLeader and NodeEndpoints).
+- Listed partitions: those in the request and those with acquired records or an error.
+- AcquisitionLockTimeoutMs: ``group.share.record.lock.duration.ms``.
+- Epoch -1: acknowledgements only; the session closes and the member's records are released.
+Version notes: v1 is Kafka 4.x's first supported version (MaxRecords, BatchSize); v2 adds
+ShareAcquireMode and IsRenewAck (acknowledge type 4 renews a lock, KIP-1222).
+"""
+from __future__ import annotations
+
+import trio
+
+from ..protocol.errors import ErrorCode as E, KafkaError
+from .common import current_leader, leader_partition
+
+API_KEY = 78
+MIN_VERSION = 1
+MAX_VERSION = 2
+
+
+def _top(code, msg=None, lock_ms=0):
+    return {"throttle_time_ms": 0, "error_code": int(code), "error_message": msg,
+            "acquisition_lock_timeout_ms": lock_ms, "responses": [], "node_endpoints": []}
+
+
+def _part(idx, code=0, msg=None):
+    return {"partition_index": idx, "error_code": int(code), "error_message": msg,
+            "acknowledge_error_code": 0, "acknowledge_error_message": None,
+            "current_leader": {"leader_id": -1, "leader_epoch": -1}, "records": b"", "acquired_records": []}
+
+
+def _spm(ctx):
+    spm = getattr(ctx.broker, "share_partition_manager", None)
+    if spm is None:
+        raise KafkaError(E.COORDINATOR_NOT_AVAILABLE)
+    return spm
+
+
+async def handle(ctx, request):
+    spm = _spm(ctx)
+    gid, mid, epoch = request["group_id"], request["member_id"], request["share_session_epoch"]
+    if not gid or not mid:
+        return _top(E.INVALID_REQUEST, "GroupId and MemberId must be set.")
+    session, err = spm.session(gid, mid, epoch, connection=getattr(ctx, "connection", None))
+    if err:
+        return _top(err)
+    md = ctx.broker.metadata_cache
+    now = trio.current_time()
+    out: dict = {}   # (topic id, partition) -> partition answer
+    endpoints: dict = {}
+    listener = getattr(getattr(ctx, "connection", None), "listener_name", "PLAINTEXT")
+
+    def entry(tid, idx):
+        r = out.get((tid, idx))
+        if r is None:
+            r = out[(tid, idx)] = _part(idx)
+        return r
+
+    # 1. acknowledgements, and the request's partitions join the session
+    for t in request["topics"]:
+        tid = t["topic_id"]
+        for p in t["partitions"]:
+            idx = p["partition_index"]
+            r = entry(tid, idx)
+            if epoch != -1:
+                session.partitions[(tid, idx)] = None
+            if p["acknowledgement_batches"]:
+                code, msg = spm.acknowledge(gid, mid, tid, idx, p["acknowledgement_batches"], now)
+                if not code:
+                    code = await _persist(ctx, spm, gid, tid, idx)
+                r["acknowledge_error_code"], r["acknowledge_error_message"] = int(code), msg
+    for t in request["forgotten_topics_data"]:
+        for idx in t["partitions"]:
+            session.partitions.pop((t["topic_id"], idx), None)
+    lock_ms = spm.lock_ms
+    if epoch == -1:
+        spm.close(session)
+        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+                "acquisition_lock_timeout_ms": lock_ms, "responses": _group(out), "node_endpoints": []}
+
+    # 2. the session's partitions
+    targets = []
+    for (tid, idx) in list(session.partitions):
+        name = md.name_of(tid)
+        if name is None:
+            entry(tid, idx).update(error_code=int(E.UNKNOWN_TOPIC_ID))
+            continue
+        try:
+            part = leader_partition(ctx.broker.replica_manager, name, idx)
+        except KafkaError as e:
+            r = entry(tid, idx)
+            r["error_code"] = int(e.code)
+            if e.code in (E.NOT_LEADER_OR_FOLLOWER, E.FENCED_LEADER_EPOCH):
+                leader, reg = current_leader(md, name, idx)
+                if leader is not None:
+                    r["current_leader"] = leader
+                if reg is not None and (ep := reg.endpoint(listener)) is not None:
+                    endpoints[reg.broker_id] = {"node_id": reg.broker_id, "host": ep.host, "port": ep.port,
+                                                "rack": reg.rack}
+            continue
+        targets.append((tid, idx, part, await spm.load(gid, tid, part)))
+    strict = ctx.api_version >= 2 and request["share_acquire_mode"] == 1
+
+    def acquire_all() -> bool:
+        left_records = request["max_records"] if request["max_records"] > 0 else 500
+        left_bytes = max(request["max_bytes"], 0)
+        got = False
+        t_now = trio.current_time()
+        for tid, idx, part, sp in targets:
+            if left_records <= 0:
+                break
+            acquired, records, size = spm.acquire(sp, part, mid, left_records, left_bytes, strict, t_now)
+            if not acquired:
+                continue
+            r = entry(tid, idx)
+            r["records"] = records
+            r["acquired_records"] = [{"first_offset": a, "last_offset": b, "delivery_count": c}
+                                     for a, b, c in acquired]
+            r["current_leader"] = {"leader_id": ctx.broker.node_id, "leader_epoch": part.leader_epoch}
+            left_records -= sum(b - a + 1 for a, b, _ in acquired)
+            left_bytes = max(0, left_bytes - size)
+            got = True
+        return got
+
+    got = acquire_all()
+    max_wait = request["max_wait_ms"]
+    if not got and max_wait > 0 and targets:
+        deadline = trio.current_time() + max_wait / 1000.0
+        while not got and trio.current_time() < deadline:
+            lock_deadline = spm.next_deadline([(gid, tid, idx) for tid, idx, _, _ in targets])
+            until = deadline if lock_deadline is None else min(deadline, lock_deadline + 0.001)
+            wake = trio.Event()
+            for *_, part, _sp in targets:
+                part.add_data_waiter(wake)
+            spm.add_waiter(wake)   # records released by another member or a closed session
+            try:
+                with trio.move_on_at(until):
+                    await wake.wait()
+            finally:
+                spm.remove_waiter(wake)
+                for *_, part, _sp in targets:
+                    part.remove_data_waiter(wake)
+            if (gid, mid) not in spm.sessions:
+                break   # closed meanwhile
+            got = acquire_all()
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+            "acquisition_lock_timeout_ms": lock_ms, "responses": _group(out),
+            "node_endpoints": sorted(endpoints.values(), key=lambda e: e["node_id"])}
+
+
+async def _persist(ctx, spm, gid, tid, idx) -> int:
+    """The acknowledged state is written through the share coordinator before the answer."""
+    name = ctx.broker.metadata_cache.name_of(tid)
+    part = ctx.broker.replica_manager.get_partition(name, idx) if name is not None else None
+    if part is None:
+        return 0
+    return await spm.persist(gid, tid, part)
+
+
+def _group(out: dict) -> list:
+    by: dict = {}
+    for (tid, idx), r in out.items():
+        by.setdefault(tid, []).append(r)
+    return [{"topic_id": tid, "partitions": ps} for tid, ps in by.items()]
+
+
+def error_response(ctx, request, code):
+    return _top(code)

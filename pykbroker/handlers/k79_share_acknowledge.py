@@ -1,0 +1,73 @@
+"""ShareAcknowledge (key 79), versions 1-2 (KIP-932, as Kafka 4.4 serves it).
+
+Behaviour (state in pykbroker/share/): acknowledgements of records acquired through ShareFetch,
+within the member's share session.  GroupId and MemberId must be non-empty (INVALID_REQUEST).
+ShareSessionEpoch 0 is INVALID_SHARE_SESSION_EPOCH (only ShareFetch opens a session); a missing
+session SHARE_SESSION_NOT_FOUND; another epoch than the session's INVALID_SHARE_SESSION_EPOCH
+(top-level errors).  -1 closes the session after applying the acknowledgements and releases the
+member's other acquired records.  Per partition: 0 gap / 3 reject archive, 1 accept, 2 release
+(available again, archived at the delivery count limit), 4 renew (v2) extends the acquisition
+lock; a record not acquired by this member: INVALID_RECORD_STATE (nothing of that partition's
+acknowledgements is applied); an unknown topic id UNKNOWN_TOPIC_ID; a partition this broker does
+not lead NOT_LEADER_OR_FOLLOWER.
+Version notes: v2 adds IsRenewAck and AcquisitionLockTimeoutMs.
+"""
+from __future__ import annotations
+
+import trio
+
+from ..protocol.errors import ErrorCode as E, KafkaError
+from .common import leader_partition
+
+API_KEY = 79
+MIN_VERSION = 1
+MAX_VERSION = 2
+
+
+def _top(code, msg=None):
+    return {"throttle_time_ms": 0, "error_code": int(code), "error_message": msg,
+            "acquisition_lock_timeout_ms": 0, "responses": [], "node_endpoints": []}
+
+
+async def handle(ctx, request):
+    spm = getattr(ctx.broker, "share_partition_manager", None)
+    if spm is None:
+        return _top(E.COORDINATOR_NOT_AVAILABLE)
+    gid, mid, epoch = request["group_id"], request["member_id"], request["share_session_epoch"]
+    if not gid or not mid:
+        return _top(E.INVALID_REQUEST, "GroupId and MemberId must be set.")
+    session, err = spm.session(gid, mid, epoch, acknowledge_only=True)
+    if err:
+        return _top(err)
+    md = ctx.broker.metadata_cache
+    now = trio.current_time()
+    responses = []
+    for t in request["topics"]:
+        tid = t["topic_id"]
+        name = md.name_of(tid)
+        parts = []
+        for p in t["partitions"]:
+            idx = p["partition_index"]
+            code, msg = 0, None
+            if name is None:
+                code = E.UNKNOWN_TOPIC_ID
+            else:
+                try:
+                    part = leader_partition(ctx.broker.replica_manager, name, idx)
+                    code, msg = spm.acknowledge(gid, mid, tid, idx, p["acknowledgement_batches"], now)
+                    if not code:
+                        # written through the share coordinator before the answer, as Kafka
+                        code = await spm.persist(gid, tid, part)
+                except KafkaError as e:
+                    code = e.code
+            parts.append({"partition_index": idx, "error_code": int(code), "error_message": msg,
+                          "current_leader": {"leader_id": -1, "leader_epoch": -1}})
+        responses.append({"topic_id": tid, "partitions": parts})
+    if epoch == -1:
+        spm.close(session)
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+            "acquisition_lock_timeout_ms": spm.lock_ms, "responses": responses, "node_endpoints": []}
+
+
+def error_response(ctx, request, code):
+    return _top(code)

@@ -1,0 +1,26 @@
+"""InitializeShareGroupState (key 83), version 0: the share coordinator's API (KIP-932).
+
+Behaviour (coordinator/share/coordinator.py): per partition, a new state epoch and start offset
+with no in-flight batches, written to ``__share_group_state``; a state epoch below the stored
+one: FENCED_STATE_EPOCH.  Common checks in handlers/share_state.py (empty group id:
+INVALID_REQUEST; NOT_COORDINATOR for a shard led elsewhere).
+"""
+from __future__ import annotations
+
+from .share_state import each_partition, error_response_for
+
+API_KEY = 83
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+async def _op(sc, gid, tid, p):
+    code = await sc.initialize(gid, tid, p["partition"], p["state_epoch"], p["start_offset"]).get()
+    return {"error_code": code}
+
+
+async def handle(ctx, request):
+    return await each_partition(ctx, request, _op, {})
+
+
+error_response = error_response_for({})

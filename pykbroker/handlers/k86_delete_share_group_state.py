@@ -1,0 +1,24 @@
+"""DeleteShareGroupState (key 86), version 0: the share coordinator's API (KIP-932).
+
+Behaviour (coordinator/share/coordinator.py): per partition its state is removed (tombstones in
+``__share_group_state``); a partition without state answers no error.  Common checks in
+handlers/share_state.py.
+"""
+from __future__ import annotations
+
+from .share_state import each_partition, error_response_for
+
+API_KEY = 86
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+async def _op(sc, gid, tid, p):
+    return {"error_code": await sc.delete(gid, tid, p["partition"]).get()}
+
+
+async def handle(ctx, request):
+    return await each_partition(ctx, request, _op, {})
+
+
+error_response = error_response_for({})

@@ -1,0 +1,89 @@
+"""DescribeShareGroupOffsets (key 90), versions 0-1 (KIP-932; what the Admin's
+listShareGroupOffsets sends).
+
+Behaviour: per group, the coordinator checks of the group APIs (empty id: INVALID_GROUP_ID;
+NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS) and a group of another type: GROUP_ID_NOT_FOUND
+(group-level errors).  Topics null: every partition the share coordinator holds state for in this
+group; else the named ones (an unknown topic: UNKNOWN_TOPIC_OR_PARTITION per partition).  Per
+partition: the start offset (SPSO) and leader epoch the share coordinator stores, -1 for a
+partition without state.
+Version notes: v1 adds Lag (KIP-1226): high watermark - start offset - records already delivered
+beyond it, -1 without state.
+"""
+from __future__ import annotations
+
+from ..coordinator.group.api import group_precheck
+from ..protocol.errors import ErrorCode as E
+from .common import error_per_item
+
+API_KEY = 90
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+
+def _gerr(item, code, msg=None):
+    return {"group_id": item["group_id"] if isinstance(item, dict) else item, "topics": [],
+            "error_code": int(code), "error_message": msg}
+
+
+def _part(idx, start=-1, epoch=-1, lag=-1, code=0, msg=None):
+    return {"partition_index": idx, "start_offset": start, "leader_epoch": epoch, "lag": lag,
+            "error_code": int(code), "error_message": msg}
+
+
+async def handle(ctx, request):
+    md = ctx.broker.metadata_cache
+    sc = ctx.broker.share_coordinator
+    rm = ctx.broker.replica_manager
+    out = []
+    for g in request["groups"]:
+        gid = g["group_id"]
+        if not gid:
+            out.append(_gerr(gid, E.INVALID_GROUP_ID))
+            continue
+        gc, err = await group_precheck(ctx, gid)
+        if err:
+            out.append(_gerr(gid, err))
+            continue
+        grp = gc.get_group(gid)
+        if grp is not None and grp.kind != "share":
+            out.append(_gerr(gid, E.GROUP_ID_NOT_FOUND, "Group %s is not a share group." % gid))
+            continue
+        if sc is not None:
+            await sc.ensure_topic()
+        wanted = g["topics"]
+        if wanted is None:   # every partition with state in this group
+            by: dict = {}
+            for (sg, tid, p) in sorted(sc.states if sc is not None else ()):
+                name = md.name_of(tid)
+                if sg == gid and name is not None:
+                    by.setdefault(name, []).append(p)
+            wanted = [{"topic_name": n, "partitions": ps} for n, ps in sorted(by.items())]
+        topics = []
+        for t in wanted:
+            name = t["topic_name"]
+            info = md.get(name)
+            if info is None:
+                topics.append({"topic_name": name, "topic_id": b"\x00" * 16,
+                               "partitions": [_part(i, code=E.UNKNOWN_TOPIC_OR_PARTITION,
+                                                    msg="This server does not host this topic-partition.")
+                                              for i in t["partitions"]]})
+                continue
+            parts = []
+            for i in t["partitions"]:
+                st = sc.summary(gid, info.topic_id, i) if sc is not None else None
+                if st is None or st.start_offset < 0:
+                    parts.append(_part(i))
+                    continue
+                part = rm.get_partition(name, i)
+                lag = -1
+                if part is not None and not part.offline:
+                    done = max(st.delivery_complete_count, 0)
+                    lag = max(0, part.high_watermark - st.start_offset - done)
+                parts.append(_part(i, st.start_offset, st.leader_epoch, lag))
+            topics.append({"topic_name": name, "topic_id": info.topic_id, "partitions": parts})
+        out.append({"group_id": gid, "topics": topics, "error_code": 0, "error_message": None})
+    return {"throttle_time_ms": 0, "groups": out}
+
+
+error_response = error_per_item("groups", "groups", _gerr)

@@ -1,0 +1,1 @@
+"""KIP-932 share partitions and share sessions (see manager.py)."""

@@ -1,0 +1,67 @@
+"""KIP-932 share groups with the real Java KafkaShareConsumer and Admin (kafka-clients 4.4).
+
+One JVM runs the ``share`` scenario (compat/java/.../ShareScenario.java) against the module's
+broker: two share consumers of one group consume one 2-partition topic (every record delivered
+and acknowledged exactly once across them, values read back), the Admin describes the group; then
+explicit acknowledgement: accept / release (redelivered with delivery count 2) / reject (never
+again), and a record left unacknowledged at close is delivered to the next consumer with delivery
+count 2.  About 30-40 s on a loaded machine.
+"""
+import pytest
+
+pytestmark = pytest.mark.timeout(600)
+
+COUNT = 60
+
+
+@pytest.fixture(scope="module")
+def share(scenario):
+    return scenario("kafka4", "share", topic="java-share", group="java-share", partitions=2, count=COUNT,
+                    timeout_s=240)
+
+
+def test_two_consumers_every_record_exactly_once(share):
+    share.assert_phase("setup")
+    share.assert_phase("two_consumers")
+    d = share.one("delivered")
+    assert d["values"] == ["v-%d" % i for i in range(COUNT)], share.context()
+    assert d["duplicates"] == [], share.context()
+    assert sum(d["by_member"].values()) == COUNT
+    done = share.one("members_done")
+    assert done["a_error"] is None and done["b_error"] is None, share.context()
+
+
+def test_admin_describes_the_share_group(share):
+    desc = share.one("describe")
+    assert desc["state"] == "Stable"   # GroupState.STABLE.toString()
+    assert sorted(m["client_id"] for m in desc["members"]) == ["share-a", "share-b"]
+    parts = sorted(p for m in desc["members"] for p in m["partitions"])
+    assert parts == ["java-share-0", "java-share-1"], desc   # one partition each (2 members, 2 partitions)
+
+
+def test_explicit_acknowledgement_and_redelivery(share):
+    share.assert_phase("explicit")
+    log = share.one("explicit")["log"]
+    deliveries = {}
+    for e in log:
+        assert "commit_error" not in e, log
+        deliveries.setdefault(e["value"], []).append(e["delivery_count"])
+    assert deliveries["r-accept"] == [1], log
+    assert deliveries["r-release"] == [1, 2], log          # released, then delivered again
+    assert deliveries["r-reject"] == [1], log              # rejected: archived, never again
+    assert deliveries["u-unacked"] == [1, 2], log          # unacknowledged at close: back to the group
+    assert not [e for e in log if e.get("late")], log
+
+
+def test_admin_share_group_offsets(share):
+    """listShareGroupOffsets / alterShareGroupOffsets / deleteShareGroupOffsets / deleteShareGroups."""
+    share.assert_phase("admin_offsets")
+    consumed = share.one("offsets", when="consumed")["offsets"]
+    assert sorted(consumed) == ["java-share-0", "java-share-1"], consumed
+    assert all(lag == "0" and start > 0 for start, lag in consumed.values()), consumed   # everything delivered
+    altered = share.one("offsets", when="altered")["offsets"]
+    start, lag = altered["java-share-0"]
+    assert start == 0 and int(lag) == consumed["java-share-0"][0], altered   # back to 0: the whole partition is lag
+    assert altered["java-share-1"] == consumed["java-share-1"]
+    assert share.one("offsets", when="deleted")["offsets"] == {}
+    assert share.one("group_deleted")["describe_error"] == "GroupIdNotFoundException"
