@@ -434,6 +434,17 @@ _DEFS = [
     ConfigDef("group.consumer.max.size", "int", INT_MAX, "Maximum members of a KIP-848 group.", validator=_ge(1),
               unit="members"),
     ConfigDef("group.consumer.assignors", "list", ["uniform", "range"], "Server-side assignors (first is the default)."),
+    # KIP-1071 streams groups (Kafka 4.4's defaults)
+    ConfigDef("group.streams.session.timeout.ms", "int", 45000, "Streams group member session timeout.",
+              validator=_ge(1)),
+    ConfigDef("group.streams.heartbeat.interval.ms", "int", 5000, "Streams group member heartbeat interval.",
+              validator=_ge(1)),
+    ConfigDef("group.streams.max.size", "int", INT_MAX, "Maximum members of a streams group.", validator=_ge(1),
+              unit="members"),
+    ConfigDef("group.streams.num.standby.replicas", "int", 0, "Standby tasks per active task (only 0 is built).",
+              validator=_ge(0)),
+    ConfigDef("group.streams.initial.rebalance.delay.ms", "int", 3000,
+              "Delay of the first task assignment of a new streams group.", validator=_ge(0)),
     ConfigDef("offset.metadata.max.bytes", "int", 4096, "Longest commit metadata string accepted.", validator=_ge(0)),
     # --- checkpoints and background tasks
     ConfigDef("log.flush.offset.checkpoint.interval.ms", "int", 60000, "How often the recovery point is checkpointed.",

@@ -3,10 +3,11 @@
 Behaviour (as Apache Kafka): classic groups report their protocol type ("" for standalone
 offset-only groups) and state (Empty, PreparingRebalance, CompletingRebalance, Stable); KIP-848
 groups report protocol type "consumer", type "consumer" and their own states (Empty, Assigning,
-Reconciling, Stable).  Deleted (Dead) groups are not listed.  v4+ states_filter and v5
+Reconciling, Stable); KIP-1071 streams groups protocol type and type "streams" (states Empty,
+NotReady, Assigning, Reconciling, Stable).  Deleted (Dead) groups are not listed.  v4+ states_filter and v5
 types_filter match case-insensitively; an empty filter matches everything.
 Version notes: v1 throttle_time_ms; v3 flexible; v4 states filter and group_state; v5 types
-filter and group_type ("classic"/"consumer").
+filter and group_type ("classic"/"consumer"/"streams").
 """
 from __future__ import annotations
 
@@ -30,6 +31,6 @@ async def handle(ctx, request):
             continue
         if types and g.kind not in types:
             continue
-        out.append({"group_id": gid, "protocol_type": (g.protocol_type or "") if g.kind == "classic" else "consumer",
+        out.append({"group_id": gid, "protocol_type": g.protocol_type or "",
                     "group_state": state, "group_type": g.kind})
     return {"throttle_time_ms": 0, "error_code": 0, "groups": out}

@@ -14,8 +14,10 @@ Behaviour (KIP-511, as Apache Kafka):
   clients read to pick protocol generations).  Supported: the Kafka features whose levels
   pykbroker implements, by the semantics behind them: ``group.version`` 0-1 (KIP-848 consumer
   groups are served); ``transaction.version`` 0-2 (transaction version 2, KIP-890 part 2);
-  ``eligible.leader.replicas.version``, ``share.version`` and ``streams.version`` 0-0 (ELR,
-  share and streams groups are not built, so clients stay on the old protocols).  ``metadata.version`` and
+  ``streams.version`` 0-1 (KIP-1071 streams groups are served; finalized at 1 as Kafka 4.4,
+  which Kafka Streams' ``group.protocol=streams`` needs); ``eligible.leader.replicas.version``
+  and ``share.version`` 0-0 (ELR and share groups are not built, so clients stay on the old
+  protocols).  ``metadata.version`` and
   ``kraft.version`` are not listed: they version KRaft's metadata log and quorum, which a
   ZooKeeper-era / single-node pykbroker does not have.  Finalized: the same features at their
   highest level, except ``transaction.version`` at the broker's ``transaction.version`` setting
@@ -43,7 +45,7 @@ MAX_VERSION = 5
 
 # (feature, min supported, max supported = finalized level): see the module docstring.
 FEATURES = (("group.version", 0, 1), ("transaction.version", 0, 2), ("eligible.leader.replicas.version", 0, 0),
-            ("share.version", 0, 0), ("streams.version", 0, 0))
+            ("share.version", 0, 0), ("streams.version", 0, 1))
 # Features whose finalized level is a broker setting rather than the highest supported one.
 _FINALIZED_FROM_CONFIG = {"transaction.version": "transaction.version"}
 FINALIZED_FEATURES_EPOCH = 0

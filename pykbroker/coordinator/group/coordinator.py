@@ -98,15 +98,23 @@ class GroupCoordinator:
         self._topic_ready = False
         self._creating: trio.Event | None = None
         self.consumer = None  # KIP-848 part, set in startup() when available
+        self.streams = None   # KIP-1071 part, set in startup()
+        # streams groups create their internal topics: the controller's create_topic (set by the
+        # broker; None in unit tests) and a spawn function on the coordinator's nursery
+        self.topic_creator = None
+        self.spawn = None
         # producer id -> group -> (topic, partition) -> offset, until the transaction completes
         self.pending_txn_offsets: dict[int, dict[str, dict[tuple[str, int], O.OffsetAndMetadata]]] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def startup(self, nursery, backend=None) -> None:
         from .consumer import ConsumerGroupManager
+        from .streams import StreamsGroupManager
         if backend is not None:
             self.log = backend
         self.consumer = ConsumerGroupManager(self)
+        self.streams = StreamsGroupManager(self)
+        self.spawn = nursery.start_soon
         self.runtime = CoordinatorRuntime(O.OFFSETS_TOPIC, self.log, lambda p: GroupShard(self, p), nursery,
                                           now_ms=self.now_ms)
         nursery.start_soon(self.timer.run)
@@ -225,6 +233,8 @@ class GroupCoordinator:
         recs = [(O.offset_key(gid, t, p), None) for (t, p) in self.offsets.get(gid, {})]
         if g.kind == "consumer":
             recs += self.consumer.tombstones(g)
+        elif g.kind == "streams":
+            recs += self.streams.tombstones(g)
         else:
             recs.append((O.group_key(gid), None))
         fut = Future()
@@ -248,6 +258,8 @@ class GroupCoordinator:
             return E.ILLEGAL_GENERATION, None
         if g.kind == "consumer":
             return self.consumer.validate_commit(g, generation, member_id, instance_id), g
+        if g.kind == "streams":
+            return self.streams.validate_commit(g, generation, member_id, instance_id), g
         if generation < 0 and g.state == EMPTY:
             # Admin client or assign() consumer committing for an empty group.
             return 0, g
@@ -398,7 +410,7 @@ class GroupCoordinator:
                 g.unload()
             else:
                 for mid in g.members:
-                    self.timer.cancel(("cg-hb", gid, mid))
+                    self.timer.cancel((getattr(g, "timer_kind", "cg-hb"), gid, mid))
                 g.state = DEAD
         for gid in [gid for gid in self.offsets if self.partition_for(gid) == partition]:
             del self.offsets[gid]
@@ -472,8 +484,8 @@ class GroupCoordinator:
         for gid, g in list(self.groups.items()):
             # An empty KIP-848 group without offsets is deleted (tombstones), as Kafka's periodic
             # group cleanup does; it would otherwise live forever in the log.
-            if g.kind == "consumer" and not g.members and not self.offsets.get(gid) and g.state != DEAD:
-                log.info("consumer group %s: empty with no offsets, deleting", gid)
+            if g.kind in ("consumer", "streams") and not g.members and not self.offsets.get(gid) and g.state != DEAD:
+                log.info("%s group %s: empty with no offsets, deleting", g.kind, gid)
                 self._remove_group(g)
         return expired
 
@@ -488,6 +500,7 @@ class GroupShard:
         self.partition = partition
         self.groups: dict[str, O.LoadedGroup | None] = {}
         self.consumer_groups: dict[str, dict] = {}  # KIP-848 groups, replayed by the consumer manager
+        self.streams_groups: dict[str, dict] = {}   # KIP-1071 groups, replayed by the streams manager
         self.offsets: dict[str, dict] = {}
         self.last_seen: dict[tuple[str, str], int] = {}  # (kind, group) -> order of its last record
         self.seq = 0
@@ -515,6 +528,10 @@ class GroupShard:
             _, kind, gid, mid = k
             self.gc.consumer.replay(self.consumer_groups, kind, gid, mid, bytes(key), value)
             self.last_seen[("consumer", gid)] = self.seq
+        elif k[0] == "streams":
+            _, kind, gid, mid = k
+            self.gc.streams.replay(self.streams_groups, kind, gid, mid, bytes(key), value)
+            self.last_seen[("streams", gid)] = self.seq
         elif k[0] == "offset":
             _, gid, topic, part = k
             if value is None:
@@ -545,6 +562,13 @@ class GroupShard:
             if gid in gc.groups and last_seen[("consumer", gid)] < last_seen.get(("classic", gid), 0):
                 continue  # converted back to classic (Kafka tombstones first; be safe anyway)
             g = gc.consumer.finish_load(gid, st)
+            if g is not None:
+                gc.groups.pop(gid, None)
+                gc.groups[gid] = g
+        for gid, st in self.streams_groups.items():
+            if last_seen[("streams", gid)] < max(last_seen.get(("classic", gid), 0), last_seen.get(("consumer", gid), 0)):
+                continue
+            g = gc.streams.finish_load(gid, st)
             if g is not None:
                 gc.groups.pop(gid, None)
                 gc.groups[gid] = g

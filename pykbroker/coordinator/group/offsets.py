@@ -147,6 +147,9 @@ def parse_key(key: bytes):
     if 3 <= v <= 8:
         from .consumer_records import parse_key as cg_parse_key
         return ("consumer",) + cg_parse_key(v, key)
+    if 17 <= v <= 23:
+        from .streams_records import parse_key as sg_parse_key
+        return ("streams",) + sg_parse_key(v, key)
     return (None,)
 
 
