@@ -48,7 +48,6 @@ EXCLUDED = {
     79: (None, "share groups"), 83: (None, "share groups"), 84: (None, "share groups"), 85: (None, "share groups"),
     86: (None, "share groups"), 87: (None, "share groups"), 90: (None, "share groups"), 91: (None, "share groups"),
     92: (None, "share groups"),
-    88: (None, "streams groups (KIP-1071)"), 89: (None, "streams groups"), 93: (None, "streams groups"),
 }
 
 
@@ -137,8 +136,9 @@ def test_feature_lists(both):
     """What pykbroker reports (k18_api_versions.FEATURES) against Kafka 4.4: every feature
     pykbroker lists is one of Kafka's with the same minimum, and a level pykbroker finalizes is
     one Kafka supports; Kafka's metadata.version / kraft.version (KRaft's own) and the levels of
-    protocols pykbroker has not built (ELR, share and streams groups) are the deliberate
-    differences (SKIPPED.md).  transaction.version: 0-2, finalized at 2 on both."""
+    protocols pykbroker has not built (ELR, share groups) are the deliberate
+    differences (SKIPPED.md).  transaction.version: 0-2, finalized at 2 on both; streams.version
+    0-1, finalized at 1 on both (KIP-1071 streams groups)."""
     def scenario(t):
         r = call(t, 18, 4, {"client_software_name": "differential", "client_software_version": "1.0"})
         return ({f["name"]: (f["min_version"], f["max_version"]) for f in r["supported_features"]},
@@ -147,6 +147,7 @@ def test_feature_lists(both):
     assert set(k_sup) - set(p_sup) == {"metadata.version", "kraft.version"}
     for name, (lo, hi) in p_sup.items():
         assert k_sup[name][0] == lo and hi <= k_sup[name][1], name
-    assert p_fin == {"group.version": 1, "transaction.version": 2}
+    assert p_fin == {"group.version": 1, "transaction.version": 2, "streams.version": 1}
+    assert p_sup["streams.version"] == k_sup["streams.version"] == (0, 1) and k_fin["streams.version"] == 1
     assert k_fin["group.version"] == 1 and k_fin["transaction.version"] == 2
     assert p_sup["transaction.version"] == k_sup["transaction.version"] == (0, 2)
