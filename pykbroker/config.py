@@ -445,6 +445,8 @@ _DEFS = [
               validator=_ge(0)),
     ConfigDef("group.streams.initial.rebalance.delay.ms", "int", 3000,
               "Delay of the first task assignment of a new streams group.", validator=_ge(0)),
+    ConfigDef("group.streams.assignment.interval.ms", "int", 1000,
+              "Least time between two task assignments of a streams group (KIP-1263).", validator=_ge(0)),
     ConfigDef("offset.metadata.max.bytes", "int", 4096, "Longest commit metadata string accepted.", validator=_ge(0)),
     # --- checkpoints and background tasks
     ConfigDef("log.flush.offset.checkpoint.interval.ms", "int", 60000, "How often the recovery point is checkpointed.",

@@ -5,8 +5,8 @@ first join, topology configuration against the metadata with the statuses MISSIN
 MISSING_INTERNAL_TOPICS / INCORRECTLY_PARTITIONED_TOPICS / ASSIGNMENT_DELAYED /
 SHUTDOWN_APPLICATION, creation of the repartition and changelog topics by the coordinator, group
 and member epochs, sticky assignment of active tasks, revocation before reassignment, session
-expiry).  Group-level checks as for the other group APIs: empty group id: INVALID_GROUP_ID
-("GroupId can't be empty."); NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE /
+expiry).  Group-level checks: empty group id: INVALID_REQUEST ("GroupId can't be empty.", Kafka's
+request validation, not INVALID_GROUP_ID); NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE /
 COORDINATOR_LOAD_IN_PROGRESS.  A group of another type: GROUP_ID_NOT_FOUND ("Group X is not a
 streams group."), except an empty classic group (offsets only), which the streams group replaces.
 Error answers carry member id "" and member epoch 0, as Kafka's.
@@ -38,7 +38,7 @@ def _err(code, msg=None):
 async def handle(ctx, request):
     gid = request["group_id"]
     if not gid:
-        return _err(E.INVALID_GROUP_ID, "GroupId can't be empty.")
+        return _err(E.INVALID_REQUEST, "GroupId can't be empty.")
     gc, err = await group_precheck(ctx, gid)
     if err:
         return _err(err)

@@ -21,7 +21,8 @@ Model (Apache Kafka 4.4's, simplified where noted):
   ceil(tasks / members); the rest go to the least loaded member).  Standby and warm-up tasks are
   not built (``group.streams.num.standby.replicas`` other than 0 is ignored; SKIPPED.md).
 - The first assignment of a new group waits ``group.streams.initial.rebalance.delay.ms``
-  (default 3 s; status ASSIGNMENT_DELAYED), as Kafka 4.4.
+  (default 3 s; status ASSIGNMENT_DELAYED), and later ones come at most once per
+  ``group.streams.assignment.interval.ms`` (default 1 s, KIP-1263; the same status), as Kafka 4.4.
 - Reconciliation as for KIP-848 consumer groups: a member first revokes the active tasks it owns
   that are not in its target (it keeps its epoch until its heartbeat no longer lists them), then
   moves to the assignment epoch and receives the target tasks no other member still owns.
@@ -272,7 +273,9 @@ def configure(topology: dict, md) -> dict:
 def sticky_assign(members: dict, tasks: dict, current: dict) -> dict:
     """Active tasks only: each task stays with its current owner while that member is below the
     fair share; the rest go to the least loaded member (then the smallest member id)."""
-    all_tasks = sorted((sid, p) for sid, n in tasks.items() for p in range(n))
+    # partition-major order (0-0, 1-0, 0-1, ...): a member keeping a share keeps some tasks of
+    # every subtopology, as Kafka's sticky assignor does
+    all_tasks = sorted(((sid, p) for sid, n in tasks.items() for p in range(n)), key=lambda t: (t[1], t[0]))
     out = {mid: set() for mid in members}
     if not out:
         return out
@@ -307,6 +310,7 @@ class StreamsGroupManager:
         self.heartbeat_interval_ms = cfg["group.streams.heartbeat.interval.ms"]
         self.max_size = cfg["group.streams.max.size"]
         self.initial_delay_ms = cfg["group.streams.initial.rebalance.delay.ms"]
+        self.assignment_interval_ms = cfg["group.streams.assignment.interval.ms"]
         self.creating: set = set()
 
     # -- helpers -----------------------------------------------------------------------------
@@ -537,6 +541,8 @@ class StreamsGroupManager:
             else:
                 return self._err(E.GROUP_ID_NOT_FOUND, "Group %s is not a streams group." % gid)
         if g is None:
+            if epoch in (-1, -2):
+                return self._err(E.GROUP_ID_NOT_FOUND, "Group %s not found." % gid)
             if epoch != 0:
                 return self._err(E.GROUP_ID_NOT_FOUND, "Streams group %s not found." % gid)
             g = StreamsGroup(gid, now)
@@ -609,14 +615,22 @@ class StreamsGroupManager:
             m.revoking &= owned
         self._schedule(g, m)
         self._maybe_configure(g, bumped=joined)
-        delayed = g.delay_until_ms > now and g.assignment_epoch == 0
-        if not delayed:
-            self._maybe_compute_target(g, now)
+        delayed = None
+        if g.delay_until_ms > now and g.assignment_epoch == 0:
+            delayed = "Assignment delayed due to the configured initial rebalance delay."
+            if m.epoch == 0:
+                # joining while the first assignment waits: the member gets the group epoch and
+                # no tasks (Kafka 4.4 answers so, with ASSIGNMENT_DELAYED)
+                m.prev_epoch, m.epoch = 0, g.group_epoch
+        else:
+            if g.assignment_epoch < g.group_epoch and g.assignment_ts and \
+                    now < g.assignment_ts + self.assignment_interval_ms:
+                # KIP-1263: at most one assignment per interval; members reconcile towards the
+                # current target meanwhile (a joining member gets its epoch and no tasks)
+                delayed = "Assignment delayed due to the configured assignment interval."
+            else:
+                self._maybe_compute_target(g, now)
             self._reconcile(g, m)
-        elif m.epoch == 0:
-            # joining while the first assignment waits: the member gets the group epoch and no
-            # tasks (Kafka 4.4 answers so, with ASSIGNMENT_DELAYED)
-            m.prev_epoch, m.epoch = 0, g.group_epoch
         resp = self._err(0)
         resp.update(error_message=None, member_id=mid, member_epoch=m.epoch,
                     heartbeat_interval_ms=self.heartbeat_interval_ms,
@@ -624,8 +638,7 @@ class StreamsGroupManager:
                     task_offset_interval_ms=TASK_OFFSET_INTERVAL_MS, acceptable_recovery_lag=ACCEPTABLE_RECOVERY_LAG)
         status = []
         if delayed:
-            status.append({"status_code": ASSIGNMENT_DELAYED,
-                           "status_detail": "Assignment delayed due to the configured initial rebalance delay."})
+            status.append({"status_code": ASSIGNMENT_DELAYED, "status_detail": delayed})
         for code, detail in (g.configured or {}).get("statuses", []):
             status.append({"status_code": code, "status_detail": detail})
         if g.shutdown_requested_by is not None:
@@ -633,8 +646,9 @@ class StreamsGroupManager:
                            "status_detail": "A KafkaStreams instance encountered a fatal error and requested a "
                                             "shutdown for the entire application."})
         resp["status"] = status
-        current = (m.epoch, frozenset(m.assigned))
-        if m.last_sent != current or epoch == 0 or req["active_tasks"] is not None:
+        # tasks are sent when they changed (not for a new epoch alone), and always on a join
+        current = frozenset(m.assigned)
+        if m.last_sent != current or epoch == 0:
             resp["active_tasks"] = R.task_ids(_by_sub(m.assigned))
             resp["standby_tasks"] = []
             resp["warmup_tasks"] = []
