@@ -1,5 +1,5 @@
-"""KIP-1071 streams groups with a real Kafka Streams application (compat/java-streams, Kafka Streams
-4.3.0 with ``group.protocol=streams``; kafka-streams 4.4.0 is not on Maven Central).
+"""KIP-1071 streams groups with a real Kafka Streams application (compat/streams StreamsApp, Kafka
+Streams 4.3.0 with ``group.protocol=streams``; kafka-streams 4.4.0 is not on Maven Central).
 
 The word count has a repartition topic (groupBy) and a changelog topic (count), both created by
 the broker's group coordinator from the heartbeat's topology.  Two instances share the tasks; one
@@ -26,7 +26,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from pykbroker.testing import BrokerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
-PROJECT = ROOT / "compat" / "java-streams"
+PROJECT = ROOT / "compat" / "streams"   # shared with tests/transactions/test_streams.py
 
 # A leaving instance whose LeaveGroup heartbeat got lost is dropped after this session timeout
 # (Kafka's default 45 s would make the test slow); the first assignment waits Kafka's 3 s.
@@ -50,7 +50,7 @@ def build() -> str:
                 if r.returncode == 0:
                     break
             else:
-                pytest.fail("Maven build of compat/java-streams failed:\n%s\n%s" % (r.stdout[-3000:], r.stderr[-3000:]))
+                pytest.fail("Maven build of compat/streams failed:\n%s\n%s" % (r.stdout[-3000:], r.stderr[-3000:]))
             os.utime(cp)
         return str(target / "classes") + os.pathsep + cp.read_text().strip()
 

@@ -12,7 +12,7 @@ import org.apache.kafka.streams.*;
 import org.apache.kafka.streams.kstream.*;
 
 /**
- * Two modes, JSON lines on stdout.
+ * The streams-group (KIP-1071) application of tests/java/test_streams_groups.py.  Two modes, JSON lines on stdout.
  *   run BOOTSTRAP APP_ID INPUT OUTPUT STATE_DIR : word count (groupBy = repartition, count = state store)
  *       with group.protocol=streams; prints {"event":"state",...} on every state change; closes when
  *       stdin reaches EOF (the test closes it), then prints {"event":"closed"}.
