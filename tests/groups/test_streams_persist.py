@@ -68,11 +68,11 @@ def test_streams_group_survives_restart(tmp_path, clean):
         create_topic(b.bootstrap, src, 4)
         with WireClient(b.bootstrap, timeout=30, client_id="streams-test") as r:
             r.request(10, 4, {"key_type": 0, "coordinator_keys": [app]})
-            j = r.request(88, 1, hb(app, "m1", 0, topology(src, app)))
-            assert j["error_code"] == 0, j
-            j = r.request(88, 1, hb(app, "m2", 0, topology(src, app)))
-            assert j["error_code"] == 0, j
-            before = stable(r, app, {"m1": 1, "m2": j["member_epoch"]})
+            j1 = r.request(88, 1, hb(app, "m1", 0, topology(src, app)))
+            assert j1["error_code"] == 0, j1
+            j2 = r.request(88, 1, hb(app, "m2", 0, topology(src, app)))
+            assert j2["error_code"] == 0, j2
+            before = stable(r, app, {"m1": j1["member_epoch"], "m2": j2["member_epoch"]})
             assert sorted(len(t[0][1]) for _, t in before.values()) == [2, 2]
             d_before = describe(r, app)
             assert [m["member_id"] for m in d_before["members"]] == ["m1", "m2"]

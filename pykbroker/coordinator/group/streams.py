@@ -2,7 +2,7 @@
 
 Model (Apache Kafka 4.4's, simplified where noted):
 - The first member's heartbeat (epoch 0) initialises the group's **topology** (subtopologies with
-  source topics or regexes, repartition source/sink topics, changelog topics, copartition
+  source topics (regexes are refused: "not supported yet" in Kafka 4.4), repartition source/sink topics, changelog topics, copartition
   groups).  A later join with another topology epoch is INVALID_REQUEST ("Topology updates are
   not supported yet."), as in Kafka 4.4.
 - The topology is **configured** against the metadata: missing source topics (or a regex that
@@ -18,10 +18,12 @@ Model (Apache Kafka 4.4's, simplified where noted):
   source topic.  The **group epoch** bumps when membership, the topology or the metadata of its
   topics change; the **target assignment** (assignment epoch) is computed on the next heartbeat
   by a sticky assignor (tasks stay with their owner while it is under the fair share
-  ceil(tasks / members); the rest go to the least loaded member).  Standby and warm-up tasks are
+  ceil(tasks / members); the rest go to the least loaded member).  Besides membership and
+  metadata changes, the topology becoming valid (all topics there) bumps the epoch once.  Standby and warm-up tasks are
   not built (``group.streams.num.standby.replicas`` other than 0 is ignored; SKIPPED.md).
 - The first assignment of a new group waits ``group.streams.initial.rebalance.delay.ms``
-  (default 3 s; status ASSIGNMENT_DELAYED), and later ones come at most once per
+  (default 3 s; status ASSIGNMENT_DELAYED: meanwhile the target is empty at the first join's
+  epoch), and later ones come at most once per
   ``group.streams.assignment.interval.ms`` (default 1 s, KIP-1263; the same status), as Kafka 4.4.
 - Reconciliation as for KIP-848 consumer groups: a member first revokes the active tasks it owns
   that are not in its target (it keeps its epoch until its heartbeat no longer lists them), then
@@ -29,7 +31,8 @@ Model (Apache Kafka 4.4's, simplified where noted):
 - Errors (Kafka's texts): unknown group at epoch != 0: GROUP_ID_NOT_FOUND; unknown member:
   UNKNOWN_MEMBER_ID; an epoch above the member's: FENCED_MEMBER_EPOCH, below its previous one too;
   bad requests: INVALID_REQUEST.  Error answers carry member id "" and epoch 0 as Kafka's.
-- member_epoch -1 leaves; -2 (static member rejoining later) is treated as a leave.
+- member_epoch -1 leaves; -2 (static member rejoining later; needs an instance id) is treated as
+  a leave.  ShutdownApplication: every member's answers carry SHUTDOWN_APPLICATION from then on.
 - Sessions expire after ``group.streams.session.timeout.ms``; members are told
   ``group.streams.heartbeat.interval.ms``, a task offset interval of 60 s and an acceptable
   recovery lag of 10000 (Kafka's defaults).
@@ -520,8 +523,12 @@ class StreamsGroupManager:
                             ("warmup_tasks", "WarmupTasks")):
                 if req[f] is None or req[f]:
                     return self._err(E.INVALID_REQUEST, "%s must be empty when (re-)joining." % name)
+            if any(st["source_topic_regex"] for st in req["topology"]["subtopologies"]):
+                return self._err(E.INVALID_REQUEST, "Regular expressions for source topics are not supported yet.")
         elif epoch < -2:
             return self._err(E.INVALID_REQUEST, "MemberEpoch is %d, but must be greater than or equal to -2." % epoch)
+        elif epoch == -2 and req["instance_id"] is None:
+            return self._err(E.INVALID_REQUEST, "InstanceId can't be null.")
         return None
 
     def _heartbeat(self, req: dict, version: int, client_id: str, client_host: str) -> dict:
@@ -552,7 +559,7 @@ class StreamsGroupManager:
                 return self._err(E.UNKNOWN_MEMBER_ID, "Member %s is not a member of group %s." % (mid, gid))
             self._remove(g, mid)
             r = self._err(0)
-            r.update(member_id=mid, member_epoch=-1, error_message=None)
+            r.update(member_id=mid, member_epoch=epoch, error_message=None)
             return r
         joined = False
         if epoch == 0:
@@ -575,9 +582,7 @@ class StreamsGroupManager:
                 g.validated_topology_epoch = -1
                 if not joined:
                     self._bump(g, "topology initialised")
-            if not g.members and joined:
-                # a new (or emptied) group delays its first assignment (Kafka 4.4)
-                g.delay_until_ms = now + self.initial_delay_ms
+            first = not g.members and joined
             g.members[mid] = m
             m.epoch = 0
             m.last_sent = None
@@ -610,27 +615,30 @@ class StreamsGroupManager:
             g.shutdown_requested_by = mid
         if joined:
             self._bump(g, "member %s joined" % mid)
+            if first and self.initial_delay_ms > 0:
+                # A new (or emptied) group delays its first assignment (Kafka 4.4): the target is
+                # empty at the join's epoch (members reconcile to it: that epoch, no tasks) until
+                # group.streams.initial.rebalance.delay.ms has passed.
+                g.target = {}
+                g.assignment_epoch = g.group_epoch
+                g.assignment_ts = now
+                g.delay_until_ms = now + self.initial_delay_ms
         if req["active_tasks"] is not None:
             owned = {(t["subtopology_id"], p) for t in req["active_tasks"] for p in t["partitions"]}
             m.revoking &= owned
         self._schedule(g, m)
         self._maybe_configure(g, bumped=joined)
         delayed = None
-        if g.delay_until_ms > now and g.assignment_epoch == 0:
+        if g.delay_until_ms > now:
             delayed = "Assignment delayed due to the configured initial rebalance delay."
-            if m.epoch == 0:
-                # joining while the first assignment waits: the member gets the group epoch and
-                # no tasks (Kafka 4.4 answers so, with ASSIGNMENT_DELAYED)
-                m.prev_epoch, m.epoch = 0, g.group_epoch
+        elif g.assignment_epoch < g.group_epoch and g.assignment_ts and \
+                now < g.assignment_ts + self.assignment_interval_ms:
+            # KIP-1263: at most one assignment per interval; members reconcile towards the
+            # current target meanwhile (a joining member gets its epoch and no tasks)
+            delayed = "Assignment delayed due to the configured assignment interval."
         else:
-            if g.assignment_epoch < g.group_epoch and g.assignment_ts and \
-                    now < g.assignment_ts + self.assignment_interval_ms:
-                # KIP-1263: at most one assignment per interval; members reconcile towards the
-                # current target meanwhile (a joining member gets its epoch and no tasks)
-                delayed = "Assignment delayed due to the configured assignment interval."
-            else:
-                self._maybe_compute_target(g, now)
-            self._reconcile(g, m)
+            self._maybe_compute_target(g, now)
+        self._reconcile(g, m)
         resp = self._err(0)
         resp.update(error_message=None, member_id=mid, member_epoch=m.epoch,
                     heartbeat_interval_ms=self.heartbeat_interval_ms,
@@ -643,8 +651,8 @@ class StreamsGroupManager:
             status.append({"status_code": code, "status_detail": detail})
         if g.shutdown_requested_by is not None:
             status.append({"status_code": SHUTDOWN_APPLICATION,
-                           "status_detail": "A KafkaStreams instance encountered a fatal error and requested a "
-                                            "shutdown for the entire application."})
+                           "status_detail": "Streams group member %s encountered a fatal error and requested a "
+                                            "shutdown for the entire application." % g.shutdown_requested_by})
         resp["status"] = status
         # tasks are sent when they changed (not for a new epoch alone), and always on a join
         current = frozenset(m.assigned)
@@ -688,8 +696,11 @@ class StreamsGroupManager:
             if g.members and not bumped:
                 self._bump(g, "topic metadata changed")
         g.configured = c
-        if c["ready"]:
+        if c["ready"] and g.validated_topology_epoch != g.topology["epoch"]:
+            # the topology's topics are now valid: a new epoch of its own (as Kafka 4.4)
             g.validated_topology_epoch = g.topology["epoch"]
+            if g.members:
+                self._bump(g, "topology validated")
         if c["create"]:
             self._create_internal_topics(g)
 
