@@ -183,6 +183,24 @@ def test_group_lifecycle(both):
             of = r.request(9, 9, {"groups": [{"group_id": g, "member_id": "m2", "member_epoch": e2 + 1, "topics": None}],
                                   "require_stable": True})
             steps.append(("offset fetch stale", [x["error_code"] for x in of["groups"]]))
+            # offsets: a member commits at its epoch; another epoch, an unknown member, no member
+            def commit(member, epoch, offset):
+                res = r.request(8, 9, {"group_id": g, "generation_id_or_member_epoch": epoch, "member_id": member,
+                                       "group_instance_id": None, "topics": [{"name": src, "partitions": [
+                                           {"partition_index": 0, "committed_offset": offset,
+                                            "committed_leader_epoch": -1, "committed_metadata": "x"}]}]})
+                return res["topics"][0]["partitions"][0]["error_code"]
+            steps.append(("commits", commit("m2", e2, 5), commit("m2", e2 + 7, 6), commit("zz", e2, 7),
+                          commit("", -1, 8)))
+            of = r.request(9, 9, {"groups": [{"group_id": g, "member_id": "m2", "member_epoch": e2,
+                                              "topics": [{"name": src, "partition_indexes": [0]}]}],
+                                  "require_stable": False})
+            steps.append(("committed", [(p["partition_index"], p["committed_offset"], p["error_code"])
+                                        for tp in of["groups"][0]["topics"] for p in tp["partitions"]]))
+            od = r.request(47, 0, {"group_id": g, "topics": [{"name": src, "partitions": [{"partition_index": 0}]}]})
+            steps.append(("offset delete of a source topic", od["error_code"],
+                          [p["error_code"] for tp in od["topics"] for p in tp["partitions"]]))
+            steps.append(("describe classic v5", r.request(15, 5, {"groups": [g], "include_authorized_operations": False})))
             steps.append(("leave m1", short(r.request(88, HB_V, hb_body(g, "m1", -1)))))
             after = short(r.request(88, HB_V, hb_body(g, "m2", e2)))
             steps.append(("m2 after m1 left", after[:2], after[2] - e2))
