@@ -122,6 +122,9 @@ class StreamsGroup:
         self.configured = None      # result of configure() for the current metadata
         self.assignment_ts = 0
         self.delay_until_ms = 0
+        # bumped when a computed assignment moves tasks of members with a user endpoint
+        # (Interactive Queries); not persisted (a reload starts again at 0, as a member's does)
+        self.endpoint_epoch = 0
         self.shutdown_requested_by = None
         self.dead = False
         self.state_timestamp = now_ms
@@ -661,10 +664,11 @@ class StreamsGroupManager:
             resp["standby_tasks"] = []
             resp["warmup_tasks"] = []
             m.last_sent = current
-        if any(x.user_endpoint is not None for x in g.members.values()):
-            resp["endpoint_information_epoch"] = g.group_epoch
-            if req["endpoint_information_epoch"] != g.group_epoch:
-                resp["partitions_by_user_endpoint"] = self._endpoints(g)
+        resp["endpoint_information_epoch"] = g.endpoint_epoch
+        if req["endpoint_information_epoch"] != g.endpoint_epoch or (
+                joined and any(x.user_endpoint is not None for x in g.members.values())):
+            # a new member gets the map too (Kafka 4.4), even at the same endpoint epoch
+            resp["partitions_by_user_endpoint"] = self._endpoints(g)
         return resp
 
     def _endpoints(self, g: StreamsGroup) -> list:
@@ -710,6 +714,8 @@ class StreamsGroupManager:
         tasks = g.configured["tasks"] if g.configured is not None and g.configured["ready"] else {}
         current = {mid: m.assigned | m.revoking for mid, m in g.members.items()}
         g.target = sticky_assign(g.members, tasks, current)
+        if any(m.user_endpoint is not None for m in g.members.values()):
+            g.endpoint_epoch += 1
         g.assignment_epoch = g.group_epoch
         g.assignment_ts = now
 
