@@ -340,6 +340,7 @@ class StreamsGroupManager:
         g.target.pop(mid, None)
         if not g.members:
             g.state_timestamp = self.gc.now_ms()
+            g.shutdown_requested_by = None   # an application started again is not shut down
         self.gc.timer.cancel(("sg-hb", g.group_id, mid))
         self._bump(g, "member %s left" % mid)
 
