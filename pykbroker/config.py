@@ -527,7 +527,7 @@ DYNAMIC_BROKER_CONFIGS = frozenset({
     "transaction.partition.verification.enable", "unclean.leader.election.enable",
     "listeners", "num.io.threads", "num.network.threads", "background.threads",
     "num.recovery.threads.per.data.dir", "log.cleaner.threads", "log.cleaner.io.buffer.size", "max.connections",
-    "max.connections.per.ip",
+    "max.connections.per.ip", "group.streams.assignment.interval.ms",
 })
 # Dynamic only per broker, never as the cluster default (Kafka's DynamicBrokerConfig.PerBrokerConfigs).
 PER_BROKER_CONFIGS = frozenset({"listeners"})

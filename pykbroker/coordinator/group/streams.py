@@ -316,7 +316,7 @@ class StreamsGroupManager:
         self.heartbeat_interval_ms = cfg["group.streams.heartbeat.interval.ms"]
         self.max_size = cfg["group.streams.max.size"]
         self.initial_delay_ms = cfg["group.streams.initial.rebalance.delay.ms"]
-        self.assignment_interval_ms = cfg["group.streams.assignment.interval.ms"]
+        self.config = cfg   # group.streams.assignment.interval.ms is dynamic (read at each use)
         self.creating: set = set()
 
     # -- helpers -----------------------------------------------------------------------------
@@ -636,7 +636,7 @@ class StreamsGroupManager:
         if g.delay_until_ms > now:
             delayed = "Assignment delayed due to the configured initial rebalance delay."
         elif g.assignment_epoch < g.group_epoch and g.assignment_ts and \
-                now < g.assignment_ts + self.assignment_interval_ms:
+                now < g.assignment_ts + self.config["group.streams.assignment.interval.ms"]:
             # KIP-1263: at most one assignment per interval; members reconcile towards the
             # current target meanwhile (a joining member gets its epoch and no tasks)
             delayed = "Assignment delayed due to the configured assignment interval."
