@@ -167,6 +167,7 @@ class Broker:
                         BrokerOffsetsLog(self.metadata_cache, self.replica_manager, self.controller),
                         leads_every_partition=single_node, clock=self.clock)
                     self.controller.add_topic_deleted_listener(gc.on_topic_deleted)
+                    gc.topic_creator = self.controller.create_topic  # streams groups' internal topics
                     # Single node: startup() leads (loads) every __consumer_offsets partition; in
                     # a cluster, the ReplicaManager's leadership changes of its partitions call
                     # on_become_leader/on_resign.

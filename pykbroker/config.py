@@ -456,6 +456,19 @@ _DEFS = [
               "Replication factor of __share_group_state.", validator=_ge(1)),
     ConfigDef("share.coordinator.state.topic.segment.bytes", "int", 104857600, "Segment size of __share_group_state.",
               validator=_ge(1)),
+    # KIP-1071 streams groups (Kafka 4.4's defaults)
+    ConfigDef("group.streams.session.timeout.ms", "int", 45000, "Streams group member session timeout.",
+              validator=_ge(1)),
+    ConfigDef("group.streams.heartbeat.interval.ms", "int", 5000, "Streams group member heartbeat interval.",
+              validator=_ge(1)),
+    ConfigDef("group.streams.max.size", "int", INT_MAX, "Maximum members of a streams group.", validator=_ge(1),
+              unit="members"),
+    ConfigDef("group.streams.num.standby.replicas", "int", 0, "Standby tasks per active task (only 0 is built).",
+              validator=_ge(0)),
+    ConfigDef("group.streams.initial.rebalance.delay.ms", "int", 3000,
+              "Delay of the first task assignment of a new streams group.", validator=_ge(0)),
+    ConfigDef("group.streams.assignment.interval.ms", "int", 1000,
+              "Least time between two task assignments of a streams group (KIP-1263).", validator=_ge(0)),
     ConfigDef("offset.metadata.max.bytes", "int", 4096, "Longest commit metadata string accepted.", validator=_ge(0)),
     # --- checkpoints and background tasks
     ConfigDef("log.flush.offset.checkpoint.interval.ms", "int", 60000, "How often the recovery point is checkpointed.",
@@ -536,7 +549,7 @@ DYNAMIC_BROKER_CONFIGS = frozenset({
     "transaction.partition.verification.enable", "unclean.leader.election.enable",
     "listeners", "num.io.threads", "num.network.threads", "background.threads",
     "num.recovery.threads.per.data.dir", "log.cleaner.threads", "log.cleaner.io.buffer.size", "max.connections",
-    "max.connections.per.ip",
+    "max.connections.per.ip", "group.streams.assignment.interval.ms",
 })
 # Dynamic only per broker, never as the cluster default (Kafka's DynamicBrokerConfig.PerBrokerConfigs).
 PER_BROKER_CONFIGS = frozenset({"listeners"})

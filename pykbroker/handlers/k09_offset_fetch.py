@@ -59,6 +59,8 @@ async def _fetch_group(ctx, gid, topics, member_id=None, member_epoch=-1, requir
         g = gc.get_group(gid)
         if g is not None and g.kind == "consumer":
             err = gc.consumer.validate_fetch(g, member_id, member_epoch)
+        elif g is not None and g.kind == "streams":
+            err = gc.streams.validate_fetch(g, member_id, member_epoch)
     if err:
         if v >= 8:
             return err, []  # a group-level error: the group's entry carries no topics (as Kafka)

@@ -45,7 +45,7 @@ async def handle(ctx, request):
             out.append(d)
             continue
         g = gc.get_group(gid)
-        if g is None or g.kind != "classic":   # KIP-848 consumer or KIP-932 share group
+        if g is None or g.kind != "classic":   # KIP-848 consumer, KIP-932 share or KIP-1071 streams group
             if v >= 6:
                 # KIP-1043: say so instead of describing a "Dead" group.
                 msg = ("Group %s not found." if g is None else "Group %s is not a classic group.") % gid

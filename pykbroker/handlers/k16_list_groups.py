@@ -3,10 +3,12 @@
 Behaviour (as Apache Kafka): classic groups report their protocol type ("" for standalone
 offset-only groups) and state (Empty, PreparingRebalance, CompletingRebalance, Stable); KIP-848
 groups report protocol type "consumer", type "consumer" and their own states (Empty, Assigning,
-Reconciling, Stable).  Deleted (Dead) groups are not listed.  v4+ states_filter and v5
+Reconciling, Stable); KIP-1071 streams groups protocol type and type "streams" (states Empty,
+NotReady, Assigning, Reconciling, Stable).  Deleted (Dead) groups are not listed.  v4+ states_filter and v5
 types_filter match case-insensitively; an empty filter matches everything.
 Version notes: v1 throttle_time_ms; v3 flexible; v4 states filter and group_state; v5 types
-filter and group_type ("classic"/"consumer"/"share"; a share group's protocol type is "share").
+filter and group_type ("classic"/"consumer"/"share"/"streams"; a share group's protocol type is "share",
+a streams group's "streams").
 """
 from __future__ import annotations
 

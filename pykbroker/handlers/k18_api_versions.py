@@ -17,8 +17,9 @@ Behaviour (KIP-511, as Apache Kafka):
   ``share.version`` 0-1 (KIP-932 share groups are served: ShareGroupHeartbeat, ShareFetch, ...;
   Kafka 4.4 supports and finalizes level 2, share group dead-letter queues, which pykbroker does
   not build; not finalized under an ``--as-kafka`` profile without ShareGroupHeartbeat);
-  ``eligible.leader.replicas.version`` and ``streams.version`` 0-0 (ELR and streams groups are not
-  built, so clients stay on the old protocols).  ``metadata.version`` and
+  ``streams.version`` 0-1 (KIP-1071 streams groups are served; finalized at 1 as Kafka 4.4,
+  which Kafka Streams' ``group.protocol=streams`` needs); ``eligible.leader.replicas.version``
+  0-0 (ELR is not built, so clients stay on the old protocol).  ``metadata.version`` and
   ``kraft.version`` are not listed: they version KRaft's metadata log and quorum, which a
   ZooKeeper-era / single-node pykbroker does not have.  Finalized: the same features at their
   highest level, except ``transaction.version`` at the broker's ``transaction.version`` setting
@@ -46,7 +47,7 @@ MAX_VERSION = 5
 
 # (feature, min supported, max supported = finalized level): see the module docstring.
 FEATURES = (("group.version", 0, 1), ("transaction.version", 0, 2), ("eligible.leader.replicas.version", 0, 0),
-            ("share.version", 0, 1), ("streams.version", 0, 0))
+            ("share.version", 0, 1), ("streams.version", 0, 1))
 # Features whose finalized level is a broker setting rather than the highest supported one.
 _FINALIZED_FROM_CONFIG = {"transaction.version": "transaction.version"}
 FINALIZED_FEATURES_EPOCH = 0
@@ -65,6 +66,8 @@ def finalized_level(broker, name: str, hi: int) -> int:
     handlers = getattr(broker, "handlers", None)
     if name == "share.version" and handlers is not None and 76 not in handlers:
         return 0   # an --as-kafka profile of a release without share groups (before 4.1)
+    if name == "streams.version" and handlers is not None and 88 not in handlers:
+        return 0   # an --as-kafka profile without StreamsGroupHeartbeat (before Kafka 4.1)
     key = _FINALIZED_FROM_CONFIG.get(name)
     config = getattr(broker, "config", None)
     if key is None or config is None:

@@ -18,8 +18,9 @@ MIN_VERSION = 0
 MAX_VERSION = 1
 
 def _err(gid, code, msg=None):
+    # Kafka's error entries leave the epochs at the schema default, 0
     return {"error_code": int(code), "error_message": msg, "group_id": gid, "group_state": "",
-            "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": []}
+            "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": []}
 
 
 async def handle(ctx, request):

@@ -44,7 +44,6 @@ EXCLUDED = {
     80: (None, "KRaft: AddRaftVoter"), 81: (None, "KRaft: RemoveRaftVoter"), 94: (None, "KRaft: UnregisterController"),
     # not built yet
     28: ((0, 5), "TxnOffsetCommit v6: topic ids (KIP-1319)"),
-    88: (None, "streams groups (KIP-1071)"), 89: (None, "streams groups"), 93: (None, "streams groups"),
 }
 
 
@@ -133,9 +132,10 @@ def test_feature_lists(both):
     """What pykbroker reports (k18_api_versions.FEATURES) against Kafka 4.4: every feature
     pykbroker lists is one of Kafka's with the same minimum, and a level pykbroker finalizes is
     one Kafka supports; Kafka's metadata.version / kraft.version (KRaft's own) and the levels of
-    protocols pykbroker has not built (ELR, streams groups, share group DLQs) are the deliberate
-    differences (SKIPPED.md).  transaction.version: 0-2, finalized at 2 on both; share.version
-    finalized at 1 here, 2 on Kafka."""
+    protocols pykbroker has not built (ELR, share group DLQs) are the deliberate differences
+    (SKIPPED.md).  transaction.version: 0-2, finalized at 2 on both; streams.version 0-1,
+    finalized at 1 on both (KIP-1071 streams groups); share.version finalized at 1 here, 2 on
+    Kafka."""
     def scenario(t):
         r = call(t, 18, 4, {"client_software_name": "differential", "client_software_version": "1.0"})
         return ({f["name"]: (f["min_version"], f["max_version"]) for f in r["supported_features"]},
@@ -144,7 +144,8 @@ def test_feature_lists(both):
     assert set(k_sup) - set(p_sup) == {"metadata.version", "kraft.version"}
     for name, (lo, hi) in p_sup.items():
         assert k_sup[name][0] == lo and hi <= k_sup[name][1], name
-    assert p_fin == {"group.version": 1, "transaction.version": 2, "share.version": 1}
+    assert p_fin == {"group.version": 1, "transaction.version": 2, "share.version": 1, "streams.version": 1}
+    assert p_sup["streams.version"] == k_sup["streams.version"] == (0, 1) and k_fin["streams.version"] == 1
     assert k_fin["group.version"] == 1 and k_fin["transaction.version"] == 2
     # share.version: Kafka 4.4 supports 0-2 and finalizes 2 (level 2 = share group dead-letter
     # queues, KIP-1191); pykbroker serves share groups (level 1) without DLQs (SKIPPED.md)

@@ -31,8 +31,10 @@ def test_describe_features(run, profile):
     r.assert_phase("features")
     f = r.one("features")
     assert f["supported"]["group.version"] == [0, 1]
-    assert f["finalized"] == {"group.version": [1, 1], "transaction.version": [2, 2], "share.version": [1, 1]}
+    assert f["finalized"] == {"group.version": [1, 1], "transaction.version": [2, 2], "share.version": [1, 1],
+                              "streams.version": [1, 1]}
     assert f["supported"]["share.version"] == [0, 1]   # KIP-932 share groups (dead-letter queues, level 2, not built)
+    assert f["supported"]["streams.version"] == [0, 1]
     assert f["supported"]["transaction.version"] == [0, 2]
     assert f["epoch"] == 0
     assert "metadata.version" not in f["supported"]

@@ -19,6 +19,11 @@ for fname in os.listdir(resources_dir()):
     if fname.endswith("Request.json"):
         doc = load_upstream(fname[:-5])
         UPSTREAM_NAMES[doc["apiKey"]] = fname[: -len("Request.json")]
+# APIs kafka-python does not know at all: checked against Apache Kafka's kafka-clients jar
+# (load_upstream falls back to it)
+for _key, _name in ((88, "StreamsGroupHeartbeat"), (89, "StreamsGroupDescribe"),
+                    (93, "StreamsGroupTopologyDescriptionUpdate")):
+    UPSTREAM_NAMES.setdefault(_key, _name)
 
 
 def _in(rng, v):

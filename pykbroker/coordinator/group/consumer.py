@@ -375,6 +375,8 @@ class ConsumerGroupManager:
         mid = req["member_id"] or ""
         joined = False
         g = self.gc.get_group(gid)
+        if g is not None and g.kind not in ("classic", "consumer"):
+            return self._err(E.GROUP_ID_NOT_FOUND, "Group %s is not a consumer group." % gid)
         if g is not None and g.kind == "classic":
             if g.members:
                 # Upgrading a live classic group in place is not built.

@@ -99,6 +99,11 @@ class GroupCoordinator:
         self._creating: trio.Event | None = None
         self.consumer = None  # KIP-848 part, set in startup() when available
         self.share = None     # KIP-932 share groups (share.py), set in startup()
+        self.streams = None   # KIP-1071 part, set in startup()
+        # streams groups create their internal topics: the controller's create_topic (set by the
+        # broker; None in unit tests) and a spawn function on the coordinator's nursery
+        self.topic_creator = None
+        self.spawn = None
         # producer id -> group -> (topic, partition) -> offset, until the transaction completes
         self.pending_txn_offsets: dict[int, dict[str, dict[tuple[str, int], O.OffsetAndMetadata]]] = {}
 
@@ -106,10 +111,13 @@ class GroupCoordinator:
     async def startup(self, nursery, backend=None) -> None:
         from .consumer import ConsumerGroupManager
         from .share import ShareGroupManager
+        from .streams import StreamsGroupManager
         if backend is not None:
             self.log = backend
         self.consumer = ConsumerGroupManager(self)
         self.share = ShareGroupManager(self)
+        self.streams = StreamsGroupManager(self)
+        self.spawn = nursery.start_soon
         self.runtime = CoordinatorRuntime(O.OFFSETS_TOPIC, self.log, lambda p: GroupShard(self, p), nursery,
                                           now_ms=self.now_ms)
         nursery.start_soon(self.timer.run)
@@ -230,6 +238,8 @@ class GroupCoordinator:
             recs += self.consumer.tombstones(g)
         elif g.kind == "share":
             recs += self.share.tombstones(g)
+        elif g.kind == "streams":
+            recs += self.streams.tombstones(g)
         else:
             recs.append((O.group_key(gid), None))
         fut = Future()
@@ -253,6 +263,8 @@ class GroupCoordinator:
             return E.ILLEGAL_GENERATION, None
         if g.kind == "consumer":
             return self.consumer.validate_commit(g, generation, member_id, instance_id), g
+        if g.kind == "streams":
+            return self.streams.validate_commit(g, generation, member_id, instance_id), g
         if generation < 0 and g.state == EMPTY:
             # Admin client or assign() consumer committing for an empty group.
             return 0, g
@@ -403,7 +415,7 @@ class GroupCoordinator:
                 g.unload()
             else:
                 for mid in g.members:
-                    self.timer.cancel(("cg-hb", gid, mid))
+                    self.timer.cancel((getattr(g, "timer_kind", "cg-hb"), gid, mid))
                 g.state = DEAD
         for gid in [gid for gid in self.offsets if self.partition_for(gid) == partition]:
             del self.offsets[gid]
@@ -477,8 +489,8 @@ class GroupCoordinator:
         for gid, g in list(self.groups.items()):
             # An empty KIP-848 group without offsets is deleted (tombstones), as Kafka's periodic
             # group cleanup does; it would otherwise live forever in the log.
-            if g.kind == "consumer" and not g.members and not self.offsets.get(gid) and g.state != DEAD:
-                log.info("consumer group %s: empty with no offsets, deleting", gid)
+            if g.kind in ("consumer", "streams") and not g.members and not self.offsets.get(gid) and g.state != DEAD:
+                log.info("%s group %s: empty with no offsets, deleting", g.kind, gid)
                 self._remove_group(g)
         return expired
 
@@ -494,6 +506,7 @@ class GroupShard:
         self.groups: dict[str, O.LoadedGroup | None] = {}
         self.consumer_groups: dict[str, dict] = {}  # KIP-848 groups, replayed by the consumer manager
         self.share_groups: dict[str, dict] = {}     # KIP-932 share groups, replayed by the share manager
+        self.streams_groups: dict[str, dict] = {}   # KIP-1071 groups, replayed by the streams manager
         self.offsets: dict[str, dict] = {}
         self.last_seen: dict[tuple[str, str], int] = {}  # (kind, group) -> order of its last record
         self.seq = 0
@@ -524,6 +537,10 @@ class GroupShard:
         elif k[0] == "share":
             _, kind, gid, mid = k
             self.gc.share.replay(self.share_groups, kind, gid, mid, bytes(key), value)
+        elif k[0] == "streams":
+            _, kind, gid, mid = k
+            self.gc.streams.replay(self.streams_groups, kind, gid, mid, bytes(key), value)
+            self.last_seen[("streams", gid)] = self.seq
         elif k[0] == "offset":
             _, gid, topic, part = k
             if value is None:
@@ -560,6 +577,13 @@ class GroupShard:
         for gid, st in self.share_groups.items():
             g = gc.share.finish_load(gid, st)
             if g is not None:
+                gc.groups[gid] = g
+        for gid, st in self.streams_groups.items():
+            if last_seen[("streams", gid)] < max(last_seen.get(("classic", gid), 0), last_seen.get(("consumer", gid), 0)):
+                continue
+            g = gc.streams.finish_load(gid, st)
+            if g is not None:
+                gc.groups.pop(gid, None)
                 gc.groups[gid] = g
         for gid in self.offsets:
             if gid not in gc.groups and gc.offsets.get(gid):

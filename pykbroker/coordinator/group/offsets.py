@@ -151,6 +151,9 @@ def parse_key(key: bytes):
     if 10 <= v <= 15:
         from .share_records import parse_key as sg_parse_key
         return ("share",) + sg_parse_key(v, key)
+    if 17 <= v <= 23:
+        from .streams_records import parse_key as sg_parse_key
+        return ("streams",) + sg_parse_key(v, key)
     return (None,)
 
 

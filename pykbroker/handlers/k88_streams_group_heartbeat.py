@@ -1,0 +1,57 @@
+"""StreamsGroupHeartbeat (key 88), versions 0-1: the KIP-1071 streams group protocol.
+
+Behaviour (as Apache Kafka 4.4): see coordinator/group/streams.py (topology initialisation on the
+first join, topology configuration against the metadata with the statuses MISSING_SOURCE_TOPICS /
+MISSING_INTERNAL_TOPICS / INCORRECTLY_PARTITIONED_TOPICS / ASSIGNMENT_DELAYED /
+SHUTDOWN_APPLICATION, creation of the repartition and changelog topics by the coordinator, group
+and member epochs, sticky assignment of active tasks, revocation before reassignment, session
+expiry).  Group-level checks: empty group id: INVALID_REQUEST ("GroupId can't be empty.", Kafka's
+request validation, not INVALID_GROUP_ID); NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE /
+COORDINATOR_LOAD_IN_PROGRESS.  A group of another type: GROUP_ID_NOT_FOUND ("Group X is not a
+streams group."), except an empty classic group (offsets only), which the streams group replaces.
+Error answers carry member id "" and member epoch 0, as Kafka's.
+Persistence: the records a heartbeat changes are appended to __consumer_offsets (Kafka's streams
+group record layout) before it is answered; an append failure is answered with Kafka's mapping.
+Version notes: v1 replaces AcceptableRecoveryLagLegacy (int32) by AcceptableRecoveryLag (int64)
+and adds TopologyDescriptionRequired (KIP-1331; always false here: pykbroker has no topology
+description plugin, as a default Kafka broker).
+"""
+from __future__ import annotations
+
+from ..coordinator.group.api import client_host, group_precheck
+from ..coordinator.group.coordinator import append_error_to_response
+from ..protocol.errors import ErrorCode as E
+
+API_KEY = 88
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+
+def _err(code, msg=None):
+    return {"throttle_time_ms": 0, "error_code": int(code), "error_message": msg, "member_id": "",
+            "member_epoch": 0, "heartbeat_interval_ms": 0, "acceptable_recovery_lag_legacy": 0,
+            "task_offset_interval_ms": 0, "acceptable_recovery_lag": -1, "status": [], "active_tasks": None,
+            "standby_tasks": None, "warmup_tasks": None, "topology_description_required": False,
+            "endpoint_information_epoch": 0, "partitions_by_user_endpoint": None}
+
+
+async def handle(ctx, request):
+    gid = request["group_id"]
+    if not gid:
+        return _err(E.INVALID_REQUEST, "GroupId can't be empty.")
+    gc, err = await group_precheck(ctx, gid)
+    if err:
+        return _err(err)
+    if gc.streams is None:
+        return _err(E.UNSUPPORTED_VERSION)
+    res, written = gc.streams.heartbeat(request, ctx.api_version, ctx.client_id or "", client_host(ctx))
+    # Answered once the heartbeat's records are in __consumer_offsets, as Kafka does.
+    code = await written.get()
+    if code:
+        return _err(append_error_to_response(code))
+    res["throttle_time_ms"] = 0
+    return res
+
+
+def error_response(ctx, request, code):
+    return _err(code)

@@ -1,0 +1,54 @@
+"""StreamsGroupDescribe (key 89), versions 0-1: describe KIP-1071 streams groups.
+
+Behaviour (as Apache Kafka 4.4): per group: empty id: INVALID_GROUP_ID; NOT_COORDINATOR /
+COORDINATOR_LOAD_IN_PROGRESS; unknown group: GROUP_ID_NOT_FOUND ("Group X not found."); a group of
+another type: GROUP_ID_NOT_FOUND ("Group X is not a streams group.").  Otherwise the state (Empty,
+NotReady, Assigning, Reconciling, Stable), group and assignment epochs, the topology (its epoch;
+the configured subtopologies with partition counts, null while the topology is not ready), and per
+member its epoch, ids, process id, endpoint, client tags, task offsets, current and target
+assignment.  authorized_operations: INT32_MIN unless requested (then 3400: no authorizer).
+Version notes: v1 adds TopologyDescription / TopologyDescriptionStatus (KIP-1331: 0 NOT_REQUESTED
+unless asked, else 1 NOT_STORED: no description plugin, as a default Kafka broker) and
+AssignorName ("sticky").
+"""
+from __future__ import annotations
+
+from ..coordinator.group.api import GROUP_AUTHORIZED_OPERATIONS, group_precheck
+from ..protocol.errors import ErrorCode as E
+from .common import error_per_item
+
+API_KEY = 89
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+
+def _err(gid, code, msg=None):
+    return {"error_code": int(code), "error_message": msg, "group_id": gid, "group_state": "",
+            "group_epoch": 0, "assignment_epoch": 0, "topology": None, "members": [],
+            "authorized_operations": -2147483648, "topology_description": None,
+            "topology_description_status": 0, "assignor_name": None}
+
+
+async def handle(ctx, request):
+    out = []
+    for gid in request["group_ids"]:
+        if not gid:
+            out.append(_err(gid, E.INVALID_GROUP_ID))
+            continue
+        gc, err = await group_precheck(ctx, gid, create_topic=False)
+        if err:
+            out.append(_err(gid, err))
+            continue
+        g = gc.get_group(gid)
+        if g is None or g.kind != "streams":
+            out.append(_err(gid, E.GROUP_ID_NOT_FOUND, "Group %s not found." % gid if g is None
+                            else "Group %s is not a streams group." % gid))
+            continue
+        d = gc.streams.describe(g, ctx.api_version, ctx.api_version >= 1 and request["include_topology_description"])
+        d["authorized_operations"] = (GROUP_AUTHORIZED_OPERATIONS if request["include_authorized_operations"]
+                                      else -2147483648)
+        out.append(d)
+    return {"throttle_time_ms": 0, "groups": out}
+
+
+error_response = error_per_item("group_ids", "groups", _err)

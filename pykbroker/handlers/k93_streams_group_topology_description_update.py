@@ -1,0 +1,34 @@
+"""StreamsGroupTopologyDescriptionUpdate (key 93), version 0 (KIP-1331).
+
+What it is: a streams group member pushes the full description of its topology (subtopologies
+with their source/processor/sink nodes and stores, global stores) so that the broker can hand it
+to a pluggable store (Kafka 4.4's topology description plugin) and show it in
+StreamsGroupDescribe v1.  The broker asks for it with TopologyDescriptionRequired in the
+heartbeat response, which it only sets when a plugin is configured.
+
+Behaviour (as a default Apache Kafka 4.4 broker, which has no plugin configured): every request
+is answered UNSUPPORTED_VERSION with "The broker has no streams group topology description
+plugin configured.", before any group or member check (Kafka answers so for an unknown group or
+member too).  pykbroker has no plugin interface (SKIPPED.md).
+"""
+from __future__ import annotations
+
+from ..protocol.errors import ErrorCode as E
+
+API_KEY = 93
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+NO_PLUGIN = "The broker has no streams group topology description plugin configured."
+
+
+def _err(code, msg=None):
+    return {"throttle_time_ms": 0, "error_code": int(code), "error_message": msg}
+
+
+async def handle(ctx, request):
+    return _err(E.UNSUPPORTED_VERSION, NO_PLUGIN)
+
+
+def error_response(ctx, request, code):
+    return _err(code)
