@@ -43,7 +43,6 @@ EXCLUDED = {
     55: (None, "KRaft: DescribeQuorum"), 57: (None, "KRaft: UpdateFeatures"), 64: (None, "KRaft: UnregisterBroker"),
     80: (None, "KRaft: AddRaftVoter"), 81: (None, "KRaft: RemoveRaftVoter"), 94: (None, "KRaft: UnregisterController"),
     # not built yet
-    28: ((0, 5), "TxnOffsetCommit v6: topic ids (KIP-1319)"),
     76: (None, "share groups (KIP-932)"), 77: (None, "share groups"), 78: (None, "share groups"),
     79: (None, "share groups"), 83: (None, "share groups"), 84: (None, "share groups"), 85: (None, "share groups"),
     86: (None, "share groups"), 87: (None, "share groups"), 90: (None, "share groups"), 91: (None, "share groups"),

@@ -6,7 +6,9 @@ at 1, and on a 3-broker cluster at level 2 (partitions, groups and coordinators 
 brokers: the leaders ask the coordinator with AddPartitionsToTxn v5, the coordinator sends
 WriteTxnMarkers v2).  The records each isolation level reads back are checked exactly, and the
 trace shows which protocol the client used: at level 2 no AddPartitionsToTxn / AddOffsetsToTxn at
-all, transactional Produce v12+ (the leader adds the partition), TxnOffsetCommit v5 and EndTxn v5
+all, transactional Produce v12+ (the leader adds the partition), TxnOffsetCommit v6 (KIP-1319: the
+input topic named by its id, which the producer knows as the scenario looks the topic up first;
+the broker resolves it and the group's offsets read back are the ones committed) and EndTxn v5
 (the epoch bumped on every commit and abort); at level 1 the version 1 calls.  The log shows it
 too (every test): with version 2 each COMMIT/ABORT marker carries the epoch after the bump, one
 above its transaction's batches; with version 1 the same epoch."""
@@ -15,6 +17,7 @@ from collections import Counter
 
 import pytest
 
+from pykbroker.protocol.primitives import uuid_to_str
 from pykbroker.protocol.records import iter_batches
 from pykbroker.testing import BrokerProcess, wire
 
@@ -83,9 +86,25 @@ def _calls(trace) -> Counter:
     return out
 
 
+def _txn_offset_commit_topics(trace) -> list:
+    """The topics of every TxnOffsetCommit the broker served, as the trace decoded them."""
+    out = []
+    with open(trace) as f:
+        for line in f:
+            e = json.loads(line)
+            if e["api_key"] == 28:
+                out.extend(e["request"]["topics"])
+    return out
+
+
+def _topic_id(bootstrap, topic):
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    return uuid_to_str(wire.metadata((host, int(port)), [topic])["topics"][0]["topic_id"])
+
+
 def test_java_transactions_by_transaction_version(broker, scenario):
     prefix = "java-tv%d%s" % (broker.tv, "" if broker.trace else "-cluster")
-    r = scenario("kafka4", "txn", topic=prefix, count=COUNT)
+    r = scenario("kafka4", "txn", topic=prefix, count=COUNT, offsets_by_id="true")
     r.assert_clean()
     committed = ["c-%d" % i for i in range(12)] + ["c-last"]
     assert _read(r, prefix + "-basic", "read_committed") == sorted(committed)
@@ -104,7 +123,10 @@ def test_java_transactions_by_transaction_version(broker, scenario):
         assert versions(24) == set() and versions(25) == set()        # no AddPartitionsToTxn / AddOffsetsToTxn
         assert versions(26) == {5}                                     # EndTxn v5: epoch bump per transaction
         assert versions(0, txn=True) and min(versions(0, txn=True)) >= 12   # the leader adds the partition
-        assert versions(28) == {5}                                     # TxnOffsetCommit adds the offsets partition
+        assert versions(28) == {6}                                     # TxnOffsetCommit adds the offsets partition
+        ids = _txn_offset_commit_topics(broker.trace)                  # ... and names the input topic by id
+        assert ids and all(t["name"] == "" and t["topic_id"] == _topic_id(broker.bootstrap, prefix + "-in")
+                           for t in ids), ids
     else:
         assert versions(24) and max(versions(24)) <= 3
         assert versions(25) and max(versions(25)) <= 4
