@@ -7,6 +7,7 @@ and are normalised to their order of appearance."""
 from __future__ import annotations
 
 import time
+import uuid
 
 from pykbroker.protocol.records import control_type, iter_batches
 
@@ -348,6 +349,19 @@ def scenario_txn_offset_commit_v6(t):
                                                    generation=3, member_id="m"))
     out["unknown_group_generation_v5"] = _toc(t, 5, tid, group + "-none", pid, e0, [(topic, [(0, 1)])],
                                               generation=3, member_id="m")
+    # a KIP-848 member's epoch newer than its own: STALE_MEMBER_EPOCH at v6, ILLEGAL_GENERATION at v5
+    group848 = group + "-848"
+    _retry(t, 10, 3, {"key": group848, "key_type": 0})
+    with connect(t, timeout=40) as c:
+        hb = c.request(68, 1, {"group_id": group848, "member_id": str(uuid.uuid4()), "member_epoch": 0,
+                               "instance_id": None, "rack_id": None, "rebalance_timeout_ms": 30000,
+                               "subscribed_topic_names": [topic], "subscribed_topic_regex": None,
+                               "server_assignor": None, "topic_partitions": []})
+    out["heartbeat"] = hb["error_code"]
+    for v in (6, 5):
+        key = ids[topic] if v == 6 else topic
+        out["stale_member_epoch_v%d" % v] = norm(_toc(t, v, tid, group848, pid, e0, [(key, [(0, 1)])],
+                                                       generation=hb["member_epoch"] + 5, member_id=hb["member_id"]))
     out["produce"] = _produce_v(t, tid, topic, 0, [b"v1", b"v2"], pid, e0, 0, 12)
     # the mixed commit: known partitions, a partition the topic lacks, an unknown id, the zero id,
     # the same topic twice (one answer entry per topic id)
@@ -371,7 +385,15 @@ def test_txn_offset_commit_v6_scenario(both):
     """TxnOffsetCommit v6 (topic ids, KIP-1319) on the wire: unknown and zero topic ids answered
     UNKNOWN_TOPIC_ID before any transaction or group check, partitions a topic lacks
     UNKNOWN_TOPIC_OR_PARTITION, one answer entry per topic id (names empty), GROUP_ID_NOT_FOUND for a
-    generation of a group that does not exist, and the offsets committed by id read back by name."""
+    generation of a group that does not exist, STALE_MEMBER_EPOCH for a KIP-848 member's wrong epoch
+    (ILLEGAL_GENERATION at v5), and the offsets committed by id read back by name."""
     p, k = both(scenario_txn_offset_commit_v6)
     assert p == k, explain(p, k)
     assert ("toc-v6", 0, 5, 0) in p["committed"] and ("toc-v6", 1, 6, 0) in p["committed"], p["committed"]
+    # the comparison covered the v6 codes (UNKNOWN_TOPIC_ID, GROUP_ID_NOT_FOUND, STALE_MEMBER_EPOCH)
+    # and their older forms (UNKNOWN_TOPIC_OR_PARTITION, ILLEGAL_GENERATION)
+    assert p["only_unknown_ids_fenced"][:2] == [("U", [(0, 100)]), ("Z", [(0, 100)])], p
+    assert p["only_unknown_name_v5"] == [("toc-v6-nope", [(0, 3)])], p
+    assert p["unknown_group_generation_v6"][0] == ("T", [(0, 69)]), p
+    assert p["unknown_group_generation_v5"] == [("toc-v6", [(0, 22)])], p
+    assert p["stale_member_epoch_v6"][0] == ("T", [(0, 113)]) and p["stale_member_epoch_v5"] == [("toc-v6", [(0, 22)])], p
