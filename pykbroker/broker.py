@@ -136,8 +136,11 @@ class Broker:
         self.log_manager = LogManager(self.log_dirs, self.storage_fs, config=self.config,
                                       metadata=self.metadata_cache, halt_hook=self.halt_hook, new_log_epoch=0,
                                       clock=self.clock)
+        # what this broker sends other brokers: the versions it serves itself (--as-kafka applied)
+        from .cluster.interbroker import InterBrokerVersions
+        versions = InterBrokerVersions(self.handlers)
         self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self.metadata_cache,
-                                              controller=self.controller, config=self.config)
+                                              controller=self.controller, config=self.config, versions=versions)
         self.controller.set_replica_manager(self.replica_manager)
         from .dynamic_config import DynamicBrokerConfig
         self.dynamic_config = DynamicBrokerConfig(self.config, self.node_id, self.metadata_cache, self.replica_manager)
@@ -197,7 +200,7 @@ class Broker:
                 tc = self.transaction_coordinator = TransactionCoordinator(
                     self.config, TxnStateLog(self.metadata_cache, self.replica_manager, self.controller),
                     self.replica_manager, self.replica_manager.producer_ids, self.group_coordinator,
-                    leads_every_partition=single_node, now_ms=self.clock.time_ms)
+                    leads_every_partition=single_node, now_ms=self.clock.time_ms, interbroker_versions=versions)
                 await tc.startup(nursery)
                 self.dynamic_config.add_reconfigurable(tc)
                 if not single_node:

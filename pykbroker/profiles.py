@@ -8,7 +8,10 @@ ApiVersions does not list it); an API it had is served and advertised only in th
 that release and pykbroker speak.  Behaviour then follows: each handler implements each version's
 semantics, and a client negotiates down to what the profile offers (e.g. no KIP-848
 ConsumerGroupHeartbeat before 4.0, no Fetch topic ids before 3.x, no flexible versions the
-release lacked).  The profile does not change configuration defaults.
+release lacked).  The profile does not change configuration defaults.  What a broker sends other
+brokers is limited the same way (cluster/interbroker.py: its own handler table caps the versions
+of follower Fetch, WriteTxnMarkers and AddPartitionsToTxn, as a Kafka broker of that release
+knows no newer one).
 
 The tables are what each release's broker advertises in ApiVersions with its default settings:
 ``tools/kafka_api_versions/ApiVersionsDump.java`` prints them from that release's kafka-clients

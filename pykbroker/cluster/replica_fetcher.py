@@ -27,7 +27,8 @@ connection to the leader's ``inter.broker.listener.name`` endpoint, then per par
   new id (and the old id is forgotten in the session).
 Fetch version (as Kafka's follower, which fetches at its metadata version's Fetch version): on
 each connection an ApiVersions request learns the leader's range, and the fetcher uses the
-highest version both sides serve (``MAX_FETCH_VERSION``).  v13+ names topics by id (the
+highest version both sides serve (``MAX_FETCH_VERSION``, or less as the broker's ``--as-kafka``
+profile limits it: cluster/interbroker.py).  v13+ names topics by id (the
 partition's topic id, from the metadata this broker was given); a request with a partition
 whose id is unknown (zero: a topic from before topic ids), or a leader below v13, falls back to
 v12 with names, as Kafka's FetchSessionHandler does (``canUseTopicIds``).  Switching between ids
@@ -63,6 +64,7 @@ from ..protocol.framing import FrameBuffer
 from ..protocol.primitives import ProtocolError
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.records import HEADER_SIZE, RecordError, parse_header
+from .interbroker import api_versions
 
 log = logging.getLogger("pykbroker.replica_fetcher")
 
@@ -97,9 +99,9 @@ FETCH_SESSIONS = True
 class FetcherConfig:
     """The broker settings a fetcher reads (Kafka's replica.* keys)."""
     __slots__ = ("backoff_s", "wait_max_ms", "min_bytes", "max_bytes", "response_max_bytes",
-                 "socket_timeout_s", "listener_name", "client_id")
+                 "socket_timeout_s", "listener_name", "client_id", "versions")
 
-    def __init__(self, config, listener_name: str, node_id: int):
+    def __init__(self, config, listener_name: str, node_id: int, versions=None):
         self.backoff_s = config["replica.fetch.backoff.ms"] / 1000.0
         self.wait_max_ms = config["replica.fetch.wait.max.ms"]
         self.min_bytes = config["replica.fetch.min.bytes"]
@@ -110,6 +112,8 @@ class FetcherConfig:
         # Kafka's fetcher client id (ReplicaFetcherThread-<fetcherId>-<sourceBrokerId> on the
         # leader's request log is the thread name; the client id is broker-<id>-fetcher-<n>)
         self.client_id = "broker-%d-fetcher-0" % node_id
+        # what this broker's own code sends (cluster/interbroker.py; None: everything pykbroker builds)
+        self.versions = versions
 
 
 class PartitionFetchState:
@@ -294,22 +298,23 @@ class ReplicaFetcher:
                     await self._backoff()
 
     async def _negotiate(self, chan: _Channel) -> int:
-        """The Fetch version for this connection: the highest both sides serve (ApiVersions)."""
+        """The Fetch version for this connection: the highest this broker's own code sends (its
+        ``--as-kafka`` profile's, cluster/interbroker.py) and the leader serves (ApiVersions)."""
         with trio.fail_after(self.cfg.socket_timeout_s):
-            resp = await chan.call(API_VERSIONS, 3, {"client_software_name": "pykbroker-replica-fetcher",
-                                                     "client_software_version": "1"})
-        if resp["error_code"]:
-            raise KafkaError(resp["error_code"], "ApiVersions refused")
-        for a in resp["api_keys"]:
-            if a["api_key"] == FETCH:
-                v = min(MAX_FETCH_VERSION, a["max_version"])
-                if v < MIN_FETCH_VERSION or a["min_version"] > v:
-                    raise KafkaError(ErrorCode.UNSUPPORTED_VERSION,
-                                     "the leader serves Fetch %d-%d" % (a["min_version"], a["max_version"]))
-                if v != self.fetch_version:
-                    log.info("%r: Fetch v%d", self, v)
-                return v
-        raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "the leader does not serve Fetch")
+            theirs = await api_versions(chan, "pykbroker-replica-fetcher")
+        versions = self.cfg.versions
+        if versions is not None:
+            v = versions.usable(FETCH, theirs, MIN_FETCH_VERSION, MAX_FETCH_VERSION)
+        else:
+            rng = theirs.get(FETCH)
+            v = min(MAX_FETCH_VERSION, rng[1]) if rng is not None and rng[0] <= min(MAX_FETCH_VERSION, rng[1]) \
+                and rng[1] >= MIN_FETCH_VERSION else None
+        if v is None:
+            raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "no Fetch version from %d both this broker and the "
+                             "leader (%s) serve" % (MIN_FETCH_VERSION, theirs.get(FETCH)))
+        if v != self.fetch_version:
+            log.info("%r: Fetch v%d", self, v)
+        return v
 
     async def _wait_for_work(self) -> None:
         while not self.partitions:

@@ -46,8 +46,10 @@ log = logging.getLogger("pykbroker.replica_manager")
 class ReplicaManager:
     """``metadata``: ``.topics`` (name -> TopicInfo) and ``.effective_config(name)``."""
 
-    def __init__(self, node_id: int, log_manager, metadata, controller=None, config=None):
+    def __init__(self, node_id: int, log_manager, metadata, controller=None, config=None, versions=None):
         self.node_id = node_id
+        # the request versions this broker's own code sends to others (cluster/interbroker.py)
+        self.interbroker_versions = versions
         self.log_manager = log_manager
         self.metadata = metadata
         self.partitions: dict[tuple[str, int], Partition] = {}
@@ -205,7 +207,8 @@ class ReplicaManager:
         f = self._fetchers.get(src)
         if f is None:
             if self._fetcher_config is None:
-                self._fetcher_config = FetcherConfig(self.config, self._listener_name(), self.node_id)
+                self._fetcher_config = FetcherConfig(self.config, self._listener_name(), self.node_id,
+                                                    self.interbroker_versions)
             f = self._fetchers[src] = ReplicaFetcher(self.node_id, src, self._address_of, self._fetcher_config)
             self._nursery.start_soon(f.run)
         tp = (part.topic, part.partition_id)

@@ -114,9 +114,9 @@ class LeaderEpochCheckpointFile:
             log.error("ignoring malformed leader epoch checkpoint %s", self.path)
             return None
 
-    def write(self, entries, fsync: bool = True) -> None:
+    def write(self, entries, fsync: bool = True, staged: list = None) -> None:
         lines = [str(_VERSION), str(len(entries))] + [f"{e} {o}" for e, o in entries]
-        self.fs.write_file_atomic(self.path, ("\n".join(lines) + "\n").encode(), fsync=fsync)
+        self.fs.write_file_atomic(self.path, ("\n".join(lines) + "\n").encode(), fsync=fsync, staged=staged)
 
 
 class CleanShutdownFile:

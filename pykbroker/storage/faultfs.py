@@ -46,7 +46,7 @@ from .fs import FileSystem
 __all__ = ["FaultFS", "FaultRule", "WRITE_OPS", "MUTATING_OPS"]
 
 WRITE_OPS = frozenset({"pwrite"})
-MUTATING_OPS = frozenset({"pwrite", "ftruncate", "fsync", "fsync_dir", "create", "open_write",
+MUTATING_OPS = frozenset({"pwrite", "ftruncate", "fsync", "fsync_dir", "syncfs", "create", "open_write",
                           "rename", "remove", "makedirs", "rmtree"})
 
 
@@ -523,6 +523,30 @@ class FaultFS(FileSystem):
         if self.crashed:
             raise OSError(_errno.EIO, "I/O error (power is off)", path)
         return os.stat(path).st_size
+
+    @property
+    def supports_sync_filesystem(self) -> bool:
+        return True
+
+    def sync_filesystem(self, path: str) -> None:
+        """syncfs(2) on the file system under ``root`` (op ``syncfs``): every file's pending
+        writes and every directory's names become durable."""
+        path = self._norm(path)
+        with self._lock:
+            if not self._tracked(path):
+                return super().sync_filesystem(path)
+            self._check("syncfs", path)
+            self.fsyncs += 1
+            dirs: dict = {}
+            for p, node in self._cur.items():
+                node.sync()
+                if node.is_dir:
+                    dirs.setdefault(p, {})
+                parent = os.path.dirname(p)
+                if p != self.root and parent in self._cur:
+                    dirs.setdefault(parent, {})[os.path.basename(p)] = node
+            for d, entries in dirs.items():
+                self._dur[d] = entries
 
     def fsync_dir(self, path: str) -> None:
         path = self._norm(path)

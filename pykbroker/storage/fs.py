@@ -90,6 +90,28 @@ class FileSystem:
         finally:
             os.close(fd)
 
+    # Linux's syncfs(2): every dirty page and inode (content, names) of the one file system
+    # holding ``path`` written back, and waited for; since Linux 5.8 it also reports writeback
+    # errors of that file system.  One call replaces an fsync per file where many files were
+    # written at once (a clean shutdown with thousands of partitions).
+    @property
+    def supports_sync_filesystem(self) -> bool:
+        return _syncfs() is not None
+
+    def sync_filesystem(self, path: str) -> None:
+        """Make everything written on ``path``'s file system durable (OSError on failure)."""
+        fn = _syncfs()
+        if fn is None:
+            raise OSError("syncfs is not available here")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            if fn(fd) != 0:
+                import ctypes
+                err = ctypes.get_errno()
+                raise OSError(err, "syncfs: " + os.strerror(err), path)
+        finally:
+            os.close(fd)
+
     # -- whole-file helpers ------------------------------------------------
     def read_file(self, path: str) -> bytes:
         fd = self.open(path, os.O_RDONLY)
@@ -106,21 +128,46 @@ class FileSystem:
         finally:
             self.close(fd)
 
-    def write_file_atomic(self, path: str, data: bytes, fsync: bool = True) -> None:
+    def write_file_atomic(self, path: str, data: bytes, fsync: bool = True, staged: list = None) -> None:
         """Write ``data`` to ``path`` atomically: temp file, fsync, rename,
         fsync of the directory.  A crash leaves either the old or the new
-        content, never a torn file (that is how Kafka writes checkpoints)."""
+        content, never a torn file (that is how Kafka writes checkpoints).
+        ``staged`` (a list): only the temp file is written, unsynced, and
+        ``(temp, path)`` appended; the caller makes the temp files durable
+        (:meth:`sync_filesystem`), renames them, and syncs again: the same
+        old-or-new guarantee for many files at the cost of two syncs."""
         tmp = path + ".tmp"
         fd = self.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         try:
             self.pwrite(fd, data, 0)
-            if fsync:
+            if fsync and staged is None:
                 self.fsync(fd)
         finally:
             self.close(fd)
+        if staged is not None:
+            staged.append((tmp, path))
+            return
         self.rename(tmp, path)
         if fsync:
             self.fsync_dir(os.path.dirname(path) or ".")
+
+
+_SYNCFS: list = []
+
+
+def _syncfs():
+    """libc's syncfs (None where there is none: not Linux, or no glibc symbol)."""
+    if not _SYNCFS:
+        fn = None
+        try:
+            import ctypes
+            fn = ctypes.CDLL(None, use_errno=True).syncfs
+            fn.argtypes = [ctypes.c_int]
+            fn.restype = ctypes.c_int
+        except (OSError, AttributeError, ImportError):
+            fn = None
+        _SYNCFS.append(fn)
+    return _SYNCFS[0]
 
 
 REAL_FS = FileSystem()

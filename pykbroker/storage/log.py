@@ -763,22 +763,45 @@ class Log:
                 self.recovery_point = min(target, self.log_end_offset)
             self.unflushed_messages = max(0, self.unflushed_messages - pending)
 
-    def close(self) -> None:
+    def close(self, staged: list = None) -> None:
         """Clean close: flush, snapshot producer state at the log end,
-        persist indexes and the epoch cache, release the files."""
+        persist indexes and the epoch cache, release the files.
+
+        ``staged`` (a list; LogManager.shutdown): the same files written without
+        any fsync, the snapshot and epoch checkpoint as temp files listed in
+        ``staged`` (FileSystem.write_file_atomic); the caller syncs the whole
+        file system, renames them, syncs again, then calls
+        :meth:`complete_deferred_close`.  Until then the recovery point stays
+        where it was (nothing of this close counts as durable)."""
         with self._lock:
             if self._closed:
                 return
-            self.flush()
+            if staged is None:
+                self.flush()
+            else:
+                self._deferred_close_target = self.log_end_offset
+                for seg in self._segments:
+                    if seg.unflushed:
+                        seg.prepare_flush()   # the index entries written (synced by the caller)
             try:
-                self.producer_state.take_snapshot(self.log_end_offset)
+                self.producer_state.take_snapshot(self.log_end_offset, staged=staged)
                 self._prune_snapshots()
-                self.epoch_cache.flush()
+                self.epoch_cache.flush(staged=staged)
             except OSError as e:
                 log.warning("close of %s: %s", self.dir, e)
             for seg in self._segments:
                 seg.close()
             self._closed = True
+
+    def complete_deferred_close(self) -> None:
+        """After a ``close(staged=...)``: everything it wrote is durable now (the caller
+        synced the file system), so the recovery point moves to the log end, as a flush
+        would have moved it."""
+        with self._lock:
+            target = getattr(self, "_deferred_close_target", None)
+            if target is not None and target > self.recovery_point:
+                self.recovery_point = target
+            self.unflushed_messages = 0
 
     def abandon(self) -> None:
         """Release the files without writing anything (a crash: see LogManager.abandon)."""

@@ -21,7 +21,11 @@ Start-up (``startup``; the blocking part is ``load_logs``, run in a worker threa
    (``storage/retention.py``) and the log cleaner (``storage/cleaner.py``).
 
 Shut-down (``shutdown``): close every log (flush, producer-state snapshot, indexes, epoch
-cache), write the checkpoints, then the clean-shutdown marker.
+cache), write the checkpoints, then the clean-shutdown marker.  The logs' files are written
+without per-file fsyncs and made durable by one ``syncfs`` per log dir before the temp files of
+the snapshots and epoch checkpoints are renamed into place and a second one after (where the
+file system seam supports it; otherwise each log fsyncs as it closes), so 10,000 partitions
+close in seconds instead of minutes with the same crash guarantee.
 
 New logs go to the log dir holding the fewest partitions (Kafka's default placement).
 
@@ -670,7 +674,9 @@ class LogManager:
     async def shutdown(self) -> None:
         # a failed dir is left alone: no flush, no checkpoint, no clean-shutdown marker, so its
         # logs are recovered at the next start
-        logs = [lg for _, lg, _ in self.online_logs()]
+        entries = [(tp, lg) for tp, lg, _ in self.online_logs()]
+        logs = [lg for _, lg in entries]
+        unsynced: set = set()   # dirs whose deferred sync failed: no marker (recovered at start)
 
         def close_all():
             for lg in logs:
@@ -679,14 +685,44 @@ class LogManager:
                 except Exception:
                     log.exception("closing %s failed", lg.dir)
 
-        await trio.to_thread.run_sync(close_all)
+        def close_all_deferred():
+            # Kafka fsyncs each log as it closes it (segments, indexes, producer snapshot, epoch
+            # checkpoint): some 5 fsyncs a partition, over a minute for 10,000 partitions.  The
+            # same files are written here without them, the snapshot and epoch checkpoint as temp
+            # files; then one syncfs per log dir makes all of it durable, the temp files are
+            # renamed into place, and a second syncfs makes the names durable: a crash at any
+            # point leaves each file old or new, as the per-file fsyncs did, and the recovery
+            # points (and the clean-shutdown marker) are written only after both syncs.
+            staged: dict = {}
+            for tp, lg in entries:
+                d = self._dir_of.get(tp, self.log_dirs[0])
+                try:
+                    lg.close(staged=staged.setdefault(d, []))
+                except Exception:
+                    log.exception("closing %s failed", lg.dir)
+            for d, files in staged.items():
+                try:
+                    self.fs.sync_filesystem(d)
+                    for tmp, path in files:
+                        self.fs.rename(tmp, path)
+                    self.fs.sync_filesystem(d)
+                except OSError as e:
+                    log.error("cannot sync the logs of %s at shutdown: %s; they are recovered at the next "
+                              "start", d, e)
+                    unsynced.add(d)
+            for tp, lg in entries:
+                if self._dir_of.get(tp, self.log_dirs[0]) not in unsynced:
+                    lg.complete_deferred_close()
+
+        deferred = self._loaded and self.fs.supports_sync_filesystem
+        await trio.to_thread.run_sync(close_all_deferred if deferred else close_all)
         if not self._loaded:
             return
         await self.checkpoint()
 
         def mark_clean():
             for d in self.log_dirs:
-                if d not in self.offline_dirs:
+                if d not in self.offline_dirs and d not in unsynced:
                     try:
                         CleanShutdownFile(d, self.fs).write()
                     except OSError as e:

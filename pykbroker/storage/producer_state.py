@@ -383,10 +383,11 @@ class ProducerStateManager:
             raise ValueError("trailing bytes in snapshot")
         return out
 
-    def take_snapshot(self, offset: int, fsync: bool = True) -> None:
+    def take_snapshot(self, offset: int, fsync: bool = True, staged: list = None) -> None:
+        """``staged``: see FileSystem.write_file_atomic (a clean shutdown's deferred sync)."""
         if self.dir is None:
             return
-        self.fs.write_file_atomic(self.snapshot_path(offset), self.encode(), fsync=fsync)
+        self.fs.write_file_atomic(self.snapshot_path(offset), self.encode(), fsync=fsync, staged=staged)
 
     def load_latest_snapshot(self, max_offset: int) -> Optional[int]:
         """Load the newest readable snapshot with offset <= max_offset.

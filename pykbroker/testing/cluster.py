@@ -41,8 +41,13 @@ class BrokerNode:
 
     def __init__(self, broker_id: int, data_dir: str, zookeeper_connect: Optional[str],
                  overrides: Optional[dict] = None, port: int = 0, log_level: str = "INFO",
-                 die_with_parent: bool = False, metrics_port: Optional[int] = None):
+                 die_with_parent: bool = False, metrics_port: Optional[int] = None,
+                 as_kafka: Optional[str] = None, trace: bool = False):
         self.broker_id = int(broker_id)
+        # ``serve --as-kafka`` (a version profile, pykbroker/profiles.py) and ``serve --trace``
+        # (every request served, decoded, appended to ``trace_path`` as JSON lines)
+        self.as_kafka = as_kafka
+        self.trace_path = os.path.join(os.path.abspath(data_dir), "trace.jsonl") if trace else None
         self.data_dir = os.path.abspath(data_dir)
         self.log_dir = os.path.join(self.data_dir, "kafka-logs")
         self.log_path = os.path.join(self.data_dir, "broker.log")
@@ -81,6 +86,10 @@ class BrokerNode:
             cmd += ["--override", "%s=%s" % (k, v)]
         if self.metrics_port is not None:
             cmd += ["--metrics", "%s:%d" % (HOST, self.metrics_port)]
+        if self.as_kafka:
+            cmd += ["--as-kafka", self.as_kafka]
+        if self.trace_path:
+            cmd += ["--trace", self.trace_path]
         return cmd
 
     def spawn(self) -> None:
@@ -201,13 +210,17 @@ class Cluster:
     uses; only from the main thread) puts the children in their own session and has the kernel
     SIGTERM them when this process dies.  ``metrics_port`` (None: off) serves each broker's
     Prometheus metrics: broker ``i`` on ``metrics_port + i - 1``, or on free ports when 0.
+    ``as_kafka`` runs every broker with that version profile (``serve --as-kafka``); ``trace=True``
+    has each broker record the requests it serves in ``trace.jsonl`` of its directory
+    (``BrokerNode.trace_path``).
     """
 
     def __init__(self, n_brokers: int = 3, data_dir: Optional[str] = None,
                  overrides: Optional[dict] = None, zookeeper: Optional[str] = None,
                  broker_overrides: Optional[dict] = None, log_level: str = "INFO",
                  zk_tick_time: int = 2000, die_with_parent: bool = False,
-                 start_timeout: float = 60.0, metrics_port: Optional[int] = None):
+                 start_timeout: float = 60.0, metrics_port: Optional[int] = None,
+                 as_kafka: Optional[str] = None, trace: bool = False):
         if n_brokers < 1:
             raise ValueError("n_brokers must be at least 1")
         self._tmp = None
@@ -229,7 +242,8 @@ class Cluster:
                                    {**(overrides or {}), **per_broker.get(i, {})},
                                    log_level=log_level, die_with_parent=die_with_parent,
                                    metrics_port=None if metrics_port is None else
-                                   (metrics_port + i - 1 if metrics_port else 0))
+                                   (metrics_port + i - 1 if metrics_port else 0),
+                                   as_kafka=as_kafka, trace=trace)
                         for i in range(1, n_brokers + 1)]
 
     # -- addresses ------------------------------------------------------------------------

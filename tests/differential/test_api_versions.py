@@ -42,8 +42,6 @@ EXCLUDED = {
     # KRaft-internal: the quorum, its voters and features (pykbroker has no KRaft quorum)
     55: (None, "KRaft: DescribeQuorum"), 57: (None, "KRaft: UpdateFeatures"), 64: (None, "KRaft: UnregisterBroker"),
     80: (None, "KRaft: AddRaftVoter"), 81: (None, "KRaft: RemoveRaftVoter"), 94: (None, "KRaft: UnregisterController"),
-    # not built yet
-    28: ((0, 5), "TxnOffsetCommit v6: topic ids (KIP-1319)"),
 }
 
 

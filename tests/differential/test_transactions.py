@@ -7,6 +7,7 @@ and are normalised to their order of appearance."""
 from __future__ import annotations
 
 import time
+import uuid
 
 from pykbroker.protocol.records import control_type, iter_batches
 
@@ -233,7 +234,7 @@ def scenario_tv2(t):
     deadline = time.monotonic() + 30
     while True:   # the group's coordinator may still be loading (retried, as clients do)
         r = call(t, 28, 5, {"transactional_id": tid, "group_id": group, "producer_id": pid, "producer_epoch": e0,
-                            "generation_id": -1, "member_id": "", "group_instance_id": None,
+                            "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
                             "topics": [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 7,
                                                                        "committed_leader_epoch": -1,
                                                                        "committed_metadata": ""}]}]})
@@ -296,3 +297,103 @@ def test_transaction_version_2_scenario(both):
     assert p == k, explain(p, k)
     # the comparison covered real TV2 state records: flexible v1 values naming client version 2
     assert {(r[0], r[5]) for r in p["transaction_log"]} >= {(1, 0), (1, 2)}, p["transaction_log"]
+
+
+# -- TxnOffsetCommit v6: topics by id (KIP-1319) -------------------------------------------------
+
+def _toc(t, version, tid, group, pid, epoch, topics, generation=-1, member_id=""):
+    """One TxnOffsetCommit; ``topics`` = [(name or topic id, [(partition, offset)])]. Retries the
+    group coordinator's retriable answers as clients do. Answers [(topic, [(partition, error)])]."""
+    body = {"transactional_id": tid, "group_id": group, "producer_id": pid, "producer_epoch": epoch,
+            "generation_id_or_member_epoch": generation, "member_id": member_id, "group_instance_id": None,
+            "topics": [{("topic_id" if version >= 6 else "name"): key, "partitions": [
+                {"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1, "committed_metadata": ""}
+                for p, o in parts]} for key, parts in topics]}
+    deadline = time.monotonic() + 30
+    while True:
+        r = call(t, 28, version, body)
+        codes = {p["error_code"] for x in r["topics"] for p in x["partitions"]}
+        if not codes & set(RETRIABLE) or time.monotonic() > deadline:
+            break
+        if 16 in codes:
+            _retry(t, 10, 3, {"key": group, "key_type": 0})
+        time.sleep(0.2)
+    return [(x["topic_id"] if version >= 6 else x["name"], [(p["partition_index"], p["error_code"]) for p in x["partitions"]])
+            for x in r["topics"]] + ([] if version < 6 else [("names", sorted({x["name"] for x in r["topics"]}))])
+
+
+def scenario_txn_offset_commit_v6(t):
+    topic, other, tid, group = "toc-v6", "toc-v6-other", "toc-v6-id", "toc-v6-group"
+    create_topic(t, topic, 2)
+    create_topic(t, other, 1)
+    md = call(t, 3, 12, {"topics": [{"name": n, "topic_id": b"\0" * 16} for n in (topic, other)],
+                         "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+    ids = {x["name"]: x["topic_id"] for x in md["topics"]}
+    unknown, zero = bytes(range(1, 17)), b"\0" * 16   # an id no topic has; the zero id
+    names = {ids[topic]: "T", ids[other]: "O", unknown: "U", zero: "Z"}
+
+    def norm(res):   # topic ids differ between the clusters: named by role
+        return [(names.get(k, k) if isinstance(k, (bytes, bytearray)) else k, v) for k, v in res]
+
+    _coordinator(t, tid)
+    _retry(t, 10, 3, {"key": group, "key_type": 0})
+    init = _init(t, tid, version=5)
+    pid, e0 = init["producer_id"], init["producer_epoch"]
+    out = {"init": init["error_code"]}
+    # only unknown topic ids, with a wrong epoch: answered from the topic checks alone
+    out["only_unknown_ids_fenced"] = norm(_toc(t, 6, tid, group, pid, e0 + 7, [(unknown, [(0, 1)]), (zero, [(0, 1)])]))
+    # only unknown names (v5), same: the topic check comes first
+    out["only_unknown_name_v5"] = _toc(t, 5, tid, group, pid, e0 + 7, [("toc-v6-nope", [(0, 1)])])
+    # a generation for a group that does not exist: GROUP_ID_NOT_FOUND at v6, ILLEGAL_GENERATION at v5
+    out["unknown_group_generation_v6"] = norm(_toc(t, 6, tid, group + "-none", pid, e0, [(ids[topic], [(0, 1)])],
+                                                   generation=3, member_id="m"))
+    out["unknown_group_generation_v5"] = _toc(t, 5, tid, group + "-none", pid, e0, [(topic, [(0, 1)])],
+                                              generation=3, member_id="m")
+    # a KIP-848 member's epoch newer than its own: STALE_MEMBER_EPOCH at v6, ILLEGAL_GENERATION at v5
+    group848 = group + "-848"
+    _retry(t, 10, 3, {"key": group848, "key_type": 0})
+    with connect(t, timeout=40) as c:
+        hb = c.request(68, 1, {"group_id": group848, "member_id": str(uuid.uuid4()), "member_epoch": 0,
+                               "instance_id": None, "rack_id": None, "rebalance_timeout_ms": 30000,
+                               "subscribed_topic_names": [topic], "subscribed_topic_regex": None,
+                               "server_assignor": None, "topic_partitions": []})
+    out["heartbeat"] = hb["error_code"]
+    for v in (6, 5):
+        key = ids[topic] if v == 6 else topic
+        out["stale_member_epoch_v%d" % v] = norm(_toc(t, v, tid, group848, pid, e0, [(key, [(0, 1)])],
+                                                       generation=hb["member_epoch"] + 5, member_id=hb["member_id"]))
+    out["produce"] = _produce_v(t, tid, topic, 0, [b"v1", b"v2"], pid, e0, 0, 12)
+    # the mixed commit: known partitions, a partition the topic lacks, an unknown id, the zero id,
+    # the same topic twice (one answer entry per topic id)
+    out["mixed"] = norm(_toc(t, 6, tid, group, pid, e0, [
+        (ids[topic], [(0, 5), (7, 1)]), (unknown, [(0, 1), (1, 1)]), (ids[other], [(0, 3)]), (zero, [(2, 1)]),
+        (ids[topic], [(1, 6)])]))
+    out["end"] = _end_v5(t, tid, pid, e0, True, e0)
+    _wait_end(t, topic, 0, 3)
+    _wait_state(t, tid, "CompleteCommit")
+    fetched = call(t, 9, 8, {"groups": [{"group_id": group, "topics": [
+        {"name": topic, "partition_indexes": [0, 1]}, {"name": other, "partition_indexes": [0]}]}],
+        "require_stable": True})
+    out["committed"] = sorted((x["name"], p["partition_index"], p["committed_offset"], p["error_code"])
+                              for g in fetched["groups"] for x in g["topics"] for p in x["partitions"])
+    # after the commit (epoch bumped): the old epoch with a known topic is fenced, an unknown id is not
+    out["old_epoch"] = norm(_toc(t, 6, tid, group, pid, e0, [(ids[topic], [(0, 9)]), (unknown, [(0, 1)])]))
+    return out
+
+
+def test_txn_offset_commit_v6_scenario(both):
+    """TxnOffsetCommit v6 (topic ids, KIP-1319) on the wire: unknown and zero topic ids answered
+    UNKNOWN_TOPIC_ID before any transaction or group check, partitions a topic lacks
+    UNKNOWN_TOPIC_OR_PARTITION, one answer entry per topic id (names empty), GROUP_ID_NOT_FOUND for a
+    generation of a group that does not exist, STALE_MEMBER_EPOCH for a KIP-848 member's wrong epoch
+    (ILLEGAL_GENERATION at v5), and the offsets committed by id read back by name."""
+    p, k = both(scenario_txn_offset_commit_v6)
+    assert p == k, explain(p, k)
+    assert ("toc-v6", 0, 5, 0) in p["committed"] and ("toc-v6", 1, 6, 0) in p["committed"], p["committed"]
+    # the comparison covered the v6 codes (UNKNOWN_TOPIC_ID, GROUP_ID_NOT_FOUND, STALE_MEMBER_EPOCH)
+    # and their older forms (UNKNOWN_TOPIC_OR_PARTITION, ILLEGAL_GENERATION)
+    assert p["only_unknown_ids_fenced"][:2] == [("U", [(0, 100)]), ("Z", [(0, 100)])], p
+    assert p["only_unknown_name_v5"] == [("toc-v6-nope", [(0, 3)])], p
+    assert p["unknown_group_generation_v6"][0] == ("T", [(0, 69)]), p
+    assert p["unknown_group_generation_v5"] == [("toc-v6", [(0, 22)])], p
+    assert p["stale_member_epoch_v6"][0] == ("T", [(0, 113)]) and p["stale_member_epoch_v5"] == [("toc-v6", [(0, 22)])], p

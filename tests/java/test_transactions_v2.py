@@ -6,7 +6,9 @@ at 1, and on a 3-broker cluster at level 2 (partitions, groups and coordinators 
 brokers: the leaders ask the coordinator with AddPartitionsToTxn v5, the coordinator sends
 WriteTxnMarkers v2).  The records each isolation level reads back are checked exactly, and the
 trace shows which protocol the client used: at level 2 no AddPartitionsToTxn / AddOffsetsToTxn at
-all, transactional Produce v12+ (the leader adds the partition), TxnOffsetCommit v5 and EndTxn v5
+all, transactional Produce v12+ (the leader adds the partition), TxnOffsetCommit v6 (KIP-1319: the
+input topic named by its id, which the producer knows as the scenario looks the topic up first;
+the broker resolves it and the group's offsets read back are the ones committed) and EndTxn v5
 (the epoch bumped on every commit and abort); at level 1 the version 1 calls.  The log shows it
 too (every test): with version 2 each COMMIT/ABORT marker carries the epoch after the bump, one
 above its transaction's batches; with version 1 the same epoch."""
@@ -15,6 +17,7 @@ from collections import Counter
 
 import pytest
 
+from pykbroker.protocol.primitives import uuid_to_str
 from pykbroker.protocol.records import iter_batches
 from pykbroker.testing import BrokerProcess, wire
 
@@ -25,25 +28,28 @@ pytestmark = pytest.mark.timeout(900)
 
 
 class _ClusterBroker:
-    def __init__(self, cluster):
+    def __init__(self, cluster, as_kafka):
         self.bootstrap = cluster.bootstrap_servers
         self.tv = 2
         self.trace = None
+        self.as_kafka = as_kafka
+        self.traces = [b.trace_path for b in cluster.brokers]   # each broker's requests served
 
 
-@pytest.fixture(scope="module", params=["tv2", "tv1", "tv2-cluster"])
+@pytest.fixture(scope="module", params=["tv2", "tv1", "tv2-cluster", "tv2-cluster-as-kafka-4.0"])
 def broker(request, tmp_path_factory):
     d = tmp_path_factory.mktemp("broker-" + request.param)
-    if request.param == "tv2-cluster":
+    if request.param.startswith("tv2-cluster"):
         zkserver = pytest.importorskip("pykbroker.cluster.zkserver")
         if zkserver.available() is not None:
             pytest.skip(zkserver.available())
         from pykbroker.testing.cluster import Cluster
         overrides = {**TEST_OVERRIDES, "zookeeper.session.timeout.ms": "6000", "offsets.topic.num.partitions": "5",
                      "transaction.state.log.num.partitions": "5"}
-        with Cluster(3, str(d), overrides=overrides, zk_tick_time=500) as c:
+        as_kafka = "4.0" if request.param.endswith("4.0") else None
+        with Cluster(3, str(d), overrides=overrides, zk_tick_time=500, as_kafka=as_kafka, trace=True) as c:
             c.wait_registered()
-            yield _ClusterBroker(c)
+            yield _ClusterBroker(c, as_kafka)
         return
     tv = int(request.param[2])
     trace = d / "trace.jsonl"
@@ -72,20 +78,49 @@ def _marker_epochs(bootstrap, topic, partitions) -> set:
     return out
 
 
-def _calls(trace) -> Counter:
-    """(api key, version, transactional?) -> how many requests of it the broker served."""
+def _calls(trace, inter_broker=None) -> Counter:
+    """(api key, version, transactional?) -> how many requests of it the broker served; only the
+    other brokers' (client id ``broker-<id>-...``) or only the clients' with ``inter_broker``
+    True / False."""
     out = Counter()
     with open(trace) as f:
         for line in f:
             e = json.loads(line)
+            if inter_broker is not None and (e["header"]["client_id"] or "").startswith("broker-") != inter_broker:
+                continue
             txn = e["api_key"] == 0 and (e["request"] or {}).get("transactional_id") is not None
             out[(e["api_key"], e["api_version"], txn)] += 1
     return out
 
 
+def _cluster_versions(broker, inter_broker) -> dict:
+    """api key -> the versions the cluster's brokers served it at (all brokers' traces)."""
+    out: dict = {}
+    for t in broker.traces:
+        for (k, v, _txn) in _calls(t, inter_broker):
+            out.setdefault(k, set()).add(v)
+    return out
+
+
+def _txn_offset_commit_topics(trace) -> list:
+    """The topics of every TxnOffsetCommit the broker served, as the trace decoded them."""
+    out = []
+    with open(trace) as f:
+        for line in f:
+            e = json.loads(line)
+            if e["api_key"] == 28:
+                out.extend(e["request"]["topics"])
+    return out
+
+
+def _topic_id(bootstrap, topic):
+    host, port = bootstrap.split(",")[0].rsplit(":", 1)
+    return uuid_to_str(wire.metadata((host, int(port)), [topic])["topics"][0]["topic_id"])
+
+
 def test_java_transactions_by_transaction_version(broker, scenario):
     prefix = "java-tv%d%s" % (broker.tv, "" if broker.trace else "-cluster")
-    r = scenario("kafka4", "txn", topic=prefix, count=COUNT)
+    r = scenario("kafka4", "txn", topic=prefix, count=COUNT, offsets_by_id="true")
     r.assert_clean()
     committed = ["c-%d" % i for i in range(12)] + ["c-last"]
     assert _read(r, prefix + "-basic", "read_committed") == sorted(committed)
@@ -97,6 +132,15 @@ def test_java_transactions_by_transaction_version(broker, scenario):
     assert _read(r, prefix + "-fence", "read_committed") == ["from-second"]
     assert _marker_epochs(broker.bootstrap, prefix + "-basic", 3) == ({1} if broker.tv == 2 else {0})
     if broker.trace is None:
+        # the cluster: what the brokers sent each other, at the versions both ends allow
+        # (cluster/interbroker.py); a Kafka 4.0 broker knows WriteTxnMarkers v1 and Fetch v17 at most
+        between = _cluster_versions(broker, inter_broker=True)
+        clients = _cluster_versions(broker, inter_broker=False)
+        assert between.get(27) == ({1} if broker.as_kafka == "4.0" else {2}), between
+        assert between.get(24) == {5}, between        # the leaders add partitions for TV2 Produce
+        assert between.get(1) and max(between[1]) == (17 if broker.as_kafka == "4.0" else 18), between
+        if broker.as_kafka == "4.0":                  # the clients met Kafka 4.0's versions too
+            assert clients.get(28) == {5} and clients.get(26) == {5} and max(clients[0]) <= 12, clients
         return
     calls = _calls(broker.trace)
     versions = lambda key, txn=False: {v for (k, v, t) in calls if k == key and (key != 0 or t == txn)}  # noqa: E731
@@ -104,7 +148,10 @@ def test_java_transactions_by_transaction_version(broker, scenario):
         assert versions(24) == set() and versions(25) == set()        # no AddPartitionsToTxn / AddOffsetsToTxn
         assert versions(26) == {5}                                     # EndTxn v5: epoch bump per transaction
         assert versions(0, txn=True) and min(versions(0, txn=True)) >= 12   # the leader adds the partition
-        assert versions(28) == {5}                                     # TxnOffsetCommit adds the offsets partition
+        assert versions(28) == {6}                                     # TxnOffsetCommit adds the offsets partition
+        ids = _txn_offset_commit_topics(broker.trace)                  # ... and names the input topic by id
+        assert ids and all(t["name"] == "" and t["topic_id"] == _topic_id(broker.bootstrap, prefix + "-in")
+                           for t in ids), ids
     else:
         assert versions(24) and max(versions(24)) <= 3
         assert versions(25) and max(versions(25)) <= 4

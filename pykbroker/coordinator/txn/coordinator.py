@@ -233,8 +233,11 @@ class TransactionCoordinator:
     ``group_coordinator`` (markers of ``__consumer_offsets`` partitions; may be None)."""
 
     def __init__(self, config, log_, replica_manager, producer_ids, group_coordinator=None,
-                 leads_every_partition: bool = True, now_ms: Callable[[], int] = _wall_ms):
+                 leads_every_partition: bool = True, now_ms: Callable[[], int] = _wall_ms,
+                 interbroker_versions=None):
         self.config = config
+        # the versions of WriteTxnMarkers / AddPartitionsToTxn this broker sends (cluster/interbroker.py)
+        self.interbroker_versions = interbroker_versions
         self.log = log_
         self.replica_manager = replica_manager
         self.producer_ids = producer_ids
@@ -515,7 +518,8 @@ class TransactionCoordinator:
             return {tp: int(E.COORDINATOR_NOT_AVAILABLE) for tp in partitions}
         if self._remote_verifier is None:
             from .markers import RemoteVerifier
-            self._remote_verifier = RemoteVerifier(rm.metadata, rm.node_id, rm._listener_name())
+            self._remote_verifier = RemoteVerifier(rm.metadata, rm.node_id, rm._listener_name(),
+                                                   self.interbroker_versions)
         return await self._remote_verifier.verify(leader, transactional_id, producer_id, producer_epoch, partitions,
                                                   verify_only=not add)
 
@@ -704,7 +708,8 @@ class TransactionCoordinator:
                         return False  # no leader yet: retried
                     if self._remote_markers is None:
                         from .markers import RemoteMarkerWriter
-                        self._remote_markers = RemoteMarkerWriter(rm.metadata, rm.node_id, rm._listener_name())
+                        self._remote_markers = RemoteMarkerWriter(rm.metadata, rm.node_id, rm._listener_name(),
+                                                             self.interbroker_versions)
                     code = await self._remote_markers.write(leader, topic, p, pid, epoch, commit, coordinator_epoch,
                                                             tv)
                     if code in _MARKER_SKIP:

@@ -4,12 +4,22 @@ transaction coordinator (Kafka's AddPartitionsToTxnManager).
 
 A transaction coordinator in a cluster completes a transaction by writing a COMMIT or ABORT
 marker to every partition of it; the partitions this broker leads get theirs in process, the
-others through a WriteTxnMarkers v2 request to their leader (v2, KIP-1228, names the
-transaction version, so the leader can hold a transaction version 2 marker to its stricter
-epoch rule), exactly as Kafka's coordinator sends them.  The caller retries (with backoff) until the leader answers 0 or an error that
-means the marker is no longer needed.  Markers are rare (once per transaction per partition),
-so each request uses a fresh connection to the leader's inter-broker listener: no connection
-state to keep consistent across leader changes.
+others through a WriteTxnMarkers request to their leader, exactly as Kafka's coordinator sends
+them.  The caller retries (with backoff) until the leader answers 0 or an error that means the
+marker is no longer needed.  Markers are rare (once per transaction per partition), so each
+request uses a fresh connection to the leader's inter-broker listener: no connection state to
+keep consistent across leader changes.
+
+Versions, as Kafka's NetworkClient negotiates them (cluster/interbroker.py): each connection
+starts with ApiVersions, and the request goes at the highest version both this broker's own
+code (its ``--as-kafka`` profile) and the receiver know.  WriteTxnMarkers v2 (KIP-1228) names
+the transaction version, so the leader can hold a transaction version 2 marker to its stricter
+epoch rule; at v1 (a Kafka 4.0 profile, or such a leader) the field is not sent and the leader
+applies the v1 rule (the marker's epoch is not below the producer's), which a TV2 marker's
+bumped epoch passes too, as on Kafka 4.0.  AddPartitionsToTxn v4+ is the broker's batched form
+(the verification of KIP-890); a coordinator without it cannot verify, and the request goes on
+unverified, as Kafka's AddPartitionsToTxnManager does on a version mismatch (for the TV2 add as
+well: a cluster that finalized transaction version 2 serves v5 everywhere).
 """
 from __future__ import annotations
 
@@ -18,6 +28,7 @@ from typing import Optional
 
 import trio
 
+from ...cluster.interbroker import api_versions
 from ...cluster.replica_fetcher import _Channel
 from ...protocol.errors import ErrorCode as E
 
@@ -28,29 +39,44 @@ REQUEST_TIMEOUT_S = 30.0
 MAX_FRAME = 16 << 20
 
 
-async def call_broker(cache, listener_name: str, client_id: str, broker_id: int, api_key: int, version: int,
-                      body: dict) -> Optional[dict]:
-    """One request to ``broker_id``'s inter-broker listener on a fresh connection: its decoded
-    answer, or None when the broker is unknown or cannot be reached in time (callers retry)."""
+async def call_broker(cache, listener_name: str, client_id: str, broker_id: int, api_key: int, versions,
+                      lo: int, hi: int, body: dict) -> tuple[Optional[int], Optional[dict]]:
+    """One request to ``broker_id``'s inter-broker listener on a fresh connection, at the highest
+    version in [lo, hi] both this broker (``versions``: cluster/interbroker.py, None: no limit of
+    its own) and the receiver's ApiVersions allow: (version, decoded answer); (None, None) when
+    there is no such version; (version or None, None) when the broker is unknown or cannot be
+    reached in time (callers retry)."""
     reg = cache.broker(broker_id)
     ep = reg.endpoint(listener_name) if reg is not None else None
     if ep is None:
-        return None
+        return -1, None
     try:
         with trio.fail_after(REQUEST_TIMEOUT_S):
             stream = await trio.open_tcp_stream(ep.host, ep.port)
             async with stream:
-                return await _Channel(stream, client_id, MAX_FRAME).call(api_key, version, body)
+                chan = _Channel(stream, client_id, MAX_FRAME)
+                theirs = await api_versions(chan, "pykbroker-" + client_id)
+                if versions is not None:
+                    version = versions.usable(api_key, theirs, lo, hi)
+                else:
+                    rng = theirs.get(api_key)
+                    version = min(hi, rng[1]) if rng is not None and max(lo, rng[0]) <= min(hi, rng[1]) else None
+                if version is None:
+                    log.warning("%s: no version of request %d within %d-%d that this broker and broker %d (%s) "
+                                "both serve", client_id, api_key, lo, hi, broker_id, theirs.get(api_key))
+                    return None, None
+                return version, await chan.call(api_key, version, body)
     except (OSError, ConnectionError, trio.TooSlowError) as e:
         log.info("%s: request %d to broker %d: %s", client_id, api_key, broker_id, e)
-        return None
+        return -1, None
 
 
 class RemoteMarkerWriter:
-    def __init__(self, metadata_cache, node_id: int, listener_name: str):
+    def __init__(self, metadata_cache, node_id: int, listener_name: str, versions=None):
         self.cache = metadata_cache
         self.node_id = node_id
         self.listener_name = listener_name
+        self.versions = versions
 
     async def write(self, leader_id: int, topic: str, partition: int, producer_id: int, producer_epoch: int,
                     commit: bool, coordinator_epoch: int, transaction_version: int = 0) -> int:
@@ -60,8 +86,11 @@ class RemoteMarkerWriter:
                              "transaction_result": commit, "coordinator_epoch": coordinator_epoch,
                              "transaction_version": transaction_version,
                              "topics": [{"name": topic, "partition_indexes": [partition]}]}]}
-        resp = await call_broker(self.cache, self.listener_name, "broker-%d-txn-marker-sender" % self.node_id,
-                                 leader_id, 27, 2, body)
+        # v1 (Kafka 4.0's) and v2 (KIP-1228: transaction_version) are the versions Kafka 4 sends
+        version, resp = await call_broker(self.cache, self.listener_name, "broker-%d-txn-marker-sender" % self.node_id,
+                                          leader_id, 27, self.versions, 1, 2, body)
+        if version is None:
+            return int(E.UNSUPPORTED_VERSION)   # retried (the leader may be upgraded or replaced)
         if resp is None:
             return int(E.NOT_LEADER_OR_FOLLOWER)
         return int(resp["markers"][0]["topics"][0]["partitions"][0]["error_code"])
@@ -76,10 +105,11 @@ class RemoteVerifier:
     producer's open transaction, or a group already holding its pending offsets, is not asked
     again), so a fresh connection per request costs little."""
 
-    def __init__(self, metadata_cache, node_id: int, listener_name: str):
+    def __init__(self, metadata_cache, node_id: int, listener_name: str, versions=None):
         self.cache = metadata_cache
         self.node_id = node_id
         self.listener_name = listener_name
+        self.versions = versions
 
     async def verify(self, coordinator_id: int, transactional_id: str, producer_id: int, producer_epoch: int,
                      partitions, verify_only: bool = True) -> dict:
@@ -92,8 +122,14 @@ class RemoteVerifier:
         body = {"transactions": [{"transactional_id": transactional_id, "producer_id": producer_id,
                                   "producer_epoch": producer_epoch, "verify_only": verify_only,
                                   "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}]}
-        resp = await call_broker(self.cache, self.listener_name, "broker-%d-txn-verifier" % self.node_id,
-                                 coordinator_id, 24, 5, body)
+        # v4 is the first version of the brokers' batched form, v5 the newest (and the only one
+        # with the TV2 add, which clients of transaction version 2 need)
+        version, resp = await call_broker(self.cache, self.listener_name, "broker-%d-txn-verifier" % self.node_id,
+                                          coordinator_id, 24, self.versions, 4 if verify_only else 5, 5, body)
+        if version is None:
+            # no common version: verification is not supported there; the request goes on
+            # (Kafka's AddPartitionsToTxnManager on a version mismatch)
+            return {tp: 0 for tp in partitions}
         if resp is None or resp["error_code"] or not resp["results_by_transaction"]:
             code = int(E.NOT_COORDINATOR) if resp is None or not resp["error_code"] else int(resp["error_code"])
             return {tp: code for tp in partitions}

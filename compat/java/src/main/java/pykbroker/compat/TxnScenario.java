@@ -27,7 +27,9 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * aborted and re-processed), fencing by a second producer with the same transactional id, and
  * read_committed / read_uncommitted consumers reading everything back.
  *
- * Args: topic (prefix), count (input records). Events: "read" {topic, isolation, values},
+ * Args: topic (prefix), count (input records), offsets_by_id (true: the EOS producer looks the
+ * input topic up first, so its metadata holds the topic's id and a 4.x producer sends
+ * TxnOffsetCommit v6, by topic id, to a broker that offers it; otherwise v5, by name). Events: "read" {topic, isolation, values},
  * "committed" {group, offsets}, "fenced" {error}.
  */
 final class TxnScenario {
@@ -79,6 +81,7 @@ final class TxnScenario {
     static void run(String bootstrap, Map<String, String> args) throws Exception {
         String prefix = args.get("topic");
         int count = Integer.parseInt(args.getOrDefault("count", "300"));
+        boolean offsetsById = Boolean.parseBoolean(args.getOrDefault("offsets_by_id", "false"));
         String basic = prefix + "-basic", in = prefix + "-in", out = prefix + "-out", fence = prefix + "-fence";
         String group = prefix + "-eos";
 
@@ -116,6 +119,7 @@ final class TxnScenario {
         Main.phase("eos", () -> {
             try (KafkaConsumer<byte[], byte[]> c = consumer(bootstrap, group, "read_committed");
                  KafkaProducer<byte[], byte[]> p = producer(bootstrap, prefix + "-tid-eos")) {
+                if (offsetsById) p.partitionsFor(in);   // the input topic's id in the producer's metadata
                 c.subscribe(List.of(in));
                 int done = 0, round = 0;
                 long deadline = System.currentTimeMillis() + 90000;
