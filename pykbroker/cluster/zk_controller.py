@@ -136,11 +136,8 @@ class ZkController(Controller):
         for entity in ("", str(self.node_id)):   # dynamic broker configs first: logs open with them
             data, _ = await self._get_or_none(Z.broker_config_path(entity))
             self._publish_broker_configs(entity, Z.decode_topic_config(data))
-        try:
-            groups = await self.zk.call("get_children", Z.CONFIG_GROUPS)
-        except Exception:   # the parent is created by the first group config written
-            groups = []
-        for group_id in groups:
+        await self.zk.call("ensure_path", Z.CONFIG_GROUPS)
+        for group_id in await self.zk.call("get_children", Z.CONFIG_GROUPS):
             data, _ = await self._get_or_none("%s/%s" % (Z.CONFIG_GROUPS, group_id))
             self._store_group_configs(group_id, Z.decode_topic_config(data))
         self.cache.apply(records)
@@ -163,6 +160,10 @@ class ZkController(Controller):
         for entity in ("", str(self.node_id)):
             self.zk.data_watch(Z.broker_config_path(entity),
                                lambda data, stat, e=entity: self._post(("broker_configs", e, data)))
+        # Group configs written through any broker (one znode per group under /config/groups)
+        await self.zk.call("ensure_path", Z.CONFIG_GROUPS)
+        self._group_watches: dict[str, list] = {}
+        self.zk.children_watch(Z.CONFIG_GROUPS, lambda ch: self._post(("group_children", ch)))
         for name in list(self.cache.topics):
             self._watch_topic(name)
             await self._watch_states(name, self.cache.get(name).partition_ids())
@@ -507,6 +508,19 @@ class ZkController(Controller):
         if configs != self.broker_configs(entity):
             self._publish_broker_configs(entity, configs)
             log.info("dynamic broker configs of %s now %s", Z.broker_config_entity(entity), configs)
+
+    async def _on_group_children(self, children: list) -> None:
+        for group_id in children:
+            if group_id not in self._group_watches:
+                self._group_watches[group_id] = self.zk.data_watch(
+                    "%s/%s" % (Z.CONFIG_GROUPS, group_id),
+                    lambda data, stat, g=group_id: self._post(("group_config", g, data)))
+        for group_id in [g for g in self._group_watches if g not in children]:
+            self.zk.stop_watch(self._group_watches.pop(group_id))
+            self._store_group_configs(group_id, {})
+
+    async def _on_group_config(self, group_id: str, data) -> None:
+        self._store_group_configs(group_id, Z.decode_topic_config(data))
 
     async def _on_deletions(self, children: list) -> None:
         if self.is_active:
@@ -1202,8 +1216,8 @@ class ZkController(Controller):
         await self._on_broker_configs(entity, data)
 
     async def alter_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
-        """``/config/groups/<group>`` (read at load; other brokers see a change after their
-        restart, SKIPPED.md) and the change notification, in one multi-op."""
+        """``/config/groups/<group>`` and Kafka's change notification in one multi-op; applied
+        here at once, the other brokers follow through their watches."""
         import json
         path = "%s/%s" % (Z.CONFIG_GROUPS, group_id)
         await self.zk.call("ensure_path", Z.CONFIG_GROUPS)
