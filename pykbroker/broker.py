@@ -15,6 +15,7 @@ import trio
 
 from .cluster.metadata import new_topic_id, topic_id_str
 from .config import BrokerConfig
+from .group_config import GroupConfigView
 from .handlers import load_handlers
 from .server.faults import FaultPlan
 from .server.serve import Listener, parse_listeners, serve_listener
@@ -164,11 +165,13 @@ class Broker:
                 await self.replica_manager.startup(nursery)
                 # watches/events from here on (the partitions exist to receive them)
                 await self.controller.startup(nursery)
+                # GROUP config resources: stored by the controller, read by the coordinators
+                group_configs = GroupConfigView(self.controller.group_configs, self.config)
                 if GroupCoordinator is not None:
                     gc = self.group_coordinator = GroupCoordinator(
                         self.config, self.metadata_cache,
                         BrokerOffsetsLog(self.metadata_cache, self.replica_manager, self.controller),
-                        leads_every_partition=single_node, clock=self.clock)
+                        leads_every_partition=single_node, clock=self.clock, group_configs=group_configs)
                     self.controller.add_topic_deleted_listener(gc.on_topic_deleted)
                     gc.topic_creator = self.controller.create_topic  # streams groups' internal topics
                     # Single node: startup() leads (loads) every __consumer_offsets partition; in
@@ -192,7 +195,8 @@ class Broker:
                     self._follow_leadership(SHARE_STATE_TOPIC, sc)
                 self._components.append(sc)
                 self.share_partition_manager = SharePartitionManager(self.config, self.replica_manager,
-                                                                     self.metadata_cache, sc)
+                                                                     self.metadata_cache, sc, group_configs,
+                                                                     self.clock.time_ms)
                 from .coordinator.txn.coordinator import TransactionCoordinator, TxnStateLog
                 # Single node: loads every __transaction_state partition (transactions left in
                 # PrepareCommit/PrepareAbort by a crash are completed from here); in a cluster it

@@ -37,7 +37,8 @@ One small JSON file, ``<first log dir>/__pykbroker_metadata.json``::
 plus, when any is set, ``"broker_configs": {"": {...}, "1": {"log.retention.ms": "1000"}}``: the
 dynamic broker configs of the cluster default ("") and of this node (IncrementalAlterConfigs /
 AlterConfigs on BROKER resources), as Kafka's strings, published to the broker-config listeners
-at load (before the topics) and on every change.
+at load (before the topics) and on every change; and ``"group_configs": {"<group>": {...}}``:
+the dynamic group configs (resource type GROUP, pykbroker/group_config.py).
 
 ``partition_states`` is optional and holds only partitions whose state differs from a new
 partition's (first replica leads, ISR = replicas, epochs 0), so files written before it existed
@@ -112,6 +113,8 @@ class Controller(abc.ABC):
         # default, "<id>" = one broker's.  Published to the broker-config listeners.
         self._broker_configs: dict[str, dict[str, str]] = {}
         self._broker_config_listeners: list[Callable[[str, dict], Any]] = []
+        # Dynamic group configs as stored (Kafka's strings), per group id (pykbroker/group_config.py)
+        self._group_configs: dict[str, dict[str, str]] = {}
 
     # ------------------------------------------------------------------ listeners
     def set_replica_manager(self, replica_manager) -> None:
@@ -157,6 +160,23 @@ class Controller(abc.ABC):
         """Replace the dynamic configs of ``entity`` (validated by the caller) durably, then
         publish them.  This base version keeps them in memory (test controllers)."""
         self._publish_broker_configs(entity, configs)
+
+    def group_configs(self, group_id: str) -> dict[str, str]:
+        """The stored dynamic configs of a group (empty when none)."""
+        return dict(self._group_configs.get(group_id, {}))
+
+    def groups_with_configs(self) -> list[str]:
+        return sorted(self._group_configs)
+
+    def _store_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
+        if configs:
+            self._group_configs[group_id] = dict(configs)
+        else:
+            self._group_configs.pop(group_id, None)
+
+    async def alter_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
+        """Replace a group's configs (validated by the caller) durably.  In memory here."""
+        self._store_group_configs(group_id, configs)
 
     def _notify_topic_deleted(self, name: str) -> None:
         for cb in self._topic_deleted:
@@ -408,6 +428,8 @@ class LocalController(Controller):
         for entity, configs in sorted((data.get("broker_configs") or {}).items()):
             # before any topic is published: the logs open with the dynamic defaults in force
             self._publish_broker_configs(entity, {k: str(v) for k, v in configs.items()})
+        for group_id, configs in (data.get("group_configs") or {}).items():
+            self._store_group_configs(group_id, {k: str(v) for k, v in configs.items()})
         for t in data.get("topics", []):
             overrides = {}
             for k, v in (t.get("configs") or {}).items():
@@ -456,6 +478,8 @@ class LocalController(Controller):
         out = {"version": 1, "topics": topics}
         if self._broker_configs:
             out["broker_configs"] = {e: dict(sorted(c.items())) for e, c in sorted(self._broker_configs.items())}
+        if self._group_configs:
+            out["group_configs"] = {g: dict(sorted(c.items())) for g, c in sorted(self._group_configs.items())}
         return json.dumps(out, indent=1).encode()
 
     async def _persist(self) -> None:
@@ -602,6 +626,18 @@ class LocalController(Controller):
         self._publish_broker_configs(entity, configs)
         log.info("dynamic broker configs of %s now %s", entity or "the cluster default",
                  dict(sorted(configs.items())))
+
+    async def alter_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
+        old = self.group_configs(group_id)
+        if old == configs:
+            return
+        self._store_group_configs(group_id, configs)
+        try:
+            await self._persist()
+        except BaseException:
+            self._store_group_configs(group_id, old)
+            raise
+        log.info("group configs of %s now %s", group_id, dict(sorted(configs.items())))
 
     # ------------------------------------------------------------------ partitions
     async def alter_partition(self, topic: str, partition: int, partition_epoch: int,

@@ -56,6 +56,7 @@ TOPICS = "/brokers/topics"
 SEQID = "/brokers/seqid"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_BROKERS = "/config/brokers"
+CONFIG_GROUPS = "/config/groups"   # dynamic group configs, one znode per group (Kafka's config entity path)
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = CONFIG_CHANGES + "/config_change_"
 DELETE_TOPICS = "/admin/delete_topics"

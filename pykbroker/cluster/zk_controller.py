@@ -136,6 +136,10 @@ class ZkController(Controller):
         for entity in ("", str(self.node_id)):   # dynamic broker configs first: logs open with them
             data, _ = await self._get_or_none(Z.broker_config_path(entity))
             self._publish_broker_configs(entity, Z.decode_topic_config(data))
+        await self.zk.call("ensure_path", Z.CONFIG_GROUPS)
+        for group_id in await self.zk.call("get_children", Z.CONFIG_GROUPS):
+            data, _ = await self._get_or_none("%s/%s" % (Z.CONFIG_GROUPS, group_id))
+            self._store_group_configs(group_id, Z.decode_topic_config(data))
         self.cache.apply(records)
         log.info("loaded %d topic(s) and %d live broker(s) from ZooKeeper",
                  len(self.cache.topics), len(self.cache.alive_brokers()))
@@ -156,6 +160,10 @@ class ZkController(Controller):
         for entity in ("", str(self.node_id)):
             self.zk.data_watch(Z.broker_config_path(entity),
                                lambda data, stat, e=entity: self._post(("broker_configs", e, data)))
+        # Group configs written through any broker (one znode per group under /config/groups)
+        await self.zk.call("ensure_path", Z.CONFIG_GROUPS)
+        self._group_watches: dict[str, list] = {}
+        self.zk.children_watch(Z.CONFIG_GROUPS, lambda ch: self._post(("group_children", ch)))
         for name in list(self.cache.topics):
             self._watch_topic(name)
             await self._watch_states(name, self.cache.get(name).partition_ids())
@@ -500,6 +508,19 @@ class ZkController(Controller):
         if configs != self.broker_configs(entity):
             self._publish_broker_configs(entity, configs)
             log.info("dynamic broker configs of %s now %s", Z.broker_config_entity(entity), configs)
+
+    async def _on_group_children(self, children: list) -> None:
+        for group_id in children:
+            if group_id not in self._group_watches:
+                self._group_watches[group_id] = self.zk.data_watch(
+                    "%s/%s" % (Z.CONFIG_GROUPS, group_id),
+                    lambda data, stat, g=group_id: self._post(("group_config", g, data)))
+        for group_id in [g for g in self._group_watches if g not in children]:
+            self.zk.stop_watch(self._group_watches.pop(group_id))
+            self._store_group_configs(group_id, {})
+
+    async def _on_group_config(self, group_id: str, data) -> None:
+        self._store_group_configs(group_id, Z.decode_topic_config(data))
 
     async def _on_deletions(self, children: list) -> None:
         if self.is_active:
@@ -1193,6 +1214,26 @@ class ZkController(Controller):
             {"version": 2, "entity_path": "brokers/%s" % Z.broker_config_entity(entity)}).encode(), sequence=True)
         self._raise_first(await self.zk.run(t.commit))
         await self._on_broker_configs(entity, data)
+
+    async def alter_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
+        """``/config/groups/<group>`` and Kafka's change notification in one multi-op; applied
+        here at once, the other brokers follow through their watches."""
+        import json
+        path = "%s/%s" % (Z.CONFIG_GROUPS, group_id)
+        await self.zk.call("ensure_path", Z.CONFIG_GROUPS)
+        exists = (await self._get_or_none(path))[1] is not None
+        t = self.zk.client.transaction()
+        if not configs:
+            if exists:
+                t.delete(path)
+        elif exists:
+            t.set_data(path, Z.encode_topic_config(configs))
+        else:
+            t.create(path, Z.encode_topic_config(configs))
+        t.create(Z.CONFIG_CHANGE_PREFIX, json.dumps(
+            {"version": 2, "entity_path": "groups/%s" % group_id}).encode(), sequence=True)
+        self._raise_first(await self.zk.run(t.commit))
+        self._store_group_configs(group_id, configs)
 
     # ================================================================== partitions
     async def alter_partition(self, topic: str, partition: int, partition_epoch: int,

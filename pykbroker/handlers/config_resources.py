@@ -10,13 +10,14 @@ import re
 from ..cluster.metadata import validate_topic_name
 from ..config import TOPIC_CONFIGS, ConfigError, validate_topic_configs
 from ..dynamic_config import DynamicConfigError, validate_change
+from ..group_config import GroupConfigError, validate as validate_group_configs
 from ..protocol.errors import ErrorCode, KafkaError
 from .common import error_per_item
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
-TYPE_NAMES = {CLIENT_METRICS: "CLIENT_METRICS", GROUP: "GROUP"}  # the types pykbroker does not serve
+TYPE_NAMES = {CLIENT_METRICS: "CLIENT_METRICS"}  # the types pykbroker does not serve
 
 
 def java_int(s: str) -> int:
@@ -89,9 +90,24 @@ async def alter_broker(broker, name: str, new: dict[str, str], changed: dict[str
     await broker.controller.alter_broker_configs(broker_entity(broker, name), new)
 
 
+async def alter_group(broker, name: str, new: dict[str, str], validate_only: bool) -> None:
+    """Group configs (pykbroker/group_config.py): ``new``, the group's whole resulting set, is
+    validated as Kafka's GroupConfig.validate (INVALID_CONFIG), then stored by the controller,
+    where the coordinators read it (the next heartbeat / share partition initialization)."""
+    if not name:
+        raise invalid_request("Default group resources are not allowed.")
+    try:
+        validate_group_configs(new)
+    except GroupConfigError as e:
+        raise invalid_config(str(e)) from None
+    if validate_only:
+        return
+    await broker.controller.alter_group_configs(name, new)
+
+
 def unsupported_type(rtype: int) -> KafkaError:
     if rtype in TYPE_NAMES:
-        # Kafka supports group and client-metrics configs; pykbroker does not (SKIPPED.md).
+        # Kafka supports client-metrics configs; pykbroker does not (SKIPPED.md).
         return invalid_request("Unsupported resource type: %s" % TYPE_NAMES[rtype])
     return invalid_request("Unknown resource type %d" % rtype)
 

@@ -19,7 +19,14 @@ Behaviour (Apache Kafka ConfigHelper.describeConfigs on a KRaft broker):
   broker id, expected N or empty string, but received X"; a non-number: INVALID_REQUEST "Broker
   id must be an integer, but it is: X".
 - BROKER_LOGGER (8): the root logger's level (source DYNAMIC_BROKER_LOGGER_CONFIG).
-- Other resource types (GROUP, CLIENT_METRICS): INVALID_REQUEST "Unsupported resource type".
+- GROUP (32): every public group config (pykbroker/group_config.py, Kafka's GroupConfig) and the
+  internal ones that are set, read_only false: a stored value has source GROUP_CONFIG (8) and
+  the value as parsed (trimmed), else the broker config it falls back to (synonym
+  ``group.consumer.session.timeout.ms`` ..., with that config's source) or the literal default
+  (synonym of the same name, DEFAULT_CONFIG).  The group needs not exist.  An empty name:
+  INVALID_REQUEST "Group name must not be empty".  Kafka lists them in its hash map's order;
+  pykbroker lists the set internal ones first, then Kafka's order of the public ones.
+- CLIENT_METRICS: INVALID_REQUEST "Unsupported resource type".
   An undefined type id fails the whole request with INVALID_REQUEST, as Kafka does.
 - ``configuration_keys`` (non-null) filters the configs returned; unknown keys are ignored.
 - Synonyms (v1+, when ``include_synonyms``) follow Kafka's order: topic override, dynamic broker,
@@ -38,6 +45,7 @@ from ..protocol.errors import ErrorCode, KafkaError
 from ..cluster.metadata import validate_topic_name
 from .common import error_per_item
 from .config_resources import BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC, TYPE_NAMES
+from .. import group_config as GC
 
 API_KEY = 32
 MIN_VERSION = 1
@@ -45,6 +53,7 @@ MAX_VERSION = 4
 
 _KNOWN_TYPES = {TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP}
 SOURCE_DYNAMIC_BROKER_LOGGER = 6
+SOURCE_GROUP_CONFIG = 8
 
 # DynamicBrokerConfig.brokerConfigSynonyms: broker configs that stand for one another.
 _BROKER_SYNONYMS = [
@@ -116,6 +125,26 @@ def _broker_entry(broker, d, synonyms_on, docs_on, cluster_default=False) -> dic
             "documentation": d.doc if docs_on else None}
 
 
+def _group_entry(broker, d, stored, synonyms_on, docs_on) -> dict:
+    syn = []
+    if d.name in stored:
+        try:
+            value = GC.render(d, GC._parse(d, stored[d.name]))
+        except GC.GroupConfigError:
+            value = stored[d.name]
+        syn.append({"name": d.name, "value": value, "source": SOURCE_GROUP_CONFIG})
+    if d.broker_key is not None and d.broker_key in BROKER_CONFIGS:
+        syn += _config_synonyms(broker.config, d.broker_key, [d.broker_key])
+    else:   # no such broker config: Kafka's default under the group config's own name (or its broker key)
+        syn.append({"name": d.broker_key or d.name, "value": GC.render(d, d.default), "source": SOURCE_DEFAULT})
+    if d.name == "streams.assignor.name":   # the first of group.streams.assignors
+        for s in syn[1:]:
+            s["value"] = s["value"].split(",")[0]
+    return {"name": d.name, "value": syn[0]["value"], "read_only": False, "config_source": syn[0]["source"],
+            "is_sensitive": False, "synonyms": syn if synonyms_on else [], "config_type": d.type_id,
+            "documentation": d.doc if docs_on else None}
+
+
 def _describe(ctx, res, synonyms_on, docs_on) -> dict:
     broker = ctx.broker
     rtype, rname, keys = res["resource_type"], res["resource_name"], res["configuration_keys"]
@@ -154,6 +183,13 @@ def _describe(ctx, res, synonyms_on, docs_on) -> dict:
             result["configs"] = [{"name": "root", "value": level, "read_only": False,
                                   "config_source": SOURCE_DYNAMIC_BROKER_LOGGER, "is_sensitive": False,
                                   "synonyms": [], "config_type": 0, "documentation": None}]
+    elif rtype == GROUP:
+        if not rname:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
+        stored = broker.controller.group_configs(rname)
+        defs = [d for d in GC.GROUP_CONFIGS.values() if d.internal and d.name in stored]
+        defs += [d for d in GC.GROUP_CONFIGS.values() if not d.internal]
+        result["configs"] = [_group_entry(broker, d, stored, synonyms_on, docs_on) for d in defs if wanted(d.name)]
     else:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "Unsupported resource type: %s" % _type_name(rtype))
     return result

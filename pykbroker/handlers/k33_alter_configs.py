@@ -16,13 +16,15 @@ request, then ConfigurationControlManager.legacyAlterConfigResource):
   validated and applied as IncrementalAlterConfigs does.  An empty list changes nothing (Kafka
   4.4 keeps the stored set too).
 - BROKER_LOGGER (8) is not accepted by the legacy API (INVALID_REQUEST "Unknown resource type 8",
-  as Kafka); GROUP / CLIENT_METRICS are not built (INVALID_REQUEST "Unsupported resource type").
+  as Kafka); GROUP (32): the request's configs become the group's whole config set, validated and
+  stored as IncrementalAlterConfigs does; CLIENT_METRICS is not built (INVALID_REQUEST
+  "Unsupported resource type").
 Version notes: v2 is flexible; v1 only changed throttling semantics.
 """
 from __future__ import annotations
 
 from ..protocol.errors import ErrorCode, KafkaError
-from .config_resources import (BROKER, BROKER_LOGGER, TOPIC, alter_broker, alter_each, alter_topic,
+from .config_resources import (BROKER, BROKER_LOGGER, GROUP, TOPIC, alter_broker, alter_each, alter_group, alter_topic,
                                check_broker_name, check_config_list, error_response, unsupported_type)
 
 API_KEY = 33
@@ -43,6 +45,8 @@ async def _one(ctx, res, validate_only: bool) -> None:
             await alter_broker(ctx.broker, name, new, new, validate_only)
     elif rtype == BROKER_LOGGER:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "Unknown resource type %d" % rtype)
+    elif rtype == GROUP:
+        await alter_group(ctx.broker, name, {c["name"]: c["value"] for c in configs}, validate_only)
     else:
         raise unsupported_type(rtype)
 

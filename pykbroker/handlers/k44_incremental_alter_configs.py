@@ -46,7 +46,17 @@ level among DEBUG, ERROR, FATAL, INFO, TRACE, WARN on an existing logger ("root"
 ``pykbroker...`` logger), DELETE resets a logger to inherit (not the root); APPEND/SUBTRACT are
 INVALID_REQUEST.  Not persisted, as in Kafka.
 
-GROUP (32) / CLIENT_METRICS (16): INVALID_REQUEST "Unsupported resource type: X" (not built).
+GROUP (32): dynamic group configs (pykbroker/group_config.py).  An empty name is INVALID_REQUEST
+"Default group resources are not allowed."; SET / DELETE apply to the group's stored configs,
+APPEND / SUBTRACT are INVALID_CONFIG "Can't APPEND to key X because its type is not LIST." (Kafka's
+controller knows no group config as a LIST, not even streams.rack.aware.assignment.tags).  The
+resulting set is validated as Kafka's GroupConfig.validate (INVALID_CONFIG "Unknown group config
+name: X", "Invalid value v for configuration k: reason", "k must be in the range a to b
+inclusive.", ...); ``validate_only`` stops there; otherwise the controller stores it (the
+metadata file, or ``/config/groups/<group>`` in ZooKeeper) before the answer.  A group needs not
+exist.
+
+CLIENT_METRICS (16): INVALID_REQUEST "Unsupported resource type: X" (not built).
 
 Version notes: v1 is flexible; no other difference.
 """
@@ -55,8 +65,8 @@ from __future__ import annotations
 import logging
 
 from ..config import BROKER_CONFIGS, TOPIC_CONFIGS
-from .config_resources import (APPEND, BROKER, BROKER_LOGGER, DELETE, OP_NAMES as _OP_NAMES, SET, SUBTRACT,
-                               TOPIC, alter_broker, alter_each, alter_topic, broker_entity, check_broker_name,
+from .config_resources import (APPEND, BROKER, BROKER_LOGGER, DELETE, GROUP, OP_NAMES as _OP_NAMES, SET, SUBTRACT,
+                               TOPIC, alter_broker, alter_each, alter_group, alter_topic, broker_entity, check_broker_name,
                                check_config_list, error_response, invalid_config as _invalid_config,
                                invalid_request as _invalid_request, java_int as _java_int, unsupported_type)
 
@@ -196,6 +206,19 @@ async def _one(ctx, res, validate_only: bool) -> None:
         await _alter_broker(ctx.broker, res, validate_only)
     elif rtype == BROKER_LOGGER:
         _alter_loggers(ctx.broker, res, validate_only)
+    elif rtype == GROUP:
+        new = ctx.broker.controller.group_configs(name) if name else {}
+        for c in res["configs"]:
+            op, key = c["config_operation"], c["name"]
+            if op == SET:
+                new[key] = c["value"]
+            elif op == DELETE:
+                new.pop(key, None)
+            elif op in (APPEND, SUBTRACT):
+                raise _invalid_config("Can't %s to key %s because its type is not LIST." % (_OP_NAMES[op], key))
+            else:
+                raise _invalid_request("Unknown operations type %d" % op)
+        await alter_group(ctx.broker, name, new, validate_only)
     else:
         raise unsupported_type(rtype)
 

@@ -9,10 +9,10 @@ Lists the resources an admin can describe or alter configs of (``kafka-configs -
 - Listed, in Kafka's order of types: GROUP: the groups holding dynamic group configs (KIP-848
   group configs), CLIENT_METRICS: the client-metrics subscriptions, BROKER_LOGGER and BROKER: one
   entry per live broker reachable on the listener the request came in on (its id as the name),
-  TOPIC: every topic in the metadata cache, internal ones included.  pykbroker serves no GROUP
-  or CLIENT_METRICS config resources (SKIPPED.md), so none exist and those two parts are empty,
-  as on a Kafka where none were ever configured.  Topics are listed by name order (Kafka's order
-  is its hash set's).
+  TOPIC: every topic in the metadata cache, internal ones included.  GROUP lists the groups
+  holding at least one stored config (by name order).  pykbroker serves no CLIENT_METRICS config
+  resources (SKIPPED.md), so that part is empty, as on a Kafka where none were ever configured.
+  Topics are listed by name order (Kafka's order is its hash set's).
 - No authorizer: Kafka's DESCRIBE_CONFIGS-on-CLUSTER check always passes.
 Version notes: v0 has no request fields and no ``resource_type`` per entry; all versions are
 flexible.
@@ -39,7 +39,9 @@ async def handle(ctx, request):
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.UNSUPPORTED_VERSION), "config_resources": []}
     md = ctx.broker.metadata_cache
     out = []
-    # GROUP and CLIENT_METRICS: no such config resources exist on pykbroker (see the docstring).
+    if GROUP in types:
+        out += [{"resource_name": g, "resource_type": GROUP} for g in ctx.broker.controller.groups_with_configs()]
+    # CLIENT_METRICS: no such config resources exist on pykbroker (see the docstring).
     for rtype in (BROKER_LOGGER, BROKER):
         if rtype in types:
             out += [{"resource_name": str(b.broker_id), "resource_type": rtype}

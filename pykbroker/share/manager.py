@@ -15,15 +15,19 @@ records are released first).  A session ends with the client connection that ope
 records are released).  At most ``group.share.max.share.sessions`` sessions
 (SHARE_SESSION_LIMIT_REACHED).
 
-Share partitions are created on a group's first fetch of a partition and start at the
-partition's high watermark (``share.auto.offset.reset`` = latest, Kafka's default; the group
-config is not served: SKIPPED.md), or where AlterShareGroupOffsets put them.  Reads are Fetch's:
+Share partitions are created on a group's first fetch of a partition and start where the
+group's ``share.auto.offset.reset`` says (a GROUP config, pykbroker/group_config.py: latest =
+the high watermark, Kafka's default; earliest = the log start offset; by_duration:D = the first
+record at or after now - D), or where AlterShareGroupOffsets put them.  Acquisition locks last
+the group's ``share.record.lock.duration.ms``.  Reads are Fetch's:
 whole batches as file regions (sent with sendfile), from the first offset the partition can
 deliver; only batch headers are read to learn which offsets they cover.
 """
 from __future__ import annotations
 
 import logging
+
+import time
 
 import trio
 
@@ -57,8 +61,12 @@ class ShareSession:
 
 
 class SharePartitionManager:
-    def __init__(self, config, replica_manager, metadata_cache, persister=None):
+    def __init__(self, config, replica_manager, metadata_cache, persister=None, group_configs=None, now_ms=None):
         self.rm = replica_manager
+        # the groups' dynamic configs (pykbroker/group_config.GroupConfigView; None: the broker's
+        # defaults): share.auto.offset.reset and share.record.lock.duration.ms
+        self.group_configs = group_configs
+        self.now_ms = now_ms or (lambda: int(time.time() * 1000))
         self.metadata = metadata_cache
         # the share coordinator (coordinator/share/coordinator.py), None: state in memory only
         self.persister = persister
@@ -124,12 +132,33 @@ class SharePartitionManager:
     def get(self, group_id: str, topic_id, partition: int) -> SharePartition | None:
         return self.partitions.get((group_id, topic_id, partition))
 
+    def _lock_ms(self, group_id: str) -> int:
+        if self.group_configs is None:
+            return self.lock_ms
+        return self.group_configs.get(group_id, "share.record.lock.duration.ms")
+
+    def _start_offset(self, group_id: str, partition_obj) -> int:
+        """Where a share partition without state starts: the group's share.auto.offset.reset
+        (latest, Kafka's default: the high watermark; earliest: the log start offset;
+        by_duration:D: the first record at or after now - D, else the high watermark)."""
+        reset = "latest" if self.group_configs is None else self.group_configs.get(group_id, "share.auto.offset.reset")
+        reset = reset.lower()
+        if reset == "earliest":
+            return partition_obj.log_start_offset
+        if reset.startswith("by_duration:"):
+            from ..group_config import parse_duration_ms
+            ms = parse_duration_ms(reset[len("by_duration:"):].upper())
+            found = partition_obj.log.offset_for_timestamp(self.now_ms() - (ms or 0))
+            if found is not None:
+                return max(found[0], partition_obj.log_start_offset)
+        return partition_obj.high_watermark
+
     def get_or_create(self, group_id: str, topic_id, partition_obj) -> SharePartition:
         key = (group_id, topic_id, partition_obj.partition_id)
         sp = self.partitions.get(key)
         if sp is None:
-            # share.auto.offset.reset=latest (Kafka's default): from the high watermark on
-            sp = SharePartition(partition_obj.high_watermark, self.lock_ms, self.delivery_limit, self.max_locks)
+            sp = SharePartition(self._start_offset(group_id, partition_obj), self._lock_ms(group_id),
+                                self.delivery_limit, self.max_locks)
             self.partitions[key] = sp
         return sp
 
@@ -142,6 +171,7 @@ class SharePartitionManager:
             await self._loading[key].wait()
         sp = self.partitions.get(key)
         if sp is not None:
+            sp.lock_ms = self._lock_ms(group_id)   # a changed group config applies to the next acquisitions
             return sp
         pc = self.persister
         if pc is None:
@@ -158,11 +188,11 @@ class SharePartitionManager:
             if fut is not None:
                 await fut.get()
             if st is None or st.start_offset < 0:
-                start = partition_obj.high_watermark
+                start = self._start_offset(group_id, partition_obj)
                 await pc.initialize(*key, 0, start).get()
-                sp = SharePartition(start, self.lock_ms, self.delivery_limit, self.max_locks)
+                sp = SharePartition(start, self._lock_ms(group_id), self.delivery_limit, self.max_locks)
             else:
-                sp = SharePartition(st.start_offset, self.lock_ms, self.delivery_limit, self.max_locks)
+                sp = SharePartition(st.start_offset, self._lock_ms(group_id), self.delivery_limit, self.max_locks)
                 sp.state_epoch = st.state_epoch
                 nxt = st.start_offset
                 for first, last, state, count in sorted(st.batches):

@@ -492,3 +492,38 @@ def test_auto_leader_rebalance_moves_leadership_back(tmp_path):
         p = wait_until(lambda: (lambda x: x if x and x["leader_id"] == 1 and 1 in x["isr_nodes"] else None)(
             _leader_of(c, "zk-auto", 0)), timeout=60, what="leadership back on the preferred replica 1")
         assert p["leader_epoch"] >= 2   # elected twice: failover, then the rebalance
+
+
+def _group_config(node, group, key):
+    with wire.WireClient(addr(node)) as c:
+        d = c.request(32, 4, {"resources": [{"resource_type": 32, "resource_name": group,
+                                             "configuration_keys": [key]}],
+                              "include_synonyms": False, "include_documentation": False})
+    (entry,) = d["results"][0]["configs"]
+    return entry["value"], entry["config_source"]
+
+
+def test_group_configs_in_zookeeper(cluster, zk):
+    """GROUP configs: /config/groups/<group> plus a /config/changes notification; every broker
+    describes and lists them; DELETE of the last one removes the znode."""
+    a, b, c3 = cluster.brokers
+    key, group = "share.auto.offset.reset", "zk-group-cfg"
+    before = set(zk.get_children("/config/changes"))
+    with wire.WireClient(addr(a)) as c:
+        r = c.request(44, 1, {"resources": [{"resource_type": 32, "resource_name": group, "configs": [
+            {"name": key, "config_operation": 0, "value": "earliest"}]}], "validate_only": False})
+    assert r["responses"][0]["error_code"] == 0, r
+    assert json.loads(zk.get("/config/groups/" + group)[0])["config"] == {key: "earliest"}
+    notes = [json.loads(zk.get("/config/changes/" + n)[0]) for n in set(zk.get_children("/config/changes")) - before]
+    assert {"version": 2, "entity_path": "groups/" + group} in notes
+    for node in cluster.brokers:
+        wait_until(lambda: _group_config(node, group, key) == ("earliest", 8),
+                   what="the group config on broker %d" % node.broker_id)
+    with wire.WireClient(addr(b)) as c:
+        listed = c.request(74, 1, {"resource_types": [32]})["config_resources"]
+        assert {"resource_name": group, "resource_type": 32} in listed
+        r = c.request(44, 1, {"resources": [{"resource_type": 32, "resource_name": group, "configs": [
+            {"name": key, "config_operation": 1, "value": None}]}], "validate_only": False})
+    assert r["responses"][0]["error_code"] == 0, r
+    assert zk.exists("/config/groups/" + group) is None
+    wait_until(lambda: _group_config(c3, group, key) == ("latest", 5), what="the default back on broker 3")

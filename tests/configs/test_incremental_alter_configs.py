@@ -176,7 +176,7 @@ def test_raw_duplicates_nulls_and_types(broker, admin, version):
                                                      C(name="segment.ms", config_operation=2, value=None),
                                                      C(name="flush.ms", config_operation=1, value=None)]),
         R(resource_type=99, resource_name="x", configs=[]),
-        R(resource_type=32, resource_name="g", configs=[]),
+        R(resource_type=16, resource_name="g", configs=[]),   # CLIENT_METRICS: not served
         R(resource_type=4, resource_name="7", configs=[C(name="log.retention.ms", config_operation=0, value="1")]),
     ], version=version)
     for r in (dup1, dup2):
@@ -186,7 +186,7 @@ def test_raw_duplicates_nulls_and_types(broker, admin, version):
     assert (dupkeys.error_code, dupkeys.error_message) == (42, "Error due to duplicate config keys")
     assert (nulls.error_code, nulls.error_message) == (42, "Null value not supported for : retention.ms, segment.ms")
     assert (unknown_type.error_code, unknown_type.error_message) == (42, "Unknown resource type 99")
-    assert group.error_code == 42
+    assert (group.error_code, group.error_message) == (42, "Unsupported resource type: CLIENT_METRICS")
     assert (foreign.error_code, foreign.error_message) == (42, "Unexpected broker id, expected 1, but received 7")
     # Cluster-wide broker default (empty name, which librdkafka cannot send): same refusal.
     (cluster,) = _raw(bs, [R(resource_type=4, resource_name="", configs=[

@@ -347,7 +347,14 @@ class ConsumerGroupManager:
 
     def _schedule(self, g, m) -> None:
         gid, mid = g.group_id, m.member_id
-        self.gc.timer.schedule(("cg-hb", gid, mid), self.session_timeout_ms / 1000.0, lambda: self._expire(gid, mid))
+        self.gc.timer.schedule(("cg-hb", gid, mid), self._group_value(gid, "consumer.session.timeout.ms") / 1000.0,
+                               lambda: self._expire(gid, mid))
+
+    def _group_value(self, gid: str, name: str) -> int:
+        """The group's config (a GROUP config resource) or the broker's value."""
+        default = self.session_timeout_ms if name.endswith("session.timeout.ms") else self.heartbeat_interval_ms
+        gcfg = self.gc.group_configs
+        return default if gcfg is None else gcfg.override(gid, name, default)
 
     # -- ConsumerGroupHeartbeat ----------------------------------------------------------------
     def heartbeat(self, req: dict, version: int, client_id: str, client_host: str):
@@ -456,7 +463,8 @@ class ConsumerGroupManager:
         self._maybe_compute_target(g)
         self._reconcile(g, m)
         resp = {"error_code": 0, "member_id": mid, "member_epoch": m.epoch,
-                "heartbeat_interval_ms": self.heartbeat_interval_ms, "assignment": None}
+                "heartbeat_interval_ms": self._group_value(g.group_id, "consumer.heartbeat.interval.ms"),
+                "assignment": None}
         current = (m.epoch, frozenset(m.assigned))
         if m.last_sent != current or epoch == 0 or req["topic_partitions"] is not None:
             by_topic: dict = {}

@@ -74,10 +74,15 @@ class GroupCoordinator:
     :class:`MemoryOffsetsLog` in unit tests; may also be given to :meth:`startup`).
     ``leads_every_partition``: a single broker, leader of every ``__consumer_offsets`` partition,
     loads them all itself; with a controller (False) its leadership events call
-    :meth:`on_become_leader` / :meth:`on_resign`."""
+    :meth:`on_become_leader` / :meth:`on_resign`.  ``group_configs``: the GROUP configs
+    (``override(group_id, name, default)``)."""
 
-    def __init__(self, config, metadata=None, log=None, leads_every_partition: bool = True, clock=None):
+    def __init__(self, config, metadata=None, log=None, leads_every_partition: bool = True, clock=None,
+                 group_configs=None):
         self.config = config
+        # the groups' dynamic configs (pykbroker/group_config.GroupConfigView; None in unit
+        # tests): session timeouts and heartbeat intervals per group
+        self.group_configs = group_configs
         # the broker's clock (pykbroker/clock.py): commit / state timestamps and offsets expiry
         # (its timer runs on trio's clock, which is the same clock in a broker)
         self.now_ms = clock.time_ms if clock is not None else _wall_ms

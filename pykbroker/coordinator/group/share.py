@@ -178,7 +178,14 @@ class ShareGroupManager:
 
     def _schedule(self, g, m) -> None:
         gid, mid = g.group_id, m.member_id
-        self.gc.timer.schedule(("sg-hb", gid, mid), self.session_timeout_ms / 1000.0, lambda: self._expire(gid, mid))
+        self.gc.timer.schedule(("sg-hb", gid, mid), self._group_value(gid, "share.session.timeout.ms") / 1000.0,
+                               lambda: self._expire(gid, mid))
+
+    def _group_value(self, gid: str, name: str) -> int:
+        """The group's config (a GROUP config resource) or the broker's value."""
+        default = self.session_timeout_ms if name.endswith("session.timeout.ms") else self.heartbeat_interval_ms
+        gcfg = self.gc.group_configs
+        return default if gcfg is None else gcfg.override(gid, name, default)
 
     @staticmethod
     def _err(code, message=None) -> dict:
@@ -348,7 +355,8 @@ class ShareGroupManager:
         if m.epoch != g.assignment_epoch:
             m.prev_epoch, m.epoch = m.epoch, g.assignment_epoch
         resp = {"error_code": 0, "error_message": None, "member_id": mid, "member_epoch": m.epoch,
-                "heartbeat_interval_ms": self.heartbeat_interval_ms, "assignment": None}
+                "heartbeat_interval_ms": self._group_value(g.group_id, "share.heartbeat.interval.ms"),
+                "assignment": None}
         current = frozenset(m.assigned)
         if m.last_sent != current:
             by_topic: dict = {}

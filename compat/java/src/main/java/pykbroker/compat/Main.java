@@ -60,6 +60,7 @@ public final class Main {
                 case "txn": TxnScenario.run(bootstrap, args); break;
                 case "config_resources": ConfigResourcesScenario.run(bootstrap, args); break;
                 case "share": ShareScenario.run(bootstrap, args); break;
+                case "share_config": ShareConfigScenario.run(bootstrap, args); break;
                 case "produce_load": Load.produce(bootstrap, args); break;
                 case "consume_group": Load.consumeGroup(bootstrap, args); break;
                 default: throw new IllegalArgumentException("unknown scenario " + scenario);
