@@ -100,6 +100,10 @@ class ZkController(Controller):
         self._shutting_down = False
         # ongoing reassignments, every broker (from the topic znodes): topic -> {p: (adding, removing)}
         self._reassigning: dict[str, dict[int, tuple[list[int], list[int]]]] = {}
+        # the full replica sets of those partitions, read from the same topic znode as their
+        # adding/removing lists (ListPartitionReassignments answers from this pair, never from a
+        # partition state that may not have caught up with the znode yet)
+        self._reassign_replicas: dict[str, dict[int, list[int]]] = {}
 
     # ================================================================== life cycle
     async def connect(self, cluster_id_hint: str) -> str:
@@ -454,13 +458,17 @@ class ZkController(Controller):
         r = Z.decode_reassignments(data)
         if r:
             self._reassigning[name] = r
+            assignment = Z.decode_assignment(data)[1]
+            self._reassign_replicas[name] = {p: assignment.get(p, []) for p in r}
         else:
             self._reassigning.pop(name, None)
+            self._reassign_replicas.pop(name, None)
 
     async def _remove_topic(self, name: str) -> None:
         info = self.cache.get(name)
         self._unwatch_topic(name)
         self._reassigning.pop(name, None)
+        self._reassign_replicas.pop(name, None)
         if info is None:
             return
         self.cache.apply([RemoveTopicRecord(info.topic_id)])
@@ -868,7 +876,8 @@ class ZkController(Controller):
                     continue
                 st = self.cache.partition_state(name, p)
                 if st is not None:
-                    out[(name, p)] = (list(st.replicas), list(adding), list(removing))
+                    full = self._reassign_replicas.get(name, {}).get(p) or st.replicas
+                    out[(name, p)] = (list(full), list(adding), list(removing))
         return out
 
     def _check_target(self, topic: str, p: int, target, allow_rf_change: bool):
@@ -982,8 +991,10 @@ class ZkController(Controller):
             return False
         if ongoing:
             self._reassigning[topic] = ongoing
+            self._reassign_replicas[topic] = {q: list(assignment.get(q, [])) for q in ongoing}
         else:
             self._reassigning.pop(topic, None)
+            self._reassign_replicas.pop(topic, None)
         new = PartitionState(new.leader, new.leader_epoch, results[2].version, new.replicas, new.isr)
         cur = self.cache.partition_state(topic, p)
         if cur is not None and cur.partition_epoch < new.partition_epoch:
