@@ -149,15 +149,20 @@ def run(args) -> int:
                        for t in found]
             consumer.assign(tps)
             assigned.update((args.topic, p) for p in parts)
-        return _loop(args, ckm, consumer, assigned, at_end)
+        count = _loop(args, ckm, consumer, assigned, at_end)
     finally:
         try:
             consumer.close()   # commits (group) and leaves the group
         except Exception:
             pass
+    # After the close, as Kafka's console consumer reports it: whatever librdkafka logs to stderr
+    # while closing comes before, so the count stays the last line.
+    print("Processed a total of %d messages" % count, file=sys.stderr)
+    return 0
 
 
 def _loop(args, ckm, consumer, assigned, at_end) -> int:
+    """Prints records until a stop condition; the number printed."""
     import signal
 
     def on_term(signum, frame):
@@ -211,5 +216,4 @@ def _loop(args, ckm, consumer, assigned, at_end) -> int:
         pass   # Ctrl-C ends a run normally (Kafka's tool too): the count below, exit 0
     out.flush()
     progress.done()
-    print("Processed a total of %d messages" % count, file=sys.stderr)
-    return 0
+    return count

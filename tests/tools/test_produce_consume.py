@@ -112,7 +112,7 @@ def test_client_produces_cli_consumes(both):
         # partitions interleave as fetches return; within one, offset order
         seen["json"] = sorted((json.loads(line) for line in r.stdout.splitlines()),
                               key=lambda m: (m["partition"], m["offset"]))
-        assert r.stderr.decode().strip().endswith("Processed a total of 4 messages")
+        assert r.stderr.decode().strip().endswith("Processed a total of 4 messages"), (t.name, r.stderr)
         r = cli(t, "consume", "--topic", topic, "--partition", "0", "--offset", "earliest", "--exit-at-end",
                 "--print-key", "--key-separator", "=")
         seen["value"] = r.stdout
