@@ -7,7 +7,9 @@ Three parts run in one process:
    JSON object ``{"type": "visit", "ts": <epoch ms>, "site": ..., "ip": ..., "url": ...}`` keyed by
    site, with the record timestamp equal to ``ts``.  ``ts`` is the wall clock minus up to
    ``--max-lateness`` (out-of-order arrival, always less than the watermark delay, so no visit is
-   ever dropped as late).  When generation stops, one ``{"type": "tick"}`` event per partition
+   dropped as late while the cluster is healthy; a partition held up for longer than the
+   watermark, e.g. by a leader failover, does make visits late, and the command then reports how
+   many rows Spark dropped).  When generation stops, one ``{"type": "tick"}`` event per partition
    carries a timestamp past the last window's end plus the watermark delay: it advances Spark's
    watermark so the final windows close (in a live deployment, later traffic does that).
 2. **Spark job** (PySpark, Spark's own ``spark-sql-kafka-0-10`` connector): ``readStream`` from the
