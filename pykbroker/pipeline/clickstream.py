@@ -129,6 +129,7 @@ class Generator(threading.Thread):
         self.stop_event = threading.Event()
         self.produced = 0
         self.last_ts = 0
+        self.last_window_end = 0   # set once the closing ticks are written
         self.error: BaseException | None = None
         self.done = threading.Event()
 
@@ -336,9 +337,16 @@ def _run(args, bootstrap: str, tmp: str) -> int:
     _log("starting Spark (%s) with the Kafka connector" % args.master)
     spark = build_session("pykbroker-clickstream", master=args.master)
     # PySpark's SIGINT handler cancels every running Spark job (the current micro-batch would fail
-    # the query); Ctrl-C should instead stop the generator and let the last windows close.
+    # the query); Ctrl-C should instead stop the generator and let the last windows close.  The
+    # first Ctrl-C only sets a flag: a KeyboardInterrupt raised in the middle of a Py4J call
+    # (query.exception(), lastProgress) would leave its answer unread on the gateway socket and
+    # the next call waiting forever.  A second Ctrl-C interrupts at once.
+    interrupted = threading.Event()
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        def on_sigint(signum, frame):
+            interrupted.set()
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGINT, on_sigint)
     checkpoint = args.checkpoint or os.path.join(tmp, "checkpoint")
     query = build_query(spark, bootstrap, args, in_start, checkpoint)
     summary = Summary(bootstrap, args.output_topic, out_start)
@@ -350,15 +358,15 @@ def _run(args, bootstrap: str, tmp: str) -> int:
     late = LateRows()
     rc = 0
     try:
-        try:
-            while not gen.done.wait(0.5):
-                late.update(query)
-                if query.exception() is not None:
-                    break
-        except KeyboardInterrupt:
-            _log("interrupted: stopping the generator, closing the last windows")
-            gen.stop_event.set()
-            gen.done.wait(60)
+        while not gen.done.wait(0.5):
+            if interrupted.is_set():
+                _log("interrupted: stopping the generator, closing the last windows")
+                gen.stop_event.set()
+                gen.done.wait(60)
+                break
+            late.update(query)
+            if query.exception() is not None:
+                break
         if gen.error is not None:
             raise gen.error
         if query.exception() is None:

@@ -136,7 +136,10 @@ def test_admin_changes_through_one_broker_reach_every_broker(cluster, zk):
             d = c.request(32, 4, {"resources": [{"resource_type": 2, "resource_name": "zk-admin",
                                                  "configuration_keys": ["retention.ms"]}],
                                   "include_synonyms": False, "include_documentation": False})
-        return d["results"][0]["configs"][0]["value"] == "999"
+        res = d["results"][0]
+        # b may not have the topic in its metadata yet (UNKNOWN_TOPIC_OR_PARTITION, no configs):
+        # its watch on the new topic fires when ZooKeeper delivers it, as with Kafka's brokers
+        return res["error_code"] == 0 and res["configs"][0]["value"] == "999"
     wait_until(retention_on_b, what="retention.ms=999 on another broker")
     # more partitions, through the third broker
     with wire.WireClient(addr(cluster.brokers[1])) as c:
@@ -145,12 +148,16 @@ def test_admin_changes_through_one_broker_reach_every_broker(cluster, zk):
     assert r["results"][0]["error_code"] == 0, r
     for node in cluster.brokers:
         wait_until(lambda: len(partitions_seen_by(node, "zk-admin")[1]) == 3, what="3 partitions")
-    # each broker holds logs of its own replicas only
+    # each broker holds logs of its own replicas only (created once it has applied the new
+    # partition states, which may come after its metadata lists them)
     _, parts = partitions_seen_by(a, "zk-admin")
     for node in cluster.brokers:
         mine = {p for p, x in parts.items() if node.broker_id in x["replica_nodes"]}
-        dirs = {int(d.rsplit("-", 1)[1]) for d in os.listdir(node.log_dir) if d.startswith("zk-admin-")}
-        assert dirs == mine, (node.broker_id, dirs, mine)
+
+        def dirs(node=node):
+            return {int(d.rsplit("-", 1)[1]) for d in os.listdir(node.log_dir) if d.startswith("zk-admin-")}
+        wait_until(lambda: dirs() == mine, what="broker %d holds logs of %s: %s" % (node.broker_id, mine, dirs()))
+        assert dirs() == mine, (node.broker_id, dirs(), mine)
     # deletion through another broker: gone everywhere, logs removed
     with wire.WireClient(addr(b)) as c:
         r = c.request(20, 4, {"topic_names": ["zk-admin"], "timeout_ms": 30000})

@@ -119,7 +119,10 @@ def test_clickstream_embedded_broker_ctrl_c(tmp_path):
             assert p.poll() is None and time.monotonic() < deadline, "".join(lines)[-5000:]
             time.sleep(0.2)
         os.killpg(p.pid, signal.SIGINT)
-        p.wait(120)
+        try:
+            p.wait(120)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("still running 120 s after Ctrl-C:\n" + "".join(lines)[-5000:]) from None
         reader.join(10)
     finally:
         if p.poll() is None:
