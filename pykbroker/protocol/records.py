@@ -41,7 +41,7 @@ from __future__ import annotations
 import struct
 import time
 import zlib
-from typing import Iterable, Iterator, NamedTuple, Optional, Sequence
+from typing import Any, Iterable, Iterator, NamedTuple, Optional, Sequence
 
 from .errors import ErrorCode, KafkaError
 
@@ -270,7 +270,7 @@ class BatchInfo(NamedTuple):
 
 
 class ValidatedRecords(NamedTuple):
-    buffer: bytearray        # private copy, patched in place by the log
+    buffer: Any              # bytearray or writable memoryview, patched in place by the log
     batches: list            # list[BatchInfo]
     offset_count: int        # sum of offset_count over batches
 
@@ -395,8 +395,13 @@ def validate_produce_records(
         raise RecordError(INVALID_RECORD, "produce requests may contain exactly one batch per partition",
                           client_message=None, request_check=True)
     end = frames[-1][0] + frames[-1][1]
-    # A private copy of the whole batches only (trailing partial bytes are dropped, as Kafka).
-    data = bytearray(buf if end == n else memoryview(buf)[:end])
+    # The whole batches only (trailing partial bytes are dropped, as Kafka), patched in place
+    # by the log: a writable view (the records of a request frame, which FrameBuffer hands out
+    # as a bytearray nothing else uses) is kept as it is; anything else gets a private copy.
+    if type(buf) is memoryview and not buf.readonly and buf.contiguous and buf.format == "B":
+        data = buf if end == n else buf[:end]
+    else:
+        data = bytearray(buf if end == n else memoryview(buf)[:end])
     mv = memoryview(data)
     batches = []
     total = 0

@@ -86,17 +86,29 @@ class Connection:
         checkpoint = trio.lowlevel.checkpoint
         while True:
             # straight from the non-blocking socket, waiting only when it is empty: the
-            # same as trio's receive_some without its per-call overhead (see _write)
+            # same as trio's receive_some without its per-call overhead (see _write).  A large
+            # request's body is read straight into its frame's buffer (no bytes object per
+            # read, no joining them afterwards).
+            target = dispatcher.read_target()
             try:
-                data = os.read(fd, 65536)
+                if target is not None:
+                    n = os.readv(fd, (target,))
+                    if not n:
+                        return
+                    dispatcher.received_into(n)
+                else:
+                    data = os.read(fd, 65536)
+                    if not data:
+                        return
+                    dispatcher.receive_data(data)
             except BlockingIOError:
                 await trio.lowlevel.wait_readable(sock)
                 continue
             except OSError as e:
                 raise trio.BrokenResourceError(str(e)) from e
-            if not data:
-                return
-            dispatcher.receive_data(data)
+            finally:
+                if target is not None:
+                    target.release()
             while True:
                 event = dispatcher.next_event()
                 if event is None:

@@ -208,6 +208,14 @@ class Dispatcher:
     def receive_data(self, data) -> None:
         self._frames.receive_data(data)
 
+    def read_target(self):
+        """Where the next read should go: the rest of a large frame's buffer, or ``None`` for a
+        plain read handed to ``receive_data`` (FrameBuffer.read_target)."""
+        return self._frames.read_target()
+
+    def received_into(self, n: int) -> None:
+        self._frames.received_into(n)
+
     def next_event(self):
         """The decision for the next complete frame, or ``None`` until more bytes arrive."""
         if self.closed:
