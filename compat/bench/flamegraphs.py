@@ -100,7 +100,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=int, default=20)
     ap.add_argument("--records", type=int, default=2_000_000, help="100 B records produced")
     ap.add_argument("--out", default=str(HERE / "profiles"))
-    ap.add_argument("--records-1k", type=int, default=300_000, help="1 KiB records produced (per producer)")
+    ap.add_argument("--records-1k", type=int, default=1_000_000, help="1 KiB records produced (split among the producers)")
     ap.add_argument("--cells", default="conns-active-100,produce-100B",
                     help="comma-separated: conns-active-100, produce-100B, produce-1KiB, produce-4x1KiB, "
                          "conns-active-1000, cluster-acks-all")
@@ -142,7 +142,7 @@ def main(argv=None) -> int:
                     create_topic(c, "p1k4", 4)
                     wait_for_topic(c, "p1k4", 4)
                 results["produce-4x1KiB"] = profiled(pid, out / "produce-4x1KiB.svg", loadgen(
-                    "produce", "--bootstrap", b.bootstrap, "--topic", "p1k4", "--records", a.records_1k,
+                    "produce", "--bootstrap", b.bootstrap, "--topic", "p1k4", "--records", a.records_1k // 4,
                     "--size", 1024, "--acks", 1, "--linger-ms", 5), parallel=4)
             if "conns-active-1000" in cells:
                 results["conns-active-1000"] = profiled(pid, out / "conns-active-1000.svg", loadgen(
@@ -153,8 +153,13 @@ def main(argv=None) -> int:
         if "cluster-acks-all" in cells:
             results["cluster-acks-all"] = cluster_acks_all(d, out, a.records_1k)
     results["loadavg_end"] = os.getloadavg()
-    text = json.dumps(results, indent=1, default=str)
-    (out / "results.json").write_text(text + "\n")
+    # merged into what earlier runs wrote (a run of some cells keeps the others' numbers)
+    path = out / "results.json"
+    merged = json.loads(path.read_text()) if path.exists() else {}
+    merged.update({k: v for k, v in results.items() if not k.startswith("loadavg")})
+    merged.setdefault("loadavg", {})[",".join(cells)] = [results["loadavg_start"], results["loadavg_end"]]
+    text = json.dumps(merged, indent=1, default=str)
+    path.write_text(text + "\n")
     print(text)
     return 0
 

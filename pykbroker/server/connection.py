@@ -21,6 +21,7 @@ import time
 
 import trio
 
+from . import malloc
 from .dispatch import (  # noqa: F401  (CloseConnection, RequestContext, error_response: re-exported)
     Close, CloseConnection, Delayed, Dispatcher, HandleRequest, RequestContext, SendResponse,
     error_response)
@@ -90,6 +91,8 @@ class Connection:
             # request's body is read straight into its frame's buffer (no bytes object per
             # read, no joining them afterwards).
             target = dispatcher.read_target()
+            if target is not None and not malloc._done:
+                malloc.tune_for_large_requests()
             try:
                 if target is not None:
                     n = os.readv(fd, (target,))
