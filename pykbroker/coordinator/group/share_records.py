@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import struct
 
-from .consumer_records import _R, _W, _s16
+from .consumer_records import _R, _W, GroupRecordKeys
 
 SG_MEMBER_METADATA = 10
 SG_METADATA = 11
@@ -33,25 +33,9 @@ KEY_TYPES = (SG_MEMBER_METADATA, SG_METADATA, SG_TARGET_METADATA, SG_TARGET_MEMB
              SG_STATE_PARTITION_METADATA)
 
 
-def key(kind: int, group_id: str, member_id: str | None = None) -> bytes:
-    out = struct.pack(">h", kind) + _s16(group_id)
-    if kind in MEMBER_KEYS:
-        out += _s16(member_id or "")
-    return out
-
-
-def parse_key(kind: int, buf, pos: int = 2):
-    def s16(pos):
-        n = struct.unpack_from(">h", buf, pos)[0]
-        pos += 2
-        if n < 0 or pos + n > len(buf):
-            raise ValueError("bad string in key")
-        return bytes(buf[pos:pos + n]).decode("utf-8"), pos + n
-    gid, pos = s16(pos)
-    mid = None
-    if kind in MEMBER_KEYS:
-        mid, pos = s16(pos)
-    return kind, gid, mid
+_KEYS = GroupRecordKeys(MEMBER_KEYS)
+key = _KEYS.key
+parse_key = _KEYS.parse_key
 
 
 def group_metadata_value(epoch: int, metadata_hash: int) -> bytes:
