@@ -44,8 +44,7 @@ from ...protocol.errors import ErrorCode as E
 from . import consumer_records as R
 from . import offsets as O
 from .assignors import ASSIGNORS, DEFAULT
-from .classic import Future
-from .modern import ModernGroupManager
+from .modern import ModernGroup, ModernGroupManager
 
 log = logging.getLogger("pykbroker.group.consumer")
 
@@ -71,39 +70,20 @@ class CMember:
         self.last_sent = None
 
 
-class ConsumerGroup:
+class ConsumerGroup(ModernGroup):
     kind = "consumer"
     protocol_type = "consumer"
 
     def __init__(self, group_id, now_ms: int):
-        self.group_id = group_id
-        self.group_epoch = 0
-        self.assignment_epoch = 0
+        super().__init__(group_id, now_ms)
         self.members: dict[str, CMember] = {}
-        self.target: dict[str, set] = {}
         self.metadata_hash = 0  # of the subscribed topics the target was computed for
-        self.assignment_ts = 0
-        self.dead = False
-        self.state_timestamp = now_ms   # the broker's clock (pykbroker/clock.py)
-        # persistence: key -> value last handed to the writer; what changed since
-        self.written: dict[bytes, bytes] = {}
+        # persistence: what changed since the last write
         self.dirty: set[str] = set()
         self.gone: set[str] = set()
         self.target_dirty = False
         self.resync = False
         self.replaces_classic = False
-        self.last_write: Future | None = None
-
-    @property
-    def state(self) -> str:
-        return "Dead" if self.dead else self.summary_state()
-
-    @state.setter
-    def state(self, value) -> None:
-        self.dead = value == "Dead"
-
-    def cancel_timers(self) -> None:
-        pass
 
     def summary_state(self) -> str:
         if not self.members:
@@ -135,18 +115,10 @@ class ConsumerGroup:
 
 
 class ConsumerGroupManager(ModernGroupManager):
-    GROUP_TYPE = "consumer"
     GROUP_CLASS = ConsumerGroup
+    CONFIGS = ("group.consumer.session.timeout.ms", "group.consumer.heartbeat.interval.ms", "group.consumer.max.size")
     SESSION_TIMER = "cg-hb"
     log = log
-
-    def __init__(self, coordinator):
-        super().__init__(coordinator)
-        cfg = coordinator.config
-        # every key and its Kafka default is declared in pykbroker/config.py
-        self.session_timeout_ms = cfg["group.consumer.session.timeout.ms"]
-        self.heartbeat_interval_ms = cfg["group.consumer.heartbeat.interval.ms"]
-        self.max_size = cfg["group.consumer.max.size"]
 
     # -- helpers -----------------------------------------------------------------------------
     def _md(self):

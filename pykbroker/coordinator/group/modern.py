@@ -17,20 +17,55 @@ from ...protocol.errors import ErrorCode as E
 from .classic import Future
 
 
-class ModernGroupManager:
-    """Base of a group type's manager.  A subclass names its group type, group class, session
-    timer and logger, and builds its records (``_records``), heartbeat and assignment."""
+class ModernGroup:
+    """Base of a modern group's state (Kafka's ModernGroup): epochs, members and their target
+    assignment, and what was last handed to the writer."""
 
-    GROUP_TYPE = ""      # Group.kind, and the name in log lines: "consumer", "share", "streams"
-    GROUP_CLASS: type = object
+    kind = ""            # Kafka's group type: "consumer", "share", "streams"
+    protocol_type = ""
+
+    def __init__(self, group_id, now_ms: int):
+        self.group_id = group_id
+        self.group_epoch = 0
+        self.assignment_epoch = 0
+        self.members: dict = {}                # member id -> member
+        self.target: dict[str, set] = {}       # member id -> its target assignment
+        self.assignment_ts = 0
+        self.dead = False
+        self.state_timestamp = now_ms          # the broker's clock (pykbroker/clock.py)
+        self.written: dict[bytes, bytes] = {}  # key -> value last handed to the writer
+        self.last_write: Future | None = None
+
+    @property
+    def state(self) -> str:
+        return "Dead" if self.dead else self.summary_state()
+
+    @state.setter
+    def state(self, value) -> None:
+        self.dead = value == "Dead"
+
+    def cancel_timers(self) -> None:
+        pass   # the members' session timers are the manager's (SESSION_TIMER keys), not the group's
+
+    def summary_state(self) -> str:
+        raise NotImplementedError
+
+
+class ModernGroupManager:
+    """Base of a group type's manager.  A subclass names its group class, broker configs,
+    session timer and logger, and builds its records (``_records``), heartbeat and assignment."""
+
+    GROUP_CLASS: type = ModernGroup
+    # the broker configs of the group type: session timeout, heartbeat interval, maximum size
+    # (every key and its Kafka default is declared in pykbroker/config.py)
+    CONFIGS = ("", "", "")
     SESSION_TIMER = ""   # the first element of a member's session timer key in the coordinator's Timer
     log = logging.getLogger("pykbroker.group")
 
     def __init__(self, coordinator):
         self.gc = coordinator
-        # set by the subclass from its group.<type>.* broker configs (pykbroker/config.py)
-        self.session_timeout_ms = 0
-        self.heartbeat_interval_ms = 0
+        cfg = coordinator.config
+        self.session_timeout_ms, self.heartbeat_interval_ms, self.max_size = (cfg[k] for k in self.CONFIGS)
 
     # -- configs and metadata ------------------------------------------------------------------
     def _group_value(self, gid: str, name: str) -> int:
@@ -40,7 +75,7 @@ class ModernGroupManager:
         return default if gcfg is None else gcfg.override(gid, name, default)
 
     def _session_timeout_ms(self, gid: str) -> int:
-        return self._group_value(gid, self.GROUP_TYPE + ".session.timeout.ms")
+        return self._group_value(gid, self.GROUP_CLASS.kind + ".session.timeout.ms")
 
     def _topic_meta(self, names) -> dict:
         """name -> (topic id, partition count) of the named topics that exist."""
@@ -55,7 +90,7 @@ class ModernGroupManager:
     # -- membership ----------------------------------------------------------------------------
     def _bump(self, g, why: str) -> None:
         g.group_epoch += 1
-        self.log.info("%s group %s: epoch %d (%s)", self.GROUP_TYPE, g.group_id, g.group_epoch, why)
+        self.log.info("%s group %s: epoch %d (%s)", self.GROUP_CLASS.kind, g.group_id, g.group_epoch, why)
 
     def _schedule(self, g, m) -> None:
         """(Re)start the member's session timer: it expires unless the member heartbeats first."""
@@ -66,7 +101,7 @@ class ModernGroupManager:
     def _expire(self, gid, mid) -> None:
         g = self.gc.groups.get(gid)
         if isinstance(g, self.GROUP_CLASS) and mid in g.members:
-            self.log.info("%s group %s: member %s session expired", self.GROUP_TYPE, gid, mid)
+            self.log.info("%s group %s: member %s session expired", self.GROUP_CLASS.kind, gid, mid)
             self._remove(g, mid)
             self.persist(g)
 

@@ -40,9 +40,8 @@ import logging
 
 from ...protocol.errors import ErrorCode as E
 from . import share_records as R
-from .classic import Future
 from .consumer_records import metadata_hash
-from .modern import ModernGroupManager
+from .modern import ModernGroup, ModernGroupManager
 
 log = logging.getLogger("pykbroker.group.share")
 
@@ -65,33 +64,14 @@ class SMember:
         self.last_sent = None
 
 
-class ShareGroup:
+class ShareGroup(ModernGroup):
     kind = "share"
     protocol_type = "share"
 
     def __init__(self, group_id, now_ms: int):
-        self.group_id = group_id
-        self.group_epoch = 0
-        self.assignment_epoch = 0
+        super().__init__(group_id, now_ms)
         self.members: dict[str, SMember] = {}
-        self.target: dict[str, set] = {}
         self.topic_meta: dict = {}   # name -> (topic id, partitions) the target was computed for
-        self.dead = False
-        self.state_timestamp = now_ms
-        self.assignment_ts = 0
-        self.written: dict[bytes, bytes] = {}   # key -> value last handed to the writer
-        self.last_write: Future | None = None
-
-    @property
-    def state(self) -> str:
-        return "Dead" if self.dead else self.summary_state()
-
-    @state.setter
-    def state(self, value) -> None:
-        self.dead = value == "Dead"
-
-    def cancel_timers(self) -> None:
-        pass
 
     def summary_state(self) -> str:
         return "Stable" if self.members else "Empty"
@@ -141,18 +121,10 @@ def simple_assign(members: dict, topics: dict, current: dict) -> dict:
 
 
 class ShareGroupManager(ModernGroupManager):
-    GROUP_TYPE = "share"
     GROUP_CLASS = ShareGroup
+    CONFIGS = ("group.share.session.timeout.ms", "group.share.heartbeat.interval.ms", "group.share.max.size")
     SESSION_TIMER = "sg-hb"
     log = log
-
-    def __init__(self, coordinator):
-        super().__init__(coordinator)
-        cfg = coordinator.config
-        # every key and its Kafka default is declared in pykbroker/config.py
-        self.session_timeout_ms = cfg["group.share.session.timeout.ms"]
-        self.heartbeat_interval_ms = cfg["group.share.heartbeat.interval.ms"]
-        self.max_size = cfg["group.share.max.size"]
 
     def _member_left(self, g: ShareGroup, mid: str) -> None:
         # a new epoch and at once its target (no revocation to wait for in a share group)

@@ -21,6 +21,9 @@ from __future__ import annotations
 import struct
 
 from .consumer_records import _R, _W, GroupRecordKeys
+# The target assignment values have the consumer group's layout (Kafka's share group schemas
+# copy it: assignment epoch with the timestamp in tag 0; the member's topic partitions).
+from .consumer_records import parse_target_member_value, target_member_value, target_metadata_value  # noqa: F401
 
 SG_MEMBER_METADATA = 10
 SG_METADATA = 11
@@ -70,24 +73,8 @@ def parse_member_metadata_value(buf) -> dict:
     return d
 
 
-def target_metadata_value(assignment_epoch: int, timestamp_ms: int) -> bytes:
-    w = _W()
-    w.i32(assignment_epoch)
-    return w.done({0: struct.pack(">q", timestamp_ms) if timestamp_ms else None})
-
-
 def parse_target_metadata_value(buf) -> int:
     return _R(buf).i32()
-
-
-def target_member_value(tps) -> bytes:
-    w = _W()
-    w.topic_partitions(tps)
-    return w.done()
-
-
-def parse_target_member_value(buf) -> set:
-    return _R(buf).topic_partitions()
 
 
 def current_assignment_value(epoch: int, prev_epoch: int, assigned) -> bytes:

@@ -52,8 +52,7 @@ import re
 from ...protocol.errors import ErrorCode as E
 from . import offsets as O
 from . import streams_records as R
-from .classic import Future
-from .modern import ModernGroupManager
+from .modern import ModernGroup, ModernGroupManager
 
 log = logging.getLogger("pykbroker.group.streams")
 
@@ -106,43 +105,24 @@ def _flat(d: dict) -> set:
     return {(sid, p) for sid, ps in d.items() for p in ps}
 
 
-class StreamsGroup:
+class StreamsGroup(ModernGroup):
     kind = "streams"
     protocol_type = "streams"
     timer_kind = "sg-hb"
 
     def __init__(self, group_id, now_ms: int):
-        self.group_id = group_id
-        self.group_epoch = 0
-        self.assignment_epoch = 0
+        super().__init__(group_id, now_ms)
         self.members: dict[str, SMember] = {}
-        self.target: dict[str, set] = {}
         self.topology: dict | None = None
         self.metadata_hash = 0
         self.validated_topology_epoch = -1
         self.configured = None      # result of configure() for the current metadata
-        self.assignment_ts = 0
         self.delay_until_ms = 0
         # bumped when a computed assignment moves tasks of members with a user endpoint
         # (Interactive Queries); not persisted (a reload starts again at 0, as a member's does)
         self.endpoint_epoch = 0
         self.shutdown_requested_by = None
-        self.dead = False
-        self.state_timestamp = now_ms
-        self.written: dict[bytes, bytes] = {}
-        self.last_write: Future | None = None
         self.replaces_classic = False
-
-    @property
-    def state(self) -> str:
-        return "Dead" if self.dead else self.summary_state()
-
-    @state.setter
-    def state(self, value) -> None:
-        self.dead = value == "Dead"
-
-    def cancel_timers(self) -> None:
-        pass
 
     def subscribed_topics(self) -> set:
         """The topics the topology reads (OffsetDelete refuses to delete their offsets)."""
@@ -309,18 +289,14 @@ def _hash_topics(md, names) -> int:
 
 
 class StreamsGroupManager(ModernGroupManager):
-    GROUP_TYPE = "streams"
     GROUP_CLASS = StreamsGroup
+    CONFIGS = ("group.streams.session.timeout.ms", "group.streams.heartbeat.interval.ms", "group.streams.max.size")
     SESSION_TIMER = "sg-hb"
     log = log
 
     def __init__(self, coordinator):
         super().__init__(coordinator)
         cfg = coordinator.config
-        # every key and its Kafka default is declared in pykbroker/config.py
-        self.session_timeout_ms = cfg["group.streams.session.timeout.ms"]
-        self.heartbeat_interval_ms = cfg["group.streams.heartbeat.interval.ms"]
-        self.max_size = cfg["group.streams.max.size"]
         self.initial_delay_ms = cfg["group.streams.initial.rebalance.delay.ms"]
         self.config = cfg   # group.streams.assignment.interval.ms is dynamic (read at each use)
         self.creating: set = set()
