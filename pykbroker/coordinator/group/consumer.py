@@ -44,30 +44,22 @@ from ...protocol.errors import ErrorCode as E
 from . import consumer_records as R
 from . import offsets as O
 from .assignors import ASSIGNORS, DEFAULT
-from .modern import ModernGroup, ModernGroupManager
+from .modern import ModernGroup, ModernGroupManager, ModernGroupMember
 
 log = logging.getLogger("pykbroker.group.consumer")
 
 
-class CMember:
-    __slots__ = ("member_id", "epoch", "prev_epoch", "instance_id", "rack_id", "client_id", "client_host",
-                 "rebalance_timeout_ms", "topics", "regex", "assignor", "assigned", "revoking", "last_sent")
+class CMember(ModernGroupMember):
+    __slots__ = ("instance_id", "rebalance_timeout_ms", "topics", "regex", "assignor", "revoking")
 
     def __init__(self, member_id):
-        self.member_id = member_id
-        self.epoch = 0
-        self.prev_epoch = -1
+        super().__init__(member_id)
         self.instance_id = None
-        self.rack_id = None
-        self.client_id = ""
-        self.client_host = ""
         self.rebalance_timeout_ms = 300000
         self.topics: list[str] = []
         self.regex: str | None = None
         self.assignor: str | None = None
-        self.assigned: set = set()
         self.revoking: set = set()
-        self.last_sent = None
 
 
 class ConsumerGroup(ModernGroup):

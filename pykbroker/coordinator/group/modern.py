@@ -17,6 +17,24 @@ from ...protocol.errors import ErrorCode as E
 from .classic import Future
 
 
+class ModernGroupMember:
+    """Base of a modern group's member (Kafka's ModernGroupMember): its id, epochs, client, and
+    the assignment it holds."""
+
+    __slots__ = ("member_id", "epoch", "prev_epoch", "rack_id", "client_id", "client_host", "assigned",
+                 "last_sent")
+
+    def __init__(self, member_id):
+        self.member_id = member_id
+        self.epoch = 0
+        self.prev_epoch = -1
+        self.rack_id = None
+        self.client_id = ""
+        self.client_host = ""
+        self.assigned: set = set()
+        self.last_sent = None   # the assignment last sent in a heartbeat response (None: send it again)
+
+
 class ModernGroup:
     """Base of a modern group's state (Kafka's ModernGroup): epochs, members and their target
     assignment, and what was last handed to the writer."""

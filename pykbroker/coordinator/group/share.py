@@ -41,27 +41,19 @@ import logging
 from ...protocol.errors import ErrorCode as E
 from . import share_records as R
 from .consumer_records import metadata_hash
-from .modern import ModernGroup, ModernGroupManager
+from .modern import ModernGroup, ModernGroupManager, ModernGroupMember
 
 log = logging.getLogger("pykbroker.group.share")
 
 SHARE_ASSIGNOR = "simple"
 
 
-class SMember:
-    __slots__ = ("member_id", "epoch", "prev_epoch", "rack_id", "client_id", "client_host", "topics", "assigned",
-                 "last_sent")
+class SMember(ModernGroupMember):
+    __slots__ = ("topics",)
 
     def __init__(self, member_id):
-        self.member_id = member_id
-        self.epoch = 0
-        self.prev_epoch = -1
-        self.rack_id = None
-        self.client_id = ""
-        self.client_host = ""
+        super().__init__(member_id)
         self.topics: list[str] = []
-        self.assigned: set = set()
-        self.last_sent = None
 
 
 class ShareGroup(ModernGroup):

@@ -52,7 +52,7 @@ import re
 from ...protocol.errors import ErrorCode as E
 from . import offsets as O
 from . import streams_records as R
-from .modern import ModernGroup, ModernGroupManager
+from .modern import ModernGroup, ModernGroupManager, ModernGroupMember
 
 log = logging.getLogger("pykbroker.group.streams")
 
@@ -69,19 +69,13 @@ TASK_OFFSET_INTERVAL_MS = 60000
 ACCEPTABLE_RECOVERY_LAG = 10000
 
 
-class SMember:
-    __slots__ = ("member_id", "epoch", "prev_epoch", "instance_id", "rack_id", "client_id", "client_host",
-                 "rebalance_timeout_ms", "topology_epoch", "process_id", "user_endpoint", "client_tags",
-                 "task_offsets", "task_end_offsets", "assigned", "revoking", "last_sent")
+class SMember(ModernGroupMember):
+    __slots__ = ("instance_id", "rebalance_timeout_ms", "topology_epoch", "process_id", "user_endpoint",
+                 "client_tags", "task_offsets", "task_end_offsets", "revoking")
 
     def __init__(self, member_id):
-        self.member_id = member_id
-        self.epoch = 0
-        self.prev_epoch = -1
+        super().__init__(member_id)
         self.instance_id = None
-        self.rack_id = None
-        self.client_id = ""
-        self.client_host = ""
         self.rebalance_timeout_ms = 300000
         self.topology_epoch = 0
         self.process_id = ""
@@ -89,9 +83,7 @@ class SMember:
         self.client_tags: list = []
         self.task_offsets: list = []
         self.task_end_offsets: list = []
-        self.assigned: set = set()   # active tasks (subtopology id, partition)
-        self.revoking: set = set()
-        self.last_sent = None
+        self.revoking: set = set()   # like ``assigned``: active tasks (subtopology id, partition)
 
 
 def _by_sub(tasks) -> dict:
