@@ -78,14 +78,7 @@ class ConsumerGroup(ModernGroup):
         self.replaces_classic = False
 
     def summary_state(self) -> str:
-        if not self.members:
-            return "Empty"
-        if self.assignment_epoch < self.group_epoch:
-            return "Assigning"
-        if any(m.epoch != self.assignment_epoch or m.revoking or m.assigned != self.target.get(m.member_id, set())
-               for m in self.members.values()):
-            return "Reconciling"
-        return "Stable"
+        return "Empty" if not self.members else self._reconciliation_state()
 
     def assignor_name(self) -> str:
         for m in self.members.values():

@@ -68,6 +68,17 @@ class ModernGroup:
     def summary_state(self) -> str:
         raise NotImplementedError
 
+    def _reconciliation_state(self) -> str:
+        """The state of a consumer or streams group with members (Kafka's ASSIGNING /
+        RECONCILING / STABLE): its target is behind the group epoch, a member is not at its
+        target yet (epoch, partitions to revoke or to take), or every member is."""
+        if self.assignment_epoch < self.group_epoch:
+            return "Assigning"
+        if any(m.epoch != self.assignment_epoch or m.revoking or m.assigned != self.target.get(m.member_id, set())
+               for m in self.members.values()):
+            return "Reconciling"
+        return "Stable"
+
 
 class ModernGroupManager:
     """Base of a group type's manager.  A subclass names its group class, broker configs,

@@ -125,12 +125,7 @@ class StreamsGroup(ModernGroup):
             return "Empty"
         if self.configured is None or not self.configured["ready"]:
             return "NotReady"
-        if self.assignment_epoch < self.group_epoch:
-            return "Assigning"
-        if any(m.epoch != self.assignment_epoch or m.revoking or m.assigned != self.target.get(m.member_id, set())
-               for m in self.members.values()):
-            return "Reconciling"
-        return "Stable"
+        return self._reconciliation_state()
 
 
 def configure(topology: dict, md) -> dict:
