@@ -16,9 +16,8 @@ id at epoch 0 is INVALID_REQUEST) and may subscribe by regular expression
 """
 from __future__ import annotations
 
-from ..coordinator.group.api import client_host, group_precheck
-from ..coordinator.group.coordinator import append_error_to_response
-from ..protocol.errors import ErrorCode as E
+from ..coordinator.group.api import client_host
+from .modern_group import group_heartbeat
 
 API_KEY = 68
 MIN_VERSION = 0
@@ -31,22 +30,10 @@ def _err(code, msg=None):
 
 
 async def handle(ctx, request):
-    gid = request["group_id"]
-    if not gid:
-        return _err(E.INVALID_GROUP_ID, "GroupId can't be empty.")
-    gc, err = await group_precheck(ctx, gid)
-    if err:
-        return _err(err)
-    if gc.consumer is None:
-        return _err(E.UNSUPPORTED_VERSION)
-    res, written = gc.consumer.heartbeat(request, ctx.api_version, ctx.client_id or "", client_host(ctx))
-    # Answered once the heartbeat's records are in __consumer_offsets, as Kafka does: a member
-    # must never act on an epoch or assignment a coordinator restart could forget.
-    code = await written.get()
-    if code:
-        return _err(append_error_to_response(code))
-    res["throttle_time_ms"] = 0
-    return res
+    # answered once the heartbeat's records are in __consumer_offsets (group_heartbeat)
+    return await group_heartbeat(
+        ctx, request, _err, lambda gc: gc.consumer,
+        lambda consumer: consumer.heartbeat(request, ctx.api_version, ctx.client_id or "", client_host(ctx)))
 
 
 def error_response(ctx, request, code):

@@ -9,9 +9,8 @@ Version notes: v1 adds member_type (1 = consumer protocol member, KIP-1099).
 """
 from __future__ import annotations
 
-from ..coordinator.group.api import GROUP_AUTHORIZED_OPERATIONS, group_precheck
-from ..protocol.errors import ErrorCode as E
 from .common import error_per_item
+from .modern_group import describe_groups
 
 API_KEY = 69
 MIN_VERSION = 0
@@ -24,23 +23,7 @@ def _err(gid, code, msg=None):
 
 
 async def handle(ctx, request):
-    out = []
-    for gid in request["group_ids"]:
-        if not gid:
-            out.append(_err(gid, E.INVALID_GROUP_ID))
-            continue
-        gc, err = await group_precheck(ctx, gid, create_topic=False)
-        if err:
-            out.append(_err(gid, err))
-            continue
-        g = gc.get_group(gid)
-        if g is None or g.kind != "consumer":
-            out.append(_err(gid, E.GROUP_ID_NOT_FOUND, "Group %s not found." % gid if g is None
-                            else "Group %s is not a consumer group." % gid))
-            continue
-        d = gc.consumer.describe(g)
-        d["authorized_operations"] = GROUP_AUTHORIZED_OPERATIONS if request["include_authorized_operations"] else -2147483648
-        out.append(d)
+    out = await describe_groups(ctx, request, "consumer", _err, lambda gc, g: gc.consumer.describe(g))
     return {"throttle_time_ms": 0, "groups": out}
 
 

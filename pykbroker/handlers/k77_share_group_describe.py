@@ -11,9 +11,8 @@ follow in request order.
 """
 from __future__ import annotations
 
-from ..coordinator.group.api import GROUP_AUTHORIZED_OPERATIONS, group_precheck
-from ..protocol.errors import ErrorCode as E
 from .common import error_per_item
+from .modern_group import AUTHORIZED_OPERATIONS_OMITTED, describe_groups
 
 API_KEY = 77
 MIN_VERSION = 1
@@ -23,27 +22,11 @@ MAX_VERSION = 1
 def _err(gid, code, msg=None):
     return {"error_code": int(code), "error_message": msg, "group_id": gid, "group_state": "",
             "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": [],
-            "authorized_operations": -2147483648}
+            "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
 async def handle(ctx, request):
-    out = []
-    for gid in request["group_ids"]:
-        if not gid:
-            out.append(_err(gid, E.INVALID_GROUP_ID))
-            continue
-        gc, err = await group_precheck(ctx, gid, create_topic=False)
-        if err:
-            out.append(_err(gid, err))
-            continue
-        g = gc.get_group(gid)
-        if g is None or g.kind != "share":
-            out.append(_err(gid, E.GROUP_ID_NOT_FOUND, "Group %s not found." % gid if g is None
-                            else "Group %s is not a share group." % gid))
-            continue
-        d = gc.share.describe(g)
-        d["authorized_operations"] = GROUP_AUTHORIZED_OPERATIONS if request["include_authorized_operations"] else -2147483648
-        out.append(d)
+    out = await describe_groups(ctx, request, "share", _err, lambda gc, g: gc.share.describe(g))
     # Kafka answers the invalid (empty) group ids first, then the others in request order
     out.sort(key=lambda d: 0 if not d["group_id"] else 1)
     return {"throttle_time_ms": 0, "groups": out}

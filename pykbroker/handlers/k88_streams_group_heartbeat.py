@@ -18,9 +18,9 @@ description plugin, as a default Kafka broker).
 """
 from __future__ import annotations
 
-from ..coordinator.group.api import client_host, group_precheck
-from ..coordinator.group.coordinator import append_error_to_response
+from ..coordinator.group.api import client_host
 from ..protocol.errors import ErrorCode as E
+from .modern_group import group_heartbeat
 
 API_KEY = 88
 MIN_VERSION = 0
@@ -36,21 +36,12 @@ def _err(code, msg=None):
 
 
 async def handle(ctx, request):
-    gid = request["group_id"]
-    if not gid:
-        return _err(E.INVALID_REQUEST, "GroupId can't be empty.")
-    gc, err = await group_precheck(ctx, gid)
-    if err:
-        return _err(err)
-    if gc.streams is None:
-        return _err(E.UNSUPPORTED_VERSION)
-    res, written = gc.streams.heartbeat(request, ctx.api_version, ctx.client_id or "", client_host(ctx))
-    # Answered once the heartbeat's records are in __consumer_offsets, as Kafka does.
-    code = await written.get()
-    if code:
-        return _err(append_error_to_response(code))
-    res["throttle_time_ms"] = 0
-    return res
+    # answered once the heartbeat's records are in __consumer_offsets (group_heartbeat); an empty
+    # group id fails Kafka's request validation (INVALID_REQUEST), not the group lookup
+    return await group_heartbeat(
+        ctx, request, _err, lambda gc: gc.streams,
+        lambda streams: streams.heartbeat(request, ctx.api_version, ctx.client_id or "", client_host(ctx)),
+        empty_group_id=E.INVALID_REQUEST)
 
 
 def error_response(ctx, request, code):

@@ -13,9 +13,8 @@ AssignorName ("sticky").
 """
 from __future__ import annotations
 
-from ..coordinator.group.api import GROUP_AUTHORIZED_OPERATIONS, group_precheck
-from ..protocol.errors import ErrorCode as E
 from .common import error_per_item
+from .modern_group import AUTHORIZED_OPERATIONS_OMITTED, describe_groups
 
 API_KEY = 89
 MIN_VERSION = 0
@@ -25,29 +24,14 @@ MAX_VERSION = 1
 def _err(gid, code, msg=None):
     return {"error_code": int(code), "error_message": msg, "group_id": gid, "group_state": "",
             "group_epoch": 0, "assignment_epoch": 0, "topology": None, "members": [],
-            "authorized_operations": -2147483648, "topology_description": None,
+            "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED, "topology_description": None,
             "topology_description_status": 0, "assignor_name": None}
 
 
 async def handle(ctx, request):
-    out = []
-    for gid in request["group_ids"]:
-        if not gid:
-            out.append(_err(gid, E.INVALID_GROUP_ID))
-            continue
-        gc, err = await group_precheck(ctx, gid, create_topic=False)
-        if err:
-            out.append(_err(gid, err))
-            continue
-        g = gc.get_group(gid)
-        if g is None or g.kind != "streams":
-            out.append(_err(gid, E.GROUP_ID_NOT_FOUND, "Group %s not found." % gid if g is None
-                            else "Group %s is not a streams group." % gid))
-            continue
-        d = gc.streams.describe(g, ctx.api_version, ctx.api_version >= 1 and request["include_topology_description"])
-        d["authorized_operations"] = (GROUP_AUTHORIZED_OPERATIONS if request["include_authorized_operations"]
-                                      else -2147483648)
-        out.append(d)
+    with_description = ctx.api_version >= 1 and request["include_topology_description"]
+    out = await describe_groups(ctx, request, "streams", _err,
+                                lambda gc, g: gc.streams.describe(g, ctx.api_version, with_description))
     return {"throttle_time_ms": 0, "groups": out}
 
 

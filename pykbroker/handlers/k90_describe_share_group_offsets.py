@@ -13,8 +13,9 @@ beyond it, -1 without state.
 from __future__ import annotations
 
 from ..coordinator.group.api import group_precheck
-from ..protocol.errors import ErrorCode as E
+from ..protocol.errors import ErrorCode as E, KafkaError
 from .common import error_per_item
+from .modern_group import typed_group
 
 API_KEY = 90
 MIN_VERSION = 0
@@ -45,9 +46,10 @@ async def handle(ctx, request):
         if err:
             out.append(_gerr(gid, err))
             continue
-        grp = gc.get_group(gid)
-        if grp is not None and grp.kind != "share":
-            out.append(_gerr(gid, E.GROUP_ID_NOT_FOUND, "Group %s is not a share group." % gid))
+        try:   # a group that does not exist yet is answered from the share coordinator's state
+            typed_group(gc, gid, "share", missing_ok=True)
+        except KafkaError as e:
+            out.append(_gerr(gid, e.code, e.message))
             continue
         if sc is not None:
             await sc.ensure_topic()

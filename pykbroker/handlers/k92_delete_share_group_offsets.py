@@ -9,8 +9,8 @@ afresh on it (``share.auto.offset.reset``).
 """
 from __future__ import annotations
 
-from ..coordinator.group.api import group_precheck
-from ..protocol.errors import ErrorCode as E
+from ..protocol.errors import ErrorCode as E, KafkaError
+from .modern_group import offsets_alterable_share_group
 
 API_KEY = 92
 MIN_VERSION = 0
@@ -23,21 +23,13 @@ def _top(code, msg=None):
 
 async def handle(ctx, request):
     gid = request["group_id"]
-    if not gid:
-        return _top(E.INVALID_GROUP_ID)
-    gc, err = await group_precheck(ctx, gid)
-    if err:
-        return _top(err)
-    g = gc.get_group(gid)
-    if g is None or g.kind != "share":
-        return _top(E.GROUP_ID_NOT_FOUND, "Group %s not found." % gid if g is None
-                    else "Group %s is not a share group." % gid)
-    if g.members:
-        return _top(E.NON_EMPTY_GROUP, "The group has active members.")
+    try:
+        await offsets_alterable_share_group(ctx, gid, create=False)
+    except KafkaError as e:
+        return _top(e.code, e.message)
     md = ctx.broker.metadata_cache
     sc = ctx.broker.share_coordinator
     spm = ctx.broker.share_partition_manager
-    await sc.ensure_topic()
     responses = []
     for t in request["topics"]:
         name = t["topic_name"]

@@ -44,75 +44,41 @@ from ...protocol.errors import ErrorCode as E
 from . import consumer_records as R
 from . import offsets as O
 from .assignors import ASSIGNORS, DEFAULT
-from .classic import Future
+from .modern import ModernGroup, ModernGroupManager, ModernGroupMember
 
 log = logging.getLogger("pykbroker.group.consumer")
 
 
-class CMember:
-    __slots__ = ("member_id", "epoch", "prev_epoch", "instance_id", "rack_id", "client_id", "client_host",
-                 "rebalance_timeout_ms", "topics", "regex", "assignor", "assigned", "revoking", "last_sent")
+class CMember(ModernGroupMember):
+    __slots__ = ("instance_id", "rebalance_timeout_ms", "topics", "regex", "assignor", "revoking")
 
     def __init__(self, member_id):
-        self.member_id = member_id
-        self.epoch = 0
-        self.prev_epoch = -1
+        super().__init__(member_id)
         self.instance_id = None
-        self.rack_id = None
-        self.client_id = ""
-        self.client_host = ""
         self.rebalance_timeout_ms = 300000
         self.topics: list[str] = []
         self.regex: str | None = None
         self.assignor: str | None = None
-        self.assigned: set = set()
         self.revoking: set = set()
-        self.last_sent = None
 
 
-class ConsumerGroup:
+class ConsumerGroup(ModernGroup):
     kind = "consumer"
     protocol_type = "consumer"
 
     def __init__(self, group_id, now_ms: int):
-        self.group_id = group_id
-        self.group_epoch = 0
-        self.assignment_epoch = 0
+        super().__init__(group_id, now_ms)
         self.members: dict[str, CMember] = {}
-        self.target: dict[str, set] = {}
         self.metadata_hash = 0  # of the subscribed topics the target was computed for
-        self.assignment_ts = 0
-        self.dead = False
-        self.state_timestamp = now_ms   # the broker's clock (pykbroker/clock.py)
-        # persistence: key -> value last handed to the writer; what changed since
-        self.written: dict[bytes, bytes] = {}
+        # persistence: what changed since the last write
         self.dirty: set[str] = set()
         self.gone: set[str] = set()
         self.target_dirty = False
         self.resync = False
         self.replaces_classic = False
-        self.last_write: Future | None = None
-
-    @property
-    def state(self) -> str:
-        return "Dead" if self.dead else self.summary_state()
-
-    @state.setter
-    def state(self, value) -> None:
-        self.dead = value == "Dead"
-
-    def cancel_timers(self) -> None:
-        pass
 
     def summary_state(self) -> str:
-        if not self.members:
-            return "Empty"
-        if self.assignment_epoch < self.group_epoch:
-            return "Assigning"
-        if any(m.epoch != self.assignment_epoch or m.revoking or m.assigned != self.target.get(m.member_id, set())
-               for m in self.members.values()):
-            return "Reconciling"
-        return "Stable"
+        return "Empty" if not self.members else self._reconciliation_state()
 
     def assignor_name(self) -> str:
         for m in self.members.values():
@@ -133,15 +99,11 @@ class ConsumerGroup:
         return names
 
 
-class ConsumerGroupManager:
-    def __init__(self, coordinator):
-        self.gc = coordinator
-        cfg = coordinator.config
-
-        # every key and its Kafka default is declared in pykbroker/config.py
-        self.session_timeout_ms = cfg["group.consumer.session.timeout.ms"]
-        self.heartbeat_interval_ms = cfg["group.consumer.heartbeat.interval.ms"]
-        self.max_size = cfg["group.consumer.max.size"]
+class ConsumerGroupManager(ModernGroupManager):
+    GROUP_CLASS = ConsumerGroup
+    CONFIGS = ("group.consumer.session.timeout.ms", "group.consumer.heartbeat.interval.ms", "group.consumer.max.size")
+    SESSION_TIMER = "cg-hb"
+    log = log
 
     # -- helpers -----------------------------------------------------------------------------
     def _md(self):
@@ -155,35 +117,10 @@ class ConsumerGroupManager:
             names.update(t for t in md.topics if rx.fullmatch(t) and not t.startswith("__"))
         return names
 
-    def _topic_meta(self, names) -> dict:
-        md = self._md()
-        out = {}
-        for n in names:
-            info = md.get(n) if md is not None else None
-            if info is not None:
-                out[n] = (info.topic_id, info.num_partitions)
-        return out
-
-    def _bump(self, g: ConsumerGroup, why: str) -> None:
-        g.group_epoch += 1
-        log.info("consumer group %s: epoch %d (%s)", g.group_id, g.group_epoch, why)
-
-    def _expire(self, gid, mid) -> None:
-        g = self.gc.groups.get(gid)
-        if isinstance(g, ConsumerGroup) and mid in g.members:
-            log.info("consumer group %s: member %s session expired", gid, mid)
-            self._remove(g, mid)
-            self.persist(g)
-
-    def _remove(self, g: ConsumerGroup, mid: str) -> None:
-        g.members.pop(mid, None)
-        if not g.members:
-            g.state_timestamp = self.gc.now_ms()
-        g.target.pop(mid, None)
+    def _member_left(self, g: ConsumerGroup, mid: str) -> None:
         g.dirty.discard(mid)
-        g.gone.add(mid)
-        self.gc.timer.cancel(("cg-hb", g.group_id, mid))
-        self._bump(g, "member %s left" % mid)
+        g.gone.add(mid)   # its records get tombstones on the next write
+        super()._member_left(g, mid)
 
     # -- persistence ---------------------------------------------------------------------------
     @staticmethod
@@ -233,26 +170,8 @@ class ConsumerGroupManager:
         g.target_dirty = g.resync = False
         return out
 
-    def persist(self, g: ConsumerGroup) -> Future:
-        """Hand the group's changes to the coordinator's writer; the future resolves with 0 or
-        the append's error once they (and every earlier write of the group) are in the log."""
-        if not self.gc._topic_ready:
-            return Future(0, done=True)  # no offsets topic (unit tests without a log): keep it all dirty
-        recs = self._records(g)
-        if not recs:
-            if g.last_write is not None and not g.last_write.done():
-                return g.last_write
-            return Future(0, done=True)
-        fut = Future()
-
-        def on_complete(code):
-            if code:
-                g.resync = True  # rewrite everything on the next change
-                for m in g.members.values():
-                    m.last_sent = None  # and send assignments again: the answers were errors
-        self.gc._enqueue(self.gc.partition_for(g.group_id), recs, fut, None, on_complete)
-        g.last_write = fut
-        return fut
+    def _rewrite_all(self, g: ConsumerGroup) -> None:
+        g.resync = True
 
     def tombstones(self, g: ConsumerGroup) -> list:
         """Tombstones for every key the group has in the log (group deletion / conversion)."""
@@ -345,26 +264,11 @@ class ConsumerGroupManager:
             self._schedule(g, m)
         return g
 
-    def _schedule(self, g, m) -> None:
-        gid, mid = g.group_id, m.member_id
-        self.gc.timer.schedule(("cg-hb", gid, mid), self._group_value(gid, "consumer.session.timeout.ms") / 1000.0,
-                               lambda: self._expire(gid, mid))
-
-    def _group_value(self, gid: str, name: str) -> int:
-        """The group's config (a GROUP config resource) or the broker's value."""
-        default = self.session_timeout_ms if name.endswith("session.timeout.ms") else self.heartbeat_interval_ms
-        gcfg = self.gc.group_configs
-        return default if gcfg is None else gcfg.override(gid, name, default)
-
     # -- ConsumerGroupHeartbeat ----------------------------------------------------------------
     def heartbeat(self, req: dict, version: int, client_id: str, client_host: str):
         """Returns (response, Future): send the response once the future resolves with 0
         (the records of this heartbeat are in the log); otherwise answer the append error."""
-        resp = self._heartbeat(req, version, client_id, client_host)
-        g = self.gc.groups.get(req["group_id"])
-        if not isinstance(g, ConsumerGroup) or g.dead:
-            return resp, Future(0, done=True)
-        return resp, self.persist(g)
+        return self._once_written(req["group_id"], self._heartbeat(req, version, client_id, client_host))
 
     def _heartbeat(self, req: dict, version: int, client_id: str, client_host: str) -> dict:
         gid = req["group_id"]
@@ -495,41 +399,7 @@ class ConsumerGroupManager:
         g.assignment_ts = self.gc.now_ms()
         g.target_dirty = True
 
-    def _reconcile(self, g: ConsumerGroup, m: CMember) -> None:
-        target = g.target.get(m.member_id, set())
-        revoke = m.assigned - target
-        if revoke:
-            m.assigned -= revoke
-            m.revoking |= revoke
-        if m.revoking:
-            return  # keep the epoch until the member confirms the revocation
-        held = set()
-        for other in g.members.values():
-            if other is not m:
-                held |= other.assigned | other.revoking
-        m.assigned |= {tp for tp in target - m.assigned if tp not in held}
-        if m.epoch != g.assignment_epoch:
-            m.prev_epoch, m.epoch = m.epoch, g.assignment_epoch
-
-    # -- offsets / describe ------------------------------------------------------------------
-    def validate_commit(self, g: ConsumerGroup, epoch, member_id, instance_id):
-        if epoch < 0 and not member_id:
-            return 0 if not g.members else E.UNKNOWN_MEMBER_ID
-        m = g.members.get(member_id)
-        if m is None:
-            return E.UNKNOWN_MEMBER_ID
-        if epoch != m.epoch and epoch != m.prev_epoch:
-            return E.STALE_MEMBER_EPOCH
-        return 0
-
-    def validate_fetch(self, g: ConsumerGroup, member_id, epoch):
-        m = g.members.get(member_id or "")
-        if m is None:
-            return E.UNKNOWN_MEMBER_ID
-        if epoch != m.epoch:
-            return E.STALE_MEMBER_EPOCH
-        return 0
-
+    # -- describe ------------------------------------------------------------------------------
     def describe(self, g: ConsumerGroup) -> dict:
         self._maybe_compute_target(g)
         self.persist(g)  # a recomputed target is state like any other

@@ -44,6 +44,7 @@ CG_CURRENT_ASSIGNMENT = 8
 KEY_TYPES = (CG_METADATA, CG_PARTITION_METADATA, CG_MEMBER_METADATA, CG_TARGET_METADATA,
              CG_TARGET_MEMBER, CG_CURRENT_ASSIGNMENT)
 GROUP_KEYS = (CG_METADATA, CG_PARTITION_METADATA, CG_TARGET_METADATA)
+MEMBER_KEYS = (CG_MEMBER_METADATA, CG_TARGET_MEMBER, CG_CURRENT_ASSIGNMENT)
 
 # Kafka's MemberState byte values (modern/MemberState.java).
 STATE_STABLE = 0
@@ -57,26 +58,42 @@ def _s16(s: str) -> bytes:
     return struct.pack(">h", len(b)) + b
 
 
-def key(kind: int, group_id: str, member_id: str | None = None) -> bytes:
-    out = struct.pack(">h", kind) + _s16(group_id)
-    if kind in (CG_MEMBER_METADATA, CG_TARGET_MEMBER, CG_CURRENT_ASSIGNMENT):
-        out += _s16(member_id or "")
-    return out
+def _parse_s16(buf, pos: int):
+    n = struct.unpack_from(">h", buf, pos)[0]
+    pos += 2
+    if n < 0 or pos + n > len(buf):
+        raise ValueError("bad string in key")
+    return bytes(buf[pos:pos + n]).decode("utf-8"), pos + n
 
 
-def parse_key(kind: int, buf, pos: int = 2):
-    """(kind, group id, member id or None) of a key whose int16 type was already read."""
-    def s16(pos):
-        n = struct.unpack_from(">h", buf, pos)[0]
-        pos += 2
-        if n < 0 or pos + n > len(buf):
-            raise ValueError("bad string in key")
-        return bytes(buf[pos:pos + n]).decode("utf-8"), pos + n
-    gid, pos = s16(pos)
-    mid = None
-    if kind in (CG_MEMBER_METADATA, CG_TARGET_MEMBER, CG_CURRENT_ASSIGNMENT):
-        mid, pos = s16(pos)
-    return kind, gid, mid
+class GroupRecordKeys:
+    """The keys of one group type's records (Kafka's ``*Key`` schemas of consumer, share and
+    streams groups, all alike): the int16 record type, the group id, and for the per-member
+    records (``member_kinds``) the member id, as int16-length strings."""
+
+    __slots__ = ("member_kinds",)
+
+    def __init__(self, member_kinds: tuple):
+        self.member_kinds = member_kinds
+
+    def key(self, kind: int, group_id: str, member_id: str | None = None) -> bytes:
+        out = struct.pack(">h", kind) + _s16(group_id)
+        if kind in self.member_kinds:
+            out += _s16(member_id or "")
+        return out
+
+    def parse_key(self, kind: int, buf, pos: int = 2):
+        """(kind, group id, member id or None) of a key whose int16 type was already read."""
+        gid, pos = _parse_s16(buf, pos)
+        mid = None
+        if kind in self.member_kinds:
+            mid, pos = _parse_s16(buf, pos)
+        return kind, gid, mid
+
+
+_KEYS = GroupRecordKeys(MEMBER_KEYS)
+key = _KEYS.key
+parse_key = _KEYS.parse_key
 
 
 # -- flexible values ---------------------------------------------------------------------------

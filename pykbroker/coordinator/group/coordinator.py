@@ -39,6 +39,7 @@ from ...protocol.errors import ErrorCode as E, KafkaError
 from ...protocol.records import internal_validated, parse_header, validate_produce_records
 from ..internal_log import InternalTopicLog
 from ..runtime import CoordinatorRuntime
+from ..service import CoordinatorService
 from . import offsets as O
 from .classic import DEAD, EMPTY, ClassicGroup, Future
 from .timer import Timer
@@ -68,7 +69,11 @@ def append_error_to_response(code) -> int:
     return code
 
 
-class GroupCoordinator:
+class GroupCoordinator(CoordinatorService):
+    # __consumer_offsets at creation (compacted, internal)
+    REPLICATION_FACTOR_CONFIG = "offsets.topic.replication.factor"
+    SEGMENT_BYTES_CONFIG = "offsets.topic.segment.bytes"
+
     """Handed its dependencies: ``config`` (key -> value), ``metadata`` (topic lookups for KIP-848
     subscriptions) and ``log``, the ``__consumer_offsets`` backend (:class:`BrokerOffsetsLog`, or
     :class:`MemoryOffsetsLog` in unit tests; may also be given to :meth:`startup`).
@@ -79,14 +84,13 @@ class GroupCoordinator:
 
     def __init__(self, config, metadata=None, log=None, leads_every_partition: bool = True, clock=None,
                  group_configs=None):
-        self.config = config
+        super().__init__(config, log, leads_every_partition, config["offsets.topic.num.partitions"])
         # the groups' dynamic configs (pykbroker/group_config.GroupConfigView; None in unit
         # tests): session timeouts and heartbeat intervals per group
         self.group_configs = group_configs
         # the broker's clock (pykbroker/clock.py): commit / state timestamps and offsets expiry
         # (its timer runs on trio's clock, which is the same clock in a broker)
         self.now_ms = clock.time_ms if clock is not None else _wall_ms
-        self.leads_every_partition = leads_every_partition
         self.metadata = metadata
         self.timer = Timer()
         self.groups: dict = {}
@@ -95,13 +99,8 @@ class GroupCoordinator:
         self.min_session_timeout_ms = self.config["group.min.session.timeout.ms"]
         self.max_session_timeout_ms = self.config["group.max.session.timeout.ms"]
         self.group_max_size = self.config["group.max.size"]
-        self.num_partitions = self.config["offsets.topic.num.partitions"]
         self.retention_ms = self.config["offsets.retention.minutes"] * 60000
         self.retention_check_s = self.config["offsets.retention.check.interval.ms"] / 1000.0
-        self.log = log  # OffsetsLog backend (the runtime's PartitionWriter)
-        self.runtime: CoordinatorRuntime | None = None  # set in startup()
-        self._topic_ready = False
-        self._creating: trio.Event | None = None
         self.consumer = None  # KIP-848 part, set in startup() when available
         self.share = None     # KIP-932 share groups (share.py), set in startup()
         self.streams = None   # KIP-1071 part, set in startup()
@@ -127,56 +126,18 @@ class GroupCoordinator:
                                           now_ms=self.now_ms)
         nursery.start_soon(self.timer.run)
         nursery.start_soon(self._expiry_loop)
-        if self.log.exists():
-            self.num_partitions = self.log.num_partitions()
-            self._topic_ready = True
-            if self.leads_every_partition:
-                await self._lead_every_partition()
+        await self._load_existing_topic()
 
-    async def _lead_every_partition(self) -> None:
-        """Single broker: this broker leads every partition, so it loads every shard (and waits,
-        so the first request finds them loaded)."""
-        t0 = time.monotonic()
-        for p in range(self.num_partitions):
-            self.on_become_leader(p, self.log.leader_epoch(p))
-        await self.runtime.wait_loaded()
+    def _log_loaded(self, seconds: float) -> None:
         n_members = sum(len(g.members) for g in self.groups.values() if g.kind == "consumer")
         log.info("loaded %d group(s) (%d KIP-848 member(s)) and offsets of %d group(s) from %s in %.3fs",
-                 len(self.groups), n_members, len(self.offsets), O.OFFSETS_TOPIC, time.monotonic() - t0)
-
-    def on_become_leader(self, partition: int, leader_epoch: int) -> None:
-        """This broker now leads ``__consumer_offsets``-``partition``: load its groups (Kafka's
-        GroupCoordinator.onElection)."""
-        self.runtime.on_become_leader(partition, leader_epoch)
-
-    def on_resign(self, partition: int, leader_epoch: int | None = None) -> None:
-        """This broker no longer leads the partition: drop its groups (Kafka's onResignation)."""
-        self.runtime.on_resign(partition, leader_epoch)
+                 len(self.groups), n_members, len(self.offsets), O.OFFSETS_TOPIC, seconds)
 
     async def shutdown(self) -> None:
         for g in list(self.groups.values()):
             if isinstance(g, ClassicGroup):
                 g.cancel_timers()
 
-    async def ensure_topic(self) -> None:
-        """Create ``__consumer_offsets`` on first use (compacted, internal)."""
-        if self._topic_ready:
-            return
-        if self._creating is not None:
-            await self._creating.wait()
-            return
-        self._creating = trio.Event()
-        try:
-            if not self.log.exists():
-                await self.log.create(self.num_partitions, self.config["offsets.topic.replication.factor"],
-                                      self.config["offsets.topic.segment.bytes"])
-            self.num_partitions = self.log.num_partitions()
-            if self.leads_every_partition:
-                await self._lead_every_partition()
-            self._topic_ready = True
-        finally:
-            ev, self._creating = self._creating, None
-            ev.set()
 
     def partition_for(self, group_id: str) -> int:
         return O.partition_for(group_id, self.num_partitions)

@@ -40,57 +40,30 @@ import logging
 
 from ...protocol.errors import ErrorCode as E
 from . import share_records as R
-from .classic import Future
 from .consumer_records import metadata_hash
+from .modern import ModernGroup, ModernGroupManager, ModernGroupMember
 
 log = logging.getLogger("pykbroker.group.share")
 
 SHARE_ASSIGNOR = "simple"
 
 
-class SMember:
-    __slots__ = ("member_id", "epoch", "prev_epoch", "rack_id", "client_id", "client_host", "topics", "assigned",
-                 "last_sent")
+class SMember(ModernGroupMember):
+    __slots__ = ("topics",)
 
     def __init__(self, member_id):
-        self.member_id = member_id
-        self.epoch = 0
-        self.prev_epoch = -1
-        self.rack_id = None
-        self.client_id = ""
-        self.client_host = ""
+        super().__init__(member_id)
         self.topics: list[str] = []
-        self.assigned: set = set()
-        self.last_sent = None
 
 
-class ShareGroup:
+class ShareGroup(ModernGroup):
     kind = "share"
     protocol_type = "share"
 
     def __init__(self, group_id, now_ms: int):
-        self.group_id = group_id
-        self.group_epoch = 0
-        self.assignment_epoch = 0
+        super().__init__(group_id, now_ms)
         self.members: dict[str, SMember] = {}
-        self.target: dict[str, set] = {}
         self.topic_meta: dict = {}   # name -> (topic id, partitions) the target was computed for
-        self.dead = False
-        self.state_timestamp = now_ms
-        self.assignment_ts = 0
-        self.written: dict[bytes, bytes] = {}   # key -> value last handed to the writer
-        self.last_write: Future | None = None
-
-    @property
-    def state(self) -> str:
-        return "Dead" if self.dead else self.summary_state()
-
-    @state.setter
-    def state(self, value) -> None:
-        self.dead = value == "Dead"
-
-    def cancel_timers(self) -> None:
-        pass
 
     def summary_state(self) -> str:
         return "Stable" if self.members else "Empty"
@@ -139,53 +112,15 @@ def simple_assign(members: dict, topics: dict, current: dict) -> dict:
     return out
 
 
-class ShareGroupManager:
-    def __init__(self, coordinator):
-        self.gc = coordinator
-        cfg = coordinator.config
-        # every key and its Kafka default is declared in pykbroker/config.py
-        self.session_timeout_ms = cfg["group.share.session.timeout.ms"]
-        self.heartbeat_interval_ms = cfg["group.share.heartbeat.interval.ms"]
-        self.max_size = cfg["group.share.max.size"]
+class ShareGroupManager(ModernGroupManager):
+    GROUP_CLASS = ShareGroup
+    CONFIGS = ("group.share.session.timeout.ms", "group.share.heartbeat.interval.ms", "group.share.max.size")
+    SESSION_TIMER = "sg-hb"
+    log = log
 
-    def _topic_meta(self, names) -> dict:
-        md = self.gc.metadata
-        out = {}
-        for n in names:
-            info = md.get(n) if md is not None else None
-            if info is not None:
-                out[n] = (info.topic_id, info.num_partitions)
-        return out
-
-    def _bump(self, g: ShareGroup, why: str) -> None:
-        g.group_epoch += 1
-        log.info("share group %s: epoch %d (%s)", g.group_id, g.group_epoch, why)
-
-    def _expire(self, gid, mid) -> None:
-        g = self.gc.groups.get(gid)
-        if isinstance(g, ShareGroup) and mid in g.members:
-            log.info("share group %s: member %s session expired", gid, mid)
-            self._remove(g, mid)
-            self.persist(g)
-
-    def _remove(self, g: ShareGroup, mid: str) -> None:
-        g.members.pop(mid, None)
-        g.target.pop(mid, None)
-        if not g.members:
-            g.state_timestamp = self.gc.now_ms()
-        self.gc.timer.cancel(("sg-hb", g.group_id, mid))
+    def _member_left(self, g: ShareGroup, mid: str) -> None:
+        # a new epoch and at once its target (no revocation to wait for in a share group)
         self._maybe_compute_target(g, "member %s left" % mid)
-
-    def _schedule(self, g, m) -> None:
-        gid, mid = g.group_id, m.member_id
-        self.gc.timer.schedule(("sg-hb", gid, mid), self._group_value(gid, "share.session.timeout.ms") / 1000.0,
-                               lambda: self._expire(gid, mid))
-
-    def _group_value(self, gid: str, name: str) -> int:
-        """The group's config (a GROUP config resource) or the broker's value."""
-        default = self.session_timeout_ms if name.endswith("session.timeout.ms") else self.heartbeat_interval_ms
-        gcfg = self.gc.group_configs
-        return default if gcfg is None else gcfg.override(gid, name, default)
 
     @staticmethod
     def _err(code, message=None) -> dict:
@@ -217,24 +152,8 @@ class ShareGroupManager:
         g.written = want
         return out
 
-    def persist(self, g: ShareGroup) -> Future:
-        if not self.gc._topic_ready:
-            return Future(0, done=True)
-        recs = self._records(g)
-        if not recs:
-            if g.last_write is not None and not g.last_write.done():
-                return g.last_write
-            return Future(0, done=True)
-        fut = Future()
-
-        def on_complete(code):
-            if code:
-                g.written = {}   # rewrite everything on the next change
-                for m in g.members.values():
-                    m.last_sent = None
-        self.gc._enqueue(self.gc.partition_for(g.group_id), recs, fut, None, on_complete)
-        g.last_write = fut
-        return fut
+    def _rewrite_all(self, g: ShareGroup) -> None:
+        g.written = {}
 
     def tombstones(self, g: ShareGroup) -> list:
         out = [(k, None) for k in g.written]
@@ -286,11 +205,7 @@ class ShareGroupManager:
     def heartbeat(self, req: dict, client_id: str, client_host: str):
         """-> (response, Future): answer once the future resolves with 0 (the heartbeat's records
         are in ``__consumer_offsets``), else with the append's error."""
-        resp = self._heartbeat(req, client_id, client_host)
-        g = self.gc.groups.get(req["group_id"])
-        if not isinstance(g, ShareGroup) or g.dead:
-            return resp, Future(0, done=True)
-        return resp, self.persist(g)
+        return self._once_written(req["group_id"], self._heartbeat(req, client_id, client_host))
 
     def _heartbeat(self, req: dict, client_id: str, client_host: str) -> dict:
         gid = req["group_id"]

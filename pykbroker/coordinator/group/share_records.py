@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import struct
 
-from .consumer_records import _R, _W, _s16
+from .consumer_records import _R, _W, GroupRecordKeys
+# The target assignment values have the consumer group's layout (Kafka's share group schemas
+# copy it: assignment epoch with the timestamp in tag 0; the member's topic partitions).
+from .consumer_records import parse_target_member_value, target_member_value, target_metadata_value  # noqa: F401
 
 SG_MEMBER_METADATA = 10
 SG_METADATA = 11
@@ -33,25 +36,9 @@ KEY_TYPES = (SG_MEMBER_METADATA, SG_METADATA, SG_TARGET_METADATA, SG_TARGET_MEMB
              SG_STATE_PARTITION_METADATA)
 
 
-def key(kind: int, group_id: str, member_id: str | None = None) -> bytes:
-    out = struct.pack(">h", kind) + _s16(group_id)
-    if kind in MEMBER_KEYS:
-        out += _s16(member_id or "")
-    return out
-
-
-def parse_key(kind: int, buf, pos: int = 2):
-    def s16(pos):
-        n = struct.unpack_from(">h", buf, pos)[0]
-        pos += 2
-        if n < 0 or pos + n > len(buf):
-            raise ValueError("bad string in key")
-        return bytes(buf[pos:pos + n]).decode("utf-8"), pos + n
-    gid, pos = s16(pos)
-    mid = None
-    if kind in MEMBER_KEYS:
-        mid, pos = s16(pos)
-    return kind, gid, mid
+_KEYS = GroupRecordKeys(MEMBER_KEYS)
+key = _KEYS.key
+parse_key = _KEYS.parse_key
 
 
 def group_metadata_value(epoch: int, metadata_hash: int) -> bytes:
@@ -86,24 +73,8 @@ def parse_member_metadata_value(buf) -> dict:
     return d
 
 
-def target_metadata_value(assignment_epoch: int, timestamp_ms: int) -> bytes:
-    w = _W()
-    w.i32(assignment_epoch)
-    return w.done({0: struct.pack(">q", timestamp_ms) if timestamp_ms else None})
-
-
 def parse_target_metadata_value(buf) -> int:
     return _R(buf).i32()
-
-
-def target_member_value(tps) -> bytes:
-    w = _W()
-    w.topic_partitions(tps)
-    return w.done()
-
-
-def parse_target_member_value(buf) -> set:
-    return _R(buf).topic_partitions()
 
 
 def current_assignment_value(epoch: int, prev_epoch: int, assigned) -> bytes:

@@ -52,7 +52,7 @@ import re
 from ...protocol.errors import ErrorCode as E
 from . import offsets as O
 from . import streams_records as R
-from .classic import Future
+from .modern import ModernGroup, ModernGroupManager, ModernGroupMember
 
 log = logging.getLogger("pykbroker.group.streams")
 
@@ -69,19 +69,13 @@ TASK_OFFSET_INTERVAL_MS = 60000
 ACCEPTABLE_RECOVERY_LAG = 10000
 
 
-class SMember:
-    __slots__ = ("member_id", "epoch", "prev_epoch", "instance_id", "rack_id", "client_id", "client_host",
-                 "rebalance_timeout_ms", "topology_epoch", "process_id", "user_endpoint", "client_tags",
-                 "task_offsets", "task_end_offsets", "assigned", "revoking", "last_sent")
+class SMember(ModernGroupMember):
+    __slots__ = ("instance_id", "rebalance_timeout_ms", "topology_epoch", "process_id", "user_endpoint",
+                 "client_tags", "task_offsets", "task_end_offsets", "revoking")
 
     def __init__(self, member_id):
-        self.member_id = member_id
-        self.epoch = 0
-        self.prev_epoch = -1
+        super().__init__(member_id)
         self.instance_id = None
-        self.rack_id = None
-        self.client_id = ""
-        self.client_host = ""
         self.rebalance_timeout_ms = 300000
         self.topology_epoch = 0
         self.process_id = ""
@@ -89,9 +83,7 @@ class SMember:
         self.client_tags: list = []
         self.task_offsets: list = []
         self.task_end_offsets: list = []
-        self.assigned: set = set()   # active tasks (subtopology id, partition)
-        self.revoking: set = set()
-        self.last_sent = None
+        self.revoking: set = set()   # like ``assigned``: active tasks (subtopology id, partition)
 
 
 def _by_sub(tasks) -> dict:
@@ -105,43 +97,24 @@ def _flat(d: dict) -> set:
     return {(sid, p) for sid, ps in d.items() for p in ps}
 
 
-class StreamsGroup:
+class StreamsGroup(ModernGroup):
     kind = "streams"
     protocol_type = "streams"
     timer_kind = "sg-hb"
 
     def __init__(self, group_id, now_ms: int):
-        self.group_id = group_id
-        self.group_epoch = 0
-        self.assignment_epoch = 0
+        super().__init__(group_id, now_ms)
         self.members: dict[str, SMember] = {}
-        self.target: dict[str, set] = {}
         self.topology: dict | None = None
         self.metadata_hash = 0
         self.validated_topology_epoch = -1
         self.configured = None      # result of configure() for the current metadata
-        self.assignment_ts = 0
         self.delay_until_ms = 0
         # bumped when a computed assignment moves tasks of members with a user endpoint
         # (Interactive Queries); not persisted (a reload starts again at 0, as a member's does)
         self.endpoint_epoch = 0
         self.shutdown_requested_by = None
-        self.dead = False
-        self.state_timestamp = now_ms
-        self.written: dict[bytes, bytes] = {}
-        self.last_write: Future | None = None
         self.replaces_classic = False
-
-    @property
-    def state(self) -> str:
-        return "Dead" if self.dead else self.summary_state()
-
-    @state.setter
-    def state(self, value) -> None:
-        self.dead = value == "Dead"
-
-    def cancel_timers(self) -> None:
-        pass
 
     def subscribed_topics(self) -> set:
         """The topics the topology reads (OffsetDelete refuses to delete their offsets)."""
@@ -152,12 +125,7 @@ class StreamsGroup:
             return "Empty"
         if self.configured is None or not self.configured["ready"]:
             return "NotReady"
-        if self.assignment_epoch < self.group_epoch:
-            return "Assigning"
-        if any(m.epoch != self.assignment_epoch or m.revoking or m.assigned != self.target.get(m.member_id, set())
-               for m in self.members.values()):
-            return "Reconciling"
-        return "Stable"
+        return self._reconciliation_state()
 
 
 def configure(topology: dict, md) -> dict:
@@ -307,42 +275,27 @@ def _hash_topics(md, names) -> int:
     return int.from_bytes(h.digest(), "big", signed=True)
 
 
-class StreamsGroupManager:
+class StreamsGroupManager(ModernGroupManager):
+    GROUP_CLASS = StreamsGroup
+    CONFIGS = ("group.streams.session.timeout.ms", "group.streams.heartbeat.interval.ms", "group.streams.max.size")
+    SESSION_TIMER = "sg-hb"
+    log = log
+
     def __init__(self, coordinator):
-        self.gc = coordinator
+        super().__init__(coordinator)
         cfg = coordinator.config
-        # every key and its Kafka default is declared in pykbroker/config.py
-        self.session_timeout_ms = cfg["group.streams.session.timeout.ms"]
-        self.heartbeat_interval_ms = cfg["group.streams.heartbeat.interval.ms"]
-        self.max_size = cfg["group.streams.max.size"]
         self.initial_delay_ms = cfg["group.streams.initial.rebalance.delay.ms"]
         self.config = cfg   # group.streams.assignment.interval.ms is dynamic (read at each use)
         self.creating: set = set()
 
     # -- helpers -----------------------------------------------------------------------------
-    def _bump(self, g: StreamsGroup, why: str) -> None:
-        g.group_epoch += 1
-        log.info("streams group %s: epoch %d (%s)", g.group_id, g.group_epoch, why)
+    def _session_timeout_ms(self, gid: str) -> int:
+        return self.session_timeout_ms   # the broker's: no GROUP config override read here
 
-    def _schedule(self, g, m) -> None:
-        gid, mid = g.group_id, m.member_id
-        self.gc.timer.schedule(("sg-hb", gid, mid), self.session_timeout_ms / 1000.0, lambda: self._expire(gid, mid))
-
-    def _expire(self, gid, mid) -> None:
-        g = self.gc.groups.get(gid)
-        if isinstance(g, StreamsGroup) and mid in g.members:
-            log.info("streams group %s: member %s session expired", gid, mid)
-            self._remove(g, mid)
-            self.persist(g)
-
-    def _remove(self, g: StreamsGroup, mid: str) -> None:
-        g.members.pop(mid, None)
-        g.target.pop(mid, None)
+    def _member_left(self, g: StreamsGroup, mid: str) -> None:
         if not g.members:
-            g.state_timestamp = self.gc.now_ms()
             g.shutdown_requested_by = None   # an application started again is not shut down
-        self.gc.timer.cancel(("sg-hb", g.group_id, mid))
-        self._bump(g, "member %s left" % mid)
+        super()._member_left(g, mid)
 
     def _err(self, code, message=None) -> dict:
         return {"error_code": int(code), "error_message": message, "member_id": "", "member_epoch": 0,
@@ -406,24 +359,8 @@ class StreamsGroupManager:
                 out.append((k, want[k]))
         return out
 
-    def persist(self, g: StreamsGroup) -> Future:
-        if not self.gc._topic_ready:
-            return Future(0, done=True)
-        recs = self._records(g)
-        if not recs:
-            if g.last_write is not None and not g.last_write.done():
-                return g.last_write
-            return Future(0, done=True)
-        fut = Future()
-
-        def on_complete(code):
-            if code:
-                g.written.clear()   # rewrite everything on the next change
-                for m in g.members.values():
-                    m.last_sent = None
-        self.gc._enqueue(self.gc.partition_for(g.group_id), recs, fut, None, on_complete)
-        g.last_write = fut
-        return fut
+    def _rewrite_all(self, g: StreamsGroup) -> None:
+        g.written.clear()
 
     def tombstones(self, g: StreamsGroup) -> list:
         # member records before the group's (Kafka deletes a group's records in that order)
@@ -504,11 +441,7 @@ class StreamsGroupManager:
 
     # -- StreamsGroupHeartbeat -----------------------------------------------------------------
     def heartbeat(self, req: dict, version: int, client_id: str, client_host: str):
-        resp = self._heartbeat(req, version, client_id, client_host)
-        g = self.gc.groups.get(req["group_id"])
-        if not isinstance(g, StreamsGroup) or g.dead:
-            return resp, Future(0, done=True)
-        return resp, self.persist(g)
+        return self._once_written(req["group_id"], self._heartbeat(req, version, client_id, client_host))
 
     def _validate(self, req) -> dict | None:
         epoch = req["member_epoch"]
@@ -723,40 +656,9 @@ class StreamsGroupManager:
     def _reconcile(self, g: StreamsGroup, m: SMember) -> None:
         if m.epoch > g.assignment_epoch:
             return  # the target is not computed yet (delayed): keep what the member has
-        target = g.target.get(m.member_id, set())
-        revoke = m.assigned - target
-        if revoke:
-            m.assigned -= revoke
-            m.revoking |= revoke
-        if m.revoking:
-            return
-        held = set()
-        for other in g.members.values():
-            if other is not m:
-                held |= other.assigned | other.revoking
-        m.assigned |= {t for t in target - m.assigned if t not in held}
-        if m.epoch != g.assignment_epoch:
-            m.prev_epoch, m.epoch = m.epoch, g.assignment_epoch
+        super()._reconcile(g, m)
 
-    # -- offsets / describe ------------------------------------------------------------------
-    def validate_commit(self, g: StreamsGroup, epoch, member_id, instance_id):
-        if epoch < 0 and not member_id:
-            return 0 if not g.members else E.UNKNOWN_MEMBER_ID
-        m = g.members.get(member_id)
-        if m is None:
-            return E.UNKNOWN_MEMBER_ID
-        if epoch != m.epoch and epoch != m.prev_epoch:
-            return E.STALE_MEMBER_EPOCH
-        return 0
-
-    def validate_fetch(self, g: StreamsGroup, member_id, epoch):
-        m = g.members.get(member_id or "")
-        if m is None:
-            return E.UNKNOWN_MEMBER_ID
-        if epoch != m.epoch:
-            return E.STALE_MEMBER_EPOCH
-        return 0
-
+    # -- describe ------------------------------------------------------------------------------
     def describe(self, g: StreamsGroup, version: int, include_description: bool) -> dict:
         def asg(tasks):
             return {"active_tasks": R.task_ids(_by_sub(tasks)), "standby_tasks": [], "warmup_tasks": []}

@@ -29,6 +29,7 @@ from __future__ import annotations
 import struct
 
 from ...protocol.codec import _compile
+from .consumer_records import GroupRecordKeys
 
 SG_METADATA = 17
 SG_PARTITION_METADATA = 18   # Kafka < 4.1 only: skipped
@@ -101,31 +102,9 @@ _ENC = {k: _compile(f, 0, True, "encode")[0] for k, f in SCHEMAS.items()}
 _DEC = {k: _compile(f, 0, True, "decode")[0] for k, f in SCHEMAS.items()}
 
 
-def _s16(s: str) -> bytes:
-    b = s.encode("utf-8")
-    return struct.pack(">h", len(b)) + b
-
-
-def key(kind: int, group_id: str, member_id: str | None = None) -> bytes:
-    out = struct.pack(">h", kind) + _s16(group_id)
-    if kind in MEMBER_KEYS:
-        out += _s16(member_id or "")
-    return out
-
-
-def parse_key(kind: int, buf, pos: int = 2):
-    """(kind, group id, member id or None) of a key whose int16 type was already read."""
-    def s16(pos):
-        n = struct.unpack_from(">h", buf, pos)[0]
-        pos += 2
-        if n < 0 or pos + n > len(buf):
-            raise ValueError("bad string in key")
-        return bytes(buf[pos:pos + n]).decode("utf-8"), pos + n
-    gid, pos = s16(pos)
-    mid = None
-    if kind in MEMBER_KEYS:
-        mid, pos = s16(pos)
-    return kind, gid, mid
+_KEYS = GroupRecordKeys(MEMBER_KEYS)
+key = _KEYS.key
+parse_key = _KEYS.parse_key
 
 
 def value(kind: int, msg: dict) -> bytes:

@@ -27,13 +27,12 @@ from __future__ import annotations
 import logging
 import time
 
-import trio
-
 from ...protocol.errors import ErrorCode as E
 from ...protocol.records import validate_produce_records
 from ..group.classic import Future
 from ..internal_log import InternalTopicLog
 from ..runtime import CoordinatorRuntime
+from ..service import CoordinatorService
 from . import records as R
 
 log = logging.getLogger("pykbroker.share.coordinator")
@@ -136,64 +135,29 @@ class ShareStateLog(InternalTopicLog):
         return end
 
 
-class ShareCoordinator:
+class ShareCoordinator(CoordinatorService):
     """Handed its dependencies: ``config`` and ``log`` (:class:`ShareStateLog`, the
     ``__share_group_state`` partitions)."""
 
+    # __share_group_state at creation
+    REPLICATION_FACTOR_CONFIG = "share.coordinator.state.topic.replication.factor"
+    SEGMENT_BYTES_CONFIG = "share.coordinator.state.topic.segment.bytes"
+
     def __init__(self, config, log_, leads_every_partition: bool = True, now_ms=_wall_ms):
-        self.config = config
-        self.log = log_
-        self.leads_every_partition = leads_every_partition
+        super().__init__(config, log_, leads_every_partition, config["share.coordinator.state.topic.num.partitions"])
         self.now_ms = now_ms
-        self.num_partitions = config["share.coordinator.state.topic.num.partitions"]
         self.states: dict[tuple, ShareState] = {}   # (group, topic id, partition) of loaded shards
-        self.runtime: CoordinatorRuntime | None = None
-        self._topic_ready = False
-        self._creating: trio.Event | None = None
 
     async def startup(self, nursery) -> None:
         self.runtime = CoordinatorRuntime(R.SHARE_STATE_TOPIC, self.log, lambda p: ShareShard(self, p), nursery,
                                           now_ms=self.now_ms)
-        if self.log.exists():
-            self.num_partitions = self.log.num_partitions()
-            self._topic_ready = True
-            if self.leads_every_partition:
-                await self._lead_every_partition()
+        await self._load_existing_topic()
 
     async def shutdown(self) -> None:
         pass
 
-    async def _lead_every_partition(self) -> None:
-        for p in range(self.num_partitions):
-            self.runtime.on_become_leader(p, self.log.leader_epoch(p))
-        await self.runtime.wait_loaded()
+    def _log_loaded(self, seconds: float) -> None:
         log.info("loaded the state of %d share partition(s) from %s", len(self.states), R.SHARE_STATE_TOPIC)
-
-    def on_become_leader(self, partition: int, leader_epoch: int) -> None:
-        self.runtime.on_become_leader(partition, leader_epoch)
-
-    def on_resign(self, partition: int, leader_epoch: int | None = None) -> None:
-        self.runtime.on_resign(partition, leader_epoch)
-
-    async def ensure_topic(self) -> None:
-        """Create ``__share_group_state`` on first use, as Kafka does."""
-        if self._topic_ready:
-            return
-        if self._creating is not None:
-            await self._creating.wait()
-            return
-        self._creating = trio.Event()
-        try:
-            if not self.log.exists():
-                await self.log.create(self.num_partitions, self.config["share.coordinator.state.topic.replication.factor"],
-                                      self.config["share.coordinator.state.topic.segment.bytes"])
-            self.num_partitions = self.log.num_partitions()
-            if self.leads_every_partition:
-                await self._lead_every_partition()
-            self._topic_ready = True
-        finally:
-            ev, self._creating = self._creating, None
-            ev.set()
 
     def partition_for(self, group_id: str, topic_id: bytes, partition: int) -> int:
         return R.partition_for(group_id, topic_id, partition, self.num_partitions)

@@ -78,6 +78,7 @@ from ..group.classic import Future
 from ..group.offsets import OFFSETS_TOPIC, partition_for
 from ..internal_log import InternalTopicLog
 from ..runtime import CoordinatorRuntime
+from ..service import CoordinatorService
 from . import state_log as S
 from .state_log import (COMPLETE_ABORT, COMPLETE_COMMIT, DEAD, EMPTY, ONGOING, PREPARE_ABORT, PREPARE_COMMIT,
                         TRANSACTION_STATE_TOPIC)
@@ -227,26 +228,28 @@ class TxnStateLog(InternalTopicLog):
         return end
 
 
-class TransactionCoordinator:
+class TransactionCoordinator(CoordinatorService):
     """Handed its dependencies: ``config``, ``log`` (:class:`TxnStateLog`), ``replica_manager``
     (partitions to write markers to), ``producer_ids`` (``await generate()``) and
-    ``group_coordinator`` (markers of ``__consumer_offsets`` partitions; may be None)."""
+    ``group_coordinator`` (markers of ``__consumer_offsets`` partitions; may be None).
+    ``__transaction_state`` is created on first use (FindCoordinator for a transactional id)."""
+
+    # __transaction_state at creation
+    REPLICATION_FACTOR_CONFIG = "transaction.state.log.replication.factor"
+    SEGMENT_BYTES_CONFIG = "transaction.state.log.segment.bytes"
 
     def __init__(self, config, log_, replica_manager, producer_ids, group_coordinator=None,
                  leads_every_partition: bool = True, now_ms: Callable[[], int] = _wall_ms,
                  interbroker_versions=None):
-        self.config = config
+        super().__init__(config, log_, leads_every_partition, config["transaction.state.log.num.partitions"])
         # the versions of WriteTxnMarkers / AddPartitionsToTxn this broker sends (cluster/interbroker.py)
         self.interbroker_versions = interbroker_versions
-        self.log = log_
         self.replica_manager = replica_manager
         self.producer_ids = producer_ids
         self.group_coordinator = group_coordinator
-        self.leads_every_partition = leads_every_partition
         self._remote_markers = None   # WriteTxnMarkers sender (cluster only, made on first use)
         self._remote_verifier = None  # KIP-890 verification with another coordinator (cluster only)
         self.now_ms = now_ms
-        self.num_partitions = config["transaction.state.log.num.partitions"]
         self.max_timeout_ms = config["transaction.max.timeout.ms"]
         self.abort_interval_s = config["transaction.abort.timed.out.transaction.cleanup.interval.ms"] / 1000.0
         self.expiry_interval_s = config["transaction.remove.expired.transaction.cleanup.interval.ms"] / 1000.0
@@ -258,63 +261,25 @@ class TransactionCoordinator:
         self.tv_level = config["transaction.version"]
         self.log_value_version = 1 if self.tv_level >= 1 else 0
         self.txns: dict[int, dict[str, TxnMetadata]] = {}   # loaded shards: partition -> id -> metadata
-        self.runtime: CoordinatorRuntime | None = None
         self._nursery = None
-        self._topic_ready = False
-        self._creating: trio.Event | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def startup(self, nursery) -> None:
         self._nursery = nursery
         self.runtime = CoordinatorRuntime(TRANSACTION_STATE_TOPIC, self.log, lambda p: TxnShard(self, p), nursery)
         nursery.start_soon(self._abort_timed_out_loop)
-        if self.log.exists():
-            self.num_partitions = self.log.num_partitions()
-            self._topic_ready = True
-            if self.leads_every_partition:
-                await self._lead_every_partition()
+        await self._load_existing_topic()
 
     async def shutdown(self) -> None:
         pass
 
-    async def _lead_every_partition(self) -> None:
-        t0 = time.monotonic()
-        for p in range(self.num_partitions):
-            self.runtime.on_become_leader(p, self.log.leader_epoch(p))
-        await self.runtime.wait_loaded()
+    def _log_loaded(self, seconds: float) -> None:
         log.info("loaded %d transactional id(s) from %s in %.3fs", sum(len(t) for t in self.txns.values()),
-                 TRANSACTION_STATE_TOPIC, time.monotonic() - t0)
+                 TRANSACTION_STATE_TOPIC, seconds)
 
     def reconfigure(self, config) -> None:
         """A dynamic broker config changed (dynamic_config.py)."""
         self.verification = config["transaction.partition.verification.enable"]
-
-    def on_become_leader(self, partition: int, leader_epoch: int) -> None:
-        self.runtime.on_become_leader(partition, leader_epoch)
-
-    def on_resign(self, partition: int, leader_epoch: int | None = None) -> None:
-        self.runtime.on_resign(partition, leader_epoch)
-
-    async def ensure_topic(self) -> None:
-        """Create ``__transaction_state`` on first use (FindCoordinator for a transactional id),
-        as Kafka does."""
-        if self._topic_ready:
-            return
-        if self._creating is not None:
-            await self._creating.wait()
-            return
-        self._creating = trio.Event()
-        try:
-            if not self.log.exists():
-                await self.log.create(self.num_partitions, self.config["transaction.state.log.replication.factor"],
-                                      self.config["transaction.state.log.segment.bytes"])
-            self.num_partitions = self.log.num_partitions()
-            if self.leads_every_partition:
-                await self._lead_every_partition()
-            self._topic_ready = True
-        finally:
-            ev, self._creating = self._creating, None
-            ev.set()
 
     def _shard_loaded(self, partition: int, txns: dict) -> None:
         self.txns[partition] = txns

@@ -1,0 +1,119 @@
+"""What the handlers of Kafka's modern groups share: consumer (KIP-848), share (KIP-932) and
+streams (KIP-1071) groups, whose members heartbeat and are assigned by the coordinator (not a
+handler: ``load_handlers`` loads only ``kNN_*``).
+
+- :func:`typed_group`: the group of one type that a request names, or Kafka's
+  GROUP_ID_NOT_FOUND ("Group X not found." / "Group X is not a <type> group.").
+- :func:`group_heartbeat`: ConsumerGroupHeartbeat / ShareGroupHeartbeat / StreamsGroupHeartbeat:
+  the group-level checks, the heartbeat, and its answer once its records are written.
+- :func:`describe_groups`: ConsumerGroupDescribe / ShareGroupDescribe / StreamsGroupDescribe:
+  one entry per requested group id, in request order.
+- :func:`offsets_alterable_share_group`: the share group whose start offsets
+  AlterShareGroupOffsets / DeleteShareGroupOffsets change.
+"""
+from __future__ import annotations
+
+from ..coordinator.group.api import GROUP_AUTHORIZED_OPERATIONS, group_precheck
+from ..coordinator.group.coordinator import append_error_to_response
+from ..coordinator.group.share import ShareGroup
+from ..protocol.errors import ErrorCode as E, KafkaError
+
+# Kafka's authorized_operations when the client did not ask for them: Integer.MIN_VALUE
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+
+
+def typed_group(gc, group_id: str, group_type: str, *, missing_ok: bool = False):
+    """The live group ``group_id`` if it is of ``group_type`` ("consumer", "share", "streams":
+    ``Group.kind``), as Kafka's GroupMetadataManager.consumerGroup / shareGroup / streamsGroup.
+    Raises KafkaError GROUP_ID_NOT_FOUND, with Kafka's message, for a group of another type, and
+    for a group that does not exist unless ``missing_ok`` (then None)."""
+    g = gc.get_group(group_id)
+    if g is None:
+        if missing_ok:
+            return None
+        raise KafkaError(E.GROUP_ID_NOT_FOUND, "Group %s not found." % group_id)
+    if g.kind != group_type:
+        raise KafkaError(E.GROUP_ID_NOT_FOUND, "Group %s is not a %s group." % (group_id, group_type))
+    return g
+
+
+async def group_heartbeat(ctx, request, error, manager, beat, *, empty_group_id=E.INVALID_GROUP_ID,
+                          no_manager=E.UNSUPPORTED_VERSION):
+    """The answer to a modern group's heartbeat.  ``error(code, message=None)`` builds the API's
+    error response; ``manager(gc)`` is the coordinator's manager of the group type (None when it
+    is not built: answered ``no_manager``); ``beat(manager)`` runs the heartbeat and returns
+    ``(response, written)``.
+
+    Checks first, as Kafka: an empty group id answers ``empty_group_id`` ("GroupId can't be
+    empty."), then the coordinator's (``group_precheck``).  The response is sent only once the
+    heartbeat's records are in __consumer_offsets, as Kafka's write operations: a member must
+    never act on an epoch or assignment a coordinator restart could forget; an append failure is
+    answered with Kafka's mapping (``append_error_to_response``)."""
+    gid = request["group_id"]
+    if not gid:
+        return error(empty_group_id, "GroupId can't be empty.")
+    gc, err = await group_precheck(ctx, gid)
+    if err:
+        return error(err)
+    m = manager(gc)
+    if m is None:
+        return error(no_manager)
+    res, written = beat(m)
+    code = await written.get()
+    if code:
+        return error(append_error_to_response(code))
+    res["throttle_time_ms"] = 0
+    return res
+
+
+async def describe_groups(ctx, request, group_type: str, error, describe) -> list:
+    """The ``groups`` of a modern group's Describe, in request order.  ``error(group_id, code,
+    message=None)`` builds one group's error entry; ``describe(gc, group)`` its description.
+
+    Per group, as Kafka: an empty id: INVALID_GROUP_ID; the coordinator's checks (the offsets
+    topic is not created for a describe); an unknown group or one of another type:
+    GROUP_ID_NOT_FOUND (``typed_group``).  ``authorized_operations``: every operation on a
+    group (no authorizer) when asked for, else INT32_MIN."""
+    out = []
+    for gid in request["group_ids"]:
+        if not gid:
+            out.append(error(gid, E.INVALID_GROUP_ID))
+            continue
+        gc, err = await group_precheck(ctx, gid, create_topic=False)
+        if err:
+            out.append(error(gid, err))
+            continue
+        try:
+            g = typed_group(gc, gid, group_type)
+        except KafkaError as e:
+            out.append(error(gid, e.code, e.message))
+            continue
+        d = describe(gc, g)
+        d["authorized_operations"] = (GROUP_AUTHORIZED_OPERATIONS if request["include_authorized_operations"]
+                                      else AUTHORIZED_OPERATIONS_OMITTED)
+        out.append(d)
+    return out
+
+
+async def offsets_alterable_share_group(ctx, group_id: str, *, create: bool):
+    """The share group whose start offsets an Alter/DeleteShareGroupOffsets changes, with
+    ``__share_group_state`` ready; raises the KafkaError Kafka answers for the whole request.
+
+    As Kafka: an empty id: INVALID_GROUP_ID; the coordinator's checks; a group of another type
+    (or, unless ``create``, no group): GROUP_ID_NOT_FOUND; a group with members: NON_EMPTY_GROUP
+    (its consumers would race the new offsets: Kafka's ShareGroup.validateOffsetsAlterable).
+    With ``create`` a group that does not exist is created empty and its record written, so that
+    its start offsets can be set before its consumers start and outlive a restart."""
+    if not group_id:
+        raise KafkaError(E.INVALID_GROUP_ID)
+    gc, err = await group_precheck(ctx, group_id)
+    if err:
+        raise KafkaError(err)
+    g = typed_group(gc, group_id, "share", missing_ok=create)
+    if g is not None and g.members:
+        raise KafkaError(E.NON_EMPTY_GROUP, "The group has active members.")
+    if g is None:
+        g = gc.groups[group_id] = ShareGroup(group_id, gc.now_ms())
+        await gc.share.persist(g).get()
+    await ctx.broker.share_coordinator.ensure_topic()
+    return g
