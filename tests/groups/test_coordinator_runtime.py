@@ -296,3 +296,22 @@ def test_with_a_controller_only_led_partitions_load():
             assert gc.coordinator_error("g") == 0 and gc.runtime.active_partitions() == [p]
             n.cancel_scope.cancel()
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+def test_resign_stops_the_session_timers_of_share_group_members():
+    """A share group's members have session timers of their own kind ("sg-hb"); losing the
+    partition must stop them like a consumer group's, or a timer left over could expire a member
+    of the group loaded again later."""
+    async def t(gc, n):
+        p = gc.partition_for("sg")
+        resp, fut = gc.share.heartbeat({"group_id": "sg", "member_id": "m1", "member_epoch": 0,
+                                        "rack_id": None, "subscribed_topic_names": ["t"]}, "c", "/h")
+        assert resp["error_code"] == 0, resp
+        assert await fut.get() == 0
+        g = gc.get_group("sg")
+        assert g.kind == "share" and g.timer_kind == "sg-hb"
+        assert gc.timer.pending(("sg-hb", "sg", "m1"))
+        gc.on_resign(p, 0)
+        assert gc.get_group("sg") is None
+        assert not gc.timer.pending(("sg-hb", "sg", "m1"))
+    run_gc(t)

@@ -65,6 +65,7 @@ class CMember(ModernGroupMember):
 class ConsumerGroup(ModernGroup):
     kind = "consumer"
     protocol_type = "consumer"
+    timer_kind = "cg-hb"   # its members' session timers (cancelled when the group is unloaded)
 
     def __init__(self, group_id, now_ms: int):
         super().__init__(group_id, now_ms)

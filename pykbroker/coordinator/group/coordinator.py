@@ -381,7 +381,7 @@ class GroupCoordinator(CoordinatorService):
                 g.unload()
             else:
                 for mid in g.members:
-                    self.timer.cancel((getattr(g, "timer_kind", "cg-hb"), gid, mid))
+                    self.timer.cancel((g.timer_kind, gid, mid))
                 g.state = DEAD
         for gid in [gid for gid in self.offsets if self.partition_for(gid) == partition]:
             del self.offsets[gid]

@@ -59,6 +59,7 @@ class SMember(ModernGroupMember):
 class ShareGroup(ModernGroup):
     kind = "share"
     protocol_type = "share"
+    timer_kind = "sg-hb"   # its members' session timers (cancelled when the group is unloaded)
 
     def __init__(self, group_id, now_ms: int):
         super().__init__(group_id, now_ms)
