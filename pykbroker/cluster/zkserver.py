@@ -122,7 +122,61 @@ def tail(path: str, lines: int = 40, since: int = 0) -> str:
         return "(no log at %s)" % path
 
 
-class ZooKeeperServer:
+class ChildProcess:
+    """A server run as a child process (``proc``) that tests crash, pause and stop as an
+    operator would: ZooKeeper here, pykbroker brokers in ``testing/cluster.py``."""
+
+    proc: Optional[subprocess.Popen] = None
+    STOP_TIMEOUT = 15.0   # seconds a clean shutdown gets before SIGKILL
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self.proc.pid if self.proc is not None else None
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout: Optional[float] = None) -> Optional[int]:
+        """SIGTERM (clean shutdown) and wait; SIGKILL after ``timeout``.  The exit status, None
+        if it was not running."""
+        if self.proc is None:
+            return None
+        p = self.proc
+        if p.poll() is None:
+            self.resume()   # a paused process must be able to act on SIGTERM
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(self.STOP_TIMEOUT if timeout is None else timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.proc = None
+        return p.returncode
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Send ``sig`` (default SIGKILL: a crash); a fatal one is waited for and the process
+        forgotten."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            if sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT):
+                self.proc.wait()
+        if self.proc.poll() is not None:
+            self.proc = None
+
+    def pause(self) -> None:
+        """SIGSTOP: the port stays open, nothing answers (sessions expire on the clients' side)."""
+        if self.running():
+            self.proc.send_signal(signal.SIGSTOP)
+            wait_stopped(self.proc.pid)
+
+    def resume(self) -> None:
+        if self.running():
+            self.proc.send_signal(signal.SIGCONT)
+
+
+class ZooKeeperServer(ChildProcess):
     """``ZooKeeperServer(data_dir=None, port=0)``: ``start()``, ``stop()``, ``kill()``,
     ``pause()``, ``resume()``, ``restart(down_seconds)``; a context manager.
 
@@ -156,13 +210,6 @@ class ZooKeeperServer:
     def connect_string(self) -> str:
         """What brokers get as ``zookeeper.connect``."""
         return "%s:%d" % (self.host, self.port)
-
-    @property
-    def pid(self) -> Optional[int]:
-        return self.proc.pid if self.proc is not None else None
-
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
 
     # -- life cycle -----------------------------------------------------------------------
 
@@ -252,43 +299,6 @@ class ZooKeeperServer:
                 self.proc.kill()
             self.proc.wait()
             self.proc = None
-
-    def stop(self, timeout: float = 15.0) -> Optional[int]:
-        """SIGTERM and wait (SIGKILL after timeout); the exit status, None if not running."""
-        if self.proc is None:
-            return None
-        p = self.proc
-        if p.poll() is None:
-            self.resume()    # a stopped JVM would not act on SIGTERM
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(timeout)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        self.proc = None
-        return p.returncode
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        """Crash it (default SIGKILL) and reap it."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            if sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT):
-                self.proc.wait()
-        if self.proc.poll() is not None:
-            self.proc = None
-
-    def pause(self) -> None:
-        """SIGSTOP: the port stays open, nothing answers (sessions expire on the clients' side)."""
-        if self.running():
-            self.proc.send_signal(signal.SIGSTOP)
-            wait_stopped(self.proc.pid)
-
-    def resume(self) -> None:
-        if self.running():
-            self.proc.send_signal(signal.SIGCONT)
 
     def restart(self, down_seconds: float = 0.0, sig: int = signal.SIGKILL,
                 timeout: float = 30.0) -> "ZooKeeperServer":

@@ -29,15 +29,17 @@ import tempfile
 import time
 from typing import Optional
 
-from ..cluster.zkserver import ZooKeeperServer, child_setup, free_port, stop_signals_deferred, tail, wait_stopped
+from ..cluster.zkserver import ChildProcess, ZooKeeperServer, child_setup, free_port, stop_signals_deferred, tail
 from ..healthcheck import probe
 
 HOST = "127.0.0.1"
 
 
-class BrokerNode:
+class BrokerNode(ChildProcess):
     """One ``pykbroker serve`` child: ``broker_id``, ``port``, ``pid``, ``data_dir`` (its
     directory: log file and log.dirs), ``log_dir`` (log.dirs), ``log_path``."""
+
+    STOP_TIMEOUT = 30.0   # a clean shutdown flushes and checkpoints every partition
 
     def __init__(self, broker_id: int, data_dir: str, zookeeper_connect: Optional[str],
                  overrides: Optional[dict] = None, port: int = 0, log_level: str = "INFO",
@@ -66,13 +68,6 @@ class BrokerNode:
     @property
     def bootstrap(self) -> str:
         return "%s:%d" % (HOST, self.port)
-
-    @property
-    def pid(self) -> Optional[int]:
-        return self.proc.pid if self.proc is not None else None
-
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
 
     def command(self) -> list:
         cmd = [sys.executable, "-m", "pykbroker", "serve",
@@ -150,42 +145,6 @@ class BrokerNode:
         self.spawn()
         self.wait_ready(timeout)
         return self
-
-    def stop(self, timeout: float = 30.0) -> Optional[int]:
-        """SIGTERM (clean shutdown) and wait; SIGKILL after ``timeout``.  The exit status."""
-        if self.proc is None:
-            return None
-        p = self.proc
-        if p.poll() is None:
-            p.send_signal(signal.SIGCONT)   # a paused broker must be able to act on SIGTERM
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(timeout)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        self.proc = None
-        return p.returncode
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        """Send ``sig`` (default SIGKILL); a fatal one is waited for and the process forgotten."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            if sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT):
-                self.proc.wait()
-        if self.proc.poll() is not None:
-            self.proc = None
-
-    def pause(self) -> None:
-        if self.running():
-            self.proc.send_signal(signal.SIGSTOP)
-            wait_stopped(self.proc.pid)
-
-    def resume(self) -> None:
-        if self.running():
-            self.proc.send_signal(signal.SIGCONT)
 
     def describe(self) -> dict:
         return {"broker_id": self.broker_id, "host": HOST, "port": self.port, "pid": self.pid,
