@@ -16,9 +16,12 @@ class FrameTooLarge(ProtocolError):
 
 
 # From this much of a body on, the frame gets its own buffer of its full size (below, a body
-# collects in the shared read buffer): 64 KB is one read; a prefix alone never allocates the
-# size it announces (Kafka's NetworkReceive does, which a client can abuse with idle prefixes).
+# collects in the shared read buffer): 64 KB is one read.  A prefix alone never allocates the
+# size it announces (Kafka's NetworkReceive does, which a client can abuse with idle prefixes),
+# and a body must have sent a sixteenth of itself first (LARGE_BODY_SHARE): a client that
+# announces 100 MB and stops must have sent 6.25 MB, so memory stays within 16x of what it sent.
 LARGE_BODY = 65536
+LARGE_BODY_SHARE = 4   # need >> 4
 
 
 class FrameBuffer:
@@ -26,12 +29,12 @@ class FrameBuffer:
     patches in place (its records are a writable view into it: no private copy).
 
     A large body (a 1 MB Produce comes in many reads) gets one buffer of its announced size once
-    ``LARGE_BODY`` bytes of it have arrived; ``read_target()`` then gives the free part of it, so
-    the connection reads from the socket straight into the frame (``received_into``): one copy
-    from the kernel and no more, where collecting the reads and joining them cost two more (a
-    flat-out producer's profile had them at about 30 % of the broker's time).  ``receive_data``
-    (for callers that have bytes in hand) copies into the same buffer.  Small frames, and the
-    bytes of the next frame, stay in one shared bytearray."""
+    ``LARGE_BODY`` bytes of it (and a sixteenth of it) have arrived; ``read_target()`` then
+    gives the free part of it, so the connection reads from the socket straight into the frame
+    (``received_into``): one copy from the kernel and no more, where collecting the reads and
+    joining them cost two more (a flat-out producer's profile had them at about 30 % of the
+    broker's time).  ``receive_data`` (for callers that have bytes in hand) copies into the same
+    buffer.  Small frames, and the bytes of the next frame, stay in one shared bytearray."""
 
     def __init__(self, max_frame_bytes: int):
         self.max_frame_bytes = max_frame_bytes
@@ -84,7 +87,7 @@ class FrameBuffer:
             self._need = None
             return frame
         if len(self._buf) < need:
-            if len(self._buf) >= LARGE_BODY:
+            if len(self._buf) >= LARGE_BODY and len(self._buf) >= need >> LARGE_BODY_SHARE:
                 # a large body is on its way: its own buffer from here on
                 self._body = bytearray(need)
                 self._view = memoryview(self._body)

@@ -81,3 +81,21 @@ def test_reads_straight_into_a_large_frame(seed):
     assert fb.pending == 0
     if any(len(f) > 65536 + 300000 for f in frames):
         assert direct > 0   # a body that outlasts the first reads was read into directly
+
+
+def test_an_announced_size_is_not_allocated_before_a_sixteenth_of_it_arrived():
+    """A client announcing 4 MB gets no 4 MB buffer for its first 64 KB: the body has its own
+    buffer only once it has sent a sixteenth of it (256 KB); the frame still comes out whole."""
+    body = os.urandom(4 << 20)
+    stream = struct.pack(">i", len(body)) + body
+    fb = FrameBuffer(8 << 20)
+    fb.receive_data(stream[:4 + 65536])
+    assert fb.next_frame() is None and fb.read_target() is None   # nothing allocated for it yet
+    fb.receive_data(stream[4 + 65536:4 + (256 << 10)])
+    assert fb.next_frame() is None
+    target = fb.read_target()
+    assert target is not None and len(target) == len(body) - (256 << 10)
+    target[:] = stream[4 + (256 << 10):]
+    target.release()
+    fb.received_into(len(body) - (256 << 10))
+    assert fb.next_frame() == body and fb.pending == 0
