@@ -160,8 +160,9 @@ def _produce_v(t, tid, topic, part, values, pid, epoch, seq, version, topic_id=N
         with connect(t) as c:
             r = c.request(0, version, {"transactional_id": tid, "acks": -1, "timeout_ms": 10000, "topic_data": [td]})
         code = r["responses"][0]["partition_responses"][0]["error_code"]
-        # NOT_ENOUGH_REPLICAS: the coordinator still completes the previous transaction (retried by clients)
-        if code != 19 or time.monotonic() > deadline:
+        # NOT_ENOUGH_REPLICAS: the coordinator still completes the previous transaction; NOT_LEADER_OR_FOLLOWER /
+        # UNKNOWN_TOPIC_OR_PARTITION: Kafka has not yet made the new topic's leader live (all retried by clients)
+        if code not in (19, 6, 3) or time.monotonic() > deadline:
             return code
         time.sleep(0.1)
 
