@@ -39,7 +39,8 @@ Every broker runs one.  It has three roles:
 
 Broker registration is the ephemeral ``/brokers/ids/<id>``, created once the listeners are
 bound.  A broker restarted right after a kill -9 waits for its old session's znode to expire
-instead of failing (Kafka exits with "node already exists").  Controlled shutdown deletes the
+instead of failing (Kafka exits with "node already exists"), and waits before anything else
+(``load``): no partition state read, no log opened, no listener bound until then.  Controlled shutdown deletes the
 registration first, so the controller moves leadership away, and waits for it (bounded).
 
 Partition epochs are the state znodes' versions; leader epochs are in the state JSON.
@@ -125,7 +126,14 @@ class ZkController(Controller):
         return cid
 
     async def load(self) -> None:
-        """Read the whole image into the cache (before the logs are opened)."""
+        """Read the whole image into the cache (before the logs are opened).
+
+        A broker restarted right after a kill -9 first waits for the registration of its previous
+        life to expire.  Kafka's broker acts on nothing before it is registered (its controller
+        sends LeaderAndIsr only to registered brokers); this one reads partition states itself,
+        so it must not read them, open its logs or bind its listeners while the controller still
+        counts the old process as alive and has not yet moved its leaderships away."""
+        await self._await_previous_registration_gone()
         records: list = []
         data, _ = await self._get_or_none(Z.CONTROLLER)
         records.append(ControllerRecord(Z.decode_controller(data)))
@@ -560,6 +568,23 @@ class ZkController(Controller):
         await self._ensure_registered()
         self.cache.apply([RegisterBrokerRecord(self._registration)])
         await self._try_elect()
+
+    async def _await_previous_registration_gone(self) -> None:
+        path = Z.broker_path(self.node_id)
+        waited = None
+        while True:
+            _, stat = await self._get_or_none(path)
+            if stat is None or stat.ephemeralOwner == self.zk.client.client_id[0]:
+                break
+            if waited is None:
+                waited = trio.current_time()
+                log.warning("broker id %d is still registered by an older session (a previous process "
+                            "that did not shut down cleanly); waiting for it to expire "
+                            "(zookeeper.session.timeout.ms) before starting", self.node_id)
+            await trio.sleep(0.25)
+        if waited is not None:
+            log.info("the older registration of broker %d expired after %.1f s; starting",
+                     self.node_id, trio.current_time() - waited)
 
     async def _ensure_registered(self) -> None:
         from kazoo.exceptions import NodeExistsError

@@ -17,8 +17,10 @@ pytestmark = requires_zookeeper
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
+    # a short ZooKeeper session: a broker started again right after a kill -9 waits for the old
+    # process's session to expire (18 s by default)
     with Cluster(3, data_dir=str(tmp_path_factory.mktemp("cluster")),
-                 overrides={"group.initial.rebalance.delay.ms": "0"}) as c:
+                 overrides={"group.initial.rebalance.delay.ms": "0", "zookeeper.session.timeout.ms": "4000"}) as c:
         yield c
 
 

@@ -255,6 +255,54 @@ def test_kill_9_of_a_leader_elects_another_in_sync_replica(cluster, zk):
     wait_until(lambda: zk.exists("/brokers/ids/2") is not None, what="broker 2 registered again")
 
 
+def test_a_restart_right_after_kill_9_waits_for_the_old_registration(cluster, zk):
+    """kill -9 of a leader and an immediate restart: while the old process's ZooKeeper session
+    lives, the new process binds no listener (it reads no partition state); once it expired the
+    controller moves the leadership away, the new process registers, follows and catches up,
+    and every acknowledged record is still there."""
+    import socket
+    assert create(cluster.brokers[0], "zk-restart", 1, 3, assignments={0: [3, 1, 2]})["error_code"] == 0
+    wait_until(lambda: (_leader_of(cluster, "zk-restart", 0) or {}).get("leader_id") == 3, what="leader 3")
+    values = ["r%d" % i for i in range(50)]
+    _produce(cluster, "zk-restart", values)
+    epoch = json.loads(zk.get("/brokers/topics/zk-restart/partitions/0/state")[0])["leader_epoch"]
+    old_owner = zk.exists("/brokers/ids/3").ephemeralOwner
+    node = cluster.broker(3)
+    cluster.kill(3, signal.SIGKILL)
+    node.spawn()   # at once: the old registration has seconds to live
+    refused_while_old = 0
+    try:
+        while True:
+            try:
+                socket.create_connection(addr(node), timeout=0.5).close()
+                listening = True
+            except OSError:
+                listening = False
+            st = zk.exists("/brokers/ids/3")
+            still_old = st is not None and st.ephemeralOwner == old_owner
+            # checked after the connection attempt: listening while the old session still
+            # holds the registration would be the bug
+            assert not (listening and still_old), "the restarted broker listens before its old session expired"
+            if not still_old:
+                break
+            refused_while_old += 1
+            time.sleep(0.1)
+        assert refused_while_old >= 3   # the old registration did outlive the restart for a while
+        node.wait_ready(60)
+        with open(node.log_path) as fh:
+            assert "still registered by an older session" in fh.read()
+        # the controller moved the leadership away (a new epoch) and the returning broker follows
+        p = wait_until(lambda: (lambda x: x if x and sorted(x["isr_nodes"]) == [1, 2, 3] else None)(
+            _leader_of(cluster, "zk-restart", 0)), what="broker 3 back in the ISR")
+        assert p["leader_id"] in (1, 2) and p["leader_epoch"] > epoch
+        assert _read_all(cluster.broker(p["leader_id"]), "zk-restart") == values
+    finally:
+        if not node.running():
+            cluster.start(3)
+        else:
+            node.wait_ready(60)
+
+
 def test_controller_failover_bumps_the_epoch_and_keeps_electing(cluster, zk):
     controller = json.loads(zk.get("/controller")[0])["brokerid"]
     epoch = int(zk.get("/controller_epoch")[0])
