@@ -571,11 +571,21 @@ class ZkController(Controller):
 
     async def _await_previous_registration_gone(self) -> None:
         path = Z.broker_path(self.node_id)
+        # A dead process's session expires one session timeout after its last heartbeat (a
+        # ZooKeeper restart re-arms it once).  A registration that outlives three of them plus
+        # a margin belongs to a live process: another broker configured with the same id.
+        # Kafka refuses to start at once in both cases; this one refuses only in the second.
+        limit = 3 * self.config["zookeeper.session.timeout.ms"] / 1000.0 + 10.0
         waited = None
         while True:
             _, stat = await self._get_or_none(path)
             if stat is None or stat.ephemeralOwner == self.zk.client.client_id[0]:
                 break
+            if waited is not None and trio.current_time() - waited > limit:
+                raise RuntimeError(
+                    "broker id %d is registered in ZooKeeper (%s) by a live session that did not expire in "
+                    "%.0f s: another running broker has the same broker.id (node.id)"
+                    % (self.node_id, path, limit))
             if waited is None:
                 waited = trio.current_time()
                 log.warning("broker id %d is still registered by an older session (a previous process "

@@ -6,6 +6,7 @@ import socket
 
 import pytest
 
+from pykbroker.testing import wait_until
 from pykbroker.testing.cluster import Cluster
 from pykbroker.testing.wire import WireClient, create_topic, fetch, fetch_part, make_batch, produce, \
     produce_part, decode_batches, wait_for_topic
@@ -57,7 +58,15 @@ def test_kill_and_start_same_port_same_data(cluster):
     cluster.start(2)
     assert b.port == port and b.pid != pid
     assert_answers(b.bootstrap)
+    # the partition's only replica: leaderless once the old registration expired, led by
+    # broker 2 again when the controller has seen it register
+    wait_until(lambda: _leads(b.bootstrap, "kill-me"), timeout=30, what="broker 2 leading kill-me again")
     assert values_at(b.bootstrap, "kill-me") == [b"before-kill"]
+
+
+def _leads(bootstrap, topic):
+    with WireClient(bootstrap) as c:
+        return fetch_part(fetch(c, topic, 0, 0))["error_code"] == 0
 
 
 def test_stop_is_clean_and_start(cluster):

@@ -381,6 +381,22 @@ def test_cluster_id_mismatch_refuses_to_start(cluster, tmp_path):
         assert "does not match the cluster id" in fh.read()
 
 
+def test_a_second_broker_with_a_taken_id_refuses_to_start(cluster, tmp_path):
+    """The id's registration belongs to a live broker: the newcomer waits as after a kill -9,
+    never listens, and exits with a clear error once the registration outlived any expiry."""
+    from pykbroker.testing.cluster import BrokerNode
+    n = BrokerNode(2, str(tmp_path / "dup"), cluster.zookeeper_connect, dict(OVERRIDES))
+    with pytest.raises(Exception):
+        n.start(timeout=3 * SESSION_MS / 1000 + 40)
+    n.kill()
+    with open(n.log_path) as fh:
+        text = fh.read()
+    assert "still registered by an older session" in text
+    assert "another running broker has the same broker.id" in text
+    assert cluster.broker(2).running()
+    assert sorted(b["node_id"] for b in wire.metadata(addr(cluster.broker(2)), [])["brokers"]) == [1, 2, 3]
+
+
 def _reassign(node, topic, p, replicas, version=1, allow_rf=True):
     with wire.WireClient(addr(node)) as c:
         r = c.request(45, version, {"timeout_ms": 30000, "allow_replication_factor_change": allow_rf,
