@@ -8,14 +8,11 @@ handler: ``load_handlers`` loads only ``kNN_*``).
   the group-level checks, the heartbeat, and its answer once its records are written.
 - :func:`describe_groups`: ConsumerGroupDescribe / ShareGroupDescribe / StreamsGroupDescribe:
   one entry per requested group id, in request order.
-- :func:`offsets_alterable_share_group`: the share group whose start offsets
-  AlterShareGroupOffsets / DeleteShareGroupOffsets change.
 """
 from __future__ import annotations
 
 from ..coordinator.group.api import GROUP_AUTHORIZED_OPERATIONS, group_precheck
 from ..coordinator.group.coordinator import append_error_to_response
-from ..coordinator.group.share import ShareGroup
 from ..protocol.errors import ErrorCode as E, KafkaError
 
 # Kafka's authorized_operations when the client did not ask for them: Integer.MIN_VALUE
@@ -93,27 +90,3 @@ async def describe_groups(ctx, request, group_type: str, error, describe) -> lis
                                       else AUTHORIZED_OPERATIONS_OMITTED)
         out.append(d)
     return out
-
-
-async def offsets_alterable_share_group(ctx, group_id: str, *, create: bool):
-    """The share group whose start offsets an Alter/DeleteShareGroupOffsets changes, with
-    ``__share_group_state`` ready; raises the KafkaError Kafka answers for the whole request.
-
-    As Kafka: an empty id: INVALID_GROUP_ID; the coordinator's checks; a group of another type
-    (or, unless ``create``, no group): GROUP_ID_NOT_FOUND; a group with members: NON_EMPTY_GROUP
-    (its consumers would race the new offsets: Kafka's ShareGroup.validateOffsetsAlterable).
-    With ``create`` a group that does not exist is created empty and its record written, so that
-    its start offsets can be set before its consumers start and outlive a restart."""
-    if not group_id:
-        raise KafkaError(E.INVALID_GROUP_ID)
-    gc, err = await group_precheck(ctx, group_id)
-    if err:
-        raise KafkaError(err)
-    g = typed_group(gc, group_id, "share", missing_ok=create)
-    if g is not None and g.members:
-        raise KafkaError(E.NON_EMPTY_GROUP, "The group has active members.")
-    if g is None:
-        g = gc.groups[group_id] = ShareGroup(group_id, gc.now_ms())
-        await gc.share.persist(g).get()
-    await ctx.broker.share_coordinator.ensure_topic()
-    return g
