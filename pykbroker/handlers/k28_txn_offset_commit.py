@@ -40,6 +40,7 @@ from ..coordinator.group.api import group_precheck
 from ..coordinator.group.offsets import OFFSETS_TOPIC
 from ..protocol.errors import ErrorCode as E
 from .offset_commits import check_topics, every_partition, response, write_offsets
+from .txn_errors import client_error_code
 
 API_KEY = 28
 MIN_VERSION = 0
@@ -47,14 +48,12 @@ MAX_VERSION = 6
 
 
 def _downgrade(ctx, code):
-    if code == E.PRODUCER_FENCED and ctx.api_version < 3:
-        return int(E.INVALID_PRODUCER_EPOCH)
     if code == E.TRANSACTION_ABORTABLE and ctx.api_version < 4:
         return int(E.INVALID_TXN_STATE)
     if code == E.STALE_MEMBER_EPOCH and ctx.api_version < 6:
         # Kafka's group coordinator maps it for clients that predate KIP-1319
         return int(E.ILLEGAL_GENERATION)
-    return int(code)
+    return client_error_code(code, ctx.api_version, fenced_since=3)
 
 
 def error_response(ctx, request, code):
