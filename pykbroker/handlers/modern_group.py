@@ -6,6 +6,8 @@ handler: ``load_handlers`` loads only ``kNN_*``).
   GROUP_ID_NOT_FOUND ("Group X not found." / "Group X is not a <type> group.").
 - :func:`group_heartbeat`: ConsumerGroupHeartbeat / ShareGroupHeartbeat / StreamsGroupHeartbeat:
   the group-level checks, the heartbeat, and its answer once its records are written.
+- :func:`member_heartbeat_error` / :func:`member_heartbeat_error_response`: the error answer of
+  ConsumerGroupHeartbeat and ShareGroupHeartbeat (StreamsGroupHeartbeat's has other fields).
 - :func:`describe_groups`: ConsumerGroupDescribe / ShareGroupDescribe / StreamsGroupDescribe:
   one entry per requested group id, in request order.
 """
@@ -32,6 +34,18 @@ def typed_group(gc, group_id: str, group_type: str, *, missing_ok: bool = False)
     if g.kind != group_type:
         raise KafkaError(E.GROUP_ID_NOT_FOUND, "Group %s is not a %s group." % (group_id, group_type))
     return g
+
+
+def member_heartbeat_error(code, msg=None) -> dict:
+    """ConsumerGroupHeartbeat's and ShareGroupHeartbeat's error answer (the two responses have the
+    same fields): no member id, member epoch -1, no assignment, as Kafka's."""
+    return {"throttle_time_ms": 0, "error_code": int(code), "error_message": msg, "member_id": None,
+            "member_epoch": -1, "heartbeat_interval_ms": 0, "assignment": None}
+
+
+def member_heartbeat_error_response(ctx, request, code) -> dict:
+    """The ``error_response`` of ConsumerGroupHeartbeat and ShareGroupHeartbeat."""
+    return member_heartbeat_error(code)
 
 
 async def group_heartbeat(ctx, request, error, manager, beat, *, empty_group_id=E.INVALID_GROUP_ID,
