@@ -27,100 +27,40 @@ as in Kafka 4.
 from __future__ import annotations
 
 from ..coordinator.group.api import group_precheck
-from ..coordinator.group.coordinator import OFFSET_METADATA_MAX_BYTES
-from ..coordinator.group.offsets import OffsetAndMetadata
-from ..protocol.errors import ErrorCode as E
+from .offset_commits import check_topics, every_partition, response, write_offsets
 
 API_KEY = 8
 MIN_VERSION = 2
 MAX_VERSION = 10
 
 
-def _tkey(t, v):
-    return t["topic_id"] if v >= 10 else t["name"]
-
-
-def _topic(t, v, parts):
-    if v >= 10:
-        return {"name": "", "topic_id": t["topic_id"], "partitions": parts}
-    return {"name": t["name"], "partitions": parts}
-
-
-def _all(request, code, v=9):
-    return {"throttle_time_ms": 0, "topics": [
-        _topic(t, v, [{"partition_index": p["partition_index"], "error_code": int(code)} for p in t["partitions"]])
-        for t in request["topics"]]}
-
-
 async def handle(ctx, request):
     v = ctx.api_version
-    gid = request["group_id"]
-    md = ctx.broker.metadata_cache
+    by_id = v >= 10   # v10 names topics by id only (KIP-848)
     # 1. Topic checks come first (Kafka does them before handing the request to the
     #    coordinator): their errors lead the response, in request order.
-    early: dict = {}   # topic key -> (topic, [partition results])
-    accepted = []      # (topic, name, partition)
-    for t in request["topics"]:
-        if v >= 10:
-            # v10 names topics by id only (KIP-848); an unknown or zero id: UNKNOWN_TOPIC_ID.
-            name = md.name_of(t["topic_id"]) if md is not None else None
-            info = md.get(name) if name is not None else None
-            missing = E.UNKNOWN_TOPIC_ID
-        else:
-            name = t["name"]
-            info = md.get(name) if md is not None else None
-            missing = E.UNKNOWN_TOPIC_OR_PARTITION
-        for p in t["partitions"]:
-            idx = p["partition_index"]
-            if info is None or not (0 <= idx < info.num_partitions):
-                code = missing if info is None else E.UNKNOWN_TOPIC_OR_PARTITION
-                early.setdefault(_tkey(t, v), (t, []))[1].append({"partition_index": idx, "error_code": int(code)})
-            else:
-                accepted.append((t, name, p))
+    failed, accepted = check_topics(ctx.broker.metadata_cache, request, by_id)
     # 2. The coordinator: group checks apply to every accepted partition.
-    late: dict = {}
+    answered = []
     if accepted:
+        gid = request["group_id"]
         # The empty group id is a group like any other here: Kafka's coordinator keeps
         # accepting it for offsets "for backwards compatibility" (only a null id is invalid).
         gc, err = await group_precheck(ctx, gid)
         if not err:
             err, _ = gc.validate_commit(gid, request["generation_id_or_member_epoch"], request["member_id"] or "",
                                         request["group_instance_id"])
-        now = ctx.broker.clock.time_ms()   # the broker's clock (pykbroker/clock.py)
-        retention = request["retention_time_ms"] if v <= 4 else -1
-        expire = now + retention if retention is not None and retention >= 0 else None
-        entries = {}
-        results = []
-        for t, name, p in accepted:
-            idx = p["partition_index"]
-            meta = p["committed_metadata"]
-            if err:
-                code = err
-            elif meta is not None and len(meta.encode("utf-8")) > OFFSET_METADATA_MAX_BYTES:
-                code = E.OFFSET_METADATA_TOO_LARGE
-            else:
-                code = E.NONE
-                entries[(name, idx)] = OffsetAndMetadata(p["committed_offset"], p["committed_leader_epoch"],
-                                                         meta or "", now, expire)
-            r = {"partition_index": idx, "error_code": int(code)}
-            results.append(((name, idx), r))
-            late.setdefault(_tkey(t, v), (t, []))[1].append(r)
-        if entries:
-            code = await gc.commit(gid, entries).get()
-            if code:
-                for tp, r in results:
-                    if tp in entries:
-                        r["error_code"] = int(code)
-    # 3. Merge as Kafka's response builder does: topics with early errors first, the
-    #    coordinator's partitions appended to their topic (or as new topics after them).
-    out = {k: _topic(t, v, list(parts)) for k, (t, parts) in early.items()}
-    for k, (t, parts) in late.items():
-        if k in out:
-            out[k]["partitions"].extend(parts)
+        if err:
+            answered = [(t, p, err) for t, _, p in accepted]
         else:
-            out[k] = _topic(t, v, list(parts))
-    return {"throttle_time_ms": 0, "topics": list(out.values())}
+            now = ctx.broker.clock.time_ms()   # the broker's clock (pykbroker/clock.py)
+            retention = request["retention_time_ms"] if v <= 4 else -1
+            expire = now + retention if retention is not None and retention >= 0 else None
+            answered = await write_offsets(accepted, now, expire, lambda entries: gc.commit(gid, entries))
+    # 3. Merged as Kafka's response builder does: topics with early errors first, the
+    #    coordinator's partitions appended to their topic (or as new topics after them).
+    return response(failed, answered, by_id)
 
 
 def error_response(ctx, request, code):
-    return _all(request, code, ctx.api_version)
+    return every_partition(request, ctx.api_version >= 10, code)

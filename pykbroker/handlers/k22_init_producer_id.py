@@ -25,16 +25,15 @@ two-phase commit, is not offered).
 from __future__ import annotations
 
 from ..protocol.errors import ErrorCode
+from .txn_errors import top_level_error_response
 
 API_KEY = 22
 MIN_VERSION = 0
 MAX_VERSION = 5
 
 
-def error_response(ctx, request, code) -> dict:
-    if code == ErrorCode.PRODUCER_FENCED and ctx.api_version < 4:
-        code = ErrorCode.INVALID_PRODUCER_EPOCH
-    return {"throttle_time_ms": 0, "error_code": int(code), "producer_id": -1, "producer_epoch": -1}
+# PRODUCER_FENCED from v4 on (INVALID_PRODUCER_EPOCH before); no producer id or epoch on an error
+error_response = top_level_error_response(4, producer_id=-1, producer_epoch=-1)
 
 
 async def handle(ctx, request):

@@ -25,6 +25,7 @@ versions get INVALID_PRODUCER_EPOCH); v3 flexible; v4 batched, broker-only; v5 t
 from __future__ import annotations
 
 from ..protocol.errors import ErrorCode as E
+from .txn_errors import client_error_code
 
 API_KEY = 24
 MIN_VERSION = 0
@@ -32,9 +33,7 @@ MAX_VERSION = 5
 
 
 def _code(ctx, code):
-    if code == E.PRODUCER_FENCED and ctx.api_version < 2:
-        return int(E.INVALID_PRODUCER_EPOCH)
-    return int(code)
+    return client_error_code(code, ctx.api_version, fenced_since=2)
 
 
 def _topics_result(topics, code_of):

@@ -14,16 +14,15 @@ from __future__ import annotations
 from ..coordinator.group.api import group_precheck
 from ..coordinator.group.offsets import OFFSETS_TOPIC
 from ..protocol.errors import ErrorCode as E
+from .txn_errors import top_level_error_response
 
 API_KEY = 25
 MIN_VERSION = 0
 MAX_VERSION = 4
 
 
-def error_response(ctx, request, code):
-    if code == E.PRODUCER_FENCED and ctx.api_version < 2:
-        code = E.INVALID_PRODUCER_EPOCH
-    return {"throttle_time_ms": 0, "error_code": int(code)}
+# PRODUCER_FENCED from v2 on (INVALID_PRODUCER_EPOCH before); every answer is this shape
+error_response = top_level_error_response(2)
 
 
 async def handle(ctx, request):

@@ -22,16 +22,16 @@ Version notes: v1 same as v0; v2 PRODUCER_FENCED; v3 flexible; v4 adds TRANSACTI
 from __future__ import annotations
 
 from ..protocol.errors import ErrorCode as E
+from .txn_errors import top_level_error_response
 
 API_KEY = 26
 MIN_VERSION = 0
 MAX_VERSION = 5
 
 
-def error_response(ctx, request, code):
-    if code == E.PRODUCER_FENCED and ctx.api_version < 2:
-        code = E.INVALID_PRODUCER_EPOCH
-    return {"throttle_time_ms": 0, "error_code": int(code), "producer_id": -1, "producer_epoch": -1}
+# PRODUCER_FENCED from v2 on (INVALID_PRODUCER_EPOCH before); v5's producer id and epoch are
+# -1 on an error
+error_response = top_level_error_response(2, producer_id=-1, producer_epoch=-1)
 
 
 async def handle(ctx, request):

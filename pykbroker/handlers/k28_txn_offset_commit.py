@@ -37,9 +37,10 @@ from __future__ import annotations
 import time
 
 from ..coordinator.group.api import group_precheck
-from ..coordinator.group.coordinator import OFFSET_METADATA_MAX_BYTES
-from ..coordinator.group.offsets import OFFSETS_TOPIC, OffsetAndMetadata
+from ..coordinator.group.offsets import OFFSETS_TOPIC
 from ..protocol.errors import ErrorCode as E
+from .offset_commits import check_topics, every_partition, response, write_offsets
+from .txn_errors import client_error_code
 
 API_KEY = 28
 MIN_VERSION = 0
@@ -47,32 +48,16 @@ MAX_VERSION = 6
 
 
 def _downgrade(ctx, code):
-    if code == E.PRODUCER_FENCED and ctx.api_version < 3:
-        return int(E.INVALID_PRODUCER_EPOCH)
     if code == E.TRANSACTION_ABORTABLE and ctx.api_version < 4:
         return int(E.INVALID_TXN_STATE)
     if code == E.STALE_MEMBER_EPOCH and ctx.api_version < 6:
         # Kafka's group coordinator maps it for clients that predate KIP-1319
         return int(E.ILLEGAL_GENERATION)
-    return int(code)
-
-
-def _tkey(t, v):
-    return t["topic_id"] if v >= 6 else t["name"]
-
-
-def _topic(t, v, parts):
-    if v >= 6:
-        return {"name": "", "topic_id": t["topic_id"], "partitions": parts}
-    return {"name": t["name"], "partitions": parts}
+    return client_error_code(code, ctx.api_version, fenced_since=3)
 
 
 def error_response(ctx, request, code):
-    v = ctx.api_version
-    code = _downgrade(ctx, code)
-    return {"throttle_time_ms": 0, "topics": [
-        _topic(t, v, [{"partition_index": p["partition_index"], "error_code": code} for p in t["partitions"]])
-        for t in request["topics"]]}
+    return every_partition(request, ctx.api_version >= 6, _downgrade(ctx, code))
 
 
 async def _coordinate(ctx, request, accepted):
@@ -107,65 +92,22 @@ async def _coordinate(ctx, request, accepted):
             err = E.GROUP_ID_NOT_FOUND
     if err:
         return [(t, p, err) for t, _, p in accepted]
-    now = int(time.time() * 1000)
-    entries = {}
-    out = []
-    for t, name, p in accepted:
-        idx = p["partition_index"]
-        meta = p["committed_metadata"]
-        if meta is not None and len(meta.encode("utf-8")) > OFFSET_METADATA_MAX_BYTES:
-            code = E.OFFSET_METADATA_TOO_LARGE
-        else:
-            code = E.NONE
-            entries[(name, idx)] = OffsetAndMetadata(p["committed_offset"], p["committed_leader_epoch"],
-                                                     meta or "", now, None)
-        out.append([t, p, code, (name, idx)])
-    if entries:
-        code = await gc.txn_commit(gid, request["producer_id"], request["producer_epoch"], entries).get()
-        if code:
-            for r in out:
-                if r[3] in entries:
-                    r[2] = code
-    return [(t, p, code) for t, p, code, _ in out]
+    pid, epoch = request["producer_id"], request["producer_epoch"]
+    # pending until the transaction's marker: no expiry of their own
+    return await write_offsets(accepted, int(time.time() * 1000), None,
+                               lambda entries: gc.txn_commit(gid, pid, epoch, entries))
 
 
 async def handle(ctx, request):
-    v = ctx.api_version
-    md = ctx.broker.metadata_cache
+    by_id = ctx.api_version >= 6   # v6 names topics by id only (KIP-1319)
     # 1. Topic checks come first (Kafka does them before handing the request to the group
     #    coordinator): their errors lead the response.
-    early: dict = {}   # topic key -> (topic, [partition results])
-    accepted = []      # (topic, name, partition)
-    for t in request["topics"]:
-        if v >= 6:
-            # v6 names topics by id only (KIP-1319): an unknown or zero id is UNKNOWN_TOPIC_ID.
-            name = md.name_of(t["topic_id"])
-            info = md.get(name) if name is not None else None
-            missing = E.UNKNOWN_TOPIC_ID
-        else:
-            name = t["name"]
-            info = md.get(name)
-            missing = E.UNKNOWN_TOPIC_OR_PARTITION
-        for p in t["partitions"]:
-            idx = p["partition_index"]
-            if info is None or not (0 <= idx < info.num_partitions):
-                code = missing if info is None else E.UNKNOWN_TOPIC_OR_PARTITION
-                early.setdefault(_tkey(t, v), (t, []))[1].append({"partition_index": idx, "error_code": int(code)})
-            else:
-                accepted.append((t, name, p))
+    failed, accepted = check_topics(ctx.broker.metadata_cache, request, by_id)
     # 2. The transaction and group checks and the write, for the partitions left (none left:
     #    answered without them, as Kafka does).
-    late: dict = {}
+    answered = []
     if accepted:
-        for t, p, code in await _coordinate(ctx, request, accepted):
-            late.setdefault(_tkey(t, v), (t, []))[1].append(
-                {"partition_index": p["partition_index"], "error_code": _downgrade(ctx, code)})
+        answered = [(t, p, _downgrade(ctx, code)) for t, p, code in await _coordinate(ctx, request, accepted)]
     # 3. Merged as Kafka's response builder does: one entry per topic (by id at v6), the topics
     #    with early errors first, the coordinator's partitions appended to their topic's entry.
-    out = {k: _topic(t, v, list(parts)) for k, (t, parts) in early.items()}
-    for k, (t, parts) in late.items():
-        if k in out:
-            out[k]["partitions"].extend(parts)
-        else:
-            out[k] = _topic(t, v, list(parts))
-    return {"throttle_time_ms": 0, "topics": list(out.values())}
+    return response(failed, answered, by_id)

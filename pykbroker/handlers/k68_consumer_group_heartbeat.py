@@ -17,24 +17,16 @@ id at epoch 0 is INVALID_REQUEST) and may subscribe by regular expression
 from __future__ import annotations
 
 from ..coordinator.group.api import client_host
-from .modern_group import group_heartbeat
+# error_response: no member id, epoch -1, no assignment (the same answer as k76's)
+from .modern_group import group_heartbeat, member_heartbeat_error, member_heartbeat_error_response as error_response
 
 API_KEY = 68
 MIN_VERSION = 0
 MAX_VERSION = 1
 
 
-def _err(code, msg=None):
-    return {"throttle_time_ms": 0, "error_code": int(code), "error_message": msg, "member_id": None,
-            "member_epoch": -1, "heartbeat_interval_ms": 0, "assignment": None}
-
-
 async def handle(ctx, request):
     # answered once the heartbeat's records are in __consumer_offsets (group_heartbeat)
     return await group_heartbeat(
-        ctx, request, _err, lambda gc: gc.consumer,
+        ctx, request, member_heartbeat_error, lambda gc: gc.consumer,
         lambda consumer: consumer.heartbeat(request, ctx.api_version, ctx.client_id or "", client_host(ctx)))
-
-
-def error_response(ctx, request, code):
-    return _err(code)

@@ -13,9 +13,10 @@ beyond it, -1 without state.
 from __future__ import annotations
 
 from ..coordinator.group.api import group_precheck
-from ..protocol.errors import ErrorCode as E, KafkaError
+from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode as E, KafkaError
 from .common import error_per_item
 from .modern_group import typed_group
+from .share_group_offsets import NO_TOPIC_ID
 
 API_KEY = 90
 MIN_VERSION = 0
@@ -66,9 +67,9 @@ async def handle(ctx, request):
             name = t["topic_name"]
             info = md.get(name)
             if info is None:
-                topics.append({"topic_name": name, "topic_id": b"\x00" * 16,
+                topics.append({"topic_name": name, "topic_id": NO_TOPIC_ID,
                                "partitions": [_part(i, code=E.UNKNOWN_TOPIC_OR_PARTITION,
-                                                    msg="This server does not host this topic-partition.")
+                                                    msg=DEFAULT_MESSAGES[E.UNKNOWN_TOPIC_OR_PARTITION])
                                               for i in t["partitions"]]})
                 continue
             parts = []

@@ -11,52 +11,40 @@ Unknown topics are answered first, then the others in request order (Kafka's ord
 """
 from __future__ import annotations
 
-from ..protocol.errors import ErrorCode as E, KafkaError
-from .modern_group import offsets_alterable_share_group
+from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode as E
+# error_response: a whole-request error is a top-level code with no topics (shared with k92)
+from .share_group_offsets import NO_TOPIC_ID, change_start_offsets, error_response
 
 API_KEY = 91
 MIN_VERSION = 0
 MAX_VERSION = 0
 
 
-def _top(code, msg=None):
-    return {"throttle_time_ms": 0, "error_code": int(code), "error_message": msg, "responses": []}
+async def _restart_topic(ctx, gid, t, info):
+    """One topic's entry: each partition restarts at its requested start offset."""
+    sc = ctx.broker.share_coordinator
+    spm = ctx.broker.share_partition_manager
+    parts = []
+    for p in t["partitions"]:
+        idx = p["partition_index"]
+        if info is None or not 0 <= idx < info.num_partitions:
+            parts.append({"partition_index": idx, "error_code": int(E.UNKNOWN_TOPIC_OR_PARTITION),
+                          "error_message": DEFAULT_MESSAGES[E.UNKNOWN_TOPIC_OR_PARTITION]})
+            continue
+        code = sc.coordinator_error(gid, info.topic_id, idx)
+        if not code:
+            st = sc.summary(gid, info.topic_id, idx)
+            code = await sc.initialize(gid, info.topic_id, idx, (st.state_epoch + 1) if st else 0,
+                                       p["start_offset"]).get()
+            if spm is not None:
+                spm.delete_group_partition(gid, info.topic_id, idx)
+        parts.append({"partition_index": idx, "error_code": int(code), "error_message": None})
+    return {"topic_name": t["topic_name"], "topic_id": info.topic_id if info else NO_TOPIC_ID, "partitions": parts}
 
 
 async def handle(ctx, request):
-    gid = request["group_id"]
-    try:
-        await offsets_alterable_share_group(ctx, gid, create=True)
-    except KafkaError as e:
-        return _top(e.code, e.message)
-    md = ctx.broker.metadata_cache
-    sc = ctx.broker.share_coordinator
-    spm = ctx.broker.share_partition_manager
-    responses = []
-    for t in request["topics"]:
-        name = t["topic_name"]
-        info = md.get(name)
-        parts = []
-        for p in t["partitions"]:
-            idx = p["partition_index"]
-            if info is None or not 0 <= idx < info.num_partitions:
-                parts.append({"partition_index": idx, "error_code": int(E.UNKNOWN_TOPIC_OR_PARTITION),
-                              "error_message": "This server does not host this topic-partition."})
-                continue
-            code = sc.coordinator_error(gid, info.topic_id, idx)
-            if not code:
-                st = sc.summary(gid, info.topic_id, idx)
-                code = await sc.initialize(gid, info.topic_id, idx, (st.state_epoch + 1) if st else 0,
-                                           p["start_offset"]).get()
-                if spm is not None:
-                    spm.delete_group_partition(gid, info.topic_id, idx)
-            parts.append({"partition_index": idx, "error_code": int(code), "error_message": None})
-        responses.append({"topic_name": name, "topic_id": info.topic_id if info else b"\x00" * 16,
-                          "partitions": parts})
+    # a group that does not exist is created, so that its start offsets can be set first
+    res = await change_start_offsets(ctx, request, _restart_topic, create=True)
     # Kafka answers the topics it does not know first, then the others in request order
-    responses.sort(key=lambda r: 0 if r["topic_id"] == b"\x00" * 16 else 1)
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "responses": responses}
-
-
-def error_response(ctx, request, code):
-    return _top(code)
+    res["responses"].sort(key=lambda r: 0 if r["topic_id"] == NO_TOPIC_ID else 1)
+    return res

@@ -9,46 +9,33 @@ afresh on it (``share.auto.offset.reset``).
 """
 from __future__ import annotations
 
-from ..protocol.errors import ErrorCode as E, KafkaError
-from .modern_group import offsets_alterable_share_group
+from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode as E
+# error_response: a whole-request error is a top-level code with no topics (shared with k91)
+from .share_group_offsets import NO_TOPIC_ID, change_start_offsets, error_response
 
 API_KEY = 92
 MIN_VERSION = 0
 MAX_VERSION = 0
 
 
-def _top(code, msg=None):
-    return {"throttle_time_ms": 0, "error_code": int(code), "error_message": msg, "responses": []}
+async def _delete_topic(ctx, gid, t, info):
+    """One topic's entry: the state of each of its partitions is deleted; the first error is the
+    topic's."""
+    name = t["topic_name"]
+    if info is None:
+        return {"topic_name": name, "topic_id": NO_TOPIC_ID, "error_code": int(E.UNKNOWN_TOPIC_OR_PARTITION),
+                "error_message": DEFAULT_MESSAGES[E.UNKNOWN_TOPIC_OR_PARTITION]}
+    sc = ctx.broker.share_coordinator
+    spm = ctx.broker.share_partition_manager
+    code = 0
+    for idx in range(info.num_partitions):
+        c = sc.coordinator_error(gid, info.topic_id, idx) or await sc.delete(gid, info.topic_id, idx).get()
+        code = code or c
+        if spm is not None:
+            spm.delete_group_partition(gid, info.topic_id, idx)
+    return {"topic_name": name, "topic_id": info.topic_id, "error_code": int(code), "error_message": None}
 
 
 async def handle(ctx, request):
-    gid = request["group_id"]
-    try:
-        await offsets_alterable_share_group(ctx, gid, create=False)
-    except KafkaError as e:
-        return _top(e.code, e.message)
-    md = ctx.broker.metadata_cache
-    sc = ctx.broker.share_coordinator
-    spm = ctx.broker.share_partition_manager
-    responses = []
-    for t in request["topics"]:
-        name = t["topic_name"]
-        info = md.get(name)
-        if info is None:
-            responses.append({"topic_name": name, "topic_id": b"\x00" * 16,
-                              "error_code": int(E.UNKNOWN_TOPIC_OR_PARTITION),
-                              "error_message": "This server does not host this topic-partition."})
-            continue
-        code = 0
-        for idx in range(info.num_partitions):
-            c = sc.coordinator_error(gid, info.topic_id, idx) or await sc.delete(gid, info.topic_id, idx).get()
-            code = code or c
-            if spm is not None:
-                spm.delete_group_partition(gid, info.topic_id, idx)
-        responses.append({"topic_name": name, "topic_id": info.topic_id, "error_code": int(code),
-                          "error_message": None})
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "responses": responses}
-
-
-def error_response(ctx, request, code):
-    return _top(code)
+    # unlike AlterShareGroupOffsets, a group that does not exist is GROUP_ID_NOT_FOUND
+    return await change_start_offsets(ctx, request, _delete_topic, create=False)

@@ -6,16 +6,15 @@ handler: ``load_handlers`` loads only ``kNN_*``).
   GROUP_ID_NOT_FOUND ("Group X not found." / "Group X is not a <type> group.").
 - :func:`group_heartbeat`: ConsumerGroupHeartbeat / ShareGroupHeartbeat / StreamsGroupHeartbeat:
   the group-level checks, the heartbeat, and its answer once its records are written.
+- :func:`member_heartbeat_error` / :func:`member_heartbeat_error_response`: the error answer of
+  ConsumerGroupHeartbeat and ShareGroupHeartbeat (StreamsGroupHeartbeat's has other fields).
 - :func:`describe_groups`: ConsumerGroupDescribe / ShareGroupDescribe / StreamsGroupDescribe:
   one entry per requested group id, in request order.
-- :func:`offsets_alterable_share_group`: the share group whose start offsets
-  AlterShareGroupOffsets / DeleteShareGroupOffsets change.
 """
 from __future__ import annotations
 
 from ..coordinator.group.api import GROUP_AUTHORIZED_OPERATIONS, group_precheck
 from ..coordinator.group.coordinator import append_error_to_response
-from ..coordinator.group.share import ShareGroup
 from ..protocol.errors import ErrorCode as E, KafkaError
 
 # Kafka's authorized_operations when the client did not ask for them: Integer.MIN_VALUE
@@ -35,6 +34,18 @@ def typed_group(gc, group_id: str, group_type: str, *, missing_ok: bool = False)
     if g.kind != group_type:
         raise KafkaError(E.GROUP_ID_NOT_FOUND, "Group %s is not a %s group." % (group_id, group_type))
     return g
+
+
+def member_heartbeat_error(code, msg=None) -> dict:
+    """ConsumerGroupHeartbeat's and ShareGroupHeartbeat's error answer (the two responses have the
+    same fields): no member id, member epoch -1, no assignment, as Kafka's."""
+    return {"throttle_time_ms": 0, "error_code": int(code), "error_message": msg, "member_id": None,
+            "member_epoch": -1, "heartbeat_interval_ms": 0, "assignment": None}
+
+
+def member_heartbeat_error_response(ctx, request, code) -> dict:
+    """The ``error_response`` of ConsumerGroupHeartbeat and ShareGroupHeartbeat."""
+    return member_heartbeat_error(code)
 
 
 async def group_heartbeat(ctx, request, error, manager, beat, *, empty_group_id=E.INVALID_GROUP_ID,
@@ -93,27 +104,3 @@ async def describe_groups(ctx, request, group_type: str, error, describe) -> lis
                                       else AUTHORIZED_OPERATIONS_OMITTED)
         out.append(d)
     return out
-
-
-async def offsets_alterable_share_group(ctx, group_id: str, *, create: bool):
-    """The share group whose start offsets an Alter/DeleteShareGroupOffsets changes, with
-    ``__share_group_state`` ready; raises the KafkaError Kafka answers for the whole request.
-
-    As Kafka: an empty id: INVALID_GROUP_ID; the coordinator's checks; a group of another type
-    (or, unless ``create``, no group): GROUP_ID_NOT_FOUND; a group with members: NON_EMPTY_GROUP
-    (its consumers would race the new offsets: Kafka's ShareGroup.validateOffsetsAlterable).
-    With ``create`` a group that does not exist is created empty and its record written, so that
-    its start offsets can be set before its consumers start and outlive a restart."""
-    if not group_id:
-        raise KafkaError(E.INVALID_GROUP_ID)
-    gc, err = await group_precheck(ctx, group_id)
-    if err:
-        raise KafkaError(err)
-    g = typed_group(gc, group_id, "share", missing_ok=create)
-    if g is not None and g.members:
-        raise KafkaError(E.NON_EMPTY_GROUP, "The group has active members.")
-    if g is None:
-        g = gc.groups[group_id] = ShareGroup(group_id, gc.now_ms())
-        await gc.share.persist(g).get()
-    await ctx.broker.share_coordinator.ensure_topic()
-    return g
