@@ -34,7 +34,6 @@ STALE_MEMBER_EPOCH.
 """
 from __future__ import annotations
 
-import time
 
 from ..coordinator.group.api import group_precheck
 from ..coordinator.group.offsets import OFFSETS_TOPIC
@@ -94,7 +93,8 @@ async def _coordinate(ctx, request, accepted):
         return [(t, p, err) for t, _, p in accepted]
     pid, epoch = request["producer_id"], request["producer_epoch"]
     # pending until the transaction's marker: no expiry of their own
-    return await write_offsets(accepted, int(time.time() * 1000), None,
+    # the broker's clock, as OffsetCommit (offsets expire on it once the marker commits them)
+    return await write_offsets(accepted, ctx.broker.clock.time_ms(), None,
                                lambda entries: gc.txn_commit(gid, pid, epoch, entries))
 
 

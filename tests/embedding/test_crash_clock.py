@@ -293,6 +293,35 @@ def test_offsets_retention_expires_an_empty_groups_offsets():
         wait_until(lambda: b.committed_offsets("oret-g") == {}, timeout=10, what="offsets expiry")
 
 
+def test_transactionally_committed_offsets_expire_on_the_broker_clock():
+    """TxnOffsetCommit stamps the offsets with the broker's clock, as OffsetCommit does: with the
+    clock an hour ahead of the wall clock they are not expired at once, and expire on it."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    # checked every minute: one check falls 5 minutes after the commit
+    cfg = dict(TEST_CONFIG, **{"offsets.retention.minutes": "10", "offsets.retention.check.interval.ms": "60000"})
+    with pykbroker.Broker(config=cfg) as b:
+        b.create_topic("oret-tx")
+        b.clock.advance(60 * 60)
+        p = Producer({"bootstrap.servers": b.bootstrap_servers, "transactional.id": "oret-tx-id"})
+        p.init_transactions(30)
+        p.begin_transaction()
+        p.produce("oret-tx", b"v", partition=0)
+        # a consumer that never subscribes: a standalone group, no members, no generation
+        c = Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "oret-tx-g"})
+        try:
+            p.send_offsets_to_transaction([TopicPartition("oret-tx", 0, 5)], c.consumer_group_metadata(), 30)
+        finally:
+            c.close()
+        p.commit_transaction(30)
+        wait_until(lambda: b.committed_offsets("oret-tx-g") == {("oret-tx", 0): 5}, timeout=10, what="txn offsets")
+        b.clock.advance(5 * 60)   # an expiry check runs: 5 minutes after the commit, not 65
+        time.sleep(0.3)
+        assert b.committed_offsets("oret-tx-g") == {("oret-tx", 0): 5}
+        b.clock.advance(6 * 60)
+        wait_until(lambda: b.committed_offsets("oret-tx-g") == {}, timeout=10, what="offsets expiry")
+
+
 def test_fetch_max_wait_is_on_the_broker_clock():
     # a long-poll Fetch answers when the clock passes its max_wait_ms, not later
     with pykbroker.Broker(config=TEST_CONFIG) as b:
