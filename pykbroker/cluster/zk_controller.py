@@ -40,8 +40,9 @@ Every broker runs one.  It has three roles:
 Broker registration is the ephemeral ``/brokers/ids/<id>``, created once the listeners are
 bound.  A broker restarted right after a kill -9 waits for its old session's znode to expire
 instead of failing (Kafka exits with "node already exists"), and waits before anything else
-(``load``): no partition state read, no log opened, no listener bound until then.  Controlled shutdown deletes the
-registration first, so the controller moves leadership away, and waits for it (bounded).
+(``load``): no partition state read, no log opened, no listener bound until then.
+Controlled shutdown deletes the registration first, so the controller moves leadership away,
+and waits for it (bounded).
 
 Partition epochs are the state znodes' versions; leader epochs are in the state JSON.
 """
