@@ -171,7 +171,25 @@ class _Channel:
                 if len(frame) < 4:   # not even a correlation id
                     raise ConnectionError("bad response size %d" % len(frame))
                 return frame
-            data = await self.stream.receive_some(1 << 20)
+            target = frames.read_target()
+            sock = getattr(self.stream, "socket", None)
+            if target is not None and sock is not None:
+                # the rest of a large answer (a Fetch of up to replica.fetch.response.max.bytes)
+                # goes from the socket straight into its frame's buffer: one copy, not a bytes
+                # object per read copied again into the frame (the follower's profile)
+                try:
+                    n = await sock.recv_into(target)
+                finally:
+                    target.release()
+                if not n:
+                    raise ConnectionError("leader closed the connection")
+                frames.received_into(n)
+                continue
+            if target is not None:
+                target.release()
+            # 64 KiB, as a client connection reads: enough for a small answer whole, and a
+            # large one moves to its own buffer (and the direct reads above) after this
+            data = await self.stream.receive_some(1 << 16)
             if not data:
                 raise ConnectionError("leader closed the connection")
             frames.receive_data(data)
@@ -481,7 +499,10 @@ class ReplicaFetcher:
 
     @staticmethod
     def _append(part, records) -> None:
-        buf = bytes(records)
+        # ``records`` is a view into the answer's frame (a bytearray of its own, nothing else
+        # holds it): the batches are checked and written from there without a copy, as
+        # Kafka's follower appends the fetched MemoryRecords as they are
+        buf = records if isinstance(records, memoryview) else memoryview(records)
         leo = part.log.log_end_offset
         start = end = None
         pos, n = 0, len(buf)
@@ -500,7 +521,7 @@ class ReplicaFetcher:
             # else: already here (the leader answers from the batch holding the fetch offset)
             pos += h.size
         if start is not None:
-            part.append_as_follower(bytearray(buf[start:end]))
+            part.append_as_follower(buf[start:end])
 
     @staticmethod
     def _truncate_on_divergence(part, leader_epoch: int, leader_end: int) -> None:

@@ -376,7 +376,7 @@ class Log:
                     return out
         return out
 
-    def append_as_follower(self, buf: bytearray) -> Optional[tuple[int, int]]:
+    def append_as_follower(self, buf) -> Optional[tuple[int, int]]:
         """Append batches that already carry offsets and epochs (replication,
         tests).  Batches must be valid v2 and start at or after the log end
         offset.  Returns (first offset, last offset) or None if empty."""

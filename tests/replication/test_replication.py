@@ -57,6 +57,35 @@ def test_followers_hold_byte_identical_batches(cluster):
     assert got == sorted(acked)
 
 
+def test_followers_copy_large_fetch_answers_byte_for_byte(cluster):
+    """Fetch answers of up to 1 MiB per partition: the followers read them straight into the
+    frame's buffer over several socket reads and append the batches from a view of it
+    (cluster/replica_fetcher.py); every replica must end up with the leader's bytes, over
+    several 1 MiB segments."""
+    import os as _os
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    cluster.create_topic("big", 1, 3)
+    p = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "1",
+                                  "linger.ms": 50, "batch.size": 900_000, "compression.type": "none"})
+    values = [_os.urandom(20_000) for _ in range(250)]   # 5 MB, incompressible
+    acked = []
+    for v in values:
+        p.produce("big", value=v, partition=0,
+                  on_delivery=lambda err, msg: acked.append(msg.offset()) if err is None else None)
+    assert p.flush(60) == 0
+    assert len(acked) == 250
+    leo = wait_replicated(cluster, "big", 0, timeout=60)
+    assert leo == 250
+    logs = {b: cluster.log_bytes(b, "big", 0) for b in (1, 2, 3)}
+    assert len(logs[1]) > 5_000_000
+    assert logs[1] == logs[2] == logs[3], "replica logs differ"
+    leader = cluster.state("big", 0).leader
+    assert max(len(raw) for _, _, raw in _batches(logs[leader])) > 100_000   # large batches went over
+    for b in (1, 2, 3):
+        assert len(cluster.call(lambda b=b: cluster.partition(b, "big", 0).log.segments)) >= 5
+    assert [v for _, _, recs in wire.decode_batches(logs[leader]) for (_, _, v) in recs] == values
+
+
 def test_non_leader_answers_not_leader_and_fences_epochs(cluster):
     cluster.create_topic("nl", 1, 3)
     leader, (f1, _) = followers(cluster, "nl", 0)
