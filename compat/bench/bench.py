@@ -459,13 +459,17 @@ def main(argv=None) -> int:
     ap.add_argument("--no-warmup", action="store_true")
     ap.add_argument("--out", default=str(HERE / "results"))
     ap.add_argument("--list", action="store_true", help="print the cells and exit")
-    ap.add_argument("--report", metavar="JSON", help="print the table of an earlier run and redraw its plots")
+    ap.add_argument("--report", metavar="JSON", help="print the table of an earlier run (bench-TAG.json) and redraw its plots beside it as throughput-TAG.png etc.")
     args = ap.parse_args(argv)
     if args.report:
         with open(args.report) as f:
             result = json.load(f)
         print(table(result))
-        return plot(result, os.path.dirname(os.path.abspath(args.report)))
+        # named after the JSON (bench-<tag>.json -> throughput-<tag>.png, ...): redrawing a
+        # partial run saved as bench-cluster.json must not overwrite the full matrix's plots
+        base = os.path.splitext(os.path.basename(args.report))[0]
+        tag = base[len("bench-"):] if base.startswith("bench-") else base
+        return plot(result, os.path.dirname(os.path.abspath(args.report)), tag)
     mode = args.mode or "quick"
     defaults = {"quick": (3, 40, 3, 500), "full": (3, 200, 8, 2000), "smoke": (1, 2, 1, 50)}[mode]
     args.pairs = args.pairs or defaults[0]
@@ -576,13 +580,13 @@ def main(argv=None) -> int:
     return 1 if any(c.get("error") for c in result["cells"]) else 0
 
 
-def plot(result: dict, out: str) -> int:
+def plot(result: dict, out: str, tag=None) -> int:
     try:
         import plots
     except ImportError as e:
         print("plots skipped: matplotlib is not installed (pip install '.[bench]'): %s" % e)
         return 0
-    for p in plots.plot_all(result, out):
+    for p in plots.plot_all(result, out, tag):
         print("plot: %s" % p)
     return 0
 

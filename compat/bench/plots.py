@@ -156,9 +156,11 @@ def plot_ratios(result, path) -> bool:
     return True
 
 
-def plot_all(result, out) -> list:
+def plot_all(result, out, tag=None) -> list:
+    """The three plots of ``result`` in ``out``, named ``<plot>-<tag>.png`` (tag: the run's
+    mode, or the name its JSON was saved under, see ``bench.py --report``)."""
     done = []
-    m = result["mode"]
+    m = tag or result["mode"]
     for fn, name in ((plot_throughput, "throughput"), (plot_latency, "latency"), (plot_ratios, "ratios")):
         p = os.path.join(out, "%s-%s.png" % (name, m))
         if fn(result, p):

@@ -54,3 +54,24 @@ def test_bench_smoke_json_complete(tmp_path):
     # matplotlib is in the test extra: the plots are made
     for name in ("throughput-smoke.png", "ratios-smoke.png"):
         assert (tmp_path / name).stat().st_size > 1000, name
+
+
+@pytest.mark.timeout(120)
+def test_report_names_its_plots_after_the_json(tmp_path):
+    """``--report`` redraws a saved run's plots beside its JSON, named after it: redrawing a
+    partial run saved as bench-cl.json (mode "full") makes throughput-cl.png and never touches
+    the full matrix's throughput-full.png in the same directory."""
+    src = ROOT / "compat" / "bench" / "results" / "bench-cluster-fetcher.json"
+    data = json.loads(src.read_text())
+    assert data["mode"] == "full"
+    (tmp_path / "bench-cl.json").write_text(json.dumps(data))
+    (tmp_path / "throughput-full.png").write_bytes(b"the full matrix's plot")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
+    r = subprocess.run([sys.executable, str(ROOT / "compat" / "bench" / "bench.py"), "--report",
+                        str(tmp_path / "bench-cl.json")], capture_output=True, text=True, env=env, timeout=110)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    assert "tput/ck/cluster/1024B/1p" in r.stdout   # the table
+    for name in ("throughput-cl.png", "ratios-cl.png", "latency-cl.png"):
+        assert (tmp_path / name).stat().st_size > 1000, name
+    assert (tmp_path / "throughput-full.png").read_bytes() == b"the full matrix's plot"
+    assert not (tmp_path / "ratios-full.png").exists()
