@@ -126,6 +126,11 @@ def run_kafka_python(a, out, stop_file, note):
     if a.instance:
         kw["group_instance_id"] = a.instance
     c = KafkaConsumer(**kw)
+    # The topic's metadata before the first JoinGroup: kafka-python 3.0.12 joins with whatever
+    # metadata it holds, and a member whose first (empty) assignment is then overtaken by the
+    # topic's metadata can lose its next JoinGroup/SyncGroup round (compat/matrix.md) and stay
+    # unassigned until expelled.  Its own API fetches it; Java's consumer joins on fresh metadata.
+    c.partitions_for_topic(a.topic)
     c.subscribe([a.topic])
     try:
         while not os.path.exists(stop_file):
