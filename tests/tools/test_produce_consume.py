@@ -29,8 +29,9 @@ def _read_all(t, topic, n, timeout=60.0):
     return sorted(out, key=lambda m: (m.partition(), m.offset()))
 
 
-def _create(t, topic, partitions=1):
-    cli(t, "topics", "create", "--topic", topic, "--partitions", str(partitions))
+def _create(t, topic, partitions=1, *config):
+    cli(t, "topics", "create", "--topic", topic, "--partitions", str(partitions),
+        *[a for kv in config for a in ("--config", kv)])
     wait_topic(t, topic, partitions)
 
 
@@ -105,7 +106,10 @@ def test_client_produces_cli_consumes(both):
     topic = name("cli-consume")
 
     def scenario(t):
-        _create(t, topic, 2)
+        # the records carry 2023 timestamps, long past the default 7-day retention: without
+        # retention.ms=-1, Kafka's retention check (30 s after start, then every 5 minutes)
+        # deletes them mid-scenario and the --max-messages read below waits for ever
+        _create(t, topic, 2, "retention.ms=-1")
         _client_records(t, topic)
         seen = {}
         r = cli(t, "consume", "--topic", topic, "--from-beginning", "--exit-at-end", "--format", "json")
