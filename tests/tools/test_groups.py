@@ -127,7 +127,9 @@ def test_groups(both):
 def test_reset_to_timestamp(target):
     topic, group = name("cli-reset-ts"), name("cli-group-ts")
     t = target
-    cli(t, "topics", "create", "--topic", topic)
+    # 2020 timestamps are past the default 7-day retention: retention.ms=-1 keeps a retention
+    # check (Kafka's runs 30 s after start, then every 5 minutes) from deleting them mid-test
+    cli(t, "topics", "create", "--topic", topic, "--config", "retention.ms=-1")
     wait_topic(t, topic, 1)
     from confluent_kafka import Producer
     p = Producer({"bootstrap.servers": t.bootstrap})
