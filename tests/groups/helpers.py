@@ -35,14 +35,6 @@ def create_topic(bootstrap: str, name: str, partitions: int = 6) -> None:
         a.create_topics([NewTopic(name, partitions, -1)])   # the broker default (3 on a cluster)
     finally:
         a.close()
-    # Until every broker's metadata has the topic with a leader per partition (it propagates
-    # asynchronously, on Apache Kafka too): a group's first rounds then see one topic shape.
-    # kafka-python 3.0.12 can lose a JoinGroup/SyncGroup round whose leader saw the metadata
-    # change while it was in flight (compat/matrix.md), so the group tests start from settled
-    # metadata rather than racing its propagation on a cluster.
-    from pykbroker.testing import wire
-    for server in bootstrap.split(","):
-        wire.wait_for_topic(server, name, partitions, timeout=30.0)
 
 
 def produce(bootstrap: str, topic: str, n: int, partitions: int = 6, start: int = 0) -> None:
@@ -126,11 +118,17 @@ def wait_stable(workers, partitions=6, timeout=30, each=None):
             return False
         flat = [p for a in asgs for p in a]
         return sorted(flat) == list(range(partitions))
-    try:
-        wait_until(ok, timeout, 0.1, "a stable assignment over %d workers" % len(workers))
-    except AssertionError as e:
-        raise AssertionError("%s; at the deadline: %s" % (e, "; ".join(w.describe() for w in workers))) from None
+    _wait_workers(workers, ok, timeout, 0.1, lambda: "a stable assignment over %d workers" % len(workers))
     return [w.assignment() for w in workers]
+
+
+def _wait_workers(workers, pred, timeout, interval, what):
+    """wait_until, failing with ``what()`` and every worker's state taken at the deadline."""
+    try:
+        wait_until(pred, timeout, interval, "condition")
+    except AssertionError:
+        raise AssertionError("timed out after %ss waiting for %s; at the deadline: %s" % (
+            timeout, what(), "; ".join(w.describe() for w in workers))) from None
 
 
 def consumed(workers):
@@ -143,11 +141,8 @@ def consumed(workers):
 
 
 def wait_consumed(workers, n, timeout=60):
-    try:
-        wait_until(lambda: len(consumed(workers)) >= n, timeout, 0.2, "%d records consumed" % n)
-    except AssertionError as e:
-        raise AssertionError("%s (have %d); at the deadline: %s" % (
-            e, len(consumed(workers)), "; ".join(w.describe() for w in workers))) from None
+    _wait_workers(workers, lambda: len(consumed(workers)) >= n, timeout, 0.2,
+                  lambda: "%d records consumed (have %d)" % (n, len(consumed(workers))))
     return consumed(workers)
 
 
