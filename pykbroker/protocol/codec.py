@@ -362,12 +362,17 @@ def _records(out, parts, val, compact):
         else:
             out += P.I32.pack(val.size)
         # Flush what is encoded so far, then the chunk parts themselves (no copy of regions).
-        parts.append(bytes(out))
+        # The buffer itself, not a copy: it is not written to again (a new one is returned),
+        # and encode_framed patches the response header into the first part in place.
+        parts.append(out)
         parts.extend(val.parts)
         return bytearray()
     P.write_bytes(out, val, compact)
     return out
 
+
+# a response's size prefix and correlation id (the first 8 bytes of its frame)
+_SIZE_AND_CORRELATION = struct.Struct(">ii")
 
 _NS = {"P": P, "ProtocolError": ProtocolError, "I8": P.I8, "I16": P.I16, "U16": P.U16,
        "I32": P.I32, "U32": P.U32, "I64": P.I64, "F64": P.F64, "ZERO_UUID": P.ZERO_UUID,
@@ -463,6 +468,28 @@ class ApiSpec:
         out = fn(bytearray(), parts, msg)
         if out:
             parts.append(bytes(out))
+        return parts
+
+    def encode_framed(self, version: int, msg: dict, correlation_id: int, flexible_header: bool) -> list:
+        """A response, framed: the parts of ``encode`` with the size prefix and response header
+        (v1 = v0 + an empty tagged-field byte) in front.  The header's bytes are reserved at the
+        start of the encode buffer and filled in afterwards, so a one-buffer answer (nearly
+        all, Produce among them) is encoded into the buffer that is sent: no header + body
+        concatenation, no copy of the body."""
+        fn = self._fn("response", "encode", version)
+        head = 9 if flexible_header else 8
+        parts: list = []
+        out = fn(bytearray(head), parts, msg)
+        if not parts:
+            parts.append(out)
+        elif out:
+            parts.append(out)
+        first = parts[0]   # a bytearray that starts with the reserved header bytes
+        size = -4
+        for p in parts:
+            size += p.length if hasattr(p, "length") else len(p)
+        _SIZE_AND_CORRELATION.pack_into(first, 0, size, correlation_id)
+        # (a flexible header's tagged-field count is the reserved ninth byte, already 0)
         return parts
 
     def encode_bytes(self, kind: str, version: int, msg: dict) -> bytes:

@@ -7,8 +7,14 @@ connection with InvalidReceiveException; so do we).
 """
 from __future__ import annotations
 
+import struct
+
 from . import primitives as P
 from .primitives import ProtocolError
+
+
+# api_key, api_version, correlation_id: the fixed start of every request header
+_HEADER_START = struct.Struct(">hhi")
 
 
 class FrameTooLarge(ProtocolError):
@@ -136,9 +142,11 @@ def parse_request_header(frame: bytes, flexible: bool) -> RequestHeader:
     client_id is always a classic int16-length string, even in header v2, so any broker can
     read an ApiVersions request of any version."""
     try:
-        api_key, api_version, corr = P.I16.unpack_from(frame, 0)[0], P.I16.unpack_from(frame, 2)[0], P.I32.unpack_from(frame, 4)[0]
+        api_key, api_version, corr = _HEADER_START.unpack_from(frame, 0)
         client_id, pos = P.read_nullable_string(frame, 8)
         if flexible:
+            if frame[pos] == 0:   # no tagged fields: nearly every request
+                return RequestHeader(api_key, api_version, corr, client_id, pos + 1)
             ntag, pos = P.read_uvarint(frame, pos)
             for _ in range(ntag):
                 _tag, pos = P.read_uvarint(frame, pos)

@@ -31,6 +31,10 @@ ZERO_UUID = bytes(16)
 
 def read_uvarint(buf, pos):
     """Unsigned LEB128 varint, at most 5 bytes (Kafka's 32-bit unsigned varint)."""
+    b = buf[pos]
+    if b < 0x80:
+        # one byte: nearly every count, length and tag count on the request path
+        return b, pos + 1
     result = 0
     shift = 0
     while True:
@@ -46,6 +50,9 @@ def read_uvarint(buf, pos):
 
 
 def write_uvarint(out: bytearray, value: int) -> None:
+    if 0 <= value < 0x80:
+        out.append(value)   # one byte: nearly every count and length in a response
+        return
     if value < 0:
         raise ValueError("negative unsigned varint")
     while value >= 0x80:
@@ -166,7 +173,11 @@ def read_array_count(buf, pos):
 
 
 def read_compact_array_count(buf, pos):
-    n, pos = read_uvarint(buf, pos)
+    n = buf[pos]
+    if n < 0x80:
+        pos += 1
+    else:
+        n, pos = read_uvarint(buf, pos)
     if n == 0:
         return None, pos
     n -= 1

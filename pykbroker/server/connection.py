@@ -178,7 +178,7 @@ class Connection:
             return False
 
     async def _write(self, parts) -> None:
-        if len(parts) == 1 and parts[0].__class__ is bytes:
+        if len(parts) == 1 and not hasattr(parts[0], "length"):
             # Most answers (Produce among them) are one buffer: sent as is, no copy.
             await self._send_bytes(parts[0])
             return

@@ -312,11 +312,11 @@ class Dispatcher:
         # versions can still read it (KIP-511).
         flexible_header = ctx.api_key != API_VERSIONS_KEY and api_version >= spec.flexible_from
         try:
-            body = spec.encode("response", api_version, response)
+            parts = spec.encode_framed(api_version, response, ctx.correlation_id, flexible_header)
         except Exception as e:
             return self._close("encoding %s v%d response failed" % (spec.name, api_version),
                                logging.ERROR, e)
-        return SendResponse(frame_response(ctx.correlation_id, flexible_header, body))
+        return SendResponse(parts)
 
     def fail(self, event: HandleRequest, exc: Exception):
         """The handler raised ``exc``: close on ``CloseConnection``, else answer with the error

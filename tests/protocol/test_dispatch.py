@@ -11,7 +11,7 @@ import types
 import pytest
 
 from pykbroker.handlers import load_handlers
-from pykbroker.protocol.codec import APIS
+from pykbroker.protocol.codec import APIS, Chunks
 from pykbroker.protocol.errors import ErrorCode, KafkaError
 from pykbroker.server.dispatch import (Close, CloseConnection, Dispatcher, HandleRequest,
                                        SendResponse)
@@ -236,16 +236,31 @@ def test_response_that_cannot_be_encoded_closes():
 
 def test_file_regions_pass_through_unframed():
     # Fetch answers carry file regions (sent with sendfile); the dispatcher sizes the frame from
-    # their length and hands them on untouched.
+    # their length and hands them on untouched, the response header patched into the first part.
     region = types.SimpleNamespace(fd=3, position=100, length=1000)
     d = dispatcher()
-    [ev] = events(d, frame(18, 3, 1, API_VERSIONS_V3))
-    spec = types.SimpleNamespace(name="X", encode=lambda kind, v, msg: [b"abc", region, b"de"],
-                                 flexible_from=99)
-    ev.spec = spec
-    out = d.finish(ev, {})
-    assert out.parts[1] is region and out.parts[2] == b"de"
-    assert struct.unpack_from(">i", out.parts[0])[0] == 4 + 3 + 1000 + 2
+    [ev] = events(d, frame(1, 12, 77, {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1,
+                                       "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0,
+                                       "session_epoch": -1, "topics": [], "forgotten_topics_data": [],
+                                       "rack_id": ""}))
+    ev.handler = None   # finish() only encodes
+    resp = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [
+        {"topic": "t", "partitions": [{"partition_index": 0, "error_code": 0, "high_watermark": 5,
+                                       "last_stable_offset": 5, "log_start_offset": 0,
+                                       "aborted_transactions": [], "preferred_read_replica": -1,
+                                       "records": Chunks([b"abc", region, b"de"])}]}]}
+    out = d.finish(ev, resp)
+    assert out.parts[1] == b"abc" and out.parts[2] is region and out.parts[3] == b"de"
+    head = bytes(out.parts[0])
+    size, corr = struct.unpack_from(">ii", head)
+    assert corr == 77 and head[8] == 0   # response header v1: the tagged-field byte
+    assert size == sum(len(p) for p in out.parts if p is not region) - 4 + 1000
+    # the bytes before the region are the codec's own encoding of the response up to it
+    whole = APIS[1].encode_bytes("response", 12, dict(resp, responses=[dict(
+        resp["responses"][0], partitions=[dict(resp["responses"][0]["partitions"][0],
+                                               records=b"abc" + b"R" * 1000 + b"de")])]))
+    assert head[9:] == whole[:len(head) - 9]
+    assert b"".join(out.parts[3:]) == whole[len(head) - 9 + 1003:]
 
 
 @pytest.mark.timeout(60)
