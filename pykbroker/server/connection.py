@@ -145,7 +145,16 @@ class Connection:
             if event is None:
                 return True   # acks=0 Produce: Kafka sends nothing back
         if event.__class__ is SendResponse:
-            await self._write(event.parts)
+            parts = event.parts
+            if len(parts) == 1 and not hasattr(parts[0], "length"):
+                # one buffer (nearly every answer): written here, awaiting only if it did not
+                # all fit; the coroutines of _write/_send_bytes cost more than the write
+                data = parts[0]
+                n = self._write_now(data)
+                if n < len(data):
+                    await self.stream.send_all(memoryview(data)[n:])
+                return True
+            await self._write(parts)
             return True
         log.log(event.level, "closing connection from %s: %s", self.peer, event.reason,
                 exc_info=event.exc_info)
@@ -202,14 +211,18 @@ class Connection:
         Produce in flight, and a cluster leader's answers to its followers' and consumers'
         Fetches, compat/bench/profiles/).  send_all only for what did not fit.  Only this
         connection's one task writes to the socket, and it checkpoints once per read."""
-        try:
-            n = os.write(self._fd, data)
-        except BlockingIOError:
-            n = 0
-        except OSError as e:
-            raise trio.BrokenResourceError(str(e)) from e
+        n = self._write_now(data)
         if n < len(data):
             await self.stream.send_all(memoryview(data)[n:])
+
+    def _write_now(self, data) -> int:
+        """What of ``data`` the socket takes without waiting (0 when its buffer is full)."""
+        try:
+            return os.write(self._fd, data)
+        except BlockingIOError:
+            return 0
+        except OSError as e:
+            raise trio.BrokenResourceError(str(e)) from e
 
     async def _send_region(self, region) -> None:
         """Zero-copy: os.sendfile from the segment file straight to the socket."""

@@ -267,8 +267,13 @@ class Log:
             size = len(buf)
 
             active_before = self._segments[-1]
-            seg = self._maybe_roll(size, last_offset, first_offset,
-                                   max(b.max_timestamp for b in batches) if lat is None else lat)
+            if lat is not None:
+                roll_ts = lat
+            elif len(batches) == 1:   # a produce request's partition: one batch
+                roll_ts = batches[0].max_timestamp
+            else:
+                roll_ts = max(b.max_timestamp for b in batches)
+            seg = self._maybe_roll(size, last_offset, first_offset, roll_ts)
             rolled = seg is not active_before and active_before.size > 0
 
             # patch offsets / epoch / timestamps, per batch
