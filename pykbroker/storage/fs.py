@@ -32,7 +32,13 @@ class FileSystem:
 
     def pwrite(self, fd: int, data, pos: int) -> None:
         """Write *all* of ``data`` at ``pos`` (loops over short writes)."""
-        view = memoryview(data)
+        n = os.pwrite(fd, data, pos)
+        if n == len(data):   # the whole of it: nearly always (no memoryview made)
+            return
+        if n <= 0:  # pragma: no cover - defensive, pwrite raises instead
+            raise OSError("short write")
+        view = memoryview(data)[n:]
+        pos += n
         while view:
             n = os.pwrite(fd, view, pos)
             if n <= 0:  # pragma: no cover - defensive, pwrite raises instead

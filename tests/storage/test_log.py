@@ -442,3 +442,28 @@ def test_concurrent_flush_and_append(logdir):
     lg2 = load_log(logdir, LogConfig(segment_bytes=2000), recovery_point=0, clean_shutdown=False)
     assert read_bytes(lg2.read(0, 1 << 30)) == before
     assert lg2.log_end_offset == lg.log_end_offset
+
+
+def test_pwrite_finishes_a_short_write(tmp_path, monkeypatch):
+    # The kernel may write less than asked (a signal, a full disk's last blocks): FileSystem.pwrite
+    # writes the rest from where the short write stopped.  Here every call writes at most 3 bytes.
+    from pykbroker.storage import fs as fsmod
+
+    real = os.pwrite
+    calls = []
+
+    def short(fd, data, pos):
+        calls.append(pos)
+        return real(fd, bytes(data[:3]), pos)
+
+    path = str(tmp_path / "f")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT)
+    try:
+        real(fd, b"HEAD", 0)
+        monkeypatch.setattr(fsmod.os, "pwrite", short)
+        fsmod.REAL_FS.pwrite(fd, bytearray(b"0123456789"), 4)
+    finally:
+        os.close(fd)
+    with open(path, "rb") as f:
+        assert f.read() == b"HEAD0123456789"
+    assert calls == [4, 7, 10, 13]
