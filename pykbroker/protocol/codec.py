@@ -480,9 +480,7 @@ class ApiSpec:
         head = 9 if flexible_header else 8
         parts: list = []
         out = fn(bytearray(head), parts, msg)
-        if not parts:
-            parts.append(out)
-        elif out:
+        if out or not parts:   # (empty only after file regions, which flushed the rest)
             parts.append(out)
         first = parts[0]   # a bytearray that starts with the reserved header bytes
         size = -4
