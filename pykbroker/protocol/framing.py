@@ -1,4 +1,5 @@
-"""Sans-IO framing: 4-byte big-endian size prefix, request header parsing, response framing.
+"""Sans-IO framing: 4-byte big-endian size prefix and request header parsing.  (A response is
+framed as it is encoded: ``ApiSpec.encode_framed`` in codec.py.)
 
 ``FrameBuffer`` follows h11's shape: ``receive_data(bytes)`` then ``next_frame()`` until it
 returns ``None``.  The size prefix is checked against ``socket.request.max.bytes`` before any
@@ -159,13 +160,3 @@ def parse_request_header(frame: bytes, flexible: bool) -> RequestHeader:
     except Exception as e:  # struct.error, IndexError, UnicodeDecodeError
         raise ProtocolError("malformed request header: %s" % e) from None
     return RequestHeader(api_key, api_version, corr, client_id, pos)
-
-
-def frame_response(correlation_id: int, flexible_header: bool, body_parts: list) -> list:
-    """Prefix body parts with the size and response header (v1 = v0 + empty tagged fields)."""
-    header = P.I32.pack(correlation_id) + (b"\x00" if flexible_header else b"")
-    size = len(header) + sum(p.length if hasattr(p, "length") else len(p) for p in body_parts)
-    first = P.I32.pack(size) + header
-    if body_parts and isinstance(body_parts[0], (bytes, bytearray)):
-        return [first + body_parts[0]] + body_parts[1:]
-    return [first] + body_parts

@@ -33,7 +33,7 @@ import struct
 
 from ..protocol.codec import APIS
 from ..protocol.errors import ErrorCode, KafkaError
-from ..protocol.framing import FrameBuffer, frame_response, parse_request_header
+from ..protocol.framing import FrameBuffer, parse_request_header
 from ..protocol.primitives import ProtocolError
 from .faults import FaultPlan
 
@@ -255,7 +255,7 @@ class Dispatcher:
         if not supported:
             # KIP-511: answer a too-new ApiVersions with a v0 body: UNSUPPORTED_VERSION and our range.
             body = handler.unsupported_version_response(ctx)
-            return SendResponse(frame_response(corr, False, spec.encode("response", 0, body)))
+            return SendResponse(spec.encode_framed(0, body, corr, False))
         try:
             # Kafka's generated readers stop at the last field and ignore trailing bytes; clients
             # rely on it (librdkafka's all-topics Metadata v9+ leaves 3 stray bytes after the
@@ -266,7 +266,7 @@ class Dispatcher:
             if api_key == API_VERSIONS_KEY:
                 # Kafka answers an undecodable ApiVersions with INVALID_REQUEST rather than closing.
                 body = handler.invalid_request_response(ctx)
-                return SendResponse(frame_response(corr, False, spec.encode("response", api_version, body)))
+                return SendResponse(spec.encode_framed(api_version, body, corr, False))
             return self._close("malformed %s v%d request: %s" % (spec.name, api_version, e))
         if self.faults.rules:  # the only cost of fault injection while no rule is set
             return self._inject(ctx, handler, spec, request)
