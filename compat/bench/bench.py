@@ -67,6 +67,10 @@ METRICS = {
     "rss_peak_mb": ("peak RSS", "MB", "lower"),
     "cpu_s_per_gb": ("CPU/GB", "s", "lower"),
     "fds_peak": ("open fds", "", "lower"),
+    # no target: what the closed-loop connection cells spend (see run_conns_active)
+    "broker_us_per_req": ("broker CPU/request", "us", "lower"),
+    "broker_cores": ("broker cores busy", "", "lower"),
+    "client_us_per_req": ("load gen CPU/request", "us", "lower"),
 }
 # What the table shows per kind of cell (the JSON has every metric of every run).
 HEADLINE = {
@@ -74,7 +78,8 @@ HEADLINE = {
     "latency": ["produce_rec_s", "ack_p50_ms", "ack_p99_ms", "ack_p999_ms"],
     "e2e": ["e2e_p50_ms", "e2e_p99_ms", "e2e_p999_ms"],
     "conns-idle": ["produce_mb_s", "rss_peak_mb", "fds_peak"],
-    "conns-active": ["produce_rec_s", "ack_p99_ms", "rss_peak_mb", "fds_peak"],
+    "conns-active": ["produce_rec_s", "ack_p99_ms", "rss_peak_mb", "fds_peak", "broker_us_per_req",
+                     "broker_cores", "client_us_per_req"],
 }
 
 
@@ -316,7 +321,13 @@ class Runner:
     # active connections: N connections, each a closed loop of acks=1 Produce (10 records)
     def run_conns_active(self, c, target, topic, rate):
         p, ready = self._conns(c, target, topic, "active", self.args.seconds)
+        # The broker's CPU over the loaded phase only (the sampler's also counts the opening of
+        # the connections): per request and in cores, beside the load generator's own.  A closed
+        # loop's throughput is requests per unit of time, so these say where it goes: CPU per
+        # request, and how many cores the broker turns to the load.
+        cpu0 = sum(B.proc_cpu(pid) for pid in target.pids())
         out, err = p.communicate(timeout=self.args.seconds + 300)
+        cpu1 = sum(B.proc_cpu(pid) for pid in target.pids())
         if p.returncode != 0:
             raise RuntimeError("conns failed:\n%s" % err[-3000:])
         r = json.loads(out.strip().splitlines()[-1])
@@ -325,6 +336,9 @@ class Runner:
         return {"produce_rec_s": r["rec_s"], "produce_mb_s": r["mb_s"], "ack_p50_ms": r["ack"]["p50_ms"],
                 "ack_p99_ms": r["ack"]["p99_ms"], "ack_p999_ms": r["ack"]["p999_ms"],
                 "ack_cdf": r["ack"].get("cdf"), "conns_open_s": ready["open_seconds"],
+                "broker_us_per_req": (cpu1 - cpu0) / r["requests"] * 1e6,
+                "broker_cores": (cpu1 - cpu0) / r["seconds"],
+                "client_us_per_req": r["cpu_seconds"] / r["requests"] * 1e6,
                 "_bytes": r["records"] * c["size"]}
 
 

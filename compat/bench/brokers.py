@@ -213,7 +213,7 @@ def make(broker: str, topology: str, data_dir: str) -> Target:
     return cls(data_dir)
 
 
-def _proc_cpu(pid: int) -> float:
+def proc_cpu(pid: int) -> float:
     with open("/proc/%d/stat" % pid) as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK   # utime + stime, all threads
@@ -248,7 +248,7 @@ class Sampler:
         total = 0.0
         for p in self.pids:
             try:
-                total += _proc_cpu(p)
+                total += proc_cpu(p)
             except OSError:
                 pass
         return total

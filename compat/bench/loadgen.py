@@ -227,20 +227,23 @@ def cmd_conns(a) -> dict:
         open_s = time.perf_counter() - t_open
         print(json.dumps({"event": "ready", "open_seconds": open_s}), flush=True)
         t0 = time.perf_counter()
+        cpu0 = time.process_time()
         state["until"] = t0 + a.seconds
         state["go"].set()
         await asyncio.gather(*tasks)
-        return open_s, time.perf_counter() - t0
+        return open_s, time.perf_counter() - t0, time.process_time() - cpu0
 
-    open_s, dt = asyncio.run(run())
+    open_s, dt, cpu_s = asyncio.run(run())
     reqs = counts[0]
     ok = True
     if reqs:
         resp = decode_response(counts[1], 0, 9)
         ok = all(p["error_code"] == 0 for t in resp["responses"] for p in t["partition_responses"])
     recs = reqs * a.batch
+    # cpu_seconds: this process's own CPU over the loaded phase.  With the broker's CPU over the
+    # same phase it shows where a closed loop's time goes: both sides pay per request.
     return {"connections": a.n, "mode": a.mode, "open_seconds": open_s, "seconds": dt,
-            "requests": reqs, "records": recs, "rec_s": recs / dt, "mb_s": recs * a.size / dt / 1e6,
+            "cpu_seconds": cpu_s, "requests": reqs, "records": recs, "rec_s": recs / dt, "mb_s": recs * a.size / dt / 1e6,
             "produce_ok": ok, "ack": lat_summary(lat)}
 
 
