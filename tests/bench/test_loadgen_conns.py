@@ -71,3 +71,23 @@ def test_active_connections_report_what_the_broker_stored(tmp_path):
         assert len(value) == 100 and value.isupper()
     finally:
         b.stop()
+
+
+@pytest.mark.timeout(180)
+def test_floor_servers_answer_the_loadgen(tmp_path):
+    """compat/bench/floor.py's two bare servers (trio, plain epoll) answer the load generator's
+    closed loops with the generated codec's Produce answer (the loadgen decodes one and floor.py
+    fails unless its error codes are 0), and every run reports the server's CPU per request."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
+    out = tmp_path / "floor.json"
+    r = subprocess.run([sys.executable, str(ROOT / "compat" / "bench" / "floor.py"), "--n", "5", "--seconds", "1",
+                        "--runs", "1", "--servers", "floor-trio,floor-epoll", "--out", str(out)],
+                       capture_output=True, text=True, env=env, timeout=170)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    runs = json.loads(out.read_text())["runs"]
+    assert [x["server"] for x in runs] == ["floor-trio", "floor-epoll"]
+    for x in runs:
+        assert x["connections"] == 5 and x["requests"] > 0 and x["rec_s"] > 0
+        assert x["server_user_us_per_req"] + x["server_sys_us_per_req"] > 0
+        assert 0 < x["server_cores"] <= 1.1   # one thread each
+        assert x["client_us_per_req"] > 0
