@@ -11,6 +11,10 @@ from .helpers import batch, call, connect, create_topic, explain, wait_for_topic
 HB_V, DESC_V, FETCH_V, ACK_V = 1, 1, 2, 2
 
 
+# REQUEST_TIMED_OUT, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+_NOT_READY = (7, 14, 15, 16)
+
+
 def _until(fn, ok, what, timeout=60):
     deadline = time.monotonic() + timeout
     while True:
@@ -223,7 +227,16 @@ def offsets_admin(t):
         out["delete_missing"] = c.request(92, 0, {"group_id": group, "topics": [{"topic_name": topic}]})["error_code"]
         alter = {"group_id": group, "topics": [{"topic_name": topic, "partitions": [{"partition_index": 0, "start_offset": 0}]},
                                                {"topic_name": "share-diff-nope", "partitions": [{"partition_index": 0, "start_offset": 0}]}]}
-        r = _until(lambda: c.request(91, 0, alter), lambda r: r["error_code"] not in (14, 15, 16), "alter")
+        # Retried until the topic just created is known to the group coordinator and its
+        # coordinators are ready: Kafka's coordinator works from its own metadata image, which
+        # can trail the Metadata answers wait_for_topic saw, and then answers the new topic's
+        # partition UNKNOWN_TOPIC_OR_PARTITION and leaves it uninitialized (the describe below
+        # would never show it).  share-diff-nope stays unknown on both brokers.
+        r = _until(lambda: c.request(91, 0, alter),
+                   lambda r: r["error_code"] not in _NOT_READY
+                   and all(p["error_code"] not in _NOT_READY + (3,)
+                           for x in r["responses"] if x["topic_name"] == topic for p in x["partitions"]),
+                   "alter")
         out["alter"] = (r["error_code"], r["error_message"],
                         [(x["topic_name"], [(p["partition_index"], p["error_code"]) for p in x["partitions"]]) for x in r["responses"]])
         d = c.request(77, DESC_V, {"group_ids": [group], "include_authorized_operations": False})["groups"][0]
