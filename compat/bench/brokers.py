@@ -213,10 +213,15 @@ def make(broker: str, topology: str, data_dir: str) -> Target:
     return cls(data_dir)
 
 
-def proc_cpu(pid: int) -> float:
+def proc_cpu_split(pid: int) -> tuple:
+    """(user, system) CPU seconds of a process, all threads (utime, stime of /proc/PID/stat)."""
     with open("/proc/%d/stat" % pid) as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK   # utime + stime, all threads
+    return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
+
+
+def proc_cpu(pid: int) -> float:
+    return sum(proc_cpu_split(pid))
 
 
 def _proc_rss(pid: int) -> int:

@@ -40,7 +40,6 @@ ROOT = HERE.parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 PARTITIONS = 4
 
 
@@ -146,12 +145,6 @@ def serve_epoll(port: int, log_path: str) -> None:
                 os.write(fd, out)
 
 
-def _cpu(pid: int) -> tuple:
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -180,6 +173,8 @@ def start(server: str, tmp: str):
 
 
 def run_one(server: str, n: int, seconds: float, tmp: str) -> dict:
+    sys.path.insert(0, str(HERE))
+    from brokers import proc_cpu_split as _cpu   # here, not at import: the servers need none of it
     pid, bootstrap, stop = start(server, tmp)
     try:
         lg = subprocess.Popen([sys.executable, str(HERE / "loadgen.py"), "conns", "--bootstrap", bootstrap,
