@@ -105,6 +105,19 @@ class Broker:
 
     # -- lifecycle --------------------------------------------------------------------------
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Lock the log dirs (storage/dirlock.py: one broker per data directory, Kafka's
+        ``.lock``), then run the broker until cancelled; the locks go with it, after its
+        components (a crash too: the next incarnation takes them again)."""
+        from .storage.dirlock import lock_log_dirs
+
+        locks = lock_log_dirs(self.log_dirs)   # before anything in them is read
+        try:
+            await self._run(task_status)
+        finally:
+            for lk in locks:
+                lk.release()
+
+    async def _run(self, task_status) -> None:
         from .cluster.controller import LocalController
         from .cluster.metadata_cache import Endpoint, MetadataCache
         from .cluster.replica_manager import ReplicaManager

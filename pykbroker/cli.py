@@ -324,8 +324,29 @@ def main(argv=None) -> int:
 
         from .clock import BrokerClock
         # the broker clock is the run's trio clock, so the control endpoint can move time
-        trio.run(_serve, config, control, args.as_kafka, observe, clock=BrokerClock())
+        from .storage.dirlock import LogDirInUseError
+        try:
+            trio.run(_serve, config, control, args.as_kafka, observe, clock=BrokerClock())
+        except BaseException as e:
+            # a data dir held by another broker is the user's to resolve: one line, exit 2
+            # (the error arrives wrapped in the nurseries' exception groups)
+            held = _find_error(e, LogDirInUseError)
+            if held is None:
+                raise
+            print("pykbroker: %s" % held, file=sys.stderr)
+            return 2
     return 0
+
+
+def _find_error(exc: BaseException, kind: type):
+    """The first ``kind`` among ``exc`` and the leaves of its exception groups, or None."""
+    if isinstance(exc, kind):
+        return exc
+    for sub in getattr(exc, "exceptions", ()):
+        found = _find_error(sub, kind)
+        if found is not None:
+            return found
+    return None
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ class BrokerProcess:
         self.proc: subprocess.Popen | None = None
         self.lines: list[str] = []
         self._ready = threading.Event()
+        self._ready_seen = False
 
     @property
     def bootstrap(self) -> str:
@@ -55,13 +56,24 @@ class BrokerProcess:
                                      text=True, bufsize=1, preexec_fn=self.preexec_fn)
         threading.Thread(target=self._pump, args=(self.proc, self.control_port is not None),
                          daemon=True).start()
-        if not self._ready.wait(timeout):
+        # _pump sets _ready at the ready line or when the child's output ends (it exited):
+        # a broker that refuses to start is reported at once, not after the whole timeout
+        if not self._ready.wait(timeout) or not self._ready_seen:
+            proc = self.proc
+            rc = None
+            if proc is not None and self._ready.is_set():   # output ended: reap the exit code
+                try:
+                    rc = proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    pass
             self.kill()
-            raise RuntimeError("broker did not become ready:\n" + "".join(self.lines[-50:]))
+            what = "broker exited with code %s" % rc if rc is not None else "broker did not become ready"
+            raise RuntimeError(what + ":\n" + "".join(self.lines[-50:]))
         return self
 
     def _pump(self, proc, want_control: bool = False) -> None:
         ready = control = False
+        self._ready_seen = False
         for line in proc.stdout:
             self.lines.append(line)
             c = _CONTROL.search(line)
@@ -73,9 +85,12 @@ class BrokerProcess:
                 self.port = int(m.group(2))
                 ready = True
             if ready and (control or not want_control):
+                self._ready_seen = True
                 self._ready.set()
             if os.environ.get("PYKBROKER_TEST_ECHO"):
                 sys.stderr.write("[broker] " + line)
+        if proc is self.proc:
+            self._ready.set()   # the child's output ended: it exited (start() reports it)
 
     def stop(self, timeout: float = 20.0) -> int:
         """Clean shutdown (SIGTERM), as a service manager does."""
