@@ -253,6 +253,11 @@ class ZkSession:
       the order ZooKeeper delivered them) with what kazoo's DataWatch/ChildrenWatch recipes
       report; ``fn`` returns nothing; ``stop_watch(handle)`` ends one.
     - ``on_state(fn)``: ``fn("CONNECTED"|"SUSPENDED"|"LOST")`` in trio on session changes.
+      kazoo's SUSPENDED is a lost connection within a live session (a network blip, a server of
+      the ensemble restarted): ephemeral znodes and the session survive it, kazoo's watch
+      recipes re-read their znodes on the next CONNECTED, and calls made meanwhile wait for the
+      reconnection (or fail with ConnectionLoss).  LOST is the session's expiry (its ephemeral
+      znodes are gone); the next CONNECTED is a new session (``session_id`` changes).
     """
 
     def __init__(self, connect: str, session_timeout_ms: int, connection_timeout_ms: int):
@@ -271,6 +276,7 @@ class ZkSession:
         self._token: Optional[trio.lowlevel.TrioToken] = None
         self._state_fns: list[Callable[[str], Any]] = []
         self._stopped = False
+        self._session_id: Optional[int] = None
 
     # -- life cycle
     async def start(self) -> None:
@@ -294,6 +300,8 @@ class ZkSession:
         except Exception as e:
             raise RuntimeError("cannot connect to ZooKeeper at %s within %.0f s: %s"
                                % (self.connect, self.connection_timeout, e)) from None
+        cid = self.client.client_id
+        self._session_id = cid[0] if cid else None
         self.client.add_listener(self._kazoo_state)
 
     async def stop(self) -> None:
@@ -326,7 +334,15 @@ class ZkSession:
             pass
 
     def _kazoo_state(self, state) -> None:
-        # kazoo's KazooState is a str enum: "CONNECTED", "SUSPENDED", "LOST"
+        # kazoo's KazooState is a str enum: "CONNECTED", "SUSPENDED", "LOST".  Called in kazoo's
+        # connection thread before it sends anything on the new connection, so the session id
+        # is current before any answer read on it reaches trio.
+        if state == "CONNECTED":
+            cid = self.client.client_id
+            if cid:
+                self._session_id = cid[0]
+        elif state == "LOST":
+            self._session_id = None
         for fn in self._state_fns:
             self._post(fn, str(state))
 
@@ -356,3 +372,16 @@ class ZkSession:
     @staticmethod
     def stop_watch(handle: list) -> None:
         handle[0] = False
+
+    # -- the session
+    def session_id(self) -> Optional[int]:
+        """The id of the current ZooKeeper session, kept while the connection is down (kazoo's
+        ``client_id`` is None then); None before the first session and after an expiry until
+        the next one.  It stays the same across reconnections within a session and changes
+        after an expiry: what tells the two apart."""
+        return self._session_id
+
+    def owns(self, stat) -> bool:
+        """Whether an ephemeral znode (its ``Stat``) belongs to the current session."""
+        sid = self.session_id()
+        return stat is not None and sid is not None and stat.ephemeralOwner == sid

@@ -34,8 +34,21 @@ Every broker runs one.  It has three roles:
    ``auto.leader.rebalance.enable``, periodically.  It completes pending topic deletions.
    **Fencing:** every controller write is a ZooKeeper transaction that also checks the
    ``/controller_epoch`` znode's version read at election, so a controller that lost its
-   session (another was elected meanwhile) cannot change anything; it also stops acting as soon
-   as kazoo reports the session suspended or lost.
+   session (another was elected meanwhile) cannot change anything.
+
+**Connection vs session (Kafka's ZooKeeper-era controller).**  A lost connection within a live
+session (kazoo's SUSPENDED: a network blip, a server of the ensemble restarting) changes nothing:
+the ephemeral ``/controller`` and ``/brokers/ids/<id>`` znodes still belong to the session, so
+the controller stays the controller (nobody else can take over while its znode lives) and its
+writes wait for the reconnection or fail and are redone after it.  On the reconnection within
+the session it checks ``/controller`` is still its own and re-reads what may have changed
+meanwhile (live brokers, partition states, pending deletions and reassignments) before acting on
+it.  Only the session's expiry (LOST) or a ``/controller`` that is no longer its own ends its
+term; after an expiry the broker registers again and takes part in the next election.  The
+``/controller`` watch's data is only a hint: the znode is read again (its owner session
+compared with ours) before a controller resigns or a broker runs for election, so a
+notification older than this broker's own election cannot depose it (Kafka's maybeResign reads
+the znode too).  Elections run on the event task only, never beside it.
 
 Broker registration is the ephemeral ``/brokers/ids/<id>``, created once the listeners are
 bound.  A broker restarted right after a kill -9 waits for its old session's znode to expire
@@ -94,6 +107,8 @@ class ZkController(Controller):
         # the registration we own (re-created after a session loss)
         self._registration: Optional[BrokerRegistration] = None
         self._registered = False
+        # the ZooKeeper connection is down (kazoo's SUSPENDED) and the session may still live
+        self._suspended = False
         # active controller state
         self.is_active = False
         self.controller_epoch = 0
@@ -363,33 +378,104 @@ class ZkController(Controller):
 
     # ================================================================== the event task
     async def _event_loop(self) -> None:
+        from kazoo.exceptions import ConnectionLoss, SessionExpiredError
         async for event in self._recv:
             kind = event[0]
             try:
                 await getattr(self, "_on_" + kind)(*event[1:])
+            except (ConnectionLoss, SessionExpiredError) as e:
+                # the connection dropped under this event: the reconnection (CONNECTED, always
+                # posted after it) re-reads what it was about
+                log.info("handling ZooKeeper event %s interrupted (%s); redone on the reconnection",
+                         kind, type(e).__name__)
             except Exception:
                 log.exception("handling ZooKeeper event %s failed", kind)
             self._notify_changed()
 
     async def _on_session(self, state: str) -> None:
-        if state in ("SUSPENDED", "LOST"):
-            if self.is_active:
-                await self._resign("ZooKeeper session %s" % state.lower())
+        """kazoo's session states (see "Connection vs session" above)."""
+        if state == "SUSPENDED":
+            # the session may well live on: nothing is given up (Kafka's controller ignores a
+            # disconnect); writes issued meanwhile wait for the reconnection or fail
+            self._suspended = True
+            log.info("ZooKeeper connection lost; waiting to reconnect within the session%s",
+                     " (still the controller)" if self.is_active else "")
             return
-        # CONNECTED again: after a lost session our ephemeral znodes are gone
-        if state == "CONNECTED" and self._registration is not None and not self._shutting_down:
-            await self._ensure_registered()
-            await self._try_elect()
+        if state == "LOST":
+            # the session expired: our ephemeral znodes (registration, /controller) are gone
+            self._suspended = True
+            self._registered = False
+            if self.is_active:
+                await self._resign("ZooKeeper session expired")
+            else:
+                log.warning("ZooKeeper session of broker %d expired", self.node_id)
+            return
+        if state != "CONNECTED":
+            return
+        self._suspended = False
+        if self._registration is None or self._shutting_down:
+            return
+        # within the session (after SUSPENDED) the registration is still ours; after an expiry
+        # it is created again
+        await self._ensure_registered()
+        await self._resync_listener()
+        if self.is_active:
+            data, stat = await self._get_or_none(Z.CONTROLLER)
+            if self.zk.owns(stat):
+                log.info("broker %d reconnected to ZooKeeper within its session: still the controller "
+                         "(epoch %d); re-reading what changed meanwhile", self.node_id, self.controller_epoch)
+                await self._refresh_all_states()
+                await self._catch_up_as_controller()
+                return
+            await self._resign("/controller is no longer ours after the reconnection (controller %d)"
+                               % Z.decode_controller(data))
+        await self._try_elect()
+
+    async def _resync_listener(self) -> None:
+        """After a reconnection: what an event interrupted by the connection loss may have missed
+        (kazoo's watches re-read their znodes on the reconnection, but report only what changed
+        since their last read, not what a failed handler never applied): the live brokers and
+        topics not yet here."""
+        children = await self.zk.call("get_children", Z.BROKER_IDS)
+        await self._on_brokers(children, controller=False)
+        for name in sorted(await self.zk.call("get_children", Z.TOPICS)):
+            if (name not in self.cache.topics and name in self._topic_watches
+                    and not self.cache.is_staged(name)):
+                await self._create_local(name)
+
+    async def _refresh_all_states(self) -> None:
+        """Every partition state read again (one pipelined round): the controller decides on
+        fresh states after a reconnection."""
+        tps = [(info, p) for info in list(self.cache.topics.values()) for p in info.partition_ids()]
+        got = await self._get_many([Z.state_path(info.name, p) for info, p in tps])
+        for (info, p), (data, stat) in zip(tps, got):
+            old = self.cache.partition_state(info.name, p)
+            if (data is not None and old is not None and self.cache.get(info.name) is info
+                    and stat.version > old.partition_epoch):
+                self._publish_state(info, p, Z.decode_state(data, stat.version, old.replicas)[0])
 
     async def _on_controller(self, data) -> None:
+        # The notification's data may be older than what this broker did since (its own
+        # election on this task): the znode is read again, and its owner decides.
+        data, stat = await self._get_or_none(Z.CONTROLLER)
         cid = Z.decode_controller(data)
+        if self.zk.owns(stat) and cid == self.node_id:
+            if not self.is_active and not self._shutting_down:
+                # ours, yet not acting: created by an attempt whose answer a connection loss
+                # swallowed, or fenced by a stale epoch: a term with a new epoch
+                await self._become_active()
+            return
         self.cache.apply([ControllerRecord(cid)])
-        if cid != self.node_id and self.is_active:
-            await self._resign("another controller (%d) was elected" % cid)
-        if data is None and not self._shutting_down and self._registered:
+        if self.is_active:
+            await self._resign("another controller (%d) was elected" % cid if cid != -1
+                               else "the /controller znode is gone")
+        if stat is None and not self._shutting_down and self._registered:
             await self._try_elect()
 
-    async def _on_brokers(self, children: list) -> None:
+    async def _on_elect(self) -> None:
+        await self._try_elect()
+
+    async def _on_brokers(self, children: list, controller: bool = True) -> None:
         ids = {int(c) for c in children}
         known = {b.broker_id for b in self.cache.alive_brokers()}
         records = [UnregisterBrokerRecord(b) for b in sorted(known - ids)]
@@ -403,7 +489,7 @@ class ZkController(Controller):
             new = sorted(ids - known)
             if gone or new:
                 log.info("live brokers now %s (gone %s, new %s)", sorted(ids), gone, new)
-        if self.is_active:
+        if self.is_active and controller:
             await self._on_live_brokers_changed()
 
     async def _on_topics(self, children: list) -> None:
@@ -568,7 +654,8 @@ class ZkController(Controller):
         self._registration = BrokerRegistration(broker_id, tuple(endpoints), rack)
         await self._ensure_registered()
         self.cache.apply([RegisterBrokerRecord(self._registration)])
-        await self._try_elect()
+        # elections run on the event task, in order with the /controller notifications
+        self._post(("elect",))
 
     async def _await_previous_registration_gone(self) -> None:
         path = Z.broker_path(self.node_id)
@@ -598,7 +685,7 @@ class ZkController(Controller):
                      self.node_id, trio.current_time() - waited)
 
     async def _ensure_registered(self) -> None:
-        from kazoo.exceptions import NodeExistsError
+        from kazoo.exceptions import ConnectionLoss, NodeExistsError
 
         path = Z.broker_path(self.node_id)
         data = Z.encode_broker(self._registration)
@@ -607,6 +694,10 @@ class ZkController(Controller):
             try:
                 await self.zk.call("create", path, data, ephemeral=True)
                 break
+            except ConnectionLoss:
+                # a blip: the create may have been applied (then the next try finds it ours)
+                await trio.sleep(0.2)
+                continue
             except NodeExistsError:
                 _, stat = await self._get_or_none(path)
                 if stat is not None and stat.ephemeralOwner == self.zk.client.client_id[0]:
@@ -625,13 +716,18 @@ class ZkController(Controller):
     async def _try_elect(self) -> None:
         from kazoo.exceptions import NodeExistsError
 
-        if self.is_active or self._shutting_down:
+        if self.is_active or self._shutting_down or not self._registered:
             return
         try:
             await self.zk.call("create", Z.CONTROLLER, Z.encode_controller(self.node_id), ephemeral=True)
         except NodeExistsError:
-            data, _ = await self._get_or_none(Z.CONTROLLER)
-            self.cache.apply([ControllerRecord(Z.decode_controller(data))])
+            data, stat = await self._get_or_none(Z.CONTROLLER)
+            cid = Z.decode_controller(data)
+            if self.zk.owns(stat) and cid == self.node_id:
+                # ours: an earlier create applied whose answer a connection loss swallowed
+                await self._become_active()
+                return
+            self.cache.apply([ControllerRecord(cid)])
             return
         await self._become_active()
 
@@ -659,8 +755,12 @@ class ZkController(Controller):
         self.is_active = True
         self.cache.apply([ControllerRecord(self.node_id)])
         log.info("broker %d is the controller (epoch %d)", self.node_id, self.controller_epoch)
-        # Kafka's onControllerFailover: fresh view of the live brokers, then elections for
-        # whatever changed while there was no controller, then pending deletions.
+        await self._catch_up_as_controller()
+
+    async def _catch_up_as_controller(self) -> None:
+        """Kafka's onControllerFailover, also run after a reconnection within the session: fresh
+        view of the live brokers, then elections for whatever changed while no controller acted,
+        then pending deletions and reassignments."""
         self._live = set()
         ids = {int(c) for c in await self.zk.call("get_children", Z.BROKER_IDS)}
         await self._on_brokers([str(i) for i in ids])
@@ -689,6 +789,7 @@ class ZkController(Controller):
         from kazoo.exceptions import BadVersionError, RolledBackError
         if results and isinstance(results[0], BadVersionError):
             await self._resign("controller epoch moved on (fenced)")
+            self._post(("controller", None))   # whose /controller is it now?
             raise KafkaError(ErrorCode.NOT_CONTROLLER, "This broker is no longer the controller.")
         for r in results:
             if isinstance(r, Exception) and not isinstance(r, RolledBackError):

@@ -1,0 +1,149 @@
+"""A TCP relay that can drop its connections: network blips between brokers and ZooKeeper.
+
+``TcpRelay(target_host, target_port)`` listens on a free loopback port and copies bytes both
+ways between each accepted connection and a new connection to the target.  ``drop()`` closes
+every connection it carries (both ends: the client sees its connection reset, the server a
+client gone; a ZooKeeper session outlives this until its timeout, as it does a real blip);
+``hold(seconds)`` also refuses new connections for that long (accepted, then closed at once),
+``blip_every(interval)`` drops everything every ``interval`` seconds in a background thread until
+``stop_blips()``.  ``drops`` counts the drops.  Standard library only; one thread per direction
+of a connection (a handful of ZooKeeper sessions).
+
+The fault tools and tests use it to cut ZooKeeper links without touching ZooKeeper or the
+brokers (``Cluster(zookeeper_relay=True)``).
+"""
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from typing import Optional
+
+
+class TcpRelay:
+    def __init__(self, target_host: str, target_port: int, host: str = "127.0.0.1", port: int = 0):
+        self.target = (target_host, int(target_port))
+        self.host = host
+        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._listener.bind((host, port))
+        self._listener.listen(64)
+        self.port = self._listener.getsockname()[1]
+        self._lock = threading.Lock()
+        self._pairs: list[tuple[socket.socket, socket.socket]] = []
+        self._held_until = 0.0
+        self._closed = False
+        self._blipper: Optional[threading.Thread] = None
+        self._blips = threading.Event()
+        self.drops = 0
+        self.accepted = 0
+        threading.Thread(target=self._accept_loop, name="relay-accept-%d" % self.port, daemon=True).start()
+
+    @property
+    def address(self) -> str:
+        return "%s:%d" % (self.host, self.port)
+
+    # -- faults
+    def drop(self) -> int:
+        """Close every carried connection; returns how many were closed."""
+        with self._lock:
+            pairs, self._pairs = self._pairs, []
+            self.drops += 1
+        for a, b in pairs:
+            _close(a)
+            _close(b)
+        return len(pairs)
+
+    def hold(self, seconds: float) -> None:
+        """Drop everything and refuse new connections for ``seconds``."""
+        with self._lock:
+            self._held_until = time.monotonic() + seconds
+        self.drop()
+
+    def release(self) -> None:
+        with self._lock:
+            self._held_until = 0.0
+
+    def blip_every(self, interval: float, first: Optional[float] = None) -> None:
+        """Drop every connection every ``interval`` s (the first time after ``first`` s,
+        default ``interval``), until :meth:`stop_blips`."""
+        self.stop_blips()
+        self._blips = stop = threading.Event()
+
+        def run():
+            wait = interval if first is None else first
+            while not stop.wait(wait):
+                self.drop()
+                wait = interval
+        self._blipper = threading.Thread(target=run, name="relay-blips-%d" % self.port, daemon=True)
+        self._blipper.start()
+
+    def stop_blips(self) -> None:
+        self._blips.set()
+        if self._blipper is not None:
+            self._blipper.join()
+            self._blipper = None
+
+    def close(self) -> None:
+        self.stop_blips()
+        self._closed = True
+        _close(self._listener)
+        self.drop()
+
+    def __enter__(self) -> "TcpRelay":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- plumbing
+    def _accept_loop(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            with self._lock:
+                held = time.monotonic() < self._held_until
+            if held:
+                _close(client)
+                continue
+            try:
+                upstream = socket.create_connection(self.target, timeout=5.0)
+                upstream.settimeout(None)
+            except OSError:
+                _close(client)
+                continue
+            for s in (client, upstream):
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with self._lock:
+                self._pairs.append((client, upstream))
+                self.accepted += 1
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        # one side ended (or was dropped): the whole connection goes
+        with self._lock:
+            self._pairs = [p for p in self._pairs if src not in p]
+        _close(src)
+        _close(dst)
+
+
+def _close(s: socket.socket) -> None:
+    try:
+        s.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    try:
+        s.close()
+    except OSError:
+        pass
