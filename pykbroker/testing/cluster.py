@@ -17,6 +17,11 @@ port, same data), ``pause(id)``/``resume(id)`` (SIGSTOP/SIGCONT), ``restart_zook
 ``stop_all()`` then ``start()`` (everything down and up), ``wait_registered()`` (the brokers'
 ZooKeeper registrations, read with kazoo).  One controlling thread: the methods are not
 thread-safe.  Standard library only, but for kazoo in the two ZooKeeper reads.
+
+``zookeeper_relay=True`` puts a :class:`pykbroker.testing.relay.TcpRelay` between the brokers and
+ZooKeeper (``cluster.zk_relay``: ``drop()``, ``hold(s)``, ``blip_every(s)``): network blips on
+the brokers' ZooKeeper links, sessions kept.  ``zookeeper_connect`` stays ZooKeeper's own
+address (what tests read it through).
 """
 from __future__ import annotations
 
@@ -179,7 +184,7 @@ class Cluster:
                  broker_overrides: Optional[dict] = None, log_level: str = "INFO",
                  zk_tick_time: int = 2000, die_with_parent: bool = False,
                  start_timeout: float = 60.0, metrics_port: Optional[int] = None,
-                 as_kafka: Optional[str] = None, trace: bool = False):
+                 as_kafka: Optional[str] = None, trace: bool = False, zookeeper_relay: bool = False):
         if n_brokers < 1:
             raise ValueError("n_brokers must be at least 1")
         self._tmp = None
@@ -190,6 +195,8 @@ class Cluster:
         self.start_timeout = start_timeout
         self._started = False
         self.zookeeper: Optional[ZooKeeperServer] = None
+        self._want_relay = zookeeper_relay
+        self.zk_relay = None   # the TcpRelay, once started
         if zookeeper:
             self.zookeeper_connect = zookeeper
         else:
@@ -241,7 +248,7 @@ class Cluster:
                 self.zookeeper.start(self.start_timeout)
                 self.zookeeper_connect = self.zookeeper.connect_string
             for b in self.brokers:
-                b.zookeeper_connect = self.zookeeper_connect
+                b.zookeeper_connect = self._brokers_zookeeper_connect()
             # all spawned first, then waited for: N Python start-ups overlap
             for b in self.brokers:
                 b.spawn()
@@ -255,6 +262,17 @@ class Cluster:
             raise
         self._started = True
         return self
+
+    def _brokers_zookeeper_connect(self) -> str:
+        """What the brokers are given: ZooKeeper's address, or the relay's in front of it."""
+        if not self._want_relay:
+            return self.zookeeper_connect
+        hosts, slash, chroot = self.zookeeper_connect.partition("/")
+        if self.zk_relay is None:
+            from .relay import TcpRelay
+            host, _, port = hosts.split(",")[0].rpartition(":")
+            self.zk_relay = TcpRelay(host or HOST, int(port))
+        return self.zk_relay.address + slash + chroot
 
     def _wait_or_retry(self, b: BrokerNode) -> None:
         # A port picked free may be taken by another process before the broker binds it: a
@@ -287,6 +305,9 @@ class Cluster:
         try:
             self.stop_all()
         finally:
+            if self.zk_relay is not None:
+                self.zk_relay.close()
+                self.zk_relay = None
             if self._tmp is not None:
                 shutil.rmtree(self._tmp, ignore_errors=True)
                 self._tmp = None
