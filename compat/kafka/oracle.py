@@ -382,6 +382,57 @@ class KafkaClusterOracle:
         self.stop()
 
 
+# The last Apache Kafka release line with ZooKeeper mode: the oracle for pykbroker's ZooKeeper
+# controller (cluster/zk_controller.py), whose rules (a controller elected through /controller,
+# sessions, ISR in the state znodes) differ from KRaft's.
+ZK_MODE_VERSION = "3.9.1"
+
+
+class KafkaZkBroker(KafkaOracle):
+    """One Apache Kafka broker in ZooKeeper mode (``ZK_MODE_VERSION``) on a running ZooKeeper
+    (``zookeeper_connect``), broker id ``broker_id``: several of them on one ZooKeeper are a
+    ZooKeeper-era cluster, one of them its controller.  No storage format step (ZooKeeper mode
+    has none); ``start()`` again after a kill keeps its port and data (a restart)."""
+
+    def __init__(self, data_dir: str | os.PathLike, broker_id: int, zookeeper_connect: str,
+                 overrides: dict | None = None, heap: str = "256m", version: str = ZK_MODE_VERSION):
+        super().__init__(data_dir, overrides, heap=heap, version=version)
+        self.node_id = broker_id
+        self.zookeeper_connect = zookeeper_connect
+
+    def properties(self) -> dict:
+        p = {
+            "broker.id": str(self.node_id),
+            "zookeeper.connect": self.zookeeper_connect,
+            "listeners": "PLAINTEXT://127.0.0.1:%d" % self.port,
+            "advertised.listeners": "PLAINTEXT://127.0.0.1:%d" % self.port,
+            "log.dirs": str(self.dir / "data"),
+            "group.initial.rebalance.delay.ms": "0",
+        }
+        p.update(self.overrides)
+        return p
+
+    def start(self, timeout: float = 120.0) -> "KafkaZkBroker":
+        t0 = time.monotonic()
+        cp = classpath(fetch(self.version))
+        self.dir.mkdir(parents=True, exist_ok=True)
+        if not self.port:
+            self.port = _free_port()
+        cfg = self.dir / "server.properties"
+        cfg.write_text("".join("%s=%s\n" % kv for kv in self.properties().items()))
+        self.lines = []
+        self.proc = subprocess.Popen(self._java(cp) + ["kafka.Kafka", str(cfg)],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     bufsize=1, start_new_session=True)
+        threading.Thread(target=self._pump, args=(self.proc,), daemon=True).start()
+        if self._wait_ready(t0 + timeout):
+            self.start_seconds = time.monotonic() - t0
+            return self
+        self.kill()
+        raise OracleUnavailable("Apache Kafka %s (ZooKeeper mode, broker %d) did not become ready within %ss:\n%s"
+                                % (self.version, self.node_id, timeout, "".join(self.lines[-60:])))
+
+
 def main(argv=None) -> int:
     import argparse
     import tempfile

@@ -248,7 +248,8 @@ class ZkSession:
     """One ZooKeeper session (kazoo) used from trio.
 
     - ``await call(method_name, *args)`` runs a kazoo method in a worker thread (kazoo's
-      calls block); kazoo's own exceptions propagate (NodeExistsError, BadVersionError, ...).
+      calls block); kazoo's own exceptions propagate (NodeExistsError, BadVersionError, ...);
+      reads are retried across a lost connection (ConnectionLoss), writes are not.
     - watches: ``data_watch(path, fn)`` / ``children_watch(path, fn)`` run ``fn`` in trio (in
       the order ZooKeeper delivered them) with what kazoo's DataWatch/ChildrenWatch recipes
       report; ``fn`` returns nothing; ``stop_watch(handle)`` ends one.
@@ -316,9 +317,25 @@ class ZkSession:
         await trio.to_thread.run_sync(close)
 
     # -- calls
+    # Reads retried across a lost connection (Kafka's ZooKeeper client retries every request
+    # until reconnected): a blip must not fail a broker's start or an event's handling.  Writes
+    # are not: one may have been applied before the connection dropped, its callers tell (a
+    # create of our own ephemeral znode, a compare-and-set re-read).
+    _RETRIED_READS = frozenset(("get", "get_children", "exists", "ensure_path"))
+    # a kazoo client with no connection queues calls until it reconnects: a retry waits there,
+    # this pause only spaces the attempts of a connection that keeps dropping
+    _RETRY_PAUSE_S = 0.1
+
     async def call(self, method: str, *args, **kwargs):
-        fn = getattr(self.client, method)
-        return await trio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+        from kazoo.exceptions import ConnectionLoss
+        fn = functools.partial(getattr(self.client, method), *args, **kwargs)
+        while True:
+            try:
+                return await trio.to_thread.run_sync(fn)
+            except ConnectionLoss:
+                if method not in self._RETRIED_READS or self._stopped:
+                    raise
+            await trio.sleep(self._RETRY_PAUSE_S)
 
     async def run(self, fn: Callable, *args):
         """Any blocking function of the client (e.g. building and committing a transaction)."""

@@ -292,7 +292,13 @@ class ZkController(Controller):
                 except NoNodeError:
                     out.append((None, None))
             return out
-        return await self.zk.run(run) if paths else []
+        from kazoo.exceptions import ConnectionLoss
+        while paths:
+            try:
+                return await self.zk.run(run)
+            except ConnectionLoss:   # reads: redone once reconnected, as ZkSession.call does
+                await trio.sleep(0.1)
+        return []
 
     async def _read_broker(self, broker_id: int) -> Optional[BrokerRegistration]:
         data, _ = await self._get_or_none(Z.broker_path(broker_id))
@@ -667,7 +673,7 @@ class ZkController(Controller):
         waited = None
         while True:
             _, stat = await self._get_or_none(path)
-            if stat is None or stat.ephemeralOwner == self.zk.client.client_id[0]:
+            if stat is None or self.zk.owns(stat):
                 break
             if waited is not None and trio.current_time() - waited > limit:
                 raise RuntimeError(
@@ -690,6 +696,7 @@ class ZkController(Controller):
         path = Z.broker_path(self.node_id)
         data = Z.encode_broker(self._registration)
         waited = False
+        created = True
         while True:
             try:
                 await self.zk.call("create", path, data, ephemeral=True)
@@ -700,7 +707,8 @@ class ZkController(Controller):
                 continue
             except NodeExistsError:
                 _, stat = await self._get_or_none(path)
-                if stat is not None and stat.ephemeralOwner == self.zk.client.client_id[0]:
+                if self.zk.owns(stat):
+                    created = False
                     break   # ours already (a reconnect within the session)
                 if not waited:
                     # the registration of a previous life of this broker (kill -9) lives until
@@ -710,7 +718,8 @@ class ZkController(Controller):
                     waited = True
                 await trio.sleep(0.5)
         self._registered = True
-        log.info("registered broker %d at %s", self.node_id, Z.broker_path(self.node_id))
+        if created:
+            log.info("registered broker %d at %s", self.node_id, Z.broker_path(self.node_id))
 
     # ================================================================== election
     async def _try_elect(self) -> None:

@@ -20,7 +20,9 @@ partition from the start to its end.  The checker reports:
 Scenarios (``SCENARIOS``): ``kill-leader`` (kill -9 the leader of a partition every
 ``interval`` s, restart it a little later), ``bounce`` (SIGTERM a broker and start it again),
 ``pause-leader`` (SIGSTOP a leader for 5-15 s), ``zookeeper`` (ZooKeeper killed for 20 s),
-``all-down`` (every broker killed at once, then all started).
+``all-down`` (every broker killed at once, then all started), ``zk-blips`` (every broker's
+ZooKeeper link dropped every 3 s through a relay, sessions kept, while the leader of a partition
+other than the controller is killed -9 every ``interval`` s and kept down that long).
 """
 from __future__ import annotations
 
@@ -369,6 +371,138 @@ def _zookeeper(cluster, rnd, partitions, interval, stop) -> int:
     return 1
 
 
+# How often the zk-blips scenario drops the ZooKeeper links: several blips per session timeout
+# (6 s in these runs), as in the runs that found a controller stepping down on a blip.
+BLIP_INTERVAL_S = 3.0
+
+
+def controller_of(cluster: Cluster) -> Optional[int]:
+    for b in cluster.brokers:
+        if b.running():
+            try:
+                cid = wire.metadata(("127.0.0.1", b.port), [])["controller_id"]
+            except OSError:
+                continue
+            if cid >= 0:
+                return cid
+    return None
+
+
+def _zk_blips(cluster, rnd, partitions, interval, stop) -> int:
+    """ZooKeeper links dropped every BLIP_INTERVAL_S for the whole run (the relay of
+    ``Cluster(zookeeper_relay=True)``) and, every ``interval`` s, the leader of a partition led
+    by a broker other than the controller killed -9 and kept down ``interval`` s: its partitions
+    then need the controller to elect new leaders across the blips.  Faults: kills + blips."""
+    relay = cluster.zk_relay
+    relay.blip_every(BLIP_INTERVAL_S, first=0.5)
+    kills = 0
+    try:
+        while not stop(interval / 2):
+            controller = controller_of(cluster)
+            leaders = {p: leader_of(cluster, p) for p in range(partitions)}
+            victims = sorted({b for b in leaders.values() if b is not None and b != controller})
+            if not victims:
+                continue
+            victim = rnd.choice(victims)
+            cluster.kill(victim, signal.SIGKILL)
+            kills += 1
+            over = stop(interval)
+            cluster.start(victim)
+            if over:
+                break
+    finally:
+        relay.stop_blips()
+    return kills + relay.drops
+
+
+@dataclasses.dataclass
+class BlipFailover:
+    """What :func:`blip_failover` measured."""
+    controller: int
+    victim: int
+    new_leader: Optional[int]
+    seconds_to_new_leader: Optional[float]   # None: no new leader within the wait
+    blips: int
+    acked_at_kill: int   # acknowledged before the kill (the report has the total)
+    report: Report
+
+
+def blip_failover(ports: dict, kill: Callable[[int], None], relay, session_s: float,
+                  blip_every: float = 2.0, after_s: float = 3.0, rate: int = 200,
+                  log: Callable[[str], None] = lambda m: None) -> BlipFailover:
+    """The zk-blips fault measured once on any ZooKeeper-mode cluster (pykbroker's, or Apache
+    Kafka 3.9's as the oracle): ``ports`` {broker id: port} of running brokers whose ZooKeeper
+    links go through ``relay`` (a :class:`pykbroker.testing.relay.TcpRelay`), ``kill(id)`` kills
+    one with SIGKILL.
+
+    A one-partition topic (RF 3, ``min.insync.replicas`` as the brokers have it) led by a broker
+    that is not the controller; every ZooKeeper link dropped every ``blip_every`` s; an
+    idempotent acks=all producer writing; after three blips the leader is killed, and the time
+    until a live broker's Metadata names another leader is measured (waited for up to the
+    session timeout + 10 s); ``after_s`` s more of writes, then everything is read back."""
+    def metadata_from_any(exclude=()):
+        for bid, port in sorted(ports.items()):
+            if bid in exclude:
+                continue
+            try:
+                return wire.metadata(("127.0.0.1", port), [TOPIC])
+            except OSError:
+                continue
+        return None
+
+    def leader(exclude=()):
+        m = metadata_from_any(exclude)
+        if m is None or not m["topics"] or m["topics"][0]["error_code"]:
+            return None
+        parts = m["topics"][0]["partitions"]
+        return parts[0]["leader_id"] if parts else None
+
+    ids = sorted(ports)
+    controller = metadata_from_any()["controller_id"]
+    victim = [b for b in ids if b != controller][0]
+    replicas = [victim] + [b for b in ids if b != victim]
+    with wire.WireClient(("127.0.0.1", ports[victim])) as c:
+        r = c.request(19, 5, {"topics": [{"name": TOPIC, "num_partitions": -1, "replication_factor": -1,
+                                          "assignments": [{"partition_index": 0, "broker_ids": replicas}],
+                                          "configs": []}],
+                              "timeout_ms": 30000, "validate_only": False})
+        if r["topics"][0]["error_code"]:
+            raise RuntimeError("cannot create %s: %r" % (TOPIC, r))
+        wire.wait_for_topic(c, TOPIC, 1, timeout=30)
+    bootstrap = ",".join("127.0.0.1:%d" % ports[b] for b in ids)
+    relay.blip_every(blip_every, first=0.5)
+    load = ProducerLoad(bootstrap, producers=1, rate=rate, partitions=1)
+    load.start()
+    new = took = None
+    acked_at_kill = 0
+    try:
+        time.sleep(3 * blip_every + 1.0)
+        log("controller %d, leader %s, %d blips so far; killing broker %d"
+            % (controller, leader(), relay.drops, victim))
+        acked_at_kill = len(load.acked)
+        kill(victim)
+        killed_at = time.monotonic()
+        while time.monotonic() - killed_at < session_s + 10.0:
+            got = leader(exclude=(victim,))
+            if got not in (None, -1, victim):
+                new, took = got, time.monotonic() - killed_at
+                break
+            time.sleep(0.1)
+        log("new leader %s after %s s" % (new, None if took is None else "%.1f" % took))
+        if new is not None:
+            time.sleep(after_s)   # writes go on through the new leader, blips too
+    finally:
+        relay.stop_blips()
+        if new is not None:
+            load.stop()   # everything sent ends acknowledged or failed
+        else:
+            load.kill()   # nobody to flush to: no waiting for message.timeout.ms
+    report = Report("zk-blips", 0)
+    if new is not None:
+        check(report, load, read_back(bootstrap, 1))
+    return BlipFailover(controller, victim, new, took, relay.drops, acked_at_kill, report)
+
+
 def _all_down(cluster, rnd, partitions, interval, stop) -> int:
     if stop(interval / 2):
         return 0
@@ -396,7 +530,9 @@ def java_classpath(profile: str = "kafka39") -> str:
 
 
 SCENARIOS = {"kill-leader": _kill_leader, "bounce": _bounce, "pause-leader": _pause_leader,
-             "zookeeper": _zookeeper, "all-down": _all_down}
+             "zookeeper": _zookeeper, "all-down": _all_down, "zk-blips": _zk_blips}
+# scenarios whose brokers reach ZooKeeper through a relay that can drop their connections
+RELAYED = {"zk-blips"}
 
 
 def run(scenario: str, seconds: float = 60.0, interval: float = 10.0, partitions: int = 3,
@@ -413,7 +549,8 @@ def run(scenario: str, seconds: float = 60.0, interval: float = 10.0, partitions
                  "replica.lag.time.max.ms": "10000", "group.initial.rebalance.delay.ms": "0",
                  "unclean.leader.election.enable": "false"}
     report = Report(scenario, seconds)
-    with Cluster(3, data_dir, overrides=overrides, zk_tick_time=500) as cluster:
+    with Cluster(3, data_dir, overrides=overrides, zk_tick_time=500,
+                 zookeeper_relay=scenario in RELAYED) as cluster:
         log("cluster up: %s (ZooKeeper %s)" % (cluster.bootstrap_servers, cluster.zookeeper_connect))
         # A broker answers ApiVersions before it has registered in ZooKeeper; the controller
         # places 3 replicas only on registered brokers (else INVALID_REPLICATION_FACTOR).

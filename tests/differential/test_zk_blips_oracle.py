@@ -1,0 +1,98 @@
+"""ZooKeeper connection blips with a leader killed, on Apache Kafka 3.9.1 in ZooKeeper mode (the
+exact oracle for pykbroker's ZooKeeper controller: the differential cluster tests compare with
+KRaft, whose rules differ) and on pykbroker, measured the same way one after the other
+(``pykbroker.testing.chaos.blip_failover``): ZooKeeper 3.8 and 3 brokers whose ZooKeeper links
+go through a relay dropping them every 2 s (sessions kept, 6 s session timeout), an idempotent
+acks=all confluent-kafka producer, and the leader of the partition (not the controller) killed
+-9.  Kafka's controller ignores a disconnect within its session: both clusters must elect a new
+leader once the dead broker's session expires and lose no acknowledged record; pykbroker's
+new-leader time is checked against Kafka's.
+"""
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from pykbroker.cluster.zkserver import available
+
+from .conftest import _load_oracle
+
+# Java + the Debian 'zookeeper' jars (tools/test.sh installs them), as in tests/cluster
+pytestmark = pytest.mark.skipif(available() is not None, reason="no ZooKeeper here: %s" % (available(),))
+pytest.importorskip("kazoo.client")
+pytest.importorskip("confluent_kafka")
+
+from pykbroker.cluster.zkserver import ZooKeeperServer  # noqa: E402
+from pykbroker.testing import chaos  # noqa: E402
+from pykbroker.testing.cluster import Cluster  # noqa: E402
+from pykbroker.testing.relay import TcpRelay  # noqa: E402
+
+SESSION_S = 6.0
+BLIP_EVERY_S = 2.0
+SETTINGS = {"zookeeper.session.timeout.ms": str(int(SESSION_S * 1000)), "default.replication.factor": "3",
+            "min.insync.replicas": "2", "offsets.topic.replication.factor": "3",
+            "group.initial.rebalance.delay.ms": "0", "unclean.leader.election.enable": "false",
+            "replica.lag.time.max.ms": "10000"}
+
+
+def kafka_zk_mode(tmp_path):
+    oracle = _load_oracle()
+    with ZooKeeperServer(str(tmp_path / "zk"), tick_time=500) as zk, \
+            TcpRelay("127.0.0.1", zk.port) as relay:
+        brokers = [oracle.KafkaZkBroker(tmp_path / ("kafka-%d" % i), i, relay.address, dict(SETTINGS))
+                   for i in (1, 2, 3)]
+        try:
+            for b in brokers:
+                b.start()
+            _wait_all_listed({b.node_id: b.port for b in brokers})   # the cluster is whole
+            byid = {b.node_id: b for b in brokers}
+            return chaos.blip_failover({b.node_id: b.port for b in brokers}, lambda bid: byid[bid].kill(),
+                                       relay, SESSION_S, blip_every=BLIP_EVERY_S)
+        except oracle.OracleUnavailable as e:   # never a skip: the oracle is part of what CI checks
+            pytest.fail("Apache Kafka %s (ZooKeeper mode) could not be started: %s"
+                        % (oracle.ZK_MODE_VERSION, e), pytrace=False)
+        finally:
+            for b in brokers:
+                b.kill()
+
+
+def _wait_all_listed(ports, timeout=60.0):
+    import time
+    deadline = time.monotonic() + timeout
+    for port in ports.values():
+        while len(chaos.wire.metadata(("127.0.0.1", port), [])["brokers"]) < len(ports):
+            if time.monotonic() > deadline:
+                raise AssertionError("the Kafka brokers do not all see each other")
+            time.sleep(0.2)
+
+
+def pykbroker_cluster(tmp_path):
+    with Cluster(3, str(tmp_path / "pyk"), overrides=SETTINGS, zk_tick_time=500, zookeeper_relay=True) as cluster:
+        cluster.wait_registered()
+        return chaos.blip_failover({b.broker_id: b.port for b in cluster.brokers},
+                                   lambda bid: cluster.kill(bid, signal.SIGKILL), cluster.zk_relay,
+                                   SESSION_S, blip_every=BLIP_EVERY_S)
+
+
+def check(name, res):
+    assert res.new_leader is not None, "%s: no new leader %.0f s after the kill" % (name, SESSION_S + 10)
+    r = res.report
+    assert res.acked_at_kill > 0 and r.acked > res.acked_at_kill, "%s: %s" % (name, r.row())
+    assert r.lost == 0 and r.duplicates == 0 and r.inconsistent == 0, \
+        "%s: %s\n%s" % (name, r.row(), "\n".join(r.examples))
+
+
+@pytest.mark.timeout(600)
+def test_blips_then_a_leader_killed_like_kafka_3_9_in_zookeeper_mode(tmp_path):
+    kafka = kafka_zk_mode(tmp_path)
+    pyk = pykbroker_cluster(tmp_path)
+    print("new leader after the kill: Kafka %.1f s, pykbroker %.1f s (session timeout %.0f s); "
+          "acknowledged: Kafka %d, pykbroker %d, 0 lost"
+          % (kafka.seconds_to_new_leader or -1, pyk.seconds_to_new_leader or -1, SESSION_S,
+             kafka.report.acked, pyk.report.acked))
+    check("Apache Kafka", kafka)
+    check("pykbroker", pyk)
+    # both notice the death at the dead broker's session expiry; pykbroker's election after it
+    # is no slower than Kafka's by more than its polling of Metadata
+    assert pyk.seconds_to_new_leader <= kafka.seconds_to_new_leader + 2.0, (pyk, kafka)
