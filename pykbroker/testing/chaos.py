@@ -461,7 +461,8 @@ def blip_failover(ports: dict, kill: Callable[[int], None], relay, session_s: fl
     controller = metadata_from_any()["controller_id"]
     victim = [b for b in ids if b != controller][0]
     replicas = [victim] + [b for b in ids if b != victim]
-    with wire.WireClient(("127.0.0.1", ports[victim])) as c:
+    # to the controller: Kafka's brokers in ZooKeeper mode answer CreateTopics NOT_CONTROLLER
+    with wire.WireClient(("127.0.0.1", ports[controller])) as c:
         r = c.request(19, 5, {"topics": [{"name": TOPIC, "num_partitions": -1, "replication_factor": -1,
                                           "assignments": [{"partition_index": 0, "broker_ids": replicas}],
                                           "configs": []}],
