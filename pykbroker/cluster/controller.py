@@ -13,6 +13,9 @@ listeners register explicitly (``set_replica_manager``, ``add_topic_deleted_list
 interface (and any other implementation must):
 - the same async operations with the same validation and messages (``TopicValidator`` below is
   shared; only ``registered_brokers`` becomes the live ``/brokers/ids`` set);
+- the same partition-state rules: every leader/ISR/replica-set change is computed by
+  cluster/partition_change.py (docs/replication-contract.md), the controller only stores and
+  publishes it; topics become records through cluster/topic_records.py;
 - durability in ZooKeeper instead of the JSON file: ``/brokers/topics/<t>`` (assignment),
   ``/brokers/topics/<t>/partitions/<p>/state`` (leader, leader_epoch, isr, partition epoch =
   znode version, changed only by compare-and-set), ``/config/topics/<t>``,
@@ -42,7 +45,11 @@ the dynamic group configs (resource type GROUP, pykbroker/group_config.py).
 
 ``partition_states`` is optional and holds only partitions whose state differs from a new
 partition's (first replica leads, ISR = replicas, epochs 0), so files written before it existed
-load unchanged and a single node (which never changes a partition's state) writes none.
+load unchanged; a single node writes one only once a replica went offline (a failed log dir
+or fault injection).  Offline marks themselves are not written (a restart checks the log dirs
+again), but the epochs they moved are: epochs never go back, as clients ignore metadata older
+than what they saw.  A partition written without a leader is led again when the broker
+registers at start-up (cluster/partition_change.py, a broker returning).
 
 Every change rewrites the file atomically: write ``.tmp`` → fsync → rename over the old file →
 fsync the directory.  A crash (kill -9, power loss) therefore leaves either the old or the new
@@ -77,14 +84,15 @@ from typing import Any, Callable, Optional
 
 import trio
 
-from ..config import TOPIC_CONFIGS, ConfigError, validate_topic_configs
+from ..config import ConfigError, validate_topic_configs
 from ..protocol.errors import ErrorCode, KafkaError
 from ..storage.fs import REAL_FS
+from . import partition_change as PC
 from .metadata import (CLUSTER_METADATA_TOPIC, TopicInfo, is_internal, is_valid_topic_name,
                        new_topic_id, topic_id_from_str, topic_id_str, validate_topic_name)
 from .metadata_cache import (BrokerRegistration, ConfigRecord, ControllerRecord, Endpoint, MetadataCache,
-                             PartitionChangeRecord, PartitionRecord, PartitionState,
-                             RegisterBrokerRecord, RemoveTopicRecord, TopicRecord)
+                             PartitionChangeRecord, PartitionState, RegisterBrokerRecord, RemoveTopicRecord)
+from .topic_records import new_partition_records, render_configs, topic_records
 
 log = logging.getLogger("pykbroker.metadata")
 
@@ -94,10 +102,6 @@ METADATA_FILE = "__pykbroker_metadata.json"
 def _unify(name: str) -> str:
     # '.' and '_' collide in metric names, so Kafka refuses topics differing only by them.
     return name.replace(".", "_")
-
-
-def _render(configs: dict) -> dict:
-    return {k: TOPIC_CONFIGS[k].render(v) for k, v in sorted(configs.items())}
 
 
 class Controller(abc.ABC):
@@ -178,6 +182,13 @@ class Controller(abc.ABC):
         """Replace a group's configs (validated by the caller) durably.  In memory here."""
         self._store_group_configs(group_id, configs)
 
+    def _notify_partition_changed(self, topic: str, partition: int, state: PartitionState) -> None:
+        for cb in self._partition_changed:
+            try:
+                cb(topic, partition, state)
+            except Exception:
+                log.exception("partition-change listener failed for %s-%d", topic, partition)
+
     def _notify_topic_deleted(self, name: str) -> None:
         for cb in self._topic_deleted:
             try:
@@ -223,20 +234,56 @@ class Controller(abc.ABC):
 
     @abc.abstractmethod
     async def alter_partition(self, topic: str, partition: int, partition_epoch: int,
-                              leader: Optional[int] = None, isr: Optional[list[int]] = None) -> PartitionState:
-        """Change a partition's leader and/or ISR (Kafka's AlterPartition / leader election),
-        compare-and-set on ``partition_epoch``; a new leader bumps the leader epoch."""
+                              leader: Optional[int] = None, isr: Optional[list[int]] = None,
+                              leader_epoch: Optional[int] = None) -> PartitionState:
+        """Change a partition's ISR (Kafka's AlterPartition; ``leader_epoch``: the proposer's,
+        None = not checked) or, as the controller, its leader; compare-and-set on
+        ``partition_epoch``.  Rules and error codes: cluster/partition_change.py."""
 
     @abc.abstractmethod
     def replicas_offline(self, broker_id: int, partitions) -> None:
         """``broker_id`` reports its replicas of ``partitions`` ((topic, p) pairs) offline (a
-        failed log dir; Kafka's broker heartbeat with offline dirs): a partition left without
-        a live replica gets no leader (-1) and lists them in ``offline_replicas``."""
+        failed log dir; Kafka's handleDirectoriesOffline): listed in ``offline_replicas``, out
+        of the ISR unless the last member, leadership to the next live ISR member or none (-1)
+        (cluster/partition_change.py; docs/replication-contract.md)."""
 
-    @abc.abstractmethod
     async def auto_create(self, name: str) -> Optional[TopicInfo]:
         """Auto-creation (Metadata, the coordinators): the topic, or None when disabled, the
-        name is invalid, the creation is in flight or failed."""
+        name is invalid, the creation is in flight or failed.  Uses num.partitions and
+        default.replication.factor, as Kafka does."""
+        if not self.config["auto.create.topics.enable"] or not is_valid_topic_name(name):
+            return None
+        if name in self.cache.topics:
+            return self.cache.topics[name]
+        if self._creation_in_flight(name):
+            return None  # Kafka answers UNKNOWN_TOPIC_OR_PARTITION meanwhile
+        try:
+            return await self.create_topic(name, -1, -1, {})
+        except KafkaError as e:
+            if e.code == ErrorCode.TOPIC_ALREADY_EXISTS:
+                return await self._created_elsewhere(name)
+            log.warning("auto-creation of topic %s failed: %s", name, e)
+            return None
+
+    def _creation_in_flight(self, name: str) -> bool:
+        return self.cache.is_staged(name)
+
+    async def _created_elsewhere(self, name: str) -> Optional[TopicInfo]:
+        """The topic another request created first (auto-creation lost the race)."""
+        return self.cache.get(name)
+
+    def _existing(self, name: str) -> TopicInfo:
+        info = self.cache.get(name)
+        if info is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return info
+
+    def _plan_partitions(self, name: str, new_total: int, assignments) -> tuple[TopicInfo, int, dict]:
+        """(topic, partitions it has, placement of the new ones), counted with partitions still
+        being added by a concurrent request, as they will be."""
+        info = self._existing(name)
+        pending = self.cache.including_staged(name)
+        return info, pending.num_partitions, self.validator.plan_partitions(pending, new_total, assignments)
 
 
 class TopicValidator:
@@ -356,6 +403,14 @@ class TopicValidator:
         rf = self.config["default.replication.factor"] if replication_factor == -1 else replication_factor
         return overrides, self.place(0, n, rf)
 
+    def new_topic(self, name: str, num_partitions: int, replication_factor: int,
+                  configs: dict[str, str | None], assignments=None, internal: bool = False) -> TopicInfo:
+        """``plan_topic``, as the topic it describes (a new topic id)."""
+        overrides, placement = self.plan_topic(name, num_partitions, replication_factor, configs, assignments)
+        return TopicInfo(name=name, topic_id=new_topic_id(), num_partitions=len(placement),
+                         replica_assignment=placement, configs=overrides,
+                         internal=internal or is_internal(name))
+
     def plan_partitions(self, info: TopicInfo, new_total: int, assignments) -> dict[int, list[int]]:
         """Kafka's createPartitions rules; returns the new partitions' placement."""
         name, current = info.name, info.num_partitions
@@ -383,14 +438,6 @@ class TopicValidator:
         return placed
 
 
-def _topic_records(info: TopicInfo, states: dict[int, PartitionState] | None = None) -> list:
-    states = states or {}
-    recs = [TopicRecord(info.name, info.topic_id, info.internal), ConfigRecord(info.name, dict(info.configs))]
-    for p, replicas in sorted(info.replica_assignment.items()):
-        recs.append(PartitionRecord(info.topic_id, p, states.get(p) or PartitionState.initial(replicas)))
-    return recs
-
-
 class LocalController(Controller):
     """The single-node controller: durable in ``__pykbroker_metadata.json`` (module docstring)."""
 
@@ -401,9 +448,8 @@ class LocalController(Controller):
         self.node_id = node_id
         self.validator = TopicValidator(cache, config)
         self._deleting: dict[str, trio.Event] = {}     # being deleted (logs not yet removed)
-        # (topic, p) -> the state before its replicas went offline: what is persisted, as a
-        # restart checks the log dirs again
-        self._before_offline: dict[tuple[str, int], PartitionState] = {}
+        self._nursery = None
+        self._persist_pending = False
         self._gen = 0
         self._durable_gen = 0
         self._writing = False
@@ -450,10 +496,16 @@ class LocalController(Controller):
                     leader_epoch=int(st.get("leader_epoch", 0)),
                     partition_epoch=int(st.get("partition_epoch", 0)),
                     replicas=tuple(replicas), isr=tuple(st.get("isr", replicas)))
-            records += _topic_records(info, states)
+            records += topic_records(info, states)
         self.cache.apply(records)
         if data:
             log.info("loaded metadata of %d topic(s) from %s", len(self.cache.topics), self.path)
+
+    async def startup(self, nursery=None) -> None:
+        self._nursery = nursery
+        if self._persist_pending and nursery is not None:
+            self._persist_pending = False
+            nursery.start_soon(self._persist_reported)
 
     def _snapshot(self) -> bytes:
         topics = []
@@ -463,12 +515,12 @@ class LocalController(Controller):
                 "name": info.name, "topic_id": topic_id_str(info.topic_id),
                 "num_partitions": info.num_partitions,
                 "replica_assignment": {str(p): r for p, r in sorted(info.replica_assignment.items())},
-                "configs": _render(info.configs),
+                "configs": render_configs(info.configs),
                 "internal": info.internal,
             }
             changed = {}
             for p, replicas in sorted(info.replica_assignment.items()):
-                st = self._before_offline.get((info.name, p)) or self.cache.partition_state(info.name, p)
+                st = self.cache.partition_state(info.name, p)
                 if st is not None and st != PartitionState.initial(replicas):
                     changed[str(p)] = {"leader": st.leader, "leader_epoch": st.leader_epoch,
                                        "partition_epoch": st.partition_epoch, "isr": list(st.isr)}
@@ -506,27 +558,37 @@ class LocalController(Controller):
     async def register_broker(self, broker_id: int, endpoints=(), rack=None) -> None:
         # In memory only, like an ephemeral /brokers/ids znode: a broker registers at each start.
         self.cache.apply([RegisterBrokerRecord(BrokerRegistration(broker_id, tuple(endpoints), rack))])
+        # a partition left without a leader (its replica was offline when the state was written)
+        # whose ISR holds the broker is led by it again (Kafka's handleBrokerUnfenced)
+        live = self.validator.registered_brokers()
+        changed = False
+        for info in list(self.cache.topics.values()):
+            for p in info.partition_ids():
+                st = self.cache.partition_state(info.name, p)
+                new = PC.on_broker_returned(st, broker_id, live, self._unclean_allowed(info.name)) if st else None
+                if new is not None:
+                    self._publish_change(info, p, new)
+                    changed = True
+        if changed:
+            await self._persist()
 
     # ------------------------------------------------------------------ topics
     async def create_topic(self, name, num_partitions, replication_factor, configs=None,
                            assignments=None, validate_only=False, internal=False) -> TopicInfo:
         while name in self._deleting:  # the old incarnation's logs are still being removed
             await self._deleting[name].wait()
-        overrides, placement = self.validator.plan_topic(name, num_partitions, replication_factor,
-                                                         configs or {}, assignments)
-        info = TopicInfo(name=name, topic_id=new_topic_id(), num_partitions=len(placement),
-                         replica_assignment=placement, configs=overrides,
-                         internal=internal or is_internal(name))
+        info = self.validator.new_topic(name, num_partitions, replication_factor, configs or {},
+                                        assignments, internal)
         if validate_only:
             return info
-        records = _topic_records(info)
+        records = topic_records(info)
         # Reserved from here (TOPIC_ALREADY_EXISTS for a concurrent creation) but invisible to
         # clients until its logs exist.
         staged = self.cache.stage(records)
         await self._make_staged(records, staged, staged.partition_ids(), "creating topic %s" % name)
         info = self.cache.get(name)
         log.info("created topic %s (id %s, %d partition(s), configs %s)", name, topic_id_str(info.topic_id),
-                 info.num_partitions, _render(overrides))
+                 info.num_partitions, render_configs(info.configs))
         return info
 
     async def _make_staged(self, records, info: TopicInfo, partition_ids, what: str) -> None:
@@ -548,8 +610,6 @@ class LocalController(Controller):
         if info is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         self.cache.apply([RemoveTopicRecord(info.topic_id)])
-        for p in range(info.num_partitions):
-            self._before_offline.pop((name, p), None)
         done = self._deleting[name] = trio.Event()
         try:
             with trio.CancelScope(shield=True):  # a half-done delete must still finish
@@ -565,36 +625,14 @@ class LocalController(Controller):
 
     async def create_partitions(self, name: str, new_total: int, assignments=None,
                                 validate_only: bool = False) -> TopicInfo:
-        info = self.cache.get(name)
-        if info is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        # counted with partitions still being added by a concurrent request, as they will be
-        pending = self.cache.including_staged(name)
-        current = pending.num_partitions
-        placed = self.validator.plan_partitions(pending, new_total, assignments)
+        info, current, placed = self._plan_partitions(name, new_total, assignments)
         if validate_only:
             return info
-        records = [PartitionRecord(info.topic_id, p, PartitionState.initial(r)) for p, r in sorted(placed.items())]
+        records = new_partition_records(info.topic_id, placed)
         self.cache.stage(records)
         await self._make_staged(records, info, list(range(current, new_total)), "adding partitions to %s" % name)
         log.info("topic %s now has %d partition(s)", name, new_total)
         return info
-
-    async def auto_create(self, name: str) -> Optional[TopicInfo]:
-        """Uses num.partitions and default.replication.factor, as Kafka does."""
-        if not self.config["auto.create.topics.enable"] or not is_valid_topic_name(name):
-            return None
-        if name in self.cache.topics:
-            return self.cache.topics[name]
-        if self.cache.is_staged(name):
-            return None  # in flight (Kafka answers UNKNOWN_TOPIC_OR_PARTITION meanwhile)
-        try:
-            return await self.create_topic(name, -1, -1, {})
-        except KafkaError as e:
-            if e.code == ErrorCode.TOPIC_ALREADY_EXISTS:
-                return self.cache.get(name)
-            log.warning("auto-creation of topic %s failed: %s", name, e)
-            return None
 
     async def alter_topic_configs(self, name: str, new_overrides: dict[str, Any]) -> TopicInfo:
         info = self.cache.get(name)
@@ -610,7 +648,7 @@ class LocalController(Controller):
         res = self._replica_manager.on_config_change(info)
         if hasattr(res, "__await__"):
             await res
-        log.info("topic %s config overrides now %s", name, _render(info.configs))
+        log.info("topic %s config overrides now %s", name, render_configs(info.configs))
         return info
 
     async def alter_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
@@ -640,71 +678,65 @@ class LocalController(Controller):
         log.info("group configs of %s now %s", group_id, dict(sorted(configs.items())))
 
     # ------------------------------------------------------------------ partitions
+    # The rules are cluster/partition_change.py's; here only the file and the listeners.
+    def _unclean_allowed(self, topic: str) -> bool:
+        return bool(self.cache.effective_config(topic).get("unclean.leader.election.enable"))
+
+    def _publish_change(self, info: TopicInfo, partition: int, new: PartitionState) -> None:
+        self.cache.apply([PartitionChangeRecord(info.topic_id, partition, new)])
+        self._notify_partition_changed(info.name, partition, new)
+
     async def alter_partition(self, topic: str, partition: int, partition_epoch: int,
-                              leader: Optional[int] = None, isr: Optional[list[int]] = None) -> PartitionState:
+                              leader: Optional[int] = None, isr: Optional[list[int]] = None,
+                              leader_epoch: Optional[int] = None) -> PartitionState:
         info = self.cache.get(topic)
         st = self.cache.partition_state(topic, partition) if info is not None else None
         if st is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        if partition_epoch != st.partition_epoch:
-            # Kafka's AlterPartition answer for a stale proposal
-            raise KafkaError(ErrorCode.INVALID_UPDATE_VERSION)
-        new_leader = st.leader if leader is None else leader
-        new_isr = tuple(st.isr if isr is None else isr)
-        registered = self.validator.registered_brokers()
-        if new_leader != -1 and (new_leader not in st.replicas or new_leader not in registered):
-            raise KafkaError(ErrorCode.INELIGIBLE_REPLICA if new_leader in st.replicas
-                             else ErrorCode.INVALID_REQUEST,
-                             "Broker %d cannot lead %s-%d." % (new_leader, topic, partition))
-        if any(b not in st.replicas for b in new_isr) or (new_leader != -1 and new_leader not in new_isr):
-            raise KafkaError(ErrorCode.INVALID_REQUEST,
-                             "Invalid ISR %s for %s-%d (replicas %s, leader %d)."
-                             % (list(new_isr), topic, partition, list(st.replicas), new_leader))
-        if new_leader == st.leader and new_isr == st.isr:
+        new = PC.alter_partition(st, partition_epoch=partition_epoch, eligible=self.validator.registered_brokers(),
+                                 isr=isr, leader=leader, leader_epoch=leader_epoch,
+                                 where="%s-%d" % (topic, partition))
+        if new is None:
             return st
-        new = PartitionState(leader=new_leader,
-                             leader_epoch=st.leader_epoch + (new_leader != st.leader),
-                             partition_epoch=st.partition_epoch + 1, replicas=st.replicas, isr=new_isr,
-                             offline_replicas=st.offline_replicas)
         self.cache.apply([PartitionChangeRecord(info.topic_id, partition, new)])
         try:
             await self._persist()
         except BaseException:
             self.cache.apply([PartitionChangeRecord(info.topic_id, partition, st)])
             raise
-        for cb in self._partition_changed:
-            try:
-                cb(topic, partition, new)
-            except Exception:
-                log.exception("partition-change listener failed for %s-%d", topic, partition)
+        self._publish_change(info, partition, new)
         return new
 
-    def replicas_offline(self, broker_id: int, partitions) -> None:
-        # Not persisted, and no epoch bump: the single node reports the leader it had (as the
-        # broker did before this seam existed); replication will elect another ISR member.
-        records = []
+    def _change_reported(self, broker_id: int, partitions, rule) -> None:
+        """A replica state reported by a broker (sync, from its log dirs): published now,
+        persisted in the background (epochs only move forward, across restarts too)."""
+        live = self.validator.registered_brokers()
+        changed = False
         for topic, p in partitions:
             info = self.cache.get(topic)
             st = self.cache.partition_state(topic, p) if info is not None else None
-            if st is None or broker_id in st.offline_replicas:
-                continue
-            self._before_offline.setdefault((topic, p), st)
-            offline = st.offline_replicas + (broker_id,)
-            live = [b for b in st.isr if b not in offline]
-            leader = st.leader if st.leader in live else (live[0] if live else -1)
-            records.append(PartitionChangeRecord(info.topic_id, p, PartitionState(
-                leader=leader, leader_epoch=st.leader_epoch, partition_epoch=st.partition_epoch,
-                replicas=st.replicas, isr=st.isr, offline_replicas=offline)))
-        self.cache.apply(records)
+            new = rule(st, broker_id, live) if st is not None else None
+            if new is not None:
+                self._publish_change(info, p, new)
+                changed = True
+        if changed:
+            if self._nursery is None:
+                self._persist_pending = True    # written once startup() hands a nursery
+            else:
+                self._nursery.start_soon(self._persist_reported)
+
+    async def _persist_reported(self) -> None:
+        try:
+            await self._persist()
+        except Exception:
+            log.exception("persisting reported replica states failed (written with the next change)")
+
+    def replicas_offline(self, broker_id: int, partitions) -> None:
+        # Kafka's rule (a failed log dir): out of the ISR, leadership moved or none
+        self._change_reported(broker_id, partitions, PC.replicas_offline)
 
     def replicas_online(self, broker_id: int, partitions) -> None:
         """Undo :meth:`replicas_offline` for ``partitions`` (fault injection's partition coming
-        back, pykbroker/runner.py): the state they had before, leader included."""
-        records = []
-        for topic, p in partitions:
-            info = self.cache.get(topic)
-            before = self._before_offline.pop((topic, p), None)
-            if info is None or before is None:
-                continue
-            records.append(PartitionChangeRecord(info.topic_id, p, before))
-        self.cache.apply(records)
+        back, pykbroker/runner.py): a partition left without a leader is led by it again, at a
+        new leader epoch."""
+        self._change_reported(broker_id, partitions, PC.replicas_online)

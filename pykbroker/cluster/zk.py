@@ -63,11 +63,13 @@ DELETE_TOPICS = "/admin/delete_topics"
 PREFERRED_ELECTION = "/admin/preferred_replica_election"
 REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+LOG_DIR_EVENTS = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = LOG_DIR_EVENTS + "/log_dir_event_"
 
 # Persistent paths every cluster has (Kafka's ZkData.PersistentZkPaths).
 PERSISTENT_PATHS = ("/consumers", BROKER_IDS, TOPICS, CONFIG_CHANGES, CONFIG_TOPICS, "/config/clients",
                     "/config/users", CONFIG_BROKERS, "/config/ips", "/admin/delete_topics",
-                    "/isr_change_notification", "/log_dir_event_notification", SEQID)
+                    "/isr_change_notification", LOG_DIR_EVENTS, SEQID)
 
 
 def broker_path(broker_id: int) -> str:
@@ -235,6 +237,22 @@ def decode_producer_id_block(data: Optional[bytes]) -> Optional[tuple[int, int]]
         return None
     obj = json.loads(data)
     return int(obj["block_start"]), int(obj["block_end"])
+
+
+# Kafka's LogDirEventNotification event type for a failed log dir
+LOG_DIR_FAILURE = 1
+
+
+def encode_log_dir_event(broker_id: int, partitions) -> bytes:
+    # "partitions" is pykbroker's addition: Kafka's controller asked the broker which replicas
+    # the failed dir held (LeaderAndIsr answers); here the broker says so in the notification
+    return _dumps({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE,
+                   "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
+
+
+def decode_log_dir_event(data: bytes) -> tuple[int, list[tuple[str, int]]]:
+    obj = json.loads(data)
+    return int(obj["broker"]), [(e["topic"], int(e["partition"])) for e in obj.get("partitions") or []]
 
 
 def split_connect(connect: str) -> tuple[str, str]:

@@ -69,13 +69,15 @@ import trio
 
 from ..config import TOPIC_CONFIGS, ConfigError, validate_topic_configs
 from ..protocol.errors import ErrorCode, KafkaError
+from . import partition_change as PC
 from . import zk as Z
-from .controller import Controller, TopicValidator, _render, _topic_records
-from .metadata import TopicInfo, is_internal, is_valid_topic_name, new_topic_id, topic_id_str
+from .controller import Controller, TopicValidator
+from .metadata import TopicInfo, is_internal, topic_id_str
 from .metadata_cache import (BrokerRegistration, ConfigRecord, ControllerRecord, MetadataCache,
                              PartitionChangeRecord, PartitionRecord, PartitionState,
                              RegisterBrokerRecord, RemoveTopicRecord, TopicRecord,
                              UnregisterBrokerRecord)
+from .topic_records import render_configs, topic_records
 
 log = logging.getLogger("pykbroker.controller")
 
@@ -85,6 +87,17 @@ APPLY_TIMEOUT_S = 30.0
 # Partition states per controller transaction on a broker change: ~150 bytes each, far below
 # ZooKeeper's 1 MiB request limit (jute.maxbuffer), and a short transaction for ZooKeeper.
 STATE_WRITE_BATCH = 200
+
+
+def _log_election(topic: str, p: int, old: PartitionState, new: PartitionState) -> None:
+    if new.leader == PC.NO_LEADER:
+        log.warning("%s-%d has no live in-sync replica (ISR %s): offline until one returns",
+                    topic, p, list(old.isr))
+    elif new.leader not in old.isr:
+        log.warning("unclean leader election: %d leads %s-%d out of sync (ISR was %s); records "
+                    "acknowledged by the old ISR may be lost", new.leader, topic, p, list(old.isr))
+    else:
+        log.info("electing %d as leader of %s-%d (was %d, ISR %s)", new.leader, topic, p, old.leader, list(old.isr))
 
 
 class ZkController(Controller):
@@ -121,6 +134,9 @@ class ZkController(Controller):
         # adding/removing lists (ListPartitionReassignments answers from this pair, never from a
         # partition state that may not have caught up with the znode yet)
         self._reassign_replicas: dict[str, dict[int, list[int]]] = {}
+        # this broker's replicas reported offline (a failed log dir): listed offline in its own
+        # view; the ISR and leader consequences are the active controller's (replicas_offline)
+        self._offline_here: set[tuple[str, int]] = set()
 
     # ================================================================== life cycle
     async def connect(self, cluster_id_hint: str) -> str:
@@ -160,7 +176,7 @@ class ZkController(Controller):
         for name in sorted(await self.zk.call("get_children", Z.TOPICS)):
             info, states = await self._read_topic(name)
             if info is not None:
-                records += _topic_records(info, states)
+                records += topic_records(info, states)
         for entity in ("", str(self.node_id)):   # dynamic broker configs first: logs open with them
             data, _ = await self._get_or_none(Z.broker_config_path(entity))
             self._publish_broker_configs(entity, Z.decode_topic_config(data))
@@ -183,6 +199,7 @@ class ZkController(Controller):
         self.zk.children_watch(Z.DELETE_TOPICS, lambda ch: self._post(("deletions", ch)))
         self.zk.data_watch(Z.PREFERRED_ELECTION, lambda data, stat: self._post(("preferred", data)))
         self.zk.data_watch(Z.REASSIGN_PARTITIONS, lambda data, stat: self._post(("reassign", data)))
+        self.zk.children_watch(Z.LOG_DIR_EVENTS, lambda ch: self._post(("log_dir_events", ch)))
         # Dynamic broker configs written by any broker or tool (Kafka's brokers followed the
         # /config/changes notifications; watching the two znodes sees the same changes).
         for entity in ("", str(self.node_id)):
@@ -542,7 +559,7 @@ class ZkController(Controller):
         info, states = await self._read_topic(name)
         if info is None:
             return
-        records = _topic_records(info, states)
+        records = topic_records(info, states)
         staged = self.cache.stage(records)
         try:
             await self._replica_manager.make_partitions(staged, staged.partition_ids())
@@ -591,12 +608,12 @@ class ZkController(Controller):
             await self._maybe_complete_reassignment(name, p)
 
     def _publish_state(self, info: TopicInfo, p: int, new: PartitionState) -> None:
+        # offline marks are each broker's own knowledge (ZooKeeper stores none)
+        offline = (self.node_id,) if (info.name, p) in self._offline_here else ()
+        if new.offline_replicas != offline:
+            new = PartitionState(new.leader, new.leader_epoch, new.partition_epoch, new.replicas, new.isr, offline)
         self.cache.apply([PartitionChangeRecord(info.topic_id, p, new)])
-        for cb in self._partition_changed:
-            try:
-                cb(info.name, p, new)
-            except Exception:
-                log.exception("partition-change listener failed for %s-%d", info.name, p)
+        self._notify_partition_changed(info.name, p, new)
         self._notify_changed()
 
     async def _on_config(self, name: str, data) -> None:
@@ -610,7 +627,7 @@ class ZkController(Controller):
         res = self._replica_manager.on_config_change(info)
         if hasattr(res, "__await__"):
             await res
-        log.info("topic %s config overrides now %s", name, _render(new))
+        log.info("topic %s config overrides now %s", name, render_configs(new))
 
     async def _on_broker_configs(self, entity: str, data) -> None:
         configs = Z.decode_topic_config(data)
@@ -775,6 +792,7 @@ class ZkController(Controller):
         await self._on_brokers([str(i) for i in ids])
         for name in sorted(await self.zk.call("get_children", Z.DELETE_TOPICS)):
             await self._complete_deletion(name)
+        await self._on_log_dir_events(await self.zk.call("get_children", Z.LOG_DIR_EVENTS))
         for name, parts in sorted(self._reassigning.items()):
             for p in sorted(parts):
                 await self._maybe_complete_reassignment(name, p)
@@ -879,67 +897,32 @@ class ZkController(Controller):
         if data is not None and old is not None and stat.version > old.partition_epoch:
             self._publish_state(info, p, Z.decode_state(data, stat.version, old.replicas)[0])
 
+    def _alive(self) -> set[int]:
+        return {b.broker_id for b in self.cache.alive_brokers()}
+
     def _elect_for_liveness(self, topic: str, p: int, st: PartitionState, live: set[int]) -> Optional[PartitionState]:
-        live_isr = [b for b in st.replicas if b in st.isr and b in live]
-        if st.leader != -1 and st.leader in live:
-            if len(live_isr) == len(st.isr):
-                return None
-            # a follower in the ISR went away: out of the ISR (Kafka's OfflineReplica transition)
-            return PartitionState(st.leader, st.leader_epoch, st.partition_epoch, st.replicas,
-                                  tuple(b for b in st.isr if b in live))
-        # the leader is gone (or there was none)
-        if live_isr:
-            leader = live_isr[0]
-            log.info("electing %d as leader of %s-%d (was %d, ISR %s)", leader, topic, p, st.leader, list(st.isr))
-            return PartitionState(leader, st.leader_epoch + 1, st.partition_epoch, st.replicas, tuple(live_isr))
-        live_replicas = [b for b in st.replicas if b in live]
-        if live_replicas and self._unclean_allowed(topic):
-            leader = live_replicas[0]
-            log.warning("unclean leader election: %d leads %s-%d out of sync (ISR was %s); records "
-                        "acknowledged by the old ISR may be lost", leader, topic, p, list(st.isr))
-            return PartitionState(leader, st.leader_epoch + 1, st.partition_epoch, st.replicas, (leader,))
-        if st.leader == -1:
-            return None
-        log.warning("%s-%d has no live in-sync replica (ISR %s): offline until one returns",
-                    topic, p, list(st.isr))
-        # the ISR is kept: one of its members coming back leads again without loss
-        return PartitionState(-1, st.leader_epoch + 1, st.partition_epoch, st.replicas, st.isr)
+        new = PC.on_brokers_changed(st, live, self._unclean_allowed(topic))
+        if new is not None and new.leader != st.leader:
+            _log_election(topic, p, st, new)
+        return new
 
     async def _elect(self, partitions, election_type: int = 0) -> dict:
         """Kafka's ElectLeaders on the controller: ``election_type`` 0 moves leadership to the
         preferred (first) replica if it is live and in sync; 1 (unclean) elects the first live
         replica of a partition that has no leader.  Returns {(topic, p): error code}."""
         out = {}
-        live = {b.broker_id for b in self.cache.alive_brokers()}
+        live = self._alive()
         for topic, p in partitions:
             info = self.cache.get(topic)
             st = self.cache.partition_state(topic, p) if info is not None else None
             if st is None:
                 out[(topic, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            if election_type == 1:
-                if st.leader != -1 and st.leader in live:
-                    out[(topic, p)] = ErrorCode.ELECTION_NOT_NEEDED
-                    continue
-                candidates = [b for b in st.replicas if b in live]
-                if not candidates:
-                    out[(topic, p)] = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
-                    continue
-                leader = next((b for b in candidates if b in st.isr), candidates[0])
-                if leader not in st.isr:
-                    log.warning("unclean leader election (ElectLeaders): %d leads %s-%d out of sync "
-                                "(ISR was %s); acknowledged records may be lost", leader, topic, p, list(st.isr))
-                isr = tuple(b for b in st.isr if b in live) if leader in st.isr else (leader,)
-            else:
-                leader = st.replicas[0] if st.replicas else -1
-                if st.leader == leader:
-                    out[(topic, p)] = ErrorCode.ELECTION_NOT_NEEDED
-                    continue
-                if leader not in live or leader not in st.isr:
-                    out[(topic, p)] = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
-                    continue
-                isr = st.isr
-            new = PartitionState(leader, st.leader_epoch + 1, st.partition_epoch, st.replicas, isr)
+            code, new = (PC.elect_unclean if election_type == 1 else PC.elect_preferred)(st, live)
+            if code:
+                out[(topic, p)] = code
+                continue
+            _log_election(topic, p, st, new)
             ok = await self._write_state_as_controller(info, p, st, new)
             out[(topic, p)] = 0 if ok else ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
         return out
@@ -1157,24 +1140,13 @@ class ZkController(Controller):
             if st is None:
                 return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."
             original = self._original_replicas(topic, p, st)
-            if target is None:
-                target_now = original
-            else:
-                target_now = list(target)
-            if target is None:
-                # cancel: back to the original replicas (the ones being added are dropped)
-                replicas, change = original, None
-            elif target_now == original:
+            if target is None or list(target) == original:
+                # cancelled (the replicas being added are dropped), or nothing to move
                 replicas, change = original, None
             else:
-                replicas = target_now + [b for b in original if b not in target_now]
-                change = ([b for b in target_now if b not in original], [b for b in original if b not in target_now])
-            isr = tuple(b for b in st.isr if b in replicas)
-            leader = st.leader
-            if leader not in replicas or leader == -1:
-                live = {b.broker_id for b in self.cache.alive_brokers()}
-                leader = next((b for b in replicas if b in isr and b in live), -1)
-            new = PartitionState(leader, st.leader_epoch + 1, st.partition_epoch, tuple(replicas), isr)
+                replicas, adding, removing = PC.reassignment_replicas(original, list(target))
+                change = (adding, removing)
+            new = PC.reassign(st, replicas, self._alive())
             if await self._write_reassignment(topic, p, st, new, change):
                 log.info("reassignment of %s-%d: replicas %s -> %s%s", topic, p, list(st.replicas),
                          replicas, " (cancelled)" if target is None else "")
@@ -1190,15 +1162,11 @@ class ZkController(Controller):
         if ongoing is None or st is None:
             return
         adding, removing = ongoing
-        target = [b for b in st.replicas if b not in removing]
-        if not all(b in st.isr for b in target):
+        new = PC.complete_reassignment(st, removing, self._alive())
+        if new is None:
             return   # new replicas still catching up
-        live = {b.broker_id for b in self.cache.alive_brokers()}
-        isr = tuple(b for b in st.isr if b in target)
-        leader = st.leader if st.leader in target else next((b for b in target if b in isr and b in live), -1)
-        new = PartitionState(leader, st.leader_epoch + 1, st.partition_epoch, tuple(target), isr)
         if await self._write_reassignment(topic, p, st, new, None):
-            log.info("reassignment of %s-%d complete: replicas %s", topic, p, target)
+            log.info("reassignment of %s-%d complete: replicas %s", topic, p, list(new.replicas))
 
     # ================================================================== deletions
     async def _complete_deletion(self, name: str) -> None:
@@ -1235,11 +1203,9 @@ class ZkController(Controller):
                            assignments=None, validate_only=False, internal=False) -> TopicInfo:
         from kazoo.exceptions import NodeExistsError
 
-        overrides, placement = self.validator.plan_topic(name, num_partitions, replication_factor,
-                                                         configs or {}, assignments)
-        info = TopicInfo(name=name, topic_id=new_topic_id(), num_partitions=len(placement),
-                         replica_assignment=placement, configs=overrides,
-                         internal=internal or is_internal(name))
+        info = self.validator.new_topic(name, num_partitions, replication_factor, configs or {},
+                                        assignments, internal)
+        overrides, placement = info.configs, info.replica_assignment
         if validate_only:
             return info
         if (await self._get_or_none(Z.delete_marker_path(name)))[1] is not None:
@@ -1263,7 +1229,7 @@ class ZkController(Controller):
                                "topic %s to be created" % name)
         info = self.cache.get(name)
         log.info("created topic %s (id %s, %d partition(s), RF %d, configs %s)", name,
-                 topic_id_str(info.topic_id), info.num_partitions, info.replication_factor, _render(overrides))
+                 topic_id_str(info.topic_id), info.num_partitions, info.replication_factor, render_configs(overrides))
         return info
 
     @staticmethod
@@ -1274,7 +1240,7 @@ class ZkController(Controller):
                 raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "ZooKeeper: %r" % (r,))
 
     async def _write_config_ops(self, t, name: str, overrides: dict, create: bool) -> None:
-        data = Z.encode_topic_config(_render(overrides))
+        data = Z.encode_topic_config(render_configs(overrides))
         if create:
             if (await self._get_or_none(Z.config_path(name)))[1] is not None:
                 t.set_data(Z.config_path(name), data)   # left by an older incarnation
@@ -1330,21 +1296,14 @@ class ZkController(Controller):
                                "partitions of %s to be created" % name)
         return self.cache.get(name)
 
-    async def auto_create(self, name: str) -> Optional[TopicInfo]:
-        if not self.config["auto.create.topics.enable"] or not is_valid_topic_name(name):
-            return None
-        if name in self.cache.topics:
-            return self.cache.topics[name]
-        try:
-            return await self.create_topic(name, -1, -1, {})
-        except KafkaError as e:
-            if e.code == ErrorCode.TOPIC_ALREADY_EXISTS:
-                with trio.move_on_after(APPLY_TIMEOUT_S):
-                    while name not in self.cache.topics:
-                        await self._wait_changed()
-                return self.cache.get(name)
-            log.warning("auto-creation of topic %s failed: %s", name, e)
-            return None
+    def _creation_in_flight(self, name: str) -> bool:
+        return False   # a creation by another broker is not staged here: ask, and wait below
+
+    async def _created_elsewhere(self, name: str) -> Optional[TopicInfo]:
+        with trio.move_on_after(APPLY_TIMEOUT_S):
+            while name not in self.cache.topics:
+                await self._wait_changed()
+        return self.cache.get(name)
 
     async def alter_topic_configs(self, name: str, new_overrides: dict[str, Any]) -> TopicInfo:
         info = self.cache.get(name)
@@ -1353,7 +1312,7 @@ class ZkController(Controller):
         t = self.zk.client.transaction()
         await self._write_config_ops(t, name, dict(new_overrides), create=False)
         self._raise_first(await self.zk.run(t.commit))
-        await self._on_config(name, Z.encode_topic_config(_render(dict(new_overrides))))
+        await self._on_config(name, Z.encode_topic_config(render_configs(dict(new_overrides))))
         return info
 
     async def alter_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
@@ -1394,35 +1353,23 @@ class ZkController(Controller):
 
     # ================================================================== partitions
     async def alter_partition(self, topic: str, partition: int, partition_epoch: int,
-                              leader: Optional[int] = None, isr: Optional[list[int]] = None) -> PartitionState:
-        """A leader's ISR change (or the controller's leader change): compare-and-set on the
-        state znode's version (= ``partition_epoch``)."""
+                              leader: Optional[int] = None, isr: Optional[list[int]] = None,
+                              leader_epoch: Optional[int] = None) -> PartitionState:
+        """A leader's ISR change (or the controller's leader change): checked by
+        cluster/partition_change.py, then a compare-and-set on the state znode's version
+        (= ``partition_epoch``)."""
         from kazoo.exceptions import BadVersionError, NoNodeError
         info = self.cache.get(topic)
         st = self.cache.partition_state(topic, partition) if info is not None else None
         if st is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        if partition_epoch != st.partition_epoch:
-            raise KafkaError(ErrorCode.INVALID_UPDATE_VERSION)
         if leader is not None and leader != st.leader and not self.is_active:
             raise KafkaError(ErrorCode.NOT_CONTROLLER, "Only the controller elects leaders.")
-        new_leader = st.leader if leader is None else leader
-        new_isr = tuple(st.isr if isr is None else isr)
-        if any(b not in st.replicas for b in new_isr) or (new_leader != -1 and new_leader not in new_isr):
-            raise KafkaError(ErrorCode.INVALID_REQUEST, "Invalid ISR %s for %s-%d (replicas %s, leader %d)."
-                             % (list(new_isr), topic, partition, list(st.replicas), new_leader))
-        # Kafka admits only live, registered brokers into an ISR (INELIGIBLE_REPLICA otherwise): a
-        # broker in controlled shutdown has dropped its registration and may still be fetching for
-        # a moment, and must not be re-added behind the controller's back
-        alive = {b.broker_id for b in self.cache.alive_brokers()}
-        joining = [b for b in new_isr if b not in st.isr and b not in alive]
-        if joining:
-            raise KafkaError(ErrorCode.INELIGIBLE_REPLICA, "Broker(s) %s not registered: not admitted to "
-                             "the ISR of %s-%d." % (joining, topic, partition))
-        if new_leader == st.leader and new_isr == st.isr:
+        new = PC.alter_partition(st, partition_epoch=partition_epoch, eligible=self._alive(), isr=isr,
+                                 leader=leader, leader_epoch=leader_epoch, where="%s-%d" % (topic, partition))
+        if new is None:
             return st
-        new = PartitionState(new_leader, st.leader_epoch + (new_leader != st.leader), st.partition_epoch,
-                             st.replicas, new_isr)
+        new_isr = new.isr
         try:
             stat = await self.zk.call("set", Z.state_path(topic, partition),
                                       Z.encode_state(new, self.controller_epoch), version=st.partition_epoch)
@@ -1468,16 +1415,63 @@ class ZkController(Controller):
                 continue
 
     def replicas_offline(self, broker_id: int, partitions) -> None:
-        # Log dir failure in a cluster: the partitions are marked offline in this broker's view
-        # (KAFKA_STORAGE_ERROR to clients); the other replicas' leadership is not moved (Kafka
-        # reports it through /log_dir_event_notification; listed in SKIPPED.md).
-        records = []
-        for topic, p in partitions:
-            info = self.cache.get(topic)
-            st = self.cache.partition_state(topic, p) if info is not None else None
-            if st is None or broker_id in st.offline_replicas:
-                continue
-            records.append(PartitionChangeRecord(info.topic_id, p, PartitionState(
-                st.leader, st.leader_epoch, st.partition_epoch, st.replicas, st.isr,
-                st.offline_replicas + (broker_id,))))
-        self.cache.apply(records)
+        """A failed log dir: this broker lists the replicas offline in its own view at once
+        (KAFKA_STORAGE_ERROR, Metadata), and reports them to the active controller through
+        Kafka's ``/log_dir_event_notification``; the controller applies Kafka's rule
+        (cluster/partition_change.py: out of the ISR, leadership moved)."""
+        tps = [(t, p) for t, p in partitions if self.cache.partition_state(t, p) is not None]
+        if broker_id == self.node_id:
+            for t, p in tps:
+                self._offline_here.add((t, p))
+                self._publish_state(self.cache.get(t), p, self.cache.partition_state(t, p))
+        if tps:
+            self._post(("offline_report", broker_id, tps))
+
+    async def _on_offline_report(self, broker_id: int, tps) -> None:
+        if self.is_active:
+            await self._apply_offline(broker_id, tps)
+            return
+        try:
+            await self.zk.call("create", Z.LOG_DIR_EVENT_PREFIX, Z.encode_log_dir_event(broker_id, tps),
+                               sequence=True, makepath=True)
+        except Exception as e:
+            log.warning("cannot report offline replicas %s to the controller: %s", tps, e)
+
+    async def _on_log_dir_events(self, children: list) -> None:
+        """The active controller takes the brokers' offline reports, oldest first."""
+        from kazoo.exceptions import NoNodeError
+        if not self.is_active:
+            return
+        for child in sorted(children):
+            path = "%s/%s" % (Z.LOG_DIR_EVENTS, child)
+            data, _ = await self._get_or_none(path)
+            if data is not None:
+                try:
+                    broker_id, tps = Z.decode_log_dir_event(data)
+                except (ValueError, KeyError, TypeError) as e:
+                    log.warning("unreadable log dir event %s: %s", path, e)
+                else:
+                    await self._apply_offline(broker_id, tps)
+            try:
+                await self.zk.call("delete", path)
+            except NoNodeError:
+                pass
+
+    async def _apply_offline(self, broker_id: int, tps) -> None:
+        for topic, p in tps:
+            for _attempt in range(5):
+                info = self.cache.get(topic)
+                st = self.cache.partition_state(topic, p) if info is not None else None
+                if st is None:
+                    break
+                # the rule applies to the state as ZooKeeper stores it (no offline marks)
+                stored = PartitionState(st.leader, st.leader_epoch, st.partition_epoch, st.replicas, st.isr)
+                new = PC.replicas_offline(stored, broker_id, self._alive())
+                if new is None:
+                    break
+                if new.leader != st.leader:
+                    _log_election(topic, p, st, new)
+                if await self._write_state_as_controller(info, p, st, new):
+                    log.info("%s-%d: replica of broker %d offline, ISR now %s", topic, p, broker_id, list(new.isr))
+                    break
+                await self._refresh_state(info, p)

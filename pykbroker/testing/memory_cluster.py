@@ -3,16 +3,18 @@
 ``MemoryCluster`` is the cluster-wide metadata (what ZooKeeper would hold: topics, partition
 states, live broker registrations, the controller id); every broker of one trio loop gets a
 ``MemoryController`` on it through ``Broker(config, controller_factory=cluster.controller_factory)``.
-They follow docs REPLICATION-CONTRACT.md as the ZooKeeper controller does: every change is
-published as records to *every* live broker's ``MetadataCache``; a new topic / new partitions
-are staged on every broker, each ReplicaManager makes its local replicas, then all publish;
-``alter_partition`` is a compare-and-set on the partition epoch whose new state reaches every
-broker's cache and partition-change listeners before it returns.
+They follow docs/replication-contract.md as the ZooKeeper controller does, with the same rules
+(pykbroker/cluster/partition_change.py; tests/replication/test_partition_change_contract.py
+holds both to them): every change is published as records to *every* live broker's
+``MetadataCache``; a new topic / new partitions are staged on every broker, each ReplicaManager
+makes its local replicas, then all publish; ``alter_partition`` is a compare-and-set on the
+partition epoch whose new state reaches every broker's cache and partition-change listeners
+before it returns.
 
 What the active controller does on a broker failure is a helper here: ``fail_broker(id)``
-unregisters it, removes it from every ISR and elects a new leader (first live ISR member in
-replica order, leader epoch bumped) where it led; ``elect(topic, p, leader)`` moves leadership
-to another ISR member (a preferred / controlled election).  ``detach(id)`` forgets a stopped
+unregisters it and applies the rule for a broker going away (out of every ISR, a new leader
+where it led); ``elect(topic, p, leader)`` moves leadership to another ISR member (a controlled
+election); ``reassign(topic, p, replicas)`` is one reassignment step.  ``detach(id)`` forgets a stopped
 broker's cache without telling anyone (a hung broker: its followers' ISR shrink must come from
 the leader).
 
@@ -29,11 +31,13 @@ from typing import Any, Optional
 
 import trio
 
-from ..cluster.controller import Controller, TopicValidator, _topic_records
-from ..cluster.metadata import TopicInfo, is_internal, is_valid_topic_name, new_topic_id
+from ..cluster import partition_change as PC
+from ..cluster.controller import Controller, TopicValidator
+from ..cluster.metadata import TopicInfo
 from ..cluster.metadata_cache import (BrokerRegistration, ConfigRecord, ControllerRecord,
-                                      PartitionChangeRecord, PartitionRecord, PartitionState,
+                                      PartitionChangeRecord, PartitionState,
                                       RegisterBrokerRecord, RemoveTopicRecord, UnregisterBrokerRecord)
+from ..cluster.topic_records import new_partition_records, topic_records
 from ..protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger("pykbroker.memory_cluster")
@@ -60,17 +64,13 @@ class MemoryCluster:
 
     def notify(self, topic: str, partition: int, state: PartitionState) -> None:
         for m in list(self.members.values()):
-            for cb in m._partition_changed:
-                try:
-                    cb(topic, partition, state)
-                except Exception:
-                    log.exception("partition-change listener of %d failed", m.node_id)
+            m._notify_partition_changed(topic, partition, state)
 
     def image(self) -> list:
         records: list = [RegisterBrokerRecord(r) for r in self.brokers.values()]
         for name, info in self.topics.items():
             states = {p: self.states[(name, p)] for p in info.replica_assignment}
-            records += _topic_records(info, states)
+            records += topic_records(info, states)
         records.append(ControllerRecord(self.controller_id))
         return records
 
@@ -83,10 +83,10 @@ class MemoryCluster:
         return new
 
     # ------------------------------------------------------------------ controller helpers
-    def _elected(self, st: PartitionState, leader: int, isr) -> PartitionState:
-        return PartitionState(leader=leader, leader_epoch=st.leader_epoch + (leader != st.leader),
-                              partition_epoch=st.partition_epoch + 1, replicas=st.replicas,
-                              isr=tuple(isr), offline_replicas=st.offline_replicas)
+    # The rules are cluster/partition_change.py's; here only where the states live.
+    def unclean_allowed(self, topic: str) -> bool:
+        m = next(iter(self.members.values()), None)
+        return m is not None and bool(m.cache.effective_config(topic).get("unclean.leader.election.enable"))
 
     def fail_broker(self, broker_id: int) -> None:
         """The broker's registration is gone (a crash): what the active controller does."""
@@ -97,41 +97,23 @@ class MemoryCluster:
             self.controller_id = min(self.brokers) if self.brokers else -1
             self.broadcast([ControllerRecord(self.controller_id)])
         for (topic, p), st in list(self.states.items()):
-            if broker_id not in st.isr and st.leader != broker_id:
-                continue
-            isr = [b for b in st.isr if b != broker_id]
-            if st.leader == broker_id:
-                live = [b for b in st.replicas if b in isr and b in self.brokers]
-                if live:
-                    self.change(topic, p, self._elected(st, live[0], isr))
-                else:
-                    # no live ISR member: no leader; the ISR keeps its last member (Kafka)
-                    self.change(topic, p, self._elected(st, -1, st.isr if not isr else isr))
-            elif isr:
-                self.change(topic, p, self._elected(st, st.leader, isr))
+            new = PC.on_brokers_changed(st, self.brokers, self.unclean_allowed(topic))
+            if new is not None:
+                self.change(topic, p, new)
 
     def elect(self, topic: str, partition: int, leader: Optional[int] = None) -> PartitionState:
         """Move leadership to ``leader`` (default: the next live ISR member), epoch bumped."""
         st = self.states[(topic, partition)]
-        if leader is None:
-            cands = [b for b in st.replicas if b in st.isr and b in self.brokers and b != st.leader]
-            if not cands:
-                raise RuntimeError("no other live ISR member for %s-%d: %s" % (topic, partition, st))
-            leader = cands[0]
-        if leader not in st.isr:
-            raise RuntimeError("%d is not in the ISR of %s-%d" % (leader, topic, partition))
-        return self.change(topic, partition, self._elected(st, leader, st.isr))
+        try:
+            new = PC.move_leader(st, self.brokers, leader)
+        except ValueError as e:
+            raise RuntimeError("%s-%d: %s" % (topic, partition, e)) from None
+        return self.change(topic, partition, new) if new is not None else st
 
     def reassign(self, topic: str, partition: int, replicas) -> PartitionState:
-        """A new replica set (one step of Kafka's reassignment): the ISR keeps its members
-        still in it; a leader outside it hands over to the first remaining ISR member."""
-        st = self.states[(topic, partition)]
-        replicas = tuple(replicas)
-        isr = tuple(b for b in st.isr if b in replicas)
-        leader = st.leader if st.leader in replicas else next((b for b in replicas if b in isr), -1)
-        self.topics[topic].replica_assignment[partition] = list(replicas)
-        new = PartitionState(leader=leader, leader_epoch=st.leader_epoch + (leader != st.leader),
-                             partition_epoch=st.partition_epoch + 1, replicas=replicas, isr=isr)
+        """A new replica set (one step of Kafka's reassignment, cluster/partition_change.py)."""
+        new = PC.reassign(self.states[(topic, partition)], replicas, self.brokers)
+        self.topics[topic].replica_assignment[partition] = list(new.replicas)
         return self.change(topic, partition, new)
 
     def detach(self, broker_id: int) -> None:
@@ -173,8 +155,9 @@ class MemoryController(Controller):
             c.broadcast([ControllerRecord(broker_id)])
         # partitions without a leader whose last ISR member is back (Kafka's onBrokerStartup)
         for (topic, p), st in list(c.states.items()):
-            if st.leader == -1 and broker_id in st.isr:
-                c.change(topic, p, c._elected(st, broker_id, st.isr))
+            new = PC.on_broker_returned(st, broker_id, c.brokers, c.unclean_allowed(topic))
+            if new is not None:
+                c.change(topic, p, new)
 
     async def allocate_producer_id_block(self, broker_id: int) -> int:
         """Kafka's AllocateProducerIds: the start of a block of 1000 ids unique in the cluster."""
@@ -202,18 +185,15 @@ class MemoryController(Controller):
 
     async def create_topic(self, name, num_partitions, replication_factor, configs=None,
                            assignments=None, validate_only=False, internal=False) -> TopicInfo:
-        overrides, placement = self.validator.plan_topic(name, num_partitions, replication_factor,
-                                                         configs or {}, assignments)
-        info = TopicInfo(name=name, topic_id=new_topic_id(), num_partitions=len(placement),
-                         replica_assignment=placement, configs=overrides,
-                         internal=internal or is_internal(name))
+        info = self.validator.new_topic(name, num_partitions, replication_factor, configs or {},
+                                        assignments, internal)
         if validate_only:
             return info
-        records = _topic_records(info)
+        records = topic_records(info)
         await self._make_staged(records, info.partition_ids(), name)
         c = self.cluster
         c.topics[name] = info
-        for p, r in placement.items():
+        for p, r in info.replica_assignment.items():
             c.states[(name, p)] = PartitionState.initial(r)
         return self.cache.get(name)
 
@@ -237,15 +217,10 @@ class MemoryController(Controller):
         return info
 
     async def create_partitions(self, name, new_total, assignments=None, validate_only=False) -> TopicInfo:
-        info = self.cache.get(name)
-        if info is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        pending = self.cache.including_staged(name)
-        current = pending.num_partitions
-        placed = self.validator.plan_partitions(pending, new_total, assignments)
+        info, current, placed = self._plan_partitions(name, new_total, assignments)
         if validate_only:
             return info
-        records = [PartitionRecord(info.topic_id, p, PartitionState.initial(r)) for p, r in sorted(placed.items())]
+        records = new_partition_records(info.topic_id, placed)
         await self._make_staged(records, list(range(current, new_total)), name)
         c = self.cluster
         for p, r in placed.items():
@@ -253,20 +228,6 @@ class MemoryController(Controller):
             c.topics[name].replica_assignment[p] = list(r)
         c.topics[name].num_partitions = new_total
         return self.cache.get(name)
-
-    async def auto_create(self, name: str) -> Optional[TopicInfo]:
-        if not self.config["auto.create.topics.enable"] or not is_valid_topic_name(name):
-            return None
-        if name in self.cache.topics:
-            return self.cache.topics[name]
-        if self.cache.is_staged(name):
-            return None
-        try:
-            return await self.create_topic(name, -1, -1, {})
-        except KafkaError as e:
-            if e.code == ErrorCode.TOPIC_ALREADY_EXISTS:
-                return self.cache.get(name)
-            return None
 
     async def alter_topic_configs(self, name: str, new_overrides: dict[str, Any]) -> TopicInfo:
         info = self.cache.get(name)
@@ -284,39 +245,34 @@ class MemoryController(Controller):
         return info
 
     # ------------------------------------------------------------------ partitions
-    async def alter_partition(self, topic, partition, partition_epoch, leader=None, isr=None) -> PartitionState:
+    async def alter_partition(self, topic, partition, partition_epoch, leader=None, isr=None,
+                              leader_epoch=None) -> PartitionState:
         c = self.cluster
         st = c.states.get((topic, partition))
         if st is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        if partition_epoch != st.partition_epoch:
-            raise KafkaError(ErrorCode.INVALID_UPDATE_VERSION)
-        new_leader = st.leader if leader is None else leader
-        new_isr = tuple(st.isr if isr is None else isr)
-        if any(b not in st.replicas for b in new_isr) or (new_leader != -1 and new_leader not in new_isr):
-            raise KafkaError(ErrorCode.INVALID_REQUEST, "Invalid ISR %s" % (list(new_isr),))
-        if new_leader == st.leader and new_isr == st.isr:
+        new = PC.alter_partition(st, partition_epoch=partition_epoch, eligible=c.brokers, isr=isr,
+                                 leader=leader, leader_epoch=leader_epoch, where="%s-%d" % (topic, partition))
+        if new is None:
             return st
         await trio.sleep(0)   # a controller round trip is never synchronous
         if c.states.get((topic, partition)) is not st:
             raise KafkaError(ErrorCode.INVALID_UPDATE_VERSION)
-        return c.change(topic, partition, c._elected(st, new_leader, new_isr))
+        return c.change(topic, partition, new)
 
-    def replicas_offline(self, broker_id: int, partitions) -> None:
+    def _reported(self, broker_id: int, partitions, rule) -> None:
         c = self.cluster
         for topic, p in partitions:
             st = c.states.get((topic, p))
-            if st is None or broker_id in st.offline_replicas:
-                continue
-            isr = [b for b in st.isr if b != broker_id] or list(st.isr)
-            leader = st.leader
-            if leader == broker_id:
-                live = [b for b in st.replicas if b in isr and b != broker_id and b in c.brokers]
-                leader = live[0] if live else -1
-            new = PartitionState(leader=leader, leader_epoch=st.leader_epoch + (leader != st.leader),
-                                 partition_epoch=st.partition_epoch + 1, replicas=st.replicas,
-                                 isr=tuple(isr), offline_replicas=st.offline_replicas + (broker_id,))
-            c.change(topic, p, new)
+            new = rule(st, broker_id, c.brokers) if st is not None else None
+            if new is not None:
+                c.change(topic, p, new)
+
+    def replicas_offline(self, broker_id: int, partitions) -> None:
+        self._reported(broker_id, partitions, PC.replicas_offline)
+
+    def replicas_online(self, broker_id: int, partitions) -> None:
+        self._reported(broker_id, partitions, PC.replicas_online)
 
 
 # ---------------------------------------------------------------------- threaded runner
