@@ -10,7 +10,7 @@ Behaviour (Apache Kafka's ElectLeaders, the admin client's ``electLeaders`` and
   needed are then left out of the answer, as Kafka does.
 - Per partition: 0 (elected), ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE,
   ELIGIBLE_LEADERS_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION.
-- In a cluster the active controller elects (cluster/zk_controller.py); a single node is the
+- In a cluster the active controller elects (cluster/zookeeper/active.py); a single node is the
   preferred leader of everything, so every election there is ELECTION_NOT_NEEDED.
 Version notes: v1 adds ``election_type`` and the top-level ``error_code``; v2 is flexible.
 """

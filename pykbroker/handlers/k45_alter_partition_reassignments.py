@@ -11,7 +11,7 @@ Behaviour (Apache Kafka, KIP-455; ``kafka-reassign-partitions.sh`` and the admin
 - Checks: unknown partition UNKNOWN_TOPIC_OR_PARTITION; an empty list, duplicates or brokers
   that are not registered INVALID_REPLICA_ASSIGNMENT; with ``allow_replication_factor_change``
   false (v1) a different replica count INVALID_REPLICATION_FACTOR.
-- In a cluster the controller does the work (cluster/zk_controller.py); a single node can only
+- In a cluster the controller does the work (cluster/zookeeper/active.py); a single node can only
   be "reassigned" to itself (a no-op) and has nothing to cancel.
 Version notes: v1 adds ``allow_replication_factor_change`` (echoed in the response).
 """
