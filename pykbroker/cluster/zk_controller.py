@@ -21,7 +21,7 @@ uses (broker.py, the handlers, the coordinators):
 
 Under them, ``znodes.ZnodeStore`` reads the layout and ``events.EventTask`` handles every
 ZooKeeper event one at a time, in ZooKeeper's order, on one trio task (Kafka's
-ControllerEventManager); the table below says which role handles which event.  Partition
+ControllerEventManager); the table in ``startup`` says which role handles which event.  Partition
 epochs are the state znodes' versions; leader epochs are in the state JSON.
 
 Owns nothing but the composition: the ZooKeeper session, and (as every ``Controller``) the
