@@ -15,7 +15,8 @@ TransactionCoordinator.handleInitProducerId):
   ``transaction_timeout_ms`` above ``transaction.max.timeout.ms`` (or <= 0) ->
   INVALID_TRANSACTION_TIMEOUT; NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS when the id's
   ``__transaction_state`` partition is not loaded here.  With a producer id/epoch (v3+, KIP-360):
-  another producer id -> PRODUCER_FENCED; the previous epoch (a retried bump) -> the current one.
+  another producer id -> PRODUCER_FENCED; the previous epoch (a retried bump, or the epoch before
+  a transaction version 2 EndTxn whose answer the client lost) -> the current one.
 - Errors carry producer_id -1 and producer_epoch -1.  PRODUCER_FENCED exists from v4 on; older
   versions get INVALID_PRODUCER_EPOCH instead, as Kafka's response downgrades it.
 Version notes: v1 same as v0; v2 flexible; v3 adds producer_id/epoch (KIP-360); v4 adds

@@ -398,3 +398,65 @@ def test_txn_offset_commit_v6_scenario(both):
     assert p["unknown_group_generation_v6"][0] == ("T", [(0, 69)]), p
     assert p["unknown_group_generation_v5"] == [("toc-v6", [(0, 22)])], p
     assert p["stale_member_epoch_v6"][0] == ("T", [(0, 113)]) and p["stale_member_epoch_v5"] == [("toc-v6", [(0, 22)])], p
+
+
+# -- InitProducerId with the producer's id/epoch (KIP-360) under transaction version 2 -----------
+
+def _reinit(t, tid, pid, epoch, base):
+    """InitProducerId v5 naming the producer's last id/epoch, as a client recovering from an
+    unconfirmed EndTxn sends it: (error, epoch relative to ``base`` or -1, same producer id?)."""
+    r = _retry(t, 22, 5, {"transactional_id": tid, "transaction_timeout_ms": 60000,
+                          "producer_id": pid, "producer_epoch": epoch})
+    return (r["error_code"], r["producer_epoch"] - base if r["producer_epoch"] >= 0 else -1,
+            r["producer_id"] == pid if r["producer_id"] >= 0 else None)
+
+
+def scenario_tv2_reinit(t):
+    """A TV2 client whose EndTxn outcome it never learned (its response lost, or retries
+    exhausted) re-runs InitProducerId with the epoch it had *before* the EndTxn bumped it.  The
+    coordinator must take that for a retry (Kafka's lastProducerEpoch, kept through Complete*) and
+    answer the current epoch, not PRODUCER_FENCED: franz-go's GroupTransactSession fails every
+    buffered record with that answer."""
+    topic, tid = "txn-tv2-reinit", "txn-tv2-reinit-id"
+    create_topic(t, topic, 1)
+    _coordinator(t, tid)
+    init = _init(t, tid, version=5)
+    pid, e0 = init["producer_id"], init["producer_epoch"]
+    out = {"init": init["error_code"]}
+    # a committed transaction: EndTxn v5 bumps e0 -> e0+1
+    out["produce1"] = _produce_v(t, tid, topic, 0, [b"c1"], pid, e0, 0, 12)
+    out["end1"] = _end_v5(t, tid, pid, e0, True, e0)
+    _wait_end(t, topic, 0, 2)
+    _wait_state(t, tid, "CompleteCommit")
+    # the client never saw end1's answer: InitProducerId with the pre-bump epoch
+    out["reinit_pre_bump_after_commit"] = _reinit(t, tid, pid, e0, e0)
+    out["state_after_reinit"] = _describe(t, tid, e0)[:3]
+    # now with the epoch it got back: a bump
+    cur = e0 + out["reinit_pre_bump_after_commit"][1] if out["reinit_pre_bump_after_commit"][0] == 0 else e0 + 1
+    out["reinit_current"] = _reinit(t, tid, pid, cur, e0)
+    cur = e0 + out["reinit_current"][1] if out["reinit_current"][0] == 0 else cur
+    # an epoch older than the last one is fenced
+    out["reinit_stale"] = _reinit(t, tid, pid, e0, e0)
+    # an aborted transaction (EndTxn v5 abort bumps too), then the pre-bump epoch again
+    out["produce2"] = _produce_v(t, tid, topic, 0, [b"a1"], pid, cur, 0, 12)
+    out["end2"] = _end_v5(t, tid, pid, cur, False, e0)
+    _wait_end(t, topic, 0, 4)
+    _wait_state(t, tid, "CompleteAbort")
+    out["reinit_pre_bump_after_abort"] = _reinit(t, tid, pid, cur, e0)
+    cur = e0 + out["reinit_pre_bump_after_abort"][1] if out["reinit_pre_bump_after_abort"][0] == 0 else cur + 1
+    out["describe_end"] = _describe(t, tid, e0)[:3]
+    # a new incarnation (no id/epoch: InitProducerId bumps and forgets the last epoch), then the
+    # old incarnation's KIP-360 re-init with the epoch it had: fenced, not a "retry" of the bump
+    fresh = _init(t, tid, version=5)
+    out["new_incarnation"] = (fresh["error_code"], fresh["producer_epoch"] - e0, fresh["producer_id"] == pid)
+    out["old_incarnation_reinit"] = _reinit(t, tid, pid, cur, e0)
+    return out
+
+
+def test_tv2_init_producer_id_retry_after_end_txn(both):
+    """KIP-360 InitProducerId after a transaction version 2 EndTxn, with the epoch before its bump:
+    the same answers as Kafka 4.4 (the current epoch, no bump, no fencing)."""
+    p, k = both(scenario_tv2_reinit)
+    assert p == k, explain(p, k)
+    # the scenario reached the case it is about: the pre-bump epoch was accepted
+    assert p["reinit_pre_bump_after_commit"][0] == 0, p

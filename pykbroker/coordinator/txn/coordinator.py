@@ -15,8 +15,11 @@ Transitions (Kafka's; TV1 unless said otherwise):
   bumped, its transaction aborted (PrepareAbort, markers, CompleteAbort) and the request answered
   CONCURRENT_TRANSACTIONS, so the client retries once the abort completed.  PrepareCommit /
   PrepareAbort answer CONCURRENT_TRANSACTIONS until the markers are written.  With a
-  producer id/epoch in the request (KIP-360): a mismatching id is PRODUCER_FENCED; a retry of the
-  last bump (the previous epoch) gets the current epoch again.
+  producer id/epoch in the request (KIP-360): a mismatching id is PRODUCER_FENCED; the current
+  epoch is bumped; the last epoch (the one before the last bump, or before a transaction version
+  2 EndTxn's bump, kept through Complete*) is a retry: the current epoch again, written as Empty;
+  any other epoch is PRODUCER_FENCED.  A request without id/epoch (a new producer) forgets the
+  last epoch, so an older incarnation's re-init is fenced rather than taken for a retry.
 - AddPartitionsToTxn / AddOffsetsToTxn: the partitions join the transaction (state Ongoing, start
   time set when the transaction begins); partitions already in an Ongoing transaction answer at
   once without a write.
@@ -389,22 +392,33 @@ class TransactionCoordinator(CoordinatorService):
             # Fence the current producer and abort its transaction; the caller retries.
             self._fence_and_abort(part, m)
             return int(E.CONCURRENT_TRANSACTIONS), -1, -1
-        # Empty / CompleteCommit / CompleteAbort: bump the epoch (Kafka's prepareIncrementProducerEpoch)
-        if producer_epoch != -1 and producer_id == m.producer_id and producer_epoch != m.producer_epoch:
-            if producer_epoch == m.last_producer_epoch:
-                return 0, m.producer_id, m.producer_epoch   # a retry of the last bump
-            return int(E.PRODUCER_FENCED), -1, -1
-        if m.producer_epoch >= MAX_EPOCH:
+        # Empty / CompleteCommit / CompleteAbort (Kafka's prepareProducerIdRotation and
+        # prepareIncrementProducerEpoch).  ``expected``: the request names the producer's id/epoch
+        # (KIP-360: a producer recovering from an error, or from an EndTxn whose answer it never got).
+        expected = producer_id != -1
+        common = dict(timeout_ms=timeout_ms, state=EMPTY, partitions=set(), start_ms=-1, last_update_ms=now,
+                      client_tv=0, next_producer_id=-1)
+        if m.producer_epoch >= MAX_EPOCH and (not expected or producer_epoch == m.producer_epoch):
             pid = await self.producer_ids.generate()
             if m.pending is not None:
                 return int(E.CONCURRENT_TRANSACTIONS), -1, -1
             target = _Target(m, producer_id=pid, last_producer_id=m.producer_id, producer_epoch=0,
-                             last_producer_epoch=-1, timeout_ms=timeout_ms, state=EMPTY, partitions=set(),
-                             start_ms=-1, last_update_ms=now, client_tv=0, next_producer_id=-1)
-        else:
+                             last_producer_epoch=m.producer_epoch if expected else -1, **common)
+        elif not expected:
+            # A new producer: bumped, and the last epoch forgotten (-1), so that an older
+            # incarnation's KIP-360 retry can no longer pass for a retry of this bump: it is fenced.
+            target = _Target(m, producer_epoch=m.producer_epoch + 1, last_producer_epoch=-1, **common)
+        elif m.producer_epoch == -1 or producer_epoch == m.producer_epoch:
+            # the producer continues after an error, nobody else initialized meanwhile: bumped
             target = _Target(m, producer_epoch=m.producer_epoch + 1, last_producer_epoch=m.producer_epoch,
-                             timeout_ms=timeout_ms, state=EMPTY, partitions=set(), start_ms=-1,
-                             last_update_ms=now, client_tv=0, next_producer_id=-1)
+                             **common)
+        elif producer_epoch == m.last_producer_epoch:
+            # A retry of a call that succeeded (a bump, or a transaction version 2 EndTxn, which
+            # bumped the epoch and kept the one before as the last epoch): the current epoch, not
+            # bumped again, written as Empty as Kafka does.
+            target = _Target(m, **common)
+        else:
+            return int(E.PRODUCER_FENCED), -1, -1
         code = await self._persist(part, m, target).get()
         if code:
             return code, -1, -1
@@ -644,8 +658,10 @@ class TransactionCoordinator(CoordinatorService):
         target = _Target(m, state=COMPLETE_COMMIT if commit else COMPLETE_ABORT, partitions=set(),
                          last_update_ms=self.now_ms())
         if tv >= 2:
-            # Kafka's prepareComplete for TV2: an exhausted epoch hands over to the reserved id
-            target.last_producer_epoch = m.producer_epoch
+            # Kafka's prepareComplete for TV2: an exhausted epoch hands over to the reserved id.
+            # The last epoch stays the one before Prepare*'s bump (the last one the client saw
+            # before this EndTxn's answer), so a client that lost that answer and re-runs
+            # InitProducerId with it is taken for a retry (KIP-360) and gets the current epoch.
             if m.next_producer_id >= 0:
                 target.producer_id, target.producer_epoch = m.next_producer_id, 0
                 target.last_producer_id, target.next_producer_id = m.producer_id, -1
