@@ -25,5 +25,16 @@ fi
 # Python: the broker itself (editable) plus test dependencies.
 python3 -m pip install -q --disable-pip-version-check -e ".[test]"
 
+# Go: the client scenarios of compat/go (franz-go; tests/go), dependencies fetched from the Go module
+# proxy as go.mod/go.sum pin them.  Built here so a broken module fails early and loudly; without a
+# Go toolchain tests/go skips, saying so.
+GO="$(command -v go || true)"
+[ -z "$GO" ] && [ -x /usr/local/go/bin/go ] && GO=/usr/local/go/bin/go
+if [ -n "$GO" ]; then
+  (cd compat/go && "$GO" build -o "${TMPDIR:-/tmp}/pykbroker-go-bin/" ./...)
+else
+  echo "tools/test.sh: no Go toolchain found: the Go client scenarios (tests/go) will be skipped" >&2
+fi
+
 # -p no:cacheprovider keeps a clean clone clean; durations show where the time goes.
 exec python3 -m pytest -p no:cacheprovider --durations=15 "$@"

@@ -1,0 +1,123 @@
+// Command franzgo runs franz-go (github.com/twmb/franz-go/pkg/kgo, kadm) scenarios against a
+// Kafka-protocol broker and prints one JSON object with what the client read back.
+//
+//	franzgo -brokers host:port[,...] -scenario roundtrip|idempotent|group|eos [flags]
+//
+// Exit status 0 with the JSON on stdout when the scenario ran (the caller judges the
+// observations); 2 with the error on stderr when the client failed.  Every topic name is
+// prefixed by -prefix so runs do not collide.  -v logs franz-go's own lines to stderr.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+var (
+	brokers    = flag.String("brokers", "127.0.0.1:9092", "bootstrap servers, comma separated")
+	scenario   = flag.String("scenario", "roundtrip", "roundtrip | idempotent | group | eos")
+	prefix     = flag.String("prefix", "fg", "topic/group name prefix")
+	rf         = flag.Int("rf", 1, "replication factor of the topics created")
+	records    = flag.Int("records", 300, "records produced (per codec for roundtrip)")
+	balancer   = flag.String("balancer", "range", "eos/group: range | cooperative-sticky | sticky | consumer (KIP-848, server side)")
+	static     = flag.Bool("static", false, "eos: static members (group.instance.id)")
+	workers    = flag.Int("workers", 3, "eos: transact sessions")
+	timeout    = flag.Duration("timeout", 90*time.Second, "whole-scenario deadline")
+	perTxn     = flag.Int("per-txn", 50, "eos: at most this many records per transaction")
+	txnHold    = flag.Duration("txn-hold", 30*time.Millisecond, "eos: how long each transaction stays open after its produces")
+	txnPrefix  = flag.String("txn-prefix", "", "eos: transactional id prefix (default: -prefix)")
+	loseEndTxn = flag.Int("lose-end-txn", 0, "eos: worker 0 never gets the answers to its Nth EndTxn (0: no fault)")
+	verbose    = flag.Bool("v", false, "franz-go's log lines on stderr")
+	txnTimeout = flag.Duration("txn-timeout", 20*time.Second, "eos: transaction.timeout.ms")
+)
+
+func seeds() []string { return strings.Split(*brokers, ",") }
+
+func baseOpts() []kgo.Opt {
+	opts := []kgo.Opt{kgo.SeedBrokers(seeds()...), kgo.MetadataMinAge(250 * time.Millisecond)}
+	if *verbose {
+		opts = append(opts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelInfo, func() string {
+			return time.Now().Format("15:04:05.000 ")
+		})))
+	}
+	return opts
+}
+
+func newClient(extra ...kgo.Opt) *kgo.Client {
+	cl, err := kgo.NewClient(append(baseOpts(), extra...)...)
+	if err != nil {
+		fail("new client: %v", err)
+	}
+	return cl
+}
+
+func fail(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "franzgo %s: "+format+"\n", append([]any{*scenario}, args...)...)
+	os.Exit(2)
+}
+
+// createTopic creates a topic with kadm and waits until every partition has a leader.
+func createTopic(ctx context.Context, adm *kadm.Client, topic string, partitions int32) {
+	resp, err := adm.CreateTopic(ctx, partitions, int16(*rf), nil, topic)
+	if err != nil || resp.Err != nil {
+		fail("create topic %s: %v %v", topic, err, resp.Err)
+	}
+	for {
+		md, err := adm.Metadata(ctx, topic)
+		if err == nil {
+			if t, ok := md.Topics[topic]; ok && t.Err == nil && len(t.Partitions) == int(partitions) {
+				ready := true
+				for _, p := range t.Partitions {
+					if p.Leader < 0 || p.Err != nil {
+						ready = false
+					}
+				}
+				if ready {
+					return
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			fail("topic %s never got leaders: %v", topic, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func emit(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		fail("json: %v", err)
+	}
+	os.Stdout.Write(append(b, '\n'))
+}
+
+func main() {
+	flag.Parse()
+	if *txnPrefix == "" {
+		*txnPrefix = *prefix
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	switch *scenario {
+	case "roundtrip":
+		emit(runRoundtrip(ctx))
+	case "idempotent":
+		emit(runIdempotent(ctx))
+	case "group":
+		emit(runGroup(ctx))
+	case "eos":
+		emit(runEOS(ctx))
+	default:
+		fail("unknown scenario")
+	}
+}
