@@ -44,3 +44,32 @@ def test_reinit_with_pre_bump_epoch_is_a_retry(target):
         "new_incarnation": (0, 4, True),
         "old_incarnation_reinit": (90, -1, None),      # the new incarnation fenced the old one
     }, out
+
+
+def test_old_incarnation_fenced_after_coordinator_reload(tmp_path):
+    """After a restart the coordinator reloads ``__transaction_state``; like Kafka it then knows
+    no last epoch (Kafka's TransactionLog loads lastProducerEpoch as -1), so the re-init of an
+    incarnation that a newer one replaced is fenced, not taken for a retry of the newer one's
+    bump (which would hand the zombie the new incarnation's epoch)."""
+    from differential.helpers import create_topic  # noqa: E402
+    from differential.test_transactions import _coordinator, _init, _reinit  # noqa: E402
+    b = BrokerProcess(str(tmp_path / "data"), {"group.initial.rebalance.delay.ms": "0"}).start()
+    try:
+        t = Target("pykbroker", b.bootstrap, 1, b)
+        create_topic(t, "reload-topic", 1)
+        tid = "reload-tid"
+        _coordinator(t, tid)
+        old = _init(t, tid, version=5)                 # the old incarnation
+        new = _init(t, tid, version=5)                 # a new one replaces it (bump, last epoch forgotten)
+        assert (old["error_code"], new["error_code"], new["producer_epoch"]) == (0, 0, old["producer_epoch"] + 1)
+        # before any reload the same re-init is fenced too (the in-memory last epoch is -1)
+        assert _reinit(t, tid, old["producer_id"], old["producer_epoch"], old["producer_epoch"])[0] == 90
+        b.restart()
+        t = Target("pykbroker", b.bootstrap, 1, b)
+        _coordinator(t, tid)
+        # the old incarnation recovers with the epoch it had: fenced
+        assert _reinit(t, tid, old["producer_id"], old["producer_epoch"], old["producer_epoch"])[0] == 90
+        # the new incarnation continues after an error with its own epoch: bumped
+        assert _reinit(t, tid, new["producer_id"], new["producer_epoch"], new["producer_epoch"]) == (0, 1, True)
+    finally:
+        b.stop()

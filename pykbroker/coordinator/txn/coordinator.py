@@ -19,7 +19,9 @@ Transitions (Kafka's; TV1 unless said otherwise):
   epoch is bumped; the last epoch (the one before the last bump, or before a transaction version
   2 EndTxn's bump, kept through Complete*) is a retry: the current epoch again, written as Empty;
   any other epoch is PRODUCER_FENCED.  A request without id/epoch (a new producer) forgets the
-  last epoch, so an older incarnation's re-init is fenced rather than taken for a retry.
+  last epoch, so an older incarnation's re-init is fenced rather than taken for a retry.  The
+  last epoch is not in the log: after a load it is unknown (-1), as in Kafka, so a re-init
+  across a coordinator move is fenced.
 - AddPartitionsToTxn / AddOffsetsToTxn: the partitions join the transaction (state Ongoing, start
   time set when the transaction begins); partitions already in an Ongoing transaction answer at
   once without a write.
@@ -193,12 +195,14 @@ class TxnShard:
         m = self.txns.get(tid)
         if m is not None and m.producer_id != v["producer_id"]:
             m.last_producer_id = m.producer_id
-        elif m is not None and m.producer_epoch != v["producer_epoch"]:
-            m.last_producer_epoch = m.producer_epoch
         nm = TxnMetadata(tid, v["producer_id"], v["producer_epoch"], v["timeout_ms"], v["state"],
                          v["partitions"], v["start_ms"], v["last_update_ms"])
+        # The last epoch is not in the log and stays unknown (-1) after a load, as in Kafka
+        # (TransactionLog reads lastProducerEpoch as NO_PRODUCER_EPOCH): inferring it from the
+        # previous record would take a replaced incarnation's KIP-360 re-init for a retry of
+        # the new incarnation's bump and hand the old one the new epoch.
         if m is not None:
-            nm.last_producer_id, nm.last_producer_epoch = m.last_producer_id, m.last_producer_epoch
+            nm.last_producer_id = m.last_producer_id
         if v["previous_producer_id"] not in (-1, v["producer_id"]):
             nm.last_producer_id = v["previous_producer_id"]   # v1 values name it
         nm.client_tv = v["client_transaction_version"]
