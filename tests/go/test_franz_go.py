@@ -39,11 +39,8 @@ CLUSTER_OVERRIDES = {**OVERRIDES, "zookeeper.session.timeout.ms": "6000", "defau
 
 
 @pytest.fixture(scope="session")
-def franzgo(tmp_path_factory):
-    try:
-        return gobuild.build(tmp_path_factory.mktemp("gobin")) / "franzgo"
-    except Exception as e:   # a failed build fails every test (never a skip)
-        pytest.fail(str(e), pytrace=False)
+def franzgo(gobin):
+    return gobin / "franzgo"
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,238 @@
+// Command kafkago runs segmentio/kafka-go scenarios against a Kafka-protocol broker and prints
+// one JSON report of what the client read back (see compat/go/internal/scen).
+//
+//	kafkago -brokers host:port -scenario roundtrip|group [-prefix p] [-records n]
+//
+// kafka-go speaks mostly old API versions (Produce v2/v3, Fetch v2-v10 by what it negotiates)
+// and runs its own consumer group client; it has no idempotent or transactional producer.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/pykbroker/compat/go/internal/scen"
+)
+
+var (
+	brokers  = flag.String("brokers", "127.0.0.1:9092", "bootstrap servers, comma separated")
+	scenario = flag.String("scenario", "roundtrip", "roundtrip | group")
+	prefix   = flag.String("prefix", "kg", "topic/group name prefix")
+	records  = flag.Int("records", 300, "records produced (per codec for roundtrip)")
+	strategy = flag.String("balancer", "range", "group: range | roundrobin")
+	verbose  = flag.Bool("v", false, "kafka-go's error log lines on stderr")
+)
+
+func seeds() []string { return strings.Split(*brokers, ",") }
+
+func errorLogger() kafka.Logger {
+	if !*verbose {
+		return nil
+	}
+	return kafka.LoggerFunc(func(msg string, args ...any) { fmt.Fprintf(os.Stderr, msg+"\n", args...) })
+}
+
+func createTopic(ctx context.Context, topic string, partitions int) {
+	c := &kafka.Client{Addr: kafka.TCP(seeds()...), Timeout: 30 * time.Second}
+	r, err := c.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{
+		{Topic: topic, NumPartitions: partitions, ReplicationFactor: 1}}})
+	if err != nil {
+		scen.Fail("create topic %s: %v", topic, err)
+	}
+	if e := r.Errors[topic]; e != nil {
+		scen.Fail("create topic %s: %v", topic, e)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		md, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+		if err == nil && len(md.Topics) == 1 && md.Topics[0].Error == nil && len(md.Topics[0].Partitions) == partitions {
+			ok := true
+			for _, p := range md.Topics[0].Partitions {
+				ok = ok && p.Leader.ID >= 0 && p.Error == nil
+			}
+			if ok {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			scen.Fail("topic %s never got leaders: %v", topic, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// the record names its partition (kafka-go's writer asks a Balancer)
+var manual = kafka.BalancerFunc(func(m kafka.Message, partitions ...int) int { return m.Partition })
+
+func produce(ctx context.Context, topic string, codec kafka.Compression, rs []scen.Rec) {
+	w := &kafka.Writer{Addr: kafka.TCP(seeds()...), Topic: topic, Balancer: manual, Compression: codec,
+		RequiredAcks: kafka.RequireAll, BatchTimeout: 5 * time.Millisecond, BatchSize: 50, ErrorLogger: errorLogger()}
+	defer w.Close()
+	msgs := make([]kafka.Message, len(rs))
+	for i, r := range rs {
+		m := kafka.Message{Partition: int(r.Partition), Key: r.Key, Value: r.Value, Time: r.Timestamp}
+		for _, h := range r.Headers {
+			m.Headers = append(m.Headers, kafka.Header{Key: h.Key, Value: h.Value})
+		}
+		msgs[i] = m
+	}
+	if err := w.WriteMessages(ctx, msgs...); err != nil {
+		scen.Fail("produce: %v", err)
+	}
+}
+
+func readPartition(ctx context.Context, topic string, part int, n int) []scen.Rec {
+	r := kafka.NewReader(kafka.ReaderConfig{Brokers: seeds(), Topic: topic, Partition: part, MinBytes: 1,
+		MaxBytes: 1 << 20, MaxWait: 300 * time.Millisecond, ErrorLogger: errorLogger()})
+	defer r.Close()
+	if err := r.SetOffset(kafka.FirstOffset); err != nil {
+		scen.Fail("set offset: %v", err)
+	}
+	var out []scen.Rec
+	for len(out) < n {
+		m, err := r.ReadMessage(ctx)
+		if err != nil {
+			return out
+		}
+		rec := scen.Rec{Partition: int32(m.Partition), Offset: m.Offset, Key: m.Key, Value: m.Value, Timestamp: m.Time}
+		for _, h := range m.Headers {
+			rec.Headers = append(rec.Headers, scen.Header{Key: h.Key, Value: h.Value})
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+func runRoundtrip(ctx context.Context) any {
+	out := map[string]*scen.CodecResult{}
+	codecs := map[string]kafka.Compression{"none": 0, "gzip": kafka.Gzip, "snappy": kafka.Snappy, "lz4": kafka.Lz4,
+		"zstd": kafka.Zstd}
+	base := time.Now()
+	for _, name := range scen.Codecs {
+		topic := fmt.Sprintf("%s-rt-%s", *prefix, name)
+		createTopic(ctx, topic, 3)
+		var rs []scen.Rec
+		want := map[int32][]scen.Rec{}
+		for i := 0; i < *records; i++ {
+			r := scen.Record(i, base)
+			r.Offset = int64(len(want[r.Partition])) // a fresh topic: dense from 0
+			want[r.Partition] = append(want[r.Partition], r)
+			rs = append(rs, r)
+		}
+		produce(ctx, topic, codecs[name], rs)
+		got := map[int32][]scen.Rec{}
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		for p := range want {
+			got[p] = readPartition(rctx, topic, int(p), len(want[p]))
+		}
+		cancel()
+		// kafka-go's reader hands out a zero-length key or value as nil (the log keeps the
+		// difference: kcat reads the empty ones back with length 0): not compared
+		out[name] = scen.Judge(want, got, scen.Flags{})
+	}
+	return out
+}
+
+type groupResult struct {
+	Produced   int      `json:"produced"`
+	First      int      `json:"first_member_processed"`
+	Later      int      `json:"later_members_processed"`
+	Duplicates int      `json:"duplicates"`
+	Missing    int      `json:"missing"`
+	Problems   []string `json:"problems"`
+}
+
+// A consumer group (kafka-go's own group client, explicit CommitMessages): member A processes
+// a third and leaves, members B and C resume from A's commits; every record once.
+func runGroup(ctx context.Context) any {
+	topic, group := *prefix+"-grp", *prefix+"-grp-g"
+	createTopic(ctx, topic, 3)
+	var rs []scen.Rec
+	for i := 0; i < *records; i++ {
+		rs = append(rs, scen.Rec{Partition: int32(i % 3), Value: []byte(fmt.Sprintf("g-%05d", i))})
+	}
+	produce(ctx, topic, 0, rs)
+	res := groupResult{Produced: len(rs), Problems: []string{}}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	total := func() int { mu.Lock(); defer mu.Unlock(); return len(seen) }
+	var bal kafka.GroupBalancer = kafka.RangeGroupBalancer{}
+	if *strategy == "roundrobin" {
+		bal = kafka.RoundRobinGroupBalancer{}
+	}
+	member := func(ctx context.Context, all context.CancelFunc, limit int) int {
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: seeds(), GroupID: group, Topic: topic,
+			GroupBalancers: []kafka.GroupBalancer{bal}, StartOffset: kafka.FirstOffset, MinBytes: 1,
+			MaxBytes: 1 << 20, MaxWait: 300 * time.Millisecond, HeartbeatInterval: time.Second,
+			SessionTimeout: 10 * time.Second, RebalanceTimeout: 10 * time.Second, ErrorLogger: errorLogger()})
+		defer r.Close() // leaves the group
+		n := 0
+		for ctx.Err() == nil && (limit <= 0 || n < limit) && total() < len(rs) {
+			m, err := r.FetchMessage(ctx)
+			if err != nil {
+				if !errors.Is(err, context.Canceled) {
+					mu.Lock()
+					res.Problems = append(res.Problems, err.Error())
+					mu.Unlock()
+				}
+				break
+			}
+			mu.Lock()
+			seen[string(m.Value)]++
+			mu.Unlock()
+			n++
+			if err := r.CommitMessages(ctx, m); err != nil && ctx.Err() == nil {
+				mu.Lock()
+				res.Problems = append(res.Problems, "commit: "+err.Error())
+				mu.Unlock()
+			}
+			if total() >= len(rs) {
+				all()
+			}
+		}
+		return n
+	}
+	gctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	res.First = member(gctx, func() {}, len(rs)/3)
+	later, all := context.WithCancel(gctx)
+	defer all()
+	var wg sync.WaitGroup
+	counts := make([]int, 2)
+	for i := range counts {
+		wg.Add(1)
+		go func() { defer wg.Done(); counts[i] = member(later, all, 0) }()
+	}
+	wg.Wait()
+	res.Later = counts[0] + counts[1]
+	for _, r := range rs {
+		switch n := seen[string(r.Value)]; {
+		case n == 0:
+			res.Missing++
+		case n > 1:
+			res.Duplicates += n - 1
+		}
+	}
+	return res
+}
+
+func main() {
+	flag.Parse()
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	switch *scenario {
+	case "roundtrip":
+		scen.Emit(runRoundtrip(ctx))
+	case "group":
+		scen.Emit(runGroup(ctx))
+	default:
+		scen.Fail("unknown scenario %q", *scenario)
+	}
+}

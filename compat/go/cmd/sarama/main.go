@@ -1,0 +1,406 @@
+// Command sarama runs IBM/sarama scenarios against a Kafka-protocol broker and prints one JSON
+// report of what the client read back (see compat/go/internal/scen).
+//
+//	sarama -brokers host:port -scenario roundtrip|idempotent|group [-prefix p] [-records n]
+//
+// sarama speaks the API versions of its configured Kafka version (sarama.DefaultVersion,
+// 2.8.0, unless -kafka-version says otherwise): old Produce/Fetch versions, its own consumer
+// group client (JoinGroup/SyncGroup with client-side assignors).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/pykbroker/compat/go/internal/scen"
+)
+
+var (
+	brokers  = flag.String("brokers", "127.0.0.1:9092", "bootstrap servers, comma separated")
+	scenario = flag.String("scenario", "roundtrip", "roundtrip | idempotent | group")
+	prefix   = flag.String("prefix", "sa", "topic/group name prefix")
+	records  = flag.Int("records", 300, "records produced (per codec for roundtrip)")
+	strategy = flag.String("balancer", "range", "group: range | roundrobin | sticky")
+	version  = flag.String("kafka-version", "", "sarama's Config.Version (default: sarama.DefaultVersion)")
+	verbose  = flag.Bool("v", false, "sarama's log lines on stderr")
+)
+
+func config() *sarama.Config {
+	c := sarama.NewConfig()
+	if *version != "" {
+		v, err := sarama.ParseKafkaVersion(*version)
+		if err != nil {
+			scen.Fail("kafka version: %v", err)
+		}
+		c.Version = v
+	}
+	c.ClientID = "pykbroker-compat-sarama"
+	c.Producer.Return.Successes = true
+	c.Producer.RequiredAcks = sarama.WaitForAll
+	c.Producer.Partitioner = sarama.NewManualPartitioner
+	c.Consumer.Return.Errors = true
+	c.Metadata.Retry.Backoff = 100 * time.Millisecond
+	return c
+}
+
+func seeds() []string { return strings.Split(*brokers, ",") }
+
+func createTopic(topic string, partitions int32) {
+	adm, err := sarama.NewClusterAdmin(seeds(), config())
+	if err != nil {
+		scen.Fail("admin: %v", err)
+	}
+	defer adm.Close()
+	if err := adm.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: 1}, false); err != nil {
+		scen.Fail("create topic %s: %v", topic, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		md, err := adm.DescribeTopics([]string{topic})
+		if err == nil && len(md) == 1 && md[0].Err == sarama.ErrNoError && len(md[0].Partitions) == int(partitions) {
+			ok := true
+			for _, p := range md[0].Partitions {
+				ok = ok && p.Leader >= 0
+			}
+			if ok {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			scen.Fail("topic %s never got leaders: %v", topic, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func bytesOrNil(b []byte) sarama.Encoder {
+	if b == nil {
+		return nil
+	}
+	return sarama.ByteEncoder(b)
+}
+
+func produce(c *sarama.Config, topic string, rs []scen.Rec) map[int32][]scen.Rec {
+	p, err := sarama.NewSyncProducer(seeds(), c)
+	if err != nil {
+		scen.Fail("producer: %v", err)
+	}
+	defer p.Close()
+	msgs := make([]*sarama.ProducerMessage, len(rs))
+	for i, r := range rs {
+		m := &sarama.ProducerMessage{Topic: topic, Partition: r.Partition, Key: bytesOrNil(r.Key),
+			Value: bytesOrNil(r.Value), Timestamp: r.Timestamp}
+		for _, h := range r.Headers {
+			m.Headers = append(m.Headers, sarama.RecordHeader{Key: []byte(h.Key), Value: h.Value})
+		}
+		msgs[i] = m
+	}
+	if err := p.SendMessages(msgs); err != nil {
+		scen.Fail("produce: %v", err)
+	}
+	want := map[int32][]scen.Rec{}
+	for i, m := range msgs {
+		r := rs[i]
+		r.Offset = m.Offset
+		want[m.Partition] = append(want[m.Partition], r)
+	}
+	return want
+}
+
+func consumeAll(topic string, partitions int32, n int) map[int32][]scen.Rec {
+	c, err := sarama.NewConsumer(seeds(), config())
+	if err != nil {
+		scen.Fail("consumer: %v", err)
+	}
+	defer c.Close()
+	got := map[int32][]scen.Rec{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	total := 0
+	deadline := time.After(30 * time.Second)
+	done := make(chan struct{})
+	for p := int32(0); p < partitions; p++ {
+		pc, err := c.ConsumePartition(topic, p, sarama.OffsetOldest)
+		if err != nil {
+			scen.Fail("consume partition %d: %v", p, err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer pc.Close()
+			for {
+				select {
+				case m := <-pc.Messages():
+					r := scen.Rec{Partition: m.Partition, Offset: m.Offset, Key: m.Key, Value: m.Value, Timestamp: m.Timestamp}
+					for _, h := range m.Headers {
+						r.Headers = append(r.Headers, scen.Header{Key: string(h.Key), Value: h.Value})
+					}
+					mu.Lock()
+					got[m.Partition] = append(got[m.Partition], r)
+					total++
+					if total == n {
+						close(done)
+					}
+					mu.Unlock()
+				case err := <-pc.Errors():
+					scen.Fail("consume: %v", err)
+				case <-done:
+					return
+				case <-deadline:
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return got
+}
+
+func runRoundtrip() any {
+	out := map[string]*scen.CodecResult{}
+	codecs := map[string]sarama.CompressionCodec{"none": sarama.CompressionNone, "gzip": sarama.CompressionGZIP,
+		"snappy": sarama.CompressionSnappy, "lz4": sarama.CompressionLZ4, "zstd": sarama.CompressionZSTD}
+	base := time.Now()
+	for _, name := range scen.Codecs {
+		topic := fmt.Sprintf("%s-rt-%s", *prefix, name)
+		createTopic(topic, 3)
+		c := config()
+		c.Producer.Compression = codecs[name]
+		var rs []scen.Rec
+		for i := 0; i < *records; i++ {
+			rs = append(rs, scen.Record(i, base))
+		}
+		want := produce(c, topic, rs)
+		got := consumeAll(topic, 3, len(rs))
+		// null and empty keys and values are told apart (sarama keeps a zero-length slice)
+		out[name] = scen.Judge(want, got, scen.Flags{NullVsEmptyKey: true, NullVsEmptyValue: true})
+	}
+	return out
+}
+
+type idemResult struct {
+	Produced   int `json:"produced"`
+	Read       int `json:"read"`
+	Duplicates int `json:"duplicates"`
+	Missing    int `json:"missing"`
+	OutOfOrder int `json:"out_of_order"`
+}
+
+// The idempotent producer (Producer.Idempotent, acks=all, one request in flight as sarama
+// requires), asynchronous, three partitions.
+func runIdempotent() any {
+	topic := *prefix + "-idem"
+	createTopic(topic, 3)
+	c := config()
+	c.Producer.Idempotent = true
+	c.Net.MaxOpenRequests = 1
+	p, err := sarama.NewAsyncProducer(seeds(), c)
+	if err != nil {
+		scen.Fail("producer: %v", err)
+	}
+	order := map[int32][]string{}
+	go func() {
+		for i := 0; i < *records; i++ {
+			part := int32(i % 3)
+			v := fmt.Sprintf("idem-%06d", i)
+			order[part] = append(order[part], v)
+			p.Input() <- &sarama.ProducerMessage{Topic: topic, Partition: part, Value: sarama.StringEncoder(v)}
+		}
+	}()
+	for n := 0; n < *records; n++ {
+		select {
+		case <-p.Successes():
+		case e := <-p.Errors():
+			scen.Fail("produce: %v", e.Err)
+		}
+	}
+	if err := p.Close(); err != nil {
+		scen.Fail("close: %v", err)
+	}
+	got := consumeAll(topic, 3, *records)
+	res := idemResult{Produced: *records}
+	seen := map[string]int{}
+	for part, recs := range got {
+		for j, r := range recs {
+			res.Read++
+			seen[string(r.Value)]++
+			if j < len(order[part]) && order[part][j] != string(r.Value) || r.Offset != int64(j) {
+				res.OutOfOrder++
+			}
+		}
+	}
+	for _, vs := range order {
+		for _, v := range vs {
+			if seen[v] == 0 {
+				res.Missing++
+			} else {
+				res.Duplicates += seen[v] - 1
+			}
+		}
+	}
+	return res
+}
+
+type groupResult struct {
+	Produced    int      `json:"produced"`
+	First       int      `json:"first_member_processed"`
+	Later       int      `json:"later_members_processed"`
+	Duplicates  int      `json:"duplicates"`
+	Missing     int      `json:"missing"`
+	CommittedAt int64    `json:"committed_total"`
+	Problems    []string `json:"problems"`
+}
+
+type handler struct {
+	mu    *sync.Mutex
+	seen  map[string]int
+	n     int
+	limit int
+	stop  context.CancelFunc
+	all   context.CancelFunc // every member: the whole topic was processed
+	total func() int
+	want  int
+}
+
+func (h *handler) Setup(sarama.ConsumerGroupSession) error { return nil }
+func (h *handler) Cleanup(s sarama.ConsumerGroupSession) error {
+	s.Commit() // the session ends (a rebalance, or leaving): what was marked is committed first
+	return nil
+}
+func (h *handler) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	for m := range claim.Messages() {
+		h.mu.Lock()
+		h.seen[string(m.Value)]++
+		h.n++
+		n := h.n
+		h.mu.Unlock()
+		s.MarkMessage(m, "")
+		if n%20 == 0 {
+			s.Commit()
+		}
+		if h.total() >= h.want {
+			h.all()
+		}
+		if (h.limit > 0 && n >= h.limit) || h.total() >= h.want {
+			s.Commit()
+			h.stop()
+			return nil
+		}
+	}
+	return nil
+}
+
+// A consumer group with manual commits: member A processes a third and leaves, members B and
+// C resume from A's commits; every record processed once.
+func runGroup() any {
+	topic, group := *prefix+"-grp", *prefix+"-grp-g"
+	createTopic(topic, 3)
+	var rs []scen.Rec
+	for i := 0; i < *records; i++ {
+		rs = append(rs, scen.Rec{Partition: int32(i % 3), Value: []byte(fmt.Sprintf("g-%05d", i))})
+	}
+	produce(config(), topic, rs)
+	res := groupResult{Produced: len(rs), Problems: []string{}}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	total := func() int { mu.Lock(); defer mu.Unlock(); return len(seen) }
+	member := func(ctx context.Context, all context.CancelFunc, limit int) int {
+		c := config()
+		c.Consumer.Offsets.Initial = sarama.OffsetOldest
+		c.Consumer.Offsets.AutoCommit.Enable = false
+		switch *strategy {
+		case "range":
+			c.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyRange()}
+		case "roundrobin":
+			c.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyRoundRobin()}
+		case "sticky":
+			c.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategySticky()}
+		default:
+			scen.Fail("unknown balancer %q", *strategy)
+		}
+		g, err := sarama.NewConsumerGroup(seeds(), group, c)
+		if err != nil {
+			scen.Fail("group: %v", err)
+		}
+		defer g.Close()
+		mctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		h := &handler{mu: &mu, seen: seen, limit: limit, stop: cancel, all: all, total: total, want: len(rs)}
+		go func() {
+			for e := range g.Errors() {
+				mu.Lock()
+				res.Problems = append(res.Problems, e.Error())
+				mu.Unlock()
+			}
+		}()
+		for mctx.Err() == nil {
+			if err := g.Consume(mctx, []string{topic}, h); err != nil && !errors.Is(err, sarama.ErrClosedConsumerGroup) {
+				mu.Lock()
+				res.Problems = append(res.Problems, err.Error())
+				mu.Unlock()
+				break
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return h.n
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res.First = member(ctx, func() {}, len(rs)/3)
+	later, all := context.WithCancel(ctx)
+	defer all()
+	var wg sync.WaitGroup
+	counts := make([]int, 2)
+	for i := range counts {
+		wg.Add(1)
+		go func() { defer wg.Done(); counts[i] = member(later, all, 0) }()
+	}
+	wg.Wait()
+	res.Later = counts[0] + counts[1]
+	for _, r := range rs {
+		switch n := seen[string(r.Value)]; {
+		case n == 0:
+			res.Missing++
+		case n > 1:
+			res.Duplicates += n - 1
+		}
+	}
+	adm, err := sarama.NewClusterAdmin(seeds(), config())
+	if err == nil {
+		offs, err := adm.ListConsumerGroupOffsets(group, map[string][]int32{topic: {0, 1, 2}})
+		if err == nil {
+			for _, b := range offs.Blocks[topic] {
+				res.CommittedAt += b.Offset
+			}
+		}
+		adm.Close()
+	}
+	return res
+}
+
+func main() {
+	flag.Parse()
+	if *verbose {
+		sarama.Logger = log.New(os.Stderr, "[sarama] ", log.Lmicroseconds)
+	}
+	switch *scenario {
+	case "roundtrip":
+		scen.Emit(runRoundtrip())
+	case "idempotent":
+		scen.Emit(runIdempotent())
+	case "group":
+		scen.Emit(runGroup())
+	default:
+		scen.Fail("unknown scenario %q", *scenario)
+	}
+}

@@ -1,0 +1,173 @@
+// Package scen holds what the Go client scenarios share: the deterministic records of the
+// round-trip scenarios (keys null / empty / binary, values null / empty / binary / 6 KiB,
+// headers, out-of-order CreateTime timestamps) and the byte-exact comparison, so every client
+// is judged on the same data.
+package scen
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+)
+
+// Header is a client-neutral record header.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Rec is a client-neutral record as produced and as read back.
+type Rec struct {
+	Partition int32
+	Offset    int64
+	Key       []byte
+	Value     []byte
+	Headers   []Header
+	Timestamp time.Time
+}
+
+// Codecs every Go client of the matrix offers.
+var Codecs = []string{"none", "gzip", "snappy", "lz4", "zstd"}
+
+// Record i of a round-trip run (partition i % 3).
+func Record(i int, base time.Time) Rec {
+	r := Rec{Partition: int32(i % 3)}
+	switch i % 4 {
+	case 0:
+		r.Key = nil
+	case 1:
+		r.Key = []byte{}
+	default:
+		r.Key = []byte{0x00, byte(i), 0xff, 'k'}
+	}
+	switch {
+	case i%50 == 7:
+		r.Value = bytes.Repeat([]byte{byte(i), 0x00, 0xfe}, 2048) // 6 KiB
+	case i%9 == 3:
+		r.Value = nil
+	case i%9 == 4:
+		r.Value = []byte{}
+	default:
+		r.Value = []byte(fmt.Sprintf("value-%d-\x00\xff", i))
+	}
+	if i%3 != 2 {
+		r.Headers = []Header{
+			{"h", []byte("first")},
+			{"h", []byte("second")}, // duplicate key, order kept
+			{"empty", []byte{}},
+			{"ключ", []byte{0x00, 0x01, byte(i)}},
+		}
+	}
+	ts := base.Add(time.Duration(i) * time.Millisecond)
+	if i%2 == 1 {
+		ts = ts.Add(-40 * time.Second) // out of order within a partition
+	}
+	r.Timestamp = ts.Truncate(time.Millisecond)
+	return r
+}
+
+// Flags tell which distinctions the client keeps: a client that cannot tell null from empty
+// reports it, and the comparison then only requires equal bytes.
+type Flags struct {
+	NullVsEmptyKey   bool
+	NullVsEmptyValue bool
+}
+
+func same(a, b []byte, nullMatters bool) bool {
+	if nullMatters && (a == nil) != (b == nil) {
+		return false
+	}
+	return bytes.Equal(a, b)
+}
+
+// Compare returns "" when got is want, else what differs.
+func Compare(want, got Rec, f Flags) string {
+	switch {
+	case got.Offset != want.Offset:
+		return fmt.Sprintf("offset %d != %d", got.Offset, want.Offset)
+	case !same(want.Key, got.Key, f.NullVsEmptyKey):
+		return fmt.Sprintf("key %q (nil %v) != %q (nil %v)", got.Key, got.Key == nil, want.Key, want.Key == nil)
+	case !same(want.Value, got.Value, f.NullVsEmptyValue):
+		return fmt.Sprintf("value of %d bytes (nil %v) != %d bytes (nil %v)", len(got.Value), got.Value == nil,
+			len(want.Value), want.Value == nil)
+	case !got.Timestamp.Equal(want.Timestamp):
+		return fmt.Sprintf("timestamp %v != %v", got.Timestamp, want.Timestamp)
+	case len(got.Headers) != len(want.Headers):
+		return fmt.Sprintf("%d headers != %d", len(got.Headers), len(want.Headers))
+	}
+	for j := range want.Headers {
+		if got.Headers[j].Key != want.Headers[j].Key || !bytes.Equal(got.Headers[j].Value, want.Headers[j].Value) {
+			return fmt.Sprintf("header %d %q=%q != %q=%q", j, got.Headers[j].Key, got.Headers[j].Value,
+				want.Headers[j].Key, want.Headers[j].Value)
+		}
+	}
+	return ""
+}
+
+// CodecResult is the report of one codec's round trip.
+type CodecResult struct {
+	Produced   int      `json:"produced"`
+	Read       int      `json:"read"`
+	Mismatches []string `json:"mismatches"`
+	NullKeys   int      `json:"null_keys_read"`
+	EmptyKeys  int      `json:"empty_keys_read"`
+	NullValues int      `json:"null_values_read"`
+	BigValues  int      `json:"big_values_read"`
+	Headers    int      `json:"headers_read"`
+}
+
+// Judge compares per partition, in order, and counts the record shapes read back.
+func Judge(want, got map[int32][]Rec, f Flags) *CodecResult {
+	res := &CodecResult{Mismatches: []string{}}
+	for _, w := range want {
+		res.Produced += len(w)
+	}
+	for part, w := range want {
+		g := got[part]
+		for j := range w {
+			if j >= len(g) {
+				res.Mismatches = append(res.Mismatches, fmt.Sprintf("p%d: only %d of %d records read", part, len(g), len(w)))
+				break
+			}
+			if m := Compare(w[j], g[j], f); m != "" && len(res.Mismatches) < 10 {
+				res.Mismatches = append(res.Mismatches, fmt.Sprintf("p%d[%d]: %s", part, j, m))
+			}
+		}
+	}
+	for _, g := range got {
+		for _, r := range g {
+			res.Read++
+			switch {
+			case r.Key == nil:
+				res.NullKeys++
+			case len(r.Key) == 0:
+				res.EmptyKeys++
+			}
+			if r.Value == nil {
+				res.NullValues++
+			}
+			if len(r.Value) == 6144 {
+				res.BigValues++
+			}
+			res.Headers += len(r.Headers)
+		}
+	}
+	return res
+}
+
+// Emit prints the report as one JSON line.
+func Emit(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		Fail("json: %v", err)
+	}
+	os.Stdout.Write(append(b, '\n'))
+}
+
+// Fail reports a client failure (exit status 2).
+func Fail(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, format+"\n", args...)
+	os.Exit(2)
+}
