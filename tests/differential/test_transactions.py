@@ -450,6 +450,13 @@ def scenario_tv2_reinit(t):
     fresh = _init(t, tid, version=5)
     out["new_incarnation"] = (fresh["error_code"], fresh["producer_epoch"] - e0, fresh["producer_id"] == pid)
     out["old_incarnation_reinit"] = _reinit(t, tid, pid, cur, e0)
+    cur = e0 + out["new_incarnation"][1]
+    # a producer re-inits with its epoch while its transaction is open (franz-go does after its
+    # produce retries ran out): the coordinator fences and aborts it (CONCURRENT_TRANSACTIONS,
+    # retried by _reinit), then answers the retried re-init
+    out["produce3"] = _produce_v(t, tid, topic, 0, [b"o1"], pid, cur, 0, 12)
+    out["reinit_while_open"] = _reinit(t, tid, pid, cur, e0)
+    out["describe_after_fence"] = _describe(t, tid, e0)[:3]
     return out
 
 

@@ -6,8 +6,10 @@ A TV2 client whose EndTxn answer was lost re-runs InitProducerId with its produc
 epoch *before* that EndTxn's bump.  The coordinator keeps that epoch as the last epoch through
 Complete* and takes the request for a retry: the current epoch, written as Empty.  (pykbroker
 answered PRODUCER_FENCED there; franz-go's GroupTransactSession then failed every buffered record
-with it.)  A new incarnation (InitProducerId without id/epoch) forgets the last epoch, so the old
-incarnation's re-init is fenced."""
+with it.)  The same holds after the coordinator fenced and aborted an open transaction because
+its producer re-ran InitProducerId with the transaction's epoch (franz-go does when its produce
+retries run out).  A new incarnation (InitProducerId without id/epoch) forgets the last epoch, so
+the old incarnation's re-init is fenced."""
 from __future__ import annotations
 
 import pytest
@@ -43,6 +45,11 @@ def test_reinit_with_pre_bump_epoch_is_a_retry(target):
         "describe_end": (0, "Empty", 3),
         "new_incarnation": (0, 4, True),
         "old_incarnation_reinit": (90, -1, None),      # the new incarnation fenced the old one
+        "produce3": 0,
+        # a re-init with the epoch of an open transaction: fenced and aborted (CONCURRENT_TRANSACTIONS),
+        # then the retried re-init is a retry of that bump: the current epoch
+        "reinit_while_open": (0, 5, True),
+        "describe_after_fence": (0, "Empty", 5),
     }, out
 
 
