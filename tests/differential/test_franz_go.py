@@ -34,3 +34,11 @@ def test_group_transact_session_recovers_from_a_lost_end_txn_answer(both, franzg
     p, k = both(observe, franzgo)
     assert k == p
     assert p["recovered"] == 1 and p["exactly_once"] and p["lost_answers"], p
+
+
+def test_kadm_topics_and_configs(both, franzgo):
+    """kadm's topic and config calls (create with configs, duplicate create, describe, incremental
+    alter, create partitions, list, delete, describe an unknown topic): the same report."""
+    p, k = both(lambda t, b: gobuild.run(b, t.bootstrap, "admin", prefix="diff-adm"), franzgo)
+    assert p == k
+    assert p["partitions"] == [2, 5] and p["deleted"], p

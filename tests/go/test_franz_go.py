@@ -128,3 +128,20 @@ def test_group_transact_session_exactly_once(franzgo, target, variant):
     assert rep["committed_txns"] >= 10 and rep["revocations"] >= 2, rep   # rebalances happened
     if "lose_end_txn" in flags:
         assert rep["lost_end_txn_answers"] >= 1 and rep["recovered"] == 1, rep
+
+
+def test_kadm_topics_and_configs(franzgo, target):
+    rep = gobuild.run(franzgo, target["bootstrap"], "admin", prefix=_prefix("adm"), rf=target["rf"])
+    assert rep["brokers"] == (1 if target["rf"] == 1 else 3)
+    assert rep["created"] and rep["duplicate_create_error"].startswith("TOPIC_ALREADY_EXISTS"), rep
+    assert rep["described"] == {"cleanup.policy": "compact@DYNAMIC_TOPIC_CONFIG",
+                                "retention.ms": "3600000@DYNAMIC_TOPIC_CONFIG",
+                                "max.message.bytes": "1048588@DEFAULT_CONFIG",
+                                "segment.bytes": "1073741824@DEFAULT_CONFIG"}, rep
+    # incremental alter: max.message.bytes set, retention.ms deleted (back to the default)
+    assert rep["after_alter"] == {"cleanup.policy": "compact@DYNAMIC_TOPIC_CONFIG",
+                                  "retention.ms": "604800000@DEFAULT_CONFIG",
+                                  "max.message.bytes": "2000000@DYNAMIC_TOPIC_CONFIG",
+                                  "segment.bytes": "1073741824@DEFAULT_CONFIG"}, rep
+    assert rep["partitions"] == [2, 5] and rep["listed"] and rep["deleted"] and not rep["listed_after_delete"], rep
+    assert rep["unknown_topic_describe_error"].startswith("UNKNOWN_TOPIC_OR_PARTITION"), rep

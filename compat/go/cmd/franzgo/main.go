@@ -23,7 +23,7 @@ import (
 
 var (
 	brokers    = flag.String("brokers", "127.0.0.1:9092", "bootstrap servers, comma separated")
-	scenario   = flag.String("scenario", "roundtrip", "roundtrip | idempotent | group | eos")
+	scenario   = flag.String("scenario", "roundtrip", "roundtrip | idempotent | group | eos | admin")
 	prefix     = flag.String("prefix", "fg", "topic/group name prefix")
 	rf         = flag.Int("rf", 1, "replication factor of the topics created")
 	records    = flag.Int("records", 300, "records produced (per codec for roundtrip)")
@@ -117,6 +117,8 @@ func main() {
 		emit(runGroup(ctx))
 	case "eos":
 		emit(runEOS(ctx))
+	case "admin":
+		emit(runAdmin(ctx))
 	default:
 		fail("unknown scenario")
 	}
