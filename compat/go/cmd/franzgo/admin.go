@@ -58,11 +58,19 @@ func runAdmin(ctx context.Context) any {
 		res.DuplicateErr = cr2.Err.Error()
 	}
 	keys := []string{"retention.ms", "cleanup.policy", "segment.bytes", "max.message.bytes"}
-	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
-	if err != nil {
-		fail("describe configs: %v", err)
+	// the broker asked may learn of the new topic a moment after its controller created it
+	var rcs kadm.ResourceConfigs
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		rcs, err = adm.DescribeTopicConfigs(ctx, topic)
+		if err != nil {
+			fail("describe configs: %v", err)
+		}
+		res.Described = configsOf(rcs, keys...)
+		if len(res.Described) == len(keys) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	res.Described = configsOf(rcs, keys...)
 	mmb := "2000000"
 	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
 		{Op: kadm.SetConfig, Name: "max.message.bytes", Value: &mmb},
@@ -77,7 +85,8 @@ func runAdmin(ctx context.Context) any {
 			fail("describe configs: %v", err)
 		}
 		res.AfterAlter = configsOf(rcs, keys...)
-		if res.AfterAlter["max.message.bytes"] != res.Described["max.message.bytes"] || time.Now().After(deadline) {
+		changed := len(res.AfterAlter) == len(keys) && res.AfterAlter["max.message.bytes"] != res.Described["max.message.bytes"]
+		if changed || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)

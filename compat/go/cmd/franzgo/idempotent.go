@@ -7,7 +7,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -40,7 +42,11 @@ func runIdempotent(ctx context.Context) any {
 		order    = map[int32][]string{}
 		wg       sync.WaitGroup
 	)
+	var acked atomic.Int64
 	for i := 0; i < *records; i++ {
+		if *pace > 0 {
+			time.Sleep(*pace) // spread over time: a broker can be killed while records are in flight
+		}
 		part := int32(i % 3)
 		v := fmt.Sprintf("idem-%06d-%s", i, string(make([]byte, 40)))
 		mu.Lock()
@@ -55,6 +61,9 @@ func runIdempotent(ctx context.Context) any {
 			mu.Lock()
 			produced[string(r.Value)] = r.Offset
 			mu.Unlock()
+			if n := acked.Add(1); n%100 == 0 {
+				fmt.Fprintf(os.Stderr, "progress acked=%d\n", n)
+			}
 		})
 	}
 	wg.Wait()
@@ -65,7 +74,7 @@ func runIdempotent(ctx context.Context) any {
 	c := newClient(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: parts}))
 	defer c.Close()
 	got := map[int32][]*kgo.Record{}
-	rctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	n := 0
 	var quiet time.Time

@@ -35,6 +35,7 @@ var (
 	txnHold    = flag.Duration("txn-hold", 30*time.Millisecond, "eos: how long each transaction stays open after its produces")
 	txnPrefix  = flag.String("txn-prefix", "", "eos: transactional id prefix (default: -prefix)")
 	loseEndTxn = flag.Int("lose-end-txn", 0, "eos: worker 0 never gets the answers to its Nth EndTxn (0: no fault)")
+	pace       = flag.Duration("pace", 0, "idempotent: pause between two records produced")
 	verbose    = flag.Bool("v", false, "franz-go's log lines on stderr")
 	txnTimeout = flag.Duration("txn-timeout", 20*time.Second, "eos: transaction.timeout.ms")
 )
