@@ -39,6 +39,12 @@ def test_group_transact_session_recovers_from_a_lost_end_txn_answer(both, franzg
 def test_kadm_topics_and_configs(both, franzgo):
     """kadm's topic and config calls (create with configs, duplicate create, describe, incremental
     alter, create partitions, list, delete, describe an unknown topic): the same report."""
-    p, k = both(lambda t, b: gobuild.run(b, t.bootstrap, "admin", prefix="diff-adm"), franzgo)
+    def observe_admin(t, b):
+        rep = gobuild.run(b, t.bootstrap, "admin", prefix="diff-adm")
+        # how often a describe had to be repeated until the change showed is timing (Kafka too
+        # shows an incremental alter a moment after answering it), not compared
+        rep.pop("describe_retries")
+        return rep
+    p, k = both(observe_admin, franzgo)
     assert p == k
     assert p["partitions"] == [2, 5] and p["deleted"], p

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -21,6 +22,9 @@ type adminResult struct {
 	Deleted          bool              `json:"deleted"`
 	ListedAfterDel   bool              `json:"listed_after_delete"`
 	UnknownDescribed string            `json:"unknown_topic_describe_error"`
+	// describes that did not yet show the created/altered configs, and their errors
+	// (not judged: the configs reach the asked broker shortly after the controller applied them)
+	DescribeRetries []string `json:"describe_retries"`
 }
 
 func configsOf(rcs kadm.ResourceConfigs, keys ...string) map[string]string {
@@ -42,7 +46,14 @@ func runAdmin(ctx context.Context) any {
 	cl := newClient()
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	res := adminResult{}
+	res := adminResult{DescribeRetries: []string{}}
+	retried := func(what string, rcs kadm.ResourceConfigs) {
+		for _, rc := range rcs {
+			if len(res.DescribeRetries) < 20 {
+				res.DescribeRetries = append(res.DescribeRetries, fmt.Sprintf("%s: %d configs, err %v", what, len(rc.Configs), rc.Err))
+			}
+		}
+	}
 	bs, err := adm.ListBrokers(ctx)
 	if err != nil {
 		fail("list brokers: %v", err)
@@ -69,6 +80,7 @@ func runAdmin(ctx context.Context) any {
 		if len(res.Described) == len(keys) || time.Now().After(deadline) {
 			break
 		}
+		retried("after create", rcs)
 		time.Sleep(100 * time.Millisecond)
 	}
 	mmb := "2000000"
@@ -89,6 +101,7 @@ func runAdmin(ctx context.Context) any {
 		if changed || time.Now().After(deadline) {
 			break
 		}
+		retried("after alter", rcs)
 		time.Sleep(100 * time.Millisecond)
 	}
 	count := func() int {
