@@ -142,7 +142,7 @@ def _cluster_up(args) -> int:
     if args.metrics is not None:
         import importlib.util
         if importlib.util.find_spec("prometheus_client") is None:
-            print("pykbroker: --metrics needs prometheus_client (pip install 'pykbroker[metrics]')",
+            print("pykbroker: --metrics needs prometheus_client (pip install prometheus_client, or pip install '.[metrics]' in a pykbroker checkout)",
                   file=sys.stderr)
             return 2
     cluster = Cluster(args.brokers, data_dir=args.dir, overrides=overrides, zookeeper=args.zookeeper,
@@ -312,7 +312,7 @@ def main(argv=None) -> int:
             observe["metrics"] = (host.strip("[]") or "127.0.0.1", int(port))
             import importlib.util
             if importlib.util.find_spec("prometheus_client") is None:
-                print("pykbroker: --metrics needs prometheus_client (pip install 'pykbroker[metrics]')",
+                print("pykbroker: --metrics needs prometheus_client (pip install prometheus_client, or pip install '.[metrics]' in a pykbroker checkout)",
                       file=sys.stderr)
                 return 2
         if args.trace:

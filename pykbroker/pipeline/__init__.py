@@ -1,4 +1,4 @@
-"""Data pipelines that ship with pykbroker (PySpark, an optional extra: ``pip install pykbroker[pipeline]``).
+"""Data pipelines that ship with pykbroker (PySpark, an optional extra: ``pip install '.[pipeline]'`` in a checkout).
 
 - ``clickstream`` — page-visit events into a topic, a Structured Streaming job through Spark's own
   Kafka connector (``spark-sql-kafka-0-10``) computing windowed visits and distinct visitors per

@@ -29,7 +29,7 @@ watermark operator, and a filtered tick would then no longer advance the waterma
 
 By default the pipeline starts its own pykbroker (in-process on a trio thread, on a free loopback
 port, data in a temporary directory or ``--data-dir``); ``--bootstrap-servers`` points it at any Kafka
-cluster instead.  Requires ``pip install pykbroker[pipeline]`` (PySpark, kafka-python) and Java 17+.
+cluster instead.  Requires ``pip install '.[pipeline]'`` (in a pykbroker checkout) (PySpark, kafka-python) and Java 17+.
 """
 from __future__ import annotations
 
@@ -299,7 +299,7 @@ def run(args) -> int:
         import kafka  # noqa: F401
         import pyspark  # noqa: F401
     except ImportError as e:
-        print("pykbroker: the pipeline needs the 'pipeline' extra (pip install 'pykbroker[pipeline]'): %s"
+        print("pykbroker: the pipeline needs the 'pipeline' extra (pip install '.[pipeline]' in a pykbroker checkout): %s"
               % e, file=sys.stderr)
         return 2
 

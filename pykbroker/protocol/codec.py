@@ -22,25 +22,24 @@ import json
 import os
 import re
 import struct
-import sys
 from typing import Any, Callable
 
 from . import primitives as P
 from .primitives import ProtocolError
 
 
-def specs_dir() -> str:
-    """``protocol_specs/`` beside the package (source checkout / editable install), else the
-    copy installed as data files under ``<prefix>/share/pykbroker``."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    cands = [
-        os.path.join(here, "..", "..", "protocol_specs"),
-        os.path.join(sys.prefix, "share", "pykbroker", "protocol_specs"),
-    ]
-    for c in cands:
-        if os.path.isdir(c):
-            return os.path.normpath(c)
-    raise RuntimeError("protocol_specs/ not found (looked in %s)" % cands)
+def specs_dir():
+    """The protocol specs shipped inside the package (``pykbroker/protocol/specs``; in a source
+    checkout a symlink to the top-level ``protocol_specs/``, the copy that is edited), found
+    through importlib.resources so that every kind of install has them: a path (str) when the
+    package is on disk, else a Traversable (a zipapp)."""
+    from importlib.resources import files
+
+    specs = files(__package__).joinpath("specs")
+    if not specs.is_dir():
+        raise RuntimeError("the protocol specs are missing from the pykbroker package (%s): "
+                           "reinstall pykbroker" % specs)
+    return str(specs) if isinstance(specs, os.PathLike) else specs
 
 
 class Chunks:
@@ -401,7 +400,7 @@ class ApiSpec:
                  "_cache")
 
     def __init__(self, api_key: int, name: str, min_version: int, max_version: int, flexible_from: int,
-                 request: list | None = None, response: list | None = None, path: str | None = None):
+                 request: list | None = None, response: list | None = None, path=None):
         self.api_key = api_key
         self.name = name
         self.min_version = min_version
@@ -420,7 +419,7 @@ class ApiSpec:
         return (self._fields or self._load())[1]
 
     def _load(self) -> tuple:
-        with open(self._path) as fh:
+        with self._path.open() as fh:   # a pathlib.Path or an importlib.resources Traversable
             d = json.load(fh)
         self._fields = (d["request"], d["response"])
         return self._fields
@@ -503,21 +502,25 @@ _HEAD = re.compile(r'\{\s*"api_key":\s*(\d+),\s*"name":\s*"([^"\\]*)",\s*"versio
                    r'\s*"flexible_from":\s*(\d+),')
 
 
-def load_specs(path: str | None = None) -> dict[int, ApiSpec]:
-    """Every API's spec; the field lists are parsed by their first use (see ``ApiSpec``)."""
+def load_specs(path=None) -> dict[int, ApiSpec]:
+    """Every API's spec; the field lists are parsed by their first use (see ``ApiSpec``).
+    ``path``: a directory (str) or an importlib.resources Traversable; default the package's."""
+    import pathlib
+
     path = path or specs_dir()
+    folder = pathlib.Path(path) if isinstance(path, str) else path
     apis: dict[int, ApiSpec] = {}
-    for name in sorted(os.listdir(path)):
+    for file in sorted(folder.iterdir(), key=lambda f: f.name):
+        name = file.name
         if not name.endswith(".json") or not name[:2].isdigit():
             continue
-        file = os.path.join(path, name)
-        with open(file) as fh:
+        with file.open() as fh:
             m = _HEAD.match(fh.read(512))
         if m:
             key, api_name, lo, hi, flex = m.groups()
             apis[int(key)] = ApiSpec(int(key), api_name, int(lo), int(hi), int(flex), path=file)
             continue
-        with open(file) as fh:
+        with file.open() as fh:
             d = json.load(fh)
         apis[d["api_key"]] = ApiSpec(d["api_key"], d["name"], d["versions"][0], d["versions"][1],
                                      d["flexible_from"], d["request"], d["response"])

@@ -37,7 +37,7 @@ def ck():
         import confluent_kafka
     except ImportError:
         raise ToolError("this command needs the confluent-kafka client library: "
-                        "pip install 'pykbroker[tools]'") from None
+                        "pip install confluent-kafka (or pip install '.[tools]' in a pykbroker checkout)") from None
     return confluent_kafka
 
 

@@ -83,7 +83,7 @@ def test_missing_client_library_names_the_extra():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=TIMEOUT)
     assert r.returncode == 1
     assert r.stderr == (b"pykbroker topics: this command needs the confluent-kafka client library: "
-                        b"pip install 'pykbroker[tools]'\n")
+                        b"pip install confluent-kafka (or pip install '.[tools]' in a pykbroker checkout)\n")
 
 
 def test_cli_import_does_not_load_the_client_library():
