@@ -75,7 +75,7 @@ class Broker:
         """``cluster_id``: the cluster's id from ZooKeeper (a broker whose data belongs to
         another cluster refuses to start, like Kafka's InconsistentClusterIdException)."""
         for d in self.log_dirs:
-            os.makedirs(d, exist_ok=True)
+            _make_log_dir(d)
         path = os.path.join(self.log_dirs[0], "meta.properties")
         meta = _read_meta(path)
         if cluster_id is not None and meta.get("cluster.id") not in (None, cluster_id):
@@ -110,6 +110,8 @@ class Broker:
         components (a crash too: the next incarnation takes them again)."""
         from .storage.dirlock import lock_log_dirs
 
+        for d in self.log_dirs:   # a path that cannot be a log dir: one clear OSError naming it
+            _make_log_dir(d)
         locks = lock_log_dirs(self.log_dirs)   # before anything in them is read
         try:
             await self._run(task_status)
@@ -309,3 +311,18 @@ class Broker:
             if a.port == 0:
                 a.port = b.port
         return adv
+
+
+def _make_log_dir(d: str) -> None:
+    """Create log dir ``d`` if missing.  One that cannot be a directory or written is an OSError
+    naming it (Kafka refuses to start on such a log dir too), reported as one line."""
+    import errno
+
+    try:
+        os.makedirs(d, exist_ok=True)
+    except FileExistsError:   # a file (or a dangling link) where the directory should be
+        raise NotADirectoryError(errno.ENOTDIR, "log dir %s is not a directory" % d) from None
+    except OSError as e:
+        raise type(e)(e.errno, "cannot create log dir %s: %s" % (d, e.strerror or e)) from None
+    if not os.access(d, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, "log dir %s is not writable" % d)

@@ -52,7 +52,8 @@ def build_config(args) -> BrokerConfig:
         raise ConfigError("%s (from %s)" % (e, where) if where else str(e), e.name) from None
 
 
-async def _serve(config: BrokerConfig, control=None, as_kafka=None, observe=None) -> None:
+async def _serve(config: BrokerConfig, control=None, as_kafka=None, observe=None, started=None) -> None:
+    """``started``: a list that gets True once the broker and its endpoints listen."""
     import trio
 
     from .runner import BrokerRunner
@@ -79,6 +80,8 @@ async def _serve(config: BrokerConfig, control=None, as_kafka=None, observe=None
 
                 port = await nursery.start(serve_control, runner, control[0], control[1])
                 logging.getLogger("pykbroker").info("control endpoint on http://%s:%d", control[0], port)
+            if started is not None:
+                started.append(True)
             async for signum in signals:
                 logging.getLogger("pykbroker").info("received %s, shutting down", signal.Signals(signum).name)
                 if signum == signal.SIGTERM:
@@ -323,30 +326,21 @@ def main(argv=None) -> int:
         import trio
 
         from .clock import BrokerClock
-        # the broker clock is the run's trio clock, so the control endpoint can move time
-        from .storage.dirlock import LogDirInUseError
+        from .runner import error_line, startup_error
+        started: list = []
         try:
-            trio.run(_serve, config, control, args.as_kafka, observe, clock=BrokerClock())
+            # the broker clock is the run's trio clock, so the control endpoint can move time
+            trio.run(_serve, config, control, args.as_kafka, observe, started, clock=BrokerClock())
         except BaseException as e:
-            # a data dir held by another broker is the user's to resolve: one line, exit 2
-            # (the error arrives wrapped in the nurseries' exception groups)
-            held = _find_error(e, LogDirInUseError)
-            if held is None:
+            # A start-up the user can fix (an address in use, a log dir that is a file, not
+            # writable or held by another broker): one line naming it, exit 2, as a bad
+            # configuration (the error arrives wrapped in the nurseries' exception groups).
+            err = None if started else startup_error(e)
+            if err is None:
                 raise
-            print("pykbroker: %s" % held, file=sys.stderr)
+            print("pykbroker: %s" % error_line(err), file=sys.stderr)
             return 2
     return 0
-
-
-def _find_error(exc: BaseException, kind: type):
-    """The first ``kind`` among ``exc`` and the leaves of its exception groups, or None."""
-    if isinstance(exc, kind):
-        return exc
-    for sub in getattr(exc, "exceptions", ()):
-        found = _find_error(sub, kind)
-        if found is not None:
-            return found
-    return None
 
 
 if __name__ == "__main__":

@@ -631,6 +631,14 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _TOPIC_DEFS}
 
 # ------------------------------------------------------------------ the effective broker config
 
+def _suggestion(key: str) -> str:
+    """``; did you mean 'x'?`` for a misspelling of a known broker config, else empty."""
+    import difflib   # only when a key is unknown (start-up time)
+
+    close = difflib.get_close_matches(key, BROKER_CONFIGS, n=1, cutoff=0.85)
+    return "; did you mean '%s'?" % close[0] if close else ""
+
+
 class BrokerConfig:
     """Effective broker configuration: Kafka's defaults overlaid by server.properties and
     overrides.  ``config[key]`` is the typed value of a declared key (its default when unset);
@@ -671,7 +679,8 @@ class BrokerConfig:
         """One warning line per supplied key pykbroker does not know (values are not logged:
         they may be secrets)."""
         for key in sorted(self.unused):
-            logger.warning("ignoring config '%s': not a broker config pykbroker knows or uses", key)
+            logger.warning("ignoring config '%s': not a broker config pykbroker knows or uses%s", key,
+                           _suggestion(key))
 
     def set_dynamic(self, per_broker: bool, values: dict[str, Any]) -> None:
         """Replace one dynamic layer with parsed values (keys declared in DYNAMIC_BROKER_CONFIGS)."""

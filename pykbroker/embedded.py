@@ -292,6 +292,11 @@ class Broker(_BrokerBase):
         if self._thread is not None:
             raise RuntimeError("broker already started")
         self._own_log_dir(self._given_log_dir)
+        try:
+            self._check_config()
+        except BaseException:
+            self._remove_tmp()
+            raise
         self._ready.clear()
         self._error = None
         self._thread = threading.Thread(target=self._main, name="pykbroker-%d" % id(self), daemon=True)
@@ -299,8 +304,23 @@ class Broker(_BrokerBase):
         if not self._ready.wait(timeout) or self._error is not None:
             err = self._error
             self.stop()
+            if err is None:
+                raise RuntimeError("pykbroker did not start within %ss" % timeout)
+            # what the caller can catch and act on (an address in use, a log dir that is a
+            # file): the OSError itself, not trio's exception groups around it
+            from .runner import startup_error
+            cause = startup_error(err)
+            if cause is not None:
+                raise cause from None
             raise RuntimeError("pykbroker did not start: %r" % (err,)) from err
         return self
+
+    def _check_config(self) -> None:
+        """A bad value raises ConfigError here, in the caller's thread; an unknown key is
+        a warning naming it (as Kafka logs supplied-but-unused configs)."""
+        from .config import BrokerConfig
+
+        BrokerConfig(self._values()).warn_unused()
 
     def _main(self) -> None:
         import trio
@@ -336,13 +356,25 @@ class Broker(_BrokerBase):
         import trio
 
         self._own_log_dir(self._given_log_dir)
+        try:
+            self._check_config()
+        except BaseException:
+            self._remove_tmp()
+            raise
         self._nursery_cm = trio.open_nursery()
         nursery = await self._nursery_cm.__aenter__()
         try:
-            await nursery.start(self._serve)
+            try:
+                await nursery.start(self._serve)
+            except BaseException as e:
+                await self._nursery_cm.__aexit__(type(e), e, e.__traceback__)
+                raise
         except BaseException as e:
-            await self._nursery_cm.__aexit__(type(e), e, e.__traceback__)
             self._remove_tmp()
+            from .runner import startup_error
+            cause = startup_error(e)
+            if cause is not None:   # the OSError / ConfigError itself (see start())
+                raise cause from None
             raise
         return self
 

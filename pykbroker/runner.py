@@ -33,6 +33,35 @@ def _noop() -> None:
     pass
 
 
+def startup_error(exc: BaseException):
+    """The error a failed start-up is the user's to fix, out of trio's exception groups: the one
+    OSError (a listener's address in use, a log dir that is a file or not writable),
+    LogDirInUseError (another broker holds the data dir) or ConfigError it ended with; None for
+    anything else (a bug of ours: its traceback helps)."""
+    from .config import ConfigError
+    from .storage.dirlock import LogDirInUseError
+
+    leaves = []
+
+    def walk(e):
+        if isinstance(e, BaseExceptionGroup):
+            for x in e.exceptions:
+                walk(x)
+        elif not isinstance(e, trio.Cancelled):
+            leaves.append(e)
+    walk(exc)
+    if len(leaves) == 1 and isinstance(leaves[0], (OSError, ConfigError, LogDirInUseError)):
+        return leaves[0]
+    return None
+
+
+def error_line(err: BaseException) -> str:
+    """``err`` as one line for a person (an OSError's own text, without its ``[Errno N]``)."""
+    if isinstance(err, OSError) and err.strerror:
+        return "%s: %s" % (err.strerror, err.filename) if err.filename else err.strerror
+    return str(err)
+
+
 class BrokerBusy(RuntimeError):
     """A crash, stop or start asked for while another one is under way."""
 

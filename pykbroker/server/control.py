@@ -200,7 +200,10 @@ async def serve_control(runner, host: str, port: int, task_status) -> None:
     """Listen on ``host:port`` (0: a free port); ``task_status.started(bound_port)``."""
     import trio
 
-    listeners = await trio.open_tcp_listeners(port, host=host)
+    try:
+        listeners = await trio.open_tcp_listeners(port, host=host)
+    except OSError as e:
+        raise OSError(e.errno, "cannot listen on %s:%d (control endpoint): %s" % (host, port, e.strerror or e)) from None
 
     async def handler(stream):
         try:

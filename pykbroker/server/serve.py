@@ -16,7 +16,12 @@ log = logging.getLogger("pykbroker.server")
 async def serve_listener(broker, listener: Listener, task_status=trio.TASK_STATUS_IGNORED):
     """Bind one listener; ``task_status.started`` gets the actual (host, port)."""
     host = listener.host or "0.0.0.0"
-    listeners = await trio.open_tcp_listeners(listener.port, host=host, backlog=128)
+    try:
+        listeners = await trio.open_tcp_listeners(listener.port, host=host, backlog=128)
+    except OSError as e:
+        # e.g. "Address already in use" alone does not say which of the listeners
+        raise OSError(e.errno, "cannot listen on %s:%d (listener %s): %s"
+                      % (host, listener.port, listener.name, e.strerror or e)) from None
     sock = listeners[0].socket
     bound = sock.getsockname()
     actual = Listener(listener.name, listener.host, bound[1])

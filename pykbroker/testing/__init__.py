@@ -67,8 +67,9 @@ class BrokerProcess:
                 except subprocess.TimeoutExpired:
                     pass
             self.kill()
-            what = "broker exited with code %s" % rc if rc is not None else "broker did not become ready"
-            raise RuntimeError(what + ":\n" + "".join(self.lines[-50:]))
+            if rc is not None:   # its own one-line error when it printed one (exit 2), else its output
+                raise RuntimeError("broker exited with code %s: %s" % (rc, _last_error(self.lines)))
+            raise RuntimeError("broker did not become ready:\n" + "".join(self.lines[-50:]))
         return self
 
     def _pump(self, proc, want_control: bool = False) -> None:
@@ -128,6 +129,12 @@ class BrokerProcess:
             self.stop()
         except Exception:
             self.kill()
+
+
+def _last_error(lines) -> str:
+    """The child's own error: its one-line ``pykbroker: ...`` message, else its last lines."""
+    mine = [ln.strip() for ln in lines if ln.startswith("pykbroker: ")]
+    return mine[-1][len("pykbroker: "):] if mine else "\n" + "".join(lines[-50:])
 
 
 def wait_until(pred, timeout: float = 10.0, interval: float = 0.05, what: str = "condition"):
