@@ -4,6 +4,9 @@
 
 __all__ = ["Broker", "BrokerClock"]
 
+# The one place the version is written (pyproject.toml reads it: `pykbroker --version`, the wheel).
+__version__ = "0.1.0"
+
 
 def __getattr__(name):
     if name == "Broker":

@@ -217,6 +217,8 @@ def _wants_pipeline(argv) -> bool:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="pykbroker", description="A Kafka-compatible broker in Python.")
+    from . import __version__
+    ap.add_argument("--version", action="version", version="pykbroker %s" % __version__)
     sub = ap.add_subparsers(dest="cmd", required=True)
     sp = sub.add_parser("serve", help="run a broker (default PLAINTEXT://127.0.0.1:9092, data in ./pykbroker-data)")
     sp.add_argument("--config", help="server.properties file (Kafka config names)")
@@ -265,7 +267,7 @@ def main(argv=None) -> int:
     if _wants_pipeline(sys.argv[1:] if argv is None else argv):
         from .pipeline import clickstream
         clickstream.add_arguments(cp)
-    args = ap.parse_args(argv)
+    args = tools.parse_args(ap, argv)
     if tools.handles(args):
         return tools.run(args)
     if args.cmd == "pipeline":

@@ -12,6 +12,8 @@ Exit codes: 0 done, 1 Kafka or runtime error, 2 usage error (see ``common.py``).
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
 
 # command -> (module, one-line help)
@@ -32,15 +34,49 @@ def _command_word(argv) -> str | None:
     return next((a for a in argv if not a.startswith("-")), None)
 
 
+# The environment variable that gives --bootstrap-server's default (scripts, shells, containers).
+BOOTSTRAP_ENV = "PYKBROKER_BOOTSTRAP_SERVER"
+
+# HOST:PORT, HOST a name, an IPv4 address or a bracketed IPv6 one, an optional listener prefix
+# (PLAINTEXT://): what Kafka's clients accept in bootstrap.servers.
+_ADDRESS = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*://)?(\[[0-9A-Fa-f:.]+\]|[^\s:/\[\],]+):(\d{1,5})$")
+
+
+def split_address(entry: str) -> tuple[str, int]:
+    """("host", port) of one bootstrap address; ValueError naming it when malformed (Kafka's
+    clients refuse such a bootstrap.servers at once, "Invalid url in bootstrap.servers")."""
+    m = _ADDRESS.match(entry.strip())
+    if m is None or not 0 < int(m.group(2)) < 65536:
+        raise ValueError("expected HOST:PORT, got %r" % entry.strip())
+    return m.group(1).strip("[]"), int(m.group(2))
+
+
+def bootstrap_servers(value: str) -> str:
+    """argparse type of --bootstrap-server: a malformed list is a usage error (exit 2)."""
+    entries = [e for e in value.split(",") if e.strip()]
+    if not entries:
+        raise argparse.ArgumentTypeError("expected HOST:PORT[,HOST:PORT...], got %r" % value)
+    for e in entries:
+        try:
+            split_address(e)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+    return ",".join(e.strip() for e in entries)
+
+
 def add_bootstrap(p: argparse.ArgumentParser) -> None:
     # SUPPRESS: a command with actions (topics, groups) takes it before or after the action
     # without the action's parser resetting it to the default (common.bootstrap gives that)
-    p.add_argument("--bootstrap-server", default=argparse.SUPPRESS, metavar="HOST:PORT[,...]",
-                   help="broker(s) to connect to (default localhost:9092)")
+    p.add_argument("-b", "--bootstrap-server", default=argparse.SUPPRESS, metavar="HOST:PORT[,...]",
+                   type=bootstrap_servers,
+                   help="broker(s) to connect to (default: $%s, else localhost:9092)" % BOOTSTRAP_ENV)
 
 
 def add_common(p: argparse.ArgumentParser, json_output: bool = True) -> None:
     add_bootstrap(p)
+    p.add_argument("--command-config", metavar="FILE",
+                   help="client properties file (key=value lines, as Kafka's tools take), e.g. "
+                        "client.id or security settings; --command-property wins over it")
     p.add_argument("--command-property", action="append", metavar="KEY=VALUE",
                    help="a librdkafka client property, repeatable (e.g. client.id=ops)")
     p.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
@@ -93,6 +129,15 @@ def run(args) -> int:
     module = "cluster" if args.cmd == "cluster" else COMMANDS[args.cmd][0]
     try:
         return _module(module).run(args) or 0
+    except BrokenPipeError:
+        # `pykbroker consume ... | head`: the reader left; not an error of ours.  stdout now
+        # points at /dev/null so that the interpreter's last flush does not fail again.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 0
     except ToolError as e:
         print("pykbroker %s: %s" % (args.cmd, e), file=sys.stderr)
         return e.code
@@ -107,10 +152,19 @@ def run(args) -> int:
     except KeyboardInterrupt:
         print("pykbroker %s: interrupted" % args.cmd, file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        # `pykbroker consume ... | head`: the reader left; not an error of ours
-        try:
-            sys.stdout = None
-        except Exception:
-            pass
-        return 0
+
+
+def parse_args(ap: argparse.ArgumentParser, argv):
+    """``ap.parse_args(argv)``, but an unknown option is reported with the usage of the
+    (sub)command it was given to, not the top level's (argparse's subparsers leave unknown
+    options to the top-level parser)."""
+    args, extras = ap.parse_known_args(argv)
+    if extras:
+        p = ap
+        while True:
+            subs = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+            if not subs or getattr(args, subs[0].dest, None) not in subs[0].choices:
+                break
+            p = subs[0].choices[getattr(args, subs[0].dest)]
+        p.error("unrecognized arguments: %s" % " ".join(extras))
+    return args

@@ -42,7 +42,32 @@ def ck():
 
 
 def bootstrap(args) -> str:
-    return getattr(args, "bootstrap_server", None) or DEFAULT_BOOTSTRAP
+    """--bootstrap-server, else $PYKBROKER_BOOTSTRAP_SERVER, else Kafka's tools' default."""
+    given = getattr(args, "bootstrap_server", None)
+    if given:
+        return given
+    import os
+
+    from . import BOOTSTRAP_ENV, bootstrap_servers
+    env = os.environ.get(BOOTSTRAP_ENV, "").strip()
+    if not env:
+        return DEFAULT_BOOTSTRAP
+    try:
+        return bootstrap_servers(env)
+    except Exception as e:
+        raise ToolError("$%s: %s" % (BOOTSTRAP_ENV, e), EXIT_USAGE) from None
+
+
+def command_config(path: str | None) -> dict:
+    """The client properties of --command-config FILE (Java properties syntax, as Kafka's tools)."""
+    if not path:
+        return {}
+    from ..config import parse_properties
+    try:
+        with open(path) as fh:
+            return parse_properties(fh.read())
+    except OSError as e:
+        raise ToolError("--command-config: cannot read %s: %s" % (path, e.strerror or e), EXIT_USAGE) from None
 
 
 def client_config(args, **extra) -> dict:
@@ -51,9 +76,45 @@ def client_config(args, **extra) -> dict:
             # a second; the command reports a failure itself, once, so only critical ones.
             "log_level": 2}
     conf.update(extra)
-    # the user's properties last: they may override what the command chose (e.g. acks)
+    # the user's properties last: they may override what the command chose (e.g. acks); the
+    # file first, then each --command-property
+    conf.update(command_config(getattr(args, "command_config", None)))
     conf.update(parse_kv(getattr(args, "command_property", None), "--command-property"))
+    if not getattr(args, "_probed", False):
+        args._probed = True
+        probe(conf["bootstrap.servers"], min(wait_seconds(args), PROBE_SECONDS))
     return conf
+
+
+# How long the first TCP connection to a bootstrap address may take before the command leaves
+# the rest to the client library (which retries until --timeout).
+PROBE_SECONDS = 5.0
+
+
+def probe(servers: str, timeout: float) -> None:
+    """Fail at once, in the user's words, when no bootstrap address can be reached: every one
+    refuses the connection or has a name that does not resolve.  librdkafka would retry those
+    until --timeout (30 s) and then say only "_TRANSPORT: Broker transport failure".  A slow or
+    filtered address is left to the client (it may answer later)."""
+    import socket
+
+    from . import split_address
+    problems = []
+    for entry in servers.split(","):
+        try:
+            host, port = split_address(entry)
+        except ValueError as e:
+            raise ToolError("bootstrap servers: %s" % e, EXIT_USAGE) from None
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+            return
+        except socket.gaierror:
+            problems.append("host name %r not resolved" % host)
+        except ConnectionRefusedError:
+            problems.append("connection refused to %s:%d (is a broker running there?)" % (host, port))
+        except OSError:
+            return   # a timeout, no route, ...: the client library tries until --timeout
+    raise ToolError("; ".join(problems))
 
 
 def admin(args):
@@ -61,8 +122,9 @@ def admin(args):
     future is pending fails it with _DESTROY."""
     if getattr(args, "_admin", None) is None:
         from confluent_kafka.admin import AdminClient
+        conf = client_config(args)   # (its own errors say what they are)
         try:
-            args._admin = AdminClient(client_config(args))
+            args._admin = AdminClient(conf)
         except Exception as e:   # a bad --command-property
             raise ToolError("cannot create the admin client: %s" % kafka_message(e), EXIT_USAGE) from None
     return args._admin
@@ -72,10 +134,25 @@ def wait_seconds(args) -> float:
     return getattr(args, "timeout", None) or DEFAULT_TIMEOUT
 
 
+# librdkafka's local errors (names starting with "_") in a user's words; a broker's error names
+# (UNKNOWN_TOPIC_OR_PART, ...) are Kafka's own vocabulary and stay as they are.
+_LOCAL_ERRORS = {
+    "_TRANSPORT": "the connection to the broker failed",
+    "_ALL_BROKERS_DOWN": "no broker could be reached",
+    "_RESOLVE": "a broker's host name was not resolved",
+    "_TIMED_OUT": "timed out",
+    "_MSG_TIMED_OUT": "not delivered in time",
+}
+
+
 def kafka_message(exc) -> str:
-    """``NAME: text`` from a KafkaException (its first arg is a KafkaError) or any exception."""
+    """``NAME: text`` from a KafkaException (its first arg is a KafkaError) or any exception;
+    the client library's local errors said in words."""
     err = exc.args[0] if getattr(exc, "args", None) else None
     if err is not None and hasattr(err, "name") and hasattr(err, "str"):
+        words = _LOCAL_ERRORS.get(err.name())
+        if words:
+            return "%s (%s)" % (words, err.str().replace("Local: ", ""))
         return "%s: %s" % (err.name(), err.str())
     return str(exc) or type(exc).__name__
 

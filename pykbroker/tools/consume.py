@@ -40,7 +40,7 @@ TIMESTAMP_TYPES = {0: None, 1: "CreateTime", 2: "LogAppendTime"}
 def add_arguments(sub, name, help):
     p = parser(sub, name, help, "Consume records and print them.", EXAMPLES)
     add_common(p, json_output=False)
-    p.add_argument("--topic", required=True)
+    p.add_argument("-t", "--topic", required=True)
     p.add_argument("--group", help="consumer group (commits its offsets); default: none")
     start = p.add_mutually_exclusive_group()
     start.add_argument("--from-beginning", action="store_true", help="start at the earliest offset")

@@ -44,7 +44,7 @@ def add_arguments(sub, name, help):
     add_common(rp)
     rp.add_argument("--group", required=True)
     tg = rp.add_mutually_exclusive_group(required=True)
-    tg.add_argument("--topic", action="append", metavar="TOPIC[:P,P...]",
+    tg.add_argument("-t", "--topic", action="append", metavar="TOPIC[:P,P...]",
                     help="a topic, optionally some of its partitions, repeatable")
     tg.add_argument("--all-topics", action="store_true", help="every topic the group has offsets for")
     to = rp.add_mutually_exclusive_group(required=True)

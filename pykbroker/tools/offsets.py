@@ -16,7 +16,7 @@ EXAMPLES = """  pykbroker offsets --topic orders
 def add_arguments(sub, name, help):
     p = parser(sub, name, help, "Earliest and latest offset of each partition of the topics.", EXAMPLES)
     add_common(p)
-    p.add_argument("--topic", action="append", metavar="TOPIC",
+    p.add_argument("-t", "--topic", action="append", metavar="TOPIC",
                    help="a topic name or a regular expression (whole name), repeatable; default all "
                         "non-internal topics")
     p.add_argument("--partition", type=int, action="append", help="only this partition, repeatable")

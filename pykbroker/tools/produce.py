@@ -25,7 +25,7 @@ EXAMPLES = """  printf 'a\\nb\\nc\\n' | pykbroker produce --topic orders
 def add_arguments(sub, name, help):
     p = parser(sub, name, help, "Produce one record per line of stdin or a file.", EXAMPLES)
     add_common(p)
-    p.add_argument("--topic", required=True)
+    p.add_argument("-t", "--topic", required=True)
     p.add_argument("--file", help="read lines from this file (default stdin)")
     p.add_argument("--key-separator", metavar="SEP",
                    help="each line is KEY<SEP>VALUE (split at the first SEP); default: no key")

@@ -27,15 +27,15 @@ def add_arguments(sub, name, help):
     tsub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
     lp = action_parser(tsub, "list", "topic names, one a line", EXAMPLES)
     add_common(lp)
-    lp.add_argument("--topic", action="append", help="only names matching this name/regex, repeatable")
+    lp.add_argument("-t", "--topic", action="append", help="only names matching this name/regex, repeatable")
     lp.add_argument("--exclude-internal", action="store_true", help="leave out internal topics (__*)")
     dp = action_parser(tsub, "describe", "partitions (leader, replicas, ISR) and config overrides", EXAMPLES)
     add_common(dp)
-    dp.add_argument("--topic", action="append", help="a name or regex, repeatable (default: all)")
+    dp.add_argument("-t", "--topic", action="append", help="a name or regex, repeatable (default: all)")
     dp.add_argument("--exclude-internal", action="store_true", help="leave out internal topics (__*)")
     cp = action_parser(tsub, "create", "create a topic", EXAMPLES)
     add_common(cp)
-    cp.add_argument("--topic", required=True)
+    cp.add_argument("-t", "--topic", required=True)
     cp.add_argument("--partitions", type=int, default=-1, help="default: the broker's num.partitions")
     cp.add_argument("--replication-factor", type=int, default=-1,
                     help="default: the broker's default.replication.factor")
@@ -43,16 +43,16 @@ def add_arguments(sub, name, help):
     cp.add_argument("--if-not-exists", action="store_true", help="an existing topic is not an error")
     xp = action_parser(tsub, "delete", "delete topics", EXAMPLES)
     add_common(xp)
-    xp.add_argument("--topic", action="append", required=True, help="repeatable")
+    xp.add_argument("-t", "--topic", action="append", required=True, help="repeatable")
     xp.add_argument("--if-exists", action="store_true", help="a missing topic is not an error")
     ap = action_parser(tsub, "alter-config", "set or remove topic configs (IncrementalAlterConfigs)", EXAMPLES)
     add_common(ap)
-    ap.add_argument("--topic", required=True)
+    ap.add_argument("-t", "--topic", required=True)
     ap.add_argument("--add-config", action="append", metavar="KEY=VALUE", help="set a config, repeatable")
     ap.add_argument("--delete-config", action="append", metavar="KEY", help="back to the default, repeatable")
     pp = action_parser(tsub, "add-partitions", "grow a topic to a number of partitions", EXAMPLES)
     add_common(pp)
-    pp.add_argument("--topic", required=True)
+    pp.add_argument("-t", "--topic", required=True)
     pp.add_argument("--partitions", type=int, required=True, help="the new total number of partitions")
 
 
@@ -71,6 +71,15 @@ def _configs(args, topics: list[str]) -> dict:
     return out
 
 
+def topic_id(uuid) -> str:
+    """A topic id as Kafka's tools and the broker's log print it: URL-safe base64 without padding
+    (Kafka's Uuid.toString).  librdkafka's str() uses the standard alphabet ('+', '/')."""
+    import base64
+    import struct
+    raw = struct.pack(">qq", uuid.get_most_significant_bits(), uuid.get_least_significant_bits())
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
 def describe(args) -> list[dict]:
     ck()
     from confluent_kafka import TopicCollection
@@ -83,7 +92,7 @@ def describe(args) -> list[dict]:
         d = result(futs[name], "describe topic %s" % name, wait_seconds(args))
         out.append({
             "topic": name,
-            "topic_id": str(d.topic_id),
+            "topic_id": topic_id(d.topic_id),
             "internal": d.is_internal,
             "partition_count": len(d.partitions),
             "replication_factor": len(d.partitions[0].replicas) if d.partitions else 0,
