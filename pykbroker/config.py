@@ -558,7 +558,9 @@ PER_BROKER_CONFIGS = frozenset({"listeners"})
 THREAD_POOL_CONFIGS = frozenset({"num.replica.fetchers", "num.io.threads", "num.network.threads",
                                  "background.threads", "num.recovery.threads.per.data.dir"})
 
-_DEFS = [dataclasses.replace(d, read_only=d.name not in DYNAMIC_BROKER_CONFIGS) for d in _DEFS]
+for _d in _DEFS:   # (frozen: set in place, cheaper at import than a dataclasses.replace of each)
+    object.__setattr__(_d, "read_only", _d.name not in DYNAMIC_BROKER_CONFIGS)
+del _d
 BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
 assert DYNAMIC_BROKER_CONFIGS <= set(BROKER_CONFIGS), DYNAMIC_BROKER_CONFIGS - set(BROKER_CONFIGS)
 

@@ -10,12 +10,17 @@ Columns (median of ``--runs`` runs, each on a fresh data directory, as a test su
   client, ``pykbroker/testing/wire.py``), the way a client waits for a broker; and the CPU time
   the broker used until then (all threads), which depends much less on the machine's load than
   the wall time does (on a shared machine, compare that one).
+- ``floor``: a bare trio server spawned the same way (the interpreter, ``import trio``, one
+  fixed ApiVersions answer), polled the same way: what any trio broker in Python pays before its
+  first answer.  ``over the floor`` is pykbroker's own share, run by run (each pykbroker run is
+  paired with the floor run next to it, so both see the same load); the target is 60 ms.
 - ``python -c pass``: the interpreter alone (``site`` included), the floor of any Python process
   on this machine; ``import pykbroker.cli`` the CLI before it parses its arguments.
 - ``in-process``: ``import pykbroker`` + ``pykbroker.Broker(port=0)`` started + one ApiVersions
   answered on a raw socket, in a fresh interpreter (measured from the first line of that
   interpreter, so without its own start-up).  Only when the in-process ``pykbroker.Broker``
-  exists in this tree.
+  exists in this tree.  Its floor: the same with a bare trio server on a thread instead of
+  pykbroker; ``warm``: a second ``Broker()`` started and answering in that same process.
 - ``idle RSS``: the served broker's resident memory one second after its first answer.
 - Apache Kafka: ``Popen`` of ``kafka.Kafka`` (a single KRaft broker+controller node, formatted
   beforehand, as ``compat/kafka/oracle.py`` runs it) to its first ApiVersions answer, when the
@@ -141,6 +146,45 @@ def pykbroker_serve(env: dict, rss: bool, cwd: Path = ROOT) -> tuple[float, floa
         shutil.rmtree(data, ignore_errors=True)
 
 
+# The floor: the interpreter, trio's import and one fixed answer (ApiVersions v3: error 0, one API
+# key, throttle 0; its response header is v0 as every ApiVersions response's).  No pykbroker code.
+_FLOOR_ANSWER = (b"\x00\x00" + b"\x02" + (18).to_bytes(2, "big") + b"\x00\x00\x00\x04" + b"\x00"
+                 + b"\x00\x00\x00\x00" + b"\x00")
+_FLOOR_SERVER = r"""
+import trio
+
+ANSWER = %r
+
+
+async def handle(stream):
+    buf = b""
+    while True:
+        data = await stream.receive_some(65536)
+        if not data:
+            return
+        buf += data
+        while len(buf) >= 4 and len(buf) >= 4 + int.from_bytes(buf[:4], "big"):
+            n = int.from_bytes(buf[:4], "big")
+            req, buf = buf[4:4 + n], buf[4 + n:]
+            body = req[4:8] + ANSWER   # the request's correlation id
+            await stream.send_all(len(body).to_bytes(4, "big") + body)
+""" % (_FLOOR_ANSWER,)
+
+
+def floor_serve(env: dict, cwd: Path = ROOT) -> tuple[float, float]:
+    """(seconds from spawn to the first ApiVersions answer of a bare trio server, CPU seconds
+    it used until then)."""
+    port = _free_port()
+    code = _FLOOR_SERVER + "\ntrio.run(lambda: trio.serve_tcp(handle, %d, host='127.0.0.1'))\n" % port
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=cwd, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        return _wait_api_versions(proc, port, t0, 30.0), _cpu_seconds(proc.pid)
+    finally:
+        _stop(proc)
+
+
 def _wall(cmd: list, env: dict, cwd: Path) -> float:
     t0 = time.perf_counter()
     subprocess.run(cmd, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL)
@@ -148,22 +192,60 @@ def _wall(cmd: list, env: dict, cwd: Path) -> float:
 
 
 # In a fresh interpreter: import pykbroker, start Broker(port=0), one ApiVersions v0 on a raw
-# socket (no client library to import), and print the seconds since the first line.
+# socket (no client library to import), and print the seconds since the first line; then the
+# same for a second Broker() in that process (the warm start).
 _IN_PROCESS = r"""
 import time
 t0 = time.perf_counter()
 import socket, struct
 import pykbroker
-with pykbroker.Broker(port=0) as b:
+
+
+def ask(b):
     host, port = b.bootstrap_servers.split(",")[0].rsplit(":", 1)
     with socket.create_connection((host, int(port))) as s:
         s.sendall(struct.pack(">ihhih5s", 15, 18, 0, 1, 5, b"bench"))
         n = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
         body = s.recv(n, socket.MSG_WAITALL)
         assert struct.unpack_from(">ih", body) == (1, 0), body[:6]
+
+
+with pykbroker.Broker(port=0) as b:
+    ask(b)
     took = time.perf_counter() - t0
-print(took)
+t1 = time.perf_counter()
+with pykbroker.Broker(port=0) as b:
+    ask(b)
+    warm = time.perf_counter() - t1
+print(took, warm)
 """
+
+# Its floor: the same interpreter, from its first line: import trio, a bare server (the spawned
+# floor's) on a thread, one answer read on a raw socket.
+_IN_PROCESS_FLOOR = r"""
+import time
+t0 = time.perf_counter()
+import socket, struct, threading
+%s
+
+def serve(ready):
+    async def main():
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        ready.append(listeners[0].socket.getsockname()[1])
+        await trio.serve_listeners(handle, listeners)
+    trio.run(main)
+
+got = []
+threading.Thread(target=serve, args=(got,), daemon=True).start()
+while not got:
+    time.sleep(0.0005)
+with socket.create_connection(("127.0.0.1", got[0])) as s:
+    s.sendall(struct.pack(">ihhih5s", 15, 18, 0, 1, 5, b"bench"))
+    n = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+    body = s.recv(n, socket.MSG_WAITALL)
+    assert struct.unpack_from(">ih", body) == (1, 0), body[:6]
+print(time.perf_counter() - t0)
+""" % (_FLOOR_SERVER,)
 
 
 def has_in_process_broker(env: dict, cwd: Path) -> bool:
@@ -173,8 +255,16 @@ def has_in_process_broker(env: dict, cwd: Path) -> bool:
                           stderr=subprocess.DEVNULL).returncode == 0
 
 
-def in_process(env: dict, cwd: Path) -> float:
+def in_process(env: dict, cwd: Path) -> tuple[float, float]:
+    """(first Broker() to its first answer, from the interpreter's first line; a second one)."""
     out = subprocess.run([sys.executable, "-c", _IN_PROCESS], env=env, cwd=cwd, check=True,
+                         capture_output=True, text=True).stdout
+    first, warm = out.strip().splitlines()[-1].split()
+    return float(first), float(warm)
+
+
+def in_process_floor(env: dict, cwd: Path) -> float:
+    out = subprocess.run([sys.executable, "-c", _IN_PROCESS_FLOOR], env=env, cwd=cwd, check=True,
                          capture_output=True, text=True).stdout
     return float(out.strip().splitlines()[-1])
 
@@ -214,16 +304,25 @@ class Tree:
         self.env = child_env(self.pycache, path)
         self.embed = False
         self.spawn, self.cpu, self.rss, self.interp, self.imp, self.inproc = [], [], [], [], [], []
+        self.floor, self.over, self.warm, self.inproc_floor, self.inproc_over = [], [], [], [], []
+        self.floor_cpu, self.cpu_over = [], []
 
     def warm_up(self) -> None:
         """Fills the bytecode cache (and the page cache)."""
         pykbroker_serve(self.env, rss=False, cwd=self.path)
+        floor_serve(self.env, self.path)
+        in_process_floor(self.env, self.path)
         self.embed = has_in_process_broker(self.env, self.path)
         if self.embed:
             in_process(self.env, self.path)
 
     def run_once(self, rss: bool) -> None:
+        floor, floor_cpu = floor_serve(self.env, self.path)
         took, cpu, kib = pykbroker_serve(self.env, rss=rss, cwd=self.path)
+        self.floor.append(floor)
+        self.over.append(took - floor)
+        self.floor_cpu.append(floor_cpu)
+        self.cpu_over.append(cpu - floor_cpu)
         self.spawn.append(took)
         self.cpu.append(cpu)
         if kib:
@@ -231,7 +330,12 @@ class Tree:
         self.interp.append(_wall([sys.executable, "-c", "pass"], self.env, self.path))
         self.imp.append(_wall([sys.executable, "-c", "import pykbroker.cli"], self.env, self.path))
         if self.embed:
-            self.inproc.append(in_process(self.env, self.path))
+            fl = in_process_floor(self.env, self.path)
+            first, warm = in_process(self.env, self.path)
+            self.inproc_floor.append(fl)
+            self.inproc.append(first)
+            self.inproc_over.append(first - fl)
+            self.warm.append(warm)
 
 
 def main(argv=None) -> int:
@@ -260,9 +364,16 @@ def main(argv=None) -> int:
           % (args.runs, sys.version.split()[0], os.cpu_count() or 0, os.getloadavg()[0]))
     rows = [
         ("spawn -> first ApiVersions answered", lambda t: _ms(t.spawn)),
+        ("  floor: bare trio server spawned the same way", lambda t: _ms(t.floor)),
+        ("  pykbroker over the floor (target < 60 ms)", lambda t: _ms(t.over)),
         ("  CPU time the broker used until then", lambda t: _ms(t.cpu)),
+        ("  CPU time the floor used until then", lambda t: _ms(t.floor_cpu)),
+        ("  pykbroker's CPU over the floor's", lambda t: _ms(t.cpu_over)),
         ("in-process: import + Broker() + ApiVersions",
          lambda t: _ms(t.inproc) if t.embed else "n/a (no in-process pykbroker.Broker)"),
+        ("  floor: import trio + bare server on a thread", lambda t: _ms(t.inproc_floor)),
+        ("  pykbroker over the floor (target < 60 ms)", lambda t: _ms(t.inproc_over) if t.embed else "n/a"),
+        ("  warm: a second Broker() (target < 20 ms)", lambda t: _ms(t.warm) if t.embed else "n/a"),
         ("idle RSS", lambda t: "%.1f MB" % (statistics.median(t.rss) / 1024) if t.rss else "n/a"),
         ("python -c 'import pykbroker.cli'", lambda t: _ms(t.imp)),
         ("python -c pass (the interpreter's floor)", lambda t: _ms(t.interp)),

@@ -33,6 +33,11 @@ def specs_dir():
     checkout a symlink to the top-level ``protocol_specs/``, the copy that is edited), found
     through importlib.resources so that every kind of install has them: a path (str) when the
     package is on disk, else a Traversable (a zipapp)."""
+    # A package on disk: the directory itself, without importlib.resources' readers (their
+    # import, zipfile's included, costs a few ms of every start-up)
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "specs")
+    if os.path.isdir(here):
+        return here
     from importlib.resources import files
 
     specs = files(__package__).joinpath("specs")
@@ -419,7 +424,7 @@ class ApiSpec:
         return (self._fields or self._load())[1]
 
     def _load(self) -> tuple:
-        with self._path.open() as fh:   # a pathlib.Path or an importlib.resources Traversable
+        with _open(self._path) as fh:
             d = json.load(fh)
         self._fields = (d["request"], d["response"])
         return self._fields
@@ -505,26 +510,31 @@ _HEAD = re.compile(r'\{\s*"api_key":\s*(\d+),\s*"name":\s*"([^"\\]*)",\s*"versio
 def load_specs(path=None) -> dict[int, ApiSpec]:
     """Every API's spec; the field lists are parsed by their first use (see ``ApiSpec``).
     ``path``: a directory (str) or an importlib.resources Traversable; default the package's."""
-    import pathlib
-
     path = path or specs_dir()
-    folder = pathlib.Path(path) if isinstance(path, str) else path
+    if isinstance(path, str):
+        files = [(n, os.path.join(path, n)) for n in sorted(os.listdir(path))]
+    else:
+        files = sorted(((f.name, f) for f in path.iterdir()), key=lambda nf: nf[0])
     apis: dict[int, ApiSpec] = {}
-    for file in sorted(folder.iterdir(), key=lambda f: f.name):
-        name = file.name
+    for name, file in files:
         if not name.endswith(".json") or not name[:2].isdigit():
             continue
-        with file.open() as fh:
+        with _open(file) as fh:
             m = _HEAD.match(fh.read(512))
         if m:
             key, api_name, lo, hi, flex = m.groups()
             apis[int(key)] = ApiSpec(int(key), api_name, int(lo), int(hi), int(flex), path=file)
             continue
-        with file.open() as fh:
+        with _open(file) as fh:
             d = json.load(fh)
         apis[d["api_key"]] = ApiSpec(d["api_key"], d["name"], d["versions"][0], d["versions"][1],
                                      d["flexible_from"], d["request"], d["response"])
     return apis
+
+
+def _open(file):
+    """A spec file: a path (str), or an importlib.resources Traversable (inside a zip)."""
+    return open(file) if isinstance(file, str) else file.open()
 
 
 APIS: dict[int, ApiSpec] = load_specs()

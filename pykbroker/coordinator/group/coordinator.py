@@ -101,9 +101,14 @@ class GroupCoordinator(CoordinatorService):
         self.group_max_size = self.config["group.max.size"]
         self.retention_ms = self.config["offsets.retention.minutes"] * 60000
         self.retention_check_s = self.config["offsets.retention.check.interval.ms"] / 1000.0
-        self.consumer = None  # KIP-848 part, set in startup() when available
-        self.share = None     # KIP-932 share groups (share.py), set in startup()
-        self.streams = None   # KIP-1071 part, set in startup()
+        # KIP-848 consumer groups (consumer.py), KIP-932 share groups (share.py) and KIP-1071
+        # streams groups (streams.py): each manager is built, and its module imported, by its
+        # first use (a group of that type loaded from __consumer_offsets, or a request): a broker
+        # answers its first request without them (start-up time; streams' record codecs alone
+        # were compiled at import).
+        self._consumer = None
+        self._share = None
+        self._streams = None
         # streams groups create their internal topics: the controller's create_topic (set by the
         # broker; None in unit tests) and a spawn function on the coordinator's nursery
         self.topic_creator = None
@@ -113,20 +118,38 @@ class GroupCoordinator(CoordinatorService):
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def startup(self, nursery, backend=None) -> None:
-        from .consumer import ConsumerGroupManager
-        from .share import ShareGroupManager
-        from .streams import StreamsGroupManager
         if backend is not None:
             self.log = backend
-        self.consumer = ConsumerGroupManager(self)
-        self.share = ShareGroupManager(self)
-        self.streams = StreamsGroupManager(self)
         self.spawn = nursery.start_soon
         self.runtime = CoordinatorRuntime(O.OFFSETS_TOPIC, self.log, lambda p: GroupShard(self, p), nursery,
                                           now_ms=self.now_ms)
         nursery.start_soon(self.timer.run)
         nursery.start_soon(self._expiry_loop)
         await self._load_existing_topic()
+
+    @property
+    def consumer(self):
+        """The KIP-848 consumer groups' manager, built on first use (see ``__init__``)."""
+        if self._consumer is None:
+            from .consumer import ConsumerGroupManager
+            self._consumer = ConsumerGroupManager(self)
+        return self._consumer
+
+    @property
+    def share(self):
+        """The share groups' manager (KIP-932), built on first use (see ``__init__``)."""
+        if self._share is None:
+            from .share import ShareGroupManager
+            self._share = ShareGroupManager(self)
+        return self._share
+
+    @property
+    def streams(self):
+        """The streams groups' manager (KIP-1071), built on first use (see ``__init__``)."""
+        if self._streams is None:
+            from .streams import StreamsGroupManager
+            self._streams = StreamsGroupManager(self)
+        return self._streams
 
     def _log_loaded(self, seconds: float) -> None:
         n_members = sum(len(g.members) for g in self.groups.values() if g.kind == "consumer")
