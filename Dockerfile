@@ -21,7 +21,8 @@ WORKDIR /tmp/pykbroker-src
 COPY pyproject.toml README.md ./
 COPY protocol_specs ./protocol_specs
 COPY pykbroker ./pykbroker
-RUN pip install --no-cache-dir . \
+# the admin CLI's client library too (pykbroker topics|groups|produce|consume ... inside the container)
+RUN pip install --no-cache-dir ".[tools]" \
     && cd / && rm -rf /tmp/pykbroker-src \
     && useradd --system --uid 10001 --no-create-home --home-dir /var/lib/pykbroker --shell /usr/sbin/nologin pykbroker \
     && mkdir -p /var/lib/pykbroker \
@@ -32,8 +33,12 @@ USER pykbroker
 VOLUME /var/lib/pykbroker
 EXPOSE 9092
 
-# Read by the entrypoint.  Change the listening port through PYKBROKER_LISTENERS rather than
-# --listeners: the healthcheck reads it too, to find the broker.
+# Read by the entrypoint (pykbroker/container.py).  Any broker config can also be given as the
+# apache/kafka image takes it: KAFKA_<KEY> (. as _, _ as __, - as ___), e.g.
+#   -e KAFKA_ADVERTISED_LISTENERS=PLAINTEXT://myhost:29092 -e KAFKA_NUM_PARTITIONS=3
+# KAFKA_LISTENERS / KAFKA_ADVERTISED_LISTENERS / KAFKA_LOG_DIRS win over these defaults.  Change
+# the listening port through an environment variable rather than --listeners: the healthcheck
+# reads it too, to find the broker.
 ENV PYKBROKER_LISTENERS=PLAINTEXT://0.0.0.0:9092 \
     PYKBROKER_ADVERTISED_LISTENERS=PLAINTEXT://localhost:9092 \
     PYKBROKER_LOG_DIRS=/var/lib/pykbroker
@@ -41,7 +46,7 @@ ENV PYKBROKER_LISTENERS=PLAINTEXT://0.0.0.0:9092 \
 # A real ApiVersions round trip, not a port check (pykbroker/healthcheck.py).
 HEALTHCHECK --interval=10s --timeout=5s --start-period=10s --retries=3 CMD ["pykbroker", "healthcheck"]
 
-# sh only expands the variables; exec replaces it, so pykbroker is PID 1 and `docker stop`'s
-# SIGTERM reaches the broker (clean shutdown).  Arguments of `docker run IMAGE ...` follow as "$@".
-ENTRYPOINT ["sh", "-c", "exec pykbroker serve --listeners \"$PYKBROKER_LISTENERS\" --log-dirs \"$PYKBROKER_LOG_DIRS\" --override \"advertised.listeners=$PYKBROKER_ADVERTISED_LISTENERS\" \"$@\"", "pykbroker"]
+# The broker runs in the entrypoint's own process (PID 1), so `docker stop`'s SIGTERM reaches it
+# (clean shutdown).  Arguments of `docker run IMAGE ...` are appended to `pykbroker serve`'s.
+ENTRYPOINT ["python", "-m", "pykbroker.container"]
 CMD []

@@ -6,8 +6,9 @@ connections), so it sends a real ApiVersions request (v0: the one every broker s
 0.10 answers, with no body) and wants error code 0 and ApiVersions itself in the answer.
 
 The address is ``--bootstrap-server HOST:PORT``; without it, the first listener of the
-``PYKBROKER_LISTENERS`` environment variable (the one the image's entrypoint binds), with a
-wildcard host (``0.0.0.0``, ``::``, empty) probed on loopback; else ``127.0.0.1:9092``.
+``KAFKA_LISTENERS`` or else ``PYKBROKER_LISTENERS`` environment variable (what the image's
+entrypoint binds, pykbroker/container.py), with a wildcard host (``0.0.0.0``, ``::``, empty)
+probed on loopback; else ``127.0.0.1:9092``.
 
 Standard library only and no pykbroker import beyond this module, so a probe costs one Python
 start-up and one round trip (Docker runs it every few seconds).
@@ -34,7 +35,8 @@ def add_arguments(p) -> None:
 
 def default_address(environ=os.environ) -> tuple[str, int]:
     """Where the entrypoint's broker listens, as seen from inside its container."""
-    listeners = environ.get(ENV_LISTENERS, "").strip()
+    # the entrypoint's order: KAFKA_LISTENERS wins over the image's PYKBROKER_LISTENERS
+    listeners = (environ.get("KAFKA_LISTENERS", "").strip() or environ.get(ENV_LISTENERS, "").strip())
     if not listeners:
         return DEFAULT_ADDRESS
     first = listeners.split(",")[0].strip()

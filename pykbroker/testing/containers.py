@@ -6,7 +6,8 @@ interface, so a test suite swaps one class for the other::
     with PyKBrokerContainer() as kafka:                            # image "pykbroker:latest"
         bootstrap = kafka.get_bootstrap_server()                   # e.g. "localhost:32771"
 
-The image is the repository's Dockerfile (``docker build -t pykbroker .``).  Needs the
+The image is the repository's Dockerfile: ``docker build -t pykbroker .`` in the checkout builds
+it (the one command; no registry serves it).  Needs the
 ``testcontainers`` package (in the ``test`` extra) and a Docker engine; this module imports
 without either and says what is missing when a container is created.
 
@@ -24,14 +25,9 @@ import re
 import tarfile
 import time
 
-# The image's ENTRYPOINT (Dockerfile), run once the start script exists;
+# The image's ENTRYPOINT (Dockerfile; pykbroker/container.py), run once the start script exists;
 # tests/containers checks that the two agree.
-IMAGE_ENTRYPOINT = [
-    "sh", "-c",
-    'exec pykbroker serve --listeners "$PYKBROKER_LISTENERS" --log-dirs "$PYKBROKER_LOG_DIRS"'
-    ' --override "advertised.listeners=$PYKBROKER_ADVERTISED_LISTENERS" "$@"',
-    "pykbroker",
-]
+IMAGE_ENTRYPOINT = ["python", "-m", "pykbroker.container"]
 START_SCRIPT = "/tmp/pykbroker-tc-start.sh"
 _READY = re.compile(r"ready, listening on PLAINTEXT://")
 
@@ -69,6 +65,9 @@ class PyKBrokerContainer(_Base):
     def __init__(self, image: str = "pykbroker:latest", port: int = 9092, **kwargs) -> None:
         if _IMPORT_ERROR is not None:
             raise ImportError("%s (%s)" % (_MISSING, _IMPORT_ERROR)) from _IMPORT_ERROR
+        # DockerContainer passes its keyword arguments to Docker's run (testcontainers' public
+        # way to set the entrypoint); the command (the overrides) is set by start()
+        kwargs.setdefault("entrypoint", launch_args({})[0])
         super().__init__(image, **kwargs)
         self.port = port
         self.overrides: dict[str, str] = {"group.initial.rebalance.delay.ms": "0"}
@@ -84,9 +83,7 @@ class PyKBrokerContainer(_Base):
         return "%s:%s" % (self.get_container_host_ip(), self.get_exposed_port(self.port))
 
     def start(self, timeout: float = 30) -> "PyKBrokerContainer":
-        entrypoint, command = launch_args(self.overrides)
-        self._kwargs["entrypoint"] = entrypoint
-        self.with_command(command)
+        self.with_command(launch_args(self.overrides)[1])
         super().start()
         try:
             self._put_file(START_SCRIPT, start_script("PLAINTEXT://%s" % self.get_bootstrap_server()))

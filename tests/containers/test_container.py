@@ -170,7 +170,8 @@ def test_dockerfile_small_non_root_volume_port():
     assert user.split(":")[0] not in ("root", "0")
     volume = last("VOLUME")
     assert volume == "/var/lib/pykbroker"
-    assert any("pip install --no-cache-dir ." in r for r in instruction("RUN"))
+    # the package with the admin CLI's client library ([tools])
+    assert any('pip install --no-cache-dir ".[tools]"' in r for r in instruction("RUN"))
     env = image_env()
     assert env["PYKBROKER_LOG_DIRS"] == volume               # the data lands in the volume
     assert env["PYKBROKER_LISTENERS"] == "PLAINTEXT://0.0.0.0:%s" % last("EXPOSE")   # reachable from outside
@@ -216,6 +217,70 @@ def test_entrypoint_advertised_listeners_overridable(image_path, tmp_path, env_v
         assert advertised(b.bootstrap) == [expected]
     finally:
         b.kill()
+
+
+def test_kafka_environment_names_read_as_the_apache_kafka_image_does():
+    from pykbroker.container import config_key, env_config
+    assert config_key("KAFKA_ADVERTISED_LISTENERS") == "advertised.listeners"
+    assert config_key("KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR") == "offsets.topic.replication.factor"
+    assert config_key("KAFKA_ABC__DEF") == "abc_def"
+    assert config_key("KAFKA_ABC___DEF") == "abc-def"
+    assert config_key("KAFKA_LISTENER_NAME_CLIENT_SSL_KEYSTORE___TYPE") == "listener.name.client.ssl.keystore-type"
+    assert env_config({"KAFKA_NUM_PARTITIONS": "3", "KAFKA_HEAP_OPTS": "-Xmx1G", "KAFKA_LOG4J_LOGGERS": "x=INFO",
+                       "CLUSTER_ID": "MkU3OEVBNTcwNTJENDM2Qg", "PATH": "/bin", "KAFKA_": "x"}) == {
+        "num.partitions": "3", "cluster.id": "MkU3OEVBNTcwNTJENDM2Qg"}
+
+
+def test_entrypoint_takes_broker_settings_from_kafka_variables(image_path, tmp_path):
+    """A compose file written for apache/kafka: KAFKA_LISTENERS, KAFKA_ADVERTISED_LISTENERS,
+    KAFKA_LOG_DIRS win over the image's PYKBROKER_* defaults; any other KAFKA_<KEY> is that
+    config; the image's JVM variables are not configs (no warning about them)."""
+    env = run_env(image_path, KAFKA_LISTENERS="PLAINTEXT://127.0.0.1:0",
+                  KAFKA_ADVERTISED_LISTENERS="PLAINTEXT://broker.example:29092",
+                  KAFKA_LOG_DIRS=str(tmp_path / "kdata"), KAFKA_NUM_PARTITIONS="3",
+                  KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS="0", KAFKA_HEAP_OPTS="-Xmx1G -Xms1G",
+                  KAFKA_NUM_PARTITION="2")
+    b = Launched(IMAGE_ENTRYPOINT + exec_form(last("CMD")), env).wait_ready()
+    try:
+        assert advertised(b.bootstrap) == [("broker.example", 29092)]
+        assert (tmp_path / "kdata" / "meta.properties").exists()
+        r = wire.call(b.bootstrap, 19, 5, {"topics": [{
+            "name": "t-" + uuid.uuid4().hex[:8], "num_partitions": -1, "replication_factor": -1,
+            "assignments": [], "configs": []}], "timeout_ms": 15000, "validate_only": False})
+        assert r["topics"][0]["error_code"] == 0 and r["topics"][0]["num_partitions"] == 3
+        text = "".join(b.lines)
+        assert "heap" not in text.lower()
+        # a misspelt variable is the unknown-config warning, with the key it was meant to be
+        assert "ignoring config 'num.partition': not a broker config pykbroker knows or uses; did you mean " \
+               "'num.partitions'?" in text
+        assert b.terminate() == 0, text
+    finally:
+        b.kill()
+
+
+def test_healthcheck_finds_the_broker_through_kafka_listeners(broker, image_path):
+    env = run_env(image_path, PYKBROKER_LISTENERS="PLAINTEXT://0.0.0.0:1",
+                  KAFKA_LISTENERS="PLAINTEXT://0.0.0.0:%d" % broker.port)
+    r = subprocess.run(healthcheck_command(), env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "127.0.0.1:%d healthy" % broker.port in r.stdout
+
+
+def test_container_class_uses_only_testcontainers_public_api():
+    """PyKBrokerContainer reaches no underscored attribute it does not define itself (the
+    entrypoint goes through DockerContainer's keyword arguments, not its private _kwargs)."""
+    import ast
+    import inspect
+
+    from pykbroker.testing import containers
+    tree = ast.parse(inspect.getsource(containers))
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "PyKBrokerContainer")
+    own = {n.name for n in cls.body if isinstance(n, ast.FunctionDef)}
+    own |= {t.attr for n in ast.walk(cls) if isinstance(n, ast.Assign) for t in n.targets
+            if isinstance(t, ast.Attribute)}
+    used = {n.attr for n in ast.walk(cls) if isinstance(n, ast.Attribute) and n.attr.startswith("_")
+            and not n.attr.startswith("__")}
+    assert used <= own, used - own
 
 
 # -- the HEALTHCHECK, run here --------------------------------------------------------------
