@@ -239,34 +239,37 @@ def main(argv=None) -> int:
                          "API and correlation id)")
     sp.add_argument("--trace", metavar="FILE", help="append every request and response, decoded, to FILE "
                                                      "(JSON lines; slow: for debugging)")
-    pp = sub.add_parser("pipeline", help="data pipelines (PySpark; needs the 'pipeline' extra)")
-    psub = pp.add_subparsers(dest="pipeline", required=True)
-    cp = psub.add_parser("clickstream", help="page visits -> Spark Structured Streaming -> per-site window stats")
-    kp = sub.add_parser("cluster", help="a local multi-broker cluster on ZooKeeper (child processes)")
-    ksub = kp.add_subparsers(dest="cluster", required=True)
-    up = ksub.add_parser("up", help="start ZooKeeper and N brokers on loopback; Ctrl-C/SIGTERM stops them all")
-    up.add_argument("--brokers", type=int, default=3, help="number of brokers, ids 1..N (default 3)")
-    up.add_argument("--dir", help="data directory (default: a temporary one, removed on exit)")
-    up.add_argument("--zookeeper", metavar="HOST:PORT", help="use this ZooKeeper instead of starting one")
-    up.add_argument("--override", action="append", metavar="KEY=VALUE", help="a Kafka config for every broker, repeatable")
-    up.add_argument("--log-level", default="INFO", help="the brokers' log level")
-    up.add_argument("--json", action="store_true", help="print the cluster as one JSON document (for scripts)")
-    up.add_argument("--metrics", type=int, nargs="?", const=0, metavar="BASE_PORT",
-                    help="serve each broker's Prometheus metrics on loopback: broker i on BASE_PORT+i-1, "
-                         "or on free ports (printed) without a port")
-    tp = sub.add_parser("trace", help="record (proxy) and compare (diff) protocol traces")
-    if (sys.argv[1:] if argv is None else argv)[:1] == ["trace"]:   # its module only when it runs
-        from .observability.cli import add_arguments as add_trace_arguments
-        add_trace_arguments(tp)
-    hp = sub.add_parser("healthcheck", help="exit 0 if a broker answers ApiVersions (container HEALTHCHECK)")
-    if "healthcheck" in (sys.argv[1:] if argv is None else argv):   # its module only when it runs
-        from .healthcheck import add_arguments
-        add_arguments(hp)
-    # the admin CLI (pykbroker/tools): argparse only here, a command's module when it runs
-    tools.add_parsers(sub, ksub, sys.argv[1:] if argv is None else argv)
-    if _wants_pipeline(sys.argv[1:] if argv is None else argv):
-        from .pipeline import clickstream
-        clickstream.add_arguments(cp)
+    # `pykbroker serve` needs no other command's parser: building them all (argparse looks up
+    # translations and the terminal size for each) cost a few ms of every broker start-up
+    if tools._command_word(sys.argv[1:] if argv is None else argv) != "serve":
+        pp = sub.add_parser("pipeline", help="data pipelines (PySpark; needs the 'pipeline' extra)")
+        psub = pp.add_subparsers(dest="pipeline", required=True)
+        cp = psub.add_parser("clickstream", help="page visits -> Spark Structured Streaming -> per-site window stats")
+        kp = sub.add_parser("cluster", help="a local multi-broker cluster on ZooKeeper (child processes)")
+        ksub = kp.add_subparsers(dest="cluster", required=True)
+        up = ksub.add_parser("up", help="start ZooKeeper and N brokers on loopback; Ctrl-C/SIGTERM stops them all")
+        up.add_argument("--brokers", type=int, default=3, help="number of brokers, ids 1..N (default 3)")
+        up.add_argument("--dir", help="data directory (default: a temporary one, removed on exit)")
+        up.add_argument("--zookeeper", metavar="HOST:PORT", help="use this ZooKeeper instead of starting one")
+        up.add_argument("--override", action="append", metavar="KEY=VALUE", help="a Kafka config for every broker, repeatable")
+        up.add_argument("--log-level", default="INFO", help="the brokers' log level")
+        up.add_argument("--json", action="store_true", help="print the cluster as one JSON document (for scripts)")
+        up.add_argument("--metrics", type=int, nargs="?", const=0, metavar="BASE_PORT",
+                        help="serve each broker's Prometheus metrics on loopback: broker i on BASE_PORT+i-1, "
+                             "or on free ports (printed) without a port")
+        tp = sub.add_parser("trace", help="record (proxy) and compare (diff) protocol traces")
+        if (sys.argv[1:] if argv is None else argv)[:1] == ["trace"]:   # its module only when it runs
+            from .observability.cli import add_arguments as add_trace_arguments
+            add_trace_arguments(tp)
+        hp = sub.add_parser("healthcheck", help="exit 0 if a broker answers ApiVersions (container HEALTHCHECK)")
+        if "healthcheck" in (sys.argv[1:] if argv is None else argv):   # its module only when it runs
+            from .healthcheck import add_arguments
+            add_arguments(hp)
+        # the admin CLI (pykbroker/tools): argparse only here, a command's module when it runs
+        tools.add_parsers(sub, ksub, sys.argv[1:] if argv is None else argv)
+        if _wants_pipeline(sys.argv[1:] if argv is None else argv):
+            from .pipeline import clickstream
+            clickstream.add_arguments(cp)
     args = tools.parse_args(ap, argv)
     if tools.handles(args):
         return tools.run(args)
