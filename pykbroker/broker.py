@@ -56,6 +56,10 @@ class Broker:
         # the other configs: BrokerConfig._check_consistency)
         self._protocol_map = parse_protocol_map(config["listener.security.protocol.map"])
         self.listeners: list[Listener] = parse_listeners(config["listeners"], self._protocol_map)
+        # TLS contexts, SASL mechanisms and users of the secured listeners, built (and checked)
+        # before anything starts (security/listeners.py); empty when every listener is PLAINTEXT
+        from .security.listeners import build_all
+        self.listener_security = build_all(config, self.listeners)
         self.advertised: list[Listener] = []
         self.cluster_id: str = ""
         self.metadata_cache = None   # read-only view of the cluster metadata (cluster/metadata_cache.py)

@@ -9,15 +9,15 @@ import trio
 # importable from here for the broker.
 from ..config import Listener, parse_listeners  # noqa: F401
 from .connection import Connection
+from .secure import SecureConnection
 
 log = logging.getLogger("pykbroker.server")
 
 
 async def serve_listener(broker, listener: Listener, task_status=trio.TASK_STATUS_IGNORED):
     """Bind one listener; ``task_status.started`` gets the actual (host, port)."""
-    if listener.protocol != "PLAINTEXT":
-        # refused rather than served in plaintext (see SKIPPED.md)
-        raise RuntimeError("listener %s: security protocol %s is not supported yet" % (listener.name, listener.protocol))
+    # the listener's TLS/SASL settings, built at start-up (None: PLAINTEXT, the plain path)
+    sec = getattr(broker, "listener_security", {}).get(listener.name)
     host = listener.host or "0.0.0.0"
     listeners = await trio.open_tcp_listeners(listener.port, host=host, backlog=128)
     sock = listeners[0].socket
@@ -26,7 +26,10 @@ async def serve_listener(broker, listener: Listener, task_status=trio.TASK_STATU
 
     async def on_conn(stream):
         try:
-            await Connection(broker, stream, listener.name).run()
+            if sec is None:
+                await Connection(broker, stream, listener.name).run()
+            else:
+                await SecureConnection(broker, stream, listener.name, sec).run()
         except Exception:
             # Connection.run handles its own errors; this is the last line of defence that keeps
             # one connection's failure from cancelling the listener (and the broker) around it.

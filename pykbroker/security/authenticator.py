@@ -1,0 +1,118 @@
+"""The SASL state machine of one connection (Kafka's SaslServerAuthenticator), sans-IO.
+
+States and what each accepts (anything else closes the connection, as Kafka does):
+- ``handshake``: ApiVersions and SaslHandshake.  A mechanism not enabled on the listener is
+  answered UNSUPPORTED_SASL_MECHANISM with the enabled list, then the connection closes.
+- ``authenticate`` (after SaslHandshake v1): SaslAuthenticate requests carry the tokens.  Any
+  other request is answered with its own error response carrying ILLEGAL_SASL_STATE, then the
+  connection closes.
+- ``authenticate_raw`` (after SaslHandshake v0): the following frames are raw tokens with no
+  Kafka header, and the answers raw tokens (the pre-KIP-152 framing kafka-python and aiokafka
+  still use against brokers that advertise SaslHandshake v0 only).
+- ``complete``: every request is served; a new SaslHandshake / SaslAuthenticate is answered
+  ILLEGAL_SASL_STATE by their handlers (re-authentication, KIP-368, is not built).
+- a failed authentication closes the connection after ``connection.failed.authentication.delay.ms``
+  (Kafka delays it so a client retrying bad credentials cannot hammer the broker).
+
+The principal of an authenticated connection is ``User:<authorization id>``.
+"""
+from __future__ import annotations
+
+import logging
+
+from ..protocol.errors import ErrorCode
+from .errors import AuthenticationFailed
+from .plain import PlainServer
+from .scram import MECHANISMS as SCRAM_MECHANISMS
+from .scram import ScramCredential, ScramServer
+
+log = logging.getLogger("pykbroker.security")
+
+SASL_HANDSHAKE, API_VERSIONS, SASL_AUTHENTICATE = 17, 18, 36
+
+HANDSHAKE, AUTHENTICATE, AUTHENTICATE_RAW, COMPLETE, FAILED = (
+    "handshake", "authenticate", "authenticate_raw", "complete", "failed")
+
+
+class SaslAuthenticator:
+    """``sec``: the listener's ListenerSecurity (enabled mechanisms, PLAIN users);
+    ``scram_lookup(user, mechanism)``: the stored credential text or None; ``peer`` names the
+    client in the one log line of a failure."""
+
+    def __init__(self, sec, scram_lookup, peer: str = "?", failed_delay_ms: int = 100):
+        self.sec = sec
+        self.mechanisms = list(sec.mechanisms)
+        self._scram_lookup = scram_lookup
+        self.peer = peer
+        self.failed_delay = failed_delay_ms / 1000.0
+        self.state = HANDSHAKE
+        self.mechanism: str | None = None
+        self.principal: str | None = None
+        self._server = None
+        # set when the connection must close once the current answer is sent: (reason, delay s)
+        self.close_after: tuple[str, float] | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.state == COMPLETE
+
+    def allows(self, api_key: int) -> bool:
+        """May a request of ``api_key`` be served in the current state (before completion)?"""
+        if self.state == HANDSHAKE:
+            return api_key in (API_VERSIONS, SASL_HANDSHAKE)
+        return self.state == AUTHENTICATE and api_key == SASL_AUTHENTICATE
+
+    # -- SaslHandshake -------------------------------------------------------------------------
+    def handshake(self, version: int, mechanism: str) -> dict:
+        if self.state != HANDSHAKE:
+            return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []}
+        if mechanism not in self.mechanisms:
+            self.state = FAILED
+            self.close_after = ("unsupported SASL mechanism %r (enabled: %s)" % (mechanism[:64], self.mechanisms), 0.0)
+            return {"error_code": ErrorCode.UNSUPPORTED_SASL_MECHANISM, "mechanisms": self.mechanisms}
+        self.mechanism = mechanism
+        if mechanism == "PLAIN":
+            self._server = PlainServer(self.sec.plain_users)
+        else:
+            self._server = ScramServer(mechanism, self._lookup)
+        self.state = AUTHENTICATE if version >= 1 else AUTHENTICATE_RAW
+        return {"error_code": ErrorCode.NONE, "mechanisms": self.mechanisms}
+
+    def _lookup(self, user: str, mechanism: str):
+        text = self._scram_lookup(user, mechanism)
+        return ScramCredential.from_text(text) if text else None
+
+    # -- tokens --------------------------------------------------------------------------------
+    def evaluate(self, token: bytes) -> bytes:
+        """One client token -> the server's answer; AuthenticationFailed after which the
+        connection closes (``close_after`` is set)."""
+        try:
+            out = self._server.evaluate(token)
+        except AuthenticationFailed as e:
+            self.state = FAILED
+            self.close_after = ("authentication failed", self.failed_delay)
+            # once per failure, with the peer and mechanism; never the token (it holds the password)
+            log.info("Failed authentication with %s (mechanism %s): %s", self.peer, self.mechanism, e)
+            raise
+        if self._server.complete:
+            self.state = COMPLETE
+            self.principal = "User:" + self._server.authorization_id
+            log.debug("%s authenticated as %s with %s", self.peer, self.principal, self.mechanism)
+        return out
+
+    def authenticate(self, version: int, auth_bytes: bytes) -> dict:
+        """SaslAuthenticate in the ``authenticate`` state."""
+        if self.state != AUTHENTICATE:
+            return {"error_code": ErrorCode.ILLEGAL_SASL_STATE,
+                    "error_message": "Unexpected SaslAuthenticate request in state %s" % self.state,
+                    "auth_bytes": b"", "session_lifetime_ms": 0}
+        try:
+            out = self.evaluate(auth_bytes)
+        except AuthenticationFailed as e:
+            return {"error_code": ErrorCode.SASL_AUTHENTICATION_FAILED, "error_message": str(e),
+                    "auth_bytes": b"", "session_lifetime_ms": 0}
+        # session_lifetime_ms 0: sessions do not expire (connections.max.reauth.ms, KIP-368, not built)
+        return {"error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": out, "session_lifetime_ms": 0}
+
+
+__all__ = ["SaslAuthenticator", "SCRAM_MECHANISMS"]
