@@ -142,6 +142,7 @@ class SecureConnection(Connection):
             except Exception as e:   # no rule matches / unreadable certificate: Kafka fails the connection
                 log.info("closing connection from %s: no principal for its certificate (%s)", self.peer, e)
                 return
+        log.debug("TLS connection from %s on %s, principal %s", self.peer, self.listener_name, self.principal)
         dispatcher = self.dispatcher
         while True:
             data = await stream.receive_some(65536)
