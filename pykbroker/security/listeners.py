@@ -93,3 +93,9 @@ def build_all(config, listeners) -> dict[str, ListenerSecurity]:
     """Listener name -> its security, for the listeners that have any (PLAINTEXT: none)."""
     return {li.name: ListenerSecurity.build(config, li.name, li.protocol)
             for li in listeners if li.protocol != "PLAINTEXT"}
+
+
+def check_config(config) -> None:
+    """Build every secured listener's settings once (ConfigError says what is wrong)."""
+    from ..config import parse_listeners, parse_protocol_map
+    build_all(config, parse_listeners(config["listeners"], parse_protocol_map(config["listener.security.protocol.map"])))
