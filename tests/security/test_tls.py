@@ -152,3 +152,16 @@ def test_bad_sasl_configs_stop_the_start(pki, extra, message):
     cfg = BrokerConfig({"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "log.dirs": pki["dir"] + "/data", **extra})
     with pytest.raises(ConfigError, match=message):
         Broker(cfg)
+
+
+def test_a_cluster_refuses_a_secured_inter_broker_listener(pki):
+    from pykbroker.security.listeners import check_config
+    from pykbroker.config import BrokerConfig
+
+    base = {"log.dirs": pki["dir"] + "/data", "zookeeper.connect": "127.0.0.1:2181",
+            "listeners": "INTERNAL://127.0.0.1:0,EXTERNAL://127.0.0.1:0",
+            "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:SSL",
+            "ssl.keystore.type": "PEM", "ssl.keystore.location": pki["keystore"]}
+    check_config(BrokerConfig({**base, "inter.broker.listener.name": "INTERNAL"}))   # secure clients only: fine
+    with pytest.raises(ConfigError, match="inter-broker listener of a pykbroker cluster must be PLAINTEXT"):
+        check_config(BrokerConfig({**base, "inter.broker.listener.name": "EXTERNAL"}))
