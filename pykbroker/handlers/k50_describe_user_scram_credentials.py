@@ -4,7 +4,8 @@ Behaviour (Apache Kafka ControllerApis / ScramControlManager.describeScramCreden
 - ``users`` null or empty: every user with a credential, each with its mechanisms (1 =
   SCRAM-SHA-256, 2 = SCRAM-SHA-512) and iterations (never the salt or the keys).
 - A named user without any credential: RESOURCE_NOT_FOUND for that user; a user named twice:
-  DUPLICATE_RESOURCE for it.  The top-level error stays NONE.
+  DUPLICATE_RESOURCE for it (Kafka 4.4's messages end with the user's name); a described user's
+  message is empty, not null.  The top-level error stays NONE.
 - No authorizer: every client may describe (CLUSTER DESCRIBE is the rule once ACLs exist).
 """
 from __future__ import annotations
@@ -28,7 +29,7 @@ async def handle(ctx, request):
     results = []
     if not names:
         for user in sorted(stored):
-            results.append({"user": user, "error_code": 0, "error_message": None, "credential_infos": _infos(stored[user])})
+            results.append({"user": user, "error_code": 0, "error_message": "", "credential_infos": _infos(stored[user])})
     else:
         counts: dict = {}
         for n in names:
@@ -37,13 +38,13 @@ async def handle(ctx, request):
             if counts[n] > 1:
                 results.append({"user": n, "error_code": ErrorCode.DUPLICATE_RESOURCE,
                                 "error_message": "Cannot describe SCRAM credentials for the same user twice in a "
-                                                 "single request", "credential_infos": []})
+                                                 "single request: %s" % n, "credential_infos": []})
             elif n not in stored:
                 results.append({"user": n, "error_code": ErrorCode.RESOURCE_NOT_FOUND,
-                                "error_message": "Attempt to describe a user credential that does not exist",
+                                "error_message": "Attempt to describe a user credential that does not exist: %s" % n,
                                 "credential_infos": []})
             else:
-                results.append({"user": n, "error_code": 0, "error_message": None, "credential_infos": _infos(stored[n])})
+                results.append({"user": n, "error_code": 0, "error_message": "", "credential_infos": _infos(stored[n])})
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "results": results}
 
 

@@ -5,9 +5,9 @@ per user named in ``deletions`` or ``upsertions`` (in order of first appearance)
 changes are applied together or not at all, checked in Kafka's order:
 - empty user name: UNACCEPTABLE_CREDENTIAL;
 - a mechanism other than 1 (SCRAM-SHA-256) or 2 (SCRAM-SHA-512): UNSUPPORTED_SASL_MECHANISM;
+- deleting a credential that does not exist: RESOURCE_NOT_FOUND;
 - the same (user, mechanism) twice in the request: DUPLICATE_RESOURCE;
-- upsertion iterations below 4096 or above 16384: UNACCEPTABLE_CREDENTIAL;
-- deleting a credential that does not exist: RESOURCE_NOT_FOUND.
+- upsertion iterations below 4096 or above 16384: UNACCEPTABLE_CREDENTIAL.
 The client sends the salt and the salted password (never the password); the broker keeps only
 the derived StoredKey and ServerKey (security/scram.py), durably through the controller.
 No authorizer: every client may alter (CLUSTER ALTER is the rule once ACLs exist).
@@ -30,6 +30,9 @@ def _check(op, is_upsert, seen, stored):
     mech = MECHANISM_IDS.get(mech_id)
     if mech is None:
         return ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"
+    if not is_upsert and stored.get(name, {}).get(mech) is None:
+        # before the duplicate check, as Kafka 4.4 answers (tests/differential/test_security.py)
+        return ErrorCode.RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist"
     if seen.get((name, mech_id), 0) > 1:
         return ErrorCode.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request"
     if is_upsert:
@@ -39,8 +42,6 @@ def _check(op, is_upsert, seen, stored):
             return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too many iterations"
         if not op["salt"] or not op["salted_password"]:
             return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Empty salt or salted password"
-    elif stored.get(name, {}).get(mech) is None:
-        return ErrorCode.RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist"
     return None
 
 

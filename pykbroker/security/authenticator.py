@@ -112,7 +112,8 @@ class SaslAuthenticator:
             return {"error_code": ErrorCode.SASL_AUTHENTICATION_FAILED, "error_message": str(e),
                     "auth_bytes": b"", "session_lifetime_ms": 0}
         # session_lifetime_ms 0: sessions do not expire (connections.max.reauth.ms, KIP-368, not built)
-        return {"error_code": ErrorCode.NONE, "error_message": None, "auth_bytes": out, "session_lifetime_ms": 0}
+        # Kafka answers success with an empty (not null) message
+        return {"error_code": ErrorCode.NONE, "error_message": "", "auth_bytes": out, "session_lifetime_ms": 0}
 
 
 __all__ = ["SaslAuthenticator", "SCRAM_MECHANISMS"]

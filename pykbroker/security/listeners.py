@@ -16,6 +16,28 @@ from ..config import BROKER_CONFIGS, ConfigError
 SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
+def _java_string_hash(s: str) -> int:
+    h = 0
+    for unit in range(0, len(b := s.encode("utf-16-be")), 2):
+        h = (31 * h + int.from_bytes(b[unit:unit + 2], "big")) & 0xFFFFFFFF
+    return h
+
+
+def java_hash_set_order(items: list[str]) -> list[str]:
+    """The iteration order of ``new HashSet<>(items)`` in Java: buckets of a table of the
+    default size (16, or the power of two above size/0.75), each in insertion order."""
+    items = list(dict.fromkeys(items))
+    cap = max(int(len(items) / 0.75) + 1, 16)
+    size = 1
+    while size < cap:
+        size <<= 1
+    keyed = []
+    for i, x in enumerate(items):
+        h = _java_string_hash(x)
+        keyed.append(((h ^ (h >> 16)) & (size - 1), i, x))
+    return [x for _, _, x in sorted(keyed)]
+
+
 class ListenerSecurity:
     def __init__(self, config, name: str, protocol: str):
         self.config = config
@@ -75,7 +97,9 @@ class ListenerSecurity:
         if unsupported:
             raise ConfigError("Invalid value %s for configuration %s: pykbroker serves only %s"
                               % (",".join(mechs), key, ", ".join(SUPPORTED_MECHANISMS)), key)
-        self.mechanisms = mechs
+        # SaslHandshake lists them in Kafka's order: its authenticator copies the configured list
+        # through a java.util.HashSet (checked against Apache Kafka 4.4, tests/differential)
+        self.mechanisms = java_hash_set_order(mechs)
         if "PLAIN" in mechs:
             jaas = self.mechanism_get("PLAIN", "sasl.jaas.config")
             if jaas is None:

@@ -78,8 +78,9 @@ def test_alter_validation(broker):
     with WireClient(broker) as c:
         _authenticate(c)
         r = c.request(ALTER, 0, {
-            "deletions": [{"name": "ghost", "mechanism": 1}, {"name": "dup", "mechanism": 1}],
-            "upsertions": [_upsert(""), _upsert("weird", mech=3), _upsert("dup"), _upsert("few", iterations=4095),
+            "deletions": [{"name": "ghost", "mechanism": 1}],
+            "upsertions": [_upsert(""), _upsert("weird", mech=3), _upsert("dup"), _upsert("dup"),
+                           _upsert("few", iterations=4095),
                            _upsert("many", iterations=16385), _upsert("fine")]})
         got = {x["user"]: (x["error_code"], x["error_message"]) for x in r["results"]}
         assert got == {
