@@ -196,3 +196,31 @@ def test_no_password_reaches_the_logs(caplog):
     text = caplog.text
     assert "Failed authentication with" in text   # the failures were logged...
     assert PASSWORD not in text and WRONG not in text   # ...without a secret
+
+
+def test_trace_redacts_sasl_tokens(tmp_path):
+    """``--trace`` writes every request and answer: SaslAuthenticate's tokens (a PLAIN token holds
+    the password) and AlterUserScramCredentials' salted passwords are redacted."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+    from pykbroker.observability.observer import Observers
+    from pykbroker.observability.trace import TraceWriter
+
+    path = tmp_path / "trace.jsonl"
+    with pykbroker.Broker(security="SASL_PLAINTEXT", users={"alice": PASSWORD}, config=TEST_CONFIG) as b:
+        b.broker.observer = Observers([TraceWriter(str(path))])   # read by each new connection
+        a = AdminClient(b.client_config("alice", "PLAIN"))
+        a.alter_user_scram_credentials([UserScramCredentialUpsertion(
+            "carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), WRONG.encode())])["carol"].result()
+        for mech in ("PLAIN", "SCRAM-SHA-256"):
+            p = Producer(b.client_config("alice", mech))
+            p.produce("traced", b"v")
+            assert p.flush(10) == 0
+        b.broker.observer = None
+    text = path.read_text()
+    assert '"api": "SaslAuthenticate"' in text and '"api": "AlterUserScramCredentials"' in text
+    assert "<redacted" in text
+    assert PASSWORD not in text and WRONG not in text
+    import base64
+    assert base64.b64encode(b"\x00alice\x00" + PASSWORD.encode()).decode() not in text
