@@ -39,12 +39,16 @@ class SaslAuthenticator:
     ``scram_lookup(user, mechanism)``: the stored credential text or None; ``peer`` names the
     client in the one log line of a failure."""
 
-    def __init__(self, sec, scram_lookup, peer: str = "?", failed_delay_ms: int = 100):
+    def __init__(self, sec, scram_lookup, peer: str = "?", failed_delay_ms: int = 100, now_ms=None):
         self.sec = sec
         self.mechanisms = list(sec.mechanisms)
         self._scram_lookup = scram_lookup
         self.peer = peer
         self.failed_delay = failed_delay_ms / 1000.0
+        if now_ms is None:
+            import time
+            now_ms = lambda: int(time.time() * 1000)   # noqa: E731
+        self._now_ms = now_ms   # the broker's clock (token expiry follows broker.clock)
         self.state = HANDSHAKE
         self.mechanism: str | None = None
         self.principal: str | None = None
@@ -73,6 +77,9 @@ class SaslAuthenticator:
         self.mechanism = mechanism
         if mechanism == "PLAIN":
             self._server = PlainServer(self.sec.plain_users)
+        elif mechanism == "OAUTHBEARER":
+            from .oauthbearer import OAuthBearerServer
+            self._server = OAuthBearerServer(getattr(self.sec, "oauth_options", {}), self._now_ms)
         else:
             self._server = ScramServer(mechanism, self._lookup)
         self.state = AUTHENTICATE if version >= 1 else AUTHENTICATE_RAW
@@ -92,7 +99,7 @@ class SaslAuthenticator:
             self.state = FAILED
             self.close_after = ("authentication failed", self.failed_delay)
             # once per failure, with the peer and mechanism; never the token (it holds the password)
-            log.info("Failed authentication with %s (mechanism %s): %s", self.peer, self.mechanism, e)
+            log.info("Failed authentication with %s (mechanism %s): %s", self.peer, self.mechanism, e.detail or e)
             raise
         if self._server.complete:
             self.state = COMPLETE

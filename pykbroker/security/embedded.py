@@ -89,7 +89,11 @@ class SecureSetup:
         out = {"bootstrap.servers": bootstrap, "security.protocol": self.protocol}
         if self.tls:
             out["ssl.ca.location"] = self.ca_file
-        if self.sasl:
+        if self.sasl and mech == "OAUTHBEARER":
+            # librdkafka's unsecured JWT (the broker runs Kafka's unsecured validator)
+            out.update({"sasl.mechanism": mech, "enable.sasl.oauthbearer.unsecure.jwt": True,
+                        "sasl.oauthbearer.config": "principal=%s" % user})
+        elif self.sasl:
             out.update({"sasl.mechanism": mech, "sasl.username": user,
                         "sasl.password": password if password is not None else pw})
         return out
@@ -97,6 +101,9 @@ class SecureSetup:
     def kafka_python_config(self, bootstrap: str, user=None, mechanism=None, password=None) -> dict:
         """kafka-python keyword arguments (KafkaProducer(**cfg), ...)."""
         user, pw, mech = self._user(user, mechanism)
+        if mech == "OAUTHBEARER":
+            raise ValueError("OAUTHBEARER needs a token provider object in kafka-python/aiokafka "
+                             "(sasl_oauth_token_provider); client_config() covers librdkafka")
         out = {"bootstrap_servers": bootstrap, "security_protocol": self.protocol}
         if self.tls:
             out["ssl_cafile"] = self.ca_file

@@ -75,3 +75,11 @@ def plain_users(text: str) -> dict[str, str]:
             if k.startswith("user_"):
                 users[k[5:]] = v
     return users
+
+
+def login_module_options(text: str, module_suffix: str) -> dict[str, str]:
+    """The options of the first login module whose class ends with ``module_suffix``."""
+    for cls, _flag, opts in parse_jaas(text):
+        if cls.endswith(module_suffix):
+            return dict(opts)
+    return {}

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from ..config import BROKER_CONFIGS, ConfigError
 
-# Mechanisms built (security/plain.py, security/scram.py); Kafka's others (GSSAPI, OAUTHBEARER)
-# are refused at start-up, never advertised (SKIPPED.md).
-SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+# Mechanisms built (security/plain.py, scram.py, oauthbearer.py: Kafka's unsecured validator);
+# GSSAPI is refused at start-up, never advertised (SKIPPED.md).
+SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 
 
 def _java_string_hash(s: str) -> int:
@@ -50,6 +50,7 @@ class ListenerSecurity:
         self.principal_rules = None
         self.mechanisms: list[str] = []
         self.plain_users: dict[str, str] = {}
+        self.oauth_options: dict[str, str] = {}   # the unsecured validator's JAAS options
 
     # -- reading settings ------------------------------------------------------------------
     def get(self, key: str):
@@ -87,7 +88,7 @@ class ListenerSecurity:
         return self
 
     def _build_sasl(self) -> None:
-        from .jaas import JaasError, plain_users
+        from .jaas import JaasError, login_module_options, plain_users
         mechs = [m.strip().upper() for m in self.get("sasl.enabled.mechanisms")]
         key = "listener.name.%s.sasl.enabled.mechanisms" % self.name.lower()
         if not mechs:
@@ -111,6 +112,16 @@ class ListenerSecurity:
             except JaasError as e:
                 raise ConfigError("Invalid value for configuration listener.name.%s.plain.sasl.jaas.config: %s"
                                   % (self.name.lower(), e), "sasl.jaas.config") from None
+        if "OAUTHBEARER" in mechs:
+            # Kafka's broker needs an OAuthBearerLoginModule entry; pykbroker reads only the
+            # validator options from it, defaults when there is none
+            jaas = self.mechanism_get("OAUTHBEARER", "sasl.jaas.config")
+            if jaas is not None:
+                try:
+                    self.oauth_options = login_module_options(jaas, "OAuthBearerLoginModule")
+                except JaasError as e:
+                    raise ConfigError("Invalid value for configuration listener.name.%s.oauthbearer.sasl.jaas.config: "
+                                      "%s" % (self.name.lower(), e), "sasl.jaas.config") from None
 
 
 def build_all(config, listeners) -> dict[str, ListenerSecurity]:

@@ -24,6 +24,13 @@ from dataclasses import dataclass
 
 from .errors import AuthenticationFailed
 
+# What Kafka tells the client for any SCRAM failure but an authorization id mismatch: its
+# ScramSaslServer throws SaslException, whose own text is not passed on (checked against Apache
+# Kafka 4.4, tests/differential); the specific reason is kept for the broker's log only.
+_GENERIC = "Authentication failed during authentication due to invalid credentials with SASL mechanism %s"
+
+
+
 MECHANISMS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 # AlterUserScramCredentials' mechanism ids (Kafka's ScramMechanism enum)
 MECHANISM_IDS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}
@@ -110,6 +117,14 @@ class ScramServer:
 
     def evaluate(self, token: bytes) -> bytes:
         try:
+            return self._evaluate(token)
+        except AuthenticationFailed as e:
+            if e.passthrough:
+                raise
+            raise AuthenticationFailed(_GENERIC % self.mechanism, e.internal, detail=str(e)) from None
+
+    def _evaluate(self, token: bytes) -> bytes:
+        try:
             text = bytes(token).decode("utf-8")
         except UnicodeDecodeError:
             self._state = "failed"
@@ -140,7 +155,7 @@ class ScramServer:
             raise self._fail()
         if authzid and _decode_saslname(authzid) != user:
             raise AuthenticationFailed("Authentication failed: Client requested an authorization id that is "
-                                       "different from username")
+                                       "different from username", passthrough=True)
         cred = self._lookup(user, self.mechanism)
         if cred is None:
             raise self._fail()

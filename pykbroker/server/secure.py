@@ -106,7 +106,8 @@ class SecureConnection(Connection):
             controller = broker.controller
             cfg = broker.config
             self.authenticator = SaslAuthenticator(
-                sec, controller.scram_credential, self.peer, cfg["connection.failed.authentication.delay.ms"])
+                sec, controller.scram_credential, self.peer, cfg["connection.failed.authentication.delay.ms"],
+                broker.clock.time_ms)
             self.dispatcher = SaslDispatcher(broker.handlers, cfg["socket.request.max.bytes"], broker, self,
                                              self.peer, getattr(broker, "faults", None), self.authenticator,
                                              cfg["sasl.server.max.receive.size"])

@@ -25,8 +25,11 @@ JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
 # Kafka needs a JAAS entry per enabled mechanism (the SCRAM ones carry no options); pykbroker
 # reads only PLAIN's users and accepts the others as they are.
 SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
-SASL = {"sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+OAUTH_JAAS = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+              'unsecuredLoginStringClaim_sub="admin" unsecuredValidatorRequiredScope="requiredScope";')
+SASL = {"sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+        "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": OAUTH_JAAS,
         "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": SCRAM_JAAS,
         "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": SCRAM_JAAS}
 
@@ -90,8 +93,10 @@ def _session(ops):
             for op in ops:
                 try:
                     out.append(op(c))
-                except (ConnectionError, struct.error, OSError) as e:
-                    out.append("closed (%s)" % type(e).__name__)
+                except (ConnectionError, struct.error, OSError):
+                    # closed (an orderly close or a reset: unread bytes from the client make
+                    # the kernel answer with RST, which says nothing about the broker)
+                    out.append("closed")
                     break
         return out
     return run
@@ -147,8 +152,8 @@ def _raw_v0(password):
         c.send_bytes(struct.pack(">i", len(token)) + token)
         try:
             return c.recv_exact(4)
-        except (ConnectionError, OSError) as e:
-            return "closed (%s)" % type(e).__name__
+        except (ConnectionError, OSError):
+            return "closed"
     return op
 
 
@@ -228,3 +233,31 @@ def test_scram_login_with_a_credential_made_by_the_api(both):
     assert p == k and p[2][0] == 0
     p, k = both(lambda s: login(s, b"not-pw"))
     assert p == k and p[2][0] == 58
+
+
+def _jwt(claims, alg="none"):
+    import base64
+    import json
+    enc = lambda d: base64.urlsafe_b64encode(json.dumps(d).encode()).rstrip(b"=").decode()   # noqa: E731
+    return "%s.%s." % (enc({"alg": alg}), enc(claims))
+
+
+def _bearer(claims, alg="none"):
+    return ("n,,\x01auth=Bearer %s\x01\x01" % _jwt(claims, alg)).encode()
+
+
+FAR = 4102444800   # 2100-01-01: valid by both brokers' clocks
+
+
+@pytest.mark.parametrize("first", [
+    pytest.param(_bearer({"sub": "alice", "exp": FAR, "scope": ["requiredScope"]}), id="valid"),
+    pytest.param(_bearer({"sub": "alice", "exp": FAR, "scope": "requiredScope other"}), id="valid-string-scope"),
+    pytest.param(_bearer({"sub": "alice", "exp": 1000, "scope": ["requiredScope"]}), id="expired"),
+    pytest.param(_bearer({"sub": "alice", "exp": FAR, "scope": ["other"]}), id="insufficient-scope"),
+    pytest.param(_bearer({"exp": FAR, "scope": ["requiredScope"]}), id="no-sub"),
+    pytest.param(b"n,,auth=Bearer x", id="malformed"),
+])
+def test_oauthbearer_unsecured(both, first):
+    p, k = both(_session([hs("OAUTHBEARER"), auth(first, keep=("error_code", "error_message", "auth_bytes")),
+                          auth(b"\x01"), closed]))
+    assert p == k

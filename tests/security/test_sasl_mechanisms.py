@@ -4,6 +4,7 @@ rules; the authenticator's state machine."""
 import base64
 import hashlib
 import hmac
+import json
 
 import pytest
 
@@ -76,8 +77,10 @@ def test_unknown_user_fails_like_a_wrong_password(rfc_server):
 ])
 def test_wrong_nonce_is_refused(rfc_server, final):
     rfc_server.evaluate(RFC_CLIENT_FIRST)
-    with pytest.raises(AuthenticationFailed, match="Invalid client nonce"):
+    with pytest.raises(AuthenticationFailed) as e:
         rfc_server.evaluate(final)
+    # the client is told Kafka's generic text; the reason stays in the broker's log
+    assert str(e.value) == _fail_message() and "Invalid client nonce" in e.value.detail
 
 
 def test_wrong_channel_binding_is_refused(rfc_server):
@@ -227,3 +230,73 @@ def test_authenticator_refusals_close_the_connection():
     with pytest.raises(AuthenticationFailed):
         a.evaluate(b"\x00alice\x00nope")
     assert a.close_after == ("authentication failed", 0.1) and a.principal is None
+
+
+# ------------------------------------------------------------------ OAUTHBEARER (unsecured)
+
+def _jwt(claims, alg="none", sig=""):
+    enc = lambda d: base64.urlsafe_b64encode(json.dumps(d).encode()).rstrip(b"=").decode()   # noqa: E731
+    return "%s.%s.%s" % (enc({"alg": alg}), enc(claims), sig)
+
+
+def _first(jwt, gs2="n,,", ext=""):
+    return ("%s\x01auth=Bearer %s\x01%s\x01" % (gs2, jwt, ext)).encode()
+
+
+NOW_MS = 1_700_000_000_000
+
+
+def _oauth(**options):
+    from pykbroker.security.oauthbearer import OAuthBearerServer
+    return OAuthBearerServer(options, lambda: NOW_MS)
+
+
+def test_oauthbearer_accepts_an_unsecured_token():
+    s = _oauth(unsecuredValidatorRequiredScope="read write")
+    tok = _jwt({"sub": "alice", "exp": NOW_MS / 1000 + 60, "iat": NOW_MS / 1000, "scope": ["read", "write", "x"]})
+    assert s.evaluate(_first(tok, ext="traceId=123\x01")) == b""
+    assert s.complete and s.authorization_id == "alice" and s.lifetime_ms == 60000
+    s = _oauth(unsecuredValidatorPrincipalClaimName="upn", unsecuredValidatorScopeClaimName="scp",
+               unsecuredValidatorRequiredScope="read")
+    s.evaluate(_first(_jwt({"upn": "bob", "exp": NOW_MS / 1000 + 1, "scp": "read"}), gs2="n,a=bob,"))
+    assert s.authorization_id == "bob"
+
+
+@pytest.mark.parametrize("claims,alg,sig", [
+    ({"sub": "alice", "exp": NOW_MS / 1000 - 1}, "none", ""),            # expired
+    ({"sub": "alice"}, "none", ""),                                      # no exp
+    ({"sub": "alice", "exp": "tomorrow"}, "none", ""),
+    ({"exp": NOW_MS / 1000 + 60}, "none", ""),                           # no principal
+    ({"sub": "", "exp": NOW_MS / 1000 + 60}, "none", ""),
+    ({"sub": "alice", "exp": NOW_MS / 1000 + 60, "iat": NOW_MS / 1000 + 30}, "none", ""),   # issued in the future
+    ({"sub": "alice", "exp": NOW_MS / 1000 + 60}, "RS256", "c2lnbmF0dXJl"),                # signed: not validated
+])
+def test_oauthbearer_refuses_bad_tokens_with_the_rfc7628_challenge(claims, alg, sig):
+    s = _oauth()
+    challenge = s.evaluate(_first(_jwt(claims, alg, sig)))
+    assert json.loads(challenge) == {"status": "invalid_token"} and not s.complete
+    with pytest.raises(AuthenticationFailed) as e:
+        s.evaluate(b"\x01")   # the client's acknowledgement, then the failure
+    assert str(e.value) == '{"status":"invalid_token"}'
+
+
+def test_oauthbearer_insufficient_scope_and_skew():
+    s = _oauth(unsecuredValidatorRequiredScope="requiredScope")
+    challenge = s.evaluate(_first(_jwt({"sub": "alice", "exp": NOW_MS / 1000 + 60, "scope": "other requiredScope"})))
+    # Kafka's exact text: a string claim is one scope; the required ones printed as a Java list
+    assert challenge == b'{"status":"insufficient_scope", "scope":"[requiredScope]"}'
+    s = _oauth(unsecuredValidatorAllowableClockSkewMs="5000")
+    s.evaluate(_first(_jwt({"sub": "alice", "exp": NOW_MS / 1000 - 2})))   # within the skew
+    assert s.complete
+
+
+@pytest.mark.parametrize("token", [b"", b"garbage", b"n,,auth=Bearer x", b"n,,\x01auth=Basic abc\x01\x01",
+                                   b"y,,\x01auth=Bearer a..\x01\x01", b"\xff\x01\x01"])
+def test_oauthbearer_malformed_messages(token):
+    with pytest.raises(AuthenticationFailed):
+        _oauth().evaluate(token)
+
+
+def test_oauthbearer_authzid_must_be_the_principal():
+    with pytest.raises(AuthenticationFailed, match="authorization id"):
+        _oauth().evaluate(_first(_jwt({"sub": "alice", "exp": NOW_MS / 1000 + 60}), gs2="n,a=mallory,"))
