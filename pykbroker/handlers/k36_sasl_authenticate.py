@@ -5,8 +5,8 @@ Behaviour (Apache Kafka SaslServerAuthenticator, KIP-152):
   (``auth_bytes``) of the mechanism's exchange and the answer the server's next token.
 - Bad credentials: SASL_AUTHENTICATION_FAILED with Kafka's message, which never says whether
   the user exists; the connection closes after ``connection.failed.authentication.delay.ms``.
-- ``session_lifetime_ms`` (v1+) is 0: sessions do not expire (KIP-368 re-authentication and
-  ``connections.max.reauth.ms`` are not built, see SKIPPED.md).
+- ``session_lifetime_ms`` (v1+): ``connections.max.reauth.ms`` capped by an OAUTHBEARER token's
+  expiry (0: the session does not expire); the client re-authenticates before it ends (KIP-368).
 - Before a handshake, on PLAINTEXT/SSL listeners or once authenticated: ILLEGAL_SASL_STATE.
 """
 from __future__ import annotations

@@ -62,6 +62,11 @@ class SaslDispatcher(Dispatcher):
         if auth.complete:
             if self._frames.max_frame_bytes != self._authenticated_limit:
                 self._frames.max_frame_bytes = self._authenticated_limit
+            if auth.session_expiry_ms is not None and len(frame) >= 2 \
+                    and _HEADER_KEY.unpack_from(frame)[0] != 17 and auth.expired():
+                # KIP-368: a session past its lifetime is closed on its next request (Kafka's
+                # SocketServer); a SaslHandshake still starts a re-authentication
+                return self._close("SASL session of %s expired" % auth.principal, logging.INFO)
             return super()._dispatch(frame)
         if auth.state == AUTHENTICATE_RAW:
             # SaslHandshake v0: a raw token, answered with a raw (size-prefixed) token

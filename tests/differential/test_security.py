@@ -28,6 +28,7 @@ SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
 OAUTH_JAAS = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
               'unsecuredLoginStringClaim_sub="admin" unsecuredValidatorRequiredScope="requiredScope";')
 SASL = {"sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
+        "connections.max.reauth.ms": "600000",   # sessions with a lifetime: KIP-368 re-authentication
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
         "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": OAUTH_JAAS,
         "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": SCRAM_JAAS,
@@ -136,10 +137,16 @@ API_VERSIONS_V3 = {"client_software_name": "t", "client_software_version": "1"}
                  id="metadata-before-handshake"),
     pytest.param([lambda c: "closed" if c.closed_after(36, 2, {"auth_bytes": b"x"}) else "answered"],
                  id="authenticate-before-handshake"),
-    pytest.param([lambda c: {"error_code": c.request(18, 3, API_VERSIONS_V3)["error_code"]}, hs("PLAIN"),
-                  auth(b"\x00alice\x00alice-secret"), hs("PLAIN"), auth(b"x"),
-                  lambda c: {"error_code": c.request(18, 3, API_VERSIONS_V3)["error_code"]}],
-                 id="sasl-apis-after-authentication"),
+    pytest.param([hs("PLAIN"), auth(b"\x00alice\x00alice-secret", keep=("error_code", "session_lifetime_ms")),
+                  hs("PLAIN"), auth(b"\x00alice\x00alice-secret", keep=("error_code", "session_lifetime_ms")),
+                  hs("PLAIN"), auth(b"x"), lambda c: {"error_code": c.request(18, 3, API_VERSIONS_V3)["error_code"]}],
+                 id="reauthentication-then-too-soon"),
+    pytest.param([hs("PLAIN"), auth(b"\x00alice\x00alice-secret"), hs("PLAIN"), auth(b"\x00admin\x00admin-secret"),
+                  closed], id="reauthentication-as-another-principal"),
+    pytest.param([hs("PLAIN"), auth(b"\x00alice\x00alice-secret"), hs("SCRAM-SHA-256"), closed],
+                 id="reauthentication-with-another-mechanism"),
+    pytest.param([hs("PLAIN", v=0), lambda c: _raw_v0(b"alice-secret")(c), hs("PLAIN")],
+                 id="no-reauthentication-after-v0"),
 ])
 def test_sasl_session(both, ops):
     p, k = both(_session(ops))
