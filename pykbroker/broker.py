@@ -60,6 +60,8 @@ class Broker:
         # before anything starts (security/listeners.py); empty when every listener is PLAINTEXT
         from .security.listeners import build_all
         self.listener_security = build_all(config, self.listeners)
+        from .security.stats import AuthenticationStats
+        self.auth_stats = AuthenticationStats()   # authentications per listener/mechanism (metrics)
         self.advertised: list[Listener] = []
         self.cluster_id: str = ""
         self.metadata_cache = None   # read-only view of the cluster metadata (cluster/metadata_cache.py)

@@ -47,7 +47,8 @@ class SaslAuthenticator:
     ``scram_lookup(user, mechanism)``: the stored credential text or None; ``peer`` names the
     client in the one log line of a failure."""
 
-    def __init__(self, sec, scram_lookup, peer: str = "?", failed_delay_ms: int = 100, now_ms=None):
+    def __init__(self, sec, scram_lookup, peer: str = "?", failed_delay_ms: int = 100, now_ms=None,
+                 stats=None):
         self.sec = sec
         self.mechanisms = list(sec.mechanisms)
         self._scram_lookup = scram_lookup
@@ -57,6 +58,7 @@ class SaslAuthenticator:
             import time
             now_ms = lambda: int(time.time() * 1000)   # noqa: E731
         self._now_ms = now_ms   # the broker's clock (token expiry follows broker.clock)
+        self._stats = stats     # security/stats.AuthenticationStats, or None
         self.state = HANDSHAKE
         self.session_lifetime_ms = 0
         self.mechanism: str | None = None
@@ -100,6 +102,11 @@ class SaslAuthenticator:
                                 % (mechanism[:64], self.mechanism), 0.0)
             return {"error_code": ErrorCode.NONE, "mechanisms": self.mechanisms}
         return self.handshake(version, mechanism)
+
+    def _count(self, outcome: str) -> None:
+        if self._stats is not None:
+            kind = "%s_%sauthentication" % (outcome, "re" if self._previous is not None else "")
+            self._stats.record(kind, getattr(self.sec, "name", "?"), self.mechanism or "")
 
     def expired(self) -> bool:
         """The session has outlived its lifetime (checked per request only when it has one)."""
@@ -153,12 +160,14 @@ class SaslAuthenticator:
         except AuthenticationFailed as e:
             self.state = FAILED
             self.close_after = ("authentication failed", self.failed_delay)
+            self._count("failed")
             # once per failure, with the peer and mechanism; never the token (it holds the password)
             log.info("Failed authentication with %s (mechanism %s): %s", self.peer, self.mechanism, e.detail or e)
             raise
         if self._server.complete:
             principal = "User:" + self._server.authorization_id
             if self._previous is not None and self._previous[1] != principal:
+                self._count("failed")
                 self.state = FAILED
                 self.close_after = ("re-authentication as another principal", self.failed_delay)
                 log.info("Failed re-authentication with %s (mechanism %s): principal %s, was %s",
@@ -173,6 +182,7 @@ class SaslAuthenticator:
             self.session_expiry_ms = self._now_ms() + lifetime if lifetime > 0 else None
             log.debug("%s %sauthenticated as %s with %s", self.peer, "re-" if self._previous else "",
                       self.principal, self.mechanism)
+            self._count("successful")
             self._previous = None
         return out
 

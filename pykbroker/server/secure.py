@@ -112,7 +112,7 @@ class SecureConnection(Connection):
             cfg = broker.config
             self.authenticator = SaslAuthenticator(
                 sec, controller.scram_credential, self.peer, cfg["connection.failed.authentication.delay.ms"],
-                broker.clock.time_ms)
+                broker.clock.time_ms, getattr(broker, "auth_stats", None))
             self.dispatcher = SaslDispatcher(broker.handlers, cfg["socket.request.max.bytes"], broker, self,
                                              self.peer, getattr(broker, "faults", None), self.authenticator,
                                              cfg["sasl.server.max.receive.size"])
