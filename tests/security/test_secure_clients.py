@@ -193,3 +193,12 @@ def test_wrong_password_fails_fast_aiokafka(brokers, user):
     with pytest.raises(KafkaConnectionError):
         asyncio.run(run())
     assert time.monotonic() - t0 < 5
+
+
+def test_the_secure_broker_fixture(kafka_secure_broker):
+    """The pytest plugin's ``kafka_secure_broker``: SCRAM-SHA-512 by default, every user."""
+    b = kafka_secure_broker
+    assert b.client_config("alice")["sasl.mechanism"] == "SCRAM-SHA-512"
+    values = _values(2)
+    assert _confluent_roundtrip(b.client_config("alice"), "fixture-topic", values) == values
+    assert _confluent_roundtrip(b.client_config("admin", "PLAIN"), "fixture-topic-2", values) == values
