@@ -101,11 +101,10 @@ class SaslDispatcher(Dispatcher):
 class SecureConnection(Connection):
     """A connection of a listener with security (``sec``: security/listeners.ListenerSecurity)."""
 
-    principal = "User:ANONYMOUS"
-
     def __init__(self, broker, stream, listener_name: str, sec):
         super().__init__(broker, stream, listener_name)
         self.sec = sec
+        self._tls_principal = "User:ANONYMOUS"   # the client certificate's, on SSL listeners
         self.authenticator = None
         if sec.sasl:
             controller = broker.controller
@@ -118,11 +117,14 @@ class SecureConnection(Connection):
                                              cfg["sasl.server.max.receive.size"])
 
     @property
-    def authenticated_principal(self) -> str:
+    def principal(self) -> str:
+        """Kafka's principal of this connection (DefaultKafkaPrincipalBuilder): the SASL
+        authorization id on SASL listeners, the mapped certificate DN on SSL (ANONYMOUS without
+        a client certificate); what authorization will check."""
         a = self.authenticator
         if a is not None:
             return a.principal or "User:ANONYMOUS"
-        return self.principal
+        return self._tls_principal
 
     async def _serve(self) -> None:
         if not self.sec.tls:
@@ -144,7 +146,7 @@ class SecureConnection(Connection):
         if der:
             try:
                 from ..security.tls import certificate_dn
-                self.principal = "User:" + self.sec.principal_rules.name(certificate_dn(der))
+                self._tls_principal = "User:" + self.sec.principal_rules.name(certificate_dn(der))
             except Exception as e:   # no rule matches / unreadable certificate: Kafka fails the connection
                 log.info("closing connection from %s: no principal for its certificate (%s)", self.peer, e)
                 return
