@@ -308,6 +308,18 @@ class Broker(_BrokerBase):
             return {"bootstrap.servers": self.bootstrap_servers}
         return self._secure.client_config(self.bootstrap_servers, user, mechanism, password)
 
+    def java_properties_file(self, path: str, user: Optional[str] = None, mechanism: Optional[str] = None,
+                             password: Optional[str] = None) -> str:
+        """Writes the Java client settings (``--command-config`` / ``Properties.load`` form,
+        truststore as PEM) to ``path`` and returns it."""
+        props = ({"bootstrap.servers": self.bootstrap_servers} if self._secure is None else
+                 self._secure.java_properties(self.bootstrap_servers, user, mechanism, password))
+        with open(path, "w") as fh:
+            for k, v in props.items():
+                # java.util.Properties escaping of the value's backslashes
+                fh.write("%s=%s\n" % (k, str(v).replace("\\", "\\\\")))
+        return path
+
     def kafka_python_config(self, user: Optional[str] = None, mechanism: Optional[str] = None,
                             password: Optional[str] = None) -> dict:
         """The same as kafka-python keyword arguments."""

@@ -98,6 +98,24 @@ class SecureSetup:
                         "sasl.password": password if password is not None else pw})
         return out
 
+    def java_properties(self, bootstrap: str, user=None, mechanism=None, password=None) -> dict:
+        """Java client (and Spark ``kafka.``-prefixed) settings; the truststore as PEM."""
+        user, pw, mech = self._user(user, mechanism)
+        out = {"bootstrap.servers": bootstrap, "security.protocol": self.protocol}
+        if self.tls:
+            out.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": self.ca_file})
+        if self.sasl:
+            pw = password if password is not None else pw
+            module = {"PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+                      "OAUTHBEARER": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"}.get(
+                mech, "org.apache.kafka.common.security.scram.ScramLoginModule")
+            if mech == "OAUTHBEARER":
+                jaas = "%s required unsecuredLoginStringClaim_sub=%s;" % (module, _jaas_quote(user))
+            else:
+                jaas = "%s required username=%s password=%s;" % (module, _jaas_quote(user), _jaas_quote(pw))
+            out.update({"sasl.mechanism": mech, "sasl.jaas.config": jaas})
+        return out
+
     def kafka_python_config(self, bootstrap: str, user=None, mechanism=None, password=None) -> dict:
         """kafka-python keyword arguments (KafkaProducer(**cfg), ...)."""
         user, pw, mech = self._user(user, mechanism)

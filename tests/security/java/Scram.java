@@ -18,6 +18,11 @@ public class Scram {
         p.put("sasl.jaas.config", module + " required username=\"" + user + "\" password=\"" + pw + "\";");
         return p;
     }
+    static Properties load(String path) throws Exception {
+        Properties p = new Properties();
+        try (java.io.FileReader r = new java.io.FileReader(path)) { p.load(r); }
+        return p;
+    }
     public static void main(String[] a) throws Exception {
         String bootstrap = a[0], ca = a[1];
         Properties ap = base(bootstrap, ca, "PLAIN", "admin", "admin-secret", "org.apache.kafka.common.security.plain.PlainLoginModule");
@@ -26,13 +31,14 @@ public class Scram {
                 new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), "alice-secret"))).all().get();
             System.out.println("described " + admin.describeUserScramCredentials(List.of("alice")).all().get());
         }
-        Properties pp = base(bootstrap, ca, "SCRAM-SHA-512", "alice", "alice-secret", "org.apache.kafka.common.security.scram.ScramLoginModule");
+        // the SCRAM user's settings from the file pykbroker.Broker.java_properties_file wrote
+        Properties pp = load(a[2]);
         pp.put("key.serializer", "org.apache.kafka.common.serialization.StringSerializer");
         pp.put("value.serializer", "org.apache.kafka.common.serialization.StringSerializer");
         try (Producer<String, String> pr = new KafkaProducer<>(pp)) {
             System.out.println("sent " + pr.send(new ProducerRecord<>("java-scram", "k", "java-value")).get());
         }
-        Properties cp = base(bootstrap, ca, "SCRAM-SHA-512", "alice", "alice-secret", "org.apache.kafka.common.security.scram.ScramLoginModule");
+        Properties cp = load(a[2]);
         cp.put("key.deserializer", "org.apache.kafka.common.serialization.StringDeserializer");
         cp.put("value.deserializer", "org.apache.kafka.common.serialization.StringDeserializer");
         cp.put("group.id", "jg");
@@ -46,7 +52,7 @@ public class Scram {
                 }
             }
         }
-        Properties bad = base(bootstrap, ca, "SCRAM-SHA-512", "alice", "wrong", "org.apache.kafka.common.security.scram.ScramLoginModule");
+        Properties bad = load(a[3]);
         bad.put("key.serializer", "org.apache.kafka.common.serialization.StringSerializer");
         bad.put("value.serializer", "org.apache.kafka.common.serialization.StringSerializer");
         bad.put("max.block.ms", "10000");
