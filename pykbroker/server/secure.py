@@ -49,6 +49,10 @@ class SaslDispatcher(Dispatcher):
 
     def next_event(self):
         auth = self.auth
+        if auth.complete and self._frames.max_frame_bytes != self._authenticated_limit:
+            # authenticated (the SaslAuthenticate handler just ran): the next frame's size is
+            # checked against socket.request.max.bytes again, before it is dispatched
+            self._frames.max_frame_bytes = self._authenticated_limit
         if auth.close_after is not None and not self.closed:
             reason, delay = auth.close_after
             auth.close_after = None
@@ -60,8 +64,6 @@ class SaslDispatcher(Dispatcher):
     def _dispatch(self, frame):
         auth = self.auth
         if auth.complete:
-            if self._frames.max_frame_bytes != self._authenticated_limit:
-                self._frames.max_frame_bytes = self._authenticated_limit
             if auth.session_expiry_ms is not None and len(frame) >= 2 \
                     and _HEADER_KEY.unpack_from(frame)[0] != 17 and auth.expired():
                 # KIP-368: a session past its lifetime is closed on its next request (Kafka's
@@ -81,10 +83,7 @@ class SaslDispatcher(Dispatcher):
             return super()._dispatch(frame)   # too short: closes
         (api_key,) = _HEADER_KEY.unpack_from(frame)
         if auth.allows(api_key):
-            event = super()._dispatch(frame)
-            if auth.complete and self._frames.max_frame_bytes != self._authenticated_limit:
-                self._frames.max_frame_bytes = self._authenticated_limit
-            return event
+            return super()._dispatch(frame)
         if auth.state == AUTHENTICATE:
             # Kafka answers another request during the SaslAuthenticate exchange with its error
             # response (ILLEGAL_SASL_STATE), then closes

@@ -224,3 +224,18 @@ def test_trace_redacts_sasl_tokens(tmp_path):
     assert PASSWORD not in text and WRONG not in text
     import base64
     assert base64.b64encode(b"\x00alice\x00" + PASSWORD.encode()).decode() not in text
+
+
+def test_the_first_request_after_authentication_may_be_large(sasl_plain):
+    """sasl.server.max.receive.size (512 KiB) bounds frames before authentication only: the very
+    next request may be as large as socket.request.max.bytes (a producer's first batch)."""
+    from pykbroker.testing.wire import request_frame
+
+    with WireClient(sasl_plain) as c:
+        assert c.request(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+        assert c.request(SASL_AUTHENTICATE, 2, {"auth_bytes": b"\x00alice\x00" + PASSWORD.encode()})["error_code"] == 0
+        c.corr += 1
+        # Metadata v1 for all topics, followed by 600 KB that the reader ignores (as Kafka does)
+        frame = request_frame(METADATA, 1, c.corr, b"\xff\xff\xff\xff" + b"\x00" * 600_000)
+        c.send_bytes(frame)
+        assert c.recv(METADATA, 1, c.corr)["brokers"][0]["port"] == sasl_plain.port
