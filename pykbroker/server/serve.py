@@ -9,7 +9,6 @@ import trio
 # importable from here for the broker.
 from ..config import Listener, parse_listeners  # noqa: F401
 from .connection import Connection
-from .secure import SecureConnection
 
 log = logging.getLogger("pykbroker.server")
 
@@ -18,6 +17,9 @@ async def serve_listener(broker, listener: Listener, task_status=trio.TASK_STATU
     """Bind one listener; ``task_status.started`` gets the actual (host, port)."""
     # the listener's TLS/SASL settings, built at start-up (None: PLAINTEXT, the plain path)
     sec = getattr(broker, "listener_security", {}).get(listener.name)
+    if sec is not None:
+        # imported only for a secured listener: PLAINTEXT-only brokers never load the SASL code
+        from .secure import SecureConnection
     host = listener.host or "0.0.0.0"
     listeners = await trio.open_tcp_listeners(listener.port, host=host, backlog=128)
     sock = listeners[0].socket
