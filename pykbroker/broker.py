@@ -51,7 +51,17 @@ class Broker:
         self.node_id: int = config.node_id
         self.log_dirs = [os.path.abspath(d) for d in config.log_dirs]
         self.handlers = load_handlers(lazy=True)   # each module imported by its first request
-        self.listeners: list[Listener] = parse_listeners(config["listeners"])
+        from .config import parse_protocol_map
+        # each listener's security protocol from listener.security.protocol.map (checked with
+        # the other configs: BrokerConfig._check_consistency)
+        self._protocol_map = parse_protocol_map(config["listener.security.protocol.map"])
+        self.listeners: list[Listener] = parse_listeners(config["listeners"], self._protocol_map)
+        # TLS contexts, SASL mechanisms and users of the secured listeners, built (and checked)
+        # before anything starts (security/listeners.py); empty when every listener is PLAINTEXT
+        from .security.listeners import build_all
+        self.listener_security = build_all(config, self.listeners)
+        from .security.stats import AuthenticationStats
+        self.auth_stats = AuthenticationStats()   # authentications per listener/mechanism (metrics)
         self.advertised: list[Listener] = []
         self.cluster_id: str = ""
         self.metadata_cache = None   # read-only view of the cluster metadata (cluster/metadata_cache.py)
@@ -297,7 +307,7 @@ class Broker:
     def _advertised(self, bound: list[Listener]) -> list[Listener]:
         text = self.config["advertised.listeners"]
         if text:
-            adv = parse_listeners(text)
+            adv = parse_listeners(text, self._protocol_map)
         else:
             adv = []
             for b in bound:
@@ -305,10 +315,13 @@ class Broker:
                 if host in ("", "0.0.0.0", "::"):
                     # Clients need a reachable address; a wildcard bind advertises loopback.
                     host = "127.0.0.1" if host != "::" else "::1"
-                adv.append(Listener(b.name, host, b.port))
-        # Port 0 (tests) advertises the port actually bound.
-        for a, b in zip(adv, bound):
-            if a.port == 0:
+                adv.append(Listener(b.name, host, b.port, b.protocol))
+        # Port 0 (tests) advertises the port actually bound (matched by listener name, as the
+        # advertised list may name them in another order).
+        by_name = {b.name: b for b in bound}
+        for i, a in enumerate(adv):
+            b = by_name.get(a.name, bound[i] if i < len(bound) else None)
+            if a.port == 0 and b is not None:
                 a.port = b.port
         return adv
 

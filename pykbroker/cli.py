@@ -293,6 +293,10 @@ def main(argv=None) -> int:
     if args.cmd == "serve":
         try:
             config = build_config(args)
+            # the secured listeners' keys, certificates and users, read now: a bad one is a
+            # configuration error, not a crash at start-up
+            from .security.listeners import check_config
+            check_config(config)
         except (ConfigError, OSError) as e:
             # A bad configuration is the user's to fix: one line, no traceback.
             print("pykbroker: configuration error: %s" % e, file=sys.stderr)

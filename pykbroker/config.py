@@ -232,14 +232,22 @@ class Listener:
     name: str
     host: str
     port: int
+    # the security protocol of the listener's name (listener.security.protocol.map)
+    protocol: str = "PLAINTEXT"
 
     def __str__(self):
         host = "[%s]" % self.host if ":" in self.host else self.host
         return "%s://%s:%d" % (self.name, host, self.port)
 
 
-def parse_listeners(text: str | None) -> list[Listener]:
-    """Kafka's listener list ``NAME://HOST:PORT,...``; ValueError says what is wrong."""
+_ANY_NAME: dict = {}   # parse_listeners' "syntax only" map (the per-key validator below)
+
+
+def parse_listeners(text: str | None, protocol_map: dict[str, str] | None = None) -> list[Listener]:
+    """Kafka's listener list ``NAME://HOST:PORT,...``; ValueError says what is wrong.  Each
+    name takes its security protocol from ``protocol_map`` (listener.security.protocol.map;
+    None: Kafka's default map, where each protocol's name is its own listener name)."""
+    pmap = protocol_map if protocol_map is not None else parse_protocol_map(_PROTOCOL_MAP_DEFAULT)
     out = []
     for item in (text or "").split(","):
         item = item.strip()
@@ -250,10 +258,13 @@ def parse_listeners(text: str | None) -> list[Listener]:
             raise ValueError("invalid listener %r: expected NAME://HOST:PORT" % item)
         host = m.group("host").strip("[]")
         name = m.group("name").upper()
-        if name not in ("PLAINTEXT",):
-            # Only plaintext is implemented (see SKIPPED.md); refuse rather than pretend.
-            raise ValueError("listener security protocol %s is not supported (PLAINTEXT only)" % name)
-        out.append(Listener(name, host, int(m.group("port"))))
+        proto = pmap.get(name) if pmap is not _ANY_NAME else "PLAINTEXT"
+        if proto is None:
+            # Kafka's message for a name missing from the map
+            raise ValueError("No security protocol defined for listener %s" % name)
+        if any(o.name == name for o in out):
+            raise ValueError("Each listener must have a different name, %s appears twice" % name)
+        out.append(Listener(name, host, int(m.group("port")), proto))
     if not out:
         raise ValueError("no listeners configured")
     return out
@@ -270,7 +281,40 @@ class _Listeners(_Validator):
         if self.optional and not v.strip():
             return None
         try:
-            parse_listeners(v)
+            # syntax only: the names are checked against listener.security.protocol.map
+            # once every key is known (BrokerConfig._check_consistency)
+            parse_listeners(v, _ANY_NAME)
+        except ValueError as e:
+            return v, str(e)
+        return None
+
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# Kafka 4.4's default map: each protocol's name is a listener name of that protocol.
+_PROTOCOL_MAP_DEFAULT = "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"
+
+
+def parse_protocol_map(text: str | None) -> dict[str, str]:
+    """``listener.security.protocol.map``: NAME:PROTOCOL,... (names upper-cased as Kafka's
+    ListenerName does); ValueError says what is wrong."""
+    out = {}
+    for item in (text or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, sep, proto = item.partition(":")
+        name, proto = name.strip().upper(), proto.strip().upper()
+        if not sep or not name or proto not in SECURITY_PROTOCOLS:
+            raise ValueError("invalid listener security protocol mapping %r: expected NAME:%s"
+                             % (item, "|".join(SECURITY_PROTOCOLS)))
+        out[name] = proto
+    return out
+
+
+class _ProtocolMap(_Validator):
+    def check(self, v):
+        try:
+            parse_protocol_map(v)
         except ValueError as e:
             return v, str(e)
         return None
@@ -418,7 +462,41 @@ _DEFS = [
     ConfigDef("num.replica.fetchers", "int", 1, "Fetcher tasks per source broker.", validator=_ge(1),
               unit="threads"),
     ConfigDef("inter.broker.listener.name", "string", None,
-              "Listener followers connect to (default: the first listener)."),
+              "Listener other brokers connect to (default: the listener of security.inter.broker.protocol)."),
+    # --- security (pykbroker/security/): listener names map to protocols; every ssl.* and sasl.*
+    # key may be overridden per listener as listener.name.<name>.<key> (security/listeners.py).
+    ConfigDef("listener.security.protocol.map", "string", _PROTOCOL_MAP_DEFAULT,
+              "Listener name -> security protocol, NAME:PROTOCOL,...", validator=_ProtocolMap()),
+    ConfigDef("security.inter.broker.protocol", "string", "PLAINTEXT",
+              "Security protocol between brokers (when inter.broker.listener.name is not set).",
+              validator=_in(*SECURITY_PROTOCOLS)),
+    # Kafka's default GSSAPI (Kerberos) is not built: a SASL listener left at it refuses to start
+    # (security/listeners.py) instead of accepting no mechanism.
+    ConfigDef("sasl.enabled.mechanisms", "list", ["GSSAPI"], "SASL mechanisms enabled on SASL listeners."),
+    ConfigDef("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI", "SASL mechanism between brokers."),
+    ConfigDef("sasl.server.max.receive.size", "int", 524288,
+              "Largest SASL token accepted before authentication (bytes)."),
+    ConfigDef("connection.failed.authentication.delay.ms", "int", 100,
+              "Delay of the close after a failed authentication.", validator=_ge(0)),
+    ConfigDef("connections.max.reauth.ms", "long", 0,
+              "Session lifetime of an authenticated SASL connection (0: sessions never expire)."),
+    ConfigDef("ssl.keystore.type", "string", "JKS", "Keystore format (pykbroker reads PEM)."),
+    ConfigDef("ssl.keystore.location", "string", None, "Keystore file (PEM: key and certificate chain)."),
+    ConfigDef("ssl.keystore.password", "password", None, "Keystore password."),
+    ConfigDef("ssl.key.password", "password", None, "Password of the private key."),
+    ConfigDef("ssl.keystore.certificate.chain", "password", None, "Inline PEM certificate chain."),
+    ConfigDef("ssl.keystore.key", "password", None, "Inline PEM private key."),
+    ConfigDef("ssl.truststore.type", "string", "JKS", "Truststore format (pykbroker reads PEM)."),
+    ConfigDef("ssl.truststore.location", "string", None, "Truststore file (PEM certificates)."),
+    ConfigDef("ssl.truststore.password", "password", None, "Truststore password."),
+    ConfigDef("ssl.truststore.certificates", "password", None, "Inline PEM trusted certificates."),
+    ConfigDef("ssl.client.auth", "string", "none", "Client certificates: none, requested or required.",
+              validator=_in("required", "requested", "none")),
+    ConfigDef("ssl.principal.mapping.rules", "string", "DEFAULT",
+              "Client certificate DN -> principal name (DEFAULT: the whole DN)."),
+    ConfigDef("ssl.protocol", "string", "TLSv1.3", "TLS protocol of the SSL context."),
+    ConfigDef("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"], "TLS versions accepted."),
+    ConfigDef("ssl.cipher.suites", "list", [], "Cipher suites (empty: the TLS library's defaults)."),
     # --- groups / offsets
     ConfigDef("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets.", validator=_ge(1)),
     # Kafka's default is 3; a single-node pykbroker could never create the topic with it.
@@ -655,12 +733,18 @@ class BrokerConfig:
         self._dynamic_broker: dict[str, Any] = {}
         # Supplied keys pykbroker does not declare: kept (raw) only to be reported.
         self.unused: dict[str, Any] = {}
+        self.listener_overrides: dict[str, Any] = {}
         for k, v in (values or {}).items():
             self.set(k, v)
         self._check_consistency()
 
     def set(self, key: str, raw) -> None:
         d = BROKER_CONFIGS.get(key)
+        if d is None and key.startswith("listener.name."):
+            # Kafka's per-listener overrides (listener.name.<name>.<key>), raw: read, parsed and
+            # validated by the listener's security settings (security/listeners.py)
+            self.listener_overrides[key] = raw
+            return
         if d is None:
             self.unused[key] = raw
             return
@@ -672,6 +756,13 @@ class BrokerConfig:
         if node is not None and broker is not None and broker != -1 and node != broker:
             raise ConfigError("Invalid value %s for configuration broker.id: must equal node.id (%s) "
                               "when both are set" % (broker, node), "broker.id")
+        pmap = parse_protocol_map(self.get("listener.security.protocol.map"))
+        for key in ("listeners", "advertised.listeners"):
+            try:
+                if key == "listeners" or self.get(key):
+                    parse_listeners(self.get(key), pmap)
+            except ValueError as e:
+                raise ConfigError("Invalid value %s for configuration %s: %s" % (self.get(key), key, e), key)
         if not self.log_dirs:
             key = "log.dirs" if "log.dirs" in self._explicit else "log.dir"
             raise ConfigError("Invalid value %s for configuration %s: at least one log directory is required"

@@ -199,8 +199,16 @@ class Broker(_BrokerBase):
 
     def __init__(self, port: int = 0, log_dir=None, config: Optional[dict] = None,
                  host: str = "127.0.0.1", control_port: Optional[int] = None, clock=None,
-                 as_kafka: Optional[str] = None):
+                 as_kafka: Optional[str] = None, security: Optional[str] = None,
+                 users: Optional[dict] = None, mechanisms: Optional[list] = None):
         from .clock import BrokerClock
+
+        # security="SSL" | "SASL_PLAINTEXT" | "SASL_SSL": a throw-away CA and server certificate,
+        # the users (PLAIN and SCRAM), and client_config() (pykbroker/security/embedded.py)
+        self._secure = None
+        if security is not None and str(security).upper() != "PLAINTEXT":
+            from .security.embedded import SecureSetup
+            self._secure = SecureSetup(security, users, mechanisms, host)
 
         # a version profile (pykbroker/profiles.py): "2.8", "3.9", "4.0", "4.4"/"4.x"; None: all
         self.as_kafka = None
@@ -250,6 +258,9 @@ class Broker(_BrokerBase):
     # -- life cycle ----------------------------------------------------------------------------
     def _values(self) -> dict:
         values = {"listeners": "PLAINTEXT://%s:%d" % (self.host, self.port), "log.dirs": self.log_dir}
+        if self._secure is not None:
+            values["listeners"] = "%s://%s:%d" % (self._secure.protocol, self.host, self.port)
+            values.update(self._secure.broker_config())
         values.update(self.config)
         return values
 
@@ -272,6 +283,8 @@ class Broker(_BrokerBase):
                 runner = BrokerRunner(BrokerConfig(self._values()), clock=self.clock, prepare=_prepare,
                                       as_kafka=self.as_kafka)
                 await nursery.start(runner.run)
+                if self._secure is not None:
+                    await self._secure.install(runner.broker)   # the SCRAM users
                 self.runner = runner
                 li = runner.broker.advertised_listener()
                 self.port = li.port
@@ -285,6 +298,41 @@ class Broker(_BrokerBase):
                 task_status.started(self)
         finally:
             self.runner = None
+
+    # -- client settings of a secured broker (security=...) ---------------------------------------
+    def client_config(self, user: Optional[str] = None, mechanism: Optional[str] = None,
+                      password: Optional[str] = None) -> dict:
+        """confluent-kafka settings reaching this broker as ``user`` (default: the first user)
+        with ``mechanism`` (default: the first enabled); ``password`` overrides the user's."""
+        if self._secure is None:
+            return {"bootstrap.servers": self.bootstrap_servers}
+        return self._secure.client_config(self.bootstrap_servers, user, mechanism, password)
+
+    def java_properties_file(self, path: str, user: Optional[str] = None, mechanism: Optional[str] = None,
+                             password: Optional[str] = None) -> str:
+        """Writes the Java client settings (``--command-config`` / ``Properties.load`` form,
+        truststore as PEM) to ``path`` and returns it."""
+        props = ({"bootstrap.servers": self.bootstrap_servers} if self._secure is None else
+                 self._secure.java_properties(self.bootstrap_servers, user, mechanism, password))
+        with open(path, "w") as fh:
+            for k, v in props.items():
+                # java.util.Properties escaping of the value's backslashes
+                fh.write("%s=%s\n" % (k, str(v).replace("\\", "\\\\")))
+        return path
+
+    def kafka_python_config(self, user: Optional[str] = None, mechanism: Optional[str] = None,
+                            password: Optional[str] = None) -> dict:
+        """The same as kafka-python keyword arguments."""
+        if self._secure is None:
+            return {"bootstrap_servers": self.bootstrap_servers}
+        return self._secure.kafka_python_config(self.bootstrap_servers, user, mechanism, password)
+
+    def aiokafka_config(self, user: Optional[str] = None, mechanism: Optional[str] = None,
+                        password: Optional[str] = None) -> dict:
+        """The same as aiokafka keyword arguments (with an ``ssl_context``)."""
+        if self._secure is None:
+            return {"bootstrap_servers": self.bootstrap_servers}
+        return self._secure.aiokafka_config(self.bootstrap_servers, user, mechanism, password)
 
     def start(self, timeout: float = 30.0) -> "Broker":
         """Start on a thread of its own; returns once the listener is bound.  After a

@@ -90,7 +90,9 @@ def convert_fields(fields, vlo, vhi, common):
 def build(name: str, vlo: int, vhi: int) -> dict:
     req = load_upstream(name + "Request", vhi)
     resp = load_upstream(name + "Response", vhi)
-    flo, _ = parse_range(req["flexibleVersions"])
+    # "none" (OffsetDelete, SaslHandshake): never flexible, written as the version after the last
+    never = req["flexibleVersions"].strip() == "none"
+    flo = vhi + 1 if never else parse_range(req["flexibleVersions"])[0]
     spec = {
         "api_key": req["apiKey"],
         "name": snake(name),

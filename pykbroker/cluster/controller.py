@@ -37,7 +37,9 @@ One small JSON file, ``<first log dir>/__pykbroker_metadata.json``::
       "partition_states": {"0": {"leader": 1, "leader_epoch": 2, "partition_epoch": 5,
                                  "isr": [1]}}}, ...]}
 
-plus, when any is set, ``"broker_configs": {"": {...}, "1": {"log.retention.ms": "1000"}}``: the
+``"user_scram_credentials": {"<user>": {"SCRAM-SHA-256": "salt=...,stored_key=...,server_key=...,
+iterations=4096"}}`` when any SCRAM user exists (AlterUserScramCredentials; Kafka's stored form,
+never a password), plus, when any is set, ``"broker_configs": {"": {...}, "1": {"log.retention.ms": "1000"}}``: the
 dynamic broker configs of the cluster default ("") and of this node (IncrementalAlterConfigs /
 AlterConfigs on BROKER resources), as Kafka's strings, published to the broker-config listeners
 at load (before the topics) and on every change; and ``"group_configs": {"<group>": {...}}``:
@@ -119,6 +121,34 @@ class Controller(abc.ABC):
         self._broker_config_listeners: list[Callable[[str, dict], Any]] = []
         # Dynamic group configs as stored (Kafka's strings), per group id (pykbroker/group_config.py)
         self._group_configs: dict[str, dict[str, str]] = {}
+        # SCRAM credentials as Kafka stores them (security/scram.py ScramCredential.to_text):
+        # user -> {mechanism: "salt=...,stored_key=...,server_key=...,iterations=N"}; never a
+        # password.  Read by SASL/SCRAM authentication, written by AlterUserScramCredentials.
+        self._scram: dict[str, dict[str, str]] = {}
+
+    # ------------------------------------------------------------------ SCRAM credentials
+    def scram_credential(self, user: str, mechanism: str) -> Optional[str]:
+        return self._scram.get(user, {}).get(mechanism)
+
+    def scram_users(self) -> dict[str, dict[str, str]]:
+        return {u: dict(m) for u, m in self._scram.items()}
+
+    def _store_scram(self, changes: list) -> dict:
+        """Apply ``[(user, mechanism, text or None)]``; returns the previous state to roll back."""
+        old = {u: dict(m) for u, m in self._scram.items()}
+        for user, mech, text in changes:
+            if text is None:
+                self._scram.get(user, {}).pop(mech, None)
+                if not self._scram.get(user):
+                    self._scram.pop(user, None)
+            else:
+                self._scram.setdefault(user, {})[mech] = text
+        return old
+
+    async def alter_scram_credentials(self, changes: list) -> None:
+        """Upsert/delete credentials (validated by the caller).  In memory here (test and
+        ZooKeeper controllers, see SKIPPED.md); durable in LocalController."""
+        self._store_scram(changes)
 
     # ------------------------------------------------------------------ listeners
     def set_replica_manager(self, replica_manager) -> None:
@@ -476,6 +506,8 @@ class LocalController(Controller):
             self._publish_broker_configs(entity, {k: str(v) for k, v in configs.items()})
         for group_id, configs in (data.get("group_configs") or {}).items():
             self._store_group_configs(group_id, {k: str(v) for k, v in configs.items()})
+        for user, mechs in (data.get("user_scram_credentials") or {}).items():
+            self._scram[user] = {m: str(t) for m, t in mechs.items()}
         for t in data.get("topics", []):
             overrides = {}
             for k, v in (t.get("configs") or {}).items():
@@ -530,6 +562,9 @@ class LocalController(Controller):
         out = {"version": 1, "topics": topics}
         if self._broker_configs:
             out["broker_configs"] = {e: dict(sorted(c.items())) for e, c in sorted(self._broker_configs.items())}
+        if self._scram:
+            # salted keys only (the password never reaches the broker's state or this file)
+            out["user_scram_credentials"] = {u: dict(sorted(m.items())) for u, m in sorted(self._scram.items())}
         if self._group_configs:
             out["group_configs"] = {g: dict(sorted(c.items())) for g, c in sorted(self._group_configs.items())}
         return json.dumps(out, indent=1).encode()
@@ -664,6 +699,16 @@ class LocalController(Controller):
         self._publish_broker_configs(entity, configs)
         log.info("dynamic broker configs of %s now %s", entity or "the cluster default",
                  dict(sorted(configs.items())))
+
+    async def alter_scram_credentials(self, changes: list) -> None:
+        old = self._store_scram(changes)
+        try:
+            await self._persist()
+        except BaseException:
+            self._scram = old
+            raise
+        log.info("SCRAM credentials changed: %s", ", ".join(
+            "%s %s %s" % ("deleted" if t is None else "set", m, u) for u, m, t in changes))
 
     async def alter_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
         old = self.group_configs(group_id)

@@ -188,12 +188,12 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ fetchers
     def _listener_name(self) -> str:
-        name = self.config["inter.broker.listener.name"] if self.config is not None else None
-        if name:
-            return name
-        from ..config import parse_listeners
-        ls = parse_listeners(self.config["listeners"]) if self.config is not None else []
-        return ls[0].name if ls else "PLAINTEXT"
+        """Kafka's inter-broker listener: ``inter.broker.listener.name``, else the listener named
+        after ``security.inter.broker.protocol`` (PLAINTEXT by default); pykbroker falls back to
+        the first listener when there is no such name."""
+        if self.config is None:
+            return "PLAINTEXT"
+        return inter_broker_listener(self.config).name
 
     def _address_of(self, broker_id: int):
         reg = self.metadata.broker(broker_id)
@@ -303,3 +303,15 @@ class ReplicaManager:
         self.log_manager.update_config(topic_info.name, cfg)
         for part in self.partitions_of(topic_info.name):
             part.update_config(cfg)
+
+
+def inter_broker_listener(config):
+    """The listener other brokers reach this one through (``_listener_name``)."""
+    from ..config import parse_listeners, parse_protocol_map
+    ls = parse_listeners(config["listeners"], parse_protocol_map(config["listener.security.protocol.map"]))
+    name = config["inter.broker.listener.name"]
+    want = name.upper() if name else config["security.inter.broker.protocol"]
+    for li in ls:
+        if li.name == want:
+            return li
+    return ls[0]

@@ -38,9 +38,11 @@ MIN_VERSION = 0
 MAX_VERSION = 13
 
 
-def brokers_of(cache) -> list[dict]:
+def brokers_of(cache, listener_name: str = "PLAINTEXT") -> list[dict]:
+    """Each broker's address on the listener the client connected through (Kafka's rule: a
+    client on the EXTERNAL listener is sent EXTERNAL addresses)."""
     return [{"node_id": b.broker_id, "host": e.host, "port": e.port, "rack": b.rack}
-            for b, e in cache.live_endpoints()]
+            for b, e in cache.live_endpoints(listener_name)]
 
 
 def topic_entry(cache, info) -> dict:
@@ -112,7 +114,8 @@ async def handle(ctx, request):
     cluster_ops = NOT_REQUESTED
     if 8 <= v <= 10 and request["include_cluster_authorized_operations"]:
         cluster_ops = CLUSTER_ALL_OPERATIONS
-    return {"throttle_time_ms": 0, "brokers": brokers_of(md), "cluster_id": md.cluster_id,
+    brokers = brokers_of(md, getattr(ctx.connection, "listener_name", "PLAINTEXT"))
+    return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": md.cluster_id,
             "controller_id": md.controller_id, "topics": topics_out,
             "cluster_authorized_operations": cluster_ops, "error_code": 0}
 

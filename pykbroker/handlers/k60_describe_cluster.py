@@ -41,7 +41,7 @@ async def handle(ctx, request):
     md = broker.metadata_cache
     ops = CLUSTER_ALL_OPERATIONS if request["include_cluster_authorized_operations"] else NOT_REQUESTED
     brokers = [{"broker_id": b.broker_id, "host": e.host, "port": e.port, "rack": b.rack, "is_fenced": False}
-               for b, e in md.live_endpoints()]
+               for b, e in md.live_endpoints(getattr(ctx.connection, "listener_name", "PLAINTEXT"))]
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": BROKER_ENDPOINT,
             "cluster_id": md.cluster_id, "controller_id": md.controller_id, "brokers": brokers,
             "cluster_authorized_operations": ops}

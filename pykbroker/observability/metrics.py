@@ -44,6 +44,8 @@ broker's trio thread, so it reads the state as its owners left it between two aw
   (what the group has yet to read; the high watermark is the end a consumer can read, as
   ListOffsets latest answers): groups coordinated here, partitions led here.
 - ``kafka_server_socket_server_metrics_connection_count{listener}``: open connections.
+- ``kafka_server_socket_server_metrics_{successful,failed}_{authentication,reauthentication}_total
+  {listener,mechanism}``: SASL authentications (security/stats.py; Kafka counts per listener only).
 - ``pykbroker_server_up`` 1 while a broker runs (0 between a crash and a restart).
 """
 from __future__ import annotations
@@ -126,7 +128,7 @@ class BrokerMetrics:
     running broker's ``(replica_manager, group_coordinator)`` or ``None`` while none runs; the
     collector reads them at scrape time."""
 
-    def __init__(self, owners):
+    def __init__(self, owners, auth_stats=None):
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.bytes_in = Counter("kafka_server_brokertopicmetrics_bytesin", "Record bytes appended by Produce",
@@ -151,7 +153,7 @@ class BrokerMetrics:
         self.connections_created = Counter("kafka_server_socket_server_metrics_connection_creation",
                                            "Connections accepted", ["listener"], registry=r)
         self.open_connections: dict[str, int] = {}
-        r.register(BrokerCollector(owners, self.open_connections))
+        r.register(BrokerCollector(owners, self.open_connections, auth_stats))
         self._owners = owners
 
     # -- the observer interface (observer.py) -------------------------------------------------
@@ -268,9 +270,10 @@ class BrokerCollector:
     """Gauges computed at scrape time from the state of its owners (ReplicaManager's partitions,
     the GroupCoordinator's committed offsets)."""
 
-    def __init__(self, owners, open_connections: dict):
+    def __init__(self, owners, open_connections: dict, auth_stats=None):
         self.owners = owners
         self.open_connections = open_connections
+        self.auth_stats = auth_stats   # () -> security/stats.AuthenticationStats or None
 
     def describe(self):
         return []   # computed series: nothing to check at registration
@@ -285,6 +288,17 @@ class BrokerCollector:
         up.add_metric([], 1 if owners is not None else 0)
         yield up
         yield conns
+        stats = self.auth_stats() if self.auth_stats is not None else None
+        if stats is not None:
+            from ..security.stats import KINDS
+            for kind in KINDS:
+                fam = CounterMetricFamily("kafka_server_socket_server_metrics_%s" % kind,
+                                          kind.replace("_", " ").capitalize() + "s",
+                                          labels=["listener", "mechanism"])
+                for (k, listener, mech), n in sorted(stats.counts.items()):
+                    if k == kind:
+                        fam.add_metric([listener, mech], n)
+                yield fam
         if owners is None:
             return
         rm, gc = owners

@@ -19,7 +19,11 @@ def build_observer(observe: dict, current_broker):
                 return None
             return b.replica_manager, b.group_coordinator
 
-        metrics = BrokerMetrics(owners)
+        def auth_stats():
+            b = current_broker()
+            return getattr(b, "auth_stats", None) if b is not None else None
+
+        metrics = BrokerMetrics(owners, auth_stats)
         Log.flush_listener = metrics.observe_flush
         parts.append(metrics)
     if "trace" in observe:

@@ -129,9 +129,24 @@ def decode_response(frame: bytes, api_key: int, api_version: int) -> tuple[int, 
     return corr, spec.decode("response", api_version, memoryview(frame)[pos:], exact=False)
 
 
+def _redacted(api_key: int, body):
+    """A body without its secrets: SaslAuthenticate tokens (a PLAIN token is the password) and
+    AlterUserScramCredentials' salts and salted passwords are replaced by their length."""
+    if not isinstance(body, dict):
+        return body
+    if api_key == 36 and body.get("auth_bytes") is not None:
+        return {**body, "auth_bytes": "<redacted %d bytes>" % len(body["auth_bytes"])}
+    if api_key == 51 and body.get("upsertions"):
+        return {**body, "upsertions": [{**u, "salt": "<redacted>", "salted_password": "<redacted>"}
+                                       for u in body["upsertions"]]}
+    return body
+
+
 def exchange(connection, api_key, api_version, correlation_id, client_id, request, response, t_start,
              total_ms, **extra) -> dict:
     spec = APIS.get(api_key)
+    if api_key in (36, 51):   # never a secret in a trace
+        request, response = _redacted(api_key, request), _redacted(api_key, response)
     line = {"time": round(t_start, 6), "connection": connection,
             "api": api_name(spec) if spec is not None else str(api_key), "api_key": api_key,
             "api_version": api_version, "header": {"correlation_id": correlation_id, "client_id": client_id},

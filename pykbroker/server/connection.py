@@ -40,6 +40,11 @@ def _only_disconnects(exc: BaseException) -> bool:
 
 
 class Connection:
+    # Kafka's principal of an unauthenticated connection (PLAINTEXT listeners); secured
+    # listeners' connections (server/secure.py) replace it once the client is known.
+    principal = "User:ANONYMOUS"
+    authenticator = None
+
     def __init__(self, broker, stream: trio.SocketStream, listener_name: str):
         self.broker = broker
         self.stream = stream
@@ -75,7 +80,10 @@ class Connection:
             if spm is not None:
                 spm.connection_closed(self)   # KIP-932: its share sessions end, their records are released
             with trio.CancelScope(shield=True):
-                await self.stream.aclose()
+                await self._close_stream()
+
+    async def _close_stream(self) -> None:
+        await self.stream.aclose()
 
     async def _serve(self) -> None:
         # One task reads and carries out, instead of a reader task feeding a processor task

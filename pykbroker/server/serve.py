@@ -15,6 +15,11 @@ log = logging.getLogger("pykbroker.server")
 
 async def serve_listener(broker, listener: Listener, task_status=trio.TASK_STATUS_IGNORED):
     """Bind one listener; ``task_status.started`` gets the actual (host, port)."""
+    # the listener's TLS/SASL settings, built at start-up (None: PLAINTEXT, the plain path)
+    sec = getattr(broker, "listener_security", {}).get(listener.name)
+    if sec is not None:
+        # imported only for a secured listener: PLAINTEXT-only brokers never load the SASL code
+        from .secure import SecureConnection
     host = listener.host or "0.0.0.0"
     try:
         listeners = await trio.open_tcp_listeners(listener.port, host=host, backlog=128)
@@ -24,11 +29,14 @@ async def serve_listener(broker, listener: Listener, task_status=trio.TASK_STATU
                       % (host, listener.port, listener.name, e.strerror or e)) from None
     sock = listeners[0].socket
     bound = sock.getsockname()
-    actual = Listener(listener.name, listener.host, bound[1])
+    actual = Listener(listener.name, listener.host, bound[1], listener.protocol)
 
     async def on_conn(stream):
         try:
-            await Connection(broker, stream, listener.name).run()
+            if sec is None:
+                await Connection(broker, stream, listener.name).run()
+            else:
+                await SecureConnection(broker, stream, listener.name, sec).run()
         except Exception:
             # Connection.run handles its own errors; this is the last line of defence that keeps
             # one connection's failure from cancelling the listener (and the broker) around it.

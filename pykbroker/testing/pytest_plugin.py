@@ -10,6 +10,10 @@ Fixtures:
 - ``kafka_topic``: a fresh, uniquely named topic (1 partition) per test.
 - ``kafka_topic_factory``: ``kafka_topic_factory(partitions=3, config={"cleanup.policy":
   "compact"}, prefix="orders")`` creates more, each uniquely named; returns the name.
+- ``kafka_secure_broker``: a session broker with a SASL_SSL listener, users ``alice`` and
+  ``admin`` (passwords ``alice-secret``, ``admin-secret``), SCRAM-SHA-512/256 and PLAIN; its
+  ``client_config(user, mechanism)`` (confluent-kafka), ``kafka_python_config`` and
+  ``aiokafka_config`` hand out the client settings (needs ``cryptography``).
 - ``kafka_private_broker``: a broker of the test's own (started for it, stopped after it), for
   what must not leak into other tests: ``faults``, ``crash()``/``restart()``, ``clock`` moves
   (the session broker's clock, once advanced, stays ahead).  It serves the HTTP control
@@ -73,6 +77,21 @@ def kafka_private_broker(request):
     if request.config.getoption("--kafka-bootstrap"):
         pytest.skip("kafka_private_broker starts its own pykbroker (not available with --kafka-bootstrap)")
     with Broker(config=TEST_CONFIG, control_port=0) as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def kafka_secure_broker(request):
+    """A session broker with a SASL_SSL listener (a throw-away CA and certificate), the users
+    ``alice``/``alice-secret`` and ``admin``/``admin-secret``, PLAIN, SCRAM-SHA-256 and
+    SCRAM-SHA-512: ``kafka_secure_broker.client_config("alice", "SCRAM-SHA-512")`` for
+    confluent-kafka, ``kafka_python_config(...)`` / ``aiokafka_config(...)`` for the others."""
+    from pykbroker.embedded import TEST_CONFIG, Broker
+
+    if request.config.getoption("--kafka-bootstrap"):
+        pytest.skip("kafka_secure_broker starts its own pykbroker (not available with --kafka-bootstrap)")
+    with Broker(security="SASL_SSL", users={"alice": "alice-secret", "admin": "admin-secret"},
+                mechanisms=["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"], config=TEST_CONFIG) as broker:
         yield broker
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import ssl
 import struct
 import time
 
@@ -85,11 +86,14 @@ class WireClient:
     """One blocking connection.  ``send``/``recv`` may be split to pipeline or to park a request
     (a JoinGroup that waits for a rebalance) while others go on other connections."""
 
-    def __init__(self, target, timeout: float = 15.0, client_id: str | None = DEFAULT_CLIENT_ID):
+    def __init__(self, target, timeout: float = 15.0, client_id: str | None = DEFAULT_CLIENT_ID,
+                 ssl_context=None):
         self.host, self.port = address_of(target)
         self.name = getattr(target, "name", None) or "%s:%d" % (self.host, self.port)
         self.client_id = client_id
         self.sock = socket.create_connection((self.host, self.port), timeout=timeout)
+        if ssl_context is not None:   # a TLS listener (SSL, SASL_SSL)
+            self.sock = ssl_context.wrap_socket(self.sock, server_hostname=self.host)
         self.corr = 0
 
     def close(self) -> None:
@@ -142,7 +146,7 @@ class WireClient:
             self.sock.settimeout(timeout)
         try:
             return self.sock.recv(1) == b""
-        except ConnectionError:   # reset, aborted, broken pipe: closed as well
+        except (ConnectionError, ssl.SSLError):   # reset, aborted, broken pipe, TLS EOF: closed as well
             return True
 
     def closed_after(self, api_key: int, version: int, body, flexible: bool | None = None) -> bool:

@@ -244,9 +244,12 @@ def test_bad_value_names_its_origin(tmp_path):
      "CreateTime, LogAppendTime"),
     ({"log.cleaner.min.cleanable.ratio": "1.5"},
      "Invalid value 1.5 for configuration log.cleaner.min.cleanable.ratio: Value must be no more than 1"),
-    ({"listeners": "SSL://127.0.0.1:9093"},
-     "Invalid value SSL://127.0.0.1:9093 for configuration listeners: listener security protocol SSL is not "
-     "supported (PLAINTEXT only)"),
+    ({"listeners": "EXTERNAL://127.0.0.1:9093"},
+     "Invalid value EXTERNAL://127.0.0.1:9093 for configuration listeners: No security protocol defined for "
+     "listener EXTERNAL"),
+    ({"listener.security.protocol.map": "EXTERNAL:TLS"},
+     "Invalid value EXTERNAL:TLS for configuration listener.security.protocol.map: invalid listener security "
+     "protocol mapping 'EXTERNAL:TLS': expected NAME:PLAINTEXT|SSL|SASL_PLAINTEXT|SASL_SSL"),
     ({"advertised.listeners": "localhost:9092"},
      "Invalid value localhost:9092 for configuration advertised.listeners: invalid listener 'localhost:9092': "
      "expected NAME://HOST:PORT"),

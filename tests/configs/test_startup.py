@@ -27,8 +27,11 @@ def _serve(*args, timeout=30):
     (["--override", "num.partitions=0"],
      "Invalid value 0 for configuration num.partitions: Value must be at least 1 (from --override)"),
     (["--listeners", "SSL://127.0.0.1:0"],
-     "Invalid value SSL://127.0.0.1:0 for configuration listeners: listener security protocol SSL is not "
-     "supported (PLAINTEXT only) (from --listeners)"),
+     "listener SSL: ssl.keystore.location: an SSL listener needs a key and certificate (ssl.keystore.location "
+     "or ssl.keystore.certificate.chain + ssl.keystore.key)"),
+    (["--listeners", "EXTERNAL://127.0.0.1:0"],
+     "Invalid value EXTERNAL://127.0.0.1:0 for configuration listeners: No security protocol defined for listener "
+     "EXTERNAL (from --listeners)"),
     (["--override", "log.retention.hours"], "--override expects key=value, got 'log.retention.hours'"),
 ])
 def test_bad_value_exits_with_one_line(tmp_path, args, message):

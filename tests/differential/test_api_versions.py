@@ -32,13 +32,11 @@ XFAIL = {}
 # differences allowed in ``test_same_ranges_as_kafka`` (the same list lives in SKIPPED.md).
 # key -> (pykbroker's range or None when not advertised, why).
 EXCLUDED = {
-    # security (a later issue): SASL, ACLs, delegation tokens, client quotas, SCRAM
-    17: (None, "security: SaslHandshake"), 36: (None, "security: SaslAuthenticate"),
+    # security (a later issue): ACLs, delegation tokens, client quotas
     29: (None, "security: DescribeAcls"), 30: (None, "security: CreateAcls"), 31: (None, "security: DeleteAcls"),
     38: (None, "security: CreateDelegationToken"), 39: (None, "security: RenewDelegationToken"),
     40: (None, "security: ExpireDelegationToken"), 41: (None, "security: DescribeDelegationToken"),
     48: (None, "quotas: DescribeClientQuotas"), 49: (None, "quotas: AlterClientQuotas"),
-    50: (None, "security: DescribeUserScramCredentials"), 51: (None, "security: AlterUserScramCredentials"),
     # KRaft-internal: the quorum, its voters and features (pykbroker has no KRaft quorum)
     55: (None, "KRaft: DescribeQuorum"), 57: (None, "KRaft: UpdateFeatures"), 64: (None, "KRaft: UnregisterBroker"),
     80: (None, "KRaft: AddRaftVoter"), 81: (None, "KRaft: RemoveRaftVoter"), 94: (None, "KRaft: UnregisterController"),

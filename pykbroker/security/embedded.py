@@ -1,0 +1,140 @@
+"""``pykbroker.Broker(security=..., users=..., mechanisms=...)``: a secured test broker in one line.
+
+``SecureSetup`` makes what a secured listener needs and what its clients need to reach it: a
+throw-away CA and a server certificate (SANs: localhost, 127.0.0.1, ::1 and the bind host) in
+a private temporary directory removed with the broker object, the PLAIN users as a JAAS config,
+the SCRAM credentials (salted, stored through the controller as AlterUserScramCredentials
+would), and client settings for confluent-kafka, kafka-python and aiokafka.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import weakref
+
+from .scram import MECHANISMS as SCRAM_MECHANISMS
+from .scram import new_credential
+
+PROTOCOLS = ("SSL", "SASL_PLAINTEXT", "SASL_SSL")
+DEFAULT_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+# A SASL broker with no users given gets this one, so client_config() always works.
+DEFAULT_USERS = {"admin": "admin-secret"}
+
+
+def _jaas_quote(s: str) -> str:
+    return '"%s"' % s.replace("\\", "\\\\").replace('"', '\\"')
+
+
+class SecureSetup:
+    def __init__(self, security: str, users=None, mechanisms=None, host: str = "127.0.0.1"):
+        self.protocol = str(security).upper()
+        if self.protocol not in PROTOCOLS:
+            raise ValueError("security must be one of %s, not %r" % (", ".join(PROTOCOLS), security))
+        self.tls = "SSL" in self.protocol
+        self.sasl = self.protocol.startswith("SASL")
+        self.users = dict(users if users else (DEFAULT_USERS if self.sasl else {}))
+        self.mechanisms = [m.upper() for m in (mechanisms or (DEFAULT_MECHANISMS if self.sasl else ()))]
+        self.dir = tempfile.mkdtemp(prefix="pykbroker-security-")
+        weakref.finalize(self, shutil.rmtree, self.dir, True)
+        self.ca_file = self.keystore = None
+        if self.tls:
+            from .certs import CertificateAuthority
+            self.ca = CertificateAuthority()
+            hosts = ["localhost", "127.0.0.1", "::1"] + ([host] if host not in ("localhost", "127.0.0.1", "::1", "", "0.0.0.0", "::") else [])
+            pair = self.ca.issue("localhost", hosts)
+            self.ca_file = os.path.join(self.dir, "ca.pem")
+            with open(self.ca_file, "w") as fh:
+                fh.write(self.ca.cert_pem)
+            self.keystore = os.path.join(self.dir, "server.pem")   # Kafka's PEM keystore: key, then chain
+            fd = os.open(self.keystore, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(pair.key_pem + pair.cert_pem)
+
+    def broker_config(self) -> dict:
+        """Broker settings (server.properties keys) for the listener named after the protocol."""
+        out = {}
+        lname = self.protocol.lower()
+        if self.tls:
+            out.update({"ssl.keystore.type": "PEM", "ssl.keystore.location": self.keystore})
+        if self.sasl:
+            out["sasl.enabled.mechanisms"] = ",".join(self.mechanisms)
+            if "PLAIN" in self.mechanisms:
+                users = " ".join("user_%s=%s" % (u, _jaas_quote(p)) for u, p in sorted(self.users.items()))
+                out["listener.name.%s.plain.sasl.jaas.config" % lname] = (
+                    "org.apache.kafka.common.security.plain.PlainLoginModule required %s;" % users)
+        return out
+
+    async def install(self, broker) -> None:
+        """The SCRAM users, stored through the broker's controller (salted keys only)."""
+        changes = []
+        for mech in self.mechanisms:
+            if mech in SCRAM_MECHANISMS:
+                for user, password in sorted(self.users.items()):
+                    changes.append((user, mech, new_credential(mech, password).to_text()))
+        if changes:
+            await broker.controller.alter_scram_credentials(changes)
+
+    # -- client settings -----------------------------------------------------------------------
+    def _user(self, user, mechanism):
+        if not self.sasl:
+            return None, None, None
+        user = user if user is not None else sorted(self.users)[0]
+        mech = (mechanism or self.mechanisms[0]).upper()
+        return user, self.users.get(user, ""), mech
+
+    def client_config(self, bootstrap: str, user=None, mechanism=None, password=None) -> dict:
+        """confluent-kafka / librdkafka settings."""
+        user, pw, mech = self._user(user, mechanism)
+        out = {"bootstrap.servers": bootstrap, "security.protocol": self.protocol}
+        if self.tls:
+            out["ssl.ca.location"] = self.ca_file
+        if self.sasl and mech == "OAUTHBEARER":
+            # librdkafka's unsecured JWT (the broker runs Kafka's unsecured validator)
+            out.update({"sasl.mechanism": mech, "enable.sasl.oauthbearer.unsecure.jwt": True,
+                        "sasl.oauthbearer.config": "principal=%s" % user})
+        elif self.sasl:
+            out.update({"sasl.mechanism": mech, "sasl.username": user,
+                        "sasl.password": password if password is not None else pw})
+        return out
+
+    def java_properties(self, bootstrap: str, user=None, mechanism=None, password=None) -> dict:
+        """Java client (and Spark ``kafka.``-prefixed) settings; the truststore as PEM."""
+        user, pw, mech = self._user(user, mechanism)
+        out = {"bootstrap.servers": bootstrap, "security.protocol": self.protocol}
+        if self.tls:
+            out.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": self.ca_file})
+        if self.sasl:
+            pw = password if password is not None else pw
+            module = {"PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+                      "OAUTHBEARER": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"}.get(
+                mech, "org.apache.kafka.common.security.scram.ScramLoginModule")
+            if mech == "OAUTHBEARER":
+                jaas = "%s required unsecuredLoginStringClaim_sub=%s;" % (module, _jaas_quote(user))
+            else:
+                jaas = "%s required username=%s password=%s;" % (module, _jaas_quote(user), _jaas_quote(pw))
+            out.update({"sasl.mechanism": mech, "sasl.jaas.config": jaas})
+        return out
+
+    def kafka_python_config(self, bootstrap: str, user=None, mechanism=None, password=None) -> dict:
+        """kafka-python keyword arguments (KafkaProducer(**cfg), ...)."""
+        user, pw, mech = self._user(user, mechanism)
+        if mech == "OAUTHBEARER":
+            raise ValueError("OAUTHBEARER needs a token provider object in kafka-python/aiokafka "
+                             "(sasl_oauth_token_provider); client_config() covers librdkafka")
+        out = {"bootstrap_servers": bootstrap, "security_protocol": self.protocol}
+        if self.tls:
+            out["ssl_cafile"] = self.ca_file
+        if self.sasl:
+            out.update({"sasl_mechanism": mech, "sasl_plain_username": user,
+                        "sasl_plain_password": password if password is not None else pw})
+        return out
+
+    def aiokafka_config(self, bootstrap: str, user=None, mechanism=None, password=None) -> dict:
+        """aiokafka keyword arguments (an ``ssl_context`` instead of a CA file)."""
+        out = self.kafka_python_config(bootstrap, user, mechanism, password)
+        cafile = out.pop("ssl_cafile", None)
+        if cafile is not None:
+            import ssl
+            out["ssl_context"] = ssl.create_default_context(cafile=cafile)
+        return out

@@ -1,0 +1,167 @@
+"""TLS listeners: mutual TLS (ssl.client.auth required / requested), the principal of a client
+certificate, Kafka's inline PEM configs, per-listener overrides, and refused configurations."""
+import logging
+import os
+import ssl
+import time
+
+import pytest
+
+import pykbroker
+from pykbroker.config import ConfigError
+from pykbroker.embedded import TEST_CONFIG
+from pykbroker.testing.wire import WireClient
+
+pytest.importorskip("cryptography")
+from pykbroker.security.certs import CertificateAuthority  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("pki"))
+    ca, other_ca = CertificateAuthority(), CertificateAuthority("someone else's CA")
+    server = ca.issue("localhost", ["localhost", "127.0.0.1"])
+    client = ca.issue("client1", server=False, subject=[("O", "pykbroker"), ("OU", "tests")])
+    stranger = other_ca.issue("client1", server=False)
+    files = {"dir": d, "ca": os.path.join(d, "ca.pem"), "keystore": os.path.join(d, "server.pem")}
+    with open(files["ca"], "w") as fh:
+        fh.write(ca.cert_pem)
+    with open(files["keystore"], "w") as fh:
+        fh.write(server.key_pem + server.cert_pem)
+    files["client_cert"], files["client_key"] = client.write(d, "client")
+    files["stranger_cert"], files["stranger_key"] = stranger.write(d, "stranger")
+    files["server"], files["ca_pem"] = server, ca.cert_pem
+    return files
+
+
+@pytest.fixture(scope="module")
+def mtls(pki):
+    """EXTERNAL requires a client certificate, INTERNAL only asks for one (a per-listener override)."""
+    cfg = {"listeners": "INTERNAL://127.0.0.1:0,EXTERNAL://127.0.0.1:0",
+           "listener.security.protocol.map": "INTERNAL:SSL,EXTERNAL:SSL",
+           "inter.broker.listener.name": "INTERNAL",
+           "ssl.keystore.type": "PEM", "ssl.keystore.location": pki["keystore"],
+           "ssl.truststore.type": "PEM", "ssl.truststore.location": pki["ca"],
+           "ssl.client.auth": "requested", "listener.name.external.ssl.client.auth": "required",
+           "ssl.principal.mapping.rules": "RULE:^CN=([^,]*),OU=.*$/$1/U,DEFAULT",
+           **TEST_CONFIG}
+    with pykbroker.Broker(config=cfg) as b:
+        yield b, {li.name: li.port for li in b.broker.bound}
+
+
+def _confluent(port, pki, cert=True, stranger=False):
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    cfg = {"bootstrap.servers": "127.0.0.1:%d" % port, "security.protocol": "SSL", "ssl.ca.location": pki["ca"]}
+    if cert:
+        who = "stranger" if stranger else "client"
+        cfg.update({"ssl.certificate.location": pki[who + "_cert"], "ssl.key.location": pki[who + "_key"]})
+    errors = []
+    p = Producer({**cfg, "error_cb": errors.append})
+    topic = "mtls-%d" % port
+    value = b"mtls-%f" % time.time()
+    p.produce(topic, value)
+    if p.flush(5):
+        return None, errors
+    c = Consumer({**cfg, "group.id": "g", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got, deadline = [], time.monotonic() + 15
+    while time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got.append(m.value())
+            if got[-1] == value:
+                break
+    c.close()
+    return got[-1:], errors
+
+
+def test_required_client_certificate_is_accepted_and_mapped(mtls, pki, caplog):
+    caplog.set_level(logging.DEBUG, logger="pykbroker.connection")
+    b, ports = mtls
+    got, errors = _confluent(ports["EXTERNAL"], pki)
+    assert got and got[0].startswith(b"mtls-"), errors
+    # the DN CN=client1,OU=tests,O=pykbroker mapped by the RULE (CN, upper case)
+    assert "on EXTERNAL, principal User:CLIENT1" in caplog.text
+
+
+@pytest.mark.parametrize("stranger", [False, True], ids=["no-certificate", "unknown-ca"])
+def test_required_refuses_missing_or_untrusted_certificates(mtls, pki, stranger):
+    b, ports = mtls
+    got, errors = _confluent(ports["EXTERNAL"], pki, cert=stranger, stranger=stranger)
+    assert got is None and errors
+    ctx = ssl.create_default_context(cafile=pki["ca"])
+    if stranger:
+        ctx.load_cert_chain(pki["stranger_cert"], pki["stranger_key"])
+    with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+        with WireClient(("127.0.0.1", ports["EXTERNAL"]), ssl_context=ctx) as c:
+            # TLS 1.3: the refusal arrives with the first read
+            c.request(18, 0, {})
+
+
+def test_requested_serves_clients_without_a_certificate_as_anonymous(mtls, pki, caplog):
+    caplog.set_level(logging.DEBUG, logger="pykbroker.connection")
+    b, ports = mtls
+    got, errors = _confluent(ports["INTERNAL"], pki, cert=False)
+    assert got, errors
+    assert "on INTERNAL, principal User:ANONYMOUS" in caplog.text
+
+
+def test_inline_pem_configs(pki):
+    server = pki["server"]
+    cfg = {"listeners": "SSL://127.0.0.1:0", "ssl.keystore.type": "PEM",
+           "ssl.keystore.certificate.chain": server.cert_pem, "ssl.keystore.key": server.key_pem,
+           "ssl.truststore.type": "PEM", "ssl.truststore.certificates": pki["ca_pem"],
+           "ssl.client.auth": "required", **TEST_CONFIG}
+    with pykbroker.Broker(config=cfg) as b:
+        got, errors = _confluent(b.broker.bound[0].port, pki)
+        assert got, errors
+        assert _confluent(b.broker.bound[0].port, pki, cert=False)[0] is None
+
+
+@pytest.mark.parametrize("extra,message", [
+    ({}, "an SSL listener needs a key and certificate"),
+    ({"ssl.keystore.location": "/nonexistent.jks"}, "JKS stores are not supported"),
+    ({"ssl.keystore.type": "PEM", "ssl.keystore.location": "/nonexistent.pem"}, "cannot load the key"),
+    ({"ssl.keystore.type": "PEM", "ssl.keystore.location": "KEYSTORE", "ssl.enabled.protocols": "TLSv1.1"},
+     "none of .* is supported"),
+    ({"ssl.keystore.type": "PEM", "ssl.keystore.location": "KEYSTORE", "ssl.principal.mapping.rules": "RULE:x"},
+     "not Kafka's rule syntax"),
+])
+def test_bad_ssl_configs_stop_the_start(pki, extra, message):
+    from pykbroker.broker import Broker
+    from pykbroker.config import BrokerConfig
+
+    extra = {k: (pki["keystore"] if v == "KEYSTORE" else v) for k, v in extra.items()}
+    cfg = BrokerConfig({"listeners": "SSL://127.0.0.1:0", "log.dirs": pki["dir"] + "/data", **extra})
+    with pytest.raises(ConfigError, match=message):
+        Broker(cfg)
+
+
+@pytest.mark.parametrize("extra,message", [
+    ({}, "pykbroker serves only"),   # Kafka's default mechanism, GSSAPI, is not built
+    ({"sasl.enabled.mechanisms": "PLAIN"}, "sets no listener.name.sasl_plaintext.plain.sasl.jaas.config"),
+    ({"sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_plaintext.plain.sasl.jaas.config": "x required a"},
+     "plain.sasl.jaas.config"),
+    ({"sasl.enabled.mechanisms": "SCRAM-SHA-1"}, "pykbroker serves only"),
+])
+def test_bad_sasl_configs_stop_the_start(pki, extra, message):
+    from pykbroker.broker import Broker
+    from pykbroker.config import BrokerConfig
+
+    cfg = BrokerConfig({"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "log.dirs": pki["dir"] + "/data", **extra})
+    with pytest.raises(ConfigError, match=message):
+        Broker(cfg)
+
+
+def test_a_cluster_refuses_a_secured_inter_broker_listener(pki):
+    from pykbroker.security.listeners import check_config
+    from pykbroker.config import BrokerConfig
+
+    base = {"log.dirs": pki["dir"] + "/data", "zookeeper.connect": "127.0.0.1:2181",
+            "listeners": "INTERNAL://127.0.0.1:0,EXTERNAL://127.0.0.1:0",
+            "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:SSL",
+            "ssl.keystore.type": "PEM", "ssl.keystore.location": pki["keystore"]}
+    check_config(BrokerConfig({**base, "inter.broker.listener.name": "INTERNAL"}))   # secure clients only: fine
+    with pytest.raises(ConfigError, match="inter-broker listener of a pykbroker cluster must be PLAINTEXT"):
+        check_config(BrokerConfig({**base, "inter.broker.listener.name": "EXTERNAL"}))
