@@ -28,7 +28,8 @@ import trio
 
 from ..protocol.codec import Chunks
 from ..protocol.errors import ErrorCode, KafkaError
-from ..storage.log import (KafkaStorageError, LogConfig, OffsetOutOfRange, ProducerStateError)
+from ..storage.errors import KafkaStorageError, OffsetOutOfRange, ProducerStateError
+from ..storage.log_config import LogConfig
 from .metadata_cache import PartitionState
 
 log = logging.getLogger("pykbroker.partition")

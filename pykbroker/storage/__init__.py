@@ -10,8 +10,8 @@ Typical use by the produce/fetch/list-offsets paths::
     for r in regions: os.sendfile(sock, r.fd, r.position, r.length)
     log.offset_for_timestamp(ts); log.max_timestamp_offset(); log.end_offset_for_epoch(e)
 
-See the module docstrings (log.py, segment.py, index.py, producer_state.py,
-epoch.py, checkpoints.py) for formats and Kafka rules."""
+See the module docstrings (log.py, log_loader.py, log_config.py, errors.py, segment.py,
+index.py, producer_state.py, epoch.py, checkpoints.py) for formats and Kafka rules."""
 from .fs import FileSystem, REAL_FS
 from .index import OffsetIndex, TimeIndex
 from .segment import FileRegion, LogSegment
@@ -20,10 +20,10 @@ from .checkpoints import (
 )
 from .epoch import LeaderEpochCache
 from .producer_state import ProducerStateManager
-from .log import (
-    Log, LogConfig, LogLoader, AppendInfo, StorageError, OffsetOutOfRange,
-    ProducerStateError, KafkaStorageError, load_log,
-)
+from .errors import StorageError, OffsetOutOfRange, ProducerStateError, KafkaStorageError
+from .log_config import LogConfig
+from .log import Log, AppendInfo
+from .log_loader import LogLoader, load_log
 from .manager import LogManager
 
 __all__ = [

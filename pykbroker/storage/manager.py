@@ -59,8 +59,11 @@ from .checkpoints import (
     RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
 )
 from ..config import BROKER_CONFIGS
+from .errors import KafkaStorageError
 from .fs import FileSystem, REAL_FS
-from .log import KafkaStorageError, Log, LogConfig, load_log, parse_partition_dir, partition_dir_name, wall_ms
+from .log import Log, parse_partition_dir, partition_dir_name, wall_ms
+from .log_config import LogConfig
+from .log_loader import load_log
 
 __all__ = ["LogManager"]
 

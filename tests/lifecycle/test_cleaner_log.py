@@ -10,7 +10,8 @@ from pykbroker.protocol.records import (
     decode_records, encode_batch, iter_batches, validate_produce_records,
 )
 from pykbroker.storage.cleaner import Cleaner, CleanerConfig, has_keyless_record, plan_cleaning
-from pykbroker.storage.log import LogConfig, load_log
+from pykbroker.storage.log_config import LogConfig
+from pykbroker.storage.log_loader import load_log
 
 NOW = 1_700_000_000_000
 

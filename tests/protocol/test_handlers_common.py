@@ -7,7 +7,7 @@ import trio
 from pykbroker.handlers.common import PartitionResponses, each_topic_once, leader_partition
 from pykbroker.protocol.errors import ErrorCode, KafkaError
 from pykbroker.protocol.records import RecordError
-from pykbroker.storage.log import KafkaStorageError, OffsetOutOfRange, ProducerStateError
+from pykbroker.storage.errors import KafkaStorageError, OffsetOutOfRange, ProducerStateError
 
 
 class _Partition:

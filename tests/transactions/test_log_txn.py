@@ -10,7 +10,9 @@ from pykbroker.protocol.errors import ErrorCode
 from pykbroker.protocol.records import (CONTROL_ABORT, CONTROL_COMMIT, control_type, decode_records, encode_batch,
                                         iter_batches, validate_produce_records)
 from pykbroker.storage.cleaner import Cleaner, CleanerConfig
-from pykbroker.storage.log import LogConfig, ProducerStateError, load_log
+from pykbroker.storage.errors import ProducerStateError
+from pykbroker.storage.log_config import LogConfig
+from pykbroker.storage.log_loader import load_log
 from pykbroker.storage.txn_index import AbortedTxn
 
 NOW = 1_700_000_000_000
