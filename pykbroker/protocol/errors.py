@@ -160,7 +160,7 @@ class KafkaError(Exception):
 
     Subclasses name the failures raised below the handlers (``RecordError`` in protocol/records.py,
     ``StorageError`` and its ``OffsetOutOfRange`` / ``KafkaStorageError`` / ``ProducerStateError``
-    in storage/log.py), so ``except KafkaError as e: e.code`` works for any of them.  Deliberately
+    in storage/errors.py), so ``except KafkaError as e: e.code`` works for any of them.  Deliberately
     outside this family: ``ProtocolError`` (bytes that do not decode: Kafka closes the connection,
     there is no request to answer, so no code), ``CloseConnection`` (a decision, not an error
     code) and ``config.ConfigError`` (a bad setting at startup; the same error is INVALID_CONFIG
