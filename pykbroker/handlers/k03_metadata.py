@@ -121,9 +121,13 @@ async def handle(ctx, request):
 
 
 def error_response(ctx, request, code):
-    """Kafka's MetadataRequest.getErrorResponse: the error on every requested topic."""
+    """Kafka's MetadataRequest.getErrorResponse: the error on every requested topic (and, v13,
+    at the top).  A null name is answered as "" as Kafka does: before v12 the response's name
+    is not nullable (a v11 request naming a topic null gets INVALID_REQUEST, and a null there
+    would make the answer undecodable)."""
     topics = []
     for t in request.get("topics") or []:
-        topics.append(_error_topic(code, t.get("name"), t.get("topic_id", ZERO_UUID)))
+        name = t.get("name")
+        topics.append(_error_topic(code, "" if name is None else name, t.get("topic_id", ZERO_UUID)))
     return {"throttle_time_ms": 0, "brokers": [], "cluster_id": None, "controller_id": -1,
-            "topics": topics, "error_code": 0}
+            "topics": topics, "error_code": int(code)}

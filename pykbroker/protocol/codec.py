@@ -149,10 +149,12 @@ class _Gen:
         return k
 
     # ---------------------------------------------------------------- decode
-    def read_expr(self, f, t):
-        """Source of an expression evaluating to (value, pos) for a scalar type ``t``."""
+    def read_expr(self, f, t, item=False):
+        """Source of an expression evaluating to (value, pos) for a scalar type ``t`` (``item``:
+        an element of the array field ``f``: never nullable, whatever ``f``'s nullability, which
+        is the array's; Kafka's readers reject a null string or bytes element)."""
         compact = self.flex and not f.get("never_compact")
-        nullable = _in(f.get("nullable"), self.v)
+        nullable = not item and _in(f.get("nullable"), self.v)
         if t in _FIXED:
             s, size, _ = _FIXED[t]
             return "(%s.unpack_from(buf, pos)[0], pos + %d)" % (s, size)
@@ -258,7 +260,7 @@ class _Gen:
                 sub = self.decode_struct(f["fields"])
                 out.append("        x, pos = %s(%s, pos)" % (sub, bufname))
             else:
-                out.append("        x, pos = %s" % rd(self.read_expr(f, f["of"])))
+                out.append("        x, pos = %s" % rd(self.read_expr(f, f["of"], item=True)))
             out.append("        lst.append(x)")
             out.append("    m[%s] = lst" % key)
         elif t == "struct":

@@ -23,7 +23,7 @@ def _in(rng, v):
     return rng is not None and rng[0] <= v <= rng[1]
 
 
-def scalar(f, t, v):
+def scalar(f, t, v, item=False):
     if t in INTS:
         return INTS[t]
     if t == "float64":
@@ -32,7 +32,7 @@ def scalar(f, t, v):
         return st.booleans()
     if t == "uuid":
         return st.binary(min_size=16, max_size=16)
-    nullable = _in(f.get("nullable"), v)
+    nullable = not item and _in(f.get("nullable"), v)   # an array's nullability is not its items'
     if t == "string":
         s = st.text(max_size=12)
     elif t in ("bytes", "records"):
@@ -49,7 +49,7 @@ def message(fields, v, depth=0):
             continue
         t = f["type"]
         if t == "array":
-            item = message(f["fields"], v, depth + 1) if f["of"] == "struct" else scalar(f, f["of"], v)
+            item = message(f["fields"], v, depth + 1) if f["of"] == "struct" else scalar(f, f["of"], v, item=True)
             s = st.lists(item, max_size=3 if depth < 2 else 1)
             if _in(f.get("nullable"), v):
                 s = st.one_of(st.none(), s)

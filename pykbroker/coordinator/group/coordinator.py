@@ -254,6 +254,10 @@ class GroupCoordinator(CoordinatorService):
             return self.consumer.validate_commit(g, generation, member_id, instance_id), g
         if g.kind == "streams":
             return self.streams.validate_commit(g, generation, member_id, instance_id), g
+        if g.kind == "share":
+            # Kafka's ShareGroup.validateOffsetCommit: a share group keeps no committed offsets
+            # ("Group %s is not a consumer group.")
+            return E.GROUP_ID_NOT_FOUND, g
         if generation < 0 and g.state == EMPTY:
             # Admin client or assign() consumer committing for an empty group.
             return 0, g

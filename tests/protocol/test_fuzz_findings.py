@@ -1,0 +1,77 @@
+"""Regression tests for what the protocol fuzzer (compat/fuzz, docs/fuzzing.md) found: each
+request here once made the broker answer bytes no client can decode, or made a handler raise
+(an UNKNOWN_SERVER_ERROR answer and a traceback in the log) instead of Kafka's answer."""
+import struct
+import uuid
+
+import pytest
+
+from pykbroker.protocol.codec import APIS
+from pykbroker.protocol.primitives import ProtocolError
+from pykbroker.testing.wire import WireClient, create_topic, request_frame
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_metadata_v11_null_topic_name_gets_a_decodable_invalid_request(broker):
+    # Before v12 a response topic name is not nullable: Kafka answers the null name as "".
+    with WireClient(broker) as c:
+        resp = c.request(3, 11, {"topics": [{"topic_id": bytes(16), "name": None}],
+                                 "allow_auto_topic_creation": False,
+                                 "include_topic_authorized_operations": False})
+    (t,) = resp["topics"]
+    assert (t["error_code"], t["name"]) == (42, "")   # INVALID_REQUEST
+
+
+def _heartbeat_with_null_topic(version):
+    api = APIS[68]
+    body = bytearray()
+    good = api.encode_bytes("request", version, {
+        "group_id": "g", "member_id": "m", "member_epoch": 0, "rebalance_timeout_ms": 1000,
+        "subscribed_topic_names": ["zz"], "topic_partitions": None})
+    # the one element "zz" (compact length 3) becomes a null string (compact length 0)
+    i = good.index(b"\x03zz")
+    body = good[:i] + b"\x00" + good[i + 3:]
+    return body
+
+
+def test_null_string_element_of_a_nullable_array_is_malformed():
+    # subscribed_topic_names may be null (the array), its elements may not: Kafka's reader
+    # rejects a null element, and the consumer group code sorted the names and raised TypeError.
+    for v in (0, 1):
+        with pytest.raises(ProtocolError):
+            APIS[68].decode("request", v, _heartbeat_with_null_topic(v))
+    # DescribeConfigs configuration_keys (nullable array of strings), same rule
+    api = APIS[32]
+    good = api.encode_bytes("request", 1, {"resources": [
+        {"resource_type": 2, "resource_name": "t", "configuration_keys": ["ab"]}],
+        "include_synonyms": False})
+    i = good.index(b"\x00\x02ab")
+    with pytest.raises(ProtocolError):
+        api.decode("request", 1, good[:i] + b"\xff\xff" + good[i + 4:])
+
+
+def test_null_string_element_closes_the_connection(broker):
+    with WireClient(broker) as c:
+        c.send_bytes(request_frame(68, 0, 5, _heartbeat_with_null_topic(0)))
+        assert c.wait_closed(10)
+    assert "TypeError" not in broker.log_text()
+
+
+def test_offset_commit_to_a_share_group_is_group_id_not_found(broker):
+    topic = "share-commit-%s" % uuid.uuid4().hex[:6]
+    group = "share-g-%s" % uuid.uuid4().hex[:6]
+    with WireClient(broker) as c:
+        create_topic(c, topic, 1)
+        hb = c.request(76, 1, {"group_id": group, "member_id": str(uuid.uuid4()), "member_epoch": 0,
+                               "rack_id": None, "subscribed_topic_names": [topic]})
+        assert hb["error_code"] == 0
+        resp = c.request(8, 9, {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+                                "group_instance_id": None,
+                                "topics": [{"name": topic, "partitions": [
+                                    {"partition_index": 0, "committed_offset": 1,
+                                     "committed_metadata": ""}]}]})
+    (t,) = resp["topics"]
+    (p,) = t["partitions"]
+    # Kafka's ShareGroup.validateOffsetCommit: "Group ... is not a consumer group."
+    assert p["error_code"] == 69   # GROUP_ID_NOT_FOUND
