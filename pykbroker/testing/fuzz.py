@@ -1,0 +1,831 @@
+"""Protocol fuzzer against a live broker: requests generated from ``protocol_specs/`` for every
+API and version the broker advertises, and mutations of requests captured from real client
+sessions (``compat/fuzz/corpus/``), sent over real sockets.  ``compat/fuzz/run.py`` is the
+command; ``tests/protocol/test_fuzz_live.py`` runs it briefly.
+
+What is checked, and counted:
+
+- every request gets an answer with its correlation id, that decodes with the codec of its API
+  and version (``answers``; ``error_answers``: those with a non-zero error code anywhere), or
+  no answer where Kafka sends none (an acks=0 Produce: ``silent``, seen as the next request's
+  answer arriving), or the connection is closed (``closes``).  A connection that neither
+  answers nor closes within ``answer_timeout`` is a ``held`` connection; a broker that then
+  does not answer a fresh connection is a ``hang``; a broker process that exits is a ``crash``.
+  A wrong correlation id or an answer that does not decode is a ``bad_answer``.
+- after each batch a real client (confluent-kafka) produces to a health topic and must be
+  acknowledged in time (``health_failures`` otherwise); the broker's RSS and open fds are read
+  from /proc after each batch (``rss_mb`` series, ``peak_rss_mb``, ``fds`` series).
+- the broker's log is searched for tracebacks and ERROR lines (``internal_errors``: a handler
+  that raised answers UNKNOWN_SERVER_ERROR, which is a bug even though the client is answered).
+- records produced by a real client before the run, and a consumer group's committed offsets,
+  are read back after it byte for byte (``data_intact``).
+
+Generation draws names (topics, groups, transactional ids) mostly from small pools, so requests
+meet existing state and the broker's state stays bounded (a leak is then growth, not new
+topics), and clamps the fields that make a request wait (``max_wait_ms``, ``timeout_ms`` ...) to
+under a second so a correct broker never holds an answer past ``answer_timeout``.  The topics the
+real clients own are never named by the fuzzer.
+"""
+from __future__ import annotations
+
+import os
+import random
+import re
+import select
+import socket
+import struct
+import threading
+import time
+import uuid as _uuid
+from dataclasses import dataclass, field
+
+from hypothesis import HealthCheck, Phase, given, seed as hseed, settings
+from hypothesis import strategies as st
+
+from ..protocol import records as R
+from ..protocol.codec import APIS
+from ..protocol.primitives import ProtocolError
+
+API_VERSIONS = 18
+
+# Names the fuzzer uses: a few topics (some created before the run, with data), groups and
+# transactional ids.  The real clients' topics are named otherwise ("precious-", "health-").
+# (Not the internal topics: deleting __consumer_offsets is an administrator's act, not bad input,
+# and it would take the other clients' committed offsets with it.)
+TOPIC_POOL = ["fz-0", "fz-1", "fz-2", "fz-new"]
+GROUP_POOL = ["fzg-0", "fzg-1", "fzg-2"]
+TXN_POOL = ["fzt-0", "fzt-1"]
+_NAMEISH_TOPIC = {"name", "topic", "topic_name", "sink_topic"}
+_NAMEISH_GROUP = {"group_id", "key"}
+_NAMEISH_TXN = {"transactional_id", "v3_and_below_transactional_id", "transactional_id_pattern"}
+# Fields that make a broker hold its answer (Fetch's max_wait_ms, a Produce's acks=-1 timeout, a
+# JoinGroup's rebalance...): kept short so a held connection means a bug, not a long wait asked for.
+_WAIT_FIELDS = {"max_wait_ms", "timeout_ms", "rebalance_timeout_ms", "session_timeout_ms"}
+# Counts that size what the broker builds (partitions of a new topic, replicas): mostly small;
+# the broker's own limits (MAX_PARTITIONS_PER_REQUEST) are still met by the boundary values.
+_SIZE_FIELDS = {"num_partitions", "count", "replication_factor"}
+
+_INT_RANGES = {"int8": (-(2**7), 2**7 - 1), "int16": (-(2**15), 2**15 - 1), "uint16": (0, 2**16 - 1),
+               "int32": (-(2**31), 2**31 - 1), "uint32": (0, 2**32 - 1), "int64": (-(2**63), 2**63 - 1)}
+
+
+def _in(rng, v):
+    return rng is not None and rng[0] <= v <= rng[1]
+
+
+def _int_strategy(t, name):
+    lo, hi = _INT_RANGES[t]
+    if name in _WAIT_FIELDS:
+        return st.integers(-1, 300)
+    bounds = sorted({lo, hi, 0, -1, 1, min(hi, 2**31 - 1), max(lo, -(2**31))} & set(range(lo, hi + 1))
+                    if hi - lo < 2**17 else {lo, hi, 0, -1, 1, 2**31 - 1, -(2**31), 2**15 - 1})
+    bounds = [b for b in bounds if lo <= b <= hi]
+    small = st.integers(max(lo, -2), min(hi, 5))
+    if name in _SIZE_FIELDS:
+        return st.one_of(small, small, small, st.sampled_from(bounds))
+    return st.one_of(small, st.sampled_from(bounds), st.integers(lo, hi))
+
+
+def _batches():
+    """Record batches as producers write them (any codec, idempotent or not), and broken ones."""
+    rec = st.tuples(st.none(), st.none(), st.one_of(st.none(), st.binary(max_size=12)),
+                    st.one_of(st.none(), st.binary(max_size=40)),
+                    st.lists(st.tuples(st.text(max_size=4), st.one_of(st.none(), st.binary(max_size=4))),
+                             max_size=2))
+
+    @st.composite
+    def batch(draw):
+        recs = draw(st.lists(rec, min_size=1, max_size=4))
+        codec = draw(st.sampled_from([0, 0, 1, 2, 3, 4]))
+        pid = draw(st.sampled_from([-1, -1, 0, 1000, 2**62]))
+        b = R.encode_batch([R.Record(None, None, k, v, h) for _, _, k, v, h in recs], 0, codec,
+                           producer_id=pid, producer_epoch=0 if pid >= 0 else -1,
+                           base_sequence=draw(st.sampled_from([0, 0, 5, -1])) if pid >= 0 else -1,
+                           is_transactional=pid >= 0 and draw(st.booleans()))
+        if draw(st.integers(0, 3)) == 0:   # one byte changed (after the CRC check, or not)
+            b = bytearray(b)
+            i = draw(st.integers(0, len(b) - 1))
+            b[i] = draw(st.integers(0, 255))
+            b = bytes(b)
+        return b
+
+    return st.one_of(batch(), st.none(), st.binary(max_size=80))
+
+
+_STRATEGIES: dict = {}
+
+
+def _scalar(f, t, v):
+    name = f["name"]
+    if t in _INT_RANGES:
+        return _int_strategy(t, name)
+    if t == "float64":
+        return st.floats()
+    if t == "bool":
+        return st.booleans()
+    if t == "uuid":
+        return st.one_of(st.just(bytes(16)), st.binary(min_size=16, max_size=16))
+    nullable = _in(f.get("nullable"), v)
+    if t == "string":
+        text = st.text(max_size=16)
+        if name in _NAMEISH_TOPIC:
+            s = st.one_of(st.sampled_from(TOPIC_POOL), st.sampled_from(TOPIC_POOL), text)
+        elif name in _NAMEISH_GROUP:
+            s = st.one_of(st.sampled_from(GROUP_POOL), st.sampled_from(GROUP_POOL), text)
+        elif name in _NAMEISH_TXN:
+            s = st.one_of(st.sampled_from(TXN_POOL), text)
+        else:
+            s = text
+    elif t == "bytes":
+        s = st.binary(max_size=48)
+    elif t == "records":
+        return _batches()
+    else:
+        raise AssertionError(t)
+    return st.one_of(st.none(), s) if nullable else s
+
+
+def _message(fields, v, depth=0):
+    parts = {}
+    for f in fields:
+        if not _in(f["versions"], v):
+            continue
+        t = f["type"]
+        if t == "array":
+            item = _message(f["fields"], v, depth + 1) if f["of"] == "struct" else _scalar(f, f["of"], v)
+            s = st.lists(item, max_size=3 if depth < 2 else 1)
+            if _in(f.get("nullable"), v):
+                s = st.one_of(st.none(), s)
+        elif t == "struct":
+            s = _message(f["fields"], v, depth + 1)
+            if _in(f.get("nullable"), v):
+                s = st.one_of(st.none(), s)
+        else:
+            s = _scalar(f, t, v)
+        parts[f["name"]] = s
+    return st.fixed_dictionaries(parts)
+
+
+def request_strategy(api_key: int, version: int):
+    """A hypothesis strategy for the body (a dict) of one API's request at one version."""
+    key = (api_key, version)
+    s = _STRATEGIES.get(key)
+    if s is None:
+        s = _STRATEGIES[key] = _message(APIS[api_key].request, version)
+    return s
+
+
+def frame(api_key: int, version: int, corr: int, body: bytes, client_id: str | None = "fuzz",
+          flexible: bool | None = None) -> bytes:
+    if flexible is None:
+        api = APIS.get(api_key)
+        flexible = api is not None and api.flexible(min(version, api.max_version)) and api_key != -1
+    if client_id is None:
+        hdr = struct.pack(">hhih", api_key, version, corr, -1)
+    else:
+        cid = client_id.encode()
+        hdr = struct.pack(">hhih", api_key, version, corr, len(cid)) + cid
+    if flexible:
+        hdr += b"\x00"
+    payload = hdr + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+# ----------------------------------------------------------------------------- corpus + mutation
+def load_corpus(path: str) -> list[bytes]:
+    """Request payloads (size prefix removed) of every ``*.bin`` under ``path``: each file is the
+    byte stream a client sent, i.e. Kafka frames one after another."""
+    out = []
+    if not path or not os.path.isdir(path):
+        return out
+    for name in sorted(os.listdir(path)):
+        if not name.endswith(".bin"):
+            continue
+        with open(os.path.join(path, name), "rb") as fh:
+            data = fh.read()
+        pos = 0
+        while pos + 4 <= len(data):
+            (n,) = struct.unpack_from(">i", data, pos)
+            if n < 8 or pos + 4 + n > len(data):
+                break
+            out.append(data[pos + 4:pos + 4 + n])
+            pos += 4 + n
+    return out
+
+
+_INTERESTING = [0, 1, -1, 0x7F, 0x80, 0xFF, 0x7FFF, -0x8000, 0x7FFFFFFF, -0x80000000, 2**63 - 1]
+
+
+def mutate(payload: bytes, rnd: random.Random, corpus: list[bytes]) -> tuple[bytes, bool]:
+    """A mutated copy of one request payload (header + body), and whether its size prefix
+    should lie (announce fewer bytes than sent: the rest reads as the start of another frame).
+    The header's first 8 bytes are mutated less often than the body, so most mutants reach the
+    body decoders and handlers of their API."""
+    b = bytearray(payload)
+    for _ in range(rnd.choice((1, 1, 1, 2, 3, 8))):
+        op = rnd.randrange(11)
+        lo = 8 if rnd.random() < 0.85 and len(b) > 9 else 0
+        if not b:
+            b += bytes(rnd.randrange(1, 16))
+        i = rnd.randrange(lo, len(b)) if len(b) > lo else 0
+        if op == 0:                      # flip a bit
+            b[i] ^= 1 << rnd.randrange(8)
+        elif op == 1:                    # an interesting byte
+            b[i] = rnd.choice((0, 1, 0x7F, 0x80, 0xFE, 0xFF))
+        elif op in (2, 3):               # an interesting int16/int32/int64 over what is there
+            width = rnd.choice((2, 4, 8))
+            fmt = {2: ">h", 4: ">i", 8: ">q"}[width]
+            v = rnd.choice(_INTERESTING)
+            lim = 1 << (8 * width - 1)
+            v = max(-lim, min(lim - 1, v))
+            b[i:i + width] = struct.pack(fmt, v)
+        elif op == 4:                    # truncate
+            del b[rnd.randrange(lo, len(b) + 1) if len(b) >= lo else 0:]
+        elif op == 5:                    # append random bytes
+            b += rnd.randbytes(rnd.randrange(1, 32))
+        elif op == 6:                    # delete a range
+            j = min(len(b), i + rnd.randrange(1, 16))
+            del b[i:j]
+        elif op == 7:                    # duplicate a range
+            j = min(len(b), i + rnd.randrange(1, 32))
+            b[i:i] = b[i:j]
+        elif op == 8 and len(b) >= 4:    # another version of the same API
+            struct.pack_into(">h", b, 2, rnd.choice((-1, 0, 1, 3, 7, 9, 12, 13, 17, 100, 0x7FFF)))
+        elif op == 9 and len(b) >= 2:    # another API with this body
+            struct.pack_into(">h", b, 0, rnd.choice(sorted(APIS) + [-1, 99, 1000, 0x7FFF]))
+        elif op == 10 and corpus:        # splice with another captured request
+            other = rnd.choice(corpus)
+            j = rnd.randrange(0, len(other) + 1)
+            b = b[:i] + bytearray(other[j:])
+    lie = rnd.random() < 0.02 and len(b) > 12
+    return bytes(b), lie
+
+
+# ----------------------------------------------------------------------------- the broker's side
+def proc_stats(pid: int) -> tuple[float, float, int]:
+    """(RSS MB, peak RSS MB, open fds) of a process, from /proc."""
+    rss = hwm = 0.0
+    try:
+        with open("/proc/%d/status" % pid) as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    rss = int(line.split()[1]) / 1024
+                elif line.startswith("VmHWM:"):
+                    hwm = int(line.split()[1]) / 1024
+        fds = len(os.listdir("/proc/%d/fd" % pid))
+    except (OSError, ValueError):
+        return 0.0, 0.0, -1
+    return rss, hwm, fds
+
+
+def _nonzero_error(x) -> bool:
+    if isinstance(x, dict):
+        for k, v in x.items():
+            if k.endswith("error_code") and isinstance(v, int) and v != 0:
+                return True
+            if isinstance(v, (dict, list)) and _nonzero_error(v):
+                return True
+    elif isinstance(x, list):
+        return any(_nonzero_error(v) for v in x)
+    return False
+
+
+@dataclass
+class Figures:
+    requests: int = 0
+    generated: int = 0
+    mutated: int = 0
+    answers: int = 0
+    error_answers: int = 0
+    silent: int = 0
+    closes: int = 0
+    held: int = 0
+    bad_answers: int = 0
+    hangs: int = 0
+    crashes: int = 0
+    health_checks: int = 0
+    health_failures: int = 0
+    internal_errors: int = 0
+    generator_errors: int = 0
+    connections: int = 0
+    batches: int = 0
+    seconds: float = 0.0
+    rss_mb: list = field(default_factory=list)
+    fds: list = field(default_factory=list)
+    peak_rss_mb: float = 0.0
+    data_intact: bool | None = None
+    apis: dict = field(default_factory=dict)      # "Name vN" -> requests sent
+    slowest: dict = field(default_factory=dict)   # "Name vN" -> longest wait for its answer (s)
+    findings: list = field(default_factory=list)  # text of each held/bad answer/internal error (first ones)
+
+    def ok(self) -> bool:
+        return (self.crashes == 0 and self.hangs == 0 and self.held == 0 and self.bad_answers == 0
+                and self.health_failures == 0 and self.internal_errors == 0 and self.data_intact is not False)
+
+    def as_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["requests_per_second"] = round(self.requests / self.seconds, 1) if self.seconds else 0
+        d["ok"] = self.ok()
+        return d
+
+    def table(self) -> str:
+        d = self.as_dict()
+        rows = [("requests tried", "%d (%d generated from the specs, %d mutated captures)"
+                 % (self.requests, self.generated, self.mutated)),
+                ("requests/s", d["requests_per_second"]),
+                ("APIs x versions sent", len(self.apis)),
+                ("answers", self.answers), ("  with an error code", self.error_answers),
+                ("no answer (acks=0)", self.silent), ("closes", self.closes),
+                ("connections opened", self.connections),
+                ("bad answers", self.bad_answers), ("held connections", self.held),
+                ("hangs", self.hangs), ("crashes", self.crashes),
+                ("internal errors logged", self.internal_errors),
+                ("health checks (failed)", "%d (%d)" % (self.health_checks, self.health_failures)),
+                ("RSS MB first/last/peak", "%.0f / %.0f / %.0f" % (
+                    self.rss_mb[0] if self.rss_mb else 0, self.rss_mb[-1] if self.rss_mb else 0,
+                    self.peak_rss_mb)),
+                ("open fds first/last/max", "%s / %s / %s" % (
+                    self.fds[0] if self.fds else "-", self.fds[-1] if self.fds else "-",
+                    max(self.fds) if self.fds else "-")),
+                ("data of other clients intact", self.data_intact),
+                ("seconds", "%.1f" % self.seconds)]
+        w = max(len(r[0]) for r in rows)
+        return "\n".join("%-*s  %s" % (w, k, v) for k, v in rows)
+
+
+class _Conn:
+    def __init__(self, addr, timeout):
+        self.sock = socket.create_connection(addr, timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = bytearray()
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def read_frame(self, timeout: float):
+        """The next response frame (without size prefix); None on timeout; b"" on close."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if len(self.buf) >= 4:
+                (n,) = struct.unpack_from(">i", self.buf)
+                if len(self.buf) >= 4 + n:
+                    f = bytes(self.buf[4:4 + n])
+                    del self.buf[:4 + n]
+                    return f
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            r, _, _ = select.select([self.sock], [], [], left)
+            if not r:
+                return None
+            try:
+                data = self.sock.recv(1 << 20)
+            except (ConnectionError, OSError):
+                return b""
+            if not data:
+                return b""
+            self.buf += data
+
+
+_PROBE_CORR = 0x7EADBEEF
+_PROBE = frame(18, 0, _PROBE_CORR, b"", flexible=False)
+
+
+class LiveFuzzer:
+    """Sends generated and mutated requests to one broker and keeps the figures."""
+
+    def __init__(self, bootstrap: str, pid: int | None = None, log_lines: list | None = None, seed: int = 0,
+                 corpus: list[bytes] | None = None, mutate_share: float = 0.5, answer_timeout: float = 3.0,
+                 versions: dict | None = None, progress=None):
+        host, port = bootstrap.rsplit(":", 1)
+        self.addr = (host, int(port))
+        self.bootstrap = bootstrap
+        self.pid = pid
+        self.log_lines = log_lines
+        self._log_seen = 0
+        self.seed = seed
+        self.corpus = corpus or []
+        self.mutate_share = mutate_share if self.corpus else 0.0
+        self.answer_timeout = answer_timeout
+        self.figures = Figures()
+        self.conn: _Conn | None = None
+        self.corr = 0
+        self.progress = progress
+        self.versions = versions or self.advertised()
+        self.pairs = sorted((k, v) for k, (lo, hi) in self.versions.items() if k in APIS
+                            for v in range(lo, hi + 1))
+        self._health = None
+
+    # -- broker state ----------------------------------------------------------------------
+    def advertised(self) -> dict:
+        c = _Conn(self.addr, 10)
+        try:
+            body = APIS[18].encode_bytes("request", 3, {"client_software_name": "fuzz",
+                                                        "client_software_version": "1"})
+            c.sock.sendall(frame(18, 3, 1, body))
+            f = c.read_frame(10)
+            resp = APIS[18].decode("response", 3, f[4:])
+            return {a["api_key"]: (a["min_version"], a["max_version"]) for a in resp["api_keys"]}
+        finally:
+            c.close()
+
+    def alive(self) -> bool:
+        """The broker process runs and answers ApiVersions on a fresh connection."""
+        if self.pid is not None:
+            try:
+                os.kill(self.pid, 0)
+            except OSError:
+                return False
+        try:
+            c = _Conn(self.addr, 10)
+        except OSError:
+            return False
+        try:
+            body = APIS[18].encode_bytes("request", 0, {})
+            c.sock.sendall(frame(18, 0, 424242, body, flexible=False))
+            f = c.read_frame(10)
+            return bool(f) and struct.unpack_from(">i", f)[0] == 424242
+        except OSError:
+            return False
+        finally:
+            c.close()
+
+    # -- one request -------------------------------------------------------------------------
+    def _connect(self):
+        if self.conn is None:
+            self.conn = _Conn(self.addr, 10)
+            self.figures.connections += 1
+        return self.conn
+
+    def _drop(self):
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    def _finding(self, text):
+        if len(self.figures.findings) < 50:
+            self.figures.findings.append(text)
+
+    def send(self, data: bytes, api_key: int, version: int, corr: int, label: str, reconnect_after=False) -> str:
+        """Send one framed request and classify the outcome."""
+        fig = self.figures
+        fig.requests += 1
+        fig.apis[label] = fig.apis.get(label, 0) + 1
+        try:
+            c = self._connect()
+        except OSError as e:
+            self._after_failure("connect: %s" % e, label)
+            return "hang"
+        # A Produce may be acks=0 (Kafka answers nothing): an ApiVersions right behind it tells at
+        # once whether an answer is coming (answers come in request order).
+        probe = api_key == 0
+        try:
+            c.sock.sendall(data + (_PROBE if probe else b""))
+        except OSError:
+            # the broker closed this connection while we sent (an earlier frame's close)
+            fig.closes += 1
+            self._drop()
+            return "close"
+        t0 = time.monotonic()
+        f = c.read_frame(self.answer_timeout)
+        dt = time.monotonic() - t0
+        slow = fig.slowest.get(label)
+        if slow is None or dt > slow:
+            fig.slowest[label] = dt
+        if probe and f and len(f) >= 4 and struct.unpack_from(">i", f)[0] == _PROBE_CORR:
+            fig.silent += 1
+            outcome = "silent"
+        else:
+            outcome = self._classify(f, api_key, version, corr, label, data)
+            if probe and outcome == "answer" and c.read_frame(self.answer_timeout) is None:
+                outcome = self._classify(None, 18, 0, _PROBE_CORR, "probe after " + label, data)
+        if reconnect_after or outcome != "answer":
+            self._drop()
+        return outcome
+
+    def _classify(self, f, api_key, version, corr, label, data) -> str:
+        fig = self.figures
+        if f == b"":
+            fig.closes += 1
+            return "close"
+        if f is None:
+            # No answer yet: an acks=0 Produce (Kafka sends none), or a held request.  The next
+            # request on the same connection tells them apart (answers come in order).
+            probe_corr = _PROBE_CORR
+            try:
+                self.conn.sock.sendall(_PROBE)
+            except OSError:
+                fig.closes += 1
+                return "close"
+            g = self.conn.read_frame(self.answer_timeout)
+            if g == b"":
+                fig.closes += 1
+                return "close"
+            if g is not None and struct.unpack_from(">i", g)[0] == probe_corr:
+                fig.silent += 1
+                return "silent"
+            if g is not None and len(g) >= 4 and struct.unpack_from(">i", g)[0] == corr:
+                fig.answers += 1   # slow but answered
+                return "answer"
+            if self.alive():
+                fig.held += 1
+                self._finding("held: %s corr=%d frame=%s" % (label, corr, data[:200].hex()))
+                return "held"
+            self._after_failure("no answer and broker unresponsive", label, data)
+            return "hang"
+        if len(f) < 4:
+            fig.bad_answers += 1
+            self._finding("short answer to %s: %r" % (label, f))
+            return "bad"
+        (got,) = struct.unpack_from(">i", f)
+        if got != corr:
+            fig.bad_answers += 1
+            self._finding("correlation id %d for %d: %s frame=%s" % (got, corr, label, data[:200].hex()))
+            return "bad"
+        spec = APIS.get(api_key)
+        if spec is None:
+            fig.bad_answers += 1
+            self._finding("answer to unknown API %s" % label)
+            return "bad"
+        if api_key == API_VERSIONS:
+            v = version if spec.min_version <= version <= spec.max_version else 0
+            pos = 4
+        else:
+            v = version
+            pos = 5 if spec.flexible(version) else 4
+        try:
+            body = spec.decode("response", v, memoryview(f)[pos:])
+        except ProtocolError as e:
+            # a frame our own codec cannot decode (unsupported version answered?)
+            fig.bad_answers += 1
+            self._finding("undecodable answer to %s: %s" % (label, e))
+            return "bad"
+        fig.answers += 1
+        if _nonzero_error(body):
+            fig.error_answers += 1
+        return "answer"
+
+    def _after_failure(self, what, label, data=b""):
+        fig = self.figures
+        if self.pid is not None:
+            try:
+                os.kill(self.pid, 0)
+                dead = False
+            except OSError:
+                dead = True
+            if dead:
+                fig.crashes += 1
+                self._finding("crash after %s: %s frame=%s" % (label, what, data[:200].hex()))
+                raise BrokerDown("broker process exited after %s" % label)
+        if not self.alive():
+            fig.hangs += 1
+            self._finding("hang after %s: %s frame=%s" % (label, what, data[:200].hex()))
+            raise BrokerDown("broker stopped answering after %s" % label)
+
+    # -- batches ---------------------------------------------------------------------------
+    def _one(self, draw):
+        fig = self.figures
+        self.corr = (self.corr + 1) & 0x3FFFFFFF
+        corr = self.corr
+        if self.corpus and draw(st.floats(0, 1)) < self.mutate_share:
+            base = self.corpus[draw(st.integers(0, len(self.corpus) - 1))]
+            rnd = random.Random(draw(st.integers(0, 2**32)))
+            payload, lie = mutate(base, rnd, self.corpus)
+            if len(payload) >= 8:
+                payload = payload[:4] + struct.pack(">i", corr) + payload[8:]
+            api_key, version = struct.unpack_from(">hh", payload) if len(payload) >= 4 else (-1, -1)
+            size = len(payload) - (rnd.randrange(1, 8) if lie else 0)
+            data = struct.pack(">i", size) + payload
+            name = APIS[api_key].name if api_key in APIS else "api%d" % api_key
+            fig.mutated += 1
+            return self.send(data, api_key, version, corr, "%s v%d (mutated)" % (name, version),
+                             reconnect_after=lie)
+        api_key, version = draw(st.sampled_from(self.pairs))
+        spec = APIS[api_key]
+        cid = draw(st.sampled_from(["fuzz", "rdkafka", None, "", "x" * 300]))
+        if not spec.min_version <= version <= spec.max_version:
+            # advertised but never served (Produce v0-2, refused by closing as Kafka 4 does): any body
+            fig.generated += 1
+            return self.send(frame(api_key, version, corr, draw(st.binary(max_size=64)), cid),
+                             api_key, version, corr, "%s v%d" % (spec.name, version))
+        msg = draw(request_strategy(api_key, version))
+        try:
+            body = APIS[api_key].encode_bytes("request", version, msg)
+        except Exception as e:   # a value the strategy should not have made
+            fig.generator_errors += 1
+            self._finding("encode %s v%d: %r" % (APIS[api_key].name, version, e))
+            return "skip"
+        fig.generated += 1
+        return self.send(frame(api_key, version, corr, body, cid), api_key, version, corr,
+                         "%s v%d" % (APIS[api_key].name, version))
+
+    def batch(self, n: int, batch_no: int) -> None:
+        @settings(max_examples=n, database=None, deadline=None, phases=[Phase.generate],
+                  suppress_health_check=list(HealthCheck), report_multiple_bugs=False)
+        @hseed(self.seed * 100003 + batch_no)
+        @given(st.data())
+        def run(data):
+            if self._stop:
+                return
+            try:
+                self._one(data.draw)
+            except BrokerDown as e:
+                self._stop = str(e)
+
+        self._stop = None
+        run()
+        self._drop()
+        if self._stop:
+            raise BrokerDown(self._stop)
+
+    def check_health(self) -> None:
+        """A real client produces one record and must be acknowledged in 15 s; RSS/fds read."""
+        from confluent_kafka import Producer
+
+        fig = self.figures
+        fig.health_checks += 1
+        if self._health is None:
+            self._health = Producer({"bootstrap.servers": self.bootstrap, "acks": "all",
+                                     "enable.idempotence": True, "message.timeout.ms": 15000})
+        res = []
+        self._health.produce("health-fuzz", value=b"ping-%d" % fig.health_checks,
+                             on_delivery=lambda err, msg: res.append(err))
+        self._health.flush(20)
+        if not res or res[0] is not None:
+            fig.health_failures += 1
+            self._finding("health check %d: %s" % (fig.health_checks, res[0] if res else "no delivery"))
+        if self.pid is not None:
+            rss, hwm, fds = proc_stats(self.pid)
+            fig.rss_mb.append(round(rss, 1))
+            fig.fds.append(fds)
+            fig.peak_rss_mb = max(fig.peak_rss_mb, hwm)
+        if self.log_lines is not None:
+            new = self.log_lines[self._log_seen:]
+            self._log_seen += len(new)
+            for i, line in enumerate(new):
+                if " ERROR " in line or " CRITICAL " in line:
+                    fig.internal_errors += 1
+                    j = i + 1   # the traceback: up to the next log line
+                    while j < len(new) and j < i + 60 and not new[j].startswith("["):
+                        j += 1
+                    self._finding("log: " + "".join(new[i:j])[:4000])
+
+    def close(self):
+        self._drop()
+        if self._health is not None:
+            self._health.flush(5)
+            self._health = None
+
+    def run(self, requests: int | None = None, seconds: float | None = None, batch: int = 300) -> Figures:
+        fig = self.figures
+        t0 = time.monotonic()
+        n = 0
+        try:
+            while True:
+                if requests is not None and fig.requests >= requests:
+                    break
+                if seconds is not None and time.monotonic() - t0 >= seconds:
+                    break
+                size = batch if requests is None else max(1, min(batch, requests - fig.requests))
+                self.batch(size, n)
+                n += 1
+                fig.batches = n
+                self.check_health()
+                if self.progress:
+                    self.progress(fig, time.monotonic() - t0)
+        except BrokerDown:
+            pass
+        fig.seconds = time.monotonic() - t0
+        return fig
+
+
+class BrokerDown(Exception):
+    pass
+
+
+# ----------------------------------------------------------------------------- other clients' data
+class Precious:
+    """Records a real client produced before the run (and a group's committed offsets), to be
+    read back byte for byte afterwards."""
+
+    def __init__(self, bootstrap: str, records: int = 300):
+        self.bootstrap = bootstrap
+        self.topic = "precious-%s" % _uuid.uuid4().hex[:8]
+        self.group = "precious-group-%s" % _uuid.uuid4().hex[:8]
+        self.n = records
+        self.sent: dict = {}        # (partition, offset) -> (key, value, headers)
+        self.committed: dict = {}
+
+    def produce(self) -> None:
+        from confluent_kafka import Consumer, Producer, TopicPartition
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        for f in admin.create_topics([NewTopic(self.topic, 3, 1)]).values():
+            f.result(30)
+        rnd = random.Random(7)
+        for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
+            p = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
+                          "compression.type": codec, "linger.ms": 5})
+            acks = []
+            for i in range(self.n // 5):
+                key = rnd.randbytes(rnd.randrange(0, 20)) or None
+                value = rnd.randbytes(rnd.randrange(0, 300))
+                headers = [("h%d" % j, rnd.randbytes(rnd.randrange(0, 8))) for j in range(rnd.randrange(0, 3))]
+                p.produce(self.topic, value=value, key=key, headers=headers or None, partition=i % 3,
+                          on_delivery=lambda err, msg, k=key, v=value, h=headers:
+                          acks.append((err, msg.partition(), msg.offset(), k, v, h)))
+            p.flush(30)
+            for err, part, off, k, v, h in acks:
+                assert err is None, err
+                self.sent[(part, off)] = (k, v, h)
+        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group, "enable.auto.commit": False})
+        self.committed = {TopicPartition(self.topic, p).partition: 10 + p for p in range(3)}
+        c.commit(offsets=[TopicPartition(self.topic, p, o) for p, o in self.committed.items()], asynchronous=False)
+        c.close()
+
+    def check(self) -> tuple[bool, str]:
+        from confluent_kafka import Consumer, TopicPartition
+
+        got = {}
+        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "precious-reader-%s" % _uuid.uuid4().hex[:6],
+                      "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        try:
+            c.assign([TopicPartition(self.topic, p, 0) for p in range(3)])
+            deadline = time.monotonic() + 60
+            while len(got) < len(self.sent) and time.monotonic() < deadline:
+                m = c.poll(1.0)
+                if m is None or m.error():
+                    continue
+                got[(m.partition(), m.offset())] = (m.key(), m.value(), [(k, v) for k, v in (m.headers() or [])])
+        finally:
+            c.close()
+        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group, "enable.auto.commit": False})
+        try:
+            committed = {tp.partition: tp.offset for tp in c.committed(
+                [TopicPartition(self.topic, p) for p in range(3)], timeout=15)}
+        finally:
+            c.close()
+        want = {k: (v[0], v[1], [(a, b) for a, b in v[2]]) for k, v in self.sent.items()}
+        if got != want:
+            missing = len(set(want) - set(got))
+            changed = sum(1 for k in want if k in got and got[k] != want[k])
+            return False, "records: %d missing, %d changed, %d extra" % (
+                missing, changed, len(set(got) - set(want)))
+        if committed != self.committed:
+            return False, "committed offsets %s, expected %s" % (committed, self.committed)
+        return True, "%d records and %d committed offsets read back unchanged" % (len(got), len(committed))
+
+
+def prepare_pool(bootstrap: str) -> None:
+    """The pool's first topics exist, with a few records, so fuzzed requests reach real state."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    fs = admin.create_topics([NewTopic(t, 2, 1) for t in TOPIC_POOL[:3]])
+    for f in fs.values():
+        try:
+            f.result(30)
+        except Exception:
+            pass   # exists already
+    p = Producer({"bootstrap.servers": bootstrap})
+    for t in TOPIC_POOL[:3]:
+        for i in range(20):
+            p.produce(t, value=b"pool-%d" % i, key=b"k%d" % (i % 4), partition=i % 2)
+    p.flush(30)
+
+
+_ERRORISH = re.compile(r" ERROR |^Traceback")
+
+
+def run_against_new_broker(data_dir: str, requests: int | None = None, seconds: float | None = None,
+                           seed: int = 0, corpus_dir: str | None = None, batch: int = 300,
+                           mutate_share: float = 0.5, progress=None, overrides: dict | None = None) -> Figures:
+    """Start a broker (a child process, as users run it), fuzz it, check the other clients' data,
+    stop it.  The figures say what happened."""
+    from . import BrokerProcess
+
+    conf = {"group.initial.rebalance.delay.ms": "0"}
+    conf.update(overrides or {})
+    with BrokerProcess(data_dir, conf, log_level="INFO") as b:
+        prepare_pool(b.bootstrap)
+        precious = Precious(b.bootstrap)
+        precious.produce()
+        fz = LiveFuzzer(b.bootstrap, pid=b.proc.pid, log_lines=b.lines, seed=seed,
+                        corpus=load_corpus(corpus_dir) if corpus_dir else [], mutate_share=mutate_share,
+                        progress=progress)
+        fz.check_health()   # the first RSS/fd reading: before any fuzzed request
+        fig = fz.run(requests=requests, seconds=seconds, batch=batch)
+        fz.close()
+        if fig.crashes == 0 and fig.hangs == 0:
+            ok, why = precious.check()
+            fig.data_intact = ok
+            if not ok:
+                fig.findings.append("data: " + why)
+            rss, hwm, fds = proc_stats(b.proc.pid)
+            fig.peak_rss_mb = max(fig.peak_rss_mb, hwm)
+    return fig
