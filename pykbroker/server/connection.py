@@ -12,6 +12,12 @@ every complete request in it in order (runs the handler, writes the response the
 encoded, or closes the connection), and only then reads on.  Pipelined requests wait in the
 socket's buffer meanwhile, as they do behind Kafka's muted channel, so a connection holds at
 most one read plus the frame being assembled.
+
+That is also the per-connection back-pressure Kafka gets from muting and
+``queued.max.requests``: an answer is written before the next request is carried out, and a
+client that does not read its answers leaves the task waiting in ``send_all`` with one answer
+in hand, not reading on.  Such a client costs one answer's memory, never a queue of them
+(tests/protocol/test_resource_abuse.py::test_client_that_never_reads_its_answers).
 """
 from __future__ import annotations
 

@@ -9,8 +9,9 @@ What is checked, and counted:
   and version (``answers``; ``error_answers``: those with a non-zero error code anywhere), or
   no answer where Kafka sends none (an acks=0 Produce: ``silent``, seen as the next request's
   answer arriving), or the connection is closed (``closes``).  A connection that neither
-  answers nor closes within ``answer_timeout`` is a ``held`` connection; a broker that then
-  does not answer a fresh connection is a ``hang``; a broker process that exits is a ``crash``.
+  answers nor closes within ``answer_timeout`` is waited for while the broker answers a fresh
+  connection: an answer within ``held_timeout`` is ``slow``, none a ``held`` connection; a broker
+  that does not answer a fresh connection is a ``hang``; a broker process that exits is a ``crash``.
   A wrong correlation id or an answer that does not decode is a ``bad_answer``.
 - after each batch a real client (confluent-kafka) produces to a health topic and must be
   acknowledged in time (``health_failures`` otherwise); the broker's RSS and open fds are read
@@ -298,6 +299,7 @@ class Figures:
     answers: int = 0
     error_answers: int = 0
     silent: int = 0
+    slow: int = 0       # answered, but after more than twice answer_timeout
     closes: int = 0
     held: int = 0
     bad_answers: int = 0
@@ -314,6 +316,7 @@ class Figures:
     fds: list = field(default_factory=list)
     peak_rss_mb: float = 0.0
     data_intact: bool | None = None
+    state_at_end: dict = field(default_factory=dict)   # topics, partitions, groups the run left
     apis: dict = field(default_factory=dict)      # "Name vN" -> requests sent
     slowest: dict = field(default_factory=dict)   # "Name vN" -> longest wait for its answer (s)
     findings: list = field(default_factory=list)  # text of each held/bad answer/internal error (first ones)
@@ -336,6 +339,7 @@ class Figures:
                 ("APIs x versions sent", len(self.apis)),
                 ("answers", self.answers), ("  with an error code", self.error_answers),
                 ("no answer (acks=0)", self.silent), ("closes", self.closes),
+                ("slow answers (> %gs)" % (2 * _ANSWER_TIMEOUT), self.slow),
                 ("connections opened", self.connections),
                 ("bad answers", self.bad_answers), ("held connections", self.held),
                 ("hangs", self.hangs), ("crashes", self.crashes),
@@ -348,6 +352,9 @@ class Figures:
                     self.fds[0] if self.fds else "-", self.fds[-1] if self.fds else "-",
                     max(self.fds) if self.fds else "-")),
                 ("data of other clients intact", self.data_intact),
+                ("state left (topics/partitions/groups)", "%s / %s / %s" % (
+                    self.state_at_end.get("topics", "-"), self.state_at_end.get("partitions", "-"),
+                    self.state_at_end.get("groups", "-"))),
                 ("seconds", "%.1f" % self.seconds)]
         w = max(len(r[0]) for r in rows)
         return "\n".join("%-*s  %s" % (w, k, v) for k, v in rows)
@@ -390,6 +397,9 @@ class _Conn:
             self.buf += data
 
 
+# An answer is expected within this (the fuzzer's waits are kept under a second); later is
+# "slow", and no answer within held_timeout while the broker serves others is "held".
+_ANSWER_TIMEOUT = 3.0
 _PROBE_CORR = 0x7EADBEEF
 _PROBE = frame(18, 0, _PROBE_CORR, b"", flexible=False)
 
@@ -398,7 +408,8 @@ class LiveFuzzer:
     """Sends generated and mutated requests to one broker and keeps the figures."""
 
     def __init__(self, bootstrap: str, pid: int | None = None, log_lines: list | None = None, seed: int = 0,
-                 corpus: list[bytes] | None = None, mutate_share: float = 0.5, answer_timeout: float = 3.0,
+                 corpus: list[bytes] | None = None, mutate_share: float = 0.5,
+                 answer_timeout: float = None, held_timeout: float = 60.0,
                  versions: dict | None = None, progress=None):
         host, port = bootstrap.rsplit(":", 1)
         self.addr = (host, int(port))
@@ -409,7 +420,8 @@ class LiveFuzzer:
         self.seed = seed
         self.corpus = corpus or []
         self.mutate_share = mutate_share if self.corpus else 0.0
-        self.answer_timeout = answer_timeout
+        self.answer_timeout = answer_timeout or _ANSWER_TIMEOUT
+        self.held_timeout = held_timeout
         self.figures = Figures()
         self.conn: _Conn | None = None
         self.corr = 0
@@ -528,12 +540,29 @@ class LiveFuzzer:
                 fig.silent += 1
                 return "silent"
             if g is not None and len(g) >= 4 and struct.unpack_from(">i", g)[0] == corr:
-                fig.answers += 1   # slow but answered
-                return "answer"
+                fig.answers += 1   # late but answered (the probe's answer still to come: reconnect)
+                return "late"
             if self.alive():
-                fig.held += 1
-                self._finding("held: %s corr=%d frame=%s" % (label, corr, data[:200].hex()))
-                return "held"
+                # The broker serves others: a slow request (creating hundreds of partitions on a
+                # loaded machine takes seconds) or one it holds for good.  Give it held_timeout.
+                t0 = time.monotonic()
+                while g is None or (len(g) >= 4 and struct.unpack_from(">i", g)[0] not in (corr, probe_corr)):
+                    if time.monotonic() - t0 > self.held_timeout:
+                        fig.held += 1
+                        self._finding("held: %s corr=%d frame=%s" % (label, corr, data[:200].hex()))
+                        return "held"
+                    g = self.conn.read_frame(1.0)
+                    if g == b"":
+                        fig.closes += 1
+                        return "close"
+                if struct.unpack_from(">i", g)[0] == probe_corr:
+                    fig.silent += 1
+                    return "silent"
+                fig.answers += 1
+                fig.slow += 1
+                self._finding("slow: %s answered after %.1fs corr=%d frame=%s" % (
+                    label, 2 * self.answer_timeout + time.monotonic() - t0, corr, data[:200].hex()))
+                return "late"
             self._after_failure("no answer and broker unresponsive", label, data)
             return "hang"
         if len(f) < 4:
@@ -828,4 +857,18 @@ def run_against_new_broker(data_dir: str, requests: int | None = None, seconds: 
                 fig.findings.append("data: " + why)
             rss, hwm, fds = proc_stats(b.proc.pid)
             fig.peak_rss_mb = max(fig.peak_rss_mb, hwm)
+            fig.state_at_end = broker_state(b.bootstrap)
     return fig
+
+
+def broker_state(bootstrap: str) -> dict:
+    """How many topics, partitions and groups the broker holds: what the run created (memory
+    that grows with state is not a leak; memory that grows without it is)."""
+    from .wire import WireClient
+
+    with WireClient(bootstrap) as c:
+        md = c.request(3, 12, {"topics": None, "allow_auto_topic_creation": False,
+                               "include_topic_authorized_operations": False})
+        groups = c.request(16, 5, {"states_filter": [], "types_filter": []})
+    return {"topics": len(md["topics"]), "partitions": sum(len(t["partitions"]) for t in md["topics"]),
+            "groups": len(groups["groups"])}
