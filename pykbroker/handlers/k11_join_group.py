@@ -50,8 +50,9 @@ async def handle(ctx, request):
     if st < gc.min_session_timeout_ms or st > gc.max_session_timeout_ms:
         return _shape(ctx, join_error(E.INVALID_SESSION_TIMEOUT, mid))
     g = gc.get_group(gid)
-    if g is not None and g.kind == "streams":
-        # a streams group never takes classic members (Kafka answers so)
+    if g is not None and g.kind in ("streams", "share"):
+        # a streams or share group never takes classic members (Kafka's classicGroupJoin: "Group
+        # exists but it's not a consumer group")
         return _shape(ctx, join_error(E.INCONSISTENT_GROUP_PROTOCOL, mid))
     if g is not None and g.kind == "consumer":
         if g.members:

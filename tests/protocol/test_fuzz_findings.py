@@ -75,3 +75,20 @@ def test_offset_commit_to_a_share_group_is_group_id_not_found(broker):
     (p,) = t["partitions"]
     # Kafka's ShareGroup.validateOffsetCommit: "Group ... is not a consumer group."
     assert p["error_code"] == 69   # GROUP_ID_NOT_FOUND
+
+
+def test_join_group_on_a_share_group_is_inconsistent_group_protocol(broker):
+    # JoinGroup found the share group and called its (missing) join: AttributeError, answered
+    # UNKNOWN_SERVER_ERROR.  Kafka's classicGroupJoin: "Group exists but it's not a consumer
+    # group" -> INCONSISTENT_GROUP_PROTOCOL.
+    topic = "share-join-%s" % uuid.uuid4().hex[:6]
+    group = "share-j-%s" % uuid.uuid4().hex[:6]
+    with WireClient(broker) as c:
+        create_topic(c, topic, 1)
+        hb = c.request(76, 1, {"group_id": group, "member_id": str(uuid.uuid4()), "member_epoch": 0,
+                               "rack_id": None, "subscribed_topic_names": [topic]})
+        assert hb["error_code"] == 0
+        resp = c.request(11, 5, {"group_id": group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
+                                 "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+                                 "protocols": [{"name": "range", "metadata": b""}]})
+    assert resp["error_code"] == 23   # INCONSISTENT_GROUP_PROTOCOL
