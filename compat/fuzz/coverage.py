@@ -20,8 +20,7 @@ import atheris  # noqa: E402
 
 with atheris.instrument_imports(include=["pykbroker"]):
     from pykbroker.testing import fuzz_targets  # noqa: E402
-    # the modules the targets reach, instrumented too (the generated codecs are exec'd source:
-    # atheris instruments their bytecode as they are compiled only through instrument_func)
+    # the modules the targets reach, instrumented too (the generated codecs: see below)
     import pykbroker.protocol.codec  # noqa: E402,F401
     import pykbroker.protocol.records  # noqa: E402,F401
     import pykbroker.protocol.primitives  # noqa: E402,F401
@@ -29,11 +28,30 @@ with atheris.instrument_imports(include=["pykbroker"]):
     import pykbroker.server.dispatch  # noqa: E402,F401
 
 
+def _instrument_generated_codecs():
+    """The codecs are Python source generated and exec'd at first use (codec.py): instrument
+    every function each compile makes, so libFuzzer sees their branches too."""
+    import types
+    from pykbroker.protocol import codec
+
+    original = codec._compile
+
+    def compile_instrumented(fields, version, flexible, direction):
+        top, src = original(fields, version, flexible, direction)
+        for v in list(top.__globals__.values()):
+            if isinstance(v, types.FunctionType) and v.__code__.co_filename.startswith("<codec"):
+                atheris.instrument_func(v)
+        return top, src
+
+    codec._compile = compile_instrumented
+
+
 def main(argv):
     name = "all"
     if len(argv) > 1 and not argv[1].startswith("-") and argv[1] in (*fuzz_targets.TARGETS, "all"):
         name = argv.pop(1)
     target = fuzz_targets.all_targets if name == "all" else fuzz_targets.TARGETS[name]
+    _instrument_generated_codecs()
     fuzz_targets._handlers()   # load the handlers before fuzzing starts
     atheris.Setup(argv, target)
     atheris.Fuzz()

@@ -38,6 +38,7 @@ def main(argv=None) -> int:
                     help="share of requests that are mutated captures (the rest generated from the specs)")
     ap.add_argument("--corpus", default=os.path.join(HERE, "corpus"), help="captured sessions (*.bin)")
     ap.add_argument("--json", metavar="FILE", help="write the figures as JSON")
+    ap.add_argument("--log", metavar="FILE", help="write the broker's log there at the end")
     ap.add_argument("--quiet", action="store_true", help="no progress line per batch")
     args = ap.parse_args(argv)
     if args.requests is None and args.seconds is None:
@@ -52,7 +53,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="pykbroker-fuzz-") as d:
         fig = run_against_new_broker(os.path.join(d, "data"), requests=args.requests, seconds=args.seconds,
                                      seed=args.seed, corpus_dir=args.corpus, batch=args.batch,
-                                     mutate_share=args.mutate_share, progress=progress)
+                                     mutate_share=args.mutate_share, progress=progress, log_path=args.log)
     print()
     print(fig.table())
     for f in fig.findings:

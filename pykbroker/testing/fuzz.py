@@ -115,8 +115,69 @@ def _batches():
 
 _STRATEGIES: dict = {}
 
+# Values the broker handed out (member ids, generations and epochs, producer ids, topic ids, fetch
+# sessions), learnt from its answers and drawn again by later requests, so sequences such as
+# JoinGroup -> SyncGroup -> Heartbeat or InitProducerId -> Produce -> EndTxn reach the states past
+# the first "unknown member/producer" check.  request field -> the answers' field it echoes.
+_LEARNT_FIELDS = {
+    "member_id": "member_id", "generation_id": "generation_id",
+    "generation_id_or_member_epoch": "member_epoch", "member_epoch": "member_epoch",
+    "producer_id": "producer_id", "v3_and_below_producer_id": "producer_id",
+    "producer_epoch": "producer_epoch", "v3_and_below_producer_epoch": "producer_epoch",
+    "topic_id": "topic_id", "session_id": "session_id",
+}
+_LEARNT_KEYS = set(_LEARNT_FIELDS.values())
+LEARNT: dict = {k: [] for k in _LEARNT_KEYS}
+_LEARNT_MAX = 64
+
+
+def _learnt(key, fallback):
+    """Draws one of the values learnt for ``key`` so far (read at draw time), else ``fallback``."""
+    def pick(i):
+        pool = LEARNT[key]
+        return pool[i % len(pool)] if pool else fallback
+    return st.integers(0, _LEARNT_MAX - 1).map(pick)
+
+
+def learn(answer) -> None:
+    """Keep the ids and epochs an answer carries (non-default ones) for later requests."""
+    if isinstance(answer, list):
+        for x in answer:
+            if isinstance(x, (dict, list)):
+                learn(x)
+        return
+    for k, v in answer.items():
+        if isinstance(v, (dict, list)):
+            learn(v)
+        elif k == "topic_id" and _topic_name(answer) not in TOPIC_POOL:
+            # only the pool's topics: the fuzzer must not name (and delete) the internal topics
+            # or the topics of the broker's other clients by id either
+            continue
+        elif k in _LEARNT_KEYS and v not in (None, "", -1, bytes(16)):
+            pool = LEARNT[k]
+            if v not in pool:
+                if len(pool) >= _LEARNT_MAX:
+                    pool.pop(0)
+                pool.append(bytes(v) if isinstance(v, memoryview) else v)
+
+
+def _topic_name(entry: dict):
+    for k in ("name", "topic", "topic_name"):
+        if k in entry:
+            return entry[k]
+    return None
+
 
 def _scalar(f, t, v):
+    s = _scalar_fresh(f, t, v)
+    key = _LEARNT_FIELDS.get(f["name"])
+    if key is None:
+        return s
+    fallback = bytes(16) if t == "uuid" else ("" if t == "string" else 0)
+    return st.one_of(s, _learnt(key, fallback))
+
+
+def _scalar_fresh(f, t, v):
     name = f["name"]
     if t in _INT_RANGES:
         return _int_strategy(t, name)
@@ -352,6 +413,7 @@ class Figures:
                     self.fds[0] if self.fds else "-", self.fds[-1] if self.fds else "-",
                     max(self.fds) if self.fds else "-")),
                 ("data of other clients intact", self.data_intact),
+                ("ids learnt from answers", ", ".join("%s %d" % (k, len(v)) for k, v in sorted(LEARNT.items()))),
                 ("state left (topics/partitions/groups)", "%s / %s / %s" % (
                     self.state_at_end.get("topics", "-"), self.state_at_end.get("partitions", "-"),
                     self.state_at_end.get("groups", "-"))),
@@ -595,6 +657,7 @@ class LiveFuzzer:
         fig.answers += 1
         if _nonzero_error(body):
             fig.error_answers += 1
+        learn(body)
         return "answer"
 
     def _after_failure(self, what, label, data=b""):
@@ -833,7 +896,8 @@ _ERRORISH = re.compile(r" ERROR |^Traceback")
 
 def run_against_new_broker(data_dir: str, requests: int | None = None, seconds: float | None = None,
                            seed: int = 0, corpus_dir: str | None = None, batch: int = 300,
-                           mutate_share: float = 0.5, progress=None, overrides: dict | None = None) -> Figures:
+                           mutate_share: float = 0.5, progress=None, overrides: dict | None = None,
+                           log_path: str | None = None) -> Figures:
     """Start a broker (a child process, as users run it), fuzz it, check the other clients' data,
     stop it.  The figures say what happened."""
     from . import BrokerProcess
@@ -851,13 +915,19 @@ def run_against_new_broker(data_dir: str, requests: int | None = None, seconds: 
         fig = fz.run(requests=requests, seconds=seconds, batch=batch)
         fz.close()
         if fig.crashes == 0 and fig.hangs == 0:
-            ok, why = precious.check()
+            try:
+                ok, why = precious.check()
+            except Exception as e:   # the real client could not read back at all
+                ok, why = False, "reading back failed: %r" % e
             fig.data_intact = ok
             if not ok:
                 fig.findings.append("data: " + why)
             rss, hwm, fds = proc_stats(b.proc.pid)
             fig.peak_rss_mb = max(fig.peak_rss_mb, hwm)
             fig.state_at_end = broker_state(b.bootstrap)
+        if log_path:
+            with open(log_path, "w") as fh:
+                fh.write(b.log_text())
     return fig
 
 
