@@ -56,8 +56,9 @@ def main(argv=None) -> int:
                                      mutate_share=args.mutate_share, progress=progress, log_path=args.log)
     print()
     print(fig.table())
-    for f in fig.findings:
-        print("finding:", f)
+    # each kind of finding once (its first example), with how often it was seen
+    for f, n in zip(fig.findings, fig.finding_counts.values()):
+        print("finding%s: %s" % (" (x%d)" % n if n > 1 else "", f))
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(fig.as_dict(), fh, indent=1, default=str)

@@ -380,7 +380,8 @@ class Figures:
     state_at_end: dict = field(default_factory=dict)   # topics, partitions, groups the run left
     apis: dict = field(default_factory=dict)      # "Name vN" -> requests sent
     slowest: dict = field(default_factory=dict)   # "Name vN" -> longest wait for its answer (s)
-    findings: list = field(default_factory=list)  # text of each held/bad answer/internal error (first ones)
+    findings: list = field(default_factory=list)  # the first example of each kind of finding
+    finding_counts: dict = field(default_factory=dict)  # kind -> times seen
 
     def ok(self) -> bool:
         return (self.crashes == 0 and self.hangs == 0 and self.held == 0 and self.bad_answers == 0
@@ -540,8 +541,16 @@ class LiveFuzzer:
             self.conn = None
 
     def _finding(self, text):
-        if len(self.figures.findings) < 50:
+        """Keep the first example of each kind of finding (its first and last lines, without
+        times, ports and correlation ids) and count the rest, so one bug seen a thousand times
+        does not hide another seen once."""
+        lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+        key = re.sub(r"\[[^]]*\]|\(client [^)]*\)|corr=\d+|frame=\w+|\d+\.\ds", "",
+                     lines[0] + " | " + lines[-1])
+        counts = self.figures.finding_counts
+        if key not in counts and len(counts) < 200:
             self.figures.findings.append(text)
+        counts[key] = counts.get(key, 0) + 1
 
     def send(self, data: bytes, api_key: int, version: int, corr: int, label: str, reconnect_after=False) -> str:
         """Send one framed request and classify the outcome."""
@@ -922,6 +931,7 @@ def run_against_new_broker(data_dir: str, requests: int | None = None, seconds: 
             fig.data_intact = ok
             if not ok:
                 fig.findings.append("data: " + why)
+                fig.finding_counts["data: " + why] = 1
             rss, hwm, fds = proc_stats(b.proc.pid)
             fig.peak_rss_mb = max(fig.peak_rss_mb, hwm)
             fig.state_at_end = broker_state(b.bootstrap)
