@@ -297,7 +297,7 @@ def test_client_that_never_reads_its_answers(abused):
     rss1, fds1 = stats(abused)
     asked = accepted // len(fetch)
     p99 = client.stop()
-    print("never-reading client: %d Fetches (~%d MB of answers) sent before the broker stopped reading; "
+    print("never-reading client: %d Fetches written (asking for ~%d MB of answers) before its socket stalled; "
           "RSS %.0f -> %.0f MB; real client's p99 ack %.3fs" % (asked, asked, rss0, rss1, p99))
     assert stalled_since is not None, "the broker kept reading %d Fetches whose answers nobody read" % asked
     # (most of what was "sent" waits in the two kernels' buffers, unread by the broker; what
