@@ -126,12 +126,11 @@ def confluent_session(bs):
     admin.describe_consumer_groups(["fzg-0"])["fzg-0"].result(10)
     admin.create_partitions([NewPartitions("fz-2", 3)])["fz-2"].result(10)
     admin.list_topics(timeout=10)
-    try:
-        from confluent_kafka import TopicPartition as TP
-        for f in admin.delete_records([TP("fz-2", 0, 1)]).values():
+    try:   # (delete_records needs a recent confluent-kafka)
+        for f in admin.delete_records([TopicPartition("fz-2", 0, 1)]).values():
             f.result(10)
-    except Exception:
-        pass
+    except Exception as e:
+        print("confluent-kafka delete_records skipped: %r" % e)
     for f in admin.delete_topics(["fz-new"]).values():
         try:
             f.result(10)

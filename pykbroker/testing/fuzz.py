@@ -35,7 +35,6 @@ import re
 import select
 import socket
 import struct
-import threading
 import time
 import uuid as _uuid
 from dataclasses import dataclass, field

@@ -1,7 +1,6 @@
 """Regression tests for what the protocol fuzzer (compat/fuzz, docs/fuzzing.md) found: each
 request here once made the broker answer bytes no client can decode, or made a handler raise
 (an UNKNOWN_SERVER_ERROR answer and a traceback in the log) instead of Kafka's answer."""
-import struct
 import uuid
 
 import pytest
@@ -25,14 +24,12 @@ def test_metadata_v11_null_topic_name_gets_a_decodable_invalid_request(broker):
 
 def _heartbeat_with_null_topic(version):
     api = APIS[68]
-    body = bytearray()
     good = api.encode_bytes("request", version, {
         "group_id": "g", "member_id": "m", "member_epoch": 0, "rebalance_timeout_ms": 1000,
         "subscribed_topic_names": ["zz"], "topic_partitions": None})
     # the one element "zz" (compact length 3) becomes a null string (compact length 0)
     i = good.index(b"\x03zz")
-    body = good[:i] + b"\x00" + good[i + 3:]
-    return body
+    return good[:i] + b"\x00" + good[i + 3:]
 
 
 def test_null_string_element_of_a_nullable_array_is_malformed():

@@ -15,7 +15,6 @@ import uuid
 
 import pytest
 
-from pykbroker.protocol.codec import APIS
 from pykbroker.testing import BrokerProcess, wait_until
 from pykbroker.testing.fuzz import proc_stats
 from pykbroker.testing.wire import WireClient, create_topic, make_batch, request_frame
