@@ -337,6 +337,17 @@ def proc_stats(pid: int) -> tuple[float, float, int]:
     return rss, hwm, fds
 
 
+def process_running(pid: int) -> bool:
+    """The process exists and has not exited (a child killed but not yet reaped is a zombie,
+    which ``kill(pid, 0)`` still finds)."""
+    try:
+        with open("/proc/%d/stat" % pid) as fh:
+            state = fh.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
 def _nonzero_error(x) -> bool:
     if isinstance(x, dict):
         for k, v in x.items():
@@ -471,7 +482,7 @@ class LiveFuzzer:
 
     def __init__(self, bootstrap: str, pid: int | None = None, log_lines: list | None = None, seed: int = 0,
                  corpus: list[bytes] | None = None, mutate_share: float = 0.5,
-                 answer_timeout: float = None, held_timeout: float = 60.0,
+                 answer_timeout: float = None, held_timeout: float = 60.0, alive_timeout: float = 10.0,
                  versions: dict | None = None, progress=None):
         host, port = bootstrap.rsplit(":", 1)
         self.addr = (host, int(port))
@@ -484,6 +495,7 @@ class LiveFuzzer:
         self.mutate_share = mutate_share if self.corpus else 0.0
         self.answer_timeout = answer_timeout or _ANSWER_TIMEOUT
         self.held_timeout = held_timeout
+        self.alive_timeout = alive_timeout   # a broker silent this long on a fresh connection hangs
         self.figures = Figures()
         self.conn: _Conn | None = None
         self.corr = 0
@@ -508,19 +520,16 @@ class LiveFuzzer:
 
     def alive(self) -> bool:
         """The broker process runs and answers ApiVersions on a fresh connection."""
-        if self.pid is not None:
-            try:
-                os.kill(self.pid, 0)
-            except OSError:
-                return False
+        if self.pid is not None and not process_running(self.pid):
+            return False
         try:
-            c = _Conn(self.addr, 10)
+            c = _Conn(self.addr, self.alive_timeout)
         except OSError:
             return False
         try:
             body = APIS[18].encode_bytes("request", 0, {})
             c.sock.sendall(frame(18, 0, 424242, body, flexible=False))
-            f = c.read_frame(10)
+            f = c.read_frame(self.alive_timeout)
             return bool(f) and struct.unpack_from(">i", f)[0] == 424242
         except OSError:
             return False
@@ -554,12 +563,14 @@ class LiveFuzzer:
     def send(self, data: bytes, api_key: int, version: int, corr: int, label: str, reconnect_after=False) -> str:
         """Send one framed request and classify the outcome."""
         fig = self.figures
+        if self._stop:
+            return "skip"   # the broker is down: the rest of the batch is drawn, not sent
         fig.requests += 1
         fig.apis[label] = fig.apis.get(label, 0) + 1
         try:
             c = self._connect()
         except OSError as e:
-            self._after_failure("connect: %s" % e, label)
+            self._after_failure("connect: %s" % e, label, data)
             return "hang"
         # A Produce may be acks=0 (Kafka answers nothing): an ApiVersions right behind it tells at
         # once whether an answer is coming (answers come in request order).
@@ -671,12 +682,7 @@ class LiveFuzzer:
     def _after_failure(self, what, label, data=b""):
         fig = self.figures
         if self.pid is not None:
-            try:
-                os.kill(self.pid, 0)
-                dead = False
-            except OSError:
-                dead = True
-            if dead:
+            if not process_running(self.pid):
                 fig.crashes += 1
                 self._finding("crash after %s: %s frame=%s" % (label, what, data[:200].hex()))
                 raise BrokerDown("broker process exited after %s" % label)
@@ -700,7 +706,7 @@ class LiveFuzzer:
             size = len(payload) - (rnd.randrange(1, 8) if lie else 0)
             data = struct.pack(">i", size) + payload
             name = APIS[api_key].name if api_key in APIS else "api%d" % api_key
-            fig.mutated += 1
+            fig.mutated += not self._stop
             return self.send(data, api_key, version, corr, "%s v%d (mutated)" % (name, version),
                              reconnect_after=lie)
         api_key, version = draw(st.sampled_from(self.pairs))
@@ -708,7 +714,7 @@ class LiveFuzzer:
         cid = draw(st.sampled_from(["fuzz", "rdkafka", None, "", "x" * 300]))
         if not spec.min_version <= version <= spec.max_version:
             # advertised but never served (Produce v0-2, refused by closing as Kafka 4 does): any body
-            fig.generated += 1
+            fig.generated += not self._stop
             return self.send(frame(api_key, version, corr, draw(st.binary(max_size=64)), cid),
                              api_key, version, corr, "%s v%d" % (spec.name, version))
         msg = draw(request_strategy(api_key, version))
@@ -718,7 +724,7 @@ class LiveFuzzer:
             fig.generator_errors += 1
             self._finding("encode %s v%d: %r" % (APIS[api_key].name, version, e))
             return "skip"
-        fig.generated += 1
+        fig.generated += not self._stop
         return self.send(frame(api_key, version, corr, body, cid), api_key, version, corr,
                          "%s v%d" % (APIS[api_key].name, version))
 
@@ -728,8 +734,9 @@ class LiveFuzzer:
         @hseed(self.seed * 100003 + batch_no)
         @given(st.data())
         def run(data):
-            if self._stop:
-                return
+            # Every example draws the same way whatever happened to the broker: hypothesis
+            # rejects a test whose draws depend on outside state (once the broker is down,
+            # ``send`` sends nothing).
             try:
                 self._one(data.draw)
             except BrokerDown as e:

@@ -26,3 +26,30 @@ def test_short_fuzz_run(tmp_path):
     assert fig.health_checks >= 6
     assert fig.data_intact is True
     assert fig.ok(), fig.findings[:5]
+
+
+@pytest.mark.parametrize("fault", ["kill", "stop"])
+def test_the_fuzzer_reports_a_crash_and_a_hang(tmp_path, fault):
+    """The figures can fail: a broker killed mid-run is a crash, a stopped one (SIGSTOP) a hang,
+    and the run ends there instead of drawing on."""
+    import signal
+    import threading
+
+    from pykbroker.testing import BrokerProcess
+    from pykbroker.testing.fuzz import LiveFuzzer, load_corpus
+
+    with BrokerProcess(str(tmp_path / "data")) as b:
+        fz = LiveFuzzer(b.bootstrap, pid=b.proc.pid, log_lines=b.lines, corpus=load_corpus(CORPUS),
+                        answer_timeout=1.0, alive_timeout=3.0)
+        pid = b.proc.pid
+        t = threading.Timer(2.0, lambda: os.kill(pid, signal.SIGKILL if fault == "kill" else signal.SIGSTOP))
+        t.start()
+        try:
+            fig = fz.run(seconds=90, batch=100)
+        finally:
+            t.cancel()
+            if fault == "stop":
+                os.kill(pid, signal.SIGCONT)
+            fz.close()
+        assert (fig.crashes, fig.hangs) == ((1, 0) if fault == "kill" else (0, 1))
+        assert not fig.ok() and fig.seconds < 80
