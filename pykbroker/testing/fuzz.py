@@ -60,7 +60,10 @@ _NAMEISH_GROUP = {"group_id", "key"}
 _NAMEISH_TXN = {"transactional_id", "v3_and_below_transactional_id", "transactional_id_pattern"}
 # Fields that make a broker hold its answer (Fetch's max_wait_ms, a Produce's acks=-1 timeout, a
 # JoinGroup's rebalance...): kept short so a held connection means a bug, not a long wait asked for.
-_WAIT_FIELDS = {"max_wait_ms", "timeout_ms", "rebalance_timeout_ms", "session_timeout_ms"}
+_WAIT_FIELDS = {"max_wait_ms", "timeout_ms", "rebalance_timeout_ms"}
+# A group session timeout must lie within group.min/max.session.timeout.ms (6 s - 30 min) for a
+# JoinGroup to get anywhere; it does not make the broker hold the answer.
+_SESSION_TIMEOUTS = [-1, 0, 300, 5999, 6000, 10000, 45000, 1800000, 1800001]
 # Counts that size what the broker builds (partitions of a new topic, replicas): mostly small;
 # the broker's own limits (MAX_PARTITIONS_PER_REQUEST) are still met by the boundary values.
 _SIZE_FIELDS = {"num_partitions", "count", "replication_factor"}
@@ -77,6 +80,8 @@ def _int_strategy(t, name):
     lo, hi = _INT_RANGES[t]
     if name in _WAIT_FIELDS:
         return st.integers(-1, 300)
+    if name == "session_timeout_ms":
+        return st.sampled_from(_SESSION_TIMEOUTS)
     bounds = sorted(b for b in {lo, hi, 0, -1, 1, 2**15 - 1, 2**31 - 1, -(2**31)} if lo <= b <= hi)
     small = st.integers(max(lo, -2), min(hi, 5))
     if name in _SIZE_FIELDS:
