@@ -1,0 +1,448 @@
+"""A history checker for Kafka-protocol logs: Jepsen's queue and Kafka workloads, in Python.
+
+Pure: it takes a :class:`History` (what clients did and saw, with times) and returns a
+:class:`Result`; no sockets, no files, no clocks.  The fault runs (``partitions.py``) record
+histories; the tests feed it synthetic ones.
+
+A history holds
+
+- **sends** (:class:`Send`): a producer ``process`` sent ``value`` to ``partition`` at ``time``;
+  it was acknowledged at ``ack_time`` with ``offset``, or failed with ``error`` (or neither: the
+  outcome is unknown).  ``txn`` names the transaction it belonged to, if any.
+- **polls** (:class:`Poll`): a ``consumer`` got ``records`` (``{partition: [(offset, value)]}``)
+  at ``time``, under ``isolation`` (read_uncommitted / read_committed), inside ``txn`` if any.
+- **assigns** (:class:`Assign`): a consumer (re)started reading a set of partitions (a rebalance,
+  a seek, a restart): its poll order starts afresh there.
+- **transactions** (:class:`Txn`): their outcome, ``committed``, ``aborted`` or ``unknown``.
+- ``heal``: when the last fault ended (None: no fault, the whole history counts as healed).
+
+Values are unique across the history (e.g. ``"<producer>-<seq>"``): a value names one send.
+
+Anomalies (``Result.anomalies``, kind -> examples), Jepsen's names:
+
+- ``lost``: an acknowledged write (outside a transaction, or of a committed one) that no poll
+  after the heal returned.  The final read after the heal reads every partition to its end.
+- ``unseen-within-bound``: acknowledged, read after the heal, but only more than ``bound`` seconds
+  after it (the cluster took too long to make it readable again).
+- ``duplicate``: one value read at two or more positions (partition, offset).
+- ``inconsistent-offsets``: two different values at one (partition, offset), from acknowledgements
+  and polls together; or a value acknowledged at one offset and read only at others.
+- ``nonmonotonic-send``: one producer's acknowledged writes to a partition whose offsets are not
+  in the order it sent them (from acknowledgements and from the log as read).
+- ``nonmonotonic-poll``: a consumer read offset ``j`` after offset ``i >= j`` of one partition
+  with no (re)assignment between.
+- ``poll-skip``: a consumer went from offset ``i`` to ``j > i + 1`` while the log holds a record
+  it should have read in between (a committed one under read_committed).  Gaps without any known
+  record (transaction markers, compaction) are not skips.
+- ``aborted-read``: a read_committed poll returned a write of an aborted transaction (G1a).
+- ``G0``: a cycle of write-write dependencies between committed transactions (Adya's G0 as Elle
+  infers it on a log: T1 -ww-> T2 when T2's write is the next write after T1's in a partition).
+- ``G1c``: a cycle of write-write and write-read dependencies (T1 -wr-> T2 when T2 polled a value
+  T1 wrote) with at least one write-read edge: circular information flow.
+
+Figures beside them: ``acked``, ``lost``, ``duplicated``, ``longest_unavailable`` (the longest
+time between two acknowledgements while sending), ``p50``/``p99`` produce latency.
+"""
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import threading
+from collections import defaultdict
+from typing import Optional
+
+READ_COMMITTED = "read_committed"
+READ_UNCOMMITTED = "read_uncommitted"
+
+# examples kept per anomaly kind: enough to find the records in the logs, short enough to print
+MAX_EXAMPLES = 20
+
+
+@dataclasses.dataclass
+class Send:
+    process: str
+    value: str
+    partition: int
+    time: float
+    offset: Optional[int] = None     # set when acknowledged
+    error: Optional[str] = None      # set when it definitely failed
+    ack_time: Optional[float] = None
+    txn: Optional[str] = None
+
+    @property
+    def acked(self) -> bool:
+        return self.offset is not None and self.error is None
+
+
+@dataclasses.dataclass
+class Poll:
+    consumer: str
+    time: float
+    records: dict                    # {partition: [(offset, value), ...]} in the order received
+    isolation: str = READ_UNCOMMITTED
+    txn: Optional[str] = None
+
+
+@dataclasses.dataclass
+class Assign:
+    consumer: str
+    time: float
+    partitions: Optional[list] = None   # None: all of them
+
+
+@dataclasses.dataclass
+class Txn:
+    id: str
+    status: str                      # committed / aborted / unknown
+    process: Optional[str] = None
+
+
+class History:
+    """Collects events from any number of client threads (``add`` takes a lock; the checker
+    itself is single-threaded)."""
+
+    def __init__(self):
+        self.sends: list[Send] = []
+        self.polls: list[Poll] = []
+        self.assigns: list[Assign] = []
+        self.txns: dict[str, Txn] = {}
+        self.heal: Optional[float] = None
+        self._lock = threading.Lock()
+
+    def add(self, event) -> object:
+        with self._lock:
+            if isinstance(event, Send):
+                self.sends.append(event)
+            elif isinstance(event, Poll):
+                self.polls.append(event)
+            elif isinstance(event, Assign):
+                self.assigns.append(event)
+            elif isinstance(event, Txn):
+                self.txns[event.id] = event
+            else:
+                raise TypeError("not a history event: %r" % (event,))
+        return event
+
+    # -- serialised form (results/*.json keep histories for re-checking) -------------------
+    def to_dict(self) -> dict:
+        return {"sends": [dataclasses.astuple(s) for s in self.sends],
+                "polls": [[p.consumer, p.time, {str(k): v for k, v in p.records.items()}, p.isolation, p.txn]
+                          for p in self.polls],
+                "assigns": [dataclasses.astuple(a) for a in self.assigns],
+                "txns": [dataclasses.astuple(t) for t in self.txns.values()],
+                "heal": self.heal}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "History":
+        h = cls()
+        h.sends = [Send(*s) for s in d["sends"]]
+        h.polls = [Poll(c, t, {int(k): [tuple(r) for r in v] for k, v in recs.items()}, iso, txn)
+                   for c, t, recs, iso, txn in d["polls"]]
+        h.assigns = [Assign(*a) for a in d["assigns"]]
+        h.txns = {t[0]: Txn(*t) for t in d["txns"]}
+        h.heal = d.get("heal")
+        return h
+
+
+@dataclasses.dataclass
+class Result:
+    sent: int = 0
+    acked: int = 0
+    failed: int = 0
+    read: int = 0                    # distinct values read
+    lost: int = 0
+    duplicated: int = 0
+    longest_unavailable: float = 0.0
+    p50: float = 0.0
+    p99: float = 0.0
+    anomalies: dict = dataclasses.field(default_factory=dict)   # kind -> [example, ...]
+    counts: dict = dataclasses.field(default_factory=dict)      # kind -> number found
+
+    @property
+    def ok(self) -> bool:
+        return not self.counts
+
+    def _add(self, kind: str, example) -> None:
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        ex = self.anomalies.setdefault(kind, [])
+        if len(ex) < MAX_EXAMPLES:
+            ex.append(example)
+
+
+def check(history: History, bound: Optional[float] = None) -> Result:
+    """Every check on ``history``; ``bound`` (seconds) enables ``unseen-within-bound``."""
+    r = Result()
+    sends = sorted(history.sends, key=lambda s: s.time)
+    by_value = {s.value: s for s in sends}
+    txns = history.txns
+
+    def status(s: Send) -> str:
+        if s.txn is None:
+            return "committed"
+        t = txns.get(s.txn)
+        return t.status if t is not None else "unknown"
+
+    aborted_values = {s.value for s in sends if s.txn is not None and status(s) == "aborted"}
+
+    # -- the log as observed: (partition, offset) -> values; value -> positions read ----------
+    at: dict[tuple, set] = defaultdict(set)
+    read_at: dict[str, set] = defaultdict(set)
+    first_read: dict[str, float] = {}
+    first_read_after_heal: dict[str, float] = {}
+    heal = history.heal
+    for p in sorted(history.polls, key=lambda p: p.time):
+        for part, recs in p.records.items():
+            for off, value in recs:
+                at[(part, off)].add(value)
+                read_at[value].add((part, off))
+                first_read.setdefault(value, p.time)
+                if heal is None or p.time >= heal:
+                    first_read_after_heal.setdefault(value, p.time)
+    for s in sends:
+        if s.acked:
+            at[(s.partition, s.offset)].add(s.value)
+
+    # -- counts and figures --------------------------------------------------------------
+    r.sent = len(sends)
+    acked = [s for s in sends if s.acked]
+    r.acked = len(acked)
+    r.failed = sum(1 for s in sends if s.error is not None)
+    r.read = len(read_at)
+    lat = sorted(s.ack_time - s.time for s in acked if s.ack_time is not None)
+    if lat:
+        r.p50 = lat[len(lat) // 2]
+        r.p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
+    ack_times = sorted(s.ack_time for s in acked if s.ack_time is not None)
+    if ack_times:
+        gaps = [b - a for a, b in zip(ack_times, ack_times[1:])]
+        # and from the last acknowledgement to the last send: a run that never recovered
+        gaps.append(max(0.0, sends[-1].time - ack_times[-1]))
+        gaps.append(max(0.0, ack_times[0] - sends[0].time))
+        r.longest_unavailable = max(gaps)
+    elif sends:
+        r.longest_unavailable = sends[-1].time - sends[0].time
+
+    # -- lost / unseen-within-bound ---------------------------------------------------------
+    for s in acked:
+        if status(s) != "committed":
+            continue
+        if s.value not in first_read_after_heal:
+            r.lost += 1
+            was = " (read before the heal at %s, not after)" % sorted(read_at[s.value]) if s.value in read_at else ""
+            r._add("lost", "%s acknowledged at %d@%d (t=%.3f)%s" % (s.value, s.partition, s.offset, s.ack_time or s.time, was))
+        elif bound is not None and heal is not None and first_read_after_heal[s.value] - heal > bound:
+            r._add("unseen-within-bound", "%s acknowledged at %d@%d, first read %.1f s after the heal"
+                   % (s.value, s.partition, s.offset, first_read_after_heal[s.value] - heal))
+
+    # -- duplicates --------------------------------------------------------------------------
+    for value, where in read_at.items():
+        if len(where) > 1:
+            r.duplicated += len(where) - 1
+            r._add("duplicate", "%s read at %s" % (value, sorted(where)))
+
+    # -- inconsistent offsets ----------------------------------------------------------------
+    for (part, off), values in sorted(at.items()):
+        if len(values) > 1:
+            r._add("inconsistent-offsets", "%d@%d holds %s" % (part, off, sorted(values)))
+    for s in acked:
+        where = read_at.get(s.value)
+        if where and (s.partition, s.offset) not in where:
+            r._add("inconsistent-offsets", "%s acknowledged at %d@%d, read at %s" % (s.value, s.partition, s.offset, sorted(where)))
+
+    # -- a producer's order --------------------------------------------------------------------
+    issue: dict[str, int] = {}
+    per_process: dict[tuple, list] = defaultdict(list)
+    for i, s in enumerate(sends):
+        issue[s.value] = i
+        if s.acked:
+            per_process[(s.process, s.partition)].append(s)
+    for (proc, part), ss in per_process.items():
+        for a, b in zip(ss, ss[1:]):
+            if b.offset <= a.offset:
+                r._add("nonmonotonic-send", "%s sent %s then %s to partition %d: acknowledged at offsets %d then %d"
+                       % (proc, a.value, b.value, part, a.offset, b.offset))
+    # the log as read, offset order: each producer's acknowledged values must come in send order
+    # (a value at several offsets counts at its first: the copies are duplicates, not disorder)
+    log: dict[int, list] = defaultdict(list)
+    for (part, off), values in at.items():
+        for v in values:
+            log[part].append((off, v))
+    for part, entries in log.items():
+        entries.sort()
+        last: dict[str, tuple] = {}
+        seen: set = set()
+        for off, v in entries:
+            s = by_value.get(v)
+            if s is None or not s.acked or v in seen:
+                continue
+            seen.add(v)
+            prev = last.get(s.process)
+            if prev is not None and issue[v] < issue[prev[1]]:
+                r._add("nonmonotonic-send", "partition %d holds %s's %s at %d after its later %s at %d"
+                       % (part, s.process, v, off, prev[1], prev[0]))
+            if prev is None or issue[v] > issue[prev[1]]:
+                last[s.process] = (off, v)
+
+    # -- consumers: skips and going back ------------------------------------------------------
+    # offsets holding a readable record, per isolation level, sorted for range look-ups
+    readable = {READ_UNCOMMITTED: defaultdict(list), READ_COMMITTED: defaultdict(list)}
+    for (part, off), values in at.items():
+        readable[READ_UNCOMMITTED][part].append(off)
+        if any(v not in aborted_values for v in values):
+            readable[READ_COMMITTED][part].append(off)
+    for lvl in readable.values():
+        for offs in lvl.values():
+            offs.sort()
+    events = sorted([(p.time, 1, p) for p in history.polls] + [(a.time, 0, a) for a in history.assigns],
+                    key=lambda e: (e[0], e[1]))
+    position: dict[tuple, int] = {}   # (consumer, partition) -> last offset read
+    for _t, kind, e in events:
+        if kind == 0:
+            for key in [k for k in position if k[0] == e.consumer and (e.partitions is None or k[1] in e.partitions)]:
+                del position[key]
+            continue
+        offs_of = readable[READ_COMMITTED if e.isolation == READ_COMMITTED else READ_UNCOMMITTED]
+        for part, recs in e.records.items():
+            for off, value in recs:
+                key = (e.consumer, part)
+                prev = position.get(key)
+                if prev is not None:
+                    if off <= prev:
+                        r._add("nonmonotonic-poll", "%s read %d@%d (%s) after %d@%d" % (e.consumer, part, off, value, part, prev))
+                    elif off > prev + 1:
+                        offs = offs_of[part]
+                        i = bisect.bisect_right(offs, prev)
+                        if i < len(offs) and offs[i] < off:
+                            missed = offs[i:bisect.bisect_left(offs, off)]
+                            r._add("poll-skip", "%s went from %d@%d to %d@%d, skipping %d record(s) from offset %d"
+                                   % (e.consumer, part, prev, part, off, len(missed), missed[0]))
+                position[key] = off if prev is None else max(prev, off)
+                if e.isolation == READ_COMMITTED and value in aborted_values:
+                    r._add("aborted-read", "%s read %s at %d@%d (read_committed), written by aborted %s"
+                           % (e.consumer, value, part, off, by_value[value].txn))
+
+    # -- transactions: G0 and G1c -----------------------------------------------------------------
+    committed = {t.id for t in txns.values() if t.status == "committed"}
+    if committed:
+        writer = {s.value: s.txn for s in sends if s.txn in committed}
+        ww: dict[str, set] = defaultdict(set)
+        wr: dict[str, set] = defaultdict(set)
+        for part, entries in log.items():
+            prev_txn = None
+            for off, v in entries:   # sorted above
+                if len(at[(part, off)]) > 1:
+                    continue   # an inconsistent offset has no single version order
+                t = writer.get(v)
+                if t is None:
+                    continue
+                if prev_txn is not None and prev_txn != t:
+                    ww[prev_txn].add(t)
+                prev_txn = t
+        for p in history.polls:
+            if p.txn not in committed:
+                continue
+            for recs in p.records.values():
+                for _off, v in recs:
+                    t = writer.get(v)
+                    if t is not None and t != p.txn:
+                        wr[t].add(p.txn)
+        for comp in _sccs(committed, ww):
+            r._add("G0", "ww cycle: %s" % " ".join(_cycle(comp, ww, {})))
+        both = {t: ww.get(t, set()) | wr.get(t, set()) for t in committed}
+        for comp in _sccs(committed, both):
+            cset = set(comp)
+            if any(b in cset for a in comp for b in wr.get(a, ())):
+                r._add("G1c", "ww/wr cycle: %s" % " ".join(_cycle(comp, ww, wr)))
+    return r
+
+
+def _sccs(nodes, edges) -> list:
+    """Strongly connected components with more than one node (Tarjan's, iterative)."""
+    index: dict = {}
+    low: dict = {}
+    on_stack: set = set()
+    stack: list = []
+    out = []
+    counter = 0
+    for root in sorted(nodes):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges.get(root, ()))))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, it = work[-1]
+            advanced = False
+            for w in it:
+                if w not in nodes:
+                    continue
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(edges.get(w, ())))))
+                    advanced = True
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+    return out
+
+
+def _cycle(comp: list, ww: dict, wr: dict) -> list:
+    """One cycle inside a component, edges labelled: ``T1 -ww-> T2 -wr-> T1``.  Starts on a
+    write-read edge when there is one (the edge that makes it G1c rather than G0)."""
+    cset = set(comp)
+    start = None
+    for a in comp:
+        for b in sorted(wr.get(a, ())):
+            if b in cset:
+                start = (a, b, "wr")
+                break
+        if start:
+            break
+    if start is None:
+        a = comp[0]
+        b = next(x for x in sorted(ww.get(a, ())) if x in cset)
+        start = (a, b, "ww")
+    a, b, lbl = start
+    # breadth-first from b back to a inside the component
+    prev = {b: None}
+    queue = [b]
+    while queue and a not in prev:
+        nxt = []
+        for v in queue:
+            for lab, edges in (("ww", ww), ("wr", wr)):
+                for w in sorted(edges.get(v, ())):
+                    if w in cset and w not in prev:
+                        prev[w] = (v, lab)
+                        nxt.append(w)
+        queue = nxt
+    path = []
+    v = a
+    while prev.get(v) is not None:
+        u, lab = prev[v]
+        path.append((u, lab, v))
+        v = u
+    path.reverse()
+    parts = [a, "-%s->" % lbl, b]
+    for _u, lab, v in path:
+        parts += ["-%s->" % lab, v]
+    return parts

@@ -1,0 +1,274 @@
+"""The history checker (pykbroker/testing/checker.py) on synthetic histories: each anomaly it
+knows is planted in an otherwise clean history and must be found, under its own name only; the
+clean histories must pass."""
+from __future__ import annotations
+
+import json
+
+from pykbroker.testing.checker import (READ_COMMITTED, Assign, History, Poll, Send, Txn, check)
+
+
+def clean(n=10, partitions=2, producers=("a", "b")) -> History:
+    """Producers write n values each, round-robin over partitions, every one acknowledged at the
+    next offset; a final reader after the heal reads every partition whole."""
+    h = History()
+    t = 0.0
+    nxt = {p: 0 for p in range(partitions)}
+    for i in range(n):
+        for proc in producers:
+            part = i % partitions
+            t += 0.01
+            h.add(Send(proc, "%s-%d" % (proc, i), part, t, offset=nxt[part], ack_time=t + 0.005))
+            nxt[part] += 1
+    h.heal = t + 1
+    final_read(h, t + 2)
+    return h
+
+
+def final_read(h: History, t: float, consumer="final") -> None:
+    log = {}
+    for s in h.sends:
+        if s.acked:
+            log.setdefault(s.partition, []).append((s.offset, s.value))
+    h.add(Assign(consumer, t))
+    h.add(Poll(consumer, t + 0.1, {p: sorted(v) for p, v in log.items()}))
+
+
+def kinds(h, **kw):
+    r = check(h, **kw)
+    return set(r.counts), r
+
+
+def test_clean_history_passes():
+    got, r = kinds(clean())
+    assert got == set(), r.anomalies
+    assert r.acked == 20 and r.read == 20 and r.lost == 0 and r.duplicated == 0
+    assert 0 < r.p99 < 0.01
+
+
+def test_lost_write():
+    h = clean()
+    h.polls[-1].records[0] = [x for x in h.polls[-1].records[0] if x[1] != "a-4"]
+    got, r = kinds(h)
+    # the final reader also stepped over the offset the acknowledgement names
+    assert got == {"lost", "poll-skip"} and r.lost == 1
+    assert "a-4" in r.anomalies["lost"][0]
+
+
+def test_lost_after_heal_even_if_read_before():
+    h = clean()
+    rec = h.polls[-1].records
+    # read during the fault, truncated away after it
+    h.add(Poll("early", h.heal - 0.5, {0: [(0, "a-0")]}))
+    rec[0] = [x for x in rec[0] if x[1] != "a-0"]
+    got, r = kinds(h)
+    assert "lost" in got and "not after" in r.anomalies["lost"][0]
+
+
+def test_unseen_within_bound():
+    h = clean()
+    h.polls[-1].time = h.heal + 30
+    assert kinds(h, bound=10)[0] == {"unseen-within-bound"}
+    assert kinds(h, bound=60)[0] == set()
+
+
+def test_duplicate():
+    h = clean()
+    recs = h.polls[-1].records[0]
+    recs.append((recs[-1][0] + 1, "a-0"))   # written twice: a retry the broker did not dedupe
+    got, r = kinds(h)
+    assert got == {"duplicate"} and r.duplicated == 1
+
+
+def test_inconsistent_offsets_two_values_at_one_offset():
+    h = clean()
+    # another consumer read a different value at offset 3 of partition 1 (two leaders' logs)
+    h.add(Poll("c2", h.heal + 3, {1: [(3, "z-99")]}))
+    got, r = kinds(h)
+    assert "inconsistent-offsets" in got
+    assert any("1@3 holds" in e for e in r.anomalies["inconsistent-offsets"])
+
+
+def test_inconsistent_offsets_acknowledged_elsewhere():
+    h = clean()
+    # the last record of partition 1, acknowledged at its offset, read back 5 further on
+    final = h.polls[-1].records[1]
+    off, v = final[-1]
+    final[-1] = (off + 5, v)
+    got, r = kinds(h)
+    # the reader also stepped over the offset the acknowledgement names
+    assert got == {"inconsistent-offsets", "poll-skip"}
+    assert "%s acknowledged at 1@%d, read at [(1, %d)]" % (v, off, off + 5) in r.anomalies["inconsistent-offsets"][0]
+
+
+def test_nonmonotonic_send_acknowledgements():
+    h = clean(producers=("a",), partitions=1)
+    # a-5 and a-6 acknowledged at swapped offsets (and the log read back agrees)
+    s5, s6 = h.sends[5], h.sends[6]
+    s5.offset, s6.offset = s6.offset, s5.offset
+    h.polls.clear()
+    final_read(h, h.heal + 1)
+    got, r = kinds(h)
+    assert got == {"nonmonotonic-send"}
+    assert r.counts["nonmonotonic-send"] == 2   # once from the acknowledgements, once from the log
+
+
+def test_nonmonotonic_poll():
+    h = clean(partitions=1)
+    h.add(Assign("c", h.heal + 5))
+    h.add(Poll("c", h.heal + 6, {0: [(0, "a-0"), (1, "b-0"), (2, "a-1")]}))
+    h.add(Poll("c", h.heal + 7, {0: [(1, "b-0"), (2, "a-1")]}))   # went back without a seek
+    got, r = kinds(h)
+    assert got == {"nonmonotonic-poll"}
+    # after a re-assignment starting again is fine
+    h = clean(partitions=1)
+    h.add(Assign("c", h.heal + 5))
+    h.add(Poll("c", h.heal + 6, {0: [(0, "a-0"), (1, "b-0")]}))
+    h.add(Assign("c", h.heal + 6.5))
+    h.add(Poll("c", h.heal + 7, {0: [(0, "a-0"), (1, "b-0")]}))
+    assert kinds(h)[0] == set()
+
+
+def test_poll_skip():
+    h = clean(partitions=1)
+    h.add(Assign("c", h.heal + 5))
+    h.add(Poll("c", h.heal + 6, {0: [(0, "a-0"), (1, "b-0")]}))
+    h.add(Poll("c", h.heal + 7, {0: [(4, "a-2")]}))   # 2 and 3 hold records
+    got, r = kinds(h)
+    assert got == {"poll-skip"}
+    assert "skipping 2 record(s) from offset 2" in r.anomalies["poll-skip"][0]
+
+
+def test_gap_without_records_is_not_a_skip():
+    # offsets 2-3 hold a transaction's control records: nothing to read there
+    h = History()
+    h.add(Send("a", "a-0", 0, 0.0, offset=0, ack_time=0.01))
+    h.add(Send("a", "a-1", 0, 0.1, offset=1, ack_time=0.11))
+    h.add(Send("a", "a-2", 0, 0.2, offset=4, ack_time=0.21))
+    h.heal = 1.0
+    h.add(Assign("c", 2.0))
+    h.add(Poll("c", 2.1, {0: [(0, "a-0"), (1, "a-1")]}))
+    h.add(Poll("c", 2.2, {0: [(4, "a-2")]}))
+    assert kinds(h)[0] == set()
+
+
+def txn_history(committed_reader_sees_aborted=False):
+    """t1 commits a-0 at 0@0, t2 aborts a-1 at 0@1, t3 commits a-2 at 0@3 (2 is t2's marker)."""
+    h = History()
+    h.add(Txn("t1", "committed", "a"))
+    h.add(Txn("t2", "aborted", "a"))
+    h.add(Txn("t3", "committed", "a"))
+    h.add(Send("a", "a-0", 0, 0.0, offset=0, ack_time=0.01, txn="t1"))
+    h.add(Send("a", "a-1", 0, 0.1, offset=1, ack_time=0.11, txn="t2"))
+    h.add(Send("a", "a-2", 0, 0.2, offset=3, ack_time=0.21, txn="t3"))
+    h.heal = 1.0
+    h.add(Assign("rc", 2.0))
+    recs = [(0, "a-0"), (1, "a-1"), (3, "a-2")] if committed_reader_sees_aborted else [(0, "a-0"), (3, "a-2")]
+    h.add(Poll("rc", 2.1, {0: recs}, isolation=READ_COMMITTED))
+    # read_uncommitted sees everything: not an anomaly there
+    h.add(Assign("ru", 2.0))
+    h.add(Poll("ru", 2.1, {0: [(0, "a-0"), (1, "a-1"), (3, "a-2")]}))
+    return h
+
+
+def test_transactions_clean_and_aborted_read():
+    assert kinds(txn_history())[0] == set()
+    got, r = kinds(txn_history(committed_reader_sees_aborted=True))
+    assert got == {"aborted-read"}
+    assert "a-1" in r.anomalies["aborted-read"][0] and "t2" in r.anomalies["aborted-read"][0]
+
+
+def test_aborted_record_not_read_is_not_lost_nor_skipped():
+    h = txn_history()
+    got, r = kinds(h)
+    assert r.lost == 0 and got == set()
+
+
+def _two_txn_writes(h, order_p0, order_p1):
+    """t1 and t2 each write one value to partitions 0 and 1; order_pN is which txn's write comes
+    first in partition N."""
+    t = 0.0
+    for part, order in ((0, order_p0), (1, order_p1)):
+        for off, txn in enumerate(order):
+            t += 0.01
+            h.add(Send(txn, "%s-p%d" % (txn, part), part, t, offset=off, ack_time=t, txn=txn))
+
+
+def test_g0_write_cycle():
+    h = History()
+    h.add(Txn("t1", "committed"))
+    h.add(Txn("t2", "committed"))
+    # t1 before t2 in partition 0, t2 before t1 in partition 1: no serial order explains both
+    _two_txn_writes(h, ["t1", "t2"], ["t2", "t1"])
+    h.heal = 1.0
+    final_read(h, 2.0)
+    got, r = kinds(h)
+    assert "G0" in got
+    assert "t1 -ww-> t2 -ww-> t1" in r.anomalies["G0"][0]
+    # the same writes in one order everywhere are fine
+    h = History()
+    h.add(Txn("t1", "committed"))
+    h.add(Txn("t2", "committed"))
+    _two_txn_writes(h, ["t1", "t2"], ["t1", "t2"])
+    h.heal = 1.0
+    final_read(h, 2.0)
+    assert kinds(h)[0] == set()
+
+
+def test_g1c_circular_information_flow():
+    # t1 writes x (p0); t2 reads x, writes y (p1); t1 also wrote p1 *after* y: t2 -ww-> t1 -wr-> t2
+    h = History()
+    for t in ("t1", "t2"):
+        h.add(Txn(t, "committed"))
+    h.add(Send("t1", "x", 0, 0.0, offset=0, ack_time=0.01, txn="t1"))
+    h.add(Send("t2", "y", 1, 0.1, offset=0, ack_time=0.11, txn="t2"))
+    h.add(Send("t1", "z", 1, 0.2, offset=1, ack_time=0.21, txn="t1"))
+    h.add(Poll("t2", 0.05, {0: [(0, "x")]}, isolation=READ_COMMITTED, txn="t2"))
+    h.heal = 1.0
+    final_read(h, 2.0)
+    got, r = kinds(h)
+    assert got == {"G1c"}
+    assert r.anomalies["G1c"][0] == "ww/wr cycle: t1 -wr-> t2 -ww-> t1"
+    # the same without t1's later write to partition 1: information flows one way only
+    h.sends = [s for s in h.sends if s.value != "z"]
+    h.polls = [p for p in h.polls if p.consumer != "final"]
+    final_read(h, 2.0)
+    assert kinds(h)[0] == set()
+
+
+def test_uncommitted_transactions_are_left_out_of_cycles():
+    h = History()
+    h.add(Txn("t1", "committed"))
+    h.add(Txn("t2", "unknown"))
+    _two_txn_writes(h, ["t1", "t2"], ["t2", "t1"])
+    h.heal = 1.0
+    final_read(h, 2.0)
+    assert "G0" not in kinds(h)[0]
+
+
+def test_unavailability_and_latency_figures():
+    h = History()
+    for i in range(100):
+        t = i * 0.1
+        ack = t + (5.0 if i == 50 else 0.01)   # one send waited 5 s
+        h.add(Send("a", "a-%d" % i, 0, t, offset=i, ack_time=ack))
+    h.heal = 20
+    final_read(h, 21)
+    r = check(h)
+    assert r.ok
+    assert 0.009 < r.p50 < 0.011 and r.p99 >= 0.01
+    # acks at 4.91 (i=49), then i=51 at 5.11 and i=50 at 10.0; then 5.21 ...
+    assert abs(r.longest_unavailable - 0.2) < 1e-6
+    h2 = History()
+    for i in range(10):
+        h2.add(Send("a", "a-%d" % i, 0, float(i), offset=i if i < 3 else None, ack_time=i + 0.01 if i < 3 else None,
+                    error=None if i < 3 else "timed out"))
+    final_read(h2, 20)
+    r2 = check(h2)
+    assert r2.failed == 7 and abs(r2.longest_unavailable - (9 - 2.01)) < 1e-6
+
+
+def test_history_round_trips_through_json():
+    h = txn_history(committed_reader_sees_aborted=True)
+    h2 = History.from_dict(json.loads(json.dumps(h.to_dict())))
+    assert check(h2).counts == check(h).counts == {"aborted-read": 1}
