@@ -188,6 +188,9 @@ class ZooKeeperServer(ChildProcess):
     """
 
     host = "127.0.0.1"
+    # a prefix for the java command line: ``ip netns exec <ns>`` for a ZooKeeper in a network
+    # namespace (pykbroker/testing/netns.py), which then listens on that namespace's address
+    launcher: tuple = ()
 
     def __init__(self, data_dir: Optional[str] = None, port: int = 0, tick_time: int = 2000,
                  extra_config: Optional[dict] = None, die_with_parent: bool = False):
@@ -253,7 +256,7 @@ class ZooKeeperServer(ChildProcess):
                 self._log_offset = log.tell()
                 with stop_signals_deferred():
                     self.proc = subprocess.Popen(
-                        [java, *JVM_FLAGS, "-cp", cp, MAIN_CLASS, self.config_path],
+                        [*self.launcher, java, *JVM_FLAGS, "-cp", cp, MAIN_CLASS, self.config_path],
                         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                         cwd=self.data_dir, preexec_fn=child_setup(self.die_with_parent),
                         start_new_session=self.die_with_parent)

@@ -212,15 +212,20 @@ def check(history: History, bound: Optional[float] = None) -> Result:
     if lat:
         r.p50 = lat[len(lat) // 2]
         r.p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
-    ack_times = sorted(s.ack_time for s in acked if s.ack_time is not None)
-    if ack_times:
-        gaps = [b - a for a, b in zip(ack_times, ack_times[1:])]
-        # and from the last acknowledgement to the last send: a run that never recovered
-        gaps.append(max(0.0, sends[-1].time - ack_times[-1]))
-        gaps.append(max(0.0, ack_times[0] - sends[0].time))
-        r.longest_unavailable = max(gaps)
-    elif sends:
-        r.longest_unavailable = sends[-1].time - sends[0].time
+    # per partition (one partition without a leader is unavailability even while the others
+    # acknowledge): the longest time between two acknowledgements, or from the first send to
+    # the first acknowledgement, or from the last acknowledgement to the last send (a partition
+    # that never recovered)
+    for part in sorted({s.partition for s in sends}):
+        ps = [s for s in sends if s.partition == part]
+        ack_times = sorted(s.ack_time for s in ps if s.acked and s.ack_time is not None)
+        if ack_times:
+            gaps = [b - a for a, b in zip(ack_times, ack_times[1:])]
+            gaps.append(max(0.0, ps[-1].time - ack_times[-1]))
+            gaps.append(max(0.0, ack_times[0] - ps[0].time))
+        else:
+            gaps = [ps[-1].time - ps[0].time]
+        r.longest_unavailable = max(r.longest_unavailable, max(gaps))
 
     # -- lost / unseen-within-bound ---------------------------------------------------------
     for s in acked:

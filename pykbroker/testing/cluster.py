@@ -45,6 +45,11 @@ class BrokerNode(ChildProcess):
     directory: log file and log.dirs), ``log_dir`` (log.dirs), ``log_path``."""
 
     STOP_TIMEOUT = 30.0   # a clean shutdown flushes and checkpoints every partition
+    # The address it listens on and advertises, and a prefix for its command line: loopback and
+    # none here; a broker in a network namespace (testing/netns.py) gets the namespace's address
+    # and ``ip netns exec <ns>`` (which execs: ``pid`` stays the broker's, signals reach it).
+    host = HOST
+    launcher: tuple = ()
 
     def __init__(self, broker_id: int, data_dir: str, zookeeper_connect: Optional[str],
                  overrides: Optional[dict] = None, port: int = 0, log_level: str = "INFO",
@@ -72,11 +77,11 @@ class BrokerNode(ChildProcess):
 
     @property
     def bootstrap(self) -> str:
-        return "%s:%d" % (HOST, self.port)
+        return "%s:%d" % (self.host, self.port)
 
     def command(self) -> list:
-        cmd = [sys.executable, "-m", "pykbroker", "serve",
-               "--listeners", "PLAINTEXT://%s:%d" % (HOST, self.port),
+        cmd = [*self.launcher, sys.executable, "-m", "pykbroker", "serve",
+               "--listeners", "PLAINTEXT://%s:%d" % (self.host, self.port),
                "--log-dirs", self.log_dir, "--log-level", self.log_level]
         values = {"broker.id": str(self.broker_id)}
         if self.zookeeper_connect:
@@ -85,7 +90,7 @@ class BrokerNode(ChildProcess):
         for k, v in values.items():
             cmd += ["--override", "%s=%s" % (k, v)]
         if self.metrics_port is not None:
-            cmd += ["--metrics", "%s:%d" % (HOST, self.metrics_port)]
+            cmd += ["--metrics", "%s:%d" % (self.host, self.metrics_port)]
         if self.as_kafka:
             cmd += ["--as-kafka", self.as_kafka]
         if self.trace_path:
@@ -128,7 +133,7 @@ class BrokerNode(ChildProcess):
                 raise _BrokerExited("broker %d exited with status %s before answering; last lines of %s:\n%s"
                                     % (self.broker_id, rc, self.log_path, self.log_tail()))
             try:
-                probe(HOST, self.port, timeout=1.0)
+                probe(self.host, self.port, timeout=1.0)
                 self.ever_ready = True
                 return
             except (OSError, ValueError):
@@ -152,9 +157,9 @@ class BrokerNode(ChildProcess):
         return self
 
     def describe(self) -> dict:
-        return {"broker_id": self.broker_id, "host": HOST, "port": self.port, "pid": self.pid,
+        return {"broker_id": self.broker_id, "host": self.host, "port": self.port, "pid": self.pid,
                 "data_dir": self.data_dir, "log": self.log_path,
-                "metrics": "http://%s:%d/metrics" % (HOST, self.metrics_port) if self.metrics_port else None}
+                "metrics": "http://%s:%d/metrics" % (self.host, self.metrics_port) if self.metrics_port else None}
 
     def __repr__(self) -> str:
         return "BrokerNode(%d, %s, pid=%s)" % (self.broker_id, self.bootstrap, self.pid)
@@ -362,7 +367,7 @@ class Cluster:
                 continue
             while True:
                 try:
-                    got = {x["node_id"] for x in metadata((HOST, b.port), [])["brokers"]}
+                    got = {x["node_id"] for x in metadata((b.host, b.port), [])["brokers"]}
                 except OSError:
                     got = set()
                 if want <= got:

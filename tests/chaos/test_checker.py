@@ -272,3 +272,18 @@ def test_history_round_trips_through_json():
     h = txn_history(committed_reader_sees_aborted=True)
     h2 = History.from_dict(json.loads(json.dumps(h.to_dict())))
     assert check(h2).counts == check(h).counts == {"aborted-read": 1}
+
+
+def test_unavailability_is_per_partition():
+    # partition 0 acknowledges every 0.1 s throughout; partition 1 acknowledges nothing between
+    # t=2 and t=7 (its leader was cut off): 5 s of unavailability, not 0.1
+    h = History()
+    for i in range(100):
+        t = i * 0.1
+        h.add(Send("a", "a-%d" % i, 0, t, offset=i, ack_time=t + 0.01))
+        if not 2.0 < t < 7.0:
+            h.add(Send("b", "b-%d" % i, 1, t, offset=len([s for s in h.sends if s.partition == 1]),
+                       ack_time=t + 0.01))
+    final_read(h, 20)
+    r = check(h)
+    assert r.ok and abs(r.longest_unavailable - 5.0) < 1e-6, r.longest_unavailable
