@@ -21,7 +21,10 @@ Nemeses (``NEMESES``; "the leader" is partition 0's leader when the fault starts
 - ``leader-followers``: the leader cut from its followers only (it keeps its ZooKeeper session);
 - ``majority-minority``: one broker against the two others, ZooKeeper on a random side;
 - ``bridge``: Jepsen's bridge: the leader and ZooKeeper+the other follower on two sides, one
-  follower in both (it reaches everyone, the two sides do not reach each other).
+  follower in both (it reaches everyone, the two sides do not reach each other);
+- ``zk-blip``: the controller cut from ZooKeeper for half the session timeout (its session
+  survives: kazoo reports SUSPENDED, then CONNECTED), healed; 3 s later the leader (another
+  broker than the controller) is isolated from all, which needs an election.
 
 ``run(nemesis, seconds)`` returns a :class:`RunReport` (the checker's :class:`Result` and the
 figures of the table); ``main`` is ``compat/chaos/partitions.py``.
@@ -67,6 +70,24 @@ def leader_of(cluster, partition: int = 0, topic: str = TOPIC) -> Optional[int]:
     return best[1]
 
 
+def controller_of(cluster) -> Optional[int]:
+    """The controller id most brokers name (an isolated one may name a stale one)."""
+    votes: dict = {}
+    for b in cluster.brokers:
+        if not b.running():
+            continue
+        try:
+            with wire.WireClient((b.host, b.port), timeout=2.0) as c:
+                m = c.request(3, 12, {"topics": [], "allow_auto_topic_creation": False,
+                                      "include_cluster_authorized_operations": False,
+                                      "include_topic_authorized_operations": False})
+        except (OSError, ValueError):
+            continue
+        if m["controller_id"] >= 0:
+            votes[m["controller_id"]] = votes.get(m["controller_id"], 0) + 1
+    return max(votes, key=votes.get) if votes else None
+
+
 # ---------------------------------------------------------------------------- nemeses
 def _node(broker_id: int) -> str:
     return "b%d" % broker_id
@@ -103,12 +124,30 @@ def _bridge(net, leader, others, rnd):
     return "b%d | b%d (bridge) | zk,b%d" % (leader, bridge, other)
 
 
+def _zk_blip(net, leader, others, rnd, cluster=None, session_timeout_s=6.0):
+    controller = controller_of(cluster)
+    if controller is None:
+        return _isolate_leader(net, leader, others, rnd)
+    # shorter than the session timeout: the controller's session survives, kazoo reports it
+    # SUSPENDED then CONNECTED again
+    net.cut(_node(controller), "zk")
+    time.sleep(session_timeout_s / 2)
+    net.heal()
+    time.sleep(3.0)
+    # now an election is needed: is there still a controller to hold it?
+    victim = leader if leader != controller else others[0]
+    net.isolate(_node(victim))
+    return "controller b%d cut from zk for %.0f s, healed; then b%d isolated from all" % (
+        controller, session_timeout_s / 2, victim)
+
+
 NEMESES: dict[str, Callable] = {
     "isolate-leader": _isolate_leader,
     "leader-zk": _leader_zk,
     "leader-followers": _leader_followers,
     "majority-minority": _majority_minority,
     "bridge": _bridge,
+    "zk-blip": _zk_blip,
 }
 
 
@@ -319,7 +358,10 @@ def run(nemesis: str, seconds: float = 60.0, fault_s: float = 20.0, quiet_s: flo
                     time.sleep(1.0)
                     continue
                 others = [b.broker_id for b in cluster.brokers if b.broker_id != leader]
-                desc = strike(net, leader, others, rnd)
+                if strike is _zk_blip:
+                    desc = strike(net, leader, others, rnd, cluster, session_timeout_ms / 1000.0)
+                else:
+                    desc = strike(net, leader, others, rnd)
                 t_fault = time.monotonic()
                 log("t=%.1f fault: %s" % (t_fault - t0, desc))
                 time.sleep(max(0.0, min(fault_s, t_end - time.monotonic())))
@@ -362,6 +404,9 @@ def main(argv=None) -> int:
                     help="seconds after the heal by which everything acknowledged must be readable")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", default=None, help="directory for the table (results.md) and per-run JSON")
+    ap.add_argument("--keep", default=None, metavar="DIR",
+                    help="keep every run's cluster (ZooKeeper and broker logs, data) under DIR/<nemesis>; "
+                         "without it a run's directory is kept only when it found an anomaly")
     ap.add_argument("--histories", default=None, help="directory for each run's whole history (JSON, large)")
     args = ap.parse_args(argv)
     why = netns.unavailable()
@@ -373,6 +418,7 @@ def main(argv=None) -> int:
         hist = os.path.join(args.histories, "history-%s.json" % n) if args.histories else None
         rep = run(n, args.seconds, args.fault, args.quiet, producers=args.producers, rate=args.rate,
                   bound=args.bound, seed=args.seed, history_path=hist,
+                  data_dir=os.path.join(args.keep, n) if args.keep else None,
                   log=lambda m, n=n: print("[%s] %s" % (n, m), flush=True))
         reports.append(rep)
         print(RunReport.HEADER)
