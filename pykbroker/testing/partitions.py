@@ -8,7 +8,8 @@ and a *nemesis* that cuts links between namespaces for ``fault_s`` seconds, heal
 never cut: like Jepsen's control node it reaches every broker, so an isolated leader still
 gets produce requests, which is where a replicated log loses data.
 
-Workload: ``producers`` idempotent ``acks=all`` confluent-kafka producers, each writing values
+Workload (``WORKLOADS``): ``idempotent``: ``producers`` idempotent ``acks=all`` confluent-kafka
+producers (``acks1``: plain ``acks=1`` ones instead, whose losses are expected), each writing values
 ``p<n>-<seq>`` round-robin over the partitions, every send recorded with its outcome; one
 consumer reading every partition from offset 0 all along (every poll recorded); after the last
 heal the producers drain, and a final reader reads every partition to its end, again and again
@@ -45,6 +46,7 @@ from . import netns, wire
 from .checker import Assign, History, Poll, Result, Send, check
 
 TOPIC = "jepsen"
+WORKLOADS = ("idempotent", "acks1")
 
 
 # ---------------------------------------------------------------------------- cluster views
@@ -86,6 +88,43 @@ def controller_of(cluster) -> Optional[int]:
         if m["controller_id"] >= 0:
             votes[m["controller_id"]] = votes.get(m["controller_id"], 0) + 1
     return max(votes, key=votes.get) if votes else None
+
+
+# ---------------------------------------------------------------------------- Apache Kafka
+# The oracle for a ZooKeeper-mode cluster is the last Kafka line with ZooKeeper mode (3.9); its
+# jars are fetched from Maven Central by ``python compat/kafka/oracle.py fetch --version 3.9.1``
+# into the same cache compat/kafka/oracle.py uses.
+KAFKA_ZK_VERSION = "3.9.1"
+
+
+def kafka_libs(version: str = KAFKA_ZK_VERSION) -> Optional[str]:
+    root = os.environ.get("PYKBROKER_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "pykbroker")
+    libs = os.path.join(root, "kafka-%s" % version, "libs")
+    return libs if os.path.exists(os.path.join(libs, "kafka_2.13-%s.jar" % version)) else None
+
+
+def _kafka_node_class():
+    from .cluster import BrokerNode
+
+    class KafkaZkNode(BrokerNode):
+        """An Apache Kafka broker in ZooKeeper mode in place of a ``pykbroker serve`` child: same
+        directory layout (``broker.log``, ``kafka-logs/``), same host/launcher/port handling."""
+        libs = ""
+
+        def command(self) -> list:
+            props = {"broker.id": str(self.broker_id), "zookeeper.connect": self.zookeeper_connect,
+                     "listeners": "PLAINTEXT://%s:%d" % (self.host, self.port),
+                     "advertised.listeners": "PLAINTEXT://%s:%d" % (self.host, self.port),
+                     "log.dirs": self.log_dir, **self.overrides}
+            cfg = os.path.join(self.data_dir, "server.properties")
+            with open(cfg, "w") as fh:
+                fh.write("".join("%s=%s\n" % kv for kv in props.items()))
+            # small heaps and C1 only: three brokers and ZooKeeper share a 2-core machine
+            return [*self.launcher, "java", "-Xms64m", "-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                    "-Djava.awt.headless=true", "-Dorg.slf4j.simpleLogger.showDateTime=true",
+                    "-Dkafka.logs.dir=%s" % self.data_dir, "-cp", os.path.join(self.libs, "*"),
+                    "kafka.Kafka", cfg]
+    return KafkaZkNode
 
 
 # ---------------------------------------------------------------------------- nemeses
@@ -156,8 +195,9 @@ class Workload:
     """Producers and a live consumer recording into one :class:`History`."""
 
     def __init__(self, bootstrap: str, history: History, producers: int = 2, rate: int = 200,
-                 partitions: int = 3, message_timeout_ms: int = 60000):
+                 partitions: int = 3, message_timeout_ms: int = 60000, workload: str = "idempotent"):
         self.bootstrap = bootstrap
+        self.workload = workload
         self.h = history
         self.n = producers
         self.rate = rate
@@ -172,7 +212,11 @@ class Workload:
     def _produce(self, n: int) -> None:
         from confluent_kafka import Producer
         proc = "p%d" % n
-        p = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
+        # WORKLOADS: idempotent acks=all (Kafka's promise: nothing acknowledged is lost), or
+        # plain acks=1 (the leader alone acknowledges: a leader cut off and replaced loses what
+        # it acknowledged alone, in Kafka too; counted, expected)
+        safe = self.workload == "idempotent"
+        p = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": safe, "acks": "all" if safe else "1",
                       "linger.ms": 5, "message.timeout.ms": self.message_timeout_ms,
                       "retry.backoff.ms": 100, "topic.metadata.refresh.interval.ms": 1000,
                       "client.id": "jepsen-" + proc, "log_level": 2})
@@ -302,6 +346,8 @@ def final_read(bootstrap: str, h: History, partitions: int, until: float, log=pr
 @dataclasses.dataclass
 class RunReport:
     nemesis: str
+    workload: str
+    broker: str
     seconds: float
     faults: list
     result: Result
@@ -309,21 +355,24 @@ class RunReport:
     data_dir: Optional[str] = None
     errors: list = dataclasses.field(default_factory=list)
 
-    HEADER = "| nemesis | s | faults | sent | acked | failed | lost | dup | anomalies | longest unavail s | produce p99 ms |"
-    RULE = "|---|---|---|---|---|---|---|---|---|---|---|"
+    HEADER = "| nemesis | workload | broker | s | faults | sent | acked | failed | lost | dup | anomalies | longest unavail s | produce p99 ms |"
+    RULE = "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 
     def row(self) -> str:
         r = self.result
         anomalies = ", ".join("%s %d" % kv for kv in sorted(r.counts.items()) if kv[0] not in ("lost", "duplicate")) or "none"
-        return "| %s | %.0f | %d | %d | %d | %d | %d | %d | %s | %.1f | %.0f |" % (
-            self.nemesis, self.seconds, len(self.faults), r.sent, r.acked, r.failed, r.lost, r.duplicated,
+        return "| %s | %s | %s | %.0f | %d | %d | %d | %d | %d | %d | %s | %.1f | %.0f |" % (
+            self.nemesis, self.workload, self.broker, self.seconds, len(self.faults), r.sent, r.acked, r.failed, r.lost, r.duplicated,
             anomalies, r.longest_unavailable, 1000 * r.p99)
 
 
 def run(nemesis: str, seconds: float = 60.0, fault_s: float = 20.0, quiet_s: float = 10.0,
         partitions: int = 3, producers: int = 2, rate: int = 200, bound: float = 60.0,
         session_timeout_ms: int = 6000, seed: int = 1, data_dir: Optional[str] = None,
-        history_path: Optional[str] = None, log: Callable[[str], None] = print) -> RunReport:
+        history_path: Optional[str] = None, log: Callable[[str], None] = print,
+        workload: str = "idempotent", broker: str = "pykbroker") -> RunReport:
+    """One run; ``broker="kafka"``: Apache Kafka 3.9 brokers in ZooKeeper mode in the same
+    namespaces (same ZooKeeper, same settings), the oracle for every figure."""
     strike = NEMESES[nemesis]
     rnd = random.Random(seed)
     keep = data_dir is not None
@@ -336,17 +385,32 @@ def run(nemesis: str, seconds: float = 60.0, fault_s: float = 20.0, quiet_s: flo
     faults: list = []
     cluster = netns.cluster(3, data_dir, overrides=overrides)
     net = cluster.net
+    if broker == "kafka":
+        libs = kafka_libs()
+        if libs is None:
+            cluster.close()
+            raise RuntimeError("Apache Kafka %s jars not found: python compat/kafka/oracle.py fetch --version %s"
+                               % (KAFKA_ZK_VERSION, KAFKA_ZK_VERSION))
+        node_cls = _kafka_node_class()
+        kafka_nodes = []
+        for b in cluster.brokers:
+            k = node_cls(b.broker_id, b.data_dir, None, b.overrides)
+            k.host, k.launcher, k.port, k.libs = b.host, b.launcher, b.port, libs
+            kafka_nodes.append(k)
+        cluster.brokers = kafka_nodes
     try:
         cluster.start()
         cluster.wait_registered()
-        with wire.WireClient((cluster.brokers[0].host, cluster.brokers[0].port)) as c:
+        # Kafka's ZooKeeper-mode brokers take CreateTopics only on the controller
+        first = cluster.broker(controller_of(cluster) or 1)
+        with wire.WireClient((first.host, first.port)) as c:
             r = c.request(19, 5, {"topics": [{"name": TOPIC, "num_partitions": partitions, "replication_factor": 3,
                                               "assignments": [], "configs": []}],
                                   "timeout_ms": 30000, "validate_only": False})
             assert r["topics"][0]["error_code"] == 0, r
             wire.wait_for_topic(c, TOPIC, partitions, timeout=30)
         log("cluster up in namespaces (%s); ZooKeeper %s" % (cluster.bootstrap_servers, cluster.zookeeper_connect))
-        load = Workload(cluster.bootstrap_servers, h, producers, rate, partitions)
+        load = Workload(cluster.bootstrap_servers, h, producers, rate, partitions, workload=workload)
         load.start()
         t0 = time.monotonic()
         t_end = t0 + seconds
@@ -383,7 +447,7 @@ def run(nemesis: str, seconds: float = 60.0, fault_s: float = 20.0, quiet_s: flo
         os.makedirs(os.path.dirname(os.path.abspath(history_path)), exist_ok=True)
         with open(history_path, "w") as fh:
             json.dump(h.to_dict(), fh)
-    report = RunReport(nemesis, seconds, faults, result, passes, data_dir if keep or not result.ok else None,
+    report = RunReport(nemesis, workload, broker, seconds, faults, result, passes, data_dir if keep or not result.ok else None,
                        load.errors)
     if result.ok and not keep:
         shutil.rmtree(data_dir, ignore_errors=True)
@@ -399,6 +463,12 @@ def main(argv=None) -> int:
     ap.add_argument("--fault", type=float, default=20.0, help="seconds each fault lasts (default 20)")
     ap.add_argument("--quiet", type=float, default=10.0, help="seconds between faults (default 10)")
     ap.add_argument("--producers", type=int, default=2)
+    ap.add_argument("--broker", default="pykbroker", choices=["pykbroker", "kafka", "both"],
+                    help="kafka: Apache Kafka %s in ZooKeeper mode in the same namespaces (the oracle); "
+                         "both: each run on pykbroker, then on Kafka" % KAFKA_ZK_VERSION)
+    ap.add_argument("--workload", action="append", choices=WORKLOADS,
+                    help="idempotent (acks=all, idempotent producers; the default) and/or acks1 (acks=1: "
+                         "losses expected, as with Kafka); repeat for both")
     ap.add_argument("--rate", type=int, default=200, help="records/s per producer (default 200)")
     ap.add_argument("--bound", type=float, default=60.0,
                     help="seconds after the heal by which everything acknowledged must be readable")
@@ -414,12 +484,14 @@ def main(argv=None) -> int:
         print("cannot run: %s" % why)
         return 2
     reports = []
-    for n in args.nemeses:
-        hist = os.path.join(args.histories, "history-%s.json" % n) if args.histories else None
+    brokers = ["pykbroker", "kafka"] if args.broker == "both" else [args.broker]
+    for n, w, br in [(n, w, br) for n in args.nemeses for w in (args.workload or ["idempotent"]) for br in brokers]:
+        tag = "%s-%s-%s" % (n, w, br)
+        hist = os.path.join(args.histories, "history-%s.json" % tag) if args.histories else None
         rep = run(n, args.seconds, args.fault, args.quiet, producers=args.producers, rate=args.rate,
                   bound=args.bound, seed=args.seed, history_path=hist,
-                  data_dir=os.path.join(args.keep, n) if args.keep else None,
-                  log=lambda m, n=n: print("[%s] %s" % (n, m), flush=True))
+                  data_dir=os.path.join(args.keep, tag) if args.keep else None, workload=w, broker=br,
+                  log=lambda m, tag=tag: print("[%s] %s" % (tag, m), flush=True))
         reports.append(rep)
         print(RunReport.HEADER)
         print(rep.row(), flush=True)
@@ -430,8 +502,8 @@ def main(argv=None) -> int:
             print("    logs kept in %s" % rep.data_dir)
         if args.out:
             os.makedirs(args.out, exist_ok=True)
-            with open(os.path.join(args.out, "run-%s.json" % n), "w") as fh:
-                json.dump({"nemesis": n, "seconds": rep.seconds, "faults": rep.faults,
+            with open(os.path.join(args.out, "run-%s.json" % tag), "w") as fh:
+                json.dump({"nemesis": n, "workload": w, "broker": br, "seconds": rep.seconds, "faults": rep.faults,
                            "result": dataclasses.asdict(rep.result), "final_passes": rep.final_passes,
                            "errors": rep.errors}, fh, indent=1)
     print()
@@ -444,4 +516,5 @@ def main(argv=None) -> int:
             fh.write("%s\n%s\n" % (RunReport.HEADER, RunReport.RULE))
             for rep in reports:
                 fh.write(rep.row() + "\n")
-    return 0 if all(r.result.ok for r in reports) else 1
+    # acks=1 loses what an isolated leader acknowledged alone (Kafka too): counted, not failed
+    return 0 if all(r.result.ok for r in reports if r.workload == "idempotent" and r.broker == "pykbroker") else 1
