@@ -376,6 +376,9 @@ def run(nemesis: str, seconds: float = 60.0, fault_s: float = 20.0, quiet_s: flo
     strike = NEMESES[nemesis]
     rnd = random.Random(seed)
     keep = data_dir is not None
+    if keep and os.path.isdir(data_dir) and os.listdir(data_dir):
+        # ZooKeeper's data would carry the last run's topic and broker state into this one
+        raise ValueError("%s is not empty: a run needs a fresh directory" % data_dir)
     data_dir = data_dir or tempfile.mkdtemp(prefix="pykbroker-partitions-")
     overrides = {"zookeeper.session.timeout.ms": str(session_timeout_ms), "default.replication.factor": "3",
                  "min.insync.replicas": "2", "offsets.topic.replication.factor": "3",
@@ -383,7 +386,8 @@ def run(nemesis: str, seconds: float = 60.0, fault_s: float = 20.0, quiet_s: flo
                  "unclean.leader.election.enable": "false"}
     h = History()
     faults: list = []
-    cluster = netns.cluster(3, data_dir, overrides=overrides)
+    # die_with_parent: a run killed outright leaves no broker or ZooKeeper running
+    cluster = netns.cluster(3, data_dir, overrides=overrides, die_with_parent=True)
     net = cluster.net
     if broker == "kafka":
         libs = kafka_libs()
@@ -396,6 +400,7 @@ def run(nemesis: str, seconds: float = 60.0, fault_s: float = 20.0, quiet_s: flo
         for b in cluster.brokers:
             k = node_cls(b.broker_id, b.data_dir, None, b.overrides)
             k.host, k.launcher, k.port, k.libs = b.host, b.launcher, b.port, libs
+            k.die_with_parent = True
             kafka_nodes.append(k)
         cluster.brokers = kafka_nodes
     try:
@@ -483,6 +488,12 @@ def main(argv=None) -> int:
     if why:
         print("cannot run: %s" % why)
         return 2
+    import signal
+
+    def stop(signum, frame):
+        # unwind through run()'s clean-up: servers stopped, namespaces and bridge removed
+        raise KeyboardInterrupt("signal %d" % signum)
+    signal.signal(signal.SIGTERM, stop)
     reports = []
     brokers = ["pykbroker", "kafka"] if args.broker == "both" else [args.broker]
     for n, w, br in [(n, w, br) for n in args.nemeses for w in (args.workload or ["idempotent"]) for br in brokers]:
