@@ -327,6 +327,22 @@ ZK_ERA_KEYS = frozenset({"zookeeper.connect", "zookeeper.session.timeout.ms", "z
                          "controlled.shutdown.max.retries", "controlled.shutdown.retry.backoff.ms",
                          "leader.imbalance.per.broker.percentage"})
 
+# The authorizer's own configs: Kafka reads them from the broker's properties in the authorizer
+# (StandardAuthorizer.configure), not as KafkaConfig keys, so DescribeConfigs never lists them.
+AUTHORIZER_KEYS = frozenset({"super.users", "allow.everyone.if.no.acl.found"})
+
+
+class _AuthorizerClass(_Validator):
+    """authorizer.class.name: empty (no authorizer) or one of Kafka's ACL authorizers, which
+    pykbroker builds (pykbroker/acl/); any other class cannot be loaded here."""
+
+    def check(self, v):
+        from .acl.authorizer import AUTHORIZER_CLASSES
+        if not v or v in AUTHORIZER_CLASSES:
+            return None
+        return (v, "pykbroker builds only Kafka's ACL authorizer (%s)" % ", ".join(AUTHORIZER_CLASSES))
+
+
 # Defaults that differ on a cluster member (zookeeper.connect set): Kafka's, where pykbroker's
 # single-node default is 1.
 CLUSTER_DEFAULTS = {"offsets.topic.replication.factor": 3, "transaction.state.log.replication.factor": 3,
@@ -472,6 +488,13 @@ _DEFS = [
               validator=_in(*SECURITY_PROTOCOLS)),
     # Kafka's default GSSAPI (Kerberos) is not built: a SASL listener left at it refuses to start
     # (security/listeners.py) instead of accepting no mechanism.
+    # --- authorization (pykbroker/acl/): off unless authorizer.class.name names Kafka's authorizer
+    ConfigDef("authorizer.class.name", "string", "",
+              "The authorizer: empty (none: every principal may do everything) or Kafka's ACL authorizer.",
+              validator=_AuthorizerClass()),
+    ConfigDef("super.users", "string", None, "Principals allowed everything, User:a;User:b.", internal=True),
+    ConfigDef("allow.everyone.if.no.acl.found", "boolean", False,
+              "Allow an action on a resource no ACL applies to.", internal=True),
     ConfigDef("sasl.enabled.mechanisms", "list", ["GSSAPI"], "SASL mechanisms enabled on SASL listeners."),
     ConfigDef("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI", "SASL mechanism between brokers."),
     ConfigDef("sasl.server.max.receive.size", "int", 524288,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pykbroker.cli import build_config
-from pykbroker.config import (BROKER_CONFIGS, ZK_ERA_KEYS, TOPIC_CONFIGS, BrokerConfig, ConfigError, _Range, _ValidString,
+from pykbroker.config import (AUTHORIZER_KEYS, BROKER_CONFIGS, ZK_ERA_KEYS, TOPIC_CONFIGS, BrokerConfig, ConfigError, _Range, _ValidString,
                               validate_topic_configs)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,7 +82,7 @@ def test_internal_keys_stay_unlisted():
     """DescribeConfigs lists no internal key (Kafka does not list them either)."""
     internal = sorted(n for n, d in BROKER_CONFIGS.items() if d.internal)
     assert internal == sorted(["cluster.id", "producer.id.expiration.check.interval.ms", "transaction.version",
-                               *ZK_ERA_KEYS])
+                               *ZK_ERA_KEYS, *AUTHORIZER_KEYS])
 
 
 @pytest.mark.parametrize("d", list(BROKER_CONFIGS.values()) + list(TOPIC_CONFIGS.values()), ids=lambda d: d.scope + ":" + d.name)
@@ -185,7 +185,7 @@ def _declared():
 def test_matches_kafka(kafka_defs, d, default):
     key = (d.scope, d.name)
     if key in (("broker", "cluster.id"), ("broker", "transaction.version")) or \
-            (d.scope == "broker" and d.name in ZK_ERA_KEYS):
+            (d.scope == "broker" and d.name in ZK_ERA_KEYS | AUTHORIZER_KEYS):
         # pykbroker's own, or Kafka 3.x ZooKeeper-mode keys that 4.x removed: internal, never listed
         assert key not in kafka_defs and d.internal
         return
