@@ -66,6 +66,9 @@ class Broker:
         self.cluster_id: str = ""
         self.metadata_cache = None   # read-only view of the cluster metadata (cluster/metadata_cache.py)
         self.controller = None       # its only writer (cluster/controller.py)
+        # authorizer.class.name set: Kafka's ACL authorizer (acl/authorizer.py), following the
+        # controller's ACL bindings; None: every principal may do everything (Kafka's default)
+        self.authorizer = None
         self.log_manager = None
         self.replica_manager = None
         self.storage_fs = None      # the storage fault seam (tests set a FaultFS before run)
@@ -159,6 +162,11 @@ class Broker:
             self.controller = factory(self.metadata_cache, self.config, self.node_id, self.log_dirs[0],
                                       fs=self.storage_fs or REAL_FS)
         single_node = isinstance(self.controller, LocalController)
+        from .acl.authorizer import from_config as authorizer_from_config
+        self.authorizer = authorizer_from_config(self.config)
+        if self.authorizer is not None:
+            # before load(): the stored bindings reach the index before any listener is bound
+            self.controller.add_acl_listener(self.authorizer.apply)
         self.log_manager = LogManager(self.log_dirs, self.storage_fs, config=self.config,
                                       metadata=self.metadata_cache, halt_hook=self.halt_hook, new_log_epoch=0,
                                       clock=self.clock)

@@ -38,7 +38,8 @@ One small JSON file, ``<first log dir>/__pykbroker_metadata.json``::
                                  "isr": [1]}}}, ...]}
 
 ``"user_scram_credentials": {"<user>": {"SCRAM-SHA-256": "salt=...,stored_key=...,server_key=...,
-iterations=4096"}}`` when any SCRAM user exists (AlterUserScramCredentials; Kafka's stored form,
+iterations=4096"}}`` when any SCRAM user exists, ``"acls": [["TOPIC", "t", "LITERAL", "User:alice",
+"*", "READ", "ALLOW"], ...]`` when any ACL binding exists (CreateAcls/DeleteAcls, pykbroker/acl/) (AlterUserScramCredentials; Kafka's stored form,
 never a password), plus, when any is set, ``"broker_configs": {"": {...}, "1": {"log.retention.ms": "1000"}}``: the
 dynamic broker configs of the cluster default ("") and of this node (IncrementalAlterConfigs /
 AlterConfigs on BROKER resources), as Kafka's strings, published to the broker-config listeners
@@ -125,6 +126,38 @@ class Controller(abc.ABC):
         # user -> {mechanism: "salt=...,stored_key=...,server_key=...,iterations=N"}; never a
         # password.  Read by SASL/SCRAM authentication, written by AlterUserScramCredentials.
         self._scram: dict[str, dict[str, str]] = {}
+        # ACL bindings (acl/bindings.AclBinding), written by CreateAcls/DeleteAcls, followed by
+        # the authorizer's index through the ACL listeners (as Kafka's authorizer follows the
+        # metadata log's ACL records).
+        self._acls: set = set()
+        self._acl_listeners: list[Callable] = []
+
+    # ------------------------------------------------------------------ ACLs
+    def acls(self) -> set:
+        return set(self._acls)
+
+    def add_acl_listener(self, callback: Callable) -> None:
+        """``callback(added=..., removed=...)`` after every change, and once with every stored
+        binding at load."""
+        self._acl_listeners.append(callback)
+
+    def _publish_acls(self, added=(), removed=()) -> None:
+        for cb in self._acl_listeners:
+            cb(added=added, removed=removed)
+
+    def _store_acls(self, added, removed) -> tuple:
+        """Apply; the (added, removed) that actually changed the set (to publish or roll back)."""
+        add = [b for b in dict.fromkeys(added) if b not in self._acls]
+        rem = [b for b in dict.fromkeys(removed) if b in self._acls]
+        self._acls.difference_update(rem)
+        self._acls.update(add)
+        return add, rem
+
+    async def alter_acls(self, added=(), removed=()) -> None:
+        """Add and remove bindings as one change (validated by the caller).  In memory here
+        (test and ZooKeeper controllers, see SKIPPED.md); durable in LocalController."""
+        add, rem = self._store_acls(added, removed)
+        self._publish_acls(add, rem)
 
     # ------------------------------------------------------------------ SCRAM credentials
     def scram_credential(self, user: str, mechanism: str) -> Optional[str]:
@@ -508,6 +541,14 @@ class LocalController(Controller):
             self._store_group_configs(group_id, {k: str(v) for k, v in configs.items()})
         for user, mechs in (data.get("user_scram_credentials") or {}).items():
             self._scram[user] = {m: str(t) for m, t in mechs.items()}
+        if data.get("acls"):
+            from ..acl.bindings import AclBinding
+            for v in data["acls"]:
+                try:
+                    self._acls.add(AclBinding.from_json(v))
+                except (StopIteration, IndexError, TypeError) as e:
+                    log.warning("ignoring stored ACL %r: %s", v, e)
+            self._publish_acls(added=sorted(self._acls))
         for t in data.get("topics", []):
             overrides = {}
             for k, v in (t.get("configs") or {}).items():
@@ -565,6 +606,9 @@ class LocalController(Controller):
         if self._scram:
             # salted keys only (the password never reaches the broker's state or this file)
             out["user_scram_credentials"] = {u: dict(sorted(m.items())) for u, m in sorted(self._scram.items())}
+        if self._acls:
+            # Kafka's names (TOPIC, LITERAL, READ, ALLOW), sorted: a readable, stable file
+            out["acls"] = sorted(b.to_json() for b in self._acls)
         if self._group_configs:
             out["group_configs"] = {g: dict(sorted(c.items())) for g, c in sorted(self._group_configs.items())}
         return json.dumps(out, indent=1).encode()
@@ -699,6 +743,22 @@ class LocalController(Controller):
         self._publish_broker_configs(entity, configs)
         log.info("dynamic broker configs of %s now %s", entity or "the cluster default",
                  dict(sorted(configs.items())))
+
+    async def alter_acls(self, added=(), removed=()) -> None:
+        add, rem = self._store_acls(added, removed)
+        if not add and not rem:
+            return
+        try:
+            await self._persist()
+        except BaseException:
+            self._acls.difference_update(add)
+            self._acls.update(rem)
+            raise
+        self._publish_acls(add, rem)
+        for b in add:
+            log.info("ACL added: %s", b.to_json())
+        for b in rem:
+            log.info("ACL removed: %s", b.to_json())
 
     async def alter_scram_credentials(self, changes: list) -> None:
         old = self._store_scram(changes)

@@ -50,6 +50,7 @@ class Connection:
     # listeners' connections (server/secure.py) replace it once the client is known.
     principal = "User:ANONYMOUS"
     authenticator = None
+    authz = None
 
     def __init__(self, broker, stream: trio.SocketStream, listener_name: str):
         self.broker = broker
@@ -61,6 +62,12 @@ class Connection:
             self.peer = "%s:%s" % (peer[0], peer[1])
         except OSError:
             self.peer = "?"
+        # the authorization checks of this connection's requests (acl/check.py); None without
+        # an authorizer, and then every check allows
+        authorizer = getattr(broker, "authorizer", None)
+        if authorizer is not None:
+            from ..acl.check import AuthSession
+            self.authz = AuthSession(authorizer, self)
         self.dispatcher = Dispatcher(broker.handlers, broker.config["socket.request.max.bytes"],
                                      broker, self, self.peer, getattr(broker, "faults", None))
         # metrics / trace / JSON request logs (pykbroker/observability); None: off, and the

@@ -32,8 +32,7 @@ XFAIL = {}
 # differences allowed in ``test_same_ranges_as_kafka`` (the same list lives in SKIPPED.md).
 # key -> (pykbroker's range or None when not advertised, why).
 EXCLUDED = {
-    # security (a later issue): ACLs, delegation tokens, client quotas
-    29: (None, "security: DescribeAcls"), 30: (None, "security: CreateAcls"), 31: (None, "security: DeleteAcls"),
+    # security (a later issue): delegation tokens, client quotas
     38: (None, "security: CreateDelegationToken"), 39: (None, "security: RenewDelegationToken"),
     40: (None, "security: ExpireDelegationToken"), 41: (None, "security: DescribeDelegationToken"),
     48: (None, "quotas: DescribeClientQuotas"), 49: (None, "quotas: AlterClientQuotas"),

@@ -1,0 +1,88 @@
+"""The one authorization check every handler calls.
+
+A connection of a broker with an authorizer holds an ``AuthSession`` (``connection.authz``):
+the authorizer handed in at the connection's start, the client's address, and the principal
+read from the connection at each check (SASL sets it once authenticated).  Handlers call the
+functions below with their ``ctx``; with no authorizer (the default) ``ctx.connection.authz`` is
+None and every check allows, as Kafka without an authorizer.
+
+Decisions are cached per connection: a decision depends only on the principal, the address and
+the bindings, so a connection asking again (every Produce names its topics) gets the answer
+from a dict until the bindings change (the authorizer's ``generation``) or the cache fills.
+"""
+from __future__ import annotations
+
+from .bindings import CLUSTER, CLUSTER_NAME, SUPPORTED_OPERATIONS
+
+_CACHE_MAX = 4096   # per connection: a client touching more resources just recomputes
+
+
+class AuthSession:
+    __slots__ = ("authorizer", "connection", "host", "_gen", "_cache", "_principal")
+
+    def __init__(self, authorizer, connection):
+        self.authorizer = authorizer
+        self.connection = connection
+        peer = getattr(connection, "peer", "") or ""
+        # Kafka compares binding hosts with the client's IP address (InetAddress.getHostAddress)
+        self.host = peer.rsplit(":", 1)[0].strip("[]") if ":" in peer else peer
+        self._gen = -1
+        self._cache: dict = {}
+        self._principal = None
+
+    @property
+    def principal(self) -> str:
+        c = self.connection
+        return getattr(c, "authenticated_principal", None) or c.principal
+
+    def _fresh(self) -> dict:
+        p = self.principal
+        if self._gen != self.authorizer.generation or p != self._principal or len(self._cache) > _CACHE_MAX:
+            self._cache = {}
+            self._gen = self.authorizer.generation
+            self._principal = p
+        return self._cache
+
+    def allowed(self, operation: int, rtype: int, name: str) -> bool:
+        cache = self._fresh()
+        key = (operation, rtype, name)
+        got = cache.get(key)
+        if got is None:
+            got = cache[key] = self.authorizer.authorize(self._principal, self.host, operation, rtype, name)
+        return got
+
+    def operations(self, rtype: int, name: str) -> int:
+        self._fresh()
+        return self.authorizer.authorized_operations(self._principal, self.host, rtype, name)
+
+    def by_resource_type(self, operation: int, rtype: int) -> bool:
+        self._fresh()
+        return self.authorizer.authorize_by_resource_type(self._principal, self.host, operation, rtype)
+
+
+def session(ctx):
+    """The connection's AuthSession, or None when the broker has no authorizer."""
+    return getattr(ctx.connection, "authz", None)
+
+
+def allowed(ctx, operation: int, rtype: int, name: str) -> bool:
+    a = getattr(ctx.connection, "authz", None)
+    return a is None or a.allowed(operation, rtype, name)
+
+
+def cluster_allowed(ctx, operation: int) -> bool:
+    return allowed(ctx, operation, CLUSTER, CLUSTER_NAME)
+
+
+def allowed_by_resource_type(ctx, operation: int, rtype: int) -> bool:
+    a = getattr(ctx.connection, "authz", None)
+    return a is None or a.by_resource_type(operation, rtype)
+
+
+def authorized_operations(ctx, rtype: int, name: str) -> int:
+    """The ``authorized_operations`` bit field (every supported operation without an authorizer,
+    as Kafka reports then)."""
+    a = getattr(ctx.connection, "authz", None)
+    if a is None:
+        return sum(1 << op for op in SUPPORTED_OPERATIONS[rtype])
+    return a.operations(rtype, name)

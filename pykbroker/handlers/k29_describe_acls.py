@@ -1,0 +1,50 @@
+"""DescribeAcls (key 29), versions 1-3 (Kafka 4.4's range).
+
+Behaviour (AK AclApis.handleDescribeAcls, AclBindingFilter.matches):
+- no authorizer: top-level SECURITY_DISABLED, "No Authorizer is configured.";
+- DESCRIBE on the CLUSTER is required, else CLUSTER_AUTHORIZATION_FAILED;
+- the filter: resource type ANY or one type; pattern type ANY (every pattern, the name compared
+  exactly), MATCH (the bindings that apply to the named resource: its literal name, the literal
+  ``*`` and the prefixes of the name) or LITERAL/PREFIXED (that pattern only); a null name,
+  principal or host matches any; operation and permission ANY or one.  The matching bindings
+  are answered grouped by resource pattern (Kafka's order is a hash order; pykbroker's is sorted);
+- a filter with an element Kafka does not know (a code outside its enums) is INVALID_REQUEST.
+"""
+from __future__ import annotations
+
+from itertools import groupby
+
+from ..acl.bindings import DESCRIBE, filter_from_wire
+from ..acl.check import cluster_allowed, session
+from ..protocol.errors import ErrorCode
+
+API_KEY = 29
+MIN_VERSION = 1
+MAX_VERSION = 3
+
+
+def _answer(code=0, message=None, resources=()):
+    return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message, "resources": list(resources)}
+
+
+async def handle(ctx, request):
+    az = session(ctx)
+    if az is None:
+        return _answer(ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
+    if not cluster_allowed(ctx, DESCRIBE):
+        return _answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    flt = filter_from_wire(request["resource_type_filter"], request["resource_name_filter"],
+                           request["pattern_type_filter"], request["principal_filter"], request["host_filter"],
+                           request["operation"], request["permission_type"])
+    if flt.is_unknown():
+        return _answer(ErrorCode.INVALID_REQUEST, "The filter contains an unknown element")
+    resources = []
+    for (rtype, name, ptype), group in groupby(az.authorizer.describe(flt), key=lambda b: b[:3]):
+        resources.append({"resource_type": rtype, "resource_name": name, "pattern_type": ptype,
+                          "acls": [{"principal": b.principal, "host": b.host, "operation": b.operation,
+                                    "permission_type": b.permission} for b in group]})
+    return _answer(resources=resources)
+
+
+def error_response(ctx, request, code):
+    return _answer(code)

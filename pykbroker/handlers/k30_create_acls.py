@@ -1,0 +1,58 @@
+"""CreateAcls (key 30), versions 1-3 (Kafka 4.4's range; v0, without pattern types, is gone).
+
+Behaviour (AK AclApis.handleCreateAcls, AclControlManager.createAcls):
+- no authorizer (``authorizer.class.name`` unset): every creation SECURITY_DISABLED, "No
+  Authorizer is configured.";
+- ALTER on the CLUSTER is required, else every creation CLUSTER_AUTHORIZATION_FAILED;
+- each creation is validated on its own (acl/bindings.validate_new_binding: the CLUSTER resource
+  is named ``kafka-cluster``, no empty name, LITERAL or PREFIXED, a concrete operation and
+  permission, a ``Type:name`` principal): a refused one gets INVALID_REQUEST with Kafka's message,
+  the others are stored together in one write of the metadata file, so a failed write stores
+  none of them (each then answers the storage error) - never half a request;
+- creating a binding that exists is a success that changes nothing.
+"""
+from __future__ import annotations
+
+from ..acl.bindings import ALTER, binding_from_wire, validate_new_binding
+from ..acl.check import cluster_allowed, session
+from ..protocol.errors import ErrorCode, KafkaError
+
+API_KEY = 30
+MIN_VERSION = 1
+MAX_VERSION = 3
+
+NO_AUTHORIZER = "No Authorizer is configured."
+
+
+def _all(request, code, message=None):
+    return {"throttle_time_ms": 0,
+            "results": [{"error_code": int(code), "error_message": message} for _ in request["creations"]]}
+
+
+async def handle(ctx, request):
+    if session(ctx) is None:
+        return _all(request, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
+    if not cluster_allowed(ctx, ALTER):
+        return _all(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    results, valid = [], []
+    for c in request["creations"]:
+        b = binding_from_wire(c["resource_type"], c["resource_name"], c["resource_pattern_type"], c["principal"],
+                              c["host"], c["operation"], c["permission_type"])
+        why = validate_new_binding(b)
+        if why is not None:
+            results.append({"error_code": int(ErrorCode.INVALID_REQUEST), "error_message": why})
+        else:
+            results.append({"error_code": 0, "error_message": None})
+            valid.append(b)
+    if valid:
+        try:
+            await ctx.broker.controller.alter_acls(added=valid)
+        except KafkaError as e:
+            for r in results:
+                if r["error_code"] == 0:
+                    r["error_code"], r["error_message"] = int(e.code), e.message
+    return {"throttle_time_ms": 0, "results": results}
+
+
+def error_response(ctx, request, code):
+    return _all(request, code)

@@ -1,0 +1,62 @@
+"""DeleteAcls (key 31), versions 1-3 (Kafka 4.4's range).
+
+Behaviour (AK AclApis.handleDeleteAcls, AclControlManager.deleteAcls):
+- no authorizer: every filter SECURITY_DISABLED, "No Authorizer is configured.";
+- ALTER on the CLUSTER is required, else every filter CLUSTER_AUTHORIZATION_FAILED;
+- each filter (DescribeAcls' semantics, ANY and MATCH included) answers the bindings it matched,
+  each with error 0; a binding two filters match is listed under both; a filter with an unknown
+  element gets INVALID_REQUEST ("Unknown patternFilter." / "Unknown entryFilter.") and deletes
+  nothing;
+- every matched binding is removed in one write of the metadata file: a failed write removes
+  none and every filter answers the storage error.
+"""
+from __future__ import annotations
+
+from ..acl.bindings import ALTER, UNKNOWN, filter_from_wire
+from ..acl.check import cluster_allowed, session
+from ..protocol.errors import ErrorCode, KafkaError
+
+API_KEY = 31
+MIN_VERSION = 1
+MAX_VERSION = 3
+
+
+def _all(request, code, message=None):
+    return {"throttle_time_ms": 0, "filter_results": [
+        {"error_code": int(code), "error_message": message, "matching_acls": []} for _ in request["filters"]]}
+
+
+async def handle(ctx, request):
+    az = session(ctx)
+    if az is None:
+        return _all(request, ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
+    if not cluster_allowed(ctx, ALTER):
+        return _all(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    results, removed = [], {}
+    for f in request["filters"]:
+        flt = filter_from_wire(f["resource_type_filter"], f["resource_name_filter"], f["pattern_type_filter"],
+                               f["principal_filter"], f["host_filter"], f["operation"], f["permission_type"])
+        if UNKNOWN in (flt.resource_type, flt.pattern_type):
+            results.append({"error_code": int(ErrorCode.INVALID_REQUEST), "error_message": "Unknown patternFilter.",
+                            "matching_acls": []})
+            continue
+        if UNKNOWN in (flt.operation, flt.permission):
+            results.append({"error_code": int(ErrorCode.INVALID_REQUEST), "error_message": "Unknown entryFilter.",
+                            "matching_acls": []})
+            continue
+        matched = az.authorizer.describe(flt)
+        removed.update(dict.fromkeys(matched))
+        results.append({"error_code": 0, "error_message": None, "matching_acls": [
+            {"error_code": 0, "error_message": None, "resource_type": b.resource_type, "resource_name": b.name,
+             "pattern_type": b.pattern_type, "principal": b.principal, "host": b.host, "operation": b.operation,
+             "permission_type": b.permission} for b in matched]})
+    if removed:
+        try:
+            await ctx.broker.controller.alter_acls(removed=list(removed))
+        except KafkaError as e:
+            return _all(request, e.code, e.message)
+    return {"throttle_time_ms": 0, "filter_results": results}
+
+
+def error_response(ctx, request, code):
+    return _all(request, code)
