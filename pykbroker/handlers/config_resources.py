@@ -11,7 +11,7 @@ from ..cluster.metadata import validate_topic_name
 from ..config import TOPIC_CONFIGS, ConfigError, validate_topic_configs
 from ..dynamic_config import DynamicConfigError, validate_change
 from ..group_config import GroupConfigError, validate as validate_group_configs
-from ..protocol.errors import ErrorCode, KafkaError
+from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode, KafkaError
 from .common import error_per_item
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
@@ -149,6 +149,25 @@ async def alter_topic(broker, name: str, raw: dict[str, str], validate_only: boo
 
 
 # ---------------------------------------------------------------------- answer
+def config_authorization_error(ctx, rtype: int, name: str, alter: bool):
+    """With an authorizer: the KafkaError Kafka answers a resource with when the client lacks
+    DESCRIBE_CONFIGS / ALTER_CONFIGS on it (ConfigHelper.configsAuthorizationApiError: broker,
+    broker-logger and client-metrics configs are the cluster's), else None."""
+    from ..acl import bindings as B
+    from ..acl.check import session
+    az = session(ctx)
+    if az is None:
+        return None
+    op = B.ALTER_CONFIGS if alter else B.DESCRIBE_CONFIGS
+    if rtype == TOPIC:
+        ok, code = az.allowed(op, B.TOPIC, name), ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    elif rtype == GROUP:
+        ok, code = az.allowed(op, B.GROUP, name), ErrorCode.GROUP_AUTHORIZATION_FAILED
+    else:
+        ok, code = az.allowed(op, B.CLUSTER, B.CLUSTER_NAME), ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return None if ok else KafkaError(code, DEFAULT_MESSAGES[code])
+
+
 async def alter_each(ctx, request, alter_one) -> dict:
     """Both APIs' answer, per resource in request order: ``await alter_one(ctx, resource,
     validate_only)`` applies one resource; the KafkaError it raises is that resource's answer."""
@@ -160,6 +179,9 @@ async def alter_each(ctx, request, alter_one) -> dict:
         try:
             if i in dup:
                 raise invalid_request("Each resource must appear at most once.")
+            denied = config_authorization_error(ctx, res["resource_type"], res["resource_name"], True)
+            if denied is not None:
+                raise denied
             await alter_one(ctx, res, request["validate_only"])
         except KafkaError as e:
             code, msg = e.code, e.message

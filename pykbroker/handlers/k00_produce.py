@@ -30,6 +30,10 @@ Behaviour (Apache Kafka 4.x as the oracle):
   producer) answers a duplicate with the original base offset and NONE without appending;
   a sequence gap -> OUT_OF_ORDER_SEQUENCE_NUMBER; an older producer epoch ->
   INVALID_PRODUCER_EPOCH (Kafka's code for idempotent produce since KIP-588).
+- Authorization (with an authorizer): transactional records need WRITE on the transactional id
+  (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition), each topic WRITE (else
+  TOPIC_AUTHORIZATION_FAILED, before UNKNOWN_TOPIC_OR_PARTITION).  Idempotent produce needs no
+  IDEMPOTENT_WRITE since KIP-679 (InitProducerId checks it).
 - Transactions: a transactional batch that would open a transaction on the partition is
   verified with the transaction coordinator first (KIP-890 part 1,
   ``transaction.partition.verification.enable``): the partition must be in the producer's
@@ -64,8 +68,10 @@ import logging
 
 import trio
 
+from ..acl.bindings import TOPIC, TRANSACTIONAL_ID, WRITE
+from ..acl.check import session
 from ..protocol.errors import ErrorCode, KafkaError
-from ..protocol.records import (COMPRESSION_TYPES, RecordError, first_batch_corruption, recompress,
+from ..protocol.records import (COMPRESSION_TYPES, RecordError, first_batch_corruption, parse_header, recompress,
                                 validate_produce_records)
 from ..server.dispatch import CloseConnection
 from .common import NEW_LEADER_ERRORS, PartitionResponses, current_leader, leader_partition
@@ -119,6 +125,17 @@ def error_response(ctx, request, code, **fields):
     return resp
 
 
+def _has_transactional_records(request) -> bool:
+    """Kafka's RequestUtils.hasTransactionalRecords: some partition's first batch is
+    transactional (the corrupt-header check already ran)."""
+    for t in request["topic_data"]:
+        for p in t["partition_data"]:
+            rec = p["records"]
+            if rec and len(rec) >= 61 and parse_header(rec).is_transactional:
+                return True
+    return False
+
+
 async def handle(ctx, request):
     acks = request["acks"]
     version = ctx.api_version
@@ -138,6 +155,19 @@ async def handle(ctx, request):
         resp = error_response(ctx, request, ErrorCode.INVALID_REQUIRED_ACKS)
         return None if acks == 0 else resp
     transactional = request.get("transactional_id") is not None
+    denied = ()
+    az = session(ctx)
+    if az is not None:
+        # Kafka's order: transactional records need WRITE on the transactional id (the whole
+        # request fails), then each topic needs WRITE (TOPIC_AUTHORIZATION_FAILED before any
+        # existence check, so a denied client cannot probe which topics exist).
+        if _has_transactional_records(request) and not (
+                transactional and az.allowed(WRITE, TRANSACTIONAL_ID, request["transactional_id"])):
+            if acks == 0:
+                raise CloseConnection("a produce with acks=0 was refused")
+            return error_response(ctx, request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        denied = {t["name"] for t in request["topic_data"]
+                  if t["name"] is not None and not az.allowed(WRITE, TOPIC, t["name"])}
     now_ms = ctx.broker.clock.time_ms()   # the broker's clock (pykbroker/clock.py)
     responses = []
     failed = False
@@ -156,6 +186,8 @@ async def handle(ctx, request):
             try:
                 if name is None:
                     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
+                if denied and name in denied:
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 if info is None:
                     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 partition = leader_partition(rm, name, idx)

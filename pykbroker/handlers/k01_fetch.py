@@ -57,6 +57,8 @@ from __future__ import annotations
 
 import trio
 
+from ..acl.bindings import CLUSTER, CLUSTER_ACTION, CLUSTER_NAME, READ, TOPIC
+from ..acl.check import session
 from ..cluster.fetch_session import FULL_SWEEP_S, next_epoch
 from ..protocol.errors import ErrorCode, KafkaError
 from .common import NEW_LEADER_ERRORS, PartitionResponses, current_leader, leader_partition
@@ -85,7 +87,7 @@ def error_response(ctx, request, code) -> dict:
 class _Fetch:
     """One request's settings shared by its partition reads."""
     __slots__ = ("rm", "meta", "version", "replica_id", "read_committed", "budget", "endpoints",
-                 "listener", "uses_ids")
+                 "listener", "uses_ids", "az", "follower_denied")
 
     def __init__(self, ctx, request, version: int):
         broker = ctx.broker
@@ -102,6 +104,12 @@ class _Fetch:
         self.endpoints: dict = {}
         self.listener = getattr(getattr(ctx, "connection", None), "listener_name", "PLAINTEXT")
         self.uses_ids = version >= TOPIC_IDS_FROM
+        # Authorization (with an authorizer): a consumer needs READ on each topic, a follower
+        # CLUSTER_ACTION on the cluster; else TOPIC_AUTHORIZATION_FAILED per partition (Kafka's
+        # handleFetchRequest), before any existence or leadership check.
+        self.az = az = session(ctx)
+        self.follower_denied = az is not None and self.replica_id >= 0 and \
+            not az.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)
 
     def new_budget(self, request) -> None:
         self.budget = _Budget(request["max_bytes"])
@@ -112,6 +120,11 @@ class _Fetch:
         idx = fields["partition"]
         if name is None:
             r = RESPONSES.error(idx, ErrorCode.UNKNOWN_TOPIC_ID)
+            r["aborted_transactions"] = []
+            return r, True, -1
+        az = self.az
+        if az is not None and (self.follower_denied if self.replica_id >= 0 else not az.allowed(READ, TOPIC, name)):
+            r = RESPONSES.error(idx, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             r["aborted_transactions"] = []
             return r, True, -1
         if self.uses_ids:

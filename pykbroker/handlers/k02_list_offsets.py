@@ -23,11 +23,15 @@ Version notes: v1 answers a single offset + timestamp (v0's offset list is not s
 v2 adds isolation_level and throttle_time_ms; v4 current_leader_epoch and leader_epoch in the
 answer; v6 is flexible; v7 allows MAX_TIMESTAMP; v8 EARLIEST_LOCAL; v9 LATEST_TIERED; v10 adds
 ``timeout_ms`` (the wait for remote storage: nothing to wait for here); v11 EARLIEST_PENDING_UPLOAD.
+- Authorization (with an authorizer): DESCRIBE on the topic, else TOPIC_AUTHORIZATION_FAILED
+  for its partitions before any other check.
 - Offline partitions (failed log dir) answer KAFKA_STORAGE_ERROR; a partition this broker
   only follows answers NOT_LEADER_OR_FOLLOWER (handlers/common.py).
 """
 from __future__ import annotations
 
+from ..acl.bindings import DESCRIBE, TOPIC
+from ..acl.check import session
 from ..protocol.errors import ErrorCode, KafkaError
 from .common import PartitionResponses, leader_partition
 
@@ -57,8 +61,12 @@ async def handle(ctx, request):
             key = (t["name"], p["partition_index"])
             (dups if key in seen else seen).add(key)
 
+    az = session(ctx)
+
     async def answer(name, p):
         idx = p["partition_index"]
+        if az is not None and not az.allowed(DESCRIBE, TOPIC, name):
+            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)   # before any other check (Kafka)
         if (name, idx) in dups:
             raise KafkaError(ErrorCode.INVALID_REQUEST)
         ts = p["timestamp"]

@@ -22,13 +22,19 @@ Behaviour (Apache Kafka 3.x/4.x KRaft broker, KafkaApis.handleTopicMetadataReque
   id before v12 is INVALID_REQUEST for the whole request, as Kafka does.
 - v13 (KIP-1102) adds a top-level ``error_code``: 0 (Kafka's brokers answer REBOOTSTRAP_REQUIRED
   there only when told to, which pykbroker never is).
-- Authorized operations (v8+): without an authorizer Kafka grants everything, so a request that
-  asks gets every operation the resource type supports; otherwise the schema's "not requested"
-  value (-2147483648).
+- Authorization (with an authorizer): DESCRIBE on a topic is needed to see it; an all-topics
+  request leaves the others out, a named topic (existing or not) answers TOPIC_AUTHORIZATION_FAILED
+  (by id: the id and a null name); auto-creation needs CREATE on the cluster or the topic, else
+  TOPIC_AUTHORIZATION_FAILED.  Kafka's order: authorized, denied CREATE, denied DESCRIBE.
+- Authorized operations (v8+), when asked: the operations the authorizer allows (acl/check.py);
+  without an authorizer Kafka grants everything, so every operation the resource type supports;
+  otherwise the schema's "not requested" value (-2147483648).
 """
 from __future__ import annotations
 
-from ..protocol.acl import CLUSTER_ALL_OPERATIONS, NOT_REQUESTED, TOPIC_ALL_OPERATIONS
+from ..acl.bindings import CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE, TOPIC
+from ..acl.check import authorized_operations, session
+from ..protocol.acl import NOT_REQUESTED
 from ..protocol.errors import ErrorCode, KafkaError
 from ..cluster.metadata import ZERO_UUID, is_internal, is_valid_topic_name
 from .common import partition_metadata
@@ -72,8 +78,16 @@ async def handle(ctx, request):
                 raise KafkaError(ErrorCode.INVALID_REQUEST,
                                  "Topic IDs are not supported in requests for version %d" % v)
     topics_out: list[dict] = []
+    az = session(ctx)
+    # Kafka's order: the answers of authorized topics, then TOPIC_AUTHORIZATION_FAILED for those
+    # denied CREATE, then for those denied DESCRIBE (whether or not they exist: a denied client
+    # cannot probe names)
+    denied_create: list[dict] = []
+    denied_describe: list[dict] = []
     if all_topics:
         for name in sorted(md.topics):
+            if az is not None and not az.allowed(DESCRIBE, TOPIC, name):
+                continue   # an all-topics request silently leaves them out
             topics_out.append(topic_entry(md, md.topics[name]))
     else:
         ids = [t["topic_id"] for t in req_topics if t.get("topic_id", ZERO_UUID) != ZERO_UUID]
@@ -87,17 +101,32 @@ async def handle(ctx, request):
                 info = md.by_id.get(tid)
                 if info is None:
                     topics_out.append(_error_topic(ErrorCode.UNKNOWN_TOPIC_ID, None, tid))
+                elif az is not None and not az.allowed(DESCRIBE, TOPIC, info.name):
+                    # ids are not secret (Kafka): the id is answered, never the name
+                    e = _error_topic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, tid)
+                    e["is_internal"] = False
+                    denied_describe.append(e)
                 else:
                     topics_out.append(topic_entry(md, info))
         else:
             allow_auto = request["allow_auto_topic_creation"] and broker.config["auto.create.topics.enable"]
+            # auto-creation needs CREATE on the cluster or on the topic
+            create_anywhere = az is None or az.allowed(CREATE, CLUSTER, CLUSTER_NAME)
             seen = set()
             for t in req_topics:
                 name = t["name"]
                 if name in seen:
                     continue
                 seen.add(name)
+                if az is not None and not az.allowed(DESCRIBE, TOPIC, name):
+                    e = _error_topic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name)
+                    e["is_internal"] = False
+                    denied_describe.append(e)
+                    continue
                 info = md.topics.get(name)
+                if info is None and allow_auto and not create_anywhere and not az.allowed(CREATE, TOPIC, name):
+                    denied_create.append(_error_topic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name))
+                    continue
                 if info is not None:
                     topics_out.append(topic_entry(md, info))
                 elif not is_valid_topic_name(name):
@@ -107,13 +136,15 @@ async def handle(ctx, request):
                         # KRaft answers the creating request with UNKNOWN_TOPIC_OR_PARTITION.
                         await broker.controller.auto_create(name)
                     topics_out.append(_error_topic(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
+    topics_out += denied_create
+    topics_out += denied_describe
     if v >= 8 and request["include_topic_authorized_operations"]:
         for t in topics_out:
             if t["error_code"] == 0:
-                t["topic_authorized_operations"] = TOPIC_ALL_OPERATIONS
+                t["topic_authorized_operations"] = authorized_operations(ctx, TOPIC, t["name"])
     cluster_ops = NOT_REQUESTED
     if 8 <= v <= 10 and request["include_cluster_authorized_operations"]:
-        cluster_ops = CLUSTER_ALL_OPERATIONS
+        cluster_ops = authorized_operations(ctx, CLUSTER, CLUSTER_NAME)
     brokers = brokers_of(md, getattr(ctx.connection, "listener_name", "PLAINTEXT"))
     return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": md.cluster_id,
             "controller_id": md.controller_id, "topics": topics_out,

@@ -1,6 +1,8 @@
 """OffsetCommit (key 8), versions 2-10: store a group's consumed positions in __consumer_offsets.
 
 Behaviour (as Apache Kafka's group coordinator):
+- authorization (with an authorizer): READ on the group, else GROUP_AUTHORIZATION_FAILED for
+  every partition; READ on each topic, else TOPIC_AUTHORIZATION_FAILED for its partitions.
 - topic checks first (as Kafka's request handler, before the coordinator): a topic or partition
   this cluster does not have: UNKNOWN_TOPIC_OR_PARTITION (v10: an unknown or zero topic id:
   UNKNOWN_TOPIC_ID); those partitions lead the response; the group checks below apply to the
@@ -26,7 +28,10 @@ as in Kafka 4.
 """
 from __future__ import annotations
 
+from ..acl.bindings import GROUP, READ, TOPIC
+from ..acl.check import session
 from ..coordinator.group.api import group_precheck
+from ..protocol.errors import ErrorCode, KafkaError
 from .offset_commits import check_topics, every_partition, response, write_offsets
 
 API_KEY = 8
@@ -39,7 +44,14 @@ async def handle(ctx, request):
     by_id = v >= 10   # v10 names topics by id only (KIP-848)
     # 1. Topic checks come first (Kafka does them before handing the request to the
     #    coordinator): their errors lead the response, in request order.
-    failed, accepted = check_topics(ctx.broker.metadata_cache, request, by_id)
+    az = session(ctx)
+    readable = None
+    if az is not None:
+        # READ on the group for the whole request, then READ on each topic
+        if not az.allowed(READ, GROUP, request["group_id"]):
+            raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        readable = lambda name: az.allowed(READ, TOPIC, name)   # noqa: E731
+    failed, accepted = check_topics(ctx.broker.metadata_cache, request, by_id, readable)
     # 2. The coordinator: group checks apply to every accepted partition.
     answered = []
     if accepted:

@@ -21,6 +21,8 @@ v10 topic ids instead of names.
 """
 from __future__ import annotations
 
+from ..acl.bindings import DESCRIBE, GROUP, TOPIC
+from ..acl.check import session
 from ..coordinator.group.api import group_precheck
 from ..protocol.errors import ErrorCode as E
 
@@ -54,7 +56,11 @@ async def _fetch_group(ctx, gid, topics, member_id=None, member_epoch=-1, requir
     v = ctx.api_version
     # The empty group id is a group like any other (Kafka: "for backwards compatibility, we
     # support fetch commits for the empty group id"; only a null id is INVALID_GROUP_ID).
-    gc, err = await group_precheck(ctx, gid, create_topic=False)
+    az = session(ctx)
+    if az is not None and not az.allowed(DESCRIBE, GROUP, gid):
+        err = E.GROUP_AUTHORIZATION_FAILED   # DESCRIBE on the group, before the coordinator's checks
+    else:
+        gc, err = await group_precheck(ctx, gid, create_topic=False)
     if not err and (member_id is not None or member_epoch >= 0):
         g = gc.get_group(gid)
         if g is not None and g.kind == "consumer":
@@ -74,6 +80,8 @@ async def _fetch_group(ctx, gid, topics, member_id=None, member_epoch=-1, requir
             by_topic.setdefault(t, []).append(_stable_part(gc, gid, (t, p), om, require_stable))
         out = []
         for t, ps in by_topic.items():
+            if az is not None and not az.allowed(DESCRIBE, TOPIC, t):
+                continue   # all topics: those the client may not describe are left out
             if v >= 10:
                 info = md.get(t) if md is not None else None
                 if info is None:
@@ -94,6 +102,10 @@ async def _fetch_group(ctx, gid, topics, member_id=None, member_epoch=-1, requir
             tid = t["topic_id"]
         else:
             name, tid = t["name"], None
+        if az is not None and not az.allowed(DESCRIBE, TOPIC, name):
+            out.append(_topic(v, name, tid, [_part(i, None, E.TOPIC_AUTHORIZATION_FAILED)
+                                             for i in t["partition_indexes"]]))
+            continue
         got = gc.fetch_offsets(gid, [(name, i) for i in t["partition_indexes"]])
         out.append(_topic(v, name, tid, [_stable_part(gc, gid, (name, i), got[(name, i)], require_stable)
                                          for i in t["partition_indexes"]]))

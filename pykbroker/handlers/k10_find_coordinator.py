@@ -22,6 +22,8 @@ v5/v6 only widen the errors a client may see (v6 adds share key type 2).
 """
 from __future__ import annotations
 
+from ..acl.bindings import CLUSTER, CLUSTER_ACTION, CLUSTER_NAME, DESCRIBE, GROUP, TRANSACTIONAL_ID
+from ..acl.check import session
 from ..coordinator.group.api import group_precheck
 from ..coordinator.group.offsets import OFFSETS_TOPIC
 from ..coordinator.share.records import SHARE_STATE_TOPIC
@@ -51,11 +53,25 @@ def _share_key(key: str):
     return parts[0], tid, p
 
 
+_NEEDS = {0: (DESCRIBE, GROUP, E.GROUP_AUTHORIZATION_FAILED),
+          1: (DESCRIBE, TRANSACTIONAL_ID, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+          2: (CLUSTER_ACTION, CLUSTER, E.CLUSTER_AUTHORIZATION_FAILED)}
+
+
 async def _lookup(ctx, key: str, key_type: int) -> dict:
     broker = ctx.broker
     md = broker.metadata_cache
     code = E.NONE
     node = md.node_id
+    az = session(ctx)
+    if az is not None:
+        # Kafka: DESCRIBE on the group / transactional id, CLUSTER_ACTION on the cluster for the
+        # share coordinator (brokers only), before any other check
+        need = _NEEDS.get(key_type)
+        if need is not None and not az.allowed(need[0], need[1], key if need[1] != CLUSTER else CLUSTER_NAME):
+            code = need[2]
+            return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": int(code),
+                    "error_message": DEFAULT_MESSAGES.get(code, E(code).name)}
     if key_type == 0:
         gc, code = await group_precheck(ctx, key)
         if code in (E.NOT_COORDINATOR, E.COORDINATOR_LOAD_IN_PROGRESS) and not gc.leads_every_partition:

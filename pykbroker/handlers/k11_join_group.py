@@ -21,6 +21,8 @@ v8 reason; v9 skip_assignment.
 """
 from __future__ import annotations
 
+from ..acl.bindings import GROUP, READ
+from ..acl.check import allowed
 from ..coordinator.group.api import client_host, group_precheck
 from ..coordinator.group.classic import JoinRequest, join_error
 from ..protocol.errors import ErrorCode as E
@@ -41,6 +43,8 @@ def _shape(ctx, res: dict) -> dict:
 async def handle(ctx, request):
     gid = request["group_id"]
     mid = request["member_id"] or ""
+    if not allowed(ctx, READ, GROUP, gid):   # before the coordinator's checks (Kafka)
+        return _shape(ctx, join_error(E.GROUP_AUTHORIZATION_FAILED, mid))
     if not gid:
         return _shape(ctx, join_error(E.INVALID_GROUP_ID, mid))
     gc, err = await group_precheck(ctx, gid)

@@ -9,6 +9,9 @@ Version notes: v1 throttle_time_ms; v3 group_instance_id; v4 flexible.
 """
 from __future__ import annotations
 
+from ..acl.bindings import GROUP, READ
+from ..acl.check import allowed
+from ..protocol.errors import ErrorCode, KafkaError
 from .common import classic_group
 
 API_KEY = 12
@@ -17,6 +20,8 @@ MAX_VERSION = 4
 
 
 async def handle(ctx, request):
+    if not allowed(ctx, READ, GROUP, request["group_id"]):
+        raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED)   # READ on the group (Kafka)
     g, err = await classic_group(ctx, request["group_id"])
     if not err:
         err = g.heartbeat(request["member_id"], request["group_instance_id"], request["generation_id"])

@@ -14,6 +14,9 @@ v4 flexible; v5 reason (logged).
 """
 from __future__ import annotations
 
+from ..acl.bindings import GROUP, READ
+from ..acl.check import allowed
+from ..protocol.errors import ErrorCode, KafkaError
 from .common import classic_group
 
 API_KEY = 13
@@ -22,6 +25,8 @@ MAX_VERSION = 5
 
 
 async def handle(ctx, request):
+    if not allowed(ctx, READ, GROUP, request["group_id"]):
+        raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED)   # READ on the group (Kafka)
     v = ctx.api_version
     gid = request["group_id"]
     members = request["members"] if v >= 3 else [{"member_id": request["member_id"], "group_instance_id": None}]

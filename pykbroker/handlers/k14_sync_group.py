@@ -18,6 +18,9 @@ request and response.
 """
 from __future__ import annotations
 
+from ..acl.bindings import GROUP, READ
+from ..acl.check import allowed
+from ..protocol.errors import ErrorCode, KafkaError
 from .common import classic_group
 
 API_KEY = 14
@@ -30,6 +33,8 @@ def _err(code):
 
 
 async def handle(ctx, request):
+    if not allowed(ctx, READ, GROUP, request["group_id"]):
+        raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED)   # READ on the group (Kafka)
     g, err = await classic_group(ctx, request["group_id"])
     if err:
         return _err(err)

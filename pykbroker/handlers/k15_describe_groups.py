@@ -8,16 +8,21 @@ Behaviour (as Apache Kafka 4.4, checked against a real broker):
   and a KIP-848 consumer group (admin clients describe those with ConsumerGroupDescribe):
   v0-5 state "Dead", empty fields, no error; v6 (KIP-1043) GROUP_ID_NOT_FOUND with
   error_message "Group <id> not found." / "Group <id> is not a classic group.", state "Dead".
-- authorized_operations (v3+) is INT32_MIN unless requested; pykbroker has no authorizer, so a
-  request for them gets every operation Kafka lists for a group (READ, DELETE, DESCRIBE,
-  DESCRIBE_CONFIGS, ALTER_CONFIGS = 3400), except on a v6 error entry (Kafka leaves INT32_MIN).
+- authorization (with an authorizer): DESCRIBE on each group, else GROUP_AUTHORIZATION_FAILED
+  for that group.
+- authorized_operations (v3+) is INT32_MIN unless requested; when requested, the group
+  operations the authorizer allows (without one, every operation Kafka lists for a group: READ,
+  DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS = 3400), except on a v6 error entry (Kafka
+  leaves INT32_MIN).
 - client hosts are shown as Kafka shows them ("/127.0.0.1").
 Version notes: v1 throttle_time_ms; v3 authorized operations; v4 group_instance_id; v5 flexible;
 v6 GROUP_ID_NOT_FOUND and error_message.
 """
 from __future__ import annotations
 
-from ..coordinator.group.api import GROUP_AUTHORIZED_OPERATIONS, group_precheck
+from ..acl.bindings import DESCRIBE, GROUP
+from ..acl.check import authorized_operations, session
+from ..coordinator.group.api import group_precheck
 from ..protocol.errors import ErrorCode as E
 from .common import error_per_item
 
@@ -36,8 +41,15 @@ def _dead(gid, code=0, message=None):
 async def handle(ctx, request):
     out = []
     v = ctx.api_version
-    ops = GROUP_AUTHORIZED_OPERATIONS if request["include_authorized_operations"] else _NO_OPS
+    want_ops = request["include_authorized_operations"]
+    az = session(ctx)
     for gid in request["groups"]:
+        if az is not None and not az.allowed(DESCRIBE, GROUP, gid):
+            d = _dead(gid, E.GROUP_AUTHORIZATION_FAILED)
+            d["authorized_operations"] = _NO_OPS
+            out.append(d)
+            continue
+        ops = authorized_operations(ctx, GROUP, gid) if want_ops else _NO_OPS
         gc, err = await group_precheck(ctx, gid, create_topic=False)
         if err:
             d = _dead(gid, err)

@@ -9,6 +9,10 @@ Behaviour (Apache Kafka KRaft: ControllerApis.createTopics + ReplicationControlM
   uneven replica counts, non-consecutive partitions), INVALID_REPLICATION_FACTOR (0, < -1, or more
   than the registered brokers), INVALID_PARTITIONS (0 or < -1).  -1 means the broker default
   (``num.partitions``, ``default.replication.factor``, KIP-464).
+- Authorization (with an authorizer): CREATE on the cluster or on the topic, else
+  TOPIC_AUTHORIZATION_FAILED "Authorization failed." (after the duplicate check); without
+  DESCRIBE_CONFIGS on the topic the answer leaves its configs out (topic_config_error_code
+  TOPIC_AUTHORIZATION_FAILED).
 - More than 10000 partitions in one request: every topic fails with POLICY_VIOLATION, as Kafka's
   controller refuses the whole batch.
 - ``validate_only`` runs every check and reports what would be created without creating it.
@@ -20,6 +24,8 @@ only in encoding; v6 only in quota semantics (no quotas here, throttle is 0).
 """
 from __future__ import annotations
 
+from ..acl.bindings import CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE_CONFIGS, TOPIC
+from ..acl.check import session
 from ..config import SOURCE_TOPIC, TOPIC_CONFIGS
 from ..protocol.errors import ErrorCode, KafkaError
 from ..cluster.metadata import MAX_PARTITIONS_PER_REQUEST, ZERO_UUID
@@ -62,9 +68,14 @@ async def handle(ctx, request):
     if total > MAX_PARTITIONS_PER_REQUEST:
         return {"throttle_time_ms": 0, "topics": [
             _failed(t["name"], ErrorCode.POLICY_VIOLATION, TOO_MANY_PARTITIONS) for t in topics]}
+    az = session(ctx)
+    create_any = az is None or az.allowed(CREATE, CLUSTER, CLUSTER_NAME)
     for name, t in each_topic_once(topics, counts):
         if t is None:
             results.append(_failed(name, ErrorCode.INVALID_REQUEST, DUPLICATE_TOPIC))
+            continue
+        if not create_any and not az.allowed(CREATE, TOPIC, name):
+            results.append(_failed(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."))
             continue
         configs = {c["name"]: c["value"] for c in t["configs"]}
         assignments = [(a["partition_index"], a["broker_ids"]) for a in t["assignments"]]
@@ -75,10 +86,14 @@ async def handle(ctx, request):
         except KafkaError as e:
             results.append(_failed(name, e.code, e.message))
             continue
+        if az is not None and not az.allowed(DESCRIBE_CONFIGS, TOPIC, name):
+            # created, but its configs are not shown to a client that may not describe them
+            config_code, configs = ErrorCode.TOPIC_AUTHORIZATION_FAILED, []
+        else:
+            config_code, configs = 0, config_entries(broker, info.configs)
         results.append({"name": name, "topic_id": info.topic_id, "error_code": 0, "error_message": None,
-                        "topic_config_error_code": 0, "num_partitions": info.num_partitions,
-                        "replication_factor": info.replication_factor,
-                        "configs": config_entries(broker, info.configs)})
+                        "topic_config_error_code": int(config_code), "num_partitions": info.num_partitions,
+                        "replication_factor": info.replication_factor, "configs": configs})
     return {"throttle_time_ms": 0, "topics": results}
 
 

@@ -9,12 +9,17 @@ Behaviour (Apache Kafka KRaft: ControllerApis.deleteTopics):
   "The provided topic name maps to an ID that was already supplied."
 - ``delete.topic.enable=false``: the whole request fails, INVALID_REQUEST before v3 and
   TOPIC_DELETION_DISABLED from v3, as Kafka does.
+- Authorization (with an authorizer): DELETE on the cluster, or DESCRIBE and DELETE on the topic,
+  else TOPIC_AUTHORIZATION_FAILED before the existence check (by id: a name stays null unless
+  DESCRIBE is allowed).
 - The deletion is durable before the answer; the partition logs are removed right after.
 Version notes: v4 flexible; v5 adds error_message (Kafka's default texts for unknown topics);
 v6 adds topic ids.
 """
 from __future__ import annotations
 
+from ..acl.bindings import CLUSTER, CLUSTER_NAME, DELETE, DESCRIBE, TOPIC
+from ..acl.check import session
 from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode, KafkaError
 from ..cluster.metadata import ZERO_UUID
 
@@ -78,13 +83,24 @@ async def handle(ctx, request):
     for tid in dup_ids:
         out.append(_result(None, tid, ErrorCode.INVALID_REQUEST, "Duplicate topic id."))
     to_delete: dict[bytes, str] = {}
+    az = session(ctx)
+    if az is not None and az.allowed(DELETE, CLUSTER, CLUSTER_NAME):
+        az = None   # DELETE on the cluster covers every topic
     for tid in ids:
         info = md.by_id.get(tid)
         if info is None:
             out.append(_result(None, tid, ErrorCode.UNKNOWN_TOPIC_ID))
+        elif az is not None and not az.allowed(DESCRIBE, TOPIC, info.name):
+            out.append(_result(None, tid, ErrorCode.TOPIC_AUTHORIZATION_FAILED))   # the name stays unknown
+        elif az is not None and not az.allowed(DELETE, TOPIC, info.name):
+            out.append(_result(info.name, tid, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
         else:
             to_delete[tid] = info.name
     for n in names:
+        if az is not None and not (az.allowed(DESCRIBE, TOPIC, n) and az.allowed(DELETE, TOPIC, n)):
+            # before the existence check: a denied client cannot probe names
+            out.append(_result(n, ZERO_UUID, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            continue
         info = md.topics.get(n)
         if info is None:
             out.append(_result(n, ZERO_UUID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))

@@ -17,6 +17,9 @@ TransactionCoordinator.handleInitProducerId):
   ``__transaction_state`` partition is not loaded here.  With a producer id/epoch (v3+, KIP-360):
   another producer id -> PRODUCER_FENCED; the previous epoch (a retried bump, or the epoch before
   a transaction version 2 EndTxn whose answer the client lost) -> the current one.
+- Authorization (with an authorizer), first: WRITE on the transactional id (else
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED); without one, IDEMPOTENT_WRITE on the cluster or WRITE on
+  any topic (KIP-679, Kafka's authorizeByResourceType), else CLUSTER_AUTHORIZATION_FAILED.
 - Errors carry producer_id -1 and producer_epoch -1.  PRODUCER_FENCED exists from v4 on; older
   versions get INVALID_PRODUCER_EPOCH instead, as Kafka's response downgrades it.
 Version notes: v1 same as v0; v2 flexible; v3 adds producer_id/epoch (KIP-360); v4 adds
@@ -25,6 +28,8 @@ two-phase commit, is not offered).
 """
 from __future__ import annotations
 
+from ..acl.bindings import CLUSTER, CLUSTER_NAME, IDEMPOTENT_WRITE, TOPIC, TRANSACTIONAL_ID, WRITE
+from ..acl.check import session
 from ..protocol.errors import ErrorCode
 from .txn_errors import top_level_error_response
 
@@ -39,6 +44,15 @@ error_response = top_level_error_response(4, producer_id=-1, producer_epoch=-1)
 
 async def handle(ctx, request):
     txn_id = request["transactional_id"]
+    az = session(ctx)
+    if az is not None:
+        # Kafka's checks come first: WRITE on the transactional id; an idempotent producer needs
+        # IDEMPOTENT_WRITE on the cluster or, since KIP-679, WRITE on some topic
+        if txn_id is not None:
+            if not az.allowed(WRITE, TRANSACTIONAL_ID, txn_id):
+                return error_response(ctx, request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        elif not az.allowed(IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME) and not az.by_resource_type(WRITE, TOPIC):
+            return error_response(ctx, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     pid, epoch = -1, -1
     if ctx.api_version >= 3:
         pid, epoch = request["producer_id"], request["producer_epoch"]

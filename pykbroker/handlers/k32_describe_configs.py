@@ -44,7 +44,8 @@ from ..config import (BROKER_CONFIGS, SOURCE_DEFAULT, SOURCE_DYNAMIC_BROKER, SOU
 from ..protocol.errors import ErrorCode, KafkaError
 from ..cluster.metadata import validate_topic_name
 from .common import error_per_item
-from .config_resources import BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC, TYPE_NAMES
+from .config_resources import (BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC, TYPE_NAMES,
+                               config_authorization_error)
 from .. import group_config as GC
 
 API_KEY = 32
@@ -213,15 +214,22 @@ async def handle(ctx, request):
                              % (res["resource_type"], res["resource_name"]))
     synonyms_on = request["include_synonyms"]
     docs_on = ctx.api_version >= 3 and request["include_documentation"]
-    results = []
+    results, denied = [], []
     for res in request["resources"]:
+        err = config_authorization_error(ctx, res["resource_type"], res["resource_name"], False)
+        if err is not None:
+            # Kafka answers the authorized resources first, then the others
+            denied.append({"error_code": int(err.code), "error_message": err.message,
+                           "resource_type": res["resource_type"], "resource_name": res["resource_name"],
+                           "configs": []})
+            continue
         try:
             results.append(_describe(ctx, res, synonyms_on, docs_on))
         except KafkaError as e:
             results.append({"error_code": int(e.code), "error_message": e.message,
                             "resource_type": res["resource_type"], "resource_name": res["resource_name"],
                             "configs": []})
-    return {"throttle_time_ms": 0, "results": results}
+    return {"throttle_time_ms": 0, "results": results + denied}
 
 
 error_response = error_per_item("resources", "results", lambda r, code: {

@@ -16,13 +16,16 @@ Behaviour (Apache Kafka DescribeTopicPartitionsRequestHandler + KRaftMetadataCac
   illegal name), zero topic id, no partitions (not listed when asking for all topics).
 - Partitions as Metadata describes them (handlers/common.py ``partition_metadata``); eligible
   leader replicas and last known ELR are empty (pykbroker has no ELR, SKIPPED.md).
-- ``topic_authorized_operations``: every TOPIC operation (no authorizer), as Kafka always fills
-  it here.
+- Authorization (with an authorizer): DESCRIBE on each topic; a named topic without it answers
+  TOPIC_AUTHORIZATION_FAILED, an all-topics request leaves it out.
+- ``topic_authorized_operations``: the TOPIC operations allowed (every one without an
+  authorizer), as Kafka always fills it here.
 """
 from __future__ import annotations
 
 from ..cluster.metadata import ZERO_UUID, is_internal, is_valid_topic_name
-from ..protocol.acl import TOPIC_ALL_OPERATIONS
+from ..acl.bindings import DESCRIBE, TOPIC
+from ..acl.check import authorized_operations, session
 from ..protocol.errors import ErrorCode, KafkaError
 from .common import partition_metadata
 
@@ -34,9 +37,9 @@ MAX_VERSION = 0
 MAX_PARTITIONS_PER_RESPONSE = 2000
 
 
-def _topic(code, name, topic_id, partitions) -> dict:
+def _topic(ctx, code, name, topic_id, partitions) -> dict:
     return {"error_code": int(code), "name": name, "topic_id": topic_id, "is_internal": is_internal(name),
-            "partitions": partitions, "topic_authorized_operations": TOPIC_ALL_OPERATIONS}
+            "partitions": partitions, "topic_authorized_operations": authorized_operations(ctx, TOPIC, name)}
 
 
 async def handle(ctx, request):
@@ -55,23 +58,28 @@ async def handle(ctx, request):
         raise KafkaError(ErrorCode.INVALID_REQUEST, "DescribeTopicPartitionsRequest cursor partition must be valid")
     remaining = max(min(MAX_PARTITIONS_PER_RESPONSE, request["response_partition_limit"]), 1)
     topics, next_cursor = [], None
+    az = session(ctx)
     for name in sorted(names):
         if remaining == 0:
             # the limit was reached at the end of the previous topic: go on from this one
             next_cursor = {"topic_name": name, "partition_index": 0}
             break
+        if az is not None and not az.allowed(DESCRIBE, TOPIC, name):
+            if not fetch_all:   # named: refused whether or not it exists; all topics: left out
+                topics.append(_topic(ctx, ErrorCode.TOPIC_AUTHORIZATION_FAILED, name, ZERO_UUID, []))
+            continue
         info = md.get(name)
         if info is None:
             if not fetch_all:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if is_valid_topic_name(name) \
                     else ErrorCode.INVALID_TOPIC_EXCEPTION
-                topics.append(_topic(code, name, ZERO_UUID, []))
+                topics.append(_topic(ctx, code, name, ZERO_UUID, []))
             continue
         start = cursor["partition_index"] if name == cursor_topic and cursor is not None else 0
         end = min(info.num_partitions, start + remaining)
         parts = [dict(partition_metadata(md, name, p), eligible_leader_replicas=[], last_known_elr=[])
                  for p in range(start, end)]
-        topics.append(_topic(0, name, info.topic_id, parts))
+        topics.append(_topic(ctx, 0, name, info.topic_id, parts))
         if end < info.num_partitions:
             next_cursor = {"topic_name": name, "partition_index": end}
             break

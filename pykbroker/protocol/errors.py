@@ -143,6 +143,10 @@ class ErrorCode(enum.IntEnum):
 # without a message of their own.  Only those pykbroker sends; which answers carry them is each
 # handler's business (Kafka is not uniform about it).
 DEFAULT_MESSAGES = {
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
+    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "Transactional Id authorization failed.",
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
     ErrorCode.UNKNOWN_TOPIC_ID: "This server does not host this topic ID.",
     ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
