@@ -12,6 +12,8 @@ a streams group's "streams").
 """
 from __future__ import annotations
 
+from ..acl.bindings import CLUSTER, CLUSTER_NAME, DESCRIBE, GROUP
+from ..acl.check import session
 from ..coordinator.group.api import coordinator
 
 API_KEY = 16
@@ -24,8 +26,14 @@ async def handle(ctx, request):
     states = {s.lower() for s in (request["states_filter"] or [])}
     types = {t.lower() for t in (request["types_filter"] or [])}
     out = []
+    # DESCRIBE on the cluster lists every group; otherwise only those the client may describe
+    az = session(ctx)
+    if az is not None and az.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME):
+        az = None
     for gid, g in sorted(gc.groups.items()):
         if g.state == "Dead":
+            continue
+        if az is not None and not az.allowed(DESCRIBE, GROUP, gid):
             continue
         state = g.summary_state()
         if states and state.lower() not in states:

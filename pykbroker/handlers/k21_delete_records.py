@@ -14,6 +14,9 @@ Version notes: v1 is identical to v0; v2 is flexible.
 """
 from __future__ import annotations
 
+from ..acl.bindings import DELETE, TOPIC
+from ..acl.check import allowed
+from ..protocol.errors import ErrorCode, KafkaError
 from .common import PartitionResponses, leader_partition
 
 API_KEY = 21
@@ -29,6 +32,8 @@ async def handle(ctx, request):
     rm = ctx.broker.replica_manager
 
     async def answer(name, p):
+        if not allowed(ctx, DELETE, TOPIC, name):
+            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)   # DELETE on the topic (Kafka)
         partition = leader_partition(rm, name, p["partition_index"])
         low = await partition.delete_records_before(p["offset"])  # or raises KafkaError
         return {"partition_index": p["partition_index"], "low_watermark": low, "error_code": 0}

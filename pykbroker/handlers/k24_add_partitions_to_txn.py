@@ -24,6 +24,8 @@ versions get INVALID_PRODUCER_EPOCH); v3 flexible; v4 batched, broker-only; v5 t
 """
 from __future__ import annotations
 
+from ..acl.bindings import CLUSTER, CLUSTER_ACTION, CLUSTER_NAME, TOPIC, TRANSACTIONAL_ID, WRITE
+from ..acl.check import session
 from ..protocol.errors import ErrorCode as E
 from .txn_errors import client_error_code
 
@@ -65,7 +67,10 @@ async def handle(ctx, request):
     if tc is None:
         return error_response(ctx, request, E.COORDINATOR_NOT_AVAILABLE)
     md = ctx.broker.metadata_cache
+    az = session(ctx)
     if ctx.api_version >= 4:
+        if az is not None and not az.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME):
+            return error_response(ctx, request, E.CLUSTER_AUTHORIZATION_FAILED)   # brokers only (Kafka)
         results = []
         for txn in request["transactions"]:
             tps = [(t["name"], p) for t in txn["topics"] for p in t["partitions"]]
@@ -84,6 +89,18 @@ async def handle(ctx, request):
                             "topic_results": _topics_result(txn["topics"], lambda t, p: codes[(t, p)])})
         return {"throttle_time_ms": 0, "error_code": 0, "results_by_transaction": results}
     topics = request["v3_and_below_topics"]
+    if az is not None:
+        # Kafka: WRITE on the transactional id (every partition refused), then WRITE on each
+        # topic (the denied ones TOPIC_AUTHORIZATION_FAILED, unknown ones theirs, the rest not
+        # attempted)
+        if not az.allowed(WRITE, TRANSACTIONAL_ID, request["v3_and_below_transactional_id"]):
+            return error_response(ctx, request, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        denied = {t["name"] for t in topics if not az.allowed(WRITE, TOPIC, t["name"])}
+        if denied:
+            unknown = _unknown(md, topics)
+            return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _topics_result(
+                topics, lambda t, p: E.TOPIC_AUTHORIZATION_FAILED if t in denied
+                else E.UNKNOWN_TOPIC_OR_PARTITION if (t, p) in unknown else E.OPERATION_NOT_ATTEMPTED)}
     bad = _unknown(md, topics)
     if bad:
         return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _topics_result(

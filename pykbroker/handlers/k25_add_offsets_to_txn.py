@@ -11,6 +11,8 @@ Transaction version 2 clients do not send it: TxnOffsetCommit v5 adds the offset
 """
 from __future__ import annotations
 
+from ..acl.bindings import GROUP, READ, TRANSACTIONAL_ID, WRITE
+from ..acl.check import allowed
 from ..coordinator.group.api import group_precheck
 from ..coordinator.group.offsets import OFFSETS_TOPIC
 from ..protocol.errors import ErrorCode as E
@@ -26,6 +28,11 @@ error_response = top_level_error_response(2)
 
 
 async def handle(ctx, request):
+    # Kafka's order: WRITE on the transactional id, then READ on the group
+    if not allowed(ctx, WRITE, TRANSACTIONAL_ID, request["transactional_id"]):
+        return error_response(ctx, request, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not allowed(ctx, READ, GROUP, request["group_id"]):
+        return error_response(ctx, request, E.GROUP_AUTHORIZATION_FAILED)
     tc = getattr(ctx.broker, "transaction_coordinator", None)
     if tc is None:
         return error_response(ctx, request, E.COORDINATOR_NOT_AVAILABLE)

@@ -21,6 +21,8 @@ Version notes: v1 same as v0; v2 PRODUCER_FENCED; v3 flexible; v4 adds TRANSACTI
 """
 from __future__ import annotations
 
+from ..acl.bindings import TRANSACTIONAL_ID, WRITE
+from ..acl.check import allowed
 from ..protocol.errors import ErrorCode as E
 from .txn_errors import top_level_error_response
 
@@ -35,6 +37,8 @@ error_response = top_level_error_response(2, producer_id=-1, producer_epoch=-1)
 
 
 async def handle(ctx, request):
+    if not allowed(ctx, WRITE, TRANSACTIONAL_ID, request["transactional_id"]):
+        return error_response(ctx, request, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)   # first (Kafka)
     tc = getattr(ctx.broker, "transaction_coordinator", None)
     if tc is None:
         return error_response(ctx, request, E.COORDINATOR_NOT_AVAILABLE)

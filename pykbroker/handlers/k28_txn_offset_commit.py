@@ -35,6 +35,8 @@ STALE_MEMBER_EPOCH.
 from __future__ import annotations
 
 
+from ..acl.bindings import GROUP, READ, TOPIC, TRANSACTIONAL_ID, WRITE
+from ..acl.check import session
 from ..coordinator.group.api import group_precheck
 from ..coordinator.group.offsets import OFFSETS_TOPIC
 from ..protocol.errors import ErrorCode as E
@@ -102,7 +104,17 @@ async def handle(ctx, request):
     by_id = ctx.api_version >= 6   # v6 names topics by id only (KIP-1319)
     # 1. Topic checks come first (Kafka does them before handing the request to the group
     #    coordinator): their errors lead the response.
-    failed, accepted = check_topics(ctx.broker.metadata_cache, request, by_id)
+    az = session(ctx)
+    readable = None
+    if az is not None:
+        # Kafka's order: WRITE on the transactional id, READ on the group (whole request), then
+        # READ on each topic
+        if not az.allowed(WRITE, TRANSACTIONAL_ID, request["transactional_id"]):
+            return error_response(ctx, request, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        if not az.allowed(READ, GROUP, request["group_id"]):
+            return error_response(ctx, request, E.GROUP_AUTHORIZATION_FAILED)
+        readable = lambda name: az.allowed(READ, TOPIC, name)   # noqa: E731
+    failed, accepted = check_topics(ctx.broker.metadata_cache, request, by_id, readable)
     # 2. The transaction and group checks and the write, for the partitions left (none left:
     #    answered without them, as Kafka does).
     answered = []

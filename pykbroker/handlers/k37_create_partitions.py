@@ -14,6 +14,8 @@ Version notes: v2 is flexible; v3 is identical (KIP-599 quota semantics, no quot
 """
 from __future__ import annotations
 
+from ..acl.bindings import ALTER, TOPIC
+from ..acl.check import allowed
 from ..protocol.errors import ErrorCode, KafkaError
 from ..cluster.metadata import MAX_PARTITIONS_PER_REQUEST
 from .common import DUPLICATE_TOPIC, TOO_MANY_PARTITIONS, each_topic_once, error_per_item
@@ -45,6 +47,9 @@ async def handle(ctx, request):
     for name, t in each_topic_once(topics, counts):
         if t is None:
             results.append(_result(name, ErrorCode.INVALID_REQUEST, DUPLICATE_TOPIC))
+            continue
+        if not allowed(ctx, ALTER, TOPIC, name):
+            results.append(_result(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))   # ALTER on the topic (Kafka)
             continue
         assignments = None
         if t["assignments"] is not None:

@@ -15,6 +15,9 @@ such plugin, so every result carries a null message, as Kafka's do without one.
 """
 from __future__ import annotations
 
+from ..acl.bindings import DELETE, GROUP
+from ..acl.check import allowed
+from ..protocol.errors import ErrorCode as E
 from ..coordinator.group.api import group_precheck
 
 API_KEY = 42
@@ -29,6 +32,9 @@ def _result(gid, code):
 async def handle(ctx, request):
     results = []
     for gid in dict.fromkeys(request["groups_names"]):
+        if not allowed(ctx, DELETE, GROUP, gid):
+            results.append(_result(gid, E.GROUP_AUTHORIZATION_FAILED))   # DELETE on the group (Kafka)
+            continue
         gc, code = await group_precheck(ctx, gid, create_topic=False)
         if not code:
             code = await gc.delete_group(gid).get()

@@ -13,7 +13,9 @@ handler: ``load_handlers`` loads only ``kNN_*``).
 """
 from __future__ import annotations
 
-from ..coordinator.group.api import GROUP_AUTHORIZED_OPERATIONS, group_precheck
+from ..acl.bindings import DESCRIBE, GROUP, READ
+from ..acl.check import allowed, authorized_operations
+from ..coordinator.group.api import group_precheck
 from ..coordinator.group.coordinator import append_error_to_response
 from ..protocol.errors import ErrorCode as E, KafkaError
 
@@ -55,12 +57,14 @@ async def group_heartbeat(ctx, request, error, manager, beat, *, empty_group_id=
     is not built: answered ``no_manager``); ``beat(manager)`` runs the heartbeat and returns
     ``(response, written)``.
 
-    Checks first, as Kafka: an empty group id answers ``empty_group_id`` ("GroupId can't be
+    Checks first, as Kafka: with an authorizer READ on the group, an empty group id answers ``empty_group_id`` ("GroupId can't be
     empty."), then the coordinator's (``group_precheck``).  The response is sent only once the
     heartbeat's records are in __consumer_offsets, as Kafka's write operations: a member must
     never act on an epoch or assignment a coordinator restart could forget; an append failure is
     answered with Kafka's mapping (``append_error_to_response``)."""
     gid = request["group_id"]
+    if not allowed(ctx, READ, GROUP, gid):
+        return error(E.GROUP_AUTHORIZATION_FAILED)   # READ on the group, before the coordinator (Kafka)
     if not gid:
         return error(empty_group_id, "GroupId can't be empty.")
     gc, err = await group_precheck(ctx, gid)
@@ -83,10 +87,16 @@ async def describe_groups(ctx, request, group_type: str, error, describe) -> lis
 
     Per group, as Kafka: an empty id: INVALID_GROUP_ID; the coordinator's checks (the offsets
     topic is not created for a describe); an unknown group or one of another type:
-    GROUP_ID_NOT_FOUND (``typed_group``).  ``authorized_operations``: every operation on a
-    group (no authorizer) when asked for, else INT32_MIN."""
+    GROUP_ID_NOT_FOUND (``typed_group``).  ``authorized_operations``: the group operations the
+    authorizer allows (every one without an authorizer) when asked for, else INT32_MIN."""
     out = []
+    # with an authorizer: DESCRIBE on each group, the refused ones answered first (Kafka)
+    denied = [gid for gid in request["group_ids"] if not allowed(ctx, DESCRIBE, GROUP, gid)]
+    for gid in denied:
+        out.append(error(gid, E.GROUP_AUTHORIZATION_FAILED))
     for gid in request["group_ids"]:
+        if denied and gid in denied:
+            continue
         if not gid:
             out.append(error(gid, E.INVALID_GROUP_ID))
             continue
@@ -100,7 +110,7 @@ async def describe_groups(ctx, request, group_type: str, error, describe) -> lis
             out.append(error(gid, e.code, e.message))
             continue
         d = describe(gc, g)
-        d["authorized_operations"] = (GROUP_AUTHORIZED_OPERATIONS if request["include_authorized_operations"]
+        d["authorized_operations"] = (authorized_operations(ctx, GROUP, gid) if request["include_authorized_operations"]
                                       else AUTHORIZED_OPERATIONS_OMITTED)
         out.append(d)
     return out
