@@ -556,6 +556,12 @@ class Broker(_BrokerBase):
                 await trio.sleep(0.02)
         raise TimeoutError("group %r not stable after %ss: %r" % (group_id, timeout, g))
 
+    @property
+    def acls(self):
+        """ACL bindings for tests (pykbroker/acl/embedded.py), with ``authorizer.class.name`` set."""
+        from .acl.embedded import Acls
+        return Acls(self)
+
     def create_topic(self, name: str, partitions: int = 1, config: Optional[dict] = None) -> None:
         """Create a topic (replication factor 1) through the controller, as CreateTopics does;
         raises pykbroker's KafkaError (e.g. TOPIC_ALREADY_EXISTS) when refused."""
