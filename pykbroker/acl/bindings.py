@@ -124,22 +124,40 @@ def filter_from_wire(resource_type, name, pattern_type, principal, host, operati
                             _code(OPERATIONS, operation, (ANY,)), _code(PERMISSIONS, permission, (ANY,)))
 
 
+def raw_unknown(*codes) -> bool:
+    """A code sent as 0 (UNKNOWN) in an ACL request: Kafka's request validation refuses it while
+    parsing, so the broker closes the connection (CreateAcls/DescribeAcls/DeleteAclsRequest
+    .validate).  Other codes outside the enums parse as UNKNOWN and are answered."""
+    return UNKNOWN in codes
+
+
+def creation_fails_request(b: AclBinding) -> bool:
+    """A creation Kafka cannot even build (ResourcePattern / AccessControlEntry refuse ANY and
+    MATCH): the whole CreateAcls request fails with UNKNOWN_SERVER_ERROR, nothing stored."""
+    return b.resource_type == ANY or b.pattern_type in (ANY, MATCH) or b.operation == ANY or b.permission == ANY
+
+
 def validate_new_binding(b: AclBinding) -> Optional[str]:
     """Why Kafka refuses to store ``b`` (INVALID_REQUEST with this message), or None.
 
     AK AclApis.handleCreateAcls (cluster name, empty name) then the controller's
-    AclControlManager.validateNewAcl (pattern, operation, permission, name, principal), in
-    Kafka's order so the first failing rule gives the message."""
+    AclControlManager.validateNewAcl (type, pattern, operation, permission, host, principal), in
+    Kafka's order so the first failing rule gives the message (checked against Kafka 4.4,
+    tests/differential/test_acls.py)."""
     if b.resource_type == CLUSTER and b.name != CLUSTER_NAME:
         return "The only valid name for the CLUSTER resource is " + CLUSTER_NAME
     if not b.name:
         return "Invalid empty resource name"
+    if b.resource_type not in RESOURCE_TYPES:
+        return "Invalid resourceType " + _name(b.resource_type, RESOURCE_TYPES)
     if b.pattern_type not in (LITERAL, PREFIXED):
         return "Invalid patternType " + _name(b.pattern_type, PATTERN_TYPES)
     if b.operation in (UNKNOWN, ANY):
         return "Invalid operation " + _name(b.operation, OPERATIONS)
     if b.permission not in (DENY, ALLOW):
         return "Invalid permissionType " + _name(b.permission, PERMISSIONS)
+    if not b.host:
+        return "Host pattern cannot be null or empty"
     if ":" not in b.principal:
         return "Could not parse principal from `%s` (no colon is present separating the principal type " \
                "from the principal name)" % b.principal

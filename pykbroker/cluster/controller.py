@@ -623,8 +623,8 @@ class LocalController(Controller):
                 continue
             self._writing = True
             gen = self._gen
-            data = self._snapshot()
             try:
+                data = self._snapshot()   # inside: a failure must not leave _writing set
                 # Not cancellable: once started, the write completes (the state is already changed).
                 await trio.to_thread.run_sync(self.fs.write_file_atomic, self.path, data)
                 self._durable_gen = max(self._durable_gen, gen)

@@ -8,36 +8,40 @@ Behaviour (AK AclApis.handleDescribeAcls, AclBindingFilter.matches):
   ``*`` and the prefixes of the name) or LITERAL/PREFIXED (that pattern only); a null name,
   principal or host matches any; operation and permission ANY or one.  The matching bindings
   are answered grouped by resource pattern (Kafka's order is a hash order; pykbroker's is sorted);
-- a filter with an element Kafka does not know (a code outside its enums) is INVALID_REQUEST.
+- a 0 (UNKNOWN) code in the filter closes the connection (Kafka's request validation fails the
+  parse); any other code outside Kafka's enums is UNKNOWN and matches nothing;
+- ``error_message`` is "" on success, as Kafka's.
 """
 from __future__ import annotations
 
 from itertools import groupby
 
-from ..acl.bindings import DESCRIBE, filter_from_wire
+from ..acl.bindings import DESCRIBE, filter_from_wire, raw_unknown
 from ..acl.check import cluster_allowed, session
 from ..protocol.errors import ErrorCode
+from ..server.dispatch import CloseConnection
 
 API_KEY = 29
 MIN_VERSION = 1
 MAX_VERSION = 3
 
 
-def _answer(code=0, message=None, resources=()):
+def _answer(code=0, message="", resources=()):
     return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message, "resources": list(resources)}
 
 
 async def handle(ctx, request):
+    if raw_unknown(request["resource_type_filter"], request["pattern_type_filter"], request["operation"],
+                   request["permission_type"]):
+        raise CloseConnection("DescribeAcls filter with an UNKNOWN (0) element")
     az = session(ctx)
     if az is None:
         return _answer(ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
     if not cluster_allowed(ctx, DESCRIBE):
-        return _answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        return _answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
     flt = filter_from_wire(request["resource_type_filter"], request["resource_name_filter"],
                            request["pattern_type_filter"], request["principal_filter"], request["host_filter"],
                            request["operation"], request["permission_type"])
-    if flt.is_unknown():
-        return _answer(ErrorCode.INVALID_REQUEST, "The filter contains an unknown element")
     resources = []
     for (rtype, name, ptype), group in groupby(az.authorizer.describe(flt), key=lambda b: b[:3]):
         resources.append({"resource_type": rtype, "resource_name": name, "pattern_type": ptype,
@@ -47,4 +51,4 @@ async def handle(ctx, request):
 
 
 def error_response(ctx, request, code):
-    return _answer(code)
+    return _answer(code, None)

@@ -3,19 +3,24 @@
 Behaviour (AK AclApis.handleCreateAcls, AclControlManager.createAcls):
 - no authorizer (``authorizer.class.name`` unset): every creation SECURITY_DISABLED, "No
   Authorizer is configured.";
+- a creation with a 0 (UNKNOWN) code closes the connection (Kafka's request validation fails
+  the parse);
 - ALTER on the CLUSTER is required, else every creation CLUSTER_AUTHORIZATION_FAILED;
+- a creation naming ANY (type, operation, permission) or MATCH/ANY (pattern) cannot be built by
+  Kafka: every creation UNKNOWN_SERVER_ERROR, nothing stored;
 - each creation is validated on its own (acl/bindings.validate_new_binding: the CLUSTER resource
-  is named ``kafka-cluster``, no empty name, LITERAL or PREFIXED, a concrete operation and
-  permission, a ``Type:name`` principal): a refused one gets INVALID_REQUEST with Kafka's message,
+  is named ``kafka-cluster``, no empty name, a known type, LITERAL or PREFIXED, a concrete
+  operation and permission, a host, a ``Type:name`` principal): a refused one gets INVALID_REQUEST with Kafka's message,
   the others are stored together in one write of the metadata file, so a failed write stores
   none of them (each then answers the storage error) - never half a request;
-- creating a binding that exists is a success that changes nothing.
+- creating a binding that exists is a success that changes nothing; a success's message is "".
 """
 from __future__ import annotations
 
-from ..acl.bindings import ALTER, binding_from_wire, validate_new_binding
+from ..acl.bindings import ALTER, binding_from_wire, creation_fails_request, raw_unknown, validate_new_binding
 from ..acl.check import cluster_allowed, session
 from ..protocol.errors import ErrorCode, KafkaError
+from ..server.dispatch import CloseConnection
 
 API_KEY = 30
 MIN_VERSION = 1
@@ -30,19 +35,25 @@ def _all(request, code, message=None):
 
 
 async def handle(ctx, request):
+    creations = request["creations"]
+    for c in creations:
+        if raw_unknown(c["resource_type"], c["resource_pattern_type"], c["operation"], c["permission_type"]):
+            raise CloseConnection("CreateAcls with an UNKNOWN (0) element: %r" % (c,))
     if session(ctx) is None:
         return _all(request, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
     if not cluster_allowed(ctx, ALTER):
         return _all(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    bindings = [binding_from_wire(c["resource_type"], c["resource_name"], c["resource_pattern_type"], c["principal"],
+                                  c["host"], c["operation"], c["permission_type"]) for c in creations]
+    if any(creation_fails_request(b) for b in bindings):
+        return _all(request, ErrorCode.UNKNOWN_SERVER_ERROR)
     results, valid = [], []
-    for c in request["creations"]:
-        b = binding_from_wire(c["resource_type"], c["resource_name"], c["resource_pattern_type"], c["principal"],
-                              c["host"], c["operation"], c["permission_type"])
+    for b in bindings:
         why = validate_new_binding(b)
         if why is not None:
             results.append({"error_code": int(ErrorCode.INVALID_REQUEST), "error_message": why})
         else:
-            results.append({"error_code": 0, "error_message": None})
+            results.append({"error_code": 0, "error_message": ""})   # Kafka: empty, not null
             valid.append(b)
     if valid:
         try:

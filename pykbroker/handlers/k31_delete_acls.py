@@ -4,17 +4,19 @@ Behaviour (AK AclApis.handleDeleteAcls, AclControlManager.deleteAcls):
 - no authorizer: every filter SECURITY_DISABLED, "No Authorizer is configured.";
 - ALTER on the CLUSTER is required, else every filter CLUSTER_AUTHORIZATION_FAILED;
 - each filter (DescribeAcls' semantics, ANY and MATCH included) answers the bindings it matched,
-  each with error 0; a binding two filters match is listed under both; a filter with an unknown
-  element gets INVALID_REQUEST ("Unknown patternFilter." / "Unknown entryFilter.") and deletes
+  each with error 0; a binding two filters match is listed under both; a 0 (UNKNOWN) code closes
+  the connection (Kafka's request validation); a filter with another code outside Kafka's enums
+  gets INVALID_REQUEST ("Unknown patternFilter." / "Unknown entryFilter.") and deletes
   nothing;
 - every matched binding is removed in one write of the metadata file: a failed write removes
   none and every filter answers the storage error.
 """
 from __future__ import annotations
 
-from ..acl.bindings import ALTER, UNKNOWN, filter_from_wire
+from ..acl.bindings import ALTER, UNKNOWN, filter_from_wire, raw_unknown
 from ..acl.check import cluster_allowed, session
 from ..protocol.errors import ErrorCode, KafkaError
+from ..server.dispatch import CloseConnection
 
 API_KEY = 31
 MIN_VERSION = 1
@@ -27,6 +29,9 @@ def _all(request, code, message=None):
 
 
 async def handle(ctx, request):
+    for f in request["filters"]:
+        if raw_unknown(f["resource_type_filter"], f["pattern_type_filter"], f["operation"], f["permission_type"]):
+            raise CloseConnection("DeleteAcls filter with an UNKNOWN (0) element")
     az = session(ctx)
     if az is None:
         return _all(request, ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")

@@ -98,12 +98,12 @@ def test_raw_validation_and_persistence(tmp_path):
          "operation": 3, "permission_type": 3},
         {"resource_type": 2, "resource_name": "", "resource_pattern_type": 3, "principal": "User:a", "host": "*",
          "operation": 3, "permission_type": 3},
-        {"resource_type": 2, "resource_name": "t", "resource_pattern_type": 2, "principal": "User:a", "host": "*",
+        {"resource_type": 9, "resource_name": "t", "resource_pattern_type": 3, "principal": "User:a", "host": "*",
          "operation": 3, "permission_type": 3},
         {"resource_type": 2, "resource_name": "t", "resource_pattern_type": 3, "principal": "alice", "host": "*",
          "operation": 3, "permission_type": 3},
-        {"resource_type": 2, "resource_name": "t", "resource_pattern_type": 3, "principal": "User:a", "host": "*",
-         "operation": 1, "permission_type": 3},
+        {"resource_type": 2, "resource_name": "t", "resource_pattern_type": 3, "principal": "User:a", "host": "",
+         "operation": 3, "permission_type": 3},
         {"resource_type": 4, "resource_name": "kafka-cluster", "resource_pattern_type": 3, "principal": "User:a",
          "host": "10.0.0.1", "operation": 12, "permission_type": 2},
     ]
@@ -111,11 +111,18 @@ def test_raw_validation_and_persistence(tmp_path):
     try:
         with WireClient(b) as c:
             r = c.request(30, 3, {"creations": creations})
-        assert [(x["error_code"], x["error_message"]) for x in r["results"]] == [
-            (0, None), (42, "Invalid empty resource name"), (42, "Invalid patternType MATCH"),
-            (42, "Could not parse principal from `alice` (no colon is present separating the principal type "
-                 "from the principal name)"),
-            (42, "Invalid operation ANY"), (0, None)]
+            assert [(x["error_code"], x["error_message"]) for x in r["results"]] == [
+                (0, ""), (42, "Invalid empty resource name"), (42, "Invalid resourceType UNKNOWN"),
+                (42, "Could not parse principal from `alice` (no colon is present separating the principal type "
+                     "from the principal name)"),
+                (42, "Host pattern cannot be null or empty"), (0, "")]
+            # a creation Kafka cannot build (a MATCH pattern, an ANY operation) fails the whole
+            # request, and stores nothing of it
+            bad = dict(creations[0], resource_name="u", resource_pattern_type=2)
+            r = c.request(30, 3, {"creations": [dict(creations[0], resource_name="u"), bad]})
+            assert [(x["error_code"], x["error_message"]) for x in r["results"]] == [(-1, None), (-1, None)]
+            # a 0 (UNKNOWN) code fails Kafka's request validation: the connection closes
+            assert c.closed_after(30, 3, {"creations": [dict(creations[0], operation=0)]})
     finally:
         b.stop()
     b = pykbroker.Broker(log_dir=tmp_path / "d", config=cfg).start()
