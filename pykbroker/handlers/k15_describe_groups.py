@@ -46,6 +46,7 @@ async def handle(ctx, request):
     for gid in request["groups"]:
         if az is not None and not az.allowed(DESCRIBE, GROUP, gid):
             d = _dead(gid, E.GROUP_AUTHORIZATION_FAILED)
+            d["group_state"] = ""   # Kafka's error entry has no state (checked: tests/differential)
             d["authorized_operations"] = _NO_OPS
             out.append(d)
             continue

@@ -31,6 +31,10 @@ MAX_VERSION = 6
 _DEFAULT_TEXT = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID)
 
 
+# Kafka's text for a topic denied DESCRIBE or DELETE (checked: tests/differential)
+_DENIED = DEFAULT_MESSAGES[ErrorCode.TOPIC_AUTHORIZATION_FAILED]
+
+
 def _result(name, tid, code, message=None) -> dict:
     if message is None and code in _DEFAULT_TEXT:
         message = DEFAULT_MESSAGES[code]
@@ -91,15 +95,15 @@ async def handle(ctx, request):
         if info is None:
             out.append(_result(None, tid, ErrorCode.UNKNOWN_TOPIC_ID))
         elif az is not None and not az.allowed(DESCRIBE, TOPIC, info.name):
-            out.append(_result(None, tid, ErrorCode.TOPIC_AUTHORIZATION_FAILED))   # the name stays unknown
+            out.append(_result(None, tid, ErrorCode.TOPIC_AUTHORIZATION_FAILED, _DENIED))   # the name stays unknown
         elif az is not None and not az.allowed(DELETE, TOPIC, info.name):
-            out.append(_result(info.name, tid, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            out.append(_result(info.name, tid, ErrorCode.TOPIC_AUTHORIZATION_FAILED, _DENIED))
         else:
             to_delete[tid] = info.name
     for n in names:
         if az is not None and not (az.allowed(DESCRIBE, TOPIC, n) and az.allowed(DELETE, TOPIC, n)):
             # before the existence check: a denied client cannot probe names
-            out.append(_result(n, ZERO_UUID, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            out.append(_result(n, ZERO_UUID, ErrorCode.TOPIC_AUTHORIZATION_FAILED, _DENIED))
             continue
         info = md.topics.get(n)
         if info is None:

@@ -97,15 +97,34 @@ CASES = {
     "describe_broker_configs": (32, 4, lambda t, g, x: {"resources": [
         {"resource_type": 4, "resource_name": "", "configuration_keys": ["log.retention.ms"]}]},
         [("DESCRIBE_CONFIGS", "cluster")], lambda r: [x["error_code"] for x in r["results"]], 31),
+    "create_topics": (19, 7, lambda t, g, x: {"topics": [{"name": t + "-new", "num_partitions": 1,
+                                                         "replication_factor": 1}], "timeout_ms": 5000},
+                      [("CREATE", "topic_new")], lambda r: [x["error_code"] for x in r["topics"]], 29),
+    "delete_topics": (20, 6, lambda t, g, x: {"topics": [{"name": t}], "timeout_ms": 5000},
+                      [("DELETE", "topic")], lambda r: [x["error_code"] for x in r["responses"]], 29),
+    "offset_fetch_topic": (9, 7, lambda t, g, x: {"group_id": g, "topics": [{"name": t, "partition_indexes": [0]}]},
+                           [("DESCRIBE", "topic")], lambda r: _parts(r, "topics", "partitions"), 29),
+    "add_offsets_to_txn": (25, 3, lambda t, g, x: {"transactional_id": x, "producer_id": 1, "producer_epoch": 0,
+                                                    "group_id": g},
+                           [("WRITE", "transactional_id")], lambda r: [r["error_code"]], 53),
+    "consumer_group_heartbeat": (68, 0, lambda t, g, x: {"group_id": g, "member_id": "m", "member_epoch": 0,
+                                                          "rebalance_timeout_ms": 10000, "subscribed_topic_names": [t],
+                                                          "topic_partitions": []},
+                                 [("READ", "group")], lambda r: [r["error_code"]], 30),
+    "consumer_group_describe": (69, 0, lambda t, g, x: {"group_ids": [g], "include_authorized_operations": True},
+                                [("DESCRIBE", "group")], lambda r: [x["error_code"] for x in r["groups"]], 30),
 }
 
 # what else a case needs so that only the binding under test is missing
-EXTRA = {"offset_commit_topic": [("READ", "group")], "offset_commit_group": [("READ", "topic")]}
+EXTRA = {"offset_commit_topic": [("READ", "group")], "offset_commit_group": [("READ", "topic")],
+         "offset_fetch_topic": [("DESCRIBE", "group")], "delete_topics": [("DESCRIBE", "topic")]}
 
 
 def _grant(b, op, kind, t, g, x):
     if kind == "cluster":
         return b.acls.allow(ANON, op, cluster=True)
+    if kind == "topic_new":
+        return b.acls.allow(ANON, op, topic=t + "-new")
     return b.acls.allow(ANON, op, **{kind: {"topic": t, "group": g, "transactional_id": x}[kind]})
 
 

@@ -1,0 +1,152 @@
+"""Denied requests as Apache Kafka 4.4 with StandardAuthorizer answers them: a SASL PLAIN user
+without ACLs sends each request of tests/acl/test_required_acls.py's table (Produce, Fetch,
+ListOffsets, Metadata, CreatePartitions, DeleteRecords, configs, coordinators, groups,
+InitProducerId, EndTxn) to both brokers; the answers are compared with the volatile fields
+(broker addresses, cluster and topic ids) left out.  Then the same user is granted the
+bindings the table names and the codes must no longer be the authorization error on either."""
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+import pykbroker
+from pykbroker.embedded import TEST_CONFIG
+from pykbroker.testing.wire import WireClient
+
+from .helpers import explain
+
+ROOT = Path(__file__).resolve().parents[2]
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+        'user_admin="admin-secret" user_alice="alice-secret";')
+CONFIG = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+          "super.users": "User:ANONYMOUS", "sasl.enabled.mechanisms": "PLAIN",
+          "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS}
+
+
+def _load(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+TABLE = _load(ROOT / "tests" / "acl" / "test_required_acls.py", "pykbroker_required_acls")
+# Kafka's ids and addresses differ by nature; everything else is compared
+VOLATILE = {"brokers", "cluster_id", "controller_id", "topic_id", "node_id", "host", "port", "throttle_time_ms",
+            "log_start_offset", "high_watermark", "last_stable_offset", "member_id", "node_endpoints"}
+_n = itertools.count()
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def kafka_side(tmp_path_factory):
+    oracle = _load(ROOT / "compat" / "kafka" / "oracle.py", "pykbroker_kafka_oracle")
+    sasl_port = _free_port()
+
+    class SaslOracle(oracle.KafkaOracle):
+        def properties(self):
+            p = super().properties()
+            p["listeners"] += ",SASL_PLAINTEXT://127.0.0.1:%d" % sasl_port
+            p["advertised.listeners"] += ",SASL_PLAINTEXT://127.0.0.1:%d" % sasl_port
+            p["listener.security.protocol.map"] += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
+            p.update(CONFIG)
+            return p
+
+    k = SaslOracle(tmp_path_factory.mktemp("kafka-acl-enf"), {"group.initial.rebalance.delay.ms": "0"})
+    try:
+        k.start()
+    except Exception as e:   # never a skip: a missing oracle is a CI failure
+        pytest.fail("Apache Kafka (the oracle) could not be started: %s" % e, pytrace=False)
+    yield {"plain": ("127.0.0.1", k.port), "sasl": ("127.0.0.1", sasl_port)}
+    k.stop()
+
+
+@pytest.fixture(scope="module")
+def pyk_side():
+    cfg = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", **CONFIG, **TEST_CONFIG}
+    with pykbroker.Broker(config=cfg) as b:
+        ports = {li.name: li.port for li in b.broker.bound}
+        yield {"plain": ("127.0.0.1", ports["PLAINTEXT"]), "sasl": ("127.0.0.1", ports["SASL_PLAINTEXT"])}
+
+
+def _alice(side):
+    c = WireClient(side["sasl"], timeout=15)
+    assert c.request(17, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+    assert c.request(36, 2, {"auth_bytes": b"\x00alice\x00alice-secret"})["error_code"] == 0
+    return c
+
+
+def _strip(x):
+    if isinstance(x, dict):
+        return {k: _strip(v) for k, v in x.items() if k not in VOLATILE}
+    if isinstance(x, list):
+        return [_strip(v) for v in x]
+    return x
+
+
+_OPS = {"READ": 3, "WRITE": 4, "CREATE": 5, "DELETE": 6, "ALTER": 7, "DESCRIBE": 8, "DESCRIBE_CONFIGS": 10,
+        "ALTER_CONFIGS": 11, "IDEMPOTENT_WRITE": 12}
+_TYPES = {"topic": 2, "topic_new": 2, "group": 3, "cluster": 4, "transactional_id": 5}
+
+
+def _grant(side, needs, t, g, x):
+    names = {"topic": t, "topic_new": t + "-new", "group": g, "transactional_id": x, "cluster": "kafka-cluster"}
+    creations = [{"resource_type": _TYPES[kind], "resource_name": names[kind], "resource_pattern_type": 3,
+                  "principal": "User:alice", "host": "*", "operation": _OPS[op], "permission_type": 3}
+                 for op, kind in needs]
+    with WireClient(side["plain"]) as c:
+        r = c.request(30, 3, {"creations": creations})
+    assert all(x["error_code"] == 0 for x in r["results"]), r
+
+
+def _topic(side, t, g):
+    with WireClient(side["plain"]) as c:
+        for _ in range(100):   # the group's coordinator ready (Kafka creates __consumer_offsets on demand)
+            if c.request(10, 4, {"key_type": 0, "coordinator_keys": [g]})["coordinators"][0]["error_code"] == 0:
+                break
+            time.sleep(0.1)
+        r = c.request(19, 7, {"topics": [{"name": t, "num_partitions": 1, "replication_factor": 1}],
+                              "timeout_ms": 10000})
+        assert r["topics"][0]["error_code"] in (0, 36), r
+        for _ in range(50):
+            md = c.request(3, 12, {"topics": [{"name": t}], "allow_auto_topic_creation": False})
+            if md["topics"][0]["error_code"] == 0 and md["topics"][0]["partitions"] and \
+                    md["topics"][0]["partitions"][0]["leader_id"] >= 0:
+                return
+            time.sleep(0.1)
+
+
+@pytest.mark.parametrize("case", sorted(TABLE.CASES))
+def test_denied_then_allowed(pyk_side, kafka_side, case):
+    api, version, body, needs, codes, denied = TABLE.CASES[case]
+    n = next(_n)
+    t, g, x = "dt%d" % n, "dg%d" % n, "dx%d" % n
+    answers = {}
+    for name, side in (("pyk", pyk_side), ("kafka", kafka_side)):
+        _topic(side, t, g)
+        extra = TABLE.EXTRA.get(case, [])
+        if extra:
+            _grant(side, extra, t, g, x)
+        time.sleep(0.5 if name == "kafka" else 0)   # Kafka's broker applies ACL records asynchronously
+        with _alice(side) as c:
+            answers[name] = c.request(api, version, body(t, g, x))
+    p, k = _strip(answers["pyk"]), _strip(answers["kafka"])
+    assert p == k, explain(p, k)
+    assert set(codes(answers["kafka"])) == {denied}
+    for side in (pyk_side, kafka_side):
+        _grant(side, needs, t, g, x)
+    time.sleep(1)
+    for name, side in (("pyk", pyk_side), ("kafka", kafka_side)):
+        with _alice(side) as c:
+            got = codes(c.request(api, version, body(t, g, x)))
+        assert got and denied not in got, (name, got)
