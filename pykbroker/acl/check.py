@@ -12,7 +12,7 @@ from a dict until the bindings change (the authorizer's ``generation``) or the c
 """
 from __future__ import annotations
 
-from .bindings import CLUSTER, CLUSTER_NAME, SUPPORTED_OPERATIONS
+from .bindings import CLUSTER, CLUSTER_NAME, DESCRIBE, SUPPORTED_OPERATIONS
 
 _CACHE_MAX = 4096   # per connection: a client touching more resources just recomputes
 
@@ -77,6 +77,15 @@ def cluster_allowed(ctx, operation: int) -> bool:
 def allowed_by_resource_type(ctx, operation: int, rtype: int) -> bool:
     a = getattr(ctx.connection, "authz", None)
     return a is None or a.by_resource_type(operation, rtype)
+
+
+def cluster_operations(ctx) -> int:
+    """The cluster's ``authorized_operations`` (Metadata v8-10, DescribeCluster): Kafka tells them
+    only to a client allowed DESCRIBE on the cluster, others get 0."""
+    a = getattr(ctx.connection, "authz", None)
+    if a is not None and not a.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME):
+        return 0
+    return authorized_operations(ctx, CLUSTER, CLUSTER_NAME)
 
 
 def authorized_operations(ctx, rtype: int, name: str) -> int:

@@ -33,7 +33,7 @@ Behaviour (Apache Kafka 3.x/4.x KRaft broker, KafkaApis.handleTopicMetadataReque
 from __future__ import annotations
 
 from ..acl.bindings import CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE, TOPIC
-from ..acl.check import authorized_operations, session
+from ..acl.check import authorized_operations, cluster_operations, session
 from ..protocol.acl import NOT_REQUESTED
 from ..protocol.errors import ErrorCode, KafkaError
 from ..cluster.metadata import ZERO_UUID, is_internal, is_valid_topic_name
@@ -144,7 +144,7 @@ async def handle(ctx, request):
                 t["topic_authorized_operations"] = authorized_operations(ctx, TOPIC, t["name"])
     cluster_ops = NOT_REQUESTED
     if 8 <= v <= 10 and request["include_cluster_authorized_operations"]:
-        cluster_ops = authorized_operations(ctx, CLUSTER, CLUSTER_NAME)
+        cluster_ops = cluster_operations(ctx)
     brokers = brokers_of(md, getattr(ctx.connection, "listener_name", "PLAINTEXT"))
     return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": md.cluster_id,
             "controller_id": md.controller_id, "topics": topics_out,

@@ -43,12 +43,13 @@ async def handle(ctx, request):
     v = ctx.api_version
     want_ops = request["include_authorized_operations"]
     az = session(ctx)
+    denied = []   # Kafka answers the groups the client may not describe first
     for gid in request["groups"]:
         if az is not None and not az.allowed(DESCRIBE, GROUP, gid):
             d = _dead(gid, E.GROUP_AUTHORIZATION_FAILED)
             d["group_state"] = ""   # Kafka's error entry has no state (checked: tests/differential)
             d["authorized_operations"] = _NO_OPS
-            out.append(d)
+            denied.append(d)
             continue
         ops = authorized_operations(ctx, GROUP, gid) if want_ops else _NO_OPS
         gc, err = await group_precheck(ctx, gid, create_topic=False)
@@ -77,7 +78,7 @@ async def handle(ctx, request):
                  "protocol_data": (g.protocol_name or "") if stable else "", "members": members}
         d["authorized_operations"] = ops
         out.append(d)
-    return {"throttle_time_ms": 0, "groups": out}
+    return {"throttle_time_ms": 0, "groups": denied + out}
 
 
 error_response = error_per_item("groups", "groups", _dead)

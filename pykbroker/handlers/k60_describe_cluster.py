@@ -5,7 +5,8 @@ Behaviour (Apache Kafka AuthHelper.computeDescribeClusterResponse on a broker):
   (a KRaft broker answers with a live broker id: clients cannot talk to the controllers; the
   single node reports itself), the cluster id.
 - ``include_cluster_authorized_operations``: the CLUSTER operations the authorizer allows (every
-  one without an authorizer); otherwise the "not requested" value -2147483648.
+  one without an authorizer; 0 to a client not allowed DESCRIBE on the cluster, as Kafka);
+  otherwise the "not requested" value -2147483648.
 Version notes: v2 adds ``include_fenced_brokers`` and ``is_fenced``: pykbroker's brokers are
 registered (listed, not fenced) or gone (a ZooKeeper session ended; Kafka's KRaft controller
 would list such a broker as fenced for a while), so the flag adds nothing and ``is_fenced`` is
@@ -15,8 +16,7 @@ MISMATCHED_ENDPOINT_TYPE (this is a broker endpoint), any other value UNSUPPORTE
 from __future__ import annotations
 
 from ..protocol.errors import ErrorCode
-from ..acl.bindings import CLUSTER, CLUSTER_NAME
-from ..acl.check import authorized_operations
+from ..acl.check import cluster_operations
 from ..protocol.acl import NOT_REQUESTED
 
 API_KEY = 60
@@ -41,7 +41,7 @@ async def handle(ctx, request):
                                  "endpoint of type %s" % _NAMES[et],
                 "endpoint_type": BROKER_ENDPOINT, "cluster_id": "", "brokers": []}
     md = broker.metadata_cache
-    ops = authorized_operations(ctx, CLUSTER, CLUSTER_NAME) if request["include_cluster_authorized_operations"] \
+    ops = cluster_operations(ctx) if request["include_cluster_authorized_operations"] \
         else NOT_REQUESTED
     brokers = [{"broker_id": b.broker_id, "host": e.host, "port": e.port, "rack": b.rack, "is_fenced": False}
                for b, e in md.live_endpoints(getattr(ctx.connection, "listener_name", "PLAINTEXT"))]

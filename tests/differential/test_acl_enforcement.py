@@ -150,3 +150,30 @@ def test_denied_then_allowed(pyk_side, kafka_side, case):
         with _alice(side) as c:
             got = codes(c.request(api, version, body(t, g, x)))
         assert got and denied not in got, (name, got)
+
+
+def test_authorized_operations_and_visibility(pyk_side, kafka_side):
+    """Metadata's topic_authorized_operations, all-topics visibility, DescribeCluster's cluster
+    operations and DescribeGroups' group operations for a user with a few bindings."""
+    n = next(_n)
+    t, hidden, g = "ops%d" % n, "hidden%d" % n, "opsg%d" % n
+    answers = {}
+    for name, side in (("pyk", pyk_side), ("kafka", kafka_side)):
+        _topic(side, t, g)
+        _topic(side, hidden, g)
+        _grant(side, [("WRITE", "topic"), ("ALTER_CONFIGS", "topic"), ("READ", "group"),
+                      ("DESCRIBE_CONFIGS", "cluster")], t, g, "unused")
+        time.sleep(1 if name == "kafka" else 0)
+        with _alice(side) as c:
+            named = c.request(3, 12, {"topics": [{"name": t}, {"name": hidden}, {"name": "missing%d" % n}],
+                                      "allow_auto_topic_creation": False, "include_topic_authorized_operations": True})
+            every = c.request(3, 12, {"topics": None, "include_topic_authorized_operations": True})
+            cluster = c.request(60, 1, {"include_cluster_authorized_operations": True})
+            groups = c.request(15, 5, {"groups": [g, "other%d" % n], "include_authorized_operations": True})
+        answers[name] = (
+            [(x["name"], x["error_code"], x["topic_authorized_operations"]) for x in named["topics"]],
+            sorted((x["name"], x["topic_authorized_operations"]) for x in every["topics"]
+                   if x["name"] in (t, hidden)),
+            cluster["cluster_authorized_operations"],
+            [(x["group_id"], x["error_code"], x["authorized_operations"]) for x in groups["groups"]])
+    assert answers["pyk"] == answers["kafka"], answers
