@@ -16,6 +16,9 @@ replica_id; v4 is flexible.
 """
 from __future__ import annotations
 
+from ..acl.bindings import CLUSTER, CLUSTER_ACTION, CLUSTER_NAME, DESCRIBE, TOPIC
+from ..acl.check import session
+from ..protocol.errors import ErrorCode, KafkaError
 from .common import PartitionResponses, leader_partition
 
 API_KEY = 23
@@ -29,8 +32,13 @@ error_response = RESPONSES.error_response
 
 async def handle(ctx, request):
     rm = ctx.broker.replica_manager
+    az = session(ctx)
+    if az is not None and request["replica_id"] >= 0 and not az.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME):
+        raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)   # a follower's request (Kafka)
 
     async def answer(name, p):
+        if az is not None and not az.allowed(DESCRIBE, TOPIC, name):
+            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         partition = leader_partition(rm, name, p["partition"], p["current_leader_epoch"])
         epoch, end = partition.end_offset_for_epoch(p["leader_epoch"])
         return {"partition": p["partition"], "error_code": 0, "leader_epoch": epoch, "end_offset": end}

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import trio
 
-from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode
+from ..acl.bindings import ALTER
+from ..acl.check import cluster_allowed
+from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode, KafkaError
 
 API_KEY = 43
 MIN_VERSION = 0
@@ -38,6 +40,16 @@ _MESSAGES = {
 
 
 async def handle(ctx, request):
+    if not cluster_allowed(ctx, ALTER):
+        # ALTER on the cluster; Kafka's controller answers every named partition with its
+        # exception's text (which names the request object: pykbroker names the API)
+        msg = "Request ElectLeaders needs ALTER permission."
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                "replica_election_results": [
+                    {"topic": t["topic"], "partition_result": [
+                        {"partition_id": p, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                         "error_message": msg} for p in t["partitions"]]}
+                    for t in request["topic_partitions"] or []]}
     v = ctx.api_version
     cache = ctx.broker.metadata_cache
     etype = request["election_type"] if v >= 1 else PREFERRED

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import trio
 
-from ..protocol.errors import ErrorCode
+from ..acl.bindings import ALTER
+from ..acl.check import cluster_allowed
+from ..protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 45
 MIN_VERSION = 0
@@ -42,6 +44,18 @@ def _single_node(cache, topic, p, target):
 
 
 async def handle(ctx, request):
+    if not cluster_allowed(ctx, ALTER):
+        # ALTER on the cluster; Kafka's controller answers every partition and the top level
+        # with its exception's text (which names the request object: pykbroker names the API)
+        msg = "Request AlterPartitionReassignments needs ALTER permission."
+        responses: dict = {}
+        for t in request["topics"]:
+            responses.setdefault(t["name"], []).extend(
+                {"partition_index": p["partition_index"], "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                 "error_message": msg} for p in t["partitions"])
+        return {"throttle_time_ms": 0, "allow_replication_factor_change": True,
+                "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), "error_message": msg,
+                "responses": [{"name": t, "partitions": parts} for t, parts in responses.items()]}
     v = ctx.api_version
     cache = ctx.broker.metadata_cache
     allow_rf = request["allow_replication_factor_change"] if v >= 1 else True

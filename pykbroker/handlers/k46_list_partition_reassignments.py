@@ -7,12 +7,20 @@ not reassigning ones are left out, as Kafka does).  A single node never has one.
 """
 from __future__ import annotations
 
+from ..acl.bindings import DESCRIBE
+from ..acl.check import cluster_allowed
+from ..protocol.errors import ErrorCode
+
 API_KEY = 46
 MIN_VERSION = 0
 MAX_VERSION = 0
 
 
 async def handle(ctx, request):
+    if not cluster_allowed(ctx, DESCRIBE):
+        # DESCRIBE on the cluster (Kafka's text names the request object: pykbroker names the API)
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                "error_message": "Request ListPartitionReassignments needs DESCRIBE permission.", "topics": []}
     listing = getattr(ctx.broker.controller, "reassignments", None)
     wanted = None
     if request["topics"] is not None:

@@ -14,12 +14,21 @@ log dir).  Producers are listed by producer id.
 """
 from __future__ import annotations
 
+from ..acl.bindings import READ, TOPIC
+from ..acl.check import allowed
 from ..protocol.errors import ErrorCode, KafkaError
 from .common import leader_partition
 
 API_KEY = 61
 MIN_VERSION = 0
 MAX_VERSION = 0
+
+
+def _denied(index: int) -> dict:
+    """READ on the topic is required (Kafka)."""
+    return {"partition_index": index, "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+            "error_message": "Topic authorization failed.",
+            "active_producers": []}
 
 
 def _partition(replica_manager, metadata, topic: str, index: int) -> dict:
@@ -45,5 +54,6 @@ def _partition(replica_manager, metadata, topic: str, index: int) -> dict:
 async def handle(ctx, request):
     rm, md = ctx.broker.replica_manager, ctx.broker.metadata_cache
     return {"throttle_time_ms": 0, "topics": [
-        {"name": t["name"], "partitions": [_partition(rm, md, t["name"], p) for p in t["partition_indexes"]]}
+        {"name": t["name"], "partitions": [_partition(rm, md, t["name"], p) if allowed(ctx, READ, TOPIC, t["name"])
+                                           else _denied(p) for p in t["partition_indexes"]]}
         for t in request["topics"]]}

@@ -113,6 +113,19 @@ CASES = {
                                  [("READ", "group")], lambda r: [r["error_code"]], 30),
     "consumer_group_describe": (69, 0, lambda t, g, x: {"group_ids": [g], "include_authorized_operations": True},
                                 [("DESCRIBE", "group")], lambda r: [x["error_code"] for x in r["groups"]], 30),
+    "offset_for_leader_epoch": (23, 4, lambda t, g, x: {"replica_id": -1, "topics": [
+        {"topic": t, "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]},
+        [("DESCRIBE", "topic")], lambda r: _parts(r, "topics", "partitions"), 29),
+    "elect_leaders": (43, 2, lambda t, g, x: {"election_type": 0, "topic_partitions": [{"topic": t, "partitions": [0]}]},
+                      [("ALTER", "cluster")],
+                      lambda r: [p["error_code"] for t in r["replica_election_results"] for p in t["partition_result"]],
+                      31),
+    "alter_reassignments": (45, 0, lambda t, g, x: {"topics": [{"name": t, "partitions": [
+        {"partition_index": 0, "replicas": None}]}]}, [("ALTER", "cluster")], lambda r: [r["error_code"]], 31),
+    "list_reassignments": (46, 0, lambda t, g, x: {"topics": None},
+                           [("DESCRIBE", "cluster")], lambda r: [r["error_code"]], 31),
+    "describe_producers": (61, 0, lambda t, g, x: {"topics": [{"name": t, "partition_indexes": [0]}]},
+                           [("READ", "topic")], lambda r: _parts(r, "topics", "partitions"), 29),
 }
 
 # what else a case needs so that only the binding under test is missing

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import re
 import socket
 import time
 from pathlib import Path
@@ -86,7 +87,15 @@ def _alice(side):
     return c
 
 
+_REQUEST_TEXT = re.compile(r"^Request .* needs (\w+) permission\.$", re.S)
+
+
 def _strip(x):
+    if isinstance(x, str) and x.startswith("Request "):
+        # Kafka's controller puts its request object's toString in these messages; pykbroker
+        # names the API: only "needs X permission." is compared
+        m = _REQUEST_TEXT.match(x)
+        return m.group(1) if m else x
     if isinstance(x, dict):
         return {k: _strip(v) for k, v in x.items() if k not in VOLATILE}
     if isinstance(x, list):
@@ -142,7 +151,7 @@ def test_denied_then_allowed(pyk_side, kafka_side, case):
             answers[name] = c.request(api, version, body(t, g, x))
     p, k = _strip(answers["pyk"]), _strip(answers["kafka"])
     assert p == k, explain(p, k)
-    assert set(codes(answers["kafka"])) == {denied}
+    assert set(codes(answers["kafka"])) == {denied}, answers
     for side in (pyk_side, kafka_side):
         _grant(side, needs, t, g, x)
     time.sleep(1)
@@ -150,6 +159,12 @@ def test_denied_then_allowed(pyk_side, kafka_side, case):
         with _alice(side) as c:
             got = codes(c.request(api, version, body(t, g, x)))
         assert got and denied not in got, (name, got)
+    for side in (pyk_side, kafka_side):   # the next case starts without alice's bindings
+        with WireClient(side["plain"]) as c:
+            c.request(31, 3, {"filters": [{"resource_type_filter": 1, "resource_name_filter": None,
+                                            "pattern_type_filter": 1, "principal_filter": "User:alice",
+                                            "host_filter": None, "operation": 1, "permission_type": 1}]})
+    time.sleep(1)
 
 
 def test_authorized_operations_and_visibility(pyk_side, kafka_side):
