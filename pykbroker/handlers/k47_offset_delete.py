@@ -9,6 +9,8 @@ Deleting an offset that was never committed succeeds.
 """
 from __future__ import annotations
 
+from ..acl.bindings import DELETE, GROUP, READ, TOPIC
+from ..acl.check import session
 from ..coordinator.group.api import group_precheck
 from ..protocol.errors import ErrorCode as E
 
@@ -23,6 +25,9 @@ def _top(code):
 
 async def handle(ctx, request):
     gid = request["group_id"]
+    az = session(ctx)
+    if az is not None and not az.allowed(DELETE, GROUP, gid):
+        return _top(E.GROUP_AUTHORIZATION_FAILED)   # DELETE on the group, first (Kafka)
     if not gid:
         return _top(E.INVALID_GROUP_ID)
     gc, err = await group_precheck(ctx, gid, create_topic=False)
@@ -41,7 +46,9 @@ async def handle(ctx, request):
     for t in request["topics"]:
         parts = []
         for p in t["partitions"]:
-            if t["name"] in subscribed:
+            if az is not None and not az.allowed(READ, TOPIC, t["name"]):
+                code = E.TOPIC_AUTHORIZATION_FAILED   # READ on the topic (Kafka)
+            elif t["name"] in subscribed:
                 code = E.GROUP_SUBSCRIBED_TO_TOPIC
             else:
                 code = E.NONE

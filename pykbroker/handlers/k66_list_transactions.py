@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 
+from ..acl.bindings import DESCRIBE, TRANSACTIONAL_ID
+from ..acl.check import allowed
 from ..coordinator.txn.state_log import STATES_BY_NAME
 from ..protocol.errors import ErrorCode as E
 
@@ -43,4 +45,5 @@ async def handle(ctx, request):
                                        request["duration_filter"] if ctx.api_version >= 1 else -1)
     return {"throttle_time_ms": 0, "error_code": code, "unknown_state_filters": unknown,
             "transaction_states": [{"transactional_id": t, "producer_id": p, "transaction_state": s}
-                                   for t, p, s in found if matches is None or matches(t)]}
+                                   for t, p, s in found if (matches is None or matches(t))
+                                   and allowed(ctx, DESCRIBE, TRANSACTIONAL_ID, t)]}

@@ -126,6 +126,10 @@ CASES = {
                            [("DESCRIBE", "cluster")], lambda r: [r["error_code"]], 31),
     "describe_producers": (61, 0, lambda t, g, x: {"topics": [{"name": t, "partition_indexes": [0]}]},
                            [("READ", "topic")], lambda r: _parts(r, "topics", "partitions"), 29),
+    "offset_delete_group": (47, 0, lambda t, g, x: {"group_id": g, "topics": [{"name": t, "partitions": [
+        {"partition_index": 0}]}]}, [("DELETE", "group")], lambda r: [r["error_code"]], 30),
+    "describe_transactions": (65, 0, lambda t, g, x: {"transactional_ids": [x]}, [("DESCRIBE", "transactional_id")],
+                              lambda r: [s["error_code"] for s in r["transaction_states"]], 53),
 }
 
 # what else a case needs so that only the binding under test is missing
