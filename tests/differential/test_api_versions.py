@@ -24,10 +24,6 @@ def ranges(target):
     return _cache[target.name]
 
 
-# Produce: both advertise a v0 floor (KAFKA-18659, for librdkafka) and serve v3+.
-XFAIL = {}
-
-
 # Everything Apache Kafka 4.4 advertises that pykbroker does not, or with a lower maximum: the only
 # differences allowed in ``test_same_ranges_as_kafka`` (the same list lives in SKIPPED.md).
 # key -> (pykbroker's range or None when not advertised, why).
@@ -51,8 +47,7 @@ def test_same_ranges_as_kafka(both):
         diff, {key: rng for key, (rng, _) in EXCLUDED.items()})
 
 
-@pytest.mark.parametrize("api_key", [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=XFAIL[k]))
-                                     if k in XFAIL else k for k in HANDLERS])
+@pytest.mark.parametrize("api_key", HANDLERS)
 def test_advertised_range(both, api_key):
     p = ranges(both.pyk)
     k = ranges(both.kafka)

@@ -14,10 +14,14 @@ cluster in a few seconds; failover waits for the brokers' session timeouts (a fe
 the settings below).  The whole module takes about 1.5 minutes, so it runs with the rest of the differential suite
 (not under ``PYKBROKER_QUICK=1``).
 
-Known difference (xfail strict, SKIPPED.md): a partition whose only in-sync replica died keeps
-that replica in its ISR on pykbroker (the ZooKeeper-era controller's rule, so it leads again
-cleanly when it returns); Kafka 4.x's KRaft controller with eligible leader replicas (KIP-966)
-empties the ISR and remembers the replica as eligible instead.
+Known difference (SKIPPED.md), asserted exactly: a partition whose only in-sync replica died
+keeps that replica in its ISR on pykbroker (the ZooKeeper-era controller's rule, so it leads
+again cleanly when it returns); Kafka 4.x's KRaft controller with eligible leader replicas
+(KIP-966) empties the ISR and remembers the replica as eligible instead.
+
+Order: the healthy-cluster tests take the ``healthy`` fixture, which fails if a node was already
+killed; the tests after the kill take ``after_kill``, which kills node 3 on both sides once per
+module and hands both answers over (no module globals).
 """
 from __future__ import annotations
 
@@ -187,21 +191,31 @@ def both(sides, fn, *args):
 
 
 # ----------------------------------------------------------------------------- tests
+@pytest.fixture
+def healthy(sides):
+    """The sides, checked to be still whole: these tests describe the cluster before the kill."""
+    for s in sides:
+        if s.live != set(NODES):
+            pytest.fail("%s: node(s) %s already killed; the healthy-cluster tests must run before "
+                        "after_kill" % (s, sorted(set(NODES) - s.live)), pytrace=False)
+    return sides
+
+
 @pytest.mark.parametrize("node", NODES)
 @pytest.mark.parametrize("version", [1, 9, 12])
-def test_metadata_of_a_healthy_cluster(sides, node, version):
-    p, k = both(sides, lambda s: norm_metadata(s, metadata(s, node, ["dc-assigned", "dc-failover", "dc-solo"],
+def test_metadata_of_a_healthy_cluster(healthy, node, version):
+    p, k = both(healthy, lambda s: norm_metadata(s, metadata(s, node, ["dc-assigned", "dc-failover", "dc-solo"],
                                                               version)))
     assert p == k, explain(p, k)
 
 
 @pytest.mark.parametrize("version", [0, 1, 2])
-def test_describe_cluster_of_a_healthy_cluster(sides, version):
-    p, k = both(sides, describe_cluster, 2, version)
+def test_describe_cluster_of_a_healthy_cluster(healthy, version):
+    p, k = both(healthy, describe_cluster, 2, version)
     assert p == k, explain(p, k)
 
 
-def test_offset_for_leader_epoch_before_a_leader_change(sides):
+def test_offset_for_leader_epoch_before_a_leader_change(healthy):
     def scenario(s):
         produce(s, 3, "dc-failover", [b"a", b"b", b"c"])
         return {
@@ -210,15 +224,13 @@ def test_offset_for_leader_epoch_before_a_leader_change(sides):
             "follower": offset_for_leader_epoch(s, 1, "dc-failover", 0, [0]),
             "as_replica": offset_for_leader_epoch(s, 3, "dc-failover", 0, [0], replica_id=1),
         }
-    p, k = both(sides, scenario)
+    p, k = both(healthy, scenario)
     assert p == k, explain(p, k)
 
 
-_after_kill: dict = {}
-
-
 def _without_leaderless_isr(out):
-    """The answers with the ISR of dc-solo (leaderless) taken out: see the xfail below."""
+    """The answers with the ISR of dc-solo (leaderless) taken out: asserted apart in
+    test_isr_of_a_partition_without_live_in_sync_replica."""
     out = {**out, "metadata": {n: {**m, "topics": [
         {**t, "partitions": [{**p, "isr_nodes": "<see test_isr_of_a_partition_without_live_in_sync_replica>"}
                              for p in t["partitions"]]} if t["name"] == "dc-solo" else t
@@ -226,9 +238,11 @@ def _without_leaderless_isr(out):
     return out
 
 
-def test_after_the_kill_of_a_leader(sides):
-    """SIGKILL node 3: dc-failover's leader moves to the next in-sync replica (node 1) with a
-    new leader epoch; dc-solo (only on node 3) has no leader; the others see 2 brokers."""
+@pytest.fixture(scope="module")
+def after_kill(sides):
+    """SIGKILL node 3 on both sides (once per module): dc-failover's leader moves to the next
+    in-sync replica (node 1) with a new leader epoch; dc-solo (only on node 3) has no leader; the
+    others see 2 brokers.  -> (what pykbroker answered, what Kafka answered)."""
     def scenario(s):
         s.kill(3)
 
@@ -253,19 +267,18 @@ def test_after_the_kill_of_a_leader(sides):
             "leaderless": offset_for_leader_epoch(s, 1, "dc-solo", 0, [0]),
         }
         return out
-    p, k = both(sides, scenario)
-    _after_kill.update(pykbroker=p, kafka=k)
-    p, k = _without_leaderless_isr(p), _without_leaderless_isr(k)
+    return both(sides, scenario)
+
+
+def test_after_the_kill_of_a_leader(after_kill):
+    p, k = (_without_leaderless_isr(x) for x in after_kill)
     assert p == k, explain(p, k)
 
 
-@pytest.mark.xfail(strict=True, reason="pykbroker keeps the dead last in-sync replica in the ISR (ZooKeeper-era "
-                                       "controller); Kafka 4.x (KRaft, KIP-966 eligible leader replicas) answers "
-                                       "an empty ISR")
-def test_isr_of_a_partition_without_live_in_sync_replica(sides):
-    if not _after_kill:
-        pytest.fail("test_after_the_kill_of_a_leader did not run")
-    isr = {side: {n: [t["partitions"][0]["isr_nodes"] for t in m["topics"] if t["name"] == "dc-solo"]
-                  for n, m in out["metadata"].items()} for side, out in _after_kill.items()}
-    # pykbroker: [3] on both live brokers; Kafka: []
-    assert isr["pykbroker"] == isr["kafka"], isr
+def test_isr_of_a_partition_without_live_in_sync_replica(after_kill):
+    """The documented difference, exactly: dc-solo's ISR as nodes 1 and 2 report it after its
+    only replica (node 3) died -- [3] on pykbroker, [] on Kafka."""
+    isr = {side: {n: [t["partitions"][0]["isr_nodes"] for t in out["metadata"][n]["topics"]
+                      if t["name"] == "dc-solo"] for n in (1, 2)}
+           for side, out in zip(("pykbroker", "kafka"), after_kill)}
+    assert isr == {"pykbroker": {1: [[3]], 2: [[3]]}, "kafka": {1: [[]], 2: [[]]}}, isr
