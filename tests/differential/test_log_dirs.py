@@ -92,8 +92,12 @@ def scenario(t):
         f = wire.fetch_part(wire.fetch(c, TOPIC, 0, 0, max_bytes=10 << 20, partition_max_bytes=10 << 20))
         recs = [r_ for b in wire.decode_batches(f["records"]) for r_ in b[2]]
         out.append(("read", f["high_watermark"], f["log_start_offset"], len(recs), recs[0], recs[-1]))
+        # v1, every topic (topics null): each dir with what it holds, by role as above
         r = c.request(35, 1, {"topics": None})
-        out.append(("v1_all", sorted(len(x["topics"]) >= 0 for x in r["results"])))
+        out.append(("v1_all", by_role({x["log_dir"]: (x["error_code"], sorted(
+            (t["name"], p["partition_index"], p["partition_size"], p["offset_lag"], p["is_future_key"])
+            for t in x["topics"] for p in t["partitions"] if not t["name"].startswith("__")))
+            for x in r["results"]}, current)))
     return out
 
 
