@@ -16,7 +16,7 @@ from pykbroker.protocol.records import validate_produce_records
 from pykbroker.storage import KafkaStorageError, LogConfig
 from pykbroker.storage.faultfs import FaultFS
 
-from .model import (TOPIC, checkpoint_recovery_points, log_bytes, make_batch, produce, recover_and_check,
+from .model import (T0, TOPIC, checkpoint_recovery_points, log_bytes, make_batch, produce, recover_and_check,
                     shutdown)
 
 NEVER = (1 << 63) - 1
@@ -204,9 +204,17 @@ def test_damaged_index_files(root, fs, damage, clean):
     assert figs.acked_lost == 0 and figs.bytes_truncated == 0
     seg = [s for s in lg.segments if s.base_offset == base][0]
     assert len(seg.offset_index) > 0   # rebuilt
-    # timestamp lookups work again
-    w = run.written[len(run.written) // 2]
-    assert lg.offset_for_timestamp(0)[0] == 0
+    # timestamp lookups into the damaged segment work again: for every record of every batch in
+    # it, its own timestamp finds it (record j of batch i carries T0 + 10 i + j, all distinct and
+    # increasing), and a timestamp between two batches finds the next batch's first record
+    nxt = min((s.base_offset for s in lg.segments if s.base_offset > base), default=None)
+    inside = [(i, w) for i, w in enumerate(run.written) if w.first >= base and (nxt is None or w.last < nxt)]
+    assert len(inside) >= 3, "the damaged segment holds too few batches to test lookups"
+    for i, w in inside:
+        for j in range(w.last - w.first + 1):
+            assert lg.offset_for_timestamp(T0 + 10 * i + j)[:2] == (w.first + j, T0 + 10 * i + j), (i, j)
+        if i + 1 < len(run.written):
+            assert lg.offset_for_timestamp(T0 + 10 * i + 9)[0] == run.written[i + 1].first, i
 
 
 # --------------------------------------------------------------------------- ENOSPC / EIO / EROFS
