@@ -8,7 +8,7 @@ import time
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from .helpers import cli, cli_json, name, scrub, wait_topic
+from .helpers import cli, cli_json, name, same_as_kafka, scrub, wait_topic
 
 
 def _commit(t, group, topic, offsets, timeout=60.0):
@@ -99,7 +99,6 @@ def test_groups(both):
         return scrub(seen)
 
     p, k = both(scenario)
-    assert p == k
     # offsets only, never joined: no protocol type, a "simple" group on both brokers
     assert p["list"] == [{"group": group, "state": "empty", "type": "classic", "simple": True}]
     assert p["describe_empty"] == [{
@@ -122,6 +121,7 @@ def test_groups(both):
     assert [(o["partition"], o["lag"], o["client_id"]) for o in active["offsets"]] == \
         [(0, 10, "cli-test-member"), (1, 5, "cli-test-member")]
     assert p["delete"] == [{"group": group, "deleted": True, "error": None}]
+    same_as_kafka(p, k)
 
 
 def test_reset_to_timestamp(target):
