@@ -101,6 +101,7 @@ class GroupCoordinator(CoordinatorService):
         self.group_max_size = self.config["group.max.size"]
         self.retention_ms = self.config["offsets.retention.minutes"] * 60000
         self.retention_check_s = self.config["offsets.retention.check.interval.ms"] / 1000.0
+        self.expiry_passes = 0   # periodic offset-expiry passes finished (for logs and tests)
         # KIP-848 consumer groups (consumer.py), KIP-932 share groups (share.py) and KIP-1071
         # streams groups (streams.py): each manager is built, and its module imported, by its
         # first use (a group of that type loaded from __consumer_offsets, or a request): a broker
@@ -453,6 +454,7 @@ class GroupCoordinator(CoordinatorService):
                 self.expire_offsets(self.now_ms())
             except Exception:
                 log.exception("offset expiry failed")
+            self.expiry_passes += 1
 
     def expire_offsets(self, now_ms: int) -> int:
         """offsets.retention.minutes: returns how many offsets were expired."""
