@@ -199,6 +199,15 @@ def _join(c, group, session_ms, member_id=""):
         return r
 
 
+def _timers_fired(b):
+    """Return once the broker's loop has fired every timer due at the clock's current reading.
+    trio expires every passed deadline in the loop turn that first sees the new time and runs
+    each woken task in that turn's batch; a call handed to the loop after ``advance`` runs in
+    that batch or a later one, so a second call runs after the batch with the timers."""
+    for _ in range(2):
+        b._sync(lambda br: None)
+
+
 def test_session_timeout_fires_when_the_clock_is_advanced():
     with pykbroker.Broker(config=TEST_CONFIG) as b:
         with wire.WireClient(b.bootstrap_servers, timeout=20) as c:
@@ -209,8 +218,15 @@ def test_session_timeout_fires_when_the_clock_is_advanced():
                                   "group_instance_id": None, "assignments": [{"member_id": mid, "assignment": b""}]})
             assert s["error_code"] == 0
             assert b.wait_for_group_stable("clk-g", members=1).members[0].member_id == mid
-            time.sleep(0.5)
-            assert len(b.group("clk-g").members) == 1   # 60 s session: nothing expires on its own
+            # 50 s into the 60 s session (10 s of real time to spare): the member stays.  The
+            # loop has fired every timer due by then once two calls queued after the advance
+            # came back (see _timers_fired); a heartbeat is still accepted
+            b.clock.advance(50)
+            _timers_fired(b)
+            assert len(b.group("clk-g").members) == 1
+            h = c.request(12, 3, {"group_id": "clk-g", "generation_id": r["generation_id"], "member_id": mid,
+                                  "group_instance_id": None})
+            assert h["error_code"] == 0
             t0 = time.monotonic()
             b.clock.advance(61)
             wait_until(lambda: b.group("clk-g").state == "Empty", timeout=5, what="member expiry")
@@ -237,7 +253,11 @@ def test_frozen_clock_holds_the_initial_rebalance_delay_until_advanced():
 
         t = threading.Thread(target=join)
         t.start()
-        t.join(4)   # more than the 3 s delay in real time
+        # the join arrived (the group waits in PreparingRebalance), then more than the 3 s
+        # delay in real time
+        wait_until(lambda: getattr(b.group("frozen-g"), "state", None) == "PreparingRebalance",
+                   timeout=10, what="the join to arrive")
+        t.join(4)
         assert t.is_alive() and "r" not in answer
         assert b.clock.time_ms() == t_before   # frozen
         b.clock.advance(3.5)
@@ -258,8 +278,10 @@ def test_retention_ms_deletes_segments_when_the_clock_is_advanced():
         assert len(_values(b, "ret-t")) == 6
         segs = b._sync(lambda br: len(br.log_manager.get_log("ret-t", 0).segments))
         assert segs >= 3
-        b.clock.advance(1800)   # half the retention: nothing goes
-        time.sleep(0.3)
+        passes = b._sync(lambda br: br.log_manager.retention.passes)
+        b.clock.advance(1800)   # half the retention: a retention pass runs and nothing goes
+        wait_until(lambda: b._sync(lambda br: br.log_manager.retention.passes) > passes, timeout=10,
+                   what="a retention pass")
         assert len(_values(b, "ret-t")) == 6
         b.clock.advance(3600)   # past retention.ms and past the 5-minute retention check
         wait_until(lambda: wire.list_offsets(b.bootstrap_servers, "ret-t", 0, -2)["offset"] > 0,
@@ -273,11 +295,21 @@ def test_retention_ms_deletes_segments_when_the_clock_is_advanced():
         assert _values(b, "ret-t")[-1] == b"late"
 
 
+def _advance_past_an_expiry_pass(b, seconds):
+    """Advance the clock and wait until the group coordinator's offset-expiry pass has run."""
+    passes = b._sync(lambda br: br.group_coordinator.expiry_passes)
+    b.clock.advance(seconds)
+    wait_until(lambda: b._sync(lambda br: br.group_coordinator.expiry_passes) > passes, timeout=10,
+               what="an offset expiry pass")
+
+
 def test_offsets_retention_expires_an_empty_groups_offsets():
     from kafka import KafkaConsumer, TopicPartition
     from kafka.structs import OffsetAndMetadata
 
-    cfg = dict(TEST_CONFIG, **{"offsets.retention.minutes": "10"})
+    # checked every minute (default 10): a check runs 5 minutes after the commit and finds the
+    # offsets too young
+    cfg = dict(TEST_CONFIG, **{"offsets.retention.minutes": "10", "offsets.retention.check.interval.ms": "60000"})
     with pykbroker.Broker(config=cfg) as b:
         b.create_topic("oret-t")
         c = KafkaConsumer(bootstrap_servers=b.bootstrap_servers, group_id="oret-g", enable_auto_commit=False)
@@ -286,10 +318,9 @@ def test_offsets_retention_expires_an_empty_groups_offsets():
         finally:
             c.close()
         assert b.committed_offsets("oret-g") == {("oret-t", 0): 7}
-        b.clock.advance(5 * 60)
-        time.sleep(0.3)
+        _advance_past_an_expiry_pass(b, 5 * 60)
         assert b.committed_offsets("oret-g") == {("oret-t", 0): 7}
-        b.clock.advance(6 * 60)   # past the 10 minutes and the 10-minute expiry check
+        b.clock.advance(6 * 60)   # past the 10 minutes: the next check expires them
         wait_until(lambda: b.committed_offsets("oret-g") == {}, timeout=10, what="offsets expiry")
 
 
@@ -315,8 +346,7 @@ def test_transactionally_committed_offsets_expire_on_the_broker_clock():
             c.close()
         p.commit_transaction(30)
         wait_until(lambda: b.committed_offsets("oret-tx-g") == {("oret-tx", 0): 5}, timeout=10, what="txn offsets")
-        b.clock.advance(5 * 60)   # an expiry check runs: 5 minutes after the commit, not 65
-        time.sleep(0.3)
+        _advance_past_an_expiry_pass(b, 5 * 60)   # an expiry check runs: 5 minutes after the commit, not 65
         assert b.committed_offsets("oret-tx-g") == {("oret-tx", 0): 5}
         b.clock.advance(6 * 60)
         wait_until(lambda: b.committed_offsets("oret-tx-g") == {}, timeout=10, what="offsets expiry")
