@@ -73,6 +73,30 @@ def test_cooperative_sticky_join_and_leave_under_load(gbroker, tmp_path):
                 w.stop()
 
 
+def _generations(workers):
+    """Each worker's latest logged generation, or None until every one has logged one."""
+    gens = []
+    for w in workers:
+        g = [int(ln.split()[1]) for ln in w.lines() if ln.startswith("G ")]
+        if not g:
+            return None
+        gens.append(g[-1])
+    return gens
+
+
+def _heartbeat(bootstrap, group, generation, instance):
+    """The error code of a Heartbeat for the static member ``instance`` (its member id from
+    DescribeGroups) in ``generation``: what the broker's group state is right now."""
+    from pykbroker.testing import wire
+
+    with wire.WireClient(bootstrap, timeout=20) as c:
+        g = c.request(15, 5, {"groups": [group], "include_authorized_operations": False})["groups"][0]
+        member = [m["member_id"] for m in g["members"] if m["group_instance_id"] == instance]
+        assert len(member) == 1, g
+        return c.request(12, 4, {"group_id": group, "generation_id": generation, "member_id": member[0],
+                                 "group_instance_id": instance})["error_code"]
+
+
 def test_static_member_restart_without_rebalance(gbroker, tmp_path):
     """KIP-345: a static member killed and restarted within its session timeout gets its
     partitions back and the other members see no rebalance at all."""
@@ -83,17 +107,26 @@ def test_static_member_restart_without_rebalance(gbroker, tmp_path):
                       **opts) for i in range(3)]
     try:
         asgs = wait_stable(workers)
-        time.sleep(1.0)
+        # the generation every member was assigned in (each logs "G <generation> ...")
+        gens = wait_until(lambda: _generations(workers), 20, 0.1, "every member's generation")
+        assert len(set(gens)) == 1, gens
+        generation = gens[0]
+        assert _heartbeat(gbroker.bootstrap, group, generation, "inst-1") == 0
         before = [w.assignment_events() for w in workers]
         workers[0].kill9()
         w0b = Worker(tmp_path, "confluent", gbroker.bootstrap, topic, group, "s0b", instance="inst-0", **opts)
         wait_until(lambda: w0b.assignment(), 20, 0.1, "restarted static member assigned")
         assert w0b.assignment() == asgs[0]
+        # no rebalance: the broker decided when the restarted member joined, before it got its
+        # assignment, so the group is now still in the same generation and not rebalancing
+        # (a survivor's heartbeat in that generation: 0, not REBALANCE_IN_PROGRESS or
+        # ILLEGAL_GENERATION)
+        assert _heartbeat(gbroker.bootstrap, group, generation, "inst-1") == 0
         produce(gbroker.bootstrap, topic, 120)
         seen = wait_consumed([workers[1], workers[2], w0b], 120)
         assert sorted(seen) == list(range(120))
-        time.sleep(1.0)
-        # no rebalance: the survivors' assignment never changed
+        assert _heartbeat(gbroker.bootstrap, group, generation, "inst-2") == 0
+        # and the survivors' assignment never changed
         assert [w.assignment_events() for w in workers[1:]] == before[1:]
         workers.append(w0b)
     finally:
