@@ -100,6 +100,23 @@ def committed_output(bs, out) -> dict:
     return got
 
 
+def committed_input(bs, group, topic, partitions=3) -> int:
+    """The input offsets the application's group has committed (Streams commits them in its
+    transactions), summed over the partitions; 0 while OffsetFetch cannot answer (a pending
+    transaction's offsets are unstable)."""
+    from confluent_kafka import KafkaException
+
+    # never subscribes: reads the group's offsets without joining it
+    c = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False})
+    try:
+        got = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+    except KafkaException:
+        return 0
+    finally:
+        c.close()
+    return sum(max(tp.offset, 0) for tp in got)
+
+
 def test_streams_word_count_exactly_once_through_kill9(tmp_path):
     classpath = build_classpath()
     rng = random.Random(12)
@@ -116,14 +133,21 @@ def test_streams_word_count_exactly_once_through_kill9(tmp_path):
             for w in line.split():
                 expected[w] = expected.get(w, 0) + 1
         produced = []
+        sent = [0]
+        # the feeder holds a third of the input back until each kill happened, so both kills
+        # land with input still to come, whatever the machine's speed
+        gates = {len(lines) // 3: threading.Event(), 2 * len(lines) // 3: threading.Event()}
 
         def produce():
             # paced, so the kills below land while the application is processing; idempotent
             # and flushed, so every line is in the input exactly once whatever the broker does
             p = Producer({"bootstrap.servers": b.bootstrap, "enable.idempotence": True, "linger.ms": 5})
             for i, line in enumerate(lines):
+                if i in gates:
+                    gates[i].wait(300)
                 p.produce(inp, value=line.encode(), key=b"%d" % i)
                 p.poll(0)
+                sent[0] = i + 1
                 time.sleep(0.01)
             produced.append(p.flush(120))
 
@@ -132,16 +156,27 @@ def test_streams_word_count_exactly_once_through_kill9(tmp_path):
         wait_until(app.running, 120, what="streams RUNNING")
         feeder = threading.Thread(target=produce, daemon=True)
         feeder.start()
-        time.sleep(2.5)
+        # mid-run: the application has committed a transaction (input offsets of its group
+        # moved), and input is still to come
+        wait_until(lambda: committed_input(b.bootstrap, app_id, inp) > 0, 120, what="a first committed transaction")
+        at_kill = sent[0]
         app.kill()                                    # kill -9 of the application mid-run
+        assert at_kill < len(lines)
+        gates[len(lines) // 3].set()
         app = App(classpath, b.bootstrap, app_id, inp, out, tmp_path / "state2").start()
         try:
             wait_until(app.running, 120, what="streams RUNNING after kill")
         except AssertionError:
             raise AssertionError("app log:\n" + app.text() + "\nbroker log:\n" + b.log_text()[-5000:])
-        time.sleep(1.0)
+        # the restarted application has committed a transaction of its own
+        before = committed_input(b.bootstrap, app_id, inp)
+        wait_until(lambda: committed_input(b.bootstrap, app_id, inp) > before, 120,
+                   what="a transaction committed after the restart")
+        at_kill = sent[0]
         b.kill()                                      # kill -9 of the broker mid-run
+        assert at_kill < len(lines)
         b.start()
+        gates[2 * len(lines) // 3].set()
         feeder.join(180)
         assert produced == [0], "the input was not fully written"
 
