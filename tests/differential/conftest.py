@@ -50,6 +50,14 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip)
 
 
+def pytest_terminal_summary(terminalreporter):
+    from .helpers import ABSORBED
+    if ABSORBED:
+        terminalreporter.section("differential: retried answers (side, request, error code: count)")
+        for (side, what, code), n in sorted(ABSORBED.items()):
+            terminalreporter.write_line("%-9s %-28s %3d: %d" % (side, what, code, n))
+
+
 class Target:
     """One side of the comparison: a name, a bootstrap address and its identities to normalise."""
 

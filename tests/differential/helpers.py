@@ -9,6 +9,16 @@ from pykbroker.testing.wire import ZERO_UUID, WireClient, make_batch as batch, w
 
 CLIENT_ID = "differential"
 
+# What the suite's retry loops absorbed: (side, what, error code) -> count.  Printed in the
+# terminal summary (conftest.py), so a retry that hides a broker's misbehaviour shows.
+ABSORBED: dict = {}
+
+
+def absorbed(target, what: str, code: int) -> None:
+    """Note one retried answer (``what``: the request) of ``target``."""
+    key = (target.name, what, int(code))
+    ABSORBED[key] = ABSORBED.get(key, 0) + 1
+
 
 def connect(target, timeout: float = 20.0) -> WireClient:
     return WireClient(target, timeout=timeout, client_id=CLIENT_ID)
