@@ -30,7 +30,7 @@ import uuid
 from typing import Callable, Optional
 
 from . import wire
-from .chaos import leader_of
+from .chaos import draw_seed, leader_of
 from .cluster import Cluster
 
 IN, OUT = "eos-in", "eos-out"
@@ -49,6 +49,7 @@ class EosReport:
     missing: int = 0
     duplicates: int = 0
     examples: list = dataclasses.field(default_factory=list)
+    seed: int = 0            # the nemesis's schedule (replays with the same seed)
 
     @property
     def ok(self) -> bool:
@@ -236,14 +237,15 @@ def read_output(bootstrap: str, partitions: int, expect: int, timeout: float) ->
 
 
 def run(seconds: float = 60.0, interval: float = 10.0, records: int = 20000, partitions: int = 3,
-        data_dir: Optional[str] = None, seed: int = 1, session_timeout_ms: int = 6000,
+        data_dir: Optional[str] = None, seed: Optional[int] = None, session_timeout_ms: int = 6000,
         log: Callable[[str], None] = print) -> EosReport:
+    seed = draw_seed(seed, log)   # drawn and logged when None; EosReport.seed keeps it
     rnd = random.Random(seed)
     overrides = {"zookeeper.session.timeout.ms": str(session_timeout_ms), "default.replication.factor": "3",
                  "min.insync.replicas": "2", "offsets.topic.num.partitions": "3",
                  "transaction.state.log.num.partitions": "3", "group.initial.rebalance.delay.ms": "0",
                  "unclean.leader.election.enable": "false"}
-    report = EosReport(seconds, records)
+    report = EosReport(seconds, records, seed=seed)
     with Cluster(3, data_dir, overrides=overrides, zk_tick_time=500) as cluster:
         bootstrap = cluster.bootstrap_servers
         with wire.WireClient(("127.0.0.1", cluster.brokers[0].port)) as c:

@@ -6,6 +6,10 @@ record lost, none duplicated, none at another offset than acknowledged, producer
 CI runs every scenario (about 45 s each) and one with a Java kafka-clients producer beside a
 confluent-kafka one; ``PYKBROKER_QUICK=1`` keeps two and leaves out the Java one.  The
 full-length runs are ``python compat/chaos/chaos.py [--java]`` (README's table).
+
+Each run draws the nemesis's seed and prints it (shown with a failure); ``PYKBROKER_CHAOS_SEED=N``
+replays that schedule.  Records a first read-back missed and a later one found are printed too
+(``Report.late``).
 """
 from __future__ import annotations
 
@@ -22,6 +26,13 @@ if zkserver.available() is not None:
 from pykbroker.testing import chaos  # noqa: E402
 
 QUICK = os.environ.get("PYKBROKER_QUICK") == "1"
+SEED = int(os.environ["PYKBROKER_CHAOS_SEED"]) if os.environ.get("PYKBROKER_CHAOS_SEED") else None
+
+
+def _print(report):
+    print(chaos.Report.HEADER)
+    print(report.row())
+    print("seed %d, read late %d" % (report.seed, report.late))
 SCENARIOS = ["kill-leader", "pause-leader"] if QUICK else list(chaos.SCENARIOS)
 
 
@@ -29,9 +40,8 @@ SCENARIOS = ["kill-leader", "pause-leader"] if QUICK else list(chaos.SCENARIOS)
 def test_no_acknowledged_record_lost(scenario, tmp_path):
     seconds = 30.0
     report = chaos.run(scenario, seconds=seconds, interval=8.0, partitions=3, producers=2, rate=150,
-                       data_dir=str(tmp_path / "cluster"), log=lambda m: None)
-    print(chaos.Report.HEADER)
-    print(report.row())
+                       data_dir=str(tmp_path / "cluster"), log=print, seed=SEED)
+    _print(report)
     assert report.faults >= 1, "the nemesis never struck"
     assert report.acked > 1000, report
     assert report.lost == 0 and report.duplicates == 0 and report.inconsistent == 0, \
@@ -46,9 +56,8 @@ def test_java_and_python_producers_kill_leader(tmp_path):
     """kill-leader with an idempotent acks=all Java producer (kafka-clients 3.9, a JVM of its own)
     beside a confluent-kafka one: the checker covers the acknowledgements of both."""
     report = chaos.run("kill-leader", seconds=30.0, interval=8.0, partitions=3, producers=1, rate=150,
-                       data_dir=str(tmp_path / "cluster"), log=lambda m: None, java_producers=1)
-    print(chaos.Report.HEADER)
-    print(report.row())
+                       data_dir=str(tmp_path / "cluster"), log=print, java_producers=1, seed=SEED)
+    _print(report)
     assert report.faults >= 1, "the nemesis never struck"
     assert report.java_acked > 500 and report.acked - report.java_acked > 500, report
     assert report.lost == 0 and report.duplicates == 0 and report.inconsistent == 0, \
@@ -62,7 +71,8 @@ def test_exactly_once_consume_transform_produce_under_leader_kills(tmp_path):
     kill -9: the committed output is the input, each record exactly once."""
     from pykbroker.testing import chaos_eos
     report = chaos_eos.run(seconds=30.0, interval=8.0, records=5000, data_dir=str(tmp_path / "eos"),
-                           log=lambda m: None)
+                           log=print, seed=SEED)
     print(report.row())
+    print("seed %d" % report.seed)
     assert report.faults >= 1, "the nemesis never struck"
     assert report.ok, "%s\n%s" % (report.row(), "\n".join(report.examples))
