@@ -40,5 +40,11 @@ else
   echo "tools/test.sh: no Go toolchain found: the Go client scenarios (tests/go) will be skipped" >&2
 fi
 
-# -p no:cacheprovider keeps a clean clone clean; durations show where the time goes.
-exec python3 -m pytest -p no:cacheprovider --durations=15 "$@"
+# Apache Kafka's jars (the oracle of tests/differential, tests/tools, tests/configs and the
+# record checks of tests/groups) from Maven Central into ~/.cache/pykbroker, before pytest: in
+# CI a test that finds them missing fails (tests/needs.py) instead of skipping.
+python3 compat/kafka/oracle.py fetch >/dev/null
+
+# -p no:cacheprovider keeps a clean clone clean; durations show where the time goes; -rs lists
+# every skip with its reason (only genuinely absent platform features skip in CI).
+exec python3 -m pytest -p no:cacheprovider --durations=15 -rs "$@"

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import needs
+
 from pykbroker.testing import BrokerProcess
 from pykbroker.testing.wire import create_topic
 
@@ -27,7 +29,7 @@ PARTITIONS = 4
 
 @pytest.mark.timeout(180)
 def test_active_connections_report_what_the_broker_stored(tmp_path):
-    confluent_kafka = pytest.importorskip("confluent_kafka")
+    confluent_kafka = needs.module("confluent_kafka")
     b = BrokerProcess(str(tmp_path / "data"))
     b.start(timeout=60)
     try:

@@ -5,6 +5,8 @@ import time
 
 import pytest
 
+from tests import needs
+
 from .util import (ak_consume, ak_create_topic, assert_partitions_equal, by_partition,
                    ck_consume, ck_consumer, ck_create_topic, ck_produce, kp_consume,
                    kp_create_topic, kp_produce, make_records, run, unique_topic)
@@ -279,7 +281,7 @@ def test_auto_create_on_produce_not_on_admin_metadata(broker):
     assert ghost not in a.list_topics(timeout=10).topics
 
 
-@pytest.mark.skipif(__import__("shutil").which("kcat") is None, reason="kcat not installed")
+@needs.kcat_skipif(__import__("shutil").which("kcat"))
 def test_kcat_metadata_listing(broker):
     """kcat -L -J: the broker (advertised host:port), the topic with its partitions, leader,
     replicas and ISR as a single broker has them."""

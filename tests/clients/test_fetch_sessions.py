@@ -7,6 +7,8 @@ import time
 
 import pytest
 
+from tests import needs
+
 import pykbroker
 from pykbroker.embedded import TEST_CONFIG
 from pykbroker.testing import wire
@@ -67,7 +69,7 @@ def test_kafka_python_consumer_uses_an_incremental_session(broker):
 
 
 def test_confluent_consumer_still_reads_everything(broker):
-    confluent_kafka = pytest.importorskip("confluent_kafka")
+    confluent_kafka = needs.module("confluent_kafka")
     topic = "fs-confluent"
     sent = _seed(broker, topic)
     before = _stats(broker)

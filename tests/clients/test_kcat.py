@@ -8,12 +8,13 @@ by reading the same records back with confluent-kafka.
 """
 import pytest
 
+from tests import needs
+
 from .util import (CODECS, KCAT, KCAT_HEADERS, N, PARTITIONS, Rec, assert_partitions_equal,
                    check_kcat_subsequences, ck_consume, first_index_at_or_after, kcat, kcat_consume,
                    kcat_lines, kcat_produce, kp_create_topic, kp_seeded_topic, now_ms, unique_topic)
 
-pytestmark = [pytest.mark.timeout(60),
-              pytest.mark.skipif(KCAT is None, reason="kcat not installed")]
+pytestmark = [pytest.mark.timeout(60), needs.kcat_skipif(KCAT)]
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_produce_consume_roundtrip(broker, codec, tmp_path):

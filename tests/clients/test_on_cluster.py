@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 
+from tests import needs
+
 from . import util
 
-zkserver = pytest.importorskip("pykbroker.cluster.zkserver")
-pytest.importorskip("kazoo.client")
-if zkserver.available() is not None:
-    pytest.skip(zkserver.available(), allow_module_level=True)
+needs.module("kazoo.client")
+needs.require_zookeeper(allow_module_level=True)
 
 from pykbroker.testing.cluster import Cluster  # noqa: E402
 

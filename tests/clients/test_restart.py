@@ -89,7 +89,8 @@ def _roundtrip_kcat(broker, mode, tmp_path):
 @pytest.mark.parametrize("client", ["kafka-python", "confluent", "aiokafka", "kcat"])
 def test_restart_between_produce_and_consume(fresh_broker, client, mode, tmp_path):
     if client == "kcat" and KCAT is None:
-        pytest.skip("kcat not installed")
+        from tests import needs
+        needs.skip_missing("kcat (Debian package kcat)")
     {"kafka-python": lambda: _roundtrip_kafka_python(fresh_broker, mode),
      "confluent": lambda: _roundtrip_confluent(fresh_broker, mode),
      "aiokafka": lambda: _roundtrip_aiokafka(fresh_broker, mode),

@@ -17,11 +17,11 @@ import os
 
 import pytest
 
-zkserver = pytest.importorskip("pykbroker.cluster.zkserver")
-pytest.importorskip("kazoo.client")
-pytest.importorskip("confluent_kafka")
-if zkserver.available() is not None:
-    pytest.skip(zkserver.available(), allow_module_level=True)
+from tests import needs
+
+needs.module("kazoo.client")
+needs.module("confluent_kafka")
+needs.require_zookeeper(allow_module_level=True)
 
 from pykbroker.testing import chaos  # noqa: E402
 

@@ -6,6 +6,8 @@ import signal
 import subprocess
 import sys
 
+from tests import needs
+
 from .helpers import assert_answers, cmdline, pid_alive, port_open, requires_zookeeper, wait_for
 
 pytestmark = requires_zookeeper
@@ -170,9 +172,8 @@ def test_cluster_up_metrics_per_broker():
     import urllib.request
     import uuid
 
-    import pytest
-    pytest.importorskip("prometheus_client")
-    ck = pytest.importorskip("confluent_kafka")
+    needs.module("prometheus_client")
+    ck = needs.module("confluent_kafka")
     from confluent_kafka.admin import AdminClient, NewTopic
 
     proc = launch("--brokers", "2", "--json", "--metrics")

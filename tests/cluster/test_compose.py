@@ -4,12 +4,14 @@ import os
 
 import pytest
 
+from tests import needs
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture(scope="module")
 def compose():
-    yaml = pytest.importorskip("yaml", reason="PyYAML not installed: docker-compose.yml not parsed")
+    yaml = needs.module("yaml", "PyYAML (the test extra): docker-compose.yml not parsed")
     with open(os.path.join(ROOT, "docker-compose.yml")) as fh:
         return yaml.safe_load(fh)
 

@@ -10,11 +10,11 @@ import uuid
 
 import pytest
 
-zkserver = pytest.importorskip("pykbroker.cluster.zkserver")
-pytest.importorskip("kazoo.client")
-ck = pytest.importorskip("confluent_kafka")
-if zkserver.available() is not None:
-    pytest.skip(zkserver.available(), allow_module_level=True)
+from tests import needs
+
+needs.module("kazoo.client")
+ck = needs.module("confluent_kafka")
+needs.require_zookeeper(allow_module_level=True)
 
 from pykbroker.testing import wire  # noqa: E402
 from pykbroker.testing.cluster import Cluster  # noqa: E402

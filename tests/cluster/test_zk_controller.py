@@ -14,12 +14,12 @@ import time
 
 import pytest
 
+from tests import needs
+
 from pykbroker.testing import wire
 
-zkserver = pytest.importorskip("pykbroker.cluster.zkserver")
-kazoo_client = pytest.importorskip("kazoo.client")
-if zkserver.available() is not None:
-    pytest.skip(zkserver.available(), allow_module_level=True)
+kazoo_client = needs.module("kazoo.client")
+needs.require_zookeeper(allow_module_level=True)
 
 from pykbroker.testing.cluster import Cluster  # noqa: E402
 

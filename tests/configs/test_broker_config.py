@@ -2,9 +2,7 @@
 4.4's default, type, unit and validator; Kafka's own ConfigDef is the reference when its jars
 are cached (compat/kafka/oracle.py fetches them for the differential suite)."""
 import argparse
-import importlib.util
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -137,12 +135,8 @@ VALIDATOR_DIFFERS = {
 
 @pytest.fixture(scope="module")
 def kafka_defs(tmp_path_factory):
-    spec = importlib.util.spec_from_file_location("pykbroker_kafka_oracle", ROOT / "compat" / "kafka" / "oracle.py")
-    oracle = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(oracle)
-    root = oracle.cache_dir()
-    if shutil.which("java") is None or not (root / ".complete").exists():
-        pytest.skip("Kafka's jars are not cached (python3 compat/kafka/oracle.py fetch)")
+    from tests import needs
+    root = needs.kafka_libs().parent
     src = tmp_path_factory.mktemp("dump") / "Dump.java"
     src.write_text(_DUMP_JAVA)
     out = subprocess.run(["java", "-cp", str(root / "libs" / "*"), str(src)], capture_output=True, text=True,

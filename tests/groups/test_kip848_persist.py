@@ -4,13 +4,10 @@ restart, session timers start again at load, leaves/expiry/deletion write tombst
 and consumer groups coexist in the topic, and heartbeats are answered only after their records
 are in the log.  The record bytes are checked against Apache Kafka's own deserializer when the
 Kafka jars are available (compat/kafka/oracle.py fetch)."""
-import os
-import shutil
 import subprocess
 import uuid
 from pathlib import Path
 
-import pytest
 import trio
 import trio.testing
 
@@ -264,9 +261,8 @@ def test_heartbeat_answered_only_after_its_records_are_written():
 
 def test_records_read_by_apache_kafka_deserializer(tmp_path):
     """The bytes pykbroker writes are what Apache Kafka 4.4's GroupCoordinatorRecordSerde reads."""
-    libs = Path(os.environ.get("PYKBROKER_CACHE", Path.home() / ".cache" / "pykbroker")) / "kafka-4.4.0" / "libs"
-    if shutil.which("java") is None or not libs.is_dir():
-        pytest.skip("java or the Apache Kafka 4.4.0 jars (compat/kafka/oracle.py fetch) not available")
+    from tests import needs
+    libs = needs.kafka_libs()
     recs = []
 
     async def t(start, log, md):

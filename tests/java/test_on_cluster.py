@@ -15,12 +15,12 @@ import time
 
 import pytest
 
+from tests import needs
+
 from . import jvm
 
-zkserver = pytest.importorskip("pykbroker.cluster.zkserver")
-pytest.importorskip("kazoo.client")
-if zkserver.available() is not None:
-    pytest.skip(zkserver.available(), allow_module_level=True)
+needs.module("kazoo.client")
+needs.require_zookeeper(allow_module_level=True)
 
 from pykbroker.testing import wire  # noqa: E402
 from pykbroker.testing.cluster import Cluster  # noqa: E402

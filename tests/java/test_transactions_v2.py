@@ -17,6 +17,8 @@ from collections import Counter
 
 import pytest
 
+from tests import needs
+
 from pykbroker.protocol.primitives import uuid_to_str
 from pykbroker.protocol.records import iter_batches
 from pykbroker.testing import BrokerProcess, wire
@@ -40,9 +42,7 @@ class _ClusterBroker:
 def broker(request, tmp_path_factory):
     d = tmp_path_factory.mktemp("broker-" + request.param)
     if request.param.startswith("tv2-cluster"):
-        zkserver = pytest.importorskip("pykbroker.cluster.zkserver")
-        if zkserver.available() is not None:
-            pytest.skip(zkserver.available())
+        needs.require_zookeeper()
         from pykbroker.testing.cluster import Cluster
         overrides = {**TEST_OVERRIDES, "zookeeper.session.timeout.ms": "6000", "offsets.topic.num.partitions": "5",
                      "transaction.state.log.num.partitions": "5"}

@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from tests import needs
+
 from pykbroker.protocol.errors import ErrorCode
 from pykbroker.testing import wait_until, wire
 
@@ -25,7 +27,7 @@ def _batches(raw: bytes):
 
 
 def test_followers_hold_byte_identical_batches(cluster):
-    confluent_kafka = pytest.importorskip("confluent_kafka")
+    confluent_kafka = needs.module("confluent_kafka")
     cluster.create_topic("rep", 2, 3)
     p = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True,
                                   "acks": "all", "linger.ms": 5})
@@ -49,7 +51,7 @@ def test_followers_hold_byte_identical_batches(cluster):
                 for b in (1, 2, 3)]
         assert pids[0] and pids[0] == pids[1] == pids[2]
     # kafka-python reads everything back from the leaders
-    kafka = pytest.importorskip("kafka")
+    kafka = needs.module("kafka")
     c = kafka.KafkaConsumer("rep", bootstrap_servers=cluster.bootstrap, auto_offset_reset="earliest",
                             consumer_timeout_ms=5000)
     got = sorted(m.value for m in c)
@@ -63,7 +65,7 @@ def test_followers_copy_large_fetch_answers_byte_for_byte(cluster):
     (cluster/replica_fetcher.py); every replica must end up with the leader's bytes, over
     several 1 MiB segments."""
     import os as _os
-    confluent_kafka = pytest.importorskip("confluent_kafka")
+    confluent_kafka = needs.module("confluent_kafka")
     cluster.create_topic("big", 1, 3)
     p = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "1",
                                   "linger.ms": 50, "batch.size": 900_000, "compression.type": "none"})
@@ -197,7 +199,7 @@ def test_isr_shrinks_and_expands_with_a_stopped_follower(cluster):
 
 
 def test_failover_keeps_every_acknowledged_record(cluster):
-    confluent_kafka = pytest.importorskip("confluent_kafka")
+    confluent_kafka = needs.module("confluent_kafka")
     cluster.create_topic("fo", 1, 3, {"min.insync.replicas": "2"})
     leader = cluster.state("fo", 0).leader
     p = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True,
@@ -304,7 +306,7 @@ def test_reassignment_adds_and_removes_a_replica(cluster):
 
 
 def test_group_coordinator_follows_offsets_leadership(cluster):
-    kafka = pytest.importorskip("kafka")
+    kafka = needs.module("kafka")
     cluster.create_topic("gt", 1, 3)
     leader = cluster.state("gt", 0).leader
     for i in range(5):

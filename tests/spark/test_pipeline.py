@@ -20,6 +20,8 @@ from datetime import datetime, timezone
 
 import pytest
 
+from tests import needs
+
 from pykbroker.testing import BrokerProcess, wire
 
 from .conftest import AGAINST_KAFKA
@@ -151,10 +153,8 @@ def test_clickstream_on_a_3_broker_cluster_survives_a_leader_kill(tmp_path):
     running: every visit is still counted exactly once, each window written once."""
     if AGAINST_KAFKA:
         pytest.skip("kills pykbroker brokers")
-    zkserver = pytest.importorskip("pykbroker.cluster.zkserver")
-    pytest.importorskip("kazoo.client")
-    if zkserver.available() is not None:
-        pytest.skip(zkserver.available())
+    needs.module("kazoo.client")
+    needs.require_zookeeper()
     from pykbroker.testing.cluster import Cluster
 
     in_topic, out_topic = unique("clicks"), unique("site-stats")
