@@ -4,7 +4,7 @@ scenario.  Kafka's rule is checked on what a consumer reads back afterwards: no 
 record lost, none duplicated, none at another offset than acknowledged, producers' order kept.
 
 CI runs every scenario (about 45 s each) and one with a Java kafka-clients producer beside a
-confluent-kafka one; ``PYKBROKER_QUICK=1`` keeps two and leaves out the Java one.  The
+confluent-kafka one; ``PYKBROKER_QUICK=1`` skips them all (cluster tests, tests/conftest.py).  The
 full-length runs are ``python compat/chaos/chaos.py [--java]`` (README's table).
 
 Each run draws the nemesis's seed and prints it (shown with a failure); ``PYKBROKER_CHAOS_SEED=N``
@@ -25,7 +25,6 @@ needs.require_zookeeper(allow_module_level=True)
 
 from pykbroker.testing import chaos  # noqa: E402
 
-QUICK = os.environ.get("PYKBROKER_QUICK") == "1"
 SEED = int(os.environ["PYKBROKER_CHAOS_SEED"]) if os.environ.get("PYKBROKER_CHAOS_SEED") else None
 
 
@@ -33,7 +32,7 @@ def _print(report):
     print(chaos.Report.HEADER)
     print(report.row())
     print("seed %d, read late %d" % (report.seed, report.late))
-SCENARIOS = ["kill-leader", "pause-leader"] if QUICK else list(chaos.SCENARIOS)
+SCENARIOS = list(chaos.SCENARIOS)
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
@@ -50,7 +49,6 @@ def test_no_acknowledged_record_lost(scenario, tmp_path):
     assert report.acked <= report.consumed <= report.sent
 
 
-@pytest.mark.skipif(QUICK, reason="PYKBROKER_QUICK=1: a JVM and the Maven build of compat/java (CI runs it)")
 @pytest.mark.timeout(900)   # the first Java test of a session may build compat/java
 def test_java_and_python_producers_kill_leader(tmp_path):
     """kill-leader with an idempotent acks=all Java producer (kafka-clients 3.9, a JVM of its own)
