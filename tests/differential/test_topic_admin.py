@@ -1,0 +1,149 @@
+"""Raw DeleteTopics (v1-6), CreatePartitions (v0-3) and OffsetDelete on a classic group (v0)
+against Apache Kafka: the same answers (error codes and messages), and what a later request sees
+(partition counts, the topic gone, the offsets gone).  Topic ids are normalised to roles."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from .helpers import ZERO_UUID, absorbed, call, create_topic, explain, wait_for_topic
+
+
+def partitions(t, name):
+    """The topic's partition count in Metadata, or its error code (negative) when it has none."""
+    r = call(t, 3, 12, {"topics": [{"name": name, "topic_id": ZERO_UUID}], "allow_auto_topic_creation": False,
+                        "include_topic_authorized_operations": False})["topics"][0]
+    return len(r["partitions"]) if r["error_code"] == 0 else -r["error_code"]
+
+
+def until(fn, ok, timeout=30.0):
+    """Kafka's metadata follows its controller a moment after the answer: wait for ``ok``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if ok(v) or time.monotonic() > deadline:
+            return v
+        time.sleep(0.1)
+
+
+# -- CreatePartitions ------------------------------------------------------------------------
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_create_partitions(both, version):
+    name, other = "cp-%d" % version, "cp-other-%d" % version
+
+    def cp(t, topics, validate_only=False):
+        r = call(t, 37, version, {"topics": topics, "timeout_ms": 15000, "validate_only": validate_only})
+        return sorted((x["name"], x["error_code"], x["error_message"]) for x in r["results"])
+
+    def scenario(t):
+        create_topic(t, name, 1)
+        create_topic(t, other, 1)
+        wait_for_topic(t, name, 1)
+        wait_for_topic(t, other, 1)
+        out = {"validate_only": cp(t, [{"name": name, "count": 4, "assignments": None}], True)}
+        out["after_validate_only"] = partitions(t, name)
+        out["grow"] = cp(t, [{"name": name, "count": 3, "assignments": None}])
+        out["after_grow"] = until(lambda: partitions(t, name), lambda n: n == 3)
+        out["same"] = cp(t, [{"name": name, "count": 3, "assignments": None}])
+        out["fewer"] = cp(t, [{"name": name, "count": 2, "assignments": None}])
+        out["unknown"] = cp(t, [{"name": "cp-nope-%d" % version, "count": 2, "assignments": None}])
+        out["duplicate"] = cp(t, [{"name": other, "count": 2, "assignments": None},
+                                  {"name": other, "count": 3, "assignments": None}])
+        out["assignments_short"] = cp(t, [{"name": other, "count": 3, "assignments": [{"broker_ids": [t.node_id]}]}])
+        out["assignment_unknown_broker"] = cp(t, [{"name": other, "count": 2, "assignments": [{"broker_ids": [77]}]}])
+        out["assigned"] = cp(t, [{"name": other, "count": 2, "assignments": [{"broker_ids": [t.node_id]}]}])
+        out["after_assigned"] = until(lambda: partitions(t, other), lambda n: n == 2)
+        return out
+
+    p, k = both(scenario)
+    assert p == k, explain(p, k)
+
+
+# -- DeleteTopics ----------------------------------------------------------------------------
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 6])
+def test_delete_topics(both, version):
+    name, by_id = "dt-%d" % version, "dt-id-%d" % version
+    unknown_id = bytes(range(1, 17))
+
+    def dt(t, names=(), ids=()):
+        if version >= 6:
+            body = {"topics": [{"name": n, "topic_id": ZERO_UUID} for n in names]
+                    + [{"name": None, "topic_id": i} for i in ids], "timeout_ms": 15000}
+        else:
+            body = {"topic_names": list(names), "timeout_ms": 15000}
+        r = call(t, 20, version, body)
+        roles = {ZERO_UUID: "<zero>", unknown_id: "<unknown id>"}
+        return sorted(((x["name"], roles.get(x.get("topic_id"), "<uuid>") if version >= 6 else None,
+                        x["error_code"], x.get("error_message")) for x in r["responses"]), key=repr)
+
+    def scenario(t):
+        create_topic(t, name, 2)
+        wait_for_topic(t, name, 2)
+        out = {"delete": dt(t, [name])}
+        out["after_delete"] = until(lambda: partitions(t, name), lambda n: n < 0)
+        out["again"] = dt(t, [name])
+        out["duplicate"] = dt(t, ["dt-nope", "dt-nope"])
+        if version >= 6:
+            create_topic(t, by_id, 1)
+            wait_for_topic(t, by_id, 1)
+            tid = call(t, 3, 12, {"topics": [{"name": by_id, "topic_id": ZERO_UUID}],
+                                  "allow_auto_topic_creation": False,
+                                  "include_topic_authorized_operations": False})["topics"][0]["topic_id"]
+            out["unknown_id"] = dt(t, ids=[unknown_id])
+            out["by_id"] = dt(t, ids=[tid])
+            out["after_by_id"] = until(lambda: partitions(t, by_id), lambda n: n < 0)
+        return out
+
+    p, k = both(scenario)
+    assert p == k, explain(p, k)
+
+
+# -- OffsetDelete on a classic group ---------------------------------------------------------
+def test_offset_delete_on_an_empty_classic_group(both):
+    """Offsets committed without a member (a simple, Empty classic group): OffsetDelete removes
+    the listed ones (a partition never committed too), OffsetFetch then answers -1 for them; an
+    unknown group answers GROUP_ID_NOT_FOUND."""
+    topic, group = "od-topic", "od-group"
+
+    def fetch(t):
+        r = call(t, 9, 7, {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0, 1, 2]}],
+                           "require_stable": False})
+        return r["error_code"], sorted((p["partition_index"], p["committed_offset"], p["error_code"])
+                                       for x in r["topics"] for p in x["partitions"])
+
+    def scenario(t):
+        create_topic(t, topic, 3)
+        wait_for_topic(t, topic, 3)
+        # as clients do: FindCoordinator first (Kafka creates __consumer_offsets on the first
+        # lookup), then commit, retrying while the coordinator loads
+        until(lambda: call(t, 10, 3, {"key": group, "key_type": 0})["error_code"], lambda c: c == 0)
+        deadline = time.monotonic() + 30
+        while True:
+            r = call(t, 8, 8, {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+                               "group_instance_id": None, "topics": [{"name": topic, "partitions": [
+                                   {"partition_index": p, "committed_offset": 5 + p, "committed_leader_epoch": -1,
+                                    "committed_metadata": "m"} for p in (0, 1)]}]})
+            codes = {p["error_code"] for x in r["topics"] for p in x["partitions"]}
+            if not (len(codes) == 1 and codes <= {14, 15, 16}) or time.monotonic() > deadline:
+                break
+            # NOT_COORDINATOR only from Kafka (see test_transactions._absorb); noted in the summary
+            assert not (codes == {16} and t.name == "pykbroker"), r
+            absorbed(t, "OffsetCommit", codes.pop())
+            time.sleep(0.2)
+        out = {"commit": sorted(codes), "before": fetch(t)}
+        r = call(t, 47, 0, {"group_id": group, "topics": [{"name": topic, "partitions": [
+            {"partition_index": 0}, {"partition_index": 2}]}]})
+        out["delete"] = (r["error_code"], sorted((p["partition_index"], p["error_code"])
+                                                 for x in r["topics"] for p in x["partitions"]))
+        out["after"] = fetch(t)
+        r = call(t, 47, 0, {"group_id": group + "-none", "topics": [{"name": topic, "partitions": [
+            {"partition_index": 0}]}]})
+        out["unknown_group"] = (r["error_code"], r["topics"])
+        return out
+
+    p, k = both(scenario)
+    assert p == k, explain(p, k)
+    # what both answered, spelled out: partition 0 deleted, 1 kept, 2 never committed
+    assert p["after"] == (0, [(0, -1, 0), (1, 6, 0), (2, -1, 0)]), p
+    assert p["delete"] == (0, [(0, 0), (2, 0)]) and p["unknown_group"] == (69, []), p
