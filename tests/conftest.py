@@ -86,7 +86,8 @@ DIR_COST = {
     "durability": "process", "embedding": "process", "groups": "process", "java": "jvm",
     "lifecycle": "process", "observability": "process", "protocol": "process",
     "replication": "cluster", "share": "process", "spark": "jvm", "storage": "unit",
-    "tools": "process", "transactions": "process",
+    "tools": "process", "transactions": "process", "go": "process", "security": "process",
+    "install": "process",
 }
 FILE_COST = {
     "bench/test_smoke.py": "oracle",
@@ -132,12 +133,14 @@ SLOW_FILES = {
     "bench/test_loadgen_conns.py", "bench/test_scale.py", "clients/test_restart.py",
     "data/test_clients_roundtrip.py", "durability/test_broker_faults.py", "durability/test_halt.py",
     "groups/test_group_churn.py", "groups/test_group_clients.py", "groups/test_group_failures.py",
+    "go/test_franz_go.py", "go/test_sarama_kafka_go.py",
     "groups/test_group_kip848.py", "groups/test_group_restart.py", "groups/test_kip848_restart.py",
     "lifecycle/test_shutdown_many_partitions.py", "transactions/test_confluent.py",
     "transactions/test_python_clients.py", "transactions/test_recovery.py",
 }
 ORACLE_FIXTURES = {"kafka", "kafka3", "_both_brokers"}
 JVM_FIXTURES = {"kafka_defs", "java_classpath", "spark"}
+CLUSTER_FIXTURES = {"cluster", "pyk3"}   # a pykbroker cluster (ZooKeeper or in-process replicas)
 # directories whose conftest runs a pykbroker-only form of their oracle tests in quick mode
 QUICK_HANDLED = {"tools"}
 _TESTS = os.path.dirname(os.path.abspath(__file__))
@@ -153,11 +156,13 @@ def cost_of(item) -> str:
     if names & ORACLE_FIXTURES or params.get("target") == "kafka" or \
             ("both" in names and rel.startswith(("tools/", "differential/"))):
         return "oracle"
-    if rel.startswith("java/test_transactions_v2") and "cluster" in str(params.get("broker", "")):
+    # a parameter naming a cluster (java/test_transactions_v2's "tv2-cluster", tests/go's "cluster-...")
+    if any(isinstance(v, str) and "cluster" in v for v in params.values()):
         return "cluster"
     cost = FILE_COST.get(rel) or DIR_COST.get(rel.split("/", 1)[0], "process")
-    if names & JVM_FIXTURES and COSTS.index(cost) < COSTS.index("jvm"):
-        cost = "jvm"
+    for fixtures, heavier in ((JVM_FIXTURES, "jvm"), (CLUSTER_FIXTURES, "cluster")):
+        if names & fixtures and COSTS.index(cost) < COSTS.index(heavier):
+            cost = heavier
     return cost
 
 

@@ -15,11 +15,13 @@ import signal
 
 import pytest
 
+from tests import needs
+
 from .helpers import requires_zookeeper
 
 pytestmark = requires_zookeeper
-pytest.importorskip("kazoo.client")
-pytest.importorskip("confluent_kafka")
+needs.module("kazoo.client")
+needs.module("confluent_kafka")
 
 from pykbroker.testing import chaos  # noqa: E402
 from pykbroker.testing.cluster import Cluster  # noqa: E402

@@ -14,14 +14,16 @@ import signal
 
 import pytest
 
-from pykbroker.cluster.zkserver import available
+from tests import needs
+
 
 from .conftest import _load_oracle
 
 # Java + the Debian 'zookeeper' jars (tools/test.sh installs them), as in tests/cluster
-pytestmark = pytest.mark.skipif(available() is not None, reason="no ZooKeeper here: %s" % (available(),))
-pytest.importorskip("kazoo.client")
-pytest.importorskip("confluent_kafka")
+pytestmark = pytest.mark.skipif(needs.zookeeper_missing() is not None,
+                                reason=needs.missing(needs.zookeeper_missing() or ""))
+needs.module("kazoo.client")
+needs.module("confluent_kafka")
 
 from pykbroker.cluster.zkserver import ZooKeeperServer  # noqa: E402
 from pykbroker.testing import chaos  # noqa: E402

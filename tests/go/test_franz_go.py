@@ -29,6 +29,8 @@ import uuid
 
 import pytest
 
+from tests import needs
+
 from pykbroker.testing import BrokerProcess
 
 from . import gobuild
@@ -58,10 +60,8 @@ def single(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    zkserver = pytest.importorskip("pykbroker.cluster.zkserver")
-    pytest.importorskip("kazoo.client")
-    if zkserver.available() is not None:
-        pytest.skip(zkserver.available())
+    needs.module("kazoo.client")
+    needs.require_zookeeper()
     from pykbroker.testing.cluster import Cluster
     with Cluster(3, str(tmp_path_factory.mktemp("fg-cluster")), overrides=CLUSTER_OVERRIDES,
                  zk_tick_time=500) as c:

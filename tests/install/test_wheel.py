@@ -14,13 +14,15 @@ import threading
 import zipfile
 
 import pytest
+
+from tests import needs
 from confluent_kafka import Consumer, Producer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SPECS = os.path.join(ROOT, "protocol_specs")
 READY = re.compile(r"ready, listening on PLAINTEXT://127\.0\.0\.1:(\d+)")
 
-pytest.importorskip("wheel", reason="building a wheel without isolation needs the 'wheel' package")
+needs.module("wheel", "the 'wheel' package (the test extra): building a wheel without isolation needs it")
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,8 @@ from __future__ import annotations
 import itertools
 
 import pytest
+
+from tests import needs
 import trio
 
 from pykbroker.cluster.metadata_cache import (Endpoint, MetadataCache, PartitionState,
@@ -195,9 +197,7 @@ ZK_SERVER = None
 def zk_server(tmp_path_factory):
     global ZK_SERVER
     from pykbroker.cluster import zkserver
-    why = zkserver.available()
-    if why is not None:
-        pytest.skip(why)
+    needs.require_zookeeper()
     with zkserver.ZooKeeperServer(str(tmp_path_factory.mktemp("contract-zk")), tick_time=500) as server:
         ZK_SERVER = server
         yield server
@@ -207,7 +207,7 @@ def zk_server(tmp_path_factory):
 @pytest.fixture(params=sorted(HARNESSES))
 def kind(request):
     if request.param == "zookeeper":
-        pytest.importorskip("kazoo")
+        needs.module("kazoo")
         request.getfixturevalue("zk_server")
     return request.param
 

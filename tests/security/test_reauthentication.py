@@ -9,12 +9,14 @@ import time
 
 import pytest
 
+from tests import needs
+
 import pykbroker
 from pykbroker.embedded import TEST_CONFIG
 from pykbroker.protocol.errors import ErrorCode
 from pykbroker.testing.wire import WireClient
 
-pytest.importorskip("cryptography")
+needs.module("cryptography")
 
 USERS = {"alice": "alice-pw", "bob": "bob-pw"}
 

@@ -8,9 +8,11 @@ import uuid
 
 import pytest
 
+from tests import needs
+
 from pykbroker.testing import BrokerProcess
 
-pytest.importorskip("cryptography")
+needs.module("cryptography")
 from pykbroker.security.certs import CertificateAuthority  # noqa: E402
 
 PASSWORD = "serve-Secret-77"

@@ -7,12 +7,14 @@ import time
 
 import pytest
 
+from tests import needs
+
 import pykbroker
 from pykbroker.config import ConfigError
 from pykbroker.embedded import TEST_CONFIG
 from pykbroker.testing.wire import WireClient
 
-pytest.importorskip("cryptography")
+needs.module("cryptography")
 from pykbroker.security.certs import CertificateAuthority  # noqa: E402
 
 
