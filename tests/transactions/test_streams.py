@@ -102,12 +102,14 @@ def committed_output(bs, out) -> dict:
 
 def committed_input(bs, group, topic, partitions=3) -> int:
     """The input offsets the application's group has committed (Streams commits them in its
-    transactions), summed over the partitions; 0 while OffsetFetch cannot answer (a pending
-    transaction's offsets are unstable)."""
+    transactions), summed over the partitions; 0 while OffsetFetch cannot answer.  Read without
+    require_stable (librdkafka sets it under read_committed): an application that always has a
+    transaction open would otherwise answer UNSTABLE_OFFSET_COMMIT until the timeout."""
     from confluent_kafka import KafkaException
 
     # never subscribes: reads the group's offsets without joining it
-    c = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False})
+    c = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False,
+                  "isolation.level": "read_uncommitted"})
     try:
         got = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
     except KafkaException:
@@ -162,6 +164,9 @@ def test_streams_word_count_exactly_once_through_kill9(tmp_path):
         at_kill = sent[0]
         app.kill()                                    # kill -9 of the application mid-run
         assert at_kill < len(lines)
+        # what the killed application committed (its open transaction is never committed): the
+        # restarted one must go past it, with the input released below
+        before = committed_input(b.bootstrap, app_id, inp)
         gates[len(lines) // 3].set()
         app = App(classpath, b.bootstrap, app_id, inp, out, tmp_path / "state2").start()
         try:
@@ -169,7 +174,6 @@ def test_streams_word_count_exactly_once_through_kill9(tmp_path):
         except AssertionError:
             raise AssertionError("app log:\n" + app.text() + "\nbroker log:\n" + b.log_text()[-5000:])
         # the restarted application has committed a transaction of its own
-        before = committed_input(b.bootstrap, app_id, inp)
         wait_until(lambda: committed_input(b.bootstrap, app_id, inp) > before, 120,
                    what="a transaction committed after the restart")
         at_kill = sent[0]
