@@ -87,7 +87,7 @@ DIR_COST = {
     "lifecycle": "process", "observability": "process", "protocol": "process",
     "replication": "cluster", "share": "process", "spark": "jvm", "storage": "unit",
     "tools": "process", "transactions": "process", "go": "process", "security": "process",
-    "install": "process",
+    "install": "process", "acl": "process", "chaos": "cluster",
 }
 FILE_COST = {
     "bench/test_smoke.py": "oracle",

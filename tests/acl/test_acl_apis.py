@@ -3,11 +3,13 @@ raw requests: Kafka's filter semantics, per-binding validation, SECURITY_DISABLE
 authorizer, CLUSTER ALTER/DESCRIBE required, bindings kept across a restart."""
 import pytest
 
+from tests import needs
+
 import pykbroker
 from pykbroker.embedded import TEST_CONFIG
 from pykbroker.testing.wire import WireClient
 
-ck = pytest.importorskip("confluent_kafka.admin")
+ck = needs.module("confluent_kafka.admin")
 from confluent_kafka import KafkaException  # noqa: E402
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType,  # noqa: E402
                                    ResourcePatternType, ResourceType)

@@ -8,12 +8,14 @@ import uuid
 
 import pytest
 
+from tests import needs
+
 import pykbroker
 from pykbroker.embedded import TEST_CONFIG
 from pykbroker.testing.wire import WireClient
 
-pytest.importorskip("cryptography")
-ck = pytest.importorskip("confluent_kafka")
+needs.module("cryptography")
+ck = needs.module("confluent_kafka")
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,  # noqa: E402
                                    ResourcePatternType, ResourceType)
@@ -157,7 +159,7 @@ def test_authorized_operations_are_real(broker):
 
 
 def test_kafka_python_denied_then_allowed(broker):
-    kafka = pytest.importorskip("kafka")
+    kafka = needs.module("kafka")
     from kafka.errors import TopicAuthorizationFailedError
     topic = "kp-" + uuid.uuid4().hex[:6]
     broker.create_topic(topic)

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import pytest
 
+from tests import needs
+
 from pykbroker.testing import netns
 
-pytest.importorskip("confluent_kafka")
-pytest.importorskip("kazoo.client")
+needs.module("confluent_kafka")
+needs.module("kazoo.client")
 pytestmark = pytest.mark.skipif(netns.unavailable() is not None, reason="%s" % netns.unavailable())
 
 FAULT_S = 15.0

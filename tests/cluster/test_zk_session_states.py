@@ -16,13 +16,15 @@ import json
 import uuid
 
 import pytest
+
+from tests import needs
 import trio
 
 from .helpers import requires_zookeeper
 
 pytestmark = requires_zookeeper
 
-kazoo_client = pytest.importorskip("kazoo.client")
+kazoo_client = needs.module("kazoo.client")
 
 from pykbroker.cluster.metadata_cache import Endpoint, MetadataCache  # noqa: E402
 from pykbroker.cluster.zk_controller import ZkController  # noqa: E402

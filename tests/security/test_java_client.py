@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from tests import needs
+
 import pykbroker
 from pykbroker.embedded import TEST_CONFIG
 
-pytest.importorskip("cryptography")
+needs.module("cryptography")
 LIBS = Path.home() / ".cache" / "pykbroker" / "kafka-4.4.0" / "libs"
 
 

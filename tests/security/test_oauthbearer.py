@@ -6,10 +6,12 @@ import uuid
 
 import pytest
 
+from tests import needs
+
 import pykbroker
 from pykbroker.embedded import TEST_CONFIG
 
-pytest.importorskip("cryptography")
+needs.module("cryptography")
 
 JAAS = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
         'unsecuredLoginStringClaim_sub="admin" unsecuredValidatorRequiredScope="requiredScope";')

@@ -102,7 +102,7 @@ def test_librdkafka_reauthenticates_and_keeps_producing(broker, caplog):
 def test_authentication_metrics(broker):
     """Kafka's socket-server authentication counters, per listener and mechanism, on the
     metrics endpoint's registry."""
-    pytest.importorskip("prometheus_client")
+    needs.module("prometheus_client")
     from prometheus_client import generate_latest
 
     from pykbroker.observability.setup import build_observer

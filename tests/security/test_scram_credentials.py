@@ -7,13 +7,15 @@ import time
 
 import pytest
 
+from tests import needs
+
 import pykbroker
 from pykbroker.embedded import TEST_CONFIG
 from pykbroker.protocol.errors import ErrorCode
 from pykbroker.security.scram import salted_password
 from pykbroker.testing.wire import WireClient
 
-pytest.importorskip("cryptography")
+needs.module("cryptography")
 
 DESCRIBE, ALTER = 50, 51
 

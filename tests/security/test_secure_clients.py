@@ -10,10 +10,12 @@ import uuid
 
 import pytest
 
+from tests import needs
+
 import pykbroker
 from pykbroker.embedded import TEST_CONFIG
 
-pytest.importorskip("cryptography")
+needs.module("cryptography")
 
 USERS = {"alice": "alice-Pa55word!", "bob": 'b"o\\b-secret'}   # quotes/backslash: JAAS escaping
 PROTOCOLS = ("SSL", "SASL_PLAINTEXT", "SASL_SSL")
