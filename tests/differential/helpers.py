@@ -82,3 +82,58 @@ def differences(a, b, path="", out=None) -> list:
 def explain(a, b) -> str:
     d = differences(a, b)
     return "pykbroker and Apache Kafka differ:\n  " + "\n  ".join(d[:40])
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def kafka_with_sasl_listener(tmp_dir, config: dict):
+    """Apache Kafka (the oracle) with a SASL_PLAINTEXT listener beside its PLAINTEXT one and
+    ``config`` added to its server.properties; a generator for a module fixture, yielding
+    ``{"plain": (host, port), "sasl": (host, port)}``.  A missing oracle fails (never a skip)."""
+    import importlib.util
+    from pathlib import Path
+
+    import pytest
+
+    spec = importlib.util.spec_from_file_location(
+        "pykbroker_kafka_oracle", Path(__file__).resolve().parents[2] / "compat" / "kafka" / "oracle.py")
+    oracle = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(oracle)
+    sasl_port = _free_port()
+
+    class SaslOracle(oracle.KafkaOracle):
+        def properties(self):
+            p = super().properties()
+            p["listeners"] += ",SASL_PLAINTEXT://127.0.0.1:%d" % sasl_port
+            p["advertised.listeners"] += ",SASL_PLAINTEXT://127.0.0.1:%d" % sasl_port
+            p["listener.security.protocol.map"] += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
+            p.update(config)
+            return p
+
+    k = SaslOracle(tmp_dir, {"group.initial.rebalance.delay.ms": "0"})
+    try:
+        k.start()
+    except Exception as e:
+        pytest.fail("Apache Kafka (the oracle) could not be started: %s" % e, pytrace=False)
+    try:
+        yield {"plain": ("127.0.0.1", k.port), "sasl": ("127.0.0.1", sasl_port)}
+    finally:
+        k.stop()
+
+
+def pykbroker_with_sasl_listener(config: dict):
+    """pykbroker with the same two listeners and ``config``; the same shape as
+    :func:`kafka_with_sasl_listener`."""
+    import pykbroker
+    from pykbroker.embedded import TEST_CONFIG
+
+    cfg = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", **config, **TEST_CONFIG}
+    with pykbroker.Broker(config=cfg) as b:
+        ports = {li.name: li.port for li in b.broker.bound}
+        yield {"plain": ("127.0.0.1", ports["PLAINTEXT"]), "sasl": ("127.0.0.1", ports["SASL_PLAINTEXT"])}

@@ -9,17 +9,14 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import re
-import socket
 import time
 from pathlib import Path
 
 import pytest
 
-import pykbroker
-from pykbroker.embedded import TEST_CONFIG
 from pykbroker.testing.wire import WireClient
 
-from .helpers import explain
+from .helpers import explain, kafka_with_sasl_listener, pykbroker_with_sasl_listener
 
 ROOT = Path(__file__).resolve().parents[2]
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
@@ -43,41 +40,14 @@ VOLATILE = {"brokers", "cluster_id", "controller_id", "topic_id", "node_id", "ho
 _n = itertools.count()
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def kafka_side(tmp_path_factory):
-    oracle = _load(ROOT / "compat" / "kafka" / "oracle.py", "pykbroker_kafka_oracle")
-    sasl_port = _free_port()
-
-    class SaslOracle(oracle.KafkaOracle):
-        def properties(self):
-            p = super().properties()
-            p["listeners"] += ",SASL_PLAINTEXT://127.0.0.1:%d" % sasl_port
-            p["advertised.listeners"] += ",SASL_PLAINTEXT://127.0.0.1:%d" % sasl_port
-            p["listener.security.protocol.map"] += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
-            p.update(CONFIG)
-            return p
-
-    k = SaslOracle(tmp_path_factory.mktemp("kafka-acl-enf"), {"group.initial.rebalance.delay.ms": "0"})
-    try:
-        k.start()
-    except Exception as e:   # never a skip: a missing oracle is a CI failure
-        pytest.fail("Apache Kafka (the oracle) could not be started: %s" % e, pytrace=False)
-    yield {"plain": ("127.0.0.1", k.port), "sasl": ("127.0.0.1", sasl_port)}
-    k.stop()
+    yield from kafka_with_sasl_listener(tmp_path_factory.mktemp("kafka-acl-enf"), CONFIG)
 
 
 @pytest.fixture(scope="module")
 def pyk_side():
-    cfg = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", **CONFIG, **TEST_CONFIG}
-    with pykbroker.Broker(config=cfg) as b:
-        ports = {li.name: li.port for li in b.broker.bound}
-        yield {"plain": ("127.0.0.1", ports["PLAINTEXT"]), "sasl": ("127.0.0.1", ports["SASL_PLAINTEXT"])}
+    yield from pykbroker_with_sasl_listener(CONFIG)
 
 
 def _alice(side):

@@ -6,18 +6,15 @@ raw-token framing, the SASL APIs on a PLAINTEXT listener, and the SCRAM credenti
 validation answers."""
 from __future__ import annotations
 
-import importlib.util
-import os
-import socket
 import struct
 from pathlib import Path
 
 import pytest
 
-import pykbroker
-from pykbroker.embedded import TEST_CONFIG
 from pykbroker.security.scram import salted_password
 from pykbroker.testing.wire import WireClient
+
+from .helpers import kafka_with_sasl_listener, pykbroker_with_sasl_listener
 
 ROOT = Path(__file__).resolve().parents[2]
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
@@ -35,43 +32,14 @@ SASL = {"sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARE
         "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": SCRAM_JAAS}
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def kafka_sasl(tmp_path_factory):
-    spec = importlib.util.spec_from_file_location("pykbroker_kafka_oracle", ROOT / "compat" / "kafka" / "oracle.py")
-    oracle = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(oracle)
-    sasl_port = _free_port()
-
-    class SaslOracle(oracle.KafkaOracle):
-        def properties(self):
-            p = super().properties()
-            p["listeners"] += ",SASL_PLAINTEXT://127.0.0.1:%d" % sasl_port
-            p["advertised.listeners"] += ",SASL_PLAINTEXT://127.0.0.1:%d" % sasl_port
-            p["listener.security.protocol.map"] += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
-            p.update(SASL)
-            return p
-
-    k = SaslOracle(tmp_path_factory.mktemp("kafka-sasl"), {"group.initial.rebalance.delay.ms": "0"})
-    try:
-        k.start()
-    except Exception as e:   # never a skip: a missing oracle is a CI failure
-        pytest.fail("Apache Kafka (the oracle) could not be started: %s" % e, pytrace=False)
-    yield {"plain": ("127.0.0.1", k.port), "sasl": ("127.0.0.1", sasl_port)}
-    k.stop()
+    yield from kafka_with_sasl_listener(tmp_path_factory.mktemp("kafka-sasl"), SASL)
 
 
 @pytest.fixture(scope="module")
 def pyk_sasl():
-    cfg = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", **SASL, **TEST_CONFIG}
-    with pykbroker.Broker(config=cfg) as b:
-        ports = {li.name: li.port for li in b.broker.bound}
-        yield {"plain": ("127.0.0.1", ports["PLAINTEXT"]), "sasl": ("127.0.0.1", ports["SASL_PLAINTEXT"])}
+    yield from pykbroker_with_sasl_listener(SASL)
 
 
 @pytest.fixture(scope="module")
