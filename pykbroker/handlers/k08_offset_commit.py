@@ -67,7 +67,11 @@ async def handle(ctx, request):
         else:
             now = ctx.broker.clock.time_ms()   # the broker's clock (pykbroker/clock.py)
             retention = request["retention_time_ms"] if v <= 4 else -1
-            expire = now + retention if retention is not None and retention >= 0 else None
+            expire = None
+            if retention is not None and retention >= 0:
+                # Kafka adds them as Java longs: a huge retention wraps (and then expires at the
+                # next expiry pass) instead of failing the commit; the stored field is an int64
+                expire = ((now + retention + (1 << 63)) % (1 << 64)) - (1 << 63)
             answered = await write_offsets(accepted, now, expire, lambda entries: gc.commit(gid, entries))
     # 3. Merged as Kafka's response builder does: topics with early errors first, the
     #    coordinator's partitions appended to their topic (or as new topics after them).

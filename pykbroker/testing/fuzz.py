@@ -463,8 +463,11 @@ class _Conn:
             left = deadline - time.monotonic()
             if left <= 0:
                 return None
-            r, _, _ = select.select([self.sock], [], [], left)
-            if not r:
+            # poll, not select: select() cannot take descriptors above 1023, which a long
+            # test process (or a fuzz run beside many connections) reaches
+            p = select.poll()
+            p.register(self.sock, select.POLLIN)
+            if not p.poll(left * 1000.0):
                 return None
             try:
                 data = self.sock.recv(1 << 20)

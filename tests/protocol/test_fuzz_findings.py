@@ -89,3 +89,22 @@ def test_join_group_on_a_share_group_is_inconsistent_group_protocol(broker):
                                  "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
                                  "protocols": [{"name": "range", "metadata": b""}]})
     assert resp["error_code"] == 23   # INCONSISTENT_GROUP_PROTOCOL
+
+
+def test_offset_commit_v3_with_the_largest_retention_is_accepted(broker):
+    # now + retention_time_ms overflowed the int64 expire timestamp: struct.error in the
+    # handler, answered UNKNOWN_SERVER_ERROR.  Kafka adds the two as Java longs and commits.
+    topic = "ret-commit-%s" % uuid.uuid4().hex[:6]
+    group = "ret-g-%s" % uuid.uuid4().hex[:6]
+    with WireClient(broker) as c:
+        create_topic(c, topic, 1)
+        resp = c.request(8, 3, {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+                                "retention_time_ms": (1 << 63) - 1,
+                                "topics": [{"name": topic, "partitions": [
+                                    {"partition_index": 0, "committed_offset": 7,
+                                     "committed_metadata": "m"}]}]})
+        (t,) = resp["topics"]
+        (p,) = t["partitions"]
+        assert p["error_code"] == 0
+        # the broker answers the next request on the same connection (nothing broke)
+        assert c.request(18, 0, {})["error_code"] == 0

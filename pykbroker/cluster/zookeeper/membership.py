@@ -64,17 +64,25 @@ class Membership:
     async def connect(self, cluster_id_hint: str) -> str:
         """Connect, create Kafka's persistent paths, and agree on the cluster id (the one in
         ``/cluster/id``; a new cluster takes ``cluster_id_hint``).  Returns it."""
-        from kazoo.exceptions import NodeExistsError
+        from kazoo.exceptions import ConnectionLoss, NodeExistsError
 
         await self.zk.start()
         for p in Z.PERSISTENT_PATHS:
             await self.zk.call("ensure_path", p)
-        try:
-            await self.zk.call("create", Z.CLUSTER_ID, Z.encode_cluster_id(cluster_id_hint), makepath=True)
-            cid = cluster_id_hint
-        except NodeExistsError:
-            data, _ = await self.zk.call("get", Z.CLUSTER_ID)
-            cid = Z.decode_cluster_id(data)
+        while True:
+            try:
+                await self.zk.call("create", Z.CLUSTER_ID, Z.encode_cluster_id(cluster_id_hint), makepath=True)
+                cid = cluster_id_hint
+            except ConnectionLoss:
+                # a blip while starting (a broker restarted while its ZooKeeper link drops):
+                # the create may or may not have been applied, so try again -- a second create
+                # of an applied one finds the znode and reads the id back, which is then ours
+                await trio.sleep(0.1)
+                continue
+            except NodeExistsError:
+                data, _ = await self.zk.call("get", Z.CLUSTER_ID)
+                cid = Z.decode_cluster_id(data)
+            break
         self.cache.cluster_id = cid
         log.info("connected to ZooKeeper at %s (cluster id %s)", self.zk.connect, cid)
         return cid
