@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/pykbroker/compat/go/internal/scen"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -40,40 +41,13 @@ type codecResult struct {
 	ProducerEpoch int16    `json:"producer_epoch"`
 }
 
+// record i of a round-trip run: the shared scenario's record (internal/scen), as a kgo.Record
 func record(i int, base time.Time) *kgo.Record {
-	r := &kgo.Record{Partition: int32(i % 3)}
-	switch i % 4 {
-	case 0:
-		r.Key = nil
-	case 1:
-		r.Key = []byte{}
-	default:
-		r.Key = []byte{0x00, byte(i), 0xff, 'k'}
+	sr := scen.Record(i, base)
+	r := &kgo.Record{Partition: sr.Partition, Key: sr.Key, Value: sr.Value, Timestamp: sr.Timestamp}
+	for _, h := range sr.Headers {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
 	}
-	switch {
-	case i%50 == 7:
-		r.Value = bytes.Repeat([]byte{byte(i), 0x00, 0xfe}, 2048) // 6 KiB
-	case i%9 == 3:
-		r.Value = nil
-	case i%9 == 4:
-		r.Value = []byte{}
-	default:
-		r.Value = []byte(fmt.Sprintf("value-%d-\x00\xff", i))
-	}
-	if i%3 != 2 {
-		r.Headers = []kgo.RecordHeader{
-			{Key: "h", Value: []byte("first")},
-			{Key: "h", Value: []byte("second")}, // duplicate key, order kept
-			{Key: "empty", Value: []byte{}},
-			{Key: "ключ", Value: []byte{0x00, 0x01, byte(i)}},
-		}
-	}
-	// out of order within a partition: every other record 40 s in the past
-	ts := base.Add(time.Duration(i) * time.Millisecond)
-	if i%2 == 1 {
-		ts = ts.Add(-40 * time.Second)
-	}
-	r.Timestamp = ts.Truncate(time.Millisecond)
 	return r
 }
 
