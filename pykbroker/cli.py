@@ -56,7 +56,7 @@ async def _serve(config: BrokerConfig, control=None, as_kafka=None, observe=None
     """``started``: a list that gets True once the broker and its endpoints listen."""
     import trio
 
-    from .runner import BrokerRunner
+    from .run.runner import BrokerRunner
 
     # --metrics / --trace / --log-format json: a request observer on every broker incarnation
     observer, metrics, prepare = None, None, None
@@ -76,7 +76,7 @@ async def _serve(config: BrokerConfig, control=None, as_kafka=None, observe=None
                 port = await nursery.start(serve_metrics, metrics, host, port)
                 logging.getLogger("pykbroker").info("metrics endpoint on http://%s:%d/metrics", host, port)
             if control is not None:
-                from .server.control import serve_control
+                from .run.control import serve_control
 
                 port = await nursery.start(serve_control, runner, control[0], control[1])
                 logging.getLogger("pykbroker").info("control endpoint on http://%s:%d", control[0], port)
@@ -101,12 +101,12 @@ async def _serve(config: BrokerConfig, control=None, as_kafka=None, observe=None
 
 
 def _cluster_up(args) -> int:
-    """``pykbroker cluster up``: :class:`pykbroker.testing.cluster.Cluster` until a signal."""
+    """``pykbroker cluster up``: :class:`pykbroker.local.cluster.Cluster` until a signal."""
     import json
     import threading
 
-    from .cluster.zkserver import ZooKeeperUnavailable
-    from .testing.cluster import Cluster
+    from .local.zookeeper import ZooKeeperUnavailable
+    from .local.cluster import Cluster
 
     overrides = {}
     for ov in args.override or []:
@@ -335,7 +335,7 @@ def main(argv=None) -> int:
         import trio
 
         from .clock import BrokerClock
-        from .runner import error_line, startup_error
+        from .run.runner import error_line, startup_error
         started: list = []
         try:
             # the broker clock is the run's trio clock, so the control endpoint can move time

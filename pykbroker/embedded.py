@@ -27,7 +27,7 @@ classic group (DescribeGroups does not carry it).
 Faults, crashes and time (README "Faults, crashes and time"): ``broker.faults`` (errors,
 latency, dropped connections, lost responses, offline partitions), ``broker.crash()`` /
 ``broker.restart()``, and ``broker.clock`` (pykbroker/clock.py).  In-process they act on the
-``BrokerRunner`` (pykbroker/runner.py) through the same ``server/control.py`` logic the HTTP
+``BrokerRunner`` (pykbroker/run/runner.py) through the same ``run/control.py`` logic the HTTP
 endpoint serves; a subprocess broker is driven over that endpoint (``crash`` there is a real
 ``kill -9``).
 
@@ -149,7 +149,7 @@ class _BrokerBase:
     def bootstrap_servers(self) -> str:
         return "%s:%d" % (self.advertised_host or self.host, self.port)
 
-    # BrokerProcess and pykbroker.testing.wire read ``bootstrap``
+    # BrokerProcess and pykbroker.protocol.wire read ``bootstrap``
     bootstrap = bootstrap_servers
 
     def _own_log_dir(self, log_dir) -> None:
@@ -217,7 +217,7 @@ class Broker(_BrokerBase):
             self.as_kafka = profile_name(as_kafka)
         self.host = host
         self.port = int(port)
-        # The HTTP control endpoint (server/control.py): off unless a port (0: free) is given.
+        # The HTTP control endpoint (run/control.py): off unless a port (0: free) is given.
         self.control_port = control_port
         self.control_url: Optional[str] = None
         # The broker's clock (pykbroker/clock.py), kept across restarts.  With ``with Broker()``
@@ -225,7 +225,7 @@ class Broker(_BrokerBase):
         # trio clock when that is a BrokerClock (trio.run(..., clock=pykbroker.BrokerClock())),
         # otherwise only the wall-clock readings follow it (see README).
         self.clock = clock if clock is not None else BrokerClock()
-        self.runner = None          # the BrokerRunner (pykbroker/runner.py) while started
+        self.runner = None          # the BrokerRunner (pykbroker/run/runner.py) while started
         self.config = {str(k): str(v) for k, v in (config or {}).items()}
         self.log_dir = None if log_dir is None else os.path.abspath(str(log_dir))
         self._given_log_dir = log_dir
@@ -270,7 +270,7 @@ class Broker(_BrokerBase):
 
         from .clock import BrokerClock
         from .config import BrokerConfig
-        from .runner import BrokerRunner
+        from .run.runner import BrokerRunner
 
         self._token = trio.lowlevel.current_trio_token()
         self._loop_thread = threading.get_ident()
@@ -290,7 +290,7 @@ class Broker(_BrokerBase):
                 self.port = li.port
                 self.advertised_host = li.host
                 if self.control_port is not None:
-                    from .server.control import serve_control
+                    from .run.control import serve_control
 
                     cport = await nursery.start(serve_control, runner, self.host, self.control_port)
                     self.control_port = cport   # a restart reuses the bound port
@@ -356,7 +356,7 @@ class Broker(_BrokerBase):
                 raise RuntimeError("pykbroker did not start within %ss" % timeout)
             # what the caller can catch and act on (an address in use, a log dir that is a
             # file): the OSError itself, not trio's exception groups around it
-            from .runner import startup_error
+            from .run.runner import startup_error
             cause = startup_error(err)
             if cause is not None:
                 raise cause from None
@@ -419,7 +419,7 @@ class Broker(_BrokerBase):
                 raise
         except BaseException as e:
             self._remove_tmp()
-            from .runner import startup_error
+            from .run.runner import startup_error
             cause = startup_error(e)
             if cause is not None:   # the OSError / ConfigError itself (see start())
                 raise cause from None
@@ -494,8 +494,8 @@ class Broker(_BrokerBase):
         return trio.from_thread.run(call, trio_token=self._token)
 
     def _control(self, method: str, path: str, req: Optional[dict] = None) -> dict:
-        """A control request (server/control.py) on the broker's loop, as over HTTP."""
-        from .server.control import handle_sync
+        """A control request (run/control.py) on the broker's loop, as over HTTP."""
+        from .run.control import handle_sync
 
         status, answer = self._on_runner(lambda r: handle_sync(r, method, path, req or {}))
         return _checked(status, answer)
@@ -751,7 +751,7 @@ async def _create_topic(b, name: str, partitions: int, config: Optional[dict]) -
 
 # -- over the Kafka protocol ----------------------------------------------------------------------
 class WireBroker(_BrokerBase):
-    """Introspection of any Kafka endpoint through the protocol (pykbroker.testing.wire): what
+    """Introspection of any Kafka endpoint through the protocol (pykbroker.protocol.wire): what
     the subprocess broker and the pytest plugin's ``--kafka-bootstrap`` mode use.  Works against
     Apache Kafka too (records are read from the partition's leader)."""
 
@@ -766,12 +766,12 @@ class WireBroker(_BrokerBase):
         pass
 
     def _client(self, target=None):
-        from .testing.wire import WireClient
+        from .protocol.wire import WireClient
 
         return WireClient(target or (self.host, self.port), client_id="pykbroker-introspection")
 
     def _leader(self, topic: str, partition: int):
-        from .testing.wire import metadata
+        from .protocol.wire import metadata
 
         with self._client() as c:
             m = metadata(c, [topic])
@@ -794,7 +794,7 @@ class WireBroker(_BrokerBase):
                 time.sleep(0.05)
 
     def records(self, topic: str, partition: int = 0) -> list[Record]:
-        from .testing.wire import fetch, fetch_part, list_offsets
+        from .protocol.wire import fetch, fetch_part, list_offsets
 
         with self._client(self._leader(topic, partition)) as c:
             def read(offset):
@@ -847,7 +847,7 @@ class WireBroker(_BrokerBase):
 
     def create_topic(self, name: str, partitions: int = 1, config: Optional[dict] = None) -> None:
         """CreateTopics (replication factor 1), then wait until every partition has a leader."""
-        from .testing.wire import wait_for_topic
+        from .protocol.wire import wait_for_topic
 
         with self._client() as c:
             r = c.request(19, 5, {"topics": [{
@@ -862,7 +862,7 @@ class WireBroker(_BrokerBase):
 
 
 class SubprocessBroker(WireBroker):
-    """``pykbroker serve`` in a child process (:class:`pykbroker.testing.BrokerProcess`), with
+    """``pykbroker serve`` in a child process (:class:`pykbroker.local.broker_process.BrokerProcess`), with
     :class:`Broker`'s interface; introspection through the Kafka protocol."""
 
     def __init__(self, port: int = 0, log_dir=None, config: Optional[dict] = None, host: str = "127.0.0.1",
@@ -892,7 +892,7 @@ class SubprocessBroker(WireBroker):
         return self
 
     def _spawn(self, timeout: float) -> None:
-        from .testing import BrokerProcess
+        from .local.broker_process import BrokerProcess
 
         self.process = BrokerProcess(self.log_dir, self.config, port=self.port, control_port=self.control_port,
                                      extra_args=["--as-kafka", self.as_kafka] if self.as_kafka else [])
@@ -950,7 +950,7 @@ class SubprocessBroker(WireBroker):
 
 
 def http_control(url: str, method: str, path: str, req: Optional[dict] = None) -> tuple[int, dict]:
-    """One request to a control endpoint (server/control.py): (status, JSON answer)."""
+    """One request to a control endpoint (run/control.py): (status, JSON answer)."""
     import json
     import urllib.error
     import urllib.request

@@ -3,7 +3,7 @@ import shutil
 
 import pytest
 
-from pykbroker.testing import BrokerProcess
+from pykbroker.local.broker_process import BrokerProcess
 from tests.needs import MISSING, in_ci
 
 # Group/consumer tests shorten Kafka's 3 s initial rebalance delay; everything else is default.
@@ -106,6 +106,7 @@ FILE_COST = {
     "groups/test_streams_persist.py": "unit",
     "groups/test_streams_topology.py": "unit",
     "groups/test_sync_persist.py": "unit",
+    "install/test_layering.py": "unit",
     "java/test_on_cluster.py": "cluster",
     "protocol/test_codec_roundtrip.py": "unit",
     "protocol/test_dispatch.py": "unit",

@@ -42,7 +42,7 @@ def module(name: str, what: str | None = None):
 
 def zookeeper_missing() -> str | None:
     """Why no ZooKeeper can be started here (Java and the Debian 'zookeeper' jars), or None."""
-    from pykbroker.cluster.zkserver import available
+    from pykbroker.local.zookeeper import available
     why = available()
     return None if why is None else "ZooKeeper (Java + Debian's zookeeper jars): %s" % why
 

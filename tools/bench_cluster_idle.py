@@ -31,8 +31,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from pykbroker.testing.cluster import Cluster  # noqa: E402
-from pykbroker.testing.wire import WireClient  # noqa: E402
+from pykbroker.local.cluster import Cluster  # noqa: E402
+from pykbroker.protocol.wire import WireClient  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 

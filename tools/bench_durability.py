@@ -27,8 +27,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from pykbroker.protocol.records import Record, encode_batch, validate_produce_records  # noqa: E402
 from pykbroker.storage import LogConfig, load_log  # noqa: E402
-from pykbroker.testing import BrokerProcess  # noqa: E402
-from pykbroker.testing.wire import WireClient, create_topic, make_batch, produce, produce_part  # noqa: E402
+from pykbroker.local.broker_process import BrokerProcess  # noqa: E402
+from pykbroker.protocol.wire import WireClient, create_topic, make_batch, produce, produce_part  # noqa: E402
 
 SETTINGS = [
     ("flush.messages=1", {"flush.messages": "1"}, {}),

@@ -20,7 +20,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from pykbroker.protocol.codec import APIS  # noqa: E402
-from pykbroker.testing import BrokerProcess, wire  # noqa: E402
+from pykbroker.local.broker_process import BrokerProcess
+from pykbroker.protocol import wire  # noqa: E402
 
 
 def fetch_request(topic, topic_id, partitions, offset, session_id, epoch, version):

@@ -19,8 +19,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from pykbroker.testing import BrokerProcess  # noqa: E402
-from pykbroker.testing.wire import WireClient, create_topic, fetch, fetch_part, make_batch, produce  # noqa: E402
+from pykbroker.local.broker_process import BrokerProcess  # noqa: E402
+from pykbroker.protocol.wire import WireClient, create_topic, fetch, fetch_part, make_batch, produce  # noqa: E402
 
 
 def main() -> None:

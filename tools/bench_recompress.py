@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.join(ROOT, "compat", "kafka"))
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from pykbroker.testing import BrokerProcess  # noqa: E402
+from pykbroker.local.broker_process import BrokerProcess  # noqa: E402
 
 
 def run_cell(bootstrap: str, topic_codec: str, args) -> float:

@@ -7,7 +7,7 @@ Columns (median of ``--runs`` runs, each on a fresh data directory, as a test su
 
 - ``spawn -> ApiVersions``: from ``Popen`` of ``python -m pykbroker serve`` to the first ApiVersions
   answered, seen by a client polling the port with a real ApiVersions request (the tests' wire
-  client, ``pykbroker/testing/wire.py``), the way a client waits for a broker; and the CPU time
+  client, ``pykbroker/protocol/wire.py``), the way a client waits for a broker; and the CPU time
   the broker used until then (all threads), which depends much less on the machine's load than
   the wall time does (on a shared machine, compare that one).
 - ``floor``: a bare trio server spawned the same way (the interpreter, ``import trio``, one
@@ -51,7 +51,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from pykbroker.protocol.primitives import ProtocolError  # noqa: E402
-from pykbroker.testing.wire import WireClient  # noqa: E402
+from pykbroker.protocol.wire import WireClient  # noqa: E402
 
 POLL = 0.002   # seconds between connection attempts
 

@@ -19,7 +19,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from pykbroker.protocol.upstream import (  # noqa: E402
+from compat.kafka.upstream import (  # noqa: E402
     load_upstream, parse_range, snake, PRIMITIVES,
 )
 

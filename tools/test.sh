@@ -15,9 +15,9 @@ command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
 command -v javac >/dev/null 2>&1 || need_apt+=(default-jdk-headless)
 command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 # ZooKeeper 3.8 for the multi-broker cluster (pykbroker cluster up, tests/cluster): its jars run
-# in a child JVM (pykbroker/cluster/zkserver.py); the package's service is not used.
+# in a child JVM (pykbroker/local/zookeeper.py); the package's service is not used.
 [ -e /usr/share/java/zookeeper.jar ] || need_apt+=(zookeeper)
-# iproute2 and iptables for the network-partition runs (pykbroker/testing/netns.py, tests/chaos):
+# iproute2 and iptables for the network-partition runs (compat/chaos/netns.py, tests/chaos):
 # each broker in its own network namespace, links cut with iptables DROP rules inside them.
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 command -v iptables >/dev/null 2>&1 || need_apt+=(iptables)

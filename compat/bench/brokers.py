@@ -4,7 +4,7 @@ Four targets, each with ``start()``, ``stop()``, ``bootstrap``, ``pids()`` (the 
 the sampler reads) and ``start_seconds`` (time to the first served request):
 
 * ``pykbroker`` single node: one ``pykbroker serve`` child (:class:`BrokerNode` without ZooKeeper).
-* ``pykbroker`` cluster: :class:`pykbroker.testing.cluster.Cluster` (3 brokers on a managed
+* ``pykbroker`` cluster: :class:`pykbroker.local.cluster.Cluster` (3 brokers on a managed
   ZooKeeper; ZooKeeper's JVM is not counted in RSS/CPU/fds, as Kafka's KRaft controller runs in
   its combined nodes and is counted: say so next to the numbers).
 * Apache Kafka single node and 3 nodes: compat/kafka/oracle.py, with the JVM flags of Kafka's own
@@ -31,7 +31,7 @@ for p in (str(ROOT), str(ROOT / "compat" / "kafka")):
         sys.path.insert(0, p)
 
 from oracle import KafkaClusterOracle, KafkaOracle, OracleUnavailable  # noqa: E402,F401
-from pykbroker.testing.cluster import BrokerNode, Cluster  # noqa: E402
+from pykbroker.local.cluster import BrokerNode, Cluster  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PYK_OVERRIDES = {"group.initial.rebalance.delay.ms": "0"}

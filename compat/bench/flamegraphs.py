@@ -38,8 +38,8 @@ ROOT = HERE.parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from pykbroker.testing import BrokerProcess  # noqa: E402
-from pykbroker.testing.wire import WireClient, create_topic, wait_for_topic  # noqa: E402
+from pykbroker.local.broker_process import BrokerProcess  # noqa: E402
+from pykbroker.protocol.wire import WireClient, create_topic, wait_for_topic  # noqa: E402
 
 
 def loadgen(*args) -> list:
@@ -71,12 +71,12 @@ def profiled(pid: int, svg: Path, cmd: list, rate: int = 100, parallel: int = 1)
 def cluster_acks_all(tmp: str, out: Path, records: int) -> dict:
     """The acks=all cell on a 3-broker cluster: py-spy samples the leader of the one partition
     (its Produce requests wait for the followers' Fetches, which it also answers)."""
-    from pykbroker.cluster import zkserver
-    from pykbroker.testing import wire
-    from pykbroker.testing.cluster import Cluster
+    from pykbroker.local import zookeeper
+    from pykbroker.protocol import wire
+    from pykbroker.local.cluster import Cluster
 
-    if zkserver.available() is not None:
-        return {"skipped": zkserver.available()}
+    if zookeeper.available() is not None:
+        return {"skipped": zookeeper.available()}
     overrides = {"default.replication.factor": "3", "min.insync.replicas": "2",
                  "offsets.topic.replication.factor": "3", "group.initial.rebalance.delay.ms": "0"}
     with Cluster(3, os.path.join(tmp, "cluster"), overrides=overrides) as cluster:

@@ -154,8 +154,8 @@ def _free_port() -> int:
 def start(server: str, tmp: str):
     """(pid, bootstrap, stop) of a running server."""
     if server == "pykbroker":
-        from pykbroker.testing import BrokerProcess
-        from pykbroker.testing.wire import create_topic
+        from pykbroker.local.broker_process import BrokerProcess
+        from pykbroker.protocol.wire import create_topic
         b = BrokerProcess(tempfile.mkdtemp(dir=tmp)).start(timeout=60)
         create_topic(b.bootstrap, "t", partitions=PARTITIONS)
         return b.proc.pid, b.bootstrap, b.stop

@@ -197,7 +197,7 @@ def cmd_conns(a) -> dict:
     """Prints {"event": "ready"} once every connection is open and served, then holds (idle) or
     loads (active) them for --seconds: the parent measures something else meanwhile (idle) or
     takes these numbers (active)."""
-    from pykbroker.testing.wire import decode_response, make_batch, request_frame
+    from pykbroker.protocol.wire import decode_response, make_batch, request_frame
     host, port = a.bootstrap.split(",")[0].rsplit(":", 1)
     port = int(port)
     value = payload(a.size)

@@ -37,8 +37,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from pykbroker.testing import BrokerProcess  # noqa: E402
-from pykbroker.testing.wire import (  # noqa: E402
+from pykbroker.local.broker_process import BrokerProcess  # noqa: E402
+from pykbroker.protocol.wire import (  # noqa: E402
     WireClient, make_batch, metadata, produce, produce_part, request_frame,
 )
 
@@ -227,7 +227,7 @@ def run(a) -> dict:
             out["rss_start_mb"] = round(rss_mb(pid), 1)
             out["fds_start"] = fds(pid)[0]
             with WireClient(b.bootstrap) as c:
-                from pykbroker.testing.wire import create_topic, wait_for_topic
+                from pykbroker.protocol.wire import create_topic, wait_for_topic
                 create_topic(c, "probe", 1)
                 wait_for_topic(c, "probe", 1)
             if a.per_request:

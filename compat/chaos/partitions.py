@@ -1,5 +1,34 @@
-"""Network partitions against a 3-broker pykbroker cluster, each server in its own network
-namespace, every client operation checked (pykbroker/testing/partitions.py, checker.py).
+"""Network-partition runs (Jepsen style) against a 3-broker cluster in network namespaces, with
+every client operation recorded and checked by :mod:`compat.chaos.checker`.
+
+One run = a cluster from :func:`compat.chaos.netns.cluster` (ZooKeeper and 3 brokers, each in
+its own namespace), a topic (RF 3, ``min.insync.replicas=2``, unclean election off), a workload,
+and a *nemesis* that cuts links between namespaces for ``fault_s`` seconds, heals, waits
+``quiet_s`` and strikes again until the run's time is up.  The test process (the clients) is
+never cut: like Jepsen's control node it reaches every broker, so an isolated leader still
+gets produce requests, which is where a replicated log loses data.
+
+Workload (``WORKLOADS``): ``idempotent``: ``producers`` idempotent ``acks=all`` confluent-kafka
+producers (``acks1``: plain ``acks=1`` ones instead, whose losses are expected), each writing values
+``p<n>-<seq>`` round-robin over the partitions, every send recorded with its outcome; one
+consumer reading every partition from offset 0 all along (every poll recorded); after the last
+heal the producers drain, and a final reader reads every partition to its end, again and again
+until everything acknowledged is read or ``bound`` seconds have passed since the heal.
+
+Nemeses (``NEMESES``; "the leader" is partition 0's leader when the fault starts):
+
+- ``isolate-leader``: the leader cut from every other node (ZooKeeper and both followers);
+- ``leader-zk``: the leader cut from ZooKeeper only (its followers still fetch from it);
+- ``leader-followers``: the leader cut from its followers only (it keeps its ZooKeeper session);
+- ``majority-minority``: one broker against the two others, ZooKeeper on a random side;
+- ``bridge``: Jepsen's bridge: the leader and ZooKeeper+the other follower on two sides, one
+  follower in both (it reaches everyone, the two sides do not reach each other);
+- ``zk-blip``: the controller cut from ZooKeeper for half the session timeout (its session
+  survives: kazoo reports SUSPENDED, then CONNECTED), healed; 3 s later the leader (another
+  broker than the controller) is isolated from all, which needs an election.
+
+``run(nemesis, seconds)`` returns a :class:`RunReport` (the checker's :class:`Result` and the
+figures of the table).  The command:
 
     python compat/chaos/partitions.py                              # every nemesis, 120 s each
     python compat/chaos/partitions.py leader-zk bridge --seconds 60
@@ -8,12 +37,512 @@ namespace, every client operation checked (pykbroker/testing/partitions.py, chec
 Needs root, iproute2 and iptables (tools/test.sh installs them).  Exit status 0 when no run
 found an anomaly, 1 otherwise, 2 when namespaces cannot be made here.
 """
+from __future__ import annotations
+
+import dataclasses
+import json
 import os
+import random
+import shutil
 import sys
+import tempfile
+import threading
+import time
+from typing import Callable, Optional
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+if __name__ == "__main__":   # run as a script: this checkout (pykbroker and compat/) first on the path
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
-from pykbroker.testing.partitions import main  # noqa: E402
+from pykbroker.protocol import wire  # noqa: E402
+
+from compat.chaos import netns  # noqa: E402
+from compat.chaos.checker import Assign, History, Poll, Result, Send, check  # noqa: E402
+
+TOPIC = "jepsen"
+WORKLOADS = ("idempotent", "acks1")
+
+
+# ---------------------------------------------------------------------------- cluster views
+def leader_of(cluster, partition: int = 0, topic: str = TOPIC) -> Optional[int]:
+    """Partition's leader as the brokers say, the answer with the highest leader epoch winning
+    (an isolated broker may still believe in an older one)."""
+    best = (-1, None)
+    for b in cluster.brokers:
+        if not b.running():
+            continue
+        try:
+            with wire.WireClient((b.host, b.port), timeout=2.0) as c:
+                m = c.request(3, 12, {"topics": [{"name": topic, "topic_id": b"\0" * 16}],
+                                      "allow_auto_topic_creation": False,
+                                      "include_cluster_authorized_operations": False,
+                                      "include_topic_authorized_operations": False})
+        except (OSError, ValueError):
+            continue
+        for t in m["topics"]:
+            for p in t["partitions"]:
+                if p["partition_index"] == partition and p["leader_id"] >= 0 and p["leader_epoch"] > best[0]:
+                    best = (p["leader_epoch"], p["leader_id"])
+    return best[1]
+
+
+def controller_of(cluster) -> Optional[int]:
+    """The controller id most brokers name (an isolated one may name a stale one)."""
+    votes: dict = {}
+    for b in cluster.brokers:
+        if not b.running():
+            continue
+        try:
+            with wire.WireClient((b.host, b.port), timeout=2.0) as c:
+                m = c.request(3, 12, {"topics": [], "allow_auto_topic_creation": False,
+                                      "include_cluster_authorized_operations": False,
+                                      "include_topic_authorized_operations": False})
+        except (OSError, ValueError):
+            continue
+        if m["controller_id"] >= 0:
+            votes[m["controller_id"]] = votes.get(m["controller_id"], 0) + 1
+    return max(votes, key=votes.get) if votes else None
+
+
+# ---------------------------------------------------------------------------- Apache Kafka
+# The oracle for a ZooKeeper-mode cluster is the last Kafka line with ZooKeeper mode (3.9); its
+# jars are fetched from Maven Central by ``python compat/kafka/oracle.py fetch --version 3.9.1``
+# into the same cache compat/kafka/oracle.py uses.
+KAFKA_ZK_VERSION = "3.9.1"
+
+
+def kafka_libs(version: str = KAFKA_ZK_VERSION) -> Optional[str]:
+    root = os.environ.get("PYKBROKER_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "pykbroker")
+    libs = os.path.join(root, "kafka-%s" % version, "libs")
+    return libs if os.path.exists(os.path.join(libs, "kafka_2.13-%s.jar" % version)) else None
+
+
+def _kafka_node_class():
+    from pykbroker.local.cluster import BrokerNode
+
+    class KafkaZkNode(BrokerNode):
+        """An Apache Kafka broker in ZooKeeper mode in place of a ``pykbroker serve`` child: same
+        directory layout (``broker.log``, ``kafka-logs/``), same host/launcher/port handling."""
+        libs = ""
+
+        def command(self) -> list:
+            props = {"broker.id": str(self.broker_id), "zookeeper.connect": self.zookeeper_connect,
+                     "listeners": "PLAINTEXT://%s:%d" % (self.host, self.port),
+                     "advertised.listeners": "PLAINTEXT://%s:%d" % (self.host, self.port),
+                     "log.dirs": self.log_dir, **self.overrides}
+            cfg = os.path.join(self.data_dir, "server.properties")
+            with open(cfg, "w") as fh:
+                fh.write("".join("%s=%s\n" % kv for kv in props.items()))
+            # small heaps and C1 only: three brokers and ZooKeeper share a 2-core machine
+            return [*self.launcher, "java", "-Xms64m", "-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                    "-Djava.awt.headless=true", "-Dorg.slf4j.simpleLogger.showDateTime=true",
+                    "-Dkafka.logs.dir=%s" % self.data_dir, "-cp", os.path.join(self.libs, "*"),
+                    "kafka.Kafka", cfg]
+    return KafkaZkNode
+
+
+# ---------------------------------------------------------------------------- nemeses
+def _node(broker_id: int) -> str:
+    return "b%d" % broker_id
+
+
+def _isolate_leader(net, leader, others, rnd):
+    net.isolate(_node(leader))
+    return "b%d isolated from all" % leader
+
+
+def _leader_zk(net, leader, others, rnd):
+    net.cut(_node(leader), "zk")
+    return "b%d cut from zk" % leader
+
+
+def _leader_followers(net, leader, others, rnd):
+    for o in others:
+        net.cut(_node(leader), _node(o))
+    return "b%d cut from b%s" % (leader, ",b".join(map(str, others)))
+
+
+def _majority_minority(net, leader, others, rnd):
+    brokers = [leader] + list(others)
+    rnd.shuffle(brokers)
+    minority, majority = [_node(brokers[0])], [_node(b) for b in brokers[1:]]
+    (minority if rnd.random() < 0.5 else majority).append("zk")
+    net.partition([minority, majority])
+    return "%s | %s" % (",".join(minority), ",".join(majority))
+
+
+def _bridge(net, leader, others, rnd):
+    bridge, other = rnd.sample(list(others), 2)
+    net.partition([[_node(leader)], ["zk", _node(other)]])
+    return "b%d | b%d (bridge) | zk,b%d" % (leader, bridge, other)
+
+
+def _zk_blip(net, leader, others, rnd, cluster=None, session_timeout_s=6.0):
+    controller = controller_of(cluster)
+    if controller is None:
+        return _isolate_leader(net, leader, others, rnd)
+    # shorter than the session timeout: the controller's session survives, kazoo reports it
+    # SUSPENDED then CONNECTED again
+    net.cut(_node(controller), "zk")
+    time.sleep(session_timeout_s / 2)
+    net.heal()
+    time.sleep(3.0)
+    # now an election is needed: is there still a controller to hold it?
+    victim = leader if leader != controller else others[0]
+    net.isolate(_node(victim))
+    return "controller b%d cut from zk for %.0f s, healed; then b%d isolated from all" % (
+        controller, session_timeout_s / 2, victim)
+
+
+NEMESES: dict[str, Callable] = {
+    "isolate-leader": _isolate_leader,
+    "leader-zk": _leader_zk,
+    "leader-followers": _leader_followers,
+    "majority-minority": _majority_minority,
+    "bridge": _bridge,
+    "zk-blip": _zk_blip,
+}
+
+
+# ---------------------------------------------------------------------------- workload
+class Workload:
+    """Producers and a live consumer recording into one :class:`History`."""
+
+    def __init__(self, bootstrap: str, history: History, producers: int = 2, rate: int = 200,
+                 partitions: int = 3, message_timeout_ms: int = 60000, workload: str = "idempotent"):
+        self.bootstrap = bootstrap
+        self.workload = workload
+        self.h = history
+        self.n = producers
+        self.rate = rate
+        self.partitions = partitions
+        self.message_timeout_ms = message_timeout_ms
+        self._stop_producing = threading.Event()
+        self._stop_consuming = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._consumer: Optional[threading.Thread] = None
+        self.errors: list[str] = []
+
+    def _produce(self, n: int) -> None:
+        from confluent_kafka import Producer
+        proc = "p%d" % n
+        # WORKLOADS: idempotent acks=all (Kafka's promise: nothing acknowledged is lost), or
+        # plain acks=1 (the leader alone acknowledges: a leader cut off and replaced loses what
+        # it acknowledged alone, in Kafka too; counted, expected)
+        safe = self.workload == "idempotent"
+        p = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": safe, "acks": "all" if safe else "1",
+                      "linger.ms": 5, "message.timeout.ms": self.message_timeout_ms,
+                      "retry.backoff.ms": 100, "topic.metadata.refresh.interval.ms": 1000,
+                      "client.id": "jepsen-" + proc, "log_level": 2})
+
+        def done(err, msg, send):
+            send.ack_time = time.monotonic()
+            if err is not None:
+                send.error = str(err.name())
+            else:
+                send.offset = msg.offset()
+
+        seq = 0
+        interval = 1.0 / max(1, self.rate)
+        next_t = time.monotonic()
+        while not self._stop_producing.is_set():
+            part = seq % self.partitions
+            send = Send(proc, "%s-%d" % (proc, seq), part, time.monotonic())
+            try:
+                p.produce(TOPIC, send.value.encode(), partition=part,
+                          on_delivery=lambda err, msg, s=send: done(err, msg, s))
+            except BufferError:
+                p.poll(0.1)
+                continue
+            self.h.add(send)
+            seq += 1
+            p.poll(0)
+            next_t += interval
+            delay = next_t - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            else:
+                next_t = time.monotonic()
+        left = p.flush(self.message_timeout_ms / 1000.0 + 10)
+        if left:
+            self.errors.append("%s: %d send(s) without an outcome after the flush" % (proc, left))
+
+    def _consume(self) -> None:
+        from confluent_kafka import Consumer, TopicPartition
+        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "jepsen-live",
+                      "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                      "topic.metadata.refresh.interval.ms": 1000, "log_level": 2})
+        try:
+            self.h.add(Assign("live", time.monotonic()))
+            c.assign([TopicPartition(TOPIC, p, 0) for p in range(self.partitions)])
+            while not self._stop_consuming.is_set():
+                msgs = c.consume(500, 0.5)
+                now = time.monotonic()
+                recs: dict = {}
+                for m in msgs:
+                    if m.error():
+                        continue
+                    recs.setdefault(m.partition(), []).append((m.offset(), m.value().decode()))
+                if recs:
+                    self.h.add(Poll("live", now, recs))
+        finally:
+            c.close()
+
+    def start(self) -> None:
+        for i in range(self.n):
+            t = threading.Thread(target=self._produce, args=(i,), daemon=True)
+            t.start()
+            self._threads.append(t)
+        self._consumer = threading.Thread(target=self._consume, daemon=True)
+        self._consumer.start()
+
+    def stop(self) -> None:
+        self._stop_producing.set()
+        for t in self._threads:
+            t.join()
+        self._stop_consuming.set()
+        if self._consumer is not None:
+            self._consumer.join()
+
+
+def final_read(bootstrap: str, h: History, partitions: int, until: float, log=print) -> int:
+    """Read every partition from 0 to its end, recorded as polls of reader ``final-<k>``; again
+    (a new reader) until every acknowledged value has been read since the heal or ``until``
+    (monotonic) passes.  Returns the number of passes."""
+    from confluent_kafka import Consumer, TopicPartition
+    passes = 0
+    while True:
+        passes += 1
+        name = "final-%d" % passes
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "jepsen-" + name, "enable.auto.commit": False,
+                      "enable.partition.eof": True, "auto.offset.reset": "earliest",
+                      "topic.metadata.refresh.interval.ms": 1000, "log_level": 2})
+        try:
+            ends = {}
+            for p in range(partitions):
+                while p not in ends and time.monotonic() < until:
+                    try:
+                        ends[p] = c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=5)[1]
+                    except Exception:
+                        time.sleep(0.5)
+            h.add(Assign(name, time.monotonic()))
+            c.assign([TopicPartition(TOPIC, p, 0) for p in ends])
+            done = {p for p, e in ends.items() if e == 0}
+            while len(done) < len(ends) and time.monotonic() < until:
+                msgs = c.consume(1000, 1.0)
+                now = time.monotonic()
+                recs: dict = {}
+                for m in msgs:
+                    if m.error():
+                        if m.error().code() == -191 and m.offset() >= ends[m.partition()]:   # _PARTITION_EOF
+                            done.add(m.partition())
+                        continue
+                    recs.setdefault(m.partition(), []).append((m.offset(), m.value().decode()))
+                    if m.offset() + 1 >= ends[m.partition()]:
+                        done.add(m.partition())
+                if recs:
+                    h.add(Poll(name, now, recs))
+        finally:
+            c.close()
+        seen = set()
+        for p in h.polls:
+            if p.time >= (h.heal or 0):
+                for recs in p.records.values():
+                    seen.update(v for _o, v in recs)
+        missing = [s.value for s in h.sends if s.acked and s.value not in seen]
+        if not missing or time.monotonic() >= until:
+            return passes
+        log("final read %d: %d acknowledged value(s) not read yet (e.g. %s); again" % (passes, len(missing), missing[:3]))
+        time.sleep(2.0)
+
+
+# ---------------------------------------------------------------------------- a run
+@dataclasses.dataclass
+class RunReport:
+    nemesis: str
+    workload: str
+    broker: str
+    seconds: float
+    faults: list
+    result: Result
+    final_passes: int = 0
+    data_dir: Optional[str] = None
+    errors: list = dataclasses.field(default_factory=list)
+
+    HEADER = "| nemesis | workload | broker | s | faults | sent | acked | failed | lost | dup | anomalies | longest unavail s | produce p99 ms |"
+    RULE = "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+
+    def row(self) -> str:
+        r = self.result
+        anomalies = ", ".join("%s %d" % kv for kv in sorted(r.counts.items()) if kv[0] not in ("lost", "duplicate")) or "none"
+        return "| %s | %s | %s | %.0f | %d | %d | %d | %d | %d | %d | %s | %.1f | %.0f |" % (
+            self.nemesis, self.workload, self.broker, self.seconds, len(self.faults), r.sent, r.acked, r.failed, r.lost, r.duplicated,
+            anomalies, r.longest_unavailable, 1000 * r.p99)
+
+
+def run(nemesis: str, seconds: float = 60.0, fault_s: float = 20.0, quiet_s: float = 10.0,
+        partitions: int = 3, producers: int = 2, rate: int = 200, bound: float = 60.0,
+        session_timeout_ms: int = 6000, seed: int = 1, data_dir: Optional[str] = None,
+        history_path: Optional[str] = None, log: Callable[[str], None] = print,
+        workload: str = "idempotent", broker: str = "pykbroker") -> RunReport:
+    """One run; ``broker="kafka"``: Apache Kafka 3.9 brokers in ZooKeeper mode in the same
+    namespaces (same ZooKeeper, same settings), the oracle for every figure."""
+    strike = NEMESES[nemesis]
+    rnd = random.Random(seed)
+    keep = data_dir is not None
+    if keep and os.path.isdir(data_dir) and os.listdir(data_dir):
+        # ZooKeeper's data would carry the last run's topic and broker state into this one
+        raise ValueError("%s is not empty: a run needs a fresh directory" % data_dir)
+    data_dir = data_dir or tempfile.mkdtemp(prefix="pykbroker-partitions-")
+    overrides = {"zookeeper.session.timeout.ms": str(session_timeout_ms), "default.replication.factor": "3",
+                 "min.insync.replicas": "2", "offsets.topic.replication.factor": "3",
+                 "replica.lag.time.max.ms": "10000", "group.initial.rebalance.delay.ms": "0",
+                 "unclean.leader.election.enable": "false"}
+    h = History()
+    faults: list = []
+    # die_with_parent: a run killed outright leaves no broker or ZooKeeper running
+    cluster = netns.cluster(3, data_dir, overrides=overrides, die_with_parent=True)
+    net = cluster.net
+    if broker == "kafka":
+        libs = kafka_libs()
+        if libs is None:
+            cluster.close()
+            raise RuntimeError("Apache Kafka %s jars not found: python compat/kafka/oracle.py fetch --version %s"
+                               % (KAFKA_ZK_VERSION, KAFKA_ZK_VERSION))
+        node_cls = _kafka_node_class()
+        kafka_nodes = []
+        for b in cluster.brokers:
+            k = node_cls(b.broker_id, b.data_dir, None, b.overrides)
+            k.host, k.launcher, k.port, k.libs = b.host, b.launcher, b.port, libs
+            k.die_with_parent = True
+            kafka_nodes.append(k)
+        cluster.brokers = kafka_nodes
+    try:
+        cluster.start()
+        cluster.wait_registered()
+        # Kafka's ZooKeeper-mode brokers take CreateTopics only on the controller
+        first = cluster.broker(controller_of(cluster) or 1)
+        with wire.WireClient((first.host, first.port)) as c:
+            r = c.request(19, 5, {"topics": [{"name": TOPIC, "num_partitions": partitions, "replication_factor": 3,
+                                              "assignments": [], "configs": []}],
+                                  "timeout_ms": 30000, "validate_only": False})
+            assert r["topics"][0]["error_code"] == 0, r
+            wire.wait_for_topic(c, TOPIC, partitions, timeout=30)
+        log("cluster up in namespaces (%s); ZooKeeper %s" % (cluster.bootstrap_servers, cluster.zookeeper_connect))
+        load = Workload(cluster.bootstrap_servers, h, producers, rate, partitions, workload=workload)
+        load.start()
+        t0 = time.monotonic()
+        t_end = t0 + seconds
+        time.sleep(min(5.0, seconds / 4))
+        try:
+            while time.monotonic() + 1.0 < t_end:
+                leader = leader_of(cluster, 0)
+                if leader is None:
+                    time.sleep(1.0)
+                    continue
+                others = [b.broker_id for b in cluster.brokers if b.broker_id != leader]
+                if strike is _zk_blip:
+                    desc = strike(net, leader, others, rnd, cluster, session_timeout_ms / 1000.0)
+                else:
+                    desc = strike(net, leader, others, rnd)
+                t_fault = time.monotonic()
+                log("t=%.1f fault: %s" % (t_fault - t0, desc))
+                time.sleep(max(0.0, min(fault_s, t_end - time.monotonic())))
+                net.heal()
+                faults.append((round(t_fault - t0, 1), round(time.monotonic() - t0, 1), desc))
+                log("t=%.1f healed" % (time.monotonic() - t0))
+                time.sleep(max(0.0, min(quiet_s, t_end - time.monotonic())))
+        finally:
+            net.heal()
+            h.heal = time.monotonic()
+        load.stop()
+        log("producers drained (%.1f s after the heal); final read" % (time.monotonic() - h.heal))
+        passes = final_read(cluster.bootstrap_servers, h, partitions, h.heal + bound + 30, log=log)
+    finally:
+        cluster.stop_all()
+        net.close()
+    result = check(h, bound=bound)
+    if history_path:
+        os.makedirs(os.path.dirname(os.path.abspath(history_path)), exist_ok=True)
+        with open(history_path, "w") as fh:
+            json.dump(h.to_dict(), fh)
+    report = RunReport(nemesis, workload, broker, seconds, faults, result, passes, data_dir if keep or not result.ok else None,
+                       load.errors)
+    if result.ok and not keep:
+        shutil.rmtree(data_dir, ignore_errors=True)
+    return report
+
+
+def main(argv=None) -> int:
+    import argparse
+    ap = argparse.ArgumentParser(description="Network partitions (namespaces + iptables) against a 3-broker "
+                                             "pykbroker cluster, histories checked (compat/chaos/checker.py).")
+    ap.add_argument("nemeses", nargs="*", default=list(NEMESES), help="of: %s" % ", ".join(NEMESES))
+    ap.add_argument("--seconds", type=float, default=120.0, help="length of each run (default 120)")
+    ap.add_argument("--fault", type=float, default=20.0, help="seconds each fault lasts (default 20)")
+    ap.add_argument("--quiet", type=float, default=10.0, help="seconds between faults (default 10)")
+    ap.add_argument("--producers", type=int, default=2)
+    ap.add_argument("--broker", default="pykbroker", choices=["pykbroker", "kafka", "both"],
+                    help="kafka: Apache Kafka %s in ZooKeeper mode in the same namespaces (the oracle); "
+                         "both: each run on pykbroker, then on Kafka" % KAFKA_ZK_VERSION)
+    ap.add_argument("--workload", action="append", choices=WORKLOADS,
+                    help="idempotent (acks=all, idempotent producers; the default) and/or acks1 (acks=1: "
+                         "losses expected, as with Kafka); repeat for both")
+    ap.add_argument("--rate", type=int, default=200, help="records/s per producer (default 200)")
+    ap.add_argument("--bound", type=float, default=60.0,
+                    help="seconds after the heal by which everything acknowledged must be readable")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out", default=None, help="directory for the table (results.md) and per-run JSON")
+    ap.add_argument("--keep", default=None, metavar="DIR",
+                    help="keep every run's cluster (ZooKeeper and broker logs, data) under DIR/<nemesis>; "
+                         "without it a run's directory is kept only when it found an anomaly")
+    ap.add_argument("--histories", default=None, help="directory for each run's whole history (JSON, large)")
+    args = ap.parse_args(argv)
+    why = netns.unavailable()
+    if why:
+        print("cannot run: %s" % why)
+        return 2
+    import signal
+
+    def stop(signum, frame):
+        # unwind through run()'s clean-up: servers stopped, namespaces and bridge removed
+        raise KeyboardInterrupt("signal %d" % signum)
+    signal.signal(signal.SIGTERM, stop)
+    reports = []
+    brokers = ["pykbroker", "kafka"] if args.broker == "both" else [args.broker]
+    for n, w, br in [(n, w, br) for n in args.nemeses for w in (args.workload or ["idempotent"]) for br in brokers]:
+        tag = "%s-%s-%s" % (n, w, br)
+        hist = os.path.join(args.histories, "history-%s.json" % tag) if args.histories else None
+        rep = run(n, args.seconds, args.fault, args.quiet, producers=args.producers, rate=args.rate,
+                  bound=args.bound, seed=args.seed, history_path=hist,
+                  data_dir=os.path.join(args.keep, tag) if args.keep else None, workload=w, broker=br,
+                  log=lambda m, tag=tag: print("[%s] %s" % (tag, m), flush=True))
+        reports.append(rep)
+        print(RunReport.HEADER)
+        print(rep.row(), flush=True)
+        for kind, ex in rep.result.anomalies.items():
+            for e in ex[:5]:
+                print("    %s: %s" % (kind, e))
+        if rep.data_dir:
+            print("    logs kept in %s" % rep.data_dir)
+        if args.out:
+            os.makedirs(args.out, exist_ok=True)
+            with open(os.path.join(args.out, "run-%s.json" % tag), "w") as fh:
+                json.dump({"nemesis": n, "workload": w, "broker": br, "seconds": rep.seconds, "faults": rep.faults,
+                           "result": dataclasses.asdict(rep.result), "final_passes": rep.final_passes,
+                           "errors": rep.errors}, fh, indent=1)
+    print()
+    print(RunReport.HEADER)
+    print(RunReport.RULE)
+    for rep in reports:
+        print(rep.row())
+    if args.out:
+        with open(os.path.join(args.out, "results.md"), "w") as fh:
+            fh.write("%s\n%s\n" % (RunReport.HEADER, RunReport.RULE))
+            for rep in reports:
+                fh.write(rep.row() + "\n")
+    # acks=1 loses what an isolated leader acknowledged alone (Kafka too): counted, not failed
+    return 0 if all(r.result.ok for r in reports if r.workload == "idempotent" and r.broker == "pykbroker") else 1
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -19,7 +19,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", ".."))
 
-from pykbroker.testing import BrokerProcess  # noqa: E402
+from pykbroker.local.broker_process import BrokerProcess  # noqa: E402
 
 
 class RecordingProxy:

@@ -1,5 +1,5 @@
 """Coverage-guided fuzzing (atheris / libFuzzer) of the sans-IO layer: the request dispatcher,
-the generated codecs and the record-batch parser (pykbroker/testing/fuzz_targets.py says what
+the generated codecs and the record-batch parser (compat/fuzz/targets.py says what
 each target promises).  Not part of the test suite (it runs until stopped); a crash is written
 by libFuzzer as ``crash-<sha1>`` in the working directory, with the traceback on stderr.
 
@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import atheris  # noqa: E402
 
 with atheris.instrument_imports(include=["pykbroker"]):
-    from pykbroker.testing import fuzz_targets  # noqa: E402
+    from compat.fuzz import targets as fuzz_targets  # noqa: E402
     # the modules the targets reach, instrumented too (the generated codecs: see below)
     import pykbroker.protocol.codec  # noqa: E402,F401
     import pykbroker.protocol.records  # noqa: E402,F401

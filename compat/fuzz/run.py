@@ -11,7 +11,7 @@ mutations of the requests real clients sent in captured sessions (compat/fuzz/co
 compat/fuzz/capture.py) are sent in batches.  After each batch a real client must produce
 within 15 s and the broker's RSS and open fds are read.  At the end the records and the committed
 offsets are read back by a real consumer and compared byte for byte.
-(pykbroker/testing/fuzz.py says exactly what is counted.)
+(compat/fuzz/fuzzer.py says exactly what is counted.)
 
 Exit status 0 when there was no crash, hang, held connection, undecodable answer, health-check
 failure, logged internal error, and the other client's data was intact; 1 otherwise.
@@ -25,7 +25,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", ".."))
 
-from pykbroker.testing.fuzz import run_against_new_broker  # noqa: E402
+from compat.fuzz.fuzzer import run_against_new_broker  # noqa: E402
 
 
 def main(argv=None) -> int:

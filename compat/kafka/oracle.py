@@ -47,7 +47,7 @@ POM = HERE / "pom.xml"
 if (HERE.parents[1] / "pykbroker").is_dir() and str(HERE.parents[1]) not in sys.path:
     sys.path.insert(0, str(HERE.parents[1]))
 from pykbroker.protocol.primitives import ProtocolError  # noqa: E402
-from pykbroker.testing.wire import WireClient  # noqa: E402
+from pykbroker.protocol.wire import WireClient  # noqa: E402
 
 CACHE_ROOT = Path(os.environ.get("PYKBROKER_CACHE", Path.home() / ".cache" / "pykbroker"))
 

@@ -842,6 +842,6 @@ class LocalController(Controller):
 
     def replicas_online(self, broker_id: int, partitions) -> None:
         """Undo :meth:`replicas_offline` for ``partitions`` (fault injection's partition coming
-        back, pykbroker/runner.py): a partition left without a leader is led by it again, at a
+        back, pykbroker/run/runner.py): a partition left without a leader is led by it again, at a
         new leader epoch."""
         self._change_reported(broker_id, partitions, PC.replicas_online)

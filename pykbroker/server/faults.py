@@ -20,7 +20,7 @@ next ``count`` matching requests (``None``: until cleared).  What it does to a m
 A partition taken offline (``set_offline``) is a set of such rules, one per per-partition API,
 answering KAFKA_STORAGE_ERROR until ``set_online`` removes them: what Kafka's broker answers for
 a partition whose log dir failed (its Metadata side, no leader, is the controller's:
-``pykbroker/runner.py``).
+``pykbroker/run/runner.py``).
 
 A rule with a topic never matches an API without a per-partition layout.  The plan is mutated
 and read on the broker's trio thread only (no locks).  With no rule the dispatcher's cost is one

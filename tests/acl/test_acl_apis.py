@@ -7,7 +7,7 @@ from tests import needs
 
 import pykbroker
 from pykbroker.embedded import TEST_CONFIG
-from pykbroker.testing.wire import WireClient
+from pykbroker.protocol.wire import WireClient
 
 ck = needs.module("confluent_kafka.admin")
 from confluent_kafka import KafkaException  # noqa: E402

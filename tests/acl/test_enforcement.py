@@ -12,7 +12,7 @@ from tests import needs
 
 import pykbroker
 from pykbroker.embedded import TEST_CONFIG
-from pykbroker.testing.wire import WireClient
+from pykbroker.protocol.wire import WireClient
 
 needs.module("cryptography")
 ck = needs.module("confluent_kafka")

@@ -10,7 +10,7 @@ import pytest
 import pykbroker
 from pykbroker.embedded import TEST_CONFIG
 from pykbroker.protocol.records import Record, encode_batch
-from pykbroker.testing.wire import WireClient
+from pykbroker.protocol.wire import WireClient
 
 ANON = "User:ANONYMOUS"
 _n = itertools.count()

@@ -9,7 +9,8 @@ import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from pykbroker.testing import BrokerProcess, wire
+from pykbroker.local.broker_process import BrokerProcess
+from pykbroker.protocol import wire
 from tests.conftest import TEST_OVERRIDES
 
 TOPIC = "move-me"

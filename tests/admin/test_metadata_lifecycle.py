@@ -9,8 +9,8 @@ from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
-from pykbroker.testing import BrokerProcess, wait_until
-from pykbroker.testing.wire import call_kafka_python as call
+from pykbroker.local.broker_process import BrokerProcess, wait_until
+from pykbroker.protocol.wire import call_kafka_python as call
 from tests.conftest import TEST_OVERRIDES
 
 TIMEOUT = 15

@@ -8,7 +8,7 @@ from kafka.protocol.admin import (CreateTopicsRequest, CreateTopicsResponse, Del
                                   DescribeConfigsRequest, DescribeConfigsResponse)
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
-from pykbroker.testing.wire import call_kafka_python as call
+from pykbroker.protocol.wire import call_kafka_python as call
 
 MT = MetadataRequest.MetadataRequestTopic
 CT = CreateTopicsRequest.CreatableTopic

@@ -19,8 +19,8 @@ import pytest
 
 from tests import needs
 
-from pykbroker.testing import BrokerProcess
-from pykbroker.testing.wire import create_topic
+from pykbroker.local.broker_process import BrokerProcess
+from pykbroker.protocol.wire import create_topic
 
 ROOT = Path(__file__).resolve().parents[2]
 LOADGEN = ROOT / "compat" / "bench" / "loadgen.py"

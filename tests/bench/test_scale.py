@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from pykbroker.testing import BrokerProcess
+from pykbroker.local.broker_process import BrokerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 # loaded by path, not through sys.path: compat/bench on sys.path for the rest of the session

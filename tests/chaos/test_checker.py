@@ -1,11 +1,11 @@
-"""The history checker (pykbroker/testing/checker.py) on synthetic histories: each anomaly it
+"""The history checker (compat/chaos/checker.py) on synthetic histories: each anomaly it
 knows is planted in an otherwise clean history and must be found, under its own name only; the
 clean histories must pass."""
 from __future__ import annotations
 
 import json
 
-from pykbroker.testing.checker import (READ_COMMITTED, Assign, History, Poll, Send, Txn, check)
+from compat.chaos.checker import (READ_COMMITTED, Assign, History, Poll, Send, Txn, check)
 
 
 def clean(n=10, partitions=2, producers=("a", "b")) -> History:

@@ -1,4 +1,4 @@
-"""pykbroker/testing/netns.py: namespaces on a bridge, links cut with iptables and healed, the
+"""compat/chaos/netns.py: namespaces on a bridge, links cut with iptables and healed, the
 test process (root namespace) never cut; and a ZooKeeper + 3-broker cluster living in them."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from pykbroker.testing import netns
+from compat.chaos import netns
 
 pytestmark = pytest.mark.skipif(netns.unavailable() is not None, reason="%s" % netns.unavailable())
 
@@ -64,7 +64,7 @@ def test_cut_and_heal_between_namespaces():
 
 
 def test_cluster_in_namespaces_sees_a_broker_cut_from_zookeeper(tmp_path):
-    from pykbroker.cluster.zkserver import available
+    from pykbroker.local.zookeeper import available
     if available() is not None:
         pytest.skip(available())
     c = netns.cluster(3, str(tmp_path), overrides={"zookeeper.session.timeout.ms": "4000"})

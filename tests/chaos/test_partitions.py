@@ -1,7 +1,7 @@
-"""The short network-partition campaign (pykbroker/testing/partitions.py): ZooKeeper and 3
+"""The short network-partition campaign (compat/chaos/partitions.py): ZooKeeper and 3
 brokers each in a network namespace, links cut with iptables, idempotent acks=all
 confluent-kafka producers and a live consumer, every operation checked by
-pykbroker/testing/checker.py.  The full campaign is ``python compat/chaos/partitions.py``
+compat/chaos/checker.py.  The full campaign is ``python compat/chaos/partitions.py``
 (compat/chaos/results/).
 
 Checked: no anomaly of any kind (nothing acknowledged lost, no duplicate, no inconsistent
@@ -16,7 +16,7 @@ import pytest
 
 from tests import needs
 
-from pykbroker.testing import netns
+from compat.chaos import netns
 
 needs.module("confluent_kafka")
 needs.module("kazoo.client")
@@ -29,10 +29,10 @@ ELECTION_BOUND_S = FAULT_S - 3.0
 
 
 def _run(nemesis, tmp_path):
-    from pykbroker.cluster.zkserver import available
+    from pykbroker.local.zookeeper import available
     if available() is not None:
         pytest.skip(available())
-    from pykbroker.testing import partitions
+    from compat.chaos import partitions
     rep = partitions.run(nemesis, seconds=30.0, fault_s=FAULT_S, quiet_s=20.0, rate=100,
                          data_dir=str(tmp_path / "cluster"), log=print)
     print(partitions.RunReport.HEADER)

@@ -11,7 +11,7 @@ from tests import needs
 
 import pykbroker
 from pykbroker.embedded import TEST_CONFIG
-from pykbroker.testing import wire
+from pykbroker.protocol import wire
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -14,7 +14,7 @@ from . import util
 needs.module("kazoo.client")
 needs.require_zookeeper(allow_module_level=True)
 
-from pykbroker.testing.cluster import Cluster  # noqa: E402
+from pykbroker.local.cluster import Cluster  # noqa: E402
 
 from groups.test_group_clients import test_three_consumers_share_topic_exactly_once  # noqa: E402,F401
 from .test_aiokafka import test_idempotent_producer_roundtrip  # noqa: E402,F401
@@ -55,7 +55,7 @@ def gbroker(broker):
 
 def test_topics_are_replicated_three_times(broker):
     """What the scenarios above ran on: every topic they made has three in-sync replicas."""
-    from pykbroker.testing import wire
+    from pykbroker.protocol import wire
     m = wire.metadata(("127.0.0.1", broker.cluster.brokers[0].port), None)
     topics = [t for t in m["topics"] if not t["is_internal"]]
     assert topics

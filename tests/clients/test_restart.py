@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from pykbroker.testing import wait_until
+from pykbroker.local.broker_process import wait_until
 
 from .util import (KCAT, acked_records, ak_consume, ak_create_topic, ak_produce,
                    assert_acks_match, assert_partitions_equal, by_partition,

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from pykbroker.testing.wire import WireClient
+from pykbroker.protocol.wire import WireClient
 from tests import needs
 
 _why = needs.zookeeper_missing()

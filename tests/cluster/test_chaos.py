@@ -1,4 +1,4 @@
-"""Short fault runs (pykbroker/testing/chaos.py) on real processes: ZooKeeper + 3 brokers, RF 3,
+"""Short fault runs (compat/chaos/chaos.py) on real processes: ZooKeeper + 3 brokers, RF 3,
 min.insync.replicas=2, idempotent acks=all confluent-kafka producers, and the nemesis of each
 scenario.  Kafka's rule is checked on what a consumer reads back afterwards: no acknowledged
 record lost, none duplicated, none at another offset than acknowledged, producers' order kept.
@@ -23,7 +23,7 @@ needs.module("kazoo.client")
 needs.module("confluent_kafka")
 needs.require_zookeeper(allow_module_level=True)
 
-from pykbroker.testing import chaos  # noqa: E402
+from compat.chaos import chaos  # noqa: E402
 
 SEED = int(os.environ["PYKBROKER_CHAOS_SEED"]) if os.environ.get("PYKBROKER_CHAOS_SEED") else None
 
@@ -67,7 +67,7 @@ def test_exactly_once_consume_transform_produce_under_leader_kills(tmp_path):
     """Issue 12's fault run: a transactional consume-transform-produce application
     (send_offsets_to_transaction, read_committed) while input/output leaders are killed with
     kill -9: the committed output is the input, each record exactly once."""
-    from pykbroker.testing import chaos_eos
+    from compat.chaos import chaos_eos
     report = chaos_eos.run(seconds=30.0, interval=8.0, records=5000, data_dir=str(tmp_path / "eos"),
                            log=print, seed=SEED)
     print(report.row())

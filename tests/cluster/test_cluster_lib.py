@@ -1,4 +1,4 @@
-"""pykbroker.testing.cluster.Cluster on real processes: kill/start/stop/pause/resume and a
+"""pykbroker.local.cluster.Cluster on real processes: kill/start/stop/pause/resume and a
 ZooKeeper restart, checked with real sockets and records read back over the wire."""
 import os
 import signal
@@ -6,9 +6,9 @@ import socket
 
 import pytest
 
-from pykbroker.testing import wait_until
-from pykbroker.testing.cluster import Cluster
-from pykbroker.testing.wire import WireClient, create_topic, fetch, fetch_part, make_batch, produce, \
+from pykbroker.local.broker_process import wait_until
+from pykbroker.local.cluster import Cluster
+from pykbroker.protocol.wire import WireClient, create_topic, fetch, fetch_part, make_batch, produce, \
     produce_part, decode_batches, wait_for_topic
 
 from .helpers import assert_answers, pid_alive, port_open, proc_state, requires_zookeeper
@@ -121,7 +121,7 @@ def test_failed_start_shows_log_tail(tmp_path):
 def test_external_zookeeper_and_registrations(tmp_path):
     from kazoo.client import KazooClient
 
-    from pykbroker.cluster.zkserver import ZooKeeperServer
+    from pykbroker.local.zookeeper import ZooKeeperServer
 
     with ZooKeeperServer(str(tmp_path / "zk")) as zk:
         with Cluster(1, data_dir=str(tmp_path / "c"), zookeeper=zk.connect_string) as c:
@@ -162,7 +162,7 @@ def test_all_down_and_up_same_ports(tmp_path):
 
 def test_first_start_moves_off_a_port_taken_meanwhile(tmp_path, monkeypatch):
     """A port picked free can be taken by another process before the broker binds it."""
-    import pykbroker.testing.cluster as mod
+    import pykbroker.local.cluster as mod
 
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))

@@ -5,8 +5,9 @@ import time
 
 import pytest
 
-from pykbroker.testing import BrokerProcess, wire
-from pykbroker.testing.wire import WireClient
+from pykbroker.local.broker_process import BrokerProcess
+from pykbroker.protocol import wire
+from pykbroker.protocol.wire import WireClient
 
 from .helpers import requires_zookeeper, wait_for
 
@@ -97,7 +98,7 @@ def test_an_append_wakes_a_parked_incremental_fetch(broker):
 def test_replication_through_sessions_many_partitions(tmp_path):
     """60 partitions RF 3: records produced to every partition reach every follower byte for
     byte."""
-    from pykbroker.testing.cluster import Cluster
+    from pykbroker.local.cluster import Cluster
     with Cluster(3, data_dir=str(tmp_path), overrides={"zookeeper.session.timeout.ms": "4000"}) as c:
         c.wait_registered()
         with WireClient(c.brokers[0].bootstrap, timeout=60) as w:

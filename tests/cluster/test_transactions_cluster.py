@@ -16,8 +16,8 @@ needs.module("kazoo.client")
 ck = needs.module("confluent_kafka")
 needs.require_zookeeper(allow_module_level=True)
 
-from pykbroker.testing import wire  # noqa: E402
-from pykbroker.testing.cluster import Cluster  # noqa: E402
+from pykbroker.protocol import wire  # noqa: E402
+from pykbroker.local.cluster import Cluster  # noqa: E402
 
 OVERRIDES = {"zookeeper.session.timeout.ms": "6000", "default.replication.factor": "3",
              "min.insync.replicas": "2", "offsets.topic.num.partitions": "3",

@@ -1,7 +1,7 @@
 """ZooKeeper connection blips with real processes: ZooKeeper 3.8 and 3 pykbroker brokers whose
 ZooKeeper links go through a relay that drops every connection every 2 s (the sessions live on,
 as through a network blip or a load balancer's idle timeout), while the leader of a partition
-(not the controller) is killed -9 (``pykbroker.testing.chaos.blip_failover``).
+(not the controller) is killed -9 (``compat.chaos.chaos.blip_failover``).
 
 Apache Kafka's ZooKeeper-era controller ignores a disconnect within the session, so the
 controller keeps electing: a new leader once the dead broker's session expires (its timeout plus
@@ -23,8 +23,8 @@ pytestmark = requires_zookeeper
 needs.module("kazoo.client")
 needs.module("confluent_kafka")
 
-from pykbroker.testing import chaos  # noqa: E402
-from pykbroker.testing.cluster import Cluster  # noqa: E402
+from compat.chaos import chaos  # noqa: E402
+from pykbroker.local.cluster import Cluster  # noqa: E402
 
 SESSION_S = 6.0
 BLIP_EVERY_S = 2.0

@@ -1,5 +1,5 @@
 """The ZooKeeper controller with real processes: a real ZooKeeper 3.8 and pykbroker brokers as
-child processes (pykbroker.testing.cluster.Cluster), checked with real clients and by reading
+child processes (pykbroker.local.cluster.Cluster), checked with real clients and by reading
 ZooKeeper with kazoo.
 
 Sessions are short here (ZooKeeper tick 500 ms, zookeeper.session.timeout.ms=3000) so a killed
@@ -16,12 +16,12 @@ import pytest
 
 from tests import needs
 
-from pykbroker.testing import wire
+from pykbroker.protocol import wire
 
 kazoo_client = needs.module("kazoo.client")
 needs.require_zookeeper(allow_module_level=True)
 
-from pykbroker.testing.cluster import Cluster  # noqa: E402
+from pykbroker.local.cluster import Cluster  # noqa: E402
 
 SESSION_MS = 3000
 OVERRIDES = {"zookeeper.session.timeout.ms": str(SESSION_MS), "default.replication.factor": "3",
@@ -369,7 +369,7 @@ def test_a_fenced_controller_cannot_write(cluster, zk):
 
 
 def test_cluster_id_mismatch_refuses_to_start(cluster, tmp_path):
-    from pykbroker.testing.cluster import BrokerNode
+    from pykbroker.local.cluster import BrokerNode
     n = BrokerNode(9, str(tmp_path / "foreign"), cluster.zookeeper_connect, dict(OVERRIDES))
     os.makedirs(n.log_dir)
     with open(os.path.join(n.log_dir, "meta.properties"), "w") as fh:
@@ -384,7 +384,7 @@ def test_cluster_id_mismatch_refuses_to_start(cluster, tmp_path):
 def test_a_second_broker_with_a_taken_id_refuses_to_start(cluster, tmp_path):
     """The id's registration belongs to a live broker: the newcomer waits as after a kill -9,
     never listens, and exits with a clear error once the registration outlived any expiry."""
-    from pykbroker.testing.cluster import BrokerNode
+    from pykbroker.local.cluster import BrokerNode
     n = BrokerNode(2, str(tmp_path / "dup"), cluster.zookeeper_connect, dict(OVERRIDES))
     with pytest.raises(Exception):
         n.start(timeout=3 * SESSION_MS / 1000 + 40)

@@ -28,9 +28,9 @@ kazoo_client = needs.module("kazoo.client")
 
 from pykbroker.cluster.metadata_cache import Endpoint, MetadataCache  # noqa: E402
 from pykbroker.cluster.zk_controller import ZkController  # noqa: E402
-from pykbroker.cluster.zkserver import ZooKeeperServer  # noqa: E402
+from pykbroker.local.zookeeper import ZooKeeperServer  # noqa: E402
 from pykbroker.config import BrokerConfig  # noqa: E402
-from pykbroker.testing.relay import TcpRelay  # noqa: E402
+from pykbroker.local.relay import TcpRelay  # noqa: E402
 
 SESSION_MS = 4000
 TOPIC = "blips"

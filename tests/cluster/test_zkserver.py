@@ -5,7 +5,7 @@ import socket
 
 import pytest
 
-from pykbroker.cluster.zkserver import ZooKeeperServer, ZooKeeperUnavailable, find_classpath, four_letter
+from pykbroker.local.zookeeper import ZooKeeperServer, ZooKeeperUnavailable, find_classpath, four_letter
 
 from .helpers import pid_alive, port_open, proc_state, requires_zookeeper, wait_for
 
@@ -90,7 +90,7 @@ def test_temporary_data_dir_removed(tmp_path):
 def test_missing_jars_error_names_the_package(monkeypatch):
     monkeypatch.delenv("ZOOKEEPER_CLASSPATH", raising=False)
     monkeypatch.delenv("ZOOKEEPER_HOME", raising=False)
-    monkeypatch.setattr("pykbroker.cluster.zkserver.DEBIAN_JAR", "/nonexistent/zookeeper.jar")
+    monkeypatch.setattr("pykbroker.local.zookeeper.DEBIAN_JAR", "/nonexistent/zookeeper.jar")
     with pytest.raises(ZooKeeperUnavailable, match="apt-get install zookeeper"):
         find_classpath()
 
@@ -106,7 +106,7 @@ def test_failed_start_shows_this_runs_log(tmp_path, monkeypatch):
 
 
 def test_port_taken_meanwhile_moves_on_given_port_fails(tmp_path, monkeypatch):
-    import pykbroker.cluster.zkserver as mod
+    import pykbroker.local.zookeeper as mod
 
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))

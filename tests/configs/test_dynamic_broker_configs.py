@@ -9,7 +9,7 @@ import os
 from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from pykbroker.testing.wire import WireClient
+from pykbroker.protocol.wire import WireClient
 from tests.configs.helpers import TIMEOUT, create, describe, incremental, name
 from tests.configs.test_live_and_durable import _consume_all, _produce
 

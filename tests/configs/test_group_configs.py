@@ -6,7 +6,7 @@ import uuid
 
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from pykbroker.testing.wire import WireClient, wait_for_topic
+from pykbroker.protocol.wire import WireClient, wait_for_topic
 from tests.configs import helpers
 from tests.configs.helpers import TIMEOUT, create, name
 

@@ -8,7 +8,7 @@ from kafka.admin import ConfigResource as KResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient
 from kafka.protocol.admin import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 
-from pykbroker.testing.wire import call_kafka_python as call
+from pykbroker.protocol.wire import call_kafka_python as call
 from tests.configs.helpers import (DEFAULT_CONFIG, TOPIC_CONFIG, create, describe, incremental,
                                    name, overrides)
 

@@ -32,7 +32,7 @@ import pytest
 
 from tests import needs
 
-from pykbroker.testing import wire
+from pykbroker.protocol import wire
 from pykbroker.testing.containers import IMAGE_ENTRYPOINT, launch_args, start_script
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

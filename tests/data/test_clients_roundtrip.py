@@ -9,7 +9,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KTP
 
-from pykbroker.testing.wire import create_topic
+from pykbroker.protocol.wire import create_topic
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -9,7 +9,7 @@ from confluent_kafka.admin import AdminClient
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KTP
 
-from pykbroker.testing.wire import (WireClient, create_topic, decode_batches, fetch, fetch_part, make_batch, produce,
+from pykbroker.protocol.wire import (WireClient, create_topic, decode_batches, fetch, fetch_part, make_batch, produce,
                                     produce_part)
 
 pytestmark = pytest.mark.timeout(90)

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from pykbroker.testing.wire import (WireClient, create_topic, decode_batches, fetch, fetch_part, make_batch, produce,
+from pykbroker.protocol.wire import (WireClient, create_topic, decode_batches, fetch, fetch_part, make_batch, produce,
                                     produce_part)
 
 pytestmark = pytest.mark.timeout(60)

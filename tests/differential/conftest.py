@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pykbroker.testing import BrokerProcess
+from pykbroker.local.broker_process import BrokerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,11 +1,11 @@
 """Helpers of the differential suite on top of the tests' wire client
-(:mod:`pykbroker.testing.wire`): every connection carries the suite's client id (group member
+(:mod:`pykbroker.protocol.wire`): every connection carries the suite's client id (group member
 ids start with it), one-shot calls take a target (``conftest.Target``), and
 :func:`differences` / :func:`explain` say where pykbroker's answer and Kafka's differ."""
 from __future__ import annotations
 
-from pykbroker.testing import wire
-from pykbroker.testing.wire import ZERO_UUID, WireClient, make_batch as batch, wait_for_topic  # noqa: F401
+from pykbroker.protocol import wire
+from pykbroker.protocol.wire import ZERO_UUID, WireClient, make_batch as batch, wait_for_topic  # noqa: F401
 
 CLIENT_ID = "differential"
 

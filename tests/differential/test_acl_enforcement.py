@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pykbroker.testing.wire import WireClient
+from pykbroker.protocol.wire import WireClient
 
 from .helpers import explain, kafka_with_sasl_listener, pykbroker_with_sasl_listener
 

@@ -15,7 +15,7 @@ import pytest
 
 import pykbroker
 from pykbroker.embedded import TEST_CONFIG
-from pykbroker.testing.wire import WireClient
+from pykbroker.protocol.wire import WireClient
 
 ROOT = Path(__file__).resolve().parents[2]
 AUTH = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pykbroker.testing.wire import request_frame
+from pykbroker.protocol.wire import request_frame
 
 from .helpers import explain, call
 

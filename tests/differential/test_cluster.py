@@ -30,7 +30,7 @@ import time
 
 import pytest
 
-from pykbroker.testing import wire
+from pykbroker.protocol import wire
 
 from .conftest import _load_oracle
 from .helpers import batch, explain
@@ -83,7 +83,7 @@ def kafka3(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def pyk3(tmp_path_factory):
-    from pykbroker.testing.cluster import Cluster
+    from pykbroker.local.cluster import Cluster
     c = Cluster(3, data_dir=str(tmp_path_factory.mktemp("pyk3")),
                 overrides={"zookeeper.session.timeout.ms": "4000"})
     c.start()

@@ -3,7 +3,7 @@ after two batches) and the per-partition errors, as
 Apache Kafka 4.4 answers them."""
 import time
 
-from pykbroker.testing import wire
+from pykbroker.protocol import wire
 
 from .helpers import connect, explain
 

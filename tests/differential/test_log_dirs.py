@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from pykbroker.testing import BrokerProcess, wire
+from pykbroker.local.broker_process import BrokerProcess
+from pykbroker.protocol import wire
 
 from .conftest import COMMON_OVERRIDES, Target, _load_oracle
 from .helpers import connect, explain

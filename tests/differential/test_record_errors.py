@@ -114,7 +114,7 @@ def test_topic_compression_type_rewrites_batches(both, topic_codec):
     codec, with the producer's records, keys, headers-free values and timestamps unchanged;
     an idempotent batch keeps its producer id and sequence (a retry is still a duplicate)."""
     from pykbroker.protocol.records import parse_header
-    from pykbroker.testing.wire import decode_batches
+    from pykbroker.protocol.wire import decode_batches
 
     from .helpers import fetch, init_producer_id
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pykbroker.security.scram import salted_password
-from pykbroker.testing.wire import WireClient
+from pykbroker.protocol.wire import WireClient
 
 from .helpers import kafka_with_sasl_listener, pykbroker_with_sasl_listener
 

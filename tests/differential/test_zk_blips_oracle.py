@@ -1,7 +1,7 @@
 """ZooKeeper connection blips with a leader killed, on Apache Kafka 3.9.1 in ZooKeeper mode (the
 exact oracle for pykbroker's ZooKeeper controller: the differential cluster tests compare with
 KRaft, whose rules differ) and on pykbroker, measured the same way one after the other
-(``pykbroker.testing.chaos.blip_failover``): ZooKeeper 3.8 and 3 brokers whose ZooKeeper links
+(``compat.chaos.chaos.blip_failover``): ZooKeeper 3.8 and 3 brokers whose ZooKeeper links
 go through a relay dropping them every 2 s (sessions kept, 6 s session timeout), an idempotent
 acks=all confluent-kafka producer, and the leader of the partition (not the controller) killed
 -9.  Kafka's controller ignores a disconnect within its session: both clusters must elect a new
@@ -25,10 +25,10 @@ pytestmark = pytest.mark.skipif(needs.zookeeper_missing() is not None,
 needs.module("kazoo.client")
 needs.module("confluent_kafka")
 
-from pykbroker.cluster.zkserver import ZooKeeperServer  # noqa: E402
-from pykbroker.testing import chaos  # noqa: E402
-from pykbroker.testing.cluster import Cluster  # noqa: E402
-from pykbroker.testing.relay import TcpRelay  # noqa: E402
+from pykbroker.local.zookeeper import ZooKeeperServer  # noqa: E402
+from compat.chaos import chaos  # noqa: E402
+from pykbroker.local.cluster import Cluster  # noqa: E402
+from pykbroker.local.relay import TcpRelay  # noqa: E402
 
 SESSION_S = 6.0
 BLIP_EVERY_S = 2.0

@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from pykbroker.storage.faultfs import FaultFS
 
-from pykbroker.testing.wire import WireClient, create_topic, fetch, fetch_part, make_batch, produce, produce_part
+from pykbroker.protocol.wire import WireClient, create_topic, fetch, fetch_part, make_batch, produce, produce_part
 
 from .inproc import InProcessBroker
 

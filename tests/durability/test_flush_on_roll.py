@@ -7,7 +7,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from pykbroker.storage.checkpoints import OffsetCheckpointFile
-from pykbroker.testing import BrokerProcess, wait_until
+from pykbroker.local.broker_process import BrokerProcess, wait_until
 
 pytestmark = pytest.mark.timeout(90)
 

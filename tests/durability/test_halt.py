@@ -14,8 +14,8 @@ import time
 import pytest
 from confluent_kafka import Producer
 
-from pykbroker.testing import BrokerProcess
-from pykbroker.testing.wire import WireClient, create_topic, make_batch, produce, produce_part
+from pykbroker.local.broker_process import BrokerProcess
+from pykbroker.protocol.wire import WireClient, create_topic, make_batch, produce, produce_part
 
 from .test_broker_faults import consume_all
 

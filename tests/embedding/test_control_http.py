@@ -8,7 +8,8 @@ import pytest
 import pykbroker
 from pykbroker.embedded import TEST_CONFIG, http_control
 from pykbroker.protocol.errors import ErrorCode
-from pykbroker.testing import wait_until, wire
+from pykbroker.local.broker_process import wait_until
+from pykbroker.protocol import wire
 
 from .test_crash_clock import _join
 

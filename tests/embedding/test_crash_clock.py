@@ -9,7 +9,8 @@ import pytest
 import pykbroker
 from pykbroker.embedded import TEST_CONFIG
 from pykbroker.protocol.errors import ErrorCode
-from pykbroker.testing import wait_until, wire
+from pykbroker.local.broker_process import wait_until
+from pykbroker.protocol import wire
 
 
 def _values(broker, topic, partition=0):
@@ -398,8 +399,8 @@ def test_runner_refuses_a_second_stop_while_one_is_under_way(tmp_path):
     import trio
 
     from pykbroker.config import BrokerConfig
-    from pykbroker.runner import BrokerBusy, BrokerRunner
-    from pykbroker.server.control import handle
+    from pykbroker.run.runner import BrokerBusy, BrokerRunner
+    from pykbroker.run.control import handle
 
     async def main():
         runner = BrokerRunner(BrokerConfig(dict(TEST_CONFIG, **{"listeners": "PLAINTEXT://127.0.0.1:0",

@@ -7,7 +7,7 @@ import pytest
 import pykbroker
 from pykbroker.embedded import TEST_CONFIG
 from pykbroker.protocol.errors import ErrorCode
-from pykbroker.testing import wire
+from pykbroker.protocol import wire
 
 NLF = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 API_VERSIONS_V3 = {"client_software_name": "t", "client_software_version": "1"}

@@ -10,7 +10,7 @@ import pykbroker
 from pykbroker import profiles
 from pykbroker.embedded import TEST_CONFIG
 from pykbroker.handlers import load_handlers
-from pykbroker.testing import wire
+from pykbroker.protocol import wire
 
 API_VERSIONS_V3 = {"client_software_name": "t", "client_software_version": "1"}
 

@@ -31,7 +31,7 @@ import pytest
 
 from tests import needs
 
-from pykbroker.testing import BrokerProcess
+from pykbroker.local.broker_process import BrokerProcess
 
 from . import gobuild
 
@@ -62,7 +62,7 @@ def single(tmp_path_factory):
 def cluster(tmp_path_factory):
     needs.module("kazoo.client")
     needs.require_zookeeper()
-    from pykbroker.testing.cluster import Cluster
+    from pykbroker.local.cluster import Cluster
     with Cluster(3, str(tmp_path_factory.mktemp("fg-cluster")), overrides=CLUSTER_OVERRIDES,
                  zk_tick_time=500) as c:
         yield {"bootstrap": c.bootstrap_servers, "rf": 3, "cluster": c}
@@ -157,7 +157,7 @@ def test_idempotent_producer_across_a_leader_kill(franzgo, cluster):
     broker's restart: every acknowledged record read back once, in produce order per partition,
     at the offset its produce result named, offsets dense, one producer id.  The broker comes
     back, so the module's other cluster tests are unaffected."""
-    from pykbroker.testing import wire
+    from pykbroker.protocol import wire
     c = cluster["cluster"]
     prefix = _prefix("kill")
     topic = prefix + "-idem"

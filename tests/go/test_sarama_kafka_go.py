@@ -20,7 +20,7 @@ import uuid
 
 import pytest
 
-from pykbroker.testing import BrokerProcess
+from pykbroker.local.broker_process import BrokerProcess
 
 from . import gobuild
 

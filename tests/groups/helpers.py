@@ -8,7 +8,7 @@ import sys
 import time
 import uuid
 
-from pykbroker.testing import BrokerProcess, wait_until
+from pykbroker.local.broker_process import BrokerProcess, wait_until
 
 # Short sessions keep the folder fast; Kafka's floor (6 s) is lowered the way operators do it.
 GROUP_OVERRIDES = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000",

@@ -4,7 +4,7 @@ topic re-created under the same name starts at -1), durably: tombstones in __con
 they do not come back after a restart."""
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from pykbroker.testing.wire import WireClient
+from pykbroker.protocol.wire import WireClient
 
 from .helpers import start_broker, unique
 

@@ -5,9 +5,9 @@ GROUP_ID_NOT_FOUND with a message on v6 (KIP-1043); a KIP-848 group is "Dead" up
 import time
 import uuid
 
-from pykbroker.testing import wait_until
+from pykbroker.local.broker_process import wait_until
 
-from pykbroker.testing.wire import WireClient
+from pykbroker.protocol.wire import WireClient
 from .helpers import create_topic, unique
 
 NO_OPS = -2147483648

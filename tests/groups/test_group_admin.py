@@ -3,7 +3,7 @@ list (with state filters), describe, list/alter offsets, delete offsets (kafka-p
 GROUP_SUBSCRIBED_TO_TOPIC while active), delete groups (NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND)."""
 import pytest
 
-from pykbroker.testing import wait_until
+from pykbroker.local.broker_process import wait_until
 
 from .helpers import Worker, create_topic, produce, unique, wait_stable
 

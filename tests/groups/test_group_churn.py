@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from pykbroker.testing import wait_until
+from pykbroker.local.broker_process import wait_until
 
 from .helpers import (BackgroundProducer, Worker, check_generations, consumed, create_topic, unique,
                       wait_consumed, wait_stable)

@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from pykbroker.testing import wait_until
+from pykbroker.local.broker_process import wait_until
 
 from .helpers import (Worker, consumed, create_topic, produce, unique, wait_consumed, wait_stable)
 
@@ -87,7 +87,7 @@ def _generations(workers):
 def _heartbeat(bootstrap, group, generation, instance):
     """The error code of a Heartbeat for the static member ``instance`` (its member id from
     DescribeGroups) in ``generation``: what the broker's group state is right now."""
-    from pykbroker.testing import wire
+    from pykbroker.protocol import wire
 
     with wire.WireClient(bootstrap, timeout=20) as c:
         g = c.request(15, 5, {"groups": [group], "include_authorized_operations": False})["groups"][0]

@@ -3,7 +3,7 @@ running across the restart resumes from its committed offsets with nothing lost,
 returns the committed metadata and leader epoch afterwards."""
 import pytest
 
-from pykbroker.testing import wait_until
+from pykbroker.local.broker_process import wait_until
 
 from .helpers import Worker, consumed, create_topic, produce, start_broker, unique, wait_consumed, wait_stable
 

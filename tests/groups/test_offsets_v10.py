@@ -5,7 +5,7 @@ and lead the response (topic checks run before the coordinator); v8+ group error
 topics; offsets committed by id read back by name and vice versa."""
 import uuid
 
-from pykbroker.testing.wire import WireClient
+from pykbroker.protocol.wire import WireClient
 
 from .helpers import create_topic, unique
 

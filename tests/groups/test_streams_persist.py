@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from pykbroker.testing.wire import WireClient
+from pykbroker.protocol.wire import WireClient
 
 from .helpers import create_topic, start_broker, unique
 

@@ -6,7 +6,7 @@ import re
 import subprocess
 import sys
 
-from pykbroker.testing import BrokerProcess
+from pykbroker.local.broker_process import BrokerProcess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

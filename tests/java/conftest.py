@@ -1,6 +1,6 @@
 import pytest
 
-from . import jvm
+from compat.java import jvm
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@ One JVM per profile runs the ``broker_admin`` scenario
 """
 import pytest
 
-from pykbroker.testing import BrokerProcess
+from pykbroker.local.broker_process import BrokerProcess
 from tests.conftest import TEST_OVERRIDES
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.parametrize("profile", ["kafka39", "kafka4"])]

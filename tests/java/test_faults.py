@@ -10,7 +10,7 @@ import pytest
 import pykbroker
 from pykbroker.embedded import TEST_CONFIG
 
-from . import jvm
+from compat.java import jvm
 
 pytestmark = pytest.mark.timeout(900)   # the first test of a session may build the Maven project
 

@@ -6,9 +6,9 @@ import pytest
 
 import pykbroker
 from pykbroker.embedded import TEST_CONFIG
-from pykbroker.testing import wire
+from pykbroker.protocol import wire
 
-from . import jvm
+from compat.java import jvm
 
 pytestmark = pytest.mark.timeout(900)   # the first test of a session may build the Maven project
 

@@ -17,13 +17,13 @@ import pytest
 
 from tests import needs
 
-from . import jvm
+from compat.java import jvm
 
 needs.module("kazoo.client")
 needs.require_zookeeper(allow_module_level=True)
 
-from pykbroker.testing import wire  # noqa: E402
-from pykbroker.testing.cluster import Cluster  # noqa: E402
+from pykbroker.protocol import wire  # noqa: E402
+from pykbroker.local.cluster import Cluster  # noqa: E402
 
 from . import test_admin as single_admin, test_offsets as single_offsets  # noqa: E402
 from .test_admin import admin  # noqa: E402,F401

@@ -7,7 +7,7 @@ import pytest
 import pykbroker
 from pykbroker.embedded import TEST_CONFIG
 
-from . import jvm
+from compat.java import jvm
 
 pytestmark = pytest.mark.timeout(900)
 

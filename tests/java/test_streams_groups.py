@@ -23,7 +23,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from pykbroker.testing import BrokerProcess
+from pykbroker.local.broker_process import BrokerProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = ROOT / "compat" / "streams"   # shared with tests/transactions/test_streams.py

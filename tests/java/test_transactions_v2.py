@@ -21,7 +21,8 @@ from tests import needs
 
 from pykbroker.protocol.primitives import uuid_to_str
 from pykbroker.protocol.records import iter_batches
-from pykbroker.testing import BrokerProcess, wire
+from pykbroker.local.broker_process import BrokerProcess
+from pykbroker.protocol import wire
 
 from tests.conftest import TEST_OVERRIDES
 from .test_transactions import COUNT, _read
@@ -43,7 +44,7 @@ def broker(request, tmp_path_factory):
     d = tmp_path_factory.mktemp("broker-" + request.param)
     if request.param.startswith("tv2-cluster"):
         needs.require_zookeeper()
-        from pykbroker.testing.cluster import Cluster
+        from pykbroker.local.cluster import Cluster
         overrides = {**TEST_OVERRIDES, "zookeeper.session.timeout.ms": "6000", "offsets.topic.num.partitions": "5",
                      "transaction.state.log.num.partitions": "5"}
         as_kafka = "4.0" if request.param.endswith("4.0") else None

@@ -14,7 +14,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KTP
 
 from pykbroker.protocol.records import decode_records, iter_batches
-from pykbroker.testing import BrokerProcess
+from pykbroker.local.broker_process import BrokerProcess
 from tests.configs.helpers import create, incremental, name as _name
 
 pytestmark = pytest.mark.timeout(150)

@@ -11,8 +11,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from pykbroker.storage.fs import REAL_FS
-from pykbroker.testing import wait_until
-from pykbroker.testing.wire import create_topic
+from pykbroker.local.broker_process import wait_until
+from pykbroker.protocol.wire import create_topic
 from tests.durability.inproc import InProcessBroker
 
 pytestmark = pytest.mark.timeout(90)

@@ -14,7 +14,7 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KTP
 from kafka.errors import OffsetOutOfRangeError
 
-from pykbroker.testing import BrokerProcess
+from pykbroker.local.broker_process import BrokerProcess
 from tests.configs.helpers import create, incremental, legacy, name as _name
 
 pytestmark = pytest.mark.timeout(120)

@@ -7,8 +7,8 @@ restart recovers nothing, reads every record back, and an idempotent producer's 
 recognised as a duplicate on every partition (its state came back from the snapshots)."""
 import os
 
-from pykbroker.testing import BrokerProcess
-from pykbroker.testing.wire import WireClient, fetch, fetch_part, init_producer_id, make_batch
+from pykbroker.local.broker_process import BrokerProcess
+from pykbroker.protocol.wire import WireClient, fetch, fetch_part, init_producer_id, make_batch
 
 from tests.conftest import TEST_OVERRIDES
 

@@ -6,7 +6,7 @@ import urllib.request
 
 import pytest
 
-from pykbroker.testing import BrokerProcess, wait_until
+from pykbroker.local.broker_process import BrokerProcess, wait_until
 
 from .session import consume, create_topic, produce
 

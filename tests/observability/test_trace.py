@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaException
 
-from pykbroker.testing import BrokerProcess, wait_until
+from pykbroker.local.broker_process import BrokerProcess, wait_until
 
 from .session import N_RECORDS, consume, create_topic, produce, wait_topic_ready
 

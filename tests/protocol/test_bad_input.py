@@ -8,7 +8,7 @@ from kafka import KafkaAdminClient
 
 from pykbroker.protocol.codec import APIS
 from pykbroker.protocol import primitives as P
-from pykbroker.testing.wire import WireClient, request_frame
+from pykbroker.protocol.wire import WireClient, request_frame
 
 pytestmark = pytest.mark.timeout(60)
 

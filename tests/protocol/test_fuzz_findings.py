@@ -7,7 +7,7 @@ import pytest
 
 from pykbroker.protocol.codec import APIS
 from pykbroker.protocol.primitives import ProtocolError
-from pykbroker.testing.wire import WireClient, create_topic, request_frame
+from pykbroker.protocol.wire import WireClient, create_topic, request_frame
 
 pytestmark = pytest.mark.timeout(60)
 

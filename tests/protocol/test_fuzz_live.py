@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from pykbroker.testing.fuzz import run_against_new_broker
+from compat.fuzz.fuzzer import run_against_new_broker
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -35,8 +35,8 @@ def test_the_fuzzer_reports_a_crash_and_a_hang(tmp_path, fault):
     import signal
     import threading
 
-    from pykbroker.testing import BrokerProcess
-    from pykbroker.testing.fuzz import LiveFuzzer, load_corpus
+    from pykbroker.local.broker_process import BrokerProcess
+    from compat.fuzz.fuzzer import LiveFuzzer, load_corpus
 
     with BrokerProcess(str(tmp_path / "data")) as b:
         fz = LiveFuzzer(b.bootstrap, pid=b.proc.pid, log_lines=b.lines, corpus=load_corpus(CORPUS),

@@ -1,4 +1,4 @@
-"""Hypothesis properties over the sans-IO fuzz targets (pykbroker/testing/fuzz_targets.py): the
+"""Hypothesis properties over the sans-IO fuzz targets (compat/fuzz/targets.py): the
 dispatcher, the generated codecs and the record-batch parser take any bytes and answer with
 an event, a message, ProtocolError or RecordError, never another exception.  The
 coverage-guided run of the same targets is compat/fuzz/coverage.py (atheris)."""
@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from pykbroker.protocol import records as R
 from pykbroker.protocol.codec import APIS
-from pykbroker.testing import fuzz_targets as T
+from compat.fuzz import targets as T
 
 SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 

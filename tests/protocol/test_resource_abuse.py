@@ -3,7 +3,7 @@ huge declared frame sizes, thousands of pipelined requests, a client that never 
 
 In each test a real client (confluent-kafka) produces during the abuse and its records are read
 back afterwards, so "the broker stays up and other clients keep working" is measured, not
-assumed; the broker's RSS and open fds are read from /proc (pykbroker.testing.fuzz.proc_stats).
+assumed; the broker's RSS and open fds are read from /proc (compat.fuzz.fuzzer.proc_stats).
 The scale is what a 2-core machine does in about ten seconds.
 """
 import os
@@ -15,9 +15,9 @@ import uuid
 
 import pytest
 
-from pykbroker.testing import BrokerProcess, wait_until
-from pykbroker.testing.fuzz import proc_stats
-from pykbroker.testing.wire import WireClient, create_topic, make_batch, request_frame
+from pykbroker.local.broker_process import BrokerProcess, wait_until
+from compat.fuzz.fuzzer import proc_stats
+from pykbroker.protocol.wire import WireClient, create_topic, make_batch, request_frame
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -12,7 +12,7 @@ import pytest
 
 from pykbroker.handlers import load_handlers
 from pykbroker.protocol.codec import APIS, specs_dir
-from pykbroker.protocol.upstream import PRIMITIVES, load_upstream, parse_range, resources_dir, snake
+from compat.kafka.upstream import PRIMITIVES, load_upstream, parse_range, resources_dir, snake
 
 UPSTREAM_NAMES = {}
 for fname in os.listdir(resources_dir()):

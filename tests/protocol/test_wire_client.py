@@ -1,4 +1,4 @@
-"""The tests' wire client (pykbroker.testing.wire) without a broker: request framing against
+"""The tests' wire client (pykbroker.protocol.wire) without a broker: request framing against
 hand-made bytes, response decoding, and frame/close handling over a socket pair."""
 import socket
 import struct
@@ -6,7 +6,7 @@ import struct
 import pytest
 
 from pykbroker.protocol.codec import APIS
-from pykbroker.testing.wire import WireClient, address_of, decode_response, request_frame
+from pykbroker.protocol.wire import WireClient, address_of, decode_response, request_frame
 
 
 def test_request_frame_headers():

@@ -1,6 +1,7 @@
 import time
 
-from pykbroker.testing import wait_until, wire
+from pykbroker.local.broker_process import wait_until
+from pykbroker.protocol import wire
 
 
 def wait_replicated(cluster, topic, partition, brokers=None, timeout=15.0):

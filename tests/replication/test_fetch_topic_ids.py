@@ -9,7 +9,8 @@ import logging
 import os
 
 from pykbroker.cluster.replica_fetcher import MAX_FETCH_VERSION
-from pykbroker.testing import wait_until, wire
+from pykbroker.local.broker_process import wait_until
+from pykbroker.protocol import wire
 
 from .helpers import fetch_values, followers, produce, wait_replicated
 

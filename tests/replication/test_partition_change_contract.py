@@ -196,9 +196,9 @@ ZK_SERVER = None
 @pytest.fixture(scope="module")
 def zk_server(tmp_path_factory):
     global ZK_SERVER
-    from pykbroker.cluster import zkserver
+    from pykbroker.local import zookeeper
     needs.require_zookeeper()
-    with zkserver.ZooKeeperServer(str(tmp_path_factory.mktemp("contract-zk")), tick_time=500) as server:
+    with zookeeper.ZooKeeperServer(str(tmp_path_factory.mktemp("contract-zk")), tick_time=500) as server:
         ZK_SERVER = server
         yield server
     ZK_SERVER = None

@@ -11,7 +11,8 @@ import pytest
 from tests import needs
 
 from pykbroker.protocol.errors import ErrorCode
-from pykbroker.testing import wait_until, wire
+from pykbroker.local.broker_process import wait_until
+from pykbroker.protocol import wire
 
 from .helpers import fetch_values, followers, produce, wait_isr, wait_replicated
 

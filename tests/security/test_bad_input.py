@@ -1,5 +1,5 @@
 """Bad input on secured listeners gets Kafka's answer or a close, never a crash, and the broker's
-other clients carry on; no password reaches the logs.  Raw Kafka frames (pykbroker.testing.wire)
+other clients carry on; no password reaches the logs.  Raw Kafka frames (pykbroker.protocol.wire)
 so each step is explicit."""
 import logging
 import ssl
@@ -13,7 +13,7 @@ from tests import needs
 import pykbroker
 from pykbroker.embedded import TEST_CONFIG
 from pykbroker.protocol.errors import ErrorCode
-from pykbroker.testing.wire import WireClient
+from pykbroker.protocol.wire import WireClient
 
 needs.module("cryptography")
 
@@ -231,7 +231,7 @@ def test_trace_redacts_sasl_tokens(tmp_path):
 def test_the_first_request_after_authentication_may_be_large(sasl_plain):
     """sasl.server.max.receive.size (512 KiB) bounds frames before authentication only: the very
     next request may be as large as socket.request.max.bytes (a producer's first batch)."""
-    from pykbroker.testing.wire import request_frame
+    from pykbroker.protocol.wire import request_frame
 
     with WireClient(sasl_plain) as c:
         assert c.request(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0

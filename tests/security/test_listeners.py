@@ -42,7 +42,7 @@ def test_each_listener_advertises_its_own_address(two_listeners):
 def test_describe_cluster_and_coordinator_follow_the_listener(two_listeners):
     from kafka import KafkaAdminClient
 
-    from pykbroker.testing.wire import call
+    from pykbroker.protocol.wire import call
 
     b, ports = two_listeners
     admin = KafkaAdminClient(bootstrap_servers="127.0.0.1:%d" % ports["EXTERNAL"])

@@ -5,7 +5,7 @@ import pytest
 
 import pykbroker
 from pykbroker.embedded import TEST_CONFIG
-from pykbroker.testing.wire import WireClient
+from pykbroker.protocol.wire import WireClient
 
 JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="pw";'
 

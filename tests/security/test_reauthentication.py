@@ -14,7 +14,7 @@ from tests import needs
 import pykbroker
 from pykbroker.embedded import TEST_CONFIG
 from pykbroker.protocol.errors import ErrorCode
-from pykbroker.testing.wire import WireClient
+from pykbroker.protocol.wire import WireClient
 
 needs.module("cryptography")
 

@@ -13,7 +13,7 @@ import pykbroker
 from pykbroker.embedded import TEST_CONFIG
 from pykbroker.protocol.errors import ErrorCode
 from pykbroker.security.scram import salted_password
-from pykbroker.testing.wire import WireClient
+from pykbroker.protocol.wire import WireClient
 
 needs.module("cryptography")
 

@@ -10,7 +10,7 @@ import pytest
 
 from tests import needs
 
-from pykbroker.testing import BrokerProcess
+from pykbroker.local.broker_process import BrokerProcess
 
 needs.module("cryptography")
 from pykbroker.security.certs import CertificateAuthority  # noqa: E402

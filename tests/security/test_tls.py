@@ -12,7 +12,7 @@ from tests import needs
 import pykbroker
 from pykbroker.config import ConfigError
 from pykbroker.embedded import TEST_CONFIG
-from pykbroker.testing.wire import WireClient
+from pykbroker.protocol.wire import WireClient
 
 needs.module("cryptography")
 from pykbroker.security.certs import CertificateAuthority  # noqa: E402

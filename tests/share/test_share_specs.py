@@ -6,7 +6,7 @@ the same field-by-field comparison."""
 import pytest
 
 from pykbroker.protocol.codec import APIS
-from pykbroker.protocol.upstream import load_from_kafka_jar, parse_range
+from compat.kafka.upstream import load_from_kafka_jar, parse_range
 from tests.protocol.test_spec_drift import norm_ours, norm_upstream
 
 SHARE_APIS = {76: "ShareGroupHeartbeat", 77: "ShareGroupDescribe", 78: "ShareFetch", 79: "ShareAcknowledge",

@@ -6,8 +6,8 @@ import uuid
 
 import pytest
 
-from pykbroker.testing import BrokerProcess
-from pykbroker.testing.wire import WireClient, create_topic, decode_batches, make_batch, produce, wait_for_topic
+from pykbroker.local.broker_process import BrokerProcess
+from pykbroker.protocol.wire import WireClient, create_topic, decode_batches, make_batch, produce, wait_for_topic
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -22,7 +22,8 @@ import pytest
 
 from tests import needs
 
-from pykbroker.testing import BrokerProcess, wire
+from pykbroker.local.broker_process import BrokerProcess
+from pykbroker.protocol import wire
 
 from .conftest import AGAINST_KAFKA
 from .util import read_all, skip_in_quick_mode, unique
@@ -155,7 +156,7 @@ def test_clickstream_on_a_3_broker_cluster_survives_a_leader_kill(tmp_path):
         pytest.skip("kills pykbroker brokers")
     needs.module("kazoo.client")
     needs.require_zookeeper()
-    from pykbroker.testing.cluster import Cluster
+    from pykbroker.local.cluster import Cluster
 
     in_topic, out_topic = unique("clicks"), unique("site-stats")
     with Cluster(3, str(tmp_path / "cluster"), overrides=CLUSTER_OVERRIDES, zk_tick_time=500) as cluster:

@@ -8,7 +8,7 @@ import uuid
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from pykbroker.testing import wire
+from pykbroker.protocol import wire
 
 
 def unique(prefix: str) -> str:

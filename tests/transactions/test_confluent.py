@@ -9,7 +9,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from pykbroker.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, control_type, iter_batches
-from pykbroker.testing import wait_until, wire
+from pykbroker.local.broker_process import wait_until
+from pykbroker.protocol import wire
 
 from .helpers import create_topic, end_offsets, read_all, txn_producer, unique, values
 

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from pykbroker.testing import wait_until
+from pykbroker.local.broker_process import wait_until
 
 from .helpers import create_topic, end_offsets, read_all, unique, values
 

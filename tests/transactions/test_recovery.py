@@ -13,7 +13,8 @@ import time
 import pytest
 from confluent_kafka import KafkaException, Producer
 
-from pykbroker.testing import BrokerProcess, wait_until, wire
+from pykbroker.local.broker_process import BrokerProcess, wait_until
+from pykbroker.protocol import wire
 
 from .helpers import create_topic, end_offsets, read_all, txn_producer, unique, values
 

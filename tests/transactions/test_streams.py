@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from pykbroker.testing import BrokerProcess, wait_until
+from pykbroker.local.broker_process import BrokerProcess, wait_until
 
 from .helpers import create_topic, unique
 

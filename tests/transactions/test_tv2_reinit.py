@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from pykbroker.testing import BrokerProcess
+from pykbroker.local.broker_process import BrokerProcess
 
 from differential.conftest import Target  # noqa: E402
 from differential.test_transactions import scenario_tv2_reinit  # noqa: E402

@@ -23,7 +23,7 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 /**
- * Long-running load for fault runs (tests/java failover test, pykbroker/testing/chaos.py --java).
+ * Long-running load for fault runs (tests/java failover test, compat/chaos/chaos.py --java).
  *
  * {@code produce_load}: one idempotent acks=all producer writing the values {@code "<producer>-<seq>"}
  * to partition {@code seq % partitions} at about {@code rate} records/s, until {@code seconds} have

@@ -215,11 +215,11 @@ BROKER_PORT = 9092
 
 def cluster(n_brokers: int = 3, data_dir: Optional[str] = None, overrides: Optional[dict] = None,
             zk_tick_time: int = 500, **kw):
-    """A :class:`pykbroker.testing.cluster.Cluster` whose ZooKeeper (node ``zk``) and brokers
+    """A :class:`pykbroker.local.cluster.Cluster` whose ZooKeeper (node ``zk``) and brokers
     (nodes ``b1``..``bN``, broker ids 1..N) run in namespaces of a new :class:`Net`, listening
     on (and advertising) their namespace's address.  The Net is ``cluster.net``; ``close()``
     stops the servers, then removes the namespaces.  Start it with ``start()`` or ``with``."""
-    from .cluster import Cluster
+    from pykbroker.local.cluster import Cluster
 
     net = Net(["zk"] + ["b%d" % i for i in range(1, n_brokers + 1)]).create()
     try:

@@ -1,7 +1,7 @@
 """A local multi-broker cluster on a real ZooKeeper: ``pykbroker cluster up`` as a library.
 
 ``Cluster(n_brokers=3, data_dir=None, overrides={...})`` starts a standalone ZooKeeper
-(:class:`pykbroker.cluster.zkserver.ZooKeeperServer`, unless ``zookeeper="host:port"`` names
+(:class:`pykbroker.local.zookeeper.ZooKeeperServer`, unless ``zookeeper="host:port"`` names
 one already running) and N ``pykbroker serve`` child processes on loopback, broker ids 1..N,
 each given ``zookeeper.connect`` and ``broker.id`` as ``--override`` (Kafka's names), exactly as a
 user starts them.  A broker counts as started when it answers ApiVersions.
@@ -18,7 +18,7 @@ port, same data), ``pause(id)``/``resume(id)`` (SIGSTOP/SIGCONT), ``restart_zook
 ZooKeeper registrations, read with kazoo).  One controlling thread: the methods are not
 thread-safe.  Standard library only, but for kazoo in the two ZooKeeper reads.
 
-``zookeeper_relay=True`` puts a :class:`pykbroker.testing.relay.TcpRelay` between the brokers and
+``zookeeper_relay=True`` puts a :class:`pykbroker.local.relay.TcpRelay` between the brokers and
 ZooKeeper (``cluster.zk_relay``: ``drop()``, ``hold(s)``, ``blip_every(s)``): network blips on
 the brokers' ZooKeeper links, sessions kept.  ``zookeeper_connect`` stays ZooKeeper's own
 address (what tests read it through).
@@ -34,7 +34,7 @@ import tempfile
 import time
 from typing import Optional
 
-from ..cluster.zkserver import ChildProcess, ZooKeeperServer, child_setup, free_port, stop_signals_deferred, tail
+from .zookeeper import ChildProcess, ZooKeeperServer, child_setup, free_port, stop_signals_deferred, tail
 from ..healthcheck import probe
 
 HOST = "127.0.0.1"
@@ -46,7 +46,7 @@ class BrokerNode(ChildProcess):
 
     STOP_TIMEOUT = 30.0   # a clean shutdown flushes and checkpoints every partition
     # The address it listens on and advertises, and a prefix for its command line: loopback and
-    # none here; a broker in a network namespace (testing/netns.py) gets the namespace's address
+    # none here; a broker in a network namespace (compat/chaos/netns.py) gets the namespace's address
     # and ``ip netns exec <ns>`` (which execs: ``pid`` stays the broker's, signals reach it).
     host = HOST
     launcher: tuple = ()
@@ -359,7 +359,7 @@ class Cluster:
         """Until every running broker's Metadata lists every running broker: a broker answers
         ApiVersions before the others' registrations reached it, and a CreateTopics sent then
         would count too few brokers (INVALID_REPLICATION_FACTOR, as Kafka answers too)."""
-        from .wire import metadata
+        from ..protocol.wire import metadata
         want = {b.broker_id for b in self.brokers if b.running()}
         deadline = time.monotonic() + timeout
         for b in self.brokers:

@@ -25,11 +25,11 @@ from __future__ import annotations
 import struct
 import types
 
-from ..handlers import load_handlers
-from ..protocol import records as R
-from ..protocol.codec import APIS
-from ..protocol.primitives import ProtocolError
-from ..server.dispatch import Close, Dispatcher, HandleRequest, SendResponse
+from pykbroker.handlers import load_handlers
+from pykbroker.protocol import records as R
+from pykbroker.protocol.codec import APIS
+from pykbroker.protocol.primitives import ProtocolError
+from pykbroker.server.dispatch import Close, Dispatcher, HandleRequest, SendResponse
 
 API_KEYS = sorted(APIS)
 _HANDLERS = None

@@ -1,4 +1,8 @@
-"""The one raw Kafka wire client of the tests, the tools and the Apache Kafka oracle.
+"""The one raw Kafka wire client of the launchers (pykbroker/local), the embedded broker's
+introspection, the tests, the tools and the Apache Kafka oracle.
+
+The only module of ``protocol/`` that does I/O: the broker never imports it (its codecs are
+sans-IO; trio code moves their bytes), clients of a broker do.
 
 A small blocking socket client that frames requests with a request header (v1, or v2 with
 tagged fields for flexible versions) and encodes/decodes bodies with pykbroker's protocol codec
@@ -23,7 +27,7 @@ import ssl
 import struct
 import time
 
-from pykbroker.protocol.codec import APIS
+from .codec import APIS
 
 __all__ = [
     "WireClient", "ZERO_UUID", "address_of", "request_frame", "decode_response", "call",

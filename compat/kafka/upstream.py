@@ -2,7 +2,8 @@
 for versions newer than kafka-python knows, inside Apache Kafka's kafka-clients jar).
 
 Test/maintenance only: the drift test and ``tools/import_spec.py`` use this module to compare
-pykbroker's own ``protocol_specs/`` with upstream facts.  The broker never imports it.
+pykbroker's own ``protocol_specs/`` with upstream facts.  The broker never imports it, and it is
+not installed (it reads the oracle's jars, compat/kafka/oracle.py).
 """
 from __future__ import annotations
 
@@ -55,13 +56,8 @@ def _parse(text: str) -> dict:
 def kafka_clients_jar() -> str | None:
     """The kafka-clients jar of the oracle's Apache Kafka (fetched on demand; None without
     Java/Maven)."""
-    import importlib.util
-    root = os.path.join(os.path.dirname(__file__), "..", "..", "compat", "kafka", "oracle.py")
-    if not os.path.exists(root):
-        return None
-    spec = importlib.util.spec_from_file_location("pykbroker_kafka_oracle_upstream", root)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    from compat.kafka import oracle as mod
+
     try:
         libs = mod.fetch()
     except mod.OracleUnavailable:

@@ -42,9 +42,9 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, Phase, given, seed as hseed, settings
 from hypothesis import strategies as st
 
-from ..protocol import records as R
-from ..protocol.codec import APIS
-from ..protocol.primitives import ProtocolError
+from pykbroker.protocol import records as R
+from pykbroker.protocol.codec import APIS
+from pykbroker.protocol.primitives import ProtocolError
 
 API_VERSIONS = 18
 
@@ -923,7 +923,7 @@ def run_against_new_broker(data_dir: str, requests: int | None = None, seconds: 
                            log_path: str | None = None) -> Figures:
     """Start a broker (a child process, as users run it), fuzz it, check the other clients' data,
     stop it.  The figures say what happened."""
-    from . import BrokerProcess
+    from pykbroker.local.broker_process import BrokerProcess
 
     conf = {"group.initial.rebalance.delay.ms": "0"}
     conf.update(overrides or {})
@@ -958,7 +958,7 @@ def run_against_new_broker(data_dir: str, requests: int | None = None, seconds: 
 def broker_state(bootstrap: str) -> dict:
     """How many topics, partitions and groups the broker holds: what the run created (memory
     that grows with state is not a leak; memory that grows without it is)."""
-    from .wire import WireClient
+    from pykbroker.protocol.wire import WireClient
 
     with WireClient(bootstrap) as c:
         md = c.request(3, 12, {"topics": None, "allow_auto_topic_creation": False,

@@ -124,7 +124,7 @@ def tail(path: str, lines: int = 40, since: int = 0) -> str:
 
 class ChildProcess:
     """A server run as a child process (``proc``) that tests crash, pause and stop as an
-    operator would: ZooKeeper here, pykbroker brokers in ``testing/cluster.py``."""
+    operator would: ZooKeeper here, pykbroker brokers in ``local/cluster.py``."""
 
     proc: Optional[subprocess.Popen] = None
     STOP_TIMEOUT = 15.0   # seconds a clean shutdown gets before SIGKILL
@@ -189,7 +189,7 @@ class ZooKeeperServer(ChildProcess):
 
     host = "127.0.0.1"
     # a prefix for the java command line: ``ip netns exec <ns>`` for a ZooKeeper in a network
-    # namespace (pykbroker/testing/netns.py), which then listens on that namespace's address
+    # namespace (compat/chaos/netns.py), which then listens on that namespace's address
     launcher: tuple = ()
 
     def __init__(self, data_dir: Optional[str] = None, port: int = 0, tick_time: int = 2000,
@@ -236,7 +236,7 @@ class ZooKeeperServer(ChildProcess):
         }
         cfg.update(self.extra_config)
         with open(self.config_path, "w") as fh:
-            fh.write("# written by pykbroker (pykbroker/cluster/zkserver.py)\n")
+            fh.write("# written by pykbroker (pykbroker/local/zookeeper.py)\n")
             for k, v in cfg.items():
                 fh.write("%s=%s\n" % (k, v))
 

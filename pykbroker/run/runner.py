@@ -1,7 +1,7 @@
 """``BrokerRunner``: runs one broker in a trio nursery and can crash and restart it.
 
 What the embedded ``pykbroker.Broker`` and ``pykbroker serve`` run, so that a test (in Python,
-or in any language through the HTTP control endpoint, ``server/control.py``) can:
+or in any language through the HTTP control endpoint, ``run/control.py``) can:
 
 - crash the broker (:meth:`crash`: ``Broker.crash``, no clean shutdown, as ``kill -9``) and
   start it again from its data dir on the same ports (:meth:`start`); :meth:`restart` is a clean
@@ -23,8 +23,8 @@ from typing import Callable, Optional
 
 import trio
 
-from .clock import BrokerClock
-from .server.faults import FaultPlan
+from ..clock import BrokerClock
+from ..server.faults import FaultPlan
 
 log = logging.getLogger("pykbroker.runner")
 
@@ -38,8 +38,8 @@ def startup_error(exc: BaseException):
     OSError (a listener's address in use, a log dir that is a file or not writable),
     LogDirInUseError (another broker holds the data dir) or ConfigError it ended with; None for
     anything else (a bug of ours: its traceback helps)."""
-    from .config import ConfigError
-    from .storage.dirlock import LogDirInUseError
+    from ..config import ConfigError
+    from ..storage.dirlock import LogDirInUseError
 
     leaves = []
 
@@ -76,7 +76,7 @@ class BrokerRunner:
         self.config = config
         self.as_kafka = None
         if as_kafka is not None:   # (the tables are imported only then: start-up time)
-            from .profiles import profile_name
+            from ..profiles import profile_name
             self.as_kafka = profile_name(as_kafka)
         self.clock = clock if clock is not None else BrokerClock()
         self.faults = FaultPlan()
@@ -125,11 +125,11 @@ class BrokerRunner:
             self._changing = False
 
     async def _start(self) -> bool:
-        from .broker import Broker
+        from ..broker import Broker
         b = Broker(self.config, clock=self.clock)
         b.faults = self.faults
         if self.as_kafka is not None:
-            from .profiles import apply
+            from ..profiles import apply
 
             b.handlers = apply(b.handlers, self.as_kafka)
         if self.prepare is not None:

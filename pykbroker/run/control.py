@@ -17,7 +17,7 @@ Clock (``pykbroker/clock.py``):
 - ``GET /clock``: ``{"time_ms": ..., "offset_ms": ..., "frozen": ..., "drives_trio": ...}``.
 - ``POST /clock`` with any of ``{"freeze": true|false, "advance_ms": N}`` (freeze first).
 
-Broker life (``pykbroker/runner.py``):
+Broker life (``pykbroker/run/runner.py``):
 
 - ``GET /broker``: ``{"running": ..., "incarnation": ..., "listeners": ...}``.
 - ``POST /broker/crash``: stop without a clean shutdown (as ``kill -9``); it stays down.
@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 
-from .faults import DELAY, DROP, DROP_RESPONSE, ERROR, FaultRule, error_code
+from ..server.faults import DELAY, DROP, DROP_RESPONSE, ERROR, FaultRule, error_code
 
 _ACTIONS = {"fail": ERROR, "delay": DELAY, "drop_connection": DROP, "drop_response": DROP_RESPONSE}
 _DEFAULT_COUNT = {ERROR: 1, DELAY: None, DROP: 1, DROP_RESPONSE: 1}
@@ -92,7 +92,7 @@ async def handle(runner, method: str, path: str, body: bytes) -> tuple[int, dict
         return 400, {"error": str(e)}
     if path not in _LIFE:
         return handle_sync(runner, method, path, req)
-    from ..runner import BrokerBusy
+    from .runner import BrokerBusy
 
     try:
         if path == "/broker/crash":

@@ -29,9 +29,10 @@ import time
 import uuid
 from typing import Callable, Optional
 
-from . import wire
-from .chaos import draw_seed, leader_of
-from .cluster import Cluster
+from pykbroker.local.cluster import Cluster
+from pykbroker.protocol import wire
+
+from compat.chaos.common import draw_seed, leader_of
 
 IN, OUT = "eos-in", "eos-out"
 

@@ -1,0 +1,31 @@
+"""What the crash-fault runs (chaos.py) and the exactly-once run (chaos_eos.py) share: the
+nemesis's seed and a partition's leader as the running brokers report it."""
+from __future__ import annotations
+
+import random
+from typing import Callable, Optional
+
+from pykbroker.local.cluster import Cluster
+from pykbroker.protocol import wire
+
+
+def leader_of(cluster: Cluster, partition: int, topic: str) -> Optional[int]:
+    for b in cluster.brokers:
+        if not b.running():
+            continue
+        try:
+            m = wire.metadata(("127.0.0.1", b.port), [topic])
+        except OSError:
+            continue
+        for p in m["topics"][0]["partitions"]:
+            if p["partition_index"] == partition and p["leader_id"] >= 0:
+                return p["leader_id"]
+    return None
+
+
+def draw_seed(seed: Optional[int], log: Callable[[str], None]) -> int:
+    """``seed``, or a fresh one when None; logged either way so a failing run can be replayed."""
+    if seed is None:
+        seed = random.SystemRandom().randrange(1 << 31)
+    log("nemesis seed %d (replay with seed=%d, --seed %d or PYKBROKER_CHAOS_SEED=%d)" % (seed, seed, seed, seed))
+    return seed
