@@ -15,7 +15,7 @@ import argparse
 import os
 import sys
 
-from .common import BOOTSTRAP_ENV, bootstrap_servers
+from ..addresses import BOOTSTRAP_ENV, bootstrap_servers
 
 # command -> (module, one-line help)
 COMMANDS = {

@@ -12,43 +12,14 @@ never pays for it, and a missing library is one line naming the extra that insta
 """
 from __future__ import annotations
 
-import argparse
 import json
-import re
 import sys
 import time
+from typing import Any
+
+from ..addresses import BOOTSTRAP_ENV, bootstrap_servers, split_address
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
-
-# The environment variable that gives --bootstrap-server's default (scripts, shells, containers).
-BOOTSTRAP_ENV = "PYKBROKER_BOOTSTRAP_SERVER"
-
-# HOST:PORT, HOST a name, an IPv4 address or a bracketed IPv6 one, an optional listener prefix
-# (PLAINTEXT://): what Kafka's clients accept in bootstrap.servers.
-_ADDRESS = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*://)?(\[[0-9A-Fa-f:.]+\]|[^\s:/\[\],]+):(\d{1,5})$")
-
-
-def split_address(entry: str) -> tuple[str, int]:
-    """("host", port) of one bootstrap address; ValueError naming it when malformed (Kafka's
-    clients refuse such a bootstrap.servers at once, "Invalid url in bootstrap.servers")."""
-    m = _ADDRESS.match(entry.strip())
-    if m is None or not 0 < int(m.group(2)) < 65536:
-        raise ValueError("expected HOST:PORT, got %r" % entry.strip())
-    return m.group(1).strip("[]"), int(m.group(2))
-
-
-def bootstrap_servers(value: str) -> str:
-    """argparse type of --bootstrap-server: a malformed list is a usage error (exit 2)."""
-    entries = [e for e in value.split(",") if e.strip()]
-    if not entries:
-        raise argparse.ArgumentTypeError("expected HOST:PORT[,HOST:PORT...], got %r" % value)
-    for e in entries:
-        try:
-            split_address(e)
-        except ValueError as err:
-            raise argparse.ArgumentTypeError(str(err)) from None
-    return ",".join(e.strip() for e in entries)
-
 
 DEFAULT_BOOTSTRAP = "localhost:9092"   # Kafka's tools' default
 # librdkafka's own default request timeout is 30 s; an admin call against an unreachable broker
@@ -103,7 +74,7 @@ def command_config(path: str | None) -> dict:
 
 
 def client_config(args, **extra) -> dict:
-    conf = {"bootstrap.servers": bootstrap(args),
+    conf: dict[str, Any] = {"bootstrap.servers": bootstrap(args),
             # librdkafka logs every failed connection attempt (level 3, LOG_ERR) to stderr, many
             # a second; the command reports a failure itself, once, so only critical ones.
             "log_level": 2}
