@@ -17,9 +17,13 @@ import argparse
 import logging
 import signal
 import sys
+from typing import TYPE_CHECKING, Any, cast
 
 from . import tools
 from .config import BrokerConfig, ConfigError, parse_properties
+
+if TYPE_CHECKING:
+    from .clock import BrokerClock
 
 
 def build_config(args) -> BrokerConfig:
@@ -48,7 +52,7 @@ def build_config(args) -> BrokerConfig:
     try:
         return BrokerConfig(values)
     except ConfigError as e:
-        where = origin.get(e.name)
+        where = origin.get(e.name) if e.name is not None else None
         raise ConfigError("%s (from %s)" % (e, where) if where else str(e), e.name) from None
 
 
@@ -60,12 +64,15 @@ async def _serve(config: BrokerConfig, control=None, as_kafka=None, observe=None
 
     # --metrics / --trace / --log-format json: a request observer on every broker incarnation
     observer, metrics, prepare = None, None, None
+    runner: BrokerRunner   # (read by the observer's lambda once the runner exists)
     if observe:
         from .observability.setup import build_observer
         observer, metrics = build_observer(observe, lambda: runner.broker)
         prepare = lambda b: setattr(b, "observer", observer)  # noqa: E731
     # the runner can crash and restart the broker (the control endpoint's /broker/*)
-    runner = BrokerRunner(config, clock=trio.lowlevel.current_clock(), as_kafka=as_kafka, prepare=prepare)
+    # main() runs trio with a BrokerClock
+    runner = BrokerRunner(config, clock=cast("BrokerClock", trio.lowlevel.current_clock()), as_kafka=as_kafka,
+                          prepare=prepare)
     async with trio.open_nursery() as nursery:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             await nursery.start(runner.run)
@@ -173,12 +180,12 @@ def _cluster_up(args) -> int:
         while not stop.wait(0.5):
             for b in cluster.brokers:
                 if b.proc is not None and b.proc.poll() is not None:
-                    print("pykbroker: broker %d (pid %d) exited with status %s; see %s"
+                    print("pykbroker: broker %d (pid %s) exited with status %s; see %s"
                           % (b.broker_id, b.pid, b.proc.returncode, b.log_path), file=sys.stderr, flush=True)
                     b.proc = None
             zk = cluster.zookeeper
             if zk is not None and zk.proc is not None and zk.proc.poll() is not None:
-                print("pykbroker: ZooKeeper (pid %d) exited with status %s; see %s"
+                print("pykbroker: ZooKeeper (pid %s) exited with status %s; see %s"
                       % (zk.pid, zk.proc.returncode, zk.log_path), file=sys.stderr, flush=True)
                 zk.proc = None
         if not args.json:
@@ -315,7 +322,7 @@ def main(argv=None) -> int:
             except ValueError as e:
                 print("pykbroker: %s" % e, file=sys.stderr)
                 return 2
-        observe = {}
+        observe: dict[str, Any] = {}
         if args.metrics:
             host, sep, port = args.metrics.rpartition(":")
             if not sep or not port.isdigit():

@@ -20,7 +20,7 @@ import dataclasses
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 log = logging.getLogger("pykbroker.config")
 
@@ -248,7 +248,7 @@ def parse_listeners(text: str | None, protocol_map: dict[str, str] | None = None
     name takes its security protocol from ``protocol_map`` (listener.security.protocol.map;
     None: Kafka's default map, where each protocol's name is its own listener name)."""
     pmap = protocol_map if protocol_map is not None else parse_protocol_map(_PROTOCOL_MAP_DEFAULT)
-    out = []
+    out: list[Listener] = []
     for item in (text or "").split(","):
         item = item.strip()
         if not item:
@@ -905,7 +905,7 @@ class BrokerConfig:
         return out
 
 
-def validate_topic_configs(raw: dict[str, str | None]) -> dict[str, Any]:
+def validate_topic_configs(raw: Mapping[str, str | None]) -> dict[str, Any]:
     """Parse topic config overrides; unknown names or bad values raise ConfigError
     (answered as INVALID_CONFIG, like Kafka)."""
     out = {}

@@ -45,6 +45,10 @@ fi
 # CI a test that finds them missing fails (tests/needs.py) instead of skipping.
 python3 compat/kafka/oracle.py fetch >/dev/null
 
+# The type check of pykbroker/ ([tool.mypy] in pyproject.toml): a type error fails the run before
+# the suite starts.  About 20 s on a cold cache, under 1 s warm (the cache lives outside the clone).
+python3 -m mypy --cache-dir "${XDG_CACHE_HOME:-$HOME/.cache}/pykbroker/mypy"
+
 # -p no:cacheprovider keeps a clean clone clean; durations show where the time goes; -rs lists
 # every skip with its reason (only genuinely absent platform features skip in CI).
 exec python3 -m pytest -p no:cacheprovider --durations=15 -rs "$@"

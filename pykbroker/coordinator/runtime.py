@@ -64,6 +64,11 @@ class PartitionWriter(Protocol):
     def read(self, partition: int) -> AsyncIterator[bytes]:
         """Every batch of the partition from the log start to the log end (bytes)."""
 
+    async def append_end_txn_marker(self, partition: int, producer_id: int, producer_epoch: int,
+                                    commit: bool, coordinator_epoch: int) -> int:
+        """Append the COMMIT (``commit``) or ABORT marker of ``producer_id``'s transaction as the
+        leader; returns the offset after it."""
+
 
 class CoordinatorShard(Protocol):
     """What a coordinator gives the runtime for one partition (built by ``shard_factory``)."""
@@ -217,14 +222,14 @@ class CoordinatorRuntime:
                         if ctype is not None:
                             replay_end(h.producer_id, ctype == CONTROL_COMMIT)
                     continue
-                txn = replay_txn is not None and h.is_transactional and h.producer_id >= 0
+                txn = replay_txn if h.is_transactional and h.producer_id >= 0 else None
                 for rec in decode_records(body):
                     if rec.key is None:
                         continue
                     n += 1
                     try:
-                        if txn:
-                            replay_txn(h.producer_id, rec.key, rec.value)
+                        if txn is not None:
+                            txn(h.producer_id, rec.key, rec.value)
                         else:
                             handler.replay(rec.key, rec.value)
                     except (ValueError, IndexError, UnicodeDecodeError) as e:

@@ -49,9 +49,11 @@ class CoordinatorService:
         """Single broker: this broker leads every partition, so it loads every shard (and waits,
         so the first request finds them loaded)."""
         t0 = time.monotonic()
+        rt = self.runtime
+        assert rt is not None   # built by startup(), which calls this
         for p in range(self.num_partitions):
-            self.runtime.on_become_leader(p, self.log.leader_epoch(p))
-        await self.runtime.wait_loaded()
+            rt.on_become_leader(p, self.log.leader_epoch(p))
+        await rt.wait_loaded()
         self._log_loaded(time.monotonic() - t0)
 
     def _log_loaded(self, seconds: float) -> None:
@@ -59,10 +61,12 @@ class CoordinatorService:
 
     def on_become_leader(self, partition: int, leader_epoch: int) -> None:
         """This broker now leads ``partition`` of the topic: load its shard (Kafka's onElection)."""
+        assert self.runtime is not None   # leadership is reported once the broker started us
         self.runtime.on_become_leader(partition, leader_epoch)
 
     def on_resign(self, partition: int, leader_epoch: int | None = None) -> None:
         """This broker no longer leads the partition: drop its shard (Kafka's onResignation)."""
+        assert self.runtime is not None   # leadership is reported once the broker started us
         self.runtime.on_resign(partition, leader_epoch)
 
     async def ensure_topic(self) -> None:

@@ -15,6 +15,8 @@ Handlers without an ``error_response`` get the connection's fallback: the top-le
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..coordinator.group.api import group_precheck
 from ..protocol.errors import ErrorCode, KafkaError
 
@@ -84,7 +86,7 @@ class PartitionResponses:
         self.error_fields = error_fields
 
     def error(self, index: int, code) -> dict:
-        r = {self.index: index, "error_code": int(code)}
+        r: dict[str, Any] = {self.index: index, "error_code": int(code)}
         for k, v in self.error_fields.items():
             r[k] = list(v) if type(v) is list else v
         return r
@@ -110,7 +112,7 @@ class PartitionResponses:
         topics = []
         for t in request[self.req_topics]:
             name = t[self.req_topic]
-            parts = []
+            parts: list[dict] = []
             topics.append({self.topic: name, self.parts: parts})
             for p in t[self.req_parts]:
                 try:

@@ -149,7 +149,10 @@ def _group_entry(broker, d, stored, synonyms_on, docs_on) -> dict:
 def _describe(ctx, res, synonyms_on, docs_on) -> dict:
     broker = ctx.broker
     rtype, rname, keys = res["resource_type"], res["resource_name"], res["configuration_keys"]
-    wanted = (lambda n: True) if keys is None else (lambda n, s=set(keys): n in s)
+    keyset = None if keys is None else set(keys)   # None: every config
+
+    def wanted(n: str) -> bool:
+        return keyset is None or n in keyset
     result = {"error_code": 0, "error_message": None, "resource_type": rtype, "resource_name": rname,
               "configs": []}
     if rtype == TOPIC:

@@ -14,6 +14,8 @@ log dir).  Producers are listed by producer id.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..acl.bindings import READ, TOPIC
 from ..acl.check import allowed
 from ..protocol.errors import ErrorCode, KafkaError
@@ -32,7 +34,7 @@ def _denied(index: int) -> dict:
 
 
 def _partition(replica_manager, metadata, topic: str, index: int) -> dict:
-    out = {"partition_index": index, "error_code": 0, "error_message": None, "active_producers": []}
+    out: dict[str, Any] = {"partition_index": index, "error_code": 0, "error_message": None, "active_producers": []}
     if metadata.get(topic) is None:
         out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         out["error_message"] = "This server does not host this topic-partition."

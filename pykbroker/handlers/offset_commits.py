@@ -65,8 +65,9 @@ async def write_offsets(accepted, now: int, expire, write) -> list:
     OFFSET_METADATA_TOO_LARGE (null metadata is stored as ""); the others' offsets go in one
     ``write(entries)`` (``{(topic, partition): OffsetAndMetadata}``; it returns a pending write
     whose ``get()`` is the append's error code, then the answer of every partition written)."""
-    entries = {}
+    entries: dict[tuple[str, int], OffsetAndMetadata] = {}
     out = []
+    code: int
     for t, name, p in accepted:
         tp = (name, p["partition_index"])
         meta = p["committed_metadata"]

@@ -32,10 +32,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from .zookeeper import ChildProcess, ZooKeeperServer, child_setup, free_port, stop_signals_deferred, tail
 from ..healthcheck import probe
+
+if TYPE_CHECKING:
+    from .relay import TcpRelay
 
 HOST = "127.0.0.1"
 
@@ -201,7 +204,8 @@ class Cluster:
         self._started = False
         self.zookeeper: Optional[ZooKeeperServer] = None
         self._want_relay = zookeeper_relay
-        self.zk_relay = None   # the TcpRelay, once started
+        self.zk_relay: Optional[TcpRelay] = None   # the TcpRelay, once started
+        self.zookeeper_connect: Optional[str]
         if zookeeper:
             self.zookeeper_connect = zookeeper
         else:
@@ -270,9 +274,11 @@ class Cluster:
 
     def _brokers_zookeeper_connect(self) -> str:
         """What the brokers are given: ZooKeeper's address, or the relay's in front of it."""
+        connect = self.zookeeper_connect
+        assert connect is not None   # start() knows it (given, or ZooKeeper started) before this
         if not self._want_relay:
-            return self.zookeeper_connect
-        hosts, slash, chroot = self.zookeeper_connect.partition("/")
+            return connect
+        hosts, slash, chroot = connect.partition("/")
         if self.zk_relay is None:
             from .relay import TcpRelay
             host, _, port = hosts.split(",")[0].rpartition(":")
@@ -297,9 +303,10 @@ class Cluster:
         false): brokers shut down while ZooKeeper still answers (a controlled shutdown needs
         it).  ``start()`` brings back whatever is not running, on the same ports and data."""
         for b in self.brokers:
-            if b.running():
-                b.proc.send_signal(signal.SIGCONT)
-                b.proc.send_signal(signal.SIGTERM)
+            p = b.proc
+            if p is not None and p.poll() is None:   # b.running()
+                p.send_signal(signal.SIGCONT)
+                p.send_signal(signal.SIGTERM)
         for b in self.brokers:
             b.stop(timeout)
         if zookeeper and self.zookeeper is not None:

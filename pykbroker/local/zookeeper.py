@@ -103,7 +103,7 @@ def four_letter(host: str, port: int, word: str, timeout: float = 2.0) -> bytes:
     """Send a ZooKeeper four-letter command; the answer (the server closes after it)."""
     with socket.create_connection((host, port), timeout=timeout) as s:
         s.sendall(word.encode())
-        chunks = []
+        chunks: list[bytes] = []
         while True:
             b = s.recv(4096)
             if not b:
@@ -167,13 +167,15 @@ class ChildProcess:
 
     def pause(self) -> None:
         """SIGSTOP: the port stays open, nothing answers (sessions expire on the clients' side)."""
-        if self.running():
-            self.proc.send_signal(signal.SIGSTOP)
-            wait_stopped(self.proc.pid)
+        p = self.proc
+        if p is not None and p.poll() is None:
+            p.send_signal(signal.SIGSTOP)
+            wait_stopped(p.pid)
 
     def resume(self) -> None:
-        if self.running():
-            self.proc.send_signal(signal.SIGCONT)
+        p = self.proc
+        if p is not None and p.poll() is None:
+            p.send_signal(signal.SIGCONT)
 
 
 class ZooKeeperServer(ChildProcess):
@@ -275,8 +277,9 @@ class ZooKeeperServer(ChildProcess):
         # database is loaded; once it names the mode the server accepts sessions.
         deadline = time.monotonic() + timeout
         while True:
-            if self.proc.poll() is not None:
-                rc, self.proc = self.proc.returncode, None
+            p = self.proc
+            if p is None or p.poll() is not None:
+                rc, self.proc = (None if p is None else p.returncode), None
                 if "Address already in use" in self.log_tail(80):
                     raise _PortTaken()
                 raise RuntimeError("ZooKeeper exited with status %s; last lines of %s:\n%s"

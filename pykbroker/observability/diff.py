@@ -64,7 +64,7 @@ def _key(d) -> str:
 
 
 def _by_api(trace: list[dict], ignored: frozenset, apis) -> dict:
-    groups: dict[str, list] = {}
+    groups: dict[str | None, tuple[list, set]] = {}
     for ex in trace:
         api = ex.get("api")
         if apis and api not in apis:
@@ -87,8 +87,8 @@ def _by_api(trace: list[dict], ignored: frozenset, apis) -> dict:
 
 def field_diffs(a, b, path: str = "") -> list[tuple[str, object, object]]:
     """(path, a value, b value) for every leaf where ``a`` and ``b`` differ."""
+    out: list[tuple[str, object, object]] = []
     if isinstance(a, dict) and isinstance(b, dict):
-        out = []
         for k in list(a) + [k for k in b if k not in a]:
             p = "%s.%s" % (path, k) if path else k
             if k not in a:
@@ -99,7 +99,6 @@ def field_diffs(a, b, path: str = "") -> list[tuple[str, object, object]]:
                 out += field_diffs(a[k], b[k], p)
         return out
     if isinstance(a, list) and isinstance(b, list):
-        out = []
         for i in range(max(len(a), len(b))):
             p = "%s[%d]" % (path, i)
             if i >= len(a):

@@ -8,7 +8,8 @@ from .observer import Observers, RequestLog
 def build_observer(observe: dict, current_broker):
     """``observe``: ``{"metrics": (host, port), "trace": path, "log_context": True}`` (any of them);
     ``current_broker()``: the running Broker or None.  Returns ``(observer, metrics or None)``."""
-    parts, metrics = [], None
+    parts: list = []
+    metrics = None
     if "metrics" in observe:
         from ..storage.log import Log
         from .metrics import BrokerMetrics

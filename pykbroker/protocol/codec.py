@@ -296,7 +296,8 @@ class _Gen:
     def encode_struct(self, fields) -> str:
         fn = self.name("e")
         body = ["def %s(out, parts, m):" % fn]
-        wire, tagged = [], []
+        wire: list = []
+        tagged: list = []
         for f in fields:
             if _in(f["versions"], self.v):
                 (tagged if self.flex and _in(f.get("tagged"), self.v) else wire).append(f)

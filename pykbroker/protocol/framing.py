@@ -52,12 +52,13 @@ class FrameBuffer:
         self._have = 0                        # bytes of _body filled
 
     def receive_data(self, data) -> None:
-        if self._body is None:
+        view = self._view   # set with _body, over the whole of it (len(view) == _need)
+        if view is None:
             self._buf += data
             return
         mv = memoryview(data)
-        take = min(len(mv), self._need - self._have)
-        self._view[self._have:self._have + take] = mv[:take]
+        take = min(len(mv), len(view) - self._have)
+        view[self._have:self._have + take] = mv[:take]
         self._have += take
         if take < len(mv):   # the start of the next frame
             self._buf += mv[take:]
@@ -65,7 +66,7 @@ class FrameBuffer:
     def read_target(self) -> memoryview | None:
         """The writable rest of a large frame's buffer, for a read straight into it (never past
         the frame's end: the next frame's bytes go through ``receive_data``); else ``None``."""
-        if self._body is None:
+        if self._view is None:
             return None
         return self._view[self._have:]
 
@@ -84,7 +85,7 @@ class FrameBuffer:
             del self._buf[:4]
             self._need = n
         need = self._need
-        if self._body is not None:
+        if self._view is not None:
             if self._have < need:
                 return None
             frame = self._body

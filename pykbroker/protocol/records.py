@@ -308,7 +308,7 @@ def _frame_batches(buf, n: int) -> list:
     """(position, size, magic) of each whole batch, as Kafka's ByteBufferLogInputStream finds
     them: stops silently at fewer bytes than a header or a batch that runs past the end;
     raises CORRUPT_MESSAGE for a length below 14 or a magic outside 0-2."""
-    frames = []
+    frames: list[tuple[int, int, int]] = []
     pos = 0
     while True:
         remaining = n - pos
@@ -399,7 +399,7 @@ def validate_produce_records(
     # by the log: a writable view (the records of a request frame, which FrameBuffer hands out
     # as a bytearray nothing else uses) is kept as it is; anything else gets a private copy.
     if type(buf) is memoryview and not buf.readonly and buf.contiguous and buf.format == "B":
-        data = buf if end == n else buf[:end]
+        data: memoryview | bytearray = buf if end == n else buf[:end]
     else:
         data = bytearray(buf if end == n else memoryview(buf)[:end])
     mv = memoryview(data)
@@ -481,7 +481,8 @@ def per_record_errors(batch, compacted_partition: Optional[str], timestamps) -> 
             out.append((i, INVALID_RECORD, "Compacted topic cannot accept message without key in topic "
                         "partition %s" % compacted_partition))
         elif timestamps is not None and (now - r.timestamp > before or r.timestamp - now > after):
-            out.append((i, INVALID_TIMESTAMP, "Timestamp %d of message with offset %d is out of range. The "
+            # decoded records always carry both (Record's Optional is for records being built)
+            out.append((i, INVALID_TIMESTAMP, "Timestamp %s of message with offset %s is out of range. The "
                         "timestamp should be within [%d, %d]" % (r.timestamp, r.offset, _java_long(now - before),
                                                                   _java_long(now + after))))
     return out
@@ -554,7 +555,7 @@ def _snappy():
     return cramjam.snappy
 
 
-def compress(codec: int, data: bytes, level: Optional[int] = None) -> bytes:
+def compress(codec: int, data: bytes | bytearray | memoryview, level: Optional[int] = None) -> bytes:
     """``level``: the topic's compression.<codec>.level when the broker itself compresses
     (Kafka's KIP-390 levels), None for the codec's default."""
     if codec == CODEC_NONE:
@@ -822,7 +823,8 @@ def encode_batch(
     (as compaction produces)."""
     recs = [r if isinstance(r, Record) else Record(*r) for r in records]
     now = int(time.time() * 1000)
-    offsets, stamps = [], []
+    offsets: list[int] = []
+    stamps: list[int] = []
     nxt = base_offset
     for r in recs:
         off = nxt if r.offset is None else r.offset

@@ -34,7 +34,9 @@ import json
 
 from ..server.faults import DELAY, DROP, DROP_RESPONSE, ERROR, FaultRule, error_code
 
-_ACTIONS = {"fail": ERROR, "delay": DELAY, "drop_connection": DROP, "drop_response": DROP_RESPONSE}
+# keyed by the request's "action", which may be missing (None): a miss is a 400
+_ACTIONS: dict[str | None, str] = {"fail": ERROR, "delay": DELAY, "drop_connection": DROP,
+                                   "drop_response": DROP_RESPONSE}
 _DEFAULT_COUNT = {ERROR: 1, DELAY: None, DROP: 1, DROP_RESPONSE: 1}
 
 

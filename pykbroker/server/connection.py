@@ -185,6 +185,7 @@ class Connection:
         """``_carry_out`` of a ``HandleRequest`` while an observer is installed: the same steps,
         timed, inside the observer's request context, then reported to it."""
         obs = self.observer
+        assert obs is not None   # only called with an observer installed (see _carry_out)
         with obs.request_context(self, event.ctx, event.spec):
             t0 = time.perf_counter()
             response = error = None

@@ -114,7 +114,7 @@ class LeaderEpochCheckpointFile:
             log.error("ignoring malformed leader epoch checkpoint %s", self.path)
             return None
 
-    def write(self, entries, fsync: bool = True, staged: list = None) -> None:
+    def write(self, entries, fsync: bool = True, staged: list | None = None) -> None:
         lines = [str(_VERSION), str(len(entries))] + [f"{e} {o}" for e, o in entries]
         self.fs.write_file_atomic(self.path, ("\n".join(lines) + "\n").encode(), fsync=fsync, staged=staged)
 

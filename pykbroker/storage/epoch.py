@@ -114,6 +114,6 @@ class LeaderEpochCache:
         if flush:
             self.flush()
 
-    def flush(self, staged: list = None) -> None:
+    def flush(self, staged: list | None = None) -> None:
         if self.checkpoint is not None:
             self.checkpoint.write(self._entries, staged=staged)

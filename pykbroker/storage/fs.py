@@ -134,7 +134,7 @@ class FileSystem:
         finally:
             self.close(fd)
 
-    def write_file_atomic(self, path: str, data: bytes, fsync: bool = True, staged: list = None) -> None:
+    def write_file_atomic(self, path: str, data: bytes, fsync: bool = True, staged: list | None = None) -> None:
         """Write ``data`` to ``path`` atomically: temp file, fsync, rename,
         fsync of the directory.  A crash leaves either the old or the new
         content, never a torn file (that is how Kafka writes checkpoints).

@@ -337,6 +337,7 @@ class ProducerStateManager:
 
     # ---------------------------------------------------------- snapshots
     def snapshot_path(self, offset: int) -> str:
+        assert self.dir is not None   # snapshots are taken and read only for a log on disk
         return os.path.join(self.dir, f"{offset:020d}.snapshot")
 
     def list_snapshots(self) -> list[int]:
@@ -383,7 +384,7 @@ class ProducerStateManager:
             raise ValueError("trailing bytes in snapshot")
         return out
 
-    def take_snapshot(self, offset: int, fsync: bool = True, staged: list = None) -> None:
+    def take_snapshot(self, offset: int, fsync: bool = True, staged: list | None = None) -> None:
         """``staged``: see FileSystem.write_file_atomic (a clean shutdown's deferred sync)."""
         if self.dir is None:
             return

@@ -56,7 +56,7 @@ def _segment_time(seg) -> int:
         return int(time.time() * 1000)
 
 
-def deletable_segments(lg, now_ms: int, retention_ms: int, retention_bytes: int,
+def deletable_segments(lg, now_ms: int, retention_ms: int | None, retention_bytes: int | None,
                        delete_policy: bool) -> tuple[list, str]:
     """The prefix of ``lg``'s segments retention deletes now, and the reason
     ("time", "size", "log start" or "").  Pure computation, no I/O except the

@@ -24,6 +24,7 @@ import io
 import re
 import tarfile
 import time
+from typing import TYPE_CHECKING
 
 # The image's ENTRYPOINT (Dockerfile; pykbroker/container.py), run once the start script exists;
 # tests/containers checks that the two agree.
@@ -50,11 +51,14 @@ def start_script(advertised: str) -> str:
     return "export PYKBROKER_ADVERTISED_LISTENERS='%s'\n" % advertised
 
 
-try:   # optional: without it this module still imports, and PyKBrokerContainer() says why not
+_IMPORT_ERROR: ImportError | None = None
+if TYPE_CHECKING:
     from testcontainers.core.container import DockerContainer as _Base
-    _IMPORT_ERROR = None
-except ImportError as e:
-    _Base, _IMPORT_ERROR = object, e
+else:
+    try:   # optional: without it this module still imports, and PyKBrokerContainer() says why not
+        from testcontainers.core.container import DockerContainer as _Base
+    except ImportError as e:
+        _Base, _IMPORT_ERROR = object, e
 
 
 class PyKBrokerContainer(_Base):

@@ -156,7 +156,7 @@ def _reset_targets(args, offsets: dict) -> list[tuple[str, int]]:
     if args.all_topics:
         return sorted(offsets)
     md = cluster_topics(args)
-    tps = []
+    tps: list = []
     for spec in args.topic:
         topic, _, parts = spec.partition(":")
         if topic not in md.topics or md.topics[topic].error is not None:
@@ -278,7 +278,8 @@ def run(args) -> int:
                 print("\n(dry run: nothing was changed; add --execute to commit these offsets)")
         return 0
     if args.action == "delete":
-        outcome, failures = {}, []
+        outcome: dict[str, str | None] = {}
+        failures = []
         for g in args.group:
             try:
                 retrying(args, lambda: admin(args).delete_consumer_groups(

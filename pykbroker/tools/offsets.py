@@ -48,7 +48,7 @@ def list_offsets(args, tps, specs: dict) -> dict:
     ckm = ck()
     from confluent_kafka.admin import OffsetSpec  # noqa: F401  (ck() checked the import)
     a = admin(args)
-    out = {tp: {} for tp in tps}
+    out: dict[tuple[str, int], dict] = {tp: {} for tp in tps}
     for name, spec in specs.items():
         if not tps:
             break

@@ -12,6 +12,7 @@ The run fails (exit 1) if any record was not delivered; the JSON summary says ho
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from . import add_common, parser
 from .common import (EXIT_USAGE, Progress, ToolError, ck, client_config, kafka_message, parse_kv, print_json,
@@ -64,7 +65,7 @@ def run(args) -> int:
     except Exception as e:
         raise ToolError("cannot create the producer: %s" % kafka_message(e), EXIT_USAGE) from None
     progress = Progress.from_args(args, "produced")
-    state = {"delivered": 0, "failed": 0, "first_error": None, "partitions": {}}
+    state: dict[str, Any] = {"delivered": 0, "failed": 0, "first_error": None, "partitions": {}}
 
     def on_delivery(err, msg):
         if err is not None:

@@ -109,7 +109,8 @@ def describe(args) -> list[dict]:
 def _each(args, futs: dict, what: str, ok_errors=()) -> dict:
     """{name: None or error name} after waiting on every future; the first unexpected error raises
     once all have been waited for (a partial success is reported, not hidden)."""
-    outcome, failures = {}, []
+    outcome: dict[str, str | None] = {}
+    failures = []
     for name, f in futs.items():
         try:
             f.result(timeout=wait_seconds(args))

@@ -10,7 +10,7 @@ from __future__ import annotations
 def uniform(members: dict, topics: dict, current: dict) -> dict:
     """Balanced and sticky: each topic's partitions are spread over its subscribers so counts
     differ by at most one, keeping a member's current partitions where the balance allows."""
-    out = {m: set() for m in members}
+    out: dict[str, set[tuple[bytes, int]]] = {m: set() for m in members}
     load = {m: 0 for m in members}
     for name in sorted(topics):
         tid, n = topics[name]
@@ -51,7 +51,7 @@ def uniform(members: dict, topics: dict, current: dict) -> dict:
 def range_(members: dict, topics: dict, current: dict) -> dict:
     """Per topic, contiguous partition ranges over the subscribers sorted by member id (the
     first n % k members get one extra), as the classic RangeAssignor."""
-    out = {m: set() for m in members}
+    out: dict[str, set[tuple[bytes, int]]] = {m: set() for m in members}
     for name in sorted(topics):
         tid, n = topics[name]
         subs = sorted(m for m, s in members.items() if name in s)

@@ -79,7 +79,7 @@ class ShareGroup(ModernGroup):
 def simple_assign(members: dict, topics: dict, current: dict) -> dict:
     """members: id -> subscribed topic names; topics: name -> (topic id, partition count);
     current: id -> set of (topic id, partition).  -> id -> set of (topic id, partition)."""
-    out = {m: set() for m in members}
+    out: dict[str, set[tuple[bytes, int]]] = {m: set() for m in members}
     # Group members by identical subscriptions: Kafka's homogeneous rule applies per topic set.
     for name in sorted(topics):
         tid, n = topics[name]
@@ -90,7 +90,7 @@ def simple_assign(members: dict, topics: dict, current: dict) -> dict:
         total = n * sharing
         base, extra = divmod(total, len(subs))
         quota = {m: base + (1 if i < extra else 0) for i, m in enumerate(subs)}
-        holders = {p: [] for p in range(n)}
+        holders: dict[int, list[str]] = {p: [] for p in range(n)}
         count = {m: 0 for m in subs}
         # sticky: keep current partitions within the member's quota and the partition's sharing
         for m in subs:

@@ -124,7 +124,7 @@ def parse_value(buf) -> dict:
     if version not in (0, 1):
         raise ValueError("unknown transaction log value version %d" % version)
     pos = _VALUE_HEAD.size
-    parts = set()
+    parts: set[tuple[str, int]] = set()
     out = {"producer_id": pid, "producer_epoch": epoch, "timeout_ms": timeout, "state": state,
            "partitions": parts, "previous_producer_id": -1, "next_producer_id": -1,
            "next_producer_epoch": -1, "client_transaction_version": 0}
