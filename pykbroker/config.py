@@ -520,6 +520,9 @@ _DEFS = [
     ConfigDef("ssl.protocol", "string", "TLSv1.3", "TLS protocol of the SSL context."),
     ConfigDef("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"], "TLS versions accepted."),
     ConfigDef("ssl.cipher.suites", "list", [], "Cipher suites (empty: the TLS library's defaults)."),
+    # the broker's own TLS connections to other brokers check the host name (Kafka's default "https")
+    ConfigDef("ssl.endpoint.identification.algorithm", "string", "https",
+              "Host name verification of inter-broker TLS connections (https; empty: off)."),
     # --- groups / offsets
     ConfigDef("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets.", validator=_ge(1)),
     # Kafka's default is 3; a single-node pykbroker could never create the topic with it.

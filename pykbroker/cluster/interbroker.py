@@ -49,3 +49,39 @@ async def api_versions(chan, software_name: str) -> ApiRanges:
     if resp["error_code"]:
         raise ConnectionError("ApiVersions refused: error %d" % resp["error_code"])
     return {a["api_key"]: (a["min_version"], a["max_version"]) for a in resp["api_keys"]}
+
+
+async def open_channel(host: str, port: int, client_id: str, max_frame: int, security=None):
+    """A connection to another broker's inter-broker listener: TCP, then (``security``:
+    security/client.py ``InterBrokerSecurity``, None on a PLAINTEXT listener) TLS with the
+    listener's trust and the SASL exchange with the broker's own credentials, as Kafka's
+    inter-broker NetworkClient does before its first request.  Returns ``(stream, chan)``; the
+    caller closes the stream.  ``AuthenticationFailed`` (a ConnectionError here) names the
+    refusal; the stream is closed then."""
+    import trio
+
+    from ..security.errors import AuthenticationFailed
+    from .replica_fetcher import _Channel
+    stream = await trio.open_tcp_stream(host, port)
+    try:
+        if security is not None and security.ssl_context is not None:
+            stream = trio.SSLStream(stream, security.ssl_context,
+                                    server_hostname=host if security.check_hostname else None)
+            await stream.do_handshake()
+        chan = _Channel(stream, client_id, max_frame)
+        if security is not None and security.mechanism is not None:
+            from ..security.client import authenticate
+            try:
+                await authenticate(chan, security)
+            except AuthenticationFailed as e:
+                raise InterBrokerAuthenticationError(
+                    "authentication as %s with %s on listener %s of %s:%d failed: %s"
+                    % (security.principal, security.mechanism, security.listener, host, port, e)) from None
+    except BaseException:
+        await trio.aclose_forcefully(stream)
+        raise
+    return stream, chan
+
+
+class InterBrokerAuthenticationError(ConnectionError):
+    """The other broker refused this broker's credentials (logged as a warning by callers)."""

@@ -64,7 +64,7 @@ from ..protocol.framing import FrameBuffer
 from ..protocol.primitives import ProtocolError
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.records import HEADER_SIZE, RecordError, parse_header
-from .interbroker import api_versions
+from .interbroker import InterBrokerAuthenticationError, api_versions, open_channel
 
 log = logging.getLogger("pykbroker.replica_fetcher")
 
@@ -99,9 +99,9 @@ FETCH_SESSIONS = True
 class FetcherConfig:
     """The broker settings a fetcher reads (Kafka's replica.* keys)."""
     __slots__ = ("backoff_s", "wait_max_ms", "min_bytes", "max_bytes", "response_max_bytes",
-                 "socket_timeout_s", "listener_name", "client_id", "versions")
+                 "socket_timeout_s", "listener_name", "client_id", "versions", "security")
 
-    def __init__(self, config, listener_name: str, node_id: int, versions=None):
+    def __init__(self, config, listener_name: str, node_id: int, versions=None, security=None):
         self.backoff_s = config["replica.fetch.backoff.ms"] / 1000.0
         self.wait_max_ms = config["replica.fetch.wait.max.ms"]
         self.min_bytes = config["replica.fetch.min.bytes"]
@@ -114,6 +114,8 @@ class FetcherConfig:
         self.client_id = "broker-%d-fetcher-0" % node_id
         # what this broker's own code sends (cluster/interbroker.py; None: everything pykbroker builds)
         self.versions = versions
+        # TLS and SASL of the inter-broker listener (security/client.py; None: PLAINTEXT)
+        self.security = security
 
 
 class PartitionFetchState:
@@ -299,12 +301,18 @@ class ReplicaFetcher:
                     continue
                 try:
                     with trio.fail_after(self.cfg.socket_timeout_s):
-                        stream = await trio.open_tcp_stream(*addr)
-                except (OSError, trio.TooSlowError) as e:
+                        stream, chan = await open_channel(addr[0], addr[1], self.cfg.client_id, (1 << 31) - 1,
+                                                          self.cfg.security)
+                except InterBrokerAuthenticationError as e:
+                    # the leader refused this broker's inter-broker credentials: no replication
+                    # until they are fixed (the ISR leaves this replica out); said once per attempt
+                    log.warning("%r: %s", self, e)
+                    await self._backoff()
+                    continue
+                except (OSError, trio.TooSlowError, trio.BrokenResourceError, ConnectionError, KafkaError) as e:
                     log.info("%r: cannot connect to %s:%d: %s", self, addr[0], addr[1], e)
                     await self._backoff()
                     continue
-                chan = _Channel(stream, self.cfg.client_id, (1 << 31) - 1)
                 try:
                     async with stream:
                         self.fetch_version = await self._negotiate(chan)

@@ -50,6 +50,12 @@ class ReplicaManager:
         self.node_id = node_id
         # the request versions this broker's own code sends to others (cluster/interbroker.py)
         self.interbroker_versions = versions
+        # TLS and SASL of this broker's connections to the others' inter-broker listener
+        # (security/client.py; None: PLAINTEXT), read once: a bad setting stops the start-up
+        self.interbroker_security = None
+        if config is not None and config["zookeeper.connect"]:
+            from ..security.client import InterBrokerSecurity
+            self.interbroker_security = InterBrokerSecurity.from_config(config)
         self.log_manager = log_manager
         self.metadata = metadata
         self.partitions: dict[tuple[str, int], Partition] = {}
@@ -208,7 +214,7 @@ class ReplicaManager:
         if f is None:
             if self._fetcher_config is None:
                 self._fetcher_config = FetcherConfig(self.config, self._listener_name(), self.node_id,
-                                                    self.interbroker_versions)
+                                                    self.interbroker_versions, self.interbroker_security)
             f = self._fetchers[src] = ReplicaFetcher(self.node_id, src, self._address_of, self._fetcher_config)
             self._nursery.start_soon(f.run)
         tp = (part.topic, part.partition_id)

@@ -145,16 +145,19 @@ def decode_controller(data: Optional[bytes]) -> int:
     return int(obj.get("brokerid", -1))
 
 
-def encode_broker(reg: BrokerRegistration) -> bytes:
-    # Version 5 of Kafka's broker registration: endpoints as listener URIs, a security
-    # protocol per listener name (pykbroker serves PLAINTEXT only), the first endpoint's
-    # host/port repeated at top level for old tools.
+def encode_broker(reg: BrokerRegistration, protocols: Optional[dict] = None) -> bytes:
+    # Version 5 of Kafka's broker registration (ZkData BrokerIdZNode): every advertised endpoint
+    # as a listener URI, each listener's security protocol (``protocols``: listener name ->
+    # protocol, from listener.security.protocol.map; PLAINTEXT when not given), and at top
+    # level the host/port of the first PLAINTEXT endpoint for old clients, or null/-1 when
+    # there is none (Kafka: "older clients will not be able to connect").
+    protocols = protocols or {}
+    proto = {e.listener: protocols.get(e.listener, "PLAINTEXT") for e in reg.endpoints}
     eps = ["%s://%s:%d" % (e.listener, e.host, e.port) for e in reg.endpoints]
-    first = reg.endpoints[0] if reg.endpoints else Endpoint("PLAINTEXT", "", -1)
-    obj = {"version": 5, "host": first.host, "port": first.port, "jmx_port": -1,
-           "timestamp": _now_ms_str(), "endpoints": eps,
-           "listener_security_protocol_map": {e.listener: "PLAINTEXT" for e in reg.endpoints},
-           "features": {}}
+    plain = next((e for e in reg.endpoints if proto[e.listener] == "PLAINTEXT"), None)
+    obj = {"version": 5, "host": plain.host if plain else None, "port": plain.port if plain else -1,
+           "jmx_port": -1, "timestamp": _now_ms_str(), "endpoints": eps,
+           "listener_security_protocol_map": proto, "features": {}}
     if reg.rack is not None:
         obj["rack"] = reg.rack
     return _dumps(obj)

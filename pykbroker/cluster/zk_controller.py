@@ -24,6 +24,10 @@ ZooKeeper event one at a time, in ZooKeeper's order, on one trio task (Kafka's
 ControllerEventManager); the table in ``startup`` says which role handles which event.  Partition
 epochs are the state znodes' versions; leader epochs are in the state JSON.
 
+5. **Security store (every broker)**, ``security_store.SecurityStore``: SCRAM credentials
+   (``/config/users``) and ACL bindings (``/kafka-acl``, ``/kafka-acl-extended``) written in
+   Kafka's layout, and followed through their change notices.
+
 Owns nothing but the composition: the ZooKeeper session, and (as every ``Controller``) the
 listener registry and the stored dynamic broker and group configs (cluster/controller.py).
 """
@@ -41,6 +45,7 @@ from .zookeeper.admin import AdminWriter
 from .zookeeper.events import APPLY_TIMEOUT_S, EventTask
 from .zookeeper.listener import MetadataListener
 from .zookeeper.membership import Membership
+from .zookeeper.security_store import SecurityStore
 from .zookeeper.znodes import ZnodeStore
 
 log = logging.getLogger("pykbroker.controller")
@@ -61,6 +66,8 @@ class ZkController(Controller):
         self.active = ActiveController(self.listener, store, self.events, config, node_id)
         self.membership = Membership(self.listener, self.active, store, self.events, config, node_id)
         self.admin = AdminWriter(self, self.listener, self.active, store, self.events, self.validator)
+        # SCRAM credentials and ACL bindings in Kafka's znodes, followed through the notices
+        self.security = SecurityStore(self, self.zk, self.events)
 
     @property
     def is_active(self) -> bool:
@@ -90,6 +97,7 @@ class ZkController(Controller):
         counts the old process as alive and has not yet moved its leaderships away."""
         await self.membership.await_previous_registration_gone()
         await self.listener.load()
+        await self.security.load()
 
     async def startup(self, nursery=None) -> None:
         """Install the watches and start the event task (after the ReplicaManager started)."""
@@ -112,6 +120,7 @@ class ZkController(Controller):
             "reassign": active.on_reassign,
             "log_dir_events": active.on_log_dir_events,
             "offline_report": active.on_offline_report,
+            "security_changes": self.security.on_changes,
         }
         post = self.events.post
         nursery.start_soon(self.events.run, handlers)
@@ -131,6 +140,7 @@ class ZkController(Controller):
         # Group configs written through any broker (one znode per group under /config/groups)
         await self.zk.call("ensure_path", Z.CONFIG_GROUPS)
         self.zk.children_watch(Z.CONFIG_GROUPS, lambda ch: post(("group_children", ch)))
+        self.security.watch()
         await listener.watch_known_topics()
         nursery.start_soon(active.rebalance_loop)
 
@@ -170,6 +180,12 @@ class ZkController(Controller):
 
     async def alter_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
         await self.admin.alter_group_configs(group_id, configs)
+
+    async def alter_scram_credentials(self, changes: list) -> None:
+        await self.security.alter_scram_credentials(changes)
+
+    async def alter_acls(self, added=(), removed=()) -> None:
+        await self.security.alter_acls(added, removed)
 
     async def alter_partition(self, topic: str, partition: int, partition_epoch: int,
                               leader: Optional[int] = None, isr: Optional[list[int]] = None,

@@ -125,16 +125,13 @@ class ListenerSecurity:
 
 
 def build_all(config, listeners) -> dict[str, ListenerSecurity]:
-    """Listener name -> its security, for the listeners that have any (PLAINTEXT: none)."""
-    if config["zookeeper.connect"] and any(li.protocol != "PLAINTEXT" for li in listeners):
-        from ..cluster.replica_manager import inter_broker_listener
-        ib = inter_broker_listener(config)
-        if ib.protocol != "PLAINTEXT":
-            # the follower fetchers and marker senders speak plaintext (SKIPPED.md): refused
-            # rather than failing every replication request
-            raise ConfigError("Invalid value %s for configuration inter.broker.listener.name: the inter-broker "
-                              "listener of a pykbroker cluster must be PLAINTEXT (it is %s)" % (ib.name, ib.protocol),
-                              "inter.broker.listener.name")
+    """Listener name -> its security, for the listeners that have any (PLAINTEXT: none).  On a
+    cluster, also this broker's own side of the inter-broker listener (security/client.py: the
+    trust, the mechanism and the broker's credentials), checked here so a broker that could not
+    reach the others stops at start-up."""
+    if config["zookeeper.connect"]:
+        from .client import InterBrokerSecurity
+        InterBrokerSecurity.from_config(config)
     return {li.name: ListenerSecurity.build(config, li.name, li.protocol)
             for li in listeners if li.protocol != "PLAINTEXT"}
 

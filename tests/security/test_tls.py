@@ -156,14 +156,26 @@ def test_bad_sasl_configs_stop_the_start(pki, extra, message):
         Broker(cfg)
 
 
-def test_a_cluster_refuses_a_secured_inter_broker_listener(pki):
+def test_a_cluster_checks_its_secured_inter_broker_listener(pki):
+    """A cluster member on a secured inter-broker listener needs its own side of it: the trust
+    for SSL, the mechanism and the broker's credentials for SASL (checked at start-up)."""
     from pykbroker.security.listeners import check_config
     from pykbroker.config import BrokerConfig
 
     base = {"log.dirs": pki["dir"] + "/data", "zookeeper.connect": "127.0.0.1:2181",
             "listeners": "INTERNAL://127.0.0.1:0,EXTERNAL://127.0.0.1:0",
-            "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:SSL",
-            "ssl.keystore.type": "PEM", "ssl.keystore.location": pki["keystore"]}
-    check_config(BrokerConfig({**base, "inter.broker.listener.name": "INTERNAL"}))   # secure clients only: fine
-    with pytest.raises(ConfigError, match="inter-broker listener of a pykbroker cluster must be PLAINTEXT"):
-        check_config(BrokerConfig({**base, "inter.broker.listener.name": "EXTERNAL"}))
+            "listener.security.protocol.map": "INTERNAL:SASL_PLAINTEXT,EXTERNAL:SSL",
+            "ssl.keystore.type": "PEM", "ssl.keystore.location": pki["keystore"],
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512"}
+    check_config(BrokerConfig({**base, "inter.broker.listener.name": "EXTERNAL",
+                               "ssl.truststore.type": "PEM", "ssl.truststore.location": pki["ca"]}))
+    with pytest.raises(ConfigError, match="sasl.mechanism.inter.broker.protocol"):
+        check_config(BrokerConfig({**base, "inter.broker.listener.name": "INTERNAL"}))   # GSSAPI default
+    with pytest.raises(ConfigError, match="listener.name.internal.scram-sha-512.sasl.jaas.config"):
+        check_config(BrokerConfig({**base, "inter.broker.listener.name": "INTERNAL",
+                                   "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512"}))
+    check_config(BrokerConfig({**base, "inter.broker.listener.name": "INTERNAL",
+                               "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+                               "listener.name.internal.scram-sha-512.sasl.jaas.config":
+                                   'org.apache.kafka.common.security.scram.ScramLoginModule required '
+                                   'username="broker" password="broker-secret";'}))

@@ -128,7 +128,9 @@ class Membership:
         from kazoo.exceptions import ConnectionLoss, NodeExistsError
 
         path = Z.broker_path(self.node_id)
-        data = Z.encode_broker(self._registration)
+        # each listener's security protocol, as Kafka's registration carries it
+        from ...config import parse_protocol_map
+        data = Z.encode_broker(self._registration, parse_protocol_map(self.config["listener.security.protocol.map"]))
         waited = False
         created = True
         while True:

@@ -502,7 +502,7 @@ class TransactionCoordinator(CoordinatorService):
         if self._remote_verifier is None:
             from .markers import RemoteVerifier
             self._remote_verifier = RemoteVerifier(rm.metadata, rm.node_id, rm._listener_name(),
-                                                   self.interbroker_versions)
+                                                   self.interbroker_versions, getattr(rm, "interbroker_security", None))
         return await self._remote_verifier.verify(leader, transactional_id, producer_id, producer_epoch, partitions,
                                                   verify_only=not add)
 
@@ -694,7 +694,7 @@ class TransactionCoordinator(CoordinatorService):
                     if self._remote_markers is None:
                         from .markers import RemoteMarkerWriter
                         self._remote_markers = RemoteMarkerWriter(rm.metadata, rm.node_id, rm._listener_name(),
-                                                             self.interbroker_versions)
+                                                             self.interbroker_versions, getattr(rm, "interbroker_security", None))
                     code = await self._remote_markers.write(leader, topic, p, pid, epoch, commit, coordinator_epoch,
                                                             tv)
                     if code in _MARKER_SKIP:

@@ -28,8 +28,7 @@ from typing import Optional
 
 import trio
 
-from ...cluster.interbroker import api_versions
-from ...cluster.replica_fetcher import _Channel
+from ...cluster.interbroker import InterBrokerAuthenticationError, api_versions, open_channel
 from ...protocol.errors import ErrorCode as E
 
 log = logging.getLogger("pykbroker.txn.markers")
@@ -40,7 +39,7 @@ MAX_FRAME = 16 << 20
 
 
 async def call_broker(cache, listener_name: str, client_id: str, broker_id: int, api_key: int, versions,
-                      lo: int, hi: int, body: dict) -> tuple[Optional[int], Optional[dict]]:
+                      lo: int, hi: int, body: dict, security=None) -> tuple[Optional[int], Optional[dict]]:
     """One request to ``broker_id``'s inter-broker listener on a fresh connection, at the highest
     version in [lo, hi] both this broker (``versions``: cluster/interbroker.py, None: no limit of
     its own) and the receiver's ApiVersions allow: (version, decoded answer); (None, None) when
@@ -52,9 +51,9 @@ async def call_broker(cache, listener_name: str, client_id: str, broker_id: int,
         return -1, None
     try:
         with trio.fail_after(REQUEST_TIMEOUT_S):
-            stream = await trio.open_tcp_stream(ep.host, ep.port)
+            # TLS and SASL of the inter-broker listener (``security``: security/client.py)
+            stream, chan = await open_channel(ep.host, ep.port, client_id, MAX_FRAME, security)
             async with stream:
-                chan = _Channel(stream, client_id, MAX_FRAME)
                 theirs = await api_versions(chan, "pykbroker-" + client_id)
                 if versions is not None:
                     version = versions.usable(api_key, theirs, lo, hi)
@@ -66,17 +65,21 @@ async def call_broker(cache, listener_name: str, client_id: str, broker_id: int,
                                 "both serve", client_id, api_key, lo, hi, broker_id, theirs.get(api_key))
                     return None, None
                 return version, await chan.call(api_key, version, body)
-    except (OSError, ConnectionError, trio.TooSlowError) as e:
+    except InterBrokerAuthenticationError as e:
+        log.warning("%s: request %d to broker %d: %s", client_id, api_key, broker_id, e)
+        return -1, None
+    except (OSError, ConnectionError, trio.TooSlowError, trio.BrokenResourceError) as e:
         log.info("%s: request %d to broker %d: %s", client_id, api_key, broker_id, e)
         return -1, None
 
 
 class RemoteMarkerWriter:
-    def __init__(self, metadata_cache, node_id: int, listener_name: str, versions=None):
+    def __init__(self, metadata_cache, node_id: int, listener_name: str, versions=None, security=None):
         self.cache = metadata_cache
         self.node_id = node_id
         self.listener_name = listener_name
         self.versions = versions
+        self.security = security   # the inter-broker listener's TLS/SASL (security/client.py)
 
     async def write(self, leader_id: int, topic: str, partition: int, producer_id: int, producer_epoch: int,
                     commit: bool, coordinator_epoch: int, transaction_version: int = 0) -> int:
@@ -88,7 +91,7 @@ class RemoteMarkerWriter:
                              "topics": [{"name": topic, "partition_indexes": [partition]}]}]}
         # v1 (Kafka 4.0's) and v2 (KIP-1228: transaction_version) are the versions Kafka 4 sends
         version, resp = await call_broker(self.cache, self.listener_name, "broker-%d-txn-marker-sender" % self.node_id,
-                                          leader_id, 27, self.versions, 1, 2, body)
+                                          leader_id, 27, self.versions, 1, 2, body, self.security)
         if version is None:
             return int(E.UNSUPPORTED_VERSION)   # retried (the leader may be upgraded or replaced)
         if resp is None:
@@ -105,11 +108,12 @@ class RemoteVerifier:
     producer's open transaction, or a group already holding its pending offsets, is not asked
     again), so a fresh connection per request costs little."""
 
-    def __init__(self, metadata_cache, node_id: int, listener_name: str, versions=None):
+    def __init__(self, metadata_cache, node_id: int, listener_name: str, versions=None, security=None):
         self.cache = metadata_cache
         self.node_id = node_id
         self.listener_name = listener_name
         self.versions = versions
+        self.security = security   # the inter-broker listener's TLS/SASL (security/client.py)
 
     async def verify(self, coordinator_id: int, transactional_id: str, producer_id: int, producer_epoch: int,
                      partitions, verify_only: bool = True) -> dict:
@@ -125,7 +129,8 @@ class RemoteVerifier:
         # v4 is the first version of the brokers' batched form, v5 the newest (and the only one
         # with the TV2 add, which clients of transaction version 2 need)
         version, resp = await call_broker(self.cache, self.listener_name, "broker-%d-txn-verifier" % self.node_id,
-                                          coordinator_id, 24, self.versions, 4 if verify_only else 5, 5, body)
+                                          coordinator_id, 24, self.versions, 4 if verify_only else 5, 5, body,
+                                          self.security)
         if version is None:
             # no common version: verification is not supported there; the request goes on
             # (Kafka's AddPartitionsToTxnManager on a version mismatch)

@@ -1,0 +1,362 @@
+"""``SecurityStore``: SCRAM credentials and ACL bindings of a cluster, in ZooKeeper as Kafka's ZK
+mode keeps them, and every broker's view of them following the change notifications.
+
+SCRAM credentials (AK ``ZkAdminManager.alterUserScramCredentials``, ``AdminZkClient.changeConfigs``,
+``ScramCredentialUtils``):
+- ``/config/users/<sanitized user>`` = ``{"version":1,"config":{"SCRAM-SHA-256":"salt=..,stored_key=..,
+  server_key=..,iterations=N", ...}}``: the same config entity as the user's client quotas, so a
+  write keeps every key it does not own (compare-and-set on the znode's version);
+- then a persistent sequential ``/config/changes/config_change_<seq>`` =
+  ``{"version":2,"entity_path":"users/<sanitized user>"}``; every broker watches
+  ``/config/changes`` and re-reads the entities named by notices newer than the last it handled
+  (Kafka's ZkNodeChangeNotificationListener + DynamicConfigManager).
+- user names sanitized as Kafka's ``Sanitizer`` does (URL-encoded, ``*`` -> ``%2A``, space ->
+  ``%20``).
+
+ACL bindings (AK ``AclAuthorizer``, ``ZkData`` ``ZkAclStore``, ``AclEntry``):
+- LITERAL: ``/kafka-acl/<Topic|Group|Cluster|TransactionalId|DelegationToken|User>/<name>``,
+  PREFIXED: ``/kafka-acl-extended/prefixed/<Type>/<name>``; each znode
+  ``{"version":1,"acls":[{"principal":"User:alice","permissionType":"Allow","operation":"Read",
+  "host":"*"}]}``, deleted when its last binding goes; written by compare-and-set on its version
+  (a concurrent writer on another broker makes this one re-read and retry, as AclAuthorizer does);
+- then a notice per changed resource: ``/kafka-acl-changes/acl_changes_<seq>`` = ``TOPIC:<name>``
+  (the resource type enum's name, ``:``, the name: LiteralAclChangeStore) or
+  ``/kafka-acl-extended-changes/acl_changes_<seq>`` = ``{"version":1,"resourceType":"TOPIC",
+  "name":..,"patternType":"PREFIXED"}`` (ExtendedAclChangeEvent); every broker's authorizer
+  re-reads the resources named by new notices.
+Notices are not purged here (Kafka's listeners delete the ones older than 15 minutes; SKIPPED.md).
+
+The controller (``ZkController``) owns the in-memory credentials and bindings
+(cluster/controller.py ``_scram``, ``_acls``); this role is the only one that changes them on a
+cluster: from ZooKeeper at load, after its own writes, and on notifications (events of the one
+event task).
+"""
+from __future__ import annotations
+
+import json
+import logging
+from typing import Optional
+
+from .. import zk as Z
+
+log = logging.getLogger("pykbroker.controller")
+
+CONFIG_USERS = "/config/users"
+ACL_LITERAL = "/kafka-acl"
+ACL_PREFIXED = "/kafka-acl-extended/prefixed"
+ACL_CHANGES = "/kafka-acl-changes"
+ACL_EXTENDED_CHANGES = "/kafka-acl-extended-changes"
+ACL_CHANGE_PREFIX = "acl_changes_"
+CONFIG_CHANGE_PREFIX = "config_change_"
+SCRAM_KEYS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+
+# Kafka's names in the znodes (SecurityUtils.resourceTypeName / operationName / permissionTypeName:
+# the enum names in Pascal case) by pykbroker's codes (acl/bindings.py, Kafka's wire codes)
+from ...acl import bindings as B   # noqa: E402
+
+_TYPE_PATH = {B.TOPIC: "Topic", B.GROUP: "Group", B.CLUSTER: "Cluster", B.TRANSACTIONAL_ID: "TransactionalId",
+              B.DELEGATION_TOKEN: "DelegationToken", B.USER: "User"}
+_TYPE_BY_PATH = {v: k for k, v in _TYPE_PATH.items()}
+
+
+def _pascal(name: str) -> str:
+    return "".join(w.capitalize() for w in name.split("_"))
+
+
+_OP_NAME = {code: _pascal(n) for code, n in B.OPERATIONS.items()}
+_OP_BY_NAME = {v.upper(): k for k, v in _OP_NAME.items()}
+_PERM_NAME = {B.ALLOW: "Allow", B.DENY: "Deny"}
+_PERM_BY_NAME = {"ALLOW": B.ALLOW, "DENY": B.DENY}
+
+
+# ------------------------------------------------------------------ names
+def sanitize(name: str) -> str:
+    """Kafka's Sanitizer.sanitize: java.net.URLEncoder (letters, digits and ``.-*_`` kept, space
+    as ``+``) with ``+`` -> ``%20`` and ``*`` -> ``%2A``."""
+    out = []
+    for b in name.encode("utf-8"):
+        c = chr(b)
+        if c.isascii() and (c.isalnum() or c in ".-_"):
+            out.append(c)
+        else:
+            out.append("%%%02X" % b)
+    return "".join(out)
+
+
+def desanitize(name: str) -> str:
+    from urllib.parse import unquote
+    return unquote(name)
+
+
+# ------------------------------------------------------------------ SCRAM znodes
+def user_path(user: str) -> str:
+    return "%s/%s" % (CONFIG_USERS, sanitize(user))
+
+
+def decode_entity_config(data: Optional[bytes]) -> dict:
+    if not data:
+        return {}
+    try:
+        obj = json.loads(data)
+        cfg = obj.get("config") or {}
+        return {str(k): str(v) for k, v in cfg.items()}
+    except (ValueError, AttributeError):
+        return {}
+
+
+def encode_entity_config(config: dict) -> bytes:
+    return json.dumps({"version": 1, "config": config}, separators=(",", ":")).encode()
+
+
+def encode_config_change(entity_path: str) -> bytes:
+    return json.dumps({"version": 2, "entity_path": entity_path}, separators=(",", ":")).encode()
+
+
+# ------------------------------------------------------------------ ACL znodes
+def resource_path(rtype: int, name: str, pattern: int) -> str:
+    root = ACL_LITERAL if pattern == B.LITERAL else ACL_PREFIXED
+    return "%s/%s/%s" % (root, _TYPE_PATH[rtype], name)
+
+
+def encode_acls(entries) -> bytes:
+    """``entries``: (principal, host, operation, permission), in a stable order."""
+    acls = [{"principal": p, "permissionType": _PERM_NAME[perm], "operation": _OP_NAME[op], "host": h}
+            for p, h, op, perm in sorted(entries)]
+    return json.dumps({"version": 1, "acls": acls}, separators=(",", ":")).encode()
+
+
+def decode_acls(rtype: int, name: str, pattern: int, data: Optional[bytes]) -> set:
+    if not data:
+        return set()
+    out = set()
+    for a in json.loads(data).get("acls") or []:
+        op = _OP_BY_NAME.get(str(a.get("operation", "")).upper().replace("_", ""))
+        perm = _PERM_BY_NAME.get(str(a.get("permissionType", "")).upper())
+        if op is None or perm is None:
+            log.warning("ACL entry of %s %s not understood, ignored: %s", _TYPE_PATH[rtype], name, a)
+            continue
+        out.add(B.AclBinding(rtype, name, pattern, a["principal"], a["host"], op, perm))
+    return out
+
+
+def encode_acl_change(rtype: int, name: str, pattern: int) -> tuple[str, bytes]:
+    """(the change path, the notice) for one changed resource."""
+    if pattern == B.LITERAL:
+        return ACL_CHANGES, ("%s:%s" % (B.RESOURCE_TYPES[rtype], name)).encode()
+    return ACL_EXTENDED_CHANGES, json.dumps({"version": 1, "resourceType": B.RESOURCE_TYPES[rtype], "name": name,
+                                             "patternType": B.PATTERN_TYPES[pattern]},
+                                            separators=(",", ":")).encode()
+
+
+def decode_acl_change(path: str, data: bytes) -> Optional[tuple]:
+    try:
+        if path == ACL_CHANGES:
+            tname, _, name = data.decode().partition(":")
+            rtype = next((c for c, n in B.RESOURCE_TYPES.items() if n == tname.upper()), None)
+            return (rtype, name, B.LITERAL) if rtype is not None else None
+        obj = json.loads(data)
+        rtype = next((c for c, n in B.RESOURCE_TYPES.items() if n == str(obj["resourceType"]).upper()), None)
+        pattern = next((c for c, n in B.PATTERN_TYPES.items() if n == str(obj["patternType"]).upper()), None)
+        return (rtype, obj["name"], pattern) if rtype is not None and pattern is not None else None
+    except (ValueError, KeyError, UnicodeDecodeError):
+        return None
+
+
+def _seq(child: str) -> int:
+    try:
+        return int(child.rsplit("_", 1)[1])
+    except (IndexError, ValueError):
+        return -1
+
+
+class SecurityStore:
+    def __init__(self, owner, zk: Z.ZkSession, events):
+        self.owner = owner     # the ZkController: its _scram and _acls are what this role changes
+        self.zk = zk
+        self.events = events
+        # the last notice handled per change path (Kafka's lastExecutedChange)
+        self._last: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ load and watch
+    async def load(self) -> None:
+        """Every credential and binding stored (before the listeners start), and the notices
+        that exist now counted as handled."""
+        for path in (CONFIG_USERS, ACL_CHANGES, ACL_EXTENDED_CHANGES):
+            await self.zk.call("ensure_path", path)
+        for path, prefix in ((Z.CONFIG_CHANGES, CONFIG_CHANGE_PREFIX), (ACL_CHANGES, ACL_CHANGE_PREFIX),
+                             (ACL_EXTENDED_CHANGES, ACL_CHANGE_PREFIX)):
+            children = await self.zk.call("get_children", path)
+            self._last[path] = max([_seq(c) for c in children if c.startswith(prefix)], default=-1)
+        scram = {}
+        for child in await self.zk.call("get_children", CONFIG_USERS):
+            creds = await self._read_user_scram(desanitize(child))
+            if creds:
+                scram[desanitize(child)] = creds
+        self.owner._scram = scram
+        acls = set()
+        for root, pattern in ((ACL_LITERAL, B.LITERAL), (ACL_PREFIXED, B.PREFIXED)):
+            if not await self.zk.call("exists", root):
+                continue
+            for tname in await self.zk.call("get_children", root):
+                rtype = _TYPE_BY_PATH.get(tname)
+                if rtype is None:
+                    continue
+                for name in await self.zk.call("get_children", "%s/%s" % (root, tname)):
+                    acls |= await self._read_resource(rtype, name, pattern)
+        if acls:
+            self.owner._store_acls(acls, ())
+            self.owner._publish_acls(added=sorted(acls))
+
+    def watch(self) -> None:
+        post = self.events.post
+        self.zk.children_watch(Z.CONFIG_CHANGES, lambda ch: post(("security_changes", Z.CONFIG_CHANGES, ch)))
+        self.zk.children_watch(ACL_CHANGES, lambda ch: post(("security_changes", ACL_CHANGES, ch)))
+        self.zk.children_watch(ACL_EXTENDED_CHANGES, lambda ch: post(("security_changes", ACL_EXTENDED_CHANGES, ch)))
+
+    async def on_changes(self, path: str, children: list) -> None:
+        """New notices under ``path``: re-read what they name, in sequence order."""
+        prefix = CONFIG_CHANGE_PREFIX if path == Z.CONFIG_CHANGES else ACL_CHANGE_PREFIX
+        last = self._last.get(path, -1)
+        new = sorted((s, c) for c in children if c.startswith(prefix) and (s := _seq(c)) > last)
+        for seq, child in new:
+            data = await self._get("%s/%s" % (path, child))
+            self._last[path] = seq
+            if data is None:
+                continue
+            if path == Z.CONFIG_CHANGES:
+                try:
+                    entity = json.loads(data).get("entity_path", "")
+                except ValueError:
+                    continue
+                kind, _, name = entity.partition("/")
+                if kind == "users" and name and "/" not in name:
+                    await self.refresh_user(desanitize(name))
+            else:
+                res = decode_acl_change(path, data)
+                if res is None:
+                    log.warning("ACL change notice %s/%s not understood, ignored", path, child)
+                    continue
+                await self.refresh_resource(*res)
+
+    async def _get(self, path: str) -> Optional[bytes]:
+        from kazoo.exceptions import NoNodeError
+        try:
+            data, _stat = await self.zk.call("get", path)
+            return data
+        except NoNodeError:
+            return None
+
+    async def _read_user_scram(self, user: str) -> dict:
+        cfg = decode_entity_config(await self._get(user_path(user)))
+        return {m: cfg[m] for m in SCRAM_KEYS if m in cfg}
+
+    async def refresh_user(self, user: str) -> None:
+        creds = await self._read_user_scram(user)
+        if creds:
+            self.owner._scram[user] = creds
+        else:
+            self.owner._scram.pop(user, None)
+
+    async def _read_resource(self, rtype: int, name: str, pattern: int) -> set:
+        data = await self._get(resource_path(rtype, name, pattern))
+        try:
+            return decode_acls(rtype, name, pattern, data)
+        except ValueError:
+            log.warning("ACL znode %s is not valid JSON, ignored", resource_path(rtype, name, pattern))
+            return set()
+
+    async def refresh_resource(self, rtype: int, name: str, pattern: int) -> None:
+        now = await self._read_resource(rtype, name, pattern)
+        had = {b for b in self.owner._acls if (b.resource_type, b.name, b.pattern_type) == (rtype, name, pattern)}
+        add, rem = self.owner._store_acls(now - had, had - now)
+        if add or rem:
+            self.owner._publish_acls(add, rem)
+
+    # ------------------------------------------------------------------ writes
+    async def alter_scram_credentials(self, changes: list) -> None:
+        """``[(user, mechanism, text or None)]``: per user a compare-and-set of its config
+        entity (other keys, e.g. quotas, kept) and one change notice."""
+        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+        by_user: dict[str, list] = {}
+        for user, mech, text in changes:
+            by_user.setdefault(user, []).append((mech, text))
+        for user, items in by_user.items():
+            path = user_path(user)
+            while True:
+                try:
+                    data, stat = await self.zk.call("get", path)
+                    version = stat.version
+                except NoNodeError:
+                    data, version = None, None
+                cfg = decode_entity_config(data)
+                for mech, text in items:
+                    if text is None:
+                        cfg.pop(mech, None)
+                    else:
+                        cfg[mech] = text
+                t = self.zk.client.transaction()
+                if version is None:
+                    t.create(path, encode_entity_config(cfg))
+                else:
+                    t.set_data(path, encode_entity_config(cfg), version=version)
+                t.create(Z.CONFIG_CHANGE_PREFIX, encode_config_change("users/%s" % sanitize(user)), sequence=True)
+                results = await self.zk.run(t.commit)
+                if any(isinstance(r, (BadVersionError, NodeExistsError, NoNodeError)) for r in results):
+                    continue   # written meanwhile through another broker: re-read and apply again
+                _raise_first(results)
+                break
+            await self.refresh_user(user)
+        log.info("SCRAM credentials changed: %s", ", ".join(
+            "%s %s %s" % ("deleted" if t is None else "set", m, u) for u, m, t in changes))
+
+    async def alter_acls(self, added=(), removed=()) -> None:
+        """Per resource pattern touched: a compare-and-set of its znode (deleted when empty) and
+        its change notice, each resource in one transaction."""
+        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+        touched: dict[tuple, tuple[list, list]] = {}
+        for b in added:
+            touched.setdefault((b.resource_type, b.name, b.pattern_type), ([], []))[0].append(b)
+        for b in removed:
+            touched.setdefault((b.resource_type, b.name, b.pattern_type), ([], []))[1].append(b)
+        for (rtype, name, pattern), (add, rem) in touched.items():
+            path = resource_path(rtype, name, pattern)
+            await self.zk.call("ensure_path", path.rsplit("/", 1)[0])
+            while True:
+                try:
+                    data, stat = await self.zk.call("get", path)
+                    version = stat.version
+                except NoNodeError:
+                    data, version = None, None
+                now = decode_acls(rtype, name, pattern, data)
+                want = (now - set(rem)) | set(add)
+                if want == now and version is not None:
+                    break
+                if not want and version is None:
+                    break
+                t = self.zk.client.transaction()
+                entries = [(b.principal, b.host, b.operation, b.permission) for b in want]
+                if version is None:
+                    t.create(path, encode_acls(entries))
+                elif want:
+                    t.set_data(path, encode_acls(entries), version=version)
+                else:
+                    t.delete(path, version=version)
+                change_path, notice = encode_acl_change(rtype, name, pattern)
+                t.create("%s/%s" % (change_path, ACL_CHANGE_PREFIX), notice, sequence=True)
+                results = await self.zk.run(t.commit)
+                if any(isinstance(r, (BadVersionError, NodeExistsError, NoNodeError, NotEmptyError))
+                       for r in results):
+                    continue
+                _raise_first(results)
+                break
+            await self.refresh_resource(rtype, name, pattern)
+        for b in added:
+            log.info("ACL added: %s", b.to_json())
+        for b in removed:
+            log.info("ACL removed: %s", b.to_json())
+
+
+def _raise_first(results) -> None:
+    for r in results:
+        if isinstance(r, Exception):
+            raise r

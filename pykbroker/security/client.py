@@ -1,0 +1,246 @@
+"""The client side of a secured listener: what a broker uses to reach another broker's
+inter-broker listener (Kafka's ``ChannelBuilders.clientChannelBuilder`` for the broker's own
+``inter.broker.listener.name``), sans-IO apart from the two small drivers at the end.
+
+``InterBrokerSecurity.from_config(config)`` reads, once at start-up, what Kafka's broker reads
+for its own connections to other brokers:
+- the inter-broker listener and its security protocol (``inter.broker.listener.name``, else the
+  listener named after ``security.inter.broker.protocol``);
+- TLS: the trusted CAs (``ssl.truststore.location`` / ``ssl.truststore.certificates`` of the
+  listener, Kafka's ``listener.name.<l>.`` overrides first), the broker's own keystore as its
+  client certificate (mTLS listeners need it; Kafka sends it too), and host name verification
+  as ``ssl.endpoint.identification.algorithm`` says (``https``, Kafka's default: on; empty: off);
+- SASL: ``sasl.mechanism.inter.broker.protocol`` and the broker's own credentials from the
+  listener's JAAS config for that mechanism (``listener.name.<l>.<mechanism>.sasl.jaas.config``,
+  else ``sasl.jaas.config``): the ``username``/``password`` options of PlainLoginModule or
+  ScramLoginModule, as Kafka's login module gives them to its SaslClient.
+A misconfiguration raises ``ConfigError`` at start-up rather than failing every replication
+request later.
+
+The mechanisms' client halves (``PlainClient``, ``ScramClient``: RFC 5802's client, checking
+the server's signature) are one token in, one token out, like the servers in plain.py and
+scram.py.  The exchange is Kafka's: SaslHandshake v1, then the tokens in SaslAuthenticate.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+import ssl
+from typing import Optional
+
+from ..config import ConfigError
+from .errors import AuthenticationFailed
+from .scram import MECHANISMS as SCRAM_MECHANISMS
+
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+# The versions sent: SaslHandshake v1 (tokens in SaslAuthenticate, KIP-152) and SaslAuthenticate
+# v2 (flexible); every pykbroker and Kafka 2.2+ broker serves both.
+HANDSHAKE_VERSION, AUTHENTICATE_VERSION = 1, 2
+
+
+class PlainClient:
+    """PLAIN (RFC 4616): one token ``\\0user\\0password`` (no authorization id, as Kafka's client)."""
+
+    def __init__(self, user: str, password: str):
+        self._token = b"\0" + user.encode() + b"\0" + password.encode()
+        self.complete = False
+
+    def first(self) -> bytes:
+        return self._token
+
+    def step(self, server_token: bytes) -> Optional[bytes]:
+        self.complete = True
+        return None
+
+
+def _saslname(user: str) -> str:
+    return user.replace("=", "=3D").replace(",", "=2C")
+
+
+class ScramClient:
+    """SCRAM-SHA-256/512 client (RFC 5802 §3): client-first, then client-final with the proof;
+    the server's final message must carry the signature only the holder of ServerKey can make."""
+
+    def __init__(self, mechanism: str, user: str, password: str, nonce: Optional[str] = None):
+        self._hash = SCRAM_MECHANISMS[mechanism]
+        self.mechanism = mechanism
+        self._password = password.encode()
+        self._nonce = nonce or secrets.token_urlsafe(24)
+        self._bare = "n=%s,r=%s" % (_saslname(user), self._nonce)
+        self._state = "first"
+        self.complete = False
+
+    def first(self) -> bytes:
+        self._state = "server_first"
+        return ("n,," + self._bare).encode()
+
+    def step(self, server_token: bytes) -> Optional[bytes]:
+        text = bytes(server_token).decode("utf-8", "replace")
+        if self._state == "server_first":
+            kv = dict(item.split("=", 1) for item in text.split(",") if "=" in item)
+            nonce, salt, iterations = kv.get("r", ""), kv.get("s"), kv.get("i", "0")
+            if not nonce.startswith(self._nonce) or salt is None or not iterations.isdigit():
+                raise AuthenticationFailed("Invalid SCRAM server first message")
+            salted = hashlib.pbkdf2_hmac(self._hash, self._password, base64.b64decode(salt), int(iterations))
+            without_proof = "c=biws,r=%s" % nonce   # biws = base64("n,,"): no channel binding
+            auth = ("%s,%s,%s" % (self._bare, text, without_proof)).encode()
+            client_key = hmac.digest(salted, b"Client Key", self._hash)
+            stored_key = hashlib.new(self._hash, client_key).digest()
+            signature = hmac.digest(stored_key, auth, self._hash)
+            proof = bytes(a ^ b for a, b in zip(client_key, signature))
+            server_key = hmac.digest(salted, b"Server Key", self._hash)
+            self._expected = b"v=" + base64.b64encode(hmac.digest(server_key, auth, self._hash))
+            self._state = "server_final"
+            return ("%s,p=%s" % (without_proof, base64.b64encode(proof).decode())).encode()
+        if self._state == "server_final":
+            if not hmac.compare_digest(bytes(server_token), self._expected):
+                raise AuthenticationFailed("Invalid SCRAM server signature")
+            self._state = "done"
+            self.complete = True
+            return None
+        raise AuthenticationFailed("SCRAM client in unexpected state %s" % self._state)
+
+
+def sasl_client(mechanism: str, user: str, password: str):
+    if mechanism == "PLAIN":
+        return PlainClient(user, password)
+    if mechanism in SCRAM_MECHANISMS:
+        return ScramClient(mechanism, user, password)
+    raise ValueError("no client for SASL mechanism %s" % mechanism)
+
+
+class InterBrokerSecurity:
+    """How this broker connects to the others (module docstring).  ``None`` from
+    :meth:`from_config` when the inter-broker listener is PLAINTEXT (nothing to do)."""
+
+    def __init__(self, listener: str, protocol: str, ssl_context=None, check_hostname: bool = True,
+                 mechanism: Optional[str] = None, username: Optional[str] = None, password: Optional[str] = None):
+        self.listener = listener
+        self.protocol = protocol
+        self.ssl_context = ssl_context
+        self.check_hostname = check_hostname
+        self.mechanism = mechanism
+        self.username = username
+        self._password = password
+
+    def __repr__(self):   # never the password
+        return "InterBrokerSecurity(%s %s%s)" % (self.listener, self.protocol,
+                                                 ", %s as %s" % (self.mechanism, self.username) if self.mechanism else "")
+
+    @property
+    def principal(self) -> Optional[str]:
+        return "User:%s" % self.username if self.username is not None else None
+
+    def sasl_client(self):
+        return sasl_client(self.mechanism, self.username, self._password)
+
+    @classmethod
+    def from_config(cls, config) -> Optional["InterBrokerSecurity"]:
+        from ..cluster.replica_manager import inter_broker_listener
+        from .listeners import ListenerSecurity
+        li = inter_broker_listener(config)
+        if li.protocol == "PLAINTEXT":
+            return None
+        sec = ListenerSecurity(config, li.name, li.protocol)   # the listener's settings, read as its server reads them
+        ctx, check = None, True
+        if sec.tls:
+            ctx, check = _client_context(sec)
+        mech = user = password = None
+        if sec.sasl:
+            mech = (config["sasl.mechanism.inter.broker.protocol"] or "").upper()
+            enabled = [m.strip().upper() for m in sec.get("sasl.enabled.mechanisms")]
+            key = "sasl.mechanism.inter.broker.protocol"
+            if mech not in ("PLAIN",) + tuple(SCRAM_MECHANISMS):
+                raise ConfigError("Invalid value %s for configuration %s: a pykbroker broker authenticates to "
+                                  "other brokers with PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512" % (mech, key), key)
+            if mech not in enabled:
+                # Kafka's KafkaConfig check: the inter-broker mechanism must be enabled on the listener
+                raise ConfigError("%s must be included in sasl.enabled.mechanisms when SASL is used for "
+                                  "inter-broker communication" % key, key)
+            user, password = _own_credentials(sec, mech)
+        return cls(li.name, li.protocol, ctx, check, mech, user, password)
+
+
+def _client_context(sec) -> tuple:
+    from .tls import _load_truststore
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    known = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
+    versions = [known[v] for v in sec.get("ssl.enabled.protocols") if v in known]
+    if versions:
+        ctx.minimum_version, ctx.maximum_version = min(versions), max(versions)
+    if sec.get("ssl.truststore.location") is None and sec.get("ssl.truststore.certificates") is None:
+        ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
+    else:
+        _load_truststore(sec, ctx)
+    # the broker's own certificate as its client certificate (an mTLS listener asks for one)
+    location = sec.get("ssl.keystore.location")
+    if location is not None:
+        try:
+            ctx.load_cert_chain(location, password=sec.get("ssl.key.password") or sec.get("ssl.keystore.password"))
+        except (ssl.SSLError, OSError) as e:
+            raise ConfigError("listener %s: ssl.keystore.location: cannot load the key and certificate chain (%s)"
+                              % (sec.name, type(e).__name__), "ssl.keystore.location") from None
+    # Kafka's ssl.endpoint.identification.algorithm: "https" (default) checks the host name
+    # against the certificate's SANs; empty turns the check off
+    algo = sec.get("ssl.endpoint.identification.algorithm")
+    check = bool(algo) if algo is not None else True
+    ctx.check_hostname = check
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    return ctx, check
+
+
+def _own_credentials(sec, mech: str) -> tuple:
+    from .jaas import JaasError, parse_jaas
+    key = "listener.name.%s.%s.sasl.jaas.config" % (sec.name.lower(), mech.lower())
+    jaas = sec.mechanism_get(mech, "sasl.jaas.config")
+    if jaas is None:
+        raise ConfigError("listener %s is the inter-broker listener with SASL mechanism %s but %s is not set "
+                          "(the broker's own username=\"...\" password=\"...\")" % (sec.name, mech, key), key)
+    module = "PlainLoginModule" if mech == "PLAIN" else "ScramLoginModule"
+    try:
+        mods = parse_jaas(jaas)
+    except JaasError as e:
+        raise ConfigError("Invalid value for configuration %s: %s" % (key, e), key) from None
+    for cls, _flag, opts in mods:
+        if cls.endswith(module) and "username" in opts and "password" in opts:
+            return opts["username"], opts["password"]
+    raise ConfigError("Invalid value for configuration %s: no %s with username and password options (the "
+                      "broker's own credentials for inter-broker connections)" % (key, module), key)
+
+
+# ------------------------------------------------------------------ drivers
+async def authenticate(chan, security: InterBrokerSecurity) -> None:
+    """SaslHandshake v1 + SaslAuthenticate on a connection (``chan.call``, trio).  Raises
+    ``AuthenticationFailed`` with the broker's error message when refused."""
+    resp = await chan.call(SASL_HANDSHAKE, HANDSHAKE_VERSION, {"mechanism": security.mechanism})
+    if resp["error_code"]:
+        raise AuthenticationFailed("SaslHandshake for %s refused (error %d; the broker enables %s)"
+                                   % (security.mechanism, resp["error_code"], resp.get("mechanisms")))
+    client = security.sasl_client()
+    token = client.first()
+    while token is not None:
+        resp = await chan.call(SASL_AUTHENTICATE, AUTHENTICATE_VERSION, {"auth_bytes": token})
+        if resp["error_code"]:
+            raise AuthenticationFailed(resp.get("error_message") or "SaslAuthenticate error %d" % resp["error_code"])
+        token = client.step(resp["auth_bytes"] or b"")
+        if client.complete:
+            break
+
+
+def authenticate_sync(request, mechanism: str, user: str, password: str) -> None:
+    """The same over a blocking client (``request(api_key, version, body)`` -> decoded answer),
+    for tools and tests (pykbroker/testing's WireClient.request)."""
+    resp = request(SASL_HANDSHAKE, HANDSHAKE_VERSION, {"mechanism": mechanism})
+    if resp["error_code"]:
+        raise AuthenticationFailed("SaslHandshake for %s refused (error %d)" % (mechanism, resp["error_code"]))
+    client = sasl_client(mechanism, user, password)
+    token = client.first()
+    while token is not None:
+        resp = request(SASL_AUTHENTICATE, AUTHENTICATE_VERSION, {"auth_bytes": token})
+        if resp["error_code"]:
+            raise AuthenticationFailed(resp.get("error_message") or "SaslAuthenticate error %d" % resp["error_code"])
+        token = client.step(resp["auth_bytes"] or b"")
+        if client.complete:
+            break
