@@ -53,6 +53,9 @@ class BrokerNode(ChildProcess):
     # and ``ip netns exec <ns>`` (which execs: ``pid`` stays the broker's, signals reach it).
     host = HOST
     launcher: tuple = ()
+    # a secured cluster's SecureSetup (pykbroker/security/embedded.py): the listener's protocol,
+    # and the TLS/SASL of the readiness probe; None: PLAINTEXT
+    security = None
 
     def __init__(self, broker_id: int, data_dir: str, zookeeper_connect: Optional[str],
                  overrides: Optional[dict] = None, port: int = 0, log_level: str = "INFO",
@@ -84,7 +87,8 @@ class BrokerNode(ChildProcess):
 
     def command(self) -> list:
         cmd = [*self.launcher, sys.executable, "-m", "pykbroker", "serve",
-               "--listeners", "PLAINTEXT://%s:%d" % (self.host, self.port),
+               "--listeners", "%s://%s:%d" % (self.security.protocol if self.security else "PLAINTEXT",
+                                               self.host, self.port),
                "--log-dirs", self.log_dir, "--log-level", self.log_level]
         values = {"broker.id": str(self.broker_id)}
         if self.zookeeper_connect:
@@ -136,7 +140,10 @@ class BrokerNode(ChildProcess):
                 raise _BrokerExited("broker %d exited with status %s before answering; last lines of %s:\n%s"
                                     % (self.broker_id, rc, self.log_path, self.log_tail()))
             try:
-                probe(self.host, self.port, timeout=1.0)
+                if self.security is not None:
+                    self.security.probe(self.host, self.port, timeout=1.0)
+                else:
+                    probe(self.host, self.port, timeout=1.0)
                 self.ever_ready = True
                 return
             except (OSError, ValueError):
@@ -192,7 +199,8 @@ class Cluster:
                  broker_overrides: Optional[dict] = None, log_level: str = "INFO",
                  zk_tick_time: int = 2000, die_with_parent: bool = False,
                  start_timeout: float = 60.0, metrics_port: Optional[int] = None,
-                 as_kafka: Optional[str] = None, trace: bool = False, zookeeper_relay: bool = False):
+                 as_kafka: Optional[str] = None, trace: bool = False, zookeeper_relay: bool = False,
+                 security=None, users: Optional[dict] = None, mechanisms: Optional[list] = None):
         if n_brokers < 1:
             raise ValueError("n_brokers must be at least 1")
         self._tmp = None
@@ -213,6 +221,18 @@ class Cluster:
                                              tick_time=zk_tick_time, die_with_parent=die_with_parent)
             self.zookeeper_connect = None   # known once it has a port
         per_broker = broker_overrides or {}
+        # security="SASL_SSL" | "SASL_PLAINTEXT" | "SSL" (or a SecureSetup): every broker's one
+        # listener has it and is the inter-broker listener; a throw-away CA, the users, the
+        # brokers' own SCRAM user seeded in ZooKeeper before they start (security/embedded.py)
+        self.security = None
+        if security is not None and str(security).upper() != "PLAINTEXT":
+            from ..security.embedded import SecureSetup
+            self.security = security if isinstance(security, SecureSetup) else SecureSetup(security, users, mechanisms)
+            secured = self.security.cluster_broker_config(overrides)
+            # the caller's settings win, but for super.users, which the setup extends with the
+            # broker principal (CLUSTER_ACTION between brokers) rather than replaces
+            overrides = {**secured, **(overrides or {}),
+                         **({"super.users": secured["super.users"]} if "super.users" in secured else {})}
         self.brokers = [BrokerNode(i, os.path.join(self.data_dir, "broker-%d" % i), None,
                                    {**(overrides or {}), **per_broker.get(i, {})},
                                    log_level=log_level, die_with_parent=die_with_parent,
@@ -220,6 +240,8 @@ class Cluster:
                                    (metrics_port + i - 1 if metrics_port else 0),
                                    as_kafka=as_kafka, trace=trace)
                         for i in range(1, n_brokers + 1)]
+        for b in self.brokers:
+            b.security = self.security
 
     # -- addresses ------------------------------------------------------------------------
 
@@ -256,6 +278,8 @@ class Cluster:
             if self.zookeeper is not None:
                 self.zookeeper.start(self.start_timeout)
                 self.zookeeper_connect = self.zookeeper.connect_string
+            if self.security is not None and not self._started:
+                self.security.seed_zookeeper(self.zookeeper_connect)
             for b in self.brokers:
                 b.zookeeper_connect = self._brokers_zookeeper_connect()
             # all spawned first, then waited for: N Python start-ups overlap
@@ -330,6 +354,14 @@ class Cluster:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    # -- clients of a secured cluster -------------------------------------------------------
+
+    def client_config(self, user=None, mechanism=None, password=None) -> dict:
+        """confluent-kafka settings (bootstrap, security.protocol, CA, SASL user) for this cluster."""
+        if self.security is None:
+            return {"bootstrap.servers": self.bootstrap_servers}
+        return self.security.client_config(self.bootstrap_servers, user, mechanism, password)
+
     # -- ZooKeeper's view ------------------------------------------------------------------
 
     def registered_broker_ids(self, timeout: float = 10.0) -> set:
@@ -374,8 +406,12 @@ class Cluster:
                 continue
             while True:
                 try:
-                    got = {x["node_id"] for x in metadata((b.host, b.port), [])["brokers"]}
-                except OSError:
+                    if self.security is not None:
+                        with self.security.wire_client(b.host, b.port) as c:
+                            got = {x["node_id"] for x in metadata(c, [])["brokers"]}
+                    else:
+                        got = {x["node_id"] for x in metadata((b.host, b.port), [])["brokers"]}
+                except (OSError, ValueError):
                     got = set()
                 if want <= got:
                     break

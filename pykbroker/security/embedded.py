@@ -65,6 +65,129 @@ class SecureSetup:
                     "org.apache.kafka.common.security.plain.PlainLoginModule required %s;" % users)
         return out
 
+    # -- a cluster of such brokers -------------------------------------------------------------
+    # The brokers authenticate to each other as this user (Kafka's usual "broker principal"),
+    # with the first SCRAM mechanism enabled, else PLAIN; its password is made per setup.
+    BROKER_USER = "broker"
+
+    def _inter_broker_mechanism(self):
+        if not self.sasl:
+            return None
+        return next((m for m in self.mechanisms if m in SCRAM_MECHANISMS), "PLAIN" if "PLAIN" in self.mechanisms else None)
+
+    def cluster_broker_config(self, overrides=None) -> dict:
+        """Broker settings of a cluster member: the listener of :meth:`broker_config` is also the
+        inter-broker one (``security.inter.broker.protocol``), the brokers trust the setup's CA,
+        and authenticate as ``BROKER_USER`` with ``sasl.mechanism.inter.broker.protocol`` and
+        the credentials in ``listener.name.<l>.<mechanism>.sasl.jaas.config`` (Kafka's keys).
+        With an authorizer in ``overrides`` the broker principal joins ``super.users`` (what
+        gives it CLUSTER_ACTION, as Kafka's brokers need)."""
+        overrides = dict(overrides or {})
+        out = self.broker_config()
+        lname = self.protocol.lower()
+        out["security.inter.broker.protocol"] = self.protocol
+        if self.tls:
+            out.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": self.ca_file})
+        mech = self._inter_broker_mechanism()
+        if mech is not None:
+            if not hasattr(self, "broker_password"):
+                import secrets
+                self.broker_password = secrets.token_urlsafe(18)
+            out["sasl.mechanism.inter.broker.protocol"] = mech
+            creds = "username=%s password=%s" % (_jaas_quote(self.BROKER_USER), _jaas_quote(self.broker_password))
+            if mech == "PLAIN":
+                key = "listener.name.%s.plain.sasl.jaas.config" % lname
+                users = dict(self.users, **{self.BROKER_USER: self.broker_password})
+                out[key] = ("org.apache.kafka.common.security.plain.PlainLoginModule required %s %s;"
+                            % (creds, " ".join("user_%s=%s" % (u, _jaas_quote(p)) for u, p in sorted(users.items()))))
+            else:
+                out["listener.name.%s.%s.sasl.jaas.config" % (lname, mech.lower())] = (
+                    "org.apache.kafka.common.security.scram.ScramLoginModule required %s;" % creds)
+        if overrides.get("authorizer.class.name") and mech is not None:
+            principal = "User:%s" % self.BROKER_USER
+            supers = [p for p in (overrides.get("super.users") or "").split(";") if p]
+            if principal not in supers:
+                out["super.users"] = ";".join(supers + [principal])
+        return out
+
+    def scram_credentials(self) -> list:
+        """[(user, mechanism, stored text)] of every SCRAM user, the broker's own included."""
+        users = dict(self.users)
+        if getattr(self, "broker_password", None):
+            users[self.BROKER_USER] = self.broker_password
+        return [(user, mech, new_credential(mech, password).to_text())
+                for mech in self.mechanisms if mech in SCRAM_MECHANISMS
+                for user, password in sorted(users.items())]
+
+    def seed_zookeeper(self, connect: str, timeout: float = 15.0) -> None:
+        """The SCRAM users written into ZooKeeper before any broker starts, as Kafka's
+        ``kafka-configs.sh --zookeeper ... --alter --add-config 'SCRAM-SHA-512=[...]'`` does
+        (the brokers need the broker user's credential to replicate from their first fetch)."""
+        creds = self.scram_credentials()
+        if not creds:
+            return
+        from kazoo.client import KazooClient
+
+        from ..cluster.zk import split_connect
+        from ..cluster.zookeeper.security_store import (decode_entity_config, encode_config_change,
+                                                        encode_entity_config, sanitize, user_path)
+        hosts, chroot = split_connect(connect)
+        zk = KazooClient(hosts=hosts + chroot, timeout=timeout)
+        zk.start(timeout=timeout)
+        try:
+            zk.ensure_path("/config/changes")
+            by_user: dict = {}
+            for user, mech, text in creds:
+                by_user.setdefault(user, {})[mech] = text
+            for user, mechs in by_user.items():
+                path = user_path(user)
+                zk.ensure_path(path)
+                data, stat = zk.get(path)
+                cfg = decode_entity_config(data)
+                cfg.update(mechs)
+                zk.set(path, encode_entity_config(cfg), version=stat.version)
+                zk.create("/config/changes/config_change_", encode_config_change("users/%s" % sanitize(user)),
+                          sequence=True)
+        finally:
+            zk.stop()
+            zk.close()
+
+    def client_ssl_context(self):
+        if not self.tls:
+            return None
+        import ssl
+        return ssl.create_default_context(cafile=self.ca_file)
+
+    def wire_client(self, host: str, port: int, user=None, password=None, mechanism=None, timeout: float = 10.0):
+        """An authenticated blocking wire client (pykbroker.testing.wire.WireClient); the
+        broker's own identity unless ``user`` is given."""
+        from ..testing.wire import WireClient
+        from .client import authenticate_sync
+        c = WireClient((host, port), timeout=timeout, ssl_context=self.client_ssl_context())
+        try:
+            if self.sasl:
+                if user is None and getattr(self, "broker_password", None):
+                    user, password, mechanism = self.BROKER_USER, self.broker_password, self._inter_broker_mechanism()
+                u, pw, mech = self._user(user, mechanism)
+                authenticate_sync(c.request, mech, u, password if password is not None else pw)
+        except BaseException:
+            c.close()
+            raise
+        return c
+
+    def probe(self, host: str, port: int, timeout: float = 1.0) -> None:
+        """ApiVersions (allowed before authentication, Kafka's rule) over the listener's TLS:
+        OSError/ValueError when the broker does not answer it yet."""
+        import ssl
+        from ..testing.wire import WireClient
+        try:
+            with WireClient((host, port), timeout=timeout, ssl_context=self.client_ssl_context()) as c:
+                resp = c.request(18, 0, {})
+        except (ssl.SSLError, ConnectionError) as e:
+            raise OSError(str(e)) from None
+        if resp.get("error_code"):
+            raise ValueError("ApiVersions error %s" % resp["error_code"])
+
     async def install(self, broker) -> None:
         """The SCRAM users, stored through the broker's controller (salted keys only)."""
         changes = []
