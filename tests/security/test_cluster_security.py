@@ -1,0 +1,236 @@
+"""A secured pykbroker cluster, with real clients: SASL_SSL + SCRAM-SHA-512 between the brokers
+and for the clients, Kafka's ACL authorizer on, credentials and bindings in ZooKeeper.
+
+One cluster for the module (ZooKeeper + 4 brokers): brokers 1-3 are healthy, broker 4 was given
+a wrong password for its own inter-broker login.  Kept to one start: a secured cluster costs the
+same as a plain one to start, and the tests share it in file order (the leader kill comes last).
+"""
+import json
+import time
+
+import pytest
+
+from tests import needs
+from tests.cluster.helpers import requires_zookeeper
+
+ck = needs.module("confluent_kafka")
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,  # noqa: E402
+                                   NewTopic, ResourcePatternType, ResourceType, ScramCredentialInfo,
+                                   ScramMechanism, UserScramCredentialUpsertion)
+
+pytestmark = requires_zookeeper
+
+MECH = "SCRAM-SHA-512"
+USERS = {"admin": "admin-secret", "alice": "alice-secret"}
+BAD_BROKER = 4
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    from pykbroker.testing.cluster import Cluster
+    bad_jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+                'username="broker" password="not-the-password";')
+    c = Cluster(4, data_dir=str(tmp_path_factory.mktemp("seccluster")), security="SASL_SSL", users=USERS,
+                mechanisms=[MECH],
+                overrides={"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                           "super.users": "User:admin",
+                           # the bad broker leaves the ISR within seconds, not Kafka's 30 s
+                           "replica.lag.time.max.ms": "3000",
+                           # a killed leader is noticed in seconds (ZooKeeper session expiry)
+                           "zookeeper.session.timeout.ms": "6000",
+                           "offsets.topic.replication.factor": "3",
+                           "transaction.state.log.replication.factor": "3"},
+                broker_overrides={BAD_BROKER: {"listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": bad_jaas}})
+    with c:
+        yield c
+
+
+def conf(cluster, user="admin", brokers=None, password=None):
+    cfg = cluster.client_config(user, MECH, password)
+    if brokers is not None:
+        cfg["bootstrap.servers"] = ",".join(cluster.broker(b).bootstrap for b in brokers)
+    return cfg
+
+
+def zk(cluster):
+    from kazoo.client import KazooClient
+    z = KazooClient(hosts=cluster.zookeeper_connect, timeout=10)
+    z.start(timeout=10)
+    return z
+
+
+def create_topic(cluster, name, assignment):
+    a = AdminClient(conf(cluster, brokers=[1]))
+    a.create_topics([NewTopic(name, num_partitions=len(assignment), replica_assignment=assignment)])[name].result(20)
+
+
+def test_registrations_carry_each_listener_and_its_protocol(cluster):
+    z = zk(cluster)
+    try:
+        for b in cluster.brokers:
+            reg = json.loads(z.get("/brokers/ids/%d" % b.broker_id)[0])
+            assert reg["endpoints"] == ["SASL_SSL://%s" % b.bootstrap]
+            assert reg["listener_security_protocol_map"] == {"SASL_SSL": "SASL_SSL"}
+            # Kafka's top-level host/port are the PLAINTEXT endpoint's: none here
+            assert reg["host"] is None and reg["port"] == -1
+    finally:
+        z.stop()
+
+
+def test_acks_all_replicated_over_sasl_ssl_and_read_back(cluster):
+    """RF 3 on brokers 1-3: acks=all is answered only once both followers fetched the records,
+    which they can only do authenticated (SCRAM as the broker user) over TLS."""
+    create_topic(cluster, "secure-rf3", [[1, 2, 3]])
+    p = Producer({**conf(cluster), "acks": "all", "enable.idempotence": True})
+    errors = []
+    for i in range(300):
+        p.produce("secure-rf3", b"value-%d" % i, key=b"k%d" % i,
+                  on_delivery=lambda err, msg: errors.append(err) if err else None)
+    assert p.flush(30) == 0
+    assert errors == []
+    md = AdminClient(conf(cluster)).list_topics("secure-rf3", timeout=10).topics["secure-rf3"].partitions[0]
+    assert sorted(md.isrs) == [1, 2, 3]
+    assert read_all(cluster, "secure-rf3") == [b"value-%d" % i for i in range(300)]
+
+
+def read_all(cluster, topic, brokers=None, n_expected=300):
+    c = Consumer({**conf(cluster, brokers=brokers), "group.id": "reader-%s" % time.monotonic(),
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        got, deadline = [], time.monotonic() + 30
+        while len(got) < n_expected and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                got.append(m.value())
+        return got
+    finally:
+        c.close()
+
+
+def wait_for(pred, timeout, what):
+    deadline = time.monotonic() + timeout
+    while True:
+        got = pred()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError("not within %.1fs: %s" % (timeout, what))
+        time.sleep(0.05)
+
+
+def test_scram_user_created_through_one_broker_logs_in_on_another(cluster):
+    def logs_in(broker):
+        a = AdminClient({**conf(cluster, user="carol", password="carol-secret", brokers=[broker]),
+                         "socket.timeout.ms": 3000})
+        try:
+            a.list_topics(timeout=3)
+            return True
+        except KafkaException:
+            return False
+
+    assert not logs_in(2)   # no such user yet: the login fails (the test can fail)
+    admin_a = AdminClient(conf(cluster, brokers=[1]))
+    admin_a.alter_user_scram_credentials([UserScramCredentialUpsertion(
+        "carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), b"carol-secret")])["carol"].result(10)
+    t0 = time.monotonic()
+    wait_for(lambda: logs_in(2), 5, "carol logs in on broker 2")
+    assert time.monotonic() - t0 < 5
+    # every broker answers DescribeUserScramCredentials the same
+    for b in (2, 3):
+        admin_b = AdminClient(conf(cluster, brokers=[b]))   # kept: a collected client ends its futures
+        d = admin_b.describe_user_scram_credentials(["carol"])["carol"].result(10)
+        assert [(i.mechanism, i.iterations) for i in d.scram_credential_infos] == [(ScramMechanism.SCRAM_SHA_512, 8192)]
+    # stored as Kafka's ZK mode stores it (salted keys only) with its change notice
+    z = zk(cluster)
+    try:
+        node = json.loads(z.get("/config/users/carol")[0])
+        assert node["version"] == 1 and list(node["config"]) == [MECH]
+        fields = dict(kv.split("=", 1) for kv in node["config"][MECH].split(","))
+        assert sorted(fields) == ["iterations", "salt", "server_key", "stored_key"] and fields["iterations"] == "8192"
+        assert "carol-secret" not in json.dumps(node)
+        notices = [json.loads(z.get("/config/changes/" + c)[0]) for c in z.get_children("/config/changes")]
+        assert {"version": 2, "entity_path": "users/carol"} in notices
+    finally:
+        z.stop()
+
+
+def test_acl_created_through_one_broker_holds_on_another(cluster):
+    create_topic(cluster, "acl-topic", [[1, 2, 3]])
+
+    def alice_sees(broker):
+        a = AdminClient(conf(cluster, user="alice", brokers=[broker]))
+        t = a.list_topics("acl-topic", timeout=5).topics["acl-topic"]
+        return t.error is None or t.error.code() != ck.KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+    assert not alice_sees(3)
+    admin_a = AdminClient(conf(cluster, brokers=[1]))
+    allow = AclBinding(ResourceType.TOPIC, "acl-", ResourcePatternType.PREFIXED, "User:alice", "*",
+                       AclOperation.DESCRIBE, AclPermissionType.ALLOW)
+    admin_a.create_acls([allow])[allow].result(10)
+    wait_for(lambda: alice_sees(3), 1.0, "the prefixed ALLOW through broker 1 holds on broker 3")
+    deny = AclBinding(ResourceType.TOPIC, "acl-topic", ResourcePatternType.LITERAL, "User:alice", "*",
+                      AclOperation.ALL, AclPermissionType.DENY)
+    admin_a.create_acls([deny])[deny].result(10)
+    wait_for(lambda: not alice_sees(3), 1.0, "the literal DENY through broker 1 holds on broker 3")
+    z = zk(cluster)
+    try:
+        assert json.loads(z.get("/kafka-acl-extended/prefixed/Topic/acl-")[0]) == {
+            "version": 1, "acls": [{"principal": "User:alice", "permissionType": "Allow", "operation": "Describe",
+                                    "host": "*"}]}
+        assert json.loads(z.get("/kafka-acl/Topic/acl-topic")[0]) == {
+            "version": 1, "acls": [{"principal": "User:alice", "permissionType": "Deny", "operation": "All",
+                                    "host": "*"}]}
+        literal = [z.get("/kafka-acl-changes/" + c)[0] for c in z.get_children("/kafka-acl-changes")]
+        assert b"TOPIC:acl-topic" in literal
+        extended = [json.loads(z.get("/kafka-acl-extended-changes/" + c)[0])
+                    for c in z.get_children("/kafka-acl-extended-changes")]
+        assert {"version": 1, "resourceType": "TOPIC", "name": "acl-", "patternType": "PREFIXED"} in extended
+    finally:
+        z.stop()
+    # every broker describes the same bindings
+    from confluent_kafka.admin import AclBindingFilter
+    f = AclBindingFilter(ResourceType.TOPIC, None, ResourcePatternType.ANY, None, None,
+                         AclOperation.ANY, AclPermissionType.ANY)
+    for b in (2, 4):
+        admin_b = AdminClient(conf(cluster, brokers=[b]))
+        got = admin_b.describe_acls(f).result(10)
+        assert {(x.name, x.permission_type) for x in got} == {("acl-", AclPermissionType.ALLOW),
+                                                              ("acl-topic", AclPermissionType.DENY)}
+
+
+def test_broker_with_wrong_inter_broker_credentials_cannot_replicate(cluster):
+    create_topic(cluster, "bad-follower", [[1, BAD_BROKER]])
+
+    def isr():
+        md = AdminClient(conf(cluster)).list_topics("bad-follower", timeout=10).topics["bad-follower"]
+        return sorted(md.partitions[0].isrs)
+
+    wait_for(lambda: isr() == [1], 15, "broker %d leaves the ISR" % BAD_BROKER)
+    p = Producer({**conf(cluster), "acks": "all"})
+    p.produce("bad-follower", b"x")
+    assert p.flush(15) == 0
+    time.sleep(1.0)
+    assert isr() == [1]
+    log = open(cluster.broker(BAD_BROKER).log_path).read()
+    assert "authentication as User:broker with SCRAM-SHA-512 on listener SASL_SSL" in log
+    assert "Authentication failed during authentication due to invalid credentials" in log
+
+
+def test_leader_killed_every_acknowledged_record_still_there(cluster):
+    md = AdminClient(conf(cluster)).list_topics("secure-rf3", timeout=10).topics["secure-rf3"].partitions[0]
+    leader = md.leader
+    cluster.kill(leader)
+    survivors = [b for b in (1, 2, 3) if b != leader]
+
+    def new_leader():
+        try:
+            p = AdminClient(conf(cluster, brokers=survivors)).list_topics("secure-rf3", timeout=5)
+            lead = p.topics["secure-rf3"].partitions[0].leader
+            return lead in survivors
+        except KafkaException:
+            return False
+
+    wait_for(new_leader, 30, "a new leader among %s" % survivors)
+    assert read_all(cluster, "secure-rf3", brokers=survivors) == [b"value-%d" % i for i in range(300)]
