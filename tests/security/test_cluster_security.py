@@ -15,9 +15,8 @@ from tests.cluster.helpers import requires_zookeeper
 
 ck = needs.module("confluent_kafka")
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
-from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,  # noqa: E402
-                                   NewTopic, ResourcePatternType, ResourceType, ScramCredentialInfo,
-                                   ScramMechanism, UserScramCredentialUpsertion)
+from confluent_kafka.admin import (AclOperation, AclPermissionType, AdminClient, NewTopic,  # noqa: E402
+                                   ResourcePatternType, ResourceType, ScramMechanism)
 
 pytestmark = requires_zookeeper
 
@@ -58,6 +57,12 @@ def zk(cluster):
     z = KazooClient(hosts=cluster.zookeeper_connect, timeout=10)
     z.start(timeout=10)
     return z
+
+
+def wire_to(cluster, broker_id, user="admin"):
+    """A raw client authenticated as ``user`` on that broker (pykbroker.testing.wire)."""
+    b = cluster.broker(broker_id)
+    return cluster.security.wire_client(b.host, b.port, user=user, mechanism=MECH)
 
 
 def create_topic(cluster, name, assignment):
@@ -131,9 +136,16 @@ def test_scram_user_created_through_one_broker_logs_in_on_another(cluster):
             return False
 
     assert not logs_in(2)   # no such user yet: the login fails (the test can fail)
-    admin_a = AdminClient(conf(cluster, brokers=[1]))
-    admin_a.alter_user_scram_credentials([UserScramCredentialUpsertion(
-        "carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), b"carol-secret")])["carol"].result(10)
+    # AlterUserScramCredentials sent to broker 1 itself (a client library picks any broker for
+    # an admin request: the raw client pins it), salted as a client salts it
+    import os
+    from pykbroker.security.scram import salted_password
+    salt = os.urandom(32)
+    with wire_to(cluster, 1) as c:
+        resp = c.request(51, 0, {"deletions": [], "upsertions": [
+            {"name": "carol", "mechanism": 2, "iterations": 8192, "salt": salt,
+             "salted_password": salted_password(MECH, "carol-secret", salt, 8192)}]})
+    assert [r["error_code"] for r in resp["results"]] == [0]
     t0 = time.monotonic()
     wait_for(lambda: logs_in(2), 5, "carol logs in on broker 2")
     assert time.monotonic() - t0 < 5
@@ -160,20 +172,33 @@ def test_acl_created_through_one_broker_holds_on_another(cluster):
     create_topic(cluster, "acl-topic", [[1, 2, 3]])
 
     def alice_sees(broker):
-        a = AdminClient(conf(cluster, user="alice", brokers=[broker]))
-        t = a.list_topics("acl-topic", timeout=5).topics["acl-topic"]
+        """Metadata for the topic as alice, answered by that broker (raw client: pinned)."""
+        from pykbroker.testing.wire import metadata
+        with wire_to(cluster, broker, user="alice") as c:
+            return metadata(c, ["acl-topic"])["topics"][0]["error_code"] != 29   # TOPIC_AUTHORIZATION_FAILED
+
+    def confluent_alice_sees():
+        """The same through confluent-kafka (whichever broker it asks: all agree by then)."""
+        a = AdminClient(conf(cluster, user="alice"))
+        t = a.list_topics("acl-topic", timeout=10).topics["acl-topic"]
         return t.error is None or t.error.code() != ck.KafkaError.TOPIC_AUTHORIZATION_FAILED
 
-    assert not alice_sees(3)
-    admin_a = AdminClient(conf(cluster, brokers=[1]))
-    allow = AclBinding(ResourceType.TOPIC, "acl-", ResourcePatternType.PREFIXED, "User:alice", "*",
-                       AclOperation.DESCRIBE, AclPermissionType.ALLOW)
-    admin_a.create_acls([allow])[allow].result(10)
+    def create_acl_through_1(name, pattern, operation, permission):
+        # CreateAcls sent to broker 1 itself (the raw client pins the broker; codes are Kafka's:
+        # TOPIC 2, LITERAL 3 / PREFIXED 4, ALL 2 / DESCRIBE 8, DENY 2 / ALLOW 3)
+        with wire_to(cluster, 1) as c:
+            resp = c.request(30, 3, {"creations": [{
+                "resource_type": 2, "resource_name": name, "resource_pattern_type": pattern,
+                "principal": "User:alice", "host": "*", "operation": operation, "permission_type": permission}]})
+        assert [r["error_code"] for r in resp["results"]] == [0]
+
+    assert not alice_sees(3) and not confluent_alice_sees()
+    create_acl_through_1("acl-", 4, 8, 3)
     wait_for(lambda: alice_sees(3), 1.0, "the prefixed ALLOW through broker 1 holds on broker 3")
-    deny = AclBinding(ResourceType.TOPIC, "acl-topic", ResourcePatternType.LITERAL, "User:alice", "*",
-                      AclOperation.ALL, AclPermissionType.DENY)
-    admin_a.create_acls([deny])[deny].result(10)
+    assert confluent_alice_sees()
+    create_acl_through_1("acl-topic", 3, 2, 2)
     wait_for(lambda: not alice_sees(3), 1.0, "the literal DENY through broker 1 holds on broker 3")
+    assert all(not alice_sees(b) for b in (2, 4)) and not confluent_alice_sees()
     z = zk(cluster)
     try:
         assert json.loads(z.get("/kafka-acl-extended/prefixed/Topic/acl-")[0]) == {
