@@ -67,7 +67,7 @@ class ZkController(Controller):
         self.membership = Membership(self.listener, self.active, store, self.events, config, node_id)
         self.admin = AdminWriter(self, self.listener, self.active, store, self.events, self.validator)
         # SCRAM credentials and ACL bindings in Kafka's znodes, followed through the notices
-        self.security = SecurityStore(self, self.zk, self.events)
+        self.security = SecurityStore(self, self.zk, self.events, bool(config["authorizer.class.name"]))
 
     @property
     def is_active(self) -> bool:

@@ -6,7 +6,8 @@ listed partition this broker leads; ``__consumer_offsets`` partitions go through
 coordinator, which materializes or drops the producer's transactional offsets.  Per partition:
 unknown -> UNKNOWN_TOPIC_OR_PARTITION, an older producer epoch than the partition has seen ->
 INVALID_PRODUCER_EPOCH, an older coordinator epoch -> TRANSACTION_COORDINATOR_FENCED, offline
-log dir -> KAFKA_STORAGE_ERROR.  The answer waits until the markers are committed (acks=all).
+log dir -> KAFKA_STORAGE_ERROR.  With an authorizer the sender needs CLUSTER_ACTION on the cluster
+(brokers; else CLUSTER_AUTHORIZATION_FAILED for every partition).  The answer waits until the markers are committed (acks=all).
 A single broker's own coordinator writes its markers in process; this API serves other
 coordinators and tools.
 A ``transaction_version`` 2 marker (v2, KIP-1228) must carry an epoch above the producer's
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 import trio
 
+from ..acl.bindings import CLUSTER, CLUSTER_ACTION, CLUSTER_NAME
+from ..acl.check import session
 from ..coordinator.group.offsets import OFFSETS_TOPIC
 from ..protocol.errors import ErrorCode as E, KafkaError
 from .common import leader_partition
@@ -38,6 +41,11 @@ def error_response(ctx, request, code):
 
 
 async def handle(ctx, request):
+    # brokers only: CLUSTER_ACTION on the cluster, else every partition answered
+    # CLUSTER_AUTHORIZATION_FAILED (Kafka's authorizeClusterOperation before anything is written)
+    az = session(ctx)
+    if az is not None and not az.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME):
+        return error_response(ctx, request, E.CLUSTER_AUTHORIZATION_FAILED)
     broker = ctx.broker
     rm = broker.replica_manager
     out = []

@@ -130,6 +130,11 @@ CASES = {
         {"partition_index": 0}]}]}, [("DELETE", "group")], lambda r: [r["error_code"]], 30),
     "describe_transactions": (65, 0, lambda t, g, x: {"transactional_ids": [x]}, [("DESCRIBE", "transactional_id")],
                               lambda r: [s["error_code"] for s in r["transaction_states"]], 53),
+    # brokers only (a transaction coordinator's markers to partition leaders)
+    "write_txn_markers": (27, 1, lambda t, g, x: {"markers": [{
+        "producer_id": 1, "producer_epoch": 0, "transaction_result": False, "coordinator_epoch": 0,
+        "topics": [{"name": t, "partition_indexes": [0]}]}]},
+        [("CLUSTER_ACTION", "cluster")], lambda r: _parts(r["markers"][0], "topics", "partitions"), 31),
 }
 
 # what else a case needs so that only the binding under test is missing

@@ -120,9 +120,10 @@ def resource_path(rtype: int, name: str, pattern: int) -> str:
 
 def encode_acls(entries) -> bytes:
     """``entries``: (principal, host, operation, permission), in a stable order."""
-    acls = [{"principal": p, "permissionType": _PERM_NAME[perm], "operation": _OP_NAME[op], "host": h}
+    # key order as Kafka 3.9.1's AclAuthorizer writes them (checked against it)
+    acls = [{"principal": p, "permissionType": _PERM_NAME[perm], "host": h, "operation": _OP_NAME[op]}
             for p, h, op, perm in sorted(entries)]
-    return json.dumps({"version": 1, "acls": acls}, separators=(",", ":")).encode()
+    return json.dumps({"acls": acls, "version": 1}, separators=(",", ":")).encode()
 
 
 def decode_acls(rtype: int, name: str, pattern: int, data: Optional[bytes]) -> set:
@@ -170,8 +171,11 @@ def _seq(child: str) -> int:
 
 
 class SecurityStore:
-    def __init__(self, owner, zk: Z.ZkSession, events):
+    def __init__(self, owner, zk: Z.ZkSession, events, acls_on: bool = False):
         self.owner = owner     # the ZkController: its _scram and _acls are what this role changes
+        # ACL znodes and their notices only with an authorizer (as Kafka: AclAuthorizer makes
+        # them; without one the ACL APIs answer SECURITY_DISABLED)
+        self.acls_on = acls_on
         self.zk = zk
         self.events = events
         # the last notice handled per change path (Kafka's lastExecutedChange)
@@ -181,10 +185,17 @@ class SecurityStore:
     async def load(self) -> None:
         """Every credential and binding stored (before the listeners start), and the notices
         that exist now counted as handled."""
-        for path in (CONFIG_USERS, ACL_CHANGES, ACL_EXTENDED_CHANGES):
-            await self.zk.call("ensure_path", path)
+        await self.zk.call("ensure_path", CONFIG_USERS)
+        if self.acls_on:
+            # what Kafka's AclAuthorizer creates at start-up: both roots with a child per
+            # resource type, and the two change paths
+            for root in (ACL_LITERAL, ACL_PREFIXED):
+                for tname in _TYPE_PATH.values():
+                    await self.zk.call("ensure_path", "%s/%s" % (root, tname))
+            for path in (ACL_CHANGES, ACL_EXTENDED_CHANGES):
+                await self.zk.call("ensure_path", path)
         for path, prefix in ((Z.CONFIG_CHANGES, CONFIG_CHANGE_PREFIX), (ACL_CHANGES, ACL_CHANGE_PREFIX),
-                             (ACL_EXTENDED_CHANGES, ACL_CHANGE_PREFIX)):
+                             (ACL_EXTENDED_CHANGES, ACL_CHANGE_PREFIX))[:3 if self.acls_on else 1]:
             children = await self.zk.call("get_children", path)
             self._last[path] = max([_seq(c) for c in children if c.startswith(prefix)], default=-1)
         scram = {}
@@ -193,6 +204,8 @@ class SecurityStore:
             if creds:
                 scram[desanitize(child)] = creds
         self.owner._scram = scram
+        if not self.acls_on:
+            return
         acls = set()
         for root, pattern in ((ACL_LITERAL, B.LITERAL), (ACL_PREFIXED, B.PREFIXED)):
             if not await self.zk.call("exists", root):
@@ -210,6 +223,8 @@ class SecurityStore:
     def watch(self) -> None:
         post = self.events.post
         self.zk.children_watch(Z.CONFIG_CHANGES, lambda ch: post(("security_changes", Z.CONFIG_CHANGES, ch)))
+        if not self.acls_on:
+            return
         self.zk.children_watch(ACL_CHANGES, lambda ch: post(("security_changes", ACL_CHANGES, ch)))
         self.zk.children_watch(ACL_EXTENDED_CHANGES, lambda ch: post(("security_changes", ACL_EXTENDED_CHANGES, ch)))
 
