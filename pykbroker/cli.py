@@ -155,8 +155,27 @@ def _cluster_up(args) -> int:
             print("pykbroker: --metrics needs prometheus_client (pip install prometheus_client, or pip install '.[metrics]' in a pykbroker checkout)",
                   file=sys.stderr)
             return 2
-    cluster = Cluster(args.brokers, data_dir=args.dir, overrides=overrides, zookeeper=args.zookeeper,
-                      log_level=args.log_level, die_with_parent=True, metrics_port=args.metrics)
+    # --security: every broker's listener (also the inter-broker one) of that protocol, a
+    # throw-away CA, the users (--user, default admin) and the brokers' own SCRAM user
+    # (pykbroker/security/embedded.py)
+    users = {}
+    for u in args.user or []:
+        if "=" not in u:
+            print("pykbroker: --user expects NAME=PASSWORD, got %r" % u.split("=")[0], file=sys.stderr)
+            return 2
+        name, password = u.split("=", 1)
+        users[name.strip()] = password
+    mechanisms = [m.strip().upper() for m in args.mechanisms.split(",")] if args.mechanisms else None
+    if (users or mechanisms) and not args.security:
+        print("pykbroker: --user and --mechanisms need --security", file=sys.stderr)
+        return 2
+    try:
+        cluster = Cluster(args.brokers, data_dir=args.dir, overrides=overrides, zookeeper=args.zookeeper,
+                          log_level=args.log_level, die_with_parent=True, metrics_port=args.metrics,
+                          security=args.security, users=users or None, mechanisms=mechanisms)
+    except ValueError as e:
+        print("pykbroker: %s" % e, file=sys.stderr)
+        return 2
     try:
         try:
             cluster.start()
@@ -173,6 +192,8 @@ def _cluster_up(args) -> int:
         finally:
             starting[0] = False
         info = cluster.describe()
+        if cluster.security is not None:
+            info["security"] = _secure_cluster_info(cluster)
         if args.json:
             print(json.dumps(info), flush=True)
         else:
@@ -195,6 +216,24 @@ def _cluster_up(args) -> int:
     return 0
 
 
+def _secure_cluster_info(cluster) -> dict:
+    """What a client of a secured ``cluster up`` needs: the protocol, the CA, the users' names and
+    a Java client properties file per user (``--command-config`` of Kafka's tools, or any JVM
+    client; mode 0600, removed with the cluster's temporary security directory)."""
+    import os
+    sec = cluster.security
+    files = {}
+    for user in sorted(sec.users) or [None]:
+        props = sec.java_properties(cluster.bootstrap_servers, user)
+        path = os.path.join(sec.dir, "client-%s.properties" % (user or "ssl"))
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write("".join("%s=%s\n" % kv for kv in props.items()))
+        files[user or ""] = path
+    return {"protocol": sec.protocol, "ca_file": sec.ca_file, "mechanisms": list(sec.mechanisms),
+            "users": sorted(sec.users), "client_properties": files}
+
+
 def _print_cluster(info: dict, cluster_tmp: bool) -> None:
     zk = info["zookeeper"]
     lines = ["bootstrap servers: %s" % info["bootstrap_servers"],
@@ -210,6 +249,12 @@ def _print_cluster(info: dict, cluster_tmp: bool) -> None:
     if metrics:
         lines.append("")
         lines += ["metrics of broker %d: %s" % m for m in metrics]
+    sec = info.get("security")
+    if sec:
+        lines.append("")
+        lines.append("security: %s%s%s" % (sec["protocol"], ", SASL %s" % ",".join(sec["mechanisms"]) if sec["mechanisms"] else "",
+                                           ", CA %s" % sec["ca_file"] if sec["ca_file"] else ""))
+        lines += ["client properties of %s: %s" % (u or "TLS clients", p) for u, p in sec["client_properties"].items()]
     lines.append("")
     lines.append("data in %s%s; Ctrl-C stops the cluster"
                  % (info["data_dir"], " (temporary, removed on exit)" if cluster_tmp else ""))
@@ -261,6 +306,13 @@ def main(argv=None) -> int:
         up.add_argument("--override", action="append", metavar="KEY=VALUE", help="a Kafka config for every broker, repeatable")
         up.add_argument("--log-level", default="INFO", help="the brokers' log level")
         up.add_argument("--json", action="store_true", help="print the cluster as one JSON document (for scripts)")
+        up.add_argument("--security", choices=("SSL", "SASL_PLAINTEXT", "SASL_SSL"),
+                        help="secure every listener (clients and inter-broker): a throw-away CA, the users, "
+                             "SCRAM/PLAIN between brokers; client properties files are printed")
+        up.add_argument("--user", action="append", metavar="NAME=PASSWORD",
+                        help="a SASL user (PLAIN and SCRAM), repeatable (default: admin=admin-secret)")
+        up.add_argument("--mechanisms", metavar="LIST",
+                        help="SASL mechanisms, comma-separated (default PLAIN,SCRAM-SHA-256,SCRAM-SHA-512)")
         up.add_argument("--metrics", type=int, nargs="?", const=0, metavar="BASE_PORT",
                         help="serve each broker's Prometheus metrics on loopback: broker i on BASE_PORT+i-1, "
                              "or on free ports (printed) without a port")

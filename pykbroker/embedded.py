@@ -247,13 +247,15 @@ class Broker(_BrokerBase):
     @classmethod
     def subprocess(cls, port: int = 0, log_dir=None, config: Optional[dict] = None,
                    host: str = "127.0.0.1", control_port: int = 0,
-                   as_kafka: Optional[str] = None) -> "SubprocessBroker":
+                   as_kafka: Optional[str] = None, security: Optional[str] = None,
+                   users: Optional[dict] = None, mechanisms: Optional[list] = None) -> "SubprocessBroker":
         """The same interface over ``pykbroker serve`` in a child process (isolated: its own
         interpreter, killable); introspection goes through the Kafka protocol, faults, clock,
         crash and restart through its HTTP control endpoint (``control_port``, 0: a free one;
-        None: none)."""
+        None: none).  ``security``/``users``/``mechanisms`` as for :class:`Broker`."""
         return SubprocessBroker(port=port, log_dir=log_dir, config=config, host=host,
-                                control_port=control_port, as_kafka=as_kafka)
+                                control_port=control_port, as_kafka=as_kafka, security=security,
+                                users=users, mechanisms=mechanisms)
 
     # -- life cycle ----------------------------------------------------------------------------
     def _values(self) -> dict:
@@ -768,6 +770,10 @@ class WireBroker(_BrokerBase):
     def _client(self, target=None):
         from .protocol.wire import WireClient
 
+        secure = getattr(self, "_secure", None)
+        if secure is not None:   # a secured subprocess broker: authenticated as its first user
+            host, port = target or (self.host, self.port)
+            return secure.wire_client(host, port)
         return WireClient(target or (self.host, self.port), client_id="pykbroker-introspection")
 
     def _leader(self, topic: str, partition: int):
@@ -865,8 +871,21 @@ class SubprocessBroker(WireBroker):
     """``pykbroker serve`` in a child process (:class:`pykbroker.local.broker_process.BrokerProcess`), with
     :class:`Broker`'s interface; introspection through the Kafka protocol."""
 
+    # the client settings of a secured broker, as Broker's (they read _secure and the bootstrap)
+    client_config = Broker.client_config
+    java_properties_file = Broker.java_properties_file
+    kafka_python_config = Broker.kafka_python_config
+    aiokafka_config = Broker.aiokafka_config
+
     def __init__(self, port: int = 0, log_dir=None, config: Optional[dict] = None, host: str = "127.0.0.1",
-                 control_port: Optional[int] = 0, as_kafka: Optional[str] = None):
+                 control_port: Optional[int] = 0, as_kafka: Optional[str] = None, security: Optional[str] = None,
+                 users: Optional[dict] = None, mechanisms: Optional[list] = None):
+        # security=...: as Broker's (security/embedded.py); the SCRAM users are written into the
+        # new log dir's metadata file before the child starts (it has no in-process controller)
+        self._secure = None
+        if security is not None and str(security).upper() != "PLAINTEXT":
+            from .security.embedded import SecureSetup
+            self._secure = SecureSetup(security, users, mechanisms, host)
         self.as_kafka = None
         if as_kafka is not None:
             from .profiles import profile_name
@@ -894,7 +913,12 @@ class SubprocessBroker(WireBroker):
     def _spawn(self, timeout: float) -> None:
         from .local.broker_process import BrokerProcess
 
-        self.process = BrokerProcess(self.log_dir, self.config, port=self.port, control_port=self.control_port,
+        config = dict(self.config)
+        if self._secure is not None:
+            config = {"listeners": "%s://127.0.0.1:%d" % (self._secure.protocol, self.port),
+                      **self._secure.broker_config(), **config}
+            self._secure.seed_metadata_file(self.log_dir)
+        self.process = BrokerProcess(self.log_dir, config, port=self.port, control_port=self.control_port,
                                      extra_args=["--as-kafka", self.as_kafka] if self.as_kafka else [])
         self.process.start(timeout)
         # a restart (after kill -9) binds the same ports

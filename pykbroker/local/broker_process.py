@@ -15,7 +15,8 @@ import sys
 import threading
 import time
 
-_READY = re.compile(r"ready, listening on PLAINTEXT://([^:,\s]+|\[[^\]]+\]):(\d+)")
+# the first listener, of any protocol (a secured broker listens on SASL_SSL://..., SSL://...)
+_READY = re.compile(r"ready, listening on [A-Z_]+://([^:,\s]+|\[[^\]]+\]):(\d+)")
 _CONTROL = re.compile(r"control endpoint on http://[^:\s]+:(\d+)")
 
 

@@ -152,6 +152,25 @@ class SecureSetup:
             zk.stop()
             zk.close()
 
+    def seed_metadata_file(self, log_dir: str) -> None:
+        """The SCRAM users of a single node started as a child process, written into its metadata
+        file (cluster/controller.py LocalController: ``user_scram_credentials``) before its first
+        start, where AlterUserScramCredentials would have stored them; an existing file is left
+        as it is (a restart keeps what the broker stored)."""
+        import json
+        from ..cluster.controller import METADATA_FILE
+        path = os.path.join(log_dir, METADATA_FILE)
+        creds = self.scram_credentials()
+        if not creds or os.path.exists(path):
+            return
+        users: dict = {}
+        for user, mech, text in creds:
+            users.setdefault(user, {})[mech] = text
+        os.makedirs(log_dir, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump({"user_scram_credentials": users}, fh)
+
     def client_ssl_context(self):
         if not self.tls:
             return None
