@@ -14,6 +14,9 @@ Fixtures:
   ``admin`` (passwords ``alice-secret``, ``admin-secret``), SCRAM-SHA-512/256 and PLAIN; its
   ``client_config(user, mechanism)`` (confluent-kafka), ``kafka_python_config`` and
   ``aiokafka_config`` hand out the client settings (needs ``cryptography``).
+- ``kafka_secure_cluster``: a session cluster of 3 brokers on ZooKeeper with SASL_SSL between
+  clients and brokers and between the brokers themselves, the same users;
+  ``client_config(user, mechanism)`` (needs ZooKeeper and Java, like ``pykbroker cluster up``).
 - ``kafka_private_broker``: a broker of the test's own (started for it, stopped after it), for
   what must not leak into other tests: ``faults``, ``crash()``/``restart()``, ``clock`` moves
   (the session broker's clock, once advanced, stays ahead).  It serves the HTTP control
@@ -93,6 +96,23 @@ def kafka_secure_broker(request):
     with Broker(security="SASL_SSL", users={"alice": "alice-secret", "admin": "admin-secret"},
                 mechanisms=["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"], config=TEST_CONFIG) as broker:
         yield broker
+
+
+@pytest.fixture(scope="session")
+def kafka_secure_cluster(request, tmp_path_factory):
+    """A session cluster of 3 brokers on ZooKeeper (child processes) with SASL_SSL everywhere,
+    between brokers too (SCRAM-SHA-512 as the user ``broker``), and the users
+    ``alice``/``alice-secret`` and ``admin``/``admin-secret``:
+    ``kafka_secure_cluster.client_config("alice", "SCRAM-SHA-512")`` for confluent-kafka.
+    Needs ZooKeeper's jars and Java (pykbroker.cluster.zkserver)."""
+    from pykbroker.testing.cluster import Cluster
+
+    if request.config.getoption("--kafka-bootstrap"):
+        pytest.skip("kafka_secure_cluster starts its own pykbroker cluster (not available with --kafka-bootstrap)")
+    with Cluster(3, data_dir=str(tmp_path_factory.mktemp("secure-cluster")), security="SASL_SSL",
+                 users={"alice": "alice-secret", "admin": "admin-secret"},
+                 mechanisms=["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"]) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="session")

@@ -95,3 +95,17 @@ def test_cluster_up_with_security(launcher):
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0
+
+
+@requires_zookeeper
+@pytest.mark.parametrize("launcher", ["plugin-cluster"])   # names a cluster: the cluster cost class
+def test_kafka_secure_cluster_fixture(launcher, kafka_secure_cluster):
+    """The plugin's secured cluster: a topic replicated 3 times read back as alice."""
+    cfg = kafka_secure_cluster.client_config("alice", "SCRAM-SHA-512")
+    assert cfg["security.protocol"] == "SASL_SSL"
+    a = AdminClient(cfg)
+    a.create_topics([NewTopic("fixture-rf3", 1, 3)])["fixture-rf3"].result(20)
+    p = Producer({**cfg, "acks": "all"})
+    p.produce("fixture-rf3", b"v")
+    assert p.flush(20) == 0
+    assert sorted(a.list_topics("fixture-rf3", timeout=10).topics["fixture-rf3"].partitions[0].isrs) == [1, 2, 3]
