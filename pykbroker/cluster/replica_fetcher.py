@@ -45,7 +45,9 @@ forgets the removed and backing-off ones.  An idle follower's fetch names no par
 work per request does not grow with the partitions it follows.  A connection failure or
 FETCH_SESSION_ID_NOT_FOUND / INVALID_FETCH_SESSION_EPOCH starts over with a full request.
 Connection failures back off ``replica.fetch.backoff.ms`` and reconnect to wherever the leader
-is registered then.
+is registered then.  On a secured inter-broker listener the connection is TLS and/or SASL with
+the broker's own credentials (``interbroker.open_channel``, security/client.py); a leader that
+refuses them is a warning naming the principal, mechanism and listener, then the same backoff.
 
 Partitions are added/removed by the ReplicaManager (sync, from the controller's listener); a
 response for a partition that was removed or re-added meanwhile (its ``PartitionFetchState``

@@ -8,7 +8,8 @@ others through a WriteTxnMarkers request to their leader, exactly as Kafka's coo
 them.  The caller retries (with backoff) until the leader answers 0 or an error that means the
 marker is no longer needed.  Markers are rare (once per transaction per partition), so each
 request uses a fresh connection to the leader's inter-broker listener: no connection state to
-keep consistent across leader changes.
+keep consistent across leader changes.  The connection has the inter-broker listener's TLS and
+SASL (``security``: cluster/interbroker.py ``open_channel``).
 
 Versions, as Kafka's NetworkClient negotiates them (cluster/interbroker.py): each connection
 starts with ApiVersions, and the request goes at the highest version both this broker's own
