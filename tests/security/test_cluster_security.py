@@ -251,6 +251,42 @@ def test_broker_with_wrong_inter_broker_credentials_cannot_replicate(cluster):
     assert "Authentication failed during authentication due to invalid credentials" in log
 
 
+def test_transaction_markers_between_brokers(cluster):
+    """A transaction over partitions led by brokers 1, 2 and 3: the coordinator writes the markers
+    of the partitions it does not lead with WriteTxnMarkers to their leaders, and transaction
+    version 2 adds them with AddPartitionsToTxn to the coordinator: both authenticated.  A
+    read_committed consumer sees the records only once every marker is written."""
+    create_topic(cluster, "secure-txn", [[1, 2, 3], [2, 3, 1], [3, 1, 2]])
+    # a transactional id whose coordinator is a healthy broker (broker 4 cannot send markers)
+    txn_id = None
+    with wire_to(cluster, 1) as c:
+        for i in range(40):
+            resp = c.request(10, 4, {"key_type": 1, "coordinator_keys": ["secure-txn-%d" % i]})
+            coord = resp["coordinators"][0]
+            if coord["error_code"] == 0 and coord["node_id"] in (1, 2, 3):
+                txn_id = "secure-txn-%d" % i
+                break
+    assert txn_id is not None
+    p = Producer({**conf(cluster), "transactional.id": txn_id})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(30):
+        p.produce("secure-txn", b"t%d" % i, partition=i % 3)
+    p.commit_transaction(30)
+    c = Consumer({**conf(cluster), "group.id": "txn-reader", "isolation.level": "read_committed",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        c.assign([TopicPartition("secure-txn", i, 0) for i in range(3)])
+        got, deadline = [], time.monotonic() + 30
+        while len(got) < 30 and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                got.append(m.value())
+    finally:
+        c.close()
+    assert sorted(got) == sorted(b"t%d" % i for i in range(30))
+
+
 def test_leader_killed_every_acknowledged_record_still_there(cluster):
     md = AdminClient(conf(cluster)).list_topics("secure-rf3", timeout=10).topics["secure-rf3"].partitions[0]
     leader = md.leader
