@@ -77,7 +77,10 @@ class CertificateAuthority:
              .not_valid_before(now - datetime.timedelta(hours=1))
              .not_valid_after(now + datetime.timedelta(days=30))
              .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-             .add_extension(x509.ExtendedKeyUsage([EKU.SERVER_AUTH if server else EKU.CLIENT_AUTH]), critical=False))
+             # a server certificate is also a broker's client certificate towards the other
+             # brokers (mTLS inter-broker listeners), as Kafka's keystores usually are
+             .add_extension(x509.ExtendedKeyUsage([EKU.SERVER_AUTH, EKU.CLIENT_AUTH] if server else [EKU.CLIENT_AUTH]),
+                            critical=False))
         if sans:
             b = b.add_extension(x509.SubjectAlternativeName(sans), critical=False)
         cert = b.sign(self._key, hashes.SHA256())

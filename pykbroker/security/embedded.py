@@ -175,7 +175,11 @@ class SecureSetup:
         if not self.tls:
             return None
         import ssl
-        return ssl.create_default_context(cafile=self.ca_file)
+        ctx = ssl.create_default_context(cafile=self.ca_file)
+        # the harness's own connections (readiness, cluster view) present the brokers'
+        # certificate: accepted by a listener with ssl.client.auth=required too
+        ctx.load_cert_chain(self.keystore)
+        return ctx
 
     def wire_client(self, host: str, port: int, user=None, password=None, mechanism=None, timeout: float = 10.0):
         """An authenticated blocking wire client (pykbroker.testing.wire.WireClient); the

@@ -109,3 +109,24 @@ def test_kafka_secure_cluster_fixture(launcher, kafka_secure_cluster):
     p.produce("fixture-rf3", b"v")
     assert p.flush(20) == 0
     assert sorted(a.list_topics("fixture-rf3", timeout=10).topics["fixture-rf3"].partitions[0].isrs) == [1, 2, 3]
+
+
+@requires_zookeeper
+@pytest.mark.parametrize("launcher", ["mtls-cluster"])   # names a cluster: the cluster cost class
+def test_mtls_cluster(launcher, tmp_path):
+    """SSL with ssl.client.auth=required between the brokers too: each presents its keystore
+    certificate to the others; replication and a client with its own certificate work."""
+    from pykbroker.testing.cluster import Cluster
+    with Cluster(2, data_dir=str(tmp_path / "c"), security="SSL", overrides={"ssl.client.auth": "required"}) as c:
+        cert, key = c.security.ca.issue("client1", server=False).write(str(tmp_path), "client")
+        cfg = {**c.client_config(), "ssl.certificate.location": cert, "ssl.key.location": key}
+        a = AdminClient(cfg)
+        a.create_topics([NewTopic("mtls", 1, 2)])["mtls"].result(20)
+        p = Producer({**cfg, "acks": "all"})
+        p.produce("mtls", b"v")
+        assert p.flush(20) == 0
+        assert sorted(a.list_topics("mtls", timeout=10).topics["mtls"].partitions[0].isrs) == [1, 2]
+        # no client certificate: refused at the handshake
+        bare = AdminClient({**c.client_config(), "socket.timeout.ms": 3000})
+        with pytest.raises(KafkaException):
+            bare.list_topics(timeout=3)
