@@ -37,6 +37,7 @@ import json
 import logging
 from typing import Optional
 
+from ...acl import bindings as B
 from .. import zk as Z
 
 log = logging.getLogger("pykbroker.controller")
@@ -52,8 +53,6 @@ SCRAM_KEYS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
 # Kafka's names in the znodes (SecurityUtils.resourceTypeName / operationName / permissionTypeName:
 # the enum names in Pascal case) by pykbroker's codes (acl/bindings.py, Kafka's wire codes)
-from ...acl import bindings as B   # noqa: E402
-
 _TYPE_PATH = {B.TOPIC: "Topic", B.GROUP: "Group", B.CLUSTER: "Cluster", B.TRANSACTIONAL_ID: "TransactionalId",
               B.DELEGATION_TOKEN: "DelegationToken", B.USER: "User"}
 _TYPE_BY_PATH = {v: k for k, v in _TYPE_PATH.items()}
@@ -194,8 +193,10 @@ class SecurityStore:
                     await self.zk.call("ensure_path", "%s/%s" % (root, tname))
             for path in (ACL_CHANGES, ACL_EXTENDED_CHANGES):
                 await self.zk.call("ensure_path", path)
-        for path, prefix in ((Z.CONFIG_CHANGES, CONFIG_CHANGE_PREFIX), (ACL_CHANGES, ACL_CHANGE_PREFIX),
-                             (ACL_EXTENDED_CHANGES, ACL_CHANGE_PREFIX))[:3 if self.acls_on else 1]:
+        followed = [(Z.CONFIG_CHANGES, CONFIG_CHANGE_PREFIX)]
+        if self.acls_on:
+            followed += [(ACL_CHANGES, ACL_CHANGE_PREFIX), (ACL_EXTENDED_CHANGES, ACL_CHANGE_PREFIX)]
+        for path, prefix in followed:
             children = await self.zk.call("get_children", path)
             self._last[path] = max([_seq(c) for c in children if c.startswith(prefix)], default=-1)
         scram = {}
