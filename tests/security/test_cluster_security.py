@@ -303,3 +303,40 @@ def test_leader_killed_every_acknowledged_record_still_there(cluster):
 
     wait_for(new_leader, 30, "a new leader among %s" % survivors)
     assert read_all(cluster, "secure-rf3", brokers=survivors) == [b"value-%d" % i for i in range(300)]
+
+
+def test_handled_notices_older_than_the_expiry_are_purged(cluster, monkeypatch):
+    """Kafka's notification listeners delete handled notices older than 15 minutes; here the
+    expiry is 0 so that the ones just handled go (on this cluster's ZooKeeper, under a chroot
+    of its own: the brokers' znodes are not touched)."""
+    import trio
+
+    from pykbroker.cluster import zk as Z
+    from pykbroker.cluster.zookeeper import security_store as S
+
+    class Owner:
+        _scram: dict = {}
+        _acls: set = set()
+
+    async def main():
+        zs = Z.ZkSession(cluster.zookeeper_connect + "/purge-test", 10000, 10000)
+        await zs.start()
+        try:
+            await zs.call("ensure_path", Z.CONFIG_CHANGES)
+            owner = Owner()
+            store = S.SecurityStore(owner, zs, events=None)
+            await store.load()
+            await zs.call("create", "/config/users/dave", S.encode_entity_config({"SCRAM-SHA-256": "salt=AA==,"
+                          "stored_key=AA==,server_key=AA==,iterations=4096", "producer_byte_rate": "10"}))
+            for _ in range(3):
+                await zs.call("create", Z.CONFIG_CHANGE_PREFIX, S.encode_config_change("users/dave"), sequence=True)
+            children = await zs.call("get_children", Z.CONFIG_CHANGES)
+            monkeypatch.setattr(S, "NOTICE_EXPIRATION_MS", -60000)   # every handled notice is old enough
+            await store.on_changes(Z.CONFIG_CHANGES, children)
+            assert owner._scram == {"dave": {"SCRAM-SHA-256": "salt=AA==,stored_key=AA==,server_key=AA==,"
+                                                               "iterations=4096"}}
+            assert await zs.call("get_children", Z.CONFIG_CHANGES) == []
+        finally:
+            await zs.stop()
+
+    trio.run(main)

@@ -24,7 +24,7 @@ ACL bindings (AK ``AclAuthorizer``, ``ZkData`` ``ZkAclStore``, ``AclEntry``):
   ``/kafka-acl-extended-changes/acl_changes_<seq>`` = ``{"version":1,"resourceType":"TOPIC",
   "name":..,"patternType":"PREFIXED"}`` (ExtendedAclChangeEvent); every broker's authorizer
   re-reads the resources named by new notices.
-Notices are not purged here (Kafka's listeners delete the ones older than 15 minutes; SKIPPED.md).
+Handled notices older than 15 minutes are deleted, as Kafka's listeners do.
 
 The controller (``ZkController``) owns the in-memory credentials and bindings
 (cluster/controller.py ``_scram``, ``_acls``); this role is the only one that changes them on a
@@ -50,6 +50,9 @@ ACL_EXTENDED_CHANGES = "/kafka-acl-extended-changes"
 ACL_CHANGE_PREFIX = "acl_changes_"
 CONFIG_CHANGE_PREFIX = "config_change_"
 SCRAM_KEYS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+# Kafka's changeExpirationMs of its notification listeners: handled notices older than this are
+# deleted (by whichever broker handles a later change first)
+NOTICE_EXPIRATION_MS = 15 * 60 * 1000
 
 # Kafka's names in the znodes (SecurityUtils.resourceTypeName / operationName / permissionTypeName:
 # the enum names in Pascal case) by pykbroker's codes (acl/bindings.py, Kafka's wire codes)
@@ -253,6 +256,29 @@ class SecurityStore:
                     log.warning("ACL change notice %s/%s not understood, ignored", path, child)
                     continue
                 await self.refresh_resource(*res)
+        await self._purge(path, prefix, children)
+
+    async def _purge(self, path: str, prefix: str, children: list) -> None:
+        """Kafka's ZkNodeChangeNotificationListener.purgeObsoleteNotifications: handled notices
+        older than 15 minutes are deleted (in sequence order, up to the first younger one), so the
+        change paths do not grow forever; every broker does it, a notice already gone is fine."""
+        import time
+
+        from kazoo.exceptions import NoNodeError
+        last = self._last.get(path, -1)
+        cutoff_ms = time.time() * 1000 - NOTICE_EXPIRATION_MS
+        for seq, child in sorted((_seq(c), c) for c in children if c.startswith(prefix)):
+            if seq > last:
+                break
+            try:
+                stat = await self.zk.call("exists", "%s/%s" % (path, child))
+                if stat is None:
+                    continue
+                if stat.ctime >= cutoff_ms:
+                    break
+                await self.zk.call("delete", "%s/%s" % (path, child))
+            except NoNodeError:
+                continue
 
     async def _get(self, path: str) -> Optional[bytes]:
         from kazoo.exceptions import NoNodeError
