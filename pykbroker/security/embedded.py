@@ -182,9 +182,9 @@ class SecureSetup:
         return ctx
 
     def wire_client(self, host: str, port: int, user=None, password=None, mechanism=None, timeout: float = 10.0):
-        """An authenticated blocking wire client (pykbroker.testing.wire.WireClient); the
+        """An authenticated blocking wire client (pykbroker.protocol.wire.WireClient); the
         broker's own identity unless ``user`` is given."""
-        from ..testing.wire import WireClient
+        from ..protocol.wire import WireClient
         from .client import authenticate_sync
         c = WireClient((host, port), timeout=timeout, ssl_context=self.client_ssl_context())
         try:
@@ -202,7 +202,7 @@ class SecureSetup:
         """ApiVersions (allowed before authentication, Kafka's rule) over the listener's TLS:
         OSError/ValueError when the broker does not answer it yet."""
         import ssl
-        from ..testing.wire import WireClient
+        from ..protocol.wire import WireClient
         try:
             with WireClient((host, port), timeout=timeout, ssl_context=self.client_ssl_context()) as c:
                 resp = c.request(18, 0, {})

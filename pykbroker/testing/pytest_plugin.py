@@ -104,8 +104,8 @@ def kafka_secure_cluster(request, tmp_path_factory):
     between brokers too (SCRAM-SHA-512 as the user ``broker``), and the users
     ``alice``/``alice-secret`` and ``admin``/``admin-secret``:
     ``kafka_secure_cluster.client_config("alice", "SCRAM-SHA-512")`` for confluent-kafka.
-    Needs ZooKeeper's jars and Java (pykbroker.cluster.zkserver)."""
-    from pykbroker.testing.cluster import Cluster
+    Needs ZooKeeper's jars and Java (pykbroker.local.zookeeper)."""
+    from pykbroker.local.cluster import Cluster
 
     if request.config.getoption("--kafka-bootstrap"):
         pytest.skip("kafka_secure_cluster starts its own pykbroker cluster (not available with --kafka-bootstrap)")

@@ -27,7 +27,7 @@ BAD_BROKER = 4
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    from pykbroker.testing.cluster import Cluster
+    from pykbroker.local.cluster import Cluster
     bad_jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
                 'username="broker" password="not-the-password";')
     c = Cluster(4, data_dir=str(tmp_path_factory.mktemp("seccluster")), security="SASL_SSL", users=USERS,
@@ -60,7 +60,7 @@ def zk(cluster):
 
 
 def wire_to(cluster, broker_id, user="admin"):
-    """A raw client authenticated as ``user`` on that broker (pykbroker.testing.wire)."""
+    """A raw client authenticated as ``user`` on that broker (pykbroker.protocol.wire)."""
     b = cluster.broker(broker_id)
     return cluster.security.wire_client(b.host, b.port, user=user, mechanism=MECH)
 
@@ -173,7 +173,7 @@ def test_acl_created_through_one_broker_holds_on_another(cluster):
 
     def alice_sees(broker):
         """Metadata for the topic as alice, answered by that broker (raw client: pinned)."""
-        from pykbroker.testing.wire import metadata
+        from pykbroker.protocol.wire import metadata
         with wire_to(cluster, broker, user="alice") as c:
             return metadata(c, ["acl-topic"])["topics"][0]["error_code"] != 29   # TOPIC_AUTHORIZATION_FAILED
 

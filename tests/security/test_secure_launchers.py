@@ -116,7 +116,7 @@ def test_kafka_secure_cluster_fixture(launcher, kafka_secure_cluster):
 def test_mtls_cluster(launcher, tmp_path):
     """SSL with ssl.client.auth=required between the brokers too: each presents its keystore
     certificate to the others; replication and a client with its own certificate work."""
-    from pykbroker.testing.cluster import Cluster
+    from pykbroker.local.cluster import Cluster
     with Cluster(2, data_dir=str(tmp_path / "c"), security="SSL", overrides={"ssl.client.auth": "required"}) as c:
         cert, key = c.security.ca.issue("client1", server=False).write(str(tmp_path), "client")
         cfg = {**c.client_config(), "ssl.certificate.location": cert, "ssl.key.location": key}
