@@ -38,6 +38,7 @@ from .zookeeper import ChildProcess, ZooKeeperServer, child_setup, free_port, st
 from ..healthcheck import probe
 
 if TYPE_CHECKING:
+    from ..security.embedded import SecureSetup
     from .relay import TcpRelay
 
 HOST = "127.0.0.1"
@@ -55,7 +56,7 @@ class BrokerNode(ChildProcess):
     launcher: tuple = ()
     # a secured cluster's SecureSetup (pykbroker/security/embedded.py): the listener's protocol,
     # and the TLS/SASL of the readiness probe; None: PLAINTEXT
-    security = None
+    security: Optional["SecureSetup"] = None
 
     def __init__(self, broker_id: int, data_dir: str, zookeeper_connect: Optional[str],
                  overrides: Optional[dict] = None, port: int = 0, log_level: str = "INFO",
@@ -278,7 +279,7 @@ class Cluster:
             if self.zookeeper is not None:
                 self.zookeeper.start(self.start_timeout)
                 self.zookeeper_connect = self.zookeeper.connect_string
-            if self.security is not None and not self._started:
+            if self.security is not None and not self._started and self.zookeeper_connect:
                 self.security.seed_zookeeper(self.zookeeper_connect)
             for b in self.brokers:
                 b.zookeeper_connect = self._brokers_zookeeper_connect()
