@@ -58,7 +58,7 @@ class Broker:
         self.listeners: list[Listener] = parse_listeners(config["listeners"], self._protocol_map)
         # TLS contexts, SASL mechanisms and users of the secured listeners, built (and checked)
         # before anything starts (security/listeners.py); empty when every listener is PLAINTEXT
-        from .security.listeners import build_all
+        from .security.setup import build_all
         self.listener_security = build_all(config, self.listeners)
         from .security.stats import AuthenticationStats
         self.auth_stats = AuthenticationStats()   # authentications per listener/mechanism (metrics)

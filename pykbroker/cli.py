@@ -157,7 +157,7 @@ def _cluster_up(args) -> int:
             return 2
     # --security: every broker's listener (also the inter-broker one) of that protocol, a
     # throw-away CA, the users (--user, default admin) and the brokers' own SCRAM user
-    # (pykbroker/security/embedded.py)
+    # (pykbroker/local/secure_setup.py)
     users = {}
     for u in args.user or []:
         if "=" not in u:
@@ -354,7 +354,7 @@ def main(argv=None) -> int:
             config = build_config(args)
             # the secured listeners' keys, certificates and users, read now: a bad one is a
             # configuration error, not a crash at start-up
-            from .security.listeners import check_config
+            from .security.setup import check_config
             check_config(config)
         except (ConfigError, OSError) as e:
             # A bad configuration is the user's to fix: one line, no traceback.

@@ -946,3 +946,15 @@ def parse_properties(text: str) -> dict[str, str]:
         else:
             out[line] = ""
     return out
+
+
+def inter_broker_listener(config):
+    """The listener other brokers reach this one through: ``inter.broker.listener.name``, else
+    the listener named by ``security.inter.broker.protocol`` (Kafka's rule), else the first."""
+    ls = parse_listeners(config["listeners"], parse_protocol_map(config["listener.security.protocol.map"]))
+    name = config["inter.broker.listener.name"]
+    want = name.upper() if name else config["security.inter.broker.protocol"]
+    for li in ls:
+        if li.name == want:
+            return li
+    return ls[0]

@@ -204,10 +204,10 @@ class Broker(_BrokerBase):
         from .clock import BrokerClock
 
         # security="SSL" | "SASL_PLAINTEXT" | "SASL_SSL": a throw-away CA and server certificate,
-        # the users (PLAIN and SCRAM), and client_config() (pykbroker/security/embedded.py)
+        # the users (PLAIN and SCRAM), and client_config() (pykbroker/local/secure_setup.py)
         self._secure = None
         if security is not None and str(security).upper() != "PLAINTEXT":
-            from .security.embedded import SecureSetup
+            from .local.secure_setup import SecureSetup
             self._secure = SecureSetup(security, users, mechanisms, host)
 
         # a version profile (pykbroker/profiles.py): "2.8", "3.9", "4.0", "4.4"/"4.x"; None: all
@@ -880,11 +880,11 @@ class SubprocessBroker(WireBroker):
     def __init__(self, port: int = 0, log_dir=None, config: Optional[dict] = None, host: str = "127.0.0.1",
                  control_port: Optional[int] = 0, as_kafka: Optional[str] = None, security: Optional[str] = None,
                  users: Optional[dict] = None, mechanisms: Optional[list] = None):
-        # security=...: as Broker's (security/embedded.py); the SCRAM users are written into the
+        # security=...: as Broker's (local/secure_setup.py); the SCRAM users are written into the
         # new log dir's metadata file before the child starts (it has no in-process controller)
         self._secure = None
         if security is not None and str(security).upper() != "PLAINTEXT":
-            from .security.embedded import SecureSetup
+            from .local.secure_setup import SecureSetup
             self._secure = SecureSetup(security, users, mechanisms, host)
         self.as_kafka = None
         if as_kafka is not None:

@@ -14,7 +14,12 @@ Sans-IO apart from :func:`api_versions`, which asks one connection.
 """
 from __future__ import annotations
 
+import struct
 from typing import Optional
+
+from ..protocol.codec import APIS
+from ..protocol.framing import FrameBuffer
+from ..protocol.primitives import ProtocolError
 
 API_VERSIONS = 18
 ApiRanges = dict   # api key -> (min, max) as one broker advertises them
@@ -51,6 +56,71 @@ async def api_versions(chan, software_name: str) -> ApiRanges:
     return {a["api_key"]: (a["min_version"], a["max_version"]) for a in resp["api_keys"]}
 
 
+class Channel:
+    """A request/response connection to another broker (one request in flight at a time)."""
+
+    def __init__(self, stream, client_id: str, max_frame: int):
+        self.stream = stream
+        self.client_id = client_id.encode()
+        self.corr = 0
+        # the broker's own framing: a large answer's pieces are joined once (protocol/framing.py)
+        self.frames = FrameBuffer(max_frame)
+        self.max_frame = max_frame
+
+    async def call(self, api_key: int, version: int, body: dict) -> dict:
+        self.corr += 1
+        api = APIS[api_key]
+        flexible = api.flexible(version)
+        hdr = struct.pack(">hhih", api_key, version, self.corr, len(self.client_id)) + self.client_id
+        if flexible:
+            hdr += b"\x00"
+        payload = hdr + api.encode_bytes("request", version, body)
+        await self.stream.send_all(struct.pack(">i", len(payload)) + payload)
+        frame = await self._read_frame()
+        (corr,) = struct.unpack_from(">i", frame, 0)
+        if corr != self.corr:
+            raise ConnectionError("correlation id %d, expected %d" % (corr, self.corr))
+        # response header v1 (one empty tagged-field byte) for flexible versions, except
+        # ApiVersions, whose response header is always v0 (KIP-511: a client must read it
+        # before knowing the versions)
+        pos = 5 if flexible and api_key != API_VERSIONS else 4
+        return api.decode("response", version, frame, pos)
+
+    async def _read_frame(self) -> bytes:
+        frames = self.frames
+        while True:
+            try:
+                frame = frames.next_frame()
+            except ProtocolError as e:
+                raise ConnectionError("bad response: %s" % e) from None
+            if frame is not None:
+                if len(frame) < 4:   # not even a correlation id
+                    raise ConnectionError("bad response size %d" % len(frame))
+                return frame
+            target = frames.read_target()
+            sock = getattr(self.stream, "socket", None)
+            if target is not None and sock is not None:
+                # the rest of a large answer (a Fetch of up to replica.fetch.response.max.bytes)
+                # goes from the socket straight into its frame's buffer: one copy, not a bytes
+                # object per read copied again into the frame (the follower's profile)
+                try:
+                    n = await sock.recv_into(target)
+                finally:
+                    target.release()
+                if not n:
+                    raise ConnectionError("leader closed the connection")
+                frames.received_into(n)
+                continue
+            if target is not None:
+                target.release()
+            # 64 KiB, as a client connection reads: enough for a small answer whole, and a
+            # large one moves to its own buffer (and the direct reads above) after this
+            data = await self.stream.receive_some(1 << 16)
+            if not data:
+                raise ConnectionError("leader closed the connection")
+            frames.receive_data(data)
+
+
 async def open_channel(host: str, port: int, client_id: str, max_frame: int, security=None):
     """A connection to another broker's inter-broker listener: TCP, then (``security``:
     security/client.py ``InterBrokerSecurity``, None on a PLAINTEXT listener) TLS with the
@@ -61,14 +131,13 @@ async def open_channel(host: str, port: int, client_id: str, max_frame: int, sec
     import trio
 
     from ..security.errors import AuthenticationFailed
-    from .replica_fetcher import _Channel
     stream = await trio.open_tcp_stream(host, port)
     try:
         if security is not None and security.ssl_context is not None:
             stream = trio.SSLStream(stream, security.ssl_context,
                                     server_hostname=host if security.check_hostname else None)
             await stream.do_handshake()
-        chan = _Channel(stream, client_id, max_frame)
+        chan = Channel(stream, client_id, max_frame)
         if security is not None and security.mechanism is not None:
             from ..security.client import authenticate
             try:

@@ -56,17 +56,13 @@ object differs) is ignored, so a stale answer never touches a log.
 from __future__ import annotations
 
 import logging
-import struct
 from typing import Callable, Optional
 
 import trio
 
-from ..protocol.codec import APIS
-from ..protocol.framing import FrameBuffer
-from ..protocol.primitives import ProtocolError
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.records import HEADER_SIZE, RecordError, parse_header
-from .interbroker import InterBrokerAuthenticationError, api_versions, open_channel
+from .interbroker import Channel, InterBrokerAuthenticationError, api_versions, open_channel
 
 log = logging.getLogger("pykbroker.replica_fetcher")
 
@@ -132,71 +128,6 @@ class PartitionFetchState:
         self.delayed_until = 0.0
         # answers to requests sent before it was added are stale
         self.added_round = added_round
-
-
-class _Channel:
-    """A request/response connection to the leader (one request in flight at a time)."""
-
-    def __init__(self, stream, client_id: str, max_frame: int):
-        self.stream = stream
-        self.client_id = client_id.encode()
-        self.corr = 0
-        # the broker's own framing: a large answer's pieces are joined once (protocol/framing.py)
-        self.frames = FrameBuffer(max_frame)
-        self.max_frame = max_frame
-
-    async def call(self, api_key: int, version: int, body: dict) -> dict:
-        self.corr += 1
-        api = APIS[api_key]
-        flexible = api.flexible(version)
-        hdr = struct.pack(">hhih", api_key, version, self.corr, len(self.client_id)) + self.client_id
-        if flexible:
-            hdr += b"\x00"
-        payload = hdr + api.encode_bytes("request", version, body)
-        await self.stream.send_all(struct.pack(">i", len(payload)) + payload)
-        frame = await self._read_frame()
-        (corr,) = struct.unpack_from(">i", frame, 0)
-        if corr != self.corr:
-            raise ConnectionError("correlation id %d, expected %d" % (corr, self.corr))
-        # response header v1 (one empty tagged-field byte) for flexible versions, except
-        # ApiVersions, whose response header is always v0 (KIP-511: a client must read it
-        # before knowing the versions)
-        pos = 5 if flexible and api_key != API_VERSIONS else 4
-        return api.decode("response", version, frame, pos)
-
-    async def _read_frame(self) -> bytes:
-        frames = self.frames
-        while True:
-            try:
-                frame = frames.next_frame()
-            except ProtocolError as e:
-                raise ConnectionError("bad response: %s" % e) from None
-            if frame is not None:
-                if len(frame) < 4:   # not even a correlation id
-                    raise ConnectionError("bad response size %d" % len(frame))
-                return frame
-            target = frames.read_target()
-            sock = getattr(self.stream, "socket", None)
-            if target is not None and sock is not None:
-                # the rest of a large answer (a Fetch of up to replica.fetch.response.max.bytes)
-                # goes from the socket straight into its frame's buffer: one copy, not a bytes
-                # object per read copied again into the frame (the follower's profile)
-                try:
-                    n = await sock.recv_into(target)
-                finally:
-                    target.release()
-                if not n:
-                    raise ConnectionError("leader closed the connection")
-                frames.received_into(n)
-                continue
-            if target is not None:
-                target.release()
-            # 64 KiB, as a client connection reads: enough for a small answer whole, and a
-            # large one moves to its own buffer (and the direct reads above) after this
-            data = await self.stream.receive_some(1 << 16)
-            if not data:
-                raise ConnectionError("leader closed the connection")
-            frames.receive_data(data)
 
 
 class ReplicaFetcher:
@@ -325,7 +256,7 @@ class ReplicaFetcher:
                     log.info("%r: fetch failed (%s: %s); reconnecting", self, type(e).__name__, e)
                     await self._backoff()
 
-    async def _negotiate(self, chan: _Channel) -> int:
+    async def _negotiate(self, chan: Channel) -> int:
         """The Fetch version for this connection: the highest this broker's own code sends (its
         ``--as-kafka`` profile's, cluster/interbroker.py) and the leader serves (ApiVersions)."""
         with trio.fail_after(self.cfg.socket_timeout_s):
@@ -372,7 +303,7 @@ class ReplicaFetcher:
         self._in_session = {}
         self._to_forget = set()
 
-    async def _fetch_once(self, chan: _Channel) -> None:
+    async def _fetch_once(self, chan: Channel) -> None:
         now = trio.current_time()
         for tp in [tp for tp in self._delayed if tp not in self.partitions or self.partitions[tp].delayed_until <= now]:
             self._delayed.discard(tp)
@@ -484,7 +415,7 @@ class ReplicaFetcher:
         if any_error:
             await trio.sleep(0)
 
-    async def _process(self, chan: _Channel, tp, st: PartitionFetchState, p: dict) -> bool:
+    async def _process(self, chan: Channel, tp, st: PartitionFetchState, p: dict) -> bool:
         part = st.partition
         code = p["error_code"]
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
@@ -554,7 +485,7 @@ class ReplicaFetcher:
         else:
             part.truncate_to(min(leader_end, end, lg.log_end_offset))
 
-    async def _handle_out_of_range(self, chan: _Channel, tp, st: PartitionFetchState) -> None:
+    async def _handle_out_of_range(self, chan: Channel, tp, st: PartitionFetchState) -> None:
         part = st.partition
         leo = part.log.log_end_offset
         leader_end = await self._list_offset(chan, tp, st, LATEST)
@@ -567,7 +498,7 @@ class ReplicaFetcher:
             # we are behind the leader's log start (retention / DeleteRecords there)
             part.truncate_fully_and_start_at(leader_start)
 
-    async def _list_offset(self, chan: _Channel, tp, st: PartitionFetchState, ts: int) -> int:
+    async def _list_offset(self, chan: Channel, tp, st: PartitionFetchState, ts: int) -> int:
         req = {"replica_id": self.node_id, "isolation_level": 0,
                "topics": [{"name": tp[0], "partitions": [
                    {"partition_index": tp[1], "current_leader_epoch": st.leader_epoch, "timestamp": ts}]}]}

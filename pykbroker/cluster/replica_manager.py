@@ -35,6 +35,7 @@ from typing import Callable
 import trio
 
 from ..protocol.errors import ErrorCode, KafkaError
+from ..config import inter_broker_listener
 from .fetch_session import FetchSessionCache
 from .partition import OfflinePartition, Partition, PartitionHooks
 from .producer_ids import ProducerIdManager
@@ -310,14 +311,3 @@ class ReplicaManager:
         for part in self.partitions_of(topic_info.name):
             part.update_config(cfg)
 
-
-def inter_broker_listener(config):
-    """The listener other brokers reach this one through (``_listener_name``)."""
-    from ..config import parse_listeners, parse_protocol_map
-    ls = parse_listeners(config["listeners"], parse_protocol_map(config["listener.security.protocol.map"]))
-    name = config["inter.broker.listener.name"]
-    want = name.upper() if name else config["security.inter.broker.protocol"]
-    for li in ls:
-        if li.name == want:
-            return li
-    return ls[0]

@@ -38,7 +38,7 @@ from .zookeeper import ChildProcess, ZooKeeperServer, child_setup, free_port, st
 from ..healthcheck import probe
 
 if TYPE_CHECKING:
-    from ..security.embedded import SecureSetup
+    from .secure_setup import SecureSetup
     from .relay import TcpRelay
 
 HOST = "127.0.0.1"
@@ -54,7 +54,7 @@ class BrokerNode(ChildProcess):
     # and ``ip netns exec <ns>`` (which execs: ``pid`` stays the broker's, signals reach it).
     host = HOST
     launcher: tuple = ()
-    # a secured cluster's SecureSetup (pykbroker/security/embedded.py): the listener's protocol,
+    # a secured cluster's SecureSetup (pykbroker/local/secure_setup.py): the listener's protocol,
     # and the TLS/SASL of the readiness probe; None: PLAINTEXT
     security: Optional["SecureSetup"] = None
 
@@ -224,10 +224,10 @@ class Cluster:
         per_broker = broker_overrides or {}
         # security="SASL_SSL" | "SASL_PLAINTEXT" | "SSL" (or a SecureSetup): every broker's one
         # listener has it and is the inter-broker listener; a throw-away CA, the users, the
-        # brokers' own SCRAM user seeded in ZooKeeper before they start (security/embedded.py)
+        # brokers' own SCRAM user seeded in ZooKeeper before they start (local/secure_setup.py)
         self.security = None
         if security is not None and str(security).upper() != "PLAINTEXT":
-            from ..security.embedded import SecureSetup
+            from .secure_setup import SecureSetup
             self.security = security if isinstance(security, SecureSetup) else SecureSetup(security, users, mechanisms)
             secured = self.security.cluster_broker_config(overrides)
             # the caller's settings win, but for super.users, which the setup extends with the

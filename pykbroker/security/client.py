@@ -31,7 +31,9 @@ import ssl
 from typing import Optional
 
 from ..config import ConfigError
+from ..config import inter_broker_listener
 from .errors import AuthenticationFailed
+from .listeners import ListenerSecurity
 from .scram import MECHANISMS as SCRAM_MECHANISMS
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
@@ -138,8 +140,6 @@ class InterBrokerSecurity:
 
     @classmethod
     def from_config(cls, config) -> Optional["InterBrokerSecurity"]:
-        from ..cluster.replica_manager import inter_broker_listener
-        from .listeners import ListenerSecurity
         li = inter_broker_listener(config)
         if li.protocol == "PLAINTEXT":
             return None

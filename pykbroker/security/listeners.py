@@ -122,21 +122,3 @@ class ListenerSecurity:
                 except JaasError as e:
                     raise ConfigError("Invalid value for configuration listener.name.%s.oauthbearer.sasl.jaas.config: "
                                       "%s" % (self.name.lower(), e), "sasl.jaas.config") from None
-
-
-def build_all(config, listeners) -> dict[str, ListenerSecurity]:
-    """Listener name -> its security, for the listeners that have any (PLAINTEXT: none).  On a
-    cluster, also this broker's own side of the inter-broker listener (security/client.py: the
-    trust, the mechanism and the broker's credentials), checked here so a broker that could not
-    reach the others stops at start-up."""
-    if config["zookeeper.connect"]:
-        from .client import InterBrokerSecurity
-        InterBrokerSecurity.from_config(config)
-    return {li.name: ListenerSecurity.build(config, li.name, li.protocol)
-            for li in listeners if li.protocol != "PLAINTEXT"}
-
-
-def check_config(config) -> None:
-    """Build every secured listener's settings once (ConfigError says what is wrong)."""
-    from ..config import parse_listeners, parse_protocol_map
-    build_all(config, parse_listeners(config["listeners"], parse_protocol_map(config["listener.security.protocol.map"])))

@@ -159,7 +159,7 @@ def test_bad_sasl_configs_stop_the_start(pki, extra, message):
 def test_a_cluster_checks_its_secured_inter_broker_listener(pki):
     """A cluster member on a secured inter-broker listener needs its own side of it: the trust
     for SSL, the mechanism and the broker's credentials for SASL (checked at start-up)."""
-    from pykbroker.security.listeners import check_config
+    from pykbroker.security.setup import check_config
     from pykbroker.config import BrokerConfig
 
     base = {"log.dirs": pki["dir"] + "/data", "zookeeper.connect": "127.0.0.1:2181",

@@ -13,8 +13,8 @@ import shutil
 import tempfile
 import weakref
 
-from .scram import MECHANISMS as SCRAM_MECHANISMS
-from .scram import new_credential
+from ..security.scram import MECHANISMS as SCRAM_MECHANISMS
+from ..security.scram import new_credential
 
 PROTOCOLS = ("SSL", "SASL_PLAINTEXT", "SASL_SSL")
 DEFAULT_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -39,7 +39,7 @@ class SecureSetup:
         weakref.finalize(self, shutil.rmtree, self.dir, True)
         self.ca_file = self.keystore = None
         if self.tls:
-            from .certs import CertificateAuthority
+            from ..security.certs import CertificateAuthority
             self.ca = CertificateAuthority()
             hosts = ["localhost", "127.0.0.1", "::1"] + ([host] if host not in ("localhost", "127.0.0.1", "::1", "", "0.0.0.0", "::") else [])
             pair = self.ca.issue("localhost", hosts)
@@ -185,7 +185,7 @@ class SecureSetup:
         """An authenticated blocking wire client (pykbroker.protocol.wire.WireClient); the
         broker's own identity unless ``user`` is given."""
         from ..protocol.wire import WireClient
-        from .client import authenticate_sync
+        from ..security.client import authenticate_sync
         c = WireClient((host, port), timeout=timeout, ssl_context=self.client_ssl_context())
         try:
             if self.sasl:
