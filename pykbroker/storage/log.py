@@ -431,16 +431,22 @@ class Log:
 
     # ----------------------------------------------------------------- read
     def read(self, fetch_offset: int, max_bytes: int, max_offset: Optional[int] = None,
-             min_one_batch: bool = True) -> list[FileRegion]:
-        """Whole batches from the one containing ``fetch_offset``.
+             min_one_batch: bool = True, whole_batches: bool = False) -> list[FileRegion]:
+        """Batches from the one containing ``fetch_offset``.
 
         ``max_offset`` is an exclusive bound (the high watermark for
         consumers, the LSO for read_committed, None = log end): only batches
         whose last offset is below it are returned.  The result is at most
         ``max_bytes`` except that, with ``min_one_batch``, the first batch is
-        returned whole even if larger (KIP-74).  May span segments (one
-        region per segment).  Raises OffsetOutOfRange when fetch_offset <
-        log start offset or > log end offset."""
+        returned whole even if larger (KIP-74).  Raises OffsetOutOfRange when
+        fetch_offset < log start offset or > log end offset.
+
+        By default this is Kafka's read (LocalLog.read, what every Fetch
+        answers): one region from one segment, the first holding a batch at
+        or after ``fetch_offset``, cut at ``max_bytes`` even inside a batch
+        (LogSegment.read); clients drop a trailing partial batch and fetch it
+        again.  ``whole_batches=True``: whole batches only, spanning segments
+        (one region per segment), for readers that want everything whole."""
         with self._lock:
             leo = self.log_end_offset
             if fetch_offset < self.log_start_offset or fetch_offset > leo:
@@ -458,12 +464,14 @@ class Log:
                     if seg.base_offset >= max_offset:
                         break
                     region, h = seg.read(fetch_offset, remaining, max_offset,
-                                         min_one_batch and not regions)
+                                         min_one_batch and not regions, whole_batches)
                     if h is None:
                         continue
                     if region is None:
                         break
                     regions.append(region)
+                    if not whole_batches:
+                        break   # Kafka reads one segment per partition per fetch
                     remaining -= region.length
                     if remaining <= 0 or region.position + region.length < seg.size:
                         break

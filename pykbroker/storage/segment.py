@@ -307,8 +307,8 @@ class LogSegment:
 
     # ---------------------------------------------------------------- read
     def read(self, start_offset: int, max_bytes: int, max_offset: Optional[int] = None,
-             min_one_batch: bool = True):
-        """Whole batches starting with the one containing ``start_offset``.
+             min_one_batch: bool = True, whole_batches: bool = False):
+        """The bytes from the start of the batch containing ``start_offset``.
 
         Returns ``(region, first_header)``:
         * ``(None, None)``: no batch at or after start_offset in this segment;
@@ -317,7 +317,15 @@ class LogSegment:
         ``max_offset`` is exclusive: only batches whose last offset is below
         it are returned (Kafka bounds fetches by the high watermark's
         position, i.e. by batch).  With ``min_one_batch`` the first batch is
-        returned even when larger than ``max_bytes`` (KIP-74)."""
+        returned even when larger than ``max_bytes`` (KIP-74).
+
+        By default this is Kafka's LogSegment.read, what a Fetch answers: a
+        byte slice of ``max_bytes`` (at least the first batch with
+        ``min_one_batch``), so the region may end inside a batch; clients
+        drop that partial batch and fetch it again next time.  Kafka sends
+        the slice with sendfile without looking for batch ends, and so do we
+        (no header scan).  ``whole_batches=True``: the region ends at the
+        last batch that fits."""
         h = self.translate_offset(start_offset)
         if h is None:
             return None, None
@@ -327,6 +335,16 @@ class LogSegment:
             hm = self.translate_offset(max_offset, start)
             if hm is not None:
                 end = hm.position
+        if not whole_batches:
+            if max_bytes < h.size and not min_one_batch:
+                # the first batch would be cut: nothing (Kafka's ReplicaManager.readFromLog
+                # answers firstEntryIncomplete with empty records, Fetch v3+)
+                return None, h
+            # KIP-74: the first batch whole even when larger than the limit
+            end = min(end, start + max(max_bytes, h.size))
+            if end <= start:
+                return None, h
+            return FileRegion(self._fdh, start, end - start), h
         if end - start > max_bytes:
             end = min(end, self._boundary_at_or_before(start + max(max_bytes, 0), start))
         if end <= start:

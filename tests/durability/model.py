@@ -129,7 +129,7 @@ def valid_prefix_of_files(partition_dir: str) -> tuple[bytes, int]:
 def log_bytes(lg) -> bytes:
     if lg.log_end_offset == lg.log_start_offset:
         return b""
-    return b"".join(r.read() for r in lg.read(lg.log_start_offset, 1 << 31, min_one_batch=True))
+    return b"".join(r.read() for r in lg.read(lg.log_start_offset, 1 << 31, min_one_batch=True, whole_batches=True))
 
 
 def disk_log_bytes(partition_dir: str) -> int:

@@ -172,11 +172,11 @@ def test_max_offset_bound_and_min_one_batch(logdir):
     assert [h.base_offset for h in iter_batches(read_bytes(lg.read(0, 1 << 20, max_offset=12)))] == [0, 5]
     assert lg.read(10, 1 << 20, max_offset=10) == []
     assert lg.read(12, 1 << 20, max_offset=12) == []
-    # max_bytes: whole batches only; the first one even if it is too large
-    assert sum(r.length for r in lg.read(0, size * 2 + 10)) == size * 2
-    regions = lg.read(0, 10)
+    # max_bytes, whole_batches: whole batches only; the first one even if it is too large
+    assert sum(r.length for r in lg.read(0, size * 2 + 10, whole_batches=True)) == size * 2
+    regions = lg.read(0, 10, whole_batches=True)
     assert sum(r.length for r in regions) == size
-    assert lg.read(0, 10, min_one_batch=False) == []
+    assert lg.read(0, 10, min_one_batch=False, whole_batches=True) == []
     assert lg.read(20, 100) == []                        # at log end: empty
     with pytest.raises(OffsetOutOfRange):
         lg.read(21, 100)
@@ -184,6 +184,52 @@ def test_max_offset_bound_and_min_one_batch(logdir):
     with pytest.raises(OffsetOutOfRange):
         lg.read(4, 100)
     assert lg.read(5, 1 << 20)[0].position == size
+
+
+def test_fetch_read_is_kafkas_byte_slice(logdir):
+    """The default read is Kafka's (LogSegment.read / LocalLog.read), what a Fetch answers: a
+    byte slice of max_bytes from the start of the batch holding the fetch offset, possibly
+    ending inside a batch; the first batch whole when larger (KIP-74, min_one_batch); the
+    high watermark's batch boundary as the end; one segment per read."""
+    size = len(batch(5))
+    lg = load_log(logdir, LogConfig(segment_bytes=size * 3))
+    for i in range(5):
+        append(lg, batch(5))
+    assert [s.base_offset for s in lg.segments] == [0, 15]   # 3 batches, then 2
+    whole = read_bytes(lg.read(0, 1 << 20, whole_batches=True))
+
+    # two whole batches and the first 10 bytes of the third: exactly max_bytes
+    (region,) = lg.read(0, size * 2 + 10)
+    assert (region.position, region.length) == (0, size * 2 + 10)
+    data = region.read()
+    assert data == whole[:size * 2 + 10]
+    # two whole batches, then the first 10 bytes of batch 10..14 (clients leave it over)
+    assert [h.base_offset for h in iter_batches(data[:size * 2])] == [0, 5]
+    assert parse_header(data[size * 2:size * 2 + 10] + whole[size * 2 + 10:size * 3]).base_offset == 10
+    # from the batch holding the offset (7 is in 5..9), cut at max_bytes
+    (region,) = lg.read(7, size + 1)
+    assert (region.position, region.length) == (size, size + 1)
+    # KIP-74: the first batch whole even when larger than max_bytes...
+    (region,) = lg.read(0, 10)
+    assert region.length == size
+    # ...and without min_one_batch (a later partition of the response) nothing when the first
+    # batch does not fit (Kafka's firstEntryIncomplete: empty), the slice when it does
+    assert lg.read(0, 10, min_one_batch=False) == []
+    assert lg.read(0, size - 1, min_one_batch=False) == []
+    (region,) = lg.read(0, size + 10, min_one_batch=False)
+    assert region.length == size + 10
+    # the high watermark (exclusive, a batch boundary) ends the slice
+    (region,) = lg.read(0, 1 << 20, max_offset=10)
+    assert region.length == size * 2
+    (region,) = lg.read(0, size * 2 + 10, max_offset=10)
+    assert region.length == size * 2
+    assert lg.read(10, 1 << 20, max_offset=10) == []
+    # one segment per read: the first segment's three batches, not the next segment's
+    (region,) = lg.read(0, 1 << 20)
+    assert region.length == size * 3
+    (region,) = lg.read(15, 1 << 20)
+    assert region.length == size * 2
+    assert [h.base_offset for h in iter_batches(region.read())] == [15, 20]
 
 
 def test_file_region_is_sendfile_ready(logdir):
@@ -250,7 +296,8 @@ def test_roll_at_segment_size(logdir):
     assert "00000000000000000012.log" in names and "00000000000000000012.index" in names
     assert "00000000000000000012.timeindex" in names
     # reads span segments
-    assert [h.base_offset for h in iter_batches(read_bytes(lg.read(0, 1 << 20)))] == list(range(0, 30, 3))
+    assert [h.base_offset for h in iter_batches(read_bytes(lg.read(0, 1 << 20, whole_batches=True)))] == \
+        list(range(0, 30, 3))
     # an append larger than segment.bytes is refused (Kafka: RECORD_LIST_TOO_LARGE)
     lg2 = load_log(logdir + "x", LogConfig(segment_bytes=size - 1))
     with pytest.raises(R.RecordError) as ei:
@@ -396,16 +443,17 @@ def test_append_as_follower_and_spanning_reads(logdir, tmp_path):
                                                          index_interval_bytes=1))
     off = 0
     while off < leader.log_end_offset:
-        data = read_bytes(leader.read(off, len(batch(3)) * 2 + 5))
+        data = read_bytes(leader.read(off, len(batch(3)) * 2 + 5, whole_batches=True))
         first, last = follower.append_as_follower(bytearray(data))
         assert first == off
         off = last + 1
-    assert read_bytes(follower.read(0, 1 << 20)) == read_bytes(leader.read(0, 1 << 20))
+    assert read_bytes(follower.read(0, 1 << 20, whole_batches=True)) == \
+        read_bytes(leader.read(0, 1 << 20, whole_batches=True))
     assert follower.epoch_cache.entries == leader.epoch_cache.entries == [(0, 0), (1, 15)]
     for o in range(30):
         assert parse_header(follower.read(o, 1)[0].read()).base_offset == o // 3 * 3
     # reads spanning segments return one region per segment, whole batches
-    regions = follower.read(4, len(batch(3)) * 5)
+    regions = follower.read(4, len(batch(3)) * 5, whole_batches=True)
     assert len(regions) == 2
     assert [h.base_offset for h in iter_batches(read_bytes(regions))] == [3, 6, 9, 12, 15]
 

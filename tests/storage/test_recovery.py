@@ -33,7 +33,7 @@ def fill(logdir, nbatches, cfg=None, close=False, epoch_every=None):
 
 
 def all_bytes(lg):
-    return b"".join(r.read() for r in lg.read(lg.log_start_offset, 1 << 30, min_one_batch=True))
+    return b"".join(r.read() for r in lg.read(lg.log_start_offset, 1 << 30, min_one_batch=True, whole_batches=True))
 
 
 def batch_offsets(lg):
@@ -279,7 +279,7 @@ def test_kill_9_mid_append_keeps_acknowledged(tmp_path):
         assert not mgr.had_clean_shutdown
         lg = mgr.get_log("t", 0)
         got = {}
-        for r in lg.read(0, 1 << 30):
+        for r in lg.read(0, 1 << 30, whole_batches=True):
             data = r.read()
             for h in iter_batches(data):
                 for rec in decode_records(data[h.position:h.position + h.size]):
