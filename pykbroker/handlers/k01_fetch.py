@@ -23,13 +23,16 @@ Behaviour (Apache Kafka 4.4 as the oracle):
   UNKNOWN_LEADER_EPOCH, -1 skips the check; ``fetch_offset`` below the log start or above the
   log end -> OFFSET_OUT_OF_RANGE.  Errored partitions carry high_watermark /
   last_stable_offset / log_start_offset = -1 and empty records, like Kafka.
-- Data: whole batches read from the segment files as ``FileRegion`` chunks (sent with
-  os.sendfile), starting at the batch containing ``fetch_offset`` (clients skip the earlier
-  records), bounded by the high watermark (read_uncommitted) or the last stable offset
-  (read_committed: the first offset of the earliest open transaction, capped by the high
-  watermark).
-  ``partition_max_bytes`` bounds each partition and ``max_bytes`` the response; the first
-  partition that has data always returns at least one whole batch even when larger (KIP-74).
+- Data: a byte slice of one segment file as a ``FileRegion`` (sent with os.sendfile),
+  starting at the batch containing ``fetch_offset`` (clients skip the earlier records),
+  bounded by the high watermark (read_uncommitted) or the last stable offset (read_committed:
+  the first offset of the earliest open transaction, capped by the high watermark).
+  ``partition_max_bytes`` bounds each partition and ``max_bytes`` the response, in bytes: as
+  Kafka's LogSegment.read the slice is cut at the limit even inside a batch (clients drop the
+  partial batch and fetch it again), the first partition that has data gets at least one whole
+  batch even when larger (KIP-74), a later one whose first batch does not fit in what is left
+  gets nothing, and a read never continues into the next segment (storage/log.py Log.read;
+  tests/differential/test_fetch_sizing.py compares the sizes with Kafka's).
   Empty = zero-length bytes, never null.
 - Long poll: if fewer than ``min_bytes`` are available (and no partition errored), the request
   parks until an append to one of its partitions or ``max_wait_ms`` passes, then reads again.
@@ -233,7 +236,7 @@ def _respond(f: _Fetch, error: int, session_id: int, items) -> dict:
 
 class _Budget:
     """The response's byte limit across partitions (KIP-74: the first partition with data
-    always returns at least one whole batch)."""
+    always returns at least one whole batch; Kafka's ReplicaManager.readFromLog limitBytes)."""
     __slots__ = ("limit", "min_one", "total")
 
     def __init__(self, max_bytes: int):
