@@ -1,0 +1,145 @@
+'use strict'
+// What the Node client scenarios share: the command line, the deterministic records of the
+// round-trip scenario (the data set of compat/go/internal/scen: keys null / empty / binary,
+// values null / empty / binary / 6 KiB, headers with a duplicate key, an empty value, a
+// non-ASCII key and a binary value, out-of-order CreateTime timestamps), the byte-exact
+// comparison, the counting of record shapes, and the report: one JSON object on stdout, keyed by
+// scenario, each value either that scenario's observations or {error: "..."} when the client
+// failed in it (the other scenarios of the run still report).  Every client is judged on the
+// same data and the same rules.
+
+// --- command line: --brokers h:p[,h:p] --scenarios a,b --prefix p --rf n --records n -v -------
+function parseArgs(argv, defaults) {
+  const opts = Object.assign({ brokers: '127.0.0.1:9092', scenarios: '', prefix: 'node', rf: 1, records: 300,
+    verbose: false, timeout: 120 }, defaults)
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]
+    if (a === '-v' || a === '--verbose') { opts.verbose = true; continue }
+    const m = /^--?([a-z-]+)(?:=(.*))?$/.exec(a)
+    if (!m) fail('bad argument %s', a)
+    const name = m[1].replace(/-([a-z])/g, (_, c) => c.toUpperCase())
+    const value = m[2] !== undefined ? m[2] : argv[++i]
+    if (!(name in opts)) fail('unknown flag --%s', m[1])
+    opts[name] = typeof opts[name] === 'number' ? Number(value) : value
+  }
+  opts.scenarios = opts.scenarios.split(',').filter(Boolean)
+  return opts
+}
+
+// --- the round-trip data set: record i (partition i % 3), as compat/go/internal/scen.Record ---
+function record(i, baseMs) {
+  const r = { partition: i % 3, key: null, value: null, headers: [] }
+  if (i % 4 === 1) r.key = Buffer.alloc(0)
+  else if (i % 4 > 1) r.key = Buffer.from([0x00, i & 0xff, 0xff, 0x6b])   // 00 i ff 'k'
+  if (i % 50 === 7) {
+    const unit = Buffer.from([i & 0xff, 0x00, 0xfe])
+    r.value = Buffer.concat(Array(2048).fill(unit))                      // 6 KiB
+  } else if (i % 9 === 3) r.value = null
+  else if (i % 9 === 4) r.value = Buffer.alloc(0)
+  else r.value = Buffer.concat([Buffer.from('value-' + i + '-'), Buffer.from([0x00, 0xff])])
+  if (i % 3 !== 2) {
+    r.headers = [['h', Buffer.from('first')], ['h', Buffer.from('second')],   // duplicate key, order kept
+      ['empty', Buffer.alloc(0)], ['ключ', Buffer.from([0x00, 0x01, i & 0xff])]]
+  }
+  let ts = baseMs + i
+  if (i % 2 === 1) ts -= 40000                                           // out of order in a partition
+  r.timestamp = ts
+  return r
+}
+
+const CODEC_SET = ['none', 'gzip', 'snappy', 'lz4', 'zstd']
+
+function sameBytes(a, b) {
+  return (a === null) === (b === null) && (a === null || Buffer.compare(a, b) === 0)
+}
+
+function show(b) {
+  return b === null ? 'null' : JSON.stringify(b.toString('latin1'))
+}
+
+// '' when got (offset, key, value, timestamp, headers) is want, else what differs
+function compare(want, got) {
+  if (String(got.offset) !== String(want.offset)) return 'offset ' + got.offset + ' != ' + want.offset
+  if (!sameBytes(want.key, got.key)) return 'key ' + show(got.key) + ' != ' + show(want.key)
+  if (!sameBytes(want.value, got.value)) {
+    return 'value of ' + (got.value ? got.value.length : 'null') + ' bytes != ' + (want.value ? want.value.length : 'null')
+  }
+  if (Number(got.timestamp) !== want.timestamp) return 'timestamp ' + got.timestamp + ' != ' + want.timestamp
+  if (got.headers.length !== want.headers.length) return got.headers.length + ' headers != ' + want.headers.length
+  for (let j = 0; j < want.headers.length; j++) {
+    const [wk, wv] = want.headers[j]
+    const [gk, gv] = got.headers[j]
+    if (gk !== wk || !sameBytes(wv, gv)) return 'header ' + j + ' ' + gk + '=' + show(gv) + ' != ' + wk + '=' + show(wv)
+  }
+  return ''
+}
+
+// want, got: {partition: [records in offset order]}; records carry offset, key, value, timestamp,
+// headers ([[key, value], ...]).  Compared per partition in order; the shapes read back counted.
+function judge(want, got) {
+  const res = { produced: 0, read: 0, mismatches: [], null_keys_read: 0, empty_keys_read: 0, null_values_read: 0,
+    big_values_read: 0, headers_read: 0 }
+  for (const part of Object.keys(want)) {
+    const w = want[part]
+    const g = got[part] || []
+    res.produced += w.length
+    for (let j = 0; j < w.length; j++) {
+      if (j >= g.length) { res.mismatches.push('p' + part + ': only ' + g.length + ' of ' + w.length + ' records read'); break }
+      const m = compare(w[j], g[j])
+      if (m && res.mismatches.length < 10) res.mismatches.push('p' + part + '[' + j + ']: ' + m)
+    }
+  }
+  for (const part of Object.keys(got)) {
+    for (const r of got[part]) {
+      res.read++
+      if (r.key === null) res.null_keys_read++
+      else if (r.key.length === 0) res.empty_keys_read++
+      if (r.value === null) res.null_values_read++
+      else if (r.value.length === 6144) res.big_values_read++
+      res.headers_read += r.headers.length
+    }
+  }
+  return res
+}
+
+// --- running: each scenario in turn, its report or its error, one JSON line at the end --------
+async function runAll(opts, scenarios, log) {
+  const out = {}
+  for (const name of opts.scenarios) {
+    const fn = scenarios[name]
+    if (!fn) fail('unknown scenario %s (have %s)', name, Object.keys(scenarios).join(', '))
+    const t0 = Date.now()
+    try {
+      out[name] = await withTimeout(fn(opts), opts.timeout * 1000, name)
+    } catch (e) {
+      out[name] = { error: String(e && e.stack || e) }
+    }
+    log('scenario %s: %d ms%s', name, Date.now() - t0, out[name].error ? ' (error)' : '')
+  }
+  process.stdout.write(JSON.stringify(out) + '\n')
+}
+
+function withTimeout(promise, ms, what) {
+  let timer
+  return Promise.race([promise, new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(what + ': no result after ' + ms + ' ms')), ms)
+  })]).finally(() => clearTimeout(timer))
+}
+
+function fail(format, ...args) {
+  process.stderr.write(require('util').format(format, ...args) + '\n')
+  process.exit(2)
+}
+
+const sleep = ms => new Promise(resolve => setTimeout(resolve, ms))
+
+// poll cond() every 50 ms until it is true or ms passed (then throw, naming what)
+async function until(cond, ms, what) {
+  const deadline = Date.now() + ms
+  while (!(await cond())) {
+    if (Date.now() > deadline) throw new Error('timed out after ' + ms + ' ms waiting for ' + what)
+    await sleep(50)
+  }
+}
+
+module.exports = { parseArgs, record, CODEC_SET, compare, judge, runAll, fail, sleep, until, sameBytes }

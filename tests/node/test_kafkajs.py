@@ -1,0 +1,191 @@
+"""kafkajs (pure JavaScript: its own protocol codec, consumer group and idempotent/transactional
+producer; the version in compat/node/package-lock.json) against pykbroker: one broker, and a
+3-broker cluster (ZooKeeper + 3 ``pykbroker serve``, replication factor 3,
+``min.insync.replicas=2``).  The scenarios are compat/node/kafkajs.js (the data set and the
+comparison they share: compat/node/lib/scen.js, the data set of compat/go/internal/scen); each
+run is one Node process printing one JSON report; these tests judge the reports.
+
+- produce/consume with the codecs kafkajs has without native modules (none, gzip, snappy through
+  kafkajs-snappy): keys null / empty / binary, values null / empty / binary / 6 KiB, headers with
+  a duplicate key, an empty value, a non-ASCII key, a binary value, out-of-order CreateTime
+  timestamps, read back byte-exact at the offsets the produce answers named;
+- the idempotent producer: every record once, in order, sequence = offset, one producer id;
+- transactions committed and aborted: read_committed sees exactly the committed ones,
+  read_uncommitted all;
+- consume-transform-produce with the input offsets sent to each transaction (``sendOffsets``),
+  one transaction aborted and a restart resuming from the offsets committed with the
+  transactions: exactly one output per input;
+- a consumer group: one member processes a third, commits and leaves; two more resume from its
+  commits and rebalance between them: every record once, committed offsets at the end offsets;
+- the admin client: createTopics (and again), fetchTopicMetadata, describeConfigs /
+  alterConfigs (the non-incremental API: unnamed configs back to their defaults),
+  createPartitions (and a shrink: INVALID_PARTITIONS), deleteTopicRecords (and on a compacted
+  topic: POLICY_VIOLATION), offsets by timestamp, listGroups / describeGroups, setOffsets /
+  fetchOffsets, deleteGroups, deleteTopics, configs of an unknown topic.
+
+Two Node processes run the single-broker scenarios side by side and one runs the cluster's,
+each against a broker (or cluster) of the module: about 40 s for the directory.  Without node
+and npm, or with compat/node's packages not installed (``tools/test.sh`` runs ``npm ci``), the
+module is skipped, saying so (a failure under CI=true: tests/needs.py).
+"""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from tests import needs
+
+from pykbroker.testing import BrokerProcess
+
+from . import noderun
+
+_why = noderun.missing()
+if _why is not None:
+    needs.skip_missing(_why, allow_module_level=True)
+
+OVERRIDES = {"group.initial.rebalance.delay.ms": "0"}
+CLUSTER_OVERRIDES = {**OVERRIDES, "zookeeper.session.timeout.ms": "6000", "default.replication.factor": "3",
+                     "min.insync.replicas": "2", "offsets.topic.num.partitions": "6",
+                     "transaction.state.log.num.partitions": "6", "transaction.state.log.min.isr": "2"}
+RECORDS = 300
+SINGLE_RUNS = (["roundtrip", "idempotent", "txn"], ["eos", "group", "admin"])
+CLUSTER_RUN = ["txn", "eos", "group", "admin"]
+
+
+def _prefix(name):
+    return "%s-%s" % (name, uuid.uuid4().hex[:6])
+
+
+@pytest.fixture(scope="module")
+def single(tmp_path_factory):
+    """The single-broker reports: two kafkajs processes side by side against one broker."""
+    b = BrokerProcess(str(tmp_path_factory.mktemp("kjs-single")), OVERRIDES)
+    b.start()
+    try:
+        runs = [noderun.start("kafkajs.js", b.bootstrap, names, prefix=_prefix("kjs"), rf=1, records=RECORDS)
+                for names in SINGLE_RUNS]
+        rep = {}
+        for r in runs:
+            rep.update(r.report())
+        yield {"report": rep, "rf": 1, "brokers": 1}
+    finally:
+        b.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """The cluster's reports: one kafkajs process, topics with 3 replicas."""
+    needs.module("kazoo.client")
+    needs.require_zookeeper()
+    from pykbroker.testing.cluster import Cluster
+    with Cluster(3, str(tmp_path_factory.mktemp("kjs-cluster")), overrides=CLUSTER_OVERRIDES,
+                 zk_tick_time=500) as c:
+        rep = noderun.start("kafkajs.js", c.bootstrap_servers, CLUSTER_RUN, prefix=_prefix("kjs"), rf=3,
+                            records=RECORDS).report()
+        yield {"report": rep, "rf": 3, "brokers": 3}
+
+
+@pytest.fixture(params=["single", "cluster"])
+def target(request):
+    return request.getfixturevalue(request.param)
+
+
+def _scenario(target, name):
+    return noderun.scenario(target["report"], name)
+
+
+def test_produce_consume_codecs(single):
+    rep = _scenario(single, "roundtrip")
+    assert set(rep) == {"none", "gzip", "snappy"}
+    for codec, r in rep.items():
+        assert r["mismatches"] == [], (codec, r["mismatches"])
+        assert r["produced"] == r["read"] == RECORDS and r["offsets_dense"], (codec, r)
+        # the record shapes were really there and came back distinct: 75 null and 75 empty keys,
+        # 32 null values, six 6 KiB values, 200 records x 4 headers
+        assert (r["null_keys_read"], r["empty_keys_read"], r["null_values_read"], r["big_values_read"],
+                r["headers_read"]) == (75, 75, 32, 6, 800), (codec, r)
+        assert r["create_time_read"] == RECORDS, (codec, r)
+        # the consumer ran the codec's decompressor on the batches it read (none: never)
+        assert (r["decompressed_batches"] > 0) == (codec != "none"), (codec, r)
+        # three sends: each partition's later batches start where its earlier ones ended
+        assert [dict(b)[0] for b in r["base_offsets"]] == [0, 34, 67], (codec, r["base_offsets"])
+
+
+def test_idempotent_producer(single):
+    r = _scenario(single, "idempotent")
+    assert r["produced"] == r["read"] == RECORDS * 10, r
+    assert (r["duplicates"], r["missing"], r["out_of_order"], r["offset_errors"], r["sequence_errors"]) == \
+        (0, 0, 0, 0, 0), r
+    assert len(r["producer_ids"]) == 1 and r["producer_ids"][0] >= 0 and r["producer_epochs"] == [0], r
+
+
+@pytest.mark.parametrize("target", ["single", "cluster"], indirect=True)
+def test_transactions_commit_and_abort(target):
+    r = _scenario(target, "txn")
+    # read_committed (kafkajs's default): the committed transactions, nothing of the aborted ones
+    assert r["read_committed"] == {"c1": 30, "c2": 30, "c3": 30}, r
+    # read_uncommitted: the aborted records were written (and are skipped above only by the markers)
+    assert r["read_uncommitted"] == {"c1": 30, "a1": 30, "c2": 30, "a2": 30, "c3": 30}, r
+    assert r["transactional_batches_read"] == 90, r
+
+
+@pytest.mark.parametrize("target", ["single", "cluster"], indirect=True)
+def test_consume_transform_produce_exactly_once(target):
+    r = _scenario(target, "eos")
+    assert r["problems"] == [], r["problems"]
+    assert sorted(r["output"]) == sorted("out-in-%d" % i for i in range(RECORDS))
+    # one transaction aborted (its outputs written, then skipped by read_committed consumers), and
+    # its inputs copied again by the second member from the offsets committed with the transactions
+    assert r["aborted_txns"] == 1 and r["output_read_uncommitted"] == RECORDS + 10, r
+    assert r["first_member_committed"] >= RECORDS // 3 and r["second_member_committed"] > 0, r
+    assert r["first_member_committed"] + r["second_member_committed"] == RECORDS, r
+    assert r["committed_txns"] >= 20 and r["committed_at_end"], r
+
+
+@pytest.mark.parametrize("target", ["single", "cluster"], indirect=True)
+def test_group_rebalance_and_committed_offsets(target):
+    r = _scenario(target, "group")
+    assert r["problems"] == [], r["problems"]
+    assert (r["duplicates"], r["missing"]) == (0, 0), r
+    a, b, c = (r["members"][m] for m in "ABC")
+    # A processed and committed a third and left; B and C resumed from its commits
+    assert a["processed"] == r["committed_by_first"] == RECORDS // 3, r
+    assert a["processed"] + b["processed"] + c["processed"] == RECORDS, r
+    # B had every partition, then rejoined when C came: the two shared the three partitions
+    assert b["joins"] >= 2 and b["assignments"][0] == [0, 1, 2], r
+    assert sorted(b["assignments"][-1] + c["assignments"][-1]) == [0, 1, 2] and c["assignments"][-1], r
+    assert c["processed"] > 0 and r["committed_at_end"], r
+
+
+DYN, DEFAULT = "@DYNAMIC_TOPIC_CONFIG", "@DEFAULT_CONFIG(default)"
+
+
+@pytest.mark.parametrize("target", ["single", "cluster"], indirect=True)
+def test_admin_client(target):
+    r = _scenario(target, "admin")
+    rf = target["rf"]
+    assert r["brokers"] == target["brokers"] and r["controller_known"], r
+    assert r["created"] is True and r["created_again"] is False and r["listed"], r
+    assert r["metadata"]["partitions"] == [[0, rf, rf, True], [1, rf, rf, True]], r
+    assert r["described"] == {"error_code": 0, "cleanup.policy": "compact" + DYN, "retention.ms": "3600000" + DYN,
+                              "max.message.bytes": "1048588" + DEFAULT, "segment.bytes": "1073741824" + DEFAULT}, r
+    # AlterConfigs replaces the topic's dynamic configs: retention.ms, not named, is the default again
+    assert r["after_alter"] == {"error_code": 0, "cleanup.policy": "compact" + DYN,
+                                "max.message.bytes": "2000000" + DYN, "retention.ms": "604800000" + DEFAULT,
+                                "segment.bytes": "1073741824" + DEFAULT}, r
+    assert r["partitions_after_create"] == 5 and r["shrink_error"] == ["INVALID_PARTITIONS"], r
+    assert r["delete_records_compacted_error"] == ["POLICY_VIOLATION"], r
+    assert r["offsets_after_delete_records"] == [4, 10] and r["offset_for_timestamp"] == 7, r
+    assert r["read_after_delete_records"] == [[i, "v%d" % i] for i in range(4, 10)], r
+    assert len(r["listed_group"]) == 1 and r["listed_group"][0]["protocolType"] == "consumer", r
+    g = r["described_group"]
+    assert (g["state"], g["protocolType"], g["protocol"], g["errorCode"]) == \
+        ("Stable", "consumer", "RoundRobinAssigner", 0), g
+    assert [list(m["assignment"].values()) for m in g["members"]] == [[[0, 1, 2, 3, 4]]], g
+    # kafkajs's setOffsets checks the group's state (DescribeGroups) first
+    assert "current state: Stable" in r["set_offsets_while_active"][0], r
+    assert r["described_group_after_leave"] == "Empty", r
+    assert r["fetched_offsets"] == [[0, 6], [1, -1], [2, -1], [3, 0], [4, -1]], r
+    assert r["listed_group_after_delete"] is False and r["listed_after_delete"] is False, r
+    assert r["unknown_topic_describe_error"] == ["UNKNOWN_TOPIC_OR_PARTITION"], r
