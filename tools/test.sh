@@ -40,6 +40,20 @@ else
   echo "tools/test.sh: no Go toolchain found: the Go client scenarios (tests/go) will be skipped" >&2
 fi
 
+# Node.js: the client scenarios of compat/node (kafkajs; tests/node), packages from the npm registry
+# exactly as package-lock.json pins them (npm ci).  Installed again only when the lock file changed
+# since the last install (its hash kept in node_modules); without node and npm tests/node skips,
+# saying so (a failure under CI=true, tests/needs.py).
+if command -v npm >/dev/null 2>&1 && command -v node >/dev/null 2>&1; then
+  lock_sum="$(sha256sum compat/node/package-lock.json | cut -d' ' -f1)"
+  if [ "$(cat compat/node/node_modules/.pykbroker-lock 2>/dev/null)" != "$lock_sum" ]; then
+    (cd compat/node && npm ci --no-audit --no-fund)
+    echo "$lock_sum" > compat/node/node_modules/.pykbroker-lock
+  fi
+else
+  echo "tools/test.sh: no node/npm found: the Node client scenarios (tests/node) will be skipped" >&2
+fi
+
 # Apache Kafka's jars (the oracle of tests/differential, tests/tools, tests/configs and the
 # record checks of tests/groups) from Maven Central into ~/.cache/pykbroker, before pytest: in
 # CI a test that finds them missing fails (tests/needs.py) instead of skipping.
