@@ -62,23 +62,6 @@ async function createTopic(admin, topic, partitions, configEntries) {
   if (!created) throw new Error('createTopics said ' + topic + ' already existed')
 }
 
-// headers as kafkajs hands them out ({key: value | [values]}, keys in the order first seen) back
-// to the data set's list of [key, value]
-function headerList(h) {
-  const out = []
-  for (const [k, v] of Object.entries(h || {})) {
-    for (const one of Array.isArray(v) ? v : [v]) out.push([k, one])
-  }
-  return out
-}
-
-// the data set's headers as kafkajs takes them: a key seen twice becomes an array, in order
-function headerObject(list) {
-  const o = {}
-  for (const [k, v] of list) o[k] = k in o ? [].concat(o[k], [v]) : v
-  return o
-}
-
 // Read every partition of topic from the start up to its high watermark at the time of the call,
 // with a consumer of a group of its own (kafkajs only consumes in a group).  Returns
 // {partition: [message, ...]} in offset order; messages as kafkajs decoded them.
@@ -123,7 +106,7 @@ async function roundtrip() {
     for (let s = 0; s < want.length; s += per) {
       const chunk = want.slice(s, s + per)
       const meta = await producer.send({ topic, compression: type, acks: -1, messages: chunk.map(r => ({
-        partition: r.partition, key: r.key, value: r.value, timestamp: String(r.timestamp), headers: headerObject(r.headers) })) })
+        partition: r.partition, key: r.key, value: r.value, timestamp: String(r.timestamp), headers: scen.headerObject(r.headers) })) })
       const base = {}
       for (const m of meta) { base[m.partition] = Number(m.baseOffset); if (m.errorCode) throw new Error('produce error ' + m.errorCode) }
       for (const r of chunk) {
@@ -141,7 +124,7 @@ async function roundtrip() {
     for (const p of Object.keys(msgs)) {
       got[p] = msgs[p].map(m => {
         if (m.batchContext.timestampType === 0) createTime++
-        return { offset: Number(m.offset), key: m.key, value: m.value, timestamp: Number(m.timestamp), headers: headerList(m.headers) }
+        return { offset: Number(m.offset), key: m.key, value: m.value, timestamp: Number(m.timestamp), headers: scen.headerList(m.headers) }
       })
     }
     const res = scen.judge(wantByPart, got)
@@ -150,6 +133,7 @@ async function roundtrip() {
     res.base_offsets = baseOffsets
     res.create_time_read = createTime
     res.decompressed_batches = name === 'none' ? 0 : decompressed[name] - before[name]
+    res.topic = topic
     out[name] = res
   }
   return out

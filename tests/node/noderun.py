@@ -76,3 +76,19 @@ def scenario(rep: dict, name: str) -> dict:
         raise AssertionError("%s failed in the client: %s\n--- client log (tail) ---\n%s"
                              % (name, r["error"], rep.get("_stderr", "")[-3000:]))
     return r
+
+
+def batch_codecs(bootstrap: str, topic: str, partition: int = 0) -> set:
+    """The compression codecs (attributes & 7: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd) of the
+    record batches stored in one partition, read with a raw Fetch from its leader (one broker)."""
+    import struct
+    from pykbroker.testing import wire
+    part = wire.fetch_part(wire.fetch(bootstrap, topic, partition, 0))
+    assert part["error_code"] == 0, part
+    data, pos, codecs = bytes(part["records"] or b""), 0, set()
+    while pos + 23 <= len(data):
+        (length,) = struct.unpack_from(">i", data, pos + 8)
+        (attributes,) = struct.unpack_from(">h", data, pos + 21)   # after offset, length, epoch, magic, crc
+        codecs.add(attributes & 7)
+        pos += 12 + length
+    return codecs

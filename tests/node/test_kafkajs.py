@@ -68,7 +68,7 @@ def single(tmp_path_factory):
         rep = {}
         for r in runs:
             rep.update(r.report())
-        yield {"report": rep, "rf": 1, "brokers": 1}
+        yield {"report": rep, "rf": 1, "brokers": 1, "bootstrap": b.bootstrap}
     finally:
         b.stop()
 
@@ -95,6 +95,9 @@ def _scenario(target, name):
     return noderun.scenario(target["report"], name)
 
 
+CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
 def test_produce_consume_codecs(single):
     rep = _scenario(single, "roundtrip")
     assert set(rep) == {"none", "gzip", "snappy"}
@@ -106,8 +109,10 @@ def test_produce_consume_codecs(single):
         assert (r["null_keys_read"], r["empty_keys_read"], r["null_values_read"], r["big_values_read"],
                 r["headers_read"]) == (75, 75, 32, 6, 800), (codec, r)
         assert r["create_time_read"] == RECORDS, (codec, r)
-        # the consumer ran the codec's decompressor on the batches it read (none: never)
+        # the consumer ran the codec's decompressor on the batches it read (none: never), and the
+        # batches stored carry the codec kafkajs was given
         assert (r["decompressed_batches"] > 0) == (codec != "none"), (codec, r)
+        assert noderun.batch_codecs(single["bootstrap"], r["topic"]) == {CODEC_IDS[codec]}, codec
         # three sends: each partition's later batches start where its earlier ones ended
         assert [dict(b)[0] for b in r["base_offsets"]] == [0, 34, 67], (codec, r["base_offsets"])
 

@@ -49,6 +49,24 @@ function record(i, baseMs) {
 
 const CODEC_SET = ['none', 'gzip', 'snappy', 'lz4', 'zstd']
 
+// The data set's headers ([[key, value], ...]) as the KafkaJS API takes them: an object, a key seen
+// twice an array of its values in order (kafkajs and Confluent's KafkaJS API alike).
+function headerObject(list) {
+  const o = {}
+  for (const [k, v] of list) o[k] = k in o ? [].concat(o[k], [v]) : v
+  return o
+}
+
+// Headers as the KafkaJS API hands them out (that object, keys in the order first seen; none:
+// undefined) back to a list of [key, value].
+function headerList(h) {
+  const out = []
+  for (const [k, v] of Object.entries(h || {})) {
+    for (const one of Array.isArray(v) ? v : [v]) out.push([k, one])
+  }
+  return out
+}
+
 function sameBytes(a, b) {
   return (a === null) === (b === null) && (a === null || Buffer.compare(a, b) === 0)
 }
@@ -142,4 +160,4 @@ async function until(cond, ms, what) {
   }
 }
 
-module.exports = { parseArgs, record, CODEC_SET, compare, judge, runAll, fail, sleep, until, sameBytes }
+module.exports = { parseArgs, record, CODEC_SET, headerObject, headerList, compare, judge, runAll, fail, sleep, until, sameBytes }
