@@ -303,7 +303,7 @@ async function eos() {
 }
 
 // --- group: two members rebalancing, committed offsets resumed after a restart -----------------
-// Member A processes a third of the records (explicit commits after every 5) and leaves.
+// Member A processes a third of each partition (explicit commits after every 5) and leaves.
 // Member B then starts from A's commits; C joins while B is working (B rejoins: a rebalance) and
 // the two share the rest.  Every record must be processed once across A, B and C.
 async function group() {
@@ -315,15 +315,16 @@ async function group() {
   await p.connect()
   const all = Array.from({ length: n }, (_, i) => `g-${String(i).padStart(5, '0')}`)
   for (let s = 0; s < n; s += 100) {
-    await p.send({ topic, acks: -1, messages: all.slice(s, s + 100).map((v, j) => ({ key: String((s + j) % 11), value: v })) })
+    await p.send({ topic, acks: -1, messages: all.slice(s, s + 100).map((v, j) => ({ partition: (s + j) % 3, key: String((s + j) % 11), value: v })) })
   }
   await p.disconnect()
   const seen = new Map()
   const res = { produced: n, problems: [], members: {} }
 
+  // limit: at most this many records of each partition (0: no limit)
   const member = async (name, limit, pace) => {
     const consumer = kafka.consumer(consumerOpts({ groupId }))
-    const info = { processed: 0, joins: 0, assignments: [] }
+    const info = { processed: 0, per: {}, joins: 0, assignments: [] }
     res.members[name] = info
     consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
       info.joins++
@@ -331,16 +332,17 @@ async function group() {
     })
     await consumer.connect()
     await consumer.subscribe({ topics: [topic], fromBeginning: true })
-    let halt = false
     await consumer.run({
       autoCommit: false,
       eachBatchAutoResolve: false,
       eachBatch: async ({ batch, resolveOffset, commitOffsetsIfNecessary, heartbeat, isRunning, isStale }) => {
         for (let s = 0; s < batch.messages.length; s += 5) {
-          if (halt || !isRunning() || isStale()) return
+          if (!isRunning() || isStale()) return
           let chunk = batch.messages.slice(s, s + 5)
-          if (limit > 0) chunk = chunk.slice(0, limit - info.processed)
-          if (chunk.length === 0) { halt = true; return }
+          const mine = info.per[batch.partition] || 0
+          if (limit > 0) chunk = chunk.slice(0, limit - mine)
+          if (chunk.length === 0) return   // this partition's share done (nothing resolved)
+          info.per[batch.partition] = mine + chunk.length
           for (const m of chunk) seen.set(m.value.toString(), (seen.get(m.value.toString()) || 0) + 1)
           info.processed += chunk.length
           const last = chunk[chunk.length - 1].offset
@@ -361,8 +363,10 @@ async function group() {
     } }
   }
   const total = () => [...seen.keys()].length
-  const a = await member('A', Math.floor(n / 3), 0)
-  await a.stopWhen(() => a.info.processed >= Math.floor(n / 3))
+  // A: a third of each partition, so that each has records left for B and C
+  const share = Math.floor(n / 9)
+  const a = await member('A', share, 0)
+  await a.stopWhen(() => a.info.processed >= 3 * share)
   res.committed_by_first = await withAdmin(async admin => {
     const c = await admin.fetchOffsets({ groupId, topics: [topic] })
     return c[0].partitions.reduce((s, p) => s + Math.max(0, Number(p.offset)), 0)

@@ -10,7 +10,6 @@ report: ``{scenario: observations}``; a scenario in which the client failed repo
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path

@@ -67,19 +67,24 @@ function headerList(h) {
   return out
 }
 
-function sameBytes(a, b) {
-  return (a === null) === (b === null) && (a === null || Buffer.compare(a, b) === 0)
+// nullMatters false: a client that cannot tell null from empty (it says so in its flags) is only
+// held to equal bytes
+function sameBytes(a, b, nullMatters = true) {
+  if (a === null || b === null) return nullMatters ? a === b : (a || Buffer.alloc(0)).length === (b || Buffer.alloc(0)).length
+  return Buffer.compare(a, b) === 0
 }
 
 function show(b) {
   return b === null ? 'null' : JSON.stringify(b.toString('latin1'))
 }
 
-// '' when got (offset, key, value, timestamp, headers) is want, else what differs
-function compare(want, got) {
+// '' when got (offset, key, value, timestamp, headers) is want, else what differs.  flags: which
+// null/empty distinctions the client keeps ({nullVsEmptyKey, nullVsEmptyValue}, both by default).
+const KEEPS_ALL = { nullVsEmptyKey: true, nullVsEmptyValue: true }
+function compare(want, got, flags = KEEPS_ALL) {
   if (String(got.offset) !== String(want.offset)) return 'offset ' + got.offset + ' != ' + want.offset
-  if (!sameBytes(want.key, got.key)) return 'key ' + show(got.key) + ' != ' + show(want.key)
-  if (!sameBytes(want.value, got.value)) {
+  if (!sameBytes(want.key, got.key, flags.nullVsEmptyKey)) return 'key ' + show(got.key) + ' != ' + show(want.key)
+  if (!sameBytes(want.value, got.value, flags.nullVsEmptyValue)) {
     return 'value of ' + (got.value ? got.value.length : 'null') + ' bytes != ' + (want.value ? want.value.length : 'null')
   }
   if (Number(got.timestamp) !== want.timestamp) return 'timestamp ' + got.timestamp + ' != ' + want.timestamp
@@ -93,8 +98,9 @@ function compare(want, got) {
 }
 
 // want, got: {partition: [records in offset order]}; records carry offset, key, value, timestamp,
-// headers ([[key, value], ...]).  Compared per partition in order; the shapes read back counted.
-function judge(want, got) {
+// headers ([[key, value], ...]).  Compared per partition in order (flags: as compare); the shapes
+// read back counted.
+function judge(want, got, flags = KEEPS_ALL) {
   const res = { produced: 0, read: 0, mismatches: [], null_keys_read: 0, empty_keys_read: 0, null_values_read: 0,
     big_values_read: 0, headers_read: 0 }
   for (const part of Object.keys(want)) {
@@ -103,7 +109,7 @@ function judge(want, got) {
     res.produced += w.length
     for (let j = 0; j < w.length; j++) {
       if (j >= g.length) { res.mismatches.push('p' + part + ': only ' + g.length + ' of ' + w.length + ' records read'); break }
-      const m = compare(w[j], g[j])
+      const m = compare(w[j], g[j], flags)
       if (m && res.mismatches.length < 10) res.mismatches.push('p' + part + '[' + j + ']: ' + m)
     }
   }
