@@ -21,6 +21,13 @@ command -v mvn >/dev/null 2>&1 || need_apt+=(maven)
 # each broker in its own network namespace, links cut with iptables DROP rules inside them.
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 command -v iptables >/dev/null 2>&1 || need_apt+=(iptables)
+# A C/C++ toolchain and the libraries librdkafka links against, for compat/node's
+# @confluentinc/kafka-javascript (built from source by npm ci, see below; zstd for its zstd codec).
+command -v g++ >/dev/null 2>&1 || need_apt+=(g++)
+command -v make >/dev/null 2>&1 || need_apt+=(make)
+for dev in libssl-dev zlib1g-dev libzstd-dev; do
+  dpkg -s "$dev" >/dev/null 2>&1 || need_apt+=("$dev")
+done
 if [ ${#need_apt[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}"
@@ -40,14 +47,18 @@ else
   echo "tools/test.sh: no Go toolchain found: the Go client scenarios (tests/go) will be skipped" >&2
 fi
 
-# Node.js: the client scenarios of compat/node (kafkajs; tests/node), packages from the npm registry
-# exactly as package-lock.json pins them (npm ci).  Installed again only when the lock file changed
-# since the last install (its hash kept in node_modules); without node and npm tests/node skips,
-# saying so (a failure under CI=true, tests/needs.py).
+# Node.js: the client scenarios of compat/node (kafkajs, @confluentinc/kafka-javascript; tests/node),
+# packages from the npm registry exactly as package-lock.json pins them (npm ci).  Installed again
+# only when the lock file changed since the last install (its hash kept in node_modules; the
+# Confluent client compiles its bundled librdkafka, about 2 minutes on 2 cores); without node and
+# npm tests/node skips, saying so (a failure under CI=true, tests/needs.py).
+# CKJS_LINKING=dynamic: the Confluent client's prebuilt binary comes from GitHub releases and its
+# default source build downloads zlib/OpenSSL/zstd/curl sources from their sites; "dynamic" builds
+# librdkafka against the Debian -dev packages installed above, so only the registries are needed.
 if command -v npm >/dev/null 2>&1 && command -v node >/dev/null 2>&1; then
   lock_sum="$(sha256sum compat/node/package-lock.json | cut -d' ' -f1)"
   if [ "$(cat compat/node/node_modules/.pykbroker-lock 2>/dev/null)" != "$lock_sum" ]; then
-    (cd compat/node && npm ci --no-audit --no-fund)
+    (cd compat/node && CKJS_LINKING=dynamic npm ci --no-audit --no-fund)
     echo "$lock_sum" > compat/node/node_modules/.pykbroker-lock
   fi
 else

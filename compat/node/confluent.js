@@ -1,0 +1,314 @@
+'use strict'
+// Confluent's @confluentinc/kafka-javascript (the version in package.json: librdkafka underneath,
+// driven through its KafkaJS-style promise API) against a Kafka-protocol broker.
+//
+//   node confluent.js --brokers host:port[,...] --scenarios roundtrip,idempotent,txn,group,admin
+//                     [--prefix p] [--rf n] [--records n] [--timeout s] [-v]
+//
+// Same command line and report as kafkajs.js (lib/scen.js).  librdkafka does the protocol, the
+// batching, the compression (every codec), the idempotent and transactional producer and the
+// consumer group (its own assignors, eager and cooperative).
+const { Kafka, CompressionTypes, PartitionAssigners, logLevel } = require('@confluentinc/kafka-javascript').KafkaJS
+const scen = require('./lib/scen')
+
+const opts = scen.parseArgs(process.argv.slice(2))
+// the client's default logger writes to the console: stdout is the report's, so it goes to stderr
+for (const level of ['log', 'info', 'debug', 'warn', 'error']) {
+  console[level] = (...a) => process.stderr.write(require('util').format(...a) + '\n')
+}
+const log = (fmt, ...a) => process.stderr.write(require('util').format(new Date().toISOString() + ' confluent ' + fmt, ...a) + '\n')
+
+const kafka = new Kafka({ kafkaJS: { clientId: 'pykbroker-compat-confluent', brokers: opts.brokers.split(','),
+  logLevel: process.env.PYKBROKER_RDKAFKA_DEBUG ? logLevel.DEBUG : opts.verbose ? logLevel.INFO : logLevel.WARN } })
+
+// librdkafka: send each batch at once (await per send), metadata refreshed quickly after changes
+const PRODUCER = { 'linger.ms': 5, 'topic.metadata.refresh.interval.ms': 1000 }
+const CONSUMER = { 'topic.metadata.refresh.interval.ms': 1000, 'fetch.wait.max.ms': 100 }
+
+async function withAdmin(fn) {
+  const admin = kafka.admin()
+  await admin.connect()
+  try { return await fn(admin) } finally { await admin.disconnect() }
+}
+
+async function createTopic(admin, topic, partitions) {
+  await admin.createTopics({ topics: [{ topic, numPartitions: partitions, replicationFactor: opts.rf }] })
+  await scen.until(async () => {
+    try {
+      const md = await admin.fetchTopicMetadata({ topics: [topic] })
+      return md[0].partitions.length === partitions && md[0].partitions.every(p => p.leader >= 0)
+    } catch (e) {
+      return false
+    }
+  }, 20000, topic + ' with leaders')
+}
+
+// Read every partition of topic from the start until `expected` records came, then 300 ms more
+// (anything beyond expected is reported, not waited for).  {partition: [message, ...]}.
+async function readAll(topic, expected, { readUncommitted = false, ms = 30000 } = {}) {
+  const got = {}
+  let n = 0
+  const consumer = kafka.consumer({ kafkaJS: { groupId: `${opts.prefix}-read-${Math.random().toString(16).slice(2)}`,
+    fromBeginning: true, autoCommit: false, readUncommitted }, ...CONSUMER })
+  await consumer.connect()
+  await consumer.subscribe({ topics: [topic] })
+  await consumer.run({ eachMessage: async ({ partition, message }) => {
+    (got[partition] = got[partition] || []).push(message)
+    n++
+  } })
+  try {
+    await scen.until(() => n >= expected, ms, `${expected} records of ${topic} (have ${n})`)
+    await scen.sleep(300)
+  } finally {
+    await consumer.disconnect()
+  }
+  for (const p of Object.keys(got)) got[p].sort((a, b) => Number(a.offset) - Number(b.offset))
+  return got
+}
+
+// --- roundtrip: the shared data set with every codec, read back byte-exact ---------------------
+async function roundtrip() {
+  const out = {}
+  const base = Date.now()
+  const want = []
+  for (let i = 0; i < opts.records; i++) want.push(scen.record(i, base))
+  for (const name of scen.CODEC_SET) {
+    const topic = `${opts.prefix}-rt-${name}`
+    await withAdmin(admin => createTopic(admin, topic, 3))
+    const type = { none: CompressionTypes.None, gzip: CompressionTypes.GZIP, snappy: CompressionTypes.SNAPPY,
+      lz4: CompressionTypes.LZ4, zstd: CompressionTypes.ZSTD }[name]
+    const producer = kafka.producer({ kafkaJS: { compression: type, acks: -1, allowAutoTopicCreation: false }, ...PRODUCER })
+    await producer.connect()
+    const wantByPart = { 0: [], 1: [], 2: [] }
+    const reported = { 0: [], 1: [], 2: [] }
+    // one send per record, all awaited together: librdkafka batches them (in order per partition)
+    const results = await Promise.all(want.map(r => producer.send({ topic, messages: [{ partition: r.partition,
+      key: r.key, value: r.value, timestamp: String(r.timestamp), headers: scen.headerObject(r.headers) }] })))
+    await producer.disconnect()
+    results.forEach((meta, i) => reported[want[i].partition].push(Number(meta[0].offset !== undefined ? meta[0].offset : meta[0].baseOffset)))
+    for (const r of want) wantByPart[r.partition].push(Object.assign({}, r, { offset: reported[r.partition][wantByPart[r.partition].length] }))
+    const msgs = await readAll(topic, want.length)
+    const got = {}
+    for (const p of Object.keys(msgs)) {
+      got[p] = msgs[p].map(m => ({ offset: Number(m.offset), key: m.key === undefined ? null : m.key,
+        value: m.value === undefined ? null : m.value, timestamp: Number(m.timestamp), headers: scen.headerList(m.headers) }))
+    }
+    // this client's KafkaJS API sends an empty key or value as null (stored so: a client
+    // behaviour, README.md): only the bytes are compared there
+    const res = scen.judge(wantByPart, got, { nullVsEmptyKey: false, nullVsEmptyValue: false })
+    res.offsets_dense = Object.values(reported).every(offs => offs.every((o, j) => o === j))
+    res.topic = topic
+    out[name] = res
+  }
+  return out
+}
+
+// --- idempotent: librdkafka's idempotent producer, every record once, in order ---------------
+async function idempotent() {
+  const topic = `${opts.prefix}-idem`
+  const n = opts.records * 10
+  await withAdmin(admin => createTopic(admin, topic, 3))
+  const producer = kafka.producer({ kafkaJS: { idempotent: true, allowAutoTopicCreation: false }, ...PRODUCER })
+  await producer.connect()
+  // every record sent without waiting for the one before: up to 5 requests in flight per
+  // partition, librdkafka's sequence numbers keep them in order
+  const sends = []
+  for (let i = 0; i < n; i++) sends.push(producer.send({ topic, messages: [{ partition: i % 3, value: `idem-${i}` }] }))
+  await Promise.all(sends)
+  await producer.disconnect()
+  const msgs = await readAll(topic, n)
+  const res = { produced: n, read: 0, duplicates: 0, missing: 0, out_of_order: 0, offset_errors: 0 }
+  const seen = new Map()
+  for (const p of Object.keys(msgs)) {
+    let last = -1
+    msgs[p].forEach((m, j) => {
+      res.read++
+      const i = Number(m.value.toString().slice(5))
+      seen.set(i, (seen.get(i) || 0) + 1)
+      if (i <= last) res.out_of_order++
+      last = i
+      if (Number(m.offset) !== j) res.offset_errors++
+    })
+  }
+  for (let i = 0; i < n; i++) {
+    const c = seen.get(i) || 0
+    if (c === 0) res.missing++
+    else res.duplicates += c - 1
+  }
+  return res
+}
+
+// --- txn: transactions committed (visible to read_committed) and aborted (invisible) -----------
+async function txn() {
+  const topic = `${opts.prefix}-txn`
+  await withAdmin(admin => createTopic(admin, topic, 3))
+  const producer = kafka.producer({ kafkaJS: { transactionalId: `${opts.prefix}-txn-id`, allowAutoTopicCreation: false }, ...PRODUCER })
+  await producer.connect()
+  const rounds = [['c1', 'commit'], ['a1', 'abort'], ['c2', 'commit'], ['a2', 'abort'], ['c3', 'commit']]
+  for (const [tag, end] of rounds) {
+    const t = await producer.transaction()
+    for (let k = 0; k < 3; k++) {
+      await t.send({ topic, messages: Array.from({ length: 10 }, (_, i) => ({ partition: i % 3, value: `${tag}-${k}-${i}` })) })
+    }
+    if (end === 'commit') await t.commit()
+    else await t.abort()
+  }
+  await producer.disconnect()
+  const count = msgs => {
+    const tags = {}
+    for (const p of Object.keys(msgs)) {
+      for (const m of msgs[p]) {
+        const tag = m.value.toString().split('-')[0]
+        tags[tag] = (tags[tag] || 0) + 1
+      }
+    }
+    return tags
+  }
+  return { read_committed: count(await readAll(topic, 90)), read_uncommitted: count(await readAll(topic, 150, { readUncommitted: true })) }
+}
+
+// --- group: two members rebalancing, committed offsets resumed after a restart -----------------
+// As kafkajs.js's group scenario, once per librdkafka assignor: roundRobin (eager) and
+// cooperativeSticky (incremental rebalances: a member gives up only the partitions that move).
+// Commits are explicit (commitOffsets after every 5 records processed); a member's partitions
+// after every assignment and the partitions of every revocation are reported.
+async function group() {
+  const out = {}
+  for (const assignor of ['roundRobin', 'cooperativeSticky']) out[assignor] = await groupWith(assignor)
+  return out
+}
+
+async function groupWith(assignor) {
+  const topic = `${opts.prefix}-grp-${assignor}`
+  const groupId = `${topic}-g`
+  const n = opts.records
+  await withAdmin(admin => createTopic(admin, topic, 3))
+  const p = kafka.producer({ kafkaJS: { allowAutoTopicCreation: false }, ...PRODUCER })
+  await p.connect()
+  const all = Array.from({ length: n }, (_, i) => `g-${String(i).padStart(5, '0')}`)
+  await Promise.all(all.map((v, i) => p.send({ topic, messages: [{ partition: i % 3, value: v }] })))
+  await p.disconnect()
+  const seen = new Map()
+  const res = { produced: n, problems: [], members: {} }
+  const t0 = Date.now()
+
+  // limit: at most this many records of each partition (0: no limit)
+  const member = async (name, limit, pace) => {
+    const info = { processed: 0, per: {}, assignments: [], revoked: [], events: [] }
+    res.members[name] = info
+    let owned = []
+    const consumer = kafka.consumer({
+      kafkaJS: { groupId, fromBeginning: true, autoCommit: false, sessionTimeout: 10000, heartbeatInterval: 300,
+        partitionAssigners: [PartitionAssigners[assignor]] },
+      ...CONSUMER,
+      // PYKBROKER_RDKAFKA_DEBUG=cgrp,fetch,...: librdkafka's debug contexts for the group members
+      ...(process.env.PYKBROKER_RDKAFKA_DEBUG ? { debug: process.env.PYKBROKER_RDKAFKA_DEBUG } : {}),
+      rebalance_cb: (err, assignment) => {
+        const parts = assignment.map(tp => tp.partition)
+        if (err.code === -175) {      // ERR__ASSIGN_PARTITIONS
+          owned = assignor === 'cooperativeSticky' ? owned.concat(parts) : parts
+          info.assignments.push(owned.slice().sort())
+          info.events.push(['assign', parts, Date.now() - t0, info.processed])
+        } else {                      // ERR__REVOKE_PARTITIONS
+          info.revoked.push(parts.slice().sort())
+          info.events.push(['revoke', parts, Date.now() - t0, info.processed])
+          owned = assignor === 'cooperativeSticky' ? owned.filter(x => !parts.includes(x)) : []
+        }
+      },
+    })
+    await consumer.connect()
+    await consumer.subscribe({ topics: [topic] })
+    await consumer.run({
+      eachBatchAutoResolve: false,
+      eachBatch: async ({ batch, resolveOffset, isRunning, isStale }) => {
+        for (let s = 0; s < batch.messages.length; s += 5) {
+          if (!isRunning() || isStale()) return
+          let chunk = batch.messages.slice(s, s + 5)
+          const mine = info.per[batch.partition] || 0
+          if (limit > 0) chunk = chunk.slice(0, limit - mine)
+          if (chunk.length === 0) return   // this partition's share done (nothing resolved)
+          info.per[batch.partition] = mine + chunk.length
+          for (const m of chunk) seen.set(m.value.toString(), (seen.get(m.value.toString()) || 0) + 1)
+          info.processed += chunk.length
+          const last = chunk[chunk.length - 1].offset
+          resolveOffset(last)
+          try {
+            await consumer.commitOffsets([{ topic, partition: batch.partition, offset: String(Number(last) + 1) }])
+          } catch (e) {
+            res.problems.push(`${name} commit: ${e.message}`)
+          }
+          if (pace) await scen.sleep(pace())
+        }
+      },
+    })
+    return { info, stopWhen: async cond => {
+      await scen.until(cond, 60000, name + ' processing')
+      await consumer.disconnect()
+    } }
+  }
+  const total = () => seen.size
+  // A: a third of each partition, so that each has records left for B and C
+  const share = Math.floor(n / 9)
+  const a = await member('A', share, () => 0)
+  await a.stopWhen(() => a.info.processed >= 3 * share)
+  const committed = async () => withAdmin(async admin => {
+    const c = await admin.fetchOffsets({ groupId, topics: [topic] })
+    const o = {}
+    for (const q of c[0].partitions) o[q.partition] = Number(q.offset)
+    return o
+  })
+  res.committed_by_first = Object.values(await committed()).reduce((s, x) => s + Math.max(0, x), 0)
+  // B works slowly until C has processed records (the rebalance, two rounds with
+  // cooperative-sticky, lands while B still has records to process), then both at full speed
+  let cWorking = () => false
+  const slowUntilC = () => cWorking() ? 0 : 150
+  const b = await member('B', 0, slowUntilC)
+  await scen.until(() => b.info.assignments.length >= 1 && b.info.processed > 0, 30000, 'B consuming')
+  const c = await member('C', 0, () => 0)
+  cWorking = () => c.info.processed > 0
+  await Promise.all([b.stopWhen(() => total() >= n), c.stopWhen(() => total() >= n)])
+  res.duplicates = 0
+  res.missing = 0
+  for (const v of all) {
+    const k = seen.get(v) || 0
+    if (k === 0) res.missing++
+    else res.duplicates += k - 1
+  }
+  const ends = await withAdmin(admin => admin.fetchTopicOffsets(topic))
+  const cm = await committed()
+  res.committed_at_end = ends.every(e => cm[e.partition] === Number(e.high))
+  return res
+}
+
+// --- admin: what the KafkaJS-style admin API of this client offers ------------------------------
+async function adminScenario() {
+  const topic = `${opts.prefix}-adm`
+  const res = {}
+  await withAdmin(async admin => {
+    await createTopic(admin, topic, 2)
+    try {
+      res.created_again = await admin.createTopics({ topics: [{ topic, numPartitions: 2, replicationFactor: opts.rf }] })
+    } catch (e) {
+      res.created_again = 'error ' + (e.code !== undefined ? e.code : e.message)
+    }
+    res.listed = (await admin.listTopics()).includes(topic)
+    const md = (await admin.fetchTopicMetadata({ topics: [topic] }))[0]
+    res.metadata = md.partitions.map(q => [q.partitionId, q.replicas.length, q.isr.length, q.leader >= 0]).sort()
+    const producer = kafka.producer({ kafkaJS: { allowAutoTopicCreation: false }, ...PRODUCER })
+    await producer.connect()
+    const t0 = Date.now() - 60000
+    await producer.send({ topic, messages: Array.from({ length: 10 }, (_, i) => ({ partition: 0, value: 'v' + i, timestamp: String(t0 + i * 1000) })) })
+    await producer.disconnect()
+    const dr = await admin.deleteTopicRecords({ topic, partitions: [{ partition: 0, offset: '4' }] })
+    res.delete_records = dr.map(q => [q.partition, Number(q.lowWatermark !== undefined ? q.lowWatermark : q.offset)])
+    res.offsets = (await admin.fetchTopicOffsets(topic)).map(q => [q.partition, Number(q.low), Number(q.high)]).sort()
+    res.offset_for_timestamp = (await admin.fetchTopicOffsetsByTimestamp(topic, t0 + 6500)).filter(q => q.partition === 0).map(q => Number(q.offset))[0]
+    await admin.deleteTopics({ topics: [topic] })
+    await scen.until(async () => !(await admin.listTopics()).includes(topic), 10000, topic + ' gone')
+    res.listed_after_delete = false
+  })
+  return res
+}
+
+scen.runAll(opts, { roundtrip, idempotent, txn, group, admin: adminScenario }, log)
+  .then(() => process.exit(0), e => scen.fail('%s', e && e.stack || e))

@@ -1,0 +1,129 @@
+"""Confluent's @confluentinc/kafka-javascript (librdkafka underneath, built from the npm package's
+bundled sources by ``npm ci``; driven through its KafkaJS-style API; the version in
+compat/node/package-lock.json) against pykbroker: one broker and a 3-broker cluster.  The
+scenarios are compat/node/confluent.js, judged on the data set and rules of compat/node/lib/scen.js.
+
+- produce/consume with every codec librdkafka has (none, gzip, snappy, lz4, zstd), the shared data
+  set byte-exact at the offsets the delivery reports named; this client sends an empty key or
+  value as null (client behaviour, compat/node/README.md), so only bytes are compared there;
+- librdkafka's idempotent producer with every record in flight at once;
+- transactions committed and aborted, read read_committed and read_uncommitted;
+- librdkafka's consumer group with its round-robin (eager) and cooperative-sticky (incremental)
+  assignors: one member commits a third of each partition and leaves, two resume from its commits and rebalance;
+- the KafkaJS-style admin calls this client has: createTopics (and again), listTopics,
+  fetchTopicMetadata, deleteTopicRecords, fetchTopicOffsets(ByTimestamp), deleteTopics.
+
+Runs on the directory's broker and cluster (tests/node/conftest.py), about 20 s.  Skipped like
+test_kafkajs.py when node/npm or compat/node's packages are missing, and when the client's native
+module does not load.
+"""
+from __future__ import annotations
+
+import subprocess
+import uuid
+
+import pytest
+
+from tests import needs
+
+from . import noderun
+
+_why = noderun.missing()
+if _why is None:
+    # the native module (librdkafka) built and loads
+    _load = subprocess.run([noderun.node_binary(), "-e", "require('@confluentinc/kafka-javascript')"],
+                           cwd=noderun.PACKAGE, capture_output=True, text=True, timeout=60)
+    if _load.returncode != 0:
+        _why = ("@confluentinc/kafka-javascript's native module (CKJS_LINKING=dynamic npm ci in compat/node, as "
+                "tools/test.sh runs it): %s" % _load.stderr.strip()[-500:])
+if _why is not None:
+    needs.skip_missing(_why, allow_module_level=True)
+
+RECORDS = 300
+CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def _prefix(name):
+    return "%s-%s" % (name, uuid.uuid4().hex[:6])
+
+
+@pytest.fixture(scope="module")
+def single(node_broker):
+    rep = noderun.start("confluent.js", node_broker.bootstrap, ["roundtrip", "idempotent", "txn", "group", "admin"],
+                        prefix=_prefix("ckjs"), rf=1, records=RECORDS).report()
+    return {"report": rep, "rf": 1, "bootstrap": node_broker.bootstrap}
+
+
+@pytest.fixture(scope="module")
+def cluster(node_cluster):
+    rep = noderun.start("confluent.js", node_cluster.bootstrap_servers, ["txn", "group", "admin"],
+                        prefix=_prefix("ckjs"), rf=3, records=RECORDS).report()
+    return {"report": rep, "rf": 3}
+
+
+@pytest.fixture
+def target(request):
+    return request.getfixturevalue(request.param)
+
+
+def _scenario(target, name):
+    return noderun.scenario(target["report"], name)
+
+
+def test_produce_consume_every_codec(single):
+    rep = _scenario(single, "roundtrip")
+    assert set(rep) == set(CODEC_IDS)
+    for codec, r in rep.items():
+        assert r["mismatches"] == [], (codec, r["mismatches"])
+        assert r["produced"] == r["read"] == RECORDS and r["offsets_dense"], (codec, r)
+        # empty keys and values arrive as null (the client sends them so); 6 KiB values, headers
+        assert (r["null_keys_read"], r["empty_keys_read"], r["null_values_read"], r["big_values_read"],
+                r["headers_read"]) == (150, 0, 64, 6, 800), (codec, r)
+        assert noderun.batch_codecs(single["bootstrap"], r["topic"]) == {CODEC_IDS[codec]}, codec
+
+
+def test_idempotent_producer(single):
+    r = _scenario(single, "idempotent")
+    assert r == {"produced": RECORDS * 10, "read": RECORDS * 10, "duplicates": 0, "missing": 0, "out_of_order": 0,
+                 "offset_errors": 0}
+
+
+@pytest.mark.parametrize("target", ["single", "cluster"], indirect=True)
+def test_transactions_commit_and_abort(target):
+    r = _scenario(target, "txn")
+    assert r["read_committed"] == {"c1": 30, "c2": 30, "c3": 30}, r
+    assert r["read_uncommitted"] == {"c1": 30, "a1": 30, "c2": 30, "a2": 30, "c3": 30}, r
+
+
+@pytest.mark.parametrize("target", ["single", "cluster"], indirect=True)
+@pytest.mark.parametrize("assignor", ["roundRobin", "cooperativeSticky"])
+def test_group_rebalance_and_committed_offsets(target, assignor):
+    r = _scenario(target, "group")[assignor]
+    assert r["problems"] == [], r["problems"]
+    assert (r["duplicates"], r["missing"]) == (0, 0), r
+    a, b, c = (r["members"][m] for m in "ABC")
+    # A processed and committed a third of each partition (33 of 100) and left
+    assert a["processed"] == r["committed_by_first"] == 3 * (RECORDS // 9), r
+    assert a["per"] == {str(p): RECORDS // 9 for p in range(3)}, r
+    assert a["processed"] + b["processed"] + c["processed"] == RECORDS, r
+    assert b["assignments"][0] == [0, 1, 2] and c["processed"] > 0 and r["committed_at_end"], r
+    # B and C shared the partitions: C's first partitions and B's after that rebalance split them
+    c_first = next(x for x in c["assignments"] if x)
+    b_after = b["assignments"][1]
+    assert 0 < len(c_first) < 3 and sorted(b_after + c_first) == [0, 1, 2], r
+    # when C joined, B gave up everything (eager) / only the partitions moving to C (incremental)
+    first_revoke = b["revoked"][0]
+    if assignor == "roundRobin":
+        assert first_revoke == [0, 1, 2], r
+    else:
+        assert first_revoke == c_first, r
+
+
+@pytest.mark.parametrize("target", ["single", "cluster"], indirect=True)
+def test_admin_client(target):
+    r = _scenario(target, "admin")
+    rf = target["rf"]
+    assert r["created_again"] is False and r["listed"], r
+    assert r["metadata"] == [[0, rf, rf, True], [1, rf, rf, True]], r
+    assert r["delete_records"] == [[0, 4]] and r["offsets"] == [[0, 4, 10], [1, 0, 0]], r
+    assert r["offset_for_timestamp"] == 7 and r["listed_after_delete"] is False, r
