@@ -37,7 +37,7 @@ def missing() -> str | None:
             version = None
         if version != meta.get("version"):
             return ("compat/node's npm packages as package-lock.json pins them (%s: %s installed, %s pinned; "
-                    "run: cd compat/node && npm ci)" % (path, version, meta.get("version")))
+                    "run: cd compat/node && CKJS_LINKING=dynamic npm ci, as tools/test.sh does)" % (path, version, meta.get("version")))
     return None
 
 
