@@ -4,7 +4,7 @@ import pytest
 
 from tests import needs
 
-from pykbroker.testing import BrokerProcess
+from pykbroker.local.broker_process import BrokerProcess
 
 OVERRIDES = {"group.initial.rebalance.delay.ms": "0"}
 # as tests/go: replication factor 3, min.insync.replicas 2, internal topics small
@@ -25,7 +25,7 @@ def node_broker(tmp_path_factory):
 def node_cluster(tmp_path_factory):
     needs.module("kazoo.client")
     needs.require_zookeeper()
-    from pykbroker.testing.cluster import Cluster
+    from pykbroker.local.cluster import Cluster
     with Cluster(3, str(tmp_path_factory.mktemp("node-cluster")), overrides=CLUSTER_OVERRIDES,
                  zk_tick_time=500) as c:
         yield c

@@ -81,7 +81,7 @@ def batch_codecs(bootstrap: str, topic: str, partition: int = 0) -> set:
     """The compression codecs (attributes & 7: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd) of the
     record batches stored in one partition, read with a raw Fetch from its leader (one broker)."""
     import struct
-    from pykbroker.testing import wire
+    from pykbroker.protocol import wire
     part = wire.fetch_part(wire.fetch(bootstrap, topic, partition, 0))
     assert part["error_code"] == 0, part
     data, pos, codecs = bytes(part["records"] or b""), 0, set()
