@@ -134,7 +134,7 @@ SLOW_FILES = {
     "bench/test_loadgen_conns.py", "bench/test_scale.py", "clients/test_restart.py",
     "data/test_clients_roundtrip.py", "durability/test_broker_faults.py", "durability/test_halt.py",
     "groups/test_group_churn.py", "groups/test_group_clients.py", "groups/test_group_failures.py",
-    "go/test_franz_go.py", "go/test_sarama_kafka_go.py", "node/test_kafkajs.py",
+    "go/test_franz_go.py", "go/test_sarama_kafka_go.py", "node/test_kafkajs.py", "node/test_confluent.py",
     "groups/test_group_kip848.py", "groups/test_group_restart.py", "groups/test_kip848_restart.py",
     "lifecycle/test_shutdown_many_partitions.py", "transactions/test_confluent.py",
     "transactions/test_python_clients.py", "transactions/test_recovery.py",
