@@ -56,10 +56,20 @@ fi
 # default source build downloads zlib/OpenSSL/zstd/curl sources from their sites; "dynamic" builds
 # librdkafka against the Debian -dev packages installed above, so only the registries are needed.
 if command -v npm >/dev/null 2>&1 && command -v node >/dev/null 2>&1; then
+  # The packages live in a cache outside the clone, one directory per lock-file hash, and
+  # compat/node/node_modules points there: a fresh clone with an unchanged lock file reuses the
+  # compiled client instead of building librdkafka again.
   lock_sum="$(sha256sum compat/node/package-lock.json | cut -d' ' -f1)"
-  if [ "$(cat compat/node/node_modules/.pykbroker-lock 2>/dev/null)" != "$lock_sum" ]; then
-    (cd compat/node && CKJS_LINKING=dynamic npm ci --no-audit --no-fund)
-    echo "$lock_sum" > compat/node/node_modules/.pykbroker-lock
+  node_cache="${XDG_CACHE_HOME:-$HOME/.cache}/pykbroker/node/$lock_sum"
+  if [ "$(cat "$node_cache/node_modules/.pykbroker-lock" 2>/dev/null)" != "$lock_sum" ]; then
+    rm -rf "$node_cache" && mkdir -p "$node_cache"
+    cp compat/node/package.json compat/node/package-lock.json "$node_cache/"
+    (cd "$node_cache" && CKJS_LINKING=dynamic npm ci --no-audit --no-fund)
+    echo "$lock_sum" > "$node_cache/node_modules/.pykbroker-lock"
+  fi
+  if [ "$(readlink compat/node/node_modules 2>/dev/null)" != "$node_cache/node_modules" ]; then
+    rm -rf compat/node/node_modules
+    ln -s "$node_cache/node_modules" compat/node/node_modules
   fi
 else
   echo "tools/test.sh: no node/npm found: the Node client scenarios (tests/node) will be skipped" >&2
