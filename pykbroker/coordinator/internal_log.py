@@ -69,7 +69,7 @@ class InternalTopicLog:
         lg = p.log
         offset = lg.log_start_offset
         while offset < lg.log_end_offset:
-            regions = lg.read(offset, READ_CHUNK, None, True)
+            regions = lg.read(offset, READ_CHUNK, None, True, whole_batches=True)
             if not regions:
                 break
             data = b"".join([os.pread(r.fd, r.length, r.position) for r in regions])

@@ -444,7 +444,7 @@ class LogManager:
     def _read_chunk(self, src: Log, offset: int) -> bytes:
         """Blocking: whole batches of ``src`` from ``offset`` (at most about one chunk)."""
         out = bytearray()
-        for region in src.read(offset, self._MOVE_CHUNK):
+        for region in src.read(offset, self._MOVE_CHUNK, whole_batches=True):
             out += region.read()
         return bytes(out)
 

@@ -432,7 +432,7 @@ class ClusterRunner:
             out = bytearray()
             off = lg.log_start_offset
             while off < stop:
-                regions = lg.read(off, 1 << 20, stop, True)
+                regions = lg.read(off, 1 << 20, stop, True, whole_batches=True)
                 if not regions:
                     break
                 for r in regions:
