@@ -69,6 +69,12 @@ class Broker:
         # authorizer.class.name set: Kafka's ACL authorizer (acl/authorizer.py), following the
         # controller's ACL bindings; None: every principal may do everything (Kafka's default)
         self.authorizer = None
+        # client quotas (quota/manager.py), following the controller's stored quotas
+        from .quota.manager import ClientQuotaManager
+        self.client_quotas = ClientQuotaManager(config["quota.window.num"], config["quota.window.size.seconds"])
+        # max.connections / max.connections.per.ip at accept time (quota/connections.py)
+        from .quota.connections import ConnectionQuotas
+        self.connection_quotas = ConnectionQuotas(config, len(self.listeners))
         self.log_manager = None
         self.replica_manager = None
         self.storage_fs = None      # the storage fault seam (tests set a FaultFS before run)
@@ -167,6 +173,7 @@ class Broker:
         if self.authorizer is not None:
             # before load(): the stored bindings reach the index before any listener is bound
             self.controller.add_acl_listener(self.authorizer.apply)
+        self.controller.add_client_quota_listener(self.client_quotas.apply)
         self.log_manager = LogManager(self.log_dirs, self.storage_fs, config=self.config,
                                       metadata=self.metadata_cache, halt_hook=self.halt_hook, new_log_epoch=0,
                                       clock=self.clock)

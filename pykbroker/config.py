@@ -612,9 +612,9 @@ _DEFS = [
     ConfigDef("producer.id.expiration.ms", "int", 86400000, "Idle producer id expiry.", validator=_ge(1)),
     ConfigDef("max.incremental.fetch.session.cache.slots", "int", 1000, "Fetch session cache size.",
               validator=_ge(0), unit="sessions"),
-    # --- Kafka's thread pools and connection limits: dynamic in Kafka, accepted and reported here
-    # (one trio loop, no thread pools; connections are not limited) so admin tools that tune them
-    # get Kafka's answers.
+    # --- Kafka's thread pools and connection limits: dynamic in Kafka; the thread pools are
+    # accepted and reported here (one trio loop, no thread pools) so admin tools that tune them
+    # get Kafka's answers; the connection limits are enforced.
     ConfigDef("num.io.threads", "int", 8, "Request handler threads (Kafka; no effect in pykbroker).",
               validator=_ge(1), unit="threads"),
     ConfigDef("num.network.threads", "int", 3, "Network threads (Kafka; no effect in pykbroker).",
@@ -627,10 +627,18 @@ _DEFS = [
               validator=_ge(0), unit="threads"),
     ConfigDef("log.cleaner.io.buffer.size", "int", 524288, "Cleaner I/O buffer memory (Kafka; no effect in pykbroker).",
               validator=_ge(0)),
-    ConfigDef("max.connections", "int", INT_MAX, "Connection limit (Kafka; not enforced by pykbroker).",
+    # Enforced at accept time (quota/connections.py): a connection over a limit is closed at once.
+    ConfigDef("max.connections", "int", INT_MAX, "The most connections the broker keeps open (all listeners).",
               validator=_ge(0), unit="connections"),
-    ConfigDef("max.connections.per.ip", "int", INT_MAX, "Connection limit per IP (Kafka; not enforced by pykbroker).",
+    ConfigDef("max.connections.per.ip", "int", INT_MAX, "The most connections from one IP address.",
               validator=_ge(0), unit="connections"),
+    ConfigDef("max.connections.per.ip.overrides", "string", "",
+              "Per-IP or host name overrides of max.connections.per.ip: 'hostName:100,127.0.0.1:200'."),
+    # --- client quotas (quota/): Kafka's ClientQuotaManagerConfig, static as in Kafka
+    ConfigDef("quota.window.num", "int", 11, "The number of samples of a client quota's rate.",
+              validator=_ge(1), unit="samples"),
+    ConfigDef("quota.window.size.seconds", "int", 1, "The time span of each sample of a client quota's rate.",
+              validator=_ge(1), unit="seconds"),
 ]
 
 # The broker configs Kafka 4.4 can change at run time (DynamicBrokerConfig.AllDynamicConfigs; its
@@ -653,7 +661,7 @@ DYNAMIC_BROKER_CONFIGS = frozenset({
     "transaction.partition.verification.enable", "unclean.leader.election.enable",
     "listeners", "num.io.threads", "num.network.threads", "background.threads",
     "num.recovery.threads.per.data.dir", "log.cleaner.threads", "log.cleaner.io.buffer.size", "max.connections",
-    "max.connections.per.ip", "group.streams.assignment.interval.ms",
+    "max.connections.per.ip", "max.connections.per.ip.overrides", "group.streams.assignment.interval.ms",
 })
 # Dynamic only per broker, never as the cluster default (Kafka's DynamicBrokerConfig.PerBrokerConfigs).
 PER_BROKER_CONFIGS = frozenset({"listeners"})

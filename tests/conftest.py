@@ -87,7 +87,7 @@ DIR_COST = {
     "lifecycle": "process", "observability": "process", "protocol": "process",
     "replication": "cluster", "share": "process", "spark": "jvm", "storage": "unit",
     "tools": "process", "transactions": "process", "go": "process", "node": "process", "security": "process",
-    "install": "process", "acl": "process", "chaos": "cluster",
+    "install": "process", "acl": "process", "chaos": "cluster", "quotas": "process",
 }
 FILE_COST = {
     "bench/test_smoke.py": "oracle",

@@ -40,7 +40,9 @@ One small JSON file, ``<first log dir>/__pykbroker_metadata.json``::
 ``"user_scram_credentials": {"<user>": {"SCRAM-SHA-256": "salt=...,stored_key=...,server_key=...,
 iterations=4096"}}`` when any SCRAM user exists, ``"acls": [["TOPIC", "t", "LITERAL", "User:alice",
 "*", "READ", "ALLOW"], ...]`` when any ACL binding exists (CreateAcls/DeleteAcls, pykbroker/acl/) (AlterUserScramCredentials; Kafka's stored form,
-never a password), plus, when any is set, ``"broker_configs": {"": {...}, "1": {"log.retention.ms": "1000"}}``: the
+never a password), ``"client_quotas": [{"entity": {"user": "alice", "client-id": null},
+"values": {"producer_byte_rate": 1024.0}}]`` when any client quota exists (AlterClientQuotas,
+pykbroker/quota/; a null name is the default entity), plus, when any is set, ``"broker_configs": {"": {...}, "1": {"log.retention.ms": "1000"}}``: the
 dynamic broker configs of the cluster default ("") and of this node (IncrementalAlterConfigs /
 AlterConfigs on BROKER resources), as Kafka's strings, published to the broker-config listeners
 at load (before the topics) and on every change; and ``"group_configs": {"<group>": {...}}``:
@@ -131,6 +133,29 @@ class Controller(abc.ABC):
         # metadata log's ACL records).
         self._acls: set = set()
         self._acl_listeners: list[Callable] = []
+        # Client quotas (quota/entities.py): {entity tuple: {key: value}}, written by
+        # AlterClientQuotas, followed by the broker's ClientQuotaManager through the listeners
+        self._client_quotas: dict = {}
+        self._client_quota_listeners: list[Callable] = []
+
+    # ------------------------------------------------------------------ client quotas
+    def client_quotas(self) -> dict:
+        return {e: dict(v) for e, v in self._client_quotas.items()}
+
+    def add_client_quota_listener(self, callback: Callable) -> None:
+        """``callback(quotas)`` with every stored quota after every change, and once at load."""
+        self._client_quota_listeners.append(callback)
+
+    def _publish_client_quotas(self) -> None:
+        for cb in self._client_quota_listeners:
+            cb(self.client_quotas())
+
+    async def alter_client_quotas(self, changes: dict) -> None:
+        """Apply ``{entity: {key: value or None}}`` (validated by the caller) as one change.  In
+        memory here (test and ZooKeeper controllers, see SKIPPED.md); durable in LocalController."""
+        from ..quota.entities import apply_changes
+        self._client_quotas = apply_changes(self._client_quotas, changes)
+        self._publish_client_quotas()
 
     # ------------------------------------------------------------------ ACLs
     def acls(self) -> set:
@@ -541,6 +566,13 @@ class LocalController(Controller):
             self._store_group_configs(group_id, {k: str(v) for k, v in configs.items()})
         for user, mechs in (data.get("user_scram_credentials") or {}).items():
             self._scram[user] = {m: str(t) for m, t in mechs.items()}
+        if data.get("client_quotas"):
+            from ..quota.entities import from_json
+            try:
+                self._client_quotas = from_json(data["client_quotas"])
+            except (KeyError, TypeError, ValueError, AttributeError) as e:
+                log.warning("ignoring stored client quotas: %s", e)
+            self._publish_client_quotas()
         if data.get("acls"):
             from ..acl.bindings import AclBinding
             for v in data["acls"]:
@@ -606,6 +638,9 @@ class LocalController(Controller):
         if self._scram:
             # salted keys only (the password never reaches the broker's state or this file)
             out["user_scram_credentials"] = {u: dict(sorted(m.items())) for u, m in sorted(self._scram.items())}
+        if self._client_quotas:
+            from ..quota.entities import to_json
+            out["client_quotas"] = to_json(self._client_quotas)
         if self._acls:
             # Kafka's names (TOPIC, LITERAL, READ, ALLOW), sorted: a readable, stable file
             out["acls"] = sorted(b.to_json() for b in self._acls)
@@ -759,6 +794,20 @@ class LocalController(Controller):
             log.info("ACL added: %s", b.to_json())
         for b in rem:
             log.info("ACL removed: %s", b.to_json())
+
+    async def alter_client_quotas(self, changes: dict) -> None:
+        from ..quota.entities import apply_changes
+        if not changes:
+            return
+        old = self._client_quotas
+        self._client_quotas = apply_changes(old, changes)
+        try:
+            await self._persist()
+        except BaseException:
+            self._client_quotas = old
+            raise
+        self._publish_client_quotas()
+        log.info("client quotas changed: %s", changes)
 
     async def alter_scram_credentials(self, changes: list) -> None:
         old = self._store_scram(changes)

@@ -73,6 +73,10 @@ class Connection:
         # metrics / trace / JSON request logs (pykbroker/observability); None: off, and the
         # request path below is the plain one
         self.observer = getattr(broker, "observer", None)
+        # client quotas (quota/manager.py): while none is stored, ``enabled`` is False and
+        # reading it is the whole cost per request
+        self.quotas = getattr(broker, "client_quotas", None)
+        self.quota_session = None
 
     async def run(self) -> None:
         if self.observer is not None:
@@ -155,6 +159,9 @@ class Connection:
         """Carry out one decision of the dispatcher, in request order; False once the
         connection is to be closed."""
         if event.__class__ is HandleRequest:
+            q = self.quotas
+            if q is not None and q.enabled and event.ctx.api_key <= 1:
+                return await self._carry_out_quota(event)
             if self.observer is not None:
                 return await self._carry_out_observed(event)
             try:
@@ -180,6 +187,101 @@ class Connection:
         log.log(event.level, "closing connection from %s: %s", self.peer, event.reason,
                 exc_info=event.exc_info)
         return False
+
+    async def _carry_out_quota(self, event) -> bool:
+        """``_carry_out`` of a Produce or Fetch while client quotas are stored (Kafka's
+        KafkaApis.handleProduceRequest / handleFetchRequest and KIP-219): the request's bytes
+        (Produce) or the answer's (Fetch) are added to the rate of the quota that applies; over
+        the quota, the answer carries ``throttle_time_ms`` (a Fetch is answered empty and its
+        bytes taken back) and the connection reads nothing more for that long: answered at once
+        and then muted when the client throttles itself at that version, held for the throttle
+        time first otherwise."""
+        from ..quota.manager import CLIENT_THROTTLES_FROM, FETCH, PRODUCE, QuotaSession
+        ctx, request = event.ctx, event.request
+        fetch = ctx.api_key == 1
+        rs = request.get("replica_state") if fetch else None
+        if fetch and (rs["replica_id"] if rs else request.get("replica_id", -1)) >= 0:
+            found = None   # follower fetches: replication, not client quotas (Kafka)
+        else:
+            qs = self.quota_session
+            if qs is None:
+                qs = self.quota_session = QuotaSession(self.quotas, self)
+            found = qs.lookup(FETCH if fetch else PRODUCE, ctx.client_id)
+        if found is None:
+            if self.observer is not None:
+                return await self._carry_out_observed(event)
+            return await self._carry_out_plain(event)
+        bound, sensor = found
+        manager = self.quotas
+        if fetch:
+            # Kafka: a fetch never asks for more than the quota lets through in its window
+            # (ClientQuotaManager.maxValueInQuotaWindow), so one answer cannot be throttled
+            # for minutes
+            cap = int(bound * (manager.samples - 1) * manager.window_ms / 1000)
+            if request["max_bytes"] > cap:
+                request["max_bytes"] = cap
+                request["min_bytes"] = min(request["min_bytes"], cap)
+        obs = self.observer
+        t0 = time.perf_counter()
+        response = error = None
+        try:
+            response = await event.handler.handle(ctx, request)
+        except Exception as e:
+            error = e
+            out = self.dispatcher.fail(event, e)
+        else:
+            out = self.dispatcher.finish(event, response)
+        now_ms = int(trio.current_time() * 1000)
+        throttle = 0
+        if fetch:
+            if out.__class__ is SendResponse:
+                size = sum(p.length if hasattr(p, "length") else len(p) for p in out.parts) - 4
+                throttle = manager.record(sensor, bound, size, now_ms)
+                if throttle > 0 and response is not None:
+                    manager.unrecord(sensor, size, now_ms)
+                    incremental = ctx.api_version >= 7 and request.get("session_epoch", -1) > 0
+                    code = response.get("error_code", 0)
+                    empty = {"throttle_time_ms": throttle, "error_code": code,
+                             "session_id": response.get("session_id", 0) if incremental and not code else 0,
+                             "responses": []}
+                    out = self.dispatcher.finish(event, empty)
+        else:
+            throttle = manager.record(sensor, bound, ctx.size, now_ms)
+            if throttle > 0 and response is not None and error is None:
+                response["throttle_time_ms"] = throttle
+                out = self.dispatcher.finish(event, response)
+        client_side = throttle > 0 and ctx.api_version >= CLIENT_THROTTLES_FROM[ctx.api_key]
+        if throttle > 0:
+            manager.throttled(FETCH if fetch else PRODUCE, sensor, throttle, now_ms)
+            if not client_side:
+                await trio.sleep(throttle / 1000.0)   # older clients: the broker holds the answer
+        t1 = time.perf_counter()
+        if out is None:
+            ok = True
+        elif out.__class__ is SendResponse:
+            await self._write(out.parts)
+            ok = True
+        else:
+            log.log(out.level, "closing connection from %s: %s", self.peer, out.reason, exc_info=out.exc_info)
+            ok = False
+        if obs is not None:
+            obs.request_done(self, event, response, out.parts if ok and out is not None else None, error,
+                             t0, t1, time.perf_counter())
+        if ok and client_side:
+            # KIP-219: muted, nothing read or carried out, until the throttle time is over
+            await trio.sleep(throttle / 1000.0)
+        return ok
+
+    async def _carry_out_plain(self, event) -> bool:
+        try:
+            response = await event.handler.handle(event.ctx, event.request)
+        except Exception as e:
+            out = self.dispatcher.fail(event, e)
+        else:
+            out = self.dispatcher.finish(event, response)
+        if out is None:
+            return True
+        return await self._carry_out(out)
 
     async def _carry_out_observed(self, event) -> bool:
         """``_carry_out`` of a ``HandleRequest`` while an observer is installed: the same steps,

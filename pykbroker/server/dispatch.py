@@ -54,15 +54,18 @@ class CloseConnection(Exception):
 class RequestContext:
     """What a handler knows about the request besides its body."""
 
-    __slots__ = ("broker", "connection", "api_key", "api_version", "correlation_id", "client_id")
+    __slots__ = ("broker", "connection", "api_key", "api_version", "correlation_id", "client_id", "size")
 
-    def __init__(self, broker, connection, header):
+    def __init__(self, broker, connection, header, size: int = 0):
         self.broker = broker
         self.connection = connection
         self.api_key = header.api_key
         self.api_version = header.api_version
         self.correlation_id = header.correlation_id
         self.client_id = header.client_id
+        # the request's size (header and body, Kafka's RequestChannel.Request.sizeInBytes):
+        # what a producer's byte-rate quota counts (quota/manager.py)
+        self.size = size
 
 
 class HandleRequest:
@@ -251,7 +254,7 @@ class Dispatcher:
             header = parse_request_header(frame, flexible)
         except ProtocolError as e:
             return self._close(str(e))
-        ctx = RequestContext(self.broker, self.connection, header)
+        ctx = RequestContext(self.broker, self.connection, header, len(frame))
         if not supported:
             # KIP-511: answer a too-new ApiVersions with a v0 body: UNSUPPORTED_VERSION and our range.
             body = handler.unsupported_version_response(ctx)

@@ -31,7 +31,27 @@ async def serve_listener(broker, listener: Listener, task_status=trio.TASK_STATU
     bound = sock.getsockname()
     actual = Listener(listener.name, listener.host, bound[1], listener.protocol)
 
+    quotas = getattr(broker, "connection_quotas", None)
+
     async def on_conn(stream):
+        if quotas is not None:
+            # max.connections / max.connections.per.ip (quota/connections.py), as Kafka's acceptor
+            try:
+                ip = stream.socket.getpeername()[0]
+            except OSError:
+                ip = "?"
+            await quotas.wait_for_slot(listener.name)
+            if not quotas.opened(listener.name, ip):
+                await stream.aclose()
+                return
+            try:
+                await _serve_connection(stream)
+            finally:
+                quotas.closed(listener.name, ip)
+            return
+        await _serve_connection(stream)
+
+    async def _serve_connection(stream):
         try:
             if sec is None:
                 await Connection(broker, stream, listener.name).run()

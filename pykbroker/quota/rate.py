@@ -1,0 +1,78 @@
+"""Kafka's sampled rate and throttle time (sans-IO; times in ms handed in).
+
+``Rate`` is Kafka's ``Rate`` over a ``WindowedSum`` (clients/.../metrics/stats/Rate.java,
+SampledStat.java) with ``MetricConfig.samples = quota.window.num`` (11) and ``timeWindowMs =
+quota.window.size.seconds`` x 1000 (1000):
+- a value is added to the current sample; a sample older than one window starts a new one
+  (``samples + 1`` are kept, the oldest recycled);
+- samples without an event for ``samples x window`` are reset before measuring;
+- the rate is the sum of the samples over the elapsed time since the oldest sample started,
+  counted as at least ``samples - 1`` whole windows (so a first burst is measured over 10 s, not
+  over the few ms since it began: Kafka's "assume prior windows with zero records").
+
+``throttle_ms`` is Kafka's QuotaUtils.throttleTime: (observed - bound) / bound x that window,
+rounded: the delay after which the average over the window is back at the bound if nothing more
+is recorded.
+"""
+from __future__ import annotations
+
+
+class Rate:
+    __slots__ = ("samples", "window_ms", "_starts", "_lasts", "_values", "_current")
+
+    def __init__(self, samples: int = 11, window_ms: int = 1000):
+        self.samples = samples
+        self.window_ms = window_ms
+        self._starts: list = []
+        self._lasts: list = []
+        self._values: list = []
+        self._current = 0
+
+    def record(self, value: float, now_ms: int) -> None:
+        if not self._starts:
+            self._new(now_ms)
+        i = self._current
+        if now_ms - self._starts[i] >= self.window_ms:
+            i = self._current = (i + 1) % (self.samples + 1)
+            if i >= len(self._starts):
+                self._new(now_ms)
+            else:
+                self._starts[i] = self._lasts[i] = now_ms
+                self._values[i] = 0.0
+        self._values[i] += value
+        self._lasts[i] = now_ms
+
+    def _new(self, now_ms: int) -> None:
+        self._starts.append(now_ms)
+        self._lasts.append(now_ms)
+        self._values.append(0.0)
+
+    def _purge(self, now_ms: int) -> None:
+        expire = self.samples * self.window_ms
+        for i, last in enumerate(self._lasts):
+            if now_ms - last >= expire:
+                self._starts[i] = self._lasts[i] = now_ms
+                self._values[i] = 0.0
+
+    def window_size_ms(self, now_ms: int) -> int:
+        self._purge(now_ms)
+        if not self._starts:
+            self._new(now_ms)
+        elapsed = now_ms - min(self._starts)
+        full = elapsed // self.window_ms
+        if full < self.samples - 1:
+            elapsed += (self.samples - 1 - full) * self.window_ms
+        return elapsed
+
+    def measure(self, now_ms: int) -> float:
+        """Units per second."""
+        window = self.window_size_ms(now_ms)
+        return sum(self._values) / (window / 1000.0) if window > 0 else 0.0
+
+    def throttle_ms(self, bound: float, now_ms: int) -> int:
+        """0 within ``bound``, else Kafka's throttle time for the observed rate."""
+        observed = self.measure(now_ms)
+        if observed <= bound:
+            return 0
+        # Java's Math.round (half up), not Python's half-to-even
+        return int((observed - bound) / bound * self.window_size_ms(now_ms) + 0.5)
