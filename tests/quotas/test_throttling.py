@@ -1,0 +1,191 @@
+"""Byte-rate quotas enforced: Kafka's sampled rate and throttle formula (sans-IO), its
+precedence, and on a broker the throttle a real client reads back.
+
+The brokers here use ``quota.window.num=2`` (windows of 1 s) so that a throttle lasts about a
+second instead of ten; the formula is the same.  Assertions are on the throttle values the
+broker answers and on lower bounds of how long it holds a connection (a muted connection is
+never answered sooner than its throttle time), never on a throughput within tight bounds."""
+import json
+import time
+
+import pytest
+
+import pykbroker
+from pykbroker.embedded import TEST_CONFIG
+from pykbroker.quota.manager import FETCH, PRODUCE, ClientQuotaManager
+from pykbroker.quota.rate import Rate
+from pykbroker.testing.wire import WireClient, call, create_topic, make_batch
+
+QUOTA_CONFIG = {**TEST_CONFIG, "quota.window.num": "2", "quota.window.size.seconds": "1"}
+
+
+def test_rate_and_throttle_time_are_kafkas():
+    r = Rate(11, 1000)
+    r.record(1000, 0)
+    # a first burst is measured over (samples - 1) windows: 1000 B / 10 s
+    assert r.measure(0) == 100.0
+    # (observed - bound) / bound x window = (100 - 50) / 50 x 10 000 ms
+    assert r.throttle_ms(50, 0) == 10000
+    assert r.throttle_ms(100, 0) == 0
+    r.record(1000, 2500)            # a new sample, 2.5 s later
+    assert r.window_size_ms(2500) == 2500 + 8 * 1000
+    assert r.measure(2500) == pytest.approx(2000 / 10.5)
+    # samples without an event for samples x window are dropped
+    assert r.measure(2500 + 11000) == 0.0
+    # Java's Math.round: half up
+    r2 = Rate(2, 1000)
+    r2.record(3, 0)                 # 3 / 1 s, bound 2: 0.5 x 1000 ms
+    assert r2.throttle_ms(2, 0) == 500
+
+
+def _stored(*items):
+    return {tuple(sorted(e.items(), key=lambda kv: {"client-id": 0, "user": 1}[kv[0]])): v for e, v in items}
+
+
+def test_precedence_and_shared_rates():
+    m = ClientQuotaManager()
+    assert not m.enabled and m.resolve(PRODUCE, "alice", "app") is None
+    m.apply(_stored(({"client-id": None}, {"producer_byte_rate": 1.0}),
+                    ({"client-id": "app"}, {"producer_byte_rate": 2.0}),
+                    ({"user": None}, {"producer_byte_rate": 3.0}),
+                    ({"user": None, "client-id": None}, {"producer_byte_rate": 4.0}),
+                    ({"user": None, "client-id": "app"}, {"producer_byte_rate": 5.0}),
+                    ({"user": "alice"}, {"producer_byte_rate": 6.0}),
+                    ({"user": "alice", "client-id": None}, {"producer_byte_rate": 7.0}),
+                    ({"user": "alice", "client-id": "app"}, {"producer_byte_rate": 8.0, "consumer_byte_rate": 80.0})))
+    assert m.enabled
+    assert m.resolve(PRODUCE, "alice", "app") == (8.0, (PRODUCE, "alice", "app"))
+    assert m.resolve(FETCH, "alice", "app") == (80.0, (FETCH, "alice", "app"))
+    assert m.resolve(FETCH, "alice", "other") is None      # no consumer quota at any other level
+    assert m.resolve(PRODUCE, "alice", "other") == (7.0, (PRODUCE, "alice", "other"))
+    assert m.resolve(PRODUCE, "bob", "app") == (5.0, (PRODUCE, "bob", "app"))
+    assert m.resolve(PRODUCE, "bob", "other") == (4.0, (PRODUCE, "bob", "other"))
+    m.apply(_stored(({"user": "alice"}, {"producer_byte_rate": 6.0}),
+                    ({"user": None}, {"producer_byte_rate": 3.0}),
+                    ({"client-id": "app"}, {"producer_byte_rate": 2.0}),
+                    ({"client-id": None}, {"producer_byte_rate": 1.0})))
+    # a user-level quota is shared by every client id of the user (one rate: client tag "")
+    assert m.resolve(PRODUCE, "alice", "x") == m.resolve(PRODUCE, "alice", "y") == (6.0, (PRODUCE, "alice", ""))
+    assert m.resolve(PRODUCE, "bob", "x") == (3.0, (PRODUCE, "bob", ""))
+    m.apply(_stored(({"client-id": "app"}, {"producer_byte_rate": 2.0}), ({"client-id": None}, {"producer_byte_rate": 1.0})))
+    # a client-id-level quota is shared by every user of the client id
+    assert m.resolve(PRODUCE, "alice", "app") == m.resolve(PRODUCE, "bob", "app") == (2.0, (PRODUCE, "", "app"))
+    assert m.resolve(PRODUCE, "alice", "zzz") == (1.0, (PRODUCE, "", "zzz"))
+    m.apply({})
+    assert not m.enabled
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    b = pykbroker.Broker(log_dir=str(tmp_path_factory.mktemp("quota-throttle")), config=QUOTA_CONFIG).start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+def set_quota(b, entity: dict, **values):
+    r = call(b, 49, 1, {"validate_only": False, "entries": [{
+        "entity": [{"entity_type": t, "entity_name": n} for t, n in entity.items()],
+        "ops": [{"key": k, "value": float(v), "remove": False} for k, v in values.items()]}]})
+    assert [e["error_code"] for e in r["entries"]] == [0], r
+
+
+def _produce(c, topic, nbytes, version):
+    batch = make_batch([b"x" * nbytes])
+    t0 = time.monotonic()
+    r = c.request(0, version, {"transactional_id": None, "acks": 1, "timeout_ms": 5000, "topic_data": [
+        {"name": topic, "partition_data": [{"index": 0, "records": batch}]}]})
+    assert r["responses"][0]["partition_responses"][0]["error_code"] == 0
+    return r["throttle_time_ms"], time.monotonic() - t0
+
+
+def test_produce_throttled_client_side_kip219(broker):
+    """Produce v9: answered at once with throttle_time_ms, then the connection is muted."""
+    create_topic(broker, "q-produce")
+    set_quota(broker, {"client-id": "slow-producer"}, producer_byte_rate=10000)
+    with WireClient(broker, client_id="slow-producer") as c, WireClient(broker, client_id="free") as free:
+        first, _ = _produce(c, "q-produce", 6000, 9)      # ~6 KB over a 1 s window: within 10 KB/s
+        assert first == 0
+        throttle, _ = _produce(c, "q-produce", 6000, 9)   # ~12 KB: over
+        # (observed - bound) / bound x window, observed ~12.2 KB/s over 1 s
+        assert 1000 * (12000 - 10000) / 10000 <= throttle <= 1000 * (12500 - 10000) / 10000
+        assert _produce(free, "q-produce", 6000, 9)[0] == 0   # another client id: no quota
+        t0 = time.monotonic()
+        _produce(c, "q-produce", 10, 9)   # muted: read only once the throttle time is over
+        assert time.monotonic() - t0 >= throttle / 1000.0 * 0.5
+    q = broker.broker.client_quotas
+    assert q.throttled_requests[PRODUCE] >= 1
+    rows = {(t, u, cid): (rate, avg) for t, u, cid, rate, avg in q.metrics(int(time.monotonic() * 1000))}
+    assert ("Produce", "", "slow-producer") in rows and ("Produce", "", "free") not in rows
+
+
+def test_produce_throttled_broker_side_before_v6(broker):
+    """Produce v5 (the client does not throttle itself): the broker holds the answer."""
+    create_topic(broker, "q-produce-v5")
+    set_quota(broker, {"client-id": "old-producer"}, producer_byte_rate=10000)
+    with WireClient(broker, client_id="old-producer") as c:
+        assert _produce(c, "q-produce-v5", 6000, 5)[0] == 0
+        throttle, elapsed = _produce(c, "q-produce-v5", 6000, 5)
+        assert throttle > 0
+        assert elapsed >= throttle / 1000.0 * 0.95    # held for the throttle time before answering
+
+
+def test_throttled_fetch_is_answered_empty(broker):
+    create_topic(broker, "q-fetch")
+    with WireClient(broker, client_id="filler") as c:
+        for _ in range(8):
+            _produce(c, "q-fetch", 4000, 9)
+    set_quota(broker, {"client-id": "slow-consumer"}, consumer_byte_rate=10000)
+    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+            "topics": [{"topic": "q-fetch", "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+                 "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]}
+    with WireClient(broker, client_id="slow-consumer") as c:
+        answers = []
+        for _ in range(4):
+            r = c.request(1, 12, body)
+            answers.append(r)
+            if r["throttle_time_ms"] > 0:
+                break
+        throttled = answers[-1]
+        assert throttled["throttle_time_ms"] > 0
+        assert (throttled["error_code"], throttled["session_id"], throttled["responses"]) == (0, 0, [])
+        # the answers with data never held more than the quota lets through in its window
+        for r in answers[:-1]:
+            assert 0 < len(r["responses"][0]["partitions"][0]["records"]) <= 10000 + 4000
+        t0 = time.monotonic()
+        again = c.request(1, 12, body)   # after the mute: data again, from the same offset
+        assert time.monotonic() - t0 >= throttled["throttle_time_ms"] / 1000.0 * 0.5
+    q = broker.broker.client_quotas
+    assert q.throttled_requests[FETCH] >= 1
+    assert again["throttle_time_ms"] >= 0
+
+
+def test_confluent_kafka_producer_reads_the_throttle(broker):
+    ck = pytest.importorskip("confluent_kafka")
+    create_topic(broker, "q-ck")
+    set_quota(broker, {"client-id": "ck-slow"}, producer_byte_rate=20000)
+    throttles = []
+
+    def stats(s):
+        for b in json.loads(s)["brokers"].values():
+            if b.get("nodeid", -1) >= 0:
+                throttles.append(b["throttle"]["max"])
+
+    p = ck.Producer({"bootstrap.servers": broker.bootstrap_servers, "client.id": "ck-slow", "linger.ms": 5,
+                     "statistics.interval.ms": 200, "stats_cb": stats})
+    payload = b"y" * 1000
+    delivered = []
+    for i in range(60):
+        p.produce("q-ck", payload, key=str(i).encode(), on_delivery=lambda err, m: delivered.append(err))
+        p.poll(0)
+    assert p.flush(30) == 0
+    time.sleep(0.5)
+    p.poll(0)
+    assert delivered == [None] * 60
+    # librdkafka read throttle_time_ms > 0 from the broker's answers (its "throttle" window stats)
+    assert max(throttles) > 0
+    assert broker.broker.client_quotas.throttled_requests[PRODUCE] >= 1
+    assert [r.value for r in broker.records("q-ck")] == [payload] * 60
