@@ -47,6 +47,12 @@ broker's trio thread, so it reads the state as its owners left it between two aw
 - ``kafka_server_socket_server_metrics_{successful,failed}_{authentication,reauthentication}_total
   {listener,mechanism}``: SASL authentications (security/stats.py; Kafka counts per listener only).
 - ``pykbroker_server_up`` 1 while a broker runs (0 between a crash and a restart).
+- Client quotas (quota/manager.py), per quota sensor (``user``, ``client_id``: the entity the
+  quota applies to, "" for a level it does not name), as Kafka's ``kafka.server:type=Produce|Fetch,
+  user=..,client-id=..`` MBeans: ``kafka_server_produce_byte_rate`` / ``kafka_server_fetch_byte_rate``
+  (bytes/s over the quota window), ``kafka_server_produce_throttle_time`` /
+  ``kafka_server_fetch_throttle_time`` (average throttle ms over the window), and
+  ``pykbroker_server_quota_throttled_requests_total{quota}`` (answers that carried a throttle).
 """
 from __future__ import annotations
 
@@ -128,7 +134,7 @@ class BrokerMetrics:
     running broker's ``(replica_manager, group_coordinator)`` or ``None`` while none runs; the
     collector reads them at scrape time."""
 
-    def __init__(self, owners, auth_stats=None):
+    def __init__(self, owners, auth_stats=None, quotas=None):
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.bytes_in = Counter("kafka_server_brokertopicmetrics_bytesin", "Record bytes appended by Produce",
@@ -153,7 +159,7 @@ class BrokerMetrics:
         self.connections_created = Counter("kafka_server_socket_server_metrics_connection_creation",
                                            "Connections accepted", ["listener"], registry=r)
         self.open_connections: dict[str, int] = {}
-        r.register(BrokerCollector(owners, self.open_connections, auth_stats))
+        r.register(BrokerCollector(owners, self.open_connections, auth_stats, quotas))
         self._owners = owners
 
     # -- the observer interface (observer.py) -------------------------------------------------
@@ -270,10 +276,11 @@ class BrokerCollector:
     """Gauges computed at scrape time from the state of its owners (ReplicaManager's partitions,
     the GroupCoordinator's committed offsets)."""
 
-    def __init__(self, owners, open_connections: dict, auth_stats=None):
+    def __init__(self, owners, open_connections: dict, auth_stats=None, quotas=None):
         self.owners = owners
         self.open_connections = open_connections
         self.auth_stats = auth_stats   # () -> security/stats.AuthenticationStats or None
+        self.quotas = quotas           # () -> quota/manager.ClientQuotaManager or None
 
     def describe(self):
         return []   # computed series: nothing to check at registration
@@ -288,6 +295,9 @@ class BrokerCollector:
         up.add_metric([], 1 if owners is not None else 0)
         yield up
         yield conns
+        q = self.quotas() if self.quotas is not None else None
+        if q is not None:
+            yield from quota_metrics(q)
         stats = self.auth_stats() if self.auth_stats is not None else None
         if stats is not None:
             from ..security.stats import KINDS
@@ -360,6 +370,35 @@ class BrokerCollector:
                         lag.add_metric(labels, max(0, hw - om.offset))
         yield current
         yield lag
+
+
+def quota_metrics(q):
+    """The client-quota series of one ClientQuotaManager (module docstring)."""
+    try:
+        now_ms = int(trio.current_time() * 1000)   # the quotas' clock: the broker's trio clock
+    except RuntimeError:   # outside the broker's loop (an embedded broker read from a test)
+        import time
+        now_ms = int(time.perf_counter() * 1000)
+    labels = ["user", "client_id"]
+    fams = {}
+    for qtype in ("Produce", "Fetch"):
+        low = qtype.lower()
+        fams[qtype] = (GaugeMetricFamily("kafka_server_%s_byte_rate" % low, "%s bytes/s of a client quota" % qtype,
+                                         labels=labels),
+                       GaugeMetricFamily("kafka_server_%s_throttle_time" % low,
+                                         "Average %s throttle time (ms) of a client quota" % qtype, labels=labels))
+    for qtype, user, client, rate, avg in q.metrics(now_ms):
+        rate_f, thr_f = fams[qtype]
+        rate_f.add_metric([user, client], rate)
+        thr_f.add_metric([user, client], avg)
+    for rate_f, thr_f in fams.values():
+        yield rate_f
+        yield thr_f
+    total = CounterMetricFamily("pykbroker_server_quota_throttled_requests", "Answers that carried a quota throttle",
+                                labels=["quota"])
+    for qtype, n in sorted(q.throttled_requests.items()):
+        total.add_metric([qtype], n)
+    yield total
 
 
 async def serve_metrics(metrics: BrokerMetrics, host: str, port: int, task_status=trio.TASK_STATUS_IGNORED):

@@ -24,7 +24,11 @@ def build_observer(observe: dict, current_broker):
             b = current_broker()
             return getattr(b, "auth_stats", None) if b is not None else None
 
-        metrics = BrokerMetrics(owners, auth_stats)
+        def quotas():
+            b = current_broker()
+            return getattr(b, "client_quotas", None) if b is not None else None
+
+        metrics = BrokerMetrics(owners, auth_stats, quotas)
         Log.flush_listener = metrics.observe_flush
         parts.append(metrics)
     if "trace" in observe:

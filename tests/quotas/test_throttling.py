@@ -116,8 +116,20 @@ def test_produce_throttled_client_side_kip219(broker):
         assert time.monotonic() - t0 >= throttle / 1000.0 * 0.5
     q = broker.broker.client_quotas
     assert q.throttled_requests[PRODUCE] >= 1
-    rows = {(t, u, cid): (rate, avg) for t, u, cid, rate, avg in q.metrics(int(time.monotonic() * 1000))}
-    assert ("Produce", "", "slow-producer") in rows and ("Produce", "", "free") not in rows
+    # Kafka's throttle metrics (kafka.server:type=Produce,user=,client-id=), as Prometheus series
+    from prometheus_client import generate_latest
+    from pykbroker.observability.metrics import BrokerMetrics
+    text = generate_latest(BrokerMetrics(lambda: None, None, lambda: q).registry).decode()
+    series = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, v = line.rpartition(" ")
+            series[name] = float(v)
+    slow = '{client_id="slow-producer",user=""}'
+    assert series["kafka_server_produce_throttle_time" + slow] >= throttle / 2   # the window's average
+    assert series["kafka_server_produce_byte_rate" + slow] > 0   # (back near the bound after the mute)
+    assert not any('client_id="free"' in k for k in series)   # no quota: not accounted
+    assert series['pykbroker_server_quota_throttled_requests_total{quota="Produce"}'] >= 1
 
 
 def test_produce_throttled_broker_side_before_v6(broker):
