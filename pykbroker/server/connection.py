@@ -228,16 +228,22 @@ class Connection:
             response = await event.handler.handle(ctx, request)
         except Exception as e:
             error = e
-            out = self.dispatcher.fail(event, e)
-        else:
-            out = self.dispatcher.finish(event, response)
         now_ms = int(trio.current_time() * 1000)
-        throttle = 0
+        if not fetch:
+            # Kafka records the request's size whatever the outcome, and answers with the throttle
+            throttle = manager.record(sensor, bound, ctx.size, now_ms)
+            if throttle > 0 and response is not None:
+                response["throttle_time_ms"] = throttle
+        out = self.dispatcher.fail(event, error) if error is not None else self.dispatcher.finish(event, response)
         if fetch:
+            throttle = 0
             if out.__class__ is SendResponse:
+                # the answer's size, header and body (Kafka's FetchContext.getResponseSize)
                 size = sum(p.length if hasattr(p, "length") else len(p) for p in out.parts) - 4
                 throttle = manager.record(sensor, bound, size, now_ms)
                 if throttle > 0 and response is not None:
+                    # answered empty, so its bytes are taken back (Kafka's unrecordQuotaSensor);
+                    # the discarded answer's file regions were never opened (read at send time)
                     manager.unrecord(sensor, size, now_ms)
                     incremental = ctx.api_version >= 7 and request.get("session_epoch", -1) > 0
                     code = response.get("error_code", 0)
@@ -245,11 +251,6 @@ class Connection:
                              "session_id": response.get("session_id", 0) if incremental and not code else 0,
                              "responses": []}
                     out = self.dispatcher.finish(event, empty)
-        else:
-            throttle = manager.record(sensor, bound, ctx.size, now_ms)
-            if throttle > 0 and response is not None and error is None:
-                response["throttle_time_ms"] = throttle
-                out = self.dispatcher.finish(event, response)
         client_side = throttle > 0 and ctx.api_version >= CLIENT_THROTTLES_FROM[ctx.api_key]
         if throttle > 0:
             manager.throttled(FETCH if fetch else PRODUCE, sensor, throttle, now_ms)
