@@ -188,6 +188,8 @@ class QuotaSession:
             return self._cache[key]
         except KeyError:
             pass
+        if len(self._cache) >= 64:
+            self._cache = {}   # a connection cycling through client ids: recompute, never grow
         r = m.resolve(qtype, principal_user(p), client_id or "")
         got = self._cache[key] = None if r is None else (r[0], m.sensor(r[1]))
         return got
