@@ -178,11 +178,23 @@ def test_throttled_fetch_is_answered_empty(broker):
         for r in answers[:-1]:
             assert 0 < len(r["responses"][0]["partitions"][0]["records"]) <= 10000 + 4000
         t0 = time.monotonic()
-        again = c.request(1, 12, body)   # after the mute: data again, from the same offset
+        c.request(1, 12, body)   # muted: read only once the throttle time is over
         assert time.monotonic() - t0 >= throttled["throttle_time_ms"] / 1000.0 * 0.5
-    q = broker.broker.client_quotas
-    assert q.throttled_requests[FETCH] >= 1
-    assert again["throttle_time_ms"] >= 0
+    assert broker.broker.client_quotas.throttled_requests[FETCH] >= 1
+    # Fetch v7 (the client does not throttle itself before v8): the broker holds the empty answer
+    v7 = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+          "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [],
+          "topics": [{"topic": "q-fetch", "partitions": [
+              {"partition": 0, "fetch_offset": 0, "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]}
+    with WireClient(broker, client_id="slow-consumer") as c:
+        for _ in range(10):
+            t0 = time.monotonic()
+            r = c.request(1, 7, v7)
+            elapsed = time.monotonic() - t0
+            if r["throttle_time_ms"] > 0:
+                break
+        assert r["throttle_time_ms"] > 0 and r["responses"] == []
+        assert elapsed >= r["throttle_time_ms"] / 1000.0 * 0.95
 
 
 def test_confluent_kafka_producer_reads_the_throttle(broker):
