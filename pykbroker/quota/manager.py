@@ -152,6 +152,24 @@ class ClientQuotaManager:
         return out
 
 
+def fetch_quota_cap(bound: float, manager: "ClientQuotaManager") -> int:
+    """The most bytes one Fetch may ask for under a quota of ``bound`` bytes/s (Kafka's
+    maxValueInQuotaWindow: what the quota lets through in its window), so that one answer
+    cannot earn a throttle of minutes."""
+    return int(bound * (manager.samples - 1) * manager.window_ms / 1000)
+
+
+def throttled_fetch_response(version: int, request: dict, response: dict, throttle_ms: int) -> dict:
+    """Kafka's answer to a throttled Fetch (FetchContext.getThrottledResponse): no partitions,
+    the throttle time, the request's error if any, and the session id of an incremental fetch
+    (0 for a full or sessionless one)."""
+    incremental = version >= 7 and request.get("session_epoch", -1) > 0
+    code = response.get("error_code", 0)
+    return {"throttle_time_ms": throttle_ms, "error_code": code,
+            "session_id": response.get("session_id", 0) if incremental and not code else 0,
+            "responses": []}
+
+
 def _entity(d: dict, t: str):
     if t not in d:
         return _ABSENT

@@ -21,6 +21,7 @@ in hand, not reading on.  Such a client costs one answer's memory, never a queue
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -196,7 +197,8 @@ class Connection:
         bytes taken back) and the connection reads nothing more for that long: answered at once
         and then muted when the client throttles itself at that version, held for the throttle
         time first otherwise."""
-        from ..quota.manager import CLIENT_THROTTLES_FROM, FETCH, PRODUCE, QuotaSession
+        from ..quota.manager import (CLIENT_THROTTLES_FROM, FETCH, PRODUCE, QuotaSession, fetch_quota_cap,
+                                     throttled_fetch_response)
         ctx, request = event.ctx, event.request
         fetch = ctx.api_key == 1
         rs = request.get("replica_state") if fetch else None
@@ -214,20 +216,18 @@ class Connection:
         bound, sensor = found
         manager = self.quotas
         if fetch:
-            # Kafka: a fetch never asks for more than the quota lets through in its window
-            # (ClientQuotaManager.maxValueInQuotaWindow), so one answer cannot be throttled
-            # for minutes
-            cap = int(bound * (manager.samples - 1) * manager.window_ms / 1000)
+            cap = fetch_quota_cap(bound, manager)
             if request["max_bytes"] > cap:
                 request["max_bytes"] = cap
                 request["min_bytes"] = min(request["min_bytes"], cap)
         obs = self.observer
         t0 = time.perf_counter()
         response = error = None
-        try:
-            response = await event.handler.handle(ctx, request)
-        except Exception as e:
-            error = e
+        with (obs.request_context(self, ctx, event.spec) if obs is not None else contextlib.nullcontext()):
+            try:
+                response = await event.handler.handle(ctx, request)
+            except Exception as e:
+                error = e
         now_ms = int(trio.current_time() * 1000)
         if not fetch:
             # Kafka records the request's size whatever the outcome, and answers with the throttle
@@ -245,12 +245,8 @@ class Connection:
                     # answered empty, so its bytes are taken back (Kafka's unrecordQuotaSensor);
                     # the discarded answer's file regions were never opened (read at send time)
                     manager.unrecord(sensor, size, now_ms)
-                    incremental = ctx.api_version >= 7 and request.get("session_epoch", -1) > 0
-                    code = response.get("error_code", 0)
-                    empty = {"throttle_time_ms": throttle, "error_code": code,
-                             "session_id": response.get("session_id", 0) if incremental and not code else 0,
-                             "responses": []}
-                    out = self.dispatcher.finish(event, empty)
+                    out = self.dispatcher.finish(event, throttled_fetch_response(ctx.api_version, request,
+                                                                                 response, throttle))
         client_side = throttle > 0 and ctx.api_version >= CLIENT_THROTTLES_FROM[ctx.api_key]
         if throttle > 0:
             manager.throttled(FETCH if fetch else PRODUCE, sensor, throttle, now_ms)
