@@ -81,3 +81,11 @@ def test_max_connections_holds_the_extra_connection_until_one_closes(broker):
     finally:
         a.close()
         b.close()
+
+
+def test_overrides_parse_as_kafka():
+    from pykbroker.quota.connections import parse_overrides
+    assert parse_overrides("") == {}
+    # addresses as they are, host names resolved (InetAddress.getByName), bad entries ignored
+    assert parse_overrides("127.0.0.1:200, localhost:5,[::1]:7,nonsense,10.0.0.1:x") == {
+        "127.0.0.1": 5, "::1": 7}
