@@ -20,14 +20,22 @@ Behaviour (Apache Kafka KRaft: ControllerApis.createTopics + ReplicationControlM
 Version notes: v5+ (flexible) returns the new topic's partition count, replication factor and
 its effective configs (sorted by name; source TOPIC_CONFIG for the request's overrides, else the
 broker default's source) plus ``topic_config_error_code``; v7 returns the topic id.  v2-v4 differ
-only in encoding; v6 only in quota semantics (no quotas here, throttle is 0).
+only in encoding; v6 only in quota semantics.
+- ``controller_mutation_rate`` (quota/manager.py MutationQuota, KIP-599): a valid topic's
+  partitions are counted before it is created (not for ``validate_only``); from v6 a topic is
+  refused with THROTTLING_QUOTA_EXCEEDED (message null) while the client's token bucket is below
+  zero, before v6 it is created and only throttled; the answer carries the throttle time and the
+  connection is muted for it (v3+) or the answer held (v2).
 """
 from __future__ import annotations
+
+import trio
 
 from ..acl.bindings import CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE_CONFIGS, TOPIC
 from ..acl.check import session
 from ..config import SOURCE_TOPIC, TOPIC_CONFIGS
 from ..protocol.errors import ErrorCode, KafkaError
+from ..quota.manager import mutation_quota
 from ..cluster.metadata import MAX_PARTITIONS_PER_REQUEST, ZERO_UUID
 from .common import DUPLICATE_TOPIC, TOO_MANY_PARTITIONS, each_topic_once, error_per_item
 
@@ -70,12 +78,23 @@ async def handle(ctx, request):
             _failed(t["name"], ErrorCode.POLICY_VIOLATION, TOO_MANY_PARTITIONS) for t in topics]}
     az = session(ctx)
     create_any = az is None or az.allowed(CREATE, CLUSTER, CLUSTER_NAME)
+    mq = mutation_quota(ctx)   # controller_mutation_rate (quota/manager.py); None: not counted
+    if mq is not None and not request["validate_only"]:
+        # Kafka's controller checks every topic and counts the valid ones' partitions before
+        # creating any (one batch of records); creating logs here takes time, during which the
+        # bucket would refill, so the counting is a first pass
+        refused = await _count_mutations(controller, mq, topics, counts, create_any, az)
+    else:
+        refused = {}
     for name, t in each_topic_once(topics, counts):
         if t is None:
             results.append(_failed(name, ErrorCode.INVALID_REQUEST, DUPLICATE_TOPIC))
             continue
         if not create_any and not az.allowed(CREATE, TOPIC, name):
             results.append(_failed(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."))
+            continue
+        if name in refused:
+            results.append(_failed(name, ErrorCode.THROTTLING_QUOTA_EXCEEDED, None))
             continue
         configs = {c["name"]: c["value"] for c in t["configs"]}
         assignments = [(a["partition_index"], a["broker_ids"]) for a in t["assignments"]]
@@ -94,7 +113,26 @@ async def handle(ctx, request):
         results.append({"name": name, "topic_id": info.topic_id, "error_code": 0, "error_message": None,
                         "topic_config_error_code": int(config_code), "num_partitions": info.num_partitions,
                         "replication_factor": info.replication_factor, "configs": configs})
-    return {"throttle_time_ms": 0, "topics": results}
+    return {"throttle_time_ms": mq.throttle_ms if mq is not None else 0, "topics": results}
+
+
+async def _count_mutations(controller, mq, topics, counts, create_any, az) -> set:
+    """The names whose creation the controller mutation quota refuses: each valid topic's
+    partitions counted in request order (invalid ones are answered with their own error)."""
+    refused = set()
+    for name, t in each_topic_once(topics, counts):
+        if t is None or (not create_any and not az.allowed(CREATE, TOPIC, name)):
+            continue
+        configs = {c["name"]: c["value"] for c in t["configs"]}
+        assignments = [(a["partition_index"], a["broker_ids"]) for a in t["assignments"]]
+        try:
+            info = await controller.create_topic(name, t["num_partitions"], t["replication_factor"], configs,
+                                                 assignments=assignments or None, validate_only=True)
+        except KafkaError:
+            continue
+        if not mq.record(info.num_partitions, int(trio.current_time() * 1000)):
+            refused.add(name)
+    return refused
 
 
 def _failed(name, code, message) -> dict:

@@ -13,14 +13,22 @@ Behaviour (Apache Kafka KRaft: ControllerApis.deleteTopics):
   else TOPIC_AUTHORIZATION_FAILED before the existence check (by id: a name stays null unless
   DESCRIBE is allowed).
 - The deletion is durable before the answer; the partition logs are removed right after.
+- ``controller_mutation_rate`` (quota/manager.py MutationQuota, KIP-599): a topic's partitions
+  are counted before it is deleted; from v5 a topic is refused with THROTTLING_QUOTA_EXCEEDED
+  (message null) while the client's token bucket is below zero, before v5 it is deleted and only
+  throttled; the answer carries the throttle time and the connection is muted for it (v2+) or
+  the answer held (v1).
 Version notes: v4 flexible; v5 adds error_message (Kafka's default texts for unknown topics);
 v6 adds topic ids.
 """
 from __future__ import annotations
 
+import trio
+
 from ..acl.bindings import CLUSTER, CLUSTER_NAME, DELETE, DESCRIBE, TOPIC
 from ..acl.check import session
 from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode, KafkaError
+from ..quota.manager import mutation_quota
 from ..cluster.metadata import ZERO_UUID
 
 API_KEY = 20
@@ -114,13 +122,25 @@ async def handle(ctx, request):
                                "The provided topic name maps to an ID that was already supplied."))
         else:
             to_delete[info.topic_id] = n
+    mq = mutation_quota(ctx)   # controller_mutation_rate (quota/manager.py); None: not counted
+    refused = set()
+    if mq is not None:
+        # counted for every topic before any is deleted, as Kafka's controller does in one batch
+        now_ms = int(trio.current_time() * 1000)
+        for tid in to_delete:
+            info = md.by_id.get(tid)
+            if info is not None and not mq.record(info.num_partitions, now_ms):
+                refused.add(tid)
     for tid, n in to_delete.items():
+        if tid in refused:
+            out.append(_result(n, tid, ErrorCode.THROTTLING_QUOTA_EXCEEDED))
+            continue
         try:
             await broker.controller.delete_topic(n)
             out.append(_result(n, tid, ErrorCode.NONE))
         except KafkaError as e:
             out.append(_result(n, tid, e.code, e.message))
-    return {"throttle_time_ms": 0, "responses": out}
+    return {"throttle_time_ms": mq.throttle_ms if mq is not None else 0, "responses": out}
 
 
 def error_response(ctx, request, code):

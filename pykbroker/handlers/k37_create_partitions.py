@@ -10,13 +10,21 @@ Behaviour (Apache Kafka KRaft: ControllerApis + ReplicationControlManager.create
   "Attempted to add N additional partition(s), but only M assignment(s) were specified."), each
   valid (registered brokers, no duplicates, the topic's replication factor).
 - ``validate_only`` checks without adding.  The new partitions' logs exist before the answer.
-Version notes: v2 is flexible; v3 is identical (KIP-599 quota semantics, no quotas here).
+Version notes: v2 is flexible; v3 is identical but for KIP-599's quota semantics:
+- ``controller_mutation_rate`` (quota/manager.py MutationQuota): the partitions a valid change
+  adds are counted before it is made (not for ``validate_only``); from v3 a topic is refused with
+  THROTTLING_QUOTA_EXCEEDED (message null) while the client's token bucket is below zero, before
+  v3 the change is made and only throttled; the answer carries the throttle time and the
+  connection is muted for it (v1+) or the answer held (v0).
 """
 from __future__ import annotations
+
+import trio
 
 from ..acl.bindings import ALTER, TOPIC
 from ..acl.check import allowed
 from ..protocol.errors import ErrorCode, KafkaError
+from ..quota.manager import mutation_quota
 from ..cluster.metadata import MAX_PARTITIONS_PER_REQUEST
 from .common import DUPLICATE_TOPIC, TOO_MANY_PARTITIONS, each_topic_once, error_per_item
 
@@ -44,6 +52,20 @@ async def handle(ctx, request):
         return {"throttle_time_ms": 0, "results": [
             _result(t["name"], ErrorCode.POLICY_VIOLATION, TOO_MANY_PARTITIONS) for t in topics]}
     results = []
+    mq = mutation_quota(ctx)   # controller_mutation_rate (quota/manager.py); None: not counted
+    refused = set()
+    if mq is not None and not request["validate_only"]:
+        # Kafka's controller counts every valid change before making any (see CreateTopics)
+        for name, t in each_topic_once(topics, counts):
+            if t is None or not allowed(ctx, ALTER, TOPIC, name):
+                continue
+            assignments = None if t["assignments"] is None else [a["broker_ids"] for a in t["assignments"]]
+            try:
+                await ctx.broker.controller.create_partitions(name, t["count"], assignments, True)
+            except KafkaError:
+                continue
+            if not mq.record(t["count"] - md.topics[name].num_partitions, int(trio.current_time() * 1000)):
+                refused.add(name)
     for name, t in each_topic_once(topics, counts):
         if t is None:
             results.append(_result(name, ErrorCode.INVALID_REQUEST, DUPLICATE_TOPIC))
@@ -54,12 +76,15 @@ async def handle(ctx, request):
         assignments = None
         if t["assignments"] is not None:
             assignments = [a["broker_ids"] for a in t["assignments"]]
+        if name in refused:
+            results.append(_result(name, ErrorCode.THROTTLING_QUOTA_EXCEEDED))
+            continue
         try:
             await ctx.broker.controller.create_partitions(name, t["count"], assignments, request["validate_only"])
             results.append(_result(name))
         except KafkaError as e:
             results.append(_result(name, e.code, e.message))
-    return {"throttle_time_ms": 0, "results": results}
+    return {"throttle_time_ms": mq.throttle_ms if mq is not None else 0, "results": results}
 
 
 error_response = error_per_item("topics", "results", lambda t, code: _result(t["name"], code))

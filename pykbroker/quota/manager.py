@@ -31,15 +31,22 @@ from __future__ import annotations
 
 import logging
 
-from .entities import CLIENT_ID, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, USER
-from .rate import Rate
+from .entities import CLIENT_ID, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, USER
+from .rate import Rate, TokenBucket
 
 log = logging.getLogger("pykbroker.quota")
 
 PRODUCE = "Produce"
 FETCH = "Fetch"
+MUTATION = "ControllerMutation"
 # the stored key of each enforced quota type (Kafka's QuotaType -> ClientQuotaType)
-_KEYS = {PRODUCE: PRODUCER_BYTE_RATE, FETCH: CONSUMER_BYTE_RATE}
+_KEYS = {PRODUCE: PRODUCER_BYTE_RATE, FETCH: CONSUMER_BYTE_RATE, MUTATION: CONTROLLER_MUTATION_RATE}
+
+# The APIs a controller mutation quota applies to, and the version from which it is strict (a
+# mutation over the quota is refused with THROTTLING_QUOTA_EXCEEDED; before, it is done and only
+# throttled): Kafka's ControllerApis (KIP-599).  CreateTopics 19, DeleteTopics 20,
+# CreatePartitions 37.
+MUTATION_STRICT_FROM = {19: 6, 20: 5, 37: 3}
 
 DEFAULT = object()   # the <default> entity in the lookup tables (a stored null name)
 _ABSENT = None
@@ -47,17 +54,19 @@ _ABSENT = None
 # Kafka's first response version at which the client throttles itself (AbstractResponse
 # .shouldClientThrottle, KIP-219): the broker answers at once and mutes the connection.  Older
 # versions: the broker holds the answer for the throttle time.
-CLIENT_THROTTLES_FROM = {0: 6, 1: 8}
+CLIENT_THROTTLES_FROM = {0: 6, 1: 8, 19: 3, 20: 2, 37: 1}
 
 _SENSOR_MAX = 100_000   # distinct (user, client-id) rates kept; beyond, idle ones are dropped
 
 
 class _Sensor:
-    """One shared rate (Kafka's quota sensor) and its throttle-time average."""
-    __slots__ = ("rate", "throttle_sum", "throttle_count", "last_ms")
+    """One shared rate (Kafka's quota sensor) and its throttle-time average; for the controller
+    mutation quota also its token bucket."""
+    __slots__ = ("rate", "throttle_sum", "throttle_count", "last_ms", "bucket")
 
     def __init__(self, samples: int, window_ms: int):
         self.rate = Rate(samples, window_ms)
+        self.bucket = TokenBucket(samples, window_ms)
         # throttle-time: Kafka's Avg over the same windows; the sums here, per window
         self.throttle_sum = Rate(samples, window_ms)
         self.throttle_count = Rate(samples, window_ms)
@@ -68,18 +77,20 @@ class ClientQuotaManager:
     def __init__(self, samples: int = 11, window_seconds: int = 1):
         self.samples = samples
         self.window_ms = window_seconds * 1000
-        self.enabled = False
+        self.enabled = False           # a byte-rate quota is stored: Produce/Fetch are accounted
+        self.mutation_enabled = False  # a controller_mutation_rate is stored
+        self.active = False            # either: the one flag a connection reads per request
         self.generation = 0
         # quota type -> {(user entity, client entity): bound}; user/client entity: a name,
         # DEFAULT or None (absent)
-        self._overrides: dict = {PRODUCE: {}, FETCH: {}}
+        self._overrides: dict = {PRODUCE: {}, FETCH: {}, MUTATION: {}}
         self._sensors: dict = {}
-        self.throttled_requests = {PRODUCE: 0, FETCH: 0}
+        self.throttled_requests = {PRODUCE: 0, FETCH: 0, MUTATION: 0}
 
     # -- configuration -------------------------------------------------------------------
     def apply(self, stored: dict) -> None:
         """The controller's quotas ({entity tuple: {key: value}}), all of them."""
-        tables = {PRODUCE: {}, FETCH: {}}
+        tables = {PRODUCE: {}, FETCH: {}, MUTATION: {}}
         for entity, values in stored.items():
             d = dict(entity)
             if set(d) - {USER, CLIENT_ID}:
@@ -90,7 +101,9 @@ class ClientQuotaManager:
                 if key in values:
                     tables[qtype][(user, client)] = float(values[key])
         self._overrides = tables
-        self.enabled = any(tables.values())
+        self.enabled = bool(tables[PRODUCE] or tables[FETCH])
+        self.mutation_enabled = bool(tables[MUTATION])
+        self.active = self.enabled or self.mutation_enabled
         self.generation += 1
         log.info("client quotas in force: %s", {q: len(t) for q, t in tables.items()})
 
@@ -146,6 +159,8 @@ class ClientQuotaManager:
         Kafka's ``kafka.server:type=Produce|Fetch,user=..,client-id=..`` attributes."""
         out = []
         for (qtype, user, client), s in sorted(self._sensors.items(), key=lambda kv: kv[0]):
+            if qtype not in (PRODUCE, FETCH):
+                continue
             n = s.throttle_count.measure(now_ms)
             avg = s.throttle_sum.measure(now_ms) / n if n > 0 else 0.0
             out.append((qtype, user, client, s.rate.measure(now_ms), avg))
@@ -168,6 +183,53 @@ def throttled_fetch_response(version: int, request: dict, response: dict, thrott
     return {"throttle_time_ms": throttle_ms, "error_code": code,
             "session_id": response.get("session_id", 0) if incremental and not code else 0,
             "responses": []}
+
+
+class MutationQuota:
+    """One request's controller mutation quota (Kafka's Strict/PermissiveControllerMutationQuota):
+    ``record(permits)`` before each topic's change (its partitions: created, deleted or added).
+    Strict: refused (False) while the bucket is below zero, and the answer's throttle time is the
+    time to refill it; permissive (older versions): always done, throttled once below zero."""
+    __slots__ = ("manager", "sensor", "bound", "strict", "throttle_ms")
+
+    def __init__(self, manager, sensor, bound: float, strict: bool):
+        self.manager = manager
+        self.sensor = sensor
+        self.bound = bound
+        self.strict = strict
+        self.throttle_ms = 0
+
+    def record(self, permits: float, now_ms: int) -> bool:
+        bucket = self.sensor.bucket
+        self.sensor.last_ms = now_ms
+        if self.strict:
+            tokens = bucket.measure(self.bound, now_ms)
+            if tokens < 0:
+                self.throttle_ms = TokenBucket.throttle_ms(tokens, self.bound)
+                return False
+            bucket.record(permits, self.bound, now_ms)
+            self.sensor.rate.record(permits, now_ms)
+            return True
+        bucket.record(permits, self.bound, now_ms)
+        self.sensor.rate.record(permits, now_ms)
+        self.throttle_ms = TokenBucket.throttle_ms(bucket.tokens, self.bound)
+        return True
+
+
+def mutation_quota(ctx):
+    """The MutationQuota of a CreateTopics / DeleteTopics / CreatePartitions request, or None
+    (no controller_mutation_rate applies to its client: nothing is counted)."""
+    manager = getattr(ctx.broker, "client_quotas", None)
+    if manager is None or not manager.mutation_enabled:
+        return None
+    conn = ctx.connection
+    qs = getattr(conn, "quota_session", None)
+    if qs is None:
+        qs = conn.quota_session = QuotaSession(manager, conn)
+    found = qs.lookup(MUTATION, ctx.client_id)
+    if found is None:
+        return None
+    return MutationQuota(manager, found[1], found[0], ctx.api_version >= MUTATION_STRICT_FROM[ctx.api_key])
 
 
 def _entity(d: dict, t: str):

@@ -76,3 +76,36 @@ class Rate:
             return 0
         # Java's Math.round (half up), not Python's half-to-even
         return int((observed - bound) / bound * self.window_size_ms(now_ms) + 0.5)
+
+
+class TokenBucket:
+    """Kafka's TokenBucket stat (KIP-599, the controller mutation quota): ``bound`` tokens a
+    second refill a bucket of ``samples x window`` seconds' worth (the burst); a value takes
+    its tokens, and the bucket may go negative.  It starts full."""
+    __slots__ = ("burst_seconds", "tokens", "last_ms")
+
+    def __init__(self, samples: int = 11, window_ms: int = 1000):
+        self.burst_seconds = samples * window_ms / 1000.0
+        self.tokens = None   # full at the first use
+        self.last_ms = 0
+
+    def _refill(self, bound: float, now_ms: int) -> None:
+        burst = self.burst_seconds * bound
+        if self.tokens is None:
+            self.tokens = burst
+        else:
+            self.tokens = min(burst, self.tokens + bound * (now_ms - self.last_ms) / 1000.0)
+        self.last_ms = now_ms
+
+    def measure(self, bound: float, now_ms: int) -> float:
+        self._refill(bound, now_ms)
+        return self.tokens
+
+    def record(self, value: float, bound: float, now_ms: int) -> None:
+        self._refill(bound, now_ms)
+        self.tokens = min(self.burst_seconds * bound, self.tokens - value)
+
+    @staticmethod
+    def throttle_ms(tokens: float, bound: float) -> int:
+        """Kafka's ControllerMutationQuotaManager.throttleTimeMs: the time to refill to 0."""
+        return int(-tokens / bound * 1000 + 0.5) if tokens < 0 else 0

@@ -161,8 +161,12 @@ class Connection:
         connection is to be closed."""
         if event.__class__ is HandleRequest:
             q = self.quotas
-            if q is not None and q.enabled and event.ctx.api_key <= 1:
-                return await self._carry_out_quota(event)
+            if q is not None and q.active:
+                key = event.ctx.api_key
+                if key <= 1 and q.enabled:
+                    return await self._carry_out_quota(event)
+                if key in (19, 20, 37) and q.mutation_enabled:
+                    return await self._carry_out_mutation(event)
             if self.observer is not None:
                 return await self._carry_out_observed(event)
             try:
@@ -266,6 +270,30 @@ class Connection:
                              t0, t1, time.perf_counter())
         if ok and client_side:
             # KIP-219: muted, nothing read or carried out, until the throttle time is over
+            await trio.sleep(throttle / 1000.0)
+        return ok
+
+    async def _carry_out_mutation(self, event) -> bool:
+        """``_carry_out`` of CreateTopics / DeleteTopics / CreatePartitions while a controller
+        mutation quota is stored: the handler counted the mutations (quota/manager.py
+        MutationQuota) and put the throttle in its answer; as for the byte rates, the
+        connection is then muted for it (KIP-219), or the answer held for older versions."""
+        from ..quota.manager import CLIENT_THROTTLES_FROM, MUTATION
+        ctx = event.ctx
+        try:
+            response = await event.handler.handle(ctx, event.request)
+        except Exception as e:
+            out, throttle = self.dispatcher.fail(event, e), 0
+        else:
+            out = self.dispatcher.finish(event, response)
+            throttle = response.get("throttle_time_ms", 0) if response is not None else 0
+        client_side = throttle > 0 and ctx.api_version >= CLIENT_THROTTLES_FROM[ctx.api_key]
+        if throttle > 0:
+            self.quotas.throttled_requests[MUTATION] += 1
+            if not client_side:
+                await trio.sleep(throttle / 1000.0)
+        ok = True if out is None else await self._carry_out(out)
+        if ok and client_side:
             await trio.sleep(throttle / 1000.0)
         return ok
 

@@ -261,3 +261,50 @@ def test_user_quota_follows_the_sasl_principal(tmp_path):
                 c.close()
         sensors = {(t, u, c) for t, u, c, _, _ in b.broker.client_quotas.metrics(int(time.perf_counter() * 1000))}
         assert sensors == {("Produce", "alice", "")}
+
+
+def _create_topics(c, topics, version=7):
+    return c.request(19, version, {"topics": [{"name": n, "num_partitions": p, "replication_factor": 1,
+                                               "assignments": [], "configs": []} for n, p in topics],
+                                   "timeout_ms": 10000, "validate_only": False})
+
+
+def test_controller_mutation_rate(broker):
+    """KIP-599: a token bucket of controller_mutation_rate x samples x window partitions (here
+    10/s x 2 s = 20).  Strict versions refuse a topic while the bucket is below zero; older ones
+    create it and only throttle."""
+    set_quota(broker, {"client-id": "mutator"}, controller_mutation_rate=10)
+    set_quota(broker, {"client-id": "old-mutator"}, controller_mutation_rate=10)
+    with WireClient(broker, client_id="mutator") as c:
+        r = _create_topics(c, [("mut-a", 25), ("mut-exists", 1), ("mut-b", 1)])
+        got = {t["name"]: (t["error_code"], t["error_message"]) for t in r["topics"]}
+        # mut-a takes the bucket to -5; then nothing more until it refills
+        assert got == {"mut-a": (0, None), "mut-exists": (89, None), "mut-b": (89, None)}
+        assert 0 < r["throttle_time_ms"] <= 500       # -(-5) / 10 x 1000 at most
+        t0 = time.monotonic()
+        # an invalid topic is answered with its own error, before the quota (Kafka's order)
+        r = _create_topics(c, [("mut-a", 1)])
+        assert time.monotonic() - t0 >= 0.2          # muted for the throttle first
+        assert [t["error_code"] for t in r["topics"]] == [36]
+    with WireClient(broker, client_id="old-mutator") as c:
+        # permissive before v6: created, then the bucket is ~40 partitions below zero
+        r = _create_topics(c, [("mut-c", 59), ("mut-d", 1)], version=5)
+        assert [t["error_code"] for t in r["topics"]] == [0, 0]
+        assert 0 < r["throttle_time_ms"] <= 4000
+    # (new connections: the one above is muted for that long; the bucket is the client id's)
+    with WireClient(broker, client_id="old-mutator") as c:
+        r = c.request(37, 3, {"topics": [{"name": "mut-d", "count": 3, "assignments": None}],
+                              "timeout_ms": 10000, "validate_only": False})
+        assert [(x["error_code"], x["error_message"]) for x in r["results"]] == [(89, None)]   # strict from v3
+        assert r["throttle_time_ms"] > 0
+    with WireClient(broker, client_id="old-mutator") as c:
+        r = c.request(37, 2, {"topics": [{"name": "mut-d", "count": 3, "assignments": None}],
+                              "timeout_ms": 10000, "validate_only": False})
+        assert [x["error_code"] for x in r["results"]] == [0] and r["throttle_time_ms"] > 0   # permissive
+    with WireClient(broker, client_id="old-mutator") as c:
+        r = c.request(20, 5, {"topic_names": ["mut-c"], "timeout_ms": 10000})
+        assert [x["error_code"] for x in r["responses"]] == [89] and r["throttle_time_ms"] > 0   # strict from v5
+    with WireClient(broker, client_id="old-mutator") as c:
+        r = c.request(20, 4, {"topic_names": ["mut-c"], "timeout_ms": 10000})
+        assert [x["error_code"] for x in r["responses"]] == [0] and r["throttle_time_ms"] > 0    # permissive
+    assert broker.broker.client_quotas.throttled_requests["ControllerMutation"] >= 6
