@@ -280,10 +280,16 @@ class Connection:
         connection is then muted for it (KIP-219), or the answer held for older versions."""
         from ..quota.manager import CLIENT_THROTTLES_FROM, MUTATION
         ctx = event.ctx
-        try:
-            response = await event.handler.handle(ctx, event.request)
-        except Exception as e:
-            out, throttle = self.dispatcher.fail(event, e), 0
+        obs = self.observer
+        t0 = time.perf_counter()
+        response = error = None
+        with (obs.request_context(self, ctx, event.spec) if obs is not None else contextlib.nullcontext()):
+            try:
+                response = await event.handler.handle(ctx, event.request)
+            except Exception as e:
+                error = e
+        if error is not None:
+            out, throttle = self.dispatcher.fail(event, error), 0
         else:
             out = self.dispatcher.finish(event, response)
             throttle = response.get("throttle_time_ms", 0) if response is not None else 0
@@ -291,10 +297,14 @@ class Connection:
         if throttle > 0:
             self.quotas.throttled_requests[MUTATION] += 1
             if not client_side:
-                await trio.sleep(throttle / 1000.0)
+                await trio.sleep(throttle / 1000.0)   # older clients: the broker holds the answer
+        t1 = time.perf_counter()
         ok = True if out is None else await self._carry_out(out)
+        if obs is not None:
+            obs.request_done(self, event, response, out.parts if ok and out.__class__ is SendResponse else None,
+                             error, t0, t1, time.perf_counter())
         if ok and client_side:
-            await trio.sleep(throttle / 1000.0)
+            await trio.sleep(throttle / 1000.0)       # KIP-219: muted
         return ok
 
     async def _carry_out_plain(self, event) -> bool:
