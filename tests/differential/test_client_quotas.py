@@ -122,3 +122,43 @@ def test_alter_and_describe_client_quotas_as_kafka(both):
 
     p, k = both(scenario)
     assert p == k, explain(p, k)
+
+
+def test_throttled_produce_and_fetch_as_kafka(both):
+    """The same byte-rate quotas on both brokers, the same traffic: both answer a throttle in
+    Produce (with the records appended) and answer a throttled Fetch with no partitions.  The
+    throttle times themselves depend on timing and are not compared.  Quotas of a client id no
+    other test uses, removed afterwards; the muted connections are closed."""
+    from pykbroker.testing import wire
+    from .helpers import create_topic
+
+    client = NAME + "throttled"
+    topic = NAME + "throttled"
+    chunk = b"q" * 100_000
+
+    def scenario(t):
+        create_topic(t, topic)
+        call(t, 49, 1, {"validate_only": False, "entries": [{"entity": ent(client_id=client), "ops": [
+            op("producer_byte_rate", 100_000), op("consumer_byte_rate", 100_000)]}]})
+        try:
+            out = {}
+            # Kafka's rate counts a first burst over 10 windows: > 1 MB is over 100 KB/s
+            with wire.WireClient(t, client_id=client) as c:
+                for i in range(30):
+                    r = wire.produce(c, topic, 0, wire.make_batch([chunk]), acks=1)
+                    if r["throttle_time_ms"] > 0:
+                        break
+                out["produce"] = (r["throttle_time_ms"] > 0, wire.produce_part(r)["error_code"], i >= 9)
+            with wire.WireClient(t, client_id=client) as c:
+                for i in range(10):
+                    r = wire.fetch(c, topic, 0, 0, version=12, max_bytes=1 << 22, partition_max_bytes=1 << 22)
+                    if r["throttle_time_ms"] > 0:
+                        break
+                out["fetch"] = (r["throttle_time_ms"] > 0, r["error_code"], r["session_id"], r["responses"])
+            return out
+        finally:
+            _remove_all(t)
+
+    p, k = both(scenario)
+    assert p == k, explain(p, k)
+    assert p["produce"] == (True, 0, True) and p["fetch"] == (True, 0, 0, [])
