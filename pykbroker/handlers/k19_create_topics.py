@@ -85,7 +85,7 @@ async def handle(ctx, request):
         # bucket would refill, so the counting is a first pass
         refused = await _count_mutations(controller, mq, topics, counts, create_any, az)
     else:
-        refused = {}
+        refused = set()
     for name, t in each_topic_once(topics, counts):
         if t is None:
             results.append(_failed(name, ErrorCode.INVALID_REQUEST, DUPLICATE_TOPIC))

@@ -223,6 +223,8 @@ def mutation_quota(ctx):
     if manager is None or not manager.mutation_enabled:
         return None
     conn = ctx.connection
+    if conn is None:
+        return None
     qs = getattr(conn, "quota_session", None)
     if qs is None:
         qs = conn.quota_session = QuotaSession(manager, conn)
