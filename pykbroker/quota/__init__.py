@@ -4,10 +4,13 @@
   default entity), the validation of AlterClientQuotas and the filters of DescribeClientQuotas,
   with Apache Kafka 4.4's error codes and messages.
 - ``rate.py`` (sans-IO): Kafka's sampled-window ``Rate`` (``quota.window.num`` samples of
-  ``quota.window.size.seconds``) and ``QuotaUtils.throttleTime``.
+  ``quota.window.size.seconds``) and ``QuotaUtils.throttleTime``; the ``TokenBucket`` of the
+  controller mutation quota.
 - ``manager.py``: ``ClientQuotaManager``, the enforcement of ``producer_byte_rate``,
-  ``consumer_byte_rate`` and ``request_percentage`` with Kafka's precedence; it follows the
-  quotas the controller stores (``controller.add_client_quota_listener``).
+  ``consumer_byte_rate`` (the connection's quota path) and ``controller_mutation_rate``
+  (``MutationQuota``, used by CreateTopics / DeleteTopics / CreatePartitions) with Kafka's
+  precedence; it follows the quotas the controller stores
+  (``controller.add_client_quota_listener``).  ``request_percentage`` is stored, not enforced.
 - ``connections.py``: ``ConnectionQuotas``: ``max.connections``, ``max.connections.per.ip`` and
   ``max.connections.per.ip.overrides`` at accept time.
 

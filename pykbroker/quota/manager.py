@@ -1,9 +1,11 @@
-"""``ClientQuotaManager``: Kafka's byte-rate quota enforcement (ClientQuotaManager.java).
+"""``ClientQuotaManager``: Kafka's byte-rate and controller mutation quota enforcement
+(ClientQuotaManager.java, ControllerMutationQuotaManager.java).
 
 The broker holds one; it follows the client quotas the controller stores
 (``controller.add_client_quota_listener(manager.apply)``: every stored quota at load, then every
-change).  ``enabled`` is False while no ``producer_byte_rate`` / ``consumer_byte_rate`` is stored
-anywhere: then a connection's only cost is reading that flag once per request.
+change).  ``active`` is False while no ``producer_byte_rate`` / ``consumer_byte_rate`` /
+``controller_mutation_rate`` is stored anywhere: then a connection's only cost is reading that
+flag once per request.
 
 Which quota applies to a request (Kafka's precedence, most specific first; ``<default>`` is the
 default entity, stored with a null name)::
