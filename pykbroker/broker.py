@@ -174,6 +174,7 @@ class Broker:
             # before load(): the stored bindings reach the index before any listener is bound
             self.controller.add_acl_listener(self.authorizer.apply)
         self.controller.add_client_quota_listener(self.client_quotas.apply)
+        self.controller.add_client_quota_listener(self.connection_quotas.apply)
         self.log_manager = LogManager(self.log_dirs, self.storage_fs, config=self.config,
                                       metadata=self.metadata_cache, halt_hook=self.halt_hook, new_log_epoch=0,
                                       clock=self.clock)

@@ -12,9 +12,15 @@ SocketServer.ConnectionQuotas, KIP-402).
   frees).  As in Kafka the inter-broker listener is exempt when the broker has other listeners,
   so replication keeps working at the limit.
 
-Both are dynamic broker configs: read from the broker's config at each accept.  The count is
-this broker's open connections (``opened`` / ``closed``, called by the listener around each
-connection).  Sans-IO but for ``wait_for_slot``.
+- ``connection_creation_rate`` of an ``ip`` client quota entity (the address's, else the default
+  ip entity's; AlterClientQuotas): each new connection from the address is counted in a rate
+  (Kafka's sampled windows); one that takes the rate over the quota is not served and is closed
+  after the throttle time (Kafka's delayed close), capped at one quota window.
+
+The two limits are dynamic broker configs: read from the broker's config at each accept; the ip
+quotas follow the controller's stored quotas (``apply``).  The count is this broker's open
+connections (``opened`` / ``closed``, called by the listener around each connection).  Sans-IO
+but for ``wait_for_slot``.
 """
 from __future__ import annotations
 
@@ -23,6 +29,8 @@ import logging
 import socket
 
 import trio
+
+from .rate import Rate
 
 log = logging.getLogger("pykbroker.server")
 
@@ -54,6 +62,11 @@ class ConnectionQuotas:
     def __init__(self, config, listeners: int = 1):
         self.config = config
         self.listeners = listeners
+        # connection_creation_rate per address (None: the default ip entity), from the stored
+        # client quotas; the rates of the addresses that have one
+        self.ip_rates: dict = {}
+        self._ip_sensors: dict = {}
+        self.throttled = 0
         self.total = 0
         self.per_ip: dict[str, int] = {}
         self.per_listener: dict[str, int] = {}
@@ -81,20 +94,66 @@ class ConnectionQuotas:
                 self._freed = trio.Event()
             await self._freed.wait()
 
-    def opened(self, listener: str, ip: str) -> bool:
-        """Count a new connection; False when its address is over ``max.connections.per.ip``
-        (then it is not counted and must be closed)."""
+    def apply(self, stored: dict) -> None:
+        """The controller's client quotas: the ip entities' ``connection_creation_rate``."""
+        rates = {}
+        for entity, values in stored.items():
+            d = dict(entity)
+            if set(d) != {"ip"} or "connection_creation_rate" not in values:
+                continue
+            name = d["ip"]
+            if name is not None:
+                try:
+                    name = str(ipaddress.ip_address(name))
+                except ValueError:
+                    try:
+                        name = socket.gethostbyname(name)   # Kafka's InetAddress.getByName
+                    except OSError:
+                        continue
+            rates[name] = float(values["connection_creation_rate"])
+        self.ip_rates = rates
+        self._ip_sensors = {ip: r for ip, r in self._ip_sensors.items() if ip in rates or None in rates}
+
+    def _creation_throttle_ms(self, ip: str, now_ms: int) -> int:
+        """Record a new connection from ``ip`` in its rate; the delay before closing it when that
+        takes the rate over the address's quota (the connection is then not counted)."""
+        rates = self.ip_rates
+        bound = rates.get(ip, rates.get(None))
+        if bound is None:
+            return 0
+        rate = self._ip_sensors.get(ip)
+        if rate is None:
+            samples = self.config["quota.window.num"]
+            window_ms = self.config["quota.window.size.seconds"] * 1000
+            rate = self._ip_sensors[ip] = Rate(samples, window_ms)
+        rate.record(1.0, now_ms)
+        throttle = rate.throttle_ms(bound, now_ms)
+        if throttle > 0:
+            rate.record(-1.0, now_ms)
+            # Kafka's QuotaUtils.boundedThrottleTime: at most one quota window
+            throttle = min(throttle, rate.window_ms)
+        return throttle
+
+    def opened(self, listener: str, ip: str, now_ms: int = 0) -> tuple:
+        """Count a new connection: (True, 0) when it is served; (False, 0) when its address is
+        over ``max.connections.per.ip`` (close it at once); (False, ms) when it is over its
+        ``connection_creation_rate`` (close it after ms).  A refused connection is not counted."""
+        throttle = self._creation_throttle_ms(ip, now_ms) if self.ip_rates else 0
+        if throttle > 0:
+            self.throttled += 1
+            log.info("Delaying closing of connection from %s for %d ms (connection_creation_rate)", ip, throttle)
+            return False, throttle
         n = self.per_ip.get(ip, 0)
         limit = self.max_for(ip)
         if n >= limit:
             self.rejected += 1
             log.info("Rejected connection from %s, address already has the configured maximum of %d connections.",
                      ip, limit)
-            return False
+            return False, 0
         self.per_ip[ip] = n + 1
         self.per_listener[listener] = self.per_listener.get(listener, 0) + 1
         self.total += 1
-        return True
+        return True, 0
 
     def closed(self, listener: str, ip: str) -> None:
         n = self.per_ip.get(ip, 0) - 1

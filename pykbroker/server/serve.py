@@ -41,7 +41,10 @@ async def serve_listener(broker, listener: Listener, task_status=trio.TASK_STATU
             except OSError:
                 ip = "?"
             await quotas.wait_for_slot(listener.name)
-            if not quotas.opened(listener.name, ip):
+            ok, close_after_ms = quotas.opened(listener.name, ip, int(trio.current_time() * 1000))
+            if not ok:
+                if close_after_ms:
+                    await trio.sleep(close_after_ms / 1000.0)   # connection_creation_rate: a delayed close
                 await stream.aclose()
                 return
             try:

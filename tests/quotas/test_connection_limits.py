@@ -89,3 +89,39 @@ def test_overrides_parse_as_kafka():
     # addresses as they are, host names resolved (InetAddress.getByName), bad entries ignored
     assert parse_overrides("127.0.0.1:200, localhost:5,[::1]:7,nonsense,10.0.0.1:x") == {
         "127.0.0.1": 5, "::1": 7}
+
+
+@pytest.mark.parametrize("broker", [{"quota.window.num": "2"}], indirect=True)
+def test_connection_creation_rate_of_an_ip_entity(broker):
+    """connection_creation_rate=2 on 127.0.0.1 (quota windows of 1 s, 2 samples): the connection
+    that takes the address over 2 a second is closed, after the throttle time, unserved."""
+    r = call(broker, 49, 1, {"validate_only": False, "entries": [
+        {"entity": [{"entity_type": "ip", "entity_name": "127.0.0.1"}],
+         "ops": [{"key": "connection_creation_rate", "value": 2.0, "remove": False}]}]})
+    assert [e["error_code"] for e in r["entries"]] == [0]
+    # (the AlterClientQuotas connection came before the quota: not counted)
+    q = broker.broker.connection_quotas
+    served, closed = [], []
+    for _ in range(4):
+        c = WireClient(broker, timeout=5)
+        t0 = time.monotonic()
+        try:
+            if c.closed_after(18, 3, API_VERSIONS):
+                closed.append(time.monotonic() - t0)
+            else:
+                served.append(c)
+        except Exception:
+            served.append(c)
+    try:
+        assert closed and q.throttled >= 1
+        # Kafka's delayed close: at least the throttle time, at most one window (1 s)
+        assert all(0.1 <= d for d in closed)
+    finally:
+        for c in served:
+            c.close()
+    time.sleep(2.1)   # this address stays over its rate until its samples expire (2 windows)
+    r = call(broker, 49, 1, {"validate_only": False, "entries": [
+        {"entity": [{"entity_type": "ip", "entity_name": "127.0.0.1"}],
+         "ops": [{"key": "connection_creation_rate", "value": 0.0, "remove": True}]}]})
+    assert [e["error_code"] for e in r["entries"]] == [0]
+    assert q.ip_rates == {}
