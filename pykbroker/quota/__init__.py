@@ -11,8 +11,9 @@
   (``MutationQuota``, used by CreateTopics / DeleteTopics / CreatePartitions) with Kafka's
   precedence; it follows the quotas the controller stores
   (``controller.add_client_quota_listener``).  ``request_percentage`` is stored, not enforced.
-- ``connections.py``: ``ConnectionQuotas``: ``max.connections``, ``max.connections.per.ip`` and
-  ``max.connections.per.ip.overrides`` at accept time.
+- ``connections.py``: ``ConnectionQuotas``: ``max.connections``, ``max.connections.per.ip``,
+  ``max.connections.per.ip.overrides`` and the ip entities' ``connection_creation_rate`` at
+  accept time.
 
 The controller owns the stored quotas (the metadata file on one node); see docs/quotas.md.
 """

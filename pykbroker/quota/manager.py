@@ -96,7 +96,7 @@ class ClientQuotaManager:
         for entity, values in stored.items():
             d = dict(entity)
             if set(d) - {USER, CLIENT_ID}:
-                continue   # ip entities: connection_creation_rate (not enforced, SKIPPED.md)
+                continue   # ip entities: connection_creation_rate, quota/connections.py's
             user = _entity(d, USER)
             client = _entity(d, CLIENT_ID)
             for qtype, key in _KEYS.items():
