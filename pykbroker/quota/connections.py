@@ -73,7 +73,7 @@ class ConnectionQuotas:
         self.rejected = 0
         self._overrides_raw = None
         self._overrides: dict = {}
-        self._freed = None   # trio.Event set when a connection closes (created in trio)
+        self._freed: trio.Event | None = None   # set when a connection closes (created in trio)
 
     def max_for(self, ip: str) -> int:
         raw = self.config["max.connections.per.ip.overrides"]
@@ -90,9 +90,10 @@ class ConnectionQuotas:
 
     async def wait_for_slot(self, listener: str) -> None:
         while not self.slot_available(listener):
-            if self._freed is None:
-                self._freed = trio.Event()
-            await self._freed.wait()
+            freed = self._freed
+            if freed is None:
+                freed = self._freed = trio.Event()
+            await freed.wait()
 
     def apply(self, stored: dict) -> None:
         """The controller's client quotas: the ip entities' ``connection_creation_rate``."""

@@ -176,7 +176,7 @@ def plan_alterations(entries, stored: dict, resolvable=lambda host: False):
             continue
         results[entity] = (0, None)
         current = stored.get(entity, {})
-        delta = {}
+        delta: dict[str, float | None] = {}
         for key, value, remove in ops:
             if remove:
                 if key in current:

@@ -92,7 +92,7 @@ class ClientQuotaManager:
     # -- configuration -------------------------------------------------------------------
     def apply(self, stored: dict) -> None:
         """The controller's quotas ({entity tuple: {key: value}}), all of them."""
-        tables = {PRODUCE: {}, FETCH: {}, MUTATION: {}}
+        tables: dict[str, dict] = {PRODUCE: {}, FETCH: {}, MUTATION: {}}
         for entity, values in stored.items():
             d = dict(entity)
             if set(d) - {USER, CLIENT_ID}:
@@ -212,9 +212,9 @@ class MutationQuota:
             bucket.record(permits, self.bound, now_ms)
             self.sensor.rate.record(permits, now_ms)
             return True
-        bucket.record(permits, self.bound, now_ms)
+        tokens = bucket.record(permits, self.bound, now_ms)
         self.sensor.rate.record(permits, now_ms)
-        self.throttle_ms = TokenBucket.throttle_ms(bucket.tokens, self.bound)
+        self.throttle_ms = TokenBucket.throttle_ms(tokens, self.bound)
         return True
 
 

@@ -86,24 +86,27 @@ class TokenBucket:
 
     def __init__(self, samples: int = 11, window_ms: int = 1000):
         self.burst_seconds = samples * window_ms / 1000.0
-        self.tokens = None   # full at the first use
+        self.tokens: float | None = None   # full at the first use
         self.last_ms = 0
 
-    def _refill(self, bound: float, now_ms: int) -> None:
+    def _refill(self, bound: float, now_ms: int) -> float:
         burst = self.burst_seconds * bound
         if self.tokens is None:
-            self.tokens = burst
+            tokens = burst
         else:
-            self.tokens = min(burst, self.tokens + bound * (now_ms - self.last_ms) / 1000.0)
+            tokens = min(burst, self.tokens + bound * (now_ms - self.last_ms) / 1000.0)
+        self.tokens = tokens
         self.last_ms = now_ms
+        return tokens
 
     def measure(self, bound: float, now_ms: int) -> float:
-        self._refill(bound, now_ms)
-        return self.tokens
+        return self._refill(bound, now_ms)
 
-    def record(self, value: float, bound: float, now_ms: int) -> None:
-        self._refill(bound, now_ms)
-        self.tokens = min(self.burst_seconds * bound, self.tokens - value)
+    def record(self, value: float, bound: float, now_ms: int) -> float:
+        """Take ``value`` tokens; the tokens left (negative: owed)."""
+        tokens = min(self.burst_seconds * bound, self._refill(bound, now_ms) - value)
+        self.tokens = tokens
+        return tokens
 
     @staticmethod
     def throttle_ms(tokens: float, bound: float) -> int:

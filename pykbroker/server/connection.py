@@ -25,6 +25,7 @@ import contextlib
 import logging
 import os
 import time
+from typing import Any
 
 import trio
 
@@ -74,10 +75,10 @@ class Connection:
         # metrics / trace / JSON request logs (pykbroker/observability); None: off, and the
         # request path below is the plain one
         self.observer = getattr(broker, "observer", None)
-        # client quotas (quota/manager.py): while none is stored, ``enabled`` is False and
+        # client quotas (quota/manager.py): while none is stored, ``active`` is False and
         # reading it is the whole cost per request
-        self.quotas = getattr(broker, "client_quotas", None)
-        self.quota_session = None
+        self.quotas: Any = getattr(broker, "client_quotas", None)
+        self.quota_session: Any = None   # quota/manager.QuotaSession, made by the first accounted request
 
     async def run(self) -> None:
         if self.observer is not None:

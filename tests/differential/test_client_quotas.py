@@ -99,12 +99,27 @@ def _describe(t, components, strict, version=1):
     return r
 
 
+def _settled(t):
+    """Kafka answers AlterClientQuotas once its controller has the change; the broker's
+    metadata image (what DescribeClientQuotas reads) follows a moment later.  Wait until two
+    reads agree (pykbroker's first read already does)."""
+    import time
+    before = _describe(t, [], False)
+    for _ in range(50):
+        time.sleep(0.1)
+        now = _describe(t, [], False)
+        if now == before:
+            return
+        before = now
+
+
 def _remove_all(t):
     r = call(t, 48, 1, {"components": [], "strict": False})
     entries = [{"entity": e["entity"], "ops": [op(v["key"], remove=True) for v in e["values"]]}
                for e in r["entries"] or ()]
     if entries:
         call(t, 49, 1, {"entries": entries, "validate_only": False})
+        _settled(t)
     return call(t, 48, 1, {"components": [], "strict": False})["entries"]
 
 
@@ -112,9 +127,11 @@ def test_alter_and_describe_client_quotas_as_kafka(both):
     def scenario(t):
         try:
             out = {"alter": [_alter(t, entries, vo) for entries, vo in ALTERATIONS],
-                   "alter_v0": _alter(t, [{"entity": ent(user=NAME + "v0"), "ops": [op("nope", 1)]}], False, 0),
+                   "alter_v0": _alter(t, [{"entity": ent(user=NAME + "v0"), "ops": [op("nope", 1)]}], False, 0)}
+            _settled(t)
+            out.update({
                    "describe": [_describe(t, comps, strict) for comps, strict in FILTERS],
-                   "describe_v0": _describe(t, [{"entity_type": "user", "match_type": 0, "match": U}], False, 0)}
+                   "describe_v0": _describe(t, [{"entity_type": "user", "match_type": 0, "match": U}], False, 0)})
         finally:
             left = _remove_all(t)
         out["left_after_cleanup"] = left
@@ -129,7 +146,7 @@ def test_throttled_produce_and_fetch_as_kafka(both):
     Produce (with the records appended) and answer a throttled Fetch with no partitions.  The
     throttle times themselves depend on timing and are not compared.  Quotas of a client id no
     other test uses, removed afterwards; the muted connections are closed."""
-    from pykbroker.testing import wire
+    from pykbroker.protocol import wire
     from .helpers import create_topic
 
     client = NAME + "throttled"
@@ -140,6 +157,7 @@ def test_throttled_produce_and_fetch_as_kafka(both):
         create_topic(t, topic)
         call(t, 49, 1, {"validate_only": False, "entries": [{"entity": ent(client_id=client), "ops": [
             op("producer_byte_rate", 100_000), op("consumer_byte_rate", 100_000)]}]})
+        _settled(t)   # (Kafka's broker applies the quota once its metadata has it)
         try:
             out = {}
             # Kafka's rate counts a first burst over 10 windows: > 1 MB is over 100 KB/s

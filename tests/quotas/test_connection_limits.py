@@ -8,7 +8,7 @@ import pytest
 
 import pykbroker
 from pykbroker.embedded import TEST_CONFIG
-from pykbroker.testing.wire import WireClient, call
+from pykbroker.protocol.wire import WireClient, call
 
 API_VERSIONS = {"client_software_name": "limits", "client_software_version": "1"}
 

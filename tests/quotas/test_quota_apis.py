@@ -6,7 +6,7 @@ import pytest
 
 import pykbroker
 from pykbroker.embedded import TEST_CONFIG
-from pykbroker.testing.wire import call, call_kafka_python
+from pykbroker.protocol.wire import call, call_kafka_python
 
 kp = pytest.importorskip("kafka.protocol.admin")
 

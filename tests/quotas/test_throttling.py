@@ -14,7 +14,7 @@ import pykbroker
 from pykbroker.embedded import TEST_CONFIG
 from pykbroker.quota.manager import FETCH, PRODUCE, ClientQuotaManager
 from pykbroker.quota.rate import Rate
-from pykbroker.testing.wire import WireClient, call, create_topic, make_batch
+from pykbroker.protocol.wire import WireClient, call, create_topic, make_batch
 
 QUOTA_CONFIG = {**TEST_CONFIG, "quota.window.num": "2", "quota.window.size.seconds": "1"}
 
