@@ -5,7 +5,11 @@ file written for that image configures pykbroker unchanged: every ``KAFKA_<KEY>`
 broker config ``key``, spelt as that image spells it (``.`` as ``_``, ``_`` as ``__``, ``-`` as
 ``___``; upper case): ``KAFKA_ADVERTISED_LISTENERS`` is ``advertised.listeners``,
 ``KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR`` is ``offsets.topic.replication.factor``.
-``CLUSTER_ID`` is ``cluster.id``, as there.  The variables that image reads for its JVM and log4j
+``CLUSTER_ID`` is ``cluster.id``, as there.  Named listeners therefore work as with that image:
+``KAFKA_LISTENERS=EXTERNAL://0.0.0.0:9092,INTERNAL://0.0.0.0:29092`` with
+``KAFKA_ADVERTISED_LISTENERS``, ``KAFKA_LISTENER_SECURITY_PROTOCOL_MAP`` and
+``KAFKA_INTER_BROKER_LISTENER_NAME`` (docker-compose.yml; each client is told the addresses of the
+listener it connected through).  The variables that image reads for its JVM and log4j
 (``KAFKA_HEAP_OPTS``, ``KAFKA_OPTS``, ``KAFKA_LOG4J_*``, ...) are not broker configs and are left
 alone.
 

@@ -36,7 +36,8 @@ from pykbroker.protocol import wire
 from pykbroker.testing.containers import IMAGE_ENTRYPOINT, launch_args, start_script
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-READY = re.compile(r"ready, listening on PLAINTEXT://([^:,\s]+|\[[^\]]+\]):(\d+)")
+# the first listener of the ready line (PLAINTEXT, or a named one such as EXTERNAL)
+READY = re.compile(r"ready, listening on [A-Z][A-Z0-9_]*://([^:,\s]+|\[[^\]]+\]):(\d+)")
 
 
 # -- the Dockerfile, read as Docker reads it (enough of it for this file) --------------------
@@ -362,23 +363,142 @@ def test_module_imports_without_testcontainers():
 
 
 # -- docker-compose.yml ---------------------------------------------------------------------
-def test_compose_service_builds_from_the_dockerfile():
+def compose() -> dict:
     yaml = needs.module("yaml", "PyYAML (the test extra): docker-compose.yml not parsed")
     with open(os.path.join(ROOT, "docker-compose.yml")) as fh:
-        doc = yaml.safe_load(fh)
+        return yaml.safe_load(fh)
+
+
+def listener_map(value: str) -> dict[str, tuple[str, int]]:
+    """``NAME://host:port,...`` -> {NAME: (host, port)}."""
+    out = {}
+    for item in value.split(","):
+        name, _, addr = item.strip().partition("://")
+        host, _, port = addr.rpartition(":")
+        out[name] = (host, int(port))
+    return out
+
+
+def test_compose_service_builds_from_the_dockerfile():
+    doc = compose()
     svc = doc["services"]["pykbroker"]
     build = svc["build"]
     context = os.path.join(ROOT, build["context"])
-    assert os.path.isfile(os.path.join(context, build.get("dockerfile", "Dockerfile")))
     assert os.path.samefile(os.path.join(context, build.get("dockerfile", "Dockerfile")),
                             os.path.join(ROOT, "Dockerfile"))
     volumes = [v.split(":") for v in svc["volumes"]]
     assert [v[1] for v in volumes] == [last("VOLUME")]
     assert volumes[0][0] in doc["volumes"]   # a named volume, declared
-    host_port, container_port = svc["ports"][0].split(":")
-    assert container_port == last("EXPOSE")
-    # clients on the host connect where the broker says it is
-    assert svc["environment"]["PYKBROKER_ADVERTISED_LISTENERS"] == "PLAINTEXT://localhost:%s" % host_port
+
+
+@pytest.mark.parametrize("service", ["pykbroker", "broker-1", "broker-2", "broker-3"])
+def test_compose_listeners_one_for_the_network_one_for_the_host(service):
+    """Every broker service: INTERNAL advertised under its service name (what containers on the
+    compose network resolve) and used between brokers; EXTERNAL published on the host under the
+    same port and advertised as localhost there (no /etc/hosts entry needed)."""
+    env = compose()["services"][service]["environment"]
+    bound = listener_map(env["KAFKA_LISTENERS"])
+    adv = listener_map(env["KAFKA_ADVERTISED_LISTENERS"])
+    assert set(bound) == set(adv) == {"INTERNAL", "EXTERNAL"}
+    assert dict(p.split(":") for p in env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"].split(",")) == {
+        "INTERNAL": "PLAINTEXT", "EXTERNAL": "PLAINTEXT"}
+    assert env["KAFKA_INTER_BROKER_LISTENER_NAME"] == "INTERNAL"
+    assert all(host == "0.0.0.0" for host, _ in bound.values())   # reachable from outside the container
+    assert adv["INTERNAL"] == (service, bound["INTERNAL"][1])
+    assert adv["EXTERNAL"] == ("localhost", bound["EXTERNAL"][1])
+    ports = compose()["services"][service]["ports"]
+    assert ports == ["%d:%d" % (bound["EXTERNAL"][1], bound["EXTERNAL"][1])]   # only EXTERNAL is published
+    # the healthcheck probes the first listener of KAFKA_LISTENERS, on loopback
+    from pykbroker.healthcheck import default_address
+    assert default_address(env) == ("127.0.0.1", bound["EXTERNAL"][1])
+
+
+def free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+# A client in another container of the compose network: Docker's DNS resolves the service name.
+# Here the client's own resolver is given that one name (kafka-python resolves through
+# socket.getaddrinfo), and it runs in its own process, as it would in its own container.
+NETWORK_CLIENT = r"""
+import socket, sys
+_real = socket.getaddrinfo
+def getaddrinfo(host, *a, **k):
+    return _real("127.0.0.1" if host == sys.argv[1] else host, *a, **k)
+socket.getaddrinfo = getaddrinfo
+from kafka import KafkaConsumer, KafkaProducer
+bootstrap, topic = sys.argv[2], sys.argv[3]
+p = KafkaProducer(bootstrap_servers=bootstrap)
+p.send(topic, key=b"from-network", value=b"internal").get(30)
+p.close()
+c = KafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=20000)
+got = []
+for m in c:
+    got.append((m.key, m.value))
+    if len(got) == 2:
+        break
+c.close()
+print(sorted(got))
+"""
+
+
+def test_compose_service_environment_through_the_entrypoint(image_path, tmp_path):
+    """The compose file's single-node environment, run with the image's entrypoint: only the
+    ports (free ones) and the bind address (loopback) changed.  A host client on EXTERNAL is
+    told localhost, a network client on INTERNAL the service name, and each produces and reads
+    back the other's record."""
+    svc = compose()["services"]["pykbroker"]
+    env = {k: str(v) for k, v in svc["environment"].items()}
+    bound, adv = listener_map(env["KAFKA_LISTENERS"]), listener_map(env["KAFKA_ADVERTISED_LISTENERS"])
+    ports = dict(zip(bound, free_ports(len(bound))))
+    env["KAFKA_LISTENERS"] = ",".join("%s://127.0.0.1:%d" % (n, ports[n]) for n in bound)
+    env["KAFKA_ADVERTISED_LISTENERS"] = ",".join("%s://%s:%d" % (n, adv[n][0], ports[n]) for n in adv)
+    env["KAFKA_LOG_DIRS"] = str(tmp_path / "data")
+    env["KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS"] = "0"
+    b = Launched(IMAGE_ENTRYPOINT + exec_form(last("CMD")), run_env(image_path, **env)).wait_ready()
+    try:
+        external = "127.0.0.1:%d" % ports["EXTERNAL"]
+        internal = "127.0.0.1:%d" % ports["INTERNAL"]
+        assert advertised(external) == [("localhost", ports["EXTERNAL"])]
+        assert advertised(internal) == [("pykbroker", ports["INTERNAL"])]
+        # the image's healthcheck, with the compose environment
+        r = subprocess.run(healthcheck_command(), env=run_env(image_path, **env), capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+
+        from confluent_kafka import Consumer, Producer
+        topic = "compose-" + uuid.uuid4().hex[:8]
+        host_bootstrap = "localhost:%d" % ports["EXTERNAL"]
+        p = Producer({"bootstrap.servers": host_bootstrap})
+        p.produce(topic, key=b"from-host", value=b"external")
+        assert p.flush(30) == 0
+
+        r = subprocess.run([sys.executable, "-c", NETWORK_CLIENT, "pykbroker",
+                            "pykbroker:%d" % ports["INTERNAL"], topic],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert r.stdout.strip() == str([(b"from-host", b"external"), (b"from-network", b"internal")])
+
+        c = Consumer({"bootstrap.servers": host_bootstrap, "group.id": "g-" + topic,
+                      "auto.offset.reset": "earliest"})
+        c.subscribe([topic])
+        got, deadline = [], time.monotonic() + 60
+        while len(got) < 2 and time.monotonic() < deadline:
+            m = c.poll(1.0)
+            if m is not None and m.error() is None:
+                got.append((m.key(), m.value()))
+        c.close()
+        assert sorted(got) == [(b"from-host", b"external"), (b"from-network", b"internal")]
+        assert b.terminate() == 0, "".join(b.lines)
+    finally:
+        b.kill()
 
 
 # -- in Docker ------------------------------------------------------------------------------
