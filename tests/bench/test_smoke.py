@@ -61,7 +61,7 @@ def test_report_names_its_plots_after_the_json(tmp_path):
     """``--report`` redraws a saved run's plots beside its JSON, named after it: redrawing a
     partial run saved as bench-cl.json (mode "full") makes throughput-cl.png and never touches
     the full matrix's throughput-full.png in the same directory."""
-    src = ROOT / "compat" / "bench" / "results" / "bench-cluster-fetcher.json"
+    src = ROOT / "tests" / "bench" / "data" / "bench-cluster-sample.json"   # three cells of a cluster run
     data = json.loads(src.read_text())
     assert data["mode"] == "full"
     (tmp_path / "bench-cl.json").write_text(json.dumps(data))
