@@ -16,9 +16,10 @@ def compose():
         return yaml.safe_load(fh)
 
 
-def overrides(svc) -> dict:
-    cmd = svc["command"]
-    return dict(cmd[i + 1].split("=", 1) for i, a in enumerate(cmd) if a == "--override")
+def configs(svc) -> dict:
+    """The broker configs the image's entrypoint makes of the service's KAFKA_* variables."""
+    from pykbroker.container import env_config
+    return env_config({k: str(v) for k, v in svc["environment"].items()})
 
 
 def test_cluster_profile(compose):
@@ -37,12 +38,16 @@ def test_cluster_profile(compose):
         assert os.path.samefile(os.path.join(ROOT, svc["build"]["context"], svc["build"]["dockerfile"]),
                                 os.path.join(ROOT, "Dockerfile"))
         assert svc["depends_on"]["zookeeper"]["condition"] == "service_healthy"
-        ov = overrides(svc)
-        assert ov == {"broker.id": str(n), "zookeeper.connect": "zookeeper:2181"}
-        env = svc["environment"]
-        port = env["PYKBROKER_LISTENERS"].rsplit(":", 1)[1]
-        # one listener for clients and brokers alike: the service name, the published port
-        assert env["PYKBROKER_ADVERTISED_LISTENERS"] == "PLAINTEXT://%s:%s" % (name, port)
+        conf = configs(svc)
+        assert conf["broker.id"] == str(n) and conf["zookeeper.connect"] == "zookeeper:2181"
+        assert "command" not in svc
+        # INTERNAL (the service name) between brokers and for containers; EXTERNAL published on
+        # the host under its own port and advertised as localhost there
+        # (tests/containers checks each listener's addresses)
+        assert conf["inter.broker.listener.name"] == "INTERNAL"
+        external = dict(item.split("://") for item in conf["advertised.listeners"].split(","))["EXTERNAL"]
+        port = external.rsplit(":", 1)[1]
+        assert external == "localhost:%s" % port
         assert svc["ports"] == ["%s:%s" % (port, port)]
         seen_ports.add(port)
         assert svc["healthcheck"]["test"][1:] == ["pykbroker", "healthcheck"]
