@@ -24,7 +24,7 @@ through the Kafka protocol (Fetch, OffsetFetch, DescribeGroups or ConsumerGroupD
 CreateTopics), so they see what a client would see; there ``group().generation`` is -1 for a
 classic group (DescribeGroups does not carry it).
 
-Faults, crashes and time (README "Faults, crashes and time"): ``broker.faults`` (errors,
+Faults, crashes and time (docs/testing-and-faults.md): ``broker.faults`` (errors,
 latency, dropped connections, lost responses, offline partitions), ``broker.crash()`` /
 ``broker.restart()``, and ``broker.clock`` (pykbroker/clock.py).  In-process they act on the
 ``BrokerRunner`` (pykbroker/run/runner.py) through the same ``run/control.py`` logic the HTTP
@@ -223,7 +223,7 @@ class Broker(_BrokerBase):
         # The broker's clock (pykbroker/clock.py), kept across restarts.  With ``with Broker()``
         # it is the trio clock of the broker's loop; with ``async with`` it is the caller's
         # trio clock when that is a BrokerClock (trio.run(..., clock=pykbroker.BrokerClock())),
-        # otherwise only the wall-clock readings follow it (see README).
+        # otherwise only the wall-clock readings follow it (see docs/testing-and-faults.md).
         self.clock = clock if clock is not None else BrokerClock()
         self.runner = None          # the BrokerRunner (pykbroker/run/runner.py) while started
         self.config = {str(k): str(v) for k, v in (config or {}).items()}

@@ -19,7 +19,7 @@ generator runs against three servers in turn, on a fresh port each run:
 
 For each run it prints records/s and ack p99 as the load generator saw them, the server's CPU
 over the loaded phase per request (user and system, from ``/proc/PID/stat``) and in cores, and
-the load generator's own CPU per request.  Nothing here is a target; the README quotes it.
+the load generator's own CPU per request.  Nothing here is a target; docs/benchmarks.md quotes it.
 """
 from __future__ import annotations
 

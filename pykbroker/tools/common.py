@@ -1,6 +1,6 @@
 """What every admin command shares: the client library, errors and exit codes, output.
 
-Exit codes (documented in ``pykbroker <command> --help`` and the README; scripts rely on them):
+Exit codes (documented in ``pykbroker <command> --help`` and docs/admin-cli.md; scripts rely on them):
 
 * 0: done;
 * 1: a Kafka or runtime error (broker unreachable, an error code in a response, a record that

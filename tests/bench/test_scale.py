@@ -12,7 +12,7 @@ stay under the limit throughout (``compat/bench/scale.py`` samples them; here th
 is the assertion: one fd too many is an EMFILE, which takes the log dir offline).
 
 About 20-40 s on a loaded 2-core machine.  ``compat/bench/scale.py`` runs the full-size check
-(10,000 partitions, 1,000 idle connections, idle CPU); the README has its numbers.
+(10,000 partitions, 1,000 idle connections, idle CPU); docs/benchmarks.md has its numbers.
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ record lost, none duplicated, none at another offset than acknowledged, producer
 
 CI runs every scenario (about 45 s each) and one with a Java kafka-clients producer beside a
 confluent-kafka one; ``PYKBROKER_QUICK=1`` skips them all (cluster tests, tests/conftest.py).  The
-full-length runs are ``python compat/chaos/chaos.py [--java]`` (README's table).
+full-length runs are ``python compat/chaos/chaos.py [--java]`` (docs/cluster.md's table).
 
 Each run draws the nemesis's seed and prints it (shown with a failure); ``PYKBROKER_CHAOS_SEED=N``
 replays that schedule.  Records a first read-back missed and a later one found are printed too

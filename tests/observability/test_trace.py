@@ -29,7 +29,7 @@ TOPIC, GROUP = "trace-t", "trace-g"
 
 # Where Apache Kafka (4.x) and pykbroker answer this session differently, after `trace diff`'s
 # own ignores (ids, timestamps, throttle, cluster id, hosts, ports, node ids).  Each entry is
-# (API, regex of the field path).  README's "Metrics, logs and traces" lists them too.
+# (API, regex of the field path).  docs/metrics.md ("In short") lists them too.
 DOCUMENTED_DIFFERENCES = [
     # pykbroker's ApiVersions lists no feature flags (SKIPPED.md: ApiVersions); Kafka 4 lists
     # metadata.version, group.version, transaction.version, ...
