@@ -1,10 +1,15 @@
 """The README's first screen, as a new user reads and runs it: it says what pykbroker does not do
 yet and how to install from this repository; its quick-start Python runs against a broker started
-as it says (and explains the consumer's wait); its pytest example runs as written."""
+as it says (and explains the consumer's wait); its pytest example runs as written.  The README
+stays short (the rest lives in docs/), and no link of the README, CONTRIBUTING.md,
+ARCHITECTURE.md or docs/*.md leads nowhere."""
+import glob
 import os
 import re
 import subprocess
 import sys
+
+import pytest
 
 from pykbroker.local.broker_process import BrokerProcess
 
@@ -52,3 +57,72 @@ def test_pytest_example_runs_as_written(tmp_path):
                        cwd=str(tmp_path), env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "1 passed" in r.stdout
+
+
+# -- length and links ----------------------------------------------------------------------
+README_MAX_LINES = 300   # what a user reads first; the rest goes to docs/ (each page linked from it)
+
+
+def test_readme_is_short():
+    n = len(_readme().splitlines())
+    assert n <= README_MAX_LINES, "README.md has %d lines; move sections to docs/" % n
+
+
+def _markdown_files() -> list[str]:
+    return (["README.md", "CONTRIBUTING.md", "ARCHITECTURE.md"]
+            + sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.path.join(ROOT, "docs", "*.md"))))
+
+
+def _prose(text: str) -> str:
+    """The text without fenced code blocks and inline code, where brackets are code, not links."""
+    text = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+    return re.sub(r"`[^`\n]*`", "", text)
+
+
+def _links(text: str) -> list[str]:
+    prose = _prose(text)
+    inline = re.findall(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)", prose)
+    reference = re.findall(r"^\s*\[[^\]]+\]:\s*(\S+)", prose, re.M)
+    return inline + reference
+
+
+def _anchors(path: str) -> set[str]:
+    """GitHub's anchors of a markdown file's headings."""
+    with open(path) as fh:
+        heads = re.findall(r"^#+\s+(.*?)\s*#*$", _prose(fh.read()), re.M)
+    out = set()
+    for h in heads:
+        slug = re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+        out.add(slug)
+    return out
+
+
+@pytest.mark.parametrize("name", _markdown_files())
+def test_relative_links_point_at_existing_files(name):
+    path = os.path.join(ROOT, name)
+    if not os.path.exists(path):
+        pytest.skip("%s is not in this checkout" % name)
+    with open(path) as fh:
+        links = _links(fh.read())
+    bad = []
+    for target in links:
+        if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", target) or target.startswith("#"):
+            continue   # http(s), mailto: not checked here; an anchor in the same file is
+        file_part, _, anchor = target.partition("#")
+        dest = os.path.normpath(os.path.join(os.path.dirname(path), file_part))
+        if not os.path.exists(dest):
+            bad.append(target)
+        elif anchor and dest.endswith(".md") and anchor not in _anchors(dest):
+            bad.append(target + " (no such heading)")
+    assert not bad, "%s links to what does not exist: %s" % (name, bad)
+
+
+def test_link_check_finds_a_broken_link(tmp_path):
+    """The checker itself: a link to a missing file and one to a missing heading are found,
+    links inside code are not links."""
+    (tmp_path / "a.md").write_text("# Title\n\n## Real part\n")
+    text = ("[ok](a.md) [ok2](a.md#real-part) [gone](b.md) [bad anchor](a.md#nowhere) "
+            "`[code](x.md)`\n```\n[block](y.md)\n```\n[web](https://example.org)\n")
+    links = _links(text)
+    assert links == ["a.md", "a.md#real-part", "b.md", "a.md#nowhere", "https://example.org"]
+    assert _anchors(str(tmp_path / "a.md")) == {"title", "real-part"}
