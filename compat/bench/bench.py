@@ -23,7 +23,9 @@ With 4+ cores the brokers are pinned to one half and the load generators to the 
 unrecorded run of the first cell of each other kind.
 
 Output: the table on stdout, ``<out>/bench-<mode>.json`` and, with matplotlib (the ``bench``
-extra), ``<out>/throughput-<mode>.png``, ``latency-<mode>.png``, ``ratios-<mode>.png``.
+extra), ``<out>/throughput-<mode>.png``, ``latency-<mode>.png``, ``ratios-<mode>.png``.  The
+JSON and plots are not committed (several MB per run; .gitignore): a run's markdown summary is
+(compat/bench/results/README.md), and ``--report bench-<tag>.json`` redraws a saved run's plots.
 """
 from __future__ import annotations
 
