@@ -1,12 +1,7 @@
-"""Kafka's ACL operation codes as authorized-operations bit fields (Metadata, DescribeCluster).
+"""The authorized-operations field of Metadata and DescribeCluster answers.
 
-pykbroker has no authorizer, so, as Kafka without one, a request that asks for its authorized
-operations gets every operation the resource type supports (AclEntry.supportedOperations);
-otherwise the schema's "not requested" value.
+When a request does not ask for authorized operations, Kafka answers the schema's "not requested"
+value, INT32_MIN; when it asks, the bits come from the authorizer (pykbroker/acl/: every operation
+the resource type supports when no authorizer is configured, as Kafka does).
 """
 NOT_REQUESTED = -2147483648
-# TOPIC: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11.
-TOPIC_ALL_OPERATIONS = sum(1 << c for c in (3, 4, 5, 6, 7, 8, 10, 11))
-# CLUSTER: CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11,
-# IDEMPOTENT_WRITE 12.
-CLUSTER_ALL_OPERATIONS = sum(1 << c for c in (5, 7, 8, 9, 10, 11, 12))
