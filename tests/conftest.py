@@ -26,6 +26,15 @@ def fresh_broker(tmp_path):
         yield b
 
 
+@pytest.fixture(scope="session")
+def zk_blips_pykbroker_run(tmp_path_factory):
+    """pykbroker's zk-blips failover run (tests/cluster/helpers.py), made once a session for the
+    two tests that check it: tests/cluster/test_zk_blips.py and
+    tests/differential/test_zk_blips_oracle.py (against Apache Kafka's)."""
+    from tests.cluster.helpers import pykbroker_blip_failover
+    return pykbroker_blip_failover(str(tmp_path_factory.mktemp("zk-blips-pyk")))
+
+
 # -- missing tools fail in CI (tests/needs.py) ----------------------------------------------------
 def _missing_tool_reason(rep) -> str | None:
     """The reason of a skip for a missing tool (tests.needs.MISSING), else None."""

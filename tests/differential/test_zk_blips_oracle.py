@@ -6,11 +6,10 @@ go through a relay dropping them every 2 s (sessions kept, 6 s session timeout),
 acks=all confluent-kafka producer, and the leader of the partition (not the controller) killed
 -9.  Kafka's controller ignores a disconnect within its session: both clusters must elect a new
 leader once the dead broker's session expires and lose no acknowledged record; pykbroker's
-new-leader time is checked against Kafka's.
+new-leader time is checked against Kafka's.  pykbroker's run is made once a session and also
+checked by tests/cluster/test_zk_blips.py (the ``zk_blips_pykbroker_run`` fixture, tests/conftest.py).
 """
 from __future__ import annotations
-
-import signal
 
 import pytest
 
@@ -27,15 +26,11 @@ needs.module("confluent_kafka")
 
 from pykbroker.local.zookeeper import ZooKeeperServer  # noqa: E402
 from compat.chaos import chaos  # noqa: E402
-from pykbroker.local.cluster import Cluster  # noqa: E402
 from pykbroker.local.relay import TcpRelay  # noqa: E402
 
-SESSION_S = 6.0
-BLIP_EVERY_S = 2.0
-SETTINGS = {"zookeeper.session.timeout.ms": str(int(SESSION_S * 1000)), "default.replication.factor": "3",
-            "min.insync.replicas": "2", "offsets.topic.replication.factor": "3",
-            "group.initial.rebalance.delay.ms": "0", "unclean.leader.election.enable": "false",
-            "replica.lag.time.max.ms": "10000"}
+# the same settings for both clusters; pykbroker's run is the one tests/cluster/test_zk_blips.py
+# checks too, made once a session
+from tests.cluster.helpers import BLIP_EVERY_S, BLIP_SESSION_S as SESSION_S, BLIP_SETTINGS as SETTINGS  # noqa: E402
 
 
 def kafka_zk_mode(tmp_path):
@@ -69,14 +64,6 @@ def _wait_all_listed(ports, timeout=60.0):
             time.sleep(0.2)
 
 
-def pykbroker_cluster(tmp_path):
-    with Cluster(3, str(tmp_path / "pyk"), overrides=SETTINGS, zk_tick_time=500, zookeeper_relay=True) as cluster:
-        cluster.wait_registered()
-        return chaos.blip_failover({b.broker_id: b.port for b in cluster.brokers},
-                                   lambda bid: cluster.kill(bid, signal.SIGKILL), cluster.zk_relay,
-                                   SESSION_S, blip_every=BLIP_EVERY_S)
-
-
 def check(name, res):
     assert res.new_leader is not None, "%s: no new leader %.0f s after the kill" % (name, SESSION_S + 10)
     r = res.report
@@ -86,9 +73,9 @@ def check(name, res):
 
 
 @pytest.mark.timeout(600)
-def test_blips_then_a_leader_killed_like_kafka_3_9_in_zookeeper_mode(tmp_path):
+def test_blips_then_a_leader_killed_like_kafka_3_9_in_zookeeper_mode(tmp_path, zk_blips_pykbroker_run):
     kafka = kafka_zk_mode(tmp_path)
-    pyk = pykbroker_cluster(tmp_path)
+    pyk, _controller_log = zk_blips_pykbroker_run
     print("new leader after the kill: Kafka %.1f s, pykbroker %.1f s (session timeout %.0f s); "
           "acknowledged: Kafka %d, pykbroker %d, 0 lost"
           % (kafka.seconds_to_new_leader or -1, pyk.seconds_to_new_leader or -1, SESSION_S,
