@@ -33,19 +33,35 @@ def txn_producer(bootstrap: str, txn_id: str, **extra) -> Producer:
 def read_all(bootstrap: str, topic: str, partitions: int, isolation: str, expect: int | None = None,
              timeout: float = 15.0, idle: float = 1.5) -> list[tuple]:
     """Every record of the topic from offset 0 with an assigned consumer: (partition, offset, key,
-    value), in per-partition order.  Stops at ``expect`` records, or after ``idle`` seconds
-    without a new one (once at least ``expect`` or when ``expect`` is None)."""
+    value), in per-partition order.  Stops after ``idle`` seconds without a new one (once at
+    least ``expect`` or when ``expect`` is None); with ``expect``, also as soon as it has that
+    many and has read every partition to the end the broker reports for its isolation level
+    (librdkafka's watermark query asks with it: the last stable offset for read_committed, the
+    high watermark else): nothing more is readable then, so the idle wait would only add time."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("reader"), "isolation.level": isolation,
                   "enable.auto.commit": False, "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100})
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out = []
     deadline = time.monotonic() + timeout
     last = time.monotonic()
+
+    def at_the_end() -> bool:
+        try:
+            ends = [c.get_watermark_offsets(tp, timeout=5, cached=False)[1] for tp in tps]
+        except KafkaException:
+            return False   # unknown now: the idle rule decides
+        # -1001 (no position yet): nothing fetched from that partition, only right for an empty one
+        return all(pos.offset >= end or (pos.offset < 0 and end == 0)
+                   for pos, end in zip(c.position(tps), ends))
+
     try:
         while time.monotonic() < deadline:
             m = c.poll(0.2)
             if m is None:
-                if (expect is None or len(out) >= expect) and time.monotonic() - last > idle:
+                if expect is not None and len(out) < expect:
+                    continue
+                if time.monotonic() - last > idle or (expect is not None and at_the_end()):
                     break
                 continue
             if m.error():

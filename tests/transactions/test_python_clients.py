@@ -4,6 +4,7 @@ consumers of both libraries."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -46,13 +47,19 @@ def test_aiokafka_transactional_producer(broker):
                                  enable_auto_commit=False)
             await c.start()
             try:
-                c.assign([ATP(topic, 0), ATP(topic, 1)])
+                tps = [ATP(topic, 0), ATP(topic, 1)]
+                c.assign(tps)
                 await c.seek_to_beginning()
                 vals = []
                 for _ in range(20):
                     batch = await c.getmany(timeout_ms=300)
                     for msgs in batch.values():
                         vals += [m.value for m in msgs]
+                    # read to the end aiokafka's ListOffsets reports for its isolation level (the
+                    # last stable offset for read_committed): nothing more to wait 6 s for
+                    ends = await c.end_offsets(tps)
+                    if all([await c.position(tp) >= ends[tp] for tp in tps]):
+                        break
                 got[iso] = sorted(vals)
             finally:
                 await c.stop()
@@ -96,8 +103,19 @@ def test_kafka_python_transactional_producer(broker):
     # kafka-python's own consumer in read_committed mode skips the aborted records too
     kc = KafkaConsumer(bootstrap_servers=bs, isolation_level="read_committed", auto_offset_reset="earliest",
                        enable_auto_commit=False, consumer_timeout_ms=3000)
-    kc.assign([KTP(topic, p) for p in range(3)])
-    assert sorted(m.value for m in kc) == sorted(committed)
+    ktps = [KTP(topic, p) for p in range(3)]
+    kc.assign(ktps)
+    got = []
+    quiet_since = time.monotonic()
+    while time.monotonic() - quiet_since < 3.0:   # as consumer_timeout_ms: 3 s without a record ends it
+        for msgs in kc.poll(timeout_ms=200).values():
+            got += [m.value for m in msgs]
+            quiet_since = time.monotonic()
+        # ... or the end: kafka-python's ListOffsets asks with read_committed (the last stable offset)
+        ends = kc.end_offsets(ktps)
+        if all(kc.position(tp) >= ends[tp] for tp in ktps):
+            break
+    assert sorted(got) == sorted(committed)
     kc.close()
     # the ABORT markers follow the EndTxn answer (as with Kafka)
     wait_until(lambda: end_offsets(bs, topic, 3, 1) == end_offsets(bs, topic, 3, 0) == [3 + 1 + 2 + 1] * 3, 10,

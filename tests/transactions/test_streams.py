@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from pykbroker.local.broker_process import BrokerProcess, wait_until
 
@@ -87,11 +87,24 @@ def committed_output(bs, out) -> dict:
     c = Consumer({"bootstrap.servers": bs, "group.id": unique("check"), "isolation.level": "read_committed",
                   "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     md = c.list_topics(out, timeout=10).topics[out]
+    tps = [TopicPartition(out, p) for p in md.partitions]
     c.assign([TopicPartition(out, p, 0) for p in md.partitions])
+
+    def at_the_end() -> bool:
+        # every partition read to its last stable offset (librdkafka asks for the watermarks with
+        # the consumer's read_committed): everything committed now is read, no need to wait 2 s
+        try:
+            ends = [c.get_watermark_offsets(tp, timeout=5, cached=False)[1] for tp in tps]
+        except KafkaException:
+            return False
+        return all(pos.offset >= end or (pos.offset < 0 and end == 0) for pos, end in zip(c.position(tps), ends))
+
     got: dict = {}
     idle = time.monotonic()
     while time.monotonic() - idle < 2.0:
         m = c.poll(0.2)
+        if m is None and at_the_end():
+            break
         if m is None or m.error():
             continue
         got.setdefault(m.key().decode(), []).append(m.value().decode())
