@@ -88,6 +88,35 @@ def _grant(side, needs, t, g, x):
     assert all(x["error_code"] == 0 for x in r["results"]), r
 
 
+def _alice_bindings(side) -> set:
+    """alice's bindings as the side's broker serves them (DescribeAcls): (resource type, name,
+    operation).  Kafka's broker answers DescribeAcls from its authorizer's own copy, filled from
+    the controller's ACL records asynchronously: once a binding is listed it is enforced."""
+    with WireClient(side["plain"]) as c:
+        r = c.request(29, 3, {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
+                              "principal_filter": "User:alice", "host_filter": None, "operation": 1,
+                              "permission_type": 1})
+    assert r["error_code"] == 0, r
+    return {(res["resource_type"], res["resource_name"], a["operation"]) for res in r["resources"] for a in res["acls"]}
+
+
+def _wait_bindings(side, ok, what, timeout=15.0):
+    """Until ``ok(alice's bindings)``: the wait for Kafka's broker to apply ACL records, ended by
+    the event rather than a fixed sleep."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = _alice_bindings(side)
+        if ok(got):
+            return
+        assert time.monotonic() < deadline, "%s: alice's bindings %s" % (what, sorted(got))
+        time.sleep(0.05)
+
+
+def _granted(needs, t, g, x) -> set:
+    names = {"topic": t, "topic_new": t + "-new", "group": g, "transactional_id": x, "cluster": "kafka-cluster"}
+    return {(_TYPES[kind], names[kind], _OPS[op]) for op, kind in needs}
+
+
 def _topic(side, t, g):
     with WireClient(side["plain"]) as c:
         for _ in range(100):   # the group's coordinator ready (Kafka creates __consumer_offsets on demand)
@@ -116,7 +145,8 @@ def test_denied_then_allowed(pyk_side, kafka_side, case):
         extra = TABLE.EXTRA.get(case, [])
         if extra:
             _grant(side, extra, t, g, x)
-        time.sleep(0.5 if name == "kafka" else 0)   # Kafka's broker applies ACL records asynchronously
+            # Kafka's broker applies ACL records asynchronously
+            _wait_bindings(side, lambda got: _granted(extra, t, g, x) <= got, "%s: extra bindings" % name)
         with _alice(side) as c:
             answers[name] = c.request(api, version, body(t, g, x))
     p, k = _strip(answers["pyk"]), _strip(answers["kafka"])
@@ -124,7 +154,8 @@ def test_denied_then_allowed(pyk_side, kafka_side, case):
     assert set(codes(answers["kafka"])) == {denied}, answers
     for side in (pyk_side, kafka_side):
         _grant(side, needs, t, g, x)
-    time.sleep(1)
+    for name, side in (("pyk", pyk_side), ("kafka", kafka_side)):
+        _wait_bindings(side, lambda got: _granted(needs, t, g, x) <= got, "%s: needed bindings" % name)
     for name, side in (("pyk", pyk_side), ("kafka", kafka_side)):
         with _alice(side) as c:
             got = codes(c.request(api, version, body(t, g, x)))
@@ -134,7 +165,8 @@ def test_denied_then_allowed(pyk_side, kafka_side, case):
             c.request(31, 3, {"filters": [{"resource_type_filter": 1, "resource_name_filter": None,
                                             "pattern_type_filter": 1, "principal_filter": "User:alice",
                                             "host_filter": None, "operation": 1, "permission_type": 1}]})
-    time.sleep(1)
+    for name, side in (("pyk", pyk_side), ("kafka", kafka_side)):
+        _wait_bindings(side, lambda got: not got, "%s: bindings deleted" % name)
 
 
 def test_authorized_operations_and_visibility(pyk_side, kafka_side):
@@ -146,9 +178,9 @@ def test_authorized_operations_and_visibility(pyk_side, kafka_side):
     for name, side in (("pyk", pyk_side), ("kafka", kafka_side)):
         _topic(side, t, g)
         _topic(side, hidden, g)
-        _grant(side, [("WRITE", "topic"), ("ALTER_CONFIGS", "topic"), ("READ", "group"),
-                      ("DESCRIBE_CONFIGS", "cluster")], t, g, "unused")
-        time.sleep(1 if name == "kafka" else 0)
+        granted = [("WRITE", "topic"), ("ALTER_CONFIGS", "topic"), ("READ", "group"), ("DESCRIBE_CONFIGS", "cluster")]
+        _grant(side, granted, t, g, "unused")
+        _wait_bindings(side, lambda got: _granted(granted, t, g, "unused") <= got, "%s: bindings" % name)
         with _alice(side) as c:
             named = c.request(3, 12, {"topics": [{"name": t}, {"name": hidden}, {"name": "missing%d" % n}],
                                       "allow_auto_topic_creation": False, "include_topic_authorized_operations": True})
