@@ -35,11 +35,17 @@ def _admin(b):
 
 
 def _produce_as(b, user, mech, password):
-    from confluent_kafka import Producer
+    from confluent_kafka import KafkaError, Producer
     errors = []
     p = Producer({**b.client_config(user, mech, password=password), "error_cb": errors.append})
     p.produce("scram-users", b"from-" + user.encode())
-    left = p.flush(5)
+    # flush(5), but a failed login (librdkafka's _AUTHENTICATION, through error_cb) ends it at
+    # once: the record then stays undelivered (left 1) however long one waits
+    deadline = time.monotonic() + 5
+    left = p.flush(0.1)
+    while left and time.monotonic() < deadline and \
+            not any(e.code() == KafkaError._AUTHENTICATION for e in errors):
+        left = p.flush(0.1)
     return left, errors
 
 
