@@ -329,6 +329,108 @@ def test_controller_failover_bumps_the_epoch_and_keeps_electing(cluster, zk):
         cluster.start(controller)
 
 
+class _AcksAllProducer:
+    """An idempotent acks=all confluent-kafka producer writing ``v<n>`` to partition 0 of
+    ``topic`` from a thread (about 150 records/s) until stopped; ``acked`` maps each acknowledged
+    value to its offset, ``errors`` collects failed deliveries, ``left`` what a final flush
+    could not deliver."""
+
+    def __init__(self, bootstrap, topic):
+        import threading
+        self.bootstrap, self.topic = bootstrap, topic
+        self.acked: dict = {}
+        self.errors: list = []
+        self.left = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        from confluent_kafka import Producer
+        p = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
+                      "linger.ms": 5, "message.timeout.ms": 60000, "topic.metadata.refresh.interval.ms": 1000,
+                      "log_level": 2})   # a broker going away is expected: only critical lines
+
+        def delivered(err, msg):
+            if err is not None:
+                self.errors.append(err)
+            else:
+                self.acked[msg.value().decode()] = msg.offset()
+        n = 0
+        while not self._stop.is_set():
+            p.produce(self.topic, b"v%d" % n, partition=0, on_delivery=delivered)
+            n += 1
+            p.poll(0)
+            time.sleep(1 / 150)
+        self.left = p.flush(90)
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(120)
+
+
+def _read_with_offsets(node, topic, partition=0):
+    """(offset, value) of every record of the partition, fetched from ``node`` (its leader)."""
+    out, offset = [], 0
+    while True:
+        r = wire.fetch_part(wire.fetch(addr(node), topic, partition, offset, max_wait_ms=0))
+        assert r["error_code"] == 0, r
+        batches = wire.decode_batches(r["records"]) if r["records"] else []
+        if not batches:
+            return out
+        for _base, _epoch, recs in batches:
+            for off, _ts, value in recs:
+                out.append((off, value.decode()))
+                offset = off + 1
+
+
+def test_controller_killed_while_leading_under_an_acks_all_producer(cluster, zk):
+    """kill -9 of the active controller while it leads the partition an idempotent acks=all
+    producer writes to (RF 3, min.insync.replicas 2): ZooKeeper names a new controller, which
+    elects another in-sync leader; the producer keeps being acknowledged; the killed broker,
+    restarted, catches up under the load and rejoins the ISR; every acknowledged record is read
+    back from the leader at the offset it was acknowledged with, none twice."""
+    topic = "zk-ctl-load"
+    controller = json.loads(zk.get("/controller")[0])["brokerid"]
+    others = [b.broker_id for b in cluster.brokers if b.broker_id != controller]
+    assert create(cluster.brokers[0], topic, 1, 3, configs={"min.insync.replicas": "2"},
+                  assignments={0: [controller] + others})["error_code"] == 0
+    wait_until(lambda: (_leader_of(cluster, topic, 0) or {}).get("leader_id") == controller,
+               what="the controller leading %s" % topic)
+    load = _AcksAllProducer(cluster.bootstrap_servers, topic)
+    try:
+        wait_until(lambda: len(load.acked) >= 200, what="acknowledgements before the kill")
+        cluster.kill(controller, signal.SIGKILL)
+        at_kill = len(load.acked)
+        try:
+            new = wait_until(lambda: (lambda d: d and json.loads(d[0])["brokerid"] != controller and d)(
+                zk.exists("/controller") and zk.get("/controller")), timeout=SESSION_MS / 1000 + 20,
+                what="a new controller in /controller")
+            assert json.loads(new[0])["brokerid"] in others
+            p = wait_until(lambda: (lambda x: x if x and x["leader_id"] in others else None)(
+                _leader_of(cluster, topic, 0, exclude=(controller,))), timeout=SESSION_MS / 1000 + 20,
+                what="a new leader")
+            assert controller not in p["isr_nodes"]
+            # acks=all goes on through the new leader and the other in-sync follower
+            wait_until(lambda: len(load.acked) >= at_kill + 200, timeout=30,
+                       what="acknowledgements after the failover (%d at the kill)" % at_kill)
+        finally:
+            cluster.start(controller)
+        # the restarted broker fetches what it missed, under the load, and is taken back
+        wait_until(lambda: controller in ((_leader_of(cluster, topic, 0) or {}).get("isr_nodes") or []),
+                   timeout=60, what="broker %d back in the ISR" % controller)
+    finally:
+        load.stop()
+    assert load.left == 0 and not load.errors, (load.left, load.errors[:5])
+    leader = _leader_of(cluster, topic, 0)["leader_id"]
+    got = _read_with_offsets(cluster.broker(leader), topic)
+    at = dict(got)
+    assert len({v for _, v in got}) == len(got), "a value read twice"
+    lost = [(v, off) for v, off in load.acked.items() if at.get(off) != v]
+    assert not lost, "acknowledged but not read back at its offset: %s" % lost[:10]
+    assert len(load.acked) > at_kill + 200 and len(got) >= len(load.acked)
+
+
 def test_sigterm_moves_leadership_before_exit(cluster, zk):
     assert create(cluster.brokers[0], "zk-ctrl-shut", 1, 3, assignments={0: [1, 2, 3]})["error_code"] == 0
     wait_until(lambda: (_leader_of(cluster, "zk-ctrl-shut", 0) or {}).get("leader_id") == 1, what="leader 1")
@@ -385,9 +487,15 @@ def test_a_second_broker_with_a_taken_id_refuses_to_start(cluster, tmp_path):
     """The id's registration belongs to a live broker: the newcomer waits as after a kill -9,
     never listens, and exits with a clear error once the registration outlived any expiry."""
     from pykbroker.local.cluster import BrokerNode
-    n = BrokerNode(2, str(tmp_path / "dup"), cluster.zookeeper_connect, dict(OVERRIDES))
+    # The newcomer gives up after 3 of its own session timeouts plus a margin
+    # (membership.await_previous_registration_gone): its session is the shortest ZooKeeper
+    # grants with a 500 ms tick (2 ticks), which shortens that wait by 6 s; the live broker's
+    # registration never expires either way.
+    newcomer_session_ms = 1000
+    n = BrokerNode(2, str(tmp_path / "dup"), cluster.zookeeper_connect,
+                   {**OVERRIDES, "zookeeper.session.timeout.ms": str(newcomer_session_ms)})
     with pytest.raises(Exception):
-        n.start(timeout=3 * SESSION_MS / 1000 + 40)
+        n.start(timeout=3 * newcomer_session_ms / 1000 + 40)
     n.kill()
     with open(n.log_path) as fh:
         text = fh.read()
