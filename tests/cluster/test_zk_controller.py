@@ -524,6 +524,9 @@ def test_reassignment_checks_listing_and_cancel(cluster, zk):
     assert create(cluster.brokers[0], "zk-move", 1, 1, assignments={0: [1]})["error_code"] == 0
     wait_until(lambda: (_leader_of(cluster, "zk-move", 0) or {}).get("leader_id") == 1, what="leader 1")
     other = cluster.brokers[2]
+    # _leader_of reads the first live broker's view; the checks below ask broker 3, which answers
+    # UNKNOWN_TOPIC_OR_PARTITION until the topic's znode watch has reached it
+    wait_until(lambda: partitions_seen_by(other, "zk-move")[1].get(0), what="broker 3 knowing zk-move")
     assert _reassign(other, "zk-move", 0, None)["error_code"] == 85          # NO_REASSIGNMENT_IN_PROGRESS
     assert _reassign(other, "zk-move", 0, [1, 7])["error_code"] == 39        # INVALID_REPLICA_ASSIGNMENT
     assert _reassign(other, "zk-move", 0, [2, 2])["error_code"] == 39
