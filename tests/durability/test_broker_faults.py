@@ -12,7 +12,7 @@ import os
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from pykbroker.storage.faultfs import FaultFS
 
@@ -31,11 +31,21 @@ def consume_all(bootstrap, topic, partitions, timeout=20.0):
     out = {}
     deadline = time.time() + timeout
     idle = 0
+    tps = [TopicPartition(topic, p) for p in partitions]
+
+    def at_the_end():
+        # every partition read to its high watermark: nothing more to wait 2 s of silence for
+        try:
+            ends = [c.get_watermark_offsets(tp, timeout=5, cached=False)[1] for tp in tps]
+        except KafkaException:
+            return False
+        return all(pos.offset >= end or (pos.offset < 0 and end == 0) for pos, end in zip(c.position(tps), ends))
+
     while time.time() < deadline:
         m = c.poll(0.5)
         if m is None:
             idle += 1
-            if idle >= 4 and out:
+            if out and (idle >= 4 or at_the_end()):
                 break
             continue
         idle = 0
