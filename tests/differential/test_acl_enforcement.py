@@ -73,8 +73,8 @@ def _strip(x):
     return x
 
 
-_OPS = {"READ": 3, "WRITE": 4, "CREATE": 5, "DELETE": 6, "ALTER": 7, "DESCRIBE": 8, "DESCRIBE_CONFIGS": 10,
-        "ALTER_CONFIGS": 11, "IDEMPOTENT_WRITE": 12}
+_OPS = {"READ": 3, "WRITE": 4, "CREATE": 5, "DELETE": 6, "ALTER": 7, "DESCRIBE": 8, "CLUSTER_ACTION": 9,
+        "DESCRIBE_CONFIGS": 10, "ALTER_CONFIGS": 11, "IDEMPOTENT_WRITE": 12}
 _TYPES = {"topic": 2, "topic_new": 2, "group": 3, "cluster": 4, "transactional_id": 5}
 
 
