@@ -25,7 +25,8 @@ ControllerEventManager); the table in ``startup`` says which role handles which 
 epochs are the state znodes' versions; leader epochs are in the state JSON.
 
 5. **Security store (every broker)**, ``security_store.SecurityStore``: SCRAM credentials
-   (``/config/users``) and ACL bindings (``/kafka-acl``, ``/kafka-acl-extended``) written in
+   (``/config/users``), client quotas (``/config/users``, ``/config/clients``, ``/config/ips``)
+   and ACL bindings (``/kafka-acl``, ``/kafka-acl-extended``) written in
    Kafka's layout, and followed through their change notices.
 
 Owns nothing but the composition: the ZooKeeper session, and (as every ``Controller``) the
@@ -66,7 +67,7 @@ class ZkController(Controller):
         self.active = ActiveController(self.listener, store, self.events, config, node_id)
         self.membership = Membership(self.listener, self.active, store, self.events, config, node_id)
         self.admin = AdminWriter(self, self.listener, self.active, store, self.events, self.validator)
-        # SCRAM credentials and ACL bindings in Kafka's znodes, followed through the notices
+        # SCRAM credentials, client quotas and ACL bindings in Kafka's znodes, followed through the notices
         self.security = SecurityStore(self, self.zk, self.events, bool(config["authorizer.class.name"]))
 
     @property
@@ -186,6 +187,10 @@ class ZkController(Controller):
 
     async def alter_acls(self, added=(), removed=()) -> None:
         await self.security.alter_acls(added, removed)
+
+    async def alter_client_quotas(self, changes: dict) -> None:
+        if changes:
+            await self.security.alter_client_quotas(changes)
 
     async def alter_partition(self, topic: str, partition: int, partition_epoch: int,
                               leader: Optional[int] = None, isr: Optional[list[int]] = None,

@@ -1,5 +1,7 @@
-"""``SecurityStore``: SCRAM credentials and ACL bindings of a cluster, in ZooKeeper as Kafka's ZK
-mode keeps them, and every broker's view of them following the change notifications.
+"""``SecurityStore``: SCRAM credentials, client quotas and ACL bindings of a cluster, in ZooKeeper
+as Kafka's ZK mode keeps them, and every broker's view of them following the change
+notifications.  The one owner of the ``/config/users|clients|ips`` znodes and of the
+``/config/changes`` listener.
 
 SCRAM credentials (AK ``ZkAdminManager.alterUserScramCredentials``, ``AdminZkClient.changeConfigs``,
 ``ScramCredentialUtils``):
@@ -12,6 +14,22 @@ SCRAM credentials (AK ``ZkAdminManager.alterUserScramCredentials``, ``AdminZkCli
   (Kafka's ZkNodeChangeNotificationListener + DynamicConfigManager).
 - user names sanitized as Kafka's ``Sanitizer`` does (URL-encoded, ``*`` -> ``%2A``, space ->
   ``%20``).
+
+Client quotas (AK ``ZkAdminManager.alterClientQuotas`` / ``describeClientQuotas``,
+``ConfigEntityName.Default``, DynamicConfigManager's ``ClientIdConfigHandler`` /
+``UserConfigHandler`` / ``IpConfigHandler``):
+- entity -> znode: user ``/config/users/<u>``, client-id ``/config/clients/<c>``, both
+  ``/config/users/<u>/clients/<c>``, ip ``/config/ips/<ip>``; names sanitized as above, the
+  default entity named ``<default>``; the same ``{"version":1,"config":{...}}`` JSON, values as
+  strings: the LONG/INT keys (``producer_byte_rate``, ``consumer_byte_rate``,
+  ``connection_creation_rate``) as whole numbers (``"1024"``), the DOUBLE keys
+  (``request_percentage``, ``controller_mutation_rate``) as Java's Double.toString (``"50.0"``);
+- a compare-and-set per entity znode keeping the keys it does not own (SCRAM keys in a user's
+  node), then a notice ``{"version":2,"entity_path":"users/<u>/clients/<c>"}`` (``clients/<c>``,
+  ``ips/<ip>``...); an entity left without keys keeps its (possibly empty) znode, as Kafka's
+  AdminZkClient does.
+- every broker re-reads the entity a notice names into the controller's ``_client_quotas`` and
+  publishes them to its quota managers.
 
 ACL bindings (AK ``AclAuthorizer``, ``ZkData`` ``ZkAclStore``, ``AclEntry``):
 - LITERAL: ``/kafka-acl/<Topic|Group|Cluster|TransactionalId|DelegationToken|User>/<name>``,
@@ -26,8 +44,8 @@ ACL bindings (AK ``AclAuthorizer``, ``ZkData`` ``ZkAclStore``, ``AclEntry``):
   re-reads the resources named by new notices.
 Handled notices older than 15 minutes are deleted, as Kafka's listeners do.
 
-The controller (``ZkController``) owns the in-memory credentials and bindings
-(cluster/controller.py ``_scram``, ``_acls``); this role is the only one that changes them on a
+The controller (``ZkController``) owns the in-memory credentials, quotas and bindings
+(cluster/controller.py ``_scram``, ``_client_quotas``, ``_acls``); this role is the only one that changes them on a
 cluster: from ZooKeeper at load, after its own writes, and on notifications (events of the one
 event task).
 """
@@ -38,11 +56,16 @@ import logging
 from typing import Optional
 
 from ...acl import bindings as B
+from ...quota import entities as Q
 from .. import zk as Z
 
 log = logging.getLogger("pykbroker.controller")
 
 CONFIG_USERS = "/config/users"
+CONFIG_CLIENTS = "/config/clients"
+CONFIG_IPS = "/config/ips"
+# Kafka's ConfigEntityName.Default: the znode name of a default quota entity
+DEFAULT_ENTITY = "<default>"
 ACL_LITERAL = "/kafka-acl"
 ACL_PREFIXED = "/kafka-acl-extended/prefixed"
 ACL_CHANGES = "/kafka-acl-changes"
@@ -112,6 +135,71 @@ def encode_entity_config(config: dict) -> bytes:
 
 def encode_config_change(entity_path: str) -> bytes:
     return json.dumps({"version": 2, "entity_path": entity_path}, separators=(",", ":")).encode()
+
+
+# ------------------------------------------------------------------ client quota znodes
+def _quota_name(name: Optional[str]) -> str:
+    return DEFAULT_ENTITY if name is None else sanitize(name)
+
+
+def _entity_name(znode_name: str) -> Optional[str]:
+    return None if znode_name == DEFAULT_ENTITY else desanitize(znode_name)
+
+
+def quota_entity_path(entity: tuple) -> str:
+    """The ``entity_path`` of a notice (and, under ``/config/``, the znode) of a quota entity."""
+    d = dict(entity)
+    if Q.IP in d:
+        return "ips/%s" % _quota_name(d[Q.IP])
+    if Q.USER in d and Q.CLIENT_ID in d:
+        return "users/%s/clients/%s" % (_quota_name(d[Q.USER]), _quota_name(d[Q.CLIENT_ID]))
+    if Q.USER in d:
+        return "users/%s" % _quota_name(d[Q.USER])
+    return "clients/%s" % _quota_name(d[Q.CLIENT_ID])
+
+
+def quota_entity_of(entity_path: str) -> Optional[tuple]:
+    """The quota entity a notice's ``entity_path`` names (None: not a quota entity)."""
+    parts = entity_path.split("/")
+    if len(parts) == 2 and parts[1]:
+        t = {"users": Q.USER, "clients": Q.CLIENT_ID, "ips": Q.IP}.get(parts[0])
+        return None if t is None else Q.canonical([(t, _entity_name(parts[1]))])
+    if len(parts) == 4 and parts[0] == "users" and parts[2] == "clients" and parts[1] and parts[3]:
+        return Q.canonical([(Q.USER, _entity_name(parts[1])), (Q.CLIENT_ID, _entity_name(parts[3]))])
+    return None
+
+
+def _java_double(v: float) -> str:
+    """Java's Double.toString, which Kafka writes for DOUBLE quota keys: plain decimal within
+    [1e-3, 1e7), else the shortest digits as ``d.dddE<n>``."""
+    from decimal import Decimal
+    v = float(v)
+    if v == 0 or 1e-3 <= abs(v) < 1e7:
+        return repr(v)
+    d = Decimal(repr(v)).normalize()
+    sign, digits, _ = d.as_tuple()
+    rest = "".join(map(str, digits[1:])) or "0"
+    return "%s%d.%sE%d" % ("-" if sign else "", digits[0], rest, d.adjusted())
+
+
+def encode_quota_value(key: str, value: float) -> str:
+    kind = Q.CLIENT_KEYS.get(key) or Q.IP_KEYS.get(key)
+    if kind == "DOUBLE":
+        return _java_double(value)
+    return str(int(value + 1e-6))   # Kafka: (value + epsilon).toLong, validated whole
+
+
+def quota_values(entity: tuple, cfg: dict) -> dict:
+    """The quota keys of an entity's config (other keys, e.g. SCRAM, are not quotas)."""
+    keys = Q.IP_KEYS if Q.IP in dict(entity) else Q.CLIENT_KEYS
+    out = {}
+    for k, v in cfg.items():
+        if k in keys:
+            try:
+                out[k] = float(v)
+            except ValueError:
+                log.warning("quota %s=%r of %s is not a number, ignored", k, v, quota_entity_path(entity))
+    return out
 
 
 # ------------------------------------------------------------------ ACL znodes
@@ -208,6 +296,7 @@ class SecurityStore:
             if creds:
                 scram[desanitize(child)] = creds
         self.owner._scram = scram
+        await self._load_quotas()
         if not self.acls_on:
             return
         acls = set()
@@ -223,6 +312,27 @@ class SecurityStore:
         if acls:
             self.owner._store_acls(acls, ())
             self.owner._publish_acls(added=sorted(acls))
+
+    async def _load_quotas(self) -> None:
+        """Every client quota entity stored (Kafka's DynamicConfigManager start-up read)."""
+        entities = []
+        for root, t in ((CONFIG_USERS, Q.USER), (CONFIG_CLIENTS, Q.CLIENT_ID), (CONFIG_IPS, Q.IP)):
+            await self.zk.call("ensure_path", root)
+            for child in await self.zk.call("get_children", root):
+                entities.append(Q.canonical([(t, _entity_name(child))]))
+                if t != Q.USER:
+                    continue
+                sub = "%s/%s/clients" % (root, child)
+                if await self.zk.call("exists", sub):
+                    for c in await self.zk.call("get_children", sub):
+                        entities.append(Q.canonical([(Q.USER, _entity_name(child)), (Q.CLIENT_ID, _entity_name(c))]))
+        quotas = {}
+        for entity in entities:
+            values = quota_values(entity, decode_entity_config(await self._get("/config/" + quota_entity_path(entity))))
+            if values:
+                quotas[entity] = values
+        self.owner._client_quotas = quotas
+        self.owner._publish_client_quotas()
 
     def watch(self) -> None:
         post = self.events.post
@@ -250,6 +360,9 @@ class SecurityStore:
                 kind, _, name = entity.partition("/")
                 if kind == "users" and name and "/" not in name:
                     await self.refresh_user(desanitize(name))
+                quota_entity = quota_entity_of(entity)
+                if quota_entity is not None:
+                    await self.refresh_quota(quota_entity)
             else:
                 res = decode_acl_change(path, data)
                 if res is None:
@@ -298,6 +411,20 @@ class SecurityStore:
             self.owner._scram[user] = creds
         else:
             self.owner._scram.pop(user, None)
+
+    async def refresh_quota(self, entity: tuple) -> None:
+        """Re-read one quota entity; its managers told only if it changed."""
+        values = quota_values(entity, decode_entity_config(await self._get("/config/" + quota_entity_path(entity))))
+        quotas = self.owner._client_quotas
+        if quotas.get(entity, {}) == values:
+            return
+        quotas = dict(quotas)
+        if values:
+            quotas[entity] = values
+        else:
+            quotas.pop(entity, None)
+        self.owner._client_quotas = quotas
+        self.owner._publish_client_quotas()
 
     async def _read_resource(self, rtype: int, name: str, pattern: int) -> set:
         data = await self._get(resource_path(rtype, name, pattern))
@@ -350,6 +477,41 @@ class SecurityStore:
             await self.refresh_user(user)
         log.info("SCRAM credentials changed: %s", ", ".join(
             "%s %s %s" % ("deleted" if t is None else "set", m, u) for u, m, t in changes))
+
+    async def alter_client_quotas(self, changes: dict) -> None:
+        """``{entity: {key: value or None}}`` (validated by the caller): per entity a
+        compare-and-set of its znode (keys it does not own kept) and one change notice, as
+        Kafka's AdminZkClient.changeConfigs."""
+        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+        for entity, delta in changes.items():
+            entity_path = quota_entity_path(entity)
+            path = "/config/" + entity_path
+            await self.zk.call("ensure_path", path.rsplit("/", 1)[0])
+            while True:
+                try:
+                    data, stat = await self.zk.call("get", path)
+                    version = stat.version
+                except NoNodeError:
+                    data, version = None, None
+                cfg = decode_entity_config(data)
+                for key, value in delta.items():
+                    if value is None:
+                        cfg.pop(key, None)
+                    else:
+                        cfg[key] = encode_quota_value(key, value)
+                t = self.zk.client.transaction()
+                if version is None:
+                    t.create(path, encode_entity_config(cfg))
+                else:
+                    t.set_data(path, encode_entity_config(cfg), version=version)
+                t.create(Z.CONFIG_CHANGE_PREFIX, encode_config_change(entity_path), sequence=True)
+                results = await self.zk.run(t.commit)
+                if any(isinstance(r, (BadVersionError, NodeExistsError, NoNodeError)) for r in results):
+                    continue   # written meanwhile through another broker: re-read and apply again
+                _raise_first(results)
+                break
+            await self.refresh_quota(entity)
+        log.info("client quotas changed: %s", changes)
 
     async def alter_acls(self, added=(), removed=()) -> None:
         """Per resource pattern touched: a compare-and-set of its znode (deleted when empty) and
