@@ -152,7 +152,8 @@ class Controller(abc.ABC):
 
     async def alter_client_quotas(self, changes: dict) -> None:
         """Apply ``{entity: {key: value or None}}`` (validated by the caller) as one change.  In
-        memory here (test and ZooKeeper controllers, see SKIPPED.md); durable in LocalController."""
+        memory here (test controllers); durable in LocalController (the metadata file) and
+        ZkController (Kafka's /config znodes, zookeeper/security_store.py)."""
         from ..quota.entities import apply_changes
         self._client_quotas = apply_changes(self._client_quotas, changes)
         self._publish_client_quotas()

@@ -15,7 +15,8 @@ Apache Kafka by tests/differential/test_client_quotas.py):
 - each entry is an entity (client-id, user, ip order, as Kafka lists them) and its values
   (keys sorted); success's message is "" (Kafka's), not null.  Entities are listed in a stable
   order (Kafka's is a hash order).
-Quotas are read from the controller (the metadata file on one node).
+Quotas are read from the controller's view (the metadata file on one node; on a ZooKeeper cluster
+Kafka's /config znodes, which every broker follows, so every broker answers the same).
 """
 from __future__ import annotations
 

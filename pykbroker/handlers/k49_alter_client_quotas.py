@@ -17,7 +17,8 @@ and their order checked against Apache Kafka by tests/differential/test_client_q
 - ``validate_only``: validated and answered, nothing stored;
 - the valid alterations of a request are stored in one write of the metadata file (a failed
   write answers its error for each of them and stores none) and reach the quota enforcement
-  (quota/manager.py) at once.
+  (quota/manager.py) at once; on a ZooKeeper cluster one compare-and-set per entity znode with
+  its ``/config/changes`` notice (cluster/zookeeper/security_store.py), every broker applying it.
 """
 from __future__ import annotations
 

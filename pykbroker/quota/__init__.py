@@ -15,5 +15,6 @@
   ``max.connections.per.ip.overrides`` and the ip entities' ``connection_creation_rate`` at
   accept time.
 
-The controller owns the stored quotas (the metadata file on one node); see docs/quotas.md.
+The controller owns the stored quotas (the metadata file on one node, Kafka's ``/config/users``,
+``/config/clients``, ``/config/ips`` znodes on a ZooKeeper cluster); see docs/quotas.md.
 """

@@ -34,7 +34,7 @@ def _section(title: str) -> str:
 
 def test_first_screen_says_what_is_missing_and_how_to_install():
     first = "\n".join(_readme().splitlines()[:60])
-    for words in ("TLS and SASL", "ACLs", "client quotas", "no quotas shared across a cluster", "one CPU core", "pip install .", "pip install '.[tools]'",
+    for words in ("TLS and SASL", "ACLs", "client quotas", "client quotas live in ZooKeeper", "one CPU core", "pip install .", "pip install '.[tools]'",
                   "pykbroker serve", "## Use it in your tests"):
         assert words in first, words
 

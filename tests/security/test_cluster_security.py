@@ -317,6 +317,10 @@ def test_handled_notices_older_than_the_expiry_are_purged(cluster, monkeypatch):
     class Owner:
         _scram: dict = {}
         _acls: set = set()
+        _client_quotas: dict = {}
+
+        def _publish_client_quotas(self):
+            pass
 
     async def main():
         zs = Z.ZkSession(cluster.zookeeper_connect + "/purge-test", 10000, 10000)
@@ -335,6 +339,8 @@ def test_handled_notices_older_than_the_expiry_are_purged(cluster, monkeypatch):
             await store.on_changes(Z.CONFIG_CHANGES, children)
             assert owner._scram == {"dave": {"SCRAM-SHA-256": "salt=AA==,stored_key=AA==,server_key=AA==,"
                                                                "iterations=4096"}}
+            # the quota key of the same znode is read as dave's client quota
+            assert owner._client_quotas == {(("user", "dave"),): {"producer_byte_rate": 10.0}}
             assert await zs.call("get_children", Z.CONFIG_CHANGES) == []
         finally:
             await zs.stop()
