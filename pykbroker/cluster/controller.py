@@ -180,8 +180,9 @@ class Controller(abc.ABC):
         return add, rem
 
     async def alter_acls(self, added=(), removed=()) -> None:
-        """Add and remove bindings as one change (validated by the caller).  In memory here
-        (test and ZooKeeper controllers, see SKIPPED.md); durable in LocalController."""
+        """Add and remove bindings as one change (validated by the caller).  In memory here (the
+        in-memory test controllers); durable in LocalController's metadata file, and in Kafka's
+        ACL znodes on ZooKeeper (zookeeper/security_store.py)."""
         add, rem = self._store_acls(added, removed)
         self._publish_acls(add, rem)
 
@@ -205,8 +206,9 @@ class Controller(abc.ABC):
         return old
 
     async def alter_scram_credentials(self, changes: list) -> None:
-        """Upsert/delete credentials (validated by the caller).  In memory here (test and
-        ZooKeeper controllers, see SKIPPED.md); durable in LocalController."""
+        """Upsert/delete credentials (validated by the caller).  In memory here (the in-memory
+        test controllers); durable in LocalController's metadata file, and in /config/users on
+        ZooKeeper (zookeeper/security_store.py)."""
         self._store_scram(changes)
 
     # ------------------------------------------------------------------ listeners
