@@ -442,38 +442,48 @@ class SecurityStore:
             self.owner._publish_acls(add, rem)
 
     # ------------------------------------------------------------------ writes
+    async def _change_entity_config(self, entity_path: str, apply) -> None:
+        """Kafka's AdminZkClient.changeConfigs for one config entity (``users/alice``,
+        ``clients/app``, ...): ``apply(cfg)`` edits the znode's config map in place (keys it does
+        not own kept), written with a compare-and-set together with one change notice; a write
+        through another broker meanwhile makes it re-read and apply again."""
+        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+        path = "/config/" + entity_path
+        await self.zk.call("ensure_path", path.rsplit("/", 1)[0])
+        while True:
+            try:
+                data, stat = await self.zk.call("get", path)
+                version = stat.version
+            except NoNodeError:
+                data, version = None, None
+            cfg = decode_entity_config(data)
+            apply(cfg)
+            t = self.zk.client.transaction()
+            if version is None:
+                t.create(path, encode_entity_config(cfg))
+            else:
+                t.set_data(path, encode_entity_config(cfg), version=version)
+            t.create(Z.CONFIG_CHANGE_PREFIX, encode_config_change(entity_path), sequence=True)
+            results = await self.zk.run(t.commit)
+            if any(isinstance(r, (BadVersionError, NodeExistsError, NoNodeError)) for r in results):
+                continue   # written meanwhile through another broker: re-read and apply again
+            _raise_first(results)
+            return
+
     async def alter_scram_credentials(self, changes: list) -> None:
         """``[(user, mechanism, text or None)]``: per user a compare-and-set of its config
         entity (other keys, e.g. quotas, kept) and one change notice."""
-        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
         by_user: dict[str, list] = {}
         for user, mech, text in changes:
             by_user.setdefault(user, []).append((mech, text))
         for user, items in by_user.items():
-            path = user_path(user)
-            while True:
-                try:
-                    data, stat = await self.zk.call("get", path)
-                    version = stat.version
-                except NoNodeError:
-                    data, version = None, None
-                cfg = decode_entity_config(data)
+            def apply(cfg, items=items):
                 for mech, text in items:
                     if text is None:
                         cfg.pop(mech, None)
                     else:
                         cfg[mech] = text
-                t = self.zk.client.transaction()
-                if version is None:
-                    t.create(path, encode_entity_config(cfg))
-                else:
-                    t.set_data(path, encode_entity_config(cfg), version=version)
-                t.create(Z.CONFIG_CHANGE_PREFIX, encode_config_change("users/%s" % sanitize(user)), sequence=True)
-                results = await self.zk.run(t.commit)
-                if any(isinstance(r, (BadVersionError, NodeExistsError, NoNodeError)) for r in results):
-                    continue   # written meanwhile through another broker: re-read and apply again
-                _raise_first(results)
-                break
+            await self._change_entity_config("users/%s" % sanitize(user), apply)
             await self.refresh_user(user)
         log.info("SCRAM credentials changed: %s", ", ".join(
             "%s %s %s" % ("deleted" if t is None else "set", m, u) for u, m, t in changes))
@@ -482,34 +492,14 @@ class SecurityStore:
         """``{entity: {key: value or None}}`` (validated by the caller): per entity a
         compare-and-set of its znode (keys it does not own kept) and one change notice, as
         Kafka's AdminZkClient.changeConfigs."""
-        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
         for entity, delta in changes.items():
-            entity_path = quota_entity_path(entity)
-            path = "/config/" + entity_path
-            await self.zk.call("ensure_path", path.rsplit("/", 1)[0])
-            while True:
-                try:
-                    data, stat = await self.zk.call("get", path)
-                    version = stat.version
-                except NoNodeError:
-                    data, version = None, None
-                cfg = decode_entity_config(data)
+            def apply(cfg, delta=delta):
                 for key, value in delta.items():
                     if value is None:
                         cfg.pop(key, None)
                     else:
                         cfg[key] = encode_quota_value(key, value)
-                t = self.zk.client.transaction()
-                if version is None:
-                    t.create(path, encode_entity_config(cfg))
-                else:
-                    t.set_data(path, encode_entity_config(cfg), version=version)
-                t.create(Z.CONFIG_CHANGE_PREFIX, encode_config_change(entity_path), sequence=True)
-                results = await self.zk.run(t.commit)
-                if any(isinstance(r, (BadVersionError, NodeExistsError, NoNodeError)) for r in results):
-                    continue   # written meanwhile through another broker: re-read and apply again
-                _raise_first(results)
-                break
+            await self._change_entity_config(quota_entity_path(entity), apply)
             await self.refresh_quota(entity)
         log.info("client quotas changed: %s", changes)
 
