@@ -168,8 +168,10 @@ class Broker:
             self.controller = factory(self.metadata_cache, self.config, self.node_id, self.log_dirs[0],
                                       fs=self.storage_fs or REAL_FS)
         single_node = isinstance(self.controller, LocalController)
-        from .acl.authorizer import from_config as authorizer_from_config
-        self.authorizer = authorizer_from_config(self.config)
+        if self.config["authorizer.class.name"]:
+            # acl/ imported only when an authorizer is configured (start-up of the default broker)
+            from .acl.authorizer import from_config as authorizer_from_config
+            self.authorizer = authorizer_from_config(self.config)
         if self.authorizer is not None:
             # before load(): the stored bindings reach the index before any listener is bound
             self.controller.add_acl_listener(self.authorizer.apply)

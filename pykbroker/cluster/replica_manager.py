@@ -39,7 +39,6 @@ from ..config import inter_broker_listener
 from .fetch_session import FetchSessionCache
 from .partition import OfflinePartition, Partition, PartitionHooks
 from .producer_ids import ProducerIdManager
-from .replica_fetcher import FetcherConfig, ReplicaFetcher
 
 log = logging.getLogger("pykbroker.replica_manager")
 
@@ -73,7 +72,7 @@ class ReplicaManager:
         # replication: ISR changes go to the controller; its partition changes come back
         self.controller = controller
         self.config = config
-        self._fetchers: dict[int, ReplicaFetcher] = {}
+        self._fetchers: dict[int, "ReplicaFetcher"] = {}
         self._fetcher_config = None
         self._fetcher_of: dict[tuple[str, int], int] = {}
         self._leadership_listeners: list[Callable[[str, int, bool, int], None]] = []
@@ -213,6 +212,9 @@ class ReplicaManager:
         src = part.leader_id
         f = self._fetchers.get(src)
         if f is None:
+            # imported by the first follower: a single node never fetches, so its start-up
+            # does not pay for the fetcher (tests/install/test_startup_imports.py)
+            from .replica_fetcher import FetcherConfig, ReplicaFetcher
             if self._fetcher_config is None:
                 self._fetcher_config = FetcherConfig(self.config, self._listener_name(), self.node_id,
                                                     self.interbroker_versions, self.interbroker_security)

@@ -3,9 +3,15 @@ server side (listeners.py) and, on a cluster, the broker's own client side of th
 listener (client.py).  Kept apart from both so neither imports the other's builder."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..config import parse_listeners, parse_protocol_map
-from .client import InterBrokerSecurity
-from .listeners import ListenerSecurity
+
+if TYPE_CHECKING:
+    from .listeners import ListenerSecurity
+
+# client.py and listeners.py (ssl contexts, SCRAM, the SASL mechanisms) are imported only when a
+# listener is secured or the broker is in a cluster: a plain single node starts without them
 
 
 def build_all(config, listeners) -> dict[str, ListenerSecurity]:
@@ -14,9 +20,13 @@ def build_all(config, listeners) -> dict[str, ListenerSecurity]:
     trust, the mechanism and the broker's credentials), checked here so a broker that could not
     reach the others stops at start-up."""
     if config["zookeeper.connect"]:
+        from .client import InterBrokerSecurity
         InterBrokerSecurity.from_config(config)
-    return {li.name: ListenerSecurity.build(config, li.name, li.protocol)
-            for li in listeners if li.protocol != "PLAINTEXT"}
+    secured = [li for li in listeners if li.protocol != "PLAINTEXT"]
+    if not secured:
+        return {}
+    from .listeners import ListenerSecurity
+    return {li.name: ListenerSecurity.build(config, li.name, li.protocol) for li in secured}
 
 
 def check_config(config) -> None:
