@@ -84,12 +84,37 @@ class Broker:
         self.group_coordinator = None
         self.transaction_coordinator = None
         self.share_coordinator = None         # KIP-932 __share_group_state (coordinator/share/)
-        self.share_partition_manager = None   # KIP-932 share partitions and sessions (share/manager.py)
+        # KIP-932 share partitions and sessions (share/manager.py): see share_partition_manager
+        self._share_partition_manager = None
+        self._share_partition_args = None   # its constructor's arguments, set at start-up
         self.ready = trio.Event()
         self.crashed = False
         self._components: list = []
 
+    # -- share partitions (KIP-932) -----------------------------------------------------------
+
+    @property
+    def share_partition_manager(self):
+        """The share partitions and sessions (share/manager.py), created at the first use once the
+        broker has started (None before): a broker whose clients never use share groups does not
+        import or build them."""
+        if self._share_partition_manager is None and self._share_partition_args is not None:
+            from .share.manager import SharePartitionManager
+            self._share_partition_manager = SharePartitionManager(*self._share_partition_args)
+        return self._share_partition_manager
+
+    @share_partition_manager.setter
+    def share_partition_manager(self, spm) -> None:
+        self._share_partition_manager = spm
+
+    @property
+    def existing_share_partition_manager(self):
+        """The share partition manager if one was created (a connection closing ends its sessions;
+        none created: no sessions to end, nothing to import)."""
+        return self._share_partition_manager
+
     # -- identity ---------------------------------------------------------------------------
+
     def _load_identity(self, cluster_id: str | None = None) -> None:
         """``cluster_id``: the cluster's id from ZooKeeper (a broker whose data belongs to
         another cluster refuses to start, like Kafka's InconsistentClusterIdException)."""
@@ -228,7 +253,6 @@ class Broker:
                 # KIP-932: the share coordinator (__share_group_state) and the share partitions,
                 # which persist their delivery state through it
                 from .coordinator.share.coordinator import ShareCoordinator, ShareStateLog
-                from .share.manager import SharePartitionManager
                 sc = self.share_coordinator = ShareCoordinator(
                     self.config, ShareStateLog(self.metadata_cache, self.replica_manager, self.controller),
                     leads_every_partition=single_node, now_ms=self.clock.time_ms)
@@ -237,9 +261,11 @@ class Broker:
                     from .coordinator.share.records import SHARE_STATE_TOPIC
                     self._follow_leadership(SHARE_STATE_TOPIC, sc)
                 self._components.append(sc)
-                self.share_partition_manager = SharePartitionManager(self.config, self.replica_manager,
-                                                                     self.metadata_cache, sc, group_configs,
-                                                                     self.clock.time_ms)
+                # the share partitions hold no state until a share group fetches: created (and
+                # share/manager.py imported) by the first ShareFetch/ShareAcknowledge or share
+                # offsets request (the share_partition_manager property), not before the first answer
+                self._share_partition_args = (self.config, self.replica_manager, self.metadata_cache, sc,
+                                              group_configs, self.clock.time_ms)
                 from .coordinator.txn.coordinator import TransactionCoordinator, TxnStateLog
                 # Single node: loads every __transaction_state partition (transactions left in
                 # PrepareCommit/PrepareAbort by a crash are completed from here); in a cluster it

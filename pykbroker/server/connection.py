@@ -95,7 +95,7 @@ class Connection:
         finally:
             if self.observer is not None:
                 self.observer.connection_closed(self)
-            spm = getattr(self.broker, "share_partition_manager", None)
+            spm = getattr(self.broker, "existing_share_partition_manager", None)   # none created: no sessions
             if spm is not None:
                 spm.connection_closed(self)   # KIP-932: its share sessions end, their records are released
             with trio.CancelScope(shield=True):

@@ -5,7 +5,7 @@ request does not need must not load before it.  These run, in a fresh interprete
 ``pykbroker serve`` runs (``pykbroker.cli.main``, up to its listeners answering) and what an
 embedding program runs (``pykbroker.Broker()`` and one ApiVersions answered), then list
 ``sys.modules``: the modules named below belong to features a default broker does not use
-(a cluster, secured listeners, an authorizer, follower fetching, the admin tools, compression,
+(a cluster, secured listeners, an authorizer, follower fetching, share groups, the admin tools, compression,
 metrics, the test helpers) and are imported at their first use instead.
 """
 from __future__ import annotations
@@ -32,6 +32,7 @@ ABSENT = [
     "pykbroker.security.scram",               # SASL (SCRAM) listener or credentials
     "pykbroker.security.authenticator",       # a SASL listener
     "pykbroker.server.secure",                # a secured listener
+    "pykbroker.share",                        # a share group's first ShareFetch (KIP-932)
     "pykbroker.acl.authorizer",               # authorizer.class.name
     "pykbroker.acl.bindings",                 # authorizer.class.name, the ACL APIs
     "pykbroker.tools",                        # the admin commands (not `serve`)
