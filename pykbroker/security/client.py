@@ -164,7 +164,7 @@ class InterBrokerSecurity:
 
 
 def _client_context(sec) -> tuple:
-    from .tls import _load_truststore
+    from .tls import _load_truststore, load_keystore
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     known = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
     versions = [known[v] for v in sec.get("ssl.enabled.protocols") if v in known]
@@ -175,13 +175,9 @@ def _client_context(sec) -> tuple:
     else:
         _load_truststore(sec, ctx)
     # the broker's own certificate as its client certificate (an mTLS listener asks for one)
-    location = sec.get("ssl.keystore.location")
-    if location is not None:
-        try:
-            ctx.load_cert_chain(location, password=sec.get("ssl.key.password") or sec.get("ssl.keystore.password"))
-        except (ssl.SSLError, OSError) as e:
-            raise ConfigError("listener %s: ssl.keystore.location: cannot load the key and certificate chain (%s)"
-                              % (sec.name, type(e).__name__), "ssl.keystore.location") from None
+    # PEM, PKCS12 or JKS, read as the listener's server side reads it (tls.py)
+    if sec.get("ssl.keystore.location") is not None or sec.get("ssl.keystore.certificate.chain") is not None:
+        load_keystore(sec, ctx)
     # Kafka's ssl.endpoint.identification.algorithm: "https" (default) checks the host name
     # against the certificate's SANs; empty turns the check off
     algo = sec.get("ssl.endpoint.identification.algorithm")

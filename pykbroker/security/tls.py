@@ -1,11 +1,20 @@
 """TLS of a listener: the server ``ssl.SSLContext`` and the principal of a client certificate.
 
-Keys and certificates are PEM (Kafka's ``ssl.keystore.type=PEM``): ``ssl.keystore.location``
-names one file holding the private key and the certificate chain, or the inline configs
-``ssl.keystore.key`` / ``ssl.keystore.certificate.chain`` hold them (Kafka's
-DefaultSslEngineFactory PEM support); ``ssl.key.password`` decrypts an encrypted key.  Trusted
-CAs for client certificates: ``ssl.truststore.location`` (PEM file) or
-``ssl.truststore.certificates`` (inline).  JKS and PKCS12 stores are refused (SKIPPED.md).
+Keystores (the listener's key and certificate chain), as Kafka's DefaultSslEngineFactory reads
+them, by ``ssl.keystore.type``:
+- ``PEM``: ``ssl.keystore.location`` names one file holding the private key and the chain, or the
+  inline configs ``ssl.keystore.key`` / ``ssl.keystore.certificate.chain`` hold them;
+  ``ssl.key.password`` decrypts an encrypted key.
+- ``PKCS12`` (through ``cryptography``) and ``JKS`` / ``JCEKS`` (through ``pyjks``):
+  ``ssl.keystore.location`` with ``ssl.keystore.password`` (the store's integrity and, for
+  PKCS12, its encryption) and ``ssl.key.password`` (a JKS key entry's; Kafka's default: the
+  keystore password).  The store must hold exactly one private key entry.
+Truststores (the CAs trusted for client certificates, and for the broker's own connections to
+the other brokers), by ``ssl.truststore.type``: ``PEM`` (``ssl.truststore.location`` or inline
+``ssl.truststore.certificates``), ``PKCS12`` or ``JKS`` (their certificate entries, with
+``ssl.truststore.password``).  ``JKS`` is Kafka's default type of both (SslConfigs).
+A store that cannot be read (wrong password, wrong type, missing file) is a ``ConfigError``
+naming the setting: the listener fails at start-up, as Kafka's does.
 ``ssl.client.auth`` none / requested / required map to CERT_NONE / CERT_OPTIONAL / CERT_REQUIRED.
 """
 from __future__ import annotations
@@ -49,27 +58,163 @@ def server_context(sec) -> ssl.SSLContext:
     return ctx
 
 
-def _check_type(sec, key: str, has_store: bool) -> None:
-    t = (sec.get(key) or "").upper()
-    if has_store and t != "PEM":
-        raise _err(sec, key, "%s stores are not supported: set %s=PEM (see SKIPPED.md)" % (t or "JKS", key))
+# The first bytes of a store file tell its format.  Java (keystore.type.compat, on by default
+# since JDK 8) reads a JKS file through the PKCS12 type and a PKCS12 file through JKS, so Kafka
+# listeners with either binary type accept either file: so does pykbroker.
+_JKS_MAGIC, _JCEKS_MAGIC = b"\xfe\xed\xfe\xed", b"\xce\xce\xce\xce"
+_BINARY_TYPES = ("PKCS12", "JKS", "JCEKS")
 
 
-def _load_keystore(sec, ctx: ssl.SSLContext) -> None:
+def _store_type(sec, key: str) -> str:
+    t = (sec.get(key) or "JKS").upper()   # JKS: Kafka's default (SslConfigs)
+    if t != "PEM" and t not in _BINARY_TYPES:
+        raise _err(sec, key, "%s stores are not supported (PEM, PKCS12, JKS or JCEKS; see SKIPPED.md)" % t)
+    return t
+
+
+def _read_store(sec, kind: str, location: str, stype: str) -> tuple[bytes, str]:
+    """(the file's bytes, its format: JKS / PKCS12) of a binary store; ConfigError when the file
+    is missing or is PEM under a binary type."""
+    try:
+        with open(location, "rb") as fh:
+            data = fh.read()
+    except OSError as e:
+        raise _err(sec, "ssl.%s.location" % kind, "cannot read the %s file (%s)" % (kind, type(e).__name__)) from None
+    if data.lstrip()[:5] == b"-----":
+        raise _err(sec, "ssl.%s.type" % kind, "ssl.%s.location is a PEM file but ssl.%s.type is %s: set "
+                   "ssl.%s.type=PEM" % (kind, kind, stype, kind))
+    return data, ("JKS" if data[:4] in (_JKS_MAGIC, _JCEKS_MAGIC) else "PKCS12")
+
+
+def _needs(module: str, package: str, what: str):
+    import importlib
+    try:
+        return importlib.import_module(module)
+    except ImportError:   # pragma: no cover - depends on the installation
+        raise ConfigError("%s stores need the '%s' package (pip install 'pykbroker[security]')" % (what, package),
+                          "ssl.keystore.type") from None
+
+
+def _jks():
+    return _needs("jks", "pyjks", "JKS")
+
+
+def _keystore_der(sec, location: str, stype: str) -> tuple[bytes, list[bytes]]:
+    """(PKCS#8 DER private key, [DER certificates, leaf first]) of a PKCS12 or JKS keystore."""
+    data, fmt = _read_store(sec, "keystore", location, stype)
+    store_pw = sec.get("ssl.keystore.password")
+    if store_pw is None:
+        # Kafka: "SSL key store is specified, but key store password is not specified."
+        raise _err(sec, "ssl.keystore.password", "a %s keystore needs its password" % stype)
+    key_pw = sec.get("ssl.key.password") or store_pw
+    if fmt == "PKCS12":
+        _needs("cryptography", "cryptography", "PKCS12")
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.serialization import pkcs12
+        try:
+            key, cert, extra = pkcs12.load_key_and_certificates(data, store_pw.encode())
+        except ValueError:
+            # cryptography cannot tell a wrong password from a damaged file: name the password,
+            # the usual cause, and the file
+            raise _err(sec, "ssl.keystore.password", "cannot open the PKCS12 keystore at ssl.keystore.location "
+                       "(wrong password, or not a PKCS12 file)") from None
+        if key is None or cert is None:
+            raise _err(sec, "ssl.keystore.location", "the PKCS12 keystore holds no private key entry")
+        der = key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+        enc = serialization.Encoding.DER
+        return der, [cert.public_bytes(enc)] + [c.public_bytes(enc) for c in extra or ()]
+    jks = _jks()
+    try:
+        ks = jks.KeyStore.loads(data, store_pw, try_decrypt_keys=False)
+    except jks.util.KeystoreSignatureException:
+        raise _err(sec, "ssl.keystore.password", "the JKS keystore's integrity check failed: wrong password") from None
+    except Exception as e:   # pyjks raises assorted errors on a damaged file
+        raise _err(sec, "ssl.keystore.location", "not a readable JKS keystore (%s)" % type(e).__name__) from None
+    entries = list(ks.private_keys.values())
+    if len(entries) != 1:
+        raise _err(sec, "ssl.keystore.location", "the JKS keystore holds %d private key entries; a listener "
+                   "needs exactly one" % len(entries))
+    entry = entries[0]
+    try:
+        entry.decrypt(key_pw)
+    except Exception:
+        raise _err(sec, "ssl.key.password", "cannot decrypt the JKS keystore's private key: wrong password") from None
+    return entry.pkey_pkcs8, [der for _type, der in entry.cert_chain]
+
+
+def _truststore_der(sec, location: str, stype: str) -> list[bytes]:
+    """The DER certificates of a PKCS12 or JKS truststore's entries."""
+    data, fmt = _read_store(sec, "truststore", location, stype)
+    pw = sec.get("ssl.truststore.password")
+    if fmt == "PKCS12":
+        _needs("cryptography", "cryptography", "PKCS12")
+        from cryptography.hazmat.primitives.serialization import Encoding, pkcs12
+        try:
+            store = pkcs12.load_pkcs12(data, pw.encode() if pw is not None else None)
+        except ValueError:
+            raise _err(sec, "ssl.truststore.password", "cannot open the PKCS12 truststore at "
+                       "ssl.truststore.location (wrong password, or not a PKCS12 file)") from None
+        certs = ([store.cert] if store.cert else []) + list(store.additional_certs)
+        return [c.certificate.public_bytes(Encoding.DER) for c in certs]
+    jks = _jks()
+    try:
+        # no password: no integrity check, as Java loads a truststore without one
+        ks = jks.KeyStore.loads(data, pw, try_decrypt_keys=False)
+    except jks.util.KeystoreSignatureException:
+        raise _err(sec, "ssl.truststore.password", "the JKS truststore's integrity check failed: wrong password") from None
+    except Exception as e:
+        raise _err(sec, "ssl.truststore.location", "not a readable JKS truststore (%s)" % type(e).__name__) from None
+    return [entry.cert for entry in ks.certs.values()]
+
+
+def _load_der_chain(ctx: ssl.SSLContext, key_der: bytes, chain: list[bytes]) -> None:
+    # ssl loads keys from files only: a private temporary file, removed at once, the key in it
+    # encrypted with a one-time password so no plain key touches the disk
+    import secrets
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+    once = secrets.token_bytes(24)
+    key = serialization.load_der_private_key(key_der, None)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.BestAvailableEncryption(once))
+    for der in chain:
+        pem += x509.load_der_x509_certificate(der).public_bytes(serialization.Encoding.PEM)
+    fd, path = tempfile.mkstemp(prefix="pykbroker-key-", suffix=".pem")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(pem)
+        ctx.load_cert_chain(path, password=once)
+    finally:
+        os.unlink(path)
+
+
+def load_keystore(sec, ctx: ssl.SSLContext) -> None:
+    """The listener's key and certificate chain into ``ctx`` (module docstring)."""
     location = sec.get("ssl.keystore.location")
     chain, key = sec.get("ssl.keystore.certificate.chain"), sec.get("ssl.keystore.key")
-    password = sec.get("ssl.key.password") or sec.get("ssl.keystore.password")
     if location is None and chain is None:
         raise _err(sec, "ssl.keystore.location", "an SSL listener needs a key and certificate "
                    "(ssl.keystore.location or ssl.keystore.certificate.chain + ssl.keystore.key)")
-    _check_type(sec, "ssl.keystore.type", True)
+    stype = _store_type(sec, "ssl.keystore.type")
+    if location is not None and stype != "PEM":
+        key_der, certs = _keystore_der(sec, location, stype)
+        try:
+            _load_der_chain(ctx, key_der, certs)
+        except (ssl.SSLError, ValueError) as e:
+            raise _err(sec, "ssl.keystore.location", "the key does not match the certificate chain (%s)"
+                       % type(e).__name__) from None
+        return
+    if stype != "PEM":
+        # Kafka: the inline configs are PEM only
+        raise _err(sec, "ssl.keystore.type", "ssl.keystore.certificate.chain / ssl.keystore.key need ssl.keystore.type=PEM")
+    password = sec.get("ssl.key.password") or sec.get("ssl.keystore.password")
     try:
         if location is not None:
             ctx.load_cert_chain(location, password=password)
             return
         if key is None:
             raise _err(sec, "ssl.keystore.key", "ssl.keystore.certificate.chain needs ssl.keystore.key")
-        # ssl loads keys from files only: a private temporary file, removed at once
         fd, path = tempfile.mkstemp(prefix="pykbroker-key-", suffix=".pem")
         try:
             with os.fdopen(fd, "w") as fh:
@@ -82,13 +227,28 @@ def _load_keystore(sec, ctx: ssl.SSLContext) -> None:
                    "cannot load the key and certificate chain (%s)" % type(e).__name__) from None
 
 
+_load_keystore = load_keystore
+
+
 def _load_truststore(sec, ctx: ssl.SSLContext) -> None:
     location, certs = sec.get("ssl.truststore.location"), sec.get("ssl.truststore.certificates")
     if location is None and certs is None:
         # Kafka (JSSE) falls back to the JVM's CAs; here the system's
         ctx.load_default_certs(ssl.Purpose.CLIENT_AUTH)
         return
-    _check_type(sec, "ssl.truststore.type", True)
+    stype = _store_type(sec, "ssl.truststore.type")
+    if location is not None and stype != "PEM":
+        ders = _truststore_der(sec, location, stype)
+        if not ders:
+            raise _err(sec, "ssl.truststore.location", "the truststore holds no certificate")
+        try:
+            ctx.load_verify_locations(cadata=b"".join(ders))
+        except (ssl.SSLError, ValueError) as e:
+            raise _err(sec, "ssl.truststore.location", "cannot load the trusted certificates (%s)"
+                       % type(e).__name__) from None
+        return
+    if stype != "PEM":
+        raise _err(sec, "ssl.truststore.type", "ssl.truststore.certificates needs ssl.truststore.type=PEM")
     try:
         if location is not None:
             ctx.load_verify_locations(cafile=location)

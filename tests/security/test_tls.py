@@ -123,7 +123,8 @@ def test_inline_pem_configs(pki):
 
 @pytest.mark.parametrize("extra,message", [
     ({}, "an SSL listener needs a key and certificate"),
-    ({"ssl.keystore.location": "/nonexistent.jks"}, "JKS stores are not supported"),
+    ({"ssl.keystore.location": "/nonexistent.jks"}, "ssl.keystore.location: cannot read the keystore file"),
+    ({"ssl.keystore.location": "KEYSTORE"}, "is a PEM file but ssl.keystore.type is JKS"),
     ({"ssl.keystore.type": "PEM", "ssl.keystore.location": "/nonexistent.pem"}, "cannot load the key"),
     ({"ssl.keystore.type": "PEM", "ssl.keystore.location": "KEYSTORE", "ssl.enabled.protocols": "TLSv1.1"},
      "none of .* is supported"),

@@ -1,0 +1,192 @@
+"""PKCS12 and JKS keystores and truststores, made the way Kafka users make them (the JDK's
+keytool, openssl pkcs12), on SSL listeners and on the broker's inter-broker client side; wrong
+passwords and types stop the start-up with one line naming the setting."""
+import os
+import shutil
+import ssl
+import subprocess
+import sys
+
+import pytest
+
+from tests import needs
+
+import pykbroker
+from pykbroker.config import BrokerConfig, ConfigError
+from pykbroker.embedded import TEST_CONFIG
+from pykbroker.protocol.wire import WireClient
+
+needs.module("cryptography")
+needs.module("jks")
+from pykbroker.security.certs import CertificateAuthority  # noqa: E402
+
+KEYTOOL = shutil.which("keytool")
+if KEYTOOL is None or shutil.which("openssl") is None:
+    pytest.skip("keytool and openssl make the stores", allow_module_level=True)
+
+STORE_PW, KEY_PW, TRUST_PW = "store-secret", "key-secret", "trust-secret"
+
+
+def _run(*cmd):
+    subprocess.run(cmd, check=True, capture_output=True, timeout=60)
+
+
+def _p12(d, name, pair, password):
+    """A PKCS12 keystore from a PEM key and chain, as `openssl pkcs12 -export` makes it."""
+    cert, key = pair.write(d, name)
+    out = os.path.join(d, name + ".p12")
+    _run("openssl", "pkcs12", "-export", "-in", cert, "-inkey", key, "-name", name,
+         "-out", out, "-passout", "pass:" + password)
+    return out
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("stores"))
+    ca, client_ca = CertificateAuthority("server CA"), CertificateAuthority("client CA")
+    server = ca.issue("broker-one", ["localhost", "127.0.0.1"])
+    server2 = ca.issue("broker-two", ["localhost", "127.0.0.1"])
+    client = client_ca.issue("alice", server=False)
+    f = {"dir": d, "ca": os.path.join(d, "ca.pem"), "client_ca": os.path.join(d, "client_ca.pem")}
+    for key, pem in (("ca", ca.cert_pem), ("client_ca", client_ca.cert_pem)):
+        with open(f[key], "w") as fh:
+            fh.write(pem)
+    f["client_cert"], f["client_key"] = client.write(d, "client")
+    f["pem"] = os.path.join(d, "server.pem")
+    with open(f["pem"], "w") as fh:
+        fh.write(server.key_pem + server.cert_pem)
+    f["p12"] = _p12(d, "server", server, STORE_PW)
+    f["p12_two"] = _p12(d, "server2", server2, STORE_PW)
+    # JKS with its own key password: keytool -importkeystore from the PKCS12 file
+    f["jks"] = os.path.join(d, "server.jks")
+    _run(KEYTOOL, "-importkeystore", "-noprompt", "-srckeystore", f["p12"], "-srcstoretype", "PKCS12",
+         "-srcstorepass", STORE_PW, "-destkeystore", f["jks"], "-deststoretype", "JKS",
+         "-deststorepass", STORE_PW, "-destkeypass", KEY_PW, "-srcalias", "server", "-destalias", "server")
+    # truststores of the client CA (mTLS) and of the server CA (the inter-broker client side)
+    for name, cafile, stype in (("client_trust.p12", f["client_ca"], "PKCS12"),
+                                ("server_trust.jks", f["ca"], "JKS")):
+        f[name] = os.path.join(d, name)
+        _run(KEYTOOL, "-importcert", "-noprompt", "-alias", "ca", "-file", cafile, "-keystore", f[name],
+             "-storetype", stype, "-storepass", TRUST_PW)
+    return f
+
+
+def _keystore(stores, kind):
+    if kind == "PKCS12":
+        return {"ssl.keystore.type": "PKCS12", "ssl.keystore.location": stores["p12"],
+                "ssl.keystore.password": STORE_PW}
+    return {"ssl.keystore.type": "JKS", "ssl.keystore.location": stores["jks"],
+            "ssl.keystore.password": STORE_PW, "ssl.key.password": KEY_PW}
+
+
+def _produce_consume(port, stores, topic, cert=False):
+    from confluent_kafka import Consumer, Producer
+
+    cfg = {"bootstrap.servers": "127.0.0.1:%d" % port, "security.protocol": "SSL",
+           "ssl.ca.location": stores["ca"]}
+    if cert:
+        cfg.update({"ssl.certificate.location": stores["client_cert"], "ssl.key.location": stores["client_key"]})
+    p = Producer(cfg)
+    p.produce(topic, b"over-" + topic.encode())
+    assert p.flush(15) == 0
+    c = Consumer({**cfg, "group.id": "g-" + topic, "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    try:
+        for _ in range(40):
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                return m.value()
+    finally:
+        c.close()
+    return None
+
+
+def _peer_cn(port, cafile):
+    ctx = ssl.create_default_context(cafile=cafile)
+    with WireClient(("127.0.0.1", port), ssl_context=ctx) as w:
+        subject = dict(x[0] for x in w.sock.getpeercert()["subject"])
+    return subject["commonName"]
+
+
+@pytest.mark.parametrize("kind", ["PKCS12", "JKS"])
+def test_binary_keystore_serves_confluent_kafka(stores, kind):
+    cfg = {"listeners": "SSL://127.0.0.1:0", **_keystore(stores, kind), **TEST_CONFIG}
+    with pykbroker.Broker(config=cfg) as b:
+        port = b.broker.bound[0].port
+        assert _peer_cn(port, stores["ca"]) == "broker-one"
+        assert _produce_consume(port, stores, "ks-" + kind.lower()) == b"over-ks-" + kind.lower().encode()
+
+
+def test_mtls_with_a_pkcs12_truststore_of_client_cas(stores):
+    cfg = {"listeners": "SSL://127.0.0.1:0", **_keystore(stores, "JKS"), "ssl.client.auth": "required",
+           "ssl.truststore.type": "PKCS12", "ssl.truststore.location": stores["client_trust.p12"],
+           "ssl.truststore.password": TRUST_PW, **TEST_CONFIG}
+    with pykbroker.Broker(config=cfg) as b:
+        port = b.broker.bound[0].port
+        assert _produce_consume(port, stores, "mtls", cert=True) == b"over-mtls"
+        # without a certificate from a trusted client CA the broker ends the handshake
+        ctx = ssl.create_default_context(cafile=stores["ca"])
+        with pytest.raises((ssl.SSLError, ConnectionError)):
+            with WireClient(("127.0.0.1", port), ssl_context=ctx, timeout=5) as w:
+                w.request(18, 0, {})
+
+
+def test_inter_broker_client_side_reads_jks_and_pkcs12(stores):
+    """The broker's own connections to the inter-broker listener: a JKS truststore of the server
+    CA and a PKCS12 keystore as its client certificate, against an mTLS listener."""
+    from pykbroker.security.client import InterBrokerSecurity
+
+    trust = {"ssl.truststore.type": "PKCS12", "ssl.truststore.location": stores["client_trust.p12"],
+             "ssl.truststore.password": TRUST_PW}
+    cfg = {"listeners": "SSL://127.0.0.1:0", **_keystore(stores, "PKCS12"), "ssl.client.auth": "required",
+           **trust, **TEST_CONFIG}
+    with pykbroker.Broker(config=cfg) as b:
+        port = b.broker.bound[0].port
+        # the client side: trusts the server CA through JKS, presents alice's certificate (PKCS12)
+        client_p12 = os.path.join(stores["dir"], "alice.p12")
+        _run("openssl", "pkcs12", "-export", "-in", stores["client_cert"], "-inkey", stores["client_key"],
+             "-out", client_p12, "-passout", "pass:" + STORE_PW)
+        own = BrokerConfig({"listeners": "SSL://127.0.0.1:%d" % port, "log.dirs": stores["dir"] + "/d",
+                            "ssl.keystore.type": "PKCS12", "ssl.keystore.location": client_p12,
+                            "ssl.keystore.password": STORE_PW, "ssl.truststore.location": stores["server_trust.jks"],
+                            "ssl.truststore.password": TRUST_PW})   # ssl.truststore.type: Kafka's default, JKS
+        sec = InterBrokerSecurity.from_config(own)
+        with WireClient(("localhost", port), ssl_context=sec.ssl_context) as w:
+            assert w.request(18, 0, {})["error_code"] == 0
+
+
+@pytest.mark.parametrize("extra,key", [
+    ({"ssl.keystore.type": "PKCS12", "ssl.keystore.location": "@P12", "ssl.keystore.password": "wrong"},
+     "ssl.keystore.password"),
+    ({"ssl.keystore.type": "PKCS12", "ssl.keystore.location": "@P12"}, "ssl.keystore.password"),
+    ({"ssl.keystore.type": "JKS", "ssl.keystore.location": "@JKS", "ssl.keystore.password": "wrong",
+      "ssl.key.password": KEY_PW}, "ssl.keystore.password"),
+    ({"ssl.keystore.type": "JKS", "ssl.keystore.location": "@JKS", "ssl.keystore.password": STORE_PW,
+      "ssl.key.password": "wrong"}, "ssl.key.password"),
+    ({"ssl.keystore.location": "@PEM", "ssl.keystore.password": STORE_PW}, "ssl.keystore.type"),  # JKS default
+    ({"ssl.keystore.type": "BCFKS", "ssl.keystore.location": "@P12"}, "ssl.keystore.type"),
+    ({"ssl.keystore.type": "PKCS12", "ssl.keystore.location": "@P12", "ssl.keystore.password": STORE_PW,
+      "ssl.client.auth": "required", "ssl.truststore.type": "PKCS12", "ssl.truststore.location": "@TRUST",
+      "ssl.truststore.password": "wrong"}, "ssl.truststore.password"),
+])
+def test_wrong_password_or_type_stops_the_start(stores, extra, key):
+    from pykbroker.broker import Broker
+
+    paths = {"@P12": stores["p12"], "@JKS": stores["jks"], "@PEM": stores["pem"], "@TRUST": stores["client_trust.p12"]}
+    extra = {k: paths.get(v, v) for k, v in extra.items()}
+    cfg = BrokerConfig({"listeners": "SSL://127.0.0.1:0", "log.dirs": stores["dir"] + "/data", **extra})
+    with pytest.raises(ConfigError) as e:
+        Broker(cfg)
+    assert e.value.name == key and ": %s: " % key in str(e.value), str(e.value)
+    assert "wrong" not in str(e.value).replace("wrong password", "")   # never the value
+
+
+def test_serve_says_one_line_and_exits_2(stores):
+    r = subprocess.run([sys.executable, "-m", "pykbroker", "serve", "--log-dirs", stores["dir"] + "/serve",
+                        "--override", "listeners=SSL://127.0.0.1:0", "--override", "ssl.keystore.type=JKS",
+                        "--override", "ssl.keystore.location=" + stores["jks"],
+                        "--override", "ssl.keystore.password=" + STORE_PW, "--override", "ssl.key.password=nope"],
+                       capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "ssl.key.password" in lines[0] and "nope" not in lines[0], r.stderr
