@@ -213,6 +213,7 @@ class Broker:
         self.controller.set_replica_manager(self.replica_manager)
         from .dynamic_config import DynamicBrokerConfig
         self.dynamic_config = DynamicBrokerConfig(self.config, self.node_id, self.metadata_cache, self.replica_manager)
+        self.dynamic_config.listener_security = self.listener_security
         self.dynamic_config.add_reconfigurable(self.log_manager)
         self.controller.add_broker_config_listener(self.dynamic_config.on_change)
         self.replica_manager.on_replicas_offline = (

@@ -134,6 +134,8 @@ class DynamicBrokerConfig:
         self.metadata_cache = metadata_cache
         self.replica_manager = replica_manager
         self._reconfigurables: list = []
+        # the secured listeners (Broker.listener_security), for dynamic keystore updates
+        self.listener_security: dict = {}
 
     def add_reconfigurable(self, component) -> None:
         self._reconfigurables.append(component)
@@ -146,6 +148,10 @@ class DynamicBrokerConfig:
         else:
             return   # another broker's
         self.config.set_dynamic(per_broker, parse_layer(entity, raw))
+        if per_broker and self.listener_security:
+            # listener.name.<l>.ssl.keystore.*: Kafka's dynamic keystore update (security/reload.py)
+            from .security.reload import apply
+            apply(self.listener_security, raw)
         # Every topic's effective config follows the broker defaults (a topic override wins).
         for info in list(self.metadata_cache.topics.values()):
             self.replica_manager.on_config_change(info)

@@ -83,7 +83,11 @@ async def alter_broker(broker, name: str, new: dict[str, str], changed: dict[str
     ``new``, the resource's whole dynamic set, stored by the controller and applied."""
     try:
         validate_change(broker.config, bool(name), changed)
-    except DynamicConfigError as e:
+        if broker.listener_security:
+            # listener.name.<l>.ssl.keystore.*: the new keystore must load (security/reload.py)
+            from ..security.reload import validate as validate_keystores
+            validate_keystores(broker.listener_security, bool(name), changed)
+    except DynamicConfigError as e:   # KeystoreUpdateError too
         raise invalid_request(str(e)) from None
     if validate_only:
         return

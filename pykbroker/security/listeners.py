@@ -51,12 +51,18 @@ class ListenerSecurity:
         self.mechanisms: list[str] = []
         self.plain_users: dict[str, str] = {}
         self.oauth_options: dict[str, str] = {}   # the unsecured validator's JAAS options
+        # listener.name.<l>.ssl.keystore.* set through AlterConfigs (security/reload.py), raw;
+        # read before the static settings, as Kafka's dynamic per-broker layer is
+        self.dynamic: dict[str, str] = {}
+        self.keystore_leaf: bytes | None = None   # the certificate served (DER), when readable
 
     # -- reading settings ------------------------------------------------------------------
     def get(self, key: str):
         """``listener.name.<l>.<key>`` (parsed as ``key`` is), else the broker-wide ``key``."""
         prefixed = "listener.name.%s.%s" % (self.name.lower(), key)
-        raw = self.config.listener_overrides.get(prefixed)
+        raw = self.dynamic.get(prefixed)
+        if raw is None:
+            raw = self.config.listener_overrides.get(prefixed)
         if raw is not None:
             d = BROKER_CONFIGS.get(key)
             try:

@@ -50,7 +50,7 @@ def server_context(sec) -> ssl.SSLContext:
         except ssl.SSLError:
             raise _err(sec, "ssl.cipher.suites", "no cipher suite OpenSSL knows (OpenSSL names, e.g. "
                        "ECDHE-RSA-AES128-GCM-SHA256)") from None
-    _load_keystore(sec, ctx)
+    sec.keystore_leaf = load_keystore(sec, ctx)
     auth = sec.get("ssl.client.auth")
     ctx.verify_mode = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}[auth]
     if auth != "none":
@@ -189,8 +189,24 @@ def _load_der_chain(ctx: ssl.SSLContext, key_der: bytes, chain: list[bytes]) -> 
         os.unlink(path)
 
 
-def load_keystore(sec, ctx: ssl.SSLContext) -> None:
-    """The listener's key and certificate chain into ``ctx`` (module docstring)."""
+def _first_pem_cert(text: str):
+    start = text.find("-----BEGIN CERTIFICATE-----")
+    end = text.find("-----END CERTIFICATE-----", start)
+    if start < 0 or end < 0:
+        return None
+    try:
+        from cryptography import x509
+        from cryptography.hazmat.primitives.serialization import Encoding
+        pem = text[start:end + len("-----END CERTIFICATE-----")].encode()
+        return x509.load_pem_x509_certificate(pem).public_bytes(Encoding.DER)
+    except (ImportError, ValueError):
+        return None
+
+
+def load_keystore(sec, ctx: ssl.SSLContext):
+    """The listener's key and certificate chain into ``ctx`` (module docstring).  Returns the
+    leaf certificate (DER) when it can be read, else None: a dynamic keystore update compares
+    it with the new one (security/reload.py)."""
     location = sec.get("ssl.keystore.location")
     chain, key = sec.get("ssl.keystore.certificate.chain"), sec.get("ssl.keystore.key")
     if location is None and chain is None:
@@ -204,7 +220,7 @@ def load_keystore(sec, ctx: ssl.SSLContext) -> None:
         except (ssl.SSLError, ValueError) as e:
             raise _err(sec, "ssl.keystore.location", "the key does not match the certificate chain (%s)"
                        % type(e).__name__) from None
-        return
+        return certs[0] if certs else None
     if stype != "PEM":
         # Kafka: the inline configs are PEM only
         raise _err(sec, "ssl.keystore.type", "ssl.keystore.certificate.chain / ssl.keystore.key need ssl.keystore.type=PEM")
@@ -212,7 +228,8 @@ def load_keystore(sec, ctx: ssl.SSLContext) -> None:
     try:
         if location is not None:
             ctx.load_cert_chain(location, password=password)
-            return
+            with open(location, errors="replace") as fh:
+                return _first_pem_cert(fh.read())
         if key is None:
             raise _err(sec, "ssl.keystore.key", "ssl.keystore.certificate.chain needs ssl.keystore.key")
         fd, path = tempfile.mkstemp(prefix="pykbroker-key-", suffix=".pem")
@@ -222,6 +239,7 @@ def load_keystore(sec, ctx: ssl.SSLContext) -> None:
             ctx.load_cert_chain(path, password=password)
         finally:
             os.unlink(path)
+        return _first_pem_cert(chain)
     except (ssl.SSLError, OSError) as e:
         raise _err(sec, "ssl.keystore.location" if location else "ssl.keystore.key",
                    "cannot load the key and certificate chain (%s)" % type(e).__name__) from None

@@ -45,7 +45,9 @@ def stores(tmp_path_factory):
     d = str(tmp_path_factory.mktemp("stores"))
     ca, client_ca = CertificateAuthority("server CA"), CertificateAuthority("client CA")
     server = ca.issue("broker-one", ["localhost", "127.0.0.1"])
-    server2 = ca.issue("broker-two", ["localhost", "127.0.0.1"])
+    # the renewed certificate: same subject and SANs (Kafka refuses a dynamic keystore whose DN
+    # or SANs differ), another key and serial
+    server2 = ca.issue("broker-one", ["localhost", "127.0.0.1"])
     client = client_ca.issue("alice", server=False)
     f = {"dir": d, "ca": os.path.join(d, "ca.pem"), "client_ca": os.path.join(d, "client_ca.pem")}
     for key, pem in (("ca", ca.cert_pem), ("client_ca", client_ca.cert_pem)):
@@ -57,6 +59,7 @@ def stores(tmp_path_factory):
         fh.write(server.key_pem + server.cert_pem)
     f["p12"] = _p12(d, "server", server, STORE_PW)
     f["p12_two"] = _p12(d, "server2", server2, STORE_PW)
+    f["p12_other_dn"] = _p12(d, "server3", ca.issue("someone-else", ["localhost", "127.0.0.1"]), STORE_PW)
     # JKS with its own key password: keytool -importkeystore from the PKCS12 file
     f["jks"] = os.path.join(d, "server.jks")
     _run(KEYTOOL, "-importkeystore", "-noprompt", "-srckeystore", f["p12"], "-srcstoretype", "PKCS12",
@@ -190,3 +193,58 @@ def test_serve_says_one_line_and_exits_2(stores):
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "ssl.key.password" in lines[0] and "nope" not in lines[0], r.stderr
+
+
+def _peer_serial(w):
+    from cryptography import x509
+    return x509.load_der_x509_certificate(w.sock.getpeercert(binary_form=True)).serial_number
+
+
+def _alter(port, stores, entries):
+    """IncrementalAlterConfigs SET on broker 1 through confluent-kafka's AdminClient; the error
+    code, or None."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": "127.0.0.1:%d" % port, "security.protocol": "SSL",
+                         "ssl.ca.location": stores["ca"]})
+    res = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in entries.items()])
+    try:
+        for f in admin.incremental_alter_configs([res]).values():
+            f.result(15)
+    except KafkaException as e:
+        return e.args[0].code()
+    return None
+
+
+def test_dynamic_keystore_update_reloads_for_new_connections(stores):
+    from confluent_kafka import KafkaError
+
+    cfg = {"listeners": "SSL://127.0.0.1:0", "node.id": "1", **_keystore(stores, "JKS"), **TEST_CONFIG}
+    with pykbroker.Broker(config=cfg) as b:
+        port = b.broker.bound[0].port
+        ctx = ssl.create_default_context(cafile=stores["ca"])
+        old = WireClient(("127.0.0.1", port), ssl_context=ctx)
+        first = _peer_serial(old)
+        # a keystore that does not open: INVALID_REQUEST, the listener keeps its certificate
+        bad = {"listener.name.ssl.ssl.keystore.type": "PKCS12",
+               "listener.name.ssl.ssl.keystore.location": stores["p12_two"],
+               "listener.name.ssl.ssl.keystore.password": "wrong"}
+        assert _alter(port, stores, bad) == KafkaError.INVALID_REQUEST
+        # another subject DN: refused as Kafka's SslFactory refuses it
+        other = {**bad, "listener.name.ssl.ssl.keystore.location": stores["p12_other_dn"],
+                 "listener.name.ssl.ssl.keystore.password": STORE_PW}
+        assert _alter(port, stores, other) == KafkaError.INVALID_REQUEST
+        with WireClient(("127.0.0.1", port), ssl_context=ctx) as w:
+            assert _peer_serial(w) == first
+        good = {**bad, "listener.name.ssl.ssl.keystore.password": STORE_PW}
+        assert _alter(port, stores, good) is None
+        with WireClient(("127.0.0.1", port), ssl_context=ctx) as w:
+            second = _peer_serial(w)
+            assert w.request(18, 0, {})["error_code"] == 0
+        assert second != first
+        # the connection opened before keeps its session and works on
+        assert _peer_serial(old) == first and old.request(18, 0, {})["error_code"] == 0
+        old.close()
+        assert _produce_consume(port, stores, "after-reload") == b"over-after-reload"

@@ -1,0 +1,119 @@
+"""Kafka's dynamic keystore update: ``listener.name.<l>.ssl.keystore.location`` (and the
+keystore's ``.password``, ``.type`` and ``ssl.key.password``) set on this broker's BROKER
+resource through IncrementalAlterConfigs / AlterConfigs reloads the listener's certificate for
+new connections, without a restart; connections already open keep theirs.
+
+- ``validate(broker, per_broker, values)``: before anything is stored, the listener's keystore
+  is built with the new values over the current ones (tls.load_keystore, the start-up path).  A
+  keystore that cannot be read fails the request with INVALID_REQUEST (Kafka's
+  ConfigAdminManager turns the SslFactory's validation ConfigException into an
+  InvalidRequestException, KAFKA-13609) and the listener keeps its keystore; so is a keystore
+  whose certificate has another subject DN or drops a SAN (Kafka's SslFactory check).  Kafka makes these
+  configs per broker only: at the cluster default they are refused with its text.
+- ``apply(listener_security, raw)``: the broker's stored dynamic set (dynamic_config.py's
+  on_change, at start-up too) becomes each TLS listener's ``dynamic`` layer and a new
+  ``ssl_context``; server/secure.py reads ``sec.ssl_context`` for each new connection.  A stored
+  keystore that no longer loads (the file gone) is logged and the listener keeps the one it has.
+"""
+from __future__ import annotations
+
+import logging
+import re
+
+from ..config import ConfigError
+from ..dynamic_config import DynamicConfigError, java_set_str
+
+log = logging.getLogger("pykbroker.security")
+
+KEYSTORE_KEYS = ("ssl.keystore.location", "ssl.keystore.password", "ssl.keystore.type", "ssl.key.password")
+_KEY = re.compile(r"^listener\.name\.([^.]+)\.(%s)$" % "|".join(re.escape(k) for k in KEYSTORE_KEYS))
+
+
+class KeystoreUpdateError(DynamicConfigError):
+    """A dynamic keystore update Kafka refuses (INVALID_REQUEST, as every DynamicConfigError)."""
+
+
+def _by_listener(values: dict[str, str]) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for k, v in values.items():
+        m = _KEY.match(k)
+        if m:
+            out.setdefault(m.group(1), {})[k] = v
+    return out
+
+
+def _tls_listener(listener_security, lower: str):
+    for sec in listener_security.values():
+        if sec.name.lower() == lower and sec.tls:
+            return sec
+    return None
+
+
+def _check_compatible(old: bytes | None, new: bytes | None) -> None:
+    """Kafka's SslFactory refuses a new keystore whose certificate has another subject DN, or
+    drops one of the old certificate's subject alternative names: clients pinned to them (host
+    name checks, principals in ACLs on the other brokers) would break."""
+    if old is None or new is None:
+        return
+    from cryptography import x509
+
+    def names(der):
+        cert = x509.load_der_x509_certificate(der)
+        try:
+            sans = set(cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value)
+        except x509.ExtensionNotFound:
+            sans = set()
+        return cert.subject.rfc4514_string(), sans
+    (old_dn, old_sans), (new_dn, new_sans) = names(old), names(new)
+    if old_dn.lower() != new_dn.lower():
+        raise ConfigError("Keystore DistinguishedName does not match: existing DN=%s, new DN=%s" % (old_dn, new_dn))
+    if not new_sans >= old_sans:
+        raise ConfigError("Keystore SubjectAltNames do not match: the new certificate lacks %s"
+                          % sorted(str(getattr(n, "value", n)) for n in old_sans - new_sans))
+
+
+def _candidate(sec, layer: dict[str, str]):
+    from .listeners import ListenerSecurity
+    from .tls import server_context
+    new = ListenerSecurity(sec.config, sec.name, sec.protocol)
+    new.dynamic = layer
+    ctx = server_context(new)
+    _check_compatible(sec.keystore_leaf, new.keystore_leaf)
+    return ctx, new.keystore_leaf
+
+
+def validate(listener_security, per_broker: bool, values: dict[str, str]) -> None:
+    changes = _by_listener(values)
+    if not changes:
+        return
+    if not per_broker:
+        raise KeystoreUpdateError("Cannot update these configs at default cluster level, broker id must be "
+                                  "specified: %s" % java_set_str([k for c in changes.values() for k in c]))
+    for lower, layer in changes.items():
+        sec = _tls_listener(listener_security, lower)
+        if sec is None:
+            continue   # not a TLS listener of this broker: stored and unused, as Kafka does
+        try:
+            _candidate(sec, {**sec.dynamic, **layer})
+        except ConfigError as e:
+            # never a value: the ConfigError names the setting only
+            raise KeystoreUpdateError("Validation of dynamic config update of SSLFactory failed: %s" % e) from None
+
+
+def apply(listener_security, raw: dict[str, str]) -> None:
+    """This broker's whole stored dynamic set -> each TLS listener's keystore layer."""
+    changes = _by_listener(raw)
+    for sec in listener_security.values():
+        if not sec.tls:
+            continue
+        layer = changes.get(sec.name.lower(), {})
+        if layer == sec.dynamic:
+            continue
+        try:
+            ctx, leaf = _candidate(sec, layer)
+        except ConfigError as e:
+            log.error("listener %s keeps its keystore: the dynamic keystore does not load (%s)", sec.name, e)
+            continue
+        # the context and the settings change together: new connections take the new certificate
+        sec.dynamic, sec.ssl_context, sec.keystore_leaf = layer, ctx, leaf
+        log.info("listener %s: keystore reloaded for new connections", sec.name)
