@@ -6,6 +6,7 @@ import shutil
 import ssl
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -71,6 +72,8 @@ def stores(tmp_path_factory):
         f[name] = os.path.join(d, name)
         _run(KEYTOOL, "-importcert", "-noprompt", "-alias", "ca", "-file", cafile, "-keystore", f[name],
              "-storetype", stype, "-storepass", TRUST_PW)
+    # the client's own PKCS12 keystore (mTLS), as openssl makes it
+    f["client_p12"] = _p12(d, "alice", client, STORE_PW)
     return f
 
 
@@ -134,6 +137,25 @@ def test_mtls_with_a_pkcs12_truststore_of_client_cas(stores):
                 w.request(18, 0, {})
 
 
+LIBS = Path.home() / ".cache" / "pykbroker" / "kafka-4.4.0" / "libs"
+
+
+@pytest.mark.skipif(not (LIBS / "kafka-clients-4.4.0.jar").exists(),
+                    reason="Kafka jars not cached (python3 compat/kafka/oracle.py fetch)")
+def test_java_client_with_jks_truststore_and_pkcs12_keystore(stores):
+    cfg = {"listeners": "SSL://127.0.0.1:0", **_keystore(stores, "JKS"), "ssl.client.auth": "required",
+           "ssl.truststore.type": "PKCS12", "ssl.truststore.location": stores["client_trust.p12"],
+           "ssl.truststore.password": TRUST_PW, **TEST_CONFIG}
+    src = Path(__file__).parent / "java" / "Keystores.java"
+    with pykbroker.Broker(config=cfg) as b:
+        # localhost: the Java client checks the host name (ssl.endpoint.identification.algorithm=https)
+        r = subprocess.run(["java", "-cp", str(LIBS / "*"), str(src), "localhost:%d" % b.broker.bound[0].port,
+                            stores["server_trust.jks"], TRUST_PW, stores["client_p12"], STORE_PW],
+                           capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "sent java-keystores-0@0" in r.stdout and "got java-jks-value" in r.stdout, r.stdout
+
+
 def test_inter_broker_client_side_reads_jks_and_pkcs12(stores):
     """The broker's own connections to the inter-broker listener: a JKS truststore of the server
     CA and a PKCS12 keystore as its client certificate, against an mTLS listener."""
@@ -146,9 +168,7 @@ def test_inter_broker_client_side_reads_jks_and_pkcs12(stores):
     with pykbroker.Broker(config=cfg) as b:
         port = b.broker.bound[0].port
         # the client side: trusts the server CA through JKS, presents alice's certificate (PKCS12)
-        client_p12 = os.path.join(stores["dir"], "alice.p12")
-        _run("openssl", "pkcs12", "-export", "-in", stores["client_cert"], "-inkey", stores["client_key"],
-             "-out", client_p12, "-passout", "pass:" + STORE_PW)
+        client_p12 = stores["client_p12"]
         own = BrokerConfig({"listeners": "SSL://127.0.0.1:%d" % port, "log.dirs": stores["dir"] + "/d",
                             "ssl.keystore.type": "PKCS12", "ssl.keystore.location": client_p12,
                             "ssl.keystore.password": STORE_PW, "ssl.truststore.location": stores["server_trust.jks"],
