@@ -68,9 +68,36 @@ def command_config(path: str | None) -> dict:
     from ..config import parse_properties
     try:
         with open(path) as fh:
-            return parse_properties(fh.read())
+            return java_client_properties(parse_properties(fh.read()))
     except OSError as e:
         raise ToolError("--command-config: cannot read %s: %s" % (path, e.strerror or e), EXIT_USAGE) from None
+
+
+def java_client_properties(props: dict) -> dict:
+    """A Java client's security settings in librdkafka's words, so that the file written for
+    Kafka's own tools (``sasl.jaas.config`` with username/password, a PEM truststore) works as
+    is: librdkafka has no JAAS and names the CA file ``ssl.ca.location``.  librdkafka's own
+    keys pass through untouched."""
+    props = dict(props)
+    jaas = props.pop("sasl.jaas.config", None)
+    if jaas is not None:
+        from ..security.jaas import JaasError, parse_jaas
+        try:
+            modules = parse_jaas(jaas)
+        except JaasError as e:   # the message never carries the values (secrets)
+            raise ToolError("--command-config: sasl.jaas.config: %s" % e, EXIT_USAGE) from None
+        opts = modules[0][2]
+        if "username" in opts:
+            props.setdefault("sasl.username", opts["username"])
+        if "password" in opts:
+            props.setdefault("sasl.password", opts["password"])
+    ttype = props.pop("ssl.truststore.type", None)
+    if "ssl.truststore.location" in props:
+        if (ttype or "PEM").upper() != "PEM":
+            raise ToolError("--command-config: ssl.truststore.type=%s: only a PEM truststore "
+                            "(ssl.truststore.type=PEM) or ssl.ca.location is understood" % ttype, EXIT_USAGE)
+        props.setdefault("ssl.ca.location", props.pop("ssl.truststore.location"))
+    return props
 
 
 def client_config(args, **extra) -> dict:
