@@ -141,7 +141,8 @@ class SaslAuthenticator:
             self._server = PlainServer(self.sec.plain_users)
         elif mechanism == "OAUTHBEARER":
             from .oauthbearer import OAuthBearerServer
-            self._server = OAuthBearerServer(getattr(self.sec, "oauth_options", {}), self._now_ms)
+            self._server = OAuthBearerServer(getattr(self.sec, "oauth_options", {}), self._now_ms,
+                                            getattr(self.sec, "oauth_validator", None))
         else:
             self._server = ScramServer(mechanism, self._lookup)
         self.state = AUTHENTICATE if version >= 1 else AUTHENTICATE_RAW

@@ -128,3 +128,5 @@ class ListenerSecurity:
                 except JaasError as e:
                     raise ConfigError("Invalid value for configuration listener.name.%s.oauthbearer.sasl.jaas.config: "
                                       "%s" % (self.name.lower(), e), "sasl.jaas.config") from None
+            from .oauthbearer import JwtValidator   # signed JWTs when Kafka's secured handler is set
+            self.oauth_validator = JwtValidator.from_listener(self)

@@ -13,7 +13,17 @@ client acknowledges with ``\\x01`` and only then does authentication fail, with 
 message.  Extensions are accepted (the unsecured validator validates none).  Options (JAAS of
 ``listener.name.<l>.oauthbearer.sasl.jaas.config``): ``unsecuredValidatorPrincipalClaimName``,
 ``unsecuredValidatorScopeClaimName``, ``unsecuredValidatorRequiredScope`` (space-separated),
-``unsecuredValidatorAllowableClockSkewMs``.  Signed tokens (JWKS) are not validated (SKIPPED.md).
+``unsecuredValidatorAllowableClockSkewMs``.
+
+Signed tokens: with ``[listener.name.<l>.oauthbearer.]sasl.server.callback.handler.class`` set to
+Kafka's ``OAuthBearerValidatorCallbackHandler`` the listener validates JWTs as Kafka's broker
+validator does (:class:`JwtValidator`, through PyJWT): a signature by a key of the JWKS of
+``sasl.oauthbearer.jwks.endpoint.url`` (a ``file://`` URL, read at start-up; ``alg: none`` refused),
+``exp`` and ``iat`` required, ``exp``/``nbf``/``iat`` checked with ``sasl.oauthbearer.clock.skew.seconds``
+against the broker's clock, ``iss`` against ``sasl.oauthbearer.expected.issuer`` and ``aud``
+against ``sasl.oauthbearer.expected.audience`` when set, the principal from
+``sasl.oauthbearer.sub.claim.name``.  A refusal is the same ``{"status":"invalid_token"}`` challenge
+(Kafka's handler answers every validation failure so).
 """
 from __future__ import annotations
 
@@ -34,7 +44,8 @@ def _b64url(part: str) -> bytes:
 class OAuthBearerServer:
     mechanism = "OAUTHBEARER"
 
-    def __init__(self, options: dict, now_ms):
+    def __init__(self, options: dict, now_ms, validator: "JwtValidator | None" = None):
+        self._validator = validator
         self._principal_claim = options.get("unsecuredValidatorPrincipalClaimName") or "sub"
         self._scope_claim = options.get("unsecuredValidatorScopeClaimName") or "scope"
         self._required = (options.get("unsecuredValidatorRequiredScope") or "").split()
@@ -90,6 +101,14 @@ class OAuthBearerServer:
         """None, or the JSON challenge in Kafka's exact text (OAuthBearerSaslServer.jsonErrorResponse:
         a space after the comma, the required scopes as a Java list)."""
         invalid = '{"status":"invalid_token"}'
+        if self._validator is not None:
+            now = self._now_ms()
+            checked = self._validator.validate(jwt, now)
+            if checked is None:
+                return invalid
+            self.authorization_id, exp_ms = checked
+            self.lifetime_ms = exp_ms - now
+            return None
         parts = jwt.split(".")
         if len(parts) != 3 or parts[2] != "":
             return invalid   # only unsecured (unsigned) tokens: a signed one is not validated here
@@ -126,3 +145,112 @@ class OAuthBearerServer:
         self.authorization_id = principal
         self.lifetime_ms = exp_ms - now
         return None
+
+
+# ------------------------------------------------------------------ signed JWTs (JWKS)
+
+# Kafka's secured validator: its class name since 3.7 and the older package (3.1 to 3.6), both
+# accepted, as Kafka 3.x still loads the older one.
+VALIDATOR_HANDLERS = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+                      "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerValidatorCallbackHandler")
+# Kafka accepts what jose4j verifies with a JWKS key (no "none", no HMAC: a JWKS holds public keys)
+ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"]
+
+
+class JwtValidator:
+    """Kafka's broker JWT validator (BrokerJwtValidator) over a JWKS; sans-IO after
+    construction: ``validate(token, now_ms)`` -> (principal, exp in ms) or None."""
+
+    def __init__(self, jwks: dict, audience=(), issuer=None, sub_claim="sub", scope_claim="scope",
+                 skew_seconds=30):
+        import jwt as pyjwt
+        self._jwt = pyjwt
+        keyset = pyjwt.PyJWKSet.from_dict(jwks)
+        self._keys = {k.key_id: k for k in keyset.keys}
+        self._all = list(keyset.keys)
+        self._audience = list(audience or [])
+        self._issuer = issuer
+        self._sub_claim = sub_claim or "sub"
+        self._scope_claim = scope_claim or "scope"
+        self._skew_ms = int(skew_seconds) * 1000
+
+    @classmethod
+    def from_listener(cls, sec) -> "JwtValidator | None":
+        """The listener's validator when its OAUTHBEARER callback handler is Kafka's secured one,
+        else None (the unsecured validator).  A bad setting is a ConfigError at start-up."""
+        from ..config import ConfigError
+
+        def get(key):
+            return sec.mechanism_get("OAUTHBEARER", key)
+        handler = get("sasl.server.callback.handler.class")
+        if not handler:
+            return None
+        key = "listener.name.%s.oauthbearer.sasl.server.callback.handler.class" % sec.name.lower()
+        if handler.strip() not in VALIDATOR_HANDLERS:
+            raise ConfigError("Invalid value %s for configuration %s: pykbroker knows only %s"
+                              % (handler, key, VALIDATOR_HANDLERS[0]), key)
+        url = get("sasl.oauthbearer.jwks.endpoint.url")
+        if not url:
+            raise ConfigError("%s needs sasl.oauthbearer.jwks.endpoint.url (the keys that sign the tokens)"
+                              % key, "sasl.oauthbearer.jwks.endpoint.url")
+        if not url.startswith("file:"):
+            # an http(s) JWKS needs a fetch (and Kafka refreshes it): blocking the event loop for it
+            # is not acceptable, and it is not built (SKIPPED.md)
+            raise ConfigError("Invalid value %s for configuration sasl.oauthbearer.jwks.endpoint.url: "
+                              "pykbroker reads a file:// JWKS only" % url, "sasl.oauthbearer.jwks.endpoint.url")
+        from urllib.parse import unquote, urlparse
+        path = unquote(urlparse(url).path)
+        try:
+            import jwt  # noqa: F401  (PyJWT[crypto]: the security extra)
+        except ImportError:
+            raise ConfigError("OAuthBearerValidatorCallbackHandler needs PyJWT: pip install 'PyJWT[crypto]' "
+                              "(or pykbroker[security])", key) from None
+        try:
+            with open(path) as fh:
+                jwks = json.load(fh)
+            audience = get("sasl.oauthbearer.expected.audience") or []
+            if isinstance(audience, str):
+                audience = [a.strip() for a in audience.split(",") if a.strip()]
+            skew = get("sasl.oauthbearer.clock.skew.seconds")
+            return cls(jwks, audience, get("sasl.oauthbearer.expected.issuer"),
+                       get("sasl.oauthbearer.sub.claim.name"), get("sasl.oauthbearer.scope.claim.name"),
+                       int(skew) if skew is not None else 30)
+        except (OSError, ValueError) as e:
+            raise ConfigError("Invalid value %s for configuration sasl.oauthbearer.jwks.endpoint.url: %s"
+                              % (url, getattr(e, "strerror", None) or e), "sasl.oauthbearer.jwks.endpoint.url") from None
+        except Exception as e:   # PyJWKSetError and friends: a JWKS without a usable key
+            raise ConfigError("Invalid value %s for configuration sasl.oauthbearer.jwks.endpoint.url: %s"
+                              % (url, e), "sasl.oauthbearer.jwks.endpoint.url") from None
+
+    def validate(self, token: str, now_ms: int):
+        pyjwt = self._jwt
+        try:
+            header = pyjwt.get_unverified_header(token)
+            kid = header.get("kid")
+            key = self._keys.get(kid) if kid is not None else (self._all[0] if len(self._all) == 1 else None)
+            if key is None:
+                return None   # no key of the JWKS signed it
+            # times are checked below against the broker's clock (broker.clock), not time.time()
+            claims = pyjwt.decode(token, key.key, algorithms=ALGORITHMS,
+                                  audience=self._audience or None, issuer=self._issuer,
+                                  options={"verify_exp": False, "verify_nbf": False, "verify_iat": False,
+                                           "verify_aud": bool(self._audience),
+                                           "verify_iss": self._issuer is not None,
+                                           "require": ["exp", "iat"]})
+        except Exception:
+            return None   # PyJWTError, a malformed header, a key of the wrong type
+        exp, iat, nbf = claims.get("exp"), claims.get("iat"), claims.get("nbf")
+        for v in (exp, iat) + ((nbf,) if nbf is not None else ()):
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                return None
+        exp_ms = int(exp * 1000)
+        if now_ms - self._skew_ms >= exp_ms:
+            return None   # expired
+        if nbf is not None and int(nbf * 1000) > now_ms + self._skew_ms:
+            return None   # not yet valid
+        if int(iat * 1000) > now_ms + self._skew_ms:
+            return None   # issued in the future
+        principal = claims.get(self._sub_claim)
+        if not isinstance(principal, str) or not principal.strip():
+            return None
+        return principal, exp_ms

@@ -97,7 +97,7 @@ def _wait(args, future, what: str):
                  "UNACCEPTABLE_CREDENTIAL": "credential refused by the broker",
                  "CLUSTER_AUTHORIZATION_FAILED": "not allowed (needs ALTER/DESCRIBE on the cluster)",
                  "SASL_AUTHENTICATION_FAILED": "authentication to the broker failed (check --command-config)",
-                 "_AUTHENTICATION": "authentication to the broker failed (check --command-config)"}.get(name)
+                 "_AUTHENTICATION": "authentication to the broker failed (check --command-config)"}.get(name or "")
         raise ToolError("%s: %s%s" % (what, words + ": " if words else "", kafka_message(e))) from None
 
 

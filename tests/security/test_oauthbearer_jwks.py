@@ -1,0 +1,110 @@
+"""OAUTHBEARER with Kafka's secured validator (OAuthBearerValidatorCallbackHandler): tokens signed
+with an RSA key of a JWKS file, handed to confluent-kafka by ``oauth_cb``.  A valid token
+authenticates and its ``sub`` is the principal (an ACL decides by it); a token signed by another
+key, expired, for another audience or issuer, or unsigned, is refused with the client's
+authentication error."""
+import json
+import time
+import uuid
+
+import pytest
+
+from tests import needs
+
+import pykbroker
+from pykbroker.embedded import TEST_CONFIG
+
+needs.module("cryptography")
+needs.module("jwt")
+
+ISSUER = "https://issuer.example"
+AUDIENCE = "kafka-broker"
+
+
+def _rsa():
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+@pytest.fixture(scope="module")
+def keys():
+    return {"good": _rsa(), "other": _rsa()}
+
+
+@pytest.fixture(scope="module")
+def broker(keys, tmp_path_factory):
+    import jwt
+    jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(keys["good"].public_key()))
+    jwk.update({"kid": "k1", "use": "sig", "alg": "RS256"})
+    path = tmp_path_factory.mktemp("jwks") / "jwks.json"
+    path.write_text(json.dumps({"keys": [jwk]}))
+    pre = "listener.name.sasl_plaintext.oauthbearer."
+    cfg = {**TEST_CONFIG,
+           pre + "sasl.server.callback.handler.class":
+               "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+           pre + "sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;",
+           "sasl.oauthbearer.jwks.endpoint.url": path.as_uri(),
+           "sasl.oauthbearer.expected.audience": AUDIENCE,
+           "sasl.oauthbearer.expected.issuer": ISSUER,
+           # the principal is the sub: alice is allowed everything, anyone else nothing
+           "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+           "super.users": "User:alice"}
+    with pykbroker.Broker(security="SASL_PLAINTEXT", mechanisms=["OAUTHBEARER"], users={"alice": ""},
+                          config=cfg) as b:
+        yield b
+
+
+def _token(key, kid="k1", alg="RS256", **claims):
+    import jwt
+    now = int(time.time())
+    body = {"sub": "alice", "iss": ISSUER, "aud": AUDIENCE, "iat": now, "exp": now + 600, **claims}
+    return jwt.encode(body, key, algorithm=alg, headers={"kid": kid} if kid else None)
+
+
+def _client_cfg(b, token):
+    return {"bootstrap.servers": b.bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "OAUTHBEARER", "sasl.oauthbearer.method": "default",
+            # librdkafka's own lifetime of the token (the broker checks the JWT's exp itself)
+            "oauth_cb": lambda _conf: (token, time.time() + 600, "client")}
+
+
+def _produce(cfg):
+    """None when delivered, else (code, text) of the first error (authentication or delivery)."""
+    from confluent_kafka import Producer
+    errors, delivered = [], []
+    p = Producer({**cfg, "error_cb": lambda e: errors.append((e.code(), e.str())), "message.timeout.ms": 10000})
+    p.produce("jwt-" + uuid.uuid4().hex[:6], b"v",
+              on_delivery=lambda err, msg: delivered.append(err and (err.code(), err.str())))
+    deadline = time.monotonic() + 12
+    while not delivered and not errors and time.monotonic() < deadline:
+        p.poll(0.1)
+    p.purge()
+    p.flush(0)
+    return errors[0] if errors else delivered[0] if delivered else ("no answer", "")
+
+
+def test_a_signed_token_authenticates_and_its_sub_is_the_principal(broker, keys):
+    from confluent_kafka import KafkaError
+    assert _produce(_client_cfg(broker, _token(keys["good"]))) is None
+    # same key, another sub: authenticated (no authentication error) but not alice, so the
+    # authorizer refuses the write
+    err = _produce(_client_cfg(broker, _token(keys["good"], sub="mallory")))
+    assert err is not None and err[0] == KafkaError.TOPIC_AUTHORIZATION_FAILED, err
+
+
+@pytest.mark.parametrize("case", ["other-key", "expired", "audience", "issuer", "unsigned", "not-yet-valid"])
+def test_bad_tokens_are_refused(broker, keys, case):
+    from confluent_kafka import KafkaError
+    now = int(time.time())
+    token = {
+        "other-key": lambda: _token(keys["other"]),
+        # past the 30 s of allowed clock skew
+        "expired": lambda: _token(keys["good"], iat=now - 600, exp=now - 120),
+        "audience": lambda: _token(keys["good"], aud="someone-else"),
+        "issuer": lambda: _token(keys["good"], iss="https://evil.example"),
+        "unsigned": lambda: _token(None, alg="none"),
+        "not-yet-valid": lambda: _token(keys["good"], nbf=now + 300),
+    }[case]()
+    err = _produce(_client_cfg(broker, token))
+    assert err is not None and err[0] == KafkaError._AUTHENTICATION, err
+    assert "invalid_token" in err[1]
