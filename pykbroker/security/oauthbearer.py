@@ -18,7 +18,8 @@ message.  Extensions are accepted (the unsecured validator validates none).  Opt
 Signed tokens: with ``[listener.name.<l>.oauthbearer.]sasl.server.callback.handler.class`` set to
 Kafka's ``OAuthBearerValidatorCallbackHandler`` the listener validates JWTs as Kafka's broker
 validator does (:class:`JwtValidator`, through PyJWT): a signature by a key of the JWKS of
-``sasl.oauthbearer.jwks.endpoint.url`` (a ``file://`` URL, read at start-up; ``alg: none`` refused),
+``sasl.oauthbearer.jwks.endpoint.url`` (``file://`` or ``http(s)://``, read once at start-up;
+``alg: none`` refused),
 ``exp`` and ``iat`` required, ``exp``/``nbf``/``iat`` checked with ``sasl.oauthbearer.clock.skew.seconds``
 against the broker's clock, ``iss`` against ``sasl.oauthbearer.expected.issuer`` and ``aud``
 against ``sasl.oauthbearer.expected.audience`` when set, the principal from
@@ -193,21 +194,22 @@ class JwtValidator:
         if not url:
             raise ConfigError("%s needs sasl.oauthbearer.jwks.endpoint.url (the keys that sign the tokens)"
                               % key, "sasl.oauthbearer.jwks.endpoint.url")
-        if not url.startswith("file:"):
-            # an http(s) JWKS needs a fetch (and Kafka refreshes it): blocking the event loop for it
-            # is not acceptable, and it is not built (SKIPPED.md)
-            raise ConfigError("Invalid value %s for configuration sasl.oauthbearer.jwks.endpoint.url: "
-                              "pykbroker reads a file:// JWKS only" % url, "sasl.oauthbearer.jwks.endpoint.url")
         from urllib.parse import unquote, urlparse
-        path = unquote(urlparse(url).path)
+        scheme = urlparse(url).scheme.lower()
+        if scheme not in ("file", "http", "https"):
+            raise ConfigError("Invalid value %s for configuration sasl.oauthbearer.jwks.endpoint.url: "
+                              "a file://, http:// or https:// URL" % url, "sasl.oauthbearer.jwks.endpoint.url")
         try:
             import jwt  # noqa: F401  (PyJWT[crypto]: the security extra)
         except ImportError:
             raise ConfigError("OAuthBearerValidatorCallbackHandler needs PyJWT: pip install 'PyJWT[crypto]' "
                               "(or pykbroker[security])", key) from None
         try:
-            with open(path) as fh:
-                jwks = json.load(fh)
+            if scheme == "file":
+                with open(unquote(urlparse(url).path)) as fh:
+                    jwks = json.load(fh)
+            else:
+                jwks = _fetch_jwks(url)
             audience = get("sasl.oauthbearer.expected.audience") or []
             if isinstance(audience, str):
                 audience = [a.strip() for a in audience.split(",") if a.strip()]
@@ -223,6 +225,7 @@ class JwtValidator:
                               % (url, e), "sasl.oauthbearer.jwks.endpoint.url") from None
 
     def validate(self, token: str, now_ms: int):
+        """(principal, exp in ms) of a token that passes every check, else None."""
         pyjwt = self._jwt
         try:
             header = pyjwt.get_unverified_header(token)
@@ -254,3 +257,16 @@ class JwtValidator:
         if not isinstance(principal, str) or not principal.strip():
             return None
         return principal, exp_ms
+
+
+# An http(s) JWKS is fetched once, while the broker is built (before it serves anything, as
+# Kafka's validator fetches it when configured); a server that does not answer within this
+# stops the start-up instead of hanging it.  Kafka's periodic refresh
+# (sasl.oauthbearer.jwks.endpoint.refresh.ms) is not built (SKIPPED.md).
+JWKS_FETCH_TIMEOUT = 10.0
+
+
+def _fetch_jwks(url: str) -> dict:
+    import urllib.request
+    with urllib.request.urlopen(url, timeout=JWKS_FETCH_TIMEOUT) as resp:   # https: the system's CAs
+        return json.loads(resp.read())

@@ -108,3 +108,49 @@ def test_bad_tokens_are_refused(broker, keys, case):
     err = _produce(_client_cfg(broker, token))
     assert err is not None and err[0] == KafkaError._AUTHENTICATION, err
     assert "invalid_token" in err[1]
+
+
+def test_jwks_over_http(keys):
+    """The JWKS from an http:// endpoint (fetched at start-up): the same signed token authenticates;
+    an unreachable endpoint stops the broker's start-up with the config named."""
+    import http.server
+    import threading
+
+    import jwt
+
+    from pykbroker.config import ConfigError
+    jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(keys["good"].public_key()))
+    jwk.update({"kid": "k1"})
+    body = json.dumps({"keys": [jwk]}).encode()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    pre = "listener.name.sasl_plaintext.oauthbearer."
+    cfg = {**TEST_CONFIG,
+           pre + "sasl.server.callback.handler.class":
+               "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+           pre + "sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;",
+           pre + "sasl.oauthbearer.jwks.endpoint.url": "http://127.0.0.1:%d/jwks" % server.server_port}
+    try:
+        with pykbroker.Broker(security="SASL_PLAINTEXT", mechanisms=["OAUTHBEARER"], users={"alice": ""},
+                              config=cfg) as b:
+            assert _produce(_client_cfg(b, _token(keys["good"]))) is None
+            assert _produce(_client_cfg(b, _token(keys["other"]))) is not None   # a key not in the JWKS
+    finally:
+        server.shutdown()
+        server.server_close()
+    with pytest.raises(ConfigError, match="jwks.endpoint.url"):
+        with pykbroker.Broker(security="SASL_PLAINTEXT", mechanisms=["OAUTHBEARER"], users={"alice": ""},
+                              config={**cfg, pre + "sasl.oauthbearer.jwks.endpoint.url":
+                                      "http://127.0.0.1:%d/jwks" % server.server_port}):
+            pass

@@ -114,7 +114,7 @@ def test_command_config_on_every_command(pyk, tmp_path):
     props.write_text("# client settings\nno.such.property=1\n")
     for cmd in (["topics", "list"], ["groups", "list"], ["cluster", "describe"], ["offsets", "-t", "x"],
                 ["produce", "-t", "x"], ["consume", "-t", "x"],
-                ["groups", "describe", "--group", "g"], ["topics", "describe"]):
+                ["groups", "describe", "--group", "g"], ["topics", "describe"], ["users", "list"]):
         r = _run(*cmd, "-b", pyk.bootstrap, "--command-config", str(props), input=b"")
         assert r.returncode == 2, (cmd, r)
         assert b'No such configuration property: "no.such.property"' in r.stderr, (cmd, r)
