@@ -20,8 +20,8 @@ Kafka's ``OAuthBearerValidatorCallbackHandler`` the listener validates JWTs as K
 validator does (:class:`JwtValidator`, through PyJWT): a signature by a key of the JWKS of
 ``sasl.oauthbearer.jwks.endpoint.url`` (``file://`` or ``http(s)://``, read once at start-up;
 ``alg: none`` refused),
-``exp`` and ``iat`` required, ``exp``/``nbf``/``iat`` checked with ``sasl.oauthbearer.clock.skew.seconds``
-against the broker's clock, ``iss`` against ``sasl.oauthbearer.expected.issuer`` and ``aud``
+``exp`` and ``iat`` required, ``exp``/``nbf`` checked with ``sasl.oauthbearer.clock.skew.seconds``
+against the broker's clock (as Kafka's BrokerJwtValidator with jose4j), ``iss`` against ``sasl.oauthbearer.expected.issuer`` and ``aud``
 against ``sasl.oauthbearer.expected.audience`` when set, the principal from
 ``sasl.oauthbearer.sub.claim.name``.  A refusal is the same ``{"status":"invalid_token"}`` challenge
 (Kafka's handler answers every validation failure so).
@@ -251,8 +251,8 @@ class JwtValidator:
             return None   # expired
         if nbf is not None and int(nbf * 1000) > now_ms + self._skew_ms:
             return None   # not yet valid
-        if int(iat * 1000) > now_ms + self._skew_ms:
-            return None   # issued in the future
+        # iat must be present and numeric, but one in the future is accepted: Kafka's
+        # BrokerJwtValidator leaves jose4j's default (no bound on iat) in place
         principal = claims.get(self._sub_claim)
         if not isinstance(principal, str) or not principal.strip():
             return None

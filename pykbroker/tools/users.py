@@ -92,7 +92,8 @@ def _wait(args, future, what: str):
         raise ToolError("%s: no answer within %.0f s" % (what, wait_seconds(args))) from None
     except Exception as e:
         name = error_name(e)
-        words = {"RESOURCE_NOT_FOUND": "no such user",
+        # RESOURCE_NOT_FOUND: describe of an unknown user, or delete of a credential it does not have
+        words = {"RESOURCE_NOT_FOUND": "no such user" if what.startswith("describe") else "no such credential",
                  "UNSUPPORTED_SASL_MECHANISM": "mechanism not enabled on the broker",
                  "UNACCEPTABLE_CREDENTIAL": "credential refused by the broker",
                  "CLUSTER_AUTHORIZATION_FAILED": "not allowed (needs ALTER/DESCRIBE on the cluster)",
@@ -132,7 +133,7 @@ def run(args) -> int:
         if getattr(args, "json", False):
             print_json(out)
         else:
-            print("Completed updating config for user %s (%s, iterations=%d)." % (args.user, args.mechanism, args.iterations))
+            print("Completed updating config for user %s." % args.user)   # kafka-configs.sh's words
         return 0
     if args.action == "delete":
         mechs = [args.mechanism] if args.mechanism else [m for m, _ in describe(args, [args.user]).get(args.user, [])]

@@ -67,6 +67,7 @@ def test_add_login_list_delete(secure, tmp_path):
     r = _users(secure, tmp_path, "add", "bob", "--mechanism", "SCRAM-SHA-256", "--iterations", "8192",
                input=(pw + "\n").encode())
     assert r.returncode == 0, r.stderr
+    assert r.stdout == b"Completed updating config for user bob.\n"   # kafka-configs.sh's line
     assert pw.encode() not in r.stdout + r.stderr
     assert _login(secure, "bob", pw) == [b"hello"]
     with pytest.raises(KafkaException):
@@ -96,6 +97,9 @@ def test_errors_in_the_users_words(secure, tmp_path):
     assert r.returncode == 2 and b"empty password" in r.stderr
     r = _users(secure, tmp_path, "delete", "nobody-" + uuid.uuid4().hex[:4])
     assert r.returncode == 1 and b"no such user" in r.stderr
+    assert _users(secure, tmp_path, "add", "dave", "--password", "dave-pw").returncode == 0   # SCRAM-SHA-512
+    r = _users(secure, tmp_path, "delete", "dave", "--mechanism", "SCRAM-SHA-256")
+    assert r.returncode == 1 and b"no such credential" in r.stderr and b"RESOURCE_NOT_FOUND" in r.stderr
     # a wrong admin password in the properties: the command fails, in words, without a hang
     props = tmp_path / "bad.properties"
     cfg = secure.client_config("admin", "SCRAM-SHA-512", password="wrong")
