@@ -154,3 +154,58 @@ def test_jwks_over_http(keys):
                               config={**cfg, pre + "sasl.oauthbearer.jwks.endpoint.url":
                                       "http://127.0.0.1:%d/jwks" % server.server_port}):
             pass
+
+
+# ------------------------------------------------------------------ sans-IO: the validator alone
+
+def _server(validator, now_s):
+    from pykbroker.security.oauthbearer import OAuthBearerServer
+    return OAuthBearerServer({}, lambda: int(now_s * 1000), validator)
+
+
+def _first_message(token):
+    return ("n,,\x01auth=Bearer %s\x01\x01" % token).encode()
+
+
+def test_validator_options_es256_and_the_broker_clock():
+    """sub.claim.name, an EC key without kid (the JWKS's only key), exp/iat required, the
+    session lifetime from exp, and exp judged by the broker's clock with the skew."""
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from pykbroker.security.oauthbearer import JwtValidator
+    key = ec.generate_private_key(ec.SECP256R1())
+    jwk = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(key.public_key()))
+    v = JwtValidator({"keys": [jwk]}, sub_claim="client_id", skew_seconds=5)
+    now = 1_900_000_000
+    tok = jwt.encode({"client_id": "svc-a", "sub": "ignored", "iat": now, "exp": now + 100}, key, algorithm="ES256")
+    s = _server(v, now)
+    assert s.evaluate(_first_message(tok)) == b"" and s.complete
+    assert (s.authorization_id, s.lifetime_ms) == ("svc-a", 100_000)
+    # 4 s past exp is within the 5 s skew; 6 s past is not
+    assert _server(v, now + 104).evaluate(_first_message(tok)) == b""
+    assert _server(v, now + 106).evaluate(_first_message(tok)) == b'{"status":"invalid_token"}'
+    for claims in ({"client_id": "svc-a", "iat": now}, {"client_id": "svc-a", "exp": now + 100},
+                   {"iat": now, "exp": now + 100}, {"client_id": "  ", "iat": now, "exp": now + 100}):
+        bad = jwt.encode(claims, key, algorithm="ES256")
+        assert _server(v, now).evaluate(_first_message(bad)) == b'{"status":"invalid_token"}', claims
+
+
+@pytest.mark.parametrize("settings, words", [
+    ({"sasl.server.callback.handler.class": "com.example.Mine"}, "pykbroker knows only"),
+    ({"sasl.server.callback.handler.class":
+      "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"}, "needs sasl.oauthbearer.jwks"),
+    ({"sasl.server.callback.handler.class":
+      "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+      "sasl.oauthbearer.jwks.endpoint.url": "file:///nonexistent/jwks.json"}, "jwks.endpoint.url"),
+    ({"sasl.server.callback.handler.class":
+      "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+      "sasl.oauthbearer.jwks.endpoint.url": "ftp://idp/jwks"}, "a file://, http:// or https:// URL"),
+])
+def test_validator_settings_are_checked_at_start_up(settings, words):
+    from pykbroker.config import BrokerConfig, ConfigError
+    from pykbroker.security.setup import check_config
+    cfg = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "OAUTHBEARER",
+           **{"listener.name.sasl_plaintext.oauthbearer." + k: v for k, v in settings.items()}}
+    with pytest.raises(ConfigError, match=words):
+        check_config(BrokerConfig(cfg))
