@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 
 from . import action_parser, add_bootstrap, add_common, parser
-from .common import EXIT_USAGE, ToolError, admin, ck, error_name, kafka_message, print_json, wait_seconds
+from .common import EXIT_USAGE, ToolError, ck, client_config, error_name, kafka_message, print_json, wait_seconds
 
 EXAMPLES = """  pykbroker users add alice --mechanism SCRAM-SHA-512 --iterations 8192 --command-config admin.properties
   pykbroker users list
@@ -84,12 +84,43 @@ def _name(enum) -> str:
     return {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}.get(int(enum.value), str(enum))
 
 
+def _admin(args):
+    """The admin client, with an error callback: a refused login (wrong --command-config
+    credentials) is reported by librdkafka there at once, while the request's future would only
+    time out after --timeout."""
+    if getattr(args, "_admin", None) is None:
+        from confluent_kafka import KafkaError
+        from confluent_kafka.admin import AdminClient
+        args._auth_errors = []
+
+        def on_error(err):
+            if err.code() == KafkaError._AUTHENTICATION:
+                args._auth_errors.append(err.str())
+        conf = client_config(args, error_cb=on_error)
+        try:
+            args._admin = AdminClient(conf)
+        except Exception as e:   # a bad --command-property
+            raise ToolError("cannot create the admin client: %s" % kafka_message(e), EXIT_USAGE) from None
+    return args._admin
+
+
 def _wait(args, future, what: str):
     import concurrent.futures
+    import time
+    deadline = time.monotonic() + wait_seconds(args)
     try:
-        return future.result(timeout=wait_seconds(args))
-    except concurrent.futures.TimeoutError:
-        raise ToolError("%s: no answer within %.0f s" % (what, wait_seconds(args))) from None
+        while True:
+            try:
+                return future.result(timeout=0.2)
+            except concurrent.futures.TimeoutError:
+                args._admin.poll(0)   # serves error_cb
+                if args._auth_errors:
+                    raise ToolError("%s: authentication to the broker failed (check --command-config): %s"
+                                    % (what, args._auth_errors[0])) from None
+                if time.monotonic() > deadline:
+                    raise ToolError("%s: no answer within %.0f s" % (what, wait_seconds(args))) from None
+    except ToolError:
+        raise
     except Exception as e:
         name = error_name(e)
         # RESOURCE_NOT_FOUND: describe of an unknown user, or delete of a credential it does not have
@@ -104,7 +135,7 @@ def _wait(args, future, what: str):
 
 def describe(args, users) -> dict:
     """{user: [(mechanism, iterations), ...]} of the given users (all when empty)."""
-    a = admin(args)
+    a = _admin(args)
     if users:
         futs = a.describe_user_scram_credentials(list(dict.fromkeys(users)), request_timeout=wait_seconds(args))
         descs = {u: _wait(args, f, "describe user %s" % u) for u, f in futs.items()}
@@ -115,7 +146,7 @@ def describe(args, users) -> dict:
 
 
 def _alter(args, alterations, what: str) -> None:
-    futs = admin(args).alter_user_scram_credentials(alterations, request_timeout=wait_seconds(args))
+    futs = _admin(args).alter_user_scram_credentials(alterations, request_timeout=wait_seconds(args))
     for f in futs.values():
         _wait(args, f, what)
 
