@@ -6,10 +6,15 @@ Behaviour (Apache Kafka ControllerApis / ScramControlManager.describeScramCreden
 - A named user without any credential: RESOURCE_NOT_FOUND for that user; a user named twice:
   DUPLICATE_RESOURCE for it (Kafka 4.4's messages end with the user's name); a described user's
   message is empty, not null.  The top-level error stays NONE.
-- No authorizer: every client may describe (CLUSTER DESCRIBE is the rule once ACLs exist).
+- With an authorizer, DESCRIBE on the CLUSTER is required (Kafka's KafkaApis): without it the
+  top-level error is CLUSTER_AUTHORIZATION_FAILED with a null message, and each named user gets
+  a result with that code, an empty user name and a null message (Kafka 4.4's error response,
+  compared in tests/differential/test_acl_enforcement.py).
 """
 from __future__ import annotations
 
+from ..acl.bindings import DESCRIBE
+from ..acl.check import cluster_allowed
 from ..protocol.errors import ErrorCode
 from ..security.scram import MECHANISM_TYPES, ScramCredential
 
@@ -24,8 +29,13 @@ def _infos(mechs: dict) -> list:
 
 
 async def handle(ctx, request):
-    stored = ctx.broker.controller.scram_users()
     names = [u["name"] for u in (request["users"] or [])]
+    if not cluster_allowed(ctx, DESCRIBE):
+        code = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        return {"throttle_time_ms": 0, "error_code": code, "error_message": None,
+                "results": [{"user": "", "error_code": code, "error_message": None, "credential_infos": []}
+                            for _ in names]}
+    stored = ctx.broker.controller.scram_users()
     results = []
     if not names:
         for user in sorted(stored):

@@ -10,10 +10,14 @@ changes are applied together or not at all, checked in Kafka's order:
 - upsertion iterations below 4096 or above 16384: UNACCEPTABLE_CREDENTIAL.
 The client sends the salt and the salted password (never the password); the broker keeps only
 the derived StoredKey and ServerKey (security/scram.py), durably through the controller.
-No authorizer: every client may alter (CLUSTER ALTER is the rule once ACLs exist).
+With an authorizer, ALTER on the CLUSTER is required (Kafka's ControllerApis): without it every
+user named gets CLUSTER_AUTHORIZATION_FAILED with the message "ALTER" (the denied operation, as
+Kafka 4.4 answers; tests/differential/test_acl_enforcement.py) and nothing changes.
 """
 from __future__ import annotations
 
+from ..acl.bindings import ALTER
+from ..acl.check import cluster_allowed
 from ..protocol.errors import ErrorCode
 from ..security.scram import (MAX_ITERATIONS, MECHANISM_IDS, MIN_ITERATIONS,
                               credential_from_salted_password)
@@ -46,6 +50,11 @@ def _check(op, is_upsert, seen, stored):
 
 
 async def handle(ctx, request):
+    if not cluster_allowed(ctx, ALTER):
+        users = dict.fromkeys(op["name"] for op in list(request["deletions"]) + list(request["upsertions"]))
+        return {"throttle_time_ms": 0, "results": [
+            {"user": u, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+             "error_message": "ALTER"} for u in sorted(users)]}
     controller = ctx.broker.controller
     stored = controller.scram_users()
     ops = [(op, False) for op in request["deletions"]] + [(op, True) for op in request["upsertions"]]

@@ -130,6 +130,11 @@ CASES = {
         {"partition_index": 0}]}]}, [("DELETE", "group")], lambda r: [r["error_code"]], 30),
     "describe_transactions": (65, 0, lambda t, g, x: {"transactional_ids": [x]}, [("DESCRIBE", "transactional_id")],
                               lambda r: [s["error_code"] for s in r["transaction_states"]], 53),
+    "describe_user_scram_credentials": (50, 0, lambda t, g, x: {"users": [{"name": "alice"}]},
+                                        [("DESCRIBE", "cluster")], lambda r: [r["error_code"]], 31),
+    "alter_user_scram_credentials": (51, 0, lambda t, g, x: {"deletions": [], "upsertions": [
+        {"name": "carol", "mechanism": 1, "iterations": 4096, "salt": b"s" * 16, "salted_password": b"p" * 32}]},
+        [("ALTER", "cluster")], lambda r: [u["error_code"] for u in r["results"]], 31),
     # brokers only (a transaction coordinator's markers to partition leaders)
     "write_txn_markers": (27, 1, lambda t, g, x: {"markers": [{
         "producer_id": 1, "producer_epoch": 0, "transaction_result": False, "coordinator_epoch": 0,
