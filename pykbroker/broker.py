@@ -213,7 +213,10 @@ class Broker:
         self.controller.set_replica_manager(self.replica_manager)
         from .dynamic_config import DynamicBrokerConfig
         self.dynamic_config = DynamicBrokerConfig(self.config, self.node_id, self.metadata_cache, self.replica_manager)
-        self.dynamic_config.listener_security = self.listener_security
+        if self.listener_security:
+            # listener.name.<l>.ssl.keystore.*: Kafka's dynamic keystore update
+            from .security.reload import apply as apply_keystores
+            self.dynamic_config.add_per_broker_hook(lambda raw: apply_keystores(self.listener_security, raw))
         self.dynamic_config.add_reconfigurable(self.log_manager)
         self.controller.add_broker_config_listener(self.dynamic_config.on_change)
         self.replica_manager.on_replicas_offline = (

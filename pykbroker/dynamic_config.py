@@ -134,11 +134,17 @@ class DynamicBrokerConfig:
         self.metadata_cache = metadata_cache
         self.replica_manager = replica_manager
         self._reconfigurables: list = []
-        # the secured listeners (Broker.listener_security), for dynamic keystore updates
-        self.listener_security: dict = {}
+        # called with this broker's own stored dynamic set after each change (the broker hands in
+        # security/reload.py's keystore update for its secured listeners); a hook, so this module
+        # does not import the security package, which imports it
+        self._per_broker_hooks: list = []
 
     def add_reconfigurable(self, component) -> None:
         self._reconfigurables.append(component)
+
+    def add_per_broker_hook(self, hook) -> None:
+        """``hook(raw)`` after this broker's own dynamic set changed (not the cluster default)."""
+        self._per_broker_hooks.append(hook)
 
     def on_change(self, entity: str, raw: dict[str, str]) -> None:
         if entity == "":
@@ -148,10 +154,10 @@ class DynamicBrokerConfig:
         else:
             return   # another broker's
         self.config.set_dynamic(per_broker, parse_layer(entity, raw))
-        if per_broker and self.listener_security:
-            # listener.name.<l>.ssl.keystore.*: Kafka's dynamic keystore update (security/reload.py)
-            from .security.reload import apply
-            apply(self.listener_security, raw)
+        if per_broker:
+            # e.g. listener.name.<l>.ssl.keystore.*: Kafka's dynamic keystore update (security/reload.py)
+            for hook in self._per_broker_hooks:
+                hook(raw)
         # Every topic's effective config follows the broker defaults (a topic override wins).
         for info in list(self.metadata_cache.topics.values()):
             self.replica_manager.on_config_change(info)
