@@ -12,6 +12,7 @@ from confluent_kafka.admin import AdminClient
 
 from pykbroker.storage.fs import REAL_FS
 from pykbroker.local.broker_process import wait_until
+from pykbroker.protocol.records import iter_batches
 from pykbroker.protocol.wire import create_topic
 from tests.durability.inproc import InProcessBroker
 
@@ -102,10 +103,16 @@ def test_reader_of_a_deleted_segment_completes(inproc):
     create_topic(b, t, 1, {"segment.bytes": "4096", "file.delete.delay.ms": "0"})
     _produce(b.bootstrap, t, 150)
     part = b.call(lambda: b.broker.replica_manager.get_partition(t, 0))
-    res = b.call(lambda: part.read_records(0, 1 << 20, True, False))
-    assert res.error == 0
-    regions = res.records.parts
-    assert len(regions) >= 3           # spans several segments
+    # a Fetch read stays in one segment (Kafka's rule), so a reader of the first three segments
+    # holds the regions of three reads, as three fetches being sent would
+    regions: list = []
+    offset = 0
+    for _ in range(3):
+        res = b.call(lambda: part.read_records(offset, 1 << 20, True, False))
+        assert res.error == 0 and len(res.records.parts) == 1
+        regions += res.records.parts
+        offset = [h.next_offset for h in iter_batches(res.records.parts[0].read())][-1]
+    assert len({r.fd for r in regions}) == 3   # three segment files
     expected = b"".join(r.read() for r in regions)
     assert _delete_records(b.bootstrap, t, 120) == 120
     d = os.path.join(b.log_dirs[0], "%s-0" % t)
