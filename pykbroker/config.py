@@ -500,7 +500,8 @@ _DEFS = [
     # OAUTHBEARER: Kafka's OAuthBearerValidatorCallbackHandler (signed JWTs against a JWKS),
     # chosen by sasl.server.callback.handler.class (security/oauthbearer.py); the defaults are Kafka's
     ConfigDef("sasl.server.callback.handler.class", "string", None,
-              "SASL server callback handler (OAUTHBEARER: Kafka's OAuthBearerValidatorCallbackHandler)."),
+              "SASL server callback handler (OAUTHBEARER: Kafka's OAuthBearerValidatorCallbackHandler).",
+              describe_type="class"),   # a Java class name: Kafka's ConfigDef type CLASS (8)
     ConfigDef("sasl.oauthbearer.jwks.endpoint.url", "string", None,
               "JWKS of the keys that sign OAUTHBEARER tokens (file:// or http(s)://)."),
     ConfigDef("sasl.oauthbearer.expected.audience", "list", [], "Accepted aud values (empty: not checked)."),
@@ -508,7 +509,7 @@ _DEFS = [
     ConfigDef("sasl.oauthbearer.sub.claim.name", "string", "sub", "Claim naming the principal."),
     ConfigDef("sasl.oauthbearer.scope.claim.name", "string", "scope", "Claim holding the scopes."),
     ConfigDef("sasl.oauthbearer.clock.skew.seconds", "int", 30,
-              "Clock skew allowed on exp, nbf and iat (seconds).", validator=_ge(0)),
+              "Clock skew allowed on exp, nbf and iat (seconds)."),   # no validator, as Kafka's
     ConfigDef("sasl.oauthbearer.jwks.endpoint.refresh.ms", "long", 3600000,
               "How often an http(s) JWKS is fetched again."),
     ConfigDef("sasl.server.max.receive.size", "int", 524288,
