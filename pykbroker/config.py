@@ -981,3 +981,21 @@ def inter_broker_listener(config):
         if li.name == want:
             return li
     return ls[0]
+
+
+def redacted(configs: Mapping[str, Any]) -> dict:
+    """``configs`` for a log line: the value of every PASSWORD-type key (keystore passwords, inline
+    PEM keys, JAAS configs), plain or under a ``listener.name.<l>.[<mechanism>.]`` prefix, shown
+    as ``[hidden]``, as Kafka's log lines show them."""
+    out = {}
+    for key, value in configs.items():
+        base = key
+        if key.startswith("listener.name."):
+            parts = key.split(".")
+            base = ".".join(parts[3:])
+            if base not in BROKER_CONFIGS and len(parts) > 4:
+                base = ".".join(parts[4:])   # listener.name.<l>.<mechanism>.<key>
+        d = BROKER_CONFIGS.get(base)
+        secret = (d is not None and d.type == "password") or base.endswith(("password", "sasl.jaas.config"))
+        out[key] = "[hidden]" if secret and value is not None else value
+    return out

@@ -89,7 +89,7 @@ from typing import Any, Callable, Optional
 
 import trio
 
-from ..config import ConfigError, validate_topic_configs
+from ..config import ConfigError, redacted, validate_topic_configs
 from ..protocol.errors import ErrorCode, KafkaError
 from ..storage.fs import REAL_FS
 from . import partition_change as PC
@@ -780,7 +780,7 @@ class LocalController(Controller):
             raise
         self._publish_broker_configs(entity, configs)
         log.info("dynamic broker configs of %s now %s", entity or "the cluster default",
-                 dict(sorted(configs.items())))
+                 redacted(dict(sorted(configs.items()))))
 
     async def alter_acls(self, added=(), removed=()) -> None:
         add, rem = self._store_acls(added, removed)

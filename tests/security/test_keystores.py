@@ -268,3 +268,17 @@ def test_dynamic_keystore_update_reloads_for_new_connections(stores):
         assert _peer_serial(old) == first and old.request(18, 0, {})["error_code"] == 0
         old.close()
         assert _produce_consume(port, stores, "after-reload") == b"over-after-reload"
+
+
+def test_dynamic_config_log_lines_hide_secrets():
+    """The controller's "dynamic broker configs ... now" line (written after every AlterConfigs)
+    shows PASSWORD-type values, plain or listener-prefixed, as [hidden]; other values as they are."""
+    from pykbroker.config import redacted
+    got = redacted({"listener.name.ssl.ssl.keystore.password": STORE_PW,
+                    "listener.name.ssl.ssl.keystore.location": "/x/server.p12",
+                    "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": 'x password="%s";' % KEY_PW,
+                    "ssl.truststore.password": TRUST_PW, "log.retention.ms": "1000"})
+    assert got == {"listener.name.ssl.ssl.keystore.password": "[hidden]",
+                   "listener.name.ssl.ssl.keystore.location": "/x/server.p12",
+                   "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": "[hidden]",
+                   "ssl.truststore.password": "[hidden]", "log.retention.ms": "1000"}

@@ -27,6 +27,7 @@ from typing import Optional
 
 import trio
 
+from ...config import redacted
 from .. import zk as Z
 from ..controller import Controller
 from ..metadata import TopicInfo, topic_id_str
@@ -265,7 +266,7 @@ class MetadataListener:
         configs = Z.decode_topic_config(data)
         if configs != self.owner.broker_configs(entity):
             self.owner._publish_broker_configs(entity, configs)
-            log.info("dynamic broker configs of %s now %s", Z.broker_config_entity(entity), configs)
+            log.info("dynamic broker configs of %s now %s", Z.broker_config_entity(entity), redacted(configs))
 
     async def on_group_children(self, children: list) -> None:
         for group_id in children:
