@@ -18,6 +18,12 @@ if _why is not None:
     needs.skip_missing(_why, allow_module_level=True)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _packages():
+    """tools/test.sh may still be installing compat/node's packages when this module is collected."""
+    noderun.require()
+
+
 def _run(t, scenarios, prefix):
     rep = noderun.start("kafkajs.js", t.bootstrap, scenarios, prefix=prefix, rf=1, records=120).report()
     return {name: noderun.scenario(rep, name) for name in scenarios}

@@ -2,7 +2,10 @@
 
 ``missing()`` says why they cannot run here (no ``node``/``npm``, or compat/node's packages not
 installed as package-lock.json pins them: ``tools/test.sh`` runs ``npm ci`` there), None when
-they can.  ``start(script, bootstrap, scenarios, **flags)`` starts one scenario program (one
+they can.  ``tools/test.sh`` may still be installing them when pytest starts (the Confluent client
+compiles librdkafka, minutes on 2 cores, so the build runs beside the first test directories
+instead of before them): then ``missing()`` defers (None) and ``require()``, called from a
+fixture, waits for that build to end before judging.  ``start(script, bootstrap, scenarios, **flags)`` starts one scenario program (one
 Node process running the named scenarios in turn); ``Run.report()`` waits for it and returns its
 report: ``{scenario: observations}``; a scenario in which the client failed reports
 ``{"error": ...}``, which fails only the tests judging that scenario.
@@ -10,8 +13,10 @@ report: ``{scenario: observations}``; a scenario in which the client failed repo
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,8 +27,73 @@ def node_binary() -> str | None:
     return shutil.which("node")
 
 
+# Set by tools/test.sh when it started `npm ci` in the background: the file that build writes its
+# exit status to when it ends (renamed into place whole; its log beside it, ``.log`` for ``.rc``).
+BUILD_RC_ENV = "PYKBROKER_NODE_BUILD_RC"
+# How long a test waits for that build: it takes about 4 minutes on 2 busy cores; 25 leaves room
+# for a slow machine and still ends a hung build's wait well inside CI's time.
+BUILD_WAIT_S = 25 * 60.0
+
+
+def build_pending() -> bool:
+    """True while tools/test.sh's background ``npm ci`` has not ended."""
+    rc = os.environ.get(BUILD_RC_ENV)
+    return bool(rc) and not os.path.exists(rc)
+
+
+def wait_for_build(timeout: float = BUILD_WAIT_S) -> str | None:
+    """Wait for the background ``npm ci`` (if any); why it did not give the packages, or None."""
+    rc_path = os.environ.get(BUILD_RC_ENV)
+    if not rc_path:
+        return None
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(rc_path):
+        if time.monotonic() > deadline:
+            return "compat/node's npm ci (started by tools/test.sh) still running after %.0f s" % timeout
+        time.sleep(2.0)
+    status = open(rc_path).read().strip()
+    if status != "0":
+        log = rc_path[:-3] + ".log" if rc_path.endswith(".rc") else rc_path + ".log"
+        try:
+            tail = open(log, errors="replace").read()[-2000:]
+        except OSError:
+            tail = "(no log at %s)" % log
+        return "compat/node's npm ci (CKJS_LINKING=dynamic, started by tools/test.sh) failed (%s):\n%s" % (status, tail)
+    return None
+
+
+def native_missing() -> str | None:
+    """Why @confluentinc/kafka-javascript's native module (librdkafka) does not load, or None."""
+    load = subprocess.run([node_binary(), "-e", "require('@confluentinc/kafka-javascript')"],
+                          cwd=PACKAGE, capture_output=True, text=True, timeout=60)
+    if load.returncode != 0:
+        return ("@confluentinc/kafka-javascript's native module (CKJS_LINKING=dynamic npm ci in compat/node, as "
+                "tools/test.sh runs it): %s" % load.stderr.strip()[-500:])
+    return None
+
+
+def require(native: bool = False) -> None:
+    """From a fixture: wait for a background install, then skip (a failure in CI) if the packages
+    (and with ``native`` the Confluent client's compiled module) are not usable."""
+    from tests import needs
+    why = wait_for_build() or _missing_now()
+    if why is None and native:
+        why = native_missing()
+    if why is not None:
+        needs.skip_missing(why)
+
+
 def missing() -> str | None:
-    """Why compat/node cannot run here, or None."""
+    """Why compat/node cannot run here, or None; None too while tools/test.sh is still installing
+    the packages (``require()`` judges them once that ends)."""
+    if node_binary() is None or shutil.which("npm") is None:
+        return "Node.js and npm (node and npm on PATH; tools/test.sh then runs npm ci in compat/node)"
+    if build_pending():
+        return None
+    return _missing_now()
+
+
+def _missing_now() -> str | None:
     if node_binary() is None or shutil.which("npm") is None:
         return "Node.js and npm (node and npm on PATH; tools/test.sh then runs npm ci in compat/node)"
     lock = json.loads((PACKAGE / "package-lock.json").read_text())
