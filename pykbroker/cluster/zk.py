@@ -39,7 +39,7 @@ import functools
 import json
 import logging
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Awaitable, Callable, Optional
 
 import trio
 
@@ -361,6 +361,35 @@ class ZkSession:
     async def run(self, fn: Callable, *args):
         """Any blocking function of the client (e.g. building and committing a transaction)."""
         return await trio.to_thread.run_sync(functools.partial(fn, *args))
+
+    # How long a write is retried across lost connections: Kafka's ZooKeeper client retries a
+    # request until reconnected; a bound keeps an outage from holding a client's request for
+    # ever (the request then answers REQUEST_TIMED_OUT, which clients retry).
+    WRITE_RETRY_S = 30.0
+
+    async def until_connected(self, attempt: Callable[[], Awaitable[Any]], what: str,
+                              timeout_s: Optional[float] = None) -> Any:
+        """A write made again after each ConnectionLoss until it gets ZooKeeper's answer, as
+        Kafka's ``retryRequestsUntilConnected`` does.  A lost connection leaves a write applied
+        or not, unknown: ``attempt`` must build the request afresh each time (a kazoo
+        transaction commits once) and its caller reads an "already there" answer with that in
+        mind (a create finding its own znode, a compare-and-set finding the version moved)."""
+        from kazoo.exceptions import ConnectionLoss
+        deadline = trio.current_time() + (self.WRITE_RETRY_S if timeout_s is None else timeout_s)
+        tries = 0
+        while True:
+            try:
+                return await attempt()
+            except ConnectionLoss:
+                tries += 1
+                if self._stopped:
+                    raise
+                if trio.current_time() >= deadline:
+                    from ..protocol.errors import ErrorCode, KafkaError
+                    raise KafkaError(ErrorCode.REQUEST_TIMED_OUT,
+                                     "ZooKeeper unreachable while %s (%d attempts)" % (what, tries)) from None
+                log.warning("ZooKeeper connection lost while %s; retrying once reconnected", what)
+            await trio.sleep(self._RETRY_PAUSE_S)
 
     # -- into trio
     def _post(self, fn, *args) -> None:

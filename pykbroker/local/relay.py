@@ -6,7 +6,11 @@ every connection it carries (both ends: the client sees its connection reset, th
 client gone; a ZooKeeper session outlives this until its timeout, as it does a real blip);
 ``hold(seconds)`` also refuses new connections for that long (accepted, then closed at once),
 ``blip_every(interval)`` drops everything every ``interval`` seconds in a background thread until
-``stop_blips()``.  ``drops`` counts the drops.  Standard library only; one thread per direction
+``stop_blips()``.  ``drops`` counts the drops.  ``cut_on_request(ops, applied)`` arms a one-shot
+cut aimed at one ZooKeeper request: the next client request whose op code is in ``ops`` (ZooKeeper's
+wire protocol: a 4-byte length, then xid and op code; 14 is a multi, 1 a create, 5 a setData) either
+never reaches ZooKeeper (``applied=False``) or reaches it with its answer lost (``applied=True``),
+and that connection is then dropped: the two sides of a write that fails with ConnectionLoss.  Standard library only; one thread per direction
 of a connection (a handful of ZooKeeper sessions).
 
 The fault tools and tests use it to cut ZooKeeper links without touching ZooKeeper or the
@@ -37,6 +41,9 @@ class TcpRelay:
         self._blips = threading.Event()
         self.drops = 0
         self.accepted = 0
+        self._cut: Optional[tuple[frozenset, bool]] = None   # (op codes, applied) of an armed cut
+        self.cuts = 0            # armed cuts that struck
+        self._deaf: set = set()  # client sockets whose answers are being discarded (an applied cut)
         threading.Thread(target=self._accept_loop, name="relay-accept-%d" % self.port, daemon=True).start()
 
     @property
@@ -59,6 +66,12 @@ class TcpRelay:
         with self._lock:
             self._held_until = time.monotonic() + seconds
         self.drop()
+
+    def cut_on_request(self, ops, applied: bool) -> None:
+        """Arm a one-shot cut on the next client request with an op code in ``ops`` (see the
+        module docstring); ``cuts`` counts the cuts that struck."""
+        with self._lock:
+            self._cut = (frozenset(ops), bool(applied))
 
     def release(self) -> None:
         with self._lock:
@@ -119,8 +132,43 @@ class TcpRelay:
             with self._lock:
                 self._pairs.append((client, upstream))
                 self.accepted += 1
-            for src, dst in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+            threading.Thread(target=self._pump_requests, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
+
+    def _pump_requests(self, src: socket.socket, dst: socket.socket) -> None:
+        """Client to server, frame by frame (ZooKeeper's length-prefixed frames) so an armed cut
+        strikes at a request boundary; the first frame is the session's ConnectRequest."""
+        buf, first = b"", True
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                buf += data
+                while len(buf) >= 4:
+                    n = int.from_bytes(buf[:4], "big")
+                    if len(buf) < 4 + n:
+                        break
+                    frame, buf = buf[:4 + n], buf[4 + n:]
+                    op = None if first or n < 8 else int.from_bytes(frame[8:12], "big", signed=True)
+                    first = False
+                    with self._lock:
+                        cut = self._cut if self._cut is not None and op in self._cut[0] else None
+                        if cut is not None:
+                            self._cut = None
+                            self.cuts += 1
+                    if cut is None:
+                        dst.sendall(frame)
+                        continue
+                    if cut[1]:   # applied: ZooKeeper gets it, its answer is discarded
+                        with self._lock:
+                            self._deaf.add(src)
+                        dst.sendall(frame)
+                        time.sleep(0.5)   # time for ZooKeeper to apply it (loopback, one request)
+                    raise OSError("cut on request op %s" % op)
+        except OSError:
+            pass
+        self._end(src, dst)
 
     def _pump(self, src: socket.socket, dst: socket.socket) -> None:
         try:
@@ -128,12 +176,20 @@ class TcpRelay:
                 data = src.recv(65536)
                 if not data:
                     break
-                dst.sendall(data)
+                with self._lock:
+                    deaf = dst in self._deaf
+                if not deaf:
+                    dst.sendall(data)
         except OSError:
             pass
+        self._end(src, dst)
+
+    def _end(self, src: socket.socket, dst: socket.socket) -> None:
         # one side ended (or was dropped): the whole connection goes
         with self._lock:
             self._pairs = [p for p in self._pairs if src not in p]
+            self._deaf.discard(src)
+            self._deaf.discard(dst)
         _close(src)
         _close(dst)
 

@@ -61,18 +61,26 @@ class AdminWriter:
         if await self.store.exists(Z.delete_marker_path(name)):
             # Kafka: a topic marked for deletion still exists until the deletion completes
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, "Topic '%s' is marked for deletion." % name)
-        t = self.zk.client.transaction()
-        t.create(Z.topic_path(name), Z.encode_assignment(info.topic_id, placement))
-        t.create(Z.partitions_path(name), b"")
-        for p, replicas in sorted(placement.items()):
-            t.create(Z.partition_path(name, p), b"")
-            t.create(Z.state_path(name, p),
-                     Z.encode_state(PartitionState.initial(replicas), self.active.controller_epoch))
-        await self._write_config_ops(t, name, overrides, create=True)
-        results = await self.zk.run(t.commit)
+        async def attempt():
+            t = self.zk.client.transaction()
+            t.create(Z.topic_path(name), Z.encode_assignment(info.topic_id, placement))
+            t.create(Z.partitions_path(name), b"")
+            for p, replicas in sorted(placement.items()):
+                t.create(Z.partition_path(name, p), b"")
+                t.create(Z.state_path(name, p),
+                         Z.encode_state(PartitionState.initial(replicas), self.active.controller_epoch))
+            await self._write_config_ops(t, name, overrides, create=True)
+            return await self.zk.run(t.commit)
+        results = await self.zk.until_connected(attempt, "creating topic %s" % name)
         if any(isinstance(r, NodeExistsError) for r in results):
-            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, "Topic '%s' already exists." % name)
-        self._raise_first(results)
+            # after a lost connection the first attempt may be the one that created it: the
+            # topic id written says whose it is
+            data, _ = await self.store.get_or_none(Z.topic_path(name))
+            if data is None or Z.decode_assignment(data)[0] != info.topic_id:
+                raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, "Topic '%s' already exists." % name)
+            log.info("topic %s: created by an attempt whose answer was lost with the ZooKeeper connection", name)
+        else:
+            self._raise_first(results)
         self.events.post(("topic_hint", name))   # no need to wait for the /brokers/topics watch
         await self.events.wait_until(lambda: (self.cache.get(name) is not None
                                               and self.cache.get(name).topic_id == info.topic_id),
@@ -116,9 +124,10 @@ class AdminWriter:
         if info is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         try:
-            await self.zk.call("create", Z.delete_marker_path(name), b"")
+            await self.zk.until_connected(lambda: self.zk.call("create", Z.delete_marker_path(name), b""),
+                                          "marking topic %s for deletion" % name)
         except NodeExistsError:
-            pass   # already pending
+            pass   # already pending (or marked by an attempt whose answer was lost)
         await self.events.wait_until(lambda: (self.cache.get(name) is None
                                               or self.cache.get(name).topic_id != info.topic_id),
                                      "topic %s to be deleted" % name)
@@ -137,17 +146,24 @@ class AdminWriter:
         placed = self.validator.plan_partitions(current, new_total, assignments)
         if validate_only:
             return info
-        t = self.zk.client.transaction()
-        t.set_data(Z.topic_path(name), Z.encode_assignment(info.topic_id, {**assignment, **placed}),
-                   version=stat.version)
-        for p, replicas in sorted(placed.items()):
-            t.create(Z.partition_path(name, p), b"")
-            t.create(Z.state_path(name, p), Z.encode_state(PartitionState.initial(replicas),
-                                                           self.active.controller_epoch))
-        results = await self.zk.run(t.commit)
+        wanted = Z.encode_assignment(info.topic_id, {**assignment, **placed})
+
+        async def attempt():
+            t = self.zk.client.transaction()
+            t.set_data(Z.topic_path(name), wanted, version=stat.version)
+            for p, replicas in sorted(placed.items()):
+                t.create(Z.partition_path(name, p), b"")
+                t.create(Z.state_path(name, p), Z.encode_state(PartitionState.initial(replicas),
+                                                               self.active.controller_epoch))
+            return await self.zk.run(t.commit)
+        results = await self.zk.until_connected(attempt, "adding partitions to %s" % name)
         if results and isinstance(results[0], BadVersionError):
-            raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Topic %s was changed concurrently; retry." % name)
-        self._raise_first(results)
+            # a lost connection's first attempt may have written exactly this assignment
+            now, _ = await self.store.get_or_none(Z.topic_path(name))
+            if now is None or Z.decode_assignment(now) != Z.decode_assignment(wanted):
+                raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Topic %s was changed concurrently; retry." % name)
+        else:
+            self._raise_first(results)
         await self.events.wait_until(lambda: (self.cache.get(name) is not None
                                               and self.cache.get(name).num_partitions >= new_total),
                                      "partitions of %s to be created" % name)
@@ -158,9 +174,11 @@ class AdminWriter:
         info = self.cache.get(name)
         if info is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        t = self.zk.client.transaction()
-        await self._write_config_ops(t, name, dict(new_overrides), create=False)
-        self._raise_first(await self.zk.run(t.commit))
+        async def attempt():
+            t = self.zk.client.transaction()
+            await self._write_config_ops(t, name, dict(new_overrides), create=False)
+            return await self.zk.run(t.commit)
+        self._raise_first(await self.zk.until_connected(attempt, "altering the configs of topic %s" % name))
         await self.listener.on_config(name, Z.encode_topic_config(render_configs(dict(new_overrides))))
         return info
 
@@ -169,14 +187,17 @@ class AdminWriter:
         applied here at once (the watch sees the same data later and finds nothing new)."""
         path = Z.broker_config_path(entity)
         data = Z.encode_topic_config(configs)
-        t = self.zk.client.transaction()
-        if not await self.store.exists(path):
-            t.create(path, data)
-        else:
-            t.set_data(path, data)
-        t.create(Z.CONFIG_CHANGE_PREFIX, json.dumps(
-            {"version": 2, "entity_path": "brokers/%s" % Z.broker_config_entity(entity)}).encode(), sequence=True)
-        self._raise_first(await self.zk.run(t.commit))
+        async def attempt():
+            # built afresh each time: a first attempt lost with the connection may have created it
+            t = self.zk.client.transaction()
+            if not await self.store.exists(path):
+                t.create(path, data)
+            else:
+                t.set_data(path, data)
+            t.create(Z.CONFIG_CHANGE_PREFIX, json.dumps(
+                {"version": 2, "entity_path": "brokers/%s" % Z.broker_config_entity(entity)}).encode(), sequence=True)
+            return await self.zk.run(t.commit)
+        self._raise_first(await self.zk.until_connected(attempt, "altering broker configs (%s)" % entity))
         await self.listener.on_broker_configs(entity, data)
 
     async def alter_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
@@ -184,18 +205,21 @@ class AdminWriter:
         here at once, the other brokers follow through their watches."""
         path = "%s/%s" % (Z.CONFIG_GROUPS, group_id)
         await self.zk.call("ensure_path", Z.CONFIG_GROUPS)
-        exists = await self.store.exists(path)
-        t = self.zk.client.transaction()
-        if not configs:
-            if exists:
-                t.delete(path)
-        elif exists:
-            t.set_data(path, Z.encode_topic_config(configs))
-        else:
-            t.create(path, Z.encode_topic_config(configs))
-        t.create(Z.CONFIG_CHANGE_PREFIX, json.dumps(
-            {"version": 2, "entity_path": "groups/%s" % group_id}).encode(), sequence=True)
-        self._raise_first(await self.zk.run(t.commit))
+        async def attempt():
+            # built afresh each time: a first attempt lost with the connection may have applied
+            exists = await self.store.exists(path)
+            t = self.zk.client.transaction()
+            if not configs:
+                if exists:
+                    t.delete(path)
+            elif exists:
+                t.set_data(path, Z.encode_topic_config(configs))
+            else:
+                t.create(path, Z.encode_topic_config(configs))
+            t.create(Z.CONFIG_CHANGE_PREFIX, json.dumps(
+                {"version": 2, "entity_path": "groups/%s" % group_id}).encode(), sequence=True)
+            return await self.zk.run(t.commit)
+        self._raise_first(await self.zk.until_connected(attempt, "altering the configs of group %s" % group_id))
         self.owner._store_group_configs(group_id, configs)
 
     # ================================================================== partitions
@@ -247,7 +271,8 @@ class AdminWriter:
         with trio.move_on_after(timeout_s):
             while True:
                 try:
-                    await self.zk.call("create", Z.PREFERRED_ELECTION, body.encode())
+                    await self.zk.until_connected(lambda: self.zk.call("create", Z.PREFERRED_ELECTION, body.encode()),
+                                                  "requesting a leader election")
                     break
                 except NodeExistsError:
                     await trio.sleep(0.1)   # one election at a time, as in Kafka
@@ -294,7 +319,8 @@ class AdminWriter:
         with trio.move_on_after(timeout_s) as scope:
             while True:
                 try:
-                    await self.zk.call("create", Z.REASSIGN_PARTITIONS, body)
+                    await self.zk.until_connected(lambda: self.zk.call("create", Z.REASSIGN_PARTITIONS, body),
+                                                  "requesting a reassignment")
                     break
                 except NodeExistsError:
                     await trio.sleep(0.1)   # one batch at a time, as in Kafka
@@ -317,17 +343,20 @@ class AdminWriter:
                 data, stat = await self.zk.call("get", Z.PRODUCER_ID_BLOCK)
             except NoNodeError:
                 try:
-                    await self.zk.call("create", Z.PRODUCER_ID_BLOCK,
-                                       Z.encode_producer_id_block(broker_id, 0, BLOCK_SIZE - 1))
+                    # lost connections: a create that was applied finds the znode and claims the
+                    # next block instead (ids skipped, never reused)
+                    await self.zk.until_connected(lambda: self.zk.call(
+                        "create", Z.PRODUCER_ID_BLOCK, Z.encode_producer_id_block(broker_id, 0, BLOCK_SIZE - 1)),
+                        "claiming a producer id block")
                     return 0
                 except NodeExistsError:
                     continue
             last = Z.decode_producer_id_block(data)
             start = (last[1] + 1) if last else 0
             try:
-                await self.zk.call("set", Z.PRODUCER_ID_BLOCK,
-                                   Z.encode_producer_id_block(broker_id, start, start + BLOCK_SIZE - 1),
-                                   version=stat.version)
+                await self.zk.until_connected(lambda: self.zk.call(
+                    "set", Z.PRODUCER_ID_BLOCK, Z.encode_producer_id_block(broker_id, start, start + BLOCK_SIZE - 1),
+                    version=stat.version), "claiming a producer id block")
                 return start
             except BadVersionError:
                 continue
