@@ -6,6 +6,7 @@ LogAppendTime topic does not check timestamps.  Then the client's view: a conflu
 (librdkafka) batch of 100 records with 10 keyless ones fails exactly those 10 with
 INVALID_RECORD and the other 90 with librdkafka's "different record" error, as against Kafka."""
 import re
+import struct
 import time
 import uuid
 
@@ -56,6 +57,9 @@ def _cases():
         "keyless and future together": ("re-cmp", batch(vals[:3], keys=[None, b"k", b"k"],
                                                         timestamps=[now, fut, now])),
         "all fine on compacted": ("re-cmp", batch(vals[:2], keys=[b"k", b"k2"])),
+        # a client's batch must start at offset 0 (the broker assigns offsets); the base offset
+        # is outside the CRC, so the batch is otherwise valid
+        "base offset 5": ("re-ts", struct.pack(">q", 5) + batch(vals[:2])[8:]),
     }
 
 
@@ -75,6 +79,7 @@ def test_record_errors_like_kafka(both, version):
     # the oracle really rejected what it should (the comparison is not between two silences)
     assert k["keyless on compacted"]["error_code"] == 87
     assert k["future timestamps"]["error_code"] == 32
+    assert k["base offset 5"]["error_code"] == 87, k["base offset 5"]   # INVALID_RECORD
     if version >= 8:
         assert [e["batch_index"] for e in p["keyless on compacted"]["record_errors"]] == [0, 2]
         assert [e["batch_index"] for e in p["past timestamp inside a batch"]["record_errors"]] == [1]
