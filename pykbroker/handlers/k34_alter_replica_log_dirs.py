@@ -13,13 +13,17 @@ answer does not wait for the move.  A partition named twice keeps the last dir. 
   and its log is created there when the replica comes (Kafka's preferred log dir);
 - UNKNOWN_TOPIC_OR_PARTITION: no such partition;
 - INVALID_TOPIC_EXCEPTION: the future directory's name would exceed 255 bytes (KAFKA-4893).
-Results are grouped by topic in request order.  Differences (SKIPPED.md): a move interrupted by
+Results are grouped by topic in request order.  With an authorizer ALTER on the CLUSTER is
+required: without it every requested partition is answered CLUSTER_AUTHORIZATION_FAILED, one
+topic entry per topic of each dir in request order (Kafka's error response), nothing moved.  Differences (SKIPPED.md): a move interrupted by
 a restart is abandoned (Kafka resumes it); no replica.alter.log.dirs.io.max.bytes.per.second
 throttle.
 Version notes: v2 is flexible.
 """
 from __future__ import annotations
 
+from ..acl.bindings import ALTER
+from ..acl.check import cluster_allowed
 from ..protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 34
@@ -44,7 +48,17 @@ async def _move(broker, tp, path: str) -> int:
     return 0
 
 
+def error_response(ctx, request, code) -> dict:
+    """Kafka's error answer: each dir's topics as sent, every partition with ``code``."""
+    return {"throttle_time_ms": 0,
+            "results": [{"topic_name": t["name"],
+                         "partitions": [{"partition_index": p, "error_code": int(code)} for p in t["partitions"]]}
+                        for d in request["dirs"] for t in d["topics"]]}
+
+
 async def handle(ctx, request):
+    if not cluster_allowed(ctx, ALTER):
+        return error_response(ctx, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     targets: dict[tuple[str, int], str] = {}
     for d in request["dirs"]:
         for t in d["topics"]:

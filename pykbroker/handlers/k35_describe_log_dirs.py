@@ -12,7 +12,8 @@ Behaviour (Apache Kafka ReplicaManager.describeLogDirs):
   current log (Kafka: max(high watermark - log end, 0)), and for a future log (a move between
   log dirs under way, AlterReplicaLogDirs, ``is_future_key`` true) the current log's end minus
   the future log's end.
-- v3+ top-level ``error_code`` 0 (no authorizer: CLUSTER_AUTHORIZATION_FAILED never occurs).
+- With an authorizer, DESCRIBE on the CLUSTER is required: without it Kafka answers no results
+  and (v3+) the top-level CLUSTER_AUTHORIZATION_FAILED; otherwise the top-level ``error_code`` is 0.
 - v5 ``is_cordoned``: always false (log dir cordoning, ``cordoned.log.dirs``, is not built).
 Version notes: v2 is flexible, v3 adds the top-level error code, v4 total/usable bytes, v5
 ``is_cordoned``.
@@ -21,6 +22,8 @@ from __future__ import annotations
 
 import os
 
+from ..acl.bindings import DESCRIBE
+from ..acl.check import cluster_allowed
 from ..protocol.errors import ErrorCode
 
 API_KEY = 35
@@ -59,6 +62,9 @@ def _dir_result(lm, d: str, wanted) -> dict:
 
 
 async def handle(ctx, request):
+    if not cluster_allowed(ctx, DESCRIBE):
+        # Kafka: no log dir at all, the error at the top (v1-2 have no field for it)
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), "results": []}
     lm = ctx.broker.log_manager
     wanted = None
     if request["topics"] is not None:

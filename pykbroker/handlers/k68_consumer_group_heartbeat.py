@@ -5,7 +5,9 @@ and "range" assignors, assignments by topic id, revocation before reassignment, 
 expiry).  Group-level checks as for the classic APIs: empty group id: INVALID_GROUP_ID;
 NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE.  A classic group with members answers
 GROUP_ID_NOT_FOUND (live upgrade not built); an empty classic group (e.g. offsets only) is
-converted, as Kafka does.
+converted, as Kafka does.  With an authorizer, first READ on the group (GROUP_AUTHORIZATION_FAILED)
+then DESCRIBE on every subscribed topic name (TOPIC_AUTHORIZATION_FAILED), as Kafka 4.x; topics
+matched by SubscribedTopicRegex are not filtered by DESCRIBE (SKIPPED.md).
 Persistence: the group, member and assignment changes a heartbeat makes are appended to
 __consumer_offsets (Kafka's KIP-848 record layout) before it is answered; an append failure is
 answered with Kafka's mapping (COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR / UNKNOWN_SERVER_ERROR).
@@ -29,4 +31,5 @@ async def handle(ctx, request):
     # answered once the heartbeat's records are in __consumer_offsets (group_heartbeat)
     return await group_heartbeat(
         ctx, request, member_heartbeat_error, lambda gc: gc.consumer,
-        lambda consumer: consumer.heartbeat(request, ctx.api_version, ctx.client_id or "", client_host(ctx)))
+        lambda consumer: consumer.heartbeat(request, ctx.api_version, ctx.client_id or "", client_host(ctx)),
+        described_topics=request["subscribed_topic_names"] or ())

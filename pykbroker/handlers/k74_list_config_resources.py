@@ -13,12 +13,15 @@ Lists the resources an admin can describe or alter configs of (``kafka-configs -
   holding at least one stored config (by name order).  pykbroker serves no CLIENT_METRICS config
   resources (SKIPPED.md), so that part is empty, as on a Kafka where none were ever configured.
   Topics are listed by name order (Kafka's order is its hash set's).
-- No authorizer: Kafka's DESCRIBE_CONFIGS-on-CLUSTER check always passes.
+- With an authorizer DESCRIBE_CONFIGS on the CLUSTER is required, checked first: without it
+  CLUSTER_AUTHORIZATION_FAILED and no resources.
 Version notes: v0 has no request fields and no ``resource_type`` per entry; all versions are
 flexible.
 """
 from __future__ import annotations
 
+from ..acl.bindings import DESCRIBE_CONFIGS
+from ..acl.check import cluster_allowed
 from ..protocol.errors import ErrorCode
 from .config_resources import BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC
 
@@ -31,6 +34,8 @@ SUPPORTED = {0: (CLIENT_METRICS,), 1: (TOPIC, BROKER, BROKER_LOGGER, CLIENT_METR
 
 
 async def handle(ctx, request):
+    if not cluster_allowed(ctx, DESCRIBE_CONFIGS):
+        return error_response(ctx, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     supported = SUPPORTED[min(ctx.api_version, 1)]
     types = (request.get("resource_types") or []) if ctx.api_version >= 1 else []
     if not types:

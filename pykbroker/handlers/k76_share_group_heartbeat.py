@@ -4,7 +4,8 @@ Behaviour: see coordinator/group/share.py (KIP-932 share groups: group and membe
 "simple" server-side assignor, no revocation, session expiry).  Group-level checks as for the
 other group APIs: empty group id: INVALID_GROUP_ID; NOT_COORDINATOR /
 COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS; a group of another type:
-GROUP_ID_NOT_FOUND.  Share groups are served because ``share.version`` is finalized at 1
+GROUP_ID_NOT_FOUND.  With an authorizer READ on the group and DESCRIBE on each subscribed topic
+(GROUP_ / TOPIC_AUTHORIZATION_FAILED) come first, as Kafka.  Share groups are served because ``share.version`` is finalized at 1
 (k18_api_versions.FEATURES), as on a fresh Kafka 4.4.
 Persistence: the group, member and assignment changes a heartbeat makes are appended to
 __consumer_offsets (Kafka's share group records) before it is answered; an append failure is
@@ -28,4 +29,4 @@ async def handle(ctx, request):
     return await group_heartbeat(
         ctx, request, member_heartbeat_error, lambda gc: gc.share,
         lambda share: share.heartbeat(request, ctx.client_id or "", client_host(ctx)),
-        no_manager=E.COORDINATOR_NOT_AVAILABLE)
+        no_manager=E.COORDINATOR_NOT_AVAILABLE, described_topics=request["subscribed_topic_names"] or ())

@@ -16,6 +16,10 @@ Behaviour (state in pykbroker/share/: partition.py, manager.py):
   exactly), MaxBytes bytes (the first batch always fits, KIP-74).  With nothing acquired the
   request waits up to MaxWaitMs for new data, an expiring acquisition lock, or records released
   by another member or a closed session.
+- With an authorizer (Kafka's order): READ on the group, checked after the group id is found
+  non-empty and before the member id and the session: GROUP_AUTHORIZATION_FAILED at the top;
+  READ on each topic: a partition of a topic the client may not read is answered
+  TOPIC_AUTHORIZATION_FAILED, neither fetched nor acknowledged (AcknowledgeErrorCode too).
 - Per-partition errors as Fetch's partition lookup: UNKNOWN_TOPIC_ID, UNKNOWN_TOPIC_OR_PARTITION,
   NOT_LEADER_OR_FOLLOWER (with CurrentLeader and NodeEndpoints).
 - Listed partitions: those in the request and those with acquired records or an error.
@@ -28,6 +32,8 @@ from __future__ import annotations
 
 import trio
 
+from ..acl.bindings import GROUP, READ, TOPIC
+from ..acl.check import allowed
 from ..protocol.errors import ErrorCode as E, KafkaError
 from .common import current_leader, leader_partition
 
@@ -57,6 +63,8 @@ def _spm(ctx):
 async def handle(ctx, request):
     spm = _spm(ctx)
     gid, mid, epoch = request["group_id"], request["member_id"], request["share_session_epoch"]
+    if gid and not allowed(ctx, READ, GROUP, gid):
+        return _top(E.GROUP_AUTHORIZATION_FAILED)
     if not gid or not mid:
         return _top(E.INVALID_REQUEST, "GroupId and MemberId must be set.")
     session, err = spm.session(gid, mid, epoch, connection=getattr(ctx, "connection", None))
@@ -82,6 +90,11 @@ async def handle(ctx, request):
             r = entry(tid, idx)
             if epoch != -1:
                 session.partitions[(tid, idx)] = None
+            name = md.name_of(tid)
+            if name is not None and not allowed(ctx, READ, TOPIC, name):
+                if p["acknowledgement_batches"]:
+                    r["acknowledge_error_code"] = int(E.TOPIC_AUTHORIZATION_FAILED)
+                continue
             if p["acknowledgement_batches"]:
                 code, msg = spm.acknowledge(gid, mid, tid, idx, p["acknowledgement_batches"], now)
                 if not code:
@@ -102,6 +115,11 @@ async def handle(ctx, request):
         name = md.name_of(tid)
         if name is None:
             entry(tid, idx).update(error_code=int(E.UNKNOWN_TOPIC_ID))
+            continue
+        if not allowed(ctx, READ, TOPIC, name):
+            # Kafka's partitionResponse: the current leader at the schema default (0, 0)
+            entry(tid, idx).update(error_code=int(E.TOPIC_AUTHORIZATION_FAILED),
+                                   current_leader={"leader_id": 0, "leader_epoch": 0})
             continue
         try:
             part = leader_partition(ctx.broker.replica_manager, name, idx)

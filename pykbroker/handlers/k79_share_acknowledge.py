@@ -9,13 +9,17 @@ member's other acquired records.  Per partition: 0 gap / 3 reject archive, 1 acc
 (available again, archived at the delivery count limit), 4 renew (v2) extends the acquisition
 lock; a record not acquired by this member: INVALID_RECORD_STATE (nothing of that partition's
 acknowledgements is applied); an unknown topic id UNKNOWN_TOPIC_ID; a partition this broker does
-not lead NOT_LEADER_OR_FOLLOWER.
+not lead NOT_LEADER_OR_FOLLOWER.  With an authorizer (Kafka's order): READ on the group after the
+group id is found non-empty, before the member id: GROUP_AUTHORIZATION_FAILED at the top; READ on
+each topic: TOPIC_AUTHORIZATION_FAILED for its partitions, nothing of them acknowledged.
 Version notes: v2 adds IsRenewAck and AcquisitionLockTimeoutMs.
 """
 from __future__ import annotations
 
 import trio
 
+from ..acl.bindings import GROUP, READ, TOPIC
+from ..acl.check import allowed
 from ..protocol.errors import ErrorCode as E, KafkaError
 from .common import leader_partition
 
@@ -34,6 +38,9 @@ async def handle(ctx, request):
     if spm is None:
         return _top(E.COORDINATOR_NOT_AVAILABLE)
     gid, mid, epoch = request["group_id"], request["member_id"], request["share_session_epoch"]
+    if gid and not allowed(ctx, READ, GROUP, gid):
+        # READ on the share group, after the group id and before the member id (Kafka's order)
+        return _top(E.GROUP_AUTHORIZATION_FAILED)
     if not gid or not mid:
         return _top(E.INVALID_REQUEST, "GroupId and MemberId must be set.")
     session, err = spm.session(gid, mid, epoch, acknowledge_only=True)
@@ -51,6 +58,8 @@ async def handle(ctx, request):
             code, msg = 0, None
             if name is None:
                 code = E.UNKNOWN_TOPIC_ID
+            elif not allowed(ctx, READ, TOPIC, name):
+                code = E.TOPIC_AUTHORIZATION_FAILED   # READ on the topic: nothing acknowledged
             else:
                 try:
                     part = leader_partition(ctx.broker.replica_manager, name, idx)

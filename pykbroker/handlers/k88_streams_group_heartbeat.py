@@ -9,6 +9,9 @@ expiry).  Group-level checks: empty group id: INVALID_REQUEST ("GroupId can't be
 request validation, not INVALID_GROUP_ID); NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE /
 COORDINATOR_LOAD_IN_PROGRESS.  A group of another type: GROUP_ID_NOT_FOUND ("Group X is not a
 streams group."), except an empty classic group (offsets only), which the streams group replaces.
+With an authorizer: READ on the group, then DESCRIBE on every topic the topology names (source,
+repartition, changelog): GROUP_ / TOPIC_AUTHORIZATION_FAILED, as Kafka 4.4 (its CREATE check on
+the internal topics the coordinator creates is not built: SKIPPED.md).
 Error answers carry member id "" and member epoch 0, as Kafka's.
 Persistence: the records a heartbeat changes are appended to __consumer_offsets (Kafka's streams
 group record layout) before it is answered; an append failure is answered with Kafka's mapping.
@@ -41,7 +44,22 @@ async def handle(ctx, request):
     return await group_heartbeat(
         ctx, request, _err, lambda gc: gc.streams,
         lambda streams: streams.heartbeat(request, ctx.api_version, ctx.client_id or "", client_host(ctx)),
-        empty_group_id=E.INVALID_REQUEST)
+        empty_group_id=E.INVALID_REQUEST, described_topics=_topology_topics(request))
+
+
+def _topology_topics(request) -> list:
+    """Every topic a topology names (source, repartition source and sink, changelog): Kafka 4.x
+    requires DESCRIBE on each of them before the coordinator sees the topology."""
+    topo = request.get("topology")
+    if not topo:
+        return []
+    out = []
+    for s in topo.get("subtopologies") or ():
+        out += s.get("source_topics") or []
+        out += [t["name"] for t in s.get("repartition_source_topics") or ()]
+        out += [t["name"] for t in s.get("state_changelog_topics") or ()]
+        out += s.get("repartition_sink_topics") or []
+    return out
 
 
 def error_response(ctx, request, code):

@@ -6,12 +6,17 @@ NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS) and a group of another type: GRO
 (group-level errors).  Topics null: every partition the share coordinator holds state for in this
 group; else the named ones (an unknown topic: UNKNOWN_TOPIC_OR_PARTITION per partition).  Per
 partition: the start offset (SPSO) and leader epoch the share coordinator stores, -1 for a
-partition without state.
+partition without state.  With an authorizer: DESCRIBE on each group first (else that group is
+answered GROUP_AUTHORIZATION_FAILED), DESCRIBE on each topic: a named topic the client may not
+describe gets TOPIC_AUTHORIZATION_FAILED per partition (after the others), and with topics null
+such topics are left out, as Kafka.
 Version notes: v1 adds Lag (KIP-1226): high watermark - start offset - records already delivered
 beyond it, -1 without state.
 """
 from __future__ import annotations
 
+from ..acl.bindings import DESCRIBE, GROUP, TOPIC
+from ..acl.check import allowed
 from ..coordinator.group.api import group_precheck
 from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode as E, KafkaError
 from .common import error_per_item
@@ -40,6 +45,9 @@ async def handle(ctx, request):
     out = []
     for g in request["groups"]:
         gid = g["group_id"]
+        if not allowed(ctx, DESCRIBE, GROUP, gid):
+            out.append(_gerr(gid, E.GROUP_AUTHORIZATION_FAILED))   # no message, as Kafka's
+            continue
         if not gid:
             out.append(_gerr(gid, E.INVALID_GROUP_ID))
             continue
@@ -59,13 +67,20 @@ async def handle(ctx, request):
             by: dict = {}
             for (sg, tid, p) in sorted(sc.states if sc is not None else ()):
                 name = md.name_of(tid)
-                if sg == gid and name is not None:
+                if sg == gid and name is not None and allowed(ctx, DESCRIBE, TOPIC, name):
                     by.setdefault(name, []).append(p)
             wanted = [{"topic_name": n, "partitions": ps} for n, ps in sorted(by.items())]
-        topics = []
+        topics, denied = [], []
         for t in wanted:
             name = t["topic_name"]
             info = md.get(name)
+            if not allowed(ctx, DESCRIBE, TOPIC, name):
+                code = E.TOPIC_AUTHORIZATION_FAILED
+                denied.append({"topic_name": name, "topic_id": info.topic_id if info is not None else NO_TOPIC_ID,
+                               # Kafka leaves the leader epoch at the schema default 0 here
+                               "partitions": [_part(i, epoch=0, code=code, msg=DEFAULT_MESSAGES[code])
+                                              for i in t["partitions"]]})
+                continue
             if info is None:
                 topics.append({"topic_name": name, "topic_id": NO_TOPIC_ID,
                                "partitions": [_part(i, code=E.UNKNOWN_TOPIC_OR_PARTITION,
@@ -85,7 +100,7 @@ async def handle(ctx, request):
                     lag = max(0, part.high_watermark - st.start_offset - done)
                 parts.append(_part(i, st.start_offset, st.leader_epoch, lag))
             topics.append({"topic_name": name, "topic_id": info.topic_id, "partitions": parts})
-        out.append({"group_id": gid, "topics": topics, "error_code": 0, "error_message": None})
+        out.append({"group_id": gid, "topics": topics + denied, "error_code": 0, "error_message": None})
     return {"throttle_time_ms": 0, "groups": out}
 
 

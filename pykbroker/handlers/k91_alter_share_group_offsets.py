@@ -8,9 +8,13 @@ unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION; otherwise the share part
 the given offset: the share coordinator initializes it with a new state epoch and no in-flight
 records, and the broker's delivery state of it is dropped (reloaded on the next ShareFetch).
 Unknown topics are answered first, then the others in request order (Kafka's order).
+With an authorizer: READ on the group (else GROUP_AUTHORIZATION_FAILED for the whole request) and
+READ on each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions, answered with the unknown
+ones, nothing changed).
 """
 from __future__ import annotations
 
+from ..acl.bindings import READ
 from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode as E
 # error_response: a whole-request error is a top-level code with no topics (shared with k92)
 from .share_group_offsets import NO_TOPIC_ID, change_start_offsets, error_response
@@ -42,9 +46,17 @@ async def _restart_topic(ctx, gid, t, info):
     return {"topic_name": t["topic_name"], "topic_id": info.topic_id if info else NO_TOPIC_ID, "partitions": parts}
 
 
+def _denied(t):
+    code = E.TOPIC_AUTHORIZATION_FAILED
+    return {"topic_name": t["topic_name"], "topic_id": NO_TOPIC_ID,
+            "partitions": [{"partition_index": p["partition_index"], "error_code": int(code),
+                            "error_message": DEFAULT_MESSAGES[code]} for p in t["partitions"]]}
+
+
 async def handle(ctx, request):
     # a group that does not exist is created, so that its start offsets can be set first
-    res = await change_start_offsets(ctx, request, _restart_topic, create=True)
+    res = await change_start_offsets(ctx, request, _restart_topic, create=True, group_operation=READ,
+                                     denied_topic=_denied)
     # Kafka answers the topics it does not know first, then the others in request order
     res["responses"].sort(key=lambda r: 0 if r["topic_id"] == NO_TOPIC_ID else 1)
     return res

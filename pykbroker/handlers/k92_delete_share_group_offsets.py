@@ -5,10 +5,13 @@ COORDINATOR_LOAD_IN_PROGRESS); a group that does not exist or is of another type
 GROUP_ID_NOT_FOUND; a share group with members: NON_EMPTY_GROUP.  Per topic: an unknown topic:
 UNKNOWN_TOPIC_OR_PARTITION; otherwise the share coordinator's state of every partition of the
 topic for this group is deleted (and the broker's delivery state dropped): the group starts
-afresh on it (``share.auto.offset.reset``).
+afresh on it (``share.auto.offset.reset``).  With an authorizer: DELETE on the group (else
+GROUP_AUTHORIZATION_FAILED for the whole request) and READ on each topic (else the topic is
+answered TOPIC_AUTHORIZATION_FAILED, first, nothing deleted), as Kafka.
 """
 from __future__ import annotations
 
+from ..acl.bindings import DELETE
 from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode as E
 # error_response: a whole-request error is a top-level code with no topics (shared with k91)
 from .share_group_offsets import NO_TOPIC_ID, change_start_offsets, error_response
@@ -38,4 +41,11 @@ async def _delete_topic(ctx, gid, t, info):
 
 async def handle(ctx, request):
     # unlike AlterShareGroupOffsets, a group that does not exist is GROUP_ID_NOT_FOUND
-    return await change_start_offsets(ctx, request, _delete_topic, create=False)
+    return await change_start_offsets(ctx, request, _delete_topic, create=False, group_operation=DELETE,
+                                      denied_topic=_denied)
+
+
+def _denied(t):
+    code = E.TOPIC_AUTHORIZATION_FAILED
+    return {"topic_name": t["topic_name"], "topic_id": NO_TOPIC_ID, "error_code": int(code),
+            "error_message": DEFAULT_MESSAGES[code]}

@@ -9,10 +9,13 @@ heartbeat response, which it only sets when a plugin is configured.
 Behaviour (as a default Apache Kafka 4.4 broker, which has no plugin configured): every request
 is answered UNSUPPORTED_VERSION with "The broker has no streams group topology description
 plugin configured.", before any group or member check (Kafka answers so for an unknown group or
-member too).  pykbroker has no plugin interface (SKIPPED.md).
+member too).  pykbroker has no plugin interface (SKIPPED.md).  With an authorizer READ on the group
+comes first, as Kafka: GROUP_AUTHORIZATION_FAILED.
 """
 from __future__ import annotations
 
+from ..acl.bindings import GROUP, READ
+from ..acl.check import allowed
 from ..protocol.errors import ErrorCode as E
 
 API_KEY = 93
@@ -27,6 +30,8 @@ def _err(code, msg=None):
 
 
 async def handle(ctx, request):
+    if not allowed(ctx, READ, GROUP, request["group_id"]):
+        return _err(E.GROUP_AUTHORIZATION_FAILED)   # no message (checked against Kafka 4.4)
     return _err(E.UNSUPPORTED_VERSION, NO_PLUGIN)
 
 

@@ -13,7 +13,7 @@ handler: ``load_handlers`` loads only ``kNN_*``).
 """
 from __future__ import annotations
 
-from ..acl.bindings import DESCRIBE, GROUP, READ
+from ..acl.bindings import DESCRIBE, GROUP, READ, TOPIC
 from ..acl.check import allowed, authorized_operations
 from ..coordinator.group.api import group_precheck
 from ..coordinator.group.coordinator import append_error_to_response
@@ -51,14 +51,18 @@ def member_heartbeat_error_response(ctx, request, code) -> dict:
 
 
 async def group_heartbeat(ctx, request, error, manager, beat, *, empty_group_id=E.INVALID_GROUP_ID,
-                          no_manager=E.UNSUPPORTED_VERSION):
+                          no_manager=E.UNSUPPORTED_VERSION, described_topics=()):
     """The answer to a modern group's heartbeat.  ``error(code, message=None)`` builds the API's
     error response; ``manager(gc)`` is the coordinator's manager of the group type (None when it
     is not built: answered ``no_manager``); ``beat(manager)`` runs the heartbeat and returns
     ``(response, written)``.
 
-    Checks first, as Kafka: with an authorizer READ on the group, an empty group id answers ``empty_group_id`` ("GroupId can't be
-    empty."), then the coordinator's (``group_precheck``).  The response is sent only once the
+    Checks first, as Kafka: with an authorizer READ on the group, then DESCRIBE on every topic
+    of ``described_topics`` (the subscribed topic names of a consumer or share group member, the
+    topics of a streams topology; Kafka 4.x answers TOPIC_AUTHORIZATION_FAILED when any is
+    denied, so a member cannot learn of topics through its assignment); an empty group id
+    answers ``empty_group_id`` ("GroupId can't be empty."), then the coordinator's
+    (``group_precheck``).  The response is sent only once the
     heartbeat's records are in __consumer_offsets, as Kafka's write operations: a member must
     never act on an epoch or assignment a coordinator restart could forget; an append failure is
     answered with Kafka's mapping (``append_error_to_response``)."""
@@ -67,6 +71,12 @@ async def group_heartbeat(ctx, request, error, manager, beat, *, empty_group_id=
         # READ on the group, before the coordinator; Kafka answers with the request's error
         # response, whose member epoch is the schema default 0 (checked: tests/differential)
         r = error(E.GROUP_AUTHORIZATION_FAILED)
+        if "member_epoch" in r:
+            r["member_epoch"] = 0
+        return r
+    if described_topics and not all(allowed(ctx, DESCRIBE, TOPIC, t) for t in set(described_topics)):
+        # Kafka answers a fresh response with only the error code (member epoch 0)
+        r = error(E.TOPIC_AUTHORIZATION_FAILED)
         if "member_epoch" in r:
             r["member_epoch"] = 0
         return r
@@ -98,7 +108,13 @@ async def describe_groups(ctx, request, group_type: str, error, describe) -> lis
     # with an authorizer: DESCRIBE on each group, the refused ones answered first (Kafka)
     denied = [gid for gid in request["group_ids"] if not allowed(ctx, DESCRIBE, GROUP, gid)]
     for gid in denied:
-        out.append(error(gid, E.GROUP_AUTHORIZATION_FAILED))
+        # KafkaApis builds these entries itself: the epochs stay at the schema default 0
+        # (checked against Kafka 4.4: tests/differential/test_acl_enforcement.py)
+        e = error(gid, E.GROUP_AUTHORIZATION_FAILED)
+        for k in ("group_epoch", "assignment_epoch"):
+            if k in e:
+                e[k] = 0
+        out.append(e)
     for gid in request["group_ids"]:
         if denied and gid in denied:
             continue

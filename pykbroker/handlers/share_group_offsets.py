@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from ..coordinator.group.api import group_precheck
 from ..coordinator.group.share import ShareGroup
-from ..protocol.errors import ErrorCode as E, KafkaError
+from ..acl.bindings import GROUP, READ, TOPIC
+from ..acl.check import allowed
+from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode as E, KafkaError
 from .modern_group import typed_group
 
 # Kafka answers an unknown topic with the zero UUID (Uuid.ZERO_UUID) as its id.
@@ -53,19 +55,30 @@ async def offsets_alterable_share_group(ctx, group_id: str, *, create: bool):
     return g
 
 
-async def change_start_offsets(ctx, request, answer_topic, *, create: bool) -> dict:
-    """The response of Alter/DeleteShareGroupOffsets.  The group checks come first
+async def change_start_offsets(ctx, request, answer_topic, *, create: bool, group_operation: int,
+                               denied_topic) -> dict:
+    """The response of Alter/DeleteShareGroupOffsets.  With an authorizer ``group_operation`` on
+    the group comes first (Alter: READ, Delete: DELETE; Kafka checks it before the coordinator):
+    GROUP_AUTHORIZATION_FAILED for the whole request.  Then the group checks
     (:func:`offsets_alterable_share_group` with ``create``); their error is the whole answer,
-    with no topics.  Then ``await answer_topic(ctx, group_id, topic, info)`` gives the
-    ``responses`` entry of each requested topic, one at a time in request order (``info``: the
-    topic's metadata, None for a topic this broker does not know)."""
+    with no topics.  A topic the client may not READ gets ``denied_topic(topic)`` (Kafka answers
+    it TOPIC_AUTHORIZATION_FAILED without asking the coordinator); for the others
+    ``await answer_topic(ctx, group_id, topic, info)`` gives the ``responses`` entry, one at a
+    time in request order (``info``: the topic's metadata, None for a topic this broker does not
+    know).  The denied topics come first, as Kafka merges its own answers before the
+    coordinator's."""
     gid = request["group_id"]
+    if not allowed(ctx, group_operation, GROUP, gid):
+        return _response(E.GROUP_AUTHORIZATION_FAILED, DEFAULT_MESSAGES[E.GROUP_AUTHORIZATION_FAILED])
     try:
         await offsets_alterable_share_group(ctx, gid, create=create)
     except KafkaError as e:
         return _response(e.code, e.message)
     md = ctx.broker.metadata_cache
-    responses = []
+    denied, responses = [], []
     for t in request["topics"]:
+        if not allowed(ctx, READ, TOPIC, t["topic_name"]):
+            denied.append(denied_topic(t))
+            continue
         responses.append(await answer_topic(ctx, gid, t, md.get(t["topic_name"])))
-    return _response(responses=responses)
+    return _response(responses=denied + responses)

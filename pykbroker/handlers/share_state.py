@@ -7,6 +7,8 @@ does not know: UNKNOWN_TOPIC_OR_PARTITION; a partition whose state lives in a sh
 broker does not lead answers NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while it loads)."""
 from __future__ import annotations
 
+from ..acl.bindings import CLUSTER_ACTION
+from ..acl.check import cluster_allowed
 from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode as E
 
 
@@ -16,7 +18,18 @@ def _result(idx, code, msg=None, **extra):
 
 async def each_partition(ctx, request, op, error_extra: dict) -> dict:
     """``op(sc, group, topic id, partition fields)`` -> awaitable of the partition's result
-    (without ``partition``); errors get ``error_extra`` beside the code."""
+    (without ``partition``); errors get ``error_extra`` beside the code.
+
+    These APIs are the brokers' calls to the share coordinator: with an authorizer the caller
+    needs CLUSTER_ACTION on the CLUSTER (Kafka's authorizeClusterOperation), else every partition
+    is answered CLUSTER_AUTHORIZATION_FAILED with the error's default message (as Kafka 4.4, all
+    five APIs)."""
+    if not cluster_allowed(ctx, CLUSTER_ACTION):
+        code = E.CLUSTER_AUTHORIZATION_FAILED
+        msg = DEFAULT_MESSAGES[code]
+        return {"results": [{"topic_id": t["topic_id"],
+                             "partitions": [_result(p["partition"], code, msg, **error_extra) for p in t["partitions"]]}
+                            for t in request["topics"]]}
     sc = ctx.broker.share_coordinator
     md = ctx.broker.metadata_cache
     gid = request["group_id"]

@@ -2,8 +2,10 @@
 (requestKeysToAcls): without the bindings the request gets the API's authorization error; with
 them (added through ``broker.acls``) it no longer does.  Raw requests over PLAINTEXT, where the
 principal is User:ANONYMOUS."""
+import base64
 import itertools
 import time
+import uuid
 
 import pytest
 
@@ -14,6 +16,49 @@ from pykbroker.protocol.wire import WireClient
 
 ANON = "User:ANONYMOUS"
 _n = itertools.count()
+# a client-generated member id (Kafka's Uuid.toString: 22 url-safe base64 characters)
+MEMBER = base64.urlsafe_b64encode(uuid.UUID(int=0x1234).bytes).decode().rstrip("=")
+
+
+class TopicId(str):
+    """Where a request carries the id of topic ``t``: the runner puts the side's id in
+    (:func:`resolve`), so that one table serves pykbroker and Apache Kafka."""
+
+
+def resolve(body, topic_id_of):
+    if isinstance(body, TopicId):
+        return topic_id_of(str(body))
+    if isinstance(body, dict):
+        return {k: resolve(v, topic_id_of) for k, v in body.items()}
+    if isinstance(body, list):
+        return [resolve(v, topic_id_of) for v in body]
+    return body
+
+
+def _share_fetch(t, g):
+    return {"group_id": g, "member_id": MEMBER, "share_session_epoch": 0, "max_wait_ms": 0, "min_bytes": 1,
+            "max_bytes": 1 << 20, "max_records": 500, "batch_size": 500,
+            "topics": [{"topic_id": TopicId(t), "partitions": [{"partition_index": 0, "acknowledgement_batches": []}]}],
+            "forgotten_topics_data": []}
+
+
+def _streams_hb(t, g, topology=True):
+    topo = {"epoch": 0, "subtopologies": [
+        {"subtopology_id": "0", "source_topics": [t], "source_topic_regex": [], "state_changelog_topics": [],
+         "repartition_sink_topics": [], "repartition_source_topics": [], "copartition_groups": []}]}
+    return {"group_id": g, "member_id": MEMBER, "member_epoch": 0, "endpoint_information_epoch": 0,
+            "instance_id": None, "rack_id": None, "rebalance_timeout_ms": 30000,
+            "topology": topo if topology else None, "active_tasks": [], "standby_tasks": [], "warmup_tasks": [],
+            "process_id": "process-1", "user_endpoint": None, "client_tags": None, "task_offsets": None,
+            "task_end_offsets": None, "shutdown_application": False}
+
+
+def _state(t, g, **fields):
+    return {"group_id": g, "topics": [{"topic_id": TopicId(t), "partitions": [dict({"partition": 0}, **fields)]}]}
+
+
+def _results(r):
+    return [p["error_code"] for x in r["results"] for p in x["partitions"]]
 
 
 @pytest.fixture(scope="module")
@@ -135,6 +180,74 @@ CASES = {
     "alter_user_scram_credentials": (51, 0, lambda t, g, x: {"deletions": [], "upsertions": [
         {"name": "carol", "mechanism": 1, "iterations": 4096, "salt": b"s" * 16, "salted_password": b"p" * 32}]},
         [("ALTER", "cluster")], lambda r: [u["error_code"] for u in r["results"]], 31),
+    # log dirs: CLUSTER DESCRIBE answered at the top with no dirs; CLUSTER ALTER per partition
+    "describe_log_dirs": (35, 4, lambda t, g, x: {"topics": None}, [("DESCRIBE", "cluster")],
+                          lambda r: [r["error_code"]], 31),
+    "alter_replica_log_dirs": (34, 2, lambda t, g, x: {"dirs": [{"path": "/no-such-log-dir", "topics": [
+        {"name": t, "partitions": [0]}]}]}, [("ALTER", "cluster")],
+        lambda r: _parts(r, "results", "partitions"), 31),
+    "list_config_resources": (74, 1, lambda t, g, x: {"resource_types": []}, [("DESCRIBE_CONFIGS", "cluster")],
+                              lambda r: [r["error_code"]], 31),
+    # KIP-848 consumer groups: DESCRIBE on the subscribed topics (Kafka 4.x)
+    "consumer_group_heartbeat_topic": (68, 0, lambda t, g, x: {
+        "group_id": g, "member_id": "m", "member_epoch": 0, "rebalance_timeout_ms": 10000,
+        "subscribed_topic_names": [t], "topic_partitions": []},
+        [("DESCRIBE", "topic")], lambda r: [r["error_code"]], 29),
+    # KIP-932 share groups
+    "share_group_heartbeat": (76, 1, lambda t, g, x: {"group_id": g, "member_id": MEMBER, "member_epoch": 0,
+                                                       "subscribed_topic_names": [t]},
+                              [("READ", "group")], lambda r: [r["error_code"]], 30),
+    "share_group_heartbeat_topic": (76, 1, lambda t, g, x: {"group_id": g, "member_id": MEMBER, "member_epoch": 0,
+                                                             "subscribed_topic_names": [t]},
+                                    [("DESCRIBE", "topic")], lambda r: [r["error_code"]], 29),
+    "share_group_describe": (77, 1, lambda t, g, x: {"group_ids": [g], "include_authorized_operations": True},
+                             [("DESCRIBE", "group")], lambda r: [x["error_code"] for x in r["groups"]], 30),
+    "share_fetch_group": (78, 1, lambda t, g, x: _share_fetch(t, g), [("READ", "group")],
+                          lambda r: [r["error_code"]], 30),
+    "share_fetch_topic": (78, 1, lambda t, g, x: _share_fetch(t, g), [("READ", "topic")],
+                          lambda r: _parts(r, "responses", "partitions"), 29),
+    "share_acknowledge_group": (79, 1, lambda t, g, x: {
+        "group_id": g, "member_id": MEMBER, "share_session_epoch": 1, "topics": [
+            {"topic_id": TopicId(t), "partitions": [{"partition_index": 0, "acknowledgement_batches": [
+                {"first_offset": 0, "last_offset": 0, "acknowledge_types": [1]}]}]}]},
+        [("READ", "group")], lambda r: [r["error_code"]], 30),
+    "describe_share_group_offsets": (90, 0, lambda t, g, x: {"groups": [
+        {"group_id": g, "topics": [{"topic_name": t, "partitions": [0]}]}]},
+        [("DESCRIBE", "group")], lambda r: [x["error_code"] for x in r["groups"]], 30),
+    "describe_share_group_offsets_topic": (90, 0, lambda t, g, x: {"groups": [
+        {"group_id": g, "topics": [{"topic_name": t, "partitions": [0]}]}]},
+        [("DESCRIBE", "topic")], lambda r: [p["error_code"] for x in r["groups"] for y in x["topics"]
+                                             for p in y["partitions"]], 29),
+    "alter_share_group_offsets": (91, 0, lambda t, g, x: {"group_id": g, "topics": [
+        {"topic_name": t, "partitions": [{"partition_index": 0, "start_offset": 0}]}]},
+        [("READ", "group")], lambda r: [r["error_code"]], 30),
+    "alter_share_group_offsets_topic": (91, 0, lambda t, g, x: {"group_id": g, "topics": [
+        {"topic_name": t, "partitions": [{"partition_index": 0, "start_offset": 0}]}]},
+        [("READ", "topic")], lambda r: _parts(r, "responses", "partitions"), 29),
+    "delete_share_group_offsets": (92, 0, lambda t, g, x: {"group_id": g, "topics": [{"topic_name": t}]},
+                                   [("DELETE", "group")], lambda r: [r["error_code"]], 30),
+    # the share coordinator's APIs, called by brokers
+    "initialize_share_group_state": (83, 0, lambda t, g, x: _state(t, g, state_epoch=0, start_offset=0),
+                                     [("CLUSTER_ACTION", "cluster")], _results, 31),
+    "read_share_group_state": (84, 0, lambda t, g, x: _state(t, g, leader_epoch=0),
+                               [("CLUSTER_ACTION", "cluster")], _results, 31),
+    "write_share_group_state": (85, 0, lambda t, g, x: _state(t, g, state_epoch=0, leader_epoch=0, start_offset=0,
+                                                               state_batches=[]),
+                                [("CLUSTER_ACTION", "cluster")], _results, 31),
+    "delete_share_group_state": (86, 0, lambda t, g, x: _state(t, g), [("CLUSTER_ACTION", "cluster")], _results, 31),
+    "read_share_group_state_summary": (87, 0, lambda t, g, x: _state(t, g, leader_epoch=0),
+                                       [("CLUSTER_ACTION", "cluster")], _results, 31),
+    # KIP-1071 streams groups: READ on the group, DESCRIBE on every topic of the topology
+    "streams_group_heartbeat": (88, 1, lambda t, g, x: _streams_hb(t, g), [("READ", "group")],
+                                lambda r: [r["error_code"]], 30),
+    "streams_group_heartbeat_topic": (88, 1, lambda t, g, x: _streams_hb(t, g), [("DESCRIBE", "topic")],
+                                      lambda r: [r["error_code"]], 29),
+    "streams_group_describe": (89, 0, lambda t, g, x: {"group_ids": [g], "include_authorized_operations": True},
+                               [("DESCRIBE", "group")], lambda r: [x["error_code"] for x in r["groups"]], 30),
+    "streams_group_topology_description_update": (93, 0, lambda t, g, x: {
+        "group_id": g, "member_id": MEMBER, "topology_epoch": 0,
+        "topology_description": {"subtopologies": [], "global_stores": []}},
+        [("READ", "group")], lambda r: [r["error_code"]], 30),
     # brokers only (a transaction coordinator's markers to partition leaders)
     "write_txn_markers": (27, 1, lambda t, g, x: {"markers": [{
         "producer_id": 1, "producer_epoch": 0, "transaction_result": False, "coordinator_epoch": 0,
@@ -144,7 +257,12 @@ CASES = {
 
 # what else a case needs so that only the binding under test is missing
 EXTRA = {"offset_commit_topic": [("READ", "group")], "offset_commit_group": [("READ", "topic")],
-         "offset_fetch_topic": [("DESCRIBE", "group")], "delete_topics": [("DESCRIBE", "topic")]}
+         "offset_fetch_topic": [("DESCRIBE", "group")], "delete_topics": [("DESCRIBE", "topic")],
+         "consumer_group_heartbeat_topic": [("READ", "group")], "share_group_heartbeat": [("DESCRIBE", "topic")],
+         "share_group_heartbeat_topic": [("READ", "group")], "share_fetch_topic": [("READ", "group")],
+         "describe_share_group_offsets_topic": [("DESCRIBE", "group")],
+         "alter_share_group_offsets_topic": [("READ", "group")], "streams_group_heartbeat": [("DESCRIBE", "topic")],
+         "streams_group_heartbeat_topic": [("READ", "group")]}
 
 
 def _grant(b, op, kind, t, g, x):
@@ -155,6 +273,10 @@ def _grant(b, op, kind, t, g, x):
     return b.acls.allow(ANON, op, **{kind: {"topic": t, "group": g, "transactional_id": x}[kind]})
 
 
+async def _topic_id(b, name):
+    return b.metadata_cache.get(name).topic_id
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_required_acls(broker, case):
     api, version, body, needs, codes, denied = CASES[case]
@@ -162,12 +284,13 @@ def test_required_acls(broker, case):
     t, g, x = "t%d" % n, "g%d" % n, "x%d" % n
     broker.create_topic(t)
     granted = [_grant(broker, op, kind, t, g, x) for op, kind in EXTRA.get(case, [])]
+    req = resolve(body(t, g, x), lambda name: broker._async(_topic_id, name))
     with WireClient(broker) as c:
-        got = codes(c.request(api, version, body(t, g, x)))
+        got = codes(c.request(api, version, req))
     assert got and set(got) == {denied}, got
     granted += [_grant(broker, op, kind, t, g, x) for op, kind in needs]
     with WireClient(broker) as c:
-        got = codes(c.request(api, version, body(t, g, x)))
+        got = codes(c.request(api, version, req))
     assert got and denied not in got, got
     broker.acls.remove(*granted)
 

@@ -1,7 +1,8 @@
 """Denied requests as Apache Kafka 4.4 with StandardAuthorizer answers them: a SASL PLAIN user
 without ACLs sends each request of tests/acl/test_required_acls.py's table (Produce, Fetch,
-ListOffsets, Metadata, CreatePartitions, DeleteRecords, configs, coordinators, groups,
-InitProducerId, EndTxn) to both brokers; the answers are compared with the volatile fields
+ListOffsets, Metadata, CreatePartitions, DeleteRecords, configs, coordinators, classic, consumer,
+share and streams groups, share fetch and acknowledgements, the share coordinator's state APIs,
+share-group offsets, log dirs, ListConfigResources, InitProducerId, EndTxn...) to both brokers; the answers are compared with the volatile fields
 (broker addresses, cluster and topic ids) left out.  Then the same user is granted the
 bindings the table names and the codes must no longer be the authorization error on either."""
 from __future__ import annotations
@@ -134,12 +135,18 @@ def _topic(side, t, g):
             time.sleep(0.1)
 
 
+def _topic_id(side, topic):
+    """The topic's id on that side (the table's requests by topic id: share fetch and state)."""
+    with WireClient(side["plain"]) as c:
+        return c.request(3, 12, {"topics": [{"name": topic}], "allow_auto_topic_creation": False})["topics"][0]["topic_id"]
+
+
 @pytest.mark.parametrize("case", sorted(TABLE.CASES))
 def test_denied_then_allowed(pyk_side, kafka_side, case):
     api, version, body, needs, codes, denied = TABLE.CASES[case]
     n = next(_n)
     t, g, x = "dt%d" % n, "dg%d" % n, "dx%d" % n
-    answers = {}
+    answers, reqs = {}, {}
     for name, side in (("pyk", pyk_side), ("kafka", kafka_side)):
         _topic(side, t, g)
         extra = TABLE.EXTRA.get(case, [])
@@ -147,8 +154,9 @@ def test_denied_then_allowed(pyk_side, kafka_side, case):
             _grant(side, extra, t, g, x)
             # Kafka's broker applies ACL records asynchronously
             _wait_bindings(side, lambda got: _granted(extra, t, g, x) <= got, "%s: extra bindings" % name)
+        reqs[name] = TABLE.resolve(body(t, g, x), lambda topic: _topic_id(side, topic))
         with _alice(side) as c:
-            answers[name] = c.request(api, version, body(t, g, x))
+            answers[name] = c.request(api, version, reqs[name])
     p, k = _strip(answers["pyk"]), _strip(answers["kafka"])
     assert p == k, explain(p, k)
     assert set(codes(answers["kafka"])) == {denied}, answers
@@ -158,7 +166,7 @@ def test_denied_then_allowed(pyk_side, kafka_side, case):
         _wait_bindings(side, lambda got: _granted(needs, t, g, x) <= got, "%s: needed bindings" % name)
     for name, side in (("pyk", pyk_side), ("kafka", kafka_side)):
         with _alice(side) as c:
-            got = codes(c.request(api, version, body(t, g, x)))
+            got = codes(c.request(api, version, reqs[name]))
         assert got and denied not in got, (name, got)
     for side in (pyk_side, kafka_side):   # the next case starts without alice's bindings
         with WireClient(side["plain"]) as c:
