@@ -328,8 +328,9 @@ ZK_ERA_KEYS = frozenset({"zookeeper.connect", "zookeeper.session.timeout.ms", "z
                          "leader.imbalance.per.broker.percentage"})
 
 # The authorizer's own configs: Kafka reads them from the broker's properties in the authorizer
-# (StandardAuthorizer.configure), not as KafkaConfig keys, so DescribeConfigs never lists them.
-AUTHORIZER_KEYS = frozenset({"super.users", "allow.everyone.if.no.acl.found"})
+# (StandardAuthorizer.configure), not as KafkaConfig keys, so DescribeConfigs never lists them;
+# pykbroker.authorizer.audit.only is pykbroker's own (acl/authorizer.py).
+AUTHORIZER_KEYS = frozenset({"super.users", "allow.everyone.if.no.acl.found", "pykbroker.authorizer.audit.only"})
 
 
 class _AuthorizerClass(_Validator):
@@ -495,6 +496,10 @@ _DEFS = [
     ConfigDef("super.users", "string", None, "Principals allowed everything, User:a;User:b.", internal=True),
     ConfigDef("allow.everyone.if.no.acl.found", "boolean", False,
               "Allow an action on a resource no ACL applies to.", internal=True),
+    # pykbroker's own (not a Kafka config, so never listed by DescribeConfigs): the authorizer
+    # decides and logs as usual but serves denied requests (pykbroker/acl/authorizer.py)
+    ConfigDef("pykbroker.authorizer.audit.only", "boolean", False,
+              "Log ACL denials (kafka.authorizer.logger) without enforcing them.", internal=True),
     ConfigDef("sasl.enabled.mechanisms", "list", ["GSSAPI"], "SASL mechanisms enabled on SASL listeners."),
     ConfigDef("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI", "SASL mechanism between brokers."),
     # OAUTHBEARER: Kafka's OAuthBearerValidatorCallbackHandler (signed JWTs against a JWKS),

@@ -16,6 +16,23 @@ Index: LITERAL bindings by (type, name), PREFIXED bindings by type then prefix, 
 prefix lengths in use, so a decision looks up the literal name, ``*`` and one dict entry per
 prefix length in use: O(matching bindings + distinct prefix lengths), never O(all bindings).
 
+Decision log: every decision a request's check makes goes to the logger ``kafka.authorizer.logger``
+(Kafka's audit logger name, so a log4j-minded operator finds it), in Kafka's words: denials at
+INFO, allows at DEBUG, e.g. ``Principal = User:alice is Denied operation = READ from host =
+127.0.0.1 on resource = Topic:LITERAL:orders for request = Fetch with resourceRefCount = 1
+based on rule DefaultDeny`` (the rule: ``SuperUser``, ``DefaultAllow`` / ``DefaultDeny``, or the
+``MatchingAcl(acl=StandardAcl(...))`` that decided).  ``authorized_operations`` probes are not
+logged, nor are the denials of checks Kafka makes with ``logIfDenied = false`` (a filter or a
+probe, not an access: Metadata's CREATE on the cluster and all-topics DESCRIBE, ListGroups,
+CreateTopics' CLUSTER CREATE and DESCRIBE_CONFIGS, InitProducerId's IDEMPOTENT_WRITE,
+OffsetForLeaderEpoch's CLUSTER_ACTION; Kafka logs those at TRACE).
+
+Audit-only mode (``pykbroker.authorizer.audit.only=true``, pykbroker's own config, for teams
+introducing ACLs): decisions are made and logged exactly as above, a denial's line ending with
+``(audit only: allowed)``, but no check refuses: a denied request is served as if allowed (the
+quiet checks' denials are logged at DEBUG then); ``authorized_operations`` still reports the real
+decisions.
+
 The bindings are owned by the controller (stored in the metadata file); this index follows its
 changes (``apply``).  ``generation`` changes with every change so per-connection decision caches
 (``acl/check.py``) know when to drop what they remember.
@@ -26,10 +43,16 @@ import logging
 from typing import Iterable
 
 from .bindings import (ALL, ALLOW, ALTER, ALTER_CONFIGS, CLUSTER, DELETE, DENY, DESCRIBE, DESCRIBE_CONFIGS,
-                       LITERAL, PREFIXED, READ, SUPPORTED_OPERATIONS, WILDCARD_HOST, WILDCARD_PRINCIPAL,
-                       WILDCARD_RESOURCE, WRITE, AclBinding, AclBindingFilter)
+                       LITERAL, OPERATIONS, PATTERN_TYPES, PERMISSIONS, PREFIXED, READ, RESOURCE_TYPES,
+                       SUPPORTED_OPERATIONS, WILDCARD_HOST, WILDCARD_PRINCIPAL, WILDCARD_RESOURCE, WRITE,
+                       AclBinding, AclBindingFilter)
+
+# SecurityUtils.resourceTypeName: the camel-case type names of Kafka's log lines
+_TYPE_NAMES = {2: "Topic", 3: "Group", 4: "Cluster", 5: "TransactionalId", 6: "DelegationToken", 7: "User"}
 
 log = logging.getLogger("pykbroker.authorizer")
+# Kafka's audit logger (StandardAuthorizerData): one line per decision, see the module docstring
+audit_log = logging.getLogger("kafka.authorizer.logger")
 
 # The class names Kafka 4.4 accepts in authorizer.class.name for its ACL authorizer (the KRaft
 # one and the ZooKeeper-era name people still have in their server.properties).
@@ -50,9 +73,10 @@ def parse_super_users(text) -> frozenset:
 
 
 class Authorizer:
-    def __init__(self, super_users=(), allow_everyone_if_no_acl_found: bool = False):
+    def __init__(self, super_users=(), allow_everyone_if_no_acl_found: bool = False, audit_only: bool = False):
         self.super_users = frozenset(super_users)
         self.allow_everyone = bool(allow_everyone_if_no_acl_found)
+        self.audit_only = bool(audit_only)
         self._literal: dict[tuple[int, str], list] = {}        # (type, name) -> [(principal, host, op, perm)]
         self._prefixed: dict[int, dict[str, list]] = {}        # type -> prefix -> [...]
         self._prefix_lens: dict[int, list[int]] = {}           # type -> sorted lengths in use
@@ -136,11 +160,17 @@ class Authorizer:
 
     def authorize(self, principal: str, host: str, operation: int, rtype: int, name: str) -> bool:
         """StandardAuthorizerData.authorize for one action (module docstring)."""
+        return self.decide(principal, host, operation, rtype, name)[0]
+
+    def decide(self, principal: str, host: str, operation: int, rtype: int, name: str):
+        """``(allowed, rule)``: the decision and what made it (Kafka's MatchingRule: None for
+        the default rules and super users, else the deciding binding's entry)."""
         if principal in self.super_users:
-            return True
+            return True, _SUPER_USER
         any_acl = False
-        allowed = False
-        for p, h, op, perm in self.matching(rtype, name):
+        allowed = None
+        for entry in self.matching(rtype, name):
+            p, h, op, perm = entry
             any_acl = True
             if p != principal and p != WILDCARD_PRINCIPAL:
                 continue
@@ -159,11 +189,51 @@ class Authorizer:
                 else:
                     continue
             if perm == DENY:
-                return False
-            allowed = True
+                return False, entry
+            if allowed is None:
+                allowed = entry
+        if allowed is not None:
+            return True, allowed
+        if not any_acl and self.allow_everyone:
+            return True, _DEFAULT_ALLOW
+        return False, _DEFAULT_DENY
+
+    def log_decision(self, principal: str, host: str, operation: int, rtype: int, name: str, allowed: bool,
+                     rule, request: str, level: int = logging.INFO, refcount: int = 1) -> None:
+        """One line of Kafka's audit log for a request's decision (module docstring) at ``level``
+        for a denial (allows: DEBUG); the caller checked the level is enabled."""
+        if rule is _SUPER_USER or rule is _DEFAULT_ALLOW or rule is _DEFAULT_DENY:
+            why = rule
+        else:
+            why = self._rule_text(rtype, name, rule)
+        text = ("Principal = %s is %s operation = %s from host = %s on resource = %s:%s:%s for request = %s "
+                "with resourceRefCount = %d based on rule %s"
+                % (principal, "Allowed" if allowed else "Denied", OPERATIONS.get(operation, operation), host,
+                   _TYPE_NAMES.get(rtype, rtype), PATTERN_TYPES[LITERAL], name, request,
+                   refcount, why))
         if allowed:
-            return True
-        return self.allow_everyone if not any_acl else False
+            audit_log.debug(text)
+        else:
+            audit_log.log(level, text + " (audit only: allowed)" if self.audit_only else text)
+
+    def _rule_text(self, rtype: int, name: str, entry) -> str:
+        """``MatchingAcl(acl=StandardAcl(...))`` for the binding whose entry decided: the literal
+        binding of the name, of ``*``, or the longest prefixed one holding that entry."""
+        p, h, op, perm = entry
+        pattern, rname = LITERAL, name
+        if entry not in self._literal.get((rtype, name), ()):
+            if entry in self._literal.get((rtype, WILDCARD_RESOURCE), ()):
+                rname = WILDCARD_RESOURCE
+            else:
+                by = self._prefixed.get(rtype, {})
+                for ln in reversed(self._prefix_lens.get(rtype, ())):
+                    if entry in by.get(name[:ln], ()):
+                        pattern, rname = PREFIXED, name[:ln]
+                        break
+        return ("MatchingAcl(acl=StandardAcl(resourceType=%s, resourceName=%s, patternType=%s, principal=%s, "
+                "host=%s, operation=%s, permissionType=%s))"
+                % (RESOURCE_TYPES.get(rtype, rtype), rname, PATTERN_TYPES[pattern], p, h,
+                   OPERATIONS.get(op, op), PERMISSIONS.get(perm, perm)))
 
     def authorized_operations(self, principal: str, host: str, rtype: int, name: str) -> int:
         """The ``authorized_operations`` bit field: the supported operations of the type that
@@ -220,12 +290,21 @@ class Authorizer:
         return sorted(b for b in self._all if flt.matches(b))
 
 
+# Kafka's MatchingRule names of the rules that are not a binding
+_SUPER_USER, _DEFAULT_ALLOW, _DEFAULT_DENY = "SuperUser", "DefaultAllow", "DefaultDeny"
+
+
 def from_config(config):
     """The authorizer ``authorizer.class.name`` asks for, or None (Kafka's default: none)."""
     cls = config["authorizer.class.name"]
     if not cls:
         return None
-    return Authorizer(parse_super_users(config["super.users"]), config["allow.everyone.if.no.acl.found"])
+    audit_only = config["pykbroker.authorizer.audit.only"]
+    if audit_only:
+        log.warning("pykbroker.authorizer.audit.only=true: ACL denials are logged (kafka.authorizer.logger) "
+                    "but NOT enforced")
+    return Authorizer(parse_super_users(config["super.users"]), config["allow.everyone.if.no.acl.found"],
+                      audit_only=audit_only)
 
 
 __all__ = ["Authorizer", "AUTHORIZER_CLASSES", "from_config", "parse_super_users", "CLUSTER"]

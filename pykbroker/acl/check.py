@@ -9,16 +9,24 @@ None and every check allows, as Kafka without an authorizer.
 Decisions are cached per connection: a decision depends only on the principal, the address and
 the bindings, so a connection asking again (every Produce names its topics) gets the answer
 from a dict until the bindings change (the authorizer's ``generation``) or the cache fills.
+
+Each check is written to the decision log (``kafka.authorizer.logger``: denials at INFO, allows
+at DEBUG, only when that level is on) naming the request being served (``request``, set by the
+dispatcher), cached or not; in audit-only mode a denial is logged and then allowed
+(acl/authorizer.py).
 """
 from __future__ import annotations
 
+import logging
+
+from .authorizer import audit_log
 from .bindings import CLUSTER, CLUSTER_NAME, DESCRIBE, SUPPORTED_OPERATIONS
 
 _CACHE_MAX = 4096   # per connection: a client touching more resources just recomputes
 
 
 class AuthSession:
-    __slots__ = ("authorizer", "connection", "host", "_gen", "_cache", "_principal")
+    __slots__ = ("authorizer", "connection", "host", "_gen", "_cache", "_principal", "request")
 
     def __init__(self, authorizer, connection):
         self.authorizer = authorizer
@@ -29,6 +37,7 @@ class AuthSession:
         self._gen = -1
         self._cache: dict = {}
         self._principal = None
+        self.request = "Unknown"   # the name of the API being served (Kafka's ApiKeys name)
 
     @property
     def principal(self) -> str:
@@ -43,13 +52,25 @@ class AuthSession:
             self._principal = p
         return self._cache
 
-    def allowed(self, operation: int, rtype: int, name: str) -> bool:
+    def allowed(self, operation: int, rtype: int, name: str, log_denied: bool = True) -> bool:
+        """The decision for the request being served; ``log_denied=False`` for Kafka's
+        ``logIfDenied = false`` checks (a filter or a probe: a denial is not logged at INFO)."""
         cache = self._fresh()
         key = (operation, rtype, name)
         got = cache.get(key)
         if got is None:
-            got = cache[key] = self.authorizer.authorize(self._principal, self.host, operation, rtype, name)
-        return got
+            got = cache[key] = self.authorizer.decide(self._principal, self.host, operation, rtype, name)
+        ok, rule = got
+        if ok:
+            if audit_log.isEnabledFor(logging.DEBUG):
+                self.authorizer.log_decision(self._principal, self.host, operation, rtype, name, True, rule,
+                                             self.request)
+            return True
+        level = logging.INFO if log_denied else logging.DEBUG if self.authorizer.audit_only else None
+        if level is not None and audit_log.isEnabledFor(level):
+            self.authorizer.log_decision(self._principal, self.host, operation, rtype, name, False, rule,
+                                         self.request, level)
+        return self.authorizer.audit_only
 
     def operations(self, rtype: int, name: str) -> int:
         self._fresh()
@@ -57,7 +78,13 @@ class AuthSession:
 
     def by_resource_type(self, operation: int, rtype: int) -> bool:
         self._fresh()
-        return self.authorizer.authorize_by_resource_type(self._principal, self.host, operation, rtype)
+        if self.authorizer.authorize_by_resource_type(self._principal, self.host, operation, rtype):
+            return True
+        if audit_log.isEnabledFor(logging.INFO):
+            # Kafka logs the made-up resource its authorizeByResourceType starts with
+            self.authorizer.log_decision(self._principal, self.host, operation, rtype, "hardcode", False,
+                                         "DefaultDeny", self.request)
+        return self.authorizer.audit_only
 
 
 def session(ctx):
@@ -65,13 +92,13 @@ def session(ctx):
     return getattr(ctx.connection, "authz", None)
 
 
-def allowed(ctx, operation: int, rtype: int, name: str) -> bool:
+def allowed(ctx, operation: int, rtype: int, name: str, log_denied: bool = True) -> bool:
     a = getattr(ctx.connection, "authz", None)
-    return a is None or a.allowed(operation, rtype, name)
+    return a is None or a.allowed(operation, rtype, name, log_denied)
 
 
-def cluster_allowed(ctx, operation: int) -> bool:
-    return allowed(ctx, operation, CLUSTER, CLUSTER_NAME)
+def cluster_allowed(ctx, operation: int, log_denied: bool = True) -> bool:
+    return allowed(ctx, operation, CLUSTER, CLUSTER_NAME, log_denied)
 
 
 def allowed_by_resource_type(ctx, operation: int, rtype: int) -> bool:
@@ -83,7 +110,7 @@ def cluster_operations(ctx) -> int:
     """The cluster's ``authorized_operations`` (Metadata v8-10, DescribeCluster): Kafka tells them
     only to a client allowed DESCRIBE on the cluster, others get 0."""
     a = getattr(ctx.connection, "authz", None)
-    if a is not None and not a.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME):
+    if a is not None and not a.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME, log_denied=False):
         return 0
     return authorized_operations(ctx, CLUSTER, CLUSTER_NAME)
 

@@ -77,7 +77,7 @@ async def handle(ctx, request):
         return {"throttle_time_ms": 0, "topics": [
             _failed(t["name"], ErrorCode.POLICY_VIOLATION, TOO_MANY_PARTITIONS) for t in topics]}
     az = session(ctx)
-    create_any = az is None or az.allowed(CREATE, CLUSTER, CLUSTER_NAME)
+    create_any = az is None or az.allowed(CREATE, CLUSTER, CLUSTER_NAME, log_denied=False)
     mq = mutation_quota(ctx)   # controller_mutation_rate (quota/manager.py); None: not counted
     if mq is not None and not request["validate_only"]:
         # Kafka's controller checks every topic and counts the valid ones' partitions before
@@ -105,7 +105,7 @@ async def handle(ctx, request):
         except KafkaError as e:
             results.append(_failed(name, e.code, e.message))
             continue
-        if az is not None and not az.allowed(DESCRIBE_CONFIGS, TOPIC, name):
+        if az is not None and not az.allowed(DESCRIBE_CONFIGS, TOPIC, name, log_denied=False):
             # created, but its configs are not shown to a client that may not describe them
             config_code, configs = ErrorCode.TOPIC_AUTHORIZATION_FAILED, []
         else:

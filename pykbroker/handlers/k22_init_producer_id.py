@@ -51,7 +51,7 @@ async def handle(ctx, request):
         if txn_id is not None:
             if not az.allowed(WRITE, TRANSACTIONAL_ID, txn_id):
                 return error_response(ctx, request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-        elif not az.allowed(IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME) and not az.by_resource_type(WRITE, TOPIC):
+        elif not az.allowed(IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME, log_denied=False) and not az.by_resource_type(WRITE, TOPIC):
             return error_response(ctx, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     pid, epoch = -1, -1
     if ctx.api_version >= 3:

@@ -33,7 +33,9 @@ error_response = RESPONSES.error_response
 async def handle(ctx, request):
     rm = ctx.broker.replica_manager
     az = session(ctx)
-    if az is not None and request["replica_id"] >= 0 and not az.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME):
+    follower = request["replica_id"] >= 0
+    # Kafka checks CLUSTER_ACTION with logIfDenied = false (not an access the audit log shows)
+    if az is not None and follower and not az.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME, log_denied=False):
         raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)   # a follower's request (Kafka)
 
     async def answer(name, p):

@@ -44,6 +44,8 @@ API_VERSIONS_KEY = 18
 # api_key, api_version, correlation_id: the fixed start of every request header, read in one
 # call to pick the handler and header version before the rest of the header is parsed.
 _HEADER_START = struct.Struct(">hhi")
+# Kafka's ApiKeys names ("InitProducerId") for the authorizer's decision log (acl/check.py)
+_API_NAMES = {k: "".join(w.capitalize() for w in a.name.split("_")) for k, a in APIS.items()}
 
 
 class CloseConnection(Exception):
@@ -271,6 +273,9 @@ class Dispatcher:
                 body = handler.invalid_request_response(ctx)
                 return SendResponse(spec.encode_framed(api_version, body, corr, False))
             return self._close("malformed %s v%d request: %s" % (spec.name, api_version, e))
+        authz = getattr(self.connection, "authz", None)
+        if authz is not None:   # the decision log names the request (Kafka's "for request = X")
+            authz.request = _API_NAMES[api_key]
         if self.faults.rules:  # the only cost of fault injection while no rule is set
             return self._inject(ctx, handler, spec, request)
         return HandleRequest(ctx, handler, spec, request)
