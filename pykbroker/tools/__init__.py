@@ -1,4 +1,4 @@
-"""The admin CLI: ``pykbroker topics|groups|produce|consume|offsets|users`` and ``cluster describe``.
+"""The admin CLI: ``pykbroker topics|groups|produce|consume|offsets|users|acls`` and ``cluster describe``.
 
 Everything goes through the Kafka protocol (confluent-kafka, i.e. librdkafka, as the client), so
 the commands work against pykbroker and Apache Kafka alike; options follow Kafka's own tools
@@ -25,6 +25,7 @@ COMMANDS = {
     "consume": ("consume", "read records and print them (values or JSON lines)"),
     "offsets": ("offsets", "earliest and latest offset of each partition (or at a timestamp)"),
     "users": ("users", "add, delete, list SCRAM users (AlterUserScramCredentials)"),
+    "acls": ("acls", "add, list, remove ACL bindings (kafka-acls.sh's options; Create/Describe/DeleteAcls)"),
 }
 CLUSTER_DESCRIBE_HELP = "cluster id, controller and brokers of a running cluster (any Kafka)"
 
