@@ -42,7 +42,8 @@ async def handle(ctx, request):
     if session(ctx) is None:
         return _all(request, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
     if not cluster_allowed(ctx, ALTER):
-        return _all(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        # Kafka's text names its request object (connection, session...): pykbroker names the API
+        return _all(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Request CreateAcls needs ALTER permission.")
     bindings = [binding_from_wire(c["resource_type"], c["resource_name"], c["resource_pattern_type"], c["principal"],
                                   c["host"], c["operation"], c["permission_type"]) for c in creations]
     if any(creation_fails_request(b) for b in bindings):

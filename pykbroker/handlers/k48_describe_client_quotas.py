@@ -3,7 +3,7 @@
 Behaviour (AK KafkaApis.handleDescribeClientQuotas, ClientQuotasImage.describe; checked against
 Apache Kafka by tests/differential/test_client_quotas.py):
 - DESCRIBE_CONFIGS on the CLUSTER is required when an authorizer is on, else the top-level
-  CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.", entries null;
+  CLUSTER_AUTHORIZATION_FAILED, no message, entries null;
 - each component names an entity type (``user``, ``client-id``, ``ip``) and a match type: EXACT (0,
   ``match`` the name), DEFAULT (1, the default entity, ``match`` null) or SPECIFIED (2, any
   name, ``match`` null).  An entity matches when every EXACT/DEFAULT component is in it with
@@ -36,7 +36,9 @@ def _error(code, message):
 
 async def handle(ctx, request):
     if not cluster_allowed(ctx, DESCRIBE_CONFIGS):
-        return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+        # no message: Kafka's ApiError leaves out an exception's default text (checked against
+        # Kafka 4.4, tests/differential/test_acl_enforcement.py)
+        return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
     stored = ctx.broker.controller.client_quotas()
     try:
         entities = describe(stored, request["components"], request["strict"])

@@ -66,7 +66,9 @@ async def handle(ctx, request):
             break
         if az is not None and not az.allowed(DESCRIBE, TOPIC, name):
             if not fetch_all:   # named: refused whether or not it exists; all topics: left out
-                topics.append(_topic(ctx, ErrorCode.TOPIC_AUTHORIZATION_FAILED, name, ZERO_UUID, []))
+                t = _topic(ctx, ErrorCode.TOPIC_AUTHORIZATION_FAILED, name, ZERO_UUID, [])
+                t["topic_authorized_operations"] = -2147483648   # Kafka: INT32_MIN for a denied topic
+                topics.append(t)
             continue
         info = md.get(name)
         if info is None:

@@ -172,7 +172,8 @@ def test_authorization(tmp_path):
         r = call(b, 49, 1, body)
         assert [(e["error_code"], e["error_message"]) for e in r["entries"]] == [(31, "Cluster authorization failed.")]
         d = call(b, 48, 1, {"components": [], "strict": False})
-        assert (d["error_code"], d["error_message"], d["entries"]) == (31, "Cluster authorization failed.", None)
+        # no message for Describe (Kafka 4.4's ApiError drops the default text; Alter keeps it)
+        assert (d["error_code"], d["error_message"], d["entries"]) == (31, None, None)
         b.acls.allow("User:ANONYMOUS", "ALTER_CONFIGS", cluster=True)
         assert [e["error_code"] for e in call(b, 49, 1, body)["entries"]] == [0]
         # ALTER_CONFIGS implies DESCRIBE_CONFIGS (Kafka's implied operations)
