@@ -69,8 +69,11 @@ async def handle(ctx, request):
                         code = await spm.persist(gid, tid, part)
                 except KafkaError as e:
                     code = e.code
+            # a denied topic's entry is Kafka's partitionResponse: the current leader at the
+            # schema default (0, 0) (checked against Kafka 4.4)
+            leader = 0 if code == E.TOPIC_AUTHORIZATION_FAILED else -1
             parts.append({"partition_index": idx, "error_code": int(code), "error_message": msg,
-                          "current_leader": {"leader_id": -1, "leader_epoch": -1}})
+                          "current_leader": {"leader_id": leader, "leader_epoch": leader}})
         responses.append({"topic_id": tid, "partitions": parts})
     if epoch == -1:
         spm.close(session)

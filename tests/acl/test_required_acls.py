@@ -389,3 +389,48 @@ def test_acls_change_takes_effect_on_an_open_connection(broker):
         assert c.request(3, 12, body)["topics"][0]["error_code"] == 0
         broker.acls.remove(a)
         assert c.request(3, 12, body)["topics"][0]["error_code"] == 29
+
+
+def test_share_acknowledge_needs_read_on_the_topic(broker):
+    """A share session opened while the topic was readable: once READ on it is gone, its
+    acknowledgements are answered TOPIC_AUTHORIZATION_FAILED per partition (nothing applied)."""
+    n = next(_n)
+    t, g = "t%d" % n, "g%d" % n
+    broker.create_topic(t)
+    granted = [_grant(broker, "READ", "group", t, g, None), _grant(broker, "READ", "topic", t, g, None)]
+    tid = broker._async(_topic_id, t)
+    ack = {"group_id": g, "member_id": MEMBER, "share_session_epoch": 1, "topics": [
+        {"topic_id": tid, "partitions": [{"partition_index": 0, "acknowledgement_batches": [
+            {"first_offset": 0, "last_offset": 0, "acknowledge_types": [1]}]}]}]}
+    with WireClient(broker) as c:
+        r = c.request(78, 1, resolve(_share_fetch(t, g), lambda name: tid))
+        assert r["error_code"] == 0, r
+        broker.acls.remove(granted.pop())             # READ on the topic
+        r = c.request(79, 1, ack)
+        assert r["error_code"] == 0, r
+        assert [p["error_code"] for x in r["responses"] for p in x["partitions"]] == [29], r
+    broker.acls.remove(*granted)
+
+
+def test_delete_share_group_offsets_needs_read_on_each_topic(broker):
+    """DELETE on the group lets the request in; a topic the client may not READ is answered
+    TOPIC_AUTHORIZATION_FAILED (first, with its message) and its state kept, the others deleted."""
+    n = next(_n)
+    t, other, g = "t%d" % n, "u%d" % n, "g%d" % n
+    broker.create_topic(t)
+    broker.create_topic(other)
+    granted = [_grant(broker, op, kind, t, g, None) for op, kind in (("READ", "group"), ("DELETE", "group"))]
+    granted.append(broker.acls.allow(ANON, "READ", topic=other))
+    read_t = _grant(broker, "READ", "topic", t, g, None)
+    with WireClient(broker) as c:
+        body = {"group_id": g, "topics": [{"topic_name": name, "partitions": [{"partition_index": 0,
+                                                                               "start_offset": 0}]}
+                                          for name in (other, t)]}
+        r = c.request(91, 0, body)   # the group and the state of both topics exist
+        assert r["error_code"] == 0 and _parts(r, "responses", "partitions") == [0, 0], r
+        broker.acls.remove(read_t)
+        r = c.request(92, 0, {"group_id": g, "topics": [{"topic_name": other}, {"topic_name": t}]})
+    assert r["error_code"] == 0, r
+    assert [(x["topic_name"], x["error_code"], x["error_message"]) for x in r["responses"]] == \
+        [(t, 29, "Topic authorization failed."), (other, 0, None)], r
+    broker.acls.remove(*granted)

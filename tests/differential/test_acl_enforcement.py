@@ -202,3 +202,51 @@ def test_authorized_operations_and_visibility(pyk_side, kafka_side):
             cluster["cluster_authorized_operations"],
             [(x["group_id"], x["error_code"], x["authorized_operations"]) for x in groups["groups"]])
     assert answers["pyk"] == answers["kafka"], answers
+
+
+def _delete_alice_bindings(side):
+    with WireClient(side["plain"]) as c:
+        c.request(31, 3, {"filters": [{"resource_type_filter": 1, "resource_name_filter": None,
+                                        "pattern_type_filter": 1, "principal_filter": "User:alice",
+                                        "host_filter": None, "operation": 1, "permission_type": 1}]})
+    _wait_bindings(side, lambda got: not got, "bindings deleted")
+
+
+def test_share_offsets_and_acknowledgements_with_a_topic_denied(pyk_side, kafka_side):
+    """Alter/DeleteShareGroupOffsets naming a readable and an unreadable topic (the order of the
+    answer's topics), and a share session whose topic stops being readable (ShareAcknowledge)."""
+    n = next(_n)
+    t, other, g = "st%d" % n, "su%d" % n, "sg%d" % n
+    answers = {}
+    for name, side in (("pyk", pyk_side), ("kafka", kafka_side)):
+        _topic(side, t, g)
+        _topic(side, other, g)
+        needs = [("READ", "group"), ("DELETE", "group"), ("READ", "topic")]
+        _grant(side, needs, other, g, "unused")
+        _wait_bindings(side, lambda got: _granted(needs, other, g, "unused") <= got, "%s: bindings" % name)
+        out = []
+        with _alice(side) as c:
+            alter = {"group_id": g, "topics": [{"topic_name": x, "partitions": [{"partition_index": 0,
+                                                                                 "start_offset": 0}]}
+                                               for x in (t, other)]}
+            out.append(c.request(91, 0, alter))
+            out.append(c.request(92, 0, {"group_id": g, "topics": [{"topic_name": t}, {"topic_name": other}]}))
+            body = TABLE._share_fetch(other, g + "-s")
+        _grant(side, [("READ", "group")], other, g + "-s", "unused")
+        _wait_bindings(side, lambda got: (3, g + "-s", 3) in got, "%s: share group binding" % name)
+        tid = _topic_id(side, other)
+        with _alice(side) as c:
+            r = c.request(78, 1, TABLE.resolve(body, lambda topic: tid))
+            out.append({"fetch_error": r["error_code"]})
+            with WireClient(side["plain"]) as admin:   # READ on the topic goes
+                admin.request(31, 3, {"filters": [{"resource_type_filter": 2, "resource_name_filter": other,
+                                                    "pattern_type_filter": 3, "principal_filter": "User:alice",
+                                                    "host_filter": None, "operation": 3, "permission_type": 3}]})
+            _wait_bindings(side, lambda got: (2, other, 3) not in got, "%s: topic READ removed" % name)
+            out.append(c.request(79, 1, {"group_id": g + "-s", "member_id": TABLE.MEMBER, "share_session_epoch": 1,
+                                         "topics": [{"topic_id": tid, "partitions": [
+                                             {"partition_index": 0, "acknowledgement_batches": [
+                                                 {"first_offset": 0, "last_offset": 0, "acknowledge_types": [1]}]}]}]}))
+        answers[name] = _strip(out)
+        _delete_alice_bindings(side)
+    assert answers["pyk"] == answers["kafka"], explain(answers["pyk"], answers["kafka"])
