@@ -26,7 +26,7 @@ _CACHE_MAX = 4096   # per connection: a client touching more resources just reco
 
 
 class AuthSession:
-    __slots__ = ("authorizer", "connection", "host", "_gen", "_cache", "_principal", "request")
+    __slots__ = ("authorizer", "connection", "host", "_gen", "_cache", "_principal", "request", "_debug", "_info")
 
     def __init__(self, authorizer, connection):
         self.authorizer = authorizer
@@ -37,7 +37,14 @@ class AuthSession:
         self._gen = -1
         self._cache: dict = {}
         self._principal = None
-        self.request = "Unknown"   # the name of the API being served (Kafka's ApiKeys name)
+        self.begin("Unknown")
+
+    def begin(self, request: str) -> None:
+        """A request starts (the dispatcher calls this): its name for the decision log, and
+        whether the log's levels are on, read once per request rather than per check."""
+        self.request = request   # Kafka's ApiKeys name
+        self._debug = audit_log.isEnabledFor(logging.DEBUG)
+        self._info = self._debug or audit_log.isEnabledFor(logging.INFO)
 
     @property
     def principal(self) -> str:
@@ -60,14 +67,14 @@ class AuthSession:
         got = cache.get(key)
         if got is None:
             got = cache[key] = self.authorizer.decide(self._principal, self.host, operation, rtype, name)
-        ok, rule = got
-        if ok:
-            if audit_log.isEnabledFor(logging.DEBUG):
-                self.authorizer.log_decision(self._principal, self.host, operation, rtype, name, True, rule,
+        if got[0]:
+            if self._debug:
+                self.authorizer.log_decision(self._principal, self.host, operation, rtype, name, True, got[1],
                                              self.request)
             return True
+        rule = got[1]
         level = logging.INFO if log_denied else logging.DEBUG if self.authorizer.audit_only else None
-        if level is not None and audit_log.isEnabledFor(level):
+        if level is not None and (self._debug if level == logging.DEBUG else self._info):
             self.authorizer.log_decision(self._principal, self.host, operation, rtype, name, False, rule,
                                          self.request, level)
         return self.authorizer.audit_only
@@ -80,7 +87,7 @@ class AuthSession:
         self._fresh()
         if self.authorizer.authorize_by_resource_type(self._principal, self.host, operation, rtype):
             return True
-        if audit_log.isEnabledFor(logging.INFO):
+        if self._info:
             # Kafka logs the made-up resource its authorizeByResourceType starts with
             self.authorizer.log_decision(self._principal, self.host, operation, rtype, "hardcode", False,
                                          "DefaultDeny", self.request)

@@ -275,7 +275,7 @@ class Dispatcher:
             return self._close("malformed %s v%d request: %s" % (spec.name, api_version, e))
         authz = getattr(self.connection, "authz", None)
         if authz is not None:   # the decision log names the request (Kafka's "for request = X")
-            authz.request = _API_NAMES[api_key]
+            authz.begin(_API_NAMES[api_key])
         if self.faults.rules:  # the only cost of fault injection while no rule is set
             return self._inject(ctx, handler, spec, request)
         return HandleRequest(ctx, handler, spec, request)
