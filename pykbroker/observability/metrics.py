@@ -51,7 +51,10 @@ broker's trio thread, so it reads the state as its owners left it between two aw
   quota applies to, "" for a level it does not name), as Kafka's ``kafka.server:type=Produce|Fetch,
   user=..,client-id=..`` MBeans: ``kafka_server_produce_byte_rate`` / ``kafka_server_fetch_byte_rate``
   (bytes/s over the quota window), ``kafka_server_produce_throttle_time`` /
-  ``kafka_server_fetch_throttle_time`` (average throttle ms over the window), and
+  ``kafka_server_fetch_throttle_time`` (average throttle ms over the window); for
+  ``request_percentage`` (``type=Request``) ``kafka_server_request_request_time`` (percent of the
+  loop over the window), ``kafka_server_request_throttle_time`` and
+  ``kafka_server_request_exempt_request_time``; and
   ``pykbroker_server_quota_throttled_requests_total{quota}`` (answers that carried a throttle).
 """
 from __future__ import annotations
@@ -387,6 +390,12 @@ def quota_metrics(q):
                                          labels=labels),
                        GaugeMetricFamily("kafka_server_%s_throttle_time" % low,
                                          "Average %s throttle time (ms) of a client quota" % qtype, labels=labels))
+    # Kafka's kafka.server:type=Request request-time (percent of a thread) and throttle-time
+    fams["Request"] = (GaugeMetricFamily("kafka_server_request_request_time",
+                                         "Request time of a request_percentage quota (percent of the loop)",
+                                         labels=labels),
+                       GaugeMetricFamily("kafka_server_request_throttle_time",
+                                         "Average Request throttle time (ms) of a client quota", labels=labels))
     for qtype, user, client, rate, avg in q.metrics(now_ms):
         rate_f, thr_f = fams[qtype]
         rate_f.add_metric([user, client], rate)
@@ -394,6 +403,11 @@ def quota_metrics(q):
     for rate_f, thr_f in fams.values():
         yield rate_f
         yield thr_f
+    if q.request_enabled:
+        exempt = GaugeMetricFamily("kafka_server_request_exempt_request_time",
+                                   "Request time of requests exempt from request quotas (percent of the loop)")
+        exempt.add_metric([], q.exempt.measure(now_ms))
+        yield exempt
     total = CounterMetricFamily("pykbroker_server_quota_throttled_requests", "Answers that carried a quota throttle",
                                 labels=["quota"])
     for qtype, n in sorted(q.throttled_requests.items()):

@@ -7,10 +7,10 @@
   ``quota.window.size.seconds``) and ``QuotaUtils.throttleTime``; the ``TokenBucket`` of the
   controller mutation quota.
 - ``manager.py``: ``ClientQuotaManager``, the enforcement of ``producer_byte_rate``,
-  ``consumer_byte_rate`` (the connection's quota path) and ``controller_mutation_rate``
-  (``MutationQuota``, used by CreateTopics / DeleteTopics / CreatePartitions) with Kafka's
-  precedence; it follows the quotas the controller stores
-  (``controller.add_client_quota_listener``).  ``request_percentage`` is stored, not enforced.
+  ``consumer_byte_rate``, ``request_percentage`` (the connection's quota paths) and
+  ``controller_mutation_rate`` (``MutationQuota``, used by CreateTopics / DeleteTopics /
+  CreatePartitions) with Kafka's precedence; it follows the quotas the controller stores
+  (``controller.add_client_quota_listener``).
 - ``connections.py``: ``ConnectionQuotas``: ``max.connections``, ``max.connections.per.ip``,
   ``max.connections.per.ip.overrides`` and the ip entities' ``connection_creation_rate`` at
   accept time.

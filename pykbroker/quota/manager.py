@@ -4,8 +4,9 @@
 The broker holds one; it follows the client quotas the controller stores
 (``controller.add_client_quota_listener(manager.apply)``: every stored quota at load, then every
 change).  ``active`` is False while no ``producer_byte_rate`` / ``consumer_byte_rate`` /
-``controller_mutation_rate`` is stored anywhere: then a connection's only cost is reading that
-flag once per request.
+``controller_mutation_rate`` / ``request_percentage`` is stored anywhere: then a connection's
+only cost is reading that flag once per request.  While a ``request_percentage`` is stored every
+request is timed (server/connection.py ``_carry_out_request_quota``).
 
 Which quota applies to a request (Kafka's precedence, most specific first; ``<default>`` is the
 default entity, stored with a null name)::
@@ -33,7 +34,8 @@ from __future__ import annotations
 
 import logging
 
-from .entities import CLIENT_ID, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE, USER
+from .entities import (CLIENT_ID, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE,
+                       REQUEST_PERCENTAGE, USER)
 from .rate import Rate, TokenBucket
 
 log = logging.getLogger("pykbroker.quota")
@@ -41,8 +43,28 @@ log = logging.getLogger("pykbroker.quota")
 PRODUCE = "Produce"
 FETCH = "Fetch"
 MUTATION = "ControllerMutation"
+REQUEST = "Request"
 # the stored key of each enforced quota type (Kafka's QuotaType -> ClientQuotaType)
-_KEYS = {PRODUCE: PRODUCER_BYTE_RATE, FETCH: CONSUMER_BYTE_RATE, MUTATION: CONTROLLER_MUTATION_RATE}
+_KEYS = {PRODUCE: PRODUCER_BYTE_RATE, FETCH: CONSUMER_BYTE_RATE, MUTATION: CONTROLLER_MUTATION_RATE,
+         REQUEST: REQUEST_PERCENTAGE}
+
+# request_percentage (KIP-124): Kafka records the request-handler thread time of a request in
+# "percent-seconds" (ClientRequestQuotaManager: nanos x 100 / 1e9), so the rate over the quota
+# window is the percentage of one thread the client used.  pykbroker records the time its one
+# event loop spent on the request (docs/quotas.md, "request_percentage").
+PERCENT_PER_SECOND = 100.0
+
+# The APIs exempt from request_percentage: Kafka's cluster actions (ApiKeys.clusterAction:
+# LeaderAndIsr 4, StopReplica 5, UpdateMetadata 6, ControlledShutdown 7, WriteTxnMarkers 27,
+# Vote/BeginQuorumEpoch/EndQuorumEpoch/DescribeQuorum 52-55, AlterPartition 56, Envelope 58,
+# FetchSnapshot 59, BrokerRegistration/BrokerHeartbeat 62/63, AllocateProducerIds 67, the share
+# group state APIs 83-87) are answered with sendResponseExemptThrottle and recorded in the
+# ``exempt-request-time`` sensor only; UpdateFeatures (57) is a cluster action Kafka's broker does
+# throttle.  SaslHandshake 17 / SaslAuthenticate 36 are served by Kafka's authenticator, outside
+# KafkaApis and its quotas.  A follower's Fetch is exempt too (replication).  ApiVersions is not
+# exempt: Kafka answers it with sendResponseMaybeThrottle (RequestQuotaTest's client actions).
+REQUEST_EXEMPT_APIS = frozenset({4, 5, 6, 7, 17, 27, 36, 52, 53, 54, 55, 56, 58, 59, 62, 63, 67,
+                                 83, 84, 85, 86, 87})
 
 # The APIs a controller mutation quota applies to, and the version from which it is strict (a
 # mutation over the quota is refused with THROTTLING_QUOTA_EXCEEDED; before, it is done and only
@@ -57,6 +79,20 @@ _ABSENT = None
 # .shouldClientThrottle, KIP-219): the broker answers at once and mutes the connection.  Older
 # versions: the broker holds the answer for the throttle time.
 CLIENT_THROTTLES_FROM = {0: 6, 1: 8, 19: 3, 20: 2, 37: 1}
+# The same for every API (each response class's shouldClientThrottle); an API not listed never
+# throttles on the client side (AbstractResponse's default): the broker holds its answer.
+CLIENT_THROTTLES_FROM_ALL = {
+    0: 6, 1: 8, 2: 3, 3: 6, 8: 4, 9: 4, 10: 2, 11: 3, 12: 2, 13: 2, 14: 2, 15: 2, 16: 2, 18: 2,
+    19: 3, 20: 2, 21: 1, 22: 1, 24: 1, 25: 1, 26: 1, 28: 1, 29: 1, 30: 1, 31: 1, 32: 2, 33: 1,
+    34: 1, 35: 1, 37: 1, 38: 1, 39: 1, 40: 1, 41: 1, 42: 1, 43: 0, 44: 0, 45: 0, 46: 0, 47: 0,
+    50: 0, 51: 0, 62: 0, 63: 0, 64: 0, 75: 0}
+_NEVER = 1 << 30
+
+
+def client_throttles(api_key: int, version: int) -> bool:
+    """Kafka's AbstractResponse.shouldClientThrottle: True when the client waits out the throttle
+    itself (the broker answers at once, then mutes), False when the broker holds the answer."""
+    return version >= CLIENT_THROTTLES_FROM_ALL.get(api_key, _NEVER)
 
 _SENSOR_MAX = 100_000   # distinct (user, client-id) rates kept; beyond, idle ones are dropped
 
@@ -81,18 +117,22 @@ class ClientQuotaManager:
         self.window_ms = window_seconds * 1000
         self.enabled = False           # a byte-rate quota is stored: Produce/Fetch are accounted
         self.mutation_enabled = False  # a controller_mutation_rate is stored
-        self.active = False            # either: the one flag a connection reads per request
+        self.request_enabled = False   # a request_percentage is stored: every request is timed
+        self.active = False            # any: the one flag a connection reads per request
         self.generation = 0
         # quota type -> {(user entity, client entity): bound}; user/client entity: a name,
         # DEFAULT or None (absent)
-        self._overrides: dict = {PRODUCE: {}, FETCH: {}, MUTATION: {}}
+        self._overrides: dict = {PRODUCE: {}, FETCH: {}, MUTATION: {}, REQUEST: {}}
         self._sensors: dict = {}
-        self.throttled_requests = {PRODUCE: 0, FETCH: 0, MUTATION: 0}
+        self.throttled_requests = {PRODUCE: 0, FETCH: 0, MUTATION: 0, REQUEST: 0}
+        # Kafka's ``exempt-request-time`` (type=Request): the time of exempt requests, all
+        # clients together, recorded while a request quota is stored
+        self.exempt = Rate(samples, self.window_ms)
 
     # -- configuration -------------------------------------------------------------------
     def apply(self, stored: dict) -> None:
         """The controller's quotas ({entity tuple: {key: value}}), all of them."""
-        tables: dict[str, dict] = {PRODUCE: {}, FETCH: {}, MUTATION: {}}
+        tables: dict[str, dict] = {PRODUCE: {}, FETCH: {}, MUTATION: {}, REQUEST: {}}
         for entity, values in stored.items():
             d = dict(entity)
             if set(d) - {USER, CLIENT_ID}:
@@ -105,7 +145,8 @@ class ClientQuotaManager:
         self._overrides = tables
         self.enabled = bool(tables[PRODUCE] or tables[FETCH])
         self.mutation_enabled = bool(tables[MUTATION])
-        self.active = self.enabled or self.mutation_enabled
+        self.request_enabled = bool(tables[REQUEST])
+        self.active = self.enabled or self.mutation_enabled or self.request_enabled
         self.generation += 1
         log.info("client quotas in force: %s", {q: len(t) for q, t in tables.items()})
 
@@ -148,6 +189,24 @@ class ClientQuotaManager:
         sensor.rate.record(value, now_ms)
         return sensor.rate.throttle_ms(bound, now_ms)
 
+    def record_request_time(self, sensor: _Sensor, bound: float, seconds: float, now_ms: int) -> int:
+        """request_percentage: add ``seconds`` of loop time; the throttle time in ms, bounded by
+        one quota window as Kafka's ClientRequestQuotaManager (QuotaUtils.boundedThrottleTime)."""
+        sensor.last_ms = now_ms
+        rate = sensor.rate
+        rate.record(seconds * PERCENT_PER_SECOND, now_ms)
+        throttle = rate.throttle_ms(bound, now_ms)
+        return min(throttle, self.window_ms) if throttle > 0 else 0
+
+    def record_request_time_no_throttle(self, sensor: _Sensor, seconds: float, now_ms: int) -> None:
+        """Time spent after the throttle was decided (encoding the answer): counted for the next
+        requests, as Kafka records its network thread's time (recordNoThrottle)."""
+        sensor.last_ms = now_ms
+        sensor.rate.record(seconds * PERCENT_PER_SECOND, now_ms)
+
+    def record_exempt(self, seconds: float, now_ms: int) -> None:
+        self.exempt.record(seconds * PERCENT_PER_SECOND, now_ms)
+
     def unrecord(self, sensor: _Sensor, value: float, now_ms: int) -> None:
         sensor.rate.record(-value, now_ms)
 
@@ -157,11 +216,12 @@ class ClientQuotaManager:
         sensor.throttle_count.record(1, now_ms)
 
     def metrics(self, now_ms: int) -> list:
-        """[(quota type, user, client-id, byte-rate, throttle-time avg ms)] per live sensor,
-        Kafka's ``kafka.server:type=Produce|Fetch,user=..,client-id=..`` attributes."""
+        """[(quota type, user, client-id, rate, throttle-time avg ms)] per live sensor, Kafka's
+        ``kafka.server:type=Produce|Fetch|Request,user=..,client-id=..`` attributes (the rate:
+        ``byte-rate``, or ``request-time`` in percent of one thread for Request)."""
         out = []
         for (qtype, user, client), s in sorted(self._sensors.items(), key=lambda kv: kv[0]):
-            if qtype not in (PRODUCE, FETCH):
+            if qtype not in (PRODUCE, FETCH, REQUEST):
                 continue
             n = s.throttle_count.measure(now_ms)
             avg = s.throttle_sum.measure(now_ms) / n if n > 0 else 0.0

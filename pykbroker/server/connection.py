@@ -25,6 +25,7 @@ import contextlib
 import logging
 import os
 import time
+import types
 from typing import Any
 
 import trio
@@ -38,6 +39,30 @@ log = logging.getLogger("pykbroker.connection")
 
 
 _DISCONNECTS = (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionError, OSError)
+
+
+@types.coroutine
+def _timed(coro, spent: list):
+    """Run ``coro`` in this task, adding to ``spent[0]`` the time each of its steps takes on the
+    event loop, not the time it waits (a replication wait, a Fetch's long poll, a lock):
+    request_percentage's measure (docs/quotas.md).  Trio's traps pass through unchanged."""
+    value, exc = None, None
+    perf = time.perf_counter
+    while True:
+        t = perf()
+        try:
+            trap = coro.send(value) if exc is None else coro.throw(exc)
+        except StopIteration as stop:
+            spent[0] += perf() - t
+            return stop.value
+        except BaseException:
+            spent[0] += perf() - t
+            raise
+        spent[0] += perf() - t
+        try:
+            value, exc = (yield trap), None
+        except BaseException as e:   # delivered into the handler, as trio would
+            value, exc = None, e
 
 
 def _only_disconnects(exc: BaseException) -> bool:
@@ -79,6 +104,7 @@ class Connection:
         # reading it is the whole cost per request
         self.quotas: Any = getattr(broker, "client_quotas", None)
         self.quota_session: Any = None   # quota/manager.QuotaSession, made by the first accounted request
+        self.decode_seconds = 0.0        # the last request's decoding time, kept while request quotas are stored
 
     async def run(self) -> None:
         if self.observer is not None:
@@ -110,6 +136,7 @@ class Connection:
         # than a small Produce's handler (the 100-connection profile, compat/bench/profiles/),
         # and read-ahead bought nothing since requests run one at a time in order anyway.
         dispatcher = self.dispatcher
+        quotas = self.quotas
         fd, sock = self._fd, self.stream.socket
         checkpoint = trio.lowlevel.checkpoint
         while True:
@@ -140,7 +167,13 @@ class Connection:
                 if target is not None:
                     target.release()
             while True:
-                event = dispatcher.next_event()
+                if quotas is not None and quotas.request_enabled:
+                    # request_percentage counts the decoding too (docs/quotas.md)
+                    t0 = time.perf_counter()
+                    event = dispatcher.next_event()
+                    self.decode_seconds = time.perf_counter() - t0
+                else:
+                    event = dispatcher.next_event()
                 if event is None:
                     break
                 if event.__class__ is Delayed:
@@ -164,6 +197,8 @@ class Connection:
             q = self.quotas
             if q is not None and q.active:
                 key = event.ctx.api_key
+                if q.request_enabled:
+                    return await self._carry_out_request_quota(event)
                 if key <= 1 and q.enabled:
                     return await self._carry_out_quota(event)
                 if key in (19, 20, 37) and q.mutation_enabled:
@@ -272,6 +307,128 @@ class Connection:
         if ok and client_side:
             # KIP-219: muted, nothing read or carried out, until the throttle time is over
             await trio.sleep(throttle / 1000.0)
+        return ok
+
+    async def _carry_out_request_quota(self, event) -> bool:
+        """``_carry_out`` of any request while a ``request_percentage`` is stored (Kafka's
+        KafkaApis with ``quotas.request``, KIP-124): the loop time of decoding and handling the
+        request is recorded in the rate of the request quota that applies and decides its
+        throttle; the encoding's time is recorded after, for the next requests (as Kafka records
+        its network thread's time).  Produce and Fetch also take their byte-rate quota, CreateTopics
+        / DeleteTopics / CreatePartitions their mutation quota: the answer carries the largest
+        throttle, a throttled Fetch is answered empty.  The connection is then muted for that
+        long (KIP-219), or the answer held first for versions whose client does not throttle
+        itself.  Exempt (recorded in ``exempt-request-time`` only): Kafka's cluster actions, a
+        follower's Fetch, and what comes before SASL authentication (Kafka's authenticator
+        serves it outside its quotas)."""
+        from ..quota.manager import (FETCH, MUTATION, PRODUCE, REQUEST, REQUEST_EXEMPT_APIS, QuotaSession,
+                                     client_throttles, fetch_quota_cap, throttled_fetch_response)
+        ctx, request = event.ctx, event.request
+        key = ctx.api_key
+        manager = self.quotas
+        dispatcher = self.dispatcher
+        spent = [self.decode_seconds]
+        self.decode_seconds = 0.0
+        fetch = key == 1
+        follower = False
+        if fetch:
+            rs = request.get("replica_state")
+            follower = (rs["replica_id"] if rs else request.get("replica_id", -1)) >= 0
+        auth = getattr(dispatcher, "auth", None)
+        exempt = key in REQUEST_EXEMPT_APIS or follower or (auth is not None and not auth.complete)
+        qs = self.quota_session
+        if qs is None:
+            qs = self.quota_session = QuotaSession(manager, self)
+        found = None if exempt else qs.lookup(REQUEST, ctx.client_id)
+        bandwidth = None
+        if key <= 1 and manager.enabled and not follower:
+            bandwidth = qs.lookup(FETCH if fetch else PRODUCE, ctx.client_id)
+            if bandwidth is not None and fetch:
+                cap = fetch_quota_cap(bandwidth[0], manager)
+                if request["max_bytes"] > cap:
+                    request["max_bytes"] = cap
+                    request["min_bytes"] = min(request["min_bytes"], cap)
+        obs = self.observer
+        t0 = time.perf_counter()
+        response = error = None
+        with (obs.request_context(self, ctx, event.spec) if obs is not None else contextlib.nullcontext()):
+            try:
+                response = await _timed(event.handler.handle(ctx, request), spent)
+            except Exception as e:
+                error = e
+        now_ms = int(trio.current_time() * 1000)
+        t = time.perf_counter()
+        answer = response if error is None else dispatcher.error_answer(event, error)
+        spent[0] += time.perf_counter() - t
+        throttle, by = 0, None
+        if answer is not None and answer.__class__ is not Close:
+            if key in (19, 20, 37):
+                throttle = answer.get("throttle_time_ms", 0) or 0   # the handler's mutation quota
+                by = MUTATION if throttle > 0 else None
+            if found is not None:
+                # Kafka does not record nor enforce the request quota of an acks=0 Produce (no
+                # answer: the branch is not taken)
+                req = manager.record_request_time(found[1], found[0], spent[0], now_ms)
+                if req > throttle:
+                    throttle, by = req, REQUEST
+        if bandwidth is not None and not fetch:
+            # Kafka records the request's size whatever the outcome
+            bw = manager.record(bandwidth[1], bandwidth[0], ctx.size, now_ms)
+            if bw > throttle:
+                throttle, by = bw, PRODUCE
+        if answer is None:
+            out = None
+            encode = 0.0
+        elif answer.__class__ is Close:
+            out, encode = answer, 0.0
+        else:
+            if throttle > 0 and not fetch:
+                # a copy: a handler may answer with a shared dict (an unchanging answer)
+                answer = {**answer, "throttle_time_ms": throttle}
+            t = time.perf_counter()
+            out = dispatcher.finish(event, answer)
+            encode = time.perf_counter() - t
+            if fetch and out.__class__ is SendResponse and (throttle > 0 or bandwidth is not None):
+                bw = 0
+                size = sum(p.length if hasattr(p, "length") else len(p) for p in out.parts) - 4
+                if bandwidth is not None:
+                    bw = manager.record(bandwidth[1], bandwidth[0], size, now_ms)
+                    if bw > throttle:
+                        throttle, by = bw, FETCH
+                if throttle > 0:
+                    if bandwidth is not None:
+                        # answered empty: its bytes are taken back (Kafka's unrecordQuotaSensor)
+                        manager.unrecord(bandwidth[1], size, now_ms)
+                    t = time.perf_counter()
+                    out = dispatcher.finish(event, throttled_fetch_response(ctx.api_version, request, answer,
+                                                                            throttle))
+                    encode += time.perf_counter() - t
+        if found is not None:
+            manager.record_request_time_no_throttle(found[1], encode, now_ms)
+        elif exempt:
+            manager.record_exempt(spent[0] + encode, now_ms)
+        client_side = throttle > 0 and client_throttles(key, ctx.api_version)
+        if throttle > 0:
+            if by == MUTATION:
+                manager.throttled_requests[MUTATION] += 1
+            else:
+                manager.throttled(by, (found if by == REQUEST else bandwidth)[1], throttle, now_ms)
+            if not client_side:
+                await trio.sleep(throttle / 1000.0)   # older clients: the broker holds the answer
+        t1 = time.perf_counter()
+        if out is None:
+            ok = True
+        elif out.__class__ is SendResponse:
+            await self._write(out.parts)
+            ok = True
+        else:
+            log.log(out.level, "closing connection from %s: %s", self.peer, out.reason, exc_info=out.exc_info)
+            ok = False
+        if obs is not None:
+            obs.request_done(self, event, response, out.parts if ok and out is not None else None, error,
+                             t0, t1, time.perf_counter())
+        if ok and client_side:
+            await trio.sleep(throttle / 1000.0)       # KIP-219: muted
         return ok
 
     async def _carry_out_mutation(self, event) -> bool:

@@ -329,6 +329,14 @@ class Dispatcher:
     def fail(self, event: HandleRequest, exc: Exception):
         """The handler raised ``exc``: close on ``CloseConnection``, else answer with the error
         (``KafkaError``'s code, or UNKNOWN_SERVER_ERROR for a bug) in the response's error fields."""
+        answer = self.error_answer(event, exc)
+        if answer.__class__ is Close:
+            return answer
+        return self.finish(event, answer)
+
+    def error_answer(self, event: HandleRequest, exc: Exception):
+        """``fail`` before encoding: the error response (a dict, so a quota can still set its
+        ``throttle_time_ms``), or the ``Close``."""
         if isinstance(exc, CloseConnection):
             return self._close(str(exc), logging.INFO)
         ctx, handler, spec = event.ctx, event.handler, event.spec
@@ -340,8 +348,7 @@ class Dispatcher:
                       exc_info=exc)
         request = event.request
         builder = getattr(handler, "error_response", None)
-        response = builder(ctx, request, code) if builder else error_response(spec, ctx.api_version, request, code)
-        return self.finish(event, response)
+        return builder(ctx, request, code) if builder else error_response(spec, ctx.api_version, request, code)
 
 
 def error_response(spec, version: int, request: dict, code: int) -> dict:

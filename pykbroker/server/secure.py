@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import time
 
 import trio
 
@@ -156,8 +157,14 @@ class SecureConnection(Connection):
             if not data:
                 return
             dispatcher.receive_data(data)
+            quotas = self.quotas
             while True:
-                event = dispatcher.next_event()
+                if quotas is not None and quotas.request_enabled:
+                    t0 = time.perf_counter()   # request_percentage counts the decoding (docs/quotas.md)
+                    event = dispatcher.next_event()
+                    self.decode_seconds = time.perf_counter() - t0
+                else:
+                    event = dispatcher.next_event()
                 if event is None:
                     break
                 if event.__class__ is Delayed:
