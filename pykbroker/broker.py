@@ -74,7 +74,7 @@ class Broker:
         self.client_quotas = ClientQuotaManager(config["quota.window.num"], config["quota.window.size.seconds"])
         # max.connections / max.connections.per.ip at accept time (quota/connections.py)
         from .quota.connections import ConnectionQuotas
-        self.connection_quotas = ConnectionQuotas(config, len(self.listeners))
+        self.connection_quotas = ConnectionQuotas(config, self.listeners)
         self.log_manager = None
         self.replica_manager = None
         self.storage_fs = None      # the storage fault seam (tests set a FaultFS before run)
@@ -217,6 +217,8 @@ class Broker:
             # listener.name.<l>.ssl.keystore.*: Kafka's dynamic keystore update
             from .security.reload import apply as apply_keystores
             self.dynamic_config.add_per_broker_hook(lambda raw: apply_keystores(self.listener_security, raw))
+        # listener.name.<l>.max.connections / max.connection.creation.rate set for this broker
+        self.dynamic_config.add_per_broker_hook(self.connection_quotas.set_listener_dynamic)
         self.dynamic_config.add_reconfigurable(self.log_manager)
         self.controller.add_broker_config_listener(self.dynamic_config.on_change)
         self.replica_manager.on_replicas_offline = (

@@ -151,6 +151,47 @@ class _Validator:
         return self.check(v) is None
 
 
+_VALID_HOST = re.compile(r"[0-9a-zA-Z\-%._:]*")   # Kafka's Utils.validHostPattern
+
+
+def validate_ip_overrides(raw: str) -> dict:
+    """``"127.0.0.1:200,host:5"`` -> {host: count}, unresolved, as Kafka's KafkaConfig reads the
+    value (Csv.parseCsvMap, then each count as an int, then every host checked against
+    validHostPattern); a value it refuses raises ValueError with Kafka's message, and the whole
+    value is refused."""
+    out: dict = {}
+    if not raw:
+        return out
+    name = "max.connections.per.ip.overrides"
+    for item in re.split(r"\s*,\s*", raw):
+        i = item.rfind(":")
+        if i < 0:
+            # Java's substring(0, -1): StringIndexOutOfBoundsException, wrapped by KafkaConfig.getMap
+            raise ValueError("Error parsing configuration property '%s': begin 0, end -1, length %d"
+                             % (name, len(item)))
+        host, count = item[:i].strip(), item[i + 1:].strip()
+        if not re.fullmatch(r"[+-]?[0-9]+", count) or not -2 ** 31 <= int(count) < 2 ** 31:
+            raise ValueError('For input string: "%s"' % count)   # Integer.parseInt
+        out[host] = int(count)
+    bad = [h for h in out if not _VALID_HOST.fullmatch(h)]
+    if bad:
+        raise ValueError("%s contains invalid addresses : %s" % (name, ",".join(bad)))
+    return out
+
+
+class _IpOverrides(_Validator):
+    """max.connections.per.ip.overrides as Kafka's KafkaConfig reads it: a value it refuses is
+    refused whole, with Kafka's message (an IllegalArgumentException's or NumberFormatException's
+    text, not ConfigException's "Invalid value" form)."""
+
+    def check(self, v):
+        try:
+            validate_ip_overrides(v)
+        except ValueError as e:
+            raise ConfigError(str(e), "max.connections.per.ip.overrides") from None
+        return None
+
+
 class _Range(_Validator):
     """Kafka's ConfigDef.Range (atLeast / between)."""
 
@@ -653,7 +694,18 @@ _DEFS = [
     ConfigDef("max.connections.per.ip", "int", INT_MAX, "The most connections from one IP address.",
               validator=_ge(0), unit="connections"),
     ConfigDef("max.connections.per.ip.overrides", "string", "",
-              "Per-IP or host name overrides of max.connections.per.ip: 'hostName:100,127.0.0.1:200'."),
+              "Per-IP or host name overrides of max.connections.per.ip: 'hostName:100,127.0.0.1:200'.",
+              validator=_IpOverrides()),
+    # KIP-612: new connections a second, broker-wide (the inter-broker listener not counted);
+    # per listener as listener.name.<l>.max.connection.creation.rate.  Over it, the listener
+    # accepts nothing for the throttle time (quota/connections.py).
+    ConfigDef("max.connection.creation.rate", "int", INT_MAX,
+              "The most new connections the broker accepts a second (all listeners but the inter-broker one).",
+              validator=_ge(0), unit="connections/s"),
+    # Kafka's Selector idle expiry; per listener as listener.name.<l>.connections.max.idle.ms;
+    # negative: never.  Not dynamic in Kafka.
+    ConfigDef("connections.max.idle.ms", "long", 600000,
+              "Close a connection with nothing read or written for this long."),
     # --- client quotas (quota/): Kafka's ClientQuotaManagerConfig, static as in Kafka
     ConfigDef("quota.window.num", "int", 11, "The number of samples of a client quota's rate.",
               validator=_ge(1), unit="samples"),
@@ -681,8 +733,13 @@ DYNAMIC_BROKER_CONFIGS = frozenset({
     "transaction.partition.verification.enable", "unclean.leader.election.enable",
     "listeners", "num.io.threads", "num.network.threads", "background.threads",
     "num.recovery.threads.per.data.dir", "log.cleaner.threads", "log.cleaner.io.buffer.size", "max.connections",
-    "max.connections.per.ip", "max.connections.per.ip.overrides", "group.streams.assignment.interval.ms",
+    "max.connections.per.ip", "max.connections.per.ip.overrides", "max.connection.creation.rate",
+    "group.streams.assignment.interval.ms",
 })
+# The listener-prefixed configs Kafka reconfigures per listener at run time
+# (SocketServer.ListenerReconfigurableConfigs): listener.name.<l>.max.connections and
+# listener.name.<l>.max.connection.creation.rate (quota/connections.py)
+LISTENER_DYNAMIC_SUFFIXES = (".max.connections", ".max.connection.creation.rate")
 # Dynamic only per broker, never as the cluster default (Kafka's DynamicBrokerConfig.PerBrokerConfigs).
 PER_BROKER_CONFIGS = frozenset({"listeners"})
 # Dynamic thread pools: Kafka refuses a new size above double or below half the current one

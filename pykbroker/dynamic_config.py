@@ -38,8 +38,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Iterable
 
-from .config import (BROKER_CONFIGS, DYNAMIC_BROKER_CONFIGS, PER_BROKER_CONFIGS, THREAD_POOL_CONFIGS,
-                     ConfigError)
+from .config import (BROKER_CONFIGS, DYNAMIC_BROKER_CONFIGS, LISTENER_DYNAMIC_SUFFIXES, PER_BROKER_CONFIGS,
+                     THREAD_POOL_CONFIGS, ConfigError)
 
 log = logging.getLogger("pykbroker.configs")
 
@@ -90,6 +90,16 @@ def validate_change(config, per_broker: bool, values: dict[str, str]) -> None:
             parsed[k] = d.parse(v)
         except ConfigError as e:
             raise DynamicConfigError(str(e)) from None
+    for k, v in values.items():
+        # listener.name.<l>.max.connections / .max.connection.creation.rate: Kafka reconfigures
+        # them per listener (quota/connections.py), so a bad value is refused as the plain key's
+        if k.startswith("listener.name.") and v is not None:
+            base = next((x[1:] for x in LISTENER_DYNAMIC_SUFFIXES if k.endswith(x)), None)
+            if base is not None:
+                try:
+                    BROKER_CONFIGS[base].parse(v)
+                except ConfigError as e:
+                    raise DynamicConfigError(str(e).replace("configuration %s" % base, "configuration %s" % k)) from None
     for k in THREAD_POOL_CONFIGS & set(parsed):
         new, old = parsed[k], config[k]
         why = None

@@ -78,10 +78,14 @@ class Connection:
     principal = "User:ANONYMOUS"
     authenticator = None
     authz = None
+    # when something was last read from or written to the socket (time.monotonic): Kafka's idle
+    # expiry and its least-recently-used order (quota/connections.py)
+    last_active = 0.0
 
     def __init__(self, broker, stream: trio.SocketStream, listener_name: str):
         self.broker = broker
         self.stream = stream
+        self.last_active = time.monotonic()
         self._fd = stream.socket.fileno()
         self.listener_name = listener_name
         try:
@@ -139,6 +143,7 @@ class Connection:
         quotas = self.quotas
         fd, sock = self._fd, self.stream.socket
         checkpoint = trio.lowlevel.checkpoint
+        monotonic = time.monotonic
         while True:
             # straight from the non-blocking socket, waiting only when it is empty: the
             # same as trio's receive_some without its per-call overhead (see _write).  A large
@@ -158,6 +163,7 @@ class Connection:
                     if not data:
                         return
                     dispatcher.receive_data(data)
+                self.last_active = monotonic()
             except BlockingIOError:
                 await trio.lowlevel.wait_readable(sock)
                 continue
@@ -534,6 +540,7 @@ class Connection:
 
     def _write_now(self, data) -> int:
         """What of ``data`` the socket takes without waiting (0 when its buffer is full)."""
+        self.last_active = time.monotonic()
         try:
             return os.write(self._fd, data)
         except BlockingIOError:

@@ -156,6 +156,7 @@ class SecureConnection(Connection):
             data = await stream.receive_some(65536)
             if not data:
                 return
+            self.last_active = time.monotonic()
             dispatcher.receive_data(data)
             quotas = self.quotas
             while True:
@@ -177,6 +178,7 @@ class SecureConnection(Connection):
 
     def _write_now(self, data) -> int:
         if self.sec.tls:
+            self.last_active = time.monotonic()
             return 0   # everything goes through the SSLStream (send_all)
         return super()._write_now(data)
 
@@ -184,6 +186,7 @@ class SecureConnection(Connection):
         if not self.sec.tls:
             await super()._write(parts)
             return
+        self.last_active = time.monotonic()
         buf = bytearray()
         for p in parts:
             if isinstance(p, (bytes, bytearray, memoryview)):

@@ -35,7 +35,7 @@ async def serve_listener(broker, listener: Listener, task_status=trio.TASK_STATU
 
     async def on_conn(stream):
         if quotas is not None:
-            # max.connections / max.connections.per.ip (quota/connections.py), as Kafka's acceptor
+            # the connection limits (quota/connections.py), as Kafka's acceptor
             try:
                 ip = stream.socket.getpeername()[0]
             except OSError:
@@ -47,24 +47,36 @@ async def serve_listener(broker, listener: Listener, task_status=trio.TASK_STATU
                     await trio.sleep(close_after_ms / 1000.0)   # connection_creation_rate: a delayed close
                 await stream.aclose()
                 return
+            conn = None
             try:
-                await _serve_connection(stream)
+                # the broker closes it by cancelling this scope: idle expiry, or room made for
+                # the inter-broker listener
+                with trio.CancelScope() as scope:
+                    conn = _connection(stream)
+                    quotas.register(listener.name, conn, scope)
+                    await _serve_connection(conn)
             finally:
+                if conn is not None:
+                    quotas.unregister(listener.name, conn)
                 quotas.closed(listener.name, ip)
             return
-        await _serve_connection(stream)
+        await _serve_connection(_connection(stream))
 
-    async def _serve_connection(stream):
+    def _connection(stream):
+        if sec is None:
+            return Connection(broker, stream, listener.name)
+        return SecureConnection(broker, stream, listener.name, sec)
+
+    async def _serve_connection(conn):
         try:
-            if sec is None:
-                await Connection(broker, stream, listener.name).run()
-            else:
-                await SecureConnection(broker, stream, listener.name, sec).run()
+            await conn.run()
         except Exception:
             # Connection.run handles its own errors; this is the last line of defence that keeps
             # one connection's failure from cancelling the listener (and the broker) around it.
             log.exception("connection handler failed")
 
     async with trio.open_nursery() as nursery:
+        if quotas is not None:
+            nursery.start_soon(quotas.reap_idle, listener.name)   # connections.max.idle.ms
         task_status.started(actual)
         await trio.serve_listeners(on_conn, listeners, handler_nursery=nursery)
