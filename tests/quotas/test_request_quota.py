@@ -165,3 +165,27 @@ def test_confluent_kafka_clients(broker):
     assert slow_throttle > 0 and free_throttle == 0
     assert slow_s >= slow_throttle / 1000.0       # it waited at least one throttle
     assert broker.broker.client_quotas.throttled_requests[REQUEST] >= 1
+
+
+def test_fetch_throttled_by_request_quota_is_answered_empty(broker):
+    """Kafka: a Fetch throttled by either quota is answered empty (and a Produce with both a byte
+    rate and a request quota carries the larger throttle)."""
+    from pykbroker.protocol.wire import make_batch
+    create_topic(broker, "rq-fetch")
+    with WireClient(broker, client_id="rq-filler") as c:
+        r = c.request(0, 9, {"transactional_id": None, "acks": 1, "timeout_ms": 5000, "topic_data": [
+            {"name": "rq-fetch", "partition_data": [{"index": 0, "records": make_batch([b"x" * 100] * 10)}]}]})
+        assert r["responses"][0]["partition_responses"][0]["error_code"] == 0
+    set_quota(broker, {"client-id": "rq-fetcher"}, request_percentage=0.01, consumer_byte_rate=10 ** 9)
+    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+            "topics": [{"topic": "rq-fetch", "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+                 "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]}
+    with WireClient(broker, client_id="rq-fetcher") as c:
+        for _ in range(20):
+            r = c.request(1, 12, body)
+            if r["throttle_time_ms"] > 0:
+                break
+            assert len(r["responses"][0]["partitions"][0]["records"]) > 0
+        assert r["throttle_time_ms"] > 0 and r["responses"] == [] and r["error_code"] == 0
