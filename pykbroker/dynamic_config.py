@@ -44,6 +44,12 @@ from .config import (BROKER_CONFIGS, DYNAMIC_BROKER_CONFIGS, LISTENER_DYNAMIC_SU
 log = logging.getLogger("pykbroker.configs")
 
 
+# Values only a broker's KafkaConfig checks (KafkaConfig.validateValues, not the ConfigDef): refused
+# for one broker (its ConfigAdminManager validates), accepted as the cluster default, checked
+# against Apache Kafka 4.4.
+BROKER_VALIDATED_ONLY = frozenset({"max.connections.per.ip.overrides"})
+
+
 class DynamicConfigError(ValueError):
     """A dynamic broker config change Kafka refuses (answered INVALID_REQUEST)."""
 
@@ -86,6 +92,10 @@ def validate_change(config, per_broker: bool, values: dict[str, str]) -> None:
         d = BROKER_CONFIGS.get(k)
         if d is None:
             continue
+        if not per_broker and k in BROKER_VALIDATED_ONLY:
+            # Kafka's controller stores a cluster default without KafkaConfig's cross checks;
+            # each broker then fails to apply a bad one and keeps what it had (parse_layer)
+            continue
         try:
             parsed[k] = d.parse(v)
         except ConfigError as e:
@@ -99,7 +109,7 @@ def validate_change(config, per_broker: bool, values: dict[str, str]) -> None:
                 try:
                     BROKER_CONFIGS[base].parse(v)
                 except ConfigError as e:
-                    raise DynamicConfigError(str(e).replace("configuration %s" % base, "configuration %s" % k)) from None
+                    raise DynamicConfigError(str(e)) from None   # Kafka names the plain key
     for k in THREAD_POOL_CONFIGS & set(parsed):
         new, old = parsed[k], config[k]
         why = None
