@@ -418,21 +418,23 @@ class Connection:
             if by == MUTATION:
                 manager.throttled_requests[MUTATION] += 1
             else:
-                manager.throttled(by, (found if by == REQUEST else bandwidth)[1], throttle, now_ms)
+                throttler = found if by == REQUEST else bandwidth
+                assert throttler is not None   # the quota that set the throttle
+                manager.throttled(by, throttler[1], throttle, now_ms)
             if not client_side:
                 await trio.sleep(throttle / 1000.0)   # older clients: the broker holds the answer
         t1 = time.perf_counter()
+        sent = None
         if out is None:
             ok = True
-        elif out.__class__ is SendResponse:
+        elif isinstance(out, SendResponse):
             await self._write(out.parts)
-            ok = True
+            ok, sent = True, out.parts
         else:
             log.log(out.level, "closing connection from %s: %s", self.peer, out.reason, exc_info=out.exc_info)
             ok = False
         if obs is not None:
-            obs.request_done(self, event, response, out.parts if ok and out is not None else None, error,
-                             t0, t1, time.perf_counter())
+            obs.request_done(self, event, response, sent, error, t0, t1, time.perf_counter())
         if ok and client_side:
             await trio.sleep(throttle / 1000.0)       # KIP-219: muted
         return ok
