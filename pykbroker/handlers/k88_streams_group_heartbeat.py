@@ -53,7 +53,7 @@ def _topology_topics(request) -> list:
     topo = request.get("topology")
     if not topo:
         return []
-    out = []
+    out: list = []
     for s in topo.get("subtopologies") or ():
         out += s.get("source_topics") or []
         out += [t["name"] for t in s.get("repartition_source_topics") or ()]

@@ -34,7 +34,7 @@ async def each_partition(ctx, request, op, error_extra: dict) -> dict:
     md = ctx.broker.metadata_cache
     gid = request["group_id"]
     out = []
-    coord_err = 0
+    coord_err: int = 0
     if sc is None:
         coord_err = E.COORDINATOR_NOT_AVAILABLE
     elif gid:
@@ -57,9 +57,9 @@ async def each_partition(ctx, request, op, error_extra: dict) -> dict:
                 parts.append(_result(idx, E.UNKNOWN_TOPIC_OR_PARTITION, DEFAULT_MESSAGES[E.UNKNOWN_TOPIC_OR_PARTITION],
                                      **error_extra))
                 continue
-            code = coord_err or sc.coordinator_error(gid, tid, idx)
-            if code:
-                parts.append(_result(idx, code, None, **error_extra))
+            err = coord_err or sc.coordinator_error(gid, tid, idx)
+            if err:
+                parts.append(_result(idx, err, None, **error_extra))
                 continue
             res = await op(sc, gid, tid, p)
             parts.append(dict({"partition": idx, "error_message": None}, **res))

@@ -251,11 +251,11 @@ def _list(args) -> int:
         for b in _describe(args, f):
             if principals == [None] or b[3] in principals:
                 got.add(b)
-    got = sorted(got)
+    listed = sorted(got)
     if args.json:
-        print_json(_json(got))
+        print_json(_json(listed))
         return 0
-    _print_grouped("Current ACLs for resource", got)
+    _print_grouped("Current ACLs for resource", listed)
     return 0
 
 
@@ -279,12 +279,12 @@ def _remove(args) -> int:
     removed = set()
     for f in futs.values():
         removed |= {_as_tuple(b) for b in _wait(args, f, "remove ACLs")}
-    removed = sorted(removed)
+    gone = sorted(removed)
     if getattr(args, "json", False):
-        print_json({"removed": _json(removed)})
+        print_json({"removed": _json(gone)})
         return 0
-    _print_grouped("Removed ACLs for resource", removed)
-    if not removed:
+    _print_grouped("Removed ACLs for resource", gone)
+    if not gone:
         print("No ACL matched.")
     return 0
 
