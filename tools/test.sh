@@ -86,6 +86,8 @@ fi
 # record checks of tests/groups) from Maven Central into ~/.cache/pykbroker, before pytest: in
 # CI a test that finds them missing fails (tests/needs.py) instead of skipping.
 python3 compat/kafka/oracle.py fetch >/dev/null
+# Apache Kafka's kafka-acls.sh (its tools jars), which librdkafka's own tests call (tests/librdkafka).
+python3 compat/librdkafka/suite.py fetch-tools >/dev/null
 
 # The type check of pykbroker/ ([tool.mypy] in pyproject.toml): a type error fails the run before
 # the suite starts.  About 20 s on a cold cache, under 1 s warm (the cache lives outside the clone).

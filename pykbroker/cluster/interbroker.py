@@ -22,6 +22,8 @@ from ..protocol.framing import FrameBuffer
 from ..protocol.primitives import ProtocolError
 
 API_VERSIONS = 18
+# SaslHandshake and SaslAuthenticate: the re-authentication itself, never preceded by one
+_SASL_APIS = frozenset((17, 36))
 ApiRanges = dict   # api key -> (min, max) as one broker advertises them
 
 
@@ -56,6 +58,17 @@ async def api_versions(chan, software_name: str) -> ApiRanges:
     return {a["api_key"]: (a["min_version"], a["max_version"]) for a in resp["api_keys"]}
 
 
+# KIP-368 on this broker's own connections: a session the other broker limits
+# (``connections.max.reauth.ms``) is re-authenticated on the same connection between two requests
+# once this share of its lifetime has passed, as Kafka's NetworkClient does (it draws 85-95 %)...
+REAUTH_SHARE = 0.85
+# ...and at least this long before the end, so a request sent just before the threshold (a
+# follower's Fetch waits up to replica.fetch.wait.max.ms, 500 ms by default) is answered and the
+# next one still goes out inside the session: the other broker closes a connection whose next
+# request arrives after its session ended (Kafka's SocketServer).
+REAUTH_MARGIN_S = 1.0
+
+
 class Channel:
     """A request/response connection to another broker (one request in flight at a time)."""
 
@@ -66,8 +79,24 @@ class Channel:
         # the broker's own framing: a large answer's pieces are joined once (protocol/framing.py)
         self.frames = FrameBuffer(max_frame)
         self.max_frame = max_frame
+        self.security = None                      # InterBrokerSecurity of a SASL connection
+        self.reauth_at: Optional[float] = None    # trio time to re-authenticate at (KIP-368)
+        self.reauthentications = 0
+
+    def session_granted(self, lifetime_ms: int) -> None:
+        """The other broker's ``session_lifetime_ms`` for the authentication just made."""
+        import trio
+        if lifetime_ms <= 0:
+            self.reauth_at = None
+            return
+        life = lifetime_ms / 1000.0
+        self.reauth_at = trio.current_time() + max(min(life * REAUTH_SHARE, life - REAUTH_MARGIN_S), life * 0.5)
 
     async def call(self, api_key: int, version: int, body: dict) -> dict:
+        if self.reauth_at is not None and api_key not in _SASL_APIS:
+            import trio
+            if trio.current_time() >= self.reauth_at:
+                await self._reauthenticate()
         self.corr += 1
         api = APIS[api_key]
         flexible = api.flexible(version)
@@ -85,6 +114,19 @@ class Channel:
         # before knowing the versions)
         pos = 5 if flexible and api_key != API_VERSIONS else 4
         return api.decode("response", version, frame, pos)
+
+    async def _reauthenticate(self) -> None:
+        from ..security.client import authenticate
+        from ..security.errors import AuthenticationFailed
+        self.reauth_at = None
+        try:
+            lifetime = await authenticate(self, self.security)
+        except AuthenticationFailed as e:
+            # the other broker closes the connection after a refused re-authentication; the
+            # caller's reconnection authenticates afresh (and logs a refusal there)
+            raise ConnectionError("re-authentication refused: %s" % e) from None
+        self.reauthentications += 1
+        self.session_granted(lifetime)
 
     async def _read_frame(self) -> bytes:
         frames = self.frames
@@ -141,7 +183,8 @@ async def open_channel(host: str, port: int, client_id: str, max_frame: int, sec
         if security is not None and security.mechanism is not None:
             from ..security.client import authenticate
             try:
-                await authenticate(chan, security)
+                chan.security = security
+                chan.session_granted(await authenticate(chan, security))
             except AuthenticationFailed as e:
                 raise InterBrokerAuthenticationError(
                     "authentication as %s with %s on listener %s of %s:%d failed: %s"

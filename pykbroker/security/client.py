@@ -207,9 +207,11 @@ def _own_credentials(sec, mech: str) -> tuple:
 
 
 # ------------------------------------------------------------------ drivers
-async def authenticate(chan, security: InterBrokerSecurity) -> None:
+async def authenticate(chan, security: InterBrokerSecurity) -> int:
     """SaslHandshake v1 + SaslAuthenticate on a connection (``chan.call``, trio).  Raises
-    ``AuthenticationFailed`` with the broker's error message when refused."""
+    ``AuthenticationFailed`` with the broker's error message when refused.  Returns the session
+    lifetime the broker granted (KIP-368 ``session_lifetime_ms``; 0: the session never expires)."""
+    lifetime = 0
     resp = await chan.call(SASL_HANDSHAKE, HANDSHAKE_VERSION, {"mechanism": security.mechanism})
     if resp["error_code"]:
         raise AuthenticationFailed("SaslHandshake for %s refused (error %d; the broker enables %s)"
@@ -220,9 +222,11 @@ async def authenticate(chan, security: InterBrokerSecurity) -> None:
         resp = await chan.call(SASL_AUTHENTICATE, AUTHENTICATE_VERSION, {"auth_bytes": token})
         if resp["error_code"]:
             raise AuthenticationFailed(resp.get("error_message") or "SaslAuthenticate error %d" % resp["error_code"])
+        lifetime = resp.get("session_lifetime_ms") or 0
         token = client.step(resp["auth_bytes"] or b"")
         if client.complete:
             break
+    return lifetime
 
 
 def authenticate_sync(request, mechanism: str, user: str, password: str) -> None:
