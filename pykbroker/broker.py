@@ -69,6 +69,8 @@ class Broker:
         # authorizer.class.name set: Kafka's ACL authorizer (acl/authorizer.py), following the
         # controller's ACL bindings; None: every principal may do everything (Kafka's default)
         self.authorizer = None
+        # delegation tokens (security/delegation_tokens.py), built by run()
+        self.token_manager = None
         # client quotas (quota/manager.py), following the controller's stored quotas
         from .quota.manager import ClientQuotaManager
         self.client_quotas = ClientQuotaManager(config["quota.window.num"], config["quota.window.size.seconds"])
@@ -148,6 +150,23 @@ class Broker:
         return self.advertised[0]
 
     # -- lifecycle --------------------------------------------------------------------------
+    async def _expire_tokens(self) -> None:
+        """Kafka's token expiry check: every ``delegation.token.expiry.check.interval.ms`` (on the
+        broker's clock) the tokens past their expiry or max timestamp are removed through the
+        controller; a failed removal is logged and tried again at the next check."""
+        tm = self.token_manager
+        while True:
+            await trio.sleep(tm.check_interval_ms / 1000.0)
+            expired = tm.expired()
+            if not expired:
+                continue
+            try:
+                await self.controller.alter_delegation_tokens(removals=expired)
+                for token_id in expired:
+                    log.info("Delegation token %s expired and removed", token_id)
+            except Exception:
+                log.exception("removing expired delegation tokens failed")
+
     async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
         """Lock the log dirs (storage/dirlock.py: one broker per data directory, Kafka's
         ``.lock``), then run the broker until cancelled; the locks go with it, after its
@@ -202,6 +221,13 @@ class Broker:
             self.controller.add_acl_listener(self.authorizer.apply)
         self.controller.add_client_quota_listener(self.client_quotas.apply)
         self.controller.add_client_quota_listener(self.connection_quotas.apply)
+        # delegation tokens (security/delegation_tokens.py, imported only then): the cache follows
+        # the controller's stored tokens; without a secret key none (the token APIs answer
+        # DELEGATION_TOKEN_AUTH_DISABLED, as Kafka's)
+        if self.config["delegation.token.secret.key"] or self.config["delegation.token.master.key"]:
+            from .security.delegation_tokens import DelegationTokenManager
+            self.token_manager = DelegationTokenManager.from_config(self.config, self.clock.time_ms)
+            self.controller.add_delegation_token_listener(self.token_manager.apply)
         self.log_manager = LogManager(self.log_dirs, self.storage_fs, config=self.config,
                                       metadata=self.metadata_cache, halt_hook=self.halt_hook, new_log_epoch=0,
                                       clock=self.clock)
@@ -239,6 +265,8 @@ class Broker:
                 await self.replica_manager.startup(nursery)
                 # watches/events from here on (the partitions exist to receive them)
                 await self.controller.startup(nursery)
+                if self.token_manager is not None:
+                    nursery.start_soon(self._expire_tokens)
                 # GROUP config resources: stored by the controller, read by the coordinators
                 group_configs = GroupConfigView(self.controller.group_configs, self.config)
                 if GroupCoordinator is not None:

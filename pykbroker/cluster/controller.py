@@ -46,7 +46,10 @@ pykbroker/quota/; a null name is the default entity), plus, when any is set, ``"
 dynamic broker configs of the cluster default ("") and of this node (IncrementalAlterConfigs /
 AlterConfigs on BROKER resources), as Kafka's strings, published to the broker-config listeners
 at load (before the topics) and on every change; and ``"group_configs": {"<group>": {...}}``:
-the dynamic group configs (resource type GROUP, pykbroker/group_config.py).
+the dynamic group configs (resource type GROUP, pykbroker/group_config.py); and
+``"delegation_tokens": [{"version": 3, "owner": "User%3Aalice", "tokenId": ..., ...}]``: the
+delegation tokens as Kafka's token znode holds them (security/delegation_tokens.py; never the
+HMAC, derived from the id and ``delegation.token.secret.key``).
 
 ``partition_states`` is optional and holds only partitions whose state differs from a new
 partition's (first replica leads, ISR = replicas, epochs 0), so files written before it existed
@@ -137,6 +140,11 @@ class Controller(abc.ABC):
         # AlterClientQuotas, followed by the broker's ClientQuotaManager through the listeners
         self._client_quotas: dict = {}
         self._client_quota_listeners: list[Callable] = []
+        # Delegation tokens (security/delegation_tokens.TokenInformation) by token id, written by
+        # Create/Renew/ExpireDelegationToken and the expiry check, followed by the broker's
+        # DelegationTokenManager through the listeners (Kafka's token cache following the metadata)
+        self._tokens: dict = {}
+        self._token_listeners: list[Callable] = []
 
     # ------------------------------------------------------------------ client quotas
     def client_quotas(self) -> dict:
@@ -157,6 +165,35 @@ class Controller(abc.ABC):
         from ..quota.entities import apply_changes
         self._client_quotas = apply_changes(self._client_quotas, changes)
         self._publish_client_quotas()
+
+    # ------------------------------------------------------------------ delegation tokens
+    def delegation_tokens(self) -> dict:
+        return dict(self._tokens)
+
+    def add_delegation_token_listener(self, callback: Callable) -> None:
+        """``callback(upserts=[TokenInformation], removals=[token id])`` after every change, and
+        once with every stored token at load."""
+        self._token_listeners.append(callback)
+
+    def _publish_tokens(self, upserts=(), removals=()) -> None:
+        for cb in self._token_listeners:
+            cb(upserts=list(upserts), removals=list(removals))
+
+    def _store_tokens(self, upserts=(), removals=()) -> dict:
+        """Apply; returns the previous state to roll back."""
+        old = dict(self._tokens)
+        for token_id in removals:
+            self._tokens.pop(token_id, None)
+        for info in upserts:
+            self._tokens[info.token_id] = info
+        return old
+
+    async def alter_delegation_tokens(self, upserts=(), removals=()) -> None:
+        """Store (create or update) and remove tokens as one change.  In memory here (test
+        controllers); durable in LocalController's metadata file, and in Kafka's
+        ``/delegation_token`` znodes on ZooKeeper (zookeeper/security_store.py)."""
+        self._store_tokens(upserts, removals)
+        self._publish_tokens(upserts, removals)
 
     # ------------------------------------------------------------------ ACLs
     def acls(self) -> set:
@@ -576,6 +613,16 @@ class LocalController(Controller):
             except (KeyError, TypeError, ValueError, AttributeError) as e:
                 log.warning("ignoring stored client quotas: %s", e)
             self._publish_client_quotas()
+        if data.get("delegation_tokens"):
+            from ..security.delegation_tokens import TokenInformation
+            for v in data["delegation_tokens"]:
+                try:
+                    info = TokenInformation.from_json(v)
+                except (KeyError, TypeError, ValueError) as e:
+                    log.warning("ignoring stored delegation token: %s", e)
+                    continue
+                self._tokens[info.token_id] = info
+            self._publish_tokens(upserts=list(self._tokens.values()))
         if data.get("acls"):
             from ..acl.bindings import AclBinding
             for v in data["acls"]:
@@ -647,6 +694,9 @@ class LocalController(Controller):
         if self._acls:
             # Kafka's names (TOPIC, LITERAL, READ, ALLOW), sorted: a readable, stable file
             out["acls"] = sorted(b.to_json() for b in self._acls)
+        if self._tokens:
+            # Kafka's token znode JSON (never the HMAC: it is derived from the id and the secret)
+            out["delegation_tokens"] = [t.to_json() for _, t in sorted(self._tokens.items())]
         if self._group_configs:
             out["group_configs"] = {g: dict(sorted(c.items())) for g, c in sorted(self._group_configs.items())}
         return json.dumps(out, indent=1).encode()
@@ -797,6 +847,18 @@ class LocalController(Controller):
             log.info("ACL added: %s", b.to_json())
         for b in rem:
             log.info("ACL removed: %s", b.to_json())
+
+    async def alter_delegation_tokens(self, upserts=(), removals=()) -> None:
+        upserts, removals = list(upserts), [r for r in removals if r in self._tokens]
+        if not upserts and not removals:
+            return
+        old = self._store_tokens(upserts, removals)
+        try:
+            await self._persist()
+        except BaseException:
+            self._tokens = old
+            raise
+        self._publish_tokens(upserts, removals)
 
     async def alter_client_quotas(self, changes: dict) -> None:
         from ..quota.entities import apply_changes

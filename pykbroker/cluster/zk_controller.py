@@ -68,7 +68,9 @@ class ZkController(Controller):
         self.membership = Membership(self.listener, self.active, store, self.events, config, node_id)
         self.admin = AdminWriter(self, self.listener, self.active, store, self.events, self.validator)
         # SCRAM credentials, client quotas and ACL bindings in Kafka's znodes, followed through the notices
-        self.security = SecurityStore(self, self.zk, self.events, bool(config["authorizer.class.name"]))
+        self.security = SecurityStore(self, self.zk, self.events, bool(config["authorizer.class.name"]),
+                                      tokens_on=bool(config["delegation.token.secret.key"]
+                                                     or config["delegation.token.master.key"]))
 
     @property
     def is_active(self) -> bool:
@@ -187,6 +189,9 @@ class ZkController(Controller):
 
     async def alter_acls(self, added=(), removed=()) -> None:
         await self.security.alter_acls(added, removed)
+
+    async def alter_delegation_tokens(self, upserts=(), removals=()) -> None:
+        await self.security.alter_delegation_tokens(upserts, removals)
 
     async def alter_client_quotas(self, changes: dict) -> None:
         if changes:

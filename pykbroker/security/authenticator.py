@@ -48,8 +48,13 @@ class SaslAuthenticator:
     client in the one log line of a failure."""
 
     def __init__(self, sec, scram_lookup, peer: str = "?", failed_delay_ms: int = 100, now_ms=None,
-                 stats=None):
+                 stats=None, token_lookup=None):
         self.sec = sec
+        # SCRAM tokenauth=true: DelegationTokenManager.scram_lookup (None: no delegation tokens)
+        self._token_lookup = token_lookup
+        # the principal authenticated with a delegation token (Kafka's tokenAuthenticated): it
+        # may not ask for delegation tokens itself
+        self.token_authenticated = False
         self.mechanisms = list(sec.mechanisms)
         self._scram_lookup = scram_lookup
         self.peer = peer
@@ -121,6 +126,9 @@ class SaslAuthenticator:
         except ValueError:
             max_reauth = 0
         token_ms = getattr(self._server, "lifetime_ms", None)
+        token_expiry = getattr(self._server, "token_expiry_ms", None)
+        if token_expiry is not None:   # a delegation token's session ends with the token
+            token_ms = token_expiry - self._now_ms()
         if token_ms is None and max_reauth <= 0:
             return 0
         if token_ms is None:
@@ -144,7 +152,7 @@ class SaslAuthenticator:
             self._server = OAuthBearerServer(getattr(self.sec, "oauth_options", {}), self._now_ms,
                                             getattr(self.sec, "oauth_validator", None))
         else:
-            self._server = ScramServer(mechanism, self._lookup)
+            self._server = ScramServer(mechanism, self._lookup, self._token_lookup)
         self.state = AUTHENTICATE if version >= 1 else AUTHENTICATE_RAW
         return {"error_code": ErrorCode.NONE, "mechanisms": self.mechanisms}
 
@@ -178,6 +186,7 @@ class SaslAuthenticator:
                                            % (self._previous[1].replace(":", ".", 1), principal.replace(":", ".", 1)))
             self.state = COMPLETE
             self.principal = principal
+            self.token_authenticated = bool(getattr(self._server, "token_authenticated", False))
             lifetime = self._session_lifetime_ms()
             self.session_lifetime_ms = lifetime
             self.session_expiry_ms = self._now_ms() + lifetime if lifetime > 0 else None

@@ -65,12 +65,17 @@ class ScramClient:
     """SCRAM-SHA-256/512 client (RFC 5802 §3): client-first, then client-final with the proof;
     the server's final message must carry the signature only the holder of ServerKey can make."""
 
-    def __init__(self, mechanism: str, user: str, password: str, nonce: Optional[str] = None):
+    def __init__(self, mechanism: str, user: str, password: str, nonce: Optional[str] = None,
+                 extensions: Optional[dict] = None):
         self._hash = SCRAM_MECHANISMS[mechanism]
         self.mechanism = mechanism
         self._password = password.encode()
         self._nonce = nonce or secrets.token_urlsafe(24)
         self._bare = "n=%s,r=%s" % (_saslname(user), self._nonce)
+        # RFC 5802 extensions after the nonce, part of the AuthMessage: Kafka's only one is
+        # tokenauth=true (user = delegation token id, password = its base64 HMAC)
+        for k, v in (extensions or {}).items():
+            self._bare += ",%s=%s" % (k, v)
         self._state = "first"
         self.complete = False
 
@@ -105,11 +110,11 @@ class ScramClient:
         raise AuthenticationFailed("SCRAM client in unexpected state %s" % self._state)
 
 
-def sasl_client(mechanism: str, user: str, password: str):
+def sasl_client(mechanism: str, user: str, password: str, extensions: Optional[dict] = None):
     if mechanism == "PLAIN":
         return PlainClient(user, password)
     if mechanism in SCRAM_MECHANISMS:
-        return ScramClient(mechanism, user, password)
+        return ScramClient(mechanism, user, password, extensions=extensions)
     raise ValueError("no client for SASL mechanism %s" % mechanism)
 
 
@@ -229,13 +234,13 @@ async def authenticate(chan, security: InterBrokerSecurity) -> int:
     return lifetime
 
 
-def authenticate_sync(request, mechanism: str, user: str, password: str) -> None:
+def authenticate_sync(request, mechanism: str, user: str, password: str, extensions: Optional[dict] = None) -> None:
     """The same over a blocking client (``request(api_key, version, body)`` -> decoded answer),
     for tools and tests (pykbroker/testing's WireClient.request)."""
     resp = request(SASL_HANDSHAKE, HANDSHAKE_VERSION, {"mechanism": mechanism})
     if resp["error_code"]:
         raise AuthenticationFailed("SaslHandshake for %s refused (error %d)" % (mechanism, resp["error_code"]))
-    client = sasl_client(mechanism, user, password)
+    client = sasl_client(mechanism, user, password, extensions)
     token = client.first()
     while token is not None:
         resp = request(SASL_AUTHENTICATE, AUTHENTICATE_VERSION, {"auth_bytes": token})

@@ -9,8 +9,12 @@ The broker keeps only ``ScramCredential`` (salt, StoredKey, ServerKey, iteration
 password nor the salted password: the proof is checked as RFC 5802 §3 says (ClientKey = proof
 XOR HMAC(StoredKey, AuthMessage); H(ClientKey) must equal StoredKey), always, in constant time.
 Kafka's rules: only the ``n`` gs2 flag (no channel binding), an authorization id equal to the
-user, only the ``tokenauth`` extension (delegation tokens, not served here: refused), the final
-nonce equal to the server's, iterations of at least 4096.
+user, only the ``tokenauth`` extension, the final nonce equal to the server's, iterations of at
+least 4096.  With ``tokenauth=true`` the user name is a delegation token id and the credential
+is the token's (security/delegation_tokens.py: derived from its base64 HMAC); the authorization
+id is then the token owner's name and the exchange is token-authenticated (Kafka's
+ScramServerCallbackHandler with a DelegationTokenCredentialCallback); the session lifetime ends
+at the token's expiry timestamp, as Kafka's negotiated credential lifetime.
 """
 from __future__ import annotations
 
@@ -101,13 +105,18 @@ _PRINTABLE_NONCE = re.compile(r"^[\x21-\x2b\x2d-\x7e]+$")   # RFC 5802 printable
 class ScramServer:
     """One SCRAM exchange.  ``lookup(user, mechanism)`` returns the ScramCredential or None."""
 
-    def __init__(self, mechanism: str, lookup):
+    def __init__(self, mechanism: str, lookup, token_lookup=None):
         self.mechanism = mechanism
         self._hash = MECHANISMS[mechanism]
         self._lookup = lookup
+        # ``token_lookup(token id, mechanism)`` -> (ScramCredential, owner principal, expiry ms)
+        # or None (DelegationTokenManager.scram_lookup); None: no delegation tokens
+        self._token_lookup = token_lookup
         self._state = "client_first"
         self.complete = False
         self.authorization_id: str | None = None
+        self.token_authenticated = False
+        self.token_expiry_ms: int | None = None
 
     def _fail(self):
         # Kafka's answer to bad credentials at any step: the same text whether the user is
@@ -150,15 +159,22 @@ class ScramServer:
             extensions[k] = v
         if set(extensions) - {"tokenauth"}:
             raise AuthenticationFailed("Unsupported extensions will not be handled by the server")
-        if extensions.get("tokenauth", "false").lower() == "true":
-            # delegation tokens are not served (SKIPPED.md): no token can match
-            raise self._fail()
+        tokenauth = extensions.get("tokenauth", "false").lower() == "true"
         if authzid and _decode_saslname(authzid) != user:
             raise AuthenticationFailed("Authentication failed: Client requested an authorization id that is "
                                        "different from username", passthrough=True)
-        cred = self._lookup(user, self.mechanism)
-        if cred is None:
-            raise self._fail()
+        if tokenauth:
+            found = self._token_lookup(user, self.mechanism) if self._token_lookup is not None else None
+            if found is None:   # unknown (or removed) token, or tokens disabled
+                raise self._fail()
+            cred, owner, self.token_expiry_ms = found
+            # Kafka's principal builder makes User:<authorization id> of the owner's name
+            self._owner_name = owner.partition(":")[2]
+        else:
+            cred = self._lookup(user, self.mechanism)
+            if cred is None:
+                raise self._fail()
+        self._tokenauth = tokenauth
         self._user, self._cred, self._gs2 = user, cred, gs2
         self._nonce = nonce + secrets.token_urlsafe(24)   # no "," in the URL-safe alphabet
         server_first = "r=%s,s=%s,i=%d" % (self._nonce, base64.b64encode(cred.salt).decode(), cred.iterations)
@@ -190,7 +206,11 @@ class ScramServer:
         if not hmac.compare_digest(hashlib.new(self._hash, client_key).digest(), cred.stored_key):
             raise self._fail()
         server_signature = _hmac(self._hash, cred.server_key, auth_message)
-        self.authorization_id = self._user
+        if self._tokenauth:
+            self.authorization_id = self._owner_name
+            self.token_authenticated = True
+        else:
+            self.authorization_id = self._user
         self.complete = True
         self._state = "complete"
         return b"v=" + base64.b64encode(server_signature)

@@ -98,6 +98,13 @@ class SaslDispatcher(Dispatcher):
                            logging.INFO)
 
 
+def _token_lookup(broker):
+    """SCRAM ``tokenauth=true`` credentials of the broker's delegation tokens, or None when they
+    are disabled (no ``delegation.token.secret.key``)."""
+    tm = getattr(broker, "token_manager", None)
+    return tm.scram_lookup if tm is not None and tm.enabled else None
+
+
 class SecureConnection(Connection):
     """A connection of a listener with security (``sec``: security/listeners.ListenerSecurity)."""
 
@@ -111,10 +118,18 @@ class SecureConnection(Connection):
             cfg = broker.config
             self.authenticator = SaslAuthenticator(
                 sec, controller.scram_credential, self.peer, cfg["connection.failed.authentication.delay.ms"],
-                broker.clock.time_ms, getattr(broker, "auth_stats", None))
+                broker.clock.time_ms, getattr(broker, "auth_stats", None),
+                _token_lookup(broker))
             self.dispatcher = SaslDispatcher(broker.handlers, cfg["socket.request.max.bytes"], broker, self,
                                              self.peer, getattr(broker, "faults", None), self.authenticator,
                                              cfg["sasl.server.max.receive.size"])
+
+    @property
+    def token_authenticated(self) -> bool:
+        """Authenticated with a delegation token (SCRAM tokenauth=true): Kafka's
+        KafkaPrincipal.tokenAuthenticated."""
+        a = self.authenticator
+        return a is not None and a.token_authenticated
 
     @property
     def principal(self) -> str:

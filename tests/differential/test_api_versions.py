@@ -28,9 +28,6 @@ def ranges(target):
 # differences allowed in ``test_same_ranges_as_kafka`` (the same list lives in SKIPPED.md).
 # key -> (pykbroker's range or None when not advertised, why).
 EXCLUDED = {
-    # security (a later issue): delegation tokens
-    38: (None, "security: CreateDelegationToken"), 39: (None, "security: RenewDelegationToken"),
-    40: (None, "security: ExpireDelegationToken"), 41: (None, "security: DescribeDelegationToken"),
     # KRaft-internal: the quorum, its voters and features (pykbroker has no KRaft quorum)
     55: (None, "KRaft: DescribeQuorum"), 57: (None, "KRaft: UpdateFeatures"), 64: (None, "KRaft: UnregisterBroker"),
     80: (None, "KRaft: AddRaftVoter"), 81: (None, "KRaft: RemoveRaftVoter"), 94: (None, "KRaft: UnregisterController"),

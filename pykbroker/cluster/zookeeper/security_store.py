@@ -42,6 +42,15 @@ ACL bindings (AK ``AclAuthorizer``, ``ZkData`` ``ZkAclStore``, ``AclEntry``):
   ``/kafka-acl-extended-changes/acl_changes_<seq>`` = ``{"version":1,"resourceType":"TOPIC",
   "name":..,"patternType":"PREFIXED"}`` (ExtendedAclChangeEvent); every broker's authorizer
   re-reads the resources named by new notices.
+Delegation tokens (AK 3.9 ``DelegationTokenManagerZk``, ``ZkData`` ``DelegationTokensZNode``,
+``DelegationTokenChangeNotificationZNode``), only when ``delegation.token.secret.key`` is set:
+- ``/delegation_token/tokens/<token id>`` = Kafka's token JSON (version 3: owner, tokenRequester,
+  renewers sanitized, issue/max/expiry timestamps, tokenId; never the HMAC, which every broker
+  derives from the id and the shared secret), created or replaced on create/renew/expire and
+  deleted when a token expires or is expired;
+- then a notice ``/delegation_token/token_changes/token_change_<seq>`` whose data is the token
+  id; every broker re-reads the token it names (gone = removed) into its token cache, so a token
+  created through one broker authenticates on all.
 Handled notices older than 15 minutes are deleted, as Kafka's listeners do.
 
 The controller (``ZkController``) owns the in-memory credentials, quotas and bindings
@@ -72,6 +81,9 @@ ACL_CHANGES = "/kafka-acl-changes"
 ACL_EXTENDED_CHANGES = "/kafka-acl-extended-changes"
 ACL_CHANGE_PREFIX = "acl_changes_"
 CONFIG_CHANGE_PREFIX = "config_change_"
+DT_TOKENS = "/delegation_token/tokens"
+DT_CHANGES = "/delegation_token/token_changes"
+DT_CHANGE_PREFIX = "token_change_"
 SCRAM_KEYS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 # Kafka's changeExpirationMs of its notification listeners: handled notices older than this are
 # deleted (by whichever broker handles a later change first)
@@ -261,11 +273,13 @@ def _seq(child: str) -> int:
 
 
 class SecurityStore:
-    def __init__(self, owner, zk: Z.ZkSession, events, acls_on: bool = False):
+    def __init__(self, owner, zk: Z.ZkSession, events, acls_on: bool = False, tokens_on: bool = False):
         self.owner = owner     # the ZkController: its _scram and _acls are what this role changes
         # ACL znodes and their notices only with an authorizer (as Kafka: AclAuthorizer makes
         # them; without one the ACL APIs answer SECURITY_DISABLED)
         self.acls_on = acls_on
+        # the token znodes only with delegation.token.secret.key (Kafka's tokenAuthEnabled)
+        self.tokens_on = tokens_on
         self.zk = zk
         self.events = events
         # the last notice handled per change path (Kafka's lastExecutedChange)
@@ -285,6 +299,10 @@ class SecurityStore:
             for path in (ACL_CHANGES, ACL_EXTENDED_CHANGES):
                 await self.zk.call("ensure_path", path)
         followed = [(Z.CONFIG_CHANGES, CONFIG_CHANGE_PREFIX)]
+        if self.tokens_on:
+            for path in (DT_TOKENS, DT_CHANGES):
+                await self.zk.call("ensure_path", path)
+            followed.append((DT_CHANGES, DT_CHANGE_PREFIX))
         if self.acls_on:
             followed += [(ACL_CHANGES, ACL_CHANGE_PREFIX), (ACL_EXTENDED_CHANGES, ACL_CHANGE_PREFIX)]
         for path, prefix in followed:
@@ -297,6 +315,14 @@ class SecurityStore:
                 scram[desanitize(child)] = creds
         self.owner._scram = scram
         await self._load_quotas()
+        if self.tokens_on:
+            tokens = {}
+            for token_id in await self.zk.call("get_children", DT_TOKENS):
+                info = await self._read_token(token_id)
+                if info is not None:
+                    tokens[token_id] = info
+            self.owner._tokens = tokens
+            self.owner._publish_tokens(upserts=list(tokens.values()))
         if not self.acls_on:
             return
         acls = set()
@@ -337,6 +363,8 @@ class SecurityStore:
     def watch(self) -> None:
         post = self.events.post
         self.zk.children_watch(Z.CONFIG_CHANGES, lambda ch: post(("security_changes", Z.CONFIG_CHANGES, ch)))
+        if self.tokens_on:
+            self.zk.children_watch(DT_CHANGES, lambda ch: post(("security_changes", DT_CHANGES, ch)))
         if not self.acls_on:
             return
         self.zk.children_watch(ACL_CHANGES, lambda ch: post(("security_changes", ACL_CHANGES, ch)))
@@ -344,7 +372,7 @@ class SecurityStore:
 
     async def on_changes(self, path: str, children: list) -> None:
         """New notices under ``path``: re-read what they name, in sequence order."""
-        prefix = CONFIG_CHANGE_PREFIX if path == Z.CONFIG_CHANGES else ACL_CHANGE_PREFIX
+        prefix = {Z.CONFIG_CHANGES: CONFIG_CHANGE_PREFIX, DT_CHANGES: DT_CHANGE_PREFIX}.get(path, ACL_CHANGE_PREFIX)
         last = self._last.get(path, -1)
         new = sorted((s, c) for c in children if c.startswith(prefix) and (s := _seq(c)) > last)
         for seq, child in new:
@@ -352,7 +380,9 @@ class SecurityStore:
             self._last[path] = seq
             if data is None:
                 continue
-            if path == Z.CONFIG_CHANGES:
+            if path == DT_CHANGES:
+                await self.refresh_token(data.decode("utf-8", "replace"))
+            elif path == Z.CONFIG_CHANGES:
                 try:
                     entity = json.loads(data).get("entity_path", "")
                 except ValueError:
@@ -441,7 +471,60 @@ class SecurityStore:
         if add or rem:
             self.owner._publish_acls(add, rem)
 
+    async def _read_token(self, token_id: str):
+        from ...security.delegation_tokens import TokenInformation
+        data = await self._get("%s/%s" % (DT_TOKENS, token_id))
+        if not data:
+            return None
+        try:
+            return TokenInformation.from_json(json.loads(data))
+        except (ValueError, KeyError, TypeError) as e:
+            log.warning("delegation token znode %s not understood, ignored: %s", token_id, e)
+            return None
+
+    async def refresh_token(self, token_id: str) -> None:
+        """Kafka's TokenChangedNotificationHandler: re-read one token (gone = removed)."""
+        if "/" in token_id or not token_id:
+            return
+        info = await self._read_token(token_id)
+        if info is None:
+            if token_id in self.owner._tokens:
+                self.owner._store_tokens(removals=[token_id])
+                self.owner._publish_tokens(removals=[token_id])
+        elif self.owner._tokens.get(token_id) != info:
+            self.owner._store_tokens(upserts=[info])
+            self.owner._publish_tokens(upserts=[info])
+
     # ------------------------------------------------------------------ writes
+    async def alter_delegation_tokens(self, upserts=(), removals=()) -> None:
+        """Per token: its znode created, replaced or deleted together with a change notice
+        naming it (one transaction), then this broker's cache refreshed from ZooKeeper."""
+        from kazoo.exceptions import NodeExistsError, NoNodeError
+        for info in upserts:
+            path = "%s/%s" % (DT_TOKENS, info.token_id)
+            data = json.dumps(info.to_json(), separators=(",", ":")).encode()
+            while True:
+                t = self.zk.client.transaction()
+                if await self.zk.call("exists", path) is None:
+                    t.create(path, data)
+                else:
+                    t.set_data(path, data)
+                t.create("%s/%s" % (DT_CHANGES, DT_CHANGE_PREFIX), info.token_id.encode(), sequence=True)
+                results = await self.zk.run(t.commit)
+                if any(isinstance(r, (NodeExistsError, NoNodeError)) for r in results):
+                    continue   # created or deleted meanwhile through another broker: again
+                _raise_first(results)
+                break
+            await self.refresh_token(info.token_id)
+        for token_id in removals:
+            t = self.zk.client.transaction()
+            t.delete("%s/%s" % (DT_TOKENS, token_id))
+            t.create("%s/%s" % (DT_CHANGES, DT_CHANGE_PREFIX), token_id.encode(), sequence=True)
+            results = await self.zk.run(t.commit)
+            if not any(isinstance(r, NoNodeError) for r in results):   # gone already: fine
+                _raise_first(results)
+            await self.refresh_token(token_id)
+
     async def _change_entity_config(self, entity_path: str, apply) -> None:
         """Kafka's AdminZkClient.changeConfigs for one config entity (``users/alice``,
         ``clients/app``, ...): ``apply(cfg)`` edits the znode's config map in place (keys it does

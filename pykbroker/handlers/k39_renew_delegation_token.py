@@ -1,0 +1,37 @@
+"""RenewDelegationToken (key 39), versions 1-2 (Kafka 4.4's range).
+
+Behaviour (Apache Kafka 4.4: KafkaApis/ControllerApis.handleRenewDelegationTokenRequest, then
+DelegationTokenControlManager.renewDelegationToken; security/delegation_tokens.py):
+- a token-authenticated requester, a PLAINTEXT listener or one-way SSL:
+  DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, expiry -1;
+- then, at the controller (expiry 0 on error, the response's default): no secret key
+  DELEGATION_TOKEN_AUTH_DISABLED; no token with this HMAC DELEGATION_TOKEN_NOT_FOUND; its
+  expiry or max timestamp before now DELEGATION_TOKEN_EXPIRED; the requester neither owner nor
+  renewer DELEGATION_TOKEN_OWNER_MISMATCH;
+- success: expiry = min(max timestamp, now + (``renew_period_ms`` if > 0, capped by
+  ``delegation.token.expiry.time.ms``, else that default)), stored before the answer.
+"""
+from __future__ import annotations
+
+from ..protocol.errors import ErrorCode
+from ..security.delegation_tokens import ERROR_TIMESTAMP
+from .token_requests import manager, principal, token_requests_allowed
+
+API_KEY = 39
+MIN_VERSION = 1
+MAX_VERSION = 2
+
+
+async def handle(ctx, request):
+    if not token_requests_allowed(ctx):
+        return {"error_code": int(ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED),
+                "expiry_timestamp_ms": ERROR_TIMESTAMP, "throttle_time_ms": 0}
+    tm = manager(ctx)
+    if tm is None:
+        return {"error_code": int(ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED), "expiry_timestamp_ms": 0,
+                "throttle_time_ms": 0}
+    code, expiry, info = tm.renew(principal(ctx), bytes(request["hmac"]), request["renew_period_ms"])
+    if info is not None:
+        await ctx.broker.controller.alter_delegation_tokens(upserts=[info])
+    return {"error_code": int(code), "expiry_timestamp_ms": expiry if expiry is not None else 0,
+            "throttle_time_ms": 0}

@@ -1,0 +1,40 @@
+"""ExpireDelegationToken (key 40), versions 1-2 (Kafka 4.4's range).
+
+Behaviour (Apache Kafka 4.4: KafkaApis/ControllerApis.handleExpireDelegationTokenRequest, then
+DelegationTokenControlManager.expireDelegationToken; security/delegation_tokens.py):
+- a token-authenticated requester, a PLAINTEXT listener or one-way SSL:
+  DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, expiry -1;
+- then, at the controller (expiry 0 on error): no secret key DELEGATION_TOKEN_AUTH_DISABLED; no
+  token with this HMAC DELEGATION_TOKEN_NOT_FOUND; the requester neither owner nor renewer
+  DELEGATION_TOKEN_OWNER_MISMATCH;
+- a negative ``expiry_time_period_ms`` removes the token at once (answer: now); else an
+  already expired token answers DELEGATION_TOKEN_EXPIRED, and a live one gets expiry =
+  min(max timestamp, now + period) (0: now; the expiry check then removes it), stored before
+  the answer.
+"""
+from __future__ import annotations
+
+from ..protocol.errors import ErrorCode
+from ..security.delegation_tokens import ERROR_TIMESTAMP
+from .token_requests import manager, principal, token_requests_allowed
+
+API_KEY = 40
+MIN_VERSION = 1
+MAX_VERSION = 2
+
+
+async def handle(ctx, request):
+    if not token_requests_allowed(ctx):
+        return {"error_code": int(ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED),
+                "expiry_timestamp_ms": ERROR_TIMESTAMP, "throttle_time_ms": 0}
+    tm = manager(ctx)
+    if tm is None:
+        return {"error_code": int(ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED), "expiry_timestamp_ms": 0,
+                "throttle_time_ms": 0}
+    code, expiry, info, removed = tm.expire(principal(ctx), bytes(request["hmac"]),
+                                            request["expiry_time_period_ms"])
+    if info is not None or removed is not None:
+        await ctx.broker.controller.alter_delegation_tokens(
+            upserts=[info] if info is not None else [], removals=[removed] if removed is not None else [])
+    return {"error_code": int(code), "expiry_timestamp_ms": expiry if expiry is not None else 0,
+            "throttle_time_ms": 0}
