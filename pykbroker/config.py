@@ -366,7 +366,9 @@ class _ProtocolMap(_Validator):
 # ZooKeeper-mode keys of Kafka 3.x that Kafka 4.x removed (see the cluster section below).
 ZK_ERA_KEYS = frozenset({"zookeeper.connect", "zookeeper.session.timeout.ms", "zookeeper.connection.timeout.ms",
                          "controlled.shutdown.max.retries", "controlled.shutdown.retry.backoff.ms",
-                         "leader.imbalance.per.broker.percentage"})
+                         "leader.imbalance.per.broker.percentage",
+                         # the deprecated name of delegation.token.secret.key, removed by 4.0
+                         "delegation.token.master.key"})
 
 # The authorizer's own configs: Kafka reads them from the broker's properties in the authorizer
 # (StandardAuthorizer.configure), not as KafkaConfig keys, so DescribeConfigs never lists them;
@@ -567,8 +569,10 @@ _DEFS = [
     # --- delegation tokens (security/delegation_tokens.py): enabled only with a secret key, as Kafka
     ConfigDef("delegation.token.secret.key", "password", None,
               "Secret that signs delegation tokens (HmacSHA512); unset: delegation tokens disabled."),
+    # Kafka 3.x's deprecated name, dropped by Kafka 4.0 (its DescribeConfigs no longer lists it):
+    # still read as the fallback so a server.properties written for 3.x keeps its tokens
     ConfigDef("delegation.token.master.key", "password", None,
-              "Deprecated name of delegation.token.secret.key (used when that is not set)."),
+              "Deprecated name of delegation.token.secret.key (used when that is not set).", internal=True),
     ConfigDef("delegation.token.max.lifetime.ms", "long", 604800000,
               "Longest lifetime of a delegation token (renewals never pass it).", validator=_ge(1)),
     ConfigDef("delegation.token.expiry.time.ms", "long", 86400000,

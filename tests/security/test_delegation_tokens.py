@@ -215,6 +215,17 @@ def test_disabled_without_a_secret_key(tmp_path):
         assert not _token_login(b, {"token_id": "abc", "hmac": b"x" * 64})
 
 
+def test_deprecated_master_key_enables_tokens(tmp_path):
+    """Kafka 3.x's delegation.token.master.key (removed by 4.0, unlisted here) is still read
+    when delegation.token.secret.key is not set."""
+    with pykbroker.Broker(security="SASL_PLAINTEXT", users=USERS, log_dir=str(tmp_path),
+                          mechanisms=["PLAIN", "SCRAM-SHA-512"],
+                          config=dict(TEST_CONFIG, **{"delegation.token.master.key": "old-name"})) as b:
+        with _login(b, "alice") as c:
+            tok = _create(c)
+        assert tok["error_code"] == 0 and _token_login(b, tok)
+
+
 AUTHORIZER = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
               "super.users": "User:admin"}
 
