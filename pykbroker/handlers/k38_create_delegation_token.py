@@ -17,11 +17,15 @@ controller's DelegationTokenControlManager.createDelegationToken; security/deleg
 """
 from __future__ import annotations
 
+import logging
+
 from ..acl.bindings import CREATE_TOKENS, USER
 from ..acl.check import allowed
 from ..protocol.errors import ErrorCode
 from ..security.delegation_tokens import split_principal
 from .token_requests import manager, principal, token_requests_allowed
+
+log = logging.getLogger("pykbroker.security")
 
 API_KEY = 38
 MIN_VERSION = 1
@@ -58,5 +62,7 @@ async def handle(ctx, request):
     if info is None:
         return _answer(code, owner, requester, ts=0)
     await ctx.broker.controller.alter_delegation_tokens(upserts=[info])
+    # Kafka's line (never the HMAC: with the id it is the token's password)
+    log.info("Created a delegation token: %s for owner: %s (requester %s)", info.token_id, owner, requester)
     return _answer(ErrorCode.NONE, owner, requester, token_id=info.token_id, hmac=hmac,
                    issue=info.issue_timestamp, expiry=info.expiry_timestamp, max_ts=info.max_timestamp)

@@ -13,9 +13,13 @@ DelegationTokenControlManager.renewDelegationToken; security/delegation_tokens.p
 """
 from __future__ import annotations
 
+import logging
+
 from ..protocol.errors import ErrorCode
 from ..security.delegation_tokens import ERROR_TIMESTAMP
 from .token_requests import manager, principal, token_requests_allowed
+
+log = logging.getLogger("pykbroker.security")
 
 API_KEY = 39
 MIN_VERSION = 1
@@ -33,5 +37,6 @@ async def handle(ctx, request):
     code, expiry, info = tm.renew(principal(ctx), bytes(request["hmac"]), request["renew_period_ms"])
     if info is not None:
         await ctx.broker.controller.alter_delegation_tokens(upserts=[info])
+        log.info("Delegation token %s of %s renewed by %s until %d", info.token_id, info.owner, principal(ctx), expiry)
     return {"error_code": int(code), "expiry_timestamp_ms": expiry if expiry is not None else 0,
             "throttle_time_ms": 0}

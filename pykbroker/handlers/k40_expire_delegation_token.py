@@ -14,9 +14,13 @@ DelegationTokenControlManager.expireDelegationToken; security/delegation_tokens.
 """
 from __future__ import annotations
 
+import logging
+
 from ..protocol.errors import ErrorCode
 from ..security.delegation_tokens import ERROR_TIMESTAMP
 from .token_requests import manager, principal, token_requests_allowed
+
+log = logging.getLogger("pykbroker.security")
 
 API_KEY = 40
 MIN_VERSION = 1
@@ -36,5 +40,7 @@ async def handle(ctx, request):
     if info is not None or removed is not None:
         await ctx.broker.controller.alter_delegation_tokens(
             upserts=[info] if info is not None else [], removals=[removed] if removed is not None else [])
+        log.info("Delegation token %s expired by %s (%s)", removed or info.token_id, principal(ctx),
+                 "removed" if removed else "expiry %d" % expiry)
     return {"error_code": int(code), "expiry_timestamp_ms": expiry if expiry is not None else 0,
             "throttle_time_ms": 0}

@@ -40,15 +40,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac as _hmac
-import logging
 import os
 from dataclasses import dataclass, replace
-from typing import Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from ..protocol.errors import ErrorCode
 from .scram import MECHANISMS, MIN_ITERATIONS, ScramCredential, new_credential
-
-log = logging.getLogger("pykbroker.security")
 
 USER_TYPE = "User"
 # Kafka's DelegationTokenManager.ErrorTimestamp: the expiry answered with a refused request
@@ -121,7 +118,7 @@ def new_token_id() -> str:
             return text
 
 
-def secret_key(config) -> Optional[str]:
+def secret_key(config: Any) -> Optional[str]:
     """``delegation.token.secret.key``, else the deprecated ``delegation.token.master.key``;
     None (tokens disabled) when neither is set or it is empty (Kafka's tokenAuthEnabled)."""
     for key in ("delegation.token.secret.key", "delegation.token.master.key"):
@@ -149,7 +146,7 @@ class DelegationTokenManager:
         self._scram: dict[str, dict[str, ScramCredential]] = {}   # token id -> mechanism -> credential
 
     @classmethod
-    def from_config(cls, config, now_ms: Callable[[], int]) -> "DelegationTokenManager":
+    def from_config(cls, config: Any, now_ms: Callable[[], int]) -> "DelegationTokenManager":
         return cls(secret_key(config), config["delegation.token.max.lifetime.ms"],
                    config["delegation.token.expiry.time.ms"], config["delegation.token.expiry.check.interval.ms"],
                    now_ms)
@@ -193,7 +190,7 @@ class DelegationTokenManager:
         token_id = self._by_hmac.get(base64.b64encode(bytes(hmac)).decode())
         return self._tokens.get(token_id) if token_id is not None else None
 
-    def scram_lookup(self, token_id: str, mechanism: str):
+    def scram_lookup(self, token_id: str, mechanism: str) -> Optional[tuple[ScramCredential, str, int]]:
         """For SCRAM ``tokenauth=true``: (credential, owner principal, expiry timestamp) or None
         (Kafka's ScramServerCallbackHandler with a DelegationTokenCredentialCallback)."""
         creds = self._scram.get(token_id)
@@ -203,7 +200,8 @@ class DelegationTokenManager:
         return creds[mechanism], info.owner, info.expiry_timestamp
 
     # ------------------------------------------------------------------ decisions
-    def create(self, owner: str, requester: str, renewers: list, max_lifetime_ms: int):
+    def create(self, owner: str, requester: str, renewers: list,
+               max_lifetime_ms: int) -> tuple[ErrorCode, Optional[TokenInformation], bytes]:
         """(error code, TokenInformation to store or None, hmac)."""
         if self.secret is None:
             return ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED, None, b""
@@ -217,7 +215,8 @@ class DelegationTokenManager:
         info = TokenInformation(token_id, owner, requester, tuple(renewers), now, max_ts, expiry)
         return ErrorCode.NONE, info, create_hmac(self.secret, token_id)
 
-    def renew(self, principal: str, hmac: bytes, period_ms: int):
+    def renew(self, principal: str, hmac: bytes,
+              period_ms: int) -> tuple[ErrorCode, Optional[int], Optional[TokenInformation]]:
         """(error code, new expiry or None, TokenInformation to store or None)."""
         if self.secret is None:
             return ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED, None, None
@@ -233,7 +232,8 @@ class DelegationTokenManager:
         expiry = min(info.max_timestamp, now + life)
         return ErrorCode.NONE, expiry, replace(info, expiry_timestamp=expiry)
 
-    def expire(self, principal: str, hmac: bytes, period_ms: int):
+    def expire(self, principal: str, hmac: bytes, period_ms: int
+               ) -> tuple[ErrorCode, Optional[int], Optional[TokenInformation], Optional[str]]:
         """(error code, expiry answered or None, TokenInformation to store or None, token id to
         remove or None)."""
         if self.secret is None:
