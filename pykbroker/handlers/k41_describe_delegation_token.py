@@ -5,9 +5,9 @@ DelegationTokenManager.filterToken; security/delegation_tokens.py):
 - a token-authenticated requester, a PLAINTEXT listener or one-way SSL:
   DELEGATION_TOKEN_REQUEST_NOT_ALLOWED; no secret key: DELEGATION_TOKEN_AUTH_DISABLED; both
   with no tokens;
-- ``owners`` an empty list: no tokens; null: every owner; else the tokens owned or renewable by
-  one of the principals named;
-- of those, the requester sees the tokens it owns or may renew, and the others only with
+- ``owners`` an empty list: no tokens; null: every owner; else the tokens owned, requested
+  (KIP-373) or renewable by one of the principals named (Kafka's TokenInformation.ownerOrRenewer);
+- of those, the requester sees the tokens it owns, requested or may renew, and the others only with
   DESCRIBE on the DELEGATION_TOKEN resource named by the token id, or DESCRIBE_TOKENS on the
   USER resource of the owner (without an authorizer every check allows: every token);
 - each token with its owner, requester (v3), timestamps, id, HMAC and renewers; ordered by

@@ -64,7 +64,13 @@ class TokenInformation:
     expiry_timestamp: int
 
     def owner_or_renewer(self, principal: str) -> bool:
+        """May renew or expire it (the controller's allowedToRenew: not the requester)."""
         return principal == self.owner or principal in self.renewers
+
+    def involves(self, principal: str) -> bool:
+        """Kafka's TokenInformation.ownerOrRenewer, which Describe uses: the owner, the
+        requester (KIP-373) or a renewer."""
+        return principal == self.owner or principal == self.requester or principal in self.renewers
 
     def expired(self, now_ms: int) -> bool:
         # Kafka compares with "<": a token is still valid at exactly its expiry timestamp
@@ -259,15 +265,16 @@ class DelegationTokenManager:
     def visible(self, requester: str, owners: Optional[list], may_describe_token: Callable[[str], bool],
                 may_describe_owner_tokens: Callable[[str], bool]) -> list[TokenInformation]:
         """Kafka's DelegationTokenManager.filterToken over every token: those of the owners
-        named (each token owned or renewable by one of them; None = every owner), and of
-        those, the requester's own and renewable ones, plus those it may DESCRIBE
+        named (each token owned, requested or renewable by one of them; None = every owner),
+        and of those, the ones the requester owns, requested or may renew, plus those it may
+        DESCRIBE
         (DELEGATION_TOKEN resource = the token id) or whose owner it may DESCRIBE_TOKENS
         (USER resource = the owner principal)."""
         out = []
         for t in self.tokens():
-            if owners is not None and not any(t.owner_or_renewer(o) for o in owners):
+            if owners is not None and not any(t.involves(o) for o in owners):
                 continue
-            if t.owner_or_renewer(requester) or may_describe_token(t.token_id) \
+            if t.involves(requester) or may_describe_token(t.token_id) \
                     or may_describe_owner_tokens(t.owner):
                 out.append(t)
         return out

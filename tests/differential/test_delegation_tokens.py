@@ -295,3 +295,61 @@ def test_disabled_without_secret_key(pyk_off, kafka_off, api, version, body):
         return _shape(r) if api == 38 else r
     p, k = run(pyk_off), run(kafka_off)
     assert p == k, explain(p, k)
+
+
+# ---------------------------------------------------------------------------------- authorizer
+AUTHZ = dict(ENABLED, **{"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                         # ANONYMOUS: the brokers' own PLAINTEXT listener (Kafka's inter-broker
+                         # and readiness traffic); the clients here all log in with SASL
+                         "super.users": "User:admin;User:ANONYMOUS"})
+USER_RT, TOKEN_RT, LITERAL, ALLOW = 7, 6, 3, 3
+CREATE_TOKENS, DESCRIBE_TOKENS, DESCRIBE = 13, 14, 8
+
+
+@pytest.fixture(scope="module")
+def kafka_authz(tmp_path_factory):
+    yield from kafka_with_sasl_listener(tmp_path_factory.mktemp("kafka-tokens-authz"), AUTHZ)
+
+
+@pytest.fixture(scope="module")
+def pyk_authz():
+    yield from pykbroker_with_sasl_listener(AUTHZ)
+
+
+def _allow(side, principal, op, rtype, name):
+    with _login(side, "admin") as c:
+        r = c.request(30, 3, {"creations": [{"resource_type": rtype, "resource_name": name,
+                                             "resource_pattern_type": LITERAL, "principal": principal,
+                                             "host": "*", "operation": op, "permission_type": ALLOW}]})
+    assert [x["error_code"] for x in r["results"]] == [0], r
+    time.sleep(1.0)   # Kafka's brokers learn the binding from the metadata log a moment later
+
+
+def test_authorizer_create_tokens_and_describe(pyk_authz, kafka_authz):
+    """KIP-373's CREATE_TOKENS on the owner's USER resource, and which tokens Describe shows
+    without and with DESCRIBE on the token / DESCRIBE_TOKENS on the owner."""
+    def run(side):
+        out = []
+        out.append(("alice for bob, no ACL", _shape(_create(side, user="alice", owner=("User", "bob")))))
+        _allow(side, "User:alice", CREATE_TOKENS, USER_RT, "User:bob")
+        for_bob = _create(side, user="alice", owner=("User", "bob"))
+        out.append(("alice for bob, with CREATE_TOKENS", _shape(for_bob)))
+        own = _create(side, user="alice", renewers=[("User", "carol")])
+        bob2 = _create(side, user="bob")
+        mine = [for_bob["token_id"], own["token_id"], bob2["token_id"]]
+        with _login(side, "alice") as alice:
+            out.append(("alice sees", _describe_shape(alice.request(41, 3, {"owners": None}), mine)))
+            out.append(("alice owners=[alice]", _describe_shape(
+                alice.request(41, 3, {"owners": [{"principal_type": "User", "principal_name": "alice"}]}), mine)))
+            out.append(("requester renews", alice.request(39, 2, {"hmac": for_bob["hmac"], "renew_period_ms": 1000})))
+            _allow(side, "User:alice", DESCRIBE, TOKEN_RT, bob2["token_id"])
+            out.append(("alice with DESCRIBE on bob's token", _describe_shape(alice.request(41, 3, {"owners": None}), mine)))
+            _allow(side, "User:alice", DESCRIBE_TOKENS, USER_RT, "User:bob")
+            out.append(("alice with DESCRIBE_TOKENS on bob", _describe_shape(alice.request(41, 3, {"owners": None}), mine)))
+        with _login(side, "bob") as bob:
+            out.append(("bob sees", _describe_shape(bob.request(41, 3, {"owners": None}), mine)))
+        with _login(side, "admin") as admin:
+            out.append(("admin sees", _describe_shape(admin.request(41, 3, {"owners": None}), mine)))
+        return out
+    p, k = run(pyk_authz), run(kafka_authz)
+    assert p == k, explain(p, k)

@@ -244,9 +244,12 @@ def test_authorizer_create_tokens_and_describe(tmp_path):
             assert (for_bob["error_code"], for_bob["principal_name"]) == (0, "bob")
             own = _create(alice, renewers=[("User", "carol")])
             assert own["error_code"] == 0
-            # the token for bob is bob's (not alice's: she only requested it)
+            # the token for bob is bob's; alice, its requester, sees it too (Kafka's ownerOrRenewer)
             assert _described(bob) == [for_bob["token_id"]]
-            assert _described(alice) == [own["token_id"]]
+            assert _described(alice) == sorted([own["token_id"], for_bob["token_id"]])
+            # ... but may not renew it (the controller's allowedToRenew: owner and renewers only)
+            assert alice.request(39, 2, {"hmac": for_bob["hmac"], "renew_period_ms": 1})["error_code"] == \
+                ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH
             assert _described(carol) == [own["token_id"]]   # a renewer
             assert _described(carol, owners=["bob"]) == []
             b.acls.allow("User:carol", "DESCRIBE", resource_type="DELEGATION_TOKEN", name=for_bob["token_id"])
