@@ -317,6 +317,13 @@ NO_ROW = {
     17: "SaslHandshake: authentication, before any principal",
     18: "ApiVersions: served to everyone, as Kafka",
     36: "SaslAuthenticate: authentication, before any principal",
+    # the delegation-token APIs refuse this table's PLAINTEXT connections (Kafka's allowTokenRequests);
+    # their ACLs are tested on SASL in tests/security/test_delegation_tokens.py and against Kafka 4.4
+    # in tests/differential/test_delegation_tokens.py::test_authorizer_create_tokens_and_describe
+    38: "CreateDelegationToken: CREATE_TOKENS on USER:<owner> only for another owner (KIP-373)",
+    39: "RenewDelegationToken: no ACL, the token's owner and renewers (Kafka's allowedToRenew)",
+    40: "ExpireDelegationToken: no ACL, the token's owner and renewers (Kafka's allowedToRenew)",
+    41: "DescribeDelegationToken: filters by DESCRIBE on the token / DESCRIBE_TOKENS on the owner, no error",
     60: "DescribeCluster needs no ACL; its authorized_operations are compared with Kafka (differential)",
     66: "ListTransactions filters by DESCRIBE on each transactional id, no error",
 }
