@@ -29,20 +29,11 @@ import uuid
 
 import pytest
 
-from tests import needs
-
-from pykbroker.local.broker_process import BrokerProcess
-
 from . import gobuild
 
 if gobuild.go_binary() is None:
     pytest.skip("no Go toolchain (go on PATH or /usr/local/go/bin/go): the franz-go scenarios of compat/go "
                 "need one", allow_module_level=True)
-
-OVERRIDES = {"group.initial.rebalance.delay.ms": "0"}
-CLUSTER_OVERRIDES = {**OVERRIDES, "zookeeper.session.timeout.ms": "6000", "default.replication.factor": "3",
-                     "min.insync.replicas": "2", "offsets.topic.num.partitions": "6",
-                     "transaction.state.log.num.partitions": "6", "transaction.state.log.min.isr": "2"}
 
 
 @pytest.fixture(scope="session")
@@ -50,27 +41,7 @@ def franzgo(gobin):
     return gobin / "franzgo"
 
 
-@pytest.fixture(scope="module")
-def single(tmp_path_factory):
-    b = BrokerProcess(str(tmp_path_factory.mktemp("fg-single")), OVERRIDES)
-    b.start()
-    yield {"bootstrap": b.bootstrap, "rf": 1}
-    b.stop()
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    needs.module("kazoo.client")
-    needs.require_zookeeper()
-    from pykbroker.local.cluster import Cluster
-    with Cluster(3, str(tmp_path_factory.mktemp("fg-cluster")), overrides=CLUSTER_OVERRIDES,
-                 zk_tick_time=500) as c:
-        yield {"bootstrap": c.bootstrap_servers, "rf": 3, "cluster": c}
-
-
-@pytest.fixture(params=["single", "cluster"])
-def target(request):
-    return request.getfixturevalue(request.param)
+# ``single``, ``cluster`` and ``target`` (each test on both): tests/go/conftest.py
 
 
 def _prefix(name):

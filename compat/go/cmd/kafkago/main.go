@@ -1,7 +1,7 @@
 // Command kafkago runs segmentio/kafka-go scenarios against a Kafka-protocol broker and prints
 // one JSON report of what the client read back (see compat/go/internal/scen).
 //
-//	kafkago -brokers host:port -scenario roundtrip|group [-prefix p] [-records n]
+//	kafkago -brokers host:port[,...] -scenario roundtrip|group [-prefix p] [-records n] [-rf n]
 //
 // kafka-go speaks mostly old API versions (Produce v2/v3, Fetch v2-v10 by what it negotiates)
 // and runs its own consumer group client; it has no idempotent or transactional producer.
@@ -28,6 +28,7 @@ var (
 	prefix   = flag.String("prefix", "kg", "topic/group name prefix")
 	records  = flag.Int("records", 300, "records produced (per codec for roundtrip)")
 	strategy = flag.String("balancer", "range", "group: range | roundrobin")
+	rf       = flag.Int("rf", 1, "replication factor of the topics created")
 	verbose  = flag.Bool("v", false, "kafka-go's error log lines on stderr")
 )
 
@@ -43,7 +44,7 @@ func errorLogger() kafka.Logger {
 func createTopic(ctx context.Context, topic string, partitions int) {
 	c := &kafka.Client{Addr: kafka.TCP(seeds()...), Timeout: 30 * time.Second}
 	r, err := c.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{
-		{Topic: topic, NumPartitions: partitions, ReplicationFactor: 1}}})
+		{Topic: topic, NumPartitions: partitions, ReplicationFactor: *rf}}})
 	if err != nil {
 		scen.Fail("create topic %s: %v", topic, err)
 	}

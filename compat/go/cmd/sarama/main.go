@@ -1,7 +1,7 @@
 // Command sarama runs IBM/sarama scenarios against a Kafka-protocol broker and prints one JSON
 // report of what the client read back (see compat/go/internal/scen).
 //
-//	sarama -brokers host:port -scenario roundtrip|idempotent|group [-prefix p] [-records n]
+//	sarama -brokers host:port[,...] -scenario roundtrip|idempotent|group|txn [-prefix p] [-records n] [-rf n]
 //
 // sarama speaks the API versions of its configured Kafka version (sarama.DefaultVersion,
 // 2.8.0, unless -kafka-version says otherwise): old Produce/Fetch versions, its own consumer
@@ -26,11 +26,14 @@ import (
 
 var (
 	brokers  = flag.String("brokers", "127.0.0.1:9092", "bootstrap servers, comma separated")
-	scenario = flag.String("scenario", "roundtrip", "roundtrip | idempotent | group")
+	scenario = flag.String("scenario", "roundtrip", "roundtrip | idempotent | group | txn")
 	prefix   = flag.String("prefix", "sa", "topic/group name prefix")
 	records  = flag.Int("records", 300, "records produced (per codec for roundtrip)")
 	strategy = flag.String("balancer", "range", "group: range | roundrobin | sticky")
 	version  = flag.String("kafka-version", "", "sarama's Config.Version (default: sarama.DefaultVersion)")
+	rf       = flag.Int("rf", 1, "replication factor of the topics created")
+	perTxn   = flag.Int("per-txn", 10, "txn: at most this many records per consume-transform-produce transaction")
+	txnHold  = flag.Duration("txn-hold", 10*time.Millisecond, "txn: how long each consume-transform-produce transaction stays open after its produces")
 	verbose  = flag.Bool("v", false, "sarama's log lines on stderr")
 )
 
@@ -60,7 +63,7 @@ func createTopic(topic string, partitions int32) {
 		scen.Fail("admin: %v", err)
 	}
 	defer adm.Close()
-	if err := adm.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: 1}, false); err != nil {
+	if err := adm.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: int16(*rf)}, false); err != nil {
 		scen.Fail("create topic %s: %v", topic, err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
@@ -400,6 +403,8 @@ func main() {
 		scen.Emit(runIdempotent())
 	case "group":
 		scen.Emit(runGroup())
+	case "txn":
+		scen.Emit(runTxn())
 	default:
 		scen.Fail("unknown scenario %q", *scenario)
 	}
