@@ -20,7 +20,8 @@ compat/go/cmd/sarama and cmd/kafkago report what the client read back.
   the group id alone for transactions retried after an abort), members leaving with an aborted
   transaction and joining while transactions are open: the output read_committed is exactly
   one record per committed input, in order, and the group's offsets end one past each input
-  partition's last record.
+  partition's last record.  (sarama sends a transaction's offsets only at CommitTxn, so the
+  aborted ones are the output records, never offsets.)
 
 sarama speaks the versions of Kafka 2.8 (its default ``Config.Version``: InitProducerId v4,
 AddPartitionsToTxn/AddOffsetsToTxn/EndTxn v3 (transaction version 1, explicit adds),

@@ -18,10 +18,13 @@ package main
 // for a transaction retried after an abort, AddOffsetsToTxn with the group id alone.  Every
 // fourth transaction is first aborted and then retried; the first member's last transaction of
 // each claim is aborted and the member leaves, so the next members must resume from the offsets
-// committed before it (an aborted offset commit that took effect loses records; aborted output
-// that became visible duplicates them).  The output read read_committed must be, per partition,
-// exactly "out-"+value of the committed inputs in order; the group's committed offsets exactly
-// one past each input partition's sentinel.
+// committed before it (aborted output that became visible would duplicate records, a commit
+// whose offsets did not take effect too).  sarama holds a transaction's offsets in the client
+// and sends AddOffsetsToTxn and TxnOffsetCommit only at CommitTxn (AbortTxn drops them), so an
+// aborted transaction's offsets never reach the broker; its output records do, and are aborted.
+// The output read read_committed must be, per partition, exactly "out-"+value of the committed
+// inputs in order; the group's committed offsets exactly one past each input partition's
+// sentinel.
 
 import (
 	"context"
