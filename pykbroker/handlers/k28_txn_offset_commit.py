@@ -20,7 +20,9 @@ Behaviour (Apache Kafka 4.4, KafkaApis.handleTxnOffsetCommitRequest and the grou
   ADD_PARTITION operation for TxnOffsetCommit v5+).
 - v3+ (KIP-447) with a generation / member id: the member must belong to the group with that
   generation (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID), as for OffsetCommit;
-  generation -1 without a member id skips the check.  A generation for a group that does not
+  generation -1 without a member id skips the check.  The group's state is not checked (a
+  classic group in CompletingRebalance takes the commit: no REBALANCE_IN_PROGRESS, unlike
+  OffsetCommit), and the commit is no heartbeat.  A generation for a group that does not
   exist: GROUP_ID_NOT_FOUND at v6, ILLEGAL_GENERATION before; a KIP-848 member's stale epoch:
   STALE_MEMBER_EPOCH at v6, ILLEGAL_GENERATION before (Kafka's mapping for older clients).
 - metadata longer than ``offset.metadata.max.bytes`` -> OFFSET_METADATA_TOO_LARGE.
@@ -87,7 +89,8 @@ async def _coordinate(ctx, request, accepted):
             err = E.INVALID_PRODUCER_EPOCH
     generation = request["generation_id_or_member_epoch"] if v >= 3 else -1
     if not err and v >= 3 and (generation >= 0 or request["member_id"]):
-        err, g = gc.validate_commit(gid, generation, request["member_id"] or "", request["group_instance_id"])
+        err, g = gc.validate_commit(gid, generation, request["member_id"] or "", request["group_instance_id"],
+                                    transactional=True)
         if err == E.ILLEGAL_GENERATION and g is None and v >= 6:
             # a generation for a group that does not exist: KIP-1319 names it for v6 clients
             err = E.GROUP_ID_NOT_FOUND

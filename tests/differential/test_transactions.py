@@ -489,3 +489,68 @@ def test_tv2_init_producer_id_retry_after_end_txn(both):
     assert p == k, explain(p, k)
     # the scenario reached the case it is about: the pre-bump epoch was accepted
     assert p["reinit_pre_bump_after_commit"][0] == 0, p
+
+
+# -- TxnOffsetCommit against a classic group's member checks (KIP-447) ----------------------------
+
+def scenario_txn_offset_commit_group_states(t):
+    """TxnOffsetCommit v3 (sarama's version) against a classic group whose only member has joined
+    but not synced (CompletingRebalance), then is Stable: the member's generation, no member at
+    all (generation -1, what sarama's AddOffsetsToTxn with a group id sends), a wrong generation,
+    an unknown member.  Kafka's ClassicGroup.validateOffsetCommit leaves the group state out for
+    transactional commits (no REBALANCE_IN_PROGRESS) and accepts one without member and
+    generation whatever the state.  Then the transaction commits: the offsets read back."""
+    from .test_groups import JOIN_V, SYNC_V, join_body, wait_coordinator
+    topic, group, tid = "txn-grp-states", "txn-grp-states-g", "txn-grp-states-id"
+    create_topic(t, topic, 1)
+    wait_coordinator(t, group)
+    _coordinator(t, tid)
+    init = _init(t, tid)
+    pid, epoch = init["producer_id"], init["producer_epoch"]
+    out = {}
+    with connect(t) as c:
+        mid = c.request(11, JOIN_V, join_body(group, session=30000, rebalance=30000))["member_id"]
+        j = c.request(11, JOIN_V, join_body(group, mid, session=30000, rebalance=30000))
+        gen = j["generation_id"]
+        out["join"] = (j["error_code"], gen, j["leader"] == mid)
+        out["add_offsets"] = _retry(t, 25, 3, {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch,
+                                               "group_id": group})["error_code"]
+
+        def commit(offset, generation, member):
+            r = call(t, 28, 3, {"transactional_id": tid, "group_id": group, "producer_id": pid,
+                                "producer_epoch": epoch, "generation_id_or_member_epoch": generation,
+                                "member_id": member, "group_instance_id": None,
+                                "topics": [{"name": topic, "partitions": [{
+                                    "partition_index": 0, "committed_offset": offset, "committed_leader_epoch": -1,
+                                    "committed_metadata": ""}]}]})
+            return r["topics"][0]["partitions"][0]["error_code"]
+        d = call(t, 15, 5, {"groups": [group], "include_authorized_operations": False})["groups"][0]
+        out["state_before_sync"] = d["group_state"]
+        out["completing_rebalance"] = {"member": commit(3, gen, mid), "no_member": commit(4, -1, ""),
+                                       "wrong_generation": commit(5, gen + 1, mid),
+                                       "unknown_member": commit(5, gen, "nobody")}
+        s = c.request(14, SYNC_V, {"group_id": group, "generation_id": gen, "member_id": mid,
+                                   "group_instance_id": None, "protocol_type": "consumer", "protocol_name": "range",
+                                   "assignments": [{"member_id": mid, "assignment": b""}]})
+        out["sync"] = s["error_code"]
+        out["stable"] = {"member": commit(6, gen, mid), "no_member": commit(7, -1, ""),
+                         "wrong_generation": commit(8, gen + 1, mid), "unknown_member": commit(8, gen, "nobody")}
+        out["end"] = _end(t, tid, pid, epoch, True)
+        deadline = time.monotonic() + 30
+        while True:
+            f = call(t, 9, 7, {"groups": None, "group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}],
+                               "require_stable": True})
+            p = f["topics"][0]["partitions"][0]
+            if p["error_code"] != 88 or time.monotonic() > deadline:   # UNSTABLE_OFFSET_COMMIT until the marker
+                break
+            time.sleep(0.1)
+        out["committed"] = (p["error_code"], p["committed_offset"])
+        c.request(13, 4, {"group_id": group, "members": [{"member_id": mid, "group_instance_id": None,
+                                                          "reason": None}]})
+    return out
+
+
+def test_txn_offset_commit_group_states(both):
+    p, k = both(scenario_txn_offset_commit_group_states)
+    assert p == k, explain(p, k)
+    assert p["completing_rebalance"]["member"] == 0 and p["committed"] == (0, 7), p

@@ -240,9 +240,9 @@ class GroupCoordinator(CoordinatorService):
         return fut
 
     # -- offsets -----------------------------------------------------------------------------
-    def validate_commit(self, group_id, generation, member_id, instance_id):
-        """Kafka's checks for an OffsetCommit against a classic group, in Kafka's order.
-        Returns (error code or 0, group)."""
+    def validate_commit(self, group_id, generation, member_id, instance_id, transactional=False):
+        """Kafka's checks for an OffsetCommit (``transactional``: a TxnOffsetCommit) against a
+        classic group, in Kafka's order.  Returns (error code or 0, group)."""
         g = self.get_group(group_id)
         if g is None:
             if generation < 0:
@@ -273,6 +273,11 @@ class GroupCoordinator(CoordinatorService):
         elif g.state != EMPTY:
             # No member id and no generation (v0-style) only commits for an empty group.
             return E.UNKNOWN_MEMBER_ID, g
+        if transactional:
+            # Kafka's ClassicGroup.validateOffsetCommit leaves the group state out for a
+            # transactional commit (a producer commits for the generation it read in, whatever
+            # the group does meanwhile), and only OffsetCommit counts as a heartbeat.
+            return 0, g
         if g.state == "CompletingRebalance":
             # A member of this generation that has not got its assignment yet: it handles
             # REBALANCE_IN_PROGRESS gracefully (Kafka's answer too).
