@@ -20,11 +20,6 @@ Without a Go toolchain the module is skipped (tools/test.sh builds compat/go whe
 """
 from __future__ import annotations
 
-import json
-import re
-import subprocess
-import threading
-import time
 import uuid
 
 import pytest
@@ -128,51 +123,10 @@ def test_idempotent_producer_across_a_leader_kill(franzgo, cluster):
     broker's restart: every acknowledged record read back once, in produce order per partition,
     at the offset its produce result named, offsets dense, one producer id.  The broker comes
     back, so the module's other cluster tests are unaffected."""
-    from pykbroker.protocol import wire
-    c = cluster["cluster"]
     prefix = _prefix("kill")
-    topic = prefix + "-idem"
     args = [str(franzgo), "-brokers", cluster["bootstrap"], "-scenario", "idempotent", "-prefix", prefix,
             "-rf", "3", "-records", "3000", "-pace", "2ms", "-timeout", "240s"]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    acked, err_lines = [0], []
-
-    def pump():
-        for line in proc.stderr:
-            m = re.match(r"progress acked=(\d+)", line)
-            if m:
-                acked[0] = int(m.group(1))
-            else:
-                err_lines.append(line)
-    threading.Thread(target=pump, daemon=True).start()
-
-    def wait(what, pred, timeout):
-        deadline = time.monotonic() + timeout
-        while not pred():
-            assert proc.poll() is None, "scenario exited early: %s" % "".join(err_lines[-30:])
-            assert time.monotonic() < deadline, "timed out waiting for %s (acked %d)" % (what, acked[0])
-            time.sleep(0.05)
-    victim = None
-    try:
-        wait("the first acknowledgements", lambda: acked[0] >= 600, 120)
-        with wire.WireClient(c.brokers[0].bootstrap) as w:
-            md = wire.wait_for_topic(w, topic, 3, timeout=30)
-        victim = {p["partition_index"]: p["leader_id"] for p in md["topics"][0]["partitions"]}[0]
-        c.kill(victim)
-        killed_at = acked[0]
-        # the other partitions go on at once, partition 0 once a new leader is elected
-        wait("acknowledgements after the kill", lambda: acked[0] >= killed_at + 900, 90)
-        c.start(victim)
-        victim = None
-        out, _ = proc.communicate(timeout=240)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        if victim is not None:
-            c.start(victim)
-    assert proc.returncode == 0, "".join(err_lines[-30:])
-    rep = json.loads(out)
+    rep = gobuild.run_killing_a_leader(cluster["cluster"], args, prefix + "-idem")
     assert rep["produced"] == rep["read"] == 3000, rep
     assert (rep["duplicates"], rep["missing"], rep["out_of_order"], rep["offset_errors"]) == (0, 0, 0, 0), rep
     assert len(rep["producer_ids"]) == 1, rep

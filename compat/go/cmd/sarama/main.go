@@ -32,6 +32,7 @@ var (
 	strategy = flag.String("balancer", "range", "group: range | roundrobin | sticky")
 	version  = flag.String("kafka-version", "", "sarama's Config.Version (default: sarama.DefaultVersion)")
 	rf       = flag.Int("rf", 1, "replication factor of the topics created")
+	pace     = flag.Duration("pace", 0, "idempotent: pause between two records produced")
 	perTxn   = flag.Int("per-txn", 10, "txn: at most this many records per consume-transform-produce transaction")
 	txnHold  = flag.Duration("txn-hold", 10*time.Millisecond, "txn: how long each consume-transform-produce transaction stays open after its produces")
 	verbose  = flag.Bool("v", false, "sarama's log lines on stderr")
@@ -191,11 +192,12 @@ func runRoundtrip() any {
 }
 
 type idemResult struct {
-	Produced   int `json:"produced"`
-	Read       int `json:"read"`
-	Duplicates int `json:"duplicates"`
-	Missing    int `json:"missing"`
-	OutOfOrder int `json:"out_of_order"`
+	Produced     int `json:"produced"`
+	Read         int `json:"read"`
+	Duplicates   int `json:"duplicates"`
+	Missing      int `json:"missing"`
+	OutOfOrder   int `json:"out_of_order"`
+	OffsetErrors int `json:"offset_errors"` // read at another offset than its produce result named
 }
 
 // The idempotent producer (Producer.Idempotent, acks=all, one request in flight as sarama
@@ -206,24 +208,41 @@ func runIdempotent() any {
 	c := config()
 	c.Producer.Idempotent = true
 	c.Net.MaxOpenRequests = 1
+	// a leader killed mid-run (tests/go): retried through the election (ZooKeeper's session
+	// timeout, then the controller's choice), as franz-go retries without a limit
+	c.Producer.Retry.Max = 200
+	c.Producer.Retry.Backoff = 150 * time.Millisecond
+	c.Metadata.Retry.Max = 100
 	p, err := sarama.NewAsyncProducer(seeds(), c)
 	if err != nil {
 		scen.Fail("producer: %v", err)
 	}
 	order := map[int32][]string{}
+	var omu sync.Mutex
 	go func() {
 		for i := 0; i < *records; i++ {
 			part := int32(i % 3)
 			v := fmt.Sprintf("idem-%06d", i)
+			omu.Lock()
 			order[part] = append(order[part], v)
+			omu.Unlock()
 			p.Input() <- &sarama.ProducerMessage{Topic: topic, Partition: part, Value: sarama.StringEncoder(v)}
+			if *pace > 0 {
+				time.Sleep(*pace)
+			}
 		}
 	}()
-	for n := 0; n < *records; n++ {
+	acked := map[string]int64{}
+	for n := 1; n <= *records; n++ {
 		select {
-		case <-p.Successes():
+		case m := <-p.Successes():
+			v, _ := m.Value.Encode()
+			acked[string(v)] = m.Offset
 		case e := <-p.Errors():
 			scen.Fail("produce: %v", e.Err)
+		}
+		if n%100 == 0 {
+			fmt.Fprintf(os.Stderr, "progress acked=%d\n", n)
 		}
 	}
 	if err := p.Close(); err != nil {
@@ -236,6 +255,9 @@ func runIdempotent() any {
 		for j, r := range recs {
 			res.Read++
 			seen[string(r.Value)]++
+			if off, ok := acked[string(r.Value)]; !ok || off != r.Offset {
+				res.OffsetErrors++
+			}
 			if j < len(order[part]) && order[part][j] != string(r.Value) || r.Offset != int64(j) {
 				res.OutOfOrder++
 			}
