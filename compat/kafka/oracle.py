@@ -13,6 +13,7 @@ From Python (the differential suite in tests/differential uses this)::
     k.stop()
     c = KafkaClusterOracle(data_dir, 3).start()   # tests/differential/test_cluster.py
     c.node(3).kill()                               # SIGKILL one node; c.restart(3) brings it back
+    c.quorum_leader(); c.pause(2); c.resume(2)     # the active controller's id; SIGSTOP / SIGCONT
 
 The Kafka version is the ``kafka.version`` property of ``compat/kafka/pom.xml`` (the newest 4.x on
 Central). ``mvn dependency:copy-dependencies`` resolves the broker's runtime classpath through the
@@ -258,6 +259,10 @@ class KafkaOracle:
         self.stop()
 
 
+# QuorumState's INFO line when a node becomes the quorum's leader (Kafka 4.x wording)
+_RAFT_LEADER = re.compile(r"\[RaftManager id=(\d+)\] Completed transition to Leader\(.*?epoch=(\d+)")
+
+
 class KafkaClusterOracle:
     """N Apache Kafka KRaft nodes on loopback, each a combined broker+controller (node ids
     1..N, all N voters of the controller quorum), formatted with one cluster id.
@@ -355,6 +360,23 @@ class KafkaClusterOracle:
                     raise OracleUnavailable("Kafka node %d not ready in time:\n%s"
                                             % (k.node_id, "".join(k.lines[-60:])))
                 time.sleep(0.2)
+
+    def quorum_leader(self) -> int | None:
+        """The node id of the active controller (the KRaft quorum's leader), read from the
+        nodes' logs: the ``Completed transition to Leader`` line of the highest epoch (the
+        client listeners have no API that names it: DescribeCluster answers a random broker)."""
+        best = (-1, None)
+        for k in self.nodes:
+            for m in _RAFT_LEADER.finditer(k.log_text()):
+                best = max(best, (int(m.group(2)), int(m.group(1))))
+        return best[1]
+
+    def pause(self, node_id: int) -> None:
+        """SIGSTOP one node (it neither fetches nor heartbeats until ``resume``)."""
+        self.node(node_id).proc.send_signal(signal.SIGSTOP)
+
+    def resume(self, node_id: int) -> None:
+        self.node(node_id).proc.send_signal(signal.SIGCONT)
 
     def restart(self, node_id: int, timeout: float = 120.0) -> None:
         """Start a stopped or killed node again (same ports and data)."""

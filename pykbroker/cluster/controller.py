@@ -440,21 +440,11 @@ class TopicValidator:
                                      "Topic '%s' collides with existing topic: %s" % (name, other))
 
     def validate_manual_assignment(self, brokers: list[int], expected_rf: int | None) -> None:
-        """Kafka's validateManualPartitionAssignment (brokers checked in ascending order)."""
-        if not brokers:
-            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                             "The manual partition assignment includes an empty replica list.")
-        registered = self.registered_brokers()
-        prev = None
-        for b in sorted(brokers):
-            if b not in registered:
-                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 "The manual partition assignment includes broker %d, but no such "
-                                 "broker is registered." % b)
-            if b == prev:
-                raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 "The manual partition assignment includes the broker %d more than once." % b)
-            prev = b
+        """Kafka's validateManualPartitionAssignment (cluster/partition_change.py), then the
+        replica count against the topic's."""
+        error = PC.manual_assignment_error(brokers, self.registered_brokers())
+        if error is not None:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, error)
         if expected_rf is not None and len(brokers) != expected_rf:
             raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                              "The manual partition assignment includes a partition with %d replica(s), but "

@@ -253,6 +253,24 @@ def replicas_online(st: PartitionState, broker_id: int, live: Collection[int]) -
     return PartitionChangeBuilder(st, live).set_offline(broker_id, False).build()
 
 
+# ---------------------------------------------------------------------- manual assignments
+def manual_assignment_error(brokers: list[int], registered: Collection[int]) -> Optional[str]:
+    """Kafka's validateManualPartitionAssignment for a replica list (CreateTopics and
+    CreatePartitions assignments, a reassignment's target): the INVALID_REPLICA_ASSIGNMENT
+    message, or None when valid.  Brokers are checked in ascending order, so the first problem
+    Kafka names is the one named here (``[2, 2, 9]`` is a duplicate, not an unknown broker)."""
+    if not brokers:
+        return "The manual partition assignment includes an empty replica list."
+    prev = None
+    for b in sorted(brokers):
+        if b not in registered:
+            return "The manual partition assignment includes broker %d, but no such broker is registered." % b
+        if b == prev:
+            return "The manual partition assignment includes the broker %d more than once." % b
+        prev = b
+    return None
+
+
 # ---------------------------------------------------------------------- reassignment
 def reassignment_replicas(original: list[int], target: list[int]) -> tuple[list[int], list[int], list[int]]:
     """Kafka's KIP-455 first step: (replicas, adding, removing) — the target first, then the

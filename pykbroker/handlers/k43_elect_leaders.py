@@ -7,7 +7,8 @@ Behaviour (Apache Kafka's ElectLeaders, the admin client's ``electLeaders`` and
   for a partition without a live leader (an in-sync one first; an out-of-sync one may lose
   acknowledged records, which is logged).
 - ``topic_partitions`` null: every partition of the cluster; partitions whose election was not
-  needed are then left out of the answer, as Kafka does.
+  needed are then left out of the answer, and every topic is listed (with an empty list when
+  nothing was elected), as Kafka does.
 - Per partition: 0 (elected), ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE,
   ELIGIBLE_LEADERS_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION.
 - In a cluster the active controller elects (cluster/zookeeper/active.py); a single node is the
@@ -28,15 +29,21 @@ MAX_VERSION = 2
 
 PREFERRED, UNCLEAN = 0, 1
 
-# Kafka's messages for the per-partition outcomes clients print.
+# Kafka 4.4's texts for the per-partition outcomes clients print (the controller's for
+# ELECTION_NOT_NEEDED; the error's default text for the others, tests/differential/test_cluster.py)
 _MESSAGES = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "The partition does not exist.",
     ErrorCode.ELECTION_NOT_NEEDED: "Leader election not needed for topic partition.",
-    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE: "Failed to elect leader for partition because the "
-                                              "preferred leader is not available.",
-    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE: "Failed to elect leader for partition because no "
-                                              "eligible replica is available.",
+    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE: "The preferred leader was not available.",
+    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE: "Eligible topic partition leaders are not available.",
 }
+
+
+def _message(cache, topic: str, p: int, code: ErrorCode) -> str | None:
+    if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+        # Kafka 4.4's controller names what is missing: the topic, or the partition
+        return ("No such topic as %s" % topic if cache.get(topic) is None
+                else "No such partition as %s-%d" % (topic, p))
+    return _MESSAGES.get(code, DEFAULT_MESSAGES.get(code))
 
 
 async def handle(ctx, request):
@@ -79,14 +86,16 @@ async def handle(ctx, request):
             results[tp] = ErrorCode.ELECTION_NOT_NEEDED
         else:
             results[tp] = ErrorCode.REQUEST_TIMED_OUT
-    by_topic: dict[str, list] = {}
+    # topic_partitions null: Kafka's controller answers every topic, an empty list where no
+    # election was needed
+    by_topic: dict[str, list] = {info.name: [] for info in cache.topics.values()} if everything else {}
     for (t, p), code in results.items():
         if everything and code == ErrorCode.ELECTION_NOT_NEEDED:
             continue
         code = ErrorCode(code)
         by_topic.setdefault(t, []).append({
             "partition_id": p, "error_code": int(code),
-            "error_message": None if code == 0 else _MESSAGES.get(code, DEFAULT_MESSAGES.get(code))})
+            "error_message": None if code == 0 else _message(cache, t, p, code)})
     return {"throttle_time_ms": 0, "error_code": 0,
             "replica_election_results": [{"topic": t, "partition_result": parts}
                                          for t, parts in by_topic.items()]}

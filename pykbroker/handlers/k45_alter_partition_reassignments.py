@@ -10,7 +10,10 @@ Behaviour (Apache Kafka, KIP-455; ``kafka-reassign-partitions.sh`` and the admin
   shows the ongoing ones.
 - Checks: unknown partition UNKNOWN_TOPIC_OR_PARTITION; an empty list, duplicates or brokers
   that are not registered INVALID_REPLICA_ASSIGNMENT; with ``allow_replication_factor_change``
-  false (v1) a different replica count INVALID_REPLICATION_FACTOR.
+  false (v1) a different replica count INVALID_REPLICATION_FACTOR.  Kafka 4.4's order and texts
+  (cluster/partition_change.py ``manual_assignment_error``); cancelling where nothing is in
+  progress has no text.  A reassignment to the current replicas changes nothing.  Each request
+  topic entry gets its own response entry (a topic named twice is answered twice).
 - In a cluster the controller does the work (cluster/zookeeper/active.py); a single node can only
   be "reassigned" to itself (a no-op) and has nothing to cancel.
 Version notes: v1 adds ``allow_replication_factor_change`` (echoed in the response).
@@ -21,6 +24,7 @@ import trio
 
 from ..acl.bindings import ALTER
 from ..acl.check import cluster_allowed
+from ..cluster import partition_change as PC
 from ..protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 45
@@ -29,17 +33,16 @@ MAX_VERSION = 1
 
 
 def _single_node(cache, topic, p, target):
-    st = cache.partition_state(topic, p) if cache.get(topic) is not None else None
-    if st is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."
+    """Kafka 4.4's checks and texts (the same as the cluster controller's, check_target)."""
+    if cache.get(topic) is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "Unable to find a topic named %s." % topic
+    if cache.partition_state(topic, p) is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "Unable to find partition %s:%d." % (topic, p)
     if target is None:
-        return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "No ongoing reassignment for %s-%d." % (topic, p)
-    registered = {b.broker_id for b in cache.alive_brokers()}
-    missing = [b for b in target if b not in registered]
-    if not target or missing or len(set(target)) != len(target):
-        return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                "The proposed assignment contains non-live brokers: %s" % missing if missing
-                else "Invalid replica assignment %s" % list(target))
+        return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None   # Kafka gives no text
+    error = PC.manual_assignment_error(list(target), {b.broker_id for b in cache.alive_brokers()})
+    if error is not None:
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, error
     return 0, None
 
 
@@ -68,11 +71,14 @@ async def handle(ctx, request):
         results = {}
         with trio.move_on_after(timeout_s + 1.0):
             results = await alter(items, allow_rf, timeout_s)
-    responses: dict[str, list] = {}
-    for t, p, _ in items:
+    def answer(t, p):
         code, msg = results.get((t, p), (ErrorCode.REQUEST_TIMED_OUT, None))
-        responses.setdefault(t, []).append({"partition_index": p, "error_code": int(code),
-                                            "error_message": msg if code else None})
+        return {"partition_index": p, "error_code": int(code), "error_message": msg if code else None}
+
+    # one response entry per request entry, in the request's order (a topic named twice is
+    # answered twice, as Kafka does)
     return {"throttle_time_ms": 0, "allow_replication_factor_change": allow_rf, "error_code": 0,
             "error_message": None,
-            "responses": [{"name": t, "partitions": parts} for t, parts in responses.items()]}
+            "responses": [{"name": t["name"], "partitions": [answer(t["name"], p["partition_index"])
+                                                             for p in t["partitions"]]}
+                          for t in request["topics"]]}

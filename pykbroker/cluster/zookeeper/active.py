@@ -296,25 +296,24 @@ class ActiveController:
 
     # ================================================================== reassignments
     def check_target(self, topic: str, p: int, target, allow_rf_change: bool):
-        """(code, message) for a requested reassignment, 0 when valid (Kafka's checks)."""
+        """(code, message) for a requested reassignment, 0 when valid: Kafka 4.4's checks and
+        texts (ReplicationControlManager), in its order: the topic, the partition, nothing to
+        cancel (no text), the replica list, then the replication factor.  A broker is
+        "registered" here while its ZooKeeper registration lives (a dead broker's is gone; a
+        KRaft controller still knows a fenced one: SKIPPED.md)."""
         info = self.cache.get(topic)
-        st = self.cache.partition_state(topic, p) if info is not None else None
+        if info is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "Unable to find a topic named %s." % topic
+        st = self.cache.partition_state(topic, p)
         if st is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "Unable to find partition %s:%d." % (topic, p)
         if target is None:
             if p not in self.listener.ongoing(topic):
-                return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "No ongoing reassignment for %s-%d." % (topic, p)
+                return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None
             return 0, None
-        if not target:
-            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The replica list is empty."
-        if len(set(target)) != len(target):
-            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Duplicate replica ids in partition %d reassignment replica list: %s" % (p, list(target))
-        if any(b < 0 for b in target):
-            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Invalid broker id in replica assignment: %s" % list(target)
-        registered = self.alive()
-        missing = [b for b in target if b not in registered]
-        if missing:
-            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "The proposed assignment contains non-live brokers: %s" % missing
+        error = PC.manual_assignment_error(list(target), self.alive())
+        if error is not None:
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, error
         original = self.listener.original_replicas(topic, p, st)
         if not allow_rf_change and len(target) != len(original):
             return ErrorCode.INVALID_REPLICATION_FACTOR, "The replication factor is changed from %d to %d" % (len(original), len(target))
@@ -381,6 +380,8 @@ class ActiveController:
             if st is None:
                 return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."
             original = self.listener.original_replicas(topic, p, st)
+            if target is not None and list(target) == list(st.replicas) and p not in self.listener.ongoing(topic):
+                return 0, None   # already there: Kafka records no change (no epoch bump either)
             if target is None or list(target) == original:
                 # cancelled (the replicas being added are dropped), or nothing to move
                 replicas, change = original, None

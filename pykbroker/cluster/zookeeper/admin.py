@@ -256,6 +256,11 @@ class AdminWriter:
             self.listener.publish_state(info, partition, new)
         log.info("%s-%d: ISR %s -> %s (partition epoch %d)", topic, partition, list(st.isr),
                  list(new_isr), stat.version)
+        if self.active.is_active and partition in self.listener.ongoing(topic):
+            # the controller wrote (and published) this ISR itself, so no state event reaches
+            # its reassignment check: a reassignment waiting for this ISR completes here
+            # (the answer stays this ISR change: the leader takes the completion from the cache)
+            await self.active._maybe_complete_reassignment(topic, partition)
         return new
 
     async def elect_leaders(self, partitions, election_type: int = 0, timeout_s: float = APPLY_TIMEOUT_S) -> dict:
