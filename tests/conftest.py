@@ -4,6 +4,7 @@ import shutil
 import pytest
 
 from pykbroker.local.broker_process import BrokerProcess
+from tests import against
 from tests.needs import MISSING, in_ci
 
 # Group/consumer tests shorten Kafka's 3 s initial rebalance delay; everything else is default.
@@ -13,7 +14,11 @@ TEST_OVERRIDES = {"group.initial.rebalance.delay.ms": "0"}
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     """One real broker process per test module (fresh data dir); stopped afterwards (killed
-    if stopping fails), as BrokerProcess does when used as a context manager."""
+    if stopping fails), as BrokerProcess does when used as a context manager.
+    ``PYKBROKER_AGAINST=kafka``: Apache Kafka's address instead (tests/against.py)."""
+    if against.AGAINST_KAFKA:
+        yield against.kafka_broker(tmp_path_factory, TEST_OVERRIDES)
+        return
     d = tmp_path_factory.mktemp("broker")
     with BrokerProcess(str(d / "data"), TEST_OVERRIDES) as b:
         yield b
@@ -22,6 +27,8 @@ def broker(tmp_path_factory):
 @pytest.fixture
 def fresh_broker(tmp_path):
     """A broker of its own for tests that restart or kill it."""
+    if against.AGAINST_KAFKA:
+        against.skip_pykbroker_only("fresh_broker (a pykbroker broker the test restarts or kills)")
     with BrokerProcess(str(tmp_path / "data"), TEST_OVERRIDES) as b:
         yield b
 
@@ -74,6 +81,7 @@ def pytest_make_collect_report(collector):
 
 
 def pytest_sessionfinish(session, exitstatus):
+    against.stop_session_kafka()
     if _MISSING_AT_COLLECTION and exitstatus in (0, 5):
         session.exitstatus = 1
 
@@ -177,6 +185,9 @@ def cost_of(item) -> str:
 
 
 def pytest_configure(config):
+    against.check_setting()
+    if against.AGAINST_KAFKA:   # tests/against.py: no pykbroker started by a test while on
+        against.guard_pykbroker_starts()
     for name, what in (("unit", "in-process code, no broker listening"),
                        ("process", "one pykbroker broker and Python clients"),
                        ("jvm", "a JVM client or application (Java clients, Streams, Spark, Kafka's jars)"),

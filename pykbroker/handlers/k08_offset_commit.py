@@ -9,7 +9,7 @@ Behaviour (as Apache Kafka's group coordinator):
   remaining partitions only.
 - group checks, in Kafka's order (the empty group id is accepted, as Kafka's coordinator does
   for offsets "for backwards compatibility"): unknown group with
-  generation >= 0: ILLEGAL_GENERATION (with generation -1 the commit creates a standalone Empty
+  generation >= 0: ILLEGAL_GENERATION, GROUP_ID_NOT_FOUND from v9 on (with generation -1 the commit creates a standalone Empty
   group: assign()+commit users); group.instance.id bound to another member: FENCED_INSTANCE_ID;
   generation -1 on an Empty group: accepted; CompletingRebalance: REBALANCE_IN_PROGRESS; unknown
   member: UNKNOWN_MEMBER_ID; wrong generation: ILLEGAL_GENERATION.  Commits during
@@ -61,7 +61,7 @@ async def handle(ctx, request):
         gc, err = await group_precheck(ctx, gid)
         if not err:
             err, _ = gc.validate_commit(gid, request["generation_id_or_member_epoch"], request["member_id"] or "",
-                                        request["group_instance_id"])
+                                        request["group_instance_id"], ctx.api_version)
         if err:
             answered = [(t, p, err) for t, _, p in accepted]
         else:

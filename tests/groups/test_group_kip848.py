@@ -4,16 +4,21 @@ import time
 
 import pytest
 
-from .helpers import (Worker, create_topic, produce, start_broker, unique, wait_consumed, wait_stable)
+from tests import against
+
+from .helpers import (GROUP_OVERRIDES, Worker, create_topic, produce, start_broker, unique, wait_consumed,
+                      wait_stable)
 
 SESSION_MS = 3000
 
 
 @pytest.fixture(scope="module")
 def kbroker(tmp_path_factory):
-    b = start_broker(str(tmp_path_factory.mktemp("k848") / "data"),
-                     **{"group.consumer.session.timeout.ms": str(SESSION_MS),
-                        "group.consumer.heartbeat.interval.ms": "300"})
+    extra = {"group.consumer.session.timeout.ms": str(SESSION_MS), "group.consumer.heartbeat.interval.ms": "300"}
+    if against.AGAINST_KAFKA:   # tests/against.py
+        yield against.kafka_broker(tmp_path_factory, {**GROUP_OVERRIDES, **extra})
+        return
+    b = start_broker(str(tmp_path_factory.mktemp("k848") / "data"), **extra)
     yield b
     b.stop()
 

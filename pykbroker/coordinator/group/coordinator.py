@@ -240,15 +240,21 @@ class GroupCoordinator(CoordinatorService):
         return fut
 
     # -- offsets -----------------------------------------------------------------------------
-    def validate_commit(self, group_id, generation, member_id, instance_id, transactional=False):
+    def validate_commit(self, group_id, generation, member_id, instance_id, transactional=False,
+                        commit_version=None):
         """Kafka's checks for an OffsetCommit (``transactional``: a TxnOffsetCommit) against a
-        classic group, in Kafka's order.  Returns (error code or 0, group)."""
+        classic group, in Kafka's order.  ``commit_version``: the OffsetCommit request's version
+        (None for a TxnOffsetCommit).  Returns (error code or 0, group)."""
         g = self.get_group(group_id)
         if g is None:
             if generation < 0:
                 # Not using group management (assign + commit): Kafka keeps these offsets under
                 # an Empty group with no protocol.
                 return 0, self.get_or_create_classic(group_id)
+            if commit_version is not None and commit_version >= 9:
+                # Kafka 4.x's OffsetCommit v9+ names the missing group (both protocols' clients
+                # handle it); older versions keep the old answer below
+                return E.GROUP_ID_NOT_FOUND, None
             # A generation for a group that does not exist: an old generation.
             return E.ILLEGAL_GENERATION, None
         if g.kind == "consumer":
