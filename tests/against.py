@@ -11,7 +11,7 @@ that their expectations are Kafka's and not only pykbroker's.  ``tests/spark`` h
   combined broker+controller, compat/kafka/oracle.py) started once per session with
   :data:`ORACLE_OVERRIDES`, or the one named by ``PYKBROKER_AGAINST_BOOTSTRAP=host:port`` (an
   Apache Kafka already running; CI's sample in tests/differential/test_scenarios_on_kafka.py
-  passes the one it started).
+  passes the one it started, and its log.dirs as ``PYKBROKER_AGAINST_LOG_DIRS``).
 - A fixture asking for broker settings the Kafka under test does not have (read back with
   DescribeConfigs) skips, naming the setting.
 - What only pykbroker has skips the test visibly with the reason: an attribute of the broker
@@ -29,6 +29,8 @@ import pytest
 AGAINST = os.environ.get("PYKBROKER_AGAINST", "pykbroker").strip().lower() or "pykbroker"
 AGAINST_KAFKA = AGAINST == "kafka"
 EXTERNAL_BOOTSTRAP = os.environ.get("PYKBROKER_AGAINST_BOOTSTRAP") or None
+# that Kafka's log.dirs, when known (the broker object's ``data_dir``)
+EXTERNAL_LOG_DIRS = os.environ.get("PYKBROKER_AGAINST_LOG_DIRS") or None
 
 # The union of the broker settings the switched fixtures ask for (tests/conftest.py
 # TEST_OVERRIDES, tests/groups/helpers.py GROUP_OVERRIDES), with a single node's replication
@@ -53,12 +55,15 @@ def skip_pykbroker_only(what: str):
 
 class KafkaBroker:
     """Where a test expects a pykbroker broker object: its address only (``bootstrap``,
-    ``host``, ``port``); every other attribute skips the test (module docstring)."""
+    ``host``, ``port``, and ``data_dir``: its log.dirs when known); every other attribute
+    skips the test (module docstring)."""
 
     name = "kafka"   # what the wire client names it in its errors
 
-    def __init__(self, bootstrap: str):
+    def __init__(self, bootstrap: str, data_dir: str | None = None):
         self.bootstrap = bootstrap
+        if data_dir is not None:   # log.dirs, as a pykbroker BrokerProcess's data_dir
+            self.data_dir = data_dir
         host, port = bootstrap.split(",")[0].rsplit(":", 1)
         self.host, self.port = host, int(port)
 
@@ -96,13 +101,14 @@ class _Session:
     """The session's Apache Kafka (started on first use), its settings read back once."""
     oracle = None
     bootstrap: str | None = None
+    log_dirs: str | None = None
     configs: dict | None = None
 
     @classmethod
     def get(cls, tmp_path_factory) -> str:
         if cls.bootstrap is None:
             if EXTERNAL_BOOTSTRAP:
-                cls.bootstrap = EXTERNAL_BOOTSTRAP
+                cls.bootstrap, cls.log_dirs = EXTERNAL_BOOTSTRAP, EXTERNAL_LOG_DIRS
             else:
                 from tests.differential.conftest import _load_oracle
                 oracle = _load_oracle()
@@ -111,7 +117,7 @@ class _Session:
                     k.start()
                 except Exception as e:   # never a skip: the switch asked for Kafka
                     pytest.fail(PREFIX + "Apache Kafka could not be started: %s" % e, pytrace=False)
-                cls.oracle, cls.bootstrap = k, k.bootstrap
+                cls.oracle, cls.bootstrap, cls.log_dirs = k, k.bootstrap, k.properties()["log.dirs"]
         return cls.bootstrap
 
     @classmethod
@@ -133,7 +139,7 @@ def kafka_broker(tmp_path_factory, overrides: dict | None = None) -> KafkaBroker
         if wrong:
             pytest.skip(PREFIX + "needs broker settings the Apache Kafka under test does not have: %s"
                         % ", ".join("%s=%s (it has %s)" % (k, v, have) for k, (v, have) in sorted(wrong.items())))
-    return KafkaBroker(bootstrap)
+    return KafkaBroker(bootstrap, _Session.log_dirs)
 
 
 def stop_session_kafka() -> None:
