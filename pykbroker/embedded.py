@@ -752,6 +752,26 @@ async def _create_topic(b, name: str, partitions: int, config: Optional[dict]) -
 
 
 # -- over the Kafka protocol ----------------------------------------------------------------------
+# ListOffsets errors a client retries: Apache Kafka lists a new partition's leader in Metadata a
+# moment before that broker serves it (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
+# LEADER_NOT_AVAILABLE), as Kafka's own clients see after CreateTopics.
+_RETRIABLE_OFFSET_ERRORS = (3, 5, 6)
+
+
+def _offset(c, topic: str, partition: int, timestamp: int, timeout: float = 15.0) -> int:
+    """ListOffsets of one partition (-2 earliest, -1 latest), retried as Kafka's clients do."""
+    from .protocol.wire import list_offsets
+
+    deadline = time.monotonic() + timeout
+    while True:
+        p = list_offsets(c, topic, partition, timestamp)
+        if p["error_code"] == 0:
+            return p["offset"]
+        if p["error_code"] not in _RETRIABLE_OFFSET_ERRORS or time.monotonic() > deadline:
+            raise RuntimeError("ListOffsets %s-%d: error %d" % (topic, partition, p["error_code"]))
+        time.sleep(0.05)
+
+
 class WireBroker(_BrokerBase):
     """Introspection of any Kafka endpoint through the protocol (pykbroker.protocol.wire): what
     the subprocess broker and the pytest plugin's ``--kafka-bootstrap`` mode use.  Works against
@@ -800,7 +820,7 @@ class WireBroker(_BrokerBase):
                 time.sleep(0.05)
 
     def records(self, topic: str, partition: int = 0) -> list[Record]:
-        from .protocol.wire import fetch, fetch_part, list_offsets
+        from .protocol.wire import fetch, fetch_part
 
         with self._client(self._leader(topic, partition)) as c:
             def read(offset):
@@ -809,8 +829,7 @@ class WireBroker(_BrokerBase):
                     raise RuntimeError("fetch %s-%d at %d: error %d" % (topic, partition, offset, p["error_code"]))
                 return p["records"] or b""
 
-            return _read_range(list_offsets(c, topic, partition, -2)["offset"],
-                               list_offsets(c, topic, partition, -1)["offset"], read)
+            return _read_range(_offset(c, topic, partition, -2), _offset(c, topic, partition, -1), read)
 
     def committed_offsets(self, group_id: str) -> dict:
         with self._client(self._coordinator(group_id)) as c:

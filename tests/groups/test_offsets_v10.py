@@ -3,6 +3,7 @@
 for an unknown or zero id; unknown partitions of a known topic are UNKNOWN_TOPIC_OR_PARTITION
 and lead the response (topic checks run before the coordinator); v8+ group errors carry no
 topics; offsets committed by id read back by name and vice versa."""
+import time
 import uuid
 
 from pykbroker.protocol.wire import WireClient
@@ -24,9 +25,16 @@ def fetch(c, v, groups):
 
 
 def topic_id(c, name):
-    md = c.request(3, 12, {"topics": [{"topic_id": bytes(16), "name": name}], "allow_auto_topic_creation": False,
-                           "include_topic_authorized_operations": False})
-    return md["topics"][0]["topic_id"]
+    """The topic's id once this broker's Metadata knows the topic (on Apache Kafka a broker's
+    metadata follows CreateTopics a moment later: a zero id until then)."""
+    deadline = time.monotonic() + 15
+    while True:
+        md = c.request(3, 12, {"topics": [{"topic_id": bytes(16), "name": name}], "allow_auto_topic_creation": False,
+                               "include_topic_authorized_operations": False})
+        tid = md["topics"][0]["topic_id"]
+        if tid != bytes(16) or time.monotonic() > deadline:
+            return tid
+        time.sleep(0.05)
 
 
 def test_offset_commit_and_fetch_v10_by_topic_id(gbroker):
