@@ -26,7 +26,8 @@ Options:
 
 - ``--kafka-bootstrap HOST:PORT``: use that cluster instead of starting a broker.  The fixtures
   then yield that bootstrap and create topics through the admin protocol (CreateTopics,
-  replication factor 1); ``kafka_broker`` introspects it through the Kafka protocol.
+  replication factor 1); ``kafka_broker`` introspects it through the Kafka protocol (tested
+  against Apache Kafka 4.4: tests/differential/test_scenarios_on_kafka.py).
 - ``--kafka-keep-data DIR``: keep the broker's data in DIR (default: a temporary directory,
   removed at the end of the session), to look at after a failure.
 
