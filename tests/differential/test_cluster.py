@@ -25,7 +25,8 @@ again cleanly when it returns); Kafka 4.x's KRaft controller with eligible leade
 (KIP-966) empties the ISR and remembers the replica as eligible instead.  Reassignment steps bump the
 leader epoch on pykbroker (the ZooKeeper-era rule), on Kafka only when the leader changes or
 replicas leave; and a reassignment onto the dead node 3 is refused by pykbroker (its broker
-registrations are ZooKeeper's) where Kafka starts it (a fenced broker stays registered).
+registrations are ZooKeeper's) where Kafka starts it (a fenced broker stays registered); an ISR lists
+its replicas in joining order on pykbroker, in ascending id order on Kafka.
 
 Order: the healthy-cluster tests take the ``healthy`` fixture (the reassignment scenario's
 ``reassigned`` makes the same check), which fails if a node was already killed; the tests after the kill take ``after_kill``, which kills node 3 on both sides once per
@@ -372,7 +373,7 @@ def reassigned(sides):
     names = {A: "<A>", B: "<B>", P: "<P>"}
 
     def scenario(s):
-        out, epochs = {}, []
+        out, epochs, isr_orders = {}, [], []
         create(s, "dc-reassign", {0: [A, B]})
 
         def settle(replicas, isr, leader):
@@ -389,6 +390,9 @@ def reassigned(sides):
                     break
                 v = again
             epochs.append(v.pop("leader_epoch"))
+            # the ISR's order is the other documented difference (test_reassignment_isr_order)
+            isr_orders.append([names[n] for n in v["isr_nodes"]])
+            v["isr_nodes"] = sorted(v["isr_nodes"])
             return v
 
         def completed():
@@ -396,6 +400,7 @@ def reassigned(sides):
 
         settle([A, B], [A, B], A)
         epochs.clear()
+        isr_orders.clear()
         target = [A, B, P]
         s.pause(P, True)
         try:
@@ -425,10 +430,12 @@ def reassigned(sides):
         out["5_preferred"] = elect(s, 0, [{"topic": "dc-reassign", "partitions": [0]}], node=A)
         out["5_metadata_elected"] = settle([P, B], [P, B], P)
         out["5_preferred_again"] = elect(s, 0, [{"topic": "dc-reassign", "partitions": [0]}], node=A)
-        return _name_nodes(out, names), epochs
+        return _name_nodes(out, names), epochs, isr_orders
 
-    (p, pe), (k, ke) = both(sides, scenario)
-    return {"pykbroker": p, "kafka": k, "epochs": {"pykbroker": pe, "kafka": ke}}
+    (p, pe, pi), (k, ke, ki) = both(sides, scenario)
+    by_id = sorted(names, key=lambda n: n)
+    return {"pykbroker": p, "kafka": k, "epochs": {"pykbroker": pe, "kafka": ke},
+            "isr_orders": {"pykbroker": pi, "kafka": ki}, "ids_ascending": [names[n] for n in by_id]}
 
 
 def _name_nodes(x, names):
@@ -463,6 +470,20 @@ def test_reassignment_completes_and_moves_the_leader(healthy, reassigned):
         ["<A>", "<B>", "<B>", "<P>"], p
     assert [r["error_code"] for x in ("5_preferred", "5_preferred_again")
             for r in p[x]["replica_election_results"][0]["partition_result"]] == [0, 84], p
+
+
+def test_reassignment_isr_order(reassigned):
+    """The documented difference (SKIPPED.md), exactly: pykbroker lists the ISR in the order the
+    replicas joined it (a new replica last); Kafka 4.4 answered every ISR of these steps in
+    ascending broker id order.  After steps 1, 2, 3, 4, 5 and the preferred election."""
+    asc = reassigned["ids_ascending"]
+    kafka = [[n for n in asc if n in isr] for isr in reassigned["isr_orders"]["kafka"]]
+    assert reassigned["isr_orders"] == {
+        "pykbroker": [["<A>", "<B>"], ["<A>", "<B>"], ["<A>", "<B>", "<P>"], ["<B>", "<P>"], ["<B>", "<P>"],
+                      ["<B>", "<P>"]],
+        "kafka": kafka}, reassigned["isr_orders"]
+    assert [sorted(x) for x in kafka] == [["<A>", "<B>"], ["<A>", "<B>"], ["<A>", "<B>", "<P>"], ["<B>", "<P>"],
+                                          ["<B>", "<P>"], ["<B>", "<P>"]], kafka
 
 
 def test_reassignment_leader_epochs(reassigned):
