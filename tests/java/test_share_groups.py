@@ -53,15 +53,22 @@ def test_explicit_acknowledgement_and_redelivery(share):
     assert not [e for e in log if e.get("late")], log
 
 
-def test_admin_share_group_offsets(share):
+def test_admin_share_group_offsets(share, broker):
     """listShareGroupOffsets / alterShareGroupOffsets / deleteShareGroupOffsets / deleteShareGroups."""
+    from pykbroker.protocol.wire import list_offsets
+
     share.assert_phase("admin_offsets")
     consumed = share.one("offsets", when="consumed")["offsets"]
     assert sorted(consumed) == ["java-share-0", "java-share-1"], consumed
-    assert all(lag == "0" and start > 0 for start, lag in consumed.values()), consumed   # everything delivered
+    end = list_offsets(broker.bootstrap, "java-share", 0, -1)["offset"]   # nothing is produced after the run
+    # everything delivered: no lag.  The start offset may stay behind the end where the last
+    # records completed out of order (Kafka 4.4 answered 52 for an end of 53: lag counts only
+    # records not yet delivered to completion)
+    assert all(lag == "0" and start > 0 for start, lag in consumed.values()), consumed
+    assert 0 < consumed["java-share-0"][0] <= end, (consumed, end)
     altered = share.one("offsets", when="altered")["offsets"]
     start, lag = altered["java-share-0"]
-    assert start == 0 and int(lag) == consumed["java-share-0"][0], altered   # back to 0: the whole partition is lag
+    assert start == 0 and int(lag) == end, (altered, end)   # back to 0: the whole partition is lag
     assert altered["java-share-1"] == consumed["java-share-1"]
     assert share.one("offsets", when="deleted")["offsets"] == {}
     assert share.one("group_deleted")["describe_error"] == "GroupIdNotFoundException"
