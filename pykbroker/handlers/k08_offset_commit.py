@@ -61,7 +61,7 @@ async def handle(ctx, request):
         gc, err = await group_precheck(ctx, gid)
         if not err:
             err, _ = gc.validate_commit(gid, request["generation_id_or_member_epoch"], request["member_id"] or "",
-                                        request["group_instance_id"], ctx.api_version)
+                                        request["group_instance_id"], commit_version=ctx.api_version)
         if err:
             answered = [(t, p, err) for t, _, p in accepted]
         else:
