@@ -19,8 +19,12 @@ every pair across groups (nodes in no group keep their links); ``heal()`` flushe
 Only the links between namespaces are cut: the root namespace (the clients) keeps reaching all.
 
 Linux only, as root, with iproute2 and iptables (Debian's ``iproute2`` and ``iptables``,
-installed by ``tools/test.sh``).  :func:`unavailable` says why not, for pytest skips.  The
-kernel here has no ``netem`` queueing discipline, so slow and lossy links are not made here.
+installed by ``tools/test.sh``).  :func:`unavailable` says why not, for pytest skips.
+
+Degraded links: ``lossy(a, b, p)`` drops a random share ``p`` of the packets between two nodes
+(iptables' ``statistic`` match: the kernel drops them, TCP retransmits); ``heal()`` ends it too.
+The kernel here has no ``netem`` queueing discipline, so slow links go through a userspace relay
+instead (:mod:`compat.chaos.relay`).
 """
 from __future__ import annotations
 
@@ -184,6 +188,20 @@ class Net:
         self.exec(a, "iptables", "-w", "-A", "INPUT", "-s", self.addr(b), "-j", "DROP")
         self.exec(b, "iptables", "-w", "-A", "INPUT", "-s", self.addr(a), "-j", "DROP")
         self.cuts.add(frozenset((a, b)))
+
+    def lossy(self, a: str, b: str, loss: float) -> None:
+        """Drop a random share ``loss`` (0..1) of the packets between nodes a and b, each
+        direction on its own (a rule in each namespace), until :meth:`heal`."""
+        if not 0.0 <= loss <= 1.0:
+            raise ValueError("loss is a probability, got %r" % loss)
+        for x, y in ((a, b), (b, a)):
+            self.exec(x, "iptables", "-w", "-A", "INPUT", "-s", self.addr(y), "-m", "statistic", "--mode", "random",
+                      "--probability", "%.4f" % loss, "-j", "DROP")
+
+    def dropped(self, node: str) -> int:
+        """Packets the DROP rules of ``node``'s namespace dropped since they were added."""
+        out = self.exec(node, "iptables", "-w", "-L", "INPUT", "-v", "-x", "-n").stdout
+        return sum(int(line.split()[0]) for line in out.splitlines()[2:] if "DROP" in line)
 
     def partition(self, groups: list) -> None:
         """Cut every pair of nodes that are in different groups."""

@@ -1,0 +1,208 @@
+"""compat/chaos/relay.py (slow links through a userspace relay) and netns.Net.lossy (kernel packet
+loss): the delay is measured through the relay, on loopback and between namespaces; the loss is
+counted by the kernel's own rule counters while TCP still delivers every byte."""
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from compat.chaos import netns
+from compat.chaos.relay import DelayRelay, slow_links
+
+
+def _echo_server(host="127.0.0.1"):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((host, 0))
+    s.listen(16)
+
+    def serve():
+        while True:
+            try:
+                c, _ = s.accept()
+            except OSError:
+                return
+
+            def echo(c=c):
+                try:
+                    while True:
+                        d = c.recv(65536)
+                        if not d:
+                            break
+                        c.sendall(d)
+                except OSError:
+                    pass
+                c.close()
+            threading.Thread(target=echo, daemon=True).start()
+    threading.Thread(target=serve, daemon=True).start()
+    return s
+
+
+def _rtt(addr, n=5) -> float:
+    """Median round trip of a 10-byte ping over one connection."""
+    with socket.create_connection(addr, timeout=10) as c:
+        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        times = []
+        for i in range(n):
+            t = time.monotonic()
+            c.sendall(b"ping-%04d\n" % i)
+            got = b""
+            while len(got) < 10:
+                got += c.recv(10 - len(got))
+            assert got == b"ping-%04d\n" % i
+            times.append(time.monotonic() - t)
+    return sorted(times)[n // 2]
+
+
+def test_relay_delays_each_direction_and_keeps_the_bytes():
+    srv = _echo_server()
+    try:
+        direct = _rtt(srv.getsockname())
+        with DelayRelay(srv.getsockname(), delay=(0.15, 0.15)) as r:
+            through = _rtt(r.address)
+            # a big transfer arrives whole and in order
+            blob = bytes(range(256)) * 4096
+            with socket.create_connection(r.address, timeout=10) as c:
+                c.sendall(blob)
+                got = b""
+                while len(got) < len(blob):
+                    got += c.recv(65536)
+            assert got == blob
+            assert r.carried >= 2 * len(blob)
+        # 0.15 s each way
+        assert 0.29 < through < 0.29 + 0.5, (direct, through)
+        assert direct < 0.1
+    finally:
+        srv.close()
+
+
+def test_relay_stalls_and_resets():
+    srv = _echo_server()
+    try:
+        with DelayRelay(srv.getsockname(), stall=1.0, seed=1) as r:
+            # every chunk stalls a retransmission timeout (200 ms) or more, each way
+            assert _rtt(r.address, n=1) >= 2 * DelayRelay.RTO_MIN
+            assert r.stalls >= 2
+        with DelayRelay(srv.getsockname(), reset=1.0, seed=1) as r:
+            with socket.create_connection(r.address, timeout=5) as c:
+                c.sendall(b"x")
+                assert c.recv(10) == b""   # closed, not answered
+            assert r.resets == 1
+    finally:
+        srv.close()
+
+
+SERVER = """
+import socket, sys, threading
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], 7000)); s.listen(16); print("ready", flush=True)
+def echo(c):
+    try:
+        while True:
+            d = c.recv(65536)
+            if not d:
+                break
+            c.sendall(d)
+    except OSError:
+        pass
+while True:
+    c, _ = s.accept(); threading.Thread(target=echo, args=(c,), daemon=True).start()
+"""
+
+# from inside a namespace: the median round trip to the server, or a big transfer's seconds
+PROBE = """
+import socket, sys, time
+c = socket.create_connection((sys.argv[1], 7000), timeout=20)
+c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+if sys.argv[2] == "rtt":
+    ts = []
+    for i in range(5):
+        t = time.monotonic(); c.sendall(b"0123456789"); got = b""
+        while len(got) < 10:
+            got += c.recv(10)
+        ts.append(time.monotonic() - t)
+    print(sorted(ts)[2])
+elif sys.argv[2] == "bulk":
+    blob = b"x" * (512 << 10); t = time.monotonic(); c.sendall(blob); got = 0
+    while got < len(blob):
+        got += len(c.recv(1 << 20))
+    print(time.monotonic() - t)
+else:   # hold one connection open; say whether it is still good after a signal on stdin
+    c.sendall(b"0123456789"); c.recv(10); print("open", flush=True); sys.stdin.readline()
+    try:
+        c.settimeout(3); c.sendall(b"0123456789"); print("alive" if c.recv(10) else "closed")
+    except OSError:
+        print("closed")
+"""
+
+
+def _probe(net, src, dst, what="rtt") -> float:
+    cmd = [sys.executable, "-c", PROBE, net.addr(dst), what]
+    if src is not None:
+        cmd = [*net.launcher(src), *cmd]
+    return float(subprocess.run(cmd, stdout=subprocess.PIPE, text=True, timeout=60, check=True).stdout)
+
+
+needs_netns = pytest.mark.skipif(netns.unavailable() is not None, reason="%s" % netns.unavailable())
+
+
+@needs_netns
+def test_slow_links_between_namespaces():
+    with netns.Net(["a", "b", "c"]) as net:
+        servers = [subprocess.Popen([*net.launcher(n), sys.executable, "-c", SERVER, net.addr(n)],
+                                    stdout=subprocess.PIPE, text=True) for n in net.nodes]
+        try:
+            for s in servers:
+                assert s.stdout.readline().strip() == "ready"
+            before = _probe(net, "a", "b")
+            assert before < 0.1
+            # a connection from b to a opened before the links slow down: destroyed, so that
+            # the next one goes through the relay
+            held = subprocess.Popen([*net.launcher("b"), sys.executable, "-c", PROBE, net.addr("a"), "hold"],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            assert held.stdout.readline().strip() == "open"
+            links = slow_links(net, "a", {n: 7000 for n in net.nodes}, delay=(0.15, 0.15))
+            try:
+                held.stdin.write("go\n")
+                held.stdin.flush()
+                assert held.stdout.readline().strip() == "closed"
+                # a's links, both ways, take 0.15 s each way; b-c and the clients' stay fast
+                assert 0.29 < _probe(net, "a", "b") < 1.5
+                assert 0.29 < _probe(net, "c", "a") < 1.5
+                assert _probe(net, "b", "c") < 0.1
+                assert _probe(net, None, "a") < 0.1
+                assert links.carried > 0
+            finally:
+                links.close()
+            assert _probe(net, "a", "b") < 0.1
+            assert _probe(net, "c", "a") < 0.1
+        finally:
+            for s in servers + [held]:
+                s.kill()
+                s.wait()
+
+
+@needs_netns
+def test_lossy_link_drops_packets_tcp_still_delivers():
+    with netns.Net(["a", "b"]) as net:
+        srv = subprocess.Popen([*net.launcher("b"), sys.executable, "-c", SERVER, net.addr("b")],
+                               stdout=subprocess.PIPE, text=True)
+        try:
+            assert srv.stdout.readline().strip() == "ready"
+            clean = _probe(net, "a", "b", "bulk")
+            net.lossy("a", "b", 0.2)
+            lossy = _probe(net, "a", "b", "bulk")   # every byte echoed back, or the probe fails
+            dropped = net.dropped("a") + net.dropped("b")
+            net.heal()
+            assert net.dropped("a") == 0
+            # hundreds of packets each way at 20 %: dozens dropped, and retransmissions cost time
+            assert dropped > 20, dropped
+            assert lossy > clean, (clean, lossy)
+        finally:
+            srv.kill()
+            srv.wait()
