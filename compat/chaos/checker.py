@@ -14,6 +14,10 @@ A history holds
 - **assigns** (:class:`Assign`): a consumer (re)started reading a set of partitions (a rebalance,
   a seek, a restart): its poll order starts afresh there.
 - **transactions** (:class:`Txn`): their outcome, ``committed``, ``aborted`` or ``unknown``.
+- **commits** (:class:`Commit`): a consumer of a ``group`` committed ``offsets``
+  (``{partition: next offset to read}``), acknowledged at ``ack_time`` or failed with ``error``;
+  or (``observed``) an observer read the group's committed offsets (OffsetFetch) between ``time``
+  and ``ack_time``.  An :class:`Assign` with a ``group`` is a group member's (re)assignment.
 - ``heal``: when the last fault ended (None: no fault, the whole history counts as healed).
 
 Values are unique across the history (e.g. ``"<producer>-<seq>"``): a value names one send.
@@ -39,6 +43,15 @@ Anomalies (``Result.anomalies``, kind -> examples), Jepsen's names:
   infers it on a log: T1 -ww-> T2 when T2's write is the next write after T1's in a partition).
 - ``G1c``: a cycle of write-write and write-read dependencies (T1 -wr-> T2 when T2 polled a value
   T1 wrote) with at least one write-read edge: circular information flow.
+- ``transform-lost`` / ``transform-duplicate`` (consume-transform-produce: sends whose ``source``
+  names the input value they were made from): an acknowledged input none of whose outputs was
+  read after the heal; an input two of whose outputs were read (exactly once broken).
+- ``commit-backward``: a group's committed offset for a partition went down: a successful commit
+  lower than one acknowledged before it, or an observer reading a committed offset lower than one
+  acknowledged before its read started.
+- ``commit-skip``: a group committed offset ``c`` for a partition while a record below ``c`` had
+  been read by none of its members (it will never be processed), or a member (re)assigned a
+  partition started reading beyond the committed offset while records lay between.
 
 Figures beside them: ``acked``, ``lost``, ``duplicated``, ``longest_unavailable`` (the longest
 time between two acknowledgements while sending), ``p50``/``p99`` produce latency.
@@ -68,6 +81,7 @@ class Send:
     error: Optional[str] = None      # set when it definitely failed
     ack_time: Optional[float] = None
     txn: Optional[str] = None
+    source: Optional[str] = None     # consume-transform-produce: the input value this was made from
 
     @property
     def acked(self) -> bool:
@@ -88,6 +102,22 @@ class Assign:
     consumer: str
     time: float
     partitions: Optional[list] = None   # None: all of them
+    group: Optional[str] = None          # a consumer group member's assignment (commits checked)
+
+
+@dataclasses.dataclass
+class Commit:
+    consumer: str
+    time: float
+    offsets: dict                    # {partition: committed offset (the next one to read)}
+    group: str = ""
+    ack_time: Optional[float] = None
+    error: Optional[str] = None
+    observed: bool = False           # an observer's read of the committed offsets, not a commit
+
+    @property
+    def ok(self) -> bool:
+        return self.ack_time is not None and self.error is None
 
 
 @dataclasses.dataclass
@@ -106,6 +136,7 @@ class History:
         self.polls: list[Poll] = []
         self.assigns: list[Assign] = []
         self.txns: dict[str, Txn] = {}
+        self.commits: list[Commit] = []
         self.heal: Optional[float] = None
         self._lock = threading.Lock()
 
@@ -119,6 +150,8 @@ class History:
                 self.assigns.append(event)
             elif isinstance(event, Txn):
                 self.txns[event.id] = event
+            elif isinstance(event, Commit):
+                self.commits.append(event)
             else:
                 raise TypeError("not a history event: %r" % (event,))
         return event
@@ -130,6 +163,8 @@ class History:
                           for p in self.polls],
                 "assigns": [dataclasses.astuple(a) for a in self.assigns],
                 "txns": [dataclasses.astuple(t) for t in self.txns.values()],
+                "commits": [[c.consumer, c.time, {str(k): v for k, v in c.offsets.items()}, c.group, c.ack_time,
+                             c.error, c.observed] for c in self.commits],
                 "heal": self.heal}
 
     @classmethod
@@ -140,6 +175,7 @@ class History:
                    for c, t, recs, iso, txn in d["polls"]]
         h.assigns = [Assign(*a) for a in d["assigns"]]
         h.txns = {t[0]: Txn(*t) for t in d["txns"]}
+        h.commits = [Commit(c[0], c[1], {int(k): v for k, v in c[2].items()}, *c[3:]) for c in d.get("commits", [])]
         h.heal = d.get("heal")
         return h
 
@@ -326,6 +362,9 @@ def check(history: History, bound: Optional[float] = None) -> Result:
                     r._add("aborted-read", "%s read %s at %d@%d (read_committed), written by aborted %s"
                            % (e.consumer, value, part, off, by_value[value].txn))
 
+    _check_transforms(history, r, sends, txns)
+    _check_commits(history, r, at, aborted_values)
+
     # -- transactions: G0 and G1c -----------------------------------------------------------------
     committed = {t.id for t in txns.values() if t.status == "committed"}
     if committed:
@@ -359,6 +398,126 @@ def check(history: History, bound: Optional[float] = None) -> Result:
             if any(b in cset for a in comp for b in wr.get(a, ())):
                 r._add("G1c", "ww/wr cycle: %s" % " ".join(_cycle(comp, ww, wr)))
     return r
+
+
+def _check_transforms(history: History, r: Result, sends: list, txns: dict) -> None:
+    """Consume-transform-produce: each acknowledged input read, after the heal, through exactly
+    one of its outputs (the outputs of aborted transactions are invisible to read_committed
+    readers; an output of a transaction whose outcome is unknown counts if it was read)."""
+    outputs: dict[str, list] = defaultdict(list)   # input value -> its outputs' values
+    for s in sends:
+        if s.source is not None:
+            outputs[s.source].append(s.value)
+    if not outputs:
+        return
+    heal = history.heal
+    read_committed_after: set = set()
+    for p in history.polls:
+        if p.isolation == READ_COMMITTED and (heal is None or p.time >= heal):
+            for recs in p.records.values():
+                read_committed_after.update(v for _o, v in recs)
+    for s in sends:
+        if s.source is not None or not s.acked or s.txn is not None:
+            continue   # inputs: plain acknowledged writes
+        seen = sorted(o for o in outputs.get(s.value, ()) if o in read_committed_after)
+        if not seen:
+            r._add("transform-lost", "input %s (%d@%d) has no output read after the heal (%d output(s) sent)"
+                   % (s.value, s.partition, s.offset, len(outputs.get(s.value, ()))))
+        elif len(seen) > 1:
+            r._add("transform-duplicate", "input %s read through %d outputs: %s" % (s.value, len(seen), seen))
+
+
+def _check_commits(history: History, r: Result, at: dict, aborted_values: set) -> None:
+    """Consumer groups: committed offsets never go down; nothing committed over unread."""
+    if not history.commits:
+        return
+    member_of: dict[str, str] = {a.consumer: a.group for a in history.assigns if a.group}
+    # (group, partition) -> offset -> first time a member read it
+    first_read: dict[tuple, dict] = defaultdict(dict)
+    for p in sorted(history.polls, key=lambda p: p.time):
+        g = member_of.get(p.consumer)
+        if g is None:
+            continue
+        for part, recs in p.records.items():
+            fr = first_read[(g, part)]
+            for off, _v in recs:
+                fr.setdefault(off, p.time)
+    readable: dict[int, list] = defaultdict(list)
+    for (part, off), values in at.items():
+        if any(v not in aborted_values for v in values):
+            readable[part].append(off)
+    for offs in readable.values():
+        offs.sort()
+
+    done = sorted((c for c in history.commits if c.ok and not c.observed), key=lambda c: c.ack_time)
+    high: dict[tuple, tuple] = {}       # (group, partition) -> (offset, consumer, ack_time): highest so far
+    checked: dict[tuple, int] = {}      # (group, partition) -> offsets below this were checked read
+    acked_commits: dict[tuple, list] = defaultdict(list)   # for the observers: [(ack_time, offset)]
+    for c in done:
+        for part, off in sorted(c.offsets.items()):
+            key = (c.group, part)
+            acked_commits[key].append((c.ack_time, off))
+            h = high.get(key)
+            if h is not None and off < h[0]:
+                r._add("commit-backward", "%s committed %d for partition %d of group %s at t=%.3f, after %s's %d (t=%.3f)"
+                       % (c.consumer, off, part, c.group, c.ack_time, h[1], h[0], h[2]))
+            if h is None or off > h[0]:
+                high[key] = (off, c.consumer, c.ack_time)
+            lo = checked.get(key, 0)
+            if off > lo:
+                offs = readable[part]
+                fr = first_read[key]
+                for x in offs[bisect.bisect_left(offs, lo):bisect.bisect_left(offs, off)]:
+                    t = fr.get(x)
+                    if t is None or t > c.ack_time:
+                        r._add("commit-skip", "%s committed %d for partition %d of group %s (t=%.3f) but no member had read offset %d"
+                               % (c.consumer, off, part, c.group, c.ack_time, x))
+                        break   # one example per commit
+                checked[key] = off
+    # observers: an OffsetFetch started after a commit's acknowledgement reads at least it
+    for key, lst in acked_commits.items():
+        lst.sort()
+    for o in sorted((c for c in history.commits if c.observed and c.ack_time is not None), key=lambda c: c.time):
+        for part, off in sorted(o.offsets.items()):
+            lst = acked_commits.get((o.group, part), [])
+            i = bisect.bisect_left(lst, (o.time, -1))
+            before = max((x[1] for x in lst[:i]), default=None)
+            if before is not None and off < before:
+                r._add("commit-backward", "an observer read %d as partition %d's committed offset of group %s at t=%.3f, "
+                       "after %d was acknowledged" % (off, part, o.group, o.time, before))
+    # a (re)assigned member starts where the group committed, not beyond
+    commits_by_key: dict[tuple, list] = defaultdict(list)
+    for c in done:
+        for part, off in c.offsets.items():
+            commits_by_key[(c.group, part)].append((c.ack_time, off))
+    for lst in commits_by_key.values():
+        lst.sort()
+    polls = sorted(history.polls, key=lambda p: p.time)
+    for a in history.assigns:
+        if not a.group or not a.partitions:
+            continue
+        for part in a.partitions:
+            # the member's first read of the partition after this assignment (before its next one)
+            nxt = min((b.time for b in history.assigns if b.consumer == a.consumer and b.time > a.time), default=None)
+            first = None
+            for p in polls:
+                if p.consumer != a.consumer or p.time < a.time or (nxt is not None and p.time >= nxt):
+                    continue
+                recs = p.records.get(part)
+                if recs:
+                    first = (p.time, recs[0][0])
+                    break
+            if first is None:
+                continue
+            lst = commits_by_key.get((a.group, part), [])
+            i = bisect.bisect_left(lst, (first[0], -1))
+            committed = max((x[1] for x in lst[:i]), default=0)
+            offs = readable[part]
+            j = bisect.bisect_left(offs, committed)
+            if first[1] > committed and j < len(offs) and offs[j] < first[1]:
+                r._add("commit-skip", "%s, assigned partition %d of group %s at t=%.3f, started at offset %d; the group "
+                       "had committed %d and offset %d holds a record" % (a.consumer, part, a.group, a.time, first[1],
+                                                                          committed, offs[j]))
 
 
 def _sccs(nodes, edges) -> list:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from compat.chaos.checker import (READ_COMMITTED, Assign, History, Poll, Send, Txn, check)
+from compat.chaos.checker import (READ_COMMITTED, Assign, Commit, History, Poll, Send, Txn, check)
 
 
 def clean(n=10, partitions=2, producers=("a", "b")) -> History:
@@ -287,3 +287,119 @@ def test_unavailability_is_per_partition():
     final_read(h, 20)
     r = check(h)
     assert r.ok and abs(r.longest_unavailable - 5.0) < 1e-6, r.longest_unavailable
+
+
+# -- consume-transform-produce ----------------------------------------------------------------
+def ctp_history(outputs_per_input=1, aborted_copy=False):
+    """Inputs i-0..i-4 on partition 0 (plain acknowledged writes); a transactional application
+    wrote o<k>:<input> to partition 1 in committed transactions; a read_committed final reader."""
+    h = History()
+    for i in range(5):
+        h.add(Send("in", "i-%d" % i, 0, i * 0.1, offset=i, ack_time=i * 0.1 + 0.01))
+    off = 0
+    for i in range(5):
+        for k in range(outputs_per_input if i == 2 else 1):
+            t = "t%d.%d" % (i, k)
+            h.add(Txn(t, "committed", "app"))
+            h.add(Send("app", "o%d:i-%d" % (k, i), 1, 1 + i * 0.1, offset=off, ack_time=1.01 + i * 0.1, txn=t,
+                       source="i-%d" % i))
+            off += 2   # each transaction's commit marker follows its record
+    if aborted_copy:
+        h.add(Txn("tx", "aborted", "app"))
+        h.add(Send("app", "ox:i-3", 1, 2.0, offset=off, ack_time=2.01, txn="tx", source="i-3"))
+    h.heal = 3.0
+    log = {}
+    for s in h.sends:
+        if s.acked and (s.txn is None or h.txns[s.txn].status == "committed"):
+            log.setdefault(s.partition, []).append((s.offset, s.value))
+    h.add(Assign("final", 4.0))
+    h.add(Poll("final", 4.1, {p: sorted(v) for p, v in log.items()}, isolation=READ_COMMITTED))
+    return h
+
+
+def test_transform_exactly_once_clean():
+    assert kinds(ctp_history())[0] == set()
+    # an aborted attempt's output, not read by the read_committed reader, is no duplicate
+    assert kinds(ctp_history(aborted_copy=True))[0] == set()
+
+
+def test_transform_duplicate_and_lost():
+    got, r = kinds(ctp_history(outputs_per_input=2))
+    assert got == {"transform-duplicate"}
+    assert "i-2 read through 2 outputs" in r.anomalies["transform-duplicate"][0]
+    h = ctp_history()
+    h.polls[-1].records[1] = [x for x in h.polls[-1].records[1] if x[1] != "o0:i-4"]
+    got, r = kinds(h)
+    # also a lost write (a committed transaction's acknowledged record nobody read)
+    assert got == {"transform-lost", "lost"}
+    assert r.anomalies["transform-lost"][0].startswith("input i-4 ")
+
+
+# -- consumer groups with commits --------------------------------------------------------------
+def group_history():
+    """10 records on partition 0; member m1 reads 0-4 and commits 5, leaves; m2 is assigned the
+    partition, starts at 5, reads to the end and commits 10; an observer reads 5 then 10."""
+    h = History()
+    for i in range(10):
+        h.add(Send("p", "p-%d" % i, 0, i * 0.1, offset=i, ack_time=i * 0.1 + 0.01))
+    h.heal = 1.5
+    h.add(Assign("m1", 2.0, [0], group="g"))
+    h.add(Poll("m1", 2.1, {0: [(i, "p-%d" % i) for i in range(5)]}))
+    h.add(Commit("m1", 2.2, {0: 5}, "g", ack_time=2.25))
+    h.add(Commit("obs", 2.3, {0: 5}, "g", ack_time=2.35, observed=True))
+    h.add(Assign("m2", 3.0, [0], group="g"))
+    h.add(Poll("m2", 3.1, {0: [(i, "p-%d" % i) for i in range(5, 10)]}))
+    h.add(Commit("m2", 3.2, {0: 10}, "g", ack_time=3.25))
+    h.add(Commit("obs", 3.3, {0: 10}, "g", ack_time=3.35, observed=True))
+    return h
+
+
+def test_group_commits_clean():
+    got, r = kinds(group_history())
+    assert got == set(), r.anomalies
+
+
+def test_commit_backward():
+    h = group_history()
+    h.add(Commit("m1", 3.4, {0: 7}, "g", ack_time=3.45))   # a zombie's commit accepted
+    got, r = kinds(h)
+    assert got == {"commit-backward"}
+    assert "m1 committed 7 for partition 0 of group g" in r.anomalies["commit-backward"][0]
+    h = group_history()
+    h.commits[-1].offsets = {0: 5}   # the observer reads an older offset after 10 was acknowledged
+    got, r = kinds(h)
+    assert got == {"commit-backward"}
+    assert "observer read 5" in r.anomalies["commit-backward"][0]
+    # a failed commit and an observer's read that started before the acknowledgement: fine
+    h = group_history()
+    h.add(Commit("m1", 3.4, {0: 7}, "g", ack_time=3.45, error="ILLEGAL_GENERATION"))
+    h.add(Commit("obs", 3.21, {0: 5}, "g", ack_time=3.3, observed=True))
+    assert kinds(h)[0] == set()
+
+
+def test_commit_skip_on_reassignment():
+    h = group_history()
+    # m2 starts at 7 although the group committed 5: 5 and 6 are never processed
+    h.polls[-1].records[0] = [(i, "p-%d" % i) for i in range(7, 10)]
+    h.add(Poll("final", 4.0, {0: [(i, "p-%d" % i) for i in range(10)]}))
+    got, r = kinds(h)
+    assert got == {"commit-skip"}
+    ex = r.anomalies["commit-skip"]
+    assert any("started at offset 7; the group had committed 5 and offset 5 holds a record" in e for e in ex), ex
+    assert any("m2 committed 10 for partition 0 of group g (t=3.250) but no member had read offset 5" in e for e in ex), ex
+
+
+def test_commit_over_unread_records():
+    h = group_history()
+    h.polls[0].records[0] = [(i, "p-%d" % i) for i in range(3)]   # m1 read 0-2, committed 5
+    h.add(Poll("final", 4.0, {0: [(i, "p-%d" % i) for i in range(10)]}))
+    got, r = kinds(h)
+    assert got == {"commit-skip"}
+    assert "m1 committed 5" in r.anomalies["commit-skip"][0] and "offset 3" in r.anomalies["commit-skip"][0]
+
+
+def test_commits_round_trip_through_json():
+    h = group_history()
+    h.add(Commit("m1", 3.4, {0: 7}, "g", ack_time=3.45))
+    h2 = History.from_dict(json.loads(json.dumps(h.to_dict())))
+    assert check(h2).counts == check(h).counts == {"commit-backward": 1}
