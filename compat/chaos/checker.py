@@ -212,8 +212,17 @@ def check(history: History, bound: Optional[float] = None) -> Result:
     by_value = {s.value: s for s in sends}
     txns = history.txns
 
+    # a transaction whose outcome its client never learnt (a commit that timed out, a client
+    # fenced by its successor) committed if a read_committed poll read one of its writes
+    seen_committed = {v for p in history.polls if p.isolation == READ_COMMITTED
+                      for recs in p.records.values() for _o, v in recs}
+    inferred = {s.txn for s in sends if s.txn is not None and s.value in seen_committed
+                and (txns.get(s.txn) is None or txns[s.txn].status == "unknown")}
+
     def status(s: Send) -> str:
         if s.txn is None:
+            return "committed"
+        if s.txn in inferred:
             return "committed"
         t = txns.get(s.txn)
         return t.status if t is not None else "unknown"
@@ -327,9 +336,12 @@ def check(history: History, bound: Optional[float] = None) -> Result:
     # -- consumers: skips and going back ------------------------------------------------------
     # offsets holding a readable record, per isolation level, sorted for range look-ups
     readable = {READ_UNCOMMITTED: defaultdict(list), READ_COMMITTED: defaultdict(list)}
+    # under read_committed only the writes known committed must be read (an unknown outcome may
+    # be an abort)
+    not_committed = {s.value for s in sends if status(s) != "committed"}
     for (part, off), values in at.items():
         readable[READ_UNCOMMITTED][part].append(off)
-        if any(v not in aborted_values for v in values):
+        if any(v not in not_committed for v in values):
             readable[READ_COMMITTED][part].append(off)
     for lvl in readable.values():
         for offs in lvl.values():
@@ -366,7 +378,7 @@ def check(history: History, bound: Optional[float] = None) -> Result:
     _check_commits(history, r, at, aborted_values)
 
     # -- transactions: G0 and G1c -----------------------------------------------------------------
-    committed = {t.id for t in txns.values() if t.status == "committed"}
+    committed = {t.id for t in txns.values() if t.status == "committed"} | inferred
     if committed:
         writer = {s.value: s.txn for s in sends if s.txn in committed}
         ww: dict[str, set] = defaultdict(set)

@@ -56,10 +56,11 @@ if __name__ == "__main__":   # run as a script: this checkout (pykbroker and com
 from pykbroker.protocol import wire  # noqa: E402
 
 from compat.chaos import netns  # noqa: E402
-from compat.chaos.checker import Assign, History, Poll, Result, Send, check  # noqa: E402
+from compat.chaos.checker import (READ_COMMITTED, READ_UNCOMMITTED, Assign, Commit, History, Poll,  # noqa: E402
+                                  Result, Send, Txn, check)
 
 TOPIC = "jepsen"
-WORKLOADS = ("idempotent", "acks1")
+WORKLOADS = ("idempotent", "acks1", "txn", "group")
 
 
 # ---------------------------------------------------------------------------- cluster views
@@ -145,23 +146,41 @@ def _node(broker_id: int) -> str:
     return "b%d" % broker_id
 
 
-def _isolate_leader(net, leader, others, rnd):
+@dataclasses.dataclass
+class NemesisContext:
+    """What a nemesis may need beyond the net: the cluster, the fault window's end (for the
+    nemeses that act all through it) and ``undo``, run at the heal after ``net.heal()``."""
+    cluster: object
+    session_timeout_s: float
+    until: float = 0.0
+    undo: list = dataclasses.field(default_factory=list)
+    ports: dict = dataclasses.field(default_factory=dict)
+    events: list = dataclasses.field(default_factory=list)   # what a lasting nemesis did, for the log
+
+    def heal(self, net) -> None:
+        net.heal()
+        undo, self.undo = self.undo, []
+        for f in reversed(undo):
+            f()
+
+
+def _isolate_leader(net, leader, others, rnd, ctx=None):
     net.isolate(_node(leader))
     return "b%d isolated from all" % leader
 
 
-def _leader_zk(net, leader, others, rnd):
+def _leader_zk(net, leader, others, rnd, ctx=None):
     net.cut(_node(leader), "zk")
     return "b%d cut from zk" % leader
 
 
-def _leader_followers(net, leader, others, rnd):
+def _leader_followers(net, leader, others, rnd, ctx=None):
     for o in others:
         net.cut(_node(leader), _node(o))
     return "b%d cut from b%s" % (leader, ",b".join(map(str, others)))
 
 
-def _majority_minority(net, leader, others, rnd):
+def _majority_minority(net, leader, others, rnd, ctx=None):
     brokers = [leader] + list(others)
     rnd.shuffle(brokers)
     minority, majority = [_node(brokers[0])], [_node(b) for b in brokers[1:]]
@@ -170,13 +189,14 @@ def _majority_minority(net, leader, others, rnd):
     return "%s | %s" % (",".join(minority), ",".join(majority))
 
 
-def _bridge(net, leader, others, rnd):
+def _bridge(net, leader, others, rnd, ctx=None):
     bridge, other = rnd.sample(list(others), 2)
     net.partition([[_node(leader)], ["zk", _node(other)]])
     return "b%d | b%d (bridge) | zk,b%d" % (leader, bridge, other)
 
 
-def _zk_blip(net, leader, others, rnd, cluster=None, session_timeout_s=6.0):
+def _zk_blip(net, leader, others, rnd, ctx):
+    cluster, session_timeout_s = ctx.cluster, ctx.session_timeout_s
     controller = controller_of(cluster)
     if controller is None:
         return _isolate_leader(net, leader, others, rnd)
@@ -193,6 +213,94 @@ def _zk_blip(net, leader, others, rnd, cluster=None, session_timeout_s=6.0):
         controller, session_timeout_s / 2, victim)
 
 
+# flapping: partitions cut and healed every FLAP_S seconds (each drawn in the range) all through
+# the fault window, each a new draw of one of these shapes
+FLAP_S = (1.0, 3.0)
+FLAP_SHAPES = (_isolate_leader, _leader_zk, _leader_followers, _majority_minority, _bridge)
+
+
+def _flapping(net, leader, others, rnd, ctx):
+    cuts = 0
+    while True:
+        shape = rnd.choice(FLAP_SHAPES)
+        # a random broker, not always partition 0's leader: every partition's leader gets hit
+        victim = rnd.choice([leader] + list(others))
+        rest = [b for b in [leader] + list(others) if b != victim]
+        ctx.events.append(shape(net, victim, rest, rnd))
+        cuts += 1
+        if not _sleep_until(min(ctx.until, time.monotonic() + rnd.uniform(*FLAP_S)), ctx.until):
+            break
+        net.heal()
+        if not _sleep_until(min(ctx.until, time.monotonic() + rnd.uniform(*FLAP_S)), ctx.until):
+            break
+    return "flapping: %d cut(s) of %.0f-%.0f s, healed as long between (%s, ...)" % (
+        cuts, FLAP_S[0], FLAP_S[1], "; ".join(ctx.events[:3]))
+
+
+def _sleep_until(t: float, until: float) -> bool:
+    """Sleep to ``t``; False when that reaches the window's end ``until``."""
+    time.sleep(max(0.0, t - time.monotonic()))
+    return time.monotonic() < until - 0.05
+
+
+# slow links: 100-500 ms each way (a delay drawn per chunk, in order) on every link of the leader
+# to the other brokers and ZooKeeper, through compat/chaos/relay.py
+SLOW_DELAY_S = (0.1, 0.5)
+# lossy links: a share of the packets drawn in this range, dropped by the kernel each way
+LOSS = (0.05, 0.20)
+
+
+def _slow_leader(net, leader, others, rnd, ctx):
+    from compat.chaos.relay import slow_links
+    links = slow_links(net, _node(leader), ctx.ports, delay=SLOW_DELAY_S, seed=rnd.randrange(1 << 30))
+    ctx.undo.append(links.close)
+    return "b%d's links to zk and the brokers delayed %.0f-%.0f ms each way" % (
+        leader, 1000 * SLOW_DELAY_S[0], 1000 * SLOW_DELAY_S[1])
+
+
+def _lossy_leader(net, leader, others, rnd, ctx):
+    loss = rnd.uniform(*LOSS)
+    for o in ["zk"] + [_node(b) for b in others]:
+        net.lossy(_node(leader), o, loss)
+    return "b%d's links to zk and the brokers lose %.0f %% of their packets" % (leader, 100 * loss)
+
+
+# clock jumps: the broker's clock (pykbroker/clock.py, moved through its control endpoint) jumps
+# forward by CLOCK_JUMP_S (drawn) every CLOCK_EVERY_S through the fault window, on the leader
+# first, then on random brokers.  Forward only: the broker clock never goes back.  Every timer
+# of the broker's loop sees the jump (replica lag, group sessions, transaction timeouts);
+# ZooKeeper's session (kazoo, real time) does not.
+CLOCK_JUMP_S = (5.0, 60.0)
+CLOCK_EVERY_S = (2.0, 5.0)
+
+
+def clock_jump(broker, seconds: float) -> dict:
+    import urllib.request
+    url = getattr(broker, "control_url", None)
+    if not url:
+        raise RuntimeError("broker %d has no control endpoint: clock jumps need pykbroker's" % broker.broker_id)
+    req = urllib.request.Request(url + "/clock", data=json.dumps({"advance_ms": int(seconds * 1000)}).encode(),
+                                 headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def _clock_jumps(net, leader, others, rnd, ctx):
+    victim = leader
+    jumps = []
+    while True:
+        s = rnd.uniform(*CLOCK_JUMP_S)
+        try:
+            clock_jump(ctx.cluster.broker(victim), s)
+            jumps.append("b%d +%.0fs" % (victim, s))
+        except OSError as e:
+            jumps.append("b%d jump failed (%s)" % (victim, e))
+        if not _sleep_until(time.monotonic() + rnd.uniform(*CLOCK_EVERY_S), ctx.until):
+            break
+        victim = rnd.choice([leader] + list(others))
+    return "clock jumps: %s" % ", ".join(jumps)
+
+
 NEMESES: dict[str, Callable] = {
     "isolate-leader": _isolate_leader,
     "leader-zk": _leader_zk,
@@ -200,12 +308,23 @@ NEMESES: dict[str, Callable] = {
     "majority-minority": _majority_minority,
     "bridge": _bridge,
     "zk-blip": _zk_blip,
+    "flapping": _flapping,
+    "slow-leader": _slow_leader,
+    "lossy-leader": _lossy_leader,
+    "clock-jump": _clock_jumps,
 }
+# nemeses that act all through the fault window themselves (they return at its end)
+LASTING = {"flapping", "clock-jump"}
+# nemeses only pykbroker can be given (its control endpoint moves its clock)
+PYKBROKER_ONLY = {"clock-jump"}
 
 
 # ---------------------------------------------------------------------------- workload
 class Workload:
     """Producers and a live consumer recording into one :class:`History`."""
+
+    isolation = READ_UNCOMMITTED   # the live consumer's
+    live_consumer = True
 
     def __init__(self, bootstrap: str, history: History, producers: int = 2, rate: int = 200,
                  partitions: int = 3, message_timeout_ms: int = 60000, workload: str = "idempotent"):
@@ -269,7 +388,7 @@ class Workload:
     def _consume(self) -> None:
         from confluent_kafka import Consumer, TopicPartition
         c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "jepsen-live",
-                      "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                      "enable.auto.commit": False, "auto.offset.reset": "earliest", "isolation.level": self.isolation,
                       "topic.metadata.refresh.interval.ms": 1000, "log_level": 2})
         try:
             self.h.add(Assign("live", time.monotonic()))
@@ -283,7 +402,7 @@ class Workload:
                         continue
                     recs.setdefault(m.partition(), []).append((m.offset(), m.value().decode()))
                 if recs:
-                    self.h.add(Poll("live", now, recs))
+                    self.h.add(Poll("live", now, recs, self.isolation))
         finally:
             c.close()
 
@@ -292,8 +411,9 @@ class Workload:
             t = threading.Thread(target=self._produce, args=(i,), daemon=True)
             t.start()
             self._threads.append(t)
-        self._consumer = threading.Thread(target=self._consume, daemon=True)
-        self._consumer.start()
+        if self.live_consumer:
+            self._consumer = threading.Thread(target=self._consume, daemon=True)
+            self._consumer.start()
 
     def stop(self) -> None:
         self._stop_producing.set()
@@ -304,7 +424,263 @@ class Workload:
             self._consumer.join()
 
 
-def final_read(bootstrap: str, h: History, partitions: int, until: float, log=print) -> int:
+class TxnWorkload(Workload):
+    """Transactional consume-transform-produce over the topic itself, as Jepsen's Kafka workload
+    makes transactions both read and write: the idempotent producers write raw values; two
+    applications (one consumer group, read_committed, transactional ids ``ctp-0``/``ctp-1``)
+    turn each raw value ``v`` read from partition ``p`` into ``T<txn>:v`` written to partition
+    ``p+1`` and commit the input offsets in the same transaction.  Outputs are read again by the
+    applications (and skipped), so transactions read what others wrote: the write-read edges of
+    G1c.  Every transaction is recorded (:class:`Txn`: committed, aborted, or unknown when its
+    commit's outcome is not known), every output a :class:`Send` with its transaction and source,
+    every application poll a read_committed :class:`Poll` inside its transaction.  The live
+    consumer reads read_committed.  Checked: aborted reads, G0/G1c, each acknowledged raw value
+    transformed exactly once (``transform-lost``/``-duplicate``), and the usual ones."""
+
+    isolation = READ_COMMITTED
+    APPS = 2
+    BATCH = 100
+    GROUP = "jepsen-ctp"
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self._stop_apps = threading.Event()
+        self._apps: list[threading.Thread] = []
+        self.last_input = time.monotonic()   # when an application last transformed a raw value
+        self._txn_seq = 0
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        super().start()
+        for i in range(self.APPS):
+            t = threading.Thread(target=self._app, args=(i,), daemon=True)
+            t.start()
+            self._apps.append(t)
+
+    def stop(self) -> None:
+        self._stop_producing.set()
+        for t in self._threads:
+            t.join()
+        # the applications finish transforming what was written: until none is left for 5 s
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and time.monotonic() - self.last_input < 5.0:
+            time.sleep(0.5)
+        self._stop_apps.set()
+        for t in self._apps:
+            t.join(120)
+            if t.is_alive():
+                self.errors.append("a transforming application did not stop")
+        self._stop_consuming.set()
+        if self._consumer is not None:
+            self._consumer.join()
+
+    def _next_txn(self, name: str) -> str:
+        with self._lock:
+            self._txn_seq += 1
+            return "%s.%d" % (name, self._txn_seq)
+
+    def _app(self, i: int) -> None:
+        from compat.chaos.chaos_eos import _bounded, _ClientHang
+        name = "ctp-%d" % i
+        while not self._stop_apps.is_set():
+            try:
+                self._session(name, _bounded, _ClientHang)
+            except Exception as e:   # a session failing outright: a new one, counted
+                self.errors.append("%s session: %r" % (name, e))
+            if not self._stop_apps.is_set():
+                time.sleep(0.5)
+
+    def _session(self, name, _bounded, _ClientHang) -> None:
+        from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+        h = self.h
+
+        def assigned(consumer, parts):
+            h.add(Assign(name, time.monotonic(), sorted(p.partition for p in parts)))
+
+        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.GROUP, "isolation.level": READ_COMMITTED,
+                      "auto.offset.reset": "earliest", "enable.auto.commit": False, "session.timeout.ms": 10000,
+                      "topic.metadata.refresh.interval.ms": 1000, "log_level": 2})
+        p = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": name, "transaction.timeout.ms": 20000,
+                      "topic.metadata.refresh.interval.ms": 1000, "log_level": 2})
+
+        def rewind() -> bool:
+            try:
+                committed = c.committed(c.assignment(), 20)
+                for tp in committed:
+                    c.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
+                h.add(Assign(name, time.monotonic(), sorted(tp.partition for tp in committed)))
+            except KafkaException:
+                return False
+            return True
+
+        try:
+            p.init_transactions(30)
+            c.subscribe([TOPIC], on_assign=assigned)
+            while not self._stop_apps.is_set():
+                msgs = [m for m in c.consume(self.BATCH, 0.5) if not m.error()]
+                if not msgs:
+                    continue
+                tid = self._next_txn(name)
+                now = time.monotonic()
+                recs: dict = {}
+                for m in msgs:
+                    recs.setdefault(m.partition(), []).append((m.offset(), m.value().decode()))
+                h.add(Poll(name, now, recs, READ_COMMITTED, txn=tid))
+                txn = h.add(Txn(tid, "unknown", name))
+                p.begin_transaction()
+                try:
+                    raw = 0
+                    for m in msgs:
+                        v = m.value().decode()
+                        if v.startswith("T"):
+                            continue   # an output: transformed already
+                        raw += 1
+                        part = (m.partition() + 1) % self.partitions
+                        send = h.add(Send(name, "T%s:%s" % (tid, v), part, time.monotonic(), txn=tid, source=v))
+
+                        def done(err, msg, send=send):
+                            send.ack_time = time.monotonic()
+                            if err is not None:
+                                send.error = str(err.name())
+                            else:
+                                send.offset = msg.offset()
+                        p.produce(TOPIC, send.value.encode(), partition=part, on_delivery=done)
+                    nxt: dict = {}
+                    for m in msgs:
+                        nxt[m.partition()] = max(nxt.get(m.partition(), 0), m.offset() + 1)
+                    offsets = [TopicPartition(TOPIC, part, off) for part, off in nxt.items()]
+                    meta = c.consumer_group_metadata()
+                    _bounded(lambda: p.send_offsets_to_transaction(offsets, meta, 30), 45)
+                    _bounded(lambda: p.commit_transaction(30), 45)
+                    txn.status = "committed"
+                    p.poll(0)
+                    if raw:
+                        self.last_input = time.monotonic()
+                except _ClientHang:
+                    self.errors.append("%s: a transaction call blocked past its timeout (new producer)" % name)
+                    return   # txn stays unknown; the next session's InitProducerId fences this one
+                except KafkaException as e:
+                    err = e.args[0]
+                    if err.txn_requires_abort() or err.retriable():
+                        try:
+                            p.abort_transaction(30)
+                            txn.status = "aborted"
+                        except KafkaException:
+                            return   # unknown; a new session
+                        if not rewind():
+                            return
+                        continue
+                    return   # fatal (fenced, ...): unknown; a new session
+        except KafkaException:
+            return   # outside a transaction (init, begin, consume): a new session
+        finally:
+            try:
+                p.flush(5)
+                c.close()
+            except Exception:
+                pass
+
+
+class GroupWorkload(Workload):
+    """Consumer groups with commits: the idempotent producers, and ``MEMBERS`` confluent-kafka
+    consumers of one group that commit (synchronously) the offsets after what each poll
+    returned; one member leaves and rejoins every ``CHURN_S`` seconds so that partitions move;
+    an observer reads the group's committed offsets every 0.5 s (OffsetFetch from a consumer that
+    does not join).  Every assignment, poll, commit (acknowledged or failed) and observation is
+    recorded.  Checked: commit-backward, commit-skip (see checker.py), and the usual ones."""
+
+    live_consumer = False
+    MEMBERS = 3
+    CHURN_S = 8.0
+    GROUP = "jepsen-group"
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self._members: list[threading.Thread] = []
+        self._generation = 0
+
+    def start(self) -> None:
+        super().start()
+        for i in range(self.MEMBERS):
+            t = threading.Thread(target=self._member, args=(i,), daemon=True)
+            t.start()
+            self._members.append(t)
+        self._observer = threading.Thread(target=self._observe, daemon=True)
+        self._observer.start()
+
+    def stop(self) -> None:
+        self._stop_producing.set()
+        for t in self._threads:
+            t.join()
+        time.sleep(5.0)   # the members read what the producers' last flush wrote
+        self._stop_consuming.set()
+        for t in self._members + [self._observer]:
+            t.join(120)
+
+    def _member(self, i: int) -> None:
+        from confluent_kafka import Consumer, KafkaException, TopicPartition
+        h = self.h
+        incarnation = 0
+        while not self._stop_consuming.is_set():
+            incarnation += 1
+            name = "m%d.%d" % (i, incarnation)
+
+            def assigned(consumer, parts, name=name):
+                h.add(Assign(name, time.monotonic(), sorted(p.partition for p in parts), group=self.GROUP))
+
+            c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.GROUP, "enable.auto.commit": False,
+                          "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
+                          "heartbeat.interval.ms": 1000, "topic.metadata.refresh.interval.ms": 1000, "log_level": 2})
+            # member 0 leaves and rejoins every CHURN_S: reassignments all along
+            leave_at = time.monotonic() + self.CHURN_S if i == 0 else float("inf")
+            try:
+                c.subscribe([TOPIC], on_assign=assigned)
+                while not self._stop_consuming.is_set() and time.monotonic() < leave_at:
+                    msgs = [m for m in c.consume(200, 0.5) if not m.error()]
+                    if not msgs:
+                        continue
+                    recs: dict = {}
+                    for m in msgs:
+                        recs.setdefault(m.partition(), []).append((m.offset(), m.value().decode()))
+                    h.add(Poll(name, time.monotonic(), recs))
+                    offsets = {part: rs[-1][0] + 1 for part, rs in recs.items()}
+                    com = h.add(Commit(name, time.monotonic(), offsets, self.GROUP))
+                    try:
+                        c.commit(offsets=[TopicPartition(TOPIC, part, off) for part, off in offsets.items()],
+                                 asynchronous=False)
+                        com.ack_time = time.monotonic()
+                    except KafkaException as e:
+                        com.ack_time = time.monotonic()
+                        com.error = e.args[0].name()
+            except KafkaException as e:
+                self.errors.append("%s: %s" % (name, e.args[0]))
+            finally:
+                try:
+                    c.close()
+                except Exception:
+                    pass
+
+    def _observe(self) -> None:
+        from confluent_kafka import Consumer, KafkaException, TopicPartition
+        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.GROUP, "enable.auto.commit": False,
+                      "log_level": 2})
+        tps = [TopicPartition(TOPIC, p) for p in range(self.partitions)]
+        try:
+            while not self._stop_consuming.wait(0.5):
+                t = time.monotonic()
+                try:
+                    got = c.committed(tps, timeout=5)
+                except KafkaException:
+                    continue
+                offsets = {tp.partition: tp.offset for tp in got if tp.offset >= 0 and not tp.error}
+                if offsets:
+                    self.h.add(Commit("observer", t, offsets, self.GROUP, ack_time=time.monotonic(), observed=True))
+        finally:
+            c.close()
+
+
+def final_read(bootstrap: str, h: History, partitions: int, until: float, log=print,
+               isolation: str = READ_UNCOMMITTED) -> int:
     """Read every partition from 0 to its end, recorded as polls of reader ``final-<k>``; again
     (a new reader) until every acknowledged value has been read since the heal or ``until``
     (monotonic) passes.  Returns the number of passes."""
@@ -314,7 +690,7 @@ def final_read(bootstrap: str, h: History, partitions: int, until: float, log=pr
         passes += 1
         name = "final-%d" % passes
         c = Consumer({"bootstrap.servers": bootstrap, "group.id": "jepsen-" + name, "enable.auto.commit": False,
-                      "enable.partition.eof": True, "auto.offset.reset": "earliest",
+                      "enable.partition.eof": True, "auto.offset.reset": "earliest", "isolation.level": isolation,
                       "topic.metadata.refresh.interval.ms": 1000, "log_level": 2})
         try:
             ends = {}
@@ -340,7 +716,7 @@ def final_read(bootstrap: str, h: History, partitions: int, until: float, log=pr
                     if m.offset() + 1 >= ends[m.partition()]:
                         done.add(m.partition())
                 if recs:
-                    h.add(Poll(name, now, recs))
+                    h.add(Poll(name, now, recs, isolation))
         finally:
             c.close()
         seen = set()
@@ -348,7 +724,9 @@ def final_read(bootstrap: str, h: History, partitions: int, until: float, log=pr
             if p.time >= (h.heal or 0):
                 for recs in p.records.values():
                     seen.update(v for _o, v in recs)
-        missing = [s.value for s in h.sends if s.acked and s.value not in seen]
+        # acknowledged and visible: outside transactions, or in committed ones
+        missing = [s.value for s in h.sends if s.acked and s.value not in seen
+                   and (s.txn is None or (s.txn in h.txns and h.txns[s.txn].status == "committed"))]
         if not missing or time.monotonic() >= until:
             return passes
         log("final read %d: %d acknowledged value(s) not read yet (e.g. %s); again" % (passes, len(missing), missing[:3]))
@@ -397,11 +775,18 @@ def run(nemesis: str, seconds: float = 60.0, fault_s: float = 20.0, quiet_s: flo
                  "min.insync.replicas": "2", "offsets.topic.replication.factor": "3",
                  "replica.lag.time.max.ms": "10000", "group.initial.rebalance.delay.ms": "0",
                  "unclean.leader.election.enable": "false"}
+    if broker == "kafka" and nemesis in PYKBROKER_ONLY:
+        raise ValueError("%s needs pykbroker's control endpoint (Apache Kafka's clock cannot be moved here)" % nemesis)
     h = History()
     faults: list = []
     # die_with_parent: a run killed outright leaves no broker or ZooKeeper running
     cluster = netns.cluster(3, data_dir, overrides=overrides, die_with_parent=True)
     net = cluster.net
+    if nemesis in PYKBROKER_ONLY:
+        for b in cluster.brokers:
+            b.control_port = 0   # serve --control on the broker's namespace address
+    ctx = NemesisContext(cluster, session_timeout_ms / 1000.0,
+                         ports={"zk": netns.ZK_PORT, **{_node(b.broker_id): b.port for b in cluster.brokers}})
     if broker == "kafka":
         libs = kafka_libs()
         if libs is None:
@@ -428,7 +813,8 @@ def run(nemesis: str, seconds: float = 60.0, fault_s: float = 20.0, quiet_s: flo
             assert r["topics"][0]["error_code"] == 0, r
             wire.wait_for_topic(c, TOPIC, partitions, timeout=30)
         log("cluster up in namespaces (%s); ZooKeeper %s" % (cluster.bootstrap_servers, cluster.zookeeper_connect))
-        load = Workload(cluster.bootstrap_servers, h, producers, rate, partitions, workload=workload)
+        cls = {"txn": TxnWorkload, "group": GroupWorkload}.get(workload, Workload)
+        load = cls(cluster.bootstrap_servers, h, producers, rate, partitions, workload=workload)
         load.start()
         t0 = time.monotonic()
         t_end = t0 + seconds
@@ -440,23 +826,23 @@ def run(nemesis: str, seconds: float = 60.0, fault_s: float = 20.0, quiet_s: flo
                     time.sleep(1.0)
                     continue
                 others = [b.broker_id for b in cluster.brokers if b.broker_id != leader]
-                if strike is _zk_blip:
-                    desc = strike(net, leader, others, rnd, cluster, session_timeout_ms / 1000.0)
-                else:
-                    desc = strike(net, leader, others, rnd)
                 t_fault = time.monotonic()
+                ctx.until = min(t_fault + fault_s, t_end)
+                ctx.events = []
+                desc = strike(net, leader, others, rnd, ctx)
                 log("t=%.1f fault: %s" % (t_fault - t0, desc))
-                time.sleep(max(0.0, min(fault_s, t_end - time.monotonic())))
-                net.heal()
+                time.sleep(max(0.0, ctx.until - time.monotonic()))
+                ctx.heal(net)
                 faults.append((round(t_fault - t0, 1), round(time.monotonic() - t0, 1), desc))
                 log("t=%.1f healed" % (time.monotonic() - t0))
                 time.sleep(max(0.0, min(quiet_s, t_end - time.monotonic())))
         finally:
-            net.heal()
+            ctx.heal(net)
             h.heal = time.monotonic()
         load.stop()
-        log("producers drained (%.1f s after the heal); final read" % (time.monotonic() - h.heal))
-        passes = final_read(cluster.bootstrap_servers, h, partitions, h.heal + bound + 30, log=log)
+        log("workload stopped (%.1f s after the heal); final read" % (time.monotonic() - h.heal))
+        passes = final_read(cluster.bootstrap_servers, h, partitions, h.heal + bound + 30, log=log,
+                            isolation=READ_COMMITTED if workload == "txn" else READ_UNCOMMITTED)
     finally:
         cluster.stop_all()
         net.close()
@@ -522,6 +908,8 @@ def main(argv=None) -> int:
         for kind, ex in rep.result.anomalies.items():
             for e in ex[:5]:
                 print("    %s: %s" % (kind, e))
+        for e in rep.errors[:10]:
+            print("    workload: %s" % e)
         if rep.data_dir:
             print("    logs kept in %s" % rep.data_dir)
         if args.out:

@@ -201,13 +201,17 @@ class SlowLinks:
         return sum(r.carried for r in self.relays.values())
 
     def close(self) -> None:
-        for node, args in reversed(self.rules):
-            self.net.exec(node, "iptables", "-w", "-t", "nat", "-D", *args, check=False)
-        self.rules = []
-        # closing a relay closes both ends of what it carries: the brokers reconnect, directly now
+        # closing a relay closes both ends of what it carries: the brokers reconnect, directly
+        # once the rules are gone.  The relays first: with the DNAT rule deleted, the relay's
+        # FIN is no longer mapped back to the connection in the namespace, which would then wait
+        # for an answer until its own timeout (30 s for a replica fetcher)
         for r in self.relays.values():
             r.close()
         self.relays = {}
+        time.sleep(0.2)
+        for node, args in reversed(self.rules):
+            self.net.exec(node, "iptables", "-w", "-t", "nat", "-D", *args, check=False)
+        self.rules = []
 
 
 def _kill_between(net, node: str, peers: list) -> None:

@@ -61,7 +61,7 @@ class BrokerNode(ChildProcess):
     def __init__(self, broker_id: int, data_dir: str, zookeeper_connect: Optional[str],
                  overrides: Optional[dict] = None, port: int = 0, log_level: str = "INFO",
                  die_with_parent: bool = False, metrics_port: Optional[int] = None,
-                 as_kafka: Optional[str] = None, trace: bool = False):
+                 as_kafka: Optional[str] = None, trace: bool = False, control_port: Optional[int] = None):
         self.broker_id = int(broker_id)
         # ``serve --as-kafka`` (a version profile, pykbroker/profiles.py) and ``serve --trace``
         # (every request served, decoded, appended to ``trace_path`` as JSON lines)
@@ -81,6 +81,13 @@ class BrokerNode(ChildProcess):
         # Prometheus metrics (``serve --metrics``): None off, 0 a free port chosen at the first
         # spawn and kept across restarts (a scraper's target list stays valid)
         self.metrics_port = metrics_port
+        # the HTTP control endpoint (``serve --control``: faults, the broker's clock), on this
+        # broker's host; None off, 0 a free port chosen at the first spawn and kept
+        self.control_port = control_port
+
+    @property
+    def control_url(self) -> Optional[str]:
+        return "http://%s:%d" % (self.host, self.control_port) if self.control_port else None
 
     @property
     def bootstrap(self) -> str:
@@ -99,6 +106,8 @@ class BrokerNode(ChildProcess):
             cmd += ["--override", "%s=%s" % (k, v)]
         if self.metrics_port is not None:
             cmd += ["--metrics", "%s:%d" % (self.host, self.metrics_port)]
+        if self.control_port is not None:
+            cmd += ["--control", "%s:%d" % (self.host, self.control_port)]
         if self.as_kafka:
             cmd += ["--as-kafka", self.as_kafka]
         if self.trace_path:
@@ -114,6 +123,9 @@ class BrokerNode(ChildProcess):
             self.port = free_port(HOST)
         if self.metrics_port == 0:
             self.metrics_port = free_port(HOST)
+        if self.control_port == 0:
+            # in a namespace of its own (compat/chaos/netns.py) any port is free there
+            self.control_port = free_port(HOST) if self.host == HOST else 7070
         env = dict(os.environ)
         # The child imports the same pykbroker as this process: a source checkout (a worktree
         # on PYTHONPATH, or the current directory) goes first on its path.  An installed package

@@ -403,3 +403,26 @@ def test_commits_round_trip_through_json():
     h.add(Commit("m1", 3.4, {0: 7}, "g", ack_time=3.45))
     h2 = History.from_dict(json.loads(json.dumps(h.to_dict())))
     assert check(h2).counts == check(h).counts == {"commit-backward": 1}
+
+
+def test_unknown_transaction_read_committed_counts_as_committed():
+    h = txn_history()
+    h.txns["t3"].status = "unknown"   # its commit timed out; a read_committed reader read a-2
+    got, r = kinds(h)
+    assert got == set()
+    # inferred committed, it takes part in cycles
+    h = History()
+    h.add(Txn("t1", "committed"))
+    h.add(Txn("t2", "unknown"))
+    _two_txn_writes(h, ["t1", "t2"], ["t2", "t1"])
+    h.heal = 1.0
+    final_read(h, 2.0)
+    h.polls[-1].isolation = READ_COMMITTED
+    assert "G0" in kinds(h)[0]
+    # an unknown one never read is neither lost nor a read_committed skip
+    h = txn_history()
+    h.txns["t3"].status = "unknown"
+    for p in h.polls:
+        p.records[0] = [x for x in p.records[0] if x[1] != "a-2"]
+    got, r = kinds(h)
+    assert got == set(), r.anomalies
