@@ -186,6 +186,7 @@ class Result:
     acked: int = 0
     failed: int = 0
     read: int = 0                    # distinct values read
+    acked_without_offset: int = 0    # successes whose acknowledgement carried no offset
     lost: int = 0
     duplicated: int = 0
     longest_unavailable: float = 0.0
@@ -273,16 +274,21 @@ def check(history: History, bound: Optional[float] = None) -> Result:
         r.longest_unavailable = max(r.longest_unavailable, max(gaps))
 
     # -- lost / unseen-within-bound ---------------------------------------------------------
-    for s in acked:
+    # a success without an offset (librdkafka's answer when an idempotent retry of a batch that
+    # was possibly persisted comes back as a duplicate) is an acknowledgement too: it must be read
+    no_offset = [s for s in sends if s.offset is None and s.error is None and s.ack_time is not None]
+    r.acked_without_offset = len(no_offset)
+    for s in acked + no_offset:
         if status(s) != "committed":
             continue
+        where = "%d@%s" % (s.partition, s.offset if s.offset is not None else "?")
         if s.value not in first_read_after_heal:
             r.lost += 1
             was = " (read before the heal at %s, not after)" % sorted(read_at[s.value]) if s.value in read_at else ""
-            r._add("lost", "%s acknowledged at %d@%d (t=%.3f)%s" % (s.value, s.partition, s.offset, s.ack_time or s.time, was))
+            r._add("lost", "%s acknowledged at %s (t=%.3f)%s" % (s.value, where, s.ack_time or s.time, was))
         elif bound is not None and heal is not None and first_read_after_heal[s.value] - heal > bound:
-            r._add("unseen-within-bound", "%s acknowledged at %d@%d, first read %.1f s after the heal"
-                   % (s.value, s.partition, s.offset, first_read_after_heal[s.value] - heal))
+            r._add("unseen-within-bound", "%s acknowledged at %s, first read %.1f s after the heal"
+                   % (s.value, where, first_read_after_heal[s.value] - heal))
 
     # -- duplicates --------------------------------------------------------------------------
     for value, where in read_at.items():

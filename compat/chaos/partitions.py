@@ -888,6 +888,8 @@ def run(nemesis: str, seconds: float = 60.0, fault_s: float = 20.0, quiet_s: flo
             json.dump(h.to_dict(), fh)
     report = RunReport(nemesis, workload, broker, seconds, faults, result, passes, data_dir if keep or not result.ok else None,
                        load.errors, workload_figures(h))
+    if result.acked_without_offset:
+        report.figures["acked without offset"] = result.acked_without_offset
     if result.ok and not keep:
         shutil.rmtree(data_dir, ignore_errors=True)
     return report

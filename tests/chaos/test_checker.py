@@ -426,3 +426,14 @@ def test_unknown_transaction_read_committed_counts_as_committed():
         p.records[0] = [x for x in p.records[0] if x[1] != "a-2"]
     got, r = kinds(h)
     assert got == set(), r.anomalies
+
+
+def test_acknowledged_without_offset_must_still_be_read():
+    h = clean()
+    s = h.sends[3]
+    s.offset = None   # delivered, offset unknown (an idempotent retry answered as a duplicate)
+    got, r = kinds(h)
+    assert got == set() and r.acked_without_offset == 1
+    h.polls[-1].records = {p: [x for x in recs if x[1] != s.value] for p, recs in h.polls[-1].records.items()}
+    got, r = kinds(h)
+    assert "lost" in got and r.lost == 1 and "%s acknowledged at %d@?" % (s.value, s.partition) in r.anomalies["lost"][0]
