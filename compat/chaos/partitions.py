@@ -163,6 +163,7 @@ class NemesisContext:
     undo: list = dataclasses.field(default_factory=list)
     ports: dict = dataclasses.field(default_factory=dict)
     events: list = dataclasses.field(default_factory=list)   # what a lasting nemesis did, for the log
+    figures: dict = dataclasses.field(default_factory=dict)  # the nemesis's own, added to the report's
 
     def heal(self, net) -> None:
         net.heal()
@@ -260,7 +261,12 @@ LOSS = (0.05, 0.20)
 def _slow_leader(net, leader, others, rnd, ctx):
     from compat.chaos.relay import slow_links
     links = slow_links(net, _node(leader), ctx.ports, delay=SLOW_DELAY_S, seed=rnd.randrange(1 << 30))
-    ctx.undo.append(links.close)
+
+    def undo():
+        # what went through the relays: the proof that the links really took them
+        ctx.figures["relayed bytes"] = ctx.figures.get("relayed bytes", 0) + links.carried
+        links.close()
+    ctx.undo.append(undo)
     return "b%d's links to zk and the brokers delayed %.0f-%.0f ms each way" % (
         leader, 1000 * SLOW_DELAY_S[0], 1000 * SLOW_DELAY_S[1])
 
@@ -890,6 +896,7 @@ def run(nemesis: str, seconds: float = 60.0, fault_s: float = 20.0, quiet_s: flo
                        load.errors, workload_figures(h))
     if result.acked_without_offset:
         report.figures["acked without offset"] = result.acked_without_offset
+    report.figures.update(ctx.figures)
     if result.ok and not keep:
         shutil.rmtree(data_dir, ignore_errors=True)
     return report
