@@ -306,7 +306,10 @@ class TransactionCoordinator(CoordinatorService):
     def coordinator_error(self, transactional_id: str) -> int:
         if not self._topic_ready:
             if self.leads_every_partition or not self.log.exists():
-                return int(E.COORDINATOR_NOT_AVAILABLE)
+                # no __transaction_state yet (no FindCoordinator for a transactional id so
+                # far): Kafka's TransactionStateManager owns no partition then and answers
+                # NOT_COORDINATOR (tests/differential/test_txn_error_paths.py)
+                return int(E.NOT_COORDINATOR)
             # a cluster: another broker created the topic; its partitions this broker leads
             # are loaded through on_become_leader
             self.num_partitions = self.log.num_partitions()
