@@ -314,6 +314,11 @@ class Broker:
                     from .coordinator.txn.state_log import TRANSACTION_STATE_TOPIC
                     self._follow_leadership(TRANSACTION_STATE_TOPIC, tc)
                 self._components.append(tc)
+                for sec in self.listener_security.values():
+                    # an http(s) JWKS of a signed-JWT validator, kept fresh (Kafka's RefreshingHttpsJwks)
+                    refresher = getattr(getattr(sec, "oauth_validator", None), "refresher", None)
+                    if refresher is not None:
+                        nursery.start_soon(refresher.run)
                 bound = []
                 for li in self.listeners:
                     bound.append(await nursery.start(serve_listener, self, li))

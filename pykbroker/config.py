@@ -552,7 +552,8 @@ _DEFS = [
               describe_type="class"),   # a Java class name: Kafka's ConfigDef type CLASS (8)
     ConfigDef("sasl.oauthbearer.jwks.endpoint.url", "string", None,
               "JWKS of the keys that sign OAUTHBEARER tokens (file:// or http(s)://)."),
-    ConfigDef("sasl.oauthbearer.expected.audience", "list", [], "Accepted aud values (empty: not checked)."),
+    ConfigDef("sasl.oauthbearer.expected.audience", "list", [],
+              "Accepted aud values (empty: a token naming an audience is refused, as Kafka's jose4j check)."),
     ConfigDef("sasl.oauthbearer.expected.issuer", "string", None, "Required iss value (unset: not checked)."),
     ConfigDef("sasl.oauthbearer.sub.claim.name", "string", "sub", "Claim naming the principal."),
     ConfigDef("sasl.oauthbearer.scope.claim.name", "string", "scope", "Claim holding the scopes."),
@@ -560,6 +561,10 @@ _DEFS = [
               "Clock skew allowed on exp, nbf and iat (seconds)."),   # no validator, as Kafka's
     ConfigDef("sasl.oauthbearer.jwks.endpoint.refresh.ms", "long", 3600000,
               "How often an http(s) JWKS is fetched again."),
+    ConfigDef("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "long", 100,
+              "First wait before a failed JWKS fetch is tried again (doubling after)."),
+    ConfigDef("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", "long", 10000,
+              "Longest time a JWKS refresh keeps retrying a failed fetch."),
     ConfigDef("sasl.server.max.receive.size", "int", 524288,
               "Largest SASL token accepted before authentication (bytes)."),
     ConfigDef("connection.failed.authentication.delay.ms", "int", 100,

@@ -18,23 +18,30 @@ message.  Extensions are accepted (the unsecured validator validates none).  Opt
 Signed tokens: with ``[listener.name.<l>.oauthbearer.]sasl.server.callback.handler.class`` set to
 Kafka's ``OAuthBearerValidatorCallbackHandler`` the listener validates JWTs as Kafka's broker
 validator does (:class:`JwtValidator`, through PyJWT): a signature by a key of the JWKS of
-``sasl.oauthbearer.jwks.endpoint.url`` (``file://`` or ``http(s)://``, read once at start-up;
-``alg: none`` refused),
+``sasl.oauthbearer.jwks.endpoint.url`` (``file://``, read once at start-up as Kafka's
+JwksFileVerificationKeyResolver does, or ``http(s)://``, fetched at start-up and kept fresh as
+Kafka's RefreshingHttpsJwks does: :class:`JwksCache`, :class:`JwksRefresher`; ``alg: none``
+refused),
 ``exp`` and ``iat`` required, ``exp``/``nbf`` checked with ``sasl.oauthbearer.clock.skew.seconds``
 against the broker's clock (as Kafka's BrokerJwtValidator with jose4j), ``iss`` against ``sasl.oauthbearer.expected.issuer`` and ``aud``
-against ``sasl.oauthbearer.expected.audience`` when set, the principal from
-``sasl.oauthbearer.sub.claim.name``.  A refusal is the same ``{"status":"invalid_token"}`` challenge
+against ``sasl.oauthbearer.expected.audience`` (unset: a token carrying ``aud`` is refused, as
+jose4j's default audience check in Kafka's BrokerJwtValidator refuses it), the scope claim
+(``sasl.oauthbearer.scope.claim.name``) a string or a list of distinct non-blank strings, the
+principal from ``sasl.oauthbearer.sub.claim.name``.  A refusal is the same ``{"status":"invalid_token"}`` challenge
 (Kafka's handler answers every validation failure so).
 """
 from __future__ import annotations
 
 import base64
 import json
+import logging
 
 from .errors import AuthenticationFailed
 
 # Kafka's answer to a malformed exchange (a SaslException, not a SaslAuthenticationException, so
 # its own text is not passed on; checked against Apache Kafka 4.4, tests/differential)
+log = logging.getLogger("pykbroker.security")
+
 _GENERIC = "Authentication failed during authentication due to invalid credentials with SASL mechanism OAUTHBEARER"
 
 
@@ -166,9 +173,9 @@ class JwtValidator:
                  skew_seconds=30):
         import jwt as pyjwt
         self._jwt = pyjwt
-        keyset = pyjwt.PyJWKSet.from_dict(jwks)
-        self._keys = {k.key_id: k for k in keyset.keys}
-        self._all = list(keyset.keys)
+        # the keys, replaced by a refresh of an http(s) JWKS (JwksRefresher); a dict is a fixed set
+        self.jwks = jwks if isinstance(jwks, JwksCache) else JwksCache(jwks)
+        self.refresher: "JwksRefresher | None" = None   # set for an http(s) JWKS (from_listener)
         self._audience = list(audience or [])
         self._issuer = issuer
         self._sub_claim = sub_claim or "sub"
@@ -214,9 +221,15 @@ class JwtValidator:
             if isinstance(audience, str):
                 audience = [a.strip() for a in audience.split(",") if a.strip()]
             skew = get("sasl.oauthbearer.clock.skew.seconds")
-            return cls(jwks, audience, get("sasl.oauthbearer.expected.issuer"),
-                       get("sasl.oauthbearer.sub.claim.name"), get("sasl.oauthbearer.scope.claim.name"),
-                       int(skew) if skew is not None else 30)
+            validator = cls(jwks, audience, get("sasl.oauthbearer.expected.issuer"),
+                            get("sasl.oauthbearer.sub.claim.name"), get("sasl.oauthbearer.scope.claim.name"),
+                            int(skew) if skew is not None else 30)
+            if scheme != "file":
+                validator.refresher = JwksRefresher(
+                    validator.jwks, url, _long(get, "sasl.oauthbearer.jwks.endpoint.refresh.ms", 3600000),
+                    _long(get, "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", 100),
+                    _long(get, "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", 10000))
+            return validator
         except (OSError, ValueError) as e:
             raise ConfigError("Invalid value %s for configuration sasl.oauthbearer.jwks.endpoint.url: %s"
                               % (url, getattr(e, "strerror", None) or e), "sasl.oauthbearer.jwks.endpoint.url") from None
@@ -230,9 +243,14 @@ class JwtValidator:
         try:
             header = pyjwt.get_unverified_header(token)
             kid = header.get("kid")
-            key = self._keys.get(kid) if kid is not None else (self._all[0] if len(self._all) == 1 else None)
+            key = self.jwks.key(kid)
             if key is None:
-                return None   # no key of the JWKS signed it
+                # no key of the JWKS signed it: an http(s) JWKS is fetched again soon, at most
+                # once a minute per unknown kid (Kafka's maybeExpediteRefresh); this token is
+                # refused all the same, the client's next attempt meets the new keys
+                if isinstance(kid, str):
+                    self.jwks.missing(kid, now_ms)
+                return None
             # times are checked below against the broker's clock (broker.clock), not time.time()
             claims = pyjwt.decode(token, key.key, algorithms=ALGORITHMS,
                                   audience=self._audience or None, issuer=self._issuer,
@@ -242,11 +260,24 @@ class JwtValidator:
                                            "require": ["exp", "iat"]})
         except Exception:
             return None   # PyJWTError, a malformed header, a key of the wrong type
+        if not self._audience and "aud" in claims:
+            # jose4j's default audience check, which Kafka's BrokerJwtValidator leaves on: a
+            # token naming an audience is refused when the broker expects none
+            return None
+        scope = claims.get(self._scope_claim)
+        scopes = [scope] if isinstance(scope, str) else scope if isinstance(scope, list) else []
+        # Kafka's ClaimValidationUtils.validateScopes: every scope a non-blank string, no
+        # duplicates once trimmed (no scope at all is fine)
+        if any(not isinstance(x, str) or not x.strip() for x in scopes) or \
+                len({x.strip() for x in scopes}) != len(scopes):
+            return None
         exp, iat, nbf = claims.get("exp"), claims.get("iat"), claims.get("nbf")
         for v in (exp, iat) + ((nbf,) if nbf is not None else ()):
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 return None
         exp_ms = int(exp * 1000)
+        if exp < 0 or iat < 0:
+            return None   # ClaimValidationUtils: exp and iat non-negative
         if now_ms - self._skew_ms >= exp_ms:
             return None   # expired
         if nbf is not None and int(nbf * 1000) > now_ms + self._skew_ms:
@@ -256,14 +287,128 @@ class JwtValidator:
         principal = claims.get(self._sub_claim)
         if not isinstance(principal, str) or not principal.strip():
             return None
-        return principal, exp_ms
+        return principal.strip(), exp_ms
 
 
-# An http(s) JWKS is fetched once, while the broker is built (before it serves anything, as
+def _long(get, key, default):
+    v = get(key)
+    return int(v) if v is not None else default
+
+
+# An http(s) JWKS is first fetched while the broker is built (before it serves anything, as
 # Kafka's validator fetches it when configured); a server that does not answer within this
-# stops the start-up instead of hanging it.  Kafka's periodic refresh
-# (sasl.oauthbearer.jwks.endpoint.refresh.ms) is not built (SKIPPED.md).
+# stops the start-up instead of hanging it, and bounds each later fetch.
 JWKS_FETCH_TIMEOUT = 10.0
+
+# Kafka's RefreshingHttpsJwks limits on expedited refreshes: an unknown kid asks for one at
+# most once a minute, the 16 most recent unknown kids are remembered, and a kid longer than
+# 1000 characters is taken for a malformed token and never asks (a flood of made-up kids must
+# not turn into a flood of fetches, nor fill the memory)
+MISSING_KID_IN_FLIGHT_MS = 60000
+MISSING_KID_CACHE_MAX = 16
+MISSING_KID_MAX_LENGTH = 1000
+
+
+class JwksCache:
+    """The verification keys of a JWKS and the unknown kids met, sans-IO.  One owner writes it
+    (the listener's JwksRefresher, ``replace``); validation reads ``key`` and reports
+    ``missing`` kids, which wake the refresher through ``on_expedite``."""
+
+    def __init__(self, jwks: dict):
+        self._missing: dict[str, int] = {}   # kid -> time (ms) before which it asks no refresh
+        self.on_expedite = None              # set by the refresher: asks for a fetch now
+        self.replace(jwks)
+
+    def replace(self, jwks: dict) -> None:
+        """A fetched JWKS becomes the key set (a JWKS without a usable key raises, keeping the
+        old set)."""
+        import jwt as pyjwt
+        keyset = pyjwt.PyJWKSet.from_dict(jwks)
+        self._keys = {k.key_id: k for k in keyset.keys}
+        self._all = list(keyset.keys)
+        for kid in self._keys:
+            self._missing.pop(kid, None)
+
+    def key(self, kid):
+        """The key of ``kid``; a token without kid needs a JWKS of one key."""
+        if kid is None:
+            return self._all[0] if len(self._all) == 1 else None
+        return self._keys.get(kid)
+
+    def missing(self, kid: str, now_ms: int) -> bool:
+        """An unknown kid was met: True when that asks for a refresh now (Kafka's
+        maybeExpediteRefresh)."""
+        if len(kid) > MISSING_KID_MAX_LENGTH:
+            log.warning("JWT key id of %d characters ignored (longer than %d)", len(kid), MISSING_KID_MAX_LENGTH)
+            return False
+        next_check = self._missing.pop(kid, None)
+        if next_check is not None and next_check > now_ms:
+            self._missing[kid] = next_check   # still in flight; most recently used last
+            return False
+        self._missing[kid] = now_ms + MISSING_KID_IN_FLIGHT_MS
+        while len(self._missing) > MISSING_KID_CACHE_MAX:
+            del self._missing[next(iter(self._missing))]
+        if self.on_expedite is not None:
+            self.on_expedite()
+        return True
+
+
+class JwksRefresher:
+    """Kafka's RefreshingHttpsJwks: the JWKS of an http(s) URL fetched again every
+    ``refresh_ms`` and as soon as a token names a kid the cache lacks (JwksCache.missing), a
+    failed fetch retried with doubling waits from ``backoff_ms`` for at most
+    ``backoff_max_ms`` in all, after which the keys held stay in use until the next refresh.
+    ``run`` is the broker's task (one per listener with such a validator); the fetch itself
+    runs in a worker thread so the connections are never held up by it."""
+
+    def __init__(self, cache: JwksCache, url: str, refresh_ms: int, backoff_ms: int, backoff_max_ms: int,
+                 fetch=None):
+        self.cache = cache
+        self.url = url
+        self.refresh_ms = max(int(refresh_ms), 1)
+        self.backoff_ms = max(int(backoff_ms), 0)
+        self.backoff_max_ms = max(int(backoff_max_ms), 0)
+        self._fetch = fetch or _fetch_jwks
+        self._wake = None
+        self.refreshes = 0   # completed fetches after start-up (tests, logs)
+
+    async def run(self) -> None:
+        import trio
+        self._wake = trio.Event()
+        self.cache.on_expedite = self._wake.set
+        log.info("JWKS validation key refresh of %s every %d ms", self.url, self.refresh_ms)
+        try:
+            while True:
+                with trio.move_on_after(self.refresh_ms / 1000.0):
+                    await self._wake.wait()
+                self._wake = trio.Event()
+                self.cache.on_expedite = self._wake.set
+                await self.refresh()
+        finally:
+            self.cache.on_expedite = None
+
+    async def refresh(self) -> bool:
+        import trio
+        log.info("OAuth JWKS refresh of %s starting", self.url)
+        end = trio.current_time() + self.backoff_max_ms / 1000.0
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                jwks = await trio.to_thread.run_sync(self._fetch, self.url, abandon_on_cancel=True)
+                self.cache.replace(jwks)
+            except Exception as e:   # unreachable, not JSON, no usable key: keep the keys held
+                wait = min(self.backoff_ms * 2 ** (attempt - 1) / 1000.0, end - trio.current_time())
+                if wait <= 0:
+                    log.warning("OAuth JWKS refresh of %s failed (%s); keeping the keys held", self.url, e)
+                    return False
+                log.warning("OAuth JWKS refresh of %s, attempt %d failed (%s); retrying in %d ms",
+                            self.url, attempt, e, wait * 1000)
+                await trio.sleep(wait)
+                continue
+            self.refreshes += 1
+            log.info("OAuth JWKS refresh of %s complete", self.url)
+            return True
 
 
 def _fetch_jwks(url: str) -> dict:

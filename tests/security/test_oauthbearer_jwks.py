@@ -140,7 +140,8 @@ def test_jwks_over_http(keys):
            pre + "sasl.server.callback.handler.class":
                "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
            pre + "sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;",
-           pre + "sasl.oauthbearer.jwks.endpoint.url": "http://127.0.0.1:%d/jwks" % server.server_port}
+           pre + "sasl.oauthbearer.jwks.endpoint.url": "http://127.0.0.1:%d/jwks" % server.server_port,
+           "sasl.oauthbearer.expected.audience": AUDIENCE}
     try:
         with pykbroker.Broker(security="SASL_PLAINTEXT", mechanisms=["OAUTHBEARER"], users={"alice": ""},
                               config=cfg) as b:
@@ -209,3 +210,170 @@ def test_validator_settings_are_checked_at_start_up(settings, words):
            **{"listener.name.sasl_plaintext.oauthbearer." + k: v for k, v in settings.items()}}
     with pytest.raises(ConfigError, match=words):
         check_config(BrokerConfig(cfg))
+
+
+# ------------------------------------------------------------------ JWKS refresh (RefreshingHttpsJwks)
+
+class _JwksServer:
+    """A JWKS over http on a free loopback port whose keys a test replaces; counts the GETs."""
+
+    def __init__(self, jwks):
+        import http.server
+        import threading
+        self.body = json.dumps(jwks).encode()
+        self.gets = 0
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                outer.gets += 1
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(outer.body)
+
+            def log_message(self, *a):
+                pass
+
+        self.server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d/jwks" % self.server.server_port
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def set(self, jwks):
+        self.body = json.dumps(jwks).encode()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _jwk(key, kid):
+    import jwt
+    jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key()))
+    jwk.update({"kid": kid, "use": "sig", "alg": "RS256"})
+    return jwk
+
+
+def _produce_eventually(cfg, timeout=20):
+    """(delivery error or None, authentication errors seen on the way): librdkafka retries a
+    refused authentication on its own, so a record is delivered once the broker accepts."""
+    from confluent_kafka import KafkaError, Producer
+    errors, delivered = [], []
+    p = Producer({**cfg, "error_cb": lambda e: errors.append((e.code(), e.str())),
+                  "message.timeout.ms": timeout * 1000, "reconnect.backoff.max.ms": 500})
+    p.produce("jwt-" + uuid.uuid4().hex[:6], b"v",
+              on_delivery=lambda err, msg: delivered.append(err and (err.code(), err.str())))
+    deadline = time.monotonic() + timeout + 2
+    while not delivered and time.monotonic() < deadline:
+        p.poll(0.1)
+    p.purge()
+    p.flush(0)
+    auth = [e for e in errors if e[0] == KafkaError._AUTHENTICATION]
+    return (delivered[0] if delivered else ("no answer", "")), auth
+
+
+def _refresh_cfg(url, refresh_ms):
+    pre = "listener.name.sasl_plaintext.oauthbearer."
+    return {**TEST_CONFIG,
+            pre + "sasl.server.callback.handler.class":
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+            pre + "sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;",
+            pre + "sasl.oauthbearer.jwks.endpoint.url": url,
+            pre + "sasl.oauthbearer.jwks.endpoint.refresh.ms": str(refresh_ms),
+            "sasl.oauthbearer.expected.audience": AUDIENCE}
+
+
+def test_rotated_key_unknown_kid_triggers_a_refetch(keys):
+    """The identity provider rotates its key (k1 -> k2, refresh.ms an hour): the first token
+    signed by k2 names a kid the broker lacks, is refused and makes the broker fetch the JWKS
+    at once; librdkafka's next attempt gets in, without a broker restart.  A flood of tokens
+    with the same unknown kid fetches once a minute at most."""
+    new = _rsa()
+    srv = _JwksServer({"keys": [_jwk(keys["good"], "k1")]})
+    try:
+        with pykbroker.Broker(security="SASL_PLAINTEXT", mechanisms=["OAUTHBEARER"], users={"alice": ""},
+                              config=_refresh_cfg(srv.url, 3600000)) as b:
+            assert _produce(_client_cfg(b, _token(keys["good"]))) is None
+            assert srv.gets == 1   # start-up only
+            srv.set({"keys": [_jwk(new, "k2")]})
+            err, auth = _produce_eventually(_client_cfg(b, _token(new, kid="k2")))
+            assert err is None, err
+            assert auth and "invalid_token" in auth[0][1], auth   # the first attempt met the old keys
+            assert srv.gets == 2
+            # the old key is gone from the JWKS: refused (k1 is a kid it knows no more, so it
+            # asks for one fetch, which still does not have it)
+            err = _produce(_client_cfg(b, _token(keys["good"])))
+            assert err is not None and "invalid_token" in err[1], err
+            time.sleep(0.5)
+            gets = srv.gets
+            for _ in range(3):
+                err = _produce(_client_cfg(b, _token(keys["other"], kid="k9")))
+                assert err is not None and "invalid_token" in err[1], err
+            time.sleep(0.5)
+            assert srv.gets == gets + 1, (gets, srv.gets)   # one fetch for k9, not three
+    finally:
+        srv.close()
+
+
+def test_periodic_refresh(keys):
+    """sasl.oauthbearer.jwks.endpoint.refresh.ms: the JWKS is fetched again on its own, so a
+    token signed by a key published since is accepted at its first attempt (no refusal on the
+    way, which an unknown-kid refetch would need)."""
+    new = _rsa()
+    srv = _JwksServer({"keys": [_jwk(keys["good"], "k1")]})
+    try:
+        with pykbroker.Broker(security="SASL_PLAINTEXT", mechanisms=["OAUTHBEARER"], users={"alice": ""},
+                              config=_refresh_cfg(srv.url, 300)) as b:
+            srv.set({"keys": [_jwk(keys["good"], "k1"), _jwk(new, "k3")]})
+            deadline = time.monotonic() + 10
+            gets = srv.gets
+            while srv.gets < gets + 2 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert srv.gets >= gets + 2, srv.gets
+            err, auth = _produce_eventually(_client_cfg(b, _token(new, kid="k3")), timeout=10)
+            assert err is None and auth == [], (err, auth)
+    finally:
+        srv.close()
+
+
+def test_missing_kid_rate_limit_sans_io(keys):
+    """Kafka's maybeExpediteRefresh: once per kid per minute, 16 kids remembered, a kid over
+    1000 characters never asks; a fetched JWKS clears the kids it holds."""
+    from pykbroker.security.oauthbearer import JwksCache
+    asked = []
+    c = JwksCache({"keys": [_jwk(keys["good"], "k1")]})
+    c.on_expedite = lambda: asked.append(1)
+    assert c.missing("k2", 0) is True
+    assert c.missing("k2", 59_999) is False
+    assert c.missing("k2", 60_000) is True
+    assert c.missing("x" * 1001, 0) is False
+    assert len(asked) == 2
+    for i in range(16):
+        c.missing("kid%d" % i, 70_000)
+    assert c.missing("k2", 70_001) is True   # pushed out of the 16 remembered
+    c.replace({"keys": [_jwk(keys["good"], "kid15")]})
+    assert c.missing("kid15", 70_002) is True   # was in flight, cleared by the fetch holding it
+    assert c.key("kid15") is not None and c.key("k1") is None
+
+
+def test_audience_and_scope_claims_sans_io(keys):
+    """No expected audience: a token naming one is refused (jose4j's default check in Kafka's
+    BrokerJwtValidator); the scope claim must be a string or a list of distinct non-blank
+    strings (ClaimValidationUtils.validateScopes)."""
+    import jwt
+
+    from pykbroker.security.oauthbearer import JwtValidator
+    now = 1_900_000_000
+    v = JwtValidator({"keys": [_jwk(keys["good"], "k1")]})
+
+    def tok(**claims):
+        return jwt.encode({"sub": "alice", "iat": now, "exp": now + 100, **claims}, keys["good"],
+                          algorithm="RS256", headers={"kid": "k1"})
+    assert v.validate(tok(), now * 1000) is not None
+    assert v.validate(tok(aud="kafka"), now * 1000) is None
+    assert v.validate(tok(scope="a b"), now * 1000) is not None
+    assert v.validate(tok(scope=["a", "b"]), now * 1000) is not None
+    for bad in (["a", " a"], ["a", ""], ["a", 3], " "):
+        assert v.validate(tok(scope=bad), now * 1000) is None, bad
+    assert JwtValidator({"keys": [_jwk(keys["good"], "k1")]}, audience=["kafka"]).validate(
+        tok(aud=["x", "kafka"]), now * 1000) == ("alice", (now + 100) * 1000)
