@@ -3,6 +3,7 @@
     python compat/fuzz/run.py --seconds 600                  # ten minutes, a fresh broker
     python compat/fuzz/run.py --requests 1000000 --json /tmp/fuzz.json
     python compat/fuzz/run.py --seconds 60 --seed 3 --mutate-share 0.8
+    python compat/fuzz/run.py --sasl --requests 5000      # the SASL exchange (compat/fuzz/sasl.py), 5000 sessions
 
 A broker is started as users run it (`pykbroker serve`, a child process, fresh data dir), a real
 client (confluent-kafka) produces records to a topic of its own and commits a group's offsets,
@@ -40,7 +41,20 @@ def main(argv=None) -> int:
     ap.add_argument("--json", metavar="FILE", help="write the figures as JSON")
     ap.add_argument("--log", metavar="FILE", help="write the broker's log there at the end")
     ap.add_argument("--quiet", action="store_true", help="no progress line per batch")
+    ap.add_argument("--sasl", action="store_true",
+                    help="fuzz the SASL exchange of a SASL_PLAINTEXT listener instead (--requests: sessions)")
     args = ap.parse_args(argv)
+    if args.sasl:
+        from compat.fuzz.sasl import run_against_new_broker as run_sasl
+        with tempfile.TemporaryDirectory() as d:
+            fig = run_sasl(os.path.join(d, "data"), sessions=args.requests or 2000, seed=args.seed,
+                           batch=args.batch, mutate_share=args.mutate_share)
+        for k, v in vars(fig).items():
+            if k != "findings":
+                print("%-16s %s" % (k, v))
+        for f in fig.findings:
+            print("finding:", f)
+        return 0 if fig.ok() else 1
     if args.requests is None and args.seconds is None:
         args.seconds = 60.0
 

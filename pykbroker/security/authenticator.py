@@ -196,6 +196,37 @@ class SaslAuthenticator:
             self._previous = None
         return out
 
+    # -- fault injection (server/faults.py through server/secure.py) --------------------------
+    def inject_failure(self, api_key: int, code: int) -> dict:
+        """The answer to a SaslHandshake (17) or SaslAuthenticate (36) the fault plan fails with
+        ``code``, and the connection's end, as Kafka's SaslServerAuthenticator ends an exchange
+        that failed so: SASL_AUTHENTICATION_FAILED carries Kafka's message for bad credentials
+        (a client cannot tell it from a wrong password), counts as a failed authentication and
+        closes after ``connection.failed.authentication.delay.ms``; any other error (e.g.
+        ILLEGAL_SASL_STATE, UNSUPPORTED_SASL_MECHANISM, which lists the enabled mechanisms as
+        Kafka's does) is answered and the connection closes at once: Kafka's authenticator never
+        goes on with an exchange after an error answer."""
+        code = int(code)
+        mechanism = self.mechanism or "?"
+        self.state = FAILED
+        if api_key == SASL_HANDSHAKE:
+            self.close_after = ("fault injection: SaslHandshake failed with error %d" % code, 0.0)
+            return {"error_code": code,
+                    "mechanisms": self.mechanisms if code == ErrorCode.UNSUPPORTED_SASL_MECHANISM else []}
+        if code == ErrorCode.SASL_AUTHENTICATION_FAILED:
+            self.close_after = ("fault injection: authentication failed", self.failed_delay)
+            self._count("failed")
+            log.info("Failed authentication with %s (mechanism %s): fault injection", self.peer, mechanism)
+            # the text Kafka sends for bad credentials with this mechanism (PlainSaslServer's own
+            # message; SCRAM's and OAUTHBEARER's generic one)
+            message = "Authentication failed: Invalid username or password" if mechanism == "PLAIN" else \
+                ("Authentication failed during authentication due to invalid credentials with SASL "
+                 "mechanism %s" % mechanism)
+        else:
+            self.close_after = ("fault injection: SaslAuthenticate failed with error %d" % code, 0.0)
+            message = None
+        return {"error_code": code, "error_message": message, "auth_bytes": b"", "session_lifetime_ms": 0}
+
     def authenticate(self, version: int, auth_bytes: bytes) -> dict:
         """SaslAuthenticate in the ``authenticate`` state."""
         if self.state != AUTHENTICATE:

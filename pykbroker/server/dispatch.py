@@ -297,9 +297,11 @@ class Dispatcher:
             if ctx.api_key == 0 and request.get("acks") == 0:
                 # An acks=0 producer reads no answers: Kafka closes on a failed acks=0 Produce.
                 return self._close("fault injection: acks=0 Produce failed", logging.INFO)
-            builder = getattr(handler, "error_response", None)
-            body = (builder(ctx, request, d.error) if builder
-                    else error_response(spec, ctx.api_version, request, d.error))
+            body = self._injected_error(ctx, request, d.error)
+            if body is None:
+                builder = getattr(handler, "error_response", None)
+                body = (builder(ctx, request, d.error) if builder
+                        else error_response(spec, ctx.api_version, request, d.error))
             event = self.finish(event, body)
         elif d.partition_errors:
             split = _PartitionFaults(handler, layout, request, d.partition_errors)
@@ -309,6 +311,12 @@ class Dispatcher:
         if d.delay > 0:
             return Delayed(d.delay, event)
         return event
+
+    def _injected_error(self, ctx, request, code):
+        """The body answering an injected whole-request error, or None for the handler's
+        ``error_response``; a dispatcher whose connection has more state than the request
+        (server/secure.py: the SASL exchange) answers here as its state machine would."""
+        return None
 
     def finish(self, event: HandleRequest, response):
         """The handler returned ``response``: encode and frame it (``None``: acks=0, no answer)."""

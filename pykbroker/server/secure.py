@@ -6,7 +6,9 @@ and SASL cost them nothing.  Here:
 - ``SaslDispatcher``: the sans-IO dispatcher with the SASL gate of security/authenticator.py in
   front (what may be asked before authentication, the v0 raw-token frames, the close after an
   answer that ends the exchange), and the ``sasl.server.max.receive.size`` frame limit until
-  authentication completes.  Once authenticated it is the plain dispatcher.
+  authentication completes.  Once authenticated it is the plain dispatcher.  An error the
+  fault plan injects on SaslHandshake / SaslAuthenticate is answered and ends the exchange as
+  Kafka's authenticator ends a failed one (``SaslAuthenticator.inject_failure``).
 - ``SecureConnection``: on SASL_PLAINTEXT the plain socket path with a ``SaslDispatcher``; on
   SSL/SASL_SSL a trio ``SSLStream`` (the handshake under a timeout; the principal from the
   client certificate) read and written through trio.  Fetch answers cannot use ``sendfile``
@@ -61,6 +63,13 @@ class SaslDispatcher(Dispatcher):
             event = self._close("SASL: %s" % reason, logging.DEBUG)
             return Delayed(delay, event) if delay > 0 else event
         return super().next_event()
+
+    def _injected_error(self, ctx, request, code):
+        # an injected SaslHandshake / SaslAuthenticate error ends the exchange as a real one
+        # does (security/authenticator.py inject_failure); other APIs: the handler's answer
+        if ctx.api_key in (17, 36):
+            return self.auth.inject_failure(ctx.api_key, code)
+        return None
 
     def _dispatch(self, frame):
         auth = self.auth
