@@ -240,7 +240,7 @@ class Broker:
         from .dynamic_config import DynamicBrokerConfig
         self.dynamic_config = DynamicBrokerConfig(self.config, self.node_id, self.metadata_cache, self.replica_manager)
         if self.listener_security:
-            # listener.name.<l>.ssl.keystore.*: Kafka's dynamic keystore update
+            # listener.name.<l>.ssl.keystore.* / ssl.truststore.*: Kafka's dynamic keystore and truststore updates
             from .security.reload import apply as apply_keystores
             self.dynamic_config.add_per_broker_hook(lambda raw: apply_keystores(self.listener_security, raw))
         # listener.name.<l>.max.connections / max.connection.creation.rate set for this broker

@@ -84,7 +84,7 @@ async def alter_broker(broker, name: str, new: dict[str, str], changed: dict[str
     try:
         validate_change(broker.config, bool(name), changed)
         if broker.listener_security:
-            # listener.name.<l>.ssl.keystore.*: the new keystore must load (security/reload.py)
+            # listener.name.<l>.ssl.keystore.* / ssl.truststore.*: the new stores must load (security/reload.py)
             from ..security.reload import validate as validate_keystores
             validate_keystores(broker.listener_security, bool(name), changed)
     except DynamicConfigError as e:   # KeystoreUpdateError too

@@ -169,7 +169,7 @@ class InterBrokerSecurity:
 
 
 def _client_context(sec) -> tuple:
-    from .tls import _load_truststore, load_keystore
+    from .tls import load_keystore, load_truststore
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     known = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
     versions = [known[v] for v in sec.get("ssl.enabled.protocols") if v in known]
@@ -178,7 +178,7 @@ def _client_context(sec) -> tuple:
     if sec.get("ssl.truststore.location") is None and sec.get("ssl.truststore.certificates") is None:
         ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
     else:
-        _load_truststore(sec, ctx)
+        load_truststore(sec, ctx)
     # the broker's own certificate as its client certificate (an mTLS listener asks for one)
     # PEM, PKCS12 or JKS, read as the listener's server side reads it (tls.py)
     if sec.get("ssl.keystore.location") is not None or sec.get("ssl.keystore.certificate.chain") is not None:

@@ -51,7 +51,7 @@ class ListenerSecurity:
         self.mechanisms: list[str] = []
         self.plain_users: dict[str, str] = {}
         self.oauth_options: dict[str, str] = {}   # the unsecured validator's JAAS options
-        # listener.name.<l>.ssl.keystore.* set through AlterConfigs (security/reload.py), raw;
+        # listener.name.<l>.ssl.keystore.* / ssl.truststore.* set through AlterConfigs (security/reload.py), raw;
         # read before the static settings, as Kafka's dynamic per-broker layer is
         self.dynamic: dict[str, str] = {}
         self.keystore_leaf: bytes | None = None   # the certificate served (DER), when readable

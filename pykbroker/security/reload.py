@@ -1,14 +1,21 @@
-"""Kafka's dynamic keystore update: ``listener.name.<l>.ssl.keystore.location`` (and the
-keystore's ``.password``, ``.type`` and ``ssl.key.password``) set on this broker's BROKER
-resource through IncrementalAlterConfigs / AlterConfigs reloads the listener's certificate for
-new connections, without a restart; connections already open keep theirs.
+"""Kafka's dynamic keystore and truststore updates: ``listener.name.<l>.ssl.keystore.location``
+(and the keystore's ``.password``, ``.type`` and ``ssl.key.password``) or
+``listener.name.<l>.ssl.truststore.location`` (``.password``, ``.type``, ``.certificates``) set on
+this broker's BROKER resource through IncrementalAlterConfigs / AlterConfigs reloads the
+listener's certificate or the CAs its mTLS clients are checked against, for new connections,
+without a restart; connections already open keep theirs (Kafka's SslFactory reconfiguration:
+the keys of SslConfigs.RECONFIGURABLE_CONFIGS pykbroker reads from files).
 
 - ``validate(broker, per_broker, values)``: before anything is stored, the listener's keystore
   is built with the new values over the current ones (tls.load_keystore, the start-up path).  A
   keystore that cannot be read fails the request with INVALID_REQUEST (Kafka's
   ConfigAdminManager turns the SslFactory's validation ConfigException into an
   InvalidRequestException, KAFKA-13609) and the listener keeps its keystore; so is a keystore
-  whose certificate has another subject DN or drops a SAN (Kafka's SslFactory check).  Kafka makes these
+  whose certificate has another subject DN or drops a SAN (Kafka's SslFactory check), and so is
+  a truststore that does not load (checked even when ``ssl.client.auth=none`` leaves it unused,
+  as Kafka's engine factory loads it) or one set on a listener that started without any (Kafka:
+  "Cannot add SSL truststore to an existing listener for which no truststore was configured.").
+  Kafka makes these
   configs per broker only: at the cluster default they are refused with its text.
 - ``apply(listener_security, raw)``: the broker's stored dynamic set (dynamic_config.py's
   on_change, at start-up too) becomes each TLS listener's ``dynamic`` layer and a new
@@ -26,7 +33,9 @@ from ..dynamic_config import DynamicConfigError, java_set_str
 log = logging.getLogger("pykbroker.security")
 
 KEYSTORE_KEYS = ("ssl.keystore.location", "ssl.keystore.password", "ssl.keystore.type", "ssl.key.password")
-_KEY = re.compile(r"^listener\.name\.([^.]+)\.(%s)$" % "|".join(re.escape(k) for k in KEYSTORE_KEYS))
+TRUSTSTORE_KEYS = ("ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.type",
+                   "ssl.truststore.certificates")
+_KEY = re.compile(r"^listener\.name\.([^.]+)\.(%s)$" % "|".join(re.escape(k) for k in KEYSTORE_KEYS + TRUSTSTORE_KEYS))
 
 
 class KeystoreUpdateError(DynamicConfigError):
@@ -72,12 +81,23 @@ def _check_compatible(old: bytes | None, new: bytes | None) -> None:
                           % sorted(str(getattr(n, "value", n)) for n in old_sans - new_sans))
 
 
+def _has_truststore(sec) -> bool:
+    return sec.get("ssl.truststore.location") is not None or sec.get("ssl.truststore.certificates") is not None
+
+
 def _candidate(sec, layer: dict[str, str]):
+    import ssl
+
     from .listeners import ListenerSecurity
-    from .tls import server_context
+    from .tls import load_truststore, server_context
     new = ListenerSecurity(sec.config, sec.name, sec.protocol)
     new.dynamic = layer
+    if not _has_truststore(sec) and _has_truststore(new):
+        raise ConfigError("Cannot add SSL truststore to an existing listener for which no truststore was configured.")
     ctx = server_context(new)
+    if new.get("ssl.client.auth") == "none" and _has_truststore(new):
+        # unused without client certificates, yet Kafka's engine factory loads it: a bad one is refused
+        load_truststore(new, ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER))
     _check_compatible(sec.keystore_leaf, new.keystore_leaf)
     return ctx, new.keystore_leaf
 
@@ -101,7 +121,7 @@ def validate(listener_security, per_broker: bool, values: dict[str, str]) -> Non
 
 
 def apply(listener_security, raw: dict[str, str]) -> None:
-    """This broker's whole stored dynamic set -> each TLS listener's keystore layer."""
+    """This broker's whole stored dynamic set -> each TLS listener's keystore/truststore layer."""
     changes = _by_listener(raw)
     for sec in listener_security.values():
         if not sec.tls:
@@ -112,8 +132,8 @@ def apply(listener_security, raw: dict[str, str]) -> None:
         try:
             ctx, leaf = _candidate(sec, layer)
         except ConfigError as e:
-            log.error("listener %s keeps its keystore: the dynamic keystore does not load (%s)", sec.name, e)
+            log.error("listener %s keeps its keystore and truststore: the dynamic ones do not load (%s)", sec.name, e)
             continue
         # the context and the settings change together: new connections take the new certificate
         sec.dynamic, sec.ssl_context, sec.keystore_leaf = layer, ctx, leaf
-        log.info("listener %s: keystore reloaded for new connections", sec.name)
+        log.info("listener %s: keystore and truststore reloaded for new connections", sec.name)

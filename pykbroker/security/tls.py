@@ -54,7 +54,7 @@ def server_context(sec) -> ssl.SSLContext:
     auth = sec.get("ssl.client.auth")
     ctx.verify_mode = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}[auth]
     if auth != "none":
-        _load_truststore(sec, ctx)
+        load_truststore(sec, ctx)
     return ctx
 
 
@@ -248,7 +248,7 @@ def load_keystore(sec, ctx: ssl.SSLContext):
 _load_keystore = load_keystore
 
 
-def _load_truststore(sec, ctx: ssl.SSLContext) -> None:
+def load_truststore(sec, ctx: ssl.SSLContext) -> None:
     location, certs = sec.get("ssl.truststore.location"), sec.get("ssl.truststore.certificates")
     if location is None and certs is None:
         # Kafka (JSSE) falls back to the JVM's CAs; here the system's

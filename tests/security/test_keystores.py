@@ -6,6 +6,7 @@ import shutil
 import ssl
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -282,3 +283,100 @@ def test_dynamic_config_log_lines_hide_secrets():
                    "listener.name.ssl.ssl.keystore.location": "/x/server.p12",
                    "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": "[hidden]",
                    "ssl.truststore.password": "[hidden]", "log.retention.ms": "1000"}
+
+
+def _alter_mtls(port, stores, entries, cert):
+    """IncrementalAlterConfigs SET on broker 1 from a client presenting ``cert`` (mTLS); the
+    error code, or None."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": "127.0.0.1:%d" % port, "security.protocol": "SSL",
+                         "ssl.ca.location": stores["ca"], "ssl.certificate.location": cert[0],
+                         "ssl.key.location": cert[1]})
+    res = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in entries.items()])
+    try:
+        for f in admin.incremental_alter_configs([res]).values():
+            f.result(15)
+    except KafkaException as e:
+        return e.args[0].code()
+    return None
+
+
+def _mtls_produce(port, stores, cert, topic):
+    """confluent-kafka over mTLS with ``cert``: None when the record is acknowledged, else the
+    first error seen (a refused handshake is an error_cb, not a hang)."""
+    from confluent_kafka import Producer
+    errors, done = [], []
+    p = Producer({"bootstrap.servers": "127.0.0.1:%d" % port, "security.protocol": "SSL",
+                  "ssl.ca.location": stores["ca"], "ssl.certificate.location": cert[0],
+                  "ssl.key.location": cert[1], "message.timeout.ms": 8000,
+                  "error_cb": lambda e: errors.append(e.str())})
+    p.produce(topic, b"v", on_delivery=lambda err, msg: done.append(err))
+    deadline = time.monotonic() + 10
+    while not done and not errors and time.monotonic() < deadline:
+        p.poll(0.1)
+    p.purge()
+    p.flush(0)
+    if done and done[0] is None:
+        return None
+    return errors[0] if errors else str(done[0] if done else "no answer")
+
+
+def test_dynamic_truststore_update_trusts_a_new_client_ca(stores, tmp_path):
+    """listener.name.ssl.ssl.truststore.* through IncrementalAlterConfigs: a client signed by a
+    new CA is refused, then accepted once the truststore holding that CA is set; a truststore
+    that does not load is INVALID_REQUEST and changes nothing; a connection opened before keeps
+    working."""
+    from confluent_kafka import KafkaError
+    new_ca = CertificateAuthority("client CA two")
+    bob = new_ca.issue("bob", server=False).write(str(tmp_path), "bob")
+    alice = (stores["client_cert"], stores["client_key"])
+    both = tmp_path / "both.pem"
+    both.write_text(Path(stores["client_ca"]).read_text() + new_ca.cert_pem)
+    cfg = {"listeners": "SSL://127.0.0.1:0", "node.id": "1", **_keystore(stores, "PKCS12"),
+           "ssl.client.auth": "required", "ssl.truststore.type": "PKCS12",
+           "ssl.truststore.location": stores["client_trust.p12"], "ssl.truststore.password": TRUST_PW, **TEST_CONFIG}
+    with pykbroker.Broker(config=cfg) as b:
+        port = b.broker.bound[0].port
+        assert _mtls_produce(port, stores, alice, "trust-a") is None
+        assert _mtls_produce(port, stores, bob, "trust-b") is not None   # bob's CA is not trusted
+        pre = "listener.name.ssl."
+        bad = {pre + "ssl.truststore.type": "PKCS12", pre + "ssl.truststore.location": stores["client_trust.p12"],
+               pre + "ssl.truststore.password": "wrong"}
+        assert _alter_mtls(port, stores, bad, alice) == KafkaError.INVALID_REQUEST
+        missing = {pre + "ssl.truststore.type": "PEM", pre + "ssl.truststore.location": str(tmp_path / "nope.pem")}
+        assert _alter_mtls(port, stores, missing, alice) == KafkaError.INVALID_REQUEST
+        assert _mtls_produce(port, stores, bob, "trust-b") is not None   # still refused
+        ctx = ssl.create_default_context(cafile=stores["ca"])
+        ctx.load_cert_chain(*alice)
+        before = WireClient(("127.0.0.1", port), ssl_context=ctx)
+        assert before.request(18, 0, {})["error_code"] == 0
+        # only the new CA: bob gets in, alice's new connections no longer do
+        only_new = tmp_path / "new.pem"
+        only_new.write_text(new_ca.cert_pem)
+        good = {pre + "ssl.truststore.type": "PEM", pre + "ssl.truststore.location": str(only_new),
+                pre + "ssl.truststore.password": ""}
+        assert _alter_mtls(port, stores, good, alice) is None
+        assert _mtls_produce(port, stores, bob, "trust-b") is None
+        assert _mtls_produce(port, stores, alice, "trust-a2") is not None
+        assert before.request(18, 0, {})["error_code"] == 0   # opened before: kept
+        before.close()
+        # both CAs: both get in
+        assert _alter_mtls(port, stores, {**good, pre + "ssl.truststore.location": str(both)}, bob) is None
+        assert _mtls_produce(port, stores, alice, "trust-a3") is None
+        assert _mtls_produce(port, stores, bob, "trust-b3") is None
+
+
+def test_adding_a_truststore_to_a_listener_without_one_is_refused(stores):
+    """Kafka's SslFactory: "Cannot add SSL truststore to an existing listener for which no
+    truststore was configured." (INVALID_REQUEST)."""
+    from confluent_kafka import KafkaError
+    cfg = {"listeners": "SSL://127.0.0.1:0", "node.id": "1", **_keystore(stores, "PKCS12"), **TEST_CONFIG}
+    with pykbroker.Broker(config=cfg) as b:
+        port = b.broker.bound[0].port
+        add = {"listener.name.ssl.ssl.truststore.type": "PEM",
+               "listener.name.ssl.ssl.truststore.location": stores["client_ca"]}
+        assert _alter(port, stores, add) == KafkaError.INVALID_REQUEST
+        assert _produce_consume(port, stores, "no-trust-added") == b"over-no-trust-added"
