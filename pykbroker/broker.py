@@ -60,6 +60,12 @@ class Broker:
         # before anything starts (security/listeners.py); empty when every listener is PLAINTEXT
         from .security.setup import build_all
         self.listener_security = build_all(config, self.listeners)
+        # password.encoder.secret: Kafka's PasswordEncoder for the dynamic password configs
+        # stored (password_encoder.py); None without a secret
+        self.password_encoder = None
+        if config["password.encoder.secret"]:
+            from .password_encoder import PasswordEncoder
+            self.password_encoder = PasswordEncoder.from_config(config)
         from .security.stats import AuthenticationStats
         self.auth_stats = AuthenticationStats()   # authentications per listener/mechanism (metrics)
         self.advertised: list[Listener] = []
@@ -148,6 +154,12 @@ class Broker:
             if li.name == listener_name:
                 return li
         return self.advertised[0]
+
+    def _decode_passwords(self, entity: str, raw: dict) -> dict:
+        if not any(isinstance(v, str) and "encryptedPassword:" in v for v in raw.values()):
+            return raw
+        from .password_encoder import decode_layer
+        return decode_layer(self.password_encoder, entity, raw)
 
     # -- lifecycle --------------------------------------------------------------------------
     async def _expire_tokens(self) -> None:
@@ -245,6 +257,9 @@ class Broker:
             self.dynamic_config.add_per_broker_hook(lambda raw: apply_keystores(self.listener_security, raw))
         # listener.name.<l>.max.connections / max.connection.creation.rate set for this broker
         self.dynamic_config.add_per_broker_hook(self.connection_quotas.set_listener_dynamic)
+        # password.encoder.secret: stored passwords are encoded (password_encoder.py); the module is
+        # imported only when a secret is set or a stored value is an encoded one
+        self.dynamic_config.set_password_decoder(self._decode_passwords)
         self.dynamic_config.add_reconfigurable(self.log_manager)
         self.controller.add_broker_config_listener(self.dynamic_config.on_change)
         self.replica_manager.on_replicas_offline = (

@@ -368,7 +368,12 @@ ZK_ERA_KEYS = frozenset({"zookeeper.connect", "zookeeper.session.timeout.ms", "z
                          "controlled.shutdown.max.retries", "controlled.shutdown.retry.backoff.ms",
                          "leader.imbalance.per.broker.percentage",
                          # the deprecated name of delegation.token.secret.key, removed by 4.0
-                         "delegation.token.master.key"})
+                         "delegation.token.master.key",
+                         # the dynamic password encoder (password_encoder.py): Kafka 4 keeps passwords
+                         # in its metadata log unencoded and dropped these
+                         "password.encoder.secret", "password.encoder.old.secret",
+                         "password.encoder.keyfactory.algorithm", "password.encoder.cipher.algorithm",
+                         "password.encoder.key.length", "password.encoder.iterations"})
 
 # The authorizer's own configs: Kafka reads them from the broker's properties in the authorizer
 # (StandardAuthorizer.configure), not as KafkaConfig keys, so DescribeConfigs never lists them;
@@ -584,6 +589,18 @@ _DEFS = [
               "Renewal period of a delegation token when the request gives none.", validator=_ge(1)),
     ConfigDef("delegation.token.expiry.check.interval.ms", "long", 3600000,
               "How often expired delegation tokens are removed.", validator=_ge(1)),
+    # Kafka's PasswordEncoder (pykbroker/password_encoder.py): PASSWORD-type dynamic configs stored
+    # encrypted with this secret.  Internal (ZK_ERA_KEYS): Kafka 4 no longer has them.
+    ConfigDef("password.encoder.secret", "password", None,
+              "Secret encrypting dynamically set passwords where they are stored.", internal=True),
+    ConfigDef("password.encoder.old.secret", "password", None,
+              "The previous secret: stored passwords it encrypted are still read.", internal=True),
+    ConfigDef("password.encoder.keyfactory.algorithm", "string", None,
+              "PBKDF2 key factory (default PBKDF2WithHmacSHA512).", internal=True),
+    ConfigDef("password.encoder.cipher.algorithm", "string", "AES/CBC/PKCS5Padding",
+              "Cipher of the stored passwords.", internal=True),
+    ConfigDef("password.encoder.key.length", "int", 128, "Key length in bits.", validator=_ge(8), internal=True),
+    ConfigDef("password.encoder.iterations", "int", 4096, "PBKDF2 iterations.", validator=_ge(1024), internal=True),
     ConfigDef("ssl.keystore.type", "string", "JKS", "Keystore format: JKS, PKCS12 or PEM."),
     ConfigDef("ssl.keystore.location", "string", None, "Keystore file (key and certificate chain)."),
     ConfigDef("ssl.keystore.password", "password", None, "Keystore password."),
@@ -1065,19 +1082,22 @@ def inter_broker_listener(config):
     return ls[0]
 
 
+def is_password_key(key: str) -> bool:
+    """A PASSWORD-type config (keystore passwords, inline PEM keys, JAAS configs), plain or
+    under a ``listener.name.<l>.[<mechanism>.]`` prefix."""
+    base = key
+    if key.startswith("listener.name."):
+        parts = key.split(".")
+        base = ".".join(parts[3:])
+        if base not in BROKER_CONFIGS and len(parts) > 4:
+            base = ".".join(parts[4:])   # listener.name.<l>.<mechanism>.<key>
+    d = BROKER_CONFIGS.get(base)
+    return (d is not None and d.type == "password") or base.endswith(("password", "sasl.jaas.config"))
+
+
 def redacted(configs: Mapping[str, Any]) -> dict:
     """``configs`` for a log line: the value of every PASSWORD-type key (keystore passwords, inline
     PEM keys, JAAS configs), plain or under a ``listener.name.<l>.[<mechanism>.]`` prefix, shown
     as ``[hidden]``, as Kafka's log lines show them."""
-    out = {}
-    for key, value in configs.items():
-        base = key
-        if key.startswith("listener.name."):
-            parts = key.split(".")
-            base = ".".join(parts[3:])
-            if base not in BROKER_CONFIGS and len(parts) > 4:
-                base = ".".join(parts[4:])   # listener.name.<l>.<mechanism>.<key>
-        d = BROKER_CONFIGS.get(base)
-        secret = (d is not None and d.type == "password") or base.endswith(("password", "sasl.jaas.config"))
-        out[key] = "[hidden]" if secret and value is not None else value
-    return out
+    return {key: "[hidden]" if value is not None and is_password_key(key) else value
+            for key, value in configs.items()}

@@ -158,9 +158,16 @@ class DynamicBrokerConfig:
         # security/reload.py's keystore update for its secured listeners); a hook, so this module
         # does not import the security package, which imports it
         self._per_broker_hooks: list = []
+        self._decode = None
 
     def add_reconfigurable(self, component) -> None:
         self._reconfigurables.append(component)
+
+    def set_password_decoder(self, decode) -> None:
+        """``decode(entity, raw) -> raw`` applied to each stored set before it is read: the
+        broker's password.encoder.secret decoding (password_encoder.py, handed in so this
+        module does not depend on it)."""
+        self._decode = decode
 
     def add_per_broker_hook(self, hook) -> None:
         """``hook(raw)`` after this broker's own dynamic set changed (not the cluster default)."""
@@ -173,6 +180,8 @@ class DynamicBrokerConfig:
             per_broker = True
         else:
             return   # another broker's
+        if self._decode is not None:
+            raw = self._decode(entity, raw)
         self.config.set_dynamic(per_broker, parse_layer(entity, raw))
         if per_broker:
             # e.g. listener.name.<l>.ssl.keystore.*: Kafka's dynamic keystore update (security/reload.py)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from ..cluster.metadata import validate_topic_name
-from ..config import TOPIC_CONFIGS, ConfigError, validate_topic_configs
+from ..config import TOPIC_CONFIGS, ConfigError, is_password_key, validate_topic_configs
 from ..dynamic_config import DynamicConfigError, validate_change
 from ..group_config import GroupConfigError, validate as validate_group_configs
 from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode, KafkaError
@@ -90,7 +90,17 @@ async def alter_broker(broker, name: str, new: dict[str, str], changed: dict[str
     except DynamicConfigError as e:   # KeystoreUpdateError too
         raise invalid_request(str(e)) from None
     if validate_only:
-        return
+        return   # Kafka encodes passwords only when it stores them (toPersistentProps)
+    if any(is_password_key(k) for k in changed):
+        # password configs stored encoded with password.encoder.secret (password_encoder.py)
+        from ..password_encoder import encode_changed
+        try:
+            new.update(encode_changed(getattr(broker, "password_encoder", None), bool(name),
+                                      bool(broker.config["zookeeper.connect"]), changed))
+        except ConfigError as e:
+            # Kafka's ZooKeeper-mode AlterConfigs wraps the ConfigException so
+            raise invalid_request("Invalid config value for resource ConfigResource(type=BROKER, name='%s'): %s"
+                                  % (name, e)) from None
     await broker.controller.alter_broker_configs(broker_entity(broker, name), new)
 
 

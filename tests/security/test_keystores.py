@@ -380,3 +380,47 @@ def test_adding_a_truststore_to_a_listener_without_one_is_refused(stores):
                "listener.name.ssl.ssl.truststore.location": stores["client_ca"]}
         assert _alter(port, stores, add) == KafkaError.INVALID_REQUEST
         assert _produce_consume(port, stores, "no-trust-added") == b"over-no-trust-added"
+
+
+def test_keystore_password_stored_encoded_with_password_encoder_secret(stores, tmp_path, caplog):
+    """password.encoder.secret on a single node: the dynamic keystore password is stored in
+    Kafka's encoded form (never in clear), read back at the next start (the new certificate is
+    served after a restart), and a broker given another secret cannot decode it: it says so
+    (never the value), leaves the password out and still serves."""
+    import json
+    import logging
+
+    from pykbroker.password_encoder import PasswordEncoder, parse_encoded
+    log_dir = tmp_path / "data"
+    cfg = {"listeners": "SSL://127.0.0.1:0", "node.id": "1", **_keystore(stores, "JKS"),
+           "password.encoder.secret": "encoder-secret-1", **TEST_CONFIG}
+    ctx = ssl.create_default_context(cafile=stores["ca"])
+    with pykbroker.Broker(config=cfg, log_dir=log_dir) as b:
+        port = b.broker.bound[0].port
+        with WireClient(("127.0.0.1", port), ssl_context=ctx) as w:
+            first = _peer_serial(w)
+        good = {"listener.name.ssl.ssl.keystore.type": "PKCS12",
+                "listener.name.ssl.ssl.keystore.location": stores["p12_two"],
+                "listener.name.ssl.ssl.keystore.password": STORE_PW}
+        assert _alter(port, stores, good) is None
+        with WireClient(("127.0.0.1", port), ssl_context=ctx) as w:
+            second = _peer_serial(w)
+        assert second != first
+        text = (log_dir / "__pykbroker_metadata.json").read_text()
+        assert STORE_PW not in text
+        stored = json.loads(text)["broker_configs"]["1"]["listener.name.ssl.ssl.keystore.password"]
+        assert parse_encoded(stored) is not None
+        assert PasswordEncoder("encoder-secret-1").decode(stored) == STORE_PW
+        b.restart()
+        port = b.broker.bound[0].port
+        with WireClient(("127.0.0.1", port), ssl_context=ctx) as w:
+            assert _peer_serial(w) == second   # decoded at start-up: the dynamic keystore loads
+    caplog.set_level(logging.ERROR, logger="pykbroker")
+    with pykbroker.Broker(config={**cfg, "password.encoder.secret": "another-secret"}, log_dir=log_dir) as b:
+        port = b.broker.bound[0].port
+        with WireClient(("127.0.0.1", port), ssl_context=ctx) as w:
+            # (the static ssl.keystore.password is the same as the new store's here, so the
+            # dynamic keystore still opens without the dynamic password)
+            assert _peer_serial(w) in (first, second) and w.request(18, 0, {})["error_code"] == 0
+    assert any("could not be decoded" in r.getMessage() for r in caplog.records)
+    assert not any(STORE_PW in r.getMessage() for r in caplog.records)
