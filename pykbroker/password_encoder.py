@@ -74,6 +74,11 @@ class PasswordEncoder:
         secret = config["password.encoder.secret"]
         if not secret:
             return None
+        try:
+            import cryptography  # noqa: F401  (AES: the security extra)
+        except ImportError:
+            raise ConfigError("password.encoder.secret needs the cryptography package: pip install "
+                              "'pykbroker[security]'", "password.encoder.secret") from None
         kf, cipher = config["password.encoder.keyfactory.algorithm"], config["password.encoder.cipher.algorithm"]
         if kf and kf.upper() not in _KDF:
             raise ConfigError("Invalid value %s for configuration password.encoder.keyfactory.algorithm: pykbroker "
