@@ -67,13 +67,15 @@ class SecureSetup:
 
     # -- a cluster of such brokers -------------------------------------------------------------
     # The brokers authenticate to each other as this user (Kafka's usual "broker principal"),
-    # with the first SCRAM mechanism enabled, else PLAIN; its password is made per setup.
+    # with the first SCRAM mechanism enabled, else PLAIN, else OAUTHBEARER (an unsecured token
+    # naming it); its password is made per setup.
     BROKER_USER = "broker"
 
     def _inter_broker_mechanism(self):
         if not self.sasl:
             return None
-        return next((m for m in self.mechanisms if m in SCRAM_MECHANISMS), "PLAIN" if "PLAIN" in self.mechanisms else None)
+        return next((m for m in self.mechanisms if m in SCRAM_MECHANISMS),
+                    next((m for m in ("PLAIN", "OAUTHBEARER") if m in self.mechanisms), None))
 
     def cluster_broker_config(self, overrides=None) -> dict:
         """Broker settings of a cluster member: the listener of :meth:`broker_config` is also the
@@ -100,6 +102,12 @@ class SecureSetup:
                 users = dict(self.users, **{self.BROKER_USER: self.broker_password})
                 out[key] = ("org.apache.kafka.common.security.plain.PlainLoginModule required %s %s;"
                             % (creds, " ".join("user_%s=%s" % (u, _jaas_quote(p)) for u, p in sorted(users.items()))))
+            elif mech == "OAUTHBEARER":
+                # Kafka's unsecured login: the broker's own token names it (the listener runs the
+                # unsecured validator, which accepts it)
+                out["listener.name.%s.oauthbearer.sasl.jaas.config" % lname] = (
+                    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+                    "unsecuredLoginStringClaim_sub=%s;" % _jaas_quote(self.BROKER_USER))
             else:
                 out["listener.name.%s.%s.sasl.jaas.config" % (lname, mech.lower())] = (
                     "org.apache.kafka.common.security.scram.ScramLoginModule required %s;" % creds)

@@ -13,12 +13,14 @@ for its own connections to other brokers:
 - SASL: ``sasl.mechanism.inter.broker.protocol`` and the broker's own credentials from the
   listener's JAAS config for that mechanism (``listener.name.<l>.<mechanism>.sasl.jaas.config``,
   else ``sasl.jaas.config``): the ``username``/``password`` options of PlainLoginModule or
-  ScramLoginModule, as Kafka's login module gives them to its SaslClient.
+  ScramLoginModule, as Kafka's login module gives them to its SaslClient; for OAUTHBEARER the
+  ``unsecuredLogin*`` options of OAuthBearerLoginModule, from which the broker makes its own
+  unsigned token as Kafka's unsecured login callback handler does (a fresh one per connection).
 A misconfiguration raises ``ConfigError`` at start-up rather than failing every replication
 request later.
 
 The mechanisms' client halves (``PlainClient``, ``ScramClient``: RFC 5802's client, checking
-the server's signature) are one token in, one token out, like the servers in plain.py and
+the server's signature, ``OAuthBearerClient``) are one token in, one token out, like the servers in plain.py and
 scram.py.  The exchange is Kafka's: SaslHandshake v1, then the tokens in SaslAuthenticate.
 """
 from __future__ import annotations
@@ -110,11 +112,61 @@ class ScramClient:
         raise AuthenticationFailed("SCRAM client in unexpected state %s" % self._state)
 
 
+class OAuthBearerClient:
+    """OAUTHBEARER (RFC 7628) with Kafka's unsecured login (OAuthBearerUnsecuredLoginCallbackHandler,
+    the OAuthBearerLoginModule's default): a fresh unsigned JWT (``"alg":"none"``) from the JAAS
+    options: ``unsecuredLoginStringClaim_<name>`` / ``NumberClaim_`` / ``ListClaim_`` (the list's
+    first character is its separator) claims, the principal claim
+    (``unsecuredLoginPrincipalClaimName``, ``sub`` by default) required, ``iat`` now and ``exp``
+    ``unsecuredLoginLifetimeSeconds`` (3600) later, and ``unsecuredLoginExtension_<key>``
+    extensions.  Only a broker whose listener runs the unsecured validator accepts it."""
+
+    def __init__(self, options: dict, now_s: Optional[float] = None):
+        import json
+        import time
+        now = time.time() if now_s is None else now_s
+        claims: dict = {}
+        for k, v in options.items():
+            if k.startswith("unsecuredLoginStringClaim_"):
+                claims[k[len("unsecuredLoginStringClaim_"):]] = v
+            elif k.startswith("unsecuredLoginNumberClaim_"):
+                claims[k[len("unsecuredLoginNumberClaim_"):]] = float(v) if "." in v else int(v)
+            elif k.startswith("unsecuredLoginListClaim_") and v:
+                claims[k[len("unsecuredLoginListClaim_"):]] = [x for x in v[1:].split(v[0]) if x]
+        lifetime = int(options.get("unsecuredLoginLifetimeSeconds") or 3600)
+        claims["iat"] = round(now, 3)
+        claims["exp"] = round(now + lifetime, 3)
+        principal_claim = options.get("unsecuredLoginPrincipalClaimName") or "sub"
+        if not isinstance(claims.get(principal_claim), str) or not claims[principal_claim].strip():
+            raise ValueError("no %s claim (unsecuredLoginStringClaim_%s)" % (principal_claim, principal_claim))
+        self.principal = claims[principal_claim]
+
+        def b64(obj):
+            return base64.urlsafe_b64encode(json.dumps(obj, separators=(",", ":")).encode()).rstrip(b"=").decode()
+        jwt = "%s.%s." % (b64({"alg": "none"}), b64(claims))
+        ext = "".join("%s=%s\x01" % (k[len("unsecuredLoginExtension_"):], v) for k, v in sorted(options.items())
+                      if k.startswith("unsecuredLoginExtension_"))
+        self._token = ("n,,\x01auth=Bearer %s\x01%s\x01" % (jwt, ext)).encode()
+        self.complete = False
+
+    def first(self) -> bytes:
+        return self._token
+
+    def step(self, server_token: bytes) -> Optional[bytes]:
+        if server_token:
+            # the server's RFC 7628 error challenge: the token was refused
+            raise AuthenticationFailed("OAUTHBEARER token refused: %s" % bytes(server_token).decode("utf-8", "replace"))
+        self.complete = True
+        return None
+
+
 def sasl_client(mechanism: str, user: str, password: str, extensions: Optional[dict] = None):
     if mechanism == "PLAIN":
         return PlainClient(user, password)
     if mechanism in SCRAM_MECHANISMS:
         return ScramClient(mechanism, user, password, extensions=extensions)
+    if mechanism == "OAUTHBEARER":
+        return OAuthBearerClient({"unsecuredLoginStringClaim_sub": user})   # an unsecured token for ``user``
     raise ValueError("no client for SASL mechanism %s" % mechanism)
 
 
@@ -141,6 +193,8 @@ class InterBrokerSecurity:
         return "User:%s" % self.username if self.username is not None else None
 
     def sasl_client(self):
+        if self.mechanism == "OAUTHBEARER":
+            return OAuthBearerClient(self._password)   # a fresh token at each connection
         return sasl_client(self.mechanism, self.username, self._password)
 
     @classmethod
@@ -157,9 +211,10 @@ class InterBrokerSecurity:
             mech = (config["sasl.mechanism.inter.broker.protocol"] or "").upper()
             enabled = [m.strip().upper() for m in sec.get("sasl.enabled.mechanisms")]
             key = "sasl.mechanism.inter.broker.protocol"
-            if mech not in ("PLAIN",) + tuple(SCRAM_MECHANISMS):
+            if mech not in ("PLAIN", "OAUTHBEARER") + tuple(SCRAM_MECHANISMS):
                 raise ConfigError("Invalid value %s for configuration %s: a pykbroker broker authenticates to "
-                                  "other brokers with PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512" % (mech, key), key)
+                                  "other brokers with PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER"
+                                  % (mech, key), key)
             if mech not in enabled:
                 # Kafka's KafkaConfig check: the inter-broker mechanism must be enabled on the listener
                 raise ConfigError("%s must be included in sasl.enabled.mechanisms when SASL is used for "
@@ -199,11 +254,23 @@ def _own_credentials(sec, mech: str) -> tuple:
     if jaas is None:
         raise ConfigError("listener %s is the inter-broker listener with SASL mechanism %s but %s is not set "
                           "(the broker's own username=\"...\" password=\"...\")" % (sec.name, mech, key), key)
-    module = "PlainLoginModule" if mech == "PLAIN" else "ScramLoginModule"
+    module = {"PLAIN": "PlainLoginModule", "OAUTHBEARER": "OAuthBearerLoginModule"}.get(mech, "ScramLoginModule")
     try:
         mods = parse_jaas(jaas)
     except JaasError as e:
         raise ConfigError("Invalid value for configuration %s: %s" % (key, e), key) from None
+    if mech == "OAUTHBEARER":
+        # Kafka's unsecured login: the token's claims from the module's options (OAuthBearerClient);
+        # the "password" slot carries the options, the principal is the username
+        for cls, _flag, opts in mods:
+            if cls.endswith(module):
+                try:
+                    return OAuthBearerClient(opts).principal, dict(opts)
+                except ValueError as e:
+                    raise ConfigError("Invalid value for configuration %s: the broker's own token: %s"
+                                      % (key, e), key) from None
+        raise ConfigError("Invalid value for configuration %s: no OAuthBearerLoginModule (the broker's own "
+                          "unsecuredLoginStringClaim_sub=\"...\" for inter-broker connections)" % key, key)
     for cls, _flag, opts in mods:
         if cls.endswith(module) and "username" in opts and "password" in opts:
             return opts["username"], opts["password"]
