@@ -322,6 +322,14 @@ class Broker(_BrokerBase):
                 fh.write("%s=%s\n" % (k, str(v).replace("\\", "\\\\")))
         return path
 
+    def spark_options(self, user: Optional[str] = None, mechanism: Optional[str] = None,
+                      password: Optional[str] = None) -> dict:
+        """The Java client settings as the Spark Kafka connector's ``kafka.``-prefixed options
+        (``spark.read.format("kafka").options(**broker.spark_options("alice"))``), truststore as PEM."""
+        props = ({"bootstrap.servers": self.bootstrap_servers} if self._secure is None else
+                 self._secure.java_properties(self.bootstrap_servers, user, mechanism, password))
+        return {"kafka." + k: str(v) for k, v in props.items()}
+
     def kafka_python_config(self, user: Optional[str] = None, mechanism: Optional[str] = None,
                             password: Optional[str] = None) -> dict:
         """The same as kafka-python keyword arguments."""
