@@ -35,6 +35,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+from typing import Callable
 
 from .errors import AuthenticationFailed
 
@@ -316,7 +317,7 @@ class JwksCache:
 
     def __init__(self, jwks: dict):
         self._missing: dict[str, int] = {}   # kid -> time (ms) before which it asks no refresh
-        self.on_expedite = None              # set by the refresher: asks for a fetch now
+        self.on_expedite: Callable[[], None] | None = None   # set by the refresher: asks for a fetch now
         self.replace(jwks)
 
     def replace(self, jwks: dict) -> None:
@@ -327,7 +328,8 @@ class JwksCache:
         self._keys = {k.key_id: k for k in keyset.keys}
         self._all = list(keyset.keys)
         for kid in self._keys:
-            self._missing.pop(kid, None)
+            if kid is not None:
+                self._missing.pop(kid, None)
 
     def key(self, kid):
         """The key of ``kid``; a token without kid needs a JWKS of one key."""
@@ -369,20 +371,17 @@ class JwksRefresher:
         self.backoff_ms = max(int(backoff_ms), 0)
         self.backoff_max_ms = max(int(backoff_max_ms), 0)
         self._fetch = fetch or _fetch_jwks
-        self._wake = None
         self.refreshes = 0   # completed fetches after start-up (tests, logs)
 
     async def run(self) -> None:
         import trio
-        self._wake = trio.Event()
-        self.cache.on_expedite = self._wake.set
         log.info("JWKS validation key refresh of %s every %d ms", self.url, self.refresh_ms)
         try:
             while True:
+                wake = trio.Event()   # set by an unknown kid (JwksCache.missing)
+                self.cache.on_expedite = wake.set
                 with trio.move_on_after(self.refresh_ms / 1000.0):
-                    await self._wake.wait()
-                self._wake = trio.Event()
-                self.cache.on_expedite = self._wake.set
+                    await wake.wait()
                 await self.refresh()
         finally:
             self.cache.on_expedite = None
