@@ -134,8 +134,11 @@ class OAuthBearerClient:
             elif k.startswith("unsecuredLoginListClaim_") and v:
                 claims[k[len("unsecuredLoginListClaim_"):]] = [x for x in v[1:].split(v[0]) if x]
         lifetime = int(options.get("unsecuredLoginLifetimeSeconds") or 3600)
-        claims["iat"] = round(now, 3)
-        claims["exp"] = round(now + lifetime, 3)
+        # whole milliseconds, truncated as Kafka's time.milliseconds() / 1000.0: rounding up could
+        # put iat a fraction of a millisecond in the future, which a validator refuses
+        now_ms = int(now * 1000)
+        claims["iat"] = now_ms / 1000.0
+        claims["exp"] = (now_ms + lifetime * 1000) / 1000.0
         principal_claim = options.get("unsecuredLoginPrincipalClaimName") or "sub"
         if not isinstance(claims.get(principal_claim), str) or not claims[principal_claim].strip():
             raise ValueError("no %s claim (unsecuredLoginStringClaim_%s)" % (principal_claim, principal_claim))

@@ -70,3 +70,20 @@ def test_broker_token_needs_a_subject():
     from pykbroker.security.oauthbearer import OAuthBearerServer
     srv = OAuthBearerServer({}, lambda: int(time.time() * 1000))
     assert srv.evaluate(token) == b"" and srv.authorization_id == "kafka-broker"
+
+
+def test_token_iat_is_never_in_the_future():
+    """iat is truncated to the millisecond (Kafka's time.milliseconds() / 1000.0): a token made
+    at x.0006 s must pass a validator reading the clock in the same millisecond."""
+    import base64
+    import json
+
+    from pykbroker.security.client import OAuthBearerClient
+    from pykbroker.security.oauthbearer import OAuthBearerServer
+    now = 1_900_000_000.0006
+    tok = OAuthBearerClient({"unsecuredLoginStringClaim_sub": "b"}, now_s=now).first()
+    jwt = tok.split(b"Bearer ")[1].split(b"\x01")[0].decode()
+    claims = json.loads(base64.urlsafe_b64decode(jwt.split(".")[1] + "=="))
+    assert claims["iat"] * 1000 <= now * 1000 and claims["exp"] - claims["iat"] == 3600
+    srv = OAuthBearerServer({}, lambda: int(now * 1000))
+    assert srv.evaluate(tok) == b"" and srv.authorization_id == "b"
