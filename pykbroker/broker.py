@@ -92,6 +92,8 @@ class Broker:
         self.group_coordinator = None
         self.transaction_coordinator = None
         self.share_coordinator = None         # KIP-932 __share_group_state (coordinator/share/)
+        # what the request handlers use (handlers/services.py), built once everything exists
+        self.services = None
         # KIP-932 share partitions and sessions (share/manager.py): see share_partition_manager
         self._share_partition_manager = None
         self._share_partition_args = None   # its constructor's arguments, set at start-up
@@ -323,6 +325,7 @@ class Broker:
                     self.config, TxnStateLog(self.metadata_cache, self.replica_manager, self.controller),
                     self.replica_manager, self.replica_manager.producer_ids, self.group_coordinator,
                     leads_every_partition=single_node, now_ms=self.clock.time_ms, interbroker_versions=versions)
+                self.replica_manager.set_transaction_coordinator(tc)
                 await tc.startup(nursery)
                 self.dynamic_config.add_reconfigurable(tc)
                 if not single_node:
@@ -334,6 +337,10 @@ class Broker:
                     refresher = getattr(getattr(sec, "oauth_validator", None), "refresher", None)
                     if refresher is not None:
                         nursery.start_soon(refresher.run)
+                from .handlers.services import BrokerServices
+                self.services = BrokerServices(
+                    self.node_id, self.config, self.clock, self.metadata_cache, self.controller,
+                    self.replica_manager, self.group_coordinator, tc, sc)
                 bound = []
                 for li in self.listeners:
                     bound.append(await nursery.start(serve_listener, self, li))

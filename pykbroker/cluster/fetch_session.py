@@ -83,6 +83,25 @@ class CachedPartition:
         self.part = None        # the Partition object the waker is registered on
         self.waker = None
 
+    def must_list(self, d) -> bool:
+        """Kafka's CachedPartition.maybeUpdateResponseData: whether an incremental answer lists
+        the partition, given its read ``d`` (replica_manager.FetchPartitionData); remembers
+        what it was told."""
+        if d.error:
+            self.hw = -1     # listed again once the error goes away
+            return True
+        must = len(d.records) > 0
+        if d.high_watermark != self.hw:
+            self.hw = d.high_watermark
+            must = True
+        if d.log_start_offset != self.log_start:
+            self.log_start = d.log_start_offset
+            must = True
+        div = d.diverging_epoch
+        if div is not None and (div["epoch"] != -1 or div["end_offset"] != -1):
+            must = True
+        return must
+
 
 class _Waker:
     """Registered with ``Partition.add_data_waiter``: its ``set()`` marks the partition dirty."""

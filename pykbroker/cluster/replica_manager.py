@@ -25,6 +25,19 @@ that fell behind.  Leadership changes are told to ``add_leadership_listener`` ca
 (``cb(topic, partition, is_leader, leader_epoch)``): the broker wires the group coordinator's
 ``on_become_leader`` / ``on_resign`` for ``__consumer_offsets`` through it.
 
+Produce and fetch (Kafka's ``appendRecords`` / ``fetchMessages``; the handlers decode the request,
+call these and encode the answer):
+- :meth:`append_records`: per partition the leader lookup (:func:`leader_partition`), the
+  internal-topic refusal, ``min.insync.replicas`` for acks=-1, record validation, the topic's
+  recompression, the transaction verification (KIP-890, through the transaction coordinator
+  handed in with :meth:`set_transaction_coordinator`), the append and ``flush.messages``; then
+  acks=-1 waits for the high watermark (cluster/delayed.py, DelayedProduce).
+- :meth:`fetch_messages` (sessionless and full fetches) and :meth:`fetch_session_messages`
+  (incremental ones): the reads of a request share its byte budget (``max_bytes``, KIP-74's
+  first whole batch); consumers read up to the high watermark or the last stable offset,
+  followers up to the log end with their position recorded (ISR, HW) and divergence detected;
+  then the long poll until ``min_bytes`` (cluster/delayed.py, DelayedFetch).
+
 The partition dict is only mutated on the trio thread.
 """
 from __future__ import annotations
@@ -35,12 +48,149 @@ from typing import Callable
 import trio
 
 from ..protocol.errors import ErrorCode, KafkaError
+from ..protocol.records import COMPRESSION_TYPES, RecordError, recompress, validate_produce_records
 from ..config import inter_broker_listener
-from .fetch_session import FetchSessionCache
+from .delayed import delayed_fetch, delayed_produce, delayed_session_fetch
+from .fetch_session import FULL_SWEEP_S, FetchSessionCache
 from .partition import OfflinePartition, Partition, PartitionHooks
 from .producer_ids import ProducerIdManager
 
 log = logging.getLogger("pykbroker.replica_manager")
+
+# Errors raised while appending to the log that Kafka's ReplicaManager answers with the
+# partition's log start offset (every failure but unknown partition / not leader / too large /
+# corrupt / storage, which keep -1; request-level record checks keep -1 as well).
+_LOG_START_ERRORS = frozenset(int(c) for c in (
+    ErrorCode.INVALID_RECORD, ErrorCode.INVALID_TIMESTAMP, ErrorCode.NOT_ENOUGH_REPLICAS,
+    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
+    ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.UNKNOWN_PRODUCER_ID))
+
+# Answered from Kafka's metadata check (FetchResponse.partitionResponse), before any log read:
+# an empty (not null) aborted_transactions list.
+_METADATA_ERRORS = frozenset((int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), int(ErrorCode.UNKNOWN_TOPIC_ID)))
+# Errors after which Kafka tells the client where the leader is now (KIP-951, Produce v10+ and
+# Fetch v12+): the client skips a metadata round trip.
+NEW_LEADER_ERRORS = frozenset((int(ErrorCode.NOT_LEADER_OR_FOLLOWER), int(ErrorCode.FENCED_LEADER_EPOCH)))
+
+
+def leader_partition(replica_manager, topic: str, index: int, current_leader_epoch: int = -1):
+    """The partition serving a client's produce/fetch/list-offsets/... request, else raises
+    Kafka's answer: UNKNOWN_TOPIC_OR_PARTITION; KAFKA_STORAGE_ERROR for a partition whose log dir
+    failed (Kafka's Offline partitions; the other dirs keep serving); FENCED_LEADER_EPOCH /
+    UNKNOWN_LEADER_EPOCH when the client's ``current_leader_epoch`` is older / newer than ours
+    (-1, the field's default in versions without it, skips the check); then
+    NOT_LEADER_OR_FOLLOWER when this broker hosts only a follower replica, or none although the
+    topic exists (Kafka's ReplicaManager.getPartitionOrException +
+    Partition.localLogWithEpochOrThrow, in that order).  Raising costs nothing on the success
+    path of the Produce/Fetch loops (a ``try`` is free in Python 3.11+ until something is
+    raised)."""
+    partition = replica_manager.get_partition(topic, index)
+    if partition is None:
+        raise KafkaError(_missing_partition_error(replica_manager.metadata, topic, index))
+    if partition.offline:
+        raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR)
+    code = partition.check_leader_epoch(current_leader_epoch)
+    if code:
+        raise KafkaError(code)
+    if not partition.is_leader:
+        raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    return partition
+
+
+def _missing_partition_error(metadata, topic: str, index: int) -> int:
+    """Kafka answers NOT_LEADER_OR_FOLLOWER for a partition that exists in the metadata but has
+    no replica on this broker (a client with stale metadata asked the wrong broker)."""
+    st = metadata.partition_state(topic, index) if metadata is not None and metadata.get(topic) is not None else None
+    return ErrorCode.NOT_LEADER_OR_FOLLOWER if st is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+class ProducePartitionStatus:
+    """One partition's outcome of :meth:`ReplicaManager.append_records` (Kafka's
+    PartitionResponse): ``error`` the KafkaError that refused the append (nothing appended),
+    else the append's offsets and ``code``, 0 or what the acks=-1 wait ended with (the offsets
+    stay, as in Kafka's DelayedProduce answer)."""
+    __slots__ = ("error", "code", "base_offset", "log_append_time_ms", "log_start_offset")
+
+    def __init__(self, error, code: int, base_offset: int, log_append_time_ms: int, log_start_offset: int):
+        self.error = error
+        self.code = code
+        self.base_offset = base_offset
+        self.log_append_time_ms = log_append_time_ms
+        self.log_start_offset = log_start_offset
+
+
+class FetchParams:
+    """One Fetch request's settings (Kafka's FetchParams).  ``authorized(topic)``: whether the
+    fetcher may read the topic (None: no authorizer); a follower's CLUSTER_ACTION is decided
+    once for the request (``follower_denied``)."""
+    __slots__ = ("version", "replica_id", "max_wait_ms", "min_bytes", "max_bytes", "read_committed",
+                 "uses_ids", "authorized", "follower_denied")
+
+    def __init__(self, version: int, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
+                 read_committed: bool, uses_ids: bool, authorized=None, follower_denied: bool = False):
+        self.version = version
+        self.replica_id = replica_id
+        self.max_wait_ms = max_wait_ms
+        self.min_bytes = min_bytes
+        self.max_bytes = max_bytes
+        self.read_committed = read_committed
+        self.uses_ids = uses_ids
+        self.authorized = authorized
+        self.follower_denied = follower_denied
+
+
+class FetchPartitionData:
+    """One partition's answer to a fetch (Kafka's FetchPartitionData).  ``aborted``: the aborted
+    transactions (None: null on the wire; [] for errors Kafka answers from its metadata check);
+    ``leader_hint``: a leadership error after which the answer names the current leader
+    (KIP-951); ``end``: the offset this fetcher can read up to (-1 after an error)."""
+    __slots__ = ("error", "high_watermark", "last_stable_offset", "log_start_offset", "aborted",
+                 "records", "diverging_epoch", "leader_hint", "end")
+
+    def __init__(self, error: int, high_watermark: int = -1, last_stable_offset: int = -1,
+                 log_start_offset: int = -1, aborted=None, records=b"", diverging_epoch=None,
+                 leader_hint: bool = False, end: int = -1):
+        self.error = error
+        self.high_watermark = high_watermark
+        self.last_stable_offset = last_stable_offset
+        self.log_start_offset = log_start_offset
+        self.aborted = aborted
+        self.records = records
+        self.diverging_epoch = diverging_epoch
+        self.leader_hint = leader_hint
+        self.end = end
+
+
+def _error_data(code, metadata: bool = False) -> FetchPartitionData:
+    return FetchPartitionData(int(code), aborted=[] if metadata else None)
+
+
+class _Budget:
+    """The response's byte limit across partitions (KIP-74: the first partition with data
+    always returns at least one whole batch; Kafka's ReplicaManager.readFromLog limitBytes)."""
+    __slots__ = ("limit", "min_one", "total")
+
+    def __init__(self, max_bytes: int):
+        self.limit = max(max_bytes, 0)
+        self.min_one = True
+        self.total = 0
+
+    def take(self, size: int) -> None:
+        if size:
+            # Kafka: only the first partition with data may exceed the limits (KIP-74).
+            self.min_one = False
+            self.limit = max(0, self.limit - size)
+            self.total += size
+
+
+class _ReadPass:
+    """What one pass over a request's partitions read (Kafka's readFromLog result)."""
+    __slots__ = ("datas", "budget", "errored")
+
+    def __init__(self, datas: list, budget: _Budget, errored: bool):
+        self.datas = datas
+        self.budget = budget
+        self.errored = errored
 
 
 class ReplicaManager:
@@ -79,8 +229,15 @@ class ReplicaManager:
         # incremental fetch sessions (KIP-227) of consumers and followers (handlers/k01_fetch.py)
         self.fetch_sessions = FetchSessionCache(
             config["max.incremental.fetch.session.cache.slots"] if config is not None else 1000)
+        # KIP-890 verification of transactional produce (set_transaction_coordinator)
+        self.transaction_coordinator = None
         if controller is not None:
             controller.add_partition_change_listener(self._on_partition_change)
+
+    def set_transaction_coordinator(self, coordinator) -> None:
+        """The coordinator that verifies (and, for transaction version 2, adds) a partition a
+        transactional batch would open a transaction on (Kafka's AddPartitionsToTxnManager)."""
+        self.transaction_coordinator = coordinator
 
     # ------------------------------------------------------------------ queries
     def get_partition(self, topic: str, partition: int):
@@ -88,6 +245,229 @@ class ReplicaManager:
 
     def partitions_of(self, topic: str) -> list[Partition]:
         return [p for (t, _), p in self.partitions.items() if t == topic]
+
+    # ------------------------------------------------------------------ produce
+    async def append_records(self, entries: list, acks: int, timeout_ms: int, api_version: int,
+                             transactional_id, now_ms: int) -> list:
+        """Append each of ``entries`` [(topic, partition, records)] (topics the metadata knows,
+        the request's authorization passed) as leader; one :class:`ProducePartitionStatus` each,
+        in order.  acks=-1 answers once the high watermark covers the appends (or the wait
+        fails: ``code``)."""
+        transactional = transactional_id is not None
+        meta = self.metadata
+        out = []
+        waits = []      # (partition, offset the HW must reach, status) for acks=-1
+        for topic, idx, records in entries:
+            partition = None
+            try:
+                partition = leader_partition(self, topic, idx)
+                info = meta.get(topic)
+                if info is not None and info.internal:
+                    # Kafka refuses client writes to internal topics (__consumer_offsets, ...)
+                    raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION)
+                cfg = partition.config
+                if acks == -1 and len(partition.isr) < cfg["min.insync.replicas"]:
+                    # Kafka refuses acks=all before appending when the ISR is below min.insync.replicas.
+                    raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS)
+                # Kafka validates timestamps only on CreateTime topics (LogAppendTime overwrites
+                # them) and keys only on compacted ones; the records are walked only then.
+                create_time = cfg.get("message.timestamp.type") != "LogAppendTime"
+                validated = validate_produce_records(
+                    records, cfg["max.message.bytes"], api_version=api_version, now_ms=now_ms,
+                    timestamp_before_max_ms=cfg.get("message.timestamp.before.max.ms") if create_time else None,
+                    timestamp_after_max_ms=cfg.get("message.timestamp.after.max.ms") if create_time else None,
+                    compacted_partition="%s-%d" % (topic, idx)
+                    if "compact" in (cfg.get("cleanup.policy") or ()) else None)
+                target = COMPRESSION_TYPES.get(cfg.get("compression.type"))
+                if target is not None:
+                    # a topic compression.type other than "producer": Kafka rewrites the records
+                    # in the topic's codec (at its compression.<codec>.level)
+                    level = cfg.get("compression.%s.level" % cfg["compression.type"])
+                    validated = recompress(validated, target, level)
+                if transactional or validated.batches[0].is_transactional:
+                    # KIP-890: a batch opening a transaction here must belong to the producer's
+                    # Ongoing transaction (checked with the coordinator: in process, or with the
+                    # coordinator broker; the append below re-checks leadership after that wait).
+                    tc = self.transaction_coordinator
+                    code = await tc.verify_produce(transactional_id, partition, validated, api_version) \
+                        if tc else ErrorCode.INVALID_TXN_STATE
+                    if code:
+                        raise KafkaError(code)
+                res = partition.append_records_as_leader(validated, now_ms)
+            except KafkaError as e:
+                log_start = -1
+                if e.code in _LOG_START_ERRORS and not (isinstance(e, RecordError) and e.request_check):
+                    log_start = partition.log_start_offset
+                out.append(ProducePartitionStatus(e, int(e.code), -1, -1, log_start))
+                continue
+            st = ProducePartitionStatus(None, 0, res.base_offset, res.log_append_time_ms, res.log_start_offset)
+            out.append(st)
+            if acks == -1:
+                waits.append((partition, res.last_offset + 1, st))
+            # flush.messages: fsync before acknowledging once enough messages are unflushed.
+            if partition.needs_flush():
+                await partition.flush()
+        if waits:
+            codes = await delayed_produce([(p, hw) for p, hw, _ in waits], timeout_ms)
+            for (_, _, st), code in zip(waits, codes):
+                st.code = code
+        return out
+
+    # ------------------------------------------------------------------ fetch
+    def read_partition(self, params: FetchParams, budget: _Budget, topic, topic_id, fields: dict,
+                       targets) -> FetchPartitionData:
+        """One partition of a fetch (Kafka's readFromLog for one partition): its answer, within
+        what is left of ``budget``.  ``targets`` collects the partitions to park on."""
+        idx = fields["partition"]
+        if topic is None:
+            return _error_data(ErrorCode.UNKNOWN_TOPIC_ID, metadata=True)
+        # Authorization (with an authorizer): a consumer needs READ on each topic, a follower
+        # CLUSTER_ACTION on the cluster; else TOPIC_AUTHORIZATION_FAILED per partition (Kafka's
+        # handleFetchRequest), before any existence or leadership check.
+        if params.authorized is not None and (params.follower_denied if params.replica_id >= 0
+                                              else not params.authorized(topic)):
+            return _error_data(ErrorCode.TOPIC_AUTHORIZATION_FAILED, metadata=True)
+        if params.uses_ids:
+            part = self.partitions.get((topic, idx))
+            if part is not None and not part.offline and part.topic_id != topic_id:
+                return _error_data(ErrorCode.INCONSISTENT_TOPIC_ID)
+        if params.replica_id >= 0:
+            return self._read_for_follower(params, budget, topic, fields, targets)
+        try:
+            # (current_leader_epoch is -1, no check, before v9)
+            partition = leader_partition(self, topic, idx, fields["current_leader_epoch"])
+        except KafkaError as e:
+            d = _error_data(e.code, e.code in _METADATA_ERRORS)
+            d.leader_hint = e.code in NEW_LEADER_ERRORS
+            return d
+        if targets is not None:
+            targets.add(partition)
+        max_bytes = min(max(fields["partition_max_bytes"], 0), budget.limit)
+        read_committed = params.read_committed
+        res = partition.read_records(fields["fetch_offset"], max_bytes, budget.min_one, read_committed)
+        if res.error:
+            return _error_data(res.error)
+        budget.take(res.size)
+        return FetchPartitionData(0, res.high_watermark, res.last_stable_offset, res.log_start_offset,
+                                  res.aborted_transactions, res.records,
+                                  end=res.last_stable_offset if read_committed else res.high_watermark)
+
+    def _read_for_follower(self, params: FetchParams, budget: _Budget, topic: str, p: dict,
+                           targets) -> FetchPartitionData:
+        """One partition of a follower's fetch (``replica_id`` >= 0, Kafka's FetchFromFollower):
+        it must be led here; the fetch offset is the follower's log end offset, recorded (ISR,
+        HW) before reading up to our log end offset, not the HW.  v12 ``last_fetched_epoch``:
+        when that epoch ends earlier here than the fetch offset (or is unknown), the answer is
+        ``diverging_epoch`` (our end of that epoch) and no records, and the follower truncates
+        (Kafka's Partition.fetchRecords divergence check)."""
+        idx = p["partition"]
+        try:
+            partition = leader_partition(self, topic, idx, p["current_leader_epoch"])
+        except KafkaError as e:
+            return _error_data(e.code)
+        fetch_offset = p["fetch_offset"]
+        last_epoch = p["last_fetched_epoch"] if params.version >= 12 else -1
+        # (fast path: the follower is on our latest epoch, which ends at our log end)
+        if last_epoch >= 0 and not (last_epoch == partition.log.epoch_cache.latest_epoch
+                                    and fetch_offset <= partition.log_end_offset):
+            epoch, end = partition.end_offset_for_epoch(last_epoch)
+            if epoch < last_epoch or end < fetch_offset:
+                hw = partition.high_watermark
+                # answered at once: the follower has to truncate
+                return FetchPartitionData(0, hw, hw, partition.log_start_offset,
+                                          diverging_epoch={"epoch": epoch, "end_offset": end},
+                                          end=partition.log_end_offset)
+        code = partition.update_follower_fetch_state(params.replica_id, fetch_offset) \
+            if 0 <= fetch_offset <= partition.log_end_offset else 0
+        if code:
+            return _error_data(code)
+        if targets is not None:
+            targets.add(partition)
+        max_bytes = min(max(p["partition_max_bytes"], 0), budget.limit)
+        res = partition.read_records_for_follower(fetch_offset, max_bytes, budget.min_one)
+        if res.error:
+            return _error_data(res.error)
+        budget.take(res.size)
+        return FetchPartitionData(0, res.high_watermark, res.last_stable_offset, res.log_start_offset,
+                                  None, res.records, end=partition.log_end_offset)
+
+    def _read_from_log(self, params: FetchParams, wanted: list, targets) -> _ReadPass:
+        """One pass over ``wanted`` [(key, topic, topic id, fields)] under a fresh budget."""
+        budget = _Budget(params.max_bytes)
+        datas = []
+        errored = False
+        read = self.read_partition
+        for _key, topic, tid, fields in wanted:
+            d = read(params, budget, topic, tid, fields, targets)
+            datas.append(d)
+            errored = errored or d.error != 0 or d.diverging_epoch is not None
+        return _ReadPass(datas, budget, errored)
+
+    async def fetch_messages(self, params: FetchParams, wanted: list) -> list:
+        """A sessionless or full fetch of ``wanted`` [(key, topic, topic id, fields)]: one
+        :class:`FetchPartitionData` each, in order, after the long poll (cluster/delayed.py)
+        when fewer than ``min_bytes`` were there and no partition errored."""
+        targets: set = set()
+        first = self._read_from_log(params, wanted, targets)
+        if params.max_wait_ms > 0 and first.budget.total < params.min_bytes and not first.errored and targets:
+            min_bytes = params.min_bytes
+            first = await delayed_fetch(
+                lambda t: self._read_from_log(params, wanted, t), first, targets, params.max_wait_ms,
+                lambda r: r.budget.total >= min_bytes or r.errored)
+        return first.datas
+
+    async def fetch_session_messages(self, params: FetchParams, s, still_cached) -> dict:
+        """An incremental fetch on session ``s`` (already updated with the request's
+        partitions): reads the named, dirty, lagging and errored partitions (all of them every
+        FULL_SWEEP_S), waits for more (cluster/delayed.py) unless one must be answered at once,
+        and returns {key: (cached partition, FetchPartitionData)} of the partitions Kafka would
+        list."""
+        now = trio.current_time()
+        if now - s.last_sweep >= FULL_SWEEP_S:
+            s.last_sweep = now
+            to_read = set(s.partitions)
+        else:
+            to_read = s.dirty | s.lagging | s.errored | s.named
+        s.dirty = set()
+        s.lagging = set()
+        budget = _Budget(params.max_bytes)
+        out: dict = {}
+        follower = params.replica_id >= 0
+        metadata = self.metadata
+        read_partition = self.read_partition
+
+        def read(keys) -> bool:
+            """Read ``keys`` into ``out``; whether the request can be answered now."""
+            ready = False
+            for cp in sorted((s.partitions[k] for k in keys if k in s.partitions), key=lambda c: c.seq):
+                if cp.topic is None:
+                    info = metadata.by_id.get(cp.topic_id)   # Kafka's maybeResolveUnknownName
+                    if info is not None:
+                        cp.topic = info.name
+                s.attach(self, cp)
+                d = read_partition(params, budget, cp.topic, cp.topic_id, cp.fields, None)
+                key = cp.key
+                if d.error:
+                    s.errored.add(key)
+                else:
+                    s.errored.discard(key)
+                # (a partition listed by an earlier read of this request stays listed: what made
+                # it listable is already remembered as told)
+                if cp.must_list(d) or key in out:
+                    out[key] = (cp, d)
+                    # errors and divergence answer at once (Kafka's errorReadingData /
+                    # hasDivergingEpoch); a follower's session also answers a new high watermark
+                    # at once (what KIP-1166 gets followers), a consumer's waits for min_bytes
+                    ready = ready or d.error != 0 or d.diverging_epoch is not None or follower
+                if d.end > cp.fields["fetch_offset"] and not d.error:
+                    s.lagging.add(key)   # more to give: read again next time even if nothing wakes it
+                else:
+                    s.lagging.discard(key)
+            return ready or budget.total >= params.min_bytes
+
+        if not read(to_read) and params.max_wait_ms > 0 and s.partitions:
+            await delayed_session_fetch(s, read, params.max_wait_ms, still_cached)
+        return out
 
     # ------------------------------------------------------------------ start-up
     def add_leadership_listener(self, callback: Callable[[str, int, bool, int], None]) -> None:

@@ -1,7 +1,8 @@
 """What several request handlers share (not a handler: ``load_handlers`` loads only ``kNN_*``).
 
-- :func:`leader_partition`: look up a partition for a client request, or raise the
-  :class:`KafkaError` Kafka answers for it (unknown, offline, fenced or unknown leader epoch).
+- :func:`leader_partition` (cluster/replica_manager.py's): look up a partition for a client
+  request, or raise the :class:`KafkaError` Kafka answers for it (unknown, offline, fenced or
+  unknown leader epoch).
 - :class:`PartitionResponses`: the per-topic / per-partition layout of one API's response,
   declared once per handler (the key names differ from API to API).  It builds one
   partition's error entry, runs an answer function over every requested partition, and makes
@@ -17,37 +18,11 @@ from __future__ import annotations
 
 from typing import Any
 
+# The partition lookup of client requests and the errors after which an answer names the new
+# leader are the ReplicaManager's rules (Kafka's getPartitionOrException), shared by the handlers.
+from ..cluster.replica_manager import NEW_LEADER_ERRORS, leader_partition  # noqa: F401
 from ..coordinator.group.api import group_precheck
 from ..protocol.errors import ErrorCode, KafkaError
-
-
-def leader_partition(replica_manager, topic: str, index: int, current_leader_epoch: int = -1):
-    """The partition serving a client's produce/fetch/list-offsets/... request, else raises
-    Kafka's answer: UNKNOWN_TOPIC_OR_PARTITION; KAFKA_STORAGE_ERROR for a partition whose log dir
-    failed (Kafka's Offline partitions; the other dirs keep serving); FENCED_LEADER_EPOCH /
-    UNKNOWN_LEADER_EPOCH when the client's ``current_leader_epoch`` is older / newer than ours
-    (-1, the field's default in versions without it, skips the check); then
-    NOT_LEADER_OR_FOLLOWER when this broker hosts only a follower replica, or none although the
-    topic exists (Kafka's ReplicaManager.getPartitionOrException +
-    Partition.localLogWithEpochOrThrow, in that order).  Raising costs nothing on the success
-    path of the Produce/Fetch loops (a ``try`` is free in Python 3.11+ until something is
-    raised)."""
-    partition = replica_manager.get_partition(topic, index)
-    if partition is None:
-        raise KafkaError(_missing_partition_error(replica_manager, topic, index))
-    if partition.offline:
-        raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR)
-    code = partition.check_leader_epoch(current_leader_epoch)
-    if code:
-        raise KafkaError(code)
-    if not partition.is_leader:
-        raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    return partition
-
-
-# Errors after which Kafka tells the client where the leader is now (KIP-951, Produce v10+ and
-# Fetch v12+): the client skips a metadata round trip.
-NEW_LEADER_ERRORS = frozenset((int(ErrorCode.NOT_LEADER_OR_FOLLOWER), int(ErrorCode.FENCED_LEADER_EPOCH)))
 
 
 def current_leader(metadata, topic: str, index: int):
@@ -57,14 +32,6 @@ def current_leader(metadata, topic: str, index: int):
     if st is None or st.leader < 0:
         return None, None
     return {"leader_id": st.leader, "leader_epoch": st.leader_epoch}, metadata.broker(st.leader)
-
-
-def _missing_partition_error(replica_manager, topic: str, index: int) -> int:
-    """Kafka answers NOT_LEADER_OR_FOLLOWER for a partition that exists in the metadata but has
-    no replica on this broker (a client with stale metadata asked the wrong broker)."""
-    md = getattr(replica_manager, "metadata", None)
-    st = md.partition_state(topic, index) if md is not None and md.get(topic) is not None else None
-    return ErrorCode.NOT_LEADER_OR_FOLLOWER if st is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
 

@@ -60,21 +60,20 @@ v9 is flexible; v10-11 add the (tagged) current_leader / node_endpoints (KIP-951
 Kafka does, for NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH with the leader this broker's
 metadata names; v11 TRANSACTION_ABORTABLE; v12 the implicit add to a transaction; v13 names
 topics by id (KIP-516): an id this broker does not know answers UNKNOWN_TOPIC_ID.
-- Offline partitions (log dir failed): KAFKA_STORAGE_ERROR, see handlers/common.py.
+- Offline partitions (log dir failed): KAFKA_STORAGE_ERROR.
+The path: this handler decodes (topic ids, the first batches' headers, acks, authorization,
+unknown topics), ``ReplicaManager.append_records`` (cluster/replica_manager.py) applies the
+produce rules per partition and waits for acks=-1 (cluster/delayed.py), and this handler
+encodes its per-partition statuses.
 """
 from __future__ import annotations
 
-import logging
-
-import trio
-
 from ..acl.bindings import TOPIC, TRANSACTIONAL_ID, WRITE
 from ..acl.check import session
-from ..protocol.errors import ErrorCode, KafkaError
-from ..protocol.records import (COMPRESSION_TYPES, RecordError, first_batch_corruption, parse_header, recompress,
-                                validate_produce_records)
+from ..protocol.errors import ErrorCode
+from ..protocol.records import RecordError, first_batch_corruption, parse_header
 from ..server.dispatch import CloseConnection
-from .common import NEW_LEADER_ERRORS, PartitionResponses, current_leader, leader_partition
+from .common import NEW_LEADER_ERRORS, PartitionResponses, current_leader
 
 API_KEY = 0
 MIN_VERSION = 3
@@ -84,17 +83,8 @@ MAX_VERSION = 13
 # request is still an unsupported version: the connection is closed, as Kafka 4.4 does.
 ADVERTISED_MIN_VERSION = 0
 
-log = logging.getLogger("pykbroker.produce")
-
 # Kafka sets error_message only for record validation failures (RecordValidationException).
 _MESSAGE_ERRORS = (ErrorCode.INVALID_RECORD, ErrorCode.INVALID_TIMESTAMP)
-# Errors raised while appending to the log that Kafka's ReplicaManager answers with the
-# partition's log start offset (every failure but unknown partition / not leader / too large /
-# corrupt / storage, which keep -1; request-level record checks keep -1 as well).
-_LOG_START_ERRORS = frozenset(int(c) for c in (
-    ErrorCode.INVALID_RECORD, ErrorCode.INVALID_TIMESTAMP, ErrorCode.NOT_ENOUGH_REPLICAS,
-    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
-    ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.UNKNOWN_PRODUCER_ID))
 
 
 RESPONSES = PartitionResponses(
@@ -105,10 +95,11 @@ RESPONSES = PartitionResponses(
 def _resolve_topic_ids(ctx, request) -> None:
     """v13 names topics by id: each entry gets the name this broker knows (None if unknown)."""
     if ctx.api_version >= 13:
+        name_of = ctx.services.metadata_cache.name_of
         for t in request["topic_data"]:
             if not t.get("_resolved"):
                 # (the decoder fills the v12- name field with its default "")
-                t["name"] = ctx.broker.metadata_cache.name_of(t["topic_id"])
+                t["name"] = name_of(t["topic_id"])
                 t["_resolved"] = True
 
 
@@ -139,8 +130,7 @@ def _has_transactional_records(request) -> bool:
 async def handle(ctx, request):
     acks = request["acks"]
     version = ctx.api_version
-    broker = ctx.broker
-    rm = broker.replica_manager
+    services = ctx.services
     _resolve_topic_ids(ctx, request)
     for t in request["topic_data"]:
         for p in t["partition_data"]:
@@ -154,7 +144,7 @@ async def handle(ctx, request):
     if acks not in (0, 1, -1):
         resp = error_response(ctx, request, ErrorCode.INVALID_REQUIRED_ACKS)
         return None if acks == 0 else resp
-    transactional = request.get("transactional_id") is not None
+    transactional_id = request.get("transactional_id")
     denied = ()
     az = session(ctx)
     if az is not None:
@@ -162,67 +152,54 @@ async def handle(ctx, request):
         # request fails), then each topic needs WRITE (TOPIC_AUTHORIZATION_FAILED before any
         # existence check, so a denied client cannot probe which topics exist).
         if _has_transactional_records(request) and not (
-                transactional and az.allowed(WRITE, TRANSACTIONAL_ID, request["transactional_id"])):
+                transactional_id is not None and az.allowed(WRITE, TRANSACTIONAL_ID, transactional_id)):
             if acks == 0:
                 raise CloseConnection("a produce with acks=0 was refused")
             return error_response(ctx, request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         denied = {t["name"] for t in request["topic_data"]
                   if t["name"] is not None and not az.allowed(WRITE, TOPIC, t["name"])}
-    now_ms = ctx.broker.clock.time_ms()   # the broker's clock (pykbroker/clock.py)
+    # Kafka's handler answers unknown ids, denied and unknown topics itself; the rest goes to
+    # the ReplicaManager, whose statuses fill the placeholders (request order kept).
+    metadata = services.metadata_cache
     responses = []
     failed = False
-    waits = []  # (partition, required HW) for acks=-1
-    endpoints = {}  # KIP-951: node id -> endpoint of leaders named in current_leader
+    entries = []    # (topic, partition, records) for the ReplicaManager
+    slots = []      # (topic's partition_responses, index in it, partition) of each entry
     for t in request["topic_data"]:
         name = t["name"]
-        parts_out = []
+        parts_out: list = []
         tr = {"name": name, "partition_responses": parts_out}
         if version >= 13:
             tr["topic_id"] = t["topic_id"]
         responses.append(tr)
-        info = broker.metadata_cache.get(name) if name is not None else None
+        code = 0
+        if name is None:
+            code = ErrorCode.UNKNOWN_TOPIC_ID
+        elif denied and name in denied:
+            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif metadata.get(name) is None:
+            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         for p in t["partition_data"]:
-            idx = p["index"]
-            try:
-                if name is None:
-                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID)
-                if denied and name in denied:
-                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                if info is None:
-                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                partition = leader_partition(rm, name, idx)
-                if info.internal:
-                    raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION)
-                cfg = partition.config
-                if acks == -1 and len(partition.isr) < cfg["min.insync.replicas"]:
-                    # Kafka refuses acks=all before appending when the ISR is below min.insync.replicas.
-                    raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS)
-                # Kafka validates timestamps only on CreateTime topics (LogAppendTime overwrites
-                # them) and keys only on compacted ones; the records are walked only then.
-                create_time = cfg.get("message.timestamp.type") != "LogAppendTime"
-                validated = validate_produce_records(
-                    p["records"], cfg["max.message.bytes"], api_version=version, now_ms=now_ms,
-                    timestamp_before_max_ms=cfg.get("message.timestamp.before.max.ms") if create_time else None,
-                    timestamp_after_max_ms=cfg.get("message.timestamp.after.max.ms") if create_time else None,
-                    compacted_partition="%s-%d" % (name, idx)
-                    if "compact" in (cfg.get("cleanup.policy") or ()) else None)
-                target = COMPRESSION_TYPES.get(cfg.get("compression.type"))
-                if target is not None:
-                    # a topic compression.type other than "producer": Kafka rewrites the records
-                    # in the topic's codec (at its compression.<codec>.level)
-                    level = cfg.get("compression.%s.level" % cfg["compression.type"])
-                    validated = recompress(validated, target, level)
-                if transactional or validated.batches[0].is_transactional:
-                    # KIP-890: a batch opening a transaction here must belong to the producer's
-                    # Ongoing transaction (checked with the coordinator: in process, or with the
-                    # coordinator broker; the append below re-checks leadership after that wait).
-                    tc = broker.transaction_coordinator
-                    code = await tc.verify_produce(request["transactional_id"], partition, validated, version) \
-                        if tc else ErrorCode.INVALID_TXN_STATE
-                    if code:
-                        raise KafkaError(code)
-                res = partition.append_records_as_leader(validated, now_ms)
-            except KafkaError as e:
+            if code:
+                parts_out.append(RESPONSES.error(p["index"], code))
+                failed = True
+                continue
+            slots.append((parts_out, len(parts_out), p["index"]))
+            parts_out.append(None)
+            entries.append((name, p["index"], p["records"]))
+    endpoints: dict = {}  # KIP-951: node id -> endpoint of leaders named in current_leader
+    if entries:
+        statuses = await services.replica_manager.append_records(
+            entries, acks, request["timeout_ms"], version, transactional_id,
+            services.clock.time_ms())   # the broker's clock (pykbroker/clock.py)
+        for (parts_out, i, idx), (name, _, _), st in zip(slots, entries, statuses):
+            e = st.error
+            if e is None:
+                r = {"index": idx, "error_code": st.code, "base_offset": st.base_offset,
+                     "log_append_time_ms": st.log_append_time_ms,
+                     "log_start_offset": st.log_start_offset, "record_errors": []}
+            else:
+                failed = True
                 # A RecordError's message is exactly Kafka's error_message; other errors show
                 # theirs only for the record validation codes.
                 record_error = isinstance(e, RecordError)
@@ -230,44 +207,17 @@ async def handle(ctx, request):
                 if e.message is not None and (record_error or e.code in _MESSAGE_ERRORS):
                     r["error_message"] = e.message
                 if record_error and e.record_errors:
-                    r["record_errors"] = [{"batch_index": i, "batch_index_error_message": m}
-                                          for i, m in e.record_errors]
-                if e.code in _LOG_START_ERRORS and not (record_error and e.request_check):
-                    r["log_start_offset"] = partition.log_start_offset
-                if version >= 10 and e.code in NEW_LEADER_ERRORS:
-                    _add_current_leader(ctx, r, name, idx, endpoints)
-                parts_out.append(r)
-                failed = True
-                continue
-            if acks == -1:
-                waits.append((partition, res.last_offset + 1))
-            parts_out.append({"index": idx, "error_code": 0, "base_offset": res.base_offset,
-                              "log_append_time_ms": res.log_append_time_ms,
-                              "log_start_offset": res.log_start_offset, "record_errors": []})
-            # flush.messages: fsync before acknowledging once enough messages are unflushed.
-            if partition.needs_flush():
-                await partition.flush()
+                    r["record_errors"] = [{"batch_index": j, "batch_index_error_message": m}
+                                          for j, m in e.record_errors]
+                r["log_start_offset"] = st.log_start_offset
+            if version >= 10 and st.code in NEW_LEADER_ERRORS:
+                _add_current_leader(ctx, r, name, idx, endpoints)
+            parts_out[i] = r
     if acks == 0:
         if failed:
             # Kafka closes the connection when an acks=0 produce fails: the only signal left.
             raise CloseConnection("a produce with acks=0 failed")
         return None
-    if waits:
-        deadline = trio.current_time() + max(request["timeout_ms"], 0) / 1000.0
-        for partition, hw in waits:
-            code = ErrorCode.REQUEST_TIMED_OUT
-            with trio.move_on_at(deadline):
-                # NOT_ENOUGH_REPLICAS_AFTER_APPEND (ISR shrank below min.insync.replicas before
-                # the HW got there) or NOT_LEADER_OR_FOLLOWER (leadership lost meanwhile)
-                code = await partition.wait_for_high_watermark(hw)
-            if code:
-                for tr in responses:
-                    if tr["name"] == partition.topic:
-                        for pr in tr["partition_responses"]:
-                            if pr["index"] == partition.partition_id and pr["error_code"] == 0:
-                                pr["error_code"] = int(code)
-                                if version >= 10 and code in NEW_LEADER_ERRORS:
-                                    _add_current_leader(ctx, pr, partition.topic, partition.partition_id, endpoints)
     resp = {"responses": responses, "throttle_time_ms": 0}
     if endpoints:
         resp["node_endpoints"] = list(endpoints.values())
@@ -276,7 +226,7 @@ async def handle(ctx, request):
 
 def _add_current_leader(ctx, r: dict, topic: str, index: int, endpoints: dict) -> None:
     """KIP-951: a NOT_LEADER_OR_FOLLOWER answer names the current leader and its endpoint."""
-    leader, reg = current_leader(ctx.broker.metadata_cache, topic, index)
+    leader, reg = current_leader(ctx.services.metadata_cache, topic, index)
     if leader is None:
         return
     r["current_leader"] = leader

@@ -46,7 +46,7 @@ Behaviour (Apache Kafka 4.4 as the oracle):
 - Consumers of a partition this broker only follows: NOT_LEADER_OR_FOLLOWER (after the epoch
   checks, as Kafka orders them); consumers never read past the high watermark.
 - Follower fetch (``replica_id`` >= 0, from a replica of the partition): see
-  ``_read_for_follower``: records up to the log end offset, the follower's position
+  ``ReplicaManager._read_for_follower``: records up to the log end offset, the follower's position
   recorded (ISR expansion, high watermark), ``diverging_epoch`` on v12+.  Its long poll waits
   like a consumer's (woken by appends).
 Version notes: v5 adds log_start_offset; v7 sessions; v9 current_leader_epoch; v11 rack_id and
@@ -54,17 +54,21 @@ preferred_read_replica; v12 is flexible, adds last_fetched_epoch and tagged
 diverging_epoch/current_leader/snapshot_id (current_leader filled for NOT_LEADER_OR_FOLLOWER /
 FENCED_LEADER_EPOCH as Kafka does, KIP-951; snapshot_id left default).
 - The partition lookup (unknown, offline: KAFKA_STORAGE_ERROR, leader epoch) is
-  handlers/common.py's, shared with Produce, ListOffsets, DeleteRecords, OffsetForLeaderEpoch.
+  cluster/replica_manager.py's ``leader_partition``, shared with Produce, ListOffsets,
+  DeleteRecords, OffsetForLeaderEpoch.
+The path: this handler decodes the request and keeps the fetch session (which partitions, what
+an incremental answer lists); ``ReplicaManager.fetch_messages`` / ``fetch_session_messages``
+(cluster/replica_manager.py) read the partitions under the request's byte budget and park the
+long poll (cluster/delayed.py); this handler encodes their ``FetchPartitionData``.
 """
 from __future__ import annotations
 
-import trio
-
 from ..acl.bindings import CLUSTER, CLUSTER_ACTION, CLUSTER_NAME, READ, TOPIC
 from ..acl.check import session
-from ..cluster.fetch_session import FULL_SWEEP_S, next_epoch
-from ..protocol.errors import ErrorCode, KafkaError
-from .common import NEW_LEADER_ERRORS, PartitionResponses, current_leader, leader_partition
+from ..cluster.fetch_session import next_epoch
+from ..cluster.replica_manager import FetchParams
+from ..protocol.errors import ErrorCode
+from .common import PartitionResponses, current_leader
 
 API_KEY = 1
 MIN_VERSION = 4
@@ -78,99 +82,62 @@ RESPONSES = PartitionResponses(
     {"high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
      "aborted_transactions": None, "preferred_read_replica": -1, "records": b""})
 
-# Answered from Kafka's metadata check (FetchResponse.partitionResponse), before any log read:
-# an empty (not null) aborted_transactions list.
-_METADATA_ERRORS = frozenset((int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), int(ErrorCode.UNKNOWN_TOPIC_ID)))
-
 
 def error_response(ctx, request, code) -> dict:
     return {"throttle_time_ms": 0, "error_code": int(code), "session_id": 0, "responses": []}
 
 
-class _Fetch:
-    """One request's settings shared by its partition reads."""
-    __slots__ = ("rm", "meta", "version", "replica_id", "read_committed", "budget", "endpoints",
-                 "listener", "uses_ids", "az", "follower_denied")
+def _params(ctx, request, version: int) -> FetchParams:
+    if version >= 15:
+        rs = request.get("replica_state")
+        replica_id = rs["replica_id"] if rs else -1
+    else:
+        replica_id = request["replica_id"]
+    # Authorization (with an authorizer): a consumer needs READ on each topic, a follower
+    # CLUSTER_ACTION on the cluster (the ReplicaManager answers TOPIC_AUTHORIZATION_FAILED per
+    # partition, before any existence or leadership check, as Kafka's handleFetchRequest).
+    az = session(ctx)
+    authorized = None
+    follower_denied = False
+    if az is not None:
+        authorized = lambda topic: az.allowed(READ, TOPIC, topic)   # noqa: E731
+        follower_denied = replica_id >= 0 and not az.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)
+    return FetchParams(version, replica_id, request["max_wait_ms"], request["min_bytes"], request["max_bytes"],
+                       request["isolation_level"] == READ_COMMITTED, version >= TOPIC_IDS_FROM,
+                       authorized, follower_denied)
 
-    def __init__(self, ctx, request, version: int):
-        broker = ctx.broker
-        self.rm = broker.replica_manager
-        self.meta = broker.metadata_cache
+
+class _Encoder:
+    """FetchPartitionData -> the response's partition entries, and the node_endpoints of the
+    leaders they name (KIP-951: v12+ current_leader, v16+ its endpoint)."""
+    __slots__ = ("meta", "version", "listener", "endpoints")
+
+    def __init__(self, ctx, version: int):
+        self.meta = ctx.services.metadata_cache
         self.version = version
-        if version >= 15:
-            rs = request.get("replica_state")
-            self.replica_id = rs["replica_id"] if rs else -1
-        else:
-            self.replica_id = request["replica_id"]
-        self.read_committed = request["isolation_level"] == READ_COMMITTED
-        self.budget = _Budget(request["max_bytes"])
+        self.listener = getattr(ctx.connection, "listener_name", "PLAINTEXT")
         self.endpoints: dict = {}
-        self.listener = getattr(getattr(ctx, "connection", None), "listener_name", "PLAINTEXT")
-        self.uses_ids = version >= TOPIC_IDS_FROM
-        # Authorization (with an authorizer): a consumer needs READ on each topic, a follower
-        # CLUSTER_ACTION on the cluster; else TOPIC_AUTHORIZATION_FAILED per partition (Kafka's
-        # handleFetchRequest), before any existence or leadership check.
-        self.az = az = session(ctx)
-        self.follower_denied = az is not None and self.replica_id >= 0 and \
-            not az.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)
 
-    def new_budget(self, request) -> None:
-        self.budget = _Budget(request["max_bytes"])
-
-    def read(self, name, topic_id, fields: dict, targets):
-        """One partition: (answer, answer at once, end offset this fetcher can read up to or
-        -1).  ``targets`` collects the partitions to park on."""
-        idx = fields["partition"]
-        if name is None:
-            r = RESPONSES.error(idx, ErrorCode.UNKNOWN_TOPIC_ID)
-            r["aborted_transactions"] = []
-            return r, True, -1
-        az = self.az
-        if az is not None and (self.follower_denied if self.replica_id >= 0 else not az.allowed(READ, TOPIC, name)):
-            r = RESPONSES.error(idx, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            r["aborted_transactions"] = []
-            return r, True, -1
-        if self.uses_ids:
-            part = self.rm.get_partition(name, idx)
-            if part is not None and not part.offline and part.topic_id != topic_id:
-                return RESPONSES.error(idx, ErrorCode.INCONSISTENT_TOPIC_ID), True, -1
-        if self.replica_id >= 0:
-            resp, at_once = _read_for_follower(self.rm, name, fields, self.replica_id, self.version,
-                                               self.budget, targets)
-            part = self.rm.get_partition(name, idx) if not resp["error_code"] else None
-            return resp, at_once, (part.log_end_offset if part is not None and not part.offline else -1)
-        try:
-            # (current_leader_epoch is -1, no check, before v9)
-            partition = leader_partition(self.rm, name, idx, fields["current_leader_epoch"])
-        except KafkaError as e:
-            r = RESPONSES.error(idx, e.code)
-            if e.code in NEW_LEADER_ERRORS and self.version >= 12:
-                self._current_leader(r, name, idx)
-            if e.code in _METADATA_ERRORS:
+    def partition(self, name, idx: int, d) -> dict:
+        if d.error:
+            r = RESPONSES.error(idx, d.error)
+            if d.aborted is not None:
                 r["aborted_transactions"] = []
-            return r, True, -1
-        if targets is not None:
-            targets.add(partition)
-        b = self.budget
-        max_bytes = min(max(fields["partition_max_bytes"], 0), b.limit)
-        res = partition.read_records(fields["fetch_offset"], max_bytes, b.min_one, self.read_committed)
-        if res.error:
-            return RESPONSES.error(idx, res.error), True, -1
-        if res.size:
-            # Kafka: only the first partition with data may exceed the limits (KIP-74).
-            b.min_one = False
-            b.limit = max(0, b.limit - res.size)
-            b.total += res.size
-        return ({"partition_index": idx, "error_code": 0,
-                 "high_watermark": res.high_watermark,
-                 "last_stable_offset": res.last_stable_offset,
-                 "log_start_offset": res.log_start_offset,
-                 "aborted_transactions": None if res.aborted_transactions is None else [
-                     {"producer_id": e.producer_id, "first_offset": e.first_offset}
-                     for e in res.aborted_transactions],
-                 "preferred_read_replica": -1,
-                 "records": res.records}, False,
-                res.last_stable_offset if self.read_committed else res.high_watermark)
+            if d.leader_hint and self.version >= 12:
+                self._current_leader(r, name, idx)
+            return r
+        aborted = d.aborted
+        r = {"partition_index": idx, "error_code": 0,
+             "high_watermark": d.high_watermark,
+             "last_stable_offset": d.last_stable_offset,
+             "log_start_offset": d.log_start_offset,
+             "aborted_transactions": None if aborted is None else [
+                 {"producer_id": e.producer_id, "first_offset": e.first_offset} for e in aborted],
+             "preferred_read_replica": -1,
+             "records": d.records}
+        if d.diverging_epoch is not None:
+            r["diverging_epoch"] = d.diverging_epoch
+        return r
 
     def _current_leader(self, r: dict, name: str, idx: int) -> None:
         """KIP-951: where the leader is now; v16+ also its endpoint in node_endpoints."""
@@ -184,13 +151,31 @@ class _Fetch:
                 self.endpoints[reg.broker_id] = {"node_id": reg.broker_id, "host": e.host,
                                                  "port": e.port, "rack": reg.rack}
 
+    def respond(self, error: int, session_id: int, items, uses_ids: bool) -> dict:
+        """[(name, topic id, answer)] -> the response: consecutive partitions of one topic share
+        an entry (Kafka's FetchResponse.toMessage keeps the order)."""
+        out: list = []
+        prev = None
+        for name, tid, resp in items:
+            k = tid if uses_ids else name
+            if out and k == prev:
+                out[-1]["partitions"].append(resp)
+            else:
+                out.append({"topic": name if name is not None else "", "topic_id": tid,
+                            "partitions": [resp]})
+                prev = k
+        r = {"throttle_time_ms": 0, "error_code": error, "session_id": session_id, "responses": out}
+        if self.endpoints:
+            r["node_endpoints"] = list(self.endpoints.values())
+        return r
 
-def _requested(request, f: _Fetch):
+
+def _requested(request, meta, uses_ids: bool):
     """The request's partitions as (key, name, topic id, fields), in order (Kafka's
     FetchRequest.fetchData: v13+ resolve ids to names, None when unknown)."""
     out = []
-    if f.uses_ids:
-        by_id = f.meta.by_id
+    if uses_ids:
+        by_id = meta.by_id
         for t in request["topics"]:
             tid = t["topic_id"]
             info = by_id.get(tid)
@@ -205,289 +190,67 @@ def _requested(request, f: _Fetch):
     return out
 
 
-def _forgotten(request, f: _Fetch):
-    if f.uses_ids:
+def _forgotten(request, uses_ids: bool):
+    if uses_ids:
         return [(t["topic_id"], idx) for t in request["forgotten_topics_data"] for idx in t["partitions"]]
     return [(t["topic"], idx) for t in request["forgotten_topics_data"] for idx in t["partitions"]]
 
 
-def _group(items, f: _Fetch) -> list:
-    """[(name, topic id, answer)] -> the responses array: consecutive partitions of one topic
-    share an entry (Kafka's FetchResponse.toMessage keeps the order)."""
-    out = []
-    prev = None
-    for name, tid, resp in items:
-        k = tid if f.uses_ids else name
-        if out and k == prev:
-            out[-1]["partitions"].append(resp)
-        else:
-            out.append({"topic": name if name is not None else "", "topic_id": tid,
-                        "partitions": [resp]})
-            prev = k
-    return out
-
-
-def _respond(f: _Fetch, error: int, session_id: int, items) -> dict:
-    r = {"throttle_time_ms": 0, "error_code": error, "session_id": session_id, "responses": _group(items, f)}
-    if f.endpoints:
-        r["node_endpoints"] = list(f.endpoints.values())
-    return r
-
-
-class _Budget:
-    """The response's byte limit across partitions (KIP-74: the first partition with data
-    always returns at least one whole batch; Kafka's ReplicaManager.readFromLog limitBytes)."""
-    __slots__ = ("limit", "min_one", "total")
-
-    def __init__(self, max_bytes: int):
-        self.limit = max(max_bytes, 0)
-        self.min_one = True
-        self.total = 0
-
-
-def _read_for_follower(rm, name: str, p: dict, replica_id: int, version: int, budget: _Budget, targets):
-    """One partition of a follower's fetch (``replica_id`` >= 0, Kafka's FetchFromFollower): it
-    must be led here; the fetch offset is the follower's log end offset, recorded (ISR, HW)
-    before reading up to our log end offset, not the HW.  v12 ``last_fetched_epoch``: when that
-    epoch ends earlier here than the fetch offset (or is unknown), the answer is
-    ``diverging_epoch`` (our end of that epoch) and no records, and the follower truncates
-    (Kafka's Partition.fetchRecords divergence check).  Returns (answer, answer at once)."""
-    idx = p["partition"]
-    try:
-        partition = leader_partition(rm, name, idx, p["current_leader_epoch"])
-    except KafkaError as e:
-        return RESPONSES.error(idx, e.code), True
-    fetch_offset = p["fetch_offset"]
-    last_epoch = p["last_fetched_epoch"] if version >= 12 else -1
-    # (fast path: the follower is on our latest epoch, which ends at our log end)
-    if last_epoch >= 0 and not (last_epoch == partition.log.epoch_cache.latest_epoch
-                                and fetch_offset <= partition.log_end_offset):
-        epoch, end = partition.end_offset_for_epoch(last_epoch)
-        if epoch < last_epoch or end < fetch_offset:
-            hw = partition.high_watermark
-            return ({"partition_index": idx, "error_code": 0, "high_watermark": hw,
-                     "last_stable_offset": hw, "log_start_offset": partition.log_start_offset,
-                     "diverging_epoch": {"epoch": epoch, "end_offset": end},
-                     "aborted_transactions": None, "preferred_read_replica": -1,
-                     "records": b""}, True)   # answer at once: the follower has to truncate
-    code = partition.update_follower_fetch_state(replica_id, fetch_offset) \
-        if 0 <= fetch_offset <= partition.log_end_offset else 0
-    if code:
-        return RESPONSES.error(idx, code), True
-    if targets is not None:
-        targets.add(partition)
-    max_bytes = min(max(p["partition_max_bytes"], 0), budget.limit)
-    res = partition.read_records_for_follower(fetch_offset, max_bytes, budget.min_one)
-    if res.error:
-        return RESPONSES.error(idx, res.error), True
-    if res.size:
-        budget.min_one = False
-        budget.limit = max(0, budget.limit - res.size)
-        budget.total += res.size
-    return ({"partition_index": idx, "error_code": 0,
-             "high_watermark": res.high_watermark,
-             "last_stable_offset": res.last_stable_offset,
-             "log_start_offset": res.log_start_offset,
-             "aborted_transactions": None, "preferred_read_replica": -1,
-             "records": res.records}, False)
-
-
-
-
-def _read_all(f: _Fetch, request, wanted, targets):
-    """One pass over ``wanted`` [(key, name, id, fields)]: ([(name, id, answer)], [end offset
-    the fetcher can read up to, or -1], any error)."""
-    f.new_budget(request)
-    f.endpoints = {}
-    items = []
-    ends = []
-    errored = False
-    for _key, name, tid, fields in wanted:
-        resp, at_once, end = f.read(name, tid, fields, targets)
-        items.append((name, tid, resp))
-        ends.append(end)
-        errored = errored or at_once
-    return items, ends, errored
-
-
-async def _full_fetch(f: _Fetch, request, wanted):
-    """A sessionless / full read of ``wanted`` with the long poll: ([(name, id, answer)], ends)."""
-    targets: set = set()
-    items, ends, errored = _read_all(f, request, wanted, targets)
-    max_wait = request["max_wait_ms"]
-    if max_wait > 0 and f.budget.total < request["min_bytes"] and not errored and targets:
-        deadline = trio.current_time() + max_wait / 1000.0
-        with trio.move_on_at(deadline) as scope:
-            while True:
-                wake = trio.Event()
-                for part in targets:
-                    part.add_data_waiter(wake)
-                try:
-                    await wake.wait()
-                finally:
-                    for part in targets:
-                        part.remove_data_waiter(wake)
-                targets = set()
-                items, ends, errored = _read_all(f, request, wanted, targets)
-                if f.budget.total >= request["min_bytes"] or errored:
-                    break
-        if scope.cancelled_caught and wake.is_set():
-            # Timed out after a wake-up that was not read yet: answer with whatever is there
-            # now (like Kafka's DelayedFetch.onComplete).  Without a wake-up since the last
-            # read nothing it depends on changed (appends, HW moves, leadership, deletion all
-            # wake it), so that answer stands: an idle long poll costs one pass, not two.
-            items, ends, errored = _read_all(f, request, wanted, None)
-    return items, ends
-
-
-def _must_list(cp, resp) -> bool:
-    """Kafka's CachedPartition.maybeUpdateResponseData: whether an incremental answer lists the
-    partition; remembers what it was told."""
-    must = False
-    if resp["error_code"]:
-        cp.hw = -1     # listed again once the error goes away
-        return True
-    if len(resp["records"]):
-        must = True
-    if resp["high_watermark"] != cp.hw:
-        cp.hw = resp["high_watermark"]
-        must = True
-    if resp["log_start_offset"] != cp.log_start:
-        cp.log_start = resp["log_start_offset"]
-        must = True
-    div = resp.get("diverging_epoch")
-    if div is not None and (div["epoch"] != -1 or div["end_offset"] != -1):
-        must = True
-    return must
-
-
-async def _incremental_fetch(f: _Fetch, request, s, sessions) -> dict:
-    """An incremental fetch on session ``s`` (already updated with the request's partitions).
-    Reads the named, dirty, lagging and errored partitions (all of them every FULL_SWEEP_S)
-    and answers the ones Kafka would list, in the session's order."""
-    rm = f.rm
-    now = trio.current_time()
-    if now - s.last_sweep >= FULL_SWEEP_S:
-        s.last_sweep = now
-        to_read = set(s.partitions)
-    else:
-        to_read = s.dirty | s.lagging | s.errored | s.named
-    s.dirty = set()
-    s.lagging = set()
-    f.new_budget(request)
-    f.endpoints = {}
-    out: dict = {}
-    follower = f.replica_id >= 0
-
-    def read(keys) -> bool:
-        """Read ``keys`` into ``out``; whether the request can be answered now."""
-        ready = False
-        for cp in sorted((s.partitions[k] for k in keys if k in s.partitions), key=lambda c: c.seq):
-            if cp.topic is None:
-                info = f.meta.by_id.get(cp.topic_id)   # Kafka's maybeResolveUnknownName
-                if info is not None:
-                    cp.topic = info.name
-            s.attach(rm, cp)
-            resp, at_once, end = f.read(cp.topic, cp.topic_id, cp.fields, None)
-            key = cp.key
-            if resp["error_code"]:
-                s.errored.add(key)
-            else:
-                s.errored.discard(key)
-            # (a partition listed by an earlier read of this request stays listed: what made it
-            # listable is already remembered as told)
-            if _must_list(cp, resp) or key in out:
-                out[key] = (cp, resp)
-                # errors and divergence answer at once (Kafka's errorReadingData /
-                # hasDivergingEpoch); a follower's session also answers a new high watermark
-                # at once (what KIP-1166 gets followers), a consumer's waits for min_bytes
-                ready = ready or at_once or follower
-            if end > cp.fields["fetch_offset"] and not resp["error_code"]:
-                s.lagging.add(key)   # more to give: read again next time even if nothing wakes it
-            else:
-                s.lagging.discard(key)
-        return ready or f.budget.total >= request["min_bytes"]
-
-    ready = read(to_read)
-    max_wait = request["max_wait_ms"]
-    if not ready and max_wait > 0 and s.partitions:
-        with trio.move_on_after(max_wait / 1000.0):
-            while not ready and s.id in _live(sessions, s):
-                if not s.dirty:
-                    ev = trio.Event()
-                    s.events.add(ev)
-                    try:
-                        await ev.wait()
-                    finally:
-                        s.events.discard(ev)
-                dirty, s.dirty = s.dirty, set()
-                ready = read(dirty)
-    if s.epoch != next_epoch(request["session_epoch"]):
-        # another request moved the session on while this one waited (Kafka's
-        # IncrementalFetchContext.updateAndGenerateResponseData: "possible duplicate request")
-        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.INVALID_FETCH_SESSION_EPOCH),
-                "session_id": s.id, "responses": []}
-    items = []
-    for cp, resp in sorted(out.values(), key=lambda x: x[0].seq):
-        items.append((cp.topic, cp.topic_id, resp))
-        if len(resp["records"]):
-            cp.seq = s.next_seq()    # Kafka moves a partition that returned data to the end
-    return _respond(f, 0, s.id, items)
-
-
-def _live(sessions, s):
-    """{s.id} while ``s`` is still in the cache (evicted or closed meanwhile: stop waiting)."""
-    return (s.id,) if sessions.get(s.id) is s else ()
+async def _full_fetch(rm, params: FetchParams, enc: _Encoder, wanted):
+    """A sessionless / full read of ``wanted`` with the long poll: ([(name, id, answer)], data)."""
+    datas = await rm.fetch_messages(params, wanted)
+    return [(name, tid, enc.partition(name, fields["partition"], d))
+            for (_key, name, tid, fields), d in zip(wanted, datas)], datas
 
 
 async def handle(ctx, request):
     version = ctx.api_version
-    f = _Fetch(ctx, request, version)
-    sessions = getattr(f.rm, "fetch_sessions", None)
-    wanted = _requested(request, f)
+    rm = ctx.services.replica_manager
+    params = _params(ctx, request, version)
+    enc = _Encoder(ctx, version)
+    uses_ids = params.uses_ids
+    sessions = rm.fetch_sessions
+    wanted = _requested(request, enc.meta, uses_ids)
     if version >= 7:
         session_id, epoch = request["session_id"], request["session_epoch"]
     else:
         session_id, epoch = 0, -1
-    if sessions is None:
-        epoch = -1 if epoch in (0, -1) else epoch
     if epoch in (0, -1):
         # Full fetch (Kafka's FetchMetadata.isFull): any session it names is closed.
-        if session_id and sessions is not None:
+        if session_id:
             sessions.remove(session_id)
-        items, ends = await _full_fetch(f, request, wanted)
+        items, datas = await _full_fetch(rm, params, enc, wanted)
         new_id = 0
-        if epoch == 0 and sessions is not None:
+        if epoch == 0:
             sessions.stats["full_fetches"] += 1
-            s = sessions.maybe_create(f.replica_id >= 0, len(items), f.uses_ids)
+            s = sessions.maybe_create(params.replica_id >= 0, len(items), uses_ids)
             if s is not None:
-                for (key, name, tid, fields), (_, _, resp), end in zip(wanted, items, ends):
+                for (key, name, tid, fields), d in zip(wanted, datas):
                     cp = s.partitions.get(key) or s.add(key, name, tid, fields["partition"], fields)
                     cp.fields = fields
-                    _must_list(cp, resp)
-                    if resp["error_code"]:
+                    cp.must_list(d)
+                    if d.error:
                         s.errored.add(key)
-                    elif end > fields["fetch_offset"]:
+                    elif d.end > fields["fetch_offset"]:
                         s.lagging.add(key)   # more to give than this answer held
-                    s.attach(f.rm, cp)   # (in request order: Kafka reorders on incremental answers only)
+                    s.attach(rm, cp)   # (in request order: Kafka reorders on incremental answers only)
                 sessions.touch(s)
                 new_id = s.id
-        elif sessions is not None:
+        else:
             sessions.stats["sessionless_fetches"] += 1
-        return _respond(f, 0, new_id, items)
+        return enc.respond(0, new_id, items, uses_ids)
     # Incremental (Kafka's FetchManager.newContext)
-    s = sessions.get(session_id) if sessions is not None else None
+    s = sessions.get(session_id)
     if s is None:
         code = ErrorCode.FETCH_SESSION_ID_NOT_FOUND
     elif s.epoch != epoch:
         code = ErrorCode.INVALID_FETCH_SESSION_EPOCH
-    elif s.uses_topic_ids != f.uses_ids:
+    elif s.uses_topic_ids != uses_ids:
         code = ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR
     else:
         code = 0
     if code:
-        if sessions is not None:
-            sessions.stats["session_errors"] += 1
+        sessions.stats["session_errors"] += 1
         return error_response(ctx, request, code)
     named = set()
     for key, name, tid, fields in wanted:
@@ -499,19 +262,30 @@ async def handle(ctx, request):
             if cp.topic is None and name is not None:
                 cp.topic = name     # Kafka's maybeResolveUnknownName
         named.add(key)
-    for key in _forgotten(request, f):
+    for key in _forgotten(request, uses_ids):
         s.forget(key)
         named.discard(key)
     if not s.partitions:
         # Kafka closes a session left empty and answers the request's partitions without one.
         sessions.remove(s.id)
-        items, _ = await _full_fetch(f, request, wanted)
-        return _respond(f, 0, 0, items)
+        items, _ = await _full_fetch(rm, params, enc, wanted)
+        return enc.respond(0, 0, items, uses_ids)
     sessions.touch(s)
     s.epoch = next_epoch(s.epoch)
     sessions.stats["incremental_fetches"] += 1
     s.named = named
     try:
-        return await _incremental_fetch(f, request, s, sessions)
+        out = await rm.fetch_session_messages(params, s, lambda: sessions.get(s.id) is s)
     finally:
         s.named = set()
+    if s.epoch != next_epoch(request["session_epoch"]):
+        # another request moved the session on while this one waited (Kafka's
+        # IncrementalFetchContext.updateAndGenerateResponseData: "possible duplicate request")
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.INVALID_FETCH_SESSION_EPOCH),
+                "session_id": s.id, "responses": []}
+    items = []
+    for cp, d in sorted(out.values(), key=lambda x: x[0].seq):
+        items.append((cp.topic, cp.topic_id, enc.partition(cp.topic, cp.partition, d)))
+        if len(d.records):
+            cp.seq = s.next_seq()    # Kafka moves a partition that returned data to the end
+    return enc.respond(0, s.id, items, uses_ids)

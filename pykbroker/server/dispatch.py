@@ -69,6 +69,11 @@ class RequestContext:
         # what a producer's byte-rate quota counts (quota/manager.py)
         self.size = size
 
+    @property
+    def services(self):
+        """The broker's components a handler may use (handlers/services.py: BrokerServices)."""
+        return self.broker.services
+
 
 class HandleRequest:
     """Run ``handler.handle(ctx, request)``, then give the outcome to ``Dispatcher.finish``/``fail``."""

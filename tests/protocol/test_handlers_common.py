@@ -23,7 +23,7 @@ class _Partition:
 
 
 def _rm(**parts):
-    return types.SimpleNamespace(get_partition=lambda topic, idx: parts.get("%s_%d" % (topic, idx)))
+    return types.SimpleNamespace(get_partition=lambda topic, idx: parts.get("%s_%d" % (topic, idx)), metadata=None)
 
 
 @pytest.mark.parametrize("topic,epoch,code", [
