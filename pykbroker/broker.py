@@ -377,14 +377,13 @@ class Broker:
     async def controlled_shutdown(self) -> None:
         """Before stopping (SIGTERM): in a cluster with ``controlled.shutdown.enable``, move
         the leadership of this broker's partitions to other in-sync replicas first."""
-        fn = getattr(self.controller, "controlled_shutdown", None)
-        if fn is None or not self.config["controlled.shutdown.enable"]:
+        if not self.config["controlled.shutdown.enable"]:
             return
         # Kafka retries controlled shutdown max.retries times, backoff apart; one bounded wait
         # of the same total here.
         budget = max(5.0, (self.config["controlled.shutdown.max.retries"] *
                            self.config["controlled.shutdown.retry.backoff.ms"]) / 1000.0)
-        await fn(budget)
+        await self.controller.controlled_shutdown(budget)
 
     def _follow_leadership(self, internal_topic: str, coordinator) -> None:
         """A coordinator loads a partition of its internal topic (``__consumer_offsets``,

@@ -375,6 +375,21 @@ class Controller(abc.ABC):
         of the ISR unless the last member, leadership to the next live ISR member or none (-1)
         (cluster/partition_change.py; docs/replication-contract.md)."""
 
+    # -- what only a cluster's controller does: the defaults are a single node's answers, so
+    # callers never probe for them
+    def reassignments(self, wanted=None) -> dict:
+        """The ongoing reassignments {(topic, p): (replicas, adding, removing)} (of ``wanted``,
+        a set of (topic, p), or all): a single node never has one."""
+        return {}
+
+    async def controlled_shutdown(self, timeout_s: float) -> None:
+        """Move this broker's leaderships to other in-sync replicas before it stops (a
+        cluster's controller): nothing to move on a single node."""
+
+    def replicas_online(self, broker_id: int, partitions) -> None:
+        """``broker_id``'s replicas of ``partitions`` are back (the controllers that track
+        offline replicas override it)."""
+
     async def auto_create(self, name: str) -> Optional[TopicInfo]:
         """Auto-creation (Metadata, the coordinators): the topic, or None when disabled, the
         name is invalid, the creation is in flight or failed.  Uses num.partitions and

@@ -21,11 +21,10 @@ async def handle(ctx, request):
         # DESCRIBE on the cluster (Kafka's text names the request object: pykbroker names the API)
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
                 "error_message": "Request ListPartitionReassignments needs DESCRIBE permission.", "topics": []}
-    listing = getattr(ctx.broker.controller, "reassignments", None)
     wanted = None
     if request["topics"] is not None:
         wanted = {(t["name"], p) for t in request["topics"] for p in t["partition_indexes"]}
-    ongoing = listing(wanted) if listing is not None else {}
+    ongoing = ctx.services.controller.reassignments(wanted)
     topics: dict[str, list] = {}
     for (t, p), (replicas, adding, removing) in sorted(ongoing.items()):
         topics.setdefault(t, []).append({"partition_index": p, "replicas": replicas,

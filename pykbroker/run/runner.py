@@ -210,6 +210,4 @@ class BrokerRunner:
 
 
 def _online(b, tps) -> None:
-    online = getattr(b.controller, "replicas_online", None)   # the single-node controller's
-    if online is not None:
-        online(b.node_id, tps)
+    b.controller.replicas_online(b.node_id, tps)
