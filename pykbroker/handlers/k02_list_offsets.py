@@ -50,7 +50,7 @@ error_response = RESPONSES.error_response
 
 
 async def handle(ctx, request):
-    rm = ctx.broker.replica_manager
+    rm = ctx.services.replica_manager
     version = ctx.api_version
     isolation = request.get("isolation_level", 0) if version >= 2 else 0
     replica_id = request["replica_id"]

@@ -51,7 +51,7 @@ async def handle(ctx, request):
         if not az.allowed(READ, GROUP, request["group_id"]):
             raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
         readable = lambda name: az.allowed(READ, TOPIC, name)   # noqa: E731
-    failed, accepted = check_topics(ctx.broker.metadata_cache, request, by_id, readable)
+    failed, accepted = check_topics(ctx.services.metadata_cache, request, by_id, readable)
     # 2. The coordinator: group checks apply to every accepted partition.
     answered = []
     if accepted:
@@ -65,7 +65,7 @@ async def handle(ctx, request):
         if err:
             answered = [(t, p, err) for t, _, p in accepted]
         else:
-            now = ctx.broker.clock.time_ms()   # the broker's clock (pykbroker/clock.py)
+            now = ctx.services.clock.time_ms()   # the broker's clock (pykbroker/clock.py)
             retention = request["retention_time_ms"] if v <= 4 else -1
             expire = None
             if retention is not None and retention >= 0:

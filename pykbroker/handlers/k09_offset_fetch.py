@@ -73,7 +73,7 @@ async def _fetch_group(ctx, gid, topics, member_id=None, member_epoch=-1, requir
         out = [_topic(v, t["name"], None, [_part(i, None, err) for i in t["partition_indexes"]])
                for t in (topics or [])]
         return err, out
-    md = ctx.broker.metadata_cache
+    md = ctx.services.metadata_cache
     if topics is None:
         by_topic: dict = {}
         for (t, p), om in sorted(gc.fetch_offsets(gid).items()):

@@ -101,8 +101,8 @@ async def handle(ctx, request):
         cluster_id, node_id = request["cluster_id"], request["node_id"]
         if (cluster_id is None) != (node_id < 0):
             return invalid_request_response(ctx)
-        if cluster_id is not None and (cluster_id != ctx.broker.metadata_cache.cluster_id
-                                       or node_id != ctx.broker.node_id):
+        if cluster_id is not None and (cluster_id != ctx.services.metadata_cache.cluster_id
+                                       or node_id != ctx.services.node_id):
             return {"error_code": ErrorCode.REBOOTSTRAP_REQUIRED, "api_keys": [], "throttle_time_ms": 0}
     out = {"error_code": 0, "api_keys": api_keys(ctx.broker), "throttle_time_ms": 0}
     if v >= 3:

@@ -29,7 +29,7 @@ error_response = RESPONSES.error_response
 
 
 async def handle(ctx, request):
-    rm = ctx.broker.replica_manager
+    rm = ctx.services.replica_manager
 
     async def answer(name, p):
         if not allowed(ctx, DELETE, TOPIC, name):

@@ -61,12 +61,12 @@ async def handle(ctx, request):
     if txn_id is not None:
         if txn_id == "":
             return error_response(ctx, request, ErrorCode.INVALID_REQUEST)
-        tc = getattr(ctx.broker, "transaction_coordinator", None)
+        tc = ctx.services.transaction_coordinator
         if tc is None:
             return error_response(ctx, request, ErrorCode.COORDINATOR_NOT_AVAILABLE)
         code, pid, epoch = await tc.init_producer_id(txn_id, request["transaction_timeout_ms"], pid, epoch)
         if code:
             return error_response(ctx, request, code)
         return {"throttle_time_ms": 0, "error_code": 0, "producer_id": pid, "producer_epoch": epoch}
-    pid = await ctx.broker.replica_manager.producer_ids.generate()
+    pid = await ctx.services.replica_manager.producer_ids.generate()
     return {"throttle_time_ms": 0, "error_code": 0, "producer_id": pid, "producer_epoch": 0}

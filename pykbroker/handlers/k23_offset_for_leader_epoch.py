@@ -31,7 +31,7 @@ error_response = RESPONSES.error_response
 
 
 async def handle(ctx, request):
-    rm = ctx.broker.replica_manager
+    rm = ctx.services.replica_manager
     az = session(ctx)
     follower = request["replica_id"] >= 0
     # Kafka checks CLUSTER_ACTION with logIfDenied = false (not an access the audit log shows)

@@ -63,10 +63,10 @@ def _unknown(md, topics) -> set:
 
 
 async def handle(ctx, request):
-    tc = getattr(ctx.broker, "transaction_coordinator", None)
+    tc = ctx.services.transaction_coordinator
     if tc is None:
         return error_response(ctx, request, E.COORDINATOR_NOT_AVAILABLE)
-    md = ctx.broker.metadata_cache
+    md = ctx.services.metadata_cache
     az = session(ctx)
     if ctx.api_version >= 4:
         if az is not None and not az.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME):

@@ -33,7 +33,7 @@ async def handle(ctx, request):
         return error_response(ctx, request, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if not allowed(ctx, READ, GROUP, request["group_id"]):
         return error_response(ctx, request, E.GROUP_AUTHORIZATION_FAILED)
-    tc = getattr(ctx.broker, "transaction_coordinator", None)
+    tc = ctx.services.transaction_coordinator
     if tc is None:
         return error_response(ctx, request, E.COORDINATOR_NOT_AVAILABLE)
     gc, err = await group_precheck(ctx, request["group_id"])   # creates __consumer_offsets if needed

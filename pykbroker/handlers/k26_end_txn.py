@@ -39,7 +39,7 @@ error_response = top_level_error_response(2, producer_id=-1, producer_epoch=-1)
 async def handle(ctx, request):
     if not allowed(ctx, WRITE, TRANSACTIONAL_ID, request["transactional_id"]):
         return error_response(ctx, request, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)   # first (Kafka)
-    tc = getattr(ctx.broker, "transaction_coordinator", None)
+    tc = ctx.services.transaction_coordinator
     if tc is None:
         return error_response(ctx, request, E.COORDINATOR_NOT_AVAILABLE)
     code, pid, epoch = await tc.end_txn(request["transactional_id"], request["producer_id"],

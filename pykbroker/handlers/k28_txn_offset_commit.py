@@ -68,7 +68,7 @@ async def _coordinate(ctx, request, accepted):
     [(topic, partition, error code)], written offsets pending until the marker."""
     v = ctx.api_version
     gid = request["group_id"]
-    tc = getattr(ctx.broker, "transaction_coordinator", None)
+    tc = ctx.services.transaction_coordinator
     if tc is None:
         return [(t, p, E.COORDINATOR_NOT_AVAILABLE) for t, _, p in accepted]
     gc, err = await group_precheck(ctx, gid)
@@ -99,7 +99,7 @@ async def _coordinate(ctx, request, accepted):
     pid, epoch = request["producer_id"], request["producer_epoch"]
     # pending until the transaction's marker: no expiry of their own
     # the broker's clock, as OffsetCommit (offsets expire on it once the marker commits them)
-    return await write_offsets(accepted, ctx.broker.clock.time_ms(), None,
+    return await write_offsets(accepted, ctx.services.clock.time_ms(), None,
                                lambda entries: gc.txn_commit(gid, pid, epoch, entries))
 
 
@@ -117,7 +117,7 @@ async def handle(ctx, request):
         if not az.allowed(READ, GROUP, request["group_id"]):
             return error_response(ctx, request, E.GROUP_AUTHORIZATION_FAILED)
         readable = lambda name: az.allowed(READ, TOPIC, name)   # noqa: E731
-    failed, accepted = check_topics(ctx.broker.metadata_cache, request, by_id, readable)
+    failed, accepted = check_topics(ctx.services.metadata_cache, request, by_id, readable)
     # 2. The transaction and group checks and the write, for the partitions left (none left:
     #    answered without them, as Kafka does).
     answered = []

@@ -38,7 +38,7 @@ def _result(name, code=0, message=None) -> dict:
 
 
 async def handle(ctx, request):
-    md = ctx.broker.metadata_cache
+    md = ctx.services.metadata_cache
     topics = request["topics"]
     counts: dict[str, int] = {}
     for t in topics:
@@ -61,7 +61,7 @@ async def handle(ctx, request):
                 continue
             assignments = None if t["assignments"] is None else [a["broker_ids"] for a in t["assignments"]]
             try:
-                await ctx.broker.controller.create_partitions(name, t["count"], assignments, True)
+                await ctx.services.controller.create_partitions(name, t["count"], assignments, True)
             except KafkaError:
                 continue
             if not mq.record(t["count"] - md.topics[name].num_partitions, int(trio.current_time() * 1000)):
@@ -80,7 +80,7 @@ async def handle(ctx, request):
             results.append(_result(name, ErrorCode.THROTTLING_QUOTA_EXCEEDED))
             continue
         try:
-            await ctx.broker.controller.create_partitions(name, t["count"], assignments, request["validate_only"])
+            await ctx.services.controller.create_partitions(name, t["count"], assignments, request["validate_only"])
             results.append(_result(name))
         except KafkaError as e:
             results.append(_result(name, e.code, e.message))

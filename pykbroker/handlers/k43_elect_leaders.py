@@ -58,7 +58,7 @@ async def handle(ctx, request):
                          "error_message": msg} for p in t["partitions"]]}
                     for t in request["topic_partitions"] or []]}
     v = ctx.api_version
-    cache = ctx.broker.metadata_cache
+    cache = ctx.services.metadata_cache
     etype = request["election_type"] if v >= 1 else PREFERRED
     if etype not in (PREFERRED, UNCLEAN):
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.INVALID_REQUEST),
@@ -69,7 +69,7 @@ async def handle(ctx, request):
     else:
         wanted = [(t["topic"], p) for t in request["topic_partitions"] for p in t["partitions"]]
     known = [tp for tp in wanted if cache.partition_state(*tp) is not None and cache.get(tp[0]) is not None]
-    elect = getattr(ctx.broker.controller, "elect_leaders", None)
+    elect = getattr(ctx.services.controller, "elect_leaders", None)
     results: dict = {}
     if elect is not None and known:
         timeout_s = max(0.0, request["timeout_ms"] / 1000.0)

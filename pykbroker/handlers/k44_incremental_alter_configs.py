@@ -199,7 +199,7 @@ async def _one(ctx, res, validate_only: bool) -> None:
     check_config_list(res["configs"], lambda c: c["config_operation"] == DELETE)
     rtype, name = res["resource_type"], res["resource_name"]
     if rtype == TOPIC:
-        info = ctx.broker.metadata_cache.get(name)
+        info = ctx.services.metadata_cache.get(name)
         raw = apply_incremental(_raw_overrides(info), res["configs"])
         await alter_topic(ctx.broker, name, raw, validate_only)
     elif rtype == BROKER:
@@ -207,7 +207,7 @@ async def _one(ctx, res, validate_only: bool) -> None:
     elif rtype == BROKER_LOGGER:
         _alter_loggers(ctx.broker, res, validate_only)
     elif rtype == GROUP:
-        new = ctx.broker.controller.group_configs(name) if name else {}
+        new = ctx.services.controller.group_configs(name) if name else {}
         for c in res["configs"]:
             op, key = c["config_operation"], c["name"]
             if op == SET:

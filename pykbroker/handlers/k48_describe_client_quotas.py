@@ -39,7 +39,7 @@ async def handle(ctx, request):
         # no message: Kafka's ApiError leaves out an exception's default text (checked against
         # Kafka 4.4, tests/differential/test_acl_enforcement.py)
         return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
-    stored = ctx.broker.controller.client_quotas()
+    stored = ctx.services.controller.client_quotas()
     try:
         entities = describe(stored, request["components"], request["strict"])
     except QuotaError as e:

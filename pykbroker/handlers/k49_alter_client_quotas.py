@@ -60,7 +60,7 @@ async def _resolvable(names) -> set:
 async def handle(ctx, request):
     if not cluster_allowed(ctx, ALTER_CONFIGS):
         return _all(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
-    controller = ctx.broker.controller
+    controller = ctx.services.controller
     hosts = ip_host_names(request["entries"])
     resolved = await _resolvable(hosts) if hosts else set()
     results, changes = plan_alterations(request["entries"], controller.client_quotas(), resolved.__contains__)

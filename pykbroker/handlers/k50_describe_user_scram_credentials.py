@@ -35,7 +35,7 @@ async def handle(ctx, request):
         return {"throttle_time_ms": 0, "error_code": code, "error_message": None,
                 "results": [{"user": "", "error_code": code, "error_message": None, "credential_infos": []}
                             for _ in names]}
-    stored = ctx.broker.controller.scram_users()
+    stored = ctx.services.controller.scram_users()
     results = []
     if not names:
         for user in sorted(stored):

@@ -55,7 +55,7 @@ async def handle(ctx, request):
         return {"throttle_time_ms": 0, "results": [
             {"user": u, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
              "error_message": "ALTER"} for u in sorted(users)]}
-    controller = ctx.broker.controller
+    controller = ctx.services.controller
     stored = controller.scram_users()
     ops = [(op, False) for op in request["deletions"]] + [(op, True) for op in request["upsertions"]]
     seen: dict = {}

@@ -54,7 +54,7 @@ def _partition(replica_manager, metadata, topic: str, index: int) -> dict:
 
 
 async def handle(ctx, request):
-    rm, md = ctx.broker.replica_manager, ctx.broker.metadata_cache
+    rm, md = ctx.services.replica_manager, ctx.services.metadata_cache
     return {"throttle_time_ms": 0, "topics": [
         {"name": t["name"], "partitions": [_partition(rm, md, t["name"], p) if allowed(ctx, READ, TOPIC, t["name"])
                                            else _denied(p) for p in t["partition_indexes"]]}

@@ -30,7 +30,7 @@ def error_response(ctx, request, code):
 
 
 async def handle(ctx, request):
-    tc = getattr(ctx.broker, "transaction_coordinator", None)
+    tc = ctx.services.transaction_coordinator
     if tc is None:
         return error_response(ctx, request, E.COORDINATOR_NOT_AVAILABLE)
     return {"throttle_time_ms": 0, "transaction_states": [

@@ -29,7 +29,7 @@ def error_response(ctx, request, code):
 
 
 async def handle(ctx, request):
-    tc = getattr(ctx.broker, "transaction_coordinator", None)
+    tc = ctx.services.transaction_coordinator
     if tc is None:
         return error_response(ctx, request, E.COORDINATOR_NOT_AVAILABLE)
     pattern = request["transactional_id_pattern"] if ctx.api_version >= 2 else None

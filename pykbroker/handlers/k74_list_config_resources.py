@@ -42,10 +42,10 @@ async def handle(ctx, request):
         types = supported
     if any(t not in supported for t in types):
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.UNSUPPORTED_VERSION), "config_resources": []}
-    md = ctx.broker.metadata_cache
+    md = ctx.services.metadata_cache
     out = []
     if GROUP in types:
-        out += [{"resource_name": g, "resource_type": GROUP} for g in ctx.broker.controller.groups_with_configs()]
+        out += [{"resource_name": g, "resource_type": GROUP} for g in ctx.services.controller.groups_with_configs()]
     # CLIENT_METRICS: no such config resources exist on pykbroker (see the docstring).
     for rtype in (BROKER_LOGGER, BROKER):
         if rtype in types:

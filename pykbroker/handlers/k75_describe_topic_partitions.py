@@ -43,7 +43,7 @@ def _topic(ctx, code, name, topic_id, partitions) -> dict:
 
 
 async def handle(ctx, request):
-    md = ctx.broker.metadata_cache
+    md = ctx.services.metadata_cache
     fetch_all = not request["topics"]
     cursor = request["cursor"]
     cursor_topic = cursor["topic_name"] if cursor is not None else ""

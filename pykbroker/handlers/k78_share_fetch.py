@@ -70,7 +70,7 @@ async def handle(ctx, request):
     session, err = spm.session(gid, mid, epoch, connection=getattr(ctx, "connection", None))
     if err:
         return _top(err)
-    md = ctx.broker.metadata_cache
+    md = ctx.services.metadata_cache
     now = trio.current_time()
     out: dict = {}   # (topic id, partition) -> partition answer
     endpoints: dict = {}
@@ -122,7 +122,7 @@ async def handle(ctx, request):
                                    current_leader={"leader_id": 0, "leader_epoch": 0})
             continue
         try:
-            part = leader_partition(ctx.broker.replica_manager, name, idx)
+            part = leader_partition(ctx.services.replica_manager, name, idx)
         except KafkaError as e:
             r = entry(tid, idx)
             r["error_code"] = int(e.code)
@@ -152,7 +152,7 @@ async def handle(ctx, request):
             r["records"] = records
             r["acquired_records"] = [{"first_offset": a, "last_offset": b, "delivery_count": c}
                                      for a, b, c in acquired]
-            r["current_leader"] = {"leader_id": ctx.broker.node_id, "leader_epoch": part.leader_epoch}
+            r["current_leader"] = {"leader_id": ctx.services.node_id, "leader_epoch": part.leader_epoch}
             left_records -= sum(b - a + 1 for a, b, _ in acquired)
             left_bytes = max(0, left_bytes - size)
             got = True
@@ -186,8 +186,8 @@ async def handle(ctx, request):
 
 async def _persist(ctx, spm, gid, tid, idx) -> int:
     """The acknowledged state is written through the share coordinator before the answer."""
-    name = ctx.broker.metadata_cache.name_of(tid)
-    part = ctx.broker.replica_manager.get_partition(name, idx) if name is not None else None
+    name = ctx.services.metadata_cache.name_of(tid)
+    part = ctx.services.replica_manager.get_partition(name, idx) if name is not None else None
     if part is None:
         return 0
     return await spm.persist(gid, tid, part)

@@ -46,7 +46,7 @@ async def handle(ctx, request):
     session, err = spm.session(gid, mid, epoch, acknowledge_only=True)
     if err:
         return _top(err)
-    md = ctx.broker.metadata_cache
+    md = ctx.services.metadata_cache
     now = trio.current_time()
     responses = []
     for t in request["topics"]:
@@ -62,7 +62,7 @@ async def handle(ctx, request):
                 code = E.TOPIC_AUTHORIZATION_FAILED   # READ on the topic: nothing acknowledged
             else:
                 try:
-                    part = leader_partition(ctx.broker.replica_manager, name, idx)
+                    part = leader_partition(ctx.services.replica_manager, name, idx)
                     code, msg = spm.acknowledge(gid, mid, tid, idx, p["acknowledgement_batches"], now)
                     if not code:
                         # written through the share coordinator before the answer, as Kafka

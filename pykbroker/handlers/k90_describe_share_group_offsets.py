@@ -39,9 +39,9 @@ def _part(idx, start=-1, epoch=-1, lag=-1, code=0, msg=None):
 
 
 async def handle(ctx, request):
-    md = ctx.broker.metadata_cache
+    md = ctx.services.metadata_cache
     sc = ctx.broker.share_coordinator
-    rm = ctx.broker.replica_manager
+    rm = ctx.services.replica_manager
     out = []
     for g in request["groups"]:
         gid = g["group_id"]

@@ -74,7 +74,7 @@ async def change_start_offsets(ctx, request, answer_topic, *, create: bool, grou
         await offsets_alterable_share_group(ctx, gid, create=create)
     except KafkaError as e:
         return _response(e.code, e.message)
-    md = ctx.broker.metadata_cache
+    md = ctx.services.metadata_cache
     denied, responses = [], []
     for t in request["topics"]:
         if not allowed(ctx, READ, TOPIC, t["topic_name"]):

@@ -31,7 +31,7 @@ async def each_partition(ctx, request, op, error_extra: dict) -> dict:
                              "partitions": [_result(p["partition"], code, msg, **error_extra) for p in t["partitions"]]}
                             for t in request["topics"]]}
     sc = ctx.broker.share_coordinator
-    md = ctx.broker.metadata_cache
+    md = ctx.services.metadata_cache
     gid = request["group_id"]
     out = []
     coord_err: int = 0
