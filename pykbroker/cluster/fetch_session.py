@@ -85,7 +85,7 @@ class CachedPartition:
 
     def must_list(self, d) -> bool:
         """Kafka's CachedPartition.maybeUpdateResponseData: whether an incremental answer lists
-        the partition, given its read ``d`` (replica_manager.FetchPartitionData); remembers
+        the partition, given its read ``d`` (partition.ReadResult); remembers
         what it was told."""
         if d.error:
             self.hw = -1     # listed again once the error goes away

@@ -48,14 +48,24 @@ class AppendResult(NamedTuple):
 
 
 class ReadResult(NamedTuple):
+    """One partition's read for a fetch (Kafka's LogReadResult); the ReplicaManager makes the
+    error answers of its own checks in the same shape (cluster/replica_manager.py)."""
     error: int
     records: object          # Chunks of FileRegions, or b"" (never None: clients want empty bytes)
     size: int
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
-    # read_committed: AbortedTxn entries overlapping the read (transactions); else None
+    # read_committed: AbortedTxn entries overlapping the read (transactions); else None; []
+    # for the errors Kafka answers from its metadata check (unknown topic, not authorized)
     aborted_transactions: Optional[list] = None
+    # the offset this fetcher can read up to (a consumer: the HW or LSO; a follower: the log
+    # end), -1 after an error: a fetch session reads the partition again while it lags
+    end: int = -1
+    # a follower's divergence (KIP-320): {"epoch", "end_offset"} of our end of its last epoch
+    diverging_epoch: Optional[dict] = None
+    # a leadership error of a consumer's fetch: the answer names the current leader (KIP-951)
+    leader_hint: bool = False
 
 
 class PartitionHooks(NamedTuple):
@@ -513,13 +523,15 @@ class Partition:
             self._hooks.on_storage_error((self.topic, self.partition_id), e)
             return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, b"", 0, -1, -1, -1)
         if not regions:
-            return ReadResult(0, b"", 0, hw, lso, self.log.log_start_offset, [] if read_committed else None)
+            return ReadResult(0, b"", 0, hw, lso, self.log.log_start_offset, [] if read_committed else None,
+                              lso if read_committed else hw)
         chunks = Chunks(regions)
         # Aborted transactions up to the LSO (the read never goes past it): a superset of
         # Kafka's list, which is bounded by an index lookup of the read's end; clients only
         # apply an entry when they reach its producer's batches.
         aborted = self.log.collect_aborted_txns(fetch_offset, lso) if read_committed else None
-        return ReadResult(0, chunks, chunks.size, hw, lso, self.log.log_start_offset, aborted)
+        return ReadResult(0, chunks, chunks.size, hw, lso, self.log.log_start_offset, aborted,
+                          lso if read_committed else hw)
 
     def read_records_for_follower(self, fetch_offset: int, max_bytes: int, min_one_batch: bool) -> ReadResult:
         """A follower's read: up to the log end offset, not the HW (Kafka's FetchLogEnd)."""
@@ -535,9 +547,9 @@ class Partition:
             return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, b"", 0, -1, -1, -1)
         hw = self.log.high_watermark
         if not regions:
-            return ReadResult(0, b"", 0, hw, hw, self.log.log_start_offset)
+            return ReadResult(0, b"", 0, hw, hw, self.log.log_start_offset, None, self.log_end_offset)
         chunks = Chunks(regions)
-        return ReadResult(0, chunks, chunks.size, hw, hw, self.log.log_start_offset)
+        return ReadResult(0, chunks, chunks.size, hw, hw, self.log.log_start_offset, None, self.log_end_offset)
 
     # ------------------------------------------------------------------ list offsets
     def fetch_offset_for_timestamp(self, timestamp: int, read_committed: bool, from_replica: bool):

@@ -52,7 +52,7 @@ from ..protocol.records import COMPRESSION_TYPES, RecordError, recompress, valid
 from ..config import inter_broker_listener
 from .delayed import delayed_fetch, delayed_produce, delayed_session_fetch
 from .fetch_session import FULL_SWEEP_S, FetchSessionCache
-from .partition import OfflinePartition, Partition, PartitionHooks
+from .partition import OfflinePartition, Partition, PartitionHooks, ReadResult
 from .producer_ids import ProducerIdManager
 
 log = logging.getLogger("pykbroker.replica_manager")
@@ -139,30 +139,10 @@ class FetchParams:
         self.follower_denied = follower_denied
 
 
-class FetchPartitionData:
-    """One partition's answer to a fetch (Kafka's FetchPartitionData).  ``aborted``: the aborted
-    transactions (None: null on the wire; [] for errors Kafka answers from its metadata check);
-    ``leader_hint``: a leadership error after which the answer names the current leader
-    (KIP-951); ``end``: the offset this fetcher can read up to (-1 after an error)."""
-    __slots__ = ("error", "high_watermark", "last_stable_offset", "log_start_offset", "aborted",
-                 "records", "diverging_epoch", "leader_hint", "end")
-
-    def __init__(self, error: int, high_watermark: int = -1, last_stable_offset: int = -1,
-                 log_start_offset: int = -1, aborted=None, records=b"", diverging_epoch=None,
-                 leader_hint: bool = False, end: int = -1):
-        self.error = error
-        self.high_watermark = high_watermark
-        self.last_stable_offset = last_stable_offset
-        self.log_start_offset = log_start_offset
-        self.aborted = aborted
-        self.records = records
-        self.diverging_epoch = diverging_epoch
-        self.leader_hint = leader_hint
-        self.end = end
-
-
-def _error_data(code, metadata: bool = False) -> FetchPartitionData:
-    return FetchPartitionData(int(code), aborted=[] if metadata else None)
+def _error_data(code, metadata: bool = False, leader_hint: bool = False) -> ReadResult:
+    """A partition's error answer (aborted_transactions [] for the errors Kafka answers from
+    its metadata check, else null)."""
+    return ReadResult(int(code), b"", 0, -1, -1, -1, [] if metadata else None, -1, None, leader_hint)
 
 
 class _Budget:
@@ -315,7 +295,7 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ fetch
     def read_partition(self, params: FetchParams, budget: _Budget, topic, topic_id, fields: dict,
-                       targets) -> FetchPartitionData:
+                       targets) -> ReadResult:
         """One partition of a fetch (Kafka's readFromLog for one partition): its answer, within
         what is left of ``budget``.  ``targets`` collects the partitions to park on."""
         idx = fields["partition"]
@@ -337,23 +317,17 @@ class ReplicaManager:
             # (current_leader_epoch is -1, no check, before v9)
             partition = leader_partition(self, topic, idx, fields["current_leader_epoch"])
         except KafkaError as e:
-            d = _error_data(e.code, e.code in _METADATA_ERRORS)
-            d.leader_hint = e.code in NEW_LEADER_ERRORS
-            return d
+            return _error_data(e.code, e.code in _METADATA_ERRORS, e.code in NEW_LEADER_ERRORS)
         if targets is not None:
             targets.add(partition)
         max_bytes = min(max(fields["partition_max_bytes"], 0), budget.limit)
-        read_committed = params.read_committed
-        res = partition.read_records(fields["fetch_offset"], max_bytes, budget.min_one, read_committed)
-        if res.error:
-            return _error_data(res.error)
-        budget.take(res.size)
-        return FetchPartitionData(0, res.high_watermark, res.last_stable_offset, res.log_start_offset,
-                                  res.aborted_transactions, res.records,
-                                  end=res.last_stable_offset if read_committed else res.high_watermark)
+        res = partition.read_records(fields["fetch_offset"], max_bytes, budget.min_one, params.read_committed)
+        if not res.error:
+            budget.take(res.size)
+        return res
 
     def _read_for_follower(self, params: FetchParams, budget: _Budget, topic: str, p: dict,
-                           targets) -> FetchPartitionData:
+                           targets) -> ReadResult:
         """One partition of a follower's fetch (``replica_id`` >= 0, Kafka's FetchFromFollower):
         it must be led here; the fetch offset is the follower's log end offset, recorded (ISR,
         HW) before reading up to our log end offset, not the HW.  v12 ``last_fetched_epoch``:
@@ -374,9 +348,8 @@ class ReplicaManager:
             if epoch < last_epoch or end < fetch_offset:
                 hw = partition.high_watermark
                 # answered at once: the follower has to truncate
-                return FetchPartitionData(0, hw, hw, partition.log_start_offset,
-                                          diverging_epoch={"epoch": epoch, "end_offset": end},
-                                          end=partition.log_end_offset)
+                return ReadResult(0, b"", 0, hw, hw, partition.log_start_offset, None, partition.log_end_offset,
+                                  {"epoch": epoch, "end_offset": end})
         code = partition.update_follower_fetch_state(params.replica_id, fetch_offset) \
             if 0 <= fetch_offset <= partition.log_end_offset else 0
         if code:
@@ -385,11 +358,9 @@ class ReplicaManager:
             targets.add(partition)
         max_bytes = min(max(p["partition_max_bytes"], 0), budget.limit)
         res = partition.read_records_for_follower(fetch_offset, max_bytes, budget.min_one)
-        if res.error:
-            return _error_data(res.error)
-        budget.take(res.size)
-        return FetchPartitionData(0, res.high_watermark, res.last_stable_offset, res.log_start_offset,
-                                  None, res.records, end=partition.log_end_offset)
+        if not res.error:
+            budget.take(res.size)
+        return res
 
     def _read_from_log(self, params: FetchParams, wanted: list, targets) -> _ReadPass:
         """One pass over ``wanted`` [(key, topic, topic id, fields)] under a fresh budget."""
@@ -405,7 +376,7 @@ class ReplicaManager:
 
     async def fetch_messages(self, params: FetchParams, wanted: list) -> list:
         """A sessionless or full fetch of ``wanted`` [(key, topic, topic id, fields)]: one
-        :class:`FetchPartitionData` each, in order, after the long poll (cluster/delayed.py)
+        :class:`ReadResult` each, in order, after the long poll (cluster/delayed.py)
         when fewer than ``min_bytes`` were there and no partition errored."""
         targets: set = set()
         first = self._read_from_log(params, wanted, targets)
@@ -420,7 +391,7 @@ class ReplicaManager:
         """An incremental fetch on session ``s`` (already updated with the request's
         partitions): reads the named, dirty, lagging and errored partitions (all of them every
         FULL_SWEEP_S), waits for more (cluster/delayed.py) unless one must be answered at once,
-        and returns {key: (cached partition, FetchPartitionData)} of the partitions Kafka would
+        and returns {key: (cached partition, ReadResult)} of the partitions Kafka would
         list."""
         now = trio.current_time()
         if now - s.last_sweep >= FULL_SWEEP_S:

@@ -59,7 +59,7 @@ FENCED_LEADER_EPOCH as Kafka does, KIP-951; snapshot_id left default).
 The path: this handler decodes the request and keeps the fetch session (which partitions, what
 an incremental answer lists); ``ReplicaManager.fetch_messages`` / ``fetch_session_messages``
 (cluster/replica_manager.py) read the partitions under the request's byte budget and park the
-long poll (cluster/delayed.py); this handler encodes their ``FetchPartitionData``.
+long poll (cluster/delayed.py); this handler encodes their reads (``ReadResult``).
 """
 from __future__ import annotations
 
@@ -108,8 +108,9 @@ def _params(ctx, request, version: int) -> FetchParams:
 
 
 class _Encoder:
-    """FetchPartitionData -> the response's partition entries, and the node_endpoints of the
-    leaders they name (KIP-951: v12+ current_leader, v16+ its endpoint)."""
+    """The ReplicaManager's reads (cluster/partition.py ReadResult) -> the response's partition
+    entries, and the node_endpoints of the leaders they name (KIP-951: v12+ current_leader, v16+
+    its endpoint)."""
     __slots__ = ("meta", "version", "listener", "endpoints")
 
     def __init__(self, ctx, version: int):
@@ -121,12 +122,12 @@ class _Encoder:
     def partition(self, name, idx: int, d) -> dict:
         if d.error:
             r = RESPONSES.error(idx, d.error)
-            if d.aborted is not None:
+            if d.aborted_transactions is not None:
                 r["aborted_transactions"] = []
             if d.leader_hint and self.version >= 12:
                 self._current_leader(r, name, idx)
             return r
-        aborted = d.aborted
+        aborted = d.aborted_transactions
         r = {"partition_index": idx, "error_code": 0,
              "high_watermark": d.high_watermark,
              "last_stable_offset": d.last_stable_offset,
