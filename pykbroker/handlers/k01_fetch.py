@@ -16,6 +16,10 @@ Behaviour (Apache Kafka 4.4 as the oracle):
   ``replica_directory_id`` and v18 ``high_watermark`` (KIP-1166, the follower's HW) are read
   and ignored: the answer does not depend on them here (a follower's session answers at once
   when a partition's high watermark moves, which is what KIP-1166 asks for).
+- Under a client quota (KIP-219, server/connection.py) a throttled answer is empty and the
+  session does not learn what it would have told: no session is created for a throttled full
+  fetch (session id 0), and an incremental one lists its partitions again next time (Kafka's
+  FetchContext.getThrottledResponse).  The session epoch still moves on, as in Kafka.
 - Answers list partitions in the request's order (incremental: the session's order), topics
   grouped only where consecutive, as Kafka's FetchResponse.of does.
 - Per partition: unknown topic/partition -> UNKNOWN_TOPIC_OR_PARTITION; v9+
@@ -237,6 +241,10 @@ async def handle(ctx, request):
                     s.attach(rm, cp)   # (in request order: Kafka reorders on incremental answers only)
                 sessions.touch(s)
                 new_id = s.id
+                if ctx.on_throttled is not None:
+                    # throttled: answered with session id 0, so no session is created (Kafka's
+                    # FullFetchContext creates it only for an answer it sends)
+                    ctx.on_throttled.append(lambda: sessions.remove(new_id))
         else:
             sessions.stats["sessionless_fetches"] += 1
         return enc.respond(0, new_id, items, uses_ids)
@@ -275,6 +283,9 @@ async def handle(ctx, request):
     s.epoch = next_epoch(s.epoch)
     sessions.stats["incremental_fetches"] += 1
     s.named = named
+    # under a quota: what the session remembers as told, restored if the answer is throttled
+    told = [(cp, cp.hw, cp.log_start, cp.seq) for cp in s.partitions.values()] \
+        if ctx.on_throttled is not None else None
     try:
         out = await rm.fetch_session_messages(params, s, lambda: sessions.get(s.id) is s)
     finally:
@@ -289,4 +300,15 @@ async def handle(ctx, request):
         items.append((cp.topic, cp.topic_id, enc.partition(cp.topic, cp.partition, d)))
         if len(d.records):
             cp.seq = s.next_seq()    # Kafka moves a partition that returned data to the end
+    if told is not None:
+        ctx.on_throttled.append(lambda: _untold(s, told, out))
     return enc.respond(0, s.id, items, uses_ids)
+
+
+def _untold(s, told, out) -> None:
+    """A throttled incremental answer listed nothing: the session forgets what it would have
+    told (Kafka's IncrementalFetchContext.getThrottledResponse leaves its cached partitions as
+    they were) and reads those partitions again at the next request."""
+    for cp, hw, log_start, seq in told:
+        cp.hw, cp.log_start, cp.seq = hw, log_start, seq
+    s.dirty.update(out)

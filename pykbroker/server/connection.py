@@ -266,6 +266,7 @@ class Connection:
             if request["max_bytes"] > cap:
                 request["max_bytes"] = cap
                 request["min_bytes"] = min(request["min_bytes"], cap)
+            ctx.on_throttled = []
         obs = self.observer
         t0 = time.perf_counter()
         response = error = None
@@ -291,6 +292,11 @@ class Connection:
                     # answered empty, so its bytes are taken back (Kafka's unrecordQuotaSensor);
                     # the discarded answer's file regions were never opened (read at send time)
                     manager.unrecord(sensor, size, now_ms)
+                    # nor does the fetch session learn what the client was not told (Kafka
+                    # answers from getThrottledResponse without updateAndGenerateResponseData:
+                    # no new session, no cached partition updated)
+                    for undo in ctx.on_throttled:
+                        undo()
                     out = self.dispatcher.finish(event, throttled_fetch_response(ctx.api_version, request,
                                                                                  response, throttle))
         client_side = throttle > 0 and ctx.api_version >= CLIENT_THROTTLES_FROM[ctx.api_key]

@@ -56,7 +56,8 @@ class CloseConnection(Exception):
 class RequestContext:
     """What a handler knows about the request besides its body."""
 
-    __slots__ = ("broker", "connection", "api_key", "api_version", "correlation_id", "client_id", "size")
+    __slots__ = ("broker", "connection", "api_key", "api_version", "correlation_id", "client_id", "size",
+                 "on_throttled")
 
     def __init__(self, broker, connection, header, size: int = 0):
         self.broker = broker
@@ -68,6 +69,9 @@ class RequestContext:
         # the request's size (header and body, Kafka's RequestChannel.Request.sizeInBytes):
         # what a producer's byte-rate quota counts (quota/manager.py)
         self.size = size
+        # a Fetch under a client quota: a list the handler fills with what to undo should its
+        # answer be replaced by the empty throttled one (KIP-219; server/connection.py); else None
+        self.on_throttled = None
 
     @property
     def services(self):

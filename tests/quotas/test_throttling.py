@@ -308,3 +308,58 @@ def test_controller_mutation_rate(broker):
         r = c.request(20, 4, {"topic_names": ["mut-c"], "timeout_ms": 10000})
         assert [x["error_code"] for x in r["responses"]] == [0] and r["throttle_time_ms"] > 0    # permissive
     assert broker.broker.client_quotas.throttled_requests["ControllerMutation"] >= 6
+
+
+def _session_fetch(c, topic, parts, session_id, epoch, forgotten=()):
+    """Fetch v12 on a session: ``parts`` {partition: fetch offset} named in the request."""
+    return c.request(1, 12, {
+        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+        "session_id": session_id, "session_epoch": epoch, "rack_id": "",
+        "forgotten_topics_data": [{"topic": topic, "partitions": list(forgotten)}] if forgotten else [],
+        "topics": [{"topic": topic, "partitions": [
+            {"partition": p, "current_leader_epoch": -1, "fetch_offset": off, "last_fetched_epoch": -1,
+             "log_start_offset": -1, "partition_max_bytes": 1 << 20} for p, off in parts.items()]}]
+        if parts else []})
+
+
+def test_throttled_fetch_leaves_the_session_as_it_was(broker):
+    """A throttled Fetch is answered empty, so the fetch session must not learn what the answer
+    would have told (Kafka's getThrottledResponse: no updateAndGenerateResponseData): an
+    incremental fetch still lists, afterwards, a partition whose log start moved before the
+    throttled one; a throttled full fetch (epoch 0) creates no session."""
+    topic = "q-fetch-session"
+    create_topic(broker, topic, partitions=2)
+    with WireClient(broker, client_id="filler") as c:
+        batch = make_batch([b"x" * 100])
+        r = c.request(0, 9, {"transactional_id": None, "acks": 1, "timeout_ms": 5000, "topic_data": [
+            {"name": topic, "partition_data": [{"index": 1, "records": batch}]}]})
+        assert r["responses"][0]["partition_responses"][0]["error_code"] == 0
+    with WireClient(broker, client_id="sess-consumer") as c:
+        # the session, before any quota: p0 (empty) at 0, p1 at its end (1)
+        r = _session_fetch(c, topic, {0: 0, 1: 1}, 0, 0)
+        sid = r["session_id"]
+        assert r["error_code"] == 0 and sid > 0
+    with WireClient(broker, client_id="filler") as c:
+        for _ in range(4):
+            _produce(c, topic, 4000, 9)    # p0: data the next answer would carry
+        r = c.request(21, 2, {"topics": [{"name": topic, "partitions": [{"partition_index": 1, "offset": 1}]}],
+                              "timeout_ms": 5000})
+        assert r["topics"][0]["partitions"][0]["error_code"] == 0   # p1's log start: 0 -> 1
+    set_quota(broker, {"client-id": "sess-consumer"}, consumer_byte_rate=1000)
+    sessions = broker.broker.replica_manager.fetch_sessions
+    with WireClient(broker, client_id="sess-consumer") as c:
+        r = _session_fetch(c, topic, {}, sid, 1)
+        assert r["throttle_time_ms"] > 0
+        assert (r["error_code"], r["session_id"], r["responses"]) == (0, sid, [])
+    with WireClient(broker, client_id="sess-consumer") as c:
+        before = len(sessions)
+        r = _session_fetch(c, topic, {0: 0}, 0, 0)    # still over the quota: throttled
+        assert r["throttle_time_ms"] > 0 and (r["session_id"], r["responses"]) == (0, [])
+        assert len(sessions) == before    # no session made for an answer never sent
+    with WireClient(broker, client_id="free-consumer") as c:
+        # another client id (no quota), the same session: p1's new log start was never told
+        r = _session_fetch(c, topic, {}, sid, 2, forgotten=[0])
+        assert r["error_code"] == 0 and r["throttle_time_ms"] == 0
+        listed = {p["partition_index"]: p for t in r["responses"] for p in t["partitions"]}
+        assert list(listed) == [1], r
+        assert listed[1]["log_start_offset"] == 1 and listed[1]["error_code"] == 0
