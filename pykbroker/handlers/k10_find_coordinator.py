@@ -59,8 +59,8 @@ _NEEDS = {0: (DESCRIBE, GROUP, E.GROUP_AUTHORIZATION_FAILED),
 
 
 async def _lookup(ctx, key: str, key_type: int) -> dict:
-    broker = ctx.broker
-    md = broker.metadata_cache
+    services = ctx.services
+    md = services.metadata_cache
     code = E.NONE
     node = md.node_id
     az = session(ctx)
@@ -82,7 +82,7 @@ async def _lookup(ctx, key: str, key_type: int) -> dict:
             # the leader of the group's __consumer_offsets partition, as the controller published it
             node = md.leader_of(OFFSETS_TOPIC, gc.partition_for(key))
     elif key_type == 1:
-        tc = getattr(broker, "transaction_coordinator", None)
+        tc = services.transaction_coordinator
         if tc is None or not key:
             # no coordinator; an empty transactional id is refused as Kafka does (INVALID_REQUEST)
             code = E.COORDINATOR_NOT_AVAILABLE if tc is None else E.INVALID_REQUEST
@@ -94,7 +94,7 @@ async def _lookup(ctx, key: str, key_type: int) -> dict:
                 code = E.COORDINATOR_NOT_AVAILABLE
     elif key_type == 2:
         # share coordinator (KIP-932): the key is "groupId:topicId:partition"
-        sc = getattr(broker, "share_coordinator", None)
+        sc = services.share_coordinator
         parsed = _share_key(key)
         if sc is None or parsed is None:
             code = E.COORDINATOR_NOT_AVAILABLE if sc is None else E.INVALID_REQUEST
