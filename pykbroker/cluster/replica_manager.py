@@ -156,8 +156,9 @@ class _Budget:
         self.total = 0
 
     def take(self, size: int) -> None:
+        """A partition returned ``size`` bytes (> 0).  Kafka: only the first partition with data
+        may exceed the limits (KIP-74)."""
         if size:
-            # Kafka: only the first partition with data may exceed the limits (KIP-74).
             self.min_one = False
             self.limit = max(0, self.limit - size)
             self.total += size
@@ -234,14 +235,14 @@ class ReplicaManager:
         in order.  acks=-1 answers once the high watermark covers the appends (or the wait
         fails: ``code``)."""
         transactional = transactional_id is not None
-        meta = self.metadata
+        topics = self.metadata.topics
         out = []
         waits = []      # (partition, offset the HW must reach, status) for acks=-1
         for topic, idx, records in entries:
             partition = None
             try:
                 partition = leader_partition(self, topic, idx)
-                info = meta.get(topic)
+                info = topics.get(topic)
                 if info is not None and info.internal:
                     # Kafka refuses client writes to internal topics (__consumer_offsets, ...)
                     raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION)
@@ -322,7 +323,7 @@ class ReplicaManager:
             targets.add(partition)
         max_bytes = min(max(fields["partition_max_bytes"], 0), budget.limit)
         res = partition.read_records(fields["fetch_offset"], max_bytes, budget.min_one, params.read_committed)
-        if not res.error:
+        if res.size:
             budget.take(res.size)
         return res
 
@@ -358,7 +359,7 @@ class ReplicaManager:
             targets.add(partition)
         max_bytes = min(max(p["partition_max_bytes"], 0), budget.limit)
         res = partition.read_records_for_follower(fetch_offset, max_bytes, budget.min_one)
-        if not res.error:
+        if res.size:
             budget.take(res.size)
         return res
 

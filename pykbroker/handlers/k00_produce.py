@@ -159,40 +159,44 @@ async def handle(ctx, request):
         denied = {t["name"] for t in request["topic_data"]
                   if t["name"] is not None and not az.allowed(WRITE, TOPIC, t["name"])}
     # Kafka's handler answers unknown ids, denied and unknown topics itself; the rest goes to
-    # the ReplicaManager, whose statuses fill the placeholders (request order kept).
+    # the ReplicaManager, whose statuses come back in request order.
     metadata = services.metadata_cache
+    codes = []
+    entries = []    # (topic, partition, records) for the ReplicaManager
+    for t in request["topic_data"]:
+        name = t["name"]
+        if name is None:
+            codes.append(ErrorCode.UNKNOWN_TOPIC_ID)
+        elif denied and name in denied:
+            codes.append(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        elif metadata.get(name) is None:
+            codes.append(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        else:
+            codes.append(0)
+            for p in t["partition_data"]:
+                entries.append((name, p["index"], p["records"]))
+    statuses = await services.replica_manager.append_records(
+        entries, acks, request["timeout_ms"], version, transactional_id,
+        services.clock.time_ms()) if entries else ()   # the broker's clock (pykbroker/clock.py)
+    i = 0
     responses = []
     failed = False
-    entries = []    # (topic, partition, records) for the ReplicaManager
-    slots = []      # (topic's partition_responses, index in it, partition) of each entry
-    for t in request["topic_data"]:
+    endpoints: dict = {}  # KIP-951: node id -> endpoint of leaders named in current_leader
+    for t, code in zip(request["topic_data"], codes):
         name = t["name"]
         parts_out: list = []
         tr = {"name": name, "partition_responses": parts_out}
         if version >= 13:
             tr["topic_id"] = t["topic_id"]
         responses.append(tr)
-        code = 0
-        if name is None:
-            code = ErrorCode.UNKNOWN_TOPIC_ID
-        elif denied and name in denied:
-            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        elif metadata.get(name) is None:
-            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         for p in t["partition_data"]:
+            idx = p["index"]
             if code:
-                parts_out.append(RESPONSES.error(p["index"], code))
+                parts_out.append(RESPONSES.error(idx, code))
                 failed = True
                 continue
-            slots.append((parts_out, len(parts_out), p["index"]))
-            parts_out.append(None)
-            entries.append((name, p["index"], p["records"]))
-    endpoints: dict = {}  # KIP-951: node id -> endpoint of leaders named in current_leader
-    if entries:
-        statuses = await services.replica_manager.append_records(
-            entries, acks, request["timeout_ms"], version, transactional_id,
-            services.clock.time_ms())   # the broker's clock (pykbroker/clock.py)
-        for (parts_out, i, idx), (name, _, _), st in zip(slots, entries, statuses):
+            st = statuses[i]
+            i += 1
             e = st.error
             if e is None:
                 r = {"index": idx, "error_code": st.code, "base_offset": st.base_offset,
@@ -210,9 +214,9 @@ async def handle(ctx, request):
                     r["record_errors"] = [{"batch_index": j, "batch_index_error_message": m}
                                           for j, m in e.record_errors]
                 r["log_start_offset"] = st.log_start_offset
-            if version >= 10 and st.code in NEW_LEADER_ERRORS:
+            if st.code and version >= 10 and st.code in NEW_LEADER_ERRORS:
                 _add_current_leader(ctx, r, name, idx, endpoints)
-            parts_out[i] = r
+            parts_out.append(r)
     if acks == 0:
         if failed:
             # Kafka closes the connection when an acks=0 produce fails: the only signal left.

@@ -111,68 +111,57 @@ def _params(ctx, request, version: int) -> FetchParams:
                        authorized, follower_denied)
 
 
-class _Encoder:
-    """The ReplicaManager's reads (cluster/partition.py ReadResult) -> the response's partition
-    entries, and the node_endpoints of the leaders they name (KIP-951: v12+ current_leader, v16+
-    its endpoint)."""
-    __slots__ = ("meta", "version", "listener", "endpoints")
-
-    def __init__(self, ctx, version: int):
-        self.meta = ctx.services.metadata_cache
-        self.version = version
-        self.listener = getattr(ctx.connection, "listener_name", "PLAINTEXT")
-        self.endpoints: dict = {}
-
-    def partition(self, name, idx: int, d) -> dict:
+def _respond(ctx, meta, session_id: int, uses_ids: bool, reads) -> dict:
+    """The answer: ``reads`` [((key, name, topic id, request fields), ReadResult)] in answer
+    order -> the response's partition entries, consecutive partitions of one topic sharing an
+    entry (Kafka's FetchResponse.toMessage keeps the order), and the node_endpoints of the
+    leaders named by current_leader (KIP-951: v12+ current_leader, v16+ its endpoint)."""
+    version = ctx.api_version
+    out: list = []
+    prev = None
+    endpoints: dict = {}
+    for (_key, name, tid, fields), d in reads:
+        idx = fields["partition"]
         if d.error:
             r = RESPONSES.error(idx, d.error)
             if d.aborted_transactions is not None:
                 r["aborted_transactions"] = []
-            if d.leader_hint and self.version >= 12:
-                self._current_leader(r, name, idx)
-            return r
-        aborted = d.aborted_transactions
-        r = {"partition_index": idx, "error_code": 0,
-             "high_watermark": d.high_watermark,
-             "last_stable_offset": d.last_stable_offset,
-             "log_start_offset": d.log_start_offset,
-             "aborted_transactions": None if aborted is None else [
-                 {"producer_id": e.producer_id, "first_offset": e.first_offset} for e in aborted],
-             "preferred_read_replica": -1,
-             "records": d.records}
-        if d.diverging_epoch is not None:
-            r["diverging_epoch"] = d.diverging_epoch
-        return r
+            if d.leader_hint and version >= 12:
+                _current_leader(ctx, meta, r, name, idx, endpoints)
+        else:
+            aborted = d.aborted_transactions
+            r = {"partition_index": idx, "error_code": 0,
+                 "high_watermark": d.high_watermark,
+                 "last_stable_offset": d.last_stable_offset,
+                 "log_start_offset": d.log_start_offset,
+                 "aborted_transactions": None if aborted is None else [
+                     {"producer_id": e.producer_id, "first_offset": e.first_offset} for e in aborted],
+                 "preferred_read_replica": -1,
+                 "records": d.records}
+            if d.diverging_epoch is not None:
+                r["diverging_epoch"] = d.diverging_epoch
+        k = tid if uses_ids else name
+        if out and k == prev:
+            out[-1]["partitions"].append(r)
+        else:
+            out.append({"topic": name if name is not None else "", "topic_id": tid, "partitions": [r]})
+            prev = k
+    resp = {"throttle_time_ms": 0, "error_code": 0, "session_id": session_id, "responses": out}
+    if endpoints:
+        resp["node_endpoints"] = list(endpoints.values())
+    return resp
 
-    def _current_leader(self, r: dict, name: str, idx: int) -> None:
-        """KIP-951: where the leader is now; v16+ also its endpoint in node_endpoints."""
-        leader, reg = current_leader(self.meta, name, idx)
-        if leader is None:
-            return
-        r["current_leader"] = leader
-        if self.version >= 16 and reg is not None:
-            e = reg.endpoint(self.listener)
-            if e is not None:
-                self.endpoints[reg.broker_id] = {"node_id": reg.broker_id, "host": e.host,
-                                                 "port": e.port, "rack": reg.rack}
 
-    def respond(self, error: int, session_id: int, items, uses_ids: bool) -> dict:
-        """[(name, topic id, answer)] -> the response: consecutive partitions of one topic share
-        an entry (Kafka's FetchResponse.toMessage keeps the order)."""
-        out: list = []
-        prev = None
-        for name, tid, resp in items:
-            k = tid if uses_ids else name
-            if out and k == prev:
-                out[-1]["partitions"].append(resp)
-            else:
-                out.append({"topic": name if name is not None else "", "topic_id": tid,
-                            "partitions": [resp]})
-                prev = k
-        r = {"throttle_time_ms": 0, "error_code": error, "session_id": session_id, "responses": out}
-        if self.endpoints:
-            r["node_endpoints"] = list(self.endpoints.values())
-        return r
+def _current_leader(ctx, meta, r: dict, name: str, idx: int, endpoints: dict) -> None:
+    """KIP-951: where the leader is now; v16+ also its endpoint in node_endpoints."""
+    leader, reg = current_leader(meta, name, idx)
+    if leader is None:
+        return
+    r["current_leader"] = leader
+    if ctx.api_version >= 16 and reg is not None:
+        e = reg.endpoint(getattr(ctx.connection, "listener_name", "PLAINTEXT"))
+        if e is not None:
+            endpoints[reg.broker_id] = {"node_id": reg.broker_id, "host": e.host, "port": e.port, "rack": reg.rack}
 
 
 def _requested(request, meta, uses_ids: bool):
@@ -201,21 +190,15 @@ def _forgotten(request, uses_ids: bool):
     return [(t["topic"], idx) for t in request["forgotten_topics_data"] for idx in t["partitions"]]
 
 
-async def _full_fetch(rm, params: FetchParams, enc: _Encoder, wanted):
-    """A sessionless / full read of ``wanted`` with the long poll: ([(name, id, answer)], data)."""
-    datas = await rm.fetch_messages(params, wanted)
-    return [(name, tid, enc.partition(name, fields["partition"], d))
-            for (_key, name, tid, fields), d in zip(wanted, datas)], datas
-
-
 async def handle(ctx, request):
     version = ctx.api_version
-    rm = ctx.services.replica_manager
+    services = ctx.services
+    rm = services.replica_manager
     params = _params(ctx, request, version)
-    enc = _Encoder(ctx, version)
+    meta = services.metadata_cache
     uses_ids = params.uses_ids
     sessions = rm.fetch_sessions
-    wanted = _requested(request, enc.meta, uses_ids)
+    wanted = _requested(request, meta, uses_ids)
     if version >= 7:
         session_id, epoch = request["session_id"], request["session_epoch"]
     else:
@@ -224,11 +207,11 @@ async def handle(ctx, request):
         # Full fetch (Kafka's FetchMetadata.isFull): any session it names is closed.
         if session_id:
             sessions.remove(session_id)
-        items, datas = await _full_fetch(rm, params, enc, wanted)
+        datas = await rm.fetch_messages(params, wanted)
         new_id = 0
         if epoch == 0:
             sessions.stats["full_fetches"] += 1
-            s = sessions.maybe_create(params.replica_id >= 0, len(items), uses_ids)
+            s = sessions.maybe_create(params.replica_id >= 0, len(wanted), uses_ids)
             if s is not None:
                 for (key, name, tid, fields), d in zip(wanted, datas):
                     cp = s.partitions.get(key) or s.add(key, name, tid, fields["partition"], fields)
@@ -247,7 +230,7 @@ async def handle(ctx, request):
                     ctx.on_throttled.append(lambda: sessions.remove(new_id))
         else:
             sessions.stats["sessionless_fetches"] += 1
-        return enc.respond(0, new_id, items, uses_ids)
+        return _respond(ctx, meta, new_id, uses_ids, zip(wanted, datas))
     # Incremental (Kafka's FetchManager.newContext)
     s = sessions.get(session_id)
     if s is None:
@@ -277,8 +260,7 @@ async def handle(ctx, request):
     if not s.partitions:
         # Kafka closes a session left empty and answers the request's partitions without one.
         sessions.remove(s.id)
-        items, _ = await _full_fetch(rm, params, enc, wanted)
-        return enc.respond(0, 0, items, uses_ids)
+        return _respond(ctx, meta, 0, uses_ids, zip(wanted, await rm.fetch_messages(params, wanted)))
     sessions.touch(s)
     s.epoch = next_epoch(s.epoch)
     sessions.stats["incremental_fetches"] += 1
@@ -295,14 +277,14 @@ async def handle(ctx, request):
         # IncrementalFetchContext.updateAndGenerateResponseData: "possible duplicate request")
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.INVALID_FETCH_SESSION_EPOCH),
                 "session_id": s.id, "responses": []}
-    items = []
+    reads = []
     for cp, d in sorted(out.values(), key=lambda x: x[0].seq):
-        items.append((cp.topic, cp.topic_id, enc.partition(cp.topic, cp.partition, d)))
+        reads.append(((cp.key, cp.topic, cp.topic_id, cp.fields), d))
         if len(d.records):
             cp.seq = s.next_seq()    # Kafka moves a partition that returned data to the end
     if told is not None:
         ctx.on_throttled.append(lambda: _untold(s, told, out))
-    return enc.respond(0, s.id, items, uses_ids)
+    return _respond(ctx, meta, s.id, uses_ids, reads)
 
 
 def _untold(s, told, out) -> None:
