@@ -360,6 +360,8 @@ class Connection:
                 if request["max_bytes"] > cap:
                     request["max_bytes"] = cap
                     request["min_bytes"] = min(request["min_bytes"], cap)
+        if fetch and (found is not None or bandwidth is not None):
+            ctx.on_throttled = []   # what the fetch session undoes if the answer is throttled
         obs = self.observer
         t0 = time.perf_counter()
         response = error = None
@@ -411,6 +413,10 @@ class Connection:
                     if bandwidth is not None:
                         # answered empty: its bytes are taken back (Kafka's unrecordQuotaSensor)
                         manager.unrecord(bandwidth[1], size, now_ms)
+                    # nor does the fetch session learn what the client was not told (Kafka's
+                    # getThrottledResponse; see _carry_out_quota)
+                    for undo in ctx.on_throttled or ():
+                        undo()
                     t = time.perf_counter()
                     out = dispatcher.finish(event, throttled_fetch_response(ctx.api_version, request, answer,
                                                                             throttle))
