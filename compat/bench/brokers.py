@@ -209,7 +209,10 @@ def scaleout_brokers(cpus=None) -> int:
 def make(broker: str, topology: str, data_dir: str) -> Target:
     cls = {("pykbroker", "single"): PyKSingle, ("pykbroker", "cluster"): PyKCluster,
            ("kafka", "single"): KafkaSingle, ("kafka", "cluster"): KafkaCluster,
-           ("pykbroker", "scaleout"): PyKScaleOut, ("kafka", "scaleout"): KafkaScaleOut}[(broker, topology)]
+           ("pykbroker", "scaleout"): PyKScaleOut, ("kafka", "scaleout"): KafkaScaleOut,
+           ("pykbroker", "secure"): PyKSecure, ("kafka", "secure"): KafkaSecure,
+           ("pykbroker", "acl"): PyKAcl, ("kafka", "acl"): KafkaAcl,
+           ("pykbroker-noauth", "acl"): PyKNoAuth}[(broker, topology)]
     return cls(data_dir)
 
 
@@ -280,3 +283,199 @@ class Sampler:
         self._sample()
         return {"cpu_seconds": self._cpu() - self._cpu0, "rss_peak_mb": self.rss_peak / 1e6,
                 "fds_peak": self.fds_peak}
+
+
+# -- secured targets: the TLS / SASL_SSL cells and the authorizer cells ------------------------
+#
+# ``secure``: a single node with three listeners, PLAINTEXT (the harness's admin client creates
+# and deletes the topics there), SSL and SASL_SSL with SCRAM-SHA-512 only, both TLS listeners on
+# the same certificate (one SecureSetup per run of the harness: a throw-away CA and a server key,
+# Kafka's PEM keystore format, which both brokers read).  The SCRAM user ``bench`` is stored
+# before the first client comes: in pykbroker's metadata file before the start (as
+# AlterUserScramCredentials would have), in Kafka with AlterUserScramCredentials over PLAINTEXT.
+#
+# ``acl``: a single node with Kafka's StandardAuthorizer on (pykbroker: the same class name) and
+# BINDINGS bindings created with CreateAcls before the first cell: the three the clients need
+# (User:ANONYMOUS on the PLAINTEXT listener: ALL on TOPIC PREFIXED ``bench-``, ALL on GROUP ``*``,
+# ALL on the CLUSTER) and the rest for other principals and other resources (LITERAL and PREFIXED
+# topics and groups, a few PREFIXED on ``bench`` for other users: they match the resource and are
+# looked at, as in a shared cluster).  ``allow.everyone.if.no.acl.found=true`` only lets the
+# first CreateAcls in (no binding yet on the cluster resource); every resource the cells touch
+# has a matching binding, so it plays no part in their decisions.  The ``acl`` topology also
+# runs a third target, pykbroker without the authorizer, for the "authorizer on / off" ratio.
+
+SECURE_USER, SECURE_PASSWORD, SECURE_MECHANISM = "bench", "bench-secret", "SCRAM-SHA-512"
+BINDINGS = 10000
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+ACL_CONFIG = {"authorizer.class.name": AUTHORIZER, "allow.everyone.if.no.acl.found": "true"}
+_SECURE = []
+
+
+def secure_setup():
+    """One SecureSetup for the run (the same certificate on both brokers)."""
+    if not _SECURE:
+        from pykbroker.local.secure_setup import SecureSetup
+        _SECURE.append(SecureSetup("SASL_SSL", users={SECURE_USER: SECURE_PASSWORD},
+                                   mechanisms=[SECURE_MECHANISM]))
+    return _SECURE[0]
+
+
+def secure_client_config(protocol: str, bootstrap: str) -> dict:
+    """confluent-kafka settings of the SSL or SASL_SSL clients."""
+    s = secure_setup()
+    conf = s.client_config(bootstrap)
+    if protocol == "SSL":
+        conf = {"bootstrap.servers": bootstrap, "security.protocol": "SSL", "ssl.ca.location": s.ca_file}
+    return conf
+
+
+def _secure_broker_config(ssl_port: int, sasl_port: int, host: str = "127.0.0.1") -> dict:
+    s = secure_setup()
+    cfg = dict(s.broker_config())
+    cfg["listener.name.sasl_ssl.%s.sasl.jaas.config" % SECURE_MECHANISM.lower()] = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required;")
+    return cfg
+
+
+class _MultiListenerNode(BrokerNode):
+    """A ``pykbroker serve`` child listening on PLAINTEXT (``port``: the readiness probe and the
+    admin client), SSL and SASL_SSL."""
+    ssl_port = sasl_port = 0
+
+    def command(self):
+        cmd = super().command()
+        i = cmd.index("--listeners")
+        cmd[i + 1] = "PLAINTEXT://%s:%d,SSL://%s:%d,SASL_SSL://%s:%d" % (
+            self.host, self.port, self.host, self.ssl_port, self.host, self.sasl_port)
+        return cmd
+
+
+class _SecureMixin:
+    def secure_bootstrap(self, protocol: str) -> str:
+        return "127.0.0.1:%d" % (self.ssl_port if protocol == "SSL" else self.sasl_port)
+
+    def client_config(self, protocol: str) -> dict:
+        return secure_client_config(protocol, self.secure_bootstrap(protocol))
+
+
+class PyKSecure(_SecureMixin, Target):
+    broker, topology = "pykbroker", "secure"
+
+    def __init__(self, data_dir: str):
+        from pykbroker.local.cluster import free_port
+        self.ssl_port, self.sasl_port = free_port("127.0.0.1"), free_port("127.0.0.1")
+        self.node = _MultiListenerNode(1, data_dir, None, {**PYK_OVERRIDES, **_secure_broker_config(
+            self.ssl_port, self.sasl_port)}, log_level="WARNING")
+        self.node.ssl_port, self.node.sasl_port = self.ssl_port, self.sasl_port
+        secure_setup().seed_metadata_file(self.node.log_dir)
+
+    start, pids, stop = PyKSingle.start, PyKSingle.pids, PyKSingle.stop
+
+
+class KafkaSecure(_SecureMixin, KafkaSingle):
+    topology = "secure"
+
+    def __init__(self, data_dir: str):
+        super().__init__(data_dir)
+        from oracle import _free_port
+        self.ssl_port, self.sasl_port = _free_port(), _free_port()
+        k, extra = self.k, _secure_broker_config(self.ssl_port, self.sasl_port)
+        base = k.properties
+
+        def properties():
+            p = base()
+            more = "SSL://127.0.0.1:%d,SASL_SSL://127.0.0.1:%d" % (self.ssl_port, self.sasl_port)
+            p["listeners"] += "," + more
+            p["advertised.listeners"] += "," + more
+            p["listener.security.protocol.map"] += ",SSL:SSL,SASL_SSL:SASL_SSL"
+            p.update(extra)
+            return p
+        k.properties = properties
+
+    def start(self):
+        super().start()
+        from confluent_kafka.admin import AdminClient, UserScramCredentialUpsertion, ScramCredentialInfo, ScramMechanism
+        a = AdminClient({"bootstrap.servers": self.bootstrap})
+        up = UserScramCredentialUpsertion(SECURE_USER, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
+                                          SECURE_PASSWORD.encode())
+        for f in a.alter_user_scram_credentials([up]).values():
+            f.result()
+        # the credential reaches the broker through the metadata log: wait until a login works
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                secure_setup().wire_client("127.0.0.1", self.sasl_port, SECURE_USER, SECURE_PASSWORD,
+                                           SECURE_MECHANISM).close()
+                return self
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+
+def acl_bindings(n: int = BINDINGS) -> list:
+    """The ``acl`` topology's bindings: the clients' three, then other principals' up to ``n``."""
+    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, ResourcePatternType,
+                                       ResourceType)
+    A, ALLOW, DENY = AclOperation, AclPermissionType.ALLOW, AclPermissionType.DENY
+    LIT, PRE = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
+    me = "User:ANONYMOUS"
+    out = [AclBinding(ResourceType.BROKER, "kafka-cluster", LIT, me, "*", A.ALL, ALLOW),
+           AclBinding(ResourceType.TOPIC, "bench-", PRE, me, "*", A.ALL, ALLOW),
+           AclBinding(ResourceType.GROUP, "*", LIT, me, "*", A.ALL, ALLOW)]
+    i = 0
+    while len(out) < n:
+        user = "User:svc-%d" % i
+        kind = i % 10
+        if kind == 0:   # one in ten: another principal's binding that matches the bench topics
+            out.append(AclBinding(ResourceType.TOPIC, "bench", PRE, user, "*",
+                                  A.WRITE if i % 20 else A.READ, DENY if i % 40 == 0 else ALLOW))
+        elif kind < 5:
+            out.append(AclBinding(ResourceType.TOPIC, "app-%d" % i, LIT, user, "*", A.WRITE, ALLOW))
+        elif kind < 8:
+            out.append(AclBinding(ResourceType.TOPIC, "team-%d." % i, PRE, user, "*", A.READ, ALLOW))
+        else:
+            out.append(AclBinding(ResourceType.GROUP, "grp-%d" % i, PRE if i % 2 else LIT, user, "10.0.0.%d" % (i % 250),
+                                  A.READ, ALLOW))
+        i += 1
+    return out
+
+
+def install_bindings(bootstrap: str, n: int = BINDINGS) -> None:
+    from confluent_kafka.admin import AdminClient
+    a = AdminClient({"bootstrap.servers": bootstrap})
+    bs = acl_bindings(n)
+    # the clients' own first (on their own: the cluster binding lets the rest in)
+    for chunk in [bs[:1], bs[1:3]] + [bs[i:i + 1000] for i in range(3, len(bs), 1000)]:
+        for f in a.create_acls(chunk, request_timeout=120).values():
+            f.result()
+
+
+class PyKAcl(PyKSingle):
+    topology = "acl"
+
+    def __init__(self, data_dir: str):
+        self.node = BrokerNode(1, data_dir, None, {**PYK_OVERRIDES, **ACL_CONFIG}, log_level="WARNING")
+
+    def start(self):
+        super().start()
+        install_bindings(self.bootstrap)
+        return self
+
+
+class PyKNoAuth(PyKSingle):
+    """pykbroker without the authorizer, beside the ``acl`` targets."""
+    broker, topology = "pykbroker-noauth", "acl"
+
+
+class KafkaAcl(KafkaSingle):
+    topology = "acl"
+
+    def __init__(self, data_dir: str):
+        super().__init__(data_dir)
+        self.k.overrides.update(ACL_CONFIG)
+
+    def start(self):
+        super().start()
+        install_bindings(self.bootstrap)
+        return self

@@ -11,6 +11,13 @@
     loadgen.py conns --bootstrap B --topic T --n C --mode idle|active --seconds D --size S
                                      # C raw connections (asyncio): idle = ApiVersions once then
                                      # held; active = each one a closed loop of acks=1 Produce
+    loadgen.py connect --bootstrap B --topic T --n C --config JSON
+                                     # C connections one after the other, each to its first
+                                     # answered request: TCP, the TLS handshake, SaslHandshake
+                                     # and the SCRAM exchange, then Metadata for T
+
+``--config JSON`` adds librdkafka settings (security.protocol, ssl.ca.location, sasl.*) to the
+clients of produce, consume and tail; ``connect`` reads the same keys.
 
 Several ``produce`` processes make the multi-producer cells (the parent starts them together).
 Payloads are random upper-case letters, as Kafka's ProducerPerformance makes them, so that the
@@ -70,7 +77,7 @@ def cmd_produce(a) -> dict:
     p = Producer({"bootstrap.servers": a.bootstrap, "acks": str(a.acks), "linger.ms": a.linger_ms,
                   "compression.type": a.compression, "batch.size": 1 << 20,
                   "queue.buffering.max.kbytes": 1 << 20, "queue.buffering.max.messages": 1000000,
-                  "on_delivery": on_delivery})
+                  "on_delivery": on_delivery, **a.config})
     # metadata first: the timed part starts with a known leader (as ProducerPerformance's first
     # send waits for metadata too, but outside the records/s it reports would be better)
     p.list_topics(a.topic, timeout=30)
@@ -108,7 +115,7 @@ def cmd_consume(a) -> dict:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
     c = Consumer({"bootstrap.servers": a.bootstrap, "group.id": "bench-consume-%d" % os.getpid(),
                   "enable.auto.commit": False, "fetch.max.bytes": 50 << 20,
-                  "max.partition.fetch.bytes": 1 << 20, "fetch.wait.max.ms": 100})
+                  "max.partition.fetch.bytes": 1 << 20, "fetch.wait.max.ms": 100, **a.config})
     c.assign([TopicPartition(a.topic, p, OFFSET_BEGINNING) for p in _partitions(c, a.topic)])
     got = nbytes = 0
     t0 = time.perf_counter()
@@ -247,10 +254,45 @@ def cmd_conns(a) -> dict:
             "produce_ok": ok, "ack": lat_summary(lat)}
 
 
+def cmd_connect(a) -> dict:
+    """Connection set-up cost: ``--n`` connections opened one after the other, each timed from
+    the TCP connect to its first answered request (Metadata for the topic), through the TLS
+    handshake and the SASL exchange its ``--config`` asks for.  The same Python client for both
+    brokers: its own share (the TLS handshake and SCRAM's client proof) is equal on both sides,
+    so the difference is the broker's."""
+    import ssl
+
+    from pykbroker.protocol.wire import WireClient
+    from pykbroker.security.client import authenticate_sync
+    conf = a.config
+    host, port = a.bootstrap.split(",")[0].rsplit(":", 1)
+    ctx = None
+    if "SSL" in conf.get("security.protocol", "PLAINTEXT").upper():
+        ctx = ssl.create_default_context(cafile=conf.get("ssl.ca.location"))
+    sasl = conf.get("security.protocol", "").upper().startswith("SASL")
+    lat = []
+    cpu0 = time.process_time()
+    t_all = time.perf_counter()
+    for _ in range(a.n):
+        t0 = time.perf_counter()
+        with WireClient((host, int(port)), timeout=30, ssl_context=ctx) as c:
+            if sasl:
+                authenticate_sync(c.request, conf["sasl.mechanism"], conf["sasl.username"], conf["sasl.password"])
+            resp = c.request(3, 12, {"topics": [{"name": a.topic, "topic_id": None}],
+                                     "allow_auto_topic_creation": False,
+                                     "include_topic_authorized_operations": False})
+            if resp["topics"][0]["error_code"]:
+                raise RuntimeError("Metadata error %d" % resp["topics"][0]["error_code"])
+            lat.append((time.perf_counter() - t0) * 1000.0)
+    dt = time.perf_counter() - t_all
+    return {"connections": a.n, "seconds": dt, "conn_s": a.n / dt,
+            "cpu_ms_per_conn": (time.process_time() - cpu0) / a.n * 1000.0, "setup": lat_summary(lat)}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    for name in ("produce", "consume", "tail", "conns"):
+    for name in ("produce", "consume", "tail", "conns", "connect"):
         s = sub.add_parser(name)
         s.add_argument("--bootstrap", required=True)
         s.add_argument("--topic", required=True)
@@ -266,8 +308,10 @@ def main(argv=None) -> int:
         s.add_argument("--mode", default="idle")
         s.add_argument("--partitions", type=int, default=1)
         s.add_argument("--batch", type=int, default=10)
+        s.add_argument("--config", type=json.loads, default={}, help="extra client settings (JSON object)")
     a = ap.parse_args(argv)
-    out = {"produce": cmd_produce, "consume": cmd_consume, "tail": cmd_tail, "conns": cmd_conns}[a.cmd](a)
+    out = {"produce": cmd_produce, "consume": cmd_consume, "tail": cmd_tail, "conns": cmd_conns,
+           "connect": cmd_connect}[a.cmd](a)
     print(json.dumps(out), flush=True)
     return 0
 
