@@ -180,3 +180,38 @@ def test_a_cluster_checks_its_secured_inter_broker_listener(pki):
                                "listener.name.internal.scram-sha-512.sasl.jaas.config":
                                    'org.apache.kafka.common.security.scram.ScramLoginModule required '
                                    'username="broker" password="broker-secret";'}))
+
+
+def test_session_tickets_are_sent_right_after_the_handshake(mtls, pki):
+    """A TLS 1.3 server's session tickets leave at once after the handshake, before the client
+    sends anything (as Kafka's do): otherwise nothing acknowledges the client's Finished and a
+    client with Nagle's algorithm on (librdkafka's default) waits for the delayed ACK, 40 ms, before
+    its first request goes out (compat/bench connect cell)."""
+    import select
+    import socket
+
+    b, ports = mtls
+    ctx = ssl.create_default_context(cafile=pki["ca"])
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx.wrap_bio(incoming, outgoing, server_hostname="localhost")
+    sock = socket.create_connection(("127.0.0.1", ports["INTERNAL"]), timeout=10)
+    try:
+        while True:   # the handshake by hand: the test decides when the client writes
+            try:
+                obj.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                sock.sendall(outgoing.read())
+                data = sock.recv(65536)
+                assert data, "the server closed during the handshake"
+                incoming.write(data)
+        sock.sendall(outgoing.read())   # the client's Finished; no application data follows
+        assert obj.version() == "TLSv1.3"
+        readable, _, _ = select.select([sock], [], [], 3.0)
+        assert readable, "nothing from the server after the handshake (session tickets held back)"
+        incoming.write(sock.recv(65536))
+        with pytest.raises(ssl.SSLWantReadError):   # tickets are handshake records: no app data
+            obj.read(1)
+    finally:
+        sock.close()
