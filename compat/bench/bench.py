@@ -11,7 +11,10 @@
 Brokers (fresh data directories, started once per topology in the same run, both running
 while the other is measured): pykbroker single node and the 3-broker cluster (compat/bench/
 brokers.py), Apache Kafka 4.x single node and 3 nodes with production JVM flags; for the
-``scaleout`` cells, one pykbroker broker per core (RF 1) against one Kafka broker.  Load
+``scaleout`` cells, one pykbroker broker per core (RF 1) against one Kafka broker; for the
+``secure`` cells one node of each with SSL and SASL_SSL (SCRAM-SHA-512) listeners on the same
+certificate, and for the ``acl`` cells one node of each with the StandardAuthorizer and 10,000
+bindings, plus pykbroker without the authorizer (the "authorizer on/off" rows).  Load
 generators, the same for both: Kafka's ProducerPerformance / ConsumerPerformance /
 EndToEndLatency (javatools.py) and a multi-process confluent-kafka generator (loadgen.py).
 
