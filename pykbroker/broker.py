@@ -34,8 +34,9 @@ def _read_meta(path: str) -> dict:
         return {}
 
 
-class Broker:
-    """``controller_factory(cache, config, node_id, metadata_dir, fs)`` builds the controller
+class BrokerServer:
+    """The broker itself (Kafka's ``BrokerServer``; ``pykbroker.Broker`` embeds one in a program).
+    ``controller_factory(cache, config, node_id, metadata_dir, fs)`` builds the controller
     (default: the single-node ``LocalController``); tests pass an in-memory cluster's
     (pykbroker/testing/memory_cluster.py)."""
 

@@ -15,7 +15,7 @@ where they are.  Time never goes back.  ``advance`` is called from any thread (a
 HTTP control endpoint); it wakes the broker's loop (``wake``, set by whoever runs the loop) so the
 deadlines that passed fire at once rather than at the next I/O event.
 
-The clock is handed to the broker explicitly (``Broker(config, clock=...)``), and from it to the
+The clock is handed to the broker explicitly (``BrokerServer(config, clock=...)``), and from it to the
 components that read the time; nothing patches ``time`` globally, so two brokers in one process
 have two clocks.
 """

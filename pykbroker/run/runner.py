@@ -70,7 +70,7 @@ class BrokerRunner:
     def __init__(self, config, clock: Optional[BrokerClock] = None,
                  prepare: Optional[Callable] = None, as_kafka: Optional[str] = None):
         """``config``: a BrokerConfig (its ``listeners`` are pinned after the first start);
-        ``prepare(broker)``: called on each new ``pykbroker.broker.Broker`` before it runs (the
+        ``prepare(broker)``: called on each new ``pykbroker.broker.BrokerServer`` before it runs (the
         embedded broker sets its halt hook there); ``as_kafka``: a version profile
         (pykbroker/profiles.py), None for everything built."""
         self.config = config
@@ -81,7 +81,7 @@ class BrokerRunner:
         self.clock = clock if clock is not None else BrokerClock()
         self.faults = FaultPlan()
         self.prepare = prepare
-        self.broker = None          # the running pykbroker.broker.Broker, None while down
+        self.broker = None          # the running pykbroker.broker.BrokerServer, None while down
         self.incarnation = 0        # how many times a broker was started
         self._nursery = None
         self._done: Optional[trio.Event] = None
@@ -125,8 +125,8 @@ class BrokerRunner:
             self._changing = False
 
     async def _start(self) -> bool:
-        from ..broker import Broker
-        b = Broker(self.config, clock=self.clock)
+        from ..broker import BrokerServer
+        b = BrokerServer(self.config, clock=self.clock)
         b.faults = self.faults
         if self.as_kafka is not None:
             from ..profiles import apply

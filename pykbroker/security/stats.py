@@ -1,4 +1,4 @@
-"""Authentication counters of a broker, per listener and mechanism (one owner: the Broker; each
+"""Authentication counters of a broker, per listener and mechanism (one owner: the BrokerServer; each
 secured connection adds to it once per authentication, never per request).  Exported by the
 metrics endpoint under the names the JMX exporter gives Kafka's socket-server metrics
 (``kafka_server_socket_server_metrics_successful_authentication_total{listener}`` ...), with a

@@ -2,7 +2,7 @@
 
 ``MemoryCluster`` is the cluster-wide metadata (what ZooKeeper would hold: topics, partition
 states, live broker registrations, the controller id); every broker of one trio loop gets a
-``MemoryController`` on it through ``Broker(config, controller_factory=cluster.controller_factory)``.
+``MemoryController`` on it through ``BrokerServer(config, controller_factory=cluster.controller_factory)``.
 They follow docs/replication-contract.md as the ZooKeeper controller does, with the same rules
 (pykbroker/cluster/partition_change.py; tests/replication/test_partition_change_contract.py
 holds both to them): every change is published as records to *every* live broker's
@@ -332,13 +332,13 @@ class ClusterRunner:
         return values
 
     async def _start_broker(self, node_id: int) -> None:
-        from ..broker import Broker
+        from ..broker import BrokerServer
         from ..config import BrokerConfig
 
         scope = trio.CancelScope()
         done = trio.Event()
         self._scopes[node_id] = (scope, done)
-        broker = Broker(BrokerConfig(self._values(node_id)), controller_factory=self.cluster.controller_factory)
+        broker = BrokerServer(BrokerConfig(self._values(node_id)), controller_factory=self.cluster.controller_factory)
 
         async def runner(task_status=trio.TASK_STATUS_IGNORED):
             try:

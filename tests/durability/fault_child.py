@@ -12,7 +12,7 @@ import sys
 
 import trio
 
-from pykbroker.broker import Broker
+from pykbroker.broker import BrokerServer
 from pykbroker.config import BrokerConfig
 from pykbroker.storage.faultfs import FaultFS
 
@@ -21,7 +21,7 @@ FAIL_OPS = ["pwrite", "fsync", "pread", "ftruncate", "create", "open_write", "re
 
 async def main(root, trigger, dirs, fail_dirs):
     fs = FaultFS(root)
-    broker = Broker(BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": ",".join(dirs),
+    broker = BrokerServer(BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": ",".join(dirs),
                                   "group.initial.rebalance.delay.ms": "0"}))
     broker.storage_fs = fs
     async with trio.open_nursery() as n:

@@ -6,7 +6,7 @@ import threading
 
 import trio
 
-from pykbroker.broker import Broker
+from pykbroker.broker import BrokerServer
 from pykbroker.config import BrokerConfig
 
 
@@ -16,7 +16,7 @@ class InProcessBroker:
         self.fs = fs
         self.overrides = dict(overrides or {})
         self.port = port
-        self.broker: Broker | None = None
+        self.broker: BrokerServer | None = None
         self._thread = None
         self._cancel = None
         self._token = None
@@ -30,7 +30,7 @@ class InProcessBroker:
         values = {"listeners": "PLAINTEXT://127.0.0.1:%d" % self.port,
                   "log.dirs": ",".join(self.log_dirs), "group.initial.rebalance.delay.ms": "0"}
         values.update(self.overrides)
-        self.broker = Broker(BrokerConfig(values))
+        self.broker = BrokerServer(BrokerConfig(values))
         self.broker.storage_fs = self.fs
         # A broker whose every log dir failed halts the process (Kafka's Exit.halt); in-process
         # that would end pytest, so the halt is recorded instead and the broker keeps running.

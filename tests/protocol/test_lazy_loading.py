@@ -53,8 +53,8 @@ def test_cli_parses_serve_arguments_without_the_pipeline():
 
 def test_broker_construction_imports_no_handler_nor_checksum_or_compression_module():
     mods = _modules_after(
-        "from pykbroker.broker import Broker\nfrom pykbroker.config import BrokerConfig\n"
-        "b = Broker(BrokerConfig({'listeners': 'PLAINTEXT://127.0.0.1:0', 'log.dirs': 'unused'}))\n"
+        "from pykbroker.broker import BrokerServer\nfrom pykbroker.config import BrokerConfig\n"
+        "b = BrokerServer(BrokerConfig({'listeners': 'PLAINTEXT://127.0.0.1:0', 'log.dirs': 'unused'}))\n"
         "assert len(b.handlers) > 20 and all(type(h).__name__ == 'LazyHandler' for h in b.handlers.values())")
     assert _loaded(mods, NOT_AT_START) == []
     assert [m for m in mods if m.startswith("pykbroker.handlers.k")] == []

@@ -194,13 +194,13 @@ def test_inter_broker_client_side_reads_jks_and_pkcs12(stores):
       "ssl.truststore.password": "wrong"}, "ssl.truststore.password"),
 ])
 def test_wrong_password_or_type_stops_the_start(stores, extra, key):
-    from pykbroker.broker import Broker
+    from pykbroker.broker import BrokerServer
 
     paths = {"@P12": stores["p12"], "@JKS": stores["jks"], "@PEM": stores["pem"], "@TRUST": stores["client_trust.p12"]}
     extra = {k: paths.get(v, v) for k, v in extra.items()}
     cfg = BrokerConfig({"listeners": "SSL://127.0.0.1:0", "log.dirs": stores["dir"] + "/data", **extra})
     with pytest.raises(ConfigError) as e:
-        Broker(cfg)
+        BrokerServer(cfg)
     assert e.value.name == key and ": %s: " % key in str(e.value), str(e.value)
     assert "wrong" not in str(e.value).replace("wrong password", "")   # never the value
 

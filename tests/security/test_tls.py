@@ -132,13 +132,13 @@ def test_inline_pem_configs(pki):
      "not Kafka's rule syntax"),
 ])
 def test_bad_ssl_configs_stop_the_start(pki, extra, message):
-    from pykbroker.broker import Broker
+    from pykbroker.broker import BrokerServer
     from pykbroker.config import BrokerConfig
 
     extra = {k: (pki["keystore"] if v == "KEYSTORE" else v) for k, v in extra.items()}
     cfg = BrokerConfig({"listeners": "SSL://127.0.0.1:0", "log.dirs": pki["dir"] + "/data", **extra})
     with pytest.raises(ConfigError, match=message):
-        Broker(cfg)
+        BrokerServer(cfg)
 
 
 @pytest.mark.parametrize("extra,message", [
@@ -149,12 +149,12 @@ def test_bad_ssl_configs_stop_the_start(pki, extra, message):
     ({"sasl.enabled.mechanisms": "SCRAM-SHA-1"}, "pykbroker serves only"),
 ])
 def test_bad_sasl_configs_stop_the_start(pki, extra, message):
-    from pykbroker.broker import Broker
+    from pykbroker.broker import BrokerServer
     from pykbroker.config import BrokerConfig
 
     cfg = BrokerConfig({"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "log.dirs": pki["dir"] + "/data", **extra})
     with pytest.raises(ConfigError, match=message):
-        Broker(cfg)
+        BrokerServer(cfg)
 
 
 def test_a_cluster_checks_its_secured_inter_broker_listener(pki):
