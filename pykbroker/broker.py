@@ -318,7 +318,8 @@ class BrokerServer:
                 # offsets request (the share_partition_manager property), not before the first answer
                 self._share_partition_args = (self.config, self.replica_manager, self.metadata_cache, sc,
                                               group_configs, self.clock.time_ms)
-                from .coordinator.txn.coordinator import TransactionCoordinator, TxnStateLog
+                from .coordinator.txn.coordinator import TransactionCoordinator
+                from .coordinator.txn.state_store import TxnStateLog
                 # Single node: loads every __transaction_state partition (transactions left in
                 # PrepareCommit/PrepareAbort by a crash are completed from here); in a cluster it
                 # follows the leadership of those partitions like the group coordinator.

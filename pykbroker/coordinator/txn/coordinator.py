@@ -72,33 +72,28 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from typing import Callable, Optional
 
 import trio
 
-from ...protocol.errors import ErrorCode as E, KafkaError
-from ...protocol.records import validate_produce_records
+from ...protocol.errors import ErrorCode as E
 from ..group.classic import Future
-from ..group.offsets import OFFSETS_TOPIC, partition_for
-from ..internal_log import InternalTopicLog
+from ..group.offsets import partition_for
 from ..runtime import CoordinatorRuntime
 from ..service import CoordinatorService
 from . import state_log as S
+from .markers import TxnMarkerWriter
+from .metadata import MAX_EPOCH, TxnMetadata, TxnTransitMetadata
 from .state_log import (COMPLETE_ABORT, COMPLETE_COMMIT, DEAD, EMPTY, ONGOING, PREPARE_ABORT, PREPARE_COMMIT,
                         TRANSACTION_STATE_TOPIC)
+from .state_store import append_error, wall_ms
 
 log = logging.getLogger("pykbroker.txn")
 
-# Kafka: an epoch at Short.MAX_VALUE - 1 is exhausted; the next bump takes a new producer id.
-MAX_EPOCH = 32767 - 1
 # Backoff between tries of a marker write that failed with a retriable error (storage, leadership):
 # doubled per try up to the maximum, so an offline partition does not flood the log.
 MARKER_RETRY_S = 0.1
 MARKER_RETRY_MAX_S = 5.0
-# Marker errors after which retrying cannot help: the partition's producer state has moved on
-# (a newer epoch or coordinator wrote there already), so the marker is not needed.
-_MARKER_SKIP = (E.INVALID_PRODUCER_EPOCH, E.TRANSACTION_COORDINATOR_FENCED, E.UNKNOWN_TOPIC_OR_PARTITION)
 
 
 # Crash-test hook (tests/transactions/test_crash.py): with PYKBROKER_TXN_PAUSE set to
@@ -111,71 +106,6 @@ async def _maybe_pause(point: str, m) -> None:
     if _PAUSE_AT == point:
         log.warning("test hook: transaction %r paused %s", m.transactional_id, point)
         await trio.sleep_forever()
-
-
-def _wall_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def append_error(code: int) -> int:
-    """The error a failed ``__transaction_state`` write answers with (Kafka's mapping in
-    TransactionStateManager.appendTransactionToLog)."""
-    code = int(code)
-    if code in (E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_ENOUGH_REPLICAS, E.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-                E.REQUEST_TIMED_OUT):
-        return int(E.COORDINATOR_NOT_AVAILABLE)
-    if code in (E.NOT_LEADER_OR_FOLLOWER, E.KAFKA_STORAGE_ERROR):
-        return int(E.NOT_COORDINATOR)
-    if code in (E.MESSAGE_TOO_LARGE, E.RECORD_LIST_TOO_LARGE):
-        return int(E.UNKNOWN_SERVER_ERROR)
-    return code
-
-
-class TxnMetadata:
-    __slots__ = ("transactional_id", "producer_id", "last_producer_id", "producer_epoch",
-                 "last_producer_epoch", "timeout_ms", "state", "partitions", "start_ms",
-                 "last_update_ms", "pending", "client_tv", "next_producer_id")
-
-    def __init__(self, transactional_id: str, producer_id: int, producer_epoch: int, timeout_ms: int,
-                 state: int = EMPTY, partitions=None, start_ms: int = -1, last_update_ms: int = -1):
-        self.transactional_id = transactional_id
-        self.producer_id = producer_id
-        self.last_producer_id = -1
-        self.producer_epoch = producer_epoch
-        self.last_producer_epoch = -1
-        self.timeout_ms = timeout_ms
-        self.state = state
-        self.partitions: set = set(partitions or ())
-        self.start_ms = start_ms
-        self.last_update_ms = last_update_ms
-        self.pending: Optional[int] = None   # the state being written, while a write is in flight
-        # Kafka's clientTransactionVersion: the transaction version of the client request that
-        # made the last transition (2: the epoch is bumped by every EndTxn), and nextProducerId:
-        # the producer id that takes over once a TV2 transaction that exhausted the epoch completes.
-        self.client_tv = 0
-        self.next_producer_id = -1
-
-    def __repr__(self):
-        return "TxnMetadata(%r, pid=%d, epoch=%d, %s, %d partition(s)%s)" % (
-            self.transactional_id, self.producer_id, self.producer_epoch, S.STATE_NAMES.get(self.state),
-            len(self.partitions), ", pending %s" % S.STATE_NAMES.get(self.pending) if self.pending is not None else "")
-
-
-class _Target:
-    """The fields a transition writes (Kafka's TxnTransitMetadata)."""
-    __slots__ = ("producer_id", "last_producer_id", "producer_epoch", "last_producer_epoch", "timeout_ms",
-                 "state", "partitions", "start_ms", "last_update_ms", "client_tv", "next_producer_id")
-
-    def __init__(self, m: TxnMetadata, **changes):
-        for f in self.__slots__:
-            setattr(self, f, getattr(m, f))
-        self.partitions = set(m.partitions)
-        for k, v in changes.items():
-            setattr(self, k, v)
-
-    def apply(self, m: TxnMetadata) -> None:
-        for f in self.__slots__:
-            setattr(m, f, getattr(self, f))
 
 
 class TxnShard:
@@ -216,25 +146,6 @@ class TxnShard:
         self.tc._shard_unloaded(self.partition)
 
 
-class TxnStateLog(InternalTopicLog):
-    """``__transaction_state`` in this broker's own log (the runtime's PartitionWriter)."""
-
-    TOPIC = TRANSACTION_STATE_TOPIC
-    # Kafka's transaction state topic: compacted, internal, uncompressed
-    CONFIGS = {"cleanup.policy": "compact", "compression.type": "uncompressed"}
-
-    async def append(self, partition: int, batch: bytes) -> int:
-        p = self._partition(partition)
-        now = _wall_ms()
-        validated = validate_produce_records(batch, p.config["max.message.bytes"], now_ms=now)
-        p.append_records_as_leader(validated, now)
-        end = p.log_end_offset
-        # Transaction state must survive a crash before the client hears of it (a PrepareCommit
-        # acknowledged and then lost would lose a commit): fsync each write.
-        await p.flush()
-        return end
-
-
 class TransactionCoordinator(CoordinatorService):
     """Handed its dependencies: ``config``, ``log`` (:class:`TxnStateLog`), ``replica_manager``
     (partitions to write markers to), ``producer_ids`` (``await generate()``) and
@@ -246,15 +157,15 @@ class TransactionCoordinator(CoordinatorService):
     SEGMENT_BYTES_CONFIG = "transaction.state.log.segment.bytes"
 
     def __init__(self, config, log_, replica_manager, producer_ids, group_coordinator=None,
-                 leads_every_partition: bool = True, now_ms: Callable[[], int] = _wall_ms,
+                 leads_every_partition: bool = True, now_ms: Callable[[], int] = wall_ms,
                  interbroker_versions=None):
         super().__init__(config, log_, leads_every_partition, config["transaction.state.log.num.partitions"])
         # the versions of WriteTxnMarkers / AddPartitionsToTxn this broker sends (cluster/interbroker.py)
         self.interbroker_versions = interbroker_versions
         self.replica_manager = replica_manager
         self.producer_ids = producer_ids
-        self.group_coordinator = group_coordinator
-        self._remote_markers = None   # WriteTxnMarkers sender (cluster only, made on first use)
+        # writes the markers of a completing transaction (markers.py)
+        self.markers = TxnMarkerWriter(replica_manager, group_coordinator, leads_every_partition, interbroker_versions)
         self._remote_verifier = None  # KIP-890 verification with another coordinator (cluster only)
         self.now_ms = now_ms
         self.max_timeout_ms = config["transaction.max.timeout.ms"]
@@ -334,7 +245,7 @@ class TransactionCoordinator(CoordinatorService):
         return 0 if e is None else e
 
     # -- writes ------------------------------------------------------------------------------
-    def _persist(self, part: int, m: TxnMetadata, target: _Target, then: Callable[[int], None] | None = None) -> Future:
+    def _persist(self, part: int, m: TxnMetadata, target: TxnTransitMetadata, then: Callable[[int], None] | None = None) -> Future:
         """Write ``target`` for ``m``; applied to memory once committed.  ``then(code)`` runs in
         the write's callback (not in the request, which may be cancelled)."""
         m.pending = target.state
@@ -384,7 +295,7 @@ class TransactionCoordinator(CoordinatorService):
                 return err, -1, -1
             if m is None:
                 m = TxnMetadata(transactional_id, pid, -1, timeout_ms, state=None)
-                target = _Target(m, producer_epoch=0, state=EMPTY, timeout_ms=timeout_ms, partitions=set(),
+                target = TxnTransitMetadata(m, producer_epoch=0, state=EMPTY, timeout_ms=timeout_ms, partitions=set(),
                                  start_ms=-1, last_update_ms=now, client_tv=0)
                 code = await self._persist(part, m, target).get()
                 return (code, -1, -1) if code else (0, m.producer_id, m.producer_epoch)
@@ -409,21 +320,21 @@ class TransactionCoordinator(CoordinatorService):
             pid = await self.producer_ids.generate()
             if m.pending is not None:
                 return int(E.CONCURRENT_TRANSACTIONS), -1, -1
-            target = _Target(m, producer_id=pid, last_producer_id=m.producer_id, producer_epoch=0,
+            target = TxnTransitMetadata(m, producer_id=pid, last_producer_id=m.producer_id, producer_epoch=0,
                              last_producer_epoch=m.producer_epoch if expected else -1, **common)
         elif not expected:
             # A new producer: bumped, and the last epoch forgotten (-1), so that an older
             # incarnation's KIP-360 retry can no longer pass for a retry of this bump: it is fenced.
-            target = _Target(m, producer_epoch=m.producer_epoch + 1, last_producer_epoch=-1, **common)
+            target = TxnTransitMetadata(m, producer_epoch=m.producer_epoch + 1, last_producer_epoch=-1, **common)
         elif m.producer_epoch == -1 or producer_epoch == m.producer_epoch:
             # the producer continues after an error, nobody else initialized meanwhile: bumped
-            target = _Target(m, producer_epoch=m.producer_epoch + 1, last_producer_epoch=m.producer_epoch,
+            target = TxnTransitMetadata(m, producer_epoch=m.producer_epoch + 1, last_producer_epoch=m.producer_epoch,
                              **common)
         elif producer_epoch == m.last_producer_epoch:
             # A retry of a call that succeeded (a bump, or a transaction version 2 EndTxn, which
             # bumped the epoch and kept the one before as the last epoch): the current epoch, not
             # bumped again, written as Empty as Kafka does.
-            target = _Target(m, **common)
+            target = TxnTransitMetadata(m, **common)
         else:
             return int(E.PRODUCER_FENCED), -1, -1
         code = await self._persist(part, m, target).get()
@@ -456,7 +367,7 @@ class TransactionCoordinator(CoordinatorService):
             return 0
         now = self.now_ms()
         start = m.start_ms if m.state == ONGOING else now
-        target = _Target(m, state=ONGOING, partitions=m.partitions | new, start_ms=start, last_update_ms=now,
+        target = TxnTransitMetadata(m, state=ONGOING, partitions=m.partitions | new, start_ms=start, last_update_ms=now,
                          client_tv=client_tv)
         return await self._persist(part, m, target).get()
 
@@ -591,7 +502,7 @@ class TransactionCoordinator(CoordinatorService):
             # leader adds the partition), so it may abort a transaction the coordinator never
             # saw: Kafka 4.4 aborts it anyway (no partitions, no markers), bumping the epoch.
             now = self.now_ms()
-            target = _Target(m, state=PREPARE_ABORT, last_update_ms=now, start_ms=now, partitions=set(),
+            target = TxnTransitMetadata(m, state=PREPARE_ABORT, last_update_ms=now, start_ms=now, partitions=set(),
                              producer_epoch=min(m.producer_epoch + 1, 32767), last_producer_epoch=m.producer_epoch,
                              next_producer_id=-1, client_tv=client_tv)
             return await self._persist(part, m, target, then=lambda code: self._after_prepare(code, part, m)).get()
@@ -611,10 +522,10 @@ class TransactionCoordinator(CoordinatorService):
                     nxt = await self.producer_ids.generate()
                     if m.pending is not None or m.state != ONGOING:
                         return int(E.CONCURRENT_TRANSACTIONS)
-                target = _Target(m, state=state, last_update_ms=now, producer_epoch=min(m.producer_epoch + 1, 32767),
+                target = TxnTransitMetadata(m, state=state, last_update_ms=now, producer_epoch=min(m.producer_epoch + 1, 32767),
                                  last_producer_epoch=m.producer_epoch, next_producer_id=nxt, client_tv=client_tv)
             else:
-                target = _Target(m, state=state, last_update_ms=now, client_tv=client_tv)
+                target = TxnTransitMetadata(m, state=state, last_update_ms=now, client_tv=client_tv)
             return await self._persist(part, m, target, then=lambda code: self._after_prepare(code, part, m)).get()
         if st == COMPLETE_COMMIT:
             return 0 if commit else int(E.INVALID_TXN_STATE)
@@ -636,7 +547,7 @@ class TransactionCoordinator(CoordinatorService):
         transaction version 1 client: epoch + 1); the markers carry it, and the transaction keeps
         its client's version."""
         epoch = m.producer_epoch + 1 if m.producer_epoch < MAX_EPOCH else m.producer_epoch
-        target = _Target(m, producer_epoch=epoch, last_producer_epoch=m.producer_epoch, state=PREPARE_ABORT,
+        target = TxnTransitMetadata(m, producer_epoch=epoch, last_producer_epoch=m.producer_epoch, state=PREPARE_ABORT,
                          last_update_ms=self.now_ms(), next_producer_id=-1,
                          client_tv=2 if m.client_tv >= 2 and self.tv_level >= 2 else 0)
         self._persist(part, m, target, then=lambda code: self._after_prepare(code, part, m))
@@ -653,7 +564,7 @@ class TransactionCoordinator(CoordinatorService):
                 if i == 1:
                     await _maybe_pause("after-first-marker", m)
                 backoff = MARKER_RETRY_S
-                while not await self._write_marker(tp, pid, epoch, commit, coordinator_epoch, tv):
+                while not await self.markers.write(tp, pid, epoch, commit, coordinator_epoch, tv):
                     if self.txns.get(part, {}).get(m.transactional_id) is not m:
                         return  # the shard was unloaded: its next leader completes the transaction
                     await trio.sleep(backoff)
@@ -662,7 +573,7 @@ class TransactionCoordinator(CoordinatorService):
             m.pending = None
         if self.txns.get(part, {}).get(m.transactional_id) is not m:
             return
-        target = _Target(m, state=COMPLETE_COMMIT if commit else COMPLETE_ABORT, partitions=set(),
+        target = TxnTransitMetadata(m, state=COMPLETE_COMMIT if commit else COMPLETE_ABORT, partitions=set(),
                          last_update_ms=self.now_ms())
         if tv >= 2:
             # Kafka's prepareComplete for TV2: an exhausted epoch hands over to the reserved id.
@@ -680,56 +591,6 @@ class TransactionCoordinator(CoordinatorService):
                 await trio.sleep(MARKER_RETRY_S)
                 self._nursery.start_soon(self._complete, part, m)
 
-    async def _write_marker(self, tp, pid: int, epoch: int, commit: bool, coordinator_epoch: int,
-                            tv: int = 0) -> bool:
-        """True once the marker is in the partition (or not needed there)."""
-        topic, p = tp
-        try:
-            if not self.leads_every_partition:
-                # a cluster: partitions led by another broker get the marker by WriteTxnMarkers
-                rm = self.replica_manager
-                leader = rm.metadata.leader_of(topic, p)
-                if leader != rm.node_id:
-                    if rm.metadata.get(topic) is None:
-                        return True   # deleted topic: nothing to mark
-                    if leader == -1:
-                        return False  # no leader yet: retried
-                    if self._remote_markers is None:
-                        from .markers import RemoteMarkerWriter
-                        self._remote_markers = RemoteMarkerWriter(rm.metadata, rm.node_id, rm._listener_name(),
-                                                             self.interbroker_versions, getattr(rm, "interbroker_security", None))
-                    code = await self._remote_markers.write(leader, topic, p, pid, epoch, commit, coordinator_epoch,
-                                                            tv)
-                    if code in _MARKER_SKIP:
-                        return True
-                    if code:
-                        log.info("marker for producer %d in %s-%d on broker %d: %s, retrying", pid, topic, p,
-                                 leader, E(code).name)
-                    return code == 0
-            if topic == OFFSETS_TOPIC:
-                gc = self.group_coordinator
-                if gc is None:
-                    return True
-                code = await gc.complete_transaction(p, pid, epoch, commit).get()
-                if code in _MARKER_SKIP:
-                    return True
-                return code == 0
-            partition = self.replica_manager.get_partition(topic, p)
-            if partition is None:
-                return True   # deleted topic: nothing to mark
-            offset = partition.append_end_txn_marker(pid, epoch, commit, coordinator_epoch, tv)
-            if partition.needs_flush():
-                await partition.flush()
-            # Kafka writes markers with acks=all: wait until the marker is committed.
-            with trio.move_on_after(30):
-                await partition.wait_for_high_watermark(offset + 1)
-            return partition.high_watermark > offset
-        except KafkaError as e:
-            if e.code in _MARKER_SKIP:
-                log.warning("marker for producer %d in %s-%d not written: %s", pid, topic, p, E(e.code).name)
-                return True
-            log.warning("marker for producer %d in %s-%d failed (%s), retrying", pid, topic, p, E(e.code).name)
-            return False
 
     # -- timeouts --------------------------------------------------------------------------------
     async def _abort_timed_out_loop(self) -> None:

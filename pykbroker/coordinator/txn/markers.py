@@ -1,6 +1,7 @@
-"""Requests from the transaction machinery to other brokers: WriteTxnMarkers to partitions led
-elsewhere (Kafka's TransactionMarkerChannelManager) and KIP-890 verification against a remote
-transaction coordinator (Kafka's AddPartitionsToTxnManager).
+"""Writing a transaction's COMMIT/ABORT markers (:class:`TxnMarkerWriter`: in process to the
+partitions this broker leads, by WriteTxnMarkers to the others' leaders, as Kafka's
+TransactionMarkerChannelManager), and KIP-890 verification against a remote transaction
+coordinator (Kafka's AddPartitionsToTxnManager).
 
 A transaction coordinator in a cluster completes a transaction by writing a COMMIT or ABORT
 marker to every partition of it; the partitions this broker leads get theirs in process, the
@@ -30,13 +31,19 @@ from typing import Optional
 import trio
 
 from ...cluster.interbroker import InterBrokerAuthenticationError, api_versions, open_channel
-from ...protocol.errors import ErrorCode as E
+from ...protocol.errors import ErrorCode as E, KafkaError
+from ..group.offsets import OFFSETS_TOPIC
 
 log = logging.getLogger("pykbroker.txn.markers")
+# a marker's outcome is part of its transaction's story: the coordinator's log
+txn_log = logging.getLogger("pykbroker.txn")
 
 # Like the replica fetcher's socket timeout: a leader that does not answer is retried later.
 REQUEST_TIMEOUT_S = 30.0
 MAX_FRAME = 16 << 20
+# Marker errors after which retrying cannot help: the partition's producer state has moved on
+# (a newer epoch or coordinator wrote there already), so the marker is not needed.
+MARKER_SKIP = (E.INVALID_PRODUCER_EPOCH, E.TRANSACTION_COORDINATOR_FENCED, E.UNKNOWN_TOPIC_OR_PARTITION)
 
 
 async def call_broker(cache, listener_name: str, client_id: str, broker_id: int, api_key: int, versions,
@@ -142,3 +149,69 @@ class RemoteVerifier:
         codes = {(t["name"], r["partition_index"]): int(r["partition_error_code"])
                  for t in resp["results_by_transaction"][0]["topic_results"] for r in t["results_by_partition"]}
         return {tp: codes.get(tp, int(E.NOT_COORDINATOR)) for tp in partitions}
+
+
+class TxnMarkerWriter:
+    """Writes one transaction's marker to one partition: to a data partition this broker leads
+    (``Partition.append_end_txn_marker``, then waiting for it to be committed), to a
+    ``__consumer_offsets`` partition through the group coordinator (which materializes the
+    transactional offsets; ``group_coordinator`` may be None), and on a cluster
+    (``leads_every_partition`` false) to a partition led elsewhere by WriteTxnMarkers
+    (:class:`RemoteMarkerWriter`, made on first use).  The coordinator retries until
+    :meth:`write` says the marker is in."""
+
+    def __init__(self, replica_manager, group_coordinator=None, leads_every_partition: bool = True,
+                 interbroker_versions=None):
+        self.replica_manager = replica_manager
+        self.group_coordinator = group_coordinator
+        self.leads_every_partition = leads_every_partition
+        self.interbroker_versions = interbroker_versions
+        self._remote: Optional[RemoteMarkerWriter] = None   # WriteTxnMarkers sender (cluster only)
+
+    async def write(self, tp, pid: int, epoch: int, commit: bool, coordinator_epoch: int, tv: int = 0) -> bool:
+        """True once the marker is in the partition (or not needed there)."""
+        topic, p = tp
+        try:
+            if not self.leads_every_partition:
+                # a cluster: partitions led by another broker get the marker by WriteTxnMarkers
+                rm = self.replica_manager
+                leader = rm.metadata.leader_of(topic, p)
+                if leader != rm.node_id:
+                    if rm.metadata.get(topic) is None:
+                        return True   # deleted topic: nothing to mark
+                    if leader == -1:
+                        return False  # no leader yet: retried
+                    if self._remote is None:
+                        self._remote = RemoteMarkerWriter(rm.metadata, rm.node_id, rm._listener_name(),
+                                                          self.interbroker_versions, getattr(rm, "interbroker_security", None))
+                    code = await self._remote.write(leader, topic, p, pid, epoch, commit, coordinator_epoch, tv)
+                    if code in MARKER_SKIP:
+                        return True
+                    if code:
+                        txn_log.info("marker for producer %d in %s-%d on broker %d: %s, retrying", pid, topic, p,
+                                     leader, E(code).name)
+                    return code == 0
+            if topic == OFFSETS_TOPIC:
+                gc = self.group_coordinator
+                if gc is None:
+                    return True
+                code = await gc.complete_transaction(p, pid, epoch, commit).get()
+                if code in MARKER_SKIP:
+                    return True
+                return code == 0
+            partition = self.replica_manager.get_partition(topic, p)
+            if partition is None:
+                return True   # deleted topic: nothing to mark
+            offset = partition.append_end_txn_marker(pid, epoch, commit, coordinator_epoch, tv)
+            if partition.needs_flush():
+                await partition.flush()
+            # Kafka writes markers with acks=all: wait until the marker is committed.
+            with trio.move_on_after(30):
+                await partition.wait_for_high_watermark(offset + 1)
+            return partition.high_watermark > offset
+        except KafkaError as e:
+            if e.code in MARKER_SKIP:
+                txn_log.warning("marker for producer %d in %s-%d not written: %s", pid, topic, p, E(e.code).name)
+                return True
+            txn_log.warning("marker for producer %d in %s-%d failed (%s), retrying", pid, topic, p, E(e.code).name)
+            return False
