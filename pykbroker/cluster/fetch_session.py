@@ -81,7 +81,7 @@ class CachedPartition:
         self.log_start = -1
         self.seq = seq
         self.part = None        # the Partition object the waker is registered on
-        self.waker = None
+        self.waker: Optional[_Waker] = None
 
     def must_list(self, d) -> bool:
         """Kafka's CachedPartition.maybeUpdateResponseData: whether an incremental answer lists
@@ -288,11 +288,14 @@ class FetchSessionCache:
 
     def remove(self, session_id: int) -> bool:
         shard = self._shard_of(session_id)
-        s = shard.sessions.get(session_id) if shard is not None else None
+        if shard is None:
+            return False
+        s = shard.sessions.get(session_id)
         return shard.remove(s) if s is not None else False
 
     def touch(self, s: FetchSession) -> None:
-        self._shard_of(s.id).touch(s, self.now_ms())
+        # a live session's id always maps to a shard (no check on the per-request path)
+        self._shard_of(s.id).touch(s, self.now_ms())  # type: ignore[union-attr]
 
     def maybe_create(self, privileged: bool, size: int, uses_topic_ids: bool) -> Optional[FetchSession]:
         """A session for a full fetch's answer of ``size`` partitions, or None (no room).  The

@@ -316,7 +316,7 @@ class Partition:
 
     def _request_isr(self, new_isr: list[int]) -> None:
         self._isr_change_pending = True
-        self._hooks.alter_isr(self, new_isr)
+        self._hooks.alter_isr(self, new_isr)  # type: ignore[misc]  # both callers checked it is set
 
     def isr_change_done(self, state: Optional[PartitionState]) -> None:
         """The controller answered an ISR change (``state``: the new state, or None when it

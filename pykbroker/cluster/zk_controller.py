@@ -35,7 +35,7 @@ listener registry and the stored dynamic broker and group configs (cluster/contr
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from . import zk as Z
 from .controller import Controller, TopicValidator
@@ -138,8 +138,8 @@ class ZkController(Controller):
         # Dynamic broker configs written by any broker or tool (Kafka's brokers followed the
         # /config/changes notifications; watching the two znodes sees the same changes).
         for entity in ("", str(self.node_id)):
-            self.zk.data_watch(Z.broker_config_path(entity),
-                               lambda data, stat, e=entity: post(("broker_configs", e, data)))
+            on_change: Callable[..., Any] = lambda data, stat, e=entity: post(("broker_configs", e, data))
+            self.zk.data_watch(Z.broker_config_path(entity), on_change)
         # Group configs written through any broker (one znode per group under /config/groups)
         await self.zk.call("ensure_path", Z.CONFIG_GROUPS)
         self.zk.children_watch(Z.CONFIG_GROUPS, lambda ch: post(("group_children", ch)))

@@ -45,7 +45,7 @@ DRAIN_SECONDS = 5.0
 API_VERSIONS, METADATA, FIND_COORDINATOR, DESCRIBE_CLUSTER, PRODUCE = 18, 3, 10, 60, 0
 
 
-def _frame(body: bytes) -> bytes:
+def _frame(body: bytes | bytearray) -> bytes:
     return P.I32.pack(len(body)) + body
 
 
@@ -159,7 +159,7 @@ class ProxyConnection:
             pass
         scope.cancel()
 
-    def _answer_itself(self, frame: bytes) -> bytes | None:
+    def _answer_itself(self, frame: bytes | bytearray) -> bytes | None:
         """An ApiVersions request newer than the codecs decode, first on its connection: answered
         here as a broker answers a too-new ApiVersions (KIP-511: a v0 body, UNSUPPORTED_VERSION,
         and the ApiVersions range it knows), so the client retries with a version the proxy
@@ -177,7 +177,7 @@ class ProxyConnection:
                                                 "proxy with UNSUPPORTED_VERSION" % version))
         return _frame(P.I32.pack(corr) + spec.encode_bytes("response", 0, body))
 
-    def _on_request(self, frame: bytes) -> None:
+    def _on_request(self, frame: bytes | bytearray) -> None:
         t0 = time.time()
         api_key, version, corr = P.I16.unpack_from(frame, 0)[0], P.I16.unpack_from(frame, 2)[0], \
             P.I32.unpack_from(frame, 4)[0]
@@ -187,7 +187,7 @@ class ProxyConnection:
             if spec is None:
                 raise ValueError("API key %d unknown to the codecs" % api_key)
             flexible = min(version, spec.max_version) >= spec.flexible_from
-            header = parse_request_header(frame, flexible)
+            header = parse_request_header(frame, flexible)  # type: ignore[arg-type]  # reads a bytearray alike
             client_id = header.client_id
             request = spec.decode("request", version, memoryview(frame)[header.body_offset:], exact=False)
         except Exception as e:
@@ -197,7 +197,7 @@ class ProxyConnection:
             return
         self.pending[corr] = (api_key, version, client_id, request, t0, time.perf_counter(), extra)
 
-    def _on_response(self, frame: bytes) -> bytes:
+    def _on_response(self, frame: bytes | bytearray) -> bytes | bytearray:
         corr = P.I32.unpack_from(frame, 0)[0]
         entry = self.pending.pop(corr, None)
         if entry is None:
@@ -205,7 +205,7 @@ class ProxyConnection:
         api_key, version, client_id, request, t0, p0, extra = entry
         body = None
         try:
-            _corr, body = decode_response(frame, api_key, version)
+            _corr, body = decode_response(frame, api_key, version)  # type: ignore[arg-type]  # reads a bytearray alike
         except Exception as e:
             extra = {**extra, "response_error": "undecodable: %s" % e}
         if body is not None and rewrite_response(api_key, version, body, self.host, self.port):

@@ -19,12 +19,15 @@ runs on the runner's trio loop.
 from __future__ import annotations
 
 import logging
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import trio
 
 from ..clock import BrokerClock
 from ..server.faults import FaultPlan
+
+if TYPE_CHECKING:   # imported when a broker starts (start-up time of the CLI)
+    from ..broker import BrokerServer
 
 log = logging.getLogger("pykbroker.runner")
 
@@ -81,9 +84,9 @@ class BrokerRunner:
         self.clock = clock if clock is not None else BrokerClock()
         self.faults = FaultPlan()
         self.prepare = prepare
-        self.broker = None          # the running pykbroker.broker.BrokerServer, None while down
+        self.broker: Optional[BrokerServer] = None  # the running pykbroker.broker.BrokerServer, None while down
         self.incarnation = 0        # how many times a broker was started
-        self._nursery = None
+        self._nursery: Optional[trio.Nursery] = None    # set by run
         self._done: Optional[trio.Event] = None
         self._scope: Optional[trio.CancelScope] = None
         self.drives_trio = False
@@ -146,6 +149,7 @@ class BrokerRunner:
                 if self.broker is b:
                     self.broker = None
 
+        assert self._nursery is not None    # run() starts the first broker
         await self._nursery.start(body)
         if self.incarnation == 0:
             # a restart binds the ports bound now (port 0 chose them)
@@ -155,7 +159,8 @@ class BrokerRunner:
         # offline partitions stay offline across a restart (the fault plan survives it; the
         # new controller learns them again)
         if self.faults.offline:
-            b.controller.replicas_offline(b.node_id, self.faults.offline)
+            controller: Any = b.controller  # (the Broker declares it None until it runs)
+            controller.replicas_offline(b.node_id, self.faults.offline)
         return True
 
     async def stop(self, clean: bool = True) -> bool:
@@ -164,6 +169,7 @@ class BrokerRunner:
         b = self.broker
         if b is None:
             return False
+        assert self._scope is not None and self._done is not None   # set with self.broker
         self._begin_change()
         try:
             if clean:
@@ -189,7 +195,7 @@ class BrokerRunner:
     def set_partition_offline(self, topic: str, partition: int, offline: bool = True) -> bool:
         """Take ``topic``-``partition`` offline (or back online); False if nothing changed.
         Raises KeyError for an unknown partition."""
-        b = self.broker
+        b: Any = self.broker    # (the Broker declares its metadata_cache and controller None)
         if b is not None and b.metadata_cache.partition_state(topic, partition) is None:
             raise KeyError("unknown partition %s-%d" % (topic, partition))
         changed = self.faults.set_offline(topic, partition) if offline else self.faults.set_online(topic, partition)

@@ -223,7 +223,7 @@ def plan_cleaning(lg, first_dirty: int, now_ms: int, cc: CleanerConfig,
 def _scan(fs, fd: int, end: int):
     """(BatchHeader, whole-batch bytes) for every valid batch in [0, end)."""
     for h, batch in scan_batches(fs, fd, 0, end, _READ_CHUNK, with_body=True):
-        yield h, bytes(batch)
+        yield h, bytes(batch)  # type: ignore[arg-type]  # with_body=True: never None
 
 
 def _scan_pinned(fs, handle, end: int):
@@ -310,9 +310,11 @@ class Cleaner:
                 recs = decode_records(batch)
                 if len(m) + len(recs) > m.max_entries and len(m) > 0:
                     return m.latest_offset + 1
+                # decoded records always carry an offset (Record's fields are Optional
+                # for the records a producer builds): ignores, not per-record asserts
                 for r in recs:
-                    if r.key is not None and r.offset >= plan.first_dirty:
-                        m.put(r.key, r.offset)
+                    if r.key is not None and r.offset >= plan.first_dirty:  # type: ignore[operator]
+                        m.put(r.key, r.offset)  # type: ignore[arg-type]
                 # a batch's offsets are all covered once seen
                 if h.last_offset > m.latest_offset:
                     m.latest_offset = h.last_offset
@@ -324,7 +326,9 @@ class Cleaner:
         """Consecutive non-active segments starting below ``end_offset``,
         grouped so each group fits one segment (Kafka's groupSegmentsBySize)."""
         cands = [s for s in segments[:-1] if s.base_offset < end_offset]
-        groups, cur, size = [], [], 0
+        groups: list[list] = []
+        cur: list = []
+        size = 0
         for s in cands:
             if cur and (size + s.size > max_size or
                         s.next_offset - 1 - cur[0].base_offset > _INT32_MAX):
@@ -411,13 +415,14 @@ class Cleaner:
         stats.records_read += len(recs)
         kept = []
         tombstones = False
+        # decoded records always carry an offset: ignores, not per-record asserts
         for r in recs:
-            if r.offset > latest:
+            if r.offset > latest:  # type: ignore[operator]
                 keep = True
             elif r.key is None:
                 keep = False        # keyless records cannot be compacted: Kafka drops them
             else:
-                keep = r.offset >= self.map.get(r.key) and (r.value is not None or keep_deletes)
+                keep = r.offset >= self.map.get(r.key) and (r.value is not None or keep_deletes)  # type: ignore[operator]
             if keep:
                 kept.append(r)
                 if r.value is None:
@@ -428,12 +433,14 @@ class Cleaner:
         need_horizon = tombstones and not has_horizon
         if tombstones:
             hz = now_ms + cc.delete_retention_ms if need_horizon else horizon
+            assert hz is not None   # tombstones without need_horizon: the batch has one
             if stats.min_horizon < 0 or hz < stats.min_horizon:
                 stats.min_horizon = hz
         if len(kept) == len(recs) and not need_horizon:
             return bytes(batch)
         if not kept:
             return _empty_batch(h, h.attributes) if is_last_of_producer else None
+        new_horizon: Optional[int]
         if need_horizon:
             new_horizon = now_ms + cc.delete_retention_ms
         else:

@@ -277,11 +277,12 @@ class FaultFS(FileSystem):
                 else:
                     os.unlink(p)
             for p in sorted(image):
-                if image[p] is None:
+                data = image[p]
+                if data is None:
                     os.makedirs(p, exist_ok=True)
                 else:
-                    with open(p, "wb") as fh:
-                        fh.write(image[p])
+                    with open(p, "wb") as out:
+                        out.write(data)
             self._adopt_tree()
             self.crashed = False
             self.crash_at_write = None

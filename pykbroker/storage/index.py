@@ -36,7 +36,7 @@ import os
 import struct
 from array import array
 from bisect import bisect_right
-from typing import Callable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from .fs import FileSystem, REAL_FS
 
@@ -53,58 +53,66 @@ class IndexCorrupt(Exception):
     pass
 
 
-def _column_setter(name: str):
-    """Assigning an index column (stored in attribute ``name``) replaces whatever a
-    pending lazy load (open_lazy) would have read."""
-    def put(self, v):
-        self._lazy_args = None
-        setattr(self, name, v)
-    return put
-
-
 class _Index:
     ENTRY: struct.Struct
 
-    def __init__(self, path: str, base_offset: int, max_entries: int, fs: FileSystem = REAL_FS):
+    def __init__(self, path: str, base_offset: int, max_entries: int, fs: FileSystem = REAL_FS) -> None:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max(1, max_entries)
         self.fs = fs
         self._persisted = 0      # entries already written to the file
         self._dirty = False      # written but not fsynced
-        self._lazy_args = None   # set by open_lazy until the first real use
-        self._lazy_last = None   # last entry read by open_lazy
+        self._lazy_args: Optional[tuple[Any, ...]] = None  # set by open_lazy until the first real use
+        self._lazy_last: Optional[tuple[int, int]] = None  # last entry read by open_lazy
         self.on_corrupt: Optional[Callable[[], None]] = None
         self._a, self._b = self._empty()
 
+    # Each subclass's pair of columns, empty or holding the given values.
+    @staticmethod
+    def _empty(a: Iterable[int] = (), b: Iterable[int] = ()) -> tuple[array[int], array[int]]:
+        raise NotImplementedError
+
+    # Each subclass's loader (open_lazy stores its arguments for the deferred call).
+    def load(self, *args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError
+
     # The two columns (see _empty); reading them forces a pending lazy load.  The getters
-    # stay plain attribute reads: lookups on the fetch path go through them.
+    # stay plain attribute reads: lookups on the fetch path go through them.  Assigning a
+    # column replaces whatever a pending lazy load (open_lazy) would have read.
     @property
-    def _a(self):
+    def _a(self) -> array[int]:
         if self._lazy_args is not None:
             self._ensure()
         return self._ra
 
+    @_a.setter
+    def _a(self, v: array[int]) -> None:
+        self._lazy_args = None
+        self._ra = v
+
     @property
-    def _b(self):
+    def _b(self) -> array[int]:
         if self._lazy_args is not None:
             self._ensure()
         return self._rb
 
-    _a = _a.setter(_column_setter("_ra"))
-    _b = _b.setter(_column_setter("_rb"))
+    @_b.setter
+    def _b(self, v: array[int]) -> None:
+        self._lazy_args = None
+        self._rb = v
 
     def _ensure(self) -> None:
         args, self._lazy_args = self._lazy_args, None
         try:
-            self.load(*args)
+            self.load(*(args or ()))
         except (IndexCorrupt, OSError) as e:
             log.warning("index %s is damaged (%s); rebuilding it from the log", self.path, e)
             self._ra, self._rb = self._empty()
             if self.on_corrupt is not None:
                 self.on_corrupt()
 
-    def open_lazy(self, *load_args) -> Optional[tuple]:
+    def open_lazy(self, *load_args: Any) -> Optional[tuple[int, int]]:
         """Check size and read only the last raw entry; defer the rest.
         Returns the last raw entry (or None when empty).  IndexCorrupt if
         missing or of a bad size."""
@@ -208,7 +216,7 @@ class _Index:
         self._persisted = len(self._a)
         self._dirty = True
 
-    def _pack(self, i):
+    def _pack(self, i: int) -> bytes:
         return self.ENTRY.pack(self._a[i], self._b[i])
 
     def _loaded(self, a, b) -> None:
@@ -233,7 +241,7 @@ class OffsetIndex(_Index):
     ENTRY = _OFF_ENTRY
 
     @staticmethod
-    def _empty(rels=(), positions=()):
+    def _empty(rels: Iterable[int] = (), positions: Iterable[int] = ()) -> tuple[array[int], array[int]]:
         # relative offsets (of a batch's last offset), file positions
         return array("i", rels), array("i", positions)
 
@@ -291,7 +299,7 @@ class TimeIndex(_Index):
     ENTRY = _TIME_ENTRY
 
     @staticmethod
-    def _empty(stamps=(), rels=()):
+    def _empty(stamps: Iterable[int] = (), rels: Iterable[int] = ()) -> tuple[array[int], array[int]]:
         # timestamps, relative offsets
         return array("q", stamps), array("i", rels)
 

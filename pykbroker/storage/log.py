@@ -24,7 +24,7 @@ import threading
 import time
 from bisect import bisect_right
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Optional, cast
 
 from pykbroker.protocol.records import (
     CREATE_TIME, LOG_APPEND_TIME, control_type, RECORD_LIST_TOO_LARGE, RecordError, ValidatedRecords,
@@ -170,7 +170,7 @@ class Log:
                 lat = self.now_ms()
             first_offset = self.log_end_offset
             ps = self.producer_state
-            staged = None
+            staged: Optional[dict] = None
             off = first_offset
             for b in batches:
                 if b.producer_id >= 0 and check_producer_state:
@@ -182,7 +182,8 @@ class Log:
                         if isinstance(r, tuple):
                             return AppendInfo(r[1], r[2], r[3], r[3], r[2], self.log_start_offset,
                                               r[2] - r[1] + 1, 0, duplicate=True)
-                        raise ProducerStateError(r, f"producer {b.producer_id}: error {r}")
+                        # neither APPEND nor a duplicate: an error code (cast on the error path only)
+                        raise ProducerStateError(cast(int, r), f"producer {b.producer_id}: error {r}")
                     ps.update(b.producer_id, b.producer_epoch, b.base_sequence, b.last_sequence,
                               off, off + b.offset_count - 1,
                               lat if lat is not None else b.max_timestamp,
@@ -701,7 +702,7 @@ class Log:
                 self.recovery_point = min(target, self.log_end_offset)
             self.unflushed_messages = max(0, self.unflushed_messages - pending)
 
-    def close(self, staged: list = None) -> None:
+    def close(self, staged: Optional[list] = None) -> None:
         """Clean close: flush, snapshot producer state at the log end,
         persist indexes and the epoch cache, release the files.
 

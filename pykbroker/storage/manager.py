@@ -50,7 +50,7 @@ import logging
 import os
 import time
 import uuid
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import trio
 
@@ -64,6 +64,10 @@ from .fs import FileSystem, REAL_FS
 from .log import Log, parse_partition_dir, partition_dir_name, wall_ms
 from .log_config import LogConfig
 from .log_loader import load_log
+
+if TYPE_CHECKING:   # both import this module's neighbours; LogManager.start imports them
+    from .cleaner import LogCleanerTask
+    from .retention import RetentionTask
 
 __all__ = ["LogManager"]
 
@@ -106,8 +110,8 @@ class LogManager:
         self._dir_failure_listeners: list[Callable[[str, list], None]] = []
         self._checkpoint_now = trio.Event()
         self._loaded = False
-        self.retention = None
-        self.cleaner = None
+        self.retention: Optional[RetentionTask] = None     # set by start
+        self.cleaner: Optional[LogCleanerTask] = None      # set by start
         # Moves between log dirs (AlterReplicaLogDirs): the future log being filled in its
         # destination dir, the dir a partition not hosted yet should be created in, and who
         # learns that a partition's log was replaced (the ReplicaManager).
@@ -115,7 +119,7 @@ class LogManager:
         self._future_dir_of: dict[TopicPartition, str] = {}
         self._preferred_dir: dict[TopicPartition, str] = {}
         self._log_replaced_listeners: list[Callable[[TopicPartition, Log], None]] = []
-        self._nursery = None
+        self._nursery: Optional[trio.Nursery] = None        # set by start
 
     def _conf(self, name: str):
         # Every key and its Kafka default is declared in pykbroker/config.py; a LogManager built
@@ -162,7 +166,7 @@ class LogManager:
         others found are stale), or None to open every partition directory found."""
         found: dict[TopicPartition, str] = {}
         stale: list[str] = []
-        ckpt = {"rp": {}, "ls": {}, "hw": {}}
+        ckpt: dict[str, dict] = {"rp": {}, "ls": {}, "hw": {}}
         for d in self.log_dirs:
             os.makedirs(d, exist_ok=True)
             self.clean_dirs[d] = CleanShutdownFile(d, self.fs).exists()
@@ -357,9 +361,10 @@ class LogManager:
 
     def _delete_logs(self, logs) -> None:
         for lg in logs:
-            target = "%s.%s-delete" % (lg.dir.rstrip("/"), uuid.uuid4().hex)
+            renamed = "%s.%s-delete" % (lg.dir.rstrip("/"), uuid.uuid4().hex)
+            target: Optional[str] = renamed
             try:
-                self.fs.rename(lg.dir, target)
+                self.fs.rename(lg.dir, renamed)
             except OSError as e:
                 log.warning("cannot rename %s for deletion: %s", lg.dir, e)
                 target = None
@@ -437,6 +442,7 @@ class LogManager:
         self.future_logs[tp] = fut
         self._future_dir_of[tp] = dest
         log.info("moving %s-%d from %s to %s", tp[0], tp[1], current, dest)
+        assert self._nursery is not None    # moves start once the manager runs
         self._nursery.start_soon(self._move, tp, fut)
 
     _MOVE_CHUNK = 1 << 20   # bytes read per copy step (Kafka's replica.fetch.max.bytes default)
@@ -502,14 +508,16 @@ class LogManager:
             listener(tp, fut)
         self.request_checkpoint()
         log.info("moved %s-%d to %s", tp[0], tp[1], dest)
+        assert self._nursery is not None    # a move runs in the manager's nursery
         self._nursery.start_soon(trio.to_thread.run_sync, self._delete_logs, [src])
 
     def reconfigure(self, config) -> None:
         """Dynamic broker configs changed: the cleaner's settings follow (retention and the
         flusher read theirs at each pass; topic configs come through ``update_config``)."""
-        if getattr(self, "cleaner", None) is not None:
+        cleaner = getattr(self, "cleaner", None)
+        if cleaner is not None:
             conf = self._conf
-            self.cleaner.reconfigure(conf("log.cleaner.backoff.ms"), conf("log.cleaner.dedupe.buffer.size"),
+            cleaner.reconfigure(conf("log.cleaner.backoff.ms"), conf("log.cleaner.dedupe.buffer.size"),
                                      conf("log.cleaner.io.buffer.load.factor"))
 
     def update_config(self, topic: str, config: dict) -> None:
@@ -522,6 +530,7 @@ class LogManager:
 
     async def delete_below_log_start(self, tp, lg) -> int:
         """DeleteRecords moved ``lg``'s start: its segments wholly below go (retention's path)."""
+        assert self.retention is not None   # DeleteRecords is served once the manager runs
         return await self.retention.delete_below_log_start(tp, lg)
 
     # ------------------------------------------------------------------ log dir failure
@@ -617,6 +626,7 @@ class LogManager:
             with trio.move_on_at(min(due.values())):
                 await self._checkpoint_now.wait()
             now = trio.current_time()
+            kinds: tuple[str, ...]
             if self._checkpoint_now.is_set():
                 self._checkpoint_now = trio.Event()
                 kinds = ("rp", "ls", "hw")

@@ -364,7 +364,9 @@ class LogSegment:
         for h, _ in self.iter_batches(pos):
             if h.max_timestamp >= timestamp and h.last_offset >= starting_offset:
                 for r in decode_records(self.read_batch(h)):
-                    if r.timestamp >= timestamp and r.offset >= starting_offset:
+                    # decoded records always carry both (Record's fields are Optional for
+                    # the records a producer builds)
+                    if r.timestamp >= timestamp and r.offset >= starting_offset:  # type: ignore[operator]
                         return r.offset, r.timestamp, h.partition_leader_epoch
         return None
 
@@ -495,7 +497,7 @@ class LogSegment:
         next_offset = self.base_offset
         reason = None
         for h, body in self.iter_batches(0, None, with_body=check_crc):
-            if check_crc and _records.crc32c(body[CRC_START:]) != h.crc:
+            if check_crc and _records.crc32c(body[CRC_START:]) != h.crc:  # type: ignore[index]  # with_body
                 reason = f"CRC mismatch at position {h.position}"
                 break
             if h.base_offset < expected or h.last_offset_delta < 0 or h.records_count < 0 \

@@ -195,7 +195,9 @@ class MemoryController(Controller):
         c.topics[name] = info
         for p, r in info.replica_assignment.items():
             c.states[(name, p)] = PartitionState.initial(r)
-        return self.cache.get(name)
+        created = self.cache.get(name)
+        assert created is not None      # published by _make_staged
+        return created
 
     async def delete_topic(self, name: str) -> TopicInfo:
         info = self.cache.get(name)
@@ -227,7 +229,9 @@ class MemoryController(Controller):
             c.states[(name, p)] = PartitionState.initial(r)
             c.topics[name].replica_assignment[p] = list(r)
         c.topics[name].num_partitions = new_total
-        return self.cache.get(name)
+        grown = self.cache.get(name)
+        assert grown is not None        # the topic exists (checked above)
+        return grown
 
     async def alter_topic_configs(self, name: str, new_overrides: dict[str, Any]) -> TopicInfo:
         info = self.cache.get(name)
@@ -290,11 +294,11 @@ class ClusterRunner:
         self.brokers: dict[int, Any] = {}
         self._scopes: dict[int, tuple] = {}
         self._ports: dict[int, int] = {}
-        self._token = None
-        self._thread = None
+        self._token: Optional[trio.lowlevel.TrioToken] = None   # set when the loop runs
+        self._thread: Optional[threading.Thread] = None
         self._ready = threading.Event()
         self._error: Optional[BaseException] = None
-        self._stop = None
+        self._stop: Optional[trio.Event] = None
 
     # ------------------------------------------------------------------ life cycle
     def start(self, timeout: float = 60.0) -> "ClusterRunner":

@@ -233,18 +233,19 @@ class ActiveController:
         """Kafka's ElectLeaders on the controller: ``election_type`` 0 moves leadership to the
         preferred (first) replica if it is live and in sync; 1 (unclean) elects the first live
         replica of a partition that has no leader.  Returns {(topic, p): error code}."""
-        out = {}
+        out: dict[tuple[str, int], int] = {}
         live = self.alive()
         for topic, p in partitions:
             info = self.cache.get(topic)
             st = self.cache.partition_state(topic, p) if info is not None else None
-            if st is None:
+            if info is None or st is None:      # (st is None whenever info is)
                 out[(topic, p)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             code, new = (PC.elect_unclean if election_type == 1 else PC.elect_preferred)(st, live)
             if code:
                 out[(topic, p)] = code
                 continue
+            assert new is not None      # code 0 comes with the new state
             _log_election(topic, p, st, new)
             ok = await self._write_state(info, p, st, new)
             out[(topic, p)] = 0 if ok else ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
@@ -395,7 +396,8 @@ class ActiveController:
                 if change is not None:
                     await self._maybe_complete_reassignment(topic, p)
                 return 0, None
-            await self.listener.refresh_state(self.cache.get(topic), p)
+            # (None only if the topic was deleted during the write)
+            await self.listener.refresh_state(self.cache.get(topic), p)  # type: ignore[arg-type]
         return ErrorCode.REQUEST_TIMED_OUT, "The partition changed concurrently; retry."
 
     async def _maybe_complete_reassignment(self, topic: str, p: int) -> None:
@@ -470,7 +472,7 @@ class ActiveController:
             for _attempt in range(5):
                 info = self.cache.get(topic)
                 st = self.cache.partition_state(topic, p) if info is not None else None
-                if st is None:
+                if info is None or st is None:      # (st is None whenever info is)
                     break
                 # the rule applies to the state as ZooKeeper stores it (no offline marks)
                 stored = PartitionState(st.leader, st.leader_epoch, st.partition_epoch, st.replicas, st.isr)

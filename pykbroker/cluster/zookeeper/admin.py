@@ -83,12 +83,14 @@ class AdminWriter:
             self._raise_first(results)
         self.events.post(("topic_hint", name))   # no need to wait for the /brokers/topics watch
         await self.events.wait_until(lambda: (self.cache.get(name) is not None
-                                              and self.cache.get(name).topic_id == info.topic_id),
+                                              and self.cache.get(name).topic_id == info.topic_id),  # type: ignore[union-attr]
                                      "topic %s to be created" % name)
-        info = self.cache.get(name)
+        created = self.cache.get(name)
+        assert created is not None      # wait_until has just seen it (no await since)
         log.info("created topic %s (id %s, %d partition(s), RF %d, configs %s)", name,
-                 topic_id_str(info.topic_id), info.num_partitions, info.replication_factor, render_configs(overrides))
-        return info
+                 topic_id_str(created.topic_id), created.num_partitions, created.replication_factor,
+                 render_configs(overrides))
+        return created
 
     async def created_elsewhere(self, name: str) -> Optional[TopicInfo]:
         """Auto-creation lost the race to another broker: wait (bounded) for its topic here."""
@@ -129,7 +131,7 @@ class AdminWriter:
         except NodeExistsError:
             pass   # already pending (or marked by an attempt whose answer was lost)
         await self.events.wait_until(lambda: (self.cache.get(name) is None
-                                              or self.cache.get(name).topic_id != info.topic_id),
+                                              or self.cache.get(name).topic_id != info.topic_id),  # type: ignore[union-attr]
                                      "topic %s to be deleted" % name)
         return info
 
@@ -165,9 +167,11 @@ class AdminWriter:
         else:
             self._raise_first(results)
         await self.events.wait_until(lambda: (self.cache.get(name) is not None
-                                              and self.cache.get(name).num_partitions >= new_total),
+                                              and self.cache.get(name).num_partitions >= new_total),  # type: ignore[union-attr]
                                      "partitions of %s to be created" % name)
-        return self.cache.get(name)
+        grown = self.cache.get(name)
+        assert grown is not None        # wait_until has just seen it (no await since)
+        return grown
 
     # ================================================================== configs
     async def alter_topic_configs(self, name: str, new_overrides: dict[str, Any]) -> TopicInfo:
@@ -232,7 +236,7 @@ class AdminWriter:
         from kazoo.exceptions import BadVersionError, NoNodeError
         info = self.cache.get(topic)
         st = self.cache.partition_state(topic, partition) if info is not None else None
-        if st is None:
+        if info is None or st is None:      # (st is None whenever info is)
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         if leader is not None and leader != st.leader and not self.active.is_active:
             raise KafkaError(ErrorCode.NOT_CONTROLLER, "Only the controller elects leaders.")
@@ -284,7 +288,7 @@ class AdminWriter:
             while (await self.store.get_or_none(Z.PREFERRED_ELECTION))[0] is not None:
                 await trio.sleep(0.05)
             await trio.sleep(0.05)   # the resulting state watches
-        out = {}
+        out: dict[tuple[str, int], int] = {}
         live = self.active.alive()
         for tp in partitions:
             st, old = self.cache.partition_state(*tp), before[tp]

@@ -23,7 +23,7 @@ knowledge: ZooKeeper stores no offline marks).  Publishes to the cache and to th
 from __future__ import annotations
 
 import logging
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import trio
 
@@ -32,7 +32,7 @@ from .. import zk as Z
 from ..controller import Controller
 from ..metadata import TopicInfo, topic_id_str
 from ..metadata_cache import (ConfigRecord, ControllerRecord, PartitionChangeRecord, PartitionRecord,
-                              PartitionState, RegisterBrokerRecord, RemoveTopicRecord,
+                              PartitionState, Record, RegisterBrokerRecord, RemoveTopicRecord,
                               UnregisterBrokerRecord)
 from ..topic_records import render_configs, topic_records
 from .events import EventTask
@@ -97,7 +97,8 @@ class MetadataListener:
     async def watch_known_topics(self) -> None:
         for name in list(self.cache.topics):
             self._watch_topic(name)
-            await self._watch_states(name, self.cache.get(name).partition_ids())
+            # a name of cache.topics: get() finds it
+            await self._watch_states(name, self.cache.get(name).partition_ids())  # type: ignore[union-attr]
 
     # ================================================================== watches
     def _watch_topic(self, name: str) -> None:
@@ -142,7 +143,7 @@ class MetadataListener:
     async def on_brokers(self, children: list) -> None:
         ids = {int(c) for c in children}
         known = {b.broker_id for b in self.cache.alive_brokers()}
-        records = [UnregisterBrokerRecord(b) for b in sorted(known - ids)]
+        records: list[Record] = [UnregisterBrokerRecord(b) for b in sorted(known - ids)]
         for b in sorted(ids - known):
             reg = await self.store.read_broker(b)
             if reg is not None:
@@ -188,8 +189,9 @@ class MetadataListener:
             _, states = await self._read_topic(name, only=set(new_ids))
             records = [PartitionRecord(info.topic_id, p, st) for p, st in sorted(states.items())]
             self.cache.stage(records)
+            rm: Any = self.owner._replica_manager   # the Controller declares it None until wired
             try:
-                await self.owner._replica_manager.make_partitions(info, new_ids)
+                await rm.make_partitions(info, new_ids)
             except BaseException:
                 self.cache.discard_staged(records)
                 raise
@@ -203,8 +205,10 @@ class MetadataListener:
             return
         records = topic_records(info, states)
         staged = self.cache.stage(records)
+        assert staged is not None   # topic_records holds the TopicRecord
+        rm: Any = self.owner._replica_manager   # the Controller declares it None until wired
         try:
-            await self.owner._replica_manager.make_partitions(staged, staged.partition_ids())
+            await rm.make_partitions(staged, staged.partition_ids())
         except BaseException:
             self.cache.discard_staged(records)
             raise
@@ -222,8 +226,9 @@ class MetadataListener:
         if info is None:
             return
         self.cache.apply([RemoveTopicRecord(info.topic_id)])
+        rm: Any = self.owner._replica_manager   # the Controller declares it None until wired
         with trio.CancelScope(shield=True):
-            await self.owner._replica_manager.delete_partitions(info)
+            await rm.delete_partitions(info)
         log.info("deleted topic %s (id %s)", name, topic_id_str(info.topic_id))
         self.owner._notify_topic_deleted(name)
 
@@ -257,7 +262,8 @@ class MetadataListener:
         if new == info.configs:
             return
         self.cache.apply([ConfigRecord(name, new)])
-        res = self.owner._replica_manager.on_config_change(info)
+        rm: Any = self.owner._replica_manager   # the Controller declares it None until wired
+        res = rm.on_config_change(info)
         if hasattr(res, "__await__"):
             await res
         log.info("topic %s config overrides now %s", name, render_configs(new))
@@ -271,9 +277,10 @@ class MetadataListener:
     async def on_group_children(self, children: list) -> None:
         for group_id in children:
             if group_id not in self._group_watches:
-                self._group_watches[group_id] = self.zk.data_watch(
-                    "%s/%s" % (Z.CONFIG_GROUPS, group_id),
+                on_change: Callable[..., Any] = (
                     lambda data, stat, g=group_id: self.events.post(("group_config", g, data)))
+                self._group_watches[group_id] = self.zk.data_watch(
+                    "%s/%s" % (Z.CONFIG_GROUPS, group_id), on_change)
         for group_id in [g for g in self._group_watches if g not in children]:
             self.zk.stop_watch(self._group_watches.pop(group_id))
             self.owner._store_group_configs(group_id, {})
@@ -358,5 +365,6 @@ class MetadataListener:
         if broker_id == self.node_id:
             for t, p in tps:
                 self._offline_here.add((t, p))
-                self.publish_state(self.cache.get(t), p, self.cache.partition_state(t, p))
+                # tps holds only partitions the cache knows (both lookups find them)
+                self.publish_state(self.cache.get(t), p, self.cache.partition_state(t, p))  # type: ignore[arg-type]
         return tps

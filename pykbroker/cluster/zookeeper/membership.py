@@ -130,6 +130,7 @@ class Membership:
         path = Z.broker_path(self.node_id)
         # each listener's security protocol, as Kafka's registration carries it
         from ...config import parse_protocol_map
+        assert self._registration is not None   # both callers set or checked it
         data = Z.encode_broker(self._registration, parse_protocol_map(self.config["listener.security.protocol.map"]))
         waited = False
         created = True

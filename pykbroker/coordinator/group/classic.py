@@ -457,6 +457,7 @@ class ClassicGroup:
         for m in self.members.values():
             res = self._join_result(m, m.join_version)
             w, m.join_waiter = m.join_waiter, None
+            assert w is not None    # members without a join waiter were removed above
             m.is_new = False
             w.set(res)
             self._schedule_heartbeat(m)

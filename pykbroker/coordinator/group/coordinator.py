@@ -169,7 +169,10 @@ class GroupCoordinator(CoordinatorService):
     def coordinator_error(self, group_id: str) -> int:
         """0 if this broker coordinates the group (its offsets partition is loaded here), else
         NOT_COORDINATOR, or COORDINATOR_LOAD_IN_PROGRESS while that partition loads."""
-        return self.runtime.status(self.partition_for(group_id)) if self._topic_ready else 0
+        if not self._topic_ready:
+            return 0
+        assert self.runtime is not None     # set in startup, before the topic is ready
+        return self.runtime.status(self.partition_for(group_id))
 
     def is_coordinator_for(self, group_id: str) -> bool:
         return self.coordinator_error(group_id) == 0
@@ -319,6 +322,7 @@ class GroupCoordinator(CoordinatorService):
             if code == 0:
                 self.pending_txn_offsets.setdefault(producer_id, {}).setdefault(group_id, {}).update(entries)
             fut.set(append_error_to_response(code) if code else 0)
+        assert self.runtime is not None     # set in startup
         self.runtime.write(self.partition_for(group_id), recs, complete, producer_id=producer_id,
                            producer_epoch=producer_epoch, transactional=True)
         return fut
@@ -334,6 +338,7 @@ class GroupCoordinator(CoordinatorService):
             if code == 0:
                 self.apply_txn_end(partition, producer_id, commit)
             fut.set(int(code))
+        assert self.runtime is not None     # set in startup
         self.runtime.write_marker(partition, producer_id, producer_epoch, commit, complete)
         return fut
 
@@ -410,6 +415,7 @@ class GroupCoordinator(CoordinatorService):
                 fut.set(int(code))
             if on_complete is not None:
                 on_complete(append_error_to_response(code))
+        assert self.runtime is not None     # set in startup
         self.runtime.write(partition, recs, complete)
 
     def _drop_partition(self, partition: int) -> None:
@@ -645,6 +651,7 @@ class MemoryOffsetsLog:
         return self.partitions is not None
 
     def num_partitions(self) -> int:
+        assert self.partitions is not None  # asked once exists()
         return len(self.partitions)
 
     def leader_epoch(self, partition: int) -> int:
@@ -655,6 +662,7 @@ class MemoryOffsetsLog:
 
     async def append(self, partition: int, batch: bytes) -> int:
         await trio.sleep(0)
+        assert self.partitions is not None  # created before the first append
         self.partitions[partition].append(batch)
         return len(self.partitions[partition])
 
@@ -662,5 +670,6 @@ class MemoryOffsetsLog:
         pass
 
     async def read(self, partition: int):
+        assert self.partitions is not None  # read once exists()
         for b in self.partitions[partition]:
             yield b

@@ -84,7 +84,7 @@ class ModernGroupManager:
     """Base of a group type's manager.  A subclass names its group class, broker configs,
     session timer and logger, and builds its records (``_records``), heartbeat and assignment."""
 
-    GROUP_CLASS: type = ModernGroup
+    GROUP_CLASS: type[ModernGroup] = ModernGroup
     # the broker configs of the group type: session timeout, heartbeat interval, maximum size
     # (every key and its Kafka default is declared in pykbroker/config.py)
     CONFIGS = ("", "", "")
@@ -109,7 +109,7 @@ class ModernGroupManager:
     def _topic_meta(self, names) -> dict:
         """name -> (topic id, partition count) of the named topics that exist."""
         md = self.gc.metadata
-        out = {}
+        out: dict[str, tuple[bytes, int]] = {}
         for n in names:
             info = md.get(n) if md is not None else None
             if info is not None:

@@ -48,6 +48,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+from typing import Any
 
 from ...protocol.errors import ErrorCode as E
 from . import offsets as O
@@ -108,7 +109,7 @@ class StreamsGroup(ModernGroup):
         self.topology: dict | None = None
         self.metadata_hash = 0
         self.validated_topology_epoch = -1
-        self.configured = None      # result of configure() for the current metadata
+        self.configured: dict | None = None     # result of configure() for the current metadata
         self.delay_until_ms = 0
         # bumped when a computed assignment moves tasks of members with a user endpoint
         # (Interactive Queries); not persisted (a reload starts again at 0, as a member's does)
@@ -132,7 +133,8 @@ def configure(topology: dict, md) -> dict:
     """The topology against the metadata: partition counts of every subtopology and internal topic,
     the internal topics to create, and the statuses a heartbeat reports (Kafka's InternalTopicManager
     rules, see the module docstring)."""
-    out = {"ready": False, "statuses": [], "tasks": {}, "create": {}, "subtopologies": None, "topics": set()}
+    out: dict[str, Any] = {"ready": False, "statuses": [], "tasks": {}, "create": {}, "subtopologies": None,
+                           "topics": set()}
     subs = topology["subtopologies"]
     counts: dict[str, int] = {}
     missing = []
@@ -140,11 +142,13 @@ def configure(topology: dict, md) -> dict:
     for st in subs:
         names = list(st["source_topics"])
         for rx in st["source_topic_regex"]:
+            pattern: re.Pattern | None
             try:
-                c = re.compile(rx)
+                pattern = re.compile(rx)
             except re.error:
-                c = None
-            hits = sorted(t for t in (md.topics if md is not None else ()) if c is not None and c.fullmatch(t))
+                pattern = None
+            hits = sorted(t for t in (md.topics if md is not None else ())
+                          if pattern is not None and pattern.fullmatch(t))
             if not hits:
                 missing.append(rx)
             names += hits
@@ -250,7 +254,7 @@ def sticky_assign(members: dict, tasks: dict, current: dict) -> dict:
     # partition-major order (0-0, 1-0, 0-1, ...): a member keeping a share keeps some tasks of
     # every subtopology, as Kafka's sticky assignor does
     all_tasks = sorted(((sid, p) for sid, n in tasks.items() for p in range(n)), key=lambda t: (t[1], t[0]))
-    out = {mid: set() for mid in members}
+    out: dict[str, set] = {mid: set() for mid in members}
     if not out:
         return out
     cap = -(-len(all_tasks) // len(out))
@@ -423,6 +427,7 @@ class StreamsGroupManager(ModernGroupManager):
         creator, spawn = self.gc.topic_creator, self.gc.spawn
         if creator is None or spawn is None:
             return
+        assert g.configured is not None     # called right after configure()
         for name, (n, rf, cfgs) in g.configured["create"].items():
             if name in self.creating:
                 continue
@@ -645,7 +650,7 @@ class StreamsGroupManager(ModernGroupManager):
     def _maybe_compute_target(self, g: StreamsGroup, now: int) -> None:
         if g.assignment_epoch == g.group_epoch:
             return
-        tasks = g.configured["tasks"] if g.configured is not None and g.configured["ready"] else {}
+        tasks: dict = g.configured["tasks"] if g.configured is not None and g.configured["ready"] else {}
         current = {mid: m.assigned | m.revoking for mid, m in g.members.items()}
         g.target = sticky_assign(g.members, tasks, current)
         if any(m.user_endpoint is not None for m in g.members.values()):

@@ -163,12 +163,14 @@ class ShareCoordinator(CoordinatorService):
         return R.partition_for(group_id, topic_id, partition, self.num_partitions)
 
     def coordinator_error(self, group_id: str, topic_id: bytes, partition: int) -> int:
+        assert self.runtime is not None     # set in startup
         return self.runtime.status(self.partition_for(group_id, topic_id, partition))
 
     # -- operations: each returns (error code, message) or a Future of it once written ----------
     def _write(self, k: tuple, st: ShareState | None) -> Future:
         g, tid, p = k
         part = self.partition_for(g, tid, p)
+        recs: list[tuple[bytes, bytes | None]]
         if st is None:
             recs = [(R.key(R.SNAPSHOT, g, tid, p), None), (R.key(R.UPDATE, g, tid, p), None)]
         else:
@@ -184,6 +186,7 @@ class ShareCoordinator(CoordinatorService):
                 else:
                     self.states[k] = st
             fut.set(int(code))
+        assert self.runtime is not None     # set in startup
         self.runtime.write(part, recs, done)
         return fut
 
