@@ -68,7 +68,7 @@ class AclBinding(NamedTuple):
 
     @classmethod
     def from_json(cls, v: list) -> "AclBinding":
-        def code(table, name):
+        def code(table: dict[int, str], name: str) -> int:
             return next(c for c, n in table.items() if n == name)
         return cls(code(RESOURCE_TYPES, v[0]), v[1], code(PATTERN_TYPES, v[2]), v[3], v[4],
                    code(OPERATIONS, v[5]), code(PERMISSIONS, v[6]))
@@ -112,19 +112,21 @@ class AclBindingFilter(NamedTuple):
         return self.permission == ANY or self.permission == b.permission
 
 
-def binding_from_wire(resource_type, name, pattern_type, principal, host, operation, permission) -> AclBinding:
+def binding_from_wire(resource_type: int, name: str, pattern_type: int, principal: str, host: str, operation: int,
+                      permission: int) -> AclBinding:
     """A CreateAcls creation, codes outside Kafka's enums turned into UNKNOWN as fromCode does."""
     return AclBinding(_code(RESOURCE_TYPES, resource_type, (ANY,)), name, _code(PATTERN_TYPES, pattern_type, (ANY, MATCH)),
                       principal, host, _code(OPERATIONS, operation, (ANY,)), _code(PERMISSIONS, permission, (ANY,)))
 
 
-def filter_from_wire(resource_type, name, pattern_type, principal, host, operation, permission) -> AclBindingFilter:
+def filter_from_wire(resource_type: int, name: Optional[str], pattern_type: int, principal: Optional[str],
+                     host: Optional[str], operation: int, permission: int) -> AclBindingFilter:
     return AclBindingFilter(_code(RESOURCE_TYPES, resource_type, (ANY,)), name,
                             _code(PATTERN_TYPES, pattern_type, (ANY, MATCH)), principal, host,
                             _code(OPERATIONS, operation, (ANY,)), _code(PERMISSIONS, permission, (ANY,)))
 
 
-def raw_unknown(*codes) -> bool:
+def raw_unknown(*codes: int) -> bool:
     """A code sent as 0 (UNKNOWN) in an ACL request: Kafka's request validation refuses it while
     parsing, so the broker closes the connection (CreateAcls/DescribeAcls/DeleteAclsRequest
     .validate).  Other codes outside the enums parse as UNKNOWN and are answered."""

@@ -43,7 +43,7 @@ answer is the same as Kafka's.
 from __future__ import annotations
 
 import random
-from typing import Optional
+from typing import Any, Optional
 
 import trio
 
@@ -71,7 +71,8 @@ class CachedPartition:
     __slots__ = ("key", "topic", "topic_id", "partition", "fields", "hw", "log_start", "seq",
                  "part", "waker")
 
-    def __init__(self, key, topic: Optional[str], topic_id: bytes, partition: int, fields: dict, seq: int):
+    def __init__(self, key: tuple, topic: Optional[str], topic_id: bytes, partition: int, fields: dict,
+                 seq: int) -> None:
         self.key = key
         self.topic = topic              # None: a topic id this broker does not know (yet)
         self.topic_id = topic_id
@@ -107,7 +108,7 @@ class _Waker:
     """Registered with ``Partition.add_data_waiter``: its ``set()`` marks the partition dirty."""
     __slots__ = ("session", "key")
 
-    def __init__(self, session: "FetchSession", key):
+    def __init__(self, session: "FetchSession", key: tuple) -> None:
         self.session = session
         self.key = key
 
@@ -119,7 +120,7 @@ class _Waker:
 
 
 class FetchSession:
-    def __init__(self, session_id: int, privileged: bool, uses_topic_ids: bool, now_ms: int):
+    def __init__(self, session_id: int, privileged: bool, uses_topic_ids: bool, now_ms: int) -> None:
         self.id = session_id
         self.privileged = privileged
         self.uses_topic_ids = uses_topic_ids
@@ -147,11 +148,11 @@ class FetchSession:
         self._seq += 1
         return self._seq
 
-    def add(self, key, topic, topic_id, partition, fields) -> CachedPartition:
+    def add(self, key: tuple, topic: Optional[str], topic_id: bytes, partition: int, fields: dict) -> CachedPartition:
         cp = self.partitions[key] = CachedPartition(key, topic, topic_id, partition, fields, self.next_seq())
         return cp
 
-    def forget(self, key) -> bool:
+    def forget(self, key: tuple) -> bool:
         cp = self.partitions.pop(key, None)
         if cp is None:
             return False
@@ -161,7 +162,7 @@ class FetchSession:
         self.errored.discard(key)
         return True
 
-    def attach(self, rm, cp: CachedPartition) -> None:
+    def attach(self, rm: Any, cp: CachedPartition) -> None:
         """(Re-)register this session's waker on the partition object ``rm`` has now."""
         part = rm.get_partition(cp.topic, cp.partition) if cp.topic is not None else None
         if part is cp.part:
@@ -193,7 +194,7 @@ class FetchSessionCacheShard:
     """One of Kafka's FetchSessionCacheShards (rules in the module docstring).  Lookups are O(1);
     only creating a session in a full shard scans the shard (slots/8 sessions)."""
 
-    def __init__(self, max_entries: int, eviction_ms: int, id_range: int, shard_num: int, stats: dict):
+    def __init__(self, max_entries: int, eviction_ms: int, id_range: int, shard_num: int, stats: dict) -> None:
         self.max_entries = max_entries
         self.eviction_ms = eviction_ms
         self.id_range = id_range
@@ -265,7 +266,7 @@ class FetchSessionCache:
     that asked for a session, sessions created, incremental fetches served, evictions, session
     errors by name."""
 
-    def __init__(self, slots: int = 1000, eviction_ms: int = EVICTION_MS):
+    def __init__(self, slots: int = 1000, eviction_ms: int = EVICTION_MS) -> None:
         self.stats = {"full_fetches": 0, "sessionless_fetches": 0, "sessions_created": 0,
                       "incremental_fetches": 0, "evictions": 0, "session_errors": 0}
         id_range = INT32_MAX // NUM_SHARDS

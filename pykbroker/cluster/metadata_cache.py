@@ -50,7 +50,7 @@ class PartitionState:
     offline_replicas: tuple[int, ...] = ()
 
     @classmethod
-    def initial(cls, replicas) -> "PartitionState":
+    def initial(cls, replicas: Iterable[int]) -> "PartitionState":
         """A new partition: the first replica leads, every replica in sync, epochs 0."""
         replicas = tuple(replicas)
         return cls(leader=replicas[0] if replicas else -1, leader_epoch=0, partition_epoch=0,
@@ -122,7 +122,7 @@ def _new_topic(r: TopicRecord) -> TopicInfo:
 class MetadataCache:
     """Read-only for everyone but the controller (see the module docstring)."""
 
-    def __init__(self, node_id: int, cluster_id: str, effective_topic_config: Callable[[dict], dict]):
+    def __init__(self, node_id: int, cluster_id: str, effective_topic_config: Callable[[dict], dict]) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.controller_id = -1
@@ -242,7 +242,7 @@ class MetadataCache:
                 name = names.get(r.topic_id) or self.name_of(r.topic_id)
                 self._staged_states.pop((name, r.partition), None)  # type: ignore[arg-type]  # None pops nothing
 
-    def _apply_one(self, r) -> None:
+    def _apply_one(self, r: Record) -> None:
         info: Optional[TopicInfo]
         if isinstance(r, TopicRecord):
             info = _new_topic(r)
@@ -266,7 +266,7 @@ class MetadataCache:
         else:
             raise ValueError("not a metadata record: %r" % (r,))
 
-    def _apply_cluster(self, r) -> bool:
+    def _apply_cluster(self, r: Record) -> bool:
         if isinstance(r, RegisterBrokerRecord):
             self._brokers[r.registration.broker_id] = r.registration
         elif isinstance(r, UnregisterBrokerRecord):

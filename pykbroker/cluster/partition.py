@@ -87,7 +87,7 @@ class _RemoteReplica:
     of its last fetch; -1 until it fetches from this leader) and when it was last caught up."""
     __slots__ = ("leo", "last_caught_up", "last_fetch_leader_leo", "last_fetch_time")
 
-    def __init__(self, caught_up: float):
+    def __init__(self, caught_up: float) -> None:
         self.leo = -1
         self.last_caught_up = caught_up
         self.last_fetch_leader_leo = -1
@@ -102,7 +102,7 @@ def log_config_of(cfg: dict) -> LogConfig:
 class Partition:
     def __init__(self, topic: str, topic_id: bytes, partition_id: int,
                  log_, config: dict, high_watermark: Optional[int] = None, *, hooks: PartitionHooks,
-                 state: PartitionState, node_id: Optional[int] = None):
+                 state: PartitionState, node_id: Optional[int] = None) -> None:
         self._hooks = hooks
         self.topic = topic
         self.topic_id = topic_id
@@ -136,7 +136,7 @@ class Partition:
         else:
             self.make_follower(state)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Partition(%s-%d)" % (self.topic, self.partition_id)
 
     # ------------------------------------------------------------------ offsets
@@ -552,7 +552,7 @@ class Partition:
         return ReadResult(0, chunks, chunks.size, hw, hw, self.log.log_start_offset, None, self.log_end_offset)
 
     # ------------------------------------------------------------------ list offsets
-    def fetch_offset_for_timestamp(self, timestamp: int, read_committed: bool, from_replica: bool):
+    def fetch_offset_for_timestamp(self, timestamp: int, read_committed: bool, from_replica: bool) -> Optional[tuple[int, int, int]]:
         """(timestamp, offset, leader_epoch) or None (Kafka's Partition.fetchOffsetForTimestamp)."""
         if self.offline:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log dir of %s is offline" % self)
@@ -644,7 +644,7 @@ class OfflinePartition:
     log = None
 
     def __init__(self, topic: str, topic_id: bytes, partition_id: int, config: dict,
-                 *, state: PartitionState):
+                 *, state: PartitionState) -> None:
         self.topic = topic
         self.topic_id = topic_id
         self.partition_id = partition_id
@@ -653,7 +653,7 @@ class OfflinePartition:
         self.isr = list(state.isr)
         self.replicas = list(state.replicas)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "OfflinePartition(%s-%d)" % (self.topic, self.partition_id)
 
     # A replica whose log dir failed takes no part in replication: a follower fetching from it
@@ -661,7 +661,7 @@ class OfflinePartition:
     def update_follower_fetch_state(self, replica_id: int, fetch_offset: int) -> int:
         return ErrorCode.KAFKA_STORAGE_ERROR
 
-    def append_as_follower(self, buf):
+    def append_as_follower(self, buf) -> Optional[tuple[int, int]]:
         raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log dir of %s is offline" % self)
 
     def maybe_shrink_isr(self, max_lag_s: float) -> None:
@@ -682,7 +682,7 @@ class OfflinePartition:
     def update_config(self, config: dict) -> None:
         self.config = config
 
-    def append_records_as_leader(self, validated, now_ms):
+    def append_records_as_leader(self, validated, now_ms: int) -> AppendResult:
         raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log dir of %s is offline" % self)
 
     def read_records(self, *args, **kwargs) -> ReadResult:
@@ -691,10 +691,10 @@ class OfflinePartition:
     def append_end_txn_marker(self, *args, **kwargs) -> int:
         raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log dir of %s is offline" % self)
 
-    def fetch_offset_for_timestamp(self, *args, **kwargs):
+    def fetch_offset_for_timestamp(self, *args, **kwargs) -> Optional[tuple[int, int, int]]:
         raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log dir of %s is offline" % self)
 
-    def end_offset_for_epoch(self, epoch: int):
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log dir of %s is offline" % self)
 
     async def delete_records_before(self, offset: int) -> int:

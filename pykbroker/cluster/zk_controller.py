@@ -53,7 +53,7 @@ log = logging.getLogger("pykbroker.controller")
 
 
 class ZkController(Controller):
-    def __init__(self, cache: MetadataCache, config, node_id: int):
+    def __init__(self, cache: MetadataCache, config, node_id: int) -> None:
         super().__init__(cache)
         self.config = config
         self.node_id = node_id

@@ -53,7 +53,7 @@ def rewrite_response(api_key: int, version: int, body: dict, host: str, port: in
     """Rewrite ``body`` in place so the client keeps talking through the proxy; True if changed."""
     changed = False
 
-    def point(d):
+    def point(d) -> None:
         nonlocal changed
         if d.get("host") is not None and (d.get("host"), d.get("port")) != (host, port):
             d["host"], d["port"] = host, port
@@ -87,7 +87,7 @@ def rewrite_response(api_key: int, version: int, body: dict, host: str, port: in
 
 
 class ProxyConnection:
-    def __init__(self, client, upstream, trace: TraceFile, advertised: tuple[str, int], peer: str):
+    def __init__(self, client, upstream, trace: TraceFile, advertised: tuple[str, int], peer: str) -> None:
         self.client = client
         self.upstream = upstream
         self.trace = trace
@@ -245,7 +245,7 @@ async def run_proxy(listen: tuple[str, int], upstream: tuple[str, int], out: str
     port = listeners[0].socket.getsockname()[1]
     advertised = (listen[0] if listen[0] not in ("", "0.0.0.0", "::") else "127.0.0.1", port)
 
-    async def on_conn(client):
+    async def on_conn(client) -> None:
         try:
             peer = "%s:%s" % client.socket.getpeername()[:2]
         except OSError:
@@ -284,7 +284,7 @@ def main(args) -> int:
         return 2
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
 
-    async def serve():
+    async def serve() -> None:
         connections: set = set()
         async with trio.open_nursery() as nursery:
             port = await nursery.start(functools.partial(run_proxy, connections=connections),

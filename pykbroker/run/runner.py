@@ -19,7 +19,7 @@ runs on the runner's trio loop.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 import trio
 
@@ -28,6 +28,7 @@ from ..server.faults import FaultPlan
 
 if TYPE_CHECKING:   # imported when a broker starts (start-up time of the CLI)
     from ..broker import BrokerServer
+    from ..config import BrokerConfig
 
 log = logging.getLogger("pykbroker.runner")
 
@@ -36,7 +37,7 @@ def _noop() -> None:
     pass
 
 
-def startup_error(exc: BaseException):
+def startup_error(exc: BaseException) -> Optional[BaseException]:
     """The error a failed start-up is the user's to fix, out of trio's exception groups: the one
     OSError (a listener's address in use, a log dir that is a file or not writable),
     LogDirInUseError (another broker holds the data dir) or ConfigError it ended with; None for
@@ -44,9 +45,9 @@ def startup_error(exc: BaseException):
     from ..config import ConfigError
     from ..storage.dirlock import LogDirInUseError
 
-    leaves = []
+    leaves: list[BaseException] = []
 
-    def walk(e):
+    def walk(e: BaseException) -> None:
         if isinstance(e, BaseExceptionGroup):
             for x in e.exceptions:
                 walk(x)
@@ -70,8 +71,8 @@ class BrokerBusy(RuntimeError):
 
 
 class BrokerRunner:
-    def __init__(self, config, clock: Optional[BrokerClock] = None,
-                 prepare: Optional[Callable] = None, as_kafka: Optional[str] = None):
+    def __init__(self, config: BrokerConfig, clock: Optional[BrokerClock] = None,
+                 prepare: Optional[Callable] = None, as_kafka: Optional[str] = None) -> None:
         """``config``: a BrokerConfig (its ``listeners`` are pinned after the first start);
         ``prepare(broker)``: called on each new ``pykbroker.broker.BrokerServer`` before it runs (the
         embedded broker sets its halt hook there); ``as_kafka``: a version profile
@@ -96,7 +97,7 @@ class BrokerRunner:
     def running(self) -> bool:
         return self.broker is not None
 
-    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, task_status: trio.TaskStatus[BrokerRunner] = trio.TASK_STATUS_IGNORED) -> None:
         """Start the broker; ``task_status.started(self)`` once it listens; run until cancelled
         (a cancellation stops the broker cleanly)."""
         # advance() from another thread wakes this loop so passed deadlines fire at once
@@ -140,7 +141,7 @@ class BrokerRunner:
         done = trio.Event()
         scope = trio.CancelScope()
 
-        async def body(task_status):
+        async def body(task_status: trio.TaskStatus[None]) -> None:
             try:
                 with scope:
                     await b.run(task_status=task_status)
@@ -215,5 +216,5 @@ class BrokerRunner:
             _online(b, offline)
 
 
-def _online(b, tps) -> None:
+def _online(b: Any, tps: Iterable[tuple[str, int]]) -> None:
     b.controller.replicas_online(b.node_id, tps)

@@ -58,7 +58,7 @@ import struct
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
 from pykbroker.protocol.records import (
     CODEC_NONE, DELETE_HORIZON_MASK, HEADER_SIZE, LOG_APPEND_TIME, LOG_OVERHEAD, MAGIC_V2,
@@ -67,6 +67,9 @@ from pykbroker.protocol.records import (
 )
 from .fdpool import pin_all
 from .segment import LogSegment, scan_batches
+
+if TYPE_CHECKING:
+    from .checkpoints import OffsetCheckpointFile
 from ..protocol import records as _records
 
 log = logging.getLogger("pykbroker.cleaner")
@@ -92,7 +95,7 @@ class CleanerAborted(Exception):
 class OffsetMap:
     """key hash -> latest offset, with a fixed entry cap (Kafka's SkimpyOffsetMap)."""
 
-    def __init__(self, max_entries: int):
+    def __init__(self, max_entries: int) -> None:
         self.max_entries = max(1, max_entries)
         self._d: dict[bytes, int] = {}
         self.latest_offset = -1
@@ -220,13 +223,13 @@ def plan_cleaning(lg, first_dirty: int, now_ms: int, cc: CleanerConfig,
 # Batch scanning over a captured fd
 
 
-def _scan(fs, fd: int, end: int):
+def _scan(fs, fd: int, end: int) -> Iterator[tuple[BatchHeader, bytes]]:
     """(BatchHeader, whole-batch bytes) for every valid batch in [0, end)."""
     for h, batch in scan_batches(fs, fd, 0, end, _READ_CHUNK, with_body=True):
         yield h, bytes(batch)  # type: ignore[arg-type]  # with_body=True: never None
 
 
-def _scan_pinned(fs, handle, end: int):
+def _scan_pinned(fs, handle, end: int) -> Iterator[tuple[BatchHeader, bytes]]:
     """:func:`_scan` over a segment file's handle, pinned while it runs (fdpool.py)."""
     with handle.pinned() as fd:
         yield from _scan(fs, fd, end)
@@ -272,7 +275,7 @@ class Cleaner:
     "deleted"), tests make it raise to simulate a crash there."""
 
     def __init__(self, map_entries: int, stop: Optional[threading.Event] = None,
-                 hook: Optional[Callable[[str], None]] = None):
+                 hook: Optional[Callable[[str], None]] = None) -> None:
         self.map = OffsetMap(map_entries)
         self.stop = stop or threading.Event()
         self.hook = hook
@@ -363,15 +366,15 @@ class Cleaner:
             raise
         return out
 
-    def _write_group(self, lg, out, group, handles, now_ms, cc, producers_last, stats, end):
+    def _write_group(self, lg, out, group, handles, now_ms, cc, producers_last, stats, end) -> None:
         # records at or past ``end`` were not seen by the offset map: kept as they are
         latest = end - 1
         pending = bytearray()
-        pend_info = []
+        pend_info: list[tuple[int, int, int, int]] = []
         pend_last = -1
         pend_max = (-1, -1)
 
-        def flush_pending():
+        def flush_pending() -> None:
             nonlocal pending, pend_info, pend_last, pend_max
             if pending:
                 out.append(bytes(pending), pend_last, pend_max[0], pend_max[1], pend_info)
@@ -396,7 +399,7 @@ class Cleaner:
         flush_pending()
 
     def _filter_batch(self, h: BatchHeader, batch: bytes, latest: int, now_ms: int,
-                      cc: CleanerConfig, producers_last: dict, stats: CleanStats):
+                      cc: CleanerConfig, producers_last: dict, stats: CleanStats) -> Optional[bytes]:
         """The bytes to write for one batch, or None to drop it (Kafka's
         MemoryRecords.filterTo with the cleaner's retention rules)."""
         is_last_of_producer = h.producer_id >= 0 and producers_last.get(h.producer_id) == h.last_offset
@@ -524,7 +527,7 @@ class LogCleanerTask:
 
     def __init__(self, log_manager, spawn, enabled=True, backoff_ms=None,
                  dedupe_buffer_size=None, io_buffer_load_factor=None,
-                 hook: Optional[Callable[[str], None]] = None):
+                 hook: Optional[Callable[[str], None]] = None) -> None:
         self.lm = log_manager
         self.spawn = spawn
         self.enabled = enabled
@@ -543,7 +546,7 @@ class LogCleanerTask:
         factor = io_buffer_load_factor or 0.9
         self.map_entries = max(1, int(size * factor) // OFFSET_MAP_ENTRY_BYTES)
 
-    def _ckpt(self, d: str):
+    def _ckpt(self, d: str) -> OffsetCheckpointFile:
         from .checkpoints import OffsetCheckpointFile
         return OffsetCheckpointFile(os.path.join(d, CLEANER_OFFSET_CHECKPOINT), self.lm.fs)
 
@@ -581,7 +584,7 @@ class LogCleanerTask:
         finally:
             self.stop.set()
 
-    def _candidates(self, now_ms: int):
+    def _candidates(self, now_ms: int) -> list:
         out = []
         for tp, lg, cfg in self.lm.online_logs():
             policy = cfg.get("cleanup.policy") or []

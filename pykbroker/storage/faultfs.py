@@ -39,7 +39,7 @@ import errno as _errno
 import os
 import threading
 from dataclasses import dataclass, field
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 from .fs import FileSystem
 
@@ -73,12 +73,12 @@ class _Inode:
     """One file: durable content plus the writes not yet fsynced."""
     __slots__ = ("durable", "pending", "is_dir")
 
-    def __init__(self, durable: bytes = b"", is_dir: bool = False):
+    def __init__(self, durable: bytes = b"", is_dir: bool = False) -> None:
         self.durable = bytearray(durable)
         self.pending: list[tuple] = []   # ("w", pos, bytes) | ("t", size)
         self.is_dir = is_dir
 
-    def apply(self, ops, tear_last: Optional[int] = None, zero: bool = False) -> bytearray:
+    def apply(self, ops: list[tuple], tear_last: Optional[int] = None, zero: bool = False) -> bytearray:
         data = bytearray(self.durable)
         last_w = max((i for i, o in enumerate(ops) if o[0] == "w"), default=-1)
         for i, o in enumerate(ops):
@@ -104,7 +104,7 @@ class _Inode:
 
 
 class FaultFS(FileSystem):
-    def __init__(self, root: str):
+    def __init__(self, root: str) -> None:
         self.root = os.path.abspath(root)
         os.makedirs(self.root, exist_ok=True)
         self._lock = threading.RLock()
@@ -177,7 +177,7 @@ class FaultFS(FileSystem):
             raise OSError(r.errno, os.strerror(r.errno), path)
         return -1
 
-    def _node_for_fd(self, fd: int):
+    def _node_for_fd(self, fd: int) -> tuple[Optional[_Inode], Optional[str]]:
         if fd in self._dead_fds:
             raise OSError(_errno.EIO, "stale file handle from before the crash")
         return self._fds.get(fd, (None, None))
@@ -307,7 +307,7 @@ class FaultFS(FileSystem):
         return ns
 
     # at-rest damage: the disk and the durable image change alike ---------------------------
-    def _rewrite_at_rest(self, path: str, fn) -> None:
+    def _rewrite_at_rest(self, path: str, fn: Callable[[bytearray], bytearray]) -> None:
         path = self._norm(path)
         with self._lock:
             with open(path, "rb") as fh:
@@ -322,14 +322,14 @@ class FaultFS(FileSystem):
                 node.durable = bytearray(data)
 
     def flip_bits(self, path: str, offsets: Iterable[int], mask: int = 0x01) -> None:
-        def fn(d):
+        def fn(d: bytearray) -> bytearray:
             for o in offsets:
                 d[o] ^= mask
             return d
         self._rewrite_at_rest(path, fn)
 
     def zero_tail(self, path: str, nbytes: int) -> None:
-        def fn(d):
+        def fn(d: bytearray) -> bytearray:
             n = min(nbytes, len(d))
             d[len(d) - n:] = bytes(n)
             return d
@@ -412,7 +412,7 @@ class FaultFS(FileSystem):
                 self._check("pread", path)
         return os.pread(fd, n, pos)
 
-    def pwrite(self, fd: int, data, pos: int) -> None:
+    def pwrite(self, fd: int, data: bytes | bytearray | memoryview, pos: int) -> None:
         with self._lock:
             node, path = self._node_for_fd(fd)
             b = bytes(data)
@@ -429,6 +429,7 @@ class FaultFS(FileSystem):
                 partial = self._check("pwrite", path, len(b))
                 if partial >= 0:
                     if partial:
+                        assert node is not None     # crashed: _check raised instead
                         super().pwrite(fd, b[:partial], pos)
                         node.pending.append(("w", pos, b[:partial]))
                     raise OSError(_errno.ENOSPC, os.strerror(_errno.ENOSPC), path)

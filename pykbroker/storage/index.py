@@ -36,7 +36,7 @@ import os
 import struct
 from array import array
 from bisect import bisect_right
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 from .fs import FileSystem, REAL_FS
 
@@ -219,7 +219,7 @@ class _Index:
     def _pack(self, i: int) -> bytes:
         return self.ENTRY.pack(self._a[i], self._b[i])
 
-    def _loaded(self, a, b) -> None:
+    def _loaded(self, a: Sequence[int], b: Sequence[int]) -> None:
         """Install the columns just read (and checked) from the file."""
         self._a, self._b = self._empty(a, b)
         self._persisted = len(a)

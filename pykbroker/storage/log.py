@@ -24,7 +24,7 @@ import threading
 import time
 from bisect import bisect_right
 from dataclasses import dataclass
-from typing import Callable, Optional, cast
+from typing import Callable, Iterable, Optional, cast
 
 from pykbroker.protocol.records import (
     CREATE_TIME, LOG_APPEND_TIME, control_type, RECORD_LIST_TOO_LARGE, RecordError, ValidatedRecords,
@@ -34,7 +34,7 @@ from .epoch import LeaderEpochCache
 from .errors import KafkaStorageError, OffsetOutOfRange, ProducerStateError
 from .fs import FileSystem, REAL_FS
 from .log_config import LogConfig
-from .producer_state import APPEND, ProducerStateManager
+from .producer_state import APPEND, CompletedTxn, ProducerStateManager
 from .segment import FileRegion, LogSegment
 
 
@@ -85,7 +85,7 @@ class Log:
     def __init__(self, dir: str, config: LogConfig, segments: list, log_start_offset: int,
                  recovery_point: int, epoch_cache: LeaderEpochCache,
                  producer_state: ProducerStateManager, fs: FileSystem = REAL_FS,
-                 now_ms: Callable[[], int] = wall_ms):
+                 now_ms: Callable[[], int] = wall_ms) -> None:
         self.dir = dir
         self.config = config
         self.fs = fs
@@ -128,7 +128,7 @@ class Log:
     def latest_epoch(self) -> Optional[int]:
         return self.epoch_cache.latest_epoch
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"Log({self.dir!r}, start={self.log_start_offset}, end={self.log_end_offset}, "
                 f"segments={len(self._segments)})")
 
@@ -307,7 +307,7 @@ class Log:
                     return out
         return out
 
-    def append_as_follower(self, buf) -> Optional[tuple[int, int]]:
+    def append_as_follower(self, buf: bytes | bytearray | memoryview) -> Optional[tuple[int, int]]:
         """Append batches that already carry offsets and epochs (replication,
         tests).  Batches must be valid v2 and start at or after the log end
         offset.  Returns (first offset, last offset) or None if empty."""
@@ -345,7 +345,7 @@ class Log:
             self.unflushed_messages += last - first + 1
             return first, last
 
-    def _add_aborted(self, seg, done) -> None:
+    def _add_aborted(self, seg: LogSegment, done: CompletedTxn) -> None:
         from .txn_index import AbortedTxn
         ps = self.producer_state
         others = list(ps.ongoing.values()) + [f for f, last in ps.unreplicated if last != done.last_offset]
@@ -482,7 +482,7 @@ class Log:
             return regions
 
     # ----------------------------------------------------------- timestamps
-    def offset_for_timestamp(self, timestamp: int):
+    def offset_for_timestamp(self, timestamp: int) -> Optional[tuple[int, int, int]]:
         """ListOffsets for a timestamp >= 0: (offset, timestamp, leader
         epoch) of the first record with timestamp >= ``timestamp`` (its real
         timestamp), or None.  Leader epoch is -1 when unknown."""
@@ -496,7 +496,7 @@ class Log:
                     return r
         return None
 
-    def max_timestamp_offset(self):
+    def max_timestamp_offset(self) -> Optional[tuple[int, int, int]]:
         """ListOffsets MAX_TIMESTAMP (-3): (offset, timestamp, epoch) of the
         first record carrying the largest timestamp, or None."""
         with self._lock:
@@ -647,7 +647,8 @@ class Log:
                 out.append(seg)
             return out
 
-    def replace_segments(self, cleaned: LogSegment, old: list, hook=None) -> bool:
+    def replace_segments(self, cleaned: LogSegment, old: list,
+                         hook: Optional[Callable[[str], None]] = None) -> bool:
         """Log cleaner swap (Kafka's replaceSegments), called by the
         partition's owner: ``cleaned`` (files ``*.cleaned``, flushed) takes
         the place of the contiguous segments ``old``.  Steps, each crash-safe
@@ -774,7 +775,7 @@ class Log:
             self.fs.rmtree(self.dir)
 
 
-def replay_producer_state(ps: ProducerStateManager, segments, start: int, end: int,
+def replay_producer_state(ps: ProducerStateManager, segments: Iterable[LogSegment], start: int, end: int,
                           rebuild_txn_index_from: Optional[int] = None) -> None:
     """Rebuild producer state from batch headers in [start, end).  Control batches are read
     whole (one small record) for their COMMIT/ABORT type.  Segments based at or after

@@ -50,7 +50,7 @@ import logging
 import os
 import time
 import uuid
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import trio
 
@@ -90,7 +90,7 @@ class LogManager:
     def __init__(self, log_dirs: list[str], fs: Optional[FileSystem] = None, *, config=None,
                  metadata=None, default_config: Optional[LogConfig] = None,
                  halt_hook: Optional[Callable[[int, str], None]] = None,
-                 new_log_epoch: Optional[int] = None, clock=None):
+                 new_log_epoch: Optional[int] = None, clock=None) -> None:
         self.log_dirs = list(log_dirs)
         # the broker's clock (pykbroker/clock.py): wall time of retention, segment.ms, the
         # cleaner's horizons and producer-id expiry
@@ -121,7 +121,7 @@ class LogManager:
         self._log_replaced_listeners: list[Callable[[TopicPartition, Log], None]] = []
         self._nursery: Optional[trio.Nursery] = None        # set by start
 
-    def _conf(self, name: str):
+    def _conf(self, name: str) -> Any:
         # Every key and its Kafka default is declared in pykbroker/config.py; a LogManager built
         # without a broker config (storage tests) reads those defaults.
         if self.config is None:
@@ -583,8 +583,8 @@ class LogManager:
     def request_checkpoint(self) -> None:
         self._checkpoint_now.set()
 
-    def _checkpoint_data(self):
-        per_dir = {d: {"rp": {}, "ls": {}, "hw": {}} for d in self.log_dirs if d not in self.offline_dirs}
+    def _checkpoint_data(self) -> dict[str, dict[str, dict]]:
+        per_dir: dict[str, dict[str, dict]] = {d: {"rp": {}, "ls": {}, "hw": {}} for d in self.log_dirs if d not in self.offline_dirs}
         for tp, lg in self.logs.items():
             e = per_dir.get(self._dir_of.get(tp, self.log_dirs[0]))
             if e is None:
@@ -691,14 +691,14 @@ class LogManager:
         logs = [lg for _, lg in entries]
         unsynced: set = set()   # dirs whose deferred sync failed: no marker (recovered at start)
 
-        def close_all():
+        def close_all() -> None:
             for lg in logs:
                 try:
                     lg.close()
                 except Exception:
                     log.exception("closing %s failed", lg.dir)
 
-        def close_all_deferred():
+        def close_all_deferred() -> None:
             # Kafka fsyncs each log as it closes it (segments, indexes, producer snapshot, epoch
             # checkpoint): some 5 fsyncs a partition, over a minute for 10,000 partitions.  The
             # same files are written here without them, the snapshot and epoch checkpoint as temp
@@ -733,7 +733,7 @@ class LogManager:
             return
         await self.checkpoint()
 
-        def mark_clean():
+        def mark_clean() -> None:
             for d in self.log_dirs:
                 if d not in self.offline_dirs and d not in unsynced:
                     try:

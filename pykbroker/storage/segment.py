@@ -11,7 +11,7 @@ import logging
 import os
 import struct
 import time
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, Optional, Sequence
 
 from pykbroker.protocol import records as _records
 from pykbroker.protocol.records import (
@@ -93,17 +93,17 @@ class FileRegion:
     truncated during write")."""
     __slots__ = ("_h", "position", "length", "_pinned")
 
-    def __init__(self, handle: FdHandle, position: int, length: int):
+    def __init__(self, handle: FdHandle, position: int, length: int) -> None:
         handle.hold()
         self._h = handle
         self._pinned = False
         self.position = position
         self.length = length
 
-    def __del__(self):
+    def __del__(self) -> None:
         h = getattr(self, "_h", None)
         if h is not None:
-            self._h = None
+            self._h = None  # type: ignore[assignment]  # released as the region is collected
             if self._pinned:
                 h.unpin()
             h.unhold()
@@ -122,7 +122,7 @@ class FileRegion:
             self._pinned = False
             self._h.unpin()
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[object]:
         return iter((self.fd, self.position, self.length))
 
     def __len__(self) -> int:
@@ -131,7 +131,7 @@ class FileRegion:
     def __repr__(self) -> str:
         return f"FileRegion(fd={self._h._fd}, position={self.position}, length={self.length})"
 
-    def batch_headers(self):
+    def batch_headers(self) -> list[BatchHeader]:
         """The headers of the whole batches in the region, read from the file (a header scan:
         share fetches learn the offsets a region covers without decoding records)."""
         return [h for h, _ in _pinned_scan(self._h, self.position, self.position + self.length,
@@ -155,7 +155,7 @@ class FileRegion:
         return b"".join(out)
 
 
-def _pinned_scan(handle: FdHandle, start: int, end: int, chunk: int, with_body: bool):
+def _pinned_scan(handle: FdHandle, start: int, end: int, chunk: int, with_body: bool) -> Iterator[tuple[BatchHeader, Optional[memoryview]]]:
     """:func:`scan_batches` over a segment's file, pinned while the scan runs."""
     fd = handle.acquire()
     try:
@@ -167,7 +167,7 @@ def _pinned_scan(handle: FdHandle, start: int, end: int, chunk: int, with_body: 
 class LogSegment:
     def __init__(self, dir: str, base_offset: int, *, fs: FileSystem = REAL_FS,
                  index_interval_bytes: int = 4096, max_index_entries: int = 10485760 // 8,
-                 max_time_index_entries: Optional[int] = None, file_suffix: str = ""):
+                 max_time_index_entries: Optional[int] = None, file_suffix: str = "") -> None:
         # file_suffix: "" for live segments; the log cleaner builds its output
         # under Kafka's ".cleaned" suffix and renames through ".swap"
         self.dir = dir
@@ -232,7 +232,7 @@ class LogSegment:
     def index_full(self) -> bool:
         return self.offset_index.is_full or self.time_index.is_full
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"LogSegment(base={self.base_offset}, size={self.size}, next={self.next_offset})"
 
     # ------------------------------------------------------------- scanning
@@ -265,8 +265,8 @@ class LogSegment:
             return self.fs.pread(fd, h.size, h.position)
 
     # ------------------------------------------------------------- append
-    def append(self, data, last_offset: int, max_timestamp: int, offset_of_max_timestamp: int,
-               batches=None) -> None:
+    def append(self, data: bytes | bytearray | memoryview, last_offset: int, max_timestamp: int,
+               offset_of_max_timestamp: int, batches: Optional[Sequence[tuple[int, int, int, int]]] = None) -> None:
         """Append already-patched batch bytes.  ``batches`` optionally lists
         (position in data, size, last offset, max timestamp) per batch so
         that every batch can get an index entry; by default ``data`` is
@@ -307,7 +307,7 @@ class LogSegment:
 
     # ---------------------------------------------------------------- read
     def read(self, start_offset: int, max_bytes: int, max_offset: Optional[int] = None,
-             min_one_batch: bool = True, whole_batches: bool = False):
+             min_one_batch: bool = True, whole_batches: bool = False) -> tuple[Optional[FileRegion], Optional[BatchHeader]]:
         """The bytes from the start of the batch containing ``start_offset``.
 
         Returns ``(region, first_header)``:
@@ -355,7 +355,7 @@ class LogSegment:
         return FileRegion(self._fdh, start, end - start), h
 
     # ----------------------------------------------------------- timestamps
-    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0):
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int = 0) -> Optional[tuple[int, int, int]]:
         """First record with timestamp >= ``timestamp`` and offset >=
         ``starting_offset``: (offset, record timestamp, leader epoch or -1),
         or None.  Uses the time index then decodes only candidate batches."""
@@ -367,10 +367,10 @@ class LogSegment:
                     # decoded records always carry both (Record's fields are Optional for
                     # the records a producer builds)
                     if r.timestamp >= timestamp and r.offset >= starting_offset:  # type: ignore[operator]
-                        return r.offset, r.timestamp, h.partition_leader_epoch
+                        return r.offset, r.timestamp, h.partition_leader_epoch  # type: ignore[return-value]
         return None
 
-    def max_timestamp_record(self):
+    def max_timestamp_record(self) -> Optional[tuple[int, int, int]]:
         """(offset, timestamp, epoch) of the first record carrying the
         segment's max timestamp (ListOffsets MAX_TIMESTAMP), or None."""
         target = self.max_timestamp_so_far
@@ -381,8 +381,8 @@ class LogSegment:
             for h, _ in self.iter_batches(start):
                 if h.max_timestamp == target:
                     for r in decode_records(self.read_batch(h)):
-                        if r.timestamp == target:
-                            return r.offset, r.timestamp, h.partition_leader_epoch
+                        if r.timestamp == target:   # (a decoded record has its offset)
+                            return r.offset, r.timestamp, h.partition_leader_epoch  # type: ignore[return-value]
                     return h.base_offset, target, h.partition_leader_epoch
         return None
 
@@ -483,7 +483,9 @@ class LogSegment:
                 break
         return True
 
-    def _scan_and_index(self, check_crc: bool, on_batch=None, min_base_offset=None):
+    def _scan_and_index(self, check_crc: bool, on_batch: Optional[Callable[[BatchHeader], None]] = None,
+                        min_base_offset: Optional[int] = None
+                        ) -> tuple[int, int, int, int, Optional[int], int, Optional[str]]:
         """Scan batches from position 0, rebuilding both indexes in memory.
         Stops at the first partial/malformed batch (or bad CRC / offsets).
         Returns (valid bytes, next offset, max ts, offset of max ts,
@@ -574,12 +576,12 @@ class LogSegment:
     # A flush has three steps so that the slow fsync can run without the
     # log's lock: prepare (under lock: write pending index entries, capture
     # state), sync (fsync, no lock), complete (under lock: record progress).
-    def prepare_flush(self):
+    def prepare_flush(self) -> tuple[FdHandle, int, int]:
         self.offset_index.persist()
         self.time_index.persist()
         return (self._fdh, self.size, self._sync_gen)
 
-    def sync(self, token) -> None:
+    def sync(self, token: tuple[FdHandle, int, int]) -> None:
         # fsync is per file, not per descriptor: a descriptor opened again after the
         # pool closed the idle one still flushes every page written through the old one
         with token[0].pinned() as fd:
@@ -592,7 +594,7 @@ class LogSegment:
         self.time_index.sync()
         self.txn_index.sync()
 
-    def complete_flush(self, token) -> None:
+    def complete_flush(self, token: tuple[FdHandle, int, int]) -> None:
         _, size, gen = token
         if gen == self._sync_gen:
             self._needs_sync = False

@@ -46,7 +46,7 @@ __all__ = ["MemoryCluster", "MemoryController", "ClusterRunner"]
 
 
 class MemoryCluster:
-    def __init__(self):
+    def __init__(self) -> None:
         self.topics: dict[str, TopicInfo] = {}
         self.states: dict[tuple[str, int], PartitionState] = {}
         self.brokers: dict[int, BrokerRegistration] = {}
@@ -127,7 +127,7 @@ class MemoryCluster:
 class MemoryController(Controller):
     """One broker's handle on a ``MemoryCluster`` (see the module docstring)."""
 
-    def __init__(self, cluster: MemoryCluster, cache, config, node_id: int):
+    def __init__(self, cluster: MemoryCluster, cache, config, node_id: int) -> None:
         super().__init__(cache)
         self.cluster = cluster
         self.config = config
@@ -142,7 +142,7 @@ class MemoryController(Controller):
     async def shutdown(self) -> None:
         self.cluster.detach(self.node_id)
 
-    def _members(self):
+    def _members(self) -> list:
         return list(self.cluster.members.values())
 
     # ------------------------------------------------------------------ brokers
@@ -284,7 +284,7 @@ class ClusterRunner:
     """N in-process brokers (ids 1..N) on one trio loop in a thread of their own, sharing a
     ``MemoryCluster``; for blocking tests with real clients."""
 
-    def __init__(self, base_dir: str, n: int = 3, config: Optional[dict] = None):
+    def __init__(self, base_dir: str, n: int = 3, config: Optional[dict] = None) -> None:
         self.base_dir = base_dir
         self.n = n
         self.config = dict(config or {})
@@ -344,7 +344,7 @@ class ClusterRunner:
         self._scopes[node_id] = (scope, done)
         broker = BrokerServer(BrokerConfig(self._values(node_id)), controller_factory=self.cluster.controller_factory)
 
-        async def runner(task_status=trio.TASK_STATUS_IGNORED):
+        async def runner(task_status=trio.TASK_STATUS_IGNORED) -> None:
             try:
                 with scope:
                     await broker.run(task_status=task_status)
@@ -382,11 +382,11 @@ class ClusterRunner:
         self.close()
 
     # ------------------------------------------------------------------ from the test thread
-    def call(self, fn, *args):
+    def call(self, fn, *args) -> Any:
         """``fn(*args)`` on the trio thread (sync)."""
         return trio.from_thread.run_sync(fn, *args, trio_token=self._token)
 
-    def acall(self, afn, *args):
+    def acall(self, afn, *args) -> Any:
         """``await afn(*args)`` on the trio thread."""
         return trio.from_thread.run(afn, *args, trio_token=self._token)
 
@@ -424,12 +424,12 @@ class ClusterRunner:
         b = self.brokers[via or min(self.brokers)]
         return self.acall(b.controller.create_topic, name, partitions, rf, configs or {})
 
-    def partition(self, node_id: int, topic: str, partition: int):
+    def partition(self, node_id: int, topic: str, partition: int) -> Any:
         return self.brokers[node_id].replica_manager.get_partition(topic, partition)
 
     def log_bytes(self, node_id: int, topic: str, partition: int, end: Optional[int] = None) -> bytes:
         """The raw batches of a replica's log from its log start up to ``end`` (default LEO)."""
-        def read():
+        def read() -> bytes:
             part = self.partition(node_id, topic, partition)
             lg = part.log
             stop = lg.log_end_offset if end is None else end
@@ -451,7 +451,7 @@ class ClusterRunner:
 
     def offsets(self, node_id: int, topic: str, partition: int) -> tuple[int, int, int]:
         """(log start, high watermark, log end) of a replica."""
-        def get():
+        def get() -> tuple[int, int, int]:
             part = self.partition(node_id, topic, partition)
             return part.log_start_offset, part.high_watermark, part.log_end_offset
         return self.call(get)

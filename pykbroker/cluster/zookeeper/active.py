@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Optional
+from typing import Any, Optional
 
 import trio
 
@@ -58,7 +58,7 @@ def _log_election(topic: str, p: int, old: PartitionState, new: PartitionState) 
 
 
 class ActiveController:
-    def __init__(self, listener: MetadataListener, store: ZnodeStore, events: EventTask, config, node_id: int):
+    def __init__(self, listener: MetadataListener, store: ZnodeStore, events: EventTask, config, node_id: int) -> None:
         self.listener = listener
         self.cache = listener.cache
         self.store = store
@@ -121,7 +121,7 @@ class ActiveController:
         self.is_active = False
 
     # ================================================================== fenced writes
-    def _fenced_txn(self):
+    def _fenced_txn(self) -> Any:
         """A ZooKeeper transaction that only commits while our controller epoch is current."""
         t = self.zk.client.transaction()
         t.check(Z.CONTROLLER_EPOCH, self._epoch_zk_version)
@@ -296,7 +296,7 @@ class ActiveController:
                     await self.elect(wrong, 0)
 
     # ================================================================== reassignments
-    def check_target(self, topic: str, p: int, target, allow_rf_change: bool):
+    def check_target(self, topic: str, p: int, target, allow_rf_change: bool) -> tuple[int, Optional[str]]:
         """(code, message) for a requested reassignment, 0 when valid: Kafka 4.4's checks and
         texts (ReplicationControlManager), in its order: the topic, the partition, nothing to
         cancel (no text), the replica list, then the replication factor.  A broker is

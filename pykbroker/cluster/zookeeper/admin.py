@@ -38,7 +38,7 @@ log = logging.getLogger("pykbroker.controller")
 
 class AdminWriter:
     def __init__(self, owner: Controller, listener: MetadataListener, active: ActiveController,
-                 store: ZnodeStore, events: EventTask, validator: TopicValidator):
+                 store: ZnodeStore, events: EventTask, validator: TopicValidator) -> None:
         self.owner = owner          # the Controller: its group config store
         self.listener = listener
         self.active = active
@@ -61,7 +61,7 @@ class AdminWriter:
         if await self.store.exists(Z.delete_marker_path(name)):
             # Kafka: a topic marked for deletion still exists until the deletion completes
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, "Topic '%s' is marked for deletion." % name)
-        async def attempt():
+        async def attempt() -> Any:
             t = self.zk.client.transaction()
             t.create(Z.topic_path(name), Z.encode_assignment(info.topic_id, placement))
             t.create(Z.partitions_path(name), b"")
@@ -150,7 +150,7 @@ class AdminWriter:
             return info
         wanted = Z.encode_assignment(info.topic_id, {**assignment, **placed})
 
-        async def attempt():
+        async def attempt() -> Any:
             t = self.zk.client.transaction()
             t.set_data(Z.topic_path(name), wanted, version=stat.version)
             for p, replicas in sorted(placed.items()):
@@ -178,7 +178,7 @@ class AdminWriter:
         info = self.cache.get(name)
         if info is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        async def attempt():
+        async def attempt() -> Any:
             t = self.zk.client.transaction()
             await self._write_config_ops(t, name, dict(new_overrides), create=False)
             return await self.zk.run(t.commit)
@@ -191,7 +191,7 @@ class AdminWriter:
         applied here at once (the watch sees the same data later and finds nothing new)."""
         path = Z.broker_config_path(entity)
         data = Z.encode_topic_config(configs)
-        async def attempt():
+        async def attempt() -> Any:
             # built afresh each time: a first attempt lost with the connection may have created it
             t = self.zk.client.transaction()
             if not await self.store.exists(path):
@@ -209,7 +209,7 @@ class AdminWriter:
         here at once, the other brokers follow through their watches."""
         path = "%s/%s" % (Z.CONFIG_GROUPS, group_id)
         await self.zk.call("ensure_path", Z.CONFIG_GROUPS)
-        async def attempt():
+        async def attempt() -> Any:
             # built afresh each time: a first attempt lost with the connection may have applied
             exists = await self.store.exists(path)
             t = self.zk.client.transaction()

@@ -42,7 +42,7 @@ log = logging.getLogger("pykbroker.controller")
 
 
 class MetadataListener:
-    def __init__(self, owner: Controller, store: ZnodeStore, events: EventTask, node_id: int):
+    def __init__(self, owner: Controller, store: ZnodeStore, events: EventTask, node_id: int) -> None:
         self.owner = owner          # the Controller: its listeners and config stores
         self.cache = owner.cache
         self.zk = store.zk
@@ -119,10 +119,10 @@ class MetadataListener:
             return
         post = self.events.post
 
-        def handler(p):
+        def handler(p) -> Callable[..., Any]:
             return lambda data, stat: post(("state", name, p, data, stat))
 
-        def register():
+        def register() -> list:
             return [self.zk.data_watch(Z.state_path(name, p), handler(p)) for p in ps]
         handles = await self.zk.run(register)
         for p, h in zip(ps, handles):

@@ -28,23 +28,26 @@ cluster/zookeeper/active.py's; this module starts and ends it.
 from __future__ import annotations
 
 import logging
-from typing import Optional
+from typing import TYPE_CHECKING, Iterable, Optional
 
 import trio
 
 from .. import zk as Z
-from ..metadata_cache import BrokerRegistration, RegisterBrokerRecord
+from ..metadata_cache import BrokerRegistration, Endpoint, RegisterBrokerRecord
 from .active import ActiveController
 from .events import EventTask
 from .listener import MetadataListener
 from .znodes import ZnodeStore
+
+if TYPE_CHECKING:
+    from ...config import BrokerConfig
 
 log = logging.getLogger("pykbroker.controller")
 
 
 class Membership:
     def __init__(self, listener: MetadataListener, active: ActiveController, store: ZnodeStore,
-                 events: EventTask, config, node_id: int):
+                 events: EventTask, config: BrokerConfig, node_id: int) -> None:
         self.listener = listener
         self.active = active
         self.cache = listener.cache
@@ -88,7 +91,8 @@ class Membership:
         return cid
 
     # ================================================================== registration
-    async def register_broker(self, broker_id: int, endpoints=(), rack=None) -> None:
+    async def register_broker(self, broker_id: int, endpoints: Iterable[Endpoint] = (),
+                              rack: Optional[str] = None) -> None:
         if not endpoints:
             return   # registered once the listeners are bound (clients need the endpoints)
         self._registration = BrokerRegistration(broker_id, tuple(endpoints), rack)
@@ -199,7 +203,7 @@ class Membership:
         await self._try_elect()
 
     # ================================================================== the /controller race
-    async def on_controller(self, data) -> None:
+    async def on_controller(self, data: Optional[bytes]) -> None:
         # The notification's data may be older than what this broker did since (its own
         # election on this task): the znode is read again, and its owner decides.
         data, stat = await self.store.get_or_none(Z.CONTROLLER)
@@ -273,13 +277,13 @@ class Membership:
         else:
             log.info("controlled shutdown: no partition left to move")
 
-    def _leaderships_to_move(self, among=None) -> list:
+    def _leaderships_to_move(self, among: Optional[Iterable[tuple[str, int]]] = None) -> list[tuple[str, int]]:
         """Partitions we lead that another live in-sync replica could lead (``among``: only
         these (topic, partition) pairs; default every partition)."""
         alive = {b.broker_id for b in self.cache.alive_brokers()}
         if among is None:
             among = [(info.name, p) for info in list(self.cache.topics.values()) for p in info.partition_ids()]
-        out = []
+        out: list[tuple[str, int]] = []
         for name, p in among:
             st = self.cache.partition_state(name, p)
             if st is not None and st.leader == self.node_id and any(

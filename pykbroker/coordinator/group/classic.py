@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import trio
 
 from ...protocol.errors import ErrorCode as E
+
+if TYPE_CHECKING:
+    from .timer import Timer
 
 log = logging.getLogger("pykbroker.group")
 
@@ -53,7 +56,7 @@ class Future:
 
     __slots__ = ("_event", "value")
 
-    def __init__(self, value=None, done: bool = False):
+    def __init__(self, value=None, done: bool = False) -> None:
         self._event = trio.Event()
         self.value = value
         if done:
@@ -67,7 +70,7 @@ class Future:
     def done(self) -> bool:
         return self._event.is_set()
 
-    async def get(self):
+    async def get(self) -> Any:
         await self._event.wait()
         return self.value
 
@@ -82,7 +85,7 @@ class Member:
                  "sync_waiter", "is_new", "join_version")
 
     def __init__(self, member_id, group_instance_id, client_id, client_host, rebalance_timeout_ms,
-                 session_timeout_ms, protocol_type, protocols):
+                 session_timeout_ms, protocol_type, protocols) -> None:
         self.member_id = member_id
         self.group_instance_id = group_instance_id
         self.client_id = client_id
@@ -115,7 +118,7 @@ class JoinRequest:
 
     def __init__(self, member_id="", group_instance_id=None, client_id="", client_host="",
                  session_timeout_ms=10000, rebalance_timeout_ms=-1, protocol_type="consumer",
-                 protocols=(), version=9, reason=None):
+                 protocols=(), version=9, reason=None) -> None:
         self.member_id = member_id
         self.group_instance_id = group_instance_id
         self.client_id = client_id
@@ -139,7 +142,7 @@ class ClassicGroup:
 
     kind = "classic"
 
-    def __init__(self, coordinator, group_id: str):
+    def __init__(self, coordinator, group_id: str) -> None:
         self.coordinator = coordinator
         self.group_id = group_id
         self.state = EMPTY
@@ -165,10 +168,10 @@ class ClassicGroup:
         self.state_timestamp = self.coordinator.now_ms()
 
     @property
-    def timer(self):
+    def timer(self) -> Timer:
         return self.coordinator.timer
 
-    def _tkey(self, kind, member_id=None):
+    def _tkey(self, kind, member_id=None) -> tuple:
         return (kind, self.group_id, member_id)
 
     def is_empty(self) -> bool:
@@ -269,7 +272,7 @@ class ClassicGroup:
         member = self.members[mid]
         return _JOIN_EXISTING[self.state](self, member, req)
 
-    def _validate_member(self, member_id: str, instance_id: str | None):
+    def _validate_member(self, member_id: str, instance_id: str | None) -> int:
         if instance_id is not None:
             known = self.static.get(instance_id)
             if known is None:

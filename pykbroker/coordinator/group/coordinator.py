@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING, Any, AsyncIterator
 
 import trio
 
@@ -43,6 +44,12 @@ from ..service import CoordinatorService
 from . import offsets as O
 from .classic import DEAD, EMPTY, ClassicGroup, Future
 from .timer import Timer
+
+if TYPE_CHECKING:   # built on first use (see __init__)
+    from .consumer import ConsumerGroupManager
+    from .modern import ModernGroup
+    from .share import ShareGroupManager
+    from .streams import StreamsGroupManager
 
 
 def _wall_ms() -> int:
@@ -83,7 +90,7 @@ class GroupCoordinator(CoordinatorService):
     (``override(group_id, name, default)``)."""
 
     def __init__(self, config, metadata=None, log=None, leads_every_partition: bool = True, clock=None,
-                 group_configs=None):
+                 group_configs=None) -> None:
         super().__init__(config, log, leads_every_partition, config["offsets.topic.num.partitions"])
         # the groups' dynamic configs (pykbroker/group_config.GroupConfigView; None in unit
         # tests): session timeouts and heartbeat intervals per group
@@ -107,9 +114,9 @@ class GroupCoordinator(CoordinatorService):
         # first use (a group of that type loaded from __consumer_offsets, or a request): a broker
         # answers its first request without them (start-up time; streams' record codecs alone
         # were compiled at import).
-        self._consumer = None
-        self._share = None
-        self._streams = None
+        self._consumer: ConsumerGroupManager | None = None
+        self._share: ShareGroupManager | None = None
+        self._streams: StreamsGroupManager | None = None
         # streams groups create their internal topics: the controller's create_topic (set by the
         # broker; None in unit tests) and a spawn function on the coordinator's nursery
         self.topic_creator = None
@@ -129,7 +136,7 @@ class GroupCoordinator(CoordinatorService):
         await self._load_existing_topic()
 
     @property
-    def consumer(self):
+    def consumer(self) -> ConsumerGroupManager:
         """The KIP-848 consumer groups' manager, built on first use (see ``__init__``)."""
         if self._consumer is None:
             from .consumer import ConsumerGroupManager
@@ -137,7 +144,7 @@ class GroupCoordinator(CoordinatorService):
         return self._consumer
 
     @property
-    def share(self):
+    def share(self) -> ShareGroupManager:
         """The share groups' manager (KIP-932), built on first use (see ``__init__``)."""
         if self._share is None:
             from .share import ShareGroupManager
@@ -145,7 +152,7 @@ class GroupCoordinator(CoordinatorService):
         return self._share
 
     @property
-    def streams(self):
+    def streams(self) -> StreamsGroupManager:
         """The streams groups' manager (KIP-1071), built on first use (see ``__init__``)."""
         if self._streams is None:
             from .streams import StreamsGroupManager
@@ -178,7 +185,7 @@ class GroupCoordinator(CoordinatorService):
         return self.coordinator_error(group_id) == 0
 
     # -- groups ------------------------------------------------------------------------------
-    def get_group(self, group_id: str):
+    def get_group(self, group_id: str) -> Any:
         g = self.groups.get(group_id)
         if g is not None and g.state == DEAD:
             return None
@@ -237,14 +244,14 @@ class GroupCoordinator(CoordinatorService):
             recs.append((O.group_key(gid), None))
         fut = Future()
 
-        def done():
+        def done() -> None:
             self.offsets.pop(gid, None)
         self._enqueue(self.partition_for(gid), recs, fut, done)
         return fut
 
     # -- offsets -----------------------------------------------------------------------------
     def validate_commit(self, group_id, generation, member_id, instance_id, transactional=False,
-                        commit_version=None):
+                        commit_version=None) -> tuple[int, Any]:
         """Kafka's checks for an OffsetCommit (``transactional``: a TxnOffsetCommit) against a
         classic group, in Kafka's order.  ``commit_version``: the OffsetCommit request's version
         (None for a TxnOffsetCommit).  Returns (error code or 0, group)."""
@@ -299,7 +306,7 @@ class GroupCoordinator(CoordinatorService):
         recs = [(O.offset_key(group_id, t, p), O.offset_value(om)) for (t, p), om in entries.items()]
         fut = Future()
 
-        def done():
+        def done() -> None:
             self.offsets.setdefault(group_id, {}).update(entries)
         if not recs:
             fut.set(0)
@@ -318,7 +325,7 @@ class GroupCoordinator(CoordinatorService):
             fut.set(0)
             return fut
 
-        def complete(code):
+        def complete(code) -> None:
             if code == 0:
                 self.pending_txn_offsets.setdefault(producer_id, {}).setdefault(group_id, {}).update(entries)
             fut.set(append_error_to_response(code) if code else 0)
@@ -334,7 +341,7 @@ class GroupCoordinator(CoordinatorService):
         materialized (commit) or dropped (abort)."""
         fut = Future()
 
-        def complete(code):
+        def complete(code) -> None:
             if code == 0:
                 self.apply_txn_end(partition, producer_id, commit)
             fut.set(int(code))
@@ -375,7 +382,7 @@ class GroupCoordinator(CoordinatorService):
         recs = [(O.offset_key(group_id, t, p), None) for t, p in present]
         fut = Future()
 
-        def done():
+        def done() -> None:
             for tp in present:
                 committed.pop(tp, None)
         if not recs:
@@ -408,7 +415,7 @@ class GroupCoordinator(CoordinatorService):
         """Write ``recs`` to the partition through the runtime; once committed, ``done()`` applies
         the change to the cache; ``fut`` gets the code, ``on_complete`` the code as Kafka maps
         group-metadata append errors for the response."""
-        def complete(code):
+        def complete(code) -> None:
             if code == 0 and done is not None:
                 done()
             if fut is not None:
@@ -512,7 +519,7 @@ class GroupShard:
     replayed into local state, which becomes the coordinator's when the whole partition is read.
     A group lives in exactly one partition, so shards never share a group."""
 
-    def __init__(self, gc: GroupCoordinator, partition: int):
+    def __init__(self, gc: GroupCoordinator, partition: int) -> None:
         self.gc = gc
         self.partition = partition
         self.groups: dict[str, O.LoadedGroup | None] = {}
@@ -566,6 +573,7 @@ class GroupShard:
 
     def loaded(self) -> None:
         gc, last_seen = self.gc, self.last_seen
+        g: ModernGroup | None       # a consumer, share or streams group in turn
         for pid, groups in self.pending.items():   # transactions still open: pending until their marker
             mine = gc.pending_txn_offsets.setdefault(pid, {})
             for gid, entries in groups.items():
@@ -644,7 +652,7 @@ class MemoryOffsetsLog:
     """An in-memory stand-in for unit tests (keeps batches; survives "restarts" if reused).
     Offsets count batches; the high watermark follows each append at once, as on one broker."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.partitions: dict[int, list[bytes]] | None = None
 
     def exists(self) -> bool:
@@ -669,7 +677,7 @@ class MemoryOffsetsLog:
     async def wait_for_high_watermark(self, partition: int, offset: int) -> None:
         pass
 
-    async def read(self, partition: int):
+    async def read(self, partition: int) -> AsyncIterator[bytes]:
         assert self.partitions is not None  # read once exists()
         for b in self.partitions[partition]:
             yield b

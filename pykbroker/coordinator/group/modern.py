@@ -24,7 +24,7 @@ class ModernGroupMember:
     __slots__ = ("member_id", "epoch", "prev_epoch", "rack_id", "client_id", "client_host", "assigned",
                  "last_sent")
 
-    def __init__(self, member_id):
+    def __init__(self, member_id) -> None:
         self.member_id = member_id
         self.epoch = 0
         self.prev_epoch = -1
@@ -42,7 +42,7 @@ class ModernGroup:
     kind = ""            # Kafka's group type: "consumer", "share", "streams"
     protocol_type = ""
 
-    def __init__(self, group_id, now_ms: int):
+    def __init__(self, group_id, now_ms: int) -> None:
         self.group_id = group_id
         self.group_epoch = 0
         self.assignment_epoch = 0
@@ -91,7 +91,7 @@ class ModernGroupManager:
     SESSION_TIMER = ""   # the first element of a member's session timer key in the coordinator's Timer
     log = logging.getLogger("pykbroker.group")
 
-    def __init__(self, coordinator):
+    def __init__(self, coordinator) -> None:
         self.gc = coordinator
         cfg = coordinator.config
         self.session_timeout_ms, self.heartbeat_interval_ms, self.max_size = (cfg[k] for k in self.CONFIGS)
@@ -167,7 +167,7 @@ class ModernGroupManager:
             return Future(0, done=True)
         fut = Future()
 
-        def on_complete(code):
+        def on_complete(code) -> None:
             if code:
                 self._rewrite_all(g)
                 for m in g.members.values():
@@ -176,7 +176,7 @@ class ModernGroupManager:
         g.last_write = fut
         return fut
 
-    def _once_written(self, group_id: str, resp: dict):
+    def _once_written(self, group_id: str, resp: dict) -> tuple[dict, Future]:
         """A heartbeat's (response, Future): send the response once the future resolves with 0
         (the heartbeat's records are in the log); otherwise answer the append error."""
         g = self.gc.groups.get(group_id)
@@ -204,7 +204,7 @@ class ModernGroupManager:
         if m.epoch != g.assignment_epoch:
             m.prev_epoch, m.epoch = m.epoch, g.assignment_epoch
 
-    def validate_commit(self, g, epoch, member_id, instance_id):
+    def validate_commit(self, g, epoch, member_id, instance_id) -> int:
         """OffsetCommit / TxnOffsetCommit by a member (Kafka's validateOffsetCommit): a negative
         epoch without member id only while the group is empty (an admin commit); else a known
         member at its current or previous epoch."""
@@ -217,7 +217,7 @@ class ModernGroupManager:
             return E.STALE_MEMBER_EPOCH
         return 0
 
-    def validate_fetch(self, g, member_id, epoch):
+    def validate_fetch(self, g, member_id, epoch) -> int:
         """OffsetFetch by a member (Kafka's validateOffsetFetch): a known member at its epoch."""
         m = g.members.get(member_id or "")
         if m is None:

@@ -48,12 +48,15 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...protocol.errors import ErrorCode as E
 from . import offsets as O
 from . import streams_records as R
 from .modern import ModernGroup, ModernGroupManager, ModernGroupMember
+
+if TYPE_CHECKING:
+    from .classic import Future
 
 log = logging.getLogger("pykbroker.group.streams")
 
@@ -74,7 +77,7 @@ class SMember(ModernGroupMember):
     __slots__ = ("instance_id", "rebalance_timeout_ms", "topology_epoch", "process_id", "user_endpoint",
                  "client_tags", "task_offsets", "task_end_offsets", "revoking")
 
-    def __init__(self, member_id):
+    def __init__(self, member_id) -> None:
         super().__init__(member_id)
         self.instance_id = None
         self.rebalance_timeout_ms = 300000
@@ -103,7 +106,7 @@ class StreamsGroup(ModernGroup):
     protocol_type = "streams"
     timer_kind = "sg-hb"
 
-    def __init__(self, group_id, now_ms: int):
+    def __init__(self, group_id, now_ms: int) -> None:
         super().__init__(group_id, now_ms)
         self.members: dict[str, SMember] = {}
         self.topology: dict | None = None
@@ -285,7 +288,7 @@ class StreamsGroupManager(ModernGroupManager):
     SESSION_TIMER = "sg-hb"
     log = log
 
-    def __init__(self, coordinator):
+    def __init__(self, coordinator) -> None:
         super().__init__(coordinator)
         cfg = coordinator.config
         self.initial_delay_ms = cfg["group.streams.initial.rebalance.delay.ms"]
@@ -433,7 +436,7 @@ class StreamsGroupManager(ModernGroupManager):
                 continue
             self.creating.add(name)
 
-            async def create(name=name, n=n, rf=rf, cfgs=cfgs):
+            async def create(name=name, n=n, rf=rf, cfgs=cfgs) -> None:
                 try:
                     await creator(name, n, rf if rf > 0 else -1, {kv["key"]: kv["value"] for kv in cfgs})
                     log.info("streams group %s: created internal topic %s (%d partitions)", g.group_id, name, n)
@@ -445,7 +448,7 @@ class StreamsGroupManager(ModernGroupManager):
             spawn(create)
 
     # -- StreamsGroupHeartbeat -----------------------------------------------------------------
-    def heartbeat(self, req: dict, version: int, client_id: str, client_host: str):
+    def heartbeat(self, req: dict, version: int, client_id: str, client_host: str) -> tuple[dict, Future]:
         return self._once_written(req["group_id"], self._heartbeat(req, version, client_id, client_host))
 
     def _validate(self, req) -> dict | None:
@@ -612,7 +615,7 @@ class StreamsGroupManager(ModernGroupManager):
 
     def _endpoints(self, g: StreamsGroup) -> list:
         topo = {st["subtopology_id"]: st for st in (g.configured or {}).get("subtopologies") or []}
-        out = []
+        out: list[dict] = []
         for m in g.members.values():
             if m.user_endpoint is None:
                 continue
@@ -665,7 +668,7 @@ class StreamsGroupManager(ModernGroupManager):
 
     # -- describe ------------------------------------------------------------------------------
     def describe(self, g: StreamsGroup, version: int, include_description: bool) -> dict:
-        def asg(tasks):
+        def asg(tasks) -> dict:
             return {"active_tasks": R.task_ids(_by_sub(tasks)), "standby_tasks": [], "warmup_tasks": []}
         members = [{"member_id": m.member_id, "member_epoch": m.epoch, "instance_id": m.instance_id,
                     "rack_id": m.rack_id, "client_id": m.client_id, "client_host": m.client_host,

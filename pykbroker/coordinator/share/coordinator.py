@@ -47,17 +47,17 @@ class ShareState:
                  "batches", "delivery_complete_count")
 
     def __init__(self, snapshot_epoch=0, state_epoch=0, leader_epoch=-1, start_offset=-1, create_ts=0, write_ts=0,
-                 batches=(), delivery_complete_count=-1):
+                 batches=(), delivery_complete_count=-1) -> None:
         self.snapshot_epoch, self.state_epoch, self.leader_epoch = snapshot_epoch, state_epoch, leader_epoch
         self.start_offset, self.create_ts, self.write_ts = start_offset, create_ts, write_ts
         self.batches = list(batches)
         self.delivery_complete_count = delivery_complete_count
 
 
-def merge_batches(old, new, start_offset):
+def merge_batches(old, new, start_offset) -> list:
     """A ShareUpdate's batches over the snapshot's: the new ones replace the offsets they cover;
     everything below the start offset is gone."""
-    out = []
+    out: list = []
     for f, l, s, c in old:
         pieces = [(f, l)]
         for nf, nl, _, _ in new:
@@ -82,7 +82,7 @@ def merge_batches(old, new, start_offset):
 
 
 class ShareShard:
-    def __init__(self, sc: "ShareCoordinator", partition: int):
+    def __init__(self, sc: "ShareCoordinator", partition: int) -> None:
         self.sc = sc
         self.partition = partition
         self.states: dict[tuple, ShareState] = {}
@@ -143,7 +143,7 @@ class ShareCoordinator(CoordinatorService):
     REPLICATION_FACTOR_CONFIG = "share.coordinator.state.topic.replication.factor"
     SEGMENT_BYTES_CONFIG = "share.coordinator.state.topic.segment.bytes"
 
-    def __init__(self, config, log_, leads_every_partition: bool = True, now_ms=_wall_ms):
+    def __init__(self, config, log_, leads_every_partition: bool = True, now_ms=_wall_ms) -> None:
         super().__init__(config, log_, leads_every_partition, config["share.coordinator.state.topic.num.partitions"])
         self.now_ms = now_ms
         self.states: dict[tuple, ShareState] = {}   # (group, topic id, partition) of loaded shards
@@ -179,7 +179,7 @@ class ShareCoordinator(CoordinatorService):
                                       st.create_ts, st.write_ts, st.batches, st.delivery_complete_count))]
         fut = Future()
 
-        def done(code):
+        def done(code) -> None:
             if not code:
                 if st is None:
                     self.states.pop(k, None)
@@ -219,7 +219,7 @@ class ShareCoordinator(CoordinatorService):
                         delivery_complete_count)
         return self._write(k, st)
 
-    def read(self, group_id, topic_id, partition, leader_epoch=-1):
+    def read(self, group_id, topic_id, partition, leader_epoch=-1) -> tuple[int, ShareState | None, Future | None]:
         """-> (error code, ShareState or None, Future or None: the leader-epoch write to await)."""
         k = (group_id, topic_id, partition)
         st = self.states.get(k)
