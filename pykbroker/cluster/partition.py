@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Awaitable, Callable, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, NamedTuple, Optional
 
 import trio
 
@@ -31,6 +31,10 @@ from ..protocol.errors import ErrorCode, KafkaError
 from ..storage.errors import KafkaStorageError, OffsetOutOfRange, ProducerStateError
 from ..storage.log_config import LogConfig
 from .metadata_cache import PartitionState
+
+if TYPE_CHECKING:
+    from ..protocol.records import ValidatedRecords
+    from ..storage.log import Log
 
 log = logging.getLogger("pykbroker.partition")
 
@@ -101,7 +105,7 @@ def log_config_of(cfg: dict) -> LogConfig:
 
 class Partition:
     def __init__(self, topic: str, topic_id: bytes, partition_id: int,
-                 log_, config: dict, high_watermark: Optional[int] = None, *, hooks: PartitionHooks,
+                 log_: Log, config: dict, high_watermark: Optional[int] = None, *, hooks: PartitionHooks,
                  state: PartitionState, node_id: Optional[int] = None) -> None:
         self._hooks = hooks
         self.topic = topic
@@ -327,7 +331,7 @@ class Partition:
             self.make_leader(state)
 
     # ------------------------------------------------------------------ follower
-    def append_as_follower(self, buf) -> Optional[tuple[int, int]]:
+    def append_as_follower(self, buf: bytes | bytearray | memoryview) -> Optional[tuple[int, int]]:
         """Append the leader's batches as they are (offsets, epochs, producer ids kept); the
         log's producer state and epoch cache follow them.  Batches this log already holds
         (at offsets below its LEO) are skipped."""
@@ -390,7 +394,7 @@ class Partition:
         self.log.config = log_config_of(config)
 
     # ------------------------------------------------------------------ append
-    def append_records_as_leader(self, validated, now_ms: int) -> AppendResult:
+    def append_records_as_leader(self, validated: ValidatedRecords, now_ms: int) -> AppendResult:
         """Append one partition's validated produce records.  No await inside."""
         if self.deleted:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -661,7 +665,7 @@ class OfflinePartition:
     def update_follower_fetch_state(self, replica_id: int, fetch_offset: int) -> int:
         return ErrorCode.KAFKA_STORAGE_ERROR
 
-    def append_as_follower(self, buf) -> Optional[tuple[int, int]]:
+    def append_as_follower(self, buf: bytes | bytearray | memoryview) -> Optional[tuple[int, int]]:
         raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log dir of %s is offline" % self)
 
     def maybe_shrink_isr(self, max_lag_s: float) -> None:
@@ -682,16 +686,16 @@ class OfflinePartition:
     def update_config(self, config: dict) -> None:
         self.config = config
 
-    def append_records_as_leader(self, validated, now_ms: int) -> AppendResult:
+    def append_records_as_leader(self, validated: ValidatedRecords, now_ms: int) -> AppendResult:
         raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log dir of %s is offline" % self)
 
-    def read_records(self, *args, **kwargs) -> ReadResult:
+    def read_records(self, *args: Any, **kwargs: Any) -> ReadResult:
         return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, b"", 0, -1, -1, -1)
 
-    def append_end_txn_marker(self, *args, **kwargs) -> int:
+    def append_end_txn_marker(self, *args: Any, **kwargs: Any) -> int:
         raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log dir of %s is offline" % self)
 
-    def fetch_offset_for_timestamp(self, *args, **kwargs) -> Optional[tuple[int, int, int]]:
+    def fetch_offset_for_timestamp(self, *args: Any, **kwargs: Any) -> Optional[tuple[int, int, int]]:
         raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log dir of %s is offline" % self)
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:

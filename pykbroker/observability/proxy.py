@@ -28,6 +28,7 @@ import functools
 import logging
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -35,6 +36,9 @@ from ..protocol import primitives as P
 from ..protocol.codec import APIS
 from ..protocol.framing import FrameBuffer, parse_request_header
 from .trace import TraceFile, decode_response, exchange
+
+if TYPE_CHECKING:
+    import argparse
 
 log = logging.getLogger("pykbroker.trace.proxy")
 
@@ -53,7 +57,7 @@ def rewrite_response(api_key: int, version: int, body: dict, host: str, port: in
     """Rewrite ``body`` in place so the client keeps talking through the proxy; True if changed."""
     changed = False
 
-    def point(d) -> None:
+    def point(d: dict) -> None:
         nonlocal changed
         if d.get("host") is not None and (d.get("host"), d.get("port")) != (host, port):
             d["host"], d["port"] = host, port
@@ -87,7 +91,8 @@ def rewrite_response(api_key: int, version: int, body: dict, host: str, port: in
 
 
 class ProxyConnection:
-    def __init__(self, client, upstream, trace: TraceFile, advertised: tuple[str, int], peer: str) -> None:
+    def __init__(self, client: trio.abc.Stream, upstream: trio.abc.Stream, trace: TraceFile,
+                 advertised: tuple[str, int], peer: str) -> None:
         self.client = client
         self.upstream = upstream
         self.trace = trace
@@ -106,7 +111,7 @@ class ProxyConnection:
                 await self.client.aclose()
                 await self.upstream.aclose()
 
-    async def _client_to_upstream(self, scope) -> None:
+    async def _client_to_upstream(self, scope: trio.CancelScope) -> None:
         frames = FrameBuffer(MAX_FRAME)
         try:
             while True:
@@ -137,7 +142,7 @@ class ProxyConnection:
                 await trio.sleep(0.02)
         scope.cancel()
 
-    async def _upstream_to_client(self, scope) -> None:
+    async def _upstream_to_client(self, scope: trio.CancelScope) -> None:
         frames = FrameBuffer(MAX_FRAME)
         client_gone = False
         try:
@@ -235,7 +240,8 @@ async def drain(connections: set, seconds: float = DRAIN_SECONDS) -> None:
 
 
 async def run_proxy(listen: tuple[str, int], upstream: tuple[str, int], out: str,
-                    task_status=trio.TASK_STATUS_IGNORED, connections: set | None = None) -> None:
+                    task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
+                    connections: set | None = None) -> None:
     """Serve until cancelled; ``task_status.started`` gets the bound port.  ``connections``:
     a set the live ``ProxyConnection``s are kept in (for ``drain``)."""
     trace = TraceFile(out)
@@ -245,7 +251,7 @@ async def run_proxy(listen: tuple[str, int], upstream: tuple[str, int], out: str
     port = listeners[0].socket.getsockname()[1]
     advertised = (listen[0] if listen[0] not in ("", "0.0.0.0", "::") else "127.0.0.1", port)
 
-    async def on_conn(client) -> None:
+    async def on_conn(client: trio.SocketStream) -> None:
         try:
             peer = "%s:%s" % client.socket.getpeername()[:2]
         except OSError:
@@ -273,7 +279,7 @@ async def run_proxy(listen: tuple[str, int], upstream: tuple[str, int], out: str
         trace.close()
 
 
-def main(args) -> int:
+def main(args: argparse.Namespace) -> int:
     import signal
 
     try:
