@@ -43,9 +43,12 @@ answer is the same as Kafka's.
 from __future__ import annotations
 
 import random
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import trio
+
+if TYPE_CHECKING:
+    from .partition import ReadResult
 
 # Kafka's MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS (a constant, not a config): a session unused
 # for longer is evictable by anyone; a younger one only by the rules in the docstring.
@@ -84,7 +87,7 @@ class CachedPartition:
         self.part = None        # the Partition object the waker is registered on
         self.waker: Optional[_Waker] = None
 
-    def must_list(self, d) -> bool:
+    def must_list(self, d: ReadResult) -> bool:
         """Kafka's CachedPartition.maybeUpdateResponseData: whether an incremental answer lists
         the partition, given its read ``d`` (partition.ReadResult); remembers
         what it was told."""

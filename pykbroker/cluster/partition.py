@@ -55,7 +55,7 @@ class ReadResult(NamedTuple):
     """One partition's read for a fetch (Kafka's LogReadResult); the ReplicaManager makes the
     error answers of its own checks in the same shape (cluster/replica_manager.py)."""
     error: int
-    records: object          # Chunks of FileRegions, or b"" (never None: clients want empty bytes)
+    records: Chunks | bytes  # Chunks of FileRegions, or b"" (never None: clients want empty bytes)
     size: int
     high_watermark: int
     last_stable_offset: int
