@@ -58,18 +58,21 @@ import struct
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional
 
 from pykbroker.protocol.records import (
     CODEC_NONE, DELETE_HORIZON_MASK, HEADER_SIZE, LOG_APPEND_TIME, LOG_OVERHEAD, MAGIC_V2,
     BatchHeader, decode_records, encode_batch, CONTROL_MASK, TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
 )
-from .fdpool import pin_all
+from .fdpool import FdHandle, pin_all
+from .fs import FileSystem
 from .segment import LogSegment, scan_batches
 
 if TYPE_CHECKING:
     from .checkpoints import OffsetCheckpointFile
+    from .log import Log
+    from .manager import LogManager
 from ..protocol import records as _records
 
 log = logging.getLogger("pykbroker.cleaner")
@@ -165,13 +168,13 @@ class CleanPlan:
         return self.dirty_bytes / total if total else 0.0
 
 
-def _first_batch_timestamp(seg) -> int:
+def _first_batch_timestamp(seg: LogSegment) -> int:
     for h, _ in seg.iter_batches(0):
         return h.max_timestamp
     return -1
 
 
-def _aborted_ranges(segments) -> dict:
+def _aborted_ranges(segments: Iterable[LogSegment]) -> dict:
     """producer id -> [(first offset, marker offset)] of the aborted transactions in ``segments``
     (their ``.txnindex``)."""
     out: dict = {}
@@ -181,7 +184,7 @@ def _aborted_ranges(segments) -> dict:
     return out
 
 
-def plan_cleaning(lg, first_dirty: int, now_ms: int, cc: CleanerConfig,
+def plan_cleaning(lg: Log, first_dirty: int, now_ms: int, cc: CleanerConfig,
                   horizon_due: bool = False) -> Optional[CleanPlan]:
     """Kafka's LogCleanerManager decision for one log; None = nothing to do."""
     segs = lg.segments
@@ -223,13 +226,13 @@ def plan_cleaning(lg, first_dirty: int, now_ms: int, cc: CleanerConfig,
 # Batch scanning over a captured fd
 
 
-def _scan(fs, fd: int, end: int) -> Iterator[tuple[BatchHeader, bytes]]:
+def _scan(fs: FileSystem, fd: int, end: int) -> Iterator[tuple[BatchHeader, bytes]]:
     """(BatchHeader, whole-batch bytes) for every valid batch in [0, end)."""
     for h, batch in scan_batches(fs, fd, 0, end, _READ_CHUNK, with_body=True):
         yield h, bytes(batch)  # type: ignore[arg-type]  # with_body=True: never None
 
 
-def _scan_pinned(fs, handle, end: int) -> Iterator[tuple[BatchHeader, bytes]]:
+def _scan_pinned(fs: FileSystem, handle: FdHandle, end: int) -> Iterator[tuple[BatchHeader, bytes]]:
     """:func:`_scan` over a segment file's handle, pinned while it runs (fdpool.py)."""
     with handle.pinned() as fd:
         yield from _scan(fs, fd, end)
@@ -247,7 +250,7 @@ def _empty_batch(h: BatchHeader, attrs: int) -> bytes:
     return bytes(buf)
 
 
-def has_keyless_record(batch) -> bool:
+def has_keyless_record(batch: bytes | bytearray | memoryview) -> bool:
     """True if any record of this v2 batch (whole batch bytes) has a null key.
     Used by Produce on compacted topics only (Kafka's LogValidator checks
     every record there too: a key can only be seen by walking the records)."""
@@ -282,7 +285,7 @@ class Cleaner:
 
     aborted: dict = {}
 
-    def _is_aborted(self, h) -> bool:
+    def _is_aborted(self, h: BatchHeader) -> bool:
         if not (h.attributes & TRANSACTIONAL_MASK) or h.producer_id not in self.aborted:
             return False
         return any(first <= h.base_offset <= last for first, last in self.aborted[h.producer_id])
@@ -292,7 +295,8 @@ class Cleaner:
             raise CleanerAborted("cleaner stopped")
 
     # -- 1. offset map (worker thread)
-    def build_offset_map(self, lg, segments, handles, plan: CleanPlan) -> int:
+    def build_offset_map(self, lg: Log, segments: list[LogSegment], handles: list[FdHandle],
+                         plan: CleanPlan) -> int:
         """Fill the map from the dirty part; returns the end offset of what
         was mapped (exclusive): Kafka's ``map.latestOffset + 1``."""
         m = self.map
@@ -325,7 +329,7 @@ class Cleaner:
 
     # -- 2. grouping
     @staticmethod
-    def group_segments(segments, end_offset: int, max_size: int) -> list[list]:
+    def group_segments(segments: list[LogSegment], end_offset: int, max_size: int) -> list[list]:
         """Consecutive non-active segments starting below ``end_offset``,
         grouped so each group fits one segment (Kafka's groupSegmentsBySize)."""
         cands = [s for s in segments[:-1] if s.base_offset < end_offset]
@@ -344,7 +348,7 @@ class Cleaner:
         return groups
 
     # -- 3. rewrite one group into *.cleaned (worker thread)
-    def clean_group(self, lg, group, handles, now_ms: int, cc: CleanerConfig,
+    def clean_group(self, lg: Log, group: list[LogSegment], handles: list[FdHandle], now_ms: int, cc: CleanerConfig,
                     producers_last: dict, stats: CleanStats, end: int) -> LogSegment:
         base = group[0].base_offset
         fs = lg.fs
@@ -366,7 +370,8 @@ class Cleaner:
             raise
         return out
 
-    def _write_group(self, lg, out, group, handles, now_ms, cc, producers_last, stats, end) -> None:
+    def _write_group(self, lg: Log, out: LogSegment, group: list[LogSegment], handles: list[FdHandle],
+                     now_ms: int, cc: CleanerConfig, producers_last: dict, stats: CleanStats, end: int) -> None:
         # records at or past ``end`` were not seen by the offset map: kept as they are
         latest = end - 1
         pending = bytearray()
@@ -461,7 +466,7 @@ class Cleaner:
             delete_horizon_ms=new_horizon)
 
     # -- everything, synchronously (tests and tools; the broker splits it)
-    def clean_log(self, lg, first_dirty: int, now_ms: int, cc: CleanerConfig,
+    def clean_log(self, lg: Log, first_dirty: int, now_ms: int, cc: CleanerConfig,
                   force: bool = False) -> Optional[tuple[int, CleanStats]]:
         """Plan, map, rewrite and swap every group of ``lg`` in this thread.
         Returns (new first dirty offset, stats), or None if nothing to do."""
@@ -525,8 +530,9 @@ class LogCleanerTask:
     file deletions (the nursery's ``start_soon``); the other arguments are the
     ``log.cleaner.*`` broker settings; ``hook`` is for crash tests."""
 
-    def __init__(self, log_manager, spawn, enabled=True, backoff_ms=None,
-                 dedupe_buffer_size=None, io_buffer_load_factor=None,
+    def __init__(self, log_manager: LogManager, spawn: Callable[..., Any], enabled: bool = True,
+                 backoff_ms: Optional[int] = None, dedupe_buffer_size: Optional[int] = None,
+                 io_buffer_load_factor: Optional[float] = None,
                  hook: Optional[Callable[[str], None]] = None) -> None:
         self.lm = log_manager
         self.spawn = spawn
@@ -539,7 +545,8 @@ class LogCleanerTask:
         self.cleanings = 0
         self.reconfigure(backoff_ms, dedupe_buffer_size, io_buffer_load_factor)
 
-    def reconfigure(self, backoff_ms=None, dedupe_buffer_size=None, io_buffer_load_factor=None) -> None:
+    def reconfigure(self, backoff_ms: Optional[int] = None, dedupe_buffer_size: Optional[int] = None,
+                    io_buffer_load_factor: Optional[float] = None) -> None:
         """New ``log.cleaner.*`` values (dynamic broker configs): used from the next pass."""
         self.backoff_ms = 15000 if backoff_ms is None else backoff_ms
         size = dedupe_buffer_size or 134217728
