@@ -50,7 +50,7 @@ import logging
 import os
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 import trio
 
@@ -87,10 +87,10 @@ class LogManager:
     tests); ``new_log_epoch``: the leader epoch a log without any records at its end when opened
     (Kafka's makeLeader; done in the loading thread so its fsync stays off the event loop)."""
 
-    def __init__(self, log_dirs: list[str], fs: Optional[FileSystem] = None, *, config=None,
-                 metadata=None, default_config: Optional[LogConfig] = None,
+    def __init__(self, log_dirs: list[str], fs: Optional[FileSystem] = None, *, config: Any = None,
+                 metadata: Any = None, default_config: Optional[LogConfig] = None,
                  halt_hook: Optional[Callable[[int, str], None]] = None,
-                 new_log_epoch: Optional[int] = None, clock=None) -> None:
+                 new_log_epoch: Optional[int] = None, clock: Any = None) -> None:
         self.log_dirs = list(log_dirs)
         # the broker's clock (pykbroker/clock.py): wall time of retention, segment.ms, the
         # cleaner's horizons and producer-id expiry
@@ -136,13 +136,13 @@ class LogManager:
     def get_log(self, topic: str, partition: int) -> Optional[Log]:
         return self.logs.get((topic, partition))
 
-    def dir_of(self, tp) -> Optional[str]:
+    def dir_of(self, tp: TopicPartition) -> Optional[str]:
         return self._dir_of.get(tp)
 
-    def is_online(self, tp) -> bool:
+    def is_online(self, tp: TopicPartition) -> bool:
         return tp in self.logs and self._dir_of.get(tp) not in self.offline_dirs
 
-    def is_live(self, tp, lg) -> bool:
+    def is_live(self, tp: TopicPartition, lg: Log) -> bool:
         """``lg`` is still ``tp``'s log (not deleted) and its dir is online."""
         return self.logs.get(tp) is lg and self._dir_of.get(tp) not in self.offline_dirs
 
@@ -232,7 +232,7 @@ class LogManager:
         log.info("opened %d partition log(s) in %s", opened, ", ".join(self.log_dirs))
         self._loaded = True
 
-    async def startup(self, nursery) -> None:
+    async def startup(self, nursery: trio.Nursery) -> None:
         """Open the logs of every partition in the metadata image (in a worker thread: nothing
         else runs yet), then start the background tasks in ``nursery``."""
         from .cleaner import LogCleanerTask
@@ -266,7 +266,7 @@ class LogManager:
         nursery.start_soon(self.retention.run)
         nursery.start_soon(self.cleaner.run)
 
-    def _remove_dirs(self, paths) -> None:
+    def _remove_dirs(self, paths: Iterable[str]) -> None:
         """Blocking: rename each directory to ``*-delete`` (unless it is one) and remove it."""
         for path in paths:
             target = path
@@ -291,7 +291,8 @@ class LogManager:
             counts[d] = counts.get(d, 0) + 1
         return min(online, key=lambda d: (counts[d], self.log_dirs.index(d)))
 
-    def _open(self, tp, d: str, recovery_point: int = 0, clean: bool = False, log_start=None) -> Log:
+    def _open(self, tp: TopicPartition, d: str, recovery_point: int = 0, clean: bool = False,
+              log_start: Optional[int] = None) -> Log:
         """Blocking: open (or create) ``tp``'s log in ``d``."""
         path = os.path.join(d, partition_dir_name(tp[0], tp[1]))
         created = not self.fs.isdir(path)
@@ -341,7 +342,7 @@ class LogManager:
         self.logs[tp] = lg
         return lg
 
-    async def delete_logs(self, tps) -> None:
+    async def delete_logs(self, tps: Iterable[TopicPartition]) -> None:
         """Forget ``tps`` at once; rename each directory to ``*-delete`` and remove it in a
         worker thread (segments still being sent keep their open fds)."""
         logs = []
@@ -359,7 +360,7 @@ class LogManager:
         if logs:
             await trio.to_thread.run_sync(self._delete_logs, logs)
 
-    def _delete_logs(self, logs) -> None:
+    def _delete_logs(self, logs: Iterable[Log]) -> None:
         for lg in logs:
             renamed = "%s.%s-delete" % (lg.dir.rstrip("/"), uuid.uuid4().hex)
             target: Optional[str] = renamed
@@ -389,11 +390,11 @@ class LogManager:
         out += [(tp, lg, True) for tp, lg in list(self.future_logs.items()) if self._future_dir_of.get(tp) == d]
         return out
 
-    def _drop_future(self, tp) -> Optional[Log]:
+    def _drop_future(self, tp: TopicPartition) -> Optional[Log]:
         self._future_dir_of.pop(tp, None)
         return self.future_logs.pop(tp, None)
 
-    async def alter_log_dir(self, tp, path: str) -> None:
+    async def alter_log_dir(self, tp: TopicPartition, path: str) -> None:
         """Kafka's ReplicaManager.alterReplicaLogDirs for one partition: move ``tp``'s log to
         log dir ``path`` online.  A future log is created in the destination and filled from
         the current one by a background task, which swaps them once it has caught up (no await
@@ -410,6 +411,7 @@ class LogManager:
         if self._future_dir_of.get(tp) not in (None, dest):
             # a move elsewhere is under way: stop it (Kafka's futureReplicaDirChanged)
             old = self._drop_future(tp)
+            assert old is not None      # future_logs and _future_dir_of are set and dropped together
             await trio.to_thread.run_sync(self._delete_logs, [old])
         if tp not in self.logs:
             self._preferred_dir[tp] = dest
@@ -454,7 +456,7 @@ class LogManager:
             out += region.read()
         return bytes(out)
 
-    async def _move(self, tp, fut: Log) -> None:
+    async def _move(self, tp: TopicPartition, fut: Log) -> None:
         """Kafka's ReplicaAlterLogDirsThread for one partition: copy batches (offsets, epochs and
         producer state kept) until the future log reaches the current log's end, then swap."""
         try:
@@ -487,7 +489,7 @@ class LogManager:
                 with trio.CancelScope(shield=True):
                     await trio.to_thread.run_sync(self._delete_logs, [fut])
 
-    def _swap(self, tp, src: Log, fut: Log) -> None:
+    def _swap(self, tp: TopicPartition, src: Log, fut: Log) -> None:
         """Kafka's replaceCurrentWithFutureLog, on the event loop with no await (appends wait):
         the future log takes the partition's name in its dir, then the old one is renamed for
         deletion and removed in a worker thread."""
@@ -511,7 +513,7 @@ class LogManager:
         assert self._nursery is not None    # a move runs in the manager's nursery
         self._nursery.start_soon(trio.to_thread.run_sync, self._delete_logs, [src])
 
-    def reconfigure(self, config) -> None:
+    def reconfigure(self, config: Any) -> None:
         """Dynamic broker configs changed: the cleaner's settings follow (retention and the
         flusher read theirs at each pass; topic configs come through ``update_config``)."""
         cleaner = getattr(self, "cleaner", None)
@@ -528,7 +530,7 @@ class LogManager:
             if tp[0] == topic:
                 lg.config = lc
 
-    async def delete_below_log_start(self, tp, lg) -> int:
+    async def delete_below_log_start(self, tp: TopicPartition, lg: Log) -> int:
         """DeleteRecords moved ``lg``'s start: its segments wholly below go (retention's path)."""
         assert self.retention is not None   # DeleteRecords is served once the manager runs
         return await self.retention.delete_below_log_start(tp, lg)
@@ -538,13 +540,13 @@ class LogManager:
         """``listener(dir, [tp, ...])`` is called when ``dir`` goes offline."""
         self._dir_failure_listeners.append(listener)
 
-    def on_storage_error(self, tp, exc) -> None:
+    def on_storage_error(self, tp: TopicPartition, exc: BaseException) -> None:
         """An I/O error in ``tp``'s log: its whole log dir goes offline (Kafka's rule)."""
         d = self._dir_of.get(tp)
         if d is not None:
             self.mark_dir_offline(d, exc)
 
-    def mark_dir_offline(self, d: str, reason) -> None:
+    def mark_dir_offline(self, d: str, reason: object) -> None:
         if d in self.offline_dirs:
             return
         self.offline_dirs.add(d)
@@ -597,7 +599,7 @@ class LogManager:
             e["hw"][tp] = lg.high_watermark
         return per_dir
 
-    def write_checkpoints(self, kinds=("rp", "ls", "hw"), per_dir=None) -> dict:
+    def write_checkpoints(self, kinds: Iterable[str] = ("rp", "ls", "hw"), per_dir: Optional[dict] = None) -> dict:
         """Blocking: write the checkpoint files of every online dir; {dir: error} of failures."""
         if per_dir is None:
             per_dir = self._checkpoint_data()
@@ -612,7 +614,7 @@ class LogManager:
                     break
         return failed
 
-    async def checkpoint(self, kinds=("rp", "ls", "hw")) -> None:
+    async def checkpoint(self, kinds: Iterable[str] = ("rp", "ls", "hw")) -> None:
         failed = await trio.to_thread.run_sync(self.write_checkpoints, kinds, self._checkpoint_data())
         for d, e in failed.items():
             self.mark_dir_offline(d, e)
@@ -638,7 +640,7 @@ class LogManager:
                 await self.checkpoint(kinds)
 
     # ------------------------------------------------------------------ background flush
-    async def flush_log(self, tp, lg) -> None:
+    async def flush_log(self, tp: TopicPartition, lg: Log) -> None:
         """fsync ``lg`` off the event loop; an I/O error takes its dir offline (and is raised)."""
         try:
             await trio.to_thread.run_sync(lg.flush)
