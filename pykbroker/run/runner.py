@@ -160,7 +160,7 @@ class BrokerRunner:
         # offline partitions stay offline across a restart (the fault plan survives it; the
         # new controller learns them again)
         if self.faults.offline:
-            controller: Any = b.controller  # (the Broker declares it None until it runs)
+            controller: Any = b.controller  # (the BrokerServer declares it None until it runs)
             controller.replicas_offline(b.node_id, self.faults.offline)
         return True
 
@@ -196,7 +196,7 @@ class BrokerRunner:
     def set_partition_offline(self, topic: str, partition: int, offline: bool = True) -> bool:
         """Take ``topic``-``partition`` offline (or back online); False if nothing changed.
         Raises KeyError for an unknown partition."""
-        b: Any = self.broker    # (the Broker declares its metadata_cache and controller None)
+        b: Any = self.broker    # (the BrokerServer declares its metadata_cache and controller None)
         if b is not None and b.metadata_cache.partition_state(topic, partition) is None:
             raise KeyError("unknown partition %s-%d" % (topic, partition))
         changed = self.faults.set_offline(topic, partition) if offline else self.faults.set_online(topic, partition)
