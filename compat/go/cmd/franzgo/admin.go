@@ -42,7 +42,7 @@ func configsOf(rcs kadm.ResourceConfigs, keys ...string) map[string]string {
 }
 
 func runAdmin(ctx context.Context) any {
-	topic := *prefix + "-adm"
+	topic := *common.Prefix + "-adm"
 	cl := newClient()
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
@@ -60,9 +60,9 @@ func runAdmin(ctx context.Context) any {
 	}
 	res.Brokers = len(bs)
 	ret, pol := "3600000", "compact"
-	cr, err := adm.CreateTopic(ctx, 2, int16(*rf), map[string]*string{"retention.ms": &ret, "cleanup.policy": &pol}, topic)
+	cr, err := adm.CreateTopic(ctx, 2, int16(*common.RF), map[string]*string{"retention.ms": &ret, "cleanup.policy": &pol}, topic)
 	res.Created = err == nil && cr.Err == nil
-	switch cr2, err := adm.CreateTopic(ctx, 2, int16(*rf), nil, topic); {
+	switch cr2, err := adm.CreateTopic(ctx, 2, int16(*common.RF), nil, topic); {
 	case err != nil:
 		res.DuplicateErr = err.Error()
 	case cr2.Err != nil:
@@ -131,7 +131,7 @@ func runAdmin(ctx context.Context) any {
 		time.Sleep(100 * time.Millisecond)
 	}
 	res.ListedAfterDel = td.Has(topic)
-	if rcs, err := adm.DescribeTopicConfigs(ctx, *prefix+"-no-such-topic"); err == nil && len(rcs) == 1 && rcs[0].Err != nil {
+	if rcs, err := adm.DescribeTopicConfigs(ctx, *common.Prefix+"-no-such-topic"); err == nil && len(rcs) == 1 && rcs[0].Err != nil {
 		res.UnknownDescribed = rcs[0].Err.Error()
 	} else if err != nil {
 		res.UnknownDescribed = err.Error()

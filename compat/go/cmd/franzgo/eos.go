@@ -52,7 +52,7 @@ func groupBalancerOpts() []kgo.Opt {
 }
 
 func runEOS(ctx context.Context) eosResult {
-	in, out, group := *prefix+"-in", *prefix+"-out", *prefix+"-g"
+	in, out, group := *common.Prefix+"-in", *common.Prefix+"-out", *common.Prefix+"-g"
 	admCl := newClient()
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
@@ -62,7 +62,7 @@ func runEOS(ctx context.Context) eosResult {
 	res := eosResult{Balancer: *balancer, Static: *static, EndErrors: []string{}, ProduceErrors: []string{}, RecoverErrors: []string{}}
 	// the input, produced plainly (idempotent acks=all, franz-go's default)
 	p := newClient(kgo.DefaultProduceTopic(in))
-	for i := 0; i < *records; i++ {
+	for i := 0; i < *common.Records; i++ {
 		v := fmt.Sprintf("v-%05d", i)
 		res.Input = append(res.Input, v)
 		p.Produce(ctx, &kgo.Record{Key: []byte(fmt.Sprintf("k-%d", i%17)), Value: []byte(v)}, func(_ *kgo.Record, err error) {
@@ -127,7 +127,7 @@ func runEOS(ctx context.Context) eosResult {
 			opts = append(opts, fault.opts()...)
 		}
 		if *static {
-			opts = append(opts, kgo.InstanceID(fmt.Sprintf("%s-member-%d", *prefix, i)))
+			opts = append(opts, kgo.InstanceID(fmt.Sprintf("%s-member-%d", *common.Prefix, i)))
 		}
 		s, err := kgo.NewGroupTransactSession(opts...)
 		if err != nil {

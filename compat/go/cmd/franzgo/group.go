@@ -30,7 +30,7 @@ type groupResult struct {
 }
 
 func runGroup(ctx context.Context) any {
-	topic, group := *prefix+"-grp", *prefix+"-grp-g"
+	topic, group := *common.Prefix+"-grp", *common.Prefix+"-grp-g"
 	admCl := newClient()
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)
@@ -39,7 +39,7 @@ func runGroup(ctx context.Context) any {
 
 	p := newClient(kgo.DefaultProduceTopic(topic))
 	var all []string
-	for i := 0; i < *records; i++ {
+	for i := 0; i < *common.Records; i++ {
 		v := fmt.Sprintf("g-%05d", i)
 		all = append(all, v)
 		p.Produce(ctx, &kgo.Record{Key: []byte(fmt.Sprintf("%d", i%11)), Value: []byte(v)}, func(_ *kgo.Record, err error) {

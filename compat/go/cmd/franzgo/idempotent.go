@@ -28,7 +28,7 @@ type idemResult struct {
 }
 
 func runIdempotent(ctx context.Context) any {
-	topic := *prefix + "-idem"
+	topic := *common.Prefix + "-idem"
 	admCl := newClient()
 	defer admCl.Close()
 	createTopic(ctx, kadm.NewClient(admCl), topic, 3)
@@ -43,7 +43,7 @@ func runIdempotent(ctx context.Context) any {
 		wg       sync.WaitGroup
 	)
 	var acked atomic.Int64
-	for i := 0; i < *records; i++ {
+	for i := 0; i < *common.Records; i++ {
 		if *pace > 0 {
 			time.Sleep(*pace) // spread over time: a broker can be killed while records are in flight
 		}

@@ -14,19 +14,16 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pykbroker/compat/go/internal/scen"
 )
 
 var (
-	brokers    = flag.String("brokers", "127.0.0.1:9092", "bootstrap servers, comma separated")
-	scenario   = flag.String("scenario", "roundtrip", "roundtrip | idempotent | group | eos | admin")
-	prefix     = flag.String("prefix", "fg", "topic/group name prefix")
-	rf         = flag.Int("rf", 1, "replication factor of the topics created")
-	records    = flag.Int("records", 300, "records produced (per codec for roundtrip)")
+	common     = scen.CommonFlags("franz-go", "fg", "roundtrip | idempotent | group | eos | admin")
 	balancer   = flag.String("balancer", "range", "eos/group: range | cooperative-sticky | sticky | consumer (KIP-848, server side)")
 	static     = flag.Bool("static", false, "eos: static members (group.instance.id)")
 	workers    = flag.Int("workers", 3, "eos: transact sessions")
@@ -36,15 +33,14 @@ var (
 	txnPrefix  = flag.String("txn-prefix", "", "eos: transactional id prefix (default: -prefix)")
 	loseEndTxn = flag.Int("lose-end-txn", 0, "eos: worker 0 never gets the answers to its Nth EndTxn (0: no fault)")
 	pace       = flag.Duration("pace", 0, "idempotent: pause between two records produced")
-	verbose    = flag.Bool("v", false, "franz-go's log lines on stderr")
 	txnTimeout = flag.Duration("txn-timeout", 20*time.Second, "eos: transaction.timeout.ms")
 )
 
-func seeds() []string { return strings.Split(*brokers, ",") }
+func seeds() []string { return common.Seeds() }
 
 func baseOpts() []kgo.Opt {
 	opts := []kgo.Opt{kgo.SeedBrokers(seeds()...), kgo.MetadataMinAge(250 * time.Millisecond)}
-	if *verbose {
+	if *common.Verbose {
 		opts = append(opts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelInfo, func() string {
 			return time.Now().Format("15:04:05.000 ")
 		})))
@@ -61,13 +57,13 @@ func newClient(extra ...kgo.Opt) *kgo.Client {
 }
 
 func fail(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "franzgo %s: "+format+"\n", append([]any{*scenario}, args...)...)
+	fmt.Fprintf(os.Stderr, "franzgo %s: "+format+"\n", append([]any{*common.Scenario}, args...)...)
 	os.Exit(2)
 }
 
 // createTopic creates a topic with kadm and waits until every partition has a leader.
 func createTopic(ctx context.Context, adm *kadm.Client, topic string, partitions int32) {
-	resp, err := adm.CreateTopic(ctx, partitions, int16(*rf), nil, topic)
+	resp, err := adm.CreateTopic(ctx, partitions, int16(*common.RF), nil, topic)
 	if err != nil || resp.Err != nil {
 		fail("create topic %s: %v %v", topic, err, resp.Err)
 	}
@@ -105,11 +101,11 @@ func emit(v any) {
 func main() {
 	flag.Parse()
 	if *txnPrefix == "" {
-		*txnPrefix = *prefix
+		*txnPrefix = *common.Prefix
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	switch *scenario {
+	switch *common.Scenario {
 	case "roundtrip":
 		emit(runRoundtrip(ctx))
 	case "idempotent":

@@ -84,7 +84,7 @@ func runRoundtrip(ctx context.Context) any {
 	out := map[string]*codecResult{}
 	base := time.Now()
 	for _, c := range codecs {
-		topic := fmt.Sprintf("%s-rt-%s", *prefix, c.name)
+		topic := fmt.Sprintf("%s-rt-%s", *common.Prefix, c.name)
 		createTopic(ctx, adm, topic, 3)
 		res := &codecResult{Mismatches: []string{}, OffsetsDense: true}
 		out[c.name] = res
@@ -92,7 +92,7 @@ func runRoundtrip(ctx context.Context) any {
 			kgo.ProducerBatchCompression(c.codec), kgo.ProducerLinger(5*time.Millisecond))
 		want := map[int32][]*kgo.Record{}
 		var rs []*kgo.Record
-		for i := 0; i < *records; i++ {
+		for i := 0; i < *common.Records; i++ {
 			r := record(i, base)
 			rs = append(rs, r)
 		}

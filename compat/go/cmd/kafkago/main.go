@@ -13,7 +13,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -23,19 +22,14 @@ import (
 )
 
 var (
-	brokers  = flag.String("brokers", "127.0.0.1:9092", "bootstrap servers, comma separated")
-	scenario = flag.String("scenario", "roundtrip", "roundtrip | group")
-	prefix   = flag.String("prefix", "kg", "topic/group name prefix")
-	records  = flag.Int("records", 300, "records produced (per codec for roundtrip)")
+	common   = scen.CommonFlags("kafka-go", "kg", "roundtrip | group")
 	strategy = flag.String("balancer", "range", "group: range | roundrobin")
-	rf       = flag.Int("rf", 1, "replication factor of the topics created")
-	verbose  = flag.Bool("v", false, "kafka-go's error log lines on stderr")
 )
 
-func seeds() []string { return strings.Split(*brokers, ",") }
+func seeds() []string { return common.Seeds() }
 
 func errorLogger() kafka.Logger {
-	if !*verbose {
+	if !*common.Verbose {
 		return nil
 	}
 	return kafka.LoggerFunc(func(msg string, args ...any) { fmt.Fprintf(os.Stderr, msg+"\n", args...) })
@@ -44,7 +38,7 @@ func errorLogger() kafka.Logger {
 func createTopic(ctx context.Context, topic string, partitions int) {
 	c := &kafka.Client{Addr: kafka.TCP(seeds()...), Timeout: 30 * time.Second}
 	r, err := c.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{
-		{Topic: topic, NumPartitions: partitions, ReplicationFactor: *rf}}})
+		{Topic: topic, NumPartitions: partitions, ReplicationFactor: *common.RF}}})
 	if err != nil {
 		scen.Fail("create topic %s: %v", topic, err)
 	}
@@ -117,11 +111,11 @@ func runRoundtrip(ctx context.Context) any {
 		"zstd": kafka.Zstd}
 	base := time.Now()
 	for _, name := range scen.Codecs {
-		topic := fmt.Sprintf("%s-rt-%s", *prefix, name)
+		topic := fmt.Sprintf("%s-rt-%s", *common.Prefix, name)
 		createTopic(ctx, topic, 3)
 		var rs []scen.Rec
 		want := map[int32][]scen.Rec{}
-		for i := 0; i < *records; i++ {
+		for i := 0; i < *common.Records; i++ {
 			r := scen.Record(i, base)
 			r.Offset = int64(len(want[r.Partition])) // a fresh topic: dense from 0
 			want[r.Partition] = append(want[r.Partition], r)
@@ -141,26 +135,14 @@ func runRoundtrip(ctx context.Context) any {
 	return out
 }
 
-type groupResult struct {
-	Produced   int      `json:"produced"`
-	First      int      `json:"first_member_processed"`
-	Later      int      `json:"later_members_processed"`
-	Duplicates int      `json:"duplicates"`
-	Missing    int      `json:"missing"`
-	Problems   []string `json:"problems"`
-}
-
 // A consumer group (kafka-go's own group client, explicit CommitMessages): member A processes
 // a third and leaves, members B and C resume from A's commits; every record once.
 func runGroup(ctx context.Context) any {
-	topic, group := *prefix+"-grp", *prefix+"-grp-g"
+	topic, group := *common.Prefix+"-grp", *common.Prefix+"-grp-g"
 	createTopic(ctx, topic, 3)
-	var rs []scen.Rec
-	for i := 0; i < *records; i++ {
-		rs = append(rs, scen.Rec{Partition: int32(i % 3), Value: []byte(fmt.Sprintf("g-%05d", i))})
-	}
+	rs := scen.GroupRecords(*common.Records)
 	produce(ctx, topic, 0, rs)
-	res := groupResult{Produced: len(rs), Problems: []string{}}
+	res := scen.GroupResult{Produced: len(rs), Problems: []string{}}
 	var mu sync.Mutex
 	seen := map[string]int{}
 	total := func() int { mu.Lock(); defer mu.Unlock(); return len(seen) }
@@ -202,25 +184,8 @@ func runGroup(ctx context.Context) any {
 	}
 	gctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	res.First = member(gctx, func() {}, len(rs)/3)
-	later, all := context.WithCancel(gctx)
-	defer all()
-	var wg sync.WaitGroup
-	counts := make([]int, 2)
-	for i := range counts {
-		wg.Add(1)
-		go func() { defer wg.Done(); counts[i] = member(later, all, 0) }()
-	}
-	wg.Wait()
-	res.Later = counts[0] + counts[1]
-	for _, r := range rs {
-		switch n := seen[string(r.Value)]; {
-		case n == 0:
-			res.Missing++
-		case n > 1:
-			res.Duplicates += n - 1
-		}
-	}
+	res.RunMembers(gctx, member)
+	res.Tally(rs, seen)
 	return res
 }
 
@@ -228,12 +193,12 @@ func main() {
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
 	defer cancel()
-	switch *scenario {
+	switch *common.Scenario {
 	case "roundtrip":
 		scen.Emit(runRoundtrip(ctx))
 	case "group":
 		scen.Emit(runGroup(ctx))
 	default:
-		scen.Fail("unknown scenario %q", *scenario)
+		scen.Fail("unknown scenario %q", *common.Scenario)
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -25,17 +24,12 @@ import (
 )
 
 var (
-	brokers  = flag.String("brokers", "127.0.0.1:9092", "bootstrap servers, comma separated")
-	scenario = flag.String("scenario", "roundtrip", "roundtrip | idempotent | group | txn")
-	prefix   = flag.String("prefix", "sa", "topic/group name prefix")
-	records  = flag.Int("records", 300, "records produced (per codec for roundtrip)")
+	common   = scen.CommonFlags("sarama", "sa", "roundtrip | idempotent | group | txn")
 	strategy = flag.String("balancer", "range", "group: range | roundrobin | sticky")
 	version  = flag.String("kafka-version", "", "sarama's Config.Version (default: sarama.DefaultVersion)")
-	rf       = flag.Int("rf", 1, "replication factor of the topics created")
 	pace     = flag.Duration("pace", 0, "idempotent: pause between two records produced")
 	perTxn   = flag.Int("per-txn", 10, "txn: at most this many records per consume-transform-produce transaction")
 	txnHold  = flag.Duration("txn-hold", 10*time.Millisecond, "txn: how long each consume-transform-produce transaction stays open after its produces")
-	verbose  = flag.Bool("v", false, "sarama's log lines on stderr")
 )
 
 func config() *sarama.Config {
@@ -56,7 +50,7 @@ func config() *sarama.Config {
 	return c
 }
 
-func seeds() []string { return strings.Split(*brokers, ",") }
+func seeds() []string { return common.Seeds() }
 
 func createTopic(topic string, partitions int32) {
 	adm, err := sarama.NewClusterAdmin(seeds(), config())
@@ -64,7 +58,7 @@ func createTopic(topic string, partitions int32) {
 		scen.Fail("admin: %v", err)
 	}
 	defer adm.Close()
-	if err := adm.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: int16(*rf)}, false); err != nil {
+	if err := adm.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: int16(*common.RF)}, false); err != nil {
 		scen.Fail("create topic %s: %v", topic, err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
@@ -175,12 +169,12 @@ func runRoundtrip() any {
 		"snappy": sarama.CompressionSnappy, "lz4": sarama.CompressionLZ4, "zstd": sarama.CompressionZSTD}
 	base := time.Now()
 	for _, name := range scen.Codecs {
-		topic := fmt.Sprintf("%s-rt-%s", *prefix, name)
+		topic := fmt.Sprintf("%s-rt-%s", *common.Prefix, name)
 		createTopic(topic, 3)
 		c := config()
 		c.Producer.Compression = codecs[name]
 		var rs []scen.Rec
-		for i := 0; i < *records; i++ {
+		for i := 0; i < *common.Records; i++ {
 			rs = append(rs, scen.Record(i, base))
 		}
 		want := produce(c, topic, rs)
@@ -203,7 +197,7 @@ type idemResult struct {
 // The idempotent producer (Producer.Idempotent, acks=all, one request in flight as sarama
 // requires), asynchronous, three partitions.
 func runIdempotent() any {
-	topic := *prefix + "-idem"
+	topic := *common.Prefix + "-idem"
 	createTopic(topic, 3)
 	c := config()
 	c.Producer.Idempotent = true
@@ -220,7 +214,7 @@ func runIdempotent() any {
 	order := map[int32][]string{}
 	var omu sync.Mutex
 	go func() {
-		for i := 0; i < *records; i++ {
+		for i := 0; i < *common.Records; i++ {
 			part := int32(i % 3)
 			v := fmt.Sprintf("idem-%06d", i)
 			omu.Lock()
@@ -233,7 +227,7 @@ func runIdempotent() any {
 		}
 	}()
 	acked := map[string]int64{}
-	for n := 1; n <= *records; n++ {
+	for n := 1; n <= *common.Records; n++ {
 		select {
 		case m := <-p.Successes():
 			v, _ := m.Value.Encode()
@@ -248,8 +242,8 @@ func runIdempotent() any {
 	if err := p.Close(); err != nil {
 		scen.Fail("close: %v", err)
 	}
-	got := consumeAll(topic, 3, *records)
-	res := idemResult{Produced: *records}
+	got := consumeAll(topic, 3, *common.Records)
+	res := idemResult{Produced: *common.Records}
 	seen := map[string]int{}
 	for part, recs := range got {
 		for j, r := range recs {
@@ -276,13 +270,8 @@ func runIdempotent() any {
 }
 
 type groupResult struct {
-	Produced    int      `json:"produced"`
-	First       int      `json:"first_member_processed"`
-	Later       int      `json:"later_members_processed"`
-	Duplicates  int      `json:"duplicates"`
-	Missing     int      `json:"missing"`
-	CommittedAt int64    `json:"committed_total"`
-	Problems    []string `json:"problems"`
+	scen.GroupResult
+	CommittedAt int64 `json:"committed_total"` // the group's committed offsets summed
 }
 
 type handler struct {
@@ -327,14 +316,11 @@ func (h *handler) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.Consu
 // A consumer group with manual commits: member A processes a third and leaves, members B and
 // C resume from A's commits; every record processed once.
 func runGroup() any {
-	topic, group := *prefix+"-grp", *prefix+"-grp-g"
+	topic, group := *common.Prefix+"-grp", *common.Prefix+"-grp-g"
 	createTopic(topic, 3)
-	var rs []scen.Rec
-	for i := 0; i < *records; i++ {
-		rs = append(rs, scen.Rec{Partition: int32(i % 3), Value: []byte(fmt.Sprintf("g-%05d", i))})
-	}
+	rs := scen.GroupRecords(*common.Records)
 	produce(config(), topic, rs)
-	res := groupResult{Produced: len(rs), Problems: []string{}}
+	res := groupResult{GroupResult: scen.GroupResult{Produced: len(rs), Problems: []string{}}}
 	var mu sync.Mutex
 	seen := map[string]int{}
 	total := func() int { mu.Lock(); defer mu.Unlock(); return len(seen) }
@@ -381,25 +367,8 @@ func runGroup() any {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	res.First = member(ctx, func() {}, len(rs)/3)
-	later, all := context.WithCancel(ctx)
-	defer all()
-	var wg sync.WaitGroup
-	counts := make([]int, 2)
-	for i := range counts {
-		wg.Add(1)
-		go func() { defer wg.Done(); counts[i] = member(later, all, 0) }()
-	}
-	wg.Wait()
-	res.Later = counts[0] + counts[1]
-	for _, r := range rs {
-		switch n := seen[string(r.Value)]; {
-		case n == 0:
-			res.Missing++
-		case n > 1:
-			res.Duplicates += n - 1
-		}
-	}
+	res.RunMembers(ctx, member)
+	res.Tally(rs, seen)
 	adm, err := sarama.NewClusterAdmin(seeds(), config())
 	if err == nil {
 		offs, err := adm.ListConsumerGroupOffsets(group, map[string][]int32{topic: {0, 1, 2}})
@@ -415,10 +384,10 @@ func runGroup() any {
 
 func main() {
 	flag.Parse()
-	if *verbose {
+	if *common.Verbose {
 		sarama.Logger = log.New(os.Stderr, "[sarama] ", log.Lmicroseconds)
 	}
-	switch *scenario {
+	switch *common.Scenario {
 	case "roundtrip":
 		scen.Emit(runRoundtrip())
 	case "idempotent":
@@ -428,6 +397,6 @@ func main() {
 	case "txn":
 		scen.Emit(runTxn())
 	default:
-		scen.Fail("unknown scenario %q", *scenario)
+		scen.Fail("unknown scenario %q", *common.Scenario)
 	}
 }

@@ -160,9 +160,9 @@ const sentinel = "sentinel"
 // the partitions; then r%3==0: Y aborts and X commits, r%3==1: X aborts and Y commits,
 // r%3==2: both commit.
 func runPart1(topic string, res *part1Result) map[int32][]placed {
-	x, y := txnProducer(*prefix+"-txn-x"), txnProducer(*prefix+"-txn-y")
+	x, y := txnProducer(*common.Prefix+"-txn-x"), txnProducer(*common.Prefix+"-txn-y")
 	rounds := 5
-	chunk := *records / (rounds * 4)
+	chunk := *common.Records / (rounds * 4)
 	if chunk < 3 {
 		chunk = 3
 	}
@@ -212,7 +212,7 @@ func runPart1(topic string, res *part1Result) map[int32][]placed {
 	x.Close()
 	y.Close()
 	// the sentinels, committed after every other transaction ended
-	z := txnProducer(*prefix + "-txn-z")
+	z := txnProducer(*common.Prefix + "-txn-z")
 	if err := z.BeginTxn(); err != nil {
 		scen.Fail("begin sentinel: %v", err)
 	}
@@ -373,7 +373,7 @@ func (h *ctp) transact(p sarama.SyncProducer, s sarama.ConsumerGroupSession, bat
 
 func (h *ctp) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
 	part := claim.Partition()
-	p, err := sarama.NewSyncProducer(seeds(), txnConfig(fmt.Sprintf("%s-txn-ctp-%d", *prefix, part)))
+	p, err := sarama.NewSyncProducer(seeds(), txnConfig(fmt.Sprintf("%s-txn-ctp-%d", *common.Prefix, part)))
 	if err != nil {
 		h.problem("producer for partition %d: %v", part, err)
 		return err
@@ -465,7 +465,7 @@ func (h *ctp) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama.ConsumerG
 }
 
 func runPart2(in, out string, want map[int32][]placed, sentinels map[int32]int64, res *part2Result) {
-	group := *prefix + "-txn-g"
+	group := *common.Prefix + "-txn-g"
 	st := &ctpState{res: res, sentinels: map[int32]bool{}, generations: map[int32]bool{}}
 	committedInputs := 0
 	for _, ps := range want {
@@ -530,7 +530,7 @@ func runPart2(in, out string, want map[int32][]placed, sentinels map[int32]int64
 	}
 
 	// the output's own sentinels, committed after the group finished
-	z := txnProducer(*prefix + "-txn-zo")
+	z := txnProducer(*common.Prefix + "-txn-zo")
 	if err := z.BeginTxn(); err != nil {
 		scen.Fail("begin output sentinel: %v", err)
 	}
@@ -591,7 +591,7 @@ func runPart2(in, out string, want map[int32][]placed, sentinels map[int32]int64
 }
 
 func runTxn() any {
-	in, out := *prefix+"-txn-in", *prefix+"-txn-out"
+	in, out := *common.Prefix+"-txn-in", *common.Prefix+"-txn-out"
 	createTopic(in, txnParts)
 	createTopic(out, txnParts)
 	res := txnResult{}

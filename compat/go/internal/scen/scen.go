@@ -6,11 +6,41 @@ package scen
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
+	"strings"
+	"sync"
 	"time"
 )
+
+// Common are the flags every client's command takes.
+type Common struct {
+	Brokers  *string
+	Scenario *string
+	Prefix   *string
+	Records  *int
+	RF       *int
+	Verbose  *bool
+}
+
+// CommonFlags defines the common flags of the command of client (its default topic/group
+// name prefix and the scenarios it runs named) on the default flag set.
+func CommonFlags(client, prefix, scenarios string) Common {
+	return Common{
+		Brokers:  flag.String("brokers", "127.0.0.1:9092", "bootstrap servers, comma separated"),
+		Scenario: flag.String("scenario", "roundtrip", scenarios),
+		Prefix:   flag.String("prefix", prefix, "topic/group name prefix"),
+		Records:  flag.Int("records", 300, "records produced (per codec for roundtrip)"),
+		RF:       flag.Int("rf", 1, "replication factor of the topics created"),
+		Verbose:  flag.Bool("v", false, client+"'s log lines on stderr"),
+	}
+}
+
+// Seeds are the bootstrap servers of -brokers.
+func (c Common) Seeds() []string { return strings.Split(*c.Brokers, ",") }
 
 // Header is a client-neutral record header.
 type Header struct {
@@ -155,6 +185,59 @@ func Judge(want, got map[int32][]Rec, f Flags) *CodecResult {
 		}
 	}
 	return res
+}
+
+// GroupResult is the report of the consumer-group scenario: member A processes a third of the
+// records and leaves, members B and C resume from A's commits; every record once.
+type GroupResult struct {
+	Produced   int      `json:"produced"`
+	First      int      `json:"first_member_processed"`
+	Later      int      `json:"later_members_processed"`
+	Duplicates int      `json:"duplicates"`
+	Missing    int      `json:"missing"`
+	Problems   []string `json:"problems"`
+}
+
+// GroupRecords are the n records of the group scenario: values g-00000..., partition i % 3.
+func GroupRecords(n int) []Rec {
+	rs := make([]Rec, 0, n)
+	for i := 0; i < n; i++ {
+		rs = append(rs, Rec{Partition: int32(i % 3), Value: []byte(fmt.Sprintf("g-%05d", i))})
+	}
+	return rs
+}
+
+// Member runs one group member until ctx ends, it has processed limit records (0: no limit)
+// or every record is seen; it calls all() once every record is seen and returns how many it
+// processed.
+type Member func(ctx context.Context, all context.CancelFunc, limit int) int
+
+// RunMembers runs member A alone for a third of the records, then B and C together until
+// every record is seen (or ctx ends), and records their counts in res.
+func (res *GroupResult) RunMembers(ctx context.Context, member Member) {
+	res.First = member(ctx, func() {}, res.Produced/3)
+	later, all := context.WithCancel(ctx)
+	defer all()
+	var wg sync.WaitGroup
+	counts := make([]int, 2)
+	for i := range counts {
+		wg.Add(1)
+		go func() { defer wg.Done(); counts[i] = member(later, all, 0) }()
+	}
+	wg.Wait()
+	res.Later = counts[0] + counts[1]
+}
+
+// Tally counts the records of rs never seen and the extra times one was seen.
+func (res *GroupResult) Tally(rs []Rec, seen map[string]int) {
+	for _, r := range rs {
+		switch n := seen[string(r.Value)]; {
+		case n == 0:
+			res.Missing++
+		case n > 1:
+			res.Duplicates += n - 1
+		}
+	}
 }
 
 // Emit prints the report as one JSON line.
