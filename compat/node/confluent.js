@@ -25,11 +25,7 @@ const kafka = new Kafka({ kafkaJS: { clientId: 'pykbroker-compat-confluent', bro
 const PRODUCER = { 'linger.ms': 5, 'topic.metadata.refresh.interval.ms': 1000 }
 const CONSUMER = { 'topic.metadata.refresh.interval.ms': 1000, 'fetch.wait.max.ms': 100 }
 
-async function withAdmin(fn) {
-  const admin = kafka.admin()
-  await admin.connect()
-  try { return await fn(admin) } finally { await admin.disconnect() }
-}
+const withAdmin = fn => scen.withAdmin(kafka, fn)
 
 async function createTopic(admin, topic, partitions) {
   await admin.createTopics({ topics: [{ topic, numPartitions: partitions, replicationFactor: opts.rf }] })
@@ -185,7 +181,7 @@ async function groupWith(assignor) {
   await withAdmin(admin => createTopic(admin, topic, 3))
   const p = kafka.producer({ kafkaJS: { allowAutoTopicCreation: false }, ...PRODUCER })
   await p.connect()
-  const all = Array.from({ length: n }, (_, i) => `g-${String(i).padStart(5, '0')}`)
+  const all = scen.groupValues(n)
   await Promise.all(all.map((v, i) => p.send({ topic, messages: [{ partition: i % 3, value: v }] })))
   await p.disconnect()
   const seen = new Map()
@@ -223,13 +219,8 @@ async function groupWith(assignor) {
       eachBatch: async ({ batch, resolveOffset, isRunning, isStale }) => {
         for (let s = 0; s < batch.messages.length; s += 5) {
           if (!isRunning() || isStale()) return
-          let chunk = batch.messages.slice(s, s + 5)
-          const mine = info.per[batch.partition] || 0
-          if (limit > 0) chunk = chunk.slice(0, limit - mine)
-          if (chunk.length === 0) return   // this partition's share done (nothing resolved)
-          info.per[batch.partition] = mine + chunk.length
-          for (const m of chunk) seen.set(m.value.toString(), (seen.get(m.value.toString()) || 0) + 1)
-          info.processed += chunk.length
+          const chunk = scen.takeChunk(batch, s, info, limit, seen)
+          if (!chunk) return   // this partition's share done (nothing resolved)
           const last = chunk[chunk.length - 1].offset
           resolveOffset(last)
           try {
@@ -267,13 +258,7 @@ async function groupWith(assignor) {
   const c = await member('C', 0, () => 0)
   cWorking = () => c.info.processed > 0
   await Promise.all([b.stopWhen(() => total() >= n), c.stopWhen(() => total() >= n)])
-  res.duplicates = 0
-  res.missing = 0
-  for (const v of all) {
-    const k = seen.get(v) || 0
-    if (k === 0) res.missing++
-    else res.duplicates += k - 1
-  }
+  scen.tally(res, all, seen)
   const ends = await withAdmin(admin => admin.fetchTopicOffsets(topic))
   const cm = await committed()
   res.committed_at_end = ends.every(e => cm[e.partition] === Number(e.high))

@@ -50,11 +50,7 @@ const EOS_RETRY = { initialRetryTime: 100, retries: Number.MAX_SAFE_INTEGER }
 const consumerOpts = extra => Object.assign({ sessionTimeout: 10000, rebalanceTimeout: 20000, heartbeatInterval: 300,
   maxWaitTimeInMs: 200 }, extra)
 
-async function withAdmin(fn) {
-  const admin = kafka.admin()
-  await admin.connect()
-  try { return await fn(admin) } finally { await admin.disconnect() }
-}
+const withAdmin = fn => scen.withAdmin(kafka, fn)
 
 async function createTopic(admin, topic, partitions, configEntries) {
   const created = await admin.createTopics({ topics: [{ topic, numPartitions: partitions, replicationFactor: opts.rf,
@@ -313,7 +309,7 @@ async function group() {
   await withAdmin(admin => createTopic(admin, topic, 3))
   const p = kafka.producer({ allowAutoTopicCreation: false })
   await p.connect()
-  const all = Array.from({ length: n }, (_, i) => `g-${String(i).padStart(5, '0')}`)
+  const all = scen.groupValues(n)
   for (let s = 0; s < n; s += 100) {
     await p.send({ topic, acks: -1, messages: all.slice(s, s + 100).map((v, j) => ({ partition: (s + j) % 3, key: String((s + j) % 11), value: v })) })
   }
@@ -338,13 +334,8 @@ async function group() {
       eachBatch: async ({ batch, resolveOffset, commitOffsetsIfNecessary, heartbeat, isRunning, isStale }) => {
         for (let s = 0; s < batch.messages.length; s += 5) {
           if (!isRunning() || isStale()) return
-          let chunk = batch.messages.slice(s, s + 5)
-          const mine = info.per[batch.partition] || 0
-          if (limit > 0) chunk = chunk.slice(0, limit - mine)
-          if (chunk.length === 0) return   // this partition's share done (nothing resolved)
-          info.per[batch.partition] = mine + chunk.length
-          for (const m of chunk) seen.set(m.value.toString(), (seen.get(m.value.toString()) || 0) + 1)
-          info.processed += chunk.length
+          const chunk = scen.takeChunk(batch, s, info, limit, seen)
+          if (!chunk) return   // this partition's share done (nothing resolved)
           const last = chunk[chunk.length - 1].offset
           resolveOffset(last)
           try {
@@ -375,13 +366,7 @@ async function group() {
   await scen.until(() => b.info.joins >= 1 && b.info.processed > 0, 30000, 'B consuming')
   const c = await member('C', 0, 40)
   await Promise.all([b.stopWhen(() => total() >= n), c.stopWhen(() => total() >= n)])
-  res.duplicates = 0
-  res.missing = 0
-  for (const v of all) {
-    const k = seen.get(v) || 0
-    if (k === 0) res.missing++
-    else res.duplicates += k - 1
-  }
+  scen.tally(res, all, seen)
   await withAdmin(async admin => {
     const ends = await admin.fetchTopicOffsets(topic)
     const committed = await admin.fetchOffsets({ groupId, topics: [topic] })

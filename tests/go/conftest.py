@@ -5,16 +5,9 @@ module's scenarios use topic, group and transactional id names of their own (a r
 so franz-go, sarama and kafka-go share them."""
 import pytest
 
-from tests import needs
-
-from pykbroker.local.broker_process import BrokerProcess
+from tests.client_brokers import single_broker, three_brokers
 
 from . import gobuild
-
-OVERRIDES = {"group.initial.rebalance.delay.ms": "0"}
-CLUSTER_OVERRIDES = {**OVERRIDES, "zookeeper.session.timeout.ms": "6000", "default.replication.factor": "3",
-                     "min.insync.replicas": "2", "offsets.topic.num.partitions": "6",
-                     "transaction.state.log.num.partitions": "6", "transaction.state.log.min.isr": "2"}
 
 
 @pytest.fixture(scope="session")
@@ -31,20 +24,14 @@ def gobin(tmp_path_factory):
 @pytest.fixture(scope="package")
 def single(tmp_path_factory):
     """One broker: {"bootstrap", "rf": 1}."""
-    b = BrokerProcess(str(tmp_path_factory.mktemp("go-single")), OVERRIDES)
-    b.start()
-    yield {"bootstrap": b.bootstrap, "rf": 1}
-    b.stop()
+    with single_broker(tmp_path_factory, "go-single") as b:
+        yield {"bootstrap": b.bootstrap, "rf": 1}
 
 
 @pytest.fixture(scope="package")
 def cluster(tmp_path_factory):
     """Three brokers: {"bootstrap", "rf": 3, "cluster": the Cluster (kill/start)}."""
-    needs.module("kazoo.client")
-    needs.require_zookeeper()
-    from pykbroker.local.cluster import Cluster
-    with Cluster(3, str(tmp_path_factory.mktemp("go-cluster")), overrides=CLUSTER_OVERRIDES,
-                 zk_tick_time=500) as c:
+    with three_brokers(tmp_path_factory, "go-cluster") as c:
         yield {"bootstrap": c.bootstrap_servers, "rf": 3, "cluster": c}
 
 

@@ -166,4 +166,40 @@ async function until(cond, ms, what) {
   }
 }
 
-module.exports = { parseArgs, record, CODEC_SET, headerObject, headerList, compare, judge, runAll, fail, sleep, until, sameBytes }
+// --- the group scenario: member A processes a third, B and C share the rest ---------------------
+// The values of the n records produced (their order is the produce order).
+const groupValues = n => Array.from({ length: n }, (_, i) => `g-${String(i).padStart(5, '0')}`)
+
+// The next chunk (at most 5 records from index s) of a fetched batch a member processes: at most
+// limit records of each partition (0: no limit), counted in info (processed, per partition) and
+// in seen (value -> times processed).  null once this partition's share is done.
+function takeChunk(batch, s, info, limit, seen) {
+  let chunk = batch.messages.slice(s, s + 5)
+  const mine = info.per[batch.partition] || 0
+  if (limit > 0) chunk = chunk.slice(0, limit - mine)
+  if (chunk.length === 0) return null
+  info.per[batch.partition] = mine + chunk.length
+  for (const m of chunk) seen.set(m.value.toString(), (seen.get(m.value.toString()) || 0) + 1)
+  info.processed += chunk.length
+  return chunk
+}
+
+// res.missing / res.duplicates: values never processed, and extra times one was
+function tally(res, values, seen) {
+  res.duplicates = 0
+  res.missing = 0
+  for (const v of values) {
+    const k = seen.get(v) || 0
+    if (k === 0) res.missing++
+    else res.duplicates += k - 1
+  }
+}
+
+// fn(admin) with a connected admin client of kafka, disconnected afterwards
+async function withAdmin(kafka, fn) {
+  const admin = kafka.admin()
+  await admin.connect()
+  try { return await fn(admin) } finally { await admin.disconnect() }
+}
+
+module.exports = { groupValues, takeChunk, tally, withAdmin, parseArgs, record, CODEC_SET, headerObject, headerList, compare, judge, runAll, fail, sleep, until, sameBytes }
