@@ -8,7 +8,6 @@ SASL_PLAINTEXT (PLAIN users, confluent-kafka).
   "(audit only: allowed)", and the clients are served: records produced and read back."""
 import logging
 import re
-import time
 import uuid
 
 import pytest
@@ -20,7 +19,9 @@ from pykbroker.embedded import TEST_CONFIG
 
 needs.module("cryptography")
 needs.module("confluent_kafka")
-from confluent_kafka import Consumer, KafkaError, Producer  # noqa: E402
+from confluent_kafka import KafkaError  # noqa: E402
+
+from tests.acl.clients import consume as _consume, produce as _produce  # noqa: E402
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret"}
 CONFIG = {**TEST_CONFIG, "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
@@ -29,33 +30,6 @@ LOGGER = "kafka.authorizer.logger"
 LINE = re.compile(r"^Principal = (?P<principal>\S+) is (?P<result>Allowed|Denied) operation = (?P<op>\w+) "
                   r"from host = (?P<host>\S+) on resource = (?P<resource>\S+) for request = (?P<request>\w+) "
                   r"with resourceRefCount = \d+ based on rule (?P<rule>.+?)(?P<audit> \(audit only: allowed\))?$")
-
-
-def _produce(cfg, topic, values):
-    p = Producer({**cfg, "message.timeout.ms": 5000, "retries": 0})
-    errors = []
-    for v in values:
-        p.produce(topic, v, on_delivery=lambda err, msg: errors.append(err))
-    p.flush(15)
-    return errors
-
-
-def _consume(cfg, topic, group, n, timeout=15):
-    c = Consumer({**cfg, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    c.subscribe([topic])
-    got, errors, deadline = [], [], time.monotonic() + timeout
-    try:
-        while len(got) < n and time.monotonic() < deadline:
-            m = c.poll(0.5)
-            if m is None:
-                continue
-            if m.error():
-                errors.append(m.error().code())
-                continue
-            got.append(m.value())
-    finally:
-        c.close()
-    return got, errors
 
 
 def _decisions(caplog, **match):

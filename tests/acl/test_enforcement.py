@@ -3,7 +3,6 @@ without ACLs is refused produce and consume with the client's authorization erro
 once the super user adds the ACL through confluent-kafka's AdminClient; the super user needs none;
 kafka-python sees the same; Metadata hides what the user may not describe; authorized operations
 are the real ones."""
-import time
 import uuid
 
 import pytest
@@ -16,9 +15,11 @@ from pykbroker.protocol.wire import WireClient
 
 needs.module("cryptography")
 ck = needs.module("confluent_kafka")
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition  # noqa: E402
+from confluent_kafka import KafkaError, TopicPartition  # noqa: E402
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,  # noqa: E402
                                    ResourcePatternType, ResourceType)
+
+from tests.acl.clients import consume, produce as _produce  # noqa: E402
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 CONFIG = {**TEST_CONFIG, "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
@@ -44,39 +45,9 @@ def _acl(rtype, name, user, op, pattern=ResourcePatternType.LITERAL, perm=AclPer
     return AclBinding(rtype, name, pattern, "User:" + user, "*", op, perm)
 
 
-def _produce(cfg, topic, values):
-    """Delivery errors per value (None: delivered)."""
-    p = Producer({**cfg, "message.timeout.ms": 5000, "retries": 0})
-    errors = []
-    for v in values:
-        p.produce(topic, v, on_delivery=lambda err, msg: errors.append(err))
-    p.flush(15)
-    return errors
-
-
 def _consume(cfg, topic, group, n, timeout=15):
-    c = Consumer({**cfg, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    c.subscribe([topic])
-    got, errors, deadline = [], [], time.monotonic() + timeout
-    try:
-        while len(got) < n and time.monotonic() < deadline:
-            m = c.poll(0.5)
-            if m is None:
-                continue
-            if m.error():
-                errors.append(m.error().code())
-                if m.error().code() in (KafkaError.GROUP_AUTHORIZATION_FAILED,
-                                        KafkaError.TOPIC_AUTHORIZATION_FAILED):
-                    break
-                continue
-            got.append(m.value())
-        if got:
-            c.commit(asynchronous=False)
-    except KafkaException as e:
-        errors.append(e.args[0].code())
-    finally:
-        c.close()
-    return got, errors
+    """Stops at an authorization error; commits what it read."""
+    return consume(cfg, topic, group, n, timeout, stop_when_denied=True, commit=True)
 
 
 def test_produce_and_consume_denied_then_allowed(broker):

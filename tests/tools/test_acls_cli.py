@@ -8,14 +8,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import KafkaError, Producer
 
 import pykbroker
 from pykbroker.embedded import TEST_CONFIG
+from tests.acl.clients import consume
 
 TIMEOUT = 120
 USERS = {"admin": "admin-secret", "alice": "alice-secret"}
@@ -40,24 +40,7 @@ def _acls(b, tmp_path, *args, user="admin"):
 
 def _consume(b, topic, group, n, timeout=12):
     """alice's consumer: (values read, errors seen); stops at an authorization error."""
-    c = Consumer({**b.client_config("alice"), "group.id": group, "auto.offset.reset": "earliest",
-                  "enable.auto.commit": False})
-    c.subscribe([topic])
-    got, errors, deadline = [], [], time.monotonic() + timeout
-    try:
-        while len(got) < n and time.monotonic() < deadline:
-            m = c.poll(0.5)
-            if m is None:
-                continue
-            if m.error():
-                errors.append(m.error().code())
-                if m.error().code() in (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED):
-                    break
-                continue
-            got.append(m.value())
-    finally:
-        c.close()
-    return got, errors
+    return consume(b.client_config("alice"), topic, group, n, timeout, stop_when_denied=True)
 
 
 def _denied(errors) -> bool:
