@@ -8,20 +8,10 @@ sendOffsets and an aborted round must be exactly once on both.  Skipped (a failu
 node/npm or compat/node's packages."""
 from __future__ import annotations
 
-import pytest
-
-from tests import needs
 from tests.node import noderun
+from tests.node.noderun import packages  # noqa: F401 (autouse: waits for the packages)
 
-_why = noderun.missing()
-if _why is not None:
-    needs.skip_missing(_why, allow_module_level=True)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _packages():
-    """tools/test.sh may still be installing compat/node's packages when this module is collected."""
-    noderun.require()
+noderun.skip_module_unless_usable()
 
 
 def _run(t, scenarios, prefix):

@@ -23,21 +23,11 @@ import uuid
 
 import pytest
 
-from tests import needs
 
 from . import noderun
+from tests.node.noderun import native_packages  # noqa: F401 (autouse: waits for the packages)
 
-_why = noderun.missing()
-if _why is None and not noderun.build_pending():
-    _why = noderun.native_missing()   # the native module (librdkafka) built and loads
-if _why is not None:
-    needs.skip_missing(_why, allow_module_level=True)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _packages():
-    """tools/test.sh may still be building the client (librdkafka) when this module is collected."""
-    noderun.require(native=True)
+noderun.skip_module_unless_usable(native=True)
 
 
 RECORDS = 300

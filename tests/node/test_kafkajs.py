@@ -35,19 +35,11 @@ import uuid
 
 import pytest
 
-from tests import needs
 
 from . import noderun
+from tests.node.noderun import packages  # noqa: F401 (autouse: waits for the packages)
 
-_why = noderun.missing()
-if _why is not None:
-    needs.skip_missing(_why, allow_module_level=True)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _packages():
-    """tools/test.sh may still be installing compat/node's packages when this module is collected."""
-    noderun.require()
+noderun.skip_module_unless_usable()
 
 RECORDS = 300
 SINGLE_RUNS = (["roundtrip", "idempotent", "txn"], ["eos", "group", "admin"])
