@@ -1,10 +1,23 @@
-"""The confluent-kafka producer and consumer the authorization tests (tests/acl, the acls command
-of tests/tools) drive as a principal: what was delivered and read, and the error codes seen."""
+"""The broker of the authorization tests (tests/acl, the acls command of tests/tools) and the
+confluent-kafka producer and consumer they drive as a principal: what was delivered and read, and
+the error codes seen."""
 from __future__ import annotations
 
 import time
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+
+import pykbroker
+from pykbroker.embedded import TEST_CONFIG
+
+# Kafka's StandardAuthorizer with admin as the super user: every other principal needs its ACLs
+CONFIG = {**TEST_CONFIG, "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+          "super.users": "User:admin"}
+
+
+def authorizing_broker(users, config=CONFIG):
+    """A SASL_PLAINTEXT (PLAIN) broker of ``users`` (name: password), not yet started."""
+    return pykbroker.Broker(security="SASL_PLAINTEXT", users=users, mechanisms=["PLAIN"], config=config)
 
 # the codes that tell a consumer it is not allowed (the topic's or the group's Read)
 DENIED = (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED)

@@ -14,18 +14,13 @@ import pytest
 
 from tests import needs
 
-import pykbroker
-from pykbroker.embedded import TEST_CONFIG
-
 needs.module("cryptography")
 needs.module("confluent_kafka")
 from confluent_kafka import KafkaError  # noqa: E402
 
-from tests.acl.clients import consume as _consume, produce as _produce  # noqa: E402
+from tests.acl.clients import CONFIG, authorizing_broker, consume as _consume, produce as _produce  # noqa: E402
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret"}
-CONFIG = {**TEST_CONFIG, "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-          "super.users": "User:admin"}
 LOGGER = "kafka.authorizer.logger"
 LINE = re.compile(r"^Principal = (?P<principal>\S+) is (?P<result>Allowed|Denied) operation = (?P<op>\w+) "
                   r"from host = (?P<host>\S+) on resource = (?P<resource>\S+) for request = (?P<request>\w+) "
@@ -48,11 +43,8 @@ def _decisions(caplog, **match):
 
 @pytest.fixture(scope="module")
 def broker():
-    b = pykbroker.Broker(security="SASL_PLAINTEXT", users=USERS, mechanisms=["PLAIN"], config=CONFIG).start()
-    try:
+    with authorizing_broker(USERS) as b:
         yield b
-    finally:
-        b.stop()
 
 
 def test_why_was_alice_denied(broker, caplog):
@@ -95,7 +87,7 @@ def test_why_was_alice_denied(broker, caplog):
 
 def test_audit_only_logs_denials_and_serves_them():
     config = {**CONFIG, "pykbroker.authorizer.audit.only": "true"}
-    with pykbroker.Broker(security="SASL_PLAINTEXT", users=USERS, mechanisms=["PLAIN"], config=config) as b:
+    with authorizing_broker(USERS, config) as b:
         topic = "audit-" + uuid.uuid4().hex[:6]
         b.create_topic(topic)
         alice = b.client_config("alice")

@@ -9,30 +9,21 @@ import pytest
 
 from tests import needs
 
-import pykbroker
-from pykbroker.embedded import TEST_CONFIG
-from pykbroker.protocol.wire import WireClient
-
 needs.module("cryptography")
 ck = needs.module("confluent_kafka")
-from confluent_kafka import KafkaError, TopicPartition  # noqa: E402
+from confluent_kafka import KafkaError  # noqa: E402
 from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,  # noqa: E402
                                    ResourcePatternType, ResourceType)
 
-from tests.acl.clients import consume, produce as _produce  # noqa: E402
+from tests.acl.clients import authorizing_broker, consume, produce as _produce  # noqa: E402
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
-CONFIG = {**TEST_CONFIG, "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-          "super.users": "User:admin"}
 
 
 @pytest.fixture(scope="module")
 def broker():
-    b = pykbroker.Broker(security="SASL_PLAINTEXT", users=USERS, mechanisms=["PLAIN"], config=CONFIG).start()
-    try:
+    with authorizing_broker(USERS) as b:
         yield b
-    finally:
-        b.stop()
 
 
 def _allow(b, *bindings):

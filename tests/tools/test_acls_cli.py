@@ -15,17 +15,15 @@ from confluent_kafka import KafkaError, Producer
 
 import pykbroker
 from pykbroker.embedded import TEST_CONFIG
-from tests.acl.clients import consume
+from tests.acl.clients import authorizing_broker, consume
 
 TIMEOUT = 120
 USERS = {"admin": "admin-secret", "alice": "alice-secret"}
-CONFIG = {**TEST_CONFIG, "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-          "super.users": "User:admin"}
 
 
 @pytest.fixture(scope="module")
 def secure():
-    with pykbroker.Broker(security="SASL_PLAINTEXT", users=USERS, mechanisms=["PLAIN"], config=CONFIG) as b:
+    with authorizing_broker(USERS) as b:
         yield b
 
 
