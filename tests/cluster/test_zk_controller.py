@@ -573,17 +573,7 @@ def _produce(cluster, topic, values, partition=0):
 
 def _read_all(node, topic, partition=0):
     """Every record value of the partition, fetched from ``node`` (its leader)."""
-    out, offset = [], 0
-    while True:
-        r = wire.fetch_part(wire.fetch(addr(node), topic, partition, offset, max_wait_ms=0))
-        assert r["error_code"] == 0, r
-        batches = wire.decode_batches(r["records"]) if r["records"] else []
-        if not batches:
-            return out
-        for _base, _epoch, recs in batches:
-            for off, _ts, value in recs:
-                out.append(value.decode())
-                offset = off + 1
+    return [value for _off, value in _read_with_offsets(node, topic, partition)]
 
 
 def test_preferred_leader_returns_after_catching_up(cluster):
