@@ -10,6 +10,7 @@ offset it was acknowledged with.
 """
 from __future__ import annotations
 
+import functools
 import os
 import time
 
@@ -62,35 +63,22 @@ def broker(tmp_path_factory):
 PROFILES = pytest.mark.parametrize("profile", ["kafka39", "kafka4"])
 
 
-# Those two modules parametrize "profile" module-wide: their tests are called from wrappers here.
-@PROFILES
-def test_list_offsets(offsets, profile):
-    single_offsets.test_list_offsets(offsets, profile)
+def _again(test):
+    """A test of test_offsets / test_admin (those modules parametrize "profile" module-wide, so
+    theirs are not inherited by an import), run here again on the cluster for each profile."""
+    @PROFILES
+    @functools.wraps(test)
+    def again(*args, **kwargs):
+        return test(*args, **kwargs)
+    return again
 
 
-@PROFILES
-def test_consumer_offsets_for_times(offsets, profile):
-    single_offsets.test_consumer_offsets_for_times(offsets, profile)
-
-
-@PROFILES
-def test_delete_records(offsets, profile):
-    single_offsets.test_delete_records(offsets, profile)
-
-
-@PROFILES
-def test_consumer_below_log_start(offsets, profile):
-    single_offsets.test_consumer_below_log_start(offsets, profile)
-
-
-@PROFILES
-def test_create_partitions(admin, profile):
-    single_admin.test_create_partitions(admin, profile)
-
-
-@PROFILES
-def test_delete_topics(admin, profile):
-    single_admin.test_delete_topics(admin, profile)
+test_list_offsets = _again(single_offsets.test_list_offsets)
+test_consumer_offsets_for_times = _again(single_offsets.test_consumer_offsets_for_times)
+test_delete_records = _again(single_offsets.test_delete_records)
+test_consumer_below_log_start = _again(single_offsets.test_consumer_below_log_start)
+test_create_partitions = _again(single_admin.test_create_partitions)
+test_delete_topics = _again(single_admin.test_delete_topics)
 
 
 @pytest.fixture(scope="module")
