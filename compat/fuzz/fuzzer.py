@@ -170,7 +170,7 @@ def _topic_name(entry: dict):
     return None
 
 
-def _scalar(f, t, v):
+def _scalar(f, t, v, item=False):   # an array item draws as its array field (item unused)
     s = _scalar_fresh(f, t, v)
     key = _LEARNT_FIELDS.get(f["name"])
     if key is None:
@@ -209,23 +209,27 @@ def _scalar_fresh(f, t, v):
     return st.one_of(st.none(), s) if nullable else s
 
 
-def _message(fields, v, depth=0):
+def message_strategy(fields, v, scalar, depth=0):
+    """A hypothesis strategy for a message (a dict) of the spec's ``fields`` at version ``v``:
+    structs and arrays nested as the spec says (arrays short, shorter below two levels), nullable
+    ones sometimes None; ``scalar(f, t, v, item)`` draws a field (or an array item) of type ``t``."""
     parts = {}
     for f in fields:
         if not _in(f["versions"], v):
             continue
         t = f["type"]
         if t == "array":
-            item = _message(f["fields"], v, depth + 1) if f["of"] == "struct" else _scalar(f, f["of"], v)
+            item = (message_strategy(f["fields"], v, scalar, depth + 1) if f["of"] == "struct"
+                    else scalar(f, f["of"], v, True))
             s = st.lists(item, max_size=3 if depth < 2 else 1)
             if _in(f.get("nullable"), v):
                 s = st.one_of(st.none(), s)
         elif t == "struct":
-            s = _message(f["fields"], v, depth + 1)
+            s = message_strategy(f["fields"], v, scalar, depth + 1)
             if _in(f.get("nullable"), v):
                 s = st.one_of(st.none(), s)
         else:
-            s = _scalar(f, t, v)
+            s = scalar(f, t, v, False)
         parts[f["name"]] = s
     return st.fixed_dictionaries(parts)
 
@@ -235,7 +239,7 @@ def request_strategy(api_key: int, version: int):
     key = (api_key, version)
     s = _STRATEGIES.get(key)
     if s is None:
-        s = _STRATEGIES[key] = _message(APIS[api_key].request, version)
+        s = _STRATEGIES[key] = message_strategy(APIS[api_key].request, version, _scalar)
     return s
 
 

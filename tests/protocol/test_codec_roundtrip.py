@@ -6,6 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from compat.fuzz.fuzzer import message_strategy
 from pykbroker.protocol.codec import APIS
 from pykbroker.protocol.primitives import ProtocolError
 
@@ -42,25 +43,8 @@ def scalar(f, t, v, item=False):
     return st.one_of(st.none(), s) if nullable else s
 
 
-def message(fields, v, depth=0):
-    parts = {}
-    for f in fields:
-        if not _in(f["versions"], v):
-            continue
-        t = f["type"]
-        if t == "array":
-            item = message(f["fields"], v, depth + 1) if f["of"] == "struct" else scalar(f, f["of"], v, item=True)
-            s = st.lists(item, max_size=3 if depth < 2 else 1)
-            if _in(f.get("nullable"), v):
-                s = st.one_of(st.none(), s)
-        elif t == "struct":
-            s = message(f["fields"], v, depth + 1)
-            if _in(f.get("nullable"), v):
-                s = st.one_of(st.none(), s)
-        else:
-            s = scalar(f, t, v)
-        parts[f["name"]] = s
-    return st.fixed_dictionaries(parts)
+def message(fields, v):
+    return message_strategy(fields, v, scalar)
 
 
 def normalize(x):
