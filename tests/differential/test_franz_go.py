@@ -9,16 +9,12 @@ import pytest
 
 from go import gobuild  # noqa: E402
 
-if gobuild.go_binary() is None:
-    pytest.skip("no Go toolchain: the franz-go scenario needs one", allow_module_level=True)
+gobuild.require_toolchain("the franz-go scenario")
 
 
 @pytest.fixture(scope="module")
 def franzgo(tmp_path_factory):
-    try:
-        return gobuild.build(tmp_path_factory.mktemp("gobin")) / "franzgo"
-    except Exception as e:
-        pytest.fail(str(e), pytrace=False)
+    return gobuild.build_or_fail(tmp_path_factory.mktemp("gobin")) / "franzgo"
 
 
 def observe(t, binary):

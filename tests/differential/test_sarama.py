@@ -13,16 +13,12 @@ import pytest
 
 from go import gobuild  # noqa: E402
 
-if gobuild.go_binary() is None:
-    pytest.skip("no Go toolchain: the sarama scenario needs one", allow_module_level=True)
+gobuild.require_toolchain("the sarama scenario")
 
 
 @pytest.fixture(scope="module")
 def sarama(tmp_path_factory):
-    try:
-        return gobuild.build(tmp_path_factory.mktemp("gobin")) / "sarama"
-    except Exception as e:
-        pytest.fail(str(e), pytrace=False)
+    return gobuild.build_or_fail(tmp_path_factory.mktemp("gobin")) / "sarama"
 
 
 def observe(t, binary):

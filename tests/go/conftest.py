@@ -15,10 +15,7 @@ def gobin(tmp_path_factory):
     """The directory of the built compat/go scenario programs (franzgo, sarama, kafkago)."""
     if gobuild.go_binary() is None:
         pytest.skip("no Go toolchain (go on PATH or /usr/local/go/bin/go)")
-    try:
-        return gobuild.build(tmp_path_factory.mktemp("gobin"))
-    except Exception as e:   # a failed build fails every test (never a skip)
-        pytest.fail(str(e), pytrace=False)
+    return gobuild.build_or_fail(tmp_path_factory.mktemp("gobin"))
 
 
 @pytest.fixture(scope="package")

@@ -19,6 +19,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 MODULE = ROOT / "compat" / "go"
 
@@ -37,6 +39,20 @@ def build(out_dir: Path) -> Path:
     if r.returncode != 0:
         raise RuntimeError("go build in %s failed:\n%s%s" % (MODULE, r.stdout, r.stderr))
     return out_dir
+
+
+def require_toolchain(what: str) -> None:
+    """At a test module's top: skip the module when there is no Go toolchain for ``what``."""
+    if go_binary() is None:
+        pytest.skip("no Go toolchain: %s needs one" % what, allow_module_level=True)
+
+
+def build_or_fail(out_dir: Path) -> Path:
+    """:func:`build` from a fixture: a failed build fails the tests using it (never a skip)."""
+    try:
+        return build(out_dir)
+    except Exception as e:
+        pytest.fail(str(e), pytrace=False)
 
 
 def run(binary: Path, bootstrap: str, scenario: str, wait: float = 180.0, **flags) -> dict:
