@@ -22,6 +22,19 @@ def create_topic(bootstrap: str, name: str, partitions: int = 3, configs: dict |
     return name
 
 
+def transaction(p: Producer, topic: str, records, commit: bool = True) -> None:
+    """One transaction of ``p``: produce ``records`` ((key, value, partition) each), then commit
+    it, or flush and abort it."""
+    p.begin_transaction()
+    for key, value, partition in records:
+        p.produce(topic, key=key, value=value, partition=partition)
+    if commit:
+        p.commit_transaction(30)
+    else:
+        p.flush()
+        p.abort_transaction(30)
+
+
 def txn_producer(bootstrap: str, txn_id: str, **extra) -> Producer:
     conf = {"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5}
     conf.update(extra)

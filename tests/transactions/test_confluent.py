@@ -12,7 +12,7 @@ from pykbroker.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, control_ty
 from pykbroker.local.broker_process import wait_until
 from pykbroker.protocol import wire
 
-from .helpers import create_topic, end_offsets, read_all, txn_producer, unique, values
+from .helpers import create_topic, end_offsets, read_all, transaction, txn_producer, unique, values
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -21,19 +21,9 @@ def test_commit_and_abort_across_partitions(broker):
     bs = broker.bootstrap
     topic = create_topic(bs, unique("tx"), 3)
     p = txn_producer(bs, unique("tid"))
-    p.begin_transaction()
-    for i in range(30):
-        p.produce(topic, key=b"k%d" % i, value=b"commit-1-%d" % i, partition=i % 3)
-    p.commit_transaction(30)
-    p.begin_transaction()
-    for i in range(30):
-        p.produce(topic, key=b"k%d" % i, value=b"abort-%d" % i, partition=i % 3)
-    p.flush()
-    p.abort_transaction(30)
-    p.begin_transaction()
-    for i in range(12):
-        p.produce(topic, key=b"k%d" % i, value=b"commit-2-%d" % i, partition=i % 3)
-    p.commit_transaction(30)
+    transaction(p, topic, [(b"k%d" % i, b"commit-1-%d" % i, i % 3) for i in range(30)])
+    transaction(p, topic, [(b"k%d" % i, b"abort-%d" % i, i % 3) for i in range(30)], commit=False)
+    transaction(p, topic, [(b"k%d" % i, b"commit-2-%d" % i, i % 3) for i in range(12)])
 
     committed = [b"commit-1-%d" % i for i in range(30)] + [b"commit-2-%d" % i for i in range(12)]
     rc = read_all(bs, topic, 3, "read_committed", expect=42)
@@ -80,14 +70,8 @@ def test_fetch_returns_aborted_transactions(broker):
     topic = create_topic(bs, unique("ab"), 1)
     tid = unique("tid")
     p = txn_producer(bs, tid)
-    p.begin_transaction()
-    for i in range(5):
-        p.produce(topic, value=b"x%d" % i, partition=0)
-    p.flush(10)
-    p.abort_transaction(30)
-    p.begin_transaction()
-    p.produce(topic, value=b"ok", partition=0)
-    p.commit_transaction(30)
+    transaction(p, topic, [(None, b"x%d" % i, 0) for i in range(5)], commit=False)
+    transaction(p, topic, [(None, b"ok", 0)])
     wait_until(lambda: end_offsets(bs, topic, 1, 1) == [8], 10, what="the COMMIT marker")
     rc = wire.fetch_part(wire.fetch(bs, topic, 0, 0, isolation_level=1))
     ru = wire.fetch_part(wire.fetch(bs, topic, 0, 0, isolation_level=0))
@@ -115,9 +99,7 @@ def test_second_producer_fences_the_first(broker):
     p1.flush(10)
     # the new producer aborts p1's open transaction and bumps the epoch
     p2 = txn_producer(bs, tid)
-    p2.begin_transaction()
-    p2.produce(topic, value=b"from-p2", partition=1)
-    p2.commit_transaction(30)
+    transaction(p2, topic, [(None, b"from-p2", 1)])
     with pytest.raises(KafkaException) as e:
         p1.commit_transaction(30)
     assert e.value.args[0].fatal() or "fenced" in str(e.value).lower()

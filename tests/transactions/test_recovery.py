@@ -16,7 +16,7 @@ from confluent_kafka import KafkaException, Producer
 from pykbroker.local.broker_process import BrokerProcess, wait_until
 from pykbroker.protocol import wire
 
-from .helpers import create_topic, end_offsets, read_all, txn_producer, unique, values
+from .helpers import create_topic, end_offsets, read_all, transaction, txn_producer, unique, values
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -271,9 +271,7 @@ def test_idle_transactional_id_expires(tmp_path):
         topic = create_topic(bs, unique("exp"), 1)
         tid = unique("tid")
         p = txn_producer(bs, tid)
-        p.begin_transaction()
-        p.produce(topic, value=b"v", partition=0)
-        p.commit_transaction(30)
+        transaction(p, topic, [(None, b"v", 0)])
         first = describe(bs, tid)
         assert first["transaction_state"] in ("PrepareCommit", "CompleteCommit")
         wait_until(lambda: describe(bs, tid)["error_code"] == 105, 15, what="expiry")
