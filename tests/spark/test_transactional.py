@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Producer
 
+from tests.transactions.helpers import transaction
+
 from .util import create_topic, skip_in_quick_mode, unique
 
 pytestmark = [skip_in_quick_mode, pytest.mark.timeout(240)]
@@ -20,19 +22,9 @@ def _txn_producer(bootstrap, tid):
 def test_read_committed_batch_query(spark, bootstrap):
     t = create_topic(bootstrap, unique("sparktx"), 2)
     p = _txn_producer(bootstrap, unique("tid"))
-    p.begin_transaction()
-    for i in range(20):
-        p.produce(t, key=b"%d" % i, value=b"committed-%d" % i, partition=i % 2)
-    p.commit_transaction(30)
-    p.begin_transaction()
-    for i in range(10):
-        p.produce(t, key=b"%d" % i, value=b"aborted-%d" % i, partition=i % 2)
-    p.flush(10)
-    p.abort_transaction(30)
-    p.begin_transaction()
-    for i in range(6):
-        p.produce(t, key=b"%d" % i, value=b"committed-late-%d" % i, partition=i % 2)
-    p.commit_transaction(30)
+    transaction(p, t, [(b"%d" % i, b"committed-%d" % i, i % 2) for i in range(20)])
+    transaction(p, t, [(b"%d" % i, b"aborted-%d" % i, i % 2) for i in range(10)], commit=False)
+    transaction(p, t, [(b"%d" % i, b"committed-late-%d" % i, i % 2) for i in range(6)])
     openp = _txn_producer(bootstrap, unique("open"))
     openp.begin_transaction()
     openp.produce(t, value=b"open", partition=0)
