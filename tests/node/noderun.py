@@ -173,6 +173,20 @@ def scenario(rep: dict, name: str) -> dict:
     return r
 
 
+def check_group_run(r: dict, records: int) -> tuple:
+    """The group scenario's common verdict (lib/scen.js): no problems, every record processed
+    once; member A processed and committed a third of each partition and left; A, B and C
+    together processed every record.  Returns the members' reports (a, b, c)."""
+    assert r["problems"] == [], r["problems"]
+    assert (r["duplicates"], r["missing"]) == (0, 0), r
+    a, b, c = (r["members"][m] for m in "ABC")
+    # A processed and committed a third of each partition (33 of 100) and left
+    assert a["processed"] == r["committed_by_first"] == 3 * (records // 9), r
+    assert a["per"] == {str(p): records // 9 for p in range(3)}, r
+    assert a["processed"] + b["processed"] + c["processed"] == records, r
+    return a, b, c
+
+
 def batch_codecs(bootstrap: str, topic: str, partition: int = 0) -> set:
     """The compression codecs (attributes & 7: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd) of the
     record batches stored in one partition, read with a raw Fetch from its leader (one broker)."""
