@@ -4,6 +4,8 @@ ids start with it), one-shot calls take a target (``conftest.Target``), and
 :func:`differences` / :func:`explain` say where pykbroker's answer and Kafka's differ."""
 from __future__ import annotations
 
+import time
+
 from pykbroker.protocol import wire
 from pykbroker.protocol.wire import ZERO_UUID, WireClient, make_batch as batch, wait_for_topic  # noqa: F401
 
@@ -35,6 +37,18 @@ def produce(target, topic, partition, records, acks=-1, version=9, timeout_ms=10
         return wire.produce_part(wire.produce(raw, topic, partition, records, acks, version, timeout_ms))
     with connect(target) as r:
         return wire.produce_part(wire.produce(r, topic, partition, records, acks, version, timeout_ms))
+
+
+def produce_accepted(c, topic, partition, records, acks=-1, deadline_s=30.0):
+    """Produce ``records`` on the connection ``c`` until accepted (a new partition may not have
+    its leader yet, Kafka's least of all); the last refusal fails the test after ``deadline_s``."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        part = wire.produce_part(wire.produce(c, topic, partition, records, acks))
+        if part["error_code"] == 0 or time.monotonic() > deadline:
+            assert part["error_code"] == 0, part
+            return
+        time.sleep(0.1)
 
 
 def fetch(target, topic, partition, offset, version=12, max_wait_ms=0, max_bytes=1 << 20, isolation_level=0,

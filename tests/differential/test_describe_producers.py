@@ -1,11 +1,10 @@
 """DescribeProducers (61): the producer state of a partition (none, then an idempotent producer
 after two batches) and the per-partition errors, as
 Apache Kafka 4.4 answers them."""
-import time
 
 from pykbroker.protocol import wire
 
-from .helpers import connect, explain
+from .helpers import connect, explain, produce_accepted
 
 TOPIC = "dp-topic"
 
@@ -18,14 +17,8 @@ def describe(c, parts):
             for t in r["topics"] for p in t["partitions"]]
 
 
-def produce(c, batch, deadline_s=30):
-    deadline = time.monotonic() + deadline_s
-    while True:
-        part = wire.produce_part(wire.produce(c, TOPIC, 0, batch, -1))
-        if part["error_code"] == 0 or time.monotonic() > deadline:
-            assert part["error_code"] == 0, part
-            return
-        time.sleep(0.1)
+def produce(c, batch):
+    return produce_accepted(c, TOPIC, 0, batch, -1)
 
 
 def scenario(t):

@@ -10,7 +10,7 @@ from pykbroker.local.broker_process import BrokerProcess
 from pykbroker.protocol import wire
 
 from .conftest import COMMON_OVERRIDES, Target, _load_oracle
-from .helpers import connect, explain
+from .helpers import connect, explain, produce_accepted
 
 TOPIC = "ld-topic"
 
@@ -52,13 +52,7 @@ def by_role(d, current):
 
 
 def produce(c, partition, batch):
-    deadline = time.monotonic() + 30
-    while True:   # Kafka's new partition may not have its leader yet
-        part = wire.produce_part(wire.produce(c, TOPIC, partition, batch, 1))
-        if part["error_code"] == 0 or time.monotonic() > deadline:
-            assert part["error_code"] == 0, part
-            return
-        time.sleep(0.1)
+    return produce_accepted(c, TOPIC, partition, batch, 1)
 
 
 def scenario(t):
