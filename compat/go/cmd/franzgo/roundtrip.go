@@ -28,17 +28,13 @@ var codecs = []struct {
 }
 
 type codecResult struct {
-	Produced      int      `json:"produced"`
-	Read          int      `json:"read"`
-	Mismatches    []string `json:"mismatches"`
-	OffsetsDense  bool     `json:"offsets_dense"`
-	NullKeys      int      `json:"null_keys_read"`
-	EmptyKeys     int      `json:"empty_keys_read"`
-	NullValues    int      `json:"null_values_read"`
-	BigValues     int      `json:"big_values_read"`
-	HeadersRead   int      `json:"headers_read"`
-	Compressed    bool     `json:"compressed"`
-	ProducerEpoch int16    `json:"producer_epoch"`
+	Produced     int      `json:"produced"`
+	Read         int      `json:"read"`
+	Mismatches   []string `json:"mismatches"`
+	OffsetsDense bool     `json:"offsets_dense"`
+	scen.Shapes
+	Compressed    bool  `json:"compressed"`
+	ProducerEpoch int16 `json:"producer_epoch"`
 }
 
 // record i of a round-trip run: the shared scenario's record (internal/scen), as a kgo.Record
@@ -155,19 +151,7 @@ func runRoundtrip(ctx context.Context) any {
 			for _, r := range g {
 				res.Compressed = res.Compressed || r.Attrs.CompressionType() != 0
 				res.ProducerEpoch = r.ProducerEpoch
-				switch {
-				case r.Key == nil:
-					res.NullKeys++
-				case len(r.Key) == 0:
-					res.EmptyKeys++
-				}
-				if r.Value == nil {
-					res.NullValues++
-				}
-				if len(r.Value) == 6144 {
-					res.BigValues++
-				}
-				res.HeadersRead += len(r.Headers)
+				res.Count(r.Key, r.Value, len(r.Headers))
 			}
 		}
 	}

@@ -50,6 +50,19 @@ func config() *sarama.Config {
 	return c
 }
 
+// newGroup joins group as a member with manual commits from the oldest offset (c tuned by the
+// caller), assigning partitions with bal.
+func newGroup(group string, c *sarama.Config, bal sarama.BalanceStrategy) sarama.ConsumerGroup {
+	c.Consumer.Offsets.Initial = sarama.OffsetOldest
+	c.Consumer.Offsets.AutoCommit.Enable = false
+	c.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{bal}
+	g, err := sarama.NewConsumerGroup(seeds(), group, c)
+	if err != nil {
+		scen.Fail("group: %v", err)
+	}
+	return g
+}
+
 func seeds() []string { return common.Seeds() }
 
 func createTopic(topic string, partitions int32) {
@@ -325,23 +338,18 @@ func runGroup() any {
 	seen := map[string]int{}
 	total := func() int { mu.Lock(); defer mu.Unlock(); return len(seen) }
 	member := func(ctx context.Context, all context.CancelFunc, limit int) int {
-		c := config()
-		c.Consumer.Offsets.Initial = sarama.OffsetOldest
-		c.Consumer.Offsets.AutoCommit.Enable = false
+		var bal sarama.BalanceStrategy
 		switch *strategy {
 		case "range":
-			c.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyRange()}
+			bal = sarama.NewBalanceStrategyRange()
 		case "roundrobin":
-			c.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyRoundRobin()}
+			bal = sarama.NewBalanceStrategyRoundRobin()
 		case "sticky":
-			c.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategySticky()}
+			bal = sarama.NewBalanceStrategySticky()
 		default:
 			scen.Fail("unknown balancer %q", *strategy)
 		}
-		g, err := sarama.NewConsumerGroup(seeds(), group, c)
-		if err != nil {
-			scen.Fail("group: %v", err)
-		}
+		g := newGroup(group, config(), bal)
 		defer g.Close()
 		mctx, cancel := context.WithCancel(ctx)
 		defer cancel()

@@ -475,13 +475,7 @@ func runPart2(in, out string, want map[int32][]placed, sentinels map[int32]int64
 		c := config()
 		c.Consumer.Group.Heartbeat.Interval = 200 * time.Millisecond // a rebalance is noticed quickly
 		c.Consumer.IsolationLevel = sarama.ReadCommitted
-		c.Consumer.Offsets.Initial = sarama.OffsetOldest
-		c.Consumer.Offsets.AutoCommit.Enable = false
-		c.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyRange()}
-		g, err := sarama.NewConsumerGroup(seeds(), group, c)
-		if err != nil {
-			scen.Fail("group: %v", err)
-		}
+		g := newGroup(group, c, sarama.NewBalanceStrategyRange())
 		defer g.Close()
 		mctx, cancel := context.WithCancel(ctx)
 		defer cancel()

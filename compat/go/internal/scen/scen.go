@@ -141,11 +141,34 @@ type CodecResult struct {
 	Produced   int      `json:"produced"`
 	Read       int      `json:"read"`
 	Mismatches []string `json:"mismatches"`
-	NullKeys   int      `json:"null_keys_read"`
-	EmptyKeys  int      `json:"empty_keys_read"`
-	NullValues int      `json:"null_values_read"`
-	BigValues  int      `json:"big_values_read"`
-	Headers    int      `json:"headers_read"`
+	Shapes
+}
+
+// Shapes counts the record shapes a round trip read back (null and empty keys, null values,
+// the 6 KiB values, headers): the proof the test data's edge cases came back at all.
+type Shapes struct {
+	NullKeys   int `json:"null_keys_read"`
+	EmptyKeys  int `json:"empty_keys_read"`
+	NullValues int `json:"null_values_read"`
+	BigValues  int `json:"big_values_read"`
+	Headers    int `json:"headers_read"`
+}
+
+// Count adds one record read back.
+func (s *Shapes) Count(key, value []byte, headers int) {
+	switch {
+	case key == nil:
+		s.NullKeys++
+	case len(key) == 0:
+		s.EmptyKeys++
+	}
+	if value == nil {
+		s.NullValues++
+	}
+	if len(value) == 6144 {
+		s.BigValues++
+	}
+	s.Headers += headers
 }
 
 // Judge compares per partition, in order, and counts the record shapes read back.
@@ -169,19 +192,7 @@ func Judge(want, got map[int32][]Rec, f Flags) *CodecResult {
 	for _, g := range got {
 		for _, r := range g {
 			res.Read++
-			switch {
-			case r.Key == nil:
-				res.NullKeys++
-			case len(r.Key) == 0:
-				res.EmptyKeys++
-			}
-			if r.Value == nil {
-				res.NullValues++
-			}
-			if len(r.Value) == 6144 {
-				res.BigValues++
-			}
-			res.Headers += len(r.Headers)
+			res.Count(r.Key, r.Value, len(r.Headers))
 		}
 	}
 	return res
