@@ -11,29 +11,18 @@ import time
 import pytest
 import trio
 
-import pykbroker
-from pykbroker.embedded import TEST_CONFIG
-from pykbroker.protocol.wire import WireClient, call, create_topic
+from pykbroker.protocol.wire import WireClient, create_topic
 from pykbroker.quota.manager import REQUEST, REQUEST_EXEMPT_APIS, ClientQuotaManager, client_throttles
 
-QUOTA_CONFIG = {**TEST_CONFIG, "quota.window.num": "2", "quota.window.size.seconds": "1"}
+from .helpers import quota_broker, set_quota
+
 METADATA_V12 = {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
-
-
-def set_quota(b, entity: dict, **values):
-    r = call(b, 49, 1, {"validate_only": False, "entries": [{
-        "entity": [{"entity_type": t, "entity_name": n} for t, n in entity.items()],
-        "ops": [{"key": k, "value": float(v), "remove": False} for k, v in values.items()]}]})
-    assert [e["error_code"] for e in r["entries"]] == [0], r
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    b = pykbroker.Broker(log_dir=str(tmp_path_factory.mktemp("quota-request")), config=QUOTA_CONFIG).start()
-    try:
+    with quota_broker(str(tmp_path_factory.mktemp("quota-request"))) as b:
         yield b
-    finally:
-        b.stop()
 
 
 def test_timed_counts_loop_time_not_waits():

@@ -11,12 +11,11 @@ import time
 import pytest
 
 import pykbroker
-from pykbroker.embedded import TEST_CONFIG
 from pykbroker.quota.manager import FETCH, PRODUCE, ClientQuotaManager
 from pykbroker.quota.rate import Rate
-from pykbroker.protocol.wire import WireClient, call, create_topic, make_batch
+from pykbroker.protocol.wire import WireClient, create_topic, make_batch
 
-QUOTA_CONFIG = {**TEST_CONFIG, "quota.window.num": "2", "quota.window.size.seconds": "1"}
+from .helpers import QUOTA_CONFIG, quota_broker, set_quota
 
 
 def test_rate_and_throttle_time_are_kafkas():
@@ -77,18 +76,8 @@ def test_precedence_and_shared_rates():
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    b = pykbroker.Broker(log_dir=str(tmp_path_factory.mktemp("quota-throttle")), config=QUOTA_CONFIG).start()
-    try:
+    with quota_broker(str(tmp_path_factory.mktemp("quota-throttle"))) as b:
         yield b
-    finally:
-        b.stop()
-
-
-def set_quota(b, entity: dict, **values):
-    r = call(b, 49, 1, {"validate_only": False, "entries": [{
-        "entity": [{"entity_type": t, "entity_name": n} for t, n in entity.items()],
-        "ops": [{"key": k, "value": float(v), "remove": False} for k, v in values.items()]}]})
-    assert [e["error_code"] for e in r["entries"]] == [0], r
 
 
 def _produce(c, topic, nbytes, version):
@@ -223,7 +212,6 @@ def test_confluent_kafka_producer_reads_the_throttle(broker):
     assert max(throttles) > 0
     assert broker.broker.client_quotas.throttled_requests[PRODUCE] >= 1
     assert [r.value for r in broker.records("q-ck")] == [payload] * 60
-
 
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
