@@ -67,23 +67,33 @@ def test_topic_recreated_under_the_same_name(cluster):
     assert vals == [b"new-1"]
 
 
-def test_unknown_topic_id_backs_off_then_catches_up(cluster, caplog):
-    cluster.create_topic("stale", 1, 3)
-    leader, fols = followers(cluster, "stale", 0)
-    f = fols[0]
-    assert produce(cluster, leader, "stale", 0, [b"one"])["error_code"] == 0
-    wait_replicated(cluster, "stale", 0)
+def _one_replicated_record(cluster, topic):
+    """``topic`` (1 partition, 3 replicas) holding b"one" on every replica: (leader, a follower)."""
+    cluster.create_topic(topic, 1, 3)
+    leader, fols = followers(cluster, topic, 0)
+    assert produce(cluster, leader, topic, 0, [b"one"])["error_code"] == 0
+    wait_replicated(cluster, topic, 0)
+    return leader, fols[0]
 
-    def stale_id():
-        # re-added as if this follower's metadata named the topic by an id the leader does not know
-        part = cluster.partition(f, "stale", 0)
-        real, part.topic_id = part.topic_id, os.urandom(16)
+
+def _readd_with_topic_id(cluster, f, topic, topic_id):
+    """Partition 0 of ``topic`` re-added to follower ``f``'s fetcher under ``topic_id`` (the
+    partition keeps its real id)."""
+    def readd():
+        part = cluster.partition(f, topic, 0)
+        real, part.topic_id = part.topic_id, topic_id
         try:
-            cluster.brokers[f].replica_manager.fetcher_of(("stale", 0)).add_partition(part)
+            cluster.brokers[f].replica_manager.fetcher_of((topic, 0)).add_partition(part)
         finally:
             part.topic_id = real
+    cluster.call(readd)
+
+
+def test_unknown_topic_id_backs_off_then_catches_up(cluster, caplog):
+    leader, f = _one_replicated_record(cluster, "stale")
     with caplog.at_level(logging.WARNING, logger=FETCHER_LOG):
-        cluster.call(stale_id)
+        # re-added as if this follower's metadata named the topic by an id the leader does not know
+        _readd_with_topic_id(cluster, f, "stale", os.urandom(16))
         assert produce(cluster, leader, "stale", 0, [b"two"], acks=1)["error_code"] == 0
         wait_until(lambda: ("ReplicaFetcher(%d <- %d): stale-0: UNKNOWN_TOPIC_ID from the leader" % (f, leader))
                    in caplog.text, 15, what="UNKNOWN_TOPIC_ID warning")
@@ -152,21 +162,9 @@ def test_inconsistent_topic_id_backs_off_then_catches_up(cluster, caplog):
 def test_a_partition_without_topic_id_falls_back_to_names(cluster):
     """Kafka's canUseTopicIds: one partition without an id (a topic from before topic ids) makes
     the fetcher's requests v12 with names, in a new session; ids come back with it."""
-    cluster.create_topic("noid", 1, 3)
-    leader, fols = followers(cluster, "noid", 0)
-    f = fols[0]
-    assert produce(cluster, leader, "noid", 0, [b"one"])["error_code"] == 0
-    wait_replicated(cluster, "noid", 0)
-
-    def zero_id():
-        # re-added as the metadata of a topic without id would add it
-        part = cluster.partition(f, "noid", 0)
-        real, part.topic_id = part.topic_id, bytes(16)
-        try:
-            cluster.brokers[f].replica_manager.fetcher_of(("noid", 0)).add_partition(part)
-        finally:
-            part.topic_id = real
-    cluster.call(zero_id)
+    leader, f = _one_replicated_record(cluster, "noid")
+    # re-added as the metadata of a topic without id would add it
+    _readd_with_topic_id(cluster, f, "noid", bytes(16))
     assert produce(cluster, leader, "noid", 0, [b"two"])["error_code"] == 0
     assert wait_replicated(cluster, "noid", 0) == 2
     _, uses_ids, _, session_id = _fetch_state(cluster, f, "noid", 0)
