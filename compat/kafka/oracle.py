@@ -197,13 +197,7 @@ class KafkaOracle:
                                                  "-c", str(cfg)], capture_output=True, text=True)
             if r.returncode != 0:
                 raise OracleUnavailable("kafka-storage format failed:\n%s\n%s" % (r.stdout, r.stderr[-4000:]))
-            self.lines = []
-            self.proc = subprocess.Popen(self._java(cp) + ["kafka.Kafka", str(cfg)],
-                                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                         bufsize=1, start_new_session=True)
-            threading.Thread(target=self._pump, args=(self.proc,), daemon=True).start()
-            if self._wait_ready(t0 + timeout):
-                self.start_seconds = time.monotonic() - t0
+            if self._launch(cp, cfg, t0, timeout):
                 return self
             bind_failed = "Address already in use" in self.log_text()
             self.kill()
@@ -211,6 +205,20 @@ class KafkaOracle:
                 break
         raise OracleUnavailable("Apache Kafka %s did not become ready within %ss:\n%s"
                                 % (self.version, timeout, "".join(self.lines[-60:])))
+
+    def _launch(self, cp: str, cfg, t0: float, timeout: float) -> bool:
+        """Start ``kafka.Kafka`` on the properties file ``cfg`` (its output pumped into
+        ``self.lines``); True once it is ready within ``timeout`` of ``t0`` (``start_seconds`` then
+        says how long it took), False else (the process left running for the caller to kill)."""
+        self.lines = []
+        self.proc = subprocess.Popen(self._java(cp) + ["kafka.Kafka", str(cfg)],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     bufsize=1, start_new_session=True)
+        threading.Thread(target=self._pump, args=(self.proc,), daemon=True).start()
+        if not self._wait_ready(t0 + timeout):
+            return False
+        self.start_seconds = time.monotonic() - t0
+        return True
 
     def _pump(self, proc) -> None:
         for line in proc.stdout:
@@ -442,13 +450,7 @@ class KafkaZkBroker(KafkaOracle):
             self.port = _free_port()
         cfg = self.dir / "server.properties"
         cfg.write_text("".join("%s=%s\n" % kv for kv in self.properties().items()))
-        self.lines = []
-        self.proc = subprocess.Popen(self._java(cp) + ["kafka.Kafka", str(cfg)],
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     bufsize=1, start_new_session=True)
-        threading.Thread(target=self._pump, args=(self.proc,), daemon=True).start()
-        if self._wait_ready(t0 + timeout):
-            self.start_seconds = time.monotonic() - t0
+        if self._launch(cp, cfg, t0, timeout):
             return self
         self.kill()
         raise OracleUnavailable("Apache Kafka %s (ZooKeeper mode, broker %d) did not become ready within %ss:\n%s"
