@@ -21,16 +21,6 @@ PARTITIONS = 40
 MARKER = ".kafka_cleanshutdown"
 
 
-@pytest.fixture
-def root(tmp_path):
-    return str(tmp_path / "logs")
-
-
-@pytest.fixture
-def fs(root):
-    return FaultFS(root)
-
-
 def cfg():
     return LogConfig(segment_bytes=8 * 1024, index_interval_bytes=512, flush_interval_messages=1)
 

@@ -14,22 +14,11 @@ import pytest
 
 from pykbroker.protocol.records import validate_produce_records
 from pykbroker.storage import KafkaStorageError, LogConfig
-from pykbroker.storage.faultfs import FaultFS
 
 from .model import (T0, TOPIC, checkpoint_recovery_points, log_bytes, make_batch, produce, recover_and_check,
                     shutdown)
 
 NEVER = (1 << 63) - 1
-
-
-@pytest.fixture
-def root(tmp_path):
-    return str(tmp_path / "logs")
-
-
-@pytest.fixture
-def fs(root):
-    return FaultFS(root)
 
 
 def pdir(root):
