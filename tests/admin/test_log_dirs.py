@@ -12,6 +12,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from pykbroker.local.broker_process import BrokerProcess
 from pykbroker.protocol import wire
 from tests.conftest import TEST_OVERRIDES
+from tests.polling import poll_values
 
 TOPIC = "move-me"
 
@@ -27,12 +28,7 @@ def _consume(bs, n):
     c = Consumer({"bootstrap.servers": bs, "group.id": "g-move", "enable.auto.commit": False,
                   "fetch.message.max.bytes": 1 << 20})
     c.assign([TopicPartition(TOPIC, 0, 0)])
-    got = []
-    deadline = time.time() + 60
-    while len(got) < n and time.time() < deadline:
-        m = c.poll(0.5)
-        if m is not None and m.error() is None:
-            got.append(m.value())
+    got = poll_values(c, n, 60)
     c.close()
     return got
 

@@ -11,6 +11,7 @@ import uuid
 import pytest
 
 from tests import needs
+from tests.polling import poll_values
 
 needs.module("kazoo.client")
 ck = needs.module("confluent_kafka")
@@ -46,22 +47,11 @@ def _read_committed(cluster, topic, partitions, expect, timeout=60.0):
                      "isolation.level": "read_committed", "auto.offset.reset": "earliest",
                      "enable.auto.commit": False})
     c.assign([ck.TopicPartition(topic, p, 0) for p in range(partitions)])
-    got = []
-    deadline = time.monotonic() + timeout
     try:
-        while len(got) < expect and time.monotonic() < deadline:
-            m = c.poll(0.5)
-            if m is not None and not m.error():
-                got.append(m.value().decode())
-        # nothing more arrives (aborted records stay invisible)
-        end = time.monotonic() + 2.0
-        while time.monotonic() < end:
-            m = c.poll(0.2)
-            if m is not None and not m.error():
-                got.append(m.value().decode())
+        # then 2 s more: nothing else arrives (aborted records stay invisible)
+        return [v.decode() for v in poll_values(c, expect, timeout, settle=2.0)]
     finally:
         c.close()
-    return got
 
 
 def _producer(cluster, tid):

@@ -11,6 +11,7 @@ from pykbroker import profiles
 from pykbroker.embedded import TEST_CONFIG
 from pykbroker.handlers import load_handlers
 from pykbroker.protocol import wire
+from tests.polling import poll_values
 
 API_VERSIONS_V3 = {"client_software_name": "t", "client_software_version": "1"}
 
@@ -73,11 +74,7 @@ def test_clients_negotiate_down_and_work(kafka28):
     got = []
     try:
         c.subscribe(["prof-t"])
-        deadline = time.monotonic() + 30
-        while len(got) < 5 and time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is not None and not m.error():
-                got.append(m.value())
+        got = poll_values(c, 5, 30, poll=0.2)
         c.commit(asynchronous=False)
     finally:
         c.close()

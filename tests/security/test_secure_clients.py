@@ -11,6 +11,7 @@ import uuid
 import pytest
 
 from tests import needs
+from tests.polling import poll_values
 
 import pykbroker
 from pykbroker.embedded import TEST_CONFIG
@@ -56,15 +57,10 @@ def _confluent_roundtrip(cfg, topic, values):
     assert p.flush(20) == 0
     c = Consumer({**cfg, "group.id": "g-" + topic, "enable.auto.commit": False})
     c.assign([TopicPartition(topic, 0, 0)])
-    got, deadline = [], time.monotonic() + 20
     try:
-        while len(got) < len(values) and time.monotonic() < deadline:
-            m = c.poll(0.5)
-            if m is not None and not m.error():
-                got.append(m.value())
+        return poll_values(c, len(values), 20)
     finally:
         c.close()
-    return got
 
 
 @pytest.mark.parametrize("proto,mech", list(_cases()))

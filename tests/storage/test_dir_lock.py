@@ -12,6 +12,7 @@ import pykbroker
 from pykbroker.embedded import TEST_CONFIG
 from pykbroker.storage import dirlock
 from pykbroker.storage.dirlock import LogDirInUseError, lock_log_dir
+from tests.polling import poll_values
 
 
 def _produce(bootstrap, topic, values):
@@ -30,22 +31,10 @@ def _consume_all(bootstrap, topic, expect, timeout=20.0):
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "lock-check", "enable.auto.commit": False})
     c.assign([TopicPartition(topic, 0, 0)])
-    got = []
-    deadline = time.monotonic() + timeout
     try:
-        while len(got) < expect and time.monotonic() < deadline:
-            m = c.poll(0.5)
-            if m is not None and not m.error():
-                got.append(m.value())
-        # a short extra poll: more records than expected would show too
-        end = time.monotonic() + 1.0
-        while time.monotonic() < end:
-            m = c.poll(0.2)
-            if m is not None and not m.error():
-                got.append(m.value())
+        return poll_values(c, expect, timeout, settle=1.0)   # more records than expected would show
     finally:
         c.close()
-    return got
 
 
 def test_lock_file_refuses_second_holder_and_names_pid(tmp_path):
