@@ -11,6 +11,8 @@ import uuid
 
 from pykbroker.protocol.records import control_type, iter_batches
 
+from tests.groups.helpers import txn_offset_commit_v3
+
 from .helpers import absorbed, batch, call, connect, create_topic, explain, list_offsets
 
 RETRIABLE = (14, 15, 16, 51)   # load in progress, not available, not coordinator, concurrent
@@ -517,12 +519,7 @@ def scenario_txn_offset_commit_group_states(t):
                                                "group_id": group})["error_code"]
 
         def commit(offset, generation, member):
-            r = call(t, 28, 3, {"transactional_id": tid, "group_id": group, "producer_id": pid,
-                                "producer_epoch": epoch, "generation_id_or_member_epoch": generation,
-                                "member_id": member, "group_instance_id": None,
-                                "topics": [{"name": topic, "partitions": [{
-                                    "partition_index": 0, "committed_offset": offset, "committed_leader_epoch": -1,
-                                    "committed_metadata": ""}]}]})
+            r = call(t, 28, 3, txn_offset_commit_v3(tid, group, pid, epoch, generation, member, topic, offset))
             return r["topics"][0]["partitions"][0]["error_code"]
         d = call(t, 15, 5, {"groups": [group], "include_authorized_operations": False})["groups"][0]
         out["state_before_sync"] = d["group_state"]

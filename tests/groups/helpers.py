@@ -26,6 +26,17 @@ def unique(prefix: str) -> str:
     return "%s-%s" % (prefix, uuid.uuid4().hex[:8])
 
 
+def txn_offset_commit_v3(tid: str, group: str, pid: int, epoch: int, generation: int, member: str, topic: str,
+                         offset: int) -> dict:
+    """The body of a TxnOffsetCommit v3 committing ``offset`` of ``topic``'s partition 0 for
+    ``group`` in the transaction of ``tid`` (producer ``pid``/``epoch``), as member ``member`` of
+    generation ``generation`` (-1 and "": no member, as an old producer sends)."""
+    return {"transactional_id": tid, "group_id": group, "producer_id": pid, "producer_epoch": epoch,
+            "generation_id_or_member_epoch": generation, "member_id": member, "group_instance_id": None,
+            "topics": [{"name": topic, "partitions": [{"partition_index": 0, "committed_offset": offset,
+                                                       "committed_leader_epoch": -1, "committed_metadata": ""}]}]}
+
+
 def create_topic(bootstrap: str, name: str, partitions: int = 6) -> None:
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic

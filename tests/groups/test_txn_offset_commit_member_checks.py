@@ -10,7 +10,7 @@ import time
 
 from pykbroker.protocol.wire import WireClient
 
-from .helpers import create_topic, unique
+from .helpers import create_topic, txn_offset_commit_v3, unique
 
 
 def _join_body(group, member_id=""):
@@ -35,12 +35,7 @@ def test_txn_offset_commit_during_completing_rebalance(gbroker):
                                  "group_id": group})["error_code"] == 0
 
         def txn_commit(offset, generation, member):
-            r = c.request(28, 3, {"transactional_id": tid, "group_id": group, "producer_id": pid,
-                                  "producer_epoch": epoch, "generation_id_or_member_epoch": generation,
-                                  "member_id": member, "group_instance_id": None,
-                                  "topics": [{"name": topic, "partitions": [{
-                                      "partition_index": 0, "committed_offset": offset, "committed_leader_epoch": -1,
-                                      "committed_metadata": ""}]}]})
+            r = c.request(28, 3, txn_offset_commit_v3(tid, group, pid, epoch, generation, member, topic, offset))
             return r["topics"][0]["partitions"][0]["error_code"]
 
         def plain_commit(offset):
