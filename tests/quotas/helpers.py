@@ -28,3 +28,13 @@ def set_quota(b, entity: dict, **values):
         "entity": [{"entity_type": t, "entity_name": n} for t, n in entity.items()],
         "ops": [{"key": k, "value": float(v), "remove": False} for k, v in values.items()]}]})
     assert [e["error_code"] for e in r["entries"]] == [0], r
+
+
+def fetch_v12(topic: str) -> dict:
+    """A Fetch v12 body reading ``topic``'s partition 0 from offset 0 at once (max_wait_ms 0),
+    outside any fetch session: what a throttled consumer's fetch looks like."""
+    return {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+            "topics": [{"topic": topic, "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+                 "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]}

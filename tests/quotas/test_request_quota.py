@@ -14,7 +14,7 @@ import trio
 from pykbroker.protocol.wire import WireClient, create_topic
 from pykbroker.quota.manager import REQUEST, REQUEST_EXEMPT_APIS, ClientQuotaManager, client_throttles
 
-from .helpers import quota_broker, set_quota
+from .helpers import fetch_v12, quota_broker, set_quota
 
 METADATA_V12 = {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
 
@@ -166,11 +166,7 @@ def test_fetch_throttled_by_request_quota_is_answered_empty(broker):
             {"name": "rq-fetch", "partition_data": [{"index": 0, "records": make_batch([b"x" * 100] * 10)}]}]})
         assert r["responses"][0]["partition_responses"][0]["error_code"] == 0
     set_quota(broker, {"client-id": "rq-fetcher"}, request_percentage=0.01, consumer_byte_rate=10 ** 9)
-    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
-            "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
-            "topics": [{"topic": "rq-fetch", "partitions": [
-                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
-                 "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]}
+    body = fetch_v12("rq-fetch")
     with WireClient(broker, client_id="rq-fetcher") as c:
         for _ in range(20):
             r = c.request(1, 12, body)

@@ -15,7 +15,7 @@ from pykbroker.quota.manager import FETCH, PRODUCE, ClientQuotaManager
 from pykbroker.quota.rate import Rate
 from pykbroker.protocol.wire import WireClient, create_topic, make_batch
 
-from .helpers import QUOTA_CONFIG, quota_broker, set_quota
+from .helpers import QUOTA_CONFIG, fetch_v12, quota_broker, set_quota
 
 
 def test_rate_and_throttle_time_are_kafkas():
@@ -148,11 +148,7 @@ def test_throttled_fetch_is_answered_empty(broker):
         for _ in range(8):
             _produce(c, "q-fetch", 4000, 9)
     set_quota(broker, {"client-id": "slow-consumer"}, consumer_byte_rate=10000)
-    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
-            "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
-            "topics": [{"topic": "q-fetch", "partitions": [
-                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
-                 "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]}
+    body = fetch_v12("q-fetch")
     with WireClient(broker, client_id="slow-consumer") as c:
         answers = []
         for _ in range(10):
