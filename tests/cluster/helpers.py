@@ -1,10 +1,10 @@
 """Probes shared by the cluster tests: real sockets, real processes."""
 import os
 import socket
-import time
 
 import pytest
 
+from pykbroker.local.broker_process import wait_until
 from pykbroker.protocol.wire import WireClient
 from tests import needs
 
@@ -45,14 +45,8 @@ def pid_alive(pid: int) -> bool:
 
 
 def wait_for(pred, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out after %ss waiting for %s" % (timeout, what))
-        time.sleep(0.05)
+    """pred()'s first true value within ``timeout`` seconds (an AssertionError naming ``what`` else)."""
+    return wait_until(pred, timeout, what=what)
 
 
 def cmdline(pid: int) -> list:

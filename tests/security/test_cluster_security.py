@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tests import needs
-from tests.cluster.helpers import requires_zookeeper
+from tests.cluster.helpers import requires_zookeeper, wait_for
 
 ck = needs.module("confluent_kafka")
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
@@ -112,17 +112,6 @@ def read_all(cluster, topic, brokers=None, n_expected=300):
         return got
     finally:
         c.close()
-
-
-def wait_for(pred, timeout, what):
-    deadline = time.monotonic() + timeout
-    while True:
-        got = pred()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError("not within %.1fs: %s" % (timeout, what))
-        time.sleep(0.05)
 
 
 def test_scram_user_created_through_one_broker_logs_in_on_another(cluster):
