@@ -1,4 +1,5 @@
 """``pykbroker cluster up`` as users run it: a real child process, parsed output, real probes."""
+import contextlib
 import json
 import os
 import re
@@ -15,10 +16,18 @@ pytestmark = requires_zookeeper
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def launch(*args):
+@contextlib.contextmanager
+def launched(*args, stop=signal.SIGKILL):
+    """``pykbroker cluster up *args`` running; sent ``stop`` on exit if the test left it running."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
-    return subprocess.Popen([sys.executable, "-m", "pykbroker", "cluster", "up", *args],
+    proc = subprocess.Popen([sys.executable, "-m", "pykbroker", "cluster", "up", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(stop)
+            proc.wait(60)
 
 
 def read_until(proc, pred, limit=200):
@@ -36,8 +45,7 @@ def read_until(proc, pred, limit=200):
 
 
 def test_cluster_up_json_three_brokers_then_sigterm():
-    proc = launch("--brokers", "3", "--json", "--override", "num.partitions=2")
-    try:
+    with launched("--brokers", "3", "--json", "--override", "num.partitions=2") as proc:
         info = json.loads(read_until(proc, lambda l: l.startswith("{"))[-1])
         brokers = info["brokers"]
         assert [b["broker_id"] for b in brokers] == [1, 2, 3]
@@ -63,16 +71,11 @@ def test_cluster_up_json_three_brokers_then_sigterm():
         for b in brokers:
             assert not port_open(b["port"])
         assert not os.path.exists(info["data_dir"])     # temporary: removed on exit
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def test_cluster_up_table_with_dir_kept(tmp_path):
     d = tmp_path / "cluster"
-    proc = launch("--brokers", "2", "--dir", str(d))
-    try:
+    with launched("--brokers", "2", "--dir", str(d)) as proc:
         lines = read_until(proc, lambda l: "Ctrl-C" in l)
         text = "".join(lines)
         bootstrap = re.search(r"^bootstrap servers: (\S+)$", text, re.M).group(1)
@@ -94,15 +97,11 @@ def test_cluster_up_table_with_dir_kept(tmp_path):
         assert "ready, listening on PLAINTEXT://127.0.0.1:%d" % rows["1"][0] in log
         assert "received SIGTERM" in log
         assert (d / "zookeeper" / "data" / "version-2").is_dir()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def test_cluster_up_bad_override():
-    proc = launch("--brokers", "1", "--override", "no-equals-sign")
-    out, err = proc.communicate(timeout=60)
+    with launched("--brokers", "1", "--override", "no-equals-sign") as proc:
+        out, err = proc.communicate(timeout=60)
     assert proc.returncode == 2
     assert "key=value" in err
 
@@ -124,35 +123,25 @@ def processes_under(d):
 
 def test_sigterm_during_start_up_leaves_nothing(tmp_path):
     d = tmp_path / "cluster"
-    proc = launch("--brokers", "3", "--dir", str(d))
-    try:
+    with launched("--brokers", "3", "--dir", str(d)) as proc:
         # as soon as the brokers are spawned (probably before they answer)
         wait_for(lambda: (d / "broker-3" / "broker.log").exists(), timeout=60, what="brokers spawned")
         assert processes_under(d)
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
         assert processes_under(d) == []
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def test_launcher_killed_children_follow(tmp_path):
     """SIGKILL of the launcher cannot run its clean-up: the kernel's parent-death signal does."""
     d = tmp_path / "cluster"
-    proc = launch("--brokers", "1", "--dir", str(d))
-    try:
+    with launched("--brokers", "1", "--dir", str(d)) as proc:
         read_until(proc, lambda l: "Ctrl-C" in l)
         children = processes_under(d)
         assert len(children) == 2                       # ZooKeeper and the broker
         proc.kill()
         proc.wait()
         wait_for(lambda: processes_under(d) == [], timeout=30, what="children gone after the launcher's death")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def test_no_java_is_one_clear_line(tmp_path):
@@ -176,8 +165,8 @@ def test_cluster_up_metrics_per_broker():
     ck = needs.module("confluent_kafka")
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    proc = launch("--brokers", "2", "--json", "--metrics")
-    try:
+    # SIGTERM at the end: the launcher removes its temporary directory
+    with launched("--brokers", "2", "--json", "--metrics", stop=signal.SIGTERM) as proc:
         info = json.loads(read_until(proc, lambda l: l.startswith("{"))[-1])
         urls = [b["metrics"] for b in info["brokers"]]
         assert all(u and u.startswith("http://127.0.0.1:") for u in urls) and len(set(urls)) == 2, urls
@@ -200,7 +189,3 @@ def test_cluster_up_metrics_per_broker():
                  timeout=30)
         wait_for(lambda: sum(counter(u, "kafka_server_brokertopicmetrics_replicationbytesout_total")
                              for u in urls) > 0, timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(60)
