@@ -106,6 +106,30 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def sasl_sides(config: dict, pyk: str, kafka: str, both: str | None = None) -> list:
+    """Module fixtures over ``config`` for a test module to bind at its top level: ``pyk``
+    (pykbroker with a SASL listener), ``kafka`` (the oracle with one) and, if named, ``both``
+    (``run(fn)`` -> ``(fn(pykbroker side), fn(Kafka side))``)."""
+    import pytest
+
+    @pytest.fixture(scope="module", name=kafka)
+    def kafka_side(tmp_path_factory):
+        yield from kafka_with_sasl_listener(tmp_path_factory.mktemp(kafka), config)
+
+    @pytest.fixture(scope="module", name=pyk)
+    def pyk_side():
+        yield from pykbroker_with_sasl_listener(config)
+
+    fixtures = [kafka_side, pyk_side]
+    if both is not None:
+        @pytest.fixture(scope="module", name=both)
+        def both_sides(request):
+            p, k = request.getfixturevalue(pyk), request.getfixturevalue(kafka)
+            return lambda fn: (fn(p), fn(k))
+        fixtures.append(both_sides)
+    return fixtures
+
+
 def kafka_with_sasl_listener(tmp_dir, config: dict):
     """Apache Kafka (the oracle) with a SASL_PLAINTEXT listener beside its PLAINTEXT one and
     ``config`` added to its server.properties; a generator for a module fixture, yielding

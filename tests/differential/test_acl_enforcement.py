@@ -17,7 +17,7 @@ import pytest
 
 from pykbroker.protocol.wire import WireClient
 
-from .helpers import explain, kafka_with_sasl_listener, pykbroker_with_sasl_listener
+from .helpers import explain, sasl_sides
 
 ROOT = Path(__file__).resolve().parents[2]
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
@@ -41,14 +41,7 @@ VOLATILE = {"brokers", "cluster_id", "controller_id", "topic_id", "node_id", "ho
 _n = itertools.count()
 
 
-@pytest.fixture(scope="module")
-def kafka_side(tmp_path_factory):
-    yield from kafka_with_sasl_listener(tmp_path_factory.mktemp("kafka-acl-enf"), CONFIG)
-
-
-@pytest.fixture(scope="module")
-def pyk_side():
-    yield from pykbroker_with_sasl_listener(CONFIG)
+_kafka, _pyk = sasl_sides(CONFIG, "pyk_side", "kafka_side")
 
 
 def _alice(side):

@@ -18,7 +18,7 @@ from pykbroker.protocol.wire import WireClient
 from pykbroker.security.client import authenticate_sync
 from pykbroker.security.errors import AuthenticationFailed
 
-from .helpers import explain, kafka_with_sasl_listener, pykbroker_with_sasl_listener
+from .helpers import explain, sasl_sides
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
         'user_admin="admin-secret" user_alice="alice-secret" user_bob="bob-secret";')
@@ -32,21 +32,7 @@ DAY, WEEK = 86400000, 604800000
 PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 
 
-@pytest.fixture(scope="module")
-def kafka_tokens(tmp_path_factory):
-    yield from kafka_with_sasl_listener(tmp_path_factory.mktemp("kafka-tokens"), ENABLED)
-
-
-@pytest.fixture(scope="module")
-def pyk_tokens():
-    yield from pykbroker_with_sasl_listener(ENABLED)
-
-
-@pytest.fixture(scope="module")
-def both(pyk_tokens, kafka_tokens):
-    def run(fn):
-        return fn(pyk_tokens), fn(kafka_tokens)
-    return run
+_kafka, _pyk, _both = sasl_sides(ENABLED, "pyk_tokens", "kafka_tokens", both="both")
 
 
 def _login(side, user):
@@ -271,14 +257,7 @@ def test_token_session_lifetime(both):
 
 
 # ---------------------------------------------------------------------------------- disabled
-@pytest.fixture(scope="module")
-def kafka_off(tmp_path_factory):
-    yield from kafka_with_sasl_listener(tmp_path_factory.mktemp("kafka-tokens-off"), BASE)
-
-
-@pytest.fixture(scope="module")
-def pyk_off():
-    yield from pykbroker_with_sasl_listener(BASE)
+_off_kafka, _off_pyk = sasl_sides(BASE, "pyk_off", "kafka_off")
 
 
 @pytest.mark.parametrize("api,version,body", [
@@ -306,14 +285,7 @@ USER_RT, TOKEN_RT, LITERAL, ALLOW = 7, 6, 3, 3
 CREATE_TOKENS, DESCRIBE_TOKENS, DESCRIBE = 13, 14, 8
 
 
-@pytest.fixture(scope="module")
-def kafka_authz(tmp_path_factory):
-    yield from kafka_with_sasl_listener(tmp_path_factory.mktemp("kafka-tokens-authz"), AUTHZ)
-
-
-@pytest.fixture(scope="module")
-def pyk_authz():
-    yield from pykbroker_with_sasl_listener(AUTHZ)
+_authz_kafka, _authz_pyk = sasl_sides(AUTHZ, "pyk_authz", "kafka_authz")
 
 
 def _allow(side, principal, op, rtype, name):

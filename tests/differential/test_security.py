@@ -14,7 +14,7 @@ import pytest
 from pykbroker.security.scram import salted_password
 from pykbroker.protocol.wire import WireClient
 
-from .helpers import kafka_with_sasl_listener, pykbroker_with_sasl_listener
+from .helpers import sasl_sides
 
 ROOT = Path(__file__).resolve().parents[2]
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
@@ -32,21 +32,7 @@ SASL = {"sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARE
         "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": SCRAM_JAAS}
 
 
-@pytest.fixture(scope="module")
-def kafka_sasl(tmp_path_factory):
-    yield from kafka_with_sasl_listener(tmp_path_factory.mktemp("kafka-sasl"), SASL)
-
-
-@pytest.fixture(scope="module")
-def pyk_sasl():
-    yield from pykbroker_with_sasl_listener(SASL)
-
-
-@pytest.fixture(scope="module")
-def both(pyk_sasl, kafka_sasl):
-    def run(fn):
-        return fn(pyk_sasl), fn(kafka_sasl)
-    return run
+_kafka, _pyk, _both = sasl_sides(SASL, "pyk_sasl", "kafka_sasl", both="both")
 
 
 def _closed(c, timeout=3.0):
