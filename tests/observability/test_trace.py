@@ -109,6 +109,17 @@ def trace_diff(a, b, *extra) -> tuple[int, list]:
     return r.returncode, json.loads(r.stdout)["differences"]
 
 
+def _recorded_session(bootstrap, trace):
+    """The session run against ``bootstrap`` (warmed up first) through the recording proxy,
+    which writes ``trace``: what the session read."""
+    warm_up(bootstrap)
+    proxy = Proxy(bootstrap, str(trace))
+    try:
+        return run_session(proxy.bootstrap, bootstrap)
+    finally:
+        proxy.stop()
+
+
 @pytest.fixture(scope="module")
 def pyk_traced(tmp_path_factory):
     """pykbroker with --trace, its session run through the recording proxy: both traces."""
@@ -116,12 +127,7 @@ def pyk_traced(tmp_path_factory):
     server_trace, proxy_trace = d / "server.jsonl", d / "proxy.jsonl"
     with BrokerProcess(str(d / "data"), {"group.initial.rebalance.delay.ms": "0"},
                        extra_args=["--trace", str(server_trace)]) as b:
-        warm_up(b.bootstrap)
-        proxy = Proxy(b.bootstrap, str(proxy_trace))
-        try:
-            got = run_session(proxy.bootstrap, b.bootstrap)
-        finally:
-            proxy.stop()
+        got = _recorded_session(b.bootstrap, proxy_trace)
     assert [(o, k) for o, k, _ in got] == [(i, b"k%d" % i) for i in range(N_RECORDS)]
     # the recorded session only (not the warm-up's requests, some answered after it returned)
     session = [line for line in server_trace.read_text().splitlines()
@@ -212,12 +218,7 @@ def test_trace_against_apache_kafka_diffs_clean(pyk_traced, tmp_path):
         pytest.fail("Apache Kafka (the oracle) could not be started: %s" % e, pytrace=False)
     kafka_trace = tmp_path / "kafka.jsonl"
     try:
-        warm_up(k.bootstrap)
-        proxy = Proxy(k.bootstrap, str(kafka_trace))
-        try:
-            got = run_session(proxy.bootstrap, k.bootstrap)
-        finally:
-            proxy.stop()
+        got = _recorded_session(k.bootstrap, kafka_trace)
     finally:
         k.stop()
     assert [(o, key) for o, key, _ in got] == [(i, b"k%d" % i) for i in range(N_RECORDS)]
