@@ -114,24 +114,7 @@ async function idempotent() {
   await producer.disconnect()
   const msgs = await readAll(topic, n)
   const res = { produced: n, read: 0, duplicates: 0, missing: 0, out_of_order: 0, offset_errors: 0 }
-  const seen = new Map()
-  for (const p of Object.keys(msgs)) {
-    let last = -1
-    msgs[p].forEach((m, j) => {
-      res.read++
-      const i = Number(m.value.toString().slice(5))
-      seen.set(i, (seen.get(i) || 0) + 1)
-      if (i <= last) res.out_of_order++
-      last = i
-      if (Number(m.offset) !== j) res.offset_errors++
-    })
-  }
-  for (let i = 0; i < n; i++) {
-    const c = seen.get(i) || 0
-    if (c === 0) res.missing++
-    else res.duplicates += c - 1
-  }
-  return res
+  return scen.judgeIdempotent(res, msgs, n)
 }
 
 // --- txn: transactions committed (visible to read_committed) and aborted (invisible) -----------

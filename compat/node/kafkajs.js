@@ -153,30 +153,15 @@ async function idempotent() {
   const msgs = await readAll(topic)
   const res = { produced: n, read: 0, duplicates: 0, missing: 0, out_of_order: 0, offset_errors: 0, sequence_errors: 0,
     producer_ids: [], producer_epochs: [] }
-  const seen = new Map()
   const pids = new Set()
   const epochs = new Set()
-  for (const p of Object.keys(msgs)) {
-    let last = -1
-    msgs[p].forEach((m, j) => {
-      res.read++
-      const i = Number(m.value.toString().slice(5))
-      seen.set(i, (seen.get(i) || 0) + 1)
-      if (i <= last) res.out_of_order++
-      last = i
-      if (Number(m.offset) !== j) res.offset_errors++
-      const bc = m.batchContext
-      pids.add(bc.producerId)
-      epochs.add(bc.producerEpoch)
-      // one producer from sequence 0: a record's sequence is its offset
-      if (bc.firstSequence + (Number(m.offset) - Number(bc.firstOffset)) !== j) res.sequence_errors++
-    })
-  }
-  for (let i = 0; i < n; i++) {
-    const c = seen.get(i) || 0
-    if (c === 0) res.missing++
-    else res.duplicates += c - 1
-  }
+  scen.judgeIdempotent(res, msgs, n, (m, j) => {
+    const bc = m.batchContext
+    pids.add(bc.producerId)
+    epochs.add(bc.producerEpoch)
+    // one producer from sequence 0: a record's sequence is its offset
+    if (bc.firstSequence + (Number(m.offset) - Number(bc.firstOffset)) !== j) res.sequence_errors++
+  })
   res.producer_ids = [...pids].map(Number)
   res.producer_epochs = [...epochs]
   return res

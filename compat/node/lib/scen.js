@@ -195,6 +195,32 @@ function tally(res, values, seen) {
   }
 }
 
+// The idempotent scenario's verdict on what was read back (msgs: partition -> its messages in
+// offset order, values idem-<i> for i < n): counts res.read, out_of_order, offset_errors (a
+// record not at the offset its place says), missing and duplicates; each(m, j) sees every
+// message too.
+function judgeIdempotent(res, msgs, n, each) {
+  const seen = new Map()
+  for (const p of Object.keys(msgs)) {
+    let last = -1
+    msgs[p].forEach((m, j) => {
+      res.read++
+      const i = Number(m.value.toString().slice(5))
+      seen.set(i, (seen.get(i) || 0) + 1)
+      if (i <= last) res.out_of_order++
+      last = i
+      if (Number(m.offset) !== j) res.offset_errors++
+      if (each) each(m, j)
+    })
+  }
+  for (let i = 0; i < n; i++) {
+    const c = seen.get(i) || 0
+    if (c === 0) res.missing++
+    else res.duplicates += c - 1
+  }
+  return res
+}
+
 // fn(admin) with a connected admin client of kafka, disconnected afterwards
 async function withAdmin(kafka, fn) {
   const admin = kafka.admin()
@@ -202,4 +228,4 @@ async function withAdmin(kafka, fn) {
   try { return await fn(admin) } finally { await admin.disconnect() }
 }
 
-module.exports = { groupValues, takeChunk, tally, withAdmin, parseArgs, record, CODEC_SET, headerObject, headerList, compare, judge, runAll, fail, sleep, until, sameBytes }
+module.exports = { judgeIdempotent, groupValues, takeChunk, tally, withAdmin, parseArgs, record, CODEC_SET, headerObject, headerList, compare, judge, runAll, fail, sleep, until, sameBytes }
