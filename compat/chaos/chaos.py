@@ -59,7 +59,7 @@ if __name__ == "__main__":   # run as a script: this checkout (pykbroker and com
 from pykbroker.local.cluster import Cluster  # noqa: E402
 from pykbroker.protocol import wire  # noqa: E402
 
-from compat.chaos.common import draw_seed, leader_of  # noqa: E402
+from compat.chaos.common import create_replicated_topic, draw_seed, leader_of  # noqa: E402
 
 TOPIC = "chaos"
 
@@ -562,12 +562,7 @@ def run(scenario: str, seconds: float = 60.0, interval: float = 10.0, partitions
         # A broker answers ApiVersions before it has registered in ZooKeeper; the controller
         # places 3 replicas only on registered brokers (else INVALID_REPLICATION_FACTOR).
         cluster.wait_registered()
-        with wire.WireClient(("127.0.0.1", cluster.brokers[0].port)) as c:
-            r = c.request(19, 5, {"topics": [{"name": TOPIC, "num_partitions": partitions, "replication_factor": 3,
-                                              "assignments": [], "configs": []}],
-                                  "timeout_ms": 30000, "validate_only": False})
-            assert r["topics"][0]["error_code"] == 0, r
-            wire.wait_for_topic(c, TOPIC, partitions, timeout=30)
+        create_replicated_topic(cluster, TOPIC, partitions)
         load = ProducerLoad(cluster.bootstrap_servers, producers, rate, partitions, java_producers, classpath)
         load.start()
         t_end = time.monotonic() + seconds

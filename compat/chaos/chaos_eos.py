@@ -30,9 +30,8 @@ import uuid
 from typing import Callable, Optional
 
 from pykbroker.local.cluster import Cluster
-from pykbroker.protocol import wire
 
-from compat.chaos.common import draw_seed, leader_of
+from compat.chaos.common import create_replicated_topic, draw_seed, leader_of
 
 IN, OUT = "eos-in", "eos-out"
 
@@ -249,13 +248,8 @@ def run(seconds: float = 60.0, interval: float = 10.0, records: int = 20000, par
     report = EosReport(seconds, records, seed=seed)
     with Cluster(3, data_dir, overrides=overrides, zk_tick_time=500) as cluster:
         bootstrap = cluster.bootstrap_servers
-        with wire.WireClient(("127.0.0.1", cluster.brokers[0].port)) as c:
-            for t in (IN, OUT):
-                r = c.request(19, 5, {"topics": [{"name": t, "num_partitions": partitions, "replication_factor": 3,
-                                                  "assignments": [], "configs": []}],
-                                      "timeout_ms": 30000, "validate_only": False})
-                assert r["topics"][0]["error_code"] == 0, r
-                wire.wait_for_topic(c, t, partitions, timeout=30)
+        for t in (IN, OUT):
+            create_replicated_topic(cluster, t, partitions)
         _fill_input(bootstrap, records, partitions)
         log("input written: %d records; starting the application" % records)
         # spread the transactions over about 80% of the run

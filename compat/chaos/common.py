@@ -1,5 +1,6 @@
 """What the crash-fault runs (chaos.py) and the exactly-once run (chaos_eos.py) share: the
-nemesis's seed and a partition's leader as the running brokers report it."""
+nemesis's seed, a partition's leader as the running brokers report it and the creation of
+their fully replicated topics."""
 from __future__ import annotations
 
 import random
@@ -21,6 +22,19 @@ def leader_of(cluster: Cluster, partition: int, topic: str) -> Optional[int]:
             if p["partition_index"] == partition and p["leader_id"] >= 0:
                 return p["leader_id"]
     return None
+
+
+def create_replicated_topic(cluster: Cluster, topic: str, partitions: int, replication_factor: int = 3) -> dict:
+    """CreateTopics (v5) of ``topic`` through the cluster's first broker, then until every
+    partition has a leader: the Metadata answer that says so.  (The brokers must be registered:
+    the controller places replicas only on registered brokers, else INVALID_REPLICATION_FACTOR.)"""
+    with wire.WireClient(("127.0.0.1", cluster.brokers[0].port)) as c:
+        r = c.request(19, 5, {"topics": [{"name": topic, "num_partitions": partitions,
+                                          "replication_factor": replication_factor,
+                                          "assignments": [], "configs": []}],
+                              "timeout_ms": 30000, "validate_only": False})
+        assert r["topics"][0]["error_code"] == 0, r
+        return wire.wait_for_topic(c, topic, partitions, timeout=30)
 
 
 def draw_seed(seed: Optional[int], log: Callable[[str], None]) -> int:

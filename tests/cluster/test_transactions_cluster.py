@@ -20,6 +20,8 @@ needs.require_zookeeper(allow_module_level=True)
 from pykbroker.protocol import wire  # noqa: E402
 from pykbroker.local.cluster import Cluster  # noqa: E402
 
+from compat.chaos.common import create_replicated_topic  # noqa: E402
+
 OVERRIDES = {"zookeeper.session.timeout.ms": "6000", "default.replication.factor": "3",
              "min.insync.replicas": "2", "offsets.topic.num.partitions": "3",
              "transaction.state.log.num.partitions": "3", "transaction.state.log.min.isr": "2",
@@ -33,12 +35,7 @@ def cluster(tmp_path_factory):
 
 
 def _create(cluster, topic, partitions=3):
-    with wire.WireClient(("127.0.0.1", cluster.brokers[0].port)) as c:
-        r = c.request(19, 5, {"topics": [{"name": topic, "num_partitions": partitions, "replication_factor": 3,
-                                          "assignments": [], "configs": []}],
-                              "timeout_ms": 30000, "validate_only": False})
-        assert r["topics"][0]["error_code"] == 0, r
-        m = wire.wait_for_topic(c, topic, partitions, timeout=30)
+    m = create_replicated_topic(cluster, topic, partitions)
     return {p["partition_index"]: p["leader_id"] for p in m["topics"][0]["partitions"]}
 
 

@@ -18,6 +18,7 @@ import pytest
 
 from tests import needs
 
+from compat.chaos.common import create_replicated_topic
 from compat.java import jvm
 
 needs.module("kazoo.client")
@@ -164,12 +165,7 @@ def test_failover_idempotent_producer_and_group(broker, java_classpath, tmp_path
     group reads every acknowledged record exactly once, at its acknowledged offset."""
     cluster = broker.cluster
     topic, partitions = "java-failover", 3
-    with wire.WireClient(("127.0.0.1", cluster.brokers[0].port)) as c:
-        r = c.request(19, 5, {"topics": [{"name": topic, "num_partitions": partitions, "replication_factor": 3,
-                                          "assignments": [], "configs": []}],
-                              "timeout_ms": 30000, "validate_only": False})
-        assert r["topics"][0]["error_code"] == 0, r
-        wire.wait_for_topic(c, topic, partitions, timeout=30)
+    create_replicated_topic(cluster, topic, partitions)
     stop = str(tmp_path / "stop")
     prod_out, cons_out = str(tmp_path / "producer.jsonl"), str(tmp_path / "consumer.jsonl")
     consumer = jvm.spawn(java_classpath("kafka4"), "consume_group", broker.bootstrap, cons_out, timeout_s=400,
