@@ -461,6 +461,9 @@ async function adminScenario() {
     res.listed_group_after_delete = (await admin.listGroups()).groups.some(g => g.groupId === groupId)
 
     await admin.deleteTopics({ topics: [topic, recTopic] })
+    // on a cluster the deletion reaches the broker listTopics asks a moment after the answer
+    // (as on Kafka): wait for it, bounded, as confluent.js does; never gone fails the scenario
+    await scen.until(async () => !(await admin.listTopics()).includes(topic), 10000, topic + ' gone')
     res.listed_after_delete = (await admin.listTopics()).includes(topic)
     // an unknown topic's configs: UNKNOWN_TOPIC_OR_PARTITION, which kafkajs retries (retriable):
     // asked once, with an admin client that does not retry
