@@ -64,6 +64,9 @@ def test_controller_zookeeper_blip_then_isolated_leader_replaced(tmp_path):
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.skipif(os.environ.get("PYKBROKER_CHAOS_LONG") != "1",
+                    reason="a long run: PYKBROKER_CHAOS_LONG=1 (the suite's time; its row is in "
+                           "compat/chaos/results/nemeses.md, and CI keeps the slow-link and clock-jump runs)")
 def test_flapping_partitions_nothing_lost(tmp_path):
     """A new cut (isolated leader, leader|zk, leader|followers, majority|minority, bridge, on a
     random broker) every 1-3 s, healed as long between, for 15 s."""

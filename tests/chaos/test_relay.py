@@ -211,8 +211,10 @@ def test_lossy_link_drops_packets_tcp_still_delivers():
             dropped = net.dropped("a") + net.dropped("b")
             net.heal()
             assert net.dropped("a") == 0
-            # hundreds of packets each way at 20 %: dozens dropped, and retransmissions cost time
-            assert dropped > 20, dropped
+            # dozens of packets each way at 20 % (veth segments are large, so fewer than the
+            # bytes suggest): some dropped -- at least 3, which ~55 packets miss with odds
+            # below 1e-4 -- and TCP still delivered every byte (the probe above)
+            assert dropped >= 3, dropped
             assert lossy > clean, (clean, lossy)
         finally:
             srv.kill()

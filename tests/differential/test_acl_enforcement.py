@@ -159,8 +159,14 @@ def test_denied_then_allowed(pyk_side, kafka_side, case):
         _wait_bindings(side, lambda got: _granted(needs, t, g, x) <= got, "%s: needed bindings" % name)
     for name, side in (("pyk", pyk_side), ("kafka", kafka_side)):
         with _alice(side) as c:
-            got = codes(c.request(api, version, reqs[name]))
-        assert got and denied not in got, (name, got)
+            answer = c.request(api, version, reqs[name])
+        got = codes(answer)
+        if not got and answer.get("error_code") not in (None, denied):
+            # no per-partition answers and no top-level denial: Kafka's ShareFetch lists a
+            # partition only with records or an error (a denied topic is listed with 29, as the
+            # first half shows), and its share partition here has neither yet
+            got = [answer["error_code"]]
+        assert got and denied not in got, (name, got, answer)
     for side in (pyk_side, kafka_side):   # the next case starts without alice's bindings
         with WireClient(side["plain"]) as c:
             c.request(31, 3, {"filters": [{"resource_type_filter": 1, "resource_name_filter": None,
