@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import logging
 
-from ..protocol.errors import ErrorCode
-from ..security.delegation_tokens import ERROR_TIMESTAMP
-from .token_requests import manager, principal, token_requests_allowed
+from .token_requests import principal, renew_or_expire_precheck
 
 log = logging.getLogger("pykbroker.security")
 
@@ -27,13 +25,9 @@ MAX_VERSION = 2
 
 
 async def handle(ctx, request):
-    if not token_requests_allowed(ctx):
-        return {"error_code": int(ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED),
-                "expiry_timestamp_ms": ERROR_TIMESTAMP, "throttle_time_ms": 0}
-    tm = manager(ctx)
-    if tm is None:
-        return {"error_code": int(ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED), "expiry_timestamp_ms": 0,
-                "throttle_time_ms": 0}
+    refused, tm = renew_or_expire_precheck(ctx)
+    if refused is not None:
+        return refused
     code, expiry, info = tm.renew(principal(ctx), bytes(request["hmac"]), request["renew_period_ms"])
     if info is not None:
         await ctx.broker.controller.alter_delegation_tokens(upserts=[info])

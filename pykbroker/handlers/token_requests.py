@@ -32,3 +32,19 @@ def manager(ctx):
     """The broker's DelegationTokenManager (security/delegation_tokens.py), or None (a broker
     built without one: every request answers DELEGATION_TOKEN_AUTH_DISABLED)."""
     return getattr(ctx.broker, "token_manager", None)
+
+
+def renew_or_expire_precheck(ctx):
+    """RenewDelegationToken's and ExpireDelegationToken's first two answers, in Kafka's order:
+    ``(answer, None)`` when refused (not allowed here: expiry -1; no secret key: expiry 0), else
+    ``(None, manager)``."""
+    from ..protocol.errors import ErrorCode
+    from ..security.delegation_tokens import ERROR_TIMESTAMP
+    if not token_requests_allowed(ctx):
+        return {"error_code": int(ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED),
+                "expiry_timestamp_ms": ERROR_TIMESTAMP, "throttle_time_ms": 0}, None
+    tm = manager(ctx)
+    if tm is None:
+        return {"error_code": int(ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED), "expiry_timestamp_ms": 0,
+                "throttle_time_ms": 0}, None
+    return None, tm
