@@ -33,6 +33,8 @@ import threading
 import time
 from typing import Optional
 
+from pykbroker.local.relay import _close  # both ends shut down, then closed, errors ignored
+
 
 class DelayRelay:
     """One listening port on ``host`` relaying to ``target``; see the module docstring."""
@@ -174,17 +176,6 @@ class DelayRelay:
             self._socks = [s for s in self._socks if s is not src and s is not dst]
         _close(src)
         _close(dst)
-
-
-def _close(s: socket.socket) -> None:
-    try:
-        s.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-    try:
-        s.close()
-    except OSError:
-        pass
 
 
 class SlowLinks:
