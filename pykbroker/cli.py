@@ -1,6 +1,6 @@
 """Command line: ``pykbroker serve``, ``pykbroker cluster up`` and ``pykbroker pipeline clickstream``;
 the admin commands (``topics``, ``groups``, ``produce``, ``consume``, ``offsets``, ``cluster
-describe``) live in :mod:`pykbroker.tools`.
+describe``) live in :mod:`pykbroker.admin_cli`.
 
 Configuration uses Apache Kafka's names: ``--config server.properties`` is read first, then
 ``--listeners``/``--log-dirs`` and any number of ``--override key=value``.  SIGINT/SIGTERM stop
@@ -19,7 +19,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Any, cast
 
-from . import tools
+from . import admin_cli as tools
 from .config import BrokerConfig, ConfigError, parse_properties
 
 if TYPE_CHECKING:
@@ -324,7 +324,7 @@ def main(argv=None) -> int:
         if "healthcheck" in (sys.argv[1:] if argv is None else argv):   # its module only when it runs
             from .healthcheck import add_arguments
             add_arguments(hp)
-        # the admin CLI (pykbroker/tools): argparse only here, a command's module when it runs
+        # the admin CLI (pykbroker/admin_cli): argparse only here, a command's module when it runs
         tools.add_parsers(sub, ksub, sys.argv[1:] if argv is None else argv)
         if _wants_pipeline(sys.argv[1:] if argv is None else argv):
             from .pipeline import clickstream

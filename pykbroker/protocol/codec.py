@@ -1,6 +1,6 @@
 """Codecs generated from ``protocol_specs/`` (sans-IO: bytes in, dicts out, and back).
 
-Choice (measured with ``tools/bench_codec.py``; numbers in ARCHITECTURE.md): codecs are generated
+Choice (measured with ``compat/bench/micro/bench_codec.py``; numbers in ARCHITECTURE.md): codecs are generated
 *at import time, lazily per (api, version, direction)*: the first use of e.g. Produce v9 requests
 turns its spec into Python source — one flat function per struct, runs of fixed-size fields read
 with a single ``struct`` call — and ``exec``s it (~0.4 ms per codec, once).  Nothing is compiled

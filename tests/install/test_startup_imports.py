@@ -35,7 +35,7 @@ ABSENT = [
     "pykbroker.share",                        # a share group's first ShareFetch (KIP-932)
     "pykbroker.acl.authorizer",               # authorizer.class.name
     "pykbroker.acl.bindings",                 # authorizer.class.name, the ACL APIs
-    "pykbroker.tools",                        # the admin commands (not `serve`)
+    "pykbroker.admin_cli",                        # the admin commands (not `serve`)
     "pykbroker.observability.metrics",        # --metrics
     "prometheus_client",                      # --metrics
     "pykbroker.testing",                      # pytest fixtures
@@ -43,9 +43,9 @@ ABSENT = [
     "pykbroker.pipeline",                     # `pykbroker pipeline`
     "zstandard", "lz4", "snappy", "cramjam",  # a compressed batch (never one on start-up)
 ]
-# pykbroker.tools' package __init__ is what the CLI's argument parsing uses (`tools.add_parsers`,
+# pykbroker.admin_cli' package __init__ is what the CLI's argument parsing uses (`tools.add_parsers`,
 # `tools.handles`); its command modules are what must stay out
-ALLOWED_PREFIXES = {"pykbroker.tools": ("pykbroker.tools",)}
+ALLOWED_PREFIXES = {"pykbroker.admin_cli": ("pykbroker.admin_cli",)}
 
 _SERVE = r"""
 import os, signal, sys, json

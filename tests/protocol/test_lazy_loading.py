@@ -1,7 +1,7 @@
 """Start-up stays lean: what ``pykbroker serve`` imports before it answers, and the lazy handler
 table the broker uses.
 
-Start-up time is measured by ``tools/bench_startup.py``, never asserted here (a shared machine's
+Start-up time is measured by ``compat/bench/micro/bench_startup.py``, never asserted here (a shared machine's
 load would make such a test flaky); what is checked is the laziness itself, so it cannot regress
 unnoticed: which modules an import pulls in, and that a stand-in for a handler module answers
 exactly as the module does."""

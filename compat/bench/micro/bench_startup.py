@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Start-up time of pykbroker, next to Apache Kafka's in the same run.
 
-    python3 tools/bench_startup.py [--runs 7] [--no-kafka]
+    python3 compat/bench/micro/bench_startup.py [--runs 7] [--no-kafka]
 
 Columns (median of ``--runs`` runs, each on a fresh data directory, as a test suite starts one):
 
@@ -48,7 +48,7 @@ import time
 import uuid
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 from pykbroker.protocol.primitives import ProtocolError  # noqa: E402
 from pykbroker.protocol.wire import WireClient  # noqa: E402

@@ -1,7 +1,7 @@
 """A 3-broker cluster with many partitions: idle CPU, memory and the times of its life cycle
 (prints numbers; not a test).
 
-    python tools/bench_cluster_idle.py [--layout 1x1000|100x10|both] [--idle 40] [--skip-faults]
+    python compat/bench/micro/bench_cluster_idle.py [--layout 1x1000|100x10|both] [--idle 40] [--skip-faults]
 
 For each layout (one topic of 1,000 partitions, or 100 topics of 10 partitions), RF 3 on
 ``Cluster(3)`` (a real ZooKeeper and three ``pykbroker serve`` processes):
@@ -29,7 +29,7 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
 from pykbroker.local.cluster import Cluster  # noqa: E402
 from pykbroker.protocol.wire import WireClient  # noqa: E402

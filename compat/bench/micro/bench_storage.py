@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Micro-benchmark of the storage hot paths (not a test).
 
-    python tools/bench_storage.py [--batches N] [--records R] [--value-bytes V] [--codec C]
+    python compat/bench/micro/bench_storage.py [--batches N] [--records R] [--value-bytes V] [--codec C]
 
 Measures validate_produce_records + Log.append (per-batch header parse, CRC,
 in-place patch, pwrite; no fsync) and Log.read (offset -> FileRegion) plus
@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")))
 
 from pykbroker.protocol.records import Record, encode_batch, validate_produce_records
 from pykbroker.storage import LogConfig, load_log

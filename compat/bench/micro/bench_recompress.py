@@ -1,7 +1,7 @@
 """Cost of a topic ``compression.type`` other than ``producer``, pykbroker next to Apache Kafka
 (prints numbers; not a test).
 
-    python tools/bench_recompress.py [--records 50000] [--size 1024] [--codec lz4] [--no-kafka]
+    python compat/bench/micro/bench_recompress.py [--records 50000] [--size 1024] [--codec lz4] [--no-kafka]
 
 A confluent-kafka producer (linger 5 ms, acks=1) writes ``--records`` records of ``--size`` bytes
 (half random, half repeated, so they compress) in the producer's codec ``--codec`` to two topics
@@ -19,7 +19,7 @@ import tempfile
 import time
 import uuid
 
-ROOT = os.path.join(os.path.dirname(__file__), "..")
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "..")
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "compat", "kafka"))
 

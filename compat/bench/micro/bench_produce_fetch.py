@@ -1,6 +1,6 @@
 """Produce/Fetch throughput of a real pykbroker process over loopback (prints numbers; not a test).
 
-    python tools/bench_produce_fetch.py [--mb 200] [--batch-kib 16] [--pipeline 8]
+    python compat/bench/micro/bench_produce_fetch.py [--mb 200] [--batch-kib 16] [--pipeline 8]
 
 Produce: pre-built 16 KiB batches (kafka-python's record builder), acks=1, ``--pipeline``
 requests in flight on one connection.  Fetch: one consumer connection reading everything back
@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
 from pykbroker.local.broker_process import BrokerProcess  # noqa: E402
 from pykbroker.protocol.wire import WireClient, create_topic, fetch, fetch_part, make_batch, produce  # noqa: E402

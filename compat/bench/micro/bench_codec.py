@@ -5,7 +5,7 @@ with kafka-python 3.0's protocol classes, which interpret the same Kafka JSON sc
 field at run time.  Reports: import time, one-off compile cost per version, and decode/encode
 throughput for a Metadata response (many small fields) and a Produce request.
 
-    python tools/bench_codec.py
+    python compat/bench/micro/bench_codec.py
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
 
 def per_op(fn, n):
@@ -26,7 +26,7 @@ def per_op(fn, n):
 
 def main():
     out = subprocess.run([sys.executable, "-X", "importtime", "-c", "import pykbroker.protocol.codec"],
-                         capture_output=True, text=True, cwd=os.path.join(os.path.dirname(__file__), ".."))
+                         capture_output=True, text=True, cwd=os.path.join(os.path.dirname(__file__), "..", "..", ".."))
     line = [ln for ln in out.stderr.splitlines() if ln.rstrip().endswith("pykbroker.protocol.codec")][-1]
     print("import pykbroker.protocol.codec: %.1f ms (cumulative)" % (int(line.split("|")[1]) / 1000))
 

@@ -8,7 +8,7 @@ partition: sessionless full fetches (every partition named and answered each tim
 incremental fetches on a session (nothing named, nothing answered).  Prints requests per second
 and the request / response sizes.
 
-Usage: python tools/bench_fetch_sessions.py [--partitions 1000] [--requests 300] [--version 12]
+Usage: python compat/bench/micro/bench_fetch_sessions.py [--partitions 1000] [--requests 300] [--version 12]
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 from pykbroker.protocol.codec import APIS  # noqa: E402
 from pykbroker.local.broker_process import BrokerProcess
 from pykbroker.protocol import wire  # noqa: E402

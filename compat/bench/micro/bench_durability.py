@@ -1,6 +1,6 @@
 """Cost of each flush setting on this machine (prints numbers; not a test).
 
-    python tools/bench_durability.py [--seconds 5] [--records 10] [--record-bytes 100]
+    python compat/bench/micro/bench_durability.py [--seconds 5] [--records 10] [--record-bytes 100]
 
 For each setting a real pykbroker process (real file system, fsync for real) gets produce
 requests one at a time (acks=all, one batch of ``--records`` records per request, the next
@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
 from pykbroker.protocol.records import Record, encode_batch, validate_produce_records  # noqa: E402
 from pykbroker.storage import LogConfig, load_log  # noqa: E402
