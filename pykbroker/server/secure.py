@@ -35,6 +35,28 @@ log = logging.getLogger("pykbroker.connection")
 # A client that opens a TLS connection and stalls must not hold it forever; Kafka's equivalent is
 # the idle-connection reaper.  10 s is far above any loopback or LAN handshake.
 TLS_HANDSHAKE_TIMEOUT = 10.0
+# How long a failed handshake's alert may take to leave (the peer may not read at all).
+TLS_ALERT_FLUSH_TIMEOUT = 1.0
+
+
+async def _flush_alert(stream: trio.SSLStream, tcp) -> None:
+    """Send the fatal alert OpenSSL wrote for a failed handshake (bad_certificate,
+    certificate_required, unknown_ca, ...) before the connection closes.  trio's SSLStream marks
+    itself broken and leaves those bytes in its outgoing buffer; Kafka's SslTransportLayer flushes
+    them (and RFC 8446 section 6.2 asks for it), so a client is told *why* (Go's crypto/tls:
+    "remote error: tls: certificate required") instead of seeing the connection just close
+    ("is TLS missing?" in franz-go's words).  Best effort: a peer gone already is fine."""
+    outgoing = getattr(stream, "_outgoing", None)   # ssl.MemoryBIO: trio has no public accessor
+    if outgoing is None:
+        return
+    alert = outgoing.read()
+    if not alert:
+        return
+    with trio.move_on_after(TLS_ALERT_FLUSH_TIMEOUT):
+        try:
+            await tcp.send_all(alert)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
 # Fetch answers over TLS are written in buffers of this size (file regions read into them).
 _TLS_WRITE_BUFFER = 1 << 20
 
@@ -165,6 +187,7 @@ class SecureConnection(Connection):
         except trio.BrokenResourceError as e:
             # plaintext on a TLS port, an untrusted client certificate, a reset: no crash, one line
             log.info("TLS handshake with %s failed: %s", self.peer, e.__cause__ or e)
+            await _flush_alert(stream, tcp)
             return
         await self._send_session_tickets(stream, tcp)
         der = stream.getpeercert(binary_form=True)
