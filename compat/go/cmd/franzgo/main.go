@@ -1,7 +1,7 @@
 // Command franzgo runs franz-go (github.com/twmb/franz-go/pkg/kgo, kadm) scenarios against a
 // Kafka-protocol broker and prints one JSON object with what the client read back.
 //
-//	franzgo -brokers host:port[,...] -scenario roundtrip|idempotent|group|eos [flags]
+//	franzgo -brokers host:port[,...] -scenario roundtrip|idempotent|group|eos|admin|secure [flags]
 //
 // Exit status 0 with the JSON on stdout when the scenario ran (the caller judges the
 // observations); 2 with the error on stderr when the client failed.  Every topic name is
@@ -23,7 +23,7 @@ import (
 )
 
 var (
-	common     = scen.CommonFlags("franz-go", "fg", "roundtrip | idempotent | group | eos | admin")
+	common     = scen.CommonFlags("franz-go", "fg", "roundtrip | idempotent | group | eos | admin | secure")
 	balancer   = flag.String("balancer", "range", "eos/group: range | cooperative-sticky | sticky | consumer (KIP-848, server side)")
 	static     = flag.Bool("static", false, "eos: static members (group.instance.id)")
 	workers    = flag.Int("workers", 3, "eos: transact sessions")
@@ -39,7 +39,7 @@ var (
 func seeds() []string { return common.Seeds() }
 
 func baseOpts() []kgo.Opt {
-	opts := []kgo.Opt{kgo.SeedBrokers(seeds()...), kgo.MetadataMinAge(250 * time.Millisecond)}
+	opts := append([]kgo.Opt{kgo.SeedBrokers(seeds()...), kgo.MetadataMinAge(250 * time.Millisecond)}, securityOpts()...)
 	if *common.Verbose {
 		opts = append(opts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelInfo, func() string {
 			return time.Now().Format("15:04:05.000 ")
@@ -116,6 +116,8 @@ func main() {
 		emit(runEOS(ctx))
 	case "admin":
 		emit(runAdmin(ctx))
+	case "secure":
+		emit(runSecure(ctx))
 	default:
 		fail("unknown scenario")
 	}

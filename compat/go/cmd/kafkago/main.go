@@ -1,7 +1,7 @@
 // Command kafkago runs segmentio/kafka-go scenarios against a Kafka-protocol broker and prints
 // one JSON report of what the client read back (see compat/go/internal/scen).
 //
-//	kafkago -brokers host:port[,...] -scenario roundtrip|group [-prefix p] [-records n] [-rf n]
+//	kafkago -brokers host:port[,...] -scenario roundtrip|group|secure [-prefix p] [-records n] [-rf n]
 //
 // kafka-go speaks mostly old API versions (Produce v2/v3, Fetch v2-v10 by what it negotiates)
 // and runs its own consumer group client; it has no idempotent or transactional producer.
@@ -22,7 +22,7 @@ import (
 )
 
 var (
-	common   = scen.CommonFlags("kafka-go", "kg", "roundtrip | group")
+	common   = scen.CommonFlags("kafka-go", "kg", "roundtrip | group | secure")
 	strategy = flag.String("balancer", "range", "group: range | roundrobin")
 )
 
@@ -36,7 +36,7 @@ func errorLogger() kafka.Logger {
 }
 
 func createTopic(ctx context.Context, topic string, partitions int) {
-	c := &kafka.Client{Addr: kafka.TCP(seeds()...), Timeout: 30 * time.Second}
+	c := &kafka.Client{Addr: kafka.TCP(seeds()...), Timeout: 30 * time.Second, Transport: transport()}
 	r, err := c.CreateTopics(ctx, &kafka.CreateTopicsRequest{Topics: []kafka.TopicConfig{
 		{Topic: topic, NumPartitions: partitions, ReplicationFactor: *common.RF}}})
 	if err != nil {
@@ -67,8 +67,17 @@ func createTopic(ctx context.Context, topic string, partitions int) {
 var manual = kafka.BalancerFunc(func(m kafka.Message, partitions ...int) int { return m.Partition })
 
 func produce(ctx context.Context, topic string, codec kafka.Compression, rs []scen.Rec) {
+	if err := write(ctx, topic, codec, rs, 0); err != nil {
+		scen.Fail("produce: %v", err)
+	}
+}
+
+// write produces rs (the partitions they name) with a Writer (acks all; attempts: kafka-go's
+// default when 0) and returns WriteMessages' error.
+func write(ctx context.Context, topic string, codec kafka.Compression, rs []scen.Rec, attempts int) error {
 	w := &kafka.Writer{Addr: kafka.TCP(seeds()...), Topic: topic, Balancer: manual, Compression: codec,
-		RequiredAcks: kafka.RequireAll, BatchTimeout: 5 * time.Millisecond, BatchSize: 50, ErrorLogger: errorLogger()}
+		RequiredAcks: kafka.RequireAll, BatchTimeout: 5 * time.Millisecond, BatchSize: 50, ErrorLogger: errorLogger(),
+		Transport: transport(), MaxAttempts: attempts}
 	defer w.Close()
 	msgs := make([]kafka.Message, len(rs))
 	for i, r := range rs {
@@ -78,14 +87,12 @@ func produce(ctx context.Context, topic string, codec kafka.Compression, rs []sc
 		}
 		msgs[i] = m
 	}
-	if err := w.WriteMessages(ctx, msgs...); err != nil {
-		scen.Fail("produce: %v", err)
-	}
+	return w.WriteMessages(ctx, msgs...)
 }
 
 func readPartition(ctx context.Context, topic string, part int, n int) []scen.Rec {
 	r := kafka.NewReader(kafka.ReaderConfig{Brokers: seeds(), Topic: topic, Partition: part, MinBytes: 1,
-		MaxBytes: 1 << 20, MaxWait: 300 * time.Millisecond, ErrorLogger: errorLogger()})
+		MaxBytes: 1 << 20, MaxWait: 300 * time.Millisecond, ErrorLogger: errorLogger(), Dialer: dialer()})
 	defer r.Close()
 	if err := r.SetOffset(kafka.FirstOffset); err != nil {
 		scen.Fail("set offset: %v", err)
@@ -154,7 +161,8 @@ func runGroup(ctx context.Context) any {
 		r := kafka.NewReader(kafka.ReaderConfig{Brokers: seeds(), GroupID: group, Topic: topic,
 			GroupBalancers: []kafka.GroupBalancer{bal}, StartOffset: kafka.FirstOffset, MinBytes: 1,
 			MaxBytes: 1 << 20, MaxWait: 300 * time.Millisecond, HeartbeatInterval: time.Second,
-			SessionTimeout: 10 * time.Second, RebalanceTimeout: 10 * time.Second, ErrorLogger: errorLogger()})
+			SessionTimeout: 10 * time.Second, RebalanceTimeout: 10 * time.Second, ErrorLogger: errorLogger(),
+			Dialer: dialer()})
 		defer r.Close() // leaves the group
 		n := 0
 		for ctx.Err() == nil && (limit <= 0 || n < limit) && total() < len(rs) {
@@ -198,6 +206,8 @@ func main() {
 		scen.Emit(runRoundtrip(ctx))
 	case "group":
 		scen.Emit(runGroup(ctx))
+	case "secure":
+		scen.Emit(runSecure(ctx))
 	default:
 		scen.Fail("unknown scenario %q", *common.Scenario)
 	}

@@ -1,7 +1,7 @@
 // Command sarama runs IBM/sarama scenarios against a Kafka-protocol broker and prints one JSON
 // report of what the client read back (see compat/go/internal/scen).
 //
-//	sarama -brokers host:port[,...] -scenario roundtrip|idempotent|group|txn [-prefix p] [-records n] [-rf n]
+//	sarama -brokers host:port[,...] -scenario roundtrip|idempotent|group|txn|secure [-prefix p] [-records n] [-rf n]
 //
 // sarama speaks the API versions of its configured Kafka version (sarama.DefaultVersion,
 // 2.8.0, unless -kafka-version says otherwise): old Produce/Fetch versions, its own consumer
@@ -24,7 +24,7 @@ import (
 )
 
 var (
-	common   = scen.CommonFlags("sarama", "sa", "roundtrip | idempotent | group | txn")
+	common   = scen.CommonFlags("sarama", "sa", "roundtrip | idempotent | group | txn | secure")
 	strategy = flag.String("balancer", "range", "group: range | roundrobin | sticky")
 	version  = flag.String("kafka-version", "", "sarama's Config.Version (default: sarama.DefaultVersion)")
 	pace     = flag.Duration("pace", 0, "idempotent: pause between two records produced")
@@ -47,6 +47,7 @@ func config() *sarama.Config {
 	c.Producer.Partitioner = sarama.NewManualPartitioner
 	c.Consumer.Return.Errors = true
 	c.Metadata.Retry.Backoff = 100 * time.Millisecond
+	secureConfig(c)
 	return c
 }
 
@@ -402,6 +403,8 @@ func main() {
 		scen.Emit(runIdempotent())
 	case "group":
 		scen.Emit(runGroup())
+	case "secure":
+		scen.Emit(runSecure())
 	case "txn":
 		scen.Emit(runTxn())
 	default:
