@@ -1,7 +1,7 @@
 // Command kafkago runs segmentio/kafka-go scenarios against a Kafka-protocol broker and prints
 // one JSON report of what the client read back (see compat/go/internal/scen).
 //
-//	kafkago -brokers host:port[,...] -scenario roundtrip|group|secure [-prefix p] [-records n] [-rf n]
+//	kafkago -brokers host:port[,...] -scenario roundtrip|group|secure|acks [-prefix p] [-records n] [-rf n]
 //
 // kafka-go speaks mostly old API versions (Produce v2/v3, Fetch v2-v10 by what it negotiates)
 // and runs its own consumer group client; it has no idempotent or transactional producer.
@@ -22,8 +22,10 @@ import (
 )
 
 var (
-	common   = scen.CommonFlags("kafka-go", "kg", "roundtrip | group | secure")
+	common   = scen.CommonFlags("kafka-go", "kg", "roundtrip | group | secure | acks")
 	strategy = flag.String("balancer", "range", "group: range | roundrobin")
+	pace     = flag.Duration("pace", 0, "acks: pause between two records written")
+	timeout  = flag.Duration("timeout", 150*time.Second, "whole-scenario deadline")
 )
 
 func seeds() []string { return common.Seeds() }
@@ -194,12 +196,34 @@ func runGroup(ctx context.Context) any {
 	defer cancel()
 	res.RunMembers(gctx, member)
 	res.Tally(rs, seen)
-	return res
+	out := groupReport{GroupResult: res, Committed: map[string]int64{}}
+	c := &kafka.Client{Addr: kafka.TCP(seeds()...), Timeout: 30 * time.Second, Transport: transport()}
+	of, err := c.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: {0, 1, 2}}})
+	if err == nil && of.Error != nil {
+		err = of.Error
+	}
+	if err != nil {
+		out.Problems = append(out.Problems, "offset fetch: "+err.Error())
+		return out
+	}
+	for _, p := range of.Topics[topic] {
+		out.Committed[fmt.Sprint(p.Partition)] = p.CommittedOffset
+		out.CommittedTotal += p.CommittedOffset
+	}
+	return out
+}
+
+// groupReport: the group scenario's report and the group's committed offsets at the end
+// (OffsetFetch through kafka-go's Client), per partition and summed.
+type groupReport struct {
+	scen.GroupResult
+	Committed      map[string]int64 `json:"committed"`
+	CommittedTotal int64            `json:"committed_total"`
 }
 
 func main() {
 	flag.Parse()
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	switch *common.Scenario {
 	case "roundtrip":
@@ -208,6 +232,8 @@ func main() {
 		scen.Emit(runGroup(ctx))
 	case "secure":
 		scen.Emit(runSecure(ctx))
+	case "acks":
+		scen.Emit(runAcks(ctx))
 	default:
 		scen.Fail("unknown scenario %q", *common.Scenario)
 	}
