@@ -8,7 +8,9 @@ compat/go/cmd/sarama and cmd/kafkago report what the client read back.
   byte-exact per partition at dense offsets.  sarama keeps null and empty keys/values apart;
   kafka-go's reader hands out an empty one as nil (the log keeps the difference), so only its
   bytes are compared;
-- sarama's idempotent producer (``Producer.Idempotent``, one request in flight);
+- sarama's idempotent producer (``Producer.Idempotent``, one request in flight), also across a
+  kill -9 of a partition leader on the cluster; kafka-go's Writer (acks all, not idempotent)
+  across the same kill: no record it reported written lost, duplicates counted;
 - each client's own consumer group (sarama: range, round-robin, sticky; kafka-go: range,
   round-robin) with explicit commits: a member processes a third and leaves, two more resume
   from its commits, every record once;
