@@ -8,7 +8,8 @@
 // Same command line and report as kafkajs.js (lib/scen.js).  librdkafka does the protocol, the
 // batching, the compression (every codec), the idempotent and transactional producer and the
 // consumer group (its own assignors, eager and cooperative).
-const { Kafka, CompressionTypes, PartitionAssigners, logLevel } = require('@confluentinc/kafka-javascript').KafkaJS
+const RdKafka = require('@confluentinc/kafka-javascript')
+const { Kafka, CompressionTypes, PartitionAssigners, logLevel } = RdKafka.KafkaJS
 const scen = require('./lib/scen')
 
 const opts = scen.parseArgs(process.argv.slice(2))
@@ -18,8 +19,11 @@ for (const level of ['log', 'info', 'debug', 'warn', 'error']) {
 }
 const log = (fmt, ...a) => process.stderr.write(require('util').format(new Date().toISOString() + ' confluent ' + fmt, ...a) + '\n')
 
-const kafka = new Kafka({ kafkaJS: { clientId: 'pykbroker-compat-confluent', brokers: opts.brokers.split(','),
-  logLevel: process.env.PYKBROKER_RDKAFKA_DEBUG ? logLevel.DEBUG : opts.verbose ? logLevel.INFO : logLevel.WARN } })
+// One Kafka object per connection: the run's (--brokers, plaintext) and, in the secure scenario,
+// one per connection case (librdkafka's security settings beside the kafkaJS block)
+const makeKafka = (brokers, rdkafka = {}) => new Kafka({ kafkaJS: { clientId: 'pykbroker-compat-confluent', brokers: brokers.split(','),
+  logLevel: process.env.PYKBROKER_RDKAFKA_DEBUG ? logLevel.DEBUG : opts.verbose ? logLevel.INFO : logLevel.WARN }, ...rdkafka })
+const kafka = makeKafka(opts.brokers)
 
 // librdkafka: send each batch at once (await per send), metadata refreshed quickly after changes
 const PRODUCER = { 'linger.ms': 5, 'topic.metadata.refresh.interval.ms': 1000 }
@@ -41,10 +45,10 @@ async function createTopic(admin, topic, partitions) {
 
 // Read every partition of topic from the start until `expected` records came, then 300 ms more
 // (anything beyond expected is reported, not waited for).  {partition: [message, ...]}.
-async function readAll(topic, expected, { readUncommitted = false, ms = 30000 } = {}) {
+async function readAll(topic, expected, { readUncommitted = false, ms = 30000, k = kafka } = {}) {
   const got = {}
   let n = 0
-  const consumer = kafka.consumer({ kafkaJS: { groupId: `${opts.prefix}-read-${Math.random().toString(16).slice(2)}`,
+  const consumer = k.consumer({ kafkaJS: { groupId: `${opts.prefix}-read-${Math.random().toString(16).slice(2)}`,
     fromBeginning: true, autoCommit: false, readUncommitted }, ...CONSUMER })
   await consumer.connect()
   await consumer.subscribe({ topics: [topic] })
@@ -248,6 +252,127 @@ async function groupWith(assignor) {
   return res
 }
 
+// --- secure: TLS, mutual TLS and SASL (PLAIN, SCRAM) connection cases --------------------------
+// As kafkajs.js's: each case of --security with a Kafka object of its own (librdkafka's
+// security.protocol, ssl.ca.location, ssl.certificate/key.location, sasl.mechanism /
+// username / password), all at once.  "ok": a topic created through the case's connection, the
+// 30 records produced (acks -1) and read back byte-exact at the offsets the delivery reports
+// named.  "auth-error": a producer connecting and sending one record to the case's topic; the
+// error the client raised (class name, code, type, message) reported.
+const SECURE_RECORDS = 30
+
+function rdkafkaSecurity(c) {
+  const o = { 'security.protocol': (c.sasl ? 'SASL_' : '') + (c.ssl ? 'SSL' : 'PLAINTEXT') }
+  if (c.ssl) {
+    o['ssl.ca.location'] = c.ssl.ca
+    if (c.ssl.cert) Object.assign(o, { 'ssl.certificate.location': c.ssl.cert, 'ssl.key.location': c.ssl.key })
+  }
+  if (c.sasl) Object.assign(o, { 'sasl.mechanism': c.sasl.mechanism.toUpperCase(), 'sasl.username': c.sasl.username,
+    'sasl.password': c.sasl.password })
+  return o
+}
+
+async function secureCase(c) {
+  if (c.expect === 'auth-error') {
+    // librdkafka reports a refused authentication in its log at once ("SASL authentication
+    // error: <the broker's message>", facility FAIL) and fails the connect when its first
+    // metadata request times out (ERR__TRANSPORT).  The KafkaJS-style connect() waits 30 s for
+    // that metadata and cannot be given less, and a producer still connecting holds the process
+    // open that long: this case uses the client's other API (the same librdkafka producer,
+    // callbacks), whose connect takes a timeout (README.md).  A send follows a connect that
+    // succeeded.
+    const producer = new RdKafka.Producer(Object.assign({ 'bootstrap.servers': c.brokers, 'client.id': 'pykbroker-compat-confluent',
+      'message.timeout.ms': 5000, 'acks': -1 }, rdkafkaSecurity(c)))
+    const res = { connected: false, sent: null, connect_error: null, failures_logged: [] }
+    producer.on('event.log', m => {
+      process.stderr.write(`rdkafka ${m.fac} ${m.message}\n`)
+      if (m.fac === 'FAIL' && /authentication/i.test(m.message)) res.failures_logged.push(m.message)
+    })
+    await new Promise(resolve => producer.connect({ timeout: 3000 }, err => {
+      if (err) res.connect_error = { code: err.code, message: err.message }
+      else res.connected = true
+      resolve()
+    }))
+    if (res.connected) {
+      res.sent = await new Promise(resolve => {
+        producer.on('delivery-report', (err, r) => resolve(err ? 'error ' + err.code : 'offset ' + r.offset))
+        producer.setPollInterval(50)
+        producer.produce(c.topic, 0, Buffer.from('must-not-be-written'))
+      })
+      await new Promise(resolve => producer.disconnect(resolve))
+    }
+    return res
+  }
+  const k = makeKafka(c.brokers, rdkafkaSecurity(c))
+  const topic = `${opts.prefix}-sec-${c.name}`
+  await scen.withAdmin(k, admin => createTopic(admin, topic, 3))
+  const want = scen.secureRecords(SECURE_RECORDS, Date.now())
+  const producer = k.producer({ kafkaJS: { acks: -1, allowAutoTopicCreation: false }, ...PRODUCER })
+  await producer.connect()
+  const results = await Promise.all(want.map(r => producer.send({ topic, messages: [{ partition: r.partition,
+    key: r.key, value: r.value, timestamp: String(r.timestamp), headers: scen.headerObject(r.headers) }] })))
+  await producer.disconnect()
+  const wantByPart = { 0: [], 1: [], 2: [] }
+  results.forEach((meta, i) => wantByPart[want[i].partition].push(Object.assign({}, want[i], { offset: Number(meta[0].offset !== undefined ? meta[0].offset : meta[0].baseOffset) })))
+  for (const p of Object.keys(wantByPart)) wantByPart[p].sort((a, b) => a.offset - b.offset)
+  const msgs = await readAll(topic, want.length, { k })
+  const got = {}
+  for (const p of Object.keys(msgs)) {
+    got[p] = msgs[p].map(m => ({ offset: Number(m.offset), key: m.key === undefined ? null : m.key,
+      value: m.value === undefined ? null : m.value, timestamp: Number(m.timestamp), headers: scen.headerList(m.headers) }))
+  }
+  const res = scen.judge(wantByPart, got, { nullVsEmptyKey: false, nullVsEmptyValue: false })
+  // librdkafka keeps a partition's records in send order: the delivery reports' offsets are the
+  // records' places
+  res.offsets_dense = Object.values(wantByPart).every(rs => rs.every((r, j) => r.offset === j))
+  res.topic = topic
+  return res
+}
+
+async function secure() {
+  const out = {}
+  await Promise.all(scen.securityCases(opts.security).map(async c => {
+    try {
+      out[c.name] = await secureCase(c)
+    } catch (e) {
+      out[c.name] = { error: String(e && e.stack || e) }
+    }
+  }))
+  return out
+}
+
+// --- leaderkill: the idempotent producer while a partition leader is killed -9 -----------------
+// As kafkajs.js's: tests/node kills partition 0's leader once "progress acked=N" on stderr
+// passes a mark, and restarts it.  librdkafka's idempotent producer (enable.idempotence, acks
+// all, up to 5 requests in flight per partition), one send per record without waiting, --pace
+// ms after every 15; each record's offset from its delivery report.  Read back: every
+// acknowledged record once, in produce order per partition, at its acknowledged offset.
+async function leaderkill() {
+  const topic = `${opts.prefix}-idem`
+  const n = opts.records
+  await withAdmin(admin => createTopic(admin, topic, 3))
+  const producer = kafka.producer({ kafkaJS: { idempotent: true, acks: -1, allowAutoTopicCreation: false }, ...PRODUCER })
+  await producer.connect()
+  const order = { 0: [], 1: [], 2: [] }
+  const acked = new Map()
+  const gap = scen.ackGap()   // partition 0's acknowledgements
+  const sends = []
+  for (let i = 0; i < n; i++) {
+    const value = `idem-${String(i).padStart(6, '0')}`
+    order[i % 3].push(value)
+    sends.push(producer.send({ topic, messages: [{ partition: i % 3, value }] }).then(meta => {
+      acked.set(value, Number(meta[0].offset !== undefined ? meta[0].offset : meta[0].baseOffset))
+      if (i % 3 === 0) gap.ack()
+      if (acked.size % 100 === 0) process.stderr.write(`progress acked=${acked.size}\n`)
+    }))
+    if (opts.pace && i % 15 === 14) await scen.sleep(opts.pace)
+  }
+  await Promise.all(sends)
+  await producer.disconnect()
+  const msgs = await readAll(topic, n, { ms: 60000 })
+  return { verdict: scen.judgeAcked(msgs, order, acked), partition0_longest_ack_gap_ms: gap.longest }
+}
+
 // --- admin: what the KafkaJS-style admin API of this client offers ------------------------------
 async function adminScenario() {
   const topic = `${opts.prefix}-adm`
@@ -278,5 +403,5 @@ async function adminScenario() {
   return res
 }
 
-scen.runAll(opts, { roundtrip, idempotent, txn, group, admin: adminScenario }, log)
+scen.runAll(opts, { roundtrip, idempotent, txn, group, admin: adminScenario, secure, leaderkill }, log)
   .then(() => process.exit(0), e => scen.fail('%s', e && e.stack || e))

@@ -5,21 +5,21 @@ the dependencies named in go.mod/go.sum on the first build; Go's caches make lat
 and returns the directory of the binaries.  ``go_binary()`` finds the toolchain: ``go`` on PATH,
 else /usr/local/go/bin/go; None when there is none (the tests then skip, saying so).
 ``run(binary, bootstrap, scenario, **flags)`` runs one scenario and returns its JSON report;
-``run_killing_a_leader(cluster, args, topic)`` runs one that reports ``progress acked=N`` on
-stderr and kills partition 0's leader of ``topic`` -9 while it produces.
+``run_killing_a_leader(cluster, args, topic)`` (tests/client_brokers.py, shared with tests/node)
+runs one that reports ``progress acked=N`` on stderr and kills partition 0's leader of ``topic``
+-9 while it produces.
 """
 from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
-import threading
-import time
 from pathlib import Path
 
 import pytest
+
+from tests.client_brokers import run_killing_a_leader  # noqa: F401 (gobuild.run_killing_a_leader)
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULE = ROOT / "compat" / "go"
@@ -66,50 +66,3 @@ def run(binary: Path, bootstrap: str, scenario: str, wait: float = 180.0, **flag
         raise AssertionError("%s exited %d: %s" % (" ".join(args), r.returncode,
                                                    r.stderr[-4000:]))
     return json.loads(r.stdout)
-
-
-def run_killing_a_leader(cluster, args, topic, first=600, after=900):
-    """Run the scenario ``args`` (its stderr names the acknowledged count: ``progress acked=N``);
-    once ``first`` records are acknowledged, kill -9 the leader of ``topic``'s partition 0 in
-    ``cluster`` (pykbroker.local.cluster.Cluster), wait for ``after`` more acknowledgements (the
-    other partitions at once, partition 0 after the election), restart the broker and return
-    the scenario's report.  The broker is restarted whatever happens."""
-    from pykbroker.protocol import wire
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    acked, err_lines = [0], []
-
-    def pump():
-        for line in proc.stderr:
-            m = re.match(r"progress acked=(\d+)", line)
-            if m:
-                acked[0] = int(m.group(1))
-            else:
-                err_lines.append(line)
-    threading.Thread(target=pump, daemon=True).start()
-
-    def wait(what, pred, timeout):
-        deadline = time.monotonic() + timeout
-        while not pred():
-            assert proc.poll() is None, "scenario exited early: %s" % "".join(err_lines[-30:])
-            assert time.monotonic() < deadline, "timed out waiting for %s (acked %d)" % (what, acked[0])
-            time.sleep(0.05)
-    victim = None
-    try:
-        wait("the first acknowledgements", lambda: acked[0] >= first, 120)
-        with wire.WireClient(cluster.brokers[0].bootstrap) as w:
-            md = wire.wait_for_topic(w, topic, 3, timeout=30)
-        victim = {p["partition_index"]: p["leader_id"] for p in md["topics"][0]["partitions"]}[0]
-        cluster.kill(victim)
-        killed_at = acked[0]
-        wait("acknowledgements after the kill", lambda: acked[0] >= killed_at + after, 90)
-        cluster.start(victim)
-        victim = None
-        out, _ = proc.communicate(timeout=240)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        if victim is not None:
-            cluster.start(victim)
-    assert proc.returncode == 0, "".join(err_lines[-30:])
-    return json.loads(out)

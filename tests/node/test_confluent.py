@@ -112,3 +112,64 @@ def test_admin_client(target):
     assert r["metadata"] == [[0, rf, rf, True], [1, rf, rf, True]], r
     assert r["delete_records"] == [[0, 4]] and r["offsets"] == [[0, 4, 10], [1, 0, 0]], r
     assert r["offset_for_timestamp"] == 7 and r["listed_after_delete"] is False, r
+
+
+# --- TLS, mutual TLS and SASL: the directory's secured broker (tests/node/secure.py) ----------
+SECURE_OK = ["ssl", "mtls", "sasl-plain", "sasl-scram-sha-512"]
+WRONG_PASSWORD = ["plain", "scram-sha-512"]
+
+
+@pytest.fixture(scope="module")
+def secure(node_secure):
+    """One process running every connection case at once (the ``secure`` scenario): librdkafka's
+    security.protocol SSL / SASL_SSL, ssl.ca.location, a client certificate, PLAIN and
+    SCRAM-SHA-512."""
+    s = node_secure
+    cases = [s.case("ssl", "SSL"), s.case("mtls", "MTLS", client_cert=True), s.password("sasl-plain", "plain"),
+             s.password("sasl-scram-sha-512", "scram-sha-512", user="bob")]
+    cases += [s.password("wrong-" + m, m, user="bob" if m.endswith("512") else "alice", wrong=True) for m in WRONG_PASSWORD]
+    rep = noderun.start("confluent.js", s.address("SASL_SSL"), ["secure"], wait=90, prefix=_prefix("ckjs"),
+                        security=s.write_cases("confluent", cases)).report()
+    return {"report": noderun.scenario(rep, "secure"), "broker": s}
+
+
+@pytest.mark.parametrize("case", SECURE_OK)
+def test_secure_produce_consume(secure, case):
+    r = noderun.scenario(secure["report"], case)
+    assert r["mismatches"] == [] and r["produced"] == r["read"] == 30 and r["offsets_dense"], r
+    # empty keys and values arrive as null (this client sends them so), 6 KiB value, headers
+    assert (r["null_keys_read"], r["empty_keys_read"], r["null_values_read"], r["big_values_read"],
+            r["headers_read"]) == (16, 0, 6, 1, 80), r
+
+
+@pytest.mark.parametrize("mechanism", WRONG_PASSWORD)
+def test_secure_wrong_password_refused(secure, mechanism):
+    from .secure import GUARDED
+    r = noderun.scenario(secure["report"], "wrong-" + mechanism)
+    # librdkafka's authentication failure, with the broker's SaslAuthenticate message, at once in
+    # its log; the connect then fails (no metadata: ERR__TRANSPORT) and nothing is sent
+    assert r["connected"] is False and r["sent"] is None and r["connect_error"]["code"] == -195, r
+    message = {"plain": "Authentication failed: Invalid username or password",
+               "scram-sha-512": "Authentication failed during authentication due to invalid credentials with "
+                                "SASL mechanism SCRAM-SHA-512"}[mechanism]
+    assert r["failures_logged"] and "SASL authentication error: %s" % message in r["failures_logged"][0], r
+    assert secure["broker"].end_offsets(GUARDED) == (0, 0)
+
+
+# --- kill -9 of a partition leader on the cluster ----------------------------------------------
+def test_idempotent_producer_across_a_leader_kill(node_cluster):
+    """kill -9 of partition 0's leader while librdkafka's idempotent producer (enable.idempotence,
+    acks all, up to 5 requests in flight per partition) writes 3000 records, then the broker's
+    restart: every acknowledged record read back once, in produce order per partition, at the
+    offset its delivery report named."""
+    from tests.client_brokers import run_killing_a_leader
+    prefix = _prefix("ckjs-kill")
+    args = [noderun.node_binary(), str(noderun.PACKAGE / "confluent.js"), "--brokers", node_cluster.bootstrap_servers,
+            "--scenarios", "leaderkill", "--prefix", prefix, "--rf", "3", "--records", "3000", "--pace", "20",
+            "--timeout", "200"]
+    r = noderun.scenario(run_killing_a_leader(node_cluster, args, prefix + "-idem"), "leaderkill")
+    assert r["verdict"] == {"produced": 3000, "acknowledged": 3000, "read": 3000, "duplicates": 0, "missing": 0,
+                            "out_of_order": 0, "offset_errors": 0}, r
+    # the kill landed while partition 0 was written: its acknowledgements stopped for the
+    # election (the dead broker's ZooKeeper session, 6 s, then the controller's choice)
+    assert r["partition0_longest_ack_gap_ms"] >= 2000, r

@@ -11,7 +11,7 @@
 // --- command line: --brokers h:p[,h:p] --scenarios a,b --prefix p --rf n --records n -v -------
 function parseArgs(argv, defaults) {
   const opts = Object.assign({ brokers: '127.0.0.1:9092', scenarios: '', prefix: 'node', rf: 1, records: 300,
-    verbose: false, timeout: 120 }, defaults)
+    verbose: false, timeout: 120, security: '', pace: 0 }, defaults)
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]
     if (a === '-v' || a === '--verbose') { opts.verbose = true; continue }
@@ -24,6 +24,28 @@ function parseArgs(argv, defaults) {
   }
   opts.scenarios = opts.scenarios.split(',').filter(Boolean)
   return opts
+}
+
+// --- the secure scenario: its connection cases and what it writes -----------------------------
+// --security FILE: {"cases": [case, ...]}; a case is {name, brokers, ssl?: {ca, cert?, key?},
+// sasl?: {mechanism, username, password} or {mechanism: "oauthbearer", sub, lifetime_s},
+// expect: "ok" | "auth-error", topic (auth-error: an existing topic the case must not write to)}.
+function securityCases(file) {
+  return JSON.parse(require('fs').readFileSync(file, 'utf8')).cases
+}
+
+// An unsecured JWT (alg "none", empty signature) as Kafka's OAuthBearerUnsecuredJws reads it:
+// sub the principal, iat now, exp lifetime seconds later (a negative lifetime: already expired).
+function unsecuredJwt(sub, lifetimeS = 3600) {
+  const b64 = o => Buffer.from(JSON.stringify(o)).toString('base64url')
+  const now = Math.floor(Date.now() / 1000)
+  const iat = lifetimeS < 0 ? now + 2 * lifetimeS : now
+  return b64({ alg: 'none' }) + '.' + b64({ sub, iat, exp: now + lifetimeS, scope: 'test' }) + '.'
+}
+
+// The records a secure case writes: the first n of the round-trip data set, partition 0..2.
+function secureRecords(n, baseMs) {
+  return Array.from({ length: n }, (_, i) => record(i, baseMs))
 }
 
 // --- the round-trip data set: record i (partition i % 3), as compat/go/internal/scen.Record ---
@@ -221,6 +243,52 @@ function judgeIdempotent(res, msgs, n, each) {
   return res
 }
 
+// The longest time between two acknowledgements (ack() at each): the proof that a leader kill
+// landed while the producer was writing (its partition stalls for the election).
+function ackGap() {
+  const g = { last: null, longest: 0 }
+  g.ack = () => {
+    const now = Date.now()
+    if (g.last !== null) g.longest = Math.max(g.longest, now - g.last)
+    g.last = now
+  }
+  return g
+}
+
+// The leader-kill verdict (msgs: partition -> its messages in offset order; order: partition ->
+// the values produced to it, in produce order; acked: value -> the offset its produce answer
+// named, every value produced being acknowledged): each record once, in produce order, at its
+// acknowledged offset, offsets dense.
+function judgeAcked(msgs, order, acked) {
+  const res = { produced: 0, acknowledged: acked.size, read: 0, duplicates: 0, missing: 0, out_of_order: 0, offset_errors: 0 }
+  const detail = []   // the first few problems, for the failure message
+  const seen = new Map()
+  for (const p of Object.keys(order)) {
+    const got = msgs[p] || []
+    res.produced += order[p].length
+    got.forEach((m, j) => {
+      const v = m.value.toString()
+      res.read++
+      seen.set(v, (seen.get(v) || 0) + 1)
+      if (order[p][j] !== v || Number(m.offset) !== j) {
+        if (!res.out_of_order++ && detail.length < 10) detail.push(`p${p} offset ${m.offset} (place ${j}): ${v}, expected ${order[p][j]}`)
+      }
+      if (acked.get(v) !== Number(m.offset) && res.offset_errors++ < 5 && detail.length < 10) {
+        detail.push(`p${p} ${v} read at ${m.offset}, acknowledged at ${acked.get(v)}`)
+      }
+    })
+  }
+  for (const vs of Object.values(order)) {
+    for (const v of vs) {
+      const c = seen.get(v) || 0
+      if (c === 0) {
+        if (res.missing++ < 5 && detail.length < 10) detail.push(`${v} (acknowledged at ${acked.get(v)}) not read`)
+      } else res.duplicates += c - 1
+    }
+  }
+  return detail.length ? Object.assign(res, { detail }) : res
+}
+
 // fn(admin) with a connected admin client of kafka, disconnected afterwards
 async function withAdmin(kafka, fn) {
   const admin = kafka.admin()
@@ -228,4 +296,4 @@ async function withAdmin(kafka, fn) {
   try { return await fn(admin) } finally { await admin.disconnect() }
 }
 
-module.exports = { judgeIdempotent, groupValues, takeChunk, tally, withAdmin, parseArgs, record, CODEC_SET, headerObject, headerList, compare, judge, runAll, fail, sleep, until, sameBytes }
+module.exports = { ackGap, judgeAcked, securityCases, unsecuredJwt, secureRecords, judgeIdempotent, groupValues, takeChunk, tally, withAdmin, parseArgs, record, CODEC_SET, headerObject, headerList, compare, judge, runAll, fail, sleep, until, sameBytes }
