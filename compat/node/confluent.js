@@ -282,7 +282,7 @@ async function secureCase(c) {
     // callbacks), whose connect takes a timeout (README.md).  A send follows a connect that
     // succeeded.
     const producer = new RdKafka.Producer(Object.assign({ 'bootstrap.servers': c.brokers, 'client.id': 'pykbroker-compat-confluent',
-      'message.timeout.ms': 5000, 'acks': -1 }, rdkafkaSecurity(c)))
+      'message.timeout.ms': 5000, 'acks': -1, 'dr_cb': true }, rdkafkaSecurity(c)))
     const res = { connected: false, sent: null, connect_error: null, failures_logged: [] }
     producer.on('event.log', m => {
       process.stderr.write(`rdkafka ${m.fac} ${m.message}\n`)
