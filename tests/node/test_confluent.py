@@ -11,9 +11,15 @@ scenarios are compat/node/confluent.js, judged on the data set and rules of comp
 - librdkafka's consumer group with its round-robin (eager) and cooperative-sticky (incremental)
   assignors: one member commits a third of each partition and leaves, two resume from its commits and rebalance;
 - the KafkaJS-style admin calls this client has: createTopics (and again), listTopics,
-  fetchTopicMetadata, deleteTopicRecords, fetchTopicOffsets(ByTimestamp), deleteTopics.
+  fetchTopicMetadata, deleteTopicRecords, fetchTopicOffsets(ByTimestamp), deleteTopics;
+- TLS and SASL against the directory's secured broker (tests/node/secure.py): security.protocol
+  SSL with ssl.ca.location, mutual TLS, SASL_SSL with PLAIN and SCRAM-SHA-512, each a byte-exact
+  round trip; a wrong password refused with librdkafka's authentication failure, nothing written;
+- kill -9 of a partition leader on the cluster under librdkafka's idempotent producer, then its
+  restart.
 
-Runs on the directory's broker and cluster (tests/node/conftest.py), about 20 s.  Skipped like
+Runs on the directory's broker, secured broker and cluster (tests/node/conftest.py), about 45 s
+(the leader kill ~20 s).  Skipped like
 test_kafkajs.py when node/npm or compat/node's packages are missing, and when the client's native
 module does not load.
 """
@@ -25,6 +31,7 @@ import pytest
 
 
 from . import noderun
+from .secure import GUARDED
 from tests.node.noderun import native_packages  # noqa: F401 (autouse: waits for the packages)
 
 noderun.skip_module_unless_usable(native=True)
@@ -144,7 +151,6 @@ def test_secure_produce_consume(secure, case):
 
 @pytest.mark.parametrize("mechanism", WRONG_PASSWORD)
 def test_secure_wrong_password_refused(secure, mechanism):
-    from .secure import GUARDED
     r = noderun.scenario(secure["report"], "wrong-" + mechanism)
     # librdkafka's authentication failure, with the broker's SaslAuthenticate message, at once in
     # its log; the connect then fails (no metadata: ERR__TRANSPORT) and nothing is sent

@@ -21,11 +21,18 @@ run is one Node process printing one JSON report; these tests judge the reports.
   alterConfigs (the non-incremental API: unnamed configs back to their defaults),
   createPartitions (and a shrink: INVALID_PARTITIONS), deleteTopicRecords (and on a compacted
   topic: POLICY_VIOLATION), offsets by timestamp, listGroups / describeGroups, setOffsets /
-  fetchOffsets, deleteGroups, deleteTopics, configs of an unknown topic.
+  fetchOffsets, deleteGroups, deleteTopics, configs of an unknown topic;
+- TLS and SASL against the directory's secured broker (tests/node/secure.py): ssl with the
+  broker's CA, mutual TLS, SASL_SSL with PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER
+  (an unsecured JWT from ``oauthBearerProvider``), each a byte-exact round trip; wrong
+  passwords, an expired token and a missing client certificate refused with kafkajs's error,
+  nothing written;
+- kill -9 of a partition leader on the cluster under the idempotent producer, then its restart.
 
 Two Node processes run the single-broker scenarios side by side and one runs the cluster's,
-against the directory's broker and cluster (tests/node/conftest.py): about 55 s for the
-directory with test_confluent.py.  Without node
+against the directory's broker and cluster (tests/node/conftest.py); the secure cases run in one
+process (~2 s), the leader kill ~20 s: about 105 s for the directory with test_confluent.py.
+Without node
 and npm, or with compat/node's packages not installed (``tools/test.sh`` runs ``npm ci``), the
 module is skipped, saying so (a failure under CI=true: tests/needs.py).
 """
@@ -37,6 +44,7 @@ import pytest
 
 
 from . import noderun
+from .secure import GUARDED
 from tests.node.noderun import packages  # noqa: F401 (autouse: waits for the packages)
 
 noderun.skip_module_unless_usable()
@@ -200,7 +208,7 @@ def secure(node_secure):
               s.case("mtls-without-certificate", "MTLS", expect="auth-error")]
     rep = noderun.start("kafkajs.js", s.address("SASL_SSL"), ["secure"], wait=90, prefix=_prefix("kjs"),
                         security=s.write_cases("kafkajs", cases)).report()
-    return {"report": noderun.scenario(rep, "secure"), "stderr": rep["_stderr"], "broker": s}
+    return {"report": noderun.scenario(rep, "secure"), "broker": s}
 
 
 @pytest.mark.parametrize("case", SECURE_OK)
@@ -222,7 +230,7 @@ def test_secure_wrong_password_refused(secure, mechanism):
     assert r["error_name"] == "KafkaJSSASLAuthenticationError" and r["retriable"] is False, r
     assert "SASL %s authentication failed: Authentication failed" % (
         "PLAIN" if mechanism == "plain" else "SCRAM SHA%s" % mechanism[-3:]) in r["message"], r
-    assert secure["broker"].end_offsets(secure_topic()) == (0, 0)
+    assert secure["broker"].end_offsets(GUARDED) == (0, 0)
 
 
 def test_secure_expired_token_and_missing_certificate_refused(secure):
@@ -235,12 +243,7 @@ def test_secure_expired_token_and_missing_certificate_refused(secure):
     # ssl.client.auth=required: the TLS handshake is refused, the connection closed
     r = noderun.scenario(secure["report"], "mtls-without-certificate")
     assert r["error_name"] is not None and r["retriable"] is False, r
-    assert secure["broker"].end_offsets(secure_topic()) == (0, 0)
-
-
-def secure_topic():
-    from .secure import GUARDED
-    return GUARDED
+    assert secure["broker"].end_offsets(GUARDED) == (0, 0)
 
 
 # --- kill -9 of a partition leader on the cluster ----------------------------------------------
