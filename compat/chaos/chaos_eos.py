@@ -101,12 +101,23 @@ class EosApp:
 
     BATCH = 50   # input records per transaction at most
 
+    # send_offsets_to_transaction's own timeout, and how long past it the call may block before
+    # the producer is abandoned (the hang above): a fail-over here (6 s ZooKeeper session, the
+    # election, the coordinator's move) completes in well under 20 s even on 2 loaded cores, and a
+    # call that does time out is a retriable error the loop handles (abort, rewind).  Waiting
+    # 90 s for a hang, as before, cost a whole run's length each time librdkafka hung.
+    SEND_OFFSETS_TIMEOUT_S = 20
+    HANG_AFTER_S = 30
+
     def __init__(self, bootstrap: str, report: EosReport, target: int, pace_s: float = 0.0,
                  log: Callable[[str], None] = lambda m: None):
         self.log = log
         self.bootstrap = bootstrap
-        # pause between transactions, so that the work spans the faults
+        # the schedule of transactions, so that the work spans the faults: the k-th commit comes
+        # no earlier than k * pace_s after the start.  A slow machine that is behind it does not
+        # pause at all (a fixed pause per transaction added its sum to whatever the work took).
         self.pace_s = pace_s
+        self.t_start = time.monotonic()
         self.report = report
         self.target = target
         self.tid = "eos-app-" + uuid.uuid4().hex[:6]
@@ -141,12 +152,14 @@ class EosApp:
                         nxt[m.partition()] = max(nxt.get(m.partition(), 0), m.offset() + 1)
                     offsets = [TopicPartition(IN, part, off) for part, off in nxt.items()]
                     meta = c.consumer_group_metadata()
-                    # 60 s is the call's own timeout; librdkafka may ignore it (see above)
-                    _bounded(lambda: p.send_offsets_to_transaction(offsets, meta, 60), 90)
+                    # the call's own timeout; librdkafka may ignore it (see above)
+                    _bounded(lambda: p.send_offsets_to_transaction(offsets, meta, self.SEND_OFFSETS_TIMEOUT_S),
+                             self.HANG_AFTER_S)
                     p.commit_transaction(60)
                     self.report.committed_txns += 1
                     if self.pace_s:
-                        time.sleep(self.pace_s)
+                        next_at = self.t_start + self.report.committed_txns * self.pace_s
+                        time.sleep(max(0.0, next_at - time.monotonic()))
                 except _ClientHang:
                     self.report.client_hangs += 1
                     self.log("send_offsets_to_transaction blocked past its timeout: new producer")
