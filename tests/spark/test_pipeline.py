@@ -171,8 +171,11 @@ def test_clickstream_on_a_3_broker_cluster_survives_a_leader_kill(tmp_path):
                 assert r["topics"][0]["error_code"] == 0, r
                 wire.wait_for_topic(c, t, 3, timeout=30)
         p = subprocess.Popen(pipeline_cmd("--bootstrap-servers", bootstrap, "--input-topic", in_topic,
-                                          "--output-topic", out_topic, "--duration", "50", "--rate", "12",
+                                          "--output-topic", out_topic, "--duration", "38", "--rate", "12",
                                           "--seed", "13", "--timeout", "180",
+                                          # 38 s of events: the kill comes at most ~25 s in and
+                                          # the victim is back ~7 s later, so visits flow before,
+                                          # during and after the fail-over (50 s added nothing)
                                           # The victim's partitions stall for its ZooKeeper session
                                           # (6 s) plus the election and the clients' metadata
                                           # refresh; a visit held up for longer than the watermark
@@ -201,7 +204,13 @@ def test_clickstream_on_a_3_broker_cluster_survives_a_leader_kill(tmp_path):
             m = wire.metadata(first, [out_topic])
             victim = m["topics"][0]["partitions"][0]["leader_id"]
             cluster.kill(victim)
-            time.sleep(8)   # past the ZooKeeper session: the controller moves its leaderships
+            # kept down until the controller has moved its leaderships (its ZooKeeper session,
+            # 6 s, has expired): a survivor's Metadata names another leader of output partition 0
+            survivor = next(("127.0.0.1", b.port) for b in cluster.brokers if b.broker_id != victim)
+            moved_by = time.monotonic() + 60
+            while wire.metadata(survivor, [out_topic])["topics"][0]["partitions"][0]["leader_id"] in (victim, -1):
+                assert time.monotonic() < moved_by, "no new leader 60 s after the kill"
+                time.sleep(0.2)
             cluster.start(victim)
             p.wait(300)
             for t in readers:
