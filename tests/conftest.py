@@ -33,6 +33,19 @@ def fresh_broker(tmp_path):
         yield b
 
 
+@pytest.fixture(autouse=True)
+def _idle_segment_files_closed():
+    """After each test, the process-wide pool of segment files (pykbroker/storage/fdpool.py)
+    closes its idle files: in-process logs a test dropped without closing them (a LogManager
+    abandoned after a simulated power cut, tests/durability) otherwise keep one descriptor a
+    segment until the pool's budget, and a whole-suite run went past 1,024 descriptors (and
+    select()'s limit) by tests/quotas and tests/security.  An idle file of a live in-process
+    broker just opens again on its next use, as after the pool's own eviction."""
+    yield
+    from pykbroker.storage.fdpool import POOL
+    POOL.close_idle()
+
+
 @pytest.fixture(scope="session")
 def zk_blips_pykbroker_run(tmp_path_factory):
     """pykbroker's zk-blips failover run (tests/cluster/helpers.py), made once a session for the
