@@ -321,6 +321,9 @@ class KafkaClusterOracle:
             k.port, k.controller_port = a, b
         self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         voters = self._voters()
+        # the nodes' storage formatted side by side: one short JVM each (about 2 s, more on a
+        # loaded machine), which one after the other only added up
+        formats = []
         for k in self.nodes:
             k.dir.mkdir(parents=True, exist_ok=True)
             k.cluster_id = self.cluster_id
@@ -328,11 +331,12 @@ class KafkaClusterOracle:
             props["controller.quorum.voters"] = voters
             cfg = k.dir / "server.properties"
             cfg.write_text("".join("%s=%s\n" % kv for kv in props.items()))
-            r = subprocess.run(k._java(cp) + ["kafka.tools.StorageTool", "format",
-                                              "--cluster-id=" + self.cluster_id, "-c", str(cfg)],
-                               capture_output=True, text=True)
-            if r.returncode != 0:
-                raise OracleUnavailable("kafka-storage format failed:\n%s\n%s" % (r.stdout, r.stderr[-4000:]))
+            formats.append(subprocess.Popen(k._java(cp) + ["kafka.tools.StorageTool", "format",
+                                                           "--cluster-id=" + self.cluster_id, "-c", str(cfg)],
+                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        for f, (out, err) in [(f, f.communicate()) for f in formats]:
+            if f.returncode != 0:
+                raise OracleUnavailable("kafka-storage format failed:\n%s\n%s" % (out, err[-4000:]))
         for k in self.nodes:
             self._spawn(k, cp)
         try:
