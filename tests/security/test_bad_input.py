@@ -191,7 +191,15 @@ def test_no_password_reaches_the_logs(caplog):
                 errors = []
                 p = Producer({**b.client_config("alice", mech, password=pw), "error_cb": errors.append})
                 p.produce("logs", b"v")
-                p.flush(3 if pw == WRONG else 10)
+                if pw == WRONG:
+                    # until the client reports the failed authentication (its error_cb), not a
+                    # fixed 3 s flush of a record that can never be delivered
+                    deadline = time.monotonic() + 10
+                    while not errors and time.monotonic() < deadline:
+                        p.poll(0.1)
+                    assert errors, "no authentication error reported with a wrong password (%s)" % mech
+                else:
+                    p.flush(10)
         with WireClient(b, ssl_context=_tls(b)) as c:
             _plain_v0(c, WRONG)
             c.wait_closed(5)
