@@ -1,7 +1,8 @@
 """librdkafka's own test programs, run against pykbroker.
 
 librdkafka's C/C++ test suite (``tests/`` of its source) is how its maintainers check a broker
-release; its tests 0081 (the admin API, ACLs and SCRAM credentials included), 0109, 0115, 0119
+release; its tests 0081 (the admin API, ACLs and SCRAM credentials included), 0097 (TLS
+certificate verification, with the certificates ``ssl_environment()`` makes), 0109, 0115, 0119
 (authorization: auto-creation, producer and consumer against denying ACLs, set with Kafka's
 ``kafka-acls.sh``), 0135 (SASL credentials changed at runtime) and 0142 (KIP-368
 re-authentication under load) are what Security I and II must pass.
@@ -42,7 +43,7 @@ POM = HERE / "pom.xml"
 NODE_LIBRDKAFKA = ROOT / "compat" / "node" / "node_modules" / "@confluentinc" / "kafka-javascript" / "deps" / "librdkafka"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pykbroker"
 # The tests this project runs (the runner is built with these; others are stubs).
-SELECTED = ("0081-admin.c", "0109-auto_create_topics.cpp", "0115-producer_auth.cpp",
+SELECTED = ("0081-admin.c", "0097-ssl_verify.cpp", "0109-auto_create_topics.cpp", "0115-producer_auth.cpp",
             "0119-consumer_auth.cpp", "0135-sasl_credentials.cpp", "0142-reauthentication.c")
 # the framework's own objects, as librdkafka's tests/Makefile lists them
 FRAMEWORK_C = ("test.c", "rusage.c", "sockem.c", "sockem_ctrl.c")
@@ -185,6 +186,102 @@ def kafka_path() -> Path:
     return root
 
 
+# ----------------------------------------------------------------------------- 0097's certificates
+@dataclasses.dataclass
+class SslEnvironment:
+    """What librdkafka's test harness (trivup's SslApp, used by its LibrdkafkaTestApp) hands a
+    test run with ``--ssl``: test.conf entries, ``SSL_*`` environment variables naming the
+    client's key, certificate and CAs in every encoding the tests load (0097 reads them all),
+    and the broker's side: a server keystore signed by the same CA, that CA as truststore."""
+    conf: dict           # test.conf: security.protocol and the client's ssl.* locations
+    env: dict            # SSL_* variables, as LibrdkafkaTestApp sets them
+    broker: dict         # the SSL listener's ssl.* settings (PEM files)
+
+
+def ssl_environment(directory: str, client_auth: str = "required") -> SslEnvironment:
+    """A fresh CA (and a second, unused one: the tests load a PEM holding several CAs), a client
+    key and certificate in PEM, DER and PKCS#12, and a server certificate for 127.0.0.1 and
+    localhost, all under ``directory``.  RSA keys, as trivup makes them (``openssl genpkey``)."""
+    import datetime
+    import ipaddress
+    import secrets
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.hazmat.primitives.serialization import pkcs12
+    from cryptography.x509.oid import NameOID
+
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    # a per-run secret: it decrypts the PKCS#12 file and is handed to the tests as trivup does
+    password = secrets.token_hex(12)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    pem, der = serialization.Encoding.PEM, serialization.Encoding.DER
+
+    def name(cn):
+        return x509.Name([x509.NameAttribute(NameOID.COUNTRY_NAME, "NN"),
+                          x509.NameAttribute(NameOID.ORGANIZATION_NAME, "O"),
+                          x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+    def cert(subject, key, issuer, issuer_key, ca=False, sans=()):
+        b = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
+             .public_key(key.public_key()).serial_number(x509.random_serial_number())
+             .not_valid_before(now - datetime.timedelta(hours=1))
+             .not_valid_after(now + datetime.timedelta(days=30))
+             .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if sans:
+            b = b.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        return b.sign(issuer_key, hashes.SHA256())
+
+    def rsa_key():
+        return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+    def write(fname, data: bytes) -> str:
+        path = d / fname
+        path.write_bytes(data)
+        return str(path)
+
+    cas = {}
+    for which in ("unused_ca", "ca"):
+        k = rsa_key()
+        subj = name("SslApp" + ("_unused" if which == "unused_ca" else ""))
+        cas[which] = (k, cert(subj, k, subj, k, ca=True))
+    ca_key, ca_cert = cas["ca"]
+    ca_pem = write("ca.pem", ca_cert.public_bytes(pem))
+    files = {"SSL_ca_pem": ca_pem, "SSL_ca_der": write("ca.der", ca_cert.public_bytes(der)),
+             "SSL_unused_ca_pem": write("unused_ca.pem", cas["unused_ca"][1].public_bytes(pem)),
+             # the unused CA first, as trivup writes it
+             "SSL_all_cas_pem": write("all_cas.pem", cas["unused_ca"][1].public_bytes(pem) + ca_cert.public_bytes(pem))}
+
+    ck = rsa_key()
+    cc = cert(name("librdkafka"), ck, ca_cert.subject, ca_key)
+    files.update({
+        "SSL_priv_pem": write("client-priv.pem", ck.private_bytes(pem, serialization.PrivateFormat.PKCS8,
+                                                                 serialization.NoEncryption())),
+        "SSL_priv_der": write("client-priv.der", ck.private_bytes(der, serialization.PrivateFormat.TraditionalOpenSSL,
+                                                                 serialization.NoEncryption())),
+        # the certificate, then its chain (trivup appends the CA)
+        "SSL_pub_pem": write("client-pub.pem", cc.public_bytes(pem) + ca_cert.public_bytes(pem)),
+        "SSL_pub_der": write("client-pub.der", cc.public_bytes(der)),
+        "SSL_pkcs": write("client.pfx", pkcs12.serialize_key_and_certificates(
+            b"librdkafka", ck, cc, [ca_cert], serialization.BestAvailableEncryption(password.encode()))),
+    })
+    sk = rsa_key()
+    sc = cert(name("localhost"), sk, ca_cert.subject, ca_key,
+              sans=[x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+    keystore = write("server.pem", sk.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+                     + sc.public_bytes(pem) + ca_cert.public_bytes(pem))
+    for f in d.iterdir():
+        f.chmod(0o600)
+    conf = {"security.protocol": "SSL", "ssl.ca.location": ca_pem,
+            "ssl.certificate.location": files["SSL_pub_pem"], "ssl.key.location": files["SSL_priv_pem"],
+            "ssl.key.password": password}
+    env = {**files, "SSL_password": password, "SSL_client_auth": client_auth}
+    broker = {"ssl.keystore.type": "PEM", "ssl.keystore.location": keystore,
+              "ssl.truststore.type": "PEM", "ssl.truststore.location": ca_pem, "ssl.client.auth": client_auth}
+    return SslEnvironment(conf, env, broker)
+
+
 # ----------------------------------------------------------------------------- running
 @dataclasses.dataclass
 class Report:
@@ -212,6 +309,11 @@ def run(runner: Path, tests, conf: dict, full: bool = False, parallel: int = 1,
     subtests librdkafka marks as not quick (without ``-Q``)."""
     with tempfile.TemporaryDirectory(prefix="rdkafka-tests-") as d:
         Path(d, "test.conf").write_text("".join("%s=%s\n" % kv for kv in conf.items()))
+        # tests that load librdkafka's own fixtures (0097's untrusted client certificates) open
+        # them as ./fixtures/..., relative to the directory the runner starts in
+        fixtures = NODE_LIBRDKAFKA.resolve() / "tests" / "fixtures"
+        if fixtures.is_dir():
+            Path(d, "fixtures").symlink_to(fixtures)
         args = [str(runner), "-E"] + ([] if full else ["-Q"]) + (["-p%d" % parallel] if parallel > 1 else [])
         e = {**os.environ, "TESTS": ",".join(tests),
              # the features the tests gate on: pykbroker serves what Kafka 4.0 does (and more)
