@@ -35,6 +35,9 @@ class SecureSetup:
         self.sasl = self.protocol.startswith("SASL")
         self.users = dict(users if users else (DEFAULT_USERS if self.sasl else {}))
         self.mechanisms = [m.upper() for m in (mechanisms or (DEFAULT_MECHANISMS if self.sasl else ()))]
+        # OAUTHBEARER against listeners validating signed JWTs: user -> a token they accept,
+        # used by the harness's own connections (wire_client) instead of an unsecured token
+        self.oauth_token = None
         self.dir = tempfile.mkdtemp(prefix="pykbroker-security-")
         weakref.finalize(self, shutil.rmtree, self.dir, True)
         self.ca_file = self.keystore = None
@@ -200,7 +203,11 @@ class SecureSetup:
                 if user is None and getattr(self, "broker_password", None):
                     user, password, mechanism = self.BROKER_USER, self.broker_password, self._inter_broker_mechanism()
                 u, pw, mech = self._user(user, mechanism)
-                authenticate_sync(c.request, mech, u, password if password is not None else pw)
+                client = None
+                if mech == "OAUTHBEARER" and self.oauth_token is not None:
+                    from ..security.client import BearerTokenClient
+                    client = BearerTokenClient(("n,,\x01auth=Bearer %s\x01\x01" % self.oauth_token(u)).encode())
+                authenticate_sync(c.request, mech, u, password if password is not None else pw, client=client)
         except BaseException:
             c.close()
             raise

@@ -163,6 +163,20 @@ class OAuthBearerClient:
         return None
 
 
+class BearerTokenClient:
+    """OAUTHBEARER with a token obtained elsewhere (the broker's OAuth login,
+    security/oauth_login.py): its first message as made there; a server challenge refuses it."""
+
+    def __init__(self, first_message: bytes):
+        self._token = first_message
+        self.complete = False
+
+    def first(self) -> bytes:
+        return self._token
+
+    step = OAuthBearerClient.step
+
+
 def sasl_client(mechanism: str, user: str, password: str, extensions: Optional[dict] = None):
     if mechanism == "PLAIN":
         return PlainClient(user, password)
@@ -178,7 +192,7 @@ class InterBrokerSecurity:
     :meth:`from_config` when the inter-broker listener is PLAINTEXT (nothing to do)."""
 
     def __init__(self, listener: str, protocol: str, ssl_context=None, check_hostname: bool = True,
-                 mechanism: Optional[str] = None, username: Optional[str] = None, password: Optional[str] = None):
+                 mechanism: Optional[str] = None, username: Optional[str] = None, password=None):
         self.listener = listener
         self.protocol = protocol
         self.ssl_context = ssl_context
@@ -186,6 +200,9 @@ class InterBrokerSecurity:
         self.mechanism = mechanism
         self.username = username
         self._password = password
+        # OAUTHBEARER with Kafka's OAuthBearerLoginCallbackHandler: the broker's token comes
+        # from an OAuth token endpoint (security/oauth_login.py), not from its JAAS options
+        self.login = password if isinstance(password, _oauth_login().ClientCredentialsLogin) else None
 
     def __repr__(self):   # never the password
         return "InterBrokerSecurity(%s %s%s)" % (self.listener, self.protocol,
@@ -193,9 +210,23 @@ class InterBrokerSecurity:
 
     @property
     def principal(self) -> Optional[str]:
+        if self.login is not None:   # the token's subject, once one was obtained
+            return "User:%s" % (self.login.principal or "<token from %s>" % self.login.url)
         return "User:%s" % self.username if self.username is not None else None
 
+    async def prepare(self) -> None:
+        """Before an authentication: a token from the endpoint when the held one is due for
+        refresh (nothing to do for the other mechanisms)."""
+        if self.login is not None:
+            try:
+                await self.login.ensure()
+            except _oauth_login().TokenError as e:
+                raise AuthenticationFailed("no OAuth token for this broker: %s" % e) from None
+            self.username = self.login.principal
+
     def sasl_client(self):
+        if self.login is not None:
+            return BearerTokenClient(self.login.client_token())
         if self.mechanism == "OAUTHBEARER":
             return OAuthBearerClient(self._password)   # a fresh token at each connection
         return sasl_client(self.mechanism, self.username, self._password)
@@ -264,9 +295,14 @@ def _own_credentials(sec, mech: str) -> tuple:
         raise ConfigError("Invalid value for configuration %s: %s" % (key, e), key) from None
     if mech == "OAUTHBEARER":
         # Kafka's unsecured login: the token's claims from the module's options (OAuthBearerClient);
-        # the "password" slot carries the options, the principal is the username
+        # the "password" slot carries the options, the principal is the username.  With Kafka's
+        # OAuthBearerLoginCallbackHandler, the "password" is the login that obtains the token
+        # (its subject is known once the first token is in)
         for cls, _flag, opts in mods:
             if cls.endswith(module):
+                login = _oauth_login().from_listener(sec, dict(opts))
+                if login is not None:
+                    return None, login
                 try:
                     return OAuthBearerClient(opts).principal, dict(opts)
                 except ValueError as e:
@@ -281,12 +317,18 @@ def _own_credentials(sec, mech: str) -> tuple:
                       "broker's own credentials for inter-broker connections)" % (key, module), key)
 
 
+def _oauth_login():
+    from . import oauth_login
+    return oauth_login
+
+
 # ------------------------------------------------------------------ drivers
 async def authenticate(chan, security: InterBrokerSecurity) -> int:
     """SaslHandshake v1 + SaslAuthenticate on a connection (``chan.call``, trio).  Raises
     ``AuthenticationFailed`` with the broker's error message when refused.  Returns the session
     lifetime the broker granted (KIP-368 ``session_lifetime_ms``; 0: the session never expires)."""
     lifetime = 0
+    await security.prepare()   # the broker's OAuth token, obtained or refreshed first
     resp = await chan.call(SASL_HANDSHAKE, HANDSHAKE_VERSION, {"mechanism": security.mechanism})
     if resp["error_code"]:
         raise AuthenticationFailed("SaslHandshake for %s refused (error %d; the broker enables %s)"
@@ -304,13 +346,17 @@ async def authenticate(chan, security: InterBrokerSecurity) -> int:
     return lifetime
 
 
-def authenticate_sync(request, mechanism: str, user: str, password: str, extensions: Optional[dict] = None) -> None:
+def authenticate_sync(request, mechanism: str, user: str, password: str, extensions: Optional[dict] = None,
+                      client=None) -> None:
     """The same over a blocking client (``request(api_key, version, body)`` -> decoded answer),
-    for tools and tests (pykbroker/testing's WireClient.request)."""
+    for tools and tests (pykbroker/testing's WireClient.request); ``client``: a SASL client
+    made by the caller (e.g. a BearerTokenClient with a signed token) instead of one for
+    ``user``/``password``."""
     resp = request(SASL_HANDSHAKE, HANDSHAKE_VERSION, {"mechanism": mechanism})
     if resp["error_code"]:
         raise AuthenticationFailed("SaslHandshake for %s refused (error %d)" % (mechanism, resp["error_code"]))
-    client = sasl_client(mechanism, user, password, extensions)
+    if client is None:
+        client = sasl_client(mechanism, user, password, extensions)
     token = client.first()
     while token is not None:
         resp = request(SASL_AUTHENTICATE, AUTHENTICATE_VERSION, {"auth_bytes": token})
