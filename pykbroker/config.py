@@ -535,8 +535,8 @@ _DEFS = [
     ConfigDef("security.inter.broker.protocol", "string", "PLAINTEXT",
               "Security protocol between brokers (when inter.broker.listener.name is not set).",
               validator=_in(*SECURITY_PROTOCOLS)),
-    # Kafka's default GSSAPI (Kerberos) is not built: a SASL listener left at it refuses to start
-    # (security/listeners.py) instead of accepting no mechanism.
+    # Kafka's default mechanism is GSSAPI (Kerberos, security/kerberos.py): a SASL listener left
+    # at it needs the Krb5LoginModule JAAS entry and the gssapi package, else refuses to start.
     # --- authorization (pykbroker/acl/): off unless authorizer.class.name names Kafka's authorizer
     ConfigDef("authorizer.class.name", "string", "",
               "The authorizer: empty (none: every principal may do everything) or Kafka's ACL authorizer.",
@@ -550,6 +550,9 @@ _DEFS = [
               "Log ACL denials (kafka.authorizer.logger) without enforcing them.", internal=True),
     ConfigDef("sasl.enabled.mechanisms", "list", ["GSSAPI"], "SASL mechanisms enabled on SASL listeners."),
     ConfigDef("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI", "SASL mechanism between brokers."),
+    ConfigDef("sasl.kerberos.service.name", "string", None, "Kerberos service name of the broker (GSSAPI)."),
+    ConfigDef("sasl.kerberos.principal.to.local.rules", "list", ["DEFAULT"],
+              "Rules mapping Kerberos principals to short names (Kafka's auth_to_local syntax)."),
     # OAUTHBEARER: Kafka's OAuthBearerValidatorCallbackHandler (signed JWTs against a JWKS),
     # chosen by sasl.server.callback.handler.class (security/oauthbearer.py); the defaults are Kafka's
     ConfigDef("sasl.server.callback.handler.class", "string", None,

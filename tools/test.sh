@@ -28,6 +28,16 @@ command -v make >/dev/null 2>&1 || need_apt+=(make)
 for dev in libssl-dev zlib1g-dev libzstd-dev; do
   dpkg -s "$dev" >/dev/null 2>&1 || need_apt+=("$dev")
 done
+# MIT Kerberos for the SASL/GSSAPI tests (tests/security/test_gssapi.py): a real KDC
+# (krb5-kdc, krb5-admin-server: krb5kdc, kdb5_util, kadmin.local; run per test by
+# pykbroker/testing/kdc.py, the packages' own services unused), kinit (krb5-user), the headers
+# the gssapi package builds against (libkrb5-dev), and cyrus-sasl's GSSAPI plugin for kcat
+# (libsasl2-modules-gssapi-mit).  Only as root (or with sudo): elsewhere the tests skip, saying so.
+if [ "$(id -u)" = "0" ] || [ -n "$SUDO" ]; then
+  for pkg in krb5-kdc krb5-admin-server krb5-user libkrb5-dev libsasl2-modules-gssapi-mit; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
+  done
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}"
@@ -35,6 +45,13 @@ fi
 
 # Python: the broker itself (editable) plus test dependencies.
 python3 -m pip install -q --disable-pip-version-check -e ".[test]"
+# the kerberos extra (gssapi) builds against libkrb5-dev: only where it is installed
+if command -v krb5-config >/dev/null 2>&1; then
+  python3 -m pip install -q --disable-pip-version-check -e ".[kerberos]" || \
+    echo "tools/test.sh: the gssapi package did not build: tests/security/test_gssapi.py will be skipped" >&2
+else
+  echo "tools/test.sh: no libkrb5-dev (krb5-config): the GSSAPI tests (tests/security/test_gssapi.py) will be skipped" >&2
+fi
 
 # Go: the client scenarios of compat/go (franz-go; tests/go), dependencies fetched from the Go module
 # proxy as go.mod/go.sum pin them.  Built here so a broken module fails early and loudly; without a

@@ -151,6 +151,9 @@ class SaslAuthenticator:
             from .oauthbearer import OAuthBearerServer
             self._server = OAuthBearerServer(getattr(self.sec, "oauth_options", {}), self._now_ms,
                                             getattr(self.sec, "oauth_validator", None))
+        elif mechanism == "GSSAPI":
+            from .kerberos import GssapiServer
+            self._server = GssapiServer(self.sec.gssapi_credentials, self.sec.kerberos_namer)
         else:
             self._server = ScramServer(mechanism, self._lookup, self._token_lookup)
         self.state = AUTHENTICATE if version >= 1 else AUTHENTICATE_RAW

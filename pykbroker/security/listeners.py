@@ -9,11 +9,13 @@ the start-up instead of failing its first client.
 """
 from __future__ import annotations
 
+import re
+
 from ..config import BROKER_CONFIGS, ConfigError
 
-# Mechanisms built (security/plain.py, scram.py, oauthbearer.py: Kafka's unsecured validator);
-# GSSAPI is refused at start-up, never advertised (SKIPPED.md).
-SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+# Mechanisms built (security/plain.py, scram.py, oauthbearer.py, kerberos.py: GSSAPI through
+# the optional gssapi package, refused at start-up without it).
+SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "GSSAPI")
 
 
 def _java_string_hash(s: str) -> int:
@@ -51,6 +53,8 @@ class ListenerSecurity:
         self.mechanisms: list[str] = []
         self.plain_users: dict[str, str] = {}
         self.oauth_options: dict[str, str] = {}   # the unsecured validator's JAAS options
+        self.gssapi_credentials = None            # GSSAPI: the broker's service key (kerberos.py)
+        self.kerberos_namer = None                # sasl.kerberos.principal.to.local.rules
         # listener.name.<l>.ssl.keystore.* / ssl.truststore.* set through AlterConfigs (security/reload.py), raw;
         # read before the static settings, as Kafka's dynamic per-broker layer is
         self.dynamic: dict[str, str] = {}
@@ -130,3 +134,49 @@ class ListenerSecurity:
                                       "%s" % (self.name.lower(), e), "sasl.jaas.config") from None
             from .oauthbearer import JwtValidator   # signed JWTs when Kafka's secured handler is set
             self.oauth_validator = JwtValidator.from_listener(self)
+        if "GSSAPI" in mechs:
+            self._build_gssapi()
+
+    def _build_gssapi(self) -> None:
+        """The broker's Kerberos service key from the listener's Krb5LoginModule options, as
+        Kafka's broker logs in at start-up (a missing or unreadable keytab stops it there)."""
+        from . import kerberos
+        from .jaas import JaasError, login_module_options
+        key = "listener.name.%s.gssapi.sasl.jaas.config" % self.name.lower()
+        if kerberos.gssapi_module() is None:
+            raise ConfigError("listener %s enables GSSAPI, which needs the gssapi package (MIT Kerberos' GSS-API): "
+                              "pip install 'pykbroker[kerberos]' (it builds against libkrb5-dev)" % self.name, key)
+        jaas = self.mechanism_get("GSSAPI", "sasl.jaas.config")
+        if jaas is None:
+            # Kafka's words when the broker finds no login for the listener
+            raise ConfigError("listener %s enables GSSAPI but sets no %s: Could not find a 'KafkaServer' or "
+                              "'%s.KafkaServer' entry in the JAAS configuration (a Krb5LoginModule with "
+                              "useKeyTab=true keyTab=\"...\" principal=\"kafka/<host>@<REALM>\")"
+                              % (self.name, key, self.name.lower()), key)
+        try:
+            opts = login_module_options(jaas, "Krb5LoginModule")
+        except JaasError as e:
+            raise ConfigError("Invalid value for configuration %s: %s" % (key, e), key) from None
+        service = self.mechanism_get("GSSAPI", "sasl.kerberos.service.name") or opts.get("serviceName")
+        if not service:
+            raise ConfigError("No serviceName defined in either JAAS or Kafka config (sasl.kerberos.service.name)",
+                              "sasl.kerberos.service.name")
+        principal, keytab = opts.get("principal"), opts.get("keyTab")
+        if str(opts.get("useKeyTab", "false")).lower() != "true" or not principal or not keytab:
+            # a broker logs in from a keytab; a ticket cache would expire under it
+            raise ConfigError("Invalid value for configuration %s: the broker's Krb5LoginModule needs useKeyTab=true, "
+                              "keyTab and principal" % key, key)
+        try:
+            self.gssapi_credentials = kerberos.acceptor_credentials(principal, keytab)
+            realm = kerberos.default_realm()
+        except Exception as e:   # gssapi's errors: no such key in the keytab, no krb5.conf
+            raise ConfigError("Invalid value for configuration %s: cannot log in as %s from %s: %s"
+                              % (key, principal, keytab, kerberos._gss_text(e)), key) from None
+        rules = self.mechanism_get("GSSAPI", "sasl.kerberos.principal.to.local.rules") or ["DEFAULT"]
+        if isinstance(rules, str):
+            rules = [r for r in rules.split(",") if r.strip()]
+        try:
+            self.kerberos_namer = kerberos.KerberosShortNamer(realm, rules)
+        except (ValueError, re.error) as e:
+            raise ConfigError("Invalid value %s for configuration sasl.kerberos.principal.to.local.rules: %s"
+                              % (",".join(rules), e), "sasl.kerberos.principal.to.local.rules") from None
