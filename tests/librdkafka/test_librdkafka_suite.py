@@ -173,6 +173,7 @@ def test_0097_ssl_verify_against_a_mutual_tls_listener(runner, tmp_path, caplog)
         if rep.returncode != 0 and _RDK_SSL_CONNECT_RACE in rep.log:
             rep = suite.run(runner, ["0097"], conf, env=env.env)
     _assert_passed(rep, ["0097_ssl_verify", "0097_ssl_verify_local"])
+    assert env.env["SSL_password"] not in rep.log   # the key's password is never printed
     passed = [ln for ln in rep.log.splitlines() if "[ PASSED: " in ln and "SSL cert verify" in ln]
     # every case ran (none skipped for a missing setting): 5 per client key (ours, librdkafka's
     # untrusted one, its untrusted one under an intermediate CA), 3 root-CA-only, 1 PKCS#12
