@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import ssl
 import struct
 import time
 
@@ -39,7 +40,25 @@ TLS_HANDSHAKE_TIMEOUT = 10.0
 TLS_ALERT_FLUSH_TIMEOUT = 1.0
 
 
-async def _flush_alert(stream: trio.SSLStream, tcp) -> None:
+# TLS alert record framing (RFC 5246 6.2.1, 7.2): content type 21, then version, length 2,
+# level 2 (fatal) and the description.  bad_certificate is 42.
+_ALERT_RECORD, _FATAL, _BAD_CERTIFICATE = 21, 2, 42
+
+
+def kafka_alert(alert: bytes, certificate_refused: bool) -> bytes:
+    """The alert Kafka sends where OpenSSL's differs: a client certificate the truststore does not
+    validate is answered by Kafka (its JSSE trust manager) with bad_certificate (42), by OpenSSL
+    with the verification error's own alert (unknown_ca, 48, for an unknown issuer).  Measured
+    against Apache Kafka 4.4 on JDK 17 with librdkafka's test 0097.  Only a TLS 1.2 alert can be
+    rewritten: it leaves before the server's ChangeCipherSpec, in the clear, a single 7-byte
+    record; a TLS 1.3 alert is encrypted and goes as OpenSSL wrote it."""
+    if certificate_refused and len(alert) == 7 and alert[0] == _ALERT_RECORD and alert[3:5] == b"\x00\x02" \
+            and alert[5] == _FATAL:
+        return alert[:6] + bytes([_BAD_CERTIFICATE])
+    return alert
+
+
+async def _flush_alert(stream: trio.SSLStream, tcp, certificate_refused: bool = False) -> None:
     """Send the fatal alert OpenSSL wrote for a failed handshake (bad_certificate,
     certificate_required, unknown_ca, ...) before the connection closes.  trio's SSLStream marks
     itself broken and leaves those bytes in its outgoing buffer; Kafka's SslTransportLayer flushes
@@ -49,7 +68,7 @@ async def _flush_alert(stream: trio.SSLStream, tcp) -> None:
     outgoing = getattr(stream, "_outgoing", None)   # ssl.MemoryBIO: trio has no public accessor
     if outgoing is None:
         return
-    alert = outgoing.read()
+    alert = kafka_alert(outgoing.read(), certificate_refused)
     if not alert:
         return
     with trio.move_on_after(TLS_ALERT_FLUSH_TIMEOUT):
@@ -187,7 +206,7 @@ class SecureConnection(Connection):
         except trio.BrokenResourceError as e:
             # plaintext on a TLS port, an untrusted client certificate, a reset: no crash, one line
             log.info("TLS handshake with %s failed: %s", self.peer, e.__cause__ or e)
-            await _flush_alert(stream, tcp)
+            await _flush_alert(stream, tcp, isinstance(e.__cause__, ssl.SSLCertVerificationError))
             return
         await self._send_session_tickets(stream, tcp)
         der = stream.getpeercert(binary_form=True)

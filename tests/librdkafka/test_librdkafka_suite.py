@@ -21,6 +21,7 @@ the last result); CI runs the parts above, the ones Security I and II are judged
 from __future__ import annotations
 
 import logging
+import re
 import threading
 
 import pytest
@@ -146,21 +147,27 @@ def test_reauthentication_and_runtime_credentials_on_a_sasl_cluster(runner, sasl
             assert "SASL session of User:broker expired" not in fh.read(), b.log_path
 
 
-# librdkafka's own race, not the broker's: when the thread that called SSL_connect() is preempted
-# between sending the ClientHello and its first read, the broker's whole first flight is already
-# there and the refused certificate fails inside SSL_connect(); librdkafka reports that path as
-# a transport error (rdkafka_transport.c, rd_kafka_transport_connected), which 0097's event
-# callback does not expect.  Seen once in three runs on a loaded 2-core machine; run again once.
-_RDK_SSL_CONNECT_RACE = "Expected _SSL or _ALL_BROKERS_DOWN error codes, got: Local: Broker transport failure"
+# librdkafka's own race, not the broker's: when the runner's thread is preempted inside
+# SSL_connect() (between a write and the next read, e.g. by the broker it just woke on a loaded
+# machine), the whole handshake, the broker's alert included, runs within that one call, and
+# librdkafka reports a failure there as a transport error without its "SSL handshake failed:"
+# prefix (rdkafka_transport.c, rd_kafka_transport_connected), which 0097's event callback
+# refuses.  pykbroker answers within a few milliseconds, so on a 2-core machine at load 13 one
+# run in two met it; each such run is retried (it fails within ~10 s), up to four runs.
+_RDK_SSL_CONNECT_RACE = re.compile(r"bootstrap: \.\./ssl/[^ ]+ error:[0-9A-F]+:SSL routines::.* in state SSL_HANDSHAKE\)")
+_RDK_EXPECTED = "Expected _SSL or _ALL_BROKERS_DOWN error codes, got: Local: Broker transport failure"
 
 
 def test_0097_ssl_verify_against_a_mutual_tls_listener(runner, tmp_path, caplog):
     """0097 with the environment librdkafka's harness (trivup) gives it: a CA, a client key and
     certificate in PEM, DER and PKCS#12 (loaded by location, as PEM strings and through
     set_ssl_cert()), a PEM with two CAs, and a listener requiring client certificates from that
-    CA.  Its cases: verification callbacks accepting and refusing the broker's certificate, and
-    librdkafka's fixture certificates (signed by a CA the broker does not trust) refused by the
-    broker; plus 0097_ssl_verify_local (bad PEM strings, no broker)."""
+    CA, over TLS 1.2 as trivup configures Kafka.  Its cases: verification callbacks accepting and
+    refusing the broker's certificate, and librdkafka's fixture certificates (signed by a CA the
+    broker does not trust) refused by the broker with Kafka's alert, bad_certificate (42: the test
+    accepts no other; OpenSSL's own would be unknown_ca); plus 0097_ssl_verify_local (bad PEM
+    strings, no broker).  Against Apache Kafka 4.4 the same run passes (measured); with TLS 1.3
+    enabled it fails there too (the alert arrives after the client's handshake)."""
     needs.module("cryptography")
     import pykbroker
     from pykbroker.embedded import TEST_CONFIG
@@ -169,9 +176,10 @@ def test_0097_ssl_verify_against_a_mutual_tls_listener(runner, tmp_path, caplog)
     caplog.set_level(logging.INFO, logger=secure.log.name)
     with pykbroker.Broker(config=cfg) as b:
         conf = {"bootstrap.servers": "127.0.0.1:%d" % b.broker.bound[0].port, **env.conf}
-        rep = suite.run(runner, ["0097"], conf, env=env.env)
-        if rep.returncode != 0 and _RDK_SSL_CONNECT_RACE in rep.log:
+        for _ in range(4):
             rep = suite.run(runner, ["0097"], conf, env=env.env)
+            if rep.returncode == 0 or _RDK_EXPECTED not in rep.log or not _RDK_SSL_CONNECT_RACE.search(rep.log):
+                break
     _assert_passed(rep, ["0097_ssl_verify", "0097_ssl_verify_local"])
     assert env.env["SSL_password"] not in rep.log   # the key's password is never printed
     passed = [ln for ln in rep.log.splitlines() if "[ PASSED: " in ln and "SSL cert verify" in ln]
