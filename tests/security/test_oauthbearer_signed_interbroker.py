@@ -51,6 +51,7 @@ class TokenEndpoint:
         self.jwks = {"keys": [jwk]}
         self.issued: list = []      # (client id, scope) of each token handed out
         self.refused: list = []     # client ids refused
+        self.tokens: list = []      # the tokens handed out (credentials: never to be logged)
         self.requests: list = []    # (headers, body) of each POST
         outer = self
 
@@ -77,6 +78,7 @@ class TokenEndpoint:
                                     "exp": now + TOKEN_LIFETIME_S, "scope": form.get("scope", "kafka")},
                                    outer.key, algorithm="RS256", headers={"kid": outer.kid})
                 outer.issued.append((cid, form.get("scope")))
+                outer.tokens.append(token)
                 self._answer(200, {"access_token": token, "token_type": "Bearer", "expires_in": TOKEN_LIFETIME_S})
 
             def _answer(self, status, doc):
@@ -222,7 +224,10 @@ def test_a_broker_the_endpoint_refuses_cannot_replicate(cluster, endpoint):
 
 
 def test_no_secret_in_any_log(cluster, endpoint):
-    secrets = list(endpoint.clients.values()) + ["not-the-secret"]
+    """Neither the client secrets nor any token the brokers obtained (a bearer token is a
+    credential) reaches a broker's log."""
+    secrets = list(endpoint.clients.values()) + ["not-the-secret"] + [t.split(".")[2] for t in endpoint.tokens]
+    assert len(secrets) > 5
     for b in cluster.brokers:
         text = open(b.log_path, errors="replace").read()
         assert not any(s in text for s in secrets), b.log_path
