@@ -1,7 +1,7 @@
 """SASL/GSSAPI (Kerberos) against a real MIT KDC (pykbroker/testing/kdc.py): the broker's service
 key from a keytab named in its Krb5LoginModule JAAS entry, clients logging in from their own
-keytabs.  kcat (Debian's librdkafka, cyrus-sasl's GSSAPI plugin) and the Java client (the JDK's
-Krb5LoginModule) produce and read back byte-exact; the principal is ``User:<primary>`` by
+keytabs.  kcat (Debian's librdkafka, cyrus-sasl's GSSAPI plugin), the Java client (the JDK's
+Krb5LoginModule) and kafka-python (python-gssapi, a ticket cache) produce and read back byte-exact; the principal is ``User:<primary>`` by
 ``sasl.kerberos.principal.to.local.rules=DEFAULT`` (an authorizer with ``super.users=User:alice``
 lets alice in and refuses bob); a client whose keytab holds a stale key cannot log in; the
 server's steps (RFC 4752's security-layer negotiation) refuse what Kafka's refuses.
@@ -230,3 +230,29 @@ def test_bad_gssapi_settings_stop_the_start(tmp_path, monkeypatch, case):
         message = "needs useKeyTab=true"
     with pytest.raises(ConfigError, match=message):
         BrokerServer(BrokerConfig(cfg))
+
+
+def test_kafka_python_with_a_ticket_cache(kdc, broker, monkeypatch):
+    """kafka-python's GSSAPI (python-gssapi, the ticket cache kinit filled) as a third client."""
+    kafka = needs.module("kafka")
+    b, bootstrap = broker
+    cache = "FILE:%s/kafka-python.cc" % kdc.dir
+    subprocess.run(["kinit", "-kt", kdc.keytabs["alice"], "alice"], env=kdc.env(KRB5CCNAME=cache), check=True)
+    monkeypatch.setenv("KRB5CCNAME", cache)
+    cfg = {"bootstrap_servers": bootstrap, "security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "GSSAPI",
+           "sasl_kerberos_service_name": "kafka"}
+    values = [bytes(range(i, i + 40)) for i in range(5)]
+    p = kafka.KafkaProducer(acks="all", **cfg)
+    for v in values:
+        p.send("kafka-python-kerberized", v, partition=0)
+    p.flush(30)
+    p.close()
+    c = kafka.KafkaConsumer(auto_offset_reset="earliest", consumer_timeout_ms=15000, **cfg)
+    c.assign([kafka.TopicPartition("kafka-python-kerberized", 0)])
+    got = []
+    for m in c:
+        got.append(m.value)
+        if len(got) == len(values):
+            break
+    c.close()
+    assert got == values
