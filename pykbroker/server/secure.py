@@ -10,8 +10,8 @@ and SASL cost them nothing.  Here:
   fault plan injects on SaslHandshake / SaslAuthenticate is answered and ends the exchange as
   Kafka's authenticator ends a failed one (``SaslAuthenticator.inject_failure``).
 - ``SecureConnection``: on SASL_PLAINTEXT the plain socket path with a ``SaslDispatcher``; on
-  SSL/SASL_SSL a trio ``SSLStream`` (the handshake under a timeout; the principal from the
-  client certificate) read and written through trio.  Fetch answers cannot use ``sendfile``
+  SSL/SASL_SSL a ``TlsTransport`` (tls_transport.py: OpenSSL's memory BIOs on the non-blocking
+  socket; the handshake under a timeout; the principal from the client certificate).  Fetch answers cannot use ``sendfile``
   over TLS: their file regions are read into large buffers (one per ~1 MiB, never per record)
   and written as few TLS records as possible.
 """
@@ -30,6 +30,7 @@ from ..security.authenticator import AUTHENTICATE, AUTHENTICATE_RAW, SaslAuthent
 from ..security.errors import AuthenticationFailed
 from .connection import Connection
 from .dispatch import Delayed, Dispatcher, HandleRequest, SendResponse
+from .tls_transport import TlsTransport
 
 log = logging.getLogger("pykbroker.connection")
 
@@ -40,42 +41,6 @@ TLS_HANDSHAKE_TIMEOUT = 10.0
 TLS_ALERT_FLUSH_TIMEOUT = 1.0
 
 
-# TLS alert record framing (RFC 5246 6.2.1, 7.2): content type 21, then version, length 2,
-# level 2 (fatal) and the description.  bad_certificate is 42.
-_ALERT_RECORD, _FATAL, _BAD_CERTIFICATE = 21, 2, 42
-
-
-def kafka_alert(alert: bytes, certificate_refused: bool) -> bytes:
-    """The alert Kafka sends where OpenSSL's differs: a client certificate the truststore does not
-    validate is answered by Kafka (its JSSE trust manager) with bad_certificate (42), by OpenSSL
-    with the verification error's own alert (unknown_ca, 48, for an unknown issuer).  Measured
-    against Apache Kafka 4.4 on JDK 17 with librdkafka's test 0097.  Only a TLS 1.2 alert can be
-    rewritten: it leaves before the server's ChangeCipherSpec, in the clear, a single 7-byte
-    record; a TLS 1.3 alert is encrypted and goes as OpenSSL wrote it."""
-    if certificate_refused and len(alert) == 7 and alert[0] == _ALERT_RECORD and alert[3:5] == b"\x00\x02" \
-            and alert[5] == _FATAL:
-        return alert[:6] + bytes([_BAD_CERTIFICATE])
-    return alert
-
-
-async def _flush_alert(stream: trio.SSLStream, tcp, certificate_refused: bool = False) -> None:
-    """Send the fatal alert OpenSSL wrote for a failed handshake (bad_certificate,
-    certificate_required, unknown_ca, ...) before the connection closes.  trio's SSLStream marks
-    itself broken and leaves those bytes in its outgoing buffer; Kafka's SslTransportLayer flushes
-    them (and RFC 8446 section 6.2 asks for it), so a client is told *why* (Go's crypto/tls:
-    "remote error: tls: certificate required") instead of seeing the connection just close
-    ("is TLS missing?" in franz-go's words).  Best effort: a peer gone already is fine."""
-    outgoing = getattr(stream, "_outgoing", None)   # ssl.MemoryBIO: trio has no public accessor
-    if outgoing is None:
-        return
-    alert = kafka_alert(outgoing.read(), certificate_refused)
-    if not alert:
-        return
-    with trio.move_on_after(TLS_ALERT_FLUSH_TIMEOUT):
-        try:
-            await tcp.send_all(alert)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-            pass
 # Fetch answers over TLS are written in buffers of this size (file regions read into them).
 _TLS_WRITE_BUFFER = 1 << 20
 
@@ -195,21 +160,20 @@ class SecureConnection(Connection):
         if not self.sec.tls:
             await super()._serve()   # SASL_PLAINTEXT: the plain socket path
             return
-        tcp = self.stream
-        self.stream = stream = trio.SSLStream(tcp, self.sec.ssl_context, server_side=True)
+        self.stream = tls = TlsTransport(self.stream, self.sec.ssl_context)
         try:
             with trio.fail_after(TLS_HANDSHAKE_TIMEOUT):
-                await stream.do_handshake()
+                await tls.do_handshake()
         except trio.TooSlowError:
             log.info("TLS handshake with %s timed out", self.peer)
             return
-        except trio.BrokenResourceError as e:
+        except (ssl.SSLError, trio.BrokenResourceError) as e:
             # plaintext on a TLS port, an untrusted client certificate, a reset: no crash, one line
-            log.info("TLS handshake with %s failed: %s", self.peer, e.__cause__ or e)
-            await _flush_alert(stream, tcp, isinstance(e.__cause__, ssl.SSLCertVerificationError))
+            log.info("TLS handshake with %s failed: %s", self.peer, e)
+            if isinstance(e, ssl.SSLError):
+                await tls.flush_alert(TLS_ALERT_FLUSH_TIMEOUT, isinstance(e, ssl.SSLCertVerificationError))
             return
-        await self._send_session_tickets(stream, tcp)
-        der = stream.getpeercert(binary_form=True)
+        der = tls.getpeercert(binary_form=True)
         if der:
             try:
                 from ..security.tls import certificate_dn
@@ -219,12 +183,39 @@ class SecureConnection(Connection):
                 return
         log.debug("TLS connection from %s on %s, principal %s", self.peer, self.listener_name, self.principal)
         dispatcher = self.dispatcher
+        obj = tls.ssl_object
+        checkpoint = trio.lowlevel.checkpoint
         while True:
-            data = await stream.receive_some(65536)
-            if not data:
+            # The next TLS record already in the incoming buffer, decrypted straight into the
+            # frame's buffer when the dispatcher offers one (a large request's body), as the
+            # PLAINTEXT path reads it; a socket read only when no whole record is left
+            # (tls_transport.py: why not trio's SSLStream).
+            target = dispatcher.read_target()
+            try:
+                if target is not None:
+                    n = obj.read(len(target), target)
+                    if not n:
+                        return   # the client's close_notify (OpenSSL's read answers 0 from then on)
+                    dispatcher.received_into(n)
+                else:
+                    data = obj.read(65536)
+                    if not data:
+                        return   # the client's close_notify
+                    dispatcher.receive_data(data)
+            except ssl.SSLWantReadError:
+                if tls.pending_output:
+                    await tls.flush()   # a TLS 1.3 KeyUpdate answer
+                if not await tls.fill():
+                    return
+                self.last_active = time.monotonic()
+                await checkpoint()   # one per socket read, as the PLAINTEXT path
+                continue
+            except ssl.SSLError as e:
+                log.info("TLS connection from %s failed: %s", self.peer, e)
                 return
-            self.last_active = time.monotonic()
-            dispatcher.receive_data(data)
+            finally:
+                if target is not None:
+                    target.release()
             quotas = self.quotas
             while True:
                 if quotas is not None and quotas.request_enabled:
@@ -243,29 +234,10 @@ class SecureConnection(Connection):
             if dispatcher.closed:
                 return
 
-    @staticmethod
-    async def _send_session_tickets(stream, tcp) -> None:
-        """Send a TLS 1.3 server's session tickets as soon as the handshake ends.
-
-        trio holds them back until the server's first write (an OpenSSL quirk, trio issue 819),
-        so after the client's Finished the server sends nothing.  A client with Nagle's algorithm
-        on (librdkafka's default: ``socket.nagle.disable=false``) then holds its first request
-        until the server's delayed ACK, 40 ms on Linux, on every new connection.  Kafka (Java's
-        TLS) sends the tickets at once, which acknowledges the Finished.  Measured with
-        compat/bench/loadgen.py connect (TLS + SCRAM to the first answered Metadata): the
-        ApiVersions after the handshake took 40-60 ms against 0.3-1 ms with the tickets sent."""
-        pending = getattr(stream, "_delayed_outgoing", None)
-        if pending:
-            stream._delayed_outgoing = None
-            try:
-                await tcp.send_all(pending)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                pass   # the client went away: the read loop sees it next
-
     def _write_now(self, data) -> int:
         if self.sec.tls:
             self.last_active = time.monotonic()
-            return 0   # everything goes through the SSLStream (send_all)
+            return 0   # everything goes through TlsTransport.send_all (encrypted first)
         return super()._write_now(data)
 
     async def _write(self, parts) -> None:
@@ -302,16 +274,3 @@ class SecureConnection(Connection):
             unpin = getattr(region, "unpin", None)
             if unpin is not None:
                 unpin()
-
-    async def _close_stream(self) -> None:
-        if not self.sec.tls or not isinstance(self.stream, trio.SSLStream):
-            await super()._close_stream()
-            return
-        # close_notify when the peer is still there, without waiting long for it
-        with trio.move_on_after(1):
-            try:
-                await self.stream.aclose()
-                return
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                pass
-        await self.stream.transport_stream.aclose()
