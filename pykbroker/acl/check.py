@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 
 from .authorizer import audit_log
-from .bindings import CLUSTER, CLUSTER_NAME, DESCRIBE, SUPPORTED_OPERATIONS
+from .bindings import CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE, SUPPORTED_OPERATIONS, TOPIC
 
 _CACHE_MAX = 4096   # per connection: a client touching more resources just recomputes
 
@@ -106,6 +106,15 @@ def allowed(ctx, operation: int, rtype: int, name: str, log_denied: bool = True)
 
 def cluster_allowed(ctx, operation: int, log_denied: bool = True) -> bool:
     return allowed(ctx, operation, CLUSTER, CLUSTER_NAME, log_denied)
+
+
+def refused_topic_creates(ctx, names: list) -> list:
+    """The topics of ``names`` the client may not create: none with CREATE on the cluster
+    (checked without logging a denial, as Kafka), else those without CREATE on the topic (Kafka
+    4.4's StreamsGroupHeartbeat check of the internal topics it would create)."""
+    if getattr(ctx.connection, "authz", None) is None or cluster_allowed(ctx, CREATE, log_denied=False):
+        return []
+    return [n for n in names if not allowed(ctx, CREATE, TOPIC, n)]
 
 
 def allowed_by_resource_type(ctx, operation: int, rtype: int) -> bool:

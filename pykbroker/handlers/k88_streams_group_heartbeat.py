@@ -10,8 +10,12 @@ request validation, not INVALID_GROUP_ID); NOT_COORDINATOR / COORDINATOR_NOT_AVA
 COORDINATOR_LOAD_IN_PROGRESS.  A group of another type: GROUP_ID_NOT_FOUND ("Group X is not a
 streams group."), except an empty classic group (offsets only), which the streams group replaces.
 With an authorizer: READ on the group, then DESCRIBE on every topic the topology names (source,
-repartition, changelog): GROUP_ / TOPIC_AUTHORIZATION_FAILED, as Kafka 4.4 (its CREATE check on
-the internal topics the coordinator creates is not built: SKIPPED.md).
+repartition, changelog): GROUP_ / TOPIC_AUTHORIZATION_FAILED, as Kafka 4.4; the internal topics
+the coordinator would create need CREATE on the cluster or on each of them, else none is created
+and the MISSING_INTERNAL_TOPICS status ends "; Unauthorized to CREATE on topics a,b." (Kafka 4.4's
+KafkaApis; compared in tests/differential/test_acl_enforcement.py).  Before the DESCRIBE check,
+whatever the ACLs: a topology naming an internal topic or an invalid topic name is answered
+STREAMS_INVALID_TOPOLOGY, as Kafka 4.4.
 Error answers carry member id "" and member epoch 0, as Kafka's.
 Persistence: the records a heartbeat changes are appended to __consumer_offsets (Kafka's streams
 group record layout) before it is answered; an append failure is answered with Kafka's mapping.
@@ -21,6 +25,8 @@ description plugin, as a default Kafka broker).
 """
 from __future__ import annotations
 
+from ..acl.check import refused_topic_creates
+from ..cluster.metadata import INTERNAL_TOPICS, is_valid_topic_name
 from ..coordinator.group.api import client_host
 from ..protocol.errors import ErrorCode as E
 from .modern_group import group_heartbeat
@@ -39,27 +45,49 @@ def _err(code, msg=None):
 
 
 async def handle(ctx, request):
+    topics = _topology_topics(request)
     # answered once the heartbeat's records are in __consumer_offsets (group_heartbeat); an empty
     # group id fails Kafka's request validation (INVALID_REQUEST), not the group lookup
     return await group_heartbeat(
         ctx, request, _err, lambda gc: gc.streams,
-        lambda streams: streams.heartbeat(request, ctx.api_version, ctx.client_id or "", client_host(ctx)),
-        empty_group_id=E.INVALID_REQUEST, described_topics=_topology_topics(request))
+        lambda streams: streams.heartbeat(request, ctx.api_version, ctx.client_id or "", client_host(ctx),
+                                          lambda names: refused_topic_creates(ctx, names)),
+        empty_group_id=E.INVALID_REQUEST, described_topics=topics,
+        refuse_topics=lambda error: _refused_names(topics, error))
+
+
+# Kafka 4.4's Topic.isInternal (pykbroker's INTERNAL_TOPICS lacks the share coordinator's topic,
+# which it does not create)
+_INTERNAL = INTERNAL_TOPICS | {"__share_group_state"}
 
 
 def _topology_topics(request) -> list:
-    """Every topic a topology names (source, repartition source and sink, changelog): Kafka 4.x
-    requires DESCRIBE on each of them before the coordinator sees the topology."""
+    """Every topic a topology names, once each, in Kafka 4.4's order (per subtopology: source,
+    repartition sink, repartition source, changelog): Kafka requires DESCRIBE on each of them
+    before the coordinator sees the topology."""
     topo = request.get("topology")
     if not topo:
         return []
     out: list = []
     for s in topo.get("subtopologies") or ():
         out += s.get("source_topics") or []
+        out += s.get("repartition_sink_topics") or []
         out += [t["name"] for t in s.get("repartition_source_topics") or ()]
         out += [t["name"] for t in s.get("state_changelog_topics") or ()]
-        out += s.get("repartition_sink_topics") or []
-    return out
+    return list(dict.fromkeys(out))
+
+
+def _refused_names(topics: list, error):
+    """Kafka 4.4's KafkaApis, whatever the ACLs (after READ on the group, before DESCRIBE on the
+    topics): internal topics, then invalid names, are STREAMS_INVALID_TOPOLOGY."""
+    internal = [t for t in topics if t in _INTERNAL]
+    if internal:
+        return error(E.STREAMS_INVALID_TOPOLOGY, "Use of Kafka internal topics %s in a Kafka Streams topology is "
+                     "prohibited." % ", ".join(internal))
+    invalid = [t for t in topics if not is_valid_topic_name(t)]
+    if invalid:
+        return error(E.STREAMS_INVALID_TOPOLOGY, "Topic names %s are not valid topic names." % ", ".join(invalid))
+    return None
 
 
 def error_response(ctx, request, code):

@@ -51,7 +51,7 @@ def member_heartbeat_error_response(ctx, request, code) -> dict:
 
 
 async def group_heartbeat(ctx, request, error, manager, beat, *, empty_group_id=E.INVALID_GROUP_ID,
-                          no_manager=E.UNSUPPORTED_VERSION, described_topics=()):
+                          no_manager=E.UNSUPPORTED_VERSION, described_topics=(), refuse_topics=None):
     """The answer to a modern group's heartbeat.  ``error(code, message=None)`` builds the API's
     error response; ``manager(gc)`` is the coordinator's manager of the group type (None when it
     is not built: answered ``no_manager``); ``beat(manager)`` runs the heartbeat and returns
@@ -60,7 +60,9 @@ async def group_heartbeat(ctx, request, error, manager, beat, *, empty_group_id=
     Checks first, as Kafka: with an authorizer READ on the group, then DESCRIBE on every topic
     of ``described_topics`` (the subscribed topic names of a consumer or share group member, the
     topics of a streams topology; Kafka 4.x answers TOPIC_AUTHORIZATION_FAILED when any is
-    denied, so a member cannot learn of topics through its assignment); an empty group id
+    denied, so a member cannot learn of topics through its assignment), after
+    ``refuse_topics(error)`` (the API's answer to topic names it refuses whatever the ACLs, or
+    None: StreamsGroupHeartbeat's internal and invalid names); an empty group id
     answers ``empty_group_id`` ("GroupId can't be empty."), then the coordinator's
     (``group_precheck``).  The response is sent only once the
     heartbeat's records are in __consumer_offsets, as Kafka's write operations: a member must
@@ -74,6 +76,10 @@ async def group_heartbeat(ctx, request, error, manager, beat, *, empty_group_id=
         if "member_epoch" in r:
             r["member_epoch"] = 0
         return r
+    if refuse_topics is not None:
+        r = refuse_topics(error)
+        if r is not None:
+            return r
     if described_topics and not all(allowed(ctx, DESCRIBE, TOPIC, t) for t in set(described_topics)):
         # Kafka answers a fresh response with only the error code (member epoch 0)
         r = error(E.TOPIC_AUTHORIZATION_FAILED)

@@ -249,3 +249,69 @@ def test_share_offsets_and_acknowledgements_with_a_topic_denied(pyk_side, kafka_
         answers[name] = _strip(out)
         _delete_alice_bindings(side)
     assert answers["pyk"] == answers["kafka"], explain(answers["pyk"], answers["kafka"])
+
+
+def _grant_named(side, bindings):
+    """alice's bindings ``(operation, resource type, name)`` (literal names), waited for."""
+    creations = [{"resource_type": _TYPES[kind], "resource_name": name, "resource_pattern_type": 3,
+                  "principal": "User:alice", "host": "*", "operation": _OPS[op], "permission_type": 3}
+                 for op, kind, name in bindings]
+    with WireClient(side["plain"]) as c:
+        r = c.request(30, 3, {"creations": creations})
+    assert all(x["error_code"] == 0 for x in r["results"]), r
+    want = {(_TYPES[kind], name, _OPS[op]) for op, kind, name in bindings}
+    _wait_bindings(side, lambda got: want <= got, "bindings %s" % sorted(want))
+
+
+def _exists(side, topic) -> bool:
+    with WireClient(side["plain"]) as c:
+        r = c.request(3, 12, {"topics": [{"name": topic}], "allow_auto_topic_creation": False})
+    return r["topics"][0]["error_code"] == 0
+
+
+def _streams_status(r):
+    return (r["error_code"], r["error_message"],
+            [(s["status_code"], s["status_detail"]) for s in r["status"] or []])
+
+
+def test_streams_internal_topics_need_create(pyk_side, kafka_side):
+    """StreamsGroupHeartbeat of a member allowed to describe its topology's topics but not to
+    create its changelog topic: Kafka 4.4 creates nothing and adds "Unauthorized to CREATE on
+    topics ..." to the MISSING_INTERNAL_TOPICS status; once CREATE on the topic is granted, the
+    next heartbeat has it created.  Before any of that, whatever the ACLs: a topology naming an
+    internal topic or an invalid name is STREAMS_INVALID_TOPOLOGY."""
+    n = next(_n)
+    src, g = "ss%d" % n, "sg%d" % n
+    changelog = g + "-store-changelog"
+    answers = {}
+    for name, side in (("pyk", pyk_side), ("kafka", kafka_side)):
+        _topic(side, src, g)
+        _grant_named(side, [("READ", "group", g), ("DESCRIBE", "topic", src), ("DESCRIBE", "topic", changelog)])
+        out = []
+        with _alice(side) as c:
+            for bad in ("__consumer_offsets", "bad name!"):
+                body = TABLE._streams_hb(bad, g)
+                out.append(_streams_status(c.request(88, 1, body)))
+            body = TABLE._streams_hb(src, g)
+            body["topology"]["subtopologies"][0]["state_changelog_topics"] = [
+                {"name": changelog, "partitions": 0, "replication_factor": 0, "topic_configs": []}]
+            r = c.request(88, 1, body)
+            out.append(_streams_status(r))
+            epoch = r["member_epoch"]
+            beat = dict(TABLE._streams_hb(src, g, topology=False), member_epoch=epoch,
+                        active_tasks=None, standby_tasks=None, warmup_tasks=None)
+            r = c.request(88, 1, beat)
+            out.append(_streams_status(r))
+            time.sleep(0.5)   # nothing is created in the background either
+            out.append(("changelog exists", _exists(side, changelog)))
+            _grant_named(side, [("CREATE", "topic", changelog)])
+            deadline = time.monotonic() + 20
+            while not _exists(side, changelog):
+                assert time.monotonic() < deadline, (name, "changelog never created", r)
+                r = c.request(88, 1, dict(beat, member_epoch=r["member_epoch"]))
+                time.sleep(0.2)
+            out.append(("changelog exists", True))
+        answers[name] = out
+        _delete_alice_bindings(side)
+    assert answers["pyk"] == answers["kafka"], explain(answers["pyk"], answers["kafka"])
+    assert any("Unauthorized to CREATE on topics %s." % changelog in d for _, d in answers["kafka"][2][2]), answers

@@ -48,7 +48,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ...protocol.errors import ErrorCode as E
 from . import offsets as O
@@ -448,8 +448,14 @@ class StreamsGroupManager(ModernGroupManager):
             spawn(create)
 
     # -- StreamsGroupHeartbeat -----------------------------------------------------------------
-    def heartbeat(self, req: dict, version: int, client_id: str, client_host: str) -> tuple[dict, Future]:
-        return self._once_written(req["group_id"], self._heartbeat(req, version, client_id, client_host))
+    def heartbeat(self, req: dict, version: int, client_id: str, client_host: str,
+                  refused_creates: Callable[[list], list] | None = None) -> tuple[dict, Future]:
+        """``refused_creates(names)``: the internal topics of ``names`` the member's principal may
+        not create (the handler's authorization, None: every one may be).  As Kafka 4.4's
+        KafkaApis: when any is refused none is created and the MISSING_INTERNAL_TOPICS status says
+        "Unauthorized to CREATE on topics a,b."."""
+        return self._once_written(req["group_id"], self._heartbeat(req, version, client_id, client_host,
+                                                                    refused_creates))
 
     def _validate(self, req) -> dict | None:
         epoch = req["member_epoch"]
@@ -476,7 +482,8 @@ class StreamsGroupManager(ModernGroupManager):
             return self._err(E.INVALID_REQUEST, "InstanceId can't be null.")
         return None
 
-    def _heartbeat(self, req: dict, version: int, client_id: str, client_host: str) -> dict:
+    def _heartbeat(self, req: dict, version: int, client_id: str, client_host: str,
+                   refused_creates: Callable[[list], list] | None = None) -> dict:
         bad = self._validate(req)
         if bad is not None:
             return bad
@@ -572,7 +579,7 @@ class StreamsGroupManager(ModernGroupManager):
             owned = {(t["subtopology_id"], p) for t in req["active_tasks"] for p in t["partitions"]}
             m.revoking &= owned
         self._schedule(g, m)
-        self._maybe_configure(g, bumped=joined)
+        refused = self._maybe_configure(g, bumped=joined, refused_creates=refused_creates)
         delayed = None
         if g.delay_until_ms > now:
             delayed = "Assignment delayed due to the configured initial rebalance delay."
@@ -594,6 +601,15 @@ class StreamsGroupManager(ModernGroupManager):
             status.append({"status_code": ASSIGNMENT_DELAYED, "status_detail": delayed})
         for code, detail in (g.configured or {}).get("statuses", []):
             status.append({"status_code": code, "status_detail": detail})
+        if refused:
+            # Kafka 4.4 (KafkaApis) adds the refusal to the first MISSING_INTERNAL_TOPICS status,
+            # or adds one; its names joined by "," without a space
+            why = "Unauthorized to CREATE on topics %s." % ",".join(refused)
+            shown = next((x for x in status if x["status_code"] == MISSING_INTERNAL_TOPICS), None)
+            if shown is not None:
+                shown["status_detail"] = "%s; %s" % (shown["status_detail"], why)
+            else:
+                status.append({"status_code": MISSING_INTERNAL_TOPICS, "status_detail": why})
         if g.shutdown_requested_by is not None:
             status.append({"status_code": SHUTDOWN_APPLICATION,
                            "status_detail": "Streams group member %s encountered a fatal error and requested a "
@@ -631,9 +647,12 @@ class StreamsGroupManager(ModernGroupManager):
                         "standby_partitions": []})
         return out
 
-    def _maybe_configure(self, g: StreamsGroup, bumped: bool = False) -> None:
+    def _maybe_configure(self, g: StreamsGroup, bumped: bool = False,
+                         refused_creates: Callable[[list], list] | None = None) -> list:
+        """Configures the topology against the metadata; creates the missing internal topics
+        unless the principal may not create one of them: then returns the refused names."""
         if g.topology is None:
-            return
+            return []
         md = self.gc.metadata
         c = configure(g.topology, md)
         h = _hash_topics(md, c["topics"] | set(c["create"]))
@@ -648,7 +667,11 @@ class StreamsGroupManager(ModernGroupManager):
             if g.members:
                 self._bump(g, "topology validated")
         if c["create"]:
+            refused = refused_creates(list(c["create"])) if refused_creates is not None else []
+            if refused:
+                return refused
             self._create_internal_topics(g)
+        return []
 
     def _maybe_compute_target(self, g: StreamsGroup, now: int) -> None:
         if g.assignment_epoch == g.group_epoch:
