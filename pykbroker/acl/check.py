@@ -117,6 +117,22 @@ def refused_topic_creates(ctx, names: list) -> list:
     return [n for n in names if not allowed(ctx, CREATE, TOPIC, n)]
 
 
+def topic_describe_check(ctx):
+    """A check ``name -> bool`` of DESCRIBE on a topic for this connection's principal and
+    address, usable after the request (None without an authorizer): a KIP-848 group keeps it to
+    filter the topics its regex subscription matches, as Kafka's TopicRegexResolver authorizes
+    them with the context of the heartbeat that resolved the regex.  Decided afresh at each use
+    (bindings may change meanwhile); a denial is not logged (Kafka: logIfDenied false)."""
+    a = getattr(ctx.connection, "authz", None)
+    if a is None:
+        return None
+    authorizer, principal, host = a.authorizer, a.principal, a.host
+
+    def describable(name: str) -> bool:
+        return authorizer.decide(principal, host, DESCRIBE, TOPIC, name)[0] or authorizer.audit_only
+    return describable
+
+
 def allowed_by_resource_type(ctx, operation: int, rtype: int) -> bool:
     a = getattr(ctx.connection, "authz", None)
     return a is None or a.by_resource_type(operation, rtype)

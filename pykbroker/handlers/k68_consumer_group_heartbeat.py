@@ -7,7 +7,9 @@ NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE.  A classic group with members answe
 GROUP_ID_NOT_FOUND (live upgrade not built); an empty classic group (e.g. offsets only) is
 converted, as Kafka does.  With an authorizer, first READ on the group (GROUP_AUTHORIZATION_FAILED)
 then DESCRIBE on every subscribed topic name (TOPIC_AUTHORIZATION_FAILED), as Kafka 4.x; topics
-matched by SubscribedTopicRegex are not filtered by DESCRIBE (SKIPPED.md).
+matched by SubscribedTopicRegex are only those the principal of the member that subscribed to the
+regex may DESCRIBE (Kafka 4.4's TopicRegexResolver; compared in
+tests/differential/test_acl_enforcement.py).
 Persistence: the group, member and assignment changes a heartbeat makes are appended to
 __consumer_offsets (Kafka's KIP-848 record layout) before it is answered; an append failure is
 answered with Kafka's mapping (COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR / UNKNOWN_SERVER_ERROR).
@@ -18,6 +20,7 @@ id at epoch 0 is INVALID_REQUEST) and may subscribe by regular expression
 """
 from __future__ import annotations
 
+from ..acl.check import topic_describe_check
 from ..coordinator.group.api import client_host
 # error_response: no member id, epoch -1, no assignment (the same answer as k76's)
 from .modern_group import group_heartbeat, member_heartbeat_error, member_heartbeat_error_response as error_response
@@ -31,5 +34,6 @@ async def handle(ctx, request):
     # answered once the heartbeat's records are in __consumer_offsets (group_heartbeat)
     return await group_heartbeat(
         ctx, request, member_heartbeat_error, lambda gc: gc.consumer,
-        lambda consumer: consumer.heartbeat(request, ctx.api_version, ctx.client_id or "", client_host(ctx)),
+        lambda consumer: consumer.heartbeat(request, ctx.api_version, ctx.client_id or "", client_host(ctx),
+                                            topic_describe_check(ctx)),
         described_topics=request["subscribed_topic_names"] or ())

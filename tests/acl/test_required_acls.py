@@ -351,6 +351,10 @@ def _grant(b, op, kind, t, g, x):
     return b.acls.allow(ANON, op, **{kind: {"topic": t, "group": g, "transactional_id": x}[kind]})
 
 
+async def _missing(b, name):
+    return b.metadata_cache.get(name) is None
+
+
 async def _topic_id(b, name):
     return b.metadata_cache.get(name).topic_id
 
@@ -440,4 +444,52 @@ def test_delete_share_group_offsets_needs_read_on_each_topic(broker):
     assert r["error_code"] == 0, r
     assert [(x["topic_name"], x["error_code"], x["error_message"]) for x in r["responses"]] == \
         [(t, 29, "Topic authorization failed."), (other, 0, None)], r
+    broker.acls.remove(*granted)
+
+
+def test_regex_subscription_leaves_out_topics_not_describable(broker):
+    """KIP-848: the topics a SubscribedTopicRegex matches are filtered by DESCRIBE for the
+    subscribing member's principal (compared with Kafka 4.4 in tests/differential)."""
+    n = next(_n)
+    g, seen, unseen = "g%d" % n, "rx%d-seen" % n, "rx%d-unseen" % n
+    broker.create_topic(seen)
+    broker.create_topic(unseen)
+    granted = [broker.acls.allow(ANON, "READ", group=g), broker.acls.allow(ANON, "DESCRIBE", topic=seen)]
+    body = {"group_id": g, "member_id": MEMBER, "member_epoch": 0, "instance_id": None, "rack_id": None,
+            "rebalance_timeout_ms": 10000, "subscribed_topic_names": None, "subscribed_topic_regex": "rx%d-.*" % n,
+            "server_assignor": None, "topic_partitions": []}
+    with WireClient(broker) as c:
+        r = c.request(68, 1, body)
+    assert r["error_code"] == 0, r
+    assert [tp["topic_id"] for tp in r["assignment"]["topic_partitions"]] == [broker._async(_topic_id, seen)], r
+    broker.acls.remove(*granted)
+
+
+def test_streams_internal_topics_need_create(broker):
+    """StreamsGroupHeartbeat creates the topology's internal topics only with CREATE on them (or
+    on the cluster); without it the MISSING_INTERNAL_TOPICS status says so and nothing is created."""
+    n = next(_n)
+    src, g = "t%d" % n, "g%d" % n
+    changelog = g + "-store-changelog"
+    broker.create_topic(src)
+    granted = [broker.acls.allow(ANON, "READ", group=g), broker.acls.allow(ANON, "DESCRIBE", topic=src),
+               broker.acls.allow(ANON, "DESCRIBE", topic=changelog)]
+    body = _streams_hb(src, g)
+    body["topology"]["subtopologies"][0]["state_changelog_topics"] = [
+        {"name": changelog, "partitions": 0, "replication_factor": 0, "topic_configs": []}]
+    with WireClient(broker) as c:
+        r = c.request(88, 1, body)
+        assert r["error_code"] == 0, r
+        assert [s["status_detail"] for s in r["status"] if s["status_code"] == 3] == [
+            "Internal topics are missing: %s; Unauthorized to CREATE on topics %s." % (changelog, changelog)], r
+        time.sleep(0.3)
+        assert broker._async(_missing, changelog)
+        granted.append(broker.acls.allow(ANON, "CREATE", cluster=True))
+        r = c.request(88, 1, dict(_streams_hb(src, g, topology=False), member_epoch=r["member_epoch"],
+                                  active_tasks=None, standby_tasks=None, warmup_tasks=None))
+        assert r["error_code"] == 0 and not any("Unauthorized" in s["status_detail"] for s in r["status"]), r
+        deadline = time.monotonic() + 10
+        while broker._async(_missing, changelog):
+            assert time.monotonic() < deadline, "the changelog topic was never created"
+            time.sleep(0.05)
     broker.acls.remove(*granted)

@@ -315,3 +315,42 @@ def test_streams_internal_topics_need_create(pyk_side, kafka_side):
         _delete_alice_bindings(side)
     assert answers["pyk"] == answers["kafka"], explain(answers["pyk"], answers["kafka"])
     assert any("Unauthorized to CREATE on topics %s." % changelog in d for _, d in answers["kafka"][2][2]), answers
+
+
+def test_regex_subscription_matches_only_describable_topics(pyk_side, kafka_side):
+    """A KIP-848 member subscribing by regex (ConsumerGroupHeartbeat v1) is assigned only the
+    matching topics its principal may DESCRIBE (Kafka 4.4's TopicRegexResolver); the other
+    matching topic stays out of the assignment and of the group's description."""
+    n = next(_n)
+    g, seen, unseen = "rg%d" % n, "rx%d-seen" % n, "rx%d-unseen" % n
+    answers = {}
+    for name, side in (("pyk", pyk_side), ("kafka", kafka_side)):
+        _topic(side, seen, g)
+        _topic(side, unseen, g)
+        _grant_named(side, [("READ", "group", g), ("DESCRIBE", "topic", seen), ("DESCRIBE", "group", g)])
+        names = {_topic_id(side, seen): seen, _topic_id(side, unseen): unseen}
+        body = {"group_id": g, "member_id": TABLE.MEMBER, "member_epoch": 0, "instance_id": None, "rack_id": None,
+                "rebalance_timeout_ms": 10000, "subscribed_topic_names": None,
+                "subscribed_topic_regex": "rx%d-.*" % n, "server_assignor": None, "topic_partitions": []}
+        assigned: list = []
+        with _alice(side) as c:
+            deadline = time.monotonic() + 20
+            while True:
+                r = c.request(68, 1, body)
+                assert r["error_code"] == 0, (name, r)
+                if r["assignment"] is not None:
+                    assigned = sorted((names.get(tp["topic_id"], "?"), tp["partitions"])
+                                      for tp in r["assignment"]["topic_partitions"])
+                if assigned:
+                    break
+                # Kafka resolves the regex in the background: heartbeat until it is assigned
+                assert time.monotonic() < deadline, (name, "never assigned", r)
+                body = dict(body, member_epoch=r["member_epoch"], subscribed_topic_regex=None,
+                            topic_partitions=[])
+                time.sleep(0.2)
+            d = c.request(69, 0, {"group_ids": [g], "include_authorized_operations": False})["groups"][0]
+        target = sorted(tp["topic_name"] for m in d["members"] for tp in m["target_assignment"]["topic_partitions"])
+        answers[name] = (assigned, d["error_code"], target)
+        _delete_alice_bindings(side)
+    assert answers["pyk"] == answers["kafka"], answers
+    assert answers["kafka"][0] == [(seen, [0])], answers

@@ -39,6 +39,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
+from typing import Callable
 
 from ...protocol.errors import ErrorCode as E
 from . import consumer_records as R
@@ -77,6 +78,9 @@ class ConsumerGroup(ModernGroup):
         self.target_dirty = False
         self.resync = False
         self.replaces_classic = False
+        # regex -> the DESCRIBE check its matches pass (the principal of the member whose
+        # heartbeat subscribed to it; None: no authorizer), as Kafka's resolved regexes
+        self.regex_filters: dict[str, Callable[[str], bool] | None] = {}
 
     def summary_state(self) -> str:
         return "Empty" if not self.members else self._reconciliation_state()
@@ -96,7 +100,8 @@ class ConsumerGroup(ModernGroup):
             names.update(m.topics)
             if m.regex and md is not None:
                 rx = re.compile(m.regex)
-                names.update(t for t in md.topics if rx.fullmatch(t))
+                ok = self.regex_filters.get(m.regex)
+                names.update(t for t in md.topics if rx.fullmatch(t) and (ok is None or ok(t)))
         return names
 
 
@@ -115,7 +120,8 @@ class ConsumerGroupManager(ModernGroupManager):
         md = self._md()
         if m.regex and md is not None:
             rx = re.compile(m.regex)
-            names.update(t for t in md.topics if rx.fullmatch(t) and not t.startswith("__"))
+            ok = g.regex_filters.get(m.regex)
+            names.update(t for t in md.topics if rx.fullmatch(t) and not t.startswith("__") and (ok is None or ok(t)))
         return names
 
     def _member_left(self, g: ConsumerGroup, mid: str) -> None:
@@ -266,12 +272,18 @@ class ConsumerGroupManager(ModernGroupManager):
         return g
 
     # -- ConsumerGroupHeartbeat ----------------------------------------------------------------
-    def heartbeat(self, req: dict, version: int, client_id: str, client_host: str):
+    def heartbeat(self, req: dict, version: int, client_id: str, client_host: str,
+                  describable: Callable[[str], bool] | None = None):
         """Returns (response, Future): send the response once the future resolves with 0
-        (the records of this heartbeat are in the log); otherwise answer the append error."""
-        return self._once_written(req["group_id"], self._heartbeat(req, version, client_id, client_host))
+        (the records of this heartbeat are in the log); otherwise answer the append error.
+        ``describable(topic)``: whether the heartbeat's principal may DESCRIBE a topic (None: no
+        authorizer), the filter of the regex this heartbeat subscribes to (Kafka 4.4's
+        TopicRegexResolver keeps only the topics the resolving member may describe)."""
+        return self._once_written(req["group_id"], self._heartbeat(req, version, client_id, client_host,
+                                                                    describable))
 
-    def _heartbeat(self, req: dict, version: int, client_id: str, client_host: str) -> dict:
+    def _heartbeat(self, req: dict, version: int, client_id: str, client_host: str,
+                   describable: Callable[[str], bool] | None = None) -> dict:
         gid = req["group_id"]
         # Request-level validation first, so a refused heartbeat changes nothing.
         if req["server_assignor"] is not None and req["server_assignor"] not in ASSIGNORS:
@@ -355,6 +367,12 @@ class ConsumerGroupManager(ModernGroupManager):
         if rx is not None and (rx or None) != m.regex:
             m.regex = rx or None
             changed = True
+            if m.regex is not None:
+                # resolved with the principal of the member that subscribes to it, as Kafka
+                g.regex_filters[m.regex] = describable
+        if m.regex is not None and m.regex not in g.regex_filters:
+            # a group loaded from the log: the first heartbeat of a subscriber resolves it
+            g.regex_filters[m.regex] = describable
         if joined:
             self._bump(g, "member %s joined" % mid)
         elif changed:
