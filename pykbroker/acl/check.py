@@ -1,4 +1,6 @@
-"""The one authorization check every handler calls.
+"""The one authorization check every handler calls: :func:`permits` with a row of the
+requirement table (acl/requirements.py), which says the operation and resource type, so that no
+handler names an operation itself.
 
 A connection of a broker with an authorizer holds an ``AuthSession`` (``connection.authz``):
 the authorizer handed in at the connection's start, the client's address, and the principal
@@ -20,7 +22,7 @@ from __future__ import annotations
 import logging
 
 from .authorizer import audit_log
-from .bindings import CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE, SUPPORTED_OPERATIONS, TOPIC
+from .bindings import CLUSTER, CLUSTER_NAME, DESCRIBE, SUPPORTED_OPERATIONS
 
 _CACHE_MAX = 4096   # per connection: a client touching more resources just recomputes
 
@@ -79,6 +81,15 @@ class AuthSession:
                                          self.request, level)
         return self.authorizer.audit_only
 
+    def permits(self, need, name: str = CLUSTER_NAME, log_denied: bool = True) -> bool:
+        """:meth:`allowed` for a row of acl/requirements.py (``name``: the cluster's by default)."""
+        return self.allowed(need.operation, need.resource_type, name, log_denied)
+
+    def permits_any(self, need) -> bool:
+        """Whether some resource of ``need``'s type allows its operation (Kafka's
+        authorizeByResourceType: InitProducerId's idempotent fallback)."""
+        return self.by_resource_type(need.operation, need.resource_type)
+
     def operations(self, rtype: int, name: str) -> int:
         self._fresh()
         return self.authorizer.authorized_operations(self._principal, self.host, rtype, name)
@@ -99,27 +110,26 @@ def session(ctx):
     return getattr(ctx.connection, "authz", None)
 
 
-def allowed(ctx, operation: int, rtype: int, name: str, log_denied: bool = True) -> bool:
+def permits(ctx, need, name: str = CLUSTER_NAME, log_denied: bool = True) -> bool:
+    """Whether the client may do what ``need`` (a row of acl/requirements.py) says on ``name``
+    (the cluster's by default); always without an authorizer."""
     a = getattr(ctx.connection, "authz", None)
-    return a is None or a.allowed(operation, rtype, name, log_denied)
+    return a is None or a.allowed(need.operation, need.resource_type, name, log_denied)
 
 
-def cluster_allowed(ctx, operation: int, log_denied: bool = True) -> bool:
-    return allowed(ctx, operation, CLUSTER, CLUSTER_NAME, log_denied)
+def permits_role(ctx, role: str, name: str = CLUSTER_NAME, log_denied: bool = True) -> bool:
+    """:func:`permits` with the row ``role`` of the API being served (``ctx.api_key``): for the
+    helpers several APIs share (modern groups, share-group offsets, share state)."""
+    a = getattr(ctx.connection, "authz", None)
+    if a is None:
+        return True
+    from .requirements import need
+    return a.permits(need(ctx.api_key, role), name, log_denied)
 
 
-def refused_topic_creates(ctx, names: list) -> list:
-    """The topics of ``names`` the client may not create: none with CREATE on the cluster
-    (checked without logging a denial, as Kafka), else those without CREATE on the topic (Kafka
-    4.4's StreamsGroupHeartbeat check of the internal topics it would create)."""
-    if getattr(ctx.connection, "authz", None) is None or cluster_allowed(ctx, CREATE, log_denied=False):
-        return []
-    return [n for n in names if not allowed(ctx, CREATE, TOPIC, n)]
-
-
-def topic_describe_check(ctx):
-    """A check ``name -> bool`` of DESCRIBE on a topic for this connection's principal and
-    address, usable after the request (None without an authorizer): a KIP-848 group keeps it to
+def topic_describe_check(ctx, need):
+    """A check ``name -> bool`` of ``need`` (DESCRIBE on a topic) for this connection's principal
+    and address, usable after the request (None without an authorizer): a KIP-848 group keeps it to
     filter the topics its regex subscription matches, as Kafka's TopicRegexResolver authorizes
     them with the context of the heartbeat that resolved the regex.  Decided afresh at each use
     (bindings may change meanwhile); a denial is not logged (Kafka: logIfDenied false)."""
@@ -129,13 +139,9 @@ def topic_describe_check(ctx):
     authorizer, principal, host = a.authorizer, a.principal, a.host
 
     def describable(name: str) -> bool:
-        return authorizer.decide(principal, host, DESCRIBE, TOPIC, name)[0] or authorizer.audit_only
+        return (authorizer.decide(principal, host, need.operation, need.resource_type, name)[0]
+                or authorizer.audit_only)
     return describable
-
-
-def allowed_by_resource_type(ctx, operation: int, rtype: int) -> bool:
-    a = getattr(ctx.connection, "authz", None)
-    return a is None or a.by_resource_type(operation, rtype)
 
 
 def cluster_operations(ctx) -> int:

@@ -163,23 +163,23 @@ async def alter_topic(broker, name: str, raw: dict[str, str], validate_only: boo
 
 
 # ---------------------------------------------------------------------- answer
-def config_authorization_error(ctx, rtype: int, name: str, alter: bool):
+def config_authorization_error(ctx, rtype: int, name: str):
     """With an authorizer: the KafkaError Kafka answers a resource with when the client lacks
-    DESCRIBE_CONFIGS / ALTER_CONFIGS on it (ConfigHelper.configsAuthorizationApiError: broker,
+    what the API's row for it says (acl/requirements.py: DESCRIBE_CONFIGS for DescribeConfigs,
+    ALTER_CONFIGS for the alters; ConfigHelper.configsAuthorizationApiError: broker,
     broker-logger and client-metrics configs are the cluster's), else None."""
     from ..acl import bindings as B
     from ..acl.check import session
+    from ..acl.requirements import need
     az = session(ctx)
     if az is None:
         return None
-    op = B.ALTER_CONFIGS if alter else B.DESCRIBE_CONFIGS
-    if rtype == TOPIC:
-        ok, code = az.allowed(op, B.TOPIC, name), ErrorCode.TOPIC_AUTHORIZATION_FAILED
-    elif rtype == GROUP:
-        ok, code = az.allowed(op, B.GROUP, name), ErrorCode.GROUP_AUTHORIZATION_FAILED
-    else:
-        ok, code = az.allowed(op, B.CLUSTER, B.CLUSTER_NAME), ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-    return None if ok else KafkaError(code, DEFAULT_MESSAGES[code])
+    role = "topic" if rtype == TOPIC else "group" if rtype == GROUP else "cluster"
+    needed = need(ctx.api_key, role)
+    if az.permits(needed, name if needed.resource_type != B.CLUSTER else B.CLUSTER_NAME):
+        return None
+    assert needed.error is not None
+    return KafkaError(needed.error, DEFAULT_MESSAGES[needed.error])
 
 
 async def alter_each(ctx, request, alter_one) -> dict:
@@ -193,7 +193,7 @@ async def alter_each(ctx, request, alter_one) -> dict:
         try:
             if i in dup:
                 raise invalid_request("Each resource must appear at most once.")
-            denied = config_authorization_error(ctx, res["resource_type"], res["resource_name"], True)
+            denied = config_authorization_error(ctx, res["resource_type"], res["resource_name"])
             if denied is not None:
                 raise denied
             await alter_one(ctx, res, request["validate_only"])

@@ -68,8 +68,8 @@ encodes its per-partition statuses.
 """
 from __future__ import annotations
 
-from ..acl.bindings import TOPIC, TRANSACTIONAL_ID, WRITE
 from ..acl.check import session
+from ..acl.requirements import need
 from ..protocol.errors import ErrorCode
 from ..protocol.records import RecordError, first_batch_corruption, parse_header
 from ..server.dispatch import CloseConnection
@@ -78,6 +78,9 @@ from .common import NEW_LEADER_ERRORS, PartitionResponses, current_leader
 API_KEY = 0
 MIN_VERSION = 3
 MAX_VERSION = 13
+# what this API needs from the authorizer (acl/requirements.py)
+_TOPIC = need(API_KEY, "topic")
+_TRANSACTIONAL_ID = need(API_KEY, "transactional_id")
 # Apache Kafka 4 advertises Produce from v0 although it serves only v3+ (KAFKA-18659):
 # librdkafka's feature detection (e.g. compressed produce) requires the v0 floor.  A v0-2
 # request is still an unsupported version: the connection is closed, as Kafka 4.4 does.
@@ -152,12 +155,12 @@ async def handle(ctx, request):
         # request fails), then each topic needs WRITE (TOPIC_AUTHORIZATION_FAILED before any
         # existence check, so a denied client cannot probe which topics exist).
         if _has_transactional_records(request) and not (
-                transactional_id is not None and az.allowed(WRITE, TRANSACTIONAL_ID, transactional_id)):
+                transactional_id is not None and az.permits(_TRANSACTIONAL_ID, transactional_id)):
             if acks == 0:
                 raise CloseConnection("a produce with acks=0 was refused")
             return error_response(ctx, request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         denied = {t["name"] for t in request["topic_data"]
-                  if t["name"] is not None and not az.allowed(WRITE, TOPIC, t["name"])}
+                  if t["name"] is not None and not az.permits(_TOPIC, t["name"])}
     # Kafka's handler answers unknown ids, denied and unknown topics itself; the rest goes to
     # the ReplicaManager, whose statuses come back in request order.
     metadata = services.metadata_cache

@@ -67,8 +67,8 @@ long poll (cluster/delayed.py); this handler encodes their reads (``ReadResult``
 """
 from __future__ import annotations
 
-from ..acl.bindings import CLUSTER, CLUSTER_ACTION, CLUSTER_NAME, READ, TOPIC
 from ..acl.check import session
+from ..acl.requirements import need
 from ..cluster.fetch_session import next_epoch
 from ..cluster.replica_manager import FetchParams
 from ..protocol.errors import ErrorCode
@@ -77,6 +77,9 @@ from .common import PartitionResponses, current_leader
 API_KEY = 1
 MIN_VERSION = 4
 MAX_VERSION = 18
+# what this API needs from the authorizer (acl/requirements.py)
+_FOLLOWER = need(API_KEY, "follower")
+_TOPIC = need(API_KEY, "topic")
 READ_COMMITTED = 1
 TOPIC_IDS_FROM = 13
 
@@ -104,8 +107,8 @@ def _params(ctx, request, version: int) -> FetchParams:
     authorized = None
     follower_denied = False
     if az is not None:
-        authorized = lambda topic: az.allowed(READ, TOPIC, topic)   # noqa: E731
-        follower_denied = replica_id >= 0 and not az.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)
+        authorized = lambda topic: az.permits(_TOPIC, topic)   # noqa: E731
+        follower_denied = replica_id >= 0 and not az.permits(_FOLLOWER)
     return FetchParams(version, replica_id, request["max_wait_ms"], request["min_bytes"], request["max_bytes"],
                        request["isolation_level"] == READ_COMMITTED, version >= TOPIC_IDS_FROM,
                        authorized, follower_denied)

@@ -30,14 +30,16 @@ answer; v6 is flexible; v7 allows MAX_TIMESTAMP; v8 EARLIEST_LOCAL; v9 LATEST_TI
 """
 from __future__ import annotations
 
-from ..acl.bindings import DESCRIBE, TOPIC
 from ..acl.check import session
+from ..acl.requirements import need
 from ..protocol.errors import ErrorCode, KafkaError
 from .common import PartitionResponses, leader_partition
 
 API_KEY = 2
 MIN_VERSION = 1
 MAX_VERSION = 11
+# what this API needs from the authorizer (acl/requirements.py)
+_TOPIC = need(API_KEY, "topic")
 
 READ_COMMITTED = 1
 EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -2, -3, -4, -5, -6
@@ -65,7 +67,7 @@ async def handle(ctx, request):
 
     async def answer(name, p):
         idx = p["partition_index"]
-        if az is not None and not az.allowed(DESCRIBE, TOPIC, name):
+        if az is not None and not az.permits(_TOPIC, name):
             raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)   # before any other check (Kafka)
         if (name, idx) in dups:
             raise KafkaError(ErrorCode.INVALID_REQUEST)

@@ -32,8 +32,9 @@ Behaviour (Apache Kafka 3.x/4.x KRaft broker, KafkaApis.handleTopicMetadataReque
 """
 from __future__ import annotations
 
-from ..acl.bindings import CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE, TOPIC
+from ..acl.bindings import TOPIC
 from ..acl.check import authorized_operations, cluster_operations, session
+from ..acl.requirements import need
 from ..protocol.acl import NOT_REQUESTED
 from ..protocol.errors import ErrorCode, KafkaError
 from ..cluster.metadata import ZERO_UUID, is_internal, is_valid_topic_name
@@ -42,6 +43,11 @@ from .common import partition_metadata
 API_KEY = 3
 MIN_VERSION = 0
 MAX_VERSION = 13
+# what this API needs from the authorizer (acl/requirements.py)
+_AUTO_CREATE = need(API_KEY, "auto_create")
+_AUTO_CREATE_ANY = need(API_KEY, "auto_create_any")
+_TOPIC = need(API_KEY, "topic")
+_TOPICS_LISTED = need(API_KEY, "topics_listed")
 
 
 def brokers_of(cache, listener_name: str = "PLAINTEXT") -> list[dict]:
@@ -86,7 +92,7 @@ async def handle(ctx, request):
     denied_describe: list[dict] = []
     if all_topics:
         for name in sorted(md.topics):
-            if az is not None and not az.allowed(DESCRIBE, TOPIC, name, log_denied=False):
+            if az is not None and not az.permits(_TOPICS_LISTED, name, log_denied=False):
                 continue   # an all-topics request silently leaves them out (and logs nothing: Kafka)
             topics_out.append(topic_entry(md, md.topics[name]))
     else:
@@ -101,7 +107,7 @@ async def handle(ctx, request):
                 info = md.by_id.get(tid)
                 if info is None:
                     topics_out.append(_error_topic(ErrorCode.UNKNOWN_TOPIC_ID, None, tid))
-                elif az is not None and not az.allowed(DESCRIBE, TOPIC, info.name):
+                elif az is not None and not az.permits(_TOPIC, info.name):
                     # ids are not secret (Kafka): the id is answered, never the name
                     e = _error_topic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, tid)
                     e["is_internal"] = False
@@ -111,20 +117,20 @@ async def handle(ctx, request):
         else:
             allow_auto = request["allow_auto_topic_creation"] and broker.config["auto.create.topics.enable"]
             # auto-creation needs CREATE on the cluster or on the topic
-            create_anywhere = az is None or az.allowed(CREATE, CLUSTER, CLUSTER_NAME, log_denied=False)
+            create_anywhere = az is None or az.permits(_AUTO_CREATE_ANY, log_denied=False)
             seen = set()
             for t in req_topics:
                 name = t["name"]
                 if name in seen:
                     continue
                 seen.add(name)
-                if az is not None and not az.allowed(DESCRIBE, TOPIC, name):
+                if az is not None and not az.permits(_TOPIC, name):
                     e = _error_topic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name)
                     e["is_internal"] = False
                     denied_describe.append(e)
                     continue
                 info = md.topics.get(name)
-                if info is None and allow_auto and not create_anywhere and not az.allowed(CREATE, TOPIC, name):
+                if info is None and allow_auto and not create_anywhere and not az.permits(_AUTO_CREATE, name):
                     denied_create.append(_error_topic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name))
                     continue
                 if info is not None:

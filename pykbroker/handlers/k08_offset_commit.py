@@ -28,8 +28,8 @@ as in Kafka 4.
 """
 from __future__ import annotations
 
-from ..acl.bindings import GROUP, READ, TOPIC
 from ..acl.check import session
+from ..acl.requirements import need
 from ..coordinator.group.api import group_precheck
 from ..protocol.errors import ErrorCode, KafkaError
 from .offset_commits import check_topics, every_partition, response, write_offsets
@@ -37,6 +37,9 @@ from .offset_commits import check_topics, every_partition, response, write_offse
 API_KEY = 8
 MIN_VERSION = 2
 MAX_VERSION = 10
+# what this API needs from the authorizer (acl/requirements.py)
+_GROUP = need(API_KEY, "group")
+_TOPIC = need(API_KEY, "topic")
 
 
 async def handle(ctx, request):
@@ -48,9 +51,9 @@ async def handle(ctx, request):
     readable = None
     if az is not None:
         # READ on the group for the whole request, then READ on each topic
-        if not az.allowed(READ, GROUP, request["group_id"]):
+        if not az.permits(_GROUP, request["group_id"]):
             raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
-        readable = lambda name: az.allowed(READ, TOPIC, name)   # noqa: E731
+        readable = lambda name: az.permits(_TOPIC, name)   # noqa: E731
     failed, accepted = check_topics(ctx.services.metadata_cache, request, by_id, readable)
     # 2. The coordinator: group checks apply to every accepted partition.
     answered = []

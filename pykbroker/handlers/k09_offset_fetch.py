@@ -21,14 +21,17 @@ v10 topic ids instead of names.
 """
 from __future__ import annotations
 
-from ..acl.bindings import DESCRIBE, GROUP, TOPIC
 from ..acl.check import session
+from ..acl.requirements import need
 from ..coordinator.group.api import group_precheck
 from ..protocol.errors import ErrorCode as E
 
 API_KEY = 9
 MIN_VERSION = 1
 MAX_VERSION = 10
+# what this API needs from the authorizer (acl/requirements.py)
+_GROUP = need(API_KEY, "group")
+_TOPIC = need(API_KEY, "topic")
 
 
 def _part(idx, om, code=0):
@@ -57,7 +60,7 @@ async def _fetch_group(ctx, gid, topics, member_id=None, member_epoch=-1, requir
     # The empty group id is a group like any other (Kafka: "for backwards compatibility, we
     # support fetch commits for the empty group id"; only a null id is INVALID_GROUP_ID).
     az = session(ctx)
-    if az is not None and not az.allowed(DESCRIBE, GROUP, gid):
+    if az is not None and not az.permits(_GROUP, gid):
         err = E.GROUP_AUTHORIZATION_FAILED   # DESCRIBE on the group, before the coordinator's checks
     else:
         gc, err = await group_precheck(ctx, gid, create_topic=False)
@@ -80,7 +83,7 @@ async def _fetch_group(ctx, gid, topics, member_id=None, member_epoch=-1, requir
             by_topic.setdefault(t, []).append(_stable_part(gc, gid, (t, p), om, require_stable))
         out = []
         for t, ps in by_topic.items():
-            if az is not None and not az.allowed(DESCRIBE, TOPIC, t):
+            if az is not None and not az.permits(_TOPIC, t):
                 continue   # all topics: those the client may not describe are left out
             if v >= 10:
                 info = md.get(t) if md is not None else None
@@ -102,7 +105,7 @@ async def _fetch_group(ctx, gid, topics, member_id=None, member_epoch=-1, requir
             tid = t["topic_id"]
         else:
             name, tid = t["name"], None
-        if az is not None and not az.allowed(DESCRIBE, TOPIC, name):
+        if az is not None and not az.permits(_TOPIC, name):
             out.append(_topic(v, name, tid, [_part(i, None, E.TOPIC_AUTHORIZATION_FAILED)
                                              for i in t["partition_indexes"]]))
             continue

@@ -22,8 +22,9 @@ v5/v6 only widen the errors a client may see (v6 adds share key type 2).
 """
 from __future__ import annotations
 
-from ..acl.bindings import CLUSTER, CLUSTER_ACTION, CLUSTER_NAME, DESCRIBE, GROUP, TRANSACTIONAL_ID
+from ..acl.bindings import CLUSTER, CLUSTER_NAME
 from ..acl.check import session
+from ..acl.requirements import need
 from ..coordinator.group.api import group_precheck
 from ..coordinator.group.offsets import OFFSETS_TOPIC
 from ..coordinator.share.records import SHARE_STATE_TOPIC
@@ -53,9 +54,8 @@ def _share_key(key: str):
     return parts[0], tid, p
 
 
-_NEEDS = {0: (DESCRIBE, GROUP, E.GROUP_AUTHORIZATION_FAILED),
-          1: (DESCRIBE, TRANSACTIONAL_ID, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
-          2: (CLUSTER_ACTION, CLUSTER, E.CLUSTER_AUTHORIZATION_FAILED)}
+# what each key type needs from the authorizer (acl/requirements.py)
+_NEEDS = {0: need(API_KEY, "group"), 1: need(API_KEY, "transactional_id"), 2: need(API_KEY, "share")}
 
 
 async def _lookup(ctx, key: str, key_type: int) -> dict:
@@ -67,10 +67,11 @@ async def _lookup(ctx, key: str, key_type: int) -> dict:
     if az is not None:
         # Kafka: DESCRIBE on the group / transactional id, CLUSTER_ACTION on the cluster for the
         # share coordinator (brokers only), before any other check
-        need = _NEEDS.get(key_type)
-        if need is not None and not az.allowed(need[0], need[1], key if need[1] != CLUSTER else CLUSTER_NAME):
+        needed = _NEEDS.get(key_type)
+        if needed is not None and not az.permits(needed, key if needed.resource_type != CLUSTER else CLUSTER_NAME):
             # Kafka 4.4 answers these with an empty message (checked: tests/differential)
-            return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": int(need[2]),
+            assert needed.error is not None
+            return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": int(needed.error),
                     "error_message": ""}
     if key_type == 0:
         gc, code = await group_precheck(ctx, key)

@@ -21,8 +21,8 @@ v8 reason; v9 skip_assignment.
 """
 from __future__ import annotations
 
-from ..acl.bindings import GROUP, READ
-from ..acl.check import allowed
+from ..acl.check import permits
+from ..acl.requirements import need
 from ..coordinator.group.api import client_host, group_precheck
 from ..coordinator.group.classic import JoinRequest, join_error
 from ..protocol.errors import ErrorCode as E
@@ -30,6 +30,8 @@ from ..protocol.errors import ErrorCode as E
 API_KEY = 11
 MIN_VERSION = 0
 MAX_VERSION = 9
+# what this API needs from the authorizer (acl/requirements.py)
+_GROUP = need(API_KEY, "group")
 
 
 def _shape(ctx, res: dict) -> dict:
@@ -43,7 +45,7 @@ def _shape(ctx, res: dict) -> dict:
 async def handle(ctx, request):
     gid = request["group_id"]
     mid = request["member_id"] or ""
-    if not allowed(ctx, READ, GROUP, gid):   # before the coordinator's checks (Kafka)
+    if not permits(ctx, _GROUP, gid):   # before the coordinator's checks (Kafka)
         return _shape(ctx, join_error(E.GROUP_AUTHORIZATION_FAILED, mid))
     if not gid:
         return _shape(ctx, join_error(E.INVALID_GROUP_ID, mid))

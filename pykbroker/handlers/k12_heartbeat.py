@@ -9,18 +9,20 @@ Version notes: v1 throttle_time_ms; v3 group_instance_id; v4 flexible.
 """
 from __future__ import annotations
 
-from ..acl.bindings import GROUP, READ
-from ..acl.check import allowed
+from ..acl.check import permits
+from ..acl.requirements import need
 from ..protocol.errors import ErrorCode, KafkaError
 from .common import classic_group
 
 API_KEY = 12
 MIN_VERSION = 0
 MAX_VERSION = 4
+# what this API needs from the authorizer (acl/requirements.py)
+_GROUP = need(API_KEY, "group")
 
 
 async def handle(ctx, request):
-    if not allowed(ctx, READ, GROUP, request["group_id"]):
+    if not permits(ctx, _GROUP, request["group_id"]):
         raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED)   # READ on the group (Kafka)
     g, err = await classic_group(ctx, request["group_id"])
     if not err:

@@ -20,8 +20,9 @@ v6 GROUP_ID_NOT_FOUND and error_message.
 """
 from __future__ import annotations
 
-from ..acl.bindings import DESCRIBE, GROUP
+from ..acl.bindings import GROUP
 from ..acl.check import authorized_operations, session
+from ..acl.requirements import need
 from ..coordinator.group.api import group_precheck
 from ..protocol.errors import ErrorCode as E
 from .common import error_per_item
@@ -29,6 +30,8 @@ from .common import error_per_item
 API_KEY = 15
 MIN_VERSION = 0
 MAX_VERSION = 6
+# what this API needs from the authorizer (acl/requirements.py)
+_GROUP = need(API_KEY, "group")
 
 _NO_OPS = -2147483648
 
@@ -45,7 +48,7 @@ async def handle(ctx, request):
     az = session(ctx)
     denied = []   # Kafka answers the groups the client may not describe first
     for gid in request["groups"]:
-        if az is not None and not az.allowed(DESCRIBE, GROUP, gid):
+        if az is not None and not az.permits(_GROUP, gid):
             d = _dead(gid, E.GROUP_AUTHORIZATION_FAILED)
             d["group_state"] = ""   # Kafka's error entry has no state (checked: tests/differential)
             d["authorized_operations"] = _NO_OPS

@@ -12,13 +12,16 @@ a streams group's "streams").
 """
 from __future__ import annotations
 
-from ..acl.bindings import CLUSTER, CLUSTER_NAME, DESCRIBE, GROUP
 from ..acl.check import session
+from ..acl.requirements import need
 from ..coordinator.group.api import coordinator
 
 API_KEY = 16
 MIN_VERSION = 0
 MAX_VERSION = 5
+# what this API needs from the authorizer (acl/requirements.py)
+_CLUSTER = need(API_KEY, "cluster")
+_GROUP = need(API_KEY, "group")
 
 
 async def handle(ctx, request):
@@ -28,12 +31,12 @@ async def handle(ctx, request):
     out = []
     # DESCRIBE on the cluster lists every group; otherwise only those the client may describe
     az = session(ctx)
-    if az is not None and az.allowed(DESCRIBE, CLUSTER, CLUSTER_NAME, log_denied=False):   # a filter: not logged
+    if az is not None and az.permits(_CLUSTER, log_denied=False):   # a filter: not logged
         az = None
     for gid, g in sorted(gc.groups.items()):
         if g.state == "Dead":
             continue
-        if az is not None and not az.allowed(DESCRIBE, GROUP, gid, log_denied=False):
+        if az is not None and not az.permits(_GROUP, gid, log_denied=False):
             continue
         state = g.summary_state()
         if states and state.lower() not in states:

@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import trio
 
-from ..acl.bindings import CLUSTER, CLUSTER_NAME, CREATE, DESCRIBE_CONFIGS, TOPIC
 from ..acl.check import session
+from ..acl.requirements import need
 from ..config import SOURCE_TOPIC, TOPIC_CONFIGS
 from ..protocol.errors import ErrorCode, KafkaError
 from ..quota.manager import mutation_quota
@@ -42,6 +42,10 @@ from .common import DUPLICATE_TOPIC, TOO_MANY_PARTITIONS, each_topic_once, error
 API_KEY = 19
 MIN_VERSION = 2
 MAX_VERSION = 7
+# what this API needs from the authorizer (acl/requirements.py)
+_CLUSTER = need(API_KEY, "cluster")
+_CONFIGS = need(API_KEY, "configs")
+_TOPIC = need(API_KEY, "topic")
 
 
 def config_entries(broker, overrides: dict) -> list[dict]:
@@ -77,7 +81,7 @@ async def handle(ctx, request):
         return {"throttle_time_ms": 0, "topics": [
             _failed(t["name"], ErrorCode.POLICY_VIOLATION, TOO_MANY_PARTITIONS) for t in topics]}
     az = session(ctx)
-    create_any = az is None or az.allowed(CREATE, CLUSTER, CLUSTER_NAME, log_denied=False)
+    create_any = az is None or az.permits(_CLUSTER, log_denied=False)
     mq = mutation_quota(ctx)   # controller_mutation_rate (quota/manager.py); None: not counted
     if mq is not None and not request["validate_only"]:
         # Kafka's controller checks every topic and counts the valid ones' partitions before
@@ -90,7 +94,7 @@ async def handle(ctx, request):
         if t is None:
             results.append(_failed(name, ErrorCode.INVALID_REQUEST, DUPLICATE_TOPIC))
             continue
-        if not create_any and not az.allowed(CREATE, TOPIC, name):
+        if not create_any and not az.permits(_TOPIC, name):
             results.append(_failed(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."))
             continue
         if name in refused:
@@ -105,7 +109,7 @@ async def handle(ctx, request):
         except KafkaError as e:
             results.append(_failed(name, e.code, e.message))
             continue
-        if az is not None and not az.allowed(DESCRIBE_CONFIGS, TOPIC, name, log_denied=False):
+        if az is not None and not az.permits(_CONFIGS, name, log_denied=False):
             # created, but its configs are not shown to a client that may not describe them
             config_code, configs = ErrorCode.TOPIC_AUTHORIZATION_FAILED, []
         else:
@@ -121,7 +125,7 @@ async def _count_mutations(controller, mq, topics, counts, create_any, az) -> se
     partitions counted in request order (invalid ones are answered with their own error)."""
     refused = set()
     for name, t in each_topic_once(topics, counts):
-        if t is None or (not create_any and not az.allowed(CREATE, TOPIC, name)):
+        if t is None or (not create_any and not az.permits(_TOPIC, name)):
             continue
         configs = {c["name"]: c["value"] for c in t["configs"]}
         assignments = [(a["partition_index"], a["broker_ids"]) for a in t["assignments"]]

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import trio
 
-from ..acl.bindings import CLUSTER, CLUSTER_NAME, DELETE, DESCRIBE, TOPIC
 from ..acl.check import session
+from ..acl.requirements import need
 from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode, KafkaError
 from ..quota.manager import mutation_quota
 from ..cluster.metadata import ZERO_UUID
@@ -34,6 +34,10 @@ from ..cluster.metadata import ZERO_UUID
 API_KEY = 20
 MIN_VERSION = 1
 MAX_VERSION = 6
+# what this API needs from the authorizer (acl/requirements.py)
+_CLUSTER = need(API_KEY, "cluster")
+_DESCRIBE = need(API_KEY, "describe")
+_TOPIC = need(API_KEY, "topic")
 
 # Kafka answers unknown names and ids with ApiError(Errors), which carries the default text.
 _DEFAULT_TEXT = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID)
@@ -96,20 +100,20 @@ async def handle(ctx, request):
         out.append(_result(None, tid, ErrorCode.INVALID_REQUEST, "Duplicate topic id."))
     to_delete: dict[bytes, str] = {}
     az = session(ctx)
-    if az is not None and az.allowed(DELETE, CLUSTER, CLUSTER_NAME):
+    if az is not None and az.permits(_CLUSTER):
         az = None   # DELETE on the cluster covers every topic
     for tid in ids:
         info = md.by_id.get(tid)
         if info is None:
             out.append(_result(None, tid, ErrorCode.UNKNOWN_TOPIC_ID))
-        elif az is not None and not az.allowed(DESCRIBE, TOPIC, info.name):
+        elif az is not None and not az.permits(_DESCRIBE, info.name):
             out.append(_result(None, tid, ErrorCode.TOPIC_AUTHORIZATION_FAILED, _DENIED))   # the name stays unknown
-        elif az is not None and not az.allowed(DELETE, TOPIC, info.name):
+        elif az is not None and not az.permits(_TOPIC, info.name):
             out.append(_result(info.name, tid, ErrorCode.TOPIC_AUTHORIZATION_FAILED, _DENIED))
         else:
             to_delete[tid] = info.name
     for n in names:
-        if az is not None and not (az.allowed(DESCRIBE, TOPIC, n) and az.allowed(DELETE, TOPIC, n)):
+        if az is not None and not (az.permits(_DESCRIBE, n) and az.permits(_TOPIC, n)):
             # before the existence check: a denied client cannot probe names
             out.append(_result(n, ZERO_UUID, ErrorCode.TOPIC_AUTHORIZATION_FAILED, _DENIED))
             continue

@@ -14,14 +14,16 @@ Version notes: v1 is identical to v0; v2 is flexible.
 """
 from __future__ import annotations
 
-from ..acl.bindings import DELETE, TOPIC
-from ..acl.check import allowed
+from ..acl.check import permits
+from ..acl.requirements import need
 from ..protocol.errors import ErrorCode, KafkaError
 from .common import PartitionResponses, leader_partition
 
 API_KEY = 21
 MIN_VERSION = 0
 MAX_VERSION = 2
+# what this API needs from the authorizer (acl/requirements.py)
+_TOPIC = need(API_KEY, "topic")
 
 _KEYS = ("topics", "name", "partitions", "partition_index")
 RESPONSES = PartitionResponses(_KEYS, _KEYS, {"low_watermark": -1})
@@ -32,7 +34,7 @@ async def handle(ctx, request):
     rm = ctx.services.replica_manager
 
     async def answer(name, p):
-        if not allowed(ctx, DELETE, TOPIC, name):
+        if not permits(ctx, _TOPIC, name):
             raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)   # DELETE on the topic (Kafka)
         partition = leader_partition(rm, name, p["partition_index"])
         low = await partition.delete_records_before(p["offset"])  # or raises KafkaError

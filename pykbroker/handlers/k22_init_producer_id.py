@@ -28,14 +28,18 @@ two-phase commit, is not offered).
 """
 from __future__ import annotations
 
-from ..acl.bindings import CLUSTER, CLUSTER_NAME, IDEMPOTENT_WRITE, TOPIC, TRANSACTIONAL_ID, WRITE
 from ..acl.check import session
+from ..acl.requirements import need
 from ..protocol.errors import ErrorCode
 from .txn_errors import top_level_error_response
 
 API_KEY = 22
 MIN_VERSION = 0
 MAX_VERSION = 5
+# what this API needs from the authorizer (acl/requirements.py)
+_IDEMPOTENT = need(API_KEY, "idempotent")
+_IDEMPOTENT_ANY_TOPIC = need(API_KEY, "idempotent_any_topic")
+_TRANSACTIONAL_ID = need(API_KEY, "transactional_id")
 
 
 # PRODUCER_FENCED from v4 on (INVALID_PRODUCER_EPOCH before); no producer id or epoch on an error
@@ -49,9 +53,9 @@ async def handle(ctx, request):
         # Kafka's checks come first: WRITE on the transactional id; an idempotent producer needs
         # IDEMPOTENT_WRITE on the cluster or, since KIP-679, WRITE on some topic
         if txn_id is not None:
-            if not az.allowed(WRITE, TRANSACTIONAL_ID, txn_id):
+            if not az.permits(_TRANSACTIONAL_ID, txn_id):
                 return error_response(ctx, request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-        elif not az.allowed(IDEMPOTENT_WRITE, CLUSTER, CLUSTER_NAME, log_denied=False) and not az.by_resource_type(WRITE, TOPIC):
+        elif not az.permits(_IDEMPOTENT, log_denied=False) and not az.permits_any(_IDEMPOTENT_ANY_TOPIC):
             return error_response(ctx, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     pid, epoch = -1, -1
     if ctx.api_version >= 3:

@@ -16,14 +16,17 @@ replica_id; v4 is flexible.
 """
 from __future__ import annotations
 
-from ..acl.bindings import CLUSTER, CLUSTER_ACTION, CLUSTER_NAME, DESCRIBE, TOPIC
 from ..acl.check import session
+from ..acl.requirements import need
 from ..protocol.errors import ErrorCode, KafkaError
 from .common import PartitionResponses, leader_partition
 
 API_KEY = 23
 MIN_VERSION = 2
 MAX_VERSION = 4
+# what this API needs from the authorizer (acl/requirements.py)
+_FOLLOWER = need(API_KEY, "follower")
+_TOPIC = need(API_KEY, "topic")
 
 _KEYS = ("topics", "topic", "partitions", "partition")
 RESPONSES = PartitionResponses(_KEYS, _KEYS, {"leader_epoch": -1, "end_offset": -1})
@@ -35,11 +38,11 @@ async def handle(ctx, request):
     az = session(ctx)
     follower = request["replica_id"] >= 0
     # Kafka checks CLUSTER_ACTION with logIfDenied = false (not an access the audit log shows)
-    if az is not None and follower and not az.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME, log_denied=False):
+    if az is not None and follower and not az.permits(_FOLLOWER, log_denied=False):
         raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)   # a follower's request (Kafka)
 
     async def answer(name, p):
-        if az is not None and not az.allowed(DESCRIBE, TOPIC, name):
+        if az is not None and not az.permits(_TOPIC, name):
             raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         partition = leader_partition(rm, name, p["partition"], p["current_leader_epoch"])
         epoch, end = partition.end_offset_for_epoch(p["leader_epoch"])

@@ -24,14 +24,18 @@ versions get INVALID_PRODUCER_EPOCH); v3 flexible; v4 batched, broker-only; v5 t
 """
 from __future__ import annotations
 
-from ..acl.bindings import CLUSTER, CLUSTER_ACTION, CLUSTER_NAME, TOPIC, TRANSACTIONAL_ID, WRITE
 from ..acl.check import session
+from ..acl.requirements import need
 from ..protocol.errors import ErrorCode as E
 from .txn_errors import client_error_code
 
 API_KEY = 24
 MIN_VERSION = 0
 MAX_VERSION = 5
+# what this API needs from the authorizer (acl/requirements.py)
+_TOPIC = need(API_KEY, "topic")
+_TRANSACTIONAL_ID = need(API_KEY, "transactional_id")
+_VERIFY = need(API_KEY, "verify")
 
 
 def _code(ctx, code):
@@ -69,7 +73,7 @@ async def handle(ctx, request):
     md = ctx.services.metadata_cache
     az = session(ctx)
     if ctx.api_version >= 4:
-        if az is not None and not az.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME):
+        if az is not None and not az.permits(_VERIFY):
             return error_response(ctx, request, E.CLUSTER_AUTHORIZATION_FAILED)   # brokers only (Kafka)
         results = []
         for txn in request["transactions"]:
@@ -93,9 +97,9 @@ async def handle(ctx, request):
         # Kafka: WRITE on the transactional id (every partition refused), then WRITE on each
         # topic (the denied ones TOPIC_AUTHORIZATION_FAILED, unknown ones theirs, the rest not
         # attempted)
-        if not az.allowed(WRITE, TRANSACTIONAL_ID, request["v3_and_below_transactional_id"]):
+        if not az.permits(_TRANSACTIONAL_ID, request["v3_and_below_transactional_id"]):
             return error_response(ctx, request, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-        denied = {t["name"] for t in topics if not az.allowed(WRITE, TOPIC, t["name"])}
+        denied = {t["name"] for t in topics if not az.permits(_TOPIC, t["name"])}
         if denied:
             unknown = _unknown(md, topics)
             return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _topics_result(

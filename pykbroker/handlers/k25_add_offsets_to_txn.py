@@ -11,8 +11,8 @@ Transaction version 2 clients do not send it: TxnOffsetCommit v5 adds the offset
 """
 from __future__ import annotations
 
-from ..acl.bindings import GROUP, READ, TRANSACTIONAL_ID, WRITE
-from ..acl.check import allowed
+from ..acl.check import permits
+from ..acl.requirements import need
 from ..coordinator.group.api import group_precheck
 from ..coordinator.group.offsets import OFFSETS_TOPIC
 from ..protocol.errors import ErrorCode as E
@@ -21,6 +21,9 @@ from .txn_errors import top_level_error_response
 API_KEY = 25
 MIN_VERSION = 0
 MAX_VERSION = 4
+# what this API needs from the authorizer (acl/requirements.py)
+_GROUP = need(API_KEY, "group")
+_TRANSACTIONAL_ID = need(API_KEY, "transactional_id")
 
 
 # PRODUCER_FENCED from v2 on (INVALID_PRODUCER_EPOCH before); every answer is this shape
@@ -29,9 +32,9 @@ error_response = top_level_error_response(2)
 
 async def handle(ctx, request):
     # Kafka's order: WRITE on the transactional id, then READ on the group
-    if not allowed(ctx, WRITE, TRANSACTIONAL_ID, request["transactional_id"]):
+    if not permits(ctx, _TRANSACTIONAL_ID, request["transactional_id"]):
         return error_response(ctx, request, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    if not allowed(ctx, READ, GROUP, request["group_id"]):
+    if not permits(ctx, _GROUP, request["group_id"]):
         return error_response(ctx, request, E.GROUP_AUTHORIZATION_FAILED)
     tc = ctx.services.transaction_coordinator
     if tc is None:

@@ -21,14 +21,16 @@ Version notes: v1 same as v0; v2 PRODUCER_FENCED; v3 flexible; v4 adds TRANSACTI
 """
 from __future__ import annotations
 
-from ..acl.bindings import TRANSACTIONAL_ID, WRITE
-from ..acl.check import allowed
+from ..acl.check import permits
+from ..acl.requirements import need
 from ..protocol.errors import ErrorCode as E
 from .txn_errors import top_level_error_response
 
 API_KEY = 26
 MIN_VERSION = 0
 MAX_VERSION = 5
+# what this API needs from the authorizer (acl/requirements.py)
+_TRANSACTIONAL_ID = need(API_KEY, "transactional_id")
 
 
 # PRODUCER_FENCED from v2 on (INVALID_PRODUCER_EPOCH before); v5's producer id and epoch are
@@ -37,7 +39,7 @@ error_response = top_level_error_response(2, producer_id=-1, producer_epoch=-1)
 
 
 async def handle(ctx, request):
-    if not allowed(ctx, WRITE, TRANSACTIONAL_ID, request["transactional_id"]):
+    if not permits(ctx, _TRANSACTIONAL_ID, request["transactional_id"]):
         return error_response(ctx, request, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)   # first (Kafka)
     tc = ctx.services.transaction_coordinator
     if tc is None:

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import trio
 
-from ..acl.bindings import CLUSTER, CLUSTER_ACTION, CLUSTER_NAME
 from ..acl.check import session
+from ..acl.requirements import need
 from ..coordinator.group.offsets import OFFSETS_TOPIC
 from ..protocol.errors import ErrorCode as E, KafkaError
 from .common import leader_partition
@@ -29,6 +29,8 @@ from .common import leader_partition
 API_KEY = 27
 MIN_VERSION = 1
 MAX_VERSION = 2
+# what this API needs from the authorizer (acl/requirements.py)
+_CLUSTER = need(API_KEY, "cluster")
 # How long the answer waits for markers to be committed (Kafka uses the request timeout).
 _COMMIT_WAIT_S = 30
 
@@ -44,7 +46,7 @@ async def handle(ctx, request):
     # brokers only: CLUSTER_ACTION on the cluster, else every partition answered
     # CLUSTER_AUTHORIZATION_FAILED (Kafka's authorizeClusterOperation before anything is written)
     az = session(ctx)
-    if az is not None and not az.allowed(CLUSTER_ACTION, CLUSTER, CLUSTER_NAME):
+    if az is not None and not az.permits(_CLUSTER):
         return error_response(ctx, request, E.CLUSTER_AUTHORIZATION_FAILED)
     broker = ctx.broker
     rm = broker.replica_manager

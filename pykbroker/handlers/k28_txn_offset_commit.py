@@ -37,8 +37,8 @@ STALE_MEMBER_EPOCH.
 from __future__ import annotations
 
 
-from ..acl.bindings import GROUP, READ, TOPIC, TRANSACTIONAL_ID, WRITE
 from ..acl.check import session
+from ..acl.requirements import need
 from ..coordinator.group.api import group_precheck
 from ..coordinator.group.offsets import OFFSETS_TOPIC
 from ..protocol.errors import ErrorCode as E
@@ -48,6 +48,10 @@ from .txn_errors import client_error_code
 API_KEY = 28
 MIN_VERSION = 0
 MAX_VERSION = 6
+# what this API needs from the authorizer (acl/requirements.py)
+_GROUP = need(API_KEY, "group")
+_TOPIC = need(API_KEY, "topic")
+_TRANSACTIONAL_ID = need(API_KEY, "transactional_id")
 
 
 def _downgrade(ctx, code):
@@ -112,11 +116,11 @@ async def handle(ctx, request):
     if az is not None:
         # Kafka's order: WRITE on the transactional id, READ on the group (whole request), then
         # READ on each topic
-        if not az.allowed(WRITE, TRANSACTIONAL_ID, request["transactional_id"]):
+        if not az.permits(_TRANSACTIONAL_ID, request["transactional_id"]):
             return error_response(ctx, request, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-        if not az.allowed(READ, GROUP, request["group_id"]):
+        if not az.permits(_GROUP, request["group_id"]):
             return error_response(ctx, request, E.GROUP_AUTHORIZATION_FAILED)
-        readable = lambda name: az.allowed(READ, TOPIC, name)   # noqa: E731
+        readable = lambda name: az.permits(_TOPIC, name)   # noqa: E731
     failed, accepted = check_topics(ctx.services.metadata_cache, request, by_id, readable)
     # 2. The transaction and group checks and the write, for the partitions left (none left:
     #    answered without them, as Kafka does).

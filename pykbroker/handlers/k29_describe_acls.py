@@ -16,14 +16,17 @@ from __future__ import annotations
 
 from itertools import groupby
 
-from ..acl.bindings import DESCRIBE, filter_from_wire, raw_unknown
-from ..acl.check import cluster_allowed, session
+from ..acl.bindings import filter_from_wire, raw_unknown
+from ..acl.check import permits, session
+from ..acl.requirements import need
 from ..protocol.errors import ErrorCode
 from ..server.dispatch import CloseConnection
 
 API_KEY = 29
 MIN_VERSION = 1
 MAX_VERSION = 3
+# what this API needs from the authorizer (acl/requirements.py)
+_CLUSTER = need(API_KEY, "cluster")
 
 
 def _answer(code=0, message="", resources=()):
@@ -37,7 +40,7 @@ async def handle(ctx, request):
     az = session(ctx)
     if az is None:
         return _answer(ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
-    if not cluster_allowed(ctx, DESCRIBE):
+    if not permits(ctx, _CLUSTER):
         # Kafka's text names its request object (connection, session...): pykbroker names the API
         return _answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Request DescribeAcls needs DESCRIBE permission.")
     flt = filter_from_wire(request["resource_type_filter"], request["resource_name_filter"],

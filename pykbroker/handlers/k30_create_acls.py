@@ -17,14 +17,17 @@ Behaviour (AK AclApis.handleCreateAcls, AclControlManager.createAcls):
 """
 from __future__ import annotations
 
-from ..acl.bindings import ALTER, binding_from_wire, creation_fails_request, raw_unknown, validate_new_binding
-from ..acl.check import cluster_allowed, session
+from ..acl.bindings import binding_from_wire, creation_fails_request, raw_unknown, validate_new_binding
+from ..acl.check import permits, session
+from ..acl.requirements import need
 from ..protocol.errors import ErrorCode, KafkaError
 from ..server.dispatch import CloseConnection
 
 API_KEY = 30
 MIN_VERSION = 1
 MAX_VERSION = 3
+# what this API needs from the authorizer (acl/requirements.py)
+_CLUSTER = need(API_KEY, "cluster")
 
 NO_AUTHORIZER = "No Authorizer is configured."
 
@@ -41,7 +44,7 @@ async def handle(ctx, request):
             raise CloseConnection("CreateAcls with an UNKNOWN (0) element: %r" % (c,))
     if session(ctx) is None:
         return _all(request, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
-    if not cluster_allowed(ctx, ALTER):
+    if not permits(ctx, _CLUSTER):
         # Kafka's text names its request object (connection, session...): pykbroker names the API
         return _all(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Request CreateAcls needs ALTER permission.")
     bindings = [binding_from_wire(c["resource_type"], c["resource_name"], c["resource_pattern_type"], c["principal"],

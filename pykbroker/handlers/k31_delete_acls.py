@@ -13,14 +13,17 @@ Behaviour (AK AclApis.handleDeleteAcls, AclControlManager.deleteAcls):
 """
 from __future__ import annotations
 
-from ..acl.bindings import ALTER, UNKNOWN, filter_from_wire, raw_unknown
-from ..acl.check import cluster_allowed, session
+from ..acl.bindings import UNKNOWN, filter_from_wire, raw_unknown
+from ..acl.check import permits, session
+from ..acl.requirements import need
 from ..protocol.errors import ErrorCode, KafkaError
 from ..server.dispatch import CloseConnection
 
 API_KEY = 31
 MIN_VERSION = 1
 MAX_VERSION = 3
+# what this API needs from the authorizer (acl/requirements.py)
+_CLUSTER = need(API_KEY, "cluster")
 
 
 def _all(request, code, message=None):
@@ -35,7 +38,7 @@ async def handle(ctx, request):
     az = session(ctx)
     if az is None:
         return _all(request, ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
-    if not cluster_allowed(ctx, ALTER):
+    if not permits(ctx, _CLUSTER):
         # Kafka's text names its request object (connection, session...): pykbroker names the API
         return _all(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Request DeleteAcls needs ALTER permission.")
     results, removed = [], {}

@@ -219,7 +219,7 @@ async def handle(ctx, request):
     docs_on = ctx.api_version >= 3 and request["include_documentation"]
     results, denied = [], []
     for res in request["resources"]:
-        err = config_authorization_error(ctx, res["resource_type"], res["resource_name"], False)
+        err = config_authorization_error(ctx, res["resource_type"], res["resource_name"])
         if err is not None:
             # Kafka answers the authorized resources first, then the others
             denied.append({"error_code": int(err.code), "error_message": err.message,

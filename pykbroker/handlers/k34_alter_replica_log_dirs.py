@@ -22,13 +22,15 @@ Version notes: v2 is flexible.
 """
 from __future__ import annotations
 
-from ..acl.bindings import ALTER
-from ..acl.check import cluster_allowed
+from ..acl.check import permits
+from ..acl.requirements import need
 from ..protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 34
 MIN_VERSION = 1
 MAX_VERSION = 2
+# what this API needs from the authorizer (acl/requirements.py)
+_CLUSTER = need(API_KEY, "cluster")
 
 # A file name is at most 255 bytes: "<topic>-<partition>.<32 hex>-future" must fit.
 _MAX_NAME = 255
@@ -57,7 +59,7 @@ def error_response(ctx, request, code) -> dict:
 
 
 async def handle(ctx, request):
-    if not cluster_allowed(ctx, ALTER):
+    if not permits(ctx, _CLUSTER):
         return error_response(ctx, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     targets: dict[tuple[str, int], str] = {}
     for d in request["dirs"]:

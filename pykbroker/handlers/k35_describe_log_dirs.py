@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import os
 
-from ..acl.bindings import DESCRIBE
-from ..acl.check import cluster_allowed
+from ..acl.check import permits
+from ..acl.requirements import need
 from ..protocol.errors import ErrorCode
 
 API_KEY = 35
 MIN_VERSION = 1
 MAX_VERSION = 5
+# what this API needs from the authorizer (acl/requirements.py)
+_CLUSTER = need(API_KEY, "cluster")
 
 
 def _space(d: str) -> tuple[int, int]:
@@ -62,7 +64,7 @@ def _dir_result(lm, d: str, wanted) -> dict:
 
 
 async def handle(ctx, request):
-    if not cluster_allowed(ctx, DESCRIBE):
+    if not permits(ctx, _CLUSTER):
         # Kafka: no log dir at all, the error at the top (v1-2 have no field for it)
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), "results": []}
     lm = ctx.broker.log_manager

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import trio
 
-from ..acl.bindings import ALTER, TOPIC
-from ..acl.check import allowed
+from ..acl.check import permits
+from ..acl.requirements import need
 from ..protocol.errors import ErrorCode, KafkaError
 from ..quota.manager import mutation_quota
 from ..cluster.metadata import MAX_PARTITIONS_PER_REQUEST
@@ -31,6 +31,8 @@ from .common import DUPLICATE_TOPIC, TOO_MANY_PARTITIONS, each_topic_once, error
 API_KEY = 37
 MIN_VERSION = 0
 MAX_VERSION = 3
+# what this API needs from the authorizer (acl/requirements.py)
+_TOPIC = need(API_KEY, "topic")
 
 
 def _result(name, code=0, message=None) -> dict:
@@ -57,7 +59,7 @@ async def handle(ctx, request):
     if mq is not None and not request["validate_only"]:
         # Kafka's controller counts every valid change before making any (see CreateTopics)
         for name, t in each_topic_once(topics, counts):
-            if t is None or not allowed(ctx, ALTER, TOPIC, name):
+            if t is None or not permits(ctx, _TOPIC, name):
                 continue
             assignments = None if t["assignments"] is None else [a["broker_ids"] for a in t["assignments"]]
             try:
@@ -70,7 +72,7 @@ async def handle(ctx, request):
         if t is None:
             results.append(_result(name, ErrorCode.INVALID_REQUEST, DUPLICATE_TOPIC))
             continue
-        if not allowed(ctx, ALTER, TOPIC, name):
+        if not permits(ctx, _TOPIC, name):
             results.append(_result(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))   # ALTER on the topic (Kafka)
             continue
         assignments = None

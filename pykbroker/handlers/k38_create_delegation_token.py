@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import logging
 
-from ..acl.bindings import CREATE_TOKENS, USER
-from ..acl.check import allowed
+from ..acl.check import permits
+from ..acl.requirements import need
 from ..protocol.errors import ErrorCode
 from ..security.delegation_tokens import split_principal
 from .token_requests import manager, principal, token_requests_allowed
@@ -30,6 +30,8 @@ log = logging.getLogger("pykbroker.security")
 API_KEY = 38
 MIN_VERSION = 1
 MAX_VERSION = 3
+# what this API needs from the authorizer (acl/requirements.py)
+_OWNER = need(API_KEY, "owner")
 
 
 def _answer(code, owner: str, requester: str, ts: int = -1, token_id: str = "", hmac: bytes = b"",
@@ -51,7 +53,7 @@ async def handle(ctx, request):
     renewers = ["%s:%s" % (r["principal_type"], r["principal_name"]) for r in request["renewers"]]
     if not token_requests_allowed(ctx):
         return _answer(ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, owner, requester)
-    if owner != requester and not allowed(ctx, CREATE_TOKENS, USER, owner):
+    if owner != requester and not permits(ctx, _OWNER, owner):
         return _answer(ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED, owner, requester)
     if any(split_principal(r)[0] != "User" for r in renewers):
         return _answer(ErrorCode.INVALID_PRINCIPAL_TYPE, owner, requester)

@@ -15,8 +15,8 @@ DelegationTokenManager.filterToken; security/delegation_tokens.py):
 """
 from __future__ import annotations
 
-from ..acl.bindings import DELEGATION_TOKEN, DESCRIBE, DESCRIBE_TOKENS, USER
-from ..acl.check import allowed
+from ..acl.check import permits
+from ..acl.requirements import need
 from ..protocol.errors import ErrorCode
 from ..security.delegation_tokens import split_principal
 from .token_requests import manager, principal, token_requests_allowed
@@ -24,6 +24,9 @@ from .token_requests import manager, principal, token_requests_allowed
 API_KEY = 41
 MIN_VERSION = 1
 MAX_VERSION = 3
+# what this API needs from the authorizer (acl/requirements.py)
+_OWNER = need(API_KEY, "owner")
+_TOKEN = need(API_KEY, "token")
 
 
 def _principal(p: str) -> dict:
@@ -46,8 +49,8 @@ async def handle(ctx, request):
         return _answer(ErrorCode.NONE)
     wanted = None if owners is None else ["%s:%s" % (o["principal_type"], o["principal_name"]) for o in owners]
     tokens = tm.visible(principal(ctx), wanted,
-                        lambda token_id: allowed(ctx, DESCRIBE, DELEGATION_TOKEN, token_id),
-                        lambda owner: allowed(ctx, DESCRIBE_TOKENS, USER, owner))
+                        lambda token_id: permits(ctx, _TOKEN, token_id),
+                        lambda owner: permits(ctx, _OWNER, owner))
     out = []
     for t in tokens:
         ot, on = split_principal(t.owner)

@@ -15,14 +15,16 @@ such plugin, so every result carries a null message, as Kafka's do without one.
 """
 from __future__ import annotations
 
-from ..acl.bindings import DELETE, GROUP
-from ..acl.check import allowed
+from ..acl.check import permits
+from ..acl.requirements import need
 from ..protocol.errors import ErrorCode as E
 from ..coordinator.group.api import group_precheck
 
 API_KEY = 42
 MIN_VERSION = 0
 MAX_VERSION = 3
+# what this API needs from the authorizer (acl/requirements.py)
+_GROUP = need(API_KEY, "group")
 
 
 def _result(gid, code):
@@ -32,7 +34,7 @@ def _result(gid, code):
 async def handle(ctx, request):
     results = []
     for gid in dict.fromkeys(request["groups_names"]):
-        if not allowed(ctx, DELETE, GROUP, gid):
+        if not permits(ctx, _GROUP, gid):
             results.append(_result(gid, E.GROUP_AUTHORIZATION_FAILED))   # DELETE on the group (Kafka)
             continue
         gc, code = await group_precheck(ctx, gid, create_topic=False)

@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import trio
 
-from ..acl.bindings import ALTER
-from ..acl.check import cluster_allowed
+from ..acl.check import permits
+from ..acl.requirements import need
 from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode, KafkaError
 
 API_KEY = 43
 MIN_VERSION = 0
 MAX_VERSION = 2
+# what this API needs from the authorizer (acl/requirements.py)
+_CLUSTER = need(API_KEY, "cluster")
 
 PREFERRED, UNCLEAN = 0, 1
 
@@ -47,7 +49,7 @@ def _message(cache, topic: str, p: int, code: ErrorCode) -> str | None:
 
 
 async def handle(ctx, request):
-    if not cluster_allowed(ctx, ALTER):
+    if not permits(ctx, _CLUSTER):
         # ALTER on the cluster; Kafka's controller answers every named partition with its
         # exception's text (which names the request object: pykbroker names the API)
         msg = "Request ElectLeaders needs ALTER permission."

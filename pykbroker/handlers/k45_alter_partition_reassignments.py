@@ -22,14 +22,16 @@ from __future__ import annotations
 
 import trio
 
-from ..acl.bindings import ALTER
-from ..acl.check import cluster_allowed
+from ..acl.check import permits
+from ..acl.requirements import need
 from ..cluster import partition_change as PC
 from ..protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 45
 MIN_VERSION = 0
 MAX_VERSION = 1
+# what this API needs from the authorizer (acl/requirements.py)
+_CLUSTER = need(API_KEY, "cluster")
 
 
 def _single_node(cache, topic, p, target):
@@ -47,7 +49,7 @@ def _single_node(cache, topic, p, target):
 
 
 async def handle(ctx, request):
-    if not cluster_allowed(ctx, ALTER):
+    if not permits(ctx, _CLUSTER):
         # ALTER on the cluster; Kafka's controller answers every partition and the top level
         # with its exception's text (which names the request object: pykbroker names the API)
         msg = "Request AlterPartitionReassignments needs ALTER permission."

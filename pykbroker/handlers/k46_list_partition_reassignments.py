@@ -7,17 +7,19 @@ not reassigning ones are left out, as Kafka does).  A single node never has one.
 """
 from __future__ import annotations
 
-from ..acl.bindings import DESCRIBE
-from ..acl.check import cluster_allowed
+from ..acl.check import permits
+from ..acl.requirements import need
 from ..protocol.errors import ErrorCode
 
 API_KEY = 46
 MIN_VERSION = 0
 MAX_VERSION = 0
+# what this API needs from the authorizer (acl/requirements.py)
+_CLUSTER = need(API_KEY, "cluster")
 
 
 async def handle(ctx, request):
-    if not cluster_allowed(ctx, DESCRIBE):
+    if not permits(ctx, _CLUSTER):
         # DESCRIBE on the cluster (Kafka's text names the request object: pykbroker names the API)
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
                 "error_message": "Request ListPartitionReassignments needs DESCRIBE permission.", "topics": []}

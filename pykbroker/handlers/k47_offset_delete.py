@@ -9,14 +9,17 @@ Deleting an offset that was never committed succeeds.
 """
 from __future__ import annotations
 
-from ..acl.bindings import DELETE, GROUP, READ, TOPIC
 from ..acl.check import session
+from ..acl.requirements import need
 from ..coordinator.group.api import group_precheck
 from ..protocol.errors import ErrorCode as E
 
 API_KEY = 47
 MIN_VERSION = 0
 MAX_VERSION = 0
+# what this API needs from the authorizer (acl/requirements.py)
+_GROUP = need(API_KEY, "group")
+_TOPIC = need(API_KEY, "topic")
 
 
 def _top(code):
@@ -26,7 +29,7 @@ def _top(code):
 async def handle(ctx, request):
     gid = request["group_id"]
     az = session(ctx)
-    if az is not None and not az.allowed(DELETE, GROUP, gid):
+    if az is not None and not az.permits(_GROUP, gid):
         return _top(E.GROUP_AUTHORIZATION_FAILED)   # DELETE on the group, first (Kafka)
     if not gid:
         return _top(E.INVALID_GROUP_ID)
@@ -46,7 +49,7 @@ async def handle(ctx, request):
     for t in request["topics"]:
         parts = []
         for p in t["partitions"]:
-            if az is not None and not az.allowed(READ, TOPIC, t["name"]):
+            if az is not None and not az.permits(_TOPIC, t["name"]):
                 code = E.TOPIC_AUTHORIZATION_FAILED   # READ on the topic (Kafka)
             elif t["name"] in subscribed:
                 code = E.GROUP_SUBSCRIBED_TO_TOPIC

@@ -20,14 +20,16 @@ Kafka's /config znodes, which every broker follows, so every broker answers the 
 """
 from __future__ import annotations
 
-from ..acl.bindings import DESCRIBE_CONFIGS
-from ..acl.check import cluster_allowed
+from ..acl.check import permits
+from ..acl.requirements import need
 from ..protocol.errors import ErrorCode
 from ..quota.entities import QuotaError, describe, entity_to_wire
 
 API_KEY = 48
 MIN_VERSION = 0
 MAX_VERSION = 1
+# what this API needs from the authorizer (acl/requirements.py)
+_CLUSTER = need(API_KEY, "cluster")
 
 
 def _error(code, message):
@@ -35,7 +37,7 @@ def _error(code, message):
 
 
 async def handle(ctx, request):
-    if not cluster_allowed(ctx, DESCRIBE_CONFIGS):
+    if not permits(ctx, _CLUSTER):
         # no message: Kafka's ApiError leaves out an exception's default text (checked against
         # Kafka 4.4, tests/differential/test_acl_enforcement.py)
         return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)

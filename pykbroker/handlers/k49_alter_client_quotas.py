@@ -24,14 +24,16 @@ from __future__ import annotations
 
 import trio
 
-from ..acl.bindings import ALTER_CONFIGS
-from ..acl.check import cluster_allowed
+from ..acl.check import permits
+from ..acl.requirements import need
 from ..protocol.errors import ErrorCode, KafkaError
 from ..quota.entities import entity_from_wire, entity_to_wire, ip_host_names, plan_alterations
 
 API_KEY = 49
 MIN_VERSION = 0
 MAX_VERSION = 1
+# what this API needs from the authorizer (acl/requirements.py)
+_CLUSTER = need(API_KEY, "cluster")
 
 # A host name in an ip entity is resolved, as Kafka's InetAddress.getByName; never for long.
 _RESOLVE_TIMEOUT = 5.0
@@ -58,7 +60,7 @@ async def _resolvable(names) -> set:
 
 
 async def handle(ctx, request):
-    if not cluster_allowed(ctx, ALTER_CONFIGS):
+    if not permits(ctx, _CLUSTER):
         return _all(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     controller = ctx.services.controller
     hosts = ip_host_names(request["entries"])

@@ -13,14 +13,16 @@ Behaviour (Apache Kafka ControllerApis / ScramControlManager.describeScramCreden
 """
 from __future__ import annotations
 
-from ..acl.bindings import DESCRIBE
-from ..acl.check import cluster_allowed
+from ..acl.check import permits
+from ..acl.requirements import need
 from ..protocol.errors import ErrorCode
 from ..security.scram import MECHANISM_TYPES, ScramCredential
 
 API_KEY = 50
 MIN_VERSION = 0
 MAX_VERSION = 0
+# what this API needs from the authorizer (acl/requirements.py)
+_CLUSTER = need(API_KEY, "cluster")
 
 
 def _infos(mechs: dict) -> list:
@@ -30,7 +32,7 @@ def _infos(mechs: dict) -> list:
 
 async def handle(ctx, request):
     names = [u["name"] for u in (request["users"] or [])]
-    if not cluster_allowed(ctx, DESCRIBE):
+    if not permits(ctx, _CLUSTER):
         code = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         return {"throttle_time_ms": 0, "error_code": code, "error_message": None,
                 "results": [{"user": "", "error_code": code, "error_message": None, "credential_infos": []}

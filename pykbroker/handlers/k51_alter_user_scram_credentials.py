@@ -16,8 +16,8 @@ Kafka 4.4 answers; tests/differential/test_acl_enforcement.py) and nothing chang
 """
 from __future__ import annotations
 
-from ..acl.bindings import ALTER
-from ..acl.check import cluster_allowed
+from ..acl.check import permits
+from ..acl.requirements import need
 from ..protocol.errors import ErrorCode
 from ..security.scram import (MAX_ITERATIONS, MECHANISM_IDS, MIN_ITERATIONS,
                               credential_from_salted_password)
@@ -25,6 +25,8 @@ from ..security.scram import (MAX_ITERATIONS, MECHANISM_IDS, MIN_ITERATIONS,
 API_KEY = 51
 MIN_VERSION = 0
 MAX_VERSION = 0
+# what this API needs from the authorizer (acl/requirements.py)
+_CLUSTER = need(API_KEY, "cluster")
 
 
 def _check(op, is_upsert, seen, stored):
@@ -50,7 +52,7 @@ def _check(op, is_upsert, seen, stored):
 
 
 async def handle(ctx, request):
-    if not cluster_allowed(ctx, ALTER):
+    if not permits(ctx, _CLUSTER):
         users = dict.fromkeys(op["name"] for op in list(request["deletions"]) + list(request["upsertions"]))
         return {"throttle_time_ms": 0, "results": [
             {"user": u, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),

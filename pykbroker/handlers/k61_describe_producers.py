@@ -16,14 +16,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..acl.bindings import READ, TOPIC
-from ..acl.check import allowed
+from ..acl.check import permits
+from ..acl.requirements import need
 from ..protocol.errors import ErrorCode, KafkaError
 from .common import leader_partition
 
 API_KEY = 61
 MIN_VERSION = 0
 MAX_VERSION = 0
+# what this API needs from the authorizer (acl/requirements.py)
+_TOPIC = need(API_KEY, "topic")
 
 
 def _denied(index: int) -> dict:
@@ -56,6 +58,6 @@ def _partition(replica_manager, metadata, topic: str, index: int) -> dict:
 async def handle(ctx, request):
     rm, md = ctx.services.replica_manager, ctx.services.metadata_cache
     return {"throttle_time_ms": 0, "topics": [
-        {"name": t["name"], "partitions": [_partition(rm, md, t["name"], p) if allowed(ctx, READ, TOPIC, t["name"])
+        {"name": t["name"], "partitions": [_partition(rm, md, t["name"], p) if permits(ctx, _TOPIC, t["name"])
                                            else _denied(p) for p in t["partition_indexes"]]}
         for t in request["topics"]]}

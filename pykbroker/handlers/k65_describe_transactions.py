@@ -10,13 +10,15 @@ per id first).
 """
 from __future__ import annotations
 
-from ..acl.bindings import DESCRIBE, TRANSACTIONAL_ID
-from ..acl.check import allowed
+from ..acl.check import permits
+from ..acl.requirements import need
 from ..protocol.errors import ErrorCode as E
 
 API_KEY = 65
 MIN_VERSION = 0
 MAX_VERSION = 0
+# what this API needs from the authorizer (acl/requirements.py)
+_TRANSACTIONAL_ID = need(API_KEY, "transactional_id")
 
 
 def _error(tid, code):
@@ -34,7 +36,7 @@ async def handle(ctx, request):
     if tc is None:
         return error_response(ctx, request, E.COORDINATOR_NOT_AVAILABLE)
     return {"throttle_time_ms": 0, "transaction_states": [
-        tc.describe(t) if allowed(ctx, DESCRIBE, TRANSACTIONAL_ID, t) else _denied(t)
+        tc.describe(t) if permits(ctx, _TRANSACTIONAL_ID, t) else _denied(t)
         for t in request["transactional_ids"]]}
 
 

@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import re
 
-from ..acl.bindings import DESCRIBE, TRANSACTIONAL_ID
-from ..acl.check import allowed
+from ..acl.check import permits
+from ..acl.requirements import need
 from ..coordinator.txn.state_log import STATES_BY_NAME
 from ..protocol.errors import ErrorCode as E
 
 API_KEY = 66
 MIN_VERSION = 0
 MAX_VERSION = 2
+# what this API needs from the authorizer (acl/requirements.py)
+_TRANSACTIONAL_ID = need(API_KEY, "transactional_id")
 
 
 def error_response(ctx, request, code):
@@ -46,4 +48,4 @@ async def handle(ctx, request):
     return {"throttle_time_ms": 0, "error_code": code, "unknown_state_filters": unknown,
             "transaction_states": [{"transactional_id": t, "producer_id": p, "transaction_state": s}
                                    for t, p, s in found if (matches is None or matches(t))
-                                   and allowed(ctx, DESCRIBE, TRANSACTIONAL_ID, t)]}
+                                   and permits(ctx, _TRANSACTIONAL_ID, t)]}

@@ -21,6 +21,7 @@ id at epoch 0 is INVALID_REQUEST) and may subscribe by regular expression
 from __future__ import annotations
 
 from ..acl.check import topic_describe_check
+from ..acl.requirements import need
 from ..coordinator.group.api import client_host
 # error_response: no member id, epoch -1, no assignment (the same answer as k76's)
 from .modern_group import group_heartbeat, member_heartbeat_error, member_heartbeat_error_response as error_response
@@ -28,6 +29,8 @@ from .modern_group import group_heartbeat, member_heartbeat_error, member_heartb
 API_KEY = 68
 MIN_VERSION = 0
 MAX_VERSION = 1
+# the filter of a regex subscription's topics (acl/requirements.py)
+_REGEX_TOPIC = need(API_KEY, "regex_topic")
 
 
 async def handle(ctx, request):
@@ -35,5 +38,5 @@ async def handle(ctx, request):
     return await group_heartbeat(
         ctx, request, member_heartbeat_error, lambda gc: gc.consumer,
         lambda consumer: consumer.heartbeat(request, ctx.api_version, ctx.client_id or "", client_host(ctx),
-                                            topic_describe_check(ctx)),
+                                            topic_describe_check(ctx, _REGEX_TOPIC)),
         described_topics=request["subscribed_topic_names"] or ())

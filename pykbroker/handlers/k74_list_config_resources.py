@@ -20,21 +20,23 @@ flexible.
 """
 from __future__ import annotations
 
-from ..acl.bindings import DESCRIBE_CONFIGS
-from ..acl.check import cluster_allowed
+from ..acl.check import permits
+from ..acl.requirements import need
 from ..protocol.errors import ErrorCode
 from .config_resources import BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC
 
 API_KEY = 74
 MIN_VERSION = 0
 MAX_VERSION = 1
+# what this API needs from the authorizer (acl/requirements.py)
+_CLUSTER = need(API_KEY, "cluster")
 
 # ListConfigResourcesRequest.supportedResourceTypes(): v0 was ListClientMetricsResources.
 SUPPORTED = {0: (CLIENT_METRICS,), 1: (TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP)}
 
 
 async def handle(ctx, request):
-    if not cluster_allowed(ctx, DESCRIBE_CONFIGS):
+    if not permits(ctx, _CLUSTER):
         return error_response(ctx, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     supported = SUPPORTED[min(ctx.api_version, 1)]
     types = (request.get("resource_types") or []) if ctx.api_version >= 1 else []

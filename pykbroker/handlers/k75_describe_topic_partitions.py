@@ -24,14 +24,17 @@ Behaviour (Apache Kafka DescribeTopicPartitionsRequestHandler + KRaftMetadataCac
 from __future__ import annotations
 
 from ..cluster.metadata import ZERO_UUID, is_internal, is_valid_topic_name
-from ..acl.bindings import DESCRIBE, TOPIC
+from ..acl.bindings import TOPIC
 from ..acl.check import authorized_operations, session
+from ..acl.requirements import need
 from ..protocol.errors import ErrorCode, KafkaError
 from .common import partition_metadata
 
 API_KEY = 75
 MIN_VERSION = 0
 MAX_VERSION = 0
+# what this API needs from the authorizer (acl/requirements.py)
+_TOPIC = need(API_KEY, "topic")
 
 # Kafka's max.request.partition.size.limit default (not declared: pykbroker has no such knob).
 MAX_PARTITIONS_PER_RESPONSE = 2000
@@ -64,7 +67,7 @@ async def handle(ctx, request):
             # the limit was reached at the end of the previous topic: go on from this one
             next_cursor = {"topic_name": name, "partition_index": 0}
             break
-        if az is not None and not az.allowed(DESCRIBE, TOPIC, name):
+        if az is not None and not az.permits(_TOPIC, name):
             if not fetch_all:   # named: refused whether or not it exists; all topics: left out
                 t = _topic(ctx, ErrorCode.TOPIC_AUTHORIZATION_FAILED, name, ZERO_UUID, [])
                 t["topic_authorized_operations"] = -2147483648   # Kafka: INT32_MIN for a denied topic

@@ -32,14 +32,17 @@ from __future__ import annotations
 
 import trio
 
-from ..acl.bindings import GROUP, READ, TOPIC
-from ..acl.check import allowed
+from ..acl.check import permits
+from ..acl.requirements import need
 from ..protocol.errors import ErrorCode as E, KafkaError
 from .common import current_leader, leader_partition
 
 API_KEY = 78
 MIN_VERSION = 1
 MAX_VERSION = 2
+# what this API needs from the authorizer (acl/requirements.py)
+_GROUP = need(API_KEY, "group")
+_TOPIC = need(API_KEY, "topic")
 
 
 def _top(code, msg=None, lock_ms=0):
@@ -63,7 +66,7 @@ def _spm(ctx):
 async def handle(ctx, request):
     spm = _spm(ctx)
     gid, mid, epoch = request["group_id"], request["member_id"], request["share_session_epoch"]
-    if gid and not allowed(ctx, READ, GROUP, gid):
+    if gid and not permits(ctx, _GROUP, gid):
         return _top(E.GROUP_AUTHORIZATION_FAILED)
     if not gid or not mid:
         return _top(E.INVALID_REQUEST, "GroupId and MemberId must be set.")
@@ -91,7 +94,7 @@ async def handle(ctx, request):
             if epoch != -1:
                 session.partitions[(tid, idx)] = None
             name = md.name_of(tid)
-            if name is not None and not allowed(ctx, READ, TOPIC, name):
+            if name is not None and not permits(ctx, _TOPIC, name):
                 if p["acknowledgement_batches"]:
                     r["acknowledge_error_code"] = int(E.TOPIC_AUTHORIZATION_FAILED)
                 continue
@@ -116,7 +119,7 @@ async def handle(ctx, request):
         if name is None:
             entry(tid, idx).update(error_code=int(E.UNKNOWN_TOPIC_ID))
             continue
-        if not allowed(ctx, READ, TOPIC, name):
+        if not permits(ctx, _TOPIC, name):
             # Kafka's partitionResponse: the current leader at the schema default (0, 0)
             entry(tid, idx).update(error_code=int(E.TOPIC_AUTHORIZATION_FAILED),
                                    current_leader={"leader_id": 0, "leader_epoch": 0})

@@ -18,14 +18,17 @@ from __future__ import annotations
 
 import trio
 
-from ..acl.bindings import GROUP, READ, TOPIC
-from ..acl.check import allowed
+from ..acl.check import permits
+from ..acl.requirements import need
 from ..protocol.errors import ErrorCode as E, KafkaError
 from .common import leader_partition
 
 API_KEY = 79
 MIN_VERSION = 1
 MAX_VERSION = 2
+# what this API needs from the authorizer (acl/requirements.py)
+_GROUP = need(API_KEY, "group")
+_TOPIC = need(API_KEY, "topic")
 
 
 def _top(code, msg=None):
@@ -38,7 +41,7 @@ async def handle(ctx, request):
     if spm is None:
         return _top(E.COORDINATOR_NOT_AVAILABLE)
     gid, mid, epoch = request["group_id"], request["member_id"], request["share_session_epoch"]
-    if gid and not allowed(ctx, READ, GROUP, gid):
+    if gid and not permits(ctx, _GROUP, gid):
         # READ on the share group, after the group id and before the member id (Kafka's order)
         return _top(E.GROUP_AUTHORIZATION_FAILED)
     if not gid or not mid:
@@ -58,7 +61,7 @@ async def handle(ctx, request):
             code, msg = 0, None
             if name is None:
                 code = E.UNKNOWN_TOPIC_ID
-            elif not allowed(ctx, READ, TOPIC, name):
+            elif not permits(ctx, _TOPIC, name):
                 code = E.TOPIC_AUTHORIZATION_FAILED   # READ on the topic: nothing acknowledged
             else:
                 try:

@@ -25,7 +25,8 @@ description plugin, as a default Kafka broker).
 """
 from __future__ import annotations
 
-from ..acl.check import refused_topic_creates
+from ..acl.check import permits
+from ..acl.requirements import need
 from ..cluster.metadata import INTERNAL_TOPICS, is_valid_topic_name
 from ..coordinator.group.api import client_host
 from ..protocol.errors import ErrorCode as E
@@ -51,9 +52,22 @@ async def handle(ctx, request):
     return await group_heartbeat(
         ctx, request, _err, lambda gc: gc.streams,
         lambda streams: streams.heartbeat(request, ctx.api_version, ctx.client_id or "", client_host(ctx),
-                                          lambda names: refused_topic_creates(ctx, names)),
+                                          lambda names: _refused_creates(ctx, names)),
         empty_group_id=E.INVALID_REQUEST, described_topics=topics,
         refuse_topics=lambda error: _refused_names(topics, error))
+
+
+# what this API needs from the authorizer besides the group and topic rows (modern_group)
+_CREATE_ANY = need(API_KEY, "internal_topics_any")
+_CREATE = need(API_KEY, "internal_topic")
+
+
+def _refused_creates(ctx, names: list) -> list:
+    """The internal topics of ``names`` the client may not create: none with CREATE on the
+    cluster (checked without logging a denial, as Kafka), else those without CREATE on the topic."""
+    if permits(ctx, _CREATE_ANY, log_denied=False):
+        return []
+    return [n for n in names if not permits(ctx, _CREATE, n)]
 
 
 # Kafka 4.4's Topic.isInternal (pykbroker's INTERNAL_TOPICS lacks the share coordinator's topic,

@@ -15,8 +15,8 @@ beyond it, -1 without state.
 """
 from __future__ import annotations
 
-from ..acl.bindings import DESCRIBE, GROUP, TOPIC
-from ..acl.check import allowed
+from ..acl.check import permits
+from ..acl.requirements import need
 from ..coordinator.group.api import group_precheck
 from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode as E, KafkaError
 from .common import error_per_item
@@ -26,6 +26,9 @@ from .share_group_offsets import NO_TOPIC_ID
 API_KEY = 90
 MIN_VERSION = 0
 MAX_VERSION = 1
+# what this API needs from the authorizer (acl/requirements.py)
+_GROUP = need(API_KEY, "group")
+_TOPIC = need(API_KEY, "topic")
 
 
 def _gerr(item, code, msg=None):
@@ -45,7 +48,7 @@ async def handle(ctx, request):
     out = []
     for g in request["groups"]:
         gid = g["group_id"]
-        if not allowed(ctx, DESCRIBE, GROUP, gid):
+        if not permits(ctx, _GROUP, gid):
             out.append(_gerr(gid, E.GROUP_AUTHORIZATION_FAILED))   # no message, as Kafka's
             continue
         if not gid:
@@ -67,14 +70,14 @@ async def handle(ctx, request):
             by: dict = {}
             for (sg, tid, p) in sorted(sc.states if sc is not None else ()):
                 name = md.name_of(tid)
-                if sg == gid and name is not None and allowed(ctx, DESCRIBE, TOPIC, name):
+                if sg == gid and name is not None and permits(ctx, _TOPIC, name):
                     by.setdefault(name, []).append(p)
             wanted = [{"topic_name": n, "partitions": ps} for n, ps in sorted(by.items())]
         topics, denied = [], []
         for t in wanted:
             name = t["topic_name"]
             info = md.get(name)
-            if not allowed(ctx, DESCRIBE, TOPIC, name):
+            if not permits(ctx, _TOPIC, name):
                 code = E.TOPIC_AUTHORIZATION_FAILED
                 denied.append({"topic_name": name, "topic_id": info.topic_id if info is not None else NO_TOPIC_ID,
                                # Kafka leaves the leader epoch at the schema default 0 here

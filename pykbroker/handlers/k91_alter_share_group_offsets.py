@@ -14,7 +14,6 @@ ones, nothing changed).
 """
 from __future__ import annotations
 
-from ..acl.bindings import READ
 from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode as E
 # error_response: a whole-request error is a top-level code with no topics (shared with k92)
 from .share_group_offsets import NO_TOPIC_ID, change_start_offsets, error_response
@@ -55,8 +54,7 @@ def _denied(t):
 
 async def handle(ctx, request):
     # a group that does not exist is created, so that its start offsets can be set first
-    res = await change_start_offsets(ctx, request, _restart_topic, create=True, group_operation=READ,
-                                     denied_topic=_denied)
+    res = await change_start_offsets(ctx, request, _restart_topic, create=True, denied_topic=_denied)
     # Kafka answers the topics it does not know first, then the others in request order
     res["responses"].sort(key=lambda r: 0 if r["topic_id"] == NO_TOPIC_ID else 1)
     return res

@@ -11,7 +11,6 @@ answered TOPIC_AUTHORIZATION_FAILED, first, nothing deleted), as Kafka.
 """
 from __future__ import annotations
 
-from ..acl.bindings import DELETE
 from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode as E
 # error_response: a whole-request error is a top-level code with no topics (shared with k91)
 from .share_group_offsets import NO_TOPIC_ID, change_start_offsets, error_response
@@ -41,8 +40,7 @@ async def _delete_topic(ctx, gid, t, info):
 
 async def handle(ctx, request):
     # unlike AlterShareGroupOffsets, a group that does not exist is GROUP_ID_NOT_FOUND
-    return await change_start_offsets(ctx, request, _delete_topic, create=False, group_operation=DELETE,
-                                      denied_topic=_denied)
+    return await change_start_offsets(ctx, request, _delete_topic, create=False, denied_topic=_denied)
 
 
 def _denied(t):

@@ -14,13 +14,15 @@ comes first, as Kafka: GROUP_AUTHORIZATION_FAILED.
 """
 from __future__ import annotations
 
-from ..acl.bindings import GROUP, READ
-from ..acl.check import allowed
+from ..acl.check import permits
+from ..acl.requirements import need
 from ..protocol.errors import ErrorCode as E
 
 API_KEY = 93
 MIN_VERSION = 0
 MAX_VERSION = 0
+# what this API needs from the authorizer (acl/requirements.py)
+_GROUP = need(API_KEY, "group")
 
 NO_PLUGIN = "The broker has no streams group topology description plugin configured."
 
@@ -30,7 +32,7 @@ def _err(code, msg=None):
 
 
 async def handle(ctx, request):
-    if not allowed(ctx, READ, GROUP, request["group_id"]):
+    if not permits(ctx, _GROUP, request["group_id"]):
         return _err(E.GROUP_AUTHORIZATION_FAILED)   # no message (checked against Kafka 4.4)
     return _err(E.UNSUPPORTED_VERSION, NO_PLUGIN)
 

@@ -13,8 +13,8 @@ handler: ``load_handlers`` loads only ``kNN_*``).
 """
 from __future__ import annotations
 
-from ..acl.bindings import DESCRIBE, GROUP, READ, TOPIC
-from ..acl.check import allowed, authorized_operations
+from ..acl.bindings import GROUP
+from ..acl.check import authorized_operations, permits_role
 from ..coordinator.group.api import group_precheck
 from ..coordinator.group.coordinator import append_error_to_response
 from ..protocol.errors import ErrorCode as E, KafkaError
@@ -69,7 +69,7 @@ async def group_heartbeat(ctx, request, error, manager, beat, *, empty_group_id=
     never act on an epoch or assignment a coordinator restart could forget; an append failure is
     answered with Kafka's mapping (``append_error_to_response``)."""
     gid = request["group_id"]
-    if not allowed(ctx, READ, GROUP, gid):
+    if not permits_role(ctx, "group", gid):
         # READ on the group, before the coordinator; Kafka answers with the request's error
         # response, whose member epoch is the schema default 0 (checked: tests/differential)
         r = error(E.GROUP_AUTHORIZATION_FAILED)
@@ -80,7 +80,7 @@ async def group_heartbeat(ctx, request, error, manager, beat, *, empty_group_id=
         r = refuse_topics(error)
         if r is not None:
             return r
-    if described_topics and not all(allowed(ctx, DESCRIBE, TOPIC, t) for t in set(described_topics)):
+    if described_topics and not all(permits_role(ctx, "topic", t) for t in set(described_topics)):
         # Kafka answers a fresh response with only the error code (member epoch 0)
         r = error(E.TOPIC_AUTHORIZATION_FAILED)
         if "member_epoch" in r:
@@ -112,7 +112,7 @@ async def describe_groups(ctx, request, group_type: str, error, describe) -> lis
     authorizer allows (every one without an authorizer) when asked for, else INT32_MIN."""
     out = []
     # with an authorizer: DESCRIBE on each group, the refused ones answered first (Kafka)
-    denied = [gid for gid in request["group_ids"] if not allowed(ctx, DESCRIBE, GROUP, gid)]
+    denied = [gid for gid in request["group_ids"] if not permits_role(ctx, "group", gid)]
     for gid in denied:
         # KafkaApis builds these entries itself: the epochs stay at the schema default 0
         # (checked against Kafka 4.4: tests/differential/test_acl_enforcement.py)

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from ..coordinator.group.api import group_precheck
 from ..coordinator.group.share import ShareGroup
-from ..acl.bindings import GROUP, READ, TOPIC
-from ..acl.check import allowed
+from ..acl.check import permits_role
 from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode as E, KafkaError
 from .modern_group import typed_group
 
@@ -55,10 +54,10 @@ async def offsets_alterable_share_group(ctx, group_id: str, *, create: bool):
     return g
 
 
-async def change_start_offsets(ctx, request, answer_topic, *, create: bool, group_operation: int,
-                               denied_topic) -> dict:
-    """The response of Alter/DeleteShareGroupOffsets.  With an authorizer ``group_operation`` on
-    the group comes first (Alter: READ, Delete: DELETE; Kafka checks it before the coordinator):
+async def change_start_offsets(ctx, request, answer_topic, *, create: bool, denied_topic) -> dict:
+    """The response of Alter/DeleteShareGroupOffsets.  With an authorizer the API's "group" row
+    of acl/requirements.py comes first (Alter: READ, Delete: DELETE; Kafka checks it before the
+    coordinator):
     GROUP_AUTHORIZATION_FAILED for the whole request.  Then the group checks
     (:func:`offsets_alterable_share_group` with ``create``); their error is the whole answer,
     with no topics.  A topic the client may not READ gets ``denied_topic(topic)`` (Kafka answers
@@ -68,7 +67,7 @@ async def change_start_offsets(ctx, request, answer_topic, *, create: bool, grou
     know).  The denied topics come first, as Kafka merges its own answers before the
     coordinator's."""
     gid = request["group_id"]
-    if not allowed(ctx, group_operation, GROUP, gid):
+    if not permits_role(ctx, "group", gid):
         return _response(E.GROUP_AUTHORIZATION_FAILED, DEFAULT_MESSAGES[E.GROUP_AUTHORIZATION_FAILED])
     try:
         await offsets_alterable_share_group(ctx, gid, create=create)
@@ -77,7 +76,7 @@ async def change_start_offsets(ctx, request, answer_topic, *, create: bool, grou
     md = ctx.services.metadata_cache
     denied, responses = [], []
     for t in request["topics"]:
-        if not allowed(ctx, READ, TOPIC, t["topic_name"]):
+        if not permits_role(ctx, "topic", t["topic_name"]):
             denied.append(denied_topic(t))
             continue
         responses.append(await answer_topic(ctx, gid, t, md.get(t["topic_name"])))

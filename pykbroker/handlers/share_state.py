@@ -7,8 +7,7 @@ does not know: UNKNOWN_TOPIC_OR_PARTITION; a partition whose state lives in a sh
 broker does not lead answers NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while it loads)."""
 from __future__ import annotations
 
-from ..acl.bindings import CLUSTER_ACTION
-from ..acl.check import cluster_allowed
+from ..acl.check import permits_role
 from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode as E
 
 
@@ -24,7 +23,7 @@ async def each_partition(ctx, request, op, error_extra: dict) -> dict:
     needs CLUSTER_ACTION on the CLUSTER (Kafka's authorizeClusterOperation), else every partition
     is answered CLUSTER_AUTHORIZATION_FAILED with the error's default message (as Kafka 4.4, all
     five APIs)."""
-    if not cluster_allowed(ctx, CLUSTER_ACTION):
+    if not permits_role(ctx, "cluster"):
         code = E.CLUSTER_AUTHORIZATION_FAILED
         msg = DEFAULT_MESSAGES[code]
         return {"results": [{"topic_id": t["topic_id"],

@@ -10,6 +10,8 @@ import uuid
 import pytest
 
 import pykbroker
+from pykbroker.acl import bindings as B
+from pykbroker.acl.requirements import NO_ACL, REQUIREMENTS, need
 from pykbroker.embedded import TEST_CONFIG
 from pykbroker.protocol.records import Record, encode_batch
 from pykbroker.protocol.wire import WireClient
@@ -79,226 +81,276 @@ def _parts(resp, topics_key, parts_key, code_key="error_code"):
     return [p[code_key] for t in resp[topics_key] for p in t[parts_key]]
 
 
-# name -> (api, version, body(topic, group, txn), [(operation, resource kwargs)], codes(resp), denied)
-CASES = {
+# name -> (api, version, body(topic, group, txn), role, codes(resp)[, kind]): ``role`` names the
+# row of pykbroker's requirement table (acl/requirements.py) the case exercises: the binding it
+# grants and the error it expects come from that row, the table the handlers check with.
+# ``kind``: where to grant when not on the case's own topic/group/transactional id.
+ROWS = {
     "produce": (0, 9, lambda t, g, x: {"acks": 1, "timeout_ms": 5000, "topic_data": [
         {"name": t, "partition_data": [{"index": 0, "records": _records()}]}]},
-        [("WRITE", "topic")], lambda r: _parts(r, "responses", "partition_responses"), 29),
+        "topic", lambda r: _parts(r, "responses", "partition_responses")),
     "fetch": (1, 12, lambda t, g, x: {"replica_id": -1, "max_wait_ms": 0, "max_bytes": 1 << 20, "session_epoch": -1,
                                        "topics": [{"topic": t, "partitions": [
                                            {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]},
-              [("READ", "topic")], lambda r: _parts(r, "responses", "partitions"), 29),
+              "topic", lambda r: _parts(r, "responses", "partitions")),
     "list_offsets": (2, 7, lambda t, g, x: {"replica_id": -1, "topics": [
         {"name": t, "partitions": [{"partition_index": 0, "timestamp": -1}]}]},
-        [("DESCRIBE", "topic")], lambda r: _parts(r, "topics", "partitions"), 29),
+        "topic", lambda r: _parts(r, "topics", "partitions")),
     "metadata": (3, 12, lambda t, g, x: {"topics": [{"name": t}], "allow_auto_topic_creation": False},
-                 [("DESCRIBE", "topic")], lambda r: [t["error_code"] for t in r["topics"]], 29),
+                 "topic", lambda r: [t["error_code"] for t in r["topics"]]),
     "create_partitions": (37, 3, lambda t, g, x: {"topics": [{"name": t, "count": 2}], "timeout_ms": 5000},
-                          [("ALTER", "topic")], lambda r: [x["error_code"] for x in r["results"]], 29),
+                          "topic", lambda r: [x["error_code"] for x in r["results"]]),
     "delete_records": (21, 2, lambda t, g, x: {"topics": [{"name": t, "partitions": [
         {"partition_index": 0, "offset": 0}]}], "timeout_ms": 5000},
-        [("DELETE", "topic")], lambda r: _parts(r, "topics", "partitions"), 29),
+        "topic", lambda r: _parts(r, "topics", "partitions")),
     "describe_topic_configs": (32, 4, lambda t, g, x: {"resources": [
         {"resource_type": 2, "resource_name": t, "configuration_keys": None}]},
-        [("DESCRIBE_CONFIGS", "topic")], lambda r: [x["error_code"] for x in r["results"]], 29),
+        "topic", lambda r: [x["error_code"] for x in r["results"]]),
     "alter_topic_configs": (44, 1, lambda t, g, x: {"resources": [
         {"resource_type": 2, "resource_name": t, "configs": [
             {"name": "retention.ms", "config_operation": 0, "value": "100000"}]}]},
-        [("ALTER_CONFIGS", "topic")], lambda r: [x["error_code"] for x in r["responses"]], 29),
+        "topic", lambda r: [x["error_code"] for x in r["responses"]]),
     "find_group_coordinator": (10, 4, lambda t, g, x: {"key_type": 0, "coordinator_keys": [g]},
-                               [("DESCRIBE", "group")], lambda r: [c["error_code"] for c in r["coordinators"]], 30),
+                               "group", lambda r: [c["error_code"] for c in r["coordinators"]]),
     "find_txn_coordinator": (10, 4, lambda t, g, x: {"key_type": 1, "coordinator_keys": [x]},
-                             [("DESCRIBE", "transactional_id")],
-                             lambda r: [c["error_code"] for c in r["coordinators"]], 53),
+                             "transactional_id",
+                             lambda r: [c["error_code"] for c in r["coordinators"]]),
     "join_group": (11, 9, lambda t, g, x: {"group_id": g, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
                                             "member_id": "", "protocol_type": "consumer",
                                             "protocols": [{"name": "range", "metadata": b""}]},
-                   [("READ", "group")], lambda r: [r["error_code"]], 30),
+                   "group", lambda r: [r["error_code"]]),
     "heartbeat": (12, 4, lambda t, g, x: {"group_id": g, "generation_id": 1, "member_id": "m"},
-                  [("READ", "group")], lambda r: [r["error_code"]], 30),
+                  "group", lambda r: [r["error_code"]]),
     "offset_commit_group": (8, 8, lambda t, g, x: {"group_id": g, "generation_id_or_member_epoch": -1, "member_id": "",
                                                     "topics": [{"name": t, "partitions": [
                                                         {"partition_index": 0, "committed_offset": 0}]}]},
-                            [("READ", "group")], lambda r: _parts(r, "topics", "partitions"), 30),
+                            "group", lambda r: _parts(r, "topics", "partitions")),
     "offset_commit_topic": (8, 8, lambda t, g, x: {"group_id": g, "generation_id_or_member_epoch": -1,
                                                     "member_id": "", "topics": [{"name": t, "partitions": [
                                                         {"partition_index": 0, "committed_offset": 0}]}]},
-                            [("READ", "topic")], lambda r: _parts(r, "topics", "partitions"), 29),
+                            "topic", lambda r: _parts(r, "topics", "partitions")),
     "offset_fetch": (9, 7, lambda t, g, x: {"group_id": g, "topics": None},
-                     [("DESCRIBE", "group")], lambda r: [r["error_code"]], 30),
+                     "group", lambda r: [r["error_code"]]),
     "describe_groups": (15, 5, lambda t, g, x: {"groups": [g]},
-                        [("DESCRIBE", "group")], lambda r: [x["error_code"] for x in r["groups"]], 30),
+                        "group", lambda r: [x["error_code"] for x in r["groups"]]),
     "delete_groups": (42, 2, lambda t, g, x: {"groups_names": [g]},
-                      [("DELETE", "group")], lambda r: [x["error_code"] for x in r["results"]], 30),
+                      "group", lambda r: [x["error_code"] for x in r["results"]]),
     "init_producer_id_txn": (22, 4, lambda t, g, x: {"transactional_id": x, "transaction_timeout_ms": 60000,
                                                       "producer_id": -1, "producer_epoch": -1},
-                             [("WRITE", "transactional_id")], lambda r: [r["error_code"]], 53),
+                             "transactional_id", lambda r: [r["error_code"]]),
     "init_producer_id_idempotent": (22, 4, lambda t, g, x: {"transactional_id": None, "transaction_timeout_ms": 60000,
                                                              "producer_id": -1, "producer_epoch": -1},
-                                    [("IDEMPOTENT_WRITE", "cluster")], lambda r: [r["error_code"]], 31),
+                                    "idempotent", lambda r: [r["error_code"]]),
     "end_txn": (26, 3, lambda t, g, x: {"transactional_id": x, "producer_id": 1, "producer_epoch": 0,
                                          "committed": True},
-                [("WRITE", "transactional_id")], lambda r: [r["error_code"]], 53),
+                "transactional_id", lambda r: [r["error_code"]]),
     "describe_broker_configs": (32, 4, lambda t, g, x: {"resources": [
         {"resource_type": 4, "resource_name": "", "configuration_keys": ["log.retention.ms"]}]},
-        [("DESCRIBE_CONFIGS", "cluster")], lambda r: [x["error_code"] for x in r["results"]], 31),
+        "cluster", lambda r: [x["error_code"] for x in r["results"]]),
     "create_topics": (19, 7, lambda t, g, x: {"topics": [{"name": t + "-new", "num_partitions": 1,
                                                          "replication_factor": 1}], "timeout_ms": 5000},
-                      [("CREATE", "topic_new")], lambda r: [x["error_code"] for x in r["topics"]], 29),
+                      ("topic", "topic_new"), lambda r: [x["error_code"] for x in r["topics"]]),
     "delete_topics": (20, 6, lambda t, g, x: {"topics": [{"name": t}], "timeout_ms": 5000},
-                      [("DELETE", "topic")], lambda r: [x["error_code"] for x in r["responses"]], 29),
+                      "topic", lambda r: [x["error_code"] for x in r["responses"]]),
     "offset_fetch_topic": (9, 7, lambda t, g, x: {"group_id": g, "topics": [{"name": t, "partition_indexes": [0]}]},
-                           [("DESCRIBE", "topic")], lambda r: _parts(r, "topics", "partitions"), 29),
+                           "topic", lambda r: _parts(r, "topics", "partitions")),
     "add_offsets_to_txn": (25, 3, lambda t, g, x: {"transactional_id": x, "producer_id": 1, "producer_epoch": 0,
                                                     "group_id": g},
-                           [("WRITE", "transactional_id")], lambda r: [r["error_code"]], 53),
+                           "transactional_id", lambda r: [r["error_code"]]),
     "consumer_group_heartbeat": (68, 0, lambda t, g, x: {"group_id": g, "member_id": "m", "member_epoch": 0,
                                                           "rebalance_timeout_ms": 10000, "subscribed_topic_names": [t],
                                                           "topic_partitions": []},
-                                 [("READ", "group")], lambda r: [r["error_code"]], 30),
+                                 "group", lambda r: [r["error_code"]]),
     "consumer_group_describe": (69, 0, lambda t, g, x: {"group_ids": [g], "include_authorized_operations": True},
-                                [("DESCRIBE", "group")], lambda r: [x["error_code"] for x in r["groups"]], 30),
+                                "group", lambda r: [x["error_code"] for x in r["groups"]]),
     "offset_for_leader_epoch": (23, 4, lambda t, g, x: {"replica_id": -1, "topics": [
         {"topic": t, "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]},
-        [("DESCRIBE", "topic")], lambda r: _parts(r, "topics", "partitions"), 29),
+        "topic", lambda r: _parts(r, "topics", "partitions")),
     "elect_leaders": (43, 2, lambda t, g, x: {"election_type": 0, "topic_partitions": [{"topic": t, "partitions": [0]}]},
-                      [("ALTER", "cluster")],
-                      lambda r: [p["error_code"] for t in r["replica_election_results"] for p in t["partition_result"]],
-                      31),
+                      "cluster",
+                      lambda r: [p["error_code"] for t in r["replica_election_results"] for p in t["partition_result"]]),
     "alter_reassignments": (45, 0, lambda t, g, x: {"topics": [{"name": t, "partitions": [
-        {"partition_index": 0, "replicas": None}]}]}, [("ALTER", "cluster")], lambda r: [r["error_code"]], 31),
+        {"partition_index": 0, "replicas": None}]}]}, "cluster", lambda r: [r["error_code"]]),
     "list_reassignments": (46, 0, lambda t, g, x: {"topics": None},
-                           [("DESCRIBE", "cluster")], lambda r: [r["error_code"]], 31),
+                           "cluster", lambda r: [r["error_code"]]),
     "describe_producers": (61, 0, lambda t, g, x: {"topics": [{"name": t, "partition_indexes": [0]}]},
-                           [("READ", "topic")], lambda r: _parts(r, "topics", "partitions"), 29),
+                           "topic", lambda r: _parts(r, "topics", "partitions")),
     "offset_delete_group": (47, 0, lambda t, g, x: {"group_id": g, "topics": [{"name": t, "partitions": [
-        {"partition_index": 0}]}]}, [("DELETE", "group")], lambda r: [r["error_code"]], 30),
-    "describe_transactions": (65, 0, lambda t, g, x: {"transactional_ids": [x]}, [("DESCRIBE", "transactional_id")],
-                              lambda r: [s["error_code"] for s in r["transaction_states"]], 53),
+        {"partition_index": 0}]}]}, "group", lambda r: [r["error_code"]]),
+    "describe_transactions": (65, 0, lambda t, g, x: {"transactional_ids": [x]}, "transactional_id",
+                              lambda r: [s["error_code"] for s in r["transaction_states"]]),
     "describe_user_scram_credentials": (50, 0, lambda t, g, x: {"users": [{"name": "alice"}]},
-                                        [("DESCRIBE", "cluster")], lambda r: [r["error_code"]], 31),
+                                        "cluster", lambda r: [r["error_code"]]),
     "alter_user_scram_credentials": (51, 0, lambda t, g, x: {"deletions": [], "upsertions": [
         {"name": "carol", "mechanism": 1, "iterations": 4096, "salt": b"s" * 16, "salted_password": b"p" * 32}]},
-        [("ALTER", "cluster")], lambda r: [u["error_code"] for u in r["results"]], 31),
+        "cluster", lambda r: [u["error_code"] for u in r["results"]]),
     # log dirs: CLUSTER DESCRIBE answered at the top with no dirs; CLUSTER ALTER per partition
-    "describe_log_dirs": (35, 4, lambda t, g, x: {"topics": None}, [("DESCRIBE", "cluster")],
-                          lambda r: [r["error_code"]], 31),
+    "describe_log_dirs": (35, 4, lambda t, g, x: {"topics": None}, "cluster",
+                          lambda r: [r["error_code"]]),
     "alter_replica_log_dirs": (34, 2, lambda t, g, x: {"dirs": [{"path": "/no-such-log-dir", "topics": [
-        {"name": t, "partitions": [0]}]}]}, [("ALTER", "cluster")],
-        lambda r: _parts(r, "results", "partitions"), 31),
-    "list_config_resources": (74, 1, lambda t, g, x: {"resource_types": []}, [("DESCRIBE_CONFIGS", "cluster")],
-                              lambda r: [r["error_code"]], 31),
+        {"name": t, "partitions": [0]}]}]}, "cluster",
+        lambda r: _parts(r, "results", "partitions")),
+    "list_config_resources": (74, 1, lambda t, g, x: {"resource_types": []}, "cluster",
+                              lambda r: [r["error_code"]]),
     # KIP-848 consumer groups: DESCRIBE on the subscribed topics (Kafka 4.x)
     "consumer_group_heartbeat_topic": (68, 0, lambda t, g, x: {
         "group_id": g, "member_id": "m", "member_epoch": 0, "rebalance_timeout_ms": 10000,
         "subscribed_topic_names": [t], "topic_partitions": []},
-        [("DESCRIBE", "topic")], lambda r: [r["error_code"]], 29),
+        "topic", lambda r: [r["error_code"]]),
     # KIP-932 share groups
     "share_group_heartbeat": (76, 1, lambda t, g, x: {"group_id": g, "member_id": MEMBER, "member_epoch": 0,
                                                        "subscribed_topic_names": [t]},
-                              [("READ", "group")], lambda r: [r["error_code"]], 30),
+                              "group", lambda r: [r["error_code"]]),
     "share_group_heartbeat_topic": (76, 1, lambda t, g, x: {"group_id": g, "member_id": MEMBER, "member_epoch": 0,
                                                              "subscribed_topic_names": [t]},
-                                    [("DESCRIBE", "topic")], lambda r: [r["error_code"]], 29),
+                                    "topic", lambda r: [r["error_code"]]),
     "share_group_describe": (77, 1, lambda t, g, x: {"group_ids": [g], "include_authorized_operations": True},
-                             [("DESCRIBE", "group")], lambda r: [x["error_code"] for x in r["groups"]], 30),
-    "share_fetch_group": (78, 1, lambda t, g, x: _share_fetch(t, g), [("READ", "group")],
-                          lambda r: [r["error_code"]], 30),
-    "share_fetch_topic": (78, 1, lambda t, g, x: _share_fetch(t, g), [("READ", "topic")],
-                          lambda r: _parts(r, "responses", "partitions"), 29),
+                             "group", lambda r: [x["error_code"] for x in r["groups"]]),
+    "share_fetch_group": (78, 1, lambda t, g, x: _share_fetch(t, g), "group",
+                          lambda r: [r["error_code"]]),
+    "share_fetch_topic": (78, 1, lambda t, g, x: _share_fetch(t, g), "topic",
+                          lambda r: _parts(r, "responses", "partitions")),
     "share_acknowledge_group": (79, 1, lambda t, g, x: {
         "group_id": g, "member_id": MEMBER, "share_session_epoch": 1, "topics": [
             {"topic_id": TopicId(t), "partitions": [{"partition_index": 0, "acknowledgement_batches": [
                 {"first_offset": 0, "last_offset": 0, "acknowledge_types": [1]}]}]}]},
-        [("READ", "group")], lambda r: [r["error_code"]], 30),
+        "group", lambda r: [r["error_code"]]),
     "describe_share_group_offsets": (90, 0, lambda t, g, x: {"groups": [
         {"group_id": g, "topics": [{"topic_name": t, "partitions": [0]}]}]},
-        [("DESCRIBE", "group")], lambda r: [x["error_code"] for x in r["groups"]], 30),
+        "group", lambda r: [x["error_code"] for x in r["groups"]]),
     "describe_share_group_offsets_topic": (90, 0, lambda t, g, x: {"groups": [
         {"group_id": g, "topics": [{"topic_name": t, "partitions": [0]}]}]},
-        [("DESCRIBE", "topic")], lambda r: [p["error_code"] for x in r["groups"] for y in x["topics"]
-                                             for p in y["partitions"]], 29),
+        "topic", lambda r: [p["error_code"] for x in r["groups"] for y in x["topics"]
+                                             for p in y["partitions"]]),
     "alter_share_group_offsets": (91, 0, lambda t, g, x: {"group_id": g, "topics": [
         {"topic_name": t, "partitions": [{"partition_index": 0, "start_offset": 0}]}]},
-        [("READ", "group")], lambda r: [r["error_code"]], 30),
+        "group", lambda r: [r["error_code"]]),
     "alter_share_group_offsets_topic": (91, 0, lambda t, g, x: {"group_id": g, "topics": [
         {"topic_name": t, "partitions": [{"partition_index": 0, "start_offset": 0}]}]},
-        [("READ", "topic")], lambda r: _parts(r, "responses", "partitions"), 29),
+        "topic", lambda r: _parts(r, "responses", "partitions")),
     "delete_share_group_offsets": (92, 0, lambda t, g, x: {"group_id": g, "topics": [{"topic_name": t}]},
-                                   [("DELETE", "group")], lambda r: [r["error_code"]], 30),
+                                   "group", lambda r: [r["error_code"]]),
     # the share coordinator's APIs, called by brokers
     "initialize_share_group_state": (83, 0, lambda t, g, x: _state(t, g, state_epoch=0, start_offset=0),
-                                     [("CLUSTER_ACTION", "cluster")], _results, 31),
+                                     "cluster", _results),
     "read_share_group_state": (84, 0, lambda t, g, x: _state(t, g, leader_epoch=0),
-                               [("CLUSTER_ACTION", "cluster")], _results, 31),
+                               "cluster", _results),
     "write_share_group_state": (85, 0, lambda t, g, x: _state(t, g, state_epoch=0, leader_epoch=0, start_offset=0,
                                                                state_batches=[]),
-                                [("CLUSTER_ACTION", "cluster")], _results, 31),
-    "delete_share_group_state": (86, 0, lambda t, g, x: _state(t, g), [("CLUSTER_ACTION", "cluster")], _results, 31),
+                                "cluster", _results),
+    "delete_share_group_state": (86, 0, lambda t, g, x: _state(t, g), "cluster", _results),
     "read_share_group_state_summary": (87, 0, lambda t, g, x: _state(t, g, leader_epoch=0),
-                                       [("CLUSTER_ACTION", "cluster")], _results, 31),
+                                       "cluster", _results),
     # KIP-1071 streams groups: READ on the group, DESCRIBE on every topic of the topology
-    "streams_group_heartbeat": (88, 1, lambda t, g, x: _streams_hb(t, g), [("READ", "group")],
-                                lambda r: [r["error_code"]], 30),
-    "streams_group_heartbeat_topic": (88, 1, lambda t, g, x: _streams_hb(t, g), [("DESCRIBE", "topic")],
-                                      lambda r: [r["error_code"]], 29),
+    "streams_group_heartbeat": (88, 1, lambda t, g, x: _streams_hb(t, g), "group",
+                                lambda r: [r["error_code"]]),
+    "streams_group_heartbeat_topic": (88, 1, lambda t, g, x: _streams_hb(t, g), "topic",
+                                      lambda r: [r["error_code"]]),
     "streams_group_describe": (89, 0, lambda t, g, x: {"group_ids": [g], "include_authorized_operations": True},
-                               [("DESCRIBE", "group")], lambda r: [x["error_code"] for x in r["groups"]], 30),
+                               "group", lambda r: [x["error_code"] for x in r["groups"]]),
     "streams_group_topology_description_update": (93, 0, lambda t, g, x: {
         "group_id": g, "member_id": MEMBER, "topology_epoch": 0,
         "topology_description": {"subtopologies": [], "global_stores": []}},
-        [("READ", "group")], lambda r: [r["error_code"]], 30),
+        "group", lambda r: [r["error_code"]]),
     "leave_group": (13, 3, lambda t, g, x: {"group_id": g, "members": [{"member_id": "m", "group_instance_id": None}]},
-                    [("READ", "group")], lambda r: [r["error_code"]], 30),
+                    "group", lambda r: [r["error_code"]]),
     "sync_group": (14, 3, lambda t, g, x: {"group_id": g, "generation_id": 1, "member_id": "m",
                                             "group_instance_id": None, "assignments": []},
-                   [("READ", "group")], lambda r: [r["error_code"]], 30),
+                   "group", lambda r: [r["error_code"]]),
     "add_partitions_to_txn": (24, 3, lambda t, g, x: {"v3_and_below_transactional_id": x,
                                                        "v3_and_below_producer_id": 1, "v3_and_below_producer_epoch": 0,
                                                        "v3_and_below_topics": [{"name": t, "partitions": [0]}]},
-                              [("WRITE", "transactional_id")],
+                              "transactional_id",
                               lambda r: _parts(r, "results_by_topic_v3_and_below", "results_by_partition",
-                                               "partition_error_code"), 53),
+                                               "partition_error_code")),
     "txn_offset_commit": (28, 3, lambda t, g, x: {"transactional_id": x, "group_id": g, "producer_id": 1,
                                                    "producer_epoch": 0, "generation_id_or_member_epoch": -1,
                                                    "member_id": "", "group_instance_id": None, "topics": [
                                                        {"name": t, "partitions": [{"partition_index": 0,
                                                                                    "committed_offset": 0}]}]},
-                          [("WRITE", "transactional_id")], lambda r: _parts(r, "topics", "partitions"), 53),
+                          "transactional_id", lambda r: _parts(r, "topics", "partitions")),
     "alter_topic_configs_legacy": (33, 2, lambda t, g, x: {"resources": [
         {"resource_type": 2, "resource_name": t, "configs": [{"name": "retention.ms", "value": "100000"}]}],
         "validate_only": True},
-        [("ALTER_CONFIGS", "topic")], lambda r: [x["error_code"] for x in r["responses"]], 29),
+        "topic", lambda r: [x["error_code"] for x in r["responses"]]),
     "describe_client_quotas": (48, 1, lambda t, g, x: {"components": [], "strict": False},
-                               [("DESCRIBE_CONFIGS", "cluster")], lambda r: [r["error_code"]], 31),
+                               "cluster", lambda r: [r["error_code"]]),
     "alter_client_quotas": (49, 1, lambda t, g, x: {"entries": [{"entity": [{"entity_type": "client-id",
                                                                               "entity_name": g}],
                                                                   "ops": [{"key": "producer_byte_rate", "value": 1e6,
                                                                            "remove": False}]}],
                                                      "validate_only": True},
-                            [("ALTER_CONFIGS", "cluster")], lambda r: [x["error_code"] for x in r["entries"]], 31),
+                            "cluster", lambda r: [x["error_code"] for x in r["entries"]]),
     "describe_topic_partitions": (75, 0, lambda t, g, x: {"topics": [{"name": t}], "response_partition_limit": 100,
                                                           "cursor": None},
-                                  [("DESCRIBE", "topic")], lambda r: [x["error_code"] for x in r["topics"]], 29),
+                                  "topic", lambda r: [x["error_code"] for x in r["topics"]]),
     # the ACL APIs themselves (filters and bindings on names no other row uses)
     "describe_acls": (29, 3, lambda t, g, x: {"resource_type_filter": 2, "resource_name_filter": t + "-acl",
                                               "pattern_type_filter": 3, "principal_filter": None, "host_filter": None,
                                               "operation": 1, "permission_type": 1},
-                      [("DESCRIBE", "cluster")], lambda r: [r["error_code"]], 31),
+                      "cluster", lambda r: [r["error_code"]]),
     "create_acls": (30, 3, lambda t, g, x: {"creations": [
         {"resource_type": 2, "resource_name": t + "-acl", "resource_pattern_type": 3, "principal": "User:nobody",
          "host": "*", "operation": 3, "permission_type": 3}]},
-        [("ALTER", "cluster")], lambda r: [x["error_code"] for x in r["results"]], 31),
+        "cluster", lambda r: [x["error_code"] for x in r["results"]]),
     "delete_acls": (31, 3, lambda t, g, x: {"filters": [
         {"resource_type_filter": 2, "resource_name_filter": t + "-acl", "pattern_type_filter": 3,
          "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}]},
-        [("ALTER", "cluster")], lambda r: [x["error_code"] for x in r["filter_results"]], 31),
+        "cluster", lambda r: [x["error_code"] for x in r["filter_results"]]),
     # brokers only (a transaction coordinator's markers to partition leaders)
     "write_txn_markers": (27, 1, lambda t, g, x: {"markers": [{
         "producer_id": 1, "producer_epoch": 0, "transaction_result": False, "coordinator_epoch": 0,
         "topics": [{"name": t, "partition_indexes": [0]}]}]},
-        [("CLUSTER_ACTION", "cluster")], lambda r: _parts(r["markers"][0], "topics", "partitions"), 31),
+        "cluster", lambda r: _parts(r["markers"][0], "topics", "partitions")),
 }
+
+_OP_NAMES = {B.READ: "READ", B.WRITE: "WRITE", B.CREATE: "CREATE", B.DELETE: "DELETE", B.ALTER: "ALTER",
+             B.DESCRIBE: "DESCRIBE", B.CLUSTER_ACTION: "CLUSTER_ACTION", B.DESCRIBE_CONFIGS: "DESCRIBE_CONFIGS",
+             B.ALTER_CONFIGS: "ALTER_CONFIGS", B.IDEMPOTENT_WRITE: "IDEMPOTENT_WRITE"}
+_KINDS = {B.TOPIC: "topic", B.GROUP: "group", B.CLUSTER: "cluster", B.TRANSACTIONAL_ID: "transactional_id"}
+
+
+def _role(row):
+    """A row's (role, where to grant or None)."""
+    return row[3] if isinstance(row[3], tuple) else (row[3], None)
+
+
+def _expand(api, version, body, role, codes):
+    role, kind = role if isinstance(role, tuple) else (role, None)
+    n = need(api, role)
+    assert n.error is not None, "a case of a row whose denial fails nothing: %s" % (n,)
+    return api, version, body, [(_OP_NAMES[n.operation], kind or _KINDS[n.resource_type])], codes, int(n.error)
+
+
+# name -> (api, version, body, [(operation, kind)], codes(resp), the row's error): what the runner
+# (and tests/differential/test_acl_enforcement.py) iterate
+CASES = {name: _expand(*row) for name, row in ROWS.items()}
+CASE_ROWS = {name: need(row[0], _role(row)[0]) for name, row in ROWS.items()}
+
+def _add_partitions(t, g, x):
+    return {"v3_and_below_transactional_id": x, "v3_and_below_producer_id": 1, "v3_and_below_producer_epoch": 0,
+            "v3_and_below_topics": [{"name": t, "partitions": [0]}]}
+
+
+def _txn_offset_commit(t, g, x):
+    return {"transactional_id": x, "group_id": g, "producer_id": 1, "producer_epoch": 0,
+            "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+            "topics": [{"name": t, "partitions": [{"partition_index": 0, "committed_offset": 0}]}]}
+
+
+# the rows behind a first check: the cases grant what comes before them (EXTRA)
+ROWS.update({
+    "add_partitions_to_txn_topic": (24, 3, _add_partitions, "topic",
+                                    lambda r: _parts(r, "results_by_topic_v3_and_below", "results_by_partition",
+                                                     "partition_error_code")),
+    "add_offsets_to_txn_group": (25, 3, lambda t, g, x: {"transactional_id": x, "producer_id": 1,
+                                                         "producer_epoch": 0, "group_id": g},
+                                 "group", lambda r: [r["error_code"]]),
+    "txn_offset_commit_group": (28, 3, _txn_offset_commit, "group", lambda r: _parts(r, "topics", "partitions")),
+    "txn_offset_commit_topic": (28, 3, _txn_offset_commit, "topic", lambda r: _parts(r, "topics", "partitions")),
+})
+CASES.update({name: _expand(*ROWS[name]) for name in ROWS if name not in CASES})
+CASE_ROWS.update({name: need(row[0], _role(row)[0]) for name, row in ROWS.items()})
 
 # what else a case needs so that only the binding under test is missing
 EXTRA = {"offset_commit_topic": [("READ", "group")], "offset_commit_group": [("READ", "topic")],
@@ -307,29 +359,40 @@ EXTRA = {"offset_commit_topic": [("READ", "group")], "offset_commit_group": [("R
          "share_group_heartbeat_topic": [("READ", "group")], "share_fetch_topic": [("READ", "group")],
          "describe_share_group_offsets_topic": [("DESCRIBE", "group")],
          "alter_share_group_offsets_topic": [("READ", "group")], "streams_group_heartbeat": [("DESCRIBE", "topic")],
-         "streams_group_heartbeat_topic": [("READ", "group")]}
-
-
-# The APIs served without a row above, and why (every other API served must have one: the test
-# below fails when a handler is added without its authorization row)
-NO_ROW = {
-    16: "ListGroups filters by DESCRIBE on the cluster or group (test_enforcement / differential visibility)",
-    17: "SaslHandshake: authentication, before any principal",
-    18: "ApiVersions: served to everyone, as Kafka",
-    36: "SaslAuthenticate: authentication, before any principal",
-    # the delegation-token APIs refuse this table's PLAINTEXT connections (Kafka's allowTokenRequests);
-    # their ACLs are tested on SASL in tests/security/test_delegation_tokens.py and against Kafka 4.4
-    # in tests/differential/test_delegation_tokens.py::test_authorizer_create_tokens_and_describe
-    38: "CreateDelegationToken: CREATE_TOKENS on USER:<owner> only for another owner (KIP-373)",
-    39: "RenewDelegationToken: no ACL, the token's owner and renewers (Kafka's allowedToRenew)",
-    40: "ExpireDelegationToken: no ACL, the token's owner and renewers (Kafka's allowedToRenew)",
-    41: "DescribeDelegationToken: filters by DESCRIBE on the token / DESCRIBE_TOKENS on the owner, no error",
-    60: "DescribeCluster needs no ACL; its authorized_operations are compared with Kafka (differential)",
-    66: "ListTransactions filters by DESCRIBE on each transactional id, no error",
+         "streams_group_heartbeat_topic": [("READ", "group")],
+         "add_partitions_to_txn_topic": [("WRITE", "transactional_id")],
+         "add_offsets_to_txn_group": [("WRITE", "transactional_id")],
+         "txn_offset_commit_group": [("WRITE", "transactional_id")],
+         "txn_offset_commit_topic": [("WRITE", "transactional_id"), ("READ", "group")],
 }
 
 
-def test_every_served_api_has_a_row():
+# The rows of the requirement table whose denial is an error but that this table's runner (raw
+# requests from User:ANONYMOUS over PLAINTEXT, one binding missing) cannot exercise, and where
+# they are tested instead.  Every other such row must have a case: the test below fails when a
+# row is added without one.
+ELSEWHERE = {
+    (0, "transactional_id"): "transactional produce: tests/acl/test_enforcement.py (a transactional producer)",
+    (1, "follower"): "a follower's Fetch: CLUSTER_ACTION between brokers, tests/security/test_cluster_security.py",
+    (3, "auto_create"): "auto-creation needs CREATE: tests/acl/test_enforcement.py",
+    (10, "share"): "FindCoordinator for the share coordinator: brokers only",
+    (20, "describe"): "DeleteTopics' DESCRIBE-before-DELETE order: the delete_topics case grants DESCRIBE (EXTRA)",
+    (22, "idempotent_any_topic"): "KIP-679, WRITE on any topic: tests/acl/test_enforcement.py",
+    (24, "verify"): "AddPartitionsToTxn v4+ batches: brokers only",
+    (32, "group"): "group configs: tests/differential/test_group_configs.py",
+    (33, "group"): "AlterConfigs has no group resource in Kafka 4.4's validation; the cluster row is the broker's",
+    (33, "cluster"): "broker configs over the legacy AlterConfigs: tests/configs",
+    (44, "group"): "group configs: tests/differential/test_group_configs.py",
+    (44, "cluster"): "broker configs: tests/configs (dynamic broker configs)",
+    (79, "topic"): "test_share_acknowledge_needs_read_on_the_topic (a share session opened while readable)",
+    (92, "topic"): "test_delete_share_group_offsets_needs_read_on_each_topic (needs offsets to delete)",
+    (47, "topic"): "test_offset_delete_needs_read_on_the_topic (needs a group with offsets)",
+    (38, "owner"): "delegation tokens refuse PLAINTEXT: tests/security/test_delegation_tokens.py, "
+                   "tests/differential/test_delegation_tokens.py",
+}
+
+
+def _served():
     import importlib
     import pkgutil
 
@@ -338,9 +401,33 @@ def test_every_served_api_has_a_row():
     for m in pkgutil.iter_modules(h.__path__):
         if m.name[:1] == "k" and m.name[1:3].isdigit():
             served.add(importlib.import_module("pykbroker.handlers." + m.name).API_KEY)
-    rows = {c[0] for c in CASES.values()}
-    assert served - rows - set(NO_ROW) == set(), "APIs served without an authorization row"
-    assert not (set(NO_ROW) & rows) and set(NO_ROW) <= served
+    return served
+
+
+def test_every_served_api_has_rows_and_every_row_a_case():
+    """The requirement table covers every API served (or says why not: NO_ACL), and each of its
+    rows whose denial is an error is exercised by a case here or named in ELSEWHERE."""
+    served = _served()
+    apis = {n.api for n in REQUIREMENTS}
+    assert served - apis - set(NO_ACL) == set(), "APIs served without requirement rows"
+    assert apis <= served and not (apis & set(NO_ACL)) and set(NO_ACL) <= served
+    failing = {(n.api, n.role) for n in REQUIREMENTS if n.error is not None}
+    cased = {(n.api, n.role) for n in CASE_ROWS.values()}
+    assert failing - cased - set(ELSEWHERE) == set(), "rows without a case"
+    assert set(ELSEWHERE) <= failing - cased, "ELSEWHERE names a row that has a case or fails nothing"
+
+
+def test_handlers_check_only_through_the_table():
+    """No handler names an operation itself: the checks go through acl.check.permits /
+    permits_role / AuthSession.permits with a row of the table (so the table is the whole story)."""
+    import re
+    from pathlib import Path
+
+    import pykbroker.handlers as h
+    direct = re.compile(r"\.allowed\(|\bby_resource_type\(|\bauthorize\(|\.decide\(")
+    bad = [(p.name, i + 1, line.strip()) for p in sorted(Path(h.__path__[0]).glob("*.py"))
+           for i, line in enumerate(p.read_text().splitlines()) if direct.search(line)]
+    assert not bad, bad
 
 
 def _grant(b, op, kind, t, g, x):
@@ -493,3 +580,27 @@ def test_streams_internal_topics_need_create(broker):
             assert time.monotonic() < deadline, "the changelog topic was never created"
             time.sleep(0.05)
     broker.acls.remove(*granted)
+
+
+def test_offset_delete_needs_read_on_the_topic(broker):
+    """OffsetDelete: DELETE on the group lets the request in; a partition of a topic the client
+    may not READ is answered TOPIC_AUTHORIZATION_FAILED (the requirement table's row) and its
+    offset kept."""
+    n = next(_n)
+    t, g = "t%d" % n, "g%d" % n
+    broker.create_topic(t)
+    row = need(47, "topic")
+    granted = [broker.acls.allow(ANON, "READ", group=g), broker.acls.allow(ANON, "DELETE", group=g)]
+    read_t = broker.acls.allow(ANON, "READ", topic=t)
+    commit = {"group_id": g, "generation_id_or_member_epoch": -1, "member_id": "",
+              "topics": [{"name": t, "partitions": [{"partition_index": 0, "committed_offset": 0}]}]}
+    delete = {"group_id": g, "topics": [{"name": t, "partitions": [{"partition_index": 0}]}]}
+    with WireClient(broker) as c:
+        assert _parts(c.request(8, 8, commit), "topics", "partitions") == [0]
+        broker.acls.remove(read_t)
+        r = c.request(47, 0, delete)
+        assert r["error_code"] == 0 and _parts(r, "topics", "partitions") == [int(row.error)], r
+        read_t = broker.acls.allow(ANON, "READ", topic=t)
+        r = c.request(47, 0, delete)
+        assert r["error_code"] == 0 and _parts(r, "topics", "partitions") == [0], r
+    broker.acls.remove(read_t, *granted)

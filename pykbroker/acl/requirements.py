@@ -1,0 +1,144 @@
+"""What every API served needs from the authorizer: one table, read by the handlers' checks and
+iterated by the tests (tests/acl/test_required_acls.py, tests/differential/test_acl_enforcement.py),
+in the shape of Kafka's AuthorizerIntegrationTest (``requestKeysToAcls``).
+
+A row (:class:`Need`) names an API, the part of the request it applies to (``role``: "topic",
+"group", "cluster", "transactional_id"... the same API may need several), the operation, the
+resource type, and the error a denial is answered with.  ``error`` is None for the checks Kafka
+makes without failing anything: filters (ListGroups, ListTransactions, DescribeDelegationToken,
+regex subscriptions), probes that widen a permission (CREATE or DELETE on the cluster before the
+per-topic check) and checks whose denial is reported another way (the streams internal topics'
+status).  A handler asks :func:`need` for its rows when it is imported (a missing row fails
+there, not at the first request) and checks with ``acl.check.permits``; it never names an
+operation itself.  The order of the checks and what a denial leaves out of the answer stay the
+handler's business: they are Kafka's, API by API, and described in each handler's docstring.
+
+Every value here was read from Kafka 4.4 (KafkaApis, AuthHelper, the group and share
+coordinators) and is compared with it in tests/differential/test_acl_enforcement.py.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..protocol.errors import ErrorCode as E
+from .bindings import (
+    ALTER, ALTER_CONFIGS, CLUSTER, CLUSTER_ACTION, CREATE, CREATE_TOKENS, DELEGATION_TOKEN, DELETE, DESCRIBE,
+    DESCRIBE_CONFIGS, DESCRIBE_TOKENS, GROUP, IDEMPOTENT_WRITE, READ, TOPIC, TRANSACTIONAL_ID, USER, WRITE,
+)
+
+_TOPIC = E.TOPIC_AUTHORIZATION_FAILED
+_GROUP = E.GROUP_AUTHORIZATION_FAILED
+_CLUSTER = E.CLUSTER_AUTHORIZATION_FAILED
+_TXN = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+@dataclass(frozen=True)
+class Need:
+    api: int
+    role: str
+    operation: int
+    resource_type: int
+    error: E | None
+
+
+def _rows(api: int, *needs: tuple) -> list[Need]:
+    return [Need(api, *n) for n in needs]
+
+
+REQUIREMENTS: tuple[Need, ...] = tuple(
+    _rows(0, ("transactional_id", WRITE, TRANSACTIONAL_ID, _TXN), ("topic", WRITE, TOPIC, _TOPIC))        # Produce
+    + _rows(1, ("topic", READ, TOPIC, _TOPIC), ("follower", CLUSTER_ACTION, CLUSTER, _CLUSTER))         # Fetch
+    + _rows(2, ("topic", DESCRIBE, TOPIC, _TOPIC))                                                     # ListOffsets
+    + _rows(3, ("topic", DESCRIBE, TOPIC, _TOPIC), ("topics_listed", DESCRIBE, TOPIC, None),           # Metadata
+            ("auto_create_any", CREATE, CLUSTER, None), ("auto_create", CREATE, TOPIC, _TOPIC))
+    + _rows(8, ("group", READ, GROUP, _GROUP), ("topic", READ, TOPIC, _TOPIC))                          # OffsetCommit
+    + _rows(9, ("group", DESCRIBE, GROUP, _GROUP), ("topic", DESCRIBE, TOPIC, _TOPIC))                  # OffsetFetch
+    + _rows(10, ("group", DESCRIBE, GROUP, _GROUP),                                                    # FindCoordinator
+            ("transactional_id", DESCRIBE, TRANSACTIONAL_ID, _TXN), ("share", CLUSTER_ACTION, CLUSTER, _CLUSTER))
+    + _rows(11, ("group", READ, GROUP, _GROUP))                                                        # JoinGroup
+    + _rows(12, ("group", READ, GROUP, _GROUP))                                                        # Heartbeat
+    + _rows(13, ("group", READ, GROUP, _GROUP))                                                        # LeaveGroup
+    + _rows(14, ("group", READ, GROUP, _GROUP))                                                        # SyncGroup
+    + _rows(15, ("group", DESCRIBE, GROUP, _GROUP))                                                    # DescribeGroups
+    + _rows(16, ("cluster", DESCRIBE, CLUSTER, None), ("group", DESCRIBE, GROUP, None))                # ListGroups
+    + _rows(19, ("cluster", CREATE, CLUSTER, None), ("topic", CREATE, TOPIC, _TOPIC),                  # CreateTopics
+            ("configs", DESCRIBE_CONFIGS, TOPIC, None))
+    + _rows(20, ("cluster", DELETE, CLUSTER, None), ("describe", DESCRIBE, TOPIC, _TOPIC),             # DeleteTopics
+            ("topic", DELETE, TOPIC, _TOPIC))
+    + _rows(21, ("topic", DELETE, TOPIC, _TOPIC))                                                      # DeleteRecords
+    + _rows(22, ("transactional_id", WRITE, TRANSACTIONAL_ID, _TXN),                                   # InitProducerId
+            ("idempotent", IDEMPOTENT_WRITE, CLUSTER, _CLUSTER),
+            ("idempotent_any_topic", WRITE, TOPIC, _CLUSTER))   # KIP-679: WRITE on any topic will do
+    + _rows(23, ("follower", CLUSTER_ACTION, CLUSTER, None), ("topic", DESCRIBE, TOPIC, _TOPIC))       # OffsetForLeaderEpoch
+    + _rows(24, ("verify", CLUSTER_ACTION, CLUSTER, _CLUSTER),                                         # AddPartitionsToTxn
+            ("transactional_id", WRITE, TRANSACTIONAL_ID, _TXN), ("topic", WRITE, TOPIC, _TOPIC))
+    + _rows(25, ("transactional_id", WRITE, TRANSACTIONAL_ID, _TXN), ("group", READ, GROUP, _GROUP))  # AddOffsetsToTxn
+    + _rows(26, ("transactional_id", WRITE, TRANSACTIONAL_ID, _TXN))                                   # EndTxn
+    + _rows(27, ("cluster", CLUSTER_ACTION, CLUSTER, _CLUSTER))                                        # WriteTxnMarkers
+    + _rows(28, ("transactional_id", WRITE, TRANSACTIONAL_ID, _TXN), ("group", READ, GROUP, _GROUP),  # TxnOffsetCommit
+            ("topic", READ, TOPIC, _TOPIC))
+    + _rows(29, ("cluster", DESCRIBE, CLUSTER, _CLUSTER))                                              # DescribeAcls
+    + _rows(30, ("cluster", ALTER, CLUSTER, _CLUSTER))                                                 # CreateAcls
+    + _rows(31, ("cluster", ALTER, CLUSTER, _CLUSTER))                                                 # DeleteAcls
+    # configs: the broker, broker-logger and client-metrics resources are the cluster's
+    + _rows(32, ("topic", DESCRIBE_CONFIGS, TOPIC, _TOPIC), ("group", DESCRIBE_CONFIGS, GROUP, _GROUP),  # DescribeConfigs
+            ("cluster", DESCRIBE_CONFIGS, CLUSTER, _CLUSTER))
+    + _rows(33, ("topic", ALTER_CONFIGS, TOPIC, _TOPIC), ("group", ALTER_CONFIGS, GROUP, _GROUP),      # AlterConfigs
+            ("cluster", ALTER_CONFIGS, CLUSTER, _CLUSTER))
+    + _rows(34, ("cluster", ALTER, CLUSTER, _CLUSTER))                                                 # AlterReplicaLogDirs
+    + _rows(35, ("cluster", DESCRIBE, CLUSTER, _CLUSTER))                                              # DescribeLogDirs
+    + _rows(37, ("topic", ALTER, TOPIC, _TOPIC))                                                       # CreatePartitions
+    + _rows(38, ("owner", CREATE_TOKENS, USER, E.DELEGATION_TOKEN_AUTHORIZATION_FAILED))               # CreateDelegationToken
+    + _rows(41, ("token", DESCRIBE, DELEGATION_TOKEN, None), ("owner", DESCRIBE_TOKENS, USER, None))   # DescribeDelegationToken
+    + _rows(42, ("group", DELETE, GROUP, _GROUP))                                                      # DeleteGroups
+    + _rows(43, ("cluster", ALTER, CLUSTER, _CLUSTER))                                                 # ElectLeaders
+    + _rows(44, ("topic", ALTER_CONFIGS, TOPIC, _TOPIC), ("group", ALTER_CONFIGS, GROUP, _GROUP),      # IncrementalAlterConfigs
+            ("cluster", ALTER_CONFIGS, CLUSTER, _CLUSTER))
+    + _rows(45, ("cluster", ALTER, CLUSTER, _CLUSTER))                                                 # AlterPartitionReassignments
+    + _rows(46, ("cluster", DESCRIBE, CLUSTER, _CLUSTER))                                              # ListPartitionReassignments
+    + _rows(47, ("group", DELETE, GROUP, _GROUP), ("topic", READ, TOPIC, _TOPIC))                      # OffsetDelete
+    + _rows(48, ("cluster", DESCRIBE_CONFIGS, CLUSTER, _CLUSTER))                                      # DescribeClientQuotas
+    + _rows(49, ("cluster", ALTER_CONFIGS, CLUSTER, _CLUSTER))                                         # AlterClientQuotas
+    + _rows(50, ("cluster", DESCRIBE, CLUSTER, _CLUSTER))                                              # DescribeUserScramCredentials
+    + _rows(51, ("cluster", ALTER, CLUSTER, _CLUSTER))                                                 # AlterUserScramCredentials
+    + _rows(61, ("topic", READ, TOPIC, _TOPIC))                                                        # DescribeProducers
+    + _rows(65, ("transactional_id", DESCRIBE, TRANSACTIONAL_ID, _TXN))                                # DescribeTransactions
+    + _rows(66, ("transactional_id", DESCRIBE, TRANSACTIONAL_ID, None))                                # ListTransactions
+    + _rows(68, ("group", READ, GROUP, _GROUP), ("topic", DESCRIBE, TOPIC, _TOPIC),                    # ConsumerGroupHeartbeat
+            ("regex_topic", DESCRIBE, TOPIC, None))
+    + _rows(69, ("group", DESCRIBE, GROUP, _GROUP))                                                    # ConsumerGroupDescribe
+    + _rows(74, ("cluster", DESCRIBE_CONFIGS, CLUSTER, _CLUSTER))                                      # ListConfigResources
+    + _rows(75, ("topic", DESCRIBE, TOPIC, _TOPIC))                                                    # DescribeTopicPartitions
+    + _rows(76, ("group", READ, GROUP, _GROUP), ("topic", DESCRIBE, TOPIC, _TOPIC))                    # ShareGroupHeartbeat
+    + _rows(77, ("group", DESCRIBE, GROUP, _GROUP))                                                    # ShareGroupDescribe
+    + _rows(78, ("group", READ, GROUP, _GROUP), ("topic", READ, TOPIC, _TOPIC))                        # ShareFetch
+    + _rows(79, ("group", READ, GROUP, _GROUP), ("topic", READ, TOPIC, _TOPIC))                        # ShareAcknowledge
+    # the share coordinator's state APIs: brokers only
+    + [Need(api, "cluster", CLUSTER_ACTION, CLUSTER, _CLUSTER) for api in (83, 84, 85, 86, 87)]
+    + _rows(88, ("group", READ, GROUP, _GROUP), ("topic", DESCRIBE, TOPIC, _TOPIC),                    # StreamsGroupHeartbeat
+            ("internal_topics_any", CREATE, CLUSTER, None), ("internal_topic", CREATE, TOPIC, None))
+    + _rows(89, ("group", DESCRIBE, GROUP, _GROUP))                                                    # StreamsGroupDescribe
+    + _rows(90, ("group", DESCRIBE, GROUP, _GROUP), ("topic", DESCRIBE, TOPIC, _TOPIC))                # DescribeShareGroupOffsets
+    + _rows(91, ("group", READ, GROUP, _GROUP), ("topic", READ, TOPIC, _TOPIC))                        # AlterShareGroupOffsets
+    + _rows(92, ("group", DELETE, GROUP, _GROUP), ("topic", READ, TOPIC, _TOPIC))                      # DeleteShareGroupOffsets
+    + _rows(93, ("group", READ, GROUP, _GROUP))                                                        # StreamsGroupTopologyDescriptionUpdate
+)
+
+# The APIs served that need no binding, and why (every other API served has rows above)
+NO_ACL: dict[int, str] = {
+    17: "SaslHandshake: authentication, before any principal",
+    18: "ApiVersions: served to everyone, as Kafka",
+    36: "SaslAuthenticate: authentication, before any principal",
+    39: "RenewDelegationToken: the token's owner and renewers (Kafka's allowedToRenew), no binding",
+    40: "ExpireDelegationToken: the token's owner and renewers (Kafka's allowedToRenew), no binding",
+    60: "DescribeCluster: served to everyone; its authorized_operations are computed",
+}
+
+_BY_KEY: dict[tuple[int, str], Need] = {(n.api, n.role): n for n in REQUIREMENTS}
+assert len(_BY_KEY) == len(REQUIREMENTS), "a (api, role) pair twice in REQUIREMENTS"
+
+
+def need(api: int, role: str) -> Need:
+    """The row of ``api`` for ``role``; KeyError when the table has none (a handler asks at
+    import, so a check without its row never runs)."""
+    return _BY_KEY[(api, role)]
