@@ -1,7 +1,9 @@
 """Spark's Kafka connector through a SASL_SSL listener (SCRAM-SHA-512 over TLS, the CA as a PEM
 truststore): only ``kafka.``-prefixed options a user would set (``broker.spark_options``).  Spark
 writes, confluent-kafka reads the records back over the same listener, Spark reads them back;
-a wrong password fails with the Java client's authentication error instead of hanging."""
+a wrong password fails with the Java client's authentication error instead of hanging.  The
+broker runs Kafka's StandardAuthorizer: a principal allowed only its own topic and group writes
+and reads them through Spark, and is refused (TopicAuthorizationException) on any other topic."""
 from __future__ import annotations
 
 import time
@@ -20,12 +22,17 @@ needs.module("cryptography")
 pytestmark = [skip_in_quick_mode, pytest.mark.timeout(240),
               pytest.mark.skipif(AGAINST_KAFKA, reason="a secured pykbroker of its own")]
 
-USERS = {"alice": "alice-secret"}
+USERS = {"alice": "alice-secret", "bob": "bob-secret"}
+AUTHORIZER = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"}
 
 
 @pytest.fixture(scope="module")
 def secure():
-    with pykbroker.Broker(security="SASL_SSL", users=USERS, mechanisms=["SCRAM-SHA-512"], config=TEST_CONFIG) as b:
+    with pykbroker.Broker(security="SASL_SSL", users=USERS, mechanisms=["SCRAM-SHA-512"],
+                          config={**TEST_CONFIG, **AUTHORIZER}) as b:
+        # alice may do everything; bob only what test_principal_allowed_only_its_topic_and_group grants
+        for op, res in (("ALL", {"topic": "*"}), ("ALL", {"group": "*"}), ("ALL", {"cluster": True})):
+            b.acls.allow("User:alice", op, **res)
         yield b
 
 
@@ -66,3 +73,33 @@ def test_wrong_password_fails_with_an_authentication_error(spark, secure):
     with pytest.raises(Exception, match="SaslAuthenticationException"):
         spark.read.format("kafka").options(**opts).option("subscribe", "anything").load().collect()
     assert time.monotonic() - t0 < 30   # the client's authentication error, not its timeouts
+
+
+def test_principal_allowed_only_its_topic_and_group(spark, secure):
+    """bob holds READ/WRITE on one topic and READ on one group (the connector's ``kafka.group.id``):
+    Spark writes and reads that topic as bob; reading or writing alice's topic is refused with
+    the Java client's TopicAuthorizationException."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    mine, theirs = unique("bob"), unique("alice")
+    admin = AdminClient(secure.client_config("alice"))
+    for t in (mine, theirs):
+        admin.create_topics([NewTopic(t, 1, 1)])[t].result(15)
+    group = "bob-spark-" + mine
+    granted = [secure.acls.allow("User:bob", "WRITE", topic=mine), secure.acls.allow("User:bob", "READ", topic=mine),
+               secure.acls.allow("User:bob", "READ", group=group)]
+    opts = {**secure.spark_options("bob"), "kafka.group.id": group}
+    rows = [("k%d" % i, "v%d" % i) for i in range(10)]
+    try:
+        spark.createDataFrame(rows, "key string, value string").write.format("kafka") \
+            .options(**opts).option("topic", mine).save()
+        got = spark.read.format("kafka").options(**opts).option("subscribe", mine).load() \
+            .selectExpr("CAST(key AS STRING) k", "CAST(value AS STRING) v").collect()
+        assert sorted((r.k, r.v) for r in got) == sorted(rows)
+        with pytest.raises(Exception, match="TopicAuthorizationException"):
+            spark.read.format("kafka").options(**opts).option("subscribe", theirs).load().collect()
+        with pytest.raises(Exception, match="TopicAuthorizationException"):
+            spark.createDataFrame(rows, "key string, value string").write.format("kafka") \
+                .options(**opts).option("topic", theirs).save()
+    finally:
+        secure.acls.remove(*granted)
