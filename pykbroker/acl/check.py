@@ -127,6 +127,13 @@ def permits_role(ctx, role: str, name: str = CLUSTER_NAME, log_denied: bool = Tr
     return a.permits(need(ctx.api_key, role), name, log_denied)
 
 
+def denial(ctx, role: str):
+    """The error the row ``role`` of the API being served answers a denial with (after a
+    :func:`permits_role` refusal)."""
+    from .requirements import need
+    return need(ctx.api_key, role).denial
+
+
 def topic_describe_check(ctx, need):
     """A check ``name -> bool`` of ``need`` (DESCRIBE on a topic) for this connection's principal
     and address, usable after the request (None without an authorizer): a KIP-848 group keeps it to

@@ -40,6 +40,12 @@ class Need:
     resource_type: int
     error: E | None
 
+    @property
+    def denial(self) -> E:
+        """The error a denial is answered with (a row whose denial fails the request)."""
+        assert self.error is not None, "%s fails nothing when denied" % (self,)
+        return self.error
+
 
 def _rows(api: int, *needs: tuple) -> list[Need]:
     return [Need(api, *n) for n in needs]
@@ -69,7 +75,7 @@ REQUIREMENTS: tuple[Need, ...] = tuple(
     + _rows(22, ("transactional_id", WRITE, TRANSACTIONAL_ID, _TXN),                                   # InitProducerId
             ("idempotent", IDEMPOTENT_WRITE, CLUSTER, _CLUSTER),
             ("idempotent_any_topic", WRITE, TOPIC, _CLUSTER))   # KIP-679: WRITE on any topic will do
-    + _rows(23, ("follower", CLUSTER_ACTION, CLUSTER, None), ("topic", DESCRIBE, TOPIC, _TOPIC))       # OffsetForLeaderEpoch
+    + _rows(23, ("cluster", CLUSTER_ACTION, CLUSTER, None), ("topic", DESCRIBE, TOPIC, _TOPIC))       # OffsetForLeaderEpoch
     + _rows(24, ("verify", CLUSTER_ACTION, CLUSTER, _CLUSTER),                                         # AddPartitionsToTxn
             ("transactional_id", WRITE, TRANSACTIONAL_ID, _TXN), ("topic", WRITE, TOPIC, _TOPIC))
     + _rows(25, ("transactional_id", WRITE, TRANSACTIONAL_ID, _TXN), ("group", READ, GROUP, _GROUP))  # AddOffsetsToTxn

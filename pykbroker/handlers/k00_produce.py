@@ -158,7 +158,7 @@ async def handle(ctx, request):
                 transactional_id is not None and az.permits(_TRANSACTIONAL_ID, transactional_id)):
             if acks == 0:
                 raise CloseConnection("a produce with acks=0 was refused")
-            return error_response(ctx, request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            return error_response(ctx, request, _TRANSACTIONAL_ID.denial)
         denied = {t["name"] for t in request["topic_data"]
                   if t["name"] is not None and not az.permits(_TOPIC, t["name"])}
     # Kafka's handler answers unknown ids, denied and unknown topics itself; the rest goes to
@@ -171,7 +171,7 @@ async def handle(ctx, request):
         if name is None:
             codes.append(ErrorCode.UNKNOWN_TOPIC_ID)
         elif denied and name in denied:
-            codes.append(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            codes.append(_TOPIC.denial)
         elif metadata.get(name) is None:
             codes.append(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         else:

@@ -68,7 +68,7 @@ async def handle(ctx, request):
     async def answer(name, p):
         idx = p["partition_index"]
         if az is not None and not az.permits(_TOPIC, name):
-            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)   # before any other check (Kafka)
+            raise KafkaError(_TOPIC.denial)   # before any other check (Kafka)
         if (name, idx) in dups:
             raise KafkaError(ErrorCode.INVALID_REQUEST)
         ts = p["timestamp"]

@@ -109,7 +109,7 @@ async def handle(ctx, request):
                     topics_out.append(_error_topic(ErrorCode.UNKNOWN_TOPIC_ID, None, tid))
                 elif az is not None and not az.permits(_TOPIC, info.name):
                     # ids are not secret (Kafka): the id is answered, never the name
-                    e = _error_topic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, tid)
+                    e = _error_topic(_TOPIC.denial, None, tid)
                     e["is_internal"] = False
                     denied_describe.append(e)
                 else:
@@ -125,13 +125,13 @@ async def handle(ctx, request):
                     continue
                 seen.add(name)
                 if az is not None and not az.permits(_TOPIC, name):
-                    e = _error_topic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name)
+                    e = _error_topic(_TOPIC.denial, name)
                     e["is_internal"] = False
                     denied_describe.append(e)
                     continue
                 info = md.topics.get(name)
                 if info is None and allow_auto and not create_anywhere and not az.permits(_AUTO_CREATE, name):
-                    denied_create.append(_error_topic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name))
+                    denied_create.append(_error_topic(_AUTO_CREATE.denial, name))
                     continue
                 if info is not None:
                     topics_out.append(topic_entry(md, info))

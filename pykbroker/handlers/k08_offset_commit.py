@@ -31,7 +31,7 @@ from __future__ import annotations
 from ..acl.check import session
 from ..acl.requirements import need
 from ..coordinator.group.api import group_precheck
-from ..protocol.errors import ErrorCode, KafkaError
+from ..protocol.errors import KafkaError
 from .offset_commits import check_topics, every_partition, response, write_offsets
 
 API_KEY = 8
@@ -52,9 +52,9 @@ async def handle(ctx, request):
     if az is not None:
         # READ on the group for the whole request, then READ on each topic
         if not az.permits(_GROUP, request["group_id"]):
-            raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+            raise KafkaError(_GROUP.denial)
         readable = lambda name: az.permits(_TOPIC, name)   # noqa: E731
-    failed, accepted = check_topics(ctx.services.metadata_cache, request, by_id, readable)
+    failed, accepted = check_topics(ctx.services.metadata_cache, request, by_id, readable, _TOPIC)
     # 2. The coordinator: group checks apply to every accepted partition.
     answered = []
     if accepted:

@@ -61,7 +61,7 @@ async def _fetch_group(ctx, gid, topics, member_id=None, member_epoch=-1, requir
     # support fetch commits for the empty group id"; only a null id is INVALID_GROUP_ID).
     az = session(ctx)
     if az is not None and not az.permits(_GROUP, gid):
-        err = E.GROUP_AUTHORIZATION_FAILED   # DESCRIBE on the group, before the coordinator's checks
+        err = _GROUP.denial   # DESCRIBE on the group, before the coordinator's checks
     else:
         gc, err = await group_precheck(ctx, gid, create_topic=False)
     if not err and (member_id is not None or member_epoch >= 0):
@@ -106,7 +106,7 @@ async def _fetch_group(ctx, gid, topics, member_id=None, member_epoch=-1, requir
         else:
             name, tid = t["name"], None
         if az is not None and not az.permits(_TOPIC, name):
-            out.append(_topic(v, name, tid, [_part(i, None, E.TOPIC_AUTHORIZATION_FAILED)
+            out.append(_topic(v, name, tid, [_part(i, None, _TOPIC.denial)
                                              for i in t["partition_indexes"]]))
             continue
         got = gc.fetch_offsets(gid, [(name, i) for i in t["partition_indexes"]])

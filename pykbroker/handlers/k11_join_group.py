@@ -46,7 +46,7 @@ async def handle(ctx, request):
     gid = request["group_id"]
     mid = request["member_id"] or ""
     if not permits(ctx, _GROUP, gid):   # before the coordinator's checks (Kafka)
-        return _shape(ctx, join_error(E.GROUP_AUTHORIZATION_FAILED, mid))
+        return _shape(ctx, join_error(_GROUP.denial, mid))
     if not gid:
         return _shape(ctx, join_error(E.INVALID_GROUP_ID, mid))
     gc, err = await group_precheck(ctx, gid)

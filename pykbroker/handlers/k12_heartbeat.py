@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..acl.check import permits
 from ..acl.requirements import need
-from ..protocol.errors import ErrorCode, KafkaError
+from ..protocol.errors import KafkaError
 from .common import classic_group
 
 API_KEY = 12
@@ -23,7 +23,7 @@ _GROUP = need(API_KEY, "group")
 
 async def handle(ctx, request):
     if not permits(ctx, _GROUP, request["group_id"]):
-        raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED)   # READ on the group (Kafka)
+        raise KafkaError(_GROUP.denial)   # READ on the group (Kafka)
     g, err = await classic_group(ctx, request["group_id"])
     if not err:
         err = g.heartbeat(request["member_id"], request["group_instance_id"], request["generation_id"])

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ..acl.check import permits
 from ..acl.requirements import need
-from ..protocol.errors import ErrorCode, KafkaError
+from ..protocol.errors import KafkaError
 from .common import classic_group
 
 API_KEY = 13
@@ -28,7 +28,7 @@ _GROUP = need(API_KEY, "group")
 
 async def handle(ctx, request):
     if not permits(ctx, _GROUP, request["group_id"]):
-        raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED)   # READ on the group (Kafka)
+        raise KafkaError(_GROUP.denial)   # READ on the group (Kafka)
     v = ctx.api_version
     gid = request["group_id"]
     members = request["members"] if v >= 3 else [{"member_id": request["member_id"], "group_instance_id": None}]

@@ -49,7 +49,7 @@ async def handle(ctx, request):
     denied = []   # Kafka answers the groups the client may not describe first
     for gid in request["groups"]:
         if az is not None and not az.permits(_GROUP, gid):
-            d = _dead(gid, E.GROUP_AUTHORIZATION_FAILED)
+            d = _dead(gid, _GROUP.denial)
             d["group_state"] = ""   # Kafka's error entry has no state (checked: tests/differential)
             d["authorized_operations"] = _NO_OPS
             denied.append(d)

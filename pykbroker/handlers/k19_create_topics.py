@@ -95,7 +95,7 @@ async def handle(ctx, request):
             results.append(_failed(name, ErrorCode.INVALID_REQUEST, DUPLICATE_TOPIC))
             continue
         if not create_any and not az.permits(_TOPIC, name):
-            results.append(_failed(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."))
+            results.append(_failed(name, _TOPIC.denial, "Authorization failed."))
             continue
         if name in refused:
             results.append(_failed(name, ErrorCode.THROTTLING_QUOTA_EXCEEDED, None))
@@ -111,7 +111,7 @@ async def handle(ctx, request):
             continue
         if az is not None and not az.permits(_CONFIGS, name, log_denied=False):
             # created, but its configs are not shown to a client that may not describe them
-            config_code, configs = ErrorCode.TOPIC_AUTHORIZATION_FAILED, []
+            config_code, configs = _TOPIC.denial, []
         else:
             config_code, configs = 0, config_entries(broker, info.configs)
         results.append({"name": name, "topic_id": info.topic_id, "error_code": 0, "error_message": None,

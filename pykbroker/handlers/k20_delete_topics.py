@@ -44,7 +44,7 @@ _DEFAULT_TEXT = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_I
 
 
 # Kafka's text for a topic denied DESCRIBE or DELETE (checked: tests/differential)
-_DENIED = DEFAULT_MESSAGES[ErrorCode.TOPIC_AUTHORIZATION_FAILED]
+_DENIED = DEFAULT_MESSAGES[_TOPIC.denial]
 
 
 def _result(name, tid, code, message=None) -> dict:
@@ -107,15 +107,15 @@ async def handle(ctx, request):
         if info is None:
             out.append(_result(None, tid, ErrorCode.UNKNOWN_TOPIC_ID))
         elif az is not None and not az.permits(_DESCRIBE, info.name):
-            out.append(_result(None, tid, ErrorCode.TOPIC_AUTHORIZATION_FAILED, _DENIED))   # the name stays unknown
+            out.append(_result(None, tid, _DESCRIBE.denial, _DENIED))   # the name stays unknown
         elif az is not None and not az.permits(_TOPIC, info.name):
-            out.append(_result(info.name, tid, ErrorCode.TOPIC_AUTHORIZATION_FAILED, _DENIED))
+            out.append(_result(info.name, tid, _TOPIC.denial, _DENIED))
         else:
             to_delete[tid] = info.name
     for n in names:
         if az is not None and not (az.permits(_DESCRIBE, n) and az.permits(_TOPIC, n)):
             # before the existence check: a denied client cannot probe names
-            out.append(_result(n, ZERO_UUID, ErrorCode.TOPIC_AUTHORIZATION_FAILED, _DENIED))
+            out.append(_result(n, ZERO_UUID, _TOPIC.denial, _DENIED))
             continue
         info = md.topics.get(n)
         if info is None:

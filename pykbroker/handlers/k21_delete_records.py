@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ..acl.check import permits
 from ..acl.requirements import need
-from ..protocol.errors import ErrorCode, KafkaError
+from ..protocol.errors import KafkaError
 from .common import PartitionResponses, leader_partition
 
 API_KEY = 21
@@ -35,7 +35,7 @@ async def handle(ctx, request):
 
     async def answer(name, p):
         if not permits(ctx, _TOPIC, name):
-            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)   # DELETE on the topic (Kafka)
+            raise KafkaError(_TOPIC.denial)   # DELETE on the topic (Kafka)
         partition = leader_partition(rm, name, p["partition_index"])
         low = await partition.delete_records_before(p["offset"])  # or raises KafkaError
         return {"partition_index": p["partition_index"], "low_watermark": low, "error_code": 0}

@@ -54,9 +54,9 @@ async def handle(ctx, request):
         # IDEMPOTENT_WRITE on the cluster or, since KIP-679, WRITE on some topic
         if txn_id is not None:
             if not az.permits(_TRANSACTIONAL_ID, txn_id):
-                return error_response(ctx, request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+                return error_response(ctx, request, _TRANSACTIONAL_ID.denial)
         elif not az.permits(_IDEMPOTENT, log_denied=False) and not az.permits_any(_IDEMPOTENT_ANY_TOPIC):
-            return error_response(ctx, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+            return error_response(ctx, request, _IDEMPOTENT.denial)
     pid, epoch = -1, -1
     if ctx.api_version >= 3:
         pid, epoch = request["producer_id"], request["producer_epoch"]

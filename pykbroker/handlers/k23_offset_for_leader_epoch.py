@@ -10,6 +10,9 @@ LeaderEpochFileCache.endOffsetFor), answered from the partition's leader-epoch c
   UNKNOWN_TOPIC_OR_PARTITION.
 - ``replica_id`` (v3+): consumers send -1, followers their id; both are answered by the leader
   only (NOT_LEADER_OR_FOLLOWER elsewhere, after the epoch checks, as Kafka does).
+- With an authorizer (Kafka 4.4's KafkaApis, whatever the replica id): CLUSTER_ACTION on the
+  cluster (a broker; checked without logging a denial) lets every topic through, anyone else
+  needs DESCRIBE on each topic (TOPIC_AUTHORIZATION_FAILED per partition otherwise).
 Version notes: v2 adds current_leader_epoch (and is the floor Kafka 4 keeps); v3 adds
 replica_id; v4 is flexible.
 - A partition on a failed log dir answers KAFKA_STORAGE_ERROR, see handlers/common.py.
@@ -18,14 +21,14 @@ from __future__ import annotations
 
 from ..acl.check import session
 from ..acl.requirements import need
-from ..protocol.errors import ErrorCode, KafkaError
+from ..protocol.errors import KafkaError
 from .common import PartitionResponses, leader_partition
 
 API_KEY = 23
 MIN_VERSION = 2
 MAX_VERSION = 4
 # what this API needs from the authorizer (acl/requirements.py)
-_FOLLOWER = need(API_KEY, "follower")
+_ANY_TOPIC = need(API_KEY, "cluster")
 _TOPIC = need(API_KEY, "topic")
 
 _KEYS = ("topics", "topic", "partitions", "partition")
@@ -36,14 +39,14 @@ error_response = RESPONSES.error_response
 async def handle(ctx, request):
     rm = ctx.services.replica_manager
     az = session(ctx)
-    follower = request["replica_id"] >= 0
-    # Kafka checks CLUSTER_ACTION with logIfDenied = false (not an access the audit log shows)
-    if az is not None and follower and not az.permits(_FOLLOWER, log_denied=False):
-        raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)   # a follower's request (Kafka)
+    # Kafka checks CLUSTER_ACTION with logIfDenied = false (not an access the audit log shows);
+    # it is not required of a follower's request, only a way past the per-topic check
+    if az is not None and az.permits(_ANY_TOPIC, log_denied=False):
+        az = None
 
     async def answer(name, p):
         if az is not None and not az.permits(_TOPIC, name):
-            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            raise KafkaError(_TOPIC.denial)
         partition = leader_partition(rm, name, p["partition"], p["current_leader_epoch"])
         epoch, end = partition.end_offset_for_epoch(p["leader_epoch"])
         return {"partition": p["partition"], "error_code": 0, "leader_epoch": epoch, "end_offset": end}

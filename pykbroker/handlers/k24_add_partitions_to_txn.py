@@ -74,7 +74,7 @@ async def handle(ctx, request):
     az = session(ctx)
     if ctx.api_version >= 4:
         if az is not None and not az.permits(_VERIFY):
-            return error_response(ctx, request, E.CLUSTER_AUTHORIZATION_FAILED)   # brokers only (Kafka)
+            return error_response(ctx, request, _VERIFY.denial)   # brokers only (Kafka)
         results = []
         for txn in request["transactions"]:
             tps = [(t["name"], p) for t in txn["topics"] for p in t["partitions"]]
@@ -98,12 +98,12 @@ async def handle(ctx, request):
         # topic (the denied ones TOPIC_AUTHORIZATION_FAILED, unknown ones theirs, the rest not
         # attempted)
         if not az.permits(_TRANSACTIONAL_ID, request["v3_and_below_transactional_id"]):
-            return error_response(ctx, request, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            return error_response(ctx, request, _TRANSACTIONAL_ID.denial)
         denied = {t["name"] for t in topics if not az.permits(_TOPIC, t["name"])}
         if denied:
             unknown = _unknown(md, topics)
             return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _topics_result(
-                topics, lambda t, p: E.TOPIC_AUTHORIZATION_FAILED if t in denied
+                topics, lambda t, p: _TOPIC.denial if t in denied
                 else E.UNKNOWN_TOPIC_OR_PARTITION if (t, p) in unknown else E.OPERATION_NOT_ATTEMPTED)}
     bad = _unknown(md, topics)
     if bad:

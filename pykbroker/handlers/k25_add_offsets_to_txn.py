@@ -33,9 +33,9 @@ error_response = top_level_error_response(2)
 async def handle(ctx, request):
     # Kafka's order: WRITE on the transactional id, then READ on the group
     if not permits(ctx, _TRANSACTIONAL_ID, request["transactional_id"]):
-        return error_response(ctx, request, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        return error_response(ctx, request, _TRANSACTIONAL_ID.denial)
     if not permits(ctx, _GROUP, request["group_id"]):
-        return error_response(ctx, request, E.GROUP_AUTHORIZATION_FAILED)
+        return error_response(ctx, request, _GROUP.denial)
     tc = ctx.services.transaction_coordinator
     if tc is None:
         return error_response(ctx, request, E.COORDINATOR_NOT_AVAILABLE)

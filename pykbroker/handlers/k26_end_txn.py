@@ -40,7 +40,7 @@ error_response = top_level_error_response(2, producer_id=-1, producer_epoch=-1)
 
 async def handle(ctx, request):
     if not permits(ctx, _TRANSACTIONAL_ID, request["transactional_id"]):
-        return error_response(ctx, request, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)   # first (Kafka)
+        return error_response(ctx, request, _TRANSACTIONAL_ID.denial)   # first (Kafka)
     tc = ctx.services.transaction_coordinator
     if tc is None:
         return error_response(ctx, request, E.COORDINATOR_NOT_AVAILABLE)

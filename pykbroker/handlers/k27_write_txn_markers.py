@@ -47,7 +47,7 @@ async def handle(ctx, request):
     # CLUSTER_AUTHORIZATION_FAILED (Kafka's authorizeClusterOperation before anything is written)
     az = session(ctx)
     if az is not None and not az.permits(_CLUSTER):
-        return error_response(ctx, request, E.CLUSTER_AUTHORIZATION_FAILED)
+        return error_response(ctx, request, _CLUSTER.denial)
     broker = ctx.broker
     rm = broker.replica_manager
     out = []

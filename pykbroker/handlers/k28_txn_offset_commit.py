@@ -117,11 +117,11 @@ async def handle(ctx, request):
         # Kafka's order: WRITE on the transactional id, READ on the group (whole request), then
         # READ on each topic
         if not az.permits(_TRANSACTIONAL_ID, request["transactional_id"]):
-            return error_response(ctx, request, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            return error_response(ctx, request, _TRANSACTIONAL_ID.denial)
         if not az.permits(_GROUP, request["group_id"]):
-            return error_response(ctx, request, E.GROUP_AUTHORIZATION_FAILED)
+            return error_response(ctx, request, _GROUP.denial)
         readable = lambda name: az.permits(_TOPIC, name)   # noqa: E731
-    failed, accepted = check_topics(ctx.services.metadata_cache, request, by_id, readable)
+    failed, accepted = check_topics(ctx.services.metadata_cache, request, by_id, readable, _TOPIC)
     # 2. The transaction and group checks and the write, for the partitions left (none left:
     #    answered without them, as Kafka does).
     answered = []

@@ -42,7 +42,7 @@ async def handle(ctx, request):
         return _answer(ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
     if not permits(ctx, _CLUSTER):
         # Kafka's text names its request object (connection, session...): pykbroker names the API
-        return _answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Request DescribeAcls needs DESCRIBE permission.")
+        return _answer(_CLUSTER.denial, "Request DescribeAcls needs DESCRIBE permission.")
     flt = filter_from_wire(request["resource_type_filter"], request["resource_name_filter"],
                            request["pattern_type_filter"], request["principal_filter"], request["host_filter"],
                            request["operation"], request["permission_type"])

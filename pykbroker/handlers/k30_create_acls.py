@@ -46,7 +46,7 @@ async def handle(ctx, request):
         return _all(request, ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
     if not permits(ctx, _CLUSTER):
         # Kafka's text names its request object (connection, session...): pykbroker names the API
-        return _all(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Request CreateAcls needs ALTER permission.")
+        return _all(request, _CLUSTER.denial, "Request CreateAcls needs ALTER permission.")
     bindings = [binding_from_wire(c["resource_type"], c["resource_name"], c["resource_pattern_type"], c["principal"],
                                   c["host"], c["operation"], c["permission_type"]) for c in creations]
     if any(creation_fails_request(b) for b in bindings):

@@ -40,7 +40,7 @@ async def handle(ctx, request):
         return _all(request, ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
     if not permits(ctx, _CLUSTER):
         # Kafka's text names its request object (connection, session...): pykbroker names the API
-        return _all(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Request DeleteAcls needs ALTER permission.")
+        return _all(request, _CLUSTER.denial, "Request DeleteAcls needs ALTER permission.")
     results, removed = [], {}
     for f in request["filters"]:
         flt = filter_from_wire(f["resource_type_filter"], f["resource_name_filter"], f["pattern_type_filter"],

@@ -60,7 +60,7 @@ def error_response(ctx, request, code) -> dict:
 
 async def handle(ctx, request):
     if not permits(ctx, _CLUSTER):
-        return error_response(ctx, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        return error_response(ctx, request, _CLUSTER.denial)
     targets: dict[tuple[str, int], str] = {}
     for d in request["dirs"]:
         for t in d["topics"]:

@@ -66,7 +66,7 @@ def _dir_result(lm, d: str, wanted) -> dict:
 async def handle(ctx, request):
     if not permits(ctx, _CLUSTER):
         # Kafka: no log dir at all, the error at the top (v1-2 have no field for it)
-        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), "results": []}
+        return {"throttle_time_ms": 0, "error_code": int(_CLUSTER.denial), "results": []}
     lm = ctx.broker.log_manager
     wanted = None
     if request["topics"] is not None:

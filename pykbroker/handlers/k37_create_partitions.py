@@ -73,7 +73,7 @@ async def handle(ctx, request):
             results.append(_result(name, ErrorCode.INVALID_REQUEST, DUPLICATE_TOPIC))
             continue
         if not permits(ctx, _TOPIC, name):
-            results.append(_result(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))   # ALTER on the topic (Kafka)
+            results.append(_result(name, _TOPIC.denial))   # ALTER on the topic (Kafka)
             continue
         assignments = None
         if t["assignments"] is not None:

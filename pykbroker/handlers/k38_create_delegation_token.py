@@ -54,7 +54,7 @@ async def handle(ctx, request):
     if not token_requests_allowed(ctx):
         return _answer(ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, owner, requester)
     if owner != requester and not permits(ctx, _OWNER, owner):
-        return _answer(ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED, owner, requester)
+        return _answer(_OWNER.denial, owner, requester)
     if any(split_principal(r)[0] != "User" for r in renewers):
         return _answer(ErrorCode.INVALID_PRINCIPAL_TYPE, owner, requester)
     tm = manager(ctx)

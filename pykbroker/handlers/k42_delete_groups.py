@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from ..acl.check import permits
 from ..acl.requirements import need
-from ..protocol.errors import ErrorCode as E
 from ..coordinator.group.api import group_precheck
 
 API_KEY = 42
@@ -35,7 +34,7 @@ async def handle(ctx, request):
     results = []
     for gid in dict.fromkeys(request["groups_names"]):
         if not permits(ctx, _GROUP, gid):
-            results.append(_result(gid, E.GROUP_AUTHORIZATION_FAILED))   # DELETE on the group (Kafka)
+            results.append(_result(gid, _GROUP.denial))   # DELETE on the group (Kafka)
             continue
         gc, code = await group_precheck(ctx, gid, create_topic=False)
         if not code:

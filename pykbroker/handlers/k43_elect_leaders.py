@@ -53,10 +53,10 @@ async def handle(ctx, request):
         # ALTER on the cluster; Kafka's controller answers every named partition with its
         # exception's text (which names the request object: pykbroker names the API)
         msg = "Request ElectLeaders needs ALTER permission."
-        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+        return {"throttle_time_ms": 0, "error_code": int(_CLUSTER.denial),
                 "replica_election_results": [
                     {"topic": t["topic"], "partition_result": [
-                        {"partition_id": p, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                        {"partition_id": p, "error_code": int(_CLUSTER.denial),
                          "error_message": msg} for p in t["partitions"]]}
                     for t in request["topic_partitions"] or []]}
     v = ctx.api_version

@@ -56,10 +56,10 @@ async def handle(ctx, request):
         responses: dict = {}
         for t in request["topics"]:
             responses.setdefault(t["name"], []).extend(
-                {"partition_index": p["partition_index"], "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                {"partition_index": p["partition_index"], "error_code": int(_CLUSTER.denial),
                  "error_message": msg} for p in t["partitions"])
         return {"throttle_time_ms": 0, "allow_replication_factor_change": True,
-                "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), "error_message": msg,
+                "error_code": int(_CLUSTER.denial), "error_message": msg,
                 "responses": [{"name": t, "partitions": parts} for t, parts in responses.items()]}
     v = ctx.api_version
     cache = ctx.broker.metadata_cache

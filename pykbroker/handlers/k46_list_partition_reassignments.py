@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from ..acl.check import permits
 from ..acl.requirements import need
-from ..protocol.errors import ErrorCode
 
 API_KEY = 46
 MIN_VERSION = 0
@@ -21,7 +20,7 @@ _CLUSTER = need(API_KEY, "cluster")
 async def handle(ctx, request):
     if not permits(ctx, _CLUSTER):
         # DESCRIBE on the cluster (Kafka's text names the request object: pykbroker names the API)
-        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+        return {"throttle_time_ms": 0, "error_code": int(_CLUSTER.denial),
                 "error_message": "Request ListPartitionReassignments needs DESCRIBE permission.", "topics": []}
     wanted = None
     if request["topics"] is not None:

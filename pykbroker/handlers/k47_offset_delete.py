@@ -30,7 +30,7 @@ async def handle(ctx, request):
     gid = request["group_id"]
     az = session(ctx)
     if az is not None and not az.permits(_GROUP, gid):
-        return _top(E.GROUP_AUTHORIZATION_FAILED)   # DELETE on the group, first (Kafka)
+        return _top(_GROUP.denial)   # DELETE on the group, first (Kafka)
     if not gid:
         return _top(E.INVALID_GROUP_ID)
     gc, err = await group_precheck(ctx, gid, create_topic=False)
@@ -50,7 +50,7 @@ async def handle(ctx, request):
         parts = []
         for p in t["partitions"]:
             if az is not None and not az.permits(_TOPIC, t["name"]):
-                code = E.TOPIC_AUTHORIZATION_FAILED   # READ on the topic (Kafka)
+                code = _TOPIC.denial   # READ on the topic (Kafka)
             elif t["name"] in subscribed:
                 code = E.GROUP_SUBSCRIBED_TO_TOPIC
             else:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from ..acl.check import permits
 from ..acl.requirements import need
-from ..protocol.errors import ErrorCode
 from ..quota.entities import QuotaError, describe, entity_to_wire
 
 API_KEY = 48
@@ -40,7 +39,7 @@ async def handle(ctx, request):
     if not permits(ctx, _CLUSTER):
         # no message: Kafka's ApiError leaves out an exception's default text (checked against
         # Kafka 4.4, tests/differential/test_acl_enforcement.py)
-        return _error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
+        return _error(_CLUSTER.denial, None)
     stored = ctx.services.controller.client_quotas()
     try:
         entities = describe(stored, request["components"], request["strict"])

@@ -26,7 +26,7 @@ import trio
 
 from ..acl.check import permits
 from ..acl.requirements import need
-from ..protocol.errors import ErrorCode, KafkaError
+from ..protocol.errors import KafkaError
 from ..quota.entities import entity_from_wire, entity_to_wire, ip_host_names, plan_alterations
 
 API_KEY = 49
@@ -61,7 +61,7 @@ async def _resolvable(names) -> set:
 
 async def handle(ctx, request):
     if not permits(ctx, _CLUSTER):
-        return _all(request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
+        return _all(request, _CLUSTER.denial, "Cluster authorization failed.")
     controller = ctx.services.controller
     hosts = ip_host_names(request["entries"])
     resolved = await _resolvable(hosts) if hosts else set()

@@ -33,7 +33,7 @@ def _infos(mechs: dict) -> list:
 async def handle(ctx, request):
     names = [u["name"] for u in (request["users"] or [])]
     if not permits(ctx, _CLUSTER):
-        code = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        code = int(_CLUSTER.denial)
         return {"throttle_time_ms": 0, "error_code": code, "error_message": None,
                 "results": [{"user": "", "error_code": code, "error_message": None, "credential_infos": []}
                             for _ in names]}

@@ -55,7 +55,7 @@ async def handle(ctx, request):
     if not permits(ctx, _CLUSTER):
         users = dict.fromkeys(op["name"] for op in list(request["deletions"]) + list(request["upsertions"]))
         return {"throttle_time_ms": 0, "results": [
-            {"user": u, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+            {"user": u, "error_code": int(_CLUSTER.denial),
              "error_message": "ALTER"} for u in sorted(users)]}
     controller = ctx.services.controller
     stored = controller.scram_users()

@@ -30,7 +30,7 @@ _TOPIC = need(API_KEY, "topic")
 
 def _denied(index: int) -> dict:
     """READ on the topic is required (Kafka)."""
-    return {"partition_index": index, "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+    return {"partition_index": index, "error_code": int(_TOPIC.denial),
             "error_message": "Topic authorization failed.",
             "active_producers": []}
 

@@ -43,6 +43,6 @@ async def handle(ctx, request):
 def _denied(txn_id: str) -> dict:
     """DESCRIBE on the transactional id is required; Kafka's entry has zeros where a missing id's
     has -1 (checked: tests/differential)."""
-    return {"error_code": int(E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), "transactional_id": txn_id,
+    return {"error_code": int(_TRANSACTIONAL_ID.denial), "transactional_id": txn_id,
             "transaction_state": "", "transaction_timeout_ms": 0, "transaction_start_time_ms": 0,
             "producer_id": 0, "producer_epoch": 0, "topics": []}

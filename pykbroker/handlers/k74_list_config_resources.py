@@ -37,7 +37,7 @@ SUPPORTED = {0: (CLIENT_METRICS,), 1: (TOPIC, BROKER, BROKER_LOGGER, CLIENT_METR
 
 async def handle(ctx, request):
     if not permits(ctx, _CLUSTER):
-        return error_response(ctx, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        return error_response(ctx, request, _CLUSTER.denial)
     supported = SUPPORTED[min(ctx.api_version, 1)]
     types = (request.get("resource_types") or []) if ctx.api_version >= 1 else []
     if not types:

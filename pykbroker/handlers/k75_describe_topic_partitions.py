@@ -69,7 +69,7 @@ async def handle(ctx, request):
             break
         if az is not None and not az.permits(_TOPIC, name):
             if not fetch_all:   # named: refused whether or not it exists; all topics: left out
-                t = _topic(ctx, ErrorCode.TOPIC_AUTHORIZATION_FAILED, name, ZERO_UUID, [])
+                t = _topic(ctx, _TOPIC.denial, name, ZERO_UUID, [])
                 t["topic_authorized_operations"] = -2147483648   # Kafka: INT32_MIN for a denied topic
                 topics.append(t)
             continue

@@ -67,7 +67,7 @@ async def handle(ctx, request):
     spm = _spm(ctx)
     gid, mid, epoch = request["group_id"], request["member_id"], request["share_session_epoch"]
     if gid and not permits(ctx, _GROUP, gid):
-        return _top(E.GROUP_AUTHORIZATION_FAILED)
+        return _top(_GROUP.denial)
     if not gid or not mid:
         return _top(E.INVALID_REQUEST, "GroupId and MemberId must be set.")
     session, err = spm.session(gid, mid, epoch, connection=getattr(ctx, "connection", None))
@@ -96,7 +96,7 @@ async def handle(ctx, request):
             name = md.name_of(tid)
             if name is not None and not permits(ctx, _TOPIC, name):
                 if p["acknowledgement_batches"]:
-                    r["acknowledge_error_code"] = int(E.TOPIC_AUTHORIZATION_FAILED)
+                    r["acknowledge_error_code"] = int(_TOPIC.denial)
                 continue
             if p["acknowledgement_batches"]:
                 code, msg = spm.acknowledge(gid, mid, tid, idx, p["acknowledgement_batches"], now)
@@ -121,7 +121,7 @@ async def handle(ctx, request):
             continue
         if not permits(ctx, _TOPIC, name):
             # Kafka's partitionResponse: the current leader at the schema default (0, 0)
-            entry(tid, idx).update(error_code=int(E.TOPIC_AUTHORIZATION_FAILED),
+            entry(tid, idx).update(error_code=int(_TOPIC.denial),
                                    current_leader={"leader_id": 0, "leader_epoch": 0})
             continue
         try:

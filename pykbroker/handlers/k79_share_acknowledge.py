@@ -43,7 +43,7 @@ async def handle(ctx, request):
     gid, mid, epoch = request["group_id"], request["member_id"], request["share_session_epoch"]
     if gid and not permits(ctx, _GROUP, gid):
         # READ on the share group, after the group id and before the member id (Kafka's order)
-        return _top(E.GROUP_AUTHORIZATION_FAILED)
+        return _top(_GROUP.denial)
     if not gid or not mid:
         return _top(E.INVALID_REQUEST, "GroupId and MemberId must be set.")
     session, err = spm.session(gid, mid, epoch, acknowledge_only=True)
@@ -62,7 +62,7 @@ async def handle(ctx, request):
             if name is None:
                 code = E.UNKNOWN_TOPIC_ID
             elif not permits(ctx, _TOPIC, name):
-                code = E.TOPIC_AUTHORIZATION_FAILED   # READ on the topic: nothing acknowledged
+                code = _TOPIC.denial   # READ on the topic: nothing acknowledged
             else:
                 try:
                     part = leader_partition(ctx.services.replica_manager, name, idx)
@@ -74,7 +74,7 @@ async def handle(ctx, request):
                     code = e.code
             # a denied topic's entry is Kafka's partitionResponse: the current leader at the
             # schema default (0, 0) (checked against Kafka 4.4)
-            leader = 0 if code == E.TOPIC_AUTHORIZATION_FAILED else -1
+            leader = 0 if code == _TOPIC.denial else -1
             parts.append({"partition_index": idx, "error_code": int(code), "error_message": msg,
                           "current_leader": {"leader_id": leader, "leader_epoch": leader}})
         responses.append({"topic_id": tid, "partitions": parts})

@@ -49,7 +49,7 @@ async def handle(ctx, request):
     for g in request["groups"]:
         gid = g["group_id"]
         if not permits(ctx, _GROUP, gid):
-            out.append(_gerr(gid, E.GROUP_AUTHORIZATION_FAILED))   # no message, as Kafka's
+            out.append(_gerr(gid, _GROUP.denial))   # no message, as Kafka's
             continue
         if not gid:
             out.append(_gerr(gid, E.INVALID_GROUP_ID))
@@ -78,7 +78,7 @@ async def handle(ctx, request):
             name = t["topic_name"]
             info = md.get(name)
             if not permits(ctx, _TOPIC, name):
-                code = E.TOPIC_AUTHORIZATION_FAILED
+                code = _TOPIC.denial
                 denied.append({"topic_name": name, "topic_id": info.topic_id if info is not None else NO_TOPIC_ID,
                                # Kafka leaves the leader epoch at the schema default 0 here
                                "partitions": [_part(i, epoch=0, code=code, msg=DEFAULT_MESSAGES[code])

@@ -14,6 +14,7 @@ ones, nothing changed).
 """
 from __future__ import annotations
 
+from ..acl.requirements import need
 from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode as E
 # error_response: a whole-request error is a top-level code with no topics (shared with k92)
 from .share_group_offsets import NO_TOPIC_ID, change_start_offsets, error_response
@@ -21,6 +22,8 @@ from .share_group_offsets import NO_TOPIC_ID, change_start_offsets, error_respon
 API_KEY = 91
 MIN_VERSION = 0
 MAX_VERSION = 0
+# the topic row of acl/requirements.py (the group row is checked in share_group_offsets)
+_TOPIC = need(API_KEY, "topic")
 
 
 async def _restart_topic(ctx, gid, t, info):
@@ -46,7 +49,7 @@ async def _restart_topic(ctx, gid, t, info):
 
 
 def _denied(t):
-    code = E.TOPIC_AUTHORIZATION_FAILED
+    code = _TOPIC.denial
     return {"topic_name": t["topic_name"], "topic_id": NO_TOPIC_ID,
             "partitions": [{"partition_index": p["partition_index"], "error_code": int(code),
                             "error_message": DEFAULT_MESSAGES[code]} for p in t["partitions"]]}

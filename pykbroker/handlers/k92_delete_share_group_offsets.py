@@ -11,6 +11,7 @@ answered TOPIC_AUTHORIZATION_FAILED, first, nothing deleted), as Kafka.
 """
 from __future__ import annotations
 
+from ..acl.requirements import need
 from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode as E
 # error_response: a whole-request error is a top-level code with no topics (shared with k91)
 from .share_group_offsets import NO_TOPIC_ID, change_start_offsets, error_response
@@ -18,6 +19,8 @@ from .share_group_offsets import NO_TOPIC_ID, change_start_offsets, error_respon
 API_KEY = 92
 MIN_VERSION = 0
 MAX_VERSION = 0
+# the topic row of acl/requirements.py (the group row is checked in share_group_offsets)
+_TOPIC = need(API_KEY, "topic")
 
 
 async def _delete_topic(ctx, gid, t, info):
@@ -44,6 +47,6 @@ async def handle(ctx, request):
 
 
 def _denied(t):
-    code = E.TOPIC_AUTHORIZATION_FAILED
+    code = _TOPIC.denial
     return {"topic_name": t["topic_name"], "topic_id": NO_TOPIC_ID, "error_code": int(code),
             "error_message": DEFAULT_MESSAGES[code]}

@@ -33,7 +33,7 @@ def _err(code, msg=None):
 
 async def handle(ctx, request):
     if not permits(ctx, _GROUP, request["group_id"]):
-        return _err(E.GROUP_AUTHORIZATION_FAILED)   # no message (checked against Kafka 4.4)
+        return _err(_GROUP.denial)   # no message (checked against Kafka 4.4)
     return _err(E.UNSUPPORTED_VERSION, NO_PLUGIN)
 
 

@@ -14,7 +14,7 @@ handler: ``load_handlers`` loads only ``kNN_*``).
 from __future__ import annotations
 
 from ..acl.bindings import GROUP
-from ..acl.check import authorized_operations, permits_role
+from ..acl.check import authorized_operations, denial, permits_role
 from ..coordinator.group.api import group_precheck
 from ..coordinator.group.coordinator import append_error_to_response
 from ..protocol.errors import ErrorCode as E, KafkaError
@@ -72,7 +72,7 @@ async def group_heartbeat(ctx, request, error, manager, beat, *, empty_group_id=
     if not permits_role(ctx, "group", gid):
         # READ on the group, before the coordinator; Kafka answers with the request's error
         # response, whose member epoch is the schema default 0 (checked: tests/differential)
-        r = error(E.GROUP_AUTHORIZATION_FAILED)
+        r = error(denial(ctx, "group"))
         if "member_epoch" in r:
             r["member_epoch"] = 0
         return r
@@ -82,7 +82,7 @@ async def group_heartbeat(ctx, request, error, manager, beat, *, empty_group_id=
             return r
     if described_topics and not all(permits_role(ctx, "topic", t) for t in set(described_topics)):
         # Kafka answers a fresh response with only the error code (member epoch 0)
-        r = error(E.TOPIC_AUTHORIZATION_FAILED)
+        r = error(denial(ctx, "topic"))
         if "member_epoch" in r:
             r["member_epoch"] = 0
         return r
@@ -116,7 +116,7 @@ async def describe_groups(ctx, request, group_type: str, error, describe) -> lis
     for gid in denied:
         # KafkaApis builds these entries itself: the epochs stay at the schema default 0
         # (checked against Kafka 4.4: tests/differential/test_acl_enforcement.py)
-        e = error(gid, E.GROUP_AUTHORIZATION_FAILED)
+        e = error(gid, denial(ctx, "group"))
         for k in ("group_epoch", "assignment_epoch"):
             if k in e:
                 e[k] = 0

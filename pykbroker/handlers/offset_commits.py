@@ -30,13 +30,14 @@ def every_partition(request, by_id: bool, code) -> dict:
         for t in request["topics"]]}
 
 
-def check_topics(md, request, by_id: bool, readable=None):
+def check_topics(md, request, by_id: bool, readable=None, topic_row=None):
     """``(failed, accepted)``: the topic checks, in request order.  ``failed`` is
     ``[(topic, partition, code)]``: an unknown topic (by id: UNKNOWN_TOPIC_ID, the zero id
     included; by name: UNKNOWN_TOPIC_OR_PARTITION) or a partition the topic does not have
     (UNKNOWN_TOPIC_OR_PARTITION); ``accepted`` is ``[(topic, name, partition)]``, the others.
-    ``readable(name)`` (with an authorizer: READ on the topic) false: TOPIC_AUTHORIZATION_FAILED,
-    before the existence check for a name (an id is resolved first, as Kafka)."""
+    ``readable(name)`` (with an authorizer: READ on the topic, ``topic_row`` of acl/requirements.py)
+    false: the row's error (TOPIC_AUTHORIZATION_FAILED), before the existence check for a name (an
+    id is resolved first, as Kafka)."""
     failed, accepted = [], []
     for t in request["topics"]:
         if by_id:
@@ -51,7 +52,7 @@ def check_topics(md, request, by_id: bool, readable=None):
         for p in t["partitions"]:
             idx = p["partition_index"]
             if denied:
-                failed.append((t, p, E.TOPIC_AUTHORIZATION_FAILED))
+                failed.append((t, p, topic_row.denial))
             elif info is None or not (0 <= idx < info.num_partitions):
                 failed.append((t, p, missing if info is None else E.UNKNOWN_TOPIC_OR_PARTITION))
             else:

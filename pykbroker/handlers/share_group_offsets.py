@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..coordinator.group.api import group_precheck
 from ..coordinator.group.share import ShareGroup
-from ..acl.check import permits_role
+from ..acl.check import denial, permits_role
 from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode as E, KafkaError
 from .modern_group import typed_group
 
@@ -68,7 +68,8 @@ async def change_start_offsets(ctx, request, answer_topic, *, create: bool, deni
     coordinator's."""
     gid = request["group_id"]
     if not permits_role(ctx, "group", gid):
-        return _response(E.GROUP_AUTHORIZATION_FAILED, DEFAULT_MESSAGES[E.GROUP_AUTHORIZATION_FAILED])
+        code = denial(ctx, "group")
+        return _response(code, DEFAULT_MESSAGES[code])
     try:
         await offsets_alterable_share_group(ctx, gid, create=create)
     except KafkaError as e:

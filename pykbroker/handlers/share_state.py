@@ -7,7 +7,7 @@ does not know: UNKNOWN_TOPIC_OR_PARTITION; a partition whose state lives in a sh
 broker does not lead answers NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while it loads)."""
 from __future__ import annotations
 
-from ..acl.check import permits_role
+from ..acl.check import denial, permits_role
 from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode as E
 
 
@@ -24,7 +24,7 @@ async def each_partition(ctx, request, op, error_extra: dict) -> dict:
     is answered CLUSTER_AUTHORIZATION_FAILED with the error's default message (as Kafka 4.4, all
     five APIs)."""
     if not permits_role(ctx, "cluster"):
-        code = E.CLUSTER_AUTHORIZATION_FAILED
+        code = denial(ctx, "cluster")
         msg = DEFAULT_MESSAGES[code]
         return {"results": [{"topic_id": t["topic_id"],
                              "partitions": [_result(p["partition"], code, msg, **error_extra) for p in t["partitions"]]}

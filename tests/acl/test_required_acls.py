@@ -418,13 +418,15 @@ def test_every_served_api_has_rows_and_every_row_a_case():
 
 
 def test_handlers_check_only_through_the_table():
-    """No handler names an operation itself: the checks go through acl.check.permits /
-    permits_role / AuthSession.permits with a row of the table (so the table is the whole story)."""
+    """No handler names an operation or a denial's error itself: the checks go through
+    acl.check.permits / permits_role / AuthSession.permits with a row of the table, and a denial
+    is answered with the row's error (so the table is the whole story)."""
     import re
     from pathlib import Path
 
     import pykbroker.handlers as h
-    direct = re.compile(r"\.allowed\(|\bby_resource_type\(|\bauthorize\(|\.decide\(")
+    direct = re.compile(r"\.allowed\(|\bby_resource_type\(|\bauthorize\(|\.decide\(|"
+                        r"\b(ErrorCode|E)\.[A-Z_]+_AUTHORIZATION_FAILED\b")
     bad = [(p.name, i + 1, line.strip()) for p in sorted(Path(h.__path__[0]).glob("*.py"))
            for i, line in enumerate(p.read_text().splitlines()) if direct.search(line)]
     assert not bad, bad

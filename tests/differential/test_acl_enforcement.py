@@ -354,3 +354,30 @@ def test_regex_subscription_matches_only_describable_topics(pyk_side, kafka_side
         _delete_alice_bindings(side)
     assert answers["pyk"] == answers["kafka"], answers
     assert answers["kafka"][0] == [(seen, [0])], answers
+
+
+def test_offset_for_leader_epoch_cluster_action_or_describe(pyk_side, kafka_side):
+    """OffsetForLeaderEpoch, from a consumer (replica id -1) or as a follower (1): without
+    bindings each partition is TOPIC_AUTHORIZATION_FAILED (Kafka 4.4 requires no CLUSTER_ACTION
+    of a follower's request); CLUSTER_ACTION on the cluster alone lets every topic through."""
+    n = next(_n)
+    t = "oe%d" % n
+    answers = {}
+    for name, side in (("pyk", pyk_side), ("kafka", kafka_side)):
+        _topic(side, t, "unused%d" % n)
+        out = []
+
+        def ask():
+            with _alice(side) as c:
+                for replica in (-1, 1):
+                    r = c.request(23, 4, {"replica_id": replica, "topics": [{"topic": t, "partitions": [
+                        {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]})
+                    out.append(_strip(r))
+        ask()
+        _grant_named(side, [("CLUSTER_ACTION", "cluster", "kafka-cluster")])
+        ask()
+        answers[name] = out
+        _delete_alice_bindings(side)
+    assert answers["pyk"] == answers["kafka"], explain(answers["pyk"], answers["kafka"])
+    codes = [p["error_code"] for r in answers["kafka"] for x in r["topics"] for p in x["partitions"]]
+    assert codes == [29, 29, 0, 0], answers
