@@ -53,7 +53,9 @@ def _rows(api: int, *needs: tuple) -> list[Need]:
 
 REQUIREMENTS: tuple[Need, ...] = tuple(
     _rows(0, ("transactional_id", WRITE, TRANSACTIONAL_ID, _TXN), ("topic", WRITE, TOPIC, _TOPIC))        # Produce
-    + _rows(1, ("topic", READ, TOPIC, _TOPIC), ("follower", CLUSTER_ACTION, CLUSTER, _CLUSTER))         # Fetch
+    # Fetch: a follower (replica id >= 0) without CLUSTER_ACTION gets TOPIC_AUTHORIZATION_FAILED
+    # for every partition, as Kafka's handleFetchRequest
+    + _rows(1, ("topic", READ, TOPIC, _TOPIC), ("follower", CLUSTER_ACTION, CLUSTER, _TOPIC))
     + _rows(2, ("topic", DESCRIBE, TOPIC, _TOPIC))                                                     # ListOffsets
     + _rows(3, ("topic", DESCRIBE, TOPIC, _TOPIC), ("topics_listed", DESCRIBE, TOPIC, None),           # Metadata
             ("auto_create_any", CREATE, CLUSTER, None), ("auto_create", CREATE, TOPIC, _TOPIC))

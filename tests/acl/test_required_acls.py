@@ -349,6 +349,50 @@ ROWS.update({
     "txn_offset_commit_group": (28, 3, _txn_offset_commit, "group", lambda r: _parts(r, "topics", "partitions")),
     "txn_offset_commit_topic": (28, 3, _txn_offset_commit, "topic", lambda r: _parts(r, "topics", "partitions")),
 })
+def _txn_records():
+    return bytes(encode_batch([Record(None, int(time.time() * 1000), None, b"v", [])], producer_id=1,
+                              producer_epoch=0, base_sequence=0, is_transactional=True))
+
+
+# the rows behind a first check or a condition of the request
+ROWS.update({
+    "produce_transactional": (0, 9, lambda t, g, x: {"transactional_id": x, "acks": 1, "timeout_ms": 5000,
+                                                     "topic_data": [{"name": t, "partition_data": [
+                                                         {"index": 0, "records": _txn_records()}]}]},
+                              "transactional_id", lambda r: _parts(r, "responses", "partition_responses")),
+    "fetch_follower": (1, 12, lambda t, g, x: {"replica_id": 1, "max_wait_ms": 0, "max_bytes": 1 << 20,
+                                               "session_epoch": -1, "topics": [{"topic": t, "partitions": [
+                                                   {"partition": 0, "fetch_offset": 0,
+                                                    "partition_max_bytes": 1 << 20}]}]},
+                       "follower", lambda r: _parts(r, "responses", "partitions")),
+    "metadata_auto_create": (3, 12, lambda t, g, x: {"topics": [{"name": t + "-new"}], "allow_auto_topic_creation": True},
+                             ("auto_create", "topic_new"), lambda r: [t["error_code"] for t in r["topics"]]),
+    "init_producer_id_any_topic": (22, 4, lambda t, g, x: {"transactional_id": None, "transaction_timeout_ms": 60000,
+                                                           "producer_id": -1, "producer_epoch": -1},
+                                   "idempotent_any_topic", lambda r: [r["error_code"]]),
+})
+
+# configs of groups and of the broker (validate-only where the API has it: nothing changes)
+ROWS.update({
+    "describe_group_configs": (32, 4, lambda t, g, x: {"resources": [
+        {"resource_type": 32, "resource_name": g, "configuration_keys": None}]},
+        "group", lambda r: [x["error_code"] for x in r["results"]]),
+    "alter_group_configs": (44, 1, lambda t, g, x: {"resources": [
+        {"resource_type": 32, "resource_name": g, "configs": [
+            {"name": "consumer.session.timeout.ms", "config_operation": 0, "value": "45000"}]}],
+        "validate_only": True}, "group", lambda r: [x["error_code"] for x in r["responses"]]),
+    "alter_broker_configs": (44, 1, lambda t, g, x: {"resources": [
+        {"resource_type": 4, "resource_name": "", "configs": [
+            {"name": "log.retention.ms", "config_operation": 0, "value": "604800000"}]}],
+        "validate_only": True}, "cluster", lambda r: [x["error_code"] for x in r["responses"]]),
+    "alter_broker_configs_legacy": (33, 2, lambda t, g, x: {"resources": [
+        {"resource_type": 4, "resource_name": "", "configs": [{"name": "log.retention.ms", "value": "604800000"}]}],
+        "validate_only": True}, "cluster", lambda r: [x["error_code"] for x in r["responses"]]),
+    "alter_group_configs_legacy": (33, 2, lambda t, g, x: {"resources": [
+        {"resource_type": 32, "resource_name": g, "configs": [
+            {"name": "consumer.session.timeout.ms", "value": "45000"}]}],
+        "validate_only": True}, "group", lambda r: [x["error_code"] for x in r["responses"]]),
+})
 CASES.update({name: _expand(*ROWS[name]) for name in ROWS if name not in CASES})
 CASE_ROWS.update({name: need(row[0], _role(row)[0]) for name, row in ROWS.items()})
 
@@ -364,6 +408,7 @@ EXTRA = {"offset_commit_topic": [("READ", "group")], "offset_commit_group": [("R
          "add_offsets_to_txn_group": [("WRITE", "transactional_id")],
          "txn_offset_commit_group": [("WRITE", "transactional_id")],
          "txn_offset_commit_topic": [("WRITE", "transactional_id"), ("READ", "group")],
+         "produce_transactional": [("WRITE", "topic")], "metadata_auto_create": [("DESCRIBE", "topic_new")],
 }
 
 
@@ -372,18 +417,9 @@ EXTRA = {"offset_commit_topic": [("READ", "group")], "offset_commit_group": [("R
 # they are tested instead.  Every other such row must have a case: the test below fails when a
 # row is added without one.
 ELSEWHERE = {
-    (0, "transactional_id"): "transactional produce: tests/acl/test_enforcement.py (a transactional producer)",
-    (1, "follower"): "a follower's Fetch: CLUSTER_ACTION between brokers, tests/security/test_cluster_security.py",
-    (3, "auto_create"): "auto-creation needs CREATE: tests/acl/test_enforcement.py",
     (10, "share"): "FindCoordinator for the share coordinator: brokers only",
     (20, "describe"): "DeleteTopics' DESCRIBE-before-DELETE order: the delete_topics case grants DESCRIBE (EXTRA)",
-    (22, "idempotent_any_topic"): "KIP-679, WRITE on any topic: tests/acl/test_enforcement.py",
     (24, "verify"): "AddPartitionsToTxn v4+ batches: brokers only",
-    (32, "group"): "group configs: tests/differential/test_group_configs.py",
-    (33, "group"): "AlterConfigs has no group resource in Kafka 4.4's validation; the cluster row is the broker's",
-    (33, "cluster"): "broker configs over the legacy AlterConfigs: tests/configs",
-    (44, "group"): "group configs: tests/differential/test_group_configs.py",
-    (44, "cluster"): "broker configs: tests/configs (dynamic broker configs)",
     (79, "topic"): "test_share_acknowledge_needs_read_on_the_topic (a share session opened while readable)",
     (92, "topic"): "test_delete_share_group_offsets_needs_read_on_each_topic (needs offsets to delete)",
     (47, "topic"): "test_offset_delete_needs_read_on_the_topic (needs a group with offsets)",
