@@ -254,3 +254,30 @@ def test_endpoint_information(both):
         return out
     p, k = both(scenario)
     assert p == k, explain(p, k)
+
+
+def test_internal_topic_creation_failure_is_reported(both):
+    """An internal topic the broker cannot create (replication factor 3 on one broker): the next
+    heartbeats' MISSING_INTERNAL_TOPICS status ends "; Creation failed: <topic> (<why>)." (Kafka
+    4.4 keeps the error for two heartbeat intervals)."""
+    def scenario(t):
+        g, src = "sg-fail", "sg-fail-src"
+        create_topic(t, src, 1)
+        wait_for_topic(t, src, 1)
+        wait_coordinator(t, g)
+        topo = {"epoch": 0, "subtopologies": [
+            {"subtopology_id": "0", "source_topics": [src], "source_topic_regex": [], "repartition_sink_topics": [],
+             "repartition_source_topics": [], "copartition_groups": [],
+             "state_changelog_topics": [{"name": g + "-store-changelog", "partitions": 0, "replication_factor": 3,
+                                         "topic_configs": []}]}]}
+        with connect(t) as r:
+            res = r.request(88, HB_V, hb_body(g, "m1", 0, topology=topo))
+            deadline = time.monotonic() + 20
+            while not any("Creation failed" in (s["status_detail"] or "") for s in res["status"] or []):
+                assert time.monotonic() < deadline, res
+                time.sleep(0.3)
+                res = r.request(88, HB_V, hb_body(g, "m1", res["member_epoch"]))
+            return [(s["status_code"], s["status_detail"]) for s in res["status"] if s["status_code"] == 3]
+
+    p, k = both(scenario)
+    assert p == k, explain(p, k)

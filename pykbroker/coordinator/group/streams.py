@@ -50,7 +50,7 @@ import logging
 import re
 from typing import TYPE_CHECKING, Any, Callable
 
-from ...protocol.errors import ErrorCode as E
+from ...protocol.errors import DEFAULT_MESSAGES, ErrorCode as E
 from . import offsets as O
 from . import streams_records as R
 from .modern import ModernGroup, ModernGroupManager, ModernGroupMember
@@ -294,6 +294,9 @@ class StreamsGroupManager(ModernGroupManager):
         self.initial_delay_ms = cfg["group.streams.initial.rebalance.delay.ms"]
         self.config = cfg   # group.streams.assignment.interval.ms is dynamic (read at each use)
         self.creating: set = set()
+        # internal topic -> (why its creation failed, until when to say so): Kafka 4.4's
+        # AutoTopicCreationManager keeps each error for two heartbeat intervals
+        self.creation_errors: dict[str, tuple[str, int]] = {}
 
     # -- helpers -----------------------------------------------------------------------------
     def _session_timeout_ms(self, gid: str) -> int:
@@ -441,8 +444,13 @@ class StreamsGroupManager(ModernGroupManager):
                     await creator(name, n, rf if rf > 0 else -1, {kv["key"]: kv["value"] for kv in cfgs})
                     log.info("streams group %s: created internal topic %s (%d partitions)", g.group_id, name, n)
                 except Exception as e:
-                    if getattr(e, "code", None) != E.TOPIC_ALREADY_EXISTS:
+                    code = getattr(e, "code", None)
+                    if code != E.TOPIC_ALREADY_EXISTS:
                         log.warning("streams group %s: creating internal topic %s failed: %s", g.group_id, name, e)
+                        # the CreateTopics answer's message, else the error's default text (Kafka)
+                        why = (getattr(e, "message", None) or (DEFAULT_MESSAGES.get(code) if code is not None else None)
+                               or str(e))
+                        self.creation_errors[name] = (why, self.gc.now_ms() + 2 * self.heartbeat_interval_ms)
                 finally:
                     self.creating.discard(name)
             spawn(create)
@@ -610,6 +618,15 @@ class StreamsGroupManager(ModernGroupManager):
                 shown["status_detail"] = "%s; %s" % (shown["status_detail"], why)
             else:
                 status.append({"status_code": MISSING_INTERNAL_TOPICS, "status_detail": why})
+        else:
+            failed = self._creation_failures(g)
+            shown = next((x for x in status if x["status_code"] == MISSING_INTERNAL_TOPICS), None)
+            if failed and shown is not None:
+                # Kafka 4.4 (KafkaApis): at most three, "and N more"
+                text = ", ".join("%s (%s)" % kv for kv in failed[:3])
+                if len(failed) > 3:
+                    text = "%s and %d more" % (text, len(failed) - 3)
+                shown["status_detail"] = "%s; Creation failed: %s." % (shown["status_detail"], text)
         if g.shutdown_requested_by is not None:
             status.append({"status_code": SHUTDOWN_APPLICATION,
                            "status_detail": "Streams group member %s encountered a fatal error and requested a "
@@ -672,6 +689,15 @@ class StreamsGroupManager(ModernGroupManager):
                 return refused
             self._create_internal_topics(g)
         return []
+
+    def _creation_failures(self, g: StreamsGroup) -> list:
+        """``[(topic, why)]``: the group's missing internal topics whose last creation failed
+        within the last two heartbeat intervals."""
+        now = self.gc.now_ms()
+        for name in [n for n, (_, until) in self.creation_errors.items() if until <= now]:
+            del self.creation_errors[name]
+        return [(n, self.creation_errors[n][0]) for n in (g.configured or {}).get("create", {})
+                if n in self.creation_errors]
 
     def _maybe_compute_target(self, g: StreamsGroup, now: int) -> None:
         if g.assignment_epoch == g.group_epoch:
