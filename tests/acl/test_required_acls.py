@@ -367,6 +367,10 @@ ROWS.update({
                        "follower", lambda r: _parts(r, "responses", "partitions")),
     "metadata_auto_create": (3, 12, lambda t, g, x: {"topics": [{"name": t + "-new"}], "allow_auto_topic_creation": True},
                              ("auto_create", "topic_new"), lambda r: [t["error_code"] for t in r["topics"]]),
+    # v4+: the brokers' verify-only batches, CLUSTER_ACTION first
+    "add_partitions_to_txn_v4": (24, 4, lambda t, g, x: {"transactions": [
+        {"transactional_id": x, "producer_id": 1, "producer_epoch": 0, "verify_only": True,
+         "topics": [{"name": t, "partitions": [0]}]}]}, "verify", lambda r: [r["error_code"]]),
     "init_producer_id_any_topic": (22, 4, lambda t, g, x: {"transactional_id": None, "transaction_timeout_ms": 60000,
                                                            "producer_id": -1, "producer_epoch": -1},
                                    "idempotent_any_topic", lambda r: [r["error_code"]]),
@@ -417,9 +421,8 @@ EXTRA = {"offset_commit_topic": [("READ", "group")], "offset_commit_group": [("R
 # they are tested instead.  Every other such row must have a case: the test below fails when a
 # row is added without one.
 ELSEWHERE = {
-    (10, "share"): "FindCoordinator for the share coordinator: brokers only",
+    (10, "share"): "FindCoordinator for the share coordinator: sent by brokers only, not exercised here",
     (20, "describe"): "DeleteTopics' DESCRIBE-before-DELETE order: the delete_topics case grants DESCRIBE (EXTRA)",
-    (24, "verify"): "AddPartitionsToTxn v4+ batches: brokers only",
     (79, "topic"): "test_share_acknowledge_needs_read_on_the_topic (a share session opened while readable)",
     (92, "topic"): "test_delete_share_group_offsets_needs_read_on_each_topic (needs offsets to delete)",
     (47, "topic"): "test_offset_delete_needs_read_on_the_topic (needs a group with offsets)",
