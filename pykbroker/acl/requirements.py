@@ -52,84 +52,143 @@ def _rows(api: int, *needs: tuple) -> list[Need]:
 
 
 REQUIREMENTS: tuple[Need, ...] = tuple(
-    _rows(0, ("transactional_id", WRITE, TRANSACTIONAL_ID, _TXN), ("topic", WRITE, TOPIC, _TOPIC))        # Produce
+    # Produce
+    _rows(0, ("transactional_id", WRITE, TRANSACTIONAL_ID, _TXN), ("topic", WRITE, TOPIC, _TOPIC))
     # Fetch: a follower (replica id >= 0) without CLUSTER_ACTION gets TOPIC_AUTHORIZATION_FAILED
     # for every partition, as Kafka's handleFetchRequest
     + _rows(1, ("topic", READ, TOPIC, _TOPIC), ("follower", CLUSTER_ACTION, CLUSTER, _TOPIC))
-    + _rows(2, ("topic", DESCRIBE, TOPIC, _TOPIC))                                                     # ListOffsets
-    + _rows(3, ("topic", DESCRIBE, TOPIC, _TOPIC), ("topics_listed", DESCRIBE, TOPIC, None),           # Metadata
+    # ListOffsets
+    + _rows(2, ("topic", DESCRIBE, TOPIC, _TOPIC))
+    # Metadata
+    + _rows(3, ("topic", DESCRIBE, TOPIC, _TOPIC), ("topics_listed", DESCRIBE, TOPIC, None),
             ("auto_create_any", CREATE, CLUSTER, None), ("auto_create", CREATE, TOPIC, _TOPIC))
-    + _rows(8, ("group", READ, GROUP, _GROUP), ("topic", READ, TOPIC, _TOPIC))                          # OffsetCommit
-    + _rows(9, ("group", DESCRIBE, GROUP, _GROUP), ("topic", DESCRIBE, TOPIC, _TOPIC))                  # OffsetFetch
-    + _rows(10, ("group", DESCRIBE, GROUP, _GROUP),                                                    # FindCoordinator
+    # OffsetCommit
+    + _rows(8, ("group", READ, GROUP, _GROUP), ("topic", READ, TOPIC, _TOPIC))
+    # OffsetFetch
+    + _rows(9, ("group", DESCRIBE, GROUP, _GROUP), ("topic", DESCRIBE, TOPIC, _TOPIC))
+    # FindCoordinator
+    + _rows(10, ("group", DESCRIBE, GROUP, _GROUP),
             ("transactional_id", DESCRIBE, TRANSACTIONAL_ID, _TXN), ("share", CLUSTER_ACTION, CLUSTER, _CLUSTER))
-    + _rows(11, ("group", READ, GROUP, _GROUP))                                                        # JoinGroup
-    + _rows(12, ("group", READ, GROUP, _GROUP))                                                        # Heartbeat
-    + _rows(13, ("group", READ, GROUP, _GROUP))                                                        # LeaveGroup
-    + _rows(14, ("group", READ, GROUP, _GROUP))                                                        # SyncGroup
-    + _rows(15, ("group", DESCRIBE, GROUP, _GROUP))                                                    # DescribeGroups
-    + _rows(16, ("cluster", DESCRIBE, CLUSTER, None), ("group", DESCRIBE, GROUP, None))                # ListGroups
-    + _rows(19, ("cluster", CREATE, CLUSTER, None), ("topic", CREATE, TOPIC, _TOPIC),                  # CreateTopics
+    # JoinGroup
+    + _rows(11, ("group", READ, GROUP, _GROUP))
+    # Heartbeat
+    + _rows(12, ("group", READ, GROUP, _GROUP))
+    # LeaveGroup
+    + _rows(13, ("group", READ, GROUP, _GROUP))
+    # SyncGroup
+    + _rows(14, ("group", READ, GROUP, _GROUP))
+    # DescribeGroups
+    + _rows(15, ("group", DESCRIBE, GROUP, _GROUP))
+    # ListGroups
+    + _rows(16, ("cluster", DESCRIBE, CLUSTER, None), ("group", DESCRIBE, GROUP, None))
+    # CreateTopics
+    + _rows(19, ("cluster", CREATE, CLUSTER, None), ("topic", CREATE, TOPIC, _TOPIC),
             ("configs", DESCRIBE_CONFIGS, TOPIC, None))
-    + _rows(20, ("cluster", DELETE, CLUSTER, None), ("describe", DESCRIBE, TOPIC, _TOPIC),             # DeleteTopics
+    # DeleteTopics
+    + _rows(20, ("cluster", DELETE, CLUSTER, None), ("describe", DESCRIBE, TOPIC, _TOPIC),
             ("topic", DELETE, TOPIC, _TOPIC))
-    + _rows(21, ("topic", DELETE, TOPIC, _TOPIC))                                                      # DeleteRecords
-    + _rows(22, ("transactional_id", WRITE, TRANSACTIONAL_ID, _TXN),                                   # InitProducerId
+    # DeleteRecords
+    + _rows(21, ("topic", DELETE, TOPIC, _TOPIC))
+    # InitProducerId
+    + _rows(22, ("transactional_id", WRITE, TRANSACTIONAL_ID, _TXN),
             ("idempotent", IDEMPOTENT_WRITE, CLUSTER, _CLUSTER),
             ("idempotent_any_topic", WRITE, TOPIC, _CLUSTER))   # KIP-679: WRITE on any topic will do
-    + _rows(23, ("cluster", CLUSTER_ACTION, CLUSTER, None), ("topic", DESCRIBE, TOPIC, _TOPIC))       # OffsetForLeaderEpoch
-    + _rows(24, ("verify", CLUSTER_ACTION, CLUSTER, _CLUSTER),                                         # AddPartitionsToTxn
+    # OffsetForLeaderEpoch
+    + _rows(23, ("cluster", CLUSTER_ACTION, CLUSTER, None), ("topic", DESCRIBE, TOPIC, _TOPIC))
+    # AddPartitionsToTxn
+    + _rows(24, ("verify", CLUSTER_ACTION, CLUSTER, _CLUSTER),
             ("transactional_id", WRITE, TRANSACTIONAL_ID, _TXN), ("topic", WRITE, TOPIC, _TOPIC))
-    + _rows(25, ("transactional_id", WRITE, TRANSACTIONAL_ID, _TXN), ("group", READ, GROUP, _GROUP))  # AddOffsetsToTxn
-    + _rows(26, ("transactional_id", WRITE, TRANSACTIONAL_ID, _TXN))                                   # EndTxn
-    + _rows(27, ("cluster", CLUSTER_ACTION, CLUSTER, _CLUSTER))                                        # WriteTxnMarkers
-    + _rows(28, ("transactional_id", WRITE, TRANSACTIONAL_ID, _TXN), ("group", READ, GROUP, _GROUP),  # TxnOffsetCommit
+    # AddOffsetsToTxn
+    + _rows(25, ("transactional_id", WRITE, TRANSACTIONAL_ID, _TXN), ("group", READ, GROUP, _GROUP))
+    # EndTxn
+    + _rows(26, ("transactional_id", WRITE, TRANSACTIONAL_ID, _TXN))
+    # WriteTxnMarkers
+    + _rows(27, ("cluster", CLUSTER_ACTION, CLUSTER, _CLUSTER))
+    # TxnOffsetCommit
+    + _rows(28, ("transactional_id", WRITE, TRANSACTIONAL_ID, _TXN), ("group", READ, GROUP, _GROUP),
             ("topic", READ, TOPIC, _TOPIC))
-    + _rows(29, ("cluster", DESCRIBE, CLUSTER, _CLUSTER))                                              # DescribeAcls
-    + _rows(30, ("cluster", ALTER, CLUSTER, _CLUSTER))                                                 # CreateAcls
-    + _rows(31, ("cluster", ALTER, CLUSTER, _CLUSTER))                                                 # DeleteAcls
+    # DescribeAcls
+    + _rows(29, ("cluster", DESCRIBE, CLUSTER, _CLUSTER))
+    # CreateAcls
+    + _rows(30, ("cluster", ALTER, CLUSTER, _CLUSTER))
+    # DeleteAcls
+    + _rows(31, ("cluster", ALTER, CLUSTER, _CLUSTER))
     # configs: the broker, broker-logger and client-metrics resources are the cluster's
-    + _rows(32, ("topic", DESCRIBE_CONFIGS, TOPIC, _TOPIC), ("group", DESCRIBE_CONFIGS, GROUP, _GROUP),  # DescribeConfigs
+    # DescribeConfigs
+    + _rows(32, ("topic", DESCRIBE_CONFIGS, TOPIC, _TOPIC), ("group", DESCRIBE_CONFIGS, GROUP, _GROUP),
             ("cluster", DESCRIBE_CONFIGS, CLUSTER, _CLUSTER))
-    + _rows(33, ("topic", ALTER_CONFIGS, TOPIC, _TOPIC), ("group", ALTER_CONFIGS, GROUP, _GROUP),      # AlterConfigs
+    # AlterConfigs
+    + _rows(33, ("topic", ALTER_CONFIGS, TOPIC, _TOPIC), ("group", ALTER_CONFIGS, GROUP, _GROUP),
             ("cluster", ALTER_CONFIGS, CLUSTER, _CLUSTER))
-    + _rows(34, ("cluster", ALTER, CLUSTER, _CLUSTER))                                                 # AlterReplicaLogDirs
-    + _rows(35, ("cluster", DESCRIBE, CLUSTER, _CLUSTER))                                              # DescribeLogDirs
-    + _rows(37, ("topic", ALTER, TOPIC, _TOPIC))                                                       # CreatePartitions
-    + _rows(38, ("owner", CREATE_TOKENS, USER, E.DELEGATION_TOKEN_AUTHORIZATION_FAILED))               # CreateDelegationToken
-    + _rows(41, ("token", DESCRIBE, DELEGATION_TOKEN, None), ("owner", DESCRIBE_TOKENS, USER, None))   # DescribeDelegationToken
-    + _rows(42, ("group", DELETE, GROUP, _GROUP))                                                      # DeleteGroups
-    + _rows(43, ("cluster", ALTER, CLUSTER, _CLUSTER))                                                 # ElectLeaders
-    + _rows(44, ("topic", ALTER_CONFIGS, TOPIC, _TOPIC), ("group", ALTER_CONFIGS, GROUP, _GROUP),      # IncrementalAlterConfigs
+    # AlterReplicaLogDirs
+    + _rows(34, ("cluster", ALTER, CLUSTER, _CLUSTER))
+    # DescribeLogDirs
+    + _rows(35, ("cluster", DESCRIBE, CLUSTER, _CLUSTER))
+    # CreatePartitions
+    + _rows(37, ("topic", ALTER, TOPIC, _TOPIC))
+    # CreateDelegationToken
+    + _rows(38, ("owner", CREATE_TOKENS, USER, E.DELEGATION_TOKEN_AUTHORIZATION_FAILED))
+    # DescribeDelegationToken
+    + _rows(41, ("token", DESCRIBE, DELEGATION_TOKEN, None), ("owner", DESCRIBE_TOKENS, USER, None))
+    # DeleteGroups
+    + _rows(42, ("group", DELETE, GROUP, _GROUP))
+    # ElectLeaders
+    + _rows(43, ("cluster", ALTER, CLUSTER, _CLUSTER))
+    # IncrementalAlterConfigs
+    + _rows(44, ("topic", ALTER_CONFIGS, TOPIC, _TOPIC), ("group", ALTER_CONFIGS, GROUP, _GROUP),
             ("cluster", ALTER_CONFIGS, CLUSTER, _CLUSTER))
-    + _rows(45, ("cluster", ALTER, CLUSTER, _CLUSTER))                                                 # AlterPartitionReassignments
-    + _rows(46, ("cluster", DESCRIBE, CLUSTER, _CLUSTER))                                              # ListPartitionReassignments
-    + _rows(47, ("group", DELETE, GROUP, _GROUP), ("topic", READ, TOPIC, _TOPIC))                      # OffsetDelete
-    + _rows(48, ("cluster", DESCRIBE_CONFIGS, CLUSTER, _CLUSTER))                                      # DescribeClientQuotas
-    + _rows(49, ("cluster", ALTER_CONFIGS, CLUSTER, _CLUSTER))                                         # AlterClientQuotas
-    + _rows(50, ("cluster", DESCRIBE, CLUSTER, _CLUSTER))                                              # DescribeUserScramCredentials
-    + _rows(51, ("cluster", ALTER, CLUSTER, _CLUSTER))                                                 # AlterUserScramCredentials
-    + _rows(61, ("topic", READ, TOPIC, _TOPIC))                                                        # DescribeProducers
-    + _rows(65, ("transactional_id", DESCRIBE, TRANSACTIONAL_ID, _TXN))                                # DescribeTransactions
-    + _rows(66, ("transactional_id", DESCRIBE, TRANSACTIONAL_ID, None))                                # ListTransactions
-    + _rows(68, ("group", READ, GROUP, _GROUP), ("topic", DESCRIBE, TOPIC, _TOPIC),                    # ConsumerGroupHeartbeat
+    # AlterPartitionReassignments
+    + _rows(45, ("cluster", ALTER, CLUSTER, _CLUSTER))
+    # ListPartitionReassignments
+    + _rows(46, ("cluster", DESCRIBE, CLUSTER, _CLUSTER))
+    # OffsetDelete
+    + _rows(47, ("group", DELETE, GROUP, _GROUP), ("topic", READ, TOPIC, _TOPIC))
+    # DescribeClientQuotas
+    + _rows(48, ("cluster", DESCRIBE_CONFIGS, CLUSTER, _CLUSTER))
+    # AlterClientQuotas
+    + _rows(49, ("cluster", ALTER_CONFIGS, CLUSTER, _CLUSTER))
+    # DescribeUserScramCredentials
+    + _rows(50, ("cluster", DESCRIBE, CLUSTER, _CLUSTER))
+    # AlterUserScramCredentials
+    + _rows(51, ("cluster", ALTER, CLUSTER, _CLUSTER))
+    # DescribeProducers
+    + _rows(61, ("topic", READ, TOPIC, _TOPIC))
+    # DescribeTransactions
+    + _rows(65, ("transactional_id", DESCRIBE, TRANSACTIONAL_ID, _TXN))
+    # ListTransactions
+    + _rows(66, ("transactional_id", DESCRIBE, TRANSACTIONAL_ID, None))
+    # ConsumerGroupHeartbeat
+    + _rows(68, ("group", READ, GROUP, _GROUP), ("topic", DESCRIBE, TOPIC, _TOPIC),
             ("regex_topic", DESCRIBE, TOPIC, None))
-    + _rows(69, ("group", DESCRIBE, GROUP, _GROUP))                                                    # ConsumerGroupDescribe
-    + _rows(74, ("cluster", DESCRIBE_CONFIGS, CLUSTER, _CLUSTER))                                      # ListConfigResources
-    + _rows(75, ("topic", DESCRIBE, TOPIC, _TOPIC))                                                    # DescribeTopicPartitions
-    + _rows(76, ("group", READ, GROUP, _GROUP), ("topic", DESCRIBE, TOPIC, _TOPIC))                    # ShareGroupHeartbeat
-    + _rows(77, ("group", DESCRIBE, GROUP, _GROUP))                                                    # ShareGroupDescribe
-    + _rows(78, ("group", READ, GROUP, _GROUP), ("topic", READ, TOPIC, _TOPIC))                        # ShareFetch
-    + _rows(79, ("group", READ, GROUP, _GROUP), ("topic", READ, TOPIC, _TOPIC))                        # ShareAcknowledge
+    # ConsumerGroupDescribe
+    + _rows(69, ("group", DESCRIBE, GROUP, _GROUP))
+    # ListConfigResources
+    + _rows(74, ("cluster", DESCRIBE_CONFIGS, CLUSTER, _CLUSTER))
+    # DescribeTopicPartitions
+    + _rows(75, ("topic", DESCRIBE, TOPIC, _TOPIC))
+    # ShareGroupHeartbeat
+    + _rows(76, ("group", READ, GROUP, _GROUP), ("topic", DESCRIBE, TOPIC, _TOPIC))
+    # ShareGroupDescribe
+    + _rows(77, ("group", DESCRIBE, GROUP, _GROUP))
+    # ShareFetch
+    + _rows(78, ("group", READ, GROUP, _GROUP), ("topic", READ, TOPIC, _TOPIC))
+    # ShareAcknowledge
+    + _rows(79, ("group", READ, GROUP, _GROUP), ("topic", READ, TOPIC, _TOPIC))
     # the share coordinator's state APIs: brokers only
     + [Need(api, "cluster", CLUSTER_ACTION, CLUSTER, _CLUSTER) for api in (83, 84, 85, 86, 87)]
-    + _rows(88, ("group", READ, GROUP, _GROUP), ("topic", DESCRIBE, TOPIC, _TOPIC),                    # StreamsGroupHeartbeat
+    # StreamsGroupHeartbeat
+    + _rows(88, ("group", READ, GROUP, _GROUP), ("topic", DESCRIBE, TOPIC, _TOPIC),
             ("internal_topics_any", CREATE, CLUSTER, None), ("internal_topic", CREATE, TOPIC, None))
-    + _rows(89, ("group", DESCRIBE, GROUP, _GROUP))                                                    # StreamsGroupDescribe
-    + _rows(90, ("group", DESCRIBE, GROUP, _GROUP), ("topic", DESCRIBE, TOPIC, _TOPIC))                # DescribeShareGroupOffsets
-    + _rows(91, ("group", READ, GROUP, _GROUP), ("topic", READ, TOPIC, _TOPIC))                        # AlterShareGroupOffsets
-    + _rows(92, ("group", DELETE, GROUP, _GROUP), ("topic", READ, TOPIC, _TOPIC))                      # DeleteShareGroupOffsets
-    + _rows(93, ("group", READ, GROUP, _GROUP))                                                        # StreamsGroupTopologyDescriptionUpdate
+    # StreamsGroupDescribe
+    + _rows(89, ("group", DESCRIBE, GROUP, _GROUP))
+    # DescribeShareGroupOffsets
+    + _rows(90, ("group", DESCRIBE, GROUP, _GROUP), ("topic", DESCRIBE, TOPIC, _TOPIC))
+    # AlterShareGroupOffsets
+    + _rows(91, ("group", READ, GROUP, _GROUP), ("topic", READ, TOPIC, _TOPIC))
+    # DeleteShareGroupOffsets
+    + _rows(92, ("group", DELETE, GROUP, _GROUP), ("topic", READ, TOPIC, _TOPIC))
+    # StreamsGroupTopologyDescriptionUpdate
+    + _rows(93, ("group", READ, GROUP, _GROUP))
 )
 
 # The APIs served that need no binding, and why (every other API served has rows above)
