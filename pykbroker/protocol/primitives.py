@@ -64,6 +64,17 @@ def write_uvarint(out: bytearray, value: int) -> None:
 # Signed zig-zag varints appear only inside record batches: records.py reads and writes them.
 
 
+def skip_tagged_fields(buf, pos) -> int:
+    """Past a tagged-field section the reader does not use: a count, then each field's tag,
+    size and bytes (KIP-482; unknown tags are skipped, as Kafka's readers do)."""
+    n, pos = read_uvarint(buf, pos)
+    for _ in range(n):
+        _, pos = read_uvarint(buf, pos)
+        size, pos = read_uvarint(buf, pos)
+        pos += size
+    return pos
+
+
 def _take(buf, pos, n):
     end = pos + n
     if n < 0 or end > len(buf):

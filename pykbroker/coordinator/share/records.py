@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 import struct
 
-from ...protocol.primitives import read_uvarint, write_uvarint
+from ...protocol.primitives import read_uvarint, skip_tagged_fields, write_uvarint
 from ..group.offsets import java_string_hash
 
 SHARE_STATE_TOPIC = "__share_group_state"
@@ -91,7 +91,7 @@ def _read_batches(buf, pos):
     for _ in range(n - 1 if n else 0):
         out.append(_BATCH.unpack_from(buf, pos))
         pos += _BATCH.size
-        pos = _skip_tags(buf, pos)
+        pos = skip_tagged_fields(buf, pos)
     return out, pos
 
 
@@ -105,15 +105,6 @@ def _read_tags(buf, pos) -> int:
             (dcc,) = _I.unpack_from(buf, pos)
         pos += size
     return dcc
-
-
-def _skip_tags(buf, pos: int) -> int:
-    n, pos = read_uvarint(buf, pos)
-    for _ in range(n):
-        _, pos = read_uvarint(buf, pos)
-        size, pos = read_uvarint(buf, pos)
-        pos += size
-    return pos
 
 
 def parse_value(kind: int, buf) -> dict:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import struct
 
-from ...protocol.primitives import read_uvarint, write_uvarint
+from ...protocol.primitives import read_uvarint, skip_tagged_fields, write_uvarint
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 
@@ -149,7 +149,7 @@ def parse_value(buf) -> dict:
         for _ in range(max(m - 1, 0)):
             parts.add((t, _I.unpack_from(buf, pos)[0]))
             pos += 4
-        pos = _skip_tags(buf, pos)
+        pos = skip_tagged_fields(buf, pos)
     out["last_update_ms"], out["start_ms"] = _TIMES.unpack_from(buf, pos)
     pos += _TIMES.size
     ntags, pos = read_uvarint(buf, pos)
@@ -168,10 +168,3 @@ def parse_value(buf) -> dict:
     return out
 
 
-def _skip_tags(buf, pos: int) -> int:
-    n, pos = read_uvarint(buf, pos)
-    for _ in range(n):
-        _, pos = read_uvarint(buf, pos)
-        size, pos = read_uvarint(buf, pos)
-        pos += size
-    return pos
