@@ -13,24 +13,20 @@ DelegationTokenControlManager.renewDelegationToken; security/delegation_tokens.p
 """
 from __future__ import annotations
 
-import logging
-
-from .token_requests import principal, renew_or_expire_precheck
-
-log = logging.getLogger("pykbroker.security")
+from .token_requests import renew_or_expire
 
 API_KEY = 39
 MIN_VERSION = 1
 MAX_VERSION = 2
 
 
+def _renew(tm, who: str, request):
+    code, expiry, info = tm.renew(who, bytes(request["hmac"]), request["renew_period_ms"])
+    if info is None:
+        return code, expiry, [], [], None
+    return code, expiry, [info], [], "Delegation token %s of %s renewed by %s until %d" % (
+        info.token_id, info.owner, who, expiry)
+
+
 async def handle(ctx, request):
-    refused, tm = renew_or_expire_precheck(ctx)
-    if refused is not None:
-        return refused
-    code, expiry, info = tm.renew(principal(ctx), bytes(request["hmac"]), request["renew_period_ms"])
-    if info is not None:
-        await ctx.broker.controller.alter_delegation_tokens(upserts=[info])
-        log.info("Delegation token %s of %s renewed by %s until %d", info.token_id, info.owner, principal(ctx), expiry)
-    return {"error_code": int(code), "expiry_timestamp_ms": expiry if expiry is not None else 0,
-            "throttle_time_ms": 0}
+    return await renew_or_expire(ctx, lambda tm, who: _renew(tm, who, request))

@@ -14,27 +14,21 @@ DelegationTokenControlManager.expireDelegationToken; security/delegation_tokens.
 """
 from __future__ import annotations
 
-import logging
-
-from .token_requests import principal, renew_or_expire_precheck
-
-log = logging.getLogger("pykbroker.security")
+from .token_requests import renew_or_expire
 
 API_KEY = 40
 MIN_VERSION = 1
 MAX_VERSION = 2
 
 
+def _expire(tm, who: str, request):
+    code, expiry, info, removed = tm.expire(who, bytes(request["hmac"]), request["expiry_time_period_ms"])
+    if info is None and removed is None:
+        return code, expiry, [], [], None
+    return code, expiry, [info] if info is not None else [], [removed] if removed is not None else [], (
+        "Delegation token %s expired by %s (%s)" % (removed or info.token_id, who,
+                                                   "removed" if removed else "expiry %d" % expiry))
+
+
 async def handle(ctx, request):
-    refused, tm = renew_or_expire_precheck(ctx)
-    if refused is not None:
-        return refused
-    code, expiry, info, removed = tm.expire(principal(ctx), bytes(request["hmac"]),
-                                            request["expiry_time_period_ms"])
-    if info is not None or removed is not None:
-        await ctx.broker.controller.alter_delegation_tokens(
-            upserts=[info] if info is not None else [], removals=[removed] if removed is not None else [])
-        log.info("Delegation token %s expired by %s (%s)", removed or info.token_id, principal(ctx),
-                 "removed" if removed else "expiry %d" % expiry)
-    return {"error_code": int(code), "expiry_timestamp_ms": expiry if expiry is not None else 0,
-            "throttle_time_ms": 0}
+    return await renew_or_expire(ctx, lambda tm, who: _expire(tm, who, request))

@@ -1,5 +1,5 @@
 """What the delegation-token APIs (38-41) share: who may ask (Kafka's ``allowTokenRequests``)
-and the requester's principal.
+and the requester's principal; Renew and Expire share their answer (renew_or_expire).
 
 Kafka 4.4 (ControllerApis / KafkaApis ``allowTokenRequests``) refuses token requests with
 DELEGATION_TOKEN_REQUEST_NOT_ALLOWED from a principal authenticated with a delegation token (a
@@ -8,6 +8,10 @@ certificate (one-way TLS: ``User:ANONYMOUS``): a token is issued only to a princ
 authenticated.
 """
 from __future__ import annotations
+
+import logging
+
+log = logging.getLogger("pykbroker.security")
 
 ANONYMOUS = "User:ANONYMOUS"
 
@@ -34,17 +38,25 @@ def manager(ctx):
     return getattr(ctx.broker, "token_manager", None)
 
 
-def renew_or_expire_precheck(ctx):
-    """RenewDelegationToken's and ExpireDelegationToken's first two answers, in Kafka's order:
-    ``(answer, None)`` when refused (not allowed here: expiry -1; no secret key: expiry 0), else
-    ``(None, manager)``."""
+async def renew_or_expire(ctx, change):
+    """RenewDelegationToken's and ExpireDelegationToken's answer.  First their two refusals, in
+    Kafka's order (not allowed here: expiry -1; no secret key: expiry 0); then
+    ``change(manager, principal)`` asks the token manager and returns ``(code, expiry, upserts,
+    removals, note)``: a change is stored through the controller before the answer (and ``note``
+    logged once it is), and an error answers expiry 0 (the response's default)."""
     from ..protocol.errors import ErrorCode
     from ..security.delegation_tokens import ERROR_TIMESTAMP
     if not token_requests_allowed(ctx):
-        return {"error_code": int(ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED),
-                "expiry_timestamp_ms": ERROR_TIMESTAMP, "throttle_time_ms": 0}, None
+        return _expiry_answer(ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, ERROR_TIMESTAMP)
     tm = manager(ctx)
     if tm is None:
-        return {"error_code": int(ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED), "expiry_timestamp_ms": 0,
-                "throttle_time_ms": 0}, None
-    return None, tm
+        return _expiry_answer(ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED, 0)
+    code, expiry, upserts, removals, note = change(tm, principal(ctx))
+    if upserts or removals:
+        await ctx.broker.controller.alter_delegation_tokens(upserts=upserts, removals=removals)
+        log.info("%s", note)
+    return _expiry_answer(code, expiry if expiry is not None else 0)
+
+
+def _expiry_answer(code, expiry_ms: int) -> dict:
+    return {"error_code": int(code), "expiry_timestamp_ms": expiry_ms, "throttle_time_ms": 0}
