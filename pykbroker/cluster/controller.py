@@ -778,9 +778,7 @@ class LocalController(Controller):
         self.cache.publish_staged(records)
 
     async def delete_topic(self, name: str) -> TopicInfo:
-        info = self.cache.get(name)
-        if info is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        info = self._existing(name)
         self.cache.apply([RemoveTopicRecord(info.topic_id)])
         done = self._deleting[name] = trio.Event()
         try:
@@ -807,9 +805,7 @@ class LocalController(Controller):
         return info
 
     async def alter_topic_configs(self, name: str, new_overrides: dict[str, Any]) -> TopicInfo:
-        info = self.cache.get(name)
-        if info is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        info = self._existing(name)
         old = info.configs
         self.cache.apply([ConfigRecord(name, dict(new_overrides))])
         try:

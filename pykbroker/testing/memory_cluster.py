@@ -200,9 +200,7 @@ class MemoryController(Controller):
         return created
 
     async def delete_topic(self, name: str) -> TopicInfo:
-        info = self.cache.get(name)
-        if info is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        info = self._existing(name)
         c = self.cluster
         c.topics.pop(name, None)
         for p in range(info.num_partitions):
@@ -234,9 +232,7 @@ class MemoryController(Controller):
         return grown
 
     async def alter_topic_configs(self, name: str, new_overrides: dict[str, Any]) -> TopicInfo:
-        info = self.cache.get(name)
-        if info is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        info = self._existing(name)
         c = self.cluster
         c.topics[name].configs = dict(new_overrides)
         c.broadcast([ConfigRecord(name, dict(new_overrides))])
