@@ -726,6 +726,15 @@ class LocalController(Controller):
                 done, self._written = self._written, trio.Event()
                 done.set()
 
+    async def _persist_or_undo(self, undo: Callable[[], object]) -> None:
+        """Make a change durable; when the write fails, ``undo`` puts the change back in memory
+        first, so memory never holds what the metadata file does not, then the failure goes on."""
+        try:
+            await self._persist()
+        except BaseException:
+            undo()
+            raise
+
     # ------------------------------------------------------------------ brokers
     async def register_broker(self, broker_id: int, endpoints=(), rack=None) -> None:
         # In memory only, like an ephemeral /brokers/ids znode: a broker registers at each start.
@@ -808,11 +817,7 @@ class LocalController(Controller):
         info = self._existing(name)
         old = info.configs
         self.cache.apply([ConfigRecord(name, dict(new_overrides))])
-        try:
-            await self._persist()
-        except BaseException:
-            self.cache.apply([ConfigRecord(name, old)])
-            raise
+        await self._persist_or_undo(lambda: self.cache.apply([ConfigRecord(name, old)]))
         res = self._replica_manager.on_config_change(info)
         if hasattr(res, "__await__"):
             await res
@@ -824,11 +829,7 @@ class LocalController(Controller):
         if old == configs:
             return
         self._store_broker_configs(entity, configs)
-        try:
-            await self._persist()
-        except BaseException:
-            self._store_broker_configs(entity, old)
-            raise
+        await self._persist_or_undo(lambda: self._store_broker_configs(entity, old))
         self._publish_broker_configs(entity, configs)
         log.info("dynamic broker configs of %s now %s", entity or "the cluster default",
                  redacted(dict(sorted(configs.items()))))
@@ -837,12 +838,7 @@ class LocalController(Controller):
         add, rem = self._store_acls(added, removed)
         if not add and not rem:
             return
-        try:
-            await self._persist()
-        except BaseException:
-            self._acls.difference_update(add)
-            self._acls.update(rem)
-            raise
+        await self._persist_or_undo(lambda: (self._acls.difference_update(add), self._acls.update(rem)))
         self._publish_acls(add, rem)
         for b in add:
             log.info("ACL added: %s", b.to_json())
@@ -854,11 +850,7 @@ class LocalController(Controller):
         if not upserts and not removals:
             return
         old = self._store_tokens(upserts, removals)
-        try:
-            await self._persist()
-        except BaseException:
-            self._tokens = old
-            raise
+        await self._persist_or_undo(lambda: setattr(self, "_tokens", old))
         self._publish_tokens(upserts, removals)
 
     async def alter_client_quotas(self, changes: dict) -> None:
@@ -867,21 +859,13 @@ class LocalController(Controller):
             return
         old = self._client_quotas
         self._client_quotas = apply_changes(old, changes)
-        try:
-            await self._persist()
-        except BaseException:
-            self._client_quotas = old
-            raise
+        await self._persist_or_undo(lambda: setattr(self, "_client_quotas", old))
         self._publish_client_quotas()
         log.info("client quotas changed: %s", changes)
 
     async def alter_scram_credentials(self, changes: list) -> None:
         old = self._store_scram(changes)
-        try:
-            await self._persist()
-        except BaseException:
-            self._scram = old
-            raise
+        await self._persist_or_undo(lambda: setattr(self, "_scram", old))
         log.info("SCRAM credentials changed: %s", ", ".join(
             "%s %s %s" % ("deleted" if t is None else "set", m, u) for u, m, t in changes))
 
@@ -890,11 +874,7 @@ class LocalController(Controller):
         if old == configs:
             return
         self._store_group_configs(group_id, configs)
-        try:
-            await self._persist()
-        except BaseException:
-            self._store_group_configs(group_id, old)
-            raise
+        await self._persist_or_undo(lambda: self._store_group_configs(group_id, old))
         log.info("group configs of %s now %s", group_id, dict(sorted(configs.items())))
 
     # ------------------------------------------------------------------ partitions
@@ -919,11 +899,7 @@ class LocalController(Controller):
         if new is None:
             return st
         self.cache.apply([PartitionChangeRecord(info.topic_id, partition, new)])
-        try:
-            await self._persist()
-        except BaseException:
-            self.cache.apply([PartitionChangeRecord(info.topic_id, partition, st)])
-            raise
+        await self._persist_or_undo(lambda: self.cache.apply([PartitionChangeRecord(info.topic_id, partition, st)]))
         self._publish_change(info, partition, new)
         return new
 

@@ -153,3 +153,26 @@ def test_delete_notifies_listeners(tmp_path):
         assert cache.partition_state("t", 0) is None
         assert not os.path.exists(str(tmp_path / METADATA_FILE) + ".tmp")
     trio.run(main)
+
+
+def test_failed_metadata_write_undoes_the_change_in_memory(tmp_path):
+    """A change whose metadata-file write fails is taken back in memory before the failure
+    reaches the caller: memory never holds what the file does not."""
+    async def main():
+        ctl, cache, rm = await _start(tmp_path)
+        await ctl.create_topic("t", 1, 1, {"retention.ms": "1000"})
+        await ctl.alter_group_configs("g", {"consumer.session.timeout.ms": "50000"})
+
+        def fail(*a, **kw):
+            raise OSError("disk full")
+        ctl.fs.write_file_atomic = fail
+        with pytest.raises(OSError):
+            await ctl.alter_topic_configs("t", {"retention.ms": "5"})
+        assert cache.get("t").configs == {"retention.ms": 1000} and rm.config_changes == []
+        with pytest.raises(OSError):
+            await ctl.alter_group_configs("g", {})
+        assert ctl.group_configs("g") == {"consumer.session.timeout.ms": "50000"}
+        with pytest.raises(OSError):
+            await ctl.alter_broker_configs("", {"log.retention.ms": "5"})
+        assert ctl.broker_configs("") == {}
+    trio.run(main)
