@@ -512,20 +512,29 @@ class Partition:
         for ev in self._data_waiters:
             ev.set()
 
+    def _read_log(self, fetch_offset: int, max_bytes: int, max_offset: Optional[int],
+                  min_one_batch: bool) -> tuple[Any, Optional[ReadResult]]:
+        """``(regions, None)`` read from the log, else ``(None, answer)``: OFFSET_OUT_OF_RANGE, or
+        KAFKA_STORAGE_ERROR for a failed read (reported to the log dir's owner, as Kafka's
+        LogDirFailureChannel)."""
+        try:
+            return self.log.read(fetch_offset, max_bytes, max_offset, min_one_batch), None
+        except OffsetOutOfRange:
+            return None, ReadResult(ErrorCode.OFFSET_OUT_OF_RANGE, b"", 0, -1, -1, -1)
+        except KafkaStorageError as e:
+            log.error("read from %s failed: %s", self, e)
+            self._hooks.on_storage_error((self.topic, self.partition_id), e)
+            return None, ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, b"", 0, -1, -1, -1)
+
     def read_records(self, fetch_offset: int, max_bytes: int, min_one_batch: bool,
                      read_committed: bool) -> ReadResult:
         if self.offline:
             return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, b"", 0, -1, -1, -1)
         hw = self.log.high_watermark
         lso = self.last_stable_offset
-        try:
-            regions = self.log.read(fetch_offset, max_bytes, lso if read_committed else hw, min_one_batch)
-        except OffsetOutOfRange:
-            return ReadResult(ErrorCode.OFFSET_OUT_OF_RANGE, b"", 0, -1, -1, -1)
-        except KafkaStorageError as e:
-            log.error("read from %s failed: %s", self, e)
-            self._hooks.on_storage_error((self.topic, self.partition_id), e)
-            return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, b"", 0, -1, -1, -1)
+        regions, failed = self._read_log(fetch_offset, max_bytes, lso if read_committed else hw, min_one_batch)
+        if failed is not None:
+            return failed
         if not regions:
             return ReadResult(0, b"", 0, hw, lso, self.log.log_start_offset, [] if read_committed else None,
                               lso if read_committed else hw)
@@ -541,14 +550,9 @@ class Partition:
         """A follower's read: up to the log end offset, not the HW (Kafka's FetchLogEnd)."""
         if self.offline:
             return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, b"", 0, -1, -1, -1)
-        try:
-            regions = self.log.read(fetch_offset, max_bytes, None, min_one_batch)
-        except OffsetOutOfRange:
-            return ReadResult(ErrorCode.OFFSET_OUT_OF_RANGE, b"", 0, -1, -1, -1)
-        except KafkaStorageError as e:
-            log.error("read from %s failed: %s", self, e)
-            self._hooks.on_storage_error((self.topic, self.partition_id), e)
-            return ReadResult(ErrorCode.KAFKA_STORAGE_ERROR, b"", 0, -1, -1, -1)
+        regions, failed = self._read_log(fetch_offset, max_bytes, None, min_one_batch)
+        if failed is not None:
+            return failed
         hw = self.log.high_watermark
         if not regions:
             return ReadResult(0, b"", 0, hw, hw, self.log.log_start_offset, None, self.log_end_offset)
