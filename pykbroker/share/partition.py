@@ -123,17 +123,22 @@ class SharePartition:
     def _released_state(self, r: Range) -> str:
         return ARCHIVED if r.count >= self.delivery_limit else AVAILABLE
 
-    def expire_locks(self, now: float) -> bool:
-        """Acquisition locks past their deadline release their records.  -> anything changed."""
+    def _release_acquired(self, which) -> bool:
+        """The acquired ranges ``which(range)`` picks go back (available, or archived at the
+        delivery limit).  -> anything changed."""
         changed = False
         for r in self.ranges:
-            if r.state == ACQUIRED and r.deadline <= now:
+            if r.state == ACQUIRED and which(r):
                 r.state, r.member = self._released_state(r), None
                 changed = True
         if changed:
             self.dirty = True
             self._merge_and_advance()
         return changed
+
+    def expire_locks(self, now: float) -> bool:
+        """Acquisition locks past their deadline release their records.  -> anything changed."""
+        return self._release_acquired(lambda r: r.deadline <= now)
 
     def next_deadline(self) -> float | None:
         ds = [r.deadline for r in self.ranges if r.state == ACQUIRED]
@@ -261,15 +266,7 @@ class SharePartition:
     def release_member(self, member: str) -> bool:
         """The member's share session closed: its acquired records go back (Kafka's
         releaseAcquiredRecords)."""
-        changed = False
-        for r in self.ranges:
-            if r.state == ACQUIRED and r.member == member:
-                r.state, r.member = self._released_state(r), None
-                changed = True
-        if changed:
-            self.dirty = True
-            self._merge_and_advance()
-        return changed
+        return self._release_acquired(lambda r: r.member == member)
 
     def reset(self, start_offset: int) -> None:
         """AlterShareGroupOffsets / initialization: a new SPSO, nothing in flight."""
