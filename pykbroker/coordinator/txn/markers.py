@@ -81,7 +81,10 @@ async def call_broker(cache, listener_name: str, client_id: str, broker_id: int,
         return -1, None
 
 
-class RemoteMarkerWriter:
+class _InterBrokerSender:
+    """What the remote writer and verifier share: how this broker reaches the others (its
+    inter-broker listener, the versions it may send, that listener's TLS/SASL)."""
+
     def __init__(self, metadata_cache, node_id: int, listener_name: str, versions=None, security=None):
         self.cache = metadata_cache
         self.node_id = node_id
@@ -89,6 +92,15 @@ class RemoteMarkerWriter:
         self.versions = versions
         self.security = security   # the inter-broker listener's TLS/SASL (security/client.py)
 
+    async def _call(self, role: str, broker_id: int, api_key: int, lo: int, hi: int,
+                    body: dict) -> tuple[Optional[int], Optional[dict]]:
+        """``call_broker`` with this broker's settings; ``role`` names the client id
+        (``broker-<node id>-<role>``, as Kafka's inter-broker clients)."""
+        return await call_broker(self.cache, self.listener_name, "broker-%d-%s" % (self.node_id, role), broker_id,
+                                 api_key, self.versions, lo, hi, body, self.security)
+
+
+class RemoteMarkerWriter(_InterBrokerSender):
     async def write(self, leader_id: int, topic: str, partition: int, producer_id: int, producer_epoch: int,
                     commit: bool, coordinator_epoch: int, transaction_version: int = 0) -> int:
         """The leader's error code for this partition's marker (NOT_LEADER_OR_FOLLOWER if the
@@ -98,8 +110,7 @@ class RemoteMarkerWriter:
                              "transaction_version": transaction_version,
                              "topics": [{"name": topic, "partition_indexes": [partition]}]}]}
         # v1 (Kafka 4.0's) and v2 (KIP-1228: transaction_version) are the versions Kafka 4 sends
-        version, resp = await call_broker(self.cache, self.listener_name, "broker-%d-txn-marker-sender" % self.node_id,
-                                          leader_id, 27, self.versions, 1, 2, body, self.security)
+        version, resp = await self._call("txn-marker-sender", leader_id, 27, 1, 2, body)
         if version is None:
             return int(E.UNSUPPORTED_VERSION)   # retried (the leader may be upgraded or replaced)
         if resp is None:
@@ -107,7 +118,7 @@ class RemoteMarkerWriter:
         return int(resp["markers"][0]["topics"][0]["partitions"][0]["error_code"])
 
 
-class RemoteVerifier:
+class RemoteVerifier(_InterBrokerSender):
     """KIP-890 verification against a transaction coordinator on another broker (Kafka's
     AddPartitionsToTxnManager): AddPartitionsToTxn v5 with ``verify_only``, which adds nothing
     and answers, per partition, whether it is in the producer's Ongoing transaction with its
@@ -115,13 +126,6 @@ class RemoteVerifier:
     v5+) the coordinator adds the partitions, as for a TV2 client.  Asked once per partition and transaction (a partition that already holds the
     producer's open transaction, or a group already holding its pending offsets, is not asked
     again), so a fresh connection per request costs little."""
-
-    def __init__(self, metadata_cache, node_id: int, listener_name: str, versions=None, security=None):
-        self.cache = metadata_cache
-        self.node_id = node_id
-        self.listener_name = listener_name
-        self.versions = versions
-        self.security = security   # the inter-broker listener's TLS/SASL (security/client.py)
 
     async def verify(self, coordinator_id: int, transactional_id: str, producer_id: int, producer_epoch: int,
                      partitions, verify_only: bool = True) -> dict:
@@ -136,9 +140,7 @@ class RemoteVerifier:
                                   "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}]}
         # v4 is the first version of the brokers' batched form, v5 the newest (and the only one
         # with the TV2 add, which clients of transaction version 2 need)
-        version, resp = await call_broker(self.cache, self.listener_name, "broker-%d-txn-verifier" % self.node_id,
-                                          coordinator_id, 24, self.versions, 4 if verify_only else 5, 5, body,
-                                          self.security)
+        version, resp = await self._call("txn-verifier", coordinator_id, 24, 4 if verify_only else 5, 5, body)
         if version is None:
             # no common version: verification is not supported there; the request goes on
             # (Kafka's AddPartitionsToTxnManager on a version mismatch)
