@@ -530,8 +530,25 @@ class SecurityStore:
         ``clients/app``, ...): ``apply(cfg)`` edits the znode's config map in place (keys it does
         not own kept), written with a compare-and-set together with one change notice; a write
         through another broker meanwhile makes it re-read and apply again."""
-        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
         path = "/config/" + entity_path
+
+        def build(t, data, version) -> bool:
+            cfg = decode_entity_config(data)
+            apply(cfg)
+            if version is None:
+                t.create(path, encode_entity_config(cfg))
+            else:
+                t.set_data(path, encode_entity_config(cfg), version=version)
+            t.create(Z.CONFIG_CHANGE_PREFIX, encode_config_change(entity_path), sequence=True)
+            return True
+        await self._compare_and_set(path, build)
+
+    async def _compare_and_set(self, path: str, build) -> None:
+        """Kafka's optimistic znode update: read ``path`` (data and version; None, None when
+        absent), ``build(transaction, data, version)`` adds the writes (False: nothing to
+        write), commit; a write through another broker meanwhile (the version moved, the node
+        was created, deleted or filled) makes it read and build again."""
+        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
         await self.zk.call("ensure_path", path.rsplit("/", 1)[0])
         while True:
             try:
@@ -539,17 +556,12 @@ class SecurityStore:
                 version = stat.version
             except NoNodeError:
                 data, version = None, None
-            cfg = decode_entity_config(data)
-            apply(cfg)
             t = self.zk.client.transaction()
-            if version is None:
-                t.create(path, encode_entity_config(cfg))
-            else:
-                t.set_data(path, encode_entity_config(cfg), version=version)
-            t.create(Z.CONFIG_CHANGE_PREFIX, encode_config_change(entity_path), sequence=True)
+            if not build(t, data, version):
+                return
             results = await self.zk.run(t.commit)
-            if any(isinstance(r, (BadVersionError, NodeExistsError, NoNodeError)) for r in results):
-                continue   # written meanwhile through another broker: re-read and apply again
+            if any(isinstance(r, (BadVersionError, NodeExistsError, NoNodeError, NotEmptyError)) for r in results):
+                continue   # written meanwhile through another broker: re-read and build again
             _raise_first(results)
             return
 
@@ -589,7 +601,6 @@ class SecurityStore:
     async def alter_acls(self, added=(), removed=()) -> None:
         """Per resource pattern touched: a compare-and-set of its znode (deleted when empty) and
         its change notice, each resource in one transaction."""
-        from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
         touched: dict[tuple, tuple[list, list]] = {}
         for b in added:
             touched.setdefault((b.resource_type, b.name, b.pattern_type), ([], []))[0].append(b)
@@ -597,20 +608,13 @@ class SecurityStore:
             touched.setdefault((b.resource_type, b.name, b.pattern_type), ([], []))[1].append(b)
         for (rtype, name, pattern), (add, rem) in touched.items():
             path = resource_path(rtype, name, pattern)
-            await self.zk.call("ensure_path", path.rsplit("/", 1)[0])
-            while True:
-                try:
-                    data, stat = await self.zk.call("get", path)
-                    version = stat.version
-                except NoNodeError:
-                    data, version = None, None
+
+            def build(t, data, version, path=path, rtype=rtype, name=name, pattern=pattern, add=add,
+                      rem=rem) -> bool:
                 now = decode_acls(rtype, name, pattern, data)
                 want = (now - set(rem)) | set(add)
-                if want == now and version is not None:
-                    break
-                if not want and version is None:
-                    break
-                t = self.zk.client.transaction()
+                if (want == now and version is not None) or (not want and version is None):
+                    return False
                 entries = [(b.principal, b.host, b.operation, b.permission) for b in want]
                 if version is None:
                     t.create(path, encode_acls(entries))
@@ -620,12 +624,8 @@ class SecurityStore:
                     t.delete(path, version=version)
                 change_path, notice = encode_acl_change(rtype, name, pattern)
                 t.create("%s/%s" % (change_path, ACL_CHANGE_PREFIX), notice, sequence=True)
-                results = await self.zk.run(t.commit)
-                if any(isinstance(r, (BadVersionError, NodeExistsError, NoNodeError, NotEmptyError))
-                       for r in results):
-                    continue
-                _raise_first(results)
-                break
+                return True
+            await self._compare_and_set(path, build)
             await self.refresh_resource(rtype, name, pattern)
         for b in added:
             log.info("ACL added: %s", b.to_json())
