@@ -267,26 +267,32 @@ class AdminWriter:
             await self.active._maybe_complete_reassignment(topic, partition)
         return new
 
+    async def _hand_to_controller(self, path: str, body: bytes, what: str) -> None:
+        """A request for the active controller from another broker, as Kafka's admin znodes:
+        ``path`` created with ``body`` once the previous request there is gone (one at a time,
+        as in Kafka), then waited for until the controller took it (deleted the znode).  The
+        caller bounds the wait."""
+        from kazoo.exceptions import NodeExistsError
+        while True:
+            try:
+                await self.zk.until_connected(lambda: self.zk.call("create", path, body), what)
+                break
+            except NodeExistsError:
+                await trio.sleep(0.1)
+        while (await self.store.get_or_none(path))[0] is not None:
+            await trio.sleep(0.05)
+
     async def elect_leaders(self, partitions, election_type: int = 0, timeout_s: float = APPLY_TIMEOUT_S) -> dict:
         """ElectLeaders.  On the controller: done there; elsewhere the request goes through
         ``/admin/preferred_replica_election`` (with pykbroker's ``election_type`` field) and this
         waits for the controller to take it, then reads the outcome from the cache."""
         if self.active.is_active:
             return await self.active.elect(partitions, election_type)
-        from kazoo.exceptions import NodeExistsError
         body = json.dumps({"version": 1, "election_type": election_type,
                            "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
         before = {tp: self.cache.partition_state(*tp) for tp in partitions}
         with trio.move_on_after(timeout_s):
-            while True:
-                try:
-                    await self.zk.until_connected(lambda: self.zk.call("create", Z.PREFERRED_ELECTION, body.encode()),
-                                                  "requesting a leader election")
-                    break
-                except NodeExistsError:
-                    await trio.sleep(0.1)   # one election at a time, as in Kafka
-            while (await self.store.get_or_none(Z.PREFERRED_ELECTION))[0] is not None:
-                await trio.sleep(0.05)
+            await self._hand_to_controller(Z.PREFERRED_ELECTION, body.encode(), "requesting a leader election")
             await trio.sleep(0.05)   # the resulting state watches
         out: dict[tuple[str, int], int] = {}
         live = self.active.alive()
@@ -310,7 +316,6 @@ class AdminWriter:
         cancel)] -> {(topic, p): (code, message)}.  Checked here; carried out by the active
         controller (through ``/admin/reassign_partitions`` from other brokers).  The answer
         comes once the reassignment started (replicas extended), not when it completes."""
-        from kazoo.exceptions import NodeExistsError
         out, valid = {}, []
         for topic, p, target in items:
             code, msg = self.active.check_target(topic, p, target, allow_rf_change)
@@ -326,15 +331,7 @@ class AdminWriter:
         body = json.dumps({"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": r}
                                                         for t, p, r in valid]}).encode()
         with trio.move_on_after(timeout_s) as scope:
-            while True:
-                try:
-                    await self.zk.until_connected(lambda: self.zk.call("create", Z.REASSIGN_PARTITIONS, body),
-                                                  "requesting a reassignment")
-                    break
-                except NodeExistsError:
-                    await trio.sleep(0.1)   # one batch at a time, as in Kafka
-            while (await self.store.get_or_none(Z.REASSIGN_PARTITIONS))[0] is not None:
-                await trio.sleep(0.05)
+            await self._hand_to_controller(Z.REASSIGN_PARTITIONS, body, "requesting a reassignment")
         if scope.cancelled_caught:
             for t, p, _ in valid:
                 out[(t, p)] = (ErrorCode.REQUEST_TIMED_OUT, "The controller did not take the reassignment in time.")
