@@ -37,7 +37,7 @@ from ..metadata import TopicInfo
 from ..metadata_cache import ControllerRecord, PartitionState
 from .events import EventTask
 from .listener import MetadataListener
-from .znodes import ZnodeStore
+from .znodes import ZnodeRole, ZnodeStore
 
 log = logging.getLogger("pykbroker.controller")
 
@@ -57,13 +57,10 @@ def _log_election(topic: str, p: int, old: PartitionState, new: PartitionState) 
         log.info("electing %d as leader of %s-%d (was %d, ISR %s)", new.leader, topic, p, old.leader, list(old.isr))
 
 
-class ActiveController:
+class ActiveController(ZnodeRole):
     def __init__(self, listener: MetadataListener, store: ZnodeStore, events: EventTask, config, node_id: int) -> None:
+        super().__init__(listener.cache, store, events)
         self.listener = listener
-        self.cache = listener.cache
-        self.store = store
-        self.zk = store.zk
-        self.events = events
         self.config = config
         self.node_id = node_id
         self.is_active = False

@@ -31,21 +31,18 @@ from ..topic_records import render_configs
 from .active import ActiveController
 from .events import APPLY_TIMEOUT_S, EventTask
 from .listener import MetadataListener
-from .znodes import ZnodeStore
+from .znodes import ZnodeRole, ZnodeStore
 
 log = logging.getLogger("pykbroker.controller")
 
 
-class AdminWriter:
+class AdminWriter(ZnodeRole):
     def __init__(self, owner: Controller, listener: MetadataListener, active: ActiveController,
                  store: ZnodeStore, events: EventTask, validator: TopicValidator) -> None:
+        super().__init__(owner.cache, store, events)
         self.owner = owner          # the Controller: its group config store
         self.listener = listener
         self.active = active
-        self.cache = owner.cache
-        self.store = store
-        self.zk = store.zk
-        self.events = events
         self.validator = validator
 
     # ================================================================== topics

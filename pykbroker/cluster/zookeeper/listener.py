@@ -36,18 +36,15 @@ from ..metadata_cache import (ConfigRecord, ControllerRecord, PartitionChangeRec
                               UnregisterBrokerRecord)
 from ..topic_records import render_configs, topic_records
 from .events import EventTask
-from .znodes import ZnodeStore, parse_configs, reassignments_of
+from .znodes import ZnodeRole, ZnodeStore, parse_configs, reassignments_of
 
 log = logging.getLogger("pykbroker.controller")
 
 
-class MetadataListener:
+class MetadataListener(ZnodeRole):
     def __init__(self, owner: Controller, store: ZnodeStore, events: EventTask, node_id: int) -> None:
+        super().__init__(owner.cache, store, events)
         self.owner = owner          # the Controller: its listeners and config stores
-        self.cache = owner.cache
-        self.zk = store.zk
-        self.store = store
-        self.events = events
         self.node_id = node_id
         self._topic_watches: dict[str, list] = {}
         self._state_watches: dict[tuple[str, int], list] = {}

@@ -37,7 +37,7 @@ from ..metadata_cache import BrokerRegistration, Endpoint, RegisterBrokerRecord
 from .active import ActiveController
 from .events import EventTask
 from .listener import MetadataListener
-from .znodes import ZnodeStore
+from .znodes import ZnodeRole, ZnodeStore
 
 if TYPE_CHECKING:
     from ...config import BrokerConfig
@@ -45,15 +45,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("pykbroker.controller")
 
 
-class Membership:
+class Membership(ZnodeRole):
     def __init__(self, listener: MetadataListener, active: ActiveController, store: ZnodeStore,
                  events: EventTask, config: BrokerConfig, node_id: int) -> None:
+        super().__init__(listener.cache, store, events)
         self.listener = listener
         self.active = active
-        self.cache = listener.cache
-        self.store = store
-        self.zk = store.zk
-        self.events = events
         self.config = config
         self.node_id = node_id
         # the registration we own (re-created after a session loss)

@@ -10,14 +10,17 @@ Owns no state: ZooKeeper is the state; the store only reads it through the sessi
 from __future__ import annotations
 
 import logging
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import trio
 
 from ...config import ConfigError, validate_topic_configs
 from .. import zk as Z
 from ..metadata import TopicInfo, is_internal
-from ..metadata_cache import BrokerRegistration, PartitionState
+from ..metadata_cache import BrokerRegistration, MetadataCache, PartitionState
+
+if TYPE_CHECKING:
+    from .events import EventTask
 
 log = logging.getLogger("pykbroker.controller")
 
@@ -135,3 +138,15 @@ class ZnodeStore:
         if await self.exists(Z.config_path(name)):
             out.append(Z.config_path(name))
         return out
+
+
+class ZnodeRole:
+    """What each role of the ZooKeeper controller (listener, active controller, membership,
+    admin writer) holds: the metadata cache, the znode store and its session, and the event
+    task that runs the watch callbacks one at a time."""
+
+    def __init__(self, cache: MetadataCache, store: ZnodeStore, events: EventTask) -> None:
+        self.cache = cache
+        self.store = store
+        self.zk = store.zk
+        self.events = events
