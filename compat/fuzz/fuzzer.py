@@ -45,6 +45,7 @@ from hypothesis import strategies as st
 from pykbroker.protocol import records as R
 from pykbroker.protocol.codec import APIS
 from pykbroker.protocol.primitives import ProtocolError
+from pykbroker.protocol.wire import request_frame
 
 API_VERSIONS = 18
 
@@ -245,18 +246,12 @@ def request_strategy(api_key: int, version: int):
 
 def frame(api_key: int, version: int, corr: int, body: bytes, client_id: str | None = "fuzz",
           flexible: bool | None = None) -> bytes:
+    """``wire.request_frame`` for any api key and version, known or not: the header is flexible
+    as the API's highest version says when the version is past it (a fuzzed version)."""
     if flexible is None:
         api = APIS.get(api_key)
         flexible = api is not None and api.flexible(min(version, api.max_version)) and api_key != -1
-    if client_id is None:
-        hdr = struct.pack(">hhih", api_key, version, corr, -1)
-    else:
-        cid = client_id.encode()
-        hdr = struct.pack(">hhih", api_key, version, corr, len(cid)) + cid
-    if flexible:
-        hdr += b"\x00"
-    payload = hdr + body
-    return struct.pack(">i", len(payload)) + payload
+    return request_frame(api_key, version, corr, body, client_id, flexible)
 
 
 # ----------------------------------------------------------------------------- corpus + mutation
