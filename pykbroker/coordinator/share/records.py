@@ -14,15 +14,12 @@ from __future__ import annotations
 import base64
 import struct
 
-from ...protocol.primitives import read_uvarint, skip_tagged_fields, write_uvarint
+from ...protocol.primitives import I16 as _H, I32 as _I, read_uvarint, skip_tagged_fields, write_uvarint
 from ..group.offsets import java_string_hash
 
 SHARE_STATE_TOPIC = "__share_group_state"
 SNAPSHOT, UPDATE = 0, 1
 
-_H = struct.Struct(">h")
-_I = struct.Struct(">i")
-_Q = struct.Struct(">q")
 _BATCH = struct.Struct(">qqbh")
 _SNAP_HEAD = struct.Struct(">iiiqqq")
 _UPD_HEAD = struct.Struct(">iiq")
