@@ -28,41 +28,31 @@ from __future__ import annotations
 
 import collections
 import random
-import socket
 import threading
 import time
 from typing import Optional
 
-from pykbroker.local.relay import _close  # both ends shut down, then closed, errors ignored
+from pykbroker.local.relay import ListeningRelay, _close  # _close: both ends shut down, then closed, errors ignored
 
 
-class DelayRelay:
+class DelayRelay(ListeningRelay):
     """One listening port on ``host`` relaying to ``target``; see the module docstring."""
 
     RTO_MIN = 0.2   # Linux's TCP_RTO_MIN: the least a lost segment costs before it is resent
 
     def __init__(self, target: tuple, host: str = "127.0.0.1", port: int = 0, delay: tuple = (0.0, 0.0),
                  stall: float = 0.0, reset: float = 0.0, seed: Optional[int] = None):
-        self.target = (target[0], int(target[1]))
         self.delay_lo, self.delay_hi = float(delay[0]), float(delay[1])
         if not 0 <= self.delay_lo <= self.delay_hi:
             raise ValueError("delay must be (lo, hi) with 0 <= lo <= hi, got %r" % (delay,))
         self.stall = float(stall)
         self.reset = float(reset)
         self._rnd = random.Random(seed)
-        self._lock = threading.Lock()
         self._socks: list = []
-        self._closed = False
-        self.accepted = 0
         self.carried = 0
         self.resets = 0
         self.stalls = 0
-        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._listener.bind((host, port))
-        self._listener.listen(128)
-        self.host, self.port = self._listener.getsockname()[:2]
-        threading.Thread(target=self._accept_loop, name="delay-relay-%d" % self.port, daemon=True).start()
+        super().__init__(target, host, port, 128, "delay-relay-%d")
 
     @property
     def address(self) -> tuple:
@@ -76,17 +66,6 @@ class DelayRelay:
             _close(s)
         return len(socks)
 
-    def close(self) -> None:
-        self._closed = True
-        _close(self._listener)
-        self.drop()
-
-    def __enter__(self) -> "DelayRelay":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     # -- plumbing ------------------------------------------------------------------------
     def _draw(self) -> tuple:
         with self._lock:
@@ -95,32 +74,15 @@ class DelayRelay:
             reset = self.reset > 0 and self._rnd.random() < self.reset
         return d, stalled, reset
 
-    def _accept_loop(self) -> None:
-        while not self._closed:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            try:
-                upstream = socket.create_connection(self.target, timeout=5.0)
-                upstream.settimeout(None)
-            except OSError:
-                _close(client)
-                continue
-            for s in (client, upstream):
-                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            with self._lock:
-                if self._closed:
-                    _close(client)
-                    _close(upstream)
-                    return
-                self._socks += [client, upstream]
-                self.accepted += 1
-            for src, dst in ((client, upstream), (upstream, client)):
-                q: collections.deque = collections.deque()
-                cv = threading.Condition()
-                threading.Thread(target=self._reader, args=(src, dst, q, cv), daemon=True).start()
-                threading.Thread(target=self._writer, args=(src, dst, q, cv), daemon=True).start()
+    def _track(self, client, upstream) -> None:
+        self._socks += [client, upstream]
+
+    def _carry(self, client, upstream) -> None:
+        for src, dst in ((client, upstream), (upstream, client)):
+            q: collections.deque = collections.deque()
+            cv = threading.Condition()
+            threading.Thread(target=self._reader, args=(src, dst, q, cv), daemon=True).start()
+            threading.Thread(target=self._writer, args=(src, dst, q, cv), daemon=True).start()
 
     def _reader(self, src, dst, q, cv) -> None:
         """Reads chunks and queues them with the time each may be written."""

@@ -21,30 +21,96 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from typing import Optional
+from typing import Optional, TypeVar
+
+_R = TypeVar("_R", bound="ListeningRelay")
 
 
-class TcpRelay:
-    def __init__(self, target_host: str, target_port: int, host: str = "127.0.0.1", port: int = 0):
-        self.target = (target_host, int(target_port))
+class ListeningRelay:
+    """What every relay is made of (this one and the fault tools' delaying relay): a listening
+    port on ``host``; a thread accepting on it that connects each admitted connection to
+    ``target`` (TCP_NODELAY on both, as Kafka clients and ZooKeeper set it) and hands the pair to
+    ``_carry``; ``close()`` stops accepting and drops what is carried.  A subclass sets up its own
+    state before calling ``__init__`` (the accept thread starts there) and says what ``_admit``,
+    ``_track``, ``_carry`` and ``drop`` do."""
+
+    def __init__(self, target: tuple, host: str, port: int, backlog: int, thread_name: str) -> None:
+        self.target = (target[0], int(target[1]))
         self.host = host
+        self._lock = threading.Lock()
+        self._closed = False
+        self.accepted = 0
         self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._listener.bind((host, port))
-        self._listener.listen(64)
+        self._listener.listen(backlog)
         self.port = self._listener.getsockname()[1]
-        self._lock = threading.Lock()
+        threading.Thread(target=self._accept_loop, name=thread_name % self.port, daemon=True).start()
+
+    def drop(self) -> int:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self._closed = True
+        _close(self._listener)
+        self.drop()
+
+    def __enter__(self: _R) -> _R:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _admit(self) -> bool:
+        """Whether a new connection is relayed (else it is closed at once)."""
+        return True
+
+    def _track(self, client: socket.socket, upstream: socket.socket) -> None:
+        """Remember a new pair (under the lock) so ``drop`` can close it."""
+        raise NotImplementedError
+
+    def _carry(self, client: socket.socket, upstream: socket.socket) -> None:
+        """Start copying bytes both ways."""
+        raise NotImplementedError
+
+    def _accept_loop(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            if not self._admit():
+                _close(client)
+                continue
+            try:
+                upstream = socket.create_connection(self.target, timeout=5.0)
+                upstream.settimeout(None)
+            except OSError:
+                _close(client)
+                continue
+            for s in (client, upstream):
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with self._lock:
+                if self._closed:
+                    _close(client)
+                    _close(upstream)
+                    return
+                self._track(client, upstream)
+                self.accepted += 1
+            self._carry(client, upstream)
+
+
+class TcpRelay(ListeningRelay):
+    def __init__(self, target_host: str, target_port: int, host: str = "127.0.0.1", port: int = 0):
         self._pairs: list[tuple[socket.socket, socket.socket]] = []
         self._held_until = 0.0
-        self._closed = False
         self._blipper: Optional[threading.Thread] = None
         self._blips = threading.Event()
         self.drops = 0
-        self.accepted = 0
         self._cut: Optional[tuple[frozenset, bool]] = None   # (op codes, applied) of an armed cut
         self.cuts = 0            # armed cuts that struck
         self._deaf: set = set()  # client sockets whose answers are being discarded (an applied cut)
-        threading.Thread(target=self._accept_loop, name="relay-accept-%d" % self.port, daemon=True).start()
+        super().__init__((target_host, target_port), host, port, 64, "relay-accept-%d")
 
     @property
     def address(self) -> str:
@@ -99,41 +165,19 @@ class TcpRelay:
 
     def close(self) -> None:
         self.stop_blips()
-        self._closed = True
-        _close(self._listener)
-        self.drop()
-
-    def __enter__(self) -> "TcpRelay":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+        super().close()
 
     # -- plumbing
-    def _accept_loop(self) -> None:
-        while not self._closed:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            with self._lock:
-                held = time.monotonic() < self._held_until
-            if held:
-                _close(client)
-                continue
-            try:
-                upstream = socket.create_connection(self.target, timeout=5.0)
-                upstream.settimeout(None)
-            except OSError:
-                _close(client)
-                continue
-            for s in (client, upstream):
-                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            with self._lock:
-                self._pairs.append((client, upstream))
-                self.accepted += 1
-            threading.Thread(target=self._pump_requests, args=(client, upstream), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
+    def _admit(self) -> bool:
+        with self._lock:
+            return time.monotonic() >= self._held_until
+
+    def _track(self, client: socket.socket, upstream: socket.socket) -> None:
+        self._pairs.append((client, upstream))
+
+    def _carry(self, client: socket.socket, upstream: socket.socket) -> None:
+        threading.Thread(target=self._pump_requests, args=(client, upstream), daemon=True).start()
+        threading.Thread(target=self._pump, args=(upstream, client), daemon=True).start()
 
     def _pump_requests(self, src: socket.socket, dst: socket.socket) -> None:
         """Client to server, frame by frame (ZooKeeper's length-prefixed frames) so an armed cut
