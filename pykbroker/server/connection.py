@@ -172,29 +172,33 @@ class Connection:
             finally:
                 if target is not None:
                     target.release()
-            while True:
-                if quotas is not None and quotas.request_enabled:
-                    # request_percentage counts the decoding too (docs/quotas.md)
-                    t0 = time.perf_counter()
-                    event = dispatcher.next_event()
-                    self.decode_seconds = time.perf_counter() - t0
-                else:
-                    event = dispatcher.next_event()
-                if event is None:
-                    break
-                if event.__class__ is Delayed:
-                    # fault injection's added latency, then the event it holds
-                    await trio.sleep(event.seconds)
-                    event = event.event
-                if not await self._carry_out(event):
-                    return
-            if dispatcher.closed:
+            if not await self._carry_out_received(dispatcher, quotas):
                 return
             # Let other connections run before reading on: a handler and the direct socket
             # write need not yield, so a client that keeps the socket full (or a large request
             # streaming in) must not monopolize the loop.  One checkpoint per read, not per
             # request.
             await checkpoint()
+
+    async def _carry_out_received(self, dispatcher, quotas) -> bool:
+        """Carry out, in order, every decision the bytes received so far make (one call per
+        read, whatever the transport); False once the connection is to be closed."""
+        while True:
+            if quotas is not None and quotas.request_enabled:
+                # request_percentage counts the decoding too (docs/quotas.md)
+                t0 = time.perf_counter()
+                event = dispatcher.next_event()
+                self.decode_seconds = time.perf_counter() - t0
+            else:
+                event = dispatcher.next_event()
+            if event is None:
+                return not dispatcher.closed
+            if event.__class__ is Delayed:
+                # fault injection's added latency, then the event it holds
+                await trio.sleep(event.seconds)
+                event = event.event
+            if not await self._carry_out(event):
+                return False
 
     async def _carry_out(self, event) -> bool:
         """Carry out one decision of the dispatcher, in request order; False once the

@@ -216,22 +216,7 @@ class SecureConnection(Connection):
             finally:
                 if target is not None:
                     target.release()
-            quotas = self.quotas
-            while True:
-                if quotas is not None and quotas.request_enabled:
-                    t0 = time.perf_counter()   # request_percentage counts the decoding (docs/quotas.md)
-                    event = dispatcher.next_event()
-                    self.decode_seconds = time.perf_counter() - t0
-                else:
-                    event = dispatcher.next_event()
-                if event is None:
-                    break
-                if event.__class__ is Delayed:
-                    await trio.sleep(event.seconds)
-                    event = event.event
-                if not await self._carry_out(event):
-                    return
-            if dispatcher.closed:
+            if not await self._carry_out_received(dispatcher, self.quotas):
                 return
 
     def _write_now(self, data) -> int:
