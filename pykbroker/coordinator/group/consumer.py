@@ -45,7 +45,7 @@ from ...protocol.errors import ErrorCode as E
 from . import consumer_records as R
 from . import offsets as O
 from .assignors import ASSIGNORS, DEFAULT
-from .modern import ModernGroup, ModernGroupManager, ModernGroupMember
+from .modern import ModernGroup, ModernGroupManager, ModernGroupMember, described_assignment, heartbeat_assignment
 
 log = logging.getLogger("pykbroker.group.consumer")
 
@@ -65,7 +65,6 @@ class CMember(ModernGroupMember):
 
 class ConsumerGroup(ModernGroup):
     kind = "consumer"
-    protocol_type = "consumer"
     timer_kind = "cg-hb"   # its members' session timers (cancelled when the group is unloaded)
 
     def __init__(self, group_id, now_ms: int):
@@ -108,7 +107,6 @@ class ConsumerGroup(ModernGroup):
 class ConsumerGroupManager(ModernGroupManager):
     GROUP_CLASS = ConsumerGroup
     CONFIGS = ("group.consumer.session.timeout.ms", "group.consumer.heartbeat.interval.ms", "group.consumer.max.size")
-    SESSION_TIMER = "cg-hb"
     log = log
 
     # -- helpers -----------------------------------------------------------------------------
@@ -390,11 +388,7 @@ class ConsumerGroupManager(ModernGroupManager):
                 "assignment": None}
         current = (m.epoch, frozenset(m.assigned))
         if m.last_sent != current or epoch == 0 or req["topic_partitions"] is not None:
-            by_topic: dict = {}
-            for tid, p in m.assigned:
-                by_topic.setdefault(tid, []).append(p)
-            resp["assignment"] = {"topic_partitions": [{"topic_id": t, "partitions": sorted(ps)}
-                                                       for t, ps in sorted(by_topic.items())]}
+            resp["assignment"] = heartbeat_assignment(m.assigned)
             m.last_sent = current
         return resp
 
@@ -425,11 +419,7 @@ class ConsumerGroupManager(ModernGroupManager):
         md = self._md()
 
         def asg(tps):
-            by: dict = {}
-            for tid, p in tps:
-                by.setdefault(tid, []).append(p)
-            return {"topic_partitions": [{"topic_id": t, "topic_name": (md.name_of(t) if md else None) or "",
-                                          "partitions": sorted(ps)} for t, ps in sorted(by.items())]}
+            return described_assignment(tps, md)
         members = [{"member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
                     "member_epoch": m.epoch, "client_id": m.client_id, "client_host": m.client_host,
                     "subscribed_topic_names": sorted(m.topics), "subscribed_topic_regex": m.regex,

@@ -17,6 +17,25 @@ from ...protocol.errors import ErrorCode as E
 from .classic import Future
 
 
+def _by_topic(tps) -> list:
+    """An assignment's (topic id, partition) pairs as [(topic id, sorted partitions)] by topic id."""
+    by: dict = {}
+    for tid, p in tps:
+        by.setdefault(tid, []).append(p)
+    return [(t, sorted(ps)) for t, ps in sorted(by.items())]
+
+
+def heartbeat_assignment(tps) -> dict:
+    """The ``assignment`` of a consumer or share group heartbeat response."""
+    return {"topic_partitions": [{"topic_id": t, "partitions": ps} for t, ps in _by_topic(tps)]}
+
+
+def described_assignment(tps, metadata) -> dict:
+    """An assignment as the describe APIs show it: each topic also by name ("" when unknown)."""
+    return {"topic_partitions": [{"topic_id": t, "topic_name": (metadata.name_of(t) if metadata else None) or "",
+                                  "partitions": ps} for t, ps in _by_topic(tps)]}
+
+
 class ModernGroupMember:
     """Base of a modern group's member (Kafka's ModernGroupMember): its id, epochs, client, and
     the assignment it holds."""
@@ -40,7 +59,7 @@ class ModernGroup:
     assignment, and what was last handed to the writer."""
 
     kind = ""            # Kafka's group type: "consumer", "share", "streams"
-    protocol_type = ""
+    timer_kind = ""      # the first element of its members' session timer keys in the coordinator's Timer
 
     def __init__(self, group_id, now_ms: int) -> None:
         self.group_id = group_id
@@ -55,6 +74,10 @@ class ModernGroup:
         self.last_write: Future | None = None
 
     @property
+    def protocol_type(self) -> str:
+        return self.kind     # a modern group's protocol type is its type's name (ListGroups shows it)
+
+    @property
     def state(self) -> str:
         return "Dead" if self.dead else self.summary_state()
 
@@ -63,7 +86,7 @@ class ModernGroup:
         self.dead = value == "Dead"
 
     def cancel_timers(self) -> None:
-        pass   # the members' session timers are the manager's (SESSION_TIMER keys), not the group's
+        pass   # the members' session timers are the manager's (timer_kind keys), not the group's
 
     def summary_state(self) -> str:
         raise NotImplementedError
@@ -88,7 +111,6 @@ class ModernGroupManager:
     # the broker configs of the group type: session timeout, heartbeat interval, maximum size
     # (every key and its Kafka default is declared in pykbroker/config.py)
     CONFIGS = ("", "", "")
-    SESSION_TIMER = ""   # the first element of a member's session timer key in the coordinator's Timer
     log = logging.getLogger("pykbroker.group")
 
     def __init__(self, coordinator) -> None:
@@ -124,7 +146,7 @@ class ModernGroupManager:
     def _schedule(self, g, m) -> None:
         """(Re)start the member's session timer: it expires unless the member heartbeats first."""
         gid, mid = g.group_id, m.member_id
-        self.gc.timer.schedule((self.SESSION_TIMER, gid, mid), self._session_timeout_ms(gid) / 1000.0,
+        self.gc.timer.schedule((self.GROUP_CLASS.timer_kind, gid, mid), self._session_timeout_ms(gid) / 1000.0,
                                lambda: self._expire(gid, mid))
 
     def _expire(self, gid, mid) -> None:
@@ -139,7 +161,7 @@ class ModernGroupManager:
         g.target.pop(mid, None)
         if not g.members:
             g.state_timestamp = self.gc.now_ms()
-        self.gc.timer.cancel((self.SESSION_TIMER, g.group_id, mid))
+        self.gc.timer.cancel((self.GROUP_CLASS.timer_kind, g.group_id, mid))
         self._member_left(g, mid)
 
     def _member_left(self, g, mid: str) -> None:

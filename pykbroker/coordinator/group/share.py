@@ -41,7 +41,7 @@ import logging
 from ...protocol.errors import ErrorCode as E
 from . import share_records as R
 from .consumer_records import metadata_hash
-from .modern import ModernGroup, ModernGroupManager, ModernGroupMember
+from .modern import ModernGroup, ModernGroupManager, ModernGroupMember, described_assignment, heartbeat_assignment
 
 log = logging.getLogger("pykbroker.group.share")
 
@@ -58,7 +58,6 @@ class SMember(ModernGroupMember):
 
 class ShareGroup(ModernGroup):
     kind = "share"
-    protocol_type = "share"
     timer_kind = "sg-hb"   # its members' session timers (cancelled when the group is unloaded)
 
     def __init__(self, group_id, now_ms: int):
@@ -116,7 +115,6 @@ def simple_assign(members: dict, topics: dict, current: dict) -> dict:
 class ShareGroupManager(ModernGroupManager):
     GROUP_CLASS = ShareGroup
     CONFIGS = ("group.share.session.timeout.ms", "group.share.heartbeat.interval.ms", "group.share.max.size")
-    SESSION_TIMER = "sg-hb"
     log = log
 
     def _member_left(self, g: ShareGroup, mid: str) -> None:
@@ -275,11 +273,7 @@ class ShareGroupManager(ModernGroupManager):
                 "assignment": None}
         current = frozenset(m.assigned)
         if m.last_sent != current:
-            by_topic: dict = {}
-            for tid, p in m.assigned:
-                by_topic.setdefault(tid, []).append(p)
-            resp["assignment"] = {"topic_partitions": [{"topic_id": t, "partitions": sorted(ps)}
-                                                       for t, ps in sorted(by_topic.items())]}
+            resp["assignment"] = heartbeat_assignment(m.assigned)
             m.last_sent = current
         return resp
 
@@ -306,11 +300,7 @@ class ShareGroupManager(ModernGroupManager):
         md = self.gc.metadata
 
         def asg(tps):
-            by: dict = {}
-            for tid, p in tps:
-                by.setdefault(tid, []).append(p)
-            return {"topic_partitions": [{"topic_id": t, "topic_name": (md.name_of(t) if md else None) or "",
-                                          "partitions": sorted(ps)} for t, ps in sorted(by.items())]}
+            return described_assignment(tps, md)
         members = [{"member_id": m.member_id, "rack_id": m.rack_id, "member_epoch": m.epoch,
                     "client_id": m.client_id, "client_host": m.client_host,
                     "subscribed_topic_names": sorted(m.topics), "assignment": asg(m.assigned)}

@@ -103,7 +103,6 @@ def _flat(d: dict) -> set:
 
 class StreamsGroup(ModernGroup):
     kind = "streams"
-    protocol_type = "streams"
     timer_kind = "sg-hb"
 
     def __init__(self, group_id, now_ms: int) -> None:
@@ -285,7 +284,6 @@ def _hash_topics(md, names) -> int:
 class StreamsGroupManager(ModernGroupManager):
     GROUP_CLASS = StreamsGroup
     CONFIGS = ("group.streams.session.timeout.ms", "group.streams.heartbeat.interval.ms", "group.streams.max.size")
-    SESSION_TIMER = "sg-hb"
     log = log
 
     def __init__(self, coordinator) -> None:
