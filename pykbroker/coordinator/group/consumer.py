@@ -45,7 +45,8 @@ from ...protocol.errors import ErrorCode as E
 from . import consumer_records as R
 from . import offsets as O
 from .assignors import ASSIGNORS, DEFAULT
-from .modern import ModernGroup, ModernGroupManager, ModernGroupMember, described_assignment, heartbeat_assignment
+from .modern import (ModernGroup, ModernGroupManager, ModernGroupMember, described_assignment, heartbeat_assignment,
+                     reconciliation_state)
 
 log = logging.getLogger("pykbroker.group.consumer")
 
@@ -128,14 +129,6 @@ class ConsumerGroupManager(ModernGroupManager):
         super()._member_left(g, mid)
 
     # -- persistence ---------------------------------------------------------------------------
-    @staticmethod
-    def member_state(g: ConsumerGroup, m: CMember) -> int:
-        if m.revoking:
-            return R.STATE_UNREVOKED_PARTITIONS
-        if m.epoch == g.assignment_epoch and m.assigned != g.target.get(m.member_id, set()):
-            return R.STATE_UNRELEASED_PARTITIONS
-        return R.STATE_STABLE
-
     def _records(self, g: ConsumerGroup) -> list:
         """The records that bring the log to the group's in-memory state (in Kafka's order:
         departed members, subscriptions, group epoch, target assignment, current assignments)."""
@@ -170,7 +163,7 @@ class ConsumerGroupManager(ModernGroupManager):
             put(R.key(R.CG_TARGET_METADATA, gid), R.target_metadata_value(g.assignment_epoch, g.assignment_ts))
         for m in touched:
             put(R.key(R.CG_CURRENT_ASSIGNMENT, gid, m.member_id),
-                R.current_assignment_value(m.epoch, m.prev_epoch, self.member_state(g, m), m.assigned, m.revoking))
+                R.current_assignment_value(m.epoch, m.prev_epoch, reconciliation_state(g, m), m.assigned, m.revoking))
         g.dirty.clear()
         g.target_dirty = g.resync = False
         return out

@@ -36,6 +36,22 @@ def described_assignment(tps, metadata) -> dict:
                                   "partitions": ps} for t, ps in _by_topic(tps)]}
 
 
+# Kafka's MemberState codes as the consumer and streams records store them (UNREVOKED_PARTITIONS /
+# UNREVOKED_TASKS 1, UNRELEASED_PARTITIONS / UNRELEASED_TASKS 2)
+STATE_STABLE, STATE_UNREVOKED, STATE_UNRELEASED = 0, 1, 2
+
+
+def reconciliation_state(g, m) -> int:
+    """Where a consumer or streams member stands (Kafka's MemberState): still revoking what it
+    held; at the assignment epoch but not yet holding its target (another member has not
+    released it); else stable."""
+    if m.revoking:
+        return STATE_UNREVOKED
+    if m.epoch == g.assignment_epoch and m.assigned != g.target.get(m.member_id, set()):
+        return STATE_UNRELEASED
+    return STATE_STABLE
+
+
 class ModernGroupMember:
     """Base of a modern group's member (Kafka's ModernGroupMember): its id, epochs, client, and
     the assignment it holds."""

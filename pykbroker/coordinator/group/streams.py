@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ...protocol.errors import DEFAULT_MESSAGES, ErrorCode as E
 from . import offsets as O
 from . import streams_records as R
-from .modern import ModernGroup, ModernGroupManager, ModernGroupMember
+from .modern import ModernGroup, ModernGroupManager, ModernGroupMember, reconciliation_state
 
 if TYPE_CHECKING:
     from .classic import Future
@@ -334,19 +334,11 @@ class StreamsGroupManager(ModernGroupManager):
                 "warmup_tasks": []})
             epochs = {t: m.epoch for t in m.assigned | m.revoking}
             out[R.key(R.SG_CURRENT_ASSIGNMENT, gid, mid)] = R.value(R.SG_CURRENT_ASSIGNMENT, {
-                "member_epoch": m.epoch, "previous_member_epoch": m.prev_epoch, "state": self.member_state(g, m),
+                "member_epoch": m.epoch, "previous_member_epoch": m.prev_epoch, "state": reconciliation_state(g, m),
                 "active_tasks": R.task_ids(_by_sub(m.assigned), epochs), "standby_tasks": [], "warmup_tasks": [],
                 "active_tasks_pending_revocation": R.task_ids(_by_sub(m.revoking), epochs),
                 "standby_tasks_pending_revocation": [], "warmup_tasks_pending_revocation": []})
         return out
-
-    @staticmethod
-    def member_state(g, m) -> int:
-        if m.revoking:
-            return R.STATE_UNREVOKED_TASKS
-        if m.epoch == g.assignment_epoch and m.assigned != g.target.get(m.member_id, set()):
-            return R.STATE_UNRELEASED_TASKS
-        return R.STATE_STABLE
 
     def _records(self, g: StreamsGroup) -> list:
         """Member tombstones first, then the group's changed records (Kafka writes the group
