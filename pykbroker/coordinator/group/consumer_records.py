@@ -120,6 +120,12 @@ class _W:
     def count(self, n):
         write_uvarint(self.b, n + 1)
 
+    def strs(self, items):
+        """A compact array of compact strings (a member's subscribed topic names)."""
+        self.count(len(items))
+        for s in items:
+            self.str(s)
+
     def tags(self):
         self.b.append(0)  # no tagged fields
 
@@ -287,9 +293,7 @@ def member_metadata_value(m) -> bytes:
     w.str(m.rack_id)
     w.str(m.client_id or "")
     w.str(m.client_host or "")
-    w.count(len(m.topics))
-    for t in m.topics:
-        w.str(t)
+    w.strs(m.topics)
     w.str(m.regex)
     w.i32(m.rebalance_timeout_ms)
     w.str(m.assignor)

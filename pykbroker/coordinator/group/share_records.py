@@ -60,9 +60,7 @@ def member_metadata_value(m) -> bytes:
     w.str(m.rack_id)
     w.str(m.client_id or "")
     w.str(m.client_host or "")
-    w.count(len(m.topics))
-    for t in m.topics:
-        w.str(t)
+    w.strs(m.topics)
     return w.done()
 
 
