@@ -526,6 +526,9 @@ class GroupShard:
         self.consumer_groups: dict[str, dict] = {}  # KIP-848 groups, replayed by the consumer manager
         self.share_groups: dict[str, dict] = {}     # KIP-932 share groups, replayed by the share manager
         self.streams_groups: dict[str, dict] = {}   # KIP-1071 groups, replayed by the streams manager
+        # a modern group record's family (its key's first element) -> the states it replays into
+        self._modern = {"consumer": self.consumer_groups, "share": self.share_groups,
+                        "streams": self.streams_groups}
         self.offsets: dict[str, dict] = {}
         self.last_seen: dict[tuple[str, str], int] = {}  # (kind, group) -> order of its last record
         self.seq = 0
@@ -549,17 +552,13 @@ class GroupShard:
     def replay(self, key: bytes, value) -> None:
         self.seq += 1
         k = O.parse_key(key)
-        if k[0] == "consumer":
-            _, kind, gid, mid = k
-            self.gc.consumer.replay(self.consumer_groups, kind, gid, mid, bytes(key), value)
-            self.last_seen[("consumer", gid)] = self.seq
-        elif k[0] == "share":
-            _, kind, gid, mid = k
-            self.gc.share.replay(self.share_groups, kind, gid, mid, bytes(key), value)
-        elif k[0] == "streams":
-            _, kind, gid, mid = k
-            self.gc.streams.replay(self.streams_groups, kind, gid, mid, bytes(key), value)
-            self.last_seen[("streams", gid)] = self.seq
+        states = self._modern.get(k[0])
+        if states is not None:
+            # replayed by the family's manager (gc.consumer, gc.share, gc.streams); last_seen
+            # tells loaded() which type a group id had last
+            family, kind, gid, mid = k
+            getattr(self.gc, family).replay(states, kind, gid, mid, bytes(key), value)
+            self.last_seen[(family, gid)] = self.seq
         elif k[0] == "offset":
             _, gid, topic, part = k
             if value is None:
