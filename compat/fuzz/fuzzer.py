@@ -451,6 +451,14 @@ class _Conn:
 
     def read_frame(self, timeout: float):
         """The next response frame (without size prefix); None on timeout; b"" on close."""
+        try:
+            return self.receive_frame(timeout)
+        except ConnectionClosed:
+            return b""
+
+    def receive_frame(self, timeout: float):
+        """The next frame without its size prefix (b"" is an empty frame); None on timeout;
+        raises ConnectionClosed when the broker closed (or the socket failed)."""
         deadline = time.monotonic() + timeout
         while True:
             if len(self.buf) >= 4:
@@ -470,11 +478,36 @@ class _Conn:
                 return None
             try:
                 data = self.sock.recv(1 << 20)
-            except (ConnectionError, OSError):
-                return b""
+            except OSError:
+                data = b""
             if not data:
-                return b""
+                raise ConnectionClosed()
             self.buf += data
+
+
+class ConnectionClosed(Exception):
+    """The broker closed the connection (or the socket failed)."""
+
+
+class FuzzTarget:
+    """What a fuzzer knows of the broker it runs against: its address, its process (when known)
+    and the log lines the process writes, read on from where the last look stopped."""
+
+    def __init__(self, bootstrap: str, pid: int | None, log_lines: list | None):
+        host, port = bootstrap.rsplit(":", 1)
+        self.addr = (host, int(port))
+        self.bootstrap = bootstrap
+        self.pid = pid
+        self.log_lines = log_lines
+        self._log_seen = 0
+
+    def new_log_lines(self) -> list:
+        """The broker's log lines since the last call (none when its log is not followed)."""
+        if self.log_lines is None:
+            return []
+        new = self.log_lines[self._log_seen:]
+        self._log_seen += len(new)
+        return new
 
 
 # An answer is expected within this (the fuzzer's waits are kept under a second); later is
@@ -484,19 +517,14 @@ _PROBE_CORR = 0x7EADBEEF
 _PROBE = frame(18, 0, _PROBE_CORR, b"", flexible=False)
 
 
-class LiveFuzzer:
+class LiveFuzzer(FuzzTarget):
     """Sends generated and mutated requests to one broker and keeps the figures."""
 
     def __init__(self, bootstrap: str, pid: int | None = None, log_lines: list | None = None, seed: int = 0,
                  corpus: list[bytes] | None = None, mutate_share: float = 0.5,
                  answer_timeout: float = None, held_timeout: float = 60.0, alive_timeout: float = 10.0,
                  versions: dict | None = None, progress=None):
-        host, port = bootstrap.rsplit(":", 1)
-        self.addr = (host, int(port))
-        self.bootstrap = bootstrap
-        self.pid = pid
-        self.log_lines = log_lines
-        self._log_seen = 0
+        super().__init__(bootstrap, pid, log_lines)
         self.seed = seed
         self.corpus = corpus or []
         self.mutate_share = mutate_share if self.corpus else 0.0
@@ -776,16 +804,14 @@ class LiveFuzzer:
             fig.rss_mb.append(round(rss, 1))
             fig.fds.append(fds)
             fig.peak_rss_mb = max(fig.peak_rss_mb, hwm)
-        if self.log_lines is not None:
-            new = self.log_lines[self._log_seen:]
-            self._log_seen += len(new)
-            for i, line in enumerate(new):
-                if " ERROR " in line or " CRITICAL " in line:
-                    fig.internal_errors += 1
-                    j = i + 1   # the traceback: up to the next log line
-                    while j < len(new) and j < i + 60 and not new[j].startswith("["):
-                        j += 1
-                    self._finding("log: " + "".join(new[i:j])[:4000])
+        new = self.new_log_lines()
+        for i, line in enumerate(new):
+            if " ERROR " in line or " CRITICAL " in line:
+                fig.internal_errors += 1
+                j = i + 1   # the traceback: up to the next log line
+                while j < len(new) and j < i + 60 and not new[j].startswith("["):
+                    j += 1
+                self._finding("log: " + "".join(new[i:j])[:4000])
 
     def close(self):
         self._drop()

@@ -23,7 +23,6 @@ import hmac
 import json
 import os
 import random
-import select
 import socket
 import struct
 import time
@@ -32,7 +31,7 @@ from dataclasses import dataclass, field
 from pykbroker.protocol.codec import APIS
 from pykbroker.protocol.primitives import ProtocolError
 
-from .fuzzer import _Conn, frame, mutate, process_running
+from .fuzzer import ConnectionClosed, FuzzTarget, _Conn, frame, mutate, process_running
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE, API_VERSIONS, METADATA = 17, 36, 18, 3
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
@@ -174,30 +173,11 @@ class _Session:
     def _read(self, timeout: float):
         """The next frame without its size prefix (b"" is an empty frame: a raw v0 token answer
         may be one); None on timeout; raises Closed when the broker closed."""
-        conn = self.conn
-        deadline = time.monotonic() + timeout
-        while True:
-            if len(conn.buf) >= 4:
-                (n,) = struct.unpack_from(">i", conn.buf)
-                if len(conn.buf) >= 4 + n:
-                    f = bytes(conn.buf[4:4 + n])
-                    del conn.buf[:4 + n]
-                    return f
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            p = select.poll()
-            p.register(conn.sock, select.POLLIN)
-            if not p.poll(left * 1000.0):
-                return None
-            try:
-                data = conn.sock.recv(1 << 20)
-            except OSError:
-                data = b""
-            if not data:
-                self.fz.figures.closes += 1
-                raise Closed()
-            conn.buf += data
+        try:
+            return self.conn.receive_frame(timeout)
+        except ConnectionClosed:
+            self.fz.figures.closes += 1
+            raise Closed() from None
 
     def _send(self, data: bytes, label: str) -> bytes:
         fz, fig = self.fz, self.fz.figures
@@ -300,17 +280,12 @@ class _Session:
         step(("%s,p=%s" % (without_proof, base64.b64encode(proof).decode())).encode())
 
 
-class SaslFuzzer:
+class SaslFuzzer(FuzzTarget):
     """Sessions against one SASL_PLAINTEXT listener (``addr``) of the broker process ``pid``."""
 
     def __init__(self, bootstrap: str, pid: int | None = None, log_lines: list | None = None, seed: int = 0,
                  mutate_share: float = 0.5, answer_timeout: float = 3.0):
-        host, port = bootstrap.rsplit(":", 1)
-        self.addr = (host, int(port))
-        self.bootstrap = bootstrap
-        self.pid = pid
-        self.log_lines = log_lines
-        self._log_seen = 0
+        super().__init__(bootstrap, pid, log_lines)
         self.rnd = random.Random(seed)
         self.mutate_share = mutate_share
         self.answer_timeout = answer_timeout
@@ -363,13 +338,10 @@ class SaslFuzzer:
         if not res or res[0] is not None:
             fig.health_failures += 1
             self.finding("health check %d: %s" % (fig.health_checks, res[0] if res else "no delivery"), b"")
-        if self.log_lines is not None:
-            new = self.log_lines[self._log_seen:]
-            self._log_seen += len(new)
-            for line in new:
-                if " ERROR " in line or " CRITICAL " in line or line.startswith("Traceback"):
-                    fig.internal_errors += 1
-                    self.finding("log: " + line.strip()[:500], b"")
+        for line in self.new_log_lines():
+            if " ERROR " in line or " CRITICAL " in line or line.startswith("Traceback"):
+                fig.internal_errors += 1
+                self.finding("log: " + line.strip()[:500], b"")
 
     def run(self, sessions: int, batch: int = 100) -> SaslFigures:
         t0 = time.monotonic()
