@@ -408,10 +408,10 @@ def check(history: History, bound: Optional[float] = None) -> Result:
                     t = writer.get(v)
                     if t is not None and t != p.txn:
                         wr[t].add(p.txn)
-        for comp in _sccs(committed, ww):
+        for comp in strongly_connected(committed, ww):
             r._add("G0", "ww cycle: %s" % " ".join(_cycle(comp, ww, {})))
         both = {t: ww.get(t, set()) | wr.get(t, set()) for t in committed}
-        for comp in _sccs(committed, both):
+        for comp in strongly_connected(committed, both):
             cset = set(comp)
             if any(b in cset for a in comp for b in wr.get(a, ())):
                 r._add("G1c", "ww/wr cycle: %s" % " ".join(_cycle(comp, ww, wr)))
@@ -538,8 +538,10 @@ def _check_commits(history: History, r: Result, at: dict, aborted_values: set) -
                                                                           committed, offs[j]))
 
 
-def _sccs(nodes, edges) -> list:
-    """Strongly connected components with more than one node (Tarjan's, iterative)."""
+def strongly_connected(nodes, edges) -> list:
+    """Strongly connected components with more than one node (Tarjan's, iterative), each sorted,
+    among ``nodes`` (``edges``: node -> its successors; others are passed over).  The
+    transaction cycles here and the import-cycle test (tests/install/test_layering.py) use it."""
     index: dict = {}
     low: dict = {}
     on_stack: set = set()

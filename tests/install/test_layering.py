@@ -20,6 +20,8 @@ from __future__ import annotations
 import ast
 import os
 
+from compat.chaos.checker import strongly_connected
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PKG = "pykbroker"
 
@@ -98,48 +100,8 @@ def import_graph(root: str | None = None) -> tuple[dict[str, set[str]], dict[tup
 
 
 def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components of more than one node (Tarjan, iterative)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on: set[str] = set()
-    out = []
-    counter = 0
-    for start in sorted(edges):
-        if start in index:
-            continue
-        work = [(start, iter(sorted(edges[start])))]
-        index[start] = low[start] = counter
-        counter += 1
-        stack.append(start)
-        on.add(start)
-        while work:
-            v, it = work[-1]
-            for w in it:
-                if w not in index:
-                    index[w] = low[w] = counter
-                    counter += 1
-                    stack.append(w)
-                    on.add(w)
-                    work.append((w, iter(sorted(edges.get(w, ())))))
-                    break
-                if w in on:
-                    low[v] = min(low[v], index[w])
-            else:
-                work.pop()
-                if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
-                if low[v] == index[v]:
-                    comp = []
-                    while True:
-                        w = stack.pop()
-                        on.discard(w)
-                        comp.append(w)
-                        if w == v:
-                            break
-                    if len(comp) > 1:
-                        out.append(sorted(comp))
-    return out
+    """The strongly connected components of more than one node."""
+    return strongly_connected(edges, edges)
 
 
 def part(module: str) -> str:
