@@ -184,35 +184,29 @@ def test_aborted_record_not_read_is_not_lost_nor_skipped():
     assert r.lost == 0 and got == set()
 
 
-def _two_txn_writes(h, order_p0, order_p1):
-    """t1 and t2 each write one value to partitions 0 and 1; order_pN is which txn's write comes
-    first in partition N."""
+def _two_txn_history(order_p0, order_p1, t2_status="committed"):
+    """t1 (committed) and t2 each write one value to partitions 0 and 1; order_pN is which txn's
+    write comes first in partition N; then the partitions heal and are read to the end."""
+    h = History()
+    h.add(Txn("t1", "committed"))
+    h.add(Txn("t2", t2_status))
     t = 0.0
     for part, order in ((0, order_p0), (1, order_p1)):
         for off, txn in enumerate(order):
             t += 0.01
             h.add(Send(txn, "%s-p%d" % (txn, part), part, t, offset=off, ack_time=t, txn=txn))
+    h.heal = 1.0
+    final_read(h, 2.0)
+    return h
 
 
 def test_g0_write_cycle():
-    h = History()
-    h.add(Txn("t1", "committed"))
-    h.add(Txn("t2", "committed"))
     # t1 before t2 in partition 0, t2 before t1 in partition 1: no serial order explains both
-    _two_txn_writes(h, ["t1", "t2"], ["t2", "t1"])
-    h.heal = 1.0
-    final_read(h, 2.0)
-    got, r = kinds(h)
+    got, r = kinds(_two_txn_history(["t1", "t2"], ["t2", "t1"]))
     assert "G0" in got
     assert "t1 -ww-> t2 -ww-> t1" in r.anomalies["G0"][0]
     # the same writes in one order everywhere are fine
-    h = History()
-    h.add(Txn("t1", "committed"))
-    h.add(Txn("t2", "committed"))
-    _two_txn_writes(h, ["t1", "t2"], ["t1", "t2"])
-    h.heal = 1.0
-    final_read(h, 2.0)
-    assert kinds(h)[0] == set()
+    assert kinds(_two_txn_history(["t1", "t2"], ["t1", "t2"]))[0] == set()
 
 
 def test_g1c_circular_information_flow():
@@ -237,13 +231,7 @@ def test_g1c_circular_information_flow():
 
 
 def test_uncommitted_transactions_are_left_out_of_cycles():
-    h = History()
-    h.add(Txn("t1", "committed"))
-    h.add(Txn("t2", "unknown"))
-    _two_txn_writes(h, ["t1", "t2"], ["t2", "t1"])
-    h.heal = 1.0
-    final_read(h, 2.0)
-    assert "G0" not in kinds(h)[0]
+    assert "G0" not in kinds(_two_txn_history(["t1", "t2"], ["t2", "t1"], t2_status="unknown"))[0]
 
 
 def test_unavailability_and_latency_figures():
@@ -411,12 +399,7 @@ def test_unknown_transaction_read_committed_counts_as_committed():
     got, r = kinds(h)
     assert got == set()
     # inferred committed, it takes part in cycles
-    h = History()
-    h.add(Txn("t1", "committed"))
-    h.add(Txn("t2", "unknown"))
-    _two_txn_writes(h, ["t1", "t2"], ["t2", "t1"])
-    h.heal = 1.0
-    final_read(h, 2.0)
+    h = _two_txn_history(["t1", "t2"], ["t2", "t1"], t2_status="unknown")
     h.polls[-1].isolation = READ_COMMITTED
     assert "G0" in kinds(h)[0]
     # an unknown one never read is neither lost nor a read_committed skip
