@@ -10,6 +10,7 @@ import uuid
 import pytest
 
 from tests import needs
+from tests.security.clients import produce_one
 
 import pykbroker
 from pykbroker.embedded import TEST_CONFIG
@@ -255,21 +256,10 @@ def _jwk(key, kid):
 
 
 def _produce_eventually(cfg, timeout=20):
-    """(delivery error or None, authentication errors seen on the way): librdkafka retries a
-    refused authentication on its own, so a record is delivered once the broker accepts."""
-    from confluent_kafka import KafkaError, Producer
-    errors, delivered = [], []
-    p = Producer({**cfg, "error_cb": lambda e: errors.append((e.code(), e.str())),
-                  "message.timeout.ms": timeout * 1000, "reconnect.backoff.max.ms": 500})
-    p.produce("jwt-" + uuid.uuid4().hex[:6], b"v",
-              on_delivery=lambda err, msg: delivered.append(err and (err.code(), err.str())))
-    deadline = time.monotonic() + timeout + 2
-    while not delivered and time.monotonic() < deadline:
-        p.poll(0.1)
-    p.purge()
-    p.flush(0)
-    auth = [e for e in errors if e[0] == KafkaError._AUTHENTICATION]
-    return (delivered[0] if delivered else ("no answer", "")), auth
+    """(delivery error or None, authentication errors seen on the way)."""
+    from confluent_kafka import KafkaError
+    result, errors = produce_one(cfg, "jwt-", timeout)
+    return result, [e for e in errors if e[0] == KafkaError._AUTHENTICATION]
 
 
 def _refresh_cfg(url, refresh_ms):

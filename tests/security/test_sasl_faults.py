@@ -4,11 +4,11 @@ the connection's end (SASL_AUTHENTICATION_FAILED with Kafka's bad-credentials te
 ``connection.failed.authentication.delay.ms``; other errors closed at once), and a real client's
 retry gets in once the rule is spent."""
 import time
-import uuid
 
 import pytest
 
 from tests import needs
+from tests.security.clients import produce_one
 
 import pykbroker
 from pykbroker.embedded import TEST_CONFIG
@@ -36,19 +36,7 @@ def _clear(broker):
 
 
 def _produce_through(cfg, timeout=20):
-    """Deliver one record with confluent-kafka: (delivery error or None, client errors seen)."""
-    from confluent_kafka import Producer
-    errors, delivered = [], []
-    p = Producer({**cfg, "error_cb": lambda e: errors.append((e.code(), e.str())),
-                  "message.timeout.ms": timeout * 1000, "reconnect.backoff.max.ms": 500})
-    p.produce("sasl-fault-" + uuid.uuid4().hex[:6], b"v",
-              on_delivery=lambda err, msg: delivered.append(err and (err.code(), err.str())))
-    deadline = time.monotonic() + timeout + 2
-    while not delivered and time.monotonic() < deadline:
-        p.poll(0.1)
-    p.purge()
-    p.flush(0)
-    return (delivered[0] if delivered else ("no answer", "")), errors
+    return produce_one(cfg, "sasl-fault-", timeout)
 
 
 @pytest.mark.parametrize("mechanism, text", [
