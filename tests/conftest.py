@@ -46,6 +46,15 @@ def _idle_segment_files_closed():
     POOL.close_idle()
 
 
+@pytest.fixture
+def no_fault_rules(broker):
+    """The module's ``broker`` (an embedded one: it has ``faults``) without fault rules before
+    and after the test: the rules are the broker's, shared by the module's tests."""
+    broker.faults.clear()
+    yield broker
+    broker.faults.clear()
+
+
 @pytest.fixture(scope="session")
 def zk_blips_pykbroker_run(tmp_path_factory):
     """pykbroker's zk-blips failover run (tests/cluster/helpers.py), made once a session for the

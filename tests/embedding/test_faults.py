@@ -19,11 +19,7 @@ def broker():
         yield b
 
 
-@pytest.fixture(autouse=True)
-def no_rules(broker):
-    broker.faults.clear()
-    yield
-    broker.faults.clear()
+pytestmark = pytest.mark.usefixtures("no_fault_rules")
 
 
 def test_confluent_producer_retries_through_not_leader(broker):

@@ -28,11 +28,7 @@ def broker():
         yield b
 
 
-@pytest.fixture(autouse=True)
-def _clear(broker):
-    broker.faults.clear()
-    yield
-    broker.faults.clear()
+pytestmark = pytest.mark.usefixtures("no_fault_rules")
 
 
 def _produce_through(cfg, timeout=20):
