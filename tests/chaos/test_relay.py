@@ -3,10 +3,10 @@ loss): the delay is measured through the relay, on loopback and between namespac
 counted by the kernel's own rule counters while TCP still delivers every byte."""
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
@@ -15,32 +15,37 @@ from compat.chaos import netns
 from compat.chaos.relay import DelayRelay, slow_links
 
 
-def _echo_server(host="127.0.0.1"):
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind((host, 0))
-    s.listen(16)
-
-    def serve():
+# an echo server on the address given (port 7000, or argv[2]; 0: a free one, printed after "ready")
+SERVER = """
+import socket, sys, threading
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 7000)); s.listen(16)
+print("ready", flush=True); print(s.getsockname()[1], flush=True)
+def echo(c):
+    try:
         while True:
-            try:
-                c, _ = s.accept()
-            except OSError:
-                return
+            d = c.recv(65536)
+            if not d:
+                break
+            c.sendall(d)
+    except OSError:
+        pass
+    c.close()
+while True:
+    c, _ = s.accept(); threading.Thread(target=echo, args=(c,), daemon=True).start()
+"""
 
-            def echo(c=c):
-                try:
-                    while True:
-                        d = c.recv(65536)
-                        if not d:
-                            break
-                        c.sendall(d)
-                except OSError:
-                    pass
-                c.close()
-            threading.Thread(target=echo, daemon=True).start()
-    threading.Thread(target=serve, daemon=True).start()
-    return s
+
+@contextlib.contextmanager
+def _echo_server():
+    """SERVER on a free loopback port: its address."""
+    p = subprocess.Popen([sys.executable, "-c", SERVER, "127.0.0.1", "0"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        yield ("127.0.0.1", int(p.stdout.readline()))
+    finally:
+        p.kill()
+        p.wait()
 
 
 def _rtt(addr, n=5) -> float:
@@ -60,10 +65,9 @@ def _rtt(addr, n=5) -> float:
 
 
 def test_relay_delays_each_direction_and_keeps_the_bytes():
-    srv = _echo_server()
-    try:
-        direct = _rtt(srv.getsockname())
-        with DelayRelay(srv.getsockname(), delay=(0.15, 0.15)) as r:
+    with _echo_server() as srv:
+        direct = _rtt(srv)
+        with DelayRelay(srv, delay=(0.15, 0.15)) as r:
             through = _rtt(r.address)
             # a big transfer arrives whole and in order
             blob = bytes(range(256)) * 4096
@@ -77,42 +81,20 @@ def test_relay_delays_each_direction_and_keeps_the_bytes():
         # 0.15 s each way
         assert 0.29 < through < 0.29 + 0.5, (direct, through)
         assert direct < 0.1
-    finally:
-        srv.close()
 
 
 def test_relay_stalls_and_resets():
-    srv = _echo_server()
-    try:
-        with DelayRelay(srv.getsockname(), stall=1.0, seed=1) as r:
+    with _echo_server() as srv:
+        with DelayRelay(srv, stall=1.0, seed=1) as r:
             # every chunk stalls a retransmission timeout (200 ms) or more, each way
             assert _rtt(r.address, n=1) >= 2 * DelayRelay.RTO_MIN
             assert r.stalls >= 2
-        with DelayRelay(srv.getsockname(), reset=1.0, seed=1) as r:
+        with DelayRelay(srv, reset=1.0, seed=1) as r:
             with socket.create_connection(r.address, timeout=5) as c:
                 c.sendall(b"x")
                 assert c.recv(10) == b""   # closed, not answered
             assert r.resets == 1
-    finally:
-        srv.close()
 
-
-SERVER = """
-import socket, sys, threading
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind((sys.argv[1], 7000)); s.listen(16); print("ready", flush=True)
-def echo(c):
-    try:
-        while True:
-            d = c.recv(65536)
-            if not d:
-                break
-            c.sendall(d)
-    except OSError:
-        pass
-while True:
-    c, _ = s.accept(); threading.Thread(target=echo, args=(c,), daemon=True).start()
-"""
 
 # from inside a namespace: the median round trip to the server, or a big transfer's seconds
 PROBE = """
@@ -157,11 +139,8 @@ needs_netns = pytest.mark.skipif(netns.unavailable() is not None, reason="%s" % 
 @needs_netns
 def test_slow_links_between_namespaces():
     with netns.Net(["a", "b", "c"]) as net:
-        servers = [subprocess.Popen([*net.launcher(n), sys.executable, "-c", SERVER, net.addr(n)],
-                                    stdout=subprocess.PIPE, text=True) for n in net.nodes]
+        servers = net.start_in_each(sys.executable, "-c", SERVER)
         try:
-            for s in servers:
-                assert s.stdout.readline().strip() == "ready"
             before = _probe(net, "a", "b")
             assert before < 0.1
             # a connection from b to a opened before the links slow down: destroyed, so that
