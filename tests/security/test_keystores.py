@@ -221,14 +221,16 @@ def _peer_serial(w):
     return x509.load_der_x509_certificate(w.sock.getpeercert(binary_form=True)).serial_number
 
 
-def _alter(port, stores, entries):
-    """IncrementalAlterConfigs SET on broker 1 through confluent-kafka's AdminClient; the error
-    code, or None."""
+def _alter(port, stores, entries, cert=None):
+    """IncrementalAlterConfigs SET on broker 1 through confluent-kafka's AdminClient (from a
+    client presenting ``cert``, mTLS, when given); the error code, or None."""
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-    admin = AdminClient({"bootstrap.servers": "127.0.0.1:%d" % port, "security.protocol": "SSL",
-                         "ssl.ca.location": stores["ca"]})
+    conf = {"bootstrap.servers": "127.0.0.1:%d" % port, "security.protocol": "SSL", "ssl.ca.location": stores["ca"]}
+    if cert is not None:
+        conf.update({"ssl.certificate.location": cert[0], "ssl.key.location": cert[1]})
+    admin = AdminClient(conf)
     res = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
         ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in entries.items()])
     try:
@@ -286,22 +288,7 @@ def test_dynamic_config_log_lines_hide_secrets():
 
 
 def _alter_mtls(port, stores, entries, cert):
-    """IncrementalAlterConfigs SET on broker 1 from a client presenting ``cert`` (mTLS); the
-    error code, or None."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
-
-    admin = AdminClient({"bootstrap.servers": "127.0.0.1:%d" % port, "security.protocol": "SSL",
-                         "ssl.ca.location": stores["ca"], "ssl.certificate.location": cert[0],
-                         "ssl.key.location": cert[1]})
-    res = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
-        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in entries.items()])
-    try:
-        for f in admin.incremental_alter_configs([res]).values():
-            f.result(15)
-    except KafkaException as e:
-        return e.args[0].code()
-    return None
+    return _alter(port, stores, entries, cert)
 
 
 def _mtls_produce(port, stores, cert, topic):
