@@ -59,7 +59,7 @@ if __name__ == "__main__":   # run as a script: this checkout (pykbroker and com
 from pykbroker.local.cluster import Cluster  # noqa: E402
 from pykbroker.protocol import wire  # noqa: E402
 
-from compat.chaos.common import create_replicated_topic, draw_seed, leader_of  # noqa: E402
+from compat.chaos.common import create_replicated_topic, draw_seed, leader_of, pace  # noqa: E402
 
 TOPIC = "chaos"
 
@@ -160,12 +160,7 @@ class ProducerLoad:
             with self._lock:
                 self.sent += 1
             p.poll(0)
-            next_t += interval
-            delay = next_t - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            else:
-                next_t = time.monotonic()
+            next_t = pace(next_t, interval)
         # everything sent must end acknowledged or failed (message.timeout.ms)
         p.flush(330)
 

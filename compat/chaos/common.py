@@ -4,6 +4,7 @@ their fully replicated topics."""
 from __future__ import annotations
 
 import random
+import time
 from typing import Callable, Optional
 
 from pykbroker.local.cluster import Cluster
@@ -43,3 +44,14 @@ def draw_seed(seed: Optional[int], log: Callable[[str], None]) -> int:
         seed = random.SystemRandom().randrange(1 << 31)
     log("nemesis seed %d (replay with seed=%d, --seed %d or PYKBROKER_CHAOS_SEED=%d)" % (seed, seed, seed, seed))
     return seed
+
+
+def pace(next_t: float, interval: float) -> float:
+    """A sender's fixed rate: sleeps until ``next_t + interval`` and returns it; behind that
+    schedule (a slow send), no sleep, and the schedule starts again from now."""
+    next_t += interval
+    delay = next_t - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)
+        return next_t
+    return time.monotonic()

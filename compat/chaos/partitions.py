@@ -63,6 +63,7 @@ if __name__ == "__main__":   # run as a script: this checkout (pykbroker and com
 from pykbroker.protocol import wire  # noqa: E402
 
 from compat.chaos import netns  # noqa: E402
+from compat.chaos.common import pace  # noqa: E402
 from compat.chaos.checker import (READ_COMMITTED, READ_UNCOMMITTED, Assign, Commit, History, Poll,  # noqa: E402
                                   Result, Send, Txn, check)
 
@@ -388,12 +389,7 @@ class Workload:
             self.h.add(send)
             seq += 1
             p.poll(0)
-            next_t += interval
-            delay = next_t - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            else:
-                next_t = time.monotonic()
+            next_t = pace(next_t, interval)
         left = p.flush(self.message_timeout_ms / 1000.0 + 10)
         if left:
             self.errors.append("%s: %d send(s) without an outcome after the flush" % (proc, left))
