@@ -67,6 +67,18 @@ async def delayed_fetch(read: Callable, first, targets: set, max_wait_ms: int, d
     return result
 
 
+async def wait_woken(waiters: set) -> None:
+    """Wait until someone sets the events of ``waiters`` (a wake-up of everyone waiting on one
+    thing: the HW moving, a session's partitions changing); the event registered for the wait
+    leaves the set however the wait ends."""
+    ev = trio.Event()
+    waiters.add(ev)
+    try:
+        await ev.wait()
+    finally:
+        waiters.discard(ev)
+
+
 async def delayed_session_fetch(session, read_dirty: Callable[[set], bool], max_wait_ms: int,
                                 still_cached: Callable[[], bool]) -> None:
     """Wait on ``session`` until ``read_dirty(keys)`` (given the partitions marked dirty since
@@ -75,12 +87,7 @@ async def delayed_session_fetch(session, read_dirty: Callable[[set], bool], max_
     with trio.move_on_after(max_wait_ms / 1000.0):
         while still_cached():
             if not session.dirty:
-                ev = trio.Event()
-                session.events.add(ev)
-                try:
-                    await ev.wait()
-                finally:
-                    session.events.discard(ev)
+                await wait_woken(session.events)
             dirty, session.dirty = session.dirty, set()
             if read_dirty(dirty):
                 return

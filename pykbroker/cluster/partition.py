@@ -30,6 +30,7 @@ from ..protocol.codec import Chunks
 from ..protocol.errors import ErrorCode, KafkaError
 from ..storage.errors import KafkaStorageError, OffsetOutOfRange, ProducerStateError
 from ..storage.log_config import LogConfig
+from .delayed import wait_woken
 from .metadata_cache import PartitionState
 
 if TYPE_CHECKING:
@@ -494,12 +495,7 @@ class Partition:
             code = self.check_enough_replicas_reach_offset(offset)
             if code is not None:
                 return code
-            ev = trio.Event()
-            self._hw_waiters.add(ev)
-            try:
-                await ev.wait()
-            finally:
-                self._hw_waiters.discard(ev)
+            await wait_woken(self._hw_waiters)
 
     # ------------------------------------------------------------------ fetch
     def add_data_waiter(self, ev: trio.Event) -> None:
