@@ -824,12 +824,19 @@ class LocalController(Controller):
         log.info("topic %s config overrides now %s", name, render_configs(info.configs))
         return info
 
-    async def alter_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
-        old = self.broker_configs(entity)
+    async def _replace_configs(self, current, store, key: str, configs: dict[str, str]) -> bool:
+        """One entity's config map replaced durably (``store(key, map)``, undone in memory if the
+        write fails); False when it already was ``configs`` (nothing written)."""
+        old = current(key)
         if old == configs:
+            return False
+        store(key, configs)
+        await self._persist_or_undo(lambda: store(key, old))
+        return True
+
+    async def alter_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
+        if not await self._replace_configs(self.broker_configs, self._store_broker_configs, entity, configs):
             return
-        self._store_broker_configs(entity, configs)
-        await self._persist_or_undo(lambda: self._store_broker_configs(entity, old))
         self._publish_broker_configs(entity, configs)
         log.info("dynamic broker configs of %s now %s", entity or "the cluster default",
                  redacted(dict(sorted(configs.items()))))
@@ -870,11 +877,8 @@ class LocalController(Controller):
             "%s %s %s" % ("deleted" if t is None else "set", m, u) for u, m, t in changes))
 
     async def alter_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
-        old = self.group_configs(group_id)
-        if old == configs:
+        if not await self._replace_configs(self.group_configs, self._store_group_configs, group_id, configs):
             return
-        self._store_group_configs(group_id, configs)
-        await self._persist_or_undo(lambda: self._store_group_configs(group_id, old))
         log.info("group configs of %s now %s", group_id, dict(sorted(configs.items())))
 
     # ------------------------------------------------------------------ partitions
