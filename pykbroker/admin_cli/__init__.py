@@ -64,12 +64,23 @@ def parser(sub, name: str, help: str, description: str, examples: str):
                           formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
+def action_parsers(sub, name: str, help: str, description: str, examples: str):
+    """A command whose first word is an action (topics, groups, users, acls): its parser, taking
+    -b before or after the action; -> the subparsers its actions are added to (action_parser)."""
+    p = parser(sub, name, help, description, examples)
+    add_bootstrap(p)
+    return p.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+
 def action_parser(sub, name: str, help: str, examples: str):
-    """An action of topics/groups, whose --help shows the command's examples of that action."""
+    """An action of topics/groups, whose --help shows the command's examples of that action; it
+    takes the common options (add_common)."""
     mine = "\n".join(line for line in examples.splitlines() if (" %s " % name) in line + " ")
-    return sub.add_parser(name, help=help, description=help[:1].upper() + help[1:] + ".",
-                          epilog=("examples:\n" + mine + "\n\n" if mine else "") + EXIT_CODES,
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(name, help=help, description=help[:1].upper() + help[1:] + ".",
+                       epilog=("examples:\n" + mine + "\n\n" if mine else "") + EXIT_CODES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_common(p)
+    return p
 
 
 def add_parsers(sub, cluster_sub, argv=None) -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import action_parser, add_bootstrap, add_common, parser
+from . import action_parser, action_parsers
 from .common import EXIT_USAGE, ToolError, ck, print_json, wait_seconds
 from .users import _admin, _wait
 
@@ -91,22 +91,17 @@ def _binding_args(p) -> None:
 
 
 def add_arguments(sub, name, help):
-    p = parser(sub, name, help, "Manage ACL bindings (kafka-acls.sh).", EXAMPLES)
-    add_bootstrap(p)
-    asub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    asub = action_parsers(sub, name, help, "Manage ACL bindings (kafka-acls.sh).", EXAMPLES)
     ap = action_parser(asub, "add", "add ALLOW/DENY bindings (the product of principals, hosts, operations, "
                                     "resources)", EXAMPLES)
-    add_common(ap)
     _binding_args(ap)
     _resource_args(ap, listing=False)
     lp = action_parser(asub, "list", "the bindings of the named resources (all without one)", EXAMPLES)
-    add_common(lp)
     _resource_args(lp, listing=True)
     lp.add_argument("--principal", action="append", default=[], type=_principal, metavar="PRINCIPAL",
                     help="only this principal's bindings (repeatable)")
     rp = action_parser(asub, "remove", "remove bindings (every binding of the resources without a principal)",
                        EXAMPLES)
-    add_common(rp)
     _binding_args(rp)
     _resource_args(rp, listing=True)
     rp.add_argument("--force", action="store_true", help="do not ask for confirmation")

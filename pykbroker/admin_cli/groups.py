@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from . import action_parser, add_bootstrap, add_common, parser
+from . import action_parser, action_parsers
 from .common import (EXIT_USAGE, ToolError, admin, ck, cluster_topics, error_name, kafka_message, print_json,
                      print_table, result, retrying, wait_seconds)
 from .offsets import list_offsets
@@ -30,18 +30,13 @@ EXAMPLES = """  pykbroker groups list
 
 
 def add_arguments(sub, name, help):
-    p = parser(sub, name, help, "Manage consumer groups (kafka-consumer-groups.sh's operations).", EXAMPLES)
-    add_bootstrap(p)
-    gsub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
-    lp = action_parser(gsub, "list", "group ids with state and type", EXAMPLES)
-    add_common(lp)
+    gsub = action_parsers(sub, name, help, "Manage consumer groups (kafka-consumer-groups.sh's operations).", EXAMPLES)
+    action_parser(gsub, "list", "group ids with state and type", EXAMPLES)
     dp = action_parser(gsub, "describe", "per partition: committed offset, log end, lag, owner; members", EXAMPLES)
-    add_common(dp)
     dg = dp.add_mutually_exclusive_group(required=True)
     dg.add_argument("--group", action="append", help="repeatable")
     dg.add_argument("--all-groups", action="store_true")
     rp = action_parser(gsub, "reset-offsets", "move a group's committed offsets (dry run unless --execute)", EXAMPLES)
-    add_common(rp)
     rp.add_argument("--group", required=True)
     tg = rp.add_mutually_exclusive_group(required=True)
     tg.add_argument("-t", "--topic", action="append", metavar="TOPIC[:P,P...]",
@@ -59,7 +54,6 @@ def add_arguments(sub, name, help):
     mode.add_argument("--dry-run", action="store_true", help="only print the plan (the default)")
     mode.add_argument("--execute", action="store_true", help="commit the new offsets")
     xp = action_parser(gsub, "delete", "delete groups (they must have no members)", EXAMPLES)
-    add_common(xp)
     xp.add_argument("--group", action="append", required=True, help="repeatable")
 
 

@@ -8,7 +8,7 @@ whole name, as Kafka's tool accepts.
 """
 from __future__ import annotations
 
-from . import action_parser, add_bootstrap, add_common, parser
+from . import action_parser, action_parsers
 from .common import (EXIT_USAGE, ToolError, admin, ck, cluster_topics, error_name, kafka_message,
                      parse_kv, print_json, result, wait_seconds)
 from .offsets import select_topics
@@ -22,19 +22,14 @@ EXAMPLES = """  pykbroker topics list
 
 
 def add_arguments(sub, name, help):
-    p = parser(sub, name, help, "Manage topics (kafka-topics.sh's operations).", EXAMPLES)
-    add_bootstrap(p)
-    tsub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    tsub = action_parsers(sub, name, help, "Manage topics (kafka-topics.sh's operations).", EXAMPLES)
     lp = action_parser(tsub, "list", "topic names, one a line", EXAMPLES)
-    add_common(lp)
     lp.add_argument("-t", "--topic", action="append", help="only names matching this name/regex, repeatable")
     lp.add_argument("--exclude-internal", action="store_true", help="leave out internal topics (__*)")
     dp = action_parser(tsub, "describe", "partitions (leader, replicas, ISR) and config overrides", EXAMPLES)
-    add_common(dp)
     dp.add_argument("-t", "--topic", action="append", help="a name or regex, repeatable (default: all)")
     dp.add_argument("--exclude-internal", action="store_true", help="leave out internal topics (__*)")
     cp = action_parser(tsub, "create", "create a topic", EXAMPLES)
-    add_common(cp)
     cp.add_argument("-t", "--topic", required=True)
     cp.add_argument("--partitions", type=int, default=-1, help="default: the broker's num.partitions")
     cp.add_argument("--replication-factor", type=int, default=-1,
@@ -42,16 +37,13 @@ def add_arguments(sub, name, help):
     cp.add_argument("--config", action="append", metavar="KEY=VALUE", help="a topic config, repeatable")
     cp.add_argument("--if-not-exists", action="store_true", help="an existing topic is not an error")
     xp = action_parser(tsub, "delete", "delete topics", EXAMPLES)
-    add_common(xp)
     xp.add_argument("-t", "--topic", action="append", required=True, help="repeatable")
     xp.add_argument("--if-exists", action="store_true", help="a missing topic is not an error")
     ap = action_parser(tsub, "alter-config", "set or remove topic configs (IncrementalAlterConfigs)", EXAMPLES)
-    add_common(ap)
     ap.add_argument("-t", "--topic", required=True)
     ap.add_argument("--add-config", action="append", metavar="KEY=VALUE", help="set a config, repeatable")
     ap.add_argument("--delete-config", action="append", metavar="KEY", help="back to the default, repeatable")
     pp = action_parser(tsub, "add-partitions", "grow a topic to a number of partitions", EXAMPLES)
-    add_common(pp)
     pp.add_argument("-t", "--topic", required=True)
     pp.add_argument("--partitions", type=int, required=True, help="the new total number of partitions")
 

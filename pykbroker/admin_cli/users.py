@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 
-from . import action_parser, add_bootstrap, add_common, parser
+from . import action_parser, action_parsers
 from .common import EXIT_USAGE, ToolError, ck, client_config, error_name, kafka_message, print_json, wait_seconds
 
 EXAMPLES = """  pykbroker users add alice --mechanism SCRAM-SHA-512 --iterations 8192 --command-config admin.properties
@@ -39,22 +39,17 @@ def _mechanism(text: str) -> str:
 
 
 def add_arguments(sub, name, help):
-    p = parser(sub, name, help, "Manage SCRAM users (kafka-configs.sh --entity-type users).", EXAMPLES)
-    add_bootstrap(p)
-    usub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    usub = action_parsers(sub, name, help, "Manage SCRAM users (kafka-configs.sh --entity-type users).", EXAMPLES)
     ap = action_parser(usub, "add", "add a user or change its password (one mechanism)", EXAMPLES)
-    add_common(ap)
     ap.add_argument("user")
     ap.add_argument("--mechanism", type=_mechanism, default="SCRAM-SHA-512", help="default SCRAM-SHA-512")
     ap.add_argument("--iterations", type=int, default=DEFAULT_ITERATIONS,
                     help="PBKDF2 iterations (default %d; the broker accepts 4096 to 16384)" % DEFAULT_ITERATIONS)
     ap.add_argument("--password", help="the password (else prompted without echo, or stdin's first line)")
     dp = action_parser(usub, "delete", "delete a user's credential (every mechanism unless --mechanism)", EXAMPLES)
-    add_common(dp)
     dp.add_argument("user")
     dp.add_argument("--mechanism", type=_mechanism, help="only this mechanism's credential")
     lp = action_parser(usub, "list", "users with their mechanisms and iterations", EXAMPLES)
-    add_common(lp)
     lp.add_argument("users", nargs="*", metavar="USER", help="only these users (default: all)")
 
 
