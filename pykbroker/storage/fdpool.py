@@ -169,12 +169,15 @@ class FdHandle:
             return self._fd
 
     def unpin(self) -> None:
-        pool = self.pool
-        with pool.lock:
+        with self.pool.lock:
             self.pins -= 1
-            if self.pins == 0 and self.holds == 0 and self.released and self._fd >= 0:
-                pool._open.pop(self, None)
-                self._close_fd()
+            self._close_if_done()
+
+    def _close_if_done(self) -> None:
+        """Under the pool's lock: a released file no longer pinned nor held closes now."""
+        if self.pins == 0 and self.holds == 0 and self.released and self._fd >= 0:
+            self.pool._open.pop(self, None)
+            self._close_fd()
 
     def hold(self) -> None:
         """Keep the file's bytes readable (a FileRegion waiting to be sent) without keeping
@@ -184,12 +187,9 @@ class FdHandle:
             self.holds += 1
 
     def unhold(self) -> None:
-        pool = self.pool
-        with pool.lock:
+        with self.pool.lock:
             self.holds -= 1
-            if self.pins == 0 and self.holds == 0 and self.released and self._fd >= 0:
-                pool._open.pop(self, None)
-                self._close_fd()
+            self._close_if_done()
 
     @contextlib.contextmanager
     def pinned(self) -> Iterator[int]:
