@@ -62,19 +62,19 @@ class Observers:
     def __init__(self, parts):
         self.parts = list(parts)
 
-    def connection_opened(self, conn):
+    def _each(self, event: str, conn) -> None:
+        """``part.<event>(conn)`` for every part; a failing part is logged, the others still run."""
         for p in self.parts:
             try:
-                p.connection_opened(conn)
+                getattr(p, event)(conn)
             except Exception:
                 log.exception("observer %s failed", type(p).__name__)
 
+    def connection_opened(self, conn):
+        self._each("connection_opened", conn)
+
     def connection_closed(self, conn):
-        for p in self.parts:
-            try:
-                p.connection_closed(conn)
-            except Exception:
-                log.exception("observer %s failed", type(p).__name__)
+        self._each("connection_closed", conn)
 
     @contextlib.contextmanager
     def request_context(self, conn, ctx, spec):
