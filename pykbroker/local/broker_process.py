@@ -139,11 +139,13 @@ def _last_error(lines) -> str:
 
 
 def wait_until(pred, timeout: float = 10.0, interval: float = 0.05, what: str = "condition"):
+    """``pred()``'s first true value, asked every ``interval`` s; AssertionError (naming ``what``
+    and the last value) after ``timeout`` s."""
     deadline = time.monotonic() + timeout
     while True:
         v = pred()
         if v:
             return v
         if time.monotonic() > deadline:
-            raise AssertionError("timed out after %ss waiting for %s" % (timeout, what))
+            raise AssertionError("timed out after %ss waiting for %s (last: %r)" % (timeout, what, v))
         time.sleep(interval)

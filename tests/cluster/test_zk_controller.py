@@ -7,6 +7,7 @@ broker's registration expires within seconds.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -21,6 +22,7 @@ from pykbroker.protocol import wire
 kazoo_client = needs.module("kazoo.client")
 needs.require_zookeeper(allow_module_level=True)
 
+from pykbroker.local import broker_process  # noqa: E402
 from pykbroker.local.cluster import Cluster  # noqa: E402
 
 SESSION_MS = 3000
@@ -64,15 +66,7 @@ def partitions_seen_by(node, topic):
     return m, {p["partition_index"]: p for p in t["partitions"]}
 
 
-def wait_until(fn, timeout=30.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.1)
-    raise AssertionError("timed out waiting for %s (last: %r)" % (what, last))
+wait_until = functools.partial(broker_process.wait_until, timeout=30.0, interval=0.1)
 
 
 def live_nodes(cluster):

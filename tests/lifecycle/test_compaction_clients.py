@@ -3,6 +3,7 @@ a consumer reading a compacted topic from the beginning sees the latest value pe
 original offset, tombstones disappear after delete.retention.ms, every codec survives the
 rewrite, keyless records are refused, and __consumer_offsets is compacted with committed
 offsets intact across a restart."""
+import functools
 import os
 import time
 import uuid
@@ -14,7 +15,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KTP
 
 from pykbroker.protocol.records import decode_records, iter_batches
-from pykbroker.local.broker_process import BrokerProcess
+from pykbroker.local.broker_process import BrokerProcess, wait_until
 from tests.configs.helpers import create, incremental, name as _name
 
 pytestmark = pytest.mark.timeout(150)
@@ -31,15 +32,7 @@ def broker(tmp_path_factory):
         yield b
 
 
-def _wait(pred, timeout=40.0, what="condition"):
-    deadline = time.time() + timeout
-    last = None
-    while time.time() < deadline:
-        last = pred()
-        if last:
-            return last
-        time.sleep(0.3)
-    raise AssertionError("timed out waiting for %s (last: %r)" % (what, last))
+_wait = functools.partial(wait_until, timeout=40.0, interval=0.3)
 
 
 def _produce(broker, topic, items, **conf):
