@@ -1,5 +1,6 @@
-"""Reading records back with a confluent-kafka consumer the tests have set up (assigned or
-subscribed): what arrived, not what a client library made of its errors."""
+"""Reading records back with a consumer the tests have set up (assigned or subscribed;
+confluent-kafka's, or kafka-python's with ``kafka_python_values``): what arrived, not what a
+client library made of its errors."""
 from __future__ import annotations
 
 import time
@@ -20,4 +21,15 @@ def poll_values(consumer, expect: int, timeout: float, settle: float = 0.0, poll
         m = consumer.poll(0.2)
         if m is not None and not m.error():
             got.append(m.value())
+    return got
+
+
+def kafka_python_values(consumer, expect: int, timeout: float, poll_ms: int = 200) -> list:
+    """The values a kafka-python ``KafkaConsumer`` polls until ``expect`` have arrived or
+    ``timeout`` seconds have passed.  Closing the consumer stays the caller's."""
+    got: list = []
+    deadline = time.monotonic() + timeout
+    while len(got) < expect and time.monotonic() < deadline:
+        for recs in consumer.poll(timeout_ms=poll_ms).values():
+            got += [r.value for r in recs]
     return got

@@ -11,6 +11,7 @@ from pykbroker.embedded import TEST_CONFIG
 from pykbroker.protocol.errors import ErrorCode
 from pykbroker.local.broker_process import wait_until
 from pykbroker.protocol import wire
+from tests.polling import kafka_python_values
 
 
 def _values(broker, topic, partition=0):
@@ -164,12 +165,7 @@ def test_kafka_python_group_recovers_from_coordinator_errors():
         c = KafkaConsumer("coord-t", group_id="coord-g", bootstrap_servers=b.bootstrap_servers,
                           auto_offset_reset="earliest", enable_auto_commit=False, retry_backoff_ms=50)
         try:
-            got = []
-            deadline = time.monotonic() + 30
-            while len(got) < 5 and time.monotonic() < deadline:
-                for recs in c.poll(timeout_ms=200).values():
-                    got += [r.value for r in recs]
-            assert got == [b"c%d" % i for i in range(5)]
+            assert kafka_python_values(c, 5, 30) == [b"c%d" % i for i in range(5)]
             for _ in range(20):   # the first commit meets NOT_COORDINATOR: the client retries
                 try:
                     c.commit()

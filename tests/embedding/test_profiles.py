@@ -2,7 +2,6 @@
 Kafka release's broker offered; real clients negotiate down and work."""
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -11,7 +10,7 @@ from pykbroker import profiles
 from pykbroker.embedded import TEST_CONFIG
 from pykbroker.handlers import load_handlers
 from pykbroker.protocol import wire
-from tests.polling import poll_values
+from tests.polling import kafka_python_values, poll_values
 
 API_VERSIONS_V3 = {"client_software_name": "t", "client_software_version": "1"}
 
@@ -83,11 +82,7 @@ def test_clients_negotiate_down_and_work(kafka28):
     kc = KafkaConsumer("prof-t", group_id="prof-kp", bootstrap_servers=kafka28.bootstrap_servers,
                        auto_offset_reset="earliest", enable_auto_commit=False)
     try:
-        kgot = []
-        deadline = time.monotonic() + 30
-        while len(kgot) < 5 and time.monotonic() < deadline:
-            for recs in kc.poll(timeout_ms=200).values():
-                kgot += [r.value for r in recs]
+        kgot = kafka_python_values(kc, 5, 30)
         # kafka-python infers the broker version from ApiVersions: what it guesses for 2.8
         assert kc.config["api_version"] >= (2, 6) and kc.config["api_version"] < (3, 0)
     finally:

@@ -16,6 +16,7 @@ import zipfile
 import pytest
 
 from tests import needs
+from tests.polling import poll_values
 from confluent_kafka import Consumer, Producer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -96,12 +97,7 @@ def test_target_install_serves_clients(installed, tmp_path):
         c = Consumer({"bootstrap.servers": bootstrap, "group.id": "g", "auto.offset.reset": "earliest"})
         c.subscribe(["installed"])
         try:
-            msg = None
-            for _ in range(60):
-                msg = c.poll(1)
-                if msg is not None and not msg.error():
-                    break
-            assert msg is not None and msg.value() == b"from a --target install"
+            assert poll_values(c, 1, 60, poll=1) == [b"from a --target install"]
         finally:
             c.close()
     finally:

@@ -10,6 +10,7 @@ import uuid
 import pytest
 
 from tests import needs
+from tests.polling import poll_values
 from tests.cluster.helpers import requires_zookeeper
 
 needs.module("confluent_kafka")
@@ -40,15 +41,10 @@ def test_cluster_replicates_over_oauthbearer(tmp_path):
         con = Consumer({**cfg, "group.id": "g-" + topic, "auto.offset.reset": "earliest"})
         con.subscribe([topic])
         try:
-            got = None
-            for _ in range(60):
-                m = con.poll(0.5)
-                if m is not None and not m.error():
-                    got = m.value()
-                    break
+            got = poll_values(con, 1, 30)
         finally:
             con.close()
-        assert got == b"replicated over OAUTHBEARER"
+        assert got == [b"replicated over OAUTHBEARER"]
 
 
 def test_broker_token_needs_a_subject():
