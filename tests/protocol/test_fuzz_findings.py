@@ -55,14 +55,25 @@ def test_null_string_element_closes_the_connection(broker):
     assert "TypeError" not in broker.log_text()
 
 
+def _new_topic(c, prefix: str):
+    """A new one-partition topic ``<prefix>-<random>`` and a group name of its own: (topic, group)."""
+    tag = uuid.uuid4().hex[:6]
+    create_topic(c, "%s-%s" % (prefix, tag), 1)
+    return "%s-%s" % (prefix, tag), "%s-g-%s" % (prefix, tag)
+
+
+def _share_group(c, prefix: str):
+    """``_new_topic``, its group made a share group by a member subscribing to the topic."""
+    topic, group = _new_topic(c, prefix)
+    hb = c.request(76, 1, {"group_id": group, "member_id": str(uuid.uuid4()), "member_epoch": 0,
+                           "rack_id": None, "subscribed_topic_names": [topic]})
+    assert hb["error_code"] == 0
+    return topic, group
+
+
 def test_offset_commit_to_a_share_group_is_group_id_not_found(broker):
-    topic = "share-commit-%s" % uuid.uuid4().hex[:6]
-    group = "share-g-%s" % uuid.uuid4().hex[:6]
     with WireClient(broker) as c:
-        create_topic(c, topic, 1)
-        hb = c.request(76, 1, {"group_id": group, "member_id": str(uuid.uuid4()), "member_epoch": 0,
-                               "rack_id": None, "subscribed_topic_names": [topic]})
-        assert hb["error_code"] == 0
+        topic, group = _share_group(c, "share-commit")
         resp = c.request(8, 9, {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
                                 "group_instance_id": None,
                                 "topics": [{"name": topic, "partitions": [
@@ -78,13 +89,8 @@ def test_join_group_on_a_share_group_is_inconsistent_group_protocol(broker):
     # JoinGroup found the share group and called its (missing) join: AttributeError, answered
     # UNKNOWN_SERVER_ERROR.  Kafka's classicGroupJoin: "Group exists but it's not a consumer
     # group" -> INCONSISTENT_GROUP_PROTOCOL.
-    topic = "share-join-%s" % uuid.uuid4().hex[:6]
-    group = "share-j-%s" % uuid.uuid4().hex[:6]
     with WireClient(broker) as c:
-        create_topic(c, topic, 1)
-        hb = c.request(76, 1, {"group_id": group, "member_id": str(uuid.uuid4()), "member_epoch": 0,
-                               "rack_id": None, "subscribed_topic_names": [topic]})
-        assert hb["error_code"] == 0
+        topic, group = _share_group(c, "share-join")
         resp = c.request(11, 5, {"group_id": group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
                                  "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
                                  "protocols": [{"name": "range", "metadata": b""}]})
@@ -94,10 +100,8 @@ def test_join_group_on_a_share_group_is_inconsistent_group_protocol(broker):
 def test_offset_commit_v3_with_the_largest_retention_is_accepted(broker):
     # now + retention_time_ms overflowed the int64 expire timestamp: struct.error in the
     # handler, answered UNKNOWN_SERVER_ERROR.  Kafka adds the two as Java longs and commits.
-    topic = "ret-commit-%s" % uuid.uuid4().hex[:6]
-    group = "ret-g-%s" % uuid.uuid4().hex[:6]
     with WireClient(broker) as c:
-        create_topic(c, topic, 1)
+        topic, group = _new_topic(c, "ret-commit")
         resp = c.request(8, 3, {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
                                 "retention_time_ms": (1 << 63) - 1,
                                 "topics": [{"name": topic, "partitions": [
