@@ -28,7 +28,7 @@ import functools
 import logging
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, AsyncIterator
 
 import trio
 
@@ -112,15 +112,10 @@ class ProxyConnection:
                 await self.upstream.aclose()
 
     async def _client_to_upstream(self, scope: trio.CancelScope) -> None:
-        frames = FrameBuffer(MAX_FRAME)
         try:
-            while True:
-                data = await self.client.receive_some(65536)
-                if not data:
-                    break
-                frames.receive_data(data)
+            async for frames in _frames_read(self.client):
                 out = bytearray()
-                while (frame := frames.next_frame()) is not None:
+                for frame in frames:
                     answer = self._answer_itself(frame)
                     if answer is not None:
                         if out:
@@ -143,16 +138,11 @@ class ProxyConnection:
         scope.cancel()
 
     async def _upstream_to_client(self, scope: trio.CancelScope) -> None:
-        frames = FrameBuffer(MAX_FRAME)
         client_gone = False
         try:
-            while True:
-                data = await self.upstream.receive_some(65536)
-                if not data:
-                    break
-                frames.receive_data(data)
+            async for frames in _frames_read(self.upstream):
                 out = bytearray()
-                while (frame := frames.next_frame()) is not None:
+                for frame in frames:
                     out += _frame(self._on_response(frame))
                 if not client_gone:
                     try:
@@ -306,3 +296,17 @@ def main(args: argparse.Namespace) -> int:
 
     trio.run(serve)
     return 0
+
+
+async def _frames_read(stream: trio.abc.ReceiveStream) -> AsyncIterator[list]:
+    """Per read from ``stream``, until it ends, the frames that read completed (maybe none)."""
+    frames = FrameBuffer(MAX_FRAME)
+    while True:
+        data = await stream.receive_some(65536)
+        if not data:
+            return
+        frames.receive_data(data)
+        done = []
+        while (frame := frames.next_frame()) is not None:
+            done.append(frame)
+        yield done
