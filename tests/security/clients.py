@@ -20,3 +20,20 @@ def produce_one(cfg, topic_prefix: str, timeout: int = 20):
     p.purge()
     p.flush(0)
     return (delivered[0] if delivered else ("no answer", "")), errors
+
+
+def produce_until_answer(cfg, topic: str, value: bytes = b"v", timeout: float = 10):
+    """One record to ``topic`` with confluent-kafka, waiting at most ``timeout`` s for its
+    delivery report or the first client error (a refused login or handshake is reported by
+    error_cb at once; the record would wait message.timeout.ms): ``(delivery reports, client
+    errors)``, the KafkaError objects as reported."""
+    from confluent_kafka import Producer
+    errors, delivered = [], []
+    p = Producer({**cfg, "message.timeout.ms": 8000, "error_cb": errors.append})
+    p.produce(topic, value, on_delivery=lambda err, msg: delivered.append(err))
+    deadline = time.monotonic() + timeout
+    while not delivered and not errors and time.monotonic() < deadline:
+        p.poll(0.1)
+    p.purge()
+    p.flush(0)
+    return delivered, errors

@@ -6,12 +6,12 @@ import shutil
 import ssl
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests import needs
+from tests.security.clients import produce_until_answer
 
 import pykbroker
 from pykbroker.config import BrokerConfig, ConfigError
@@ -294,21 +294,12 @@ def _alter_mtls(port, stores, entries, cert):
 def _mtls_produce(port, stores, cert, topic):
     """confluent-kafka over mTLS with ``cert``: None when the record is acknowledged, else the
     first error seen (a refused handshake is an error_cb, not a hang)."""
-    from confluent_kafka import Producer
-    errors, done = [], []
-    p = Producer({"bootstrap.servers": "127.0.0.1:%d" % port, "security.protocol": "SSL",
-                  "ssl.ca.location": stores["ca"], "ssl.certificate.location": cert[0],
-                  "ssl.key.location": cert[1], "message.timeout.ms": 8000,
-                  "error_cb": lambda e: errors.append(e.str())})
-    p.produce(topic, b"v", on_delivery=lambda err, msg: done.append(err))
-    deadline = time.monotonic() + 10
-    while not done and not errors and time.monotonic() < deadline:
-        p.poll(0.1)
-    p.purge()
-    p.flush(0)
+    done, errors = produce_until_answer({"bootstrap.servers": "127.0.0.1:%d" % port, "security.protocol": "SSL",
+                                         "ssl.ca.location": stores["ca"], "ssl.certificate.location": cert[0],
+                                         "ssl.key.location": cert[1]}, topic)
     if done and done[0] is None:
         return None
-    return errors[0] if errors else str(done[0] if done else "no answer")
+    return errors[0].str() if errors else str(done[0] if done else "no answer")
 
 
 def test_dynamic_truststore_update_trusts_a_new_client_ca(stores, tmp_path):

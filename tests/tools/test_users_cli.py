@@ -6,15 +6,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException
 from confluent_kafka.admin import AdminClient
 
 import pykbroker
 from pykbroker.embedded import TEST_CONFIG
+from tests.security.clients import produce_until_answer
 
 TIMEOUT = 120
 
@@ -42,17 +42,7 @@ def _login(b, user, password, mechanism="SCRAM-SHA-256"):
     """A produce then consume as ``user``: the values read back, or the KafkaException."""
     cfg = b.client_config(user, mechanism, password=password)
     topic = "users-" + uuid.uuid4().hex[:6]
-    errors = []
-    p = Producer({**cfg, "message.timeout.ms": 8000,
-                  "error_cb": lambda e: errors.append(e)})
-    delivered = []
-    p.produce(topic, b"hello", on_delivery=lambda err, msg: delivered.append(err))
-    # a refused login is reported by error_cb at once; the record would wait message.timeout.ms
-    deadline = time.monotonic() + 12
-    while not delivered and not errors and time.monotonic() < deadline:
-        p.poll(0.1)
-    p.purge()
-    p.flush(0)
+    delivered, errors = produce_until_answer(cfg, topic, b"hello", timeout=12)
     if not delivered or delivered[0] is not None:
         raise KafkaException(errors[0] if errors else delivered[0] if delivered else "not delivered")
     c = Consumer({**cfg, "group.id": "g-" + topic, "auto.offset.reset": "earliest"})
