@@ -25,8 +25,21 @@ def _ok(c):
     return not c.get("error") and c.get("summary")
 
 
+def _ok_cells(result) -> list:
+    """The cells that ran and have a summary."""
+    return [c for c in result["cells"] if _ok(c)]
+
+
+def _save(plt, fig, path) -> bool:
+    """Lay ``fig`` out, write it to ``path`` and free it; True (the plot was written)."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
 def plot_throughput(result, path) -> bool:
-    cells = [c for c in result["cells"] if _ok(c) and c["kind"] in ("tput", "conns-idle")]
+    cells = [c for c in _ok_cells(result) if c["kind"] in ("tput", "conns-idle")]
     panels = [(key, label) for key, label in (("produce_mb_s", "produce"), ("consume_mb_s", "consume"))
               if any(key in c["summary"] for c in cells)]
     if not panels:
@@ -57,17 +70,12 @@ def plot_throughput(result, path) -> bool:
     axes[0][0].invert_yaxis()
     fig.suptitle("Throughput, pykbroker vs Apache Kafka %s (%s mode; bars: median of runs, whiskers: min-max)"
                  % (result["kafka_version"], result["mode"]), fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
+    return _save(plt, fig, path)
 
 
 def plot_latency(result, path) -> bool:
     series = []
-    for c in result["cells"]:
-        if not _ok(c):
-            continue
+    for c in _ok_cells(result):
         for fam in ("ack", "e2e"):
             if c["kind"] == "tput" and fam == "ack":
                 continue   # flat-out producers: the ack latency is queueing, not the broker
@@ -102,17 +110,12 @@ def plot_latency(result, path) -> bool:
         ax.set_ylabel("fraction")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
+    return _save(plt, fig, path)
 
 
 def plot_ratios(result, path) -> bool:
     rows = []
-    for c in result["cells"]:
-        if not _ok(c):
-            continue
+    for c in _ok_cells(result):
         for key, s in c["summary"].items():
             r = s.get("ratio")
             # the issue's targets only: throughput and p99 latency (costs are in the table)
@@ -150,10 +153,7 @@ def plot_ratios(result, path) -> bool:
     ax.set_xlabel("pykbroker advantage, x (>1: pykbroker better; latency: Kafka/pykbroker)", fontsize=8)
     ax.set_title("Per-pair ratios: median, whiskers min-max (%s mode)" % result["mode"], fontsize=9)
     ax.grid(axis="x", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
+    return _save(plt, fig, path)
 
 
 def plot_all(result, out, tag=None) -> list:
