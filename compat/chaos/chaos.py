@@ -59,7 +59,7 @@ if __name__ == "__main__":   # run as a script: this checkout (pykbroker and com
 from pykbroker.local.cluster import Cluster  # noqa: E402
 from pykbroker.protocol import wire  # noqa: E402
 
-from compat.chaos.common import create_replicated_topic, draw_seed, leader_of, pace  # noqa: E402
+from compat.chaos.common import create_replicated_topic, draw_seed, leader_of, pace, start_threads  # noqa: E402
 
 TOPIC = "chaos"
 
@@ -186,10 +186,7 @@ class ProducerLoad:
                     info["error"] = e
 
     def start(self) -> None:
-        for i in range(self.n):
-            t = threading.Thread(target=self._run, args=(i,), daemon=True)
-            t.start()
-            self._threads.append(t)
+        self._threads += start_threads(self._run, self.n)
         if self.java_n:
             self._java_dir = tempfile.mkdtemp(prefix="pykbroker-chaos-java-")
             stop_file = os.path.join(self._java_dir, "stop")

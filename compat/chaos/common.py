@@ -4,6 +4,7 @@ their fully replicated topics."""
 from __future__ import annotations
 
 import random
+import threading
 import time
 from typing import Callable, Optional
 
@@ -55,3 +56,11 @@ def pace(next_t: float, interval: float) -> float:
         time.sleep(delay)
         return next_t
     return time.monotonic()
+
+
+def start_threads(target: Callable[[int], None], n: int) -> list:
+    """``n`` daemon threads running ``target(0)`` .. ``target(n - 1)``, started."""
+    threads = [threading.Thread(target=target, args=(i,), daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    return threads

@@ -63,7 +63,7 @@ if __name__ == "__main__":   # run as a script: this checkout (pykbroker and com
 from pykbroker.protocol import wire  # noqa: E402
 
 from compat.chaos import netns  # noqa: E402
-from compat.chaos.common import pace  # noqa: E402
+from compat.chaos.common import pace, start_threads  # noqa: E402
 from compat.chaos.checker import (READ_COMMITTED, READ_UNCOMMITTED, Assign, Commit, History, Poll,  # noqa: E402
                                   Result, Send, Txn, check)
 
@@ -416,18 +416,19 @@ class Workload:
             c.close()
 
     def start(self) -> None:
-        for i in range(self.n):
-            t = threading.Thread(target=self._produce, args=(i,), daemon=True)
-            t.start()
-            self._threads.append(t)
+        self._threads += start_threads(self._produce, self.n)
         if self.live_consumer:
             self._consumer = threading.Thread(target=self._consume, daemon=True)
             self._consumer.start()
 
-    def stop(self) -> None:
+    def _stop_producers(self) -> None:
+        """The producers stop and have ended (their last flush done)."""
         self._stop_producing.set()
         for t in self._threads:
             t.join()
+
+    def stop(self) -> None:
+        self._stop_producers()
         self._stop_consuming.set()
         if self._consumer is not None:
             self._consumer.join()
@@ -461,15 +462,10 @@ class TxnWorkload(Workload):
 
     def start(self) -> None:
         super().start()
-        for i in range(self.APPS):
-            t = threading.Thread(target=self._app, args=(i,), daemon=True)
-            t.start()
-            self._apps.append(t)
+        self._apps += start_threads(self._app, self.APPS)
 
     def stop(self) -> None:
-        self._stop_producing.set()
-        for t in self._threads:
-            t.join()
+        self._stop_producers()
         # the applications finish transforming what was written: until every acknowledged raw
         # value has an output in a committed transaction (or 120 s: the check then reports
         # what was left)
@@ -619,17 +615,12 @@ class GroupWorkload(Workload):
 
     def start(self) -> None:
         super().start()
-        for i in range(self.MEMBERS):
-            t = threading.Thread(target=self._member, args=(i,), daemon=True)
-            t.start()
-            self._members.append(t)
+        self._members += start_threads(self._member, self.MEMBERS)
         self._observer = threading.Thread(target=self._observe, daemon=True)
         self._observer.start()
 
     def stop(self) -> None:
-        self._stop_producing.set()
-        for t in self._threads:
-            t.join()
+        self._stop_producers()
         time.sleep(5.0)   # the members read what the producers' last flush wrote
         self._stop_consuming.set()
         for t in self._members + [self._observer]:
