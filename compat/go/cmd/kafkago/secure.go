@@ -77,6 +77,15 @@ func runSecure(ctx context.Context) any {
 	// a refused writer retries (MaxAttempts) the errors kafka-go calls temporary only
 	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	err := write(pctx, topic, 0, rs, 3)
+	// kafka-go's Writer asks one broker for the topic's partition count before it writes and
+	// does not retry that lookup: on a cluster, a broker that has not yet learned of the topic
+	// just created (brokers learn of it asynchronously, Kafka's too) fails the write before
+	// anything is sent.  Only that exact error, only for a topic made here, with a new Writer
+	// (a fresh Transport: no cached metadata) each time.
+	for tries := 0; *sec.Create && err == kafka.UnknownTopicOrPartition && tries < 20 && pctx.Err() == nil; tries++ {
+		time.Sleep(100 * time.Millisecond)
+		err = write(pctx, topic, 0, rs, 3)
+	}
 	cancel()
 	if err != nil {
 		return secure.Classify(err, errors.Is(err, kafka.SASLAuthenticationFailed))
