@@ -165,7 +165,10 @@ def run(args) -> int:
         mechs = [args.mechanism] if args.mechanism else [m for m, _ in describe(args, [args.user]).get(args.user, [])]
         if not mechs:
             raise ToolError("delete user %s: no such user" % args.user)
-        _alter(args, [UserScramCredentialDeletion(args.user, _enum(m)) for m in mechs], "delete user %s" % args.user)
+        # one request per mechanism: a broker takes one change per user and request (Kafka 4.4's
+        # ScramControlManager; DUPLICATE_RESOURCE otherwise)
+        for m in mechs:
+            _alter(args, [UserScramCredentialDeletion(args.user, _enum(m))], "delete user %s" % args.user)
         if getattr(args, "json", False):
             print_json({"user": args.user, "deleted": mechs})
         else:

@@ -1,13 +1,17 @@
 """AlterUserScramCredentials (key 51), version 0.
 
 Behaviour (Apache Kafka ControllerApis / ScramControlManager.alterScramCredentials): one result
-per user named in ``deletions`` or ``upsertions`` (in order of first appearance); a user's
-changes are applied together or not at all, checked in Kafka's order:
+per user named in ``deletions`` or ``upsertions`` (in order of first appearance); at most one
+change per user and request.  The deletions, then the upsertions, are checked in Kafka's order:
+- a user named again in the request (another deletion or upsertion, *whatever its mechanism*:
+  Kafka 4.4's ScramControlManager keys its checks by user name):
+  DUPLICATE_RESOURCE, and neither change is made; a user whose first change already failed
+  keeps that error;
 - empty user name: UNACCEPTABLE_CREDENTIAL;
 - a mechanism other than 1 (SCRAM-SHA-256) or 2 (SCRAM-SHA-512): UNSUPPORTED_SASL_MECHANISM;
 - deleting a credential that does not exist: RESOURCE_NOT_FOUND;
-- the same (user, mechanism) twice in the request: DUPLICATE_RESOURCE;
 - upsertion iterations below 4096 or above 16384: UNACCEPTABLE_CREDENTIAL.
+So a user's two mechanisms take two requests (tests/differential/test_security.py).
 The client sends the salt and the salted password (never the password); the broker keeps only
 the derived StoredKey and ServerKey (security/scram.py), durably through the controller.
 With an authorizer, ALTER on the CLUSTER is required (Kafka's ControllerApis): without it every
@@ -29,7 +33,7 @@ MAX_VERSION = 0
 _CLUSTER = need(API_KEY, "cluster")
 
 
-def _check(op, is_upsert, seen, stored):
+def _check(op, is_upsert, stored):
     name, mech_id = op["name"], op["mechanism"]
     if not name:
         return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
@@ -37,10 +41,8 @@ def _check(op, is_upsert, seen, stored):
     if mech is None:
         return ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"
     if not is_upsert and stored.get(name, {}).get(mech) is None:
-        # before the duplicate check, as Kafka 4.4 answers (tests/differential/test_security.py)
+        # Kafka 4.4's answer and text (tests/differential/test_security.py)
         return ErrorCode.RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist"
-    if seen.get((name, mech_id), 0) > 1:
-        return ErrorCode.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request"
     if is_upsert:
         if op["iterations"] < MIN_ITERATIONS:
             return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few iterations"
@@ -60,20 +62,23 @@ async def handle(ctx, request):
     controller = ctx.services.controller
     stored = controller.scram_users()
     ops = [(op, False) for op in request["deletions"]] + [(op, True) for op in request["upsertions"]]
-    seen: dict = {}
-    for op, _ in ops:
-        key = (op["name"], op["mechanism"])
-        seen[key] = seen.get(key, 0) + 1
     errors: dict = {}
+    accepted: dict = {}   # user -> (op, is_upsert): its one change
     for op, is_upsert in ops:
-        if op["name"] not in errors:
-            err = _check(op, is_upsert, seen, stored)
-            if err is not None:
-                errors[op["name"]] = err
-    changes = []
-    for op, is_upsert in ops:
-        if op["name"] in errors:
+        name = op["name"]
+        if name in errors:
             continue
+        if name in accepted:
+            del accepted[name]
+            errors[name] = (ErrorCode.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request")
+            continue
+        err = _check(op, is_upsert, stored)
+        if err is not None:
+            errors[name] = err
+        else:
+            accepted[name] = (op, is_upsert)
+    changes = []
+    for op, is_upsert in accepted.values():
         mech = MECHANISM_IDS[op["mechanism"]]
         if is_upsert:
             cred = credential_from_salted_password(mech, bytes(op["salt"]), bytes(op["salted_password"]),

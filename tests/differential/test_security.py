@@ -140,6 +140,16 @@ def _authenticated(side):
     return c
 
 
+def _until_stored(c, name, timeout=15.0):
+    """Until DescribeUserScramCredentials shows ``name``: Kafka applies an alteration from its
+    metadata log a moment after answering it (pykbroker at once)."""
+    import time
+    deadline = time.monotonic() + timeout
+    while c.request(50, 0, {"users": [{"name": name}]})["results"][0]["error_code"] != 0:
+        assert time.monotonic() < deadline, "%s never stored" % name
+        time.sleep(0.1)
+
+
 def _upsert(name, mech=1, iterations=4096):
     return {"name": name, "mechanism": mech, "iterations": iterations, "salt": b"saltsalt",
             "salted_password": salted_password("SCRAM-SHA-256", "pw", b"saltsalt", 4096)}
@@ -152,8 +162,14 @@ def test_scram_credential_apis(both):
                 "deletions": [{"name": "ghost", "mechanism": 1}, {"name": "dup", "mechanism": 2}],
                 "upsertions": [_upsert(""), _upsert("weird", mech=3), _upsert("dup", mech=2),
                                _upsert("few", iterations=4095), _upsert("many", iterations=16385),
-                               _upsert("fine")]})
-            described = c.request(50, 0, {"users": [{"name": "fine"}, {"name": "few"}, {"name": "x"}, {"name": "x"}]})
+                               _upsert("fine"),
+                               # one user, two mechanisms: one change per user and request
+                               _upsert("both", mech=1), _upsert("both", mech=2),
+                               # a failed first change keeps its error
+                               _upsert("fewtwice", iterations=4095), _upsert("fewtwice", mech=2)]})
+            _until_stored(c, "fine")
+            described = c.request(50, 0, {"users": [{"name": "fine"}, {"name": "few"}, {"name": "x"}, {"name": "x"},
+                                                    {"name": "both"}]})
             cleanup = c.request(51, 0, {"deletions": [{"name": "fine", "mechanism": 1}], "upsertions": []})
         key = lambda r: r["user"]   # noqa: E731  (result order may follow each broker's maps)
         return (sorted(alter["results"], key=key), sorted(described["results"], key=key), cleanup["results"],
@@ -172,6 +188,7 @@ def test_scram_login_with_a_credential_made_by_the_api(both):
     def login(side, password):
         with _authenticated(side) as c:
             c.request(51, 0, {"deletions": [], "upsertions": [_upsert("carol")]})
+            _until_stored(c, "carol")
         out = []
         with WireClient(side["sasl"], timeout=10) as c:
             out.append(c.request(17, 1, {"mechanism": "SCRAM-SHA-256"}))

@@ -54,11 +54,10 @@ def test_users_added_by_the_admin_api_log_in(broker):
                                        UserScramCredentialUpsertion)
 
     a = _admin(broker)
-    for f in a.alter_user_scram_credentials([
-            UserScramCredentialUpsertion("carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"carol-pw"),
-            UserScramCredentialUpsertion("carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 10000), b"carol-pw"),
-    ]).values():
-        assert f.result() is None
+    # one request per mechanism: a user named twice in one request is refused (as Kafka 4.4 does)
+    for mech, iterations in ((ScramMechanism.SCRAM_SHA_256, 4096), (ScramMechanism.SCRAM_SHA_512, 10000)):
+        a.alter_user_scram_credentials([UserScramCredentialUpsertion(
+            "carol", ScramCredentialInfo(mech, iterations), b"carol-pw")])["carol"].result()
     desc = a.describe_user_scram_credentials(["carol"])["carol"].result()
     assert sorted((i.mechanism, i.iterations) for i in desc.scram_credential_infos) == [
         (ScramMechanism.SCRAM_SHA_256, 4096), (ScramMechanism.SCRAM_SHA_512, 10000)]
@@ -80,6 +79,25 @@ def _authenticate(c):
 def _upsert(name, mech=1, iterations=4096):
     return {"name": name, "mechanism": mech, "iterations": iterations, "salt": b"salt",
             "salted_password": salted_password("SCRAM-SHA-256", "pw", b"salt", 4096)}
+
+
+def test_a_user_named_twice_in_one_request_is_refused_whatever_the_mechanisms(broker):
+    """Kafka 4.4 (ScramControlManager) allows one change per user and request: two mechanisms of
+    one user, or a deletion and an upsertion of it, are DUPLICATE_RESOURCE and nothing changes
+    for that user; the other users' changes are made."""
+    with WireClient(broker) as c:
+        _authenticate(c)
+        r = c.request(ALTER, 0, {"deletions": [], "upsertions": [_upsert("two", 1), _upsert("other"),
+                                                                  _upsert("two", 2)]})
+        assert [(x["user"], x["error_code"], x["error_message"]) for x in r["results"]] == [
+            ("two", ErrorCode.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request"),
+            ("other", 0, None)]
+        assert c.request(ALTER, 0, {"deletions": [], "upsertions": [_upsert("two", 1)]})["results"][0]["error_code"] == 0
+        r = c.request(ALTER, 0, {"deletions": [{"name": "two", "mechanism": 1}], "upsertions": [_upsert("two", 2)]})
+        assert r["results"][0]["error_code"] == ErrorCode.DUPLICATE_RESOURCE, r
+        r = c.request(DESCRIBE, 0, {"users": [{"name": "two"}, {"name": "other"}]})
+        got = {x["user"]: [(i["mechanism"], i["iterations"]) for i in x["credential_infos"]] for x in r["results"]}
+        assert got == {"two": [(1, 4096)], "other": [(1, 4096)]}
 
 
 def test_alter_validation(broker):
