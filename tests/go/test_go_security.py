@@ -170,7 +170,8 @@ def test_wrong_password_is_refused(gobin, secured, client, mech):
 def test_mtls_without_a_certificate_is_refused(gobin, secured, client):
     """No client certificate on the mTLS listener: the handshake fails and the broker's fatal
     alert reaches the client (Go's crypto/tls: "remote error: tls: certificate required", TLS
-    1.3), as Kafka's SslTransportLayer flushes it, rather than a bare close."""
+    1.3: OpenSSL's alert; Kafka on the JDK sends bad_certificate, tests/differential/
+    test_secure_clients.py), as Kafka's SslTransportLayer flushes it, rather than a bare close."""
     rep = _refused(gobin, client, secured, *_flags(secured, "MTLS"))
     assert rep["tls_failed"] and not rep["auth_failed"], rep
     assert "remote error: tls: certificate required" in rep["error"], rep
