@@ -586,8 +586,11 @@ _DEFS = [
     ConfigDef("sasl.oauthbearer.client.credentials.client.secret", "password", None,
               "Client secret of the client_credentials grant (else the JAAS option clientSecret)."),
     ConfigDef("sasl.oauthbearer.scope", "string", None, "Scope asked of the token endpoint (else the JAAS option scope)."),
+    # Internal: Kafka 4.4 defines this key for clients (SaslConfigs) but not in the broker's
+    # config table, so its DescribeConfigs never lists it; a broker's own token login reads it.
     ConfigDef("sasl.oauthbearer.header.urlencode", "boolean", False,
-              "URL-encode the client id and secret in the Authorization header (RFC 6749 2.3.1)."),
+              "URL-encode the client id and secret in the Authorization header (RFC 6749 2.3.1).",
+              internal=True),
     ConfigDef("sasl.login.retry.backoff.ms", "long", 100, "First wait before a failed token request is retried."),
     ConfigDef("sasl.login.retry.backoff.max.ms", "long", 10000, "Longest time a token request keeps being retried."),
     ConfigDef("sasl.login.connect.timeout.ms", "int", None, "Token endpoint connect timeout (ms)."),

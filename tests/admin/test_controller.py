@@ -155,9 +155,10 @@ def test_delete_notifies_listeners(tmp_path):
     trio.run(main)
 
 
-def test_failed_metadata_write_undoes_the_change_in_memory(tmp_path):
+def test_failed_metadata_write_undoes_the_change_in_memory(tmp_path, monkeypatch):
     """A change whose metadata-file write fails is taken back in memory before the failure
-    reaches the caller: memory never holds what the file does not."""
+    reaches the caller: memory never holds what the file does not.  (The controller's file
+    system is the process-wide default: the failing write is patched for this test only.)"""
     async def main():
         ctl, cache, rm = await _start(tmp_path)
         await ctl.create_topic("t", 1, 1, {"retention.ms": "1000"})
@@ -165,7 +166,7 @@ def test_failed_metadata_write_undoes_the_change_in_memory(tmp_path):
 
         def fail(*a, **kw):
             raise OSError("disk full")
-        ctl.fs.write_file_atomic = fail
+        monkeypatch.setattr(ctl.fs, "write_file_atomic", fail)
         with pytest.raises(OSError):
             await ctl.alter_topic_configs("t", {"retention.ms": "5"})
         assert cache.get("t").configs == {"retention.ms": 1000} and rm.config_changes == []
