@@ -198,7 +198,7 @@ class BrokerServer:
                 lk.release()
 
     async def _run(self, task_status) -> None:
-        from .cluster.controller import LocalController
+        from .cluster.local_controller import LocalController
         from .cluster.metadata_cache import Endpoint, MetadataCache
         from .cluster.replica_manager import ReplicaManager
         from .storage.manager import LogManager

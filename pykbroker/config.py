@@ -412,7 +412,7 @@ _DEFS = [
     ConfigDef("advertised.listeners", "string", None, "Listeners advertised to clients (defaults to listeners).",
               describe_type="list", validator=_Listeners(optional=True)),
     # --- cluster coordination on ZooKeeper (Kafka 3.x's ZooKeeper-mode keys and defaults).  Unset
-    # zookeeper.connect: a single node with its local controller (cluster/controller.py).  Keys that
+    # zookeeper.connect: a single node with its local controller (cluster/local_controller.py).  Keys that
     # Kafka 4.x no longer has (ZK_ERA_KEYS) are internal here: used, never listed by DescribeConfigs,
     # as a Kafka 4.4 broker lists none of them.
     ConfigDef("zookeeper.connect", "string", None,

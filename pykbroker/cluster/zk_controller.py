@@ -38,7 +38,8 @@ import logging
 from typing import Any, Callable, Optional
 
 from . import zk as Z
-from .controller import Controller, TopicValidator
+from .controller import Controller
+from .topic_validator import TopicValidator
 from .metadata import TopicInfo
 from .metadata_cache import MetadataCache, PartitionState
 from .zookeeper.active import ActiveController

@@ -165,11 +165,11 @@ class SecureSetup:
 
     def seed_metadata_file(self, log_dir: str) -> None:
         """The SCRAM users of a single node started as a child process, written into its metadata
-        file (cluster/controller.py LocalController: ``user_scram_credentials``) before its first
+        file (cluster/local_controller.py LocalController: ``user_scram_credentials``) before its first
         start, where AlterUserScramCredentials would have stored them; an existing file is left
         as it is (a restart keeps what the broker stored)."""
         import json
-        from ..cluster.controller import METADATA_FILE
+        from ..cluster.local_controller import METADATA_FILE
         path = os.path.join(log_dir, METADATA_FILE)
         creds = self.scram_credentials()
         if not creds or os.path.exists(path):

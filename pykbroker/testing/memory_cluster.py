@@ -32,7 +32,8 @@ from typing import Any, Optional
 import trio
 
 from ..cluster import partition_change as PC
-from ..cluster.controller import Controller, TopicValidator
+from ..cluster.controller import Controller
+from ..cluster.topic_validator import TopicValidator
 from ..cluster.metadata import TopicInfo
 from ..cluster.metadata_cache import (BrokerRegistration, ConfigRecord, ControllerRecord,
                                       PartitionChangeRecord, PartitionState,

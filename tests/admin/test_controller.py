@@ -8,7 +8,7 @@ import os
 import pytest
 import trio
 
-from pykbroker.cluster.controller import METADATA_FILE, LocalController
+from pykbroker.cluster.local_controller import METADATA_FILE, LocalController
 from pykbroker.cluster.metadata_cache import Endpoint, MetadataCache, PartitionState
 from pykbroker.config import BrokerConfig
 from pykbroker.protocol.errors import ErrorCode, KafkaError

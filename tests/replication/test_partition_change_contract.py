@@ -129,7 +129,7 @@ class LocalHarness(Harness):
     fails_over = False
 
     async def start(self):
-        from pykbroker.cluster.controller import LocalController
+        from pykbroker.cluster.local_controller import LocalController
         config = _config(1)
         cache = MetadataCache(1, "cid", config.effective_topic_config)
         ctl = LocalController(cache, config, 1, str(self.tmp_path))

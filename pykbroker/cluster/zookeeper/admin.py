@@ -24,7 +24,8 @@ import trio
 from ...protocol.errors import ErrorCode, KafkaError
 from .. import partition_change as PC
 from .. import zk as Z
-from ..controller import Controller, TopicValidator
+from ..controller import Controller
+from ..topic_validator import TopicValidator
 from ..metadata import TopicInfo, topic_id_str
 from ..metadata_cache import PartitionState
 from ..topic_records import render_configs
