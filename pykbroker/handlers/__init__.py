@@ -1,7 +1,8 @@
 """Request handlers, one module per API key (``kNN_name.py``).
 
 Each module defines ``API_KEY``, ``MIN_VERSION``/``MAX_VERSION`` (the range advertised in
-ApiVersions — never wider than the semantics built), and ``async def handle(ctx, request) -> dict``.
+ApiVersions — never wider than the semantics built; taken from its row in ``versions.py``), and
+``async def handle(ctx, request) -> dict``.
 It may define ``error_response(ctx, request, code) -> dict`` to answer per item when the
 handler itself fails (built with ``common.PartitionResponses`` / ``common.error_per_item``).
 Returning ``None`` sends no response (Produce with acks=0).  A handler answers an error by
@@ -10,77 +11,29 @@ errors all carry an ``ErrorCode``).  Code two handlers share lives in a non-``kN
 (``common.py``, ``config_resources.py``), never in one handler imported by another.
 
 Loading: ``load_handlers(lazy=True)`` (what the broker uses) imports no handler module.  The
-version constants above (and ``ADVERTISED_MIN_VERSION``, ``ENABLED``) are read from each module's
-source, where they are plain literals, which is all ApiVersions and the dispatcher's version check
-need; a module is imported by its first request, and then replaces its stand-in in the table, so
-every later request goes straight to the module (no per-request cost).  Importing all of them
-at start-up, with the coordinator and storage code they pull in, was a good part of the time to
-the first answer.  A module whose constants are not plain literals is simply imported at once.
+handler table is ``versions.py``: each API key's module and the versions it serves, as data,
+which is all ApiVersions and the dispatcher's version check need; a module is imported by its
+first request, and then replaces its stand-in in the table, so every later request goes straight
+to the module (no per-request cost).  Importing all of them at start-up, with the coordinator and
+storage code they pull in, was a good part of the time to the first answer.
 """
 from __future__ import annotations
 
 import importlib
-import os
-import re
+
+from .versions import VERSIONS
 
 # The constants a stand-in knows without importing its module.
-_CONSTANTS = ("API_KEY", "MIN_VERSION", "MAX_VERSION", "ADVERTISED_MIN_VERSION", "ENABLED")
-_LITERAL = re.compile(r"[ \t]*=[ \t]*(-?\d+|True|False)[ \t]*(?:#.*)?")
+_CONSTANTS = ("API_KEY", "MIN_VERSION", "MAX_VERSION", "ADVERTISED_MIN_VERSION")
 
 
-def _is_handler(name: str) -> bool:
-    return name.startswith("k") and name[1:3].isdigit()
-
-
-def _handler_modules():
-    """(module name, source path or None) of every ``kNN_*`` module, in key order.  A directory
-    listing (pkgutil's walk imports ``inspect``); pkgutil only where there is no source."""
-    here = os.path.dirname(__file__)
-    try:
-        names = sorted(n[:-3] for n in os.listdir(here) if n.endswith(".py") and _is_handler(n))
-    except OSError:
-        names = []
-    if names:
-        for name in names:
-            yield name, os.path.join(here, name + ".py")
-        return
-    import pkgutil
-    for info in pkgutil.iter_modules(__path__):
-        if _is_handler(info.name):
-            yield info.name, None
-
-
-def _constants(path: str | None) -> dict | None:
-    """The constants of a handler module read from its source, or None when they cannot be
-    trusted without running it (no source, a required one missing, one assigned twice or to
-    something other than a literal)."""
-    if path is None:
-        return None
-    try:
-        with open(path, encoding="utf-8") as fh:
-            src = fh.read()
-    except OSError:
-        return None
-    found: dict = {}
-    for name in _CONSTANTS:   # str.find, not a regex over the whole text: this runs at start-up
-        i = src.find(name)
-        while i != -1:
-            start = src.rfind("\n", 0, i) + 1
-            end = src.find("\n", i)
-            end = len(src) if end == -1 else end
-            line = src[start:end]
-            rest = line.lstrip()
-            if rest.startswith(name) and rest[len(name):].lstrip()[:1] in (":", "=") \
-                    and rest[len(name):].lstrip()[:2] != "==":   # an assignment to it
-                m = _LITERAL.fullmatch(line, len(name)) if start == i else None
-                if m is None or name in found:
-                    return None   # indented, annotated, computed or assigned twice
-                v = m.group(1)
-                found[name] = (v == "True") if v in ("True", "False") else int(v)
-            i = src.find(name, end)
-    if not {"API_KEY", "MIN_VERSION", "MAX_VERSION"} <= found.keys():
-        return None
-    return found
+def _constants(api_key: int) -> dict:
+    """The version constants of the handler of ``api_key``, as its module defines them."""
+    row = VERSIONS[api_key]
+    out = {"API_KEY": api_key, "MIN_VERSION": row.min_version, "MAX_VERSION": row.max_version}
+    if row.advertised_min_version is not None:
+        out["ADVERTISED_MIN_VERSION"] = row.advertised_min_version
+    return out
 
 
 class LazyHandler:
@@ -113,17 +66,13 @@ class LazyHandler:
 
 
 def load_handlers(lazy: bool = False) -> dict:
-    """``{api_key: handler module}`` for every enabled handler.  ``lazy``: a ``LazyHandler``
-    stands for each module not imported yet (see the module docstring)."""
+    """``{api_key: handler module}`` for every handler of ``versions.py``.  ``lazy``: a
+    ``LazyHandler`` stands for each module not imported yet (see the module docstring)."""
     handlers: dict = {}
-    for short, path in _handler_modules():
-        name = __name__ + "." + short
-        consts = _constants(path) if lazy else None
-        if consts is not None:
-            if consts.get("ENABLED", True):
-                handlers[consts["API_KEY"]] = LazyHandler(name, consts, handlers)
-            continue
-        mod = importlib.import_module(name)
-        if getattr(mod, "ENABLED", True):
-            handlers[mod.API_KEY] = mod
+    for api_key, row in VERSIONS.items():
+        name = __name__ + "." + row.module
+        if lazy:
+            handlers[api_key] = LazyHandler(name, _constants(api_key), handlers)
+        else:
+            handlers[api_key] = importlib.import_module(name)
     return handlers

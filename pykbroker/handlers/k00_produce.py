@@ -74,17 +74,16 @@ from ..protocol.errors import ErrorCode
 from ..protocol.records import RecordError, first_batch_corruption, parse_header
 from ..server.dispatch import CloseConnection
 from .common import NEW_LEADER_ERRORS, PartitionResponses, current_leader
+from .versions import VERSIONS
 
 API_KEY = 0
-MIN_VERSION = 3
-MAX_VERSION = 13
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _TOPIC = need(API_KEY, "topic")
 _TRANSACTIONAL_ID = need(API_KEY, "transactional_id")
-# Apache Kafka 4 advertises Produce from v0 although it serves only v3+ (KAFKA-18659):
-# librdkafka's feature detection (e.g. compressed produce) requires the v0 floor.  A v0-2
-# request is still an unsupported version: the connection is closed, as Kafka 4.4 does.
-ADVERTISED_MIN_VERSION = 0
+# advertised from v0 although served from v3 (KAFKA-18659; the reason is with the row)
+ADVERTISED_MIN_VERSION = VERSIONS[API_KEY].advertised_min_version
 
 # Kafka sets error_message only for record validation failures (RecordValidationException).
 _MESSAGE_ERRORS = (ErrorCode.INVALID_RECORD, ErrorCode.INVALID_TIMESTAMP)

@@ -73,10 +73,11 @@ from ..cluster.fetch_session import next_epoch
 from ..cluster.replica_manager import FetchParams
 from ..protocol.errors import ErrorCode
 from .common import PartitionResponses, current_leader
+from .versions import VERSIONS
 
 API_KEY = 1
-MIN_VERSION = 4
-MAX_VERSION = 18
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _FOLLOWER = need(API_KEY, "follower")
 _TOPIC = need(API_KEY, "topic")

@@ -34,10 +34,11 @@ from ..acl.check import session
 from ..acl.requirements import need
 from ..protocol.errors import ErrorCode, KafkaError
 from .common import PartitionResponses, leader_partition
+from .versions import VERSIONS
 
 API_KEY = 2
-MIN_VERSION = 1
-MAX_VERSION = 11
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _TOPIC = need(API_KEY, "topic")
 

@@ -39,10 +39,11 @@ from ..protocol.acl import NOT_REQUESTED
 from ..protocol.errors import ErrorCode, KafkaError
 from ..cluster.metadata import ZERO_UUID, is_internal, is_valid_topic_name
 from .common import partition_metadata
+from .versions import VERSIONS
 
 API_KEY = 3
-MIN_VERSION = 0
-MAX_VERSION = 13
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _AUTO_CREATE = need(API_KEY, "auto_create")
 _AUTO_CREATE_ANY = need(API_KEY, "auto_create_any")

@@ -40,10 +40,11 @@ from __future__ import annotations
 import re
 
 from ..protocol.errors import ErrorCode
+from .versions import VERSIONS
 
 API_KEY = 18
-MIN_VERSION = 0
-MAX_VERSION = 5
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MAX_VERSION = VERSIONS[API_KEY].max_version
 
 # (feature, min supported, max supported = finalized level): see the module docstring.
 FEATURES = (("group.version", 0, 1), ("transaction.version", 0, 2), ("eligible.leader.replicas.version", 0, 0),

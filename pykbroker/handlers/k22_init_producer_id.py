@@ -32,10 +32,11 @@ from ..acl.check import session
 from ..acl.requirements import need
 from ..protocol.errors import ErrorCode
 from .txn_errors import top_level_error_response
+from .versions import VERSIONS
 
 API_KEY = 22
-MIN_VERSION = 0
-MAX_VERSION = 5
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _IDEMPOTENT = need(API_KEY, "idempotent")
 _IDEMPOTENT_ANY_TOPIC = need(API_KEY, "idempotent_any_topic")

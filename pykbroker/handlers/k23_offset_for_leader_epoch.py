@@ -23,10 +23,11 @@ from ..acl.check import session
 from ..acl.requirements import need
 from ..protocol.errors import KafkaError
 from .common import PartitionResponses, leader_partition
+from .versions import VERSIONS
 
 API_KEY = 23
-MIN_VERSION = 2
-MAX_VERSION = 4
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _ANY_TOPIC = need(API_KEY, "cluster")
 _TOPIC = need(API_KEY, "topic")

@@ -17,10 +17,11 @@ from ..coordinator.group.api import group_precheck
 from ..coordinator.group.offsets import OFFSETS_TOPIC
 from ..protocol.errors import ErrorCode as E
 from .txn_errors import top_level_error_response
+from .versions import VERSIONS
 
 API_KEY = 25
-MIN_VERSION = 0
-MAX_VERSION = 4
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _GROUP = need(API_KEY, "group")
 _TRANSACTIONAL_ID = need(API_KEY, "transactional_id")

@@ -25,10 +25,11 @@ from ..acl.requirements import need
 from ..coordinator.group.offsets import OFFSETS_TOPIC
 from ..protocol.errors import ErrorCode as E, KafkaError
 from .common import leader_partition
+from .versions import VERSIONS
 
 API_KEY = 27
-MIN_VERSION = 1
-MAX_VERSION = 2
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _CLUSTER = need(API_KEY, "cluster")
 # How long the answer waits for markers to be committed (Kafka uses the request timeout).

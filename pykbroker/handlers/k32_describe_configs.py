@@ -46,11 +46,12 @@ from ..cluster.metadata import validate_topic_name
 from .common import error_per_item
 from .config_resources import (BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC, TYPE_NAMES,
                                config_authorization_error)
+from .versions import VERSIONS
 from .. import group_config as GC
 
 API_KEY = 32
-MIN_VERSION = 1
-MAX_VERSION = 4
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MAX_VERSION = VERSIONS[API_KEY].max_version
 
 _KNOWN_TYPES = {TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP}
 SOURCE_DYNAMIC_BROKER_LOGGER = 6

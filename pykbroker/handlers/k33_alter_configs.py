@@ -26,10 +26,11 @@ from __future__ import annotations
 from ..protocol.errors import ErrorCode, KafkaError
 from .config_resources import (BROKER, BROKER_LOGGER, GROUP, TOPIC, alter_broker, alter_each, alter_group, alter_topic,
                                check_broker_name, check_config_list, error_response, unsupported_type)
+from .versions import VERSIONS
 
 API_KEY = 33
-MIN_VERSION = 0
-MAX_VERSION = 2
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MAX_VERSION = VERSIONS[API_KEY].max_version
 
 
 async def _one(ctx, res, validate_only: bool) -> None:

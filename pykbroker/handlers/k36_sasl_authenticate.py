@@ -12,10 +12,11 @@ Behaviour (Apache Kafka SaslServerAuthenticator, KIP-152):
 from __future__ import annotations
 
 from ..protocol.errors import ErrorCode
+from .versions import VERSIONS
 
 API_KEY = 36
-MIN_VERSION = 0
-MAX_VERSION = 2
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MAX_VERSION = VERSIONS[API_KEY].max_version
 
 
 async def handle(ctx, request):

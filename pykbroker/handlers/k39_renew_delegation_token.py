@@ -14,10 +14,11 @@ DelegationTokenControlManager.renewDelegationToken; security/delegation_tokens.p
 from __future__ import annotations
 
 from .token_requests import renew_or_expire
+from .versions import VERSIONS
 
 API_KEY = 39
-MIN_VERSION = 1
-MAX_VERSION = 2
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MAX_VERSION = VERSIONS[API_KEY].max_version
 
 
 def _renew(tm, who: str, request):

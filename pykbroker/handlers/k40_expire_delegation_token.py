@@ -15,10 +15,11 @@ DelegationTokenControlManager.expireDelegationToken; security/delegation_tokens.
 from __future__ import annotations
 
 from .token_requests import renew_or_expire
+from .versions import VERSIONS
 
 API_KEY = 40
-MIN_VERSION = 1
-MAX_VERSION = 2
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MAX_VERSION = VERSIONS[API_KEY].max_version
 
 
 def _expire(tm, who: str, request):

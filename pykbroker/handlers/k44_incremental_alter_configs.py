@@ -69,10 +69,11 @@ from .config_resources import (APPEND, BROKER, BROKER_LOGGER, DELETE, GROUP, OP_
                                TOPIC, alter_broker, alter_each, alter_group, alter_topic, broker_entity, check_broker_name,
                                check_config_list, error_response, invalid_config as _invalid_config,
                                invalid_request as _invalid_request, java_int as _java_int, unsupported_type)
+from .versions import VERSIONS
 
 API_KEY = 44
-MIN_VERSION = 0
-MAX_VERSION = 1
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MAX_VERSION = VERSIONS[API_KEY].max_version
 
 # Kafka's LogLevelConfig levels, listed sorted as RuntimeLoggerManager prints them.
 _LOG_LEVELS = {"DEBUG": logging.DEBUG, "ERROR": logging.ERROR, "FATAL": logging.CRITICAL,

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from ..acl.check import permits
 from ..acl.requirements import need
+from .versions import VERSIONS
 
 API_KEY = 46
-MIN_VERSION = 0
-MAX_VERSION = 0
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _CLUSTER = need(API_KEY, "cluster")
 

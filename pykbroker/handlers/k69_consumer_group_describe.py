@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from .common import error_per_item
 from .modern_group import describe_groups
+from .versions import VERSIONS
 
 API_KEY = 69
-MIN_VERSION = 0
-MAX_VERSION = 1
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MAX_VERSION = VERSIONS[API_KEY].max_version
 
 def _err(gid, code, msg=None):
     # Kafka's error entries leave the epochs at the schema default, 0

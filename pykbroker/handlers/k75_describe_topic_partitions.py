@@ -29,10 +29,11 @@ from ..acl.check import authorized_operations, session
 from ..acl.requirements import need
 from ..protocol.errors import ErrorCode, KafkaError
 from .common import partition_metadata
+from .versions import VERSIONS
 
 API_KEY = 75
-MIN_VERSION = 0
-MAX_VERSION = 0
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _TOPIC = need(API_KEY, "topic")
 

@@ -8,10 +8,11 @@ INVALID_REQUEST; NOT_COORDINATOR for a shard led elsewhere).
 from __future__ import annotations
 
 from .share_state import each_partition, error_response_for
+from .versions import VERSIONS
 
 API_KEY = 83
-MIN_VERSION = 0
-MAX_VERSION = 0
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MAX_VERSION = VERSIONS[API_KEY].max_version
 
 
 async def _op(sc, gid, tid, p):

@@ -10,10 +10,11 @@ FENCED_LEADER_EPOCH.  Common checks in handlers/share_state.py.
 from __future__ import annotations
 
 from .share_state import each_partition, error_response_for
+from .versions import VERSIONS
 
 API_KEY = 84
-MIN_VERSION = 0
-MAX_VERSION = 0
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MAX_VERSION = VERSIONS[API_KEY].max_version
 
 # an error answer's fields (Kafka leaves StartOffset at 0 then)
 _ERR = {"state_epoch": 0, "start_offset": 0, "state_batches": []}

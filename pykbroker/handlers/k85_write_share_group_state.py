@@ -10,10 +10,11 @@ Version notes: v1 adds DeliveryCompleteCount (KIP-1226), stored for ReadShareGro
 from __future__ import annotations
 
 from .share_state import each_partition, error_response_for
+from .versions import VERSIONS
 
 API_KEY = 85
-MIN_VERSION = 0
-MAX_VERSION = 1
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MAX_VERSION = VERSIONS[API_KEY].max_version
 
 
 async def _op(sc, gid, tid, p):

@@ -7,10 +7,11 @@ handlers/share_state.py.
 from __future__ import annotations
 
 from .share_state import each_partition, error_response_for
+from .versions import VERSIONS
 
 API_KEY = 86
-MIN_VERSION = 0
-MAX_VERSION = 0
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MAX_VERSION = VERSIONS[API_KEY].max_version
 
 
 async def _op(sc, gid, tid, p):

@@ -8,10 +8,11 @@ Version notes: v1 adds DeliveryCompleteCount (KIP-1226; -1 when never written).
 from __future__ import annotations
 
 from .share_state import each_partition, error_response_for
+from .versions import VERSIONS
 
 API_KEY = 87
-MIN_VERSION = 0
-MAX_VERSION = 1
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MAX_VERSION = VERSIONS[API_KEY].max_version
 
 # an error answer's fields (Kafka 4.4: start offset 0); no state: start offset -1, no error
 _ERR = {"state_epoch": 0, "leader_epoch": 0, "start_offset": 0, "delivery_complete_count": -1}

@@ -33,10 +33,11 @@ from ..cluster.metadata import INTERNAL_TOPICS, is_valid_topic_name
 from ..coordinator.group.api import client_host
 from ..protocol.errors import ErrorCode as E
 from .modern_group import group_heartbeat
+from .versions import VERSIONS
 
 API_KEY = 88
-MIN_VERSION = 0
-MAX_VERSION = 1
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MAX_VERSION = VERSIONS[API_KEY].max_version
 
 
 def _err(code, msg=None):

@@ -22,10 +22,11 @@ from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode as E, KafkaError
 from .common import error_per_item
 from .modern_group import typed_group
 from .share_group_offsets import NO_TOPIC_ID
+from .versions import VERSIONS
 
 API_KEY = 90
-MIN_VERSION = 0
-MAX_VERSION = 1
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _GROUP = need(API_KEY, "group")
 _TOPIC = need(API_KEY, "topic")

@@ -15,10 +15,11 @@ from ..acl.requirements import need
 from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode as E
 # error_response: a whole-request error is a top-level code with no topics (shared with k91)
 from .share_group_offsets import NO_TOPIC_ID, change_start_offsets, error_response
+from .versions import VERSIONS
 
 API_KEY = 92
-MIN_VERSION = 0
-MAX_VERSION = 0
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MAX_VERSION = VERSIONS[API_KEY].max_version
 # the topic row of acl/requirements.py (the group row is checked in share_group_offsets)
 _TOPIC = need(API_KEY, "topic")
 

@@ -5,6 +5,7 @@ Start-up time is measured by ``compat/bench/micro/bench_startup.py``, never asse
 load would make such a test flaky); what is checked is the laziness itself, so it cannot regress
 unnoticed: which modules an import pulls in, and that a stand-in for a handler module answers
 exactly as the module does."""
+import importlib
 import json
 import os
 import subprocess
@@ -14,7 +15,8 @@ import types
 import pytest
 import trio
 
-from pykbroker.handlers import LazyHandler, _constants, load_handlers
+from pykbroker.handlers import LazyHandler, load_handlers
+from pykbroker.handlers.versions import VERSIONS
 from pykbroker.protocol.codec import APIS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -70,7 +72,7 @@ def test_pipeline_command_still_parses(tmp_path):
     assert r.returncode == 0 and "pipeline" in r.stdout and "serve" in r.stdout
 
 
-CONSTANTS = ("API_KEY", "MIN_VERSION", "MAX_VERSION", "ADVERTISED_MIN_VERSION", "ENABLED")
+CONSTANTS = ("API_KEY", "MIN_VERSION", "MAX_VERSION", "ADVERTISED_MIN_VERSION")
 
 
 def test_lazy_table_matches_the_modules():
@@ -78,7 +80,7 @@ def test_lazy_table_matches_the_modules():
     assert sorted(lazy) == sorted(eager)
     for key, mod in eager.items():
         h = lazy[key]
-        assert isinstance(h, LazyHandler), key   # every handler module's constants are literals
+        assert isinstance(h, LazyHandler), key
         for c in CONSTANTS:
             assert getattr(h, c, "absent") == getattr(mod, c, "absent"), (key, c)
 
@@ -93,24 +95,17 @@ def test_first_use_puts_the_module_in_the_table():
     assert isinstance(table[0], LazyHandler)   # the others stay as they were
 
 
-@pytest.mark.parametrize("src,expected", [
-    ("API_KEY = 1\nMIN_VERSION = 0\nMAX_VERSION = 3  # note\nADVERTISED_MIN_VERSION = 0\n",
-     {"API_KEY": 1, "MIN_VERSION": 0, "MAX_VERSION": 3, "ADVERTISED_MIN_VERSION": 0}),
-    ('"""MIN_VERSION is documented here."""\nAPI_KEY = 1\nMIN_VERSION = 0\nMAX_VERSION = 3\n'
-     "ENABLED = False\nok = MAX_VERSION == 3\n",
-     {"API_KEY": 1, "MIN_VERSION": 0, "MAX_VERSION": 3, "ENABLED": False}),
-    # anything not a plain top-level literal assigned once: the module is imported instead
-    ("API_KEY = 1\nMIN_VERSION = 0\nMAX_VERSION = 3\nif x:\n    MAX_VERSION = 2\n", None),
-    ("API_KEY = 1\nMIN_VERSION = 0\nMAX_VERSION: int = 3\n", None),
-    ("API_KEY = 1\nMIN_VERSION = 0\nMAX_VERSION = 3\nENABLED = feature_on()\n", None),
-    ("API_KEY = 1\nMIN_VERSION = 0\nMAX_VERSION = 3\nMAX_VERSION = 4\n", None),
-    ("API_KEY = 1\nMIN_VERSION = 0\n", None),
-])
-def test_constants_read_from_source(tmp_path, src, expected):
-    p = tmp_path / "k99_x.py"
-    p.write_text(src)
-    assert _constants(str(p)) == expected
-    assert _constants(str(tmp_path / "missing.py")) is None
+def test_table_lists_every_handler_module():
+    """versions.py has one row per ``kNN_*`` module, under the module's own API key: a handler
+    missing from the table would never be served, a row without its module never imported."""
+    here = os.path.join(ROOT, "pykbroker", "handlers")
+    modules = sorted(n[:-3] for n in os.listdir(here) if n.startswith("k") and n[1:3].isdigit() and n.endswith(".py"))
+    assert sorted(row.module for row in VERSIONS.values()) == modules
+    for key, row in VERSIONS.items():
+        assert int(row.module[1:3]) == key, row
+        assert row.min_version <= row.max_version, row
+        mod = importlib.import_module("pykbroker.handlers." + row.module)
+        assert (mod.API_KEY, mod.MIN_VERSION, mod.MAX_VERSION) == (key, row.min_version, row.max_version)
 
 
 def _api_versions_frame(version: int) -> bytes:
