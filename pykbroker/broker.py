@@ -93,7 +93,7 @@ class BrokerServer:
         self.group_coordinator = None
         self.transaction_coordinator = None
         self.share_coordinator = None         # KIP-932 __share_group_state (coordinator/share/)
-        # what the request handlers use (handlers/services.py), built once everything exists
+        # what the request handlers use (handlers/support/services.py), built once everything exists
         self.services = None
         # KIP-932 share partitions and sessions (share/manager.py): see share_partition_manager
         self._share_partition_manager = None
@@ -339,7 +339,7 @@ class BrokerServer:
                     refresher = getattr(getattr(sec, "oauth_validator", None), "refresher", None)
                     if refresher is not None:
                         nursery.start_soon(refresher.run)
-                from .handlers.services import BrokerServices
+                from .handlers.support.services import BrokerServices
                 self.services = BrokerServices(
                     self.node_id, self.config, self.clock, self.metadata_cache, self.controller,
                     self.replica_manager, self.group_coordinator, tc, sc)

@@ -1,17 +1,19 @@
 """Request handlers, one module per API key (``kNN_name.py``).
 
 Each module defines ``API_KEY``, ``MIN_VERSION``/``MAX_VERSION`` (the range advertised in
-ApiVersions — never wider than the semantics built; taken from its row in ``versions.py``), and
+ApiVersions — never wider than the semantics built; taken from its row in
+``support/versions.py``), and
 ``async def handle(ctx, request) -> dict``.
 It may define ``error_response(ctx, request, code) -> dict`` to answer per item when the
 handler itself fails (built with ``common.PartitionResponses`` / ``common.error_per_item``).
 Returning ``None`` sends no response (Produce with acks=0).  A handler answers an error by
 raising or catching ``protocol.errors.KafkaError`` (one family: records, storage and handler
-errors all carry an ``ErrorCode``).  Code two handlers share lives in a non-``kNN`` module here
-(``common.py``, ``config_resources.py``), never in one handler imported by another.
+errors all carry an ``ErrorCode``).  Code two handlers share lives in ``support/``
+(``support/common.py``, ``support/config_resources.py``, ...), never in one handler imported by
+another.
 
 Loading: ``load_handlers(lazy=True)`` (what the broker uses) imports no handler module.  The
-handler table is ``versions.py``: each API key's module and the versions it serves, as data,
+handler table is ``support/versions.py``: each API key's module and the versions it serves, as data,
 which is all ApiVersions and the dispatcher's version check need; a module is imported by its
 first request, and then replaces its stand-in in the table, so every later request goes straight
 to the module (no per-request cost).  Importing all of them at start-up, with the coordinator and
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import importlib
 
-from .versions import VERSIONS
+from .support.versions import VERSIONS
 
 # The constants a stand-in knows without importing its module.
 _CONSTANTS = ("API_KEY", "MIN_VERSION", "MAX_VERSION", "ADVERTISED_MIN_VERSION")
@@ -66,7 +68,7 @@ class LazyHandler:
 
 
 def load_handlers(lazy: bool = False) -> dict:
-    """``{api_key: handler module}`` for every handler of ``versions.py``.  ``lazy``: a
+    """``{api_key: handler module}`` for every handler of ``support/versions.py``.  ``lazy``: a
     ``LazyHandler`` stands for each module not imported yet (see the module docstring)."""
     handlers: dict = {}
     for api_key, row in VERSIONS.items():

@@ -73,11 +73,11 @@ from ..acl.requirements import need
 from ..protocol.errors import ErrorCode
 from ..protocol.records import RecordError, first_batch_corruption, parse_header
 from ..server.dispatch import CloseConnection
-from .common import NEW_LEADER_ERRORS, PartitionResponses, current_leader
-from .versions import VERSIONS
+from .support.common import NEW_LEADER_ERRORS, PartitionResponses, current_leader
+from .support.versions import VERSIONS
 
 API_KEY = 0
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _TOPIC = need(API_KEY, "topic")

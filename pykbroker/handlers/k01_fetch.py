@@ -72,11 +72,11 @@ from ..acl.requirements import need
 from ..cluster.fetch_session import next_epoch
 from ..cluster.replica_manager import FetchParams
 from ..protocol.errors import ErrorCode
-from .common import PartitionResponses, current_leader
-from .versions import VERSIONS
+from .support.common import PartitionResponses, current_leader
+from .support.versions import VERSIONS
 
 API_KEY = 1
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _FOLLOWER = need(API_KEY, "follower")

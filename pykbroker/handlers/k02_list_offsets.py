@@ -26,18 +26,18 @@ answer; v6 is flexible; v7 allows MAX_TIMESTAMP; v8 EARLIEST_LOCAL; v9 LATEST_TI
 - Authorization (with an authorizer): DESCRIBE on the topic, else TOPIC_AUTHORIZATION_FAILED
   for its partitions before any other check.
 - Offline partitions (failed log dir) answer KAFKA_STORAGE_ERROR; a partition this broker
-  only follows answers NOT_LEADER_OR_FOLLOWER (handlers/common.py).
+  only follows answers NOT_LEADER_OR_FOLLOWER (handlers/support/common.py).
 """
 from __future__ import annotations
 
 from ..acl.check import session
 from ..acl.requirements import need
 from ..protocol.errors import ErrorCode, KafkaError
-from .common import PartitionResponses, leader_partition
-from .versions import VERSIONS
+from .support.common import PartitionResponses, leader_partition
+from .support.versions import VERSIONS
 
 API_KEY = 2
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _TOPIC = need(API_KEY, "topic")

@@ -38,11 +38,11 @@ from ..acl.requirements import need
 from ..protocol.acl import NOT_REQUESTED
 from ..protocol.errors import ErrorCode, KafkaError
 from ..cluster.metadata import ZERO_UUID, is_internal, is_valid_topic_name
-from .common import partition_metadata
-from .versions import VERSIONS
+from .support.common import partition_metadata
+from .support.versions import VERSIONS
 
 API_KEY = 3
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _AUTO_CREATE = need(API_KEY, "auto_create")

@@ -32,11 +32,11 @@ from ..acl.check import session
 from ..acl.requirements import need
 from ..coordinator.group.api import group_precheck
 from ..protocol.errors import KafkaError
-from .offset_commits import check_topics, every_partition, response, write_offsets
-from .versions import VERSIONS
+from .support.offset_commits import check_topics, every_partition, response, write_offsets
+from .support.versions import VERSIONS
 
 API_KEY = 8
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _GROUP = need(API_KEY, "group")

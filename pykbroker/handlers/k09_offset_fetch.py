@@ -25,10 +25,10 @@ from ..acl.check import session
 from ..acl.requirements import need
 from ..coordinator.group.api import group_precheck
 from ..protocol.errors import ErrorCode as E
-from .versions import VERSIONS
+from .support.versions import VERSIONS
 
 API_KEY = 9
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _GROUP = need(API_KEY, "group")

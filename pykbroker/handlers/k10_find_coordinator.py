@@ -31,10 +31,10 @@ from ..coordinator.share.records import SHARE_STATE_TOPIC
 from ..coordinator.txn.state_log import TRANSACTION_STATE_TOPIC
 from ..protocol.errors import DEFAULT_MESSAGES
 from ..protocol.errors import ErrorCode as E
-from .versions import VERSIONS
+from .support.versions import VERSIONS
 
 API_KEY = 10
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 
 

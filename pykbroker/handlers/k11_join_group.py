@@ -26,10 +26,10 @@ from ..acl.requirements import need
 from ..coordinator.group.api import client_host, group_precheck
 from ..coordinator.group.classic import JoinRequest, join_error
 from ..protocol.errors import ErrorCode as E
-from .versions import VERSIONS
+from .support.versions import VERSIONS
 
 API_KEY = 11
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _GROUP = need(API_KEY, "group")

@@ -21,11 +21,11 @@ from __future__ import annotations
 from ..acl.check import permits
 from ..acl.requirements import need
 from ..protocol.errors import KafkaError
-from .common import classic_group
-from .versions import VERSIONS
+from .support.common import classic_group
+from .support.versions import VERSIONS
 
 API_KEY = 14
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _GROUP = need(API_KEY, "group")

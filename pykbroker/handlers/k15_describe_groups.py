@@ -25,11 +25,11 @@ from ..acl.check import authorized_operations, session
 from ..acl.requirements import need
 from ..coordinator.group.api import group_precheck
 from ..protocol.errors import ErrorCode as E
-from .common import error_per_item
-from .versions import VERSIONS
+from .support.common import error_per_item
+from .support.versions import VERSIONS
 
 API_KEY = 15
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _GROUP = need(API_KEY, "group")

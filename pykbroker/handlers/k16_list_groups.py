@@ -15,10 +15,10 @@ from __future__ import annotations
 from ..acl.check import session
 from ..acl.requirements import need
 from ..coordinator.group.api import coordinator
-from .versions import VERSIONS
+from .support.versions import VERSIONS
 
 API_KEY = 16
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _CLUSTER = need(API_KEY, "cluster")

@@ -13,10 +13,10 @@ Behaviour (Apache Kafka SaslServerAuthenticator before authentication, KafkaApis
 from __future__ import annotations
 
 from ..protocol.errors import ErrorCode
-from .versions import VERSIONS
+from .support.versions import VERSIONS
 
 API_KEY = 17
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 
 

@@ -40,10 +40,10 @@ from __future__ import annotations
 import re
 
 from ..protocol.errors import ErrorCode
-from .versions import VERSIONS
+from .support.versions import VERSIONS
 
 API_KEY = 18
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 
 # (feature, min supported, max supported = finalized level): see the module docstring.

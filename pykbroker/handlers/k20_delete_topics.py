@@ -30,10 +30,10 @@ from ..acl.requirements import need
 from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode, KafkaError
 from ..quota.manager import mutation_quota
 from ..cluster.metadata import ZERO_UUID
-from .versions import VERSIONS
+from .support.versions import VERSIONS
 
 API_KEY = 20
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _CLUSTER = need(API_KEY, "cluster")

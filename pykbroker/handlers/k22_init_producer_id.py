@@ -31,11 +31,11 @@ from __future__ import annotations
 from ..acl.check import session
 from ..acl.requirements import need
 from ..protocol.errors import ErrorCode
-from .txn_errors import top_level_error_response
-from .versions import VERSIONS
+from .support.txn_errors import top_level_error_response
+from .support.versions import VERSIONS
 
 API_KEY = 22
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _IDEMPOTENT = need(API_KEY, "idempotent")

@@ -15,18 +15,18 @@ LeaderEpochFileCache.endOffsetFor), answered from the partition's leader-epoch c
   needs DESCRIBE on each topic (TOPIC_AUTHORIZATION_FAILED per partition otherwise).
 Version notes: v2 adds current_leader_epoch (and is the floor Kafka 4 keeps); v3 adds
 replica_id; v4 is flexible.
-- A partition on a failed log dir answers KAFKA_STORAGE_ERROR, see handlers/common.py.
+- A partition on a failed log dir answers KAFKA_STORAGE_ERROR, see handlers/support/common.py.
 """
 from __future__ import annotations
 
 from ..acl.check import session
 from ..acl.requirements import need
 from ..protocol.errors import KafkaError
-from .common import PartitionResponses, leader_partition
-from .versions import VERSIONS
+from .support.common import PartitionResponses, leader_partition
+from .support.versions import VERSIONS
 
 API_KEY = 23
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _ANY_TOPIC = need(API_KEY, "cluster")

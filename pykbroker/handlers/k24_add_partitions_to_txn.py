@@ -27,11 +27,11 @@ from __future__ import annotations
 from ..acl.check import session
 from ..acl.requirements import need
 from ..protocol.errors import ErrorCode as E
-from .txn_errors import client_error_code
-from .versions import VERSIONS
+from .support.txn_errors import client_error_code
+from .support.versions import VERSIONS
 
 API_KEY = 24
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _TOPIC = need(API_KEY, "topic")

@@ -16,11 +16,11 @@ from ..acl.requirements import need
 from ..coordinator.group.api import group_precheck
 from ..coordinator.group.offsets import OFFSETS_TOPIC
 from ..protocol.errors import ErrorCode as E
-from .txn_errors import top_level_error_response
-from .versions import VERSIONS
+from .support.txn_errors import top_level_error_response
+from .support.versions import VERSIONS
 
 API_KEY = 25
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _GROUP = need(API_KEY, "group")

@@ -24,11 +24,11 @@ from __future__ import annotations
 from ..acl.check import permits
 from ..acl.requirements import need
 from ..protocol.errors import ErrorCode as E
-from .txn_errors import top_level_error_response
-from .versions import VERSIONS
+from .support.txn_errors import top_level_error_response
+from .support.versions import VERSIONS
 
 API_KEY = 26
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _TRANSACTIONAL_ID = need(API_KEY, "transactional_id")

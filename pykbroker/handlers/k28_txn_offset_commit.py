@@ -42,12 +42,12 @@ from ..acl.requirements import need
 from ..coordinator.group.api import group_precheck
 from ..coordinator.group.offsets import OFFSETS_TOPIC
 from ..protocol.errors import ErrorCode as E
-from .offset_commits import check_topics, every_partition, response, write_offsets
-from .txn_errors import client_error_code
-from .versions import VERSIONS
+from .support.offset_commits import check_topics, every_partition, response, write_offsets
+from .support.txn_errors import client_error_code
+from .support.versions import VERSIONS
 
 API_KEY = 28
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _GROUP = need(API_KEY, "group")

@@ -18,10 +18,10 @@ from ..acl.check import permits, session
 from ..acl.requirements import need
 from ..protocol.errors import ErrorCode, KafkaError
 from ..server.dispatch import CloseConnection
-from .versions import VERSIONS
+from .support.versions import VERSIONS
 
 API_KEY = 31
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _CLUSTER = need(API_KEY, "cluster")

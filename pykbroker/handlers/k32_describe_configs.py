@@ -43,14 +43,14 @@ from ..config import (BROKER_CONFIGS, SOURCE_DEFAULT, SOURCE_DYNAMIC_BROKER, SOU
                       SOURCE_STATIC_BROKER, SOURCE_TOPIC, TOPIC_CONFIGS)
 from ..protocol.errors import ErrorCode, KafkaError
 from ..cluster.metadata import validate_topic_name
-from .common import error_per_item
-from .config_resources import (BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC, TYPE_NAMES,
+from .support.common import error_per_item
+from .support.config_resources import (BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC, TYPE_NAMES,
                                config_authorization_error)
-from .versions import VERSIONS
+from .support.versions import VERSIONS
 from .. import group_config as GC
 
 API_KEY = 32
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 
 _KNOWN_TYPES = {TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP}

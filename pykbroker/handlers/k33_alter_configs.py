@@ -24,12 +24,12 @@ Version notes: v2 is flexible; v1 only changed throttling semantics.
 from __future__ import annotations
 
 from ..protocol.errors import ErrorCode, KafkaError
-from .config_resources import (BROKER, BROKER_LOGGER, GROUP, TOPIC, alter_broker, alter_each, alter_group, alter_topic,
+from .support.config_resources import (BROKER, BROKER_LOGGER, GROUP, TOPIC, alter_broker, alter_each, alter_group, alter_topic,
                                check_broker_name, check_config_list, error_response, unsupported_type)
-from .versions import VERSIONS
+from .support.versions import VERSIONS
 
 API_KEY = 33
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 
 

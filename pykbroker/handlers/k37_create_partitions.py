@@ -26,11 +26,11 @@ from ..acl.requirements import need
 from ..protocol.errors import ErrorCode, KafkaError
 from ..quota.manager import mutation_quota
 from ..cluster.metadata import MAX_PARTITIONS_PER_REQUEST
-from .common import DUPLICATE_TOPIC, TOO_MANY_PARTITIONS, each_topic_once, error_per_item
-from .versions import VERSIONS
+from .support.common import DUPLICATE_TOPIC, TOO_MANY_PARTITIONS, each_topic_once, error_per_item
+from .support.versions import VERSIONS
 
 API_KEY = 37
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _TOPIC = need(API_KEY, "topic")

@@ -13,11 +13,11 @@ DelegationTokenControlManager.renewDelegationToken; security/delegation_tokens.p
 """
 from __future__ import annotations
 
-from .token_requests import renew_or_expire
-from .versions import VERSIONS
+from .support.token_requests import renew_or_expire
+from .support.versions import VERSIONS
 
 API_KEY = 39
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 
 

@@ -14,11 +14,11 @@ DelegationTokenControlManager.expireDelegationToken; security/delegation_tokens.
 """
 from __future__ import annotations
 
-from .token_requests import renew_or_expire
-from .versions import VERSIONS
+from .support.token_requests import renew_or_expire
+from .support.versions import VERSIONS
 
 API_KEY = 40
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 
 

@@ -19,11 +19,11 @@ from ..acl.check import permits
 from ..acl.requirements import need
 from ..protocol.errors import ErrorCode
 from ..security.delegation_tokens import split_principal
-from .token_requests import manager, principal, token_requests_allowed
-from .versions import VERSIONS
+from .support.token_requests import manager, principal, token_requests_allowed
+from .support.versions import VERSIONS
 
 API_KEY = 41
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _OWNER = need(API_KEY, "owner")

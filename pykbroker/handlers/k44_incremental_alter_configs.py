@@ -65,14 +65,14 @@ from __future__ import annotations
 import logging
 
 from ..config import BROKER_CONFIGS, TOPIC_CONFIGS
-from .config_resources import (APPEND, BROKER, BROKER_LOGGER, DELETE, GROUP, OP_NAMES as _OP_NAMES, SET, SUBTRACT,
+from .support.config_resources import (APPEND, BROKER, BROKER_LOGGER, DELETE, GROUP, OP_NAMES as _OP_NAMES, SET, SUBTRACT,
                                TOPIC, alter_broker, alter_each, alter_group, alter_topic, broker_entity, check_broker_name,
                                check_config_list, error_response, invalid_config as _invalid_config,
                                invalid_request as _invalid_request, java_int as _java_int, unsupported_type)
-from .versions import VERSIONS
+from .support.versions import VERSIONS
 
 API_KEY = 44
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 
 # Kafka's LogLevelConfig levels, listed sorted as RuntimeLoggerManager prints them.

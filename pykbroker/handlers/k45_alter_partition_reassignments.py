@@ -26,10 +26,10 @@ from ..acl.check import permits
 from ..acl.requirements import need
 from ..cluster import partition_change as PC
 from ..protocol.errors import ErrorCode, KafkaError
-from .versions import VERSIONS
+from .support.versions import VERSIONS
 
 API_KEY = 45
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _CLUSTER = need(API_KEY, "cluster")

@@ -28,10 +28,10 @@ from ..acl.check import permits
 from ..acl.requirements import need
 from ..protocol.errors import KafkaError
 from ..quota.entities import entity_from_wire, entity_to_wire, ip_host_names, plan_alterations
-from .versions import VERSIONS
+from .support.versions import VERSIONS
 
 API_KEY = 49
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _CLUSTER = need(API_KEY, "cluster")

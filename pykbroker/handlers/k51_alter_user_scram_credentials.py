@@ -25,10 +25,10 @@ from ..acl.requirements import need
 from ..protocol.errors import ErrorCode
 from ..security.scram import (MAX_ITERATIONS, MECHANISM_IDS, MIN_ITERATIONS,
                               credential_from_salted_password)
-from .versions import VERSIONS
+from .support.versions import VERSIONS
 
 API_KEY = 51
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _CLUSTER = need(API_KEY, "cluster")

@@ -18,10 +18,10 @@ from __future__ import annotations
 from ..protocol.errors import ErrorCode
 from ..acl.check import cluster_operations
 from ..protocol.acl import NOT_REQUESTED
-from .versions import VERSIONS
+from .support.versions import VERSIONS
 
 API_KEY = 60
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 
 BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2

@@ -19,11 +19,11 @@ from typing import Any
 from ..acl.check import permits
 from ..acl.requirements import need
 from ..protocol.errors import ErrorCode, KafkaError
-from .common import leader_partition
-from .versions import VERSIONS
+from .support.common import leader_partition
+from .support.versions import VERSIONS
 
 API_KEY = 61
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _TOPIC = need(API_KEY, "topic")

@@ -18,10 +18,10 @@ from ..acl.check import permits
 from ..acl.requirements import need
 from ..coordinator.txn.state_log import STATES_BY_NAME
 from ..protocol.errors import ErrorCode as E
-from .versions import VERSIONS
+from .support.versions import VERSIONS
 
 API_KEY = 66
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _TRANSACTIONAL_ID = need(API_KEY, "transactional_id")

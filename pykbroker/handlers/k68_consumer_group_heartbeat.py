@@ -24,11 +24,11 @@ from ..acl.check import topic_describe_check
 from ..acl.requirements import need
 from ..coordinator.group.api import client_host
 # error_response: no member id, epoch -1, no assignment (the same answer as k76's)
-from .modern_group import group_heartbeat, member_heartbeat_error, member_heartbeat_error_response as error_response
-from .versions import VERSIONS
+from .support.modern_group import group_heartbeat, member_heartbeat_error, member_heartbeat_error_response as error_response
+from .support.versions import VERSIONS
 
 API_KEY = 68
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 # the filter of a regex subscription's topics (acl/requirements.py)
 _REGEX_TOPIC = need(API_KEY, "regex_topic")

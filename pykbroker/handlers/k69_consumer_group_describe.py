@@ -9,12 +9,12 @@ Version notes: v1 adds member_type (1 = consumer protocol member, KIP-1099).
 """
 from __future__ import annotations
 
-from .common import error_per_item
-from .modern_group import describe_groups
-from .versions import VERSIONS
+from .support.common import error_per_item
+from .support.modern_group import describe_groups
+from .support.versions import VERSIONS
 
 API_KEY = 69
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 
 def _err(gid, code, msg=None):

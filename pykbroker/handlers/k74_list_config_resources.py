@@ -23,11 +23,11 @@ from __future__ import annotations
 from ..acl.check import permits
 from ..acl.requirements import need
 from ..protocol.errors import ErrorCode
-from .config_resources import BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC
-from .versions import VERSIONS
+from .support.config_resources import BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC
+from .support.versions import VERSIONS
 
 API_KEY = 74
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _CLUSTER = need(API_KEY, "cluster")

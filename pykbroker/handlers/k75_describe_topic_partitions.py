@@ -14,7 +14,7 @@ Behaviour (Apache Kafka DescribeTopicPartitionsRequestHandler + KRaftMetadataCac
   end and more topics follow, ``next_cursor`` is (next topic, 0); otherwise it is null.
 - A named topic that does not exist: UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for an
   illegal name), zero topic id, no partitions (not listed when asking for all topics).
-- Partitions as Metadata describes them (handlers/common.py ``partition_metadata``); eligible
+- Partitions as Metadata describes them (handlers/support/common.py ``partition_metadata``); eligible
   leader replicas and last known ELR are empty (pykbroker has no ELR, SKIPPED.md).
 - Authorization (with an authorizer): DESCRIBE on each topic; a named topic without it answers
   TOPIC_AUTHORIZATION_FAILED, an all-topics request leaves it out.
@@ -28,11 +28,11 @@ from ..acl.bindings import TOPIC
 from ..acl.check import authorized_operations, session
 from ..acl.requirements import need
 from ..protocol.errors import ErrorCode, KafkaError
-from .common import partition_metadata
-from .versions import VERSIONS
+from .support.common import partition_metadata
+from .support.versions import VERSIONS
 
 API_KEY = 75
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _TOPIC = need(API_KEY, "topic")

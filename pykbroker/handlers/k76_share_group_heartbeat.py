@@ -17,11 +17,11 @@ from __future__ import annotations
 from ..coordinator.group.api import client_host
 from ..protocol.errors import ErrorCode as E
 # error_response: no member id, epoch -1, no assignment (the same answer as k68's)
-from .modern_group import group_heartbeat, member_heartbeat_error, member_heartbeat_error_response as error_response
-from .versions import VERSIONS
+from .support.modern_group import group_heartbeat, member_heartbeat_error, member_heartbeat_error_response as error_response
+from .support.versions import VERSIONS
 
 API_KEY = 76
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 
 

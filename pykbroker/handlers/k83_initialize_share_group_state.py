@@ -2,16 +2,16 @@
 
 Behaviour (coordinator/share/coordinator.py): per partition, a new state epoch and start offset
 with no in-flight batches, written to ``__share_group_state``; a state epoch below the stored
-one: FENCED_STATE_EPOCH.  Common checks in handlers/share_state.py (empty group id:
+one: FENCED_STATE_EPOCH.  Common checks in handlers/support/share_state.py (empty group id:
 INVALID_REQUEST; NOT_COORDINATOR for a shard led elsewhere).
 """
 from __future__ import annotations
 
-from .share_state import each_partition, error_response_for
-from .versions import VERSIONS
+from .support.share_state import each_partition, error_response_for
+from .support.versions import VERSIONS
 
 API_KEY = 83
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 
 

@@ -5,15 +5,15 @@ in-flight state batches (first/last offset, delivery state 0 available / 2 ackno
 4 archived, delivery count).  A partition with no state: INVALID_REQUEST "Read operation on
 uninitialized share partition not allowed." (start offset 0, state epoch 0, as Kafka 4.4).
 The request's leader epoch is recorded when higher than the stored one; a lower one is
-FENCED_LEADER_EPOCH.  Common checks in handlers/share_state.py.
+FENCED_LEADER_EPOCH.  Common checks in handlers/support/share_state.py.
 """
 from __future__ import annotations
 
-from .share_state import each_partition, error_response_for
-from .versions import VERSIONS
+from .support.share_state import each_partition, error_response_for
+from .support.versions import VERSIONS
 
 API_KEY = 84
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 
 # an error answer's fields (Kafka leaves StartOffset at 0 then)

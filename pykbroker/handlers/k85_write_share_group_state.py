@@ -4,16 +4,16 @@ Behaviour (coordinator/share/coordinator.py): per partition the leader's new sta
 leader epochs, start offset, state batches merged over the stored ones: the new batches replace
 the offsets they cover, everything below the start offset goes), written to
 ``__share_group_state``.  A leader epoch below the stored one: FENCED_LEADER_EPOCH; a state epoch
-below it: FENCED_STATE_EPOCH.  Common checks in handlers/share_state.py.
+below it: FENCED_STATE_EPOCH.  Common checks in handlers/support/share_state.py.
 Version notes: v1 adds DeliveryCompleteCount (KIP-1226), stored for ReadShareGroupStateSummary v1.
 """
 from __future__ import annotations
 
-from .share_state import each_partition, error_response_for
-from .versions import VERSIONS
+from .support.share_state import each_partition, error_response_for
+from .support.versions import VERSIONS
 
 API_KEY = 85
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 
 

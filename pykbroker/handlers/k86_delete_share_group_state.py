@@ -2,15 +2,15 @@
 
 Behaviour (coordinator/share/coordinator.py): per partition its state is removed (tombstones in
 ``__share_group_state``); a partition without state answers no error.  Common checks in
-handlers/share_state.py.
+handlers/support/share_state.py.
 """
 from __future__ import annotations
 
-from .share_state import each_partition, error_response_for
-from .versions import VERSIONS
+from .support.share_state import each_partition, error_response_for
+from .support.versions import VERSIONS
 
 API_KEY = 86
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 
 

@@ -2,16 +2,16 @@
 
 Behaviour (coordinator/share/coordinator.py): per partition its state epoch, leader epoch and
 start offset, without the batches and without recording a leader epoch; a partition with no
-state: start offset -1, state and leader epochs 0 (Kafka 4.4's answer).  Common checks in handlers/share_state.py.
+state: start offset -1, state and leader epochs 0 (Kafka 4.4's answer).  Common checks in handlers/support/share_state.py.
 Version notes: v1 adds DeliveryCompleteCount (KIP-1226; -1 when never written).
 """
 from __future__ import annotations
 
-from .share_state import each_partition, error_response_for
-from .versions import VERSIONS
+from .support.share_state import each_partition, error_response_for
+from .support.versions import VERSIONS
 
 API_KEY = 87
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 
 # an error answer's fields (Kafka 4.4: start offset 0); no state: start offset -1, no error

@@ -32,11 +32,11 @@ from ..acl.requirements import need
 from ..cluster.metadata import INTERNAL_TOPICS, is_valid_topic_name
 from ..coordinator.group.api import client_host
 from ..protocol.errors import ErrorCode as E
-from .modern_group import group_heartbeat
-from .versions import VERSIONS
+from .support.modern_group import group_heartbeat
+from .support.versions import VERSIONS
 
 API_KEY = 88
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 
 

@@ -13,12 +13,12 @@ AssignorName ("sticky").
 """
 from __future__ import annotations
 
-from .common import error_per_item
-from .modern_group import AUTHORIZED_OPERATIONS_OMITTED, describe_groups
-from .versions import VERSIONS
+from .support.common import error_per_item
+from .support.modern_group import AUTHORIZED_OPERATIONS_OMITTED, describe_groups
+from .support.versions import VERSIONS
 
 API_KEY = 89
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 
 

@@ -19,13 +19,13 @@ from ..acl.check import permits
 from ..acl.requirements import need
 from ..coordinator.group.api import group_precheck
 from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode as E, KafkaError
-from .common import error_per_item
-from .modern_group import typed_group
-from .share_group_offsets import NO_TOPIC_ID
-from .versions import VERSIONS
+from .support.common import error_per_item
+from .support.modern_group import typed_group
+from .support.share_group_offsets import NO_TOPIC_ID
+from .support.versions import VERSIONS
 
 API_KEY = 90
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _GROUP = need(API_KEY, "group")

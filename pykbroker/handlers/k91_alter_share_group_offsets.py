@@ -17,11 +17,11 @@ from __future__ import annotations
 from ..acl.requirements import need
 from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode as E
 # error_response: a whole-request error is a top-level code with no topics (shared with k92)
-from .share_group_offsets import NO_TOPIC_ID, change_start_offsets, error_response
-from .versions import VERSIONS
+from .support.share_group_offsets import NO_TOPIC_ID, change_start_offsets, error_response
+from .support.versions import VERSIONS
 
 API_KEY = 91
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 # the topic row of acl/requirements.py (the group row is checked in share_group_offsets)
 _TOPIC = need(API_KEY, "topic")

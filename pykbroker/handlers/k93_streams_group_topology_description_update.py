@@ -17,10 +17,10 @@ from __future__ import annotations
 from ..acl.check import permits
 from ..acl.requirements import need
 from ..protocol.errors import ErrorCode as E
-from .versions import VERSIONS
+from .support.versions import VERSIONS
 
 API_KEY = 93
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/versions.py
+MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
 MAX_VERSION = VERSIONS[API_KEY].max_version
 # what this API needs from the authorizer (acl/requirements.py)
 _GROUP = need(API_KEY, "group")

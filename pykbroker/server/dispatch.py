@@ -75,7 +75,7 @@ class RequestContext:
 
     @property
     def services(self):
-        """The broker's components a handler may use (handlers/services.py: BrokerServices)."""
+        """The broker's components a handler may use (handlers/support/services.py: BrokerServices)."""
         return self.broker.services
 
 

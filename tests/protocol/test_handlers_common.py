@@ -1,10 +1,10 @@
-"""handlers/common.py: the partition lookup and the per-partition error answers, without a broker."""
+"""handlers/support/common.py: the partition lookup and the per-partition error answers, without a broker."""
 import types
 
 import pytest
 import trio
 
-from pykbroker.handlers.common import PartitionResponses, each_topic_once, leader_partition
+from pykbroker.handlers.support.common import PartitionResponses, each_topic_once, leader_partition
 from pykbroker.protocol.errors import ErrorCode, KafkaError
 from pykbroker.protocol.records import RecordError
 from pykbroker.storage.errors import KafkaStorageError, OffsetOutOfRange, ProducerStateError

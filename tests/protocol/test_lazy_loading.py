@@ -16,7 +16,7 @@ import pytest
 import trio
 
 from pykbroker.handlers import LazyHandler, load_handlers
-from pykbroker.handlers.versions import VERSIONS
+from pykbroker.handlers.support.versions import VERSIONS
 from pykbroker.protocol.codec import APIS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:
-    from ..clock import BrokerClock
-    from ..cluster.controller import Controller
-    from ..cluster.metadata_cache import MetadataCache
-    from ..cluster.replica_manager import ReplicaManager
-    from ..config import BrokerConfig
+    from ...clock import BrokerClock
+    from ...cluster.controller import Controller
+    from ...cluster.metadata_cache import MetadataCache
+    from ...cluster.replica_manager import ReplicaManager
+    from ...config import BrokerConfig
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,10 @@ the same group checks and answer in the same layout; only what they do to each t
 """
 from __future__ import annotations
 
-from ..coordinator.group.api import group_precheck
-from ..coordinator.group.share import ShareGroup
-from ..acl.check import denial, permits_role
-from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode as E, KafkaError
+from ...coordinator.group.api import group_precheck
+from ...coordinator.group.share import ShareGroup
+from ...acl.check import denial, permits_role
+from ...protocol.errors import DEFAULT_MESSAGES, ErrorCode as E, KafkaError
 from .modern_group import typed_group
 
 # Kafka answers an unknown topic with the zero UUID (Uuid.ZERO_UUID) as its id.

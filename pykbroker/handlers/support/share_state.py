@@ -7,8 +7,8 @@ does not know: UNKNOWN_TOPIC_OR_PARTITION; a partition whose state lives in a sh
 broker does not lead answers NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while it loads)."""
 from __future__ import annotations
 
-from ..acl.check import denial, permits_role
-from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode as E
+from ...acl.check import denial, permits_role
+from ...protocol.errors import DEFAULT_MESSAGES, ErrorCode as E
 
 
 def _result(idx, code, msg=None, **extra):

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import re
 
-from ..cluster.metadata import validate_topic_name
-from ..config import TOPIC_CONFIGS, ConfigError, is_password_key, validate_topic_configs
-from ..dynamic_config import DynamicConfigError, validate_change
-from ..group_config import GroupConfigError, validate as validate_group_configs
-from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode, KafkaError
+from ...cluster.metadata import validate_topic_name
+from ...config import TOPIC_CONFIGS, ConfigError, is_password_key, validate_topic_configs
+from ...dynamic_config import DynamicConfigError, validate_change
+from ...group_config import GroupConfigError, validate as validate_group_configs
+from ...protocol.errors import DEFAULT_MESSAGES, ErrorCode, KafkaError
 from .common import error_per_item
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
@@ -85,7 +85,7 @@ async def alter_broker(broker, name: str, new: dict[str, str], changed: dict[str
         validate_change(broker.config, bool(name), changed)
         if broker.listener_security:
             # listener.name.<l>.ssl.keystore.* / ssl.truststore.*: the new stores must load (security/reload.py)
-            from ..security.reload import validate as validate_keystores
+            from ...security.reload import validate as validate_keystores
             validate_keystores(broker.listener_security, bool(name), changed)
     except DynamicConfigError as e:   # KeystoreUpdateError too
         raise invalid_request(str(e)) from None
@@ -93,7 +93,7 @@ async def alter_broker(broker, name: str, new: dict[str, str], changed: dict[str
         return   # Kafka encodes passwords only when it stores them (toPersistentProps)
     if any(is_password_key(k) for k in changed):
         # password configs stored encoded with password.encoder.secret (password_encoder.py)
-        from ..password_encoder import encode_changed
+        from ...password_encoder import encode_changed
         try:
             new.update(encode_changed(getattr(broker, "password_encoder", None), bool(name),
                                       bool(broker.config["zookeeper.connect"]), changed))
@@ -168,9 +168,9 @@ def config_authorization_error(ctx, rtype: int, name: str):
     what the API's row for it says (acl/requirements.py: DESCRIBE_CONFIGS for DescribeConfigs,
     ALTER_CONFIGS for the alters; ConfigHelper.configsAuthorizationApiError: broker,
     broker-logger and client-metrics configs are the cluster's), else None."""
-    from ..acl import bindings as B
-    from ..acl.check import session
-    from ..acl.requirements import need
+    from ...acl import bindings as B
+    from ...acl.check import session
+    from ...acl.requirements import need
     az = session(ctx)
     if az is None:
         return None

@@ -11,9 +11,9 @@ From one version on (OffsetCommit v10, TxnOffsetCommit v6) both name topics by i
 """
 from __future__ import annotations
 
-from ..coordinator.group.coordinator import OFFSET_METADATA_MAX_BYTES
-from ..coordinator.group.offsets import OffsetAndMetadata
-from ..protocol.errors import ErrorCode as E
+from ...coordinator.group.coordinator import OFFSET_METADATA_MAX_BYTES
+from ...coordinator.group.offsets import OffsetAndMetadata
+from ...protocol.errors import ErrorCode as E
 
 
 def _topic(t, by_id: bool, parts: list) -> dict:

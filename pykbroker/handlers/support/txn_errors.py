@@ -12,7 +12,7 @@ v4, 24/25/26: v2, 28: v3), hence ``fenced_since``.
 """
 from __future__ import annotations
 
-from ..protocol.errors import ErrorCode as E
+from ...protocol.errors import ErrorCode as E
 
 
 def client_error_code(code, api_version: int, fenced_since: int) -> int:

@@ -20,9 +20,9 @@ from typing import Any
 
 # The partition lookup of client requests and the errors after which an answer names the new
 # leader are the ReplicaManager's rules (Kafka's getPartitionOrException), shared by the handlers.
-from ..cluster.replica_manager import NEW_LEADER_ERRORS, leader_partition  # noqa: F401
-from ..coordinator.group.api import group_precheck
-from ..protocol.errors import ErrorCode, KafkaError
+from ...cluster.replica_manager import NEW_LEADER_ERRORS, leader_partition  # noqa: F401
+from ...coordinator.group.api import group_precheck
+from ...protocol.errors import ErrorCode, KafkaError
 
 
 def current_leader(metadata, topic: str, index: int):

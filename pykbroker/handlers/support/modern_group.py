@@ -13,11 +13,11 @@ handler: ``load_handlers`` loads only ``kNN_*``).
 """
 from __future__ import annotations
 
-from ..acl.bindings import GROUP
-from ..acl.check import authorized_operations, denial, permits_role
-from ..coordinator.group.api import group_precheck
-from ..coordinator.group.coordinator import append_error_to_response
-from ..protocol.errors import ErrorCode as E, KafkaError
+from ...acl.bindings import GROUP
+from ...acl.check import authorized_operations, denial, permits_role
+from ...coordinator.group.api import group_precheck
+from ...coordinator.group.coordinator import append_error_to_response
+from ...protocol.errors import ErrorCode as E, KafkaError
 
 # Kafka's authorized_operations when the client did not ask for them: Integer.MIN_VALUE
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648

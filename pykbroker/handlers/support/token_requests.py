@@ -44,8 +44,8 @@ async def renew_or_expire(ctx, change):
     ``change(manager, principal)`` asks the token manager and returns ``(code, expiry, upserts,
     removals, note)``: a change is stored through the controller before the answer (and ``note``
     logged once it is), and an error answers expiry 0 (the response's default)."""
-    from ..protocol.errors import ErrorCode
-    from ..security.delegation_tokens import ERROR_TIMESTAMP
+    from ...protocol.errors import ErrorCode
+    from ...security.delegation_tokens import ERROR_TIMESTAMP
     if not token_requests_allowed(ctx):
         return _expiry_answer(ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, ERROR_TIMESTAMP)
     tm = manager(ctx)
