@@ -15,7 +15,7 @@ import trio
 
 from .cluster.metadata import new_topic_id, topic_id_str
 from .config import BrokerConfig
-from .group_config import GroupConfigView
+from .config.group import GroupConfigView
 from .handlers import load_handlers
 from .server.faults import FaultPlan
 from .server.serve import Listener, parse_listeners, serve_listener
@@ -252,7 +252,7 @@ class BrokerServer:
         self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self.metadata_cache,
                                               controller=self.controller, config=self.config, versions=versions)
         self.controller.set_replica_manager(self.replica_manager)
-        from .dynamic_config import DynamicBrokerConfig
+        from .config.dynamic import DynamicBrokerConfig
         self.dynamic_config = DynamicBrokerConfig(self.config, self.node_id, self.metadata_cache, self.replica_manager)
         if self.listener_security:
             # listener.name.<l>.ssl.keystore.* / ssl.truststore.*: Kafka's dynamic keystore and truststore updates

@@ -46,7 +46,7 @@ _CIPHERS = ("AES/CBC/PKCS5PADDING",)
 
 
 def _java_hash_map_order(keys) -> list[str]:
-    from .dynamic_config import java_set_str   # the same bucket order as a java.util.HashSet
+    from .config.dynamic import java_set_str   # the same bucket order as a java.util.HashSet
     return java_set_str(keys)[1:-1].split(", ")
 
 

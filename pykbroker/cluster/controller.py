@@ -64,7 +64,7 @@ class Controller(abc.ABC):
         # default, "<id>" = one broker's.  Published to the broker-config listeners.
         self._broker_configs: dict[str, dict[str, str]] = {}
         self._broker_config_listeners: list[Callable[[str, dict], Any]] = []
-        # Dynamic group configs as stored (Kafka's strings), per group id (pykbroker/group_config.py)
+        # Dynamic group configs as stored (Kafka's strings), per group id (pykbroker/config/group.py)
         self._group_configs: dict[str, dict[str, str]] = {}
         # SCRAM credentials as Kafka stores them (security/scram.py ScramCredential.to_text):
         # user -> {mechanism: "salt=...,stored_key=...,server_key=...,iterations=N"}; never a

@@ -20,7 +20,7 @@ pykbroker/quota/; a null name is the default entity), plus, when any is set, ``"
 dynamic broker configs of the cluster default ("") and of this node (IncrementalAlterConfigs /
 AlterConfigs on BROKER resources), as Kafka's strings, published to the broker-config listeners
 at load (before the topics) and on every change; and ``"group_configs": {"<group>": {...}}``:
-the dynamic group configs (resource type GROUP, pykbroker/group_config.py); and
+the dynamic group configs (resource type GROUP, pykbroker/config/group.py); and
 ``"delegation_tokens": [{"version": 3, "owner": "User%3Aalice", "tokenId": ..., ...}]``: the
 delegation tokens as Kafka's token znode holds them (security/delegation_tokens.py; never the
 HMAC, derived from the id and ``delegation.token.secret.key``).

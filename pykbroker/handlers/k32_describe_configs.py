@@ -10,7 +10,7 @@ Behaviour (Apache Kafka ConfigHelper.describeConfigs on a KRaft broker):
   internal ones (cluster.id, producer.id.expiration.check.interval.ms), with the static value
   (null when unset and without a default, as Kafka: log.dirs, node.id), source
   DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG or DEFAULT_CONFIG
-  (the highest layer setting it, pykbroker/dynamic_config.py), the type Kafka reports (listeners
+  (the highest layer setting it, pykbroker/config/dynamic.py), the type Kafka reports (listeners
   and log dirs are LISTs), read_only false exactly for the configs Kafka 4.4 can change at run
   time (config.DYNAMIC_BROKER_CONFIGS).  With node.id set, broker.id reads as static too
   (Kafka copies one into the other), with Kafka's default -1 as its default synonym.  Empty name =
@@ -19,7 +19,7 @@ Behaviour (Apache Kafka ConfigHelper.describeConfigs on a KRaft broker):
   broker id, expected N or empty string, but received X"; a non-number: INVALID_REQUEST "Broker
   id must be an integer, but it is: X".
 - BROKER_LOGGER (8): the root logger's level (source DYNAMIC_BROKER_LOGGER_CONFIG).
-- GROUP (32): every public group config (pykbroker/group_config.py, Kafka's GroupConfig) and the
+- GROUP (32): every public group config (pykbroker/config/group.py, Kafka's GroupConfig) and the
   internal ones that are set, read_only false: a stored value has source GROUP_CONFIG (8) and
   the value as parsed (trimmed), else the broker config it falls back to (synonym
   ``group.consumer.session.timeout.ms`` ..., with that config's source) or the literal default
@@ -47,7 +47,7 @@ from .support.common import error_per_item
 from .support.config_resources import (BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC, TYPE_NAMES,
                                config_authorization_error)
 from .support.versions import VERSIONS
-from .. import group_config as GC
+from ..config import group as GC
 
 API_KEY = 32
 MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py

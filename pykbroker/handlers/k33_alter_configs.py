@@ -11,7 +11,7 @@ request, then ConfigurationControlManager.legacyAlterConfigResource):
   existence; missing topic → UNKNOWN_TOPIC_OR_PARTITION "The topic 'X' does not exist.").
   ``validate_only`` checks without changing anything; otherwise the overrides are persisted and
   applied to the open partitions before the answer.
-- BROKER (4): dynamic broker configs (pykbroker/dynamic_config.py): the request's configs become
+- BROKER (4): dynamic broker configs (pykbroker/config/dynamic.py): the request's configs become
   the resource's whole dynamic set (the cluster default for an empty name, else this node's id),
   validated and applied as IncrementalAlterConfigs does.  An empty list changes nothing (Kafka
   4.4 keeps the stored set too).

@@ -28,7 +28,7 @@ TOPIC (2), as the controller does it:
 - ``validate_only`` stops there.  Otherwise the overrides are persisted (the Controller) and
   pushed to the topic's open partitions (ReplicaManager.on_config_change) before the answer.
 
-BROKER (4): dynamic broker configs (pykbroker/dynamic_config.py).  The name must be empty (the
+BROKER (4): dynamic broker configs (pykbroker/config/dynamic.py).  The name must be empty (the
 cluster-wide default) or this node's id (INVALID_REQUEST "Node id must be an integer, but it is:
 X" / "Unexpected broker id, expected N, but received X").  The operations apply in request order
 to the resource's stored dynamic configs: SET, DELETE (a no-op when not set, even for a static
@@ -46,7 +46,7 @@ level among DEBUG, ERROR, FATAL, INFO, TRACE, WARN on an existing logger ("root"
 ``pykbroker...`` logger), DELETE resets a logger to inherit (not the root); APPEND/SUBTRACT are
 INVALID_REQUEST.  Not persisted, as in Kafka.
 
-GROUP (32): dynamic group configs (pykbroker/group_config.py).  An empty name is INVALID_REQUEST
+GROUP (32): dynamic group configs (pykbroker/config/group.py).  An empty name is INVALID_REQUEST
 "Default group resources are not allowed."; SET / DELETE apply to the group's stored configs,
 APPEND / SUBTRACT are INVALID_CONFIG "Can't APPEND to key X because its type is not LIST." (Kafka's
 controller knows no group config as a LIST, not even streams.rack.aware.assignment.tags).  The

@@ -17,7 +17,7 @@ the keys of SslConfigs.RECONFIGURABLE_CONFIGS pykbroker reads from files).
   "Cannot add SSL truststore to an existing listener for which no truststore was configured.").
   Kafka makes these
   configs per broker only: at the cluster default they are refused with its text.
-- ``apply(listener_security, raw)``: the broker's stored dynamic set (dynamic_config.py's
+- ``apply(listener_security, raw)``: the broker's stored dynamic set (config/dynamic.py's
   on_change, at start-up too) becomes each TLS listener's ``dynamic`` layer and a new
   ``ssl_context``; server/secure.py reads ``sec.ssl_context`` for each new connection.  A stored
   keystore that no longer loads (the file gone) is logged and the listener keeps the one it has.
@@ -28,7 +28,7 @@ import logging
 import re
 
 from ..config import ConfigError
-from ..dynamic_config import DynamicConfigError, java_set_str
+from ..config.dynamic import DynamicConfigError, java_set_str
 
 log = logging.getLogger("pykbroker.security")
 

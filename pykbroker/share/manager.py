@@ -16,7 +16,7 @@ records are released).  At most ``group.share.max.share.sessions`` sessions
 (SHARE_SESSION_LIMIT_REACHED).
 
 Share partitions are created on a group's first fetch of a partition and start where the
-group's ``share.auto.offset.reset`` says (a GROUP config, pykbroker/group_config.py: latest =
+group's ``share.auto.offset.reset`` says (a GROUP config, pykbroker/config/group.py: latest =
 the high watermark, Kafka's default; earliest = the log start offset; by_duration:D = the first
 record at or after now - D), or where AlterShareGroupOffsets put them.  Acquisition locks last
 the group's ``share.record.lock.duration.ms``.  Reads are Fetch's:
@@ -63,7 +63,7 @@ class ShareSession:
 class SharePartitionManager:
     def __init__(self, config, replica_manager, metadata_cache, persister=None, group_configs=None, now_ms=None):
         self.rm = replica_manager
-        # the groups' dynamic configs (pykbroker/group_config.GroupConfigView; None: the broker's
+        # the groups' dynamic configs (pykbroker/config/group.py GroupConfigView; None: the broker's
         # defaults): share.auto.offset.reset and share.record.lock.duration.ms
         self.group_configs = group_configs
         self.now_ms = now_ms or (lambda: int(time.time() * 1000))
@@ -146,7 +146,7 @@ class SharePartitionManager:
         if reset == "earliest":
             return partition_obj.log_start_offset
         if reset.startswith("by_duration:"):
-            from ..group_config import parse_duration_ms
+            from ..config.group import parse_duration_ms
             ms = parse_duration_ms(reset[len("by_duration:"):].upper())
             found = partition_obj.log.offset_for_timestamp(self.now_ms() - (ms or 0))
             if found is not None:

@@ -122,7 +122,7 @@ class LogManager:
         self._nursery: Optional[trio.Nursery] = None        # set by start
 
     def _conf(self, name: str) -> Any:
-        # Every key and its Kafka default is declared in pykbroker/config.py; a LogManager built
+        # Every key and its Kafka default is declared in pykbroker/config/broker.py; a LogManager built
         # without a broker config (storage tests) reads those defaults.
         if self.config is None:
             return BROKER_CONFIGS[name].default

@@ -1,4 +1,4 @@
-"""Dynamic broker configs (pykbroker/dynamic_config.py): set per broker through confluent-kafka's
+"""Dynamic broker configs (pykbroker/config/dynamic.py): set per broker through confluent-kafka's
 admin (librdkafka cannot name the cluster default "", so that one goes through the raw wire
 client), read back with DescribeConfigs sources and synonyms, taking effect on the topics
 without a restart (real producers see it, segment files on disk show it) and surviving kill -9."""

@@ -92,7 +92,7 @@ class GroupCoordinator(CoordinatorService):
     def __init__(self, config, metadata=None, log=None, leads_every_partition: bool = True, clock=None,
                  group_configs=None) -> None:
         super().__init__(config, log, leads_every_partition, config["offsets.topic.num.partitions"])
-        # the groups' dynamic configs (pykbroker/group_config.GroupConfigView; None in unit
+        # the groups' dynamic configs (pykbroker/config/group.py GroupConfigView; None in unit
         # tests): session timeouts and heartbeat intervals per group
         self.group_configs = group_configs
         # the broker's clock (pykbroker/clock.py): commit / state timestamps and offsets expiry

@@ -125,7 +125,7 @@ class ModernGroupManager:
 
     GROUP_CLASS: type[ModernGroup] = ModernGroup
     # the broker configs of the group type: session timeout, heartbeat interval, maximum size
-    # (every key and its Kafka default is declared in pykbroker/config.py)
+    # (every key and its Kafka default is declared in pykbroker/config/broker.py)
     CONFIGS = ("", "", "")
     log = logging.getLogger("pykbroker.group")
 

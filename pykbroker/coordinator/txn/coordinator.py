@@ -173,7 +173,7 @@ class TransactionCoordinator(CoordinatorService):
         self.expiry_interval_s = config["transaction.remove.expired.transaction.cleanup.interval.ms"] / 1000.0
         self.expiration_ms = config["transactional.id.expiration.ms"]
         self.verification = config["transaction.partition.verification.enable"]   # dynamic: reconfigure
-        # The finalized transaction.version (config.py): the version the coordinator itself uses
+        # The finalized transaction.version (config/broker.py): the version the coordinator itself uses
         # for the transitions no client asked for (timeouts, fencing), as Kafka's
         # transactionVersionLevel(), and the __transaction_state value version it writes.
         self.tv_level = config["transaction.version"]
@@ -196,7 +196,7 @@ class TransactionCoordinator(CoordinatorService):
                  TRANSACTION_STATE_TOPIC, seconds)
 
     def reconfigure(self, config) -> None:
-        """A dynamic broker config changed (dynamic_config.py)."""
+        """A dynamic broker config changed (config/dynamic.py)."""
         self.verification = config["transaction.partition.verification.enable"]
 
     def _shard_loaded(self, partition: int, txns: dict) -> None:

@@ -9,8 +9,8 @@ import re
 
 from ...cluster.metadata import validate_topic_name
 from ...config import TOPIC_CONFIGS, ConfigError, is_password_key, validate_topic_configs
-from ...dynamic_config import DynamicConfigError, validate_change
-from ...group_config import GroupConfigError, validate as validate_group_configs
+from ...config.dynamic import DynamicConfigError, validate_change
+from ...config.group import GroupConfigError, validate as validate_group_configs
 from ...protocol.errors import DEFAULT_MESSAGES, ErrorCode, KafkaError
 from .common import error_per_item
 
@@ -78,7 +78,7 @@ def broker_entity(broker, name: str) -> str:
 
 async def alter_broker(broker, name: str, new: dict[str, str], changed: dict[str, str],
                        validate_only: bool) -> None:
-    """Dynamic broker configs (dynamic_config.py): ``changed`` (the configs the request sets)
+    """Dynamic broker configs (config/dynamic.py): ``changed`` (the configs the request sets)
     validated as Kafka's DynamicBrokerConfig does (INVALID_REQUEST with its texts), then
     ``new``, the resource's whole dynamic set, stored by the controller and applied."""
     try:
@@ -105,7 +105,7 @@ async def alter_broker(broker, name: str, new: dict[str, str], changed: dict[str
 
 
 async def alter_group(broker, name: str, new: dict[str, str], validate_only: bool) -> None:
-    """Group configs (pykbroker/group_config.py): ``new``, the group's whole resulting set, is
+    """Group configs (pykbroker/config/group.py): ``new``, the group's whole resulting set, is
     validated as Kafka's GroupConfig.validate (INVALID_CONFIG), then stored by the controller,
     where the coordinators read it (the next heartbeat / share partition initialization)."""
     if not name:

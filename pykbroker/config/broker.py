@@ -386,7 +386,7 @@ class _AuthorizerClass(_Validator):
     pykbroker builds (pykbroker/acl/); any other class cannot be loaded here."""
 
     def check(self, v):
-        from .acl.authorizer import AUTHORIZER_CLASSES
+        from ..acl.authorizer import AUTHORIZER_CLASSES
         if not v or v in AUTHORIZER_CLASSES:
             return None
         return (v, "pykbroker builds only Kafka's ACL authorizer (%s)" % ", ".join(AUTHORIZER_CLASSES))
@@ -404,7 +404,7 @@ _DEFS = [
     ConfigDef("node.id", "int", None, "The id of this broker.", validator=_ge(0)),
     ConfigDef("broker.id", "int", -1, "Alias of node.id (ZooKeeper-era name).", validator=_ge(-1)),
     # Kafka lets listeners be reconfigured per broker (read_only false); pykbroker cannot rebind
-    # at run time and refuses the change (dynamic_config.py), but reports the flag as Kafka does.
+    # at run time and refuses the change (config/dynamic.py), but reports the flag as Kafka does.
     # Default: Kafka's is PLAINTEXT://:9092 (all interfaces); pykbroker binds loopback unless told
     # otherwise.
     ConfigDef("listeners", "string", "PLAINTEXT://127.0.0.1:9092", "Listeners: comma-separated NAME://HOST:PORT.",
@@ -780,7 +780,7 @@ _DEFS = [
 # The broker configs Kafka 4.4 can change at run time (DynamicBrokerConfig.AllDynamicConfigs; its
 # DescribeConfigs reports exactly these read_only=false) among those pykbroker declares.  They can
 # be set per broker or as the cluster-wide default (IncrementalAlterConfigs/AlterConfigs on a
-# BROKER resource, dynamic_config.py); every other declared key is refused with Kafka's "Cannot
+# BROKER resource, config/dynamic.py); every other declared key is refused with Kafka's "Cannot
 # update these configs dynamically".  Some have no effect here (num.replica.fetchers: one fetcher
 # per source broker; the compression levels until topics recompress): accepted and reported.
 DYNAMIC_BROKER_CONFIGS = frozenset({
@@ -901,7 +901,7 @@ class BrokerConfig:
 
     def __init__(self, values: dict[str, Any] | None = None):
         self._explicit: dict[str, Any] = {}
-        # Dynamic layers (dynamic_config.py is their only writer): the cluster-wide default and
+        # Dynamic layers (config/dynamic.py is their only writer): the cluster-wide default and
         # this broker's own, parsed; a key set in one overrides the layers below it, as in
         # Kafka: per broker > cluster default > server.properties/--override > built-in default.
         self._dynamic_default: dict[str, Any] = {}
@@ -1007,7 +1007,7 @@ class BrokerConfig:
             return CLUSTER_DEFAULTS[key]
         d = BROKER_CONFIGS.get(key)
         if d is None:
-            raise KeyError("%r is not a broker config declared in pykbroker/config.py" % key)
+            raise KeyError("%r is not a broker config declared in pykbroker/config/broker.py" % key)
         return d.default
 
     def __getitem__(self, key):

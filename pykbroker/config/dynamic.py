@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Iterable
 
-from .config import (BROKER_CONFIGS, DYNAMIC_BROKER_CONFIGS, LISTENER_DYNAMIC_SUFFIXES, PER_BROKER_CONFIGS,
+from .broker import (BROKER_CONFIGS, DYNAMIC_BROKER_CONFIGS, LISTENER_DYNAMIC_SUFFIXES, PER_BROKER_CONFIGS,
                      THREAD_POOL_CONFIGS, ConfigError)
 
 log = logging.getLogger("pykbroker.configs")
