@@ -32,7 +32,13 @@ Nemeses (``NEMESES``; "the leader" is partition 0's leader when the fault starts
 - ``slow-leader``: the leader's links to ZooKeeper and the brokers delayed 100-500 ms each way
   (compat/chaos/relay.py); ``lossy-leader``: 5-20 % of their packets dropped (iptables);
 - ``clock-jump`` (pykbroker only: its control endpoint moves its clock): the leader's clock,
-  then random brokers', jumps 5-60 s forward every 2-5 s of the fault window.
+  then random brokers', jumps 5-60 s forward every 2-5 s of the fault window;
+- combined with process faults (``COMBINED``; undone at the heal: a killed broker restarted on
+  its data, a stopped process continued): ``isolate-kill-new-leader`` (the leader isolated, the
+  broker elected in its place killed -9), ``isolate-pause-zk`` (the leader isolated, ZooKeeper
+  SIGSTOPped beyond the session timeout, continued while the cut lasts),
+  ``followers-cut-sigstop-leader`` (the leader cut from its followers, SIGSTOPped until its
+  session expires, continued still cut: a zombie leader).
 
 ``run(nemesis, seconds)`` returns a :class:`RunReport` (the checker's :class:`Result` and the
 figures of the table).  The command:
@@ -164,6 +170,7 @@ class NemesisContext:
     undo: list = dataclasses.field(default_factory=list)
     ports: dict = dataclasses.field(default_factory=dict)
     events: list = dataclasses.field(default_factory=list)   # what a lasting nemesis did, for the log
+    fault_s: float = 0.0   # the fault window's length (ctx.until - fault_s: when it began)
     figures: dict = dataclasses.field(default_factory=dict)  # the nemesis's own, added to the report's
 
     def heal(self, net) -> None:
@@ -315,6 +322,86 @@ def _clock_jumps(net, leader, others, rnd, ctx):
     return "clock jumps: %s" % ", ".join(jumps)
 
 
+# ---------------------------------------------------------------------------- combined with process faults
+# A partition and a process fault in the same window, as real outages come: a network cut that
+# forces an election, then the process that won it crashes; ZooKeeper stalled while a partition
+# needs it; a leader frozen long enough to lose its session and then thawed behind a cut (a
+# "zombie" that still believes it leads).  Every process fault is undone at the heal (after the
+# net is healed): a killed broker is started again on its data, a paused process continued.
+
+def _wait_new_leader(cluster, old: int, until: float, partition: int = 0) -> Optional[int]:
+    """The partition's leader once it is another broker than ``old`` (None by ``until``)."""
+    while time.monotonic() < until:
+        now = leader_of(cluster, partition)
+        if now is not None and now != old:
+            return now
+        time.sleep(0.2)
+    return None
+
+
+def _restart_later(ctx, broker_id: int) -> None:
+    def undo():
+        t = time.monotonic()
+        try:
+            ctx.cluster.start(broker_id)
+            ctx.events.append("b%d restarted in %.1f s" % (broker_id, time.monotonic() - t))
+        except Exception as e:   # the run goes on with two brokers; the report says so
+            ctx.events.append("b%d failed to restart: %s" % (broker_id, e))
+        ctx.figures["restarts"] = ctx.figures.get("restarts", 0) + 1
+    ctx.undo.append(undo)
+
+
+def _isolate_kill_new_leader(net, leader, others, rnd, ctx):
+    """The leader isolated from all; once another broker leads, that one is killed -9 (only the
+    third broker is left in touch with ZooKeeper: the partition has one live in-sync replica,
+    below ``min.insync.replicas``).  At the heal the killed broker starts again on its data."""
+    net.isolate(_node(leader))
+    new = _wait_new_leader(ctx.cluster, leader, ctx.until - 2.0)
+    if new is None:
+        return "b%d isolated from all; no new leader within the window, nothing killed" % leader
+    t = time.monotonic()
+    ctx.cluster.kill(new)
+    _restart_later(ctx, new)
+    ctx.figures["kill -9"] = ctx.figures.get("kill -9", 0) + 1
+    return "b%d isolated from all; new leader b%d killed -9 %.1f s into the fault" % (
+        leader, new, t - (ctx.until - ctx.fault_s))
+
+
+def _isolate_pause_zk(net, leader, others, rnd, ctx):
+    """The leader isolated from all; 2 s later ZooKeeper itself is stopped (SIGSTOP) for longer
+    than the session timeout, then continued while the leader stays cut: the election the cut
+    asks for has to wait for ZooKeeper, and every session's clock runs out while it is frozen."""
+    zk = ctx.cluster.zookeeper
+    net.isolate(_node(leader))
+    time.sleep(2.0)
+    pause_s = min(ctx.session_timeout_s + 2.0, max(1.0, ctx.until - time.monotonic() - 3.0))
+    zk.pause()
+    ctx.undo.append(zk.resume)   # in case the window ends first
+    time.sleep(pause_s)
+    zk.resume()
+    ctx.figures["zk paused s"] = round(ctx.figures.get("zk paused s", 0) + pause_s, 1)
+    return "b%d isolated from all; ZooKeeper SIGSTOPped %.1f s (2 s in), continued, b%d still cut" % (
+        leader, pause_s, leader)
+
+
+def _followers_cut_sigstop_leader(net, leader, others, rnd, ctx):
+    """The leader cut from its followers (it keeps ZooKeeper), then frozen (SIGSTOP) for longer
+    than the session timeout: ZooKeeper expires it, the controller elects a follower.  It is
+    continued while still cut from the followers: a zombie that believed it led, acknowledging
+    acks=1 writes alone until it learns otherwise (acks=all ones need ``min.insync.replicas``)."""
+    for o in others:
+        net.cut(_node(leader), _node(o))
+    time.sleep(1.0)
+    pause_s = min(ctx.session_timeout_s + 3.0, max(1.0, ctx.until - time.monotonic() - 3.0))
+    ctx.cluster.pause(leader)
+    ctx.undo.append(lambda: ctx.cluster.resume(leader))
+    time.sleep(pause_s)
+    ctx.cluster.resume(leader)
+    ctx.figures["SIGSTOP s"] = round(ctx.figures.get("SIGSTOP s", 0) + pause_s, 1)
+    return "b%d cut from b%s, SIGSTOPped %.1f s (1 s in), continued still cut" % (
+        leader, ",b".join(map(str, others)), pause_s)
+
+
 NEMESES: dict[str, Callable] = {
     "isolate-leader": _isolate_leader,
     "leader-zk": _leader_zk,
@@ -326,7 +413,12 @@ NEMESES: dict[str, Callable] = {
     "slow-leader": _slow_leader,
     "lossy-leader": _lossy_leader,
     "clock-jump": _clock_jumps,
+    "isolate-kill-new-leader": _isolate_kill_new_leader,
+    "isolate-pause-zk": _isolate_pause_zk,
+    "followers-cut-sigstop-leader": _followers_cut_sigstop_leader,
 }
+# partitions combined with process faults (kill -9, SIGSTOP of a broker or of ZooKeeper)
+COMBINED = ("isolate-kill-new-leader", "isolate-pause-zk", "followers-cut-sigstop-leader")
 # nemeses that act all through the fault window themselves (they return at its end)
 LASTING = {"flapping", "clock-jump"}
 # nemeses only pykbroker can be given (its control endpoint moves its clock)
@@ -789,9 +881,13 @@ def run(nemesis: str, seconds: float = 60.0, fault_s: float = 20.0, quiet_s: flo
         partitions: int = 3, producers: int = 2, rate: int = 200, bound: float = 60.0,
         session_timeout_ms: int = 6000, seed: int = 1, data_dir: Optional[str] = None,
         history_path: Optional[str] = None, log: Callable[[str], None] = print,
-        workload: str = "idempotent", broker: str = "pykbroker") -> RunReport:
+        workload: str = "idempotent", broker: str = "pykbroker",
+        after: Optional[Callable[[object], dict]] = None) -> RunReport:
     """One run; ``broker="kafka"``: Apache Kafka 3.9 brokers in ZooKeeper mode in the same
-    namespaces (same ZooKeeper, same settings), the oracle for every figure."""
+    namespaces (same ZooKeeper, same settings), the oracle for every figure.  ``after(cluster)``,
+    when given, is called once everything is read back, before the cluster stops; the figures it
+    returns join the report's."""
+    after_figures: dict = {}
     strike = NEMESES[nemesis]
     rnd = random.Random(seed)
     keep = data_dir is not None
@@ -857,10 +953,13 @@ def run(nemesis: str, seconds: float = 60.0, fault_s: float = 20.0, quiet_s: flo
                 t_fault = time.monotonic()
                 ctx.until = min(t_fault + fault_s, t_end)
                 ctx.events = []
+                ctx.fault_s = ctx.until - t_fault
                 desc = strike(net, leader, others, rnd, ctx)
                 log("t=%.1f fault: %s" % (t_fault - t0, desc))
                 time.sleep(max(0.0, ctx.until - time.monotonic()))
                 ctx.heal(net)
+                if ctx.events and nemesis not in LASTING:   # what the heal did (a restart)
+                    desc += "; heal: " + "; ".join(ctx.events)
                 faults.append((round(t_fault - t0, 1), round(time.monotonic() - t0, 1), desc))
                 log("t=%.1f healed" % (time.monotonic() - t0))
                 time.sleep(max(0.0, min(quiet_s, t_end - time.monotonic())))
@@ -871,6 +970,8 @@ def run(nemesis: str, seconds: float = 60.0, fault_s: float = 20.0, quiet_s: flo
         log("workload stopped (%.1f s after the heal); final read" % (time.monotonic() - h.heal))
         passes = final_read(cluster.bootstrap_servers, h, partitions, h.heal + bound + 30, log=log,
                             isolation=READ_COMMITTED if workload == "txn" else READ_UNCOMMITTED)
+        if after is not None:   # the caller's look at the healed cluster, before it stops
+            after_figures = after(cluster)
     finally:
         cluster.stop_all()
         net.close()
@@ -884,6 +985,7 @@ def run(nemesis: str, seconds: float = 60.0, fault_s: float = 20.0, quiet_s: flo
     if result.acked_without_offset:
         report.figures["acked without offset"] = result.acked_without_offset
     report.figures.update(ctx.figures)
+    report.figures.update(after_figures)
     if result.ok and not keep:
         shutil.rmtree(data_dir, ignore_errors=True)
     return report
