@@ -155,6 +155,68 @@ def _kafka_node_class():
     return KafkaZkNode
 
 
+# The oracle in KRaft mode: Apache Kafka 4.4, each broker also a controller (``process.roles``
+# broker,controller; all three voters of the quorum), in the same namespaces; ZooKeeper still runs
+# in its namespace but nothing uses it, so a cut from "zk" is no cut for this cluster and a
+# paused ZooKeeper no fault.  Its jars: ``python compat/kafka/oracle.py fetch`` (4.4 is its default).
+KAFKA_KRAFT_VERSION = "4.4.0"
+KRAFT_CONTROLLER_PORT = 9093
+
+
+def _kafka_kraft_node_class():
+    import base64
+    import subprocess
+    import uuid
+    from pykbroker.local.cluster import BrokerNode
+
+    class KafkaKraftNode(BrokerNode):
+        """An Apache Kafka 4.4 combined broker+controller in place of a ``pykbroker serve``
+        child; ``voters`` and ``cluster_id`` are the cluster's (set before the first spawn).  Its
+        log dir is formatted at the first spawn only (a restart after kill -9 keeps its data)."""
+        libs = ""
+        voters = ""
+        cluster_id = ""
+
+        def _config(self) -> str:
+            props = {"process.roles": "broker,controller", "node.id": str(self.broker_id),
+                     "controller.quorum.voters": self.voters,
+                     "listeners": "PLAINTEXT://%s:%d,CONTROLLER://%s:%d" % (
+                         self.host, self.port, self.host, KRAFT_CONTROLLER_PORT),
+                     "advertised.listeners": "PLAINTEXT://%s:%d" % (self.host, self.port),
+                     "controller.listener.names": "CONTROLLER", "inter.broker.listener.name": "PLAINTEXT",
+                     "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                     "log.dirs": self.log_dir, "transaction.state.log.replication.factor": "3",
+                     "transaction.state.log.min.isr": "2",
+                     "share.coordinator.state.topic.replication.factor": "3",
+                     **{k: v for k, v in self.overrides.items() if not k.startswith("zookeeper.")}}
+            cfg = os.path.join(self.data_dir, "server.properties")
+            with open(cfg, "w") as fh:
+                fh.write("".join("%s=%s\n" % kv for kv in props.items()))
+            return cfg
+
+        def _java(self) -> list:
+            # small heaps and C1 only: three JVMs share a 2-core machine
+            return ["java", "-Xms64m", "-Xmx384m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                    "-Djava.awt.headless=true", "-Dorg.slf4j.simpleLogger.showDateTime=true",
+                    "-Dkafka.logs.dir=%s" % self.data_dir, "-cp", os.path.join(self.libs, "*")]
+
+        def spawn(self) -> None:
+            if not self.running() and not os.path.exists(os.path.join(self.log_dir, "meta.properties")):
+                os.makedirs(self.log_dir, exist_ok=True)
+                r = subprocess.run(self._java() + ["kafka.tools.StorageTool", "format",
+                                                   "--cluster-id=" + self.cluster_id, "-c", self._config()],
+                                   capture_output=True, text=True)
+                if r.returncode != 0:
+                    raise RuntimeError("kafka-storage format failed: %s %s" % (r.stdout, r.stderr[-2000:]))
+            super().spawn()
+
+        def command(self) -> list:
+            return [*self.launcher, *self._java(), "kafka.Kafka", self._config()]
+
+    KafkaKraftNode.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    return KafkaKraftNode
+
+
 # ---------------------------------------------------------------------------- nemeses
 def _node(broker_id: int) -> str:
     return "b%d" % broker_id
@@ -899,7 +961,7 @@ def run(nemesis: str, seconds: float = 60.0, fault_s: float = 20.0, quiet_s: flo
                  "min.insync.replicas": "2", "offsets.topic.replication.factor": "3",
                  "replica.lag.time.max.ms": "10000", "group.initial.rebalance.delay.ms": "0",
                  "unclean.leader.election.enable": "false"}
-    if broker == "kafka" and nemesis in PYKBROKER_ONLY:
+    if broker != "pykbroker" and nemesis in PYKBROKER_ONLY:
         raise ValueError("%s needs pykbroker's control endpoint (Apache Kafka's clock cannot be moved here)" % nemesis)
     h = History()
     faults: list = []
@@ -911,23 +973,32 @@ def run(nemesis: str, seconds: float = 60.0, fault_s: float = 20.0, quiet_s: flo
             b.control_port = 0   # serve --control on the broker's namespace address
     ctx = NemesisContext(cluster, session_timeout_ms / 1000.0,
                          ports={"zk": netns.ZK_PORT, **{_node(b.broker_id): b.port for b in cluster.brokers}})
-    if broker == "kafka":
-        libs = kafka_libs()
+    if broker in ("kafka", "kafka4"):
+        version = KAFKA_ZK_VERSION if broker == "kafka" else KAFKA_KRAFT_VERSION
+        libs = kafka_libs(version)
         if libs is None:
             cluster.close()
             raise RuntimeError("Apache Kafka %s jars not found: python compat/kafka/oracle.py fetch --version %s"
-                               % (KAFKA_ZK_VERSION, KAFKA_ZK_VERSION))
-        node_cls = _kafka_node_class()
+                               % (version, version))
+        node_cls = _kafka_node_class() if broker == "kafka" else _kafka_kraft_node_class()
+        if broker == "kafka4":
+            node_cls.voters = ",".join("%d@%s:%d" % (b.broker_id, b.host, KRAFT_CONTROLLER_PORT)
+                                       for b in cluster.brokers)
+            # KRaft's broker session (heartbeats to the controller quorum) stands for the
+            # ZooKeeper session of the other two: the same length
+            overrides["broker.session.timeout.ms"] = str(session_timeout_ms)
+            overrides["broker.heartbeat.interval.ms"] = str(min(2000, session_timeout_ms // 3))
         kafka_nodes = []
         for b in cluster.brokers:
-            k = node_cls(b.broker_id, b.data_dir, None, b.overrides)
+            k = node_cls(b.broker_id, b.data_dir, None, dict(b.overrides, **overrides))
             k.host, k.launcher, k.port, k.libs = b.host, b.launcher, b.port, libs
             k.die_with_parent = True
             kafka_nodes.append(k)
         cluster.brokers = kafka_nodes
     try:
         cluster.start()
-        cluster.wait_registered()
+        if broker != "kafka4":   # KRaft brokers register with their controllers, not in ZooKeeper
+            cluster.wait_registered()
         # Kafka's ZooKeeper-mode brokers take CreateTopics only on the controller
         first = cluster.broker(controller_of(cluster) or 1)
         with wire.WireClient((first.host, first.port)) as c:
@@ -1000,9 +1071,11 @@ def main(argv=None) -> int:
     ap.add_argument("--fault", type=float, default=20.0, help="seconds each fault lasts (default 20)")
     ap.add_argument("--quiet", type=float, default=10.0, help="seconds between faults (default 10)")
     ap.add_argument("--producers", type=int, default=2)
-    ap.add_argument("--broker", default="pykbroker", choices=["pykbroker", "kafka", "both"],
+    ap.add_argument("--broker", default="pykbroker", choices=["pykbroker", "kafka", "kafka4", "both", "all"],
                     help="kafka: Apache Kafka %s in ZooKeeper mode in the same namespaces (the oracle); "
-                         "both: each run on pykbroker, then on Kafka" % KAFKA_ZK_VERSION)
+                         "kafka4: Apache Kafka %s in KRaft mode (each broker also a controller); "
+                         "both: each run on pykbroker, then on Kafka %s; all: on the three"
+                         % (KAFKA_ZK_VERSION, KAFKA_KRAFT_VERSION, KAFKA_ZK_VERSION))
     ap.add_argument("--workload", action="append", choices=WORKLOADS,
                     help="idempotent (acks=all, idempotent producers; the default), acks1 (acks=1: "
                          "losses expected, as with Kafka), txn (transactional consume-transform-produce, "
@@ -1028,9 +1101,9 @@ def main(argv=None) -> int:
         raise KeyboardInterrupt("signal %d" % signum)
     signal.signal(signal.SIGTERM, stop)
     reports = []
-    brokers = ["pykbroker", "kafka"] if args.broker == "both" else [args.broker]
+    brokers = {"both": ["pykbroker", "kafka"], "all": ["pykbroker", "kafka", "kafka4"]}.get(args.broker, [args.broker])
     for n, w, br in [(n, w, br) for n in args.nemeses for w in (args.workload or ["idempotent"]) for br in brokers]:
-        if br == "kafka" and n in PYKBROKER_ONLY:
+        if br != "pykbroker" and n in PYKBROKER_ONLY:
             print("[%s-%s-kafka] skipped: Apache Kafka's clock cannot be moved here (no control endpoint)" % (n, w))
             continue
         tag = "%s-%s-%s" % (n, w, br)
