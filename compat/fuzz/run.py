@@ -4,6 +4,7 @@
     python compat/fuzz/run.py --requests 1000000 --json /tmp/fuzz.json
     python compat/fuzz/run.py --seconds 60 --seed 3 --mutate-share 0.8
     python compat/fuzz/run.py --sasl --requests 5000      # the SASL exchange (compat/fuzz/sasl.py), 5000 sessions
+    python compat/fuzz/run.py --sasl --seconds 600        # as many SASL sessions as ten minutes hold
 
 A broker is started as users run it (`pykbroker serve`, a child process, fresh data dir), a real
 client (confluent-kafka) produces records to a topic of its own and commits a group's offsets,
@@ -47,13 +48,18 @@ def main(argv=None) -> int:
     if args.sasl:
         from compat.fuzz.sasl import run_against_new_broker as run_sasl
         with tempfile.TemporaryDirectory() as d:
-            fig = run_sasl(os.path.join(d, "data"), sessions=args.requests or 2000, seed=args.seed,
-                           batch=args.batch, mutate_share=args.mutate_share)
+            # --seconds alone: as many sessions as fit in that time
+            sessions = args.requests or (2000 if args.seconds is None else 10 ** 9)
+            fig = run_sasl(os.path.join(d, "data"), sessions=sessions, seed=args.seed,
+                           batch=args.batch, mutate_share=args.mutate_share, seconds=args.seconds)
         for k, v in vars(fig).items():
             if k != "findings":
                 print("%-16s %s" % (k, v))
         for f in fig.findings:
             print("finding:", f)
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump(vars(fig), fh, indent=1, default=str)
         return 0 if fig.ok() else 1
     if args.requests is None and args.seconds is None:
         args.seconds = 60.0

@@ -27,6 +27,7 @@ import socket
 import struct
 import time
 from dataclasses import dataclass, field
+from typing import Optional
 
 from pykbroker.protocol.codec import APIS
 from pykbroker.protocol.primitives import ProtocolError
@@ -343,10 +344,11 @@ class SaslFuzzer(FuzzTarget):
                 fig.internal_errors += 1
                 self.finding("log: " + line.strip()[:500], b"")
 
-    def run(self, sessions: int, batch: int = 100) -> SaslFigures:
+    def run(self, sessions: int, batch: int = 100, seconds: Optional[float] = None) -> SaslFigures:
+        """``sessions`` sessions, or fewer when ``seconds`` have passed first (checked per batch)."""
         t0 = time.monotonic()
         done = 0
-        while done < sessions and not self._stop:
+        while done < sessions and not self._stop and (seconds is None or time.monotonic() - t0 < seconds):
             for _ in range(min(batch, sessions - done)):
                 self.figures.sessions += 1
                 rnd = random.Random(self.rnd.getrandbits(64))
@@ -386,7 +388,7 @@ def client_config(bootstrap: str, mechanism: str = "SCRAM-SHA-512") -> dict:
 
 
 def run_against_new_broker(data_dir: str, sessions: int = 1000, seed: int = 0, batch: int = 100,
-                           mutate_share: float = 0.5) -> SaslFigures:
+                           mutate_share: float = 0.5, seconds: Optional[float] = None) -> SaslFigures:
     """A broker process with a SASL listener (PLAIN from JAAS, SCRAM users created through the
     admin API, OAUTHBEARER unsecured), fuzzed, stopped."""
     from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
@@ -401,5 +403,5 @@ def run_against_new_broker(data_dir: str, sessions: int = 1000, seed: int = 0, b
             f.result(15)
         fz = SaslFuzzer(b.bootstrap, pid=b.proc.pid, log_lines=b.lines, seed=seed, mutate_share=mutate_share)
         fz.check_health()
-        fig = fz.run(sessions, batch)
+        fig = fz.run(sessions, batch, seconds)
     return fig
