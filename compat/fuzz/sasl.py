@@ -339,10 +339,19 @@ class SaslFuzzer(FuzzTarget):
         if not res or res[0] is not None:
             fig.health_failures += 1
             self.finding("health check %d: %s" % (fig.health_checks, res[0] if res else "no delivery"), b"")
-        for line in self.new_log_lines():
-            if " ERROR " in line or " CRITICAL " in line or line.startswith("Traceback"):
+        new = list(self.new_log_lines())
+        for i, line in enumerate(new):
+            if " ERROR " in line or " CRITICAL " in line:
                 fig.internal_errors += 1
                 self.finding("log: " + line.strip()[:500], b"")
+            elif line.startswith("Traceback"):
+                # the whole traceback (to its exception line): what a fix needs
+                tb = [line.rstrip()]
+                for nxt in new[i + 1:i + 60]:
+                    tb.append(nxt.rstrip())
+                    if nxt and not nxt[0].isspace():
+                        break
+                self.finding("log: " + "\n".join(tb)[-4000:], b"")
 
     def run(self, sessions: int, batch: int = 100, seconds: Optional[float] = None) -> SaslFigures:
         """``sessions`` sessions, or fewer when ``seconds`` have passed first (checked per batch)."""

@@ -35,6 +35,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import math
 from typing import Callable
 
 from .errors import AuthenticationFailed
@@ -44,6 +45,22 @@ from .errors import AuthenticationFailed
 log = logging.getLogger("pykbroker.security")
 
 _GENERIC = "Authentication failed during authentication due to invalid credentials with SASL mechanism OAUTHBEARER"
+
+
+_LONG_MIN, _LONG_MAX = -(2 ** 63), 2 ** 63 - 1
+
+
+def claim_ms(seconds) -> int:
+    """A NumericDate claim (seconds, an int or a float) in ms as Kafka's Java long: a value past
+    the long range saturates (Math.round of a double: 1e400 or 10**30 is Long.MAX_VALUE, NaN 0),
+    so a token with a far-off ``exp`` is valid for a session of at most Long.MAX_VALUE ms, never
+    an int64 the SaslAuthenticate answer cannot hold."""
+    if isinstance(seconds, float):
+        if math.isnan(seconds):
+            return 0
+        if math.isinf(seconds):
+            return _LONG_MAX if seconds > 0 else _LONG_MIN
+    return max(_LONG_MIN, min(_LONG_MAX, int(seconds * 1000)))
 
 
 def _b64url(part: str) -> bytes:
@@ -132,14 +149,14 @@ class OAuthBearerServer:
         exp = claims.get("exp")
         if isinstance(exp, bool) or not isinstance(exp, (int, float)):
             return invalid
-        exp_ms = int(exp * 1000)
+        exp_ms = claim_ms(exp)
         if now - self._skew_ms >= exp_ms:
             return invalid   # expired
         iat = claims.get("iat")
         if iat is not None:
             if isinstance(iat, bool) or not isinstance(iat, (int, float)):
                 return invalid
-            if int(iat * 1000) > now + self._skew_ms or int(iat * 1000) > exp_ms:
+            if claim_ms(iat) > now + self._skew_ms or claim_ms(iat) > exp_ms:
                 return invalid
         principal = claims.get(self._principal_claim)
         if not isinstance(principal, str) or not principal.strip():
@@ -276,12 +293,12 @@ class JwtValidator:
         for v in (exp, iat) + ((nbf,) if nbf is not None else ()):
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 return None
-        exp_ms = int(exp * 1000)
+        exp_ms = claim_ms(exp)
         if exp < 0 or iat < 0:
             return None   # ClaimValidationUtils: exp and iat non-negative
         if now_ms - self._skew_ms >= exp_ms:
             return None   # expired
-        if nbf is not None and int(nbf * 1000) > now_ms + self._skew_ms:
+        if nbf is not None and claim_ms(nbf) > now_ms + self._skew_ms:
             return None   # not yet valid
         # iat must be present and numeric, but one in the future is accepted: Kafka's
         # BrokerJwtValidator leaves jose4j's default (no bound on iat) in place
