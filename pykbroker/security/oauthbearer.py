@@ -55,12 +55,13 @@ def claim_ms(seconds) -> int:
     the long range saturates (Math.round of a double: 1e400 or 10**30 is Long.MAX_VALUE, NaN 0),
     so a token with a far-off ``exp`` is valid for a session of at most Long.MAX_VALUE ms, never
     an int64 the SaslAuthenticate answer cannot hold."""
-    if isinstance(seconds, float):
-        if math.isnan(seconds):
+    ms = seconds * 1000   # a float of 1e306 s is infinity once in ms: checked after the product
+    if isinstance(ms, float):
+        if math.isnan(ms):
             return 0
-        if math.isinf(seconds):
-            return _LONG_MAX if seconds > 0 else _LONG_MIN
-    return max(_LONG_MIN, min(_LONG_MAX, int(seconds * 1000)))
+        if math.isinf(ms):
+            return _LONG_MAX if ms > 0 else _LONG_MIN
+    return max(_LONG_MIN, min(_LONG_MAX, int(ms)))
 
 
 def _b64url(part: str) -> bytes:

@@ -1,7 +1,7 @@
 """Regression tests for what the long SASL fuzz runs found (compat/fuzz/results/README.md).
 
 An unsecured OAUTHBEARER token whose ``exp`` lies beyond a Java long in milliseconds (``1e300``,
-``10**30``, or ``1e999``, which JSON reads as infinity) made SaslAuthenticate v1+ raise while
+``1.7e306``, infinite once in ms, ``10**30``, or ``1e999``, which JSON reads as infinity) made SaslAuthenticate v1+ raise while
 encoding ``session_lifetime_ms`` (int64) or converting the float: a traceback in the log, an
 UNKNOWN_SERVER_ERROR instead of Kafka's answer.  Kafka reads the claim as a double and rounds it
 to a long (Math.round saturates: Long.MAX_VALUE), so the token is valid and the session's
@@ -32,7 +32,7 @@ class _Sec:
     plain_users: dict = {}
 
 
-@pytest.mark.parametrize("exp", ["1e300", "1000000000000000000000000000000", "1e999"])
+@pytest.mark.parametrize("exp", ["1e300", "1.7e306", "1000000000000000000000000000000", "1e999"])
 @pytest.mark.parametrize("version", [1, 2])
 def test_a_far_off_exp_saturates_like_a_java_long(exp, version):
     a = SaslAuthenticator(_Sec(), lambda u, m: None, now_ms=lambda: NOW_MS)
@@ -46,6 +46,7 @@ def test_a_far_off_exp_saturates_like_a_java_long(exp, version):
 
 def test_claim_ms_is_math_round_to_a_long():
     assert claim_ms(1.5) == 1500 and claim_ms(10 ** 30) == LONG_MAX and claim_ms(-(10 ** 30)) == -(2 ** 63)
+    assert claim_ms(1.7e306) == LONG_MAX and claim_ms(-1.7e306) == -(2 ** 63)
     assert claim_ms(float("inf")) == LONG_MAX and claim_ms(float("-inf")) == -(2 ** 63) and claim_ms(float("nan")) == 0
 
 
