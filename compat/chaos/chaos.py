@@ -19,7 +19,7 @@ partition from the start to its end.  The checker reports:
 
 Scenarios (``SCENARIOS``): ``kill-leader`` (kill -9 the leader of a partition every
 ``interval`` s, restart it a little later), ``bounce`` (SIGTERM a broker and start it again),
-``pause-leader`` (SIGSTOP a leader for 5-15 s), ``zookeeper`` (ZooKeeper killed for 20 s),
+``pause-leader`` (SIGSTOP a leader for 5-15 s), ``zookeeper`` (ZooKeeper killed for 20 s; 2.5 intervals when shorter),
 ``all-down`` (every broker killed at once, then all started), ``zk-blips`` (every broker's
 ZooKeeper link dropped every 3 s through a relay, sessions kept, while the leader of a partition
 other than the controller is killed -9 every ``interval`` s and kept down that long).
@@ -366,7 +366,9 @@ def _zookeeper(cluster, rnd, partitions, interval, stop) -> int:
     if stop(interval / 2):
         return 0
     cluster.zookeeper.kill(signal.SIGKILL)
-    stop(20.0)
+    # down 20 s in the default 10 s-interval runs, 2.5 intervals in shorter ones: always longer
+    # than the brokers' 6 s sessions, and load still flows for a while after ZooKeeper returns
+    stop(min(20.0, 2.5 * interval))
     cluster.zookeeper.start()
     return 1
 
