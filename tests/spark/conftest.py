@@ -15,9 +15,12 @@ from .util import QUICK
 AGAINST_KAFKA = os.environ.get("PYKBROKER_SPARK_AGAINST") == "kafka"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def spark():
-    """One SparkSession per test module (local[2]); the JVM is reused by later modules."""
+    """One SparkSession (local[2]) for every module that uses it: starting a SparkContext again
+    per module cost 5-12 s each on 2 loaded cores, and the JVM (py4j's gateway, with its
+    connector's consumer pools) outlived each module's session before anyway.  Each test uses
+    topics, groups and checkpoints of its own; none changes the session's configuration."""
     if QUICK:
         pytest.skip("PYKBROKER_QUICK=1")
     from pykbroker.pipeline.spark import build_session
