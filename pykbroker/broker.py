@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import TYPE_CHECKING, Any, Optional
 
 import trio
 
@@ -20,6 +21,18 @@ from .handlers import load_handlers
 from .server.faults import FaultPlan
 from .server.serve import Listener, parse_listeners, serve_listener
 from .storage.fs import REAL_FS
+
+if TYPE_CHECKING:
+    from .acl.authorizer import Authorizer
+    from .cluster.controller import Controller
+    from .cluster.metadata_cache import MetadataCache
+    from .cluster.replica_manager import ReplicaManager
+    from .coordinator.group.coordinator import GroupCoordinator
+    from .coordinator.share.coordinator import ShareCoordinator
+    from .coordinator.txn.coordinator import TransactionCoordinator
+    from .handlers.support.services import BrokerServices
+    from .security.delegation_tokens import DelegationTokenManager
+    from .storage.manager import LogManager
 
 log = logging.getLogger("pykbroker.broker")
 
@@ -71,36 +84,37 @@ class BrokerServer:
         self.auth_stats = AuthenticationStats()   # authentications per listener/mechanism (metrics)
         self.advertised: list[Listener] = []
         self.cluster_id: str = ""
-        self.metadata_cache = None   # read-only view of the cluster metadata (cluster/metadata_cache.py)
-        self.controller = None       # its only writer (cluster/controller.py)
+        # None until run() builds them (start-up order: module docstring)
+        self.metadata_cache: Optional[MetadataCache] = None   # read-only view of the cluster metadata (cluster/metadata_cache.py)
+        self.controller: Optional[Controller] = None       # its only writer (cluster/controller.py)
         # authorizer.class.name set: Kafka's ACL authorizer (acl/authorizer.py), following the
         # controller's ACL bindings; None: every principal may do everything (Kafka's default)
-        self.authorizer = None
+        self.authorizer: Optional[Authorizer] = None
         # delegation tokens (security/delegation_tokens.py), built by run()
-        self.token_manager = None
+        self.token_manager: Optional[DelegationTokenManager] = None
         # client quotas (quota/manager.py), following the controller's stored quotas
         from .quota.manager import ClientQuotaManager
         self.client_quotas = ClientQuotaManager(config["quota.window.num"], config["quota.window.size.seconds"])
         # max.connections / max.connections.per.ip at accept time (quota/connections.py)
         from .quota.connections import ConnectionQuotas
         self.connection_quotas = ConnectionQuotas(config, self.listeners)
-        self.log_manager = None
-        self.replica_manager = None
+        self.log_manager: Optional[LogManager] = None
+        self.replica_manager: Optional[ReplicaManager] = None
         self.storage_fs = None      # the storage fault seam (tests set a FaultFS before run)
         self.halt_hook = None       # replaces the process exit on a halt (in-process tests)
         self.faults = FaultPlan()   # injected request faults (server/faults.py; empty: off)
         self.observer = None        # metrics / trace / JSON request logs (observability/observer.py; None: off)
-        self.group_coordinator = None
-        self.transaction_coordinator = None
-        self.share_coordinator = None         # KIP-932 __share_group_state (coordinator/share/)
+        self.group_coordinator: Optional[GroupCoordinator] = None
+        self.transaction_coordinator: Optional[TransactionCoordinator] = None
+        self.share_coordinator: Optional[ShareCoordinator] = None        # KIP-932 __share_group_state (coordinator/share/)
         # what the request handlers use (handlers/support/services.py), built once everything exists
-        self.services = None
+        self.services: Optional[BrokerServices] = None
         # KIP-932 share partitions and sessions (share/manager.py): see share_partition_manager
         self._share_partition_manager = None
-        self._share_partition_args = None   # its constructor's arguments, set at start-up
+        self._share_partition_args: Optional[tuple] = None   # its constructor's arguments, set at start-up
         self.ready = trio.Event()
         self.crashed = False
-        self._components: list = []
+        self._components: list[Any] = []
 
     # -- share partitions (KIP-932) -----------------------------------------------------------
 
@@ -169,14 +183,15 @@ class BrokerServer:
         """Kafka's token expiry check: every ``delegation.token.expiry.check.interval.ms`` (on the
         broker's clock) the tokens past their expiry or max timestamp are removed through the
         controller; a failed removal is logged and tried again at the next check."""
-        tm = self.token_manager
+        tm, controller = self.token_manager, self.controller
+        assert tm is not None and controller is not None   # started by _run only with both
         while True:
             await trio.sleep(tm.check_interval_ms / 1000.0)
             expired = tm.expired()
             if not expired:
                 continue
             try:
-                await self.controller.alter_delegation_tokens(removals=expired)
+                await controller.alter_delegation_tokens(removals=expired)
                 for token_id in expired:
                     log.info("Delegation token %s expired and removed", token_id)
             except Exception:
@@ -206,54 +221,56 @@ class BrokerServer:
         zk = bool(self.config["zookeeper.connect"])
         if not zk:
             self._load_identity()
-        self.metadata_cache = MetadataCache(self.node_id, self.cluster_id, self.config.effective_topic_config)
+        cache = self.metadata_cache = MetadataCache(self.node_id, self.cluster_id, self.config.effective_topic_config)
+        controller: Controller
         if zk:
             # A cluster member: ZooKeeper holds the metadata (cluster/zk_controller.py) and
             # the cluster id (a new cluster takes this data dir's, or a fresh one).
             from .cluster.zk_controller import ZkController
-            self.controller = ZkController(self.metadata_cache, self.config, self.node_id)
+            zkc = ZkController(cache, self.config, self.node_id)
+            controller = self.controller = zkc
             try:
                 meta = _read_meta(os.path.join(self.log_dirs[0], "meta.properties"))
                 hint = self.config["cluster.id"] or meta.get("cluster.id") or topic_id_str(new_topic_id())
-                cid = await self.controller.connect(hint)
+                cid = await zkc.connect(hint)
                 self._load_identity(cid)
-                self.metadata_cache.cluster_id = cid
+                cache.cluster_id = cid
             except BaseException:
                 with trio.CancelScope(shield=True):
-                    await self.controller.shutdown()
+                    await zkc.shutdown()
                 raise
         else:
             factory = self.controller_factory or LocalController
-            self.controller = factory(self.metadata_cache, self.config, self.node_id, self.log_dirs[0],
-                                      fs=self.storage_fs or REAL_FS)
-        single_node = isinstance(self.controller, LocalController)
+            controller = self.controller = factory(cache, self.config, self.node_id, self.log_dirs[0],
+                                                   fs=self.storage_fs or REAL_FS)
+        single_node = isinstance(controller, LocalController)
         if self.config["authorizer.class.name"]:
             # acl/ imported only when an authorizer is configured (start-up of the default broker)
             from .acl.authorizer import from_config as authorizer_from_config
             self.authorizer = authorizer_from_config(self.config)
         if self.authorizer is not None:
             # before load(): the stored bindings reach the index before any listener is bound
-            self.controller.add_acl_listener(self.authorizer.apply)
-        self.controller.add_client_quota_listener(self.client_quotas.apply)
-        self.controller.add_client_quota_listener(self.connection_quotas.apply)
+            controller.add_acl_listener(self.authorizer.apply)
+        controller.add_client_quota_listener(self.client_quotas.apply)
+        controller.add_client_quota_listener(self.connection_quotas.apply)
         # delegation tokens (security/delegation_tokens.py, imported only then): the cache follows
         # the controller's stored tokens; without a secret key none (the token APIs answer
         # DELEGATION_TOKEN_AUTH_DISABLED, as Kafka's)
         if self.config["delegation.token.secret.key"] or self.config["delegation.token.master.key"]:
             from .security.delegation_tokens import DelegationTokenManager
-            self.token_manager = DelegationTokenManager.from_config(self.config, self.clock.time_ms)
-            self.controller.add_delegation_token_listener(self.token_manager.apply)
-        self.log_manager = LogManager(self.log_dirs, self.storage_fs, config=self.config,
-                                      metadata=self.metadata_cache, halt_hook=self.halt_hook, new_log_epoch=0,
-                                      clock=self.clock)
+            tm = self.token_manager = DelegationTokenManager.from_config(self.config, self.clock.time_ms)
+            controller.add_delegation_token_listener(tm.apply)
+        log_manager = self.log_manager = LogManager(self.log_dirs, self.storage_fs, config=self.config,
+                                                    metadata=cache, halt_hook=self.halt_hook, new_log_epoch=0,
+                                                    clock=self.clock)
         # what this broker sends other brokers: the versions it serves itself (--as-kafka applied)
         from .cluster.interbroker import InterBrokerVersions
         versions = InterBrokerVersions(self.handlers)
-        self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self.metadata_cache,
-                                              controller=self.controller, config=self.config, versions=versions)
-        self.controller.set_replica_manager(self.replica_manager)
+        rm = self.replica_manager = ReplicaManager(self.node_id, log_manager, cache,
+                                                   controller=controller, config=self.config, versions=versions)
+        controller.set_replica_manager(rm)
         from .config.dynamic import DynamicBrokerConfig
-        self.dynamic_config = DynamicBrokerConfig(self.config, self.node_id, self.metadata_cache, self.replica_manager)
+        self.dynamic_config = DynamicBrokerConfig(self.config, self.node_id, cache, rm)
         if self.listener_security:
             # listener.name.<l>.ssl.keystore.* / ssl.truststore.*: Kafka's dynamic keystore and truststore updates
             from .security.reload import apply as apply_keystores
@@ -263,50 +280,45 @@ class BrokerServer:
         # password.encoder.secret: stored passwords are encoded (password_encoder.py); the module is
         # imported only when a secret is set or a stored value is an encoded one
         self.dynamic_config.set_password_decoder(self._decode_passwords)
-        self.dynamic_config.add_reconfigurable(self.log_manager)
-        self.controller.add_broker_config_listener(self.dynamic_config.on_change)
-        self.replica_manager.on_replicas_offline = (
-            lambda tps: self.controller.replicas_offline(self.node_id, tps))
-        try:
-            from .coordinator.group.coordinator import BrokerOffsetsLog, GroupCoordinator
-        except ImportError:  # consumer groups not built into this tree yet
-            GroupCoordinator = None
+        self.dynamic_config.add_reconfigurable(log_manager)
+        controller.add_broker_config_listener(self.dynamic_config.on_change)
+        rm.on_replicas_offline = (
+            lambda tps: controller.replicas_offline(self.node_id, tps))
+        from .coordinator.group.coordinator import BrokerOffsetsLog, GroupCoordinator
         async with trio.open_nursery() as nursery:
             self.nursery = nursery
             try:
-                await self.controller.load()
+                await controller.load()
                 # registered at once (topic creation counts registered brokers); its endpoints
                 # follow once the listeners are bound
-                await self.controller.register_broker(self.node_id, (), self.config["broker.rack"])
-                await self.log_manager.startup(nursery)
-                self._components.append(self.log_manager)
-                await self.replica_manager.startup(nursery)
+                await controller.register_broker(self.node_id, (), self.config["broker.rack"])
+                await log_manager.startup(nursery)
+                self._components.append(log_manager)
+                await rm.startup(nursery)
                 # watches/events from here on (the partitions exist to receive them)
-                await self.controller.startup(nursery)
+                await controller.startup(nursery)
                 if self.token_manager is not None:
                     nursery.start_soon(self._expire_tokens)
                 # GROUP config resources: stored by the controller, read by the coordinators
-                group_configs = GroupConfigView(self.controller.group_configs, self.config)
-                if GroupCoordinator is not None:
-                    gc = self.group_coordinator = GroupCoordinator(
-                        self.config, self.metadata_cache,
-                        BrokerOffsetsLog(self.metadata_cache, self.replica_manager, self.controller),
-                        leads_every_partition=single_node, clock=self.clock, group_configs=group_configs)
-                    self.controller.add_topic_deleted_listener(gc.on_topic_deleted)
-                    gc.topic_creator = self.controller.create_topic  # streams groups' internal topics
-                    # Single node: startup() leads (loads) every __consumer_offsets partition; in
-                    # a cluster, the ReplicaManager's leadership changes of its partitions call
-                    # on_become_leader/on_resign.
-                    await gc.startup(nursery)
-                    if not single_node:
-                        from .coordinator.group.offsets import OFFSETS_TOPIC
-                        self._follow_leadership(OFFSETS_TOPIC, gc)
-                    self._components.append(gc)
+                group_configs = GroupConfigView(controller.group_configs, self.config)
+                gc = self.group_coordinator = GroupCoordinator(
+                    self.config, cache, BrokerOffsetsLog(cache, rm, controller),
+                    leads_every_partition=single_node, clock=self.clock, group_configs=group_configs)
+                controller.add_topic_deleted_listener(gc.on_topic_deleted)
+                gc.topic_creator = controller.create_topic  # streams groups' internal topics
+                # Single node: startup() leads (loads) every __consumer_offsets partition; in
+                # a cluster, the ReplicaManager's leadership changes of its partitions call
+                # on_become_leader/on_resign.
+                await gc.startup(nursery)
+                if not single_node:
+                    from .coordinator.group.offsets import OFFSETS_TOPIC
+                    self._follow_leadership(OFFSETS_TOPIC, gc)
+                self._components.append(gc)
                 # KIP-932: the share coordinator (__share_group_state) and the share partitions,
                 # which persist their delivery state through it
                 from .coordinator.share.coordinator import ShareCoordinator, ShareStateLog
                 sc = self.share_coordinator = ShareCoordinator(
-                    self.config, ShareStateLog(self.metadata_cache, self.replica_manager, self.controller),
+                    self.config, ShareStateLog(cache, rm, controller),
                     leads_every_partition=single_node, now_ms=self.clock.time_ms)
                 await sc.startup(nursery)
                 if not single_node:
@@ -316,7 +328,7 @@ class BrokerServer:
                 # the share partitions hold no state until a share group fetches: created (and
                 # share/manager.py imported) by the first ShareFetch/ShareAcknowledge or share
                 # offsets request (the share_partition_manager property), not before the first answer
-                self._share_partition_args = (self.config, self.replica_manager, self.metadata_cache, sc,
+                self._share_partition_args = (self.config, rm, cache, sc,
                                               group_configs, self.clock.time_ms)
                 from .coordinator.txn.coordinator import TransactionCoordinator
                 from .coordinator.txn.state_store import TxnStateLog
@@ -324,10 +336,10 @@ class BrokerServer:
                 # PrepareCommit/PrepareAbort by a crash are completed from here); in a cluster it
                 # follows the leadership of those partitions like the group coordinator.
                 tc = self.transaction_coordinator = TransactionCoordinator(
-                    self.config, TxnStateLog(self.metadata_cache, self.replica_manager, self.controller),
-                    self.replica_manager, self.replica_manager.producer_ids, self.group_coordinator,
+                    self.config, TxnStateLog(cache, rm, controller),
+                    rm, rm.producer_ids, gc,
                     leads_every_partition=single_node, now_ms=self.clock.time_ms, interbroker_versions=versions)
-                self.replica_manager.set_transaction_coordinator(tc)
+                rm.set_transaction_coordinator(tc)
                 await tc.startup(nursery)
                 self.dynamic_config.add_reconfigurable(tc)
                 if not single_node:
@@ -341,14 +353,13 @@ class BrokerServer:
                         nursery.start_soon(refresher.run)
                 from .handlers.support.services import BrokerServices
                 self.services = BrokerServices(
-                    self.node_id, self.config, self.clock, self.metadata_cache, self.controller,
-                    self.replica_manager, self.group_coordinator, tc, sc)
+                    self.node_id, self.config, self.clock, cache, controller, rm, gc, tc, sc)
                 bound = []
                 for li in self.listeners:
                     bound.append(await nursery.start(serve_listener, self, li))
                 self.advertised = self._advertised(bound)
                 self.bound = bound
-                await self.controller.register_broker(
+                await controller.register_broker(
                     self.node_id, tuple(Endpoint(a.name, a.host, a.port) for a in self.advertised),
                     self.config["broker.rack"])
                 log.info("pykbroker node %d (cluster %s) ready, listening on %s",
@@ -371,7 +382,7 @@ class BrokerServer:
                         except Exception:
                             log.exception("error while shutting down %s", type(comp).__name__)
                     try:
-                        await self.controller.shutdown()
+                        await controller.shutdown()
                     except Exception:
                         log.exception("error while stopping the controller")
                     log.info("pykbroker node %d stopped", self.node_id)
@@ -385,6 +396,7 @@ class BrokerServer:
         # of the same total here.
         budget = max(5.0, (self.config["controlled.shutdown.max.retries"] *
                            self.config["controlled.shutdown.retry.backoff.ms"]) / 1000.0)
+        assert self.controller is not None, "controlled_shutdown before run()"
         await self.controller.controlled_shutdown(budget)
 
     def _follow_leadership(self, internal_topic: str, coordinator) -> None:
@@ -399,8 +411,10 @@ class BrokerServer:
                 coordinator.on_become_leader(partition, leader_epoch)
             else:
                 coordinator.on_resign(partition, leader_epoch)
-        self.replica_manager.add_leadership_listener(on_leadership)
-        for part in self.replica_manager.partitions_of(internal_topic):
+        rm = self.replica_manager
+        assert rm is not None   # called by _run once the ReplicaManager exists
+        rm.add_leadership_listener(on_leadership)
+        for part in rm.partitions_of(internal_topic):
             if part.is_leader:
                 coordinator.on_become_leader(part.partition_id, part.leader_epoch)
 
@@ -426,9 +440,9 @@ class BrokerServer:
         # advertised list may name them in another order).
         by_name = {b.name: b for b in bound}
         for i, a in enumerate(adv):
-            b = by_name.get(a.name, bound[i] if i < len(bound) else None)
-            if a.port == 0 and b is not None:
-                a.port = b.port
+            src = by_name.get(a.name, bound[i] if i < len(bound) else None)
+            if a.port == 0 and src is not None:
+                a.port = src.port
         return adv
 
 

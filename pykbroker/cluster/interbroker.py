@@ -15,7 +15,7 @@ Sans-IO apart from :func:`api_versions`, which asks one connection.
 from __future__ import annotations
 
 import struct
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from ..protocol.codec import APIS
 from ..protocol.framing import FrameBuffer
@@ -25,6 +25,11 @@ API_VERSIONS = 18
 # SaslHandshake and SaslAuthenticate: the re-authentication itself, never preceded by one
 _SASL_APIS = frozenset((17, 36))
 ApiRanges = dict   # api key -> (min, max) as one broker advertises them
+
+if TYPE_CHECKING:
+    import trio
+
+    from ..security.client import InterBrokerSecurity
 
 
 class InterBrokerVersions:
@@ -39,13 +44,12 @@ class InterBrokerVersions:
     def usable(self, api_key: int, theirs: ApiRanges, lo: int = 0, hi: int = 1 << 15) -> Optional[int]:
         """The highest version within [lo, hi] (the range the caller can build) that this broker
         and the receiver (``theirs``) both know; None when there is none."""
-        ranges = [(lo, hi), theirs.get(api_key)]
+        their = theirs.get(api_key)
         own = self._own.get(api_key)
-        ranges.append(own)
-        if None in ranges:
+        if their is None or own is None:
             return None
-        low = max(r[0] for r in ranges)
-        high = min(r[1] for r in ranges)
+        low = max(lo, their[0], own[0])
+        high = min(hi, their[1], own[1])
         return high if low <= high else None
 
 
@@ -79,7 +83,7 @@ class Channel:
         # the broker's own framing: a large answer's pieces are joined once (protocol/framing.py)
         self.frames = FrameBuffer(max_frame)
         self.max_frame = max_frame
-        self.security = None                      # InterBrokerSecurity of a SASL connection
+        self.security: Optional[InterBrokerSecurity] = None   # of a SASL connection
         self.reauth_at: Optional[float] = None    # trio time to re-authenticate at (KIP-368)
         self.reauthentications = 0
 
@@ -119,6 +123,7 @@ class Channel:
         from ..security.client import authenticate
         from ..security.errors import AuthenticationFailed
         self.reauth_at = None
+        assert self.security is not None   # reauth_at is set only on a SASL connection
         try:
             lifetime = await authenticate(self, self.security)
         except AuthenticationFailed as e:
@@ -128,7 +133,7 @@ class Channel:
         self.reauthentications += 1
         self.session_granted(lifetime)
 
-    async def _read_frame(self) -> bytes:
+    async def _read_frame(self) -> bytearray:
         frames = self.frames
         while True:
             try:
@@ -173,12 +178,13 @@ async def open_channel(host: str, port: int, client_id: str, max_frame: int, sec
     import trio
 
     from ..security.errors import AuthenticationFailed
-    stream = await trio.open_tcp_stream(host, port)
+    stream: trio.abc.Stream = await trio.open_tcp_stream(host, port)
     try:
         if security is not None and security.ssl_context is not None:
-            stream = trio.SSLStream(stream, security.ssl_context,
-                                    server_hostname=host if security.check_hostname else None)
-            await stream.do_handshake()
+            tls = trio.SSLStream(stream, security.ssl_context,
+                                 server_hostname=host if security.check_hostname else None)
+            stream = tls
+            await tls.do_handshake()
         chan = Channel(stream, client_id, max_frame)
         if security is not None and security.mechanism is not None:
             from ..security.client import authenticate

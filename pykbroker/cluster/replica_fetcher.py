@@ -56,7 +56,7 @@ object differs) is ignored, so a stale answer never touches a log.
 from __future__ import annotations
 
 import logging
-from typing import Callable, Optional
+from typing import Callable, Iterable, Optional
 
 import trio
 
@@ -323,6 +323,7 @@ class ReplicaFetcher:
             self._reset_session()
             self._session_uses_ids = uses_ids
         full = self._session_epoch == 0 or not FETCH_SESSIONS
+        consider: Iterable[tuple[str, int]]
         if full:
             consider = [tp for tp in self.partitions if tp not in self._delayed]
             self._in_session = {}
@@ -330,7 +331,7 @@ class ReplicaFetcher:
         else:
             consider = self._touched
         self._touched = set()
-        topics: dict[str, list] = {}
+        topics: dict[tuple[str, bytes], list] = {}
         for tp in consider:
             st = self.partitions.get(tp)
             if st is None or tp in self._delayed:
@@ -388,10 +389,10 @@ class ReplicaFetcher:
             if uses_ids:
                 # (an incremental answer also lists session partitions this request did not
                 # name: any fetched partition's id names its topic)
-                entry = self._names_by_id.get(t["topic_id"])
-                if entry is None:
+                named = self._names_by_id.get(t["topic_id"])
+                if named is None:
                     continue   # no partition of that topic is fetched any more
-                name = entry[0]
+                name = named[0]
             else:
                 name = t["topic"]
             for p in t["partitions"]:

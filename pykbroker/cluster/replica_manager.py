@@ -43,7 +43,7 @@ The partition dict is only mutated on the trio thread.
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Optional
 
 import trio
 
@@ -54,6 +54,9 @@ from .delayed import delayed_fetch, delayed_produce, delayed_session_fetch
 from .fetch_session import FULL_SWEEP_S, FetchSessionCache
 from .partition import OfflinePartition, Partition, PartitionHooks, ReadResult
 from .producer_ids import ProducerIdManager
+
+if TYPE_CHECKING:
+    from .replica_fetcher import FetcherConfig, ReplicaFetcher
 
 log = logging.getLogger("pykbroker.replica_manager")
 
@@ -189,22 +192,24 @@ class ReplicaManager:
             self.interbroker_security = InterBrokerSecurity.from_config(config)
         self.log_manager = log_manager
         self.metadata = metadata
-        self.partitions: dict[tuple[str, int], Partition] = {}
+        # an OfflinePartition where the log dir failed (Kafka's HostedPartition.Offline)
+        self.partitions: dict[tuple[str, int], Partition | OfflinePartition] = {}
         # a cluster's controller hands out producer id blocks (unique across brokers)
         alloc = getattr(controller, "allocate_producer_id_block", None)
         self.producer_ids = ProducerIdManager(log_manager.log_dirs[0], log_manager.fs,
                                               (lambda: alloc(node_id)) if alloc is not None else None)
-        self._hooks = None
-        self._nursery = None
+        # set by startup()
+        self._hooks: Optional[PartitionHooks] = None
+        self._nursery: Optional[trio.Nursery] = None
         # set by the broker: tells the controller which replicas went offline (a failed dir)
-        self.on_replicas_offline = None
+        self.on_replicas_offline: Optional[Callable[[list], None]] = None
         log_manager.add_dir_failure_listener(self._on_dir_offline)
         log_manager.add_log_replaced_listener(self._on_log_replaced)
         # replication: ISR changes go to the controller; its partition changes come back
         self.controller = controller
         self.config = config
         self._fetchers: dict[int, "ReplicaFetcher"] = {}
-        self._fetcher_config = None
+        self._fetcher_config: Optional[FetcherConfig] = None   # built for the first follower
         self._fetcher_of: dict[tuple[str, int], int] = {}
         self._leadership_listeners: list[Callable[[str, int, bool, int], None]] = []
         # incremental fetch sessions (KIP-227) of consumers and followers (handlers/k01_fetch.py)
@@ -224,7 +229,7 @@ class ReplicaManager:
     def get_partition(self, topic: str, partition: int):
         return self.partitions.get((topic, partition))
 
-    def partitions_of(self, topic: str) -> list[Partition]:
+    def partitions_of(self, topic: str) -> list[Partition | OfflinePartition]:
         return [p for (t, _), p in self.partitions.items() if t == topic]
 
     # ------------------------------------------------------------------ produce
@@ -277,7 +282,8 @@ class ReplicaManager:
                 res = partition.append_records_as_leader(validated, now_ms)
             except KafkaError as e:
                 log_start = -1
-                if e.code in _LOG_START_ERRORS and not (isinstance(e, RecordError) and e.request_check):
+                if (e.code in _LOG_START_ERRORS and partition is not None
+                        and not (isinstance(e, RecordError) and e.request_check)):
                     log_start = partition.log_start_offset
                 out.append(ProducePartitionStatus(e, int(e.code), -1, -1, log_start))
                 continue
@@ -476,6 +482,7 @@ class ReplicaManager:
             nursery.start_soon(self._isr_shrink_loop)
 
     def _partition(self, info, p: int, lg, cfg: dict) -> Partition:
+        assert self._hooks is not None, "partitions are created from startup() on"
         return Partition(info.name, info.topic_id, p, lg, cfg, hooks=self._hooks,
                          state=self.metadata.partition_state(info.name, p), node_id=self.node_id)
 
@@ -500,7 +507,7 @@ class ReplicaManager:
             if self._nursery is not None:
                 self._nursery.start_soon(self._remove_replica, tp)
             return
-        if part.offline or state.partition_epoch <= part.partition_epoch:
+        if isinstance(part, OfflinePartition) or state.partition_epoch <= part.partition_epoch:
             return   # already applied (or our own ISR change reported back)
         self.become_leader_or_follower(part, state)
 
@@ -521,7 +528,7 @@ class ReplicaManager:
             if was_leader:
                 self._notify_leadership(part, False)
 
-    def _notify_leadership(self, part: Partition, is_leader: bool) -> None:
+    def _notify_leadership(self, part: Partition | OfflinePartition, is_leader: bool) -> None:
         for cb in self._leadership_listeners:
             try:
                 cb(part.topic, part.partition_id, is_leader, part.leader_epoch)
@@ -557,6 +564,7 @@ class ReplicaManager:
         reg = self.metadata.broker(broker_id)
         if reg is None:
             return None
+        assert self._fetcher_config is not None   # asked only by fetchers, built with it
         e = reg.endpoint(self._fetcher_config.listener_name)
         return (e.host, e.port) if e is not None else None
 
@@ -567,10 +575,12 @@ class ReplicaManager:
             # imported by the first follower: a single node never fetches, so its start-up
             # does not pay for the fetcher (tests/install/test_startup_imports.py)
             from .replica_fetcher import FetcherConfig, ReplicaFetcher
-            if self._fetcher_config is None:
-                self._fetcher_config = FetcherConfig(self.config, self._listener_name(), self.node_id,
-                                                    self.interbroker_versions, self.interbroker_security)
-            f = self._fetchers[src] = ReplicaFetcher(self.node_id, src, self._address_of, self._fetcher_config)
+            fc = self._fetcher_config
+            if fc is None:
+                fc = self._fetcher_config = FetcherConfig(self.config, self._listener_name(), self.node_id,
+                                                          self.interbroker_versions, self.interbroker_security)
+            f = self._fetchers[src] = ReplicaFetcher(self.node_id, src, self._address_of, fc)
+            assert self._nursery is not None, "followers are made from startup() on"
             self._nursery.start_soon(f.run)
         tp = (part.topic, part.partition_id)
         f.add_partition(part)
@@ -588,6 +598,7 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ ISR
     def _alter_isr(self, part: Partition, new_isr: list) -> None:
+        assert self._nursery is not None   # the hook is handed to partitions by startup()
         self._nursery.start_soon(self._send_alter_isr, part, list(new_isr))
 
     async def _send_alter_isr(self, part: Partition, new_isr: list) -> None:

@@ -84,7 +84,10 @@ log = logging.getLogger("pykbroker.configs")
 
 # ---------------------------------------------------------------------- topic (controller side)
 def _raw_overrides(info) -> dict[str, str]:
-    return {k: TOPIC_CONFIGS[k].render(v) for k, v in info.configs.items()} if info else {}
+    # a stored override is never None (a deleted one leaves the dict); the filter states it for the types
+    if not info:
+        return {}
+    return {k: raw for k, v in info.configs.items() if (raw := TOPIC_CONFIGS[k].render(v)) is not None}
 
 
 def _list_parts(value: str | None) -> list[str]:

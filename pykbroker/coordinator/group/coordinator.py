@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, AsyncIterator
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable
 
 import trio
 
@@ -119,7 +119,7 @@ class GroupCoordinator(CoordinatorService):
         self._streams: StreamsGroupManager | None = None
         # streams groups create their internal topics: the controller's create_topic (set by the
         # broker; None in unit tests) and a spawn function on the coordinator's nursery
-        self.topic_creator = None
+        self.topic_creator: Callable[..., Awaitable[Any]] | None = None
         self.spawn = None
         # producer id -> group -> (topic, partition) -> offset, until the transaction completes
         self.pending_txn_offsets: dict[int, dict[str, dict[tuple[str, int], O.OffsetAndMetadata]]] = {}
