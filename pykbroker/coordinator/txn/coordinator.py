@@ -72,7 +72,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import trio
 
@@ -87,6 +87,9 @@ from .metadata import MAX_EPOCH, TxnMetadata, TxnTransitMetadata
 from .state_log import (COMPLETE_ABORT, COMPLETE_COMMIT, DEAD, EMPTY, ONGOING, PREPARE_ABORT, PREPARE_COMMIT,
                         TRANSACTION_STATE_TOPIC)
 from .state_store import append_error, wall_ms
+
+if TYPE_CHECKING:
+    from .markers import RemoteVerifier
 
 log = logging.getLogger("pykbroker.txn")
 
@@ -166,7 +169,7 @@ class TransactionCoordinator(CoordinatorService):
         self.producer_ids = producer_ids
         # writes the markers of a completing transaction (markers.py)
         self.markers = TxnMarkerWriter(replica_manager, group_coordinator, leads_every_partition, interbroker_versions)
-        self._remote_verifier = None  # KIP-890 verification with another coordinator (cluster only)
+        self._remote_verifier: Optional[RemoteVerifier] = None  # KIP-890 verification with another coordinator (cluster only)
         self.now_ms = now_ms
         self.max_timeout_ms = config["transaction.max.timeout.ms"]
         self.abort_interval_s = config["transaction.abort.timed.out.transaction.cleanup.interval.ms"] / 1000.0
@@ -179,7 +182,7 @@ class TransactionCoordinator(CoordinatorService):
         self.tv_level = config["transaction.version"]
         self.log_value_version = 1 if self.tv_level >= 1 else 0
         self.txns: dict[int, dict[str, TxnMetadata]] = {}   # loaded shards: partition -> id -> metadata
-        self._nursery = None
+        self._nursery: Optional[trio.Nursery] = None   # set in startup()
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def startup(self, nursery) -> None:
@@ -205,6 +208,7 @@ class TransactionCoordinator(CoordinatorService):
             if m.state in (PREPARE_COMMIT, PREPARE_ABORT):
                 # Prepare* is durable, the markers may not all be: write them (again) and complete.
                 log.info("transaction %r was in %s: completing it", m.transactional_id, S.STATE_NAMES[m.state])
+                assert self._nursery is not None   # shards load once startup() ran
                 self._nursery.start_soon(self._complete, partition, m)
 
     def _shard_unloaded(self, partition: int) -> None:
@@ -225,6 +229,7 @@ class TransactionCoordinator(CoordinatorService):
             # are loaded through on_become_leader
             self.num_partitions = self.log.num_partitions()
             self._topic_ready = True
+        assert self.runtime is not None   # set in startup, before any request
         return self.runtime.status(self.partition_for(transactional_id))
 
     def _lookup(self, transactional_id: str):
@@ -241,6 +246,7 @@ class TransactionCoordinator(CoordinatorService):
         return 0, part, shard.get(transactional_id)
 
     def _coordinator_epoch(self, partition: int) -> int:
+        assert self.runtime is not None   # set in startup
         e = self.runtime.leader_epoch(partition)
         return 0 if e is None else e
 
@@ -275,6 +281,7 @@ class TransactionCoordinator(CoordinatorService):
                        target.partitions, target.last_update_ms, target.start_ms, self.log_value_version,
                        previous_producer_id=m.producer_id if m.producer_id >= 0 else target.producer_id,
                        next_producer_id=target.next_producer_id, client_transaction_version=target.client_tv))
+        assert self.runtime is not None   # set in startup
         self.runtime.write(part, [rec], done)
         return fut
 
@@ -539,6 +546,7 @@ class TransactionCoordinator(CoordinatorService):
 
     def _after_prepare(self, code: int, part: int, m: TxnMetadata) -> None:
         if code == 0:
+            assert self._nursery is not None   # set in startup
             self._nursery.start_soon(self._complete, part, m)
 
     def _fence_and_abort(self, part: int, m: TxnMetadata) -> None:
@@ -589,6 +597,7 @@ class TransactionCoordinator(CoordinatorService):
                         S.STATE_NAMES[target.state], E(code).name)
             if self.txns.get(part, {}).get(m.transactional_id) is m:
                 await trio.sleep(MARKER_RETRY_S)
+                assert self._nursery is not None   # set in startup
                 self._nursery.start_soon(self._complete, part, m)
 
 
@@ -621,6 +630,7 @@ class TransactionCoordinator(CoordinatorService):
                         if code == 0 and s is not None and s.get(m.transactional_id) is m:
                             del s[m.transactional_id]
                             log.info("transactional id %r expired", m.transactional_id)
+                    assert self.runtime is not None   # shards exist once startup() ran
                     self.runtime.write(part, [(S.key(m.transactional_id), None)], done)
                     n += 1
         return n
@@ -645,6 +655,7 @@ class TransactionCoordinator(CoordinatorService):
             return {"error_code": err, "transactional_id": transactional_id, "transaction_state": "",
                     "transaction_timeout_ms": 0, "transaction_start_time_ms": -1, "producer_id": -1,
                     "producer_epoch": -1, "topics": []}
+        assert m is not None   # err is set when m is None
         by_topic: dict = {}
         for t, p in sorted(m.partitions):
             by_topic.setdefault(t, []).append(p)
@@ -657,7 +668,9 @@ class TransactionCoordinator(CoordinatorService):
     def list_transactions(self, states=(), producer_ids=(), duration_filter_ms: int = -1) -> tuple[int, list]:
         """-> (error, [(id, producer id, state name)]); error COORDINATOR_LOAD_IN_PROGRESS while a
         shard loads, as Kafka."""
-        if self._topic_ready and any(self.runtime.status(p) == E.COORDINATOR_LOAD_IN_PROGRESS
+        rt = self.runtime
+        assert rt is not None   # set in startup
+        if self._topic_ready and any(rt.status(p) == E.COORDINATOR_LOAD_IN_PROGRESS
                                      for p in range(self.num_partitions)):
             return int(E.COORDINATOR_LOAD_IN_PROGRESS), []
         want_states = {S.STATES_BY_NAME[s] for s in states if s in S.STATES_BY_NAME}
