@@ -12,6 +12,7 @@ import os
 import shutil
 import tempfile
 import weakref
+from typing import Any
 
 from ..security.scram import MECHANISMS as SCRAM_MECHANISMS
 from ..security.scram import new_credential
@@ -247,7 +248,7 @@ class SecureSetup:
     def client_config(self, bootstrap: str, user=None, mechanism=None, password=None) -> dict:
         """confluent-kafka / librdkafka settings."""
         user, pw, mech = self._user(user, mechanism)
-        out = {"bootstrap.servers": bootstrap, "security.protocol": self.protocol}
+        out: dict[str, Any] = {"bootstrap.servers": bootstrap, "security.protocol": self.protocol}
         if self.tls:
             out["ssl.ca.location"] = self.ca_file
         if self.sasl and mech == "OAUTHBEARER":
@@ -262,7 +263,7 @@ class SecureSetup:
     def java_properties(self, bootstrap: str, user=None, mechanism=None, password=None) -> dict:
         """Java client (and Spark ``kafka.``-prefixed) settings; the truststore as PEM."""
         user, pw, mech = self._user(user, mechanism)
-        out = {"bootstrap.servers": bootstrap, "security.protocol": self.protocol}
+        out: dict[str, Any] = {"bootstrap.servers": bootstrap, "security.protocol": self.protocol}
         if self.tls:
             out.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": self.ca_file})
         if self.sasl:
@@ -283,7 +284,7 @@ class SecureSetup:
         if mech == "OAUTHBEARER":
             raise ValueError("OAUTHBEARER needs a token provider object in kafka-python/aiokafka "
                              "(sasl_oauth_token_provider); client_config() covers librdkafka")
-        out = {"bootstrap_servers": bootstrap, "security_protocol": self.protocol}
+        out: dict[str, Any] = {"bootstrap_servers": bootstrap, "security_protocol": self.protocol}
         if self.tls:
             out["ssl_cafile"] = self.ca_file
         if self.sasl:

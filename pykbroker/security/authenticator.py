@@ -27,12 +27,17 @@ The principal of an authenticated connection is ``User:<authorization id>``.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING, Union
 
 from ..protocol.errors import ErrorCode
 from .errors import AuthenticationFailed
 from .plain import PlainServer
 from .scram import MECHANISMS as SCRAM_MECHANISMS
 from .scram import ScramCredential, ScramServer
+
+if TYPE_CHECKING:
+    from .kerberos import GssapiServer
+    from .oauthbearer import OAuthBearerServer
 
 log = logging.getLogger("pykbroker.security")
 
@@ -68,7 +73,8 @@ class SaslAuthenticator:
         self.session_lifetime_ms = 0
         self.mechanism: str | None = None
         self.principal: str | None = None
-        self._server = None
+        # the mechanism's server side, from the handshake on
+        self._server: Union[PlainServer, ScramServer, OAuthBearerServer, GssapiServer, None] = None
         # KIP-368 re-authentication
         self.session_expiry_ms: int | None = None
         self._reauth_begin_ms: int | None = None
@@ -98,6 +104,8 @@ class SaslAuthenticator:
             # not a re-authentication Kafka would begin: KafkaApis answers it
             return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []}
         self._reauth_begin_ms = now
+        # a session with an expiry is an authenticated one: both are set
+        assert self.mechanism is not None and self.principal is not None
         self._previous = (self.mechanism, self.principal)
         self.state = HANDSHAKE
         if mechanism != self.mechanism and mechanism in self.mechanisms:
@@ -167,8 +175,10 @@ class SaslAuthenticator:
     def evaluate(self, token: bytes) -> bytes:
         """One client token -> the server's answer; AuthenticationFailed after which the
         connection closes (``close_after`` is set)."""
+        server = self._server
+        assert server is not None   # the dispatcher evaluates tokens only after the handshake
         try:
-            out = self._server.evaluate(token)
+            out = server.evaluate(token)
         except AuthenticationFailed as e:
             self.state = FAILED
             self.close_after = ("authentication failed", self.failed_delay)
@@ -176,8 +186,9 @@ class SaslAuthenticator:
             # once per failure, with the peer and mechanism; never the token (it holds the password)
             log.info("Failed authentication with %s (mechanism %s): %s", self.peer, self.mechanism, e.detail or e)
             raise
-        if self._server.complete:
-            principal = "User:" + self._server.authorization_id
+        if server.complete:
+            assert server.authorization_id is not None   # a complete exchange names it
+            principal = "User:" + server.authorization_id
             if self._previous is not None and self._previous[1] != principal:
                 self._count("failed")
                 self.state = FAILED

@@ -10,8 +10,14 @@ the start-up instead of failing its first client.
 from __future__ import annotations
 
 import re
+import ssl
+from typing import TYPE_CHECKING, Any, Optional
 
 from ..config import BROKER_CONFIGS, ConfigError
+
+if TYPE_CHECKING:
+    from .kerberos import KerberosShortNamer
+    from .tls import PrincipalMapper
 
 # Mechanisms built (security/plain.py, scram.py, oauthbearer.py, kerberos.py: GSSAPI through
 # the optional gssapi package, refused at start-up without it).
@@ -47,14 +53,14 @@ class ListenerSecurity:
         self.protocol = protocol
         self.tls = protocol in ("SSL", "SASL_SSL")
         self.sasl = protocol in ("SASL_PLAINTEXT", "SASL_SSL")
-        self.ssl_context = None
+        self.ssl_context: Optional[ssl.SSLContext] = None          # TLS listeners, built by build()
         self.client_auth = "none"
-        self.principal_rules = None
+        self.principal_rules: Optional[PrincipalMapper] = None
         self.mechanisms: list[str] = []
         self.plain_users: dict[str, str] = {}
         self.oauth_options: dict[str, str] = {}   # the unsecured validator's JAAS options
-        self.gssapi_credentials = None            # GSSAPI: the broker's service key (kerberos.py)
-        self.kerberos_namer = None                # sasl.kerberos.principal.to.local.rules
+        self.gssapi_credentials: Any = None       # GSSAPI: the broker's service key (kerberos.py)
+        self.kerberos_namer: Optional[KerberosShortNamer] = None   # sasl.kerberos.principal.to.local.rules
         # listener.name.<l>.ssl.keystore.* / ssl.truststore.* set through AlterConfigs (security/reload.py), raw;
         # read before the static settings, as Kafka's dynamic per-broker layer is
         self.dynamic: dict[str, str] = {}

@@ -288,7 +288,8 @@ class PrincipalMapper:
     ``RULE:<regex>/<replacement>/[L|U]`` rewrites it (``$1``: group 1), lower or upper case."""
 
     def __init__(self, text: str, key: str = "ssl.principal.mapping.rules"):
-        self.rules = []
+        # (pattern, replacement, case) per RULE; None for DEFAULT
+        self.rules: list[tuple[re.Pattern[str], str, str] | None] = []
         pos, text = 0, (text or "DEFAULT").strip()
         while pos < len(text):
             m = _RULE.match(text, pos)

@@ -26,7 +26,7 @@ import logging
 import os
 import time
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any, Optional
 
 import trio
 
@@ -34,6 +34,9 @@ from . import malloc
 from .dispatch import (  # noqa: F401  (CloseConnection, RequestContext, error_response: re-exported)
     Close, CloseConnection, Delayed, Dispatcher, HandleRequest, RequestContext, SendResponse,
     error_response)
+
+if TYPE_CHECKING:
+    from ..security.authenticator import SaslAuthenticator
 
 log = logging.getLogger("pykbroker.connection")
 
@@ -76,7 +79,7 @@ class Connection:
     # Kafka's principal of an unauthenticated connection (PLAINTEXT listeners); secured
     # listeners' connections (server/secure.py) replace it once the client is known.
     principal = "User:ANONYMOUS"
-    authenticator = None
+    authenticator: Optional[SaslAuthenticator] = None   # SASL listeners' (server/secure.py)
     authz = None
     # when something was last read from or written to the socket (time.monotonic): Kafka's idle
     # expiry and its least-recently-used order (quota/connections.py)

@@ -146,8 +146,10 @@ class SecureConnection(Connection):
         a = self.authenticator
         return a is not None and a.token_authenticated
 
+    # a plain connection's principal is a constant class attribute (never assigned); a secured
+    # one computes it from the authentication, hence the read-only property over it
     @property
-    def principal(self) -> str:
+    def principal(self) -> str:  # type: ignore[override]
         """Kafka's principal of this connection (DefaultKafkaPrincipalBuilder): the SASL
         authorization id on SASL listeners, the mapped certificate DN on SSL (ANONYMOUS without
         a client certificate); what authorization will check."""
@@ -160,7 +162,10 @@ class SecureConnection(Connection):
         if not self.sec.tls:
             await super()._serve()   # SASL_PLAINTEXT: the plain socket path
             return
-        self.stream = tls = TlsTransport(self.stream, self.sec.ssl_context)
+        # From here on the connection's stream is the TLS transport (its close sends close_notify).
+        # Connection types it as the plain socket stream its own socket-level paths (direct
+        # reads, sendfile) use; those never run on a TLS connection, which reads below.
+        self.stream = tls = TlsTransport(self.stream, self.sec.ssl_context)  # type: ignore[assignment]
         try:
             with trio.fail_after(TLS_HANDSHAKE_TIMEOUT):
                 await tls.do_handshake()
@@ -196,7 +201,8 @@ class SecureConnection(Connection):
                     n = obj.read(len(target), target)
                     if not n:
                         return   # the client's close_notify (OpenSSL's read answers 0 from then on)
-                    dispatcher.received_into(n)
+                    # SSLObject.read given a buffer returns the count (typeshed says bytes)
+                    dispatcher.received_into(n)  # type: ignore[arg-type]
                 else:
                     data = obj.read(65536)
                     if not data:
