@@ -11,7 +11,7 @@ The promises:
 - ``dispatch``: a ``Dispatcher`` fed any bytes, in any chunks, emits only ``HandleRequest``,
   ``SendResponse`` or ``Close`` events (a ``SendResponse`` a well-formed frame), stops after a
   ``Close``, and never raises.
-- ``records``: ``validate_produce_records``, ``decode_records``, ``iter_batches`` and
+- ``records``: ``validate_produce_records`` (storage/log_validator.py), ``decode_records``, ``iter_batches`` and
   ``first_batch_corruption`` of any bytes return or raise ``RecordError`` (the records' one
   error: a ``KafkaError`` carrying the code a Produce answer gets) and nothing else.  Half of the
   inputs get a correct CRC-32C and batch length patched in first, so the parser is exercised
@@ -28,6 +28,7 @@ import types
 from pykbroker.handlers import load_handlers
 from pykbroker.protocol import records as R
 from pykbroker.protocol.codec import APIS
+from pykbroker.storage.log_validator import validate_produce_records
 from pykbroker.protocol.primitives import ProtocolError
 from pykbroker.server.dispatch import Close, Dispatcher, HandleRequest, SendResponse
 
@@ -133,7 +134,7 @@ def records_target(data: bytes) -> None:
     except R.RecordError:
         raise AssertionError("first_batch_corruption must return its message, not raise") from None
     try:
-        R.validate_produce_records(
+        validate_produce_records(
             memoryview(buf), 1 << 20, api_version=3 + version % 11,
             now_ms=1_700_000_000_000 if flags & 4 else None,
             timestamp_before_max_ms=3_600_000 if flags & 4 else None,

@@ -34,7 +34,7 @@ from .delayed import wait_woken
 from .metadata_cache import PartitionState
 
 if TYPE_CHECKING:
-    from ..protocol.records import ValidatedRecords
+    from ..storage.log_validator import ValidatedRecords
     from ..storage.log import Log
 
 log = logging.getLogger("pykbroker.partition")

@@ -48,8 +48,9 @@ from typing import TYPE_CHECKING, Callable, Optional
 import trio
 
 from ..protocol.errors import ErrorCode, KafkaError
-from ..protocol.records import COMPRESSION_TYPES, RecordError, recompress, validate_produce_records
+from ..protocol.records import COMPRESSION_TYPES, RecordError
 from ..config import inter_broker_listener
+from ..storage.log_validator import recompress, validate_produce_records
 from .delayed import delayed_fetch, delayed_produce, delayed_session_fetch
 from .fetch_session import FULL_SWEEP_S, FetchSessionCache
 from .partition import OfflinePartition, Partition, PartitionHooks, ReadResult

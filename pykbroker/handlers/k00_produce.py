@@ -6,7 +6,7 @@ Behaviour (Apache Kafka 4.x as the oracle):
 - Per partition: an unknown topic or partition -> UNKNOWN_TOPIC_OR_PARTITION (Kafka 4 never
   auto-creates topics on Produce, only on Metadata); an internal topic (``__consumer_offsets``)
   -> INVALID_TOPIC_EXCEPTION, as Kafka refuses client writes to internal topics.
-- Records are validated per batch (``records.validate_produce_records``: header, CRC-32C,
+- Records are validated per batch (``storage/log_validator.py``, Kafka's LogValidator: header, CRC-32C,
   offset delta / count, control bit, size against the topic's ``max.message.bytes``); failures
   map to Kafka's codes (CORRUPT_MESSAGE, INVALID_RECORD, MESSAGE_TOO_LARGE, INVALID_TIMESTAMP,
   UNSUPPORTED_COMPRESSION_TYPE).  Kafka's per-record checks (keyless records on compacted
@@ -17,7 +17,7 @@ Behaviour (Apache Kafka 4.x as the oracle):
   ``error_message`` (``RecordError.client_message``), as Kafka only fills it for
   RecordValidationException.
 - A topic ``compression.type`` other than ``producer`` (uncompressed, gzip, snappy, lz4, zstd):
-  batches in another codec are rewritten in the topic's one (``records.recompress``: the
+  batches in another codec are rewritten in the topic's one (``log_validator.recompress``: the
   records section decompressed and compressed again at the topic's
   ``compression.<codec>.level``, header kept, CRC rewritten), as Kafka does; only there.
 - A first batch header that Kafka's batch iterator rejects (length below 14, magic outside

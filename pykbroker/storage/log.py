@@ -27,12 +27,13 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Optional, cast
 
 from pykbroker.protocol.records import (
-    CREATE_TIME, LOG_APPEND_TIME, control_type, RECORD_LIST_TOO_LARGE, RecordError, ValidatedRecords,
+    CREATE_TIME, LOG_APPEND_TIME, control_type, RECORD_LIST_TOO_LARGE, RecordError,
     set_base_offset, set_log_append_time, set_max_timestamp, set_partition_leader_epoch,
 )
 from .epoch import LeaderEpochCache
 from .errors import KafkaStorageError, OffsetOutOfRange, ProducerStateError
 from .fs import FileSystem, REAL_FS
+from .log_validator import ValidatedRecords, internal_validated
 from .log_config import LogConfig
 from .producer_state import APPEND, CompletedTxn, ProducerStateManager
 from .segment import FileRegion, LogSegment
@@ -262,7 +263,7 @@ class Log:
         aborted one is recorded in the active segment's ``.txnindex`` with the last stable
         offset of that moment.  Raises ProducerStateError (INVALID_PRODUCER_EPOCH,
         TRANSACTION_COORDINATOR_FENCED) without writing anything."""
-        from pykbroker.protocol.records import encode_end_txn_marker, internal_validated
+        from pykbroker.protocol.records import encode_end_txn_marker
         from .txn_index import AbortedTxn
         with self._lock:
             ps = self.producer_state

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 import crc32c
 import trio
 
-from pykbroker.protocol.records import Record, encode_batch, validate_produce_records
+from pykbroker.protocol.records import Record, encode_batch
+from pykbroker.storage.log_validator import validate_produce_records
 from pykbroker.storage import KafkaStorageError, LogConfig, LogManager
 
 T0 = 1_700_000_000_000

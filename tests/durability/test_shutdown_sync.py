@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from pykbroker.protocol.records import validate_produce_records
+from pykbroker.storage.log_validator import validate_produce_records
 from pykbroker.storage import LogConfig
 from pykbroker.storage.checkpoints import LeaderEpochCheckpointFile
 from pykbroker.storage.faultfs import FaultFS

@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-from pykbroker.protocol.records import validate_produce_records
+from pykbroker.storage.log_validator import validate_produce_records
 from pykbroker.storage import KafkaStorageError, LogConfig
 
 from .model import (T0, TOPIC, checkpoint_recovery_points, log_bytes, make_batch, produce, recover_and_check,

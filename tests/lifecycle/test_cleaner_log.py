@@ -7,8 +7,9 @@ import pytest
 
 from pykbroker.protocol.records import (
     CODEC_GZIP, CODEC_LZ4, CODEC_NONE, CODEC_SNAPPY, CODEC_ZSTD, DELETE_HORIZON_MASK,
-    decode_records, encode_batch, iter_batches, validate_produce_records,
+    decode_records, encode_batch, iter_batches,
 )
+from pykbroker.storage.log_validator import validate_produce_records
 from pykbroker.storage.cleaner import Cleaner, CleanerConfig, has_keyless_record, plan_cleaning
 from pykbroker.storage.log_config import LogConfig
 from pykbroker.storage.log_loader import load_log

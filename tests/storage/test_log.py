@@ -5,7 +5,8 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.memory_records import MemoryRecords
 
 from pykbroker.protocol import records as R
-from pykbroker.protocol.records import Record, encode_batch, iter_batches, parse_header, validate_produce_records
+from pykbroker.protocol.records import Record, encode_batch, iter_batches, parse_header
+from pykbroker.storage.log_validator import validate_produce_records
 from pykbroker.storage import (
     FileRegion, LogConfig, LogSegment, OffsetIndex, OffsetOutOfRange, TimeIndex, load_log,
 )

@@ -8,8 +8,9 @@ from kafka.record.memory_records import MemoryRecords
 from pykbroker.protocol import records as R
 from pykbroker.protocol.records import (
     Record, RecordError, decode_records, encode_batch, iter_batches, parse_header,
-    set_base_offset, set_log_append_time, set_partition_leader_epoch, validate_produce_records,
+    set_base_offset, set_log_append_time, set_partition_leader_epoch,
 )
+from pykbroker.storage.log_validator import validate_produce_records
 
 CODECS = [R.CODEC_NONE, R.CODEC_GZIP, R.CODEC_SNAPPY, R.CODEC_LZ4, R.CODEC_ZSTD]
 
@@ -97,7 +98,7 @@ def _with_header(b, **fields):
                      h["magic"], 0, h["attributes"], h["last_offset_delta"], h["base_timestamp"],
                      h["max_timestamp"], h["producer_id"], h["producer_epoch"], h["base_sequence"],
                      h["records_count"])
-    R._rewrite_crc(buf, 0)
+    R.rewrite_crc(buf, 0)
     return bytes(buf)
 
 
@@ -189,7 +190,7 @@ def test_snappy_raw_and_xerial(codec):
     raw = bytes(cramjam.snappy.compress_raw(body))
     rb = bytearray(b[:61] + raw)
     struct.pack_into(">i", rb, 8, len(rb) - 12)
-    R._rewrite_crc(rb, 0)
+    R.rewrite_crc(rb, 0)
     assert ours(rb) == ours(b)
 
 
@@ -198,7 +199,7 @@ def test_garbage_compressed_body_raises_record_error():
         b = encode_batch(sample_records(3), codec=codec)
         bad = bytearray(b[:61] + b"\x00garbage-garbage" * 3)
         struct.pack_into(">i", bad, 8, len(bad) - 12)
-        R._rewrite_crc(bad, 0)
+        R.rewrite_crc(bad, 0)
         validate_produce_records(bad, 1 << 20)   # hot path does not decompress
         with pytest.raises(RecordError):
             decode_records(bytes(bad))
@@ -223,7 +224,7 @@ def test_fuzz_mutated_valid_batch(data):
     for _ in range(data.draw(st.integers(1, 4))):
         i = data.draw(st.integers(0, len(b) - 1))
         b[i] = data.draw(st.integers(0, 255))
-    R._rewrite_crc(b, 0) if data.draw(st.booleans()) and len(b) >= 61 else None
+    R.rewrite_crc(b, 0) if data.draw(st.booleans()) and len(b) >= 61 else None
     try:
         validate_produce_records(b, 1 << 20)
     except RecordError:

@@ -9,7 +9,8 @@ import pytest
 import trio
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from pykbroker.protocol.records import Record, encode_batch, iter_batches, validate_produce_records
+from pykbroker.protocol.records import Record, encode_batch, iter_batches
+from pykbroker.storage.log_validator import validate_produce_records
 from pykbroker.storage import LogConfig, LogManager, load_log
 
 T0 = 1_700_000_000_000
@@ -239,7 +240,8 @@ def test_fuzz_segment_file_never_raises(tmp_path_factory, data, prefix, clean, r
 
 CHILD = textwrap.dedent("""
     import sys
-    from pykbroker.protocol.records import Record, encode_batch, validate_produce_records
+    from pykbroker.protocol.records import Record, encode_batch
+    from pykbroker.storage.log_validator import validate_produce_records
     from pykbroker.storage import LogManager, LogConfig
     mgr = LogManager([sys.argv[1]], default_config=LogConfig(flush_interval_messages=1, segment_bytes=20000))
     mgr.load_logs()

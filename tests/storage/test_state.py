@@ -4,7 +4,8 @@ import os
 import pytest
 import trio
 
-from pykbroker.protocol.records import Record, encode_batch, validate_produce_records
+from pykbroker.protocol.records import Record, encode_batch
+from pykbroker.storage.log_validator import validate_produce_records
 from pykbroker.storage import (
     LeaderEpochCache, LeaderEpochCheckpointFile, LogConfig, LogManager, OffsetCheckpointFile,
     ProducerStateError, ProducerStateManager, load_log,

@@ -8,7 +8,8 @@ import pytest
 
 from pykbroker.protocol.errors import ErrorCode
 from pykbroker.protocol.records import (CONTROL_ABORT, CONTROL_COMMIT, control_type, decode_records, encode_batch,
-                                        iter_batches, validate_produce_records)
+                                        iter_batches)
+from pykbroker.storage.log_validator import validate_produce_records
 from pykbroker.storage.cleaner import Cleaner, CleanerConfig
 from pykbroker.storage.errors import ProducerStateError
 from pykbroker.storage.log_config import LogConfig

@@ -25,7 +25,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 
-from pykbroker.protocol.records import Record, encode_batch, validate_produce_records  # noqa: E402
+from pykbroker.protocol.records import Record, encode_batch  # noqa: E402
+from pykbroker.storage.log_validator import validate_produce_records  # noqa: E402
 from pykbroker.storage import LogConfig, load_log  # noqa: E402
 from pykbroker.local.broker_process import BrokerProcess  # noqa: E402
 from pykbroker.protocol.wire import WireClient, create_topic, make_batch, produce, produce_part  # noqa: E402

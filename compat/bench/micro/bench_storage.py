@@ -16,7 +16,8 @@ import time
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")))
 
-from pykbroker.protocol.records import Record, encode_batch, validate_produce_records
+from pykbroker.protocol.records import Record, encode_batch
+from pykbroker.storage.log_validator import validate_produce_records
 from pykbroker.storage import LogConfig, load_log
 
 

@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable
 import trio
 
 from ...protocol.errors import ErrorCode as E, KafkaError
-from ...protocol.records import internal_validated, parse_header, validate_produce_records
+from ...protocol.records import parse_header
+from ...storage.log_validator import internal_validated, validate_produce_records
 from ..internal_log import InternalTopicLog
 from ..runtime import CoordinatorRuntime
 from ..service import CoordinatorService

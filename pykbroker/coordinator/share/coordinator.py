@@ -28,7 +28,7 @@ import logging
 import time
 
 from ...protocol.errors import ErrorCode as E
-from ...protocol.records import validate_produce_records
+from ...storage.log_validator import validate_produce_records
 from ..group.classic import Future
 from ..internal_log import InternalTopicLog
 from ..runtime import CoordinatorRuntime

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from ...protocol.errors import ErrorCode as E
-from ...protocol.records import validate_produce_records
+from ...storage.log_validator import validate_produce_records
 from ..internal_log import InternalTopicLog
 from .state_log import TRANSACTION_STATE_TOPIC
 
