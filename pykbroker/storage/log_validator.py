@@ -21,7 +21,7 @@ timestamp window: :func:`per_record_errors`).
 from __future__ import annotations
 
 import struct
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional, Union
 
 from ..protocol import records
 from ..protocol.records import (
@@ -32,6 +32,9 @@ from ..protocol.records import (
 
 __all__ = ["BatchInfo", "ValidatedRecords", "validate_produce_records", "per_record_errors",
            "raise_record_errors", "recompress", "internal_validated"]
+
+# what record bytes arrive as: a request frame's writable view, or bytes/bytearray from a caller
+Buffer = Union[bytes, bytearray, memoryview]
 
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
@@ -65,7 +68,7 @@ class ValidatedRecords(NamedTuple):
         return len(self.buffer)
 
 
-def _frame_batches(buf, n: int) -> list:
+def _frame_batches(buf: Buffer, n: int) -> list[tuple[int, int, int]]:
     """(position, size, magic) of each whole batch, as Kafka's ByteBufferLogInputStream finds
     them: stops silently at fewer bytes than a header or a batch that runs past the end;
     raises CORRUPT_MESSAGE for a length below 14 or a magic outside 0-2."""
@@ -94,7 +97,7 @@ def _frame_batches(buf, n: int) -> list:
 
 
 def validate_produce_records(
-    buf,
+    buf: Any,   # a Buffer; anything else (a null records field) is answered CORRUPT_MESSAGE
     max_message_bytes: int,
     *,
     allow_multiple_batches: bool = False,
@@ -207,7 +210,8 @@ def validate_produce_records(
         if check_ts or compacted_partition is not None:
             errors = per_record_errors(
                 mv[pos:pos + size], compacted_partition,
-                (now_ms, timestamp_before_max_ms, timestamp_after_max_ms) if check_ts else None)
+                (now_ms, timestamp_before_max_ms, timestamp_after_max_ms) if check_ts and now_ms is not None
+                else None)
             if errors:
                 raise_record_errors(errors)
         batches.append(BatchInfo(
@@ -229,28 +233,34 @@ def _java_long(v: int) -> int:
     return v - (1 << 64) if v >= 1 << 63 else v
 
 
-def per_record_errors(batch, compacted_partition: Optional[str], timestamps) -> list:
+def per_record_errors(batch: Buffer, compacted_partition: Optional[str],
+                      timestamps: Optional[tuple[int, Optional[int], Optional[int]]]) -> list[tuple[int, int, str]]:
     """Kafka's per-record validation of one client batch (LogValidator.validateRecord: the key
     first, then the timestamp; one error per record).  ``timestamps``: (now_ms, before_max_ms,
     after_max_ms) to check CreateTime timestamps, or None.  [(batch_index, code, message)]."""
-    out = []
+    out: list[tuple[int, int, str]] = []
+    now = before = after = 0
     if timestamps is not None:
-        now, before, after = timestamps
-        before = LONG_MAX if before is None else before
-        after = LONG_MAX if after is None else after
+        now = timestamps[0]
+        before = LONG_MAX if timestamps[1] is None else timestamps[1]
+        after = LONG_MAX if timestamps[2] is None else timestamps[2]
     for i, r in enumerate(decode_records(batch)):
         if compacted_partition is not None and r.key is None:
             out.append((i, INVALID_RECORD, "Compacted topic cannot accept message without key in topic "
                         "partition %s" % compacted_partition))
-        elif timestamps is not None and (now - r.timestamp > before or r.timestamp - now > after):
-            # decoded records always carry both (Record's Optional is for records being built)
+            continue
+        if timestamps is None:
+            continue
+        ts = r.timestamp
+        assert ts is not None   # decoded records always carry both (Record's Optional is for records being built)
+        if now - ts > before or ts - now > after:
             out.append((i, INVALID_TIMESTAMP, "Timestamp %s of message with offset %s is out of range. The "
-                        "timestamp should be within [%d, %d]" % (r.timestamp, r.offset, _java_long(now - before),
+                        "timestamp should be within [%d, %d]" % (ts, r.offset, _java_long(now - before),
                                                                   _java_long(now + after))))
     return out
 
 
-def raise_record_errors(errors) -> None:
+def raise_record_errors(errors: list[tuple[int, int, str]]) -> None:
     """The RecordValidationException Kafka throws for ``errors`` (see :func:`per_record_errors`):
     INVALID_TIMESTAMP when any record has a bad timestamp, else INVALID_RECORD, with Kafka's
     error_message (it lists at most the first three errors) and every record's error."""
@@ -294,7 +304,7 @@ def recompress(validated: ValidatedRecords, codec: int, level: Optional[int] = N
     return internal_validated(out)
 
 
-def internal_validated(batch) -> ValidatedRecords:
+def internal_validated(batch: Buffer) -> ValidatedRecords:
     """ValidatedRecords for batches built by the broker itself (coordinators, markers): the
     client-only checks of validate_produce_records (control bit, base sequence) do not apply."""
     data = bytearray(batch)
