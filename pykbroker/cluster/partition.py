@@ -82,7 +82,7 @@ class PartitionHooks(NamedTuple):
     controller for a new ISR (a leader's shrink/expand; None on a single node)."""
     on_storage_error: Callable[[tuple, Exception], None]
     request_checkpoint: Callable[[], None]
-    delete_below_log_start: Callable[[tuple, object], Awaitable[int]]
+    delete_below_log_start: Callable[[tuple, "Log"], Awaitable[int]]
     spawn: Callable[..., None]
     alter_isr: Optional[Callable[["Partition", list], None]] = None
 

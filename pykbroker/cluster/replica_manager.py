@@ -43,7 +43,7 @@ The partition dict is only mutated on the trio thread.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 import trio
 
@@ -57,6 +57,15 @@ from .partition import OfflinePartition, Partition, PartitionHooks, ReadResult
 from .producer_ids import ProducerIdManager
 
 if TYPE_CHECKING:
+    from ..config import BrokerConfig
+    from ..coordinator.txn.coordinator import TransactionCoordinator
+    from ..storage.log import Log
+    from ..storage.manager import LogManager
+    from .controller import Controller
+    from .interbroker import InterBrokerVersions
+    from .metadata import TopicInfo
+    from .fetch_session import FetchSession
+    from .metadata_cache import MetadataCache, PartitionState
     from .replica_fetcher import FetcherConfig, ReplicaFetcher
 
 log = logging.getLogger("pykbroker.replica_manager")
@@ -77,7 +86,8 @@ _METADATA_ERRORS = frozenset((int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), int(Err
 NEW_LEADER_ERRORS = frozenset((int(ErrorCode.NOT_LEADER_OR_FOLLOWER), int(ErrorCode.FENCED_LEADER_EPOCH)))
 
 
-def leader_partition(replica_manager, topic: str, index: int, current_leader_epoch: int = -1):
+def leader_partition(replica_manager: ReplicaManager, topic: str, index: int,
+                     current_leader_epoch: int = -1) -> Partition:
     """The partition serving a client's produce/fetch/list-offsets/... request, else raises
     Kafka's answer: UNKNOWN_TOPIC_OR_PARTITION; KAFKA_STORAGE_ERROR for a partition whose log dir
     failed (Kafka's Offline partitions; the other dirs keep serving); FENCED_LEADER_EPOCH /
@@ -98,10 +108,12 @@ def leader_partition(replica_manager, topic: str, index: int, current_leader_epo
         raise KafkaError(code)
     if not partition.is_leader:
         raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    return partition
+    # an OfflinePartition is always offline (raised above), so this is a Partition; said to the
+    # type checker without a check per partition of every Produce and Fetch
+    return partition  # type: ignore[return-value]
 
 
-def _missing_partition_error(metadata, topic: str, index: int) -> int:
+def _missing_partition_error(metadata: Optional[MetadataCache], topic: str, index: int) -> int:
     """Kafka answers NOT_LEADER_OR_FOLLOWER for a partition that exists in the metadata but has
     no replica on this broker (a client with stale metadata asked the wrong broker)."""
     st = metadata.partition_state(topic, index) if metadata is not None and metadata.get(topic) is not None else None
@@ -115,7 +127,8 @@ class ProducePartitionStatus:
     stay, as in Kafka's DelayedProduce answer)."""
     __slots__ = ("error", "code", "base_offset", "log_append_time_ms", "log_start_offset")
 
-    def __init__(self, error, code: int, base_offset: int, log_append_time_ms: int, log_start_offset: int):
+    def __init__(self, error: Optional[KafkaError], code: int, base_offset: int, log_append_time_ms: int,
+                 log_start_offset: int) -> None:
         self.error = error
         self.code = code
         self.base_offset = base_offset
@@ -131,7 +144,8 @@ class FetchParams:
                  "uses_ids", "authorized", "follower_denied")
 
     def __init__(self, version: int, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
-                 read_committed: bool, uses_ids: bool, authorized=None, follower_denied: bool = False):
+                 read_committed: bool, uses_ids: bool, authorized: Optional[Callable[[str], bool]] = None,
+                 follower_denied: bool = False) -> None:
         self.version = version
         self.replica_id = replica_id
         self.max_wait_ms = max_wait_ms
@@ -143,7 +157,7 @@ class FetchParams:
         self.follower_denied = follower_denied
 
 
-def _error_data(code, metadata: bool = False, leader_hint: bool = False) -> ReadResult:
+def _error_data(code: int, metadata: bool = False, leader_hint: bool = False) -> ReadResult:
     """A partition's error answer (aborted_transactions [] for the errors Kafka answers from
     its metadata check, else null)."""
     return ReadResult(int(code), b"", 0, -1, -1, -1, [] if metadata else None, -1, None, leader_hint)
@@ -181,7 +195,9 @@ class _ReadPass:
 class ReplicaManager:
     """``metadata``: ``.topics`` (name -> TopicInfo) and ``.effective_config(name)``."""
 
-    def __init__(self, node_id: int, log_manager, metadata, controller=None, config=None, versions=None):
+    def __init__(self, node_id: int, log_manager: LogManager, metadata: MetadataCache,
+                 controller: Optional[Controller] = None, config: Optional[BrokerConfig] = None,
+                 versions: Optional[InterBrokerVersions] = None) -> None:
         self.node_id = node_id
         # the request versions this broker's own code sends to others (cluster/interbroker.py)
         self.interbroker_versions = versions
@@ -217,17 +233,17 @@ class ReplicaManager:
         self.fetch_sessions = FetchSessionCache(
             config["max.incremental.fetch.session.cache.slots"] if config is not None else 1000)
         # KIP-890 verification of transactional produce (set_transaction_coordinator)
-        self.transaction_coordinator = None
+        self.transaction_coordinator: Optional[TransactionCoordinator] = None
         if controller is not None:
             controller.add_partition_change_listener(self._on_partition_change)
 
-    def set_transaction_coordinator(self, coordinator) -> None:
+    def set_transaction_coordinator(self, coordinator: TransactionCoordinator) -> None:
         """The coordinator that verifies (and, for transaction version 2, adds) a partition a
         transactional batch would open a transaction on (Kafka's AddPartitionsToTxnManager)."""
         self.transaction_coordinator = coordinator
 
     # ------------------------------------------------------------------ queries
-    def get_partition(self, topic: str, partition: int):
+    def get_partition(self, topic: str, partition: int) -> Partition | OfflinePartition | None:
         return self.partitions.get((topic, partition))
 
     def partitions_of(self, topic: str) -> list[Partition | OfflinePartition]:
@@ -235,7 +251,7 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ produce
     async def append_records(self, entries: list, acks: int, timeout_ms: int, api_version: int,
-                             transactional_id, now_ms: int) -> list:
+                             transactional_id: Optional[str], now_ms: int) -> list[ProducePartitionStatus]:
         """Append each of ``entries`` [(topic, partition, records)] (topics the metadata knows,
         the request's authorization passed) as leader; one :class:`ProducePartitionStatus` each,
         in order.  acks=-1 answers once the high watermark covers the appends (or the wait
@@ -265,7 +281,7 @@ class ReplicaManager:
                     timestamp_after_max_ms=cfg.get("message.timestamp.after.max.ms") if create_time else None,
                     compacted_partition="%s-%d" % (topic, idx)
                     if "compact" in (cfg.get("cleanup.policy") or ()) else None)
-                target = COMPRESSION_TYPES.get(cfg.get("compression.type"))
+                target = COMPRESSION_TYPES.get(cfg.get("compression.type", "producer"))
                 if target is not None:
                     # a topic compression.type other than "producer": Kafka rewrites the records
                     # in the topic's codec (at its compression.<codec>.level)
@@ -302,8 +318,8 @@ class ReplicaManager:
         return out
 
     # ------------------------------------------------------------------ fetch
-    def read_partition(self, params: FetchParams, budget: _Budget, topic, topic_id, fields: dict,
-                       targets) -> ReadResult:
+    def read_partition(self, params: FetchParams, budget: _Budget, topic: Optional[str], topic_id: bytes,
+                       fields: dict, targets: Optional[set]) -> ReadResult:
         """One partition of a fetch (Kafka's readFromLog for one partition): its answer, within
         what is left of ``budget``.  ``targets`` collects the partitions to park on."""
         idx = fields["partition"]
@@ -335,7 +351,7 @@ class ReplicaManager:
         return res
 
     def _read_for_follower(self, params: FetchParams, budget: _Budget, topic: str, p: dict,
-                           targets) -> ReadResult:
+                           targets: Optional[set]) -> ReadResult:
         """One partition of a follower's fetch (``replica_id`` >= 0, Kafka's FetchFromFollower):
         it must be led here; the fetch offset is the follower's log end offset, recorded (ISR,
         HW) before reading up to our log end offset, not the HW.  v12 ``last_fetched_epoch``:
@@ -370,7 +386,7 @@ class ReplicaManager:
             budget.take(res.size)
         return res
 
-    def _read_from_log(self, params: FetchParams, wanted: list, targets) -> _ReadPass:
+    def _read_from_log(self, params: FetchParams, wanted: list, targets: Optional[set]) -> _ReadPass:
         """One pass over ``wanted`` [(key, topic, topic id, fields)] under a fresh budget."""
         budget = _Budget(params.max_bytes)
         datas = []
@@ -395,7 +411,8 @@ class ReplicaManager:
                 lambda r: r.budget.total >= min_bytes or r.errored)
         return first.datas
 
-    async def fetch_session_messages(self, params: FetchParams, s, still_cached) -> dict:
+    async def fetch_session_messages(self, params: FetchParams, s: FetchSession,
+                                     still_cached: Callable[[], bool]) -> dict:
         """An incremental fetch on session ``s`` (already updated with the request's
         partitions): reads the named, dirty, lagging and errored partitions (all of them every
         FULL_SWEEP_S), waits for more (cluster/delayed.py) unless one must be answered at once,
@@ -415,7 +432,7 @@ class ReplicaManager:
         metadata = self.metadata
         read_partition = self.read_partition
 
-        def read(keys) -> bool:
+        def read(keys: Iterable) -> bool:
             """Read ``keys`` into ``out``; whether the request can be answered now."""
             ready = False
             for cp in sorted((s.partitions[k] for k in keys if k in s.partitions), key=lambda c: c.seq):
@@ -454,10 +471,10 @@ class ReplicaManager:
         leader (True) or stops leading (False).  Sync; it must not raise."""
         self._leadership_listeners.append(callback)
 
-    def _is_local(self, state) -> bool:
+    def _is_local(self, state: Optional[PartitionState]) -> bool:
         return state is not None and self.node_id in state.replicas
 
-    async def startup(self, nursery) -> None:
+    async def startup(self, nursery: trio.Nursery) -> None:
         """Wrap the logs the LogManager opened (its ``startup`` ran first) and make each local
         replica leader or follower as the metadata says."""
         lm = self.log_manager
@@ -471,10 +488,11 @@ class ReplicaManager:
             for p in info.partition_ids():
                 tp = (info.name, p)
                 state = meta.partition_state(info.name, p)
-                if not self._is_local(state):
+                if state is None or self.node_id not in state.replicas:   # not a local replica
                     continue
-                if lm.is_online(tp):
-                    part = self.partitions[tp] = self._partition(info, p, lm.get_log(*tp), cfg)
+                lg = lm.get_log(*tp)
+                if lm.is_online(tp) and lg is not None:   # (an online dir's partition has its log)
+                    part = self.partitions[tp] = self._partition(info, p, lg, cfg)
                     self._started(part)
                 else:
                     self.partitions[tp] = OfflinePartition(info.name, info.topic_id, p, cfg, state=state)
@@ -482,10 +500,11 @@ class ReplicaManager:
         if self.config is not None and self.controller is not None:
             nursery.start_soon(self._isr_shrink_loop)
 
-    def _partition(self, info, p: int, lg, cfg: dict) -> Partition:
+    def _partition(self, info: TopicInfo, p: int, lg: Log, cfg: dict) -> Partition:
         assert self._hooks is not None, "partitions are created from startup() on"
-        return Partition(info.name, info.topic_id, p, lg, cfg, hooks=self._hooks,
-                         state=self.metadata.partition_state(info.name, p), node_id=self.node_id)
+        state = self.metadata.partition_state(info.name, p)
+        assert state is not None   # callers checked it names this node
+        return Partition(info.name, info.topic_id, p, lg, cfg, hooks=self._hooks, state=state, node_id=self.node_id)
 
     def _started(self, part: Partition) -> None:
         """A new local replica: a follower starts fetching, a leader is announced."""
@@ -495,7 +514,7 @@ class ReplicaManager:
             self._add_to_fetcher(part)
 
     # ------------------------------------------------------------------ leader / follower
-    def _on_partition_change(self, topic: str, partition: int, state) -> None:
+    def _on_partition_change(self, topic: str, partition: int, state: PartitionState) -> None:
         """The controller published a new state (Kafka's LeaderAndIsr).  Sync: the work that
         needs an await (creating or deleting a replica) is spawned."""
         tp = (topic, partition)
@@ -512,7 +531,7 @@ class ReplicaManager:
             return   # already applied (or our own ISR change reported back)
         self.become_leader_or_follower(part, state)
 
-    def become_leader_or_follower(self, part: Partition, state) -> None:
+    def become_leader_or_follower(self, part: Partition, state: PartitionState) -> None:
         tp = (part.topic, part.partition_id)
         if state.leader == self.node_id:
             if part.make_leader(state):
@@ -541,7 +560,7 @@ class ReplicaManager:
         if info is not None:
             await self.make_partitions(info, [partition])
 
-    async def _remove_replica(self, tp) -> None:
+    async def _remove_replica(self, tp: tuple[str, int]) -> None:
         """StopReplica(delete=true): this node is no longer a replica of ``tp``."""
         part = self.partitions.pop(tp, None)
         if part is None:
@@ -561,7 +580,7 @@ class ReplicaManager:
             return "PLAINTEXT"
         return inter_broker_listener(self.config).name
 
-    def _address_of(self, broker_id: int):
+    def _address_of(self, broker_id: int) -> Optional[tuple[str, int]]:
         reg = self.metadata.broker(broker_id)
         if reg is None:
             return None
@@ -587,12 +606,12 @@ class ReplicaManager:
         f.add_partition(part)
         self._fetcher_of[tp] = src
 
-    def _remove_from_fetcher(self, tp) -> None:
+    def _remove_from_fetcher(self, tp: tuple[str, int]) -> None:
         src = self._fetcher_of.pop(tp, None)
         if src is not None and src in self._fetchers:
             self._fetchers[src].remove_partition(tp)
 
-    def fetcher_of(self, tp):
+    def fetcher_of(self, tp: tuple[str, int]) -> Optional[ReplicaFetcher]:
         """The ReplicaFetcher copying ``tp`` (tests, introspection), or None."""
         src = self._fetcher_of.get(tp)
         return self._fetchers.get(src) if src is not None else None
@@ -604,6 +623,7 @@ class ReplicaManager:
 
     async def _send_alter_isr(self, part: Partition, new_isr: list) -> None:
         new = None
+        assert self.controller is not None   # the hook is installed only with a controller
         try:
             new = await self.controller.alter_partition(part.topic, part.partition_id,
                                                         part.partition_epoch, isr=new_isr)
@@ -619,6 +639,7 @@ class ReplicaManager:
 
     async def _isr_shrink_loop(self) -> None:
         """Kafka's isr-expiration task: every half replica.lag.time.max.ms."""
+        assert self.config is not None   # started by startup() only with a config
         lag_s = self.config["replica.lag.time.max.ms"] / 1000.0
         while True:
             await trio.sleep(max(lag_s / 2, 0.01))
@@ -626,7 +647,7 @@ class ReplicaManager:
                 if part.is_leader and len(part.isr) > 1:
                     part.maybe_shrink_isr(lag_s)
 
-    def _on_dir_offline(self, d: str, tps) -> None:
+    def _on_dir_offline(self, d: str, tps: Iterable[tuple[str, int]]) -> None:
         gone = []
         for tp in tps:
             part = self.partitions.get(tp)
@@ -635,11 +656,11 @@ class ReplicaManager:
                 gone.append(tp)
         self._report_offline(gone)
 
-    def _report_offline(self, tps) -> None:
+    def _report_offline(self, tps: list[tuple[str, int]]) -> None:
         if tps and self.on_replicas_offline is not None:
             self.on_replicas_offline(tps)
 
-    def _on_log_replaced(self, tp, new_log) -> None:
+    def _on_log_replaced(self, tp: tuple[str, int], new_log: Log) -> None:
         """A move between log dirs finished (LogManager.alter_log_dir): the partition now
         appends to and reads from the log in its new dir."""
         part = self.partitions.get(tp)
@@ -647,7 +668,7 @@ class ReplicaManager:
             part.log = new_log
 
     # ------------------------------------------------------------------ topic changes
-    async def make_partitions(self, topic_info, partition_ids) -> None:
+    async def make_partitions(self, topic_info: TopicInfo, partition_ids: Iterable[int]) -> None:
         """Create the local replicas (this node in the staged state's replicas) of new
         partitions, each leader or follower as the state says."""
         cfg = self.metadata.effective_config(topic_info.name)
@@ -661,7 +682,7 @@ class ReplicaManager:
             part = self.partitions[tp] = self._partition(topic_info, p, lg, cfg)
             self._started(part)
 
-    async def delete_partitions(self, topic_info) -> None:
+    async def delete_partitions(self, topic_info: TopicInfo) -> None:
         doomed = [tp for tp in self.partitions if tp[0] == topic_info.name]
         for tp in doomed:
             self._remove_from_fetcher(tp)
@@ -671,7 +692,7 @@ class ReplicaManager:
             part.mark_deleted()
         await self.log_manager.delete_logs(doomed)
 
-    def on_config_change(self, topic_info) -> None:
+    def on_config_change(self, topic_info: TopicInfo) -> None:
         cfg = self.metadata.effective_config(topic_info.name)
         self.log_manager.update_config(topic_info.name, cfg)
         for part in self.partitions_of(topic_info.name):
