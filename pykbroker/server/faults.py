@@ -28,8 +28,18 @@ truthiness check of ``rules``.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Optional, Union
+
 from ..protocol.codec import APIS
 from ..protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from ..handlers.common import PartitionResponses
+
+# an API named by key or by name in any case ("Produce", "list_offsets"); an error by ErrorCode
+# member name or number
+Api = Union[int, str]
+Error = Union[int, str]
 
 ERROR, DELAY, DROP, DROP_RESPONSE = "error", "delay", "drop", "drop_response"
 
@@ -43,11 +53,11 @@ def _norm(name: str) -> str:
     return name.replace("_", "").replace("-", "").lower()
 
 
-_API_BY_NAME: dict = {}   # built by the first api_key(name): reading every spec's name at import
+_API_BY_NAME: dict[str, int] = {}   # built by the first api_key(name): reading every spec's name at import
 #                           would parse every spec (they are parsed per API on first use)
 
 
-def api_key(api) -> int:
+def api_key(api: Api) -> int:
     """The API key of ``api``: an int, or a name in any case ("Produce", "list_offsets")."""
     if isinstance(api, int):
         if api not in APIS:
@@ -61,7 +71,7 @@ def api_key(api) -> int:
     return key
 
 
-def error_code(error) -> int:
+def error_code(error: Error) -> int:
     """An ``ErrorCode`` member name ("NOT_LEADER_OR_FOLLOWER") or number."""
     if isinstance(error, str):
         try:
@@ -74,8 +84,9 @@ def error_code(error) -> int:
 class FaultRule:
     __slots__ = ("api_key", "topic", "partition", "action", "code", "seconds", "remaining", "tag")
 
-    def __init__(self, api, action: str, topic=None, partition=None, code: int = 0,
-                 seconds: float = 0.0, count=None, tag=None):
+    def __init__(self, api: Api, action: str, topic: Optional[str] = None, partition: Optional[int] = None,
+                 code: int = 0, seconds: float = 0.0, count: Optional[int] = None,
+                 tag: Optional[tuple[str, str, int]] = None) -> None:
         if partition is not None and topic is None:
             raise ValueError("a partition needs its topic")
         if count is not None and count < 1:
@@ -89,23 +100,24 @@ class FaultRule:
         self.remaining = count
         self.tag = tag   # ("offline", topic, partition) for the rules of set_offline
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "FaultRule(%s %s topic=%r partition=%r code=%d seconds=%g remaining=%r)" % (
             APIS[self.api_key].name, self.action, self.topic, self.partition, self.code,
             self.seconds, self.remaining)
 
-    def partitions(self, request, layout) -> list:
+    def partitions(self, request: dict, layout: Optional[PartitionResponses]) -> list[tuple[str, int]]:
         """The (topic, partition) pairs of ``request`` this topic-scoped rule selects."""
-        if layout is None:
+        topic = self.topic
+        if layout is None or topic is None:   # (no topic: no topic in a request matches None)
             return []
         out = []
         for t in request.get(layout.req_topics) or ():
-            if t[layout.req_topic] != self.topic:
+            if t[layout.req_topic] != topic:
                 continue
             for p in t[layout.req_parts]:
                 idx = p[layout.req_index]
                 if self.partition is None or idx == self.partition:
-                    out.append((self.topic, idx))
+                    out.append((topic, idx))
         return out
 
 
@@ -116,14 +128,14 @@ class Decision:
 
     __slots__ = ("drop", "delay", "error", "partition_errors", "drop_response")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.drop = False
         self.delay = 0.0
         self.error = 0
-        self.partition_errors = {}
+        self.partition_errors: dict[tuple[str, int], int] = {}
         self.drop_response = False
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return (self.drop or self.delay > 0 or bool(self.error) or bool(self.partition_errors)
                 or self.drop_response)
 
@@ -131,23 +143,27 @@ class Decision:
 class FaultPlan:
     """The broker's fault rules, in the order they were added."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.rules: list[FaultRule] = []
 
     def add(self, rule: FaultRule) -> FaultRule:
         self.rules.append(rule)
         return rule
 
-    def fail(self, api, error, topic=None, partition=None, count=1) -> FaultRule:
+    def fail(self, api: Api, error: Error, topic: Optional[str] = None, partition: Optional[int] = None,
+             count: Optional[int] = 1) -> FaultRule:
         return self.add(FaultRule(api, ERROR, topic, partition, code=error_code(error), count=count))
 
-    def delay(self, api, seconds: float, topic=None, partition=None, count=None) -> FaultRule:
+    def delay(self, api: Api, seconds: float, topic: Optional[str] = None, partition: Optional[int] = None,
+              count: Optional[int] = None) -> FaultRule:
         return self.add(FaultRule(api, DELAY, topic, partition, seconds=seconds, count=count))
 
-    def drop_connection(self, api, topic=None, partition=None, count=1) -> FaultRule:
+    def drop_connection(self, api: Api, topic: Optional[str] = None, partition: Optional[int] = None,
+                        count: Optional[int] = 1) -> FaultRule:
         return self.add(FaultRule(api, DROP, topic, partition, count=count))
 
-    def drop_response(self, api, topic=None, partition=None, count=1) -> FaultRule:
+    def drop_response(self, api: Api, topic: Optional[str] = None, partition: Optional[int] = None,
+                      count: Optional[int] = 1) -> FaultRule:
         return self.add(FaultRule(api, DROP_RESPONSE, topic, partition, count=count))
 
     def clear(self) -> None:
@@ -177,7 +193,7 @@ class FaultPlan:
         """The (topic, partition) pairs taken offline, sorted."""
         return sorted({r.tag[1:] for r in self.rules if r.tag and r.tag[0] == "offline"})
 
-    def decide(self, key: int, request: dict, layout) -> Decision:
+    def decide(self, key: int, request: dict, layout: Optional[PartitionResponses]) -> Decision:
         """Match ``request`` (API ``key``; ``layout`` its handler's ``PartitionResponses`` or
         None) against the rules; each matching rule spends one of its ``count``.  Drop wins over
         everything; delays add up; the first whole-request error wins over partition errors; for

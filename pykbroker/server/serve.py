@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -10,10 +11,14 @@ import trio
 from ..config import Listener, parse_listeners  # noqa: F401
 from .connection import Connection
 
+if TYPE_CHECKING:
+    from ..broker import BrokerServer
+
 log = logging.getLogger("pykbroker.server")
 
 
-async def serve_listener(broker, listener: Listener, task_status=trio.TASK_STATUS_IGNORED):
+async def serve_listener(broker: BrokerServer, listener: Listener,
+                         task_status: trio.TaskStatus[Listener] = trio.TASK_STATUS_IGNORED) -> None:
     """Bind one listener; ``task_status.started`` gets the actual (host, port)."""
     # the listener's TLS/SASL settings, built at start-up (None: PLAINTEXT, the plain path)
     sec = getattr(broker, "listener_security", {}).get(listener.name)
@@ -33,7 +38,7 @@ async def serve_listener(broker, listener: Listener, task_status=trio.TASK_STATU
 
     quotas = getattr(broker, "connection_quotas", None)
 
-    async def on_conn(stream):
+    async def on_conn(stream: trio.SocketStream) -> None:
         if quotas is not None:
             # the connection limits (quota/connections.py), as Kafka's acceptor
             try:
@@ -62,12 +67,12 @@ async def serve_listener(broker, listener: Listener, task_status=trio.TASK_STATU
             return
         await _serve_connection(_connection(stream))
 
-    def _connection(stream):
+    def _connection(stream: trio.SocketStream) -> Connection:
         if sec is None:
             return Connection(broker, stream, listener.name)
         return SecureConnection(broker, stream, listener.name, sec)
 
-    async def _serve_connection(conn):
+    async def _serve_connection(conn: Connection) -> None:
         try:
             await conn.run()
         except Exception:
