@@ -182,7 +182,7 @@ class ProxyConnection:
             if spec is None:
                 raise ValueError("API key %d unknown to the codecs" % api_key)
             flexible = min(version, spec.max_version) >= spec.flexible_from
-            header = parse_request_header(frame, flexible)  # type: ignore[arg-type]  # reads a bytearray alike
+            header = parse_request_header(frame, flexible)
             client_id = header.client_id
             request = spec.decode("request", version, memoryview(frame)[header.body_offset:], exact=False)
         except Exception as e:

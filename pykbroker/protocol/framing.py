@@ -51,7 +51,7 @@ class FrameBuffer:
         self._view: memoryview | None = None  # over _body, for the reads into it
         self._have = 0                        # bytes of _body filled
 
-    def receive_data(self, data) -> None:
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         view = self._view   # set with _body, over the whole of it (len(view) == _need)
         if view is None:
             self._buf += data
@@ -130,15 +130,15 @@ class RequestHeader:
     def _fields(self) -> tuple:
         return (self.api_key, self.api_version, self.correlation_id, self.client_id, self.body_offset)
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return self._fields() == other._fields() if type(other) is RequestHeader else NotImplemented
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return ("RequestHeader(api_key=%r, api_version=%r, correlation_id=%r, client_id=%r, body_offset=%r)"
                 % self._fields())
 
 
-def parse_request_header(frame: bytes, flexible: bool) -> RequestHeader:
+def parse_request_header(frame: bytes | bytearray, flexible: bool) -> RequestHeader:
     """Request header v1 (v2 adds tagged fields when the API version is flexible).
 
     client_id is always a classic int16-length string, even in header v2, so any broker can

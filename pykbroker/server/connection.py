@@ -314,14 +314,14 @@ class Connection:
         t1 = time.perf_counter()
         if out is None:
             ok = True
-        elif out.__class__ is SendResponse:
+        elif isinstance(out, SendResponse):
             await self._write(out.parts)
             ok = True
         else:
             log.log(out.level, "closing connection from %s: %s", self.peer, out.reason, exc_info=out.exc_info)
             ok = False
         if obs is not None:
-            obs.request_done(self, event, response, out.parts if ok and out is not None else None, error,
+            obs.request_done(self, event, response, out.parts if isinstance(out, SendResponse) else None, error,
                              t0, t1, time.perf_counter())
         if ok and client_side:
             # KIP-219: muted, nothing read or carried out, until the throttle time is over
@@ -382,7 +382,7 @@ class Connection:
         answer = response if error is None else dispatcher.error_answer(event, error)
         spent[0] += time.perf_counter() - t
         throttle, by = 0, None
-        if answer is not None and answer.__class__ is not Close:
+        if answer is not None and not isinstance(answer, Close):
             if key in (19, 20, 37):
                 throttle = answer.get("throttle_time_ms", 0) or 0   # the handler's mutation quota
                 by = MUTATION if throttle > 0 else None
@@ -397,10 +397,11 @@ class Connection:
             bw = manager.record(bandwidth[1], bandwidth[0], ctx.size, now_ms)
             if bw > throttle:
                 throttle, by = bw, PRODUCE
+        out: SendResponse | Close | None
         if answer is None:
             out = None
             encode = 0.0
-        elif answer.__class__ is Close:
+        elif isinstance(answer, Close):
             out, encode = answer, 0.0
         else:
             if throttle > 0 and not fetch:
@@ -522,7 +523,7 @@ class Connection:
             if out is None:
                 obs.request_done(self, event, response, None, error, t0, t1, t1)
                 return True
-            if out.__class__ is SendResponse:
+            if isinstance(out, SendResponse):
                 await self._write(out.parts)
                 obs.request_done(self, event, response, out.parts, error, t0, t1, time.perf_counter())
                 return True

@@ -30,12 +30,17 @@ from __future__ import annotations
 
 import logging
 import struct
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from ..protocol.codec import APIS
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.framing import FrameBuffer, parse_request_header
 from ..protocol.primitives import ProtocolError
 from .faults import FaultPlan
+
+if TYPE_CHECKING:
+    from ..protocol.codec import ApiSpec
+    from ..protocol.framing import RequestHeader
 
 log = logging.getLogger("pykbroker.connection")
 
@@ -59,7 +64,9 @@ class RequestContext:
     __slots__ = ("broker", "connection", "api_key", "api_version", "correlation_id", "client_id", "size",
                  "on_throttled")
 
-    def __init__(self, broker, connection, header, size: int = 0):
+    # broker and connection are opaque to the dispatcher (the BrokerServer and the Connection,
+    # or a test's stand-ins); handlers read them
+    def __init__(self, broker: Any, connection: Any, header: RequestHeader, size: int = 0) -> None:
         self.broker = broker
         self.connection = connection
         self.api_key = header.api_key
@@ -71,10 +78,10 @@ class RequestContext:
         self.size = size
         # a Fetch under a client quota: a list the handler fills with what to undo should its
         # answer be replaced by the empty throttled one (KIP-219; server/connection.py); else None
-        self.on_throttled = None
+        self.on_throttled: Optional[list] = None
 
     @property
-    def services(self):
+    def services(self) -> Any:
         """The broker's components a handler may use (handlers/support/services.py: BrokerServices)."""
         return self.broker.services
 
@@ -84,13 +91,14 @@ class HandleRequest:
 
     __slots__ = ("ctx", "handler", "spec", "request")
 
-    def __init__(self, ctx, handler, spec, request):
+    # handler: a kNN_* module, or a fault-injection wrapper with the same handle/error_response
+    def __init__(self, ctx: RequestContext, handler: Any, spec: ApiSpec, request: dict) -> None:
         self.ctx = ctx
         self.handler = handler
         self.spec = spec
         self.request = request
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "HandleRequest(%s v%d, correlation_id=%d)" % (
             self.spec.name, self.ctx.api_version, self.ctx.correlation_id)
 
@@ -100,10 +108,10 @@ class SendResponse:
 
     __slots__ = ("parts",)
 
-    def __init__(self, parts: list):
+    def __init__(self, parts: list) -> None:
         self.parts = parts
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "SendResponse(%d parts)" % len(self.parts)
 
 
@@ -112,12 +120,12 @@ class Close:
 
     __slots__ = ("reason", "level", "exc_info")
 
-    def __init__(self, reason: str, level: int = logging.WARNING, exc_info: BaseException | None = None):
+    def __init__(self, reason: str, level: int = logging.WARNING, exc_info: BaseException | None = None) -> None:
         self.reason = reason
         self.level = level
         self.exc_info = exc_info
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Close(%r)" % self.reason
 
 
@@ -126,12 +134,16 @@ class Delayed:
 
     __slots__ = ("seconds", "event")
 
-    def __init__(self, seconds: float, event):
+    def __init__(self, seconds: float, event: Event) -> None:
         self.seconds = seconds
         self.event = event
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Delayed(%gs, %r)" % (self.seconds, self.event)
+
+
+# what next_event decides (Delayed wraps one of the others)
+Event = Union[HandleRequest, SendResponse, Close, Delayed]
 
 
 class _PartitionFaults:
@@ -142,7 +154,7 @@ class _PartitionFaults:
 
     __slots__ = ("handler", "layout", "request", "errors")
 
-    def __init__(self, handler, layout, request, errors):
+    def __init__(self, handler: Any, layout: Any, request: dict, errors: dict[tuple[str, int], int]) -> None:
         self.handler = handler
         self.layout = layout
         self.request = request   # the client's whole request
@@ -158,12 +170,12 @@ class _PartitionFaults:
                 topics.append({**t, lay.req_parts: parts})
         return {**self.request, lay.req_topics: topics}
 
-    async def handle(self, ctx, served):
+    async def handle(self, ctx: RequestContext, served: dict) -> Optional[dict]:
         response = await self.handler.handle(ctx, served)
         if response is None or response.get("error_code"):
             return response  # acks=0 Produce / a request-level error: nothing to merge into
         lay, errors = self.layout, self.errors
-        entries = {}
+        entries: dict[tuple[str, int], dict] = {}
         for t in response[lay.topics]:
             for p in t[lay.parts]:
                 entries[(t[lay.topic], p[lay.index])] = p
@@ -181,7 +193,7 @@ class _PartitionFaults:
             topics.append(entry)
         return {**response, lay.topics: topics}
 
-    def error_response(self, ctx, request, code):
+    def error_response(self, ctx: RequestContext, request: dict, code: int) -> dict:
         # The handler raised: answer the client's whole request with that error.
         builder = getattr(self.handler, "error_response", None)
         if builder is None:
@@ -195,10 +207,10 @@ class _LoseResponse:
 
     __slots__ = ("handler",)
 
-    def __init__(self, handler):
+    def __init__(self, handler: Any) -> None:
         self.handler = handler
 
-    async def handle(self, ctx, request):
+    async def handle(self, ctx: RequestContext, request: dict) -> None:
         await self.handler.handle(ctx, request)
         raise CloseConnection("fault injection: response to %s lost after serving it" % ctx.api_key)
 
@@ -209,8 +221,8 @@ class Dispatcher:
     ``broker`` and ``connection`` are opaque here: they are only handed to handlers in their
     ``RequestContext``.  ``peer`` names the client in log lines."""
 
-    def __init__(self, handlers: dict, max_frame_bytes: int, broker=None, connection=None, peer: str = "?",
-                 faults: FaultPlan | None = None):
+    def __init__(self, handlers: dict, max_frame_bytes: int, broker: Any = None, connection: Any = None,
+                 peer: str = "?", faults: FaultPlan | None = None) -> None:
         self.handlers = handlers
         self.faults = faults if faults is not None else FaultPlan()
         self.broker = broker
@@ -219,10 +231,10 @@ class Dispatcher:
         self._frames = FrameBuffer(max_frame_bytes)
         self.closed = False
 
-    def receive_data(self, data) -> None:
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         self._frames.receive_data(data)
 
-    def read_target(self):
+    def read_target(self) -> memoryview | None:
         """Where the next read should go: the rest of a large frame's buffer, or ``None`` for a
         plain read handed to ``receive_data`` (FrameBuffer.read_target)."""
         return self._frames.read_target()
@@ -230,7 +242,7 @@ class Dispatcher:
     def received_into(self, n: int) -> None:
         self._frames.received_into(n)
 
-    def next_event(self):
+    def next_event(self) -> Optional[Event]:
         """The decision for the next complete frame, or ``None`` until more bytes arrive."""
         if self.closed:
             return None
@@ -242,11 +254,11 @@ class Dispatcher:
             return None
         return self._dispatch(frame)
 
-    def _close(self, reason: str, level: int = logging.WARNING, exc_info=None) -> Close:
+    def _close(self, reason: str, level: int = logging.WARNING, exc_info: BaseException | None = None) -> Close:
         self.closed = True
         return Close(reason, level, exc_info)
 
-    def _dispatch(self, frame: bytes):
+    def _dispatch(self, frame: bytearray) -> Optional[Event]:
         if len(frame) < 8:
             return self._close("request of %d bytes is too short for a header" % len(frame))
         api_key, api_version, corr = _HEADER_START.unpack_from(frame)
@@ -289,16 +301,17 @@ class Dispatcher:
             return self._inject(ctx, handler, spec, request)
         return HandleRequest(ctx, handler, spec, request)
 
-    def _inject(self, ctx, handler, spec, request):
+    def _inject(self, ctx: RequestContext, handler: Any, spec: ApiSpec, request: dict) -> Optional[Event]:
         """The event for a request the fault plan may touch (see ``faults.py``)."""
         layout = getattr(handler, "RESPONSES", None)
         resolve = getattr(handler, "resolve_request", None)
         if resolve is not None:
             resolve(ctx, request)   # e.g. Produce v13: topic ids -> the names fault rules name
         d = self.faults.decide(ctx.api_key, request, layout)
-        event = HandleRequest(ctx, handler, spec, request)
+        handle = HandleRequest(ctx, handler, spec, request)
         if not d:
-            return event
+            return handle
+        event: Optional[Event] = handle
         if d.drop:
             return self._close("fault injection: dropped on %s v%d" % (spec.name, ctx.api_version),
                                logging.INFO)
@@ -311,23 +324,23 @@ class Dispatcher:
                 builder = getattr(handler, "error_response", None)
                 body = (builder(ctx, request, d.error) if builder
                         else error_response(spec, ctx.api_version, request, d.error))
-            event = self.finish(event, body)
+            event = self.finish(handle, body)
         elif d.partition_errors:
             split = _PartitionFaults(handler, layout, request, d.partition_errors)
             event = HandleRequest(ctx, split, spec, split.served_request())
-        if d.drop_response and event.__class__ is HandleRequest:
+        if d.drop_response and isinstance(event, HandleRequest):
             event = HandleRequest(ctx, _LoseResponse(event.handler), spec, event.request)
-        if d.delay > 0:
+        if d.delay > 0 and event is not None:   # (an answer is always built above: never None)
             return Delayed(d.delay, event)
         return event
 
-    def _injected_error(self, ctx, request, code):
+    def _injected_error(self, ctx: RequestContext, request: dict, code: int) -> Optional[dict]:
         """The body answering an injected whole-request error, or None for the handler's
         ``error_response``; a dispatcher whose connection has more state than the request
         (server/secure.py: the SASL exchange) answers here as its state machine would."""
         return None
 
-    def finish(self, event: HandleRequest, response):
+    def finish(self, event: HandleRequest, response: Optional[dict]) -> SendResponse | Close | None:
         """The handler returned ``response``: encode and frame it (``None``: acks=0, no answer)."""
         if response is None:
             return None  # acks=0 Produce: Kafka sends nothing back
@@ -343,15 +356,15 @@ class Dispatcher:
                                logging.ERROR, e)
         return SendResponse(parts)
 
-    def fail(self, event: HandleRequest, exc: Exception):
+    def fail(self, event: HandleRequest, exc: Exception) -> SendResponse | Close | None:
         """The handler raised ``exc``: close on ``CloseConnection``, else answer with the error
         (``KafkaError``'s code, or UNKNOWN_SERVER_ERROR for a bug) in the response's error fields."""
         answer = self.error_answer(event, exc)
-        if answer.__class__ is Close:
+        if isinstance(answer, Close):
             return answer
         return self.finish(event, answer)
 
-    def error_answer(self, event: HandleRequest, exc: Exception):
+    def error_answer(self, event: HandleRequest, exc: Exception) -> dict | Close:
         """``fail`` before encoding: the error response (a dict, so a quota can still set its
         ``throttle_time_ms``), or the ``Close``."""
         if isinstance(exc, CloseConnection):
@@ -368,7 +381,7 @@ class Dispatcher:
         return builder(ctx, request, code) if builder else error_response(spec, ctx.api_version, request, code)
 
 
-def error_response(spec, version: int, request: dict, code: int) -> dict:
+def error_response(spec: ApiSpec, version: int, request: dict, code: int) -> dict:
     """Fallback for handlers without their own ``error_response``: those APIs (Heartbeat,
     LeaveGroup, ListGroups, ApiVersions, DescribeCluster) carry a top-level error code, which
     is where Kafka reports a request-level failure.  Handlers whose responses list topics and
