@@ -43,7 +43,7 @@ The partition dict is only mutated on the trio thread.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
 import trio
 

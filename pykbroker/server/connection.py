@@ -26,7 +26,7 @@ import logging
 import os
 import time
 import types
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Coroutine, Generator, Optional
 
 import trio
 
@@ -37,6 +37,7 @@ from .dispatch import (  # noqa: F401  (CloseConnection, RequestContext, error_r
 
 if TYPE_CHECKING:
     from ..security.authenticator import SaslAuthenticator
+    from ..storage.segment import FileRegion
 
 log = logging.getLogger("pykbroker.connection")
 
@@ -45,7 +46,7 @@ _DISCONNECTS = (trio.BrokenResourceError, trio.ClosedResourceError, ConnectionEr
 
 
 @types.coroutine
-def _timed(coro, spent: list):
+def _timed(coro: Coroutine[Any, Any, Any], spent: list[float]) -> Generator[Any, Any, Any]:
     """Run ``coro`` in this task, adding to ``spent[0]`` the time each of its steps takes on the
     event loop, not the time it waits (a replication wait, a Fetch's long poll, a lock):
     request_percentage's measure (docs/quotas.md).  Trio's traps pass through unchanged."""
@@ -85,7 +86,8 @@ class Connection:
     # expiry and its least-recently-used order (quota/connections.py)
     last_active = 0.0
 
-    def __init__(self, broker, stream: trio.SocketStream, listener_name: str):
+    # broker: the BrokerServer (or a test's stand-in), read for its components and settings
+    def __init__(self, broker: Any, stream: trio.SocketStream, listener_name: str) -> None:
         self.broker = broker
         self.stream = stream
         self.last_active = time.monotonic()
@@ -183,7 +185,7 @@ class Connection:
             # request.
             await checkpoint()
 
-    async def _carry_out_received(self, dispatcher, quotas) -> bool:
+    async def _carry_out_received(self, dispatcher: Dispatcher, quotas: Any) -> bool:
         """Carry out, in order, every decision the bytes received so far make (one call per
         read, whatever the transport); False once the connection is to be closed."""
         while True:
@@ -203,9 +205,11 @@ class Connection:
             if not await self._carry_out(event):
                 return False
 
-    async def _carry_out(self, event) -> bool:
+    async def _carry_out(self, event: Any) -> bool:
         """Carry out one decision of the dispatcher, in request order; False once the
         connection is to be closed."""
+        # ``event`` is an Event (server/dispatch.py), told apart by class identity: cheaper than
+        # isinstance on every request, but the type checker does not narrow on it (hence Any)
         if event.__class__ is HandleRequest:
             q = self.quotas
             if q is not None and q.active:
@@ -242,7 +246,7 @@ class Connection:
                 exc_info=event.exc_info)
         return False
 
-    async def _carry_out_quota(self, event) -> bool:
+    async def _carry_out_quota(self, event: HandleRequest) -> bool:
         """``_carry_out`` of a Produce or Fetch while client quotas are stored (Kafka's
         KafkaApis.handleProduceRequest / handleFetchRequest and KIP-219): the request's bytes
         (Produce) or the answer's (Fetch) are added to the rate of the quota that applies; over
@@ -302,7 +306,7 @@ class Connection:
                     # nor does the fetch session learn what the client was not told (Kafka
                     # answers from getThrottledResponse without updateAndGenerateResponseData:
                     # no new session, no cached partition updated)
-                    for undo in ctx.on_throttled:
+                    for undo in ctx.on_throttled or ():   # (set for a Fetch under a quota)
                         undo()
                     out = self.dispatcher.finish(event, throttled_fetch_response(ctx.api_version, request,
                                                                                  response, throttle))
@@ -328,7 +332,7 @@ class Connection:
             await trio.sleep(throttle / 1000.0)
         return ok
 
-    async def _carry_out_request_quota(self, event) -> bool:
+    async def _carry_out_request_quota(self, event: HandleRequest) -> bool:
         """``_carry_out`` of any request while a ``request_percentage`` is stored (Kafka's
         KafkaApis with ``quotas.request``, KIP-124): the loop time of decoding and handling the
         request is recorded in the rate of the request quota that applies and decides its
@@ -459,7 +463,7 @@ class Connection:
             await trio.sleep(throttle / 1000.0)       # KIP-219: muted
         return ok
 
-    async def _carry_out_mutation(self, event) -> bool:
+    async def _carry_out_mutation(self, event: HandleRequest) -> bool:
         """``_carry_out`` of CreateTopics / DeleteTopics / CreatePartitions while a controller
         mutation quota is stored: the handler counted the mutations (quota/manager.py
         MutationQuota) and put the throttle in its answer; as for the byte rates, the
@@ -493,7 +497,7 @@ class Connection:
             await trio.sleep(throttle / 1000.0)       # KIP-219: muted
         return ok
 
-    async def _carry_out_plain(self, event) -> bool:
+    async def _carry_out_plain(self, event: HandleRequest) -> bool:
         try:
             response = await event.handler.handle(event.ctx, event.request)
         except Exception as e:
@@ -504,7 +508,7 @@ class Connection:
             return True
         return await self._carry_out(out)
 
-    async def _carry_out_observed(self, event) -> bool:
+    async def _carry_out_observed(self, event: HandleRequest) -> bool:
         """``_carry_out`` of a ``HandleRequest`` while an observer is installed: the same steps,
         timed, inside the observer's request context, then reported to it."""
         obs = self.observer
@@ -531,7 +535,7 @@ class Connection:
             log.log(out.level, "closing connection from %s: %s", self.peer, out.reason, exc_info=out.exc_info)
             return False
 
-    async def _write(self, parts) -> None:
+    async def _write(self, parts: list) -> None:
         if len(parts) == 1 and not hasattr(parts[0], "length"):
             # Most answers (Produce among them) are one buffer: sent as is, no copy.
             await self._send_bytes(parts[0])
@@ -549,7 +553,7 @@ class Connection:
         if buf:
             await self._send_bytes(buf)
 
-    async def _send_bytes(self, data) -> None:
+    async def _send_bytes(self, data: bytes | bytearray | memoryview) -> None:
         """Straight to the non-blocking socket first: a small answer nearly always fits the
         socket buffer, and trio's send_all costs several times the write itself (its conflict
         check, checkpoints and retry loop; the profile of 100 connections each with one
@@ -560,7 +564,7 @@ class Connection:
         if n < len(data):
             await self.stream.send_all(memoryview(data)[n:])
 
-    def _write_now(self, data) -> int:
+    def _write_now(self, data: bytes | bytearray | memoryview) -> int:
         """What of ``data`` the socket takes without waiting (0 when its buffer is full)."""
         self.last_active = time.monotonic()
         try:
@@ -570,7 +574,7 @@ class Connection:
         except OSError as e:
             raise trio.BrokenResourceError(str(e)) from e
 
-    async def _send_region(self, region) -> None:
+    async def _send_region(self, region: FileRegion) -> None:
         """Zero-copy: os.sendfile from the segment file straight to the socket."""
         sock = self.stream.socket
         offset, remaining = region.position, region.length

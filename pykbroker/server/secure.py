@@ -22,6 +22,7 @@ import os
 import ssl
 import struct
 import time
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import trio
 
@@ -29,8 +30,12 @@ from ..protocol.errors import ErrorCode, KafkaError
 from ..security.authenticator import AUTHENTICATE, AUTHENTICATE_RAW, SaslAuthenticator
 from ..security.errors import AuthenticationFailed
 from .connection import Connection
-from .dispatch import Delayed, Dispatcher, HandleRequest, SendResponse
+from .dispatch import Delayed, Dispatcher, Event, HandleRequest, SendResponse
+from .faults import FaultPlan
 from .tls_transport import TlsTransport
+
+if TYPE_CHECKING:
+    from ..storage.segment import FileRegion
 
 log = logging.getLogger("pykbroker.connection")
 
@@ -48,15 +53,15 @@ _HEADER_KEY = struct.Struct(">h")
 
 
 class SaslDispatcher(Dispatcher):
-    def __init__(self, handlers, max_frame_bytes, broker, connection, peer, faults, auth: SaslAuthenticator,
-                 max_receive_size: int):
+    def __init__(self, handlers: dict, max_frame_bytes: int, broker: Any, connection: Any, peer: str,
+                 faults: Optional[FaultPlan], auth: SaslAuthenticator, max_receive_size: int) -> None:
         super().__init__(handlers, max_frame_bytes, broker, connection, peer, faults)
         self.auth = auth
         self._authenticated_limit = max_frame_bytes
         # Kafka's sasl.server.max.receive.size: the largest frame accepted before authentication
         self._frames.max_frame_bytes = min(max_frame_bytes, max_receive_size)
 
-    def next_event(self):
+    def next_event(self) -> Optional[Event]:
         auth = self.auth
         if auth.complete and self._frames.max_frame_bytes != self._authenticated_limit:
             # authenticated (the SaslAuthenticate handler just ran): the next frame's size is
@@ -70,14 +75,14 @@ class SaslDispatcher(Dispatcher):
             return Delayed(delay, event) if delay > 0 else event
         return super().next_event()
 
-    def _injected_error(self, ctx, request, code):
+    def _injected_error(self, ctx: Any, request: dict, code: int) -> Optional[dict]:
         # an injected SaslHandshake / SaslAuthenticate error ends the exchange as a real one
         # does (security/authenticator.py inject_failure); other APIs: the handler's answer
         if ctx.api_key in (17, 36):
             return self.auth.inject_failure(ctx.api_key, code)
         return None
 
-    def _dispatch(self, frame):
+    def _dispatch(self, frame: bytearray) -> Optional[Event]:
         auth = self.auth
         if auth.complete:
             if auth.session_expiry_ms is not None and len(frame) >= 2 \
@@ -113,7 +118,7 @@ class SaslDispatcher(Dispatcher):
                            logging.INFO)
 
 
-def _token_lookup(broker):
+def _token_lookup(broker: Any) -> Optional[Callable[[str, str], Optional[str]]]:
     """SCRAM ``tokenauth=true`` credentials of the broker's delegation tokens, or None when they
     are disabled (no ``delegation.token.secret.key``)."""
     tm = getattr(broker, "token_manager", None)
@@ -123,7 +128,7 @@ def _token_lookup(broker):
 class SecureConnection(Connection):
     """A connection of a listener with security (``sec``: security/listeners.ListenerSecurity)."""
 
-    def __init__(self, broker, stream, listener_name: str, sec):
+    def __init__(self, broker: Any, stream: trio.SocketStream, listener_name: str, sec: Any) -> None:
         super().__init__(broker, stream, listener_name)
         self.sec = sec
         self._tls_principal = "User:ANONYMOUS"   # the client certificate's, on SSL listeners
@@ -225,13 +230,13 @@ class SecureConnection(Connection):
             if not await self._carry_out_received(dispatcher, self.quotas):
                 return
 
-    def _write_now(self, data) -> int:
+    def _write_now(self, data: bytes | bytearray | memoryview) -> int:
         if self.sec.tls:
             self.last_active = time.monotonic()
             return 0   # everything goes through TlsTransport.send_all (encrypted first)
         return super()._write_now(data)
 
-    async def _write(self, parts) -> None:
+    async def _write(self, parts: list) -> None:
         if not self.sec.tls:
             await super()._write(parts)
             return
@@ -249,7 +254,7 @@ class SecureConnection(Connection):
             await self.stream.send_all(buf)
 
     @staticmethod
-    def _read_region(region, buf: bytearray) -> None:
+    def _read_region(region: FileRegion, buf: bytearray) -> None:
         """A Fetch answer's file region appended to ``buf`` (no sendfile through TLS)."""
         try:
             offset, remaining = region.position, region.length
