@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from typing import Optional
+from typing import Optional, Sequence
 
 from .fs import FileSystem, REAL_FS
 
@@ -114,7 +114,7 @@ class LeaderEpochCheckpointFile:
             log.error("ignoring malformed leader epoch checkpoint %s", self.path)
             return None
 
-    def write(self, entries, fsync: bool = True, staged: list | None = None) -> None:
+    def write(self, entries: Sequence[tuple[int, int]], fsync: bool = True, staged: list | None = None) -> None:
         lines = [str(_VERSION), str(len(entries))] + [f"{e} {o}" for e, o in entries]
         self.fs.write_file_atomic(self.path, ("\n".join(lines) + "\n").encode(), fsync=fsync, staged=staged)
 

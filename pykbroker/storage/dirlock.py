@@ -87,7 +87,7 @@ def lock_log_dir(log_dir: str) -> LogDirLock:
     return LogDirLock(log_dir, fd)
 
 
-def lock_log_dirs(log_dirs) -> list[LogDirLock]:
+def lock_log_dirs(log_dirs: list[str]) -> list[LogDirLock]:
     """Every dir locked, or none: on a refusal the locks already taken are released."""
     locks: list[LogDirLock] = []
     try:

@@ -6,7 +6,7 @@ Entries ``(epoch, start_offset)`` are strictly increasing in both fields.
 from __future__ import annotations
 
 import logging
-from typing import Optional
+from typing import Iterable, Optional
 
 from .checkpoints import LeaderEpochCheckpointFile
 
@@ -19,7 +19,8 @@ UNDEFINED_EPOCH_OFFSET = -1
 
 
 class LeaderEpochCache:
-    def __init__(self, checkpoint: Optional[LeaderEpochCheckpointFile], entries=None):
+    def __init__(self, checkpoint: Optional[LeaderEpochCheckpointFile],
+                 entries: Optional[Iterable[tuple[int, int]]] = None) -> None:
         self.checkpoint = checkpoint
         self._entries: list[tuple[int, int]] = list(entries or [])
 

@@ -29,7 +29,10 @@ import os
 import resource
 import threading
 from collections import OrderedDict
-from typing import Iterator, Optional
+from typing import TYPE_CHECKING, Iterable, Iterator, Optional
+
+if TYPE_CHECKING:
+    from .fs import FileSystem
 
 __all__ = ["FdHandle", "FdPool", "POOL", "default_budget", "pin_all"]
 
@@ -123,8 +126,8 @@ class FdHandle:
     """One segment file: a path, opened on demand through the pool."""
     __slots__ = ("path", "fs", "flags", "pool", "_fd", "pins", "holds", "released")
 
-    def __init__(self, path: Optional[str], fs, *, flags: int = os.O_RDWR,
-                 pool: FdPool = POOL, fd: int = -1):
+    def __init__(self, path: Optional[str], fs: FileSystem, *, flags: int = os.O_RDWR,
+                 pool: FdPool = POOL, fd: int = -1) -> None:
         self.path = path
         self.fs = fs
         self.flags = flags
@@ -160,6 +163,7 @@ class FdHandle:
                     self.pins += 1   # balanced by unpin() like any other pin
                     return -1
                 pool._make_room()
+                assert self.path is not None   # a handle made from an fd has no path and stays open
                 self._fd = self.fs.open(self.path, self.flags)
                 pool.opens += 1
                 pool._open[self] = None
@@ -236,7 +240,7 @@ class FdHandle:
             except OSError:
                 pass
 
-    def __del__(self):
+    def __del__(self) -> None:
         # the pool holds open handles, so an open one is only collected at interpreter exit
         try:
             self._close_fd()
@@ -245,7 +249,7 @@ class FdHandle:
 
 
 @contextlib.contextmanager
-def pin_all(handles) -> Iterator[None]:
+def pin_all(handles: Iterable[FdHandle]) -> Iterator[None]:
     """Keep every handle open (and its file readable after a deletion) for a while."""
     done = []
     try:

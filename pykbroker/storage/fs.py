@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from typing import Any
 
 __all__ = ["FileSystem", "REAL_FS"]
 
@@ -30,7 +31,7 @@ class FileSystem:
     def pread(self, fd: int, n: int, pos: int) -> bytes:
         return os.pread(fd, n, pos)
 
-    def pwrite(self, fd: int, data, pos: int) -> None:
+    def pwrite(self, fd: int, data: bytes | bytearray | memoryview, pos: int) -> None:
         """Write *all* of ``data`` at ``pos`` (loops over short writes)."""
         n = os.pwrite(fd, data, pos)
         if n == len(data):   # the whole of it: nearly always (no memoryview made)
@@ -161,7 +162,7 @@ class FileSystem:
 _SYNCFS: list = []
 
 
-def _syncfs():
+def _syncfs() -> Any:
     """libc's syncfs (None where there is none: not Linux, or no glibc symbol)."""
     if not _SYNCFS:
         fn = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from .checkpoints import LeaderEpochCheckpointFile, LEADER_EPOCH_CHECKPOINT
 from .epoch import LeaderEpochCache
@@ -20,6 +20,9 @@ from .log import Log, replay_producer_state, wall_ms
 from .log_config import LogConfig
 from .producer_state import ProducerStateManager
 from .segment import LogSegment
+
+if TYPE_CHECKING:
+    from ..protocol.records import BatchHeader
 
 __all__ = ["LogLoader", "load_log"]
 
@@ -115,7 +118,7 @@ class LogLoader:
         cache = LeaderEpochCache(epoch_ckpt, stored_epochs or [])
         rebuild_epochs = stored_epochs is None and bool(bases)
 
-        def on_batch(h):
+        def on_batch(h: BatchHeader) -> None:
             pe = h.partition_leader_epoch
             if pe >= 0 and (cache.latest_epoch is None or pe > cache.latest_epoch):
                 cache.assign(pe, h.base_offset, flush=False)
