@@ -19,11 +19,16 @@ cancel scopes are the timers (Kafka's purgatory and its timing wheel).
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Optional, TypeVar
 
 import trio
 
 from ..protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from .fetch_session import FetchSession
+
+R = TypeVar("R")   # what one read of a fetch returns
 
 
 async def delayed_produce(waits: list, timeout_ms: int) -> list:
@@ -39,7 +44,8 @@ async def delayed_produce(waits: list, timeout_ms: int) -> list:
     return codes
 
 
-async def delayed_fetch(read: Callable, first, targets: set, max_wait_ms: int, done: Callable):
+async def delayed_fetch(read: Callable[[Optional[set]], R], first: R, targets: set, max_wait_ms: int,
+                        done: Callable[[R], bool]) -> R:
     """Park on ``targets`` (the partitions the ``first`` read found) and ``read(targets)`` again
     on every wake-up until ``done(result)`` or ``max_wait_ms``; returns the last result.
     ``read`` refills the set it is given with the partitions to park on next."""
@@ -79,7 +85,7 @@ async def wait_woken(waiters: set) -> None:
         waiters.discard(ev)
 
 
-async def delayed_session_fetch(session, read_dirty: Callable[[set], bool], max_wait_ms: int,
+async def delayed_session_fetch(session: FetchSession, read_dirty: Callable[[set], bool], max_wait_ms: int,
                                 still_cached: Callable[[], bool]) -> None:
     """Wait on ``session`` until ``read_dirty(keys)`` (given the partitions marked dirty since
     the last read) says the request can be answered, ``max_wait_ms`` passes, or the session

@@ -53,7 +53,7 @@ class InterBrokerVersions:
         return high if low <= high else None
 
 
-async def api_versions(chan, software_name: str) -> ApiRanges:
+async def api_versions(chan: Channel, software_name: str) -> ApiRanges:
     """The receiver's advertised ranges, asked on ``chan`` (any object with ``call``) as the first
     request of a connection, as Kafka's clients do (ConnectionError if it refuses)."""
     resp = await chan.call(API_VERSIONS, 3, {"client_software_name": software_name, "client_software_version": "1"})
@@ -76,7 +76,7 @@ REAUTH_MARGIN_S = 1.0
 class Channel:
     """A request/response connection to another broker (one request in flight at a time)."""
 
-    def __init__(self, stream, client_id: str, max_frame: int):
+    def __init__(self, stream: trio.abc.Stream, client_id: str, max_frame: int) -> None:
         self.stream = stream
         self.client_id = client_id.encode()
         self.corr = 0
@@ -168,7 +168,8 @@ class Channel:
             frames.receive_data(data)
 
 
-async def open_channel(host: str, port: int, client_id: str, max_frame: int, security=None):
+async def open_channel(host: str, port: int, client_id: str, max_frame: int,
+                       security: Optional[InterBrokerSecurity] = None) -> tuple[trio.abc.Stream, Channel]:
     """A connection to another broker's inter-broker listener: TCP, then (``security``:
     security/client.py ``InterBrokerSecurity``, None on a PLAINTEXT listener) TLS with the
     listener's trust and the SASL exchange with the broker's own credentials, as Kafka's

@@ -11,7 +11,7 @@ import base64
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 from ..protocol.errors import ErrorCode, KafkaError
 
@@ -64,7 +64,7 @@ def new_topic_id() -> bytes:
         return tid
 
 
-def validate_topic_name(name) -> None:
+def validate_topic_name(name: Optional[str]) -> None:
     """Kafka's Topic.validate, with Apache Kafka 4.4's messages."""
     if name is None or name == "":
         raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is invalid: the empty string is not allowed")
@@ -80,7 +80,7 @@ def validate_topic_name(name) -> None:
                          "alphanumerics, '.', '_' and '-'" % name)
 
 
-def is_valid_topic_name(name) -> bool:
+def is_valid_topic_name(name: Optional[str]) -> bool:
     try:
         validate_topic_name(name)
         return True

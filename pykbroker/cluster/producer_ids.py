@@ -16,6 +16,7 @@ one) returns the start of a fresh block of ``BLOCK_SIZE`` ids that no broker eve
 from __future__ import annotations
 
 import os
+from typing import Awaitable, Callable, Optional
 
 import trio
 
@@ -26,7 +27,9 @@ FILE_NAME = "producer_id_block"
 
 
 class ProducerIdManager:
-    def __init__(self, log_dir: str, fs: FileSystem = REAL_FS, allocate_block=None):
+    # allocate_block: a cluster controller's next block of producer ids (None: a single node's own)
+    def __init__(self, log_dir: str, fs: FileSystem = REAL_FS,
+                 allocate_block: Optional[Callable[[], Awaitable[int]]] = None) -> None:
         self.path = os.path.join(log_dir, FILE_NAME)
         self.fs = fs
         self._allocate_block = allocate_block
