@@ -36,7 +36,7 @@ from __future__ import annotations
 import collections
 import logging
 import time
-from typing import AsyncIterator, Callable, Protocol
+from typing import AsyncIterator, Callable, Iterable, Optional, Protocol
 
 import trio
 
@@ -143,7 +143,7 @@ class CoordinatorRuntime:
         self._fail_all(sh, int(E.NOT_COORDINATOR))
         log.info("%s-%d: unloaded (leader epoch %s)", self.name, partition, leader_epoch)
 
-    async def wait_loaded(self, partitions=None) -> None:
+    async def wait_loaded(self, partitions: Optional[Iterable[int]] = None) -> None:
         """Wait until the given shards (default: all known) are loaded, failed or unloaded."""
         for p in list(self._shards) if partitions is None else partitions:
             sh = self._shards.get(p)

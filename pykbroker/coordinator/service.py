@@ -13,6 +13,7 @@ else once it created it; on a cluster the broker's leadership events call
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import trio
 
@@ -28,7 +29,10 @@ class CoordinatorService:
     REPLICATION_FACTOR_CONFIG = ""
     SEGMENT_BYTES_CONFIG = ""
 
-    def __init__(self, config, log_, leads_every_partition: bool, num_partitions: int):
+    # config: the BrokerConfig (or a test's dict of the keys read); log_: the topic's
+    # InternalTopicLog subclass, which is also the runtime's PartitionWriter (both roles: Any)
+    def __init__(self, config: Any, log_: Any, leads_every_partition: bool,
+                 num_partitions: int) -> None:
         self.config = config
         self.log = log_   # the topic's partitions (an InternalTopicLog: the runtime's PartitionWriter)
         self.leads_every_partition = leads_every_partition

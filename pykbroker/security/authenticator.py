@@ -27,7 +27,7 @@ The principal of an authenticated connection is ``User:<authorization id>``.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from ..protocol.errors import ErrorCode
 from .errors import AuthenticationFailed
@@ -38,6 +38,10 @@ from .scram import ScramCredential, ScramServer
 if TYPE_CHECKING:
     from .kerberos import GssapiServer
     from .oauthbearer import OAuthBearerServer
+    from .stats import AuthenticationStats
+
+# (user, mechanism) -> the stored SCRAM credential text, or None
+CredentialLookup = Callable[[str, str], Optional[str]]
 
 log = logging.getLogger("pykbroker.security")
 
@@ -52,8 +56,9 @@ class SaslAuthenticator:
     ``scram_lookup(user, mechanism)``: the stored credential text or None; ``peer`` names the
     client in the one log line of a failure."""
 
-    def __init__(self, sec, scram_lookup, peer: str = "?", failed_delay_ms: int = 100, now_ms=None,
-                 stats=None, token_lookup=None):
+    def __init__(self, sec: Any, scram_lookup: CredentialLookup, peer: str = "?", failed_delay_ms: int = 100,
+                 now_ms: Optional[Callable[[], int]] = None, stats: Optional[AuthenticationStats] = None,
+                 token_lookup: Optional[CredentialLookup] = None) -> None:
         self.sec = sec
         # SCRAM tokenauth=true: DelegationTokenManager.scram_lookup (None: no delegation tokens)
         self._token_lookup = token_lookup
@@ -167,7 +172,7 @@ class SaslAuthenticator:
         self.state = AUTHENTICATE if version >= 1 else AUTHENTICATE_RAW
         return {"error_code": ErrorCode.NONE, "mechanisms": self.mechanisms}
 
-    def _lookup(self, user: str, mechanism: str):
+    def _lookup(self, user: str, mechanism: str) -> Optional[ScramCredential]:
         text = self._scram_lookup(user, mechanism)
         return ScramCredential.from_text(text) if text else None
 

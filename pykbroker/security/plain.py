@@ -14,7 +14,7 @@ from .errors import AuthenticationFailed
 class PlainServer:
     mechanism = "PLAIN"
 
-    def __init__(self, users):
+    def __init__(self, users: dict[str, str]) -> None:
         self._users = users      # name -> password (the listener's JAAS users)
         self.complete = False
         self.authorization_id: str | None = None

@@ -10,7 +10,7 @@ KINDS = ("successful_authentication", "failed_authentication",
 
 
 class AuthenticationStats:
-    def __init__(self):
+    def __init__(self) -> None:
         self.counts: dict[tuple[str, str, str], int] = {}   # (kind, listener, mechanism) -> n
 
     def record(self, kind: str, listener: str, mechanism: str) -> None:
