@@ -34,7 +34,7 @@ from ..protocol.codec import APIS
 from ..protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from ..handlers.common import PartitionResponses
+    from ..handlers.support.common import PartitionResponses
 
 # an API named by key or by name in any case ("Produce", "list_offsets"); an error by ErrorCode
 # member name or number
