@@ -106,7 +106,8 @@ _SECURITY_KEYS = ("sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protoc
                   "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.keystore.location",
                   "ssl.keystore.password", "ssl.keystore.type", "ssl.protocol", "ssl.truststore.certificates",
                   "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.type",
-                  "ssl.endpoint.identification.algorithm")
+                  "ssl.endpoint.identification.algorithm", "sasl.kerberos.principal.to.local.rules",
+                  "sasl.kerberos.service.name", "sasl.login.refresh.window.factor")
 _PROTOCOL_MAP_DEFAULT = "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"
 BROKER_KNOWN = {
     **{key: _STATIC_SECURITY for key in _SECURITY_KEYS},
