@@ -329,17 +329,7 @@ async function secureCase(c) {
   return res
 }
 
-async function secure() {
-  const out = {}
-  await Promise.all(scen.securityCases(opts.security).map(async c => {
-    try {
-      out[c.name] = await secureCase(c)
-    } catch (e) {
-      out[c.name] = { error: String(e && e.stack || e) }
-    }
-  }))
-  return out
-}
+const secure = () => scen.runSecurityCases(opts.security, secureCase)
 
 // --- leaderkill: the idempotent producer while a partition leader is killed -9 -----------------
 // As kafkajs.js's: tests/node kills partition 0's leader once "progress acked=N" on stderr

@@ -427,17 +427,7 @@ async function secureCase(c) {
   return Object.assign(scen.judge(wantByPart, got), { topic })
 }
 
-async function secure() {
-  const out = {}
-  await Promise.all(scen.securityCases(opts.security).map(async c => {
-    try {
-      out[c.name] = await secureCase(c)
-    } catch (e) {
-      out[c.name] = { error: String(e && e.stack || e) }
-    }
-  }))
-  return out
-}
+const secure = () => scen.runSecurityCases(opts.security, secureCase)
 
 // --- leaderkill: the idempotent producer while a partition leader is killed -9 -----------------
 // tests/node kills the leader of partition 0 (and restarts it) once "progress acked=N" on

@@ -34,6 +34,20 @@ function securityCases(file) {
   return JSON.parse(require('fs').readFileSync(file, 'utf8')).cases
 }
 
+// Runs every case of the security file at once through the client's secureCase; a case that
+// throws is reported as { error: its stack } so the others' results still come back.
+async function runSecurityCases(file, secureCase) {
+  const out = {}
+  await Promise.all(securityCases(file).map(async c => {
+    try {
+      out[c.name] = await secureCase(c)
+    } catch (e) {
+      out[c.name] = { error: String(e && e.stack || e) }
+    }
+  }))
+  return out
+}
+
 // An unsecured JWT (alg "none", empty signature) as Kafka's OAuthBearerUnsecuredJws reads it:
 // sub the principal, iat now, exp lifetime seconds later (a negative lifetime: already expired).
 function unsecuredJwt(sub, lifetimeS = 3600) {
@@ -296,4 +310,4 @@ async function withAdmin(kafka, fn) {
   try { return await fn(admin) } finally { await admin.disconnect() }
 }
 
-module.exports = { ackGap, judgeAcked, securityCases, unsecuredJwt, secureRecords, judgeIdempotent, groupValues, takeChunk, tally, withAdmin, parseArgs, record, CODEC_SET, headerObject, headerList, compare, judge, runAll, fail, sleep, until, sameBytes }
+module.exports = { ackGap, judgeAcked, securityCases, runSecurityCases, unsecuredJwt, secureRecords, judgeIdempotent, groupValues, takeChunk, tally, withAdmin, parseArgs, record, CODEC_SET, headerObject, headerList, compare, judge, runAll, fail, sleep, until, sameBytes }
