@@ -212,21 +212,7 @@ func runPart1(topic string, res *part1Result) map[int32][]placed {
 	x.Close()
 	y.Close()
 	// the sentinels, committed after every other transaction ended
-	z := txnProducer(*common.Prefix + "-txn-z")
-	if err := z.BeginTxn(); err != nil {
-		scen.Fail("begin sentinel: %v", err)
-	}
-	var ends []*sarama.ProducerMessage
-	for p := int32(0); p < txnParts; p++ {
-		ends = append(ends, &sarama.ProducerMessage{Topic: topic, Partition: p, Value: sarama.StringEncoder(sentinel)})
-	}
-	if err := z.SendMessages(ends); err != nil {
-		scen.Fail("send sentinel: %v", err)
-	}
-	if err := z.CommitTxn(); err != nil {
-		scen.Fail("commit sentinel: %v", err)
-	}
-	z.Close()
+	ends := commitSentinels(*common.Prefix+"-txn-z", topic, "sentinel")
 	committed = append(committed, ends...)
 	res.Written += len(ends)
 	// what a read_committed reader must see: the committed records of each partition in offset order
@@ -524,21 +510,7 @@ func runPart2(in, out string, want map[int32][]placed, sentinels map[int32]int64
 	}
 
 	// the output's own sentinels, committed after the group finished
-	z := txnProducer(*common.Prefix + "-txn-zo")
-	if err := z.BeginTxn(); err != nil {
-		scen.Fail("begin output sentinel: %v", err)
-	}
-	var ends []*sarama.ProducerMessage
-	for p := int32(0); p < txnParts; p++ {
-		ends = append(ends, &sarama.ProducerMessage{Topic: out, Partition: p, Value: sarama.StringEncoder(sentinel)})
-	}
-	if err := z.SendMessages(ends); err != nil {
-		scen.Fail("send output sentinel: %v", err)
-	}
-	if err := z.CommitTxn(); err != nil {
-		scen.Fail("commit output sentinel: %v", err)
-	}
-	z.Close()
+	commitSentinels(*common.Prefix+"-txn-zo", out, "output sentinel")
 	got, err := readPartitionsUntil(out, sarama.ReadCommitted, sentinel)
 	if err != nil {
 		res.OutputMismatches = append(res.OutputMismatches, "read: "+err.Error())
@@ -595,4 +567,26 @@ func runTxn() any {
 	want := runPart1(in, &res.Part1)
 	runPart2(in, out, want, res.Part1.SentinelOffsets, &res.Part2)
 	return res
+}
+
+// commitSentinels writes the sentinel to each of topic's txnParts partitions in one transaction
+// of its own (transactional id txnID), committed: what names the end of a read_committed read.
+// what names the sentinels in a failure.
+func commitSentinels(txnID, topic, what string) []*sarama.ProducerMessage {
+	z := txnProducer(txnID)
+	defer z.Close()
+	if err := z.BeginTxn(); err != nil {
+		scen.Fail("begin %s: %v", what, err)
+	}
+	var ends []*sarama.ProducerMessage
+	for p := int32(0); p < txnParts; p++ {
+		ends = append(ends, &sarama.ProducerMessage{Topic: topic, Partition: p, Value: sarama.StringEncoder(sentinel)})
+	}
+	if err := z.SendMessages(ends); err != nil {
+		scen.Fail("send %s: %v", what, err)
+	}
+	if err := z.CommitTxn(); err != nil {
+		scen.Fail("commit %s: %v", what, err)
+	}
+	return ends
 }
