@@ -61,20 +61,7 @@ func runEOS(ctx context.Context) eosResult {
 
 	res := eosResult{Balancer: *balancer, Static: *static, EndErrors: []string{}, ProduceErrors: []string{}, RecoverErrors: []string{}}
 	// the input, produced plainly (idempotent acks=all, franz-go's default)
-	p := newClient(kgo.DefaultProduceTopic(in))
-	for i := 0; i < *common.Records; i++ {
-		v := fmt.Sprintf("v-%05d", i)
-		res.Input = append(res.Input, v)
-		p.Produce(ctx, &kgo.Record{Key: []byte(fmt.Sprintf("k-%d", i%17)), Value: []byte(v)}, func(_ *kgo.Record, err error) {
-			if err != nil {
-				fail("produce input: %v", err)
-			}
-		})
-	}
-	if err := p.Flush(ctx); err != nil {
-		fail("flush input: %v", err)
-	}
-	p.Close()
+	res.Input = producePlain(ctx, in, *common.Records, "k-%d", 17, "v-%05d", "input")
 
 	var (
 		committed, aborted, revocations atomic.Int64

@@ -37,21 +37,7 @@ func runGroup(ctx context.Context) any {
 	createTopic(ctx, adm, topic, 3)
 	res := groupResult{Problems: []string{}, Later: []int{}, Balancer: *balancer}
 
-	p := newClient(kgo.DefaultProduceTopic(topic))
-	var all []string
-	for i := 0; i < *common.Records; i++ {
-		v := fmt.Sprintf("g-%05d", i)
-		all = append(all, v)
-		p.Produce(ctx, &kgo.Record{Key: []byte(fmt.Sprintf("%d", i%11)), Value: []byte(v)}, func(_ *kgo.Record, err error) {
-			if err != nil {
-				fail("produce: %v", err)
-			}
-		})
-	}
-	if err := p.Flush(ctx); err != nil {
-		fail("flush: %v", err)
-	}
-	p.Close()
+	all := producePlain(ctx, topic, *common.Records, "%d", 11, "g-%05d", "records")
 	res.Produced = len(all)
 
 	var mu sync.Mutex

@@ -62,6 +62,28 @@ func fail(format string, args ...any) {
 }
 
 // createTopic creates a topic with kadm and waits until every partition has a leader.
+// producePlain produces n records to topic with franz-go's default producer (idempotent,
+// acks=all) and waits for all of them: record i has the key keyFmt % (i % keys) and the value
+// valueFmt % i.  The values, in produce order; what names the records in a failure.
+func producePlain(ctx context.Context, topic string, n int, keyFmt string, keys int, valueFmt, what string) []string {
+	p := newClient(kgo.DefaultProduceTopic(topic))
+	defer p.Close()
+	var values []string
+	for i := 0; i < n; i++ {
+		v := fmt.Sprintf(valueFmt, i)
+		values = append(values, v)
+		p.Produce(ctx, &kgo.Record{Key: []byte(fmt.Sprintf(keyFmt, i%keys)), Value: []byte(v)}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				fail("produce %s: %v", what, err)
+			}
+		})
+	}
+	if err := p.Flush(ctx); err != nil {
+		fail("flush %s: %v", what, err)
+	}
+	return values
+}
+
 func createTopic(ctx context.Context, adm *kadm.Client, topic string, partitions int32) {
 	resp, err := adm.CreateTopic(ctx, partitions, int16(*common.RF), nil, topic)
 	if err != nil || resp.Err != nil {
