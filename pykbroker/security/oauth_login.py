@@ -36,6 +36,7 @@ from typing import Callable, Optional
 from urllib.parse import quote_plus
 
 from ..config import ConfigError
+from .oauthbearer import configured_endpoint
 
 # Kafka's login handler: its class name since 3.7 and the older package (3.1 to 3.6)
 LOGIN_HANDLERS = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
@@ -224,20 +225,11 @@ def from_listener(sec, jaas_options: dict) -> Optional[ClientCredentialsLogin]:
     setting is a ConfigError at start-up."""
     def get(key):
         return sec.mechanism_get("OAUTHBEARER", key)
-    handler = get("sasl.login.callback.handler.class")
-    if not handler:
+    configured = configured_endpoint(sec, "login", LOGIN_HANDLERS, "sasl.oauthbearer.token.endpoint.url",
+                                     "where the broker obtains its own token")
+    if configured is None:
         return None
-    key = "listener.name.%s.oauthbearer.sasl.login.callback.handler.class" % sec.name.lower()
-    if handler.strip() not in LOGIN_HANDLERS:
-        raise ConfigError("Invalid value %s for configuration %s: pykbroker knows only %s"
-                          % (handler, key, LOGIN_HANDLERS[0]), key)
-    url = get("sasl.oauthbearer.token.endpoint.url")
-    ukey = "sasl.oauthbearer.token.endpoint.url"
-    if not url:
-        raise ConfigError("%s needs %s (where the broker obtains its own token)" % (key, ukey), ukey)
-    from urllib.parse import urlparse
-    if urlparse(url).scheme.lower() not in ("file", "http", "https"):
-        raise ConfigError("Invalid value %s for configuration %s: a file://, http:// or https:// URL" % (url, ukey), ukey)
+    url = configured[1]
 
     def conf_or_jaas(conf_key, jaas_key):
         v = get(conf_key)

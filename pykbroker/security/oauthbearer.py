@@ -184,6 +184,31 @@ VALIDATOR_HANDLERS = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerV
 ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"]
 
 
+def configured_endpoint(sec, side: str, known: tuple, url_setting: str, why: str) -> "tuple[str, str] | None":
+    """(the handler setting's listener-prefixed name, the endpoint URL) when listener ``sec``
+    names one of ``known`` as its OAUTHBEARER ``sasl.<side>.callback.handler.class`` (side:
+    "login" or "server"), else None (Kafka's unsecured default).  A handler pykbroker does not
+    build, a missing ``url_setting`` (``why`` says what it is for) or a URL other than file,
+    http or https is a ConfigError at start-up, worded as Kafka words it."""
+    from urllib.parse import urlparse
+
+    from ..config import ConfigError
+    handler = sec.mechanism_get("OAUTHBEARER", "sasl.%s.callback.handler.class" % side)
+    if not handler:
+        return None
+    key = "listener.name.%s.oauthbearer.sasl.%s.callback.handler.class" % (sec.name.lower(), side)
+    if handler.strip() not in known:
+        raise ConfigError("Invalid value %s for configuration %s: pykbroker knows only %s"
+                          % (handler, key, known[0]), key)
+    url = sec.mechanism_get("OAUTHBEARER", url_setting)
+    if not url:
+        raise ConfigError("%s needs %s (%s)" % (key, url_setting, why), url_setting)
+    if urlparse(url).scheme.lower() not in ("file", "http", "https"):
+        raise ConfigError("Invalid value %s for configuration %s: a file://, http:// or https:// URL"
+                          % (url, url_setting), url_setting)
+    return key, url
+
+
 class JwtValidator:
     """Kafka's broker JWT validator (BrokerJwtValidator) over a JWKS; sans-IO after
     construction: ``validate(token, now_ms)`` -> (principal, exp in ms) or None."""
@@ -209,22 +234,13 @@ class JwtValidator:
 
         def get(key):
             return sec.mechanism_get("OAUTHBEARER", key)
-        handler = get("sasl.server.callback.handler.class")
-        if not handler:
+        configured = configured_endpoint(sec, "server", VALIDATOR_HANDLERS, "sasl.oauthbearer.jwks.endpoint.url",
+                                         "the keys that sign the tokens")
+        if configured is None:
             return None
-        key = "listener.name.%s.oauthbearer.sasl.server.callback.handler.class" % sec.name.lower()
-        if handler.strip() not in VALIDATOR_HANDLERS:
-            raise ConfigError("Invalid value %s for configuration %s: pykbroker knows only %s"
-                              % (handler, key, VALIDATOR_HANDLERS[0]), key)
-        url = get("sasl.oauthbearer.jwks.endpoint.url")
-        if not url:
-            raise ConfigError("%s needs sasl.oauthbearer.jwks.endpoint.url (the keys that sign the tokens)"
-                              % key, "sasl.oauthbearer.jwks.endpoint.url")
+        key, url = configured
         from urllib.parse import unquote, urlparse
         scheme = urlparse(url).scheme.lower()
-        if scheme not in ("file", "http", "https"):
-            raise ConfigError("Invalid value %s for configuration sasl.oauthbearer.jwks.endpoint.url: "
-                              "a file://, http:// or https:// URL" % url, "sasl.oauthbearer.jwks.endpoint.url")
         try:
             import jwt  # noqa: F401  (PyJWT[crypto]: the security extra)
         except ImportError:
