@@ -14,17 +14,14 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pykbroker/compat/go/internal/scen"
 )
 
 type idemResult struct {
-	Produced     int      `json:"produced"`
-	Read         int      `json:"read"`
-	Duplicates   int      `json:"duplicates"`
-	Missing      int      `json:"missing"`
-	OutOfOrder   int      `json:"out_of_order"`
-	OffsetErrors int      `json:"offset_errors"`
-	ProducerIDs  []int64  `json:"producer_ids"`
-	Problems     []string `json:"problems"`
+	scen.IdemCounts
+	ProducerIDs []int64  `json:"producer_ids"`
+	Problems    []string `json:"problems"`
 }
 
 func runIdempotent(ctx context.Context) any {

@@ -122,14 +122,7 @@ func runRoundtrip(ctx context.Context) any {
 	for _, name := range scen.Codecs {
 		topic := fmt.Sprintf("%s-rt-%s", *common.Prefix, name)
 		createTopic(ctx, topic, 3)
-		var rs []scen.Rec
-		want := map[int32][]scen.Rec{}
-		for i := 0; i < *common.Records; i++ {
-			r := scen.Record(i, base)
-			r.Offset = int64(len(want[r.Partition])) // a fresh topic: dense from 0
-			want[r.Partition] = append(want[r.Partition], r)
-			rs = append(rs, r)
-		}
+		rs, want := scen.FreshRecords(*common.Records, base)
 		produce(ctx, topic, codecs[name], rs)
 		got := map[int32][]scen.Rec{}
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)

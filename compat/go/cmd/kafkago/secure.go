@@ -66,14 +66,7 @@ func runSecure(ctx context.Context) any {
 		createTopic(ctx, topic, 3)
 	}
 	base := time.Now()
-	var rs []scen.Rec
-	want := map[int32][]scen.Rec{}
-	for i := 0; i < *common.Records; i++ {
-		r := scen.Record(i, base)
-		r.Offset = int64(len(want[r.Partition])) // a fresh topic: dense from 0
-		want[r.Partition] = append(want[r.Partition], r)
-		rs = append(rs, r)
-	}
+	rs, want := scen.FreshRecords(*common.Records, base)
 	// a refused writer retries (MaxAttempts) the errors kafka-go calls temporary only
 	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	err := write(pctx, topic, 0, rs, 3)

@@ -199,15 +199,6 @@ func runRoundtrip() any {
 	return out
 }
 
-type idemResult struct {
-	Produced     int `json:"produced"`
-	Read         int `json:"read"`
-	Duplicates   int `json:"duplicates"`
-	Missing      int `json:"missing"`
-	OutOfOrder   int `json:"out_of_order"`
-	OffsetErrors int `json:"offset_errors"` // read at another offset than its produce result named
-}
-
 // The idempotent producer (Producer.Idempotent, acks=all, one request in flight as sarama
 // requires), asynchronous, three partitions.
 func runIdempotent() any {
@@ -257,7 +248,7 @@ func runIdempotent() any {
 		scen.Fail("close: %v", err)
 	}
 	got := consumeAll(topic, 3, *common.Records)
-	res := idemResult{Produced: *common.Records}
+	res := scen.IdemCounts{Produced: *common.Records}
 	seen := map[string]int{}
 	for part, recs := range got {
 		for j, r := range recs {

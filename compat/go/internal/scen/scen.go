@@ -98,6 +98,30 @@ func Record(i int, base time.Time) Rec {
 	return r
 }
 
+// FreshRecords are records 0..n-1 for a topic just created: all of them in produce order, and
+// by partition with the offsets they get there (dense from 0).
+func FreshRecords(n int, base time.Time) ([]Rec, map[int32][]Rec) {
+	var rs []Rec
+	want := map[int32][]Rec{}
+	for i := 0; i < n; i++ {
+		r := Record(i, base)
+		r.Offset = int64(len(want[r.Partition]))
+		want[r.Partition] = append(want[r.Partition], r)
+		rs = append(rs, r)
+	}
+	return rs, want
+}
+
+// IdemCounts are what every idempotent-producer scenario reports (tests/go reads these keys).
+type IdemCounts struct {
+	Produced     int `json:"produced"`
+	Read         int `json:"read"`
+	Duplicates   int `json:"duplicates"`
+	Missing      int `json:"missing"`
+	OutOfOrder   int `json:"out_of_order"`
+	OffsetErrors int `json:"offset_errors"` // read at another offset than its produce result named
+}
+
 // Flags tell which distinctions the client keeps: a client that cannot tell null from empty
 // reports it, and the comparison then only requires equal bytes.
 type Flags struct {
