@@ -44,6 +44,28 @@ final class FaultsScenario {
     static final HttpClient HTTP = HttpClient.newBuilder().proxy(HttpClient.Builder.NO_PROXY)
             .connectTimeout(Duration.ofSeconds(10)).build();
 
+    /** Called after each poll with the number of records read so far. */
+    interface AfterPoll {
+        void polled(int total) throws Exception;
+    }
+
+    /** Polls c until count records are read or 60 s pass: the values read, by partition. */
+    static Map<Integer, List<String>> pollValues(KafkaConsumer<byte[], byte[]> c, int count, AfterPoll after)
+            throws Exception {
+        Map<Integer, List<String>> seen = new HashMap<>();
+        int total = 0;
+        long deadline = System.currentTimeMillis() + 60_000;
+        while (total < count && System.currentTimeMillis() < deadline) {
+            for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) {
+                seen.computeIfAbsent(r.partition(), k -> new ArrayList<>())
+                        .add(new String(r.value(), StandardCharsets.UTF_8));
+                total++;
+            }
+            after.polled(total);
+        }
+        return seen;
+    }
+
     static String control(String base, String method, String path, String json) throws Exception {
         HttpRequest.Builder b = HttpRequest.newBuilder(URI.create(base + path)).timeout(Duration.ofSeconds(60))
                 .header("Content-Type", "application/json");
@@ -120,22 +142,14 @@ final class FaultsScenario {
             try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {
                 c.assign(tps);
                 c.seekToBeginning(tps);
-                Map<Integer, List<String>> seen = new HashMap<>();
-                int total = 0;
-                boolean crashed = false;
-                long deadline = System.currentTimeMillis() + 60_000;
-                while (total < count && System.currentTimeMillis() < deadline) {
-                    for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) {
-                        seen.computeIfAbsent(r.partition(), k -> new ArrayList<>())
-                                .add(new String(r.value(), StandardCharsets.UTF_8));
-                        total++;
-                    }
-                    if (!crashed && total >= count / 3) {
-                        crashed = true;
+                boolean[] crashed = {false};
+                Map<Integer, List<String>> seen = pollValues(c, count, total -> {
+                    if (!crashed[0] && total >= count / 3) {
+                        crashed[0] = true;
                         control(ctl, "POST", "/broker/restart", "{\"clean\":false}");
                     }
-                }
-                Main.check(crashed, "the broker was crashed mid-read");
+                });
+                Main.check(crashed[0], "the broker was crashed mid-read");
                 Main.emit(Json.obj("event", "consumed", "phase", "read_through_crash",
                         "p0", seen.get(0), "p1", seen.get(1)));
             }
@@ -152,16 +166,7 @@ final class FaultsScenario {
             p.put("retry.backoff.ms", "20");
             try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {
                 c.subscribe(List.of(topic));
-                Map<Integer, List<String>> seen = new HashMap<>();
-                int total = 0;
-                long deadline = System.currentTimeMillis() + 60_000;
-                while (total < count && System.currentTimeMillis() < deadline) {
-                    for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) {
-                        seen.computeIfAbsent(r.partition(), k -> new ArrayList<>())
-                                .add(new String(r.value(), StandardCharsets.UTF_8));
-                        total++;
-                    }
-                }
+                Map<Integer, List<String>> seen = pollValues(c, count, total -> { });
                 // a commit that meets NOT_COORDINATOR is retried by commitSync itself
                 c.commitSync(Duration.ofSeconds(30));
                 Map<TopicPartition, OffsetAndMetadata> committed = c.committed(
