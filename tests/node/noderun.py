@@ -187,6 +187,24 @@ def check_group_run(r: dict, records: int) -> tuple:
     return a, b, c
 
 
+def check_leaderkill(cluster, script: str, prefix: str, pace_ms: int) -> dict:
+    """The leaderkill scenario of ``script`` (3000 records, replication factor 3, ``pace_ms``
+    between sends) while tests.client_brokers.run_killing_a_leader kills partition 0's leader
+    -9 and restarts it: every acknowledged record read back once, in produce order per
+    partition, at its acknowledged offset.  Returns the scenario's report."""
+    from tests.client_brokers import run_killing_a_leader
+    args = [node_binary(), str(PACKAGE / script), "--brokers", cluster.bootstrap_servers,
+            "--scenarios", "leaderkill", "--prefix", prefix, "--rf", "3", "--records", "3000",
+            "--pace", str(pace_ms), "--timeout", "200"]
+    r = scenario(run_killing_a_leader(cluster, args, prefix + "-idem"), "leaderkill")
+    assert r["verdict"] == {"produced": 3000, "acknowledged": 3000, "read": 3000, "duplicates": 0, "missing": 0,
+                            "out_of_order": 0, "offset_errors": 0}, r
+    # the kill landed while partition 0 was written: its acknowledgements stopped for the
+    # election (the dead broker's ZooKeeper session, 6 s, then the controller's choice)
+    assert r["partition0_longest_ack_gap_ms"] >= 2000, r
+    return r
+
+
 def batch_codecs(bootstrap: str, topic: str, partition: int = 0) -> set:
     """The compression codecs (attributes & 7: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd) of the
     record batches stored in one partition, read with a raw Fetch from its leader (one broker)."""

@@ -254,14 +254,4 @@ def test_idempotent_producer_across_a_leader_kill(node_cluster):
     offset its produce answer named.  A send kafkajs resolved without partition 0 (its retry
     skips a new leader that already answered: a kafkajs bug, compat/node/README.md) is sent
     again by the scenario; ``resent_after_kafkajs_dropped`` counts those records."""
-    from tests.client_brokers import run_killing_a_leader
-    prefix = _prefix("kjs-kill")
-    args = [noderun.node_binary(), str(noderun.PACKAGE / "kafkajs.js"), "--brokers", node_cluster.bootstrap_servers,
-            "--scenarios", "leaderkill", "--prefix", prefix, "--rf", "3", "--records", "3000", "--pace", "10",
-            "--timeout", "200"]
-    r = noderun.scenario(run_killing_a_leader(node_cluster, args, prefix + "-idem"), "leaderkill")
-    assert r["verdict"] == {"produced": 3000, "acknowledged": 3000, "read": 3000, "duplicates": 0, "missing": 0,
-                            "out_of_order": 0, "offset_errors": 0}, r
-    # the kill landed while partition 0 was written: its acknowledgements stopped for the
-    # election (the dead broker's ZooKeeper session, 6 s, then the controller's choice)
-    assert r["partition0_longest_ack_gap_ms"] >= 2000, r
+    noderun.check_leaderkill(node_cluster, "kafkajs.js", _prefix("kjs-kill"), pace_ms=10)
