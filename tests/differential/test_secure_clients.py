@@ -25,16 +25,15 @@ client's cases).  About 40 s, the Kafka start included.  A missing oracle fails;
 toolchain or Node package skips that client's test (a failure under CI=true for Node)."""
 from __future__ import annotations
 
-import base64
 import json
 import os
 import re
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from tests import needs
+from tests.go import gobuild
 
 needs.module("cryptography")
 
@@ -79,18 +78,7 @@ def _normal(text: str) -> str:
 # --- Go --------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def gobin(tmp_path_factory):
-    from tests.go import gobuild
-    if gobuild.go_binary() is None:
-        needs.skip_missing("a Go toolchain (go on PATH or /usr/local/go/bin/go) for the Go clients")
-    return gobuild.build_or_fail(tmp_path_factory.mktemp("gobin"))
-
-
-def _unsecured_jwt(sub, lifetime=3600):
-    """A JWT for Kafka's unsecured validator (``alg: none``, no signature)."""
-    def enc(obj):
-        return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
-    now = int(time.time())
-    return "%s.%s." % (enc({"alg": "none"}), enc({"sub": sub, "iat": now - 10, "exp": now + lifetime}))
+    return gobuild.build_for_module(tmp_path_factory)
 
 
 def _go_flags(m, mech=None, user="alice", wrong=False, cert=False, ca=None):
@@ -98,7 +86,7 @@ def _go_flags(m, mech=None, user="alice", wrong=False, cert=False, ca=None):
     if cert:
         f.update(cert=m.cert, key=m.key)
     if mech == "OAUTHBEARER":
-        f.update(sasl=mech, oauth_token=_unsecured_jwt(user, -60 if wrong else 3600))
+        f.update(sasl=mech, oauth_token=gobuild.unsecured_jwt(user, -60 if wrong else 3600))
     elif mech:
         f.update(sasl=mech, user=user, password="wrong" if wrong else ss.USERS[user])
     return f
@@ -120,7 +108,6 @@ def go_cases(client, m):
 
 
 def _go_case(gobin, client, side, case):
-    from tests.go import gobuild
     name, listener, flags, refused = case
     prefix = "%s-%s" % (client, name.lower())
     if refused:

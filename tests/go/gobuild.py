@@ -11,10 +11,12 @@ runs one that reports ``progress acked=N`` on stderr and kills partition 0's lea
 """
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -53,6 +55,24 @@ def build_or_fail(out_dir: Path) -> Path:
         return build(out_dir)
     except Exception as e:
         pytest.fail(str(e), pytrace=False)
+
+
+def build_for_module(tmp_path_factory) -> Path:
+    """A module-scoped ``gobin`` fixture's body outside tests/go: the built programs, or the
+    module's tests skipped (tests.needs: a missing tool) when there is no Go toolchain."""
+    if go_binary() is None:
+        from tests import needs
+        needs.skip_missing("a Go toolchain (go on PATH or /usr/local/go/bin/go) for the Go clients")
+    return build_or_fail(tmp_path_factory.mktemp("gobin"))
+
+
+def unsecured_jwt(sub: str, lifetime: int = 3600) -> str:
+    """A JWT for Kafka's unsecured validator (``alg: none``, no signature), issued 10 s ago and
+    good for ``lifetime`` seconds (negative: already expired)."""
+    def enc(obj):
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
+    now = int(time.time())
+    return "%s.%s." % (enc({"alg": "none"}), enc({"sub": sub, "iat": now - 10, "exp": now + lifetime}))
 
 
 def run(binary: Path, bootstrap: str, scenario: str, wait: float = 180.0, **flags) -> dict:

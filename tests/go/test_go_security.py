@@ -14,10 +14,7 @@ listener, a CA that did not sign the broker's certificate) must fail with its ow
 authentication (or TLS) error, and nothing of what it tried to produce may be in the log."""
 from __future__ import annotations
 
-import base64
-import json
 import os
-import time
 import uuid
 
 import pytest
@@ -72,20 +69,12 @@ def secured(tmp_path_factory):
         b.stop()
 
 
-def _unsecured_jwt(sub, lifetime=3600):
-    """A JWT for Kafka's unsecured validator (``alg: none``, no signature)."""
-    def enc(obj):
-        return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
-    now = int(time.time())
-    return "%s.%s." % (enc({"alg": "none"}), enc({"sub": sub, "iat": now - 10, "exp": now + lifetime}))
-
-
 def _flags(sec, listener, mech=None, user=None, password=None, cert=False, ca=None):
     f = {"tls": "true", "ca": ca or sec["ca"]}
     if cert:
         f.update(cert=sec["cert"], key=sec["key"])
     if mech == "OAUTHBEARER":
-        f.update(sasl=mech, oauth_token=_unsecured_jwt(user or "alice", -60 if password == "wrong" else 3600))
+        f.update(sasl=mech, oauth_token=gobuild.unsecured_jwt(user or "alice", -60 if password == "wrong" else 3600))
     elif mech:
         user = user or "alice"
         f.update(sasl=mech, user=user, password=USERS[user] if password is None else password)

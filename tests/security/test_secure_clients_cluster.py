@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from tests import needs
+from tests.go import gobuild
 from tests.cluster.helpers import requires_zookeeper
 
 needs.module("cryptography")
@@ -88,19 +89,7 @@ def check_replicated(cluster, topic, partitions=3, timeout=15.0):
 # --- Go --------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def gobin(tmp_path_factory):
-    from tests.go import gobuild
-    if gobuild.go_binary() is None:
-        needs.skip_missing("a Go toolchain (go on PATH or /usr/local/go/bin/go) for the Go clients")
-    return gobuild.build_or_fail(tmp_path_factory.mktemp("gobin"))
-
-
-def _unsecured_jwt(sub, lifetime=3600):
-    import base64
-
-    def enc(obj):
-        return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
-    now = int(time.time())
-    return "%s.%s." % (enc({"alg": "none"}), enc({"sub": sub, "iat": now - 10, "exp": now + lifetime}))
+    return gobuild.build_for_module(tmp_path_factory)
 
 
 GO_MECHANISMS = {"franzgo": MECHANISMS, "sarama": MECHANISMS[:3], "kafkago": MECHANISMS[:3]}
@@ -108,14 +97,13 @@ GO_MECHANISMS = {"franzgo": MECHANISMS, "sarama": MECHANISMS[:3], "kafkago": MEC
 
 @pytest.mark.parametrize("client", ["franzgo", "sarama", "kafkago"])
 def test_go_client_secure_round_trips_replicated(cluster, gobin, client):
-    from tests.go import gobuild
 
     def run(mech):
         # bob (a quote and a backslash in the password) for SCRAM-SHA-512, alice for the others
         user = "bob" if mech == "SCRAM-SHA-512" else "alice"
         flags = {"tls": "true", "ca": cluster.security.ca_file, "sasl": mech}
         if mech == "OAUTHBEARER":
-            flags["oauth_token"] = _unsecured_jwt(user)
+            flags["oauth_token"] = gobuild.unsecured_jwt(user)
         else:
             flags.update(user=user, password=USERS[user])
         prefix = "%s-%s-%s" % (client, mech.lower(), uuid.uuid4().hex[:6])
