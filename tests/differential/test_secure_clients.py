@@ -34,6 +34,7 @@ import pytest
 
 from tests import needs
 from tests.go import gobuild
+from tests.node.secure import connection_case
 
 needs.module("cryptography")
 
@@ -168,14 +169,8 @@ def test_go_client_secure_cases_same_observations(sides, gobin, client):
 
 # --- Node ------------------------------------------------------------------------------------
 def _node_case(m, side, name, listener, sasl=None, cert=False, expect="ok"):
-    c = {"name": name, "brokers": side.address(listener), "ssl": {"ca": m.ca}, "expect": expect}
-    if cert:
-        c["ssl"].update(cert=m.cert, key=m.key)
-    if sasl is not None:
-        c["sasl"] = sasl
-    if expect != "ok":
-        c["topic"] = GUARDED
-    return c
+    return connection_case(name, side.address(listener), m.ca, (m.cert, m.key) if cert else None, sasl, expect,
+                           guarded=GUARDED)
 
 
 def _password(m, side, name, mech, user="alice", wrong=False):

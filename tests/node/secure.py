@@ -19,6 +19,21 @@ MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
 GUARDED = "node-secure-guarded"
 
 
+def connection_case(name: str, brokers: str, ca: str, client_cert: tuple | None = None,
+                    sasl: dict | None = None, expect: str = "ok", guarded: str = GUARDED) -> dict:
+    """One case of the ``secure`` scenario's file (compat/node/lib/scen.js ``securityCases``):
+    TLS trusting ``ca``, the client's (certificate, key) files when given, the SASL settings
+    when given; a case expected to be refused aims at the ``guarded`` topic."""
+    c = {"name": name, "brokers": brokers, "ssl": {"ca": ca}, "expect": expect}
+    if client_cert:
+        c["ssl"].update(cert=client_cert[0], key=client_cert[1])
+    if sasl is not None:
+        c["sasl"] = sasl
+    if expect != "ok":
+        c["topic"] = guarded
+    return c
+
+
 class SecureBroker:
     def __init__(self, directory: str):
         from pykbroker.security.certs import CertificateAuthority
@@ -77,14 +92,8 @@ class SecureBroker:
     # -- the connection cases ------------------------------------------------------------------
     def case(self, name: str, listener: str, sasl: dict | None = None, client_cert: bool = False,
              expect: str = "ok") -> dict:
-        c = {"name": name, "brokers": self.address(listener), "ssl": {"ca": self.ca}, "expect": expect}
-        if client_cert:
-            c["ssl"].update(cert=self.cert, key=self.key)
-        if sasl is not None:
-            c["sasl"] = sasl
-        if expect != "ok":
-            c["topic"] = GUARDED
-        return c
+        return connection_case(name, self.address(listener), self.ca,
+                               (self.cert, self.key) if client_cert else None, sasl, expect)
 
     def password(self, name: str, mechanism: str, user: str = "alice", wrong: bool = False) -> dict:
         return self.case(name, "SASL_SSL", {"mechanism": mechanism, "username": user,
