@@ -27,6 +27,20 @@ ROOT = Path(__file__).resolve().parents[2]
 MODULE = ROOT / "compat" / "go"
 
 
+# a refused authentication's error: each Go client's own words, then the broker's message
+# (Kafka's text) for each mechanism
+GO_AUTH_ERROR = {"franzgo": "SASL_AUTHENTICATION_FAILED: SASL Authentication failed.",
+                 "sarama": "kafka server: SASL Authentication failed",
+                 "kafkago": "[58] SASL Authentication Failed"}
+BROKER_AUTH_ERROR = {"PLAIN": "Authentication failed: Invalid username or password",
+                     "SCRAM-SHA-256": "Authentication failed during authentication due to invalid credentials with "
+                                      "SASL mechanism SCRAM-SHA-256",
+                     "SCRAM-SHA-512": "Authentication failed during authentication due to invalid credentials with "
+                                      "SASL mechanism SCRAM-SHA-512",
+                     # Kafka's unsecured validator: the RFC 7628 error status of an expired token
+                     "OAUTHBEARER": '{"status":"invalid_token"}'}
+
+
 def go_binary() -> str | None:
     found = shutil.which("go")
     if found:

@@ -130,17 +130,10 @@ def test_mtls(gobin, secured, client):
     _roundtrip(gobin, client, *_flags(secured, "MTLS", cert=True))
 
 
-# each client's own words for a refused authentication (its error type is checked too:
-# auth_failed is errors.Is with kerr.SaslAuthenticationFailed, sarama.ErrSASLAuthenticationFailed,
-# kafka.SASLAuthenticationFailed), then the broker's message, Kafka's text
-CLIENT_AUTH_ERROR = {"franzgo": "SASL_AUTHENTICATION_FAILED: SASL Authentication failed.",
-                     "sarama": "kafka server: SASL Authentication failed",
-                     "kafkago": "[58] SASL Authentication Failed"}
-BROKER_AUTH_ERROR = {"PLAIN": "Authentication failed: Invalid username or password",
-                     "SCRAM-SHA-512": "Authentication failed during authentication due to invalid credentials with "
-                                      "SASL mechanism SCRAM-SHA-512",
-                     # Kafka's unsecured validator: the RFC 7628 error status of an expired token
-                     "OAUTHBEARER": '{"status":"invalid_token"}'}
+# a refused authentication's error: the client's own words (gobuild.GO_AUTH_ERROR; its error
+# type is checked too: auth_failed is errors.Is with kerr.SaslAuthenticationFailed,
+# sarama.ErrSASLAuthenticationFailed, kafka.SASLAuthenticationFailed), then the broker's
+# message, Kafka's text (gobuild.BROKER_AUTH_ERROR)
 
 
 @pytest.mark.parametrize("client,mech", [("franzgo", "PLAIN"), ("franzgo", "SCRAM-SHA-512"), ("franzgo", "OAUTHBEARER"),
@@ -152,7 +145,7 @@ def test_wrong_password_is_refused(gobin, secured, client, mech):
     bootstrap, flags = _flags(secured, "SASL_SSL", mech, user="bob", password="wrong")
     rep = _refused(gobin, client, secured, bootstrap, flags)
     assert rep["auth_failed"] and not rep["tls_failed"], rep
-    assert CLIENT_AUTH_ERROR[client] in rep["error"] and BROKER_AUTH_ERROR[mech] in rep["error"], rep
+    assert gobuild.GO_AUTH_ERROR[client] in rep["error"] and gobuild.BROKER_AUTH_ERROR[mech] in rep["error"], rep
 
 
 @pytest.mark.parametrize("client", CLIENTS)
