@@ -203,21 +203,10 @@ async function groupWith(assignor) {
     await consumer.subscribe({ topics: [topic] })
     await consumer.run({
       eachBatchAutoResolve: false,
-      eachBatch: async ({ batch, resolveOffset, isRunning, isStale }) => {
-        for (let s = 0; s < batch.messages.length; s += 5) {
-          if (!isRunning() || isStale()) return
-          const chunk = scen.takeChunk(batch, s, info, limit, seen)
-          if (!chunk) return   // this partition's share done (nothing resolved)
-          const last = chunk[chunk.length - 1].offset
-          resolveOffset(last)
-          try {
-            await consumer.commitOffsets([{ topic, partition: batch.partition, offset: String(Number(last) + 1) }])
-          } catch (e) {
-            res.problems.push(`${name} commit: ${e.message}`)
-          }
-          if (pace) await scen.sleep(pace())
-        }
-      },
+      eachBatch: async ({ batch, resolveOffset, isRunning, isStale }) => scen.processBatch(batch,
+        { isRunning, isStale, resolveOffset }, { info, limit, seen, res, name },
+        next => consumer.commitOffsets([{ topic, partition: batch.partition, offset: next }]),
+        async () => { if (pace) await scen.sleep(pace()) }),
     })
     return { info, stopWhen: async cond => {
       await scen.until(cond, 60000, name + ' processing')

@@ -320,22 +320,13 @@ async function group() {
     await consumer.run({
       autoCommit: false,
       eachBatchAutoResolve: false,
-      eachBatch: async ({ batch, resolveOffset, commitOffsetsIfNecessary, heartbeat, isRunning, isStale }) => {
-        for (let s = 0; s < batch.messages.length; s += 5) {
-          if (!isRunning() || isStale()) return
-          const chunk = scen.takeChunk(batch, s, info, limit, seen)
-          if (!chunk) return   // this partition's share done (nothing resolved)
-          const last = chunk[chunk.length - 1].offset
-          resolveOffset(last)
-          try {
-            await commitOffsetsIfNecessary({ topics: [{ topic, partitions: [{ partition: batch.partition, offset: String(Number(last) + 1) }] }] })
-          } catch (e) {
-            res.problems.push(`${name} commit: ${e.message}`)
-          }
-          if (pace) await scen.sleep(pace)
-          await heartbeat()   // a rebalance in progress surfaces here: kafkajs rejoins after this batch
-        }
-      },
+      eachBatch: async ({ batch, resolveOffset, commitOffsetsIfNecessary, heartbeat, isRunning, isStale }) =>
+        scen.processBatch(batch, { isRunning, isStale, resolveOffset }, { info, limit, seen, res, name },
+          next => commitOffsetsIfNecessary({ topics: [{ topic, partitions: [{ partition: batch.partition, offset: next }] }] }),
+          async () => {
+            if (pace) await scen.sleep(pace)
+            await heartbeat()   // a rebalance in progress surfaces here: kafkajs rejoins after this batch
+          }),
     })
     return { consumer, info, stopWhen: async cond => {
       await scen.until(cond, 60000, name + ' processing')

@@ -220,6 +220,28 @@ function takeChunk(batch, s, info, limit, seen) {
   return chunk
 }
 
+// The group scenario's member over one batch: chunks of 5 records (takeChunk), each resolved
+// and its next offset committed with the client's own call (commit(offset as a string)); a
+// commit that fails is one of the run's problems.  afterChunk: the client's pacing (and
+// heartbeat).  Stops when the member is no longer running, its batch is stale, or its
+// partition's share is done (nothing resolved then).
+async function processBatch(batch, { isRunning, isStale, resolveOffset }, { info, limit, seen, res, name }, commit,
+  afterChunk) {
+  for (let s = 0; s < batch.messages.length; s += 5) {
+    if (!isRunning() || isStale()) return
+    const chunk = takeChunk(batch, s, info, limit, seen)
+    if (!chunk) return
+    const last = chunk[chunk.length - 1].offset
+    resolveOffset(last)
+    try {
+      await commit(String(Number(last) + 1))
+    } catch (e) {
+      res.problems.push(`${name} commit: ${e.message}`)
+    }
+    await afterChunk()
+  }
+}
+
 // res.missing / res.duplicates: values never processed, and extra times one was
 function tally(res, values, seen) {
   res.duplicates = 0
@@ -310,4 +332,4 @@ async function withAdmin(kafka, fn) {
   try { return await fn(admin) } finally { await admin.disconnect() }
 }
 
-module.exports = { ackGap, judgeAcked, securityCases, runSecurityCases, unsecuredJwt, secureRecords, judgeIdempotent, groupValues, takeChunk, tally, withAdmin, parseArgs, record, CODEC_SET, headerObject, headerList, compare, judge, runAll, fail, sleep, until, sameBytes }
+module.exports = { processBatch, ackGap, judgeAcked, securityCases, runSecurityCases, unsecuredJwt, secureRecords, judgeIdempotent, groupValues, takeChunk, tally, withAdmin, parseArgs, record, CODEC_SET, headerObject, headerList, compare, judge, runAll, fail, sleep, until, sameBytes }
