@@ -77,9 +77,7 @@ from .support.common import NEW_LEADER_ERRORS, PartitionResponses, current_leade
 from .support.versions import VERSIONS
 
 API_KEY = 0
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
-MAX_VERSION = VERSIONS[API_KEY].max_version
-# what this API needs from the authorizer (acl/requirements.py)
+MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 _TOPIC = need(API_KEY, "topic")
 _TRANSACTIONAL_ID = need(API_KEY, "transactional_id")
 # advertised from v0 although served from v3 (KAFKA-18659; the reason is with the row)

@@ -76,9 +76,7 @@ from .support.common import PartitionResponses, current_leader
 from .support.versions import VERSIONS
 
 API_KEY = 1
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
-MAX_VERSION = VERSIONS[API_KEY].max_version
-# what this API needs from the authorizer (acl/requirements.py)
+MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 _FOLLOWER = need(API_KEY, "follower")
 _TOPIC = need(API_KEY, "topic")
 READ_COMMITTED = 1

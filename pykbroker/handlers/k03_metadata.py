@@ -42,9 +42,7 @@ from .support.common import partition_metadata
 from .support.versions import VERSIONS
 
 API_KEY = 3
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
-MAX_VERSION = VERSIONS[API_KEY].max_version
-# what this API needs from the authorizer (acl/requirements.py)
+MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 _AUTO_CREATE = need(API_KEY, "auto_create")
 _AUTO_CREATE_ANY = need(API_KEY, "auto_create_any")
 _TOPIC = need(API_KEY, "topic")

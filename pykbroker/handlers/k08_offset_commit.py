@@ -36,9 +36,7 @@ from .support.offset_commits import check_topics, every_partition, response, wri
 from .support.versions import VERSIONS
 
 API_KEY = 8
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
-MAX_VERSION = VERSIONS[API_KEY].max_version
-# what this API needs from the authorizer (acl/requirements.py)
+MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 _GROUP = need(API_KEY, "group")
 _TOPIC = need(API_KEY, "topic")
 

@@ -34,8 +34,7 @@ from ..protocol.errors import ErrorCode as E
 from .support.versions import VERSIONS
 
 API_KEY = 10
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
-MAX_VERSION = VERSIONS[API_KEY].max_version
+MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 
 
 

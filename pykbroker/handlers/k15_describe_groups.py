@@ -29,9 +29,7 @@ from .support.common import error_per_item
 from .support.versions import VERSIONS
 
 API_KEY = 15
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
-MAX_VERSION = VERSIONS[API_KEY].max_version
-# what this API needs from the authorizer (acl/requirements.py)
+MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 _GROUP = need(API_KEY, "group")
 
 _NO_OPS = -2147483648

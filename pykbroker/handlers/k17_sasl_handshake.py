@@ -16,8 +16,7 @@ from ..protocol.errors import ErrorCode
 from .support.versions import VERSIONS
 
 API_KEY = 17
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
-MAX_VERSION = VERSIONS[API_KEY].max_version
+MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 
 
 async def handle(ctx, request):

@@ -43,8 +43,7 @@ from ..protocol.errors import ErrorCode
 from .support.versions import VERSIONS
 
 API_KEY = 18
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
-MAX_VERSION = VERSIONS[API_KEY].max_version
+MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 
 # (feature, min supported, max supported = finalized level): see the module docstring.
 FEATURES = (("group.version", 0, 1), ("transaction.version", 0, 2), ("eligible.leader.replicas.version", 0, 0),

@@ -41,9 +41,7 @@ from .support.common import DUPLICATE_TOPIC, TOO_MANY_PARTITIONS, each_topic_onc
 from .support.versions import VERSIONS
 
 API_KEY = 19
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
-MAX_VERSION = VERSIONS[API_KEY].max_version
-# what this API needs from the authorizer (acl/requirements.py)
+MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 _CLUSTER = need(API_KEY, "cluster")
 _CONFIGS = need(API_KEY, "configs")
 _TOPIC = need(API_KEY, "topic")

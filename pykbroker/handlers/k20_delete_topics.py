@@ -33,9 +33,7 @@ from ..cluster.metadata import ZERO_UUID
 from .support.versions import VERSIONS
 
 API_KEY = 20
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
-MAX_VERSION = VERSIONS[API_KEY].max_version
-# what this API needs from the authorizer (acl/requirements.py)
+MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 _CLUSTER = need(API_KEY, "cluster")
 _DESCRIBE = need(API_KEY, "describe")
 _TOPIC = need(API_KEY, "topic")

@@ -35,9 +35,7 @@ from .support.txn_errors import top_level_error_response
 from .support.versions import VERSIONS
 
 API_KEY = 22
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
-MAX_VERSION = VERSIONS[API_KEY].max_version
-# what this API needs from the authorizer (acl/requirements.py)
+MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 _IDEMPOTENT = need(API_KEY, "idempotent")
 _IDEMPOTENT_ANY_TOPIC = need(API_KEY, "idempotent_any_topic")
 _TRANSACTIONAL_ID = need(API_KEY, "transactional_id")

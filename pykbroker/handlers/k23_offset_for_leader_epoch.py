@@ -26,9 +26,7 @@ from .support.common import PartitionResponses, leader_partition
 from .support.versions import VERSIONS
 
 API_KEY = 23
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
-MAX_VERSION = VERSIONS[API_KEY].max_version
-# what this API needs from the authorizer (acl/requirements.py)
+MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 _ANY_TOPIC = need(API_KEY, "cluster")
 _TOPIC = need(API_KEY, "topic")
 

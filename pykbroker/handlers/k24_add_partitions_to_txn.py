@@ -31,9 +31,7 @@ from .support.txn_errors import client_error_code
 from .support.versions import VERSIONS
 
 API_KEY = 24
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
-MAX_VERSION = VERSIONS[API_KEY].max_version
-# what this API needs from the authorizer (acl/requirements.py)
+MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 _TOPIC = need(API_KEY, "topic")
 _TRANSACTIONAL_ID = need(API_KEY, "transactional_id")
 _VERIFY = need(API_KEY, "verify")

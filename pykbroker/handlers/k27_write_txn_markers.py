@@ -28,9 +28,7 @@ from .support.common import leader_partition
 from .support.versions import VERSIONS
 
 API_KEY = 27
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
-MAX_VERSION = VERSIONS[API_KEY].max_version
-# what this API needs from the authorizer (acl/requirements.py)
+MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 _CLUSTER = need(API_KEY, "cluster")
 # How long the answer waits for markers to be committed (Kafka uses the request timeout).
 _COMMIT_WAIT_S = 30

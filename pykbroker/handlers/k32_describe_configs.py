@@ -50,8 +50,7 @@ from .support.versions import VERSIONS
 from ..config import group as GC
 
 API_KEY = 32
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
-MAX_VERSION = VERSIONS[API_KEY].max_version
+MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 
 _KNOWN_TYPES = {TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP}
 SOURCE_DYNAMIC_BROKER_LOGGER = 6

@@ -29,8 +29,7 @@ from .support.config_resources import (BROKER, BROKER_LOGGER, GROUP, TOPIC, alte
 from .support.versions import VERSIONS
 
 API_KEY = 33
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
-MAX_VERSION = VERSIONS[API_KEY].max_version
+MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 
 
 async def _one(ctx, res, validate_only: bool) -> None:

@@ -29,9 +29,7 @@ from .support.versions import VERSIONS
 log = logging.getLogger("pykbroker.security")
 
 API_KEY = 38
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
-MAX_VERSION = VERSIONS[API_KEY].max_version
-# what this API needs from the authorizer (acl/requirements.py)
+MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 _OWNER = need(API_KEY, "owner")
 
 

@@ -18,8 +18,7 @@ from .support.token_requests import renew_or_expire
 from .support.versions import VERSIONS
 
 API_KEY = 40
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
-MAX_VERSION = VERSIONS[API_KEY].max_version
+MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 
 
 def _expire(tm, who: str, request):

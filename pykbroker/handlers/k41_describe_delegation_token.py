@@ -23,9 +23,7 @@ from .support.token_requests import manager, principal, token_requests_allowed
 from .support.versions import VERSIONS
 
 API_KEY = 41
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
-MAX_VERSION = VERSIONS[API_KEY].max_version
-# what this API needs from the authorizer (acl/requirements.py)
+MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 _OWNER = need(API_KEY, "owner")
 _TOKEN = need(API_KEY, "token")
 

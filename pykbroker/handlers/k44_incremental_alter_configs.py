@@ -72,8 +72,7 @@ from .support.config_resources import (APPEND, BROKER, BROKER_LOGGER, DELETE, GR
 from .support.versions import VERSIONS
 
 API_KEY = 44
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
-MAX_VERSION = VERSIONS[API_KEY].max_version
+MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 
 # Kafka's LogLevelConfig levels, listed sorted as RuntimeLoggerManager prints them.
 _LOG_LEVELS = {"DEBUG": logging.DEBUG, "ERROR": logging.ERROR, "FATAL": logging.CRITICAL,

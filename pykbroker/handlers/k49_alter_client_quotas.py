@@ -31,9 +31,7 @@ from ..quota.entities import entity_from_wire, entity_to_wire, ip_host_names, pl
 from .support.versions import VERSIONS
 
 API_KEY = 49
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
-MAX_VERSION = VERSIONS[API_KEY].max_version
-# what this API needs from the authorizer (acl/requirements.py)
+MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 _CLUSTER = need(API_KEY, "cluster")
 
 # A host name in an ip entity is resolved, as Kafka's InetAddress.getByName; never for long.

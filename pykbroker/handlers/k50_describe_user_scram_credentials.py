@@ -20,9 +20,7 @@ from ..security.scram import MECHANISM_TYPES, ScramCredential
 from .support.versions import VERSIONS
 
 API_KEY = 50
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
-MAX_VERSION = VERSIONS[API_KEY].max_version
-# what this API needs from the authorizer (acl/requirements.py)
+MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 _CLUSTER = need(API_KEY, "cluster")
 
 

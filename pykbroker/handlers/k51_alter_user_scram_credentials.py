@@ -28,9 +28,7 @@ from ..security.scram import (MAX_ITERATIONS, MECHANISM_IDS, MIN_ITERATIONS,
 from .support.versions import VERSIONS
 
 API_KEY = 51
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
-MAX_VERSION = VERSIONS[API_KEY].max_version
-# what this API needs from the authorizer (acl/requirements.py)
+MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 _CLUSTER = need(API_KEY, "cluster")
 
 

@@ -21,8 +21,7 @@ from ..protocol.acl import NOT_REQUESTED
 from .support.versions import VERSIONS
 
 API_KEY = 60
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
-MAX_VERSION = VERSIONS[API_KEY].max_version
+MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 
 BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
 _NAMES = {1: "BROKER", 2: "CONTROLLER"}

@@ -28,8 +28,7 @@ from .support.modern_group import group_heartbeat, member_heartbeat_error, membe
 from .support.versions import VERSIONS
 
 API_KEY = 68
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
-MAX_VERSION = VERSIONS[API_KEY].max_version
+MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 # the filter of a regex subscription's topics (acl/requirements.py)
 _REGEX_TOPIC = need(API_KEY, "regex_topic")
 

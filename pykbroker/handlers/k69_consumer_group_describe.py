@@ -14,8 +14,7 @@ from .support.modern_group import describe_groups
 from .support.versions import VERSIONS
 
 API_KEY = 69
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
-MAX_VERSION = VERSIONS[API_KEY].max_version
+MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 
 def _err(gid, code, msg=None):
     # Kafka's error entries leave the epochs at the schema default, 0

@@ -27,9 +27,7 @@ from .support.config_resources import BROKER, BROKER_LOGGER, CLIENT_METRICS, GRO
 from .support.versions import VERSIONS
 
 API_KEY = 74
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
-MAX_VERSION = VERSIONS[API_KEY].max_version
-# what this API needs from the authorizer (acl/requirements.py)
+MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 _CLUSTER = need(API_KEY, "cluster")
 
 # ListConfigResourcesRequest.supportedResourceTypes(): v0 was ListClientMetricsResources.

@@ -32,9 +32,7 @@ from .support.common import partition_metadata
 from .support.versions import VERSIONS
 
 API_KEY = 75
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
-MAX_VERSION = VERSIONS[API_KEY].max_version
-# what this API needs from the authorizer (acl/requirements.py)
+MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 _TOPIC = need(API_KEY, "topic")
 
 # Kafka's max.request.partition.size.limit default (not declared: pykbroker has no such knob).

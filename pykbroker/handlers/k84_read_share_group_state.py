@@ -13,8 +13,7 @@ from .support.share_state import each_partition, error_response_for
 from .support.versions import VERSIONS
 
 API_KEY = 84
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
-MAX_VERSION = VERSIONS[API_KEY].max_version
+MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 
 # an error answer's fields (Kafka leaves StartOffset at 0 then)
 _ERR = {"state_epoch": 0, "start_offset": 0, "state_batches": []}

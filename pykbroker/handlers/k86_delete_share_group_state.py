@@ -10,8 +10,7 @@ from .support.share_state import each_partition, error_response_for
 from .support.versions import VERSIONS
 
 API_KEY = 86
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
-MAX_VERSION = VERSIONS[API_KEY].max_version
+MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 
 
 async def _op(sc, gid, tid, p):

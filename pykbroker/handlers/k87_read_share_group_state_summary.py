@@ -11,8 +11,7 @@ from .support.share_state import each_partition, error_response_for
 from .support.versions import VERSIONS
 
 API_KEY = 87
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
-MAX_VERSION = VERSIONS[API_KEY].max_version
+MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 
 # an error answer's fields (Kafka 4.4: start offset 0); no state: start offset -1, no error
 _ERR = {"state_epoch": 0, "leader_epoch": 0, "start_offset": 0, "delivery_complete_count": -1}

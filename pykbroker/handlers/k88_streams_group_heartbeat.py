@@ -36,8 +36,7 @@ from .support.modern_group import group_heartbeat
 from .support.versions import VERSIONS
 
 API_KEY = 88
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
-MAX_VERSION = VERSIONS[API_KEY].max_version
+MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 
 
 def _err(code, msg=None):

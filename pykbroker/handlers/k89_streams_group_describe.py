@@ -18,8 +18,7 @@ from .support.modern_group import AUTHORIZED_OPERATIONS_OMITTED, describe_groups
 from .support.versions import VERSIONS
 
 API_KEY = 89
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
-MAX_VERSION = VERSIONS[API_KEY].max_version
+MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 
 
 def _err(gid, code, msg=None):

@@ -18,8 +18,7 @@ from .support.share_group_offsets import NO_TOPIC_ID, change_start_offsets, erro
 from .support.versions import VERSIONS
 
 API_KEY = 92
-MIN_VERSION = VERSIONS[API_KEY].min_version   # handlers/support/versions.py
-MAX_VERSION = VERSIONS[API_KEY].max_version
+MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 # the topic row of acl/requirements.py (the group row is checked in share_group_offsets)
 _TOPIC = need(API_KEY, "topic")
 

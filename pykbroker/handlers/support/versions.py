@@ -24,6 +24,11 @@ class Versions(NamedTuple):
     # ``min_version`` is still refused as an unsupported version)
     advertised_min_version: Optional[int] = None
 
+    @property
+    def served(self) -> tuple[int, int]:
+        """``(MIN_VERSION, MAX_VERSION)`` of the handler module."""
+        return self.min_version, self.max_version
+
 
 # api key -> its handler's versions
 VERSIONS: dict[int, Versions] = {
