@@ -140,6 +140,8 @@ func main() {
 		emit(runAdmin(ctx))
 	case "secure":
 		emit(runSecure(ctx))
+	case "acls":
+		emit(runACLs(ctx)) // acls.go
 	default:
 		fail("unknown scenario")
 	}

@@ -1,0 +1,140 @@
+package main
+
+// kadm's ACL calls (CreateACLs / DescribeACLs / DeleteACLs with an ACLBuilder) against a broker
+// whose authorizer is on.  Two phases, each its own run, so the caller can look at the bindings
+// with another client in between:
+//
+//	-acl-phase create: create LITERAL and PREFIXED topic and group bindings, ALLOW and DENY, then
+//	                   describe them with three filters;
+//	-acl-phase delete: delete them with MATCH filters, then describe again.
+//
+// Every principal and resource name starts with -prefix, so runs do not see each other's bindings.
+// A binding is reported as "TYPE|name|PATTERN|principal|host|OPERATION|PERMISSION".
+
+import (
+	"context"
+	"flag"
+	"sort"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+var aclPhase = flag.String("acl-phase", "create", "acls: create | delete")
+
+type aclResult struct {
+	Created   []string            `json:"created"`
+	CreateErr []string            `json:"create_errors"`
+	Described map[string][]string `json:"described"` // filter name -> bindings
+	Deleted   map[string][]string `json:"deleted"`   // filter name -> bindings reported deleted
+	DeleteErr []string            `json:"delete_errors"`
+}
+
+func aclKey(t, name, pattern, principal, host, op, perm string) string {
+	return strings.Join([]string{t, name, pattern, principal, host, op, perm}, "|")
+}
+
+func runACLs(ctx context.Context) any {
+	p := *common.Prefix
+	alice, bob := "User:"+p+"-alice", "User:"+p+"-bob"
+	cl := newClient()
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	res := aclResult{Created: []string{}, CreateErr: []string{}, Described: map[string][]string{},
+		Deleted: map[string][]string{}, DeleteErr: []string{}}
+
+	// any permission, principal and host: the filters below narrow by resource only
+	anyWho := func(b *kadm.ACLBuilder) *kadm.ACLBuilder {
+		return b.Allow().AllowHosts().Deny().DenyHosts().Operations()
+	}
+	filters := map[string]*kadm.ACLBuilder{
+		// alice's ALLOW bindings of every resource type and pattern
+		"alice_allow": kadm.NewACLs().AnyResource().ResourcePatternType(kadm.ACLPatternAny).Allow(alice).AllowHosts().Operations(),
+		// every binding that applies to topic <p>-t: its LITERAL ones and the PREFIXED <p>-
+		"topic_match": anyWho(kadm.NewACLs().Topics(p + "-t").ResourcePatternType(kadm.ACLPatternMatch)),
+		// bob's PREFIXED DENY group bindings
+		"group_prefixed_deny_bob": kadm.NewACLs().Groups().ResourcePatternType(kadm.ACLPatternPrefixed).Deny(bob).DenyHosts().Operations(),
+		// everything of the run's two principals (the emptiness check after the deletes)
+		"alice_bob": kadm.NewACLs().AnyResource().ResourcePatternType(kadm.ACLPatternAny).
+			Allow(alice, bob).AllowHosts().Deny(alice, bob).DenyHosts().Operations(),
+	}
+	describe := func() {
+		for name, f := range filters {
+			rs, err := adm.DescribeACLs(ctx, f)
+			if err != nil {
+				fail("describe %s: %v", name, err)
+			}
+			got := []string{}
+			for _, r := range rs {
+				if r.Err != nil {
+					fail("describe %s: %v %s", name, r.Err, r.ErrMessage)
+				}
+				for _, d := range r.Described {
+					got = append(got, aclKey(d.Type.String(), d.Name, d.Pattern.String(), d.Principal, d.Host,
+						d.Operation.String(), d.Permission.String()))
+				}
+			}
+			sort.Strings(got)
+			res.Described[name] = got
+		}
+	}
+
+	switch *aclPhase {
+	case "create":
+		for _, b := range []*kadm.ACLBuilder{
+			kadm.NewACLs().Topics(p+"-t").ResourcePatternType(kadm.ACLPatternLiteral).Allow(alice).
+				Operations(kadm.OpRead, kadm.OpWrite),
+			kadm.NewACLs().Topics(p+"-").ResourcePatternType(kadm.ACLPatternPrefixed).Deny(bob).
+				DenyHosts("127.0.0.1").Operations(kadm.OpWrite),
+			kadm.NewACLs().Groups(p+"-g").ResourcePatternType(kadm.ACLPatternLiteral).Allow(alice).
+				Operations(kadm.OpRead),
+			kadm.NewACLs().Groups(p+"-").ResourcePatternType(kadm.ACLPatternPrefixed).Deny(bob).
+				Operations(kadm.OpDescribe),
+		} {
+			rs, err := adm.CreateACLs(ctx, b)
+			if err != nil {
+				fail("create: %v", err)
+			}
+			for _, r := range rs {
+				k := aclKey(r.Type.String(), r.Name, r.Pattern.String(), r.Principal, r.Host, r.Operation.String(),
+					r.Permission.String())
+				if r.Err != nil {
+					res.CreateErr = append(res.CreateErr, k+": "+r.Err.Error())
+				} else {
+					res.Created = append(res.Created, k)
+				}
+			}
+		}
+		sort.Strings(res.Created)
+		describe()
+	case "delete":
+		for name, f := range map[string]*kadm.ACLBuilder{
+			"topic_match": filters["topic_match"],
+			"group_match": anyWho(kadm.NewACLs().Groups(p + "-g").ResourcePatternType(kadm.ACLPatternMatch)),
+		} {
+			rs, err := adm.DeleteACLs(ctx, f)
+			if err != nil {
+				fail("delete %s: %v", name, err)
+			}
+			got := []string{}
+			for _, r := range rs {
+				if r.Err != nil {
+					res.DeleteErr = append(res.DeleteErr, name+": "+r.Err.Error())
+				}
+				for _, d := range r.Deleted {
+					if d.Err != nil {
+						res.DeleteErr = append(res.DeleteErr, name+": "+d.Err.Error())
+					}
+					got = append(got, aclKey(d.Type.String(), d.Name, d.Pattern.String(), d.Principal, d.Host,
+						d.Operation.String(), d.Permission.String()))
+				}
+			}
+			sort.Strings(got)
+			res.Deleted[name] = got
+		}
+		describe()
+	default:
+		fail("unknown -acl-phase %q", *aclPhase)
+	}
+	return res
+}
