@@ -1,7 +1,8 @@
 """ACL admin calls of the Go clients against pykbroker with StandardAuthorizer on: franz-go's kadm
-(CreateACLs / DescribeACLs / DeleteACLs with an ACLBuilder; compat/go/cmd/franzgo/acls.go).
+(CreateACLs / DescribeACLs / DeleteACLs with an ACLBuilder; compat/go/cmd/franzgo/acls.go) and
+sarama's ClusterAdmin (CreateACLs, ListAcls, DeleteACL; compat/go/cmd/sarama/acls.go).
 
-The scenario creates LITERAL and PREFIXED topic and group bindings, ALLOW and DENY, describes
+Each scenario creates LITERAL and PREFIXED topic and group bindings, ALLOW and DENY, describes
 them with three filters (exactly the created bindings must come back), then, in a second run,
 deletes them with MATCH filters (the matching bindings must be reported deleted) and describes
 again (empty).  Between and after the runs confluent-kafka's AdminClient.describe_acls looks at
@@ -28,10 +29,11 @@ def auth_broker(tmp_path_factory):
         yield b
 
 
-def test_franz_go_kadm_acls(gobin, auth_broker):
-    p = "fgacl%s" % uuid.uuid4().hex[:6]
+@pytest.mark.parametrize("client", ["franzgo", "sarama"])
+def test_go_client_acls(gobin, auth_broker, client):
+    p = "%sacl%s" % (client[:2], uuid.uuid4().hex[:6])
     bs = auth_broker.bootstrap_servers
-    create = gobuild.run(gobin / "franzgo", bs, "acls", wait=60, prefix=p, acl_phase="create")
+    create = gobuild.run(gobin / client, bs, "acls", wait=60, prefix=p, acl_phase="create")
     between = confluent_bindings(bs, p)
-    delete = gobuild.run(gobin / "franzgo", bs, "acls", wait=60, prefix=p, acl_phase="delete")
+    delete = gobuild.run(gobin / client, bs, "acls", wait=60, prefix=p, acl_phase="delete")
     check_acl_reports(create, delete, p, between, confluent_bindings(bs, p))

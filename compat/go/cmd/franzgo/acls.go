@@ -9,30 +9,17 @@ package main
 //	-acl-phase delete: delete them with MATCH filters, then describe again.
 //
 // Every principal and resource name starts with -prefix, so runs do not see each other's bindings.
-// A binding is reported as "TYPE|name|PATTERN|principal|host|OPERATION|PERMISSION".
+// The report: scen.ACLResult.
 
 import (
 	"context"
 	"flag"
-	"sort"
-	"strings"
-
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/pykbroker/compat/go/internal/scen"
 )
 
 var aclPhase = flag.String("acl-phase", "create", "acls: create | delete")
-
-type aclResult struct {
-	Created   []string            `json:"created"`
-	CreateErr []string            `json:"create_errors"`
-	Described map[string][]string `json:"described"` // filter name -> bindings
-	Deleted   map[string][]string `json:"deleted"`   // filter name -> bindings reported deleted
-	DeleteErr []string            `json:"delete_errors"`
-}
-
-func aclKey(t, name, pattern, principal, host, op, perm string) string {
-	return strings.Join([]string{t, name, pattern, principal, host, op, perm}, "|")
-}
 
 func runACLs(ctx context.Context) any {
 	p := *common.Prefix
@@ -40,8 +27,7 @@ func runACLs(ctx context.Context) any {
 	cl := newClient()
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	res := aclResult{Created: []string{}, CreateErr: []string{}, Described: map[string][]string{},
-		Deleted: map[string][]string{}, DeleteErr: []string{}}
+	res := scen.NewACLResult()
 
 	// any permission, principal and host: the filters below narrow by resource only
 	anyWho := func(b *kadm.ACLBuilder) *kadm.ACLBuilder {
@@ -70,12 +56,11 @@ func runACLs(ctx context.Context) any {
 					fail("describe %s: %v %s", name, r.Err, r.ErrMessage)
 				}
 				for _, d := range r.Described {
-					got = append(got, aclKey(d.Type.String(), d.Name, d.Pattern.String(), d.Principal, d.Host,
+					got = append(got, scen.ACLKey(d.Type.String(), d.Name, d.Pattern.String(), d.Principal, d.Host,
 						d.Operation.String(), d.Permission.String()))
 				}
 			}
-			sort.Strings(got)
-			res.Described[name] = got
+			res.Described[name] = scen.Sorted(got)
 		}
 	}
 
@@ -96,7 +81,7 @@ func runACLs(ctx context.Context) any {
 				fail("create: %v", err)
 			}
 			for _, r := range rs {
-				k := aclKey(r.Type.String(), r.Name, r.Pattern.String(), r.Principal, r.Host, r.Operation.String(),
+				k := scen.ACLKey(r.Type.String(), r.Name, r.Pattern.String(), r.Principal, r.Host, r.Operation.String(),
 					r.Permission.String())
 				if r.Err != nil {
 					res.CreateErr = append(res.CreateErr, k+": "+r.Err.Error())
@@ -105,7 +90,7 @@ func runACLs(ctx context.Context) any {
 				}
 			}
 		}
-		sort.Strings(res.Created)
+		res.Created = scen.Sorted(res.Created)
 		describe()
 	case "delete":
 		for name, f := range map[string]*kadm.ACLBuilder{
@@ -125,12 +110,11 @@ func runACLs(ctx context.Context) any {
 					if d.Err != nil {
 						res.DeleteErr = append(res.DeleteErr, name+": "+d.Err.Error())
 					}
-					got = append(got, aclKey(d.Type.String(), d.Name, d.Pattern.String(), d.Principal, d.Host,
+					got = append(got, scen.ACLKey(d.Type.String(), d.Name, d.Pattern.String(), d.Principal, d.Host,
 						d.Operation.String(), d.Permission.String()))
 				}
 			}
-			sort.Strings(got)
-			res.Deleted[name] = got
+			res.Deleted[name] = scen.Sorted(got)
 		}
 		describe()
 	default:

@@ -398,6 +398,8 @@ func main() {
 		scen.Emit(runSecure())
 	case "txn":
 		scen.Emit(runTxn())
+	case "acls":
+		scen.Emit(runACLs()) // acls.go
 	default:
 		scen.Fail("unknown scenario %q", *common.Scenario)
 	}

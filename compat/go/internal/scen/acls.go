@@ -1,0 +1,43 @@
+package scen
+
+// The report of the ACL admin scenarios (cmd/*/acls.go): one shape for every client, judged by
+// tests/client_acls.py.
+
+import (
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// ACLResult is what an ACL scenario read back.  A binding is
+// "TYPE|name|PATTERN|principal|host|OPERATION|PERMISSION", in Kafka's enum names (TOPIC, PREFIXED,
+// DESCRIBE_CONFIGS...).
+type ACLResult struct {
+	Created   []string            `json:"created"`
+	CreateErr []string            `json:"create_errors"`
+	Described map[string][]string `json:"described"` // filter name -> bindings
+	Deleted   map[string][]string `json:"deleted"`   // filter name -> bindings reported deleted
+	DeleteErr []string            `json:"delete_errors"`
+}
+
+func NewACLResult() ACLResult {
+	return ACLResult{Created: []string{}, CreateErr: []string{}, Described: map[string][]string{},
+		Deleted: map[string][]string{}, DeleteErr: []string{}}
+}
+
+var camelHump = regexp.MustCompile(`([a-z])([A-Z])`)
+
+// ACLName turns a client's enum name (Topic, ClusterAction, TRANSACTIONAL_ID) into Kafka's.
+func ACLName(s string) string { return strings.ToUpper(camelHump.ReplaceAllString(s, "${1}_${2}")) }
+
+// ACLKey is one binding's report form.
+func ACLKey(t, name, pattern, principal, host, op, perm string) string {
+	return strings.Join([]string{ACLName(t), name, ACLName(pattern), principal, host, ACLName(op), ACLName(perm)}, "|")
+}
+
+// Sorted returns s sorted (never nil: the report says [] rather than null).
+func Sorted(s []string) []string {
+	out := append([]string{}, s...)
+	sort.Strings(out)
+	return out
+}
