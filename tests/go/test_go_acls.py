@@ -1,6 +1,7 @@
 """ACL admin calls of the Go clients against pykbroker with StandardAuthorizer on: franz-go's kadm
 (CreateACLs / DescribeACLs / DeleteACLs with an ACLBuilder; compat/go/cmd/franzgo/acls.go) and
-sarama's ClusterAdmin (CreateACLs, ListAcls, DeleteACL; compat/go/cmd/sarama/acls.go).
+sarama's ClusterAdmin (CreateACLs, ListAcls, DeleteACL; compat/go/cmd/sarama/acls.go) and
+kafka-go's Client (CreateACLs, DescribeACLs, DeleteACLs; compat/go/cmd/kafkago/acls.go).
 
 Each scenario creates LITERAL and PREFIXED topic and group bindings, ALLOW and DENY, describes
 them with three filters (exactly the created bindings must come back), then, in a second run,
@@ -29,7 +30,7 @@ def auth_broker(tmp_path_factory):
         yield b
 
 
-@pytest.mark.parametrize("client", ["franzgo", "sarama"])
+@pytest.mark.parametrize("client", ["franzgo", "sarama", "kafkago"])
 def test_go_client_acls(gobin, auth_broker, client):
     p = "%sacl%s" % (client[:2], uuid.uuid4().hex[:6])
     bs = auth_broker.bootstrap_servers

@@ -69,11 +69,11 @@ func runACLs(ctx context.Context) any {
 		for _, b := range []*kadm.ACLBuilder{
 			kadm.NewACLs().Topics(p+"-t").ResourcePatternType(kadm.ACLPatternLiteral).Allow(alice).
 				Operations(kadm.OpRead, kadm.OpWrite),
-			kadm.NewACLs().Topics(p+"-").ResourcePatternType(kadm.ACLPatternPrefixed).Deny(bob).
+			kadm.NewACLs().Topics(p + "-").ResourcePatternType(kadm.ACLPatternPrefixed).Deny(bob).
 				DenyHosts("127.0.0.1").Operations(kadm.OpWrite),
-			kadm.NewACLs().Groups(p+"-g").ResourcePatternType(kadm.ACLPatternLiteral).Allow(alice).
+			kadm.NewACLs().Groups(p + "-g").ResourcePatternType(kadm.ACLPatternLiteral).Allow(alice).
 				Operations(kadm.OpRead),
-			kadm.NewACLs().Groups(p+"-").ResourcePatternType(kadm.ACLPatternPrefixed).Deny(bob).
+			kadm.NewACLs().Groups(p + "-").ResourcePatternType(kadm.ACLPatternPrefixed).Deny(bob).
 				Operations(kadm.OpDescribe),
 		} {
 			rs, err := adm.CreateACLs(ctx, b)

@@ -227,6 +227,8 @@ func main() {
 		scen.Emit(runSecure(ctx))
 	case "acks":
 		scen.Emit(runAcks(ctx))
+	case "acls":
+		scen.Emit(runACLs(ctx)) // acls.go
 	default:
 		scen.Fail("unknown scenario %q", *common.Scenario)
 	}
