@@ -31,7 +31,8 @@ def _key(b):
 
 
 def confluent_bindings(bootstrap, prefix):
-    """Every binding whose principal is one of the run's (confluent-kafka's describe_acls)."""
+    """Every binding on a resource of the run (its name starts with ``prefix``), as confluent-kafka's
+    describe_acls sees them: the refused creation must not be among them."""
     ck = needs.module("confluent_kafka.admin")
     from confluent_kafka.admin import (AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType,
                                        ResourceType)
@@ -39,7 +40,7 @@ def confluent_bindings(bootstrap, prefix):
     flt = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
                            AclPermissionType.ANY)
     return sorted(_key(b) for b in admin.describe_acls(flt, request_timeout=10).result()
-                  if b.principal.startswith("User:%s-" % prefix))
+                  if b.name.startswith(prefix))
 
 
 def expected_bindings(p):
@@ -54,12 +55,16 @@ def expected_bindings(p):
     }
 
 
-def check_acl_reports(create, delete, p, between, after):
+def check_acl_reports(create, delete, p, between, after, invalid_error):
     """Judge the two reports of an ACL scenario (create phase, delete phase) and confluent-kafka's
-    views ``between`` the runs and ``after`` them."""
+    views ``between`` the runs and ``after`` them.  ``invalid_error``: the substrings the client's
+    error for the refused creation (a principal without its type) must hold, as each client words
+    Kafka's INVALID_REQUEST (and its message where the client passes it on)."""
     e = expected_bindings(p)
     every = sorted(e.values())
     assert create["create_errors"] == [] and create["created"] == every, create
+    for part in invalid_error:
+        assert part in create["invalid_create_error"], create["invalid_create_error"]
     d = create["described"]
     assert d["alice_allow"] == sorted([e["topic_lit_read"], e["topic_lit_write"], e["group_lit_read"]]), d
     assert d["topic_match"] == sorted([e["topic_lit_read"], e["topic_lit_write"], e["topic_pre_deny"]]), d

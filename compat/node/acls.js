@@ -35,7 +35,7 @@ async function main () {
       principal: bob, permissionType: PERM.DENY }],
     alice_bob: [{ ...anyFilter, principal: alice }, { ...anyFilter, principal: bob }]
   }
-  const res = { created: [], create_errors: [], described: {}, deleted: {}, delete_errors: [] }
+  const res = { created: [], create_errors: [], described: {}, deleted: {}, delete_errors: [], invalid_create_error: '' }
   return scen.withAdmin(kafka, async admin => {
     const describe = async () => {
       for (const [name, fs] of Object.entries(filters)) {
@@ -68,6 +68,13 @@ async function main () {
         res.created = acl.map(key).sort()
       } catch (e) {
         res.create_errors.push(String(e))
+      }
+      // a creation the broker must refuse (a principal without its type: INVALID_REQUEST)
+      try {
+        await admin.createAcls({ acl: [{ resourceType: RT.TOPIC, resourceName: `${p}-bad`, resourcePatternType: PT.LITERAL,
+          principal: `${p}-nocolon`, host: '*', operation: OP.READ, permissionType: PERM.ALLOW }] })
+      } catch (e) {
+        res.invalid_create_error = `${e.name} ${e.type || ''}: ${e.message}`
       }
       await describe()
     } else if (opts.phase === 'delete') {

@@ -91,6 +91,13 @@ func runACLs(ctx context.Context) any {
 			}
 		}
 		res.Created = scen.Sorted(res.Created)
+		switch rs, err := adm.CreateACLs(ctx, kadm.NewACLs().Topics(p+"-bad").Allow(scen.ACLInvalidPrincipal(p)).
+			Operations(kadm.OpRead)); {
+		case err != nil:
+			res.InvalidCreate = err.Error()
+		case len(rs) == 1 && rs[0].Err != nil:
+			res.InvalidCreate = rs[0].Err.Error() + ": " + rs[0].ErrMessage
+		}
 		describe()
 	case "delete":
 		for name, f := range map[string]*kadm.ACLBuilder{

@@ -94,6 +94,14 @@ func runACLs(ctx context.Context) any {
 			}
 		}
 		res.Created = scen.Sorted(res.Created)
+		bad := []kafka.ACLEntry{entry(kafka.ResourceTypeTopic, p+"-bad", kafka.PatternTypeLiteral, scen.ACLInvalidPrincipal(p), "*",
+			kafka.ACLOperationTypeRead, kafka.ACLPermissionTypeAllow)}
+		switch r, err := c.CreateACLs(ctx, &kafka.CreateACLsRequest{ACLs: bad}); {
+		case err != nil:
+			res.InvalidCreate = err.Error()
+		case len(r.Errors) == 1 && r.Errors[0] != nil:
+			res.InvalidCreate = r.Errors[0].Error()
+		}
 		describe()
 	case "delete":
 		del := func(f kafka.ACLFilter) kafka.DeleteACLsFilter {

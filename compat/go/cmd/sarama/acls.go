@@ -4,8 +4,8 @@ package main
 // authorizer is on: the bindings, filters and two phases of compat/go/cmd/franzgo/acls.go
 // (-acl-phase create | delete), reported as scen.ACLResult.
 //
-// sarama's CreateACLs returns the request's error only, never a binding's: the caller checks the
-// bindings with another client.  ListAcls takes one filter, so a filter on two principals is
+// sarama's CreateACLs returns one error for the request: its own summary of the bindings'
+// errors.  ListAcls takes one filter, so a filter on two principals is
 // two calls.
 
 import (
@@ -92,6 +92,11 @@ func runACLs() any {
 			}
 		}
 		res.Created = scen.Sorted(res.Created)
+		if err := adm.CreateACLs([]*sarama.ResourceAcls{res2(sarama.AclResourceTopic, p+"-bad", sarama.AclPatternLiteral,
+			&sarama.Acl{Principal: scen.ACLInvalidPrincipal(p), Host: "*", Operation: sarama.AclOperationRead,
+				PermissionType: sarama.AclPermissionAllow})}); err != nil {
+			res.InvalidCreate = err.Error()
+		}
 		describe()
 	case "delete":
 		for name, f := range map[string]sarama.AclFilter{

@@ -18,7 +18,13 @@ type ACLResult struct {
 	Described map[string][]string `json:"described"` // filter name -> bindings
 	Deleted   map[string][]string `json:"deleted"`   // filter name -> bindings reported deleted
 	DeleteErr []string            `json:"delete_errors"`
+	// a creation the broker must refuse (a principal without its type: INVALID_REQUEST), as the
+	// client reports it; "" when the client reported no error
+	InvalidCreate string `json:"invalid_create_error"`
 }
+
+// ACLInvalidPrincipal is the principal of that creation: no "User:" (Kafka cannot parse it).
+func ACLInvalidPrincipal(prefix string) string { return prefix + "-nocolon" }
 
 func NewACLResult() ACLResult {
 	return ACLResult{Created: []string{}, CreateErr: []string{}, Described: map[string][]string{},
