@@ -125,14 +125,19 @@ def test_sarama_transactions(gobin, target):
     assert (one["read_committed"], one["aborted_seen_read_committed"], one["duplicates_read_committed"]) == \
         (183, 0, 0), one
     assert one["read_uncommitted"] == 303, one   # the aborted records were in the log
-    # each partition: 100 records and two markers per round (one per producer), then the sentinel
-    assert one["sentinel_offsets"] == {"0": 110, "1": 110, "2": 110}, one
+    # each partition: 100 records and two markers per round (one per producer), then the sentinel.
+    # EndTxn answers once Prepare* is durable and the markers follow (Kafka's coordinator does the
+    # same), so the last round's two markers may land after the sentinel: a later producer waits
+    # for nothing.  Every earlier marker is in place before its producer's next AddPartitionsToTxn
+    # (CONCURRENT_TRANSACTIONS until then).
+    assert all(108 <= one["sentinel_offsets"][p] <= 110 for p in ("0", "1", "2")), one
 
     ctp = rep["consume_transform_produce"]
     assert ctp["problems"] == [] and ctp["output_mismatches"] == [], ctp
     # read_committed: "out-"+value of every committed input, once, in input order per partition
     assert ctp["output_equal"] and ctp["output_read_committed"] == 180, ctp
-    assert ctp["group_offsets"] == ctp["expected_group_offsets"] == {"0": 111, "1": 111, "2": 111}, ctp
+    assert ctp["group_offsets"] == ctp["expected_group_offsets"] == \
+        {p: one["sentinel_offsets"][p] + 1 for p in ("0", "1", "2")}, ctp
     # the first member left with its last transactions aborted; the others took over from its
     # commits; aborted-and-retried transactions happened; a rebalance while the second member
     # held partitions (generations: first member, second alone, second and third)
