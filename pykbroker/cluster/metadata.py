@@ -16,8 +16,9 @@ from typing import Any, Optional
 from ..protocol.errors import ErrorCode, KafkaError
 
 ZERO_UUID = bytes(16)
-# Kafka's internal topics (Topic.isInternal); both are created by the coordinators.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+# Kafka's internal topics (Topic.isInternal in 4.x); each is created by its coordinator (group,
+# transaction, share).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 # KRaft's own metadata log is never a user topic.
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 MAX_NAME_LENGTH = 249

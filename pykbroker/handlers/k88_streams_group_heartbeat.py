@@ -72,9 +72,6 @@ def _refused_creates(ctx, names: list) -> list:
     return [n for n in names if not permits(ctx, _CREATE, n)]
 
 
-# Kafka 4.4's Topic.isInternal (pykbroker's INTERNAL_TOPICS lacks the share coordinator's topic,
-# which it does not create)
-_INTERNAL = INTERNAL_TOPICS | {"__share_group_state"}
 
 
 def _topology_topics(request) -> list:
@@ -96,7 +93,7 @@ def _topology_topics(request) -> list:
 def _refused_names(topics: list, error):
     """Kafka 4.4's KafkaApis, whatever the ACLs (after READ on the group, before DESCRIBE on the
     topics): internal topics, then invalid names, are STREAMS_INVALID_TOPOLOGY."""
-    internal = [t for t in topics if t in _INTERNAL]
+    internal = [t for t in topics if t in INTERNAL_TOPICS]
     if internal:
         return error(E.STREAMS_INVALID_TOPOLOGY, "Use of Kafka internal topics %s in a Kafka Streams topology is "
                      "prohibited." % ", ".join(internal))

@@ -204,6 +204,21 @@ def test_delivery_state_survives_restart(tmp_path, kill):
             acq, vals = _records(r)[0]
             assert acq == [(1, 1, 2), (3, 3, 2)], acq                   # x1 and x3 again, second delivery
             assert {v for o, v in vals if o in (1, 3)} == {b"x1", b"x3"}
+        # the coordinators' three topics are internal in Metadata, as Kafka 4.4's Topic.isInternal
+        # says (kafka-python reads the flag from Metadata v1+)
+        from kafka.admin import KafkaAdminClient
+        admin = KafkaAdminClient(bootstrap_servers=b.bootstrap)
+        try:
+            described = {t["name"]: t["is_internal"] for t in admin.describe_topics(
+                ["__share_group_state", "__consumer_offsets", topic])}
+        finally:
+            admin.close()
+        assert described == {"__share_group_state": True, "__consumer_offsets": True, topic: False}, described
+        with WireClient(b.bootstrap) as c:   # DescribeTopicPartitions (75) says the same
+            r = c.request(75, 0, {"topics": [{"name": "__share_group_state"}], "response_partition_limit": 1,
+                                  "cursor": None})
+            assert [(t["name"], t["error_code"], t["is_internal"]) for t in r["topics"]] == \
+                [("__share_group_state", 0, True)], r
 
 
 def test_share_coordinator_apis_and_offsets_admin(broker):
