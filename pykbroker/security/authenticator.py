@@ -209,8 +209,11 @@ class SaslAuthenticator:
             lifetime = self._session_lifetime_ms()
             self.session_lifetime_ms = lifetime
             self.session_expiry_ms = self._now_ms() + lifetime if lifetime > 0 else None
-            log.debug("%s %sauthenticated as %s with %s", self.peer, "re-" if self._previous else "",
-                      self.principal, self.mechanism)
+            # which token a token-authenticated principal used: the owner's name alone does not
+            # tell an operator (or a test) a delegation token from the owner's own credentials
+            token_id = getattr(self._server, "token_id", None) if self.token_authenticated else None
+            log.debug("%s %sauthenticated as %s with %s%s", self.peer, "re-" if self._previous else "",
+                      self.principal, self.mechanism, "" if token_id is None else " (delegation token %s)" % token_id)
             self._count("successful")
             self._previous = None
         return out

@@ -116,6 +116,8 @@ class ScramServer:
         self.complete = False
         self.authorization_id: str | None = None
         self.token_authenticated = False
+        # the token id a tokenauth=true exchange authenticated with (for the broker's log line)
+        self.token_id: str | None = None
         self.token_expiry_ms: int | None = None
 
     def _fail(self):
@@ -209,6 +211,7 @@ class ScramServer:
         if self._tokenauth:
             self.authorization_id = self._owner_name
             self.token_authenticated = True
+            self.token_id = self._user
         else:
             self.authorization_id = self._user
         self.complete = True

@@ -108,6 +108,23 @@ def test_java_admin_and_token_clients(tmp_path):
 
 
 @needs_java
+def test_token_login_is_logged_with_its_token_id(tmp_path, caplog):
+    """The broker's authentication line names the token a token-authenticated principal used
+    (the owner's name alone would not tell it from the owner's own password)."""
+    import logging
+
+    caplog.set_level(logging.DEBUG, logger="pykbroker.security")
+    with _broker(tmp_path) as b:
+        with _login(b, "alice") as c:
+            tok = _create(c)
+        assert tok["error_code"] == 0
+        assert _token_login(b, tok)
+    lines = [r.getMessage() for r in caplog.records if "authenticated as User:alice" in r.getMessage()]
+    assert lines[0].endswith("authenticated as User:alice with PLAIN"), lines
+    assert lines[1].endswith("authenticated as User:alice with SCRAM-SHA-512 (delegation token %s)"
+                             % tok["token_id"]), lines
+
+
 def test_token_expired_on_the_broker_clock_no_longer_authenticates(tmp_path):
     with _broker(tmp_path, {"delegation.token.expiry.check.interval.ms": "1000"}) as b:
         with _login(b, "alice") as c:
