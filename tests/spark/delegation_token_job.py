@@ -19,7 +19,10 @@ Spark's own KafkaDelegationTokenSuite does in local mode:
 2. ``SparkHadoopUtil.addDelegationTokens(serialized, conf)``: what the scheduler backend's
    ``updateDelegationTokens`` does with the tokens, so the current user's credentials hold them.
 
-Then the Kafka sink and source are given nothing but ``kafka.bootstrap.servers``: their
+Two clusters name the broker's two listeners (SASL_PLAINTEXT; SASL_SSL with the CA as the
+cluster's ``ssl.truststore.*``), so two tokens are obtained.  Then the Kafka sinks and sources
+(batch and Structured Streaming) are given nothing but ``kafka.bootstrap.servers`` (and over TLS
+their truststore, which the connector does not take from the cluster): their
 ``KafkaConfigUpdater.setAuthenticationConfigIfNeeded`` finds the token whose cluster's
 ``target.bootstrap.servers.regex`` matches and logs in with SCRAM (``sasl.token.mechanism``,
 default SCRAM-SHA-512) and ``tokenauth=true``.
@@ -30,11 +33,9 @@ import json
 import os
 import re
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-
-CLUSTER = "pykbroker"
-
 
 def describe_tokens(jvm, s: dict) -> list:
     """DescribeDelegationToken through another client: a Kafka Admin of its own (the connector's
@@ -62,23 +63,30 @@ def main(path: str) -> None:
         s = json.load(fh)
     from pykbroker.pipeline.spark import build_session
 
-    prefix = "spark.kafka.clusters.%s." % CLUSTER
     conf = {
         # the JDK's Kerberos reads the test realm from this file (KRB5_CONFIG is MIT's, not the JDK's)
         "spark.driver.extraJavaOptions": "-Djava.security.krb5.conf=%s" % s["krb5_conf"],
         "spark.kerberos.keytab": s["keytab"],
         "spark.kerberos.principal": s["principal"],
-        prefix + "auth.bootstrap.servers": s["bootstrap"],
-        prefix + "security.protocol": "SASL_PLAINTEXT",
-        prefix + "sasl.kerberos.service.name": "kafka",
-        prefix + "target.bootstrap.servers.regex": re.escape(s["bootstrap"]),
         # only the Kafka provider: there is no HDFS, HBase or Hive to ask for tokens
         "spark.security.credentials.hadoopfs.enabled": "false",
         "spark.security.credentials.hbase.enabled": "false",
         "spark.security.credentials.hive.enabled": "false",
     }
+    # two clusters of Spark's token provider: the broker's SASL_PLAINTEXT listener and its
+    # SASL_SSL one (the provider's AdminClient takes the truststore from the cluster's ssl.*)
+    for cluster, bootstrap, protocol in (("plain", s["bootstrap"], "SASL_PLAINTEXT"),
+                                         ("tls", s["bootstrap_tls"], "SASL_SSL")):
+        prefix = "spark.kafka.clusters.%s." % cluster
+        conf.update({prefix + "auth.bootstrap.servers": bootstrap, prefix + "security.protocol": protocol,
+                     prefix + "sasl.kerberos.service.name": "kafka",
+                     prefix + "target.bootstrap.servers.regex": re.escape(bootstrap)})
+        if protocol == "SASL_SSL":
+            conf.update({prefix + "ssl.truststore.type": "PEM", prefix + "ssl.truststore.location": s["ca_file"]})
     # WARN: the provider reports a failed CreateDelegationToken as a warning (and no token)
+    t0 = time.monotonic()
     spark = build_session("pykbroker-delegation-token", conf=conf, log_level="WARN")
+    marks = {"session": time.monotonic() - t0}
     jvm = spark._jvm
     out: dict = {}
     try:
@@ -93,18 +101,37 @@ def main(path: str) -> None:
                            "token_id": bytes(t.getIdentifier()).decode(),
                            "hmac_b64": bytes(t.getPassword()).decode()})
         out["tokens"] = tokens
+        marks["tokens"] = time.monotonic() - t0
         out["described"] = describe_tokens(jvm, s)
         util = jvm.org.apache.spark.deploy.SparkHadoopUtil.get()
         util.addDelegationTokens(util.serialize(creds), env_conf)
 
-        # the sink: nothing but the bootstrap servers; the token supplies the authentication
+        # the sink, over SASL_SSL: the bootstrap servers and the truststore (the connector takes
+        # only the security protocol and SASL settings from the token's cluster)
+        tls = {"kafka.bootstrap.servers": s["bootstrap_tls"], "kafka.ssl.truststore.type": "PEM",
+               "kafka.ssl.truststore.location": s["ca_file"]}
         rows = [(bytes.fromhex(k), bytes.fromhex(v)) for k, v in s["records"]]
         spark.createDataFrame(rows, "key binary, value binary").coalesce(1).write.format("kafka") \
-            .option("kafka.bootstrap.servers", s["bootstrap"]).option("topic", s["topic"]).save()
-        # the source (batch): the same
-        got = spark.read.format("kafka").option("kafka.bootstrap.servers", s["bootstrap"]) \
-            .option("subscribe", s["topic"]).load().select("key", "value", "offset").collect()
-        out["read"] = [[bytes(r.key).hex(), bytes(r.value).hex(), r.offset] for r in sorted(got, key=lambda r: r.offset)]
+            .options(**tls).option("topic", s["topic"]).save()
+        marks["write"] = time.monotonic() - t0
+        # the source (batch), over each listener; over SASL_PLAINTEXT nothing but the bootstrap servers
+        for name, opts in (("read_plain", {"kafka.bootstrap.servers": s["bootstrap"]}), ("read_tls", tls)):
+            got = spark.read.format("kafka").options(**opts).option("subscribe", s["topic"]).load() \
+                .select("key", "value", "offset").collect()
+            out[name] = [[bytes(r.key).hex(), bytes(r.value).hex(), r.offset]
+                         for r in sorted(got, key=lambda r: r.offset)]
+        marks["read"] = time.monotonic() - t0
+        # Structured Streaming: the micro-batch source over SASL_PLAINTEXT into the streaming sink
+        # over SASL_SSL (availableNow: everything there now, then the query stops)
+        q = spark.readStream.format("kafka").option("kafka.bootstrap.servers", s["bootstrap"]) \
+            .option("subscribe", s["topic"]).option("startingOffsets", "earliest").load() \
+            .select("key", "value").writeStream.format("kafka").options(**tls) \
+            .option("topic", s["stream_topic"]).option("checkpointLocation", s["checkpoint"]) \
+            .trigger(availableNow=True).start()
+        q.awaitTermination(120)
+        out["stream_exception"] = None if q.exception() is None else str(q.exception())
+        marks["stream"] = time.monotonic() - t0
+        out["seconds"] = {k: round(v, 1) for k, v in marks.items()}
     finally:
         spark.stop()
     print("RESULT " + json.dumps(out), flush=True)
