@@ -41,6 +41,17 @@ BROKER_AUTH_ERROR = {"PLAIN": "Authentication failed: Invalid username or passwo
                      "OAUTHBEARER": '{"status":"invalid_token"}'}
 
 
+def broker_auth_error(client: str, mech: str) -> str:
+    """The broker's message in ``client``'s refused authentication.  sarama (v1.61) acknowledges
+    OAUTHBEARER's error challenge with the four characters ``\\x01`` (a Go raw string literal in
+    its broker.go) instead of the byte 0x01: the broker takes them for a new, malformed client
+    response and fails with its generic message rather than the challenge's JSON, Apache Kafka
+    as pykbroker (tests/differential/test_secure_clients.py)."""
+    if client == "sarama" and mech == "OAUTHBEARER":
+        return "Authentication failed during authentication due to invalid credentials with SASL mechanism OAUTHBEARER"
+    return BROKER_AUTH_ERROR[mech]
+
+
 def go_binary() -> str | None:
     found = shutil.which("go")
     if found:

@@ -1,8 +1,9 @@
 package main
 
-// TLS and SASL for every sarama scenario (-tls/-ca/-cert/-key, -sasl/-user/-password:
-// internal/secure) through sarama's Net.TLS and Net.SASL; SCRAM with the SCRAMClient sarama
-// documents (SCRAMClientGeneratorFunc over github.com/xdg-go/scram).  The "secure" scenario:
+// TLS and SASL for every sarama scenario (-tls/-ca/-cert/-key, -sasl/-user/-password,
+// -oauth-token: internal/secure) through sarama's Net.TLS and Net.SASL; SCRAM with the
+// SCRAMClient sarama documents (SCRAMClientGeneratorFunc over github.com/xdg-go/scram);
+// OAUTHBEARER with a TokenProvider handing sarama the -oauth-token JWT.  The "secure" scenario:
 // records of the round trip's shapes produced and read back byte-exact over the secured
 // listener; or, when sarama cannot get in, its error and whether it is sarama's
 // ErrSASLAuthenticationFailed.
@@ -40,6 +41,14 @@ func (x *xdgSCRAM) Begin(user, password, authzID string) error {
 func (x *xdgSCRAM) Step(challenge string) (string, error) { return x.conv.Step(challenge) }
 func (x *xdgSCRAM) Done() bool                            { return x.conv.Done() }
 
+// tokenProvider is sarama's AccessTokenProvider over a fixed token: the test makes the JWT
+// (an unsecured one, as Kafka's default OAuthBearerUnsecuredValidator accepts) and its lifetime.
+type tokenProvider string
+
+func (t tokenProvider) Token() (*sarama.AccessToken, error) {
+	return &sarama.AccessToken{Token: string(t)}, nil
+}
+
 func secureConfig(c *sarama.Config) {
 	if t := sec.TLSConfig(); t != nil {
 		c.Net.TLS.Enable = true
@@ -62,6 +71,9 @@ func secureConfig(c *sarama.Config) {
 	case "SCRAM-SHA-512":
 		c.Net.SASL.Mechanism = sarama.SASLTypeSCRAMSHA512
 		c.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &xdgSCRAM{hash: scram.HashGeneratorFcn(sha512.New)} }
+	case "OAUTHBEARER":
+		c.Net.SASL.Mechanism = sarama.SASLTypeOAuth
+		c.Net.SASL.TokenProvider = tokenProvider(*sec.Token)
 	default:
 		scen.Fail("sasl mechanism %q: not covered for sarama", mech)
 	}
