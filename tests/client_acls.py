@@ -25,6 +25,14 @@ def authorizer_broker(tmp_path_factory, name):
         b.stop()
 
 
+PARSE = "Could not parse principal from `%s-nocolon` (no colon is present separating the principal type from the principal name)"
+# how each Go client reports the refused creation (%s: the run's prefix): the error code's name or
+# number, Kafka's message where the client keeps it (sarama keeps only its own summary and the
+# code's description)
+GO_INVALID = {"franzgo": ["INVALID_REQUEST", PARSE], "kafkago": ["[42] Invalid Request", PARSE],
+              "sarama": ["failed to create one or more ACL rules", "request being malformed"]}
+
+
 def _key(b):
     return "|".join([b.restype.name, b.name, b.resource_pattern_type.name, b.principal, b.host, b.operation.name,
                      b.permission_type.name])

@@ -15,6 +15,7 @@ const { Kafka, AclResourceTypes: RT, AclOperationTypes: OP, AclPermissionTypes: 
   logLevel } = require('kafkajs')
 const scen = require('./lib/scen')
 
+const SETTLE_MS = 15000
 const opts = scen.parseArgs(process.argv.slice(2), { phase: 'create' })
 const nameOf = (enumObj, v) => Object.keys(enumObj).find(k => enumObj[k] === v) || String(v)
 const key = a => [nameOf(RT, a.resourceType), a.resourceName, nameOf(PT, a.resourcePatternType), a.principal, a.host,
@@ -37,17 +38,27 @@ async function main () {
   }
   const res = { created: [], create_errors: [], described: {}, deleted: {}, delete_errors: [], invalid_create_error: '' }
   return scen.withAdmin(kafka, async admin => {
-    const describe = async () => {
-      for (const [name, fs] of Object.entries(filters)) {
-        const got = []
-        for (const f of fs) {
-          const { resources } = await admin.describeAcls(f)
-          for (const r of resources) {
-            for (const a of r.acls) got.push(key({ ...r, ...a }))
-          }
+    const describeOne = async name => {
+      const got = []
+      for (const f of filters[name]) {
+        const { resources } = await admin.describeAcls(f)
+        for (const r of resources) {
+          for (const a of r.acls) got.push(key({ ...r, ...a }))
         }
-        res.described[name] = got.sort()
       }
+      return got.sort()
+    }
+    // Apache Kafka answers CreateAcls / DeleteAcls once its controller committed the change; its
+    // broker's authorizer applies it from the metadata log a moment later.  So each phase first
+    // looks (every 50 ms, at most SETTLE_MS) until the run's bindings are what it left (want),
+    // then describes every filter: the same steps against either broker (compat/go: scen.ACLSettle).
+    const describe = async want => {
+      const deadline = Date.now() + SETTLE_MS
+      want = JSON.stringify([...want].sort())
+      while (JSON.stringify(await describeOne('alice_bob')) !== want && Date.now() < deadline) {
+        await new Promise(resolve => setTimeout(resolve, 50))
+      }
+      for (const name of Object.keys(filters)) res.described[name] = await describeOne(name)
     }
     if (opts.phase === 'create') {
       const acl = [
@@ -76,7 +87,7 @@ async function main () {
       } catch (e) {
         res.invalid_create_error = `${e.name} ${e.type || ''}: ${e.message}`
       }
-      await describe()
+      await describe(res.created)
     } else if (opts.phase === 'delete') {
       const deletes = {
         topic_match: filters.topic_match[0],
@@ -94,7 +105,7 @@ async function main () {
         }
         res.deleted[name] = got.sort()
       }
-      await describe()
+      await describe([])
     } else {
       scen.fail('unknown --phase %s', opts.phase)
     }

@@ -17,7 +17,7 @@ import uuid
 import pytest
 
 from tests import needs
-from tests.client_acls import authorizer_broker, check_acl_reports, confluent_bindings
+from tests.client_acls import GO_INVALID, authorizer_broker, check_acl_reports, confluent_bindings
 
 from . import gobuild
 
@@ -31,13 +31,6 @@ def auth_broker(tmp_path_factory):
         yield b
 
 
-PARSE = "Could not parse principal from `%s-nocolon` (no colon is present separating the principal type from the principal name)"
-# how each client reports the refused creation: the error code's name or number, Kafka's message
-# where the client keeps it (sarama keeps only its own summary and the code's description)
-INVALID = {"franzgo": ["INVALID_REQUEST", PARSE], "kafkago": ["[42] Invalid Request", PARSE],
-           "sarama": ["failed to create one or more ACL rules", "request being malformed"]}
-
-
 @pytest.mark.parametrize("client", ["franzgo", "sarama", "kafkago"])
 def test_go_client_acls(gobin, auth_broker, client):
     p = "%sacl%s" % (client[:2], uuid.uuid4().hex[:6])
@@ -45,5 +38,5 @@ def test_go_client_acls(gobin, auth_broker, client):
     create = gobuild.run(gobin / client, bs, "acls", wait=60, prefix=p, acl_phase="create")
     between = confluent_bindings(bs, p)
     delete = gobuild.run(gobin / client, bs, "acls", wait=60, prefix=p, acl_phase="delete")
-    invalid = [part.replace("%s", p) for part in INVALID[client]]
+    invalid = [part.replace("%s", p) for part in GO_INVALID[client]]
     check_acl_reports(create, delete, p, between, confluent_bindings(bs, p), invalid)

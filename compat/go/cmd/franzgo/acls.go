@@ -8,6 +8,8 @@ package main
 //	                   describe them with three filters;
 //	-acl-phase delete: delete them with MATCH filters, then describe again.
 //
+// Each phase describes only once the broker shows the run's bindings as the phase left them
+// (scen.ACLSettle: Apache Kafka applies ACL changes a moment after answering).
 // Every principal and resource name starts with -prefix, so runs do not see each other's bindings.
 // The report: scen.ACLResult.
 
@@ -44,23 +46,28 @@ func runACLs(ctx context.Context) any {
 		"alice_bob": kadm.NewACLs().AnyResource().ResourcePatternType(kadm.ACLPatternAny).
 			Allow(alice, bob).AllowHosts().Deny(alice, bob).DenyHosts().Operations(),
 	}
-	describe := func() {
-		for name, f := range filters {
-			rs, err := adm.DescribeACLs(ctx, f)
-			if err != nil {
-				fail("describe %s: %v", name, err)
+	describeOne := func(name string) []string {
+		rs, err := adm.DescribeACLs(ctx, filters[name])
+		if err != nil {
+			fail("describe %s: %v", name, err)
+		}
+		got := []string{}
+		for _, r := range rs {
+			if r.Err != nil {
+				fail("describe %s: %v %s", name, r.Err, r.ErrMessage)
 			}
-			got := []string{}
-			for _, r := range rs {
-				if r.Err != nil {
-					fail("describe %s: %v %s", name, r.Err, r.ErrMessage)
-				}
-				for _, d := range r.Described {
-					got = append(got, scen.ACLKey(d.Type.String(), d.Name, d.Pattern.String(), d.Principal, d.Host,
-						d.Operation.String(), d.Permission.String()))
-				}
+			for _, d := range r.Described {
+				got = append(got, scen.ACLKey(d.Type.String(), d.Name, d.Pattern.String(), d.Principal, d.Host,
+					d.Operation.String(), d.Permission.String()))
 			}
-			res.Described[name] = scen.Sorted(got)
+		}
+		return scen.Sorted(got)
+	}
+	// once the broker shows what the phase left (want: the run's bindings), every filter
+	describe := func(want []string) {
+		scen.ACLSettle(want, func() []string { return describeOne("alice_bob") })
+		for name := range filters {
+			res.Described[name] = describeOne(name)
 		}
 	}
 
@@ -98,7 +105,7 @@ func runACLs(ctx context.Context) any {
 		case len(rs) == 1 && rs[0].Err != nil:
 			res.InvalidCreate = rs[0].Err.Error() + ": " + rs[0].ErrMessage
 		}
-		describe()
+		describe(res.Created)
 	case "delete":
 		for name, f := range map[string]*kadm.ACLBuilder{
 			"topic_match": filters["topic_match"],
@@ -123,7 +130,7 @@ func runACLs(ctx context.Context) any {
 			}
 			res.Deleted[name] = scen.Sorted(got)
 		}
-		describe()
+		describe(nil)
 	default:
 		fail("unknown -acl-phase %q", *aclPhase)
 	}

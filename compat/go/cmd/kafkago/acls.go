@@ -43,25 +43,30 @@ func runACLs(ctx context.Context) any {
 		"alice_bob": {with(anyF, func(f *kafka.ACLFilter) { f.PrincipalFilter = alice }),
 			with(anyF, func(f *kafka.ACLFilter) { f.PrincipalFilter = bob })},
 	}
-	describe := func() {
-		for name, fs := range filters {
-			got := []string{}
-			for _, f := range fs {
-				r, err := c.DescribeACLs(ctx, &kafka.DescribeACLsRequest{Filter: f})
-				if err != nil {
-					scen.Fail("describe acls %s: %v", name, err)
-				}
-				if r.Error != nil {
-					scen.Fail("describe acls %s: %v", name, r.Error)
-				}
-				for _, rs := range r.Resources {
-					for _, a := range rs.ACLs {
-						got = append(got, kgoACLKey(rs.ResourceType, rs.ResourceName, rs.PatternType, a.Principal, a.Host,
-							a.Operation, a.PermissionType))
-					}
+	describeOne := func(name string) []string {
+		got := []string{}
+		for _, f := range filters[name] {
+			r, err := c.DescribeACLs(ctx, &kafka.DescribeACLsRequest{Filter: f})
+			if err != nil {
+				scen.Fail("describe acls %s: %v", name, err)
+			}
+			if r.Error != nil {
+				scen.Fail("describe acls %s: %v", name, r.Error)
+			}
+			for _, rs := range r.Resources {
+				for _, a := range rs.ACLs {
+					got = append(got, kgoACLKey(rs.ResourceType, rs.ResourceName, rs.PatternType, a.Principal, a.Host,
+						a.Operation, a.PermissionType))
 				}
 			}
-			res.Described[name] = scen.Sorted(got)
+		}
+		return scen.Sorted(got)
+	}
+	// once the broker shows what the phase left (want: the run's bindings), every filter
+	describe := func(want []string) {
+		scen.ACLSettle(want, func() []string { return describeOne("alice_bob") })
+		for name := range filters {
+			res.Described[name] = describeOne(name)
 		}
 	}
 	switch *aclPhase {
@@ -102,7 +107,7 @@ func runACLs(ctx context.Context) any {
 		case len(r.Errors) == 1 && r.Errors[0] != nil:
 			res.InvalidCreate = r.Errors[0].Error()
 		}
-		describe()
+		describe(res.Created)
 	case "delete":
 		del := func(f kafka.ACLFilter) kafka.DeleteACLsFilter {
 			return kafka.DeleteACLsFilter{ResourceTypeFilter: f.ResourceTypeFilter, ResourceNameFilter: f.ResourceNameFilter,
@@ -134,7 +139,7 @@ func runACLs(ctx context.Context) any {
 			}
 			res.Deleted[name] = scen.Sorted(got)
 		}
-		describe()
+		describe(nil)
 	default:
 		scen.Fail("unknown -acl-phase %q", *aclPhase)
 	}

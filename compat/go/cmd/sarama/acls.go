@@ -49,21 +49,26 @@ func runACLs() any {
 		"alice_bob": {with(anyF, func(f *sarama.AclFilter) { f.Principal = str(alice) }),
 			with(anyF, func(f *sarama.AclFilter) { f.Principal = str(bob) })},
 	}
-	describe := func() {
-		for name, fs := range filters {
-			got := []string{}
-			for _, f := range fs {
-				ras, err := adm.ListAcls(f)
-				if err != nil {
-					scen.Fail("list acls %s: %v", name, err)
-				}
-				for _, ra := range ras {
-					for _, a := range ra.Acls {
-						got = append(got, saramaACLKey(ra.Resource, *a))
-					}
+	describeOne := func(name string) []string {
+		got := []string{}
+		for _, f := range filters[name] {
+			ras, err := adm.ListAcls(f)
+			if err != nil {
+				scen.Fail("list acls %s: %v", name, err)
+			}
+			for _, ra := range ras {
+				for _, a := range ra.Acls {
+					got = append(got, saramaACLKey(ra.Resource, *a))
 				}
 			}
-			res.Described[name] = scen.Sorted(got)
+		}
+		return scen.Sorted(got)
+	}
+	// once the broker shows what the phase left (want: the run's bindings), every filter
+	describe := func(want []string) {
+		scen.ACLSettle(want, func() []string { return describeOne("alice_bob") })
+		for name := range filters {
+			res.Described[name] = describeOne(name)
 		}
 	}
 	switch *aclPhase {
@@ -97,7 +102,7 @@ func runACLs() any {
 				PermissionType: sarama.AclPermissionAllow})}); err != nil {
 			res.InvalidCreate = err.Error()
 		}
-		describe()
+		describe(res.Created)
 	case "delete":
 		for name, f := range map[string]sarama.AclFilter{
 			"topic_match": topicMatch,
@@ -118,7 +123,7 @@ func runACLs() any {
 			}
 			res.Deleted[name] = scen.Sorted(got)
 		}
-		describe()
+		describe(nil)
 	default:
 		scen.Fail("unknown -acl-phase %q", *aclPhase)
 	}

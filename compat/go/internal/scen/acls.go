@@ -5,8 +5,10 @@ package scen
 
 import (
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 )
 
 // ACLResult is what an ACL scenario read back.  A binding is
@@ -46,4 +48,21 @@ func Sorted(s []string) []string {
 	out := append([]string{}, s...)
 	sort.Strings(out)
 	return out
+}
+
+// ACLSettleBound is how long ACLSettle waits for the broker to show a phase's bindings.
+const ACLSettleBound = 15 * time.Second
+
+// ACLSettle calls look (a describe of every binding of the run's principals, sorted) until it
+// answers want or ACLSettleBound has passed, every 50 ms.  Apache Kafka answers CreateAcls and
+// DeleteAcls once its controller committed the change, and its broker's authorizer applies it
+// from the metadata log a moment later: a describe right after may not see it yet.  pykbroker
+// answers after applying, so its first look settles.  The scenarios describe (and report) only
+// after this, identically against either broker; a phase that never settles reports what the
+// broker shows at the bound.
+func ACLSettle(want []string, look func() []string) {
+	deadline := time.Now().Add(ACLSettleBound)
+	for !slices.Equal(look(), Sorted(want)) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
 }
