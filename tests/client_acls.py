@@ -51,6 +51,22 @@ def confluent_bindings(bootstrap, prefix):
                   if b.name.startswith(prefix))
 
 
+def broker_bindings(address, prefix):
+    """What one broker (``(host, port)``) answers a raw DescribeAcls (v3, every binding) with,
+    those on a resource of the run, in :func:`expected_bindings`' form: on a cluster each broker
+    learns a change from ZooKeeper by itself, so each is asked."""
+    from pykbroker.acl.bindings import OPERATIONS, PATTERN_TYPES, PERMISSIONS, RESOURCE_TYPES
+    from pykbroker.protocol.wire import WireClient
+    any_ = {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
+            "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}
+    with WireClient(address, timeout=15) as c:
+        r = c.request(29, 3, any_)
+    assert r["error_code"] == 0, r
+    return sorted("|".join([RESOURCE_TYPES[x["resource_type"]], x["resource_name"], PATTERN_TYPES[x["pattern_type"]],
+                            a["principal"], a["host"], OPERATIONS[a["operation"]], PERMISSIONS[a["permission_type"]]])
+                  for x in r["resources"] if x["resource_name"].startswith(prefix) for a in x["acls"])
+
+
 def expected_bindings(p):
     """The bindings the scenarios create, as "TYPE|name|PATTERN|principal|host|OPERATION|PERMISSION"."""
     alice, bob = "User:%s-alice" % p, "User:%s-bob" % p

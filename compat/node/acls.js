@@ -3,10 +3,12 @@
 // authorizer is on.  Two phases, each its own run, so the caller can look at the bindings with
 // another client in between:
 //
-//   node acls.js --brokers host:port --prefix p --phase create|delete [-v]
+//   node acls.js --brokers host:port --prefix p --phase create|delete|describe [-v]
 //
-//   create: LITERAL and PREFIXED topic and group bindings, ALLOW and DENY, then three describes;
-//   delete: delete them with MATCH filters, then describe again.
+//   create: LITERAL and PREFIXED topic and group bindings, ALLOW and DENY, then four describes;
+//   delete: delete them with MATCH filters, then describe again;
+//   describe: only the describes (on a cluster the test first waits for every broker to learn
+//   the change, then describes in a run of its own).
 //
 // Prints one JSON object (as compat/go/cmd/franzgo/acls.go, so one Python check judges both);
 // a binding is "TYPE|name|PATTERN|principal|host|OPERATION|PERMISSION".  Every principal and
@@ -52,13 +54,16 @@ async function main () {
     // broker's authorizer applies it from the metadata log a moment later.  So each phase first
     // looks (every 50 ms, at most SETTLE_MS) until the run's bindings are what it left (want),
     // then describes every filter: the same steps against either broker (compat/go: scen.ACLSettle).
+    const describeAll = async () => {
+      for (const name of Object.keys(filters)) res.described[name] = await describeOne(name)
+    }
     const describe = async want => {
       const deadline = Date.now() + SETTLE_MS
       want = JSON.stringify([...want].sort())
       while (JSON.stringify(await describeOne('alice_bob')) !== want && Date.now() < deadline) {
         await new Promise(resolve => setTimeout(resolve, 50))
       }
-      for (const name of Object.keys(filters)) res.described[name] = await describeOne(name)
+      await describeAll()
     }
     if (opts.phase === 'create') {
       const acl = [
@@ -106,6 +111,8 @@ async function main () {
         res.deleted[name] = got.sort()
       }
       await describe([])
+    } else if (opts.phase === 'describe') {
+      await describeAll()
     } else {
       scen.fail('unknown --phase %s', opts.phase)
     }

@@ -7,6 +7,8 @@ package main
 //	-acl-phase create: create LITERAL and PREFIXED topic and group bindings, ALLOW and DENY, then
 //	                   describe them with three filters;
 //	-acl-phase delete: delete them with MATCH filters, then describe again.
+//	-acl-phase describe: only the describes (on a cluster the test first waits for every broker
+//	                     to learn the change, then describes in a run of its own).
 //
 // Each phase describes only once the broker shows the run's bindings as the phase left them
 // (scen.ACLSettle: Apache Kafka applies ACL changes a moment after answering).
@@ -21,7 +23,7 @@ import (
 	"github.com/pykbroker/compat/go/internal/scen"
 )
 
-var aclPhase = flag.String("acl-phase", "create", "acls: create | delete")
+var aclPhase = flag.String("acl-phase", "create", "acls: create | delete | describe")
 
 func runACLs(ctx context.Context) any {
 	p := *common.Prefix
@@ -63,12 +65,15 @@ func runACLs(ctx context.Context) any {
 		}
 		return scen.Sorted(got)
 	}
-	// once the broker shows what the phase left (want: the run's bindings), every filter
-	describe := func(want []string) {
-		scen.ACLSettle(want, func() []string { return describeOne("alice_bob") })
+	describeAll := func() {
 		for name := range filters {
 			res.Described[name] = describeOne(name)
 		}
+	}
+	// once the broker shows what the phase left (want: the run's bindings), every filter
+	describe := func(want []string) {
+		scen.ACLSettle(want, func() []string { return describeOne("alice_bob") })
+		describeAll()
 	}
 
 	switch *aclPhase {
@@ -131,6 +136,8 @@ func runACLs(ctx context.Context) any {
 			res.Deleted[name] = scen.Sorted(got)
 		}
 		describe(nil)
+	case "describe":
+		describeAll()
 	default:
 		fail("unknown -acl-phase %q", *aclPhase)
 	}

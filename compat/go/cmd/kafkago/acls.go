@@ -15,7 +15,7 @@ import (
 	"github.com/pykbroker/compat/go/internal/scen"
 )
 
-var aclPhase = flag.String("acl-phase", "create", "acls: create | delete")
+var aclPhase = flag.String("acl-phase", "create", "acls: create | delete | describe")
 
 func kgoACLKey(t kafka.ResourceType, name string, pt kafka.PatternType, principal, host string,
 	op kafka.ACLOperationType, perm kafka.ACLPermissionType) string {
@@ -62,12 +62,15 @@ func runACLs(ctx context.Context) any {
 		}
 		return scen.Sorted(got)
 	}
-	// once the broker shows what the phase left (want: the run's bindings), every filter
-	describe := func(want []string) {
-		scen.ACLSettle(want, func() []string { return describeOne("alice_bob") })
+	describeAll := func() {
 		for name := range filters {
 			res.Described[name] = describeOne(name)
 		}
+	}
+	// once the broker shows what the phase left (want: the run's bindings), every filter
+	describe := func(want []string) {
+		scen.ACLSettle(want, func() []string { return describeOne("alice_bob") })
+		describeAll()
 	}
 	switch *aclPhase {
 	case "create":
@@ -140,6 +143,8 @@ func runACLs(ctx context.Context) any {
 			res.Deleted[name] = scen.Sorted(got)
 		}
 		describe(nil)
+	case "describe":
+		describeAll()
 	default:
 		scen.Fail("unknown -acl-phase %q", *aclPhase)
 	}

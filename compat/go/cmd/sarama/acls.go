@@ -16,7 +16,7 @@ import (
 	"github.com/pykbroker/compat/go/internal/scen"
 )
 
-var aclPhase = flag.String("acl-phase", "create", "acls: create | delete")
+var aclPhase = flag.String("acl-phase", "create", "acls: create | delete | describe")
 
 func saramaACLKey(r sarama.Resource, a sarama.Acl) string {
 	return scen.ACLKey(r.ResourceType.String(), r.ResourceName, r.ResourcePatternType.String(), a.Principal, a.Host,
@@ -64,12 +64,15 @@ func runACLs() any {
 		}
 		return scen.Sorted(got)
 	}
-	// once the broker shows what the phase left (want: the run's bindings), every filter
-	describe := func(want []string) {
-		scen.ACLSettle(want, func() []string { return describeOne("alice_bob") })
+	describeAll := func() {
 		for name := range filters {
 			res.Described[name] = describeOne(name)
 		}
+	}
+	// once the broker shows what the phase left (want: the run's bindings), every filter
+	describe := func(want []string) {
+		scen.ACLSettle(want, func() []string { return describeOne("alice_bob") })
+		describeAll()
 	}
 	switch *aclPhase {
 	case "create":
@@ -124,6 +127,8 @@ func runACLs() any {
 			res.Deleted[name] = scen.Sorted(got)
 		}
 		describe(nil)
+	case "describe":
+		describeAll()
 	default:
 		scen.Fail("unknown -acl-phase %q", *aclPhase)
 	}
