@@ -6,7 +6,8 @@ one).  The Go programs' ``secure`` scenario produces records of the round trip's
 empty and binary keys and values, 6 KiB values, duplicate headers, out-of-order timestamps) and
 reads them back byte-exact over the secured listener, with each client's own TLS and SASL
 code: franz-go's kgo.DialTLSConfig and pkg/sasl/{plain,scram,oauth}, sarama's Net.TLS and
-Net.SASL (SCRAM through SCRAMClientGeneratorFunc with xdg-go/scram), kafka-go's Transport and
+Net.SASL (SCRAM through SCRAMClientGeneratorFunc with xdg-go/scram, OAUTHBEARER through a
+TokenProvider), kafka-go's Transport and
 Dialer with its sasl/plain and sasl/scram.
 
 A client refused (a wrong password, an expired token, no client certificate on the mTLS
