@@ -90,6 +90,10 @@ func runSecure() any {
 	c := config()
 	// a refused client: sarama tries each seed Metadata.Retry.Max+1 times before giving up
 	c.Metadata.Retry.Max = 1
+	// idempotent, so that a produce retried on a loaded machine (a late answer) leaves no second
+	// copy in either broker's log: the stored records are compared between the two brokers
+	c.Producer.Idempotent = true
+	c.Net.MaxOpenRequests = 1
 	p, err := sarama.NewSyncProducer(seeds(), c)
 	if err != nil {
 		return refused(err)
