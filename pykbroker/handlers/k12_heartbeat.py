@@ -9,9 +9,7 @@ Version notes: v1 throttle_time_ms; v3 group_instance_id; v4 flexible.
 """
 from __future__ import annotations
 
-from ..acl.check import permits
 from ..acl.requirements import need
-from ..protocol.errors import KafkaError
 from .support.common import classic_group
 from .support.versions import VERSIONS
 
@@ -21,9 +19,7 @@ _GROUP = need(API_KEY, "group")
 
 
 async def handle(ctx, request):
-    if not permits(ctx, _GROUP, request["group_id"]):
-        raise KafkaError(_GROUP.denial)   # READ on the group (Kafka)
-    g, err = await classic_group(ctx, request["group_id"])
+    g, err = await classic_group(ctx, _GROUP, request["group_id"])
     if not err:
         err = g.heartbeat(request["member_id"], request["group_instance_id"], request["generation_id"])
     return {"throttle_time_ms": 0, "error_code": int(err)}

@@ -14,9 +14,7 @@ v4 flexible; v5 reason (logged).
 """
 from __future__ import annotations
 
-from ..acl.check import permits
 from ..acl.requirements import need
-from ..protocol.errors import KafkaError
 from .support.common import classic_group
 from .support.versions import VERSIONS
 
@@ -26,13 +24,11 @@ _GROUP = need(API_KEY, "group")
 
 
 async def handle(ctx, request):
-    if not permits(ctx, _GROUP, request["group_id"]):
-        raise KafkaError(_GROUP.denial)   # READ on the group (Kafka)
     v = ctx.api_version
     gid = request["group_id"]
     members = request["members"] if v >= 3 else [{"member_id": request["member_id"], "group_instance_id": None}]
     results = []
-    g, top = await classic_group(ctx, gid)
+    g, top = await classic_group(ctx, _GROUP, gid)
     if not top:
         for m in members:
             code = g.leave(m["member_id"] or "", m["group_instance_id"])

@@ -18,9 +18,7 @@ request and response.
 """
 from __future__ import annotations
 
-from ..acl.check import permits
 from ..acl.requirements import need
-from ..protocol.errors import KafkaError
 from .support.common import classic_group
 from .support.versions import VERSIONS
 
@@ -34,9 +32,7 @@ def _err(code):
 
 
 async def handle(ctx, request):
-    if not permits(ctx, _GROUP, request["group_id"]):
-        raise KafkaError(_GROUP.denial)   # READ on the group (Kafka)
-    g, err = await classic_group(ctx, request["group_id"])
+    g, err = await classic_group(ctx, _GROUP, request["group_id"])
     if err:
         return _err(err)
     assignments = {a["member_id"]: a["assignment"] for a in request["assignments"]}

@@ -42,7 +42,7 @@ _TRANSACTIONAL_ID = need(API_KEY, "transactional_id")
 
 
 # PRODUCER_FENCED from v4 on (INVALID_PRODUCER_EPOCH before); no producer id or epoch on an error
-error_response = top_level_error_response(4, producer_id=-1, producer_epoch=-1)
+error_response = top_level_error_response(producer_id=-1, producer_epoch=-1)
 
 
 async def handle(ctx, request):

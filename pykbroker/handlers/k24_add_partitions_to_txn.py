@@ -37,10 +37,6 @@ _TRANSACTIONAL_ID = need(API_KEY, "transactional_id")
 _VERIFY = need(API_KEY, "verify")
 
 
-def _code(ctx, code):
-    return client_error_code(code, ctx.api_version, fenced_since=2)
-
-
 def _topics_result(topics, code_of):
     return [{"name": t["name"], "results_by_partition": [
         {"partition_index": p, "partition_error_code": int(code_of(t["name"], p))} for p in t["partitions"]]}
@@ -52,7 +48,7 @@ def error_response(ctx, request, code):
         return {"throttle_time_ms": 0, "error_code": int(code), "results_by_transaction": []}
     return {"throttle_time_ms": 0,
             "results_by_topic_v3_and_below": _topics_result(request["v3_and_below_topics"],
-                                                            lambda t, p: _code(ctx, code))}
+                                                            lambda t, p: client_error_code(ctx, code))}
 
 
 def _unknown(md, topics) -> set:
@@ -112,4 +108,4 @@ async def handle(ctx, request):
                                    request["v3_and_below_producer_epoch"],
                                    [(t["name"], p) for t in topics for p in t["partitions"]])
     return {"throttle_time_ms": 0,
-            "results_by_topic_v3_and_below": _topics_result(topics, lambda t, p: _code(ctx, code))}
+            "results_by_topic_v3_and_below": _topics_result(topics, lambda t, p: client_error_code(ctx, code))}

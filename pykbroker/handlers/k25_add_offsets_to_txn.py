@@ -26,7 +26,7 @@ _TRANSACTIONAL_ID = need(API_KEY, "transactional_id")
 
 
 # PRODUCER_FENCED from v2 on (INVALID_PRODUCER_EPOCH before); every answer is this shape
-error_response = top_level_error_response(2)
+error_response = top_level_error_response()
 
 
 async def handle(ctx, request):

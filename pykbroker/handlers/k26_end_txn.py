@@ -34,7 +34,7 @@ _TRANSACTIONAL_ID = need(API_KEY, "transactional_id")
 
 # PRODUCER_FENCED from v2 on (INVALID_PRODUCER_EPOCH before); v5's producer id and epoch are
 # -1 on an error
-error_response = top_level_error_response(2, producer_id=-1, producer_epoch=-1)
+error_response = top_level_error_response(producer_id=-1, producer_epoch=-1)
 
 
 async def handle(ctx, request):

@@ -53,17 +53,8 @@ _TOPIC = need(API_KEY, "topic")
 _TRANSACTIONAL_ID = need(API_KEY, "transactional_id")
 
 
-def _downgrade(ctx, code):
-    if code == E.TRANSACTION_ABORTABLE and ctx.api_version < 4:
-        return int(E.INVALID_TXN_STATE)
-    if code == E.STALE_MEMBER_EPOCH and ctx.api_version < 6:
-        # Kafka's group coordinator maps it for clients that predate KIP-1319
-        return int(E.ILLEGAL_GENERATION)
-    return client_error_code(code, ctx.api_version, fenced_since=3)
-
-
 def error_response(ctx, request, code):
-    return every_partition(request, ctx.api_version >= 6, _downgrade(ctx, code))
+    return every_partition(request, ctx.api_version >= 6, client_error_code(ctx, code))
 
 
 async def _coordinate(ctx, request, accepted):
@@ -125,7 +116,7 @@ async def handle(ctx, request):
     #    answered without them, as Kafka does).
     answered = []
     if accepted:
-        answered = [(t, p, _downgrade(ctx, code)) for t, p, code in await _coordinate(ctx, request, accepted)]
+        answered = [(t, p, client_error_code(ctx, code)) for t, p, code in await _coordinate(ctx, request, accepted)]
     # 3. Merged as Kafka's response builder does: one entry per topic (by id at v6), the topics
     #    with early errors first, the coordinator's partitions appended to their topic's entry.
     return response(failed, answered, by_id)

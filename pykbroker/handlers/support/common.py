@@ -8,7 +8,8 @@
   partition's error entry, runs an answer function over every requested partition, and makes
   the whole-request ``error_response`` (every partition answering the same code).
 - :func:`error_per_item`: the ``error_response`` of APIs answering per topic / resource / group.
-- :func:`classic_group`: the classic group a Heartbeat / LeaveGroup / SyncGroup addresses.
+- :func:`classic_group`: the classic group a Heartbeat / LeaveGroup / SyncGroup addresses, after
+  the READ check on it.
 - :func:`each_topic_once`: CreateTopics / CreatePartitions' handling of a topic named twice.
 
 Handlers without an ``error_response`` get the connection's fallback: the top-level
@@ -21,6 +22,7 @@ from typing import Any
 # The partition lookup of client requests and the errors after which an answer names the new
 # leader are the ReplicaManager's rules (Kafka's getPartitionOrException), shared by the handlers.
 from ...cluster.replica_manager import NEW_LEADER_ERRORS, leader_partition  # noqa: F401
+from ...acl.check import permits
 from ...coordinator.group.api import group_precheck
 from ...protocol.errors import ErrorCode, KafkaError
 
@@ -98,10 +100,14 @@ def error_per_item(request_items: str, response_items: str, entry):
     return error_response
 
 
-async def classic_group(ctx, group_id):
+async def classic_group(ctx, need, group_id):
     """``(group, 0)`` for the classic group a member request addresses, else ``(None, code)``:
     INVALID_GROUP_ID for an empty id, the coordinator's prechecks (``group_precheck``), then
-    UNKNOWN_MEMBER_ID for a group that does not exist or is not a classic group."""
+    UNKNOWN_MEMBER_ID for a group that does not exist or is not a classic group.  Before all of
+    them, ``need`` (READ on the group, Kafka's order): refused, the whole request fails with its
+    denial code (KafkaError)."""
+    if not permits(ctx, need, group_id):
+        raise KafkaError(need.denial)
     if not group_id:
         return None, ErrorCode.INVALID_GROUP_ID
     gc, err = await group_precheck(ctx, group_id)
