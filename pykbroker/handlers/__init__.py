@@ -22,6 +22,8 @@ storage code they pull in, was a good part of the time to the first answer.
 from __future__ import annotations
 
 import importlib
+from types import ModuleType
+from typing import Any
 
 from .support.versions import VERSIONS
 
@@ -46,24 +48,24 @@ class LazyHandler:
     place, and answers from it.  A constant the module does not define raises AttributeError
     like the module would, without importing it."""
 
-    def __init__(self, module_name: str, constants: dict, table: dict):
+    def __init__(self, module_name: str, constants: dict, table: dict) -> None:
         self.__dict__.update(constants)
         self.__name__ = module_name
         self._table = table
 
-    def load(self):
+    def load(self) -> ModuleType:
         """The module (imported once; later calls find it in ``sys.modules``)."""
         mod = importlib.import_module(self.__name__)
         if self._table.get(mod.API_KEY) is self:
             self._table[mod.API_KEY] = mod
         return mod
 
-    def __getattr__(self, attr):   # only called for what __init__ did not set
+    def __getattr__(self, attr: str) -> Any:   # only called for what __init__ did not set
         if attr in _CONSTANTS or attr.startswith("__"):
             raise AttributeError(attr)
         return getattr(self.load(), attr)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<LazyHandler %s (not imported yet)>" % self.__name__
 
 

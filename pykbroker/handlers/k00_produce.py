@@ -68,11 +68,14 @@ encodes its per-partition statuses.
 """
 from __future__ import annotations
 
+from collections.abc import Collection
+from typing import Any
+
 from ..acl.check import session
 from ..acl.requirements import need
 from ..protocol.errors import ErrorCode
 from ..protocol.records import RecordError, first_batch_corruption, parse_header
-from ..server.dispatch import CloseConnection
+from ..server.dispatch import CloseConnection, RequestContext
 from .support.common import NEW_LEADER_ERRORS, PartitionResponses, current_leader
 from .support.versions import VERSIONS
 
@@ -92,7 +95,7 @@ RESPONSES = PartitionResponses(
     {"base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1, "record_errors": []})
 
 
-def _resolve_topic_ids(ctx, request) -> None:
+def _resolve_topic_ids(ctx: RequestContext, request: dict) -> None:
     """v13 names topics by id: each entry gets the name this broker knows (None if unknown)."""
     if ctx.api_version >= 13:
         name_of = ctx.services.metadata_cache.name_of
@@ -107,7 +110,7 @@ def _resolve_topic_ids(ctx, request) -> None:
 resolve_request = _resolve_topic_ids
 
 
-def error_response(ctx, request, code, **fields):
+def error_response(ctx: RequestContext, request: dict, code: int, **fields: Any) -> dict:
     _resolve_topic_ids(ctx, request)
     resp = RESPONSES.error_response(ctx, request, code, **fields)
     if ctx.api_version >= 13:
@@ -116,7 +119,7 @@ def error_response(ctx, request, code, **fields):
     return resp
 
 
-def _has_transactional_records(request) -> bool:
+def _has_transactional_records(request: dict) -> bool:
     """Kafka's RequestUtils.hasTransactionalRecords: some partition's first batch is
     transactional (the corrupt-header check already ran)."""
     for t in request["topic_data"]:
@@ -127,7 +130,7 @@ def _has_transactional_records(request) -> bool:
     return False
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict | None:
     acks = request["acks"]
     version = ctx.api_version
     services = ctx.services
@@ -145,7 +148,7 @@ async def handle(ctx, request):
         resp = error_response(ctx, request, ErrorCode.INVALID_REQUIRED_ACKS)
         return None if acks == 0 else resp
     transactional_id = request.get("transactional_id")
-    denied = ()
+    denied: Collection[str] = ()
     az = session(ctx)
     if az is not None:
         # Kafka's order: transactional records need WRITE on the transactional id (the whole
@@ -161,7 +164,7 @@ async def handle(ctx, request):
     # Kafka's handler answers unknown ids, denied and unknown topics itself; the rest goes to
     # the ReplicaManager, whose statuses come back in request order.
     metadata = services.metadata_cache
-    codes = []
+    codes: list[int] = []
     entries = []    # (topic, partition, records) for the ReplicaManager
     for t in request["topic_data"]:
         name = t["name"]
@@ -228,7 +231,7 @@ async def handle(ctx, request):
     return resp
 
 
-def _add_current_leader(ctx, r: dict, topic: str, index: int, endpoints: dict) -> None:
+def _add_current_leader(ctx: RequestContext, r: dict, topic: str, index: int, endpoints: dict) -> None:
     """KIP-951: a NOT_LEADER_OR_FOLLOWER answer names the current leader and its endpoint."""
     leader, reg = current_leader(ctx.services.metadata_cache, topic, index)
     if leader is None:

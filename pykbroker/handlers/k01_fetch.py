@@ -67,11 +67,15 @@ long poll (cluster/delayed.py); this handler encodes their reads (``ReadResult``
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..acl.check import session
 from ..acl.requirements import need
 from ..cluster.fetch_session import next_epoch
+from ..cluster.metadata_cache import MetadataCache
 from ..cluster.replica_manager import FetchParams
 from ..protocol.errors import ErrorCode
+from ..server.dispatch import RequestContext
 from .support.common import PartitionResponses, current_leader
 from .support.versions import VERSIONS
 
@@ -89,11 +93,11 @@ RESPONSES = PartitionResponses(
      "aborted_transactions": None, "preferred_read_replica": -1, "records": b""})
 
 
-def error_response(ctx, request, code) -> dict:
+def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
     return {"throttle_time_ms": 0, "error_code": int(code), "session_id": 0, "responses": []}
 
 
-def _params(ctx, request, version: int) -> FetchParams:
+def _params(ctx: RequestContext, request: dict, version: int) -> FetchParams:
     if version >= 15:
         rs = request.get("replica_state")
         replica_id = rs["replica_id"] if rs else -1
@@ -113,7 +117,7 @@ def _params(ctx, request, version: int) -> FetchParams:
                        authorized, follower_denied)
 
 
-def _respond(ctx, meta, session_id: int, uses_ids: bool, reads) -> dict:
+def _respond(ctx: RequestContext, meta: MetadataCache, session_id: int, uses_ids: bool, reads: Any) -> dict:
     """The answer: ``reads`` [((key, name, topic id, request fields), ReadResult)] in answer
     order -> the response's partition entries, consecutive partitions of one topic sharing an
     entry (Kafka's FetchResponse.toMessage keeps the order), and the node_endpoints of the
@@ -154,7 +158,7 @@ def _respond(ctx, meta, session_id: int, uses_ids: bool, reads) -> dict:
     return resp
 
 
-def _current_leader(ctx, meta, r: dict, name: str, idx: int, endpoints: dict) -> None:
+def _current_leader(ctx: RequestContext, meta: MetadataCache, r: dict, name: str, idx: int, endpoints: dict) -> None:
     """KIP-951: where the leader is now; v16+ also its endpoint in node_endpoints."""
     leader, reg = current_leader(meta, name, idx)
     if leader is None:
@@ -166,7 +170,7 @@ def _current_leader(ctx, meta, r: dict, name: str, idx: int, endpoints: dict) ->
             endpoints[reg.broker_id] = {"node_id": reg.broker_id, "host": e.host, "port": e.port, "rack": reg.rack}
 
 
-def _requested(request, meta, uses_ids: bool):
+def _requested(request: dict, meta: MetadataCache, uses_ids: bool) -> list[tuple]:
     """The request's partitions as (key, name, topic id, fields), in order (Kafka's
     FetchRequest.fetchData: v13+ resolve ids to names, None when unknown)."""
     out = []
@@ -186,13 +190,13 @@ def _requested(request, meta, uses_ids: bool):
     return out
 
 
-def _forgotten(request, uses_ids: bool):
+def _forgotten(request: dict, uses_ids: bool) -> list:
     if uses_ids:
         return [(t["topic_id"], idx) for t in request["forgotten_topics_data"] for idx in t["partitions"]]
     return [(t["topic"], idx) for t in request["forgotten_topics_data"] for idx in t["partitions"]]
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     version = ctx.api_version
     services = ctx.services
     rm = services.replica_manager
@@ -235,6 +239,7 @@ async def handle(ctx, request):
         return _respond(ctx, meta, new_id, uses_ids, zip(wanted, datas))
     # Incremental (Kafka's FetchManager.newContext)
     s = sessions.get(session_id)
+    code: int
     if s is None:
         code = ErrorCode.FETCH_SESSION_ID_NOT_FOUND
     elif s.epoch != epoch:
@@ -268,8 +273,9 @@ async def handle(ctx, request):
     sessions.stats["incremental_fetches"] += 1
     s.named = named
     # under a quota: what the session remembers as told, restored if the answer is throttled
+    throttled = ctx.on_throttled
     told = [(cp, cp.hw, cp.log_start, cp.seq) for cp in s.partitions.values()] \
-        if ctx.on_throttled is not None else None
+        if throttled is not None else None
     try:
         out = await rm.fetch_session_messages(params, s, lambda: sessions.get(s.id) is s)
     finally:
@@ -284,12 +290,12 @@ async def handle(ctx, request):
         reads.append(((cp.key, cp.topic, cp.topic_id, cp.fields), d))
         if len(d.records):
             cp.seq = s.next_seq()    # Kafka moves a partition that returned data to the end
-    if told is not None:
-        ctx.on_throttled.append(lambda: _untold(s, told, out))
+    if throttled is not None:
+        throttled.append(lambda: _untold(s, told, out))
     return _respond(ctx, meta, s.id, uses_ids, reads)
 
 
-def _untold(s, told, out) -> None:
+def _untold(s: Any, told: Any, out: Any) -> None:
     """A throttled incremental answer listed nothing: the session forgets what it would have
     told (Kafka's IncrementalFetchContext.getThrottledResponse leaves its cached partitions as
     they were) and reads those partitions again at the next request."""

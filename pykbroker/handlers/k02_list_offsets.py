@@ -33,6 +33,7 @@ from __future__ import annotations
 from ..acl.check import session
 from ..acl.requirements import need
 from ..protocol.errors import ErrorCode, KafkaError
+from ..server.dispatch import RequestContext
 from .support.common import PartitionResponses, leader_partition
 from .support.versions import VERSIONS
 
@@ -50,13 +51,13 @@ RESPONSES = PartitionResponses(_KEYS, _KEYS, {"timestamp": -1, "offset": -1, "le
 error_response = RESPONSES.error_response
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     rm = ctx.services.replica_manager
     version = ctx.api_version
     isolation = request.get("isolation_level", 0) if version >= 2 else 0
     replica_id = request["replica_id"]
-    seen = set()
-    dups = set()
+    seen: set[tuple[str, int]] = set()
+    dups: set[tuple[str, int]] = set()
     for t in request["topics"]:
         for p in t["partitions"]:
             key = (t["name"], p["partition_index"])
@@ -64,7 +65,7 @@ async def handle(ctx, request):
 
     az = session(ctx)
 
-    async def answer(name, p):
+    async def answer(name: str, p: dict) -> dict:
         idx = p["partition_index"]
         if az is not None and not az.permits(_TOPIC, name):
             raise KafkaError(_TOPIC.denial)   # before any other check (Kafka)

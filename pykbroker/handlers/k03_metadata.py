@@ -32,12 +32,16 @@ Behaviour (Apache Kafka 3.x/4.x KRaft broker, KafkaApis.handleTopicMetadataReque
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..acl.bindings import TOPIC
 from ..acl.check import authorized_operations, cluster_operations, session
 from ..acl.requirements import need
+from ..cluster.metadata_cache import MetadataCache
 from ..protocol.acl import NOT_REQUESTED
 from ..protocol.errors import ErrorCode, KafkaError
 from ..cluster.metadata import ZERO_UUID, is_internal, is_valid_topic_name
+from ..server.dispatch import RequestContext
 from .support.common import partition_metadata
 from .support.versions import VERSIONS
 
@@ -49,27 +53,27 @@ _TOPIC = need(API_KEY, "topic")
 _TOPICS_LISTED = need(API_KEY, "topics_listed")
 
 
-def brokers_of(cache, listener_name: str = "PLAINTEXT") -> list[dict]:
+def brokers_of(cache: MetadataCache, listener_name: str = "PLAINTEXT") -> list[dict]:
     """Each broker's address on the listener the client connected through (Kafka's rule: a
     client on the EXTERNAL listener is sent EXTERNAL addresses)."""
     return [{"node_id": b.broker_id, "host": e.host, "port": e.port, "rack": b.rack}
             for b, e in cache.live_endpoints(listener_name)]
 
 
-def topic_entry(cache, info) -> dict:
+def topic_entry(cache: MetadataCache, info: Any) -> dict:
     parts = [partition_metadata(cache, info.name, p) for p in range(info.num_partitions)]
     return {"error_code": 0, "name": info.name, "topic_id": info.topic_id,
             "is_internal": info.internal, "partitions": parts,
             "topic_authorized_operations": NOT_REQUESTED}
 
 
-def _error_topic(code, name, topic_id=ZERO_UUID) -> dict:
+def _error_topic(code: int, name: str | None, topic_id: Any = ZERO_UUID) -> dict:
     return {"error_code": int(code), "name": name, "topic_id": topic_id,
-            "is_internal": bool(name) and is_internal(name), "partitions": [],
+            "is_internal": name is not None and is_internal(name), "partitions": [],
             "topic_authorized_operations": NOT_REQUESTED}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     broker = ctx.broker
     md = broker.metadata_cache
     v = ctx.api_version
@@ -156,7 +160,7 @@ async def handle(ctx, request):
             "cluster_authorized_operations": cluster_ops, "error_code": 0}
 
 
-def error_response(ctx, request, code):
+def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
     """Kafka's MetadataRequest.getErrorResponse: the error on every requested topic (and, v13,
     at the top).  A null name is answered as "" as Kafka does: before v12 the response's name
     is not nullable (a v11 request naming a topic null gets INVALID_REQUEST, and a null there

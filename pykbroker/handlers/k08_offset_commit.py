@@ -32,6 +32,7 @@ from ..acl.check import session
 from ..acl.requirements import need
 from ..coordinator.group.api import group_precheck
 from ..protocol.errors import KafkaError
+from ..server.dispatch import RequestContext
 from .support.offset_commits import check_topics, every_partition, response, write_offsets
 from .support.versions import VERSIONS
 
@@ -41,7 +42,7 @@ _GROUP = need(API_KEY, "group")
 _TOPIC = need(API_KEY, "topic")
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     v = ctx.api_version
     by_id = v >= 10   # v10 names topics by id only (KIP-848)
     # 1. Topic checks come first (Kafka does them before handing the request to the
@@ -80,5 +81,5 @@ async def handle(ctx, request):
     return response(failed, answered, by_id)
 
 
-def error_response(ctx, request, code):
+def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
     return every_partition(request, ctx.api_version >= 10, code)

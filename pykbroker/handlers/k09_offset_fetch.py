@@ -21,10 +21,13 @@ v10 topic ids instead of names.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..acl.check import session
 from ..acl.requirements import need
 from ..coordinator.group.api import group_precheck
 from ..protocol.errors import ErrorCode as E
+from ..server.dispatch import RequestContext
 from .support.versions import VERSIONS
 
 API_KEY = 9
@@ -33,7 +36,7 @@ _GROUP = need(API_KEY, "group")
 _TOPIC = need(API_KEY, "topic")
 
 
-def _part(idx, om, code=0):
+def _part(idx: int, om: Any, code: int = 0) -> dict:
     if om is None:
         return {"partition_index": idx, "committed_offset": -1, "committed_leader_epoch": -1,
                 "metadata": "", "error_code": int(code)}
@@ -41,19 +44,20 @@ def _part(idx, om, code=0):
             "metadata": om.metadata, "error_code": int(code)}
 
 
-def _topic(v, name, tid, parts):
+def _topic(v: int, name: str | None, tid: Any, parts: Any) -> dict:
     if v >= 10:
         return {"name": "", "topic_id": tid, "partitions": parts}
     return {"name": name, "partitions": parts}
 
 
-def _stable_part(gc, gid, tp, om, require_stable):
+def _stable_part(gc: Any, gid: str, tp: Any, om: Any, require_stable: bool) -> dict:
     if require_stable and gc.has_pending_txn_offset(gid, tp):
         return _part(tp[1], None, E.UNSTABLE_OFFSET_COMMIT)
     return _part(tp[1], om)
 
 
-async def _fetch_group(ctx, gid, topics, member_id=None, member_epoch=-1, require_stable=False):
+async def _fetch_group(ctx: RequestContext, gid: str, topics: list, member_id: str | None = None,
+                       member_epoch: int = -1, require_stable: bool = False) -> tuple:
     """-> (error code, topics list)"""
     v = ctx.api_version
     # The empty group id is a group like any other (Kafka: "for backwards compatibility, we
@@ -114,7 +118,7 @@ async def _fetch_group(ctx, gid, topics, member_id=None, member_epoch=-1, requir
     return 0, out
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     v = ctx.api_version
     if v >= 8:
         groups = []
@@ -131,7 +135,7 @@ async def handle(ctx, request):
     return {"throttle_time_ms": 0, "topics": out, "error_code": int(err)}
 
 
-def error_response(ctx, request, code):
+def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
     if ctx.api_version >= 8:
         return {"groups": [{"group_id": g["group_id"], "topics": [], "error_code": int(code)}
                            for g in request["groups"]]}

@@ -31,6 +31,7 @@ from ..coordinator.share.records import SHARE_STATE_TOPIC
 from ..coordinator.txn.state_log import TRANSACTION_STATE_TOPIC
 from ..protocol.errors import DEFAULT_MESSAGES
 from ..protocol.errors import ErrorCode as E
+from ..server.dispatch import RequestContext
 from .support.versions import VERSIONS
 
 API_KEY = 10
@@ -38,7 +39,7 @@ MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/version
 
 
 
-def _share_key(key: str):
+def _share_key(key: str) -> tuple | None:
     """(group, topic id bytes, partition) of a share coordinator key, None if malformed."""
     import base64
     parts = (key or "").rsplit(":", 2)
@@ -58,7 +59,7 @@ def _share_key(key: str):
 _NEEDS = {0: need(API_KEY, "group"), 1: need(API_KEY, "transactional_id"), 2: need(API_KEY, "share")}
 
 
-async def _lookup(ctx, key: str, key_type: int) -> dict:
+async def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict:
     services = ctx.services
     md = services.metadata_cache
     code = E.NONE
@@ -117,7 +118,7 @@ async def _lookup(ctx, key: str, key_type: int) -> dict:
             "error_code": 0, "error_message": "NONE"}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     if ctx.api_version >= 4:
         out = [await _lookup(ctx, k, request["key_type"]) for k in request["coordinator_keys"]]
         return {"throttle_time_ms": 0, "coordinators": out}
@@ -127,7 +128,7 @@ async def handle(ctx, request):
     return r
 
 
-def error_response(ctx, request, code):
+def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
     msg = DEFAULT_MESSAGES.get(code, E(code).name)
     if ctx.api_version >= 4:
         return {"coordinators": [{"key": k, "node_id": -1, "host": "", "port": -1, "error_code": int(code),

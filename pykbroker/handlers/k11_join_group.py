@@ -26,6 +26,7 @@ from ..acl.requirements import need
 from ..coordinator.group.api import client_host, group_precheck
 from ..coordinator.group.classic import JoinRequest, join_error
 from ..protocol.errors import ErrorCode as E
+from ..server.dispatch import RequestContext
 from .support.versions import VERSIONS
 
 API_KEY = 11
@@ -33,7 +34,7 @@ MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/version
 _GROUP = need(API_KEY, "group")
 
 
-def _shape(ctx, res: dict) -> dict:
+def _shape(ctx: RequestContext, res: dict) -> dict:
     res = dict(res)
     res["throttle_time_ms"] = 0
     if ctx.api_version < 7 and res.get("protocol_name") is None:
@@ -41,7 +42,7 @@ def _shape(ctx, res: dict) -> dict:
     return res
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     gid = request["group_id"]
     mid = request["member_id"] or ""
     if not permits(ctx, _GROUP, gid):   # before the coordinator's checks (Kafka)
@@ -80,5 +81,5 @@ async def handle(ctx, request):
     return _shape(ctx, res)
 
 
-def error_response(ctx, request, code):
+def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
     return _shape(ctx, join_error(code, request["member_id"] or ""))

@@ -10,6 +10,7 @@ Version notes: v1 throttle_time_ms; v3 group_instance_id; v4 flexible.
 from __future__ import annotations
 
 from ..acl.requirements import need
+from ..server.dispatch import RequestContext
 from .support.common import classic_group
 from .support.versions import VERSIONS
 
@@ -18,7 +19,7 @@ MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/version
 _GROUP = need(API_KEY, "group")
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     g, err = await classic_group(ctx, _GROUP, request["group_id"])
     if not err:
         err = g.heartbeat(request["member_id"], request["group_instance_id"], request["generation_id"])

@@ -15,6 +15,7 @@ v4 flexible; v5 reason (logged).
 from __future__ import annotations
 
 from ..acl.requirements import need
+from ..server.dispatch import RequestContext
 from .support.common import classic_group
 from .support.versions import VERSIONS
 
@@ -23,7 +24,7 @@ MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/version
 _GROUP = need(API_KEY, "group")
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     v = ctx.api_version
     gid = request["group_id"]
     members = request["members"] if v >= 3 else [{"member_id": request["member_id"], "group_instance_id": None}]

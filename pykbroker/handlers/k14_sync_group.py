@@ -19,6 +19,7 @@ request and response.
 from __future__ import annotations
 
 from ..acl.requirements import need
+from ..server.dispatch import RequestContext
 from .support.common import classic_group
 from .support.versions import VERSIONS
 
@@ -27,11 +28,11 @@ MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/version
 _GROUP = need(API_KEY, "group")
 
 
-def _err(code):
+def _err(code: int) -> dict:
     return {"throttle_time_ms": 0, "error_code": int(code), "assignment": b""}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     g, err = await classic_group(ctx, _GROUP, request["group_id"])
     if err:
         return _err(err)
@@ -46,5 +47,5 @@ async def handle(ctx, request):
     return res
 
 
-def error_response(ctx, request, code):
+def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
     return _err(code)

@@ -25,6 +25,7 @@ from ..acl.check import authorized_operations, session
 from ..acl.requirements import need
 from ..coordinator.group.api import group_precheck
 from ..protocol.errors import ErrorCode as E
+from ..server.dispatch import RequestContext
 from .support.common import error_per_item
 from .support.versions import VERSIONS
 
@@ -35,12 +36,12 @@ _GROUP = need(API_KEY, "group")
 _NO_OPS = -2147483648
 
 
-def _dead(gid, code=0, message=None):
+def _dead(gid: str, code: int = 0, message: str | None = None) -> dict:
     return {"error_code": int(code), "error_message": message, "group_id": gid, "group_state": "Dead",
             "protocol_type": "", "protocol_data": "", "members": []}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     out = []
     v = ctx.api_version
     want_ops = request["include_authorized_operations"]

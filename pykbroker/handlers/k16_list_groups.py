@@ -15,6 +15,7 @@ from __future__ import annotations
 from ..acl.check import session
 from ..acl.requirements import need
 from ..coordinator.group.api import coordinator
+from ..server.dispatch import RequestContext
 from .support.versions import VERSIONS
 
 API_KEY = 16
@@ -23,7 +24,7 @@ _CLUSTER = need(API_KEY, "cluster")
 _GROUP = need(API_KEY, "group")
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     gc = coordinator(ctx)
     states = {s.lower() for s in (request["states_filter"] or [])}
     types = {t.lower() for t in (request["types_filter"] or [])}

@@ -13,13 +13,14 @@ Behaviour (Apache Kafka SaslServerAuthenticator before authentication, KafkaApis
 from __future__ import annotations
 
 from ..protocol.errors import ErrorCode
+from ..server.dispatch import RequestContext
 from .support.versions import VERSIONS
 
 API_KEY = 17
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     auth = getattr(ctx.connection, "authenticator", None)
     if auth is None:
         return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []}
@@ -28,5 +29,5 @@ async def handle(ctx, request):
     return auth.handshake(ctx.api_version, request["mechanism"])
 
 
-def error_response(ctx, request, code):
+def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
     return {"error_code": int(code), "mechanisms": []}

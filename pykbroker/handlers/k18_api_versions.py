@@ -38,8 +38,10 @@ feature lists; v4 lists features with minimum 0; v5 adds cluster_id/node_id.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from ..protocol.errors import ErrorCode
+from ..server.dispatch import RequestContext
 from .support.versions import VERSIONS
 
 API_KEY = 18
@@ -56,13 +58,13 @@ FINALIZED_FEATURES_EPOCH = 0
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
-def api_keys(broker) -> list[dict]:
+def api_keys(broker: Any) -> list[dict]:
     return [{"api_key": k, "min_version": getattr(h, "ADVERTISED_MIN_VERSION", h.MIN_VERSION),
              "max_version": h.MAX_VERSION}
             for k, h in sorted(broker.handlers.items())]
 
 
-def finalized_level(broker, name: str, hi: int) -> int:
+def finalized_level(broker: Any, name: str, hi: int) -> int:
     handlers = getattr(broker, "handlers", None)
     if name == "share.version" and handlers is not None and 76 not in handlers:
         return 0   # an --as-kafka profile of a release without share groups (before 4.1)
@@ -82,7 +84,7 @@ def finalized_level(broker, name: str, hi: int) -> int:
     return level
 
 
-def _features(v: int, broker=None) -> dict:
+def _features(v: int, broker: Any = None) -> dict:
     levels = [(n, finalized_level(broker, n, hi)) for n, lo, hi in FEATURES]
     return {"supported_features": [{"name": n, "min_version": lo, "max_version": hi}
                                    for n, lo, hi in FEATURES if v >= 4 or lo > 0],
@@ -91,7 +93,7 @@ def _features(v: int, broker=None) -> dict:
                                    for n, lv in levels if lv > 0]}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     v = ctx.api_version
     if v >= 3:
         name, version = request["client_software_name"], request["client_software_version"]
@@ -110,9 +112,9 @@ async def handle(ctx, request):
     return out
 
 
-def unsupported_version_response(ctx):
+def unsupported_version_response(ctx: RequestContext) -> dict:
     return {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": api_keys(ctx.broker)}
 
 
-def invalid_request_response(ctx):
+def invalid_request_response(ctx: RequestContext) -> dict:
     return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": []}

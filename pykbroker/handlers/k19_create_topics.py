@@ -29,6 +29,8 @@ only in encoding; v6 only in quota semantics.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import trio
 
 from ..acl.check import session
@@ -37,6 +39,7 @@ from ..config import SOURCE_TOPIC, TOPIC_CONFIGS
 from ..protocol.errors import ErrorCode, KafkaError
 from ..quota.manager import mutation_quota
 from ..cluster.metadata import MAX_PARTITIONS_PER_REQUEST, ZERO_UUID
+from ..server.dispatch import RequestContext
 from .support.common import DUPLICATE_TOPIC, TOO_MANY_PARTITIONS, each_topic_once, error_per_item
 from .support.versions import VERSIONS
 
@@ -47,7 +50,7 @@ _CONFIGS = need(API_KEY, "configs")
 _TOPIC = need(API_KEY, "topic")
 
 
-def config_entries(broker, overrides: dict) -> list[dict]:
+def config_entries(broker: Any, overrides: dict) -> list[dict]:
     out = []
     for name in sorted(TOPIC_CONFIGS):
         d = TOPIC_CONFIGS[name]
@@ -60,14 +63,14 @@ def config_entries(broker, overrides: dict) -> list[dict]:
     return out
 
 
-def _requested_partitions(broker, t) -> int:
+def _requested_partitions(broker: Any, t: dict) -> int:
     if t["assignments"]:
         return len(t["assignments"])
     n = t["num_partitions"]
     return broker.config["num.partitions"] if n == -1 else max(n, 0)
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     broker = ctx.broker
     controller = broker.controller
     topics = request["topics"]
@@ -110,16 +113,16 @@ async def handle(ctx, request):
             continue
         if az is not None and not az.permits(_CONFIGS, name, log_denied=False):
             # created, but its configs are not shown to a client that may not describe them
-            config_code, configs = _TOPIC.denial, []
+            config_code, described = int(_TOPIC.denial), []
         else:
-            config_code, configs = 0, config_entries(broker, info.configs)
+            config_code, described = 0, config_entries(broker, info.configs)
         results.append({"name": name, "topic_id": info.topic_id, "error_code": 0, "error_message": None,
-                        "topic_config_error_code": int(config_code), "num_partitions": info.num_partitions,
-                        "replication_factor": info.replication_factor, "configs": configs})
+                        "topic_config_error_code": config_code, "num_partitions": info.num_partitions,
+                        "replication_factor": info.replication_factor, "configs": described})
     return {"throttle_time_ms": mq.throttle_ms if mq is not None else 0, "topics": results}
 
 
-async def _count_mutations(controller, mq, topics, counts, create_any, az) -> set:
+async def _count_mutations(controller: Any, mq: Any, topics: list, counts: Any, create_any: Any, az: Any) -> set:
     """The names whose creation the controller mutation quota refuses: each valid topic's
     partitions counted in request order (invalid ones are answered with their own error)."""
     refused = set()
@@ -138,7 +141,7 @@ async def _count_mutations(controller, mq, topics, counts, create_any, az) -> se
     return refused
 
 
-def _failed(name, code, message) -> dict:
+def _failed(name: str, code: int, message: str | None) -> dict:
     return {"name": name, "topic_id": ZERO_UUID, "error_code": int(code), "error_message": message,
             "num_partitions": -1, "replication_factor": -1, "configs": []}
 

@@ -23,6 +23,8 @@ v6 adds topic ids.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import trio
 
 from ..acl.check import session
@@ -30,6 +32,7 @@ from ..acl.requirements import need
 from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode, KafkaError
 from ..quota.manager import mutation_quota
 from ..cluster.metadata import ZERO_UUID
+from ..server.dispatch import RequestContext
 from .support.versions import VERSIONS
 
 API_KEY = 20
@@ -46,13 +49,13 @@ _DEFAULT_TEXT = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_I
 _DENIED = DEFAULT_MESSAGES[_TOPIC.denial]
 
 
-def _result(name, tid, code, message=None) -> dict:
+def _result(name: str | None, tid: Any, code: int, message: str | None = None) -> dict:
     if message is None and code in _DEFAULT_TEXT:
         message = DEFAULT_MESSAGES[code]
     return {"name": name, "topic_id": tid, "error_code": int(code), "error_message": message}
 
 
-def _add_once(x, listed: list, twice: set) -> None:
+def _add_once(x: Any, listed: list, twice: set) -> None:
     """``x`` stays in ``listed`` (request order) until it is named again; then it moves to ``twice``."""
     if x in twice:
         return
@@ -63,7 +66,7 @@ def _add_once(x, listed: list, twice: set) -> None:
         listed.append(x)
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     broker = ctx.broker
     md = broker.metadata_cache
     v = ctx.api_version
@@ -146,7 +149,7 @@ async def handle(ctx, request):
     return {"throttle_time_ms": mq.throttle_ms if mq is not None else 0, "responses": out}
 
 
-def error_response(ctx, request, code):
+def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
     """Kafka's DeleteTopicsRequest.getErrorResponse: the error on every requested topic."""
     out = []
     if ctx.api_version < 6:

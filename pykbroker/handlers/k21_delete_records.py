@@ -17,6 +17,7 @@ from __future__ import annotations
 from ..acl.check import permits
 from ..acl.requirements import need
 from ..protocol.errors import KafkaError
+from ..server.dispatch import RequestContext
 from .support.common import PartitionResponses, leader_partition
 from .support.versions import VERSIONS
 
@@ -29,10 +30,10 @@ RESPONSES = PartitionResponses(_KEYS, _KEYS, {"low_watermark": -1})
 error_response = RESPONSES.error_response
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     rm = ctx.services.replica_manager
 
-    async def answer(name, p):
+    async def answer(name: str, p: dict) -> dict:
         if not permits(ctx, _TOPIC, name):
             raise KafkaError(_TOPIC.denial)   # DELETE on the topic (Kafka)
         partition = leader_partition(rm, name, p["partition_index"])

@@ -31,6 +31,7 @@ from __future__ import annotations
 from ..acl.check import session
 from ..acl.requirements import need
 from ..protocol.errors import ErrorCode
+from ..server.dispatch import RequestContext
 from .support.txn_errors import top_level_error_response
 from .support.versions import VERSIONS
 
@@ -45,7 +46,7 @@ _TRANSACTIONAL_ID = need(API_KEY, "transactional_id")
 error_response = top_level_error_response(producer_id=-1, producer_epoch=-1)
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     txn_id = request["transactional_id"]
     az = session(ctx)
     if az is not None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from ..acl.check import session
 from ..acl.requirements import need
 from ..protocol.errors import KafkaError
+from ..server.dispatch import RequestContext
 from .support.common import PartitionResponses, leader_partition
 from .support.versions import VERSIONS
 
@@ -35,7 +36,7 @@ RESPONSES = PartitionResponses(_KEYS, _KEYS, {"leader_epoch": -1, "end_offset": 
 error_response = RESPONSES.error_response
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     rm = ctx.services.replica_manager
     az = session(ctx)
     # Kafka checks CLUSTER_ACTION with logIfDenied = false (not an access the audit log shows);
@@ -43,7 +44,7 @@ async def handle(ctx, request):
     if az is not None and az.permits(_ANY_TOPIC, log_denied=False):
         az = None
 
-    async def answer(name, p):
+    async def answer(name: str, p: dict) -> dict:
         if az is not None and not az.permits(_TOPIC, name):
             raise KafkaError(_TOPIC.denial)
         partition = leader_partition(rm, name, p["partition"], p["current_leader_epoch"])

@@ -24,9 +24,13 @@ versions get INVALID_PRODUCER_EPOCH); v3 flexible; v4 batched, broker-only; v5 t
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..acl.check import session
 from ..acl.requirements import need
+from ..cluster.metadata_cache import MetadataCache
 from ..protocol.errors import ErrorCode as E
+from ..server.dispatch import RequestContext
 from .support.txn_errors import client_error_code
 from .support.versions import VERSIONS
 
@@ -37,13 +41,13 @@ _TRANSACTIONAL_ID = need(API_KEY, "transactional_id")
 _VERIFY = need(API_KEY, "verify")
 
 
-def _topics_result(topics, code_of):
+def _topics_result(topics: list, code_of: Any) -> list:
     return [{"name": t["name"], "results_by_partition": [
         {"partition_index": p, "partition_error_code": int(code_of(t["name"], p))} for p in t["partitions"]]}
         for t in topics]
 
 
-def error_response(ctx, request, code):
+def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
     if ctx.api_version >= 4:
         return {"throttle_time_ms": 0, "error_code": int(code), "results_by_transaction": []}
     return {"throttle_time_ms": 0,
@@ -51,7 +55,7 @@ def error_response(ctx, request, code):
                                                             lambda t, p: client_error_code(ctx, code))}
 
 
-def _unknown(md, topics) -> set:
+def _unknown(md: MetadataCache, topics: list) -> set:
     bad = set()
     for t in topics:
         info = md.get(t["name"])
@@ -61,7 +65,7 @@ def _unknown(md, topics) -> set:
     return bad
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     tc = ctx.services.transaction_coordinator
     if tc is None:
         return error_response(ctx, request, E.COORDINATOR_NOT_AVAILABLE)

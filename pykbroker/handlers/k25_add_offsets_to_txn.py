@@ -16,6 +16,7 @@ from ..acl.requirements import need
 from ..coordinator.group.api import group_precheck
 from ..coordinator.group.offsets import OFFSETS_TOPIC
 from ..protocol.errors import ErrorCode as E
+from ..server.dispatch import RequestContext
 from .support.txn_errors import top_level_error_response
 from .support.versions import VERSIONS
 
@@ -29,7 +30,7 @@ _TRANSACTIONAL_ID = need(API_KEY, "transactional_id")
 error_response = top_level_error_response()
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     # Kafka's order: WRITE on the transactional id, then READ on the group
     if not permits(ctx, _TRANSACTIONAL_ID, request["transactional_id"]):
         return error_response(ctx, request, _TRANSACTIONAL_ID.denial)

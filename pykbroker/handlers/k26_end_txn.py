@@ -24,6 +24,7 @@ from __future__ import annotations
 from ..acl.check import permits
 from ..acl.requirements import need
 from ..protocol.errors import ErrorCode as E
+from ..server.dispatch import RequestContext
 from .support.txn_errors import top_level_error_response
 from .support.versions import VERSIONS
 
@@ -37,7 +38,7 @@ _TRANSACTIONAL_ID = need(API_KEY, "transactional_id")
 error_response = top_level_error_response(producer_id=-1, producer_epoch=-1)
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     if not permits(ctx, _TRANSACTIONAL_ID, request["transactional_id"]):
         return error_response(ctx, request, _TRANSACTIONAL_ID.denial)   # first (Kafka)
     tc = ctx.services.transaction_coordinator

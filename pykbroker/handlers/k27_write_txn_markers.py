@@ -24,6 +24,7 @@ from ..acl.check import session
 from ..acl.requirements import need
 from ..coordinator.group.offsets import OFFSETS_TOPIC
 from ..protocol.errors import ErrorCode as E, KafkaError
+from ..server.dispatch import RequestContext
 from .support.common import leader_partition
 from .support.versions import VERSIONS
 
@@ -34,14 +35,14 @@ _CLUSTER = need(API_KEY, "cluster")
 _COMMIT_WAIT_S = 30
 
 
-def error_response(ctx, request, code):
+def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
     return {"markers": [{"producer_id": m["producer_id"], "topics": [
         {"name": t["name"], "partitions": [{"partition_index": p, "error_code": int(code)}
                                            for p in t["partition_indexes"]]} for t in m["topics"]]}
         for m in request["markers"]]}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     # brokers only: CLUSTER_ACTION on the cluster, else every partition answered
     # CLUSTER_AUTHORIZATION_FAILED (Kafka's authorizeClusterOperation before anything is written)
     az = session(ctx)

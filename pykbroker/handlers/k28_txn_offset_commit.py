@@ -36,12 +36,15 @@ STALE_MEMBER_EPOCH.
 """
 from __future__ import annotations
 
+from typing import Any
+
 
 from ..acl.check import session
 from ..acl.requirements import need
 from ..coordinator.group.api import group_precheck
 from ..coordinator.group.offsets import OFFSETS_TOPIC
 from ..protocol.errors import ErrorCode as E
+from ..server.dispatch import RequestContext
 from .support.offset_commits import check_topics, every_partition, response, write_offsets
 from .support.txn_errors import client_error_code
 from .support.versions import VERSIONS
@@ -53,11 +56,11 @@ _TOPIC = need(API_KEY, "topic")
 _TRANSACTIONAL_ID = need(API_KEY, "transactional_id")
 
 
-def error_response(ctx, request, code):
+def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
     return every_partition(request, ctx.api_version >= 6, client_error_code(ctx, code))
 
 
-async def _coordinate(ctx, request, accepted):
+async def _coordinate(ctx: RequestContext, request: dict, accepted: Any) -> list:
     """The group coordinator's part for the partitions that passed the topic checks:
     [(topic, partition, error code)], written offsets pending until the marker."""
     v = ctx.api_version
@@ -97,7 +100,7 @@ async def _coordinate(ctx, request, accepted):
                                lambda entries: gc.txn_commit(gid, pid, epoch, entries))
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     by_id = ctx.api_version >= 6   # v6 names topics by id only (KIP-1319)
     # 1. Topic checks come first (Kafka does them before handing the request to the group
     #    coordinator): their errors lead the response.

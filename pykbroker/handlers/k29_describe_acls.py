@@ -15,12 +15,13 @@ Behaviour (AK AclApis.handleDescribeAcls, AclBindingFilter.matches):
 from __future__ import annotations
 
 from itertools import groupby
+from typing import Any
 
 from ..acl.bindings import filter_from_wire, raw_unknown
 from ..acl.check import permits, session
 from ..acl.requirements import need
 from ..protocol.errors import ErrorCode
-from ..server.dispatch import CloseConnection
+from ..server.dispatch import CloseConnection, RequestContext
 from .support.versions import VERSIONS
 
 API_KEY = 29
@@ -28,11 +29,11 @@ MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/version
 _CLUSTER = need(API_KEY, "cluster")
 
 
-def _answer(code=0, message="", resources=()):
+def _answer(code: int = 0, message: str | None = "", resources: Any = ()) -> dict:
     return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message, "resources": list(resources)}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     if raw_unknown(request["resource_type_filter"], request["pattern_type_filter"], request["operation"],
                    request["permission_type"]):
         raise CloseConnection("DescribeAcls filter with an UNKNOWN (0) element")
@@ -53,5 +54,5 @@ async def handle(ctx, request):
     return _answer(resources=resources)
 
 
-def error_response(ctx, request, code):
+def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
     return _answer(code, None)

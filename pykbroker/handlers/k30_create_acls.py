@@ -21,7 +21,7 @@ from ..acl.bindings import binding_from_wire, creation_fails_request, raw_unknow
 from ..acl.check import permits, session
 from ..acl.requirements import need
 from ..protocol.errors import ErrorCode, KafkaError
-from ..server.dispatch import CloseConnection
+from ..server.dispatch import CloseConnection, RequestContext
 from .support.versions import VERSIONS
 
 API_KEY = 30
@@ -31,12 +31,12 @@ _CLUSTER = need(API_KEY, "cluster")
 NO_AUTHORIZER = "No Authorizer is configured."
 
 
-def _all(request, code, message=None):
+def _all(request: dict, code: int, message: str | None = None) -> dict:
     return {"throttle_time_ms": 0,
             "results": [{"error_code": int(code), "error_message": message} for _ in request["creations"]]}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     creations = request["creations"]
     for c in creations:
         if raw_unknown(c["resource_type"], c["resource_pattern_type"], c["operation"], c["permission_type"]):
@@ -68,5 +68,5 @@ async def handle(ctx, request):
     return {"throttle_time_ms": 0, "results": results}
 
 
-def error_response(ctx, request, code):
+def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
     return _all(request, code)

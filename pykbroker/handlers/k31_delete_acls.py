@@ -17,7 +17,7 @@ from ..acl.bindings import UNKNOWN, filter_from_wire, raw_unknown
 from ..acl.check import permits, session
 from ..acl.requirements import need
 from ..protocol.errors import ErrorCode, KafkaError
-from ..server.dispatch import CloseConnection
+from ..server.dispatch import CloseConnection, RequestContext
 from .support.versions import VERSIONS
 
 API_KEY = 31
@@ -25,12 +25,12 @@ MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/version
 _CLUSTER = need(API_KEY, "cluster")
 
 
-def _all(request, code, message=None):
+def _all(request: dict, code: int, message: str | None = None) -> dict:
     return {"throttle_time_ms": 0, "filter_results": [
         {"error_code": int(code), "error_message": message, "matching_acls": []} for _ in request["filters"]]}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     for f in request["filters"]:
         if raw_unknown(f["resource_type_filter"], f["pattern_type_filter"], f["operation"], f["permission_type"]):
             raise CloseConnection("DeleteAcls filter with an UNKNOWN (0) element")
@@ -66,5 +66,5 @@ async def handle(ctx, request):
     return {"throttle_time_ms": 0, "filter_results": results}
 
 
-def error_response(ctx, request, code):
+def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
     return _all(request, code)

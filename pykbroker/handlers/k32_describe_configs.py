@@ -38,11 +38,13 @@ flexible.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from ..config import (BROKER_CONFIGS, SOURCE_DEFAULT, SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT,
                       SOURCE_STATIC_BROKER, SOURCE_TOPIC, TOPIC_CONFIGS)
 from ..protocol.errors import ErrorCode, KafkaError
 from ..cluster.metadata import validate_topic_name
+from ..server.dispatch import RequestContext
 from .support.common import error_per_item
 from .support.config_resources import (BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC, TYPE_NAMES,
                                config_authorization_error)
@@ -71,7 +73,7 @@ def broker_synonyms(name: str) -> list[str]:
     return [name]
 
 
-def _config_synonyms(config, name: str, names: list[str]) -> list[dict]:
+def _config_synonyms(config: Any, name: str, names: list[str]) -> list[dict]:
     """Kafka's configSynonyms: this broker's dynamic values first, then the dynamic cluster
     defaults, the static values, the built-in defaults; then drop entries before ``name``."""
     out = []
@@ -93,7 +95,7 @@ def _config_synonyms(config, name: str, names: list[str]) -> list[dict]:
     return out
 
 
-def _topic_entry(broker, d, overrides, effective, synonyms_on, docs_on) -> dict:
+def _topic_entry(broker: Any, d: Any, overrides: Any, effective: Any, synonyms_on: bool, docs_on: bool) -> dict:
     name = d.name
     syn = []
     if name in overrides:
@@ -107,7 +109,7 @@ def _topic_entry(broker, d, overrides, effective, synonyms_on, docs_on) -> dict:
             "documentation": d.doc if docs_on else None}
 
 
-def _broker_entry(broker, d, synonyms_on, docs_on, cluster_default=False) -> dict:
+def _broker_entry(broker: Any, d: Any, synonyms_on: bool, docs_on: bool, cluster_default: bool = False) -> dict:
     syn = _config_synonyms(broker.config, d.name, broker_synonyms(d.name))
     if cluster_default:   # the "" resource: only the dynamic default layer (Kafka's perBrokerConfig=false)
         syn = [s for s in syn if s["source"] == SOURCE_DYNAMIC_DEFAULT]
@@ -126,7 +128,7 @@ def _broker_entry(broker, d, synonyms_on, docs_on, cluster_default=False) -> dic
             "documentation": d.doc if docs_on else None}
 
 
-def _group_entry(broker, d, stored, synonyms_on, docs_on) -> dict:
+def _group_entry(broker: Any, d: Any, stored: Any, synonyms_on: bool, docs_on: bool) -> dict:
     syn = []
     if d.name in stored:
         try:
@@ -146,7 +148,7 @@ def _group_entry(broker, d, stored, synonyms_on, docs_on) -> dict:
             "documentation": d.doc if docs_on else None}
 
 
-def _describe(ctx, res, synonyms_on, docs_on) -> dict:
+def _describe(ctx: RequestContext, res: dict, synonyms_on: bool, docs_on: bool) -> dict:
     broker = ctx.broker
     rtype, rname, keys = res["resource_type"], res["resource_name"], res["configuration_keys"]
     keyset = None if keys is None else set(keys)   # None: every config
@@ -210,7 +212,7 @@ def _broker_id(name: str) -> int:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "Broker id must be an integer, but it is: %s" % name) from None
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     for res in request["resources"]:
         if res["resource_type"] not in _KNOWN_TYPES:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Unexpected resource type %d for resource %s"

@@ -24,6 +24,7 @@ Version notes: v2 is flexible; v1 only changed throttling semantics.
 from __future__ import annotations
 
 from ..protocol.errors import ErrorCode, KafkaError
+from ..server.dispatch import RequestContext
 from .support.config_resources import (BROKER, BROKER_LOGGER, GROUP, TOPIC, alter_broker, alter_each, alter_group, alter_topic,
                                check_broker_name, check_config_list, error_response, unsupported_type)
 from .support.versions import VERSIONS
@@ -32,7 +33,7 @@ API_KEY = 33
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 
 
-async def _one(ctx, res, validate_only: bool) -> None:
+async def _one(ctx: RequestContext, res: dict, validate_only: bool) -> None:
     configs = res["configs"]
     check_config_list(configs, lambda c: False)
     rtype, name = res["resource_type"], res["resource_name"]
@@ -51,5 +52,5 @@ async def _one(ctx, res, validate_only: bool) -> None:
         raise unsupported_type(rtype)
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     return await alter_each(ctx, request, _one)

@@ -22,9 +22,12 @@ Version notes: v2 is flexible.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..acl.check import permits
 from ..acl.requirements import need
 from ..protocol.errors import ErrorCode, KafkaError
+from ..server.dispatch import RequestContext
 from .support.versions import VERSIONS
 
 API_KEY = 34
@@ -35,7 +38,7 @@ _CLUSTER = need(API_KEY, "cluster")
 _MAX_NAME = 255
 
 
-async def _move(broker, tp, path: str) -> int:
+async def _move(broker: Any, tp: Any, path: str) -> int:
     if len(("%s-%d.%s-future" % (tp[0], tp[1], "0" * 32)).encode()) > _MAX_NAME:
         return int(ErrorCode.INVALID_TOPIC_EXCEPTION)
     try:
@@ -49,7 +52,7 @@ async def _move(broker, tp, path: str) -> int:
     return 0
 
 
-def error_response(ctx, request, code) -> dict:
+def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
     """Kafka's error answer: each dir's topics as sent, every partition with ``code``."""
     return {"throttle_time_ms": 0,
             "results": [{"topic_name": t["name"],
@@ -57,7 +60,7 @@ def error_response(ctx, request, code) -> dict:
                         for d in request["dirs"] for t in d["topics"]]}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     if not permits(ctx, _CLUSTER):
         return error_response(ctx, request, _CLUSTER.denial)
     targets: dict[tuple[str, int], str] = {}

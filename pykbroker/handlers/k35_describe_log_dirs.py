@@ -21,10 +21,12 @@ Version notes: v2 is flexible, v3 adds the top-level error code, v4 total/usable
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from ..acl.check import permits
 from ..acl.requirements import need
 from ..protocol.errors import ErrorCode
+from ..server.dispatch import RequestContext
 from .support.versions import VERSIONS
 
 API_KEY = 35
@@ -37,7 +39,7 @@ def _space(d: str) -> tuple[int, int]:
     return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
 
 
-def _dir_result(lm, d: str, wanted) -> dict:
+def _dir_result(lm: Any, d: str, wanted: Any) -> dict:
     if d in lm.offline_dirs:
         return {"error_code": int(ErrorCode.KAFKA_STORAGE_ERROR), "log_dir": d, "topics": [],
                 "total_bytes": -1, "usable_bytes": -1, "is_cordoned": False}
@@ -62,7 +64,7 @@ def _dir_result(lm, d: str, wanted) -> dict:
             "is_cordoned": False}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     if not permits(ctx, _CLUSTER):
         # Kafka: no log dir at all, the error at the top (v1-2 have no field for it)
         return {"throttle_time_ms": 0, "error_code": int(_CLUSTER.denial), "results": []}

@@ -12,13 +12,14 @@ Behaviour (Apache Kafka SaslServerAuthenticator, KIP-152):
 from __future__ import annotations
 
 from ..protocol.errors import ErrorCode
+from ..server.dispatch import RequestContext
 from .support.versions import VERSIONS
 
 API_KEY = 36
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     auth = getattr(ctx.connection, "authenticator", None)
     if auth is None or auth.complete:
         return {"error_code": ErrorCode.ILLEGAL_SASL_STATE,
@@ -28,5 +29,5 @@ async def handle(ctx, request):
     return auth.authenticate(ctx.api_version, bytes(request["auth_bytes"]))
 
 
-def error_response(ctx, request, code):
+def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
     return {"error_code": int(code), "error_message": None, "auth_bytes": b"", "session_lifetime_ms": 0}

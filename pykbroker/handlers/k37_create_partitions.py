@@ -26,6 +26,7 @@ from ..acl.requirements import need
 from ..protocol.errors import ErrorCode, KafkaError
 from ..quota.manager import mutation_quota
 from ..cluster.metadata import MAX_PARTITIONS_PER_REQUEST
+from ..server.dispatch import RequestContext
 from .support.common import DUPLICATE_TOPIC, TOO_MANY_PARTITIONS, each_topic_once, error_per_item
 from .support.versions import VERSIONS
 
@@ -34,11 +35,11 @@ MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/version
 _TOPIC = need(API_KEY, "topic")
 
 
-def _result(name, code=0, message=None) -> dict:
+def _result(name: str, code: int = 0, message: str | None = None) -> dict:
     return {"name": name, "error_code": int(code), "error_message": message}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     md = ctx.services.metadata_cache
     topics = request["topics"]
     counts: dict[str, int] = {}

@@ -23,6 +23,7 @@ from ..acl.check import permits
 from ..acl.requirements import need
 from ..protocol.errors import ErrorCode
 from ..security.delegation_tokens import split_principal
+from ..server.dispatch import RequestContext
 from .support.token_requests import manager, principal, token_requests_allowed
 from .support.versions import VERSIONS
 
@@ -33,8 +34,8 @@ MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/version
 _OWNER = need(API_KEY, "owner")
 
 
-def _answer(code, owner: str, requester: str, ts: int = -1, token_id: str = "", hmac: bytes = b"",
-            issue: int | None = None, expiry: int | None = None, max_ts: int | None = None):
+def _answer(code: int, owner: str, requester: str, ts: int = -1, token_id: str = "", hmac: bytes = b"",
+            issue: int | None = None, expiry: int | None = None, max_ts: int | None = None) -> dict:
     ot, on = split_principal(owner)
     rt, rn = split_principal(requester)
     return {"error_code": int(code), "principal_type": ot, "principal_name": on,
@@ -45,7 +46,7 @@ def _answer(code, owner: str, requester: str, ts: int = -1, token_id: str = "", 
             "token_id": token_id, "hmac": hmac, "throttle_time_ms": 0}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     requester = principal(ctx)
     name = request.get("owner_principal_name")
     owner = requester if not name else "%s:%s" % (request.get("owner_principal_type") or "", name)

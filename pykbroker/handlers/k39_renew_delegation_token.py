@@ -13,6 +13,9 @@ DelegationTokenControlManager.renewDelegationToken; security/delegation_tokens.p
 """
 from __future__ import annotations
 
+from typing import Any
+
+from ..server.dispatch import RequestContext
 from .support.token_requests import renew_or_expire
 from .support.versions import VERSIONS
 
@@ -20,7 +23,7 @@ API_KEY = 39
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 
 
-def _renew(tm, who: str, request):
+def _renew(tm: Any, who: str, request: dict) -> tuple:
     code, expiry, info = tm.renew(who, bytes(request["hmac"]), request["renew_period_ms"])
     if info is None:
         return code, expiry, [], [], None
@@ -28,5 +31,5 @@ def _renew(tm, who: str, request):
         info.token_id, info.owner, who, expiry)
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     return await renew_or_expire(ctx, lambda tm, who: _renew(tm, who, request))

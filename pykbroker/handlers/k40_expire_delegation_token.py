@@ -14,6 +14,9 @@ DelegationTokenControlManager.expireDelegationToken; security/delegation_tokens.
 """
 from __future__ import annotations
 
+from typing import Any
+
+from ..server.dispatch import RequestContext
 from .support.token_requests import renew_or_expire
 from .support.versions import VERSIONS
 
@@ -21,7 +24,7 @@ API_KEY = 40
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 
 
-def _expire(tm, who: str, request):
+def _expire(tm: Any, who: str, request: dict) -> tuple:
     code, expiry, info, removed = tm.expire(who, bytes(request["hmac"]), request["expiry_time_period_ms"])
     if info is None and removed is None:
         return code, expiry, [], [], None
@@ -30,5 +33,5 @@ def _expire(tm, who: str, request):
                                                    "removed" if removed else "expiry %d" % expiry))
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     return await renew_or_expire(ctx, lambda tm, who: _expire(tm, who, request))

@@ -15,10 +15,13 @@ DelegationTokenManager.filterToken; security/delegation_tokens.py):
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..acl.check import permits
 from ..acl.requirements import need
 from ..protocol.errors import ErrorCode
 from ..security.delegation_tokens import split_principal
+from ..server.dispatch import RequestContext
 from .support.token_requests import manager, principal, token_requests_allowed
 from .support.versions import VERSIONS
 
@@ -33,11 +36,11 @@ def _principal(p: str) -> dict:
     return {"principal_type": t, "principal_name": n}
 
 
-def _answer(code, tokens=()):
+def _answer(code: int, tokens: Any = ()) -> dict:
     return {"error_code": int(code), "tokens": list(tokens), "throttle_time_ms": 0}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     if not token_requests_allowed(ctx):
         return _answer(ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED)
     tm = manager(ctx)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from ..acl.check import permits
 from ..acl.requirements import need
 from ..coordinator.group.api import group_precheck
+from ..server.dispatch import RequestContext
 from .support.versions import VERSIONS
 
 API_KEY = 42
@@ -25,11 +26,11 @@ MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/version
 _GROUP = need(API_KEY, "group")
 
 
-def _result(gid, code):
+def _result(gid: str, code: int) -> dict:
     return {"group_id": gid, "error_code": int(code), "error_message": None}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     results = []
     for gid in dict.fromkeys(request["groups_names"]):
         if not permits(ctx, _GROUP, gid):
@@ -42,6 +43,6 @@ async def handle(ctx, request):
     return {"throttle_time_ms": 0, "results": results}
 
 
-def error_response(ctx, request, code) -> dict:
+def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
     return {"throttle_time_ms": 0,
             "results": [_result(g, code) for g in dict.fromkeys(request.get("groups_names") or [])]}

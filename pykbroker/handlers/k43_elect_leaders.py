@@ -21,7 +21,9 @@ import trio
 
 from ..acl.check import permits
 from ..acl.requirements import need
+from ..cluster.metadata_cache import MetadataCache
 from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode, KafkaError
+from ..server.dispatch import RequestContext
 from .support.versions import VERSIONS
 
 API_KEY = 43
@@ -39,7 +41,7 @@ _MESSAGES = {
 }
 
 
-def _message(cache, topic: str, p: int, code: ErrorCode) -> str | None:
+def _message(cache: MetadataCache, topic: str, p: int, code: ErrorCode) -> str | None:
     if code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
         # Kafka 4.4's controller names what is missing: the topic, or the partition
         return ("No such topic as %s" % topic if cache.get(topic) is None
@@ -47,7 +49,7 @@ def _message(cache, topic: str, p: int, code: ErrorCode) -> str | None:
     return _MESSAGES.get(code, DEFAULT_MESSAGES.get(code))
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     if not permits(ctx, _CLUSTER):
         # ALTER on the cluster; Kafka's controller answers every named partition with its
         # exception's text (which names the request object: pykbroker names the API)

@@ -63,8 +63,10 @@ Version notes: v1 is flexible; no other difference.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from ..config import BROKER_CONFIGS, TOPIC_CONFIGS
+from ..server.dispatch import RequestContext
 from .support.config_resources import (APPEND, BROKER, BROKER_LOGGER, DELETE, GROUP, OP_NAMES as _OP_NAMES, SET, SUBTRACT,
                                TOPIC, alter_broker, alter_each, alter_group, alter_topic, broker_entity, check_broker_name,
                                check_config_list, error_response, invalid_config as _invalid_config,
@@ -82,7 +84,7 @@ log = logging.getLogger("pykbroker.configs")
 
 
 # ---------------------------------------------------------------------- topic (controller side)
-def _raw_overrides(info) -> dict[str, str]:
+def _raw_overrides(info: Any) -> dict[str, str]:
     # a stored override is never None (a deleted one leaves the dict); the filter states it for the types
     if not info:
         return {}
@@ -93,7 +95,7 @@ def _list_parts(value: str | None) -> list[str]:
     return [p for p in value.split(",") if p] if value else []
 
 
-def apply_incremental(current: dict[str, str], configs) -> dict[str, str]:
+def apply_incremental(current: dict[str, str], configs: Any) -> dict[str, str]:
     """ConfigurationControlManager.incrementalAlterConfigResource on raw string overrides."""
     out = dict(current)
     for c in configs:
@@ -124,7 +126,7 @@ def _logger_exists(name: str) -> bool:
     return name == "root" or isinstance(logging.root.manager.loggerDict.get(name), logging.Logger)
 
 
-def _alter_loggers(broker, res, validate_only: bool) -> None:
+def _alter_loggers(broker: Any, res: dict, validate_only: bool) -> None:
     """Kafka's RuntimeLoggerManager.applyChangesForResource."""
     name = res["resource_name"]
     try:
@@ -164,7 +166,7 @@ def _alter_loggers(broker, res, validate_only: bool) -> None:
 
 
 # ---------------------------------------------------------------------- handler
-async def _alter_broker(broker, res, validate_only: bool) -> None:
+async def _alter_broker(broker: Any, res: dict, validate_only: bool) -> None:
     name = res["resource_name"]
     check_broker_name(broker, name)
     new = broker.controller.broker_configs(broker_entity(broker, name))
@@ -198,7 +200,7 @@ async def _alter_broker(broker, res, validate_only: bool) -> None:
     await alter_broker(broker, name, new, {k: new[k] for k in changed}, validate_only)
 
 
-async def _one(ctx, res, validate_only: bool) -> None:
+async def _one(ctx: RequestContext, res: dict, validate_only: bool) -> None:
     check_config_list(res["configs"], lambda c: c["config_operation"] == DELETE)
     rtype, name = res["resource_type"], res["resource_name"]
     if rtype == TOPIC:
@@ -226,5 +228,5 @@ async def _one(ctx, res, validate_only: bool) -> None:
         raise unsupported_type(rtype)
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     return await alter_each(ctx, request, _one)

@@ -20,12 +20,16 @@ Version notes: v1 adds ``allow_replication_factor_change`` (echoed in the respon
 """
 from __future__ import annotations
 
+from typing import Any
+
 import trio
 
 from ..acl.check import permits
 from ..acl.requirements import need
 from ..cluster import partition_change as PC
+from ..cluster.metadata_cache import MetadataCache
 from ..protocol.errors import ErrorCode, KafkaError
+from ..server.dispatch import RequestContext
 from .support.versions import VERSIONS
 
 API_KEY = 45
@@ -33,7 +37,7 @@ MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/version
 _CLUSTER = need(API_KEY, "cluster")
 
 
-def _single_node(cache, topic, p, target):
+def _single_node(cache: MetadataCache, topic: str, p: Any, target: Any) -> tuple:
     """Kafka 4.4's checks and texts (the same as the cluster controller's, check_target)."""
     if cache.get(topic) is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "Unable to find a topic named %s." % topic
@@ -47,7 +51,7 @@ def _single_node(cache, topic, p, target):
     return 0, None
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     if not permits(ctx, _CLUSTER):
         # ALTER on the cluster; Kafka's controller answers every partition and the top level
         # with its exception's text (which names the request object: pykbroker names the API)
@@ -72,7 +76,7 @@ async def handle(ctx, request):
         results = {}
         with trio.move_on_after(timeout_s + 1.0):
             results = await alter(items, allow_rf, timeout_s)
-    def answer(t, p):
+    def answer(t: dict, p: dict) -> dict:
         code, msg = results.get((t, p), (ErrorCode.REQUEST_TIMED_OUT, None))
         return {"partition_index": p, "error_code": int(code), "error_message": msg if code else None}
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..acl.check import permits
 from ..acl.requirements import need
+from ..server.dispatch import RequestContext
 from .support.versions import VERSIONS
 
 API_KEY = 46
@@ -16,7 +17,7 @@ MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/version
 _CLUSTER = need(API_KEY, "cluster")
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     if not permits(ctx, _CLUSTER):
         # DESCRIBE on the cluster (Kafka's text names the request object: pykbroker names the API)
         return {"throttle_time_ms": 0, "error_code": int(_CLUSTER.denial),

@@ -13,6 +13,7 @@ from ..acl.check import session
 from ..acl.requirements import need
 from ..coordinator.group.api import group_precheck
 from ..protocol.errors import ErrorCode as E
+from ..server.dispatch import RequestContext
 from .support.versions import VERSIONS
 
 API_KEY = 47
@@ -21,11 +22,11 @@ _GROUP = need(API_KEY, "group")
 _TOPIC = need(API_KEY, "topic")
 
 
-def _top(code):
+def _top(code: int) -> dict:
     return {"error_code": int(code), "throttle_time_ms": 0, "topics": []}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     gid = request["group_id"]
     az = session(ctx)
     if az is not None and not az.permits(_GROUP, gid):
@@ -64,5 +65,5 @@ async def handle(ctx, request):
     return {"error_code": 0, "throttle_time_ms": 0, "topics": topics}
 
 
-def error_response(ctx, request, code):
+def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
     return _top(code)

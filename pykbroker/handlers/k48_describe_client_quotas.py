@@ -23,6 +23,7 @@ from __future__ import annotations
 from ..acl.check import permits
 from ..acl.requirements import need
 from ..quota.entities import QuotaError, describe, entity_to_wire
+from ..server.dispatch import RequestContext
 from .support.versions import VERSIONS
 
 API_KEY = 48
@@ -30,11 +31,11 @@ MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/version
 _CLUSTER = need(API_KEY, "cluster")
 
 
-def _error(code, message):
+def _error(code: int, message: str | None) -> dict:
     return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message, "entries": None}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     if not permits(ctx, _CLUSTER):
         # no message: Kafka's ApiError leaves out an exception's default text (checked against
         # Kafka 4.4, tests/differential/test_acl_enforcement.py)
@@ -49,5 +50,5 @@ async def handle(ctx, request):
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": "", "entries": entries}
 
 
-def error_response(ctx, request, code):
+def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
     return _error(code, None)

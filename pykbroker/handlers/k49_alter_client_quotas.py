@@ -22,12 +22,15 @@ and their order checked against Apache Kafka by tests/differential/test_client_q
 """
 from __future__ import annotations
 
+from typing import Any
+
 import trio
 
 from ..acl.check import permits
 from ..acl.requirements import need
 from ..protocol.errors import KafkaError
 from ..quota.entities import entity_from_wire, entity_to_wire, ip_host_names, plan_alterations
+from ..server.dispatch import RequestContext
 from .support.versions import VERSIONS
 
 API_KEY = 49
@@ -38,15 +41,15 @@ _CLUSTER = need(API_KEY, "cluster")
 _RESOLVE_TIMEOUT = 5.0
 
 
-def _all(request, code, message):
-    seen = {}
+def _all(request: dict, code: int, message: str | None) -> dict:
+    seen: dict = {}   # entity -> None: the entities in request order, each once
     for e in request["entries"]:
         seen.setdefault(entity_from_wire(e["entity"]), None)
     return {"throttle_time_ms": 0, "entries": [
         {"error_code": int(code), "error_message": message, "entity": entity_to_wire(ent)} for ent in seen]}
 
 
-async def _resolvable(names) -> set:
+async def _resolvable(names: Any) -> set:
     ok = set()
     for n in dict.fromkeys(names):
         with trio.move_on_after(_RESOLVE_TIMEOUT):
@@ -58,7 +61,7 @@ async def _resolvable(names) -> set:
     return ok
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     if not permits(ctx, _CLUSTER):
         return _all(request, _CLUSTER.denial, "Cluster authorization failed.")
     controller = ctx.services.controller
@@ -75,5 +78,5 @@ async def handle(ctx, request):
         {"error_code": code, "error_message": msg, "entity": entity_to_wire(ent)} for ent, code, msg in results]}
 
 
-def error_response(ctx, request, code):
+def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
     return _all(request, code, None)

@@ -17,6 +17,7 @@ from ..acl.check import permits
 from ..acl.requirements import need
 from ..protocol.errors import ErrorCode
 from ..security.scram import MECHANISM_TYPES, ScramCredential
+from ..server.dispatch import RequestContext
 from .support.versions import VERSIONS
 
 API_KEY = 50
@@ -29,7 +30,7 @@ def _infos(mechs: dict) -> list:
             for m, t in sorted(mechs.items(), key=lambda kv: MECHANISM_TYPES.get(kv[0], 0)) if m in MECHANISM_TYPES]
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     names = [u["name"] for u in (request["users"] or [])]
     if not permits(ctx, _CLUSTER):
         code = int(_CLUSTER.denial)
@@ -59,5 +60,5 @@ async def handle(ctx, request):
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "results": results}
 
 
-def error_response(ctx, request, code):
+def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
     return {"throttle_time_ms": 0, "error_code": int(code), "error_message": None, "results": []}

@@ -20,11 +20,14 @@ Kafka 4.4 answers; tests/differential/test_acl_enforcement.py) and nothing chang
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..acl.check import permits
 from ..acl.requirements import need
 from ..protocol.errors import ErrorCode
 from ..security.scram import (MAX_ITERATIONS, MECHANISM_IDS, MIN_ITERATIONS,
                               credential_from_salted_password)
+from ..server.dispatch import RequestContext
 from .support.versions import VERSIONS
 
 API_KEY = 51
@@ -32,7 +35,7 @@ MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/version
 _CLUSTER = need(API_KEY, "cluster")
 
 
-def _check(op, is_upsert, stored):
+def _check(op: Any, is_upsert: Any, stored: Any) -> tuple | None:
     name, mech_id = op["name"], op["mechanism"]
     if not name:
         return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
@@ -52,7 +55,7 @@ def _check(op, is_upsert, stored):
     return None
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     if not permits(ctx, _CLUSTER):
         users = dict.fromkeys(op["name"] for op in list(request["deletions"]) + list(request["upsertions"]))
         return {"throttle_time_ms": 0, "results": [
@@ -76,7 +79,7 @@ async def handle(ctx, request):
             errors[name] = err
         else:
             accepted[name] = (op, is_upsert)
-    changes = []
+    changes: list[tuple[str, str, str | None]] = []
     for op, is_upsert in accepted.values():
         mech = MECHANISM_IDS[op["mechanism"]]
         if is_upsert:
@@ -94,7 +97,7 @@ async def handle(ctx, request):
     return {"throttle_time_ms": 0, "results": results}
 
 
-def error_response(ctx, request, code):
+def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
     names = dict.fromkeys(op["name"] for op in list(request["deletions"]) + list(request["upsertions"]))
     return {"throttle_time_ms": 0, "results": [{"user": n, "error_code": int(code), "error_message": None}
                                                for n in names]}

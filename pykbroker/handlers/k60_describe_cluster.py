@@ -18,6 +18,7 @@ from __future__ import annotations
 from ..protocol.errors import ErrorCode
 from ..acl.check import cluster_operations
 from ..protocol.acl import NOT_REQUESTED
+from ..server.dispatch import RequestContext
 from .support.versions import VERSIONS
 
 API_KEY = 60
@@ -27,7 +28,7 @@ BROKER_ENDPOINT, CONTROLLER_ENDPOINT = 1, 2
 _NAMES = {1: "BROKER", 2: "CONTROLLER"}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     broker = ctx.broker
     v = ctx.api_version
     et = request["endpoint_type"] if v >= 1 else BROKER_ENDPOINT

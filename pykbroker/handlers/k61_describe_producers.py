@@ -18,7 +18,9 @@ from typing import Any
 
 from ..acl.check import permits
 from ..acl.requirements import need
+from ..cluster.metadata_cache import MetadataCache
 from ..protocol.errors import ErrorCode, KafkaError
+from ..server.dispatch import RequestContext
 from .support.common import leader_partition
 from .support.versions import VERSIONS
 
@@ -34,7 +36,7 @@ def _denied(index: int) -> dict:
             "active_producers": []}
 
 
-def _partition(replica_manager, metadata, topic: str, index: int) -> dict:
+def _partition(replica_manager: Any, metadata: MetadataCache, topic: str, index: int) -> dict:
     out: dict[str, Any] = {"partition_index": index, "error_code": 0, "error_message": None, "active_producers": []}
     if metadata.get(topic) is None:
         out["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -54,7 +56,7 @@ def _partition(replica_manager, metadata, topic: str, index: int) -> dict:
     return out
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     rm, md = ctx.services.replica_manager, ctx.services.metadata_cache
     return {"throttle_time_ms": 0, "topics": [
         {"name": t["name"], "partitions": [_partition(rm, md, t["name"], p) if permits(ctx, _TOPIC, t["name"])

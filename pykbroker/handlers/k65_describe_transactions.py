@@ -10,9 +10,12 @@ per id first).
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..acl.check import permits
 from ..acl.requirements import need
 from ..protocol.errors import ErrorCode as E
+from ..server.dispatch import RequestContext
 from .support.versions import VERSIONS
 
 API_KEY = 65
@@ -20,17 +23,17 @@ MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/version
 _TRANSACTIONAL_ID = need(API_KEY, "transactional_id")
 
 
-def _error(tid, code):
+def _error(tid: Any, code: int) -> dict:
     return {"error_code": int(code), "transactional_id": tid, "transaction_state": "",
             "transaction_timeout_ms": 0, "transaction_start_time_ms": -1, "producer_id": -1,
             "producer_epoch": -1, "topics": []}
 
 
-def error_response(ctx, request, code):
+def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
     return {"throttle_time_ms": 0, "transaction_states": [_error(t, code) for t in request["transactional_ids"]]}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     tc = ctx.services.transaction_coordinator
     if tc is None:
         return error_response(ctx, request, E.COORDINATOR_NOT_AVAILABLE)

@@ -18,6 +18,7 @@ from ..acl.check import permits
 from ..acl.requirements import need
 from ..coordinator.txn.state_log import STATES_BY_NAME
 from ..protocol.errors import ErrorCode as E
+from ..server.dispatch import RequestContext
 from .support.versions import VERSIONS
 
 API_KEY = 66
@@ -25,11 +26,11 @@ MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/version
 _TRANSACTIONAL_ID = need(API_KEY, "transactional_id")
 
 
-def error_response(ctx, request, code):
+def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
     return {"throttle_time_ms": 0, "error_code": int(code), "unknown_state_filters": [], "transaction_states": []}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     tc = ctx.services.transaction_coordinator
     if tc is None:
         return error_response(ctx, request, E.COORDINATOR_NOT_AVAILABLE)

@@ -24,6 +24,7 @@ from ..acl.check import topic_describe_check
 from ..acl.requirements import need
 from ..coordinator.group.api import client_host
 # error_response: no member id, epoch -1, no assignment (the same answer as k76's)
+from ..server.dispatch import RequestContext
 from .support.modern_group import group_heartbeat, member_heartbeat_error, member_heartbeat_error_response as error_response
 from .support.versions import VERSIONS
 
@@ -33,7 +34,7 @@ MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/version
 _REGEX_TOPIC = need(API_KEY, "regex_topic")
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     # answered once the heartbeat's records are in __consumer_offsets (group_heartbeat)
     return await group_heartbeat(
         ctx, request, member_heartbeat_error, lambda gc: gc.consumer,

@@ -9,6 +9,7 @@ Version notes: v1 adds member_type (1 = consumer protocol member, KIP-1099).
 """
 from __future__ import annotations
 
+from ..server.dispatch import RequestContext
 from .support.common import error_per_item
 from .support.modern_group import describe_groups
 from .support.versions import VERSIONS
@@ -16,13 +17,13 @@ from .support.versions import VERSIONS
 API_KEY = 69
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 
-def _err(gid, code, msg=None):
+def _err(gid: str, code: int, msg: str | None = None) -> dict:
     # Kafka's error entries leave the epochs at the schema default, 0
     return {"error_code": int(code), "error_message": msg, "group_id": gid, "group_state": "",
             "group_epoch": 0, "assignment_epoch": 0, "assignor_name": "", "members": []}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     out = await describe_groups(ctx, request, "consumer", _err, lambda gc, g: gc.consumer.describe(g))
     return {"throttle_time_ms": 0, "groups": out}
 

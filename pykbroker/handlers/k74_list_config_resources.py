@@ -23,6 +23,7 @@ from __future__ import annotations
 from ..acl.check import permits
 from ..acl.requirements import need
 from ..protocol.errors import ErrorCode
+from ..server.dispatch import RequestContext
 from .support.config_resources import BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC
 from .support.versions import VERSIONS
 
@@ -34,7 +35,7 @@ _CLUSTER = need(API_KEY, "cluster")
 SUPPORTED = {0: (CLIENT_METRICS,), 1: (TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP)}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     if not permits(ctx, _CLUSTER):
         return error_response(ctx, request, _CLUSTER.denial)
     supported = SUPPORTED[min(ctx.api_version, 1)]
@@ -57,5 +58,5 @@ async def handle(ctx, request):
     return {"throttle_time_ms": 0, "error_code": 0, "config_resources": out}
 
 
-def error_response(ctx, request, code) -> dict:
+def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
     return {"throttle_time_ms": 0, "error_code": int(code), "config_resources": []}

@@ -23,11 +23,14 @@ Behaviour (Apache Kafka DescribeTopicPartitionsRequestHandler + KRaftMetadataCac
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..cluster.metadata import ZERO_UUID, is_internal, is_valid_topic_name
 from ..acl.bindings import TOPIC
 from ..acl.check import authorized_operations, session
 from ..acl.requirements import need
 from ..protocol.errors import ErrorCode, KafkaError
+from ..server.dispatch import RequestContext
 from .support.common import partition_metadata
 from .support.versions import VERSIONS
 
@@ -39,12 +42,12 @@ _TOPIC = need(API_KEY, "topic")
 MAX_PARTITIONS_PER_RESPONSE = 2000
 
 
-def _topic(ctx, code, name, topic_id, partitions) -> dict:
+def _topic(ctx: RequestContext, code: int, name: str, topic_id: Any, partitions: Any) -> dict:
     return {"error_code": int(code), "name": name, "topic_id": topic_id, "is_internal": is_internal(name),
             "partitions": partitions, "topic_authorized_operations": authorized_operations(ctx, TOPIC, name)}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     md = ctx.services.metadata_cache
     fetch_all = not request["topics"]
     cursor = request["cursor"]
@@ -91,7 +94,7 @@ async def handle(ctx, request):
     return {"throttle_time_ms": 0, "topics": topics, "next_cursor": next_cursor}
 
 
-def error_response(ctx, request, code):
+def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
     """Kafka's DescribeTopicPartitionsRequest.getErrorResponse: the error on every named topic."""
     return {"throttle_time_ms": 0, "next_cursor": None, "topics": [
         {"error_code": int(code), "name": t["name"], "topic_id": ZERO_UUID, "is_internal": False,

@@ -17,6 +17,7 @@ from __future__ import annotations
 from ..coordinator.group.api import client_host
 from ..protocol.errors import ErrorCode as E
 # error_response: no member id, epoch -1, no assignment (the same answer as k68's)
+from ..server.dispatch import RequestContext
 from .support.modern_group import group_heartbeat, member_heartbeat_error, member_heartbeat_error_response as error_response
 from .support.versions import VERSIONS
 
@@ -24,7 +25,7 @@ API_KEY = 76
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     # answered once the heartbeat's records are in __consumer_offsets (group_heartbeat)
     return await group_heartbeat(
         ctx, request, member_heartbeat_error, lambda gc: gc.share,

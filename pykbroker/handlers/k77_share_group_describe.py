@@ -11,6 +11,7 @@ follow in request order.
 """
 from __future__ import annotations
 
+from ..server.dispatch import RequestContext
 from .support.common import error_per_item
 from .support.modern_group import AUTHORIZED_OPERATIONS_OMITTED, describe_groups
 from .support.versions import VERSIONS
@@ -19,13 +20,13 @@ API_KEY = 77
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 
 
-def _err(gid, code, msg=None):
+def _err(gid: str, code: int, msg: str | None = None) -> dict:
     return {"error_code": int(code), "error_message": msg, "group_id": gid, "group_state": "",
             "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": [],
             "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     out = await describe_groups(ctx, request, "share", _err, lambda gc, g: gc.share.describe(g))
     # Kafka answers the invalid (empty) group ids first, then the others in request order
     out.sort(key=lambda d: 0 if not d["group_id"] else 1)

@@ -30,11 +30,14 @@ ShareAcquireMode and IsRenewAck (acknowledge type 4 renews a lock, KIP-1222).
 """
 from __future__ import annotations
 
+from typing import Any
+
 import trio
 
 from ..acl.check import permits
 from ..acl.requirements import need
 from ..protocol.errors import ErrorCode as E, KafkaError
+from ..server.dispatch import RequestContext
 from .support.common import current_leader, leader_partition
 from .support.versions import VERSIONS
 
@@ -44,25 +47,25 @@ _GROUP = need(API_KEY, "group")
 _TOPIC = need(API_KEY, "topic")
 
 
-def _top(code, msg=None, lock_ms=0):
+def _top(code: int, msg: str | None = None, lock_ms: Any = 0) -> dict:
     return {"throttle_time_ms": 0, "error_code": int(code), "error_message": msg,
             "acquisition_lock_timeout_ms": lock_ms, "responses": [], "node_endpoints": []}
 
 
-def _part(idx, code=0, msg=None):
+def _part(idx: int, code: int = 0, msg: str | None = None) -> dict:
     return {"partition_index": idx, "error_code": int(code), "error_message": msg,
             "acknowledge_error_code": 0, "acknowledge_error_message": None,
             "current_leader": {"leader_id": -1, "leader_epoch": -1}, "records": b"", "acquired_records": []}
 
 
-def _spm(ctx):
+def _spm(ctx: RequestContext) -> Any:
     spm = getattr(ctx.broker, "share_partition_manager", None)
     if spm is None:
         raise KafkaError(E.COORDINATOR_NOT_AVAILABLE)
     return spm
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     spm = _spm(ctx)
     gid, mid, epoch = request["group_id"], request["member_id"], request["share_session_epoch"]
     if gid and not permits(ctx, _GROUP, gid):
@@ -78,7 +81,7 @@ async def handle(ctx, request):
     endpoints: dict = {}
     listener = getattr(getattr(ctx, "connection", None), "listener_name", "PLAINTEXT")
 
-    def entry(tid, idx):
+    def entry(tid: Any, idx: int) -> dict:
         r = out.get((tid, idx))
         if r is None:
             r = out[(tid, idx)] = _part(idx)
@@ -186,7 +189,7 @@ async def handle(ctx, request):
             "node_endpoints": sorted(endpoints.values(), key=lambda e: e["node_id"])}
 
 
-async def _persist(ctx, spm, gid, tid, idx) -> int:
+async def _persist(ctx: RequestContext, spm: Any, gid: str, tid: Any, idx: int) -> int:
     """The acknowledged state is written through the share coordinator before the answer."""
     name = ctx.services.metadata_cache.name_of(tid)
     part = ctx.services.replica_manager.get_partition(name, idx) if name is not None else None
@@ -202,5 +205,5 @@ def _group(out: dict) -> list:
     return [{"topic_id": tid, "partitions": ps} for tid, ps in by.items()]
 
 
-def error_response(ctx, request, code):
+def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
     return _top(code)

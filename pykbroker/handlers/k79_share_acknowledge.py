@@ -21,6 +21,7 @@ import trio
 from ..acl.check import permits
 from ..acl.requirements import need
 from ..protocol.errors import ErrorCode as E, KafkaError
+from ..server.dispatch import RequestContext
 from .support.common import leader_partition
 from .support.versions import VERSIONS
 
@@ -30,12 +31,12 @@ _GROUP = need(API_KEY, "group")
 _TOPIC = need(API_KEY, "topic")
 
 
-def _top(code, msg=None):
+def _top(code: int, msg: str | None = None) -> dict:
     return {"throttle_time_ms": 0, "error_code": int(code), "error_message": msg,
             "acquisition_lock_timeout_ms": 0, "responses": [], "node_endpoints": []}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     spm = getattr(ctx.broker, "share_partition_manager", None)
     if spm is None:
         return _top(E.COORDINATOR_NOT_AVAILABLE)
@@ -83,5 +84,5 @@ async def handle(ctx, request):
             "acquisition_lock_timeout_ms": spm.lock_ms, "responses": responses, "node_endpoints": []}
 
 
-def error_response(ctx, request, code):
+def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
     return _top(code)

@@ -7,6 +7,9 @@ INVALID_REQUEST; NOT_COORDINATOR for a shard led elsewhere).
 """
 from __future__ import annotations
 
+from typing import Any
+
+from ..server.dispatch import RequestContext
 from .support.share_state import each_partition, error_response_for
 from .support.versions import VERSIONS
 
@@ -14,12 +17,12 @@ API_KEY = 83
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 
 
-async def _op(sc, gid, tid, p):
+async def _op(sc: Any, gid: str, tid: bytes, p: dict) -> dict:
     code = await sc.initialize(gid, tid, p["partition"], p["state_epoch"], p["start_offset"]).get()
     return {"error_code": code}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     return await each_partition(ctx, request, _op, {})
 
 

@@ -9,6 +9,9 @@ FENCED_LEADER_EPOCH.  Common checks in handlers/support/share_state.py.
 """
 from __future__ import annotations
 
+from typing import Any
+
+from ..server.dispatch import RequestContext
 from .support.share_state import each_partition, error_response_for
 from .support.versions import VERSIONS
 
@@ -20,7 +23,7 @@ _ERR = {"state_epoch": 0, "start_offset": 0, "state_batches": []}
 _UNINITIALIZED = "Read operation on uninitialized share partition not allowed."
 
 
-async def _op(sc, gid, tid, p):
+async def _op(sc: Any, gid: str, tid: bytes, p: dict) -> dict:
     code, st, fut = sc.read(gid, tid, p["partition"], p["leader_epoch"])
     if not code and fut is not None:
         code = await fut.get()
@@ -31,7 +34,7 @@ async def _op(sc, gid, tid, p):
                               for f, l, s, c in st.batches]}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     return await each_partition(ctx, request, _op, _ERR)
 
 

@@ -9,6 +9,9 @@ Version notes: v1 adds DeliveryCompleteCount (KIP-1226), stored for ReadShareGro
 """
 from __future__ import annotations
 
+from typing import Any
+
+from ..server.dispatch import RequestContext
 from .support.share_state import each_partition, error_response_for
 from .support.versions import VERSIONS
 
@@ -16,14 +19,14 @@ API_KEY = 85
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 
 
-async def _op(sc, gid, tid, p):
+async def _op(sc: Any, gid: str, tid: bytes, p: dict) -> dict:
     batches = [(b["first_offset"], b["last_offset"], b["delivery_state"], b["delivery_count"]) for b in p["state_batches"]]
     code = await sc.write(gid, tid, p["partition"], p["state_epoch"], p["leader_epoch"], p["start_offset"], batches,
                           p.get("delivery_complete_count", -1)).get()
     return {"error_code": code}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     return await each_partition(ctx, request, _op, {})
 
 

@@ -6,6 +6,9 @@ handlers/support/share_state.py.
 """
 from __future__ import annotations
 
+from typing import Any
+
+from ..server.dispatch import RequestContext
 from .support.share_state import each_partition, error_response_for
 from .support.versions import VERSIONS
 
@@ -13,11 +16,11 @@ API_KEY = 86
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 
 
-async def _op(sc, gid, tid, p):
+async def _op(sc: Any, gid: str, tid: bytes, p: dict) -> dict:
     return {"error_code": await sc.delete(gid, tid, p["partition"]).get()}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     return await each_partition(ctx, request, _op, {})
 
 

@@ -7,6 +7,9 @@ Version notes: v1 adds DeliveryCompleteCount (KIP-1226; -1 when never written).
 """
 from __future__ import annotations
 
+from typing import Any
+
+from ..server.dispatch import RequestContext
 from .support.share_state import each_partition, error_response_for
 from .support.versions import VERSIONS
 
@@ -17,7 +20,7 @@ MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/version
 _ERR = {"state_epoch": 0, "leader_epoch": 0, "start_offset": 0, "delivery_complete_count": -1}
 
 
-async def _op(sc, gid, tid, p):
+async def _op(sc: Any, gid: str, tid: bytes, p: dict) -> dict:
     st = sc.summary(gid, tid, p["partition"])
     if st is None:
         return dict(_ERR, error_code=0, start_offset=-1)
@@ -25,7 +28,7 @@ async def _op(sc, gid, tid, p):
             "start_offset": st.start_offset, "delivery_complete_count": st.delivery_complete_count}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     return await each_partition(ctx, request, _op, _ERR)
 
 

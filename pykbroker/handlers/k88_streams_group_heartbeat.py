@@ -27,11 +27,14 @@ description plugin, as a default Kafka broker).
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..acl.check import permits
 from ..acl.requirements import need
 from ..cluster.metadata import INTERNAL_TOPICS, is_valid_topic_name
 from ..coordinator.group.api import client_host
 from ..protocol.errors import ErrorCode as E
+from ..server.dispatch import RequestContext
 from .support.modern_group import group_heartbeat
 from .support.versions import VERSIONS
 
@@ -39,7 +42,7 @@ API_KEY = 88
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 
 
-def _err(code, msg=None):
+def _err(code: int, msg: str | None = None) -> dict:
     return {"throttle_time_ms": 0, "error_code": int(code), "error_message": msg, "member_id": "",
             "member_epoch": 0, "heartbeat_interval_ms": 0, "acceptable_recovery_lag_legacy": 0,
             "task_offset_interval_ms": 0, "acceptable_recovery_lag": -1, "status": [], "active_tasks": None,
@@ -47,7 +50,7 @@ def _err(code, msg=None):
             "endpoint_information_epoch": 0, "partitions_by_user_endpoint": None}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     topics = _topology_topics(request)
     # answered once the heartbeat's records are in __consumer_offsets (group_heartbeat); an empty
     # group id fails Kafka's request validation (INVALID_REQUEST), not the group lookup
@@ -64,7 +67,7 @@ _CREATE_ANY = need(API_KEY, "internal_topics_any")
 _CREATE = need(API_KEY, "internal_topic")
 
 
-def _refused_creates(ctx, names: list) -> list:
+def _refused_creates(ctx: RequestContext, names: list) -> list:
     """The internal topics of ``names`` the client may not create: none with CREATE on the
     cluster (checked without logging a denial, as Kafka), else those without CREATE on the topic."""
     if permits(ctx, _CREATE_ANY, log_denied=False):
@@ -74,7 +77,7 @@ def _refused_creates(ctx, names: list) -> list:
 
 
 
-def _topology_topics(request) -> list:
+def _topology_topics(request: dict) -> list:
     """Every topic a topology names, once each, in Kafka 4.4's order (per subtopology: source,
     repartition sink, repartition source, changelog): Kafka requires DESCRIBE on each of them
     before the coordinator sees the topology."""
@@ -90,7 +93,7 @@ def _topology_topics(request) -> list:
     return list(dict.fromkeys(out))
 
 
-def _refused_names(topics: list, error):
+def _refused_names(topics: list, error: Any) -> dict | None:
     """Kafka 4.4's KafkaApis, whatever the ACLs (after READ on the group, before DESCRIBE on the
     topics): internal topics, then invalid names, are STREAMS_INVALID_TOPOLOGY."""
     internal = [t for t in topics if t in INTERNAL_TOPICS]
@@ -103,5 +106,5 @@ def _refused_names(topics: list, error):
     return None
 
 
-def error_response(ctx, request, code):
+def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
     return _err(code)

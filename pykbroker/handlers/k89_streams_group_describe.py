@@ -13,6 +13,7 @@ AssignorName ("sticky").
 """
 from __future__ import annotations
 
+from ..server.dispatch import RequestContext
 from .support.common import error_per_item
 from .support.modern_group import AUTHORIZED_OPERATIONS_OMITTED, describe_groups
 from .support.versions import VERSIONS
@@ -21,14 +22,14 @@ API_KEY = 89
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 
 
-def _err(gid, code, msg=None):
+def _err(gid: str, code: int, msg: str | None = None) -> dict:
     return {"error_code": int(code), "error_message": msg, "group_id": gid, "group_state": "",
             "group_epoch": 0, "assignment_epoch": 0, "topology": None, "members": [],
             "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED, "topology_description": None,
             "topology_description_status": 0, "assignor_name": None}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     with_description = ctx.api_version >= 1 and request["include_topology_description"]
     out = await describe_groups(ctx, request, "streams", _err,
                                 lambda gc, g: gc.streams.describe(g, ctx.api_version, with_description))

@@ -15,10 +15,13 @@ beyond it, -1 without state.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..acl.check import permits
 from ..acl.requirements import need
 from ..coordinator.group.api import group_precheck
 from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode as E, KafkaError
+from ..server.dispatch import RequestContext
 from .support.common import error_per_item
 from .support.modern_group import typed_group
 from .support.share_group_offsets import NO_TOPIC_ID
@@ -30,17 +33,17 @@ _GROUP = need(API_KEY, "group")
 _TOPIC = need(API_KEY, "topic")
 
 
-def _gerr(item, code, msg=None):
+def _gerr(item: Any, code: int, msg: str | None = None) -> dict:
     return {"group_id": item["group_id"] if isinstance(item, dict) else item, "topics": [],
             "error_code": int(code), "error_message": msg}
 
 
-def _part(idx, start=-1, epoch=-1, lag=-1, code=0, msg=None):
+def _part(idx: int, start: Any = -1, epoch: Any = -1, lag: Any = -1, code: int = 0, msg: str | None = None) -> dict:
     return {"partition_index": idx, "start_offset": start, "leader_epoch": epoch, "lag": lag,
             "error_code": int(code), "error_message": msg}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     md = ctx.services.metadata_cache
     sc = ctx.broker.share_coordinator
     rm = ctx.services.replica_manager

@@ -14,9 +14,12 @@ ones, nothing changed).
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..acl.requirements import need
 from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode as E
 # error_response: a whole-request error is a top-level code with no topics (shared with k92)
+from ..server.dispatch import RequestContext
 from .support.share_group_offsets import NO_TOPIC_ID, change_start_offsets, error_response
 from .support.versions import VERSIONS
 
@@ -26,7 +29,7 @@ MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/version
 _TOPIC = need(API_KEY, "topic")
 
 
-async def _restart_topic(ctx, gid, t, info):
+async def _restart_topic(ctx: RequestContext, gid: str, t: dict, info: Any) -> dict:
     """One topic's entry: each partition restarts at its requested start offset."""
     sc = ctx.broker.share_coordinator
     spm = ctx.broker.share_partition_manager
@@ -48,14 +51,14 @@ async def _restart_topic(ctx, gid, t, info):
     return {"topic_name": t["topic_name"], "topic_id": info.topic_id if info else NO_TOPIC_ID, "partitions": parts}
 
 
-def _denied(t):
+def _denied(t: dict) -> dict:
     code = _TOPIC.denial
     return {"topic_name": t["topic_name"], "topic_id": NO_TOPIC_ID,
             "partitions": [{"partition_index": p["partition_index"], "error_code": int(code),
                             "error_message": DEFAULT_MESSAGES[code]} for p in t["partitions"]]}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     # a group that does not exist is created, so that its start offsets can be set first
     res = await change_start_offsets(ctx, request, _restart_topic, create=True, denied_topic=_denied)
     # Kafka answers the topics it does not know first, then the others in request order

@@ -11,9 +11,12 @@ answered TOPIC_AUTHORIZATION_FAILED, first, nothing deleted), as Kafka.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..acl.requirements import need
 from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode as E
 # error_response: a whole-request error is a top-level code with no topics (shared with k91)
+from ..server.dispatch import RequestContext
 from .support.share_group_offsets import NO_TOPIC_ID, change_start_offsets, error_response
 from .support.versions import VERSIONS
 
@@ -23,7 +26,7 @@ MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/version
 _TOPIC = need(API_KEY, "topic")
 
 
-async def _delete_topic(ctx, gid, t, info):
+async def _delete_topic(ctx: RequestContext, gid: str, t: dict, info: Any) -> dict:
     """One topic's entry: the state of each of its partitions is deleted; the first error is the
     topic's."""
     name = t["topic_name"]
@@ -41,12 +44,12 @@ async def _delete_topic(ctx, gid, t, info):
     return {"topic_name": name, "topic_id": info.topic_id, "error_code": int(code), "error_message": None}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     # unlike AlterShareGroupOffsets, a group that does not exist is GROUP_ID_NOT_FOUND
     return await change_start_offsets(ctx, request, _delete_topic, create=False, denied_topic=_denied)
 
 
-def _denied(t):
+def _denied(t: dict) -> dict:
     code = _TOPIC.denial
     return {"topic_name": t["topic_name"], "topic_id": NO_TOPIC_ID, "error_code": int(code),
             "error_message": DEFAULT_MESSAGES[code]}

@@ -17,6 +17,7 @@ from __future__ import annotations
 from ..acl.check import permits
 from ..acl.requirements import need
 from ..protocol.errors import ErrorCode as E
+from ..server.dispatch import RequestContext
 from .support.versions import VERSIONS
 
 API_KEY = 93
@@ -26,15 +27,15 @@ _GROUP = need(API_KEY, "group")
 NO_PLUGIN = "The broker has no streams group topology description plugin configured."
 
 
-def _err(code, msg=None):
+def _err(code: int, msg: str | None = None) -> dict:
     return {"throttle_time_ms": 0, "error_code": int(code), "error_message": msg}
 
 
-async def handle(ctx, request):
+async def handle(ctx: RequestContext, request: dict) -> dict:
     if not permits(ctx, _GROUP, request["group_id"]):
         return _err(_GROUP.denial)   # no message (checked against Kafka 4.4)
     return _err(E.UNSUPPORTED_VERSION, NO_PLUGIN)
 
 
-def error_response(ctx, request, code):
+def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
     return _err(code)

@@ -143,7 +143,8 @@ class ErrorCode(enum.IntEnum):
 # Kafka's default texts (Errors.X.message()), carried by answers built from ApiError(Errors.X)
 # without a message of their own.  Only those pykbroker sends; which answers carry them is each
 # handler's business (Kafka is not uniform about it).
-DEFAULT_MESSAGES = {
+# (keyed by ErrorCode, looked up with any int code: an IntEnum hashes as its value)
+DEFAULT_MESSAGES: dict[int, str] = {
     ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
     ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
     ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",

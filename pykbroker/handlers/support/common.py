@@ -17,17 +17,21 @@ Handlers without an ``error_response`` get the connection's fallback: the top-le
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
+
+from ...acl.check import permits
+from ...cluster.metadata_cache import MetadataCache, PartitionState
 
 # The partition lookup of client requests and the errors after which an answer names the new
 # leader are the ReplicaManager's rules (Kafka's getPartitionOrException), shared by the handlers.
 from ...cluster.replica_manager import NEW_LEADER_ERRORS, leader_partition  # noqa: F401
-from ...acl.check import permits
 from ...coordinator.group.api import group_precheck
 from ...protocol.errors import ErrorCode, KafkaError
+from ...server.dispatch import RequestContext
 
 
-def current_leader(metadata, topic: str, index: int):
+def current_leader(metadata: MetadataCache, topic: str, index: int) -> tuple:
     """``({"leader_id", "leader_epoch"}, BrokerRegistration or None)`` of the partition as this
     broker's metadata says (KIP-951's currentLeader), or (None, None) when it has no leader."""
     st = metadata.partition_state(topic, index) if metadata.get(topic) is not None else None
@@ -49,21 +53,21 @@ class PartitionResponses:
     __slots__ = ("req_topics", "req_topic", "req_parts", "req_index",
                  "topics", "topic", "parts", "index", "error_fields")
 
-    def __init__(self, request: tuple, response: tuple, error_fields: dict):
+    def __init__(self, request: tuple, response: tuple, error_fields: dict) -> None:
         self.req_topics, self.req_topic, self.req_parts, self.req_index = request
         self.topics, self.topic, self.parts, self.index = response
         self.error_fields = error_fields
 
-    def error(self, index: int, code) -> dict:
+    def error(self, index: int, code: int) -> dict:
         r: dict[str, Any] = {self.index: index, "error_code": int(code)}
         for k, v in self.error_fields.items():
             r[k] = list(v) if type(v) is list else v
         return r
 
-    def error_response(self, ctx, request, code, **fields) -> dict:
+    def error_response(self, ctx: RequestContext, request: dict, code: int, **fields: Any) -> dict:
         """Every requested partition answers ``code`` (Kafka's getErrorResponse); ``fields``
         are set on every entry too (e.g. an error_message)."""
-        def error(index):
+        def error(index: int) -> dict:
             r = self.error(index, code)
             r.update(fields)
             return r
@@ -74,7 +78,7 @@ class PartitionResponses:
     def response(self, topics: list) -> dict:
         return {"throttle_time_ms": 0, self.topics: topics}
 
-    async def answer_each(self, request, answer) -> list:
+    async def answer_each(self, request: dict, answer: Any) -> list:
         """The response's topic list, in request order: ``await answer(topic, partition)`` gives
         each requested partition's entry (``partition`` is the request's entry); a KafkaError
         it raises becomes that partition's error entry."""
@@ -91,16 +95,16 @@ class PartitionResponses:
         return topics
 
 
-def error_per_item(request_items: str, response_items: str, entry):
+def error_per_item(request_items: str, response_items: str, entry: Any) -> Callable[[RequestContext, dict, int], dict]:
     """An ``error_response`` for APIs answering per topic / resource / group: ``entry(item,
     code)`` builds the response entry of each item of the request's ``request_items`` array."""
-    def error_response(ctx, request, code) -> dict:
+    def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
         return {"throttle_time_ms": 0,
                 response_items: [entry(item, code) for item in request.get(request_items) or []]}
     return error_response
 
 
-async def classic_group(ctx, need, group_id):
+async def classic_group(ctx: RequestContext, need: Any, group_id: str) -> tuple:
     """``(group, 0)`` for the classic group a member request addresses, else ``(None, code)``:
     INVALID_GROUP_ID for an empty id, the coordinator's prechecks (``group_precheck``), then
     UNKNOWN_MEMBER_ID for a group that does not exist or is not a classic group.  Before all of
@@ -124,7 +128,7 @@ DUPLICATE_TOPIC = "Duplicate topic name."
 TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
 
 
-def each_topic_once(topics, counts: dict):
+def each_topic_once(topics: list, counts: dict) -> Iterator[tuple[str, dict | None]]:
     """CreateTopics / CreatePartitions: yields ``(name, entry)`` for the request's topics in
     order, each name once; ``entry`` is None for a name listed more than once (``counts[name] >
     1``), which Kafka's controller answers once, where it first appears, with INVALID_REQUEST
@@ -139,9 +143,11 @@ def each_topic_once(topics, counts: dict):
             yield name, None
 
 
-def partition_metadata(cache, topic: str, p: int) -> dict:
+def partition_metadata(cache: MetadataCache, topic: str, p: int) -> dict:
     """One partition as Metadata and DescribeTopicPartitions describe it, from the MetadataCache."""
-    st = cache.partition_state(topic, p)
+    # callers pass partitions of topics the cache holds, whose state always exists (no check on
+    # this per-partition path; a missing one would be a bug and fail here)
+    st: PartitionState = cache.partition_state(topic, p)  # type: ignore[assignment]
     leader = st.leader
     offline = list(st.offline_replicas)
     # A replica on a broker that is not registered (down, in a cluster) is offline, and a

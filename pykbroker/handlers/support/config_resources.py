@@ -6,12 +6,14 @@ per-resource answer.  The behaviour is described in the two handlers' docstrings
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from ...cluster.metadata import validate_topic_name
 from ...config import TOPIC_CONFIGS, ConfigError, is_password_key, validate_topic_configs
 from ...config.dynamic import DynamicConfigError, validate_change
 from ...config.group import GroupConfigError, validate as validate_group_configs
 from ...protocol.errors import DEFAULT_MESSAGES, ErrorCode, KafkaError
+from ...server.dispatch import RequestContext
 from .common import error_per_item
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
@@ -36,7 +38,7 @@ def invalid_config(msg: str) -> KafkaError:
 
 
 # ---------------------------------------------------------------------- preprocessing (broker side)
-def duplicate_resources(resources) -> set[int]:
+def duplicate_resources(resources: Any) -> set[int]:
     """Indexes of resources whose (type, name) appears more than once."""
     seen: dict[tuple, int] = {}
     dup: set[int] = set()
@@ -49,7 +51,7 @@ def duplicate_resources(resources) -> set[int]:
     return dup
 
 
-def check_config_list(configs, null_allowed) -> None:
+def check_config_list(configs: Any, null_allowed: Any) -> None:
     """Duplicate names and null values (``null_allowed(entry)`` says when null is fine)."""
     names = [c["name"] for c in configs]
     if len(set(names)) != len(names):
@@ -59,7 +61,7 @@ def check_config_list(configs, null_allowed) -> None:
         raise invalid_request("Null value not supported for : " + ", ".join(nulls))
 
 
-def check_broker_name(broker, name: str) -> None:
+def check_broker_name(broker: Any, name: str) -> None:
     """ConfigAdminManager.validateResourceNameIsCurrentNodeId (empty = cluster default)."""
     if not name:
         return
@@ -71,12 +73,12 @@ def check_broker_name(broker, name: str) -> None:
         raise invalid_request("Unexpected broker id, expected %d, but received %s" % (broker.node_id, name))
 
 
-def broker_entity(broker, name: str) -> str:
+def broker_entity(broker: Any, name: str) -> str:
     """The controller's entity of a checked BROKER resource name: "" or this node's id."""
     return str(java_int(name)) if name else ""
 
 
-async def alter_broker(broker, name: str, new: dict[str, str], changed: dict[str, str],
+async def alter_broker(broker: Any, name: str, new: dict[str, str], changed: dict[str, str],
                        validate_only: bool) -> None:
     """Dynamic broker configs (config/dynamic.py): ``changed`` (the configs the request sets)
     validated as Kafka's DynamicBrokerConfig does (INVALID_REQUEST with its texts), then
@@ -104,7 +106,7 @@ async def alter_broker(broker, name: str, new: dict[str, str], changed: dict[str
     await broker.controller.alter_broker_configs(broker_entity(broker, name), new)
 
 
-async def alter_group(broker, name: str, new: dict[str, str], validate_only: bool) -> None:
+async def alter_group(broker: Any, name: str, new: dict[str, str], validate_only: bool) -> None:
     """Group configs (pykbroker/config/group.py): ``new``, the group's whole resulting set, is
     validated as Kafka's GroupConfig.validate (INVALID_CONFIG), then stored by the controller,
     where the coordinators read it (the next heartbeat / share partition initialization)."""
@@ -127,7 +129,7 @@ def unsupported_type(rtype: int) -> KafkaError:
 
 
 # ---------------------------------------------------------------------- topic (controller side)
-def validate_topic_overrides(broker, name: str, raw: dict[str, str]) -> dict:
+def validate_topic_overrides(broker: Any, name: str, raw: dict[str, str]) -> dict:
     """ControllerConfigurationValidator.validate for a topic, then the existence check.
     Returns the parsed overrides."""
     if not name:
@@ -150,7 +152,7 @@ def validate_topic_overrides(broker, name: str, raw: dict[str, str]) -> dict:
     return parsed
 
 
-async def alter_topic(broker, name: str, raw: dict[str, str], validate_only: bool) -> None:
+async def alter_topic(broker: Any, name: str, raw: dict[str, str], validate_only: bool) -> None:
     parsed = validate_topic_overrides(broker, name, raw)
     if validate_only:
         return
@@ -163,7 +165,7 @@ async def alter_topic(broker, name: str, raw: dict[str, str], validate_only: boo
 
 
 # ---------------------------------------------------------------------- answer
-def config_authorization_error(ctx, rtype: int, name: str):
+def config_authorization_error(ctx: RequestContext, rtype: int, name: str) -> KafkaError | None:
     """With an authorizer: the KafkaError Kafka answers a resource with when the client lacks
     what the API's row for it says (acl/requirements.py: DESCRIBE_CONFIGS for DescribeConfigs,
     ALTER_CONFIGS for the alters; ConfigHelper.configsAuthorizationApiError: broker,
@@ -186,7 +188,7 @@ def config_authorization_error(ctx, rtype: int, name: str):
     return KafkaError(needed.denial, DEFAULT_MESSAGES[needed.denial])
 
 
-async def alter_each(ctx, request, alter_one) -> dict:
+async def alter_each(ctx: RequestContext, request: dict, alter_one: Any) -> dict:
     """Both APIs' answer, per resource in request order: ``await alter_one(ctx, resource,
     validate_only)`` applies one resource; the KafkaError it raises is that resource's answer."""
     resources = request["resources"]
@@ -207,7 +209,7 @@ async def alter_each(ctx, request, alter_one) -> dict:
     return {"throttle_time_ms": 0, "responses": out}
 
 
-def _result(res, code, message=None) -> dict:
+def _result(res: dict, code: int, message: str | None = None) -> dict:
     return {"error_code": int(code), "error_message": message, "resource_type": res["resource_type"],
             "resource_name": res["resource_name"]}
 

@@ -13,17 +13,21 @@ handler: ``load_handlers`` loads only ``kNN_*``).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from ...acl.bindings import GROUP
 from ...acl.check import authorized_operations, denial, permits_role
 from ...coordinator.group.api import group_precheck
 from ...coordinator.group.coordinator import append_error_to_response
 from ...protocol.errors import ErrorCode as E, KafkaError
+from ...server.dispatch import RequestContext
 
 # Kafka's authorized_operations when the client did not ask for them: Integer.MIN_VALUE
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 
 
-def typed_group(gc, group_id: str, group_type: str, *, missing_ok: bool = False):
+def typed_group(gc: Any, group_id: str, group_type: str, *, missing_ok: bool = False) -> Any:
     """The live group ``group_id`` if it is of ``group_type`` ("consumer", "share", "streams":
     ``Group.kind``), as Kafka's GroupMetadataManager.consumerGroup / shareGroup / streamsGroup.
     Raises KafkaError GROUP_ID_NOT_FOUND, with Kafka's message, for a group of another type, and
@@ -38,20 +42,22 @@ def typed_group(gc, group_id: str, group_type: str, *, missing_ok: bool = False)
     return g
 
 
-def member_heartbeat_error(code, msg=None) -> dict:
+def member_heartbeat_error(code: int, msg: str | None = None) -> dict:
     """ConsumerGroupHeartbeat's and ShareGroupHeartbeat's error answer (the two responses have the
     same fields): no member id, member epoch -1, no assignment, as Kafka's."""
     return {"throttle_time_ms": 0, "error_code": int(code), "error_message": msg, "member_id": None,
             "member_epoch": -1, "heartbeat_interval_ms": 0, "assignment": None}
 
 
-def member_heartbeat_error_response(ctx, request, code) -> dict:
+def member_heartbeat_error_response(ctx: RequestContext, request: dict, code: int) -> dict:
     """The ``error_response`` of ConsumerGroupHeartbeat and ShareGroupHeartbeat."""
     return member_heartbeat_error(code)
 
 
-async def group_heartbeat(ctx, request, error, manager, beat, *, empty_group_id=E.INVALID_GROUP_ID,
-                          no_manager=E.UNSUPPORTED_VERSION, described_topics=(), refuse_topics=None):
+async def group_heartbeat(ctx: RequestContext, request: dict, error: Callable[..., dict], manager: Callable[[Any], Any],
+                          beat: Callable[[Any], Any], *, empty_group_id: int = E.INVALID_GROUP_ID,
+                          no_manager: int = E.UNSUPPORTED_VERSION, described_topics: Any = (),
+                          refuse_topics: Any = None) -> dict:
     """The answer to a modern group's heartbeat.  ``error(code, message=None)`` builds the API's
     error response; ``manager(gc)`` is the coordinator's manager of the group type (None when it
     is not built: answered ``no_manager``); ``beat(manager)`` runs the heartbeat and returns
@@ -102,7 +108,7 @@ async def group_heartbeat(ctx, request, error, manager, beat, *, empty_group_id=
     return res
 
 
-async def describe_groups(ctx, request, group_type: str, error, describe) -> list:
+async def describe_groups(ctx: RequestContext, request: dict, group_type: str, error: Any, describe: Any) -> list:
     """The ``groups`` of a modern group's Describe, in request order.  ``error(group_id, code,
     message=None)`` builds one group's error entry; ``describe(gc, group)`` its description.
 

@@ -11,26 +11,29 @@ From one version on (OffsetCommit v10, TxnOffsetCommit v6) both name topics by i
 """
 from __future__ import annotations
 
+from typing import Any
+
+from ...cluster.metadata_cache import MetadataCache
 from ...coordinator.group.coordinator import OFFSET_METADATA_MAX_BYTES
 from ...coordinator.group.offsets import OffsetAndMetadata
 from ...protocol.errors import ErrorCode as E
 
 
-def _topic(t, by_id: bool, parts: list) -> dict:
+def _topic(t: dict, by_id: bool, parts: list) -> dict:
     # by id: the id is echoed and the name left empty, as Kafka answers
     if by_id:
         return {"name": "", "topic_id": t["topic_id"], "partitions": parts}
     return {"name": t["name"], "partitions": parts}
 
 
-def every_partition(request, by_id: bool, code) -> dict:
+def every_partition(request: dict, by_id: bool, code: int) -> dict:
     """Every requested partition answers ``code`` (Kafka's getErrorResponse)."""
     return {"throttle_time_ms": 0, "topics": [
         _topic(t, by_id, [{"partition_index": p["partition_index"], "error_code": int(code)} for p in t["partitions"]])
         for t in request["topics"]]}
 
 
-def check_topics(md, request, by_id: bool, readable=None, topic_row=None):
+def check_topics(md: MetadataCache, request: dict, by_id: bool, readable: Any = None, topic_row: Any = None) -> tuple:
     """``(failed, accepted)``: the topic checks, in request order.  ``failed`` is
     ``[(topic, partition, code)]``: an unknown topic (by id: UNKNOWN_TOPIC_ID, the zero id
     included; by name: UNKNOWN_TOPIC_OR_PARTITION) or a partition the topic does not have
@@ -60,7 +63,7 @@ def check_topics(md, request, by_id: bool, readable=None, topic_row=None):
     return failed, accepted
 
 
-async def write_offsets(accepted, now: int, expire, write) -> list:
+async def write_offsets(accepted: Any, now: int, expire: Any, write: Any) -> list:
     """``[(topic, partition, code)]`` of the ``accepted`` partitions (those that passed the topic
     and group checks), in order.  Metadata longer than ``offset.metadata.max.bytes``:
     OFFSET_METADATA_TOO_LARGE (null metadata is stored as ""); the others' offsets go in one
@@ -82,7 +85,7 @@ async def write_offsets(accepted, now: int, expire, write) -> list:
     return [(t, p, code if code and tp in entries else c) for t, p, c, tp in out]
 
 
-def response(failed, answered, by_id: bool) -> dict:
+def response(failed: Any, answered: Any, by_id: bool) -> dict:
     """The response, merged as Kafka's response builder does: one entry per topic (by id or by
     name), the topics of ``failed`` first, each topic's failed partitions before the
     coordinator's ``answered`` ones, which are appended to their topic's entry (or make new

@@ -10,27 +10,30 @@ the same group checks and answer in the same layout; only what they do to each t
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ...coordinator.group.api import group_precheck
 from ...coordinator.group.share import ShareGroup
 from ...acl.check import denial, permits_role
 from ...protocol.errors import DEFAULT_MESSAGES, ErrorCode as E, KafkaError
+from ...server.dispatch import RequestContext
 from .modern_group import typed_group
 
 # Kafka answers an unknown topic with the zero UUID (Uuid.ZERO_UUID) as its id.
 NO_TOPIC_ID = b"\x00" * 16
 
 
-def _response(code=0, msg=None, responses=None) -> dict:
+def _response(code: int = 0, msg: str | None = None, responses: Any = None) -> dict:
     return {"throttle_time_ms": 0, "error_code": int(code), "error_message": msg,
             "responses": responses if responses is not None else []}
 
 
-def error_response(ctx, request, code):
+def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
     """A whole-request error is a top-level error_code with no topics, as Kafka answers it."""
     return _response(code)
 
 
-async def offsets_alterable_share_group(ctx, group_id: str, *, create: bool):
+async def offsets_alterable_share_group(ctx: RequestContext, group_id: str, *, create: bool) -> Any:
     """The share group whose start offsets an Alter/DeleteShareGroupOffsets changes, with
     ``__share_group_state`` ready; raises the KafkaError Kafka answers for the whole request.
 
@@ -54,7 +57,8 @@ async def offsets_alterable_share_group(ctx, group_id: str, *, create: bool):
     return g
 
 
-async def change_start_offsets(ctx, request, answer_topic, *, create: bool, denied_topic) -> dict:
+async def change_start_offsets(ctx: RequestContext, request: dict, answer_topic: Any, *, create: bool,
+                               denied_topic: Any) -> dict:
     """The response of Alter/DeleteShareGroupOffsets.  With an authorizer the API's "group" row
     of acl/requirements.py comes first (Alter: READ, Delete: DELETE; Kafka checks it before the
     coordinator):

@@ -7,15 +7,19 @@ does not know: UNKNOWN_TOPIC_OR_PARTITION; a partition whose state lives in a sh
 broker does not lead answers NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while it loads)."""
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from ...acl.check import denial, permits_role
 from ...protocol.errors import DEFAULT_MESSAGES, ErrorCode as E
+from ...server.dispatch import RequestContext
 
 
-def _result(idx, code, msg=None, **extra):
+def _result(idx: int, code: int, msg: str | None = None, **extra: Any) -> dict:
     return dict({"partition": idx, "error_code": int(code), "error_message": msg}, **extra)
 
 
-async def each_partition(ctx, request, op, error_extra: dict) -> dict:
+async def each_partition(ctx: RequestContext, request: dict, op: Any, error_extra: dict) -> dict:
     """``op(sc, group, topic id, partition fields)`` -> awaitable of the partition's result
     (without ``partition``); errors get ``error_extra`` beside the code.
 
@@ -66,8 +70,8 @@ async def each_partition(ctx, request, op, error_extra: dict) -> dict:
     return {"results": out}
 
 
-def error_response_for(error_extra: dict):
-    def error_response(ctx, request, code):
+def error_response_for(error_extra: dict) -> Callable[[RequestContext, dict, int], dict]:
+    def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
         return {"results": [{"topic_id": t["topic_id"],
                              "partitions": [_result(p["partition"], code, None, **error_extra) for p in t["partitions"]]}
                             for t in request["topics"]]}

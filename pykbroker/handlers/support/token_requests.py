@@ -9,18 +9,21 @@ authenticated.
 """
 from __future__ import annotations
 
+from ...server.dispatch import RequestContext
+
 import logging
+from typing import Any
 
 log = logging.getLogger("pykbroker.security")
 
 ANONYMOUS = "User:ANONYMOUS"
 
 
-def principal(ctx) -> str:
+def principal(ctx: RequestContext) -> str:
     return getattr(ctx.connection, "principal", None) or ANONYMOUS
 
 
-def token_requests_allowed(ctx) -> bool:
+def token_requests_allowed(ctx: RequestContext) -> bool:
     conn = ctx.connection
     if getattr(conn, "token_authenticated", False):
         return False
@@ -32,13 +35,13 @@ def token_requests_allowed(ctx) -> bool:
     return True
 
 
-def manager(ctx):
+def manager(ctx: RequestContext) -> Any:
     """The broker's DelegationTokenManager (security/delegation_tokens.py), or None (a broker
     built without one: every request answers DELEGATION_TOKEN_AUTH_DISABLED)."""
     return getattr(ctx.broker, "token_manager", None)
 
 
-async def renew_or_expire(ctx, change):
+async def renew_or_expire(ctx: RequestContext, change: Any) -> dict:
     """RenewDelegationToken's and ExpireDelegationToken's answer.  First their two refusals, in
     Kafka's order (not allowed here: expiry -1; no secret key: expiry 0); then
     ``change(manager, principal)`` asks the token manager and returns ``(code, expiry, upserts,
@@ -58,5 +61,5 @@ async def renew_or_expire(ctx, change):
     return _expiry_answer(code, expiry if expiry is not None else 0)
 
 
-def _expiry_answer(code, expiry_ms: int) -> dict:
+def _expiry_answer(code: int, expiry_ms: int) -> dict:
     return {"error_code": int(code), "expiry_timestamp_ms": expiry_ms, "throttle_time_ms": 0}

@@ -19,7 +19,11 @@ knows it and what older versions get:
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from ...protocol.errors import ErrorCode as E
+from ...server.dispatch import RequestContext
 
 # api key -> {code: (first version that knows it, the code older versions are answered)}
 _DOWNGRADES: dict[int, dict[int, tuple[int, int]]] = {
@@ -33,7 +37,7 @@ _DOWNGRADES: dict[int, dict[int, tuple[int, int]]] = {
 }
 
 
-def client_error_code(ctx, code) -> int:
+def client_error_code(ctx: RequestContext, code: int) -> int:
     """``code`` as the client of ``ctx`` (the API being served and its version) knows it."""
     down = _DOWNGRADES[ctx.api_key].get(code)
     if down is not None and ctx.api_version < down[0]:
@@ -41,10 +45,10 @@ def client_error_code(ctx, code) -> int:
     return int(code)
 
 
-def top_level_error_response(**fields):
+def top_level_error_response(**fields: Any) -> Callable[[RequestContext, dict, int], dict]:
     """An ``error_response`` answering the error in the top-level ``error_code`` (as
     :func:`client_error_code` downgrades it); ``fields``: the response's other fields as Kafka
     fills them on an error (e.g. producer_id=-1)."""
-    def error_response(ctx, request, code) -> dict:
+    def error_response(ctx: RequestContext, request: dict, code: int) -> dict:
         return {"throttle_time_ms": 0, "error_code": client_error_code(ctx, code), **fields}
     return error_response
