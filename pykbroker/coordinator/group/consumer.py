@@ -64,13 +64,12 @@ class CMember(ModernGroupMember):
         self.revoking: set = set()
 
 
-class ConsumerGroup(ModernGroup):
+class ConsumerGroup(ModernGroup[CMember]):
     kind = "consumer"
     timer_kind = "cg-hb"   # its members' session timers (cancelled when the group is unloaded)
 
     def __init__(self, group_id, now_ms: int):
         super().__init__(group_id, now_ms)
-        self.members: dict[str, CMember] = {}
         self.metadata_hash = 0  # of the subscribed topics the target was computed for
         # persistence: what changed since the last write
         self.dirty: set[str] = set()

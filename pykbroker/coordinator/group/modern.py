@@ -12,6 +12,7 @@ in its own module.
 from __future__ import annotations
 
 import logging
+from typing import Any, Generic, TypeVar
 
 from ...protocol.errors import ErrorCode as E
 from .classic import Future
@@ -70,7 +71,11 @@ class ModernGroupMember:
         self.last_sent = None   # the assignment last sent in a heartbeat response (None: send it again)
 
 
-class ModernGroup:
+# the member class of a group type (ConsumerGroup's CMember, ...)
+M = TypeVar("M", bound="ModernGroupMember")
+
+
+class ModernGroup(Generic[M]):
     """Base of a modern group's state (Kafka's ModernGroup): epochs, members and their target
     assignment, and what was last handed to the writer."""
 
@@ -81,7 +86,7 @@ class ModernGroup:
         self.group_id = group_id
         self.group_epoch = 0
         self.assignment_epoch = 0
-        self.members: dict = {}                # member id -> member
+        self.members: dict[str, M] = {}        # member id -> member
         self.target: dict[str, set] = {}       # member id -> its target assignment
         self.assignment_ts = 0
         self.dead = False
@@ -113,8 +118,9 @@ class ModernGroup:
         target yet (epoch, partitions to revoke or to take), or every member is."""
         if self.assignment_epoch < self.group_epoch:
             return "Assigning"
+        members: dict[str, Any] = self.members   # consumer or streams members: they have ``revoking``
         if any(m.epoch != self.assignment_epoch or m.revoking or m.assigned != self.target.get(m.member_id, set())
-               for m in self.members.values()):
+               for m in members.values()):
             return "Reconciling"
         return "Stable"
 

@@ -56,13 +56,12 @@ class SMember(ModernGroupMember):
         self.topics: list[str] = []
 
 
-class ShareGroup(ModernGroup):
+class ShareGroup(ModernGroup[SMember]):
     kind = "share"
     timer_kind = "sg-hb"   # its members' session timers (cancelled when the group is unloaded)
 
     def __init__(self, group_id, now_ms: int):
         super().__init__(group_id, now_ms)
-        self.members: dict[str, SMember] = {}
         self.topic_meta: dict = {}   # name -> (topic id, partitions) the target was computed for
 
     def summary_state(self) -> str:

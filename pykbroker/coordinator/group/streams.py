@@ -101,13 +101,12 @@ def _flat(d: dict) -> set:
     return {(sid, p) for sid, ps in d.items() for p in ps}
 
 
-class StreamsGroup(ModernGroup):
+class StreamsGroup(ModernGroup[SMember]):
     kind = "streams"
     timer_kind = "sg-hb"
 
     def __init__(self, group_id, now_ms: int) -> None:
         super().__init__(group_id, now_ms)
-        self.members: dict[str, SMember] = {}
         self.topology: dict | None = None
         self.metadata_hash = 0
         self.validated_topology_epoch = -1
