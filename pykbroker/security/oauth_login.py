@@ -36,7 +36,7 @@ from typing import Callable, Optional
 from urllib.parse import quote_plus
 
 from ..config import ConfigError
-from .oauthbearer import configured_endpoint
+from .oauthbearer import configured_endpoint, oauthbearer_settings
 
 # Kafka's login handler: its class name since 3.7 and the older package (3.1 to 3.6)
 LOGIN_HANDLERS = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
@@ -223,8 +223,7 @@ def from_listener(sec, jaas_options: dict) -> Optional[ClientCredentialsLogin]:
     """The login of the inter-broker listener ``sec`` when its OAUTHBEARER login callback
     handler is Kafka's OAuthBearerLoginCallbackHandler, else None (the unsecured login).  A bad
     setting is a ConfigError at start-up."""
-    def get(key):
-        return sec.mechanism_get("OAUTHBEARER", key)
+    get = oauthbearer_settings(sec)
     configured = configured_endpoint(sec, "login", LOGIN_HANDLERS, "sasl.oauthbearer.token.endpoint.url",
                                      "where the broker obtains its own token")
     if configured is None:

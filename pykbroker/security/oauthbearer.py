@@ -36,7 +36,7 @@ import base64
 import json
 import logging
 import math
-from typing import Callable
+from typing import Any, Callable
 
 from .errors import AuthenticationFailed
 
@@ -184,6 +184,15 @@ VALIDATOR_HANDLERS = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerV
 ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"]
 
 
+def oauthbearer_settings(sec) -> Callable[[str], Any]:
+    """``get(key)``: listener ``sec``'s OAUTHBEARER setting ``key`` (its
+    ``listener.name.<l>.oauthbearer.<key>``, else the listener's; a raw string or the config's
+    parsed value)."""
+    def get(key: str) -> Any:
+        return sec.mechanism_get("OAUTHBEARER", key)
+    return get
+
+
 def configured_endpoint(sec, side: str, known: tuple, url_setting: str, why: str) -> "tuple[str, str] | None":
     """(the handler setting's listener-prefixed name, the endpoint URL) when listener ``sec``
     names one of ``known`` as its OAUTHBEARER ``sasl.<side>.callback.handler.class`` (side:
@@ -193,14 +202,15 @@ def configured_endpoint(sec, side: str, known: tuple, url_setting: str, why: str
     from urllib.parse import urlparse
 
     from ..config import ConfigError
-    handler = sec.mechanism_get("OAUTHBEARER", "sasl.%s.callback.handler.class" % side)
+    get = oauthbearer_settings(sec)
+    handler = get("sasl.%s.callback.handler.class" % side)
     if not handler:
         return None
     key = "listener.name.%s.oauthbearer.sasl.%s.callback.handler.class" % (sec.name.lower(), side)
     if handler.strip() not in known:
         raise ConfigError("Invalid value %s for configuration %s: pykbroker knows only %s"
                           % (handler, key, known[0]), key)
-    url = sec.mechanism_get("OAUTHBEARER", url_setting)
+    url = get(url_setting)
     if not url:
         raise ConfigError("%s needs %s (%s)" % (key, url_setting, why), url_setting)
     if urlparse(url).scheme.lower() not in ("file", "http", "https"):
@@ -232,8 +242,7 @@ class JwtValidator:
         else None (the unsecured validator).  A bad setting is a ConfigError at start-up."""
         from ..config import ConfigError
 
-        def get(key):
-            return sec.mechanism_get("OAUTHBEARER", key)
+        get = oauthbearer_settings(sec)
         configured = configured_endpoint(sec, "server", VALIDATOR_HANDLERS, "sasl.oauthbearer.jwks.endpoint.url",
                                          "the keys that sign the tokens")
         if configured is None:
