@@ -11,6 +11,7 @@ from pykbroker.embedded import TEST_CONFIG
 from pykbroker.protocol.errors import ErrorCode
 from pykbroker.local.broker_process import wait_until
 from pykbroker.protocol import wire
+from tests.delivery import produce_each
 from tests.polling import kafka_python_values
 
 
@@ -90,11 +91,7 @@ def test_lost_produce_responses_do_not_duplicate_with_an_idempotent_producer():
         b.faults.drop_response("Produce", topic="lost-t", count=3)
         p = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 0, "enable.idempotence": True,
                       "retry.backoff.ms": 20, "reconnect.backoff.ms": 20})
-        errors = []
-        for i in range(10):
-            p.produce("lost-t", value=b"l%d" % i, partition=0,
-                      on_delivery=lambda err, msg: errors.append(err) if err else None)
-            p.poll(0)
+        errors = produce_each(p, "lost-t", [b"l%d" % i for i in range(10)], 0, after=lambda: p.poll(0))
         assert p.flush(30) == 0 and errors == []
         assert b.faults.rules == []
         assert _values(b, "lost-t") == [b"l%d" % i for i in range(10)]
@@ -120,10 +117,7 @@ def test_partition_offline_then_back_producer_delivers_exactly_once():
 
         p = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 0, "enable.idempotence": True,
                       "retry.backoff.ms": 50, "retry.backoff.max.ms": 200, "topic.metadata.refresh.interval.ms": 500})
-        errors = []
-        for i in range(5):
-            p.produce("off-t", value=b"o%d" % i, partition=0,
-                      on_delivery=lambda err, msg: errors.append(err) if err else None)
+        errors = produce_each(p, "off-t", [b"o%d" % i for i in range(5)], 0)
         p.produce("off-t", value=b"other", partition=1)
         p.flush(1.5)
         assert _values(b, "off-t", 0) == []            # nothing got in while offline

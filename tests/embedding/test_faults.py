@@ -8,6 +8,7 @@ import pykbroker
 from pykbroker.embedded import TEST_CONFIG
 from pykbroker.protocol.errors import ErrorCode
 from pykbroker.protocol import wire
+from tests.delivery import produce_each
 
 NLF = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
 API_VERSIONS_V3 = {"client_software_name": "t", "client_software_version": "1"}
@@ -30,11 +31,8 @@ def test_confluent_producer_retries_through_not_leader(broker):
                        error="NOT_LEADER_OR_FOLLOWER", count=3)
     p = Producer({"bootstrap.servers": broker.bootstrap_servers, "acks": "all", "linger.ms": 0,
                   "retry.backoff.ms": 10, "retry.backoff.max.ms": 50})
-    errors = []
-    for i in range(5):
-        p.produce("flt-produce", value=b"v%d" % i, partition=0,
-                  on_delivery=lambda err, msg: errors.append(err) if err else None)
-        p.flush(15)
+    # one request per record, so that the three failures hit three attempts of the first ones
+    errors = produce_each(p, "flt-produce", [b"v%d" % i for i in range(5)], 0, after=lambda: p.flush(15))
     assert p.flush(15) == 0 and errors == []
     assert broker.faults.rules == []  # all 3 injected errors were answered
     # Every record exactly once, in order: the failed attempts appended nothing.
