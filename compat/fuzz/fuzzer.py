@@ -365,14 +365,13 @@ def _nonzero_error(x) -> bool:
 
 
 @dataclass
-class Figures:
+class RunFigures:
+    """What every fuzz run counts (this one and the SASL one, sasl.py), and the verdict they
+    share: a crash, a hang, a held connection, a bad answer, a failed health check or an internal
+    error logged by the broker fails the run."""
     requests: int = 0
-    generated: int = 0
     mutated: int = 0
     answers: int = 0
-    error_answers: int = 0
-    silent: int = 0
-    slow: int = 0       # answered, but after more than twice answer_timeout
     closes: int = 0
     held: int = 0
     bad_answers: int = 0
@@ -381,10 +380,23 @@ class Figures:
     health_checks: int = 0
     health_failures: int = 0
     internal_errors: int = 0
+    seconds: float = 0.0
+    findings: list = field(default_factory=list)  # the first example of each kind of finding
+
+    def ok(self) -> bool:
+        return not (self.crashes or self.hangs or self.held or self.bad_answers or self.health_failures
+                    or self.internal_errors)
+
+
+@dataclass
+class Figures(RunFigures):
+    generated: int = 0
+    error_answers: int = 0
+    silent: int = 0
+    slow: int = 0       # answered, but after more than twice answer_timeout
     generator_errors: int = 0
     connections: int = 0
     batches: int = 0
-    seconds: float = 0.0
     rss_mb: list = field(default_factory=list)
     fds: list = field(default_factory=list)
     peak_rss_mb: float = 0.0
@@ -392,12 +404,10 @@ class Figures:
     state_at_end: dict = field(default_factory=dict)   # topics, partitions, groups the run left
     apis: dict = field(default_factory=dict)      # "Name vN" -> requests sent
     slowest: dict = field(default_factory=dict)   # "Name vN" -> longest wait for its answer (s)
-    findings: list = field(default_factory=list)  # the first example of each kind of finding
     finding_counts: dict = field(default_factory=dict)  # kind -> times seen
 
     def ok(self) -> bool:
-        return (self.crashes == 0 and self.hangs == 0 and self.held == 0 and self.bad_answers == 0
-                and self.health_failures == 0 and self.internal_errors == 0 and self.data_intact is not False)
+        return super().ok() and self.data_intact is not False
 
     def as_dict(self) -> dict:
         d = dict(self.__dict__)

@@ -26,13 +26,13 @@ import random
 import socket
 import struct
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 from pykbroker.protocol.codec import APIS
 from pykbroker.protocol.primitives import ProtocolError
 
-from .fuzzer import ConnectionClosed, FuzzTarget, _Conn, frame, mutate, process_running
+from .fuzzer import ConnectionClosed, FuzzTarget, RunFigures, _Conn, frame, mutate, process_running
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE, API_VERSIONS, METADATA = 17, 36, 18, 3
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
@@ -41,27 +41,13 @@ _HASH = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
 
 
 @dataclass
-class SaslFigures:
+class SaslFigures(RunFigures):
     sessions: int = 0
-    requests: int = 0
-    answers: int = 0
     raw_answers: int = 0
-    closes: int = 0
     authenticated: int = 0
-    mutated: int = 0
-    health_checks: int = 0
-    health_failures: int = 0
-    crashes: int = 0
-    hangs: int = 0
-    held: int = 0
-    bad_answers: int = 0
-    internal_errors: int = 0
-    seconds: float = 0.0
-    findings: list = field(default_factory=list)
 
     def ok(self) -> bool:
-        return not (self.crashes or self.hangs or self.held or self.bad_answers or self.health_failures
-                    or self.internal_errors or self.findings)
+        return super().ok() and not self.findings
 
 
 _METADATA = {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
