@@ -154,9 +154,13 @@ class FaultFS(FileSystem):
     def _tracked(self, path: str) -> bool:
         return path == self.root or path.startswith(self.root + os.sep)
 
-    def _check_tracked(self, op: str, path: str) -> None:
+    def _check_tracked(self, op: str, path: str) -> bool:
+        """Whether ``path`` is under ``root`` (else the plain file system serves the call),
+        after the fault rules for ``op`` on it, when it is."""
         if self._tracked(path):
             self._check(op, path)
+            return True
+        return False
 
     def _norm(self, path: str) -> str:
         return os.path.abspath(path)
@@ -535,9 +539,8 @@ class FaultFS(FileSystem):
         writes and every directory's names become durable."""
         path = self._norm(path)
         with self._lock:
-            if not self._tracked(path):
+            if not self._check_tracked("syncfs", path):
                 return super().sync_filesystem(path)
-            self._check("syncfs", path)
             self.fsyncs += 1
             dirs: dict = {}
             for p, node in self._cur.items():
@@ -553,9 +556,8 @@ class FaultFS(FileSystem):
     def fsync_dir(self, path: str) -> None:
         path = self._norm(path)
         with self._lock:
-            if not self._tracked(path):
+            if not self._check_tracked("fsync_dir", path):
                 return super().fsync_dir(path)
-            self._check("fsync_dir", path)
             self.dir_fsyncs += 1
             entries = {}
             for p, node in self._cur.items():
