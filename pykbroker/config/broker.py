@@ -392,10 +392,26 @@ class _AuthorizerClass(_Validator):
         return (v, "pykbroker builds only Kafka's ACL authorizer (%s)" % ", ".join(AUTHORIZER_CLASSES))
 
 
+# The internal topics' settings: the prefix of their keys -> the topic.
+_INTERNAL_TOPICS = {"offsets.topic": "__consumer_offsets", "share.coordinator.state.topic": "__share_group_state",
+                    "transaction.state.log": "__transaction_state"}
+
+
+def _internal_topic(prefix: str) -> list[ConfigDef]:
+    """An internal topic's partitions, replication factor and segment size, with Kafka's names
+    and defaults but the replication factor's: Kafka's default is 3 (min ISR 2 for
+    __transaction_state), with which a single-node pykbroker could never create the topic, so it
+    is 1 here, and Kafka's on a cluster member (CLUSTER_DEFAULTS)."""
+    topic = _INTERNAL_TOPICS[prefix]
+    return [ConfigDef(prefix + ".num.partitions", "int", 50, "Partitions of %s." % topic, validator=_ge(1)),
+            ConfigDef(prefix + ".replication.factor", "short", 1, "Replication factor of %s." % topic,
+                      validator=_ge(1)),
+            ConfigDef(prefix + ".segment.bytes", "int", 104857600, "Segment size of %s." % topic, validator=_ge(1))]
+
+
 # Defaults that differ on a cluster member (zookeeper.connect set): Kafka's, where pykbroker's
 # single-node default is 1.
-CLUSTER_DEFAULTS = {"offsets.topic.replication.factor": 3, "transaction.state.log.replication.factor": 3,
-                    "share.coordinator.state.topic.replication.factor": 3}
+CLUSTER_DEFAULTS = {prefix + ".replication.factor": 3 for prefix in _INTERNAL_TOPICS}
 
 _DEFS = [
     # --- broker: identity and listeners
@@ -649,10 +665,7 @@ _DEFS = [
     ConfigDef("ssl.endpoint.identification.algorithm", "string", "https",
               "Host name verification of inter-broker TLS connections (https; empty: off)."),
     # --- groups / offsets
-    ConfigDef("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets.", validator=_ge(1)),
-    # Kafka's default is 3; a single-node pykbroker could never create the topic with it.
-    ConfigDef("offsets.topic.replication.factor", "short", 1, "Replication factor of __consumer_offsets.", validator=_ge(1)),
-    ConfigDef("offsets.topic.segment.bytes", "int", 104857600, "Segment size of __consumer_offsets.", validator=_ge(1)),
+    *_internal_topic("offsets.topic"),
     ConfigDef("offsets.retention.minutes", "int", 10080, "Committed offset retention.", validator=_ge(1)),
     ConfigDef("offsets.retention.check.interval.ms", "long", 600000, "How often offset expiry runs.", validator=_ge(1)),
     ConfigDef("group.initial.rebalance.delay.ms", "int", 3000, "Delay of the first rebalance of an empty group."),
@@ -679,12 +692,7 @@ _DEFS = [
     ConfigDef("group.share.partition.max.record.locks", "int", 2000,
               "Most records of one share partition acquired at a time.", validator=_Range(100, 10000)),
     # the share coordinator's __share_group_state (Kafka's ShareCoordinatorConfig defaults)
-    ConfigDef("share.coordinator.state.topic.num.partitions", "int", 50, "Partitions of __share_group_state.",
-              validator=_ge(1)),
-    ConfigDef("share.coordinator.state.topic.replication.factor", "short", 1,
-              "Replication factor of __share_group_state.", validator=_ge(1)),
-    ConfigDef("share.coordinator.state.topic.segment.bytes", "int", 104857600, "Segment size of __share_group_state.",
-              validator=_ge(1)),
+    *_internal_topic("share.coordinator.state.topic"),
     # KIP-1071 streams groups (Kafka 4.4's defaults)
     ConfigDef("group.streams.session.timeout.ms", "int", 45000, "Streams group member session timeout.",
               validator=_ge(1)),
@@ -710,13 +718,7 @@ _DEFS = [
               validator=_ge(1), internal=True),
     ConfigDef("transactional.id.expiration.ms", "int", 604800000, "Transactional id expiry.", validator=_ge(1)),
     # --- transactions (Kafka's names and defaults)
-    ConfigDef("transaction.state.log.num.partitions", "int", 50, "Partitions of __transaction_state.",
-              validator=_ge(1)),
-    # Kafka's default is 3 (min ISR 2); a single-node pykbroker could never create the topic with it.
-    ConfigDef("transaction.state.log.replication.factor", "short", 1, "Replication factor of __transaction_state.",
-              validator=_ge(1)),
-    ConfigDef("transaction.state.log.segment.bytes", "int", 104857600, "Segment size of __transaction_state.",
-              validator=_ge(1)),
+    *_internal_topic("transaction.state.log"),
     ConfigDef("transaction.max.timeout.ms", "int", 900000, "Largest transaction.timeout.ms a producer may ask for.",
               validator=_ge(1)),
     ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000,

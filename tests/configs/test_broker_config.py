@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from pykbroker.cli import build_config
-from pykbroker.config.broker import (AUTHORIZER_KEYS, BROKER_CONFIGS, ZK_ERA_KEYS, TOPIC_CONFIGS, BrokerConfig, ConfigError, _Range, _ValidString,
-                              validate_topic_configs)
+from pykbroker.config.broker import (AUTHORIZER_KEYS, BROKER_CONFIGS, CLUSTER_DEFAULTS, ZK_ERA_KEYS, TOPIC_CONFIGS,
+                                     BrokerConfig, ConfigError, _Range, _ValidString, validate_topic_configs)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -119,9 +119,8 @@ DEFAULT_DIFFERS = {
     ("broker", "node.id"): "no default in Kafka either (pykbroker runs as node 1 when unset)",
     ("broker", "listeners"): "pykbroker binds loopback by default, Kafka all interfaces",
     ("broker", "log.dir"): "pykbroker's data dir, not /tmp/kafka-logs",
-    ("broker", "offsets.topic.replication.factor"): "single node: 1, Kafka 3",
-    ("broker", "transaction.state.log.replication.factor"): "single node: 1, Kafka 3",
-    ("broker", "share.coordinator.state.topic.replication.factor"): "single node: 1, Kafka 3",
+    # the internal topics' replication factors, Kafka's on a cluster member (CLUSTER_DEFAULTS)
+    **{("broker", key): "single node: 1, Kafka %d" % n for key, n in CLUSTER_DEFAULTS.items()},
 }
 VALIDATOR_DIFFERS = {
     ("broker", "log.segment.bytes"): "pykbroker accepts segments down to 14 bytes",
