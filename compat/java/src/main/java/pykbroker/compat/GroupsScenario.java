@@ -38,22 +38,13 @@ final class GroupsScenario {
     private GroupsScenario() {}
 
     /** One group member, polling on its own thread (KafkaConsumer is single-threaded). */
-    static final class Member implements Runnable {
-        final String name;
-        final Properties props;
-        final String topic;
+    static final class Member extends PollingMember {
         final Set<Integer> assignment = new ConcurrentSkipListSet<>();
         final AtomicInteger consumed = new AtomicInteger();
-        volatile boolean stop = false;
-        volatile String error = null;
         volatile boolean closed = false;
-        final Thread thread;
 
         Member(String name, Properties props, String topic) {
-            this.name = name;
-            this.props = props;
-            this.topic = topic;
-            this.thread = new Thread(this, "member-" + name);
+            super(name, props, topic, "member-");
         }
 
         @Override
@@ -92,11 +83,6 @@ final class GroupsScenario {
             } finally {
                 closed = true;
             }
-        }
-
-        void stopAndJoin() throws InterruptedException {
-            stop = true;
-            thread.join(30_000);
         }
     }
 

@@ -72,22 +72,13 @@ final class ShareScenario {
     }
 
     /** A polling consumer on its own thread (KafkaShareConsumer is single-threaded). */
-    static final class Member implements Runnable {
-        final String name;
-        final Properties props;
-        final String topic;
+    static final class Member extends PollingMember {
         final Map<String, List<String>> seen;
-        volatile boolean stop = false;
-        volatile String error = null;
-        final Thread thread;
         int count = 0;
 
         Member(String name, Properties props, String topic, Map<String, List<String>> seen) {
-            this.name = name;
-            this.props = props;
-            this.topic = topic;
+            super(name, props, topic, "share-");
             this.seen = seen;
-            this.thread = new Thread(this, "share-" + name);
         }
 
         @Override
