@@ -53,6 +53,19 @@ def require_zookeeper(allow_module_level: bool = False) -> None:
         skip_missing(why, allow_module_level=allow_module_level)
 
 
+def require_kerberos() -> None:
+    """A real MIT KDC (pykbroker/testing/kdc.py) and python-gssapi, or a missing-tool skip."""
+    from pykbroker.testing.kdc import Kdc
+    why = Kdc.missing()
+    if why is None:
+        try:
+            import gssapi  # noqa: F401
+        except ImportError:
+            why = "the gssapi package (pip install 'pykbroker[kerberos]'; it builds against libkrb5-dev)"
+    if why:
+        skip_missing(why)
+
+
 def kafka_libs() -> Path:
     """The cached Apache Kafka jars (compat/kafka/oracle.py fetch) and Java, or a missing-tool skip."""
     import importlib.util

@@ -12,13 +12,13 @@ confluent-kafka's wheels are built without cyrus-sasl: they refuse ``sasl.mechan
 import logging
 import os
 import shutil
-import socket
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests import needs
+from tests.ports import free_port
 
 import pykbroker
 from pykbroker.embedded import TEST_CONFIG
@@ -30,14 +30,7 @@ TOPIC = "kerberized"
 
 @pytest.fixture(scope="module")
 def kdc():
-    why = Kdc.missing()
-    if why is None:
-        try:
-            import gssapi  # noqa: F401
-        except ImportError:
-            why = "the gssapi package (pip install 'pykbroker[kerberos]'; it builds against libkrb5-dev)"
-    if why:
-        needs.skip_missing(why)
+    needs.require_kerberos()
     with Kdc() as k:
         k.keytabs = {"kafka": k.add_principal("kafka/localhost")}
         for user in ("alice", "bob"):
@@ -48,19 +41,11 @@ def kdc():
         yield k
 
 
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 @pytest.fixture(scope="module")
 def broker(kdc):
     mp = pytest.MonkeyPatch()
     mp.setenv("KRB5_CONFIG", kdc.krb5_conf)   # MIT's library in this process reads the test realm
-    port = _free_port()
+    port = free_port()
     # clients name the service kafka/<the host they connect to>: the broker is advertised as
     # localhost, the host of its service principal
     cfg = {**TEST_CONFIG, "listeners": "SASL_PLAINTEXT://127.0.0.1:%d" % port,

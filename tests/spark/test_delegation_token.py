@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -37,6 +36,7 @@ from pathlib import Path
 import pytest
 
 from tests import needs
+from tests.ports import free_port
 
 import pykbroker
 from pykbroker.embedded import TEST_CONFIG
@@ -54,25 +54,10 @@ ADMIN, ADMIN_PASSWORD = "admin", "admin-secret"
 
 @pytest.fixture(scope="module")
 def kdc():
-    why = Kdc.missing()
-    if why is None:
-        try:
-            import gssapi  # noqa: F401
-        except ImportError:
-            why = "the gssapi package (pip install 'pykbroker[kerberos]'; it builds against libkrb5-dev)"
-    if why:
-        needs.skip_missing(why)
+    needs.require_kerberos()
     with Kdc() as k:
         k.keytabs = {"kafka": k.add_principal("kafka/localhost"), "spark": k.add_principal("spark")}
         yield k
-
-
-def _free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +66,7 @@ def broker(kdc):
     localhost), each serving GSSAPI and SCRAM-SHA-512."""
     mp = pytest.MonkeyPatch()
     mp.setenv("KRB5_CONFIG", kdc.krb5_conf)   # MIT's library in this process reads the test realm
-    plain, tls = _free_port(), _free_port()
+    plain, tls = free_port(), free_port()
     jaas = ('com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true '
             'keyTab="%s" principal="kafka/localhost@%s";' % (kdc.keytabs["kafka"], kdc.realm))
     # Kerberos clients name the service kafka/<the host they connect to>: advertised as localhost
