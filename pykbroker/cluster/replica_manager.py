@@ -428,7 +428,6 @@ class ReplicaManager:
         s.lagging = set()
         budget = _Budget(params.max_bytes)
         out: dict = {}
-        follower = params.replica_id >= 0
         metadata = self.metadata
         read_partition = self.read_partition
 
@@ -452,9 +451,13 @@ class ReplicaManager:
                 if cp.must_list(d) or key in out:
                     out[key] = (cp, d)
                     # errors and divergence answer at once (Kafka's errorReadingData /
-                    # hasDivergingEpoch); a follower's session also answers a new high watermark
-                    # at once (what KIP-1166 gets followers), a consumer's waits for min_bytes
-                    ready = ready or d.error != 0 or d.diverging_epoch is not None or follower
+                    # hasDivergingEpoch); anything else waits for min_bytes, a follower's too: a
+                    # new high watermark alone completes no fetch (Kafka's DelayedFetch since
+                    # KAFKA-9952), it goes out with the next data or when max_wait_ms ends.
+                    # Answering it at once doubled the followers' requests under acks=all load,
+                    # and a follower busy with that extra round trip was not parked when the
+                    # next batch came (compat/bench/results/bench-cluster-acks-all-hw.md)
+                    ready = ready or d.error != 0 or d.diverging_epoch is not None
                 if d.end > cp.fields["fetch_offset"] and not d.error:
                     s.lagging.add(key)   # more to give: read again next time even if nothing wakes it
                 else:

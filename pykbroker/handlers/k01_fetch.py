@@ -13,9 +13,11 @@ Behaviour (Apache Kafka 4.4 as the oracle):
   ReplicaManager.readFromLog check, after the partition lookup, before the epoch checks).
   Answers name topics by id.  v15+ carry the follower's id in ``replica_state``; v16 adds
   ``node_endpoints`` for the leaders named in ``current_leader`` (KIP-951); v17
-  ``replica_directory_id`` and v18 ``high_watermark`` (KIP-1166, the follower's HW) are read
-  and ignored: the answer does not depend on them here (a follower's session answers at once
-  when a partition's high watermark moves, which is what KIP-1166 asks for).
+  ``replica_directory_id`` and v18 ``high_watermark`` (the follower's HW; KIP-1166 uses it for
+  KRaft's own log) are read and ignored, as Kafka's ReplicaManager does: a follower's fetch, like
+  a consumer's, completes on ``min_bytes`` of data, an error or a divergence, never on a high
+  watermark move alone (Kafka's DelayedFetch since KAFKA-9952); the new HW goes out with the
+  next data or when ``max_wait_ms`` ends.
 - Under a client quota (KIP-219, server/connection.py) a throttled answer is empty and the
   session does not learn what it would have told: no session is created for a throttled full
   fetch (session id 0), and an incremental one lists its partitions again next time (Kafka's

@@ -157,6 +157,54 @@ def test_consumers_never_see_past_the_high_watermark_then_isr_shrinks(cluster):
     assert vals == [b"a", b"b", b"c"]
 
 
+def test_follower_fetch_waits_for_data_not_for_a_new_high_watermark(cluster):
+    """A follower's parked fetch completes when data arrives (at once), not when only the high
+    watermark moved (Kafka's DelayedFetch since KAFKA-9952): the new HW goes out with the next
+    data or when max_wait_ms ends.  Here the test's own fetches take a hung follower's place."""
+    cluster.create_topic("hwf", 1, 3)
+    leader, (a, b) = followers(cluster, "hwf", 0)
+    assert produce(cluster, leader, "hwf", 0, [b"a"])["error_code"] == 0
+    wait_replicated(cluster, "hwf", 0)
+    cluster.stop_broker(b, fail=False)     # still in the ISR: the HW waits for b's fetches
+    epoch = cluster.call(lambda: cluster.partition(leader, "hwf", 0).leader_epoch)
+
+    with wire.WireClient(cluster.address(leader), timeout=30) as w:
+        def fetch(session_id, session_epoch, offset, max_wait_ms):
+            named = [] if offset is None else [{"topic": "hwf", "partitions": [{
+                "partition": 0, "current_leader_epoch": epoch, "fetch_offset": offset,
+                "last_fetched_epoch": epoch, "log_start_offset": 0, "partition_max_bytes": 1 << 20}]}]
+            t0 = time.monotonic()
+            r = w.request(1, 12, {"replica_id": b, "max_wait_ms": max_wait_ms, "min_bytes": 1,
+                                  "max_bytes": 1 << 20, "isolation_level": 0, "session_id": session_id,
+                                  "session_epoch": session_epoch, "topics": named,
+                                  "forgotten_topics_data": [], "rack_id": ""})
+            assert r["error_code"] == 0, r
+            parts = [p for t in r["responses"] for p in t["partitions"]]
+            return r, parts, time.monotonic() - t0
+
+        r, _, _ = fetch(0, 0, 1, 0)        # full fetch at b's log end: a session
+        sid = r["session_id"]
+        assert sid
+        # a record a copies and b (this test) does not yet: the HW stays at 1
+        assert produce(cluster, leader, "hwf", 0, [b"b"], acks=1)["error_code"] == 0
+        wait_until(lambda: cluster.offsets(a, "hwf", 0)[2] == 2, 10, what="a copied offset 1")
+        _, parts, took = fetch(sid, 1, 1, 5000)
+        assert wire.decode_batches(parts[0]["records"])[0][2][0][2] == b"b" and took < 4
+        assert cluster.offsets(leader, "hwf", 0)[1] == 1
+        # b "appended" it: this fetch moves the HW to 2, and then waits, since nothing new is
+        # there to send (answered at once before: twice the follower requests under load)
+        _, parts, took = fetch(sid, 2, 2, 1000)
+        assert cluster.offsets(leader, "hwf", 0)[1] == 2
+        assert took >= 0.8, "a new high watermark alone completed a follower's fetch (%.2f s)" % took
+        assert parts[0]["high_watermark"] == 2 and not parts[0]["records"]   # told when it ends
+        # new data completes a parked follower fetch at once
+        timer = threading.Timer(0.3, produce, (cluster, leader, "hwf", 0, [b"c"], 1))
+        timer.start()
+        _, parts, took = fetch(sid, 3, None, 8000)
+        timer.join()
+        assert took < 6 and wire.decode_batches(parts[0]["records"])[0][2][0][2] == b"c"
+
+
 def test_min_insync_replicas(cluster):
     cluster.create_topic("mi", 1, 3, {"min.insync.replicas": "3"})
     leader, (f1, f2) = followers(cluster, "mi", 0)
