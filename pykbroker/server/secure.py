@@ -10,7 +10,7 @@ and SASL cost them nothing.  Here:
   fault plan injects on SaslHandshake / SaslAuthenticate is answered and ends the exchange as
   Kafka's authenticator ends a failed one (``SaslAuthenticator.inject_failure``).
 - ``SecureConnection``: on SASL_PLAINTEXT the plain socket path with a ``SaslDispatcher``; on
-  SSL/SASL_SSL a ``TlsTransport`` (tls_transport.py: OpenSSL's memory BIOs on the non-blocking
+  SSL/SASL_SSL a ``TlsTransport`` (security/tls_transport.py: OpenSSL's memory BIOs on the non-blocking
   socket; the handshake under a timeout; the principal from the client certificate).  Fetch answers cannot use ``sendfile``
   over TLS: their file regions are read into large buffers (one per ~1 MiB, never per record)
   and written as few TLS records as possible.
@@ -32,7 +32,7 @@ from ..security.errors import AuthenticationFailed
 from .connection import Connection
 from .dispatch import Delayed, Dispatcher, Event, HandleRequest, SendResponse
 from .faults import FaultPlan
-from .tls_transport import TlsTransport
+from ..security.tls_transport import TlsTransport
 
 if TYPE_CHECKING:
     from ..storage.segment import FileRegion
@@ -199,7 +199,7 @@ class SecureConnection(Connection):
             # The next TLS record already in the incoming buffer, decrypted straight into the
             # frame's buffer when the dispatcher offers one (a large request's body), as the
             # PLAINTEXT path reads it; a socket read only when no whole record is left
-            # (tls_transport.py: why not trio's SSLStream).
+            # (security/tls_transport.py: why not trio's SSLStream).
             target = dispatcher.read_target()
             try:
                 if target is not None:

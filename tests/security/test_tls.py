@@ -223,7 +223,7 @@ def test_session_tickets_are_sent_right_after_the_handshake(mtls, pki):
 def test_a_refused_client_certificate_gets_kafkas_alert_over_tls12():
     """Kafka answers a client certificate its truststore refuses with bad_certificate (42);
     OpenSSL's TLS 1.2 alert (in the clear) is rewritten to it, nothing else is touched."""
-    from pykbroker.server.tls_transport import kafka_alert
+    from pykbroker.security.tls_transport import kafka_alert
     unknown_ca = bytes([21, 3, 3, 0, 2, 2, 48])
     assert kafka_alert(unknown_ca, True) == bytes([21, 3, 3, 0, 2, 2, 42])
     assert kafka_alert(unknown_ca, False) == unknown_ca             # another failure: OpenSSL's own

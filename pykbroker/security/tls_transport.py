@@ -9,6 +9,10 @@ against 1.1 on PLAINTEXT (compat/bench/results/bench-security.md).  Here one soc
 into the request's frame buffer where the dispatcher offers one (the PLAINTEXT path's
 ``readv``), with one scheduler checkpoint per socket read.
 
+Both sides: a client listener's connections (server/secure.py, ``server_side``) and this broker's
+own connections to the others' TLS inter-broker listener (cluster/interbroker.py: a follower's
+Fetch answers of up to ``replica.fetch.response.max.bytes`` are read the same way).
+
 Only the connection's one task uses a transport (reads, writes and the close), so the
 ``SSLObject`` never sees two operations at once; nothing here holds a lock.
 
@@ -20,6 +24,8 @@ from __future__ import annotations
 
 import os
 import ssl
+from typing import Optional
+
 import trio
 
 # One socket read: a few TLS records of 16 KiB.  Large enough that a big Produce needs few
@@ -44,20 +50,24 @@ def kafka_alert(alert: bytes, certificate_refused: bool) -> bytes:
     return alert
 
 
-class TlsTransport:
-    """The server side of one TLS connection over ``tcp`` (a ``trio.SocketStream``)."""
+class TlsTransport(trio.abc.AsyncResource):
+    """One side of one TLS connection over ``tcp`` (a ``trio.SocketStream``): the server's
+    (default), or a client's checking the server's name ``server_hostname`` (None: not checked)."""
 
-    def __init__(self, tcp: trio.SocketStream, context: ssl.SSLContext) -> None:
+    def __init__(self, tcp: trio.SocketStream, context: ssl.SSLContext, server_side: bool = True,
+                 server_hostname: Optional[str] = None) -> None:
         self.transport_stream = tcp
         self.socket = tcp.socket
         self._fd = tcp.socket.fileno()
         self._incoming = ssl.MemoryBIO()
         self._outgoing = ssl.MemoryBIO()
-        self.ssl_object = context.wrap_bio(self._incoming, self._outgoing, server_side=True)
+        self.ssl_object = context.wrap_bio(self._incoming, self._outgoing, server_side=server_side,
+                                           server_hostname=None if server_side else server_hostname)
 
     async def do_handshake(self) -> None:
         """The TLS handshake; ``ssl.SSLError`` for a refused one (plaintext on a TLS port, an
-        untrusted client certificate), ``trio.BrokenResourceError`` when the peer goes away."""
+        untrusted certificate), ``trio.BrokenResourceError`` when the peer goes away.  A client's
+        first call writes its hello and asks for the answer, like a server's first read."""
         obj = self.ssl_object
         while True:
             try:
