@@ -4,7 +4,7 @@ import shutil
 import pytest
 
 from pykbroker.local.broker_process import BrokerProcess
-from tests import against
+from tests import against, full_matrix
 from tests.needs import MISSING, in_ci
 
 # Group/consumer tests shorten Kafka's 3 s initial rebalance delay; everything else is default.
@@ -220,6 +220,12 @@ def pytest_configure(config):
                                        "left out of PYKBROKER_LANE=fast")
 
 
+def _rel_nodeid(item) -> str:
+    """``dir/file.py::test[params]``: the node id relative to tests/."""
+    rel = os.path.relpath(str(item.path), _TESTS).replace(os.sep, "/")
+    return rel + ("::" + item.nodeid.split("::", 1)[1] if "::" in item.nodeid else "")
+
+
 def pytest_collection_modifyitems(config, items):
     lane = os.environ.get("PYKBROKER_LANE", "")
     quick = os.environ.get("PYKBROKER_QUICK") == "1"
@@ -235,6 +241,9 @@ def pytest_collection_modifyitems(config, items):
             continue
         keep.append(item)
         rel_dir = os.path.relpath(str(item.path), _TESTS).split(os.sep, 1)[0]
+        matrix_skip = full_matrix.skip_reason(_rel_nodeid(item))   # tests/full_matrix.py
+        if matrix_skip:
+            item.add_marker(pytest.mark.skip(reason=matrix_skip))
         if quick and cost not in ("unit", "process") and rel_dir not in QUICK_HANDLED:
             item.add_marker(pytest.mark.skip(reason="PYKBROKER_QUICK=1: a %s test (CI runs it)" % cost))
     if lane not in ("", "fast"):

@@ -2,6 +2,7 @@
 # Install everything the tests need (Debian packages, pip packages) and run the whole suite.
 # This is the README's test command and what CI runs (.ci/run).
 #   PYKBROKER_QUICK=1  skip the long matrices (everyday runs); CI runs the full suite.
+#   PYKBROKER_FULL_MATRIX=1  also the cluster repeats of client scenarios (tests/full_matrix.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -112,4 +113,4 @@ python3 -m mypy --cache-dir "${XDG_CACHE_HOME:-$HOME/.cache}/pykbroker/mypy"
 
 # -p no:cacheprovider keeps a clean clone clean; durations show where the time goes; -rs lists
 # every skip with its reason (only genuinely absent platform features skip in CI).
-exec python3 -m pytest -p no:cacheprovider --durations=15 -rs "$@"
+exec python3 -m pytest -p no:cacheprovider --durations=60 -rs "$@"

@@ -1,0 +1,55 @@
+"""The full client matrix: variants that only ``PYKBROKER_FULL_MATRIX=1`` runs.
+
+A client scenario runs on one broker and on the 3-broker cluster.  The cluster run proves what
+one broker cannot: replicas on three brokers, the group and transaction coordinators on one
+broker and the partition leaders on others, metadata naming three brokers.  Once one variant of
+a client's scenario proves that on the cluster, its other variants there (another assignor,
+another codec set, another client-side option) repeat the same broker paths, which their
+single-broker runs check on every run.  Those cluster repeats are listed here, each with what
+still proves it on every run; the default run skips them saying so (``-rs`` lists the reason),
+``PYKBROKER_FULL_MATRIX=1`` runs them.  Never listed: a fault test (kill -9, partitions) and a
+scenario's only cluster run.
+
+Keys are node ids relative to tests/ (``dir/file.py::test[params]``);
+tests/install/test_full_matrix.py checks each still names a collected test.
+"""
+from __future__ import annotations
+
+import os
+
+FLAG = "PYKBROKER_FULL_MATRIX"
+FULL = os.environ.get(FLAG) == "1"
+
+_FRANZ_EOS = ("franz-go's exactly-once session on the cluster is proven by [cluster-range] (coordinators and "
+              "leaders on different brokers); this variant's broker rules by its [single-...] run")
+_GO_CODECS = ("compressed batches replicated and read back on the cluster: franz-go's "
+              "test_produce_consume_every_codec[cluster]; this client's batches by its [single-...] run")
+_GO_ASSIGNOR = ("the assignor is the client's; the broker's group paths on the cluster are proven by the "
+                "client's [cluster-...-range] run, this assignor by its [single-...] run")
+
+FULL_MATRIX_ONLY: dict[str, str] = {
+    # tests/go: franz-go
+    "go/test_franz_go.py::test_group_commits_resume_across_members[cluster-cooperative-sticky]":
+        "the assignor is franz-go's; its classic and KIP-848 groups on the cluster are [cluster-range] and "
+        "[cluster-consumer], this assignor [single-cooperative-sticky]",
+    "go/test_franz_go.py::test_group_transact_session_exactly_once[cluster-cooperative-sticky-static]": _FRANZ_EOS,
+    "go/test_franz_go.py::test_group_transact_session_exactly_once[cluster-kip848]":
+        _FRANZ_EOS + "; KIP-848 groups on the cluster by test_group_commits_resume_across_members[cluster-consumer]",
+    "go/test_franz_go.py::test_group_transact_session_exactly_once[cluster-lost-end-txn-answer]":
+        _FRANZ_EOS + "; the lost EndTxn answer is the coordinator's alone, also compared with Apache Kafka in "
+        "tests/differential/test_franz_go.py",
+    # tests/go: sarama and kafka-go
+    "go/test_sarama_kafka_go.py::test_produce_consume_every_codec[cluster-sarama]": _GO_CODECS,
+    "go/test_sarama_kafka_go.py::test_produce_consume_every_codec[cluster-kafkago]": _GO_CODECS,
+    "go/test_sarama_kafka_go.py::test_group_commits_resume_across_members[cluster-sarama-roundrobin]": _GO_ASSIGNOR,
+    "go/test_sarama_kafka_go.py::test_group_commits_resume_across_members[cluster-sarama-sticky]": _GO_ASSIGNOR,
+    "go/test_sarama_kafka_go.py::test_group_commits_resume_across_members[cluster-kafkago-roundrobin]": _GO_ASSIGNOR,
+}
+
+
+def skip_reason(rel_nodeid: str) -> str | None:
+    """The skip reason of a test left to the full matrix, or None (run it)."""
+    if FULL:
+        return None
+    why = FULL_MATRIX_ONLY.get(rel_nodeid)
+    return None if why is None else "%s=1: %s" % (FLAG, why)
