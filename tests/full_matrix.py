@@ -45,6 +45,21 @@ FULL_MATRIX_ONLY: dict[str, str] = {
     "go/test_sarama_kafka_go.py::test_group_commits_resume_across_members[cluster-sarama-sticky]": _GO_ASSIGNOR,
     "go/test_sarama_kafka_go.py::test_group_commits_resume_across_members[cluster-kafkago-roundrobin]": _GO_ASSIGNOR,
 }
+# tests/java/test_on_cluster.py: the single-broker modules' scenarios on the cluster, once per
+# Java client profile.  The kafka4 profile's runs prove the cluster's part (the 4.x client of
+# the same scenarios, its classic and consumer groups, the replicated admin answers; the admin
+# runs, 1 s each, stay for both profiles); the kafka39 profile's runs of the same scenarios on
+# one broker stay (tests/java/test_*.py).
+_JAVA39 = ("the kafka39 profile repeats on the cluster what the kafka4 profile's run of the same scenario proves "
+           "there; the 3.9 client itself runs it on one broker (tests/java/%s)")
+FULL_MATRIX_ONLY.update({"java/test_on_cluster.py::%s[%s]" % (test, param): _JAVA39 % module
+                         for module, tests, param in (
+                             ("test_groups.py", ("test_empty_group_and_delete", "test_rebalance"), "kafka39-classic"),
+                             ("test_produce_consume.py", ("test_assign_seek_read", "test_default_producer",
+                                                          "test_subscribe_classic_group"), "kafka39"),
+                             ("test_offsets.py", ("test_list_offsets", "test_consumer_offsets_for_times",
+                                                  "test_delete_records", "test_consumer_below_log_start"), "kafka39"))
+                         for test in tests})
 
 
 def skip_reason(rel_nodeid: str) -> str | None:

@@ -30,7 +30,7 @@ def test_every_full_matrix_entry_names_a_collected_test():
 def test_the_default_run_skips_them_naming_the_flag(monkeypatch):
     monkeypatch.setattr(full_matrix, "FULL", False)
     for key, why in full_matrix.FULL_MATRIX_ONLY.items():
-        assert "[cluster" in key, key   # only cluster repeats of client scenarios
+        assert "[cluster" in key or "on_cluster.py::" in key, key   # only cluster repeats of client scenarios
         assert full_matrix.skip_reason(key) == "PYKBROKER_FULL_MATRIX=1: " + why
     monkeypatch.setattr(full_matrix, "FULL", True)
     assert all(full_matrix.skip_reason(key) is None for key in full_matrix.FULL_MATRIX_ONLY)
