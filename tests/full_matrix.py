@@ -4,7 +4,7 @@ A client scenario runs on one broker and on the 3-broker cluster.  The cluster r
 one broker cannot: replicas on three brokers, the group and transaction coordinators on one
 broker and the partition leaders on others, metadata naming three brokers.  Once one variant of
 a client's scenario proves that on the cluster, its other variants there (another assignor,
-another codec set, another client-side option) repeat the same broker paths, which their
+codec set, client-side option or client version) repeat the same broker paths, which their
 single-broker runs check on every run.  Those cluster repeats are listed here, each with what
 still proves it on every run; the default run skips them saying so (``-rs`` lists the reason),
 ``PYKBROKER_FULL_MATRIX=1`` runs them.  Never listed: a fault test (kill -9, partitions) and a
