@@ -61,6 +61,19 @@ FULL_MATRIX_ONLY.update({"java/test_on_cluster.py::%s[%s]" % (test, param): _JAV
                                                   "test_delete_records", "test_consumer_below_log_start"), "kafka39"))
                          for test in tests})
 
+# tests/clients/test_on_cluster.py: each Python client's and kcat's round trip per codec on the
+# cluster.  confluent-kafka's idempotent round trips with every codec prove compressed batches
+# replicated and read back there; each client keeps its uncompressed run on the cluster and
+# its every codec on one broker (tests/clients/test_<client>.py).
+_PY_CODECS = ("compressed batches replicated and read back on the cluster: test_confluent_roundtrip[<codec>-idempotent]; "
+              "this client's %s batches on one broker: tests/clients/%s")
+FULL_MATRIX_ONLY.update({"clients/test_on_cluster.py::%s[%s]" % (test, param % codec): _PY_CODECS % (codec, module)
+                         for test, module, param in (("test_kafka_python_roundtrip", "test_kafka_python.py", "%s"),
+                                                     ("test_aiokafka_roundtrip", "test_aiokafka.py", "%s"),
+                                                     ("test_kcat_roundtrip", "test_kcat.py", "%s"),
+                                                     ("test_confluent_roundtrip", "test_confluent.py", "%s-plain"))
+                         for codec in ("gzip", "snappy", "lz4", "zstd")})
+
 
 def skip_reason(rel_nodeid: str) -> str | None:
     """The skip reason of a test left to the full matrix, or None (run it)."""
