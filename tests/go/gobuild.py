@@ -60,8 +60,8 @@ def go_binary() -> str | None:
 
 
 # The directory of this session's build: tests/go and the modules of tests/differential and
-# tests/security that run the Go clients use one build (each built ./... again before, about 4 s
-# each on a loaded 2-core machine, linking three programs).
+# tests/security that run the Go clients use one build (each built ./... again before, linking
+# three programs: 4 s with warm caches on a quiet 2-core machine, 7-9 s of setup under a load of 10-15).
 _BUILT: list[Path] = []
 
 
