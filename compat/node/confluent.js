@@ -30,6 +30,7 @@ const PRODUCER = { 'linger.ms': 5, 'topic.metadata.refresh.interval.ms': 1000 }
 const CONSUMER = { 'topic.metadata.refresh.interval.ms': 1000, 'fetch.wait.max.ms': 100 }
 
 const withAdmin = fn => scen.withAdmin(kafka, fn)
+const topicProducer = (topic, config, k = kafka) => scen.topicProducer(k, createTopic, topic, config)
 
 async function createTopic(admin, topic, partitions) {
   await admin.createTopics({ topics: [{ topic, numPartitions: partitions, replicationFactor: opts.rf }] })
@@ -68,17 +69,10 @@ async function readAll(topic, expected, { readUncommitted = false, ms = 30000, k
 
 // --- roundtrip: the shared data set with every codec, read back byte-exact ---------------------
 async function roundtrip() {
-  const out = {}
-  const base = Date.now()
-  const want = []
-  for (let i = 0; i < opts.records; i++) want.push(scen.record(i, base))
-  for (const name of scen.CODEC_SET) {
-    const topic = `${opts.prefix}-rt-${name}`
-    await withAdmin(admin => createTopic(admin, topic, 3))
+  return scen.roundtrips(scen.CODEC_SET, opts, async (name, topic, want) => {
     const type = { none: CompressionTypes.None, gzip: CompressionTypes.GZIP, snappy: CompressionTypes.SNAPPY,
       lz4: CompressionTypes.LZ4, zstd: CompressionTypes.ZSTD }[name]
-    const producer = kafka.producer({ kafkaJS: { compression: type, acks: -1, allowAutoTopicCreation: false }, ...PRODUCER })
-    await producer.connect()
+    const producer = await topicProducer(topic, { kafkaJS: { compression: type, acks: -1, allowAutoTopicCreation: false }, ...PRODUCER })
     const wantByPart = { 0: [], 1: [], 2: [] }
     const reported = { 0: [], 1: [], 2: [] }
     // one send per record, all awaited together: librdkafka batches them (in order per partition)
@@ -97,19 +91,15 @@ async function roundtrip() {
     // behaviour, README.md): only the bytes are compared there
     const res = scen.judge(wantByPart, got, { nullVsEmptyKey: false, nullVsEmptyValue: false })
     res.offsets_dense = Object.values(reported).every(offs => offs.every((o, j) => o === j))
-    res.topic = topic
-    out[name] = res
-  }
-  return out
+    return res
+  })
 }
 
 // --- idempotent: librdkafka's idempotent producer, every record once, in order ---------------
 async function idempotent() {
   const topic = `${opts.prefix}-idem`
   const n = opts.records * 10
-  await withAdmin(admin => createTopic(admin, topic, 3))
-  const producer = kafka.producer({ kafkaJS: { idempotent: true, allowAutoTopicCreation: false }, ...PRODUCER })
-  await producer.connect()
+  const producer = await topicProducer(topic, { kafkaJS: { idempotent: true, allowAutoTopicCreation: false }, ...PRODUCER })
   // every record sent without waiting for the one before: up to 5 requests in flight per
   // partition, librdkafka's sequence numbers keep them in order
   const sends = []
@@ -124,30 +114,12 @@ async function idempotent() {
 // --- txn: transactions committed (visible to read_committed) and aborted (invisible) -----------
 async function txn() {
   const topic = `${opts.prefix}-txn`
-  await withAdmin(admin => createTopic(admin, topic, 3))
-  const producer = kafka.producer({ kafkaJS: { transactionalId: `${opts.prefix}-txn-id`, allowAutoTopicCreation: false }, ...PRODUCER })
-  await producer.connect()
-  const rounds = [['c1', 'commit'], ['a1', 'abort'], ['c2', 'commit'], ['a2', 'abort'], ['c3', 'commit']]
-  for (const [tag, end] of rounds) {
-    const t = await producer.transaction()
-    for (let k = 0; k < 3; k++) {
-      await t.send({ topic, messages: Array.from({ length: 10 }, (_, i) => ({ partition: i % 3, value: `${tag}-${k}-${i}` })) })
-    }
-    if (end === 'commit') await t.commit()
-    else await t.abort()
-  }
+  const producer = await topicProducer(topic, { kafkaJS: { transactionalId: `${opts.prefix}-txn-id`, allowAutoTopicCreation: false },
+    ...PRODUCER })
+  await scen.txnRounds(producer, topic)
   await producer.disconnect()
-  const count = msgs => {
-    const tags = {}
-    for (const p of Object.keys(msgs)) {
-      for (const m of msgs[p]) {
-        const tag = m.value.toString().split('-')[0]
-        tags[tag] = (tags[tag] || 0) + 1
-      }
-    }
-    return tags
-  }
-  return { read_committed: count(await readAll(topic, 90)), read_uncommitted: count(await readAll(topic, 150, { readUncommitted: true })) }
+  return { read_committed: scen.countTags(await readAll(topic, 90)),
+    read_uncommitted: scen.countTags(await readAll(topic, 150, { readUncommitted: true })) }
 }
 
 // --- group: two members rebalancing, committed offsets resumed after a restart -----------------
@@ -165,9 +137,7 @@ async function groupWith(assignor) {
   const topic = `${opts.prefix}-grp-${assignor}`
   const groupId = `${topic}-g`
   const n = opts.records
-  await withAdmin(admin => createTopic(admin, topic, 3))
-  const p = kafka.producer({ kafkaJS: { allowAutoTopicCreation: false }, ...PRODUCER })
-  await p.connect()
+  const p = await topicProducer(topic, { kafkaJS: { allowAutoTopicCreation: false }, ...PRODUCER })
   const all = scen.groupValues(n)
   await Promise.all(all.map((v, i) => p.send({ topic, messages: [{ partition: i % 3, value: v }] })))
   await p.disconnect()
@@ -294,10 +264,8 @@ async function secureCase(c) {
   }
   const k = makeKafka(c.brokers, rdkafkaSecurity(c))
   const topic = `${opts.prefix}-sec-${c.name}`
-  await scen.withAdmin(k, admin => createTopic(admin, topic, 3))
   const want = scen.secureRecords(SECURE_RECORDS, Date.now())
-  const producer = k.producer({ kafkaJS: { acks: -1, allowAutoTopicCreation: false }, ...PRODUCER })
-  await producer.connect()
+  const producer = await topicProducer(topic, { kafkaJS: { acks: -1, allowAutoTopicCreation: false }, ...PRODUCER }, k)
   const results = await Promise.all(want.map(r => producer.send({ topic, messages: [{ partition: r.partition,
     key: r.key, value: r.value, timestamp: String(r.timestamp), headers: scen.headerObject(r.headers) }] })))
   await producer.disconnect()
@@ -329,9 +297,7 @@ const secure = () => scen.runSecurityCases(opts.security, secureCase)
 async function leaderkill() {
   const topic = `${opts.prefix}-idem`
   const n = opts.records
-  await withAdmin(admin => createTopic(admin, topic, 3))
-  const producer = kafka.producer({ kafkaJS: { idempotent: true, acks: -1, allowAutoTopicCreation: false }, ...PRODUCER })
-  await producer.connect()
+  const producer = await topicProducer(topic, { kafkaJS: { idempotent: true, acks: -1, allowAutoTopicCreation: false }, ...PRODUCER })
   const order = { 0: [], 1: [], 2: [] }
   const acked = new Map()
   const gap = scen.ackGap()   // partition 0's acknowledgements

@@ -30,7 +30,7 @@ for (const [name, type] of [['gzip', CompressionTypes.GZIP], ['snappy', Compress
     return { compress: codec.compress, decompress: async buf => { decompressed[name]++; return codec.decompress(buf) } }
   }
 }
-const CODECS = [['none', CompressionTypes.None], ['gzip', CompressionTypes.GZIP], ['snappy', CompressionTypes.Snappy]]
+const CODECS = { none: CompressionTypes.None, gzip: CompressionTypes.GZIP, snappy: CompressionTypes.Snappy }
 
 // One Kafka object per connection: the run's (--brokers, plaintext) and, in the secure scenario,
 // one per connection case (ssl / sasl settings added; retry given per case)
@@ -55,6 +55,7 @@ const consumerOpts = extra => Object.assign({ sessionTimeout: 10000, rebalanceTi
   maxWaitTimeInMs: 200 }, extra)
 
 const withAdmin = fn => scen.withAdmin(kafka, fn)
+const topicProducer = (topic, config, k = kafka) => scen.topicProducer(k, createTopic, topic, config)
 
 async function createTopic(admin, topic, partitions, configEntries) {
   const created = await admin.createTopics({ topics: [{ topic, numPartitions: partitions, replicationFactor: opts.rf,
@@ -90,15 +91,9 @@ async function readAll(topic, { readUncommitted = false, ms = 30000, k = kafka }
 
 // --- roundtrip: the shared data set with each codec, read back byte-exact ----------------------
 async function roundtrip() {
-  const out = {}
-  const base = Date.now()
-  const want = []
-  for (let i = 0; i < opts.records; i++) want.push(scen.record(i, base))
-  for (const [name, type] of CODECS) {
-    const topic = `${opts.prefix}-rt-${name}`
-    await withAdmin(admin => createTopic(admin, topic, 3))
-    const producer = kafka.producer({ allowAutoTopicCreation: false })
-    await producer.connect()
+  return scen.roundtrips(Object.keys(CODECS), opts, async (name, topic, want) => {
+    const type = CODECS[name]
+    const producer = await topicProducer(topic, { allowAutoTopicCreation: false })
     const wantByPart = { 0: [], 1: [], 2: [] }
     const baseOffsets = []
     // three sends: three batches per partition, each batch's base offset is where the last ended
@@ -133,19 +128,15 @@ async function roundtrip() {
     res.base_offsets = baseOffsets
     res.create_time_read = createTime
     res.decompressed_batches = name === 'none' ? 0 : decompressed[name] - before[name]
-    res.topic = topic
-    out[name] = res
-  }
-  return out
+    return res
+  })
 }
 
 // --- idempotent: kafkajs's idempotent producer, every record once, in order, one producer id ----
 async function idempotent() {
   const topic = `${opts.prefix}-idem`
   const n = opts.records * 10
-  await withAdmin(admin => createTopic(admin, topic, 3))
-  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, retry: EOS_RETRY, allowAutoTopicCreation: false })
-  await producer.connect()
+  const producer = await topicProducer(topic, { idempotent: true, maxInFlightRequests: 1, retry: EOS_RETRY, allowAutoTopicCreation: false })
   // one send per 100 records (one batch per partition each), in order: the sequence numbers
   // kafkajs gives each partition's batches follow the record numbers
   for (let s = 0; s < n; s += 100) {
@@ -174,35 +165,14 @@ async function idempotent() {
 // --- txn: transactions committed (visible to read_committed) and aborted (invisible) -----------
 async function txn() {
   const topic = `${opts.prefix}-txn`
-  await withAdmin(admin => createTopic(admin, topic, 3))
-  const producer = kafka.producer({ transactionalId: `${opts.prefix}-txn-id`, idempotent: true, maxInFlightRequests: 1, retry: EOS_RETRY,
-    allowAutoTopicCreation: false })
-  await producer.connect()
-  const rounds = [['c1', 'commit'], ['a1', 'abort'], ['c2', 'commit'], ['a2', 'abort'], ['c3', 'commit']]
-  for (const [tag, end] of rounds) {
-    const t = await producer.transaction()
-    for (let k = 0; k < 3; k++) {   // two sends (three partitions) per transaction
-      await t.send({ topic, acks: -1, messages: Array.from({ length: 10 }, (_, i) => ({ partition: i % 3, value: `${tag}-${k}-${i}` })) })
-    }
-    if (end === 'commit') await t.commit()
-    else await t.abort()
-  }
+  const producer = await topicProducer(topic, { transactionalId: `${opts.prefix}-txn-id`, idempotent: true, maxInFlightRequests: 1,
+    retry: EOS_RETRY, allowAutoTopicCreation: false })
+  await scen.txnRounds(producer, topic, { acks: -1 })
   await producer.disconnect()
-  const count = (msgs) => {
-    const tags = {}
-    let inTxn = 0
-    for (const p of Object.keys(msgs)) {
-      for (const m of msgs[p]) {
-        const tag = m.value.toString().split('-')[0]
-        tags[tag] = (tags[tag] || 0) + 1
-        if (m.batchContext.inTransaction) inTxn++
-      }
-    }
-    return { tags, in_transaction: inTxn }
-  }
-  const committed = count(await readAll(topic))
-  const uncommitted = count(await readAll(topic, { readUncommitted: true }))
-  return { read_committed: committed.tags, read_uncommitted: uncommitted.tags, transactional_batches_read: committed.in_transaction }
+  let inTxn = 0   // records of the read_committed read that came in transactional batches
+  const committed = scen.countTags(await readAll(topic), m => { if (m.batchContext.inTransaction) inTxn++ })
+  const uncommitted = scen.countTags(await readAll(topic, { readUncommitted: true }))
+  return { read_committed: committed, read_uncommitted: uncommitted, transactional_batches_read: inTxn }
 }
 
 // --- eos: consume-transform-produce, offsets sent to the transaction; one round aborted --------
@@ -295,9 +265,7 @@ async function group() {
   const topic = `${opts.prefix}-grp`
   const groupId = `${opts.prefix}-grp-g`
   const n = opts.records
-  await withAdmin(admin => createTopic(admin, topic, 3))
-  const p = kafka.producer({ allowAutoTopicCreation: false })
-  await p.connect()
+  const p = await topicProducer(topic, { allowAutoTopicCreation: false })
   const all = scen.groupValues(n)
   for (let s = 0; s < n; s += 100) {
     await p.send({ topic, acks: -1, messages: all.slice(s, s + 100).map((v, j) => ({ partition: (s + j) % 3, key: String((s + j) % 11), value: v })) })
@@ -398,10 +366,8 @@ async function secureCase(c) {
   }
   const k = makeKafka(c.brokers, kafkajsSecurity(c))
   const topic = `${opts.prefix}-sec-${c.name}`
-  await scen.withAdmin(k, admin => createTopic(admin, topic, 3))
   const want = scen.secureRecords(SECURE_RECORDS, Date.now())
-  const producer = k.producer({ allowAutoTopicCreation: false })
-  await producer.connect()
+  const producer = await topicProducer(topic, { allowAutoTopicCreation: false }, k)
   const meta = await producer.send({ topic, acks: -1, messages: want.map(r => ({ partition: r.partition, key: r.key,
     value: r.value, timestamp: String(r.timestamp), headers: scen.headerObject(r.headers) })) })
   await producer.disconnect()
@@ -429,12 +395,10 @@ const secure = () => scen.runSecurityCases(opts.security, secureCase)
 async function leaderkill() {
   const topic = `${opts.prefix}-idem`
   const n = opts.records
-  await withAdmin(admin => createTopic(admin, topic, 3))
   // retries without a limit (the election takes ZooKeeper's session timeout), backoff capped at
   // 1 s so the producer comes back soon after the new leader is known
-  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false,
+  const producer = await topicProducer(topic, { idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false,
     retry: { initialRetryTime: 100, maxRetryTime: 1000, retries: Number.MAX_SAFE_INTEGER } })
-  await producer.connect()
   const order = { 0: [], 1: [], 2: [] }
   const acked = new Map()
   const gap = scen.ackGap()

@@ -3,7 +3,8 @@
 // round-trip scenario (the data set of compat/go/internal/scen: keys null / empty / binary,
 // values null / empty / binary / 6 KiB, headers with a duplicate key, an empty value, a
 // non-ASCII key and a binary value, out-of-order CreateTime timestamps), the byte-exact
-// comparison, the counting of record shapes, and the report: one JSON object on stdout, keyed by
+// comparison, the counting of record shapes, the flow of the roundtrip and txn scenarios (each
+// client's own calls passed in), and the report: one JSON object on stdout, keyed by
 // scenario, each value either that scenario's observations or {error: "..."} when the client
 // failed in it (the other scenarios of the run still report).  Every client is judged on the
 // same data and the same rules.
@@ -84,6 +85,21 @@ function record(i, baseMs) {
 }
 
 const CODEC_SET = ['none', 'gzip', 'snappy', 'lz4', 'zstd']
+
+// The roundtrip scenario: records 0..n-1 of the data set through one topic per codec,
+// <prefix>-rt-<codec>; one(codec, topic, records) writes and reads them back and returns its
+// verdict.  {codec: verdict, with its topic}.
+async function roundtrips(codecs, { prefix, records }, one) {
+  const out = {}
+  const base = Date.now()
+  const want = []
+  for (let i = 0; i < records; i++) want.push(record(i, base))
+  for (const codec of codecs) {
+    const topic = `${prefix}-rt-${codec}`
+    out[codec] = Object.assign(await one(codec, topic, want), { topic })
+  }
+  return out
+}
 
 // The data set's headers ([[key, value], ...]) as the KafkaJS API takes them: an object, a key seen
 // twice an array of its values in order (kafkajs and Confluent's KafkaJS API alike).
@@ -332,4 +348,44 @@ async function withAdmin(kafka, fn) {
   try { return await fn(admin) } finally { await admin.disconnect() }
 }
 
-module.exports = { processBatch, ackGap, judgeAcked, securityCases, runSecurityCases, unsecuredJwt, secureRecords, judgeIdempotent, groupValues, takeChunk, tally, withAdmin, parseArgs, record, CODEC_SET, headerObject, headerList, compare, judge, runAll, fail, sleep, until, sameBytes }
+// A topic of three partitions, made by the client's createTopic(admin, topic, 3) through kafka,
+// and a connected producer of kafka (config: the client's own producer options) to write to it.
+async function topicProducer(kafka, createTopic, topic, config) {
+  await withAdmin(kafka, admin => createTopic(admin, topic, 3))
+  const producer = kafka.producer(config)
+  await producer.connect()
+  return producer
+}
+
+// --- the txn scenario's transactions ---------------------------------------------------------
+// Five transactions, c1 a1 c2 a2 c3, the c ones committed and the a ones aborted, each three
+// sends of ten records (partition i % 3, value <tag>-<send>-<i>) to topic; sendOptions: what
+// else the client's send takes (acks...).  The producer is transactional and connected.
+async function txnRounds(producer, topic, sendOptions = {}) {
+  const rounds = [['c1', 'commit'], ['a1', 'abort'], ['c2', 'commit'], ['a2', 'abort'], ['c3', 'commit']]
+  for (const [tag, end] of rounds) {
+    const t = await producer.transaction()
+    for (let k = 0; k < 3; k++) {
+      await t.send({ topic, ...sendOptions,
+        messages: Array.from({ length: 10 }, (_, i) => ({ partition: i % 3, value: `${tag}-${k}-${i}` })) })
+    }
+    if (end === 'commit') await t.commit()
+    else await t.abort()
+  }
+}
+
+// Records read per transaction tag (the value before its first '-') of msgs ({partition:
+// [message, ...]}); each(message) sees every message too.
+function countTags(msgs, each = () => {}) {
+  const tags = {}
+  for (const p of Object.keys(msgs)) {
+    for (const m of msgs[p]) {
+      const tag = m.value.toString().split('-')[0]
+      tags[tag] = (tags[tag] || 0) + 1
+      each(m)
+    }
+  }
+  return tags
+}
+
+module.exports = { roundtrips, topicProducer, txnRounds, countTags, processBatch, ackGap, judgeAcked, securityCases, runSecurityCases, unsecuredJwt, secureRecords, judgeIdempotent, groupValues, takeChunk, tally, withAdmin, parseArgs, record, CODEC_SET, headerObject, headerList, compare, judge, runAll, fail, sleep, until, sameBytes }
