@@ -2,12 +2,9 @@
 so that they run beside others."""
 from __future__ import annotations
 
-import socket
+# one implementation for the package's launchers, the oracle, the benchmarks and the tests: a
+# port free on 127.0.0.1 right now (the kernel's pick; another process may still take it before
+# the test binds it)
+from pykbroker.local.zookeeper import free_port
 
-
-def free_port() -> int:
-    """A port free on 127.0.0.1 right now (the kernel's pick; another process may still take it
-    before the test binds it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+__all__ = ["free_port"]

@@ -362,8 +362,8 @@ class PyKSecure(_SecureMixin, Target):
     broker, topology = "pykbroker", "secure"
 
     def __init__(self, data_dir: str):
-        from pykbroker.local.cluster import free_port
-        self.ssl_port, self.sasl_port = free_port("127.0.0.1"), free_port("127.0.0.1")
+        from pykbroker.local.zookeeper import free_port
+        self.ssl_port, self.sasl_port = free_port(), free_port()
         self.node = _MultiListenerNode(1, data_dir, None, {**PYK_OVERRIDES, **_secure_broker_config(
             self.ssl_port, self.sasl_port)}, log_level="WARNING")
         self.node.ssl_port, self.node.sasl_port = self.ssl_port, self.sasl_port
@@ -377,8 +377,8 @@ class KafkaSecure(_SecureMixin, KafkaSingle):
 
     def __init__(self, data_dir: str):
         super().__init__(data_dir)
-        from oracle import _free_port
-        self.ssl_port, self.sasl_port = _free_port(), _free_port()
+        from pykbroker.local.zookeeper import free_port
+        self.ssl_port, self.sasl_port = free_port(), free_port()
         k, extra = self.k, _secure_broker_config(self.ssl_port, self.sasl_port)
         base = k.properties
 

@@ -39,6 +39,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+from pykbroker.local.zookeeper import free_port  # noqa: E402
 
 PARTITIONS = 4
 
@@ -145,12 +146,6 @@ def serve_epoll(port: int, log_path: str) -> None:
                 os.write(fd, out)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start(server: str, tmp: str):
     """(pid, bootstrap, stop) of a running server."""
     if server == "pykbroker":
@@ -159,7 +154,7 @@ def start(server: str, tmp: str):
         b = BrokerProcess(tempfile.mkdtemp(dir=tmp)).start(timeout=60)
         create_topic(b.bootstrap, "t", partitions=PARTITIONS)
         return b.proc.pid, b.bootstrap, b.stop
-    port = _free_port()
+    port = free_port()
     p = subprocess.Popen([sys.executable, __file__, "serve", server, str(port), os.path.join(tmp, "floor.log")],
                          stdout=subprocess.PIPE, text=True)
     if p.stdout.readline().strip() != "ready":

@@ -32,7 +32,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -48,6 +47,7 @@ POM = HERE / "pom.xml"
 if (HERE.parents[1] / "pykbroker").is_dir() and str(HERE.parents[1]) not in sys.path:
     sys.path.insert(0, str(HERE.parents[1]))
 from pykbroker.protocol.primitives import ProtocolError  # noqa: E402
+from pykbroker.local.zookeeper import free_port  # noqa: E402
 from pykbroker.protocol.wire import WireClient  # noqa: E402
 
 CACHE_ROOT = Path(os.environ.get("PYKBROKER_CACHE", Path.home() / ".cache" / "pykbroker"))
@@ -107,12 +107,6 @@ def fetch(version: str | None = None, quiet: bool = True) -> Path:
 
 def classpath(libs: Path) -> str:
     return os.pathsep.join(str(p) for p in sorted(libs.glob("*.jar")))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _metadata_brokers(host: str, port: int, timeout: float = 2.0) -> int:
@@ -181,7 +175,7 @@ class KafkaOracle:
         cp = classpath(libs)
         self.dir.mkdir(parents=True, exist_ok=True)
         for attempt in range(3):   # a freed ephemeral port can be taken before Kafka binds it
-            self.port, self.controller_port = _free_port(), _free_port()
+            self.port, self.controller_port = free_port(), free_port()
             if self.port == self.controller_port:
                 continue
             data = self.dir / "data"
@@ -314,7 +308,7 @@ class KafkaClusterOracle:
         ports: set[int] = set()
         for k in self.nodes:
             while True:
-                a, b = _free_port(), _free_port()
+                a, b = free_port(), free_port()
                 if a != b and not ({a, b} & ports):
                     break
             ports |= {a, b}
@@ -451,7 +445,7 @@ class KafkaZkBroker(KafkaOracle):
         cp = classpath(fetch(self.version))
         self.dir.mkdir(parents=True, exist_ok=True)
         if not self.port:
-            self.port = _free_port()
+            self.port = free_port()
         cfg = self.dir / "server.properties"
         cfg.write_text("".join("%s=%s\n" % kv for kv in self.properties().items()))
         if self._launch(cp, cfg, t0, timeout):

@@ -8,6 +8,7 @@ import time
 
 from pykbroker.protocol import wire
 from pykbroker.protocol.wire import ZERO_UUID, WireClient, make_batch as batch, wait_for_topic  # noqa: F401
+from tests.ports import free_port
 
 CLIENT_ID = "differential"
 
@@ -98,14 +99,6 @@ def explain(a, b) -> str:
     return "pykbroker and Apache Kafka differ:\n  " + "\n  ".join(d[:40])
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def sasl_sides(config: dict, pyk: str, kafka: str, both: str | None = None) -> list:
     """Module fixtures over ``config`` for a test module to bind at its top level: ``pyk``
     (pykbroker with a SASL listener), ``kafka`` (the oracle with one) and, if named, ``both``
@@ -143,7 +136,7 @@ def kafka_with_sasl_listener(tmp_dir, config: dict):
         "pykbroker_kafka_oracle", Path(__file__).resolve().parents[2] / "compat" / "kafka" / "oracle.py")
     oracle = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(oracle)
-    sasl_port = _free_port()
+    sasl_port = free_port()
 
     class SaslOracle(oracle.KafkaOracle):
         def properties(self):

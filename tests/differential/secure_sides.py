@@ -23,6 +23,7 @@ import time
 
 from pykbroker.protocol import wire
 from pykbroker.protocol.wire import WireClient
+from tests.ports import free_port
 
 USERS = {"alice": "alice-Pa55word!", "bob": 'b"o\\b-secret'}
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
@@ -99,13 +100,6 @@ class Side:
         return "<%s %s>" % (self.name, self.ports)
 
 
-def _free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_kafka(oracle_module, directory, material: Material):
     """Apache Kafka with the shared listeners; (its KafkaOracle, its Side)."""
     secure = material.config()
@@ -113,7 +107,7 @@ def start_kafka(oracle_module, directory, material: Material):
     class SecureOracle(oracle_module.KafkaOracle):
         def properties(self):
             p = super().properties()
-            self.secure_ports = {name: _free_port() for name in SECURE_LISTENERS}
+            self.secure_ports = {name: free_port() for name in SECURE_LISTENERS}
             extra = ",".join("%s://127.0.0.1:%d" % kv for kv in self.secure_ports.items())
             p["listeners"] += "," + extra
             p["advertised.listeners"] += "," + extra

@@ -14,6 +14,7 @@ from __future__ import annotations
 import pytest
 
 from tests import needs
+from tests.ports import free_port
 
 
 from .conftest import _load_oracle
@@ -43,7 +44,7 @@ def kafka_zk_mode(tmp_path):
             ports: set = set()
             for b in brokers:   # three distinct ports before the starts run side by side
                 while not b.port or b.port in ports:
-                    b.port = oracle._free_port()
+                    b.port = free_port()
                 ports.add(b.port)
             _start_side_by_side(brokers)
             _wait_all_listed({b.node_id: b.port for b in brokers})   # the cluster is whole

@@ -38,7 +38,6 @@ import base64
 import os
 import shutil
 import signal
-import socket
 import statistics
 import struct
 import subprocess
@@ -51,15 +50,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 from pykbroker.protocol.primitives import ProtocolError  # noqa: E402
+from pykbroker.local.zookeeper import free_port  # noqa: E402
 from pykbroker.protocol.wire import WireClient  # noqa: E402
 
 POLL = 0.002   # seconds between connection attempts
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _api_versions_ok(port: int, version: int = 3) -> bool:
@@ -126,7 +120,7 @@ def pykbroker_serve(env: dict, rss: bool, cwd: Path = ROOT) -> tuple[float, floa
     """(seconds from spawn to the first ApiVersions answer, CPU seconds the broker used until
     then, idle RSS in KiB or 0)."""
     data = tempfile.mkdtemp(prefix="bench-startup-")
-    port = _free_port()
+    port = free_port()
     cmd = [sys.executable, "-m", "pykbroker", "serve", "--listeners", "PLAINTEXT://127.0.0.1:%d" % port,
            "--log-dirs", data, "--log-level", "WARNING"]
     try:
@@ -174,7 +168,7 @@ async def handle(stream):
 def floor_serve(env: dict, cwd: Path = ROOT) -> tuple[float, float]:
     """(seconds from spawn to the first ApiVersions answer of a bare trio server, CPU seconds
     it used until then)."""
-    port = _free_port()
+    port = free_port()
     code = _FLOOR_SERVER + "\ntrio.run(lambda: trio.serve_tcp(handle, %d, host='127.0.0.1'))\n" % port
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=cwd, stdout=subprocess.DEVNULL,
@@ -273,7 +267,7 @@ def kafka_serve(oracle_mod, workdir: Path) -> tuple[float, float]:
     """Spawn of a formatted single-node Apache Kafka to its first ApiVersions answer."""
     k = oracle_mod.KafkaOracle(workdir)
     cp = oracle_mod.classpath(oracle_mod.fetch(k.version))
-    k.port, k.controller_port = _free_port(), _free_port()
+    k.port, k.controller_port = free_port(), free_port()
     workdir.mkdir(parents=True, exist_ok=True)
     cfg = workdir / "server.properties"
     cfg.write_text("".join("%s=%s\n" % kv for kv in k.properties().items()))
