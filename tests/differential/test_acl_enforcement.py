@@ -73,13 +73,34 @@ _TYPES = {"topic": 2, "topic_new": 2, "group": 3, "cluster": 4, "transactional_i
 
 
 def _grant(side, needs, t, g, x):
+    """alice's bindings ``(operation, resource kind)`` of the table's ``needs`` on the case's
+    topic ``t``, group ``g`` and transactional id ``x``, waited for."""
     names = {"topic": t, "topic_new": t + "-new", "group": g, "transactional_id": x, "cluster": "kafka-cluster"}
-    creations = [{"resource_type": _TYPES[kind], "resource_name": names[kind], "resource_pattern_type": 3,
+    _grant_named(side, [(op, kind, names[kind]) for op, kind in needs])
+
+
+def _grant_named(side, bindings):
+    """alice's bindings ``(operation, resource type, name)`` (literal names), waited for (Kafka's
+    broker applies ACL records asynchronously); none: nothing is sent."""
+    if not bindings:
+        return
+    creations = [{"resource_type": _TYPES[kind], "resource_name": name, "resource_pattern_type": 3,
                   "principal": "User:alice", "host": "*", "operation": _OPS[op], "permission_type": 3}
-                 for op, kind in needs]
+                 for op, kind, name in bindings]
     with WireClient(side["plain"]) as c:
         r = c.request(30, 3, {"creations": creations})
     assert all(x["error_code"] == 0 for x in r["results"]), r
+    want = {(_TYPES[kind], name, _OPS[op]) for op, kind, name in bindings}
+    _wait_bindings(side, lambda got: want <= got, "bindings %s" % sorted(want))
+
+
+def _delete_alice_bindings(side):
+    """alice's bindings deleted (every one), waited for: the next case starts without them."""
+    with WireClient(side["plain"]) as c:
+        c.request(31, 3, {"filters": [{"resource_type_filter": 1, "resource_name_filter": None,
+                                        "pattern_type_filter": 1, "principal_filter": "User:alice",
+                                        "host_filter": None, "operation": 1, "permission_type": 1}]})
+    _wait_bindings(side, lambda got: not got, "bindings deleted")
 
 
 def _alice_bindings(side) -> set:
@@ -106,26 +127,23 @@ def _wait_bindings(side, ok, what, timeout=15.0):
         time.sleep(0.05)
 
 
-def _granted(needs, t, g, x) -> set:
-    names = {"topic": t, "topic_new": t + "-new", "group": g, "transactional_id": x, "cluster": "kafka-cluster"}
-    return {(_TYPES[kind], names[kind], _OPS[op]) for op, kind in needs}
-
-
-def _topic(side, t, g):
+def _topics(side, g, *topics):
+    """Group ``g``'s coordinator ready, then each topic (one partition) created with its leader."""
     with WireClient(side["plain"]) as c:
         for _ in range(100):   # the group's coordinator ready (Kafka creates __consumer_offsets on demand)
             if c.request(10, 4, {"key_type": 0, "coordinator_keys": [g]})["coordinators"][0]["error_code"] == 0:
                 break
             time.sleep(0.1)
-        r = c.request(19, 7, {"topics": [{"name": t, "num_partitions": 1, "replication_factor": 1}],
-                              "timeout_ms": 10000})
-        assert r["topics"][0]["error_code"] in (0, 36), r
-        for _ in range(50):
-            md = c.request(3, 12, {"topics": [{"name": t}], "allow_auto_topic_creation": False})
-            if md["topics"][0]["error_code"] == 0 and md["topics"][0]["partitions"] and \
-                    md["topics"][0]["partitions"][0]["leader_id"] >= 0:
-                return
-            time.sleep(0.1)
+        for t in topics:
+            r = c.request(19, 7, {"topics": [{"name": t, "num_partitions": 1, "replication_factor": 1}],
+                                  "timeout_ms": 10000})
+            assert r["topics"][0]["error_code"] in (0, 36), r
+            for _ in range(50):
+                md = c.request(3, 12, {"topics": [{"name": t}], "allow_auto_topic_creation": False})
+                if md["topics"][0]["error_code"] == 0 and md["topics"][0]["partitions"] and \
+                        md["topics"][0]["partitions"][0]["leader_id"] >= 0:
+                    break
+                time.sleep(0.1)
 
 
 def _topic_id(side, topic):
@@ -141,23 +159,16 @@ def test_denied_then_allowed(pyk_side, kafka_side, case):
     t, g, x = "dt%d" % n, "dg%d" % n, "dx%d" % n
     answers, reqs = {}, {}
     for name, side in (("pyk", pyk_side), ("kafka", kafka_side)):
-        _topic(side, t, g)
-        extra = TABLE.EXTRA.get(case, [])
-        if extra:
-            _grant(side, extra, t, g, x)
-            # Kafka's broker applies ACL records asynchronously
-            _wait_bindings(side, lambda got: _granted(extra, t, g, x) <= got, "%s: extra bindings" % name)
+        _topics(side, g, t)
+        _grant(side, TABLE.EXTRA.get(case, []), t, g, x)
         reqs[name] = TABLE.resolve(body(t, g, x), lambda topic: _topic_id(side, topic))
         with _alice(side) as c:
             answers[name] = c.request(api, version, reqs[name])
     p, k = _strip(answers["pyk"]), _strip(answers["kafka"])
     assert p == k, explain(p, k)
     assert set(codes(answers["kafka"])) == {denied}, answers
-    for side in (pyk_side, kafka_side):
+    for name, side in (("pyk", pyk_side), ("kafka", kafka_side)):
         _grant(side, needs, t, g, x)
-    for name, side in (("pyk", pyk_side), ("kafka", kafka_side)):
-        _wait_bindings(side, lambda got: _granted(needs, t, g, x) <= got, "%s: needed bindings" % name)
-    for name, side in (("pyk", pyk_side), ("kafka", kafka_side)):
         with _alice(side) as c:
             answer = c.request(api, version, reqs[name])
         got = codes(answer)
@@ -167,13 +178,7 @@ def test_denied_then_allowed(pyk_side, kafka_side, case):
             # first half shows), and its share partition here has neither yet
             got = [answer["error_code"]]
         assert got and denied not in got, (name, got, answer)
-    for side in (pyk_side, kafka_side):   # the next case starts without alice's bindings
-        with WireClient(side["plain"]) as c:
-            c.request(31, 3, {"filters": [{"resource_type_filter": 1, "resource_name_filter": None,
-                                            "pattern_type_filter": 1, "principal_filter": "User:alice",
-                                            "host_filter": None, "operation": 1, "permission_type": 1}]})
-    for name, side in (("pyk", pyk_side), ("kafka", kafka_side)):
-        _wait_bindings(side, lambda got: not got, "%s: bindings deleted" % name)
+        _delete_alice_bindings(side)
 
 
 def test_authorized_operations_and_visibility(pyk_side, kafka_side):
@@ -183,11 +188,9 @@ def test_authorized_operations_and_visibility(pyk_side, kafka_side):
     t, hidden, g = "ops%d" % n, "hidden%d" % n, "opsg%d" % n
     answers = {}
     for name, side in (("pyk", pyk_side), ("kafka", kafka_side)):
-        _topic(side, t, g)
-        _topic(side, hidden, g)
-        granted = [("WRITE", "topic"), ("ALTER_CONFIGS", "topic"), ("READ", "group"), ("DESCRIBE_CONFIGS", "cluster")]
-        _grant(side, granted, t, g, "unused")
-        _wait_bindings(side, lambda got: _granted(granted, t, g, "unused") <= got, "%s: bindings" % name)
+        _topics(side, g, t, hidden)
+        _grant(side, [("WRITE", "topic"), ("ALTER_CONFIGS", "topic"), ("READ", "group"),
+                      ("DESCRIBE_CONFIGS", "cluster")], t, g, "unused")
         with _alice(side) as c:
             named = c.request(3, 12, {"topics": [{"name": t}, {"name": hidden}, {"name": "missing%d" % n}],
                                       "allow_auto_topic_creation": False, "include_topic_authorized_operations": True})
@@ -203,14 +206,6 @@ def test_authorized_operations_and_visibility(pyk_side, kafka_side):
     assert answers["pyk"] == answers["kafka"], answers
 
 
-def _delete_alice_bindings(side):
-    with WireClient(side["plain"]) as c:
-        c.request(31, 3, {"filters": [{"resource_type_filter": 1, "resource_name_filter": None,
-                                        "pattern_type_filter": 1, "principal_filter": "User:alice",
-                                        "host_filter": None, "operation": 1, "permission_type": 1}]})
-    _wait_bindings(side, lambda got: not got, "bindings deleted")
-
-
 def test_share_offsets_and_acknowledgements_with_a_topic_denied(pyk_side, kafka_side):
     """Alter/DeleteShareGroupOffsets naming a readable and an unreadable topic (the order of the
     answer's topics), and a share session whose topic stops being readable (ShareAcknowledge)."""
@@ -218,11 +213,8 @@ def test_share_offsets_and_acknowledgements_with_a_topic_denied(pyk_side, kafka_
     t, other, g = "st%d" % n, "su%d" % n, "sg%d" % n
     answers = {}
     for name, side in (("pyk", pyk_side), ("kafka", kafka_side)):
-        _topic(side, t, g)
-        _topic(side, other, g)
-        needs = [("READ", "group"), ("DELETE", "group"), ("READ", "topic")]
-        _grant(side, needs, other, g, "unused")
-        _wait_bindings(side, lambda got: _granted(needs, other, g, "unused") <= got, "%s: bindings" % name)
+        _topics(side, g, t, other)
+        _grant(side, [("READ", "group"), ("DELETE", "group"), ("READ", "topic")], other, g, "unused")
         out = []
         with _alice(side) as c:
             alter = {"group_id": g, "topics": [{"topic_name": x, "partitions": [{"partition_index": 0,
@@ -232,7 +224,6 @@ def test_share_offsets_and_acknowledgements_with_a_topic_denied(pyk_side, kafka_
             out.append(c.request(92, 0, {"group_id": g, "topics": [{"topic_name": t}, {"topic_name": other}]}))
             body = TABLE._share_fetch(other, g + "-s")
         _grant(side, [("READ", "group")], other, g + "-s", "unused")
-        _wait_bindings(side, lambda got: (3, g + "-s", 3) in got, "%s: share group binding" % name)
         tid = _topic_id(side, other)
         with _alice(side) as c:
             r = c.request(78, 1, TABLE.resolve(body, lambda topic: tid))
@@ -249,18 +240,6 @@ def test_share_offsets_and_acknowledgements_with_a_topic_denied(pyk_side, kafka_
         answers[name] = _strip(out)
         _delete_alice_bindings(side)
     assert answers["pyk"] == answers["kafka"], explain(answers["pyk"], answers["kafka"])
-
-
-def _grant_named(side, bindings):
-    """alice's bindings ``(operation, resource type, name)`` (literal names), waited for."""
-    creations = [{"resource_type": _TYPES[kind], "resource_name": name, "resource_pattern_type": 3,
-                  "principal": "User:alice", "host": "*", "operation": _OPS[op], "permission_type": 3}
-                 for op, kind, name in bindings]
-    with WireClient(side["plain"]) as c:
-        r = c.request(30, 3, {"creations": creations})
-    assert all(x["error_code"] == 0 for x in r["results"]), r
-    want = {(_TYPES[kind], name, _OPS[op]) for op, kind, name in bindings}
-    _wait_bindings(side, lambda got: want <= got, "bindings %s" % sorted(want))
 
 
 def _exists(side, topic) -> bool:
@@ -285,7 +264,7 @@ def test_streams_internal_topics_need_create(pyk_side, kafka_side):
     changelog = g + "-store-changelog"
     answers = {}
     for name, side in (("pyk", pyk_side), ("kafka", kafka_side)):
-        _topic(side, src, g)
+        _topics(side, g, src)
         _grant_named(side, [("READ", "group", g), ("DESCRIBE", "topic", src), ("DESCRIBE", "topic", changelog)])
         out = []
         with _alice(side) as c:
@@ -325,8 +304,7 @@ def test_regex_subscription_matches_only_describable_topics(pyk_side, kafka_side
     g, seen, unseen = "rg%d" % n, "rx%d-seen" % n, "rx%d-unseen" % n
     answers = {}
     for name, side in (("pyk", pyk_side), ("kafka", kafka_side)):
-        _topic(side, seen, g)
-        _topic(side, unseen, g)
+        _topics(side, g, seen, unseen)
         _grant_named(side, [("READ", "group", g), ("DESCRIBE", "topic", seen), ("DESCRIBE", "group", g)])
         names = {_topic_id(side, seen): seen, _topic_id(side, unseen): unseen}
         body = {"group_id": g, "member_id": TABLE.MEMBER, "member_epoch": 0, "instance_id": None, "rack_id": None,
@@ -364,7 +342,7 @@ def test_offset_for_leader_epoch_cluster_action_or_describe(pyk_side, kafka_side
     t = "oe%d" % n
     answers = {}
     for name, side in (("pyk", pyk_side), ("kafka", kafka_side)):
-        _topic(side, t, "unused%d" % n)
+        _topics(side, "unused%d" % n, t)
         out = []
 
         def ask():
