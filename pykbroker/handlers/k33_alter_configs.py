@@ -25,12 +25,16 @@ from __future__ import annotations
 
 from ..protocol.errors import ErrorCode, KafkaError
 from ..server.dispatch import RequestContext
+from .support import config_resources
 from .support.config_resources import (BROKER, BROKER_LOGGER, GROUP, TOPIC, alter_broker, alter_each, alter_group, alter_topic,
-                               check_broker_name, check_config_list, error_response, unsupported_type)
+                               check_broker_name, check_config_list, unsupported_type)
 from .support.versions import VERSIONS
 
 API_KEY = 33
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
+
+# the dispatcher's answer when handle fails: every resource with the code (k44's too)
+error_response = config_resources.error_response
 
 
 async def _one(ctx: RequestContext, res: dict, validate_only: bool) -> None:

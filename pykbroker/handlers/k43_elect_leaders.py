@@ -22,7 +22,7 @@ import trio
 from ..acl.check import permits
 from ..acl.requirements import need
 from ..cluster.metadata_cache import MetadataCache
-from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode, KafkaError
+from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode
 from ..server.dispatch import RequestContext
 from .support.versions import VERSIONS
 

@@ -67,14 +67,18 @@ from typing import Any
 
 from ..config import BROKER_CONFIGS, TOPIC_CONFIGS
 from ..server.dispatch import RequestContext
+from .support import config_resources
 from .support.config_resources import (APPEND, BROKER, BROKER_LOGGER, DELETE, GROUP, OP_NAMES as _OP_NAMES, SET, SUBTRACT,
                                TOPIC, alter_broker, alter_each, alter_group, alter_topic, broker_entity, check_broker_name,
-                               check_config_list, error_response, invalid_config as _invalid_config,
+                               check_config_list, invalid_config as _invalid_config,
                                invalid_request as _invalid_request, java_int as _java_int, unsupported_type)
 from .support.versions import VERSIONS
 
 API_KEY = 44
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
+
+# the dispatcher's answer when handle fails: every resource with the code (k33's too)
+error_response = config_resources.error_response
 
 # Kafka's LogLevelConfig levels, listed sorted as RuntimeLoggerManager prints them.
 _LOG_LEVELS = {"DEBUG": logging.DEBUG, "ERROR": logging.ERROR, "FATAL": logging.CRITICAL,

@@ -28,7 +28,7 @@ from ..acl.check import permits
 from ..acl.requirements import need
 from ..cluster import partition_change as PC
 from ..cluster.metadata_cache import MetadataCache
-from ..protocol.errors import ErrorCode, KafkaError
+from ..protocol.errors import ErrorCode
 from ..server.dispatch import RequestContext
 from .support.versions import VERSIONS
 

@@ -23,13 +23,15 @@ from __future__ import annotations
 from ..acl.check import topic_describe_check
 from ..acl.requirements import need
 from ..coordinator.group.api import client_host
-# error_response: no member id, epoch -1, no assignment (the same answer as k76's)
 from ..server.dispatch import RequestContext
-from .support.modern_group import group_heartbeat, member_heartbeat_error, member_heartbeat_error_response as error_response
+from .support.modern_group import group_heartbeat, member_heartbeat_error, member_heartbeat_error_response
 from .support.versions import VERSIONS
 
 API_KEY = 68
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
+
+# the dispatcher's answer when handle fails: no member id, epoch -1, no assignment (k76's too)
+error_response = member_heartbeat_error_response
 # the filter of a regex subscription's topics (acl/requirements.py)
 _REGEX_TOPIC = need(API_KEY, "regex_topic")
 

@@ -16,13 +16,15 @@ from __future__ import annotations
 
 from ..coordinator.group.api import client_host
 from ..protocol.errors import ErrorCode as E
-# error_response: no member id, epoch -1, no assignment (the same answer as k68's)
 from ..server.dispatch import RequestContext
-from .support.modern_group import group_heartbeat, member_heartbeat_error, member_heartbeat_error_response as error_response
+from .support.modern_group import group_heartbeat, member_heartbeat_error, member_heartbeat_error_response
 from .support.versions import VERSIONS
 
 API_KEY = 76
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
+
+# the dispatcher's answer when handle fails: no member id, epoch -1, no assignment (k68's too)
+error_response = member_heartbeat_error_response
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:

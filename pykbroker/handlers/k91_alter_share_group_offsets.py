@@ -18,13 +18,16 @@ from typing import Any
 
 from ..acl.requirements import need
 from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode as E
-# error_response: a whole-request error is a top-level code with no topics (shared with k92)
 from ..server.dispatch import RequestContext
-from .support.share_group_offsets import NO_TOPIC_ID, change_start_offsets, error_response
+from .support import share_group_offsets
+from .support.share_group_offsets import NO_TOPIC_ID, change_start_offsets
 from .support.versions import VERSIONS
 
 API_KEY = 91
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
+
+# the dispatcher's answer when handle fails: a top-level code with no topics (k92's too)
+error_response = share_group_offsets.error_response
 # the topic row of acl/requirements.py (the group row is checked in share_group_offsets)
 _TOPIC = need(API_KEY, "topic")
 

@@ -80,3 +80,19 @@ def test_handler_bug_is_answered_with_unknown_server_error():
     assert meta["topics"][0]["error_code"] == ErrorCode.UNKNOWN_SERVER_ERROR
     api = APIS[18].decode("response", 1, frames[1][4:])  # generic fallback: top-level code
     assert api["error_code"] == ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def test_config_handlers_answer_every_resource():
+    """AlterConfigs and IncrementalAlterConfigs take their error_response from
+    support/config_resources (a module attribute, looked up by the dispatcher): a failing handler
+    still answers each resource with the code, not an empty list."""
+    from pykbroker.handlers import k33_alter_configs, k44_incremental_alter_configs
+    resources = [{"resource_type": 2, "resource_name": name, "configs": []} for name in ("a", "b")]
+    handlers = {33: _failing(k33_alter_configs, KafkaError(ErrorCode.POLICY_VIOLATION)),
+                44: _failing(k44_incremental_alter_configs, KafkaError(ErrorCode.POLICY_VIOLATION))}
+    frames = trio.run(_exchange, handlers, [_request(33, 0, 31, {"resources": resources, "validate_only": False}),
+                                            _request(44, 0, 32, {"resources": resources, "validate_only": False})], 2)
+    for api_key, frame in zip((33, 44), frames):
+        body = APIS[api_key].decode("response", 0, frame[4:])
+        assert [(r["resource_name"], r["error_code"]) for r in body["responses"]] == \
+            [("a", ErrorCode.POLICY_VIOLATION), ("b", ErrorCode.POLICY_VIOLATION)], body
