@@ -450,18 +450,128 @@ def _followers_cut_sigstop_leader(net, leader, others, rnd, ctx):
     """The leader cut from its followers (it keeps ZooKeeper), then frozen (SIGSTOP) for longer
     than the session timeout: ZooKeeper expires it, the controller elects a follower.  It is
     continued while still cut from the followers: a zombie that believed it led, acknowledging
-    acks=1 writes alone until it learns otherwise (acks=all ones need ``min.insync.replicas``)."""
+    acks=1 writes alone until it learns otherwise (acks=all ones need ``min.insync.replicas``).
+    A :class:`ZombieProbe` measures that on a topic of its own (see there)."""
+    probe = ZombieProbe.start(ctx.cluster, leader, others, len(ctx.figures.get("zombie probes", [])))
     for o in others:
         net.cut(_node(leader), _node(o))
     time.sleep(1.0)
+    t_stop = time.monotonic()
     pause_s = min(ctx.session_timeout_s + 3.0, max(1.0, ctx.until - time.monotonic() - 3.0))
     ctx.cluster.pause(leader)
     ctx.undo.append(lambda: ctx.cluster.resume(leader))
-    time.sleep(pause_s)
+    if probe is not None:
+        probe.while_frozen(ctx.cluster, t_stop + pause_s - 0.5)
+    time.sleep(max(0.0, t_stop + pause_s - time.monotonic()))
     ctx.cluster.resume(leader)
     ctx.figures["SIGSTOP s"] = round(ctx.figures.get("SIGSTOP s", 0) + pause_s, 1)
-    return "b%d cut from b%s, SIGSTOPped %.1f s (1 s in), continued still cut" % (
+    desc = "b%d cut from b%s, SIGSTOPped %.1f s (1 s in), continued still cut" % (
         leader, ",b".join(map(str, others)), pause_s)
+    if probe is not None:
+        found = probe.after_wake(ctx.until - 0.5)
+        ctx.figures.setdefault("zombie probes", []).append(found)
+        desc += "; probe: " + found
+    return desc
+
+
+class ZombieProbe:
+    """What a frozen leader does with acks=1 writes when it wakes, measured on a probe topic of
+    one partition led by the victim (replicas victim-first, created before the cut, never read by
+    the checker), over raw connections opened before the freeze:
+
+    - while it is frozen, once another broker leads the probe partition, one acks=1 Produce is
+      sent to it on such a connection: the kernel buffers it, as it buffers the requests of a
+      producer whose metadata still names the frozen leader (librdkafka keeps sending to it until
+      a metadata answer drops that broker);
+    - when it is continued: whether that buffered write is acknowledged (an acknowledged write the
+      new leader never had: lost), and how long the zombie goes on acknowledging fresh acks=1
+      writes (one every 100 ms) before it answers an error (it learned it no longer leads), up to
+      the window's end.
+
+    Apache Kafka in ZooKeeper mode learns it through the controller's LeaderAndIsr, which the cut
+    holds back; pykbroker from ZooKeeper, which it still reaches: the figure compares the two."""
+
+    PRODUCE_V = 9
+
+    def __init__(self, topic: str, leader: int, conns: list):
+        self.topic = topic
+        self.leader = leader
+        self.conns = conns
+        self.buffered: Optional[int] = None   # correlation id of the write sent while frozen
+        self.new_leader: Optional[int] = None
+        self.note = ""
+
+    @classmethod
+    def start(cls, cluster, leader: int, others: list, n: int) -> Optional["ZombieProbe"]:
+        topic = "zombie-probe-%d" % n
+        try:
+            first = cluster.broker(controller_of(cluster) or others[0])
+            with wire.WireClient((first.host, first.port)) as c:
+                r = c.request(19, 5, {"topics": [{"name": topic, "num_partitions": -1, "replication_factor": -1,
+                                                  "assignments": [{"partition_index": 0,
+                                                                   "broker_ids": [leader] + list(others)}],
+                                                  "configs": []}],
+                                      "timeout_ms": 30000, "validate_only": False})
+                if r["topics"][0]["error_code"]:
+                    return None
+            t_end = time.monotonic() + 10.0
+            while leader_of(cluster, 0, topic) != leader:
+                if time.monotonic() > t_end:
+                    return None
+                time.sleep(0.2)
+            b = cluster.broker(leader)
+            return cls(topic, leader, [wire.WireClient((b.host, b.port), timeout=30.0) for _ in range(2)])
+        except (OSError, ValueError, KeyError):
+            return None
+
+    def _produce(self, conn, value: str) -> int:
+        return conn.send(0, self.PRODUCE_V, {"transactional_id": None, "acks": 1, "timeout_ms": 5000,
+                                             "topic_data": [{"name": self.topic, "partition_data": [
+                                                 {"index": 0, "records": wire.make_batch([value.encode()])}]}]})
+
+    def _answer(self, conn, corr: int) -> tuple:
+        part = wire.produce_part(conn.recv(0, self.PRODUCE_V, corr))
+        return part["error_code"], part["base_offset"]
+
+    def while_frozen(self, cluster, until: float) -> None:
+        """Once another broker leads the probe partition, one write to the frozen one."""
+        while time.monotonic() < until:
+            now = leader_of(cluster, 0, self.topic)
+            if now is not None and now != self.leader:
+                self.new_leader = now
+                self.buffered = self._produce(self.conns[0], "sent-while-frozen")
+                return
+            time.sleep(0.2)
+
+    def after_wake(self, until: float) -> str:
+        t0 = time.monotonic()
+        out = []
+        try:
+            if self.buffered is None:
+                out.append("no other leader before the wake, nothing buffered")
+            else:
+                err, off = self._answer(self.conns[0], self.buffered)
+                out.append("the write buffered while frozen (b%d led by then) %s" % (
+                    self.new_leader, "acknowledged at %d" % off if err == 0 else "refused (error %d)" % err))
+            acked = 0
+            conn = self.conns[1]
+            while time.monotonic() < until:
+                err, off = self._answer(conn, self._produce(conn, "after-wake-%d" % acked))
+                if err:
+                    out.append("after the wake %d acks=1 write(s) acknowledged, the first refused "
+                               "(error %d) %.2f s after it" % (acked, err, time.monotonic() - t0))
+                    break
+                acked += 1
+                time.sleep(0.1)
+            else:
+                out.append("after the wake %d acks=1 write(s) acknowledged in %.1f s, none refused "
+                           "until the window's end" % (acked, time.monotonic() - t0))
+        except (OSError, ValueError) as e:
+            out.append("probe failed: %s" % e)
+        finally:
+            for c in self.conns:
+                c.close()
+        return "; ".join(out)
 
 
 NEMESES: dict[str, Callable] = {
@@ -488,6 +598,15 @@ PYKBROKER_ONLY = {"clock-jump"}
 
 
 # ---------------------------------------------------------------------------- workload
+def rdkafka_debug() -> dict:
+    """librdkafka's own debug log for the producers (to the run's stderr), when
+    ``PYKBROKER_CHAOS_RDKAFKA_DEBUG`` names its contexts (e.g. ``metadata,topic,broker,msg``):
+    which broker each metadata request went to and when a partition's leader changed, to trace
+    where a producer's writes went during a fault."""
+    contexts = os.environ.get("PYKBROKER_CHAOS_RDKAFKA_DEBUG")
+    return {"debug": contexts, "log_level": 7} if contexts else {}
+
+
 class Workload:
     """Producers and a live consumer recording into one :class:`History`."""
 
@@ -519,7 +638,7 @@ class Workload:
         p = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": safe, "acks": "all" if safe else "1",
                       "linger.ms": 5, "message.timeout.ms": self.message_timeout_ms,
                       "retry.backoff.ms": 100, "topic.metadata.refresh.interval.ms": 1000,
-                      "client.id": "jepsen-" + proc, "log_level": 2})
+                      "client.id": "jepsen-" + proc, "log_level": 2, **rdkafka_debug()})
 
         def done(err, msg, send):
             send.ack_time = time.monotonic()
@@ -936,7 +1055,7 @@ class RunReport:
         return "| %s | %s | %s | %.0f | %d | %d | %d | %d | %d | %d | %s | %.1f | %.0f | %s |" % (
             self.nemesis, self.workload, self.broker, self.seconds, len(self.faults), r.sent, r.acked, r.failed, r.lost, r.duplicated,
             anomalies, r.longest_unavailable, 1000 * r.p99,
-            ", ".join("%s %s" % kv for kv in self.figures.items()) or "")
+            ", ".join("%s %s" % kv for kv in self.figures.items() if not isinstance(kv[1], list)) or "")
 
 
 def run(nemesis: str, seconds: float = 60.0, fault_s: float = 20.0, quiet_s: float = 10.0,
