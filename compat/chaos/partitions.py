@@ -470,7 +470,7 @@ def _followers_cut_sigstop_leader(net, leader, others, rnd, ctx):
     if probe is not None:
         found = probe.after_wake(ctx.until - 0.5)
         ctx.figures.setdefault("zombie probes", []).append(found)
-        desc += "; probe: " + found
+        desc += "; probe: " + found["says"]
     return desc
 
 
@@ -543,14 +543,19 @@ class ZombieProbe:
                 return
             time.sleep(0.2)
 
-    def after_wake(self, until: float) -> str:
+    def after_wake(self, until: float) -> dict:
+        """The figures: ``buffered_acked`` (None: nothing was buffered), ``acked_after_wake``,
+        ``refused_after_s`` (None: none refused by ``until``), ``error``, and ``says`` (all of
+        it in words)."""
         t0 = time.monotonic()
         out = []
+        found: dict = {"buffered_acked": None, "acked_after_wake": 0, "refused_after_s": None, "error": None}
         try:
             if self.buffered is None:
                 out.append("no other leader before the wake, nothing buffered")
             else:
                 err, off = self._answer(self.conns[0], self.buffered)
+                found["buffered_acked"] = err == 0
                 out.append("the write buffered while frozen (b%d led by then) %s" % (
                     self.new_leader, "acknowledged at %d" % off if err == 0 else "refused (error %d)" % err))
             acked = 0
@@ -558,10 +563,13 @@ class ZombieProbe:
             while time.monotonic() < until:
                 err, off = self._answer(conn, self._produce(conn, "after-wake-%d" % acked))
                 if err:
+                    found["refused_after_s"] = round(time.monotonic() - t0, 2)
+                    found["error"] = err
                     out.append("after the wake %d acks=1 write(s) acknowledged, the first refused "
                                "(error %d) %.2f s after it" % (acked, err, time.monotonic() - t0))
                     break
                 acked += 1
+                found["acked_after_wake"] = acked
                 time.sleep(0.1)
             else:
                 out.append("after the wake %d acks=1 write(s) acknowledged in %.1f s, none refused "
@@ -571,7 +579,8 @@ class ZombieProbe:
         finally:
             for c in self.conns:
                 c.close()
-        return "; ".join(out)
+        found["says"] = "; ".join(out)
+        return found
 
 
 NEMESES: dict[str, Callable] = {
