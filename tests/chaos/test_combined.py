@@ -11,7 +11,8 @@ the cluster heals whole: the restarted broker and the once-isolated one are back
 every partition (they caught up from the leader after a crash and after a cut).
 
 The other combined nemeses (ZooKeeper SIGSTOPped during a partition, a leader SIGSTOPped behind
-a cut) run with PYKBROKER_CHAOS_LONG=1; their rows, and the acks=1 workload's under every
+a cut) run with PYKBROKER_CHAOS_LONG=1, and so does the zombie leader's acks=1 probe (a frozen
+leader, once woken, refuses acks=1 writes within 2 s; compat/chaos/results/zombie.md); their rows, and the acks=1 workload's under every
 nemesis (losses expected and counted, as with Kafka), beside Apache Kafka's, are in
 compat/chaos/results/nemeses.md.
 """
