@@ -1,0 +1,103 @@
+"""The Kafka work of one small Produce, in process and without sockets (prints numbers; not a test).
+
+    python compat/bench/micro/bench_produce_path.py [--requests 4000] [--reps 7] [--profile]
+
+The closed-loop connection cells (``conns-active``: each connection one acks=1 Produce v9 of
+10 x 100 B records in flight, compat/bench/loadgen.py) are bounded by the broker's CPU per
+request.  ``compat/bench/floor.py`` measures the I/O layer's share of it (a bare trio server);
+this measures the rest, the steps the connection loop calls between its read and its write, on
+a real ``BrokerServer`` (a 4-partition topic, its own temporary log dir):
+
+- ``decode``: framing, the request header, the generated codec's decode (Dispatcher.next_event);
+- ``handle``: the Produce handler, validation, the append and its ``pwrite``;
+- ``encode``: the answer encoded and framed (Dispatcher.finish).
+
+Each repetition runs ``--requests`` requests round-robin over the 4 partitions; the minimum
+over ``--reps`` repetitions is printed (the least disturbed by other processes on a shared
+machine), in µs per request.  ``--profile`` prints a cProfile of one more repetition.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+
+import trio  # noqa: E402
+
+from pykbroker.broker import BrokerServer  # noqa: E402
+from pykbroker.config import BrokerConfig  # noqa: E402
+from pykbroker.local.zookeeper import free_port  # noqa: E402
+from pykbroker.protocol.wire import make_batch, request_frame  # noqa: E402
+from pykbroker.server.dispatch import Dispatcher, HandleRequest  # noqa: E402
+
+
+async def _run(args: argparse.Namespace, log_dir: str) -> None:
+    broker = BrokerServer(BrokerConfig({"log.dirs": log_dir, "listeners": "PLAINTEXT://127.0.0.1:%d" % free_port()}))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(broker.run)
+        disp = Dispatcher(broker.handlers, 100 << 20, broker, None, "bench", getattr(broker, "faults", None))
+        disp.receive_data(request_frame(19, 4, 1, {
+            "topics": [{"name": "t", "num_partitions": 4, "replication_factor": 1, "assignments": [],
+                        "configs": []}], "timeout_ms": 30000, "validate_only": False}))
+        ev = disp.next_event()
+        assert isinstance(ev, HandleRequest)
+        await ev.handler.handle(ev.ctx, ev.request)
+        await trio.sleep(0.5)   # the partitions' leadership
+        # the load generator's requests (compat/bench/loadgen.py cmd_conns)
+        frames = [request_frame(0, 9, 1, {"transactional_id": None, "acks": 1, "timeout_ms": 30000,
+                                          "topic_data": [{"name": "t", "partition_data": [
+                                              {"index": i, "records": make_batch([b"x" * 100] * 10)}]}]},
+                                client_id="bench-conns") for i in range(4)]
+        pc = time.perf_counter
+        best: dict = {}
+        for _ in range(args.reps):
+            dec = han = enc = 0.0
+            t0 = pc()
+            for i in range(args.requests):
+                a = pc()
+                disp.receive_data(frames[i & 3])
+                ev = disp.next_event()
+                b = pc()
+                resp = await ev.handler.handle(ev.ctx, ev.request)
+                c = pc()
+                out = disp.finish(ev, resp)
+                e = pc()
+                assert out is not None and out.__class__.__name__ == "SendResponse"
+                dec += b - a
+                han += c - b
+                enc += e - c
+            total = pc() - t0
+            for k, v in (("decode", dec), ("handle", han), ("encode", enc), ("total", total)):
+                best[k] = min(best.get(k, float("inf")), v / args.requests * 1e6)
+        print("µs per request (min of %d x %d): %s" % (args.reps, args.requests,
+                                                       ", ".join("%s %.1f" % kv for kv in best.items())))
+        if args.profile:
+            import cProfile
+            import pstats
+            pr = cProfile.Profile()
+            pr.enable()
+            for i in range(args.requests):
+                disp.receive_data(frames[i & 3])
+                ev = disp.next_event()
+                disp.finish(ev, await ev.handler.handle(ev.ctx, ev.request))
+            pr.disable()
+            pstats.Stats(pr).sort_stats("tottime").print_stats(30)
+        nursery.cancel_scope.cancel()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="The Kafka work of one small Produce, in process")
+    ap.add_argument("--requests", type=int, default=4000)
+    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--profile", action="store_true")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        trio.run(_run, args, d)
+
+
+if __name__ == "__main__":
+    main()
