@@ -903,10 +903,34 @@ class GroupWorkload(Workload):
 
     def stop(self) -> None:
         self._stop_producers()
-        time.sleep(5.0)   # the members read what the producers' last flush wrote
+        # the members read what the producers' last flush wrote and an observer reads the group's
+        # offsets once after that; at most 5 s (a value the log lost is never read: the check
+        # reports it)
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline and (self.unread() or self._commit_pending()):
+            time.sleep(0.1)
+        read_at = time.monotonic()
+        while time.monotonic() < deadline and not self._observed_since(read_at):
+            time.sleep(0.1)
         self._stop_consuming.set()
         for t in self._members + [self._observer]:
             t.join(120)
+
+    def unread(self) -> int:
+        """Acknowledged values no group member has polled yet."""
+        with self.h._lock:
+            sends = list(self.h.sends)
+            polls = [p for p in self.h.polls if p.consumer.startswith("m")]
+        seen = {v for p in polls for recs in p.records.values() for _o, v in recs}
+        return sum(1 for s in sends if s.acked and s.value not in seen)
+
+    def _commit_pending(self) -> bool:
+        with self.h._lock:
+            return any(c.ack_time is None for c in self.h.commits if not c.observed)
+
+    def _observed_since(self, t: float) -> bool:
+        with self.h._lock:
+            return any(c.observed and c.time >= t for c in reversed(self.h.commits))
 
     def _member(self, i: int) -> None:
         from confluent_kafka import Consumer, KafkaException, TopicPartition
