@@ -21,13 +21,16 @@ local repository ``~/.m2`` (offline first, so a warm cache needs no network) and
 the cache directory; a ``.complete`` stamp marks a finished copy. The node is a combined
 ``process.roles=broker,controller`` KRaft node on 127.0.0.1 with two free ephemeral ports (client
 and controller listener), a fresh data directory formatted by ``kafka.tools.StorageTool`` with a
-random cluster id, a 512 MiB heap, and the single-node settings Kafka's own quickstart uses
+random cluster id (the format of an identical configuration cached and copied, see
+``_storage_from_template``), a 512 MiB heap, and the single-node settings Kafka's own quickstart uses
 (internal topics with replication factor 1) plus ``group.initial.rebalance.delay.ms=0``.
 """
 from __future__ import annotations
 
 import base64
 import fcntl
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -109,6 +112,107 @@ def classpath(libs: Path) -> str:
     return os.pathsep.join(str(p) for p in sorted(libs.glob("*.jar")))
 
 
+# -- formatted storage, cached -------------------------------------------------------------------
+# ``kafka-storage format`` is a JVM of its own (about 1 s idle, several seconds on a loaded
+# machine) before every node start. What it writes depends on the Kafka version and the node's
+# configuration (node id, roles, the voters, the features and metadata.version it derives), not
+# on the ports or the data path: meta.properties (version, node.id, cluster.id, a random
+# directory.id) and the bootstrap metadata checkpoint (feature levels; no cluster id in it, its
+# batches stamped with the format's time). So each (version, configuration with ports and the
+# log dir blanked) is formatted once into a template under the version's cache directory;
+# later starts copy it and write meta.properties with their own cluster id and a fresh
+# directory id, as format would. PYKBROKER_ORACLE_FORMAT_CACHE=0 formats every time.
+FORMAT_CACHE = os.environ.get("PYKBROKER_ORACLE_FORMAT_CACHE", "1") != "0"
+# the checkpoint's timestamps are those of the template's format: renewed daily so that no
+# start sees bootstrap metadata older than Kafka's metadata retention (7 days by default)
+FORMAT_TEMPLATE_MAX_AGE_S = 24 * 3600
+
+
+def _format_key(version: str, props: dict) -> str | None:
+    """The template's name for this configuration; None when it cannot be one (several log
+    directories or a separate metadata directory: formatted each time)."""
+    if "metadata.log.dir" in props or "log.dir" in props or "," in props.get("log.dirs", ""):
+        return None
+    norm = {}
+    for k, v in props.items():
+        if k == "log.dirs":
+            continue
+        if k.endswith("listeners") or k.startswith("controller.quorum."):
+            v = re.sub(r":\d+", ":0", v)   # the ports, not the node ids or listener names
+        norm[k] = v
+    return hashlib.sha256(json.dumps([version, sorted(norm.items())]).encode()).hexdigest()[:24]
+
+
+def _random_uuid() -> str:
+    """Kafka's Uuid.randomUuid(): 16 random bytes in URL-safe base64 without padding, never
+    the reserved all-zero / ...01 ids (and not starting with '-', which would read as a flag)."""
+    while True:
+        b = uuid.uuid4().bytes
+        s = base64.urlsafe_b64encode(b).decode().rstrip("=")
+        if int.from_bytes(b, "big") > 100 and not s.startswith("-"):
+            return s
+
+
+def _write_meta(data: Path, node_id: str, cluster_id: str) -> None:
+    """meta.properties as format writes it (version 1; java.util.Properties layout)."""
+    stamp = time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime())
+    text = "#\n#%s\nnode.id=%s\ndirectory.id=%s\nversion=1\ncluster.id=%s\n" % (
+        stamp, node_id, _random_uuid(), cluster_id)
+    (data / "meta.properties").write_text(text)
+
+
+def _storage_from_template(version: str, props: dict, cluster_id: str) -> bool:
+    """Copy the cached format for ``props`` into its log dir; False when there is none."""
+    key = _format_key(version, props) if FORMAT_CACHE else None
+    if key is None:
+        return False
+    tpl = cache_dir(version) / "formatted" / key
+    try:
+        if time.time() - tpl.stat().st_mtime > FORMAT_TEMPLATE_MAX_AGE_S:
+            return False
+    except FileNotFoundError:
+        return False
+    data = Path(props["log.dirs"])
+    if data.exists():
+        shutil.rmtree(data)
+    shutil.copytree(tpl, data)
+    _write_meta(data, props["node.id"], cluster_id)
+    return True
+
+
+def _save_template(version: str, props: dict) -> None:
+    """Keep what format just wrote into ``props``' log dir as the template for its configuration
+    (written aside and renamed: other test runs may save the same one at the same time)."""
+    key = _format_key(version, props) if FORMAT_CACHE else None
+    if key is None:
+        return
+    root = cache_dir(version) / "formatted"
+    root.mkdir(parents=True, exist_ok=True)
+    # configurations with a path of their own (a test's key store) make a template per run:
+    # the stale ones go
+    for old in root.iterdir():
+        try:
+            if time.time() - old.stat().st_mtime > FORMAT_TEMPLATE_MAX_AGE_S:
+                shutil.rmtree(old, ignore_errors=True)
+        except OSError:
+            pass
+    tmp = root / ("%s.%d.%d.tmp" % (key, os.getpid(), threading.get_ident()))
+    shutil.copytree(props["log.dirs"], tmp)
+    (tmp / "meta.properties").unlink()   # written per start
+    final = root / key
+    if final.exists():   # an old one (too old to use): replaced
+        old = root / ("%s.%d.old" % (key, os.getpid()))
+        try:
+            final.rename(old)
+            shutil.rmtree(old, ignore_errors=True)
+        except OSError:
+            pass
+    try:
+        tmp.rename(final)
+    except OSError:   # another run saved it first
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def _metadata_brokers(host: str, port: int, timeout: float = 2.0) -> int:
     """Send Metadata v1 (all topics) with the tests' wire client; returns how many brokers it
     lists."""
@@ -182,15 +286,18 @@ class KafkaOracle:
             if data.exists():
                 shutil.rmtree(data)
             cfg = self.dir / "server.properties"
-            cfg.write_text("".join("%s=%s\n" % kv for kv in self.properties().items()))
+            props = self.properties()
+            cfg.write_text("".join("%s=%s\n" % kv for kv in props.items()))
             # Kafka's cluster ids are 16 random bytes in URL-safe base64 without padding.
             self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-            r = subprocess.run(self._java(cp) + ["kafka.tools.StorageTool", "format",
-                                                 # one form: an id starting with '-' must not read as a flag
-                                                 "--cluster-id=" + self.cluster_id,
-                                                 "-c", str(cfg)], capture_output=True, text=True)
-            if r.returncode != 0:
-                raise OracleUnavailable("kafka-storage format failed:\n%s\n%s" % (r.stdout, r.stderr[-4000:]))
+            if not _storage_from_template(self.version, props, self.cluster_id):
+                r = subprocess.run(self._java(cp) + ["kafka.tools.StorageTool", "format",
+                                                     # one form: an id starting with '-' must not read as a flag
+                                                     "--cluster-id=" + self.cluster_id,
+                                                     "-c", str(cfg)], capture_output=True, text=True)
+                if r.returncode != 0:
+                    raise OracleUnavailable("kafka-storage format failed:\n%s\n%s" % (r.stdout, r.stderr[-4000:]))
+                _save_template(self.version, props)
             if self._launch(cp, cfg, t0, timeout):
                 return self
             bind_failed = "Address already in use" in self.log_text()
@@ -317,6 +424,7 @@ class KafkaClusterOracle:
         voters = self._voters()
         # the nodes' storage formatted side by side: one short JVM each (about 2 s, more on a
         # loaded machine), which one after the other only added up
+        # (or copied from the cached format of the same configuration, see _storage_from_template)
         formats = []
         for k in self.nodes:
             k.dir.mkdir(parents=True, exist_ok=True)
@@ -325,12 +433,15 @@ class KafkaClusterOracle:
             props["controller.quorum.voters"] = voters
             cfg = k.dir / "server.properties"
             cfg.write_text("".join("%s=%s\n" % kv for kv in props.items()))
-            formats.append(subprocess.Popen(k._java(cp) + ["kafka.tools.StorageTool", "format",
-                                                           "--cluster-id=" + self.cluster_id, "-c", str(cfg)],
-                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-        for f, (out, err) in [(f, f.communicate()) for f in formats]:
+            if _storage_from_template(self.version, props, self.cluster_id):
+                continue
+            formats.append((props, subprocess.Popen(k._java(cp) + ["kafka.tools.StorageTool", "format",
+                                                                   "--cluster-id=" + self.cluster_id, "-c", str(cfg)],
+                                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+        for props, f, (out, err) in [(props, f, f.communicate()) for props, f in formats]:
             if f.returncode != 0:
                 raise OracleUnavailable("kafka-storage format failed:\n%s\n%s" % (out, err[-4000:]))
+            _save_template(self.version, props)
         for k in self.nodes:
             self._spawn(k, cp)
         try:
