@@ -108,3 +108,51 @@ def both(pyk, kafka):
 
     run.pyk, run.kafka = pyk, kafka
     return run
+
+
+@pytest.fixture(scope="session")
+def _kafka_authorizer_node(tmp_path_factory):
+    """The Apache Kafka with StandardAuthorizer and ``super.users=User:ANONYMOUS`` (so PLAINTEXT
+    clients may manage ACLs) that test_acls.py and test_client_acls.py share: one JVM start, not
+    one per module.  Use it through :func:`kafka_authorizer`."""
+    from tests.client_acls import AUTH
+    k = _load_oracle().KafkaOracle(tmp_path_factory.mktemp("kafka-authorizer"), dict(AUTH))
+    try:
+        k.start()
+    except Exception as e:   # never a skip: a missing oracle is a CI failure
+        pytest.fail("Apache Kafka (the oracle) could not be started: %s" % e, pytrace=False)
+    yield k
+    k.stop()
+
+
+# DeleteAcls / DescribeAcls filter matching every binding (type, pattern, operation and permission
+# ANY = 1; no name, principal or host)
+_ANY_ACL = {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,
+            "principal_filter": None, "host_filter": None, "operation": 1, "permission_type": 1}
+
+
+def _clear_acls(address, timeout: float = 15.0) -> None:
+    """Delete every binding and wait until Kafka's broker lists none (it applies the
+    controller's records a moment after DeleteAcls answered)."""
+    from pykbroker.protocol.wire import WireClient
+    with WireClient(address) as c:
+        r = c.request(31, 3, {"filters": [_ANY_ACL]})
+        assert all(f["error_code"] == 0 for f in r["filter_results"]), r
+        deadline = time.monotonic() + timeout
+        while True:
+            left = c.request(29, 3, _ANY_ACL)["resources"]
+            if not left:
+                return
+            assert time.monotonic() < deadline, "Kafka still lists bindings after deleting them all: %r" % left
+            time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def kafka_authorizer(_kafka_authorizer_node):
+    """The shared authorizer Kafka for one module, with no binding at its start and none left at
+    its end: the modules describe with filters matching every binding, so none may see
+    another's."""
+    address = ("127.0.0.1", _kafka_authorizer_node.port)
+    _clear_acls(address)
+    yield _kafka_authorizer_node
+    _clear_acls(address)

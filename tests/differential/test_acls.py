@@ -6,34 +6,22 @@ out-of-range codes), DeleteAcls matches.  Kafka lists bindings in hash order: an
 sorted."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import time
-from pathlib import Path
 
 import pytest
 
 import pykbroker
 from pykbroker.embedded import TEST_CONFIG
 from pykbroker.protocol.wire import WireClient
+from tests.client_acls import AUTH
 
-ROOT = Path(__file__).resolve().parents[2]
-AUTH = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "super.users": "User:ANONYMOUS"}
 
 
 @pytest.fixture(scope="module")
-def kafka_acl(tmp_path_factory):
-    spec = importlib.util.spec_from_file_location("pykbroker_kafka_oracle", ROOT / "compat" / "kafka" / "oracle.py")
-    oracle = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(oracle)
-    k = oracle.KafkaOracle(tmp_path_factory.mktemp("kafka-acl"), dict(AUTH))
-    try:
-        k.start()
-    except Exception as e:   # never a skip: a missing oracle is a CI failure
-        pytest.fail("Apache Kafka (the oracle) could not be started: %s" % e, pytrace=False)
-    yield ("127.0.0.1", k.port)
-    k.stop()
+def kafka_acl(kafka_authorizer):
+    """The authorizer Kafka shared with test_client_acls.py (conftest.py), no binding on it."""
+    return ("127.0.0.1", kafka_authorizer.port)
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ each scenario describes only once the run's bindings are what its phase left, lo
 for at most 15 s (scen.ACLSettle in compat/go, the same loop in acls.js), the same steps against
 either broker; pykbroker's first look settles.
 
-One Kafka and one pykbroker for the module; each client's two sides run side by side.  About
+One pykbroker for the module, the authorizer Kafka shared with test_acls.py; each client's two sides run side by side.  About
 12 s, the Kafka start included.  A missing oracle fails; a missing Go toolchain or Node package
 skips that client's test (a failure under CI=true for Node)."""
 from __future__ import annotations
@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from tests import needs
-from tests.client_acls import AUTH, GO_INVALID, authorizer_broker, check_acl_reports, confluent_bindings
+from tests.client_acls import GO_INVALID, authorizer_broker, check_acl_reports, confluent_bindings
 from tests.go import gobuild
 
 from .helpers import explain
@@ -40,19 +40,11 @@ needs.module("confluent_kafka.admin")
 
 
 @pytest.fixture(scope="module")
-def sides(tmp_path_factory):
-    """{"pykbroker": bootstrap, "kafka": bootstrap}, both with the authorizer on."""
-    from .conftest import _load_oracle
-    k = _load_oracle().KafkaOracle(tmp_path_factory.mktemp("kafka-client-acls"), dict(AUTH))
-    try:
-        k.start()
-    except Exception as e:   # never a skip: a missing oracle is a CI failure
-        pytest.fail("Apache Kafka (the oracle) could not be started: %s" % e, pytrace=False)
-    try:
-        with authorizer_broker(tmp_path_factory, "pyk-client-acls") as b:
-            yield {"pykbroker": b.bootstrap_servers, "kafka": k.bootstrap}
-    finally:
-        k.stop()
+def sides(tmp_path_factory, kafka_authorizer):
+    """{"pykbroker": bootstrap, "kafka": bootstrap}, both with the authorizer on (the Kafka shared
+    with test_acls.py, conftest.py: no binding on it)."""
+    with authorizer_broker(tmp_path_factory, "pyk-client-acls") as b:
+        yield {"pykbroker": b.bootstrap_servers, "kafka": kafka_authorizer.bootstrap}
 
 
 @pytest.fixture(scope="module")
