@@ -28,15 +28,23 @@ def leader_of(cluster: Cluster, partition: int, topic: str) -> Optional[int]:
 
 def create_replicated_topic(cluster: Cluster, topic: str, partitions: int, replication_factor: int = 3) -> dict:
     """CreateTopics (v5) of ``topic`` through the cluster's first broker, then until every
-    partition has a leader: the Metadata answer that says so.  (The brokers must be registered:
-    the controller places replicas only on registered brokers, else INVALID_REPLICATION_FACTOR.)"""
+    running broker's Metadata lists every partition with a leader; returns the first broker's
+    answer.  CreateTopics answers once the controller committed the topic and each broker learns
+    it from the metadata log a little later (as Kafka's do), so a test that next asks another
+    broker (a partition's leader, a transaction coordinator) would otherwise race that broker's
+    UNKNOWN_TOPIC_OR_PARTITION.  (The brokers must be registered: the controller places replicas
+    only on registered brokers, else INVALID_REPLICATION_FACTOR.)"""
     with wire.WireClient(("127.0.0.1", cluster.brokers[0].port)) as c:
         r = c.request(19, 5, {"topics": [{"name": topic, "num_partitions": partitions,
                                           "replication_factor": replication_factor,
                                           "assignments": [], "configs": []}],
                               "timeout_ms": 30000, "validate_only": False})
         assert r["topics"][0]["error_code"] == 0, r
-        return wire.wait_for_topic(c, topic, partitions, timeout=30)
+        m = wire.wait_for_topic(c, topic, partitions, timeout=30)
+    for b in cluster.brokers[1:]:
+        if b.running():
+            wire.wait_for_topic(("127.0.0.1", b.port), topic, partitions, timeout=30)
+    return m
 
 
 def draw_seed(seed: Optional[int], log: Callable[[str], None]) -> int:
