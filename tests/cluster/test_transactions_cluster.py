@@ -188,8 +188,16 @@ def test_unverified_transactional_produce_refused_by_a_leader_away_from_the_coor
     coord_addr = ("127.0.0.1", cluster.broker(coord).port)
     leader_addr = ("127.0.0.1", cluster.broker(leaders[part]).port)
     with wire.WireClient(coord_addr) as c:
-        r = c.request(22, 4, {"transactional_id": tid, "transaction_timeout_ms": 60000,
-                              "producer_id": -1, "producer_epoch": -1})
+        # the broker FindCoordinator named may not have taken up its __transaction_state
+        # partition yet (it learns its leadership from the metadata log as the asked broker
+        # did): NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS until it has, as with Kafka
+        deadline = time.monotonic() + 30
+        while True:
+            r = c.request(22, 4, {"transactional_id": tid, "transaction_timeout_ms": 60000,
+                                  "producer_id": -1, "producer_epoch": -1})
+            if r["error_code"] not in (14, 15, 16) or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
         assert r["error_code"] == 0, r
         pid, epoch = r["producer_id"], r["producer_epoch"]
 
