@@ -47,22 +47,49 @@ func createTopic(ctx context.Context, topic string, partitions int) {
 	if e := r.Errors[topic]; e != nil {
 		scen.Fail("create topic %s: %v", topic, e)
 	}
+	// CreateTopics answers once the controller committed the topic; each broker learns it from
+	// the metadata log shortly after (Kafka's brokers and pykbroker's alike), so one broker's
+	// Metadata listing it says nothing of the others, and kafka-go's Writer may take its first
+	// metadata from any broker (then fails with UNKNOWN_TOPIC_OR_PARTITION).  Wait until every
+	// broker the cluster lists answers with the topic's partitions and their leaders.
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		md, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
-		if err == nil && len(md.Topics) == 1 && md.Topics[0].Error == nil && len(md.Topics[0].Partitions) == partitions {
-			ok := true
-			for _, p := range md.Topics[0].Partitions {
-				ok = ok && p.Leader.ID >= 0 && p.Error == nil
-			}
-			if ok {
-				return
-			}
+		var err error
+		if err = topicReadyEverywhere(ctx, c, topic, partitions); err == nil {
+			return
 		}
 		if time.Now().After(deadline) {
-			scen.Fail("topic %s never got leaders: %v", topic, err)
+			scen.Fail("topic %s never got leaders on every broker: %v", topic, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// topicReadyEverywhere asks each broker of the cluster (as a first Metadata lists them) for the
+// topic and returns nil once each answers with its partitions, each with a leader.
+func topicReadyEverywhere(ctx context.Context, c *kafka.Client, topic string, partitions int) error {
+	md, err := c.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		return err
+	}
+	if len(md.Brokers) == 0 {
+		return errors.New("metadata lists no broker")
+	}
+	for _, b := range md.Brokers {
+		addr := kafka.TCP(fmt.Sprintf("%s:%d", b.Host, b.Port))
+		one, err := c.Metadata(ctx, &kafka.MetadataRequest{Addr: addr, Topics: []string{topic}})
+		if err != nil {
+			return fmt.Errorf("broker %d: %w", b.ID, err)
+		}
+		if len(one.Topics) != 1 || one.Topics[0].Error != nil || len(one.Topics[0].Partitions) != partitions {
+			return fmt.Errorf("broker %d does not list the topic's %d partitions yet", b.ID, partitions)
+		}
+		for _, p := range one.Topics[0].Partitions {
+			if p.Leader.ID < 0 || p.Error != nil {
+				return fmt.Errorf("broker %d: partition %d has no leader yet", b.ID, p.ID)
+			}
+		}
+	}
+	return nil
 }
 
 // the record names its partition (kafka-go's writer asks a Balancer)
