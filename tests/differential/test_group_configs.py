@@ -5,6 +5,8 @@ bound, enum, auto.offset.reset format, APPEND, empty name, null), validate_only,
 describe (GROUP_CONFIG source, an internal key), legacy AlterConfigs (full
 replacement), ListConfigResources listing the configured groups, and DELETE unlisting them.
 Kafka describes in its hash map's order: compared by name."""
+import time
+
 from .helpers import call, explain
 
 SET, DELETE, APPEND = 0, 1, 2
@@ -58,6 +60,24 @@ def listed(t):
     return r["error_code"], sorted(x["resource_name"] for x in r["config_resources"] if x["resource_name"].startswith("gc-"))
 
 
+def settled(observe, done, timeout=15.0):
+    """``observe()`` until ``done(result)`` (or the deadline: the last result, for the comparison
+    to show).  Kafka's IncrementalAlterConfigs / AlterConfigs answer once its controller committed
+    the change; the broker's DescribeConfigs and ListConfigResources read the broker's copy, which
+    replays the metadata log a little later, so a describe right after a change can still show the
+    old configs on Kafka under load (pykbroker's own view is current when it answers)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = observe()
+        if done(r) or time.monotonic() > deadline:
+            return r
+        time.sleep(0.05)
+
+
+def _values(described):
+    return {c[0]: (c[1], c[2]) for c in described[2]}
+
+
 def scenario(t):
     out = {"fresh": describe(t, "gc-fresh"), "empty-name": describe(t, "")}
     out["bad"] = [incremental(t, "gc-bad", c) for c in BAD]
@@ -68,21 +88,24 @@ def scenario(t):
                                          _set("share.auto.offset.reset", "earliest"),
                                          _set("share.record.lock.duration.ms", "20000"),
                                          _set("streams.num.warmup.replicas", "1")])
-    out["described"] = describe(t, "gc-a")
+    out["described"] = settled(lambda: describe(t, "gc-a"),
+                               lambda d: _values(d).get("consumer.session.timeout.ms") == ("50000", 8))
     out["described-v1"] = describe(t, "gc-a", ["share.auto.offset.reset"], version=1)
     # the whole resulting set is validated: an existing value stays, a new bad one is refused
     out["set-bad-on-top"] = incremental(t, "gc-a", [_set("consumer.heartbeat.interval.ms", "1")])
     r = call(t, 33, 2, {"resources": [{"resource_type": 32, "resource_name": "gc-b", "configs": [
         {"name": "share.isolation.level", "value": "read_committed"}]}], "validate_only": False})["responses"][0]
     out["legacy"] = (r["error_code"], r["error_message"])
-    out["legacy-described"] = describe(t, "gc-b", ["share.isolation.level", "share.auto.offset.reset"])
-    out["listed"] = listed(t)
+    out["legacy-described"] = settled(lambda: describe(t, "gc-b", ["share.isolation.level", "share.auto.offset.reset"]),
+                                      lambda d: _values(d).get("share.isolation.level") == ("read_committed", 8))
+    out["listed"] = settled(lambda: listed(t), lambda r: r[1] == ["gc-a", "gc-b"])
     out["delete"] = incremental(t, "gc-a", [_del(n) for n in ("consumer.session.timeout.ms", "share.auto.offset.reset",
                                                             "share.record.lock.duration.ms",
                                                             "streams.num.warmup.replicas")])
     out["delete-b"] = incremental(t, "gc-b", [_del("share.isolation.level")])
-    out["listed-after-delete"] = listed(t)
-    out["described-after-delete"] = describe(t, "gc-a", ["consumer.session.timeout.ms"])
+    out["listed-after-delete"] = settled(lambda: listed(t), lambda r: r[1] == [])
+    out["described-after-delete"] = settled(lambda: describe(t, "gc-a", ["consumer.session.timeout.ms"]),
+                                            lambda d: all(c[2] != 8 for c in d[2]))
     return out
 
 
