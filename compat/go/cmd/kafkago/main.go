@@ -96,17 +96,19 @@ func topicReadyEverywhere(ctx context.Context, c *kafka.Client, topic string, pa
 var manual = kafka.BalancerFunc(func(m kafka.Message, partitions ...int) int { return m.Partition })
 
 func produce(ctx context.Context, topic string, codec kafka.Compression, rs []scen.Rec) {
-	if err := write(ctx, topic, codec, rs, 0); err != nil {
+	if err := write(ctx, topic, codec, rs, 0, 0); err != nil {
 		scen.Fail("produce: %v", err)
 	}
 }
 
 // write produces rs (the partitions they name) with a Writer (acks all; attempts: kafka-go's
-// default when 0) and returns WriteMessages' error.
-func write(ctx context.Context, topic string, codec kafka.Compression, rs []scen.Rec, attempts int) error {
+// default when 0; answerWait: how long one Produce waits for its answer, kafka-go's 10 s when 0)
+// and returns WriteMessages' error.
+func write(ctx context.Context, topic string, codec kafka.Compression, rs []scen.Rec, attempts int,
+	answerWait time.Duration) error {
 	w := &kafka.Writer{Addr: kafka.TCP(seeds()...), Topic: topic, Balancer: manual, Compression: codec,
 		RequiredAcks: kafka.RequireAll, BatchTimeout: 5 * time.Millisecond, BatchSize: 50, ErrorLogger: errorLogger(),
-		Transport: transport(), MaxAttempts: attempts}
+		Transport: transport(), MaxAttempts: attempts, WriteTimeout: answerWait}
 	defer w.Close()
 	msgs := make([]kafka.Message, len(rs))
 	for i, r := range rs {

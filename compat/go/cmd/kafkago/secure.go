@@ -67,9 +67,15 @@ func runSecure(ctx context.Context) any {
 	}
 	base := time.Now()
 	rs, want := scen.FreshRecords(*common.Records, base)
-	// a refused writer retries (MaxAttempts) the errors kafka-go calls temporary only
+	// a refused writer retries (MaxAttempts) the errors kafka-go calls temporary only.  kafka-go
+	// has no idempotence: a Produce it gives up on after WriteTimeout (10 s by default) and sends
+	// again leaves a second copy in the log once the late first one is appended (seen on a
+	// loaded machine).  This scenario checks security, not late answers: each Produce waits
+	// for its answer as long as the scenario waits for the write, so what it retries is only
+	// what the broker refused (nothing appended).
 	pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	err := write(pctx, topic, 0, rs, 3)
+	answerWait := 20 * time.Second
+	err := write(pctx, topic, 0, rs, 3, answerWait)
 	// kafka-go's Writer asks one broker for the topic's partition count before it writes and
 	// does not retry that lookup: on a cluster, a broker that has not yet learned of the topic
 	// just created (brokers learn of it asynchronously, Kafka's too) fails the write before
@@ -77,7 +83,7 @@ func runSecure(ctx context.Context) any {
 	// (a fresh Transport: no cached metadata) each time.
 	for tries := 0; *sec.Create && err == kafka.UnknownTopicOrPartition && tries < 20 && pctx.Err() == nil; tries++ {
 		time.Sleep(100 * time.Millisecond)
-		err = write(pctx, topic, 0, rs, 3)
+		err = write(pctx, topic, 0, rs, 3, answerWait)
 	}
 	cancel()
 	if err != nil {
