@@ -13,8 +13,14 @@ The rule (AK ``metadata/.../authorizer/StandardAuthorizerData.java``):
   ``allow.everyone.if.no.acl.found``.
 
 Index: LITERAL bindings by (type, name), PREFIXED bindings by type then prefix, with the set of
-prefix lengths in use, so a decision looks up the literal name, ``*`` and one dict entry per
-prefix length in use: O(matching bindings + distinct prefix lengths), never O(all bindings).
+prefix lengths in use, and under each resource pattern by principal.  A decision looks up the
+literal name, ``*`` and one dict entry per prefix length in use, and under each only the
+bindings of the request's principal and of ``User:*`` (the only ones Kafka's matchingPrincipals
+can match): O(bindings that match the resource and the principal + distinct prefix lengths),
+neither O(all bindings) nor O(every other principal's bindings on the same resource) -- a shared
+``app-`` prefix with a thousand other users' bindings on it costs the same as one with none.
+Whether any binding at all applies to the resource (``allow.everyone.if.no.acl.found``) is
+whether one of those patterns has any principal.
 
 Decision log: every decision a request's check makes goes to the logger ``kafka.authorizer.logger``
 (Kafka's audit logger name, so a log4j-minded operator finds it), in Kafka's words: denials at
@@ -40,7 +46,7 @@ changes (``apply``).  ``generation`` changes with every change so per-connection
 from __future__ import annotations
 
 import logging
-from typing import Iterable
+from typing import Any, Iterable, Optional
 
 from .bindings import (ALL, ALLOW, ALTER, ALTER_CONFIGS, CLUSTER, DELETE, DENY, DESCRIBE, DESCRIBE_CONFIGS,
                        LITERAL, OPERATIONS, PATTERN_TYPES, PERMISSIONS, PREFIXED, READ, RESOURCE_TYPES,
@@ -77,8 +83,10 @@ class Authorizer:
         self.super_users = frozenset(super_users)
         self.allow_everyone = bool(allow_everyone_if_no_acl_found)
         self.audit_only = bool(audit_only)
-        self._literal: dict[tuple[int, str], list] = {}        # (type, name) -> [(principal, host, op, perm)]
-        self._prefixed: dict[int, dict[str, list]] = {}        # type -> prefix -> [...]
+        # (type, name) -> principal -> [(principal, host, op, perm)]; a pattern's dict is never
+        # left empty (removed with its last binding), so "present" means "some binding applies"
+        self._literal: dict[tuple[int, str], dict[str, list]] = {}
+        self._prefixed: dict[int, dict[str, dict[str, list]]] = {}   # type -> prefix -> principal -> [...]
         self._prefix_lens: dict[int, list[int]] = {}           # type -> sorted lengths in use
         self._all: set[AclBinding] = set()
         self.generation = 0
@@ -95,37 +103,43 @@ class Authorizer:
         self.apply(added=bindings)
 
     def apply(self, added: Iterable[AclBinding] = (), removed: Iterable[AclBinding] = ()) -> None:
-        """Follow the controller's change: bindings added and removed."""
+        """Follow the controller's change: bindings added and removed (on one node from the
+        metadata file's writer, on a cluster from the ZooKeeper watches too).  ``generation``
+        moves, so every connection's cached decisions (acl/check.py) are dropped before its next
+        check."""
         for b in removed:
             if b not in self._all:
                 continue
             self._all.discard(b)
-            entry = (b.principal, b.host, b.operation, b.permission)
+            by: dict[Any, dict[str, list]]
+            key: Any
             if b.pattern_type == LITERAL:
-                lst = self._literal.get((b.resource_type, b.name))
-                if lst is not None:
-                    lst.remove(entry)
-                    if not lst:
-                        del self._literal[(b.resource_type, b.name)]
+                by, key = self._literal, (b.resource_type, b.name)
             else:
-                by = self._prefixed.get(b.resource_type, {})
-                lst = by.get(b.name)
-                if lst is not None:
-                    lst.remove(entry)
-                    if not lst:
-                        del by[b.name]
-                        self._reindex_lengths(b.resource_type)
+                by, key = self._prefixed.get(b.resource_type, {}), b.name
+            principals = by.get(key)
+            if principals is None:
+                continue
+            lst = principals.get(b.principal)
+            if lst is not None:
+                lst.remove((b.principal, b.host, b.operation, b.permission))
+                if not lst:
+                    del principals[b.principal]
+            if not principals:
+                del by[key]
+                if b.pattern_type != LITERAL:
+                    self._reindex_lengths(b.resource_type)
         for b in added:
             if b in self._all:
                 continue
             self._all.add(b)
             entry = (b.principal, b.host, b.operation, b.permission)
             if b.pattern_type == LITERAL:
-                self._literal.setdefault((b.resource_type, b.name), []).append(entry)
+                self._literal.setdefault((b.resource_type, b.name), {}).setdefault(b.principal, []).append(entry)
             else:
-                by = self._prefixed.setdefault(b.resource_type, {})
-                new = b.name not in by
-                by.setdefault(b.name, []).append(entry)
+                prefixes = self._prefixed.setdefault(b.resource_type, {})
+                new = b.name not in prefixes
+                prefixes.setdefault(b.name, {}).setdefault(b.principal, []).append(entry)
                 if new:
                     self._reindex_lengths(b.resource_type)
         self.generation += 1
@@ -133,16 +147,17 @@ class Authorizer:
     def _reindex_lengths(self, rtype: int) -> None:
         self._prefix_lens[rtype] = sorted({len(p) for p in self._prefixed.get(rtype, ())})
 
-    def matching(self, rtype: int, name: str):
-        """Every (principal, host, op, perm) that applies to the resource (any principal)."""
+    def _patterns(self, rtype: int, name: str):
+        """The principal -> entries dicts of every pattern that applies to the resource: its
+        literal name, the literal ``*``, then the prefixes, shortest first."""
         lit = self._literal
         got = lit.get((rtype, name))
         if got:
-            yield from got
+            yield got
         if name != WILDCARD_RESOURCE:
             got = lit.get((rtype, WILDCARD_RESOURCE))
             if got:
-                yield from got
+                yield got
         lens = self._prefix_lens.get(rtype)
         if lens:
             by = self._prefixed[rtype]
@@ -151,6 +166,22 @@ class Authorizer:
                 if ln > n:
                     break
                 got = by.get(name[:ln])
+                if got:
+                    yield got
+
+    def matching(self, rtype: int, name: str, principal: Optional[str] = None):
+        """Every (principal, host, op, perm) that applies to the resource: of any principal, or
+        (``principal`` given) of that principal and ``User:*``, the ones its decision reads."""
+        for principals in self._patterns(rtype, name):
+            if principal is None:
+                for lst in principals.values():
+                    yield from lst
+                continue
+            got = principals.get(principal)
+            if got:
+                yield from got
+            if principal != WILDCARD_PRINCIPAL:
+                got = principals.get(WILDCARD_PRINCIPAL)
                 if got:
                     yield from got
 
@@ -169,29 +200,34 @@ class Authorizer:
             return True, _SUPER_USER
         any_acl = False
         allowed = None
-        for entry in self.matching(rtype, name):
-            p, h, op, perm = entry
-            any_acl = True
-            if p != principal and p != WILDCARD_PRINCIPAL:
-                continue
-            if h != WILDCARD_HOST and h != host:
-                continue
-            if op != ALL and op != operation:
-                # implication holds for ALLOW only: a DENY of READ does not deny DESCRIBE
-                if perm != ALLOW:
+        wildcard = principal == WILDCARD_PRINCIPAL
+        for principals in self._patterns(rtype, name):
+            any_acl = True   # a pattern is only indexed while it has a binding
+            own = principals.get(principal)
+            other = None if wildcard else principals.get(WILDCARD_PRINCIPAL)
+            for entries in (own, other):
+                if not entries:
                     continue
-                if operation == DESCRIBE:
-                    if op not in _IMPLIES_DESCRIBE:
+                for entry in entries:
+                    _p, h, op, perm = entry
+                    if h != WILDCARD_HOST and h != host:
                         continue
-                elif operation == DESCRIBE_CONFIGS:
-                    if op not in _IMPLIES_DESCRIBE_CONFIGS:
-                        continue
-                else:
-                    continue
-            if perm == DENY:
-                return False, entry
-            if allowed is None:
-                allowed = entry
+                    if op != ALL and op != operation:
+                        # implication holds for ALLOW only: a DENY of READ does not deny DESCRIBE
+                        if perm != ALLOW:
+                            continue
+                        if operation == DESCRIBE:
+                            if op not in _IMPLIES_DESCRIBE:
+                                continue
+                        elif operation == DESCRIBE_CONFIGS:
+                            if op not in _IMPLIES_DESCRIBE_CONFIGS:
+                                continue
+                        else:
+                            continue
+                    if perm == DENY:
+                        return False, entry
+                    if allowed is None:
+                        allowed = entry
         if allowed is not None:
             return True, allowed
         if not any_acl and self.allow_everyone:
@@ -221,13 +257,13 @@ class Authorizer:
         binding of the name, of ``*``, or the longest prefixed one holding that entry."""
         p, h, op, perm = entry
         pattern, rname = LITERAL, name
-        if entry not in self._literal.get((rtype, name), ()):
-            if entry in self._literal.get((rtype, WILDCARD_RESOURCE), ()):
+        if entry not in self._literal.get((rtype, name), {}).get(p, ()):
+            if entry in self._literal.get((rtype, WILDCARD_RESOURCE), {}).get(p, ()):
                 rname = WILDCARD_RESOURCE
             else:
                 by = self._prefixed.get(rtype, {})
                 for ln in reversed(self._prefix_lens.get(rtype, ())):
-                    if entry in by.get(name[:ln], ()):
+                    if entry in by.get(name[:ln], {}).get(p, ()):
                         pattern, rname = PREFIXED, name[:ln]
                         break
         return ("MatchingAcl(acl=StandardAcl(resourceType=%s, resourceName=%s, patternType=%s, principal=%s, "

@@ -64,11 +64,16 @@ class AuthSession:
     def allowed(self, operation: int, rtype: int, name: str, log_denied: bool = True) -> bool:
         """The decision for the request being served; ``log_denied=False`` for Kafka's
         ``logIfDenied = false`` checks (a filter or a probe: a denial is not logged at INFO)."""
-        cache = self._fresh()
+        # _fresh() inlined: every Produce and Fetch comes here once per topic
+        c = self.connection
+        p = getattr(c, "authenticated_principal", None) or c.principal
+        cache = self._cache
+        if self._gen != self.authorizer.generation or p != self._principal or len(cache) > _CACHE_MAX:
+            cache = self._fresh()
         key = (operation, rtype, name)
         got = cache.get(key)
         if got is None:
-            got = cache[key] = self.authorizer.decide(self._principal, self.host, operation, rtype, name)
+            got = cache[key] = self.authorizer.decide(p, self.host, operation, rtype, name)
         if got[0]:
             if self._debug:
                 self.authorizer.log_decision(self._principal, self.host, operation, rtype, name, True, got[1],
