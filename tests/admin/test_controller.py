@@ -177,3 +177,49 @@ def test_failed_metadata_write_undoes_the_change_in_memory(tmp_path, monkeypatch
             await ctl.alter_broker_configs("", {"log.retention.ms": "5"})
         assert ctl.broker_configs("") == {}
     trio.run(main)
+
+
+def test_metadata_file_acls_follow_every_change(tmp_path, monkeypatch):
+    """The metadata file's ACL list is encoded once per change of the bindings and reused by the
+    writes between (a topic created...): the file stays what encoding everything at once writes,
+    after an add, a removal, a failed write's undo, and a reload."""
+    from pykbroker.acl.bindings import ALLOW, LITERAL, PREFIXED, READ, TOPIC, AclBinding
+
+    def b(name, pattern=LITERAL, principal="User:alice"):
+        return AclBinding(TOPIC, name, pattern, principal, "*", READ, ALLOW)
+
+    def file_json():
+        with open(os.path.join(str(tmp_path), METADATA_FILE), "rb") as f:
+            raw = f.read()
+        data = json.loads(raw)
+        assert raw == json.dumps(data, indent=1).encode()   # the same bytes as one plain encoding
+        return data
+
+    async def main():
+        ctl, cache, rm = await _start(tmp_path)
+        await ctl.alter_acls(added=[b("t\u00e9"), b("p-", PREFIXED), b("x", principal="User:b\"q")])
+        await ctl.create_topic("t", 1, 1, {})
+        assert file_json()["acls"] == sorted(x.to_json() for x in ctl.acls()) and len(ctl.acls()) == 3
+        await ctl.alter_acls(removed=[b("p-", PREFIXED)])
+        await ctl.create_topic("u", 1, 1, {})
+        assert file_json()["acls"] == sorted([b("t\u00e9").to_json(), b("x", principal="User:b\"q").to_json()])
+
+        def fail(*a, **kw):
+            raise OSError("disk full")
+        real = ctl.fs.write_file_atomic
+        monkeypatch.setattr(ctl.fs, "write_file_atomic", fail)
+        with pytest.raises(OSError):
+            await ctl.alter_acls(added=[b("y")])
+        monkeypatch.setattr(ctl.fs, "write_file_atomic", real)
+        await ctl.create_topic("v", 1, 1, {})
+        data = file_json()
+        assert len(data["acls"]) == 2 and [t["name"] for t in data["topics"]] == ["t", "u", "v"]
+        await ctl.alter_acls(removed=list(ctl.acls()))
+        assert "acls" not in file_json()
+        await ctl.alter_acls(added=[b("z")])
+
+        again, _, _ = await _start(tmp_path)
+        assert again.acls() == {b("z")}
+        await again.create_topic("w", 1, 1, {})
+        assert file_json()["acls"] == [b("z").to_json()]
+    trio.run(main)
