@@ -12,7 +12,7 @@ from tests import needs
 needs.module("cryptography")
 ck = needs.module("confluent_kafka")
 from confluent_kafka import KafkaError  # noqa: E402
-from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient,  # noqa: E402
+from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,  # noqa: E402
                                    ResourcePatternType, ResourceType)
 
 from tests.acl.clients import authorizing_broker, consume, produce as _produce  # noqa: E402
@@ -153,3 +153,53 @@ def test_kafka_python_denied_then_allowed(broker):
             break
     assert got == [b"kp-value"]
     c.close()
+
+
+def test_deny_after_allow_holds_on_the_next_request_of_an_open_connection(broker):
+    """Decisions are cached per connection (acl/check.py) until the bindings change: a DENY
+    created through CreateAcls refuses the very next Produce of a producer whose connection is
+    already open and allowed, on that same connection (librdkafka's statistics count one
+    connect).  Deleting it lets the producer write again.  What the log holds is read back as admin."""
+    import json
+    import time
+    topic = "cache-" + uuid.uuid4().hex[:6]
+    broker.create_topic(topic)
+    _allow(broker, _acl(ResourceType.TOPIC, topic, "alice", AclOperation.WRITE))
+    stats = []
+    p = ck.Producer({**broker.client_config("alice"), "retries": 0, "message.timeout.ms": 5000,
+                     "linger.ms": 0, "topic.metadata.refresh.interval.ms": 100,
+                     "statistics.interval.ms": 100, "stats_cb": stats.append})
+    errors = []
+
+    def send(value):
+        p.produce(topic, value, on_delivery=lambda err, msg: errors.append(err))
+        p.flush(10)
+        return errors[-1]
+
+    assert send(b"allowed") is None
+    admin = AdminClient(broker.client_config("admin"))
+    deny = _acl(ResourceType.TOPIC, topic, "alice", AclOperation.WRITE, perm=AclPermissionType.DENY)
+    _allow(broker, deny)
+    err = send(b"denied")
+    assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, err
+    flt = AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:alice", "*",
+                           AclOperation.WRITE, AclPermissionType.DENY)
+    for fut in admin.delete_acls([flt], request_timeout=10).values():
+        assert len(fut.result()) == 1
+    # librdkafka refuses produce() itself for a topic its last Produce was denied on, until its
+    # next metadata refresh (100 ms here) finds the topic fine: then the Produce goes out
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            assert send(b"allowed again") is None
+            break
+        except ck.KafkaException as e:
+            assert e.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED and time.monotonic() < deadline, e
+            p.poll(0.1)
+    stats.clear()
+    while not stats:
+        p.poll(0.1)
+    brokers = [b for b in json.loads(stats[-1])["brokers"].values() if b["nodeid"] >= 0]
+    assert [b["connects"] for b in brokers] == [1], brokers
+    got, errs = _consume(broker.client_config("admin"), topic, "g-" + topic, 2, timeout=10)
+    assert got == [b"allowed", b"allowed again"], errs
