@@ -105,6 +105,16 @@ def brokers_of(topology: str) -> tuple:
     return BROKERS + (NOAUTH,) if topology == "acl" else BROKERS
 
 
+def run_order(topology: str) -> tuple:
+    """The order of one pair's runs (reversed every other pair).  The ``acl`` cells put
+    pykbroker with the authorizer in the middle, Kafka, pykbroker, pykbroker without: it runs
+    next to both brokers it is compared with in every pair, so a change of the machine's load
+    between runs moves both ratios less (the load of a shared machine drifts over minutes)."""
+    if topology == "acl":
+        return ("kafka", "pykbroker", NOAUTH)
+    return brokers_of(topology)
+
+
 # -- the matrix ------------------------------------------------------------------------------
 
 def cell(kind, gen, **kw) -> dict:
@@ -632,7 +642,7 @@ def main(argv=None) -> int:
                         args.budget_mb = max(rate * c["producers"] * args.seconds * c["size"] / 1e6, 0.001)
                     try:
                         for i in range(args.pairs):
-                            order = brokers_of(topo) if i % 2 == 0 else brokers_of(topo)[::-1]
+                            order = run_order(topo) if i % 2 == 0 else run_order(topo)[::-1]
                             for b in order:
                                 m = runner.run(c, targets[b], rate)
                                 entry["runs"][b].append(m)
