@@ -28,7 +28,7 @@ _CACHE_MAX = 4096   # per connection: a client touching more resources just reco
 
 
 class AuthSession:
-    __slots__ = ("authorizer", "connection", "host", "_gen", "_cache", "_principal", "request", "_debug", "_info")
+    __slots__ = ("authorizer", "connection", "host", "_gen", "_cache", "_principal", "request", "_debug")
 
     def __init__(self, authorizer, connection):
         self.authorizer = authorizer
@@ -43,10 +43,13 @@ class AuthSession:
 
     def begin(self, request: str) -> None:
         """A request starts (the dispatcher calls this): its name for the decision log, and
-        whether the log's levels are on, read once per request rather than per check."""
+        whether allows are logged (DEBUG), read once per request rather than per check."""
         self.request = request   # Kafka's ApiKeys name
         self._debug = audit_log.isEnabledFor(logging.DEBUG)
-        self._info = self._debug or audit_log.isEnabledFor(logging.INFO)
+
+    def _info(self) -> bool:
+        """Whether denials are logged at INFO (read at the denial: most requests have none)."""
+        return self._debug or audit_log.isEnabledFor(logging.INFO)
 
     @property
     def principal(self) -> str:
@@ -81,7 +84,7 @@ class AuthSession:
             return True
         rule = got[1]
         level = logging.INFO if log_denied else logging.DEBUG if self.authorizer.audit_only else None
-        if level is not None and (self._debug if level == logging.DEBUG else self._info):
+        if level is not None and (self._debug if level == logging.DEBUG else self._info()):
             self.authorizer.log_decision(self._principal, self.host, operation, rtype, name, False, rule,
                                          self.request, level)
         return self.authorizer.audit_only
@@ -103,7 +106,7 @@ class AuthSession:
         self._fresh()
         if self.authorizer.authorize_by_resource_type(self._principal, self.host, operation, rtype):
             return True
-        if self._info:
+        if self._info():
             # Kafka logs the made-up resource its authorizeByResourceType starts with
             self.authorizer.log_decision(self._principal, self.host, operation, rtype, "hardcode", False,
                                          "DefaultDeny", self.request)
