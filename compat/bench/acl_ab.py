@@ -4,6 +4,7 @@ short A/B pairs, the broker's CPU per unit of work beside the throughput, and a 
 
     python compat/bench/acl_ab.py [--pairs 8] [--records 400000] [--size 100] [--out DIR]
     python compat/bench/acl_ab.py --profile DIR     # py-spy of the authorizing broker as well
+    python compat/bench/acl_ab.py --micro           # the decision's in-process costs, no broker
 
 The ``acl`` cells of bench.py compare the two inside a run that also measures Kafka, a few
 pairs of 200 MB each; on a shared 2-core machine one pair's ratio differs from the next by up to
@@ -197,6 +198,49 @@ def profile(ab: AB, t, out: Path) -> dict:
     return {"run": m, "samples": total, "samples_in_acl": acl, "samples_in_decide": decide}
 
 
+def micro(n_bindings: int) -> dict:
+    """In-process costs of the authorizer with the ``acl`` topology's bindings (microseconds per
+    call, best of 5): an uncached decision for the benchmark's principal on a benchmark topic
+    (1,000 other principals' bindings on its ``bench`` prefix) and for one of those principals,
+    ``authorized_operations`` of a topic, and what a Produce of one partition pays per request
+    with the decision cached: the dispatcher's ``begin``, the transactional-records check and
+    the topic's check."""
+    import timeit
+
+    from pykbroker.acl.authorizer import Authorizer
+    from pykbroker.acl.bindings import TOPIC, WRITE, AclBinding
+    from pykbroker.acl.check import AuthSession
+    from pykbroker.acl.requirements import need
+    from pykbroker.handlers.k00_produce import _has_transactional_records
+    from pykbroker.protocol.wire import make_batch
+
+    a = Authorizer()
+    a.load(AclBinding(b.restype.value, b.name, b.resource_pattern_type.value, b.principal, b.host,
+                      b.operation.value, b.permission_type.value) for b in B.acl_bindings(n_bindings))
+
+    class Conn:
+        peer, principal = "127.0.0.1:40000", "User:ANONYMOUS"
+    s = AuthSession(a, Conn())
+    row = need(0, "topic")
+    request = {"transactional_id": None, "topic_data": [{"name": "bench-1-1", "partition_data": [
+        {"index": 0, "records": memoryview(make_batch([b"x" * 100] * 10))}]}]}
+
+    def produce_checks():
+        s.begin("Produce")
+        _has_transactional_records(request)
+        return {t["name"] for t in request["topic_data"] if not s.permits(row, t["name"])}
+
+    def us(fn, number):
+        return min(timeit.repeat(fn, number=number, repeat=5)) / number * 1e6
+    return {"bindings": n_bindings,
+            "decide_uncached_us": us(lambda: a.decide("User:ANONYMOUS", "127.0.0.1", WRITE, TOPIC, "bench-1-1"), 200),
+            "decide_uncached_other_principal_us": us(lambda: a.decide("User:svc-40", "127.0.0.1", WRITE, TOPIC,
+                                                                      "bench-1-1"), 200),
+            "authorized_operations_uncached_us": us(lambda: a.authorized_operations(
+                "User:ANONYMOUS", "127.0.0.1", TOPIC, "bench-1-1"), 50),
+            "produce_request_checks_cached_us": us(produce_checks, 20000)}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -208,7 +252,11 @@ def main(argv=None) -> int:
     ap.add_argument("--bindings", type=int, default=B.BINDINGS)
     ap.add_argument("--profile", metavar="DIR", help="py-spy one more tput run of the authorizing broker")
     ap.add_argument("--out", default=None, help="write the JSON of every run here")
+    ap.add_argument("--micro", action="store_true", help="only the in-process costs (no broker): JSON")
     a = ap.parse_args(argv)
+    if a.micro:
+        print(json.dumps(micro(a.bindings)))
+        return 0
     work = tempfile.mkdtemp(prefix="pykbroker-acl-ab-")
     result = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "loadavg_start": os.getloadavg(),
               "settings": {k: v for k, v in vars(a).items() if k not in ("out", "profile")}}
