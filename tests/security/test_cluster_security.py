@@ -202,12 +202,21 @@ def test_acl_created_through_one_broker_holds_on_another(cluster):
                 "principal": "User:alice", "host": "*", "operation": operation, "permission_type": permission}]})
         assert [r["error_code"] for r in resp["results"]] == [0]
 
-    assert not alice_sees(3) and not confluent_alice_sees()
-    create_acl_through_1("acl-", 4, 8, 3)
-    wait_for(lambda: alice_sees(3), 1.0, "the prefixed ALLOW through broker 1 holds on broker 3")
-    assert confluent_alice_sees()
-    create_acl_through_1("acl-topic", 3, 2, 2)
-    wait_for(lambda: not alice_sees(3), 1.0, "the literal DENY through broker 1 holds on broker 3")
+    from pykbroker.protocol.wire import metadata
+    # one connection to broker 3 held open throughout: its cached decisions (acl/check.py) are
+    # dropped when a change arrives through ZooKeeper's notifications, as a new connection's are
+    with wire_to(cluster, 3, user="alice") as held:
+        def held_sees():
+            return metadata(held, ["acl-topic"])["topics"][0]["error_code"] != 29
+
+        assert not alice_sees(3) and not held_sees() and not confluent_alice_sees()
+        create_acl_through_1("acl-", 4, 8, 3)
+        wait_for(lambda: alice_sees(3), 1.0, "the prefixed ALLOW through broker 1 holds on broker 3")
+        wait_for(held_sees, 1.0, "the ALLOW holds on broker 3's open connection")
+        assert confluent_alice_sees()
+        create_acl_through_1("acl-topic", 3, 2, 2)
+        wait_for(lambda: not alice_sees(3), 1.0, "the literal DENY through broker 1 holds on broker 3")
+        wait_for(lambda: not held_sees(), 1.0, "the DENY holds on broker 3's open connection")
     assert all(not alice_sees(b) for b in (2, 4)) and not confluent_alice_sees()
     z = zk(cluster)
     try:
