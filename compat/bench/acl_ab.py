@@ -15,7 +15,7 @@ runs first, each run on a fresh topic, with:
 
 * ``tput``: confluent-kafka flat out (loadgen.py produce, linger 5 ms, acks=1) then a catch-up
   consumer over the backlog: produce and consume MB/s, and the broker's CPU seconds per GB of
-  each phase (utime + stime of the broker process, /proc/PID/stat);
+  each phase (every thread's time on a CPU, /proc/PID/task/*/schedstat);
 * ``conns``: ``--conns`` connections, each a closed loop of acks=1 Produce requests of 10
   records (loadgen.py conns --mode active): requests per second and the broker's CPU
   microseconds per request, where a per-request cost would show first.
@@ -54,6 +54,20 @@ METRICS = (("produce_mb_s", "produce MB/s", "higher"), ("consume_mb_s", "consume
            ("consume_cpu_s_per_gb", "broker CPU s/GB consumed", "lower"),
            ("conns_req_s", "closed-loop Produce requests/s", "higher"),
            ("conns_us_per_req", "broker CPU us/request", "lower"))
+
+
+def _cpu(pid: int) -> float:
+    """CPU seconds of every thread of the process, in nanoseconds' resolution (the first field
+    of /proc/PID/task/TID/schedstat; /proc/PID/stat counts 10 ms ticks, too coarse for a run
+    of a few tenths of a second of broker CPU)."""
+    total = 0
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass   # a thread that ended meanwhile
+    return total / 1e9
 
 
 def _lg(*args) -> list:
@@ -105,12 +119,12 @@ class AB:
         name = self.topic(t)
         pid = t.pids()[0]
         try:
-            c0 = B.proc_cpu(pid)
+            c0 = _cpu(pid)
             p = _last_json(_lg("produce", "--bootstrap", t.bootstrap, "--topic", name, "--records", a.records,
                                "--size", a.size, "--acks", 1, "--linger-ms", 5))
-            c1 = B.proc_cpu(pid)
+            c1 = _cpu(pid)
             c = _last_json(_lg("consume", "--bootstrap", t.bootstrap, "--topic", name, "--records", p["records"]))
-            c2 = B.proc_cpu(pid)
+            c2 = _cpu(pid)
         finally:
             self.drop(t, name)
         if c["records"] < p["records"]:
@@ -131,9 +145,9 @@ class AB:
             line = proc.stdout.readline()
             if '"ready"' not in line:
                 raise RuntimeError("conns not ready: %s %s" % (line, proc.stderr.read()[-2000:]))
-            c0 = B.proc_cpu(pid)
+            c0 = _cpu(pid)
             out, err = proc.communicate(timeout=a.seconds + 300)
-            c1 = B.proc_cpu(pid)
+            c1 = _cpu(pid)
         finally:
             self.drop(t, name)
         r = json.loads(out.strip().splitlines()[-1])
@@ -169,10 +183,12 @@ def table(summary: dict) -> str:
     return "\n".join(rows)
 
 
-def profile(ab: AB, t, out: Path) -> dict:
-    """One ``tput`` run on ``t`` under py-spy: raw stacks, a flame graph, the acl/ share."""
+def profile(ab: AB, t, out: Path, tag: str = ON) -> dict:
+    """One ``tput`` run on ``t`` under py-spy: raw stacks, a flame graph, the acl/ share, and
+    the functions most often on top of the stack."""
+    import collections
     out.mkdir(parents=True, exist_ok=True)
-    raw, svg = out / "acl-on-tput.txt", out / "acl-on-tput.svg"
+    raw, svg = out / ("acl-%s-tput.txt" % tag), out / ("acl-%s-tput.svg" % tag)
     spy = subprocess.Popen(["py-spy", "record", "--pid", str(t.pids()[0]), "--rate", "200", "--nonblocking",
                             "--format", "raw", "--output", str(raw)], stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True)
@@ -183,11 +199,13 @@ def profile(ab: AB, t, out: Path) -> dict:
         spy.send_signal(2)
         spy.communicate(timeout=120)
     total = acl = decide = 0
+    leaves: collections.Counter = collections.Counter()
     for line in raw.read_text().splitlines():
         stack, _, n = line.rpartition(" ")
         if not n.isdigit():
             continue
         total += int(n)
+        leaves[stack.rsplit(";", 1)[-1].split(" (")[0]] += int(n)
         if "pykbroker/acl/" in stack:
             acl += int(n)
         if "decide (" in stack:
@@ -195,7 +213,8 @@ def profile(ab: AB, t, out: Path) -> dict:
     if shutil.which("inferno-flamegraph"):
         with open(svg, "w") as f:
             subprocess.run(["inferno-flamegraph"], stdin=open(raw), stdout=f, check=False)
-    return {"run": m, "samples": total, "samples_in_acl": acl, "samples_in_decide": decide}
+    return {"run": m, "samples": total, "samples_in_acl": acl, "samples_in_decide": decide,
+            "top": leaves.most_common(15)}
 
 
 def micro(n_bindings: int) -> dict:
@@ -286,8 +305,8 @@ def main(argv=None) -> int:
                 print("pair %d %-3s %s" % (i, k, ", ".join("%s=%.3g" % kv for kv in got[k].items())), flush=True)
         result["runs"] = runs
         result["summary"] = summarize(runs)
-        if a.profile:
-            result["profile"] = profile(ab, targets[ON], Path(a.profile))
+        if a.profile:   # the broker without the authorizer too: what differs between the two
+            result["profile"] = {k: profile(ab, targets[k], Path(a.profile), k) for k in (ON, OFF)}
             print("profile: %s" % json.dumps(result["profile"]), flush=True)
     finally:
         for t in targets.values():
