@@ -105,14 +105,21 @@ def brokers_of(topology: str) -> tuple:
     return BROKERS + (NOAUTH,) if topology == "acl" else BROKERS
 
 
-def run_order(topology: str) -> tuple:
-    """The order of one pair's runs (reversed every other pair).  The ``acl`` cells put
-    pykbroker with the authorizer in the middle, Kafka, pykbroker, pykbroker without: it runs
-    next to both brokers it is compared with in every pair, so a change of the machine's load
-    between runs moves both ratios less (the load of a shared machine drifts over minutes)."""
+# The ``acl`` cells' orders, one per pair in turn: in six pairs each of the three brokers runs
+# first, second and third twice, and right after each other one twice within a pair.  A run
+# right after Kafka's shares the machine with what Kafka leaves behind (its 200 MB of dirty pages
+# written back, its topic's deletion a minute later), so the authorizer on/off ratio must not
+# have one side follow Kafka more often than the other.
+_ACL_ORDERS = (("kafka", "pykbroker", NOAUTH), (NOAUTH, "pykbroker", "kafka"), ("pykbroker", NOAUTH, "kafka"),
+               ("kafka", NOAUTH, "pykbroker"), (NOAUTH, "kafka", "pykbroker"), ("pykbroker", "kafka", NOAUTH))
+
+
+def run_order(topology: str, i: int) -> tuple:
+    """The order of pair ``i``'s runs: the brokers' order, reversed every other pair; the
+    ``acl`` cells' three brokers go through :data:`_ACL_ORDERS`."""
     if topology == "acl":
-        return ("kafka", "pykbroker", NOAUTH)
-    return brokers_of(topology)
+        return _ACL_ORDERS[i % len(_ACL_ORDERS)]
+    return brokers_of(topology) if i % 2 == 0 else brokers_of(topology)[::-1]
 
 
 # -- the matrix ------------------------------------------------------------------------------
@@ -642,7 +649,7 @@ def main(argv=None) -> int:
                         args.budget_mb = max(rate * c["producers"] * args.seconds * c["size"] / 1e6, 0.001)
                     try:
                         for i in range(args.pairs):
-                            order = run_order(topo) if i % 2 == 0 else run_order(topo)[::-1]
+                            order = run_order(topo, i)
                             for b in order:
                                 m = runner.run(c, targets[b], rate)
                                 entry["runs"][b].append(m)
