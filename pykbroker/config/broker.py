@@ -808,6 +808,11 @@ DYNAMIC_BROKER_CONFIGS = frozenset({
 LISTENER_DYNAMIC_SUFFIXES = (".max.connections", ".max.connection.creation.rate")
 # Dynamic only per broker, never as the cluster default (Kafka's DynamicBrokerConfig.PerBrokerConfigs).
 PER_BROKER_CONFIGS = frozenset({"listeners"})
+# The listener-prefixed configs (``listener.name.<l>.<base>``) allowed as the cluster default: the
+# others (keystores, SASL mechanisms, JAAS, ...) are per broker only, refused at resource "" with
+# INVALID_REQUEST (Kafka's DynamicBrokerConfig.ClusterLevelListenerConfigs; checked on 4.4).
+CLUSTER_LEVEL_LISTENER_CONFIGS = frozenset({"max.connections", "max.connection.creation.rate",
+                                            "num.network.threads"})
 # Dynamic thread pools: Kafka refuses a new size above double or below half the current one
 # (DynamicThreadPool.validateReconfiguration).
 THREAD_POOL_CONFIGS = frozenset({"num.replica.fetchers", "num.io.threads", "num.network.threads",

@@ -27,7 +27,9 @@ rebind its sockets at run time: refused with INVALID_REQUEST.
 Validation (``validate_change``) follows Kafka's DynamicBrokerConfig.validateConfigs, in its
 order, with its texts (all INVALID_REQUEST): declared configs that are not dynamic "Cannot update
 these configs dynamically: [a, b]", per-broker-only configs at the cluster default "Cannot update
-these configs at default cluster level, broker id must be specified: [listeners]" (the names in
+these configs at default cluster level, broker id must be specified: [listeners]" (``listeners``
+and every ``listener.name.<l>.<config>`` but the cluster-level max.connections,
+max.connection.creation.rate and num.network.threads; the names in
 Java HashSet order, as Kafka prints its set), then every value parsed with the config's type and
 validator ("Invalid value x for configuration k: reason"), then the thread-pool bounds (a new
 size within half and double the current one).  A name pykbroker does not declare is stored and
@@ -36,10 +38,11 @@ ignored, as Kafka stores and ignores a name it does not know.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any, Iterable
 
-from .broker import (BROKER_CONFIGS, DYNAMIC_BROKER_CONFIGS, LISTENER_DYNAMIC_SUFFIXES, PER_BROKER_CONFIGS,
-                     THREAD_POOL_CONFIGS, ConfigError)
+from .broker import (BROKER_CONFIGS, CLUSTER_LEVEL_LISTENER_CONFIGS, DYNAMIC_BROKER_CONFIGS,
+                     LISTENER_DYNAMIC_SUFFIXES, PER_BROKER_CONFIGS, THREAD_POOL_CONFIGS, ConfigError)
 
 log = logging.getLogger("pykbroker.configs")
 
@@ -77,13 +80,23 @@ def java_set_str(names: Iterable[str]) -> str:
     return "[%s]" % ", ".join(sorted(names, key=bucket))
 
 
+def _per_broker_listener_config(name: str) -> bool:
+    """``listener.name.<l>.<base>`` whose base is not one of the cluster-level listener configs
+    (Kafka's ListenerConfigRegex: the listener name has no dot, the base is the rest)."""
+    m = _LISTENER_CONFIG.fullmatch(name)
+    return m is not None and m.group(1) not in CLUSTER_LEVEL_LISTENER_CONFIGS
+
+
+_LISTENER_CONFIG = re.compile(r"listener\.name\.[^.]*\.(.*)")
+
+
 def validate_change(config, per_broker: bool, values: dict[str, str]) -> None:
     """Kafka's checks on the configs a request sets (``values``: name -> new string value)."""
     non_dynamic = [k for k in values if k in BROKER_CONFIGS and k not in DYNAMIC_BROKER_CONFIGS]
     if non_dynamic:
         raise DynamicConfigError("Cannot update these configs dynamically: %s" % java_set_str(non_dynamic))
     if not per_broker:
-        only_per_broker = [k for k in values if k in PER_BROKER_CONFIGS]
+        only_per_broker = [k for k in values if k in PER_BROKER_CONFIGS or _per_broker_listener_config(k)]
         if only_per_broker:
             raise DynamicConfigError("Cannot update these configs at default cluster level, broker id must be "
                                      "specified: %s" % java_set_str(only_per_broker))
