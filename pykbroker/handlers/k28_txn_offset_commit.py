@@ -20,7 +20,8 @@ Behaviour (Apache Kafka 4.4, KafkaApis.handleTxnOffsetCommitRequest and the grou
   ADD_PARTITION operation for TxnOffsetCommit v5+).
 - v3+ (KIP-447) with a generation / member id: the member must belong to the group with that
   generation (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID), as for OffsetCommit;
-  generation -1 without a member id skips the check.  The group's state is not checked (a
+  generation -1 without a member id skips the check, even for a KIP-848 group with members
+  (Kafka 4.4 takes it; its OffsetCommit does not).  The group's state is not checked (a
   classic group in CompletingRebalance takes the commit: no REBALANCE_IN_PROGRESS, unlike
   OffsetCommit), and the commit is no heartbeat.  A generation for a group that does not
   exist: GROUP_ID_NOT_FOUND at v6, ILLEGAL_GENERATION before; a KIP-848 member's stale epoch:

@@ -250,10 +250,12 @@ class ModernGroupManager:
 
     def validate_commit(self, g, epoch, member_id, instance_id) -> int:
         """OffsetCommit / TxnOffsetCommit by a member (Kafka's validateOffsetCommit): a negative
-        epoch without member id only while the group is empty (an admin commit); else a known
-        member at its current or previous epoch."""
-        if epoch < 0 and not member_id:
-            return 0 if not g.members else E.UNKNOWN_MEMBER_ID
+        epoch while the group has no member is an admin or assign() commit, taken whatever member
+        id it names (Kafka 4.4 answers 0, checked by tests/differential/
+        test_txn_offset_commit_members.py); else a known member (UNKNOWN_MEMBER_ID, also for an
+        empty id) at its current or previous epoch."""
+        if epoch < 0 and not g.members:
+            return 0
         m = g.members.get(member_id)
         if m is None:
             return E.UNKNOWN_MEMBER_ID
