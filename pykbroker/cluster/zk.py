@@ -392,6 +392,10 @@ class ZkSession:
             await trio.sleep(self._RETRY_PAUSE_S)
 
     # -- into trio
+    def post(self, fn, *args) -> None:
+        """Run ``fn(*args)`` in trio soon (from a kazoo thread: a raw watch's callback)."""
+        self._post(fn, *args)
+
     def _post(self, fn, *args) -> None:
         if self._stopped or self._token is None:
             return

@@ -103,24 +103,34 @@ class Membership(ZnodeRole):
         # A dead process's session expires one session timeout after its last heartbeat (a
         # ZooKeeper restart re-arms it once).  A registration that outlives three of them plus
         # a margin belongs to a live process: another broker configured with the same id.
-        # Kafka refuses to start at once in both cases; this one refuses only in the second.
-        limit = 3 * self.config["zookeeper.session.timeout.ms"] / 1000.0 + 10.0
+        # Kafka refuses to start at once in both cases (KafkaZkClient.registerBroker: NODEEXISTS
+        # unless its own session owns the znode); this one refuses only in the second.
+        session_s = self.config["zookeeper.session.timeout.ms"] / 1000.0
+        limit = 3 * session_s + 10.0
         waited = None
         while True:
-            _, stat = await self.store.get_or_none(path)
+            # exists() with a watch reads the znode's owner and arms a one-shot notification of
+            # its deletion: the start goes on as soon as ZooKeeper expires the old session, not
+            # at the next poll.  The znode is read again after every wake, so a notification
+            # only ends a wait: what decides is the owner read here (never two registrations).
+            gone = trio.Event()
+            stat = await self.zk.call("exists", path, watch=lambda _event: self.zk.post(gone.set))
             if stat is None or self.zk.owns(stat):
                 break
-            if waited is not None and trio.current_time() - waited > limit:
+            now = trio.current_time()
+            if waited is not None and now - waited > limit:
                 raise RuntimeError(
                     "broker id %d is registered in ZooKeeper (%s) by a live session that did not expire in "
                     "%.0f s: another running broker has the same broker.id (node.id)"
                     % (self.node_id, path, limit))
             if waited is None:
-                waited = trio.current_time()
+                waited = now
                 log.warning("broker id %d is still registered by an older session (a previous process "
                             "that did not shut down cleanly); waiting for it to expire "
                             "(zookeeper.session.timeout.ms) before starting", self.node_id)
-            await trio.sleep(0.25)
+            # bounded: a watch is lost with our own session (LOST), and the limit must be checked
+            with trio.move_on_after(min(session_s, max(0.25, waited + limit - now + 0.25))):
+                await gone.wait()
         if waited is not None:
             log.info("the older registration of broker %d expired after %.1f s; starting",
                      self.node_id, trio.current_time() - waited)
