@@ -8,7 +8,7 @@ __all__ = ["Broker", "BrokerClock"]
 __version__ = "0.1.0"
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> type:
     if name == "Broker":
         from .embedded import Broker
 

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from .coordinator.txn.coordinator import TransactionCoordinator
     from .handlers.support.services import BrokerServices
     from .security.delegation_tokens import DelegationTokenManager
+    from .clock import BrokerClock
+    from .share.manager import SharePartitionManager
     from .storage.manager import LogManager
 
 log = logging.getLogger("pykbroker.broker")
@@ -53,7 +55,7 @@ class BrokerServer:
     (default: the single-node ``LocalController``); tests pass an in-memory cluster's
     (pykbroker/testing/memory_cluster.py)."""
 
-    def __init__(self, config: BrokerConfig, controller_factory=None, clock=None):
+    def __init__(self, config: BrokerConfig, controller_factory: Any = None, clock: BrokerClock | None = None) -> None:
         from .clock import BrokerClock
 
         self.config = config
@@ -110,7 +112,7 @@ class BrokerServer:
         # what the request handlers use (handlers/support/services.py), built once everything exists
         self.services: Optional[BrokerServices] = None
         # KIP-932 share partitions and sessions (share/manager.py): see share_partition_manager
-        self._share_partition_manager = None
+        self._share_partition_manager: SharePartitionManager | None = None
         self._share_partition_args: Optional[tuple] = None   # its constructor's arguments, set at start-up
         self.ready = trio.Event()
         self.crashed = False
@@ -119,7 +121,7 @@ class BrokerServer:
     # -- share partitions (KIP-932) -----------------------------------------------------------
 
     @property
-    def share_partition_manager(self):
+    def share_partition_manager(self) -> SharePartitionManager | None:
         """The share partitions and sessions (share/manager.py), created at the first use once the
         broker has started (None before): a broker whose clients never use share groups does not
         import or build them."""
@@ -129,11 +131,11 @@ class BrokerServer:
         return self._share_partition_manager
 
     @share_partition_manager.setter
-    def share_partition_manager(self, spm) -> None:
+    def share_partition_manager(self, spm: SharePartitionManager | None) -> None:
         self._share_partition_manager = spm
 
     @property
-    def existing_share_partition_manager(self):
+    def existing_share_partition_manager(self) -> SharePartitionManager | None:
         """The share partition manager if one was created (a connection closing ends its sessions;
         none created: no sessions to end, nothing to import)."""
         return self._share_partition_manager
@@ -197,7 +199,7 @@ class BrokerServer:
             except Exception:
                 log.exception("removing expired delegation tokens failed")
 
-    async def run(self, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
         """Lock the log dirs (storage/dirlock.py: one broker per data directory, Kafka's
         ``.lock``), then run the broker until cancelled; the locks go with it, after its
         components (a crash too: the next incarnation takes them again)."""
@@ -212,7 +214,7 @@ class BrokerServer:
             for lk in locks:
                 lk.release()
 
-    async def _run(self, task_status) -> None:
+    async def _run(self, task_status: trio.TaskStatus[Any]) -> None:
         from .cluster.local_controller import LocalController
         from .cluster.metadata_cache import Endpoint, MetadataCache
         from .cluster.replica_manager import ReplicaManager
@@ -399,12 +401,12 @@ class BrokerServer:
         assert self.controller is not None, "controlled_shutdown before run()"
         await self.controller.controlled_shutdown(budget)
 
-    def _follow_leadership(self, internal_topic: str, coordinator) -> None:
+    def _follow_leadership(self, internal_topic: str, coordinator: Any) -> None:
         """A coordinator loads a partition of its internal topic (``__consumer_offsets``,
         ``__transaction_state``) when this broker becomes its leader and unloads it when it
         stops leading (Kafka's onElection / onResignation); partitions already led at
         start-up are loaded now."""
-        def on_leadership(topic, partition, is_leader, leader_epoch):
+        def on_leadership(topic: str, partition: int, is_leader: bool, leader_epoch: int) -> None:
             if topic != internal_topic:
                 return
             if is_leader:

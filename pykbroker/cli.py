@@ -24,9 +24,11 @@ from .config import BrokerConfig, ConfigError, parse_properties
 
 if TYPE_CHECKING:
     from .clock import BrokerClock
+    from .local.cluster import Cluster
+    from .local.secure_setup import SecureSetup
 
 
-def build_config(args) -> BrokerConfig:
+def build_config(args: argparse.Namespace) -> BrokerConfig:
     """server.properties, then --listeners/--log-dirs, then each --override (last wins), all
     parsed and validated by BrokerConfig.  A bad value raises ConfigError whose message says
     where the value came from."""
@@ -56,7 +58,8 @@ def build_config(args) -> BrokerConfig:
         raise ConfigError("%s (from %s)" % (e, where) if where else str(e), e.name) from None
 
 
-async def _serve(config: BrokerConfig, control=None, as_kafka=None, observe=None, started=None) -> None:
+async def _serve(config: BrokerConfig, control: tuple[str, int] | None = None, as_kafka: str | None = None,
+                 observe: dict[str, Any] | None = None, started: list[bool] | None = None) -> None:
     """``started``: a list that gets True once the broker and its endpoints listen."""
     import trio
 
@@ -79,7 +82,7 @@ async def _serve(config: BrokerConfig, control=None, as_kafka=None, observe=None
             if metrics is not None:
                 from .observability.metrics import serve_metrics
 
-                host, port = observe["metrics"]
+                host, port = observe["metrics"]   # type: ignore[index]  # metrics exist only with observe
                 port = await nursery.start(serve_metrics, metrics, host, port)
                 logging.getLogger("pykbroker").info("metrics endpoint on http://%s:%d/metrics", host, port)
             if control is not None:
@@ -95,7 +98,7 @@ async def _serve(config: BrokerConfig, control=None, as_kafka=None, observe=None
                     # a second signal stops at once
                     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as again:
                         async with trio.open_nursery() as inner:
-                            async def _abort():
+                            async def _abort() -> None:
                                 async for _ in again:
                                     inner.cancel_scope.cancel()
                                     break
@@ -107,7 +110,7 @@ async def _serve(config: BrokerConfig, control=None, as_kafka=None, observe=None
                 break
 
 
-def _cluster_up(args) -> int:
+def _cluster_up(args: argparse.Namespace) -> int:
     """``pykbroker cluster up``: :class:`pykbroker.local.cluster.Cluster` until a signal."""
     import json
     import threading
@@ -135,7 +138,7 @@ def _cluster_up(args) -> int:
     class Interrupted(BaseException):
         pass
 
-    def on_signal(signum, frame):
+    def on_signal(signum: int, frame: object) -> None:
         received.append(signum)
         stop.set()
         if starting[0]:
@@ -216,12 +219,12 @@ def _cluster_up(args) -> int:
     return 0
 
 
-def _secure_cluster_info(cluster) -> dict:
+def _secure_cluster_info(cluster: Cluster) -> dict:
     """What a client of a secured ``cluster up`` needs: the protocol, the CA, the users' names and
     a Java client properties file per user (``--command-config`` of Kafka's tools, or any JVM
     client; mode 0600, removed with the cluster's temporary security directory)."""
     import os
-    sec = cluster.security
+    sec: SecureSetup = cluster.security   # type: ignore[assignment]  # only called for a secured cluster
     files = {}
     for user in sorted(sec.users) or [None]:
         props = sec.java_properties(cluster.bootstrap_servers, user)
@@ -261,13 +264,13 @@ def _print_cluster(info: dict, cluster_tmp: bool) -> None:
     print("\n".join(lines), flush=True)
 
 
-def _wants_pipeline(argv) -> bool:
+def _wants_pipeline(argv: list[str]) -> bool:
     """Whether the command is ``pipeline`` (its first word that is not an option): only then
     are the clickstream arguments (and their module) needed."""
     return next((a for a in argv if not a.startswith("-")), None) == "pipeline"
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="pykbroker", description="A Kafka-compatible broker in Python.")
     from . import __version__
     ap.add_argument("--version", action="version", version="pykbroker %s" % __version__)

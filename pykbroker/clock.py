@@ -32,7 +32,7 @@ import trio
 class BrokerClock(trio.abc.Clock):
     """Real time plus an offset that only grows; optionally frozen.  Also a ``trio.abc.Clock``."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()    # advance/freeze from other threads; reads are lock-free
         self._offset = 0.0               # seconds added to both readings by advance()
         self._frozen: Optional[tuple[float, float]] = None   # (monotonic, wall) while frozen
@@ -122,5 +122,5 @@ class BrokerClock(trio.abc.Clock):
             except Exception:   # the loop has ended (trio.RunFinishedError): nothing to wake
                 pass
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "BrokerClock(offset=%.3fs%s)" % (self._offset, ", frozen" if self.frozen else "")

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping, Sequence
 
 # The apache/kafka image's variables that configure its JVM, log4j or scripts, not the broker.
 NOT_BROKER_CONFIGS = frozenset((
@@ -41,7 +42,7 @@ def config_key(variable: str) -> str:
     return name.replace("___", "\0").replace("__", "\1").replace("_", ".").replace("\0", "-").replace("\1", "_")
 
 
-def env_config(environ) -> dict[str, str]:
+def env_config(environ: Mapping[str, str]) -> dict[str, str]:
     """The broker configs the environment gives, in the apache/kafka image's convention."""
     out = {}
     for var, value in sorted(environ.items()):
@@ -52,7 +53,7 @@ def env_config(environ) -> dict[str, str]:
     return out
 
 
-def serve_args(environ, argv) -> list[str]:
+def serve_args(environ: Mapping[str, str], argv: Sequence[str]) -> list[str]:
     """``pykbroker serve`` arguments: the image's defaults, the KAFKA_* settings, then ``argv``."""
     configs = env_config(environ)
     listeners = configs.pop("listeners", None) or environ.get("PYKBROKER_LISTENERS") or "PLAINTEXT://0.0.0.0:9092"
@@ -66,7 +67,7 @@ def serve_args(environ, argv) -> list[str]:
     return args + list(argv)
 
 
-def main(argv=None, environ=None) -> int:
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     from .cli import main as cli_main
     return cli_main(serve_args(os.environ if environ is None else environ, sys.argv[1:] if argv is None else argv))
 

@@ -19,6 +19,11 @@ import os
 import socket
 import struct
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Mapping
 
 API_VERSIONS = 18
 ENV_LISTENERS = "PYKBROKER_LISTENERS"
@@ -26,14 +31,14 @@ DEFAULT_ADDRESS = ("127.0.0.1", 9092)
 _WILDCARD = ("", "0.0.0.0", "::")
 
 
-def add_arguments(p) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bootstrap-server", metavar="HOST:PORT",
                    help="broker to probe (default: the first listener of $%s on loopback, else "
                         "127.0.0.1:9092)" % ENV_LISTENERS)
     p.add_argument("--timeout", type=float, default=5.0, help="seconds for connect and answer (default 5)")
 
 
-def default_address(environ=os.environ) -> tuple[str, int]:
+def default_address(environ: Mapping[str, str] = os.environ) -> tuple[str, int]:
     """Where the entrypoint's broker listens, as seen from inside its container."""
     # the entrypoint's order: KAFKA_LISTENERS wins over the image's PYKBROKER_LISTENERS
     listeners = (environ.get("KAFKA_LISTENERS", "").strip() or environ.get(ENV_LISTENERS, "").strip())
@@ -80,7 +85,7 @@ def probe(host: str, port: int, timeout: float = 5.0) -> int:
     return n
 
 
-def _recv_exact(sock, n: int) -> bytes:
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
     buf = bytearray()
     while len(buf) < n:
         chunk = sock.recv(n - len(buf))
@@ -90,7 +95,7 @@ def _recv_exact(sock, n: int) -> bytes:
     return bytes(buf)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     try:
         host, port = _split(args.bootstrap_server) if args.bootstrap_server else default_address()
     except ValueError as e:

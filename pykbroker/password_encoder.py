@@ -32,8 +32,12 @@ import base64
 import hashlib
 import logging
 import os
+from typing import TYPE_CHECKING
 
-from .config import ConfigError, is_password_key
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+from .config import BrokerConfig, ConfigError, is_password_key
 
 log = logging.getLogger("pykbroker.configs")
 
@@ -45,7 +49,7 @@ _KDF = {"PBKDF2WITHHMACSHA512": "sha512", "PBKDF2WITHHMACSHA256": "sha256", "PBK
 _CIPHERS = ("AES/CBC/PKCS5PADDING",)
 
 
-def _java_hash_map_order(keys) -> list[str]:
+def _java_hash_map_order(keys: Iterable[str]) -> list[str]:
     from .config.dynamic import java_set_str   # the same bucket order as a java.util.HashSet
     return java_set_str(keys)[1:-1].split(", ")
 
@@ -59,7 +63,7 @@ class PasswordEncoder:
     """Encrypts and decrypts with one secret (``old_secret``: a second one tried on decoding)."""
 
     def __init__(self, secret: str, key_factory: str | None = None, cipher: str = "AES/CBC/PKCS5Padding",
-                 key_length: int = 128, iterations: int = 4096, old_secret: str | None = None):
+                 key_length: int = 128, iterations: int = 4096, old_secret: str | None = None) -> None:
         self.secret = secret
         self.old_secret = old_secret
         self.key_factory = key_factory or "PBKDF2WithHmacSHA512"
@@ -68,7 +72,7 @@ class PasswordEncoder:
         self.iterations = int(iterations)
 
     @classmethod
-    def from_config(cls, config) -> "PasswordEncoder | None":
+    def from_config(cls, config: BrokerConfig) -> "PasswordEncoder | None":
         """The broker's encoder, None without ``password.encoder.secret``; a setting pykbroker
         cannot honour is a ConfigError (start-up)."""
         secret = config["password.encoder.secret"]
@@ -151,7 +155,7 @@ class PasswordEncoder:
         return password
 
 
-def parse_encoded(value) -> dict | None:
+def parse_encoded(value: str) -> dict | None:
     """The parameters of an encoded password (Kafka's Csv.parseCsvMap), or None when ``value``
     is not one (a password stored in clear)."""
     if not isinstance(value, str) or "encryptedPassword:" not in value:

@@ -27,6 +27,8 @@ from Kafka's broker code rather than the jar:
 """
 from __future__ import annotations
 
+from typing import Any
+
 # api key -> (min, max) advertised by the release's broker (module docstring)
 KAFKA_2_8 = {
     0: (0, 9), 1: (0, 12), 2: (0, 6), 3: (0, 11), 4: (0, 5), 5: (0, 3), 6: (0, 7), 7: (0, 3),
@@ -75,7 +77,7 @@ PROFILES = {"2.8": KAFKA_2_8, "3.9": KAFKA_3_9, "4.0": KAFKA_4_0, "4.4": KAFKA_4
 ALIASES = {"2": "2.8", "3": "3.9", "4": "4.4", "4.x": "4.4", "3.x": "3.9", "2.x": "2.8"}
 
 
-def profile_name(as_kafka) -> str:
+def profile_name(as_kafka: object) -> str:
     """The profile of ``as_kafka`` ("2.8", "2.8.2", "4.x", ...); ValueError for an unknown one."""
     v = str(as_kafka).strip().lower()
     if v in ALIASES:
@@ -92,14 +94,14 @@ class ProfiledHandler:
     profile's, everything else is the handler's (resolved once, then cached here, so a request
     costs what it costs without a profile)."""
 
-    def __init__(self, handler, min_version: int, max_version: int, advertised_min: int):
+    def __init__(self, handler: Any, min_version: int, max_version: int, advertised_min: int) -> None:
         self._handler = handler
         self.API_KEY = handler.API_KEY
         self.MIN_VERSION = min_version
         self.MAX_VERSION = max_version
         self.ADVERTISED_MIN_VERSION = advertised_min
 
-    def __getattr__(self, attr):   # only for what __init__ did not set
+    def __getattr__(self, attr: str) -> Any:   # only for what __init__ did not set
         if attr.startswith("__"):
             raise AttributeError(attr)
         h = self._handler
@@ -110,11 +112,11 @@ class ProfiledHandler:
         self.__dict__[attr] = value
         return value
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<%r within v%d-%d>" % (self._handler, self.MIN_VERSION, self.MAX_VERSION)
 
 
-def apply(handlers: dict, as_kafka) -> dict:
+def apply(handlers: dict, as_kafka: object) -> dict:
     """The handler table limited to the profile of ``as_kafka`` (None: ``handlers`` as is)."""
     if as_kafka is None:
         return handlers
