@@ -44,6 +44,10 @@ import tempfile
 import threading
 import time
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 SITES = [  # (site, weight, pages)
     ("shop.example.com", 5, ["/", "/cart", "/checkout", "/item/1", "/item/2", "/item/3", "/search"]),
@@ -123,7 +127,7 @@ def _end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
 class Generator(threading.Thread):
     """Produces page-visit events; ``stats`` counts what was acknowledged."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, args):
+    def __init__(self, bootstrap: str, topic: str, partitions: int, args: argparse.Namespace) -> None:
         super().__init__(name="clickstream-generator", daemon=True)
         self.bootstrap, self.topic, self.partitions, self.args = bootstrap, topic, partitions, args
         self.stop_event = threading.Event()
@@ -133,7 +137,7 @@ class Generator(threading.Thread):
         self.error: BaseException | None = None
         self.done = threading.Event()
 
-    def events(self):
+    def events(self) -> Iterator[dict[str, Any]]:
         a = self.args
         rng = random.Random(a.seed)
         weights = [w for _, w, _ in SITES]
@@ -196,7 +200,7 @@ class Generator(threading.Thread):
 class Summary(threading.Thread):
     """Reads the output topic from where it ended at startup; prints each closed window."""
 
-    def __init__(self, bootstrap: str, topic: str, start_offsets: dict[int, int]):
+    def __init__(self, bootstrap: str, topic: str, start_offsets: dict[int, int]) -> None:
         super().__init__(name="clickstream-summary", daemon=True)
         self.bootstrap, self.topic, self.start_offsets = bootstrap, topic, start_offsets
         self.rows: list[dict] = []
@@ -226,7 +230,8 @@ class Summary(threading.Thread):
             self.error = e
 
 
-def build_query(spark, bootstrap: str, args, starting_offsets: dict[int, int], checkpoint: str):
+def build_query(spark: Any, bootstrap: str, args: argparse.Namespace, starting_offsets: dict[int, int],
+                checkpoint: str) -> Any:
     from pyspark.sql import functions as F
 
     schema = "type STRING, ts LONG, site STRING, ip STRING, url STRING"
@@ -261,7 +266,7 @@ def build_query(spark, bootstrap: str, args, starting_offsets: dict[int, int], c
             .start())
 
 
-def _watermark_ms(progress) -> int:
+def _watermark_ms(progress: dict[str, Any] | None) -> int:
     wm = (progress or {}).get("eventTime", {}).get("watermark")
     if not wm:
         return 0
@@ -275,10 +280,10 @@ class LateRows:
     stalled for longer than the watermark delay (a leader failover with a short watermark, say):
     the count explains a visit total below what was generated."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.by_batch: dict[int, int] = {}
 
-    def update(self, query) -> None:
+    def update(self, query: Any) -> None:
         for prog in query.recentProgress or []:
             ops = prog.get("stateOperators") or []
             self.by_batch[prog.get("batchId", -1)] = sum(op.get("numRowsDroppedByWatermark", 0) for op in ops)
@@ -288,7 +293,7 @@ class LateRows:
         return sum(self.by_batch.values())
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     if args.max_lateness >= args.watermark:
         print("pykbroker: --max-lateness must be less than --watermark", file=sys.stderr)
         return 2
@@ -327,7 +332,7 @@ def run(args) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _run(args, bootstrap: str, tmp: str) -> int:
+def _run(args: argparse.Namespace, bootstrap: str, tmp: str) -> int:
     from .spark import build_session
 
     _ensure_topics(bootstrap, [args.input_topic, args.output_topic], args.partitions)
@@ -343,7 +348,7 @@ def _run(args, bootstrap: str, tmp: str) -> int:
     # the next call waiting forever.  A second Ctrl-C interrupts at once.
     interrupted = threading.Event()
     if threading.current_thread() is threading.main_thread():
-        def on_sigint(signum, frame):
+        def on_sigint(signum: int, frame: object) -> None:
             interrupted.set()
             signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGINT, on_sigint)

@@ -13,6 +13,7 @@ on Java 17 and bundles kafka-clients 3.9.0.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 
 def connector_package() -> str:
@@ -23,7 +24,7 @@ def connector_package() -> str:
 
 
 def build_session(app_name: str, master: str = "local[2]", conf: dict | None = None,
-                  log_level: str = "ERROR"):
+                  log_level: str = "ERROR") -> Any:
     """A SparkSession with the Kafka connector on the classpath.
 
     Local mode stays on loopback (``spark.driver.host``/``bindAddress``); the session time zone is

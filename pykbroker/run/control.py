@@ -31,8 +31,14 @@ under way 409.  ``handle`` holds the logic (no sockets);
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from ..server.faults import DELAY, DROP, DROP_RESPONSE, ERROR, FaultRule, error_code
+
+if TYPE_CHECKING:
+    import trio
+
+    from .runner import BrokerRunner
 
 # keyed by the request's "action", which may be missing (None): a miss is a 400
 _ACTIONS: dict[str | None, str] = {"fail": ERROR, "delay": DELAY, "drop_connection": DROP,
@@ -45,16 +51,16 @@ def _rule_json(r: FaultRule) -> dict:
             "error_code": r.code, "seconds": r.seconds, "remaining": r.remaining}
 
 
-def _faults(runner) -> dict:
+def _faults(runner: BrokerRunner) -> dict:
     return {"rules": [_rule_json(r) for r in runner.faults.rules if r.tag is None],
             "offline": [list(tp) for tp in runner.faults.offline]}
 
 
-def _clock(runner) -> dict:
+def _clock(runner: BrokerRunner) -> dict:
     return dict(runner.clock.state(), drives_trio=runner.drives_trio)
 
 
-def _broker(runner) -> dict:
+def _broker(runner: BrokerRunner) -> dict:
     return {"running": runner.running, "incarnation": runner.incarnation,
             "listeners": runner.config["listeners"]}
 
@@ -81,7 +87,7 @@ _ROUTES = {
 _LIFE = ("/broker/crash", "/broker/start", "/broker/restart")
 
 
-async def handle(runner, method: str, path: str, body: bytes) -> tuple[int, dict]:
+async def handle(runner: BrokerRunner, method: str, path: str, body: bytes) -> tuple[int, dict]:
     """One control request against ``runner`` (a BrokerRunner): (HTTP status, JSON answer)."""
     path = path.rstrip("/") or "/"
     if path not in _ROUTES:
@@ -108,7 +114,7 @@ async def handle(runner, method: str, path: str, body: bytes) -> tuple[int, dict
     return 200, _broker(runner)
 
 
-def handle_sync(runner, method: str, path: str, req: dict) -> tuple[int, dict]:
+def handle_sync(runner: BrokerRunner, method: str, path: str, req: dict) -> tuple[int, dict]:
     """Every request but the broker's life (crash/start/restart), on the runner's loop; ``req``
     the decoded JSON body.  The embedded Broker's ``faults`` and ``clock`` call this too, so
     Python and HTTP share one behaviour."""
@@ -160,7 +166,7 @@ def handle_sync(runner, method: str, path: str, req: dict) -> tuple[int, dict]:
         return 400, {"error": str(e)}
 
 
-async def _serve_one(stream, runner) -> None:
+async def _serve_one(stream: trio.SocketStream, runner: BrokerRunner) -> None:
     import trio
 
     # not a clock deadline: the broker clock may be frozen (the control endpoint unfreezes it)
@@ -198,7 +204,7 @@ _REASONS = {200: b"OK", 201: b"Created", 400: b"Bad Request", 404: b"Not Found",
             405: b"Method Not Allowed", 409: b"Conflict"}
 
 
-async def serve_control(runner, host: str, port: int, task_status) -> None:
+async def serve_control(runner: BrokerRunner, host: str, port: int, task_status: trio.TaskStatus[int]) -> None:
     """Listen on ``host:port`` (0: a free port); ``task_status.started(bound_port)``."""
     import trio
 
@@ -207,7 +213,7 @@ async def serve_control(runner, host: str, port: int, task_status) -> None:
     except OSError as e:
         raise OSError(e.errno, "cannot listen on %s:%d (control endpoint): %s" % (host, port, e.strerror or e)) from None
 
-    async def handler(stream):
+    async def handler(stream: trio.SocketStream) -> None:
         try:
             await _serve_one(stream, runner)
         except (trio.BrokenResourceError, OSError, ValueError):
