@@ -226,7 +226,7 @@ def _secure_cluster_info(cluster: Cluster) -> dict:
     import os
     sec: SecureSetup = cluster.security   # type: ignore[assignment]  # only called for a secured cluster
     files = {}
-    for user in sorted(sec.users) or [None]:
+    for user in sorted(sec.users) or [None]:   # type: ignore[list-item]  # None: the one TLS-only client
         props = sec.java_properties(cluster.bootstrap_servers, user)
         path = os.path.join(sec.dir, "client-%s.properties" % (user or "ssl"))
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -115,7 +115,7 @@ class Broker(SecurableFront):
                                       as_kafka=self.as_kafka)
                 await nursery.start(runner.run)
                 if self._secure is not None:
-                    await self._secure.install(runner.broker)   # the SCRAM users
+                    await self._secure.install(runner.broker)   # type: ignore[arg-type]  # the SCRAM users; runner.run made the broker
                 self.runner = runner
                 # made by runner.run before it reported started
                 li = cast("BrokerServer", runner.broker).advertised_listener()

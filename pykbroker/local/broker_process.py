@@ -14,6 +14,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 # the first listener, of any protocol (a secured broker listens on SASL_SSL://..., SSL://...)
 _READY = re.compile(r"ready, listening on [A-Z_]+://([^:,\s]+|\[[^\]]+\]):(\d+)")
@@ -22,8 +26,8 @@ _CONTROL = re.compile(r"control endpoint on http://[^:\s]+:(\d+)")
 
 class BrokerProcess:
     def __init__(self, data_dir: str, overrides: dict | None = None, port: int = 0,
-                 log_level: str = "INFO", control_port: int | None = None, extra_args=(),
-                 preexec_fn=None):
+                 log_level: str = "INFO", control_port: int | None = None, extra_args: Iterable[str] = (),
+                 preexec_fn: Callable[[], Any] | None = None) -> None:
         """``control_port``: serve the HTTP control endpoint there (0: a free port, then
         ``control_port`` holds the bound one); None: no endpoint.  ``preexec_fn`` runs in the
         child before the broker starts (e.g. a lowered ``RLIMIT_NOFILE``)."""
@@ -73,10 +77,10 @@ class BrokerProcess:
             raise RuntimeError("broker did not become ready:\n" + "".join(self.lines[-50:]))
         return self
 
-    def _pump(self, proc, want_control: bool = False) -> None:
+    def _pump(self, proc: subprocess.Popen, want_control: bool = False) -> None:
         ready = control = False
         self._ready_seen = False
-        for line in proc.stdout:
+        for line in proc.stdout:   # type: ignore[union-attr]  # started with stdout=PIPE
             self.lines.append(line)
             c = _CONTROL.search(line)
             if c:   # logged once the broker listens (after its ready line)
@@ -122,23 +126,23 @@ class BrokerProcess:
     def log_text(self) -> str:
         return "".join(self.lines)
 
-    def __enter__(self):
+    def __enter__(self) -> BrokerProcess:
         return self.start()
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         try:
             self.stop()
         except Exception:
             self.kill()
 
 
-def _last_error(lines) -> str:
+def _last_error(lines: list[str]) -> str:
     """The child's own error: its one-line ``pykbroker: ...`` message, else its last lines."""
     mine = [ln.strip() for ln in lines if ln.startswith("pykbroker: ")]
     return mine[-1][len("pykbroker: "):] if mine else "\n" + "".join(lines[-50:])
 
 
-def wait_until(pred, timeout: float = 10.0, interval: float = 0.05, what: str = "condition"):
+def wait_until(pred: Callable[[], T], timeout: float = 10.0, interval: float = 0.05, what: str = "condition") -> T:
     """``pred()``'s first true value, asked every ``interval`` s; AssertionError (naming ``what``
     and the last value) after ``timeout`` s."""
     deadline = time.monotonic() + timeout

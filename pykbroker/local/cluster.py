@@ -32,12 +32,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from .zookeeper import ChildProcess, ZooKeeperServer, child_setup, free_port, stop_signals_deferred, tail
 from ..healthcheck import probe
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from .secure_setup import SecureSetup
     from .relay import TcpRelay
 
@@ -61,7 +63,7 @@ class BrokerNode(ChildProcess):
     def __init__(self, broker_id: int, data_dir: str, zookeeper_connect: Optional[str],
                  overrides: Optional[dict] = None, port: int = 0, log_level: str = "INFO",
                  die_with_parent: bool = False, metrics_port: Optional[int] = None,
-                 as_kafka: Optional[str] = None, trace: bool = False, control_port: Optional[int] = None):
+                 as_kafka: Optional[str] = None, trace: bool = False, control_port: Optional[int] = None) -> None:
         self.broker_id = int(broker_id)
         # ``serve --as-kafka`` (a version profile, pykbroker/profiles.py) and ``serve --trace``
         # (every request served, decoded, appended to ``trace_path`` as JSON lines)
@@ -213,7 +215,8 @@ class Cluster:
                  zk_tick_time: int = 2000, die_with_parent: bool = False,
                  start_timeout: float = 60.0, metrics_port: Optional[int] = None,
                  as_kafka: Optional[str] = None, trace: bool = False, zookeeper_relay: bool = False,
-                 security=None, users: Optional[dict] = None, mechanisms: Optional[list] = None):
+                 security: Optional[str] = None, users: Optional[dict] = None,
+                 mechanisms: Optional[list] = None) -> None:
         if n_brokers < 1:
             raise ValueError("n_brokers must be at least 1")
         self._tmp = None
@@ -282,7 +285,7 @@ class Cluster:
 
     # -- life cycle -----------------------------------------------------------------------
 
-    def start(self, broker_id: Optional[int] = None, timeout: Optional[float] = None):
+    def start(self, broker_id: Optional[int] = None, timeout: Optional[float] = None) -> Any:   # the Cluster, or the broker started
         """``start()``: the whole cluster (ZooKeeper, then every broker), returns the Cluster.
         ``start(id)``: that stopped or killed broker again, same port and data; returns it."""
         if broker_id is not None:
@@ -364,12 +367,13 @@ class Cluster:
     def __enter__(self) -> "Cluster":
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- clients of a secured cluster -------------------------------------------------------
 
-    def client_config(self, user=None, mechanism=None, password=None) -> dict:
+    def client_config(self, user: Optional[str] = None, mechanism: Optional[str] = None,
+                      password: Optional[str] = None) -> dict:
         """confluent-kafka settings (bootstrap, security.protocol, CA, SASL user) for this cluster."""
         if self.security is None:
             return {"bootstrap.servers": self.bootstrap_servers}
@@ -394,7 +398,7 @@ class Cluster:
             zk.stop()
             zk.close()
 
-    def wait_registered(self, broker_ids=None, timeout: float = 30.0) -> set:
+    def wait_registered(self, broker_ids: Optional[Iterable[int]] = None, timeout: float = 30.0) -> set:
         """Until exactly ``broker_ids`` (default: the brokers running now) are registered in
         ZooKeeper, e.g. after ``start(id)``, or after a kill once the session has expired."""
         want = set(broker_ids) if broker_ids is not None else {b.broker_id for b in self.brokers if b.running()}

@@ -21,6 +21,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Iterable
 from typing import Optional, TypeVar
 
 _R = TypeVar("_R", bound="ListeningRelay")
@@ -58,7 +59,7 @@ class ListeningRelay:
     def __enter__(self: _R) -> _R:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def _admit(self) -> bool:
@@ -101,7 +102,7 @@ class ListeningRelay:
 
 
 class TcpRelay(ListeningRelay):
-    def __init__(self, target_host: str, target_port: int, host: str = "127.0.0.1", port: int = 0):
+    def __init__(self, target_host: str, target_port: int, host: str = "127.0.0.1", port: int = 0) -> None:
         self._pairs: list[tuple[socket.socket, socket.socket]] = []
         self._held_until = 0.0
         self._blipper: Optional[threading.Thread] = None
@@ -133,7 +134,7 @@ class TcpRelay(ListeningRelay):
             self._held_until = time.monotonic() + seconds
         self.drop()
 
-    def cut_on_request(self, ops, applied: bool) -> None:
+    def cut_on_request(self, ops: Iterable[int], applied: bool) -> None:
         """Arm a one-shot cut on the next client request with an op code in ``ops`` (see the
         module docstring); ``cuts`` counts the cuts that struck."""
         with self._lock:
@@ -149,7 +150,7 @@ class TcpRelay(ListeningRelay):
         self.stop_blips()
         self._blips = stop = threading.Event()
 
-        def run():
+        def run() -> None:
             wait = interval if first is None else first
             while not stop.wait(wait):
                 self.drop()

@@ -12,10 +12,17 @@ import os
 import shutil
 import tempfile
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..security.scram import MECHANISMS as SCRAM_MECHANISMS
 from ..security.scram import new_credential
+
+if TYPE_CHECKING:
+    import ssl
+    from collections.abc import Iterable
+
+    from ..broker import BrokerServer
+    from ..protocol.wire import WireClient
 
 PROTOCOLS = ("SSL", "SASL_PLAINTEXT", "SASL_SSL")
 DEFAULT_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -28,7 +35,8 @@ def _jaas_quote(s: str) -> str:
 
 
 class SecureSetup:
-    def __init__(self, security: str, users=None, mechanisms=None, host: str = "127.0.0.1"):
+    def __init__(self, security: str, users: dict[str, str] | None = None, mechanisms: Iterable[str] | None = None,
+                 host: str = "127.0.0.1") -> None:
         self.protocol = str(security).upper()
         if self.protocol not in PROTOCOLS:
             raise ValueError("security must be one of %s, not %r" % (", ".join(PROTOCOLS), security))
@@ -75,13 +83,13 @@ class SecureSetup:
     # naming it); its password is made per setup.
     BROKER_USER = "broker"
 
-    def _inter_broker_mechanism(self):
+    def _inter_broker_mechanism(self) -> str | None:
         if not self.sasl:
             return None
         return next((m for m in self.mechanisms if m in SCRAM_MECHANISMS),
                     next((m for m in ("PLAIN", "OAUTHBEARER") if m in self.mechanisms), None))
 
-    def cluster_broker_config(self, overrides=None) -> dict:
+    def cluster_broker_config(self, overrides: dict | None = None) -> dict:
         """Broker settings of a cluster member: the listener of :meth:`broker_config` is also the
         inter-broker one (``security.inter.broker.protocol``), the brokers trust the setup's CA,
         and authenticate as ``BROKER_USER`` with ``sasl.mechanism.inter.broker.protocol`` and
@@ -183,17 +191,18 @@ class SecureSetup:
         with os.fdopen(fd, "w") as fh:
             json.dump({"user_scram_credentials": users}, fh)
 
-    def client_ssl_context(self):
+    def client_ssl_context(self) -> ssl.SSLContext | None:
         if not self.tls:
             return None
         import ssl
         ctx = ssl.create_default_context(cafile=self.ca_file)
         # the harness's own connections (readiness, cluster view) present the brokers'
         # certificate: accepted by a listener with ssl.client.auth=required too
-        ctx.load_cert_chain(self.keystore)
+        ctx.load_cert_chain(self.keystore)   # type: ignore[arg-type]  # a TLS setup has its keystore
         return ctx
 
-    def wire_client(self, host: str, port: int, user=None, password=None, mechanism=None, timeout: float = 10.0):
+    def wire_client(self, host: str, port: int, user: str | None = None, password: str | None = None,
+                    mechanism: str | None = None, timeout: float = 10.0) -> WireClient:
         """An authenticated blocking wire client (pykbroker.protocol.wire.WireClient); the
         broker's own identity unless ``user`` is given."""
         from ..protocol.wire import WireClient
@@ -227,7 +236,7 @@ class SecureSetup:
         if resp.get("error_code"):
             raise ValueError("ApiVersions error %s" % resp["error_code"])
 
-    async def install(self, broker) -> None:
+    async def install(self, broker: BrokerServer) -> None:
         """The SCRAM users, stored through the broker's controller (salted keys only)."""
         changes = []
         for mech in self.mechanisms:
@@ -235,17 +244,18 @@ class SecureSetup:
                 for user, password in sorted(self.users.items()):
                     changes.append((user, mech, new_credential(mech, password).to_text()))
         if changes:
-            await broker.controller.alter_scram_credentials(changes)
+            await broker.controller.alter_scram_credentials(changes)   # type: ignore[union-attr]  # a started broker
 
     # -- client settings -----------------------------------------------------------------------
-    def _user(self, user, mechanism):
+    def _user(self, user: str | None, mechanism: str | None) -> tuple[Any, Any, Any]:   # all None without SASL, else str
         if not self.sasl:
             return None, None, None
         user = user if user is not None else sorted(self.users)[0]
         mech = (mechanism or self.mechanisms[0]).upper()
         return user, self.users.get(user, ""), mech
 
-    def client_config(self, bootstrap: str, user=None, mechanism=None, password=None) -> dict:
+    def client_config(self, bootstrap: str, user: str | None = None, mechanism: str | None = None,
+                      password: str | None = None) -> dict:
         """confluent-kafka / librdkafka settings."""
         user, pw, mech = self._user(user, mechanism)
         out: dict[str, Any] = {"bootstrap.servers": bootstrap, "security.protocol": self.protocol}
@@ -260,7 +270,8 @@ class SecureSetup:
                         "sasl.password": password if password is not None else pw})
         return out
 
-    def java_properties(self, bootstrap: str, user=None, mechanism=None, password=None) -> dict:
+    def java_properties(self, bootstrap: str, user: str | None = None, mechanism: str | None = None,
+                        password: str | None = None) -> dict:
         """Java client (and Spark ``kafka.``-prefixed) settings; the truststore as PEM."""
         user, pw, mech = self._user(user, mechanism)
         out: dict[str, Any] = {"bootstrap.servers": bootstrap, "security.protocol": self.protocol}
@@ -278,7 +289,8 @@ class SecureSetup:
             out.update({"sasl.mechanism": mech, "sasl.jaas.config": jaas})
         return out
 
-    def kafka_python_config(self, bootstrap: str, user=None, mechanism=None, password=None) -> dict:
+    def kafka_python_config(self, bootstrap: str, user: str | None = None, mechanism: str | None = None,
+                            password: str | None = None) -> dict:
         """kafka-python keyword arguments (KafkaProducer(**cfg), ...)."""
         user, pw, mech = self._user(user, mechanism)
         if mech == "OAUTHBEARER":
@@ -292,7 +304,8 @@ class SecureSetup:
                         "sasl_plain_password": password if password is not None else pw})
         return out
 
-    def aiokafka_config(self, bootstrap: str, user=None, mechanism=None, password=None) -> dict:
+    def aiokafka_config(self, bootstrap: str, user: str | None = None, mechanism: str | None = None,
+                        password: str | None = None) -> dict:
         """aiokafka keyword arguments (an ``ssl_context`` instead of a CA file)."""
         out = self.kafka_python_config(bootstrap, user, mechanism, password)
         cafile = out.pop("ssl_cafile", None)

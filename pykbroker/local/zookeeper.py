@@ -27,6 +27,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from typing import Optional
 
 DEBIAN_JAR = "/usr/share/java/zookeeper.jar"
@@ -195,7 +196,7 @@ class ZooKeeperServer(ChildProcess):
     launcher: tuple = ()
 
     def __init__(self, data_dir: Optional[str] = None, port: int = 0, tick_time: int = 2000,
-                 extra_config: Optional[dict] = None, die_with_parent: bool = False):
+                 extra_config: Optional[dict] = None, die_with_parent: bool = False) -> None:
         self._tmp = None
         if data_dir is None:
             self._tmp = data_dir = tempfile.mkdtemp(prefix="pykbroker-zk-")
@@ -333,7 +334,7 @@ class ZooKeeperServer(ChildProcess):
             self.close()
             raise
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
@@ -363,7 +364,7 @@ _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 @contextlib.contextmanager
-def stop_signals_deferred():
+def stop_signals_deferred() -> Iterator[None]:
     """Around ``self.proc = subprocess.Popen(...)`` (with ``preexec_fn=child_setup(...)``): a
     launcher whose signal handler raises (``pykbroker cluster up`` aborts its start-up that
     way) could otherwise get the exception after the fork and before the assignment, and the
@@ -376,10 +377,10 @@ def stop_signals_deferred():
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def child_setup(die_with_parent: bool):
+def child_setup(die_with_parent: bool) -> Callable[[], None]:
     """The ``preexec_fn`` for :func:`stop_signals_deferred`: the child unblocks the stop signals
     (the mask survives exec) and, with ``die_with_parent``, gets SIGTERM when we die."""
-    def setup():
+    def setup() -> None:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
         if die_with_parent:
             _die_with_parent()

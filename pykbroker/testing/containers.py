@@ -24,7 +24,7 @@ import io
 import re
 import tarfile
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 # The image's ENTRYPOINT (Dockerfile; pykbroker/container.py), run once the start script exists;
 # tests/containers checks that the two agree.
@@ -66,7 +66,7 @@ class PyKBrokerContainer(_Base):
     testcontainers' DockerContainer (and from there to Docker).  ``start()``/``stop()``, a
     context manager, ``get_bootstrap_server()``, ``with_override(key, value)``."""
 
-    def __init__(self, image: str = "pykbroker:latest", port: int = 9092, **kwargs) -> None:
+    def __init__(self, image: str = "pykbroker:latest", port: int = 9092, **kwargs: Any) -> None:
         if _IMPORT_ERROR is not None:
             raise ImportError("%s (%s)" % (_MISSING, _IMPORT_ERROR)) from _IMPORT_ERROR
         # DockerContainer passes its keyword arguments to Docker's run (testcontainers' public
@@ -78,7 +78,7 @@ class PyKBrokerContainer(_Base):
         self.with_exposed_ports(self.port)
         self.with_env("PYKBROKER_LISTENERS", "PLAINTEXT://0.0.0.0:%d" % self.port)
 
-    def with_override(self, key: str, value) -> "PyKBrokerContainer":
+    def with_override(self, key: str, value: object) -> "PyKBrokerContainer":
         """Any Kafka broker config, passed as ``--override key=value``."""
         self.overrides[key] = str(value)
         return self

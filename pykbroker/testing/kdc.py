@@ -52,7 +52,7 @@ def _free_port() -> int:
 
 
 class Kdc:
-    def __init__(self, realm: str = REALM, directory: Optional[str] = None):
+    def __init__(self, realm: str = REALM, directory: Optional[str] = None) -> None:
         self.realm = realm
         self.dir = directory or tempfile.mkdtemp(prefix="pykbroker-kdc-")
         self._own_dir = directory is None
@@ -70,11 +70,11 @@ class Kdc:
                     "as tools/test.sh does when run as root)" % ", ".join(absent))
         return None
 
-    def env(self, **extra) -> dict:
+    def env(self, **extra: str) -> dict:
         """The environment of a process that uses this realm (MIT's library reads these)."""
         return {**os.environ, "KRB5_CONFIG": self.krb5_conf, "KRB5_KDC_PROFILE": self.kdc_conf, **extra}
 
-    def _run(self, *cmd, stdin: Optional[str] = None) -> str:
+    def _run(self, *cmd: str, stdin: Optional[str] = None) -> str:
         r = subprocess.run([_which(cmd[0]) or cmd[0], *cmd[1:]], input=stdin, capture_output=True,
                            text=True, env=self.env(), timeout=60)
         if r.returncode != 0:
@@ -150,5 +150,5 @@ class Kdc:
     def __enter__(self) -> "Kdc":
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -27,7 +27,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Any, Optional
+from collections.abc import Awaitable, Callable, Collection, Iterable
+from typing import TYPE_CHECKING, Any, Optional
 
 import trio
 
@@ -40,6 +41,11 @@ from ..cluster.metadata_cache import (BrokerRegistration, ConfigRecord, Controll
                                       RegisterBrokerRecord, RemoveTopicRecord, UnregisterBrokerRecord)
 from ..cluster.topic_records import new_partition_records, topic_records
 from ..protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from ..cluster.metadata_cache import Endpoint, MetadataCache, Record
+    from ..config import BrokerConfig
+    from ..storage.fs import FileSystem
 
 log = logging.getLogger("pykbroker.memory_cluster")
 
@@ -55,11 +61,12 @@ class MemoryCluster:
         self.controller_id = -1
         self.next_producer_id_block = 0
 
-    def controller_factory(self, cache, config, node_id, log_dir=None, fs=None) -> "MemoryController":
+    def controller_factory(self, cache: MetadataCache, config: BrokerConfig, node_id: int, log_dir: Optional[str] = None,
+                           fs: Optional[FileSystem] = None) -> "MemoryController":
         return MemoryController(self, cache, config, node_id)
 
     # ------------------------------------------------------------------ fan-out
-    def broadcast(self, records) -> None:
+    def broadcast(self, records: list[Record]) -> None:
         for m in list(self.members.values()):
             m.cache.apply(records)
 
@@ -111,7 +118,7 @@ class MemoryCluster:
             raise RuntimeError("%s-%d: %s" % (topic, partition, e)) from None
         return self.change(topic, partition, new) if new is not None else st
 
-    def reassign(self, topic: str, partition: int, replicas) -> PartitionState:
+    def reassign(self, topic: str, partition: int, replicas: Iterable[int]) -> PartitionState:
         """A new replica set (one step of Kafka's reassignment, cluster/partition_change.py)."""
         new = PC.reassign(self.states[(topic, partition)], replicas, self.brokers)
         self.topics[topic].replica_assignment[partition] = list(new.replicas)
@@ -128,7 +135,7 @@ class MemoryCluster:
 class MemoryController(Controller):
     """One broker's handle on a ``MemoryCluster`` (see the module docstring)."""
 
-    def __init__(self, cluster: MemoryCluster, cache, config, node_id: int) -> None:
+    def __init__(self, cluster: MemoryCluster, cache: MetadataCache, config: BrokerConfig, node_id: int) -> None:
         super().__init__(cache)
         self.cluster = cluster
         self.config = config
@@ -147,7 +154,7 @@ class MemoryController(Controller):
         return list(self.cluster.members.values())
 
     # ------------------------------------------------------------------ brokers
-    async def register_broker(self, broker_id, endpoints=(), rack=None) -> None:
+    async def register_broker(self, broker_id: int, endpoints: tuple[Endpoint, ...] = (), rack: Optional[str] = None) -> None:
         c = self.cluster
         c.brokers[broker_id] = BrokerRegistration(broker_id, tuple(endpoints), rack)
         c.broadcast([RegisterBrokerRecord(c.brokers[broker_id])])
@@ -169,7 +176,7 @@ class MemoryController(Controller):
         return start
 
     # ------------------------------------------------------------------ topics
-    async def _make_staged(self, records, partition_ids, name: str) -> None:
+    async def _make_staged(self, records: list[Record], partition_ids: Iterable[int], name: str) -> None:
         members = self._members()
         for m in members:
             m.cache.stage(records)
@@ -184,8 +191,9 @@ class MemoryController(Controller):
         for m in members:
             m.cache.publish_staged(records)
 
-    async def create_topic(self, name, num_partitions, replication_factor, configs=None,
-                           assignments=None, validate_only=False, internal=False) -> TopicInfo:
+    async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                           configs: dict[str, Optional[str]] | None = None, assignments: Any = None,
+                           validate_only: bool = False, internal: bool = False) -> TopicInfo:
         info = self.validator.new_topic(name, num_partitions, replication_factor, configs or {},
                                         assignments, internal)
         if validate_only:
@@ -217,7 +225,8 @@ class MemoryController(Controller):
             m._notify_topic_deleted(name)
         return info
 
-    async def create_partitions(self, name, new_total, assignments=None, validate_only=False) -> TopicInfo:
+    async def create_partitions(self, name: str, new_total: int, assignments: Any = None,
+                                validate_only: bool = False) -> TopicInfo:
         info, current, placed = self._plan_partitions(name, new_total, assignments)
         if validate_only:
             return info
@@ -246,8 +255,8 @@ class MemoryController(Controller):
         return info
 
     # ------------------------------------------------------------------ partitions
-    async def alter_partition(self, topic, partition, partition_epoch, leader=None, isr=None,
-                              leader_epoch=None) -> PartitionState:
+    async def alter_partition(self, topic: str, partition: int, partition_epoch: int, leader: Optional[int] = None,
+                              isr: Optional[list[int]] = None, leader_epoch: Optional[int] = None) -> PartitionState:
         c = self.cluster
         st = c.states.get((topic, partition))
         if st is None:
@@ -261,7 +270,8 @@ class MemoryController(Controller):
             raise KafkaError(ErrorCode.INVALID_UPDATE_VERSION)
         return c.change(topic, partition, new)
 
-    def _reported(self, broker_id: int, partitions, rule) -> None:
+    def _reported(self, broker_id: int, partitions: Iterable[tuple[str, int]],
+                  rule: Callable[[PartitionState, int, Collection[int]], Optional[PartitionState]]) -> None:
         c = self.cluster
         for topic, p in partitions:
             st = c.states.get((topic, p))
@@ -269,10 +279,10 @@ class MemoryController(Controller):
             if new is not None:
                 c.change(topic, p, new)
 
-    def replicas_offline(self, broker_id: int, partitions) -> None:
+    def replicas_offline(self, broker_id: int, partitions: Iterable[tuple[str, int]]) -> None:
         self._reported(broker_id, partitions, PC.replicas_offline)
 
-    def replicas_online(self, broker_id: int, partitions) -> None:
+    def replicas_online(self, broker_id: int, partitions: Iterable[tuple[str, int]]) -> None:
         self._reported(broker_id, partitions, PC.replicas_online)
 
 
@@ -341,7 +351,7 @@ class ClusterRunner:
         self._scopes[node_id] = (scope, done)
         broker = BrokerServer(BrokerConfig(self._values(node_id)), controller_factory=self.cluster.controller_factory)
 
-        async def runner(task_status=trio.TASK_STATUS_IGNORED) -> None:
+        async def runner(task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
             try:
                 with scope:
                     await broker.run(task_status=task_status)
@@ -375,15 +385,15 @@ class ClusterRunner:
     def __enter__(self) -> "ClusterRunner":
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # ------------------------------------------------------------------ from the test thread
-    def call(self, fn, *args) -> Any:
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` on the trio thread (sync)."""
         return trio.from_thread.run_sync(fn, *args, trio_token=self._token)
 
-    def acall(self, afn, *args) -> Any:
+    def acall(self, afn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
         """``await afn(*args)`` on the trio thread."""
         return trio.from_thread.run(afn, *args, trio_token=self._token)
 
@@ -413,7 +423,7 @@ class ClusterRunner:
     def state(self, topic: str, partition: int) -> PartitionState:
         return self.call(self.cluster.state, topic, partition)
 
-    def reassign(self, topic: str, partition: int, replicas) -> PartitionState:
+    def reassign(self, topic: str, partition: int, replicas: Iterable[int]) -> PartitionState:
         return self.call(self.cluster.reassign, topic, partition, replicas)
 
     def create_topic(self, name: str, partitions: int = 1, rf: int = 3, configs: Optional[dict] = None,

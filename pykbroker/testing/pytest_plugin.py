@@ -45,11 +45,17 @@ import itertools
 import os
 import re
 import uuid
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
+if TYPE_CHECKING:
+    from pykbroker.embedded import Broker, WireBroker
+    from pykbroker.local.cluster import Cluster
 
-def pytest_addoption(parser):
+
+def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("pykbroker", "Kafka broker fixtures (pykbroker)")
     group.addoption("--kafka-bootstrap", metavar="HOST:PORT", default=None,
                     help="use this Kafka cluster for the kafka_* fixtures instead of starting pykbroker")
@@ -58,7 +64,7 @@ def pytest_addoption(parser):
 
 
 @pytest.fixture(scope="session")
-def kafka_broker(request):
+def kafka_broker(request: pytest.FixtureRequest) -> Iterator[Broker | WireBroker]:
     """The session's broker (see the module docstring)."""
     from pykbroker.embedded import TEST_CONFIG, Broker, WireBroker
 
@@ -74,7 +80,7 @@ def kafka_broker(request):
 
 
 @pytest.fixture
-def kafka_private_broker(request):
+def kafka_private_broker(request: pytest.FixtureRequest) -> Iterator[Broker]:
     """A broker for this test alone, with its HTTP control endpoint (module docstring)."""
     from pykbroker.embedded import TEST_CONFIG, Broker
 
@@ -85,7 +91,7 @@ def kafka_private_broker(request):
 
 
 @pytest.fixture(scope="session")
-def kafka_secure_broker(request):
+def kafka_secure_broker(request: pytest.FixtureRequest) -> Iterator[Broker]:
     """A session broker with a SASL_SSL listener (a throw-away CA and certificate), the users
     ``alice``/``alice-secret`` and ``admin``/``admin-secret``, PLAIN, SCRAM-SHA-256 and
     SCRAM-SHA-512: ``kafka_secure_broker.client_config("alice", "SCRAM-SHA-512")`` for
@@ -100,7 +106,7 @@ def kafka_secure_broker(request):
 
 
 @pytest.fixture(scope="session")
-def kafka_secure_cluster(request, tmp_path_factory):
+def kafka_secure_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """A session cluster of 3 brokers on ZooKeeper (child processes) with SASL_SSL everywhere,
     between brokers too (SCRAM-SHA-512 as the user ``broker``), and the users
     ``alice``/``alice-secret`` and ``admin``/``admin-secret``:
@@ -117,7 +123,7 @@ def kafka_secure_cluster(request, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def kafka_bootstrap(kafka_broker) -> str:
+def kafka_bootstrap(kafka_broker: Broker | WireBroker) -> str:
     """"host:port" of the session's broker (or of ``--kafka-bootstrap``)."""
     return kafka_broker.bootstrap_servers
 
@@ -125,7 +131,7 @@ def kafka_bootstrap(kafka_broker) -> str:
 _counter = itertools.count(1)
 
 
-def _topic_name(request, prefix: str | None) -> str:
+def _topic_name(request: pytest.FixtureRequest, prefix: str | None) -> str:
     """Unique (a run id and a counter) and readable (the test's name) within Kafka's limits:
     249 characters of [a-zA-Z0-9._-]."""
     base = prefix or re.sub(r"[^a-zA-Z0-9._-]+", "-", request.node.name).strip("-")[:80] or "topic"
@@ -136,7 +142,7 @@ _RUN_ID = uuid.uuid4().hex[:8]
 
 
 @pytest.fixture
-def kafka_topic_factory(kafka_broker, request):
+def kafka_topic_factory(kafka_broker: Broker | WireBroker, request: pytest.FixtureRequest) -> Callable[..., str]:
     """``create(partitions=1, config=None, prefix=None) -> name``: a new uniquely named topic."""
     def create(partitions: int = 1, config: dict | None = None, prefix: str | None = None) -> str:
         name = _topic_name(request, prefix)
@@ -146,6 +152,6 @@ def kafka_topic_factory(kafka_broker, request):
 
 
 @pytest.fixture
-def kafka_topic(kafka_topic_factory) -> str:
+def kafka_topic(kafka_topic_factory: Callable[..., str]) -> str:
     """A fresh topic with one partition, named after the test."""
     return kafka_topic_factory()
