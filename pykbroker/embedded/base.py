@@ -8,7 +8,7 @@ import os
 import shutil
 import tempfile
 import time
-from typing import Optional, TypeGuard
+from typing import Any, Optional, TypeGuard
 
 from .introspection import GroupDescription
 
@@ -40,7 +40,7 @@ class BrokerFront:
     # BrokerProcess and pykbroker.protocol.wire read ``bootstrap``
     bootstrap = bootstrap_servers
 
-    def _own_log_dir(self, log_dir) -> None:
+    def _own_log_dir(self, log_dir: Optional[str | os.PathLike[str]]) -> None:
         self._tmp = None
         if log_dir is None:
             self._tmp = tempfile.mkdtemp(prefix="pykbroker-")
@@ -58,10 +58,10 @@ class BrokerFront:
     def stop(self, timeout: float = 30.0) -> None:
         raise NotImplementedError
 
-    def __enter__(self):
+    def __enter__(self) -> Any:   # the subclass's start() returns self
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def group(self, group_id: str) -> Optional[GroupDescription]:

@@ -3,7 +3,7 @@ run/control.py, made on the broker's loop by the in-process broker and over HTTP
 (:func:`http_control`) by the subprocess broker, with the same answers."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 
 def checked(status: int, answer: dict) -> dict:
@@ -27,32 +27,32 @@ class Faults:
     Coordinator errors are rules on the group APIs, e.g. ``fail("JoinGroup",
     "COORDINATOR_LOAD_IN_PROGRESS")`` or ``fail("FindCoordinator", "COORDINATOR_NOT_AVAILABLE")``."""
 
-    def __init__(self, owner):
+    def __init__(self, owner: Any) -> None:
         self._owner = owner   # has _control(method, path, req) -> answer
 
     def _add(self, req: dict) -> dict:
         return self._owner._control("POST", "/faults", req)
 
-    def fail(self, api, error, topic: Optional[str] = None, partition: Optional[int] = None,
+    def fail(self, api: str | int, error: str | int, topic: Optional[str] = None, partition: Optional[int] = None,
              count: Optional[int] = 1) -> None:
         """Answer the next ``count`` matching requests with ``error``."""
         self._add({"action": "fail", "api": api, "error": error, "topic": topic,
                    "partition": partition, "count": count})
 
-    def delay(self, api, seconds: float, topic: Optional[str] = None,
+    def delay(self, api: str | int, seconds: float, topic: Optional[str] = None,
               partition: Optional[int] = None, count: Optional[int] = None) -> None:
         """Wait ``seconds`` (real time) before serving each of the next ``count`` matching
         requests."""
         self._add({"action": "delay", "api": api, "seconds": seconds, "topic": topic,
                    "partition": partition, "count": count})
 
-    def drop_connection(self, api, topic: Optional[str] = None, partition: Optional[int] = None,
+    def drop_connection(self, api: str | int, topic: Optional[str] = None, partition: Optional[int] = None,
                         count: Optional[int] = 1) -> None:
         """Close the connection, without answering, of the next ``count`` matching requests."""
         self._add({"action": "drop_connection", "api": api, "topic": topic,
                    "partition": partition, "count": count})
 
-    def drop_response(self, api, topic: Optional[str] = None, partition: Optional[int] = None,
+    def drop_response(self, api: str | int, topic: Optional[str] = None, partition: Optional[int] = None,
                       count: Optional[int] = 1) -> None:
         """Serve the next ``count`` matching requests, then close their connection without
         answering: the response is lost after the broker acted (a producer's retry then meets
@@ -90,7 +90,7 @@ class RemoteClock:
     """``broker.clock`` of a subprocess broker: :class:`pykbroker.clock.BrokerClock`'s control
     methods over the HTTP control endpoint."""
 
-    def __init__(self, owner):
+    def __init__(self, owner: Any) -> None:
         self._owner = owner
 
     def advance(self, seconds: float) -> None:

@@ -9,7 +9,9 @@ from __future__ import annotations
 import os
 import threading
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Optional, cast
+from collections.abc import Awaitable, Callable, Iterable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Optional, TypeVar, cast
 
 from .base import SecurableFront
 from .control import Faults, checked
@@ -19,11 +21,15 @@ from .process import SubprocessBroker
 if TYPE_CHECKING:
     import trio
 
+    from ..acl.embedded import Acls
     from ..broker import BrokerServer
+    from ..clock import BrokerClock
     from ..run.runner import BrokerRunner
 
+T = TypeVar("T")
 
-def _prepare(b) -> None:
+
+def _prepare(b: Any) -> None:
     """Each in-process broker incarnation: a halt (every log dir failed: Kafka's Exit.halt)
     crashes the broker instead of ending the test process; restart() recovers it."""
     b.halt_hook = lambda status, message: b.crash()
@@ -34,10 +40,10 @@ class Broker(SecurableFront):
     ``async with Broker(...)`` in the caller's trio loop (a nursery).  ``start()``/``stop()``
     are the same without a ``with``.  See the module docstring."""
 
-    def __init__(self, port: int = 0, log_dir=None, config: Optional[dict] = None,
-                 host: str = "127.0.0.1", control_port: Optional[int] = None, clock=None,
+    def __init__(self, port: int = 0, log_dir: Optional[str | os.PathLike[str]] = None, config: Optional[dict] = None,
+                 host: str = "127.0.0.1", control_port: Optional[int] = None, clock: Optional[BrokerClock] = None,
                  as_kafka: Optional[str] = None, security: Optional[str] = None,
-                 users: Optional[dict] = None, mechanisms: Optional[list] = None):
+                 users: Optional[dict] = None, mechanisms: Optional[list] = None) -> None:
         from ..clock import BrokerClock
 
         # security="SSL" | "SASL_PLAINTEXT" | "SASL_SSL": a throw-away CA and server certificate,
@@ -68,13 +74,13 @@ class Broker(SecurableFront):
         self._nursery_cm: Optional[AbstractAsyncContextManager[trio.Nursery]] = None
 
     @property
-    def broker(self):
+    def broker(self) -> Optional[BrokerServer]:
         """The running ``pykbroker.broker.BrokerServer`` (read it on its loop), None while down."""
         r = self.runner
         return None if r is None else r.broker
 
     @classmethod
-    def subprocess(cls, port: int = 0, log_dir=None, config: Optional[dict] = None,
+    def subprocess(cls, port: int = 0, log_dir: Optional[str | os.PathLike[str]] = None, config: Optional[dict] = None,
                    host: str = "127.0.0.1", control_port: int = 0,
                    as_kafka: Optional[str] = None, security: Optional[str] = None,
                    users: Optional[dict] = None, mechanisms: Optional[list] = None) -> "SubprocessBroker":
@@ -95,7 +101,7 @@ class Broker(SecurableFront):
         values.update(self.config)
         return values
 
-    async def _serve(self, task_status) -> None:
+    async def _serve(self, task_status: trio.TaskStatus[Any]) -> None:
         """Runs the broker until cancelled; ``task_status.started()`` once it listens."""
         import trio
 
@@ -184,7 +190,7 @@ class Broker(SecurableFront):
         import trio
 
         class _Started:   # nursery.start's task_status, for trio.run
-            def started(_, value=None):
+            def started(_, value: object = None) -> None:
                 self._ready.set()
 
         try:
@@ -231,10 +237,11 @@ class Broker(SecurableFront):
             raise
         return self
 
-    async def __aexit__(self, etype, exc, tb):
-        self._cancel.cancel()
+    async def __aexit__(self, etype: Optional[type[BaseException]], exc: Optional[BaseException],
+                        tb: Optional[TracebackType]) -> Optional[bool]:
+        self._cancel.cancel()   # type: ignore[union-attr]  # set by __aenter__
         try:
-            return await self._nursery_cm.__aexit__(etype, exc, tb)
+            return await self._nursery_cm.__aexit__(etype, exc, tb)   # type: ignore[union-attr]  # set by __aenter__
         except BaseExceptionGroup as eg:
             # the nursery wraps the body's exception in a group (trio's strict exception groups):
             # the user's own exception propagates as it is instead
@@ -248,14 +255,14 @@ class Broker(SecurableFront):
     def _on_loop(self) -> bool:
         return threading.get_ident() == self._loop_thread
 
-    def _running(self):
+    def _running(self) -> BrokerServer:
         b = self.broker
         if b is None:
             raise RuntimeError("the broker is not running" if self.runner is None
                                else "the broker is down (crashed or stopped): restart() it")
         return b
 
-    def _on_runner(self, fn, *args):
+    def _on_runner(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(runner, *args)`` on the broker's trio thread (directly when already on it)."""
         import trio
 
@@ -265,11 +272,11 @@ class Broker(SecurableFront):
             return fn(self.runner, *args)
         return trio.from_thread.run_sync(lambda: fn(self.runner, *args), trio_token=self._token)
 
-    def _sync(self, fn, *args):
+    def _sync(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(broker, *args)`` on the broker's trio thread (directly when already on it)."""
         return self._on_runner(lambda r: fn(self._running(), *args))
 
-    def _async(self, afn, *args):
+    def _async(self, afn: Callable[..., Awaitable[T]], *args: Any) -> T:
         import trio
 
         if self.runner is None or self._token is None:
@@ -277,11 +284,11 @@ class Broker(SecurableFront):
         if self._on_loop():
             raise RuntimeError("on the broker's own trio loop: use the *_async method")
 
-        async def call():
+        async def call() -> T:
             return await afn(self._running(), *args)
         return trio.from_thread.run(call, trio_token=self._token)
 
-    def _life(self, what: str, clean: bool = True):
+    def _life(self, what: str, clean: bool = True) -> Any:
         import trio
 
         if self.runner is None or self._token is None:
@@ -289,8 +296,8 @@ class Broker(SecurableFront):
         if self._on_loop():
             raise RuntimeError("on the broker's own trio loop: use await broker.runner.%s()" % what)
 
-        async def call():
-            r = self.runner
+        async def call() -> Any:
+            r: BrokerRunner = self.runner   # type: ignore[assignment]  # checked above
             if what == "crash":
                 return await r.crash()
             if what == "restart":
@@ -362,7 +369,7 @@ class Broker(SecurableFront):
         raise TimeoutError("group %r not stable after %ss: %r" % (group_id, timeout, g))
 
     @property
-    def acls(self):
+    def acls(self) -> Acls:
         """ACL bindings for tests (pykbroker/acl/embedded.py), with ``authorizer.class.name`` set."""
         from ..acl.embedded import Acls
         return Acls(self)
@@ -377,14 +384,15 @@ class Broker(SecurableFront):
 
 
 # -- read on the broker's loop (called through Broker._sync / _async) ---------------------------
-def _read_records(b, topic: str, partition: int) -> list[Record]:
+# ``b``: a running BrokerServer, typed Any: its components (Optional until start-up) are all set
+def _read_records(b: Any, topic: str, partition: int) -> list[Record]:
     from ..protocol.errors import ErrorCode, KafkaError
 
     part = b.replica_manager.get_partition(topic, partition)
     if part is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "no partition %s-%d" % (topic, partition))
 
-    def read(offset):
+    def read(offset: int) -> bytes:
         r = part.read_records(offset, 8 << 20, True, False)
         if r.error:
             raise KafkaError(r.error, "reading %s-%d at %d" % (topic, partition, offset))
@@ -393,12 +401,12 @@ def _read_records(b, topic: str, partition: int) -> list[Record]:
     return read_range(part.log_start_offset, part.high_watermark, read)
 
 
-def _committed(b, group_id: str) -> dict:
+def _committed(b: Any, group_id: str) -> dict:
     gc = b.group_coordinator
     return {tp: om.offset for tp, om in sorted(gc.fetch_offsets(group_id).items()) if om is not None}
 
 
-def _describe_group(b, group_id: str) -> Optional[GroupDescription]:
+def _describe_group(b: Any, group_id: str) -> Optional[GroupDescription]:
     gc = b.group_coordinator
     g = gc.get_group(group_id)
     if g is None:
@@ -406,7 +414,7 @@ def _describe_group(b, group_id: str) -> Optional[GroupDescription]:
     if g.kind in ("consumer", "share"):   # KIP-848 / KIP-932: assignments are (topic id, partition) sets
         md = b.metadata_cache
 
-        def names(tps) -> dict:
+        def names(tps: Iterable[tuple[bytes, int]]) -> dict:
             out: dict = {}
             for tid, p in tps:
                 out.setdefault(md.name_of(tid) or "", []).append(p)
@@ -424,6 +432,6 @@ def _describe_group(b, group_id: str) -> Optional[GroupDescription]:
                             (g.protocol_name or "") if stable else "", g.generation, members)
 
 
-async def _create_topic(b, name: str, partitions: int, config: Optional[dict]) -> None:
+async def _create_topic(b: Any, name: str, partitions: int, config: Optional[dict]) -> None:
     configs = {str(k): None if v is None else str(v) for k, v in (config or {}).items()}
     await b.controller.create_topic(name, partitions, 1, configs)

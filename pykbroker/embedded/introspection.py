@@ -6,6 +6,7 @@ response (:func:`read_range`, :func:`decode_batches`), a classic consumer's assi
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import NamedTuple, Optional, cast
 
 
@@ -35,7 +36,7 @@ class GroupDescription(NamedTuple):
     members: list          # [GroupMember, ...]
 
 
-def decode_assignment(data) -> dict:
+def decode_assignment(data: bytes | None) -> dict:
     """Kafka's ConsumerProtocolAssignment (version, [(topic, [partition])], user data); {} when
     empty or not in that format."""
     try:
@@ -61,7 +62,7 @@ def decode_assignment(data) -> dict:
         return {}
 
 
-def decode_batches(data, start: int) -> tuple[list[Record], int]:
+def decode_batches(data: bytes, start: int) -> tuple[list[Record], int]:
     """Records of the whole batches in ``data`` at or above ``start``; and the offset after the
     last whole batch (a trailing partial batch is left for the next read, as clients do)."""
     from ..protocol.records import HEADER_SIZE, decode_records, parse_header
@@ -87,7 +88,7 @@ def decode_batches(data, start: int) -> tuple[list[Record], int]:
 
 
 
-def read_range(start: int, end: int, read) -> list[Record]:
+def read_range(start: int, end: int, read: Callable[[int], bytes]) -> list[Record]:
     """The records from ``start`` up to ``end`` (the high watermark), ``read(offset)`` giving the
     bytes of whole batches from there (in-process: the log; subprocess: Fetch)."""
     out: list[Record] = []

@@ -11,15 +11,17 @@ from .control import Faults, RemoteClock, checked, http_control
 from .wire import WireBroker
 
 if TYPE_CHECKING:
+    import os
+
     from ..local.broker_process import BrokerProcess
 
 class SubprocessBroker(SecurableFront, WireBroker):
     """``pykbroker serve`` in a child process (:class:`pykbroker.local.broker_process.BrokerProcess`), with
     :class:`Broker`'s interface; introspection through the Kafka protocol."""
 
-    def __init__(self, port: int = 0, log_dir=None, config: Optional[dict] = None, host: str = "127.0.0.1",
+    def __init__(self, port: int = 0, log_dir: Optional[str | os.PathLike[str]] = None, config: Optional[dict] = None, host: str = "127.0.0.1",
                  control_port: Optional[int] = 0, as_kafka: Optional[str] = None, security: Optional[str] = None,
-                 users: Optional[dict] = None, mechanisms: Optional[list] = None):
+                 users: Optional[dict] = None, mechanisms: Optional[list] = None) -> None:
         # security=...: as Broker's (local/secure_setup.py); the SCRAM users are written into the
         # new log dir's metadata file before the child starts (it has no in-process controller)
         self._init_security(security, users, mechanisms, host, as_kafka)

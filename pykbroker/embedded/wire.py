@@ -4,9 +4,12 @@ base of the subprocess broker."""
 from __future__ import annotations
 
 import time
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from .base import BrokerFront
+
+if TYPE_CHECKING:
+    from ..protocol.wire import WireClient
 from .introspection import GroupDescription, GroupMember, Record, decode_assignment, read_range
 
 # ListOffsets errors a client retries: Apache Kafka lists a new partition's leader in Metadata a
@@ -15,7 +18,7 @@ from .introspection import GroupDescription, GroupMember, Record, decode_assignm
 _RETRIABLE_OFFSET_ERRORS = (3, 5, 6)
 
 
-def _offset(c, topic: str, partition: int, timestamp: int, timeout: float = 15.0) -> int:
+def _offset(c: WireClient, topic: str, partition: int, timestamp: int, timeout: float = 15.0) -> int:
     """ListOffsets of one partition (-2 earliest, -1 latest), retried as Kafka's clients do."""
     from ..protocol.wire import list_offsets
 
@@ -34,17 +37,17 @@ class WireBroker(BrokerFront):
     the subprocess broker and the pytest plugin's ``--kafka-bootstrap`` mode use.  Works against
     Apache Kafka too (records are read from the partition's leader)."""
 
-    def __init__(self, bootstrap: str):
+    def __init__(self, bootstrap: str) -> None:
         host, port = bootstrap.rsplit(":", 1)
         self.host, self.port = host, int(port)
 
-    def start(self, timeout: float = 30.0):
+    def start(self, timeout: float = 30.0) -> "WireBroker":
         return self
 
     def stop(self, timeout: float = 30.0) -> None:
         pass
 
-    def _client(self, target=None):
+    def _client(self, target: Optional[tuple[str, int]] = None) -> WireClient:
         from ..protocol.wire import WireClient
 
         secure = getattr(self, "_secure", None)
@@ -53,7 +56,7 @@ class WireBroker(BrokerFront):
             return secure.wire_client(host, port)
         return WireClient(target or (self.host, self.port), client_id="pykbroker-introspection")
 
-    def _leader(self, topic: str, partition: int):
+    def _leader(self, topic: str, partition: int) -> tuple[str, int]:
         from ..protocol.wire import metadata
 
         with self._client() as c:
@@ -65,7 +68,7 @@ class WireBroker(BrokerFront):
                     return brokers[p["leader_id"]]
         raise KeyError("%s-%d has no leader: %r" % (topic, partition, m["topics"]))
 
-    def _coordinator(self, group_id: str):
+    def _coordinator(self, group_id: str) -> tuple[str, int]:
         deadline = time.monotonic() + 15
         with self._client() as c:
             while True:
@@ -80,7 +83,7 @@ class WireBroker(BrokerFront):
         from ..protocol.wire import fetch, fetch_part
 
         with self._client(self._leader(topic, partition)) as c:
-            def read(offset):
+            def read(offset: int) -> bytes:
                 p = fetch_part(fetch(c, topic, partition, offset, partition_max_bytes=8 << 20))
                 if p["error_code"]:
                     raise RuntimeError("fetch %s-%d at %d: error %d" % (topic, partition, offset, p["error_code"]))
