@@ -2,9 +2,13 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import argparse
 
 
-def add_arguments(tp) -> None:
+def add_arguments(tp: argparse.ArgumentParser) -> None:
     sub = tp.add_subparsers(dest="trace_cmd", required=True)
     px = sub.add_parser("proxy", help="a recording TCP proxy in front of one Kafka broker (any Kafka)",
                         description="Relay a client's conversation with one broker and append every request and "
@@ -28,7 +32,7 @@ def add_arguments(tp) -> None:
     df.add_argument("--json", action="store_true", help="print the differences as one JSON document")
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     if args.trace_cmd == "proxy":
         from .proxy import main
         return main(args)

@@ -19,6 +19,11 @@ from __future__ import annotations
 import difflib
 import json
 import sys
+from collections.abc import Collection, Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import argparse
 
 # What legitimately differs between two brokers or two runs (names of fields, at any depth):
 IGNORED = frozenset({
@@ -51,7 +56,7 @@ def load(path: str) -> list[dict]:
     return out
 
 
-def normalise(value, ignored: frozenset):
+def normalise(value: Any, ignored: frozenset) -> Any:
     if isinstance(value, dict):
         return {k: normalise(v, ignored) for k, v in value.items() if k not in ignored}
     if isinstance(value, list):
@@ -59,11 +64,11 @@ def normalise(value, ignored: frozenset):
     return value
 
 
-def _key(d) -> str:
+def _key(d: object) -> str:
     return json.dumps(d, sort_keys=True)
 
 
-def _by_api(trace: list[dict], ignored: frozenset, apis) -> dict:
+def _by_api(trace: list[dict], ignored: frozenset, apis: Collection[str] | None) -> dict:
     groups: dict[str | None, tuple[list, set]] = {}
     for ex in trace:
         api = ex.get("api")
@@ -85,7 +90,7 @@ def _by_api(trace: list[dict], ignored: frozenset, apis) -> dict:
     return {api: seq for api, (seq, _seen) in groups.items()}
 
 
-def field_diffs(a, b, path: str = "") -> list[tuple[str, object, object]]:
+def field_diffs(a: Any, b: Any, path: str = "") -> list[tuple[str, object, object]]:
     """(path, a value, b value) for every leaf where ``a`` and ``b`` differ."""
     out: list[tuple[str, object, object]] = []
     if isinstance(a, dict) and isinstance(b, dict):
@@ -111,7 +116,7 @@ def field_diffs(a, b, path: str = "") -> list[tuple[str, object, object]]:
     return [] if a == b else [(path, a, b)]
 
 
-def diff(a: list[dict], b: list[dict], ignored=IGNORED, apis=None) -> list[dict]:
+def diff(a: list[dict], b: list[dict], ignored: Iterable[str] = IGNORED, apis: Collection[str] | None = None) -> list[dict]:
     """The differences between two loaded traces, as dicts (``api``, ``kind``, ...)."""
     ga, gb = _by_api(a, frozenset(ignored), apis), _by_api(b, frozenset(ignored), apis)
     out = []
@@ -136,12 +141,12 @@ def diff(a: list[dict], b: list[dict], ignored=IGNORED, apis=None) -> list[dict]
     return out
 
 
-def _short(v) -> str:
+def _short(v: object) -> str:
     s = json.dumps(v, sort_keys=True, default=str)
     return s if len(s) <= 200 else s[:197] + "..."
 
 
-def main(args) -> int:
+def main(args: argparse.Namespace) -> int:
     try:
         a, b = load(args.a), load(args.b)
     except (OSError, ValueError) as e:
