@@ -76,7 +76,7 @@ def _read_entries(fs: FileSystem, path: str, fields: int) -> Optional[list[list[
 class OffsetCheckpointFile:
     """``{(topic, partition): offset}`` checkpoint."""
 
-    def __init__(self, path: str, fs: FileSystem = REAL_FS):
+    def __init__(self, path: str, fs: FileSystem = REAL_FS) -> None:
         self.path = path
         self.fs = fs
 
@@ -100,7 +100,7 @@ class LeaderEpochCheckpointFile:
     """``[(epoch, start_offset), ...]`` checkpoint; ``read`` returns None
     when the file is missing or damaged."""
 
-    def __init__(self, path: str, fs: FileSystem = REAL_FS):
+    def __init__(self, path: str, fs: FileSystem = REAL_FS) -> None:
         self.path = path
         self.fs = fs
 
@@ -120,7 +120,7 @@ class LeaderEpochCheckpointFile:
 
 
 class CleanShutdownFile:
-    def __init__(self, log_dir: str, fs: FileSystem = REAL_FS):
+    def __init__(self, log_dir: str, fs: FileSystem = REAL_FS) -> None:
         self.path = os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)
         self.fs = fs
 

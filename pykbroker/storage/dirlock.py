@@ -31,7 +31,7 @@ LOCK_FILE = ".lock"   # Kafka's name (LogManager.LockFileName)
 class LogDirInUseError(RuntimeError):
     """Another broker (another process, or another broker in this one) holds the dir's lock."""
 
-    def __init__(self, log_dir: str, holder_pid: Optional[int]):
+    def __init__(self, log_dir: str, holder_pid: Optional[int]) -> None:
         self.log_dir = log_dir
         self.holder_pid = holder_pid
         who = "another broker (pid %d)" % holder_pid if holder_pid else "another broker"
@@ -42,7 +42,7 @@ class LogDirInUseError(RuntimeError):
 class LogDirLock:
     """The exclusive lock of one log dir, held until :meth:`release`."""
 
-    def __init__(self, log_dir: str, fd: int):
+    def __init__(self, log_dir: str, fd: int) -> None:
         self.log_dir = log_dir
         self._fd: Optional[int] = fd
 

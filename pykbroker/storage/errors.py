@@ -14,7 +14,7 @@ class StorageError(KafkaError):
     """A failure of the log layer; ``code`` is what Kafka answers for it (KafkaError family)."""
     code = ErrorCode.UNKNOWN_SERVER_ERROR
 
-    def __init__(self, message: str = ""):
+    def __init__(self, message: str = "") -> None:
         Exception.__init__(self, message)
         self.message = message or None
 
@@ -31,7 +31,7 @@ class KafkaStorageError(StorageError):
 class ProducerStateError(StorageError):
     """A producer-state check refused a batch; ``code`` is per instance (sequence/epoch errors)."""
 
-    def __init__(self, code: int, message: str = ""):
+    def __init__(self, code: int, message: str = "") -> None:
         Exception.__init__(self, message or f"producer state error {code}")
         self.code = ErrorCode(code)
         self.message = message or None

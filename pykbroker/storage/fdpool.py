@@ -61,7 +61,7 @@ class FdPool:
     """The open handles, least recently used first.  Thread-safe (one lock, never held
     across an await or a blocking call other than open/close/rename)."""
 
-    def __init__(self, budget: Optional[int] = None):
+    def __init__(self, budget: Optional[int] = None) -> None:
         self._budget = budget
         self._open: "OrderedDict[FdHandle, None]" = OrderedDict()
         # reentrant: a FileRegion's __del__ (unhold) may run from a garbage collection

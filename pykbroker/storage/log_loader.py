@@ -41,7 +41,7 @@ class LogLoader:
 
     def __init__(self, dir: str, config: LogConfig, recovery_point: int = 0,
                  clean_shutdown: bool = False, log_start_offset: Optional[int] = None,
-                 fs: FileSystem = REAL_FS, now_ms: Callable[[], int] = wall_ms):
+                 fs: FileSystem = REAL_FS, now_ms: Callable[[], int] = wall_ms) -> None:
         self.dir = dir
         self.config = config
         self.now_ms = now_ms

@@ -106,17 +106,18 @@ _SNAPSHOT_RE = re.compile(r"^(\d{20})\.snapshot$")
 class BatchMetadata:
     __slots__ = ("first_seq", "last_seq", "first_offset", "last_offset", "timestamp")
 
-    def __init__(self, first_seq, last_seq, first_offset, last_offset, timestamp):
+    def __init__(self, first_seq: int, last_seq: int, first_offset: int, last_offset: int,
+                 timestamp: int) -> None:
         self.first_seq = first_seq
         self.last_seq = last_seq
         self.first_offset = first_offset
         self.last_offset = last_offset
         self.timestamp = timestamp
 
-    def astuple(self):
+    def astuple(self) -> tuple[int, int, int, int, int]:
         return (self.first_seq, self.last_seq, self.first_offset, self.last_offset, self.timestamp)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"BatchMetadata{self.astuple()}"
 
 
@@ -124,7 +125,7 @@ class ProducerStateEntry:
     __slots__ = ("producer_id", "epoch", "batches", "last_timestamp", "txn_first_offset",
                  "coordinator_epoch")
 
-    def __init__(self, producer_id: int, epoch: int = NO_EPOCH):
+    def __init__(self, producer_id: int, epoch: int = NO_EPOCH) -> None:
         self.producer_id = producer_id
         self.epoch = epoch
         self.batches: deque = deque(maxlen=NUM_BATCHES_TO_RETAIN)
@@ -172,7 +173,7 @@ class CompletedTxn(NamedTuple):
 
 
 class ProducerStateManager:
-    def __init__(self, dir: Optional[str] = None, fs: FileSystem = REAL_FS):
+    def __init__(self, dir: Optional[str] = None, fs: FileSystem = REAL_FS) -> None:
         self.dir = dir
         self.fs = fs
         self._producers: dict[int, ProducerStateEntry] = {}
@@ -304,7 +305,7 @@ class ProducerStateManager:
             if e.txn_first_offset >= 0 and pid not in self.ongoing:
                 self.ongoing[pid] = e.txn_first_offset
 
-    def update_from_header(self, h, control_type: Optional[int] = None) -> Optional[CompletedTxn]:
+    def update_from_header(self, h: _records.BatchHeader, control_type: Optional[int] = None) -> Optional[CompletedTxn]:
         """Replay one batch header (no record decoding).  A control batch needs its record's
         ``control_type`` (records.CONTROL_COMMIT / CONTROL_ABORT); returns the transaction a
         marker completed."""

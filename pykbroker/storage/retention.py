@@ -38,15 +38,21 @@ from __future__ import annotations
 import logging
 import os
 import time
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 import trio
+
+if TYPE_CHECKING:
+    from .log import Log
+    from .manager import LogManager
+    from .segment import LogSegment
 
 log = logging.getLogger("pykbroker.retention")
 
 __all__ = ["deletable_segments", "RetentionTask"]
 
 
-def _segment_time(seg) -> int:
+def _segment_time(seg: LogSegment) -> int:
     ts = seg.largest_timestamp
     if ts >= 0:
         return ts
@@ -56,7 +62,7 @@ def _segment_time(seg) -> int:
         return int(time.time() * 1000)
 
 
-def deletable_segments(lg, now_ms: int, retention_ms: int | None, retention_bytes: int | None,
+def deletable_segments(lg: Log, now_ms: int, retention_ms: int | None, retention_bytes: int | None,
                        delete_policy: bool) -> tuple[list, str]:
     """The prefix of ``lg``'s segments retention deletes now, and the reason
     ("time", "size", "log start" or "").  Pure computation, no I/O except the
@@ -66,7 +72,7 @@ def deletable_segments(lg, now_ms: int, retention_ms: int | None, retention_byte
     leo = lg.log_end_offset
     start = lg.log_start_offset
 
-    def collect(pred) -> list:
+    def collect(pred: Callable[[LogSegment, Optional[LogSegment]], bool]) -> list:
         out = []
         for i, seg in enumerate(segs):
             nxt = segs[i + 1] if i + 1 < len(segs) else None
@@ -86,7 +92,7 @@ def deletable_segments(lg, now_ms: int, retention_ms: int | None, retention_byte
         if retention_bytes is not None and retention_bytes >= 0:
             diff = [lg.size_in_bytes - retention_bytes]
             if diff[0] > 0:
-                def by_size(s, n):
+                def by_size(s: LogSegment, n: Optional[LogSegment]) -> bool:
                     if diff[0] - s.size >= 0:
                         diff[0] -= s.size
                         return True
@@ -103,7 +109,7 @@ class RetentionTask:
     delayed file deletions (the broker nursery's ``start_soon``); ``interval_ms`` is
     ``log.retention.check.interval.ms``."""
 
-    def __init__(self, log_manager, spawn, interval_ms: int = 300000):
+    def __init__(self, log_manager: LogManager, spawn: Callable[..., Any], interval_ms: int = 300000) -> None:
         self.lm = log_manager
         self.spawn = spawn
         self.interval_ms = interval_ms
@@ -121,7 +127,7 @@ class RetentionTask:
                 log.exception("retention check failed")
             self.passes += 1
 
-    async def check_all(self, now_ms=None) -> int:
+    async def check_all(self, now_ms: Optional[int] = None) -> int:
         total = 0
         for tp, lg, _ in self.lm.online_logs():
             if not self.lm.is_live(tp, lg):
@@ -132,7 +138,7 @@ class RetentionTask:
                 log.exception("retention of %s-%d failed", tp[0], tp[1])
         return total
 
-    async def check_log(self, tp, lg, now_ms=None) -> int:
+    async def check_log(self, tp: tuple[str, int], lg: Log, now_ms: Optional[int] = None) -> int:
         cfg = self.lm.topic_config(tp[0])
         policy = cfg.get("cleanup.policy") or ["delete"]
         if isinstance(policy, str):
@@ -154,7 +160,7 @@ class RetentionTask:
             self.lm.request_checkpoint()
         return count
 
-    async def delete_below_log_start(self, tp, lg) -> int:
+    async def delete_below_log_start(self, tp: tuple[str, int], lg: Log) -> int:
         """After DeleteRecords moved the log start offset: the segments lying wholly below it
         go now, the same way retention removes them (Kafka leaves them to its next retention
         pass; doing it at once frees the disk sooner and changes nothing a client can see)."""
@@ -167,7 +173,7 @@ class RetentionTask:
         self.deleted_segments += n
         return n
 
-    async def _delete(self, tp, lg, doomed, reason) -> int:
+    async def _delete(self, tp: tuple[str, int], lg: Log, doomed: list[LogSegment], reason: str) -> int:
         """Drop ``doomed`` from ``lg`` and rename the files to ``.deleted`` in a worker
         thread; schedule the unlink after ``file.delete.delay.ms``."""
         before = lg.log_start_offset
@@ -182,13 +188,13 @@ class RetentionTask:
         return len(removed)
 
 
-async def delete_files_later(segments, delay_s: float) -> None:
+async def delete_files_later(segments: Iterable[LogSegment], delay_s: float) -> None:
     """Kafka's asynchronous segment deletion: unlink the ``.deleted`` files
     after ``file.delete.delay.ms``, off the event loop."""
     if delay_s > 0:
         await trio.sleep(delay_s)
 
-    def unlink():
+    def unlink() -> None:
         for seg in segments:
             try:
                 seg.delete()

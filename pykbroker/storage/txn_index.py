@@ -35,7 +35,7 @@ class AbortedTxn(NamedTuple):
 
 
 class TransactionIndex:
-    def __init__(self, path: str, fs: FileSystem = REAL_FS):
+    def __init__(self, path: str, fs: FileSystem = REAL_FS) -> None:
         self.path = path
         self.fs = fs
         self._entries: Optional[list[AbortedTxn]] = None   # loaded on first use
