@@ -20,7 +20,7 @@ import dataclasses
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping, Optional
 
 log = logging.getLogger("pykbroker.config")
 
@@ -43,7 +43,7 @@ class ConfigError(ValueError):
     """A config value (or name) Kafka would refuse.  ``name`` is the config's name when known,
     so a caller can say where the bad value came from."""
 
-    def __init__(self, message: str, name: str | None = None):
+    def __init__(self, message: str, name: str | None = None) -> None:
         super().__init__(message)
         self.name = name
 
@@ -71,7 +71,7 @@ class ConfigDef:
     # Unit of the value ("ms", "bytes", ...); None derives it from the name's suffix.
     unit: str | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.unit is None:
             unit = next((u for sfx, u in _UNIT_SUFFIXES if self.name.endswith(sfx)), None)
             object.__setattr__(self, "unit", unit)
@@ -80,7 +80,7 @@ class ConfigDef:
     def type_id(self) -> int:
         return TYPE_IDS.get(self.describe_type or self.type, 0)
 
-    def parse(self, raw) -> Any:
+    def parse(self, raw: Any) -> Any:
         """Parse and validate like Kafka's ConfigDef.parseType + validator, raising ConfigError
         with Kafka's ConfigException text ("Invalid value X for configuration N: reason")."""
         if raw is None:
@@ -113,7 +113,7 @@ class ConfigDef:
                 raise _invalid(failure[0], self.name, failure[1])
         return value
 
-    def render(self, value) -> str | None:
+    def render(self, value: Any) -> str | None:
         if value is None:
             return None
         if self.type == "boolean":
@@ -127,12 +127,12 @@ _INT_BITS = {"short": 2**15, "int": 2**31, "long": 2**63}
 _JAVA_INT = re.compile(r"^[+-]?[0-9]+$")
 
 
-def _invalid(value, name, reason) -> ConfigError:
+def _invalid(value: Any, name: str, reason: str) -> ConfigError:
     # Kafka's ConfigException(name, value, message) text.
     return ConfigError("Invalid value %s for configuration %s: %s" % (value, name, reason), name)
 
 
-def _java_str(v) -> str:
+def _java_str(v: Any) -> str:
     # How Kafka's message prints a parsed value (Java's toString of Long/Double/Boolean).
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -144,10 +144,10 @@ def _java_str(v) -> str:
 class _Validator:
     """A value check: ``check(value)`` returns None, or (value as printed, reason) when refused."""
 
-    def check(self, v):
+    def check(self, v: Any) -> Optional[tuple[Any, str]]:
         raise NotImplementedError
 
-    def __call__(self, v) -> bool:
+    def __call__(self, v: Any) -> bool:
         return self.check(v) is None
 
 
@@ -184,7 +184,7 @@ class _IpOverrides(_Validator):
     refused whole, with Kafka's message (an IllegalArgumentException's or NumberFormatException's
     text, not ConfigException's "Invalid value" form)."""
 
-    def check(self, v):
+    def check(self, v: Any) -> Optional[tuple[Any, str]]:
         try:
             validate_ip_overrides(v)
         except ValueError as e:
@@ -195,10 +195,10 @@ class _IpOverrides(_Validator):
 class _Range(_Validator):
     """Kafka's ConfigDef.Range (atLeast / between)."""
 
-    def __init__(self, lo=None, hi=None):
+    def __init__(self, lo: Any = None, hi: Any = None) -> None:
         self.lo, self.hi = lo, hi
 
-    def check(self, v):
+    def check(self, v: Any) -> Optional[tuple[Any, str]]:
         if self.lo is not None and v < self.lo:
             return _java_str(v), "Value must be at least %s" % self.lo
         if self.hi is not None and v > self.hi:
@@ -209,10 +209,10 @@ class _Range(_Validator):
 class _ValidString(_Validator):
     """Kafka's ConfigDef.ValidString (and ValidList when ``each``: every list element)."""
 
-    def __init__(self, opts, each=False, non_empty=False):
+    def __init__(self, opts: Iterable[str], each: bool = False, non_empty: bool = False) -> None:
         self.opts, self.each, self.non_empty = list(opts), each, non_empty
 
-    def check(self, v):
+    def check(self, v: Any) -> Optional[tuple[Any, str]]:
         for x in (v if self.each else [v]):
             if x not in self.opts:
                 return x, "String must be one of: " + ", ".join(self.opts)
@@ -221,18 +221,18 @@ class _ValidString(_Validator):
         return None
 
 
-def _ge(n):
+def _ge(n: Any) -> _Range:
     return _Range(lo=n)
 
 
-def _in(*opts):
+def _in(*opts: str) -> _ValidString:
     return _ValidString(opts)
 
 
 class _GzipLevel(_Validator):
     """Kafka's GzipCompression level validator: 1-9, or -1 for the codec's default."""
 
-    def check(self, v):
+    def check(self, v: Any) -> Optional[tuple[Any, str]]:
         if v == -1 or 1 <= v <= 9:
             return None
         return _java_str(v), "Value must be between 1 and 9 or equal to -1"
@@ -243,10 +243,10 @@ class _ThrottledReplicas(_Validator):
 
     _ENTRY = re.compile(r"^([0-9]+:[0-9]+)?$")
 
-    def __init__(self, name):
+    def __init__(self, name: str) -> None:
         self.name = name
 
-    def check(self, v):
+    def check(self, v: Any) -> Optional[tuple[Any, str]]:
         if all(self._ENTRY.match(x.strip()) for x in v) or "".join(v) == "*":
             return None
         return ("[%s]" % ", ".join(v), "%s must be the literal '*' or a list of replicas in the following format: "
@@ -256,10 +256,10 @@ class _ThrottledReplicas(_Validator):
 class _Unsupported(_Validator):
     """Only ``allowed`` is accepted: the feature behind the config is not implemented."""
 
-    def __init__(self, allowed, why):
+    def __init__(self, allowed: Any, why: str) -> None:
         self.allowed, self.why = allowed, why
 
-    def check(self, v):
+    def check(self, v: Any) -> Optional[tuple[Any, str]]:
         return None if v == self.allowed else (_java_str(v), self.why)
 
 
@@ -276,7 +276,7 @@ class Listener:
     # the security protocol of the listener's name (listener.security.protocol.map)
     protocol: str = "PLAINTEXT"
 
-    def __str__(self):
+    def __str__(self) -> str:
         host = "[%s]" % self.host if ":" in self.host else self.host
         return "%s://%s:%d" % (self.name, host, self.port)
 
@@ -315,10 +315,10 @@ class _Listeners(_Validator):
     """Refuses at start-up what the broker could not bind or advertise.  ``optional``: an empty
     value means "derive it" (advertised.listeners falls back to the bound listeners)."""
 
-    def __init__(self, optional=False):
+    def __init__(self, optional: bool = False) -> None:
         self.optional = optional
 
-    def check(self, v):
+    def check(self, v: Any) -> Optional[tuple[Any, str]]:
         if self.optional and not v.strip():
             return None
         try:
@@ -353,7 +353,7 @@ def parse_protocol_map(text: str | None) -> dict[str, str]:
 
 
 class _ProtocolMap(_Validator):
-    def check(self, v):
+    def check(self, v: Any) -> Optional[tuple[Any, str]]:
         try:
             parse_protocol_map(v)
         except ValueError as e:
@@ -385,7 +385,7 @@ class _AuthorizerClass(_Validator):
     """authorizer.class.name: empty (no authorizer) or one of Kafka's ACL authorizers, which
     pykbroker builds (pykbroker/acl/); any other class cannot be loaded here."""
 
-    def check(self, v):
+    def check(self, v: Any) -> Optional[tuple[Any, str]]:
         from ..acl.authorizer import AUTHORIZER_CLASSES
         if not v or v in AUTHORIZER_CLASSES:
             return None
@@ -828,7 +828,7 @@ assert DYNAMIC_BROKER_CONFIGS <= set(BROKER_CONFIGS), DYNAMIC_BROKER_CONFIGS - s
 # ------------------------------------------------------------------ topic configs
 
 def _topic(name: str, type_: str, broker_key: str | None = None, validator: _Validator | None = None,
-           default=None) -> ConfigDef:
+           default: Any = None) -> ConfigDef:
     """A topic config: its default is the broker config ``broker_key``'s, or ``default`` when it
     has no broker-wide counterpart.  Kafka's LogConfig validators."""
     b = BROKER_CONFIGS[broker_key] if broker_key else None
@@ -906,7 +906,7 @@ class BrokerConfig:
     overrides.  ``config[key]`` is the typed value of a declared key (its default when unset);
     an undeclared key is a KeyError, so a caller cannot carry a default of its own."""
 
-    def __init__(self, values: dict[str, Any] | None = None):
+    def __init__(self, values: dict[str, Any] | None = None) -> None:
         self._explicit: dict[str, Any] = {}
         # Dynamic layers (config/dynamic.py is their only writer): the cluster-wide default and
         # this broker's own, parsed; a key set in one overrides the layers below it, as in
@@ -920,7 +920,7 @@ class BrokerConfig:
             self.set(k, v)
         self._check_consistency()
 
-    def set(self, key: str, raw) -> None:
+    def set(self, key: str, raw: Any) -> None:
         d = BROKER_CONFIGS.get(key)
         if d is None and key.startswith("listener.name."):
             # Kafka's per-listener overrides (listener.name.<name>.<key>), raw: read, parsed and
@@ -971,7 +971,7 @@ class BrokerConfig:
     def dynamic_layer(self, per_broker: bool) -> dict[str, Any]:
         return dict(self._dynamic_broker if per_broker else self._dynamic_default)
 
-    def source_of(self, keys) -> int:
+    def source_of(self, keys: Iterable[str]) -> int:
         """The source of the highest layer setting any of ``keys`` (DEFAULT_CONFIG when none)."""
         for layer, source in ((self._dynamic_broker, SOURCE_DYNAMIC_BROKER),
                               (self._dynamic_default, SOURCE_DYNAMIC_DEFAULT)):
@@ -979,7 +979,7 @@ class BrokerConfig:
                 return source
         return SOURCE_STATIC_BROKER if any(self.is_explicit(k) for k in keys) else SOURCE_DEFAULT
 
-    def static_value(self, key: str):
+    def static_value(self, key: str) -> Any:
         """The value without the dynamic layers (server.properties / --override / default)."""
         if key in self._explicit:
             return self._explicit[key]
@@ -992,7 +992,7 @@ class BrokerConfig:
             return "node.id" in self._explicit or "broker.id" in self._explicit
         return key in self._explicit
 
-    def get(self, key: str):
+    def get(self, key: str) -> Any:
         if key in self._dynamic_broker:
             return self._dynamic_broker[key]
         if key in self._dynamic_default:
@@ -1001,7 +1001,7 @@ class BrokerConfig:
             return self._explicit[key]
         return self._default(key)
 
-    def _default(self, key: str):
+    def _default(self, key: str) -> Any:
         if key in ("broker.id", "node.id"):
             other = "node.id" if key == "broker.id" else "broker.id"
             # Neither set: pykbroker runs as node 1 (Kafka requires node.id in KRaft mode).
@@ -1017,7 +1017,7 @@ class BrokerConfig:
             raise KeyError("%r is not a broker config declared in pykbroker/config/broker.py" % key)
         return d.default
 
-    def __getitem__(self, key):
+    def __getitem__(self, key: str) -> Any:
         return self.get(key)
 
     @property
@@ -1041,7 +1041,7 @@ class BrokerConfig:
             return self.get("log.roll.ms")
         return self.get("log.roll.hours") * 3600000
 
-    def topic_default(self, name: str):
+    def topic_default(self, name: str) -> tuple[Any, int]:
         """Broker-wide default of a topic config and its DescribeConfigs source."""
         d = TOPIC_CONFIGS[name]
         if d.broker_key is None:
@@ -1104,7 +1104,7 @@ def parse_properties(text: str) -> dict[str, str]:
     return out
 
 
-def inter_broker_listener(config):
+def inter_broker_listener(config: BrokerConfig | Mapping[str, Any]) -> Listener:
     """The listener other brokers reach this one through: ``inter.broker.listener.name``, else
     the listener named by ``security.inter.broker.protocol`` (Kafka's rule), else the first."""
     ls = parse_listeners(config["listeners"], parse_protocol_map(config["listener.security.protocol.map"]))

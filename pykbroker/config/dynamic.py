@@ -39,10 +39,15 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from .broker import (BROKER_CONFIGS, CLUSTER_LEVEL_LISTENER_CONFIGS, DYNAMIC_BROKER_CONFIGS,
                      LISTENER_DYNAMIC_SUFFIXES, PER_BROKER_CONFIGS, THREAD_POOL_CONFIGS, ConfigError)
+
+if TYPE_CHECKING:
+    from ..cluster.metadata_cache import MetadataCache
+    from ..cluster.replica_manager import ReplicaManager
+    from .broker import BrokerConfig
 
 log = logging.getLogger("pykbroker.configs")
 
@@ -90,7 +95,7 @@ def _per_broker_listener_config(name: str) -> bool:
 _LISTENER_CONFIG = re.compile(r"listener\.name\.[^.]*\.(.*)")
 
 
-def validate_change(config, per_broker: bool, values: dict[str, str]) -> None:
+def validate_change(config: BrokerConfig, per_broker: bool, values: dict[str, str]) -> None:
     """Kafka's checks on the configs a request sets (``values``: name -> new string value)."""
     non_dynamic = [k for k in values if k in BROKER_CONFIGS and k not in DYNAMIC_BROKER_CONFIGS]
     if non_dynamic:
@@ -161,7 +166,8 @@ class DynamicBrokerConfig:
     ``reconfigurables``: objects with ``reconfigure(config)`` (the log manager, the transaction
     coordinator once built), added with ``add_reconfigurable``."""
 
-    def __init__(self, config, node_id: int, metadata_cache, replica_manager):
+    def __init__(self, config: BrokerConfig, node_id: int, metadata_cache: MetadataCache,
+                 replica_manager: ReplicaManager) -> None:
         self.config = config
         self.node_id = node_id
         self.metadata_cache = metadata_cache
@@ -171,18 +177,18 @@ class DynamicBrokerConfig:
         # security/reload.py's keystore update for its secured listeners); a hook, so this module
         # does not import the security package, which imports it
         self._per_broker_hooks: list = []
-        self._decode = None
+        self._decode: Callable[[str, dict[str, str]], dict[str, str]] | None = None
 
-    def add_reconfigurable(self, component) -> None:
+    def add_reconfigurable(self, component: Any) -> None:
         self._reconfigurables.append(component)
 
-    def set_password_decoder(self, decode) -> None:
+    def set_password_decoder(self, decode: Callable[[str, dict[str, str]], dict[str, str]]) -> None:
         """``decode(entity, raw) -> raw`` applied to each stored set before it is read: the
         broker's password.encoder.secret decoding (password_encoder.py, handed in so this
         module does not depend on it)."""
         self._decode = decode
 
-    def add_per_broker_hook(self, hook) -> None:
+    def add_per_broker_hook(self, hook: Callable[[dict[str, str]], Any]) -> None:
         """``hook(raw)`` after this broker's own dynamic set changed (not the cluster default)."""
         self._per_broker_hooks.append(hook)
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 # ConfigDef type ids as DescribeConfigs v3+ reports them
 BOOLEAN, STRING, INT, LONG, LIST = 1, 2, 3, 5, 7
@@ -56,7 +56,8 @@ class GroupConfigDef:
     internal: bool = False
 
 
-def _d(name, type_id, default, broker_key=None, at_least=None, doc="", internal=False):
+def _d(name: str, type_id: int, default: Any, broker_key: Optional[str] = None,
+       at_least: Optional[int] = None, doc: str = "", internal: bool = False) -> GroupConfigDef:
     return GroupConfigDef(name, type_id, default, broker_key, at_least, doc, internal)
 
 
@@ -160,7 +161,7 @@ def parse_duration_ms(text: str) -> Optional[int]:
     return int((int(d or 0) * 86400 + int(h or 0) * 3600 + int(mi or 0) * 60 + float(s or 0)) * 1000)
 
 
-def _parse(d: GroupConfigDef, raw: str):
+def _parse(d: GroupConfigDef, raw: str) -> Any:
     """ConfigDef.parse of one value (Kafka trims values first)."""
     v = raw.strip()
     bad = "Invalid value %s for configuration %s: " % (v, d.name)
@@ -193,7 +194,7 @@ def _parse(d: GroupConfigDef, raw: str):
     return v
 
 
-def render(d: GroupConfigDef, value) -> str:
+def render(d: GroupConfigDef, value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, list):
@@ -228,7 +229,7 @@ def validate(stored: dict[str, str]) -> dict[str, Any]:
     return parsed
 
 
-def default_value(d: GroupConfigDef, broker_config) -> Any:
+def default_value(d: GroupConfigDef, broker_config: Any) -> Any:
     """The broker's value of the config this one falls back to, else the literal default."""
     if d.broker_key is not None and broker_config is not None:
         try:
@@ -242,7 +243,7 @@ def default_value(d: GroupConfigDef, broker_config) -> Any:
     return d.default
 
 
-def effective(stored: dict[str, str], broker_config, name: str) -> Any:
+def effective(stored: dict[str, str], broker_config: Any, name: str) -> Any:
     """The value of group config ``name`` in force for a group whose stored set is ``stored``
     (a stored value that no longer validates falls back to the default)."""
     d = GROUP_CONFIGS[name]
@@ -263,7 +264,7 @@ class GroupConfigView:
     """What the coordinators are handed: ``lookup(group_id) -> stored strings`` (the
     controller's ``group_configs``) and the broker config for the defaults."""
 
-    def __init__(self, lookup, broker_config):
+    def __init__(self, lookup: Optional[Callable[[str], dict[str, str]]], broker_config: Any) -> None:
         self._lookup = lookup
         self._config = broker_config
 
