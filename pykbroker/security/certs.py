@@ -8,9 +8,10 @@ import datetime
 import ipaddress
 import os
 from dataclasses import dataclass
+from typing import Any, Iterable
 
 
-def _x509():
+def _x509() -> tuple[Any, ...]:
     try:
         from cryptography import x509
         from cryptography.hazmat.primitives import hashes, serialization
@@ -39,7 +40,7 @@ class KeyPair:
 
 
 class CertificateAuthority:
-    def __init__(self, name: str = "pykbroker test CA"):
+    def __init__(self, name: str = "pykbroker test CA") -> None:
         x509, hashes, serialization, ec, NameOID, _ = _x509()
         self._key = ec.generate_private_key(ec.SECP256R1())
         self._name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
@@ -56,7 +57,7 @@ class CertificateAuthority:
                       .sign(self._key, hashes.SHA256()))
         self.cert_pem = self._cert.public_bytes(serialization.Encoding.PEM).decode()
 
-    def issue(self, common_name: str, hosts=(), server: bool = True, subject: list | None = None) -> KeyPair:
+    def issue(self, common_name: str, hosts: Iterable[str] = (), server: bool = True, subject: list | None = None) -> KeyPair:
         """A leaf certificate: ``hosts`` (names or IP addresses) as SANs; ``subject``: extra
         (OID name, value) pairs before the CN (e.g. [("O", "org")])."""
         x509, hashes, serialization, ec, NameOID, EKU = _x509()

@@ -30,13 +30,19 @@ import hashlib
 import hmac
 import secrets
 import ssl
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from ..config import ConfigError
 from ..config import inter_broker_listener
 from .errors import AuthenticationFailed
 from .listeners import ListenerSecurity
 from .scram import MECHANISMS as SCRAM_MECHANISMS
+
+if TYPE_CHECKING:
+    from types import ModuleType
+    from typing import Callable
+    
+    from ..config.broker import BrokerConfig
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 # The versions sent: SaslHandshake v1 (tokens in SaslAuthenticate, KIP-152) and SaslAuthenticate
@@ -47,7 +53,7 @@ HANDSHAKE_VERSION, AUTHENTICATE_VERSION = 1, 2
 class PlainClient:
     """PLAIN (RFC 4616): one token ``\\0user\\0password`` (no authorization id, as Kafka's client)."""
 
-    def __init__(self, user: str, password: str):
+    def __init__(self, user: str, password: str) -> None:
         self._token = b"\0" + user.encode() + b"\0" + password.encode()
         self.complete = False
 
@@ -68,7 +74,7 @@ class ScramClient:
     the server's final message must carry the signature only the holder of ServerKey can make."""
 
     def __init__(self, mechanism: str, user: str, password: str, nonce: Optional[str] = None,
-                 extensions: Optional[dict] = None):
+                 extensions: Optional[dict] = None) -> None:
         self._hash = SCRAM_MECHANISMS[mechanism]
         self.mechanism = mechanism
         self._password = password.encode()
@@ -121,7 +127,7 @@ class OAuthBearerClient:
     ``unsecuredLoginLifetimeSeconds`` (3600) later, and ``unsecuredLoginExtension_<key>``
     extensions.  Only a broker whose listener runs the unsecured validator accepts it."""
 
-    def __init__(self, options: dict, now_s: Optional[float] = None):
+    def __init__(self, options: dict, now_s: Optional[float] = None) -> None:
         import json
         import time
         now = time.time() if now_s is None else now_s
@@ -144,7 +150,7 @@ class OAuthBearerClient:
             raise ValueError("no %s claim (unsecuredLoginStringClaim_%s)" % (principal_claim, principal_claim))
         self.principal = claims[principal_claim]
 
-        def b64(obj):
+        def b64(obj: Any) -> str:
             return base64.urlsafe_b64encode(json.dumps(obj, separators=(",", ":")).encode()).rstrip(b"=").decode()
         jwt = "%s.%s." % (b64({"alg": "none"}), b64(claims))
         ext = "".join("%s=%s\x01" % (k[len("unsecuredLoginExtension_"):], v) for k, v in sorted(options.items())
@@ -167,7 +173,7 @@ class BearerTokenClient:
     """OAUTHBEARER with a token obtained elsewhere (the broker's OAuth login,
     security/oauth_login.py): its first message as made there; a server challenge refuses it."""
 
-    def __init__(self, first_message: bytes):
+    def __init__(self, first_message: bytes) -> None:
         self._token = first_message
         self.complete = False
 
@@ -177,7 +183,8 @@ class BearerTokenClient:
     step = OAuthBearerClient.step
 
 
-def sasl_client(mechanism: str, user: str, password: str, extensions: Optional[dict] = None):
+def sasl_client(mechanism: str, user: str, password: str, extensions: Optional[dict] = None
+                ) -> Union[PlainClient, ScramClient, OAuthBearerClient]:
     if mechanism == "PLAIN":
         return PlainClient(user, password)
     if mechanism in SCRAM_MECHANISMS:
@@ -191,8 +198,8 @@ class InterBrokerSecurity:
     """How this broker connects to the others (module docstring).  ``None`` from
     :meth:`from_config` when the inter-broker listener is PLAINTEXT (nothing to do)."""
 
-    def __init__(self, listener: str, protocol: str, ssl_context=None, check_hostname: bool = True,
-                 mechanism: Optional[str] = None, username: Optional[str] = None, password=None):
+    def __init__(self, listener: str, protocol: str, ssl_context: Optional[ssl.SSLContext] = None, check_hostname: bool = True,
+                 mechanism: Optional[str] = None, username: Optional[str] = None, password: Any = None) -> None:
         self.listener = listener
         self.protocol = protocol
         self.ssl_context = ssl_context
@@ -204,7 +211,7 @@ class InterBrokerSecurity:
         # from an OAuth token endpoint (security/oauth_login.py), not from its JAAS options
         self.login = password if isinstance(password, _oauth_login().ClientCredentialsLogin) else None
 
-    def __repr__(self):   # never the password
+    def __repr__(self) -> str:   # never the password
         return "InterBrokerSecurity(%s %s%s)" % (self.listener, self.protocol,
                                                  ", %s as %s" % (self.mechanism, self.username) if self.mechanism else "")
 
@@ -224,15 +231,16 @@ class InterBrokerSecurity:
                 raise AuthenticationFailed("no OAuth token for this broker: %s" % e) from None
             self.username = self.login.principal
 
-    def sasl_client(self):
+    def sasl_client(self) -> Any:   # one of the SASL clients above (first/step/complete)
         if self.login is not None:
             return BearerTokenClient(self.login.client_token())
         if self.mechanism == "OAUTHBEARER":
             return OAuthBearerClient(self._password)   # a fresh token at each connection
-        return sasl_client(self.mechanism, self.username, self._password)
+        # a SASL inter-broker listener always has its mechanism and username (from_config)
+        return sasl_client(self.mechanism, self.username, self._password)  # type: ignore[arg-type]
 
     @classmethod
-    def from_config(cls, config) -> Optional["InterBrokerSecurity"]:
+    def from_config(cls, config: BrokerConfig) -> Optional["InterBrokerSecurity"]:
         li = inter_broker_listener(config)
         if li.protocol == "PLAINTEXT":
             return None
@@ -257,7 +265,7 @@ class InterBrokerSecurity:
         return cls(li.name, li.protocol, ctx, check, mech, user, password)
 
 
-def _client_context(sec) -> tuple:
+def _client_context(sec: ListenerSecurity) -> tuple:
     from .tls import load_keystore, load_truststore
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     known = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
@@ -281,7 +289,7 @@ def _client_context(sec) -> tuple:
     return ctx, check
 
 
-def _own_credentials(sec, mech: str) -> tuple:
+def _own_credentials(sec: ListenerSecurity, mech: str) -> tuple:
     from .jaas import JaasError, parse_jaas
     key = "listener.name.%s.%s.sasl.jaas.config" % (sec.name.lower(), mech.lower())
     jaas = sec.mechanism_get(mech, "sasl.jaas.config")
@@ -317,13 +325,13 @@ def _own_credentials(sec, mech: str) -> tuple:
                       "broker's own credentials for inter-broker connections)" % (key, module), key)
 
 
-def _oauth_login():
+def _oauth_login() -> ModuleType:
     from . import oauth_login
     return oauth_login
 
 
 # ------------------------------------------------------------------ drivers
-async def authenticate(chan, security: InterBrokerSecurity) -> int:
+async def authenticate(chan: Any, security: InterBrokerSecurity) -> int:
     """SaslHandshake v1 + SaslAuthenticate on a connection (``chan.call``, trio).  Raises
     ``AuthenticationFailed`` with the broker's error message when refused.  Returns the session
     lifetime the broker granted (KIP-368 ``session_lifetime_ms``; 0: the session never expires)."""
@@ -346,8 +354,9 @@ async def authenticate(chan, security: InterBrokerSecurity) -> int:
     return lifetime
 
 
-def authenticate_sync(request, mechanism: str, user: str, password: str, extensions: Optional[dict] = None,
-                      client=None) -> None:
+def authenticate_sync(request: Callable[[int, int, dict[str, Any]], dict[str, Any]], mechanism: str,
+                      user: str, password: str, extensions: Optional[dict] = None,
+                      client: Any = None) -> None:
     """The same over a blocking client (``request(api_key, version, body)`` -> decoded answer),
     for tools and tests (pykbroker/testing's WireClient.request); ``client``: a SASL client
     made by the caller (e.g. a BearerTokenClient with a signed token) instead of one for

@@ -141,7 +141,7 @@ class DelegationTokenManager:
     the controller with what is stored."""
 
     def __init__(self, secret: Optional[str], max_lifetime_ms: int, renew_time_ms: int,
-                 check_interval_ms: int, now_ms: Callable[[], int]):
+                 check_interval_ms: int, now_ms: Callable[[], int]) -> None:
         self.secret = secret
         self.max_lifetime_ms = max_lifetime_ms
         self.renew_time_ms = renew_time_ms

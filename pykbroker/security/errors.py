@@ -8,7 +8,7 @@ class AuthenticationFailed(Exception):
     ``passthrough``: Kafka passes this text on as it is (a SaslAuthenticationException)."""
 
     def __init__(self, message: str, internal: bool = False, detail: str | None = None,
-                 passthrough: bool = False):
+                 passthrough: bool = False) -> None:
         super().__init__(message)
         self.internal = internal
         self.detail = detail

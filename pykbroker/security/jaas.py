@@ -8,6 +8,7 @@ everything but ``\\`` escapes).  Only the options are needed here (PLAIN's ``use
 from __future__ import annotations
 
 import re
+from typing import Iterator
 
 _FLAGS = ("required", "requisite", "sufficient", "optional")
 _TOKEN = re.compile(r'\s*(?:"((?:[^"\\]|\\.)*)"|([^\s=;"]+)|(=)|(;))', re.S)
@@ -17,7 +18,7 @@ class JaasError(ValueError):
     pass
 
 
-def _tokens(text: str):
+def _tokens(text: str) -> Iterator[tuple[str, str]]:
     pos = 0
     text = text.strip()
     while pos < len(text):

@@ -26,7 +26,7 @@ MIT's: ``KRB5_CONFIG`` or /etc/krb5.conf (the JVM's ``java.security.krb5.conf``)
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import Any, Iterable, Optional
 
 from .errors import AuthenticationFailed
 
@@ -60,7 +60,7 @@ def parse_name(name: str) -> tuple:
 
 class _Rule:
     def __init__(self, default_realm: str, default: bool, n: int = 0, fmt: str = "", match: Optional[str] = None,
-                 frm: Optional[str] = None, to: str = "", repeat: bool = False, lower: bool = False):
+                 frm: Optional[str] = None, to: str = "", repeat: bool = False, lower: bool = False) -> None:
         self.default_realm, self.default = default_realm, default
         self.n, self.fmt = n, fmt
         self.match = re.compile(match) if match is not None else None
@@ -104,7 +104,7 @@ class _Rule:
 class KerberosShortNamer:
     """Kafka's ``sasl.kerberos.principal.to.local.rules`` (a list; default ``DEFAULT``)."""
 
-    def __init__(self, default_realm: str, rules=("DEFAULT",)):
+    def __init__(self, default_realm: str, rules: Iterable[str] = ("DEFAULT",)) -> None:
         self.rules = []
         for text in rules:
             text = text.strip()
@@ -132,7 +132,7 @@ class KerberosShortNamer:
         raise NoMatchingRule("No rules apply to %s" % name)
 
 
-def gssapi_module():
+def gssapi_module() -> Any:
     try:
         import gssapi
     except ImportError:
@@ -147,7 +147,7 @@ def default_realm() -> str:
     return str(name).partition("@")[2]
 
 
-def acceptor_credentials(principal: str, keytab: str):
+def acceptor_credentials(principal: str, keytab: str) -> Any:
     """The broker's service credentials (its key from ``keytab``), checked at start-up."""
     gssapi = gssapi_module()
     name = gssapi.Name(principal, gssapi.NameType.kerberos_principal)
@@ -159,7 +159,7 @@ def acceptor_credentials(principal: str, keytab: str):
 class GssapiServer:
     mechanism = "GSSAPI"
 
-    def __init__(self, creds, namer: KerberosShortNamer):
+    def __init__(self, creds: Any, namer: KerberosShortNamer) -> None:
         gssapi = gssapi_module()
         self._gssapi = gssapi
         self._ctx = gssapi.SecurityContext(creds=creds, usage="accept")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from ..config import BROKER_CONFIGS, ConfigError
 
 if TYPE_CHECKING:
+    from ..config.broker import BrokerConfig
     from .kerberos import KerberosShortNamer
     from .tls import PrincipalMapper
 
@@ -47,7 +48,7 @@ def java_hash_set_order(items: list[str]) -> list[str]:
 
 
 class ListenerSecurity:
-    def __init__(self, config, name: str, protocol: str):
+    def __init__(self, config: BrokerConfig, name: str, protocol: str) -> None:
         self.config = config
         self.name = name
         self.protocol = protocol
@@ -67,7 +68,7 @@ class ListenerSecurity:
         self.keystore_leaf: bytes | None = None   # the certificate served (DER), when readable
 
     # -- reading settings ------------------------------------------------------------------
-    def get(self, key: str):
+    def get(self, key: str) -> Any:
         """``listener.name.<l>.<key>`` (parsed as ``key`` is), else the broker-wide ``key``."""
         prefixed = "listener.name.%s.%s" % (self.name.lower(), key)
         raw = self.dynamic.get(prefixed)
@@ -84,14 +85,14 @@ class ListenerSecurity:
             return self.config[key]
         return None
 
-    def mechanism_get(self, mechanism: str, key: str):
+    def mechanism_get(self, mechanism: str, key: str) -> Any:
         """A mechanism's setting: ``listener.name.<l>.<mechanism>.<key>``, else the listener's."""
         raw = self.config.listener_overrides.get("listener.name.%s.%s.%s" % (self.name.lower(), mechanism.lower(), key))
         return raw if raw is not None else self.get(key)
 
     # -- building --------------------------------------------------------------------------
     @classmethod
-    def build(cls, config, name: str, protocol: str) -> "ListenerSecurity":
+    def build(cls, config: BrokerConfig, name: str, protocol: str) -> "ListenerSecurity":
         self = cls(config, name, protocol)
         if self.tls:
             from .tls import PrincipalMapper, server_context

@@ -32,11 +32,14 @@ from __future__ import annotations
 import base64
 import json
 import time
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 from urllib.parse import quote_plus
 
 from ..config import ConfigError
 from .oauthbearer import configured_endpoint, oauthbearer_settings
+
+if TYPE_CHECKING:
+    from .listeners import ListenerSecurity
 
 # Kafka's login handler: its class name since 3.7 and the older package (3.1 to 3.6)
 LOGIN_HANDLERS = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
@@ -94,7 +97,7 @@ class ClientCredentialsLogin:
     def __init__(self, url: str, client_id: Optional[str] = None, client_secret: Optional[str] = None,
                  scope: Optional[str] = None, urlencode_header: bool = False, backoff_ms: int = 100,
                  backoff_max_ms: int = 10000, timeout_s: float = DEFAULT_TIMEOUT_S, sub_claim: str = "sub",
-                 scope_claim: str = "scope", refresh_factor: float = 0.8, extensions: Optional[dict] = None):
+                 scope_claim: str = "scope", refresh_factor: float = 0.8, extensions: Optional[dict] = None) -> None:
         self.url = url
         self.file = url.lower().startswith("file:")
         if not self.file and (not client_id or not client_secret):
@@ -112,7 +115,7 @@ class ClientCredentialsLogin:
         self._refresh_at_ms = 0
         self.retrievals = 0   # tokens obtained (tests, logs)
 
-    def __repr__(self):   # never the secret
+    def __repr__(self) -> str:   # never the secret
         return "ClientCredentialsLogin(%s)" % self.url
 
     # -- sans-IO ------------------------------------------------------------------------------
@@ -219,7 +222,7 @@ def http_post(url: str, headers: dict, body: bytes, timeout: float) -> tuple:
         return e.code, e.read() or b""
 
 
-def from_listener(sec, jaas_options: dict) -> Optional[ClientCredentialsLogin]:
+def from_listener(sec: ListenerSecurity, jaas_options: dict) -> Optional[ClientCredentialsLogin]:
     """The login of the inter-broker listener ``sec`` when its OAUTHBEARER login callback
     handler is Kafka's OAuthBearerLoginCallbackHandler, else None (the unsecured login).  A bad
     setting is a ConfigError at start-up."""
@@ -230,7 +233,7 @@ def from_listener(sec, jaas_options: dict) -> Optional[ClientCredentialsLogin]:
         return None
     url = configured[1]
 
-    def conf_or_jaas(conf_key, jaas_key):
+    def conf_or_jaas(conf_key: str, jaas_key: str) -> Any:
         v = get(conf_key)
         return v if v is not None else jaas_options.get(jaas_key)
     client_id = conf_or_jaas("sasl.oauthbearer.client.credentials.client.id", "clientId")
@@ -243,7 +246,7 @@ def from_listener(sec, jaas_options: dict) -> Optional[ClientCredentialsLogin]:
                 raise ConfigError("Could not find OAuth configuration for %s or OAuth JAAS configuration for %s"
                                   % (ck, jk), ck)
 
-    def number(k, default, kind=int):
+    def number(k: str, default: Any, kind: Callable[[Any], Any] = int) -> Any:
         v = get(k)
         try:
             return kind(v) if v is not None else default

@@ -36,9 +36,12 @@ import base64
 import json
 import logging
 import math
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 from .errors import AuthenticationFailed
+
+if TYPE_CHECKING:
+    from .listeners import ListenerSecurity
 
 # Kafka's answer to a malformed exchange (a SaslException, not a SaslAuthenticationException, so
 # its own text is not passed on; checked against Apache Kafka 4.4, tests/differential)
@@ -50,7 +53,7 @@ _GENERIC = "Authentication failed during authentication due to invalid credentia
 _LONG_MIN, _LONG_MAX = -(2 ** 63), 2 ** 63 - 1
 
 
-def claim_ms(seconds) -> int:
+def claim_ms(seconds: Any) -> int:
     """A NumericDate claim (seconds, an int or a float) in ms as Kafka's Java long: a value past
     the long range saturates (Math.round of a double: 1e400 or 10**30 is Long.MAX_VALUE, NaN 0),
     so a token with a far-off ``exp`` is valid for a session of at most Long.MAX_VALUE ms, never
@@ -71,7 +74,7 @@ def _b64url(part: str) -> bytes:
 class OAuthBearerServer:
     mechanism = "OAUTHBEARER"
 
-    def __init__(self, options: dict, now_ms, validator: "JwtValidator | None" = None):
+    def __init__(self, options: dict, now_ms: Callable[[], int], validator: "JwtValidator | None" = None) -> None:
         self._validator = validator
         self._principal_claim = options.get("unsecuredValidatorPrincipalClaimName") or "sub"
         self._scope_claim = options.get("unsecuredValidatorScopeClaimName") or "scope"
@@ -124,7 +127,7 @@ class OAuthBearerServer:
         self.complete = True
         return b""
 
-    def _validate(self, jwt: str):
+    def _validate(self, jwt: str) -> Optional[str]:
         """None, or the JSON challenge in Kafka's exact text (OAuthBearerSaslServer.jsonErrorResponse:
         a space after the comma, the required scopes as a Java list)."""
         invalid = '{"status":"invalid_token"}'
@@ -184,7 +187,7 @@ VALIDATOR_HANDLERS = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerV
 ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"]
 
 
-def oauthbearer_settings(sec) -> Callable[[str], Any]:
+def oauthbearer_settings(sec: ListenerSecurity) -> Callable[[str], Any]:
     """``get(key)``: listener ``sec``'s OAUTHBEARER setting ``key`` (its
     ``listener.name.<l>.oauthbearer.<key>``, else the listener's; a raw string or the config's
     parsed value)."""
@@ -193,7 +196,7 @@ def oauthbearer_settings(sec) -> Callable[[str], Any]:
     return get
 
 
-def configured_endpoint(sec, side: str, known: tuple, url_setting: str, why: str) -> "tuple[str, str] | None":
+def configured_endpoint(sec: ListenerSecurity, side: str, known: tuple, url_setting: str, why: str) -> "tuple[str, str] | None":
     """(the handler setting's listener-prefixed name, the endpoint URL) when listener ``sec``
     names one of ``known`` as its OAUTHBEARER ``sasl.<side>.callback.handler.class`` (side:
     "login" or "server"), else None (Kafka's unsecured default).  A handler pykbroker does not
@@ -223,8 +226,8 @@ class JwtValidator:
     """Kafka's broker JWT validator (BrokerJwtValidator) over a JWKS; sans-IO after
     construction: ``validate(token, now_ms)`` -> (principal, exp in ms) or None."""
 
-    def __init__(self, jwks: dict, audience=(), issuer=None, sub_claim="sub", scope_claim="scope",
-                 skew_seconds=30):
+    def __init__(self, jwks: dict, audience: Iterable[str] = (), issuer: Optional[str] = None,
+                 sub_claim: str = "sub", scope_claim: str = "scope", skew_seconds: int = 30) -> None:
         import jwt as pyjwt
         self._jwt = pyjwt
         # the keys, replaced by a refresh of an http(s) JWKS (JwksRefresher); a dict is a fixed set
@@ -237,7 +240,7 @@ class JwtValidator:
         self._skew_ms = int(skew_seconds) * 1000
 
     @classmethod
-    def from_listener(cls, sec) -> "JwtValidator | None":
+    def from_listener(cls, sec: ListenerSecurity) -> "JwtValidator | None":
         """The listener's validator when its OAUTHBEARER callback handler is Kafka's secured one,
         else None (the unsecured validator).  A bad setting is a ConfigError at start-up."""
         from ..config import ConfigError
@@ -281,7 +284,7 @@ class JwtValidator:
             raise ConfigError("Invalid value %s for configuration sasl.oauthbearer.jwks.endpoint.url: %s"
                               % (url, e), "sasl.oauthbearer.jwks.endpoint.url") from None
 
-    def validate(self, token: str, now_ms: int):
+    def validate(self, token: str, now_ms: int) -> Optional[tuple[str, int]]:
         """(principal, exp in ms) of a token that passes every check, else None."""
         pyjwt = self._jwt
         try:
@@ -334,7 +337,7 @@ class JwtValidator:
         return principal.strip(), exp_ms
 
 
-def _long(get, key, default):
+def _long(get: Callable[[str], Any], key: str, default: Any) -> Any:
     v = get(key)
     return int(v) if v is not None else default
 
@@ -358,7 +361,7 @@ class JwksCache:
     (the listener's JwksRefresher, ``replace``); validation reads ``key`` and reports
     ``missing`` kids, which wake the refresher through ``on_expedite``."""
 
-    def __init__(self, jwks: dict):
+    def __init__(self, jwks: dict) -> None:
         self._missing: dict[str, int] = {}   # kid -> time (ms) before which it asks no refresh
         self.on_expedite: Callable[[], None] | None = None   # set by the refresher: asks for a fetch now
         self.replace(jwks)
@@ -374,7 +377,7 @@ class JwksCache:
             if kid is not None:
                 self._missing.pop(kid, None)
 
-    def key(self, kid):
+    def key(self, kid: Optional[str]) -> Any:
         """The key of ``kid``; a token without kid needs a JWKS of one key."""
         if kid is None:
             return self._all[0] if len(self._all) == 1 else None
@@ -407,7 +410,7 @@ class JwksRefresher:
     runs in a worker thread so the connections are never held up by it."""
 
     def __init__(self, cache: JwksCache, url: str, refresh_ms: int, backoff_ms: int, backoff_max_ms: int,
-                 fetch=None):
+                 fetch: Optional[Callable[[str], dict]] = None) -> None:
         self.cache = cache
         self.url = url
         self.refresh_ms = max(int(refresh_ms), 1)

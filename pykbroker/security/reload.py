@@ -26,9 +26,13 @@ from __future__ import annotations
 
 import logging
 import re
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from ..config import ConfigError
 from ..config.dynamic import DynamicConfigError, java_set_str
+
+if TYPE_CHECKING:
+    from .listeners import ListenerSecurity
 
 log = logging.getLogger("pykbroker.security")
 
@@ -51,7 +55,7 @@ def _by_listener(values: dict[str, str]) -> dict[str, dict[str, str]]:
     return out
 
 
-def _tls_listener(listener_security, lower: str):
+def _tls_listener(listener_security: Mapping[str, ListenerSecurity], lower: str) -> Optional[ListenerSecurity]:
     for sec in listener_security.values():
         if sec.name.lower() == lower and sec.tls:
             return sec
@@ -66,7 +70,7 @@ def _check_compatible(old: bytes | None, new: bytes | None) -> None:
         return
     from cryptography import x509
 
-    def names(der):
+    def names(der: bytes) -> tuple[Any, set]:
         cert = x509.load_der_x509_certificate(der)
         try:
             sans = set(cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value)
@@ -81,11 +85,11 @@ def _check_compatible(old: bytes | None, new: bytes | None) -> None:
                           % sorted(str(getattr(n, "value", n)) for n in old_sans - new_sans))
 
 
-def _has_truststore(sec) -> bool:
+def _has_truststore(sec: ListenerSecurity) -> bool:
     return sec.get("ssl.truststore.location") is not None or sec.get("ssl.truststore.certificates") is not None
 
 
-def _candidate(sec, layer: dict[str, str]):
+def _candidate(sec: ListenerSecurity, layer: dict[str, str]) -> Any:
     import ssl
 
     from .listeners import ListenerSecurity
@@ -102,7 +106,7 @@ def _candidate(sec, layer: dict[str, str]):
     return ctx, new.keystore_leaf
 
 
-def validate(listener_security, per_broker: bool, values: dict[str, str]) -> None:
+def validate(listener_security: Mapping[str, ListenerSecurity], per_broker: bool, values: dict[str, str]) -> None:
     changes = _by_listener(values)
     if not changes:
         return
@@ -120,7 +124,7 @@ def validate(listener_security, per_broker: bool, values: dict[str, str]) -> Non
             raise KeystoreUpdateError("Validation of dynamic config update of SSLFactory failed: %s" % e) from None
 
 
-def apply(listener_security, raw: dict[str, str]) -> None:
+def apply(listener_security: Mapping[str, ListenerSecurity], raw: dict[str, str]) -> None:
     """This broker's whole stored dynamic set -> each TLS listener's keystore/truststore layer."""
     changes = _by_listener(raw)
     for sec in listener_security.values():

@@ -25,6 +25,7 @@ import os
 import re
 import secrets
 from dataclasses import dataclass
+from typing import Any, Callable, Optional
 
 from .errors import AuthenticationFailed
 
@@ -105,7 +106,8 @@ _PRINTABLE_NONCE = re.compile(r"^[\x21-\x2b\x2d-\x7e]+$")   # RFC 5802 printable
 class ScramServer:
     """One SCRAM exchange.  ``lookup(user, mechanism)`` returns the ScramCredential or None."""
 
-    def __init__(self, mechanism: str, lookup, token_lookup=None):
+    def __init__(self, mechanism: str, lookup: Callable[[str, str], Optional[ScramCredential]],
+                 token_lookup: Optional[Callable[[str, str], Any]] = None) -> None:
         self.mechanism = mechanism
         self._hash = MECHANISMS[mechanism]
         self._lookup = lookup
@@ -120,7 +122,7 @@ class ScramServer:
         self.token_id: str | None = None
         self.token_expiry_ms: int | None = None
 
-    def _fail(self):
+    def _fail(self) -> AuthenticationFailed:
         # Kafka's answer to bad credentials at any step: the same text whether the user is
         # unknown or the proof wrong
         return AuthenticationFailed("Authentication failed during authentication due to invalid credentials "

@@ -23,18 +23,22 @@ import os
 import re
 import ssl
 import tempfile
+from typing import TYPE_CHECKING, Any, Optional
 
 from ..config import ConfigError
+
+if TYPE_CHECKING:
+    from .listeners import ListenerSecurity
 
 _TLS_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 
 
-def _err(sec, key: str, why: str) -> ConfigError:
+def _err(sec: ListenerSecurity, key: str, why: str) -> ConfigError:
     # never the value: keys and passwords are secrets
     return ConfigError("listener %s: %s: %s" % (sec.name, key, why), key)
 
 
-def server_context(sec) -> ssl.SSLContext:
+def server_context(sec: ListenerSecurity) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     # TLS versions: Kafka's ssl.enabled.protocols (TLSv1.2,TLSv1.3 by default); older ones are
     # not offered by any supported client and stay off.
@@ -65,14 +69,14 @@ _JKS_MAGIC, _JCEKS_MAGIC = b"\xfe\xed\xfe\xed", b"\xce\xce\xce\xce"
 _BINARY_TYPES = ("PKCS12", "JKS", "JCEKS")
 
 
-def _store_type(sec, key: str) -> str:
+def _store_type(sec: ListenerSecurity, key: str) -> str:
     t = (sec.get(key) or "JKS").upper()   # JKS: Kafka's default (SslConfigs)
     if t != "PEM" and t not in _BINARY_TYPES:
         raise _err(sec, key, "%s stores are not supported (PEM, PKCS12, JKS or JCEKS; see SKIPPED.md)" % t)
     return t
 
 
-def _read_store(sec, kind: str, location: str, stype: str) -> tuple[bytes, str]:
+def _read_store(sec: ListenerSecurity, kind: str, location: str, stype: str) -> tuple[bytes, str]:
     """(the file's bytes, its format: JKS / PKCS12) of a binary store; ConfigError when the file
     is missing or is PEM under a binary type."""
     try:
@@ -86,7 +90,7 @@ def _read_store(sec, kind: str, location: str, stype: str) -> tuple[bytes, str]:
     return data, ("JKS" if data[:4] in (_JKS_MAGIC, _JCEKS_MAGIC) else "PKCS12")
 
 
-def _needs(module: str, package: str, what: str):
+def _needs(module: str, package: str, what: str) -> Any:
     import importlib
     try:
         return importlib.import_module(module)
@@ -95,11 +99,11 @@ def _needs(module: str, package: str, what: str):
                           "ssl.keystore.type") from None
 
 
-def _jks():
+def _jks() -> Any:
     return _needs("jks", "pyjks", "JKS")
 
 
-def _keystore_der(sec, location: str, stype: str) -> tuple[bytes, list[bytes]]:
+def _keystore_der(sec: ListenerSecurity, location: str, stype: str) -> tuple[bytes, list[bytes]]:
     """(PKCS#8 DER private key, [DER certificates, leaf first]) of a PKCS12 or JKS keystore."""
     data, fmt = _read_store(sec, "keystore", location, stype)
     store_pw = sec.get("ssl.keystore.password")
@@ -143,7 +147,7 @@ def _keystore_der(sec, location: str, stype: str) -> tuple[bytes, list[bytes]]:
     return entry.pkey_pkcs8, [der for _type, der in entry.cert_chain]
 
 
-def _truststore_der(sec, location: str, stype: str) -> list[bytes]:
+def _truststore_der(sec: ListenerSecurity, location: str, stype: str) -> list[bytes]:
     """The DER certificates of a PKCS12 or JKS truststore's entries."""
     data, fmt = _read_store(sec, "truststore", location, stype)
     pw = sec.get("ssl.truststore.password")
@@ -189,7 +193,7 @@ def _load_der_chain(ctx: ssl.SSLContext, key_der: bytes, chain: list[bytes]) -> 
         os.unlink(path)
 
 
-def _first_pem_cert(text: str):
+def _first_pem_cert(text: str) -> Optional[bytes]:
     start = text.find("-----BEGIN CERTIFICATE-----")
     end = text.find("-----END CERTIFICATE-----", start)
     if start < 0 or end < 0:
@@ -203,7 +207,7 @@ def _first_pem_cert(text: str):
         return None
 
 
-def load_keystore(sec, ctx: ssl.SSLContext):
+def load_keystore(sec: ListenerSecurity, ctx: ssl.SSLContext) -> Optional[bytes]:
     """The listener's key and certificate chain into ``ctx`` (module docstring).  Returns the
     leaf certificate (DER) when it can be read, else None: a dynamic keystore update compares
     it with the new one (security/reload.py)."""
@@ -248,7 +252,7 @@ def load_keystore(sec, ctx: ssl.SSLContext):
 _load_keystore = load_keystore
 
 
-def load_truststore(sec, ctx: ssl.SSLContext) -> None:
+def load_truststore(sec: ListenerSecurity, ctx: ssl.SSLContext) -> None:
     location, certs = sec.get("ssl.truststore.location"), sec.get("ssl.truststore.certificates")
     if location is None and certs is None:
         # Kafka (JSSE) falls back to the JVM's CAs; here the system's
@@ -287,7 +291,7 @@ class PrincipalMapper:
     the first that matches the whole DN wins; ``DEFAULT`` is the DN itself;
     ``RULE:<regex>/<replacement>/[L|U]`` rewrites it (``$1``: group 1), lower or upper case."""
 
-    def __init__(self, text: str, key: str = "ssl.principal.mapping.rules"):
+    def __init__(self, text: str, key: str = "ssl.principal.mapping.rules") -> None:
         # (pattern, replacement, case) per RULE; None for DEFAULT
         self.rules: list[tuple[re.Pattern[str], str, str] | None] = []
         pos, text = 0, (text or "DEFAULT").strip()

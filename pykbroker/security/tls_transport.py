@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import ssl
-from typing import Optional
+from typing import Any, Optional
 
 import trio
 
@@ -79,7 +79,7 @@ class TlsTransport(trio.abc.AsyncResource):
                     raise trio.BrokenResourceError("connection closed during the TLS handshake")
         await self.flush()
 
-    def getpeercert(self, binary_form: bool = True):
+    def getpeercert(self, binary_form: bool = True) -> Any:
         return self.ssl_object.getpeercert(binary_form)
 
     async def fill(self) -> bool:
@@ -105,7 +105,7 @@ class TlsTransport(trio.abc.AsyncResource):
         """Bytes OpenSSL produced while reading (a TLS 1.3 KeyUpdate answer) not yet sent."""
         return self._outgoing.pending
 
-    async def send_all(self, data) -> None:
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         """Encrypts all of ``data`` and writes it (and anything pending before it)."""
         if data:
             self.ssl_object.write(data)
