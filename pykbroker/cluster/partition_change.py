@@ -50,7 +50,7 @@ class PartitionChangeBuilder:
     ``unclean_allowed``: the topic's ``unclean.leader.election.enable`` (an ONLINE election
     that finds no in-sync leader then becomes an unclean one, as in Kafka's controller)."""
 
-    def __init__(self, state: PartitionState, eligible: Collection[int], unclean_allowed: bool = False):
+    def __init__(self, state: PartitionState, eligible: Collection[int], unclean_allowed: bool = False) -> None:
         self.state = state
         self.eligible = frozenset(eligible)
         self.unclean_allowed = unclean_allowed
@@ -90,7 +90,7 @@ class PartitionChangeBuilder:
         self.bump_leader_epoch = True
         return self
 
-    def can_lead(self, broker_id: int, isr) -> bool:
+    def can_lead(self, broker_id: int, isr: Collection[int]) -> bool:
         return broker_id in isr and broker_id in self.eligible and broker_id not in self.offline
 
     def _elect(self, isr: list[int]) -> tuple[int, list[int]]:

@@ -56,13 +56,18 @@ object differs) is ignored, so a stale answer never touches a log.
 from __future__ import annotations
 
 import logging
-from typing import Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 import trio
 
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.records import HEADER_SIZE, RecordError, parse_header
 from .interbroker import Channel, InterBrokerAuthenticationError, api_versions, open_channel
+
+if TYPE_CHECKING:
+    from ..security.client import InterBrokerSecurity
+    from .interbroker import InterBrokerVersions
+    from .partition import Partition
 
 log = logging.getLogger("pykbroker.replica_fetcher")
 
@@ -99,7 +104,8 @@ class FetcherConfig:
     __slots__ = ("backoff_s", "wait_max_ms", "min_bytes", "max_bytes", "response_max_bytes",
                  "socket_timeout_s", "listener_name", "client_id", "versions", "security")
 
-    def __init__(self, config, listener_name: str, node_id: int, versions=None, security=None):
+    def __init__(self, config: Any, listener_name: str, node_id: int,   # BrokerConfig or its replica.* keys
+                 versions: Optional[InterBrokerVersions] = None, security: Optional[InterBrokerSecurity] = None) -> None:
         self.backoff_s = config["replica.fetch.backoff.ms"] / 1000.0
         self.wait_max_ms = config["replica.fetch.wait.max.ms"]
         self.min_bytes = config["replica.fetch.min.bytes"]
@@ -120,7 +126,7 @@ class PartitionFetchState:
     """One follower partition in a fetcher: a new object each time it is (re-)added."""
     __slots__ = ("partition", "leader_epoch", "topic_id", "delayed_until", "added_round")
 
-    def __init__(self, partition, leader_epoch: int, added_round: int = 0):
+    def __init__(self, partition: Partition, leader_epoch: int, added_round: int = 0) -> None:
         self.partition = partition
         self.leader_epoch = leader_epoch
         # the id this incarnation of the topic has in this broker's metadata (zero: none)
@@ -134,7 +140,7 @@ class ReplicaFetcher:
     """The fetcher of one source broker (see the module docstring)."""
 
     def __init__(self, node_id: int, source_id: int, address_of: Callable[[int], Optional[tuple]],
-                 cfg: FetcherConfig):
+                 cfg: FetcherConfig) -> None:
         self.node_id = node_id
         self.source_id = source_id
         self._address_of = address_of
@@ -168,11 +174,11 @@ class ReplicaFetcher:
         self._changed = trio.Event()
         self._cancel = trio.CancelScope()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "ReplicaFetcher(%d <- %d)" % (self.node_id, self.source_id)
 
     # ------------------------------------------------------------------ membership
-    def add_partition(self, partition) -> None:
+    def add_partition(self, partition: Partition) -> None:
         tp = (partition.topic, partition.partition_id)
         st = PartitionFetchState(partition, partition.leader_epoch, self._round + 1)
         known = self._in_session.get(tp)
@@ -193,7 +199,7 @@ class ReplicaFetcher:
         self._delayed.discard(tp)
         self._changed.set()
 
-    def remove_partition(self, tp) -> None:
+    def remove_partition(self, tp: tuple[str, int]) -> None:
         st = self.partitions.pop(tp, None)
         if st is not None:
             self._unname(st.topic_id)
@@ -210,7 +216,7 @@ class ReplicaFetcher:
             if entry[1] <= 0:
                 del self._names_by_id[topic_id]
 
-    def _leave_session(self, tp) -> None:
+    def _leave_session(self, tp: tuple[str, int]) -> None:
         """``tp`` is not fetched for now: the next incremental request forgets it, and naming it
         again later tells the leader its fields afresh.  (Without this, a partition that erred and
         came back after its backoff with the same fetch offset was never named again: the
@@ -284,7 +290,7 @@ class ReplicaFetcher:
         with trio.move_on_after(self.cfg.backoff_s):
             await trio.sleep_forever()
 
-    def _entry(self, tp, st: PartitionFetchState) -> dict:
+    def _entry(self, tp: tuple[str, int], st: PartitionFetchState) -> dict:
         part = st.partition
         lg = part.log
         latest = lg.epoch_cache.latest_epoch
@@ -416,7 +422,7 @@ class ReplicaFetcher:
         if any_error:
             await trio.sleep(0)
 
-    async def _process(self, chan: Channel, tp, st: PartitionFetchState, p: dict) -> bool:
+    async def _process(self, chan: Channel, tp: tuple[str, int], st: PartitionFetchState, p: dict) -> bool:
         part = st.partition
         code = p["error_code"]
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
@@ -440,7 +446,7 @@ class ReplicaFetcher:
         return True
 
     @staticmethod
-    def _append(part, records) -> None:
+    def _append(part: Partition, records: bytes | bytearray | memoryview) -> None:
         # ``records`` is a view into the answer's frame (a bytearray of its own, nothing else
         # holds it): the batches are checked and written from there without a copy, as
         # Kafka's follower appends the fetched MemoryRecords as they are
@@ -466,7 +472,7 @@ class ReplicaFetcher:
             part.append_as_follower(buf[start:end])
 
     @staticmethod
-    def _truncate_on_divergence(part, leader_epoch: int, leader_end: int) -> None:
+    def _truncate_on_divergence(part: Partition, leader_epoch: int, leader_end: int) -> None:
         """Kafka's truncation on a diverging epoch (AbstractFetcherThread.truncateOnFetchResponse)."""
         lg = part.log
         if leader_end < 0:
@@ -486,7 +492,7 @@ class ReplicaFetcher:
         else:
             part.truncate_to(min(leader_end, end, lg.log_end_offset))
 
-    async def _handle_out_of_range(self, chan: Channel, tp, st: PartitionFetchState) -> None:
+    async def _handle_out_of_range(self, chan: Channel, tp: tuple[str, int], st: PartitionFetchState) -> None:
         part = st.partition
         leo = part.log.log_end_offset
         leader_end = await self._list_offset(chan, tp, st, LATEST)
@@ -499,7 +505,7 @@ class ReplicaFetcher:
             # we are behind the leader's log start (retention / DeleteRecords there)
             part.truncate_fully_and_start_at(leader_start)
 
-    async def _list_offset(self, chan: Channel, tp, st: PartitionFetchState, ts: int) -> int:
+    async def _list_offset(self, chan: Channel, tp: tuple[str, int], st: PartitionFetchState, ts: int) -> int:
         req = {"replica_id": self.node_id, "isolation_level": 0,
                "topics": [{"name": tp[0], "partitions": [
                    {"partition_index": tp[1], "current_leader_epoch": st.leader_epoch, "timestamp": ts}]}]}

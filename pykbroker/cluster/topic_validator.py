@@ -9,12 +9,16 @@ Topic.validate), so admin clients show the same texts.
 from __future__ import annotations
 
 import random
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
 from ..config import ConfigError, validate_topic_configs
 from ..protocol.errors import ErrorCode, KafkaError
 from . import partition_change as PC
 from .metadata import CLUSTER_METADATA_TOPIC, TopicInfo, is_internal, new_topic_id, validate_topic_name
 from .metadata_cache import MetadataCache
+
+if TYPE_CHECKING:
+    from ..config.broker import BrokerConfig
 
 
 def _unify(name: str) -> str:
@@ -25,7 +29,7 @@ def _unify(name: str) -> str:
 class TopicValidator:
     """Kafka's controller-side checks of new topics and partitions (shared by controllers)."""
 
-    def __init__(self, cache: MetadataCache, config):
+    def __init__(self, cache: MetadataCache, config: Mapping[str, Any] | BrokerConfig) -> None:
         self.cache = cache
         self.config = config
 
@@ -86,7 +90,8 @@ class TopicValidator:
         return out
 
     def plan_topic(self, name: str, num_partitions: int, replication_factor: int,
-                   configs: dict[str, str | None], assignments=None) -> tuple[dict, dict[int, list[int]]]:
+                   configs: dict[str, str | None],
+                   assignments: Optional[Iterable[tuple[int, list[int]]]] = None) -> tuple[dict, dict[int, list[int]]]:
         """Validate a new topic as Kafka's controller does (in its order) and return the parsed
         config overrides and the replica assignment.  Raises KafkaError."""
         self.check_new_name(name)
@@ -130,14 +135,15 @@ class TopicValidator:
         return overrides, self.place(0, n, rf)
 
     def new_topic(self, name: str, num_partitions: int, replication_factor: int,
-                  configs: dict[str, str | None], assignments=None, internal: bool = False) -> TopicInfo:
+                  configs: dict[str, str | None], assignments: Optional[Iterable[tuple[int, list[int]]]] = None,
+                  internal: bool = False) -> TopicInfo:
         """``plan_topic``, as the topic it describes (a new topic id)."""
         overrides, placement = self.plan_topic(name, num_partitions, replication_factor, configs, assignments)
         return TopicInfo(name=name, topic_id=new_topic_id(), num_partitions=len(placement),
                          replica_assignment=placement, configs=overrides,
                          internal=internal or is_internal(name))
 
-    def plan_partitions(self, info: TopicInfo, new_total: int, assignments) -> dict[int, list[int]]:
+    def plan_partitions(self, info: TopicInfo, new_total: int, assignments: Optional[list[list[int]]]) -> dict[int, list[int]]:
         """Kafka's createPartitions rules; returns the new partitions' placement."""
         name, current = info.name, info.num_partitions
         if new_total == current:
