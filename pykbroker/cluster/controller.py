@@ -34,12 +34,19 @@ from __future__ import annotations
 
 import abc
 import logging
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 from ..protocol.errors import ErrorCode, KafkaError
 from .metadata import TopicInfo, is_valid_topic_name
 from .metadata_cache import Endpoint, MetadataCache, PartitionState
 from .topic_validator import TopicValidator
+
+if TYPE_CHECKING:
+    import trio
+
+    from ..acl.bindings import AclBinding
+    from ..security.delegation_tokens import TokenInformation
+    from .replica_manager import ReplicaManager
 
 log = logging.getLogger("pykbroker.metadata")
 
@@ -53,7 +60,7 @@ class Controller(abc.ABC):
     config: Any
     validator: TopicValidator
 
-    def __init__(self, cache: MetadataCache):
+    def __init__(self, cache: MetadataCache) -> None:
         self.cache = cache
         # The host of this broker's partition logs (the ReplicaManager), handed over by
         # set_replica_manager once it exists; None until then.
@@ -114,11 +121,11 @@ class Controller(abc.ABC):
         once with every stored token at load."""
         self._token_listeners.append(callback)
 
-    def _publish_tokens(self, upserts=(), removals=()) -> None:
+    def _publish_tokens(self, upserts: Iterable[TokenInformation] = (), removals: Iterable[str] = ()) -> None:
         for cb in self._token_listeners:
             cb(upserts=list(upserts), removals=list(removals))
 
-    def _store_tokens(self, upserts=(), removals=()) -> dict:
+    def _store_tokens(self, upserts: Iterable[TokenInformation] = (), removals: Iterable[str] = ()) -> dict:
         """Apply; returns the previous state to roll back."""
         old = dict(self._tokens)
         for token_id in removals:
@@ -127,7 +134,7 @@ class Controller(abc.ABC):
             self._tokens[info.token_id] = info
         return old
 
-    async def alter_delegation_tokens(self, upserts=(), removals=()) -> None:
+    async def alter_delegation_tokens(self, upserts: Iterable[TokenInformation] = (), removals: Iterable[str] = ()) -> None:
         """Store (create or update) and remove tokens as one change.  In memory here (test
         controllers); durable in LocalController's metadata file, and in Kafka's
         ``/delegation_token`` znodes on ZooKeeper (zookeeper/security_store.py)."""
@@ -143,11 +150,11 @@ class Controller(abc.ABC):
         binding at load."""
         self._acl_listeners.append(callback)
 
-    def _publish_acls(self, added=(), removed=()) -> None:
+    def _publish_acls(self, added: Iterable[AclBinding] = (), removed: Iterable[AclBinding] = ()) -> None:
         for cb in self._acl_listeners:
             cb(added=added, removed=removed)
 
-    def _store_acls(self, added, removed) -> tuple:
+    def _store_acls(self, added: Iterable[AclBinding], removed: Iterable[AclBinding]) -> tuple:
         """Apply; the (added, removed) that actually changed the set (to publish or roll back)."""
         add = [b for b in dict.fromkeys(added) if b not in self._acls]
         rem = [b for b in dict.fromkeys(removed) if b in self._acls]
@@ -155,7 +162,7 @@ class Controller(abc.ABC):
         self._acls.update(add)
         return add, rem
 
-    async def alter_acls(self, added=(), removed=()) -> None:
+    async def alter_acls(self, added: Iterable[AclBinding] = (), removed: Iterable[AclBinding] = ()) -> None:
         """Add and remove bindings as one change (validated by the caller).  In memory here (the
         in-memory test controllers); durable in LocalController's metadata file, and in Kafka's
         ACL znodes on ZooKeeper (zookeeper/security_store.py)."""
@@ -188,7 +195,7 @@ class Controller(abc.ABC):
         self._store_scram(changes)
 
     # ------------------------------------------------------------------ listeners
-    def set_replica_manager(self, replica_manager) -> None:
+    def set_replica_manager(self, replica_manager: ReplicaManager) -> None:
         """The host of this broker's partition logs: ``make_partitions(info, ids)`` and
         ``delete_partitions(info)`` (awaited; a failed creation is rolled back) and
         ``on_config_change(info)`` (may be sync or async)."""
@@ -267,7 +274,7 @@ class Controller(abc.ABC):
     async def load(self) -> None:
         """Load the durable metadata and publish it to the cache (before the logs open)."""
 
-    async def startup(self, nursery=None) -> None:
+    async def startup(self, nursery: Optional[trio.Nursery] = None) -> None:
         """Start listening for changes (after the ReplicaManager started)."""
 
     async def shutdown(self) -> None:
@@ -281,7 +288,8 @@ class Controller(abc.ABC):
 
     @abc.abstractmethod
     async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
-                           configs: dict[str, Optional[str]] | None = None, assignments=None,
+                           configs: dict[str, Optional[str]] | None = None,
+                          assignments: Optional[Iterable[tuple[int, list[int]]]] = None,
                            validate_only: bool = False, internal: bool = False) -> TopicInfo:
         """``assignments``: iterable of ``(partition_index, [broker ids])`` or None; -1 counts
         mean the broker defaults.  Returns the topic (not created when ``validate_only``)."""
@@ -291,7 +299,7 @@ class Controller(abc.ABC):
         ...
 
     @abc.abstractmethod
-    async def create_partitions(self, name: str, new_total: int, assignments=None,
+    async def create_partitions(self, name: str, new_total: int, assignments: Optional[list[list[int]]] = None,
                                 validate_only: bool = False) -> TopicInfo:
         """``assignments``: one broker-id list per new partition, or None."""
 
@@ -308,7 +316,7 @@ class Controller(abc.ABC):
         ``partition_epoch``.  Rules and error codes: cluster/partition_change.py."""
 
     @abc.abstractmethod
-    def replicas_offline(self, broker_id: int, partitions) -> None:
+    def replicas_offline(self, broker_id: int, partitions: Iterable[tuple[str, int]]) -> None:
         """``broker_id`` reports its replicas of ``partitions`` ((topic, p) pairs) offline (a
         failed log dir; Kafka's handleDirectoriesOffline): listed in ``offline_replicas``, out
         of the ISR unless the last member, leadership to the next live ISR member or none (-1)
@@ -316,7 +324,7 @@ class Controller(abc.ABC):
 
     # -- what only a cluster's controller does: the defaults are a single node's answers, so
     # callers never probe for them
-    def reassignments(self, wanted=None) -> dict:
+    def reassignments(self, wanted: Optional[Iterable[tuple[str, int]]] = None) -> dict:
         """The ongoing reassignments {(topic, p): (replicas, adding, removing)} (of ``wanted``,
         a set of (topic, p), or all): a single node never has one."""
         return {}
@@ -325,7 +333,7 @@ class Controller(abc.ABC):
         """Move this broker's leaderships to other in-sync replicas before it stops (a
         cluster's controller): nothing to move on a single node."""
 
-    def replicas_online(self, broker_id: int, partitions) -> None:
+    def replicas_online(self, broker_id: int, partitions: Iterable[tuple[str, int]]) -> None:
         """``broker_id``'s replicas of ``partitions`` are back (the controllers that track
         offline replicas override it)."""
 
@@ -360,7 +368,7 @@ class Controller(abc.ABC):
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return info
 
-    def _plan_partitions(self, name: str, new_total: int, assignments) -> tuple[TopicInfo, int, dict]:
+    def _plan_partitions(self, name: str, new_total: int, assignments: Optional[list[list[int]]]) -> tuple[TopicInfo, int, dict]:
         """(topic, partitions it has, placement of the new ones), counted with partitions still
         being added by a concurrent request, as they will be."""
         info = self._existing(name)

@@ -60,7 +60,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 import trio
 
@@ -75,6 +75,13 @@ from .metadata_cache import (BrokerRegistration, ConfigRecord, ControllerRecord,
 from .topic_records import new_partition_records, render_configs, topic_records
 from .topic_validator import TopicValidator
 
+if TYPE_CHECKING:
+    from ..acl.bindings import AclBinding
+    from ..config.broker import BrokerConfig
+    from ..security.delegation_tokens import TokenInformation
+    from ..storage.fs import FileSystem
+    from .metadata_cache import Endpoint
+
 log = logging.getLogger("pykbroker.metadata")
 
 METADATA_FILE = "__pykbroker_metadata.json"
@@ -85,14 +92,15 @@ _ACLS_PLACEHOLDER = "pykbroker:acls"
 class LocalController(Controller):
     """The single-node controller: durable in ``__pykbroker_metadata.json`` (module docstring)."""
 
-    def __init__(self, cache: MetadataCache, config, node_id: int, log_dir: str, fs=REAL_FS):
+    def __init__(self, cache: MetadataCache, config: BrokerConfig, node_id: int, log_dir: str,
+                 fs: FileSystem = REAL_FS) -> None:
         super().__init__(cache)
         self.fs = fs
         self.config = config
         self.node_id = node_id
         self.validator = TopicValidator(cache, config)
         self._deleting: dict[str, trio.Event] = {}     # being deleted (logs not yet removed)
-        self._nursery = None
+        self._nursery: Optional[trio.Nursery] = None
         self._persist_pending = False
         self._gen = 0
         self._durable_gen = 0
@@ -177,7 +185,7 @@ class LocalController(Controller):
         if data:
             log.info("loaded metadata of %d topic(s) from %s", len(self.cache.topics), self.path)
 
-    async def startup(self, nursery=None) -> None:
+    async def startup(self, nursery: Optional[trio.Nursery] = None) -> None:
         self._nursery = nursery
         if self._persist_pending and nursery is not None:
             self._persist_pending = False
@@ -262,7 +270,8 @@ class LocalController(Controller):
             raise
 
     # ------------------------------------------------------------------ brokers
-    async def register_broker(self, broker_id: int, endpoints=(), rack=None) -> None:
+    async def register_broker(self, broker_id: int, endpoints: Iterable[Endpoint] = (),
+                              rack: Optional[str] = None) -> None:
         # In memory only, like an ephemeral /brokers/ids znode: a broker registers at each start.
         self.cache.apply([RegisterBrokerRecord(BrokerRegistration(broker_id, tuple(endpoints), rack))])
         # a partition left without a leader (its replica was offline when the state was written)
@@ -280,8 +289,10 @@ class LocalController(Controller):
             await self._persist()
 
     # ------------------------------------------------------------------ topics
-    async def create_topic(self, name, num_partitions, replication_factor, configs=None,
-                           assignments=None, validate_only=False, internal=False) -> TopicInfo:
+    async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                           configs: dict[str, Optional[str]] | None = None,
+                           assignments: Optional[Iterable[tuple[int, list[int]]]] = None, validate_only: bool = False,
+                           internal: bool = False) -> TopicInfo:
         while name in self._deleting:  # the old incarnation's logs are still being removed
             await self._deleting[name].wait()
         info = self.validator.new_topic(name, num_partitions, replication_factor, configs or {},
@@ -301,7 +312,7 @@ class LocalController(Controller):
                  info.num_partitions, render_configs(info.configs))
         return info
 
-    async def _make_staged(self, records, info: TopicInfo, partition_ids, what: str) -> None:
+    async def _make_staged(self, records: list, info: TopicInfo, partition_ids: Iterable[int], what: str) -> None:
         """Persist staged creation records, have the ReplicaManager create the logs, publish;
         on any failure the creation is rolled back (it never became visible)."""
         try:
@@ -331,7 +342,7 @@ class LocalController(Controller):
         self._notify_topic_deleted(name)
         return info
 
-    async def create_partitions(self, name: str, new_total: int, assignments=None,
+    async def create_partitions(self, name: str, new_total: int, assignments: Optional[list[list[int]]] = None,
                                 validate_only: bool = False) -> TopicInfo:
         info, current, placed = self._plan_partitions(name, new_total, assignments)
         if validate_only:
@@ -353,7 +364,7 @@ class LocalController(Controller):
         log.info("topic %s config overrides now %s", name, render_configs(info.configs))
         return info
 
-    async def _replace_configs(self, current, store, key: str, configs: dict[str, str]) -> bool:
+    async def _replace_configs(self, current: Callable[[str], dict[str, str]], store: Callable[[str, dict[str, str]], Any], key: str, configs: dict[str, str]) -> bool:
         """One entity's config map replaced durably (``store(key, map)``, undone in memory if the
         write fails); False when it already was ``configs`` (nothing written)."""
         old = current(key)
@@ -370,7 +381,7 @@ class LocalController(Controller):
         log.info("dynamic broker configs of %s now %s", entity or "the cluster default",
                  redacted(dict(sorted(configs.items()))))
 
-    async def alter_acls(self, added=(), removed=()) -> None:
+    async def alter_acls(self, added: Iterable[AclBinding] = (), removed: Iterable[AclBinding] = ()) -> None:
         add, rem = self._store_acls(added, removed)
         if not add and not rem:
             return
@@ -388,7 +399,7 @@ class LocalController(Controller):
         for b in rem:
             log.info("ACL removed: %s", b.to_json())
 
-    async def alter_delegation_tokens(self, upserts=(), removals=()) -> None:
+    async def alter_delegation_tokens(self, upserts: Iterable[TokenInformation] = (), removals: Iterable[str] = ()) -> None:
         upserts, removals = list(upserts), [r for r in removals if r in self._tokens]
         if not upserts and not removals:
             return
@@ -443,7 +454,7 @@ class LocalController(Controller):
         self._publish_change(info, partition, new)
         return new
 
-    def _change_reported(self, broker_id: int, partitions, rule) -> None:
+    def _change_reported(self, broker_id: int, partitions: Iterable[tuple[str, int]], rule: Callable[..., Any]) -> None:
         """A replica state reported by a broker (sync, from its log dirs): published now,
         persisted in the background (epochs only move forward, across restarts too)."""
         live = self.validator.registered_brokers()
@@ -467,11 +478,11 @@ class LocalController(Controller):
         except Exception:
             log.exception("persisting reported replica states failed (written with the next change)")
 
-    def replicas_offline(self, broker_id: int, partitions) -> None:
+    def replicas_offline(self, broker_id: int, partitions: Iterable[tuple[str, int]]) -> None:
         # Kafka's rule (a failed log dir): out of the ISR, leadership moved or none
         self._change_reported(broker_id, partitions, PC.replicas_offline)
 
-    def replicas_online(self, broker_id: int, partitions) -> None:
+    def replicas_online(self, broker_id: int, partitions: Iterable[tuple[str, int]]) -> None:
         """Undo :meth:`replicas_offline` for ``partitions`` (fault injection's partition coming
         back, pykbroker/run/runner.py): a partition left without a leader is led by it again, at a
         new leader epoch."""

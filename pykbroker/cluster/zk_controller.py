@@ -35,7 +35,7 @@ listener registry and the stored dynamic broker and group configs (cluster/contr
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 from . import zk as Z
 from .controller import Controller
@@ -50,11 +50,17 @@ from .zookeeper.membership import Membership
 from .zookeeper.security_store import SecurityStore
 from .zookeeper.znodes import ZnodeStore
 
+if TYPE_CHECKING:
+    from ..acl.bindings import AclBinding
+    from ..config.broker import BrokerConfig
+    from ..security.delegation_tokens import TokenInformation
+    from .metadata_cache import Endpoint
+
 log = logging.getLogger("pykbroker.controller")
 
 
 class ZkController(Controller):
-    def __init__(self, cache: MetadataCache, config, node_id: int) -> None:
+    def __init__(self, cache: MetadataCache, config: BrokerConfig, node_id: int) -> None:
         super().__init__(cache)
         self.config = config
         self.node_id = node_id
@@ -82,7 +88,7 @@ class ZkController(Controller):
     def controller_epoch(self) -> int:
         return self.active.controller_epoch
 
-    def _post(self, event) -> None:
+    def _post(self, event: Any) -> None:
         self.events.post(event)
 
     # ================================================================== life cycle
@@ -103,7 +109,7 @@ class ZkController(Controller):
         await self.listener.load()
         await self.security.load()
 
-    async def startup(self, nursery=None) -> None:
+    async def startup(self, nursery: Any = None) -> None:   # the broker's trio.Nursery, always handed in
         """Install the watches and start the event task (after the ReplicaManager started)."""
         listener, active, membership = self.listener, self.active, self.membership
         handlers = {
@@ -155,19 +161,23 @@ class ZkController(Controller):
     async def controlled_shutdown(self, timeout_s: float) -> None:
         await self.membership.controlled_shutdown(timeout_s)
 
-    async def register_broker(self, broker_id: int, endpoints=(), rack=None) -> None:
+    async def register_broker(self, broker_id: int, endpoints: Iterable[Endpoint] = (),
+                              rack: Optional[str] = None) -> None:
         await self.membership.register_broker(broker_id, endpoints, rack)
 
     # ================================================================== admin operations
-    async def create_topic(self, name, num_partitions, replication_factor, configs=None,
-                           assignments=None, validate_only=False, internal=False) -> TopicInfo:
+    async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                           configs: dict[str, Optional[str]] | None = None,
+                           assignments: Optional[Iterable[tuple[int, list[int]]]] = None, validate_only: bool = False,
+                           internal: bool = False) -> TopicInfo:
         return await self.admin.create_topic(name, num_partitions, replication_factor, configs,
                                              assignments, validate_only, internal)
 
     async def delete_topic(self, name: str) -> TopicInfo:
         return await self.admin.delete_topic(name)
 
-    async def create_partitions(self, name, new_total, assignments=None, validate_only=False) -> TopicInfo:
+    async def create_partitions(self, name: str, new_total: int, assignments: Optional[list[list[int]]] = None,
+                                validate_only: bool = False) -> TopicInfo:
         return await self.admin.create_partitions(name, new_total, assignments, validate_only)
 
     def _creation_in_flight(self, name: str) -> bool:
@@ -188,10 +198,10 @@ class ZkController(Controller):
     async def alter_scram_credentials(self, changes: list) -> None:
         await self.security.alter_scram_credentials(changes)
 
-    async def alter_acls(self, added=(), removed=()) -> None:
+    async def alter_acls(self, added: Iterable[AclBinding] = (), removed: Iterable[AclBinding] = ()) -> None:
         await self.security.alter_acls(added, removed)
 
-    async def alter_delegation_tokens(self, upserts=(), removals=()) -> None:
+    async def alter_delegation_tokens(self, upserts: Iterable[TokenInformation] = (), removals: Iterable[str] = ()) -> None:
         await self.security.alter_delegation_tokens(upserts, removals)
 
     async def alter_client_quotas(self, changes: dict) -> None:
@@ -203,20 +213,20 @@ class ZkController(Controller):
                               leader_epoch: Optional[int] = None) -> PartitionState:
         return await self.admin.alter_partition(topic, partition, partition_epoch, leader, isr, leader_epoch)
 
-    async def elect_leaders(self, partitions, election_type: int = 0, timeout_s: float = APPLY_TIMEOUT_S) -> dict:
+    async def elect_leaders(self, partitions: Iterable[tuple[str, int]], election_type: int = 0, timeout_s: float = APPLY_TIMEOUT_S) -> dict:
         return await self.admin.elect_leaders(partitions, election_type, timeout_s)
 
-    def reassignments(self, wanted=None) -> dict:
+    def reassignments(self, wanted: Optional[Iterable[tuple[str, int]]] = None) -> dict:
         return self.listener.reassignments(wanted)
 
-    async def alter_reassignments(self, items, allow_rf_change: bool = True,
+    async def alter_reassignments(self, items: Any, allow_rf_change: bool = True,
                                   timeout_s: float = APPLY_TIMEOUT_S) -> dict:
         return await self.admin.alter_reassignments(items, allow_rf_change, timeout_s)
 
     async def allocate_producer_id_block(self, broker_id: int) -> int:
         return await self.admin.allocate_producer_id_block(broker_id)
 
-    def replicas_offline(self, broker_id: int, partitions) -> None:
+    def replicas_offline(self, broker_id: int, partitions: Iterable[tuple[str, int]]) -> None:
         """A failed log dir: this broker lists the replicas offline in its own view at once
         (KAFKA_STORAGE_ERROR, Metadata), and reports them to the active controller through
         Kafka's ``/log_dir_event_notification``; the controller applies Kafka's rule

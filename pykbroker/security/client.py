@@ -41,7 +41,7 @@ from .scram import MECHANISMS as SCRAM_MECHANISMS
 if TYPE_CHECKING:
     from types import ModuleType
     from typing import Callable
-    
+
     from ..config.broker import BrokerConfig
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
