@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 class InterBrokerVersions:
     """What this broker's own code sends: for each API, the range it serves itself."""
 
-    def __init__(self, handlers: dict):
+    def __init__(self, handlers: dict) -> None:
         self._own = {key: (h.MIN_VERSION, h.MAX_VERSION) for key, h in handlers.items()}
 
     def own(self, api_key: int) -> Optional[tuple]:

@@ -168,7 +168,7 @@ class _Budget:
     always returns at least one whole batch; Kafka's ReplicaManager.readFromLog limitBytes)."""
     __slots__ = ("limit", "min_one", "total")
 
-    def __init__(self, max_bytes: int):
+    def __init__(self, max_bytes: int) -> None:
         self.limit = max(max_bytes, 0)
         self.min_one = True
         self.total = 0
@@ -186,7 +186,7 @@ class _ReadPass:
     """What one pass over a request's partitions read (Kafka's readFromLog result)."""
     __slots__ = ("datas", "budget", "errored")
 
-    def __init__(self, datas: list, budget: _Budget, errored: bool):
+    def __init__(self, datas: list, budget: _Budget, errored: bool) -> None:
         self.datas = datas
         self.budget = budget
         self.errored = errored

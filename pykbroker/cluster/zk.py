@@ -39,7 +39,7 @@ import functools
 import json
 import logging
 import time
-from typing import Any, Awaitable, Callable, Optional
+from typing import Any, Awaitable, Callable, Iterable, Optional, Sequence
 
 import trio
 
@@ -110,7 +110,7 @@ def delete_marker_path(topic: str) -> str:
     return "%s/%s" % (DELETE_TOPICS, topic)
 
 
-def _dumps(obj) -> bytes:
+def _dumps(obj: Any) -> bytes:
     # Kafka writes compact JSON (Json.encodeAsBytes); so do we.
     return json.dumps(obj, separators=(",", ":")).encode()
 
@@ -209,7 +209,7 @@ def encode_state(state: PartitionState, controller_epoch: int) -> bytes:
                    "replicas": list(state.replicas)})
 
 
-def decode_state(data: bytes, zk_version: int, replicas) -> tuple[PartitionState, int]:
+def decode_state(data: bytes, zk_version: int, replicas: Sequence[int]) -> tuple[PartitionState, int]:
     """(state, controller_epoch) from a state znode's data and version (``replicas``: the
     assignment's, used when the znode has none, as Kafka's do not)."""
     obj = json.loads(data)
@@ -246,7 +246,7 @@ def decode_producer_id_block(data: Optional[bytes]) -> Optional[tuple[int, int]]
 LOG_DIR_FAILURE = 1
 
 
-def encode_log_dir_event(broker_id: int, partitions) -> bytes:
+def encode_log_dir_event(broker_id: int, partitions: Iterable[tuple[str, int]]) -> bytes:
     # "partitions" is pykbroker's addition: Kafka's controller asked the broker which replicas
     # the failed dir held (LeaderAndIsr answers); here the broker says so in the notification
     return _dumps({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE,
@@ -282,7 +282,7 @@ class ZkSession:
       znodes are gone); the next CONNECTED is a new session (``session_id`` changes).
     """
 
-    def __init__(self, connect: str, session_timeout_ms: int, connection_timeout_ms: int):
+    def __init__(self, connect: str, session_timeout_ms: int, connection_timeout_ms: int) -> None:
         from kazoo.client import KazooClient
         from kazoo.retry import KazooRetry
 
@@ -309,7 +309,7 @@ class ZkSession:
             hosts, _ = split_connect(self.connect)
             root = KazooClient(hosts=hosts)
 
-            def ensure_root():
+            def ensure_root() -> None:
                 root.start(timeout=self.connection_timeout)
                 try:
                     root.ensure_path(self.chroot)
@@ -329,7 +329,7 @@ class ZkSession:
     async def stop(self) -> None:
         self._stopped = True
 
-        def close():
+        def close() -> None:
             try:
                 self.client.stop()
                 self.client.close()
@@ -347,7 +347,7 @@ class ZkSession:
     # this pause only spaces the attempts of a connection that keeps dropping
     _RETRY_PAUSE_S = 0.1
 
-    async def call(self, method: str, *args, **kwargs):
+    async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         from kazoo.exceptions import ConnectionLoss
         fn = functools.partial(getattr(self.client, method), *args, **kwargs)
         while True:
@@ -358,7 +358,7 @@ class ZkSession:
                     raise
             await trio.sleep(self._RETRY_PAUSE_S)
 
-    async def run(self, fn: Callable, *args):
+    async def run(self, fn: Callable, *args: Any) -> Any:
         """Any blocking function of the client (e.g. building and committing a transaction)."""
         return await trio.to_thread.run_sync(functools.partial(fn, *args))
 
@@ -392,11 +392,11 @@ class ZkSession:
             await trio.sleep(self._RETRY_PAUSE_S)
 
     # -- into trio
-    def post(self, fn, *args) -> None:
+    def post(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run ``fn(*args)`` in trio soon (from a kazoo thread: a raw watch's callback)."""
         self._post(fn, *args)
 
-    def _post(self, fn, *args) -> None:
+    def _post(self, fn: Callable[..., Any], *args: Any) -> None:
         if self._stopped or self._token is None:
             return
         try:
@@ -404,7 +404,7 @@ class ZkSession:
         except trio.RunFinishedError:
             pass
 
-    def _kazoo_state(self, state) -> None:
+    def _kazoo_state(self, state: str) -> None:
         # kazoo's KazooState is a str enum: "CONNECTED", "SUSPENDED", "LOST".  Called in kazoo's
         # connection thread before it sends anything on the new connection, so the session id
         # is current before any answer read on it reaches trio.
@@ -423,7 +423,8 @@ class ZkSession:
     def data_watch(self, path: str, fn: Callable[[Optional[bytes], Any], Any]) -> list:
         handle = [True]
 
-        def cb(data, stat, event=None):
+        # False ends kazoo's watch; falling through (None) keeps it
+        def cb(data: Optional[bytes], stat: Any, event: Any = None) -> Optional[bool]:  # type: ignore[return]
             if not handle[0] or self._stopped:
                 return False  # ends kazoo's DataWatch
             self._post(fn, data, stat)
@@ -433,7 +434,7 @@ class ZkSession:
     def children_watch(self, path: str, fn: Callable[[list], Any]) -> list:
         handle = [True]
 
-        def cb(children):
+        def cb(children: list[str]) -> Optional[bool]:  # type: ignore[return]  # None keeps the watch
             if not handle[0] or self._stopped:
                 return False
             self._post(fn, list(children))
@@ -452,7 +453,7 @@ class ZkSession:
         after an expiry: what tells the two apart."""
         return self._session_id
 
-    def owns(self, stat) -> bool:
+    def owns(self, stat: Any) -> bool:
         """Whether an ephemeral znode (its ``Stat``) belongs to the current session."""
         sid = self.session_id()
         return stat is not None and sid is not None and stat.ephemeralOwner == sid

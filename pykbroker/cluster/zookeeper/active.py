@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 import trio
 
@@ -38,6 +38,9 @@ from ..metadata_cache import ControllerRecord, PartitionState
 from .events import EventTask
 from .listener import MetadataListener
 from .znodes import ZnodeRole, ZnodeStore
+
+if TYPE_CHECKING:
+    from ...config.broker import BrokerConfig
 
 log = logging.getLogger("pykbroker.controller")
 
@@ -58,7 +61,8 @@ def _log_election(topic: str, p: int, old: PartitionState, new: PartitionState) 
 
 
 class ActiveController(ZnodeRole):
-    def __init__(self, listener: MetadataListener, store: ZnodeStore, events: EventTask, config, node_id: int) -> None:
+    def __init__(self, listener: MetadataListener, store: ZnodeStore, events: EventTask, config: BrokerConfig,
+                 node_id: int) -> None:
         super().__init__(listener.cache, store, events)
         self.listener = listener
         self.config = config
@@ -124,7 +128,7 @@ class ActiveController(ZnodeRole):
         t.check(Z.CONTROLLER_EPOCH, self._epoch_zk_version)
         return t
 
-    async def _commit(self, t) -> list:
+    async def _commit(self, t: Any) -> list:
         results = await self.zk.run(t.commit)
         from kazoo.exceptions import BadVersionError, RolledBackError
         if results and isinstance(results[0], BadVersionError):
@@ -154,7 +158,7 @@ class ActiveController(ZnodeRole):
             self.listener.publish_state(info, p, new)
         return True
 
-    async def _write_states(self, batch) -> bool:
+    async def _write_states(self, batch: list[tuple[TopicInfo, int, PartitionState, PartitionState]]) -> bool:
         """CAS-write several partition states ``[(info, p, old, new)]`` in one fenced
         transaction; False (nothing written) if any changed meanwhile."""
         from kazoo.exceptions import BadVersionError, NoNodeError
@@ -180,7 +184,7 @@ class ActiveController(ZnodeRole):
         if self.is_active:
             await self._on_live_brokers_changed()
 
-    async def on_state(self, name: str, p: int, data, stat) -> None:
+    async def on_state(self, name: str, p: int, data: Optional[bytes], stat: Any) -> None:
         """The ``state`` event: the listener publishes it, then (on the controller) a
         reassignment waiting for that partition's ISR may complete."""
         if await self.listener.on_state(name, p, data, stat):
@@ -208,7 +212,8 @@ class ActiveController(ZnodeRole):
         # batch that loses a compare-and-set race is redone one partition at a time.
         for i in range(0, len(changes), STATE_WRITE_BATCH):
             batch = changes[i:i + STATE_WRITE_BATCH]
-            if len(batch) > 1 and await self._write_states(batch):
+            # the old state is never None: a new state is elected only from one
+            if len(batch) > 1 and await self._write_states(batch):  # type: ignore[arg-type]
                 continue
             for info, p, _, _ in batch:
                 for _attempt in range(5):
@@ -226,7 +231,7 @@ class ActiveController(ZnodeRole):
             _log_election(topic, p, st, new)
         return new
 
-    async def elect(self, partitions, election_type: int = 0) -> dict:
+    async def elect(self, partitions: Iterable[tuple[str, int]], election_type: int = 0) -> dict:
         """Kafka's ElectLeaders on the controller: ``election_type`` 0 moves leadership to the
         preferred (first) replica if it is live and in sync; 1 (unclean) elects the first live
         replica of a partition that has no leader.  Returns {(topic, p): error code}."""
@@ -248,7 +253,7 @@ class ActiveController(ZnodeRole):
             out[(topic, p)] = 0 if ok else ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
         return out
 
-    async def on_preferred(self, data) -> None:
+    async def on_preferred(self, data: Optional[bytes]) -> None:
         """``/admin/preferred_replica_election`` written by another broker (ElectLeaders)."""
         if not self.is_active or data is None:
             return
@@ -293,7 +298,7 @@ class ActiveController(ZnodeRole):
                     await self.elect(wrong, 0)
 
     # ================================================================== reassignments
-    def check_target(self, topic: str, p: int, target, allow_rf_change: bool) -> tuple[int, Optional[str]]:
+    def check_target(self, topic: str, p: int, target: Optional[list[int]], allow_rf_change: bool) -> tuple[int, Optional[str]]:
         """(code, message) for a requested reassignment, 0 when valid: Kafka 4.4's checks and
         texts (ReplicationControlManager), in its order: the topic, the partition, nothing to
         cancel (no text), the replica list, then the replication factor.  A broker is
@@ -317,7 +322,7 @@ class ActiveController(ZnodeRole):
             return ErrorCode.INVALID_REPLICATION_FACTOR, "The replication factor is changed from %d to %d" % (len(original), len(target))
         return 0, None
 
-    async def on_reassign(self, data) -> None:
+    async def on_reassign(self, data: Optional[bytes]) -> None:
         """``/admin/reassign_partitions`` written by another broker (AlterPartitionReassignments)."""
         if not self.is_active or data is None:
             return
@@ -368,7 +373,7 @@ class ActiveController(ZnodeRole):
             self.listener.publish_state(info, p, new)
         return True
 
-    async def reassign(self, topic: str, p: int, target) -> tuple:
+    async def reassign(self, topic: str, p: int, target: Optional[list[int]]) -> tuple:
         """Start (or cancel, ``target`` None) the reassignment of one partition (Kafka's
         KIP-455 phases): the replica set becomes target + the original replicas not in it, the
         new replicas catch up as followers, and once all of them are in the ISR the set shrinks
@@ -432,7 +437,7 @@ class ActiveController(ZnodeRole):
             log.warning("controller: deleting topic %s failed (%s); retried on the next change", name, e)
 
     # ================================================================== offline replicas
-    async def on_offline_report(self, broker_id: int, tps) -> None:
+    async def on_offline_report(self, broker_id: int, tps: Iterable[tuple[str, int]]) -> None:
         """A broker's offline replicas (a failed log dir): applied here on the controller, or
         reported to it through Kafka's ``/log_dir_event_notification``."""
         if self.is_active:
@@ -464,7 +469,7 @@ class ActiveController(ZnodeRole):
             except NoNodeError:
                 pass
 
-    async def _apply_offline(self, broker_id: int, tps) -> None:
+    async def _apply_offline(self, broker_id: int, tps: Iterable[tuple[str, int]]) -> None:
         for topic, p in tps:
             for _attempt in range(5):
                 info = self.cache.get(topic)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 import trio
 
@@ -47,8 +47,10 @@ class AdminWriter(ZnodeRole):
         self.validator = validator
 
     # ================================================================== topics
-    async def create_topic(self, name, num_partitions, replication_factor, configs=None,
-                           assignments=None, validate_only=False, internal=False) -> TopicInfo:
+    async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                           configs: dict[str, Optional[str]] | None = None,
+                           assignments: Optional[Iterable[tuple[int, list[int]]]] = None, validate_only: bool = False,
+                           internal: bool = False) -> TopicInfo:
         from kazoo.exceptions import NodeExistsError
 
         info = self.validator.new_topic(name, num_partitions, replication_factor, configs or {},
@@ -98,13 +100,13 @@ class AdminWriter(ZnodeRole):
         return self.cache.get(name)
 
     @staticmethod
-    def _raise_first(results) -> None:
+    def _raise_first(results: list) -> None:
         from kazoo.exceptions import RolledBackError
         for r in results:
             if isinstance(r, Exception) and not isinstance(r, RolledBackError):
                 raise KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "ZooKeeper: %r" % (r,))
 
-    async def _write_config_ops(self, t, name: str, overrides: dict, create: bool) -> None:
+    async def _write_config_ops(self, t: Any, name: str, overrides: dict, create: bool) -> None:
         data = Z.encode_topic_config(render_configs(overrides))
         if create:
             if await self.store.exists(Z.config_path(name)):
@@ -133,7 +135,8 @@ class AdminWriter(ZnodeRole):
                                      "topic %s to be deleted" % name)
         return info
 
-    async def create_partitions(self, name, new_total, assignments=None, validate_only=False) -> TopicInfo:
+    async def create_partitions(self, name: str, new_total: int, assignments: Optional[list[list[int]]] = None,
+                                validate_only: bool = False) -> TopicInfo:
         from kazoo.exceptions import BadVersionError
         info = self.cache.get(name)
         if info is None:
@@ -280,7 +283,7 @@ class AdminWriter(ZnodeRole):
         while (await self.store.get_or_none(path))[0] is not None:
             await trio.sleep(0.05)
 
-    async def elect_leaders(self, partitions, election_type: int = 0, timeout_s: float = APPLY_TIMEOUT_S) -> dict:
+    async def elect_leaders(self, partitions: Iterable[tuple[str, int]], election_type: int = 0, timeout_s: float = APPLY_TIMEOUT_S) -> dict:
         """ElectLeaders.  On the controller: done there; elsewhere the request goes through
         ``/admin/preferred_replica_election`` (with pykbroker's ``election_type`` field) and this
         waits for the controller to take it, then reads the outcome from the cache."""
@@ -308,7 +311,7 @@ class AdminWriter(ZnodeRole):
                            else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE)
         return out
 
-    async def alter_reassignments(self, items, allow_rf_change: bool = True,
+    async def alter_reassignments(self, items: Iterable[tuple[str, int, Optional[list[int]]]], allow_rf_change: bool = True,
                                   timeout_s: float = APPLY_TIMEOUT_S) -> dict:
         """AlterPartitionReassignments: ``items`` [(topic, p, target replicas or None to
         cancel)] -> {(topic, p): (code, message)}.  Checked here; carried out by the active

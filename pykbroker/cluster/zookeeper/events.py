@@ -25,12 +25,12 @@ APPLY_TIMEOUT_S = 30.0
 
 
 class EventTask:
-    def __init__(self):
+    def __init__(self) -> None:
         self._send, self._recv = trio.open_memory_channel(math.inf)
         # waiters for this broker's cache to reach a condition (admin requests)
         self._changed = trio.Event()
 
-    def post(self, event) -> None:
+    def post(self, event: tuple) -> None:
         try:
             self._send.send_nowait(event)
         except (trio.ClosedResourceError, trio.BrokenResourceError):
@@ -58,7 +58,7 @@ class EventTask:
     async def wait_changed(self) -> None:
         await self._changed.wait()
 
-    async def wait_until(self, predicate, what: str) -> None:
+    async def wait_until(self, predicate: Callable[[], bool], what: str) -> None:
         with trio.move_on_after(APPLY_TIMEOUT_S):
             while not predicate():
                 await self.wait_changed()

@@ -23,7 +23,7 @@ knowledge: ZooKeeper stores no offline marks).  Publishes to the cache and to th
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 import trio
 
@@ -85,10 +85,11 @@ class MetadataListener(ZnodeRole):
         log.info("loaded %d topic(s) and %d live broker(s) from ZooKeeper",
                  len(self.cache.topics), len(self.cache.alive_brokers()))
 
-    async def _read_topic(self, name: str, only=None) -> tuple[Optional[TopicInfo], dict[int, PartitionState]]:
+    async def _read_topic(self, name: str, only: Optional[Iterable[int]] = None
+                          ) -> tuple[Optional[TopicInfo], dict[int, PartitionState]]:
         info, states, data = await self.store.read_topic(name, only)
         if info is not None:
-            self.note_reassignments(name, data)
+            self.note_reassignments(name, data)  # type: ignore[arg-type]  # data is set when info is
         return info, states
 
     async def watch_known_topics(self) -> None:
@@ -107,7 +108,7 @@ class MetadataListener(ZnodeRole):
         self._config_watches[name] = self.zk.data_watch(
             Z.config_path(name), lambda data, stat: post(("config", name, data)))
 
-    async def _watch_states(self, name: str, partitions) -> None:
+    async def _watch_states(self, name: str, partitions: Iterable[int]) -> None:
         """Watch the state znodes of these partitions.  kazoo's DataWatch reads its znode
         synchronously when created: all of them are created in one worker thread, so a topic
         of 1,000 partitions does not block the event loop for 1,000 round trips."""
@@ -116,7 +117,7 @@ class MetadataListener(ZnodeRole):
             return
         post = self.events.post
 
-        def handler(p) -> Callable[..., Any]:
+        def handler(p: int) -> Callable[..., Any]:
             return lambda data, stat: post(("state", name, p, data, stat))
 
         def register() -> list:
@@ -167,7 +168,7 @@ class MetadataListener(ZnodeRole):
         if name not in self.cache.topics and not self.cache.is_staged(name):
             self._watch_topic(name)
 
-    async def on_topic(self, name: str, data) -> None:
+    async def on_topic(self, name: str, data: Optional[bytes]) -> None:
         if data is None:
             if name in self.cache.topics:
                 await self._remove_topic(name)
@@ -229,7 +230,7 @@ class MetadataListener(ZnodeRole):
         log.info("deleted topic %s (id %s)", name, topic_id_str(info.topic_id))
         self.owner._notify_topic_deleted(name)
 
-    async def on_state(self, name: str, p: int, data, stat) -> bool:
+    async def on_state(self, name: str, p: int, data: Optional[bytes], stat: Any) -> bool:
         """A state znode changed: published unless not ours yet or already applied (our own
         write).  True when published."""
         if data is None:
@@ -251,7 +252,7 @@ class MetadataListener(ZnodeRole):
         self.owner._notify_partition_changed(info.name, p, new)
         self.events.notify_changed()
 
-    async def on_config(self, name: str, data) -> None:
+    async def on_config(self, name: str, data: Optional[bytes]) -> None:
         info = self.cache.get(name)
         if info is None:
             return
@@ -265,7 +266,7 @@ class MetadataListener(ZnodeRole):
             await res
         log.info("topic %s config overrides now %s", name, render_configs(new))
 
-    async def on_broker_configs(self, entity: str, data) -> None:
+    async def on_broker_configs(self, entity: str, data: Optional[bytes]) -> None:
         configs = Z.decode_topic_config(data)
         if configs != self.owner.broker_configs(entity):
             self.owner._publish_broker_configs(entity, configs)
@@ -282,7 +283,7 @@ class MetadataListener(ZnodeRole):
             self.zk.stop_watch(self._group_watches.pop(group_id))
             self.owner._store_group_configs(group_id, {})
 
-    async def on_group_config(self, group_id: str, data) -> None:
+    async def on_group_config(self, group_id: str, data: Optional[bytes]) -> None:
         self.owner._store_group_configs(group_id, Z.decode_topic_config(data))
 
     # ================================================================== after a reconnection
@@ -316,7 +317,7 @@ class MetadataListener(ZnodeRole):
             self.publish_state(info, p, Z.decode_state(data, stat.version, old.replicas)[0])
 
     # ================================================================== reassignments (mirror)
-    def note_reassignments(self, name: str, data) -> None:
+    def note_reassignments(self, name: str, data: bytes) -> None:
         ongoing, replicas = reassignments_of(data)
         self.set_reassignments(name, ongoing, replicas)
 
@@ -340,7 +341,7 @@ class MetadataListener(ZnodeRole):
         adding, _ = self._reassigning.get(topic, {}).get(p, ([], []))
         return [b for b in st.replicas if b not in adding]
 
-    def reassignments(self, wanted=None) -> dict:
+    def reassignments(self, wanted: Optional[Iterable[tuple[str, int]]] = None) -> dict:
         """Ongoing reassignments: {(topic, p): (replicas, adding, removing)}; ``wanted``: a set
         of (topic, p) to restrict to, or None for all."""
         out = {}
@@ -355,7 +356,7 @@ class MetadataListener(ZnodeRole):
         return out
 
     # ================================================================== offline replicas
-    def replicas_offline(self, broker_id: int, partitions) -> list[tuple[str, int]]:
+    def replicas_offline(self, broker_id: int, partitions: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
         """This broker lists its own replicas offline in its own view at once; returns the
         partitions that exist here (the report the active controller acts on)."""
         tps = [(t, p) for t, p in partitions if self.cache.partition_state(t, p) is not None]

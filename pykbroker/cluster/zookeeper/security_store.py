@@ -62,11 +62,16 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 from ...acl import bindings as B
 from ...quota import entities as Q
 from .. import zk as Z
+
+if TYPE_CHECKING:
+    from ...security.delegation_tokens import TokenInformation
+    from ..zk_controller import ZkController
+    from .events import EventTask
 
 log = logging.getLogger("pykbroker.controller")
 
@@ -220,7 +225,7 @@ def resource_path(rtype: int, name: str, pattern: int) -> str:
     return "%s/%s/%s" % (root, _TYPE_PATH[rtype], name)
 
 
-def encode_acls(entries) -> bytes:
+def encode_acls(entries: Iterable[tuple[str, str, int, int]]) -> bytes:
     """``entries``: (principal, host, operation, permission), in a stable order."""
     # key order as Kafka 3.9.1's AclAuthorizer writes them (checked against it)
     acls = [{"principal": p, "permissionType": _PERM_NAME[perm], "host": h, "operation": _OP_NAME[op]}
@@ -273,7 +278,7 @@ def _seq(child: str) -> int:
 
 
 class SecurityStore:
-    def __init__(self, owner, zk: Z.ZkSession, events, acls_on: bool = False, tokens_on: bool = False):
+    def __init__(self, owner: ZkController, zk: Z.ZkSession, events: EventTask, acls_on: bool = False, tokens_on: bool = False) -> None:
         self.owner = owner     # the ZkController: its _scram and _acls are what this role changes
         # ACL znodes and their notices only with an authorizer (as Kafka: AclAuthorizer makes
         # them; without one the ACL APIs answer SECURITY_DISABLED)
@@ -471,7 +476,7 @@ class SecurityStore:
         if add or rem:
             self.owner._publish_acls(add, rem)
 
-    async def _read_token(self, token_id: str):
+    async def _read_token(self, token_id: str) -> Optional[TokenInformation]:
         from ...security.delegation_tokens import TokenInformation
         data = await self._get("%s/%s" % (DT_TOKENS, token_id))
         if not data:
@@ -496,7 +501,8 @@ class SecurityStore:
             self.owner._publish_tokens(upserts=[info])
 
     # ------------------------------------------------------------------ writes
-    async def alter_delegation_tokens(self, upserts=(), removals=()) -> None:
+    async def alter_delegation_tokens(self, upserts: Iterable[TokenInformation] = (),
+                                      removals: Iterable[str] = ()) -> None:
         """Per token: its znode created, replaced or deleted together with a change notice
         naming it (one transaction), then this broker's cache refreshed from ZooKeeper."""
         from kazoo.exceptions import NodeExistsError, NoNodeError
@@ -525,14 +531,14 @@ class SecurityStore:
                 _raise_first(results)
             await self.refresh_token(token_id)
 
-    async def _change_entity_config(self, entity_path: str, apply) -> None:
+    async def _change_entity_config(self, entity_path: str, apply: Callable[[dict], Any]) -> None:
         """Kafka's AdminZkClient.changeConfigs for one config entity (``users/alice``,
         ``clients/app``, ...): ``apply(cfg)`` edits the znode's config map in place (keys it does
         not own kept), written with a compare-and-set together with one change notice; a write
         through another broker meanwhile makes it re-read and apply again."""
         path = "/config/" + entity_path
 
-        def build(t, data, version) -> bool:
+        def build(t: Any, data: Optional[bytes], version: Optional[int]) -> bool:
             cfg = decode_entity_config(data)
             apply(cfg)
             if version is None:
@@ -543,7 +549,7 @@ class SecurityStore:
             return True
         await self._compare_and_set(path, build)
 
-    async def _compare_and_set(self, path: str, build) -> None:
+    async def _compare_and_set(self, path: str, build: Callable[[Any, Optional[bytes], Optional[int]], bool]) -> None:
         """Kafka's optimistic znode update: read ``path`` (data and version; None, None when
         absent), ``build(transaction, data, version)`` adds the writes (False: nothing to
         write), commit; a write through another broker meanwhile (the version moved, the node
@@ -572,7 +578,7 @@ class SecurityStore:
         for user, mech, text in changes:
             by_user.setdefault(user, []).append((mech, text))
         for user, items in by_user.items():
-            def apply(cfg, items=items):
+            def apply(cfg: dict, items: Any = items) -> None:
                 for mech, text in items:
                     if text is None:
                         cfg.pop(mech, None)
@@ -588,7 +594,7 @@ class SecurityStore:
         compare-and-set of its znode (keys it does not own kept) and one change notice, as
         Kafka's AdminZkClient.changeConfigs."""
         for entity, delta in changes.items():
-            def apply(cfg, delta=delta):
+            def apply(cfg: dict, delta: Any = delta) -> None:
                 for key, value in delta.items():
                     if value is None:
                         cfg.pop(key, None)
@@ -598,7 +604,7 @@ class SecurityStore:
             await self.refresh_quota(entity)
         log.info("client quotas changed: %s", changes)
 
-    async def alter_acls(self, added=(), removed=()) -> None:
+    async def alter_acls(self, added: Iterable[B.AclBinding] = (), removed: Iterable[B.AclBinding] = ()) -> None:
         """Per resource pattern touched: a compare-and-set of its znode (deleted when empty) and
         its change notice, each resource in one transaction."""
         touched: dict[tuple, tuple[list, list]] = {}
@@ -609,8 +615,8 @@ class SecurityStore:
         for (rtype, name, pattern), (add, rem) in touched.items():
             path = resource_path(rtype, name, pattern)
 
-            def build(t, data, version, path=path, rtype=rtype, name=name, pattern=pattern, add=add,
-                      rem=rem) -> bool:
+            def build(t: Any, data: Optional[bytes], version: Optional[int], path: str = path, rtype: Any = rtype,
+                      name: str = name, pattern: Any = pattern, add: Any = add, rem: Any = rem) -> bool:
                 now = decode_acls(rtype, name, pattern, data)
                 want = (now - set(rem)) | set(add)
                 if (want == now and version is not None) or (not want and version is None):
@@ -633,7 +639,7 @@ class SecurityStore:
             log.info("ACL removed: %s", b.to_json())
 
 
-def _raise_first(results) -> None:
+def _raise_first(results: list) -> None:
     for r in results:
         if isinstance(r, Exception):
             raise r

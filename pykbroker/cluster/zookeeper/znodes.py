@@ -10,7 +10,7 @@ Owns no state: ZooKeeper is the state; the store only reads it through the sessi
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 import trio
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("pykbroker.controller")
 
 
-def reassignments_of(data) -> tuple[dict[int, tuple[list[int], list[int]]], dict[int, list[int]]]:
+def reassignments_of(data: bytes) -> tuple[dict[int, tuple[list[int], list[int]]], dict[int, list[int]]]:
     """The ongoing reassignments a topic znode holds ({p: (adding, removing)}) and the full
     replica sets of those partitions, read from the same znode (empty when none)."""
     ongoing = Z.decode_reassignments(data)
@@ -35,7 +35,7 @@ def reassignments_of(data) -> tuple[dict[int, tuple[list[int], list[int]]], dict
     return ongoing, {p: assignment.get(p, []) for p in ongoing}
 
 
-def parse_configs(name: str, data) -> dict:
+def parse_configs(name: str, data: Optional[bytes]) -> dict:
     """A topic's stored config overrides, parsed; an invalid one is logged and ignored."""
     overrides = {}
     for k, v in Z.decode_topic_config(data).items():
@@ -47,23 +47,23 @@ def parse_configs(name: str, data) -> dict:
 
 
 class ZnodeStore:
-    def __init__(self, zk: Z.ZkSession):
+    def __init__(self, zk: Z.ZkSession) -> None:
         self.zk = zk
 
-    async def get_or_none(self, path: str):
+    async def get_or_none(self, path: str) -> tuple[Optional[bytes], Any]:
         from kazoo.exceptions import NoNodeError
         try:
             return await self.zk.call("get", path)
         except NoNodeError:
             return None, None
 
-    async def get_many(self, paths) -> list:
+    async def get_many(self, paths: list[str]) -> list:
         """``get`` of many znodes pipelined in one worker thread (kazoo's async calls): one
         round trip's latency for all of them, not one each; (None, None) for a missing one."""
         from kazoo.exceptions import NoNodeError
         client = self.zk.client
 
-        def run():
+        def run() -> list:
             pending = [client.get_async(path) for path in paths]
             out = []
             for a in pending:
@@ -93,7 +93,8 @@ class ZnodeStore:
             log.warning("unreadable registration of broker %d: %s", broker_id, e)
             return None
 
-    async def read_topic(self, name: str, only=None):
+    async def read_topic(self, name: str, only: Optional[Iterable[int]] = None
+                         ) -> tuple[Optional[TopicInfo], dict[int, PartitionState], Optional[bytes]]:
         """A topic's assignment, config and partition states (``only``: these partitions):
         ``(info, states, topic znode's data)``; ``(None, {}, None)`` when there is none."""
         data, _ = await self.get_or_none(Z.topic_path(name))
