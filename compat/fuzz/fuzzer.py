@@ -405,6 +405,7 @@ class Figures(RunFigures):
     apis: dict = field(default_factory=dict)      # "Name vN" -> requests sent
     slowest: dict = field(default_factory=dict)   # "Name vN" -> longest wait for its answer (s)
     finding_counts: dict = field(default_factory=dict)  # kind -> times seen
+    learnt: dict = field(default_factory=dict)   # kind of id -> how many learnt (summed over connections)
 
     def ok(self) -> bool:
         return super().ok() and self.data_intact is not False
@@ -438,7 +439,8 @@ class Figures(RunFigures):
                     self.fds[0] if self.fds else "-", self.fds[-1] if self.fds else "-",
                     max(self.fds) if self.fds else "-")),
                 ("data of other clients intact", self.data_intact),
-                ("ids learnt from answers", ", ".join("%s %d" % (k, len(v)) for k, v in sorted(LEARNT.items()))),
+                ("ids learnt from answers", ", ".join("%s %d" % (k, v) for k, v in sorted(
+                    (self.learnt or {k: len(v) for k, v in LEARNT.items()}).items()))),
                 ("state left (topics/partitions/groups)", "%s / %s / %s" % (
                     self.state_at_end.get("topics", "-"), self.state_at_end.get("partitions", "-"),
                     self.state_at_end.get("groups", "-"))),
@@ -955,9 +957,10 @@ _ERRORISH = re.compile(r" ERROR |^Traceback")
 def run_against_new_broker(data_dir: str, requests: int | None = None, seconds: float | None = None,
                            seed: int = 0, corpus_dir: str | None = None, batch: int = 300,
                            mutate_share: float = 0.5, progress=None, overrides: dict | None = None,
-                           log_path: str | None = None) -> Figures:
+                           log_path: str | None = None, connections: int = 1) -> Figures:
     """Start a broker (a child process, as users run it), fuzz it, check the other clients' data,
-    stop it.  The figures say what happened."""
+    stop it.  The figures say what happened.  ``connections`` > 1: that many fuzzing connections
+    at once (run_connections)."""
     from pykbroker.local.broker_process import BrokerProcess
 
     conf = {"group.initial.rebalance.delay.ms": "0"}
@@ -970,7 +973,10 @@ def run_against_new_broker(data_dir: str, requests: int | None = None, seconds: 
                         corpus=load_corpus(corpus_dir) if corpus_dir else [], mutate_share=mutate_share,
                         progress=progress)
         fz.check_health()   # the first RSS/fd reading: before any fuzzed request
-        fig = fz.run(requests=requests, seconds=seconds, batch=batch)
+        if connections > 1:
+            fig = run_connections(fz, connections, corpus_dir, requests, seconds, batch)
+        else:
+            fig = fz.run(requests=requests, seconds=seconds, batch=batch)
         fz.close()
         if fig.crashes == 0 and fig.hangs == 0:
             try:
@@ -988,6 +994,154 @@ def run_against_new_broker(data_dir: str, requests: int | None = None, seconds: 
             with open(log_path, "w") as fh:
                 fh.write(b.log_text())
     return fig
+
+
+# ----------------------------------------------------------------------------- several connections
+def stream_seed(seed: int, i: int) -> int:
+    """The generator seed of fuzzing connection ``i`` of a run seeded ``seed``: connection 0 draws
+    exactly what a one-connection run draws; the others draw streams of their own, so a run with
+    N connections is reproducible connection by connection (the interleaving is the scheduler's)."""
+    return seed if i == 0 else seed * 1_000_003 + 7919 * i
+
+
+def _merge(total: Figures, part: dict) -> None:
+    """Adds one connection's figures (as_dict of its worker) to the run's."""
+    for k, v in part.items():
+        if k in ("findings", "rss_mb", "fds", "peak_rss_mb", "data_intact", "state_at_end",
+                 "requests_per_second", "ok", "seconds"):
+            continue
+        if k in ("apis", "finding_counts", "learnt"):
+            d = getattr(total, k)
+            for kk, n in v.items():
+                d[kk] = d.get(kk, 0) + n
+        elif k == "slowest":
+            for kk, t in v.items():
+                total.slowest[kk] = max(total.slowest.get(kk, 0.0), t)
+        elif isinstance(v, int) and not isinstance(v, bool):
+            setattr(total, k, getattr(total, k) + v)
+    for f in part.get("findings", []):
+        if f not in total.findings and len(total.findings) < 200:
+            total.findings.append(f)
+
+
+def _worker(i: int, bootstrap: str, pid: int, seed: int, corpus_dir: str | None, mutate_share: float,
+            versions: dict, requests: int | None, seconds: float | None, batch: int, out, stop) -> None:
+    """One fuzzing connection, in a process of its own (the generator, pure Python, is what
+    bounds one connection's rate): batches of ``batch`` requests until its share of the requests
+    or the time is used or the run is stopped; after each batch its figures so far go to ``out``.
+    Its hangs and held connections are found by its own LiveFuzzer.send, as in a one-connection
+    run; health checks, RSS/fds and the broker's log are the parent's."""
+    fig = None
+    try:
+        fz = LiveFuzzer(bootstrap, pid=pid, seed=stream_seed(seed, i),
+                        corpus=load_corpus(corpus_dir) if corpus_dir else [], mutate_share=mutate_share,
+                        versions=versions)
+        fig = fz.figures
+        t0 = time.monotonic()
+        n = 0
+        try:
+            while not stop.is_set():
+                if requests is not None and fig.requests >= requests:
+                    break
+                if seconds is not None and time.monotonic() - t0 >= seconds:
+                    break
+                size = batch if requests is None else max(1, min(batch, requests - fig.requests))
+                fz.batch(size, n)
+                n += 1
+                fig.batches = n
+                fig.seconds = time.monotonic() - t0
+                fig.learnt = {k: len(v) for k, v in LEARNT.items()}
+                out.put((i, False, fig.as_dict()))
+        except BrokerDown:
+            stop.set()
+        fz.close()
+        fig.seconds = time.monotonic() - t0
+        out.put((i, True, fig.as_dict()))
+    except Exception as e:   # the worker itself broke: counted, never silently lost
+        f = fig or Figures()
+        f.generator_errors += 1
+        f.findings.append("worker %d: %r" % (i, e))
+        out.put((i, True, f.as_dict()))
+
+
+def run_connections(fz: LiveFuzzer, connections: int, corpus_dir: str | None, requests: int | None,
+                    seconds: float | None, batch: int, health_every: int | None = None) -> Figures:
+    """``connections`` fuzzing connections at once, each in a worker process with its own
+    generator stream (stream_seed); ``fz`` (the parent's LiveFuzzer, which sends nothing) runs a
+    health check, reads RSS/fds and scans the broker's log every ``health_every`` (default
+    ``batch``) requests of the whole run, as a one-connection run does after each of its batches.  A crash or hang seen by any
+    connection stops them all.  The figures are the sum of the connections' (plus the parent's
+    health checks and log findings)."""
+    import multiprocessing as mp
+    import queue as _queue
+
+    ctx = mp.get_context("spawn")   # no fork of a process holding librdkafka and log threads
+    out, stop = ctx.Queue(), ctx.Event()
+    share = [None] * connections
+    if requests is not None:
+        share = [requests // connections + (1 if i < requests % connections else 0) for i in range(connections)]
+    procs = [ctx.Process(target=_worker, daemon=True,
+                         args=(i, fz.bootstrap, fz.pid, fz.seed, corpus_dir, fz.mutate_share, fz.versions,
+                               share[i], seconds, batch, out, stop)) for i in range(connections)]
+    for p in procs:
+        p.start()
+    latest: dict = {}
+    done: set = set()
+    fig = fz.figures
+    t0 = time.monotonic()
+    health_every = health_every or batch
+    next_check = health_every
+
+    def total() -> Figures:
+        t = Figures()
+        for part in latest.values():
+            _merge(t, part)
+        return t
+
+    try:
+        while len(done) < connections:
+            try:
+                i, last, part = out.get(timeout=1.0)
+                latest[i] = part
+                if last:
+                    done.add(i)
+            except _queue.Empty:
+                for j, p in enumerate(procs):
+                    if j not in done and not p.is_alive():
+                        done.add(j)   # died without its last figures: counted as a finding below
+                        fz._finding("worker %d exited with status %s" % (j, p.exitcode))
+                        fig.generator_errors += 1
+            t = total()
+            if t.requests >= next_check or len(done) == connections:
+                next_check = t.requests + health_every
+                if t.crashes or t.hangs:
+                    stop.set()   # a connection saw the broker down: no health check of a dead broker
+                elif fz.pid is not None and not process_running(fz.pid):
+                    fig.crashes += 1
+                    fz._finding("crash: the broker process exited (seen before a health check)")
+                    stop.set()
+                else:
+                    fz.check_health()
+                if fz.progress:
+                    shown = total()
+                    shown.rss_mb, shown.fds = fig.rss_mb, fig.fds
+                    fz.progress(shown, time.monotonic() - t0)
+    finally:
+        stop.set()
+        for p in procs:
+            p.join(30)
+            if p.is_alive():
+                p.terminate()
+    t = total()
+    for k in ("crashes", "hangs", "health_checks", "health_failures", "internal_errors", "generator_errors"):
+        setattr(t, k, getattr(t, k) + getattr(fig, k))
+    t.findings = fig.findings + [f for f in t.findings if f not in fig.findings]
+    for k, n in fig.finding_counts.items():
+        t.finding_counts[k] = t.finding_counts.get(k, 0) + n
+    t.rss_mb, t.fds, t.peak_rss_mb = fig.rss_mb, fig.fds, fig.peak_rss_mb
+    t.seconds = time.monotonic() - t0
+    fz.figures = t
+    return t
 
 
 def broker_state(bootstrap: str) -> dict:

@@ -3,6 +3,7 @@
     python compat/fuzz/run.py --seconds 600                  # ten minutes, a fresh broker
     python compat/fuzz/run.py --requests 1000000 --json /tmp/fuzz.json
     python compat/fuzz/run.py --seconds 60 --seed 3 --mutate-share 0.8
+    python compat/fuzz/run.py --seconds 600 --connections 4   # four fuzzing connections at once
     python compat/fuzz/run.py --sasl --requests 5000      # the SASL exchange (compat/fuzz/sasl.py), 5000 sessions
     python compat/fuzz/run.py --sasl --seconds 600        # as many SASL sessions as ten minutes hold
 
@@ -39,6 +40,9 @@ def main(argv=None) -> int:
     ap.add_argument("--mutate-share", type=float, default=0.5,
                     help="share of requests that are mutated captures (the rest generated from the specs)")
     ap.add_argument("--corpus", default=os.path.join(HERE, "corpus"), help="captured sessions (*.bin)")
+    ap.add_argument("--connections", type=int, default=1,
+                    help="fuzzing connections at once, each a process with its own generator stream "
+                         "derived from --seed (connection 0 draws what a one-connection run draws)")
     ap.add_argument("--json", metavar="FILE", help="write the figures as JSON")
     ap.add_argument("--log", metavar="FILE", help="write the broker's log there at the end")
     ap.add_argument("--quiet", action="store_true", help="no progress line per batch")
@@ -73,7 +77,8 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="pykbroker-fuzz-") as d:
         fig = run_against_new_broker(os.path.join(d, "data"), requests=args.requests, seconds=args.seconds,
                                      seed=args.seed, corpus_dir=args.corpus, batch=args.batch,
-                                     mutate_share=args.mutate_share, progress=progress, log_path=args.log)
+                                     mutate_share=args.mutate_share, progress=progress, log_path=args.log,
+                                     connections=args.connections)
     print()
     print(fig.table())
     # each kind of finding once (its first example), with how often it was seen

@@ -53,3 +53,30 @@ def test_the_fuzzer_reports_a_crash_and_a_hang(tmp_path, fault):
             fz.close()
         assert (fig.crashes, fig.hangs) == ((1, 0) if fault == "kill" else (0, 1))
         assert not fig.ok() and fig.seconds < 80
+
+
+def test_several_connections_sum_their_figures_and_report_a_crash(tmp_path):
+    """--connections: the connections' figures add up (every request counted once, each stream
+    drawn from its own seed), and a broker killed mid-run is a crash that stops every connection."""
+    import signal
+    import threading
+
+    from pykbroker.local.broker_process import BrokerProcess
+    from compat.fuzz.fuzzer import LiveFuzzer, run_connections, stream_seed
+
+    assert stream_seed(4, 0) == 4 and len({stream_seed(4, i) for i in range(3)}) == 3
+    with BrokerProcess(str(tmp_path / "data")) as b:
+        pid = b.proc.pid
+        fz = LiveFuzzer(b.bootstrap, pid=pid, log_lines=b.lines, corpus=[], seed=3, alive_timeout=3.0)
+        t = threading.Timer(8.0, lambda: os.kill(pid, signal.SIGKILL))
+        t.start()
+        try:
+            # one batch that outlasts the broker: the parent's health check (whose producer would
+            # wait its 15 s delivery timeout on a dead broker) comes only at the end
+            fig = run_connections(fz, 2, None, requests=None, seconds=90, batch=20, health_every=10**6)
+        finally:
+            t.cancel()
+        # both connections' requests, each counted once, before the kill; then the crash
+        assert fig.requests > 40 and fig.generated == fig.requests == sum(fig.apis.values())
+        assert fig.answers > 0
+        assert fig.crashes >= 1 and not fig.ok() and fig.seconds < 40
