@@ -46,7 +46,7 @@ changes (``apply``).  ``generation`` changes with every change so per-connection
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Iterator, Optional, Union
 
 from .bindings import (ALL, ALLOW, ALTER, ALTER_CONFIGS, CLUSTER, DELETE, DENY, DESCRIBE, DESCRIBE_CONFIGS,
                        LITERAL, OPERATIONS, PATTERN_TYPES, PERMISSIONS, PREFIXED, READ, RESOURCE_TYPES,
@@ -69,7 +69,7 @@ _IMPLIES_DESCRIBE = frozenset((DESCRIBE, READ, WRITE, DELETE, ALTER))
 _IMPLIES_DESCRIBE_CONFIGS = frozenset((DESCRIBE_CONFIGS, ALTER_CONFIGS))
 
 
-def parse_super_users(text) -> frozenset:
+def parse_super_users(text: Union[str, list, tuple, None]) -> frozenset:
     """``super.users``: ``User:a;User:b`` (Kafka splits on ';' and trims)."""
     if not text:
         return frozenset()
@@ -79,7 +79,8 @@ def parse_super_users(text) -> frozenset:
 
 
 class Authorizer:
-    def __init__(self, super_users=(), allow_everyone_if_no_acl_found: bool = False, audit_only: bool = False):
+    def __init__(self, super_users: Iterable[str] = (), allow_everyone_if_no_acl_found: bool = False,
+                 audit_only: bool = False) -> None:
         self.super_users = frozenset(super_users)
         self.allow_everyone = bool(allow_everyone_if_no_acl_found)
         self.audit_only = bool(audit_only)
@@ -147,7 +148,7 @@ class Authorizer:
     def _reindex_lengths(self, rtype: int) -> None:
         self._prefix_lens[rtype] = sorted({len(p) for p in self._prefixed.get(rtype, ())})
 
-    def _patterns(self, rtype: int, name: str):
+    def _patterns(self, rtype: int, name: str) -> Iterator[dict[str, list]]:
         """The principal -> entries dicts of every pattern that applies to the resource: its
         literal name, the literal ``*``, then the prefixes, shortest first."""
         lit = self._literal
@@ -169,7 +170,7 @@ class Authorizer:
                 if got:
                     yield got
 
-    def matching(self, rtype: int, name: str, principal: Optional[str] = None):
+    def matching(self, rtype: int, name: str, principal: Optional[str] = None) -> Iterator[tuple]:
         """Every (principal, host, op, perm) that applies to the resource: of any principal, or
         (``principal`` given) of that principal and ``User:*``, the ones its decision reads."""
         for principals in self._patterns(rtype, name):
@@ -193,7 +194,7 @@ class Authorizer:
         """StandardAuthorizerData.authorize for one action (module docstring)."""
         return self.decide(principal, host, operation, rtype, name)[0]
 
-    def decide(self, principal: str, host: str, operation: int, rtype: int, name: str):
+    def decide(self, principal: str, host: str, operation: int, rtype: int, name: str) -> tuple[bool, Any]:
         """``(allowed, rule)``: the decision and what made it (Kafka's MatchingRule: None for
         the default rules and super users, else the deciding binding's entry)."""
         if principal in self.super_users:
@@ -235,7 +236,7 @@ class Authorizer:
         return False, _DEFAULT_DENY
 
     def log_decision(self, principal: str, host: str, operation: int, rtype: int, name: str, allowed: bool,
-                     rule, request: str, level: int = logging.INFO, refcount: int = 1) -> None:
+                     rule: Any, request: str, level: int = logging.INFO, refcount: int = 1) -> None:
         """One line of Kafka's audit log for a request's decision (module docstring) at ``level``
         for a denial (allows: DEBUG); the caller checked the level is enabled."""
         if rule is _SUPER_USER or rule is _DEFAULT_ALLOW or rule is _DEFAULT_DENY:
@@ -252,7 +253,7 @@ class Authorizer:
         else:
             audit_log.log(level, text + " (audit only: allowed)" if self.audit_only else text)
 
-    def _rule_text(self, rtype: int, name: str, entry) -> str:
+    def _rule_text(self, rtype: int, name: str, entry: tuple) -> str:
         """``MatchingAcl(acl=StandardAcl(...))`` for the binding whose entry decided: the literal
         binding of the name, of ``*``, or the longest prefixed one holding that entry."""
         p, h, op, perm = entry
@@ -330,7 +331,7 @@ class Authorizer:
 _SUPER_USER, _DEFAULT_ALLOW, _DEFAULT_DENY = "SuperUser", "DefaultAllow", "DefaultDeny"
 
 
-def from_config(config):
+def from_config(config: Any) -> Optional[Authorizer]:
     """The authorizer ``authorizer.class.name`` asks for, or None (Kafka's default: none)."""
     cls = config["authorizer.class.name"]
     if not cls:

@@ -20,9 +20,16 @@ dispatcher), cached or not; in audit-only mode a denial is logged and then allow
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .authorizer import audit_log
 from .bindings import CLUSTER, CLUSTER_NAME, DESCRIBE, SUPPORTED_OPERATIONS
+
+if TYPE_CHECKING:   # annotations only: acl/ does not import the server layer
+    from ..protocol.errors import ErrorCode
+    from ..server.dispatch import RequestContext
+    from .authorizer import Authorizer
+    from .requirements import Need
 
 _CACHE_MAX = 4096   # per connection: a client touching more resources just recomputes
 
@@ -30,7 +37,7 @@ _CACHE_MAX = 4096   # per connection: a client touching more resources just reco
 class AuthSession:
     __slots__ = ("authorizer", "connection", "host", "_gen", "_cache", "_principal", "request", "_debug")
 
-    def __init__(self, authorizer, connection):
+    def __init__(self, authorizer: Authorizer, connection: Any) -> None:
         self.authorizer = authorizer
         self.connection = connection
         peer = getattr(connection, "peer", "") or ""
@@ -38,7 +45,7 @@ class AuthSession:
         self.host = peer.rsplit(":", 1)[0].strip("[]") if ":" in peer else peer
         self._gen = -1
         self._cache: dict = {}
-        self._principal = None
+        self._principal: Any = None   # a str once _fresh() ran, which every decision does first
         self.begin("Unknown")
 
     def begin(self, request: str) -> None:
@@ -89,11 +96,11 @@ class AuthSession:
                                          self.request, level)
         return self.authorizer.audit_only
 
-    def permits(self, need, name: str = CLUSTER_NAME, log_denied: bool = True) -> bool:
+    def permits(self, need: Need, name: str = CLUSTER_NAME, log_denied: bool = True) -> bool:
         """:meth:`allowed` for a row of acl/requirements.py (``name``: the cluster's by default)."""
         return self.allowed(need.operation, need.resource_type, name, log_denied)
 
-    def permits_any(self, need) -> bool:
+    def permits_any(self, need: Need) -> bool:
         """Whether some resource of ``need``'s type allows its operation (Kafka's
         authorizeByResourceType: InitProducerId's idempotent fallback)."""
         return self.by_resource_type(need.operation, need.resource_type)
@@ -113,19 +120,19 @@ class AuthSession:
         return self.authorizer.audit_only
 
 
-def session(ctx):
+def session(ctx: RequestContext) -> Optional[AuthSession]:
     """The connection's AuthSession, or None when the broker has no authorizer."""
     return getattr(ctx.connection, "authz", None)
 
 
-def permits(ctx, need, name: str = CLUSTER_NAME, log_denied: bool = True) -> bool:
+def permits(ctx: RequestContext, need: Need, name: str = CLUSTER_NAME, log_denied: bool = True) -> bool:
     """Whether the client may do what ``need`` (a row of acl/requirements.py) says on ``name``
     (the cluster's by default); always without an authorizer."""
     a = getattr(ctx.connection, "authz", None)
     return a is None or a.allowed(need.operation, need.resource_type, name, log_denied)
 
 
-def permits_role(ctx, role: str, name: str = CLUSTER_NAME, log_denied: bool = True) -> bool:
+def permits_role(ctx: RequestContext, role: str, name: str = CLUSTER_NAME, log_denied: bool = True) -> bool:
     """:func:`permits` with the row ``role`` of the API being served (``ctx.api_key``): for the
     helpers several APIs share (modern groups, share-group offsets, share state)."""
     a = getattr(ctx.connection, "authz", None)
@@ -135,14 +142,14 @@ def permits_role(ctx, role: str, name: str = CLUSTER_NAME, log_denied: bool = Tr
     return a.permits(need(ctx.api_key, role), name, log_denied)
 
 
-def denial(ctx, role: str):
+def denial(ctx: RequestContext, role: str) -> ErrorCode:
     """The error the row ``role`` of the API being served answers a denial with (after a
     :func:`permits_role` refusal)."""
     from .requirements import need
     return need(ctx.api_key, role).denial
 
 
-def topic_describe_check(ctx, need):
+def topic_describe_check(ctx: RequestContext, need: Need) -> Optional[Callable[[str], bool]]:
     """A check ``name -> bool`` of ``need`` (DESCRIBE on a topic) for this connection's principal
     and address, usable after the request (None without an authorizer): a KIP-848 group keeps it to
     filter the topics its regex subscription matches, as Kafka's TopicRegexResolver authorizes
@@ -159,7 +166,7 @@ def topic_describe_check(ctx, need):
     return describable
 
 
-def cluster_operations(ctx) -> int:
+def cluster_operations(ctx: RequestContext) -> int:
     """The cluster's ``authorized_operations`` (Metadata v8-10, DescribeCluster): Kafka tells them
     only to a client allowed DESCRIBE on the cluster, others get 0."""
     a = getattr(ctx.connection, "authz", None)
@@ -168,7 +175,7 @@ def cluster_operations(ctx) -> int:
     return authorized_operations(ctx, CLUSTER, CLUSTER_NAME)
 
 
-def authorized_operations(ctx, rtype: int, name: str) -> int:
+def authorized_operations(ctx: RequestContext, rtype: int, name: str) -> int:
     """The ``authorized_operations`` bit field (every supported operation without an authorizer,
     as Kafka reports then)."""
     a = getattr(ctx.connection, "authz", None)

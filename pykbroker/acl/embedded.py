@@ -8,6 +8,8 @@ the controller as CreateAcls/DeleteAcls write them (stored, and followed by the 
 """
 from __future__ import annotations
 
+from typing import Any, Iterable, Optional
+
 from .bindings import (ALLOW, CLUSTER, CLUSTER_NAME, DENY, GROUP, OPERATIONS, PATTERN_TYPES, PERMISSIONS,
                        RESOURCE_TYPES, TOPIC, TRANSACTIONAL_ID, AclBinding, validate_new_binding)
 
@@ -20,11 +22,12 @@ def _code(table: dict, name: str) -> int:
 
 
 class Acls:
-    def __init__(self, owner):
+    def __init__(self, owner: Any) -> None:
         self._owner = owner
 
-    def binding(self, principal: str, operation: str, permission: str = "ALLOW", *, topic=None, group=None,
-                transactional_id=None, cluster: bool = False, resource_type=None, name=None,
+    def binding(self, principal: str, operation: str, permission: str = "ALLOW", *, topic: Optional[str] = None,
+                group: Optional[str] = None, transactional_id: Optional[str] = None, cluster: bool = False,
+                resource_type: Optional[str] = None, name: Optional[str] = None,
                 pattern: str = "LITERAL", host: str = "*") -> AclBinding:
         given = [(TOPIC, topic), (GROUP, group), (TRANSACTIONAL_ID, transactional_id),
                  (CLUSTER, CLUSTER_NAME if cluster else None)]
@@ -35,24 +38,24 @@ class Acls:
             raise ValueError("name exactly one resource (topic=, group=, transactional_id=, cluster=True "
                              "or resource_type= with name=)")
         (rtype, rname), = given
-        b = AclBinding(rtype, rname, _code(PATTERN_TYPES, pattern), principal, host,
+        b = AclBinding(rtype, rname, _code(PATTERN_TYPES, pattern), principal, host,  # type: ignore[arg-type]  # Nones filtered
                        _code(OPERATIONS, operation), _code(PERMISSIONS, permission))
         why = validate_new_binding(b)
         if why is not None:
             raise ValueError(why)
         return b
 
-    def _alter(self, added=(), removed=()):
-        async def run(b):
+    def _alter(self, added: Iterable[AclBinding] = (), removed: Iterable[AclBinding] = ()) -> None:
+        async def run(b: Any) -> None:
             await b.controller.alter_acls(added=added, removed=removed)
         self._owner._async(run)
 
-    def allow(self, principal: str, operation: str, **resource) -> AclBinding:
+    def allow(self, principal: str, operation: str, **resource: Any) -> AclBinding:
         b = self.binding(principal, operation, PERMISSIONS[ALLOW], **resource)
         self._alter(added=[b])
         return b
 
-    def deny(self, principal: str, operation: str, **resource) -> AclBinding:
+    def deny(self, principal: str, operation: str, **resource: Any) -> AclBinding:
         b = self.binding(principal, operation, PERMISSIONS[DENY], **resource)
         self._alter(added=[b])
         return b
@@ -61,6 +64,6 @@ class Acls:
         self._alter(removed=list(bindings))
 
     def list(self) -> list:
-        async def run(b):
+        async def run(b: Any) -> list:
             return sorted(b.controller.acls())
         return self._owner._async(run)
