@@ -46,12 +46,17 @@ import ipaddress
 import logging
 import socket
 import time
+from typing import TYPE_CHECKING, Any, Sequence, Union
 
 import trio
 
 from ..config import LISTENER_DYNAMIC_SUFFIXES
 from ..config import validate_ip_overrides as validate_overrides  # Kafka's reading of the value
 from .rate import Rate
+
+if TYPE_CHECKING:   # annotations only (the server layer imports quota/, not the reverse)
+    from ..config import BrokerConfig
+    from ..server.serve import Listener
 
 log = logging.getLogger("pykbroker.server")
 
@@ -78,7 +83,7 @@ _IDLE_LOOK_MAX_S = 5.0   # the reaper looks at least this often (a quarter of th
 
 
 class ConnectionQuotas:
-    def __init__(self, config, listeners=1):
+    def __init__(self, config: BrokerConfig, listeners: Union[int, Sequence[Listener]] = 1) -> None:
         self.config = config
         # the listener names (an int: that many unnamed listeners, for tests of the counts)
         self.listener_names = [li.name for li in listeners] if not isinstance(listeners, int) else []
@@ -114,7 +119,7 @@ class ConnectionQuotas:
         self._freed: trio.Event | None = None   # set when a connection closes (created in trio)
 
     # -- settings ------------------------------------------------------------------------
-    def listener_setting(self, listener: str, key: str):
+    def listener_setting(self, listener: str, key: str) -> Any:
         """``listener.name.<l>.<key>`` (this broker's dynamic value, else server.properties),
         parsed as ``key``; else the broker-wide ``key`` (``max.connections`` and
         ``max.connection.creation.rate`` have no broker-wide fallback per listener: INT_MAX)."""
@@ -296,13 +301,13 @@ class ConnectionQuotas:
             self._freed = None
 
     # -- live connections: idle expiry and the LRU close ---------------------------------
-    def register(self, listener: str, connection, scope) -> None:
+    def register(self, listener: str, connection: Any, scope: trio.CancelScope) -> None:
         """A served connection (with ``last_active``) and the cancel scope that closes it."""
         self.live.setdefault(listener, {})[connection] = scope
         if self._protected(listener):
             self._make_room()
 
-    def unregister(self, listener: str, connection) -> None:
+    def unregister(self, listener: str, connection: Any) -> None:
         conns = self.live.get(listener)
         if conns is not None:
             conns.pop(connection, None)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
+from typing import Any, Callable, Iterable, Optional
 
 from ..protocol.errors import ErrorCode
 
@@ -58,13 +59,13 @@ _RANK = {CLIENT_ID: 0, USER: 1, IP: 2}
 class QuotaError(Exception):
     """A request-level DescribeClientQuotas failure: ``code`` and Kafka's message."""
 
-    def __init__(self, code: int, message: str):
+    def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = int(code)
         self.message = message
 
 
-def entity_from_wire(components) -> tuple:
+def entity_from_wire(components: Iterable[dict[str, Any]]) -> tuple:
     """The canonical entity of a request's ``[{"entity_type", "entity_name"}]`` (a type named
     twice keeps its last name, as Kafka's entity map does)."""
     m: dict = {}
@@ -73,7 +74,7 @@ def entity_from_wire(components) -> tuple:
     return canonical(m.items())
 
 
-def canonical(pairs) -> tuple:
+def canonical(pairs: Iterable[tuple[str, Optional[str]]]) -> tuple:
     pairs = list(pairs)
     order = {t: i for i, (t, _) in enumerate(pairs)}
     return tuple(sorted(pairs, key=lambda p: (_RANK.get(p[0], 3), order[p[0]])))
@@ -89,7 +90,7 @@ def entity_text(entity: tuple) -> str:
         "%s=%s" % (t, "null" if n is None else n) for t, n in entity)
 
 
-def _valid_ip_name(name, resolvable) -> bool:
+def _valid_ip_name(name: Optional[str], resolvable: Callable[[str], Any]) -> bool:
     if name is None:
         return True
     try:
@@ -99,7 +100,8 @@ def _valid_ip_name(name, resolvable) -> bool:
         return bool(resolvable(name))
 
 
-def validate_alteration(entity: tuple, ops: list, resolvable=lambda host: False) -> str | None:
+def validate_alteration(entity: tuple, ops: list,
+                        resolvable: Callable[[str], Any] = lambda host: False) -> str | None:
     """Kafka's message for an invalid alteration of ``entity`` (steps 2-5 of the module
     docstring), or None.  ``ops``: [(key, value, remove)].  ``resolvable(host)`` says whether a
     host name resolves (the handler resolves them beforehand; Kafka's InetAddress.getByName)."""
@@ -140,7 +142,7 @@ def validate_alteration(entity: tuple, ops: list, resolvable=lambda host: False)
     return None
 
 
-def ip_host_names(entries) -> list:
+def ip_host_names(entries: Iterable[dict[str, Any]]) -> list:
     """The host names (not addresses) ip entities of an AlterClientQuotas request name: the
     handler resolves them before validating."""
     out = []
@@ -155,7 +157,8 @@ def ip_host_names(entries) -> list:
     return out
 
 
-def plan_alterations(entries, stored: dict, resolvable=lambda host: False):
+def plan_alterations(entries: Iterable[dict[str, Any]], stored: dict,
+                     resolvable: Callable[[str], Any] = lambda host: False) -> tuple[list, dict]:
     """AlterClientQuotas: ([(entity, code, message)] one per distinct entity in request order,
     {entity: {key: value or None (removal)}} of the valid ones).  ``stored``: the current quotas
     (an unchanged value is not a change)."""
@@ -203,7 +206,7 @@ def apply_changes(stored: dict, changes: dict) -> dict:
     return out
 
 
-def parse_filter(components) -> tuple[dict, set]:
+def parse_filter(components: Iterable[dict[str, Any]]) -> tuple[dict, set]:
     """DescribeClientQuotas components -> ({type: exact name or None for the default},
     {types that must be specified}); raises QuotaError with Kafka's answer (ClientQuotasImage)."""
     exact: dict = {}
@@ -241,7 +244,7 @@ def parse_filter(components) -> tuple[dict, set]:
     return exact, typed
 
 
-def describe(stored: dict, components, strict: bool) -> list:
+def describe(stored: dict, components: Iterable[dict[str, Any]], strict: bool) -> list:
     """The entities of ``stored`` the filter matches, as Kafka's ClientQuotasImage.describe:
     every exact component must be in the entity with that name (None: the default), every
     specified type present with any name; ``strict`` also excludes entities with other types.
@@ -262,7 +265,7 @@ def describe(stored: dict, components, strict: bool) -> list:
     return out
 
 
-def _sort_key(entity: tuple):
+def _sort_key(entity: tuple) -> tuple:
     # a stable answer order (Kafka's is a hash order): by types, then names, defaults first
     return tuple((t, n is not None, n or "") for t, n in entity)
 
@@ -275,7 +278,7 @@ def to_json(stored: dict) -> list:
     return [{"entity": dict(e), "values": dict(sorted(v.items()))} for e, v in sorted(stored.items(), key=lambda kv: _sort_key(kv[0]))]
 
 
-def from_json(data) -> dict:
+def from_json(data: Optional[Iterable[dict[str, Any]]]) -> dict:
     out = {}
     for item in data or ():
         entity = canonical((str(t), None if n is None else str(n)) for t, n in item["entity"].items())

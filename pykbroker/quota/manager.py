@@ -33,10 +33,14 @@ the metrics collector (observability/metrics.py) through :meth:`ClientQuotaManag
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING, Any, Hashable, Optional
 
 from .entities import (CLIENT_ID, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE, PRODUCER_BYTE_RATE,
                        REQUEST_PERCENTAGE, USER)
 from .rate import Rate, TokenBucket
+
+if TYPE_CHECKING:   # annotations only: quota/ does not import the server layer
+    from ..server.dispatch import RequestContext
 
 log = logging.getLogger("pykbroker.quota")
 
@@ -102,7 +106,7 @@ class _Sensor:
     mutation quota also its token bucket."""
     __slots__ = ("rate", "throttle_sum", "throttle_count", "last_ms", "bucket")
 
-    def __init__(self, samples: int, window_ms: int):
+    def __init__(self, samples: int, window_ms: int) -> None:
         self.rate = Rate(samples, window_ms)
         self.bucket = TokenBucket(samples, window_ms)
         # throttle-time: Kafka's Avg over the same windows; the sums here, per window
@@ -112,7 +116,7 @@ class _Sensor:
 
 
 class ClientQuotaManager:
-    def __init__(self, samples: int = 11, window_seconds: int = 1):
+    def __init__(self, samples: int = 11, window_seconds: int = 1) -> None:
         self.samples = samples
         self.window_ms = window_seconds * 1000
         self.enabled = False           # a byte-rate quota is stored: Produce/Fetch are accounted
@@ -150,7 +154,7 @@ class ClientQuotaManager:
         self.generation += 1
         log.info("client quotas in force: %s", {q: len(t) for q, t in tables.items()})
 
-    def resolve(self, qtype: str, user: str, client_id: str):
+    def resolve(self, qtype: str, user: str, client_id: str) -> Optional[tuple[float, tuple]]:
         """(bound, sensor key) of the quota applying to (user, client id), or None."""
         table = self._overrides[qtype]
         if not table:
@@ -168,7 +172,7 @@ class ClientQuotaManager:
                 return bound, (qtype,) + tags
         return None
 
-    def sensor(self, key) -> _Sensor:
+    def sensor(self, key: Hashable) -> _Sensor:
         s = self._sensors.get(key)
         if s is None:
             if len(self._sensors) >= _SENSOR_MAX:
@@ -254,7 +258,7 @@ class MutationQuota:
     time to refill it; permissive (older versions): always done, throttled once below zero."""
     __slots__ = ("manager", "sensor", "bound", "strict", "throttle_ms")
 
-    def __init__(self, manager, sensor, bound: float, strict: bool):
+    def __init__(self, manager: ClientQuotaManager, sensor: _Sensor, bound: float, strict: bool) -> None:
         self.manager = manager
         self.sensor = sensor
         self.bound = bound
@@ -278,7 +282,7 @@ class MutationQuota:
         return True
 
 
-def mutation_quota(ctx):
+def mutation_quota(ctx: RequestContext) -> Optional[MutationQuota]:
     """The MutationQuota of a CreateTopics / DeleteTopics / CreatePartitions request, or None
     (no controller_mutation_rate applies to its client: nothing is counted)."""
     manager = getattr(ctx.broker, "client_quotas", None)
@@ -296,7 +300,7 @@ def mutation_quota(ctx):
     return MutationQuota(manager, found[1], found[0], ctx.api_version >= MUTATION_STRICT_FROM[ctx.api_key])
 
 
-def _entity(d: dict, t: str):
+def _entity(d: dict, t: str) -> Any:
     if t not in d:
         return _ABSENT
     return DEFAULT if d[t] is None else d[t]
@@ -312,14 +316,14 @@ class QuotaSession:
     None}, valid while the manager's quotas and the connection's principal are unchanged."""
     __slots__ = ("manager", "connection", "_gen", "_principal", "_cache")
 
-    def __init__(self, manager: ClientQuotaManager, connection):
+    def __init__(self, manager: ClientQuotaManager, connection: Any) -> None:
         self.manager = manager
         self.connection = connection
         self._gen = -1
         self._principal = None
         self._cache: dict = {}
 
-    def lookup(self, qtype: str, client_id):
+    def lookup(self, qtype: str, client_id: Optional[str]) -> Optional[tuple[float, _Sensor]]:
         m = self.manager
         c = self.connection
         p = getattr(c, "authenticated_principal", None) or c.principal

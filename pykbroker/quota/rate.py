@@ -20,7 +20,7 @@ from __future__ import annotations
 class Rate:
     __slots__ = ("samples", "window_ms", "_starts", "_lasts", "_values", "_current")
 
-    def __init__(self, samples: int = 11, window_ms: int = 1000):
+    def __init__(self, samples: int = 11, window_ms: int = 1000) -> None:
         self.samples = samples
         self.window_ms = window_ms
         self._starts: list = []
@@ -84,7 +84,7 @@ class TokenBucket:
     its tokens, and the bucket may go negative.  It starts full."""
     __slots__ = ("burst_seconds", "tokens", "last_ms")
 
-    def __init__(self, samples: int = 11, window_ms: int = 1000):
+    def __init__(self, samples: int = 11, window_ms: int = 1000) -> None:
         self.burst_seconds = samples * window_ms / 1000.0
         self.tokens: float | None = None   # full at the first use
         self.last_ms = 0
