@@ -28,12 +28,21 @@ from __future__ import annotations
 import logging
 
 import time
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Union
 
 import trio
 
 from ..protocol.codec import Chunks
 from ..protocol.errors import ErrorCode as E
 from .partition import ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, InvalidRecordState, Range, SharePartition
+
+if TYPE_CHECKING:   # annotations only: the broker wires these in (no import at start-up)
+    from ..cluster.metadata_cache import MetadataCache
+    from ..cluster.partition import Partition
+    from ..cluster.replica_manager import ReplicaManager
+    from ..config import BrokerConfig
+    from ..config.group import GroupConfigView
+    from ..coordinator.share.coordinator import ShareCoordinator
 
 log = logging.getLogger("pykbroker.share")
 
@@ -52,7 +61,7 @@ def next_epoch(epoch: int) -> int:
 class ShareSession:
     __slots__ = ("group_id", "member_id", "epoch", "partitions", "connection")
 
-    def __init__(self, group_id: str, member_id: str, connection=None):
+    def __init__(self, group_id: str, member_id: str, connection: Any = None) -> None:
         self.group_id = group_id
         self.member_id = member_id
         self.connection = connection        # the client connection that opened it
@@ -61,7 +70,9 @@ class ShareSession:
 
 
 class SharePartitionManager:
-    def __init__(self, config, replica_manager, metadata_cache, persister=None, group_configs=None, now_ms=None):
+    def __init__(self, config: BrokerConfig, replica_manager: ReplicaManager, metadata_cache: MetadataCache,
+                 persister: Optional[ShareCoordinator] = None, group_configs: Optional[GroupConfigView] = None,
+                 now_ms: Optional[Callable[[], int]] = None) -> None:
         self.rm = replica_manager
         # the groups' dynamic configs (pykbroker/config/group.py GroupConfigView; None: the broker's
         # defaults): share.auto.offset.reset and share.record.lock.duration.ms
@@ -80,7 +91,8 @@ class SharePartitionManager:
         self.sessions: dict[tuple, ShareSession] = {}       # (group, member) -> session
 
     # -- sessions ------------------------------------------------------------------------------
-    def session(self, group_id: str, member_id: str, epoch: int, acknowledge_only: bool = False, connection=None):
+    def session(self, group_id: str, member_id: str, epoch: int, acknowledge_only: bool = False,
+                connection: Any = None) -> tuple[Optional[ShareSession], int]:
         """-> (session or None, error code).  Validates and moves the epoch on."""
         key = (group_id, member_id)
         s = self.sessions.get(key)
@@ -112,24 +124,24 @@ class SharePartitionManager:
 
     # -- waiting ShareFetches: woken when records become available again (a release, a closed
     # session), as Kafka completes its delayed share fetches
-    def add_waiter(self, ev) -> None:
+    def add_waiter(self, ev: trio.Event) -> None:
         self._waiters.add(ev)
 
-    def remove_waiter(self, ev) -> None:
+    def remove_waiter(self, ev: trio.Event) -> None:
         self._waiters.discard(ev)
 
     def _wake(self) -> None:
         for ev in self._waiters:
             ev.set()
 
-    def connection_closed(self, connection) -> None:
+    def connection_closed(self, connection: Any) -> None:
         """A client connection closed: the share sessions it opened end (Kafka 4.x ties a share
         session to the connection that opened it) and their acquired records are released."""
         for s in [s for s in self.sessions.values() if s.connection is connection]:
             self.close(s)
 
     # -- partitions ----------------------------------------------------------------------------
-    def get(self, group_id: str, topic_id, partition: int) -> SharePartition | None:
+    def get(self, group_id: str, topic_id: bytes, partition: int) -> SharePartition | None:
         return self.partitions.get((group_id, topic_id, partition))
 
     def _lock_ms(self, group_id: str) -> int:
@@ -137,7 +149,7 @@ class SharePartitionManager:
             return self.lock_ms
         return self.group_configs.get(group_id, "share.record.lock.duration.ms")
 
-    def _start_offset(self, group_id: str, partition_obj) -> int:
+    def _start_offset(self, group_id: str, partition_obj: Partition) -> int:
         """Where a share partition without state starts: the group's share.auto.offset.reset
         (latest, Kafka's default: the high watermark; earliest: the log start offset;
         by_duration:D: the first record at or after now - D, else the high watermark)."""
@@ -153,7 +165,7 @@ class SharePartitionManager:
                 return max(found[0], partition_obj.log_start_offset)
         return partition_obj.high_watermark
 
-    def get_or_create(self, group_id: str, topic_id, partition_obj) -> SharePartition:
+    def get_or_create(self, group_id: str, topic_id: bytes, partition_obj: Partition) -> SharePartition:
         key = (group_id, topic_id, partition_obj.partition_id)
         sp = self.partitions.get(key)
         if sp is None:
@@ -162,7 +174,7 @@ class SharePartitionManager:
             self.partitions[key] = sp
         return sp
 
-    async def load(self, group_id: str, topic_id, partition_obj) -> SharePartition:
+    async def load(self, group_id: str, topic_id: bytes, partition_obj: Partition) -> SharePartition:
         """The share partition, read from the share coordinator the first time (Kafka's
         SharePartition initialization: ReadShareGroupState; a partition without state starts at
         the high watermark and is initialized there)."""
@@ -211,7 +223,7 @@ class SharePartitionManager:
             self._loading.pop(key, None)
             ev.set()
 
-    async def persist(self, group_id: str, topic_id, partition_obj) -> int:
+    async def persist(self, group_id: str, topic_id: bytes, partition_obj: Partition) -> int:
         """Write the partition's state to the share coordinator if it changed (Kafka answers an
         acknowledgement once its state is written).  -> 0 or the write's error."""
         key = (group_id, topic_id, partition_obj.partition_id)
@@ -227,17 +239,18 @@ class SharePartitionManager:
     def group_partitions(self, group_id: str) -> dict:
         return {(tid, p): sp for (g, tid, p), sp in self.partitions.items() if g == group_id}
 
-    def set_start_offset(self, group_id: str, topic_id, partition: int, offset: int) -> None:
+    def set_start_offset(self, group_id: str, topic_id: bytes, partition: int, offset: int) -> None:
         sp = self.partitions.get((group_id, topic_id, partition))
         if sp is None:
             sp = self.partitions[(group_id, topic_id, partition)] = SharePartition(
                 offset, self.lock_ms, self.delivery_limit, self.max_locks)
         sp.reset(offset)
 
-    def delete_group_partition(self, group_id: str, topic_id, partition: int) -> bool:
+    def delete_group_partition(self, group_id: str, topic_id: bytes, partition: int) -> bool:
         return self.partitions.pop((group_id, topic_id, partition), None) is not None
 
-    def acknowledge(self, group_id: str, member_id: str, topic_id, partition: int, batches, now: float):
+    def acknowledge(self, group_id: str, member_id: str, topic_id: bytes, partition: int, batches: list,
+                    now: float) -> tuple[int, Optional[str]]:
         """-> (error code, message)."""
         sp = self.partitions.get((group_id, topic_id, partition))
         if sp is None:
@@ -252,8 +265,8 @@ class SharePartitionManager:
             self._wake()   # released records may be acquired by a waiting member
         return 0, None
 
-    def acquire(self, sp: SharePartition, partition_obj, member_id: str, max_records: int, max_bytes: int,
-                strict: bool, now: float):
+    def acquire(self, sp: SharePartition, partition_obj: Partition, member_id: str, max_records: int, max_bytes: int,
+                strict: bool, now: float) -> tuple[list, Union[Chunks, bytes], int]:
         """Read from where ``sp`` can deliver and acquire for the member.
         -> (acquired ranges, records (Chunks or b""), size)."""
         sp.expire_locks(now)
@@ -267,7 +280,7 @@ class SharePartitionManager:
         res = partition_obj.read_records(offset, max_bytes, True, False)
         if res.error or not res.size:
             return [], b"", 0
-        regions = list(res.records.parts)
+        regions = list(res.records.parts)  # type: ignore[union-attr]  # size > 0: Chunks
         headers: list = []
         owner: list = []
         for i, region in enumerate(regions):
@@ -292,6 +305,6 @@ class SharePartitionManager:
             out.add(regions[run[0]].slice(run[1], run[2] - run[1]))
         return acquired, out, out.size
 
-    def next_deadline(self, keys) -> float | None:
+    def next_deadline(self, keys: Iterable[tuple]) -> float | None:
         ds = [d for k in keys if (sp := self.partitions.get(k)) is not None and (d := sp.next_deadline()) is not None]
         return min(ds) if ds else None

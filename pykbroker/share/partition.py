@@ -25,6 +25,10 @@ Vocabulary (Kafka's SharePartition):
 from __future__ import annotations
 
 from bisect import bisect_right
+from typing import TYPE_CHECKING, Callable, Iterable, Optional, Sequence
+
+if TYPE_CHECKING:   # annotations only (sans-IO: the headers are handed in)
+    from ..protocol.records import BatchHeader
 
 AVAILABLE, ACQUIRED, ACKNOWLEDGED, ARCHIVED = "AVAILABLE", "ACQUIRED", "ACKNOWLEDGED", "ARCHIVED"
 GAP, ACCEPT, RELEASE, REJECT, RENEW = 0, 1, 2, 3, 4
@@ -40,19 +44,20 @@ class InvalidRecordState(Exception):
 class Range:
     __slots__ = ("first", "last", "state", "count", "member", "deadline")
 
-    def __init__(self, first, last, state, count=0, member=None, deadline=0.0):
+    def __init__(self, first: int, last: int, state: str, count: int = 0, member: Optional[str] = None,
+                 deadline: float = 0.0) -> None:
         self.first, self.last, self.state, self.count = first, last, state, count
         self.member, self.deadline = member, deadline
 
-    def copy(self, first, last) -> "Range":
+    def copy(self, first: int, last: int) -> "Range":
         return Range(first, last, self.state, self.count, self.member, self.deadline)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Range(%d-%d %s n=%d %s)" % (self.first, self.last, self.state, self.count, self.member)
 
 
 class SharePartition:
-    def __init__(self, start_offset: int, lock_ms: int, delivery_limit: int, max_in_flight: int):
+    def __init__(self, start_offset: int, lock_ms: int, delivery_limit: int, max_in_flight: int) -> None:
         self.start_offset = start_offset      # SPSO
         self.next_offset = start_offset       # SPEO: first offset never acquired
         self.lock_ms = lock_ms
@@ -123,7 +128,7 @@ class SharePartition:
     def _released_state(self, r: Range) -> str:
         return ARCHIVED if r.count >= self.delivery_limit else AVAILABLE
 
-    def _release_acquired(self, which) -> bool:
+    def _release_acquired(self, which: Callable[[Range], bool]) -> bool:
         """The acquired ranges ``which(range)`` picks go back (available, or archived at the
         delivery limit).  -> anything changed."""
         changed = False
@@ -156,7 +161,8 @@ class SharePartition:
         return self.next_offset
 
     # -- acquisition -------------------------------------------------------------------------
-    def acquire(self, member: str, headers, now: float, max_records: int, strict: bool):
+    def acquire(self, member: str, headers: Sequence[BatchHeader], now: float, max_records: int,
+                strict: bool) -> tuple[list, list]:
         """Acquire for ``member`` what is acquirable in ``headers`` (the batches read from the
         log, in offset order).  -> (acquired [(first, last, delivery count)], indexes of the
         headers that hold acquired records).  ``max_records`` bounds the records acquired; by
@@ -226,7 +232,7 @@ class SharePartition:
         self.next_offset = r.last + 1
 
     # -- acknowledgement -----------------------------------------------------------------------
-    def acknowledge(self, member: str, batches, now: float) -> None:
+    def acknowledge(self, member: str, batches: Iterable[tuple], now: float) -> None:
         """``batches``: [(first, last, [types])]; one type applies to the whole range, else one
         per offset.  All or nothing: raises InvalidRecordState before changing anything when
         any offset is not ACQUIRED by ``member`` (or a type is unknown)."""
