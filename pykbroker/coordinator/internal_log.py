@@ -7,11 +7,16 @@ and say how a batch is appended (validation and fsync policy differ)."""
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Any, AsyncIterator
 
 import trio
 
 from ..protocol.errors import ErrorCode as E, KafkaError
 from ..protocol.records import iter_batches
+
+if TYPE_CHECKING:
+    from ..cluster.partition import Partition
+    from ..cluster.replica_manager import ReplicaManager
 
 # Bytes read from the log per step while a shard loads: large enough to amortize the calls,
 # small enough that one step does not hold the event loop for long.
@@ -23,7 +28,7 @@ class InternalTopicLog:
     # the topic's configs at creation (cleanup.policy=compact and its codec); segment.bytes is added
     CONFIGS: dict = {}
 
-    def __init__(self, metadata, replica_manager, controller):
+    def __init__(self, metadata: Any, replica_manager: ReplicaManager, controller: Any) -> None:
         self.metadata = metadata
         self.replica_manager = replica_manager
         self.controller = controller
@@ -47,11 +52,11 @@ class InternalTopicLog:
             if getattr(e, "code", None) != E.TOPIC_ALREADY_EXISTS:
                 raise
 
-    def _partition(self, partition: int):
+    def _partition(self, partition: int) -> Partition:
         p = self.replica_manager.get_partition(self.TOPIC, partition)
         if p is None:
             raise KafkaError(E.COORDINATOR_NOT_AVAILABLE, "%s-%d is not open" % (self.TOPIC, partition))
-        return p
+        return p  # type: ignore[return-value]  # an OfflinePartition raises on use like a missing one
 
     async def append(self, partition: int, batch: bytes) -> int:
         raise NotImplementedError
@@ -63,7 +68,7 @@ class InternalTopicLog:
             # leadership lost (or the partition failed) before the write was committed
             raise KafkaError(E.NOT_COORDINATOR, "%s-%d went away" % (self.TOPIC, partition))
 
-    async def read(self, partition: int):
+    async def read(self, partition: int) -> AsyncIterator[bytes]:
         """Every batch of the partition, from the log start to the log end, as bytes."""
         p = self._partition(partition)
         lg = p.log

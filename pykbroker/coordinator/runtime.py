@@ -91,7 +91,7 @@ class _Shard:
     __slots__ = ("partition", "epoch", "state", "handler", "scope", "loaded", "send", "recv", "pending",
                  "pending_added")
 
-    def __init__(self, partition: int, epoch: int, queue_size: int):
+    def __init__(self, partition: int, epoch: int, queue_size: int) -> None:
         self.partition = partition
         self.epoch = epoch
         self.state = LOADING
@@ -105,7 +105,7 @@ class _Shard:
 
 class CoordinatorRuntime:
     def __init__(self, name: str, writer: PartitionWriter, shard_factory: Callable[[int], CoordinatorShard],
-                 nursery: trio.Nursery, now_ms: Callable[[], int] = _wall_ms, queue_size: int = 10000):
+                 nursery: trio.Nursery, now_ms: Callable[[], int] = _wall_ms, queue_size: int = 10000) -> None:
         self.name = name  # the internal topic, for logs
         self._writer = writer
         self._factory = shard_factory

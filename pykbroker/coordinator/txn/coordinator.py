@@ -72,7 +72,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 import trio
 
@@ -89,6 +89,12 @@ from .state_log import (COMPLETE_ABORT, COMPLETE_COMMIT, DEAD, EMPTY, ONGOING, P
 from .state_store import append_error, wall_ms
 
 if TYPE_CHECKING:
+    from ...cluster.interbroker import InterBrokerVersions
+    from ...cluster.partition import Partition
+    from ...cluster.producer_ids import ProducerIdManager
+    from ...cluster.replica_manager import ReplicaManager
+    from ...storage.log_validator import ValidatedRecords
+    from ..group.coordinator import GroupCoordinator
     from .markers import RemoteVerifier
 
 log = logging.getLogger("pykbroker.txn")
@@ -105,7 +111,7 @@ MARKER_RETRY_MAX_S = 5.0
 _PAUSE_AT = os.environ.get("PYKBROKER_TXN_PAUSE") or None
 
 
-async def _maybe_pause(point: str, m) -> None:
+async def _maybe_pause(point: str, m: TxnMetadata) -> None:
     if _PAUSE_AT == point:
         log.warning("test hook: transaction %r paused %s", m.transactional_id, point)
         await trio.sleep_forever()
@@ -114,12 +120,12 @@ async def _maybe_pause(point: str, m) -> None:
 class TxnShard:
     """One ``__transaction_state`` partition being loaded (the runtime's shard)."""
 
-    def __init__(self, tc: "TransactionCoordinator", partition: int):
+    def __init__(self, tc: "TransactionCoordinator", partition: int) -> None:
         self.tc = tc
         self.partition = partition
         self.txns: dict[str, TxnMetadata] = {}
 
-    def replay(self, key: bytes, value) -> None:
+    def replay(self, key: bytes, value: bytes | None) -> None:
         tid = S.parse_key(key)
         if value is None:
             self.txns.pop(tid, None)
@@ -159,9 +165,10 @@ class TransactionCoordinator(CoordinatorService):
     REPLICATION_FACTOR_CONFIG = "transaction.state.log.replication.factor"
     SEGMENT_BYTES_CONFIG = "transaction.state.log.segment.bytes"
 
-    def __init__(self, config, log_, replica_manager, producer_ids, group_coordinator=None,
+    def __init__(self, config: Any, log_: Any, replica_manager: ReplicaManager, producer_ids: ProducerIdManager,
+                 group_coordinator: Optional[GroupCoordinator] = None,
                  leads_every_partition: bool = True, now_ms: Callable[[], int] = wall_ms,
-                 interbroker_versions=None):
+                 interbroker_versions: Optional[InterBrokerVersions] = None) -> None:
         super().__init__(config, log_, leads_every_partition, config["transaction.state.log.num.partitions"])
         # the versions of WriteTxnMarkers / AddPartitionsToTxn this broker sends (cluster/interbroker.py)
         self.interbroker_versions = interbroker_versions
@@ -185,7 +192,7 @@ class TransactionCoordinator(CoordinatorService):
         self._nursery: Optional[trio.Nursery] = None   # set in startup()
 
     # -- lifecycle ---------------------------------------------------------------------------
-    async def startup(self, nursery) -> None:
+    async def startup(self, nursery: trio.Nursery) -> None:
         self._nursery = nursery
         self.runtime = CoordinatorRuntime(TRANSACTION_STATE_TOPIC, self.log, lambda p: TxnShard(self, p), nursery)
         nursery.start_soon(self._abort_timed_out_loop)
@@ -198,7 +205,7 @@ class TransactionCoordinator(CoordinatorService):
         log.info("loaded %d transactional id(s) from %s in %.3fs", sum(len(t) for t in self.txns.values()),
                  TRANSACTION_STATE_TOPIC, seconds)
 
-    def reconfigure(self, config) -> None:
+    def reconfigure(self, config: Any) -> None:
         """A dynamic broker config changed (config/dynamic.py)."""
         self.verification = config["transaction.partition.verification.enable"]
 
@@ -232,7 +239,7 @@ class TransactionCoordinator(CoordinatorService):
         assert self.runtime is not None   # set in startup, before any request
         return self.runtime.status(self.partition_for(transactional_id))
 
-    def _lookup(self, transactional_id: str):
+    def _lookup(self, transactional_id: str) -> tuple[int, int, Any]:   # metadata: None only with an error
         """(error, shard partition, metadata or None)."""
         if not transactional_id:
             return int(E.INVALID_REQUEST), -1, None
@@ -260,7 +267,7 @@ class TransactionCoordinator(CoordinatorService):
         if shard is not None and m.transactional_id not in shard:
             shard[m.transactional_id] = m    # a new id: visible (pending) while its first write runs
 
-        def done(code):
+        def done(code: int) -> None:
             if m.pending == target.state:
                 m.pending = None
             if code == 0:
@@ -360,7 +367,7 @@ class TransactionCoordinator(CoordinatorService):
         return 0
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                             partitions, client_tv: int = 0) -> int:
+                             partitions: Iterable[tuple[str, int]], client_tv: int = 0) -> int:
         """AddPartitionsToTxn / AddOffsetsToTxn, and (``client_tv`` 2) the implicit add of
         transaction version 2, asked by a partition leader or group coordinator."""
         err, part, m = self._lookup(transactional_id)
@@ -378,7 +385,8 @@ class TransactionCoordinator(CoordinatorService):
                          client_tv=client_tv)
         return await self._persist(part, m, target).get()
 
-    def verify(self, transactional_id: str, producer_id: int, producer_epoch: int, partitions) -> dict:
+    def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+               partitions: Iterable[tuple[str, int]]) -> dict:
         """KIP-890 verification (AddPartitionsToTxn verify_only): partition -> error."""
         err, part, m = self._lookup(transactional_id)
         if not err:
@@ -396,7 +404,7 @@ class TransactionCoordinator(CoordinatorService):
                 for tp in partitions}
 
     async def verify_anywhere(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                              partitions, add: bool = False) -> dict:
+                              partitions: Iterable[tuple[str, int]], add: bool = False) -> dict:
         """:meth:`verify` (or, with ``add``, the implicit add of transaction version 2:
         :meth:`add_partitions` as a TV2 client's) where the transaction's coordinator is: in
         process when this broker is it, else with the coordinator broker (AddPartitionsToTxn v5,
@@ -427,7 +435,8 @@ class TransactionCoordinator(CoordinatorService):
         return await self._remote_verifier.verify(leader, transactional_id, producer_id, producer_epoch, partitions,
                                                   verify_only=not add)
 
-    async def verify_produce(self, transactional_id, partition, validated, version: int = 11) -> int:
+    async def verify_produce(self, transactional_id: Optional[str], partition: Partition, validated: ValidatedRecords,
+                             version: int = 11) -> int:
         """Produce's KIP-890 check of a transactional batch: 0 or the partition's error.
         Only a batch that would open a transaction on the partition is verified (once per
         partition and transaction: later batches find it open).  Produce v12+ (sent only by
@@ -623,7 +632,7 @@ class TransactionCoordinator(CoordinatorService):
                         now_ms - m.last_update_ms > self.expiration_ms:
                     m.pending = DEAD
 
-                    def done(code, m=m, part=part):
+                    def done(code: int, m: TxnMetadata = m, part: int = part) -> None:
                         if m.pending == DEAD:
                             m.pending = None
                         s = self.txns.get(part)
@@ -665,7 +674,8 @@ class TransactionCoordinator(CoordinatorService):
                 "producer_epoch": m.producer_epoch,
                 "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()]}
 
-    def list_transactions(self, states=(), producer_ids=(), duration_filter_ms: int = -1) -> tuple[int, list]:
+    def list_transactions(self, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
+                          duration_filter_ms: int = -1) -> tuple[int, list]:
         """-> (error, [(id, producer id, state name)]); error COORDINATOR_LOAD_IN_PROGRESS while a
         shard loads, as Kafka."""
         rt = self.runtime

@@ -26,13 +26,20 @@ well: a cluster that finalized transaction version 2 serves v5 everywhere).
 from __future__ import annotations
 
 import logging
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 import trio
 
 from ...cluster.interbroker import InterBrokerAuthenticationError, api_versions, open_channel
 from ...protocol.errors import ErrorCode as E, KafkaError
 from ..group.offsets import OFFSETS_TOPIC
+
+if TYPE_CHECKING:
+    from ...cluster.interbroker import InterBrokerVersions
+    from ...cluster.metadata_cache import MetadataCache
+    from ...cluster.replica_manager import ReplicaManager
+    from ...security.client import InterBrokerSecurity
+    from ..group.coordinator import GroupCoordinator
 
 log = logging.getLogger("pykbroker.txn.markers")
 # a marker's outcome is part of its transaction's story: the coordinator's log
@@ -46,8 +53,9 @@ MAX_FRAME = 16 << 20
 MARKER_SKIP = (E.INVALID_PRODUCER_EPOCH, E.TRANSACTION_COORDINATOR_FENCED, E.UNKNOWN_TOPIC_OR_PARTITION)
 
 
-async def call_broker(cache, listener_name: str, client_id: str, broker_id: int, api_key: int, versions,
-                      lo: int, hi: int, body: dict, security=None) -> tuple[Optional[int], Optional[dict]]:
+async def call_broker(cache: MetadataCache, listener_name: str, client_id: str, broker_id: int, api_key: int,
+                      versions: Optional[InterBrokerVersions], lo: int, hi: int, body: dict,
+                      security: Optional[InterBrokerSecurity] = None) -> tuple[Optional[int], Optional[dict]]:
     """One request to ``broker_id``'s inter-broker listener on a fresh connection, at the highest
     version in [lo, hi] both this broker (``versions``: cluster/interbroker.py, None: no limit of
     its own) and the receiver's ApiVersions allow: (version, decoded answer); (None, None) when
@@ -85,7 +93,9 @@ class _InterBrokerSender:
     """What the remote writer and verifier share: how this broker reaches the others (its
     inter-broker listener, the versions it may send, that listener's TLS/SASL)."""
 
-    def __init__(self, metadata_cache, node_id: int, listener_name: str, versions=None, security=None):
+    def __init__(self, metadata_cache: MetadataCache, node_id: int, listener_name: str,
+                 versions: Optional[InterBrokerVersions] = None,
+                 security: Optional[InterBrokerSecurity] = None) -> None:
         self.cache = metadata_cache
         self.node_id = node_id
         self.listener_name = listener_name
@@ -128,7 +138,7 @@ class RemoteVerifier(_InterBrokerSender):
     again), so a fresh connection per request costs little."""
 
     async def verify(self, coordinator_id: int, transactional_id: str, producer_id: int, producer_epoch: int,
-                     partitions, verify_only: bool = True) -> dict:
+                     partitions: Iterable[tuple[str, int]], verify_only: bool = True) -> dict:
         """Partition -> the coordinator's error code; NOT_COORDINATOR for all of them when the
         coordinator cannot be reached or answers with a request-level error (the caller maps it
         to its retriable error)."""
@@ -162,15 +172,16 @@ class TxnMarkerWriter:
     (:class:`RemoteMarkerWriter`, made on first use).  The coordinator retries until
     :meth:`write` says the marker is in."""
 
-    def __init__(self, replica_manager, group_coordinator=None, leads_every_partition: bool = True,
-                 interbroker_versions=None):
+    def __init__(self, replica_manager: ReplicaManager, group_coordinator: Optional[GroupCoordinator] = None,
+                 leads_every_partition: bool = True,
+                 interbroker_versions: Optional[InterBrokerVersions] = None) -> None:
         self.replica_manager = replica_manager
         self.group_coordinator = group_coordinator
         self.leads_every_partition = leads_every_partition
         self.interbroker_versions = interbroker_versions
         self._remote: Optional[RemoteMarkerWriter] = None   # WriteTxnMarkers sender (cluster only)
 
-    async def write(self, tp, pid: int, epoch: int, commit: bool, coordinator_epoch: int, tv: int = 0) -> bool:
+    async def write(self, tp: tuple[str, int], pid: int, epoch: int, commit: bool, coordinator_epoch: int, tv: int = 0) -> bool:
         """True once the marker is in the partition (or not needed there)."""
         topic, p = tp
         try:
@@ -206,11 +217,11 @@ class TxnMarkerWriter:
                 return True   # deleted topic: nothing to mark
             offset = partition.append_end_txn_marker(pid, epoch, commit, coordinator_epoch, tv)
             if partition.needs_flush():
-                await partition.flush()
+                await partition.flush()  # type: ignore[union-attr]  # OfflinePartition raised at append
             # Kafka writes markers with acks=all: wait until the marker is committed.
             with trio.move_on_after(30):
-                await partition.wait_for_high_watermark(offset + 1)
-            return partition.high_watermark > offset
+                await partition.wait_for_high_watermark(offset + 1)  # type: ignore[union-attr]  # as above
+            return partition.high_watermark > offset  # type: ignore[union-attr]  # as above
         except KafkaError as e:
             if e.code in MARKER_SKIP:
                 txn_log.warning("marker for producer %d in %s-%d not written: %s", pid, topic, p, E(e.code).name)

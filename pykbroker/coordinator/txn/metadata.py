@@ -3,7 +3,7 @@ transition writes (Kafka's TxnTransitMetadata): what the coordinator's state mac
 (coordinator.py) reads and changes, and its shards rebuild when they load."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Iterable, Optional
 
 from . import state_log as S
 from .state_log import EMPTY
@@ -18,7 +18,8 @@ class TxnMetadata:
                  "last_update_ms", "pending", "client_tv", "next_producer_id")
 
     def __init__(self, transactional_id: str, producer_id: int, producer_epoch: int, timeout_ms: int,
-                 state: Optional[int] = EMPTY, partitions=None, start_ms: int = -1, last_update_ms: int = -1):
+                 state: Optional[int] = EMPTY, partitions: Optional[Iterable[tuple[str, int]]] = None,
+                 start_ms: int = -1, last_update_ms: int = -1) -> None:
         self.transactional_id = transactional_id
         self.producer_id = producer_id
         self.last_producer_id = -1
@@ -36,9 +37,9 @@ class TxnMetadata:
         self.client_tv = 0
         self.next_producer_id = -1
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "TxnMetadata(%r, pid=%d, epoch=%d, %s, %d partition(s)%s)" % (
-            self.transactional_id, self.producer_id, self.producer_epoch, S.STATE_NAMES.get(self.state),
+            self.transactional_id, self.producer_id, self.producer_epoch, S.STATE_NAMES.get(self.state),  # type: ignore[arg-type]  # repr of any state
             len(self.partitions), ", pending %s" % S.STATE_NAMES.get(self.pending) if self.pending is not None else "")
 
 
@@ -58,7 +59,7 @@ class TxnTransitMetadata:
     client_tv: int
     next_producer_id: int
 
-    def __init__(self, m: TxnMetadata, **changes):
+    def __init__(self, m: TxnMetadata, **changes: Any) -> None:
         for f in self.__slots__:
             setattr(self, f, getattr(m, f))
         self.partitions = set(m.partitions)

@@ -21,6 +21,7 @@ Layout (Apache Kafka's TransactionLogKey / TransactionLogValue v0, so Kafka tool
 from __future__ import annotations
 
 import struct
+from typing import Iterable, Union
 
 from ...protocol.primitives import read_uvarint, skip_tagged_fields, write_uvarint
 
@@ -53,7 +54,7 @@ def _str(s: str) -> bytes:
     return _H.pack(len(b)) + b
 
 
-def _read_str(buf, pos: int) -> tuple[str, int]:
+def _read_str(buf: Union[bytes, memoryview], pos: int) -> tuple[str, int]:
     (n,) = _H.unpack_from(buf, pos)
     pos += 2
     if n < 0:
@@ -65,7 +66,7 @@ def key(transactional_id: str) -> bytes:
     return _H.pack(0) + _str(transactional_id)
 
 
-def parse_key(buf) -> str:
+def parse_key(buf: Union[bytes, memoryview]) -> str:
     (version,) = _H.unpack_from(buf, 0)
     if version != 0:
         raise ValueError("unknown transaction log key version %d" % version)
@@ -82,7 +83,7 @@ def _cstr(s: str) -> bytes:
     return bytes(out) + b
 
 
-def value(producer_id: int, producer_epoch: int, timeout_ms: int, state: int, partitions,
+def value(producer_id: int, producer_epoch: int, timeout_ms: int, state: int, partitions: Iterable[tuple[str, int]],
           last_update_ms: int, start_ms: int, version: int = 0, previous_producer_id: int = -1,
           next_producer_id: int = -1, client_transaction_version: int = 0) -> bytes:
     by_topic: dict[str, list[int]] = {}
@@ -119,7 +120,7 @@ def value(producer_id: int, producer_epoch: int, timeout_ms: int, state: int, pa
     return bytes(out)
 
 
-def parse_value(buf) -> dict:
+def parse_value(buf: Union[bytes, memoryview]) -> dict:
     version, pid, epoch, timeout, state = _VALUE_HEAD.unpack_from(buf, 0)
     if version not in (0, 1):
         raise ValueError("unknown transaction log value version %d" % version)
