@@ -26,6 +26,10 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+if TYPE_CHECKING:
+    import trio
 
 from ...protocol.errors import ErrorCode as E
 from ...storage.log_validator import validate_produce_records
@@ -46,15 +50,16 @@ class ShareState:
     __slots__ = ("snapshot_epoch", "state_epoch", "leader_epoch", "start_offset", "create_ts", "write_ts",
                  "batches", "delivery_complete_count")
 
-    def __init__(self, snapshot_epoch=0, state_epoch=0, leader_epoch=-1, start_offset=-1, create_ts=0, write_ts=0,
-                 batches=(), delivery_complete_count=-1) -> None:
+    def __init__(self, snapshot_epoch: int = 0, state_epoch: int = 0, leader_epoch: int = -1, start_offset: int = -1,
+                 create_ts: int = 0, write_ts: int = 0, batches: Iterable[tuple] = (),
+                 delivery_complete_count: int = -1) -> None:
         self.snapshot_epoch, self.state_epoch, self.leader_epoch = snapshot_epoch, state_epoch, leader_epoch
         self.start_offset, self.create_ts, self.write_ts = start_offset, create_ts, write_ts
         self.batches = list(batches)
         self.delivery_complete_count = delivery_complete_count
 
 
-def merge_batches(old, new, start_offset) -> list:
+def merge_batches(old: Iterable[tuple], new: Iterable[tuple], start_offset: int) -> list:
     """A ShareUpdate's batches over the snapshot's: the new ones replace the offsets they cover;
     everything below the start offset is gone."""
     out: list = []
@@ -87,7 +92,7 @@ class ShareShard:
         self.partition = partition
         self.states: dict[tuple, ShareState] = {}
 
-    def replay(self, key: bytes, value) -> None:
+    def replay(self, key: bytes, value: bytes | None) -> None:
         kind, g, tid, p = R.parse_key(key)
         k = (g, tid, p)
         if value is None:
@@ -143,12 +148,13 @@ class ShareCoordinator(CoordinatorService):
     REPLICATION_FACTOR_CONFIG = "share.coordinator.state.topic.replication.factor"
     SEGMENT_BYTES_CONFIG = "share.coordinator.state.topic.segment.bytes"
 
-    def __init__(self, config, log_, leads_every_partition: bool = True, now_ms=_wall_ms) -> None:
+    def __init__(self, config: Any, log_: Any, leads_every_partition: bool = True,
+                 now_ms: Callable[[], int] = _wall_ms) -> None:
         super().__init__(config, log_, leads_every_partition, config["share.coordinator.state.topic.num.partitions"])
         self.now_ms = now_ms
         self.states: dict[tuple, ShareState] = {}   # (group, topic id, partition) of loaded shards
 
-    async def startup(self, nursery) -> None:
+    async def startup(self, nursery: trio.Nursery) -> None:
         self.runtime = CoordinatorRuntime(R.SHARE_STATE_TOPIC, self.log, lambda p: ShareShard(self, p), nursery,
                                           now_ms=self.now_ms)
         await self._load_existing_topic()
@@ -179,7 +185,7 @@ class ShareCoordinator(CoordinatorService):
                                       st.create_ts, st.write_ts, st.batches, st.delivery_complete_count))]
         fut = Future()
 
-        def done(code) -> None:
+        def done(code: int) -> None:
             if not code:
                 if st is None:
                     self.states.pop(k, None)
@@ -190,7 +196,8 @@ class ShareCoordinator(CoordinatorService):
         self.runtime.write(part, recs, done)
         return fut
 
-    def initialize(self, group_id, topic_id, partition, state_epoch, start_offset) -> Future:
+    def initialize(self, group_id: str, topic_id: bytes, partition: int, state_epoch: int,
+                   start_offset: int) -> Future:
         k = (group_id, topic_id, partition)
         old = self.states.get(k)
         if old is not None and state_epoch < old.state_epoch:
@@ -200,8 +207,8 @@ class ShareCoordinator(CoordinatorService):
                         -1 if old is None else old.leader_epoch, start_offset, now, now, ())
         return self._write(k, st)
 
-    def write(self, group_id, topic_id, partition, state_epoch, leader_epoch, start_offset, batches,
-              delivery_complete_count=-1) -> Future:
+    def write(self, group_id: str, topic_id: bytes, partition: int, state_epoch: int, leader_epoch: int,
+              start_offset: int, batches: Iterable[tuple], delivery_complete_count: int = -1) -> Future:
         k = (group_id, topic_id, partition)
         old = self.states.get(k)
         if old is not None:
@@ -219,7 +226,8 @@ class ShareCoordinator(CoordinatorService):
                         delivery_complete_count)
         return self._write(k, st)
 
-    def read(self, group_id, topic_id, partition, leader_epoch=-1) -> tuple[int, ShareState | None, Future | None]:
+    def read(self, group_id: str, topic_id: bytes, partition: int,
+             leader_epoch: int = -1) -> tuple[int, ShareState | None, Future | None]:
         """-> (error code, ShareState or None, Future or None: the leader-epoch write to await)."""
         k = (group_id, topic_id, partition)
         st = self.states.get(k)
@@ -233,10 +241,10 @@ class ShareCoordinator(CoordinatorService):
             return 0, new, self._write(k, new)
         return 0, st, None
 
-    def summary(self, group_id, topic_id, partition) -> ShareState | None:
+    def summary(self, group_id: str, topic_id: bytes, partition: int) -> ShareState | None:
         return self.states.get((group_id, topic_id, partition))
 
-    def delete(self, group_id, topic_id, partition) -> Future:
+    def delete(self, group_id: str, topic_id: bytes, partition: int) -> Future:
         k = (group_id, topic_id, partition)
         if k not in self.states:
             return Future(0, done=True)

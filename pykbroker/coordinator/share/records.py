@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import struct
+from typing import Sequence
 
 from ...protocol.primitives import I16 as _H, I32 as _I, read_uvarint, skip_tagged_fields, write_uvarint
 from ..group.offsets import java_string_hash
@@ -52,7 +53,7 @@ def key(kind: int, group_id: str, topic_id: bytes, partition: int) -> bytes:
     return _H.pack(kind) + _H.pack(len(g)) + g + bytes(topic_id) + _I.pack(partition)
 
 
-def parse_key(buf) -> tuple[int, str, bytes, int]:
+def parse_key(buf: bytes) -> tuple[int, str, bytes, int]:
     (kind,) = _H.unpack_from(buf, 0)
     (n,) = _H.unpack_from(buf, 2)
     g = bytes(buf[4:4 + n]).decode("utf-8")
@@ -62,7 +63,7 @@ def parse_key(buf) -> tuple[int, str, bytes, int]:
     return kind, g, tid, p
 
 
-def _batches(batches) -> bytes:
+def _batches(batches: Sequence[tuple]) -> bytes:
     out = bytearray(_uv(len(batches) + 1))
     for first, last, state, count in batches:
         out += _BATCH.pack(first, last, state, count)
@@ -76,13 +77,13 @@ def _tags(delivery_complete_count: int) -> bytes:
     return b"\x01" + _uv(0) + _uv(4) + _I.pack(delivery_complete_count)
 
 
-def snapshot_value(snapshot_epoch, state_epoch, leader_epoch, start_offset, create_ts, write_ts, batches,
-                   delivery_complete_count=-1) -> bytes:
+def snapshot_value(snapshot_epoch: int, state_epoch: int, leader_epoch: int, start_offset: int, create_ts: int,
+                   write_ts: int, batches: Sequence[tuple], delivery_complete_count: int = -1) -> bytes:
     return (_H.pack(0) + _SNAP_HEAD.pack(snapshot_epoch, state_epoch, leader_epoch, start_offset, create_ts, write_ts)
             + _batches(batches) + _tags(delivery_complete_count))
 
 
-def _read_batches(buf, pos):
+def _read_batches(buf: bytes, pos: int) -> tuple[list, int]:
     n, pos = read_uvarint(buf, pos)
     out = []
     for _ in range(n - 1 if n else 0):
@@ -92,7 +93,7 @@ def _read_batches(buf, pos):
     return out, pos
 
 
-def _read_tags(buf, pos) -> int:
+def _read_tags(buf: bytes, pos: int) -> int:
     dcc = -1
     n, pos = read_uvarint(buf, pos)
     for _ in range(n):
@@ -104,7 +105,7 @@ def _read_tags(buf, pos) -> int:
     return dcc
 
 
-def parse_value(kind: int, buf) -> dict:
+def parse_value(kind: int, buf: bytes) -> dict:
     pos = 2   # the value version (0)
     if kind == SNAPSHOT:
         se, st, le, so, cts, wts = _SNAP_HEAD.unpack_from(buf, pos)
