@@ -64,7 +64,7 @@ async def _fetch_group(ctx: RequestContext, gid: str, topics: list, member_id: s
     # support fetch commits for the empty group id"; only a null id is INVALID_GROUP_ID).
     az = session(ctx)
     if az is not None and not az.permits(_GROUP, gid):
-        err = _GROUP.denial   # DESCRIBE on the group, before the coordinator's checks
+        err: int = _GROUP.denial   # DESCRIBE on the group, before the coordinator's checks
     else:
         gc, err = await group_precheck(ctx, gid, create_topic=False)
     if not err and (member_id is not None or member_epoch >= 0):

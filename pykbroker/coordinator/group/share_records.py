@@ -19,11 +19,15 @@ key   record                                      value (v0)
 from __future__ import annotations
 
 import struct
+from typing import TYPE_CHECKING, Iterable
 
 from .consumer_records import _R, _W, GroupRecordKeys
 # The target assignment values have the consumer group's layout (Kafka's share group schemas
 # copy it: assignment epoch with the timestamp in tag 0; the member's topic partitions).
 from .consumer_records import parse_target_member_value, target_member_value, target_metadata_value  # noqa: F401
+
+if TYPE_CHECKING:   # annotations only (share.py imports this module)
+    from .share import SMember
 
 SG_MEMBER_METADATA = 10
 SG_METADATA = 11
@@ -48,14 +52,14 @@ def group_metadata_value(epoch: int, metadata_hash: int) -> bytes:
     return w.done()
 
 
-def parse_group_metadata_value(buf) -> tuple[int, int]:
+def parse_group_metadata_value(buf: bytes) -> tuple[int, int]:
     r = _R(buf)
     epoch = r.i32()
     h = struct.unpack_from(">q", r.buf, r.pos)[0]
     return epoch, h
 
 
-def member_metadata_value(m) -> bytes:
+def member_metadata_value(m: SMember) -> bytes:
     w = _W()
     w.str(m.rack_id)
     w.str(m.client_id or "")
@@ -64,18 +68,18 @@ def member_metadata_value(m) -> bytes:
     return w.done()
 
 
-def parse_member_metadata_value(buf) -> dict:
+def parse_member_metadata_value(buf: bytes) -> dict:
     r = _R(buf)
     d = {"rack_id": r.str(), "client_id": r.str() or "", "client_host": r.str() or ""}
     d["topics"] = [r.str() for _ in range(r.count())]
     return d
 
 
-def parse_target_metadata_value(buf) -> int:
+def parse_target_metadata_value(buf: bytes) -> int:
     return _R(buf).i32()
 
 
-def current_assignment_value(epoch: int, prev_epoch: int, assigned) -> bytes:
+def current_assignment_value(epoch: int, prev_epoch: int, assigned: Iterable[tuple[bytes, int]]) -> bytes:
     w = _W()
     w.i32(epoch)
     w.i32(prev_epoch)
@@ -84,6 +88,6 @@ def current_assignment_value(epoch: int, prev_epoch: int, assigned) -> bytes:
     return w.done()
 
 
-def parse_current_assignment_value(buf) -> dict:
+def parse_current_assignment_value(buf: bytes) -> dict:
     r = _R(buf)
     return {"epoch": r.i32(), "prev_epoch": r.i32(), "state": r.i8(), "assigned": r.topic_partitions()}

@@ -27,6 +27,7 @@ key   record                                      value (v0)
 from __future__ import annotations
 
 import struct
+from typing import Any, Iterable, Optional
 
 from ...protocol.codec import _compile
 from .consumer_records import GroupRecordKeys
@@ -50,13 +51,13 @@ STATE_UNRELEASED_TASKS = 2
 V0 = [0, 0]
 
 
-def _f(name, type_, **kw):
+def _f(name: str, type_: str, **kw: Any) -> dict:
     d = {"name": name, "type": type_, "versions": V0}
     d.update(kw)
     return d
 
 
-def _arr(name, of, fields=None, **kw):
+def _arr(name: str, of: str, fields: Optional[list] = None, **kw: Any) -> dict:
     d = {"name": name, "type": "array", "of": of, "versions": V0}
     if fields is not None:
         d["fields"] = fields
@@ -112,7 +113,7 @@ def value(kind: int, msg: dict) -> bytes:
     return bytes(out)
 
 
-def parse_value(kind: int, buf) -> dict:
+def parse_value(kind: int, buf: bytes | memoryview) -> dict:
     buf = memoryview(bytes(buf))
     m, _ = _DEC[kind](buf, 2)
     return m
@@ -132,7 +133,7 @@ def task_ids(tasks: dict, epochs: dict | None = None) -> list:
     return out
 
 
-def from_task_ids(lst) -> dict:
+def from_task_ids(lst: Optional[Iterable[dict[str, Any]]]) -> dict:
     out: dict = {}
     for t in lst or ():
         out.setdefault(t["subtopology_id"], set()).update(t["partitions"])
