@@ -19,6 +19,12 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional, Union
+
+if TYPE_CHECKING:   # annotations only (classic.py imports this module)
+    import builtins   # _Reader's str()/bytes() methods shadow the builtin names in its body
+
+    from .classic import ClassicGroup
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -68,25 +74,25 @@ def _bytes(b: bytes | None) -> bytes:
 class _Reader:
     __slots__ = ("buf", "pos")
 
-    def __init__(self, buf):
+    def __init__(self, buf: Union[bytes, memoryview]) -> None:
         self.buf = memoryview(buf)
         self.pos = 0
 
-    def _fmt(self, fmt, n):
+    def _fmt(self, fmt: builtins.str, n: int) -> int:
         v = struct.unpack_from(fmt, self.buf, self.pos)[0]
         self.pos += n
         return v
 
-    def i16(self):
+    def i16(self) -> int:
         return self._fmt(">h", 2)
 
-    def i32(self):
+    def i32(self) -> int:
         return self._fmt(">i", 4)
 
-    def i64(self):
+    def i64(self) -> int:
         return self._fmt(">q", 8)
 
-    def str(self):
+    def str(self) -> Optional[builtins.str]:
         n = self.i16()
         if n < 0:
             return None
@@ -94,7 +100,7 @@ class _Reader:
         self.pos += n
         return v
 
-    def bytes(self):
+    def bytes(self) -> Optional[builtins.bytes]:
         n = self.i32()
         if n < 0:
             return None
@@ -120,7 +126,7 @@ def group_key(group: str) -> bytes:
     return struct.pack(">h", GROUP_METADATA_KEY_VERSION) + _str(group)
 
 
-def group_value(g, assignment: dict | None = None) -> bytes:
+def group_value(g: ClassicGroup, assignment: dict | None = None) -> bytes:
     """GroupMetadataValue v3 of a classic group (``assignment``: member id -> bytes, replacing
     the members' current assignments, for SyncGroup's record of the leader's assignment)."""
     out = [struct.pack(">h", 3), _str(g.protocol_type or ""), struct.pack(">i", g.generation),
@@ -134,7 +140,7 @@ def group_value(g, assignment: dict | None = None) -> bytes:
     return b"".join(out)
 
 
-def parse_key(key: bytes):
+def parse_key(key: bytes) -> tuple:
     """('offset', group, topic, partition) | ('group', group) | ('consumer', record type, group,
     member or None) for KIP-848 consumer group records (types 3-8, see :mod:`.consumer_records`)
     | ('share', record type, group, member or None) for KIP-932 share group records (types 10-15,
@@ -214,5 +220,5 @@ def parse_group_value(value: bytes) -> LoadedGroup:
             rebalance, session = session, r.i32()
         sub = r.bytes() or b""
         asg = r.bytes() or b""
-        members.append(LoadedMember(mid, inst, cid or "", host or "", rebalance, session, sub, asg))
+        members.append(LoadedMember(mid, inst, cid or "", host or "", rebalance, session, sub, asg))  # type: ignore[arg-type]  # a member id is never null
     return LoadedGroup(ptype, gen, proto, leader, ts, members)
