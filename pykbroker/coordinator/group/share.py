@@ -37,11 +37,15 @@ The delivery state of the share partitions is the share coordinator's (pykbroker
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING, Iterable, Optional
 
 from ...protocol.errors import ErrorCode as E
 from . import share_records as R
 from .consumer_records import metadata_hash
 from .modern import ModernGroup, ModernGroupManager, ModernGroupMember, described_assignment, heartbeat_assignment
+
+if TYPE_CHECKING:
+    from .classic import Future
 
 log = logging.getLogger("pykbroker.group.share")
 
@@ -51,7 +55,7 @@ SHARE_ASSIGNOR = "simple"
 class SMember(ModernGroupMember):
     __slots__ = ("topics",)
 
-    def __init__(self, member_id):
+    def __init__(self, member_id: str) -> None:
         super().__init__(member_id)
         self.topics: list[str] = []
 
@@ -60,7 +64,7 @@ class ShareGroup(ModernGroup[SMember]):
     kind = "share"
     timer_kind = "sg-hb"   # its members' session timers (cancelled when the group is unloaded)
 
-    def __init__(self, group_id, now_ms: int):
+    def __init__(self, group_id: str, now_ms: int) -> None:
         super().__init__(group_id, now_ms)
         self.topic_meta: dict = {}   # name -> (topic id, partitions) the target was computed for
 
@@ -121,7 +125,7 @@ class ShareGroupManager(ModernGroupManager):
         self._maybe_compute_target(g, "member %s left" % mid)
 
     @staticmethod
-    def _err(code, message=None) -> dict:
+    def _err(code: int, message: Optional[str] = None) -> dict:
         return {"error_code": int(code), "error_message": message, "member_id": None, "member_epoch": -1,
                 "heartbeat_interval_ms": 0, "assignment": None}
 
@@ -158,7 +162,8 @@ class ShareGroupManager(ModernGroupManager):
         g.written = {}
         return out
 
-    def replay(self, loading: dict, kind: int, gid: str, mid, key: bytes, value) -> None:
+    def replay(self, loading: dict, kind: int, gid: str, mid: Optional[str], key: bytes,
+               value: Optional[bytes]) -> None:
         st = loading.setdefault(gid, {"keys": {}, "epoch": None, "target_epoch": 0, "members": {}, "target": {},
                                       "current": {}})
         if value is None:
@@ -200,7 +205,7 @@ class ShareGroupManager(ModernGroupManager):
         return g
 
     # -- ShareGroupHeartbeat -------------------------------------------------------------------
-    def heartbeat(self, req: dict, client_id: str, client_host: str):
+    def heartbeat(self, req: dict, client_id: str, client_host: str) -> tuple[dict, Future]:
         """-> (response, Future): answer once the future resolves with 0 (the heartbeat's records
         are in ``__consumer_offsets``), else with the append's error."""
         return self._once_written(req["group_id"], self._heartbeat(req, client_id, client_host))
@@ -298,7 +303,7 @@ class ShareGroupManager(ModernGroupManager):
         self.persist(g)   # a recomputed target is state like any other
         md = self.gc.metadata
 
-        def asg(tps):
+        def asg(tps: Iterable[tuple[bytes, int]]) -> dict:
             return described_assignment(tps, md)
         members = [{"member_id": m.member_id, "rack_id": m.rack_id, "member_epoch": m.epoch,
                     "client_id": m.client_id, "client_host": m.client_host,
