@@ -39,7 +39,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 from ...protocol.errors import ErrorCode as E
 from . import consumer_records as R
@@ -48,13 +48,16 @@ from .assignors import ASSIGNORS, DEFAULT
 from .modern import (ModernGroup, ModernGroupManager, ModernGroupMember, described_assignment, heartbeat_assignment,
                      reconciliation_state)
 
+if TYPE_CHECKING:
+    from .classic import Future
+
 log = logging.getLogger("pykbroker.group.consumer")
 
 
 class CMember(ModernGroupMember):
     __slots__ = ("instance_id", "rebalance_timeout_ms", "topics", "regex", "assignor", "revoking")
 
-    def __init__(self, member_id):
+    def __init__(self, member_id: str) -> None:
         super().__init__(member_id)
         self.instance_id = None
         self.rebalance_timeout_ms = 300000
@@ -68,7 +71,7 @@ class ConsumerGroup(ModernGroup[CMember]):
     kind = "consumer"
     timer_kind = "cg-hb"   # its members' session timers (cancelled when the group is unloaded)
 
-    def __init__(self, group_id, now_ms: int):
+    def __init__(self, group_id: str, now_ms: int) -> None:
         super().__init__(group_id, now_ms)
         self.metadata_hash = 0  # of the subscribed topics the target was computed for
         # persistence: what changed since the last write
@@ -93,7 +96,7 @@ class ConsumerGroup(ModernGroup[CMember]):
     def subscribed_topics(self) -> set:
         return self._subscribed_names(None)
 
-    def _subscribed_names(self, md) -> set:
+    def _subscribed_names(self, md: Any) -> set:   # md: the coordinator's topic metadata, or None
         names = set()
         for m in self.members.values():
             names.update(m.topics)
@@ -110,7 +113,7 @@ class ConsumerGroupManager(ModernGroupManager):
     log = log
 
     # -- helpers -----------------------------------------------------------------------------
-    def _md(self):
+    def _md(self) -> Any:
         return self.gc.metadata
 
     def _member_topics(self, g: ConsumerGroup, m: CMember) -> set:
@@ -135,7 +138,7 @@ class ConsumerGroupManager(ModernGroupManager):
         w = g.written
         gid = g.group_id
 
-        def put(k, v):
+        def put(k: bytes, v: Optional[bytes]) -> None:
             if v is None:
                 if w.pop(k, None) is not None:
                     out.append((k, None))
@@ -200,7 +203,8 @@ class ConsumerGroupManager(ModernGroupManager):
             self.gc._enqueue(self.gc.partition_for(g.group_id), recs, None, None)
 
     # -- load ----------------------------------------------------------------------------------
-    def replay(self, loading: dict, kind: int, gid: str, mid, key: bytes, value) -> None:
+    def replay(self, loading: dict, kind: int, gid: str, mid: Optional[str], key: bytes,
+               value: Optional[bytes]) -> None:
         """One KIP-848 record read back from the log, into ``loading`` (group id -> raw state)."""
         st = loading.setdefault(gid, {"keys": {}, "epoch": None, "hash": 0, "topics": None, "members": {},
                                       "target_epoch": 0, "target_ts": 0, "target": {}, "current": {}})
@@ -263,7 +267,7 @@ class ConsumerGroupManager(ModernGroupManager):
 
     # -- ConsumerGroupHeartbeat ----------------------------------------------------------------
     def heartbeat(self, req: dict, version: int, client_id: str, client_host: str,
-                  describable: Callable[[str], bool] | None = None):
+                  describable: Callable[[str], bool] | None = None) -> tuple[dict, Future]:
         """Returns (response, Future): send the response once the future resolves with 0
         (the records of this heartbeat are in the log); otherwise answer the append error.
         ``describable(topic)``: whether the heartbeat's principal may DESCRIBE a topic (None: no
@@ -384,7 +388,7 @@ class ConsumerGroupManager(ModernGroupManager):
             m.last_sent = current
         return resp
 
-    def _err(self, code, message=None, member_epoch=-1) -> dict:
+    def _err(self, code: int, message: Optional[str] = None, member_epoch: int = -1) -> dict:
         return {"error_code": int(code), "error_message": message, "member_id": None, "member_epoch": member_epoch,
                 "heartbeat_interval_ms": 0, "assignment": None}
 
@@ -410,7 +414,7 @@ class ConsumerGroupManager(ModernGroupManager):
         self.persist(g)  # a recomputed target is state like any other
         md = self._md()
 
-        def asg(tps):
+        def asg(tps: Iterable[tuple[bytes, int]]) -> dict:
             return described_assignment(tps, md)
         members = [{"member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
                     "member_epoch": m.epoch, "client_id": m.client_id, "client_host": m.client_host,
