@@ -48,7 +48,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 
 from ...protocol.errors import DEFAULT_MESSAGES, ErrorCode as E
 from . import offsets as O
@@ -57,6 +57,7 @@ from .modern import ModernGroup, ModernGroupManager, ModernGroupMember, reconcil
 
 if TYPE_CHECKING:
     from .classic import Future
+    from .coordinator import GroupCoordinator
 
 log = logging.getLogger("pykbroker.group.streams")
 
@@ -77,7 +78,7 @@ class SMember(ModernGroupMember):
     __slots__ = ("instance_id", "rebalance_timeout_ms", "topology_epoch", "process_id", "user_endpoint",
                  "client_tags", "task_offsets", "task_end_offsets", "revoking")
 
-    def __init__(self, member_id) -> None:
+    def __init__(self, member_id: str) -> None:
         super().__init__(member_id)
         self.instance_id = None
         self.rebalance_timeout_ms = 300000
@@ -90,7 +91,7 @@ class SMember(ModernGroupMember):
         self.revoking: set = set()   # like ``assigned``: active tasks (subtopology id, partition)
 
 
-def _by_sub(tasks) -> dict:
+def _by_sub(tasks: Iterable[tuple[str, int]]) -> dict:
     out: dict = {}
     for sid, p in tasks:
         out.setdefault(sid, set()).add(p)
@@ -105,7 +106,7 @@ class StreamsGroup(ModernGroup[SMember]):
     kind = "streams"
     timer_kind = "sg-hb"
 
-    def __init__(self, group_id, now_ms: int) -> None:
+    def __init__(self, group_id: str, now_ms: int) -> None:
         super().__init__(group_id, now_ms)
         self.topology: dict | None = None
         self.metadata_hash = 0
@@ -130,7 +131,7 @@ class StreamsGroup(ModernGroup[SMember]):
         return self._reconciliation_state()
 
 
-def configure(topology: dict, md) -> dict:
+def configure(topology: dict, md: Any) -> dict:   # md: the coordinator's topic metadata
     """The topology against the metadata: partition counts of every subtopology and internal topic,
     the internal topics to create, and the statuses a heartbeat reports (Kafka's InternalTopicManager
     rules, see the module docstring)."""
@@ -272,7 +273,7 @@ def sticky_assign(members: dict, tasks: dict, current: dict) -> dict:
     return out
 
 
-def _hash_topics(md, names) -> int:
+def _hash_topics(md: Any, names: Iterable[str]) -> int:
     h = hashlib.blake2b(digest_size=8)
     for n in sorted(names):
         info = md.get(n) if md is not None else None
@@ -285,7 +286,7 @@ class StreamsGroupManager(ModernGroupManager):
     CONFIGS = ("group.streams.session.timeout.ms", "group.streams.heartbeat.interval.ms", "group.streams.max.size")
     log = log
 
-    def __init__(self, coordinator) -> None:
+    def __init__(self, coordinator: GroupCoordinator) -> None:
         super().__init__(coordinator)
         cfg = coordinator.config
         self.initial_delay_ms = cfg["group.streams.initial.rebalance.delay.ms"]
@@ -304,7 +305,7 @@ class StreamsGroupManager(ModernGroupManager):
             g.shutdown_requested_by = None   # an application started again is not shut down
         super()._member_left(g, mid)
 
-    def _err(self, code, message=None) -> dict:
+    def _err(self, code: int, message: Optional[str] = None) -> dict:
         return {"error_code": int(code), "error_message": message, "member_id": "", "member_epoch": 0,
                 "heartbeat_interval_ms": 0, "acceptable_recovery_lag_legacy": 0, "task_offset_interval_ms": 0,
                 "acceptable_recovery_lag": -1, "status": [], "active_tasks": None, "standby_tasks": None,
@@ -368,7 +369,8 @@ class StreamsGroupManager(ModernGroupManager):
         return [(k, None) for k in keys]
 
     # -- load ----------------------------------------------------------------------------------
-    def replay(self, loading: dict, kind: int, gid: str, mid, key: bytes, value) -> None:
+    def replay(self, loading: dict, kind: int, gid: str, mid: Optional[str], key: bytes,
+               value: Optional[bytes]) -> None:
         st = loading.setdefault(gid, {"keys": {}, "vals": {}})
         if value is None:
             st["keys"].pop(key, None)
@@ -428,7 +430,7 @@ class StreamsGroupManager(ModernGroupManager):
                 continue
             self.creating.add(name)
 
-            async def create(name=name, n=n, rf=rf, cfgs=cfgs) -> None:
+            async def create(name: str = name, n: int = n, rf: int = rf, cfgs: list = cfgs) -> None:
                 try:
                     await creator(name, n, rf if rf > 0 else -1, {kv["key"]: kv["value"] for kv in cfgs})
                     log.info("streams group %s: created internal topic %s (%d partitions)", g.group_id, name, n)
@@ -454,7 +456,7 @@ class StreamsGroupManager(ModernGroupManager):
         return self._once_written(req["group_id"], self._heartbeat(req, version, client_id, client_host,
                                                                     refused_creates))
 
-    def _validate(self, req) -> dict | None:
+    def _validate(self, req: dict) -> dict | None:
         epoch = req["member_epoch"]
         if not req["member_id"]:
             return self._err(E.INVALID_REQUEST, "MemberId can't be empty.")
@@ -706,7 +708,7 @@ class StreamsGroupManager(ModernGroupManager):
 
     # -- describe ------------------------------------------------------------------------------
     def describe(self, g: StreamsGroup, version: int, include_description: bool) -> dict:
-        def asg(tasks) -> dict:
+        def asg(tasks: Iterable[tuple[str, int]]) -> dict:
             return {"active_tasks": R.task_ids(_by_sub(tasks)), "standby_tasks": [], "warmup_tasks": []}
         members = [{"member_id": m.member_id, "member_epoch": m.epoch, "instance_id": m.instance_id,
                     "rack_id": m.rack_id, "client_id": m.client_id, "client_host": m.client_host,
