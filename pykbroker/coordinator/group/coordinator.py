@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Iterable, Optional
 
 import trio
 
@@ -62,7 +62,7 @@ log = logging.getLogger("pykbroker.group")
 OFFSET_METADATA_MAX_BYTES = 4096
 
 
-def append_error_to_response(code) -> int:
+def append_error_to_response(code: int) -> int:
     """The error a group-metadata append failure is answered with (Kafka's
     appendGroupMetadataErrorToResponseError): replication/timeouts mean the coordinator is not
     available, a lost leadership or storage failure that this broker no longer coordinates,
@@ -90,8 +90,8 @@ class GroupCoordinator(CoordinatorService):
     :meth:`on_become_leader` / :meth:`on_resign`.  ``group_configs``: the GROUP configs
     (``override(group_id, name, default)``)."""
 
-    def __init__(self, config, metadata=None, log=None, leads_every_partition: bool = True, clock=None,
-                 group_configs=None) -> None:
+    def __init__(self, config: Any, metadata: Any = None, log: Any = None, leads_every_partition: bool = True,
+                 clock: Any = None, group_configs: Any = None) -> None:
         super().__init__(config, log, leads_every_partition, config["offsets.topic.num.partitions"])
         # the groups' dynamic configs (pykbroker/config/group.py GroupConfigView; None in unit
         # tests): session timeouts and heartbeat intervals per group
@@ -121,12 +121,12 @@ class GroupCoordinator(CoordinatorService):
         # streams groups create their internal topics: the controller's create_topic (set by the
         # broker; None in unit tests) and a spawn function on the coordinator's nursery
         self.topic_creator: Callable[..., Awaitable[Any]] | None = None
-        self.spawn = None
+        self.spawn: Any = None   # nursery.start_soon once started
         # producer id -> group -> (topic, partition) -> offset, until the transaction completes
         self.pending_txn_offsets: dict[int, dict[str, dict[tuple[str, int], O.OffsetAndMetadata]]] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
-    async def startup(self, nursery, backend=None) -> None:
+    async def startup(self, nursery: trio.Nursery, backend: Any = None) -> None:
         if backend is not None:
             self.log = backend
         self.spawn = nursery.start_soon
@@ -199,7 +199,8 @@ class GroupCoordinator(CoordinatorService):
             self.groups[group_id] = g
         return g
 
-    def persist_group(self, group, assignment: dict | None = None, on_complete=None) -> None:
+    def persist_group(self, group: ClassicGroup, assignment: dict | None = None,
+                      on_complete: Optional[Callable[[int], None]] = None) -> None:
         """Append the group's metadata (called by the state machine on generation changes).
 
         ``assignment`` (member id -> bytes) overrides the members' current assignments in the
@@ -213,7 +214,7 @@ class GroupCoordinator(CoordinatorService):
         rec = (O.group_key(group.group_id), O.group_value(group, assignment))
         self._enqueue(self.partition_for(group.group_id), [rec], None, None, on_complete)
 
-    def group_became_empty(self, group) -> None:
+    def group_became_empty(self, group: ClassicGroup) -> None:
         pass
 
     def has_offsets(self, group_id: str) -> bool:
@@ -228,7 +229,7 @@ class GroupCoordinator(CoordinatorService):
             return Future(int(E.NON_EMPTY_GROUP), done=True)
         return self._remove_group(g)
 
-    def _remove_group(self, g) -> Future:
+    def _remove_group(self, g: Any) -> Future:   # a group of any kind
         if isinstance(g, ClassicGroup):
             g.cancel_timers()
         g.state = DEAD
@@ -251,8 +252,8 @@ class GroupCoordinator(CoordinatorService):
         return fut
 
     # -- offsets -----------------------------------------------------------------------------
-    def validate_commit(self, group_id, generation, member_id, instance_id, transactional=False,
-                        commit_version=None) -> tuple[int, Any]:
+    def validate_commit(self, group_id: str, generation: int, member_id: Optional[str], instance_id: Optional[str],
+                        transactional: bool = False, commit_version: Optional[int] = None) -> tuple[int, Any]:
         """Kafka's checks for an OffsetCommit (``transactional``: a TxnOffsetCommit) against a
         classic group, in Kafka's order.  ``commit_version``: the OffsetCommit request's version
         (None for a TxnOffsetCommit).  Returns (error code or 0, group)."""
@@ -326,7 +327,7 @@ class GroupCoordinator(CoordinatorService):
             fut.set(0)
             return fut
 
-        def complete(code) -> None:
+        def complete(code: int) -> None:
             if code == 0:
                 self.pending_txn_offsets.setdefault(producer_id, {}).setdefault(group_id, {}).update(entries)
             fut.set(append_error_to_response(code) if code else 0)
@@ -342,7 +343,7 @@ class GroupCoordinator(CoordinatorService):
         materialized (commit) or dropped (abort)."""
         fut = Future()
 
-        def complete(code) -> None:
+        def complete(code: int) -> None:
             if code == 0:
                 self.apply_txn_end(partition, producer_id, commit)
             fut.set(int(code))
@@ -370,14 +371,14 @@ class GroupCoordinator(CoordinatorService):
                 return True
         return False
 
-    def fetch_offsets(self, group_id: str, partitions=None) -> dict:
+    def fetch_offsets(self, group_id: str, partitions: Optional[Iterable[tuple[str, int]]] = None) -> dict:
         """Committed offsets of a group (all of them when ``partitions`` is None)."""
         committed = self.offsets.get(group_id, {})
         if partitions is None:
             return dict(committed)
         return {tp: committed.get(tp) for tp in partitions}
 
-    def delete_offsets(self, group_id: str, tps) -> Future:
+    def delete_offsets(self, group_id: str, tps: Iterable[tuple[str, int]]) -> Future:
         committed = self.offsets.get(group_id, {})
         present = [tp for tp in tps if tp in committed]
         recs = [(O.offset_key(group_id, t, p), None) for t, p in present]
@@ -412,11 +413,12 @@ class GroupCoordinator(CoordinatorService):
         return n
 
     # -- the log -----------------------------------------------------------------------------
-    def _enqueue(self, partition, recs, fut, done, on_complete=None) -> None:
+    def _enqueue(self, partition: int, recs: list, fut: Optional[Future], done: Optional[Callable[[], None]],
+                 on_complete: Optional[Callable[[int], None]] = None) -> None:
         """Write ``recs`` to the partition through the runtime; once committed, ``done()`` applies
         the change to the cache; ``fut`` gets the code, ``on_complete`` the code as Kafka maps
         group-metadata append errors for the response."""
-        def complete(code) -> None:
+        def complete(code: int) -> None:
             if code == 0 and done is not None:
                 done()
             if fut is not None:
@@ -535,7 +537,7 @@ class GroupShard:
         self.seq = 0
         self.pending: dict[int, dict[str, dict]] = {}  # producer id -> group -> tp -> offset (open txns)
 
-    def replay_transactional(self, producer_id: int, key: bytes, value) -> None:
+    def replay_transactional(self, producer_id: int, key: bytes, value: Optional[bytes]) -> None:
         k = O.parse_key(key)
         if k[0] != "offset":
             self.replay(key, value)  # only offsets are ever written transactionally
@@ -550,7 +552,7 @@ class GroupShard:
             for gid, entries in groups.items():
                 self.offsets.setdefault(gid, {}).update(entries)
 
-    def replay(self, key: bytes, value) -> None:
+    def replay(self, key: bytes, value: Optional[bytes]) -> None:
         self.seq += 1
         k = O.parse_key(key)
         states = self._modern.get(k[0])
@@ -665,7 +667,7 @@ class MemoryOffsetsLog:
     def leader_epoch(self, partition: int) -> int:
         return 0
 
-    async def create(self, n, rf, segment_bytes) -> None:
+    async def create(self, n: int, rf: int, segment_bytes: int) -> None:
         self.partitions = {i: [] for i in range(n)}
 
     async def append(self, partition: int, batch: bytes) -> int:
