@@ -176,7 +176,7 @@ class KafkaError(Exception):
     code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
     message: str | None = None
 
-    def __init__(self, code: int, message: str | None = None):
+    def __init__(self, code: int, message: str | None = None) -> None:
         super().__init__(message or ErrorCode(code).name)
         self.code = ErrorCode(code)
         self.message = message

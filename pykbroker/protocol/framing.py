@@ -43,7 +43,7 @@ class FrameBuffer:
     broker's time).  ``receive_data`` (for callers that have bytes in hand) copies into the same
     buffer.  Small frames, and the bytes of the next frame, stay in one shared bytearray."""
 
-    def __init__(self, max_frame_bytes: int):
+    def __init__(self, max_frame_bytes: int) -> None:
         self.max_frame_bytes = max_frame_bytes
         self._buf = bytearray()
         self._need: int | None = None
@@ -120,7 +120,7 @@ class RequestHeader:
     __slots__ = ("api_key", "api_version", "correlation_id", "client_id", "body_offset")
 
     def __init__(self, api_key: int, api_version: int, correlation_id: int, client_id: str | None,
-                 body_offset: int):
+                 body_offset: int) -> None:
         self.api_key = api_key
         self.api_version = api_version
         self.correlation_id = correlation_id

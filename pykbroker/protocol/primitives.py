@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import struct
 import uuid as _uuid
+from typing import Union
 
 
 class ProtocolError(Exception):
@@ -28,8 +29,11 @@ F64 = struct.Struct(">d")
 
 ZERO_UUID = bytes(16)
 
+# What the readers take: a frame body, whole or a view of it.
+Buf = Union[bytes, bytearray, memoryview]
 
-def read_uvarint(buf, pos):
+
+def read_uvarint(buf: Buf, pos: int) -> tuple[int, int]:
     """Unsigned LEB128 varint, at most 5 bytes (Kafka's 32-bit unsigned varint)."""
     b = buf[pos]
     if b < 0x80:
@@ -64,7 +68,7 @@ def write_uvarint(out: bytearray, value: int) -> None:
 # Signed zig-zag varints appear only inside record batches: records.py reads and writes them.
 
 
-def skip_tagged_fields(buf, pos) -> int:
+def skip_tagged_fields(buf: Buf, pos: int) -> int:
     """Past a tagged-field section the reader does not use: a count, then each field's tag,
     size and bytes (KIP-482; unknown tags are skipped, as Kafka's readers do)."""
     n, pos = read_uvarint(buf, pos)
@@ -75,14 +79,14 @@ def skip_tagged_fields(buf, pos) -> int:
     return pos
 
 
-def _take(buf, pos, n):
+def _take(buf: Buf, pos: int, n: int) -> int:
     end = pos + n
     if n < 0 or end > len(buf):
         raise ProtocolError("length %d exceeds the %d remaining bytes" % (n, len(buf) - pos))
     return end
 
 
-def read_string(buf, pos):
+def read_string(buf: Buf, pos: int) -> tuple[str, int]:
     (n,) = I16.unpack_from(buf, pos)
     pos += 2
     if n < 0:
@@ -91,7 +95,7 @@ def read_string(buf, pos):
     return str(buf[pos:end], "utf-8"), end
 
 
-def read_nullable_string(buf, pos):
+def read_nullable_string(buf: Buf, pos: int) -> tuple[str | None, int]:
     (n,) = I16.unpack_from(buf, pos)
     pos += 2
     if n < 0:
@@ -100,7 +104,7 @@ def read_nullable_string(buf, pos):
     return str(buf[pos:end], "utf-8"), end
 
 
-def read_compact_string(buf, pos):
+def read_compact_string(buf: Buf, pos: int) -> tuple[str, int]:
     n, pos = read_uvarint(buf, pos)
     if n == 0:
         raise ProtocolError("null compact string where a string is required")
@@ -108,7 +112,7 @@ def read_compact_string(buf, pos):
     return str(buf[pos:end], "utf-8"), end
 
 
-def read_compact_nullable_string(buf, pos):
+def read_compact_nullable_string(buf: Buf, pos: int) -> tuple[str | None, int]:
     n, pos = read_uvarint(buf, pos)
     if n == 0:
         return None, pos
@@ -116,7 +120,7 @@ def read_compact_nullable_string(buf, pos):
     return str(buf[pos:end], "utf-8"), end
 
 
-def read_bytes(buf, pos):
+def read_bytes(buf: Buf, pos: int) -> tuple[bytes, int]:
     (n,) = I32.unpack_from(buf, pos)
     pos += 4
     if n < 0:
@@ -125,7 +129,7 @@ def read_bytes(buf, pos):
     return bytes(buf[pos:end]), end
 
 
-def read_nullable_bytes(buf, pos):
+def read_nullable_bytes(buf: Buf, pos: int) -> tuple[bytes | None, int]:
     (n,) = I32.unpack_from(buf, pos)
     pos += 4
     if n < 0:
@@ -134,7 +138,7 @@ def read_nullable_bytes(buf, pos):
     return bytes(buf[pos:end]), end
 
 
-def read_compact_bytes(buf, pos):
+def read_compact_bytes(buf: Buf, pos: int) -> tuple[bytes, int]:
     n, pos = read_uvarint(buf, pos)
     if n == 0:
         raise ProtocolError("null compact bytes where bytes are required")
@@ -142,7 +146,7 @@ def read_compact_bytes(buf, pos):
     return bytes(buf[pos:end]), end
 
 
-def read_compact_nullable_bytes(buf, pos):
+def read_compact_nullable_bytes(buf: Buf, pos: int) -> tuple[bytes | None, int]:
     n, pos = read_uvarint(buf, pos)
     if n == 0:
         return None, pos
@@ -151,7 +155,7 @@ def read_compact_nullable_bytes(buf, pos):
 
 
 # Record sets stay zero-copy views into the frame: Produce validates and copies them once.
-def read_records(buf, pos):
+def read_records(buf: Buf, pos: int) -> tuple[memoryview | None, int]:
     (n,) = I32.unpack_from(buf, pos)
     pos += 4
     if n < 0:
@@ -160,7 +164,7 @@ def read_records(buf, pos):
     return memoryview(buf)[pos:end], end
 
 
-def read_compact_records(buf, pos):
+def read_compact_records(buf: Buf, pos: int) -> tuple[memoryview | None, int]:
     n, pos = read_uvarint(buf, pos)
     if n == 0:
         return None, pos
@@ -168,12 +172,12 @@ def read_compact_records(buf, pos):
     return memoryview(buf)[pos:end], end
 
 
-def read_uuid(buf, pos):
+def read_uuid(buf: Buf, pos: int) -> tuple[bytes, int]:
     end = _take(buf, pos, 16)
     return bytes(buf[pos:end]), end
 
 
-def read_array_count(buf, pos):
+def read_array_count(buf: Buf, pos: int) -> tuple[int | None, int]:
     """Classic int32 array count; -1 is null.  Each element takes >= 1 byte, so a count
     larger than what remains is malformed (checked before any list is built)."""
     (n,) = I32.unpack_from(buf, pos)
@@ -183,7 +187,7 @@ def read_array_count(buf, pos):
     return (None if n < 0 else n), pos
 
 
-def read_compact_array_count(buf, pos):
+def read_compact_array_count(buf: Buf, pos: int) -> tuple[int | None, int]:
     n = buf[pos]
     if n < 0x80:
         pos += 1
@@ -197,7 +201,7 @@ def read_compact_array_count(buf, pos):
     return n, pos
 
 
-def write_string(out: bytearray, s, compact: bool) -> None:
+def write_string(out: bytearray, s: str | None, compact: bool) -> None:
     if s is None:
         if compact:
             out.append(0)
@@ -212,7 +216,7 @@ def write_string(out: bytearray, s, compact: bool) -> None:
     out += b
 
 
-def write_bytes(out: bytearray, b, compact: bool) -> None:
+def write_bytes(out: bytearray, b: bytes | bytearray | memoryview | None, compact: bool) -> None:
     if b is None:
         if compact:
             out.append(0)
@@ -226,7 +230,7 @@ def write_bytes(out: bytearray, b, compact: bool) -> None:
     out += b
 
 
-def write_array_count(out: bytearray, n, compact: bool) -> None:
+def write_array_count(out: bytearray, n: int | None, compact: bool) -> None:
     if n is None:
         if compact:
             out.append(0)
