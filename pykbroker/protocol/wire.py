@@ -26,8 +26,14 @@ import socket
 import ssl
 import struct
 import time
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Union
 
 from .codec import APIS
+
+if TYPE_CHECKING:
+    # A request body: a message dict the codec encodes, or bytes sent as they are.
+    Body = Union[dict[str, Any], bytes, bytearray, memoryview]
 
 __all__ = [
     "WireClient", "ZERO_UUID", "address_of", "request_frame", "decode_response", "call",
@@ -40,7 +46,7 @@ DEFAULT_CLIENT_ID = "pykbroker-tests"
 API_VERSIONS = 18   # its responses keep header v0 even for flexible versions (KIP-511)
 
 
-def address_of(target) -> tuple[str, int]:
+def address_of(target: Any) -> tuple[str, int]:
     """(host, port) of ``"host:port"``, a (host, port) tuple, or an object with a ``bootstrap``
     string, ``host`` and ``port``, or only ``port`` (loopback)."""
     if isinstance(target, tuple):
@@ -52,7 +58,7 @@ def address_of(target) -> tuple[str, int]:
     return getattr(target, "host", "127.0.0.1"), int(target.port)
 
 
-def request_frame(api_key: int, version: int, corr: int, body, client_id: str | None = DEFAULT_CLIENT_ID,
+def request_frame(api_key: int, version: int, corr: int, body: Body, client_id: str | None = DEFAULT_CLIENT_ID,
                   flexible: bool | None = None) -> bytes:
     """A size-prefixed request: header v1 (v2 when ``flexible``; default: as the API's version
     says, non-flexible for an API the codec does not know) then ``body`` (a dict encoded by the
@@ -90,8 +96,8 @@ class WireClient:
     """One blocking connection.  ``send``/``recv`` may be split to pipeline or to park a request
     (a JoinGroup that waits for a rebalance) while others go on other connections."""
 
-    def __init__(self, target, timeout: float = 15.0, client_id: str | None = DEFAULT_CLIENT_ID,
-                 ssl_context=None):
+    def __init__(self, target: Any, timeout: float = 15.0, client_id: str | None = DEFAULT_CLIENT_ID,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.host, self.port = address_of(target)
         self.name = getattr(target, "name", None) or "%s:%d" % (self.host, self.port)
         self.client_id = client_id
@@ -106,14 +112,14 @@ class WireClient:
     def __enter__(self) -> "WireClient":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def settimeout(self, timeout: float | None) -> None:
         self.sock.settimeout(timeout)
 
     # -- sending ---------------------------------------------------------------------------
-    def send(self, api_key: int, version: int, body, flexible: bool | None = None) -> int:
+    def send(self, api_key: int, version: int, body: Body, flexible: bool | None = None) -> int:
         """Send one request (``body``: dict or raw bytes); returns its correlation id."""
         self.corr += 1
         self.sock.sendall(request_frame(api_key, version, self.corr, body, self.client_id, flexible))
@@ -141,7 +147,7 @@ class WireClient:
     def recv(self, api_key: int, version: int, corr: int) -> dict:
         return decode_response(self.recv_frame(), api_key, version, corr)
 
-    def request(self, api_key: int, version: int, body) -> dict:
+    def request(self, api_key: int, version: int, body: Body) -> dict:
         return self.recv(api_key, version, self.send(api_key, version, body))
 
     def wait_closed(self, timeout: float | None = None) -> bool:
@@ -153,14 +159,14 @@ class WireClient:
         except (ConnectionError, ssl.SSLError):   # reset, aborted, broken pipe, TLS EOF: closed as well
             return True
 
-    def closed_after(self, api_key: int, version: int, body, flexible: bool | None = None) -> bool:
+    def closed_after(self, api_key: int, version: int, body: Body, flexible: bool | None = None) -> bool:
         """Send a request expecting no answer: True if the peer closed the connection."""
         self.send(api_key, version, body, flexible)
         return self.wait_closed()
 
 
 @contextlib.contextmanager
-def _connection(conn):
+def _connection(conn: Any) -> Iterator[WireClient]:
     """``conn`` itself if it is a WireClient, else a new connection to it, closed afterwards."""
     if isinstance(conn, WireClient):
         yield conn
@@ -169,13 +175,13 @@ def _connection(conn):
             yield c
 
 
-def call(target, api_key: int, version: int, body, **kw) -> dict:
+def call(target: Any, api_key: int, version: int, body: Body, **kw: Any) -> dict:
     """One request on a new connection (``kw``: WireClient's timeout and client_id)."""
     with WireClient(target, **kw) as c:
         return c.request(api_key, version, body)
 
 
-def call_kafka_python(target, request, version: int, response_cls, timeout: float = 10.0):
+def call_kafka_python(target: Any, request: Any, version: int, response_cls: Any, timeout: float = 10.0) -> Any:
     """One request encoded, and its response decoded, by kafka-python's protocol classes (an
     independent client codec), for behaviour no high-level client API exposes directly."""
     request.with_header(correlation_id=7, client_id=DEFAULT_CLIENT_ID)
@@ -186,8 +192,10 @@ def call_kafka_python(target, request, version: int, response_cls, timeout: floa
 
 
 # -- record batches (kafka-python's independent implementation) ---------------------------------
-def make_batch(values, producer_id=-1, producer_epoch=-1, base_sequence=-1, timestamps=None,
-               compression=0, transactional=False, keys=None) -> bytes:
+def make_batch(values: Sequence[bytes | None], producer_id: int = -1, producer_epoch: int = -1,
+               base_sequence: int = -1, timestamps: Sequence[int] | None = None,
+               compression: int = 0, transactional: bool = False,
+               keys: Sequence[bytes | None] | None = None) -> bytes:
     from kafka.record.default_records import DefaultRecordBatchBuilder
 
     b = DefaultRecordBatchBuilder(magic=2, compression_type=compression, is_transactional=transactional,
@@ -200,7 +208,7 @@ def make_batch(values, producer_id=-1, producer_epoch=-1, base_sequence=-1, time
     return bytes(b.build())
 
 
-def decode_batches(data) -> list:
+def decode_batches(data: bytes | bytearray | memoryview | None) -> list:
     """[(base_offset, partition_leader_epoch, [(offset, timestamp, value), ...]), ...] parsed by
     kafka-python's DefaultRecordBatch."""
     from kafka.record.default_records import DefaultRecordBatch
@@ -223,20 +231,22 @@ def decode_batches(data) -> list:
 
 # -- requests ---------------------------------------------------------------------------------
 # ``conn`` is a WireClient, or anything WireClient accepts (then a new connection is used).
-def produce(conn, topic, partition, records, acks=-1, version=9, timeout_ms=10000) -> dict:
+def produce(conn: Any, topic: str, partition: int, records: Any, acks: int = -1, version: int = 9,
+            timeout_ms: int = 10000) -> dict:
     with _connection(conn) as c:
         return c.request(0, version, {"transactional_id": None, "acks": acks, "timeout_ms": timeout_ms,
                                       "topic_data": [{"name": topic, "partition_data": [
                                           {"index": partition, "records": records}]}]})
 
 
-def produce_part(resp) -> dict:
+def produce_part(resp: dict[str, Any]) -> dict:
     return resp["responses"][0]["partition_responses"][0]
 
 
-def fetch(conn, topic, partition, offset, version=12, max_wait_ms=0, min_bytes=1,
-          max_bytes=50 << 20, partition_max_bytes=1 << 20, isolation_level=0,
-          current_leader_epoch=-1, session_id=0, session_epoch=-1) -> dict:
+def fetch(conn: Any, topic: str, partition: int, offset: int, version: int = 12, max_wait_ms: int = 0,
+          min_bytes: int = 1, max_bytes: int = 50 << 20, partition_max_bytes: int = 1 << 20,
+          isolation_level: int = 0, current_leader_epoch: int = -1, session_id: int = 0,
+          session_epoch: int = -1) -> dict:
     with _connection(conn) as c:
         return c.request(1, version, {
             "replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes,
@@ -248,11 +258,11 @@ def fetch(conn, topic, partition, offset, version=12, max_wait_ms=0, min_bytes=1
             "forgotten_topics_data": [], "rack_id": ""})
 
 
-def fetch_part(resp) -> dict:
+def fetch_part(resp: dict[str, Any]) -> dict:
     return resp["responses"][0]["partitions"][0]
 
 
-def metadata(conn, topics, version=12, auto_create=False) -> dict:
+def metadata(conn: Any, topics: Iterable[str] | None, version: int = 12, auto_create: bool = False) -> dict:
     body = {"topics": None if topics is None else [{"name": t, "topic_id": ZERO_UUID} for t in topics],
             "allow_auto_topic_creation": auto_create,
             "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False}
@@ -260,7 +270,8 @@ def metadata(conn, topics, version=12, auto_create=False) -> dict:
         return c.request(3, version, body)
 
 
-def list_offsets(conn, topic, partition, timestamp, version=7, isolation_level=0) -> dict:
+def list_offsets(conn: Any, topic: str, partition: int, timestamp: int, version: int = 7,
+                 isolation_level: int = 0) -> dict:
     """The one partition's answer."""
     with _connection(conn) as c:
         r = c.request(2, version, {"replica_id": -1, "isolation_level": isolation_level, "timeout_ms": 30000, "topics": [
@@ -269,7 +280,8 @@ def list_offsets(conn, topic, partition, timestamp, version=7, isolation_level=0
     return r["topics"][0]["partitions"][0]
 
 
-def create_topic(conn, name, partitions=1, configs=None, version=5, exist_ok=False) -> dict:
+def create_topic(conn: Any, name: str, partitions: int = 1, configs: dict[str, str | None] | None = None,
+                 version: int = 5, exist_ok: bool = False) -> dict:
     """CreateTopics (replication factor 1), then wait until every partition has a leader;
     returns the topic's answer.  An error fails the test (TOPIC_ALREADY_EXISTS only without
     ``exist_ok``)."""
@@ -284,7 +296,7 @@ def create_topic(conn, name, partitions=1, configs=None, version=5, exist_ok=Fal
     return t
 
 
-def wait_for_topic(conn, name, partitions, timeout=15.0) -> dict:
+def wait_for_topic(conn: Any, name: str, partitions: int, timeout: float = 15.0) -> dict:
     """Until every partition of the topic has a leader (Kafka's metadata propagates
     asynchronously); returns the Metadata response."""
     deadline = time.monotonic() + timeout
@@ -300,7 +312,7 @@ def wait_for_topic(conn, name, partitions, timeout=15.0) -> dict:
             time.sleep(0.05)
 
 
-def init_producer_id(conn, version=4, timeout=30.0) -> tuple[int, int]:
+def init_producer_id(conn: Any, version: int = 4, timeout: float = 30.0) -> tuple[int, int]:
     """A new idempotent producer's (id, epoch)."""
     deadline = time.monotonic() + timeout
     with _connection(conn) as c:
