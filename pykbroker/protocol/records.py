@@ -37,9 +37,13 @@ from __future__ import annotations
 import struct
 import time
 import zlib
-from typing import Iterable, Iterator, NamedTuple, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, NamedTuple, Optional, Sequence, Union
 
 from .errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    # Record bytes as callers hold them: a frame slice, a segment read, a batch being built.
+    Buf = Union[bytes, bytearray, memoryview]
 
 __all__ = [
     "RecordError", "BatchHeader", "Record",
@@ -57,7 +61,7 @@ __all__ = [
 ]
 
 
-def crc32c(data) -> int:
+def crc32c(data: Buf) -> int:
     """CRC-32C, the checksum of record batches and of pykbroker's snapshot files.  The crc32c
     package's __init__ imports importlib.metadata (~15 ms), so it is imported by the first
     checksum, not at start-up; this module attribute then is the C function itself, so callers
@@ -117,8 +121,8 @@ class RecordError(KafkaError):
 
     _DEFAULT = object()
 
-    def __init__(self, code: int, message: str = "", *, client_message=_DEFAULT, request_check: bool = False,
-                 record_errors=()):
+    def __init__(self, code: int, message: str = "", *, client_message: Any = _DEFAULT, request_check: bool = False,
+                 record_errors: Iterable[tuple[int, str]] = ()) -> None:
         Exception.__init__(self, message or f"record error {code}")
         self.code = ErrorCode(code)
         # Produce v8+ ``record_errors``: [(batch_index, message)] of the records that failed Kafka's
@@ -207,7 +211,7 @@ def increment_sequence(seq: int, inc: int) -> int:
     return seq + inc
 
 
-def parse_header(buf, pos: int = 0) -> BatchHeader:
+def parse_header(buf: Buf, pos: int = 0) -> BatchHeader:
     """Parse the 61-byte header at ``pos``.  Does not check that the batch
     body is present or the CRC; raises RecordError(CORRUPT_MESSAGE) if fewer
     than 61 bytes are available, the length is insane or magic is not 2."""
@@ -221,7 +225,7 @@ def parse_header(buf, pos: int = 0) -> BatchHeader:
     return BatchHeader(pos, f[1] + LOG_OVERHEAD, *f)
 
 
-def iter_batches(buf, start: int = 0) -> Iterator[BatchHeader]:
+def iter_batches(buf: Buf, start: int = 0) -> Iterator[BatchHeader]:
     """Yield the header of every batch in ``buf``.  Raises
     RecordError(CORRUPT_MESSAGE) on a partial or malformed batch (headers
     are checked, CRCs are not: use :func:`batch_crc_ok`)."""
@@ -235,12 +239,12 @@ def iter_batches(buf, start: int = 0) -> Iterator[BatchHeader]:
         pos += h.size
 
 
-def compute_crc(buf, pos: int, size: int) -> int:
+def compute_crc(buf: Buf, pos: int, size: int) -> int:
     mv = memoryview(buf)
     return crc32c(mv[pos + CRC_START: pos + size])
 
 
-def batch_crc_ok(buf, h: BatchHeader) -> bool:
+def batch_crc_ok(buf: Buf, h: BatchHeader) -> bool:
     return compute_crc(buf, h.position, h.size) == h.crc
 
 
@@ -248,7 +252,7 @@ def batch_crc_ok(buf, h: BatchHeader) -> bool:
 # Framing check of a Produce request
 
 
-def first_batch_corruption(buf) -> Optional[str]:
+def first_batch_corruption(buf: Buf | None) -> Optional[str]:
     """Kafka's message if the first batch header of a partition's records makes Kafka's batch
     iterator throw (ByteBufferLogInputStream: a batch length below LegacyRecord's 14-byte
     overhead, or a magic byte outside 0-2), else None.
@@ -321,7 +325,7 @@ _XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
 _XERIAL_BLOCK = 32 * 1024  # snappy-java's default block size
 
 
-def _snappy():
+def _snappy() -> Any:
     import cramjam
     return cramjam.snappy
 
@@ -365,11 +369,11 @@ def compress(codec: int, data: bytes | bytearray | memoryview, level: Optional[i
 MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024
 
 
-def _too_big():
+def _too_big() -> RecordError:
     return RecordError(CORRUPT_MESSAGE, "decompressed batch exceeds the size limit")
 
 
-def _whole_stream(d, out, limit: int, what: str) -> bytes:
+def _whole_stream(d: Any, out: bytes, limit: int, what: str) -> bytes:
     """out, what the streaming decompressor d gave when capped at limit + 1 bytes, if it is
     the whole stream: more than limit bytes is too big, a stream without its end truncated."""
     if len(out) > limit:
@@ -379,7 +383,7 @@ def _whole_stream(d, out, limit: int, what: str) -> bytes:
     return out
 
 
-def decompress(codec: int, data, limit: int = MAX_DECOMPRESSED_BYTES) -> bytes:
+def decompress(codec: int, data: Buf, limit: int = MAX_DECOMPRESSED_BYTES) -> bytes:
     data = bytes(data)
     try:
         if codec == CODEC_NONE:
@@ -461,7 +465,7 @@ class Record(NamedTuple):
     headers: Sequence = ()   # sequence of (str key, bytes|None value)
 
 
-def _read_varint(buf, pos: int):
+def _read_varint(buf: Buf, pos: int) -> tuple[int, int]:
     """Zig-zag varint (max 10 bytes as for a varlong)."""
     result = 0
     shift = 0
@@ -489,7 +493,7 @@ def _write_varint(out: bytearray, v: int) -> None:
     out.append(v)
 
 
-def _read_bytes(buf, pos: int):
+def _read_bytes(buf: Buf, pos: int) -> tuple[bytes | None, int]:
     ln, pos = _read_varint(buf, pos)
     if ln < 0:
         if ln != -1:  # -1 is the only encoding of null
@@ -501,7 +505,7 @@ def _read_bytes(buf, pos: int):
     return bytes(buf[pos:end]), end
 
 
-def decode_records(batch) -> list[Record]:
+def decode_records(batch: Buf) -> list[Record]:
     """Decode every record of one batch (``batch`` = the whole batch bytes,
     header included).  Offsets are absolute; for LogAppendTime batches every
     record's timestamp is the batch maxTimestamp (as Kafka reports it)."""
@@ -547,7 +551,8 @@ def decode_records(batch) -> list[Record]:
     return out
 
 
-def _encode_record(out: bytearray, offset_delta: int, ts_delta: int, key, value, headers) -> None:
+def _encode_record(out: bytearray, offset_delta: int, ts_delta: int, key: Buf | None, value: Buf | None,
+                   headers: Sequence[tuple[str | bytes, Buf | None]]) -> None:
     body = bytearray(b"\x00")
     _write_varint(body, ts_delta)
     _write_varint(body, offset_delta)
@@ -657,7 +662,7 @@ def encode_end_txn_marker(producer_id: int, producer_epoch: int, commit: bool, c
                         producer_epoch=producer_epoch, is_transactional=True, is_control=True)
 
 
-def control_type(batch) -> Optional[int]:
+def control_type(batch: Buf) -> Optional[int]:
     """The control record type (CONTROL_ABORT / CONTROL_COMMIT) of a whole control batch, or None
     if it cannot be read.  Control batches are never compressed: the record follows the header."""
     try:
