@@ -22,13 +22,21 @@ import json
 import os
 import re
 import struct
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, IO, Union
 
 from . import primitives as P
 from .primitives import ProtocolError
 
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
 
-def specs_dir():
+    # One field of a spec, as protocol_specs/ JSON has it (name, type, versions, ...).
+    Field = dict[str, Any]
+    # Where the specs are: a directory path, or a Traversable inside a zip.
+    SpecsDir = Union[str, Traversable]
+
+
+def specs_dir() -> SpecsDir:
     """The protocol specs shipped inside the package (``pykbroker/protocol/specs``; in a source
     checkout a symlink to the top-level ``protocol_specs/``, the copy that is edited), found
     through importlib.resources so that every kind of install has them: a path (str) when the
@@ -52,17 +60,19 @@ class Chunks:
 
     __slots__ = ("parts", "size")
 
-    def __init__(self, parts=None):
-        self.parts = []
+    # parts: bytes, or storage file regions (fd/position/length); protocol/ does not import
+    # storage/, so they stay Any here.
+    def __init__(self, parts: Iterable[Any] | None = None) -> None:
+        self.parts: list[Any] = []
         self.size = 0
         for p in parts or ():
             self.add(p)
 
-    def add(self, part) -> None:
+    def add(self, part: Any) -> None:
         self.parts.append(part)
         self.size += part.length if hasattr(part, "length") else len(part)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.size
 
 
@@ -82,11 +92,11 @@ _ARRAY_CODES = {"int8": "b", "int16": "h", "uint16": "H", "int32": "i", "uint32"
                 "int64": "q", "float64": "d"}
 
 
-def _in(rng, v) -> bool:
+def _in(rng: list[int] | None, v: int) -> bool:
     return rng is not None and rng[0] <= v <= rng[1]
 
 
-def default_of(f: dict):
+def default_of(f: Field) -> Any:
     if f["type"] == "array":
         return None if "default" in f and f["default"] is None and _nullable_any(f) else []
     if "default" in f:
@@ -109,14 +119,14 @@ def default_of(f: dict):
     raise ValueError(t)
 
 
-def _nullable_any(f):
+def _nullable_any(f: Field) -> bool:
     return "nullable" in f
 
 
-def _one_by_one(fields, emit_run):
+def _one_by_one(fields: Iterable[Field], emit_run: Callable[[list[Field]], None]) -> Iterator[Field]:
     """The fields that need code of their own, in order; each stretch of consecutive
     fixed-size scalars between them goes to emit_run(run) instead, for one struct call."""
-    run = []
+    run: list[Field] = []
     for f in fields:
         if f["type"] in _SCALAR_CODES:
             run.append(f)
@@ -132,24 +142,24 @@ def _one_by_one(fields, emit_run):
 class _Gen:
     """Turns one spec tree at one version into Python source."""
 
-    def __init__(self, version: int, flexible: bool):
+    def __init__(self, version: int, flexible: bool) -> None:
         self.v = version
         self.flex = flexible
         self.lines: list[str] = []
         self.n = 0
         self.consts: dict[str, Any] = {}
 
-    def name(self, base):
+    def name(self, base: str) -> str:
         self.n += 1
         return "%s_%d" % (base, self.n)
 
-    def const(self, value):
+    def const(self, value: Any) -> str:
         k = "C%d" % len(self.consts)
         self.consts[k] = value
         return k
 
     # ---------------------------------------------------------------- decode
-    def read_expr(self, f, t, item=False):
+    def read_expr(self, f: Field, t: str, item: bool = False) -> str:
         """Source of an expression evaluating to (value, pos) for a scalar type ``t`` (``item``:
         an element of the array field ``f``: never nullable, whatever ``f``'s nullability, which
         is the array's; Kafka's readers reject a null string or bytes element)."""
@@ -174,12 +184,12 @@ class _Gen:
             return "P.%s(buf, pos)" % ("read_compact_records" if compact else "read_records")
         raise ValueError(t)
 
-    def decode_struct(self, fields) -> str:
+    def decode_struct(self, fields: list[Field]) -> str:
         fn = self.name("d")
         body = ["def %s(buf, pos):" % fn, "    m = {}"]
-        tagged = []
+        tagged: list[Field] = []
 
-        def on_wire():
+        def on_wire() -> Iterator[Field]:
             # Lazily, so each default lands in the source where its field stands in the spec.
             for f in fields:
                 is_tagged = self.flex and _in(f.get("tagged"), self.v)
@@ -190,7 +200,7 @@ class _Gen:
                     continue
                 yield f
 
-        def unpack(run):
+        def unpack(run: list[Field]) -> None:
             st = self.const(struct.Struct(">" + "".join(_SCALAR_CODES[f["type"]] for f in run)))
             keys = ", ".join("m[%r]" % f["name"] for f in run)
             body.append("    %s%s = %s.unpack_from(buf, pos); pos += %d"
@@ -220,7 +230,7 @@ class _Gen:
         self.lines.extend(body)
         return fn
 
-    def _default_src(self, f):
+    def _default_src(self, f: Field) -> str:
         d = default_of(f)
         if f["type"] == "struct":
             if _in(f.get("nullable"), self.v) or not f.get("fields"):
@@ -232,10 +242,10 @@ class _Gen:
             return repr(d) if not isinstance(d, list) else "[]"
         return repr(d)
 
-    def _decode_field(self, f, key, bufname="buf"):
+    def _decode_field(self, f: Field, key: str, bufname: str = "buf") -> list[str]:
         t = f["type"]
         compact = self.flex and not f.get("never_compact")
-        out = []
+        out: list[str] = []
         rd = (lambda e: e.replace("(buf,", "(%s," % bufname).replace("from(buf", "from(%s" % bufname)
               .replace("buf[pos]", "%s[pos]" % bufname))
         if t == "array":
@@ -277,7 +287,7 @@ class _Gen:
         return out
 
     # ---------------------------------------------------------------- encode
-    def write_src(self, f, t, val):
+    def write_src(self, f: Field, t: str, val: str) -> list[str]:
         compact = self.flex and not f.get("never_compact")
         if t in _FIXED:
             return ["out += %s.pack(%s)" % (_FIXED[t][0], val)]
@@ -293,7 +303,7 @@ class _Gen:
             return ["out = _records(out, parts, %s, %s)" % (val, compact)]
         raise ValueError(t)
 
-    def encode_struct(self, fields) -> str:
+    def encode_struct(self, fields: list[Field]) -> str:
         fn = self.name("e")
         body = ["def %s(out, parts, m):" % fn]
         wire: list = []
@@ -302,7 +312,7 @@ class _Gen:
             if _in(f["versions"], self.v):
                 (tagged if self.flex and _in(f.get("tagged"), self.v) else wire).append(f)
 
-        def pack(run):
+        def pack(run: list[Field]) -> None:
             st = self.const(struct.Struct(">" + "".join(_SCALAR_CODES[f["type"]] for f in run)))
             args = ", ".join("m.get(%r, %s)" % (f["name"], self._default_src(f)) for f in run)
             body.append("    out += %s.pack(%s)" % (st, args))
@@ -330,10 +340,10 @@ class _Gen:
         self.lines.extend(body)
         return fn
 
-    def _encode_field(self, f, val):
+    def _encode_field(self, f: Field, val: str) -> list[str]:
         t = f["type"]
         compact = self.flex and not f.get("never_compact")
-        out = []
+        out: list[str] = []
         if t == "array":
             out.append("if %s is None:" % val)
             out.append("    P.write_array_count(out, None, %s)" % compact)
@@ -359,7 +369,8 @@ class _Gen:
         return out
 
 
-def _records(out, parts, val, compact):
+def _records(out: bytearray, parts: list[Any], val: bytes | bytearray | memoryview | Chunks | None,
+             compact: bool) -> bytearray:
     if val is None:
         P.write_bytes(out, None, compact)
         return out
@@ -381,12 +392,12 @@ def _records(out, parts, val, compact):
 # a response's size prefix and correlation id (the first 8 bytes of its frame)
 _SIZE_AND_CORRELATION = struct.Struct(">ii")
 
-_NS = {"P": P, "ProtocolError": ProtocolError, "I8": P.I8, "I16": P.I16, "U16": P.U16,
-       "I32": P.I32, "U32": P.U32, "I64": P.I64, "F64": P.F64, "ZERO_UUID": P.ZERO_UUID,
-       "_records": _records, "_unpack": struct.unpack_from}
+_NS: dict[str, Any] = {"P": P, "ProtocolError": ProtocolError, "I8": P.I8, "I16": P.I16, "U16": P.U16,
+                       "I32": P.I32, "U32": P.U32, "I64": P.I64, "F64": P.F64, "ZERO_UUID": P.ZERO_UUID,
+                       "_records": _records, "_unpack": struct.unpack_from}
 
 
-def _compile(fields, version, flexible, direction):
+def _compile(fields: list[Field], version: int, flexible: bool, direction: str) -> tuple[Callable[..., Any], str]:
     g = _Gen(version, flexible)
     if direction == "decode":
         top = g.decode_struct(fields)
@@ -408,7 +419,8 @@ class ApiSpec:
                  "_cache")
 
     def __init__(self, api_key: int, name: str, min_version: int, max_version: int, flexible_from: int,
-                 request: list | None = None, response: list | None = None, path=None):
+                 request: list | None = None, response: list | None = None,
+                 path: SpecsDir | None = None) -> None:
         self.api_key = api_key
         self.name = name
         self.min_version = min_version
@@ -427,12 +439,12 @@ class ApiSpec:
         return (self._fields or self._load())[1]
 
     def _load(self) -> tuple:
-        with _open(self._path) as fh:
+        with _open(self._path) as fh:  # type: ignore[arg-type]  # only specs given by path load
             d = json.load(fh)
         self._fields = (d["request"], d["response"])
         return self._fields
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "ApiSpec(api_key=%d, name=%r, min_version=%d, max_version=%d, flexible_from=%d)" % (
             self.api_key, self.name, self.min_version, self.max_version, self.flexible_from)
 
@@ -454,7 +466,7 @@ class ApiSpec:
         fields = self.request if kind == "request" else self.response
         return _compile(fields, version, self.flexible(version), direction)[1]
 
-    def decode(self, kind: str, version: int, buf, pos: int = 0, exact: bool = True) -> dict:
+    def decode(self, kind: str, version: int, buf: bytes | bytearray | memoryview, pos: int = 0, exact: bool = True) -> dict:
         """Decode one message; any malformed input raises ProtocolError."""
         fn = self._fn(kind, "decode", version)
         try:
@@ -510,10 +522,11 @@ _HEAD = re.compile(r'\{\s*"api_key":\s*(\d+),\s*"name":\s*"([^"\\]*)",\s*"versio
                    r'\s*"flexible_from":\s*(\d+),')
 
 
-def load_specs(path=None) -> dict[int, ApiSpec]:
+def load_specs(path: SpecsDir | None = None) -> dict[int, ApiSpec]:
     """Every API's spec; the field lists are parsed by their first use (see ``ApiSpec``).
     ``path``: a directory (str) or an importlib.resources Traversable; default the package's."""
     path = path or specs_dir()
+    files: list[tuple[str, SpecsDir]]
     if isinstance(path, str):
         files = [(n, os.path.join(path, n)) for n in sorted(os.listdir(path))]
     else:
@@ -535,7 +548,7 @@ def load_specs(path=None) -> dict[int, ApiSpec]:
     return apis
 
 
-def _open(file):
+def _open(file: SpecsDir) -> IO[str]:
     """A spec file: a path (str), or an importlib.resources Traversable (inside a zip)."""
     return open(file) if isinstance(file, str) else file.open()
 
