@@ -62,6 +62,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 import trio
 
@@ -71,6 +72,15 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily  # noq
 from ..protocol.codec import Chunks
 from ..protocol.errors import ErrorCode
 from .observer import api_name
+
+if TYPE_CHECKING:
+    from ..quota.manager import ClientQuotaManager
+    from ..security.stats import AuthenticationStats
+    from ..server.connection import Connection
+    from ..server.dispatch import HandleRequest
+
+# () -> the running broker's (ReplicaManager, GroupCoordinator or None), or None while none runs
+Owners = Callable[[], Optional[tuple[Any, Any]]]
 
 log = logging.getLogger("pykbroker.metrics")
 
@@ -91,7 +101,7 @@ def _error_name(code: int) -> str:
         return str(code)
 
 
-def count_records(records) -> tuple[int, int]:
+def count_records(records: Any) -> tuple[int, int]:
     """(bytes, records) of a records value: ``bytes``/``memoryview``, or ``Chunks`` of bytes and
     file regions.  Records come from each whole batch's header (per batch, never per record)."""
     if records is None:
@@ -107,7 +117,7 @@ def count_records(records) -> tuple[int, int]:
     return len(records), _count_buffer(records)
 
 
-def _count_buffer(buf) -> int:
+def _count_buffer(buf: bytes | memoryview) -> int:
     n, pos, end = 0, 0, len(buf)
     while pos + _BATCH_HEADER <= end:
         size = 12 + _LEN_COUNT.unpack_from(buf, pos + 8)[0]
@@ -137,7 +147,8 @@ class BrokerMetrics:
     running broker's ``(replica_manager, group_coordinator)`` or ``None`` while none runs; the
     collector reads them at scrape time."""
 
-    def __init__(self, owners, auth_stats=None, quotas=None):
+    def __init__(self, owners: Owners, auth_stats: Callable[[], AuthenticationStats | None] | None = None,
+                 quotas: Callable[[], ClientQuotaManager | None] | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.bytes_in = Counter("kafka_server_brokertopicmetrics_bytesin", "Record bytes appended by Produce",
@@ -166,18 +177,20 @@ class BrokerMetrics:
         self._owners = owners
 
     # -- the observer interface (observer.py) -------------------------------------------------
-    def connection_opened(self, conn) -> None:
+    def connection_opened(self, conn: Connection) -> None:
         name = conn.listener_name
         self.open_connections[name] = self.open_connections.get(name, 0) + 1
         self.connections_created.labels(name).inc()
 
-    def connection_closed(self, conn) -> None:
+    def connection_closed(self, conn: Connection) -> None:
         self.open_connections[conn.listener_name] -= 1
 
     def observe_flush(self, seconds: float) -> None:
         self.flush_time.observe(seconds * 1000.0)
 
-    def request_done(self, conn, event, response, parts, error, t0, t1, t2) -> None:
+    def request_done(self, conn: Connection, event: HandleRequest, response: dict[str, Any] | None,
+                     parts: list[Any] | None, error: BaseException | None, t0: float, t1: float,
+                     t2: float) -> None:
         ctx, name = event.ctx, api_name(event.spec)
         self.requests.labels(name, str(ctx.api_version)).inc()
         self.total_time.labels(name).observe((t2 - t0) * 1000.0)
@@ -199,7 +212,7 @@ class BrokerMetrics:
             self._count_partition_errors(name, response)
 
     # -- per request, per partition, per batch ------------------------------------------------
-    def _produced(self, request, response) -> None:
+    def _produced(self, request: dict[str, Any], response: dict[str, Any] | None) -> None:
         failed = set()
         if response is not None:
             for t in response.get("responses", ()):
@@ -220,7 +233,7 @@ class BrokerMetrics:
                 self.bytes_in.labels(topic).inc(size)
                 self.messages_in.labels(topic).inc(count)
 
-    def _topic_name(self, t) -> str:
+    def _topic_name(self, t: dict[str, Any]) -> str:
         """A Fetch answer's topic: by name (v0-12) or by topic id (v13+, resolved through the
         broker's metadata; "unknown" for an id it does not know)."""
         if t.get("topic"):
@@ -231,7 +244,7 @@ class BrokerMetrics:
         name = md.name_of(bytes(tid)) if md is not None and tid else None
         return name or "unknown"
 
-    def _fetched(self, request, response) -> None:
+    def _fetched(self, request: dict[str, Any], response: dict[str, Any]) -> None:
         # a follower: replica_id up to v14, replica_state.replica_id from v15
         state = request.get("replica_state") or {}
         replica = request.get("replica_id", -1) >= 0 or state.get("replica_id", -1) >= 0
@@ -257,7 +270,7 @@ class BrokerMetrics:
                     self.bytes_out.labels(topic).inc(size)
                     self.messages_out.labels(topic).inc(count)
 
-    def _count_partition_errors(self, name, response) -> None:
+    def _count_partition_errors(self, name: str, response: dict[str, Any]) -> None:
         # The common shapes of per-item errors (topics -> partitions, or a list of results):
         # enough for the error counter, without a walk of every possible field.
         for key in ("topics", "responses", "results", "groups", "coordinators"):
@@ -279,16 +292,18 @@ class BrokerCollector:
     """Gauges computed at scrape time from the state of its owners (ReplicaManager's partitions,
     the GroupCoordinator's committed offsets)."""
 
-    def __init__(self, owners, open_connections: dict, auth_stats=None, quotas=None):
+    def __init__(self, owners: Owners, open_connections: dict[str, int],
+                 auth_stats: Callable[[], AuthenticationStats | None] | None = None,
+                 quotas: Callable[[], ClientQuotaManager | None] | None = None) -> None:
         self.owners = owners
         self.open_connections = open_connections
         self.auth_stats = auth_stats   # () -> security/stats.AuthenticationStats or None
         self.quotas = quotas           # () -> quota/manager.ClientQuotaManager or None
 
-    def describe(self):
+    def describe(self) -> list[Any]:
         return []   # computed series: nothing to check at registration
 
-    def collect(self):
+    def collect(self) -> Iterator[Any]:
         up = GaugeMetricFamily("pykbroker_server_up", "1 while a broker runs")
         conns = GaugeMetricFamily("kafka_server_socket_server_metrics_connection_count", "Open connections",
                                   labels=["listener"])
@@ -375,7 +390,7 @@ class BrokerCollector:
         yield lag
 
 
-def quota_metrics(q):
+def quota_metrics(q: ClientQuotaManager) -> Iterator[Any]:
     """The client-quota series of one ClientQuotaManager (module docstring)."""
     try:
         now_ms = int(trio.current_time() * 1000)   # the quotas' clock: the broker's trio clock
@@ -415,14 +430,15 @@ def quota_metrics(q):
     yield total
 
 
-async def serve_metrics(metrics: BrokerMetrics, host: str, port: int, task_status=trio.TASK_STATUS_IGNORED):
+async def serve_metrics(metrics: BrokerMetrics, host: str, port: int,
+                        task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
     """A minimal HTTP/1.0 server for ``GET /metrics`` (Prometheus' text format) on the broker's
     trio loop, so the collector reads the owners' state on their own thread.  One request per
     connection (``Connection: close``); anything but GET answers 405, other paths 404."""
     listeners = await trio.open_tcp_listeners(port, host=host)
     task_status.started(listeners[0].socket.getsockname()[1])
 
-    async def handle(stream):
+    async def handle(stream: trio.SocketStream) -> None:
         try:
             data = b""
             with trio.move_on_after(10):   # a scraper that sends no request line is dropped

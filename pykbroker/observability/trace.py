@@ -26,16 +26,21 @@ import json
 import os
 import threading
 import time
+from typing import TYPE_CHECKING, Any, Iterable
 
 from ..protocol import primitives as P
 from ..protocol.codec import APIS, Chunks
 from ..protocol.primitives import uuid_to_str
 from .observer import api_name
 
+if TYPE_CHECKING:
+    from ..server.connection import Connection
+    from ..server.dispatch import HandleRequest
+
 MAX_RECORDS_PER_BATCH = 1000   # a trace line stays readable; the rest of a batch is counted only
 
 
-def _text_or_b64(b):
+def _text_or_b64(b: bytes | memoryview | None) -> str | dict[str, str] | None:
     if b is None:
         return None
     b = bytes(b)
@@ -45,7 +50,7 @@ def _text_or_b64(b):
         return {"base64": base64.b64encode(b).decode()}
 
 
-def records_json(buf):
+def records_json(buf: Any) -> list[dict[str, Any]] | None:
     """A records value as a list of batches (partial trailing batch: ``{"partial_bytes": n}``)."""
     from ..protocol.records import RecordError, decode_records, parse_header
 
@@ -80,7 +85,7 @@ def records_json(buf):
     return out
 
 
-def to_json(value, key=None):
+def to_json(value: Any, key: str | None = None) -> Any:
     """A decoded body (dicts, lists, scalars, bytes) as JSON-able values."""
     if isinstance(value, dict):
         return {k: to_json(v, k) for k, v in value.items()}
@@ -95,7 +100,7 @@ def to_json(value, key=None):
     return value
 
 
-def materialize(parts) -> bytes:
+def materialize(parts: Iterable[Any]) -> bytes:
     """The bytes of framed response parts (bytes and file regions read back with pread)."""
     out = bytearray()
     for p in parts:
@@ -129,7 +134,7 @@ def decode_response(frame: bytes, api_key: int, api_version: int) -> tuple[int, 
     return corr, spec.decode("response", api_version, memoryview(frame)[pos:], exact=False)
 
 
-def _redacted(api_key: int, body):
+def _redacted(api_key: int, body: Any) -> Any:
     """A body without its secrets: SaslAuthenticate tokens (a PLAIN token is the password) and
     AlterUserScramCredentials' salts and salted passwords are replaced by their length."""
     if not isinstance(body, dict):
@@ -142,8 +147,8 @@ def _redacted(api_key: int, body):
     return body
 
 
-def exchange(connection, api_key, api_version, correlation_id, client_id, request, response, t_start,
-             total_ms, **extra) -> dict:
+def exchange(connection: str, api_key: int, api_version: int, correlation_id: int, client_id: str | None,
+             request: Any, response: Any, t_start: float, total_ms: float, **extra: Any) -> dict[str, Any]:
     spec = APIS.get(api_key)
     if api_key in (36, 51):   # never a secret in a trace
         request, response = _redacted(api_key, request), _redacted(api_key, response)
@@ -159,7 +164,7 @@ def exchange(connection, api_key, api_version, correlation_id, client_id, reques
 class TraceFile:
     """JSON lines appended to a file, one per exchange (thread-safe; flushed per line)."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str) -> None:
         self._fh = open(path, "a", buffering=1, encoding="utf-8")
         self._lock = threading.Lock()
 
@@ -175,16 +180,18 @@ class TraceFile:
 class TraceWriter:
     """Request observer of ``pykbroker serve --trace FILE``."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str) -> None:
         self.out = TraceFile(path)
 
-    def connection_opened(self, conn):
+    def connection_opened(self, conn: Connection) -> None:
         pass
 
-    def connection_closed(self, conn):
+    def connection_closed(self, conn: Connection) -> None:
         pass
 
-    def request_done(self, conn, event, response, parts, error, t0, t1, t2):
+    def request_done(self, conn: Connection, event: HandleRequest, response: dict[str, Any] | None,
+                     parts: list[Any] | None, error: BaseException | None, t0: float, t1: float,
+                     t2: float) -> None:
         ctx = event.ctx
         body = None
         extra = {}
@@ -200,5 +207,5 @@ class TraceWriter:
                                 event.request, body, time.time() - (time.perf_counter() - t0),
                                 (t2 - t0) * 1000.0, **extra))
 
-    def close(self):
+    def close(self) -> None:
         self.out.close()
