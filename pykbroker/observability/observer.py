@@ -31,7 +31,8 @@ request_log = logging.getLogger("pykbroker.request")
 
 # What the current trio task is serving: (peer, client_id, api name, api_version, correlation_id).
 # Set only while an observer is installed (--log-format json installs one).
-CURRENT_REQUEST: contextvars.ContextVar[tuple[Any, ...] | None] = contextvars.ContextVar("pykbroker_request", default=None)
+CURRENT_REQUEST: contextvars.ContextVar[tuple[Any, ...] | None] = contextvars.ContextVar("pykbroker_request",
+                                                                                     default=None)
 
 
 _NAMES: dict[int, str] = {}
