@@ -14,8 +14,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import TYPE_CHECKING, Sequence
 
 from ..addresses import BOOTSTRAP_ENV, bootstrap_servers
+
+if TYPE_CHECKING:
+    import types
+
+    # what ``ArgumentParser.add_subparsers()`` returns: commands and actions are added to it
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
 # command -> (module, one-line help)
 COMMANDS = {
@@ -33,7 +40,7 @@ EXIT_CODES = """exit status: 0 done, 1 Kafka or runtime error (broker unreachabl
 response, an undelivered record), 2 usage error, 130 interrupted (consume: Ctrl-C is a normal end, 0)."""
 
 
-def _command_word(argv) -> str | None:
+def _command_word(argv: Sequence[str]) -> str | None:
     return next((a for a in argv if not a.startswith("-")), None)
 
 
@@ -58,13 +65,13 @@ def add_common(p: argparse.ArgumentParser, json_output: bool = True) -> None:
         p.add_argument("--json", action="store_true", help="machine-readable JSON on stdout")
 
 
-def parser(sub, name: str, help: str, description: str, examples: str):
+def parser(sub: Subparsers, name: str, help: str, description: str, examples: str) -> argparse.ArgumentParser:
     return sub.add_parser(name, help=help, description=description,
                           epilog="examples:\n" + examples + "\n\n" + EXIT_CODES,
                           formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
-def action_parsers(sub, name: str, help: str, description: str, examples: str):
+def action_parsers(sub: Subparsers, name: str, help: str, description: str, examples: str) -> Subparsers:
     """A command whose first word is an action (topics, groups, users, acls): its parser, taking
     -b before or after the action; -> the subparsers its actions are added to (action_parser)."""
     p = parser(sub, name, help, description, examples)
@@ -72,7 +79,7 @@ def action_parsers(sub, name: str, help: str, description: str, examples: str):
     return p.add_subparsers(dest="action", required=True, metavar="ACTION")
 
 
-def action_parser(sub, name: str, help: str, examples: str):
+def action_parser(sub: Subparsers, name: str, help: str, examples: str) -> argparse.ArgumentParser:
     """An action of topics/groups, whose --help shows the command's examples of that action; it
     takes the common options (add_common)."""
     mine = "\n".join(line for line in examples.splitlines() if (" %s " % name) in line + " ")
@@ -83,7 +90,7 @@ def action_parser(sub, name: str, help: str, examples: str):
     return p
 
 
-def add_parsers(sub, cluster_sub, argv=None) -> None:
+def add_parsers(sub: Subparsers, cluster_sub: Subparsers, argv: Sequence[str] | None = None) -> None:
     """Add the commands to ``pykbroker``'s subparsers; their arguments (and modules) only for the
     command being run, a one-line entry for the others (top-level ``--help``)."""
     argv = sys.argv[1:] if argv is None else argv
@@ -99,16 +106,16 @@ def add_parsers(sub, cluster_sub, argv=None) -> None:
         cluster_sub.add_parser("describe", help=CLUSTER_DESCRIBE_HELP)
 
 
-def handles(args) -> bool:
+def handles(args: argparse.Namespace) -> bool:
     return args.cmd in COMMANDS or (args.cmd == "cluster" and getattr(args, "cluster", None) == "describe")
 
 
-def _module(name: str):
+def _module(name: str) -> types.ModuleType:
     import importlib
     return importlib.import_module("%s.%s" % (__name__, name))
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from .common import ToolError
     module = "cluster" if args.cmd == "cluster" else COMMANDS[args.cmd][0]
     try:
@@ -138,7 +145,7 @@ def run(args) -> int:
         return 130
 
 
-def parse_args(ap: argparse.ArgumentParser, argv):
+def parse_args(ap: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
     """``ap.parse_args(argv)``, but an unknown option is reported with the usage of the
     (sub)command it was given to, not the top level's (argparse's subparsers leave unknown
     options to the top-level parser)."""

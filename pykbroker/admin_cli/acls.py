@@ -23,10 +23,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING, Any, Iterable
 
 from . import action_parser, action_parsers
 from .common import EXIT_USAGE, ToolError, ck, print_json, wait_seconds
 from .users import _admin, _wait
+
+if TYPE_CHECKING:
+    from . import Subparsers
 
 EXAMPLES = """  pykbroker acls add --allow-principal User:alice --operation Read --operation Describe --topic orders
   pykbroker acls add --allow-principal User:alice --consumer --topic orders --group billing
@@ -67,7 +71,7 @@ def _principal(text: str) -> str:
     return text
 
 
-def _resource_args(p, listing: bool) -> None:
+def _resource_args(p: argparse.ArgumentParser, listing: bool) -> None:
     p.add_argument("--topic", action="append", default=[], metavar="TOPIC", help="a topic (repeatable; * = all)")
     p.add_argument("--group", action="append", default=[], metavar="GROUP", help="a group (repeatable; * = all)")
     p.add_argument("--transactional-id", action="append", default=[], metavar="ID",
@@ -77,7 +81,7 @@ def _resource_args(p, listing: bool) -> None:
                    help="literal (default) or prefixed" + ("; any or match to filter" if listing else ""))
 
 
-def _binding_args(p) -> None:
+def _binding_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-principal", action="append", default=[], type=_principal, metavar="PRINCIPAL")
     p.add_argument("--deny-principal", action="append", default=[], type=_principal, metavar="PRINCIPAL")
     p.add_argument("--allow-host", action="append", default=[], metavar="HOST",
@@ -90,7 +94,7 @@ def _binding_args(p) -> None:
     p.add_argument("--consumer", action="store_true", help="the ACLs of a consumer (kafka-acls.sh --consumer)")
 
 
-def add_arguments(sub, name, help):
+def add_arguments(sub: Subparsers, name: str, help: str) -> None:
     asub = action_parsers(sub, name, help, "Manage ACL bindings (kafka-acls.sh).", EXAMPLES)
     ap = action_parser(asub, "add", "add ALLOW/DENY bindings (the product of principals, hosts, operations, "
                                     "resources)", EXAMPLES)
@@ -109,7 +113,7 @@ def add_arguments(sub, name, help):
 
 # ---------------------------------------------------------------- what the options name
 
-def _resources(args) -> list:
+def _resources(args: argparse.Namespace) -> list:
     """[(type name, resource name)] the options name."""
     out = [("TOPIC", t) for t in args.topic] + [("GROUP", g) for g in args.group]
     out += [("TRANSACTIONAL_ID", x) for x in args.transactional_id]
@@ -121,7 +125,7 @@ def _resources(args) -> list:
     return out
 
 
-def _entries(args, resources) -> list:
+def _entries(args: argparse.Namespace, resources: list[tuple[str, str]]) -> list:
     """[(type, name, principal, host, operation, permission)] of add/remove (Kafka's AclCommand:
     principals x hosts x operations per resource, the --producer/--consumer sets added)."""
     if args.idempotent and not args.producer:
@@ -153,12 +157,12 @@ def _entries(args, resources) -> list:
     return out
 
 
-def _enums():
+def _enums() -> tuple[Any, Any, Any, Any]:
     from confluent_kafka.admin import AclOperation, AclPermissionType, ResourcePatternType, ResourceType
     return AclOperation, AclPermissionType, ResourcePatternType, ResourceType
 
 
-def _binding(entry, pattern):
+def _binding(entry: tuple[str, str, str, str, str, str], pattern: str) -> Any:
     from confluent_kafka.admin import AclBinding
     AclOperation, AclPermissionType, ResourcePatternType, ResourceType = _enums()
     rtype, name, principal, host, op, perm = entry
@@ -166,32 +170,37 @@ def _binding(entry, pattern):
                       AclOperation[op], AclPermissionType[perm])
 
 
-def _filter(rtype=None, name=None, pattern="ANY", principal=None, host=None, op=None, perm=None):
+def _filter(rtype: str | None = None, name: str | None = None, pattern: str = "ANY", principal: str | None = None,
+            host: str | None = None, op: str | None = None, perm: str | None = None) -> Any:
     from confluent_kafka.admin import AclBindingFilter
     AclOperation, AclPermissionType, ResourcePatternType, ResourceType = _enums()
-    return AclBindingFilter(ResourceType[rtype] if rtype else ResourceType.ANY, name,
-                            ResourcePatternType[pattern], principal, host,
+    # None matches any name / principal / host (a filter's wildcard), which confluent-kafka's
+    # annotations (str) do not say
+    return AclBindingFilter(ResourceType[rtype] if rtype else ResourceType.ANY,
+                            name,  # type: ignore[arg-type]
+                            ResourcePatternType[pattern],
+                            principal, host,  # type: ignore[arg-type]
                             AclOperation[op] if op else AclOperation.ANY,
                             AclPermissionType[perm] if perm else AclPermissionType.ANY)
 
 
-def _as_tuple(b) -> tuple:
+def _as_tuple(b: Any) -> tuple:
     return (b.restype.name, b.name, b.resource_pattern_type.name, b.principal, b.host, b.operation.name,
             b.permission_type.name)
 
 
-def _describe(args, flt) -> list:
+def _describe(args: argparse.Namespace, flt: Any) -> list:
     got = _wait(args, _admin(args).describe_acls(flt, request_timeout=wait_seconds(args)), "list ACLs")
     return sorted(_as_tuple(b) for b in got)
 
 
 # ---------------------------------------------------------------- output
 
-def _pattern_text(rtype, name, pattern) -> str:
+def _pattern_text(rtype: str, name: str, pattern: str) -> str:
     return "ResourcePattern(resourceType=%s, name=%s, patternType=%s)" % (rtype, name, pattern)
 
 
-def _print_grouped(title: str, bindings) -> None:
+def _print_grouped(title: str, bindings: Iterable[tuple]) -> None:
     """kafka-acls.sh's layout: a header per resource pattern, one entry line per binding."""
     by: dict = {}
     for rtype, name, pattern, principal, host, op, perm in bindings:
@@ -203,14 +212,14 @@ def _print_grouped(title: str, bindings) -> None:
         print()
 
 
-def _json(bindings) -> list:
+def _json(bindings: Iterable[tuple]) -> list:
     return [{"resource_type": r, "resource_name": n, "pattern_type": p, "principal": pr, "host": h,
              "operation": o, "permission_type": pe} for r, n, p, pr, h, o, pe in bindings]
 
 
 # ---------------------------------------------------------------- actions
 
-def _add(args) -> int:
+def _add(args: argparse.Namespace) -> int:
     if args.resource_pattern_type not in ("LITERAL", "PREFIXED"):
         raise ToolError("add: --resource-pattern-type must be literal or prefixed", EXIT_USAGE)
     resources = _resources(args)
@@ -237,7 +246,7 @@ def _add(args) -> int:
     return 0
 
 
-def _list(args) -> int:
+def _list(args: argparse.Namespace) -> int:
     resources = _resources(args)
     flts = [_filter(t, n, args.resource_pattern_type) for t, n in resources] or [_filter()]
     principals = args.principal or [None]
@@ -254,7 +263,7 @@ def _list(args) -> int:
     return 0
 
 
-def _remove(args) -> int:
+def _remove(args: argparse.Namespace) -> int:
     resources = _resources(args)
     if not resources:
         raise ToolError("remove: name a resource (--topic, --group, --transactional-id or --cluster)", EXIT_USAGE)
@@ -284,6 +293,6 @@ def _remove(args) -> int:
     return 0
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     ck()
     return {"add": _add, "list": _list, "remove": _remove}[args.action](args)

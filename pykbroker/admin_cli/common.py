@@ -15,9 +15,13 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterable
 
 from ..addresses import BOOTSTRAP_ENV, bootstrap_servers, split_address
+
+if TYPE_CHECKING:
+    import argparse
+    import types
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
@@ -30,12 +34,12 @@ DEFAULT_TIMEOUT = 30.0
 class ToolError(Exception):
     """A failure to report on one line (no traceback); ``code`` is the exit status."""
 
-    def __init__(self, message: str, code: int = EXIT_ERROR):
+    def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
         super().__init__(message)
         self.code = code
 
 
-def ck():
+def ck() -> types.ModuleType:
     """The confluent_kafka module, or a ToolError naming the extra that installs it."""
     try:
         import confluent_kafka
@@ -45,7 +49,7 @@ def ck():
     return confluent_kafka
 
 
-def bootstrap(args) -> str:
+def bootstrap(args: argparse.Namespace) -> str:
     """--bootstrap-server, else $PYKBROKER_BOOTSTRAP_SERVER, else Kafka's tools' default."""
     given = getattr(args, "bootstrap_server", None)
     if given:
@@ -100,7 +104,7 @@ def java_client_properties(props: dict) -> dict:
     return props
 
 
-def client_config(args, **extra) -> dict:
+def client_config(args: argparse.Namespace, **extra: Any) -> dict:
     conf: dict[str, Any] = {"bootstrap.servers": bootstrap(args),
             # librdkafka logs every failed connection attempt (level 3, LOG_ERR) to stderr, many
             # a second; the command reports a failure itself, once, so only critical ones.
@@ -146,7 +150,7 @@ def probe(servers: str, timeout: float) -> None:
     raise ToolError("; ".join(problems))
 
 
-def admin(args):
+def admin(args: argparse.Namespace) -> Any:
     """One AdminClient per run, kept on ``args``: a client that is garbage collected while a
     future is pending fails it with _DESTROY."""
     if getattr(args, "_admin", None) is None:
@@ -159,7 +163,7 @@ def admin(args):
     return args._admin
 
 
-def wait_seconds(args) -> float:
+def wait_seconds(args: argparse.Namespace) -> float:
     return getattr(args, "timeout", None) or DEFAULT_TIMEOUT
 
 
@@ -174,7 +178,7 @@ _LOCAL_ERRORS = {
 }
 
 
-def kafka_message(exc) -> str:
+def kafka_message(exc: BaseException) -> str:
     """``NAME: text`` from a KafkaException (its first arg is a KafkaError) or any exception;
     the client library's local errors said in words."""
     err = exc.args[0] if getattr(exc, "args", None) else None
@@ -186,12 +190,12 @@ def kafka_message(exc) -> str:
     return str(exc) or type(exc).__name__
 
 
-def error_name(exc) -> str | None:
+def error_name(exc: BaseException) -> str | None:
     err = exc.args[0] if getattr(exc, "args", None) else None
     return err.name() if err is not None and hasattr(err, "name") else None
 
 
-def result(future, what: str, timeout: float = DEFAULT_TIMEOUT):
+def result(future: Any, what: str, timeout: float = DEFAULT_TIMEOUT) -> Any:
     """Wait for one admin future; a Kafka error becomes a ToolError saying what failed."""
     import concurrent.futures
     try:
@@ -209,7 +213,7 @@ def result(future, what: str, timeout: float = DEFAULT_TIMEOUT):
 RETRIABLE_GROUP_ERRORS = ("NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS")
 
 
-def retrying(args, call, what: str):
+def retrying(args: argparse.Namespace, call: Callable[[], Any], what: str) -> Any:
     """``call()`` returns a future; its result, retried on a coordinator error until --timeout."""
     deadline = time.monotonic() + wait_seconds(args)
     delay = 0.1
@@ -227,7 +231,7 @@ def retrying(args, call, what: str):
             raise
 
 
-def cluster_topics(args):
+def cluster_topics(args: argparse.Namespace) -> Any:
     """list_topics (Metadata for all topics) -> ClusterMetadata; a ToolError when unreachable."""
     a = admin(args)
     try:
@@ -236,11 +240,11 @@ def cluster_topics(args):
         raise ToolError("cannot reach %s: %s" % (bootstrap(args), kafka_message(e))) from None
 
 
-def print_json(obj) -> None:
+def print_json(obj: Any) -> None:
     print(json.dumps(obj, sort_keys=False))
 
 
-def print_table(header: list[str], rows: list[list], out=None) -> None:
+def print_table(header: list[str], rows: list[list], out: IO[str] | None = None) -> None:
     """Columns left-aligned, two spaces apart (the layout of Kafka's kafka-consumer-groups.sh)."""
     out = out or sys.stdout
     cells = [[str(c) for c in header]] + [["-" if c is None else str(c) for c in r] for r in rows]
@@ -249,7 +253,7 @@ def print_table(header: list[str], rows: list[list], out=None) -> None:
         out.write("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() + "\n")
 
 
-def parse_kv(items, what: str) -> dict:
+def parse_kv(items: Iterable[str] | None, what: str) -> dict:
     out = {}
     for item in items or []:
         if "=" not in item:
@@ -259,7 +263,7 @@ def parse_kv(items, what: str) -> dict:
     return out
 
 
-def decode(data: bytes | None):
+def decode(data: bytes | None) -> str | None:
     """Bytes for JSON output: text when valid UTF-8, else None (the caller adds base64)."""
     if data is None:
         return None
@@ -274,7 +278,7 @@ class Progress:
     consume runs.  On only when stderr is a terminal or ``--progress`` asks for it; a final
     line (with a newline) when done."""
 
-    def __init__(self, enabled: bool, verb: str):
+    def __init__(self, enabled: bool, verb: str) -> None:
         self.enabled = enabled
         self.verb = verb
         self.count = 0
@@ -282,7 +286,7 @@ class Progress:
         self.last = 0.0
 
     @classmethod
-    def from_args(cls, args, verb: str) -> "Progress":
+    def from_args(cls, args: argparse.Namespace, verb: str) -> "Progress":
         on = args.progress if args.progress is not None else sys.stderr.isatty()
         return cls(on, verb)
 

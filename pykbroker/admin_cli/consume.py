@@ -22,10 +22,19 @@ import base64
 import json
 import sys
 import time
+from typing import TYPE_CHECKING, Any
 
 from . import add_common, parser
 from .common import (EXIT_USAGE, Progress, ToolError, ck, client_config, cluster_topics, decode,
                      kafka_message, wait_seconds)
+
+if TYPE_CHECKING:
+    import argparse
+    import types
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    from . import Subparsers
 
 EXAMPLES = """  pykbroker consume --topic orders --from-beginning --max-messages 10
   pykbroker consume --topic orders --from-beginning --exit-at-end --format json
@@ -37,7 +46,7 @@ UNUSED_GROUP = "pykbroker-console-consumer"   # never joined nor committed to (a
 TIMESTAMP_TYPES = {0: None, 1: "CreateTime", 2: "LogAppendTime"}
 
 
-def add_arguments(sub, name, help):
+def add_arguments(sub: Subparsers, name: str, help: str) -> None:
     p = parser(sub, name, help, "Consume records and print them.", EXAMPLES)
     add_common(p, json_output=False)
     p.add_argument("-t", "--topic", required=True)
@@ -61,14 +70,16 @@ def add_arguments(sub, name, help):
     p.add_argument("--no-progress", dest="progress", action="store_false")
 
 
-def _bytes_field(obj: dict, name: str, data) -> None:
+def _bytes_field(obj: dict, name: str, data: bytes | None) -> None:
     text = decode(data)
     obj[name] = text
     if text is None and data is not None:
         obj[name + "_base64"] = base64.b64encode(data).decode()
 
 
-def to_json(msg) -> str:
+# msg: a confluent_kafka.Message; Any because its annotations allow str keys/values and headers that a
+# Consumer without deserializers never returns (bytes, and (key, value) pairs)
+def to_json(msg: Any) -> str:
     ts_type, ts = msg.timestamp()
     obj = {"topic": msg.topic(), "partition": msg.partition(), "offset": msg.offset(),
            "timestamp": ts if ts_type else None, "timestamp_type": TIMESTAMP_TYPES.get(ts_type)}
@@ -83,7 +94,7 @@ def to_json(msg) -> str:
     return json.dumps(obj)
 
 
-def _start_offset(args, ckm):
+def _start_offset(args: argparse.Namespace, ckm: types.ModuleType) -> int:
     if args.from_beginning or args.offset == "earliest":
         return ckm.OFFSET_BEGINNING
     if args.offset in (None, "latest"):
@@ -97,7 +108,7 @@ def _start_offset(args, ckm):
     return off
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     ckm = ck()
     if args.max_messages is not None and args.max_messages < 0:
         raise ToolError("--max-messages must not be negative", EXIT_USAGE)
@@ -119,10 +130,10 @@ def run(args) -> int:
     at_end: set = set()
     try:
         if subscribe:
-            def on_assign(c, parts):
+            def on_assign(c: Consumer, parts: list[TopicPartition]) -> None:
                 assigned.update((p.topic, p.partition) for p in parts)
 
-            def on_revoke(c, parts):
+            def on_revoke(c: Consumer, parts: list[TopicPartition]) -> None:
                 for p in parts:
                     assigned.discard((p.topic, p.partition))
                     at_end.discard((p.topic, p.partition))
@@ -161,11 +172,12 @@ def run(args) -> int:
     return 0
 
 
-def _loop(args, ckm, consumer, assigned, at_end) -> int:
+def _loop(args: argparse.Namespace, ckm: types.ModuleType, consumer: Consumer, assigned: set,
+          at_end: set) -> int:
     """Prints records until a stop condition; the number printed."""
     import signal
 
-    def on_term(signum, frame):
+    def on_term(signum: int, frame: types.FrameType | None) -> None:
         raise KeyboardInterrupt
     # SIGTERM ends the run as Ctrl-C does: the consumer closes, so a group member leaves at once
     # (killed, it would stay a member until its session times out and block reset-offsets)

@@ -15,11 +15,17 @@ none is; ``--shift-by`` needs a committed offset.  Without ``--execute`` nothing
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from . import action_parser, action_parsers
 from .common import (EXIT_USAGE, ToolError, admin, ck, cluster_topics, error_name, kafka_message, print_json,
                      print_table, result, retrying, wait_seconds)
 from .offsets import list_offsets
+
+if TYPE_CHECKING:
+    import argparse
+
+    from . import Subparsers
 
 EXAMPLES = """  pykbroker groups list
   pykbroker groups describe --group billing
@@ -29,7 +35,7 @@ EXAMPLES = """  pykbroker groups list
   pykbroker groups delete --group billing --json"""
 
 
-def add_arguments(sub, name, help):
+def add_arguments(sub: Subparsers, name: str, help: str) -> None:
     gsub = action_parsers(sub, name, help, "Manage consumer groups (kafka-consumer-groups.sh's operations).", EXAMPLES)
     action_parser(gsub, "list", "group ids with state and type", EXAMPLES)
     dp = action_parser(gsub, "describe", "per partition: committed offset, log end, lag, owner; members", EXAMPLES)
@@ -57,11 +63,11 @@ def add_arguments(sub, name, help):
     xp.add_argument("--group", action="append", required=True, help="repeatable")
 
 
-def _name(enum_value) -> str | None:
+def _name(enum_value: Any) -> str | None:
     return enum_value.name.lower() if enum_value is not None else None
 
 
-def list_groups(args) -> list[dict]:
+def list_groups(args: argparse.Namespace) -> list[dict]:
     res = result(admin(args).list_consumer_groups(request_timeout=wait_seconds(args)), "list groups",
                  wait_seconds(args))
     if res.errors:
@@ -70,7 +76,7 @@ def list_groups(args) -> list[dict]:
                     "simple": g.is_simple_consumer_group} for g in res.valid), key=lambda g: g["group"])
 
 
-def committed(args, group: str) -> dict:
+def committed(args: argparse.Namespace, group: str) -> dict:
     """{(topic, partition): offset} the group has committed."""
     ckm = ck()
     what = "committed offsets of %s" % group
@@ -84,12 +90,12 @@ def committed(args, group: str) -> dict:
     return {(tp.topic, tp.partition): tp.offset for tp in res.topic_partitions if tp.offset >= 0}
 
 
-def _describe_group(args, group: str):
+def _describe_group(args: argparse.Namespace, group: str) -> Any:
     return retrying(args, lambda: admin(args).describe_consumer_groups(
         [group], request_timeout=wait_seconds(args))[group], "describe group %s" % group)
 
 
-def _describe_one(args, group: str) -> dict:
+def _describe_one(args: argparse.Namespace, group: str) -> dict:
     try:
         d = _describe_group(args, group)
     except ToolError:
@@ -129,7 +135,7 @@ def _describe_one(args, group: str) -> dict:
             "members": members, "offsets": rows}
 
 
-def _parse_time(args) -> int | None:
+def _parse_time(args: argparse.Namespace) -> int | None:
     if args.to_timestamp is not None:
         return args.to_timestamp
     if args.to_datetime is None:
@@ -146,7 +152,7 @@ def _parse_time(args) -> int | None:
     return int(dt.timestamp() * 1000)
 
 
-def _reset_targets(args, offsets: dict) -> list[tuple[str, int]]:
+def _reset_targets(args: argparse.Namespace, offsets: dict) -> list[tuple[str, int]]:
     if args.all_topics:
         return sorted(offsets)
     md = cluster_topics(args)
@@ -169,7 +175,7 @@ def _reset_targets(args, offsets: dict) -> list[tuple[str, int]]:
     return sorted(set(tps))
 
 
-def reset(args) -> dict:
+def reset(args: argparse.Namespace) -> dict:
     ckm = ck()
     from confluent_kafka.admin import OffsetSpec
     group = args.group
@@ -228,7 +234,7 @@ def reset(args) -> dict:
     return {"group": group, "executed": bool(args.execute), "offsets": plan}
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     ck()
     if args.action == "list":
         groups = list_groups(args)

@@ -4,16 +4,22 @@ whose timestamp is at or after it; -1 when there is none, Kafka's answer)."""
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING, Any, Sequence
 
 from . import add_common, parser
 from .common import ToolError, wait_seconds, admin, ck, cluster_topics, kafka_message, print_json, print_table
+
+if TYPE_CHECKING:
+    import argparse
+
+    from . import Subparsers
 
 EXAMPLES = """  pykbroker offsets --topic orders
   pykbroker offsets --topic 'orders.*' --json
   pykbroker offsets --topic orders --time 1700000000000   # offset at a timestamp (ms)"""
 
 
-def add_arguments(sub, name, help):
+def add_arguments(sub: Subparsers, name: str, help: str) -> None:
     p = parser(sub, name, help, "Earliest and latest offset of each partition of the topics.", EXAMPLES)
     add_common(p)
     p.add_argument("-t", "--topic", action="append", metavar="TOPIC",
@@ -23,7 +29,7 @@ def add_arguments(sub, name, help):
     p.add_argument("--time", type=int, metavar="MS", help="also the offset at this timestamp (ms since the epoch)")
 
 
-def select_topics(md, patterns, include_internal=False) -> list[str]:
+def select_topics(md: Any, patterns: Sequence[str] | None, include_internal: bool = False) -> list[str]:
     names = sorted(md.topics)
     if not patterns:
         return [t for t in names if include_internal or not t.startswith("__")]
@@ -43,7 +49,7 @@ def select_topics(md, patterns, include_internal=False) -> list[str]:
     return sorted(set(out))
 
 
-def list_offsets(args, tps, specs: dict) -> dict:
+def list_offsets(args: argparse.Namespace, tps: list[tuple[str, int]], specs: dict) -> dict:
     """{(topic, partition): {name: offset}} for each name -> OffsetSpec in ``specs``."""
     ckm = ck()
     from confluent_kafka.admin import OffsetSpec  # noqa: F401  (ck() checked the import)
@@ -62,7 +68,7 @@ def list_offsets(args, tps, specs: dict) -> dict:
     return out
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     ck()
     from confluent_kafka.admin import OffsetSpec
     md = cluster_topics(args)

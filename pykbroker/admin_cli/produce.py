@@ -12,18 +12,23 @@ The run fails (exit 1) if any record was not delivered; the JSON summary says ho
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any, Iterator
 
 from . import add_common, parser
 from .common import (EXIT_USAGE, Progress, ToolError, ck, client_config, kafka_message, parse_kv, print_json,
                      wait_seconds)
+
+if TYPE_CHECKING:
+    import argparse
+
+    from . import Subparsers
 
 EXAMPLES = """  printf 'a\\nb\\nc\\n' | pykbroker produce --topic orders
   pykbroker produce --topic orders --file orders.txt --key-separator : --acks 1 --compression zstd
   echo 'k1:v1' | pykbroker produce --topic orders --key-separator : --header source=cli --partition 0 --json"""
 
 
-def add_arguments(sub, name, help):
+def add_arguments(sub: Subparsers, name: str, help: str) -> None:
     p = parser(sub, name, help, "Produce one record per line of stdin or a file.", EXAMPLES)
     add_common(p)
     p.add_argument("-t", "--topic", required=True)
@@ -40,12 +45,12 @@ def add_arguments(sub, name, help):
     p.add_argument("--no-progress", dest="progress", action="store_false")
 
 
-def _lines(fh):
+def _lines(fh: IO[bytes]) -> Iterator[bytes]:
     for raw in fh:
         yield raw[:-1] if raw.endswith(b"\n") else raw
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     ckm = ck()
     headers = [(k, v.encode()) for k, v in parse_kv(args.header, "--header").items()] or None
     sep = args.key_separator.encode() if args.key_separator is not None else None
@@ -67,7 +72,7 @@ def run(args) -> int:
     progress = Progress.from_args(args, "produced")
     state: dict[str, Any] = {"delivered": 0, "failed": 0, "first_error": None, "partitions": {}}
 
-    def on_delivery(err, msg):
+    def on_delivery(err: Any, msg: Any) -> None:
         if err is not None:
             state["failed"] += 1
             state["first_error"] = state["first_error"] or "%s: %s" % (err.name(), err.str())
@@ -95,7 +100,7 @@ def run(args) -> int:
                     raise ToolError("line %d has no key separator %r" % (lineno, args.key_separator))
             else:
                 value = line
-            kw = {"key": key, "value": value, "on_delivery": on_delivery}
+            kw: dict[str, Any] = {"key": key, "value": value, "on_delivery": on_delivery}
             if headers:
                 kw["headers"] = headers
             if args.partition is not None:

@@ -8,10 +8,17 @@ whole name, as Kafka's tool accepts.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from . import action_parser, action_parsers
 from .common import (EXIT_USAGE, ToolError, admin, ck, cluster_topics, error_name, kafka_message,
                      parse_kv, print_json, result, wait_seconds)
 from .offsets import select_topics
+
+if TYPE_CHECKING:
+    import argparse
+
+    from . import Subparsers
 
 EXAMPLES = """  pykbroker topics list
   pykbroker topics create --topic orders --partitions 6 --replication-factor 1 --config retention.ms=86400000
@@ -21,7 +28,7 @@ EXAMPLES = """  pykbroker topics list
   pykbroker topics delete --topic orders --json"""
 
 
-def add_arguments(sub, name, help):
+def add_arguments(sub: Subparsers, name: str, help: str) -> None:
     tsub = action_parsers(sub, name, help, "Manage topics (kafka-topics.sh's operations).", EXAMPLES)
     lp = action_parser(tsub, "list", "topic names, one a line", EXAMPLES)
     lp.add_argument("-t", "--topic", action="append", help="only names matching this name/regex, repeatable")
@@ -48,7 +55,7 @@ def add_arguments(sub, name, help):
     pp.add_argument("--partitions", type=int, required=True, help="the new total number of partitions")
 
 
-def _configs(args, topics: list[str]) -> dict:
+def _configs(args: argparse.Namespace, topics: list[str]) -> dict:
     """{topic: {name: value}} of the configs set on the topic itself (DYNAMIC_TOPIC_CONFIG)."""
     from confluent_kafka.admin import ConfigResource, ConfigSource
     if not topics:
@@ -63,7 +70,7 @@ def _configs(args, topics: list[str]) -> dict:
     return out
 
 
-def topic_id(uuid) -> str:
+def topic_id(uuid: Any) -> str:
     """A topic id as Kafka's tools and the broker's log print it: URL-safe base64 without padding
     (Kafka's Uuid.toString).  librdkafka's str() uses the standard alphabet ('+', '/')."""
     import base64
@@ -72,7 +79,7 @@ def topic_id(uuid) -> str:
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
-def describe(args) -> list[dict]:
+def describe(args: argparse.Namespace) -> list[dict]:
     ck()
     from confluent_kafka import TopicCollection
     md = cluster_topics(args)
@@ -98,7 +105,7 @@ def describe(args) -> list[dict]:
     return out
 
 
-def _each(args, futs: dict, what: str, ok_errors=()) -> dict:
+def _each(args: argparse.Namespace, futs: dict, what: str, ok_errors: tuple[str, ...] = ()) -> dict:
     """{name: None or error name} after waiting on every future; the first unexpected error raises
     once all have been waited for (a partial success is reported, not hidden)."""
     outcome: dict[str, str | None] = {}
@@ -117,7 +124,7 @@ def _each(args, futs: dict, what: str, ok_errors=()) -> dict:
     return outcome
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     ck()
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions, NewTopic
     if args.action == "list":

@@ -15,9 +15,15 @@ and SSL settings), as Kafka's tools do.
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING, Any, Sequence
 
 from . import action_parser, action_parsers
 from .common import EXIT_USAGE, ToolError, ck, client_config, error_name, kafka_message, print_json, wait_seconds
+
+if TYPE_CHECKING:
+    import argparse
+
+    from . import Subparsers
 
 EXAMPLES = """  pykbroker users add alice --mechanism SCRAM-SHA-512 --iterations 8192 --command-config admin.properties
   pykbroker users list
@@ -38,7 +44,7 @@ def _mechanism(text: str) -> str:
     return m
 
 
-def add_arguments(sub, name, help):
+def add_arguments(sub: Subparsers, name: str, help: str) -> None:
     usub = action_parsers(sub, name, help, "Manage SCRAM users (kafka-configs.sh --entity-type users).", EXAMPLES)
     ap = action_parser(usub, "add", "add a user or change its password (one mechanism)", EXAMPLES)
     ap.add_argument("user")
@@ -53,7 +59,7 @@ def add_arguments(sub, name, help):
     lp.add_argument("users", nargs="*", metavar="USER", help="only these users (default: all)")
 
 
-def _read_password(args) -> bytes:
+def _read_password(args: argparse.Namespace) -> bytes:
     if args.password is not None:
         pw = args.password
     elif sys.stdin.isatty():
@@ -70,16 +76,16 @@ def _read_password(args) -> bytes:
     return pw.encode()
 
 
-def _enum(mechanism: str):
+def _enum(mechanism: str) -> Any:
     from confluent_kafka.admin import ScramMechanism
     return ScramMechanism.SCRAM_SHA_256 if mechanism == "SCRAM-SHA-256" else ScramMechanism.SCRAM_SHA_512
 
 
-def _name(enum) -> str:
+def _name(enum: Any) -> str:
     return {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}.get(int(enum.value), str(enum))
 
 
-def _admin(args):
+def _admin(args: argparse.Namespace) -> Any:
     """The admin client, with an error callback: a refused login (wrong --command-config
     credentials) is reported by librdkafka there at once, while the request's future would only
     time out after --timeout."""
@@ -88,7 +94,7 @@ def _admin(args):
         from confluent_kafka.admin import AdminClient
         args._auth_errors = []
 
-        def on_error(err):
+        def on_error(err: Any) -> None:
             if err.code() == KafkaError._AUTHENTICATION:
                 args._auth_errors.append(err.str())
         conf = client_config(args, error_cb=on_error)
@@ -99,7 +105,7 @@ def _admin(args):
     return args._admin
 
 
-def _wait(args, future, what: str):
+def _wait(args: argparse.Namespace, future: Any, what: str) -> Any:
     import concurrent.futures
     import time
     deadline = time.monotonic() + wait_seconds(args)
@@ -128,7 +134,7 @@ def _wait(args, future, what: str):
         raise ToolError("%s: %s%s" % (what, words + ": " if words else "", kafka_message(e))) from None
 
 
-def describe(args, users) -> dict:
+def describe(args: argparse.Namespace, users: Sequence[str]) -> dict:
     """{user: [(mechanism, iterations), ...]} of the given users (all when empty)."""
     a = _admin(args)
     if users:
@@ -140,13 +146,13 @@ def describe(args, users) -> dict:
             for u, d in sorted(descs.items())}
 
 
-def _alter(args, alterations, what: str) -> None:
+def _alter(args: argparse.Namespace, alterations: list[Any], what: str) -> None:
     futs = _admin(args).alter_user_scram_credentials(alterations, request_timeout=wait_seconds(args))
     for f in futs.values():
         _wait(args, f, what)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     ck()
     from confluent_kafka.admin import ScramCredentialInfo, UserScramCredentialDeletion, UserScramCredentialUpsertion
     if args.action == "add":
