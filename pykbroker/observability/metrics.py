@@ -79,8 +79,8 @@ if TYPE_CHECKING:
     from ..server.connection import Connection
     from ..server.dispatch import HandleRequest
 
-# () -> the running broker's (ReplicaManager, GroupCoordinator or None), or None while none runs
-Owners = Callable[[], Optional[tuple[Any, Any]]]
+    # () -> the running broker's (ReplicaManager, GroupCoordinator or None), or None while none runs
+    Owners = Callable[[], Optional[tuple[Any, Any]]]
 
 log = logging.getLogger("pykbroker.metrics")
 
