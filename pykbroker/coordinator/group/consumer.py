@@ -176,11 +176,12 @@ class ConsumerGroupManager(ModernGroupManager):
     def tombstones(self, g: ConsumerGroup) -> list:
         """Tombstones for every key the group has in the log (group deletion / conversion)."""
         gid = g.group_id
-        mids = set()
+        # parse_key gives a member id (never None) for these member record kinds.
+        mids: set[str] = set()
         for k in g.written:
             kind = int.from_bytes(k[:2], "big")
             if kind in (R.CG_CURRENT_ASSIGNMENT, R.CG_TARGET_MEMBER, R.CG_MEMBER_METADATA):
-                mids.add(R.parse_key(kind, k)[2])
+                mids.add(R.parse_key(kind, k)[2])  # type: ignore[arg-type]
         out = []
         for mid in sorted(mids):
             for kind in (R.CG_CURRENT_ASSIGNMENT, R.CG_TARGET_MEMBER, R.CG_MEMBER_METADATA):

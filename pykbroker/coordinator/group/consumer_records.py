@@ -30,10 +30,20 @@ tagged fields, so records written by a newer coordinator still load.  Key types 
 """
 from __future__ import annotations
 
+import builtins
 import hashlib
 import struct
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Union
 
 from ...protocol.primitives import read_uvarint, write_uvarint
+
+if TYPE_CHECKING:
+    from .consumer import CMember
+
+# What the readers accept: a record key or value as read from the log (a slice of a batch).
+_Buf = Union[bytes, bytearray, memoryview]
+# A (topic id, partition) pair of an assignment; topic ids are 16 raw UUID bytes.
+_TP = tuple[bytes, int]
 
 CG_METADATA = 3
 CG_PARTITION_METADATA = 4
@@ -58,7 +68,7 @@ def _s16(s: str) -> bytes:
     return struct.pack(">h", len(b)) + b
 
 
-def _parse_s16(buf, pos: int):
+def _parse_s16(buf: _Buf, pos: int) -> tuple[str, int]:
     n = struct.unpack_from(">h", buf, pos)[0]
     pos += 2
     if n < 0 or pos + n > len(buf):
@@ -73,7 +83,7 @@ class GroupRecordKeys:
 
     __slots__ = ("member_kinds",)
 
-    def __init__(self, member_kinds: tuple):
+    def __init__(self, member_kinds: tuple[int, ...]) -> None:
         self.member_kinds = member_kinds
 
     def key(self, kind: int, group_id: str, member_id: str | None = None) -> bytes:
@@ -82,10 +92,10 @@ class GroupRecordKeys:
             out += _s16(member_id or "")
         return out
 
-    def parse_key(self, kind: int, buf, pos: int = 2):
+    def parse_key(self, kind: int, buf: _Buf, pos: int = 2) -> tuple[int, str, str | None]:
         """(kind, group id, member id or None) of a key whose int16 type was already read."""
         gid, pos = _parse_s16(buf, pos)
-        mid = None
+        mid: str | None = None
         if kind in self.member_kinds:
             mid, pos = _parse_s16(buf, pos)
         return kind, gid, mid
@@ -100,16 +110,16 @@ parse_key = _KEYS.parse_key
 class _W:
     __slots__ = ("b",)
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.b = bytearray(struct.pack(">h", 0))  # value version 0
 
-    def i8(self, v):
+    def i8(self, v: int) -> None:
         self.b += struct.pack(">b", v)
 
-    def i32(self, v):
+    def i32(self, v: int) -> None:
         self.b += struct.pack(">i", v)
 
-    def str(self, s):  # compact (nullable) string
+    def str(self, s: builtins.str | None) -> None:  # compact (nullable) string
         if s is None:
             self.b.append(0)
             return
@@ -117,21 +127,21 @@ class _W:
         write_uvarint(self.b, len(e) + 1)
         self.b += e
 
-    def count(self, n):
+    def count(self, n: int) -> None:
         write_uvarint(self.b, n + 1)
 
-    def strs(self, items):
+    def strs(self, items: list[builtins.str]) -> None:
         """A compact array of compact strings (a member's subscribed topic names)."""
         self.count(len(items))
         for s in items:
             self.str(s)
 
-    def tags(self):
+    def tags(self) -> None:
         self.b.append(0)  # no tagged fields
 
-    def topic_partitions(self, tps):
+    def topic_partitions(self, tps: Iterable[_TP]) -> None:
         """[]TopicPartitions from a set of (topic id, partition)."""
-        by: dict = {}
+        by: dict[bytes, list[int]] = {}
         for tid, p in tps:
             by.setdefault(tid, []).append(p)
         self.count(len(by))
@@ -143,21 +153,21 @@ class _W:
                 self.i32(p)
             self.tags()
 
-    def done(self, tagged: dict | None = None) -> bytes:
+    def done(self, tagged: Mapping[int, bytes | None] | None = None) -> bytes:
         """Close the struct with its tagged fields (tag -> bytes; zero/absent ones omitted)."""
-        tagged = {t: v for t, v in (tagged or {}).items() if v is not None}
-        write_uvarint(self.b, len(tagged))
-        for t in sorted(tagged):
+        present = {t: v for t, v in (tagged or {}).items() if v is not None}
+        write_uvarint(self.b, len(present))
+        for t in sorted(present):
             write_uvarint(self.b, t)
-            write_uvarint(self.b, len(tagged[t]))
-            self.b += tagged[t]
+            write_uvarint(self.b, len(present[t]))
+            self.b += present[t]
         return bytes(self.b)
 
 
 class _R:
     __slots__ = ("buf", "pos")
 
-    def __init__(self, buf):
+    def __init__(self, buf: _Buf) -> None:
         self.buf = memoryview(buf)
         v = struct.unpack_from(">h", self.buf, 0)[0]
         if v != 0:
@@ -165,21 +175,21 @@ class _R:
             raise ValueError("unknown value version %d" % v)
         self.pos = 2
 
-    def i8(self):
+    def i8(self) -> int:
         v = struct.unpack_from(">b", self.buf, self.pos)[0]
         self.pos += 1
         return v
 
-    def i32(self):
+    def i32(self) -> int:
         v = struct.unpack_from(">i", self.buf, self.pos)[0]
         self.pos += 4
         return v
 
-    def uv(self):
+    def uv(self) -> int:
         v, self.pos = read_uvarint(self.buf, self.pos)
         return v
 
-    def str(self):
+    def str(self) -> builtins.str | None:
         n = self.uv()
         if n == 0:
             return None
@@ -190,22 +200,22 @@ class _R:
         self.pos += n
         return v
 
-    def count(self):
+    def count(self) -> int:
         n = self.uv() - 1
         if n > len(self.buf) - self.pos:
             raise ValueError("array count past the end")
         return max(n, 0)
 
-    def uuid(self):
+    def uuid(self) -> bytes:
         if self.pos + 16 > len(self.buf):
             raise ValueError("uuid past the end")
         v = bytes(self.buf[self.pos:self.pos + 16])
         self.pos += 16
         return v
 
-    def skip_tags(self) -> dict:
+    def skip_tags(self) -> dict[int, bytes]:
         """Read a tagged-field section: tag -> raw bytes."""
-        out = {}
+        out: dict[int, bytes] = {}
         for _ in range(self.uv()):
             t = self.uv()
             n = self.uv()
@@ -215,8 +225,8 @@ class _R:
             self.pos += n
         return out
 
-    def topic_partitions(self) -> set:
-        out = set()
+    def topic_partitions(self) -> set[_TP]:
+        out: set[_TP] = set()
         for _ in range(self.count()):
             tid = self.uuid()
             for _ in range(self.count()):
@@ -225,11 +235,11 @@ class _R:
         return out
 
 
-def _i64_tag(v: int):
+def _i64_tag(v: int) -> bytes | None:
     return struct.pack(">q", v) if v else None
 
 
-def _tag_i64(tags: dict, tag: int) -> int:
+def _tag_i64(tags: Mapping[int, bytes], tag: int) -> int:
     raw = tags.get(tag)
     return struct.unpack(">q", raw)[0] if raw is not None and len(raw) == 8 else 0
 
@@ -241,7 +251,7 @@ def _epoch_value(epoch: int, tag0: int) -> bytes:
     return w.done({0: _i64_tag(tag0)})
 
 
-def _parse_epoch_value(buf) -> tuple[int, int]:
+def _parse_epoch_value(buf: _Buf) -> tuple[int, int]:
     r = _R(buf)
     epoch = r.i32()
     return epoch, _tag_i64(r.skip_tags(), 0)
@@ -251,15 +261,15 @@ def group_metadata_value(epoch: int, metadata_hash: int = 0) -> bytes:
     return _epoch_value(epoch, metadata_hash)
 
 
-def parse_group_metadata_value(buf) -> tuple[int, int]:
+def parse_group_metadata_value(buf: _Buf) -> tuple[int, int]:
     """(group epoch, metadata hash or 0)."""
     return _parse_epoch_value(buf)
 
 
-def parse_partition_metadata_value(buf) -> list:
+def parse_partition_metadata_value(buf: _Buf) -> list[tuple[str | None, bytes, int]]:
     """Kafka < 4.1's subscription metadata: [(name, topic id, partition count)]."""
     r = _R(buf)
-    out = []
+    out: list[tuple[str | None, bytes, int]] = []
     for _ in range(r.count()):
         tid = r.uuid()
         name = r.str()
@@ -274,20 +284,20 @@ def parse_partition_metadata_value(buf) -> list:
     return out
 
 
-def metadata_hash(topics) -> int:
+def metadata_hash(topics: Iterable[tuple[str, bytes, int]]) -> int:
     """pykbroker's summary of the subscribed topics ((name, id, partitions) triples), as a
     signed int64; 0 for no topics (as Kafka stores no hash for an empty subscription)."""
-    topics = sorted(topics)
-    if not topics:
+    ordered = sorted(topics)
+    if not ordered:
         return 0
     h = hashlib.blake2b(digest_size=8)
-    for name, tid, n in topics:
+    for name, tid, n in ordered:
         h.update(name.encode("utf-8") + b"\0" + bytes(tid) + struct.pack(">i", n))
     v = struct.unpack(">q", h.digest())[0]
     return v or 1
 
 
-def member_metadata_value(m) -> bytes:
+def member_metadata_value(m: CMember) -> bytes:
     w = _W()
     w.str(m.instance_id)
     w.str(m.rack_id)
@@ -300,9 +310,9 @@ def member_metadata_value(m) -> bytes:
     return w.done()
 
 
-def parse_member_metadata_value(buf) -> dict:
+def parse_member_metadata_value(buf: _Buf) -> dict[str, Any]:
     r = _R(buf)
-    d = {"instance_id": r.str(), "rack_id": r.str(), "client_id": r.str() or "", "client_host": r.str() or ""}
+    d: dict[str, Any] = {"instance_id": r.str(), "rack_id": r.str(), "client_id": r.str() or "", "client_host": r.str() or ""}
     d["topics"] = [r.str() for _ in range(r.count())]
     d["regex"] = r.str()
     d["rebalance_timeout_ms"] = r.i32()
@@ -314,22 +324,23 @@ def target_metadata_value(assignment_epoch: int, timestamp_ms: int = 0) -> bytes
     return _epoch_value(assignment_epoch, timestamp_ms)
 
 
-def parse_target_metadata_value(buf) -> tuple[int, int]:
+def parse_target_metadata_value(buf: _Buf) -> tuple[int, int]:
     """(assignment epoch, assignment timestamp or 0)."""
     return _parse_epoch_value(buf)
 
 
-def target_member_value(tps) -> bytes:
+def target_member_value(tps: Iterable[_TP]) -> bytes:
     w = _W()
     w.topic_partitions(tps)
     return w.done()
 
 
-def parse_target_member_value(buf) -> set:
+def parse_target_member_value(buf: _Buf) -> set[_TP]:
     return _R(buf).topic_partitions()
 
 
-def current_assignment_value(epoch: int, prev_epoch: int, state: int, assigned, revoking) -> bytes:
+def current_assignment_value(epoch: int, prev_epoch: int, state: int, assigned: Iterable[_TP],
+                             revoking: Iterable[_TP]) -> bytes:
     w = _W()
     w.i32(epoch)
     w.i32(prev_epoch)
@@ -339,7 +350,7 @@ def current_assignment_value(epoch: int, prev_epoch: int, state: int, assigned, 
     return w.done()
 
 
-def parse_current_assignment_value(buf) -> dict:
+def parse_current_assignment_value(buf: _Buf) -> dict[str, Any]:
     r = _R(buf)
     return {"epoch": r.i32(), "prev_epoch": r.i32(), "state": r.i8(),
             "assigned": r.topic_partitions(), "revoking": r.topic_partitions()}

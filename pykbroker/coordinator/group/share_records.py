@@ -19,7 +19,7 @@ key   record                                      value (v0)
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from .consumer_records import _R, _W, GroupRecordKeys
 # The target assignment values have the consumer group's layout (Kafka's share group schemas
@@ -70,7 +70,7 @@ def member_metadata_value(m: SMember) -> bytes:
 
 def parse_member_metadata_value(buf: bytes) -> dict:
     r = _R(buf)
-    d = {"rack_id": r.str(), "client_id": r.str() or "", "client_host": r.str() or ""}
+    d: dict[str, Any] = {"rack_id": r.str(), "client_id": r.str() or "", "client_host": r.str() or ""}
     d["topics"] = [r.str() for _ in range(r.count())]
     return d
 
