@@ -312,7 +312,8 @@ def member_metadata_value(m: CMember) -> bytes:
 
 def parse_member_metadata_value(buf: _Buf) -> dict[str, Any]:
     r = _R(buf)
-    d: dict[str, Any] = {"instance_id": r.str(), "rack_id": r.str(), "client_id": r.str() or "", "client_host": r.str() or ""}
+    d: dict[str, Any] = {"instance_id": r.str(), "rack_id": r.str(), "client_id": r.str() or "",
+                         "client_host": r.str() or ""}
     d["topics"] = [r.str() for _ in range(r.count())]
     d["regex"] = r.str()
     d["rebalance_timeout_ms"] = r.i32()

@@ -12,26 +12,30 @@ in its own module.
 from __future__ import annotations
 
 import logging
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Iterable, TypeVar
 
 from ...protocol.errors import ErrorCode as E
 from .classic import Future
 
+if TYPE_CHECKING:
+    from ...cluster.metadata_cache import MetadataCache
+    from .coordinator import GroupCoordinator
 
-def _by_topic(tps) -> list:
+
+def _by_topic(tps: Iterable[tuple[bytes, int]]) -> list[tuple[bytes, list[int]]]:
     """An assignment's (topic id, partition) pairs as [(topic id, sorted partitions)] by topic id."""
-    by: dict = {}
+    by: dict[bytes, list[int]] = {}
     for tid, p in tps:
         by.setdefault(tid, []).append(p)
     return [(t, sorted(ps)) for t, ps in sorted(by.items())]
 
 
-def heartbeat_assignment(tps) -> dict:
+def heartbeat_assignment(tps: Iterable[tuple[bytes, int]]) -> dict[str, Any]:
     """The ``assignment`` of a consumer or share group heartbeat response."""
     return {"topic_partitions": [{"topic_id": t, "partitions": ps} for t, ps in _by_topic(tps)]}
 
 
-def described_assignment(tps, metadata) -> dict:
+def described_assignment(tps: Iterable[tuple[bytes, int]], metadata: MetadataCache | None) -> dict[str, Any]:
     """An assignment as the describe APIs show it: each topic also by name ("" when unknown)."""
     return {"topic_partitions": [{"topic_id": t, "topic_name": (metadata.name_of(t) if metadata else None) or "",
                                   "partitions": ps} for t, ps in _by_topic(tps)]}
@@ -42,10 +46,11 @@ def described_assignment(tps, metadata) -> dict:
 STATE_STABLE, STATE_UNREVOKED, STATE_UNRELEASED = 0, 1, 2
 
 
-def reconciliation_state(g, m) -> int:
+def reconciliation_state(g: ModernGroup[Any], m: Any) -> int:
     """Where a consumer or streams member stands (Kafka's MemberState): still revoking what it
     held; at the assignment epoch but not yet holding its target (another member has not
-    released it); else stable."""
+    released it); else stable.  ``m`` is a consumer or streams member (they have ``revoking``;
+    the base member class has not)."""
     if m.revoking:
         return STATE_UNREVOKED
     if m.epoch == g.assignment_epoch and m.assigned != g.target.get(m.member_id, set()):
@@ -60,7 +65,7 @@ class ModernGroupMember:
     __slots__ = ("member_id", "epoch", "prev_epoch", "rack_id", "client_id", "client_host", "assigned",
                  "last_sent")
 
-    def __init__(self, member_id) -> None:
+    def __init__(self, member_id: str) -> None:
         self.member_id = member_id
         self.epoch = 0
         self.prev_epoch = -1
@@ -82,7 +87,7 @@ class ModernGroup(Generic[M]):
     kind = ""            # Kafka's group type: "consumer", "share", "streams"
     timer_kind = ""      # the first element of its members' session timer keys in the coordinator's Timer
 
-    def __init__(self, group_id, now_ms: int) -> None:
+    def __init__(self, group_id: str, now_ms: int) -> None:
         self.group_id = group_id
         self.group_epoch = 0
         self.assignment_epoch = 0
@@ -103,7 +108,7 @@ class ModernGroup(Generic[M]):
         return "Dead" if self.dead else self.summary_state()
 
     @state.setter
-    def state(self, value) -> None:
+    def state(self, value: str) -> None:
         self.dead = value == "Dead"
 
     def cancel_timers(self) -> None:
@@ -135,7 +140,7 @@ class ModernGroupManager:
     CONFIGS = ("", "", "")
     log = logging.getLogger("pykbroker.group")
 
-    def __init__(self, coordinator) -> None:
+    def __init__(self, coordinator: GroupCoordinator) -> None:
         self.gc = coordinator
         cfg = coordinator.config
         self.session_timeout_ms, self.heartbeat_interval_ms, self.max_size = (cfg[k] for k in self.CONFIGS)
@@ -150,7 +155,7 @@ class ModernGroupManager:
     def _session_timeout_ms(self, gid: str) -> int:
         return self._group_value(gid, self.GROUP_CLASS.kind + ".session.timeout.ms")
 
-    def _topic_meta(self, names) -> dict:
+    def _topic_meta(self, names: Iterable[str]) -> dict[str, tuple[bytes, int]]:
         """name -> (topic id, partition count) of the named topics that exist."""
         md = self.gc.metadata
         out: dict[str, tuple[bytes, int]] = {}
@@ -161,24 +166,24 @@ class ModernGroupManager:
         return out
 
     # -- membership ----------------------------------------------------------------------------
-    def _bump(self, g, why: str) -> None:
+    def _bump(self, g: ModernGroup[Any], why: str) -> None:
         g.group_epoch += 1
         self.log.info("%s group %s: epoch %d (%s)", self.GROUP_CLASS.kind, g.group_id, g.group_epoch, why)
 
-    def _schedule(self, g, m) -> None:
+    def _schedule(self, g: ModernGroup[Any], m: ModernGroupMember) -> None:
         """(Re)start the member's session timer: it expires unless the member heartbeats first."""
         gid, mid = g.group_id, m.member_id
         self.gc.timer.schedule((self.GROUP_CLASS.timer_kind, gid, mid), self._session_timeout_ms(gid) / 1000.0,
                                lambda: self._expire(gid, mid))
 
-    def _expire(self, gid, mid) -> None:
+    def _expire(self, gid: str, mid: str) -> None:
         g = self.gc.groups.get(gid)
         if isinstance(g, self.GROUP_CLASS) and mid in g.members:
             self.log.info("%s group %s: member %s session expired", self.GROUP_CLASS.kind, gid, mid)
             self._remove(g, mid)
             self.persist(g)
 
-    def _remove(self, g, mid: str) -> None:
+    def _remove(self, g: ModernGroup[Any], mid: str) -> None:
         g.members.pop(mid, None)
         g.target.pop(mid, None)
         if not g.members:
@@ -186,20 +191,20 @@ class ModernGroupManager:
         self.gc.timer.cancel((self.GROUP_CLASS.timer_kind, g.group_id, mid))
         self._member_left(g, mid)
 
-    def _member_left(self, g, mid: str) -> None:
+    def _member_left(self, g: Any, mid: str) -> None:  # g: the subclass's GROUP_CLASS
         """After a member left or expired: a new group epoch (the target is recomputed)."""
         self._bump(g, "member %s left" % mid)
 
     # -- persistence ---------------------------------------------------------------------------
-    def _records(self, g) -> list:
+    def _records(self, g: Any) -> list:  # g: the subclass's GROUP_CLASS
         """The (key, value or None) records that bring the log to the group's state."""
         raise NotImplementedError
 
-    def _rewrite_all(self, g) -> None:
+    def _rewrite_all(self, g: Any) -> None:  # g: the subclass's GROUP_CLASS
         """After a failed write: the next write rewrites every record of the group."""
         raise NotImplementedError
 
-    def persist(self, g) -> Future:
+    def persist(self, g: ModernGroup[Any]) -> Future:
         """Hand the group's changes to the coordinator's writer; the future resolves with 0 or
         the append's error once they (and every earlier write of the group) are in the log."""
         if not self.gc._topic_ready:
@@ -211,7 +216,7 @@ class ModernGroupManager:
             return Future(0, done=True)
         fut = Future()
 
-        def on_complete(code) -> None:
+        def on_complete(code: int) -> None:
             if code:
                 self._rewrite_all(g)
                 for m in g.members.values():
@@ -229,7 +234,7 @@ class ModernGroupManager:
         return resp, self.persist(g)
 
     # -- consumer and streams members: revocation and offsets ------------------------------------
-    def _reconcile(self, g, m) -> None:
+    def _reconcile(self, g: Any, m: Any) -> None:  # a consumer or streams group and member
         """Move the member toward its target: revoke first what it must give up (it keeps its
         epoch until it confirms), then take what no other member still holds, at the group's
         assignment epoch."""
@@ -248,7 +253,7 @@ class ModernGroupManager:
         if m.epoch != g.assignment_epoch:
             m.prev_epoch, m.epoch = m.epoch, g.assignment_epoch
 
-    def validate_commit(self, g, epoch, member_id, instance_id) -> int:
+    def validate_commit(self, g: ModernGroup[Any], epoch: int, member_id: str | None, instance_id: str | None) -> int:
         """OffsetCommit / TxnOffsetCommit by a member (Kafka's validateOffsetCommit): a negative
         epoch while the group has no member is an admin or assign() commit, taken whatever member
         id it names (Kafka 4.4 answers 0, checked by tests/differential/
@@ -256,14 +261,14 @@ class ModernGroupManager:
         empty id) at its current or previous epoch."""
         if epoch < 0 and not g.members:
             return 0
-        m = g.members.get(member_id)
+        m = g.members.get(member_id)  # type: ignore[arg-type]  # a None id finds no member
         if m is None:
             return E.UNKNOWN_MEMBER_ID
         if epoch != m.epoch and epoch != m.prev_epoch:
             return E.STALE_MEMBER_EPOCH
         return 0
 
-    def validate_fetch(self, g, member_id, epoch) -> int:
+    def validate_fetch(self, g: ModernGroup[Any], member_id: str | None, epoch: int) -> int:
         """OffsetFetch by a member (Kafka's validateOffsetFetch): a known member at its epoch."""
         m = g.members.get(member_id or "")
         if m is None:
