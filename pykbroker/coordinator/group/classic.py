@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import trio
 
 from ...protocol.errors import ErrorCode as E
 
 if TYPE_CHECKING:
+    from .coordinator import GroupCoordinator
     from .timer import Timer
 
 log = logging.getLogger("pykbroker.group")
@@ -56,13 +57,13 @@ class Future:
 
     __slots__ = ("_event", "value")
 
-    def __init__(self, value=None, done: bool = False) -> None:
+    def __init__(self, value: Any = None, done: bool = False) -> None:
         self._event = trio.Event()
         self.value = value
         if done:
             self._event.set()
 
-    def set(self, value) -> None:
+    def set(self, value: Any) -> None:
         if not self._event.is_set():
             self.value = value
             self._event.set()
@@ -75,7 +76,7 @@ class Future:
         return self.value
 
 
-def _resolved(value) -> Future:
+def _resolved(value: Any) -> Future:
     return Future(value, done=True)
 
 
@@ -84,8 +85,9 @@ class Member:
                  "session_timeout_ms", "protocol_type", "protocols", "assignment", "join_waiter",
                  "sync_waiter", "is_new", "join_version")
 
-    def __init__(self, member_id, group_instance_id, client_id, client_host, rebalance_timeout_ms,
-                 session_timeout_ms, protocol_type, protocols) -> None:
+    def __init__(self, member_id: str, group_instance_id: str | None, client_id: str, client_host: str,
+                 rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str | None,
+                 protocols: list[tuple[str, bytes]]) -> None:
         self.member_id = member_id
         self.group_instance_id = group_instance_id
         self.client_id = client_id
@@ -106,7 +108,7 @@ class Member:
                 return meta
         return b""
 
-    def matches(self, protocols) -> bool:
+    def matches(self, protocols: Iterable[tuple[str, bytes]]) -> bool:
         return list(self.protocols) == list(protocols)
 
 
@@ -116,9 +118,11 @@ class JoinRequest:
     __slots__ = ("member_id", "group_instance_id", "client_id", "client_host", "session_timeout_ms",
                  "rebalance_timeout_ms", "protocol_type", "protocols", "version", "reason")
 
-    def __init__(self, member_id="", group_instance_id=None, client_id="", client_host="",
-                 session_timeout_ms=10000, rebalance_timeout_ms=-1, protocol_type="consumer",
-                 protocols=(), version=9, reason=None) -> None:
+    def __init__(self, member_id: str = "", group_instance_id: str | None = None, client_id: str = "",
+                 client_host: str = "", session_timeout_ms: int = 10000, rebalance_timeout_ms: int = -1,
+                 protocol_type: str = "consumer",
+                 protocols: Iterable[tuple[str, bytes | bytearray | memoryview]] = (), version: int = 9,
+                 reason: str | None = None) -> None:
         self.member_id = member_id
         self.group_instance_id = group_instance_id
         self.client_id = client_id
@@ -131,7 +135,7 @@ class JoinRequest:
         self.reason = reason
 
 
-def join_error(code, member_id="") -> dict:
+def join_error(code: int, member_id: str = "") -> dict[str, Any]:
     return {"error_code": int(code), "generation_id": -1, "protocol_type": None, "protocol_name": None,
             "leader": "", "member_id": member_id, "members": [], "skip_assignment": False}
 
@@ -142,7 +146,7 @@ class ClassicGroup:
 
     kind = "classic"
 
-    def __init__(self, coordinator, group_id: str) -> None:
+    def __init__(self, coordinator: GroupCoordinator, group_id: str) -> None:
         self.coordinator = coordinator
         self.group_id = group_id
         self.state = EMPTY
@@ -171,20 +175,20 @@ class ClassicGroup:
     def timer(self) -> Timer:
         return self.coordinator.timer
 
-    def _tkey(self, kind, member_id=None) -> tuple:
+    def _tkey(self, kind: str, member_id: str | None = None) -> tuple[str, str, str | None]:
         return (kind, self.group_id, member_id)
 
     def is_empty(self) -> bool:
         return not self.members
 
-    def is_leader(self, member_id) -> bool:
+    def is_leader(self, member_id: str) -> bool:
         return self.leader == member_id
 
     def summary_state(self) -> str:
         return self.state
 
     # -- protocol bookkeeping ----------------------------------------------------------------
-    def supports(self, protocol_type: str, protocols) -> bool:
+    def supports(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
         """Kafka's supportsProtocols: an empty group takes any non-empty type and protocol list;
         otherwise the type must match and one protocol must be supported by every member."""
         if not self.members:
@@ -283,22 +287,22 @@ class ClassicGroup:
             return E.UNKNOWN_MEMBER_ID
         return 0
 
-    def _join_existing_preparing(self, member, req) -> Future:
+    def _join_existing_preparing(self, member: Member, req: JoinRequest) -> Future:
         return self._update_member_and_rebalance(member, req)
 
-    def _join_existing_completing(self, member, req) -> Future:
+    def _join_existing_completing(self, member: Member, req: JoinRequest) -> Future:
         if member.matches(req.protocols):
             # A retried JoinGroup for this generation: answer with the current result.
             return _resolved(self._join_result(member, req.version))
         return self._update_member_and_rebalance(member, req)
 
-    def _join_existing_stable(self, member, req) -> Future:
+    def _join_existing_stable(self, member: Member, req: JoinRequest) -> Future:
         if self.is_leader(member.member_id) or not member.matches(req.protocols):
             # The leader rejoining (it may want to reassign) or changed metadata: rebalance.
             return self._update_member_and_rebalance(member, req)
         return _resolved(self._join_result(member, req.version))
 
-    def _join_existing_empty(self, member, req) -> Future:
+    def _join_existing_empty(self, member: Member, req: JoinRequest) -> Future:
         return _resolved(join_error(E.UNKNOWN_MEMBER_ID, member.member_id))
 
     def _join_result(self, member: Member, version: int, skip_assignment: bool = False) -> dict:
@@ -361,7 +365,7 @@ class ClassicGroup:
         old.session_timeout_ms, old.rebalance_timeout_ms = req.session_timeout_ms, req.rebalance_timeout_ms
         old.join_version = req.version
         self.members[new_id] = old
-        self.static[req.group_instance_id] = new_id
+        self.static[req.group_instance_id] = new_id  # type: ignore[index]  # static members only
         if self.leader == old_id:
             self.leader = new_id
         member = old
@@ -480,7 +484,7 @@ class ClassicGroup:
                 self._remove_member_and_update(m, "pending sync expired")
         self.pending_sync.clear()
 
-    def _reset_and_propagate_assignment_error(self, code) -> None:
+    def _reset_and_propagate_assignment_error(self, code: int) -> None:
         for m in self.members.values():
             m.assignment = b""
             if m.sync_waiter is not None:
@@ -492,7 +496,8 @@ class ClassicGroup:
                 self._schedule_heartbeat(m)
 
     # -- SyncGroup ---------------------------------------------------------------------------
-    def sync(self, member_id, instance_id, generation, protocol_type, protocol_name, assignments) -> Future:
+    def sync(self, member_id: str, instance_id: str | None, generation: int, protocol_type: str | None,
+             protocol_name: str | None, assignments: Mapping[str, bytes | bytearray | memoryview]) -> Future:
         if self.state == DEAD:
             return _resolved({"error_code": int(E.COORDINATOR_NOT_AVAILABLE), "assignment": b""})
         err = self._validate_member(member_id, instance_id)
@@ -505,13 +510,13 @@ class ClassicGroup:
             return _resolved({"error_code": int(E.INCONSISTENT_GROUP_PROTOCOL), "assignment": b""})
         return _SYNC[self.state](self, self.members[member_id], assignments)
 
-    def _sync_rebalancing(self, member, assignments) -> Future:
+    def _sync_rebalancing(self, member: Member, assignments: Mapping[str, bytes | bytearray | memoryview]) -> Future:
         return _resolved({"error_code": int(E.REBALANCE_IN_PROGRESS), "assignment": b""})
 
-    def _sync_empty(self, member, assignments) -> Future:
+    def _sync_empty(self, member: Member, assignments: Mapping[str, bytes | bytearray | memoryview]) -> Future:
         return _resolved({"error_code": int(E.UNKNOWN_MEMBER_ID), "assignment": b""})
 
-    def _sync_completing(self, member, assignments) -> Future:
+    def _sync_completing(self, member: Member, assignments: Mapping[str, bytes | bytearray | memoryview]) -> Future:
         if member.sync_waiter is not None:
             member.sync_waiter.set({"error_code": int(E.UNKNOWN_MEMBER_ID), "assignment": b""})
         member.sync_waiter = Future()
@@ -552,7 +557,7 @@ class ClassicGroup:
                 m.sync_waiter = None
                 self._schedule_heartbeat(m)  # a whole session from the answer (Kafka does the same)
 
-    def _sync_stable(self, member, assignments) -> Future:
+    def _sync_stable(self, member: Member, assignments: Mapping[str, bytes | bytearray | memoryview]) -> Future:
         self.pending_sync.discard(member.member_id)
         if not self.pending_sync:
             self.timer.cancel(self._tkey("sync"))
@@ -564,7 +569,7 @@ class ClassicGroup:
                 "assignment": m.assignment}
 
     # -- Heartbeat ---------------------------------------------------------------------------
-    def heartbeat(self, member_id, instance_id, generation) -> int:
+    def heartbeat(self, member_id: str, instance_id: str | None, generation: int) -> int:
         if self.state == DEAD:
             return E.COORDINATOR_NOT_AVAILABLE
         err = self._validate_member(member_id, instance_id)
@@ -574,16 +579,16 @@ class ClassicGroup:
             return E.ILLEGAL_GENERATION
         return _HEARTBEAT[self.state](self, self.members[member_id])
 
-    def _heartbeat_ok(self, member) -> int:
+    def _heartbeat_ok(self, member: Member) -> int:
         self._schedule_heartbeat(member)
         return E.NONE
 
-    def _heartbeat_rebalancing(self, member) -> int:
+    def _heartbeat_rebalancing(self, member: Member) -> int:
         # The member stays alive but must rejoin: this is how clients learn of a rebalance.
         self._schedule_heartbeat(member)
         return E.REBALANCE_IN_PROGRESS
 
-    def _heartbeat_empty(self, member) -> int:
+    def _heartbeat_empty(self, member: Member) -> int:
         return E.UNKNOWN_MEMBER_ID
 
     # -- LeaveGroup --------------------------------------------------------------------------
@@ -631,7 +636,7 @@ class ClassicGroup:
             self._maybe_complete_join()
 
     @staticmethod
-    def _answer_waiters(m: Member, code) -> None:
+    def _answer_waiters(m: Member, code: int) -> None:
         """Answer the member's parked JoinGroup/SyncGroup with ``code``."""
         if m.join_waiter is not None:
             m.join_waiter.set(join_error(code, m.member_id))

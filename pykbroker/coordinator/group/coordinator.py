@@ -458,7 +458,7 @@ class GroupCoordinator(CoordinatorService):
         for lm in lg.members:
             m = Member(lm.member_id, lm.group_instance_id, lm.client_id, lm.client_host,
                        lm.rebalance_timeout_ms, lm.session_timeout_ms, g.protocol_type,
-                       [(lg.protocol, lm.subscription)])
+                       [(lg.protocol, lm.subscription)])  # type: ignore[list-item]  # set when it has members
             m.assignment = lm.assignment
             g.members[m.member_id] = m
             if m.group_instance_id is not None:
