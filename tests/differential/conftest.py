@@ -9,6 +9,7 @@ Maven or the jars are missing the tests FAIL: the oracle is part of what CI chec
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import time
@@ -73,18 +74,27 @@ class Target:
         return "<%s %s>" % (self.name, self.bootstrap)
 
 
-@pytest.fixture(scope="session")
-def kafka(tmp_path_factory):
-    oracle = _load_oracle()
-    k = oracle.KafkaOracle(tmp_path_factory.mktemp("kafka"), COMMON_OVERRIDES)
+@contextlib.contextmanager
+def started_oracle(tmp_path_factory, name: str, overrides: dict):
+    """One Apache Kafka node (compat/kafka/oracle.py) with ``overrides``, started, stopped at the
+    end. Never a skip: a missing oracle is a CI failure."""
+    k = _load_oracle().KafkaOracle(tmp_path_factory.mktemp(name), dict(overrides))
     try:
         k.start()
-    except Exception as e:   # never a skip: a missing oracle is a CI failure
+    except Exception as e:
         pytest.fail("Apache Kafka (the oracle) could not be started: %s" % e, pytrace=False)
-    t = Target("kafka", k.bootstrap, k.node_id, k)
-    t.start_seconds = k.start_seconds
-    yield t
-    k.stop()
+    try:
+        yield k
+    finally:
+        k.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory):
+    with started_oracle(tmp_path_factory, "kafka", COMMON_OVERRIDES) as k:
+        t = Target("kafka", k.bootstrap, k.node_id, k)
+        t.start_seconds = k.start_seconds
+        yield t
 
 
 @pytest.fixture(scope="session")
@@ -116,13 +126,8 @@ def _kafka_authorizer_node(tmp_path_factory):
     clients may manage ACLs) that test_acls.py and test_client_acls.py share: one JVM start, not
     one per module.  Use it through :func:`kafka_authorizer`."""
     from tests.client_acls import AUTH
-    k = _load_oracle().KafkaOracle(tmp_path_factory.mktemp("kafka-authorizer"), dict(AUTH))
-    try:
-        k.start()
-    except Exception as e:   # never a skip: a missing oracle is a CI failure
-        pytest.fail("Apache Kafka (the oracle) could not be started: %s" % e, pytrace=False)
-    yield k
-    k.stop()
+    with started_oracle(tmp_path_factory, "kafka-authorizer", AUTH) as k:
+        yield k
 
 
 # DeleteAcls / DescribeAcls filter matching every binding (type, pattern, operation and permission

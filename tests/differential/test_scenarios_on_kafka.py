@@ -29,7 +29,7 @@ import pytest
 from tests import against
 from tests.embedding import test_pytest_plugin as plugin_tests
 
-from .conftest import _load_oracle
+from .conftest import started_oracle
 
 pytest_plugins = ["pytester"]
 
@@ -49,13 +49,8 @@ SAMPLE = [
 
 @pytest.fixture(scope="module")
 def kafka_for_scenarios(tmp_path_factory):
-    k = _load_oracle().KafkaOracle(tmp_path_factory.mktemp("kafka-scenarios"), against.ORACLE_OVERRIDES)
-    try:
-        k.start()
-    except Exception as e:   # never a skip: a missing oracle is a CI failure
-        pytest.fail("Apache Kafka (the oracle) could not be started: %s" % e, pytrace=False)
-    yield k
-    k.stop()
+    with started_oracle(tmp_path_factory, "kafka-scenarios", against.ORACLE_OVERRIDES) as k:
+        yield k
 
 
 def _outcomes(junit: Path) -> dict:
