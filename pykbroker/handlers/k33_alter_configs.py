@@ -13,8 +13,14 @@ request, then ConfigurationControlManager.legacyAlterConfigResource):
   applied to the open partitions before the answer.
 - BROKER (4): dynamic broker configs (pykbroker/config/dynamic.py): the request's configs become
   the resource's whole dynamic set (the cluster default for an empty name, else this node's id),
-  validated and applied as IncrementalAlterConfigs does.  An empty list changes nothing (Kafka
-  4.4 keeps the stored set too).
+  validated and applied as IncrementalAlterConfigs does; an empty list removes every stored one
+  (as Kafka 4.4).  Then Kafka 4.4's ELR rule (eligible leader replicas are on in a freshly
+  formatted Kafka 4.4, whose cluster default always holds ``min.insync.replicas``): a cluster
+  default replacement without ``min.insync.replicas`` (an empty list too) is INVALID_CONFIG
+  "Cluster-level min.insync.replicas cannot be removed while ELR is enabled.", one naming it on
+  this node's id (or dropping a stored one) INVALID_CONFIG "Broker-level min.insync.replicas
+  cannot be altered while ELR is enabled."; a bad value or a read-only name is reported first
+  (INVALID_REQUEST, the broker's check before the controller's), ``validate_only`` included.
 - BROKER_LOGGER (8) is not accepted by the legacy API (INVALID_REQUEST "Unknown resource type 8",
   as Kafka); GROUP (32): the request's configs become the group's whole config set, validated and
   stored as IncrementalAlterConfigs does; CLIENT_METRICS is not built (INVALID_REQUEST
@@ -26,8 +32,8 @@ from __future__ import annotations
 from ..protocol.errors import ErrorCode, KafkaError
 from ..server.dispatch import RequestContext
 from .support import config_resources
-from .support.config_resources import (BROKER, BROKER_LOGGER, GROUP, TOPIC, alter_broker, alter_each, alter_group, alter_topic,
-                               check_broker_name, check_config_list, unsupported_type)
+from .support.config_resources import (BROKER, BROKER_LOGGER, GROUP, MIN_ISR, TOPIC, alter_broker, alter_each, alter_group,
+                               alter_topic, broker_entity, check_broker_name, check_config_list, unsupported_type)
 from .support.versions import VERSIONS
 
 API_KEY = 33
@@ -45,9 +51,11 @@ async def _one(ctx: RequestContext, res: dict, validate_only: bool) -> None:
         await alter_topic(ctx.broker, name, {c["name"]: c["value"] for c in configs}, validate_only)
     elif rtype == BROKER:
         check_broker_name(ctx.broker, name)
-        if configs:
-            new = {c["name"]: c["value"] for c in configs}
-            await alter_broker(ctx.broker, name, new, new, validate_only)
+        new = {c["name"]: c["value"] for c in configs}
+        # the replacement writes the names it lists and drops the stored ones it does not list
+        dropped = ctx.broker.controller.broker_configs(broker_entity(ctx.broker, name)).keys() - new.keys()
+        await alter_broker(ctx.broker, name, new, new, validate_only,
+                           altered=new.keys() | dropped, removes_cluster_min_isr=MIN_ISR not in new)
     elif rtype == BROKER_LOGGER:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "Unknown resource type %d" % rtype)
     elif rtype == GROUP:

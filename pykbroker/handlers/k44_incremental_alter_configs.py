@@ -36,7 +36,12 @@ config), APPEND/SUBTRACT on LIST configs only (else INVALID_CONFIG "Config value
 allowed for config key: X"), starting from the stored value or the config's built-in default.
 The configs set are then validated as Kafka does (INVALID_REQUEST "Cannot update these configs
 dynamically: [a, b]", "Cannot update these configs at default cluster level, broker id must be
-specified: [...]", "Invalid value x for configuration k: reason"); ``validate_only`` stops there.
+specified: [...]", "Invalid value x for configuration k: reason").  Then Kafka 4.4's ELR rule
+(eligible leader replicas are on in a freshly formatted Kafka 4.4): DELETE of
+``min.insync.replicas`` at the cluster default is INVALID_CONFIG "Cluster-level
+min.insync.replicas cannot be removed while ELR is enabled.", any operation on it at this node's
+id INVALID_CONFIG "Broker-level min.insync.replicas cannot be altered while ELR is enabled.";
+``validate_only`` stops there.
 Otherwise the controller stores the new set (the metadata file, or ``/config/brokers/...`` in
 ZooKeeper) and the broker applies it before the answer: DescribeConfigs shows it at once and the
 topics without an override follow it.
@@ -68,7 +73,7 @@ from typing import Any
 from ..config import BROKER_CONFIGS, TOPIC_CONFIGS
 from ..server.dispatch import RequestContext
 from .support import config_resources
-from .support.config_resources import (APPEND, BROKER, BROKER_LOGGER, DELETE, GROUP, OP_NAMES as _OP_NAMES, SET, SUBTRACT,
+from .support.config_resources import (APPEND, BROKER, BROKER_LOGGER, DELETE, GROUP, MIN_ISR, OP_NAMES as _OP_NAMES, SET, SUBTRACT,
                                TOPIC, alter_broker, alter_each, alter_group, alter_topic, broker_entity, check_broker_name,
                                check_config_list, invalid_config as _invalid_config,
                                invalid_request as _invalid_request, java_int as _java_int, unsupported_type)
@@ -201,7 +206,12 @@ async def _alter_broker(broker: Any, res: dict, validate_only: bool) -> None:
                 changed.remove(key)
         elif key not in changed:
             changed.append(key)
-    await alter_broker(broker, name, new, {k: new[k] for k in changed}, validate_only)
+    # Kafka's controller writes a record for every name the request lists (KAFKA-14136), so
+    # any operation on min.insync.replicas counts for its ELR rule, a DELETE of it as removal.
+    await alter_broker(broker, name, new, {k: new[k] for k in changed}, validate_only,
+                       altered={c["name"] for c in res["configs"]},
+                       removes_cluster_min_isr=any(c["name"] == MIN_ISR and c["config_operation"] == DELETE
+                                                   for c in res["configs"]))
 
 
 async def _one(ctx: RequestContext, res: dict, validate_only: bool) -> None:

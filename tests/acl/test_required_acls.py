@@ -390,7 +390,9 @@ ROWS.update({
             {"name": "log.retention.ms", "config_operation": 0, "value": "604800000"}]}],
         "validate_only": True}, "cluster", lambda r: [x["error_code"] for x in r["responses"]]),
     "alter_broker_configs_legacy": (33, 2, lambda t, g, x: {"resources": [
-        {"resource_type": 4, "resource_name": "", "configs": [{"name": "log.retention.ms", "value": "604800000"}]}],
+        # a replacement of the cluster default keeps min.insync.replicas (Kafka 4.4's ELR rule)
+        {"resource_type": 4, "resource_name": "", "configs": [{"name": "min.insync.replicas", "value": "1"},
+                                                              {"name": "log.retention.ms", "value": "604800000"}]}],
         "validate_only": True}, "cluster", lambda r: [x["error_code"] for x in r["responses"]]),
     "alter_group_configs_legacy": (33, 2, lambda t, g, x: {"resources": [
         {"resource_type": 32, "resource_name": g, "configs": [

@@ -7,8 +7,9 @@ from kafka.admin import ConfigResource as KResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient
 from kafka.protocol.admin import AlterConfigsRequest, AlterConfigsResponse
 
-from pykbroker.protocol.wire import call_kafka_python as call
-from tests.configs.helpers import DEFAULT_CONFIG, TOPIC_CONFIG, create, describe, legacy, name, overrides
+from pykbroker.protocol.wire import WireClient, call_kafka_python as call
+from tests.configs.helpers import (DEFAULT_CONFIG, TIMEOUT, TOPIC_CONFIG, create, describe, incremental, legacy, name,
+                                  overrides)
 
 
 @pytest.fixture(scope="module")
@@ -92,3 +93,57 @@ def test_raw_versions(broker, admin, version):
     assert (bad_id.error_code, bad_id.error_message) == (42, "Node id must be an integer, but it is: x")
     assert (empty.error_code, empty.error_message) == (0, None)
     assert overrides(admin, t) == {"flush.messages": "1"}
+
+
+def _raw(bs, api_key, version, name, configs, validate_only=False):
+    """A BROKER resource through the wire client (librdkafka cannot name the cluster default "")."""
+    with WireClient(bs) as c:
+        (res,) = c.request(api_key, version, {"resources": [{"resource_type": 4, "resource_name": name,
+                                                              "configs": configs}],
+                                              "validate_only": validate_only})["responses"]
+    return res["error_code"], res["error_message"]
+
+
+CLUSTER_MIN_ISR = (40, "Cluster-level min.insync.replicas cannot be removed while ELR is enabled.")
+BROKER_MIN_ISR = "Broker-level min.insync.replicas cannot be altered while ELR is enabled."
+
+
+def test_elr_min_insync_replicas_rule(broker, admin):
+    """Kafka 4.4's controller (eligible leader replicas on, as a freshly formatted cluster has
+    them) keeps the cluster-level min.insync.replicas: a full replacement of the cluster default
+    without it, an incremental DELETE of it, or any change of it on one broker is INVALID_CONFIG,
+    and nothing is stored."""
+    bs = broker.bootstrap
+    assert _raw(bs, 33, 2, "", [{"name": "message.max.bytes", "value": "4096"}]) == CLUSTER_MIN_ISR
+    assert _raw(bs, 33, 0, "", []) == CLUSTER_MIN_ISR
+    assert _raw(bs, 44, 1, "", [{"name": "min.insync.replicas", "config_operation": 1, "value": None}],
+                validate_only=True) == CLUSTER_MIN_ISR
+    # the broker's check of the values comes first
+    assert _raw(bs, 33, 2, "", [{"name": "message.max.bytes", "value": "x"}]) == (
+        42, "Invalid value x for configuration message.max.bytes: Not a number of type INT")
+    # listing it keeps it: accepted (validate_only: the module's broker keeps its defaults)
+    assert _raw(bs, 33, 2, "", [{"name": "min.insync.replicas", "value": "1"},
+                                {"name": "message.max.bytes", "value": "4096"}], validate_only=True) == (0, None)
+    # one broker's: what confluent-kafka's admin shows, both APIs
+    err = legacy(admin, "1", {"min.insync.replicas": "1"}, rtype=ConfigResource.Type.BROKER)
+    assert (err.code(), err.str()) == (KafkaError.INVALID_CONFIG, BROKER_MIN_ISR)
+    err = incremental(admin, "1", ("DELETE", "min.insync.replicas", None), rtype=ConfigResource.Type.BROKER)
+    assert (err.code(), err.str()) == (KafkaError.INVALID_CONFIG, BROKER_MIN_ISR)
+    with WireClient(bs) as c:
+        for name in ("", "1"):
+            r = c.request(32, 4, {"resources": [{"resource_type": 4, "resource_name": name,
+                                                 "configuration_keys": ["message.max.bytes", "min.insync.replicas"]}],
+                                  "include_synonyms": False, "include_documentation": False})
+            assert {e["name"]: e["config_source"] for e in r["results"][0]["configs"]
+                    if e["config_source"] in (2, 3)} == {}, r
+
+
+def test_empty_list_clears_broker_resource(broker, admin):
+    """A legacy replacement with no configs removes the broker's whole stored set (Kafka 4.4)."""
+    bs = broker.bootstrap
+    assert incremental(admin, "1", ("SET", "log.cleaner.backoff.ms", "20000"), rtype=ConfigResource.Type.BROKER) is None
+    res = ConfigResource(ConfigResource.Type.BROKER, "1")
+    assert admin.describe_configs([res])[res].result(TIMEOUT)["log.cleaner.backoff.ms"].value == "20000"
+    assert _raw(bs, 33, 2, "1", []) == (0, None)
+    entry = admin.describe_configs([res])[res].result(TIMEOUT)["log.cleaner.backoff.ms"]
+    assert (entry.value, entry.source) == ("15000", DEFAULT_CONFIG)

@@ -15,9 +15,9 @@ def inc(t, name, ops, validate_only=False, version=1):
     return [(x["error_code"], x["error_message"]) for x in r["responses"]]
 
 
-def legacy(t, name, configs, version=2):
+def legacy(t, name, configs, version=2, validate_only=False):
     r = call(t, 33, version, {"resources": [{"resource_type": 4, "resource_name": name, "configs": [
-        {"name": n, "value": v} for n, v in configs]}], "validate_only": False})
+        {"name": n, "value": v} for n, v in configs]}], "validate_only": validate_only})
     return [(x["error_code"], x["error_message"]) for x in r["responses"]]
 
 
@@ -100,6 +100,46 @@ def test_layers_read_back(both):
         out.append(inc(t, "1", [(1, "log.cleaner.backoff.ms", None)]))
         out.append(settled(t, "log.cleaner.backoff.ms", 5))
         out.append(settled(t, "num.io.threads", 5))
+        return out
+    p, k = both(scenario)
+    assert p == k, explain(p, k)
+
+
+MIN_ISR = "min.insync.replicas"
+
+
+def test_elr_min_insync_replicas_rule(both):
+    """Kafka 4.4 formats its cluster with eligible leader replicas on and a cluster-level
+    min.insync.replicas, which its controller then refuses to remove (a legacy replacement of the
+    cluster default that omits it, an empty one included; an incremental DELETE) or to set or
+    delete per broker: INVALID_CONFIG with its message, after the broker's own checks (a bad
+    value or read-only name is INVALID_REQUEST first).  A legacy empty list on the broker's own
+    id removes its whole stored set."""
+    def scenario(t):
+        out = [legacy(t, "", [("log.retention.ms", "1000")]),
+               legacy(t, "", [("log.retention.ms", "1000")], version=0),
+               legacy(t, "", []),
+               legacy(t, "", [("not.a.broker.config", "5")]),
+               legacy(t, "", [("log.retention.ms", "abc")]),
+               legacy(t, "", [("log.retention.hours", "5")]),
+               legacy(t, "", [(MIN_ISR, "0")]),
+               legacy(t, "", [(MIN_ISR, "1"), ("log.retention.ms", "1000")], validate_only=True),
+               legacy(t, "", [("log.retention.ms", "1000")], validate_only=True),
+               legacy(t, "1", [(MIN_ISR, "2")], validate_only=True),
+               legacy(t, "1", [("log.retention.ms", "1000")], validate_only=True),
+               inc(t, "", [(1, MIN_ISR, None)]),
+               inc(t, "", [(1, MIN_ISR, None)], validate_only=True),
+               inc(t, "", [(1, MIN_ISR, None), (0, "log.retention.ms", "abc")], validate_only=True),
+               inc(t, "", [(0, MIN_ISR, "2")], validate_only=True),
+               inc(t, "1", [(0, MIN_ISR, "2")], validate_only=True),
+               inc(t, "1", [(1, MIN_ISR, None)], validate_only=True),
+               inc(t, "1", [(2, MIN_ISR, "2")], validate_only=True)]
+        # nothing of the refused changes was stored
+        out.append(describe(t, "1", KEYS))
+        out.append(inc(t, "1", [(0, "log.cleaner.backoff.ms", "20000")]))
+        out.append(settled(t, "log.cleaner.backoff.ms", 2))
+        out.append(legacy(t, "1", []))
+        out.append(settled(t, "log.cleaner.backoff.ms", 5))
         return out
     p, k = both(scenario)
     assert p == k, explain(p, k)

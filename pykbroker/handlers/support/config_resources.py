@@ -78,11 +78,36 @@ def broker_entity(broker: Any, name: str) -> str:
     return str(java_int(name)) if name else ""
 
 
+MIN_ISR = "min.insync.replicas"
+
+
+def check_elr_min_isr(name: str, altered: Any, removes_cluster_min_isr: bool) -> None:
+    """Kafka 4.4's controller rules for ``min.insync.replicas`` on BROKER resources while
+    eligible leader replicas (KIP-966) are enabled, as on every freshly formatted Kafka 4.1+
+    cluster (ConfigurationControlManager.isDisallowedBrokerMinIsrTransition /
+    isDisallowedClusterMinIsrTransition).  ELR needs one cluster-wide value: the format step
+    writes the cluster default's ``min.insync.replicas`` (the static value) and the controller
+    then refuses to remove it, or to set or delete it on a single broker.  pykbroker does not
+    build ELR (SKIPPED.md) but answers these changes as the oracle does, so an admin script
+    written against Kafka 4.4 meets the same refusals here.
+
+    ``altered``: the config names the change writes on the resource (set, deleted, or dropped
+    by a full replacement); ``removes_cluster_min_isr``: the change leaves the cluster default
+    without ``min.insync.replicas`` (an explicit DELETE, or a full replacement omitting it:
+    Kafka's is always stored, pykbroker's is implied)."""
+    if name and MIN_ISR in altered:
+        raise invalid_config("Broker-level %s cannot be altered while ELR is enabled." % MIN_ISR)
+    if not name and removes_cluster_min_isr:
+        raise invalid_config("Cluster-level %s cannot be removed while ELR is enabled." % MIN_ISR)
+
+
 async def alter_broker(broker: Any, name: str, new: dict[str, str], changed: dict[str, str],
-                       validate_only: bool) -> None:
+                       validate_only: bool, altered: Any, removes_cluster_min_isr: bool) -> None:
     """Dynamic broker configs (config/dynamic.py): ``changed`` (the configs the request sets)
-    validated as Kafka's DynamicBrokerConfig does (INVALID_REQUEST with its texts), then
-    ``new``, the resource's whole dynamic set, stored by the controller and applied."""
+    validated as Kafka's DynamicBrokerConfig does (INVALID_REQUEST with its texts), then the
+    controller's ELR rule on ``min.insync.replicas`` (:func:`check_elr_min_isr`; Kafka's broker
+    validates before it forwards to the controller), then ``new``, the resource's whole dynamic
+    set, stored by the controller and applied."""
     try:
         validate_change(broker.config, bool(name), changed)
         if broker.listener_security:
@@ -91,6 +116,7 @@ async def alter_broker(broker: Any, name: str, new: dict[str, str], changed: dic
             validate_keystores(broker.listener_security, bool(name), changed)
     except DynamicConfigError as e:   # KeystoreUpdateError too
         raise invalid_request(str(e)) from None
+    check_elr_min_isr(name, altered, removes_cluster_min_isr)
     if validate_only:
         return   # Kafka encodes passwords only when it stores them (toPersistentProps)
     if any(is_password_key(k) for k in changed):
