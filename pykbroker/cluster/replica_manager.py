@@ -120,6 +120,17 @@ def _missing_partition_error(metadata: Optional[MetadataCache], topic: str, inde
     return ErrorCode.NOT_LEADER_OR_FOLLOWER if st is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 
+def failed_status(e: KafkaError, partition: Partition | None) -> ProducePartitionStatus:
+    """The status of a partition whose append ``e`` refused (nothing appended): Kafka answers
+    the errors of ``_LOG_START_ERRORS`` with the partition's log start offset, the others and
+    request-level record checks with -1 (also the fast path's, handlers/support/produce_fast.py)."""
+    log_start = -1
+    if (e.code in _LOG_START_ERRORS and partition is not None
+            and not (isinstance(e, RecordError) and e.request_check)):
+        log_start = partition.log_start_offset
+    return ProducePartitionStatus(e, int(e.code), -1, -1, log_start)
+
+
 class ProducePartitionStatus:
     """One partition's outcome of :meth:`ReplicaManager.append_records` (Kafka's
     PartitionResponse): ``error`` the KafkaError that refused the append (nothing appended),
@@ -298,11 +309,7 @@ class ReplicaManager:
                         raise KafkaError(code)
                 res = partition.append_records_as_leader(validated, now_ms)
             except KafkaError as e:
-                log_start = -1
-                if (e.code in _LOG_START_ERRORS and partition is not None
-                        and not (isinstance(e, RecordError) and e.request_check)):
-                    log_start = partition.log_start_offset
-                out.append(ProducePartitionStatus(e, int(e.code), -1, -1, log_start))
+                out.append(failed_status(e, partition))
                 continue
             st = ProducePartitionStatus(None, 0, res.base_offset, res.log_append_time_ms, res.log_start_offset)
             out.append(st)

@@ -68,8 +68,9 @@ encodes its per-partition statuses.
 """
 from __future__ import annotations
 
-from collections.abc import Collection
-from typing import Any
+import sys
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..acl.check import session
 from ..acl.requirements import need
@@ -77,7 +78,11 @@ from ..protocol.errors import ErrorCode
 from ..protocol.records import HEADER_SIZE, MAGIC_V2, TRANSACTIONAL_MASK, RecordError, first_batch_corruption
 from ..server.dispatch import CloseConnection, RequestContext
 from .support.common import NEW_LEADER_ERRORS, PartitionResponses, current_leader
+from .support.produce_fast import FastPath
 from .support.versions import VERSIONS
+
+if TYPE_CHECKING:
+    from ..cluster.replica_manager import ProducePartitionStatus
 
 API_KEY = 0
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
@@ -183,6 +188,17 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
     statuses = await services.replica_manager.append_records(
         entries, acks, request["timeout_ms"], version, transactional_id,
         services.clock.time_ms()) if entries else ()   # the broker's clock (pykbroker/clock.py)
+    return answer(ctx, request, codes, statuses)
+
+
+def answer(ctx: RequestContext, request: dict, codes: list[int], statuses: Sequence[ProducePartitionStatus]
+           ) -> dict | None:
+    """The response to ``request`` (its topic names resolved): ``codes`` per topic (0: its
+    partitions went to the ReplicaManager), the ReplicaManager's ``statuses`` of those
+    partitions in request order.  None for acks=0; raises ``CloseConnection`` for a failed
+    acks=0 request.  The fast path (support/produce_fast.py) answers its errors here too."""
+    acks = request["acks"]
+    version = ctx.api_version
     i = 0
     responses = []
     failed = False
@@ -215,7 +231,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict | None:
                 r = RESPONSES.error(idx, e.code)
                 if e.message is not None and (record_error or e.code in _MESSAGE_ERRORS):
                     r["error_message"] = e.message
-                if record_error and e.record_errors:
+                if isinstance(e, RecordError) and e.record_errors:
                     r["record_errors"] = [{"batch_index": j, "batch_index_error_message": m}
                                           for j, m in e.record_errors]
                 r["log_start_offset"] = st.log_start_offset
@@ -242,3 +258,7 @@ def _add_current_leader(ctx: RequestContext, r: dict, topic: str, index: int, en
     e = reg.endpoint(getattr(ctx.connection, "listener_name", "PLAINTEXT")) if reg is not None else None
     if e is not None:
         endpoints[reg.broker_id] = {"node_id": reg.broker_id, "host": e.host, "port": e.port, "rack": reg.rack}
+
+
+# The common request's fast path (support/produce_fast.py); the dispatcher reads ``FAST_PATH``.
+FAST_PATH = FastPath(sys.modules[__name__])

@@ -30,7 +30,7 @@ from ..protocol.records import (
     MESSAGE_TOO_LARGE, RECORD_OVERHEAD_V0, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK, UNSUPPORTED_COMPRESSION_TYPE,
     RecordError, compress, decode_records, decompress, increment_sequence, iter_batches, rewrite_crc)
 
-__all__ = ["BatchInfo", "ValidatedRecords", "validate_produce_records", "per_record_errors",
+__all__ = ["BatchInfo", "ValidatedRecords", "validate_produce_records", "validate_single_batch", "per_record_errors",
            "raise_record_errors", "recompress", "internal_validated"]
 
 # what record bytes arrive as: a request frame's writable view, or bytes/bytearray from a caller
@@ -317,3 +317,39 @@ def internal_validated(batch: Buffer) -> ValidatedRecords:
                              h.last_sequence if h.base_sequence >= 0 else -1, h.is_transactional))
         total += n
     return ValidatedRecords(data, out, total)
+
+
+def validate_single_batch(buf: memoryview, max_message_bytes: int, api_version: int, now_ms: int,
+                          timestamp_after_max_ms: Optional[int]) -> Optional[ValidatedRecords]:
+    """The common produce partition, validated with the fewest steps: exactly one whole
+    non-transactional, non-control magic-v2 batch that passes every check of
+    :func:`validate_produce_records` with a topic that walks no record (not compacted, no
+    finite ``message.timestamp.before.max.ms``: the caller checks both).  Returns what
+    :func:`validate_produce_records` would return for it (the same buffer, one ``BatchInfo``),
+    or None for anything else, valid or not: the caller then takes the general path, which
+    answers with Kafka's exact error.  Nothing is changed before returning None, so falling
+    back is always safe.  ``buf`` must be a writable view (a request frame's records)."""
+    n = len(buf)
+    if n < HEADER_SIZE:
+        return None
+    (base_offset, batch_length, _, magic, crc, attributes, last_offset_delta, base_ts, max_ts,
+     producer_id, producer_epoch, base_seq, count) = BATCH_HEADER.unpack_from(buf, 0)
+    # one whole batch and nothing after it; the attribute bits the general path treats apart
+    # (transactional, control) and the codecs it refuses (unknown; zstd before v7) excluded
+    if (batch_length + LOG_OVERHEAD != n or magic != MAGIC_V2 or base_offset != 0 or n > max_message_bytes
+            or attributes & (TRANSACTIONAL_MASK | CONTROL_MASK)):
+        return None
+    codec = attributes & CODEC_MASK
+    if codec > CODEC_ZSTD or (codec == CODEC_ZSTD and api_version < 7):
+        return None
+    if last_offset_delta + 1 != count or count <= 0 or (producer_id >= 0 and base_seq < 0):
+        return None
+    ts_type = 1 if attributes & TIMESTAMP_TYPE_MASK else 0
+    if (ts_type == CREATE_TIME and timestamp_after_max_ms is not None
+            and max_ts - now_ms > timestamp_after_max_ms):
+        return None   # records to walk (the "after" bound): the general path does it
+    if records.crc32c(buf[CRC_START:]) != crc:
+        return None
+    return ValidatedRecords(buf, [BatchInfo(
+        0, n, count, count, base_ts, max_ts, ts_type, codec, producer_id, producer_epoch, base_seq,
+        increment_sequence(base_seq, last_offset_delta), False)], count)
