@@ -64,7 +64,10 @@ topics by id (KIP-516): an id this broker does not know answers UNKNOWN_TOPIC_ID
 The path: this handler decodes (topic ids, the first batches' headers, acks, authorization,
 unknown topics), ``ReplicaManager.append_records`` (cluster/replica_manager.py) applies the
 produce rules per partition and waits for acks=-1 (cluster/delayed.py), and this handler
-encodes its per-partition statuses.
+encodes its per-partition statuses.  The common request (one topic, one partition, one
+non-transactional batch, acks 0/1, nothing observing the connection) takes the fast path of
+support/produce_fast.py (``FAST_PATH``, read by the dispatcher): the same checks and the same
+partition append without the codec's dicts, this module's code for everything else.
 """
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import struct
 import tempfile
+import types
 
 import pytest
 import trio
@@ -236,3 +237,33 @@ def test_single_batch_validation_agrees_with_the_general_validator(mutate):
         if fast is not None:
             assert bytes(fast.buffer) == bytes(general.buffer)
             assert fast.batches == general.batches and fast.offset_count == general.offset_count
+
+
+@pytest.mark.parametrize("connection, fast", [
+    (None, True),
+    (types.SimpleNamespace(authz=None, observer=None, quotas=None), True),
+    (types.SimpleNamespace(authz=None, observer=None, quotas=types.SimpleNamespace(active=False)), True),
+    (types.SimpleNamespace(authz=types.SimpleNamespace(begin=lambda name: None), observer=None, quotas=None), False),
+    (types.SimpleNamespace(authz=None, observer=object(), quotas=None), False),
+    (types.SimpleNamespace(authz=None, observer=None, quotas=types.SimpleNamespace(active=True)), False),
+    ("fault rule", False),
+])
+def test_fast_path_only_when_nothing_else_looks_at_the_request(connection, fast):
+    """An authorizer session, an observer (metrics, traces, request logs), a client quota or a
+    fault rule: the general path, which they hook into."""
+    from pykbroker.handlers import load_handlers
+    from pykbroker.server.faults import FaultPlan
+
+    handlers = load_handlers()
+    faults = None
+    if connection == "fault rule":
+        faults, connection = FaultPlan(), None
+        faults.rules.append(object())   # any rule: the dispatcher only asks whether there is one
+    d = Dispatcher(handlers, 1 << 20, types.SimpleNamespace(handlers=handlers), connection, "test", faults)
+    if faults is not None:
+        d._inject = lambda ctx, handler, spec, request: HandleRequest(ctx, handler, spec, request)
+    d.receive_data(request_frame(0, 9, 7, produce(9, "t", 0, batch())))
+    ev = d.next_event()
+    assert isinstance(ev, HandleRequest)
+    assert isinstance(ev.handler, produce_fast.FastPath) is fast
+    assert isinstance(ev.request, produce_fast.FastProduce) is fast

@@ -1,6 +1,6 @@
 """The Kafka work of one small Produce, in process and without sockets (prints numbers; not a test).
 
-    python compat/bench/micro/bench_produce_path.py [--requests 4000] [--reps 7] [--profile]
+    python compat/bench/micro/bench_produce_path.py [--requests 4000] [--reps 7] [--profile] [--path both]
 
 The closed-loop connection cells (``conns-active``: each connection one acks=1 Produce v9 of
 10 x 100 B records in flight, compat/bench/loadgen.py) are bounded by the broker's CPU per
@@ -15,6 +15,10 @@ a real ``BrokerServer`` (a 4-partition topic, its own temporary log dir):
 Each repetition runs ``--requests`` requests round-robin over the 4 partitions; the minimum
 over ``--reps`` repetitions is printed (the least disturbed by other processes on a shared
 machine), in µs per request.  ``--profile`` prints a cProfile of one more repetition.
+``--path``: ``fast`` (what the broker does: these requests take the Produce fast path,
+handlers/support/produce_fast.py), ``general`` (a dispatcher that never takes it: the path
+every Produce took before it), or ``both``, alternating the two repetition by repetition so
+that both see the same machine load.
 """
 from __future__ import annotations
 
@@ -35,11 +39,19 @@ from pykbroker.protocol.wire import make_batch, request_frame  # noqa: E402
 from pykbroker.server.dispatch import Dispatcher, HandleRequest  # noqa: E402
 
 
+class _GeneralOnly(Dispatcher):
+    """A dispatcher that never takes the Produce fast path (the general path's cost)."""
+
+    def _fast_produce_ok(self) -> bool:
+        return False
+
+
 async def _run(args: argparse.Namespace, log_dir: str) -> None:
     broker = BrokerServer(BrokerConfig({"log.dirs": log_dir, "listeners": "PLAINTEXT://127.0.0.1:%d" % free_port()}))
     async with trio.open_nursery() as nursery:
         await nursery.start(broker.run)
         disp = Dispatcher(broker.handlers, 100 << 20, broker, None, "bench", getattr(broker, "faults", None))
+        general = _GeneralOnly(broker.handlers, 100 << 20, broker, None, "bench", getattr(broker, "faults", None))
         disp.receive_data(request_frame(19, 4, 1, {
             "topics": [{"name": "t", "num_partitions": 4, "replication_factor": 1, "assignments": [],
                         "configs": []}], "timeout_ms": 30000, "validate_only": False}))
@@ -53,28 +65,33 @@ async def _run(args: argparse.Namespace, log_dir: str) -> None:
                                               {"index": i, "records": make_batch([b"x" * 100] * 10)}]}]},
                                 client_id="bench-conns") for i in range(4)]
         pc = time.perf_counter
+        paths = {"fast": [disp], "general": [general], "both": [disp, general]}[args.path]
         best: dict = {}
         for _ in range(args.reps):
-            dec = han = enc = 0.0
-            t0 = pc()
-            for i in range(args.requests):
-                a = pc()
-                disp.receive_data(frames[i & 3])
-                ev = disp.next_event()
-                b = pc()
-                resp = await ev.handler.handle(ev.ctx, ev.request)
-                c = pc()
-                out = disp.finish(ev, resp)
-                e = pc()
-                assert out is not None and out.__class__.__name__ == "SendResponse"
-                dec += b - a
-                han += c - b
-                enc += e - c
-            total = pc() - t0
-            for k, v in (("decode", dec), ("handle", han), ("encode", enc), ("total", total)):
-                best[k] = min(best.get(k, float("inf")), v / args.requests * 1e6)
-        print("µs per request (min of %d x %d): %s" % (args.reps, args.requests,
-                                                       ", ".join("%s %.1f" % kv for kv in best.items())))
+            for d in paths:
+                dec = han = enc = 0.0
+                t0 = pc()
+                for i in range(args.requests):
+                    a = pc()
+                    d.receive_data(frames[i & 3])
+                    ev = d.next_event()
+                    b = pc()
+                    resp = await ev.handler.handle(ev.ctx, ev.request)
+                    c = pc()
+                    out = d.finish(ev, resp)
+                    e = pc()
+                    assert out is not None and out.__class__.__name__ == "SendResponse"
+                    dec += b - a
+                    han += c - b
+                    enc += e - c
+                total = pc() - t0
+                row = best.setdefault("fast" if d is disp else "general", {})
+                for k, v in (("decode", dec), ("handle", han), ("encode", enc), ("total", total)):
+                    row[k] = min(row.get(k, float("inf")), v / args.requests * 1e6)
+        for name, row in best.items():
+            print("%s path, µs per request (min of %d x %d): %s" % (
+                name, args.reps, args.requests, ", ".join("%s %.1f" % kv for kv in row.items())))
+        disp = paths[0]
         if args.profile:
             import cProfile
             import pstats
@@ -94,6 +111,7 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=4000)
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--path", choices=("fast", "general", "both"), default="both")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         trio.run(_run, args, d)
