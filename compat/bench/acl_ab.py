@@ -39,14 +39,11 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
-for p in (str(HERE), str(ROOT)):
-    if p not in sys.path:
-        sys.path.insert(0, p)
-
+# Run as a script, so compat/bench is sys.path[0]; brokers puts the repository root on the path.
 import brokers as B  # noqa: E402
+from procstat import thread_cpu_seconds  # noqa: E402
 
+HERE = Path(__file__).resolve().parent
 LOADGEN = str(HERE / "loadgen.py")
 ON, OFF = "on", "off"
 METRICS = (("produce_mb_s", "produce MB/s", "higher"), ("consume_mb_s", "consume MB/s", "higher"),
@@ -54,20 +51,6 @@ METRICS = (("produce_mb_s", "produce MB/s", "higher"), ("consume_mb_s", "consume
            ("consume_cpu_s_per_gb", "broker CPU s/GB consumed", "lower"),
            ("conns_req_s", "closed-loop Produce requests/s", "higher"),
            ("conns_us_per_req", "broker CPU us/request", "lower"))
-
-
-def _cpu(pid: int) -> float:
-    """CPU seconds of every thread of the process, in nanoseconds' resolution (the first field
-    of /proc/PID/task/TID/schedstat; /proc/PID/stat counts 10 ms ticks, too coarse for a run
-    of a few tenths of a second of broker CPU)."""
-    total = 0
-    for tid in os.listdir("/proc/%d/task" % pid):
-        try:
-            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
-                total += int(f.read().split()[0])
-        except (OSError, ValueError, IndexError):
-            pass   # a thread that ended meanwhile
-    return total / 1e9
 
 
 def _lg(*args) -> list:
@@ -119,12 +102,12 @@ class AB:
         name = self.topic(t)
         pid = t.pids()[0]
         try:
-            c0 = _cpu(pid)
+            c0 = thread_cpu_seconds(pid)
             p = _last_json(_lg("produce", "--bootstrap", t.bootstrap, "--topic", name, "--records", a.records,
                                "--size", a.size, "--acks", 1, "--linger-ms", 5))
-            c1 = _cpu(pid)
+            c1 = thread_cpu_seconds(pid)
             c = _last_json(_lg("consume", "--bootstrap", t.bootstrap, "--topic", name, "--records", p["records"]))
-            c2 = _cpu(pid)
+            c2 = thread_cpu_seconds(pid)
         finally:
             self.drop(t, name)
         if c["records"] < p["records"]:
@@ -145,9 +128,9 @@ class AB:
             line = proc.stdout.readline()
             if '"ready"' not in line:
                 raise RuntimeError("conns not ready: %s %s" % (line, proc.stderr.read()[-2000:]))
-            c0 = _cpu(pid)
+            c0 = thread_cpu_seconds(pid)
             out, err = proc.communicate(timeout=a.seconds + 300)
-            c1 = _cpu(pid)
+            c1 = thread_cpu_seconds(pid)
         finally:
             self.drop(t, name)
         r = json.loads(out.strip().splitlines()[-1])

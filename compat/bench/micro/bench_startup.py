@@ -53,6 +53,8 @@ from pykbroker.protocol.primitives import ProtocolError  # noqa: E402
 from pykbroker.local.zookeeper import free_port  # noqa: E402
 from pykbroker.protocol.wire import WireClient  # noqa: E402
 
+from compat.bench.procstat import thread_cpu_seconds  # noqa: E402
+
 POLL = 0.002   # seconds between connection attempts
 
 
@@ -74,19 +76,6 @@ def _wait_api_versions(proc: subprocess.Popen, port: int, t0: float, timeout: fl
             return time.perf_counter() - t0
         time.sleep(POLL)
     raise RuntimeError("no ApiVersions answer within %ss" % timeout)
-
-
-def _cpu_seconds(pid: int) -> float:
-    """CPU time the process has used so far, all its threads (``/proc/<pid>/task/*/schedstat``:
-    nanoseconds on a CPU).  Unlike the wall time it hardly depends on the machine's load."""
-    total = 0
-    for tid in os.listdir("/proc/%d/task" % pid):
-        try:
-            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as fh:
-                total += int(fh.read().split()[0])
-        except (OSError, ValueError, IndexError):
-            pass
-    return total / 1e9
 
 
 def _rss_kib(pid: int) -> int:
@@ -128,7 +117,7 @@ def pykbroker_serve(env: dict, rss: bool, cwd: Path = ROOT) -> tuple[float, floa
         proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             took = _wait_api_versions(proc, port, t0, 30.0)
-            cpu = _cpu_seconds(proc.pid)
+            cpu = thread_cpu_seconds(proc.pid)
             kib = 0
             if rss:
                 time.sleep(1.0)
@@ -174,7 +163,7 @@ def floor_serve(env: dict, cwd: Path = ROOT) -> tuple[float, float]:
     proc = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=cwd, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
-        return _wait_api_versions(proc, port, t0, 30.0), _cpu_seconds(proc.pid)
+        return _wait_api_versions(proc, port, t0, 30.0), thread_cpu_seconds(proc.pid)
     finally:
         _stop(proc)
 
@@ -279,7 +268,7 @@ def kafka_serve(oracle_mod, workdir: Path) -> tuple[float, float]:
     proc = subprocess.Popen(k._java(cp) + ["kafka.Kafka", str(cfg)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        return _wait_api_versions(proc, k.port, t0, 120.0), _cpu_seconds(proc.pid)
+        return _wait_api_versions(proc, k.port, t0, 120.0), thread_cpu_seconds(proc.pid)
     finally:
         _stop(proc)
 
