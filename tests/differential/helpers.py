@@ -52,6 +52,20 @@ def produce_accepted(c, topic, partition, records, acks=-1, deadline_s=30.0):
         time.sleep(0.1)
 
 
+def settled(observe, done, timeout=30.0):
+    """``observe()`` until ``done(result)``, or the deadline: then the last result, for the
+    comparison to show.  Kafka answers an admin request once its controller committed the change;
+    its broker's Metadata, DescribeConfigs and ListConfigResources read the broker's copy, which
+    replays the metadata log a moment later, so a read right after a change can still show the old
+    state on Kafka under load (pykbroker's own view is current when it answers)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = observe()
+        if done(r) or time.monotonic() > deadline:
+            return r
+        time.sleep(0.05)
+
+
 def fetch(target, topic, partition, offset, version=12, max_wait_ms=0, max_bytes=1 << 20, isolation_level=0,
           current_leader_epoch=-1):
     with connect(target) as r:

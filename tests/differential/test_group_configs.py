@@ -5,9 +5,7 @@ bound, enum, auto.offset.reset format, APPEND, empty name, null), validate_only,
 describe (GROUP_CONFIG source, an internal key), legacy AlterConfigs (full
 replacement), ListConfigResources listing the configured groups, and DELETE unlisting them.
 Kafka describes in its hash map's order: compared by name."""
-import time
-
-from .helpers import call, explain
+from .helpers import call, explain, settled
 
 SET, DELETE, APPEND = 0, 1, 2
 
@@ -58,20 +56,6 @@ def describe(t, name, keys=None, version=4):
 def listed(t):
     r = call(t, 74, 1, {"resource_types": [32]})
     return r["error_code"], sorted(x["resource_name"] for x in r["config_resources"] if x["resource_name"].startswith("gc-"))
-
-
-def settled(observe, done, timeout=15.0):
-    """``observe()`` until ``done(result)`` (or the deadline: the last result, for the comparison
-    to show).  Kafka's IncrementalAlterConfigs / AlterConfigs answer once its controller committed
-    the change; the broker's DescribeConfigs and ListConfigResources read the broker's copy, which
-    replays the metadata log a little later, so a describe right after a change can still show the
-    old configs on Kafka under load (pykbroker's own view is current when it answers)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        r = observe()
-        if done(r) or time.monotonic() > deadline:
-            return r
-        time.sleep(0.05)
 
 
 def _values(described):

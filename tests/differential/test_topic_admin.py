@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from .helpers import ZERO_UUID, absorbed, call, create_topic, explain, wait_for_topic
+from .helpers import ZERO_UUID, absorbed, call, create_topic, explain, settled, wait_for_topic
 
 
 def partitions(t, name):
@@ -15,16 +15,6 @@ def partitions(t, name):
     r = call(t, 3, 12, {"topics": [{"name": name, "topic_id": ZERO_UUID}], "allow_auto_topic_creation": False,
                         "include_topic_authorized_operations": False})["topics"][0]
     return len(r["partitions"]) if r["error_code"] == 0 else -r["error_code"]
-
-
-def until(fn, ok, timeout=30.0):
-    """Kafka's metadata follows its controller a moment after the answer: wait for ``ok``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if ok(v) or time.monotonic() > deadline:
-            return v
-        time.sleep(0.1)
 
 
 # -- CreatePartitions ------------------------------------------------------------------------
@@ -44,7 +34,7 @@ def test_create_partitions(both, version):
         out = {"validate_only": cp(t, [{"name": name, "count": 4, "assignments": None}], True)}
         out["after_validate_only"] = partitions(t, name)
         out["grow"] = cp(t, [{"name": name, "count": 3, "assignments": None}])
-        out["after_grow"] = until(lambda: partitions(t, name), lambda n: n == 3)
+        out["after_grow"] = settled(lambda: partitions(t, name), lambda n: n == 3)
         out["same"] = cp(t, [{"name": name, "count": 3, "assignments": None}])
         out["fewer"] = cp(t, [{"name": name, "count": 2, "assignments": None}])
         out["unknown"] = cp(t, [{"name": "cp-nope-%d" % version, "count": 2, "assignments": None}])
@@ -53,7 +43,7 @@ def test_create_partitions(both, version):
         out["assignments_short"] = cp(t, [{"name": other, "count": 3, "assignments": [{"broker_ids": [t.node_id]}]}])
         out["assignment_unknown_broker"] = cp(t, [{"name": other, "count": 2, "assignments": [{"broker_ids": [77]}]}])
         out["assigned"] = cp(t, [{"name": other, "count": 2, "assignments": [{"broker_ids": [t.node_id]}]}])
-        out["after_assigned"] = until(lambda: partitions(t, other), lambda n: n == 2)
+        out["after_assigned"] = settled(lambda: partitions(t, other), lambda n: n == 2)
         return out
 
     p, k = both(scenario)
@@ -81,7 +71,7 @@ def test_delete_topics(both, version):
         create_topic(t, name, 2)
         wait_for_topic(t, name, 2)
         out = {"delete": dt(t, [name])}
-        out["after_delete"] = until(lambda: partitions(t, name), lambda n: n < 0)
+        out["after_delete"] = settled(lambda: partitions(t, name), lambda n: n < 0)
         out["again"] = dt(t, [name])
         out["duplicate"] = dt(t, ["dt-nope", "dt-nope"])
         if version >= 6:
@@ -92,7 +82,7 @@ def test_delete_topics(both, version):
                                   "include_topic_authorized_operations": False})["topics"][0]["topic_id"]
             out["unknown_id"] = dt(t, ids=[unknown_id])
             out["by_id"] = dt(t, ids=[tid])
-            out["after_by_id"] = until(lambda: partitions(t, by_id), lambda n: n < 0)
+            out["after_by_id"] = settled(lambda: partitions(t, by_id), lambda n: n < 0)
         return out
 
     p, k = both(scenario)
@@ -117,7 +107,7 @@ def test_offset_delete_on_an_empty_classic_group(both):
         wait_for_topic(t, topic, 3)
         # as clients do: FindCoordinator first (Kafka creates __consumer_offsets on the first
         # lookup), then commit, retrying while the coordinator loads
-        until(lambda: call(t, 10, 3, {"key": group, "key_type": 0})["error_code"], lambda c: c == 0)
+        settled(lambda: call(t, 10, 3, {"key": group, "key_type": 0})["error_code"], lambda c: c == 0)
         deadline = time.monotonic() + 30
         while True:
             r = call(t, 8, 8, {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
