@@ -38,6 +38,7 @@ import struct
 import time
 import uuid as _uuid
 from dataclasses import dataclass, field
+from typing import Callable
 
 from hypothesis import HealthCheck, Phase, given, seed as hseed, settings
 from hypothesis import strategies as st
@@ -831,12 +832,19 @@ class LiveFuzzer(FuzzTarget):
             self._health.flush(5)
             self._health = None
 
-    def run(self, requests: int | None = None, seconds: float | None = None, batch: int = 300) -> Figures:
+    def run(self, requests: int | None = None, seconds: float | None = None, batch: int = 300,
+            stop=None, after_batch: Callable[[float], None] | None = None) -> Figures:
+        """Batches of ``batch`` requests until ``requests`` were sent, ``seconds`` have passed,
+        ``stop`` (an event the connections of a run share) is set, or the broker is down (which
+        sets ``stop``, so the other connections end too).  After each batch ``after_batch(t0)``,
+        ``t0`` the run's start on time.monotonic(): by default a health check and the progress
+        line, as a one-connection run does."""
         fig = self.figures
+        after_batch = after_batch or self._after_batch
         t0 = time.monotonic()
         n = 0
         try:
-            while True:
+            while stop is None or not stop.is_set():
                 if requests is not None and fig.requests >= requests:
                     break
                 if seconds is not None and time.monotonic() - t0 >= seconds:
@@ -845,13 +853,17 @@ class LiveFuzzer(FuzzTarget):
                 self.batch(size, n)
                 n += 1
                 fig.batches = n
-                self.check_health()
-                if self.progress:
-                    self.progress(fig, time.monotonic() - t0)
+                after_batch(t0)
         except BrokerDown:
-            pass
+            if stop is not None:
+                stop.set()
         fig.seconds = time.monotonic() - t0
         return fig
+
+    def _after_batch(self, t0: float) -> None:
+        self.check_health()
+        if self.progress:
+            self.progress(self.figures, time.monotonic() - t0)
 
 
 class BrokerDown(Exception):
@@ -1037,25 +1049,14 @@ def _worker(i: int, bootstrap: str, pid: int, seed: int, corpus_dir: str | None,
                         corpus=load_corpus(corpus_dir) if corpus_dir else [], mutate_share=mutate_share,
                         versions=versions)
         fig = fz.figures
-        t0 = time.monotonic()
-        n = 0
-        try:
-            while not stop.is_set():
-                if requests is not None and fig.requests >= requests:
-                    break
-                if seconds is not None and time.monotonic() - t0 >= seconds:
-                    break
-                size = batch if requests is None else max(1, min(batch, requests - fig.requests))
-                fz.batch(size, n)
-                n += 1
-                fig.batches = n
-                fig.seconds = time.monotonic() - t0
-                fig.learnt = {k: len(v) for k, v in LEARNT.items()}
-                out.put((i, False, fig.as_dict()))
-        except BrokerDown:
-            stop.set()
+
+        def report(t0: float) -> None:
+            fig.seconds = time.monotonic() - t0
+            fig.learnt = {k: len(v) for k, v in LEARNT.items()}
+            out.put((i, False, fig.as_dict()))
+
+        fz.run(requests, seconds, batch, stop=stop, after_batch=report)
         fz.close()
-        fig.seconds = time.monotonic() - t0
         out.put((i, True, fig.as_dict()))
     except Exception as e:   # the worker itself broke: counted, never silently lost
         f = fig or Figures()
