@@ -24,13 +24,16 @@ from __future__ import annotations
 
 import os
 import ssl
-from typing import Any, Optional
+from typing import Any, Awaitable, Callable, Optional, TypeVar
 
 import trio
 
 # One socket read: a few TLS records of 16 KiB.  Large enough that a big Produce needs few
 # reads, small enough that a connection streaming data cannot hold the loop for long.
 _READ_BYTES = 256 * 1024
+
+_A = TypeVar("_A")
+_R = TypeVar("_R")
 
 # TLS alert record framing (RFC 5246 6.2.1, 7.2): content type 21, then version, length 2,
 # level 2 (fatal) and the description.  bad_certificate is 42.
@@ -85,20 +88,12 @@ class TlsTransport(trio.abc.AsyncResource):
     async def fill(self) -> bool:
         """One read from the socket into the incoming BIO, waiting until there is something;
         False at the end of the stream."""
-        fd = self._fd
-        while True:
-            try:
-                data = os.read(fd, _READ_BYTES)
-            except BlockingIOError:
-                await trio.lowlevel.wait_readable(self.socket)
-                continue
-            except OSError as e:
-                raise trio.BrokenResourceError(str(e)) from e
-            if not data:
-                self._incoming.write_eof()
-                return False
-            self._incoming.write(data)
-            return True
+        data = await self._socket_call(os.read, _READ_BYTES, trio.lowlevel.wait_readable)
+        if not data:
+            self._incoming.write_eof()
+            return False
+        self._incoming.write(data)
+        return True
 
     @property
     def pending_output(self) -> int:
@@ -118,16 +113,20 @@ class TlsTransport(trio.abc.AsyncResource):
         if not out:
             return
         view = memoryview(out)
-        fd = self._fd
         while view:
+            view = view[await self._socket_call(os.write, view, trio.lowlevel.wait_writable):]
+
+    async def _socket_call(self, call: Callable[[int, _A], _R], arg: _A,
+                           wait: Callable[[trio.socket.SocketType], Awaitable[None]]) -> _R:
+        """``call(fd, arg)`` (os.read or os.write) on the non-blocking socket, after ``wait``
+        (readable or writable) while it would block; any other socket error is the peer gone."""
+        while True:
             try:
-                n = os.write(fd, view)
+                return call(self._fd, arg)
             except BlockingIOError:
-                await trio.lowlevel.wait_writable(self.socket)
-                continue
+                await wait(self.socket)
             except OSError as e:
                 raise trio.BrokenResourceError(str(e)) from e
-            view = view[n:]
 
     async def flush_alert(self, timeout: float, certificate_refused: bool) -> None:
         """After a failed handshake: the fatal alert OpenSSL wrote (bad_certificate,
