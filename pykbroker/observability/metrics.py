@@ -71,7 +71,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily  # noq
 
 from ..protocol.codec import Chunks
 from ..protocol.errors import ErrorCode
-from .observer import api_name
+from .observer import RequestObserver, api_name
 
 if TYPE_CHECKING:
     from ..quota.manager import ClientQuotaManager
@@ -142,7 +142,7 @@ def _count_region(fd: int, position: int, length: int) -> int:
     return n
 
 
-class BrokerMetrics:
+class BrokerMetrics(RequestObserver):
     """The request observer that counts, and the registry it exposes.  ``owners()`` returns the
     running broker's ``(replica_manager, group_coordinator)`` or ``None`` while none runs; the
     collector reads them at scrape time."""

@@ -46,15 +46,28 @@ def api_name(spec: ApiSpec) -> str:
     return n
 
 
-class RequestLog:
-    """Kafka's request logger (``kafka.request.logger`` at DEBUG): one line per completed request,
-    only built when ``pykbroker.request`` is enabled for DEBUG."""
+class RequestObserver:
+    """One part of :class:`Observers` (metrics, trace, request log): it is told of every answered
+    request; the connection events and the close are no-ops unless it needs them."""
 
     def connection_opened(self, conn: Connection) -> None:
         pass
 
     def connection_closed(self, conn: Connection) -> None:
         pass
+
+    def request_done(self, conn: Connection, event: HandleRequest, response: dict[str, Any] | None,
+                     parts: list[Any] | None, error: BaseException | None, t0: float, t1: float,
+                     t2: float) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class RequestLog(RequestObserver):
+    """Kafka's request logger (``kafka.request.logger`` at DEBUG): one line per completed request,
+    only built when ``pykbroker.request`` is enabled for DEBUG."""
 
     def request_done(self, conn: Connection, event: HandleRequest, response: dict[str, Any] | None,
                      parts: list[Any] | None, error: BaseException | None, t0: float, t1: float,
@@ -68,7 +81,7 @@ class RequestLog:
 class Observers:
     """The observer installed on the broker: fans each event out to ``parts``."""
 
-    def __init__(self, parts: Iterable[Any]) -> None:
+    def __init__(self, parts: Iterable[RequestObserver]) -> None:
         self.parts = list(parts)
 
     def _each(self, event: str, conn: Connection) -> None:
@@ -104,6 +117,4 @@ class Observers:
 
     def close(self) -> None:
         for p in self.parts:
-            fn = getattr(p, "close", None)
-            if fn is not None:
-                fn()
+            p.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .observer import Observers, RequestLog
+from .observer import Observers, RequestLog, RequestObserver
 
 if TYPE_CHECKING:
     from ..broker import BrokerServer
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 def build_observer(observe: dict, current_broker: Callable[[], BrokerServer | None]) -> tuple[Observers, BrokerMetrics | None]:
     """``observe``: ``{"metrics": (host, port), "trace": path, "log_context": True}`` (any of them);
     ``current_broker()``: the running Broker or None.  Returns ``(observer, metrics or None)``."""
-    parts: list = []
+    parts: list[RequestObserver] = []
     metrics = None
     if "metrics" in observe:
         from ..storage.log import Log

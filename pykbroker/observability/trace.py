@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from ..protocol import primitives as P
 from ..protocol.codec import APIS, Chunks
 from ..protocol.primitives import uuid_to_str
-from .observer import api_name
+from .observer import RequestObserver, api_name
 
 if TYPE_CHECKING:
     from ..server.connection import Connection
@@ -177,17 +177,11 @@ class TraceFile:
         self._fh.close()
 
 
-class TraceWriter:
+class TraceWriter(RequestObserver):
     """Request observer of ``pykbroker serve --trace FILE``."""
 
     def __init__(self, path: str) -> None:
         self.out = TraceFile(path)
-
-    def connection_opened(self, conn: Connection) -> None:
-        pass
-
-    def connection_closed(self, conn: Connection) -> None:
-        pass
 
     def request_done(self, conn: Connection, event: HandleRequest, response: dict[str, Any] | None,
                      parts: list[Any] | None, error: BaseException | None, t0: float, t1: float,
