@@ -24,15 +24,15 @@ if TYPE_CHECKING:
     # what ``ArgumentParser.add_subparsers()`` returns: commands and actions are added to it
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
-# command -> (module, one-line help)
+# command -> one-line help; the command is run by the module of its name (admin_cli/topics.py ...)
 COMMANDS = {
-    "topics": ("topics", "list, describe, create, delete topics; alter their configs; add partitions"),
-    "groups": ("groups", "list, describe (lag, members), reset offsets of, delete consumer groups"),
-    "produce": ("produce", "write records read line by line from stdin or a file"),
-    "consume": ("consume", "read records and print them (values or JSON lines)"),
-    "offsets": ("offsets", "earliest and latest offset of each partition (or at a timestamp)"),
-    "users": ("users", "add, delete, list SCRAM users (AlterUserScramCredentials)"),
-    "acls": ("acls", "add, list, remove ACL bindings (kafka-acls.sh's options; Create/Describe/DeleteAcls)"),
+    "topics": "list, describe, create, delete topics; alter their configs; add partitions",
+    "groups": "list, describe (lag, members), reset offsets of, delete consumer groups",
+    "produce": "write records read line by line from stdin or a file",
+    "consume": "read records and print them (values or JSON lines)",
+    "offsets": "earliest and latest offset of each partition (or at a timestamp)",
+    "users": "add, delete, list SCRAM users (AlterUserScramCredentials)",
+    "acls": "add, list, remove ACL bindings (kafka-acls.sh's options; Create/Describe/DeleteAcls)",
 }
 CLUSTER_DESCRIBE_HELP = "cluster id, controller and brokers of a running cluster (any Kafka)"
 
@@ -95,9 +95,9 @@ def add_parsers(sub: Subparsers, cluster_sub: Subparsers, argv: Sequence[str] | 
     command being run, a one-line entry for the others (top-level ``--help``)."""
     argv = sys.argv[1:] if argv is None else argv
     word = _command_word(argv)
-    for name, (module, help) in COMMANDS.items():
+    for name, help in COMMANDS.items():
         if word == name:
-            _module(module).add_arguments(sub, name, help)
+            _module(name).add_arguments(sub, name, help)
         else:
             sub.add_parser(name, help=help)
     if word == "cluster":
@@ -117,9 +117,8 @@ def _module(name: str) -> types.ModuleType:
 
 def run(args: argparse.Namespace) -> int:
     from .common import ToolError
-    module = "cluster" if args.cmd == "cluster" else COMMANDS[args.cmd][0]
     try:
-        return _module(module).run(args) or 0
+        return _module(args.cmd).run(args) or 0
     except BrokenPipeError:
         # `pykbroker consume ... | head`: the reader left; not an error of ours.  stdout now
         # points at /dev/null so that the interpreter's last flush does not fail again.
