@@ -103,22 +103,14 @@ _BATCH = struct.Struct(">iiqqq")
 _SNAPSHOT_RE = re.compile(r"^(\d{20})\.snapshot$")
 
 
-class BatchMetadata:
-    __slots__ = ("first_seq", "last_seq", "first_offset", "last_offset", "timestamp")
-
-    def __init__(self, first_seq: int, last_seq: int, first_offset: int, last_offset: int,
-                 timestamp: int) -> None:
-        self.first_seq = first_seq
-        self.last_seq = last_seq
-        self.first_offset = first_offset
-        self.last_offset = last_offset
-        self.timestamp = timestamp
-
-    def astuple(self) -> tuple[int, int, int, int, int]:
-        return (self.first_seq, self.last_seq, self.first_offset, self.last_offset, self.timestamp)
-
-    def __repr__(self) -> str:
-        return f"BatchMetadata{self.astuple()}"
+class BatchMetadata(NamedTuple):
+    """One of a producer's last appended batches (Kafka's BatchMetadata), never changed once
+    made; in a snapshot its fields in this order (``_BATCH``)."""
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
 
 
 class ProducerStateEntry:
@@ -356,7 +348,7 @@ class ProducerStateManager:
         for pid, e in sorted(self.producers.items()):
             body += _PRODUCER.pack(pid, e.epoch, e.last_timestamp, e.txn_first_offset, len(e.batches))
             for b in e.batches:
-                body += _BATCH.pack(*b.astuple())
+                body += _BATCH.pack(*b)
         return _SNAP_HDR.pack(_SNAP_MAGIC, _SNAP_VERSION, _records.crc32c(bytes(body))) + bytes(body)
 
     @staticmethod
