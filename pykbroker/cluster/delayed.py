@@ -7,19 +7,22 @@
   ``min.insync.replicas`` before the HW got there) or NOT_LEADER_OR_FOLLOWER (leadership lost
   meanwhile).  One deadline for the whole request, as Kafka's one DelayedProduce per request.
 - :func:`delayed_fetch`: a sessionless or full fetch that found fewer than ``min_bytes`` parks
-  on the partitions it read (``Partition.add_data_waiter``: appends, high watermark moves,
+  on the partitions it read (``Partition.data_waiters``: appends, high watermark moves,
   leadership changes and deletion wake it) and reads again after each wake-up, until enough
   bytes, an error, or ``max_wait_ms``.
 - :func:`delayed_session_fetch`: the same wait for an incremental fetch, parked on its fetch
   session (cluster/fetch_session.py: a partition's waker marks it dirty and wakes the session's
   waiters), reading only the partitions that changed.
 
+- :class:`Waiters`: the waiters of one thing (a partition's new data, a share group's records
+  available again), woken all at once.
+
 Nothing here holds state between requests: each wait lives in the request's task, and trio's
 cancel scopes are the timers (Kafka's purgatory and its timing wheel).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Optional, TypeVar
+from typing import TYPE_CHECKING, Callable, Optional, Protocol, TypeVar
 
 import trio
 
@@ -55,12 +58,12 @@ async def delayed_fetch(read: Callable[[Optional[set]], R], first: R, targets: s
         while True:
             wake = trio.Event()
             for part in targets:
-                part.add_data_waiter(wake)
+                part.data_waiters.add(wake)
             try:
                 await wake.wait()
             finally:
                 for part in targets:
-                    part.remove_data_waiter(wake)
+                    part.data_waiters.discard(wake)
             targets = set()
             result = read(targets)
             if done(result):
@@ -71,6 +74,20 @@ async def delayed_fetch(read: Callable[[Optional[set]], R], first: R, targets: s
         # it depends on changed, so that answer stands: an idle long poll costs one pass, not two.
         result = read(None)
     return result
+
+
+class _Wakeable(Protocol):
+    def set(self) -> None: ...
+
+
+class Waiters(set[_Wakeable]):
+    """Who waits for one thing to happen (data appended to a partition, records a share group may
+    acquire again): each waiter adds its event (a ``trio.Event`` or anything with ``set()``) and
+    discards it when its wait ends; ``wake()`` sets them all and leaves them registered."""
+
+    def wake(self) -> None:
+        for ev in self:
+            ev.set()
 
 
 async def wait_woken(waiters: set) -> None:

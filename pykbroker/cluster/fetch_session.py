@@ -108,7 +108,7 @@ class CachedPartition:
 
 
 class _Waker:
-    """Registered with ``Partition.add_data_waiter``: its ``set()`` marks the partition dirty."""
+    """Registered in ``Partition.data_waiters``: its ``set()`` marks the partition dirty."""
     __slots__ = ("session", "key")
 
     def __init__(self, session: "FetchSession", key: tuple) -> None:
@@ -171,15 +171,15 @@ class FetchSession:
         if part is cp.part:
             return
         self.detach(cp)
-        if part is not None and hasattr(part, "add_data_waiter"):
+        if part is not None and hasattr(part, "data_waiters"):
             cp.waker = _Waker(self, cp.key)
-            part.add_data_waiter(cp.waker)
+            part.data_waiters.add(cp.waker)
             cp.part = part
 
     @staticmethod
     def detach(cp: CachedPartition) -> None:
         if cp.part is not None:
-            cp.part.remove_data_waiter(cp.waker)
+            cp.part.data_waiters.discard(cp.waker)
         cp.part = cp.waker = None
 
     def close(self) -> None:

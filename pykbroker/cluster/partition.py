@@ -30,7 +30,7 @@ from ..protocol.codec import Chunks
 from ..protocol.errors import ErrorCode, KafkaError
 from ..storage.errors import KafkaStorageError, OffsetOutOfRange, ProducerStateError
 from ..storage.log_config import LogConfig
-from .delayed import wait_woken
+from .delayed import Waiters, wait_woken
 from .metadata_cache import PartitionState
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ class Partition:
         self.node_id = state.leader if node_id is None else node_id
         if high_watermark is not None:
             log_.high_watermark = max(log_.log_start_offset, min(high_watermark, log_.log_end_offset))
-        self._data_waiters: set[trio.Event] = set()
+        self.data_waiters = Waiters()   # fetches parked for new data (cluster/delayed.py)
         self._hw_waiters: set[trio.Event] = set()
         self._flush_required = False
         self.deleted = False
@@ -184,7 +184,7 @@ class Partition:
             lg.high_watermark = new_hw
             self._wake_hw_waiters()
             # consumers' long polls read up to the HW: they may have something now
-            self._wake_fetchers()
+            self.data_waiters.wake()
             return True
         return False
 
@@ -228,7 +228,7 @@ class Partition:
                 del self._remote[r]
         self.is_leader = True
         if new_leadership:
-            self._wake_fetchers()   # followers' fetch sessions re-read it (positions reset)
+            self.data_waiters.wake()   # followers' fetch sessions re-read it (positions reset)
         self._maybe_increment_high_watermark()
         # acks=all waiters re-check: a smaller ISR may now fail min.insync.replicas
         self._wake_hw_waiters()
@@ -250,7 +250,7 @@ class Partition:
         self._remote = {}
         if changed:
             self._wake_hw_waiters()
-            self._wake_fetchers()
+            self.data_waiters.wake()
         return changed
 
     # ------------------------------------------------------------------ leader: followers
@@ -425,7 +425,7 @@ class Partition:
                 self._hooks.spawn(self._flush_after_roll)
             self._followers_caught_up_until_now(info.first_offset)
             if not self._maybe_increment_high_watermark():
-                self._wake_fetchers()   # followers read up to the log end
+                self.data_waiters.wake()   # followers read up to the log end
         return AppendResult(info.first_offset, info.last_offset, info.log_append_time,
                             self.log.log_start_offset, info.duplicate)
 
@@ -450,7 +450,7 @@ class Partition:
         if info.flush_required:
             self._flush_required = True
         self._maybe_increment_high_watermark()
-        self._wake_fetchers()
+        self.data_waiters.wake()
         return info.first_offset
 
     def needs_flush(self) -> bool:
@@ -498,16 +498,6 @@ class Partition:
             await wait_woken(self._hw_waiters)
 
     # ------------------------------------------------------------------ fetch
-    def add_data_waiter(self, ev: trio.Event) -> None:
-        self._data_waiters.add(ev)
-
-    def remove_data_waiter(self, ev: trio.Event) -> None:
-        self._data_waiters.discard(ev)
-
-    def _wake_fetchers(self) -> None:
-        for ev in self._data_waiters:
-            ev.set()
-
     def _read_log(self, fetch_offset: int, max_bytes: int, max_offset: Optional[int],
                   min_one_batch: bool) -> tuple[Any, Optional[ReadResult]]:
         """``(regions, None)`` read from the log, else ``(None, answer)``: OFFSET_OUT_OF_RANGE, or
@@ -614,7 +604,7 @@ class Partition:
         # Make the new log start durable soon, so deleted records never come back.
         self._hooks.request_checkpoint()
         # followers' fetch sessions answer the new log start (they follow it)
-        self._wake_fetchers()
+        self.data_waiters.wake()
         # Segments now wholly below the start: renamed to .deleted in a worker thread and
         # unlinked after file.delete.delay.ms (storage/retention.py), never on the event loop.
         # A fetch still sending from one of them keeps its open fd until it is done.
@@ -630,12 +620,12 @@ class Partition:
     def mark_offline(self) -> None:
         """The log dir failed: stop serving; long-polls and acks=all waiters wake and see it."""
         self.offline = True
-        self._wake_fetchers()
+        self.data_waiters.wake()
         self._wake_hw_waiters()
 
     def mark_deleted(self) -> None:
         self.deleted = True
-        self._wake_fetchers()
+        self.data_waiters.wake()
         self._wake_hw_waiters()
 
 

@@ -172,15 +172,15 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             until = deadline if lock_deadline is None else min(deadline, lock_deadline + 0.001)
             wake = trio.Event()
             for *_, part, _sp in targets:
-                part.add_data_waiter(wake)
-            spm.add_waiter(wake)   # records released by another member or a closed session
+                part.data_waiters.add(wake)
+            spm.waiters.add(wake)   # records released by another member or a closed session
             try:
                 with trio.move_on_at(until):
                     await wake.wait()
             finally:
-                spm.remove_waiter(wake)
+                spm.waiters.discard(wake)
                 for *_, part, _sp in targets:
-                    part.remove_data_waiter(wake)
+                    part.data_waiters.discard(wake)
             if (gid, mid) not in spm.sessions:
                 break   # closed meanwhile
             got = acquire_all()

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Union
 
 import trio
 
+from ..cluster.delayed import Waiters
 from ..protocol.codec import Chunks
 from ..protocol.errors import ErrorCode as E
 from .partition import ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, InvalidRecordState, Range, SharePartition
@@ -82,7 +83,9 @@ class SharePartitionManager:
         # the share coordinator (coordinator/share/coordinator.py), None: state in memory only
         self.persister = persister
         self._loading: dict[tuple, trio.Event] = {}
-        self._waiters: set = set()   # events of ShareFetches parked for records to acquire
+        # ShareFetches parked for records to acquire, woken when some become available again (a
+        # release, a closed session), as Kafka completes its delayed share fetches
+        self.waiters = Waiters()
         self.lock_ms = config["group.share.record.lock.duration.ms"]
         self.delivery_limit = config["group.share.delivery.count.limit"]
         self.max_locks = config["group.share.partition.max.record.locks"]
@@ -120,19 +123,7 @@ class SharePartitionManager:
         for (tid, p) in s.partitions:
             sp = self.partitions.get((s.group_id, tid, p))
             if sp is not None and sp.release_member(s.member_id):
-                self._wake()
-
-    # -- waiting ShareFetches: woken when records become available again (a release, a closed
-    # session), as Kafka completes its delayed share fetches
-    def add_waiter(self, ev: trio.Event) -> None:
-        self._waiters.add(ev)
-
-    def remove_waiter(self, ev: trio.Event) -> None:
-        self._waiters.discard(ev)
-
-    def _wake(self) -> None:
-        for ev in self._waiters:
-            ev.set()
+                self.waiters.wake()
 
     def connection_closed(self, connection: Any) -> None:
         """A client connection closed: the share sessions it opened end (Kafka 4.x ties a share
@@ -262,7 +253,7 @@ class SharePartitionManager:
         except InvalidRecordState as e:
             return E.INVALID_RECORD_STATE, str(e)
         if any(t == 2 for b in batches for t in b["acknowledge_types"]):
-            self._wake()   # released records may be acquired by a waiting member
+            self.waiters.wake()   # released records may be acquired by a waiting member
         return 0, None
 
     def acquire(self, sp: SharePartition, partition_obj: Partition, member_id: str, max_records: int, max_bytes: int,
