@@ -43,6 +43,7 @@ The partition dict is only mutated on the trio thread.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
 import trio
@@ -131,20 +132,17 @@ def failed_status(e: KafkaError, partition: Partition | None) -> ProducePartitio
     return ProducePartitionStatus(e, int(e.code), -1, -1, log_start)
 
 
+@dataclass(slots=True)
 class ProducePartitionStatus:
     """One partition's outcome of :meth:`ReplicaManager.append_records` (Kafka's
     PartitionResponse): ``error`` the KafkaError that refused the append (nothing appended),
     else the append's offsets and ``code``, 0 or what the acks=-1 wait ended with (the offsets
     stay, as in Kafka's DelayedProduce answer)."""
-    __slots__ = ("error", "code", "base_offset", "log_append_time_ms", "log_start_offset")
-
-    def __init__(self, error: Optional[KafkaError], code: int, base_offset: int, log_append_time_ms: int,
-                 log_start_offset: int) -> None:
-        self.error = error
-        self.code = code
-        self.base_offset = base_offset
-        self.log_append_time_ms = log_append_time_ms
-        self.log_start_offset = log_start_offset
+    error: Optional[KafkaError]
+    code: int
+    base_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
 
 
 class FetchParams:
