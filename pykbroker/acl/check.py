@@ -60,11 +60,10 @@ class AuthSession:
 
     @property
     def principal(self) -> str:
-        c = self.connection
-        return getattr(c, "authenticated_principal", None) or c.principal
+        return self.connection.principal   # Kafka's principal on every listener (server/secure.py)
 
     def _fresh(self) -> dict:
-        p = self.principal
+        p = self.connection.principal
         if self._gen != self.authorizer.generation or p != self._principal or len(self._cache) > _CACHE_MAX:
             self._cache = {}
             self._gen = self.authorizer.generation
@@ -74,15 +73,17 @@ class AuthSession:
     def allowed(self, operation: int, rtype: int, name: str, log_denied: bool = True) -> bool:
         """The decision for the request being served; ``log_denied=False`` for Kafka's
         ``logIfDenied = false`` checks (a filter or a probe: a denial is not logged at INFO)."""
-        # _fresh() inlined: every Produce and Fetch comes here once per topic
-        c = self.connection
-        p = getattr(c, "authenticated_principal", None) or c.principal
+        # the cache's checks inlined (every Produce and Fetch comes here once per topic); the
+        # size bound is checked only when a decision is added
+        p = self.connection.principal
+        if self._gen != self.authorizer.generation or p != self._principal:
+            self._fresh()
         cache = self._cache
-        if self._gen != self.authorizer.generation or p != self._principal or len(cache) > _CACHE_MAX:
-            cache = self._fresh()
         key = (operation, rtype, name)
         got = cache.get(key)
         if got is None:
+            if len(cache) >= _CACHE_MAX:
+                cache.clear()
             got = cache[key] = self.authorizer.decide(p, self.host, operation, rtype, name)
         if got[0]:
             if self._debug:
@@ -95,6 +96,22 @@ class AuthSession:
             self.authorizer.log_decision(self._principal, self.host, operation, rtype, name, False, rule,
                                          self.request, level)
         return self.authorizer.audit_only
+
+    def once_per_name(self, need: Need) -> Callable[[str], bool]:
+        """:meth:`permits` of ``need`` as a check ``name -> bool`` for one request that decides
+        (and logs) each distinct name once, however many of the request's partitions name it:
+        Kafka's handlers authorize a request's distinct resources, not its partitions
+        (AuthHelper.filterByAuthorized), and a Fetch parked for ``max_wait_ms`` is not decided
+        again when it wakes (Kafka's DelayedFetch reads without authorizing)."""
+        decided: dict = {}
+        op, rtype = need.operation, need.resource_type
+
+        def check(name: str) -> bool:
+            ok = decided.get(name)
+            if ok is None:
+                ok = decided[name] = self.allowed(op, rtype, name)
+            return ok
+        return check
 
     def permits(self, need: Need, name: str = CLUSTER_NAME, log_denied: bool = True) -> bool:
         """:meth:`allowed` for a row of acl/requirements.py (``name``: the cluster's by default)."""

@@ -69,7 +69,7 @@ long poll (cluster/delayed.py); this handler encodes their reads (``ReadResult``
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Optional
 
 from ..acl.check import session
 from ..acl.requirements import need
@@ -88,6 +88,12 @@ _TOPIC = need(API_KEY, "topic")
 READ_COMMITTED = 1
 TOPIC_IDS_FROM = 13
 
+
+def _any_topic(topic: str) -> bool:
+    """A follower's per-topic check: never called, its CLUSTER_ACTION decides (follower_denied)."""
+    return True
+
+
 # Per partition only: a request-level failure is the top-level error_code (error_response).
 RESPONSES = PartitionResponses(
     ("topics", "topic", "partitions", "partition"), ("responses", "topic", "partitions", "partition_index"),
@@ -105,15 +111,20 @@ def _params(ctx: RequestContext, request: dict, version: int) -> FetchParams:
         replica_id = rs["replica_id"] if rs else -1
     else:
         replica_id = request["replica_id"]
-    # Authorization (with an authorizer): a consumer needs READ on each topic, a follower
-    # CLUSTER_ACTION on the cluster (the ReplicaManager answers TOPIC_AUTHORIZATION_FAILED per
-    # partition, before any existence or leadership check, as Kafka's handleFetchRequest).
+    # Authorization (with an authorizer): a consumer needs READ on each topic, decided once per
+    # topic for the request however many of its partitions are read (and not again when a long
+    # poll wakes), a follower CLUSTER_ACTION on the cluster; the ReplicaManager answers
+    # TOPIC_AUTHORIZATION_FAILED per partition, before any existence or leadership check, as
+    # Kafka's handleFetchRequest.
     az = session(ctx)
-    authorized = None
+    authorized: Optional[Callable[[str], bool]] = None
     follower_denied = False
     if az is not None:
-        authorized = lambda topic: az.permits(_TOPIC, topic)   # noqa: E731
-        follower_denied = replica_id >= 0 and not az.permits(_FOLLOWER)
+        if replica_id >= 0:
+            follower_denied = not az.permits(_FOLLOWER)
+            authorized = _any_topic
+        else:
+            authorized = az.once_per_name(_TOPIC)
     return FetchParams(version, replica_id, request["max_wait_ms"], request["min_bytes"], request["max_bytes"],
                        request["isolation_level"] == READ_COMMITTED, version >= TOPIC_IDS_FROM,
                        authorized, follower_denied)
