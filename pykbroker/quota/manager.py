@@ -326,7 +326,7 @@ class QuotaSession:
     def lookup(self, qtype: str, client_id: Optional[str]) -> Optional[tuple[float, _Sensor]]:
         m = self.manager
         c = self.connection
-        p = getattr(c, "authenticated_principal", None) or c.principal
+        p = c.principal
         if self._gen != m.generation or p != self._principal:
             self._cache = {}
             self._gen = m.generation
