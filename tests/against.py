@@ -39,6 +39,10 @@ ORACLE_OVERRIDES = {
     "group.initial.rebalance.delay.ms": "0",
     "group.min.session.timeout.ms": "1000",
     "offsets.topic.num.partitions": "5",
+    # the group heartbeat intervals of tests/java's brokers (tests/java/conftest.py); Kafka
+    # refuses an interval below its minimum, so the minimum is lowered with it
+    "group.consumer.heartbeat.interval.ms": "500", "group.consumer.min.heartbeat.interval.ms": "500",
+    "group.share.heartbeat.interval.ms": "500", "group.share.min.heartbeat.interval.ms": "500",
 }
 
 PREFIX = "PYKBROKER_AGAINST=kafka: "

@@ -1,6 +1,28 @@
 import pytest
 
 from compat.java import jvm
+from pykbroker.local.broker_process import BrokerProcess
+from tests import against
+from tests.conftest import TEST_OVERRIDES
+
+# KIP-848 consumer and KIP-932 share group members learn a new assignment (and give up revoked
+# partitions) at their next heartbeat, at the interval the broker answers: Kafka's default 5 s
+# made each rebalance of the groups and share scenarios wait up to 5 s per round.  The interval
+# is configuration, not what these scenarios check (tests/configs checks the setting itself).
+# Apache Kafka under PYKBROKER_AGAINST=kafka has the same values (tests/against.py).
+GROUP_HEARTBEATS = {"group.consumer.heartbeat.interval.ms": "500", "group.share.heartbeat.interval.ms": "500"}
+JAVA_OVERRIDES = {**TEST_OVERRIDES, **GROUP_HEARTBEATS}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    """tests/conftest.py's module broker with :data:`GROUP_HEARTBEATS`."""
+    if against.AGAINST_KAFKA:
+        yield against.kafka_broker(tmp_path_factory, JAVA_OVERRIDES)
+        return
+    d = tmp_path_factory.mktemp("broker")
+    with BrokerProcess(str(d / "data"), JAVA_OVERRIDES) as b:
+        yield b
 
 
 @pytest.fixture(scope="session")

@@ -27,6 +27,7 @@ needs.require_zookeeper(allow_module_level=True)
 from pykbroker.protocol import wire  # noqa: E402
 from pykbroker.local.cluster import Cluster  # noqa: E402
 
+from .conftest import GROUP_HEARTBEATS  # noqa: E402
 from . import test_admin as single_admin, test_offsets as single_offsets  # noqa: E402
 from .test_admin import admin  # noqa: E402,F401
 from .test_groups import groups, test_empty_group_and_delete, test_rebalance  # noqa: E402,F401
@@ -39,7 +40,7 @@ pytestmark = pytest.mark.timeout(900)
 OVERRIDES = {"default.replication.factor": "3", "min.insync.replicas": "2",
              "offsets.topic.replication.factor": "3", "offsets.topic.num.partitions": "5",
              "group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "1000",
-             "zookeeper.session.timeout.ms": "6000"}
+             "zookeeper.session.timeout.ms": "6000", **GROUP_HEARTBEATS}
 
 
 class _ClusterBroker:

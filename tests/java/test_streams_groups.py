@@ -30,7 +30,10 @@ PROJECT = ROOT / "compat" / "streams"   # shared with tests/transactions/test_st
 
 # A leaving instance whose LeaveGroup heartbeat got lost is dropped after this session timeout
 # (Kafka's default 45 s would make the test slow); the first assignment waits Kafka's 3 s.
-OVERRIDES = {"group.initial.rebalance.delay.ms": "0", "group.streams.session.timeout.ms": "10000"}
+# Members take tasks (and give revoked ones up) at their next heartbeat: 500 ms instead of
+# Kafka's 5 s, configuration the test does not check.
+OVERRIDES = {"group.initial.rebalance.delay.ms": "0", "group.streams.session.timeout.ms": "10000",
+             "group.streams.heartbeat.interval.ms": "500"}
 
 
 def build() -> str:
