@@ -15,8 +15,11 @@ from tests import needs
 
 from pykbroker.local.broker_process import BrokerProcess
 
-# a group forms at once: the scenarios time their members, not the broker's grace delay
-OVERRIDES = {"group.initial.rebalance.delay.ms": "0"}
+# a group forms at once: the scenarios time their members, not the broker's grace delay; KIP-848
+# and share group members take a new assignment at their next heartbeat, every 500 ms instead of
+# Kafka's 5 s (configuration no client scenario checks)
+OVERRIDES = {"group.initial.rebalance.delay.ms": "0", "group.consumer.heartbeat.interval.ms": "500",
+             "group.share.heartbeat.interval.ms": "500"}
 CLUSTER_OVERRIDES = {**OVERRIDES, "zookeeper.session.timeout.ms": "6000", "default.replication.factor": "3",
                      "min.insync.replicas": "2", "offsets.topic.num.partitions": "6",
                      "transaction.state.log.num.partitions": "6", "transaction.state.log.min.isr": "2"}
