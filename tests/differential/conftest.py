@@ -75,10 +75,26 @@ class Target:
 
 
 @contextlib.contextmanager
-def started_oracle(tmp_path_factory, name: str, overrides: dict):
+def started_oracle(tmp_path_factory, name: str, overrides: dict, sasl_listener: bool = False):
     """One Apache Kafka node (compat/kafka/oracle.py) with ``overrides``, started, stopped at the
-    end. Never a skip: a missing oracle is a CI failure."""
-    k = _load_oracle().KafkaOracle(tmp_path_factory.mktemp(name), dict(overrides))
+    end; with ``sasl_listener`` also a SASL_PLAINTEXT listener (its port: ``.sasl_port``).
+    Never a skip: a missing oracle is a CI failure."""
+    oracle = _load_oracle()
+    cls = oracle.KafkaOracle
+    if sasl_listener:
+        from tests.ports import free_port
+
+        class SaslOracle(oracle.KafkaOracle):
+            sasl_port = free_port()
+
+            def properties(self):
+                p = super().properties()
+                p["listeners"] += ",SASL_PLAINTEXT://127.0.0.1:%d" % self.sasl_port
+                p["advertised.listeners"] += ",SASL_PLAINTEXT://127.0.0.1:%d" % self.sasl_port
+                p["listener.security.protocol.map"] += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
+                return p
+        cls = SaslOracle
+    k = cls(tmp_path_factory.mktemp(name), dict(overrides))
     try:
         k.start()
     except Exception as e:
@@ -120,13 +136,38 @@ def both(pyk, kafka):
     return run
 
 
+# The authorizer node's SASL_PLAINTEXT listener and what its SASL clients use: PLAIN users admin,
+# alice and bob, SCRAM, delegation tokens, admin a super user besides ANONYMOUS (PLAINTEXT).
+# test_acl_enforcement.py logs in as alice (no bindings until the test grants them);
+# test_delegation_tokens.py's authorizer test as all three.
+_SCRAM_JAAS = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+AUTHORIZER_SASL = {"sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+                   "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+                       'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                       'user_admin="admin-secret" user_alice="alice-secret" user_bob="bob-secret";',
+                   "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": _SCRAM_JAAS,
+                   "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": _SCRAM_JAAS,
+                   "delegation.token.secret.key": "differential-secret",
+                   "super.users": "User:admin;User:ANONYMOUS"}
+
+
+def authorizer_config() -> dict:
+    """The authorizer node's settings (what a pykbroker side compared with it gets)."""
+    from tests.client_acls import AUTH
+    return {**AUTH, **AUTHORIZER_SASL}
+
+
 @pytest.fixture(scope="session")
 def _kafka_authorizer_node(tmp_path_factory):
     """The Apache Kafka with StandardAuthorizer and ``super.users=User:ANONYMOUS`` (so PLAINTEXT
-    clients may manage ACLs) that test_acls.py and test_client_acls.py share: one JVM start, not
-    one per module.  Use it through :func:`kafka_authorizer`."""
-    from tests.client_acls import AUTH
-    with started_oracle(tmp_path_factory, "kafka-authorizer", AUTH) as k:
+    clients may manage ACLs) that test_acls.py, test_client_acls.py, test_acl_enforcement.py
+    and test_delegation_tokens.py's authorizer test share: one JVM start, not one per module.
+    Besides its PLAINTEXT listener it has a SASL_PLAINTEXT one with :data:`AUTHORIZER_SASL`
+    (the SASL clients of test_acl_enforcement.py and test_delegation_tokens.py; the other
+    modules use PLAINTEXT only, as ANONYMOUS) and groups form without Kafka's 3 s delay, as on the
+    pykbroker sides (TEST_CONFIG).  Use it through :func:`kafka_authorizer`."""
+    with started_oracle(tmp_path_factory, "kafka-authorizer", {**authorizer_config(), "group.initial.rebalance.delay.ms": "0"},
+                        sasl_listener=True) as k:
         yield k
 
 

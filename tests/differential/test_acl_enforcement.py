@@ -17,14 +17,14 @@ import pytest
 
 from pykbroker.protocol.wire import WireClient
 
-from .helpers import explain, sasl_sides
+from .conftest import authorizer_config
+from .helpers import explain, pykbroker_with_sasl_listener
 
 ROOT = Path(__file__).resolve().parents[2]
-JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
-        'user_admin="admin-secret" user_alice="alice-secret";')
-CONFIG = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-          "super.users": "User:ANONYMOUS", "sasl.enabled.mechanisms": "PLAIN",
-          "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS}
+# StandardAuthorizer, ANONYMOUS (PLAINTEXT) a super user, the PLAIN user alice on a SASL_PLAINTEXT
+# listener: the Kafka side is the directory's shared authorizer node (conftest.py), the
+# pykbroker side gets its settings
+CONFIG = authorizer_config()
 
 
 def _load(path, name):
@@ -41,7 +41,15 @@ VOLATILE = {"brokers", "cluster_id", "controller_id", "topic_id", "node_id", "ho
 _n = itertools.count()
 
 
-_kafka, _pyk = sasl_sides(CONFIG, "pyk_side", "kafka_side")
+@pytest.fixture(scope="module")
+def kafka_side(kafka_authorizer):
+    """The shared authorizer Kafka (no binding at the module's start nor left at its end)."""
+    return {"plain": ("127.0.0.1", kafka_authorizer.port), "sasl": ("127.0.0.1", kafka_authorizer.sasl_port)}
+
+
+@pytest.fixture(scope="module")
+def pyk_side():
+    yield from pykbroker_with_sasl_listener(CONFIG)
 
 
 def _alice(side):

@@ -18,7 +18,8 @@ from pykbroker.protocol.wire import WireClient
 from pykbroker.security.client import authenticate_sync
 from pykbroker.security.errors import AuthenticationFailed
 
-from .helpers import explain, sasl_sides
+from .conftest import authorizer_config
+from .helpers import explain, pykbroker_with_sasl_listener, sasl_sides
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
         'user_admin="admin-secret" user_alice="alice-secret" user_bob="bob-secret";')
@@ -285,16 +286,40 @@ USER_RT, TOKEN_RT, LITERAL, ALLOW = 7, 6, 3, 3
 CREATE_TOKENS, DESCRIBE_TOKENS, DESCRIBE = 13, 14, 8
 
 
-_authz_kafka, _authz_pyk = sasl_sides(AUTHZ, "pyk_authz", "kafka_authz")
+# the Kafka side is the directory's shared authorizer node (conftest.py): exactly these settings
+assert AUTHZ == authorizer_config(), (AUTHZ, authorizer_config())
 
 
-def _allow(side, principal, op, rtype, name):
+@pytest.fixture(scope="module")
+def kafka_authz(kafka_authorizer):
+    """The shared authorizer Kafka (no binding at the module's start nor left at its end)."""
+    return {"plain": ("127.0.0.1", kafka_authorizer.port), "sasl": ("127.0.0.1", kafka_authorizer.sasl_port)}
+
+
+@pytest.fixture(scope="module")
+def pyk_authz():
+    yield from pykbroker_with_sasl_listener(AUTHZ)
+
+
+def _allow(side, principal, op, rtype, name, timeout=15.0):
+    binding = {"resource_type": rtype, "resource_name": name, "resource_pattern_type": LITERAL,
+               "principal": principal, "host": "*", "operation": op, "permission_type": ALLOW}
     with _login(side, "admin") as c:
-        r = c.request(30, 3, {"creations": [{"resource_type": rtype, "resource_name": name,
-                                             "resource_pattern_type": LITERAL, "principal": principal,
-                                             "host": "*", "operation": op, "permission_type": ALLOW}]})
-    assert [x["error_code"] for x in r["results"]] == [0], r
-    time.sleep(1.0)   # Kafka's brokers learn the binding from the metadata log a moment later
+        r = c.request(30, 3, {"creations": [binding]})
+        assert [x["error_code"] for x in r["results"]] == [0], r
+        # Kafka's broker learns the binding from the metadata log a moment later: until its
+        # authorizer lists it (DescribeAcls answers from the authorizer's own copy, so a listed
+        # binding is enforced)
+        deadline = time.monotonic() + timeout
+        while True:
+            d = c.request(29, 3, {"resource_type_filter": rtype, "resource_name_filter": name,
+                                  "pattern_type_filter": LITERAL, "principal_filter": principal,
+                                  "host_filter": "*", "operation": op, "permission_type": ALLOW})
+            assert d["error_code"] == 0, d
+            if d["resources"]:
+                return
+            assert time.monotonic() < deadline, "the binding %r is not listed" % binding
+            time.sleep(0.05)
 
 
 def test_authorizer_create_tokens_and_describe(pyk_authz, kafka_authz):
