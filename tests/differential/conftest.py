@@ -133,7 +133,19 @@ def both(pyk, kafka):
         return fn(pyk, *args, **kw), fn(kafka, *args, **kw)
 
     run.pyk, run.kafka = pyk, kafka
+    run.at_once = lambda fn, *args, **kw: at_once(lambda t: fn(t, *args, **kw), pyk, kafka)
     return run
+
+
+def at_once(observe, pyk_side, kafka_side):
+    """``(observe(pyk_side), observe(kafka_side))`` run side by side, for the scenarios that
+    drive a client process against each broker: the two brokers share nothing, and the clients
+    mostly wait (rebalances, transactions, process starts), so the test takes the longer run's
+    time instead of the sum.  The pykbroker side's failure is raised first."""
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(2) as pool:
+        p, k = pool.submit(observe, pyk_side), pool.submit(observe, kafka_side)
+        return p.result(), k.result()
 
 
 # The authorizer node's SASL_PLAINTEXT listener and what its SASL clients use: PLAIN users admin,

@@ -29,7 +29,7 @@ def test_roundtrip_idempotent_and_transactions_same_reads(both):
         # the codec of every batch stored (attributes & 7), read with a raw Fetch from the broker
         codecs = {name: sorted(noderun.batch_codecs(t.bootstrap, rt["topic"])) for name, rt in r["roundtrip"].items()}
         return {"roundtrip": r["roundtrip"], "stored_codecs": codecs, "idempotent": r["idempotent"], "txn": r["txn"]}
-    p, k = both(observe)
+    p, k = both.at_once(observe)
     assert p == k
     rt = p["roundtrip"]
     assert set(rt) == {"none", "gzip", "snappy", "lz4", "zstd"}
@@ -53,14 +53,14 @@ def test_group_same_verdict(both):
                                                         "moved" if b["revoked"][0] == c_first else b["revoked"][0]),
                              "committed_at_end": r["committed_at_end"]}
         return out
-    p, k = both(observe)
+    p, k = both.at_once(observe)
     assert p == k
     assert p["roundRobin"]["b_first_revocation_was"] == "all" and p["cooperativeSticky"]["b_first_revocation_was"] == "moved", p
     assert p["roundRobin"]["duplicates"] == p["roundRobin"]["missing"] == 0 and p["roundRobin"]["committed_at_end"], p
 
 
 def test_admin_client_same_report(both):
-    p, k = both(lambda t: _run(t, ["admin"], "diff-ckjs-adm")["admin"])
+    p, k = both.at_once(lambda t: _run(t, ["admin"], "diff-ckjs-adm")["admin"])
     assert p == k
     assert p["delete_records"] == [[0, 4]] and p["offsets"] == [[0, 4, 10], [1, 0, 0]], p
     assert p["offset_for_timestamp"] == 7 and p["created_again"] is False, p

@@ -27,7 +27,7 @@ def observe(t, binary):
 
 
 def test_group_transact_session_recovers_from_a_lost_end_txn_answer(both, franzgo):
-    p, k = both(observe, franzgo)
+    p, k = both.at_once(observe, franzgo)
     assert k == p
     assert p["recovered"] == 1 and p["exactly_once"] and p["lost_answers"], p
 
@@ -41,6 +41,6 @@ def test_kadm_topics_and_configs(both, franzgo):
         # shows an incremental alter a moment after answering it), not compared
         rep.pop("describe_retries")
         return rep
-    p, k = both(observe_admin, franzgo)
+    p, k = both.at_once(observe_admin, franzgo)
     assert p == k
     assert p["partitions"] == [2, 5] and p["deleted"], p

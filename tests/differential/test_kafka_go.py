@@ -29,7 +29,7 @@ def kafkago(tmp_path_factory):
 def test_kafka_go_produce_consume_every_codec(both, kafkago):
     def observe(t, binary):
         return gobuild.run(binary, t.bootstrap, "roundtrip", prefix="diff-kg-rt", records=300)
-    p, k = both(observe, kafkago)
+    p, k = both.at_once(observe, kafkago)
     assert p == k
     assert set(p) == {"none", "gzip", "snappy", "lz4", "zstd"}, p
     assert all(r["mismatches"] == [] and r["produced"] == r["read"] == 300 for r in p.values()), p
@@ -44,6 +44,6 @@ def test_kafka_go_group_commits(both, kafkago, balancer):
                 "problems": rep["problems"], "committed": rep["committed"],
                 "processed": rep["first_member_processed"] + rep["later_members_processed"],
                 "first_took_a_third": rep["first_member_processed"] >= 100}
-    p, k = both(observe, kafkago)
+    p, k = both.at_once(observe, kafkago)
     assert p == k
     assert p["committed"] == {"0": 100, "1": 100, "2": 100} and p["processed"] == 300, p

@@ -24,7 +24,7 @@ def _run(t, scenarios, prefix):
 
 
 def test_admin_client_same_report(both):
-    p, k = both(lambda t: _run(t, ["admin"], "diff-kjs-adm")["admin"])
+    p, k = both.at_once(lambda t: _run(t, ["admin"], "diff-kjs-adm")["admin"])
     assert p == k
     assert p["delete_records_compacted_error"] == ["POLICY_VIOLATION"] and p["partitions_after_create"] == 5, p
 
@@ -36,7 +36,7 @@ def test_transactions_same_reads(both):
         return {"txn": r["txn"], "eos_exactly_once": sorted(eos["output"]) == sorted("out-in-%d" % i for i in range(120)),
                 "eos_aborted_visible_uncommitted": eos["output_read_uncommitted"] - len(eos["output"]),
                 "eos_committed_at_end": eos["committed_at_end"], "eos_problems": eos["problems"]}
-    p, k = both(observe)
+    p, k = both.at_once(observe)
     assert p == k
     assert p["eos_exactly_once"] and p["eos_aborted_visible_uncommitted"] == 10, p
 

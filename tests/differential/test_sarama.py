@@ -41,7 +41,7 @@ def observe(t, binary):
 
 
 def test_sarama_transactions(both, sarama):
-    p, k = both(observe, sarama)
+    p, k = both.at_once(observe, sarama)
     assert p == k
     assert p["part1"]["read_committed_equal"] and p["part1"]["read_uncommitted"] == 303, p
     assert p["part1"]["sentinels_after_earlier_markers"], p

@@ -39,6 +39,7 @@ from tests.node.secure import connection_case
 needs.module("cryptography")
 
 from . import secure_sides as ss  # noqa: E402
+from .conftest import at_once  # noqa: E402
 from .helpers import explain  # noqa: E402
 
 RECORDS = 30
@@ -67,8 +68,7 @@ def sides(tmp_path_factory):
 
 
 def _both(sides, observe):
-    pyk, kafka = sides["both"]
-    return observe(pyk), observe(kafka)
+    return at_once(observe, *sides["both"])
 
 
 def _normal(text: str) -> str:
