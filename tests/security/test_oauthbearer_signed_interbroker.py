@@ -197,8 +197,13 @@ def test_brokers_replicate_with_signed_tokens_from_the_endpoint(cluster, endpoin
     assert ("broker", "kafka.broker") in endpoint.issued
     # the tokens expire in 8 s: a little later the followers' sessions have been re-authenticated
     # with new tokens from the endpoint, and acks=all still reaches all three replicas
+    import jwt as pyjwt
     before = sum(1 for cid, _ in endpoint.issued if cid == "broker")
-    time.sleep(TOKEN_LIFETIME_S + 2)
+    # until every token handed out so far has expired (the newest one within the next 8 s: not a
+    # fixed 10 s from now) and the brokers have fetched newer ones
+    expiry = max(pyjwt.decode(t, options={"verify_signature": False})["exp"] for t in list(endpoint.tokens))
+    wait_for(lambda: time.time() > expiry + 2 and sum(1 for cid, _ in endpoint.issued if cid == "broker") > before,
+             timeout=TOKEN_LIFETIME_S + 20, what="the tokens issued so far expired and new ones fetched")
     later = [b"after-refresh-%d" % i for i in range(5)]
     assert _produce_and_read(cfg, topic, later, before=first) == first + later
     assert _isr(admin, topic) == [1, 2, 3]
