@@ -183,6 +183,25 @@ def _kafka_authorizer_node(tmp_path_factory):
         yield k
 
 
+@pytest.fixture(scope="package")
+def sasl_oracles(tmp_path_factory):
+    """``get(config)`` -> ``{"plain": (host, port), "sasl": (host, port)}``: the Apache Kafka with
+    a SASL_PLAINTEXT listener beside its PLAINTEXT one and ``config`` (helpers.sasl_sides), one
+    per configuration for the whole directory: modules comparing with the same settings share
+    its JVM start.  Stopped when the directory ends."""
+    started: dict = {}
+    with contextlib.ExitStack() as stack:
+        def get(config: dict) -> dict:
+            key = tuple(sorted(config.items()))
+            if key not in started:
+                k = stack.enter_context(started_oracle(
+                    tmp_path_factory, "kafka-sasl", {"group.initial.rebalance.delay.ms": "0", **config},
+                    sasl_listener=True))
+                started[key] = {"plain": ("127.0.0.1", k.port), "sasl": ("127.0.0.1", k.sasl_port)}
+            return started[key]
+        yield get
+
+
 # DeleteAcls / DescribeAcls filter matching every binding (type, pattern, operation and permission
 # ANY = 1; no name, principal or host)
 _ANY_ACL = {"resource_type_filter": 1, "resource_name_filter": None, "pattern_type_filter": 1,

@@ -115,13 +115,16 @@ def explain(a, b) -> str:
 
 def sasl_sides(config: dict, pyk: str, kafka: str, both: str | None = None) -> list:
     """Module fixtures over ``config`` for a test module to bind at its top level: ``pyk``
-    (pykbroker with a SASL listener), ``kafka`` (the oracle with one) and, if named, ``both``
+    (pykbroker with a SASL listener), ``kafka`` (the oracle with one, started once per
+    configuration for the directory) and, if named, ``both``
     (``run(fn)`` -> ``(fn(pykbroker side), fn(Kafka side))``)."""
     import pytest
 
     @pytest.fixture(scope="module", name=kafka)
-    def kafka_side(tmp_path_factory):
-        yield from kafka_with_sasl_listener(tmp_path_factory.mktemp(kafka), config)
+    def kafka_side(sasl_oracles):
+        # the directory's Kafka with these settings (conftest.sasl_oracles), shared with every
+        # module comparing with the same ones
+        return sasl_oracles(config)
 
     @pytest.fixture(scope="module", name=pyk)
     def pyk_side():
@@ -137,44 +140,9 @@ def sasl_sides(config: dict, pyk: str, kafka: str, both: str | None = None) -> l
     return fixtures
 
 
-def kafka_with_sasl_listener(tmp_dir, config: dict):
-    """Apache Kafka (the oracle) with a SASL_PLAINTEXT listener beside its PLAINTEXT one and
-    ``config`` added to its server.properties; a generator for a module fixture, yielding
-    ``{"plain": (host, port), "sasl": (host, port)}``.  A missing oracle fails (never a skip)."""
-    import importlib.util
-    from pathlib import Path
-
-    import pytest
-
-    spec = importlib.util.spec_from_file_location(
-        "pykbroker_kafka_oracle", Path(__file__).resolve().parents[2] / "compat" / "kafka" / "oracle.py")
-    oracle = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(oracle)
-    sasl_port = free_port()
-
-    class SaslOracle(oracle.KafkaOracle):
-        def properties(self):
-            p = super().properties()
-            p["listeners"] += ",SASL_PLAINTEXT://127.0.0.1:%d" % sasl_port
-            p["advertised.listeners"] += ",SASL_PLAINTEXT://127.0.0.1:%d" % sasl_port
-            p["listener.security.protocol.map"] += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
-            p.update(config)
-            return p
-
-    k = SaslOracle(tmp_dir, {"group.initial.rebalance.delay.ms": "0"})
-    try:
-        k.start()
-    except Exception as e:
-        pytest.fail("Apache Kafka (the oracle) could not be started: %s" % e, pytrace=False)
-    try:
-        yield {"plain": ("127.0.0.1", k.port), "sasl": ("127.0.0.1", sasl_port)}
-    finally:
-        k.stop()
-
-
 def pykbroker_with_sasl_listener(config: dict):
-    """pykbroker with the same two listeners and ``config``; the same shape as
-    :func:`kafka_with_sasl_listener`."""
+    """pykbroker with a PLAINTEXT and a SASL_PLAINTEXT listener and ``config``, as the Kafka of
+    conftest.sasl_oracles: ``{"plain": (host, port), "sasl": (host, port)}``."""
     import pykbroker
     from pykbroker.embedded import TEST_CONFIG
 
