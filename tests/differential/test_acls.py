@@ -85,8 +85,21 @@ def seeded(pyk_acl, kafka_acl):
     for t in (pyk_acl, kafka_acl):
         r = _call(t, 30, 3, {"creations": VALID})
         assert [x["error_code"] for x in r["results"]] == [0] * len(VALID), r
-    time.sleep(1)   # Kafka's broker applies the controller's ACL records asynchronously
+    # Kafka's broker applies the controller's ACL records asynchronously: until it lists them all
+    _wait_listed(kafka_acl, lambda n: n == len(VALID), "the %d seeded bindings" % len(VALID))
     return pyk_acl, kafka_acl
+
+
+def _wait_listed(target, ok, what, timeout=15.0):
+    """Until ``ok(number of bindings the broker lists)`` (DescribeAcls matching every binding)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = _call(target, 29, 3, _f())
+        n = sum(len(x["acls"]) for x in r["resources"])
+        if ok(n):
+            return
+        assert time.monotonic() < deadline, "%s: the broker lists %d bindings" % (what, n)
+        time.sleep(0.05)
 
 
 # Set by each CreateAcls of the module: the next DescribeAcls first leaves Kafka's broker a
@@ -115,6 +128,12 @@ def test_delete_then_describe(seeded):
     """Last (it removes bindings): two filters matching the same binding, an unknown pattern."""
     p, k = seeded
     body = {"filters": [_f(2, "pre-xy", 2), _f(principal="User:b"), _f(pt=99), _f(op=99), _f(rt=7, name="nobody", pt=3)]}
-    assert _norm(_call(p, 31, 3, body)) == _norm(_call(k, 31, 3, body))
-    time.sleep(1)
+    before = sum(len(x["acls"]) for x in _call(k, 29, 3, _f())["resources"])
+    deleted = _call(k, 31, 3, body)
+    assert _norm(_call(p, 31, 3, body)) == _norm(deleted)
+    # until Kafka's broker no longer lists what its answer deleted (it applies the records
+    # asynchronously)
+    # (two filters may match the same binding: counted once)
+    gone = len({json.dumps(a, sort_keys=True) for f in deleted["filter_results"] for a in f["matching_acls"]})
+    _wait_listed(k, lambda n: n <= before - gone, "the %d deleted bindings gone" % gone)
     assert _norm(_call(p, 29, 3, _f())) == _norm(_call(k, 29, 3, _f()))
