@@ -514,6 +514,31 @@ def _list_reassignments(node, topics=None):
             for t in r["topics"] for p in t["partitions"]}
 
 
+def test_reassignment_right_after_create_through_another_broker_knows_the_topic(cluster):
+    """Kafka checks a reassignment on the controller, whose view is authoritative: a topic just
+    created is never "Unable to find a topic named".  The broker answering here waits for its
+    view to catch up with ZooKeeper instead of refusing (was UNKNOWN_TOPIC_OR_PARTITION when the
+    request beat the topic's watch)."""
+    import concurrent.futures
+    other = cluster.brokers[2]
+    for i in range(4):
+        name = "zk-fresh-%d" % i
+        # broker 3 paused while the topic is created through broker 1 and while the request
+        # reaches its socket: on resume the request and the topic's watch race
+        cluster.pause(other.broker_id)
+        try:
+            assert create(cluster.brokers[0], name, 1, 1, assignments={0: [1]})["error_code"] == 0
+            with concurrent.futures.ThreadPoolExecutor(1) as ex:
+                fut = ex.submit(_reassign, other, name, 0, None)
+                time.sleep(0.2)
+                cluster.resume(other.broker_id)
+                got = fut.result(timeout=30)
+        finally:
+            cluster.resume(other.broker_id)
+        assert (got["error_code"], got["error_message"]) == (85, None), (name, got)   # nothing to cancel
+    assert _reassign(other, "zk-fresh-nope", 0, None)["error_code"] == 3   # unknown stays unknown
+
+
 def test_reassignment_checks_listing_and_cancel(cluster, zk):
     assert create(cluster.brokers[0], "zk-move", 1, 1, assignments={0: [1]})["error_code"] == 0
     wait_until(lambda: (_leader_of(cluster, "zk-move", 0) or {}).get("leader_id") == 1, what="leader 1")

@@ -311,6 +311,20 @@ class AdminWriter(ZnodeRole):
                            else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE)
         return out
 
+    async def _caught_up(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """Wait until this broker's view holds every partition of ``partitions`` that ZooKeeper
+        already holds.  In Kafka the controller, whose view is authoritative, checks a
+        reassignment; here the receiving broker does, and its view follows ZooKeeper's watches a
+        moment behind: a topic just created through another broker must not be answered
+        "Unable to find a topic named" while its znodes exist (seen under load)."""
+        for topic, p in partitions:
+            if self.cache.partition_state(topic, p) is not None:
+                continue
+            if not await self.store.exists(Z.state_path(topic, p)):
+                continue   # really unknown: answered as such at once
+            while self.cache.partition_state(topic, p) is None:
+                await trio.sleep(0.02)
+
     async def alter_reassignments(self, items: Iterable[tuple[str, int, Optional[list[int]]]], allow_rf_change: bool = True,
                                   timeout_s: float = APPLY_TIMEOUT_S) -> dict:
         """AlterPartitionReassignments: ``items`` [(topic, p, target replicas or None to
@@ -318,6 +332,9 @@ class AdminWriter(ZnodeRole):
         controller (through ``/admin/reassign_partitions`` from other brokers).  The answer
         comes once the reassignment started (replicas extended), not when it completes."""
         out, valid = {}, []
+        items = list(items)
+        with trio.move_on_after(timeout_s):
+            await self._caught_up([(t, p) for t, p, _ in items])
         for topic, p, target in items:
             code, msg = self.active.check_target(topic, p, target, allow_rf_change)
             out[(topic, p)] = (code, msg)
