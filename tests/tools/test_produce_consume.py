@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -111,21 +112,25 @@ def test_client_produces_cli_consumes(both):
         # deletes them mid-scenario and the --max-messages read below waits for ever
         _create(t, topic, 2, "retention.ms=-1")
         _client_records(t, topic)
-        seen = {}
-        r = cli(t, "consume", "--topic", topic, "--from-beginning", "--exit-at-end", "--format", "json")
+        # the five reads are independent (each its own process, none writes): side by side, about
+        # 1.5 s each of mostly waiting on the broker, instead of one after another
+        reads = {
+            "json": ("consume", "--topic", topic, "--from-beginning", "--exit-at-end", "--format", "json"),
+            "value": ("consume", "--topic", topic, "--partition", "0", "--offset", "earliest", "--exit-at-end",
+                      "--print-key", "--key-separator", "="),
+            "offset": ("consume", "--topic", topic, "--partition", "1", "--offset", "1", "--exit-at-end"),
+            "timestamp": ("consume", "--topic", topic, "--from-timestamp", "1700000001000", "--exit-at-end",
+                          "--format", "json"),
+            "max": ("consume", "--topic", topic, "--from-beginning", "--max-messages", "1", "--partition", "0")}
+        with ThreadPoolExecutor(len(reads)) as pool:
+            done = {k: pool.submit(cli, t, *args) for k, args in reads.items()}
+            r = {k: f.result() for k, f in done.items()}
+        seen = {k: r[k].stdout for k in ("value", "offset", "timestamp", "max")}
         # partitions interleave as fetches return; within one, offset order
-        seen["json"] = sorted((json.loads(line) for line in r.stdout.splitlines()),
+        seen["json"] = sorted((json.loads(line) for line in r["json"].stdout.splitlines()),
                               key=lambda m: (m["partition"], m["offset"]))
-        assert r.stderr.decode().strip().endswith("Processed a total of 4 messages"), (t.name, r.stderr)
-        r = cli(t, "consume", "--topic", topic, "--partition", "0", "--offset", "earliest", "--exit-at-end",
-                "--print-key", "--key-separator", "=")
-        seen["value"] = r.stdout
-        seen["offset"] = cli(t, "consume", "--topic", topic, "--partition", "1", "--offset", "1",
-                             "--exit-at-end").stdout
-        seen["timestamp"] = cli(t, "consume", "--topic", topic, "--from-timestamp", "1700000001000",
-                                "--exit-at-end", "--format", "json").stdout
-        seen["max"] = cli(t, "consume", "--topic", topic, "--from-beginning", "--max-messages", "1",
-                          "--partition", "0").stdout
+        assert r["json"].stderr.decode().strip().endswith("Processed a total of 4 messages"), (t.name, r["json"].stderr)
+        # last: it writes records to partition 0 until the command started at the end prints one
         seen["end"] = _from_the_end(t, topic)
         return seen
 
