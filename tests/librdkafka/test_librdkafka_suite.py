@@ -32,7 +32,7 @@ import threading
 
 import pytest
 
-from tests import needs
+from tests import background, needs
 from tests.node import noderun
 
 from compat.librdkafka import suite  # noqa: E402
@@ -202,36 +202,17 @@ def _ssl_run(runner, pki_dir):
     return env, rep, seen.messages
 
 
-class _Run:
-    """A run in a thread of its own; ``result()`` waits for it and returns what it returned or
-    raises what it raised (a skip included)."""
-
-    def __init__(self, fn):
-        self._out = self._err = None
-        self.thread = threading.Thread(target=self._go, args=(fn,), daemon=True)
-        self.thread.start()
-
-    def _go(self, fn):
-        try:
-            self._out = fn()
-        except BaseException as e:   # re-raised in the test that checks this run
-            self._err = e
-
-    def result(self, timeout: float = 900.0):
-        self.thread.join(timeout)
-        assert not self.thread.is_alive(), "the run did not end within %.0f s" % timeout
-        if self._err is not None:
-            raise self._err
-        return self._out
-
-
 @pytest.fixture(scope="module", autouse=True)
-def ssl_run(runner, tmp_path_factory):
+def ssl_run(request, tmp_path_factory):
     """0097's run, started with the module, beside the other tests' runs (it shares nothing with
     them: its own in-process broker, certificates and port); the module waits for it to end."""
-    run = _Run(lambda: _ssl_run(runner, tmp_path_factory.mktemp("pki")))
+    if not background.selected(request, "test_librdkafka_suite.py::test_0097_ssl_verify_against_a_mutual_tls_listener"):
+        yield None
+        return
+    runner = request.getfixturevalue("runner")
+    run = background.Background(lambda _run: _ssl_run(runner, tmp_path_factory.mktemp("pki")), "0097")
     yield run
-    run.thread.join(900)
+    run.join()
 
 
 def test_0097_ssl_verify_against_a_mutual_tls_listener(ssl_run):
