@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from tests import needs
+from tests import background, needs
 
 from pykbroker.protocol import wire
 
@@ -674,22 +674,43 @@ def test_unclean_leader_election_only_when_enabled(cluster):
     assert _read_all(cluster.broker(2), "zk-clean") == ["lost%d" % i for i in range(10)]
 
 
-def test_auto_leader_rebalance_moves_leadership_back(tmp_path):
-    """auto.leader.rebalance.enable (on by default): once the preferred replica is back in sync,
-    the controller's periodic check (leader.imbalance.check.interval.seconds, 2 s here) moves the
-    leadership back to it, with no ElectLeaders call."""
+def _auto_rebalance_run(data_dir, run):
+    """Leadership of a [1, 2, 3] partition: failed over to 2 when 1 is killed, then, 1 back, moved
+    back to 1 by the controller's periodic check alone; the partition's last state."""
     overrides = {**OVERRIDES, "leader.imbalance.check.interval.seconds": "2",
                  "leader.imbalance.per.broker.percentage": "0"}
-    with Cluster(3, str(tmp_path / "rebalance"), overrides=overrides, zk_tick_time=500) as c:
+    with Cluster(3, str(data_dir), overrides=overrides, zk_tick_time=500) as c:
         assert create(c.brokers[0], "zk-auto", 1, 3, assignments={0: [1, 2, 3]})["error_code"] == 0
         wait_until(lambda: (_leader_of(c, "zk-auto", 0) or {}).get("leader_id") == 1, what="leader 1")
         c.kill(1, signal.SIGKILL)
         wait_until(lambda: (_leader_of(c, "zk-auto", 0, exclude=(1,)) or {}).get("leader_id") == 2,
                    timeout=30, what="leader 2 after broker 1 died")
         c.start(1)
-        p = wait_until(lambda: (lambda x: x if x and x["leader_id"] == 1 and 1 in x["isr_nodes"] else None)(
+        return wait_until(lambda: (lambda x: x if x and x["leader_id"] == 1 and 1 in x["isr_nodes"] else None)(
             _leader_of(c, "zk-auto", 0)), timeout=60, what="leadership back on the preferred replica 1")
-        assert p["leader_epoch"] >= 2   # elected twice: failover, then the rebalance
+
+
+@pytest.fixture(scope="module", autouse=True)
+def auto_rebalance_run(request, tmp_path_factory):
+    """The auto-rebalance run needs a cluster of its own (a 2 s imbalance check would move the
+    shared cluster's leaderships under the other tests): it starts with the module, beside the
+    other tests, and its test checks the outcome.  About 17 s of the module's time saved (its
+    cluster's start and the waits for the failover and the check are all overlapped)."""
+    if not background.selected(request, "test_zk_controller.py::test_auto_leader_rebalance_moves_leadership_back"):
+        yield None
+        return
+    run = background.Background(functools.partial(_auto_rebalance_run, tmp_path_factory.mktemp("rebalance")),
+                                "auto-rebalance")
+    yield run
+    run.join()
+
+
+def test_auto_leader_rebalance_moves_leadership_back(auto_rebalance_run):
+    """auto.leader.rebalance.enable (on by default): once the preferred replica is back in sync,
+    the controller's periodic check (leader.imbalance.check.interval.seconds, 2 s here) moves the
+    leadership back to it, with no ElectLeaders call."""
+    p = auto_rebalance_run.result()
+    assert p["leader_epoch"] >= 2   # elected twice: failover, then the rebalance
 
 
 def _group_config(node, group, key):
