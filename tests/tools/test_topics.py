@@ -3,6 +3,8 @@ the same commands, the same ``--json`` answers (ids and ports aside), and what t
 back with a client."""
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource
 
 from .helpers import cli, cli_json, name, same_as_kafka, scrub, wait_gone, wait_topic
@@ -39,11 +41,16 @@ def test_topics_lifecycle(both):
                                   "--replication-factor", "1", "--config", "retention.ms=3600000",
                                   "--config", "max.message.bytes=100000")
         wait_topic(t, topic, 2)
-        seen["list"] = cli_json(t, "topics", "list", "--topic", "cli-topics-.*")
+        # four reads of the same state, side by side (each its own process; none writes)
+        with ThreadPoolExecutor(4) as pool:
+            listed = pool.submit(cli_json, t, "topics", "list", "--topic", "cli-topics-.*")
+            listed_text = pool.submit(cli, t, "topics", "list")
+            described = pool.submit(cli_json, t, "topics", "describe", "--topic", topic)
+            described_text = pool.submit(cli, t, "topics", "describe", "--topic", topic)
+            seen["list"], seen["describe"] = listed.result(), described.result()
+            listed_text, text = listed_text.result().stdout.decode(), described_text.result().stdout.decode()
         assert topic in seen["list"]
-        assert cli(t, "topics", "list").stdout.decode().splitlines().count(topic) == 1
-        seen["describe"] = cli_json(t, "topics", "describe", "--topic", topic)
-        text = cli(t, "topics", "describe", "--topic", topic).stdout.decode()
+        assert listed_text.splitlines().count(topic) == 1
         assert "Topic: %s\t" % topic in text and "Partition: 1\tLeader: 1\tReplicas: 1\tIsr: 1" in text
 
         # an existing topic: exit 1 and Kafka's error name; --if-not-exists: 0
