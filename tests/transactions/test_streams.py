@@ -132,7 +132,11 @@ def committed_input(bs, group, topic, partitions=3) -> int:
     return sum(max(tp.offset, 0) for tp in got)
 
 
-def test_streams_word_count_exactly_once_through_kill9(tmp_path):
+def word_count_through_kill9_run(tmp_path: Path, _run=None) -> None:
+    """The whole scenario, its assertions included (a failure raises from here): about 20 s of
+    JVM start-ups and waits on the application's and the broker's restarts, light on the CPU
+    between them, so tests/transactions/conftest.py starts it with the package, overlapped with
+    the modules before this one; the test below re-raises whatever it raised."""
     classpath = build_classpath()
     rng = random.Random(12)
     b = BrokerProcess(str(tmp_path / "data"), {"group.initial.rebalance.delay.ms": "0",
@@ -208,3 +212,7 @@ def test_streams_word_count_exactly_once_through_kill9(tmp_path):
         if app is not None:
             app.kill()
         b.kill()
+
+
+def test_streams_word_count_exactly_once_through_kill9(streams_kill9):
+    streams_kill9.result()
