@@ -15,11 +15,11 @@ the librdkafka source tree that compat/node's Confluent client pins).
 - One broker with an SSL listener requiring client certificates: 0097 (certificate verification,
   keys and CAs in every encoding librdkafka loads, untrusted client certificates refused).
 
-0097 mostly waits (a one-second poll per case, 19 cases) on a broker of its own: it starts with
-the module (``ssl_run``), in a thread beside the two other setups' runs, and its test checks
-its report (about 30 s of the module's time saved).  The two others stay one after the other:
-0142 is a timing test (re-authentication intervals) and 0119's deadline was missed when
-kafka-acls.sh's JVMs competed with both on 2 loaded cores.
+0097 mostly waits (a one-second poll per case, 19 cases) on a broker of its own: its run starts
+with the re-authentication test (``ssl_run``), in a thread beside that test's runs, and its own
+test checks its report (about 30 s of the module's time saved).  Not beside the authorization
+runs, which are CPU-bound (kafka-acls.sh's JVMs): 0119 missed its own 40 s deadline there on 2
+loaded cores; and the authorization and re-authentication runs stay one after the other.
 
 The whole of 0081 (every admin API) passes too (compat/librdkafka/README.md has the command and
 the last result); CI runs the parts above, the ones Security I and II are judged by.
@@ -127,10 +127,11 @@ def sasl_cluster(tmp_path_factory):
         yield c
 
 
-def test_reauthentication_and_runtime_credentials_on_a_sasl_cluster(runner, sasl_cluster):
+def test_reauthentication_and_runtime_credentials_on_a_sasl_cluster(runner, ssl_run, sasl_cluster):
     """With PLAIN and with SCRAM-SHA-512, side by side (one runner process each: the runner's own
     parallel mode shares one error callback between tests, so 0135's deliberate authentication
-    failures could fail 0142)."""
+    failures could fail 0142).  ``ssl_run``: 0097's run starts here, beside these (checked by its
+    own test below)."""
     def one(mechanism):
         conf = {"bootstrap.servers": sasl_cluster.bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
                 "sasl.mechanism": mechanism, "sasl.username": "alice", "sasl.password": "alice-secret"}
@@ -202,14 +203,14 @@ def _ssl_run(runner, pki_dir):
     return env, rep, seen.messages
 
 
-@pytest.fixture(scope="module", autouse=True)
-def ssl_run(request, tmp_path_factory):
-    """0097's run, started with the module, beside the other tests' runs (it shares nothing with
-    them: its own in-process broker, certificates and port); the module waits for it to end."""
+@pytest.fixture(scope="module")
+def ssl_run(request, runner, tmp_path_factory):
+    """0097's run, started by the first test asking for it (the re-authentication test, so that
+    it runs beside that test's runs; it shares nothing with them: its own in-process broker,
+    certificates and port); the module waits for it to end."""
     if not background.selected(request, "test_librdkafka_suite.py::test_0097_ssl_verify_against_a_mutual_tls_listener"):
         yield None
         return
-    runner = request.getfixturevalue("runner")
     run = background.Background(lambda _run: _ssl_run(runner, tmp_path_factory.mktemp("pki")), "0097")
     yield run
     run.join()
