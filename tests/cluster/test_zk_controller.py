@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from tests import background, needs
+from tests import needs
 
 from pykbroker.protocol import wire
 
@@ -71,6 +71,17 @@ wait_until = functools.partial(broker_process.wait_until, timeout=30.0, interval
 
 def live_nodes(cluster):
     return [b for b in cluster.brokers if b.running()]
+
+
+def _controller_znode(zk):
+    """/controller's (data, stat), or None while there is none: the old controller's ephemeral
+    znode can vanish between an exists() and a get() (its session expiring), which raised
+    NoNodeError out of the wait before."""
+    from kazoo.exceptions import NoNodeError
+    try:
+        return zk.get("/controller")
+    except NoNodeError:
+        return None
 
 
 def test_every_broker_answers_with_the_whole_cluster(cluster, zk):
@@ -309,7 +320,7 @@ def test_controller_failover_bumps_the_epoch_and_keeps_electing(cluster, zk):
     cluster.kill(controller, signal.SIGKILL)
     try:
         new = wait_until(lambda: (lambda d: d and json.loads(d[0])["brokerid"] != controller and d)(
-            zk.exists("/controller") and zk.get("/controller")), timeout=30, what="a new controller")
+            _controller_znode(zk)), timeout=30, what="a new controller")
         assert json.loads(new[0])["brokerid"] in others
         # the new controller bumps the epoch right after winning the election
         wait_until(lambda: int(zk.get("/controller_epoch")[0]) == epoch + 1, what="controller epoch + 1")
@@ -398,8 +409,7 @@ def test_controller_killed_while_leading_under_an_acks_all_producer(cluster, zk)
         at_kill = len(load.acked)
         try:
             new = wait_until(lambda: (lambda d: d and json.loads(d[0])["brokerid"] != controller and d)(
-                zk.exists("/controller") and zk.get("/controller")), timeout=SESSION_MS / 1000 + 20,
-                what="a new controller in /controller")
+                _controller_znode(zk)), timeout=SESSION_MS / 1000 + 20, what="a new controller in /controller")
             assert json.loads(new[0])["brokerid"] in others
             p = wait_until(lambda: (lambda x: x if x and x["leader_id"] in others else None)(
                 _leader_of(cluster, topic, 0, exclude=(controller,))), timeout=SESSION_MS / 1000 + 20,
@@ -450,7 +460,7 @@ def test_a_fenced_controller_cannot_write(cluster, zk):
     node = cluster.broker(controller)
     node.pause()
     try:
-        wait_until(lambda: zk.exists("/controller") and json.loads(zk.get("/controller")[0])["brokerid"] != controller,
+        wait_until(lambda: (lambda d: d and json.loads(d[0])["brokerid"] != controller)(_controller_znode(zk)),
                    timeout=30, what="another controller")
         wait_until(lambda: int(zk.get("/controller_epoch")[0]) == epoch + 1, what="controller epoch + 1")
     finally:
@@ -674,43 +684,22 @@ def test_unclean_leader_election_only_when_enabled(cluster):
     assert _read_all(cluster.broker(2), "zk-clean") == ["lost%d" % i for i in range(10)]
 
 
-def _auto_rebalance_run(data_dir, run):
-    """Leadership of a [1, 2, 3] partition: failed over to 2 when 1 is killed, then, 1 back, moved
-    back to 1 by the controller's periodic check alone; the partition's last state."""
+def test_auto_leader_rebalance_moves_leadership_back(tmp_path):
+    """auto.leader.rebalance.enable (on by default): once the preferred replica is back in sync,
+    the controller's periodic check (leader.imbalance.check.interval.seconds, 2 s here) moves the
+    leadership back to it, with no ElectLeaders call."""
     overrides = {**OVERRIDES, "leader.imbalance.check.interval.seconds": "2",
                  "leader.imbalance.per.broker.percentage": "0"}
-    with Cluster(3, str(data_dir), overrides=overrides, zk_tick_time=500) as c:
+    with Cluster(3, str(tmp_path / "rebalance"), overrides=overrides, zk_tick_time=500) as c:
         assert create(c.brokers[0], "zk-auto", 1, 3, assignments={0: [1, 2, 3]})["error_code"] == 0
         wait_until(lambda: (_leader_of(c, "zk-auto", 0) or {}).get("leader_id") == 1, what="leader 1")
         c.kill(1, signal.SIGKILL)
         wait_until(lambda: (_leader_of(c, "zk-auto", 0, exclude=(1,)) or {}).get("leader_id") == 2,
                    timeout=30, what="leader 2 after broker 1 died")
         c.start(1)
-        return wait_until(lambda: (lambda x: x if x and x["leader_id"] == 1 and 1 in x["isr_nodes"] else None)(
+        p = wait_until(lambda: (lambda x: x if x and x["leader_id"] == 1 and 1 in x["isr_nodes"] else None)(
             _leader_of(c, "zk-auto", 0)), timeout=60, what="leadership back on the preferred replica 1")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def auto_rebalance_run(request, tmp_path_factory):
-    """The auto-rebalance run needs a cluster of its own (a 2 s imbalance check would move the
-    shared cluster's leaderships under the other tests): it starts with the module, beside the
-    other tests, and its test checks the outcome.  About 17 s of the module's time saved (its
-    cluster's start and the waits for the failover and the check are all overlapped)."""
-    if not background.selected(request, "test_zk_controller.py::test_auto_leader_rebalance_moves_leadership_back"):
-        yield None
-        return
-    run = background.Background(functools.partial(_auto_rebalance_run, tmp_path_factory.mktemp("rebalance")),
-                                "auto-rebalance")
-    yield run
-    run.join()
-
-
-def test_auto_leader_rebalance_moves_leadership_back(auto_rebalance_run):
-    """auto.leader.rebalance.enable (on by default): once the preferred replica is back in sync,
-    the controller's periodic check (leader.imbalance.check.interval.seconds, 2 s here) moves the
-    leadership back to it, with no ElectLeaders call."""
-    p = auto_rebalance_run.result()
-    assert p["leader_epoch"] >= 2   # elected twice: failover, then the rebalance
+        assert p["leader_epoch"] >= 2   # elected twice: failover, then the rebalance
 
 
 def _group_config(node, group, key):
