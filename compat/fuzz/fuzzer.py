@@ -395,6 +395,9 @@ class Figures(RunFigures):
     error_answers: int = 0
     silent: int = 0
     slow: int = 0       # answered, but after more than twice answer_timeout
+    held_expected: int = 0   # no answer where Kafka holds one too (_expected_hold says why)
+    unprobed: int = 0   # no answer to a frame with a short size prefix (see LiveFuzzer.send)
+    mutated_generated: int = 0   # mutations of requests generated earlier in the run (in mutated)
     generator_errors: int = 0
     connections: int = 0
     batches: int = 0
@@ -406,6 +409,7 @@ class Figures(RunFigures):
     apis: dict = field(default_factory=dict)      # "Name vN" -> requests sent
     slowest: dict = field(default_factory=dict)   # "Name vN" -> longest wait for its answer (s)
     finding_counts: dict = field(default_factory=dict)  # kind -> times seen
+    finding_examples: dict = field(default_factory=dict)  # kind -> its first example
     learnt: dict = field(default_factory=dict)   # kind of id -> how many learnt (summed over connections)
 
     def ok(self) -> bool:
@@ -419,8 +423,9 @@ class Figures(RunFigures):
 
     def table(self) -> str:
         d = self.as_dict()
-        rows = [("requests tried", "%d (%d generated from the specs, %d mutated captures)"
-                 % (self.requests, self.generated, self.mutated)),
+        rows = [("requests tried", "%d (%d generated from the specs, %d mutated: %d of captures, "
+                 "%d of generated requests)" % (self.requests, self.generated, self.mutated,
+                                                self.mutated - self.mutated_generated, self.mutated_generated)),
                 ("requests/s", d["requests_per_second"]),
                 ("APIs x versions sent", len(self.apis)),
                 ("answers", self.answers), ("  with an error code", self.error_answers),
@@ -428,6 +433,8 @@ class Figures(RunFigures):
                 ("slow answers (> %gs)" % (2 * _ANSWER_TIMEOUT), self.slow),
                 ("connections opened", self.connections),
                 ("bad answers", self.bad_answers), ("held connections", self.held),
+                ("held as Kafka holds them", self.held_expected),
+                ("no answer after a short size prefix", self.unprobed),
                 ("hangs", self.hangs), ("crashes", self.crashes),
                 ("internal errors logged", self.internal_errors),
                 ("health checks (failed)", "%d (%d)" % (self.health_checks, self.health_failures)),
@@ -527,6 +534,10 @@ class FuzzTarget:
 # "slow", and no answer within held_timeout while the broker serves others is "held".
 _ANSWER_TIMEOUT = 3.0
 _PROBE_CORR = 0x7EADBEEF
+# bytes of a request shown in a finding (hex): enough for the mutated captures' requests whole
+_FRAME_SHOWN = 2048
+# generated requests kept as mutation seeds (a random one replaced once full)
+_GENERATED_POOL = 2000
 _PROBE = frame(18, 0, _PROBE_CORR, b"", flexible=False)
 
 
@@ -552,6 +563,8 @@ class LiveFuzzer(FuzzTarget):
         self.pairs = sorted((k, v) for k, (lo, hi) in self.versions.items() if k in APIS
                             for v in range(lo, hi + 1))
         self._health = None
+        self.generated_pool: list[bytes] = []   # payloads generated so far: mutation seeds too
+        self._stop = None
 
     # -- broker state ----------------------------------------------------------------------
     def advertised(self) -> dict:
@@ -596,20 +609,31 @@ class LiveFuzzer(FuzzTarget):
             self.conn.close()
             self.conn = None
 
-    def _finding(self, text):
+    def _finding(self, text, kind_of=None):
         """Keep the first example of each kind of finding (its first and last lines, without
         times, ports and correlation ids) and count the rest, so one bug seen a thousand times
         does not hide another seen once."""
         lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-        key = re.sub(r"\[[^]]*\]|\(client [^)]*\)|corr=\d+|frame=\w+|\d+\.\ds", "",
-                     lines[0] + " | " + lines[-1])
+        def kind(line):
+            line = re.sub(r"\[[^]]*\]|\(client [^)]*\)|corr=\d+|frame=\w+|\d+\.\ds", "", line)
+            return re.sub(r"\s+", " ", line).strip()
+        if kind_of is not None:
+            key = kind_of
+        else:
+            key = kind(lines[0]) if len(lines) == 1 else kind(lines[0]) + " | " + kind(lines[-1])
         counts = self.figures.finding_counts
         if key not in counts and len(counts) < 200:
             self.figures.findings.append(text)
+            if isinstance(self.figures, Figures):
+                self.figures.finding_examples[key] = text
         counts[key] = counts.get(key, 0) + 1
 
-    def send(self, data: bytes, api_key: int, version: int, corr: int, label: str, reconnect_after=False) -> str:
-        """Send one framed request and classify the outcome."""
+    def send(self, data: bytes, api_key: int, version: int, corr: int, label: str, reconnect_after=False,
+             short_prefix=False) -> str:
+        """Send one framed request and classify the outcome.  ``short_prefix``: the size prefix
+        announces fewer bytes than sent, so the frame's last bytes start another frame whose rest
+        the broker waits for (as Kafka does for an incomplete frame): nothing sent behind it on
+        this connection can be answered, so no probe follows it and the connection is dropped."""
         fig = self.figures
         if self._stop:
             return "skip"   # the broker is down: the rest of the batch is drawn, not sent
@@ -622,7 +646,7 @@ class LiveFuzzer(FuzzTarget):
             return "hang"
         # A Produce may be acks=0 (Kafka answers nothing): an ApiVersions right behind it tells at
         # once whether an answer is coming (answers come in request order).
-        probe = api_key == 0
+        probe = api_key == 0 and not short_prefix
         try:
             c.sock.sendall(data + (_PROBE if probe else b""))
         except OSError:
@@ -639,6 +663,8 @@ class LiveFuzzer(FuzzTarget):
         if probe and f and len(f) >= 4 and struct.unpack_from(">i", f)[0] == _PROBE_CORR:
             fig.silent += 1
             outcome = "silent"
+        elif short_prefix and f is None:
+            outcome = self._unprobed(label, data)
         else:
             outcome = self._classify(f, api_key, version, corr, label, data)
             if probe and outcome == "answer" and c.read_frame(self.answer_timeout) is None:
@@ -646,6 +672,45 @@ class LiveFuzzer(FuzzTarget):
         if reconnect_after or outcome != "answer":
             self._drop()
         return outcome
+
+    def _unprobed(self, label, data) -> str:
+        """No answer to a frame sent with a short size prefix.  Its truncated body may be an
+        acks=0 Produce (no answer) or a request the broker still works on; a probe on the same
+        connection would only extend the incomplete next frame, so none is sent.  The broker
+        must still answer a fresh connection (else a hang)."""
+        self.figures.unprobed += 1
+        if not self.alive():
+            self._after_failure("no answer after a short size prefix and broker unresponsive", label, data)
+            return "hang"
+        return "unprobed"
+
+    def _expected_hold(self, api_key, version, data) -> str | None:
+        """Why Kafka too holds this request's answer, or None.  A JoinGroup is answered only when
+        every known member of its group has rejoined or the group's rebalance timeout (the
+        largest of its members'; v0: their session timeouts) has run out (Kafka 4.4 answers the
+        second member's JoinGroup v0 of a group whose first member had a 30-min session after
+        no less than the 40 s waited; one of 6 s after about 6 s: see docs/fuzzing.md): held
+        while the group, described on another connection, is PreparingRebalance."""
+        if api_key != 11:
+            return None
+        spec = APIS[11]
+        try:
+            from pykbroker.protocol.framing import parse_request_header
+            payload = data[4:]
+            hdr = parse_request_header(payload, spec.flexible(version) if spec.min_version <= version <= spec.max_version else False)
+            msg = spec.decode("request", version, memoryview(payload)[hdr.body_offset:])
+            group = msg["group_id"]
+            from pykbroker.protocol.wire import WireClient
+            with WireClient(self.bootstrap, timeout=self.alive_timeout, client_id="fuzz-describe") as c:
+                d = c.request(15, 5, {"groups": [group], "include_authorized_operations": False})["groups"][0]
+        except Exception:
+            return None
+        if d["error_code"] != 0 or d["group_state"] != "PreparingRebalance":
+            return None
+        timeout = msg.get("rebalance_timeout_ms", msg.get("session_timeout_ms"))
+        return ("JoinGroup v%d of group %r (its rebalance timeout %s ms) waits while the group is "
+                "PreparingRebalance with %d members: Kafka answers once they all rejoin or the "
+                "group's rebalance timeout ends" % (version, group, timeout, len(d["members"])))
 
     def _classify(self, f, api_key, version, corr, label, data) -> str:
         fig = self.figures
@@ -672,13 +737,20 @@ class LiveFuzzer(FuzzTarget):
                 fig.answers += 1   # late but answered (the probe's answer still to come: reconnect)
                 return "late"
             if self.alive():
+                why = self._expected_hold(api_key, version, data)
+                if why is not None:
+                    fig.held_expected += 1
+                    self._finding("held as Kafka holds it: %s: %s corr=%d frame=%s" % (
+                        label, why, corr, data[:_FRAME_SHOWN].hex()),
+                        kind_of="held as Kafka holds it: %s (group PreparingRebalance)" % label)
+                    return "held_expected"
                 # The broker serves others: a slow request (creating hundreds of partitions on a
                 # loaded machine takes seconds) or one it holds for good.  Give it held_timeout.
                 t0 = time.monotonic()
                 while g is None or (len(g) >= 4 and struct.unpack_from(">i", g)[0] not in (corr, probe_corr)):
                     if time.monotonic() - t0 > self.held_timeout:
                         fig.held += 1
-                        self._finding("held: %s corr=%d frame=%s" % (label, corr, data[:200].hex()))
+                        self._finding("held: %s corr=%d frame=%s" % (label, corr, data[:_FRAME_SHOWN].hex()))
                         return "held"
                     g = self.conn.read_frame(1.0)
                     if g == b"":
@@ -690,7 +762,7 @@ class LiveFuzzer(FuzzTarget):
                 fig.answers += 1
                 fig.slow += 1
                 self._finding("slow: %s answered after %.1fs corr=%d frame=%s" % (
-                    label, 2 * self.answer_timeout + time.monotonic() - t0, corr, data[:200].hex()))
+                    label, 2 * self.answer_timeout + time.monotonic() - t0, corr, data[:_FRAME_SHOWN].hex()))
                 return "late"
             self._after_failure("no answer and broker unresponsive", label, data)
             return "hang"
@@ -701,7 +773,7 @@ class LiveFuzzer(FuzzTarget):
         (got,) = struct.unpack_from(">i", f)
         if got != corr:
             fig.bad_answers += 1
-            self._finding("correlation id %d for %d: %s frame=%s" % (got, corr, label, data[:200].hex()))
+            self._finding("correlation id %d for %d: %s frame=%s" % (got, corr, label, data[:_FRAME_SHOWN].hex()))
             return "bad"
         spec = APIS.get(api_key)
         if spec is None:
@@ -732,31 +804,42 @@ class LiveFuzzer(FuzzTarget):
         if self.pid is not None:
             if not process_running(self.pid):
                 fig.crashes += 1
-                self._finding("crash after %s: %s frame=%s" % (label, what, data[:200].hex()))
+                self._finding("crash after %s: %s frame=%s" % (label, what, data[:_FRAME_SHOWN].hex()))
                 raise BrokerDown("broker process exited after %s" % label)
         if not self.alive():
             fig.hangs += 1
-            self._finding("hang after %s: %s frame=%s" % (label, what, data[:200].hex()))
+            self._finding("hang after %s: %s frame=%s" % (label, what, data[:_FRAME_SHOWN].hex()))
             raise BrokerDown("broker stopped answering after %s" % label)
 
     # -- batches ---------------------------------------------------------------------------
-    def _one(self, draw):
+    def _one_mutated(self, rnd: random.Random):
+        """One mutated request: of a captured client request, or (half of the time once there
+        are some) of a request generated earlier in the run, so mutations reach every API and
+        version, not only those the captured clients used.  Drawn with ``rnd`` (plain
+        ``random``, not hypothesis: a mutation costs microseconds, a hypothesis example
+        milliseconds, which bounded the rate)."""
         fig = self.figures
         self.corr = (self.corr + 1) & 0x3FFFFFFF
         corr = self.corr
-        if self.corpus and draw(st.floats(0, 1)) < self.mutate_share:
-            base = self.corpus[draw(st.integers(0, len(self.corpus) - 1))]
-            rnd = random.Random(draw(st.integers(0, 2**32)))
-            payload, lie = mutate(base, rnd, self.corpus)
-            if len(payload) >= 8:
-                payload = payload[:4] + struct.pack(">i", corr) + payload[8:]
-            api_key, version = struct.unpack_from(">hh", payload) if len(payload) >= 4 else (-1, -1)
-            size = len(payload) - (rnd.randrange(1, 8) if lie else 0)
-            data = struct.pack(">i", size) + payload
-            name = APIS[api_key].name if api_key in APIS else "api%d" % api_key
-            fig.mutated += not self._stop
-            return self.send(data, api_key, version, corr, "%s v%d (mutated)" % (name, version),
-                             reconnect_after=lie)
+        of_generated = bool(self.generated_pool) and rnd.random() < 0.5
+        base = rnd.choice(self.generated_pool if of_generated else self.corpus)
+        payload, lie = mutate(base, rnd, self.corpus)
+        if len(payload) >= 8:
+            payload = payload[:4] + struct.pack(">i", corr) + payload[8:]
+        api_key, version = struct.unpack_from(">hh", payload) if len(payload) >= 4 else (-1, -1)
+        size = len(payload) - (rnd.randrange(1, 8) if lie else 0)
+        data = struct.pack(">i", size) + payload
+        name = APIS[api_key].name if api_key in APIS else "api%d" % api_key
+        fig.mutated += not self._stop
+        fig.mutated_generated += of_generated and not self._stop
+        return self.send(data, api_key, version, corr, "%s v%d (mutated)" % (name, version),
+                         reconnect_after=lie, short_prefix=lie)
+
+    def _one_generated(self, draw):
+        """One request generated from the specs by hypothesis (any advertised API and version)."""
+        fig = self.figures
+        self.corr = (self.corr + 1) & 0x3FFFFFFF
+        corr = self.corr
         api_key, version = draw(st.sampled_from(self.pairs))
         spec = APIS[api_key]
         cid = draw(st.sampled_from(["fuzz", "rdkafka", None, "", "x" * 300]))
@@ -773,25 +856,53 @@ class LiveFuzzer(FuzzTarget):
             self._finding("encode %s v%d: %r" % (APIS[api_key].name, version, e))
             return "skip"
         fig.generated += not self._stop
-        return self.send(frame(api_key, version, corr, body, cid), api_key, version, corr,
-                         "%s v%d" % (APIS[api_key].name, version))
+        data = frame(api_key, version, corr, body, cid)
+        if self.corpus:   # a seed for later mutations (the generator's costly work used twice)
+            if len(self.generated_pool) >= _GENERATED_POOL:
+                self.generated_pool[draw(st.integers(0, _GENERATED_POOL - 1))] = data[4:]
+            else:
+                self.generated_pool.append(data[4:])
+        return self.send(data, api_key, version, corr, "%s v%d" % (APIS[api_key].name, version))
 
     def batch(self, n: int, batch_no: int) -> None:
-        @settings(max_examples=n, database=None, deadline=None, phases=[Phase.generate],
-                  suppress_health_check=list(HealthCheck), report_multiple_bugs=False)
-        @hseed(self.seed * 100003 + batch_no)
+        """``n`` requests, a ``mutate_share`` of them mutated, in an order drawn from the batch's
+        seed.  The generated ones are drawn by hypothesis (one example each), the mutated ones
+        by a ``random.Random`` of the same seed between them, so a batch is reproducible."""
+        bseed = self.seed * 100003 + batch_no
+        rnd = random.Random(bseed)
+        plan = [bool(self.corpus) and rnd.random() < self.mutate_share for _ in range(n)]
+        self._stop = None
+
+        def mutated_until_generated():
+            while plan and plan[0] and not self._stop:
+                plan.pop(0)
+                try:
+                    self._one_mutated(rnd)
+                except BrokerDown as e:
+                    self._stop = str(e)
+
+        @settings(max_examples=max(1, plan.count(False)), database=None, deadline=None,
+                  phases=[Phase.generate], suppress_health_check=list(HealthCheck), report_multiple_bugs=False)
+        @hseed(bseed)
         @given(st.data())
         def run(data):
             # Every example draws the same way whatever happened to the broker: hypothesis
             # rejects a test whose draws depend on outside state (once the broker is down,
             # ``send`` sends nothing).
+            mutated_until_generated()
+            if plan:
+                plan.pop(0)
             try:
-                self._one(data.draw)
+                self._one_generated(data.draw)
             except BrokerDown as e:
                 self._stop = str(e)
 
-        self._stop = None
-        run()
+        if False in plan:
+            run()
+        while plan and not self._stop:   # what hypothesis left (it ran fewer examples): mutated only
+            mutated_until_generated()
+            if plan:
+                plan.pop(0)
         self._drop()
         if self._stop:
             raise BrokerDown(self._stop)
@@ -999,6 +1110,7 @@ def run_against_new_broker(data_dir: str, requests: int | None = None, seconds: 
             if not ok:
                 fig.findings.append("data: " + why)
                 fig.finding_counts["data: " + why] = 1
+                fig.finding_examples["data: " + why] = "data: " + why
             rss, hwm, fds = proc_stats(b.proc.pid)
             fig.peak_rss_mb = max(fig.peak_rss_mb, hwm)
             fig.state_at_end = broker_state(b.bootstrap)
@@ -1021,6 +1133,10 @@ def _merge(total: Figures, part: dict) -> None:
     for k, v in part.items():
         if k in ("findings", "rss_mb", "fds", "peak_rss_mb", "data_intact", "state_at_end",
                  "requests_per_second", "ok", "seconds"):
+            continue
+        if k == "finding_examples":
+            for kk, text in v.items():
+                total.finding_examples.setdefault(kk, text)
             continue
         if k in ("apis", "finding_counts", "learnt"):
             d = getattr(total, k)
@@ -1139,6 +1255,8 @@ def run_connections(fz: LiveFuzzer, connections: int, corpus_dir: str | None, re
     t.findings = fig.findings + [f for f in t.findings if f not in fig.findings]
     for k, n in fig.finding_counts.items():
         t.finding_counts[k] = t.finding_counts.get(k, 0) + n
+    for k, text in fig.finding_examples.items():
+        t.finding_examples.setdefault(k, text)
     t.rss_mb, t.fds, t.peak_rss_mb = fig.rss_mb, fig.fds, fig.peak_rss_mb
     t.seconds = time.monotonic() - t0
     fz.figures = t

@@ -81,9 +81,9 @@ def main(argv=None) -> int:
                                      connections=args.connections)
     print()
     print(fig.table())
-    # each kind of finding once (its first example), with how often it was seen
-    for f, n in zip(fig.findings, fig.finding_counts.values()):
-        print("finding%s: %s" % (" (x%d)" % n if n > 1 else "", f))
+    # each kind of finding once, labelled: its kind, how often it was seen, its first example
+    for kind, n in fig.finding_counts.items():
+        print("finding [%s] x%d: %s" % (kind, n, fig.finding_examples.get(kind, "(example not kept)")))
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(fig.as_dict(), fh, indent=1, default=str)

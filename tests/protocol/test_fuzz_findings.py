@@ -112,3 +112,58 @@ def test_offset_commit_v3_with_the_largest_retention_is_accepted(broker):
         assert p["error_code"] == 0
         # the broker answers the next request on the same connection (nothing broke)
         assert c.request(18, 0, {})["error_code"] == 0
+
+
+# ----------------------------------------------------------------- the fuzzer's own classification
+# (compat/fuzz/fuzzer.py): what a long run reported as held connections that were not the broker's.
+
+# A mutated Produce v10 (acks=-1) from a long run, its size prefix announcing 145 of its 148 bytes:
+# the broker answers the 145 bytes, and reads the last 3 plus whatever follows as the start of a
+# next frame, whose rest it waits for (as Kafka waits for an incomplete frame).
+_SHORT_PREFIX_PRODUCE = bytes.fromhex(
+    "000000910000000a00013bc2000772646b61666b610000ffff000075300205667a2d3202000000016a000000"
+    "00000000000000005d0000000002fba510220004000000000000000000d8cba3000001a21cd8cba300000000"
+    "000000040000000000000000000128b52ffd00581d0100e8680000000a6b65792d354876616c75652d7a7374"
+    "642d3502026804763501000f962600000004a18d")
+
+
+def _fuzzer(broker, **kw):
+    from compat.fuzz.fuzzer import LiveFuzzer
+    return LiveFuzzer(broker.bootstrap, pid=None, corpus=[], answer_timeout=1.0, held_timeout=2.0,
+                      alive_timeout=5.0, **kw)
+
+
+def test_no_probe_behind_a_short_size_prefix(broker):
+    fz = _fuzzer(broker)
+    corr = 0x13bc2   # the frame's own correlation id: its answer is what is read first
+    fz._stop = None
+    out = fz.send(_SHORT_PREFIX_PRODUCE, 0, 10, corr, "produce v10 (mutated)", reconnect_after=True,
+                  short_prefix=True)
+    assert out in ("answer", "close", "unprobed"), out
+    assert fz.figures.held == 0 and fz.figures.bad_answers == 0, fz.figures.findings
+    # the probe appended as before the fix: its bytes complete no frame, so it is never answered
+    # and the connection counted as held although the broker did all Kafka does
+    fz2 = _fuzzer(broker)
+    fz2._stop = None
+    fz2.send(_SHORT_PREFIX_PRODUCE, 0, 10, corr, "produce v10 (mutated)", reconnect_after=True)
+    assert fz2.figures.held == 1, fz2.figures.findings
+
+
+def test_join_group_held_while_the_group_rebalances_is_classified_as_kafka_does(broker):
+    # JoinGroup v0's rebalance timeout is its session timeout (30 min here): the second member's
+    # join waits for the first to rejoin, as Kafka 4.4 does (tests/differential/test_groups.py).
+    from compat.fuzz.fuzzer import frame
+    group = "fz-held-%s" % uuid.uuid4().hex[:6]
+    body = {"group_id": group, "session_timeout_ms": 1800000, "member_id": "", "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b"m"}]}
+    with WireClient(broker, timeout=30) as first:
+        for _ in range(100):
+            if first.request(11, 0, body)["error_code"] not in (14, 15, 16):
+                break
+        fz = _fuzzer(broker)
+        fz._stop = None
+        data = frame(11, 0, 77, APIS[11].encode_bytes("request", 0, body))
+        out = fz.send(data, 11, 0, 77, "join_group v0")
+    assert out == "held_expected", (out, fz.figures.findings)
+    assert (fz.figures.held, fz.figures.held_expected) == (0, 1)
+    assert "PreparingRebalance" in fz.figures.findings[0]
