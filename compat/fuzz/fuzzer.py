@@ -457,11 +457,32 @@ class Figures(RunFigures):
         return "\n".join("%-*s  %s" % (w, k, v) for k, v in rows)
 
 
+def sasl_plain_frames(sasl) -> list:
+    """The requests that authenticate a connection with SASL/PLAIN as ``sasl`` = (user, password):
+    SaslHandshake v1 and SaslAuthenticate v2, as (api key, version, body)."""
+    user, password = sasl
+    return [(17, 1, {"mechanism": "PLAIN"}),
+            (36, 2, {"auth_bytes": b"\0" + user.encode() + b"\0" + password.encode()})]
+
+
 class _Conn:
-    def __init__(self, addr, timeout):
+    def __init__(self, addr, timeout, sasl=None):
+        """A connection; with ``sasl`` = (user, password) authenticated with SASL/PLAIN first (a
+        refused or unanswered authentication raises OSError, as a refused connection does)."""
         self.sock = socket.create_connection(addr, timeout=timeout)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.buf = bytearray()
+        if sasl is not None:
+            try:
+                for i, (key, version, body) in enumerate(sasl_plain_frames(sasl)):
+                    self.sock.sendall(frame(key, version, 0x7EAD0000 + i, APIS[key].encode_bytes("request", version, body)))
+                    f = self.read_frame(timeout)
+                    pos = 5 if APIS[key].flexible(version) else 4
+                    if not f or APIS[key].decode("response", version, memoryview(f)[pos:])["error_code"] != 0:
+                        raise OSError("SASL/PLAIN authentication %s" % ("refused" if f else "not answered"))
+            except (OSError, ProtocolError) as e:
+                self.close()
+                raise OSError(str(e)) from None
 
     def close(self):
         try:
@@ -547,8 +568,11 @@ class LiveFuzzer(FuzzTarget):
     def __init__(self, bootstrap: str, pid: int | None = None, log_lines: list | None = None, seed: int = 0,
                  corpus: list[bytes] | None = None, mutate_share: float = 0.5,
                  answer_timeout: float = None, held_timeout: float = 60.0, alive_timeout: float = 10.0,
-                 versions: dict | None = None, progress=None):
+                 versions: dict | None = None, progress=None, sasl=None):
         super().__init__(bootstrap, pid, log_lines)
+        # (user, password): every connection authenticates with SASL/PLAIN before it is fuzzed
+        # (a SASL_PLAINTEXT listener: the fuzzing happens after authentication)
+        self.sasl = sasl
         self.seed = seed
         self.corpus = corpus or []
         self.mutate_share = mutate_share if self.corpus else 0.0
@@ -568,7 +592,7 @@ class LiveFuzzer(FuzzTarget):
 
     # -- broker state ----------------------------------------------------------------------
     def advertised(self) -> dict:
-        c = _Conn(self.addr, 10)
+        c = _Conn(self.addr, 10, self.sasl)
         try:
             body = APIS[18].encode_bytes("request", 3, {"client_software_name": "fuzz",
                                                         "client_software_version": "1"})
@@ -584,7 +608,7 @@ class LiveFuzzer(FuzzTarget):
         if self.pid is not None and not process_running(self.pid):
             return False
         try:
-            c = _Conn(self.addr, self.alive_timeout)
+            c = _Conn(self.addr, self.alive_timeout, self.sasl)
         except OSError:
             return False
         try:
@@ -600,7 +624,7 @@ class LiveFuzzer(FuzzTarget):
     # -- one request -------------------------------------------------------------------------
     def _connect(self):
         if self.conn is None:
-            self.conn = _Conn(self.addr, 10)
+            self.conn = _Conn(self.addr, 10, self.sasl)
             self.figures.connections += 1
         return self.conn
 
@@ -702,6 +726,8 @@ class LiveFuzzer(FuzzTarget):
             group = msg["group_id"]
             from pykbroker.protocol.wire import WireClient
             with WireClient(self.bootstrap, timeout=self.alive_timeout, client_id="fuzz-describe") as c:
+                for key, v, b in sasl_plain_frames(self.sasl) if self.sasl else []:
+                    c.request(key, v, b)
                 d = c.request(15, 5, {"groups": [group], "include_authorized_operations": False})["groups"][0]
         except Exception:
             return None
@@ -915,7 +941,8 @@ class LiveFuzzer(FuzzTarget):
         fig.health_checks += 1
         if self._health is None:
             self._health = Producer({"bootstrap.servers": self.bootstrap, "acks": "all",
-                                     "enable.idempotence": True, "message.timeout.ms": 15000})
+                                     "enable.idempotence": True, "message.timeout.ms": 15000,
+                                     **client_conf(self.sasl)})
         res = []
         self._health.produce("health-fuzz", value=b"ping-%d" % fig.health_checks,
                              on_delivery=lambda err, msg: res.append(err))
@@ -986,8 +1013,9 @@ class Precious:
     """Records a real client produced before the run (and a group's committed offsets), to be
     read back byte for byte afterwards."""
 
-    def __init__(self, bootstrap: str, records: int = 300):
+    def __init__(self, bootstrap: str, records: int = 300, sasl=None):
         self.bootstrap = bootstrap
+        self.conf = client_conf(sasl)
         self.topic = "precious-%s" % _uuid.uuid4().hex[:8]
         self.group = "precious-group-%s" % _uuid.uuid4().hex[:8]
         self.n = records
@@ -998,13 +1026,13 @@ class Precious:
         from confluent_kafka import Consumer, Producer, TopicPartition
         from confluent_kafka.admin import AdminClient, NewTopic
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient({"bootstrap.servers": self.bootstrap, **self.conf})
         for f in admin.create_topics([NewTopic(self.topic, 3, 1)]).values():
             f.result(30)
         rnd = random.Random(7)
         for codec in ("none", "gzip", "snappy", "lz4", "zstd"):
             p = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "enable.idempotence": True,
-                          "compression.type": codec, "linger.ms": 5})
+                          "compression.type": codec, "linger.ms": 5, **self.conf})
             acks = []
             for i in range(self.n // 5):
                 key = rnd.randbytes(rnd.randrange(0, 20)) or None
@@ -1017,7 +1045,8 @@ class Precious:
             for err, part, off, k, v, h in acks:
                 assert err is None, err
                 self.sent[(part, off)] = (k, v, h)
-        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group, "enable.auto.commit": False})
+        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group, "enable.auto.commit": False,
+                      **self.conf})
         self.committed = {TopicPartition(self.topic, p).partition: 10 + p for p in range(3)}
         c.commit(offsets=[TopicPartition(self.topic, p, o) for p, o in self.committed.items()], asynchronous=False)
         c.close()
@@ -1027,7 +1056,7 @@ class Precious:
 
         got = {}
         c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "precious-reader-%s" % _uuid.uuid4().hex[:6],
-                      "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+                      "enable.auto.commit": False, "auto.offset.reset": "earliest", **self.conf})
         try:
             c.assign([TopicPartition(self.topic, p, 0) for p in range(3)])
             deadline = time.monotonic() + 60
@@ -1038,7 +1067,8 @@ class Precious:
                 got[(m.partition(), m.offset())] = (m.key(), m.value(), [(k, v) for k, v in (m.headers() or [])])
         finally:
             c.close()
-        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group, "enable.auto.commit": False})
+        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.group, "enable.auto.commit": False,
+                      **self.conf})
         try:
             committed = {tp.partition: tp.offset for tp in c.committed(
                 [TopicPartition(self.topic, p) for p in range(3)], timeout=15)}
@@ -1055,19 +1085,28 @@ class Precious:
         return True, "%d records and %d committed offsets read back unchanged" % (len(got), len(committed))
 
 
-def prepare_pool(bootstrap: str) -> None:
+def client_conf(sasl) -> dict:
+    """What a confluent-kafka client adds to its configuration to authenticate as ``sasl``
+    (user, password) with SASL/PLAIN; nothing without."""
+    if sasl is None:
+        return {}
+    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+            "sasl.username": sasl[0], "sasl.password": sasl[1]}
+
+
+def prepare_pool(bootstrap: str, sasl=None) -> None:
     """The pool's first topics exist, with a few records, so fuzzed requests reach real state."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, **client_conf(sasl)})
     fs = admin.create_topics([NewTopic(t, 2, 1) for t in TOPIC_POOL[:3]])
     for f in fs.values():
         try:
             f.result(30)
         except Exception:
             pass   # exists already
-    p = Producer({"bootstrap.servers": bootstrap})
+    p = Producer({"bootstrap.servers": bootstrap, **client_conf(sasl)})
     for t in TOPIC_POOL[:3]:
         for i in range(20):
             p.produce(t, value=b"pool-%d" % i, key=b"k%d" % (i % 4), partition=i % 2)
@@ -1080,21 +1119,28 @@ _ERRORISH = re.compile(r" ERROR |^Traceback")
 def run_against_new_broker(data_dir: str, requests: int | None = None, seconds: float | None = None,
                            seed: int = 0, corpus_dir: str | None = None, batch: int = 300,
                            mutate_share: float = 0.5, progress=None, overrides: dict | None = None,
-                           log_path: str | None = None, connections: int = 1) -> Figures:
+                           log_path: str | None = None, connections: int = 1, sasl: bool = False) -> Figures:
     """Start a broker (a child process, as users run it), fuzz it, check the other clients' data,
     stop it.  The figures say what happened.  ``connections`` > 1: that many fuzzing connections
-    at once (run_connections)."""
+    at once (run_connections).  ``sasl``: the broker's listener is SASL_PLAINTEXT (every mechanism,
+    compat/fuzz/sasl.py) and every connection, the fuzzer's and the real clients', authenticates
+    with SASL/PLAIN first: the whole request surface fuzzed after authentication."""
     from pykbroker.local.broker_process import BrokerProcess
 
     conf = {"group.initial.rebalance.delay.ms": "0"}
+    creds = None
+    if sasl:
+        from compat.fuzz.sasl import PASSWORD, USER, broker_overrides
+        conf.update(broker_overrides())
+        creds = (USER, PASSWORD)
     conf.update(overrides or {})
     with BrokerProcess(data_dir, conf, log_level="INFO") as b:
-        prepare_pool(b.bootstrap)
-        precious = Precious(b.bootstrap)
+        prepare_pool(b.bootstrap, creds)
+        precious = Precious(b.bootstrap, sasl=creds)
         precious.produce()
         fz = LiveFuzzer(b.bootstrap, pid=b.proc.pid, log_lines=b.lines, seed=seed,
                         corpus=load_corpus(corpus_dir) if corpus_dir else [], mutate_share=mutate_share,
-                        progress=progress)
+                        progress=progress, sasl=creds)
         fz.check_health()   # the first RSS/fd reading: before any fuzzed request
         if connections > 1:
             fig = run_connections(fz, connections, corpus_dir, requests, seconds, batch)
@@ -1113,7 +1159,7 @@ def run_against_new_broker(data_dir: str, requests: int | None = None, seconds: 
                 fig.finding_examples["data: " + why] = "data: " + why
             rss, hwm, fds = proc_stats(b.proc.pid)
             fig.peak_rss_mb = max(fig.peak_rss_mb, hwm)
-            fig.state_at_end = broker_state(b.bootstrap)
+            fig.state_at_end = broker_state(b.bootstrap, creds)
         if log_path:
             with open(log_path, "w") as fh:
                 fh.write(b.log_text())
@@ -1153,7 +1199,8 @@ def _merge(total: Figures, part: dict) -> None:
 
 
 def _worker(i: int, bootstrap: str, pid: int, seed: int, corpus_dir: str | None, mutate_share: float,
-            versions: dict, requests: int | None, seconds: float | None, batch: int, out, stop) -> None:
+            versions: dict, requests: int | None, seconds: float | None, batch: int, out, stop,
+            sasl=None) -> None:
     """One fuzzing connection, in a process of its own (the generator, pure Python, is what
     bounds one connection's rate): batches of ``batch`` requests until its share of the requests
     or the time is used or the run is stopped; after each batch its figures so far go to ``out``.
@@ -1163,7 +1210,7 @@ def _worker(i: int, bootstrap: str, pid: int, seed: int, corpus_dir: str | None,
     try:
         fz = LiveFuzzer(bootstrap, pid=pid, seed=stream_seed(seed, i),
                         corpus=load_corpus(corpus_dir) if corpus_dir else [], mutate_share=mutate_share,
-                        versions=versions)
+                        versions=versions, sasl=sasl)
         fig = fz.figures
 
         def report(t0: float) -> None:
@@ -1199,7 +1246,7 @@ def run_connections(fz: LiveFuzzer, connections: int, corpus_dir: str | None, re
         share = [requests // connections + (1 if i < requests % connections else 0) for i in range(connections)]
     procs = [ctx.Process(target=_worker, daemon=True,
                          args=(i, fz.bootstrap, fz.pid, fz.seed, corpus_dir, fz.mutate_share, fz.versions,
-                               share[i], seconds, batch, out, stop)) for i in range(connections)]
+                               share[i], seconds, batch, out, stop, fz.sasl)) for i in range(connections)]
     for p in procs:
         p.start()
     latest: dict = {}
@@ -1263,12 +1310,14 @@ def run_connections(fz: LiveFuzzer, connections: int, corpus_dir: str | None, re
     return t
 
 
-def broker_state(bootstrap: str) -> dict:
+def broker_state(bootstrap: str, sasl=None) -> dict:
     """How many topics, partitions and groups the broker holds: what the run created (memory
     that grows with state is not a leak; memory that grows without it is)."""
     from pykbroker.protocol.wire import WireClient
 
     with WireClient(bootstrap) as c:
+        for key, v, b in sasl_plain_frames(sasl) if sasl else []:
+            c.request(key, v, b)
         md = c.request(3, 12, {"topics": None, "allow_auto_topic_creation": False,
                                "include_topic_authorized_operations": False})
         groups = c.request(16, 5, {"states_filter": [], "types_filter": []})

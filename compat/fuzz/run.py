@@ -6,6 +6,7 @@
     python compat/fuzz/run.py --seconds 600 --connections 4   # four fuzzing connections at once
     python compat/fuzz/run.py --sasl --requests 5000      # the SASL exchange (compat/fuzz/sasl.py), 5000 sessions
     python compat/fuzz/run.py --sasl --seconds 600        # as many SASL sessions as ten minutes hold
+    python compat/fuzz/run.py --after-sasl --seconds 600  # every API fuzzed after SASL/PLAIN authentication
 
 A broker is started as users run it (`pykbroker serve`, a child process, fresh data dir), a real
 client (confluent-kafka) produces records to a topic of its own and commits a group's offsets,
@@ -48,6 +49,10 @@ def main(argv=None) -> int:
     ap.add_argument("--quiet", action="store_true", help="no progress line per batch")
     ap.add_argument("--sasl", action="store_true",
                     help="fuzz the SASL exchange of a SASL_PLAINTEXT listener instead (--requests: sessions)")
+    ap.add_argument("--after-sasl", action="store_true",
+                    help="the broker's listener is SASL_PLAINTEXT and every connection authenticates "
+                         "(SASL/PLAIN) before its requests are fuzzed: the whole request surface after "
+                         "authentication (--sasl fuzzes the exchange itself)")
     args = ap.parse_args(argv)
     if args.sasl:
         from compat.fuzz.sasl import run_against_new_broker as run_sasl
@@ -78,7 +83,7 @@ def main(argv=None) -> int:
         fig = run_against_new_broker(os.path.join(d, "data"), requests=args.requests, seconds=args.seconds,
                                      seed=args.seed, corpus_dir=args.corpus, batch=args.batch,
                                      mutate_share=args.mutate_share, progress=progress, log_path=args.log,
-                                     connections=args.connections)
+                                     connections=args.connections, sasl=args.after_sasl)
     print()
     print(fig.table())
     # each kind of finding once, labelled: its kind, how often it was seen, its first example
