@@ -191,3 +191,50 @@ def three_consumers(t):
 def test_three_consumers_six_partitions(both):
     p, k = both(three_consumers)
     assert p == k, explain(p, k)
+
+
+def second_join_v0(t, first_session):
+    """Two members join one group with JoinGroup v0, whose rebalance timeout is the session
+    timeout: the first's session ``first_session``, the second's 30 min.  What the second
+    observes: its answer and after how long, or none within a few seconds."""
+    group = "g-join-v0-%d" % first_session
+    wait_coordinator(t, group)
+
+    def body(session, tag):
+        return {"group_id": group, "session_timeout_ms": session, "member_id": "", "protocol_type": "consumer",
+                "protocols": [{"name": "range", "metadata": b"m-" + tag}]}
+
+    with connect(t) as a, connect(t, timeout=30) as b:
+        first = a.request(11, 0, body(first_session, b"a"))
+        assert first["error_code"] == 0, first
+        t0 = time.monotonic()
+        corr = b.send(11, 0, body(1800000, b"b"))
+        if first_session > 60000:
+            b.settimeout(3.0)
+        try:
+            r = b.recv(11, 0, corr)
+        except (TimeoutError, OSError):
+            return "no answer within 3 s"
+        return {"error": r["error_code"], "generation": r["generation_id"], "members": len(r["members"]),
+                "after_session": time.monotonic() - t0 >= first_session / 1000 - 1}
+
+
+def test_join_group_v0_waits_for_the_known_members(both):
+    # The second member's JoinGroup starts a rebalance that waits for the first to rejoin: until
+    # the first's session ends (6 s: then the second is the group, generation 2) or, when that is
+    # 30 min, the group's rebalance timeout (30 min too).  Kafka 4.4 holds the answer as long;
+    # the protocol fuzzer classifies such a held JoinGroup as Kafka's wait (compat/fuzz/fuzzer.py).
+    out = {}
+
+    def run(side, session):
+        out[(side.name, session)] = second_join_v0(side, session)
+
+    threads = [threading.Thread(target=run, args=(side, s)) for side in (both.pyk, both.kafka)
+               for s in (6000, 1800000)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    for side in ("pykbroker", "kafka"):
+        assert out[(side, 6000)] == {"error": 0, "generation": 2, "members": 1, "after_session": True}, out
+        assert out[(side, 1800000)] == "no answer within 3 s", out
