@@ -129,7 +129,7 @@ _SHORT_PREFIX_PRODUCE = bytes.fromhex(
 
 def _fuzzer(broker, **kw):
     from compat.fuzz.fuzzer import LiveFuzzer
-    return LiveFuzzer(broker.bootstrap, pid=None, corpus=[], answer_timeout=1.0, held_timeout=2.0,
+    return LiveFuzzer(broker.bootstrap, pid=None, corpus=[], answer_timeout=1.0, held_timeout=1.0,
                       alive_timeout=5.0, **kw)
 
 
