@@ -881,13 +881,14 @@ class LiveFuzzer(FuzzTarget):
             fig.generator_errors += 1
             self._finding("encode %s v%d: %r" % (APIS[api_key].name, version, e))
             return "skip"
-        fig.generated += not self._stop
         data = frame(api_key, version, corr, body, cid)
         if self.corpus:   # a seed for later mutations (the generator's costly work used twice)
             if len(self.generated_pool) >= _GENERATED_POOL:
                 self.generated_pool[draw(st.integers(0, _GENERATED_POOL - 1))] = data[4:]
             else:
                 self.generated_pool.append(data[4:])
+        # counted after the last draw: a draw past hypothesis' buffer ends the example unsent
+        fig.generated += not self._stop
         return self.send(data, api_key, version, corr, "%s v%d" % (APIS[api_key].name, version))
 
     def batch(self, n: int, batch_no: int) -> None:
