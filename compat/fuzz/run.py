@@ -23,6 +23,7 @@ failure, logged internal error, and the other client's data was intact; 1 otherw
 import argparse
 import json
 import os
+import signal
 import sys
 import tempfile
 
@@ -54,6 +55,9 @@ def main(argv=None) -> int:
                          "(SASL/PLAIN) before its requests are fuzzed: the whole request surface after "
                          "authentication (--sasl fuzzes the exchange itself)")
     args = ap.parse_args(argv)
+    # SIGTERM (a time limit, kill) ends the run as Ctrl-C does: the broker child is stopped and
+    # the fuzzing workers joined on the way out, not left running without their parent
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.sasl:
         from compat.fuzz.sasl import run_against_new_broker as run_sasl
         with tempfile.TemporaryDirectory() as d:
