@@ -100,6 +100,11 @@ class LocalController(Controller):
         self.node_id = node_id
         self.validator = TopicValidator(cache, config)
         self._deleting: dict[str, trio.Event] = {}     # being deleted (logs not yet removed)
+        # topic -> set when its staged partition additions are published or rolled back: a
+        # delete waits for them (their logs are made while staged; deleting the topic meanwhile
+        # left those logs behind and made the publication fail), as Kafka's controller orders a
+        # CreatePartitions and a DeleteTopics of one topic one after the other
+        self._growing: dict[str, trio.Event] = {}
         self._nursery: Optional[trio.Nursery] = None
         self._persist_pending = False
         self._gen = 0
@@ -327,7 +332,10 @@ class LocalController(Controller):
         self.cache.publish_staged(records)
 
     async def delete_topic(self, name: str) -> TopicInfo:
-        info = self._existing(name)
+        self._existing(name)
+        while name in self._growing:
+            await self._growing[name].wait()
+        info = self._existing(name)   # again: another delete may have gone first meanwhile
         self.cache.apply([RemoveTopicRecord(info.topic_id)])
         done = self._deleting[name] = trio.Event()
         try:
@@ -349,7 +357,13 @@ class LocalController(Controller):
             return info
         records = new_partition_records(info.topic_id, placed)
         self.cache.stage(records)
-        await self._make_staged(records, info, list(range(current, new_total)), "adding partitions to %s" % name)
+        done = self._growing[name] = trio.Event()
+        try:
+            await self._make_staged(records, info, list(range(current, new_total)), "adding partitions to %s" % name)
+        finally:
+            if self._growing.get(name) is done:
+                del self._growing[name]
+            done.set()
         log.info("topic %s now has %d partition(s)", name, new_total)
         return info
 
