@@ -189,12 +189,12 @@ def test_topic_deleted_while_partitions_are_added(broker):
 
     def grow():
         with WireClient(broker, timeout=120) as c:
-            out["grow"] = c.request(37, 2, {"topics": [{"name": name, "count": 200, "assignments": None}],
+            out["grow"] = c.request(37, 2, {"topics": [{"name": name, "count": 600, "assignments": None}],
                                             "timeout_ms": 60000, "validate_only": False})["results"][0]["error_code"]
 
     th = threading.Thread(target=grow)
     th.start()
-    time.sleep(0.2)
+    time.sleep(0.1)   # the addition of 600 partitions takes a second or more: the delete lands in it
     with WireClient(broker, timeout=120) as c:
         deleted = c.request(20, 6, {"topics": [{"name": name, "topic_id": bytes(16)}], "timeout_ms": 60000})
     th.join(120)
