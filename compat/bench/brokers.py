@@ -169,8 +169,9 @@ class KafkaCluster(Target):
 
     def start(self):
         self.c.start(timeout=300)
-        # n formats, then n broker JVMs: first broker spawned to all nodes listing all brokers
-        self.start_seconds = time.monotonic() - self.spawns[self.n]
+        # the last n JVMs are the brokers (storage formats before them are JVMs too, unless the
+        # oracle copied an already formatted template): first broker spawned to all brokers up
+        self.start_seconds = time.monotonic() - self.spawns[-self.n]
         self.bootstrap = self.c.bootstrap
         return self
 
