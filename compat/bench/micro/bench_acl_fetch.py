@@ -43,22 +43,14 @@ for p in (str(BENCH), str(ROOT)):
         sys.path.insert(0, p)
 
 import brokers as B  # noqa: E402
+from procstat import thread_cpu_seconds  # noqa: E402
 from pykbroker.protocol.wire import WireClient, create_topic, decode_response, make_batch, request_frame  # noqa: E402
 
 TOPIC = "bench-acl-micro"
 ON, OFF = "on", "off"
 
 
-def cpu_seconds(pid: int) -> float:
-    """Every thread's time on a CPU (schedstat: nanoseconds, where /proc/PID/stat has 10 ms ticks)."""
-    total = 0
-    for tid in os.listdir("/proc/%d/task" % pid):
-        try:
-            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
-                total += int(f.read().split()[0])
-        except (OSError, ValueError, IndexError):
-            pass
-    return total / 1e9
+cpu_seconds = thread_cpu_seconds   # every thread's time on a CPU (compat/bench/procstat.py)
 
 
 def fill(bootstrap: str, mb: int) -> int:
