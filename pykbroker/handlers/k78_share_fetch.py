@@ -181,8 +181,11 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                 spm.waiters.discard(wake)
                 for *_, part, _sp in targets:
                     part.data_waiters.discard(wake)
-            if (gid, mid) not in spm.sessions:
-                break   # closed meanwhile
+            if spm.sessions.get((gid, mid)) is not session:
+                # closed meanwhile, or replaced by a new session of the same member (the client
+                # reconnected, e.g. after its SASL session expired): acquiring here would hand
+                # records to a dead connection, held until their acquisition lock runs out
+                break
             got = acquire_all()
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
             "acquisition_lock_timeout_ms": lock_ms, "responses": _group(out),

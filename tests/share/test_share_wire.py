@@ -2,6 +2,8 @@
 ShareAcknowledge 79) against a real broker process: membership and the simple assignor,
 acquisition with delivery counts, acknowledgement (accept / release / reject), session epochs,
 acquisition lock expiry and ApiVersions' share.version."""
+import threading
+import time
 import uuid
 
 import pytest
@@ -291,3 +293,30 @@ def test_closed_connection_releases_its_records(tmp_path):
             first.close()
             r = _fetch(c, group, "m-b", 1, tid, [], max_wait_ms=10000)
             assert _records(r)[0] == ([(0, 0, 2)], [(0, b"held")])
+
+
+def test_parked_fetch_of_a_replaced_session_acquires_nothing(broker):
+    """A member reconnects (its old connection still has a ShareFetch waiting) and opens a new
+    session: a record produced then goes to the new session, not to the old waiting fetch, whose
+    answer nobody reads (the record would be held until its acquisition lock ran out)."""
+    topic, group = "share-replaced-" + uuid.uuid4().hex[:6], "sg-replaced"
+    with WireClient(broker.bootstrap) as c:
+        create_topic(c, topic, partitions=1)
+        tid = wait_for_topic(c, topic, 1)["topics"][0]["topic_id"]
+    old, new = WireClient(broker.bootstrap), WireClient(broker.bootstrap)
+    try:
+        assert _fetch(old, group, "m-a", 0, tid, [0])["error_code"] == 0
+        parked = {}
+        t = threading.Thread(target=lambda: parked.update(r=_fetch(old, group, "m-a", 1, tid, [], max_wait_ms=4000)))
+        t.start()
+        time.sleep(0.5)   # the old session's fetch is waiting for data
+        assert _fetch(new, group, "m-a", 0, tid, [0])["error_code"] == 0   # replaces the session
+        with WireClient(broker.bootstrap) as c:
+            produce(c, topic, 0, make_batch([b"for-the-new-session"]))
+        t.join(10)
+        assert not t.is_alive() and _records(parked["r"]) == {}
+        got = _records(_fetch(new, group, "m-a", 1, tid, [], max_wait_ms=3000))
+        assert got[0] == ([(0, 0, 1)], [(0, b"for-the-new-session")])
+    finally:
+        old.close()
+        new.close()
