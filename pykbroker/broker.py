@@ -331,7 +331,7 @@ class BrokerServer:
                 # share/manager.py imported) by the first ShareFetch/ShareAcknowledge or share
                 # offsets request (the share_partition_manager property), not before the first answer
                 self._share_partition_args = (self.config, rm, cache, sc,
-                                              group_configs, self.clock.time_ms)
+                                              group_configs, self.clock.time_ms, controller.read_group_configs)
                 from .coordinator.txn.coordinator import TransactionCoordinator
                 from .coordinator.txn.state_store import TxnStateLog
                 # Single node: loads every __transaction_state partition (transactions left in

@@ -252,6 +252,12 @@ class Controller(abc.ABC):
         else:
             self._group_configs.pop(group_id, None)
 
+    async def read_group_configs(self, group_id: str) -> dict[str, str]:
+        """A group's configs as the authoritative store holds them now (here: the local one);
+        a ZooKeeper cluster reads the znode, since its watches follow a moment behind a change
+        made through another broker."""
+        return self.group_configs(group_id)
+
     async def alter_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
         """Replace a group's configs (validated by the caller) durably.  In memory here."""
         self._store_group_configs(group_id, configs)

@@ -195,6 +195,9 @@ class ZkController(Controller):
     async def alter_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
         await self.admin.alter_group_configs(group_id, configs)
 
+    async def read_group_configs(self, group_id: str) -> dict[str, str]:
+        return await self.admin.read_group_configs(group_id)
+
     async def alter_scram_credentials(self, changes: list) -> None:
         await self.security.alter_scram_credentials(changes)
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Union
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Optional, Union
 
 import trio
 
@@ -73,8 +73,14 @@ class ShareSession:
 class SharePartitionManager:
     def __init__(self, config: BrokerConfig, replica_manager: ReplicaManager, metadata_cache: MetadataCache,
                  persister: Optional[ShareCoordinator] = None, group_configs: Optional[GroupConfigView] = None,
-                 now_ms: Optional[Callable[[], int]] = None) -> None:
+                 now_ms: Optional[Callable[[], int]] = None,
+                 read_group_configs: Optional[Callable[[str], Awaitable[Any]]] = None) -> None:
         self.rm = replica_manager
+        # the controller's authoritative read of a group's configs (ZooKeeper: the znode), made
+        # before a share partition's start offset is decided: a share.auto.offset.reset set
+        # through another broker just before the group's first fetch may not have reached this
+        # broker's view yet, and the start offset, once initialized, stays
+        self._read_group_configs = read_group_configs
         # the groups' dynamic configs (pykbroker/config/group.py GroupConfigView; None: the broker's
         # defaults): share.auto.offset.reset and share.record.lock.duration.ms
         self.group_configs = group_configs
@@ -156,6 +162,10 @@ class SharePartitionManager:
                 return max(found[0], partition_obj.log_start_offset)
         return partition_obj.high_watermark
 
+    async def _fresh_group_configs(self, group_id: str) -> None:
+        if self._read_group_configs is not None:
+            await self._read_group_configs(group_id)
+
     def get_or_create(self, group_id: str, topic_id: bytes, partition_obj: Partition) -> SharePartition:
         key = (group_id, topic_id, partition_obj.partition_id)
         sp = self.partitions.get(key)
@@ -178,12 +188,14 @@ class SharePartitionManager:
             return sp
         pc = self.persister
         if pc is None:
+            await self._fresh_group_configs(group_id)
             return self.get_or_create(group_id, topic_id, partition_obj)
         ev = self._loading[key] = trio.Event()
         try:
             await pc.ensure_topic()
             if pc.coordinator_error(*key):
                 # the state's coordinator is another broker (cluster): kept in memory here (SKIPPED.md)
+                await self._fresh_group_configs(group_id)
                 return self.get_or_create(group_id, topic_id, partition_obj)
             code, st, fut = pc.read(*key, leader_epoch=partition_obj.leader_epoch)
             if code:
@@ -191,6 +203,7 @@ class SharePartitionManager:
             if fut is not None:
                 await fut.get()
             if st is None or st.start_offset < 0:
+                await self._fresh_group_configs(group_id)
                 start = self._start_offset(group_id, partition_obj)
                 await pc.initialize(*key, 0, start).get()
                 sp = SharePartition(start, self._lock_ms(group_id), self.delivery_limit, self.max_locks)

@@ -711,6 +711,51 @@ def _group_config(node, group, key):
     return entry["value"], entry["config_source"]
 
 
+def _share_fetch(node, group, member, topic_id):
+    with wire.WireClient(addr(node)) as c:
+        return c.request(78, 1, {
+            "group_id": group, "member_id": member, "share_session_epoch": 0, "max_wait_ms": 0,
+            "min_bytes": 1, "max_bytes": 1 << 20, "max_records": 500, "batch_size": 500,
+            "topics": [{"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": []}]}],
+            "forgotten_topics_data": []})
+
+
+def test_share_partition_start_follows_a_group_config_just_set_through_another_broker(cluster):
+    """share.auto.offset.reset=earliest set through broker 1, then at once a share group's first
+    fetch from the partition's leader, broker 3: the start offset is decided from ZooKeeper's
+    copy, not from broker 3's view, whose watch can still be behind (then the partition started
+    at the high watermark and the records before it were never delivered)."""
+    import concurrent.futures
+    topic, leader = "zk-share-start", cluster.brokers[2]
+    assert create(cluster.brokers[0], topic, 1, 1, assignments={0: [3]})["error_code"] == 0
+    wait_until(lambda: partitions_seen_by(leader, topic)[1].get(0, {}).get("leader_id") == 3, what="leader 3")
+    topic_id = partitions_seen_by(leader, topic)[0]["topics"][0]["topic_id"]
+    with wire.WireClient(addr(leader)) as c:
+        assert wire.produce_part(wire.produce(c, topic, 0, wire.make_batch([b"before-the-group"])))["error_code"] == 0
+    for i in range(3):
+        group = "zk-share-start-%d" % i
+        # broker 3 paused while the config is written through broker 1 and while the fetch reaches
+        # its socket: on resume the fetch and the config's watch race
+        cluster.pause(leader.broker_id)
+        try:
+            with wire.WireClient(addr(cluster.brokers[0])) as c:
+                r = c.request(44, 1, {"resources": [{"resource_type": 32, "resource_name": group, "configs": [
+                    {"name": "share.auto.offset.reset", "config_operation": 0, "value": "earliest"}]}],
+                    "validate_only": False})
+            assert r["responses"][0]["error_code"] == 0, r
+            with concurrent.futures.ThreadPoolExecutor(1) as ex:
+                fut = ex.submit(_share_fetch, leader, group, "m-%d" % i, topic_id)
+                time.sleep(0.2)
+                cluster.resume(leader.broker_id)
+                got = fut.result(timeout=30)
+        finally:
+            cluster.resume(leader.broker_id)
+        assert got["error_code"] == 0, got
+        (part,) = got["responses"][0]["partitions"]
+        values = [v for _, _, recs in wire.decode_batches(part["records"]) for _, _, v in recs]
+        assert values == [b"before-the-group"], (group, part)
+
+
 def test_group_configs_in_zookeeper(cluster, zk):
     """GROUP configs: /config/groups/<group> plus a /config/changes notification; every broker
     describes and lists them; DELETE of the last one removes the znode."""

@@ -205,6 +205,15 @@ class AdminWriter(ZnodeRole):
         self._raise_first(await self.zk.until_connected(attempt, "altering broker configs (%s)" % entity))
         await self.listener.on_broker_configs(entity, data)
 
+    async def read_group_configs(self, group_id: str) -> dict[str, str]:
+        """``/config/groups/<group>`` read now, and stored here as the watch would store it: a
+        share partition's first fetch decides its start offset from share.auto.offset.reset, and
+        the watch can still be behind an IncrementalAlterConfigs answered by another broker."""
+        data, _ = await self.store.get_or_none("%s/%s" % (Z.CONFIG_GROUPS, group_id))
+        configs = Z.decode_topic_config(data) if data is not None else {}
+        self.owner._store_group_configs(group_id, configs)
+        return configs
+
     async def alter_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
         """``/config/groups/<group>`` and Kafka's change notification in one multi-op; applied
         here at once, the other brokers follow through their watches."""
