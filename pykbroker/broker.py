@@ -79,6 +79,7 @@ class BrokerServer:
         # password.encoder.secret: Kafka's PasswordEncoder for the dynamic password configs
         # stored (password_encoder.py); None without a secret
         self.password_encoder = None
+        self._passwords_reencoded = False   # password.encoder.old.secret: done once per start
         if config["password.encoder.secret"]:
             from .password_encoder import PasswordEncoder
             self.password_encoder = PasswordEncoder.from_config(config)
@@ -179,6 +180,31 @@ class BrokerServer:
             return raw
         from .password_encoder import decode_layer
         return decode_layer(self.password_encoder, entity, raw)
+
+    def _reencode_passwords(self, entity: str, raw: dict) -> None:
+        """The first load of this broker's stored dynamic set: the passwords the old secret
+        encoded are stored again under the current secret (password_encoder.reencode_layer)."""
+        if entity != str(self.node_id) or self._passwords_reencoded:
+            return
+        self._passwords_reencoded = True
+        from .password_encoder import reencode_layer
+        new = reencode_layer(self.password_encoder, raw)
+        if new is not None:
+            self.nursery.start_soon(self._store_reencoded, entity, raw, new)
+
+    async def _store_reencoded(self, entity: str, raw: dict, new: dict) -> None:
+        controller = self.controller
+        assert controller is not None   # registered by _run with it
+        if controller.broker_configs(entity) != raw:
+            return   # changed meanwhile (an AlterConfigs): that write stored the current encoding
+        try:
+            await controller.alter_broker_configs(entity, new)
+        except Exception:
+            # the values still decode with the old secret: nothing is lost, the next start tries again
+            log.exception("re-encoding the dynamic password configs with the new password.encoder.secret failed")
+            return
+        log.info("Dynamic password configs %s re-encoded with the current password.encoder.secret",
+                 sorted(k for k in new if new[k] != raw.get(k)))
 
     # -- lifecycle --------------------------------------------------------------------------
     async def _expire_tokens(self) -> None:
@@ -282,6 +308,10 @@ class BrokerServer:
         # password.encoder.secret: stored passwords are encoded (password_encoder.py); the module is
         # imported only when a secret is set or a stored value is an encoded one
         self.dynamic_config.set_password_decoder(self._decode_passwords)
+        if self.password_encoder is not None and self.password_encoder.old_secret:
+            # password.encoder.old.secret: this broker's stored passwords re-encoded with the new
+            # secret once, when its dynamic set is first loaded (Kafka's start-up re-encoding)
+            controller.add_broker_config_listener(self._reencode_passwords)
         self.dynamic_config.add_reconfigurable(log_manager)
         controller.add_broker_config_listener(self.dynamic_config.on_change)
         rm.on_replicas_offline = (

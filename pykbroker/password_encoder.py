@@ -17,8 +17,10 @@ sanity check does.
 Where it applies is Kafka's DynamicBrokerConfig: with a secret, every PASSWORD-type value set on a
 broker resource is stored encoded and decoded when read back (a value that does not decode, a
 wrong or lost secret, is logged and left out, as Kafka ignores it); ``password.encoder.old.secret``
-is tried when the secret does not decode a value (Kafka re-encodes such values at start-up;
-pykbroker reads them).  Without a secret, a ZooKeeper cluster refuses a password config
+is tried when the secret does not decode a value, and at start-up the broker's own stored values
+that the old secret decodes are encoded again with the current one and stored back
+(:func:`reencode_layer`, Kafka's DynamicBrokerConfig.maybeReEncodePasswords), so the old secret
+can be dropped at the next restart.  Without a secret, a ZooKeeper cluster refuses a password config
 ("Password encoder secret not configured", Kafka 3.x's ZooKeeper mode) and a single node stores it
 as it is (Kafka's KRaft mode keeps passwords in its metadata log unencoded).  A password config at
 the cluster default is refused ("Password config can be defined only at broker level").
@@ -187,6 +189,28 @@ def encode_changed(encoder: "PasswordEncoder | None", per_broker: bool, cluster:
         elif cluster:
             raise ConfigError("Password encoder secret not configured", key)
     return out
+
+
+def reencode_layer(encoder: "PasswordEncoder | None", raw: dict[str, str]) -> dict[str, str] | None:
+    """Kafka's maybeReEncodePasswords: a broker's stored dynamic set with every password config
+    that ``password.encoder.old.secret`` decodes encoded again with ``password.encoder.secret``;
+    None when there is nothing to re-encode (no old secret, or no value it decodes: those are
+    left as they are, as Kafka ignores the old secret's decoding errors, since it may simply
+    not have been removed after an earlier rotation)."""
+    if encoder is None or not encoder.old_secret:
+        return None
+    out, changed = dict(raw), False
+    for key, value in raw.items():
+        params = parse_encoded(value)
+        if params is None or not is_password_key(key):
+            continue
+        try:
+            password = encoder._decode(encoder.old_secret, params)
+        except PasswordEncodingError:
+            continue   # encoded with the current secret already, or with neither
+        out[key] = encoder.encode(password)
+        changed = True
+    return out if changed else None
 
 
 def decode_layer(encoder: "PasswordEncoder | None", entity: str, raw: dict[str, str]) -> dict[str, str]:

@@ -6,6 +6,7 @@ import shutil
 import ssl
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -402,3 +403,57 @@ def test_keystore_password_stored_encoded_with_password_encoder_secret(stores, t
             assert _peer_serial(w) in (first, second) and w.request(18, 0, {})["error_code"] == 0
     assert any("could not be decoded" in r.getMessage() for r in caplog.records)
     assert not any(STORE_PW in r.getMessage() for r in caplog.records)
+
+
+def test_passwords_of_the_old_secret_re_encoded_at_start_up(stores, tmp_path, caplog):
+    """password.encoder.old.secret (Kafka's secret rotation): a broker started with a new
+    password.encoder.secret and the old one as password.encoder.old.secret serves the keystore
+    whose password the old secret encoded, and stores that password again under the new secret
+    (Kafka's DynamicBrokerConfig.maybeReEncodePasswords), so the next start, with the new secret
+    only, still opens the keystore: its password is one the static settings do not know."""
+    import json
+    import logging
+
+    from pykbroker.password_encoder import PasswordEncoder, PasswordEncodingError
+    rotated = os.path.join(str(tmp_path), "rotated.p12")   # the renewed certificate under its own password
+    pem = subprocess.run(["openssl", "pkcs12", "-in", stores["p12_two"], "-passin", "pass:" + STORE_PW, "-nodes"],
+                         check=True, capture_output=True, timeout=60).stdout
+    (tmp_path / "renewed.pem").write_bytes(pem)
+    _run("openssl", "pkcs12", "-export", "-in", str(tmp_path / "renewed.pem"), "-out", rotated,
+         "-passout", "pass:rotated-pw")
+    log_dir = tmp_path / "data"
+    meta = log_dir / "__pykbroker_metadata.json"
+    key = "listener.name.ssl.ssl.keystore.password"
+    cfg = {"listeners": "SSL://127.0.0.1:0", "node.id": "1", **_keystore(stores, "JKS"), **TEST_CONFIG}
+    ctx = ssl.create_default_context(cafile=stores["ca"])
+
+    def stored():
+        return json.loads(meta.read_text())["broker_configs"]["1"][key]
+
+    with pykbroker.Broker(config={**cfg, "password.encoder.secret": "secret-one"}, log_dir=log_dir) as b:
+        port = b.broker.bound[0].port
+        with WireClient(("127.0.0.1", port), ssl_context=ctx) as w:
+            first = _peer_serial(w)
+        assert _alter(port, stores, {"listener.name.ssl.ssl.keystore.type": "PKCS12",
+                                     "listener.name.ssl.ssl.keystore.location": rotated, key: "rotated-pw"}) is None
+        with WireClient(("127.0.0.1", port), ssl_context=ctx) as w:
+            renewed = _peer_serial(w)
+        assert renewed != first
+    under_one = stored()
+    rotation = {**cfg, "password.encoder.secret": "secret-two", "password.encoder.old.secret": "secret-one"}
+    with pykbroker.Broker(config=rotation, log_dir=log_dir) as b:
+        with WireClient(("127.0.0.1", b.broker.bound[0].port), ssl_context=ctx) as w:
+            assert _peer_serial(w) == renewed   # decoded with the old secret
+        deadline = time.monotonic() + 10
+        while stored() == under_one and time.monotonic() < deadline:
+            time.sleep(0.05)
+    now = stored()
+    assert now != under_one and "rotated-pw" not in meta.read_text()
+    assert PasswordEncoder("secret-two").decode(now) == "rotated-pw"
+    with pytest.raises(PasswordEncodingError):
+        PasswordEncoder("secret-one").decode(now)
+    caplog.set_level(logging.ERROR, logger="pykbroker")
+    with pykbroker.Broker(config={**cfg, "password.encoder.secret": "secret-two"}, log_dir=log_dir) as b:
+        with WireClient(("127.0.0.1", b.broker.bound[0].port), ssl_context=ctx) as w:
+            assert _peer_serial(w) == renewed and w.request(18, 0, {})["error_code"] == 0
+    assert not any("could not be decoded" in r.getMessage() for r in caplog.records)
