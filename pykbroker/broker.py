@@ -181,6 +181,22 @@ class BrokerServer:
         from .password_encoder import decode_layer
         return decode_layer(self.password_encoder, entity, raw)
 
+    def _interbroker_stores_reloaded(self, sec: Any) -> None:
+        """A listener took a dynamic keystore or truststore (security/reload.py): when it is the
+        inter-broker listener, this broker's own new connections to the others present and
+        trust the new ones too (Kafka reconfigures its replica fetchers' SSL factory alike)."""
+        ibs = self.replica_manager.interbroker_security if self.replica_manager is not None else None
+        if ibs is None or ibs.ssl_context is None or ibs.listener.lower() != sec.name.lower():
+            return
+        from .config import ConfigError
+        from .security.client import client_context
+        try:
+            ibs.ssl_context = client_context(sec)[0]
+        except ConfigError as e:   # the listener loaded them a moment ago: a file gone since
+            log.error("inter-broker connections keep their keystore and truststore: %s", e)
+            return
+        log.info("inter-broker connections over %s take the new keystore and truststore", sec.name)
+
     def _reencode_passwords(self, entity: str, raw: dict) -> None:
         """The first load of this broker's stored dynamic set: the passwords the old secret
         encoded are stored again under the current secret (password_encoder.reencode_layer)."""
@@ -302,7 +318,8 @@ class BrokerServer:
         if self.listener_security:
             # listener.name.<l>.ssl.keystore.* / ssl.truststore.*: Kafka's dynamic keystore and truststore updates
             from .security.reload import apply as apply_keystores
-            self.dynamic_config.add_per_broker_hook(lambda raw: apply_keystores(self.listener_security, raw))
+            self.dynamic_config.add_per_broker_hook(
+                lambda raw: apply_keystores(self.listener_security, raw, self._interbroker_stores_reloaded))
         # listener.name.<l>.max.connections / max.connection.creation.rate set for this broker
         self.dynamic_config.add_per_broker_hook(self.connection_quotas.set_listener_dynamic)
         # password.encoder.secret: stored passwords are encoded (password_encoder.py); the module is

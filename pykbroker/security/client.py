@@ -247,7 +247,7 @@ class InterBrokerSecurity:
         sec = ListenerSecurity(config, li.name, li.protocol)   # the listener's settings, read as its server reads them
         ctx, check = None, True
         if sec.tls:
-            ctx, check = _client_context(sec)
+            ctx, check = client_context(sec)
         mech = user = password = None
         if sec.sasl:
             mech = (config["sasl.mechanism.inter.broker.protocol"] or "").upper()
@@ -265,7 +265,7 @@ class InterBrokerSecurity:
         return cls(li.name, li.protocol, ctx, check, mech, user, password)
 
 
-def _client_context(sec: ListenerSecurity) -> tuple:
+def client_context(sec: ListenerSecurity) -> tuple:
     from .tls import load_keystore, load_truststore
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     known = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}

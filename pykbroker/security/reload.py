@@ -15,18 +15,29 @@ the keys of SslConfigs.RECONFIGURABLE_CONFIGS pykbroker reads from files).
   a truststore that does not load (checked even when ``ssl.client.auth=none`` leaves it unused,
   as Kafka's engine factory loads it) or one set on a listener that started without any (Kafka:
   "Cannot add SSL truststore to an existing listener for which no truststore was configured.").
-  Kafka makes these
+  On a cluster member's inter-broker listener the new stores must also keep inter-broker TLS
+  working, checked as Kafka's SslFactory checks them there (its SslEngineValidator, the
+  listener's ``keystoreVerifiableUsingTruststore``): two TLS handshakes in memory, the current
+  keystore (server) against the new truststore (client), and the new keystore (server) against
+  the current truststore (client), with the listener's ``ssl.client.auth`` and the keystore as
+  the client's certificate, without host name verification.  An update that fails one of them
+  (say, a truststore that no longer holds the CA of the certificates the brokers present, or a
+  certificate from a CA the others do not trust yet) is INVALID_REQUEST with the handshake's
+  error, and nothing changes.  A single node has no broker peers, so its listeners are not
+  checked so.  Kafka makes these
   configs per broker only: at the cluster default they are refused with its text.
-- ``apply(listener_security, raw)``: the broker's stored dynamic set (config/dynamic.py's
+- ``apply(listener_security, raw, on_reloaded)``: the broker's stored dynamic set (config/dynamic.py's
   on_change, at start-up too) becomes each TLS listener's ``dynamic`` layer and a new
-  ``ssl_context``; server/secure.py reads ``sec.ssl_context`` for each new connection.  A stored
+  ``ssl_context``; server/secure.py reads ``sec.ssl_context`` for each new connection, and
+  ``on_reloaded(sec)`` lets the broker's own inter-broker client take the new stores too (Kafka
+  reconfigures its replica fetchers' channel builders alike).  A stored
   keystore that no longer loads (the file gone) is logged and the listener keeps the one it has.
 """
 from __future__ import annotations
 
 import logging
 import re
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 from ..config import ConfigError
 from ..config.dynamic import DynamicConfigError, java_set_str
@@ -106,6 +117,57 @@ def _candidate(sec: ListenerSecurity, layer: dict[str, str]) -> Any:
     return ctx, new.keystore_leaf
 
 
+def _is_inter_broker(sec: ListenerSecurity) -> bool:
+    """The listener other brokers of a cluster connect to (a single node has none)."""
+    from ..config import inter_broker_listener
+    return bool(sec.config["zookeeper.connect"]) and inter_broker_listener(sec.config).name.lower() == sec.name.lower()
+
+
+def _handshake(server_ctx: Any, client_ctx: Any) -> None:
+    """One TLS handshake between the two contexts through memory buffers (no socket); the
+    ssl.SSLError of the side that refused."""
+    import ssl
+    s_in, s_out, c_in, c_out = ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO()
+    server = server_ctx.wrap_bio(s_in, s_out, server_side=True)
+    client = client_ctx.wrap_bio(c_in, c_out, server_side=False)
+    done = [False, False]
+    # a TLS 1.2 or 1.3 handshake takes 2-3 flights each way; the bound only stops a loop
+    for _ in range(16):
+        for i, (end, out, peer_in) in enumerate(((client, c_out, s_in), (server, s_out, c_in))):
+            if not done[i]:
+                try:
+                    end.do_handshake()
+                    done[i] = True
+                except ssl.SSLWantReadError:
+                    pass
+            data = out.read()
+            if data:
+                peer_in.write(data)
+        if all(done):
+            return
+    raise ssl.SSLError("the handshake did not complete")
+
+
+def _check_handshakes(sec: ListenerSecurity, layer: dict[str, str], new_server_ctx: Any) -> None:
+    """Kafka's SslEngineValidator.validate(old, new) on the inter-broker listener (module docstring)."""
+    import ssl
+
+    from .client import client_context
+    from .listeners import ListenerSecurity
+    new = ListenerSecurity(sec.config, sec.name, sec.protocol)
+    new.dynamic = layer
+    old_client, new_client = client_context(sec)[0], client_context(new)[0]
+    for ctx in (old_client, new_client):
+        ctx.check_hostname = False   # Kafka's validation engines have no host name to check
+    for server, client, what in ((sec.ssl_context, new_client, "the current keystore and the new truststore"),
+                                 (new_server_ctx, old_client, "the new keystore and the current truststore")):
+        try:
+            _handshake(server, client)
+        except ssl.SSLError as e:
+            raise ConfigError("the inter-broker listener %s would refuse the brokers: a TLS handshake between %s "
+                              "failed (%s)" % (sec.name, what, getattr(e, "verify_message", None) or e.reason or e))
+
+
 def validate(listener_security: Mapping[str, ListenerSecurity], per_broker: bool, values: dict[str, str]) -> None:
     changes = _by_listener(values)
     if not changes:
@@ -118,14 +180,19 @@ def validate(listener_security: Mapping[str, ListenerSecurity], per_broker: bool
         if sec is None:
             continue   # not a TLS listener of this broker: stored and unused, as Kafka does
         try:
-            _candidate(sec, {**sec.dynamic, **layer})
+            merged = {**sec.dynamic, **layer}
+            ctx, _ = _candidate(sec, merged)
+            if _is_inter_broker(sec):
+                _check_handshakes(sec, merged, ctx)
         except ConfigError as e:
             # never a value: the ConfigError names the setting only
             raise KeystoreUpdateError("Validation of dynamic config update of SSLFactory failed: %s" % e) from None
 
 
-def apply(listener_security: Mapping[str, ListenerSecurity], raw: dict[str, str]) -> None:
-    """This broker's whole stored dynamic set -> each TLS listener's keystore/truststore layer."""
+def apply(listener_security: Mapping[str, ListenerSecurity], raw: dict[str, str],
+          on_reloaded: Optional[Callable[[ListenerSecurity], None]] = None) -> None:
+    """This broker's whole stored dynamic set -> each TLS listener's keystore/truststore layer;
+    ``on_reloaded(sec)`` after a listener took new stores."""
     changes = _by_listener(raw)
     for sec in listener_security.values():
         if not sec.tls:
@@ -141,3 +208,5 @@ def apply(listener_security: Mapping[str, ListenerSecurity], raw: dict[str, str]
         # the context and the settings change together: new connections take the new certificate
         sec.dynamic, sec.ssl_context, sec.keystore_leaf = layer, ctx, leaf
         log.info("listener %s: keystore and truststore reloaded for new connections", sec.name)
+        if on_reloaded is not None:
+            on_reloaded(sec)

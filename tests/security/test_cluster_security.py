@@ -306,6 +306,58 @@ def test_transaction_markers_between_brokers(cluster):
     assert sorted(got) == sorted(b"t%d" % i for i in range(30))
 
 
+def test_inter_broker_store_updates_must_pass_a_handshake(cluster, tmp_path):
+    """Kafka's SslFactory on the inter-broker listener: a dynamic keystore or truststore update
+    is accepted only if TLS handshakes between the current and the new stores succeed, so an
+    update that would cut the brokers off from each other is refused (INVALID_REQUEST) and
+    changes nothing; one that keeps them talking is applied, to this broker's own inter-broker
+    connections too, and replication with acks=all goes on."""
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+    from confluent_kafka.admin import ResourceType as RT
+
+    from pykbroker.security.certs import CertificateAuthority
+    other = CertificateAuthority("a CA the brokers do not trust yet")
+    pair = other.issue("localhost", ["localhost", "127.0.0.1", "::1"])   # the same DN and SANs
+    keystore, other_ca, both = tmp_path / "ks.pem", tmp_path / "other-ca.pem", tmp_path / "both.pem"
+    keystore.write_text(pair.key_pem + pair.cert_pem)
+    other_ca.write_text(other.cert_pem)
+    both.write_text(open(cluster.security.ca_file).read() + other.cert_pem)
+    admin = AdminClient(conf(cluster, brokers=[1]))
+    pre = "listener.name.sasl_ssl."
+
+    def alter(entries):
+        res = ConfigResource(RT.BROKER, "1", incremental_configs=[
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in entries.items()])
+        try:
+            for f in admin.incremental_alter_configs([res]).values():
+                f.result(15)
+        except KafkaException as e:
+            return e.args[0]
+        return None
+
+    # a certificate from a CA the current truststore (the other brokers' too) does not hold
+    err = alter({pre + "ssl.keystore.type": "PEM", pre + "ssl.keystore.location": str(keystore)})
+    assert err is not None and err.code() == KafkaError.INVALID_REQUEST, err
+    assert "the new keystore and the current truststore" in err.str()
+    # a truststore without the CA of the certificates the brokers present
+    err = alter({pre + "ssl.truststore.type": "PEM", pre + "ssl.truststore.location": str(other_ca)})
+    assert err is not None and err.code() == KafkaError.INVALID_REQUEST, err
+    assert "the current keystore and the new truststore" in err.str()
+    # both CAs (the first step of a CA rotation): accepted
+    assert alter({pre + "ssl.truststore.type": "PEM", pre + "ssl.truststore.location": str(both)}) is None
+    wait_for(lambda: "inter-broker connections over SASL_SSL take the new keystore and truststore"
+             in open(cluster.broker(1).log_path, errors="replace").read(), 10, "broker 1's client stores reloaded")
+    create_topic(cluster, "secure-rotated", [[2, 1, 3]])
+    p = Producer({**conf(cluster), "acks": "all"})
+    for i in range(20):
+        p.produce("secure-rotated", b"rotated-%d" % i)
+    assert p.flush(30) == 0
+    assert read_all(cluster, "secure-rotated", n_expected=20) == [b"rotated-%d" % i for i in range(20)]
+    md = AdminClient(conf(cluster)).list_topics("secure-rotated", timeout=10).topics["secure-rotated"].partitions[0]
+    assert sorted(md.isrs) == [1, 2, 3]
+
+
 def test_leader_killed_every_acknowledged_record_still_there(cluster):
     md = AdminClient(conf(cluster)).list_topics("secure-rf3", timeout=10).topics["secure-rf3"].partitions[0]
     leader = md.leader
