@@ -23,8 +23,8 @@ the keys of SslConfigs.RECONFIGURABLE_CONFIGS pykbroker reads from files).
   the client's certificate, without host name verification.  An update that fails one of them
   (say, a truststore that no longer holds the CA of the certificates the brokers present, or a
   certificate from a CA the others do not trust yet) is INVALID_REQUEST with the handshake's
-  error, and nothing changes.  A single node has no broker peers, so its listeners are not
-  checked so.  Kafka makes these
+  error, and nothing changes.  On a single node (no broker peers) only a listener named as the
+  inter-broker one in its configuration is checked so.  Kafka makes these
   configs per broker only: at the cluster default they are refused with its text.
 - ``apply(listener_security, raw, on_reloaded)``: the broker's stored dynamic set (config/dynamic.py's
   on_change, at start-up too) becomes each TLS listener's ``dynamic`` layer and a new
@@ -118,9 +118,18 @@ def _candidate(sec: ListenerSecurity, layer: dict[str, str]) -> Any:
 
 
 def _is_inter_broker(sec: ListenerSecurity) -> bool:
-    """The listener other brokers of a cluster connect to (a single node has none)."""
+    """The listener other brokers of a cluster connect to; on a single node, only a listener
+    configured as the inter-broker one by name (``inter.broker.listener.name`` or
+    ``security.inter.broker.protocol``, as Kafka's combined node must name it): pykbroker's
+    fallback to the first listener names one that no broker connects to."""
     from ..config import inter_broker_listener
-    return bool(sec.config["zookeeper.connect"]) and inter_broker_listener(sec.config).name.lower() == sec.name.lower()
+    config = sec.config
+    if config["zookeeper.connect"]:
+        return inter_broker_listener(config).name.lower() == sec.name.lower()
+    for key in ("inter.broker.listener.name", "security.inter.broker.protocol"):
+        if config.is_explicit(key):
+            return str(config[key]).lower() == sec.name.lower()
+    return False
 
 
 def _handshake(server_ctx: Any, client_ctx: Any) -> None:
