@@ -2,9 +2,10 @@
 (Kafka's OAuthBearerLoginCallbackHandler, client_credentials) and the others validate it against
 the endpoint's JWKS (Kafka's OAuthBearerValidatorCallbackHandler), over SASL_SSL.
 
-One cluster (ZooKeeper + 4 brokers) and one local token endpoint for the module.  Brokers 1-3
+One cluster (ZooKeeper + 5 brokers) and one local token endpoint for the module.  Brokers 1-3
 hold the right client secret; broker 4 a wrong one, so the endpoint refuses it (401) and it can
-replicate from nobody.  The tokens live 8 s, so the brokers' sessions are re-authenticated with
+replicate from nobody; broker 5 reads its token from a file (``file://`` as the token endpoint
+URL, Kafka's FileJwtRetriever), one the endpoint's key signed.  The tokens live 8 s, so the brokers' sessions are re-authenticated with
 fresh tokens while the test runs.  Clients are confluent-kafka with librdkafka's own OIDC login
 against the same endpoint.
 """
@@ -29,6 +30,7 @@ ISSUER = "https://tokens.pykbroker.test"
 AUDIENCE = "kafka-cluster"
 TOKEN_LIFETIME_S = 8
 BAD_BROKER = 4
+FILE_BROKER = 5
 VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
 LOGIN = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
 
@@ -53,6 +55,7 @@ class TokenEndpoint:
         self.refused: list = []     # client ids refused
         self.tokens: list = []      # the tokens handed out (credentials: never to be logged)
         self.requests: list = []    # (headers, body) of each POST
+        self.file_tokens: list = []  # tokens signed for a token file (credentials too)
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -94,6 +97,15 @@ class TokenEndpoint:
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def signed(self, sub: str, lifetime_s: int) -> str:
+        """A token as the endpoint signs them, for a token file."""
+        import jwt
+        now = int(time.time())
+        token = jwt.encode({"sub": sub, "iss": ISSUER, "aud": AUDIENCE, "iat": now, "exp": now + lifetime_s,
+                            "scope": "kafka.broker"}, self.key, algorithm="RS256", headers={"kid": self.kid})
+        self.file_tokens.append(token)
+        return token
 
     def token_for(self, client_id: str) -> str:
         """A token as the endpoint hands out (client_credentials, Basic authentication)."""
@@ -141,11 +153,15 @@ def cluster(endpoint, tmp_path_factory):
                  "replica.lag.time.max.ms": "3000", "offsets.topic.replication.factor": "3",
                  "group.initial.rebalance.delay.ms": "0"}
     bad = {pre + "sasl.jaas.config": _jaas("broker", "not-the-secret")}
+    # broker 5: its token from a file (an hour's token: the file is read again at each refresh)
+    token_file = tmp_path_factory.mktemp("jwt-file") / "broker.jwt"
+    token_file.write_text(endpoint.signed("file-broker", 3600) + "\n")
+    from_file = {"sasl.oauthbearer.token.endpoint.url": token_file.as_uri()}
     setup = SecureSetup("SASL_SSL", {"alice": ""}, ["OAUTHBEARER"])
     # the harness's own connections (the cluster view at start-up) log in at the endpoint too
     setup.oauth_token = lambda user: endpoint.token_for("broker")
-    c = Cluster(4, data_dir=str(tmp_path_factory.mktemp("jwt-ib")), security=setup,
-                overrides=overrides, broker_overrides={BAD_BROKER: bad})
+    c = Cluster(5, data_dir=str(tmp_path_factory.mktemp("jwt-ib")), security=setup,
+                overrides=overrides, broker_overrides={BAD_BROKER: bad, FILE_BROKER: from_file})
     with c:
         c.wait_registered()
         yield c
@@ -228,10 +244,25 @@ def test_a_broker_the_endpoint_refuses_cannot_replicate(cluster, endpoint):
     assert "no OAuth token for this broker" in log and "fatal status 401" in log
 
 
+def test_a_broker_with_a_token_file_replicates(cluster, endpoint):
+    """Broker 5 logs in with the signed token of its file (sub "file-broker"): as a follower it
+    fetches from broker 1, and as a leader it is fetched from, so acks=all reaches both ways."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    cfg = _client(cluster, endpoint)
+    admin = AdminClient(cfg)
+    for assignment in ([1, FILE_BROKER], [FILE_BROKER, 2]):
+        topic = "jwt-file-" + uuid.uuid4().hex[:6]
+        admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[assignment])])[topic].result(30)
+        values = [b"from-file-%d-" % i + bytes(range(64)) for i in range(10)]
+        assert _produce_and_read(cfg, topic, values) == values
+        wait_for(lambda: _isr(admin, topic) == sorted(assignment), timeout=20, what="ISR %s" % sorted(assignment))
+
+
 def test_no_secret_in_any_log(cluster, endpoint):
     """Neither the client secrets nor any token the brokers obtained (a bearer token is a
     credential) reaches a broker's log."""
-    secrets = list(endpoint.clients.values()) + ["not-the-secret"] + [t.split(".")[2] for t in endpoint.tokens]
+    secrets = list(endpoint.clients.values()) + ["not-the-secret"] + \
+        [t.split(".")[2] for t in endpoint.tokens + endpoint.file_tokens]
     assert len(secrets) > 5
     for b in cluster.brokers:
         text = open(b.log_path, errors="replace").read()
