@@ -457,3 +457,39 @@ def test_passwords_of_the_old_secret_re_encoded_at_start_up(stores, tmp_path, ca
         with WireClient(("127.0.0.1", b.broker.bound[0].port), ssl_context=ctx) as w:
             assert _peer_serial(w) == renewed and w.request(18, 0, {})["error_code"] == 0
     assert not any("could not be decoded" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("version", ["TLSv1_2", "TLSv1_3"])
+def test_the_validation_handshake_checks_both_certificates(tmp_path, version):
+    """security/reload.py's in-memory handshake (Kafka's SslEngineValidator): it fails when the
+    server's certificate is not trusted, and under ssl.client.auth=required when the client's
+    certificate is not trusted or missing (TLS 1.3 too, where the client finishes first)."""
+    from pykbroker.security.reload import _handshake
+    ca, other = CertificateAuthority("trusted CA"), CertificateAuthority("another CA")
+    mine, theirs = ca.issue("localhost", ["localhost"]).write(str(tmp_path), "mine"), \
+        other.issue("localhost", ["localhost"]).write(str(tmp_path), "theirs")
+    cafile = tmp_path / "ca.pem"
+    cafile.write_text(ca.cert_pem)
+
+    def server(chain, required):
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.maximum_version = getattr(ssl.TLSVersion, version)
+        ctx.load_cert_chain(*chain)
+        if required:
+            ctx.verify_mode = ssl.CERT_REQUIRED
+            ctx.load_verify_locations(str(cafile))
+        return ctx
+
+    def client(chain):
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname = False
+        ctx.load_verify_locations(str(cafile))
+        if chain:
+            ctx.load_cert_chain(*chain)
+        return ctx
+    _handshake(server(mine, False), client(None))
+    _handshake(server(mine, True), client(mine))
+    for srv, cli in ((server(theirs, False), client(None)), (server(mine, True), client(theirs)),
+                     (server(mine, True), client(None))):
+        with pytest.raises(ssl.SSLError):
+            _handshake(srv, cli)
