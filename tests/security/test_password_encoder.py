@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,48 @@ def test_cluster_refuses_without_secret_and_stores_encoded_with_one(tmp_path):
         stored = json.loads(data)["config"][key]
         assert "store-secret" not in data.decode() and parse_encoded(stored) is not None
         assert PasswordEncoder("zk-secret").decode(stored) == "store-secret"
+        # the secret rotated: broker 2 restarted with a new secret and the old one as
+        # password.encoder.old.secret writes the value back to /config/brokers/2 under the new one
+        c.stop(2)
+        c.broker(2).overrides.update({"password.encoder.secret": "zk-secret-2",
+                                      "password.encoder.old.secret": "zk-secret"})
+        c.start(2)
+        z = KazooClient(hosts=c.zookeeper_connect, timeout=10)
+        z.start(timeout=10)
+        try:
+            deadline = time.monotonic() + 15
+            while json.loads(z.get("/config/brokers/2")[0])["config"][key] == stored:
+                assert time.monotonic() < deadline, "not re-encoded"
+                time.sleep(0.1)
+            now = json.loads(z.get("/config/brokers/2")[0])["config"][key]
+        finally:
+            z.stop()
+            z.close()
+        assert PasswordEncoder("zk-secret-2").decode(now) == "store-secret"
+        with pytest.raises(PasswordEncodingError):
+            PasswordEncoder("zk-secret").decode(now)
+
+
+def test_reencode_layer():
+    """Kafka's maybeReEncodePasswords, sans-IO: what the old secret encoded is encoded again under
+    the new one; values of the new secret, of neither, or in clear, and other configs stay."""
+    from pykbroker.password_encoder import reencode_layer
+    old, new, stranger = PasswordEncoder("old"), PasswordEncoder("new"), PasswordEncoder("stranger")
+    raw = {"listener.name.ssl.ssl.keystore.password": old.encode("ks"),
+           "listener.name.ssl.ssl.key.password": new.encode("key"),
+           "listener.name.ssl.ssl.truststore.password": stranger.encode("ts"),
+           "listener.name.sasl_ssl.plain.sasl.jaas.config": old.encode("jaas"),
+           "log.retention.ms": "1000"}
+    rotating = PasswordEncoder("new", old_secret="old")
+    out = reencode_layer(rotating, raw)
+    assert out is not None and set(out) == set(raw)
+    for key, password in (("listener.name.ssl.ssl.keystore.password", "ks"),
+                          ("listener.name.sasl_ssl.plain.sasl.jaas.config", "jaas")):
+        assert new.decode(out[key]) == password
+        with pytest.raises(PasswordEncodingError):
+            old.decode(out[key])
+    for key in ("listener.name.ssl.ssl.key.password", "listener.name.ssl.ssl.truststore.password", "log.retention.ms"):
+        assert out[key] == raw[key]
+    assert reencode_layer(new, raw) is None   # no old secret
+    assert reencode_layer(rotating, {k: raw[k] for k in ("listener.name.ssl.ssl.key.password",
+                                                         "log.retention.ms")}) is None
