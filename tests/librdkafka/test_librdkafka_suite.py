@@ -127,6 +127,23 @@ def sasl_cluster(tmp_path_factory):
         yield c
 
 
+# KIP-368's own race, Kafka's as well: librdkafka re-authenticates at 90 % of the session's
+# lifetime (200 ms before its end with REAUTH_MS), and a request it sent before that but that the
+# broker reads after the end closes the connection (Kafka's SocketServer does the same).  A
+# producer sending 200 acks=all requests a second keeps a queue on its connection once the
+# replication round trip, on 2 loaded cores shared by 3 brokers, ZooKeeper and two runners, is
+# slower than 5 ms; the connection then closes during the handshake and 0142's error callback
+# fails the test.  That one signature is run again once; any other failure fails at once.
+_REAUTH_RACE = re.compile(r"Disconnected: connection (?:reset|closed) by peer.*in state AUTH_HANDSHAKE")
+
+
+def _lost_the_reauthentication_race(rep) -> bool:
+    failed = [k for k, v in rep.subtests.items() if v == "FAIL"]
+    return (bool(failed) and all("message loss while reauthenticating" in k or "reauth in the middle of a txn" in k
+                                 for k in failed)
+            and "SASL" in rep.failures() and _REAUTH_RACE.search(rep.log) is not None)
+
+
 def test_reauthentication_and_runtime_credentials_on_a_sasl_cluster(runner, ssl_run, sasl_cluster):
     """With PLAIN and with SCRAM-SHA-512, side by side (one runner process each: the runner's own
     parallel mode shares one error callback between tests, so 0135's deliberate authentication
@@ -136,7 +153,12 @@ def test_reauthentication_and_runtime_credentials_on_a_sasl_cluster(runner, ssl_
         conf = {"bootstrap.servers": sasl_cluster.bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
                 "sasl.mechanism": mechanism, "sasl.username": "alice", "sasl.password": "alice-secret"}
         # 0142's scenarios are librdkafka's non-quick subtests: run in full mode
-        return suite.run(runner, ["0135", "0142"], conf, full=True)
+        rep = suite.run(runner, ["0135", "0142"], conf, full=True)
+        if rep.returncode != 0 and _lost_the_reauthentication_race(rep):
+            logging.getLogger(__name__).warning("%s: 0142 lost KIP-368's race (run again once):\n%s",
+                                                mechanism, rep.failures())
+            rep = suite.run(runner, ["0135", "0142"], conf, full=True)
+        return rep
     reps = _in_threads(plain=lambda: one("PLAIN"), scram=lambda: one("SCRAM-SHA-512"))
     for rep in reps.values():
         _assert_passed(rep, ["0135_sasl_credentials", "0142_reauthentication"],
