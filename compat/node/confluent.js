@@ -242,10 +242,16 @@ async function secureCase(c) {
     // succeeded.
     const producer = new RdKafka.Producer(Object.assign({ 'bootstrap.servers': c.brokers, 'client.id': 'pykbroker-compat-confluent',
       'message.timeout.ms': 5000, 'acks': -1, 'dr_cb': true }, rdkafkaSecurity(c)))
-    const res = { connected: false, sent: null, connect_error: null, failures_logged: [] }
+    // refused_after_ms: from the connect to librdkafka's first authentication failure logged
+    // (the connect itself always waits its 3 s timeout for the metadata that never comes)
+    const res = { connected: false, sent: null, connect_error: null, failures_logged: [], refused_after_ms: null }
+    const t0 = Date.now()
     producer.on('event.log', m => {
       process.stderr.write(`rdkafka ${m.fac} ${m.message}\n`)
-      if (m.fac === 'FAIL' && /authentication/i.test(m.message)) res.failures_logged.push(m.message)
+      if (m.fac === 'FAIL' && /authentication/i.test(m.message)) {
+        if (res.refused_after_ms === null) res.refused_after_ms = Date.now() - t0
+        res.failures_logged.push(m.message)
+      }
     })
     await new Promise(resolve => producer.connect({ timeout: 3000 }, err => {
       if (err) res.connect_error = { code: err.code, message: err.message }

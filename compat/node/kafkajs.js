@@ -354,12 +354,15 @@ async function secureCase(c) {
     // no retries: an authentication failure is final (kafkajs does not retry it either)
     const k = makeKafka(c.brokers, Object.assign(kafkajsSecurity(c), { retry: { retries: 0 } }))
     const producer = k.producer({ allowAutoTopicCreation: false })
+    const t0 = Date.now()
     try {
       await producer.connect()
       await producer.send({ topic: c.topic, acks: -1, messages: [{ partition: 0, value: 'must-not-be-written' }] })
       return { error_name: null }
     } catch (e) {
-      return { error_name: e.name, error_type: e.type || null, retriable: e.retriable, message: e.message }
+      // refused_after_ms: from the connect to the error (a refusal must end the attempt at once)
+      return { error_name: e.name, error_type: e.type || null, retriable: e.retriable, message: e.message,
+        refused_after_ms: Date.now() - t0 }
     } finally {
       await producer.disconnect().catch(() => {})
     }

@@ -34,7 +34,7 @@ import pytest
 
 from tests import needs
 from tests.go import gobuild
-from tests.node.secure import connection_case
+from tests.node.secure import REFUSED_WITHIN_MS, connection_case
 
 needs.module("cryptography")
 
@@ -207,6 +207,9 @@ def _node_observe(script, make_cases, m, tmp_dir):
             if c["expect"] == "ok":
                 out[c["name"]] = {"roundtrip": r, "stored": ss.stored(side, r["topic"])}
             else:
+                # how long the refusal took is timing: compared as "at the first refusal" or not
+                ms = r.pop("refused_after_ms", None)
+                r["refused_fast"] = ms is not None and ms < REFUSED_WITHIN_MS
                 out[c["name"]] = {k: _normal(v) if isinstance(v, str) else v for k, v in r.items()}
         out["guarded_end_offsets"] = ss.end_offsets(side, GUARDED, 1)
         return out
@@ -238,7 +241,7 @@ def test_kafkajs_secure_cases_same_observations(sides, tmp_path):
         assert r["mismatches"] == [] and r["produced"] == r["read"] == RECORDS, (name, r)
     for mech, shown in (("plain", "PLAIN"), ("scram-sha-256", "SCRAM SHA256"), ("scram-sha-512", "SCRAM SHA512")):
         r = p["wrong-" + mech]
-        assert r["error_name"] == "KafkaJSSASLAuthenticationError" and r["retriable"] is False, r
+        assert r["error_name"] == "KafkaJSSASLAuthenticationError" and r["retriable"] is False and r["refused_fast"], r
         assert "SASL %s authentication failed: Authentication failed" % shown in r["message"], r
     # kafkajs does not read OAUTHBEARER's error challenge and sends its next request: the broker
     # answers it ILLEGAL_SASL_STATE and closes
@@ -263,4 +266,5 @@ def test_confluent_kafka_javascript_secure_cases_same_observations(sides, tmp_pa
     for mech in ("plain", "scram-sha-256", "scram-sha-512"):
         r = p["wrong-" + mech]
         assert r["connected"] is False and r["sent"] is None and r["connect_error"]["code"] == -195, r
+        assert r["refused_fast"], r
         assert gobuild.BROKER_AUTH_ERROR[mech.upper()] in r["failures_logged"][0], r

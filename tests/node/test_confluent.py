@@ -31,7 +31,7 @@ import pytest
 
 
 from . import noderun
-from .secure import GUARDED
+from .secure import GUARDED, REFUSED_WITHIN_MS
 from tests.node.noderun import native_packages  # noqa: F401 (autouse: waits for the packages)
 
 noderun.skip_module_unless_usable(native=True)
@@ -157,12 +157,13 @@ def test_secure_produce_consume(secure, case):
 def test_secure_wrong_password_refused(secure, mechanism):
     r = noderun.scenario(secure["report"], "wrong-" + mechanism)
     # librdkafka's authentication failure, with the broker's SaslAuthenticate message, at once in
-    # its log; the connect then fails (no metadata: ERR__TRANSPORT) and nothing is sent
+    # its log (within REFUSED_WITHIN_MS); the connect then fails (no metadata: ERR__TRANSPORT) and nothing is sent
     assert r["connected"] is False and r["sent"] is None and r["connect_error"]["code"] == -195, r
     message = {"plain": "Authentication failed: Invalid username or password",
                "scram-sha-512": "Authentication failed during authentication due to invalid credentials with "
                                 "SASL mechanism SCRAM-SHA-512"}[mechanism]
     assert r["failures_logged"] and "SASL authentication error: %s" % message in r["failures_logged"][0], r
+    assert r["refused_after_ms"] < REFUSED_WITHIN_MS, r
     assert secure["broker"].end_offsets(GUARDED) == (0, 0)
 
 

@@ -44,7 +44,7 @@ import pytest
 
 
 from . import noderun
-from .secure import GUARDED
+from .secure import GUARDED, REFUSED_WITHIN_MS
 from tests.node.noderun import packages  # noqa: F401 (autouse: waits for the packages)
 
 noderun.skip_module_unless_usable()
@@ -228,6 +228,7 @@ def test_secure_wrong_password_refused(secure, mechanism):
     r = noderun.scenario(secure["report"], "wrong-" + mechanism)
     # kafkajs's authentication error, not retried, carrying the broker's SaslAuthenticate message
     assert r["error_name"] == "KafkaJSSASLAuthenticationError" and r["retriable"] is False, r
+    assert r["refused_after_ms"] < REFUSED_WITHIN_MS, r
     assert "SASL %s authentication failed: Authentication failed" % (
         "PLAIN" if mechanism == "plain" else "SCRAM SHA%s" % mechanism[-3:]) in r["message"], r
     assert secure["broker"].end_offsets(GUARDED) == (0, 0)
