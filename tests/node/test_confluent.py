@@ -126,18 +126,18 @@ def test_admin_client(target):
 
 
 # --- TLS, mutual TLS and SASL: the directory's secured broker (tests/node/secure.py) ----------
-SECURE_OK = ["ssl", "mtls", "sasl-plain", "sasl-scram-sha-512"]
-WRONG_PASSWORD = ["plain", "scram-sha-512"]
+SECURE_OK = ["ssl", "mtls", "sasl-plain", "sasl-scram-sha-256", "sasl-scram-sha-512"]
+WRONG_PASSWORD = ["plain", "scram-sha-256", "scram-sha-512"]
 
 
 @pytest.fixture(scope="module")
 def secure(node_secure):
     """One process running every connection case at once (the ``secure`` scenario): librdkafka's
-    security.protocol SSL / SASL_SSL, ssl.ca.location, a client certificate, PLAIN and
-    SCRAM-SHA-512."""
+    security.protocol SSL / SASL_SSL, ssl.ca.location, a client certificate, PLAIN,
+    SCRAM-SHA-256 and SCRAM-SHA-512."""
     s = node_secure
     cases = [s.case("ssl", "SSL"), s.case("mtls", "MTLS", client_cert=True), s.password("sasl-plain", "plain"),
-             s.password("sasl-scram-sha-512", "scram-sha-512", user="bob")]
+             s.password("sasl-scram-sha-256", "scram-sha-256"), s.password("sasl-scram-sha-512", "scram-sha-512", user="bob")]
     cases += [s.password("wrong-" + m, m, user="bob" if m.endswith("512") else "alice", wrong=True) for m in WRONG_PASSWORD]
     rep = noderun.start("confluent.js", s.address("SASL_SSL"), ["secure"], wait=90, prefix=_prefix("ckjs"),
                         security=s.write_cases("confluent", cases)).report()
@@ -157,11 +157,11 @@ def test_secure_produce_consume(secure, case):
 def test_secure_wrong_password_refused(secure, mechanism):
     r = noderun.scenario(secure["report"], "wrong-" + mechanism)
     # librdkafka's authentication failure, with the broker's SaslAuthenticate message, at once in
-    # its log (within REFUSED_WITHIN_MS); the connect then fails (no metadata: ERR__TRANSPORT) and nothing is sent
+    # its log (within REFUSED_WITHIN_MS); the connect then fails (no metadata: ERR__TRANSPORT)
+    # and nothing is sent
     assert r["connected"] is False and r["sent"] is None and r["connect_error"]["code"] == -195, r
-    message = {"plain": "Authentication failed: Invalid username or password",
-               "scram-sha-512": "Authentication failed during authentication due to invalid credentials with "
-                                "SASL mechanism SCRAM-SHA-512"}[mechanism]
+    message = "Authentication failed: Invalid username or password" if mechanism == "plain" else \
+        "Authentication failed during authentication due to invalid credentials with SASL mechanism " + mechanism.upper()
     assert r["failures_logged"] and "SASL authentication error: %s" % message in r["failures_logged"][0], r
     assert r["refused_after_ms"] < REFUSED_WITHIN_MS, r
     assert secure["broker"].end_offsets(GUARDED) == (0, 0)
