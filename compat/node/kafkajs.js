@@ -58,8 +58,20 @@ const withAdmin = fn => scen.withAdmin(kafka, fn)
 const topicProducer = (topic, config, k = kafka) => scen.topicProducer(k, createTopic, topic, config)
 
 async function createTopic(admin, topic, partitions, configEntries) {
-  const created = await admin.createTopics({ topics: [{ topic, numPartitions: partitions, replicationFactor: opts.rf,
-    configEntries }], waitForLeaders: true })
+  let created
+  try {
+    created = await admin.createTopics({ topics: [{ topic, numPartitions: partitions, replicationFactor: opts.rf,
+      configEntries }], waitForLeaders: true })
+  } catch (e) {
+    // The topic was created (CreateTopics answered without error), but the Metadata kafkajs then
+    // sends to wait for its leaders said UNKNOWN_TOPIC_OR_PARTITION, and that wait retries only
+    // LEADER_NOT_AVAILABLE: Apache Kafka answers CreateTopics before its broker's metadata cache
+    // has the topic (KRaft publishes it from the metadata log a moment later; once in four
+    // secure differential runs).  fetchTopicMetadata retries that error until the topic shows.
+    if (e.type !== 'UNKNOWN_TOPIC_OR_PARTITION') throw e
+    await admin.fetchTopicMetadata({ topics: [topic] })
+    created = true
+  }
   if (!created) throw new Error('createTopics said ' + topic + ' already existed')
 }
 
