@@ -287,6 +287,20 @@ class Controller(abc.ABC):
         pass
 
     # ------------------------------------------------------------------ operations
+    def expired_at_once(self, timeout_ms: int) -> bool:
+        """CreateTopics / CreatePartitions with this ``timeout_ms`` fail whole, every topic
+        REQUEST_TIMED_OUT (message null), before anything is checked or made.
+
+        This default is a KRaft controller's rule (Kafka 4.4, measured with compat/kafka/oracle.py):
+        the request is an event of the controller's queue with the deadline now + ``timeout_ms``,
+        and an event not started by its deadline fails, so ``timeout_ms <= 0`` always does (even
+        ``validate_only``, unknown topics, topics the client may not create).  An event that
+        started is answered once committed however long it runs: a creation whose logs outlast
+        ``timeout_ms`` is answered NONE and its partitions appear when their logs exist (Kafka's
+        brokers create theirs after the answer, replaying the committed records).  The ZooKeeper
+        controller keeps the ZooKeeper-era rule instead (cluster/zookeeper/admin.py)."""
+        return timeout_ms <= 0
+
     @abc.abstractmethod
     async def register_broker(self, broker_id: int, endpoints: tuple[Endpoint, ...] = (),
                               rack: Optional[str] = None) -> None:
@@ -296,9 +310,12 @@ class Controller(abc.ABC):
     async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                            configs: dict[str, Optional[str]] | None = None,
                           assignments: Optional[Iterable[tuple[int, list[int]]]] = None,
-                           validate_only: bool = False, internal: bool = False) -> TopicInfo:
+                           validate_only: bool = False, internal: bool = False,
+                           timeout_s: Optional[float] = None) -> TopicInfo:
         """``assignments``: iterable of ``(partition_index, [broker ids])`` or None; -1 counts
-        mean the broker defaults.  Returns the topic (not created when ``validate_only``)."""
+        mean the broker defaults.  Returns the topic (not created when ``validate_only``).
+        ``timeout_s``: how long the requester waits (the request's ``timeout_ms``; None: until
+        done), see :meth:`expired_at_once`."""
 
     @abc.abstractmethod
     async def delete_topic(self, name: str) -> TopicInfo:
@@ -306,8 +323,9 @@ class Controller(abc.ABC):
 
     @abc.abstractmethod
     async def create_partitions(self, name: str, new_total: int, assignments: Optional[list[list[int]]] = None,
-                                validate_only: bool = False) -> TopicInfo:
-        """``assignments``: one broker-id list per new partition, or None."""
+                                validate_only: bool = False, timeout_s: Optional[float] = None) -> TopicInfo:
+        """``assignments``: one broker-id list per new partition, or None; ``timeout_s`` as in
+        :meth:`create_topic`."""
 
     @abc.abstractmethod
     async def alter_topic_configs(self, name: str, new_overrides: dict[str, Any]) -> TopicInfo:

@@ -59,8 +59,9 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable, Optional
 
 import trio
 
@@ -85,6 +86,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("pykbroker.metadata")
 
 METADATA_FILE = "__pykbroker_metadata.json"
+
+
+def _partition_count(info: Optional[TopicInfo]) -> str:
+    return "topic deleted" if info is None else "%d partition(s)" % info.num_partitions
 # stands for the encoded ACL list while the rest of the file is encoded (_snapshot)
 _ACLS_PLACEHOLDER = "pykbroker:acls"
 
@@ -297,7 +302,7 @@ class LocalController(Controller):
     async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                            configs: dict[str, Optional[str]] | None = None,
                            assignments: Optional[Iterable[tuple[int, list[int]]]] = None, validate_only: bool = False,
-                           internal: bool = False) -> TopicInfo:
+                           internal: bool = False, timeout_s: Optional[float] = None) -> TopicInfo:
         while name in self._deleting:  # the old incarnation's logs are still being removed
             await self._deleting[name].wait()
         info = self.validator.new_topic(name, num_partitions, replication_factor, configs or {},
@@ -309,27 +314,86 @@ class LocalController(Controller):
         # clients until its logs exist.
         staged = self.cache.stage(records)
         assert staged is not None   # topic_records starts with the TopicRecord
-        await self._make_staged(records, staged, staged.partition_ids(), "creating topic %s" % name)
+
+        def published() -> None:
+            log.info("created topic %s (id %s, %d partition(s), configs %s)", name, topic_id_str(staged.topic_id),
+                     staged.num_partitions, render_configs(staged.configs))
+
+        if not await self._make_staged(records, staged, staged.partition_ids(), "creating topic %s" % name,
+                                       timeout_s, published):
+            return staged   # committed; the topic appears once its logs exist (expired_at_once)
         created = self.cache.get(name)
         assert created is not None  # published by _make_staged, between no awaits
-        info = created
-        log.info("created topic %s (id %s, %d partition(s), configs %s)", name, topic_id_str(info.topic_id),
-                 info.num_partitions, render_configs(info.configs))
-        return info
+        return created
 
-    async def _make_staged(self, records: list, info: TopicInfo, partition_ids: Iterable[int], what: str) -> None:
-        """Persist staged creation records, have the ReplicaManager create the logs, publish;
-        on any failure the creation is rolled back (it never became visible)."""
-        try:
-            await self._persist()
-            await self._replica_manager.make_partitions(info, partition_ids)
-        except BaseException:
+    async def _make_staged(self, records: list, info: TopicInfo, partition_ids: Iterable[int], what: str,
+                           wait_s: Optional[float] = None, published: Callable[[], object] = lambda: None,
+                           finished: Callable[[], object] = lambda: None) -> bool:
+        """Persist staged creation records (the commit, in the requester's task), then have the
+        ReplicaManager create the logs and publish, as the controller's own task
+        (:meth:`_continue`); on any failure the creation is rolled back (it never became
+        visible).  Waits for the logs at most ``wait_s`` (None: until done): True when
+        published, False when the creation goes on.  Once published, ``finished()`` then
+        ``published()`` run; after a rollback ``finished()`` alone."""
+        async def rollback() -> None:
             self.cache.discard_staged(records)
             with trio.CancelScope(shield=True):
                 await self._persist()
+            finished()
             log.exception("%s failed", what)
+
+        try:
+            await self._persist()
+        except BaseException:
+            await rollback()
             raise
-        self.cache.publish_staged(records)
+
+        async def make_logs() -> None:
+            try:
+                await self._replica_manager.make_partitions(info, partition_ids)
+            except BaseException:
+                await rollback()
+                raise
+            self.cache.publish_staged(records)
+            finished()
+            published()
+
+        return await self._continue(make_logs, wait_s, what)
+
+    async def _continue(self, work: Callable[[], Awaitable[None]], wait_s: Optional[float], what: str) -> bool:
+        """Run ``work``, the rest of a committed change, as this controller's own task, so that
+        the requester's wait ending (its ``timeout_ms``, its connection closed) does not cancel
+        it: Kafka's controller carries on with what it committed.  Waits at most ``wait_s``
+        (None: until done); True when done, False when it goes on.  A failure of ``work``
+        (which logs it) is raised to a requester still waiting.  Before :meth:`startup` (no
+        nursery yet: load, unit tests) ``work`` runs in the caller's task."""
+        if self._nursery is None:
+            await work()
+            return True
+        done = trio.Event()
+        outcome: list[BaseException] = []
+
+        async def run() -> None:
+            try:
+                await work()
+            except Exception as e:
+                outcome.append(e)     # logged by ``work``; the broker's nursery must not fail
+            except BaseException:
+                # the broker is stopping: a requester still waiting is told so
+                outcome.append(KafkaError(ErrorCode.UNKNOWN_SERVER_ERROR, "%s was interrupted." % what))
+                raise
+            finally:
+                done.set()
+
+        self._nursery.start_soon(run)
+        with trio.move_on_after(math.inf if wait_s is None else max(wait_s, 0.0)):
+            await done.wait()
+        if not done.is_set():
+            log.info("%s goes on after the request's timeout of %d ms", what, int((wait_s or 0) * 1000))
+            return False
+        if outcome:
+            raise outcome[0]
+        return True
 
     async def delete_topic(self, name: str) -> TopicInfo:
         self._existing(name)
@@ -351,20 +415,24 @@ class LocalController(Controller):
         return info
 
     async def create_partitions(self, name: str, new_total: int, assignments: Optional[list[list[int]]] = None,
-                                validate_only: bool = False) -> TopicInfo:
+                                validate_only: bool = False, timeout_s: Optional[float] = None) -> TopicInfo:
         info, current, placed = self._plan_partitions(name, new_total, assignments)
         if validate_only:
             return info
         records = new_partition_records(info.topic_id, placed)
         self.cache.stage(records)
         done = self._growing[name] = trio.Event()
-        try:
-            await self._make_staged(records, info, list(range(current, new_total)), "adding partitions to %s" % name)
-        finally:
+
+        def finished() -> None:
+            # released when the logs exist (or the addition was rolled back), not when the
+            # requester stops waiting: a delete of the topic waits for it (_growing)
             if self._growing.get(name) is done:
                 del self._growing[name]
             done.set()
-        log.info("topic %s now has %d partition(s)", name, new_total)
+
+        await self._make_staged(records, info, list(range(current, new_total)), "adding partitions to %s" % name,
+                                timeout_s, lambda: log.info("topic %s now has %d partition(s)", name, new_total),
+                                finished)
         return info
 
     async def alter_topic_configs(self, name: str, new_overrides: dict[str, Any]) -> TopicInfo:

@@ -169,16 +169,22 @@ class ZkController(Controller):
     async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                            configs: dict[str, Optional[str]] | None = None,
                            assignments: Optional[Iterable[tuple[int, list[int]]]] = None, validate_only: bool = False,
-                           internal: bool = False) -> TopicInfo:
+                           internal: bool = False, timeout_s: Optional[float] = None) -> TopicInfo:
         return await self.admin.create_topic(name, num_partitions, replication_factor, configs,
-                                             assignments, validate_only, internal)
+                                             assignments, validate_only, internal, timeout_s)
 
     async def delete_topic(self, name: str) -> TopicInfo:
         return await self.admin.delete_topic(name)
 
     async def create_partitions(self, name: str, new_total: int, assignments: Optional[list[list[int]]] = None,
-                                validate_only: bool = False) -> TopicInfo:
-        return await self.admin.create_partitions(name, new_total, assignments, validate_only)
+                                validate_only: bool = False, timeout_s: Optional[float] = None) -> TopicInfo:
+        return await self.admin.create_partitions(name, new_total, assignments, validate_only, timeout_s)
+
+    def expired_at_once(self, timeout_ms: int) -> bool:
+        """Never: Kafka's ZooKeeper-era brokers check and write a request whatever its
+        ``timeout_ms``, and answer REQUEST_TIMED_OUT for the topics written when it is <= 0 or
+        passes before this broker shows them (AdminWriter._await_applied)."""
+        return False
 
     def _creation_in_flight(self, name: str) -> bool:
         return False   # a creation by another broker is not staged here: ask, and wait below

@@ -17,6 +17,14 @@ Behaviour (Apache Kafka KRaft: ControllerApis.createTopics + ReplicationControlM
   controller refuses the whole batch.
 - ``validate_only`` runs every check and reports what would be created without creating it.
 - Every error carries Kafka's error message.
+- ``timeout_ms`` (cluster/controller.py ``Controller.expired_at_once``): on a single node (KRaft's
+  rule) <= 0 fails the whole request at once, every topic REQUEST_TIMED_OUT with a null message,
+  nothing checked or created; a positive one bounds the wait for the new logs, after which the
+  topic is answered as created (NONE: the creation is committed and goes on in the controller's
+  task; the topic appears in Metadata once its logs exist), as Kafka answers once its controller
+  committed the records.  With ZooKeeper (the ZooKeeper-era rule): checked and written whatever
+  the timeout, a written topic answered REQUEST_TIMED_OUT when the timeout is <= 0 or passes
+  before this broker shows it (it appears later).
 Version notes: v5+ (flexible) returns the new topic's partition count, replication factor and
 its effective configs (sorted by name; source TOPIC_CONFIG for the request's overrides, else the
 broker default's source) plus ``topic_config_error_code``; v7 returns the topic id.  v2-v4 differ
@@ -40,7 +48,7 @@ from ..protocol.errors import ErrorCode, KafkaError
 from ..quota.manager import mutation_quota
 from ..cluster.metadata import MAX_PARTITIONS_PER_REQUEST, ZERO_UUID
 from ..server.dispatch import RequestContext
-from .support.common import DUPLICATE_TOPIC, TOO_MANY_PARTITIONS, each_topic_once, error_per_item
+from .support.common import DUPLICATE_TOPIC, TOO_MANY_PARTITIONS, each_topic_once, error_per_item, request_wait
 from .support.versions import VERSIONS
 
 API_KEY = 19
@@ -78,6 +86,9 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     counts: dict[str, int] = {}
     for t in topics:
         counts[t["name"]] = counts.get(t["name"], 0) + 1
+    if controller.expired_at_once(request["timeout_ms"]):
+        return error_response(ctx, request, ErrorCode.REQUEST_TIMED_OUT)   # nothing checked or made
+    wait = request_wait(request["timeout_ms"])
     total = sum(_requested_partitions(broker, t) for t in topics if counts[t["name"]] == 1)
     if total > MAX_PARTITIONS_PER_REQUEST:
         return {"throttle_time_ms": 0, "topics": [
@@ -107,7 +118,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         try:
             info = await controller.create_topic(name, t["num_partitions"], t["replication_factor"], configs,
                                                  assignments=assignments or None,
-                                                 validate_only=request["validate_only"])
+                                                 validate_only=request["validate_only"], timeout_s=wait())
         except KafkaError as e:
             results.append(_failed(name, e.code, e.message))
             continue

@@ -9,7 +9,15 @@ Behaviour (Apache Kafka KRaft: ControllerApis + ReplicationControlManager.create
 - Manual assignments: exactly one broker list per new partition (else INVALID_REPLICA_ASSIGNMENT
   "Attempted to add N additional partition(s), but only M assignment(s) were specified."), each
   valid (registered brokers, no duplicates, the topic's replication factor).
-- ``validate_only`` checks without adding.  The new partitions' logs exist before the answer.
+- ``validate_only`` checks without adding.  The new partitions' logs exist before the answer,
+  unless they take longer than ``timeout_ms``, as CreateTopics (k19_create_topics.py): on a single
+  node the addition is then answered NONE (committed; it goes on in the controller's task and the
+  partitions appear in Metadata once their logs exist, Kafka's answer once its controller
+  committed the records), and with ZooKeeper REQUEST_TIMED_OUT (the ZooKeeper-era rule; the
+  partitions appear later too).  On a single node ``timeout_ms`` <= 0 fails the whole request at
+  once, every topic REQUEST_TIMED_OUT (null message), nothing checked or added (Kafka's KRaft
+  controller never starts a request past its deadline); with ZooKeeper the addition is made and
+  answered REQUEST_TIMED_OUT.  A delete of the topic waits for an addition still going on.
 Version notes: v2 is flexible; v3 is identical but for KIP-599's quota semantics:
 - ``controller_mutation_rate`` (quota/manager.py MutationQuota): the partitions a valid change
   adds are counted before it is made (not for ``validate_only``); from v3 a topic is refused with
@@ -27,7 +35,7 @@ from ..protocol.errors import ErrorCode, KafkaError
 from ..quota.manager import mutation_quota
 from ..cluster.metadata import MAX_PARTITIONS_PER_REQUEST
 from ..server.dispatch import RequestContext
-from .support.common import DUPLICATE_TOPIC, TOO_MANY_PARTITIONS, each_topic_once, error_per_item
+from .support.common import DUPLICATE_TOPIC, TOO_MANY_PARTITIONS, each_topic_once, error_per_item, request_wait
 from .support.versions import VERSIONS
 
 API_KEY = 37
@@ -42,6 +50,9 @@ def _result(name: str, code: int = 0, message: str | None = None) -> dict:
 async def handle(ctx: RequestContext, request: dict) -> dict:
     md = ctx.services.metadata_cache
     topics = request["topics"]
+    if ctx.services.controller.expired_at_once(request["timeout_ms"]):
+        return error_response(ctx, request, ErrorCode.REQUEST_TIMED_OUT)   # nothing checked or made
+    wait = request_wait(request["timeout_ms"])
     counts: dict[str, int] = {}
     for t in topics:
         counts[t["name"]] = counts.get(t["name"], 0) + 1
@@ -82,7 +93,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             results.append(_result(name, ErrorCode.THROTTLING_QUOTA_EXCEEDED))
             continue
         try:
-            await ctx.services.controller.create_partitions(name, t["count"], assignments, request["validate_only"])
+            await ctx.services.controller.create_partitions(name, t["count"], assignments, request["validate_only"],
+                                                            timeout_s=wait())
             results.append(_result(name))
         except KafkaError as e:
             results.append(_result(name, e.code, e.message))

@@ -193,7 +193,9 @@ class MemoryController(Controller):
 
     async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                            configs: dict[str, Optional[str]] | None = None, assignments: Any = None,
-                           validate_only: bool = False, internal: bool = False) -> TopicInfo:
+                           validate_only: bool = False, internal: bool = False,
+                           timeout_s: Optional[float] = None) -> TopicInfo:
+        # ``timeout_s`` unused: an in-memory creation is made before the answer, however long
         info = self.validator.new_topic(name, num_partitions, replication_factor, configs or {},
                                         assignments, internal)
         if validate_only:
@@ -226,7 +228,7 @@ class MemoryController(Controller):
         return info
 
     async def create_partitions(self, name: str, new_total: int, assignments: Any = None,
-                                validate_only: bool = False) -> TopicInfo:
+                                validate_only: bool = False, timeout_s: Optional[float] = None) -> TopicInfo:
         info, current, placed = self._plan_partitions(name, new_total, assignments)
         if validate_only:
             return info

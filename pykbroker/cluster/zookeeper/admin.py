@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 import trio
 
@@ -50,7 +50,7 @@ class AdminWriter(ZnodeRole):
     async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                            configs: dict[str, Optional[str]] | None = None,
                            assignments: Optional[Iterable[tuple[int, list[int]]]] = None, validate_only: bool = False,
-                           internal: bool = False) -> TopicInfo:
+                           internal: bool = False, timeout_s: Optional[float] = None) -> TopicInfo:
         from kazoo.exceptions import NodeExistsError
 
         info = self.validator.new_topic(name, num_partitions, replication_factor, configs or {},
@@ -82,9 +82,9 @@ class AdminWriter(ZnodeRole):
         else:
             self._raise_first(results)
         self.events.post(("topic_hint", name))   # no need to wait for the /brokers/topics watch
-        await self.events.wait_until(lambda: (self.cache.get(name) is not None
-                                              and self.cache.get(name).topic_id == info.topic_id),  # type: ignore[union-attr]
-                                     "topic %s to be created" % name)
+        await self._await_applied(lambda: (self.cache.get(name) is not None
+                                           and self.cache.get(name).topic_id == info.topic_id),  # type: ignore[union-attr]
+                                  "topic %s to be created" % name, timeout_s)
         created = self.cache.get(name)
         assert created is not None      # wait_until has just seen it (no await since)
         log.info("created topic %s (id %s, %d partition(s), RF %d, configs %s)", name,
@@ -98,6 +98,24 @@ class AdminWriter(ZnodeRole):
             while name not in self.cache.topics:
                 await self.events.wait_changed()
         return self.cache.get(name)
+
+    async def _await_applied(self, predicate: Callable[[], bool], what: str, timeout_s: Optional[float]) -> None:
+        """Wait for this broker to show a change written to ZooKeeper.  ``timeout_s`` is the
+        request's ``timeout_ms``: Kafka's ZooKeeper-era brokers (3.9 in ZooKeeper mode, measured)
+        answer REQUEST_TIMED_OUT (message null) for a written topic when it passes first, and at
+        once when it is <= 0; the change is in ZooKeeper, so every broker goes on making it (the
+        listener's event task, which no request cancels) and it appears later.  None (an
+        internal caller): up to APPLY_TIMEOUT_S."""
+        if timeout_s is None:
+            await self.events.wait_until(predicate, what)
+            return
+        if timeout_s > 0:
+            with trio.move_on_after(timeout_s):
+                while not predicate():
+                    await self.events.wait_changed()
+                return
+        log.info("the request's timeout of %d ms passed before %s; it goes on", int(timeout_s * 1000), what)
+        raise KafkaError(ErrorCode.REQUEST_TIMED_OUT)
 
     @staticmethod
     def _raise_first(results: list) -> None:
@@ -136,7 +154,7 @@ class AdminWriter(ZnodeRole):
         return info
 
     async def create_partitions(self, name: str, new_total: int, assignments: Optional[list[list[int]]] = None,
-                                validate_only: bool = False) -> TopicInfo:
+                                validate_only: bool = False, timeout_s: Optional[float] = None) -> TopicInfo:
         from kazoo.exceptions import BadVersionError
         info = self.cache.get(name)
         if info is None:
@@ -167,9 +185,9 @@ class AdminWriter(ZnodeRole):
                 raise KafkaError(ErrorCode.INVALID_PARTITIONS, "Topic %s was changed concurrently; retry." % name)
         else:
             self._raise_first(results)
-        await self.events.wait_until(lambda: (self.cache.get(name) is not None
-                                              and self.cache.get(name).num_partitions >= new_total),  # type: ignore[union-attr]
-                                     "partitions of %s to be created" % name)
+        await self._await_applied(lambda: (self.cache.get(name) is not None
+                                           and self.cache.get(name).num_partitions >= new_total),  # type: ignore[union-attr]
+                                  "partitions of %s to be created" % name, timeout_s)
         grown = self.cache.get(name)
         assert grown is not None        # wait_until has just seen it (no await since)
         return grown

@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import trio
+
 from ...acl.check import permits
 from ...cluster.metadata_cache import MetadataCache, PartitionState
 
@@ -126,6 +128,18 @@ async def classic_group(ctx: RequestContext, need: Any, group_id: str) -> tuple:
 # ---------------------------------------------------------------------- topic batches (controller)
 DUPLICATE_TOPIC = "Duplicate topic name."
 TOO_MANY_PARTITIONS = "Excessively large number of partitions per request."
+
+
+def request_wait(timeout_ms: int) -> Callable[[], float]:
+    """CreateTopics / CreatePartitions: ``wait()`` -> the seconds left of the request's
+    ``timeout_ms`` (one deadline for the whole request, as Kafka has), for the controller's
+    ``timeout_s``.  A ``timeout_ms`` <= 0 is handed on as it is (a ZooKeeper controller answers
+    REQUEST_TIMED_OUT for what it wrote, Controller.expired_at_once); a positive one once spent
+    becomes a microsecond, never 0, so a topic made meanwhile is still answered as made."""
+    if timeout_ms <= 0:
+        return lambda: timeout_ms / 1000
+    deadline = trio.current_time() + timeout_ms / 1000
+    return lambda: max(deadline - trio.current_time(), 1e-6)
 
 
 def each_topic_once(topics: list, counts: dict) -> Iterator[tuple[str, dict | None]]:
