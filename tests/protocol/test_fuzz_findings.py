@@ -215,3 +215,118 @@ def test_topic_deleted_while_partitions_are_added(broker):
             break
         time.sleep(0.5)
     assert sorted(left) == [name + "-0", name + "-1"], sorted(left)[:10]
+
+
+# -- timeout_ms of CreateTopics / CreatePartitions (docs/fuzzing.md: additions of thousands of
+# partitions held their connection for over a minute, past their timeout_ms)
+_GROWN = 101   # a few tenths of a second of log creation, far longer than the 20 ms timeouts below
+
+
+def _grow(c, name, count, timeout_ms):
+    return c.request(37, 3, {"topics": [{"name": name, "count": count, "assignments": None}],
+                             "timeout_ms": timeout_ms, "validate_only": False})["results"][0]
+
+
+def _logged(broker, seen, text, timeout=10.0):
+    """A line holding ``text`` among the broker's log lines after the first ``seen`` (read by
+    a thread: waited for)."""
+    import time
+    deadline = time.monotonic() + timeout
+    while not any(text in ln for ln in broker.lines[seen:]):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _partition_count(c, name):
+    t = c.request(3, 12, {"topics": [{"topic_id": bytes(16), "name": name}], "allow_auto_topic_creation": False,
+                          "include_topic_authorized_operations": False})["topics"][0]
+    return len(t["partitions"]) if t["error_code"] == 0 else -t["error_code"]
+
+
+def test_partitions_added_past_the_timeout_are_answered_at_it_and_appear_later(broker):
+    # Kafka 4.4 answers an addition once its controller committed it (NONE, measured: 5,000
+    # partitions with a 20 ms timeout answered NONE), and its broker makes the logs after; the
+    # addition was answered here only once every log existed.  Now the request waits at most its
+    # timeout_ms, is answered NONE, and the controller goes on: the partitions appear, usable by
+    # a real client.
+    import time
+    from pykbroker.protocol.wire import wait_for_topic
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+
+    if not hasattr(broker, "lines"):
+        pytest.skip("looks at the broker's log")
+    name = "cp-timeout-%s" % uuid.uuid4().hex[:6]
+    with WireClient(broker, timeout=60) as c:
+        create_topic(c, name, 1)
+        seen = len(broker.lines)
+        assert _grow(c, name, _GROWN, 20) == {"name": name, "error_code": 0, "error_message": None}
+        # answered before the logs existed: the controller said it goes on
+        assert _logged(broker, seen, "goes on after the request's timeout"), broker.lines[seen:][-20:]
+        wait_for_topic(c, name, _GROWN, timeout=60)
+    p = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    p.produce(name, value=b"to-the-last", partition=_GROWN - 1)
+    assert p.flush(30) == 0
+    cons = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap, "group.id": name,
+                                     "enable.auto.commit": False})
+    cons.assign([confluent_kafka.TopicPartition(name, _GROWN - 1, 0)])
+    deadline, got = time.monotonic() + 30, None
+    while got is None and time.monotonic() < deadline:
+        m = cons.poll(0.5)
+        if m is not None and not m.error():
+            got = (m.partition(), m.offset(), m.value())
+    cons.close()
+    assert got == (_GROWN - 1, 0, b"to-the-last")
+    assert not [ln for ln in broker.lines[seen:] if " ERROR " in ln]
+
+
+def test_topic_deleted_while_an_answered_addition_goes_on(broker):
+    # The delete lands after the addition was answered (its timeout passed) while the controller
+    # still makes the logs: it waits for them, as for an addition still answering
+    # (test_topic_deleted_while_partitions_are_added), then removes every partition.
+    import os
+    import time
+
+    if not hasattr(broker, "lines"):
+        pytest.skip("looks at the broker's log and data dir")
+    name = "cp-timeout-del-%s" % uuid.uuid4().hex[:6]
+    with WireClient(broker, timeout=60) as c:
+        create_topic(c, name, 1)
+        seen = len(broker.lines)
+        assert _grow(c, name, _GROWN, 20)["error_code"] == 0
+        deleted = c.request(20, 6, {"topics": [{"name": name, "topic_id": bytes(16)}], "timeout_ms": 60000})
+        assert deleted["responses"][0]["error_code"] == 0
+        assert _logged(broker, seen, "goes on after the request's timeout")
+        assert _partition_count(c, name) == -3   # UNKNOWN_TOPIC_OR_PARTITION
+    assert not [ln for ln in broker.lines[seen:] if " ERROR " in ln]
+    deadline = time.monotonic() + 30
+    while True:   # no partition directory stays behind (deletion renames, then removes them)
+        left = [d for d in os.listdir(broker.data_dir) if d.startswith(name + "-")]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert left == []
+
+
+def test_timeout_zero_fails_the_whole_request_and_makes_nothing(broker):
+    # Kafka 4.4's controller never starts a request whose deadline (now + timeout_ms) has passed:
+    # every topic REQUEST_TIMED_OUT with a null message, nothing checked (an existing, an invalid,
+    # a validate_only request alike) and nothing made (measured, compat/kafka/oracle.py).
+    tag = uuid.uuid4().hex[:6]
+    existing, new = "t0-old-%s" % tag, "t0-new-%s" % tag
+    with WireClient(broker) as c:
+        create_topic(c, existing, 1)
+        for timeout_ms, validate_only in ((0, False), (-1, False), (0, True)):
+            r = c.request(19, 7, {"topics": [
+                {"name": n, "num_partitions": p, "replication_factor": 1, "assignments": [], "configs": []}
+                for n, p in ((new, 1), (existing, 1), ("t0-bad-%s" % tag, 0))],
+                "timeout_ms": timeout_ms, "validate_only": validate_only})
+            assert [(t["name"], t["error_code"], t["error_message"], t["num_partitions"]) for t in r["topics"]] == [
+                (new, 7, None, -1), (existing, 7, None, -1), ("t0-bad-%s" % tag, 7, None, -1)]
+            r = c.request(37, 3, {"topics": [{"name": existing, "count": 3, "assignments": None},
+                                             {"name": "t0-nope-%s" % tag, "count": 2, "assignments": None}],
+                                  "timeout_ms": timeout_ms, "validate_only": validate_only})
+            assert [(t["name"], t["error_code"], t["error_message"]) for t in r["results"]] == [
+                (existing, 7, None), ("t0-nope-%s" % tag, 7, None)]
+        assert (_partition_count(c, new), _partition_count(c, existing)) == (-3, 1)
