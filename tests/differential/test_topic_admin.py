@@ -137,3 +137,38 @@ def test_offset_delete_on_an_empty_classic_group(both):
     # what both answered, spelled out: partition 0 deleted, 1 kept, 2 never committed
     assert p["after"] == (0, [(0, -1, 0), (1, 6, 0), (2, -1, 0)]), p
     assert p["delete"] == (0, [(0, 0), (2, 0)]) and p["unknown_group"] == (69, []), p
+
+
+# -- timeout_ms of CreateTopics and CreatePartitions ------------------------------------------
+def test_create_timeouts(both):
+    """timeout_ms <= 0: Kafka's controller never starts the request (its deadline passed), every
+    topic REQUEST_TIMED_OUT with a null message and nothing made, even an invalid or
+    validate_only one.  A positive timeout shorter than the logs take: answered NONE (Kafka once
+    committed, pykbroker at the timeout), and the partitions appear."""
+    def ct(t, topics, timeout_ms, validate_only=False):
+        return call(t, 19, 7, {"topics": [{"name": n, "num_partitions": p, "replication_factor": 1,
+                                           "assignments": [], "configs": []} for n, p in topics],
+                               "timeout_ms": timeout_ms, "validate_only": validate_only})
+
+    def cp(t, topics, timeout_ms, validate_only=False):
+        r = call(t, 37, 3, {"topics": [{"name": n, "count": c, "assignments": None} for n, c in topics],
+                            "timeout_ms": timeout_ms, "validate_only": validate_only})
+        return [(x["name"], x["error_code"], x["error_message"]) for x in r["results"]]
+
+    def scenario(t):
+        create_topic(t, "to-old", 1)
+        out = {}
+        for timeout_ms, validate_only in ((0, False), (-1, False), (0, True)):
+            key = "%d%s" % (timeout_ms, "-validate" if validate_only else "")
+            out["create " + key] = ct(t, [("to-zero", 1), ("to-old", 1), ("to-bad", 0)], timeout_ms, validate_only)
+            out["grow " + key] = cp(t, [("to-old", 3), ("to-nope", 2)], timeout_ms, validate_only)
+        out["after zero"] = (partitions(t, "to-zero"), partitions(t, "to-old"))
+        out["grow past the timeout"] = cp(t, [("to-old", 101)], 20)
+        out["grown"] = settled(lambda: partitions(t, "to-old"), lambda n: n == 101, timeout=60)
+        big = ct(t, [("to-big", 101)], 20)["topics"][0]
+        out["create past the timeout"] = (big["error_code"], big["error_message"], big["num_partitions"])
+        out["created"] = settled(lambda: partitions(t, "to-big"), lambda n: n == 101, timeout=60)
+        return out
+
+    p, k = both(scenario)
+    assert p == k, explain(p, k)
