@@ -177,6 +177,44 @@ def test_admin_changes_through_one_broker_reach_every_broker(cluster, zk):
     assert zk.exists("/config/topics/zk-admin") is None
 
 
+def test_creations_past_their_timeout_as_zookeeper_era_kafka(cluster):
+    # Kafka 3.9 in ZooKeeper mode (measured with compat/kafka/oracle.py's KafkaZkBroker): a
+    # creation is checked and written whatever its timeout_ms; a written topic is answered
+    # REQUEST_TIMED_OUT (null message) at once when timeout_ms <= 0, or when the timeout passes
+    # before the broker shows it, and it appears later; refused and validate_only topics keep
+    # their answers.  (A single node follows KRaft: tests/protocol/test_fuzz_findings.py.)
+    a = cluster.brokers[0]
+
+    def ct(topics, timeout_ms, validate_only=False):
+        with wire.WireClient(addr(a), timeout=60) as c:
+            r = c.request(19, 7, {"topics": [{"name": n, "num_partitions": k, "replication_factor": 2,
+                                              "assignments": [], "configs": []} for n, k in topics],
+                                  "timeout_ms": timeout_ms, "validate_only": validate_only})
+        return [(t["name"], t["error_code"], t["error_message"]) for t in r["topics"]]
+
+    def cp(count, timeout_ms):
+        with wire.WireClient(addr(a), timeout=60) as c:
+            r = c.request(37, 3, {"topics": [{"name": "zk-late", "count": count, "assignments": None}],
+                                  "timeout_ms": timeout_ms, "validate_only": False})
+        return [(t["name"], t["error_code"], t["error_message"]) for t in r["results"]]
+
+    assert ct([("zk-late-v", 1)], 0, validate_only=True) == [("zk-late-v", 0, None)]
+    got = ct([("zk-late", 1), ("zk-late-bad", 0)], 0)
+    assert got[0] == ("zk-late", 7, None) and got[1][:2] == ("zk-late-bad", 37), got
+    for count, timeout_ms in ((1, None), (2, 0), (101, 20)):
+        if timeout_ms is not None:
+            assert cp(count, timeout_ms) == [("zk-late", 7, None)]
+        for node in cluster.brokers:
+            wait_until(lambda: len(partitions_seen_by(node, "zk-late")[1]) == count,
+                       what="%d partitions of zk-late on broker %d" % (count, node.broker_id))
+    assert wire.metadata(addr(a), ["zk-late-v"])["topics"][0]["error_code"] == 3
+    # the last partition works for a real client
+    _produce(cluster, "zk-late", ["last"], partition=100)
+    leader = _leader_of(cluster, "zk-late", 100)["leader_id"]
+    node = next(b for b in cluster.brokers if b.broker_id == leader)
+    assert _read_all(node, "zk-late", 100) == ["last"]
+
+
 def _broker_config(node, resource, key):
     with wire.WireClient(addr(node)) as c:
         d = c.request(32, 4, {"resources": [{"resource_type": 4, "resource_name": resource,
