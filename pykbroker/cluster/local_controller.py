@@ -43,6 +43,10 @@ Ordering against the partition logs (owned by the ReplicaManager):
 - create: the topic is persisted first, then ``replica_manager.make_partitions`` creates its
   logs (the creation is staged in the cache meanwhile), then it is published.  A crash in
   between leaves a persisted topic whose logs the ReplicaManager creates at its next start-up.
+  Once persisted (committed), the logs are made by the controller's own task (``_continue``):
+  the request waits for them at most its ``timeout_ms`` and is then answered as Kafka answers a
+  committed creation (Controller.expired_at_once); a client going away cancels nothing.  New
+  partitions hold a delete of their topic back until they are published or rolled back.
 - delete: the removal is persisted and published first, then
   ``replica_manager.delete_partitions`` removes the logs, so a deleted topic never comes back
   after a crash (left-over directories are the ReplicaManager's to clean).
@@ -389,7 +393,7 @@ class LocalController(Controller):
         with trio.move_on_after(math.inf if wait_s is None else max(wait_s, 0.0)):
             await done.wait()
         if not done.is_set():
-            log.info("%s goes on after the request's timeout of %d ms", what, int((wait_s or 0) * 1000))
+            log.info("%s goes on after the request's timeout", what)
             return False
         if outcome:
             raise outcome[0]

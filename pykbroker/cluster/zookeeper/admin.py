@@ -3,7 +3,9 @@
 CreateTopics, CreatePartitions and AlterConfigs (topics, brokers, groups) write ZooKeeper
 directly (Kafka's AdminZkClient did the same): one multi-op transaction creates the assignment,
 every partition's initial state and the config, so brokers never see half a topic.  The request
-is answered once this broker's cache shows the result (the listener applies it).  DeleteTopics
+is answered once this broker's cache shows the result (the listener applies it), or
+REQUEST_TIMED_OUT when its ``timeout_ms`` passes first or is <= 0 (Kafka's ZooKeeper-era rule;
+the listener goes on, so the change appears later).  DeleteTopics
 writes a pending deletion under ``/admin/delete_topics`` that the active controller completes;
 ElectLeaders and AlterPartitionReassignments go to the active controller at once when this
 broker is it, through ``/admin/preferred_replica_election`` and ``/admin/reassign_partitions``
