@@ -201,7 +201,7 @@ def test_creations_past_their_timeout_as_zookeeper_era_kafka(cluster):
     assert ct([("zk-late-v", 1)], 0, validate_only=True) == [("zk-late-v", 0, None)]
     got = ct([("zk-late", 1), ("zk-late-bad", 0)], 0)
     assert got[0] == ("zk-late", 7, None) and got[1][:2] == ("zk-late-bad", 37), got
-    for count, timeout_ms in ((1, None), (2, 0), (101, 20)):
+    for count, timeout_ms in ((1, None), (2, 0), (51, 20)):
         if timeout_ms is not None:
             assert cp(count, timeout_ms) == [("zk-late", 7, None)]
         for node in cluster.brokers:
@@ -209,10 +209,10 @@ def test_creations_past_their_timeout_as_zookeeper_era_kafka(cluster):
                        what="%d partitions of zk-late on broker %d" % (count, node.broker_id))
     assert wire.metadata(addr(a), ["zk-late-v"])["topics"][0]["error_code"] == 3
     # the last partition works for a real client
-    _produce(cluster, "zk-late", ["last"], partition=100)
-    leader = _leader_of(cluster, "zk-late", 100)["leader_id"]
+    _produce(cluster, "zk-late", ["last"], partition=50)
+    leader = _leader_of(cluster, "zk-late", 50)["leader_id"]
     node = next(b for b in cluster.brokers if b.broker_id == leader)
-    assert _read_all(node, "zk-late", 100) == ["last"]
+    assert _read_all(node, "zk-late", 50) == ["last"]
 
 
 def _broker_config(node, resource, key):

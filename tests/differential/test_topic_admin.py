@@ -163,12 +163,12 @@ def test_create_timeouts(both):
             out["create " + key] = ct(t, [("to-zero", 1), ("to-old", 1), ("to-bad", 0)], timeout_ms, validate_only)
             out["grow " + key] = cp(t, [("to-old", 3), ("to-nope", 2)], timeout_ms, validate_only)
         out["after zero"] = (partitions(t, "to-zero"), partitions(t, "to-old"))
-        out["grow past the timeout"] = cp(t, [("to-old", 101)], 20)
-        out["grown"] = settled(lambda: partitions(t, "to-old"), lambda n: n == 101, timeout=60)
-        big = ct(t, [("to-big", 101)], 20)["topics"][0]
+        out["grow past the timeout"] = cp(t, [("to-old", 51)], 20)
+        out["grown"] = settled(lambda: partitions(t, "to-old"), lambda n: n == 51, timeout=60)
+        big = ct(t, [("to-big", 51)], 20)["topics"][0]
         out["create past the timeout"] = (big["error_code"], big["error_message"], big["num_partitions"])
-        out["created"] = settled(lambda: partitions(t, "to-big"), lambda n: n == 101, timeout=60)
+        out["created"] = settled(lambda: partitions(t, "to-big"), lambda n: n == 51, timeout=60)
         return out
 
-    p, k = both(scenario)
+    p, k = both.at_once(scenario)   # side by side: two brokers sharing nothing
     assert p == k, explain(p, k)
