@@ -90,10 +90,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("pykbroker.metadata")
 
 METADATA_FILE = "__pykbroker_metadata.json"
-
-
-def _partition_count(info: Optional[TopicInfo]) -> str:
-    return "topic deleted" if info is None else "%d partition(s)" % info.num_partitions
 # stands for the encoded ACL list while the rest of the file is encoded (_snapshot)
 _ACLS_PLACEHOLDER = "pykbroker:acls"
 

@@ -116,7 +116,7 @@ class AdminWriter(ZnodeRole):
                 while not predicate():
                     await self.events.wait_changed()
                 return
-        log.info("the request's timeout of %d ms passed before %s; it goes on", int(timeout_s * 1000), what)
+        log.info("the request's timeout passed before %s; it goes on", what)
         raise KafkaError(ErrorCode.REQUEST_TIMED_OUT)
 
     @staticmethod
