@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 from ..protocol.errors import ErrorCode, KafkaError
 from .metadata import TopicInfo, is_valid_topic_name
 from .metadata_cache import Endpoint, MetadataCache, PartitionState
+from .partition_change import manual_assignment_error
 from .topic_validator import TopicValidator
 
 if TYPE_CHECKING:
@@ -356,6 +357,37 @@ class Controller(abc.ABC):
     async def controlled_shutdown(self, timeout_s: float) -> None:
         """Move this broker's leaderships to other in-sync replicas before it stops (a
         cluster's controller): nothing to move on a single node."""
+
+    async def elect_leaders(self, partitions: Iterable[tuple[str, int]], election_type: int = 0,
+                            timeout_s: float = 30.0) -> dict[tuple[str, int], int]:
+        """ElectLeaders of ``partitions`` (existing (topic, p) pairs; ``election_type`` 0
+        preferred, 1 unclean) -> {(topic, p): error code, 0 when elected}, within ``timeout_s``
+        (the request's; 30 s: Kafka's default).  A single node is every partition's preferred
+        and only leader: no election is ever needed."""
+        return {tp: ErrorCode.ELECTION_NOT_NEEDED for tp in partitions}
+
+    async def alter_reassignments(self, items: Iterable[tuple[str, int, Optional[list[int]]]],
+                                  allow_rf_change: bool = True,
+                                  timeout_s: float = 30.0) -> dict[tuple[str, int], tuple[int, Optional[str]]]:
+        """AlterPartitionReassignments: ``items`` [(topic, p, target replicas, or None to cancel)]
+        -> {(topic, p): (error code, message)}.  A single node can only be "reassigned" to itself
+        (a no-op) and has nothing to cancel; its checks and texts are Kafka 4.4's, the same as a
+        cluster controller's (cluster/zookeeper/active.py check_target)."""
+        cache = self.cache
+        out: dict[tuple[str, int], tuple[int, Optional[str]]] = {}
+        for topic, p, target in items:
+            if cache.get(topic) is None:
+                out[(topic, p)] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "Unable to find a topic named %s." % topic)
+            elif cache.partition_state(topic, p) is None:
+                out[(topic, p)] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                   "Unable to find partition %s:%d." % (topic, p))
+            elif target is None:
+                out[(topic, p)] = (ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None)   # Kafka gives no text
+            else:
+                error = manual_assignment_error(list(target), {b.broker_id for b in cache.alive_brokers()})
+                out[(topic, p)] = ((ErrorCode.INVALID_REPLICA_ASSIGNMENT, error) if error is not None
+                                   else (0, None))
+        return out
 
     def replicas_online(self, broker_id: int, partitions: Iterable[tuple[str, int]]) -> None:
         """``broker_id``'s replicas of ``partitions`` are back (the controllers that track

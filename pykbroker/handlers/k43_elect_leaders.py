@@ -11,8 +11,9 @@ Behaviour (Apache Kafka's ElectLeaders, the admin client's ``electLeaders`` and
   nothing was elected), as Kafka does.
 - Per partition: 0 (elected), ELECTION_NOT_NEEDED, PREFERRED_LEADER_NOT_AVAILABLE,
   ELIGIBLE_LEADERS_NOT_AVAILABLE, UNKNOWN_TOPIC_OR_PARTITION.
-- In a cluster the active controller elects (cluster/zookeeper/active.py); a single node is the
-  preferred leader of everything, so every election there is ELECTION_NOT_NEEDED.
+- The controller elects (``Controller.elect_leaders``): in a cluster the active one
+  (cluster/zookeeper/active.py); a single node is the preferred leader of everything, so every
+  election there is ELECTION_NOT_NEEDED (the interface's default, cluster/controller.py).
 Version notes: v1 adds ``election_type`` and the top-level ``error_code``; v2 is flexible.
 """
 from __future__ import annotations
@@ -72,23 +73,22 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     else:
         wanted = [(t["topic"], p) for t in request["topic_partitions"] for p in t["partitions"]]
     known = [tp for tp in wanted if cache.partition_state(*tp) is not None and cache.get(tp[0]) is not None]
-    elect = getattr(ctx.services.controller, "elect_leaders", None)
-    results: dict = {}
-    if elect is not None and known:
+    # elected by the controller (a single node's answers ELECTION_NOT_NEEDED: cluster/controller.py)
+    elected: dict = {}
+    if known:
         timeout_s = max(0.0, request["timeout_ms"] / 1000.0)
         with trio.move_on_after(timeout_s + 1.0):
-            results = await elect(known, etype, timeout_s)
+            elected = await ctx.services.controller.elect_leaders(known, etype, timeout_s)
+    # in the request's order (Kafka's controller answers partition by partition as asked)
+    results: dict = {}
+    known_set = set(known)
     for tp in wanted:
-        if tp in results:
-            continue
-        st = cache.partition_state(*tp) if tp in known else None
-        if st is None:
-            results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        elif elect is None:
-            # one node: it is every partition's preferred and only leader
-            results[tp] = ErrorCode.ELECTION_NOT_NEEDED
-        else:
+        if tp in elected:
+            results[tp] = elected[tp]
+        elif tp in known_set and cache.partition_state(*tp) is not None:
             results[tp] = ErrorCode.REQUEST_TIMED_OUT
+        else:
+            results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     # topic_partitions null: Kafka's controller answers every topic, an empty list where no
     # election was needed
     by_topic: dict[str, list] = {info.name: [] for info in cache.topics.values()} if everything else {}

@@ -14,20 +14,17 @@ Behaviour (Apache Kafka, KIP-455; ``kafka-reassign-partitions.sh`` and the admin
   (cluster/partition_change.py ``manual_assignment_error``); cancelling where nothing is in
   progress has no text.  A reassignment to the current replicas changes nothing.  Each request
   topic entry gets its own response entry (a topic named twice is answered twice).
-- In a cluster the controller does the work (cluster/zookeeper/active.py); a single node can only
-  be "reassigned" to itself (a no-op) and has nothing to cancel.
+- The controller checks and does the work (``Controller.alter_reassignments``): in a cluster the
+  active one (cluster/zookeeper/active.py); a single node can only be "reassigned" to itself (a
+  no-op) and has nothing to cancel (the interface's default, cluster/controller.py).
 Version notes: v1 adds ``allow_replication_factor_change`` (echoed in the response).
 """
 from __future__ import annotations
-
-from typing import Any
 
 import trio
 
 from ..acl.check import permits
 from ..acl.requirements import need
-from ..cluster import partition_change as PC
-from ..cluster.metadata_cache import MetadataCache
 from ..protocol.errors import ErrorCode
 from ..server.dispatch import RequestContext
 from .support.versions import VERSIONS
@@ -35,20 +32,6 @@ from .support.versions import VERSIONS
 API_KEY = 45
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 _CLUSTER = need(API_KEY, "cluster")
-
-
-def _single_node(cache: MetadataCache, topic: str, p: Any, target: Any) -> tuple:
-    """Kafka 4.4's checks and texts (the same as the cluster controller's, check_target)."""
-    if cache.get(topic) is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "Unable to find a topic named %s." % topic
-    if cache.partition_state(topic, p) is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "Unable to find partition %s:%d." % (topic, p)
-    if target is None:
-        return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, None   # Kafka gives no text
-    error = PC.manual_assignment_error(list(target), {b.broker_id for b in cache.alive_brokers()})
-    if error is not None:
-        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, error
-    return 0, None
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
@@ -65,17 +48,13 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                 "error_code": int(_CLUSTER.denial), "error_message": msg,
                 "responses": [{"name": t, "partitions": parts} for t, parts in responses.items()]}
     v = ctx.api_version
-    cache = ctx.broker.metadata_cache
     allow_rf = request["allow_replication_factor_change"] if v >= 1 else True
     items = [(t["name"], p["partition_index"], p["replicas"]) for t in request["topics"] for p in t["partitions"]]
-    alter = getattr(ctx.broker.controller, "alter_reassignments", None)
-    if alter is None:
-        results = {(t, p): _single_node(cache, t, p, r) for t, p, r in items}
-    else:
-        timeout_s = max(0.0, request["timeout_ms"] / 1000.0)
-        results = {}
-        with trio.move_on_after(timeout_s + 1.0):
-            results = await alter(items, allow_rf, timeout_s)
+    # checked and started by the controller (a single node's: cluster/controller.py)
+    timeout_s = max(0.0, request["timeout_ms"] / 1000.0)
+    results: dict = {}
+    with trio.move_on_after(timeout_s + 1.0):
+        results = await ctx.services.controller.alter_reassignments(items, allow_rf, timeout_s)
     def answer(t: dict, p: dict) -> dict:
         code, msg = results.get((t, p), (ErrorCode.REQUEST_TIMED_OUT, None))
         return {"partition_index": p, "error_code": int(code), "error_message": msg if code else None}
