@@ -402,7 +402,12 @@ class BrokerServer:
                         nursery.start_soon(refresher.run)
                 from .handlers.support.services import BrokerServices
                 self.services = BrokerServices(
-                    self.node_id, self.config, self.clock, cache, controller, rm, gc, tc, sc)
+                    node_id=self.node_id, config=self.config, clock=self.clock, metadata_cache=cache,
+                    controller=controller, replica_manager=rm, log_manager=log_manager,
+                    handlers=self.handlers, group_coordinator=gc, transaction_coordinator=tc,
+                    share_coordinator=sc, client_quotas=self.client_quotas, token_manager=self.token_manager,
+                    password_encoder=self.password_encoder, listener_security=self.listener_security,
+                    share_partitions=lambda: self.share_partition_manager)
                 bound = []
                 for li in self.listeners:
                     bound.append(await nursery.start(serve_listener, self, li))

@@ -178,7 +178,7 @@ def _current_leader(ctx: RequestContext, meta: MetadataCache, r: dict, name: str
         return
     r["current_leader"] = leader
     if ctx.api_version >= 16 and reg is not None:
-        e = reg.endpoint(getattr(ctx.connection, "listener_name", "PLAINTEXT"))
+        e = reg.endpoint(ctx.listener_name)
         if e is not None:
             endpoints[reg.broker_id] = {"node_id": reg.broker_id, "host": e.host, "port": e.port, "rack": reg.rack}
 
@@ -261,7 +261,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         code = ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR
     else:
         code = 0
-    if code:
+    if code or s is None:   # (s is None only with a code)
         sessions.stats["session_errors"] += 1
         return error_response(ctx, request, code)
     named = set()

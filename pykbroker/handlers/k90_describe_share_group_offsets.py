@@ -19,6 +19,7 @@ from typing import Any
 
 from ..acl.check import permits
 from ..acl.requirements import need
+from ..cluster.partition import Partition
 from ..coordinator.group.api import group_precheck
 from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode as E, KafkaError
 from ..server.dispatch import RequestContext
@@ -45,7 +46,7 @@ def _part(idx: int, start: Any = -1, epoch: Any = -1, lag: Any = -1, code: int =
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
     md = ctx.services.metadata_cache
-    sc = ctx.broker.share_coordinator
+    sc = ctx.services.share_coordinator
     rm = ctx.services.replica_manager
     out = []
     for g in request["groups"]:
@@ -100,7 +101,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                     continue
                 part = rm.get_partition(name, i)
                 lag = -1
-                if part is not None and not part.offline:
+                if isinstance(part, Partition) and not part.offline:   # (an OfflinePartition is offline)
                     done = max(st.delivery_complete_count, 0)
                     lag = max(0, part.high_watermark - st.start_offset - done)
                 parts.append(_part(i, st.start_offset, st.leader_epoch, lag))

@@ -37,6 +37,7 @@ from .dispatch import (  # noqa: F401  (CloseConnection, RequestContext, error_r
 
 if TYPE_CHECKING:
     from ..security.authenticator import SaslAuthenticator
+    from ..security.listeners import ListenerSecurity
     from ..storage.segment import FileRegion
 
 log = logging.getLogger("pykbroker.connection")
@@ -77,10 +78,16 @@ def _only_disconnects(exc: BaseException) -> bool:
 
 
 class Connection:
+    """What handlers read of a connection (through ``ctx.connection``): ``listener_name``,
+    ``peer``, ``principal``, ``authenticator``, ``token_authenticated`` and ``sec``, all
+    declared here with a plain listener's values; a secured listener's (server/secure.py) has
+    its own."""
     # Kafka's principal of an unauthenticated connection (PLAINTEXT listeners); secured
     # listeners' connections (server/secure.py) replace it once the client is known.
     principal = "User:ANONYMOUS"
     authenticator: Optional[SaslAuthenticator] = None   # SASL listeners' (server/secure.py)
+    # the listener's TLS/SASL setup (security/listeners.py); None on a PLAINTEXT listener
+    sec: Optional[ListenerSecurity] = None
     authz = None
     # when something was last read from or written to the socket (time.monotonic): Kafka's idle
     # expiry and its least-recently-used order (quota/connections.py)
@@ -114,6 +121,12 @@ class Connection:
         self.quotas: Any = getattr(broker, "client_quotas", None)
         self.quota_session: Any = None   # quota/manager.QuotaSession, made by the first accounted request
         self.decode_seconds = 0.0        # the last request's decoding time, kept while request quotas are stored
+
+    @property
+    def token_authenticated(self) -> bool:
+        """Authenticated with a delegation token (Kafka's KafkaPrincipal.tokenAuthenticated):
+        never on a plain connection (server/secure.py's SASL/SCRAM connections may be)."""
+        return False
 
     async def run(self) -> None:
         if self.observer is not None:

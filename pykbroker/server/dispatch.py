@@ -39,8 +39,10 @@ from ..protocol.primitives import ProtocolError
 from .faults import FaultPlan
 
 if TYPE_CHECKING:
+    from ..handlers.support.services import BrokerServices
     from ..protocol.codec import ApiSpec
     from ..protocol.framing import RequestHeader
+    from .connection import Connection
 
 log = logging.getLogger("pykbroker.connection")
 
@@ -65,10 +67,12 @@ class RequestContext:
                  "on_throttled")
 
     # broker and connection are opaque to the dispatcher (the BrokerServer and the Connection,
-    # or a test's stand-ins); handlers read them
+    # or a test's stand-ins).  Handlers read the broker's components through ``services`` only,
+    # never ``broker`` (tests/install/test_handler_services.py); the connection is None where a
+    # test or benchmark dispatches without one.
     def __init__(self, broker: Any, connection: Any, header: RequestHeader, size: int = 0) -> None:
         self.broker = broker
-        self.connection = connection
+        self.connection: Optional[Connection] = connection
         self.api_key = header.api_key
         self.api_version = header.api_version
         self.correlation_id = header.correlation_id
@@ -81,9 +85,17 @@ class RequestContext:
         self.on_throttled: Optional[list] = None
 
     @property
-    def services(self) -> Any:
+    def services(self) -> BrokerServices:
         """The broker's components a handler may use (handlers/support/services.py: BrokerServices)."""
         return self.broker.services
+
+    @property
+    def listener_name(self) -> str:
+        """The listener the request came in on: the endpoints a handler answers with (Metadata,
+        FindCoordinator, a NOT_LEADER's current leader) are those of this listener, as Kafka's.
+        Without a connection (a test's or benchmark's dispatcher) PLAINTEXT, the default listener."""
+        c = self.connection
+        return c.listener_name if c is not None else "PLAINTEXT"
 
 
 class HandleRequest:

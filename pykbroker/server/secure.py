@@ -35,6 +35,7 @@ from .faults import FaultPlan
 from ..security.tls_transport import TlsTransport
 
 if TYPE_CHECKING:
+    from ..security.listeners import ListenerSecurity
     from ..storage.segment import FileRegion
 
 log = logging.getLogger("pykbroker.connection")
@@ -128,6 +129,8 @@ def _token_lookup(broker: Any) -> Optional[Callable[[str, str], Optional[str]]]:
 class SecureConnection(Connection):
     """A connection of a listener with security (``sec``: security/listeners.ListenerSecurity)."""
 
+    sec: ListenerSecurity   # never None here
+
     def __init__(self, broker: Any, stream: trio.SocketStream, listener_name: str, sec: Any) -> None:
         super().__init__(broker, stream, listener_name)
         self.sec = sec
@@ -170,7 +173,9 @@ class SecureConnection(Connection):
         # From here on the connection's stream is the TLS transport (its close sends close_notify).
         # Connection types it as the plain socket stream its own socket-level paths (direct
         # reads, sendfile) use; those never run on a TLS connection, which reads below.
-        self.stream = tls = TlsTransport(self.stream, self.sec.ssl_context)  # type: ignore[assignment]
+        context = self.sec.ssl_context
+        assert context is not None   # built with every TLS listener's security (security/listeners.py)
+        self.stream = tls = TlsTransport(self.stream, context)  # type: ignore[assignment]
         try:
             with trio.fail_after(TLS_HANDSHAKE_TIMEOUT):
                 await tls.do_handshake()
@@ -187,7 +192,9 @@ class SecureConnection(Connection):
         if der:
             try:
                 from ..security.tls import certificate_dn
-                self._tls_principal = "User:" + self.sec.principal_rules.name(certificate_dn(der))
+                rules = self.sec.principal_rules
+                assert rules is not None   # built with every TLS listener's security
+                self._tls_principal = "User:" + rules.name(certificate_dn(der))
             except Exception as e:   # no rule matches / unreadable certificate: Kafka fails the connection
                 log.info("closing connection from %s: no principal for its certificate (%s)", self.peer, e)
                 return
