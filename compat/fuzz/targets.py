@@ -34,13 +34,15 @@ from pykbroker.server.dispatch import Close, Dispatcher, HandleRequest, SendResp
 
 API_KEYS = sorted(APIS)
 _HANDLERS = None
-_BROKER = types.SimpleNamespace(handlers=None)
+# the broker as far as dispatch reaches it: a too-new ApiVersions is answered with the list of
+# its services' handler table
+_BROKER = types.SimpleNamespace(handlers=None, services=types.SimpleNamespace(handlers=None))
 
 
 def _handlers():
     global _HANDLERS
     if _HANDLERS is None:
-        _HANDLERS = _BROKER.handlers = load_handlers()
+        _HANDLERS = _BROKER.handlers = _BROKER.services.handlers = load_handlers()
     return _HANDLERS
 
 

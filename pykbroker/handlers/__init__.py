@@ -63,7 +63,7 @@ class LazyHandler:
     def __getattr__(self, attr: str) -> Any:   # only called for what __init__ did not set
         if attr in _CONSTANTS or attr.startswith("__"):
             raise AttributeError(attr)
-        return getattr(self.load(), attr)
+        return getattr(self.load(), attr)   # forwarding to the module it stands for (dynamic by design)
 
     def __repr__(self) -> str:
         return "<LazyHandler %s (not imported yet)>" % self.__name__

@@ -258,7 +258,7 @@ def _add_current_leader(ctx: RequestContext, r: dict, topic: str, index: int, en
     if leader is None:
         return
     r["current_leader"] = leader
-    e = reg.endpoint(getattr(ctx.connection, "listener_name", "PLAINTEXT")) if reg is not None else None
+    e = reg.endpoint(ctx.listener_name) if reg is not None else None
     if e is not None:
         endpoints[reg.broker_id] = {"node_id": reg.broker_id, "host": e.host, "port": e.port, "rack": reg.rack}
 

@@ -74,8 +74,8 @@ def _error_topic(code: int, name: str | None, topic_id: Any = ZERO_UUID) -> dict
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
-    broker = ctx.broker
-    md = broker.metadata_cache
+    services = ctx.services
+    md = services.metadata_cache
     v = ctx.api_version
     req_topics = request["topics"]
     all_topics = req_topics is None or (v == 0 and not req_topics)
@@ -118,7 +118,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                 else:
                     topics_out.append(topic_entry(md, info))
         else:
-            allow_auto = request["allow_auto_topic_creation"] and broker.config["auto.create.topics.enable"]
+            allow_auto = request["allow_auto_topic_creation"] and services.config["auto.create.topics.enable"]
             # auto-creation needs CREATE on the cluster or on the topic
             create_anywhere = az is None or az.permits(_AUTO_CREATE_ANY, log_denied=False)
             seen = set()
@@ -143,7 +143,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                 else:
                     if allow_auto:
                         # KRaft answers the creating request with UNKNOWN_TOPIC_OR_PARTITION.
-                        await broker.controller.auto_create(name)
+                        await services.controller.auto_create(name)
                     topics_out.append(_error_topic(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
     topics_out += denied_create
     topics_out += denied_describe
@@ -154,7 +154,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     cluster_ops = NOT_REQUESTED
     if 8 <= v <= 10 and request["include_cluster_authorized_operations"]:
         cluster_ops = cluster_operations(ctx)
-    brokers = brokers_of(md, getattr(ctx.connection, "listener_name", "PLAINTEXT"))
+    brokers = brokers_of(md, ctx.listener_name)
     return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": md.cluster_id,
             "controller_id": md.controller_id, "topics": topics_out,
             "cluster_authorized_operations": cluster_ops, "error_code": 0}

@@ -109,7 +109,7 @@ async def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict:
     else:
         code = E.INVALID_REQUEST
     reg = md.broker(node) if not code else None
-    li = reg.endpoint(getattr(ctx.connection, "listener_name", "PLAINTEXT")) if reg is not None else None
+    li = reg.endpoint(ctx.listener_name) if reg is not None else None
     if li is None:
         code = code or E.COORDINATOR_NOT_AVAILABLE  # no leader / not registered (yet)
         return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": int(code),

@@ -21,7 +21,8 @@ MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/version
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
-    auth = getattr(ctx.connection, "authenticator", None)
+    conn = ctx.connection
+    auth = conn.authenticator if conn is not None else None   # None: not a SASL listener
     if auth is None:
         return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []}
     if auth.complete:

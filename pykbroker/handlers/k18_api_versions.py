@@ -38,11 +38,14 @@ feature lists; v4 lists features with minimum 0; v5 adds cluster_id/node_id.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..protocol.errors import ErrorCode
 from ..server.dispatch import RequestContext
 from .support.versions import VERSIONS
+
+if TYPE_CHECKING:
+    from .support.services import BrokerServices
 
 API_KEY = 18
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
@@ -58,34 +61,35 @@ FINALIZED_FEATURES_EPOCH = 0
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
-def api_keys(broker: Any) -> list[dict]:
+def api_keys(handlers: dict[int, Any]) -> list[dict]:
+    # ADVERTISED_MIN_VERSION is an optional constant of a handler module (or its stand-in):
+    # a module without one advertises its MIN_VERSION
     return [{"api_key": k, "min_version": getattr(h, "ADVERTISED_MIN_VERSION", h.MIN_VERSION),
              "max_version": h.MAX_VERSION}
-            for k, h in sorted(broker.handlers.items())]
+            for k, h in sorted(handlers.items())]
 
 
-def finalized_level(broker: Any, name: str, hi: int) -> int:
-    handlers = getattr(broker, "handlers", None)
-    if name == "share.version" and handlers is not None and 76 not in handlers:
+def finalized_level(services: BrokerServices, name: str, hi: int) -> int:
+    handlers = services.handlers
+    if name == "share.version" and 76 not in handlers:
         return 0   # an --as-kafka profile of a release without share groups (before 4.1)
-    if name == "streams.version" and handlers is not None and 88 not in handlers:
+    if name == "streams.version" and 88 not in handlers:
         return 0   # an --as-kafka profile without StreamsGroupHeartbeat (before Kafka 4.1)
     key = _FINALIZED_FROM_CONFIG.get(name)
-    config = getattr(broker, "config", None)
-    if key is None or config is None:
+    if key is None:
         return hi
-    level = min(config[key], hi)
+    level = min(services.config[key], hi)
     if name == "transaction.version":
         # an --as-kafka profile without EndTxn v5 (before Kafka 4.0) cannot serve version 2
         # clients, and such a release's broker finalized no transaction version by default
-        end_txn = broker.handlers.get(26)
+        end_txn = handlers.get(26)
         if end_txn is None or end_txn.MAX_VERSION < 5:
             level = 0
     return level
 
 
-def _features(v: int, broker: Any = None) -> dict:
-    levels = [(n, finalized_level(broker, n, hi)) for n, lo, hi in FEATURES]
+def _features(v: int, services: BrokerServices) -> dict:
+    levels = [(n, finalized_level(services, n, hi)) for n, lo, hi in FEATURES]
     return {"supported_features": [{"name": n, "min_version": lo, "max_version": hi}
                                    for n, lo, hi in FEATURES if v >= 4 or lo > 0],
             "finalized_features_epoch": FINALIZED_FEATURES_EPOCH,
@@ -106,14 +110,14 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         if cluster_id is not None and (cluster_id != ctx.services.metadata_cache.cluster_id
                                        or node_id != ctx.services.node_id):
             return {"error_code": ErrorCode.REBOOTSTRAP_REQUIRED, "api_keys": [], "throttle_time_ms": 0}
-    out = {"error_code": 0, "api_keys": api_keys(ctx.broker), "throttle_time_ms": 0}
+    out = {"error_code": 0, "api_keys": api_keys(ctx.services.handlers), "throttle_time_ms": 0}
     if v >= 3:
-        out.update(_features(v, ctx.broker))
+        out.update(_features(v, ctx.services))
     return out
 
 
 def unsupported_version_response(ctx: RequestContext) -> dict:
-    return {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": api_keys(ctx.broker)}
+    return {"error_code": ErrorCode.UNSUPPORTED_VERSION, "api_keys": api_keys(ctx.services.handlers)}
 
 
 def invalid_request_response(ctx: RequestContext) -> dict:

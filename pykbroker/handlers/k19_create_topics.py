@@ -37,7 +37,7 @@ only in encoding; v6 only in quota semantics.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -51,6 +51,9 @@ from ..server.dispatch import RequestContext
 from .support.common import DUPLICATE_TOPIC, TOO_MANY_PARTITIONS, each_topic_once, error_per_item, request_wait
 from .support.versions import VERSIONS
 
+if TYPE_CHECKING:
+    from .support.services import BrokerServices
+
 API_KEY = 19
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 _CLUSTER = need(API_KEY, "cluster")
@@ -58,29 +61,29 @@ _CONFIGS = need(API_KEY, "configs")
 _TOPIC = need(API_KEY, "topic")
 
 
-def config_entries(broker: Any, overrides: dict) -> list[dict]:
+def config_entries(services: BrokerServices, overrides: dict) -> list[dict]:
     out = []
     for name in sorted(TOPIC_CONFIGS):
         d = TOPIC_CONFIGS[name]
         if name in overrides:
             value, source = overrides[name], SOURCE_TOPIC
         else:
-            value, source = broker.config.topic_default(name)
+            value, source = services.config.topic_default(name)
         out.append({"name": name, "value": d.render(value), "read_only": False,
                     "config_source": source, "is_sensitive": d.type == "password"})
     return out
 
 
-def _requested_partitions(broker: Any, t: dict) -> int:
+def _requested_partitions(services: BrokerServices, t: dict) -> int:
     if t["assignments"]:
         return len(t["assignments"])
     n = t["num_partitions"]
-    return broker.config["num.partitions"] if n == -1 else max(n, 0)
+    return services.config["num.partitions"] if n == -1 else max(n, 0)
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
-    broker = ctx.broker
-    controller = broker.controller
+    services = ctx.services
+    controller = services.controller
     topics = request["topics"]
     results = []
     counts: dict[str, int] = {}
@@ -89,7 +92,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     if controller.expired_at_once(request["timeout_ms"]):
         return error_response(ctx, request, ErrorCode.REQUEST_TIMED_OUT)   # nothing checked or made
     wait = request_wait(request["timeout_ms"])
-    total = sum(_requested_partitions(broker, t) for t in topics if counts[t["name"]] == 1)
+    total = sum(_requested_partitions(services, t) for t in topics if counts[t["name"]] == 1)
     if total > MAX_PARTITIONS_PER_REQUEST:
         return {"throttle_time_ms": 0, "topics": [
             _failed(t["name"], ErrorCode.POLICY_VIOLATION, TOO_MANY_PARTITIONS) for t in topics]}
@@ -126,7 +129,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             # created, but its configs are not shown to a client that may not describe them
             config_code, described = int(_TOPIC.denial), []
         else:
-            config_code, described = 0, config_entries(broker, info.configs)
+            config_code, described = 0, config_entries(services, info.configs)
         results.append({"name": name, "topic_id": info.topic_id, "error_code": 0, "error_message": None,
                         "topic_config_error_code": config_code, "num_partitions": info.num_partitions,
                         "replication_factor": info.replication_factor, "configs": described})

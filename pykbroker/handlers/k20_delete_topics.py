@@ -67,10 +67,10 @@ def _add_once(x: Any, listed: list, twice: set) -> None:
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
-    broker = ctx.broker
-    md = broker.metadata_cache
+    services = ctx.services
+    md = services.metadata_cache
     v = ctx.api_version
-    if not broker.config["delete.topic.enable"]:
+    if not services.config["delete.topic.enable"]:
         if v < 3:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Topic deletion is disabled.")
         raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED)
@@ -142,7 +142,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             out.append(_result(n, tid, ErrorCode.THROTTLING_QUOTA_EXCEEDED))
             continue
         try:
-            await broker.controller.delete_topic(n)
+            await services.controller.delete_topic(n)
             out.append(_result(n, tid, ErrorCode.NONE))
         except KafkaError as e:
             out.append(_result(n, tid, e.code, e.message))

@@ -48,8 +48,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     az = session(ctx)
     if az is not None and not az.permits(_CLUSTER):
         return error_response(ctx, request, _CLUSTER.denial)
-    broker = ctx.broker
-    rm = broker.replica_manager
+    services = ctx.services
+    rm = services.replica_manager
     out = []
     waits = []
     for m in request["markers"]:
@@ -62,7 +62,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                 r = {"partition_index": idx, "error_code": 0}
                 try:
                     if t["name"] == OFFSETS_TOPIC:
-                        gc = broker.group_coordinator
+                        gc = services.group_coordinator
                         if gc is None:
                             raise KafkaError(E.UNKNOWN_TOPIC_OR_PARTITION)
                         r["error_code"] = int(await gc.complete_transaction(idx, pid, epoch, commit).get())

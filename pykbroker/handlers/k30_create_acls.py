@@ -60,7 +60,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             valid.append(b)
     if valid:
         try:
-            await ctx.broker.controller.alter_acls(added=valid)
+            await ctx.services.controller.alter_acls(added=valid)
         except KafkaError as e:
             for r in results:
                 if r["error_code"] == 0:

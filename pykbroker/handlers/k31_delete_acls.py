@@ -60,7 +60,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
              "permission_type": b.permission} for b in matched]})
     if removed:
         try:
-            await ctx.broker.controller.alter_acls(removed=list(removed))
+            await ctx.services.controller.alter_acls(removed=list(removed))
         except KafkaError as e:
             return _all(request, e.code, e.message)
     return {"throttle_time_ms": 0, "filter_results": results}

@@ -38,7 +38,7 @@ flexible.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import (BROKER_CONFIGS, SOURCE_DEFAULT, SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT,
                       SOURCE_STATIC_BROKER, SOURCE_TOPIC, TOPIC_CONFIGS)
@@ -49,6 +49,9 @@ from .support.common import error_per_item
 from .support.config_resources import (BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC, TYPE_NAMES,
                                config_authorization_error)
 from .support.versions import VERSIONS
+
+if TYPE_CHECKING:
+    from .support.services import BrokerServices
 from ..config import group as GC
 
 API_KEY = 32
@@ -95,13 +98,13 @@ def _config_synonyms(config: Any, name: str, names: list[str]) -> list[dict]:
     return out
 
 
-def _topic_entry(broker: Any, d: Any, overrides: Any, effective: Any, synonyms_on: bool, docs_on: bool) -> dict:
+def _topic_entry(services: BrokerServices, d: Any, overrides: Any, effective: Any, synonyms_on: bool, docs_on: bool) -> dict:
     name = d.name
     syn = []
     if name in overrides:
         syn.append({"name": name, "value": d.render(overrides[name]), "source": SOURCE_TOPIC})
     if d.broker_key is not None:
-        syn += _config_synonyms(broker.config, d.broker_key, broker_synonyms(d.broker_key))
+        syn += _config_synonyms(services.config, d.broker_key, broker_synonyms(d.broker_key))
     source = syn[0]["source"] if syn else SOURCE_DEFAULT
     return {"name": name, "value": d.render(effective[name]), "read_only": False,
             "config_source": source, "is_sensitive": d.type == "password",
@@ -109,17 +112,17 @@ def _topic_entry(broker: Any, d: Any, overrides: Any, effective: Any, synonyms_o
             "documentation": d.doc if docs_on else None}
 
 
-def _broker_entry(broker: Any, d: Any, synonyms_on: bool, docs_on: bool, cluster_default: bool = False) -> dict:
-    syn = _config_synonyms(broker.config, d.name, broker_synonyms(d.name))
+def _broker_entry(services: BrokerServices, d: Any, synonyms_on: bool, docs_on: bool, cluster_default: bool = False) -> dict:
+    syn = _config_synonyms(services.config, d.name, broker_synonyms(d.name))
     if cluster_default:   # the "" resource: only the dynamic default layer (Kafka's perBrokerConfig=false)
         syn = [s for s in syn if s["source"] == SOURCE_DYNAMIC_DEFAULT]
     sensitive = d.type == "password"
     # A config without a default that is not set is null (log.dirs falls back to log.dir
     # inside the broker, but Kafka reports it unset).
     if cluster_default:
-        value = broker.config.dynamic_layer(False).get(d.name)
-    elif broker.config.layers_set(d.name) or d.default is not None:
-        value = broker.config.get(d.name)
+        value = services.config.dynamic_layer(False).get(d.name)
+    elif services.config.layers_set(d.name) or d.default is not None:
+        value = services.config.get(d.name)
     else:
         value = None
     return {"name": d.name, "value": None if sensitive else d.render(value), "read_only": d.read_only,
@@ -128,7 +131,7 @@ def _broker_entry(broker: Any, d: Any, synonyms_on: bool, docs_on: bool, cluster
             "documentation": d.doc if docs_on else None}
 
 
-def _group_entry(broker: Any, d: Any, stored: Any, synonyms_on: bool, docs_on: bool) -> dict:
+def _group_entry(services: BrokerServices, d: Any, stored: Any, synonyms_on: bool, docs_on: bool) -> dict:
     syn = []
     if d.name in stored:
         try:
@@ -137,7 +140,7 @@ def _group_entry(broker: Any, d: Any, stored: Any, synonyms_on: bool, docs_on: b
             value = stored[d.name]
         syn.append({"name": d.name, "value": value, "source": SOURCE_GROUP_CONFIG})
     if d.broker_key is not None and d.broker_key in BROKER_CONFIGS:
-        syn += _config_synonyms(broker.config, d.broker_key, [d.broker_key])
+        syn += _config_synonyms(services.config, d.broker_key, [d.broker_key])
     else:   # no such broker config: Kafka's default under the group config's own name (or its broker key)
         syn.append({"name": d.broker_key or d.name, "value": GC.render(d, d.default), "source": SOURCE_DEFAULT})
     if d.name == "streams.assignor.name":   # the first of group.streams.assignors
@@ -149,7 +152,7 @@ def _group_entry(broker: Any, d: Any, stored: Any, synonyms_on: bool, docs_on: b
 
 
 def _describe(ctx: RequestContext, res: dict, synonyms_on: bool, docs_on: bool) -> dict:
-    broker = ctx.broker
+    services = ctx.services
     rtype, rname, keys = res["resource_type"], res["resource_name"], res["configuration_keys"]
     keyset = None if keys is None else set(keys)   # None: every config
 
@@ -159,31 +162,31 @@ def _describe(ctx: RequestContext, res: dict, synonyms_on: bool, docs_on: bool) 
               "configs": []}
     if rtype == TOPIC:
         validate_topic_name(rname)
-        info = broker.metadata_cache.get(rname)
+        info = services.metadata_cache.get(rname)
         if info is None:
             result["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             return result
-        effective = broker.metadata_cache.effective_config(rname)
-        result["configs"] = [_topic_entry(broker, TOPIC_CONFIGS[n], info.configs, effective, synonyms_on, docs_on)
+        effective = services.metadata_cache.effective_config(rname)
+        result["configs"] = [_topic_entry(services, TOPIC_CONFIGS[n], info.configs, effective, synonyms_on, docs_on)
                              for n in sorted(TOPIC_CONFIGS) if wanted(n)]
     elif rtype == BROKER:
         if not rname:
             # the cluster-wide dynamic defaults that are set
-            layer = broker.config.dynamic_layer(False)
-            result["configs"] = [_broker_entry(broker, BROKER_CONFIGS[n], synonyms_on, docs_on, cluster_default=True)
+            layer = services.config.dynamic_layer(False)
+            result["configs"] = [_broker_entry(services, BROKER_CONFIGS[n], synonyms_on, docs_on, cluster_default=True)
                                  for n in sorted(layer) if wanted(n)]
             return result
-        if _broker_id(rname) != broker.node_id:
+        if _broker_id(rname) != services.node_id:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Unexpected broker id, expected %d or empty string, "
-                             "but received %s" % (broker.node_id, rname))
-        result["configs"] = [_broker_entry(broker, BROKER_CONFIGS[n], synonyms_on, docs_on)
+                             "but received %s" % (services.node_id, rname))
+        result["configs"] = [_broker_entry(services, BROKER_CONFIGS[n], synonyms_on, docs_on)
                              for n in sorted(BROKER_CONFIGS) if wanted(n) and not BROKER_CONFIGS[n].internal]
     elif rtype == BROKER_LOGGER:
         if not rname:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
-        if _broker_id(rname) != broker.node_id:
+        if _broker_id(rname) != services.node_id:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Unexpected broker id, expected %d but received %s"
-                             % (broker.node_id, rname))
+                             % (services.node_id, rname))
         level = logging.getLevelName(logging.getLogger().getEffectiveLevel())
         if wanted("root"):
             result["configs"] = [{"name": "root", "value": level, "read_only": False,
@@ -192,10 +195,10 @@ def _describe(ctx: RequestContext, res: dict, synonyms_on: bool, docs_on: bool) 
     elif rtype == GROUP:
         if not rname:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
-        stored = broker.controller.group_configs(rname)
+        stored = services.controller.group_configs(rname)
         defs = [d for d in GC.GROUP_CONFIGS.values() if d.internal and d.name in stored]
         defs += [d for d in GC.GROUP_CONFIGS.values() if not d.internal]
-        result["configs"] = [_group_entry(broker, d, stored, synonyms_on, docs_on) for d in defs if wanted(d.name)]
+        result["configs"] = [_group_entry(services, d, stored, synonyms_on, docs_on) for d in defs if wanted(d.name)]
     else:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "Unsupported resource type: %s" % _type_name(rtype))
     return result

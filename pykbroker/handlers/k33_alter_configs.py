@@ -48,18 +48,18 @@ async def _one(ctx: RequestContext, res: dict, validate_only: bool) -> None:
     check_config_list(configs, lambda c: False)
     rtype, name = res["resource_type"], res["resource_name"]
     if rtype == TOPIC:
-        await alter_topic(ctx.broker, name, {c["name"]: c["value"] for c in configs}, validate_only)
+        await alter_topic(ctx.services, name, {c["name"]: c["value"] for c in configs}, validate_only)
     elif rtype == BROKER:
-        check_broker_name(ctx.broker, name)
+        check_broker_name(ctx.services, name)
         new = {c["name"]: c["value"] for c in configs}
         # the replacement writes the names it lists and drops the stored ones it does not list
-        dropped = ctx.broker.controller.broker_configs(broker_entity(ctx.broker, name)).keys() - new.keys()
-        await alter_broker(ctx.broker, name, new, new, validate_only,
+        dropped = ctx.services.controller.broker_configs(broker_entity(ctx.services, name)).keys() - new.keys()
+        await alter_broker(ctx.services, name, new, new, validate_only,
                            altered=new.keys() | dropped, removes_cluster_min_isr=MIN_ISR not in new)
     elif rtype == BROKER_LOGGER:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "Unknown resource type %d" % rtype)
     elif rtype == GROUP:
-        await alter_group(ctx.broker, name, {c["name"]: c["value"] for c in configs}, validate_only)
+        await alter_group(ctx.services, name, {c["name"]: c["value"] for c in configs}, validate_only)
     else:
         raise unsupported_type(rtype)
 

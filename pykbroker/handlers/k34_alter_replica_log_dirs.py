@@ -22,13 +22,16 @@ Version notes: v2 is flexible.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..acl.check import permits
 from ..acl.requirements import need
 from ..protocol.errors import ErrorCode, KafkaError
 from ..server.dispatch import RequestContext
 from .support.versions import VERSIONS
+
+if TYPE_CHECKING:
+    from .support.services import BrokerServices
 
 API_KEY = 34
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
@@ -38,14 +41,14 @@ _CLUSTER = need(API_KEY, "cluster")
 _MAX_NAME = 255
 
 
-async def _move(broker: Any, tp: Any, path: str) -> int:
+async def _move(services: BrokerServices, tp: Any, path: str) -> int:
     if len(("%s-%d.%s-future" % (tp[0], tp[1], "0" * 32)).encode()) > _MAX_NAME:
         return int(ErrorCode.INVALID_TOPIC_EXCEPTION)
     try:
-        await broker.log_manager.alter_log_dir(tp, path)
+        await services.log_manager.alter_log_dir(tp, path)
     except KafkaError as e:
         if e.code == ErrorCode.REPLICA_NOT_AVAILABLE:
-            info = broker.metadata_cache.get(tp[0])
+            info = services.metadata_cache.get(tp[0])
             if info is None or tp[1] not in info.partition_ids():
                 return int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return int(e.code)
@@ -71,7 +74,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                 targets[(t["name"], p)] = d["path"]
     results: dict[str, list] = {}
     for tp, path in targets.items():
-        code = await _move(ctx.broker, tp, path)
+        code = await _move(ctx.services, tp, path)
         results.setdefault(tp[0], []).append({"partition_index": tp[1], "error_code": code})
     return {"throttle_time_ms": 0,
             "results": [{"topic_name": t, "partitions": ps} for t, ps in results.items()]}

@@ -68,7 +68,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     if not permits(ctx, _CLUSTER):
         # Kafka: no log dir at all, the error at the top (v1-2 have no field for it)
         return {"throttle_time_ms": 0, "error_code": int(_CLUSTER.denial), "results": []}
-    lm = ctx.broker.log_manager
+    lm = ctx.services.log_manager
     wanted = None
     if request["topics"] is not None:
         wanted = {(t["topic"], p) for t in request["topics"] for p in t["partitions"]}

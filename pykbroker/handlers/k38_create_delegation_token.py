@@ -63,7 +63,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     code, info, hmac = tm.create(owner, requester, renewers, request["max_lifetime_ms"])
     if info is None:
         return _answer(code, owner, requester, ts=0)
-    await ctx.broker.controller.alter_delegation_tokens(upserts=[info])
+    await ctx.services.controller.alter_delegation_tokens(upserts=[info])
     # Kafka's line (never the HMAC: with the id it is the token's password)
     log.info("Created a delegation token: %s for owner: %s (requester %s)", info.token_id, owner, requester)
     return _answer(ErrorCode.NONE, owner, requester, token_id=info.token_id, hmac=hmac,

@@ -68,7 +68,7 @@ Version notes: v1 is flexible; no other difference.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import BROKER_CONFIGS, TOPIC_CONFIGS
 from ..server.dispatch import RequestContext
@@ -78,6 +78,9 @@ from .support.config_resources import (APPEND, BROKER, BROKER_LOGGER, DELETE, GR
                                check_config_list, invalid_config as _invalid_config,
                                invalid_request as _invalid_request, java_int as _java_int, unsupported_type)
 from .support.versions import VERSIONS
+
+if TYPE_CHECKING:
+    from .support.services import BrokerServices
 
 API_KEY = 44
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
@@ -135,16 +138,16 @@ def _logger_exists(name: str) -> bool:
     return name == "root" or isinstance(logging.root.manager.loggerDict.get(name), logging.Logger)
 
 
-def _alter_loggers(broker: Any, res: dict, validate_only: bool) -> None:
+def _alter_loggers(services: BrokerServices, res: dict, validate_only: bool) -> None:
     """Kafka's RuntimeLoggerManager.applyChangesForResource."""
     name = res["resource_name"]
     try:
         node = _java_int(name)
     except ValueError:
         raise _invalid_request("Node id must be an integer, but it is: %s" % name) from None
-    if node != broker.node_id:
+    if node != services.node_id:
         # Kafka's message prints its own id twice.
-        raise _invalid_request("Unexpected node id. Expected %d, but received %d" % (broker.node_id, broker.node_id))
+        raise _invalid_request("Unexpected node id. Expected %d, but received %d" % (services.node_id, services.node_id))
     for c in res["configs"]:
         op, logger = c["config_operation"], c["name"]
         if op == SET:
@@ -175,10 +178,10 @@ def _alter_loggers(broker: Any, res: dict, validate_only: bool) -> None:
 
 
 # ---------------------------------------------------------------------- handler
-async def _alter_broker(broker: Any, res: dict, validate_only: bool) -> None:
+async def _alter_broker(services: BrokerServices, res: dict, validate_only: bool) -> None:
     name = res["resource_name"]
-    check_broker_name(broker, name)
-    new = broker.controller.broker_configs(broker_entity(broker, name))
+    check_broker_name(services, name)
+    new = services.controller.broker_configs(broker_entity(services, name))
     changed: list[str] = []   # configs set, in request order (a later DELETE drops one)
     for c in res["configs"]:
         op, key = c["config_operation"], c["name"]
@@ -208,7 +211,7 @@ async def _alter_broker(broker: Any, res: dict, validate_only: bool) -> None:
             changed.append(key)
     # Kafka's controller writes a record for every name the request lists (KAFKA-14136), so
     # any operation on min.insync.replicas counts for its ELR rule, a DELETE of it as removal.
-    await alter_broker(broker, name, new, {k: new[k] for k in changed}, validate_only,
+    await alter_broker(services, name, new, {k: new[k] for k in changed}, validate_only,
                        altered={c["name"] for c in res["configs"]},
                        removes_cluster_min_isr=any(c["name"] == MIN_ISR and c["config_operation"] == DELETE
                                                    for c in res["configs"]))
@@ -220,11 +223,11 @@ async def _one(ctx: RequestContext, res: dict, validate_only: bool) -> None:
     if rtype == TOPIC:
         info = ctx.services.metadata_cache.get(name)
         raw = apply_incremental(_raw_overrides(info), res["configs"])
-        await alter_topic(ctx.broker, name, raw, validate_only)
+        await alter_topic(ctx.services, name, raw, validate_only)
     elif rtype == BROKER:
-        await _alter_broker(ctx.broker, res, validate_only)
+        await _alter_broker(ctx.services, res, validate_only)
     elif rtype == BROKER_LOGGER:
-        _alter_loggers(ctx.broker, res, validate_only)
+        _alter_loggers(ctx.services, res, validate_only)
     elif rtype == GROUP:
         new = ctx.services.controller.group_configs(name) if name else {}
         for c in res["configs"]:
@@ -237,7 +240,7 @@ async def _one(ctx: RequestContext, res: dict, validate_only: bool) -> None:
                 raise _invalid_config("Can't %s to key %s because its type is not LIST." % (_OP_NAMES[op], key))
             else:
                 raise _invalid_request("Unknown operations type %d" % op)
-        await alter_group(ctx.broker, name, new, validate_only)
+        await alter_group(ctx.services, name, new, validate_only)
     else:
         raise unsupported_type(rtype)
 

@@ -29,7 +29,7 @@ _NAMES = {1: "BROKER", 2: "CONTROLLER"}
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
-    broker = ctx.broker
+    services = ctx.services
     v = ctx.api_version
     et = request["endpoint_type"] if v >= 1 else BROKER_ENDPOINT
     if et not in _NAMES:
@@ -41,11 +41,11 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                 "error_message": "The request was sent to an endpoint of type BROKER, but we wanted an "
                                  "endpoint of type %s" % _NAMES[et],
                 "endpoint_type": BROKER_ENDPOINT, "cluster_id": "", "brokers": []}
-    md = broker.metadata_cache
+    md = services.metadata_cache
     ops = cluster_operations(ctx) if request["include_cluster_authorized_operations"] \
         else NOT_REQUESTED
     brokers = [{"broker_id": b.broker_id, "host": e.host, "port": e.port, "rack": b.rack, "is_fenced": False}
-               for b, e in md.live_endpoints(getattr(ctx.connection, "listener_name", "PLAINTEXT"))]
+               for b, e in md.live_endpoints(ctx.listener_name)]
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "endpoint_type": BROKER_ENDPOINT,
             "cluster_id": md.cluster_id, "controller_id": md.controller_id, "brokers": brokers,
             "cluster_authorized_operations": ops}

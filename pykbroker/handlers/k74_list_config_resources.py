@@ -52,7 +52,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     for rtype in (BROKER_LOGGER, BROKER):
         if rtype in types:
             out += [{"resource_name": str(b.broker_id), "resource_type": rtype}
-                    for b, _ in md.live_endpoints(getattr(ctx.connection, "listener_name", "PLAINTEXT"))]
+                    for b, _ in md.live_endpoints(ctx.listener_name)]
     if TOPIC in types:
         out += [{"resource_name": name, "resource_type": TOPIC} for name in sorted(md.topics)]
     return {"throttle_time_ms": 0, "error_code": 0, "config_resources": out}

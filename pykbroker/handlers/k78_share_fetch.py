@@ -30,7 +30,7 @@ ShareAcquireMode and IsRenewAck (acknowledge type 4 renews a lock, KIP-1222).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -40,6 +40,9 @@ from ..protocol.errors import ErrorCode as E, KafkaError
 from ..server.dispatch import RequestContext
 from .support.common import current_leader, leader_partition
 from .support.versions import VERSIONS
+
+if TYPE_CHECKING:
+    from ..share.manager import SharePartitionManager
 
 API_KEY = 78
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
@@ -58,8 +61,8 @@ def _part(idx: int, code: int = 0, msg: str | None = None) -> dict:
             "current_leader": {"leader_id": -1, "leader_epoch": -1}, "records": b"", "acquired_records": []}
 
 
-def _spm(ctx: RequestContext) -> Any:
-    spm = getattr(ctx.broker, "share_partition_manager", None)
+def _spm(ctx: RequestContext) -> SharePartitionManager:
+    spm = ctx.services.share_partition_manager
     if spm is None:
         raise KafkaError(E.COORDINATOR_NOT_AVAILABLE)
     return spm
@@ -72,14 +75,14 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         return _top(_GROUP.denial)
     if not gid or not mid:
         return _top(E.INVALID_REQUEST, "GroupId and MemberId must be set.")
-    session, err = spm.session(gid, mid, epoch, connection=getattr(ctx, "connection", None))
-    if err:
+    session, err = spm.session(gid, mid, epoch, connection=ctx.connection)
+    if err or session is None:   # (no session only with an error)
         return _top(err)
     md = ctx.services.metadata_cache
     now = trio.current_time()
     out: dict = {}   # (topic id, partition) -> partition answer
     endpoints: dict = {}
-    listener = getattr(getattr(ctx, "connection", None), "listener_name", "PLAINTEXT")
+    listener = ctx.listener_name
 
     def entry(tid: Any, idx: int) -> dict:
         r = out.get((tid, idx))

@@ -37,7 +37,7 @@ def _top(code: int, msg: str | None = None) -> dict:
 
 
 async def handle(ctx: RequestContext, request: dict) -> dict:
-    spm = getattr(ctx.broker, "share_partition_manager", None)
+    spm = ctx.services.share_partition_manager
     if spm is None:
         return _top(E.COORDINATOR_NOT_AVAILABLE)
     gid, mid, epoch = request["group_id"], request["member_id"], request["share_session_epoch"]
@@ -47,7 +47,7 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
     if not gid or not mid:
         return _top(E.INVALID_REQUEST, "GroupId and MemberId must be set.")
     session, err = spm.session(gid, mid, epoch, acknowledge_only=True)
-    if err:
+    if err or session is None:   # (no session only with an error)
         return _top(err)
     md = ctx.services.metadata_cache
     now = trio.current_time()

@@ -34,8 +34,8 @@ _TOPIC = need(API_KEY, "topic")
 
 async def _restart_topic(ctx: RequestContext, gid: str, t: dict, info: Any) -> dict:
     """One topic's entry: each partition restarts at its requested start offset."""
-    sc = ctx.broker.share_coordinator
-    spm = ctx.broker.share_partition_manager
+    sc = ctx.services.share_coordinator
+    spm = ctx.services.share_partition_manager
     parts = []
     for p in t["partitions"]:
         idx = p["partition_index"]

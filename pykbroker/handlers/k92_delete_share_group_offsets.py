@@ -36,8 +36,8 @@ async def _delete_topic(ctx: RequestContext, gid: str, t: dict, info: Any) -> di
     if info is None:
         return {"topic_name": name, "topic_id": NO_TOPIC_ID, "error_code": int(E.UNKNOWN_TOPIC_OR_PARTITION),
                 "error_message": DEFAULT_MESSAGES[E.UNKNOWN_TOPIC_OR_PARTITION]}
-    sc = ctx.broker.share_coordinator
-    spm = ctx.broker.share_partition_manager
+    sc = ctx.services.share_coordinator
+    spm = ctx.services.share_partition_manager
     code = 0
     for idx in range(info.num_partitions):
         c = sc.coordinator_error(gid, info.topic_id, idx) or await sc.delete(gid, info.topic_id, idx).get()

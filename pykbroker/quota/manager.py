@@ -285,13 +285,13 @@ class MutationQuota:
 def mutation_quota(ctx: RequestContext) -> Optional[MutationQuota]:
     """The MutationQuota of a CreateTopics / DeleteTopics / CreatePartitions request, or None
     (no controller_mutation_rate applies to its client: nothing is counted)."""
-    manager = getattr(ctx.broker, "client_quotas", None)
-    if manager is None or not manager.mutation_enabled:
+    manager = ctx.services.client_quotas
+    if not manager.mutation_enabled:
         return None
     conn = ctx.connection
     if conn is None:
         return None
-    qs = getattr(conn, "quota_session", None)
+    qs = conn.quota_session
     if qs is None:
         qs = conn.quota_session = QuotaSession(manager, conn)
     found = qs.lookup(MUTATION, ctx.client_id)

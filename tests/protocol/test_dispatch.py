@@ -10,6 +10,7 @@ import types
 
 import pytest
 
+from pykbroker.config import BrokerConfig
 from pykbroker.handlers import load_handlers
 from pykbroker.protocol.codec import APIS, Chunks
 from pykbroker.protocol.errors import ErrorCode, KafkaError
@@ -21,7 +22,9 @@ MAX_FRAME = 1024 * 1024
 
 
 def dispatcher(max_frame=MAX_FRAME):
-    broker = types.SimpleNamespace(handlers=HANDLERS)
+    # the broker as far as ApiVersions reads it: its services' handler table and config
+    broker = types.SimpleNamespace(handlers=HANDLERS, services=types.SimpleNamespace(
+        handlers=HANDLERS, config=BrokerConfig({})))
     return Dispatcher(HANDLERS, max_frame, broker, connection="conn", peer="1.2.3.4:5")
 
 

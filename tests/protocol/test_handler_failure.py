@@ -35,7 +35,9 @@ def _request(api_key, version, corr, msg):
 
 
 async def _exchange(handlers, frames, n_responses):
-    broker = types.SimpleNamespace(config=BrokerConfig({}), handlers=handlers)
+    config = BrokerConfig({})
+    broker = types.SimpleNamespace(config=config, handlers=handlers,
+                                   services=types.SimpleNamespace(config=config, handlers=handlers))
     listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
     port = listeners[0].socket.getsockname()[1]
     out = []

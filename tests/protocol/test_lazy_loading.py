@@ -15,6 +15,7 @@ import types
 import pytest
 import trio
 
+from pykbroker.config import BrokerConfig
 from pykbroker.handlers import LazyHandler, load_handlers
 from pykbroker.handlers.support.versions import VERSIONS
 from pykbroker.protocol.codec import APIS
@@ -125,7 +126,8 @@ def test_api_versions_answer_is_the_same_with_the_lazy_table(version):
     from pykbroker.server.dispatch import Dispatcher, HandleRequest
 
     def answer(table):
-        broker = types.SimpleNamespace(handlers=table)
+        broker = types.SimpleNamespace(handlers=table, services=types.SimpleNamespace(
+            handlers=table, config=BrokerConfig({})))
         d = Dispatcher(table, 1 << 20, broker)
         d.receive_data(_api_versions_frame(version))
         ev = d.next_event()

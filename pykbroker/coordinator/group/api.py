@@ -16,7 +16,7 @@ assert GROUP_AUTHORIZED_OPERATIONS == 3400
 
 
 def coordinator(ctx: RequestContext) -> GroupCoordinator:
-    gc = ctx.broker.group_coordinator
+    gc = ctx.services.group_coordinator
     if gc is None:
         raise KafkaError(E.COORDINATOR_NOT_AVAILABLE)
     return gc
@@ -39,6 +39,7 @@ async def group_precheck(ctx: RequestContext, group_id: Optional[str],
 
 def client_host(ctx: RequestContext) -> str:
     """Kafka shows a member's host as InetAddress.toString(): "/127.0.0.1"."""
-    peer = getattr(ctx.connection, "peer", "?")
+    conn = ctx.connection
+    peer = conn.peer if conn is not None else "?"
     host = peer.rsplit(":", 1)[0] if ":" in peer else peer
     return "/" + host

@@ -6,7 +6,7 @@ per-resource answer.  The behaviour is described in the two handlers' docstrings
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...cluster.metadata import validate_topic_name
 from ...config import TOPIC_CONFIGS, ConfigError, is_password_key, validate_topic_configs
@@ -15,6 +15,9 @@ from ...config.group import GroupConfigError, validate as validate_group_configs
 from ...protocol.errors import DEFAULT_MESSAGES, ErrorCode, KafkaError
 from ...server.dispatch import RequestContext
 from .common import error_per_item
+
+if TYPE_CHECKING:
+    from .services import BrokerServices
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -61,7 +64,7 @@ def check_config_list(configs: Any, null_allowed: Any) -> None:
         raise invalid_request("Null value not supported for : " + ", ".join(nulls))
 
 
-def check_broker_name(broker: Any, name: str) -> None:
+def check_broker_name(services: BrokerServices, name: str) -> None:
     """ConfigAdminManager.validateResourceNameIsCurrentNodeId (empty = cluster default)."""
     if not name:
         return
@@ -69,11 +72,11 @@ def check_broker_name(broker: Any, name: str) -> None:
         node = java_int(name)
     except ValueError:
         raise invalid_request("Node id must be an integer, but it is: %s" % name) from None
-    if node != broker.node_id:
-        raise invalid_request("Unexpected broker id, expected %d, but received %s" % (broker.node_id, name))
+    if node != services.node_id:
+        raise invalid_request("Unexpected broker id, expected %d, but received %s" % (services.node_id, name))
 
 
-def broker_entity(broker: Any, name: str) -> str:
+def broker_entity(services: BrokerServices, name: str) -> str:
     """The controller's entity of a checked BROKER resource name: "" or this node's id."""
     return str(java_int(name)) if name else ""
 
@@ -101,7 +104,7 @@ def check_elr_min_isr(name: str, altered: Any, removes_cluster_min_isr: bool) ->
         raise invalid_config("Cluster-level %s cannot be removed while ELR is enabled." % MIN_ISR)
 
 
-async def alter_broker(broker: Any, name: str, new: dict[str, str], changed: dict[str, str],
+async def alter_broker(services: BrokerServices, name: str, new: dict[str, str], changed: dict[str, str],
                        validate_only: bool, altered: Any, removes_cluster_min_isr: bool) -> None:
     """Dynamic broker configs (config/dynamic.py): ``changed`` (the configs the request sets)
     validated as Kafka's DynamicBrokerConfig does (INVALID_REQUEST with its texts), then the
@@ -109,11 +112,11 @@ async def alter_broker(broker: Any, name: str, new: dict[str, str], changed: dic
     validates before it forwards to the controller), then ``new``, the resource's whole dynamic
     set, stored by the controller and applied."""
     try:
-        validate_change(broker.config, bool(name), changed)
-        if broker.listener_security:
+        validate_change(services.config, bool(name), changed)
+        if services.listener_security:
             # listener.name.<l>.ssl.keystore.* / ssl.truststore.*: the new stores must load (security/reload.py)
             from ...security.reload import validate as validate_keystores
-            validate_keystores(broker.listener_security, bool(name), changed)
+            validate_keystores(services.listener_security, bool(name), changed)
     except DynamicConfigError as e:   # KeystoreUpdateError too
         raise invalid_request(str(e)) from None
     check_elr_min_isr(name, altered, removes_cluster_min_isr)
@@ -123,16 +126,16 @@ async def alter_broker(broker: Any, name: str, new: dict[str, str], changed: dic
         # password configs stored encoded with password.encoder.secret (password_encoder.py)
         from ...password_encoder import encode_changed
         try:
-            new.update(encode_changed(getattr(broker, "password_encoder", None), bool(name),
-                                      bool(broker.config["zookeeper.connect"]), changed))
+            new.update(encode_changed(services.password_encoder, bool(name),
+                                      bool(services.config["zookeeper.connect"]), changed))
         except ConfigError as e:
             # Kafka's ZooKeeper-mode AlterConfigs wraps the ConfigException so
             raise invalid_request("Invalid config value for resource ConfigResource(type=BROKER, name='%s'): %s"
                                   % (name, e)) from None
-    await broker.controller.alter_broker_configs(broker_entity(broker, name), new)
+    await services.controller.alter_broker_configs(broker_entity(services, name), new)
 
 
-async def alter_group(broker: Any, name: str, new: dict[str, str], validate_only: bool) -> None:
+async def alter_group(services: BrokerServices, name: str, new: dict[str, str], validate_only: bool) -> None:
     """Group configs (pykbroker/config/group.py): ``new``, the group's whole resulting set, is
     validated as Kafka's GroupConfig.validate (INVALID_CONFIG), then stored by the controller,
     where the coordinators read it (the next heartbeat / share partition initialization)."""
@@ -144,7 +147,7 @@ async def alter_group(broker: Any, name: str, new: dict[str, str], validate_only
         raise invalid_config(str(e)) from None
     if validate_only:
         return
-    await broker.controller.alter_group_configs(name, new)
+    await services.controller.alter_group_configs(name, new)
 
 
 def unsupported_type(rtype: int) -> KafkaError:
@@ -155,7 +158,7 @@ def unsupported_type(rtype: int) -> KafkaError:
 
 
 # ---------------------------------------------------------------------- topic (controller side)
-def validate_topic_overrides(broker: Any, name: str, raw: dict[str, str]) -> dict:
+def validate_topic_overrides(services: BrokerServices, name: str, raw: dict[str, str]) -> dict:
     """ControllerConfigurationValidator.validate for a topic, then the existence check.
     Returns the parsed overrides."""
     if not name:
@@ -168,26 +171,27 @@ def validate_topic_overrides(broker: Any, name: str, raw: dict[str, str]) -> dic
         parsed = validate_topic_configs(raw)
     except ConfigError as e:
         raise invalid_config(str(e)) from None
-    effective = broker.config.effective_topic_config(parsed)
+    effective = services.config.effective_topic_config(parsed)
     lo, hi = effective["min.compaction.lag.ms"], effective["max.compaction.lag.ms"]
     if lo is not None and hi is not None and lo > hi:
         raise invalid_config("conflict topic config setting min.compaction.lag.ms (%d) > "
                              "max.compaction.lag.ms (%d)" % (lo, hi))
-    if broker.metadata_cache.get(name) is None:
+    if services.metadata_cache.get(name) is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The topic '%s' does not exist." % name)
     return parsed
 
 
-async def alter_topic(broker: Any, name: str, raw: dict[str, str], validate_only: bool) -> None:
-    parsed = validate_topic_overrides(broker, name, raw)
+async def alter_topic(services: BrokerServices, name: str, raw: dict[str, str], validate_only: bool) -> None:
+    parsed = validate_topic_overrides(services, name, raw)
     if validate_only:
         return
-    info = broker.metadata_cache.get(name)
+    info = services.metadata_cache.get(name)
+    assert info is not None   # its existence checked above, with no await since
     if parsed == info.configs:
         return  # nothing changes (Kafka writes no record either)
     # No await since the overrides were read: alter_topic_configs swaps them in before its
     # first await, so concurrent alterations of one topic never lose an update.
-    await broker.controller.alter_topic_configs(name, parsed)
+    await services.controller.alter_topic_configs(name, parsed)
 
 
 # ---------------------------------------------------------------------- answer

@@ -53,7 +53,7 @@ async def offsets_alterable_share_group(ctx: RequestContext, group_id: str, *, c
     if g is None:
         g = gc.groups[group_id] = ShareGroup(group_id, gc.now_ms())
         await gc.share.persist(g).get()
-    await ctx.broker.share_coordinator.ensure_topic()
+    await ctx.services.share_coordinator.ensure_topic()
     return g
 
 

@@ -33,7 +33,7 @@ async def each_partition(ctx: RequestContext, request: dict, op: Any, error_extr
         return {"results": [{"topic_id": t["topic_id"],
                              "partitions": [_result(p["partition"], code, msg, **error_extra) for p in t["partitions"]]}
                             for t in request["topics"]]}
-    sc = ctx.broker.share_coordinator
+    sc = ctx.services.share_coordinator
     md = ctx.services.metadata_cache
     gid = request["group_id"]
     out = []

@@ -9,10 +9,13 @@ authenticated.
 """
 from __future__ import annotations
 
+import logging
+from typing import TYPE_CHECKING, Any, Optional
+
 from ...server.dispatch import RequestContext
 
-import logging
-from typing import Any
+if TYPE_CHECKING:
+    from ...security.delegation_tokens import DelegationTokenManager
 
 log = logging.getLogger("pykbroker.security")
 
@@ -20,14 +23,15 @@ ANONYMOUS = "User:ANONYMOUS"
 
 
 def principal(ctx: RequestContext) -> str:
-    return getattr(ctx.connection, "principal", None) or ANONYMOUS
+    conn = ctx.connection
+    return (conn.principal if conn is not None else None) or ANONYMOUS
 
 
 def token_requests_allowed(ctx: RequestContext) -> bool:
     conn = ctx.connection
-    if getattr(conn, "token_authenticated", False):
+    if conn is None or conn.token_authenticated:
         return False
-    sec = getattr(conn, "sec", None)
+    sec = conn.sec
     if sec is None or not (sec.tls or sec.sasl):
         return False   # PLAINTEXT
     if not sec.sasl and principal(ctx) == ANONYMOUS:
@@ -35,10 +39,10 @@ def token_requests_allowed(ctx: RequestContext) -> bool:
     return True
 
 
-def manager(ctx: RequestContext) -> Any:
+def manager(ctx: RequestContext) -> Optional[DelegationTokenManager]:
     """The broker's DelegationTokenManager (security/delegation_tokens.py), or None (a broker
     built without one: every request answers DELEGATION_TOKEN_AUTH_DISABLED)."""
-    return getattr(ctx.broker, "token_manager", None)
+    return ctx.services.token_manager
 
 
 async def renew_or_expire(ctx: RequestContext, change: Any) -> dict:
@@ -56,7 +60,7 @@ async def renew_or_expire(ctx: RequestContext, change: Any) -> dict:
         return _expiry_answer(ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED, 0)
     code, expiry, upserts, removals, note = change(tm, principal(ctx))
     if upserts or removals:
-        await ctx.broker.controller.alter_delegation_tokens(upserts=upserts, removals=removals)
+        await ctx.services.controller.alter_delegation_tokens(upserts=upserts, removals=removals)
         log.info("%s", note)
     return _expiry_answer(code, expiry if expiry is not None else 0)
 
