@@ -212,7 +212,7 @@ def micro(n_bindings: int) -> dict:
     from pykbroker.acl.authorizer import Authorizer
     from pykbroker.acl.bindings import TOPIC, WRITE, AclBinding
     from pykbroker.acl.check import AuthSession
-    from pykbroker.acl.requirements import need
+    from pykbroker.acl.requirements import row as table_row
     from pykbroker.handlers.k00_produce import _has_transactional_records
     from pykbroker.protocol.wire import make_batch
 
@@ -223,7 +223,7 @@ def micro(n_bindings: int) -> dict:
     class Conn:
         peer, principal = "127.0.0.1:40000", "User:ANONYMOUS"
     s = AuthSession(a, Conn())
-    row = need(0, "topic")
+    row = table_row(0, "topic")
     request = {"transactional_id": None, "topic_data": [{"name": "bench-1-1", "partition_data": [
         {"index": 0, "records": memoryview(make_batch([b"x" * 100] * 10))}]}]}
 

@@ -155,15 +155,15 @@ def permits_role(ctx: RequestContext, role: str, name: str = CLUSTER_NAME, log_d
     a = getattr(ctx.connection, "authz", None)
     if a is None:
         return True
-    from .requirements import need
-    return a.permits(need(ctx.api_key, role), name, log_denied)
+    from .requirements import row
+    return a.permits(row(ctx.api_key, role), name, log_denied)
 
 
 def denial(ctx: RequestContext, role: str) -> ErrorCode:
     """The error the row ``role`` of the API being served answers a denial with (after a
     :func:`permits_role` refusal)."""
-    from .requirements import need
-    return need(ctx.api_key, role).denial
+    from .requirements import row
+    return row(ctx.api_key, role).denial
 
 
 def topic_describe_check(ctx: RequestContext, need: Need) -> Optional[Callable[[str], bool]]:

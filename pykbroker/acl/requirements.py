@@ -8,9 +8,10 @@ resource type, and the error a denial is answered with.  ``error`` is None for t
 makes without failing anything: filters (ListGroups, ListTransactions, DescribeDelegationToken,
 regex subscriptions), probes that widen a permission (CREATE or DELETE on the cluster before the
 per-topic check) and checks whose denial is reported another way (the streams internal topics'
-status).  A handler asks :func:`need` for its rows when it is imported (a missing row fails
-there, not at the first request) and checks with ``acl.check.permits``; it never names an
-operation itself.  The order of the checks and what a denial leaves out of the answer stay the
+status).  A handler asks :func:`need` (or :func:`needs`, when a shared helper makes its checks)
+for its rows when it is imported (a missing row fails there, not at the first request) and
+checks with ``acl.check.permits``; it never names an operation itself.  The tests check that
+every API served has rows and that every row is asked for by its API's handler.  The order of the checks and what a denial leaves out of the answer stay the
 handler's business: they are Kafka's, API by API, and described in each handler's docstring.
 
 Every value here was read from Kafka 4.4 (KafkaApis, AuthHelper, the group and share
@@ -203,9 +204,31 @@ NO_ACL: dict[int, str] = {
 
 _BY_KEY: dict[tuple[int, str], Need] = {(n.api, n.role): n for n in REQUIREMENTS}
 assert len(_BY_KEY) == len(REQUIREMENTS), "a (api, role) pair twice in REQUIREMENTS"
+# the rows the handler modules imported so far asked for (by need/needs, at their import): a row
+# no handler asks for is enforced by nothing (tests/acl/test_required_acls.py iterates this)
+_ASKED: set[tuple[int, str]] = set()
 
 
 def need(api: int, role: str) -> Need:
-    """The row of ``api`` for ``role``; KeyError when the table has none (a handler asks at
-    import, so a check without its row never runs)."""
+    """The row of ``api`` for ``role``, for a handler module to keep at its import; KeyError
+    when the table has none (so a check without its row never runs)."""
+    row = _BY_KEY[(api, role)]
+    _ASKED.add((api, role))
+    return row
+
+
+def needs(api: int, *roles: str) -> tuple[Need, ...]:
+    """:func:`need` of each role: what a handler whose checks a shared helper makes (modern
+    groups, configs, share state and offsets) asks for at its import."""
+    return tuple(need(api, role) for role in roles)
+
+
+def row(api: int, role: str) -> Need:
+    """The row a shared helper reads while serving a request of ``api`` (its handler asked for
+    it at import: :func:`needs`); not counted as asked."""
     return _BY_KEY[(api, role)]
+
+
+def unasked() -> list[Need]:
+    """The rows no handler module imported so far asked for."""
+    return [n for n in REQUIREMENTS if (n.api, n.role) not in _ASKED]

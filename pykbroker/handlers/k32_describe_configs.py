@@ -40,6 +40,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from ..acl.requirements import needs
 from ..config import (BROKER_CONFIGS, SOURCE_DEFAULT, SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT,
                       SOURCE_STATIC_BROKER, SOURCE_TOPIC, TOPIC_CONFIGS)
 from ..protocol.errors import ErrorCode, KafkaError
@@ -48,6 +49,7 @@ from ..server.dispatch import RequestContext
 from .support.common import error_per_item
 from .support.config_resources import (BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP, TOPIC, TYPE_NAMES,
                                config_authorization_error)
+from .support.config_resources import ACL_ROLES as _config_acl
 from .support.versions import VERSIONS
 
 if TYPE_CHECKING:
@@ -56,6 +58,8 @@ from ..config import group as GC
 
 API_KEY = 32
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
+# the rows config_authorization_error checks with (acl/requirements.py)
+_ROWS = needs(API_KEY, *_config_acl)
 
 _KNOWN_TYPES = {TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP}
 SOURCE_DYNAMIC_BROKER_LOGGER = 6

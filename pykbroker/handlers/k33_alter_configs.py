@@ -29,15 +29,19 @@ Version notes: v2 is flexible; v1 only changed throttling semantics.
 """
 from __future__ import annotations
 
+from ..acl.requirements import needs
 from ..protocol.errors import ErrorCode, KafkaError
 from ..server.dispatch import RequestContext
 from .support import config_resources
 from .support.config_resources import (BROKER, BROKER_LOGGER, GROUP, MIN_ISR, TOPIC, alter_broker, alter_each, alter_group,
                                alter_topic, broker_entity, check_broker_name, check_config_list, unsupported_type)
+from .support.config_resources import ACL_ROLES as _config_acl
 from .support.versions import VERSIONS
 
 API_KEY = 33
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
+# the rows config_resources.alter_each checks with (acl/requirements.py)
+_ROWS = needs(API_KEY, *_config_acl)
 
 # the dispatcher's answer when handle fails: every resource with the code (k44's too)
 error_response = config_resources.error_response

@@ -70,6 +70,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from ..acl.requirements import needs
 from ..config import BROKER_CONFIGS, TOPIC_CONFIGS
 from ..server.dispatch import RequestContext
 from .support import config_resources
@@ -77,6 +78,7 @@ from .support.config_resources import (APPEND, BROKER, BROKER_LOGGER, DELETE, GR
                                TOPIC, alter_broker, alter_each, alter_group, alter_topic, broker_entity, check_broker_name,
                                check_config_list, invalid_config as _invalid_config,
                                invalid_request as _invalid_request, java_int as _java_int, unsupported_type)
+from .support.config_resources import ACL_ROLES as _config_acl
 from .support.versions import VERSIONS
 
 if TYPE_CHECKING:
@@ -84,6 +86,8 @@ if TYPE_CHECKING:
 
 API_KEY = 44
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
+# the rows config_resources.alter_each checks with (acl/requirements.py)
+_ROWS = needs(API_KEY, *_config_acl)
 
 # the dispatcher's answer when handle fails: every resource with the code (k33's too)
 error_response = config_resources.error_response

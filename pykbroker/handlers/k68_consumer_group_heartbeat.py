@@ -21,14 +21,17 @@ id at epoch 0 is INVALID_REQUEST) and may subscribe by regular expression
 from __future__ import annotations
 
 from ..acl.check import topic_describe_check
-from ..acl.requirements import need
+from ..acl.requirements import need, needs
 from ..coordinator.group.api import client_host
 from ..server.dispatch import RequestContext
 from .support.modern_group import group_heartbeat, member_heartbeat_error, member_heartbeat_error_response
+from .support.modern_group import HEARTBEAT_ROLES as _group_acl
 from .support.versions import VERSIONS
 
 API_KEY = 68
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
+# the rows group_heartbeat checks with (acl/requirements.py)
+_ROWS = needs(API_KEY, *_group_acl)
 
 # the dispatcher's answer when handle fails: no member id, epoch -1, no assignment (k76's too)
 error_response = member_heartbeat_error_response

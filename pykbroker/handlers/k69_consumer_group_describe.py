@@ -9,13 +9,16 @@ Version notes: v1 adds member_type (1 = consumer protocol member, KIP-1099).
 """
 from __future__ import annotations
 
+from ..acl.requirements import needs
 from ..server.dispatch import RequestContext
 from .support.common import error_per_item
-from .support.modern_group import describe_groups
+from .support.modern_group import describe_groups, DESCRIBE_ROLES as _group_acl
 from .support.versions import VERSIONS
 
 API_KEY = 69
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
+# the row describe_groups checks with (acl/requirements.py)
+_ROWS = needs(API_KEY, *_group_acl)
 
 def _err(gid: str, code: int, msg: str | None = None) -> dict:
     # Kafka's error entries leave the epochs at the schema default, 0

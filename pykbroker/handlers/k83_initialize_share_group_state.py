@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..acl.requirements import needs
 from ..server.dispatch import RequestContext
-from .support.share_state import each_partition, error_response_for
+from .support.share_state import each_partition, error_response_for, ACL_ROLES as _state_acl
 from .support.versions import VERSIONS
 
 API_KEY = 83
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
+# the row each_partition checks with (acl/requirements.py)
+_ROWS = needs(API_KEY, *_state_acl)
 
 
 async def _op(sc: Any, gid: str, tid: bytes, p: dict) -> dict:

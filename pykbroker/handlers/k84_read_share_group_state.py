@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..acl.requirements import needs
 from ..server.dispatch import RequestContext
-from .support.share_state import each_partition, error_response_for
+from .support.share_state import each_partition, error_response_for, ACL_ROLES as _state_acl
 from .support.versions import VERSIONS
 
 API_KEY = 84
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
+# the row each_partition checks with (acl/requirements.py)
+_ROWS = needs(API_KEY, *_state_acl)
 
 # an error answer's fields (Kafka leaves StartOffset at 0 then)
 _ERR = {"state_epoch": 0, "start_offset": 0, "state_batches": []}

@@ -30,16 +30,18 @@ from __future__ import annotations
 from typing import Any
 
 from ..acl.check import permits
-from ..acl.requirements import need
+from ..acl.requirements import need, needs
 from ..cluster.metadata import INTERNAL_TOPICS, is_valid_topic_name
 from ..coordinator.group.api import client_host
 from ..protocol.errors import ErrorCode as E
 from ..server.dispatch import RequestContext
-from .support.modern_group import group_heartbeat
+from .support.modern_group import group_heartbeat, HEARTBEAT_ROLES as _group_acl
 from .support.versions import VERSIONS
 
 API_KEY = 88
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
+# the rows group_heartbeat checks with (acl/requirements.py)
+_ROWS = needs(API_KEY, *_group_acl)
 
 
 def _err(code: int, msg: str | None = None) -> dict:

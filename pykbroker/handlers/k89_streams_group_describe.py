@@ -13,13 +13,16 @@ AssignorName ("sticky").
 """
 from __future__ import annotations
 
+from ..acl.requirements import needs
 from ..server.dispatch import RequestContext
 from .support.common import error_per_item
-from .support.modern_group import AUTHORIZED_OPERATIONS_OMITTED, describe_groups
+from .support.modern_group import AUTHORIZED_OPERATIONS_OMITTED, describe_groups, DESCRIBE_ROLES as _group_acl
 from .support.versions import VERSIONS
 
 API_KEY = 89
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
+# the row describe_groups checks with (acl/requirements.py)
+_ROWS = needs(API_KEY, *_group_acl)
 
 
 def _err(gid: str, code: int, msg: str | None = None) -> dict:

@@ -13,15 +13,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..acl.requirements import need
+from ..acl.requirements import need, needs
 from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode as E
 from ..server.dispatch import RequestContext
 from .support import share_group_offsets
-from .support.share_group_offsets import NO_TOPIC_ID, change_start_offsets
+from .support.share_group_offsets import NO_TOPIC_ID, change_start_offsets, ACL_ROLES as _offsets_acl
 from .support.versions import VERSIONS
 
 API_KEY = 92
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
+# the rows change_start_offsets checks with (acl/requirements.py)
+_ROWS = needs(API_KEY, *_offsets_acl)
 
 # the dispatcher's answer when handle fails: a top-level code with no topics (k91's too)
 error_response = share_group_offsets.error_response

@@ -11,7 +11,7 @@ import pytest
 
 import pykbroker
 from pykbroker.acl import bindings as B
-from pykbroker.acl.requirements import NO_ACL, REQUIREMENTS, need
+from pykbroker.acl.requirements import NO_ACL, REQUIREMENTS, row as table_row
 from pykbroker.embedded import TEST_CONFIG
 from pykbroker.protocol.records import Record, encode_batch
 from pykbroker.protocol.wire import WireClient
@@ -317,7 +317,7 @@ def _role(row):
 
 def _expand(api, version, body, role, codes):
     role, kind = role if isinstance(role, tuple) else (role, None)
-    n = need(api, role)
+    n = table_row(api, role)
     assert n.error is not None, "a case of a row whose denial fails nothing: %s" % (n,)
     return api, version, body, [(_OP_NAMES[n.operation], kind or _KINDS[n.resource_type])], codes, int(n.error)
 
@@ -325,7 +325,7 @@ def _expand(api, version, body, role, codes):
 # name -> (api, version, body, [(operation, kind)], codes(resp), the row's error): what the runner
 # (and tests/differential/test_acl_enforcement.py) iterate
 CASES = {name: _expand(*row) for name, row in ROWS.items()}
-CASE_ROWS = {name: need(row[0], _role(row)[0]) for name, row in ROWS.items()}
+CASE_ROWS = {name: table_row(row[0], _role(row)[0]) for name, row in ROWS.items()}
 
 def _add_partitions(t, g, x):
     return {"v3_and_below_transactional_id": x, "v3_and_below_producer_id": 1, "v3_and_below_producer_epoch": 0,
@@ -400,7 +400,7 @@ ROWS.update({
         "validate_only": True}, "group", lambda r: [x["error_code"] for x in r["responses"]]),
 })
 CASES.update({name: _expand(*ROWS[name]) for name in ROWS if name not in CASES})
-CASE_ROWS.update({name: need(row[0], _role(row)[0]) for name, row in ROWS.items()})
+CASE_ROWS.update({name: table_row(row[0], _role(row)[0]) for name, row in ROWS.items()})
 
 # what else a case needs so that only the binding under test is missing
 EXTRA = {"offset_commit_topic": [("READ", "group")], "offset_commit_group": [("READ", "topic")],
@@ -456,6 +456,16 @@ def test_every_served_api_has_rows_and_every_row_a_case():
     cased = {(n.api, n.role) for n in CASE_ROWS.values()}
     assert failing - cased - set(ELSEWHERE) == set(), "rows without a case"
     assert set(ELSEWHERE) <= failing - cased, "ELSEWHERE names a row that has a case or fails nothing"
+
+
+def test_every_row_is_asked_for_by_its_handler():
+    """Each row of the requirement table is read by the handler of its API when that handler is
+    imported (``need`` / ``needs``; a shared helper's rows through the handler's ``needs``), so
+    no row describes a check nothing makes; and a row's denial error is an authorization error."""
+    from pykbroker.acl import requirements
+    _served()   # imports every handler module
+    assert requirements.unasked() == [], "rows no handler asks for"
+    assert all(n.error is None or n.error.name.endswith("_AUTHORIZATION_FAILED") for n in REQUIREMENTS)
 
 
 def test_handlers_check_only_through_the_table():
@@ -632,7 +642,7 @@ def test_offset_delete_needs_read_on_the_topic(broker):
     n = next(_n)
     t, g = "t%d" % n, "g%d" % n
     broker.create_topic(t)
-    row = need(47, "topic")
+    row = table_row(47, "topic")
     granted = [broker.acls.allow(ANON, "READ", group=g), broker.acls.allow(ANON, "DELETE", group=g)]
     read_t = broker.acls.allow(ANON, "READ", topic=t)
     commit = {"group_id": g, "generation_id_or_member_epoch": -1, "member_id": "",

@@ -82,6 +82,9 @@ def broker_entity(services: BrokerServices, name: str) -> str:
 
 
 MIN_ISR = "min.insync.replicas"
+# the rows of acl/requirements.py config_authorization_error reads (by resource type), for the
+# three config handlers to ask for at import
+ACL_ROLES = ("topic", "group", "cluster")
 
 
 def check_elr_min_isr(name: str, altered: Any, removes_cluster_min_isr: bool) -> None:
@@ -202,12 +205,12 @@ def config_authorization_error(ctx: RequestContext, rtype: int, name: str) -> Ka
     broker-logger and client-metrics configs are the cluster's), else None."""
     from ...acl import bindings as B
     from ...acl.check import session
-    from ...acl.requirements import need
+    from ...acl.requirements import row
     az = session(ctx)
     if az is None:
         return None
     role = "topic" if rtype == TOPIC else "group" if rtype == GROUP else "cluster"
-    needed = need(ctx.api_key, role)
+    needed = row(ctx.api_key, role)
     if az.permits(needed, name if needed.resource_type != B.CLUSTER else B.CLUSTER_NAME):
         return None
     if needed.resource_type == B.CLUSTER and ctx.api_key != 32:

@@ -25,6 +25,9 @@ from ...server.dispatch import RequestContext
 
 # Kafka's authorized_operations when the client did not ask for them: Integer.MIN_VALUE
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+# the rows of acl/requirements.py the checks below read, for their handlers to ask for at import
+HEARTBEAT_ROLES = ("group", "topic")   # group_heartbeat: READ on the group, DESCRIBE on topics
+DESCRIBE_ROLES = ("group",)            # describe_groups: DESCRIBE on each group
 
 
 def typed_group(gc: Any, group_id: str, group_type: str, *, missing_ok: bool = False) -> Any:

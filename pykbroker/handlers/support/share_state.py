@@ -14,6 +14,9 @@ from ...acl.check import denial, permits_role
 from ...protocol.errors import DEFAULT_MESSAGES, ErrorCode as E
 from ...server.dispatch import RequestContext
 
+# the row of acl/requirements.py each_partition's check reads, for its handlers to ask for at import
+ACL_ROLES = ("cluster",)
+
 
 def _result(idx: int, code: int, msg: str | None = None, **extra: Any) -> dict:
     return dict({"partition": idx, "error_code": int(code), "error_message": msg}, **extra)
