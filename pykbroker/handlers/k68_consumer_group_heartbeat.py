@@ -7,9 +7,10 @@ NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE.  A classic group with members answe
 GROUP_ID_NOT_FOUND (live upgrade not built); an empty classic group (e.g. offsets only) is
 converted, as Kafka does.  With an authorizer, first READ on the group (GROUP_AUTHORIZATION_FAILED)
 then DESCRIBE on every subscribed topic name (TOPIC_AUTHORIZATION_FAILED), as Kafka 4.x; topics
-matched by SubscribedTopicRegex are only those the principal of the member that subscribed to the
-regex may DESCRIBE (Kafka 4.4's TopicRegexResolver; compared in
-tests/differential/test_acl_enforcement.py).
+matched by SubscribedTopicRegex are only those the principal of the heartbeat that resolved the
+group's regexes may DESCRIBE: the last one subscribing to a regex new to the group resolves all of
+them (Kafka 4.4's maybeUpdateRegularExpressions and TopicRegexResolver; compared in
+tests/differential/test_acl_enforcement.py; timing differences in SKIPPED.md).
 Persistence: the group, member and assignment changes a heartbeat makes are appended to
 __consumer_offsets (Kafka's KIP-848 record layout) before it is answered; an append failure is
 answered with Kafka's mapping (COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR / UNKNOWN_SERVER_ERROR).

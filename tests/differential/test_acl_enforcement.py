@@ -342,6 +342,73 @@ def test_regex_subscription_matches_only_describable_topics(pyk_side, kafka_side
     assert answers["kafka"][0] == [(seen, [0])], answers
 
 
+def test_regex_resolved_with_the_principal_of_the_resolving_heartbeat(pyk_side, kafka_side):
+    """Kafka 4.4 resolves all of a group's regexes at once with the context of the heartbeat that
+    triggers the resolution (GroupMetadataManager.maybeUpdateRegularExpressions): alice's member,
+    subscribed to ``rxN-.*`` and allowed to DESCRIBE only ``rxN-seen``, is assigned only that;
+    once a super user's member subscribes to a regex new to the group (and Kafka's 10 s between
+    resolutions has passed), alice's regex is resolved again with the super user's rights and
+    alice's member is assigned ``rxN-unseen`` too."""
+    from .conftest import at_once
+    n = next(_n)
+    g, seen, unseen = "rr%d" % n, "rx%d-seen" % n, "rx%d-unseen" % n
+
+    def hb(c, body):
+        r = c.request(68, 1, body)
+        assert r["error_code"] == 0, r
+        return r
+
+    def observe(side):
+        _topics(side, g, seen, unseen)
+        _grant_named(side, [("READ", "group", g), ("DESCRIBE", "topic", seen)])
+        names = {_topic_id(side, seen): seen, _topic_id(side, unseen): unseen}
+
+        def assigned(r):
+            if r["assignment"] is None:
+                return None
+            return sorted(names.get(tp["topic_id"], "?") for tp in r["assignment"]["topic_partitions"])
+        a = {"group_id": g, "member_id": TABLE.MEMBER, "member_epoch": 0, "instance_id": None, "rack_id": None,
+             "rebalance_timeout_ms": 30000, "subscribed_topic_names": None,
+             "subscribed_topic_regex": "rx%d-.*" % n, "server_assignor": None, "topic_partitions": []}
+        out = []
+        with _alice(side) as alice, WireClient(side["plain"], timeout=15) as anon:
+            deadline = time.monotonic() + 20
+            got = None
+            while not got:   # Kafka resolves a new regex in the background
+                assert time.monotonic() < deadline, "alice never assigned"
+                r = hb(alice, a)
+                got = assigned(r) or got
+                a = dict(a, member_epoch=r["member_epoch"], subscribed_topic_regex=None)
+                time.sleep(0.2)
+            resolved_at = time.monotonic()
+            out.append(got)
+            b = {"group_id": g, "member_id": TABLE.MEMBER[:-1] + "B", "member_epoch": 0, "instance_id": None,
+                 "rack_id": None, "rebalance_timeout_ms": 30000, "subscribed_topic_names": None,
+                 "subscribed_topic_regex": "rx%d-none.*" % n, "server_assignor": None, "topic_partitions": []}
+            # only the super user's member heartbeats until Kafka's 10 s between resolutions have
+            # passed, so that its heartbeat is the one resolving the group's regexes
+            while time.monotonic() < resolved_at + 11:
+                r = hb(anon, b)
+                b = dict(b, member_epoch=r["member_epoch"], subscribed_topic_regex=None)
+                time.sleep(0.5)
+            deadline = time.monotonic() + 10
+            while True:
+                r = hb(alice, a)
+                got = assigned(r) or got
+                a = dict(a, member_epoch=r["member_epoch"])
+                if len(got) == 2 or time.monotonic() > deadline:
+                    break
+                b = dict(b, member_epoch=hb(anon, b)["member_epoch"])
+                time.sleep(0.2)
+            out.append(got)
+        _delete_alice_bindings(side)
+        return out
+
+    answers = dict(zip(("pyk", "kafka"), at_once(observe, pyk_side, kafka_side)))
+    assert answers["pyk"] == answers["kafka"], answers
+    assert answers["kafka"] == [[seen], [seen, unseen]], answers
+
+
 def test_offset_for_leader_epoch_cluster_action_or_describe(pyk_side, kafka_side):
     """OffsetForLeaderEpoch, from a consumer (replica id -1) or as a follower (1): without
     bindings each partition is TOPIC_AUTHORIZATION_FAILED (Kafka 4.4 requires no CLUSTER_ACTION

@@ -80,8 +80,9 @@ class ConsumerGroup(ModernGroup[CMember]):
         self.target_dirty = False
         self.resync = False
         self.replaces_classic = False
-        # regex -> the DESCRIBE check its matches pass (the principal of the member whose
-        # heartbeat subscribed to it; None: no authorizer), as Kafka's resolved regexes
+        # regex -> the DESCRIBE check its matches pass (None: no authorizer), as Kafka's
+        # resolved regexes: the principal of the heartbeat that last subscribed to a regex new
+        # to the group, which resolves all of the group's regexes (see _heartbeat)
         self.regex_filters: dict[str, Callable[[str], bool] | None] = {}
 
     def summary_state(self) -> str:
@@ -272,8 +273,10 @@ class ConsumerGroupManager(ModernGroupManager):
         """Returns (response, Future): send the response once the future resolves with 0
         (the records of this heartbeat are in the log); otherwise answer the append error.
         ``describable(topic)``: whether the heartbeat's principal may DESCRIBE a topic (None: no
-        authorizer), the filter of the regex this heartbeat subscribes to (Kafka 4.4's
-        TopicRegexResolver keeps only the topics the resolving member may describe)."""
+        authorizer): when this heartbeat subscribes to a regex new to the group, the filter of
+        every regex of the group (Kafka 4.4 resolves them all with the context of the heartbeat
+        that triggers it; its TopicRegexResolver keeps only the topics that context may
+        describe)."""
         return self._once_written(req["group_id"], self._heartbeat(req, version, client_id, client_host,
                                                                     describable))
 
@@ -362,8 +365,12 @@ class ConsumerGroupManager(ModernGroupManager):
         if rx is not None and (rx or None) != m.regex:
             m.regex = rx or None
             changed = True
-            if m.regex is not None:
-                # resolved with the principal of the member that subscribes to it, as Kafka
+            if m.regex is not None and not any(o.regex == m.regex for o in g.members.values() if o is not m):
+                # a regex new to the group: Kafka resolves all of the group's regexes again, with
+                # the context of the heartbeat that triggers it (maybeUpdateRegularExpressions;
+                # a regex some member already subscribes to keeps its resolution)
+                for k in g.regex_filters:
+                    g.regex_filters[k] = describable
                 g.regex_filters[m.regex] = describable
         if m.regex is not None and m.regex not in g.regex_filters:
             # a group loaded from the log: the first heartbeat of a subscriber resolves it
