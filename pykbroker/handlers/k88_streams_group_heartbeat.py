@@ -12,7 +12,7 @@ streams group."), except an empty classic group (offsets only), which the stream
 With an authorizer: READ on the group, then DESCRIBE on every topic the topology names (source,
 repartition, changelog): GROUP_ / TOPIC_AUTHORIZATION_FAILED, as Kafka 4.4; the internal topics
 the coordinator would create need CREATE on the cluster or on each of them, else none is created
-and the MISSING_INTERNAL_TOPICS status ends "; Unauthorized to CREATE on topics a,b." (Kafka 4.4's
+and the MISSING_INTERNAL_TOPICS status ends "; Unauthorized to CREATE on topics a, b." (Kafka 4.4's
 KafkaApis; compared in tests/differential/test_acl_enforcement.py); a creation that failed in the
 last two heartbeat intervals is reported there too ("; Creation failed: t (why).", at most three
 named, compared in tests/differential/test_streams_groups.py).  Before the DESCRIBE check,

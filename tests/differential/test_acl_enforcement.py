@@ -304,6 +304,48 @@ def test_streams_internal_topics_need_create(pyk_side, kafka_side):
     assert any("Unauthorized to CREATE on topics %s." % changelog in d for _, d in answers["kafka"][2][2]), answers
 
 
+def test_streams_topic_lists_in_kafkas_order(pyk_side, kafka_side):
+    """The topic lists of StreamsGroupHeartbeat's statuses with several topics, as Kafka 4.4 words
+    them: missing source topics sorted, at most three named ("... and 1 additional topics");
+    missing internal topics in its HashMap's order, at most three named; the CREATE refusal naming
+    every one of them in that order, ", " between names; none created until CREATE is granted on
+    all of them."""
+    n = next(_n)
+    src, g = "sm%d" % n, "sn%d" % n
+    absent = [g + "-%s-in" % k for k in ("q", "c", "x", "a")]
+    changelogs = [g + "-%s-changelog" % k for k in ("zeta", "alpha", "mid", "beta", "pi")]
+    answers = {}
+    for name, side in (("pyk", pyk_side), ("kafka", kafka_side)):
+        _topics(side, g, src)
+        _grant_named(side, [("READ", "group", g)] + [("DESCRIBE", "topic", t) for t in [src] + absent + changelogs])
+        out = []
+        with _alice(side) as c:
+            body = TABLE._streams_hb(src, g)
+            body["topology"]["subtopologies"][0]["source_topics"] = absent
+            r = c.request(88, 1, body)
+            out.append(_streams_status(r))
+            body = dict(TABLE._streams_hb(src, g), group_id=g + "-b")   # a fresh group: a new topology
+            _grant_named(side, [("READ", "group", g + "-b")])
+            body["topology"]["subtopologies"][0]["state_changelog_topics"] = [
+                {"name": t, "partitions": 0, "replication_factor": 0, "topic_configs": []} for t in changelogs]
+            r = c.request(88, 1, body)
+            out.append(_streams_status(r))
+            _grant_named(side, [("CREATE", "topic", t) for t in changelogs])
+            beat = dict(TABLE._streams_hb(src, g + "-b", topology=False), active_tasks=None, standby_tasks=None,
+                        warmup_tasks=None)
+            deadline = time.monotonic() + 20
+            while not all(_exists(side, t) for t in changelogs):
+                assert time.monotonic() < deadline, (name, "changelogs never created", r)
+                r = c.request(88, 1, dict(beat, member_epoch=r["member_epoch"]))
+                time.sleep(0.2)
+        answers[name] = out
+        _delete_alice_bindings(side)
+    assert answers["pyk"] == answers["kafka"], explain(answers["pyk"], answers["kafka"])
+    assert "and 1 additional topics are missing." in answers["kafka"][0][2][-1][1], answers
+    assert "Unauthorized to CREATE on topics %s." % ", ".join(
+        sorted(changelogs, key=answers["kafka"][1][2][-1][1].index)) in answers["kafka"][1][2][-1][1], answers
+
+
 def test_regex_subscription_matches_only_describable_topics(pyk_side, kafka_side):
     """A KIP-848 member subscribing by regex (ConsumerGroupHeartbeat v1) is assigned only the
     matching topics its principal may DESCRIBE (Kafka 4.4's TopicRegexResolver); the other

@@ -131,6 +131,34 @@ class StreamsGroup(ModernGroup[SMember]):
         return self._reconciliation_state()
 
 
+def java_hash_order(names: Iterable[str]) -> list:
+    """``names`` (distinct) in the iteration order of a java.util.HashMap their String keys were
+    put into in that order: by bucket (String.hashCode spread, modulo the table's size, which
+    doubles from 16 whenever the map passes three quarters full), then in insertion order.
+    Kafka 4.4 names the internal topics of a streams topology in this order (InternalTopicManager
+    collects them in a HashMap), in the MISSING_INTERNAL_TOPICS status and its CREATE refusal."""
+    names = list(names)
+    cap = 16
+    while len(names) > cap * 3 // 4:
+        cap *= 2
+
+    def bucket(name: str) -> int:
+        units = name.encode("utf-16-be")   # String.hashCode runs over UTF-16 code units
+        h = 0
+        for i in range(0, len(units), 2):
+            h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (cap - 1)
+    return [n for _, _, n in sorted((bucket(n), i, n) for i, n in enumerate(names))]
+
+
+def summarize_topics(names: list) -> str:
+    """Kafka 4.4's InternalTopicManager.summarizeTopics: at most three names, then how many more."""
+    if not names:
+        return "<none>"
+    more = " and %d additional topics" % (len(names) - 3) if len(names) > 3 else ""
+    return ", ".join(names[:3]) + more
+
+
 def configure(topology: dict, md: Any) -> dict:   # md: the coordinator's topic metadata
     """The topology against the metadata: partition counts of every subtopology and internal topic,
     the internal topics to create, and the statuses a heartbeat reports (Kafka's InternalTopicManager
@@ -164,7 +192,9 @@ def configure(topology: dict, md: Any) -> dict:   # md: the coordinator's topic 
                 counts[t] = info.num_partitions
                 out["topics"].add(t)
     if missing:
-        out["statuses"].append((MISSING_SOURCE_TOPICS, "Source topics %s are missing." % ", ".join(missing)))
+        # Kafka 4.4 collects them in a TreeSet (sorted) and names at most three
+        out["statuses"].append((MISSING_SOURCE_TOPICS, "Source topics %s are missing."
+                                % summarize_topics(sorted(missing))))
         return out
     # repartition topics: fixed counts, else derived from the writers' source topics (fixpoint)
     rep = {}
@@ -229,6 +259,12 @@ def configure(topology: dict, md: Any) -> dict:   # md: the coordinator's topic 
                           "state_changelog_topics": changelogs, "repartition_source_topics": reps_out})
     missing_internal = []
     wrong = []
+    # Kafka 4.4 puts the internal topics in a HashMap, subtopology by subtopology in id order,
+    # repartition source topics before changelogs, and names them in its iteration order
+    by_id = {st["subtopology_id"]: st for st in subs}
+    put = [ti["name"] for sid in sorted(by_id) for key in ("repartition_source_topics", "state_changelog_topics")
+           for ti in by_id[sid][key]]
+    wanted = {name: wanted[name] for name in java_hash_order(dict.fromkeys(put)) if name in wanted}
     for name, (c, rf, cfgs) in wanted.items():
         info = md.get(name) if md is not None else None
         out["topics"].add(name)
@@ -243,7 +279,7 @@ def configure(topology: dict, md: Any) -> dict:   # md: the coordinator's topic 
         return out
     if missing_internal:
         out["statuses"].append((MISSING_INTERNAL_TOPICS, "Internal topics are missing: %s"
-                                % ", ".join(missing_internal)))
+                                % summarize_topics(missing_internal)))
         return out
     out["ready"] = True
     out["subtopologies"] = described
@@ -452,7 +488,7 @@ class StreamsGroupManager(ModernGroupManager):
         """``refused_creates(names)``: the internal topics of ``names`` the member's principal may
         not create (the handler's authorization, None: every one may be).  As Kafka 4.4's
         KafkaApis: when any is refused none is created and the MISSING_INTERNAL_TOPICS status says
-        "Unauthorized to CREATE on topics a,b."."""
+        "Unauthorized to CREATE on topics a, b."."""
         return self._once_written(req["group_id"], self._heartbeat(req, version, client_id, client_host,
                                                                     refused_creates))
 
@@ -602,8 +638,8 @@ class StreamsGroupManager(ModernGroupManager):
             status.append({"status_code": code, "status_detail": detail})
         if refused:
             # Kafka 4.4 (KafkaApis) adds the refusal to the first MISSING_INTERNAL_TOPICS status,
-            # or adds one; its names joined by "," without a space
-            why = "Unauthorized to CREATE on topics %s." % ",".join(refused)
+            # or adds one; every name, in the status's order (java_hash_order)
+            why = "Unauthorized to CREATE on topics %s." % ", ".join(refused)
             shown = next((x for x in status if x["status_code"] == MISSING_INTERNAL_TOPICS), None)
             if shown is not None:
                 shown["status_detail"] = "%s; %s" % (shown["status_detail"], why)
