@@ -281,3 +281,36 @@ def test_internal_topic_creation_failure_is_reported(both):
 
     p, k = both(scenario)
     assert p == k, explain(p, k)
+
+
+def test_incorrectly_partitioned_internal_topics(both):
+    """Internal topics that exist with another partition count than the topology's: Kafka 4.4's
+    INCORRECTLY_PARTITIONED_TOPICS status names the first of them in its HashSet's order of the
+    topology's topics ("Existing topic X has different number of partitions: expected N, found M"),
+    and nothing is created."""
+    def scenario(t):
+        g, src = "sg-wrong", "sg-wrong-src"
+        changelogs = [g + "-%s-changelog" % k for k in ("zeta", "alpha", "mid", "beta")]
+        create_topic(t, src, 1)
+        wait_for_topic(t, src, 1)
+        # mid first: the first of the three in Kafka's order, so that it is in the coordinator's
+        # metadata image by the heartbeat even if the last one created is not yet
+        for i, name in enumerate([changelogs[2], changelogs[0], changelogs[1]]):
+            create_topic(t, name, 2 + i)
+            wait_for_topic(t, name, 2 + i)
+        wait_coordinator(t, g)
+        topo = {"epoch": 0, "subtopologies": [
+            {"subtopology_id": "0", "source_topics": [src], "source_topic_regex": [], "repartition_sink_topics": [],
+             "repartition_source_topics": [], "copartition_groups": [],
+             "state_changelog_topics": [{"name": n, "partitions": 0, "replication_factor": 0, "topic_configs": []}
+                                        for n in changelogs]}]}
+        with connect(t) as r:
+            res = r.request(88, HB_V, hb_body(g, "m1", 0, topology=topo))
+            out = [(s["status_code"], s["status_detail"]) for s in res["status"] or []]
+        time.sleep(0.5)
+        missing = call(t, 3, 12, {"topics": [{"name": changelogs[3]}], "allow_auto_topic_creation": False})
+        return out, missing["topics"][0]["error_code"]
+
+    p, k = both(scenario)
+    assert p == k, explain(p, k)
+    assert k[1] == 3 and k[0][-1][0] == 2 and k[0][-1][1].startswith("Existing topic sg-wrong-"), k

@@ -274,8 +274,17 @@ def configure(topology: dict, md: Any) -> dict:   # md: the coordinator's topic 
         elif info.num_partitions != c:
             wrong.append(name)
     if wrong:
-        out["statuses"].append((INCORRECTLY_PARTITIONED_TOPICS, "Internal topics %s have the wrong number of "
-                                "partitions." % ", ".join(wrong)))
+        # Kafka 4.4 (InternalTopicManager.missingInternalTopics) stops at the first one in its
+        # HashSet of the topology's topics (sources, repartition sources, changelogs), and then
+        # creates nothing
+        required = [t for st in subs for t in st["source_topics"]] + \
+            [ti["name"] for st in subs for key in ("repartition_source_topics", "state_changelog_topics")
+             for ti in st[key]]
+        first = next(t for t in java_hash_order(dict.fromkeys(required)) if t in wrong)
+        out["create"] = {}
+        out["statuses"].append((INCORRECTLY_PARTITIONED_TOPICS, "Existing topic %s has different number of "
+                                "partitions: expected %d, found %d" % (first, wanted[first][0],
+                                                                       md.get(first).num_partitions)))
         return out
     if missing_internal:
         out["statuses"].append((MISSING_INTERNAL_TOPICS, "Internal topics are missing: %s"
