@@ -42,6 +42,9 @@ API_KEY = 88
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 # the rows group_heartbeat checks with (acl/requirements.py)
 _ROWS = needs(API_KEY, *_group_acl)
+# and this API's own: CREATE on the internal topics the coordinator would create
+_CREATE_ANY = need(API_KEY, "internal_topics_any")
+_CREATE = need(API_KEY, "internal_topic")
 
 
 def _err(code: int, msg: str | None = None) -> dict:
@@ -64,19 +67,12 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
         refuse_topics=lambda error: _refused_names(topics, error))
 
 
-# what this API needs from the authorizer besides the group and topic rows (modern_group)
-_CREATE_ANY = need(API_KEY, "internal_topics_any")
-_CREATE = need(API_KEY, "internal_topic")
-
-
 def _refused_creates(ctx: RequestContext, names: list) -> list:
     """The internal topics of ``names`` the client may not create: none with CREATE on the
     cluster (checked without logging a denial, as Kafka), else those without CREATE on the topic."""
     if permits(ctx, _CREATE_ANY, log_denied=False):
         return []
     return [n for n in names if not permits(ctx, _CREATE, n)]
-
-
 
 
 def _topology_topics(request: dict) -> list:
