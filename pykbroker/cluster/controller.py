@@ -240,6 +240,15 @@ class Controller(abc.ABC):
         publish them.  This base version keeps them in memory (test controllers)."""
         self._publish_broker_configs(entity, configs)
 
+    # A cluster's controller hands each broker blocks of producer ids unique in the cluster
+    # (Kafka's AllocateProducerIds); a single node allocates its own from its log dir
+    # (cluster/producer_ids.py), so the default is False and the method is never called.
+    allocates_producer_ids = False
+
+    async def allocate_producer_id_block(self, broker_id: int) -> int:
+        """The start of a block of producer ids unique in the cluster (allocates_producer_ids)."""
+        raise NotImplementedError("a single node allocates its producer ids itself")
+
     def group_configs(self, group_id: str) -> dict[str, str]:
         """The stored dynamic configs of a group (empty when none)."""
         return dict(self._group_configs.get(group_id, {}))

@@ -42,9 +42,10 @@ The partition dict is only mutated on the trio thread.
 """
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, Optional
+from typing import TYPE_CHECKING, Awaitable, Callable, Iterable, Optional
 
 import trio
 
@@ -221,9 +222,10 @@ class ReplicaManager:
         # an OfflinePartition where the log dir failed (Kafka's HostedPartition.Offline)
         self.partitions: dict[tuple[str, int], Partition | OfflinePartition] = {}
         # a cluster's controller hands out producer id blocks (unique across brokers)
-        alloc = getattr(controller, "allocate_producer_id_block", None)
-        self.producer_ids = ProducerIdManager(log_manager.log_dirs[0], log_manager.fs,
-                                              (lambda: alloc(node_id)) if alloc is not None else None)
+        alloc: Optional[Callable[[], Awaitable[int]]] = None
+        if controller is not None and controller.allocates_producer_ids:
+            alloc = functools.partial(controller.allocate_producer_id_block, node_id)
+        self.producer_ids = ProducerIdManager(log_manager.log_dirs[0], log_manager.fs, alloc)
         # set by startup()
         self._hooks: Optional[PartitionHooks] = None
         self._nursery: Optional[trio.Nursery] = None

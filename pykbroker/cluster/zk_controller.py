@@ -232,6 +232,8 @@ class ZkController(Controller):
                                   timeout_s: float = APPLY_TIMEOUT_S) -> dict:
         return await self.admin.alter_reassignments(items, allow_rf_change, timeout_s)
 
+    allocates_producer_ids = True
+
     async def allocate_producer_id_block(self, broker_id: int) -> int:
         return await self.admin.allocate_producer_id_block(broker_id)
 

@@ -167,6 +167,8 @@ class MemoryController(Controller):
             if new is not None:
                 c.change(topic, p, new)
 
+    allocates_producer_ids = True
+
     async def allocate_producer_id_block(self, broker_id: int) -> int:
         """Kafka's AllocateProducerIds: the start of a block of 1000 ids unique in the cluster."""
         from ..cluster.producer_ids import BLOCK_SIZE
