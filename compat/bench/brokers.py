@@ -213,7 +213,7 @@ def make(broker: str, topology: str, data_dir: str) -> Target:
            ("pykbroker", "scaleout"): PyKScaleOut, ("kafka", "scaleout"): KafkaScaleOut,
            ("pykbroker", "secure"): PyKSecure, ("kafka", "secure"): KafkaSecure,
            ("pykbroker", "acl"): PyKAcl, ("kafka", "acl"): KafkaAcl,
-           ("pykbroker-noauth", "acl"): PyKNoAuth}[(broker, topology)]
+           ("pykbroker-noauth", "acl"): PyKNoAuth, ("pykbroker-noauth-b", "acl"): PyKNoAuthB}[(broker, topology)]
     return cls(data_dir)
 
 
@@ -467,6 +467,11 @@ class PyKAcl(PyKSingle):
 class PyKNoAuth(PyKSingle):
     """pykbroker without the authorizer, beside the ``acl`` targets."""
     broker, topology = "pykbroker-noauth", "acl"
+
+
+class PyKNoAuthB(PyKSingle):
+    """A second, identical pykbroker without the authorizer: the A/A control of the ``acl`` cells."""
+    broker, topology = "pykbroker-noauth-b", "acl"
 
 
 class KafkaAcl(KafkaSingle):
