@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from pykbroker.testing import wire  # noqa: E402
+from pykbroker.protocol import wire  # noqa: E402
 
 MiB = 1 << 20
 
