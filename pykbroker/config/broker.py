@@ -466,6 +466,16 @@ _DEFS = [
     # --- requests
     ConfigDef("message.max.bytes", "int", 1048588, "Largest record batch size allowed.", validator=_ge(0)),
     ConfigDef("socket.request.max.bytes", "int", 104857600, "Largest request frame accepted.", validator=_ge(1)),
+    # Kafka's SocketServer sizes the kernel buffers of client connections itself (SO_RCVBUF on
+    # the listening socket before accepting, so the window scale follows; SO_SNDBUF on each
+    # accepted socket), 100 KiB each by default, -1: the OS's autotuned buffers. The sizes shape
+    # what clients see: a producer's batches grow while its writes wait on a small receive window,
+    # and a 1 MiB Fetch answer leaves in steps as the client reads (compat/bench/results/
+    # consume-100b-socket-buffers.md).
+    ConfigDef("socket.send.buffer.bytes", "int", 102400,
+              "SO_SNDBUF of client connections (-1: the OS default)."),
+    ConfigDef("socket.receive.buffer.bytes", "int", 102400,
+              "SO_RCVBUF of client connections (-1: the OS default)."),
     ConfigDef("queued.max.requests", "int", 500, "Accepted for Kafka compatibility; no effect: each connection carries out one request at a time and reads on only after it (server/connection.py), so nothing queues ahead.",
               validator=_ge(1), unit="requests"),
     # --- log

@@ -67,6 +67,8 @@ KAFKA_DEFAULTS = {
     "offsets.retention.check.interval.ms": 600000,
     "offsets.topic.segment.bytes": 104857600,
     "socket.request.max.bytes": 104857600,
+    "socket.send.buffer.bytes": 102400,
+    "socket.receive.buffer.bytes": 102400,
     "queued.max.requests": 500,
 }
 
