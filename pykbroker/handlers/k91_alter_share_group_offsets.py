@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..acl.requirements import need, needs
+from ..acl.requirements import needs
 from ..protocol.errors import DEFAULT_MESSAGES, ErrorCode as E
 from ..server.dispatch import RequestContext
 from .support import share_group_offsets
@@ -25,13 +25,12 @@ from .support.versions import VERSIONS
 
 API_KEY = 91
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
-# the rows change_start_offsets checks with (acl/requirements.py)
-_ROWS = needs(API_KEY, *_offsets_acl)
+# the rows change_start_offsets checks with (acl/requirements.py): the group's, and the topic's
+# this module also answers denials with
+_GROUP, _TOPIC = needs(API_KEY, *_offsets_acl)
 
 # the dispatcher's answer when handle fails: a top-level code with no topics (k92's too)
 error_response = share_group_offsets.error_response
-# the topic row of acl/requirements.py (the group row is checked in share_group_offsets)
-_TOPIC = need(API_KEY, "topic")
 
 
 async def _restart_topic(ctx: RequestContext, gid: str, t: dict, info: Any) -> dict:
