@@ -37,3 +37,18 @@ def produce_until_answer(cfg, topic: str, value: bytes = b"v", timeout: float = 
     p.purge()
     p.flush(0)
     return delivered, errors
+
+
+def set_broker_configs(admin, broker_id: str, entries: dict):
+    """IncrementalAlterConfigs SET of ``entries`` on broker ``broker_id`` through a confluent-kafka
+    ``AdminClient``: None when accepted, else the client's KafkaError (code and message)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+    res = ConfigResource(ResourceType.BROKER, broker_id, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in entries.items()])
+    try:
+        for f in admin.incremental_alter_configs([res]).values():
+            f.result(15)
+    except KafkaException as e:
+        return e.args[0]
+    return None

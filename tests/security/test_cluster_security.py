@@ -13,6 +13,7 @@ import pytest
 
 from tests import needs
 from tests.cluster.helpers import requires_zookeeper, wait_for
+from tests.security.clients import set_broker_configs
 
 ck = needs.module("confluent_kafka")
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition  # noqa: E402
@@ -313,8 +314,6 @@ def test_inter_broker_store_updates_must_pass_a_handshake(cluster, tmp_path):
     changes nothing; one that keeps them talking is applied, to this broker's own inter-broker
     connections too, and replication with acks=all goes on."""
     from confluent_kafka import KafkaError
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
-    from confluent_kafka.admin import ResourceType as RT
 
     from pykbroker.security.certs import CertificateAuthority
     other = CertificateAuthority("a CA the brokers do not trust yet")
@@ -327,14 +326,7 @@ def test_inter_broker_store_updates_must_pass_a_handshake(cluster, tmp_path):
     pre = "listener.name.sasl_ssl."
 
     def alter(entries):
-        res = ConfigResource(RT.BROKER, "1", incremental_configs=[
-            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in entries.items()])
-        try:
-            for f in admin.incremental_alter_configs([res]).values():
-                f.result(15)
-        except KafkaException as e:
-            return e.args[0]
-        return None
+        return set_broker_configs(admin, "1", entries)
 
     # a certificate from a CA the current truststore (the other brokers' too) does not hold
     err = alter({pre + "ssl.keystore.type": "PEM", pre + "ssl.keystore.location": str(keystore)})

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests import needs
-from tests.security.clients import produce_until_answer
+from tests.security.clients import produce_until_answer, set_broker_configs
 
 import pykbroker
 from pykbroker.config import BrokerConfig, ConfigError
@@ -225,21 +225,13 @@ def _peer_serial(w):
 def _alter(port, stores, entries, cert=None):
     """IncrementalAlterConfigs SET on broker 1 through confluent-kafka's AdminClient (from a
     client presenting ``cert``, mTLS, when given); the error code, or None."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+    from confluent_kafka.admin import AdminClient
 
     conf = {"bootstrap.servers": "127.0.0.1:%d" % port, "security.protocol": "SSL", "ssl.ca.location": stores["ca"]}
     if cert is not None:
         conf.update({"ssl.certificate.location": cert[0], "ssl.key.location": cert[1]})
-    admin = AdminClient(conf)
-    res = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
-        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in entries.items()])
-    try:
-        for f in admin.incremental_alter_configs([res]).values():
-            f.result(15)
-    except KafkaException as e:
-        return e.args[0].code()
-    return None
+    err = set_broker_configs(AdminClient(conf), "1", entries)
+    return None if err is None else err.code()
 
 
 def test_dynamic_keystore_update_reloads_for_new_connections(stores):
