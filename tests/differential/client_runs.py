@@ -69,7 +69,10 @@ def stored(target, topic: str, partitions: int = 3, timestamps: bool = True) -> 
     below its high watermark, read with raw Fetch v12 requests from offset 0.  Without
     ``timestamps`` (records the client stamped with its clock as it produced them) the timestamp
     column is None."""
-    from kafka.record.default_records import DefaultRecordBatch
+    import warnings
+    with warnings.catch_warnings():   # kafka-python loads its protocol schemas with a deprecated call
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from kafka.record.default_records import DefaultRecordBatch
     out: dict[str, list] = {}
     with WireClient((target.host, target.port), timeout=15) as c:
         for p in range(partitions):
