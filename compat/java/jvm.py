@@ -2,7 +2,9 @@
 
 ``build(profile)`` compiles the Maven project for one client version (``kafka39`` = 3.9.x, what
 Spark 4 bundles; ``kafka4`` = newest 4.x) unless the build output is newer than every source;
-``run(...)`` starts one JVM for one scenario and parses its JSON-lines report into a ``Report``.
+``run(...)`` starts one JVM for one scenario and parses its JSON-lines report into a ``Report``;
+``run_batch(...)`` runs several scenarios in one JVM (concurrently unless told otherwise) and
+splits its output back into one ``Report`` per scenario, as if each had had a JVM of its own.
 """
 from __future__ import annotations
 
@@ -116,6 +118,51 @@ def run(classpath: str, scenario: str, bootstrap: str, timeout_s: int = 150, **a
     t0 = time.monotonic()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s + 30)
     return Report(cmd, r.returncode, r.stdout, r.stderr, time.monotonic() - t0)
+
+
+def run_batch(classpath: str, bootstrap: str, runs: dict, timeout_s: int = 240,
+              parallel: int | None = None) -> dict:
+    """Run ``runs`` (run id -> (scenario, args)) in one JVM; returns run id -> ``Report``.
+
+    A JVM start and the class loading of kafka-clients cost about a second of CPU each on the
+    machines the tests run on; scenarios that mostly wait on the broker (rebalances,
+    transactions) also overlap in one JVM.  The scenarios must use topics and groups of their own.
+    Each Report holds the events tagged with its run id; its exit code is what that scenario's
+    own JVM would have returned: 0 done, 1 done with a failed phase, 2 fatal or unfinished (the
+    JVM's stderr, every run's client logs, is each Report's stderr)."""
+    cmd = ["java", "-Xss1m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", classpath,
+           "pykbroker.compat.Main", "batch", bootstrap, "timeout_s=%d" % timeout_s]
+    if parallel is not None:
+        cmd.append("parallel=%d" % parallel)
+    lines = []
+    for rid, (scenario, args) in runs.items():
+        fields = [rid, scenario] + ["%s=%s" % kv for kv in args.items()]
+        assert not any("\t" in f or "\n" in f for f in fields), fields
+        lines.append("\t".join(fields))
+    t0 = time.monotonic()
+    r = subprocess.run(cmd, input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=timeout_s + 30)
+    seconds = time.monotonic() - t0
+    out: dict = {}
+    by_run: dict = {rid: [] for rid in runs}
+    garbage = []
+    for line in r.stdout.splitlines():
+        try:
+            e = json.loads(line)
+        except ValueError:
+            garbage.append(line)
+            continue
+        if isinstance(e, dict) and e.get("run") in by_run:
+            by_run[e["run"]].append(line)
+        else:
+            garbage.append(line)
+    for rid, (scenario, args) in runs.items():
+        rep = Report(cmd + ["run=" + rid, scenario] + ["%s=%s" % kv for kv in args.items()], None,
+                     "\n".join(by_run[rid]), r.stderr, seconds)
+        rep.garbage.extend(garbage)
+        done = rep.all("done")
+        rep.rc = 2 if len(done) != 1 or rep.all("fatal") else (1 if done[0]["failed"] else 0)
+        out[rid] = rep
+    return out
 
 
 def command(classpath: str, scenario: str, bootstrap: str, timeout_s: int = 150, **args) -> list:

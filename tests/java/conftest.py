@@ -3,6 +3,7 @@ import pytest
 from compat.java import jvm
 from pykbroker.local.broker_process import BrokerProcess
 from tests import against
+from tests.background import Background
 from tests.conftest import TEST_OVERRIDES
 
 # KIP-848 consumer and KIP-932 share group members learn a new assignment (and give up revoked
@@ -53,16 +54,61 @@ def scenario_args():
     return {}
 
 
+def _key(profile, name, args):
+    return (profile, name, tuple(sorted((k, str(v)) for k, v in args.items())))
+
+
+def _profiles_selected(request) -> set | None:
+    """The client profiles the session's tests of this module are parametrized with; None when
+    one of them has no ``profile`` parameter (then it may need any of the module's scenarios)."""
+    out = set()
+    for item in request.session.items:
+        if item.module is not request.module:
+            continue
+        profile = getattr(getattr(item, "callspec", None), "params", {}).get("profile")
+        if profile is None:
+            return None
+        out.add(profile)
+    return out
+
+
 @pytest.fixture(scope="module")
-def scenario(broker, java_classpath, scenario_args):
-    """Run a scenario once per module and profile against the module's broker; cached by arguments."""
+def scenario(request, broker, java_classpath, scenario_args):
+    """Run a scenario once per module and profile against the module's broker; cached by arguments.
+
+    A module that lists its scenarios in ``JAVA_BATCH`` ((profile, scenario, args) tuples) gets
+    them all from one JVM per profile (``jvm.run_batch``: concurrently, every profile's JVM at
+    once, started with the module), each scenario's events split back into a Report of its own,
+    exactly what its own JVM would have printed; any other scenario gets a JVM of its own."""
     runs = {}
+    declared = getattr(request.module, "JAVA_BATCH", [])
+    wanted = _profiles_selected(request) if declared else set()
+    by_profile: dict = {}
+    for profile, name, args in declared:
+        if wanted is None or profile in wanted:
+            args = {**scenario_args, **args}
+            by_profile.setdefault(profile, {})["r%d" % len(by_profile.get(profile, {}))] = (name, args)
+    batches = {}
+    for profile, specs in by_profile.items():
+        classpath = java_classpath(profile)   # built here, one profile at a time
+        timeout = max(int(a.get("timeout_s", 150)) for _, a in specs.values()) + 60
+
+        def go(bg, profile=profile, classpath=classpath, specs=specs, timeout=timeout):
+            reports = jvm.run_batch(classpath, broker.bootstrap, specs, timeout_s=timeout)
+            return {_key(profile, name, args): reports[rid] for rid, (name, args) in specs.items()}
+
+        batches[profile] = (Background(go, "java batch " + profile), {_key(profile, n, a) for n, a in specs.values()})
 
     def get(profile, name, **args):
         args = {**scenario_args, **args}
-        key = (profile, name, tuple(sorted(args.items())))
+        key = _key(profile, name, args)
         if key not in runs:
-            runs[key] = jvm.run(java_classpath(profile), name, broker.bootstrap, **args)
+            if profile in batches and key in batches[profile][1]:
+                runs.update(batches[profile][0].result())
+            else:
+                runs[key] = jvm.run(java_classpath(profile), name, broker.bootstrap, **args)
         return runs[key]
 
-    return get
+    yield get
+    for bg, _ in batches.values():
+        bg.join()

@@ -14,13 +14,18 @@ COUNT = 40
 CASES = [("kafka39", "classic"), ("kafka4", "classic"), ("kafka4", "consumer")]
 
 
+def groups_args(profile, protocol):
+    name = "java-groups-%s-%s" % (profile, protocol)
+    return {"topic": name, "group": name, "protocol": protocol, "partitions": PARTITIONS, "count": COUNT}
+
+
+# every case at once, one JVM per profile (tests/java/conftest.py)
+JAVA_BATCH = [(p, "groups", groups_args(p, proto)) for p, proto in CASES]
+
+
 @pytest.fixture(scope="module")
 def groups(scenario):
-    def get(profile, protocol):
-        name = "java-groups-%s-%s" % (profile, protocol)
-        return scenario(profile, "groups", topic=name, group=name, protocol=protocol,
-                        partitions=PARTITIONS, count=COUNT)
-    return get
+    return lambda profile, protocol: scenario(profile, "groups", **groups_args(profile, protocol))
 
 
 @pytest.mark.parametrize("profile,protocol", CASES)

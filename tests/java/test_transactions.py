@@ -9,11 +9,17 @@ pytestmark = pytest.mark.timeout(900)   # the first test of a session may build 
 COUNT = 300
 
 
+def txn_args(profile):
+    return {"topic": "java-txn-%s" % profile, "count": COUNT}
+
+
+# both profiles' scenarios at once, one JVM each (tests/java/conftest.py)
+JAVA_BATCH = [(p, "txn", txn_args(p)) for p in ("kafka39", "kafka4")]
+
+
 @pytest.fixture(scope="module")
 def txn(scenario):
-    def get(profile):
-        return scenario(profile, "txn", topic="java-txn-%s" % profile, count=COUNT)
-    return get
+    return lambda profile: scenario(profile, "txn", **txn_args(profile))
 
 
 def _read(r, topic, isolation):
