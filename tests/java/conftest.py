@@ -15,9 +15,31 @@ GROUP_HEARTBEATS = {"group.consumer.heartbeat.interval.ms": "500", "group.share.
 JAVA_OVERRIDES = {**TEST_OVERRIDES, **GROUP_HEARTBEATS}
 
 
+# Modules that set JAVA_SHARED_BROKER = True get one session broker (:func:`shared_broker`) instead
+# of one each, and their JAVA_BATCH scenarios all run in one JVM per profile (:func:`shared_batches`),
+# every module's at once: these modules' scenarios use topics and groups of their own, and nothing
+# they check is broker-wide (a module that lists every group or config resource of the broker,
+# or changes broker configs, keeps a broker of its own).
+
+
+@pytest.fixture(scope="session")
+def shared_broker(tmp_path_factory):
+    """The broker of the JAVA_SHARED_BROKER modules (the same settings as :func:`broker`)."""
+    if against.AGAINST_KAFKA:
+        yield against.kafka_broker(tmp_path_factory, JAVA_OVERRIDES)
+        return
+    d = tmp_path_factory.mktemp("shared-broker")
+    with BrokerProcess(str(d / "data"), JAVA_OVERRIDES) as b:
+        yield b
+
+
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    """tests/conftest.py's module broker with :data:`GROUP_HEARTBEATS`."""
+def broker(request, tmp_path_factory):
+    """tests/conftest.py's module broker with :data:`GROUP_HEARTBEATS` (the session's
+    :func:`shared_broker` for a JAVA_SHARED_BROKER module)."""
+    if getattr(request.module, "JAVA_SHARED_BROKER", False):
+        yield request.getfixturevalue("shared_broker")
+        return
     if against.AGAINST_KAFKA:
         yield against.kafka_broker(tmp_path_factory, JAVA_OVERRIDES)
         return
@@ -58,12 +80,12 @@ def _key(profile, name, args):
     return (profile, name, tuple(sorted((k, str(v)) for k, v in args.items())))
 
 
-def _profiles_selected(request) -> set | None:
-    """The client profiles the session's tests of this module are parametrized with; None when
+def _profiles_selected(session, module) -> set | None:
+    """The client profiles the session's tests of ``module`` are parametrized with; None when
     one of them has no ``profile`` parameter (then it may need any of the module's scenarios)."""
     out = set()
-    for item in request.session.items:
-        if item.module is not request.module:
+    for item in session.items:
+        if getattr(item, "module", None) is not module:
             continue
         profile = getattr(getattr(item, "callspec", None), "params", {}).get("profile")
         if profile is None:
@@ -72,43 +94,89 @@ def _profiles_selected(request) -> set | None:
     return out
 
 
+def _declared(session, module, extra_args) -> list:
+    """(profile, scenario, args) of ``module``'s JAVA_BATCH that its selected tests may use."""
+    wanted = _profiles_selected(session, module)
+    return [(p, name, {**extra_args, **args}) for p, name, args in getattr(module, "JAVA_BATCH", [])
+            if wanted is None or p in wanted]
+
+
+def _start_batches(declared, bootstrap, java_classpath) -> dict:
+    """profile -> (Background running that profile's scenarios in one JVM, their keys); every
+    profile's JVM starts at once."""
+    by_profile: dict = {}
+    for profile, name, args in declared:
+        specs = by_profile.setdefault(profile, {})
+        if _key(profile, name, args) not in {_key(profile, n, a) for n, a in specs.values()}:
+            specs["r%d" % len(specs)] = (name, args)
+    batches = {}
+    for profile, specs in by_profile.items():
+        classpath = java_classpath(profile)   # built here, one profile at a time
+        # the scenarios run at once: the longest one's watchdog, and time to start the JVM
+        timeout = max(int(a.get("timeout_s", 150)) for _, a in specs.values()) + 60
+
+        def go(bg, profile=profile, classpath=classpath, specs=specs, timeout=timeout):
+            reports = jvm.run_batch(classpath, bootstrap, specs, timeout_s=timeout)
+            return {_key(profile, name, args): reports[rid] for rid, (name, args) in specs.items()}
+
+        batches[profile] = (Background(go, "java batch " + profile), {_key(profile, n, a) for n, a in specs.values()})
+    return batches
+
+
+@pytest.fixture(scope="session")
+def shared_batches(request, java_classpath):
+    """The JAVA_BATCH scenarios of every JAVA_SHARED_BROKER module of the session, started (on
+    the shared broker) when the first of those modules asks for one."""
+    started: dict = {}
+
+    def get(broker):
+        if not started:
+            modules = []
+            for item in request.session.items:
+                m = getattr(item, "module", None)
+                if getattr(m, "JAVA_SHARED_BROKER", False) and m not in modules:
+                    modules.append(m)
+            declared = [d for m in modules for d in _declared(request.session, m, {})]
+            started.update(_start_batches(declared, broker.bootstrap, java_classpath))
+        return started
+
+    yield get
+    for bg, _ in started.values():
+        bg.join()
+
+
 @pytest.fixture(scope="module")
 def scenario(request, broker, java_classpath, scenario_args):
     """Run a scenario once per module and profile against the module's broker; cached by arguments.
 
     A module that lists its scenarios in ``JAVA_BATCH`` ((profile, scenario, args) tuples) gets
     them all from one JVM per profile (``jvm.run_batch``: concurrently, every profile's JVM at
-    once, started with the module), each scenario's events split back into a Report of its own,
-    exactly what its own JVM would have printed; any other scenario gets a JVM of its own."""
+    once, started with the module; for a JAVA_SHARED_BROKER module, the session's batch of every
+    such module), each scenario's events split back into a Report of its own, exactly what its
+    own JVM would have printed; any other scenario gets a JVM of its own."""
     runs = {}
-    declared = getattr(request.module, "JAVA_BATCH", [])
-    wanted = _profiles_selected(request) if declared else set()
-    by_profile: dict = {}
-    for profile, name, args in declared:
-        if wanted is None or profile in wanted:
-            args = {**scenario_args, **args}
-            by_profile.setdefault(profile, {})["r%d" % len(by_profile.get(profile, {}))] = (name, args)
-    batches = {}
-    for profile, specs in by_profile.items():
-        classpath = java_classpath(profile)   # built here, one profile at a time
-        timeout = max(int(a.get("timeout_s", 150)) for _, a in specs.values()) + 60
-
-        def go(bg, profile=profile, classpath=classpath, specs=specs, timeout=timeout):
-            reports = jvm.run_batch(classpath, broker.bootstrap, specs, timeout_s=timeout)
-            return {_key(profile, name, args): reports[rid] for rid, (name, args) in specs.items()}
-
-        batches[profile] = (Background(go, "java batch " + profile), {_key(profile, n, a) for n, a in specs.values()})
+    shared = getattr(request.module, "JAVA_SHARED_BROKER", False)
+    if shared:
+        assert not scenario_args, "a module with scenario_args has a broker of its own"
+        batches = request.getfixturevalue("shared_batches")(broker)
+    else:
+        batches = _start_batches(_declared(request.session, request.module, scenario_args),
+                                 broker.bootstrap, java_classpath)
 
     def get(profile, name, **args):
         args = {**scenario_args, **args}
         key = _key(profile, name, args)
         if key not in runs:
             if profile in batches and key in batches[profile][1]:
-                runs.update(batches[profile][0].result())
+                # every profile's batch: none may still run when a later test of the module
+                # changes the broker (test_on_cluster.py kills one)
+                for bg, _ in batches.values():
+                    runs.update(bg.result())
             else:
                 runs[key] = jvm.run(java_classpath(profile), name, broker.bootstrap, **args)
         return runs[key]
 
     yield get
-    for bg, _ in batches.values():
-        bg.join()
+    if not shared:
+        for bg, _ in batches.values():
+            bg.join()

@@ -10,9 +10,19 @@ from tests import against
 pytestmark = [pytest.mark.timeout(900), pytest.mark.parametrize("profile", ["kafka39", "kafka4"])]
 
 
+def admin_args(profile):
+    return {"prefix": "java-admin-" + profile}
+
+
+# both profiles' scenarios at once, one JVM each, on the session's shared broker with other
+# modules' (tests/java/conftest.py)
+JAVA_BATCH = [(p, "admin", admin_args(p)) for p in ("kafka39", "kafka4")]
+JAVA_SHARED_BROKER = True
+
+
 @pytest.fixture(scope="module")
 def admin(scenario):
-    return lambda profile: scenario(profile, "admin", prefix="java-admin-" + profile)
+    return lambda profile: scenario(profile, "admin", **admin_args(profile))
 
 
 def test_describe_cluster(admin, profile, broker):

@@ -21,6 +21,10 @@ def broker(tmp_path_factory):
         yield b
 
 
+# both profiles' scenarios at once, one JVM each (tests/java/conftest.py)
+JAVA_BATCH = [(p, "broker_admin", {"prefix": "java-badmin-" + p, "node": "1"}) for p in ("kafka39", "kafka4")]
+
+
 @pytest.fixture(scope="module")
 def run(scenario):
     return lambda profile: scenario(profile, "broker_admin", prefix="java-badmin-" + profile, node="1")

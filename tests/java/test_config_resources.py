@@ -7,6 +7,10 @@ import pytest
 pytestmark = [pytest.mark.timeout(600), pytest.mark.parametrize("profile", ["kafka39", "kafka4"])]
 
 
+# both profiles' scenarios at once, one JVM each (tests/java/conftest.py)
+JAVA_BATCH = [(p, "config_resources", {"prefix": "java-cfgres-" + p}) for p in ("kafka39", "kafka4")]
+
+
 @pytest.fixture(scope="module")
 def run(scenario):
     return lambda profile: scenario(profile, "config_resources", prefix="java-cfgres-" + profile)

@@ -19,8 +19,10 @@ def groups_args(profile, protocol):
     return {"topic": name, "group": name, "protocol": protocol, "partitions": PARTITIONS, "count": COUNT}
 
 
-# every case at once, one JVM per profile (tests/java/conftest.py)
+# every case at once, one JVM per profile, on the session's shared broker with other modules'
+# (tests/java/conftest.py)
 JAVA_BATCH = [(p, "groups", groups_args(p, proto)) for p, proto in CASES]
+JAVA_SHARED_BROKER = True
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,19 @@ BASE = 1_700_000_000_000
 TS = [5, 1, 9, 3, 7, 2, 8, 0, 6, 4]   # mirror of OffsetsScenario.TS
 
 
+def offsets_args(profile):
+    return {"topic": "java-offsets-" + profile, "base_ts": BASE}
+
+
+# both profiles' scenarios at once, one JVM each, on the session's shared broker with other
+# modules' (tests/java/conftest.py)
+JAVA_BATCH = [(p, "offsets", offsets_args(p)) for p in ("kafka39", "kafka4")]
+JAVA_SHARED_BROKER = True
+
+
 @pytest.fixture(scope="module")
 def offsets(scenario):
-    return lambda profile: scenario(profile, "offsets", topic="java-offsets-" + profile, base_ts=BASE)
+    return lambda profile: scenario(profile, "offsets", **offsets_args(profile))
 
 
 def first_at_or_after(target, start=0):

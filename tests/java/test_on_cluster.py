@@ -29,6 +29,7 @@ from pykbroker.local.cluster import Cluster  # noqa: E402
 
 from .conftest import GROUP_HEARTBEATS  # noqa: E402
 from . import test_admin as single_admin, test_offsets as single_offsets  # noqa: E402
+from . import test_groups as single_groups, test_produce_consume as single_roundtrip  # noqa: E402
 from .test_admin import admin  # noqa: E402,F401
 from .test_groups import groups, test_empty_group_and_delete, test_rebalance  # noqa: E402,F401
 from .test_offsets import offsets  # noqa: E402,F401
@@ -61,6 +62,10 @@ def broker(tmp_path_factory):
         c.wait_registered()   # topics with 3 replicas need 3 registered brokers
         yield _ClusterBroker(c)
 
+
+# the single-broker modules' scenarios, here with replication_factor=3, all in one JVM per profile
+# (tests/java/conftest.py) before the failover test starts its own clients
+JAVA_BATCH = single_admin.JAVA_BATCH + single_offsets.JAVA_BATCH + single_groups.JAVA_BATCH + single_roundtrip.JAVA_BATCH
 
 PROFILES = pytest.mark.parametrize("profile", ["kafka39", "kafka4"])
 

@@ -39,12 +39,20 @@ def headers(i):
 PROTOCOLS = {"kafka39": "classic", "kafka4": "classic,consumer"}
 
 
+def roundtrip_args(profile):
+    return {"topic": TOPIC % profile, "partitions": PARTITIONS, "count": COUNT, "base_ts": BASE_TS,
+            "protocols": PROTOCOLS[profile]}
+
+
+# both profiles' scenarios at once, one JVM each, on the session's shared broker with other
+# modules' (tests/java/conftest.py)
+JAVA_BATCH = [(p, "roundtrip", roundtrip_args(p)) for p in PROTOCOLS]
+JAVA_SHARED_BROKER = True
+
+
 @pytest.fixture(scope="module")
 def roundtrip(scenario):
-    def get(profile):
-        return scenario(profile, "roundtrip", topic=TOPIC % profile, partitions=PARTITIONS,
-                        count=COUNT, base_ts=BASE_TS, protocols=PROTOCOLS[profile])
-    return get
+    return lambda profile: scenario(profile, "roundtrip", **roundtrip_args(profile))
 
 
 def sent_by_index(r):

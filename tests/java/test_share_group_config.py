@@ -10,9 +10,15 @@ pytestmark = pytest.mark.timeout(600)
 COUNT = 5
 
 
+ARGS = {"topic": "java-share-config", "group": "java-share-config", "count": COUNT}
+# in one JVM with other modules' scenarios, on the session's shared broker (tests/java/conftest.py)
+JAVA_BATCH = [("kafka4", "share_config", ARGS)]
+JAVA_SHARED_BROKER = True
+
+
 @pytest.fixture(scope="module")
 def run(scenario):
-    return scenario("kafka4", "share_config", topic="java-share-config", group="java-share-config", count=COUNT)
+    return scenario("kafka4", "share_config", **ARGS)
 
 
 def test_admin_sets_and_describes_the_group_config(run):

@@ -14,10 +14,15 @@ pytestmark = pytest.mark.timeout(600)
 COUNT = 60
 
 
+ARGS = {"topic": "java-share", "group": "java-share", "partitions": 2, "count": COUNT, "timeout_s": 240}
+# in one JVM with other modules' scenarios, on the session's shared broker (tests/java/conftest.py)
+JAVA_BATCH = [("kafka4", "share", ARGS)]
+JAVA_SHARED_BROKER = True
+
+
 @pytest.fixture(scope="module")
 def share(scenario):
-    return scenario("kafka4", "share", topic="java-share", group="java-share", partitions=2, count=COUNT,
-                    timeout_s=240)
+    return scenario("kafka4", "share", **ARGS)
 
 
 def test_two_consumers_every_record_exactly_once(share):

@@ -13,8 +13,10 @@ def txn_args(profile):
     return {"topic": "java-txn-%s" % profile, "count": COUNT}
 
 
-# both profiles' scenarios at once, one JVM each (tests/java/conftest.py)
+# both profiles' scenarios at once, one JVM each, on the session's shared broker with other
+# modules' (tests/java/conftest.py)
 JAVA_BATCH = [(p, "txn", txn_args(p)) for p in ("kafka39", "kafka4")]
+JAVA_SHARED_BROKER = True
 
 
 @pytest.fixture(scope="module")
