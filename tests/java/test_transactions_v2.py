@@ -12,12 +12,17 @@ the broker resolves it and the group's offsets read back are the ones committed)
 (the epoch bumped on every commit and abort); at level 1 the version 1 calls.  The log shows it
 too (every test): with version 2 each COMMIT/ABORT marker carries the epoch after the bump, one
 above its transaction's batches; with version 1 the same epoch."""
+import contextlib
 import json
+import threading
 from collections import Counter
+from types import SimpleNamespace
 
 import pytest
 
+from compat.java import jvm
 from tests import needs
+from tests.background import Background
 
 from pykbroker.protocol.primitives import uuid_to_str
 from pykbroker.protocol.records import iter_batches
@@ -39,26 +44,90 @@ class _ClusterBroker:
         self.traces = [b.trace_path for b in cluster.brokers]   # each broker's requests served
 
 
-@pytest.fixture(scope="module", params=["tv2", "tv1", "tv2-cluster", "tv2-cluster-as-kafka-4.0"])
-def broker(request, tmp_path_factory):
-    d = tmp_path_factory.mktemp("broker-" + request.param)
-    if request.param.startswith("tv2-cluster"):
+@contextlib.contextmanager
+def _broker(name, d):
+    if name.startswith("tv2-cluster"):
         needs.require_zookeeper()
         from pykbroker.local.cluster import Cluster
         overrides = {**TEST_OVERRIDES, "zookeeper.session.timeout.ms": "6000", "offsets.topic.num.partitions": "5",
                      "transaction.state.log.num.partitions": "5"}
-        as_kafka = "4.0" if request.param.endswith("4.0") else None
+        as_kafka = "4.0" if name.endswith("4.0") else None
         with Cluster(3, str(d), overrides=overrides, zk_tick_time=500, as_kafka=as_kafka, trace=True) as c:
             c.wait_registered()
             yield _ClusterBroker(c, as_kafka)
         return
-    tv = int(request.param[2])
+    tv = int(name[2])
     trace = d / "trace.jsonl"
     with BrokerProcess(str(d / "data"), {**TEST_OVERRIDES, "transaction.version": str(tv)},
                        extra_args=["--trace", str(trace)]) as b:
         b.tv = tv
         b.trace = trace
         yield b
+
+
+def _attempt(fn):
+    """fn()'s value, or the exception it raised (raised again by the test that reads it)."""
+    try:
+        return fn()
+    except Exception as e:
+        return e
+
+
+def _observe(name, d, classpath):
+    """Start ``name``'s broker(s), run the Java scenario, read back what the test checks while
+    the brokers still run (the markers, the input topic's id), stop them (the traces stay)."""
+    with _broker(name, d) as broker:
+        prefix = "java-tv%d%s" % (broker.tv, "" if broker.trace else "-cluster")
+        report = jvm.run(classpath, "txn", broker.bootstrap, topic=prefix, count=COUNT, offsets_by_id="true")
+        return SimpleNamespace(broker=broker, prefix=prefix, report=report,
+                               marker_epochs=_attempt(lambda: _marker_epochs(broker.bootstrap, prefix + "-basic", 3)),
+                               in_topic_id=_attempt(lambda: _topic_id(broker.bootstrap, prefix + "-in")))
+
+
+def _value(v):
+    if isinstance(v, Exception):
+        raise v
+    return v
+
+
+# Two lanes at once, each one broker setup after the other: a single broker beside a cluster (a
+# lane mostly waits on its brokers and its JVM).  Each setup's broker is stopped before the lane
+# starts the next one, so at most a cluster and a single broker run at a time.
+LANES = [["tv2", "tv1"], ["tv2-cluster", "tv2-cluster-as-kafka-4.0"]]
+
+
+@pytest.fixture(scope="module")
+def observed(request, tmp_path_factory, java_classpath):
+    """name -> Background whose result is that setup's observations; only the session's
+    selected setups run."""
+    selected = {item.callspec.params["name"] for item in request.session.items
+                if item.module is request.module and hasattr(item, "callspec")}
+    classpath = java_classpath("kafka4")
+    events = {name: threading.Event() for lane in LANES for name in lane}
+    results: dict = {}
+
+    def lane(bg, names):
+        for name in names:
+            if name in selected:
+                try:
+                    results[name] = ("ok", _observe(name, tmp_path_factory.mktemp("broker-" + name), classpath))
+                except BaseException as e:   # a skip (no ZooKeeper) included: the test raises it
+                    results[name] = ("err", e)
+            events[name].set()
+
+    lanes = [Background(lambda bg, names=names: lane(bg, names), "txn-v2 lane") for names in LANES]
+
+    def get(name):
+        events[name].wait(900)
+        assert name in results, "the %s setup did not end within 900 s" % name
+        kind, value = results[name]
+        if kind == "err":
+            raise value
+        return value
+
+    yield get
+    for bg in lanes:
+        bg.join()
 
 
 def _marker_epochs(bootstrap, topic, partitions) -> set:
@@ -119,9 +188,10 @@ def _topic_id(bootstrap, topic):
     return uuid_to_str(wire.metadata((host, int(port)), [topic])["topics"][0]["topic_id"])
 
 
-def test_java_transactions_by_transaction_version(broker, scenario):
-    prefix = "java-tv%d%s" % (broker.tv, "" if broker.trace else "-cluster")
-    r = scenario("kafka4", "txn", topic=prefix, count=COUNT, offsets_by_id="true")
+@pytest.mark.parametrize("name", [name for lane in LANES for name in lane])
+def test_java_transactions_by_transaction_version(observed, name):
+    o = observed(name)
+    broker, prefix, r = o.broker, o.prefix, o.report
     r.assert_clean()
     committed = ["c-%d" % i for i in range(12)] + ["c-last"]
     assert _read(r, prefix + "-basic", "read_committed") == sorted(committed)
@@ -131,7 +201,7 @@ def test_java_transactions_by_transaction_version(broker, scenario):
     assert c["rounds"] >= 3 and sum(c["offsets"].values()) == COUNT
     assert r.one("fenced")["error"] in ("ProducerFencedException", "InvalidProducerEpochException")
     assert _read(r, prefix + "-fence", "read_committed") == ["from-second"]
-    assert _marker_epochs(broker.bootstrap, prefix + "-basic", 3) == ({1} if broker.tv == 2 else {0})
+    assert _value(o.marker_epochs) == ({1} if broker.tv == 2 else {0})
     if broker.trace is None:
         # the cluster: what the brokers sent each other, at the versions both ends allow
         # (cluster/interbroker.py); a Kafka 4.0 broker knows WriteTxnMarkers v1 and Fetch v17 at most
@@ -151,8 +221,7 @@ def test_java_transactions_by_transaction_version(broker, scenario):
         assert versions(0, txn=True) and min(versions(0, txn=True)) >= 12   # the leader adds the partition
         assert versions(28) == {6}                                     # TxnOffsetCommit adds the offsets partition
         ids = _txn_offset_commit_topics(broker.trace)                  # ... and names the input topic by id
-        assert ids and all(t["name"] == "" and t["topic_id"] == _topic_id(broker.bootstrap, prefix + "-in")
-                           for t in ids), ids
+        assert ids and all(t["name"] == "" and t["topic_id"] == _value(o.in_topic_id) for t in ids), ids
     else:
         assert versions(24) and max(versions(24)) <= 3
         assert versions(25) and max(versions(25)) <= 4
