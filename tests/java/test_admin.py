@@ -1,6 +1,6 @@
 """Java AdminClient 3.9.x and 4.x: cluster, topics, partitions and configs.
 
-One JVM per profile runs the ``admin`` scenario (compat/java/.../AdminScenario.java); every test
+A JVM per profile runs the ``admin`` scenario, beside other modules' scenarios, (compat/java/.../AdminScenario.java); every test
 checks one part of what the AdminClient observed.
 """
 import pytest

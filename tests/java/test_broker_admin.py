@@ -2,7 +2,7 @@
 and describeConfigs on BROKER resources (per broker and the cluster default), describeTopics,
 describeProducers, describeLogDirs and alterReplicaLogDirs (the broker has two log dirs).
 
-One JVM per profile runs the ``broker_admin`` scenario
+One JVM per profile (both at once) runs the ``broker_admin`` scenario
 (compat/java/.../BrokerAdminScenario.java); every test checks one part of what it observed.
 """
 import pytest

@@ -1,8 +1,8 @@
 """Java consumer groups 3.9.x and 4.x, seen by their members and by the AdminClient.
 
-One JVM per (profile, group protocol) runs the ``groups`` scenario (compat/java/.../GroupsScenario.java):
-member a takes all 4 partitions and consumes the 40 records (committing), member b joins and the
-partitions are split, the AdminClient lists and describes the stable group and its offsets, b
+A JVM per profile runs the ``groups`` scenario (compat/java/.../GroupsScenario.java) once per group
+protocol, all at once and beside other modules' scenarios: member a takes all 4 partitions and
+consumes the 40 records (committing), member b joins and the partitions are split, the AdminClient lists and describes the stable group and its offsets, b
 leaves and a takes everything back, a leaves (the group is empty), and the group is deleted.
 """
 import pytest

@@ -1,6 +1,6 @@
 """Java AdminClient and consumer 3.9.x and 4.x: ListOffsets, offsetsForTimes, DeleteRecords.
 
-One JVM per profile runs the ``offsets`` scenario (compat/java/.../OffsetsScenario.java): one
+A JVM per profile runs the ``offsets`` scenario, beside other modules' scenarios, (compat/java/.../OffsetsScenario.java): one
 partition with 10 records whose timestamps are out of order (base + 1000*TS[i]), in two batches,
 and an empty topic.
 """

@@ -1,6 +1,6 @@
 """Java kafka-clients 3.9.x and 4.x: default producer, then consumers (assign + seek, subscribe).
 
-One JVM per profile runs the ``roundtrip`` scenario (compat/java/.../Roundtrip.java): the default
+A JVM per profile runs the ``roundtrip`` scenario, beside other modules' scenarios, (compat/java/.../Roundtrip.java): the default
 producer (idempotent, acks=all) sends keyed records with headers and explicit timestamps, then an
 assigned consumer and one subscribed consumer per group protocol read them back. The tests check
 what the Java side observed against what was sent, byte for byte.

@@ -1,7 +1,7 @@
 """KIP-932 share groups with the real Java KafkaShareConsumer and Admin (kafka-clients 4.4).
 
-One JVM runs the ``share`` scenario (compat/java/.../ShareScenario.java) against the module's
-broker: two share consumers of one group consume one 2-partition topic (every record delivered
+The ``share`` scenario (compat/java/.../ShareScenario.java) runs in the kafka4 batch JVM against the
+shared broker (tests/java/conftest.py): two share consumers of one group consume one 2-partition topic (every record delivered
 and acknowledged exactly once across them, values read back), the Admin describes the group; then
 explicit acknowledgement: accept / release (redelivered with delivery count 2) / reject (never
 again), and a record left unacknowledged at close is delivered to the next consumer with delivery
