@@ -48,6 +48,23 @@ def broker(request, tmp_path_factory):
         yield b
 
 
+@pytest.fixture(scope="session", autouse=True)
+def runs_ahead(request, tmp_path_factory):
+    """node id -> Background of the run of a selected test its module lists in ``AHEAD`` (test
+    name -> fn(bg, tmp_path) doing everything the test checks, assertions included), started
+    with the first test of tests/java: runs that mostly wait, on brokers of their own, overlap
+    the tests before theirs; the test calls ``result()`` (raising what the run raised)."""
+    started = {}
+    for item in request.session.items:
+        fn = getattr(getattr(item, "module", None), "AHEAD", {}).get(getattr(item, "originalname", None))
+        if fn is not None and item.nodeid not in started:
+            d = tmp_path_factory.mktemp("ahead")
+            started[item.nodeid] = Background(lambda bg, fn=fn, d=d: fn(bg, d), "ahead " + item.nodeid)
+    yield started
+    for bg in started.values():
+        bg.join()
+
+
 @pytest.fixture(scope="session")
 def java_classpath():
     """profile -> classpath of the built scenarios; builds at most once per session per profile.

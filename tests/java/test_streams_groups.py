@@ -136,7 +136,9 @@ BATCH1 = ["the quick brown fox", "jumps over the lazy dog", "the dog sleeps", "a
 BATCH2 = ["the cat", "a lazy cat sleeps", "quick quick quick"] * 5
 
 
-def test_word_count_two_instances_then_one(tmp_path):
+def word_count_two_instances_then_one(bg, tmp_path):
+    """The test's run (in the background from the start of tests/java: it mostly waits on the
+    Streams instances' startup and rebalances; tests/java/conftest.py ``runs_ahead``)."""
     cp = build()
     with BrokerProcess(str(tmp_path / "data"), OVERRIDES) as b:
         bs = b.bootstrap
@@ -188,3 +190,10 @@ def test_word_count_two_instances_then_one(tmp_path):
             consumer.close()
             i1.close()
             i2.close()
+
+
+AHEAD = {"test_word_count_two_instances_then_one": word_count_two_instances_then_one}
+
+
+def test_word_count_two_instances_then_one(runs_ahead, request):
+    runs_ahead[request.node.nodeid].result()
