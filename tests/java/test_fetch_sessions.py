@@ -16,18 +16,20 @@ PARTITIONS = 1000
 PER_PARTITION = 2
 
 
-@pytest.fixture(scope="module")
-def broker():
-    # in-process: the test reads the fetch-session cache's counters on the broker's loop
-    with pykbroker.Broker(config=TEST_CONFIG) as b:
-        yield b
-
-
 def _stats(b):
     return b._sync(lambda br: dict(br.replica_manager.fetch_sessions.stats))
 
 
-def test_java_consumer_1000_partitions_incremental_fetch(broker, java_classpath, tmp_path):
+def consumer_1000_partitions_incremental_fetch(bg, tmp_path):
+    """The test's run, ahead of it from the start of tests/java (tests/java/conftest.py
+    ``runs_ahead``): its broker is in-process (the counters are read on the broker's loop) and
+    its own; producing 2,000 records, the consumer's fetches and the shutdown mostly wait."""
+    classpath = jvm.build("kafka4")[0]
+    with pykbroker.Broker(config=TEST_CONFIG) as broker:
+        _consume(broker, classpath, tmp_path)
+
+
+def _consume(broker, classpath, tmp_path):
     topic = "java-fetch-sessions"
     broker.create_topic(topic, PARTITIONS)
     sent = set()
@@ -41,7 +43,7 @@ def test_java_consumer_1000_partitions_incremental_fetch(broker, java_classpath,
     stop = tmp_path / "stop"
     stop.write_text("")    # consume until caught up with the end offsets, then exit
     out = str(tmp_path / "consumer.jsonl")
-    proc = jvm.spawn(java_classpath("kafka4"), "consume_group", broker.bootstrap_servers, out,
+    proc = jvm.spawn(classpath, "consume_group", broker.bootstrap_servers, out,
                      timeout_s=400, topic=topic, group="java-fs", protocol="classic", stop_file=str(stop))
     try:
         rc = proc.wait(420)
@@ -58,3 +60,10 @@ def test_java_consumer_1000_partitions_incremental_fetch(broker, java_classpath,
     assert after["sessions_created"] > before["sessions_created"], after
     assert after["incremental_fetches"] > before["incremental_fetches"], after
     assert after["session_errors"] == before["session_errors"], after
+
+
+AHEAD = {"test_java_consumer_1000_partitions_incremental_fetch": consumer_1000_partitions_incremental_fetch}
+
+
+def test_java_consumer_1000_partitions_incremental_fetch(runs_ahead, request):
+    runs_ahead[request.node.nodeid].result()
