@@ -2,7 +2,7 @@
 and describeConfigs on BROKER resources (per broker and the cluster default), describeTopics,
 describeProducers, describeLogDirs and alterReplicaLogDirs (the broker has two log dirs).
 
-One JVM per profile (both at once) runs the ``broker_admin`` scenario
+One JVM per profile, in turn, runs the ``broker_admin`` scenario
 (compat/java/.../BrokerAdminScenario.java); every test checks one part of what it observed.
 """
 import pytest
@@ -21,10 +21,8 @@ def broker(tmp_path_factory):
         yield b
 
 
-# both profiles' scenarios at once, one JVM each (tests/java/conftest.py)
-JAVA_BATCH = [(p, "broker_admin", {"prefix": "java-badmin-" + p, "node": "1"}) for p in ("kafka39", "kafka4")]
-
-
+# No JAVA_BATCH (tests/java/conftest.py): the scenario changes broker-wide configs
+# (log.retention.ms of the broker and the cluster default), so the profiles' runs go in turn.
 @pytest.fixture(scope="module")
 def run(scenario):
     return lambda profile: scenario(profile, "broker_admin", prefix="java-badmin-" + profile, node="1")

@@ -95,12 +95,15 @@ final class AdminScenario {
                 admin.createPartitions(Map.of(a, NewPartitions.increaseTo(5))).all().get();
                 // On a cluster the describe may reach a broker whose metadata has not caught up
                 // yet (as with Apache Kafka, whose tests wait for partition metadata too).
+                // The description reported is the one that ended the wait: the next describe may
+                // reach another broker, still behind.
                 long deadline = System.currentTimeMillis() + 30_000;
-                while (admin.describeTopics(List.of(a)).allTopicNames().get().get(a).partitions().size() < 5
-                        && System.currentTimeMillis() < deadline) {
+                Map<String, TopicDescription> seen = admin.describeTopics(List.of(a)).allTopicNames().get();
+                while (seen.get(a).partitions().size() < 5 && System.currentTimeMillis() < deadline) {
                     Thread.sleep(100);
+                    seen = admin.describeTopics(List.of(a)).allTopicNames().get();
                 }
-                describe(admin, List.of(a), "after_create_partitions");
+                emitTopics(seen, List.of(a), "after_create_partitions");
                 Main.emit(Json.obj("event", "create_partitions_error", "case", "decrease",
                         "error", Main.errorOf(() -> admin.createPartitions(Map.of(a, NewPartitions.increaseTo(2))).all().get())));
                 Main.emit(Json.obj("event", "create_partitions_error", "case", "same",
@@ -144,7 +147,10 @@ final class AdminScenario {
     }
 
     static void describe(Admin admin, Collection<String> topics, String phase) throws Exception {
-        Map<String, TopicDescription> d = admin.describeTopics(topics).allTopicNames().get();
+        emitTopics(admin.describeTopics(topics).allTopicNames().get(), topics, phase);
+    }
+
+    static void emitTopics(Map<String, TopicDescription> d, Collection<String> topics, String phase) {
         for (String t : topics) {
             TopicDescription td = d.get(t);
             List<Object> parts = new ArrayList<>();
