@@ -147,6 +147,10 @@ class _Index:
 
     @property
     def is_full(self) -> bool:
+        # asked on every append (the roll check): the column read without its property while
+        # no lazy load is pending (the active segment's indexes are always loaded)
+        if self._lazy_args is None:
+            return len(self._ra) >= self.max_entries
         return len(self._a) >= self.max_entries
 
     def _load_raw(self) -> tuple[tuple, tuple]:

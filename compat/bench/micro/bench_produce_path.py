@@ -10,7 +10,9 @@ a real ``BrokerServer`` (a 4-partition topic, its own temporary log dir):
 
 - ``decode``: framing, the request header, the generated codec's decode (Dispatcher.next_event);
 - ``handle``: the Produce handler, validation, the append and its ``pwrite``;
-- ``encode``: the answer encoded and framed (Dispatcher.finish).
+- ``encode``: the answer encoded and framed (Dispatcher.finish);
+- ``total``: the repetition's wall time per request, ``cpu``: its process CPU time (user +
+  system) per request, the figure to compare on a loaded machine.
 
 Each repetition runs ``--requests`` requests round-robin over the 4 partitions; the minimum
 over ``--reps`` repetitions is printed (the least disturbed by other processes on a shared
@@ -65,11 +67,13 @@ async def _run(args: argparse.Namespace, log_dir: str) -> None:
                                               {"index": i, "records": make_batch([b"x" * 100] * 10)}]}]},
                                 client_id="bench-conns") for i in range(4)]
         pc = time.perf_counter
+        cpu = time.process_time
         paths = {"fast": [disp], "general": [general], "both": [disp, general]}[args.path]
         best: dict = {}
         for _ in range(args.reps):
             for d in paths:
                 dec = han = enc = 0.0
+                c0 = cpu()
                 t0 = pc()
                 for i in range(args.requests):
                     a = pc()
@@ -85,8 +89,10 @@ async def _run(args: argparse.Namespace, log_dir: str) -> None:
                     han += c - b
                     enc += e - c
                 total = pc() - t0
+                cpu_total = cpu() - c0
                 row = best.setdefault("fast" if d is disp else "general", {})
-                for k, v in (("decode", dec), ("handle", han), ("encode", enc), ("total", total)):
+                for k, v in (("decode", dec), ("handle", han), ("encode", enc), ("total", total),
+                             ("cpu", cpu_total)):
                     row[k] = min(row.get(k, float("inf")), v / args.requests * 1e6)
         for name, row in best.items():
             print("%s path, µs per request (min of %d x %d): %s" % (

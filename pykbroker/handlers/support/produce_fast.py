@@ -50,10 +50,6 @@ _PRODUCE = APIS[0]
 _ACKS_TIMEOUT = struct.Struct(">hi")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
-# the fixed middle of a success answer: index, error_code 0, base_offset, log_append_time_ms,
-# log_start_offset (v5+)
-_PART = struct.Struct(">ihqqq")
-_PART_V3 = struct.Struct(">ihqq")
 
 
 class FastProduce:
@@ -222,34 +218,68 @@ def _success(correlation_id: int, version: int, req: FastProduce, name: Optional
              log_append_time_ms: int, log_start_offset: int) -> bytearray:
     """The framed answer of an appended partition: the generated encoder's bytes for
     {responses: [{name, partition_responses: [{index, NONE, offsets, record_errors: []}]}],
-    throttle_time_ms: 0}, written in their fixed layout."""
-    out = bytearray(4)
-    out += _I32.pack(correlation_id)
+    throttle_time_ms: 0}, written in their fixed layout: the size and correlation id, the topic
+    part (the same for every answer of a topic: cached), the partition and the tail, joined in
+    one copy."""
     if version >= 9:
-        out += b"\x00\x02"   # header tagged fields; one topic
-        if version >= 13:
-            out += req.topic_id or b""   # (always set by a v13 decode)
-        else:
-            raw = (name or "").encode()   # (always set before v13)
-            out.append(len(raw) + 1)   # (the decoder took names below 127 bytes only)
-            out += raw
-        out.append(2)    # one partition
-        out += _PART.pack(req.index, 0, base_offset, log_append_time_ms, log_start_offset)
-        # record_errors [], error_message null, no tagged fields (partition, topic),
-        # throttle_time_ms 0, no tagged fields
-        out += b"\x01\x00\x00\x00\x00\x00\x00\x00\x00"
+        topic = _flex_topic((req.topic_id or b"") if version >= 13 else None, name)
+        part = _PART_FLEX.pack(req.index, 0, base_offset, log_append_time_ms, log_start_offset, _FLEX_TAIL)
     else:
-        raw = (name or "").encode()   # (always set before v13)
-        out += b"\x00\x00\x00\x01"
-        out += _I16.pack(len(raw))
-        out += raw
-        out += b"\x00\x00\x00\x01"
-        if version >= 5:
-            out += _PART.pack(req.index, 0, base_offset, log_append_time_ms, log_start_offset)
-        else:
-            out += _PART_V3.pack(req.index, 0, base_offset, log_append_time_ms)
+        topic = _classic_topic(name or "")
         if version >= 8:
-            out += b"\x00\x00\x00\x00\xff\xff"   # record_errors [], error_message null
-        out += b"\x00\x00\x00\x00"               # throttle_time_ms 0
-    struct.pack_into(">i", out, 0, len(out) - 4)
-    return out
+            part = _PART_V8.pack(req.index, 0, base_offset, log_append_time_ms, log_start_offset, _V8_TAIL)
+        elif version >= 5:
+            part = _PART_V5.pack(req.index, 0, base_offset, log_append_time_ms, log_start_offset, _V5_TAIL)
+        else:
+            part = _PART_V3.pack(req.index, 0, base_offset, log_append_time_ms, _V5_TAIL)
+    return _JOIN((_HEAD.pack(4 + len(topic) + len(part), correlation_id), topic, part))
+
+
+_JOIN = bytearray().join   # a bytearray: Dispatcher.finish sends it as it is
+_HEAD = struct.Struct(">ii")   # the frame's size, the correlation id
+# header tagged fields none, one topic (compact array) ... one partition (compact array)
+_FLEX_TOPIC = b"\x00\x02%b\x02"
+# the partition: index, error_code 0, base_offset, log_append_time_ms, log_start_offset, then
+# record_errors [], error_message null, no tagged fields (partition, topic), throttle_time_ms 0,
+# no tagged fields
+_FLEX_TAIL = b"\x01\x00\x00\x00\x00\x00\x00\x00\x00"
+_PART_FLEX = struct.Struct(">ihqqq9s")
+# classic: record_errors [] and error_message null (v8+), throttle_time_ms 0
+_V8_TAIL = b"\x00\x00\x00\x00\xff\xff\x00\x00\x00\x00"
+_V5_TAIL = b"\x00\x00\x00\x00"
+_PART_V8 = struct.Struct(">ihqqq10s")
+_PART_V5 = struct.Struct(">ihqqq4s")
+_PART_V3 = struct.Struct(">ihqq4s")
+# The topic part of the answers by topic name or id, built once: bounded (a broker with more
+# topics than this in use rebuilds some, which costs what building each answer's did).
+_TOPIC_CACHE_MAX = 4096
+_flex_topics: dict = {}
+_classic_topics: dict = {}
+
+
+def _flex_topic(topic_id: Optional[bytes], name: Optional[str]) -> bytes:
+    key = topic_id if topic_id is not None else name
+    got = _flex_topics.get(key)
+    if got is None:
+        if topic_id is not None:   # v13: the topic id (always set by a v13 decode)
+            raw = topic_id
+        else:   # a compact string (always set before v13; the decoder took names below 127 bytes)
+            enc = (name or "").encode()
+            raw = bytes((len(enc) + 1,)) + enc
+        got = _FLEX_TOPIC % raw
+        if len(_flex_topics) >= _TOPIC_CACHE_MAX:
+            _flex_topics.clear()
+        _flex_topics[key] = got
+    return got
+
+
+def _classic_topic(name: str) -> bytes:
+    got = _classic_topics.get(name)
+    if got is None:
+        raw = name.encode()
+        # one topic (array of 1), its name (int16 length), one partition (array of 1)
+        got = b"\x00\x00\x00\x01" + _I16.pack(len(raw)) + raw + b"\x00\x00\x00\x01"
+        if len(_classic_topics) >= _TOPIC_CACHE_MAX:
+            _classic_topics.clear()
+        _classic_topics[name] = got
+    return got
