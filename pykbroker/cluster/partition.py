@@ -182,9 +182,11 @@ class Partition:
                         new_hw = leo
         if new_hw > lg.high_watermark:
             lg.high_watermark = new_hw
-            self._wake_hw_waiters()
+            if self._hw_waiters:
+                self._wake_hw_waiters()
             # consumers' long polls read up to the HW: they may have something now
-            self.data_waiters.wake()
+            if self.data_waiters:
+                self.data_waiters.wake()
             return True
         return False
 
@@ -403,13 +405,14 @@ class Partition:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log dir of %s is offline" % self)
         if not self.is_leader:
             raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        lc = self.log.config
-        if validated.size > lc.segment_bytes:
+        lg = self.log
+        lc = lg.config
+        if len(validated.buffer) > lc.segment_bytes:
             # Kafka: a record set larger than a whole segment can never be appended.
             raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE)
         lat = now_ms if lc.log_append_time else None
         try:
-            info = self.log.append(validated, self.leader_epoch, lat, auto_flush=False)
+            info = lg.append(validated, self.leader_epoch, lat, auto_flush=False)
         except ProducerStateError as e:
             raise KafkaError(e.code, str(e)) from None
         except KafkaStorageError as e:
@@ -423,11 +426,12 @@ class Partition:
                 # Kafka flushes a segment in the background when it rolls, so the recovery point
                 # advances and an unclean restart only CRC-scans the active segment.
                 self._hooks.spawn(self._flush_after_roll)
-            self._followers_caught_up_until_now(info.first_offset)
-            if not self._maybe_increment_high_watermark():
+            if self._remote:   # (the call only with followers: the check is its first line)
+                self._followers_caught_up_until_now(info.first_offset)
+            if not self._maybe_increment_high_watermark() and self.data_waiters:
                 self.data_waiters.wake()   # followers read up to the log end
         return AppendResult(info.first_offset, info.last_offset, info.log_append_time,
-                            self.log.log_start_offset, info.duplicate)
+                            lg.log_start_offset, info.duplicate)
 
     def append_end_txn_marker(self, producer_id: int, producer_epoch: int, commit: bool,
                               coordinator_epoch: int, transaction_version: int = 0) -> int:

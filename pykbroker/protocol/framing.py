@@ -103,9 +103,14 @@ class FrameBuffer:
                 self._view[:self._have] = self._buf
                 self._buf = bytearray()
             return None
-        with memoryview(self._buf) as mv:
-            frame = bytearray(mv[:need])   # one copy
-        del self._buf[:need]
+        if len(self._buf) == need:
+            # exactly this frame buffered (one request per read: the common case): the buffer
+            # becomes the frame, no copy
+            frame = self._buf
+            self._buf = bytearray()
+        else:
+            frame = self._buf[:need]   # one copy
+            del self._buf[:need]
         self._need = None
         return frame
 
@@ -145,7 +150,15 @@ def parse_request_header(frame: bytes | bytearray, flexible: bool) -> RequestHea
     read an ApiVersions request of any version."""
     try:
         api_key, api_version, corr = _HEADER_START.unpack_from(frame, 0)
-        client_id, pos = P.read_nullable_string(frame, 8)
+        # the client id: P.read_nullable_string's steps inline (every request reads it)
+        (n,) = P.I16.unpack_from(frame, 8)
+        if n < 0:
+            client_id, pos = None, 10
+        else:
+            pos = 10 + n
+            if pos > len(frame):
+                raise ProtocolError("length %d exceeds the %d remaining bytes" % (n, len(frame) - 10))
+            client_id = str(frame[10:pos], "utf-8")
         if flexible:
             if frame[pos] == 0:   # no tagged fields: nearly every request
                 return RequestHeader(api_key, api_version, corr, client_id, pos + 1)

@@ -175,7 +175,8 @@ class FdHandle:
     def unpin(self) -> None:
         with self.pool.lock:
             self.pins -= 1
-            self._close_if_done()
+            if self.released:   # (every append unpins: the call only when it can close)
+                self._close_if_done()
 
     def _close_if_done(self) -> None:
         """Under the pool's lock: a released file no longer pinned nor held closes now."""

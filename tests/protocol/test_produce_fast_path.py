@@ -114,6 +114,9 @@ def _cases():
     yield "plain v8", 8, produce(8, "t", 0, batch()), "fast"
     yield "plain v11", 11, produce(11, "t", 1, batch()), "fast"
     yield "plain v12", 12, produce(12, "t", 2, batch(1, 5000)), "fast"
+    # the records' length as a one-, two- and three-byte varint (decode reads the first two inline)
+    yield "small v9", 9, produce(9, "t", 3, batch(1, 10)), "fast"
+    yield "large v9", 9, produce(9, "t", 3, batch(1, 20000)), "fast"
     yield "v13 by topic id", 13, lambda tid: produce(13, "t", 3, batch(), topic_id=tid), "fast"
     yield "v13 unknown topic id", 13, lambda tid: produce(13, "t", 3, batch(), topic_id=b"\x01" * 16), "fast"
     yield "acks=0", 9, produce(9, "t", 0, batch(), acks=0), "fast"

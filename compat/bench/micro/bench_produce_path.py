@@ -108,7 +108,7 @@ async def _run(args: argparse.Namespace, log_dir: str) -> None:
                 ev = disp.next_event()
                 disp.finish(ev, await ev.handler.handle(ev.ctx, ev.request))
             pr.disable()
-            pstats.Stats(pr).sort_stats("tottime").print_stats(30)
+            pstats.Stats(pr).sort_stats("tottime").print_stats(int(os.environ.get("PROFILE_LINES", "30")))
         nursery.cancel_scope.cancel()
 
 

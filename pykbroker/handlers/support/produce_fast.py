@@ -48,6 +48,7 @@ from ...storage.log_validator import LONG_MAX, validate_single_batch
 
 _PRODUCE = APIS[0]
 _ACKS_TIMEOUT = struct.Struct(">hi")
+_FLEX_START = struct.Struct(">BhiB")   # v9+: null transactional_id, acks, timeout_ms, topics + 1
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 
@@ -86,10 +87,8 @@ def decode(frame: bytearray, pos: int, version: int) -> Optional[FastProduce]:
         topic_id = name = None
         if version >= 9:
             # transactional_id null (0), acks, timeout_ms, one topic (compact array length 2)
-            if frame[pos] != 0:
-                return None
-            acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(frame, pos + 1)
-            if frame[pos + 7] != 2:
+            tid, acks, timeout_ms, ntopics = _FLEX_START.unpack_from(frame, pos)
+            if tid != 0 or ntopics != 2:
                 return None
             pos += 8
             if version >= 13:
@@ -105,17 +104,26 @@ def decode(frame: bytearray, pos: int, version: int) -> Optional[FastProduce]:
                 return None
             (index,) = _I32.unpack_from(frame, pos + 1)
             pos += 5
-            # records: compact bytes, length + 1 as an unsigned varint (null: 0)
-            n = shift = 0
-            while True:
-                b = frame[pos]
+            # records: compact bytes, length + 1 as an unsigned varint (null: 0); one or two
+            # bytes (below 16 KiB) read straight, longer ones by the loop
+            b = frame[pos]
+            if b < 0x80:
+                n = b
                 pos += 1
-                n |= (b & 0x7F) << shift
-                if b < 0x80:
-                    break
-                shift += 7
-                if shift > 28:
-                    return None
+            elif frame[pos + 1] < 0x80:
+                n = (b & 0x7F) | frame[pos + 1] << 7
+                pos += 2
+            else:
+                n = shift = 0
+                while True:
+                    b = frame[pos]
+                    pos += 1
+                    n |= (b & 0x7F) << shift
+                    if b < 0x80:
+                        break
+                    shift += 7
+                    if shift > 28:
+                        return None
             if n == 0:
                 return None
             end = pos + n - 1
