@@ -16,7 +16,8 @@ a real ``BrokerServer`` (a 4-partition topic, its own temporary log dir):
 
 Each repetition runs ``--requests`` requests round-robin over the 4 partitions; the minimum
 over ``--reps`` repetitions is printed (the least disturbed by other processes on a shared
-machine), in µs per request.  ``--profile`` prints a cProfile of one more repetition.
+machine), in µs per request.  ``--profile`` prints a cProfile of one more repetition
+(``PROFILE_LINES``: its length); ``--steps`` times decode and handle+encode again in separate loops by process CPU alone.
 ``--path``: ``fast`` (what the broker does: these requests take the Produce fast path,
 handlers/support/produce_fast.py), ``general`` (a dispatcher that never takes it: the path
 every Produce took before it), or ``both``, alternating the two repetition by repetition so
@@ -98,6 +99,25 @@ async def _run(args: argparse.Namespace, log_dir: str) -> None:
             print("%s path, µs per request (min of %d x %d): %s" % (
                 name, args.reps, args.requests, ", ".join("%s %.1f" % kv for kv in row.items())))
         disp = paths[0]
+        if args.steps:
+            # the steps in separate loops, each timed by process CPU alone (no clock read per
+            # request): all the requests decoded first, then all handled and encoded
+            cpu_steps: dict = {}
+            for _ in range(args.reps):
+                c0 = cpu()
+                events = []
+                for i in range(args.requests):
+                    disp.receive_data(frames[i & 3])
+                    events.append(disp.next_event())
+                c1 = cpu()
+                for ev in events:
+                    disp.finish(ev, await ev.handler.handle(ev.ctx, ev.request))
+                c2 = cpu()
+                for k, v in (("decode", c1 - c0), ("handle+encode", c2 - c1)):
+                    cpu_steps[k] = min(cpu_steps.get(k, float("inf")), v / args.requests * 1e6)
+            print("%s path by steps, µs of process CPU per request (min of %d x %d): %s" % (
+                "general" if args.path == "general" else "fast", args.reps,
+                args.requests, ", ".join("%s %.1f" % kv for kv in cpu_steps.items())))
         if args.profile:
             import cProfile
             import pstats
@@ -117,6 +137,8 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=4000)
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--steps", action="store_true",
+                    help="also time decode and handle+encode in separate loops by process CPU")
     ap.add_argument("--path", choices=("fast", "general", "both"), default="both")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
