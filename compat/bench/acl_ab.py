@@ -35,7 +35,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -45,7 +44,7 @@ from procstat import thread_cpu_seconds  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 LOADGEN = str(HERE / "loadgen.py")
-ON, OFF = "on", "off"
+ON, OFF = B.ON, B.OFF
 METRICS = (("produce_mb_s", "produce MB/s", "higher"), ("consume_mb_s", "consume MB/s", "higher"),
            ("produce_cpu_s_per_gb", "broker CPU s/GB produced", "lower"),
            ("consume_cpu_s_per_gb", "broker CPU s/GB consumed", "lower"),
@@ -259,24 +258,13 @@ def main(argv=None) -> int:
     if a.micro:
         print(json.dumps(micro(a.bindings)))
         return 0
-    work = tempfile.mkdtemp(prefix="pykbroker-acl-ab-")
-    result = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "loadavg_start": os.getloadavg(),
-              "settings": {k: v for k, v in vars(a).items() if k not in ("out", "profile")}}
-    on = B.PyKAcl(os.path.join(work, ON))
-    off = B.PyKNoAuth(os.path.join(work, OFF))
-    targets = {}
-    try:
-        targets[OFF] = off.start()
-        on.node.start(timeout=120)
-        on.bootstrap = on.node.bootstrap
-        B.install_bindings(on.bootstrap, a.bindings)
-        targets[ON] = on
+    result = B.ab_result({k: v for k, v in vars(a).items() if k not in ("out", "profile")})
+    with B.acl_on_off("pykbroker-acl-ab-", a.bindings) as targets:
         ab = AB(a)
         for t in targets.values():   # warm-up, not recorded
             ab.tput(t)
         runs: dict = {ON: [], OFF: []}
-        for i in range(a.pairs):
-            order = (ON, OFF) if i % 2 == 0 else (OFF, ON)
+        for i, order in B.pair_orders(a.pairs):
             got = {}
             for k in order:
                 got[k] = ab.tput(targets[k])
@@ -291,19 +279,7 @@ def main(argv=None) -> int:
         if a.profile:   # the broker without the authorizer too: what differs between the two
             result["profile"] = {k: profile(ab, targets[k], Path(a.profile), k) for k in (ON, OFF)}
             print("profile: %s" % json.dumps(result["profile"]), flush=True)
-    finally:
-        for t in targets.values():
-            t.stop()
-        if on.node.pid and ON not in targets:
-            on.stop()
-        shutil.rmtree(work, ignore_errors=True)
-    result["loadavg_end"] = os.getloadavg()
-    print(table(result["summary"]))
-    print("load average at start %s, at end %s" % (result["loadavg_start"], result["loadavg_end"]))
-    if a.out:
-        Path(a.out).write_text(json.dumps(result, indent=1) + "\n")
-    return 0
-
+    return B.ab_report(result, table(result["summary"]), a.out)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -18,8 +18,12 @@ ConsumerPerformance's group join is not part of what it reports, only of the wal
 """
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import shutil
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -467,6 +471,55 @@ class PyKAcl(PyKSingle):
 class PyKNoAuth(PyKSingle):
     """pykbroker without the authorizer, beside the ``acl`` targets."""
     broker, topology = "pykbroker-noauth", "acl"
+
+
+# --- an A/B of the authorizer: the same pykbroker with it ("on") and without it ("off")
+ON, OFF = "on", "off"
+
+
+@contextlib.contextmanager
+def acl_on_off(prefix: str, bindings: int | None):
+    """Both brokers of an A/B of the authorizer, each in a fresh directory under a temporary one
+    named ``prefix``: ``{OFF: PyKNoAuth, ON: PyKAcl with the first ``bindings`` of acl_bindings()}``
+    (``bindings`` None: ``ON`` is a PyKNoAuth too, the A/A control of the noise).  Both are
+    stopped and the directory removed on the way out, whatever happened."""
+    work = tempfile.mkdtemp(prefix=prefix)
+    on = (PyKNoAuth if bindings is None else PyKAcl)(os.path.join(work, ON))
+    off = PyKNoAuth(os.path.join(work, OFF))
+    try:
+        off.start()
+        on.node.start(timeout=120)   # not on.start(): that installs the default bindings
+        on.bootstrap = on.node.bootstrap
+        if bindings is not None:
+            install_bindings(on.bootstrap, bindings)
+        yield {OFF: off, ON: on}   # in the order they started
+    finally:
+        for t in (on, off):
+            t.stop()   # a broker never started: nothing to stop
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def pair_orders(pairs: int) -> list:
+    """``(i, order)`` of each of ``pairs`` A/B pairs: ON first in the even ones, OFF first in the
+    odd ones (neither side always runs on a warmer or a busier machine)."""
+    return [(i, (ON, OFF) if i % 2 == 0 else (OFF, ON)) for i in range(pairs)]
+
+
+def ab_result(settings: dict) -> dict:
+    """The JSON record of a run of an A/B: its start (UTC), the load average then, its settings."""
+    return {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "loadavg_start": os.getloadavg(),
+            "settings": settings}
+
+
+def ab_report(result: dict, table: str, out: str | None) -> int:
+    """The end of a run of an A/B: the load average now, the table and both load averages printed,
+    the record written to ``out`` (if given); the script's exit status (0)."""
+    result["loadavg_end"] = os.getloadavg()
+    print(table)
+    print("load average at start %s, at end %s" % (result["loadavg_start"], result["loadavg_end"]))
+    if out:
+        Path(out).write_text(json.dumps(result, indent=1) + "\n")
+    return 0
 
 
 class PyKNoAuthB(PyKSingle):

@@ -26,28 +26,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import struct
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-BENCH = HERE.parent
-ROOT = BENCH.parents[1]
-for p in (str(BENCH), str(ROOT)):
-    if p not in sys.path:
-        sys.path.insert(0, p)
-
-import brokers as B  # noqa: E402
-from procstat import thread_cpu_seconds  # noqa: E402
-from pykbroker.protocol.wire import WireClient, create_topic, decode_response, make_batch, request_frame  # noqa: E402
+from _boot import BENCH   # compat/bench and the repository root on sys.path
+import brokers as B
+from procstat import thread_cpu_seconds
+from pykbroker.protocol.wire import WireClient, create_topic, decode_response, make_batch, request_frame
 
 TOPIC = "bench-acl-micro"
-ON, OFF = "on", "off"
+ON, OFF = B.ON, B.OFF
 
 
 cpu_seconds = thread_cpu_seconds   # every thread's time on a CPU (compat/bench/procstat.py)
@@ -166,25 +157,13 @@ def main(argv=None) -> int:
                     help="control run: the 'on' broker without the authorizer too (the noise floor)")
     ap.add_argument("--out", help="write every run's JSON here")
     a = ap.parse_args(argv)
-    work = tempfile.mkdtemp(prefix="pykbroker-acl-micro-")
-    on = (B.PyKNoAuth if a.aa else B.PyKAcl)(os.path.join(work, ON))
-    off = B.PyKNoAuth(os.path.join(work, OFF))
-    targets: dict = {}
-    result: dict = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                    "loadavg_start": os.getloadavg(), "settings": vars(a)}
-    try:
-        targets[OFF] = off.start()
-        on.node.start(timeout=120)
-        on.bootstrap = on.node.bootstrap
-        targets[ON] = on
-        if not a.aa:
-            B.install_bindings(on.bootstrap, a.bindings)
+    result: dict = B.ab_result(vars(a))
+    with B.acl_on_off("pykbroker-acl-micro-", None if a.aa else a.bindings) as targets:
         ends = {k: fill(t.bootstrap, a.mb) for k, t in targets.items()}
         for k, t in targets.items():   # warm-up (page cache, first requests), not recorded
             fetch_loop(t.bootstrap, t.pids()[0], ends[k], 1.0, False)
         runs: dict = {ON: [], OFF: []}
-        for i in range(a.pairs):
-            order = (ON, OFF) if i % 2 == 0 else (OFF, ON)
+        for i, order in B.pair_orders(a.pairs):
             got: dict = {k: {} for k in order}
             for k in order:
                 t = targets[k]
@@ -204,11 +183,6 @@ def main(argv=None) -> int:
                 runs[k].append(got[k])
                 print(json.dumps({"pair": i, "broker": k, **{m: round(v, 3) for m, v in got[k].items()}}), flush=True)
         result["runs"] = runs
-    finally:
-        for t in targets.values():
-            t.stop()
-        shutil.rmtree(work, ignore_errors=True)
-    result["loadavg_end"] = os.getloadavg()
     rows = ["| metric | on | off | on/off per pair: median (min-max) | on - off (median of pairs) |",
             "|---|---|---|---|---|"]
     for m in runs[ON][0]:
@@ -219,12 +193,7 @@ def main(argv=None) -> int:
         rows.append("| %s | %.3f | %.3f | %.3f (%.2f-%.2f) | %+.3f |" % (
             m, statistics.median(on_v), statistics.median(off_v), statistics.median(ratios), min(ratios),
             max(ratios), statistics.median(diffs)))
-    print("\n".join(rows))
-    print("load average at start %s, at end %s" % (result["loadavg_start"], result["loadavg_end"]))
-    if a.out:
-        Path(a.out).write_text(json.dumps(result, indent=1) + "\n")
-    return 0
-
+    return B.ab_report(result, "\n".join(rows), a.out)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -45,12 +45,7 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-BENCH = HERE.parent
-ROOT = BENCH.parents[1]
-for p in (str(BENCH), str(ROOT)):
-    if p not in sys.path:
-        sys.path.insert(0, p)
+import _boot  # noqa: F401  (compat/bench and the repository root on sys.path)
 
 TOPIC = "bench-acl-requests"
 KINDS = ("fetch", "fetch_session", "fetch_idle", "fetch_100p", "produce", "metadata")
