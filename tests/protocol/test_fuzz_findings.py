@@ -227,6 +227,15 @@ def _grow(c, name, count, timeout_ms):
                              "timeout_ms": timeout_ms, "validate_only": False})["results"][0]
 
 
+def _grow_past_timeout(c, broker, name):
+    """``name`` made with one partition, then grown to ``_GROWN`` with a 20 ms timeout (which
+    passes before the logs exist); returns the CreatePartitions answer and how many lines the
+    broker had logged before it."""
+    create_topic(c, name, 1)
+    seen = len(broker.lines)
+    return _grow(c, name, _GROWN, 20), seen
+
+
 def _logged(broker, seen, text, timeout=10.0):
     """A line holding ``text`` among the broker's log lines after the first ``seen`` (read by
     a thread: waited for)."""
@@ -259,9 +268,8 @@ def test_partitions_added_past_the_timeout_are_answered_at_it_and_appear_later(b
         pytest.skip("looks at the broker's log")
     name = "cp-timeout-%s" % uuid.uuid4().hex[:6]
     with WireClient(broker, timeout=60) as c:
-        create_topic(c, name, 1)
-        seen = len(broker.lines)
-        assert _grow(c, name, _GROWN, 20) == {"name": name, "error_code": 0, "error_message": None}
+        grown, seen = _grow_past_timeout(c, broker, name)
+        assert grown == {"name": name, "error_code": 0, "error_message": None}
         # answered before the logs existed: the controller said it goes on
         assert _logged(broker, seen, "goes on after the request's timeout"), broker.lines[seen:][-20:]
         wait_for_topic(c, name, _GROWN, timeout=60)
@@ -292,9 +300,8 @@ def test_topic_deleted_while_an_answered_addition_goes_on(broker):
         pytest.skip("looks at the broker's log and data dir")
     name = "cp-timeout-del-%s" % uuid.uuid4().hex[:6]
     with WireClient(broker, timeout=60) as c:
-        create_topic(c, name, 1)
-        seen = len(broker.lines)
-        assert _grow(c, name, _GROWN, 20)["error_code"] == 0
+        grown, seen = _grow_past_timeout(c, broker, name)
+        assert grown["error_code"] == 0
         deleted = c.request(20, 6, {"topics": [{"name": name, "topic_id": bytes(16)}], "timeout_ms": 60000})
         assert deleted["responses"][0]["error_code"] == 0
         assert _logged(broker, seen, "goes on after the request's timeout")
