@@ -212,12 +212,12 @@ class SecureSetup:
             if self.sasl:
                 if user is None and getattr(self, "broker_password", None):
                     user, password, mechanism = self.BROKER_USER, self.broker_password, self._inter_broker_mechanism()
-                u, pw, mech = self._user(user, mechanism)
+                u, pw, mech = self._user(user, mechanism, password)
                 client = None
                 if mech == "OAUTHBEARER" and self.oauth_token is not None:
                     from ..security.client import BearerTokenClient
                     client = BearerTokenClient(("n,,\x01auth=Bearer %s\x01\x01" % self.oauth_token(u)).encode())
-                authenticate_sync(c.request, mech, u, password if password is not None else pw, client=client)
+                authenticate_sync(c.request, mech, u, pw, client=client)
         except BaseException:
             c.close()
             raise
@@ -247,17 +247,20 @@ class SecureSetup:
             await broker.controller.alter_scram_credentials(changes)   # type: ignore[union-attr]  # a started broker
 
     # -- client settings -----------------------------------------------------------------------
-    def _user(self, user: str | None, mechanism: str | None) -> tuple[Any, Any, Any]:   # all None without SASL, else str
+    def _user(self, user: str | None, mechanism: str | None,
+              password: str | None = None) -> tuple[Any, Any, Any]:   # all None without SASL, else str
+        """The user (the first one unless named), its password (``password`` when given, else the
+        user's own) and the mechanism (the first one unless named)."""
         if not self.sasl:
             return None, None, None
         user = user if user is not None else sorted(self.users)[0]
         mech = (mechanism or self.mechanisms[0]).upper()
-        return user, self.users.get(user, ""), mech
+        return user, password if password is not None else self.users.get(user, ""), mech
 
     def client_config(self, bootstrap: str, user: str | None = None, mechanism: str | None = None,
                       password: str | None = None) -> dict:
         """confluent-kafka / librdkafka settings."""
-        user, pw, mech = self._user(user, mechanism)
+        user, pw, mech = self._user(user, mechanism, password)
         out: dict[str, Any] = {"bootstrap.servers": bootstrap, "security.protocol": self.protocol}
         if self.tls:
             out["ssl.ca.location"] = self.ca_file
@@ -266,19 +269,17 @@ class SecureSetup:
             out.update({"sasl.mechanism": mech, "enable.sasl.oauthbearer.unsecure.jwt": True,
                         "sasl.oauthbearer.config": "principal=%s" % user})
         elif self.sasl:
-            out.update({"sasl.mechanism": mech, "sasl.username": user,
-                        "sasl.password": password if password is not None else pw})
+            out.update({"sasl.mechanism": mech, "sasl.username": user, "sasl.password": pw})
         return out
 
     def java_properties(self, bootstrap: str, user: str | None = None, mechanism: str | None = None,
                         password: str | None = None) -> dict:
         """Java client (and Spark ``kafka.``-prefixed) settings; the truststore as PEM."""
-        user, pw, mech = self._user(user, mechanism)
+        user, pw, mech = self._user(user, mechanism, password)
         out: dict[str, Any] = {"bootstrap.servers": bootstrap, "security.protocol": self.protocol}
         if self.tls:
             out.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": self.ca_file})
         if self.sasl:
-            pw = password if password is not None else pw
             module = {"PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
                       "OAUTHBEARER": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"}.get(
                 mech, "org.apache.kafka.common.security.scram.ScramLoginModule")
@@ -292,7 +293,7 @@ class SecureSetup:
     def kafka_python_config(self, bootstrap: str, user: str | None = None, mechanism: str | None = None,
                             password: str | None = None) -> dict:
         """kafka-python keyword arguments (KafkaProducer(**cfg), ...)."""
-        user, pw, mech = self._user(user, mechanism)
+        user, pw, mech = self._user(user, mechanism, password)
         if mech == "OAUTHBEARER":
             raise ValueError("OAUTHBEARER needs a token provider object in kafka-python/aiokafka "
                              "(sasl_oauth_token_provider); client_config() covers librdkafka")
@@ -300,8 +301,7 @@ class SecureSetup:
         if self.tls:
             out["ssl_cafile"] = self.ca_file
         if self.sasl:
-            out.update({"sasl_mechanism": mech, "sasl_plain_username": user,
-                        "sasl_plain_password": password if password is not None else pw})
+            out.update({"sasl_mechanism": mech, "sasl_plain_username": user, "sasl_plain_password": pw})
         return out
 
     def aiokafka_config(self, bootstrap: str, user: str | None = None, mechanism: str | None = None,
