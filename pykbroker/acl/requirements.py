@@ -52,144 +52,97 @@ def _rows(api: int, *needs: tuple) -> list[Need]:
     return [Need(api, *n) for n in needs]
 
 
+# The needs many APIs share: an operation on the request's resource of a type (the role is the
+# type's name), a denial answered with that type's *_AUTHORIZATION_FAILED (Kafka's
+# AuthorizerIntegrationTest names them alike: groupReadAcl, topicDescribeAcl, clusterAlterAcl...)
+_GROUP_READ, _GROUP_DESCRIBE, _GROUP_DELETE = [("group", op, GROUP, _GROUP) for op in (READ, DESCRIBE, DELETE)]
+_TOPIC_READ, _TOPIC_DESCRIBE, _TOPIC_WRITE = [("topic", op, TOPIC, _TOPIC) for op in (READ, DESCRIBE, WRITE)]
+_TXN_WRITE, _TXN_DESCRIBE = [("transactional_id", op, TRANSACTIONAL_ID, _TXN) for op in (WRITE, DESCRIBE)]
+_CLUSTER_ALTER, _CLUSTER_DESCRIBE, _CLUSTER_ACTION, _CLUSTER_DESCRIBE_CONFIGS, _CLUSTER_ALTER_CONFIGS = [
+    ("cluster", op, CLUSTER, _CLUSTER) for op in (ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS)]
+# configs: the broker, broker-logger and client-metrics resources are the cluster's
+_ALTER_CONFIGS = (("topic", ALTER_CONFIGS, TOPIC, _TOPIC), ("group", ALTER_CONFIGS, GROUP, _GROUP),
+                  _CLUSTER_ALTER_CONFIGS)
+
 REQUIREMENTS: tuple[Need, ...] = tuple(
-    # Produce
-    _rows(0, ("transactional_id", WRITE, TRANSACTIONAL_ID, _TXN), ("topic", WRITE, TOPIC, _TOPIC))
+    _rows(0, _TXN_WRITE, _TOPIC_WRITE)   # Produce
     # Fetch: a follower (replica id >= 0) without CLUSTER_ACTION gets TOPIC_AUTHORIZATION_FAILED
     # for every partition, as Kafka's handleFetchRequest
-    + _rows(1, ("topic", READ, TOPIC, _TOPIC), ("follower", CLUSTER_ACTION, CLUSTER, _TOPIC))
-    # ListOffsets
-    + _rows(2, ("topic", DESCRIBE, TOPIC, _TOPIC))
+    + _rows(1, _TOPIC_READ, ("follower", CLUSTER_ACTION, CLUSTER, _TOPIC))
+    + _rows(2, _TOPIC_DESCRIBE)   # ListOffsets
     # Metadata
-    + _rows(3, ("topic", DESCRIBE, TOPIC, _TOPIC), ("topics_listed", DESCRIBE, TOPIC, None),
+    + _rows(3, _TOPIC_DESCRIBE, ("topics_listed", DESCRIBE, TOPIC, None),
             ("auto_create_any", CREATE, CLUSTER, None), ("auto_create", CREATE, TOPIC, _TOPIC))
-    # OffsetCommit
-    + _rows(8, ("group", READ, GROUP, _GROUP), ("topic", READ, TOPIC, _TOPIC))
-    # OffsetFetch
-    + _rows(9, ("group", DESCRIBE, GROUP, _GROUP), ("topic", DESCRIBE, TOPIC, _TOPIC))
-    # FindCoordinator
-    + _rows(10, ("group", DESCRIBE, GROUP, _GROUP),
-            ("transactional_id", DESCRIBE, TRANSACTIONAL_ID, _TXN), ("share", CLUSTER_ACTION, CLUSTER, _CLUSTER))
-    # JoinGroup
-    + _rows(11, ("group", READ, GROUP, _GROUP))
-    # Heartbeat
-    + _rows(12, ("group", READ, GROUP, _GROUP))
-    # LeaveGroup
-    + _rows(13, ("group", READ, GROUP, _GROUP))
-    # SyncGroup
-    + _rows(14, ("group", READ, GROUP, _GROUP))
-    # DescribeGroups
-    + _rows(15, ("group", DESCRIBE, GROUP, _GROUP))
-    # ListGroups
-    + _rows(16, ("cluster", DESCRIBE, CLUSTER, None), ("group", DESCRIBE, GROUP, None))
+    + _rows(8, _GROUP_READ, _TOPIC_READ)   # OffsetCommit
+    + _rows(9, _GROUP_DESCRIBE, _TOPIC_DESCRIBE)   # OffsetFetch
+    + _rows(10, _GROUP_DESCRIBE, _TXN_DESCRIBE, ("share", CLUSTER_ACTION, CLUSTER, _CLUSTER))   # FindCoordinator
+    + _rows(11, _GROUP_READ)   # JoinGroup
+    + _rows(12, _GROUP_READ)   # Heartbeat
+    + _rows(13, _GROUP_READ)   # LeaveGroup
+    + _rows(14, _GROUP_READ)   # SyncGroup
+    + _rows(15, _GROUP_DESCRIBE)   # DescribeGroups
+    + _rows(16, ("cluster", DESCRIBE, CLUSTER, None), ("group", DESCRIBE, GROUP, None))   # ListGroups
     # CreateTopics
     + _rows(19, ("cluster", CREATE, CLUSTER, None), ("topic", CREATE, TOPIC, _TOPIC),
             ("configs", DESCRIBE_CONFIGS, TOPIC, None))
     # DeleteTopics
     + _rows(20, ("cluster", DELETE, CLUSTER, None), ("describe", DESCRIBE, TOPIC, _TOPIC),
             ("topic", DELETE, TOPIC, _TOPIC))
-    # DeleteRecords
-    + _rows(21, ("topic", DELETE, TOPIC, _TOPIC))
+    + _rows(21, ("topic", DELETE, TOPIC, _TOPIC))   # DeleteRecords
     # InitProducerId
-    + _rows(22, ("transactional_id", WRITE, TRANSACTIONAL_ID, _TXN),
-            ("idempotent", IDEMPOTENT_WRITE, CLUSTER, _CLUSTER),
+    + _rows(22, _TXN_WRITE, ("idempotent", IDEMPOTENT_WRITE, CLUSTER, _CLUSTER),
             ("idempotent_any_topic", WRITE, TOPIC, _CLUSTER))   # KIP-679: WRITE on any topic will do
-    # OffsetForLeaderEpoch
-    + _rows(23, ("cluster", CLUSTER_ACTION, CLUSTER, None), ("topic", DESCRIBE, TOPIC, _TOPIC))
-    # AddPartitionsToTxn
-    + _rows(24, ("verify", CLUSTER_ACTION, CLUSTER, _CLUSTER),
-            ("transactional_id", WRITE, TRANSACTIONAL_ID, _TXN), ("topic", WRITE, TOPIC, _TOPIC))
-    # AddOffsetsToTxn
-    + _rows(25, ("transactional_id", WRITE, TRANSACTIONAL_ID, _TXN), ("group", READ, GROUP, _GROUP))
-    # EndTxn
-    + _rows(26, ("transactional_id", WRITE, TRANSACTIONAL_ID, _TXN))
-    # WriteTxnMarkers
-    + _rows(27, ("cluster", CLUSTER_ACTION, CLUSTER, _CLUSTER))
-    # TxnOffsetCommit
-    + _rows(28, ("transactional_id", WRITE, TRANSACTIONAL_ID, _TXN), ("group", READ, GROUP, _GROUP),
-            ("topic", READ, TOPIC, _TOPIC))
-    # DescribeAcls
-    + _rows(29, ("cluster", DESCRIBE, CLUSTER, _CLUSTER))
-    # CreateAcls
-    + _rows(30, ("cluster", ALTER, CLUSTER, _CLUSTER))
-    # DeleteAcls
-    + _rows(31, ("cluster", ALTER, CLUSTER, _CLUSTER))
-    # configs: the broker, broker-logger and client-metrics resources are the cluster's
+    + _rows(23, ("cluster", CLUSTER_ACTION, CLUSTER, None), _TOPIC_DESCRIBE)   # OffsetForLeaderEpoch
+    + _rows(24, ("verify", CLUSTER_ACTION, CLUSTER, _CLUSTER), _TXN_WRITE, _TOPIC_WRITE)   # AddPartitionsToTxn
+    + _rows(25, _TXN_WRITE, _GROUP_READ)   # AddOffsetsToTxn
+    + _rows(26, _TXN_WRITE)   # EndTxn
+    + _rows(27, _CLUSTER_ACTION)   # WriteTxnMarkers
+    + _rows(28, _TXN_WRITE, _GROUP_READ, _TOPIC_READ)   # TxnOffsetCommit
+    + _rows(29, _CLUSTER_DESCRIBE)   # DescribeAcls
+    + _rows(30, _CLUSTER_ALTER)   # CreateAcls
+    + _rows(31, _CLUSTER_ALTER)   # DeleteAcls
     # DescribeConfigs
     + _rows(32, ("topic", DESCRIBE_CONFIGS, TOPIC, _TOPIC), ("group", DESCRIBE_CONFIGS, GROUP, _GROUP),
-            ("cluster", DESCRIBE_CONFIGS, CLUSTER, _CLUSTER))
-    # AlterConfigs
-    + _rows(33, ("topic", ALTER_CONFIGS, TOPIC, _TOPIC), ("group", ALTER_CONFIGS, GROUP, _GROUP),
-            ("cluster", ALTER_CONFIGS, CLUSTER, _CLUSTER))
-    # AlterReplicaLogDirs
-    + _rows(34, ("cluster", ALTER, CLUSTER, _CLUSTER))
-    # DescribeLogDirs
-    + _rows(35, ("cluster", DESCRIBE, CLUSTER, _CLUSTER))
-    # CreatePartitions
-    + _rows(37, ("topic", ALTER, TOPIC, _TOPIC))
-    # CreateDelegationToken
-    + _rows(38, ("owner", CREATE_TOKENS, USER, E.DELEGATION_TOKEN_AUTHORIZATION_FAILED))
+            _CLUSTER_DESCRIBE_CONFIGS)
+    + _rows(33, *_ALTER_CONFIGS)   # AlterConfigs
+    + _rows(34, _CLUSTER_ALTER)   # AlterReplicaLogDirs
+    + _rows(35, _CLUSTER_DESCRIBE)   # DescribeLogDirs
+    + _rows(37, ("topic", ALTER, TOPIC, _TOPIC))   # CreatePartitions
+    + _rows(38, ("owner", CREATE_TOKENS, USER, E.DELEGATION_TOKEN_AUTHORIZATION_FAILED))   # CreateDelegationToken
     # DescribeDelegationToken
     + _rows(41, ("token", DESCRIBE, DELEGATION_TOKEN, None), ("owner", DESCRIBE_TOKENS, USER, None))
-    # DeleteGroups
-    + _rows(42, ("group", DELETE, GROUP, _GROUP))
-    # ElectLeaders
-    + _rows(43, ("cluster", ALTER, CLUSTER, _CLUSTER))
-    # IncrementalAlterConfigs
-    + _rows(44, ("topic", ALTER_CONFIGS, TOPIC, _TOPIC), ("group", ALTER_CONFIGS, GROUP, _GROUP),
-            ("cluster", ALTER_CONFIGS, CLUSTER, _CLUSTER))
-    # AlterPartitionReassignments
-    + _rows(45, ("cluster", ALTER, CLUSTER, _CLUSTER))
-    # ListPartitionReassignments
-    + _rows(46, ("cluster", DESCRIBE, CLUSTER, _CLUSTER))
-    # OffsetDelete
-    + _rows(47, ("group", DELETE, GROUP, _GROUP), ("topic", READ, TOPIC, _TOPIC))
-    # DescribeClientQuotas
-    + _rows(48, ("cluster", DESCRIBE_CONFIGS, CLUSTER, _CLUSTER))
-    # AlterClientQuotas
-    + _rows(49, ("cluster", ALTER_CONFIGS, CLUSTER, _CLUSTER))
-    # DescribeUserScramCredentials
-    + _rows(50, ("cluster", DESCRIBE, CLUSTER, _CLUSTER))
-    # AlterUserScramCredentials
-    + _rows(51, ("cluster", ALTER, CLUSTER, _CLUSTER))
-    # DescribeProducers
-    + _rows(61, ("topic", READ, TOPIC, _TOPIC))
-    # DescribeTransactions
-    + _rows(65, ("transactional_id", DESCRIBE, TRANSACTIONAL_ID, _TXN))
-    # ListTransactions
-    + _rows(66, ("transactional_id", DESCRIBE, TRANSACTIONAL_ID, None))
+    + _rows(42, _GROUP_DELETE)   # DeleteGroups
+    + _rows(43, _CLUSTER_ALTER)   # ElectLeaders
+    + _rows(44, *_ALTER_CONFIGS)   # IncrementalAlterConfigs
+    + _rows(45, _CLUSTER_ALTER)   # AlterPartitionReassignments
+    + _rows(46, _CLUSTER_DESCRIBE)   # ListPartitionReassignments
+    + _rows(47, _GROUP_DELETE, _TOPIC_READ)   # OffsetDelete
+    + _rows(48, _CLUSTER_DESCRIBE_CONFIGS)   # DescribeClientQuotas
+    + _rows(49, _CLUSTER_ALTER_CONFIGS)   # AlterClientQuotas
+    + _rows(50, _CLUSTER_DESCRIBE)   # DescribeUserScramCredentials
+    + _rows(51, _CLUSTER_ALTER)   # AlterUserScramCredentials
+    + _rows(61, _TOPIC_READ)   # DescribeProducers
+    + _rows(65, _TXN_DESCRIBE)   # DescribeTransactions
+    + _rows(66, ("transactional_id", DESCRIBE, TRANSACTIONAL_ID, None))   # ListTransactions
     # ConsumerGroupHeartbeat
-    + _rows(68, ("group", READ, GROUP, _GROUP), ("topic", DESCRIBE, TOPIC, _TOPIC),
-            ("regex_topic", DESCRIBE, TOPIC, None))
-    # ConsumerGroupDescribe
-    + _rows(69, ("group", DESCRIBE, GROUP, _GROUP))
-    # ListConfigResources
-    + _rows(74, ("cluster", DESCRIBE_CONFIGS, CLUSTER, _CLUSTER))
-    # DescribeTopicPartitions
-    + _rows(75, ("topic", DESCRIBE, TOPIC, _TOPIC))
-    # ShareGroupHeartbeat
-    + _rows(76, ("group", READ, GROUP, _GROUP), ("topic", DESCRIBE, TOPIC, _TOPIC))
-    # ShareGroupDescribe
-    + _rows(77, ("group", DESCRIBE, GROUP, _GROUP))
-    # ShareFetch
-    + _rows(78, ("group", READ, GROUP, _GROUP), ("topic", READ, TOPIC, _TOPIC))
-    # ShareAcknowledge
-    + _rows(79, ("group", READ, GROUP, _GROUP), ("topic", READ, TOPIC, _TOPIC))
+    + _rows(68, _GROUP_READ, _TOPIC_DESCRIBE, ("regex_topic", DESCRIBE, TOPIC, None))
+    + _rows(69, _GROUP_DESCRIBE)   # ConsumerGroupDescribe
+    + _rows(74, _CLUSTER_DESCRIBE_CONFIGS)   # ListConfigResources
+    + _rows(75, _TOPIC_DESCRIBE)   # DescribeTopicPartitions
+    + _rows(76, _GROUP_READ, _TOPIC_DESCRIBE)   # ShareGroupHeartbeat
+    + _rows(77, _GROUP_DESCRIBE)   # ShareGroupDescribe
+    + _rows(78, _GROUP_READ, _TOPIC_READ)   # ShareFetch
+    + _rows(79, _GROUP_READ, _TOPIC_READ)   # ShareAcknowledge
     # the share coordinator's state APIs: brokers only
-    + [Need(api, "cluster", CLUSTER_ACTION, CLUSTER, _CLUSTER) for api in (83, 84, 85, 86, 87)]
+    + [Need(api, *_CLUSTER_ACTION) for api in (83, 84, 85, 86, 87)]
     # StreamsGroupHeartbeat
-    + _rows(88, ("group", READ, GROUP, _GROUP), ("topic", DESCRIBE, TOPIC, _TOPIC),
-            ("internal_topics_any", CREATE, CLUSTER, None), ("internal_topic", CREATE, TOPIC, None))
-    # StreamsGroupDescribe
-    + _rows(89, ("group", DESCRIBE, GROUP, _GROUP))
-    # DescribeShareGroupOffsets
-    + _rows(90, ("group", DESCRIBE, GROUP, _GROUP), ("topic", DESCRIBE, TOPIC, _TOPIC))
-    # AlterShareGroupOffsets
-    + _rows(91, ("group", READ, GROUP, _GROUP), ("topic", READ, TOPIC, _TOPIC))
-    # DeleteShareGroupOffsets
-    + _rows(92, ("group", DELETE, GROUP, _GROUP), ("topic", READ, TOPIC, _TOPIC))
-    # StreamsGroupTopologyDescriptionUpdate
-    + _rows(93, ("group", READ, GROUP, _GROUP))
+    + _rows(88, _GROUP_READ, _TOPIC_DESCRIBE, ("internal_topics_any", CREATE, CLUSTER, None),
+            ("internal_topic", CREATE, TOPIC, None))
+    + _rows(89, _GROUP_DESCRIBE)   # StreamsGroupDescribe
+    + _rows(90, _GROUP_DESCRIBE, _TOPIC_DESCRIBE)   # DescribeShareGroupOffsets
+    + _rows(91, _GROUP_READ, _TOPIC_READ)   # AlterShareGroupOffsets
+    + _rows(92, _GROUP_DELETE, _TOPIC_READ)   # DeleteShareGroupOffsets
+    + _rows(93, _GROUP_READ)   # StreamsGroupTopologyDescriptionUpdate
 )
 
 # The APIs served that need no binding, and why (every other API served has rows above)
