@@ -143,7 +143,9 @@ def test_clickstream_embedded_broker_ctrl_c(tmp_path):
 
 CLUSTER_OVERRIDES = {"default.replication.factor": "3", "min.insync.replicas": "2",
                      "offsets.topic.replication.factor": "3", "group.initial.rebalance.delay.ms": "0",
-                     "zookeeper.session.timeout.ms": "6000"}
+                     # a killed broker's session expires 3 s after its last heartbeat (tick 500 ms,
+                     # as in tests/cluster/test_zk_controller.py): its partitions stall that long
+                     "zookeeper.session.timeout.ms": "3000"}
 
 
 def _leader_kill_run(data_dir, run):
@@ -166,17 +168,19 @@ def _leader_kill_run(data_dir, run):
                 assert r["topics"][0]["error_code"] == 0, r
                 wire.wait_for_topic(c, t, 3, timeout=30)
         p = subprocess.Popen(pipeline_cmd("--bootstrap-servers", bootstrap, "--input-topic", in_topic,
-                                          "--output-topic", out_topic, "--duration", "38", "--rate", "12",
+                                          "--output-topic", out_topic, "--duration", "28", "--rate", "12",
                                           "--seed", "13", "--timeout", "180",
-                                          # 38 s of events: the kill comes at most ~25 s in and
-                                          # the victim is back ~7 s later, so visits flow before,
-                                          # during and after the fail-over (50 s added nothing)
+                                          # 28 s of events: the kill comes at most ~18 s in and
+                                          # the victim is back ~5 s later (3 s to a new leader
+                                          # here at a load of 20, then its restart), so visits
+                                          # flow before, during and after the fail-over
                                           # The victim's partitions stall for its ZooKeeper session
-                                          # (6 s) plus the election and the clients' metadata
+                                          # (3 s) plus the election and the clients' metadata
                                           # refresh; a visit held up for longer than the watermark
-                                          # is late and Spark drops it (with any Kafka), so here the
-                                          # watermark outlasts a failover.
-                                          "--watermark", "15"),
+                                          # less --max-lateness (8.5 s) is late and Spark drops it
+                                          # (with any Kafka), so here the watermark outlasts a
+                                          # failover about twice over.
+                                          "--watermark", "10"),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         lines: list[str] = []
         err: list[str] = []
@@ -185,11 +189,12 @@ def _leader_kill_run(data_dir, run):
         for t in readers:
             t.start()
         try:
-            # The kill comes once Spark has written its first window, or 25 s into the generation
-            # (a loaded machine may take that long for Spark's first batches), while events flow.
+            # The kill comes once Spark has written its first window (its end plus the watermark
+            # and a batch, 11-15 s into the generation), or 18 s in (a loaded machine may take
+            # that long for Spark's first batches), while events flow.
             deadline = time.monotonic() + 200
             started = None
-            while not SUMMARY.findall("".join(lines)) and (started is None or time.monotonic() < started + 25):
+            while not SUMMARY.findall("".join(lines)) and (started is None or time.monotonic() < started + 18):
                 assert p.poll() is None and time.monotonic() < deadline, \
                     "".join(lines)[-3000:] + "".join(err)[-3000:]
                 if started is None and "generating page visits" in "".join(lines):
@@ -199,10 +204,12 @@ def _leader_kill_run(data_dir, run):
             m = wire.metadata(first, [out_topic])
             victim = m["topics"][0]["partitions"][0]["leader_id"]
             cluster.kill(victim)
-            run.log("killed broker %d (leader of %s-0), %s"
-                    % (victim, out_topic, "generating" if generating else "generation over"))
+            run.log("killed broker %d (leader of %s-0) %.1f s into the generation, %s, %s"
+                    % (victim, out_topic, time.monotonic() - (started or time.monotonic()), "generating" if generating else
+                       "generation over", "after the first window" if SUMMARY.findall("".join(lines))
+                       else "no window written yet"))
             # kept down until the controller has moved its leaderships (its ZooKeeper session,
-            # 6 s, has expired): a survivor's Metadata names another leader of output partition 0
+            # 3 s, has expired): a survivor's Metadata names another leader of output partition 0
             survivor = next(("127.0.0.1", b.port) for b in cluster.brokers if b.broker_id != victim)
             moved_by = time.monotonic() + 60
             while wire.metadata(survivor, [out_topic])["topics"][0]["partitions"][0]["leader_id"] in (victim, -1):
@@ -235,7 +242,7 @@ def _leader_kill_run(data_dir, run):
 @pytest.fixture(scope="module", autouse=True)
 def leader_kill_run(request, tmp_path_factory):
     """The leader-kill run (ZooKeeper, 3 brokers and a pipeline with a Spark of its own; about a
-    minute, mostly its 38 s of paced events and the victim's failover) starts with the module,
+    minute, mostly its 28 s of paced events and the victim's failover) starts with the module,
     beside the two pipeline runs before its test: its cluster, topics and Spark are its own and
     its checks are its own (no timing bound; its watermark outlasts a failover slowed by the
     runs beside it)."""
