@@ -45,7 +45,7 @@ def test_session_lifetime_and_reauthentication_on_the_wire(broker):
         # ...but not another within a second: that handshake is answered as KafkaApis does
         assert c.request(17, 1, {"mechanism": "PLAIN"})["error_code"] == ErrorCode.ILLEGAL_SASL_STATE
         assert c.request(18, 0, {})["error_code"] == 0   # and the connection keeps serving
-        time.sleep(1.1)
+        broker.clock.advance(1.1)   # a second later on the broker's clock (0.9 s of the session left)
         r = _login(c, "alice")
         assert (r["error_code"], r["session_lifetime_ms"]) == (0, 2000)
         assert c.request(18, 0, {})["error_code"] == 0
@@ -54,7 +54,7 @@ def test_session_lifetime_and_reauthentication_on_the_wire(broker):
 def test_reauthentication_as_another_principal_is_refused(broker):
     with WireClient(broker) as c:
         _login(c, "alice")
-        time.sleep(1.05)
+        broker.clock.advance(1.05)   # past the once-a-second limit, on the broker's clock
         r = _login(c, "bob")
         assert r["error_code"] == ErrorCode.SASL_AUTHENTICATION_FAILED
         assert r["error_message"] == "Cannot change principals during re-authentication from User.alice: User.bob"
@@ -64,7 +64,7 @@ def test_reauthentication_as_another_principal_is_refused(broker):
 def test_reauthentication_with_another_mechanism_is_refused(broker):
     with WireClient(broker) as c:
         _login(c, "alice")
-        time.sleep(1.05)
+        broker.clock.advance(1.05)   # past the once-a-second limit, on the broker's clock
         r = c.request(17, 1, {"mechanism": "SCRAM-SHA-256"})
         assert r["error_code"] == 0   # answered, then closed (Kafka 4.4, tests/differential)
         assert c.wait_closed(5)
@@ -84,12 +84,19 @@ def test_librdkafka_reauthenticates_and_keeps_producing(broker, caplog):
     caplog.set_level(logging.DEBUG, logger="pykbroker.security")
     errors, delivered = [], []
     p = Producer({**broker.client_config("alice", "SCRAM-SHA-256"), "error_cb": errors.append})
-    deadline = time.monotonic() + 7
+    # producing until the broker has logged two re-authentications (2 s sessions: librdkafka
+    # re-authenticates before 2 s on each connection) and one more second on the re-authenticated
+    # sessions; 7 s of producing before, whatever it took
+    deadline = time.monotonic() + 20
+    reauthenticated_at = None
     i = 0
-    while time.monotonic() < deadline:
+    while reauthenticated_at is None or time.monotonic() < reauthenticated_at + 1.0:
+        assert time.monotonic() < deadline, "not re-authenticated twice in 20 s:\n" + caplog.text[-3000:]
         p.produce("reauth", b"%d" % i, on_delivery=lambda err, m: delivered.append(err))
         i += 1
         p.poll(0.05)
+        if reauthenticated_at is None and caplog.text.count("re-authenticated as User:alice with SCRAM-SHA-256") >= 2:
+            reauthenticated_at = time.monotonic()
     assert p.flush(15) == 0
     assert delivered and all(e is None for e in delivered) and len(delivered) == i
     # no authentication error; a transient "brokers down" can occur on this loaded 2 s-lifetime
