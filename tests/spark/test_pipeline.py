@@ -7,7 +7,6 @@ live summary the command printed must list the same rows.
 """
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
@@ -21,7 +20,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from tests import background, needs
+from tests import needs
 
 from pykbroker.local.broker_process import BrokerProcess
 from pykbroker.protocol import wire
@@ -148,15 +147,21 @@ CLUSTER_OVERRIDES = {"default.replication.factor": "3", "min.insync.replicas": "
                      "zookeeper.session.timeout.ms": "3000"}
 
 
-def _leader_kill_run(data_dir, run):
-    """The run and checks of the leader-kill test below, in the ``leader_kill_run`` thread; its
-    lines go to ``run.log`` (printed by the test)."""
+@pytest.mark.timeout(480)
+def test_clickstream_on_a_3_broker_cluster_survives_a_leader_kill(tmp_path):
+    """The pipeline against ZooKeeper + 3 pykbroker processes (topics with replication factor 3,
+    min.insync.replicas=2).  Mid-run (events being generated, Spark's query running), the leader
+    of output partition 0 is killed -9 (with 3 brokers it leads input partitions too) and restarted a few
+    seconds later, while the generator, Spark's source and sink, and the summary reader are all
+    running: every visit is still counted exactly once, each window written once."""
+    if AGAINST_KAFKA:
+        pytest.skip("kills pykbroker brokers")
     needs.module("kazoo.client")
     needs.require_zookeeper()
     from pykbroker.local.cluster import Cluster
 
     in_topic, out_topic = unique("clicks"), unique("site-stats")
-    with Cluster(3, str(data_dir), overrides=CLUSTER_OVERRIDES, zk_tick_time=500) as cluster:
+    with Cluster(3, str(tmp_path / "cluster"), overrides=CLUSTER_OVERRIDES, zk_tick_time=500) as cluster:
         cluster.wait_registered()   # 3 replicas need 3 registered brokers
         bootstrap = cluster.bootstrap_servers
         first = ("127.0.0.1", cluster.brokers[0].port)
@@ -204,10 +209,10 @@ def _leader_kill_run(data_dir, run):
             m = wire.metadata(first, [out_topic])
             victim = m["topics"][0]["partitions"][0]["leader_id"]
             cluster.kill(victim)
-            run.log("killed broker %d (leader of %s-0) %.1f s into the generation, %s, %s"
-                    % (victim, out_topic, time.monotonic() - (started or time.monotonic()), "generating" if generating else
-                       "generation over", "after the first window" if SUMMARY.findall("".join(lines))
-                       else "no window written yet"))
+            print("killed broker %d (leader of %s-0) %.1f s into the generation, %s, %s"
+                  % (victim, out_topic, time.monotonic() - (started or time.monotonic()),
+                     "generating" if generating else "generation over",
+                     "after the first window" if SUMMARY.findall("".join(lines)) else "no window written yet"))
             # kept down until the controller has moved its leaderships (its ZooKeeper session,
             # 3 s, has expired): a survivor's Metadata names another leader of output partition 0
             survivor = next(("127.0.0.1", b.port) for b in cluster.brokers if b.broker_id != victim)
@@ -215,8 +220,8 @@ def _leader_kill_run(data_dir, run):
             while wire.metadata(survivor, [out_topic])["topics"][0]["partitions"][0]["leader_id"] in (victim, -1):
                 assert time.monotonic() < moved_by, "no new leader 60 s after the kill"
                 time.sleep(0.2)
-            run.log("a new leader %.1f s after the kill; restarting broker %d"
-                    % (time.monotonic() - (moved_by - 60), victim))
+            print("a new leader %.1f s after the kill; restarting broker %d"
+                  % (time.monotonic() - (moved_by - 60), victim))
             cluster.start(victim)
             p.wait(300)
             for t in readers:
@@ -238,31 +243,3 @@ def _leader_kill_run(data_dir, run):
             for part in wire.metadata(first, [t])["topics"][0]["partitions"]:
                 assert sorted(part["replica_nodes"]) == [1, 2, 3], part
 
-
-@pytest.fixture(scope="module", autouse=True)
-def leader_kill_run(request, tmp_path_factory):
-    """The leader-kill run (ZooKeeper, 3 brokers and a pipeline with a Spark of its own; about a
-    minute, mostly its 28 s of paced events and the victim's failover) starts with the module,
-    beside the two pipeline runs before its test: its cluster, topics and Spark are its own and
-    its checks are its own (no timing bound; its watermark outlasts a failover slowed by the
-    runs beside it)."""
-    if AGAINST_KAFKA or not background.selected(
-            request, "test_pipeline.py::test_clickstream_on_a_3_broker_cluster_survives_a_leader_kill"):
-        yield None
-        return
-    run = background.Background(functools.partial(_leader_kill_run, tmp_path_factory.mktemp("leader-kill")),
-                                "pipeline-leader-kill")
-    yield run
-    run.join()
-
-
-@pytest.mark.timeout(480)
-def test_clickstream_on_a_3_broker_cluster_survives_a_leader_kill(leader_kill_run):
-    """The pipeline against ZooKeeper + 3 pykbroker processes (topics with replication factor 3,
-    min.insync.replicas=2).  Mid-run (events being generated, Spark's query running), the leader
-    of output partition 0 is killed -9 (with 3 brokers it leads input partitions too) and restarted a few
-    seconds later, while the generator, Spark's source and sink, and the summary reader are all
-    running: every visit is still counted exactly once, each window written once."""
-    if AGAINST_KAFKA:
-        pytest.skip("kills pykbroker brokers")
-    leader_kill_run.result(timeout=460)
