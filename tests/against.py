@@ -146,6 +146,19 @@ def kafka_broker(tmp_path_factory, overrides: dict | None = None) -> KafkaBroker
     return KafkaBroker(bootstrap, _Session.log_dirs)
 
 
+def broker_fixture(tmp_path_factory, overrides: dict, name: str = "broker"):
+    """A broker fixture's body (``yield from`` it): a real ``BrokerProcess`` with ``overrides`` on a
+    fresh data directory, stopped afterwards (killed if stopping fails); with
+    ``PYKBROKER_AGAINST=kafka``, the Kafka under test instead."""
+    if AGAINST_KAFKA:
+        yield kafka_broker(tmp_path_factory, overrides)
+        return
+    from pykbroker.local.broker_process import BrokerProcess
+    d = tmp_path_factory.mktemp(name)
+    with BrokerProcess(str(d / "data"), overrides) as b:
+        yield b
+
+
 def stop_session_kafka() -> None:
     _Session.stop()
 

@@ -16,12 +16,7 @@ def broker(tmp_path_factory):
     """One real broker process per test module (fresh data dir); stopped afterwards (killed
     if stopping fails), as BrokerProcess does when used as a context manager.
     ``PYKBROKER_AGAINST=kafka``: Apache Kafka's address instead (tests/against.py)."""
-    if against.AGAINST_KAFKA:
-        yield against.kafka_broker(tmp_path_factory, TEST_OVERRIDES)
-        return
-    d = tmp_path_factory.mktemp("broker")
-    with BrokerProcess(str(d / "data"), TEST_OVERRIDES) as b:
-        yield b
+    yield from against.broker_fixture(tmp_path_factory, TEST_OVERRIDES)
 
 
 @pytest.fixture

@@ -1,7 +1,6 @@
 import pytest
 
 from compat.java import jvm
-from pykbroker.local.broker_process import BrokerProcess
 from tests import against
 from tests.background import Background
 from tests.conftest import TEST_OVERRIDES
@@ -25,12 +24,7 @@ JAVA_OVERRIDES = {**TEST_OVERRIDES, **GROUP_HEARTBEATS}
 @pytest.fixture(scope="session")
 def shared_broker(tmp_path_factory):
     """The broker of the JAVA_SHARED_BROKER modules (the same settings as :func:`broker`)."""
-    if against.AGAINST_KAFKA:
-        yield against.kafka_broker(tmp_path_factory, JAVA_OVERRIDES)
-        return
-    d = tmp_path_factory.mktemp("shared-broker")
-    with BrokerProcess(str(d / "data"), JAVA_OVERRIDES) as b:
-        yield b
+    yield from against.broker_fixture(tmp_path_factory, JAVA_OVERRIDES, "shared-broker")
 
 
 @pytest.fixture(scope="module")
@@ -40,12 +34,7 @@ def broker(request, tmp_path_factory):
     if getattr(request.module, "JAVA_SHARED_BROKER", False):
         yield request.getfixturevalue("shared_broker")
         return
-    if against.AGAINST_KAFKA:
-        yield against.kafka_broker(tmp_path_factory, JAVA_OVERRIDES)
-        return
-    d = tmp_path_factory.mktemp("broker")
-    with BrokerProcess(str(d / "data"), JAVA_OVERRIDES) as b:
-        yield b
+    yield from against.broker_fixture(tmp_path_factory, JAVA_OVERRIDES)
 
 
 @pytest.fixture(scope="session", autouse=True)
