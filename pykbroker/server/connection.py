@@ -190,8 +190,45 @@ class Connection:
             finally:
                 if target is not None:
                     target.release()
-            if not await self._carry_out_received(dispatcher, quotas):
-                return
+            # The common case inline (no client quota stored, no observer): each request's
+            # handler awaited and its one-buffer answer written here, without the two
+            # coroutine levels of _carry_out_received and _carry_out per read (the
+            # 100-connection cell, compat/bench/results/conns-100-per-request.md).  Every
+            # other case, checked before each request as _carry_out checks it, goes the
+            # general way, in the same order.
+            while True:
+                if (quotas is not None and quotas.active) or self.observer is not None:
+                    if not await self._carry_out_received(dispatcher, quotas):
+                        return
+                    break
+                event = dispatcher.next_event()
+                if event is None:
+                    if dispatcher.closed:
+                        return
+                    break
+                if event.__class__ is HandleRequest:
+                    try:
+                        response = await event.handler.handle(event.ctx, event.request)
+                    except Exception as e:  # a handler bug must still answer the client
+                        event = dispatcher.fail(event, e)
+                    else:
+                        event = dispatcher.finish(event, response)
+                    if event is None:
+                        continue   # acks=0 Produce: Kafka sends nothing back
+                    if event.__class__ is SendResponse:
+                        parts = event.parts
+                        if len(parts) == 1 and not hasattr(parts[0], "length"):
+                            data = parts[0]
+                            n = self._write_now(data)
+                            if n < len(data):
+                                await self.stream.send_all(memoryview(data)[n:])
+                            continue
+                elif event.__class__ is Delayed:
+                    # fault injection's added latency, then the event it holds
+                    await trio.sleep(event.seconds)
+                    event = event.event
+                if not await self._carry_out(event):
+                    return
             # Let other connections run before reading on: a handler and the direct socket
             # write need not yield, so a client that keeps the socket full (or a large request
             # streaming in) must not monopolize the loop.  One checkpoint per read, not per
