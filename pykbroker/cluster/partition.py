@@ -412,7 +412,8 @@ class Partition:
             raise KafkaError(ErrorCode.RECORD_LIST_TOO_LARGE)
         lat = now_ms if lc.log_append_time else None
         try:
-            info = lg.append(validated, self.leader_epoch, lat, auto_flush=False)
+            # (the timestamp type read once, above: lat None is CreateTime)
+            info = lg.append(validated, self.leader_epoch, lat, auto_flush=False, time_type_read=True)
         except ProducerStateError as e:
             raise KafkaError(e.code, str(e)) from None
         except KafkaStorageError as e:

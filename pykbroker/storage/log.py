@@ -136,7 +136,7 @@ class Log:
     # ---------------------------------------------------------------- append
     def append(self, records: ValidatedRecords, leader_epoch: int,
                log_append_time_ms: Optional[int] = None, *, auto_flush: bool = True,
-               check_producer_state: bool = True) -> AppendInfo:
+               check_producer_state: bool = True, time_type_read: bool = False) -> AppendInfo:
         """Append validated produce records as the leader.
 
         Per batch (never per record): idempotence check, then baseOffset and
@@ -144,7 +144,9 @@ class Log:
         ``log_append_time_ms`` (topic uses LogAppendTime) the timestamp type
         and maxTimestamp are rewritten and the CRC recomputed.  The record
         bytes are then written with one pwrite.  If the topic config says
-        LogAppendTime and no time is given, the current time is used.
+        LogAppendTime and no time is given, the current time is used, unless
+        ``time_type_read`` says the caller already read the timestamp type
+        (``None`` then means CreateTime; one read of the config per append).
         An append larger than segment.bytes -> RecordError(RECORD_LIST_TOO_LARGE).
 
         Raises ProducerStateError (45/47), KafkaStorageError on I/O errors.
@@ -167,7 +169,7 @@ class Log:
                 raise RecordError(RECORD_LIST_TOO_LARGE,
                                   f"{len(buf)} bytes exceed segment.bytes {self.config.segment_bytes}")
             lat = log_append_time_ms
-            if lat is None and self.config.log_append_time:
+            if lat is None and not time_type_read and self.config.log_append_time:
                 lat = self.now_ms()
             segments = self._segments
             first_offset = segments[-1].next_offset   # log_end_offset, without the property call
