@@ -34,14 +34,13 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 from ..protocol.codec import APIS
 from ..protocol.errors import ErrorCode, KafkaError
-from ..protocol.framing import FrameBuffer, parse_request_header
+from ..protocol.framing import FrameBuffer, read_header_rest
 from ..protocol.primitives import ProtocolError
 from .faults import FaultPlan
 
 if TYPE_CHECKING:
     from ..handlers.support.services import BrokerServices
     from ..protocol.codec import ApiSpec
-    from ..protocol.framing import RequestHeader
     from .connection import Connection
 
 log = logging.getLogger("pykbroker.connection")
@@ -70,13 +69,16 @@ class RequestContext:
     # or a test's stand-ins).  Handlers read the broker's components through ``services`` only,
     # never ``broker`` (tests/install/test_handler_services.py); the connection is None where a
     # test or benchmark dispatches without one.
-    def __init__(self, broker: Any, connection: Any, header: RequestHeader, size: int = 0) -> None:
+    # The header's fields are given one by one (read_header_rest, protocol/framing.py), not as
+    # a RequestHeader: one object fewer per request (compat/bench/results/conns-100-per-request.md).
+    def __init__(self, broker: Any, connection: Any, api_key: int, api_version: int, correlation_id: int,
+                 client_id: Optional[str], size: int = 0) -> None:
         self.broker = broker
         self.connection: Optional[Connection] = connection
-        self.api_key = header.api_key
-        self.api_version = header.api_version
-        self.correlation_id = header.correlation_id
-        self.client_id = header.client_id
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
         # the request's size (header and body, Kafka's RequestChannel.Request.sizeInBytes):
         # what a producer's byte-rate quota counts (quota/manager.py)
         self.size = size
@@ -286,16 +288,16 @@ class Dispatcher:
         # An ApiVersions request newer than we know is read with the newest header (v2).
         flexible = min(api_version, handler.MAX_VERSION) >= spec.flexible_from
         try:
-            header = parse_request_header(frame, flexible)
+            client_id, body_offset = read_header_rest(frame, flexible)
         except ProtocolError as e:
             return self._close(str(e))
-        ctx = RequestContext(self.broker, self.connection, header, len(frame))
+        ctx = RequestContext(self.broker, self.connection, api_key, api_version, corr, client_id, len(frame))
         if api_key == 0 and supported and self._fast_produce_ok():
             # the common Produce without the codec's dicts (handlers/support/produce_fast.py);
             # None: not the common shape, decoded below as any request
             fast = getattr(handler, "FAST_PATH", None)
             if fast is not None:
-                req = fast.decode(frame, header.body_offset, api_version)
+                req = fast.decode(frame, body_offset, api_version)
                 if req is not None:
                     return HandleRequest(ctx, fast, spec, req)
         if not supported:
@@ -306,7 +308,7 @@ class Dispatcher:
             # Kafka's generated readers stop at the last field and ignore trailing bytes; clients
             # rely on it (librdkafka's all-topics Metadata v9+ leaves 3 stray bytes after the
             # null topic array), so trailing bytes are not an error here either.
-            request = spec.decode("request", api_version, memoryview(frame)[header.body_offset:],
+            request = spec.decode("request", api_version, memoryview(frame)[body_offset:],
                                   exact=False)
         except ProtocolError as e:
             if api_key == API_VERSIONS_KEY:
