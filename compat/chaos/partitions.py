@@ -38,7 +38,10 @@ Nemeses (``NEMESES``; "the leader" is partition 0's leader when the fault starts
   broker elected in its place killed -9), ``isolate-pause-zk`` (the leader isolated, ZooKeeper
   SIGSTOPped beyond the session timeout, continued while the cut lasts),
   ``followers-cut-sigstop-leader`` (the leader cut from its followers, SIGSTOPped until its
-  session expires, continued still cut: a zombie leader).
+  session expires, continued still cut: a zombie leader), ``split-sigstop-controller`` (one
+  broker alone, the controller on the majority side SIGSTOPped beyond the session timeout,
+  continued while the split lasts), ``flapping-zk-restart`` (``flapping``, and ZooKeeper killed
+  -9 once in the window and started again on its data 2-4 s later).
 
 ``run(nemesis, seconds)`` returns a :class:`RunReport` (the checker's :class:`Result` and the
 figures of the table).  The command:
@@ -61,7 +64,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Callable, Optional
+from typing import Callable, Iterable, Optional
 
 if __name__ == "__main__":   # run as a script: this checkout (pykbroker and compat/) first on the path
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
@@ -100,11 +103,12 @@ def leader_of(cluster, partition: int = 0, topic: str = TOPIC) -> Optional[int]:
     return best[1]
 
 
-def controller_of(cluster) -> Optional[int]:
-    """The controller id most brokers name (an isolated one may name a stale one)."""
+def controller_of(cluster, ask: Optional[Iterable[int]] = None) -> Optional[int]:
+    """The controller id most brokers name (an isolated one may name a stale one); ``ask``: only
+    those brokers' answers."""
     votes: dict = {}
     for b in cluster.brokers:
-        if not b.running():
+        if not b.running() or (ask is not None and b.broker_id not in ask):
             continue
         try:
             with wire.WireClient((b.host, b.port), timeout=2.0) as c:
@@ -474,6 +478,80 @@ def _followers_cut_sigstop_leader(net, leader, others, rnd, ctx):
     return desc
 
 
+def _split_sigstop_controller(net, leader, others, rnd, ctx):
+    """A majority/minority split (one broker alone, the two others with ZooKeeper), then the
+    controller, on the majority side, frozen (SIGSTOP) for longer than the session timeout and
+    continued before the heal.  The lone broker is partition 0's leader unless that one is the
+    controller (then another broker): its session expires while the only controller that could
+    move its partitions is frozen, so the elections wait for ZooKeeper to expire the controller
+    too and the third broker to take over; the woken controller finds itself replaced."""
+    brokers = [leader] + list(others)
+    controller = controller_of(ctx.cluster)
+    if controller is None:
+        controller = rnd.choice(list(others))
+    lone = leader if leader != controller else rnd.choice([b for b in brokers if b != controller])
+    net.partition([[_node(lone)], ["zk"] + [_node(b) for b in brokers if b != lone]])
+    time.sleep(1.0)
+    pause_s = min(ctx.session_timeout_s + 3.0, max(1.0, ctx.until - time.monotonic() - 3.0))
+    ctx.cluster.pause(controller)
+    ctx.undo.append(lambda: ctx.cluster.resume(controller))   # in case the window ends first
+    time.sleep(pause_s)
+    ctx.cluster.resume(controller)
+    ctx.figures["SIGSTOP s"] = round(ctx.figures.get("SIGSTOP s", 0) + pause_s, 1)
+    time.sleep(min(2.0, max(0.0, ctx.until - time.monotonic() - 0.5)))
+    # as the third broker sees it (the lone one's view is stale by construction, and the woken
+    # controller's may be for a moment): the one whose word a client on the majority side gets
+    third = [b for b in brokers if b not in (lone, controller)]
+    now = controller_of(ctx.cluster, ask=third)
+    woken = controller_of(ctx.cluster, ask=[controller])
+
+    def name(c):
+        return "b%d" % c if c is not None else "unknown"
+    return ("b%d | zk,b%s; controller b%d SIGSTOPped %.1f s (1 s in), continued, split kept; "
+            "2 s later the woken b%d names %s; controller now %s") % (
+        lone, ",b".join(str(b) for b in brokers if b != lone), controller, pause_s, controller,
+        name(woken), name(now))
+
+
+# ZooKeeper killed -9 this far into a flapping window (a share of it), down this long, then
+# started again on its data: shorter than the session timeout, so the brokers' sessions
+# survive it (ZooKeeper keeps sessions in its log) if they reconnect in time, while the cuts go on
+ZK_RESTART_AT = (0.25, 0.5)
+ZK_DOWN_S = (2.0, 4.0)
+
+
+def _flapping_zk_restart(net, leader, others, rnd, ctx):
+    """:func:`_flapping` all through the window, and ZooKeeper killed -9 once in it and started
+    again on its data 2-4 s later (from a thread of its own, so the flapping goes on through it)."""
+    zk = ctx.cluster.zookeeper
+    at = time.monotonic() + rnd.uniform(*ZK_RESTART_AT) * max(0.0, ctx.until - time.monotonic())
+    down_s = rnd.uniform(*ZK_DOWN_S)
+    done: list = []
+
+    def restart():
+        time.sleep(max(0.0, at - time.monotonic()))
+        t = time.monotonic()
+        try:
+            zk.restart(down_seconds=down_s)
+            done.append("ZooKeeper killed -9 at +%.1f s, back after %.1f s" % (
+                t - (ctx.until - ctx.fault_s), time.monotonic() - t))
+        except Exception as e:   # the heal starts it again; the report says so
+            done.append("ZooKeeper restart failed: %s" % e)
+    th = threading.Thread(target=restart, name="zk-restart", daemon=True)
+    th.start()
+
+    def undo():
+        th.join(60.0)
+        if not zk.running():
+            zk.start()
+    ctx.undo.append(undo)
+    desc = _flapping(net, leader, others, rnd, ctx)
+    th.join(max(0.0, at - time.monotonic()) + down_s + 40.0)
+    ctx.figures["zk restarts"] = ctx.figures.get("zk restarts", 0) + 1
+    ctx.figures["zk down s"] = round(ctx.figures.get("zk down s", 0) + down_s, 1)
+    return desc + "; " + ("; ".join(done) or "ZooKeeper restart still under way at the window's end")
+
+
 class ZombieProbe:
     """What a frozen leader does with acks=1 writes when it wakes, measured on a probe topic of
     one partition led by the victim (replicas victim-first, created before the cut, never read by
@@ -597,11 +675,14 @@ NEMESES: dict[str, Callable] = {
     "isolate-kill-new-leader": _isolate_kill_new_leader,
     "isolate-pause-zk": _isolate_pause_zk,
     "followers-cut-sigstop-leader": _followers_cut_sigstop_leader,
+    "split-sigstop-controller": _split_sigstop_controller,
+    "flapping-zk-restart": _flapping_zk_restart,
 }
 # partitions combined with process faults (kill -9, SIGSTOP of a broker or of ZooKeeper)
-COMBINED = ("isolate-kill-new-leader", "isolate-pause-zk", "followers-cut-sigstop-leader")
+COMBINED = ("isolate-kill-new-leader", "isolate-pause-zk", "followers-cut-sigstop-leader",
+            "split-sigstop-controller", "flapping-zk-restart")
 # nemeses that act all through the fault window themselves (they return at its end)
-LASTING = {"flapping", "clock-jump"}
+LASTING = {"flapping", "clock-jump", "flapping-zk-restart"}
 # nemeses only pykbroker can be given (its control endpoint moves its clock)
 PYKBROKER_ONLY = {"clock-jump"}
 

@@ -10,8 +10,12 @@ duplicated, no inconsistent offset, reads monotonic, everything readable after t
 the cluster heals whole: the restarted broker and the once-isolated one are back in the ISR of
 every partition (they caught up from the leader after a crash and after a cut).
 
+``split-sigstop-controller``: partition 0's leader alone on one side of a split, the controller
+on the other SIGSTOPped beyond the session timeout, continued while the split lasts (the third
+broker takes over as controller and moves the lone broker's partitions).  Checked the same way.
+
 The other combined nemeses (ZooKeeper SIGSTOPped during a partition, a leader SIGSTOPped behind
-a cut) run with PYKBROKER_CHAOS_LONG=1, and so does the zombie leader's acks=1 probe (a frozen
+a cut, ZooKeeper killed -9 and restarted during flapping) run with PYKBROKER_CHAOS_LONG=1, and so does the zombie leader's acks=1 probe (a frozen
 leader, once woken, refuses acks=1 writes within 2 s; compat/chaos/results/zombie.md); their rows, and the acks=1 workload's under every
 nemesis (losses expected and counted, as with Kafka), beside Apache Kafka's, are in
 compat/chaos/results/nemeses.md.
@@ -87,9 +91,30 @@ def test_isolated_leader_then_new_leader_killed_nothing_lost(tmp_path):
     assert all(v == [1, 2, 3] for v in rep.figures["isr"].values()) and len(rep.figures["isr"]) == 3, rep.figures
 
 
+@pytest.mark.timeout(300)
+def test_split_then_controller_frozen_nothing_lost(tmp_path):
+    """split-sigstop-controller, one fault: partition 0's leader alone on one side, the controller
+    (on the side with ZooKeeper) SIGSTOPped beyond the session timeout and continued while the
+    split lasts.  The third broker must become controller, move the lone broker's partitions to a
+    replica in their ISR, and the woken controller must step down: nothing acknowledged lost, no
+    anomaly, every broker back in every ISR after the heal."""
+    rep = _run("split-sigstop-controller", tmp_path, seconds=19.0, fault_s=14.0)
+    desc = rep.faults[0][2]
+    assert "SIGSTOPped" in desc, desc
+    # the controller was really replaced while frozen (its ZooKeeper session expired)
+    frozen, now = desc.split("controller b")[1][0], desc.rsplit("controller now ", 1)[1]
+    assert now != "b" + frozen and now != "unknown", desc
+    assert rep.figures["SIGSTOP s"] > 6.0, rep.figures   # past the 6 s ZooKeeper session
+    r = rep.result
+    assert r.acked > 300, rep.row()
+    assert r.ok, "%s\n%s" % (rep.row(), r.anomalies)
+    assert all(v == [1, 2, 3] for v in rep.figures["isr"].values()) and len(rep.figures["isr"]) == 3, rep.figures
+
+
 @pytest.mark.skipif(not LONG, reason="a long run: PYKBROKER_CHAOS_LONG=1")
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("nemesis", ["isolate-kill-new-leader", "isolate-pause-zk", "followers-cut-sigstop-leader"])
+@pytest.mark.parametrize("nemesis", ["isolate-kill-new-leader", "isolate-pause-zk", "followers-cut-sigstop-leader",
+                                     "split-sigstop-controller", "flapping-zk-restart"])
 def test_long_combined_idempotent(nemesis, tmp_path):
     rep = _run(nemesis, tmp_path, seconds=45.0, fault_s=15.0, rate=50)
     assert rep.result.ok, "%s\n%s" % (rep.row(), rep.result.anomalies)
