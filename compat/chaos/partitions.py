@@ -41,7 +41,9 @@ Nemeses (``NEMESES``; "the leader" is partition 0's leader when the fault starts
   session expires, continued still cut: a zombie leader), ``split-sigstop-controller`` (one
   broker alone, the controller on the majority side SIGSTOPped beyond the session timeout,
   continued while the split lasts), ``flapping-zk-restart`` (``flapping``, and ZooKeeper killed
-  -9 once in the window and started again on its data 2-4 s later).
+  -9 once in the window and started again on its data 2-4 s later), ``followers-cut-kill-leader``
+  (the leader cut from its followers only; once it has shrunk the ISR to itself it is killed -9,
+  and started again at the heal: the partition offline meanwhile, unclean election being off).
 
 ``run(nemesis, seconds)`` returns a :class:`RunReport` (the checker's :class:`Result` and the
 figures of the table).  The command:
@@ -478,6 +480,48 @@ def _followers_cut_sigstop_leader(net, leader, others, rnd, ctx):
     return desc
 
 
+def _isr_views(cluster, partition: int = 0, topic: str = TOPIC) -> list:
+    """Partition's ISR as each running broker's metadata says (a cut broker's view may be old)."""
+    views = []
+    for b in cluster.brokers:
+        if not b.running():
+            continue
+        try:
+            m = wire.metadata((b.host, b.port), [topic])
+        except (OSError, ValueError):
+            continue
+        for p in m["topics"][0]["partitions"]:
+            if p["partition_index"] == partition:
+                views.append(sorted(p["isr_nodes"]))
+    return views
+
+
+def _followers_cut_kill_leader(net, leader, others, rnd, ctx):
+    """The leader cut from its followers only (it keeps ZooKeeper, so no election): once it has
+    shrunk the ISR to itself (``replica.lag.time.max.ms``), it is killed -9.  Its partition has no
+    other in-sync replica and unclean election is off: offline until the heal starts it again on
+    its data, where whatever it acknowledged alone (acks=1) must still be, and the followers
+    truncate to it, not it to them.  Killed anyway 4 s before the window's end if the ISR never
+    shrank (then a follower in the ISR may be elected)."""
+    for o in others:
+        net.cut(_node(leader), _node(o))
+    t0 = time.monotonic()
+    shrunk = False
+    while time.monotonic() < ctx.until - 4.0:
+        if [leader] in _isr_views(ctx.cluster):
+            shrunk = True
+            break
+        time.sleep(0.3)
+    t = time.monotonic()
+    ctx.cluster.kill(leader)
+    _restart_later(ctx, leader)
+    ctx.figures["kill -9"] = ctx.figures.get("kill -9", 0) + 1
+    return "b%d cut from b%s; %s; b%d killed -9 %.1f s into the fault" % (
+        leader, ",b".join(map(str, others)),
+        "ISR shrank to it alone after %.1f s" % (t - t0) if shrunk else "ISR never shrank to it alone",
+        leader, t - (ctx.until - ctx.fault_s))
+
+
 def _split_sigstop_controller(net, leader, others, rnd, ctx):
     """A majority/minority split (one broker alone, the two others with ZooKeeper), then the
     controller, on the majority side, frozen (SIGSTOP) for longer than the session timeout and
@@ -676,11 +720,12 @@ NEMESES: dict[str, Callable] = {
     "isolate-pause-zk": _isolate_pause_zk,
     "followers-cut-sigstop-leader": _followers_cut_sigstop_leader,
     "split-sigstop-controller": _split_sigstop_controller,
+    "followers-cut-kill-leader": _followers_cut_kill_leader,
     "flapping-zk-restart": _flapping_zk_restart,
 }
 # partitions combined with process faults (kill -9, SIGSTOP of a broker or of ZooKeeper)
 COMBINED = ("isolate-kill-new-leader", "isolate-pause-zk", "followers-cut-sigstop-leader",
-            "split-sigstop-controller", "flapping-zk-restart")
+            "split-sigstop-controller", "flapping-zk-restart", "followers-cut-kill-leader")
 # nemeses that act all through the fault window themselves (they return at its end)
 LASTING = {"flapping", "clock-jump", "flapping-zk-restart"}
 # nemeses only pykbroker can be given (its control endpoint moves its clock)

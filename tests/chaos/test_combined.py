@@ -15,7 +15,8 @@ on the other SIGSTOPped beyond the session timeout, continued while the split la
 broker takes over as controller and moves the lone broker's partitions).  Checked the same way.
 
 The other combined nemeses (ZooKeeper SIGSTOPped during a partition, a leader SIGSTOPped behind
-a cut, ZooKeeper killed -9 and restarted during flapping) run with PYKBROKER_CHAOS_LONG=1, and so does the zombie leader's acks=1 probe (a frozen
+a cut, ZooKeeper killed -9 and restarted during flapping, a leader cut from its followers and
+killed -9 once it has shrunk the ISR to itself) run with PYKBROKER_CHAOS_LONG=1, and so does the zombie leader's acks=1 probe (a frozen
 leader, once woken, refuses acks=1 writes within 2 s; compat/chaos/results/zombie.md); their rows, and the acks=1 workload's under every
 nemesis (losses expected and counted, as with Kafka), beside Apache Kafka's, are in
 compat/chaos/results/nemeses.md.
@@ -114,7 +115,7 @@ def test_split_then_controller_frozen_nothing_lost(tmp_path):
 @pytest.mark.skipif(not LONG, reason="a long run: PYKBROKER_CHAOS_LONG=1")
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("nemesis", ["isolate-kill-new-leader", "isolate-pause-zk", "followers-cut-sigstop-leader",
-                                     "split-sigstop-controller", "flapping-zk-restart"])
+                                     "split-sigstop-controller", "flapping-zk-restart", "followers-cut-kill-leader"])
 def test_long_combined_idempotent(nemesis, tmp_path):
     rep = _run(nemesis, tmp_path, seconds=45.0, fault_s=15.0, rate=50)
     assert rep.result.ok, "%s\n%s" % (rep.row(), rep.result.anomalies)
