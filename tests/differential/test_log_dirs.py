@@ -3,13 +3,14 @@ as Apache Kafka 4.4 for sizes, lags, future logs during a move, the move's error
 records read back after the partition moved online.  Log dirs are named by role ("current":
 where the partition was placed, "other") since the two brokers may place it differently."""
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from pykbroker.local.broker_process import BrokerProcess
 from pykbroker.protocol import wire
 
-from .conftest import COMMON_OVERRIDES, Target, _load_oracle
+from .conftest import COMMON_OVERRIDES, Target, _load_oracle, at_once
 from .helpers import connect, explain, produce_accepted
 
 TOPIC = "ld-topic"
@@ -17,17 +18,25 @@ TOPIC = "ld-topic"
 
 @pytest.fixture(scope="module")
 def jbod(tmp_path_factory):
+    """Both JBOD brokers, started side by side (the JVM's 5-15 s start covers pykbroker's)."""
     base = tmp_path_factory.mktemp("jbod")
     dirs_p = "%s,%s" % (base / "p1", base / "p2")
     pyk = BrokerProcess(dirs_p, COMMON_OVERRIDES)
-    pyk.start()
     oracle = _load_oracle()
     k = oracle.KafkaOracle(base / "kafka", dict(COMMON_OVERRIDES, **{"log.dirs": "%s,%s" % (base / "k1", base / "k2")}))
-    try:
-        k.start()
-    except Exception as e:
+    with ThreadPoolExecutor(1) as pool:
+        kafka_started = pool.submit(k.start)
+        try:
+            pyk.start()
+        except BaseException:
+            kafka_started.exception()   # the JVM's start ended: stop it, nothing outlives the module
+            k.stop()
+            raise
+        kafka_error = kafka_started.exception()
+    if kafka_error is not None:
         pyk.stop()
-        pytest.fail("Apache Kafka (the oracle) could not be started: %s" % e, pytrace=False)
+        k.stop()
+        pytest.fail("Apache Kafka (the oracle) could not be started: %s" % kafka_error, pytrace=False)
     yield Target("pykbroker", pyk.bootstrap, 1, pyk), Target("kafka", k.bootstrap, k.node_id, k)
     k.stop()
     pyk.stop()
@@ -97,5 +106,5 @@ def scenario(t):
 
 
 def test_describe_and_move_between_log_dirs(jbod):
-    p, k = scenario(jbod[0]), scenario(jbod[1])
+    p, k = at_once(scenario, *jbod)   # the two brokers share nothing; each waits for its move
     assert p == k, explain(p, k)
