@@ -36,12 +36,13 @@ from __future__ import annotations
 
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from pykbroker.protocol import wire
 
-from .conftest import _load_oracle
+from .conftest import _load_oracle, at_once
 from .helpers import batch, explain
 
 NODES = (1, 2, 3)
@@ -80,45 +81,68 @@ class Side:
         return "<%s>" % self.name
 
 
-@pytest.fixture(scope="module")
-def kafka3(tmp_path_factory):
+def _kafka3(tmp_path_factory):
     oracle = _load_oracle()
     # Fencing of a killed node after 4 s instead of 9 (heartbeats every 0.5 s).
     k = oracle.KafkaClusterOracle(tmp_path_factory.mktemp("kafka3"), 3, {
         "broker.session.timeout.ms": "4000", "broker.heartbeat.interval.ms": "500"})
-    try:
-        k.start()
-    except Exception as e:   # never a skip: a missing oracle is a CI failure
-        pytest.fail("Apache Kafka (3 nodes) could not be started: %s" % e, pytrace=False)
-    yield Side("kafka", {n: ("127.0.0.1", k.node(n).port) for n in NODES}, lambda n: k.node(n).kill(),
-               lambda n, stop: k.pause(n) if stop else k.resume(n), k.quorum_leader)
-    # Killed, not stopped: the last tests leave a node killed, and the controlled shutdown of
-    # the other two (SIGTERM) then waits on a quorum that loses its majority with the first
-    # to exit -- 30 s of teardown before KafkaOracle.stop's SIGKILL.  Nothing is read after.
-    k.kill_all()
+    return k
 
 
-@pytest.fixture(scope="module")
-def pyk3(tmp_path_factory):
+def _kafka_side(k):
+    """Kafka's side, once started (its ports are picked by start())."""
+    return Side("kafka", {n: ("127.0.0.1", k.node(n).port) for n in NODES}, lambda n: k.node(n).kill(),
+                lambda n, stop: k.pause(n) if stop else k.resume(n), k.quorum_leader)
+
+
+def _pyk3(tmp_path_factory):
     from pykbroker.local.cluster import Cluster
     c = Cluster(3, data_dir=str(tmp_path_factory.mktemp("pyk3")),
                 overrides={"zookeeper.session.timeout.ms": "4000"})
-    c.start()
-    c.wait_registered()
-    yield Side("pykbroker", {n: ("127.0.0.1", c.broker(n).port) for n in NODES},
-               lambda n: c.kill(n, signal.SIGKILL), lambda n, stop: c.pause(n) if stop else c.resume(n),
-               # the ZooKeeper controller: what DescribeCluster names on pykbroker
-               lambda: c_call(c, 60, 0, {"include_cluster_authorized_operations": False})["controller_id"])
-    c.close()
+    try:
+        c.start()
+        c.wait_registered()
+    except BaseException:
+        c.close()
+        raise
+    return c, Side("pykbroker", {n: ("127.0.0.1", c.broker(n).port) for n in NODES},
+                   lambda n: c.kill(n, signal.SIGKILL), lambda n, stop: c.pause(n) if stop else c.resume(n),
+                   # the ZooKeeper controller: what DescribeCluster names on pykbroker
+                   lambda: c_call(c, 60, 0, {"include_cluster_authorized_operations": False})["controller_id"])
 
 
 @pytest.fixture(scope="module")
-def sides(pyk3, kafka3):
-    for s in (pyk3, kafka3):
-        for name, assignment in (("dc-assigned", ASSIGNED), ("dc-failover", FAILOVER), ("dc-solo", SOLO)):
-            create(s, name, assignment)
-        wait(s, lambda s=s: all(full_isr(s, n) for n in NODES), "full ISRs")
-    return pyk3, kafka3
+def sides(tmp_path_factory):
+    """(pykbroker's side, Kafka's side), started side by side (the three JVMs' start covers the
+    pykbroker cluster's), with the module's topics created and fully in sync on both."""
+    k = _kafka3(tmp_path_factory)
+    with ThreadPoolExecutor(1) as pool:
+        kafka_started = pool.submit(k.start)
+        try:
+            c, pyk3 = _pyk3(tmp_path_factory)
+        except BaseException:
+            kafka_started.exception()
+            k.kill_all()
+            raise
+        kafka_error = kafka_started.exception()
+    try:
+        if kafka_error is not None:   # never a skip: a missing oracle is a CI failure
+            pytest.fail("Apache Kafka (3 nodes) could not be started: %s" % kafka_error, pytrace=False)
+        kafka3 = _kafka_side(k)
+
+        def topics(s):
+            for name, assignment in (("dc-assigned", ASSIGNED), ("dc-failover", FAILOVER), ("dc-solo", SOLO)):
+                create(s, name, assignment)
+            wait(s, lambda: all(full_isr(s, n) for n in NODES), "full ISRs")
+        at_once(topics, pyk3, kafka3)
+        yield pyk3, kafka3
+    finally:
+        # Kafka killed, not stopped: the last tests leave a node killed, and the controlled
+        # shutdown of the other two (SIGTERM) then waits on a quorum that loses its majority with
+        # the first to exit -- 30 s of teardown before KafkaOracle.stop's SIGKILL.  Nothing is
+        # read after.
+        k.kill_all()
+        c.close()
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -210,8 +234,9 @@ def produce(side, node, topic, values):
 
 
 def both(sides, fn, *args):
-    p, k = sides
-    return fn(p, *args), fn(k, *args)
+    """``(fn(pykbroker's side), fn(Kafka's side))``, run side by side (conftest.at_once): the two
+    clusters share nothing, and their waits (failover, reassignment steps) overlap."""
+    return at_once(lambda s: fn(s, *args), *sides)
 
 
 # ----------------------------------------------------------------------------- tests
