@@ -189,7 +189,7 @@ def three_consumers(t):
 
 
 def test_three_consumers_six_partitions(both):
-    p, k = both(three_consumers)
+    p, k = both.at_once(three_consumers)   # real clients waiting on rebalances: side by side
     assert p == k, explain(p, k)
 
 

@@ -85,7 +85,7 @@ def test_heartbeat_validation(both):
             out["93"] = r.request(93, 0, {"group_id": g, "member_id": "m1", "topology_epoch": 0,
                                           "topology_description": {"subtopologies": [], "global_stores": []}})
         return out
-    p, k = both(scenario)
+    p, k = both.at_once(scenario)
     assert p == k, explain(p, k)
 
 
@@ -207,7 +207,7 @@ def test_group_lifecycle(both):
             steps.append(("leave m2", short(r.request(88, HB_V, hb_body(g, "m2", -1)))))
             steps.append(("delete empty", r.request(42, 2, {"groups_names": [g]})))
         return steps
-    p, k = both(scenario)
+    p, k = both.at_once(scenario)
     assert p == k, explain(p, k)
 
 
@@ -252,7 +252,7 @@ def test_endpoint_information(both):
             out.append((x["endpoint_information_epoch"], x["partitions_by_user_endpoint"]))
             out.append(short(r.request(88, HB_V, hb_body(g, "m1", -1)))[:3])
         return out
-    p, k = both(scenario)
+    p, k = both.at_once(scenario)
     assert p == k, explain(p, k)
 
 
@@ -279,7 +279,7 @@ def test_internal_topic_creation_failure_is_reported(both):
                 res = r.request(88, HB_V, hb_body(g, "m1", res["member_epoch"]))
             return [(s["status_code"], s["status_detail"]) for s in res["status"] if s["status_code"] == 3]
 
-    p, k = both(scenario)
+    p, k = both.at_once(scenario)
     assert p == k, explain(p, k)
 
 
@@ -311,6 +311,6 @@ def test_incorrectly_partitioned_internal_topics(both):
         missing = call(t, 3, 12, {"topics": [{"name": changelogs[3]}], "allow_auto_topic_creation": False})
         return out, missing["topics"][0]["error_code"]
 
-    p, k = both(scenario)
+    p, k = both.at_once(scenario)
     assert p == k, explain(p, k)
     assert k[1] == 3 and k[0][-1][0] == 2 and k[0][-1][1].startswith("Existing topic sg-wrong-"), k
