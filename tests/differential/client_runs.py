@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 from pykbroker.protocol import wire
 from pykbroker.protocol.wire import WireClient
+from .helpers import explain
 
 
 class _Failed:
@@ -61,6 +62,23 @@ def side_results(both_pair: tuple, name: str) -> tuple:
     pykbroker's failure raised first."""
     p, k = both_pair
     return result(p, name), result(k, name)
+
+
+def same_roundtrip(p: dict, k: dict) -> dict:
+    """A codec round trip's checks common to every client: both sides' reports and stored records
+    equal (pykbroker's and Kafka's); pykbroker's report returned for the client's own checks."""
+    assert p["report"] == k["report"], explain(p["report"], k["report"])
+    assert p["stored"] == k["stored"], explain(p["stored"], k["stored"])
+    return p["report"]
+
+
+def assert_stored_codecs(stored_by_codec: dict, codec_ids: dict, records: int, idempotent: bool) -> None:
+    """Each codec's ``records`` records stored with that codec (``codec_ids``: name -> attribute
+    id), CreateTime, not transactional, with a producer id exactly when ``idempotent``."""
+    for codec, i in codec_ids.items():
+        recs = [r for rs in stored_by_codec[codec].values() for r in rs]
+        assert len(recs) == records and {tuple(r[5:]) for r in recs} == {(i, 0, False, idempotent)}, \
+            (codec, recs[:3])
 
 
 def stored(target, topic: str, partitions: int = 3, timestamps: bool = True) -> dict:

@@ -113,18 +113,23 @@ def explain(a, b) -> str:
     return "pykbroker and Apache Kafka differ:\n  " + "\n  ".join(d[:40])
 
 
-def sasl_sides(config: dict, pyk: str, kafka: str, both: str | None = None) -> list:
+def sasl_sides(config: dict, pyk: str, kafka: str, both: str | None = None, authorizer: bool = False) -> list:
     """Module fixtures over ``config`` for a test module to bind at its top level: ``pyk``
     (pykbroker with a SASL listener), ``kafka`` (the oracle with one, started once per
-    configuration for the directory) and, if named, ``both``
+    configuration for the directory; with ``authorizer``, the directory's shared authorizer
+    Kafka, conftest.kafka_authorizer, whose settings ``config`` must be: no binding at a module's
+    start nor left at its end) and, if named, ``both``
     (``run(fn)`` -> ``(fn(pykbroker side), fn(Kafka side))``)."""
     import pytest
 
     @pytest.fixture(scope="module", name=kafka)
-    def kafka_side(sasl_oracles):
+    def kafka_side(request):
+        if authorizer:
+            k = request.getfixturevalue("kafka_authorizer")
+            return {"plain": ("127.0.0.1", k.port), "sasl": ("127.0.0.1", k.sasl_port)}
         # the directory's Kafka with these settings (conftest.sasl_oracles), shared with every
         # module comparing with the same ones
-        return sasl_oracles(config)
+        return request.getfixturevalue("sasl_oracles")(config)
 
     @pytest.fixture(scope="module", name=pyk)
     def pyk_side():

@@ -18,7 +18,7 @@ import pytest
 from pykbroker.protocol.wire import WireClient
 
 from .conftest import authorizer_config
-from .helpers import explain, pykbroker_with_sasl_listener
+from .helpers import explain, sasl_sides
 
 ROOT = Path(__file__).resolve().parents[2]
 # StandardAuthorizer, ANONYMOUS (PLAINTEXT) a super user, the PLAIN user alice on a SASL_PLAINTEXT
@@ -41,15 +41,7 @@ VOLATILE = {"brokers", "cluster_id", "controller_id", "topic_id", "node_id", "ho
 _n = itertools.count()
 
 
-@pytest.fixture(scope="module")
-def kafka_side(kafka_authorizer):
-    """The shared authorizer Kafka (no binding at the module's start nor left at its end)."""
-    return {"plain": ("127.0.0.1", kafka_authorizer.port), "sasl": ("127.0.0.1", kafka_authorizer.sasl_port)}
-
-
-@pytest.fixture(scope="module")
-def pyk_side():
-    yield from pykbroker_with_sasl_listener(CONFIG)
+_kafka_side, _pyk_side = sasl_sides(CONFIG, "pyk_side", "kafka_side", authorizer=True)
 
 
 def _alice(side):

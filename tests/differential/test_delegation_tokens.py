@@ -19,7 +19,7 @@ from pykbroker.security.client import authenticate_sync
 from pykbroker.security.errors import AuthenticationFailed
 
 from .conftest import authorizer_config
-from .helpers import explain, pykbroker_with_sasl_listener, sasl_sides
+from .helpers import explain, sasl_sides
 from .test_security import SASL
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
@@ -295,15 +295,7 @@ CREATE_TOKENS, DESCRIBE_TOKENS, DESCRIBE = 13, 14, 8
 assert AUTHZ == authorizer_config(), (AUTHZ, authorizer_config())
 
 
-@pytest.fixture(scope="module")
-def kafka_authz(kafka_authorizer):
-    """The shared authorizer Kafka (no binding at the module's start nor left at its end)."""
-    return {"plain": ("127.0.0.1", kafka_authorizer.port), "sasl": ("127.0.0.1", kafka_authorizer.sasl_port)}
-
-
-@pytest.fixture(scope="module")
-def pyk_authz():
-    yield from pykbroker_with_sasl_listener(AUTHZ)
+_kafka_authz, _pyk_authz = sasl_sides(AUTHZ, "pyk_authz", "kafka_authz", authorizer=True)
 
 
 def _allow(side, principal, op, rtype, name, timeout=15.0):
