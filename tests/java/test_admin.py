@@ -6,6 +6,7 @@ checks one part of what the AdminClient observed.
 import pytest
 
 from tests import against
+from tests.java.batch import batch, reports
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.parametrize("profile", ["kafka39", "kafka4"])]
 
@@ -15,14 +16,10 @@ def admin_args(profile):
 
 
 # both profiles' scenarios at once, one JVM each, on the session's shared broker with other
-# modules' (tests/java/conftest.py)
-JAVA_BATCH = [(p, "admin", admin_args(p)) for p in ("kafka39", "kafka4")]
+# modules' (tests/java/conftest.py, batch.py)
+JAVA_BATCH = batch("admin", admin_args)
 JAVA_SHARED_BROKER = True
-
-
-@pytest.fixture(scope="module")
-def admin(scenario):
-    return lambda profile: scenario(profile, "admin", **admin_args(profile))
+_admin = reports("admin", "admin", admin_args)
 
 
 def test_describe_cluster(admin, profile, broker):

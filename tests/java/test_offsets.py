@@ -6,6 +6,8 @@ and an empty topic.
 """
 import pytest
 
+from tests.java.batch import batch, reports
+
 pytestmark = [pytest.mark.timeout(900), pytest.mark.parametrize("profile", ["kafka39", "kafka4"])]
 
 BASE = 1_700_000_000_000
@@ -17,14 +19,10 @@ def offsets_args(profile):
 
 
 # both profiles' scenarios at once, one JVM each, on the session's shared broker with other
-# modules' (tests/java/conftest.py)
-JAVA_BATCH = [(p, "offsets", offsets_args(p)) for p in ("kafka39", "kafka4")]
+# modules' (tests/java/conftest.py, batch.py)
+JAVA_BATCH = batch("offsets", offsets_args)
 JAVA_SHARED_BROKER = True
-
-
-@pytest.fixture(scope="module")
-def offsets(scenario):
-    return lambda profile: scenario(profile, "offsets", **offsets_args(profile))
+_offsets = reports("offsets", "offsets", offsets_args)
 
 
 def first_at_or_after(target, start=0):

@@ -30,9 +30,9 @@ from pykbroker.local.cluster import Cluster  # noqa: E402
 from .conftest import GROUP_HEARTBEATS  # noqa: E402
 from . import test_admin as single_admin, test_offsets as single_offsets  # noqa: E402
 from . import test_groups as single_groups, test_produce_consume as single_roundtrip  # noqa: E402
-from .test_admin import admin  # noqa: E402,F401
+from .test_admin import _admin  # noqa: E402,F401  (the "admin" fixture)
 from .test_groups import groups, test_empty_group_and_delete, test_rebalance  # noqa: E402,F401
-from .test_offsets import offsets  # noqa: E402,F401
+from .test_offsets import _offsets  # noqa: E402,F401  (the "offsets" fixture)
 from .test_produce_consume import (roundtrip, test_assign_seek_read, test_default_producer,  # noqa: E402,F401
                                    test_subscribe_classic_group, test_subscribe_consumer_group_protocol)
 

@@ -5,6 +5,8 @@ DYNAMIC_GROUP_CONFIG); a KafkaShareConsumer of the group then receives those rec
 (latest) would never deliver (compat/java/.../ShareConfigScenario.java)."""
 import pytest
 
+from tests.java.batch import batch, reports
+
 pytestmark = pytest.mark.timeout(600)
 
 COUNT = 5
@@ -12,13 +14,9 @@ COUNT = 5
 
 ARGS = {"topic": "java-share-config", "group": "java-share-config", "count": COUNT}
 # in one JVM with other modules' scenarios, on the session's shared broker (tests/java/conftest.py)
-JAVA_BATCH = [("kafka4", "share_config", ARGS)]
+JAVA_BATCH = batch("share_config", lambda p: ARGS, ["kafka4"])
 JAVA_SHARED_BROKER = True
-
-
-@pytest.fixture(scope="module")
-def run(scenario):
-    return scenario("kafka4", "share_config", **ARGS)
+_run = reports("run", "share_config", lambda p: ARGS, profile="kafka4")
 
 
 def test_admin_sets_and_describes_the_group_config(run):

@@ -9,6 +9,8 @@ count 2.  About 30-40 s on a loaded machine.
 """
 import pytest
 
+from tests.java.batch import batch, reports
+
 pytestmark = pytest.mark.timeout(600)
 
 COUNT = 60
@@ -16,13 +18,9 @@ COUNT = 60
 
 ARGS = {"topic": "java-share", "group": "java-share", "partitions": 2, "count": COUNT, "timeout_s": 240}
 # in one JVM with other modules' scenarios, on the session's shared broker (tests/java/conftest.py)
-JAVA_BATCH = [("kafka4", "share", ARGS)]
+JAVA_BATCH = batch("share", lambda p: ARGS, ["kafka4"])
 JAVA_SHARED_BROKER = True
-
-
-@pytest.fixture(scope="module")
-def share(scenario):
-    return scenario("kafka4", "share", **ARGS)
+_share = reports("share", "share", lambda p: ARGS, profile="kafka4")
 
 
 def test_two_consumers_every_record_exactly_once(share):

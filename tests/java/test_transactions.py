@@ -4,6 +4,8 @@ sendOffsetsToTransaction (one round aborted and re-processed), fencing by a seco
 the same transactional id; the records each isolation level reads back are checked exactly."""
 import pytest
 
+from tests.java.batch import batch, reports
+
 pytestmark = pytest.mark.timeout(900)   # the first test of a session may build the Maven project
 
 COUNT = 300
@@ -15,13 +17,9 @@ def txn_args(profile):
 
 # both profiles' scenarios at once, one JVM each, on the session's shared broker with other
 # modules' (tests/java/conftest.py)
-JAVA_BATCH = [(p, "txn", txn_args(p)) for p in ("kafka39", "kafka4")]
+JAVA_BATCH = batch("txn", txn_args)
 JAVA_SHARED_BROKER = True
-
-
-@pytest.fixture(scope="module")
-def txn(scenario):
-    return lambda profile: scenario(profile, "txn", **txn_args(profile))
+_txn = reports("txn", "txn", txn_args)
 
 
 def _read(r, topic, isolation):
