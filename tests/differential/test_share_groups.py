@@ -105,7 +105,8 @@ def delivery(t):
         out["no_session"] = _fetch(c, group, member, 5, tid, [0])["error_code"]
         out["ack_epoch0"] = c.request(79, ACK_V, {"group_id": group, "member_id": member, "share_session_epoch": 0,
                                                   "is_renew_ack": False, "topics": []})["error_code"]
-        _until(lambda: _hb(c, group, member, 0, [topic]), lambda r: r["error_code"] == 0, "join")
+        joined = _until(lambda: _hb(c, group, member, 0, [topic]), lambda r: r["error_code"] == 0, "join")
+        member_epoch = joined["member_epoch"]
         epoch = [0]
 
         def fetch(**kw):
@@ -118,6 +119,13 @@ def delivery(t):
         deadline = time.monotonic() + 180   # Kafka creates and loads __share_group_state first (slow under load)
         while warm is None:
             assert time.monotonic() < deadline, "share partition never delivered"
+            # heartbeats meanwhile, as a share consumer sends them: without them the member's
+            # session ends after 45 s (the group drops it and nothing is delivered to it any
+            # more), and Kafka initializes the partition's share state from a heartbeat's
+            # assignment (seen: Kafka 4.4 still not delivering after 45 s, then never)
+            hb = _hb(c, group, member, member_epoch, None)
+            if hb["error_code"] == 0:
+                member_epoch = hb["member_epoch"]
             with connect(t) as pc:
                 pc.request(0, 9, {"transactional_id": None, "acks": -1, "timeout_ms": 10000, "topic_data": [
                     {"name": topic, "partition_data": [{"index": 0, "records": batch([b"warm"])}]}]})
