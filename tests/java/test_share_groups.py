@@ -6,6 +6,13 @@ and acknowledged exactly once across them, values read back), the Admin describe
 explicit acknowledgement: accept / release (redelivered with delivery count 2) / reject (never
 again), and a record left unacknowledged at close is delivered to the next consumer with delivery
 count 2.  About 30-40 s on a loaded machine.
+
+The ``share_config`` scenario (compat/java/.../ShareConfigScenario.java), in the same JVM: a GROUP
+config taking effect with the real Java clients: records produced before any share consumer
+exists; the Admin sets ``share.auto.offset.reset=earliest`` on the share group
+(IncrementalAlterConfigs on ConfigResource.Type.GROUP) and describes it (source
+DYNAMIC_GROUP_CONFIG); a KafkaShareConsumer of the group then receives those records, which the
+default (latest) would never deliver.
 """
 import pytest
 
@@ -13,14 +20,30 @@ from tests.java.batch import batch, reports
 
 pytestmark = pytest.mark.timeout(600)
 
-COUNT = 60
+COUNT, EARLY = 60, 5
 
 
 ARGS = {"topic": "java-share", "group": "java-share", "partitions": 2, "count": COUNT, "timeout_s": 240}
+CONFIG_ARGS = {"topic": "java-share-config", "group": "java-share-config", "count": EARLY}
 # in one JVM with other modules' scenarios, on the session's shared broker (tests/java/conftest.py)
-JAVA_BATCH = batch("share", lambda p: ARGS, ["kafka4"])
+JAVA_BATCH = batch("share", lambda p: ARGS, ["kafka4"]) + batch("share_config", lambda p: CONFIG_ARGS, ["kafka4"])
 JAVA_SHARED_BROKER = True
 _share = reports("share", "share", lambda p: ARGS, profile="kafka4")
+_config = reports("share_config", "share_config", lambda p: CONFIG_ARGS, profile="kafka4")
+
+
+def test_admin_sets_and_describes_the_group_config(share_config):
+    share_config.assert_phase("setup")
+    share_config.assert_phase("alter_config")
+    d = share_config.one("described")
+    assert (d["value"], d["source"]) == ("earliest", "DYNAMIC_GROUP_CONFIG"), d
+    assert (d["lock_value"], d["lock_source"]) == ("30000", "DEFAULT_CONFIG"), d
+
+
+def test_share_consumer_reads_records_produced_before_it_joined(share_config):
+    share_config.assert_phase("consume")
+    assert sorted(share_config.one("consumed")["values"]) == ["early-%d" % i for i in range(EARLY)], \
+        share_config.context()
 
 
 def test_two_consumers_every_record_exactly_once(share):
