@@ -48,6 +48,17 @@ def _offsets(t, topic, part=0):
     return (list_offsets(t, topic, part, -1)["offset"], list_offsets(t, topic, part, -1, isolation_level=1)["offset"])
 
 
+def _offsets_after_marker(t, topic, part, end):
+    """:func:`_offsets` once the log end reaches ``end`` (the marker just written), or as they are
+    after 10 s (a marker a broker did not write)."""
+    deadline = time.monotonic() + 10
+    while True:
+        o = _offsets(t, topic, part)
+        if o[0] >= end or time.monotonic() > deadline:
+            return o
+        time.sleep(0.05)
+
+
 @pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
 def test_add_offsets_to_txn_errors(both, version):
     run = uuid.uuid4().hex[:6]
@@ -86,7 +97,8 @@ def test_write_txn_markers_errors_and_effects(both):
         call(t, 0, 9, {"transactional_id": None, "acks": -1, "timeout_ms": 10000, "topic_data": [
             {"name": topic, "partition_data": [{"index": 1, "records": batch([b"plain"])}]}]})
         out["stray_commit"] = _marker(t, topic, [1], 777777, 0, True)
-        out["stray_commit_offsets"] = _offsets(t, topic, 1)
+        # where the stray marker leaves the log: compared below as a relation (Kafka varies)
+        out["stray_commit_offsets"] = _offsets_after_marker(t, topic, 1, 2)
         # an open transactional write on partition 0, closed by a hand-written ABORT marker
         _coordinator(t, tid)
         r = _init(t, tid)
@@ -99,13 +111,20 @@ def test_write_txn_markers_errors_and_effects(both):
         out["produce"] = _produce(t, tid, topic, 0, [b"a", b"b"], pid, epoch, 0)
         out["open_offsets"] = _offsets(t, topic, 0)
         out["abort_marker"] = _marker(t, topic, [0], pid, epoch, False)
-        out["after_abort_offsets"] = _offsets(t, topic, 0)
+        out["after_abort_offsets"] = _offsets_after_marker(t, topic, 0, out["open_offsets"][0] + 1)
         out["older_epoch"] = _marker(t, topic, [0], pid, epoch - 1, True) if epoch > 0 else "n/a"
         # the coordinator's own EndTxn still closes its (already aborted) transaction
         out["end_txn"] = _end(t, tid, pid, epoch, False)
         return out
 
     p, k = both(scenario)
+    # Kafka 4.4 writes a stray COMMIT marker (a producer with no transaction on the partition)
+    # in most runs and drops it in others: (2, 2) or (1, 1) as (log end, LSO), the same request,
+    # still (1, 1) after 10 s (seen in about one run in five).  Compared: the marker never holds
+    # the LSO back, on both brokers; pykbroker writes it.
+    strays = p.pop("stray_commit_offsets"), k.pop("stray_commit_offsets")
+    assert all(end == lso and end in (1, 2) for end, lso in strays), strays
+    assert strays[0] == (2, 2), strays
     assert p == k, explain(p, k)
     assert k["unknown_topic"][0][2] == 3 and k["abort_marker"][0][2] == 0, k
     # the hand-written marker really closed the transaction: the LSO caught up with the log end
