@@ -680,20 +680,34 @@ class ReplicaManager:
     # ------------------------------------------------------------------ topic changes
     async def make_partitions(self, topic_info: TopicInfo, partition_ids: Iterable[int]) -> None:
         """Create the local replicas (this node in the staged state's replicas) of new
-        partitions, each leader or follower as the state says."""
+        partitions, each leader or follower as the state says; their logs are made in one
+        batch (LogManager.create_logs)."""
         cfg = self.metadata.effective_config(topic_info.name)
-        for p in partition_ids:
+        todo = [p for p in partition_ids
+                if (topic_info.name, p) not in self.partitions
+                and self._is_local(self.metadata.partition_state(topic_info.name, p))]
+        if not todo:
+            return
+        logs, error = await self.log_manager.create_logs(topic_info.name, todo, cfg)
+        made = []
+        for p, lg in logs:
             tp = (topic_info.name, p)
-            if tp in self.partitions or not self._is_local(self.metadata.partition_state(topic_info.name, p)):
-                continue
-            lg = await self.log_manager.create_log(topic_info.name, p, cfg)
             if tp in self.partitions:
                 continue   # created concurrently (a listener's replica addition)
             part = self.partitions[tp] = self._partition(topic_info, p, lg, cfg)
             self._started(part)
+            made.append(tp)
+        if error is not None:
+            # all or nothing: the caller rolls the creation back, so the replicas made here
+            # must not outlive it (a creation made again would find them with the old topic id)
+            await self._drop_partitions(made)
+            raise error
 
     async def delete_partitions(self, topic_info: TopicInfo) -> None:
-        doomed = [tp for tp in self.partitions if tp[0] == topic_info.name]
+        await self._drop_partitions([tp for tp in self.partitions if tp[0] == topic_info.name])
+
+    async def _drop_partitions(self, doomed: list[tuple[str, int]]) -> None:
+        """Stop serving ``doomed`` and delete their logs."""
         for tp in doomed:
             self._remove_from_fetcher(tp)
             part = self.partitions.pop(tp)

@@ -547,9 +547,10 @@ class FaultFS(FileSystem):
                 node.sync()
                 if node.is_dir:
                     dirs.setdefault(p, {})
-                parent = os.path.dirname(p)
-                if p != self.root and parent in self._cur:
-                    dirs.setdefault(parent, {})[os.path.basename(p)] = node
+                # every name under root, also in directories made by os.makedirs (not
+                # modelled as inodes): syncfs makes all names durable, as fsync_dir does one dir's
+                if p != self.root:
+                    dirs.setdefault(os.path.dirname(p), {})[os.path.basename(p)] = node
             for d, entries in dirs.items():
                 self._dur[d] = entries
 

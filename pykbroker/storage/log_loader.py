@@ -41,8 +41,12 @@ class LogLoader:
 
     def __init__(self, dir: str, config: LogConfig, recovery_point: int = 0,
                  clean_shutdown: bool = False, log_start_offset: Optional[int] = None,
-                 fs: FileSystem = REAL_FS, now_ms: Callable[[], int] = wall_ms) -> None:
+                 fs: FileSystem = REAL_FS, now_ms: Callable[[], int] = wall_ms,
+                 staged: Optional[list] = None) -> None:
         self.dir = dir
+        # a list: the leader-epoch checkpoint is written as an unsynced temp file and
+        # ``(temp, path)`` appended, for a caller that syncs many new logs at once
+        self.staged = staged
         self.config = config
         self.now_ms = now_ms
         self.recovery_point = recovery_point or 0
@@ -177,7 +181,7 @@ class LogLoader:
         cache.truncate_from_end(leo, flush=False)
         cache.truncate_from_start(log_start, flush=False)
         try:
-            cache.flush()
+            cache.flush(staged=self.staged)
         except OSError as e:
             log.warning("cannot write %s: %s", epoch_ckpt.path, e)
 
@@ -214,8 +218,9 @@ class LogLoader:
 
 def load_log(dir: str, config: Optional[LogConfig] = None, recovery_point: int = 0,
              clean_shutdown: bool = False, log_start_offset: Optional[int] = None,
-             fs: FileSystem = REAL_FS, now_ms: Callable[[], int] = wall_ms) -> Log:
+             fs: FileSystem = REAL_FS, now_ms: Callable[[], int] = wall_ms,
+             staged: Optional[list] = None) -> Log:
     """Open (or create) the log in ``dir`` and rebuild its state; ``now_ms`` is the broker's
-    wall clock (pykbroker/clock.py)."""
+    wall clock (pykbroker/clock.py); ``staged``: see :class:`LogLoader`."""
     return LogLoader(dir, config or LogConfig(), recovery_point, clean_shutdown,
-                     log_start_offset, fs, now_ms).load()
+                     log_start_offset, fs, now_ms, staged).load()

@@ -292,21 +292,74 @@ class LogManager:
         return min(online, key=lambda d: (counts[d], self.log_dirs.index(d)))
 
     def _open(self, tp: TopicPartition, d: str, recovery_point: int = 0, clean: bool = False,
-              log_start: Optional[int] = None) -> Log:
-        """Blocking: open (or create) ``tp``'s log in ``d``."""
+              log_start: Optional[int] = None, staged: Optional[list] = None) -> Log:
+        """Blocking: open (or create) ``tp``'s log in ``d``.  ``staged`` (a list, for a new
+        log only): its leader-epoch checkpoint is left as an unsynced temp file, listed there,
+        and ``d`` is not fsynced: the caller makes them durable (:meth:`create_logs`)."""
         path = os.path.join(d, partition_dir_name(tp[0], tp[1]))
         created = not self.fs.isdir(path)
         lg = load_log(path, self._log_config(tp[0]), recovery_point=recovery_point,
-                      clean_shutdown=clean, log_start_offset=log_start, fs=self.fs, now_ms=self.now_ms)
+                      clean_shutdown=clean, log_start_offset=log_start, fs=self.fs, now_ms=self.now_ms,
+                      staged=staged)
         if self.new_log_epoch is not None and lg.epoch_cache.latest_epoch is None:
             # A new leader records where its epoch starts (Kafka's makeLeader), so
             # OffsetForLeaderEpoch answers (0, LEO) before the first append.  This writes
             # (and fsyncs) leader-epoch-checkpoint: done here, off the event loop.
-            lg.epoch_cache.assign(self.new_log_epoch, lg.log_end_offset)
-        if created:
+            if staged is None:
+                lg.epoch_cache.assign(self.new_log_epoch, lg.log_end_offset)
+            else:
+                lg.epoch_cache.assign(self.new_log_epoch, lg.log_end_offset, flush=False)
+                lg.epoch_cache.flush(staged=staged)
+        if created and staged is None:
             # the new directory's own entry must survive a power cut too
             self.fs.fsync_dir(d)
         return lg
+
+    def _open_new_batch(self, items: list[tuple[TopicPartition, str]]
+                        ) -> tuple[list[tuple[TopicPartition, str, Log]], dict[str, BaseException]]:
+        """Blocking: open the logs of ``items`` (partition, dir) in order; the ones whose
+        directory does not exist yet are made durable together at the end.  Kafka fsyncs each
+        new log's leader-epoch checkpoint and its parent directory: five fsyncs a partition
+        here, and a 2,000-partition topic took 13 s on a 2-core machine, the dir fsyncs
+        slowing as the directory grows.  The same files are written unsynced instead, then one
+        syncfs per log dir makes them durable, the checkpoint temp files are renamed into place
+        and a second syncfs makes the names durable (as a clean shutdown does).  The answer
+        waits for both: a crash before leaves at most empty logs with a missing or torn
+        checkpoint, which the loader rebuilds (there is nothing in them to lose).
+
+        Stops at the first failing dir; returns the logs opened (the failed dirs' dropped) and
+        the error of each failed dir."""
+        batch = self.fs.supports_sync_filesystem
+        opened: list[tuple[TopicPartition, str, Log]] = []
+        failed: dict[str, BaseException] = {}
+        staged: dict[str, list] = {}
+        for tp, d in items:
+            try:
+                if batch and not self.fs.isdir(os.path.join(d, partition_dir_name(tp[0], tp[1]))):
+                    lg = self._open(tp, d, staged=staged.setdefault(d, []))
+                else:
+                    lg = self._open(tp, d)
+            except (OSError, KafkaStorageError) as e:
+                failed[d] = e
+                break
+            opened.append((tp, d, lg))
+        for d, files in staged.items():
+            if d in failed:
+                continue
+            try:
+                self.fs.sync_filesystem(d)
+                for tmp, path in dict.fromkeys(files):   # a checkpoint staged twice: one rename
+                    self.fs.rename(tmp, path)
+                self.fs.sync_filesystem(d)
+            except OSError as e:
+                failed[d] = e
+        kept = []
+        for tp, d, lg in opened:
+            if d in failed:
+                lg.abandon()   # not durable: nothing more is written into it
+            else:
+                kept.append((tp, d, lg))
+        return kept, failed
 
     # ------------------------------------------------------------------ create / delete
     def get_or_create_log(self, topic: str, partition: int) -> Log:
@@ -341,6 +394,50 @@ class LogManager:
             raise
         self.logs[tp] = lg
         return lg
+
+    async def create_logs(self, topic: str, partitions: Iterable[int], config: dict
+                          ) -> tuple[list[tuple[int, Log]], Optional[BaseException]]:
+        """``create_log`` for many partitions of one topic, in one worker-thread job whose new
+        logs are synced together (:meth:`_open_new_batch`).  Returns the logs made, in
+        partition order, and the first I/O error if a dir failed: that dir is taken offline
+        and its logs are not made (the others are)."""
+        self._topic_configs[topic] = config
+        made: list[tuple[int, Log]] = []
+        items: list[tuple[TopicPartition, str]] = []
+        for p in partitions:
+            tp = (topic, p)
+            lg = self.logs.get(tp)
+            if lg is not None:
+                made.append((p, lg))
+                continue
+            d = self._preferred_dir.pop(tp, None)
+            if d is None or d in self.offline_dirs:
+                d = self._choose_dir()
+            self._dir_of[tp] = d   # before the next choice: the dirs fill evenly
+            items.append((tp, d))
+        if not items:
+            return made, None
+        try:
+            kept, failed = await trio.to_thread.run_sync(self._open_new_batch, items)
+        except BaseException:
+            for tp, _ in items:
+                self._dir_of.pop(tp, None)
+            raise
+        opened = set()
+        for tp, _, lg in kept:
+            if tp in self.logs:   # made meanwhile by create_log: keep that one
+                lg.abandon()
+            else:
+                self.logs[tp] = lg
+            made.append((tp[1], self.logs[tp]))
+            opened.add(tp)
+        for tp, _ in items:
+            if tp not in opened:
+                self._dir_of.pop(tp, None)
+        for d, e in failed.items():
+            self.mark_dir_offline(d, e)
+        made.sort(key=lambda pl: pl[0])
+        return made, next(iter(failed.values()), None)
 
     async def delete_logs(self, tps: Iterable[TopicPartition]) -> None:
         """Forget ``tps`` at once; rename each directory to ``*-delete`` and remove it in a

@@ -241,3 +241,55 @@ def test_log_dir_failing_at_startup(tmp_path):
                 assert fetch_part(fetch(c, "t", p, 0))["error_code"] == 0
     finally:
         b2.stop()
+
+
+def test_new_partitions_synced_together_survive_power_loss(tmp_path):
+    """A topic's new logs are made durable together (one syncfs per dir before the names,
+    one after: LogManager.create_logs), not with five fsyncs each; a power cut right after
+    CreateTopics loses none of them, and each still knows its leader epoch."""
+    fs, dirs, b, where = _broker_on_two_dirs(tmp_path, 1)
+    try:
+        syncs = fs.fsyncs + fs.dir_fsyncs
+        create_topic(b, "many", 40)
+        # two syncfs per dir for the logs; the metadata file's own write is the rest
+        assert fs.fsyncs + fs.dir_fsyncs - syncs <= 8, (fs.fsyncs, fs.dir_fsyncs, syncs)
+        where = {p: _dir_of(b, "many", p) for p in range(40)}
+        assert set(where.values()) == set(dirs)
+        fs.crash()
+    finally:
+        b.stop()
+    fs.restart("drop")
+    b2 = InProcessBroker(dirs, fs).start()
+    try:
+        for p, d in where.items():
+            with open(os.path.join(d, "many-%d" % p, "leader-epoch-checkpoint")) as f:
+                assert f.read().split("\n")[:3] == ["0", "1", "0 0"]
+        with WireClient(b2) as c:
+            for p in range(40):
+                assert produce_part(produce(c, "many", p, make_batch([b"v%d" % p])))["error_code"] == 0
+        got = consume_all(b2.bootstrap, "many", list(range(40)))
+        assert got == {(p, 0): b"v%d" % p for p in range(40)}
+    finally:
+        b2.stop()
+
+
+def test_a_dir_failing_its_sync_while_partitions_are_made_goes_offline_alone(tmp_path):
+    """The batch sync of new logs fails on one dir: that dir goes offline (the creation is
+    rolled back, as any I/O error while a topic's logs are made); made again, the topic's
+    partitions all go to the healthy dir and serve."""
+    fs, dirs, b, _ = _broker_on_two_dirs(tmp_path, 1)
+    try:
+        fs.fail(errno.EIO, ["syncfs"], under=dirs[1], once=True)
+        with pytest.raises(AssertionError):
+            create_topic(b, "split", 4)
+        lm = b.broker.log_manager
+        assert lm.offline_dirs == {dirs[1]}
+        create_topic(b, "split", 4)
+        assert {lm.dir_of(("split", p)) for p in range(4)} == {dirs[0]}
+        with WireClient(b) as c:
+            for p in range(4):
+                assert produce_part(produce(c, "split", p, make_batch([b"ok"])))["error_code"] == 0
+        got = consume_all(b.bootstrap, "split", list(range(4)))
+        assert got == {(p, 0): b"ok" for p in range(4)}
+    finally:
+        b.stop()
