@@ -363,7 +363,7 @@ class LogManager:
 
     # ------------------------------------------------------------------ create / delete
     def get_or_create_log(self, topic: str, partition: int) -> Log:
-        """Blocking form of ``create_log`` (tools and tests outside trio)."""
+        """Blocking: a partition's log, made if missing (tools and tests outside trio)."""
         tp = (topic, partition)
         lg = self.logs.get(tp)
         if lg is None:
@@ -371,36 +371,13 @@ class LogManager:
             lg = self.logs[tp] = self._open(tp, d)
         return lg
 
-    async def create_log(self, topic: str, partition: int, config: dict) -> Log:
-        """The log of a new partition, in the dir holding the fewest (opened in a worker
-        thread).  An I/O error takes that dir offline and is raised."""
-        tp = (topic, partition)
-        self._topic_configs[topic] = config
-        lg = self.logs.get(tp)
-        if lg is not None:
-            return lg
-        d = self._preferred_dir.pop(tp, None)
-        if d is None or d in self.offline_dirs:
-            d = self._choose_dir()
-        self._dir_of[tp] = d
-        try:
-            lg = await trio.to_thread.run_sync(self._open, tp, d)
-        except (OSError, KafkaStorageError) as e:
-            self._dir_of.pop(tp, None)
-            self.mark_dir_offline(d, e)
-            raise
-        except BaseException:
-            self._dir_of.pop(tp, None)
-            raise
-        self.logs[tp] = lg
-        return lg
-
     async def create_logs(self, topic: str, partitions: Iterable[int], config: dict
                           ) -> tuple[list[tuple[int, Log]], Optional[BaseException]]:
-        """``create_log`` for many partitions of one topic, in one worker-thread job whose new
-        logs are synced together (:meth:`_open_new_batch`).  Returns the logs made, in
-        partition order, and the first I/O error if a dir failed: that dir is taken offline
-        and its logs are not made (the others are)."""
+        """The logs of new partitions of one topic, each in the dir holding the fewest (a
+        preferred dir first), opened in one worker-thread job whose new logs are synced together
+        (:meth:`_open_new_batch`).  Returns the logs made, in partition order, and the first I/O
+        error if a dir failed: that dir is taken offline and its logs are not made (the others
+        are)."""
         self._topic_configs[topic] = config
         made: list[tuple[int, Log]] = []
         items: list[tuple[TopicPartition, str]] = []
@@ -425,7 +402,7 @@ class LogManager:
             raise
         opened = set()
         for tp, _, lg in kept:
-            if tp in self.logs:   # made meanwhile by create_log: keep that one
+            if tp in self.logs:   # made meanwhile (another creation): keep that one
                 lg.abandon()
             else:
                 self.logs[tp] = lg
