@@ -3,7 +3,16 @@
 ``__consumer_offsets`` (the group coordinator) and ``__transaction_state`` (the transaction
 coordinator) are read and written the same way: through the replica manager's partitions, which
 this broker leads while it coordinates their shards.  Subclasses name the topic and its configs
-and say how a batch is appended (validation and fsync policy differ)."""
+and say how a batch is appended (validation and fsync policy differ).
+
+Every coordinator write is an ``acks=all`` append, as Kafka's coordinators append with
+``requiredAcks = -1`` (the group coordinator's ``offsets.commit.required.acks`` default, the
+transaction log's enforced value): refused with NOT_ENOUGH_REPLICAS when the partition's ISR is
+below its ``min.insync.replicas`` (:meth:`InternalTopicLog._leader_for_write`), and failed with
+NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below it before the high watermark covered
+the write (:meth:`InternalTopicLog.wait_for_high_watermark`).  A coordinator whose ISR is the
+leader alone (the others cut off or dead) therefore acknowledges nothing that a second replica
+does not hold."""
 from __future__ import annotations
 
 import os
@@ -58,13 +67,29 @@ class InternalTopicLog:
             raise KafkaError(E.COORDINATOR_NOT_AVAILABLE, "%s-%d is not open" % (self.TOPIC, partition))
         return p  # type: ignore[return-value]  # an OfflinePartition raises on use like a missing one
 
+    def _leader_for_write(self, partition: int) -> Partition:
+        """The partition, to append to as its leader with acks=all: Kafka's
+        appendRecordsToLeader refuses before appending when the ISR is smaller than
+        ``min.insync.replicas`` (the topic's, else the broker default)."""
+        p = self._partition(partition)
+        min_isr = p.config.get("min.insync.replicas", 1)
+        if p.is_leader and len(p.isr) < min_isr:
+            raise KafkaError(E.NOT_ENOUGH_REPLICAS, "%s-%d: ISR %s is below min.insync.replicas %d"
+                             % (self.TOPIC, partition, list(p.isr), min_isr))
+        return p
+
     async def append(self, partition: int, batch: bytes) -> int:
         raise NotImplementedError
 
     async def wait_for_high_watermark(self, partition: int, offset: int) -> None:
         p = self._partition(partition)
-        await p.wait_for_high_watermark(offset)
-        if p.high_watermark < offset:
+        code = await p.wait_for_high_watermark(offset)
+        if code == E.NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+            # the HW covers the write only because the ISR shrank below min.insync.replicas
+            # (acks=all's answer in Kafka's DelayedProduce): not acknowledged
+            raise KafkaError(E.NOT_ENOUGH_REPLICAS_AFTER_APPEND, "%s-%d: ISR %s shrank below min.insync.replicas"
+                             % (self.TOPIC, partition, list(p.isr)))
+        if code or p.high_watermark < offset:
             # leadership lost (or the partition failed) before the write was committed
             raise KafkaError(E.NOT_COORDINATOR, "%s-%d went away" % (self.TOPIC, partition))
 

@@ -40,7 +40,7 @@ from typing import AsyncIterator, Callable, Iterable, Optional, Protocol
 
 import trio
 
-from ..protocol.errors import ErrorCode as E
+from ..protocol.errors import ErrorCode as E, KafkaError
 from ..protocol.records import (CONTROL_COMMIT, Record, control_type, decode_records, encode_batch,
                                 iter_batches)
 
@@ -254,6 +254,11 @@ class CoordinatorRuntime:
                                              producer_id=pid, producer_epoch=epoch,
                                              is_transactional=transactional)
                         end = await self._writer.append(sh.partition, batch)
+                except KafkaError as e:
+                    # a refusal with Kafka's error (NOT_ENOUGH_REPLICAS below min.insync.replicas,
+                    # leadership lost): answered with it, one line
+                    log.warning("appending to %s-%d failed: %s (error %d)", self.name, sh.partition, e, e.code)
+                    code = int(e.code)
                 except Exception as e:
                     log.exception("appending to %s-%d failed", self.name, sh.partition)
                     code = int(getattr(e, "code", None) or E.COORDINATOR_NOT_AVAILABLE)

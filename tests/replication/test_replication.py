@@ -402,6 +402,54 @@ def test_group_coordinator_follows_offsets_leadership(cluster):
     assert consume(2) == [b"g3", b"g4"]
 
 
+def test_group_commits_are_acks_all_writes(tmp_path):
+    """The group coordinator appends to __consumer_offsets with acks=all, as Kafka's
+    (offsets.commit.required.acks -1): with the ISR below min.insync.replicas an OffsetCommit
+    is refused (NOT_ENOUGH_REPLICAS), and one whose ISR shrank below it before the HW covered
+    it fails (NOT_ENOUGH_REPLICAS_AFTER_APPEND), both answered COORDINATOR_NOT_AVAILABLE; an
+    OffsetFetch keeps the last acknowledged offset.  (The chaos campaign's split with the
+    controller frozen: a new coordinator elected with the ISR [itself] acknowledged commits that
+    no other replica held.)"""
+    from pykbroker.coordinator.group.offsets import partition_for
+    from pykbroker.testing.memory_cluster import ClusterRunner
+
+    from .conftest import CLUSTER_CONFIG
+    with ClusterRunner(str(tmp_path), 3, dict(CLUSTER_CONFIG, **{"min.insync.replicas": "2"})) as cluster:
+        cluster.create_topic("acg", 1, 3)
+        with wire.WireClient(cluster.address(1)) as c:   # creates __consumer_offsets
+            c.request(10, 4, {"key_type": 0, "coordinator_keys": ["acg-group"]})
+        op = partition_for("acg-group", 3)
+        wait_until(lambda: cluster.call(lambda: ("__consumer_offsets", op) in cluster.cluster.states), 10)
+        coord, (f1, f2) = followers(cluster, "__consumer_offsets", op)
+
+        def commit(offset):
+            with wire.WireClient(cluster.address(coord)) as c:
+                r = c.request(8, 8, {"group_id": "acg-group", "generation_id_or_member_epoch": -1, "member_id": "",
+                                     "group_instance_id": None,
+                                     "topics": [{"name": "acg", "partitions": [
+                                         {"partition_index": 0, "committed_offset": offset,
+                                          "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+            return r["topics"][0]["partitions"][0]["error_code"]
+
+        def fetched():
+            with wire.WireClient(cluster.address(coord)) as c:
+                g = c.request(9, 8, {"groups": [{"group_id": "acg-group", "topics": [
+                    {"name": "acg", "partition_indexes": [0]}]}], "require_stable": False})["groups"][0]
+            return g["topics"][0]["partitions"][0]["committed_offset"]
+        wait_until(lambda: commit(1) == 0, 10)             # once the coordinator has loaded
+        cluster.stop_broker(f1)                            # the ISR [coord, f2] still meets 2
+        wait_isr(cluster, "__consumer_offsets", op, [coord, f2])
+        assert commit(2) == 0
+        cluster.stop_broker(f2, fail=False)                # hangs: appended, the HW waits for f2
+        assert commit(3) == ErrorCode.COORDINATOR_NOT_AVAILABLE   # ISR shrank to coord: after append
+        assert cluster.state("__consumer_offsets", op).isr == (coord,)
+        assert commit(4) == ErrorCode.COORDINATOR_NOT_AVAILABLE   # refused before appending
+        assert fetched() == 2
+        cluster.start_broker(f2)
+        wait_isr(cluster, "__consumer_offsets", op, [coord, f2])
+        assert commit(5) == 0 and fetched() == 5
+
+
 def _delete_records(cluster, node, topic, partition, offset):
     with wire.WireClient(cluster.address(node)) as w:
         r = w.request(21, 2, {"topics": [{"name": topic, "partitions": [

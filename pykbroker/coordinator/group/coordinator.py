@@ -68,7 +68,8 @@ def append_error_to_response(code: int) -> int:
     available, a lost leadership or storage failure that this broker no longer coordinates,
     size errors are server errors; anything else as is."""
     code = int(code)
-    if code in (E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_ENOUGH_REPLICAS, E.REQUEST_TIMED_OUT):
+    if code in (E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_ENOUGH_REPLICAS, E.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                E.REQUEST_TIMED_OUT):
         return int(E.COORDINATOR_NOT_AVAILABLE)
     if code in (E.NOT_LEADER_OR_FOLLOWER, E.KAFKA_STORAGE_ERROR):
         return int(E.NOT_COORDINATOR)
@@ -313,7 +314,9 @@ class GroupCoordinator(CoordinatorService):
         if not recs:
             fut.set(0)
             return fut
-        self._enqueue(self.partition_for(group_id), recs, fut, done)
+        # OffsetCommit answers an append failure as Kafka's coordinator maps it (a write refused or
+        # failed for min.insync.replicas: COORDINATOR_NOT_AVAILABLE, which the client retries)
+        self._enqueue(self.partition_for(group_id), recs, None, done, on_complete=fut.set)
         return fut
 
     # -- transactional offsets ----------------------------------------------------------------
@@ -626,7 +629,7 @@ class BrokerOffsetsLog(InternalTopicLog):
     async def append(self, partition: int, batch: bytes) -> int:
         """Append as the leader (honours the topic's flush settings like Produce does); returns
         the log end offset after the batch, for the runtime to wait for the high watermark."""
-        p = self._partition(partition)
+        p = self._leader_for_write(partition)
         now = int(time.time() * 1000)
         if parse_header(batch).producer_id >= 0:
             # a transactional offset commit: no sequence (the log checks the epoch only)
@@ -643,7 +646,7 @@ class BrokerOffsetsLog(InternalTopicLog):
 
     async def append_end_txn_marker(self, partition: int, producer_id: int, producer_epoch: int,
                                     commit: bool, coordinator_epoch: int) -> int:
-        p = self._partition(partition)
+        p = self._leader_for_write(partition)
         offset = p.append_end_txn_marker(producer_id, producer_epoch, commit, coordinator_epoch)
         if p.needs_flush():
             await p.flush()

@@ -131,7 +131,7 @@ class ShareStateLog(InternalTopicLog):
     CONFIGS = {"cleanup.policy": "delete,compact", "compression.type": "producer"}
 
     async def append(self, partition: int, batch: bytes) -> int:
-        p = self._partition(partition)
+        p = self._leader_for_write(partition)
         now = _wall_ms()
         p.append_records_as_leader(validate_produce_records(batch, p.config["max.message.bytes"], now_ms=now), now)
         end = p.log_end_offset

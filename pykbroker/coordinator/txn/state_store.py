@@ -38,7 +38,7 @@ class TxnStateLog(InternalTopicLog):
     CONFIGS = {"cleanup.policy": "compact", "compression.type": "uncompressed"}
 
     async def append(self, partition: int, batch: bytes) -> int:
-        p = self._partition(partition)
+        p = self._leader_for_write(partition)
         now = wall_ms()
         validated = validate_produce_records(batch, p.config["max.message.bytes"], now_ms=now)
         p.append_records_as_leader(validated, now)
