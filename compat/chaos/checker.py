@@ -51,7 +51,10 @@ Anomalies (``Result.anomalies``, kind -> examples), Jepsen's names:
   acknowledged before its read started.
 - ``commit-skip``: a group committed offset ``c`` for a partition while a record below ``c`` had
   been read by none of its members (it will never be processed), or a member (re)assigned a
-  partition started reading beyond the committed offset while records lay between.
+  partition started reading beyond the committed offset while records lay between (the
+  committed offset being the last acknowledged one, or that of a commit issued before the
+  member's first read whose outcome was unknown then: failed, or not answered yet, as a failed
+  OffsetCommit may still have been applied).
 
 Figures beside them: ``acked``, ``lost``, ``duplicated``, ``longest_unavailable`` (the longest
 time between two acknowledgements while sending), ``p50``/``p99`` produce latency.
@@ -61,6 +64,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import threading
+import time
 from collections import defaultdict
 from typing import Optional
 
@@ -165,7 +169,9 @@ class History:
                 "txns": [dataclasses.astuple(t) for t in self.txns.values()],
                 "commits": [[c.consumer, c.time, {str(k): v for k, v in c.offsets.items()}, c.group, c.ack_time,
                              c.error, c.observed] for c in self.commits],
-                "heal": self.heal}
+                # wall clock minus the monotonic one the events' times are on: lines a history up
+                # with the brokers' logs (ignored when read back)
+                "heal": self.heal, "wall_offset": time.time() - time.monotonic()}
 
     @classmethod
     def from_dict(cls, d: dict) -> "History":
@@ -503,13 +509,26 @@ def _check_commits(history: History, r: Result, at: dict, aborted_values: set) -
             if before is not None and off < before:
                 r._add("commit-backward", "an observer read %d as partition %d's committed offset of group %s at t=%.3f, "
                        "after %d was acknowledged" % (off, part, o.group, o.time, before))
-    # a (re)assigned member starts where the group committed, not beyond
+    # a (re)assigned member starts where the group committed, not beyond.  What it may find
+    # committed: the last commit acknowledged before its first read, or any commit issued before
+    # that read whose outcome was not known then: one that failed (the client's last error does
+    # not say whether an earlier attempt was appended: librdkafka retries an OffsetCommit after
+    # NOT_COORDINATOR or a timeout, and a coordinator that loses its leadership fails a pending
+    # write that its successor, loading the log to its end, applies; Kafka's coordinators do the
+    # same) or one still awaiting its answer.  The start is checked against the highest of those
+    # not above it.
     commits_by_key: dict[tuple, list] = defaultdict(list)
     for c in done:
         for part, off in c.offsets.items():
             commits_by_key[(c.group, part)].append((c.ack_time, off))
     for lst in commits_by_key.values():
         lst.sort()
+    unknown_by_key: dict[tuple, list] = defaultdict(list)   # (issued, answered or None, offset)
+    for c in history.commits:
+        if c.observed:
+            continue
+        for part, off in c.offsets.items():
+            unknown_by_key[(c.group, part)].append((c.time, c.ack_time if c.ok else None, off))
     polls = sorted(history.polls, key=lambda p: p.time)
     for a in history.assigns:
         if not a.group or not a.partitions:
@@ -530,12 +549,19 @@ def _check_commits(history: History, r: Result, at: dict, aborted_values: set) -
             lst = commits_by_key.get((a.group, part), [])
             i = bisect.bisect_left(lst, (first[0], -1))
             committed = max((x[1] for x in lst[:i]), default=0)
+            if first[1] <= committed:
+                continue
+            # commits whose outcome the group did not know at the first read, below the start
+            maybe = [off for issued, ok_at, off in unknown_by_key.get((a.group, part), ())
+                     if issued < first[0] and (ok_at is None or ok_at >= first[0]) and committed < off <= first[1]]
+            base = max(maybe, default=committed)
             offs = readable[part]
-            j = bisect.bisect_left(offs, committed)
-            if first[1] > committed and j < len(offs) and offs[j] < first[1]:
+            j = bisect.bisect_left(offs, base)
+            if first[1] > base and j < len(offs) and offs[j] < first[1]:
                 r._add("commit-skip", "%s, assigned partition %d of group %s at t=%.3f, started at offset %d; the group "
-                       "had committed %d and offset %d holds a record" % (a.consumer, part, a.group, a.time, first[1],
-                                                                          committed, offs[j]))
+                       "had committed %d%s and offset %d holds a record" % (
+                           a.consumer, part, a.group, a.time, first[1], committed,
+                           " (%d by a commit of unknown outcome)" % base if base != committed else "", offs[j]))
 
 
 def strongly_connected(nodes, edges) -> list:

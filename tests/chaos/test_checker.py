@@ -377,6 +377,28 @@ def test_commit_skip_on_reassignment():
     assert any("m2 committed 10 for partition 0 of group g (t=3.250) but no member had read offset 5" in e for e in ex), ex
 
 
+def test_commit_of_unknown_outcome_on_reassignment():
+    """A commit that failed or was not answered yet may have been applied (the campaign's split
+    with the controller frozen: a write the old coordinator failed with NOT_COORDINATOR was in
+    its successor's log): a member starting at its offset skips nothing; one starting past it
+    does."""
+    def history(start, error="NOT_COORDINATOR", ack=2.9):
+        h = group_history()
+        h.add(Poll("m1", 2.5, {0: [(i, "p-%d" % i) for i in range(5, 8)]}))
+        h.add(Commit("m1", 2.6, {0: 8}, "g", ack_time=ack, error=error))
+        h.polls[1].records[0] = [(i, "p-%d" % i) for i in range(start, 10)]   # m2's first read
+        h.add(Poll("final", 4.0, {0: [(i, "p-%d" % i) for i in range(10)]}))
+        return h
+    assert kinds(history(8))[0] == set()
+    assert kinds(history(8, error=None, ack=3.15))[0] == set()   # acknowledged after m2's first read
+    for start in (9, 7):   # past every commit that may have been applied, or below the unknown one
+        got, r = kinds(history(start))
+        assert got == {"commit-skip"}, r.anomalies
+        assert any("started at offset %d" % start in e for e in r.anomalies["commit-skip"]), r.anomalies
+    assert any("had committed 5 (8 by a commit of unknown outcome) and offset 8 holds" in e
+               for e in check(history(9)).anomalies["commit-skip"])
+
+
 def test_commit_over_unread_records():
     h = group_history()
     h.polls[0].records[0] = [(i, "p-%d" % i) for i in range(3)]   # m1 read 0-2, committed 5
