@@ -443,7 +443,9 @@ def test_group_commits_are_acks_all_writes(tmp_path):
         cluster.stop_broker(f2, fail=False)                # hangs: appended, the HW waits for f2
         assert commit(3) == ErrorCode.COORDINATOR_NOT_AVAILABLE   # ISR shrank to coord: after append
         assert cluster.state("__consumer_offsets", op).isr == (coord,)
-        assert commit(4) == ErrorCode.COORDINATOR_NOT_AVAILABLE   # refused before appending
+        leo = cluster.offsets(coord, "__consumer_offsets", op)[2]
+        assert commit(4) == ErrorCode.COORDINATOR_NOT_AVAILABLE   # refused before appending:
+        assert cluster.offsets(coord, "__consumer_offsets", op)[2] == leo   # nothing written
         assert fetched() == 2
         cluster.start_broker(f2)
         wait_isr(cluster, "__consumer_offsets", op, [coord, f2])
