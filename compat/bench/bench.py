@@ -17,6 +17,10 @@ certificate, and for the ``acl`` cells one node of each with the StandardAuthori
 bindings, plus pykbroker without the authorizer (the "authorizer on/off" rows).  Load
 generators, the same for both: Kafka's ProducerPerformance / ConsumerPerformance /
 EndToEndLatency (javatools.py) and a multi-process confluent-kafka generator (loadgen.py).
+The confluent-kafka catch-up consumer runs with ``fetch.queue.backoff.ms=10`` against both
+brokers: with librdkafka's default (1 s, taken whenever 100,000 records wait in its queue) the
+small-record cells measured how many 1 s client sleeps a run drew, not the broker
+(results/consume-backoff-2026-11-28.md).
 
 Method for a noisy machine: every cell runs as interleaved pairs A B, B A, A B, ... (A =
 pykbroker, B = Kafka; ``--pairs``, 3 by default), each run on a fresh topic; the table shows each

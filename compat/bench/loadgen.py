@@ -5,6 +5,7 @@
                        [--linger-ms 5] [--rate R]          # confluent-kafka (librdkafka) producer
     loadgen.py consume --bootstrap B --topic T --records N   # catch-up: assign all partitions
                                                              # from the beginning, read N records
+                                                             # (fetch.queue.backoff.ms 10: below)
     loadgen.py tail --bootstrap B --topic T --seconds D --rate R --size S [--acks 1]
                                      # end-to-end latency: a producer thread at a fixed rate
                                      # stamps each value, a tailing consumer thread reads it back
@@ -113,9 +114,19 @@ def _partitions(consumer, topic: str) -> list:
 
 def cmd_consume(a) -> dict:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    # fetch.queue.backoff.ms: librdkafka stops fetching a partition for this long (1,000 ms by
+    # default) whenever its prefetch queue holds queued.min.messages (100,000) records. Both
+    # brokers fill that queue faster than this Python loop drains it, so with the default a
+    # run's time is set by how many 1 s sleeps the client takes (compat/bench/results/
+    # consume-backoff-2026-11-28.md: 400,000 x 100 B in 0.3-0.5 s without a pause, 1.3 s with
+    # one, 2.4 s with two, a coin flip per run; a longer run converges on one pause per ~200,000
+    # records whatever the broker). 10 ms keeps the queue bounded (the loop needs 50+ ms to
+    # drain 100,000 records, so the queue never runs dry during a pause) and lets the cell
+    # measure delivery; the same for both brokers. --config can set it back.
     c = Consumer({"bootstrap.servers": a.bootstrap, "group.id": "bench-consume-%d" % os.getpid(),
                   "enable.auto.commit": False, "fetch.max.bytes": 50 << 20,
-                  "max.partition.fetch.bytes": 1 << 20, "fetch.wait.max.ms": 100, **a.config})
+                  "max.partition.fetch.bytes": 1 << 20, "fetch.wait.max.ms": 100,
+                  "fetch.queue.backoff.ms": 10, **a.config})
     c.assign([TopicPartition(a.topic, p, OFFSET_BEGINNING) for p in _partitions(c, a.topic)])
     got = nbytes = 0
     t0 = time.perf_counter()
