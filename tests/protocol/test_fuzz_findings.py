@@ -219,7 +219,7 @@ def test_topic_deleted_while_partitions_are_added(broker):
 
 # -- timeout_ms of CreateTopics / CreatePartitions (docs/fuzzing.md: additions of thousands of
 # partitions held their connection for over a minute, past their timeout_ms)
-_GROWN = 51   # a tenth of a second of log creation or more (about 2 ms a log here), longer than the 20 ms timeouts below
+_GROWN = 301   # new logs are made in one batch (0.25-1.5 ms a log here): 75 ms or more, far past the 5 ms timeout below
 
 
 def _grow(c, name, count, timeout_ms):
@@ -228,12 +228,12 @@ def _grow(c, name, count, timeout_ms):
 
 
 def _grow_past_timeout(c, broker, name):
-    """``name`` made with one partition, then grown to ``_GROWN`` with a 20 ms timeout (which
+    """``name`` made with one partition, then grown to ``_GROWN`` with a 5 ms timeout (which
     passes before the logs exist); returns the CreatePartitions answer and how many lines the
     broker had logged before it."""
     create_topic(c, name, 1)
     seen = len(broker.lines)
-    return _grow(c, name, _GROWN, 20), seen
+    return _grow(c, name, _GROWN, 5), seen
 
 
 def _logged(broker, seen, text, timeout=10.0):
