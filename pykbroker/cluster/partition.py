@@ -5,7 +5,8 @@ State (mirrors Kafka's Partition/UnifiedLog split):
   cache (``leader-epoch-checkpoint``), stamped on every appended batch.  A single node never
   changes leader, so it stays what the cache says; replication will bump it on elections.
 - log end offset (``log.log_end_offset``, next offset to assign) vs ``high_watermark`` (the
-  last offset every ISR member has, exclusive).  They are kept distinct: with ``isr`` = [this
+  last offset every ISR member has, exclusive; frozen while the ISR is below the effective
+  ``min.insync.replicas``, as Kafka 3.7+).  They are kept distinct: with ``isr`` = [this
   node] the high watermark moves to the log end offset right after each append, replication
   will move it from follower fetch positions instead.  The high watermark is persisted in
   ``replication-offset-checkpoint`` by the LogManager.
@@ -165,11 +166,38 @@ class Partition:
     def log_start_offset(self) -> int:
         return self.log.log_start_offset
 
+    @property
+    def effective_min_isr(self) -> int:
+        """``min.insync.replicas`` capped by the replication factor (Kafka's effectiveMinIsr:
+        the config has no upper bound, and a min ISR above the replica count counts as that
+        count), so a single-replica topic with min.insync.replicas 2 still takes acks=all."""
+        return min(self.config.get("min.insync.replicas", 1), max(1, len(self.replicas)))
+
+    @property
+    def is_under_min_isr(self) -> bool:
+        """A leader whose ISR is smaller than its effective min ISR (Kafka's isUnderMinIsr)."""
+        return self.is_leader and len(self.isr) < self.effective_min_isr
+
+    def check_min_isr_for_acks_all(self) -> None:
+        """An acks=all append (produce, coordinator writes, transaction markers) is refused with
+        NOT_ENOUGH_REPLICAS before anything is written while the ISR is below the effective
+        min ISR (Kafka's Partition.appendRecordsToLeader with requiredAcks -1)."""
+        if self.is_under_min_isr:
+            raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS, "%s: ISR %s is below min.insync.replicas %d"
+                             % (self, self.isr, self.effective_min_isr))
+
     def _maybe_increment_high_watermark(self) -> bool:
         """Leader: the HW is the minimum log end offset over the ISR (Kafka's
         maybeIncrementLeaderHW); it only moves forward.  An ISR member whose position is not
         known yet (-1, no fetch since this leader took over) holds it back.  Returns whether it
-        moved; waiters (acks=all, consumers' long polls) are woken then."""
+        moved; waiters (acks=all, consumers' long polls) are woken then.
+
+        While the ISR is below the effective min ISR the HW does not move at all (Kafka 3.7+,
+        KAFKA-15583, unconditional in 3.9's and 4.4's maybeIncrementLeaderHW, ZooKeeper and
+        KRaft alike): what a leader alone (or too few) holds is not committed, so no consumer
+        reads it and no acks=all write is acknowledged until the ISR is back to min ISR."""
+        if self.is_under_min_isr:
+            return False
         lg = self.log
         new_hw = lg.log_end_offset
         if len(self.isr) > 1:
@@ -489,7 +517,7 @@ class Partition:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         if self.log.high_watermark < offset:
             return None
-        if len(self.isr) < self.config.get("min.insync.replicas", 1):
+        if len(self.isr) < self.effective_min_isr:
             return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return 0
 
@@ -682,6 +710,9 @@ class OfflinePartition:
         self.config = config
 
     def append_records_as_leader(self, validated: ValidatedRecords, now_ms: int) -> AppendResult:
+        raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log dir of %s is offline" % self)
+
+    def check_min_isr_for_acks_all(self) -> None:
         raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, "log dir of %s is offline" % self)
 
     def read_records(self, *args: Any, **kwargs: Any) -> ReadResult:

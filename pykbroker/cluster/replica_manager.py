@@ -280,9 +280,10 @@ class ReplicaManager:
                     # Kafka refuses client writes to internal topics (__consumer_offsets, ...)
                     raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION)
                 cfg = partition.config
-                if acks == -1 and len(partition.isr) < cfg["min.insync.replicas"]:
-                    # Kafka refuses acks=all before appending when the ISR is below min.insync.replicas.
-                    raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS)
+                if acks == -1:
+                    # Kafka refuses acks=all before appending when the ISR is below (the
+                    # effective) min.insync.replicas
+                    partition.check_min_isr_for_acks_all()
                 # Kafka validates timestamps only on CreateTime topics (LogAppendTime overwrites
                 # them) and keys only on compacted ones; the records are walked only then.
                 create_time = cfg.get("message.timestamp.type") != "LogAppendTime"

@@ -676,6 +676,11 @@ _DEFS = [
               "Host name verification of inter-broker TLS connections (https; empty: off)."),
     # --- groups / offsets
     *_internal_topic("offsets.topic"),
+    # how long a group coordinator write (an OffsetCommit, a group's state) waits to be committed
+    # on every in-sync replica before it fails (Kafka 4.4's runtime write timeout: the client
+    # gets COORDINATOR_NOT_AVAILABLE)
+    ConfigDef("offsets.commit.timeout.ms", "int", 5000, "Wait for a coordinator write to be replicated.",
+              validator=_ge(1)),
     ConfigDef("offsets.retention.minutes", "int", 10080, "Committed offset retention.", validator=_ge(1)),
     ConfigDef("offsets.retention.check.interval.ms", "long", 600000, "How often offset expiry runs.", validator=_ge(1)),
     ConfigDef("group.initial.rebalance.delay.ms", "int", 3000, "Delay of the first rebalance of an empty group."),
@@ -703,6 +708,9 @@ _DEFS = [
               "Most records of one share partition acquired at a time.", validator=_Range(100, 10000)),
     # the share coordinator's __share_group_state (Kafka's ShareCoordinatorConfig defaults)
     *_internal_topic("share.coordinator.state.topic"),
+    # how long a share coordinator write waits to be replicated (Kafka's ShareCoordinatorConfig)
+    ConfigDef("share.coordinator.write.timeout.ms", "int", 5000,
+              "Wait for a share coordinator write to be replicated.", validator=_ge(1)),
     # KIP-1071 streams groups (Kafka 4.4's defaults)
     ConfigDef("group.streams.session.timeout.ms", "int", 45000, "Streams group member session timeout.",
               validator=_ge(1)),

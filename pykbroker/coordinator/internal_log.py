@@ -53,8 +53,10 @@ class InternalTopicLog:
         p = self.replica_manager.get_partition(self.TOPIC, partition)
         return getattr(p, "leader_epoch", 0) if p is not None else 0
 
-    async def create(self, n: int, rf: int, segment_bytes: int) -> None:
-        configs = dict(self.CONFIGS, **{"segment.bytes": str(segment_bytes)})
+    async def create(self, n: int, rf: int, segment_bytes: int, configs: dict | None = None) -> None:
+        """Create the topic with its :attr:`CONFIGS`, ``segment.bytes`` and ``configs`` (the
+        coordinator's broker-config-driven ones, e.g. ``min.insync.replicas``)."""
+        configs = dict(self.CONFIGS, **{"segment.bytes": str(segment_bytes)}, **(configs or {}))
         try:
             await self.controller.create_topic(self.TOPIC, n, rf, configs, internal=True)
         except Exception as e:
@@ -70,12 +72,10 @@ class InternalTopicLog:
     def _leader_for_write(self, partition: int) -> Partition:
         """The partition, to append to as its leader with acks=all: Kafka's
         appendRecordsToLeader refuses before appending when the ISR is smaller than
-        ``min.insync.replicas`` (the topic's, else the broker default)."""
+        ``min.insync.replicas`` (the topic's, else the broker default; capped by the replica
+        count, Kafka's effectiveMinIsr)."""
         p = self._partition(partition)
-        min_isr = p.config.get("min.insync.replicas", 1)
-        if p.is_leader and len(p.isr) < min_isr:
-            raise KafkaError(E.NOT_ENOUGH_REPLICAS, "%s-%d: ISR %s is below min.insync.replicas %d"
-                             % (self.TOPIC, partition, list(p.isr), min_isr))
+        p.check_min_isr_for_acks_all()
         return p
 
     async def append(self, partition: int, batch: bytes) -> int:

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import math
 import time
 from typing import AsyncIterator, Callable, Iterable, Optional, Protocol
 
@@ -89,7 +90,7 @@ def _wall_ms() -> int:
 
 class _Shard:
     __slots__ = ("partition", "epoch", "state", "handler", "scope", "loaded", "send", "recv", "pending",
-                 "pending_added")
+                 "pending_added", "wait_scope")
 
     def __init__(self, partition: int, epoch: int, queue_size: int) -> None:
         self.partition = partition
@@ -99,14 +100,25 @@ class _Shard:
         self.scope = trio.CancelScope()
         self.loaded = trio.Event()  # set once loaded, failed or unloaded (nobody waits forever)
         self.send, self.recv = trio.open_memory_channel(queue_size)
-        self.pending: collections.deque = collections.deque()  # (end offset, callback), append order
+        # (end offset, callback, deadline on trio's clock), append order
+        self.pending: collections.deque = collections.deque()
         self.pending_added = trio.Event()
+        # the wait for the high watermark of the oldest pending write: its deadline is the
+        # earliest pending one (a write appended with an earlier one moves it)
+        self.wait_scope: trio.CancelScope | None = None
 
 
 class CoordinatorRuntime:
     def __init__(self, name: str, writer: PartitionWriter, shard_factory: Callable[[int], CoordinatorShard],
-                 nursery: trio.Nursery, now_ms: Callable[[], int] = _wall_ms, queue_size: int = 10000) -> None:
+                 nursery: trio.Nursery, now_ms: Callable[[], int] = _wall_ms, queue_size: int = 10000,
+                 write_timeout_ms: Optional[int] = None) -> None:
         self.name = name  # the internal topic, for logs
+        # How long an appended write may wait to be committed (Kafka's CoordinatorRuntime
+        # writeTimeout: the group coordinator's offsets.commit.timeout.ms): past it the write
+        # fails with REQUEST_TIMED_OUT (which each coordinator maps to its answer) and is not
+        # applied; the records stay in the log (they may still be committed, and a reload or a
+        # new leader then reads them, as Kafka's).  None: no limit; ``write(timeout_ms=)`` overrides.
+        self.write_timeout_ms = write_timeout_ms
         self._writer = writer
         self._factory = shard_factory
         self._nursery = nursery
@@ -169,16 +181,19 @@ class CoordinatorRuntime:
 
     # -- writes -----------------------------------------------------------------------------
     def write(self, partition: int, records: list, callback: Callable[[int], None], *,
-              producer_id: int = -1, producer_epoch: int = -1, transactional: bool = False) -> None:
+              producer_id: int = -1, producer_epoch: int = -1, transactional: bool = False,
+              timeout_ms: Optional[int] = None) -> None:
         """Append ``records`` ((key, value) pairs) to the shard's partition as one batch after
-        every earlier write of the shard; ``callback(code)`` once committed (0) or failed.
-        With a ``producer_id``: a batch of that producer (transactional if asked)."""
-        self._enqueue(partition, (records, callback, producer_id, producer_epoch, transactional, None))
+        every earlier write of the shard; ``callback(code)`` once committed (0) or failed
+        (REQUEST_TIMED_OUT when not committed ``timeout_ms`` after the append, default the
+        runtime's ``write_timeout_ms``).  With a ``producer_id``: a batch of that producer
+        (transactional if asked)."""
+        self._enqueue(partition, (records, callback, producer_id, producer_epoch, transactional, None, timeout_ms))
 
     def write_marker(self, partition: int, producer_id: int, producer_epoch: int, commit: bool,
                      callback: Callable[[int], None]) -> None:
         """Append a COMMIT/ABORT marker of ``producer_id`` after every earlier write."""
-        self._enqueue(partition, (None, callback, producer_id, producer_epoch, True, commit))
+        self._enqueue(partition, (None, callback, producer_id, producer_epoch, True, commit, None))
 
     def _enqueue(self, partition: int, item: tuple) -> None:
         callback = item[1]
@@ -242,7 +257,7 @@ class CoordinatorRuntime:
                   time.monotonic() - t0, sh.epoch)
 
     async def _append_loop(self, sh: _Shard) -> None:
-        async for records, callback, pid, epoch, transactional, commit in sh.recv:
+        async for records, callback, pid, epoch, transactional, commit, timeout_ms in sh.recv:
             code = 0
             # Shielded: an unload while a batch is half-written (flush) must not tear it.
             with trio.CancelScope(shield=True):
@@ -267,24 +282,53 @@ class CoordinatorRuntime:
             elif sh.state != ACTIVE:
                 _call(callback, int(E.NOT_COORDINATOR))  # unloaded meanwhile: not ours to confirm
             else:
-                sh.pending.append((end, callback))
+                # the timeout counts from the append, as Kafka's (its OperationTimeout is armed
+                # once the write's records are in the log and it waits for the HW)
+                if timeout_ms is None:
+                    timeout_ms = self.write_timeout_ms
+                deadline = math.inf if timeout_ms is None else trio.current_time() + timeout_ms / 1000.0
+                sh.pending.append((end, callback, deadline))
+                if sh.wait_scope is not None and deadline < sh.wait_scope.deadline:
+                    sh.wait_scope.deadline = deadline
                 sh.pending_added.set()
 
     async def _complete_committed(self, sh: _Shard) -> None:
-        """Answer writes in order as the high watermark passes them."""
+        """Answer writes in order as the high watermark passes them; a write still waiting at
+        its deadline fails with REQUEST_TIMED_OUT."""
         while True:
             if not sh.pending:
                 sh.pending_added = trio.Event()
                 await sh.pending_added.wait()
                 continue
-            end, _ = sh.pending[0]
+            end = sh.pending[0][0]
             code = 0
-            try:
-                await self._writer.wait_for_high_watermark(sh.partition, end)
-            except Exception as e:
-                code = int(getattr(e, "code", None) or E.NOT_COORDINATOR)
+            with trio.CancelScope(deadline=min(p[2] for p in sh.pending)) as scope:
+                sh.wait_scope = scope
+                try:
+                    await self._writer.wait_for_high_watermark(sh.partition, end)
+                except Exception as e:
+                    code = int(getattr(e, "code", None) or E.NOT_COORDINATOR)
+            sh.wait_scope = None
+            if scope.cancelled_caught:
+                self._fail_timed_out(sh)   # the earliest deadline passed, the HW did not get there
+                continue
             while sh.pending and sh.pending[0][0] <= end:
                 _call(sh.pending.popleft()[1], code)
+
+    def _fail_timed_out(self, sh: _Shard) -> None:
+        """Fail every pending write whose deadline passed (REQUEST_TIMED_OUT), keeping the
+        others in order."""
+        now = trio.current_time()
+        keep: collections.deque = collections.deque()
+        while sh.pending:
+            item = sh.pending.popleft()
+            if item[2] <= now:
+                log.warning("%s-%d: a write ending at offset %d was not committed in time (high watermark "
+                            "behind: too few in-sync replicas?)", self.name, sh.partition, item[0])
+                _call(item[1], int(E.REQUEST_TIMED_OUT))
+            else:
+                keep.append(item)
+        sh.pending = keep
 
     def _fail_all(self, sh: _Shard, code: int) -> None:
         while sh.pending:

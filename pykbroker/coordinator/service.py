@@ -28,6 +28,9 @@ class CoordinatorService:
     # Kafka's broker configs the internal topic is created with
     REPLICATION_FACTOR_CONFIG = ""
     SEGMENT_BYTES_CONFIG = ""
+    # the broker config whose value the topic gets as its min.insync.replicas ("": none, the
+    # broker default applies, as for Kafka's __consumer_offsets)
+    MIN_ISR_CONFIG = ""
 
     # config: the BrokerConfig (or a test's dict of the keys read); log_: the topic's
     # InternalTopicLog subclass, which is also the runtime's PartitionWriter (both roles: Any)
@@ -73,6 +76,19 @@ class CoordinatorService:
         assert self.runtime is not None   # leadership is reported once the broker started us
         self.runtime.on_resign(partition, leader_epoch)
 
+    def _topic_configs(self) -> dict:
+        """Configs the topic is created with from the broker's (its min.insync.replicas, as
+        Kafka's transactionTopicConfigs / the share coordinator's topic configs)."""
+        min_isr = self.config_value(self.MIN_ISR_CONFIG, None) if self.MIN_ISR_CONFIG else None
+        return {} if min_isr is None else {"min.insync.replicas": str(min_isr)}
+
+    def config_value(self, key: str, default: Any) -> Any:
+        """A broker config, or ``default`` for a unit test's config dict without it."""
+        try:
+            return self.config[key]
+        except KeyError:
+            return default
+
     async def ensure_topic(self) -> None:
         """Create the internal topic on first use, as Kafka does; concurrent callers wait for the
         one creating it."""
@@ -85,7 +101,7 @@ class CoordinatorService:
         try:
             if not self.log.exists():
                 await self.log.create(self.num_partitions, self.config[self.REPLICATION_FACTOR_CONFIG],
-                                      self.config[self.SEGMENT_BYTES_CONFIG])
+                                      self.config[self.SEGMENT_BYTES_CONFIG], self._topic_configs())
             self.num_partitions = self.log.num_partitions()
             if self.leads_every_partition:
                 await self._lead_every_partition()

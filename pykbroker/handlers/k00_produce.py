@@ -47,12 +47,14 @@ Behaviour (Apache Kafka 4.x as the oracle):
   transaction is INVALID_TXN_STATE (the log's producer state).
 - acks=0: no response at all; if any partition failed, the connection is closed, as Kafka
   does, so the producer notices (it cannot read an error).
-- acks=-1 with fewer in-sync replicas than the topic's ``min.insync.replicas`` ->
-  NOT_ENOUGH_REPLICAS before appending (Kafka's check); otherwise it waits until the high
-  watermark covers the batch (immediate with one replica) within
-  ``timeout_ms``, else REQUEST_TIMED_OUT; NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank
-  below ``min.insync.replicas`` before the HW got there; NOT_LEADER_OR_FOLLOWER if this broker
-  lost the leadership meanwhile (the records may or may not survive: Kafka's answer too).
+- acks=-1 with fewer in-sync replicas than the topic's ``min.insync.replicas`` (capped by
+  the replica count, Kafka's effective min ISR) -> NOT_ENOUGH_REPLICAS before appending
+  (Kafka's check); otherwise it waits until the high watermark covers the batch (immediate
+  with one replica) within ``timeout_ms``, else REQUEST_TIMED_OUT.  The HW does not move while
+  the ISR is below min.insync.replicas (Kafka 3.7+), so a batch whose ISR shrank below it
+  before the HW got there times out (NOT_ENOUGH_REPLICAS_AFTER_APPEND only when the HW had
+  covered it just before the shrink); NOT_LEADER_OR_FOLLOWER if this broker lost the
+  leadership meanwhile (the records may or may not survive: Kafka's answer too).
 - A partition this broker only follows (or does not host): NOT_LEADER_OR_FOLLOWER; acks=1
   answers after the leader's own append, so a failover may lose it (as in Kafka).
 Version notes: v5 adds log_start_offset; v7 allows zstd; v8 adds record_errors/error_message;

@@ -97,6 +97,38 @@ async def leading(rt, p=0, epoch=0):
     return got, got.append
 
 
+def test_a_write_not_committed_in_time_fails_with_request_timed_out():
+    """Kafka's CoordinatorRuntime write timeout (offsets.commit.timeout.ms for groups): a write
+    whose high watermark does not come within the timeout after its append fails with
+    REQUEST_TIMED_OUT (the OffsetCommit then answers COORDINATOR_NOT_AVAILABLE); later writes
+    are still answered as the HW passes them, and a write's own shorter timeout counts even
+    behind an older pending write."""
+    fp = FakePartitions()
+
+    async def main():
+        async with trio.open_nursery() as n:
+            rt = CoordinatorRuntime("__test", fp, lambda p: Shard(p, []), n, now_ms=lambda: 0,
+                                    write_timeout_ms=5000)
+            got, cb = await leading(rt)
+            t0 = trio.current_time()
+            rt.write(0, [(b"k1", b"v1")], lambda c: cb(("w1", c, trio.current_time() - t0)))
+            await trio.sleep(1)
+            rt.write(0, [(b"k2", b"v2")], lambda c: cb(("w2", c, trio.current_time() - t0)))
+            rt.write(0, [(b"k3", b"v3")], lambda c: cb(("w3", c, trio.current_time() - t0)), timeout_ms=500)
+            await trio.sleep(0.6 + 0.1)
+            assert got == [("w3", E.REQUEST_TIMED_OUT, 1.5)]   # its own deadline, before w1's
+            await trio.sleep(5)
+            assert got[1] == ("w1", E.REQUEST_TIMED_OUT, 5.0) and got[2] == ("w2", E.REQUEST_TIMED_OUT, 6.0)
+            assert fp.records[0] == [(b"k1", b"v1"), (b"k2", b"v2"), (b"k3", b"v3")]   # still in the log
+            rt.write(0, [(b"k4", b"v4")], lambda c: cb(("w4", c)))
+            await trio.sleep(1)
+            fp.move_hw(0, 4)   # the replicas caught up: the later write is committed
+            await trio.sleep(0.1)
+            assert got[3:] == [("w4", 0)]
+            n.cancel_scope.cancel()
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
 def test_load_replays_the_partition_then_serves():
     async def t(rt, fp, events):
         fp.seed(0, (b"a", b"1"), (b"b", b"2"), (b"a", None), (b"bad", b"x"), (b"c", b"3"))

@@ -223,17 +223,37 @@ def test_min_insync_replicas(cluster):
     assert vals == [b"a", b"c", b"d"]
 
 
-def test_not_enough_replicas_after_append(cluster):
+def test_high_watermark_stays_while_the_isr_is_below_min_insync_replicas(cluster):
+    """Kafka 3.7+ (KAFKA-15583; Partition.maybeIncrementLeaderHW in 3.9 and 4.4, unconditional):
+    the HW does not move while the ISR is smaller than min.insync.replicas.  An acks=all write
+    appended before the ISR shrank to the leader alone is therefore never acknowledged (it times
+    out, it does not answer NOT_ENOUGH_REPLICAS_AFTER_APPEND as before 3.7), an acks=1 write is
+    appended but no read_uncommitted consumer sees it, and both become visible once a follower
+    is back in the ISR.  Kafka 4.4 (3 KRaft nodes, rf 3, min.insync.replicas 3, one node
+    killed): acks=1 appended at offset 2, Fetch and ListOffsets answer HW 2, acks=all
+    NOT_ENOUGH_REPLICAS."""
     cluster.create_topic("mia", 1, 3, {"min.insync.replicas": "2"})
     leader, fs = followers(cluster, "mia", 0)
+    assert produce(cluster, leader, "mia", 0, [b"a"])["error_code"] == 0
     for f in fs:
         cluster.stop_broker(f, fail=False)
-    # the ISR is still 3: appended, then the ISR shrinks to the leader alone before the HW
-    # covers it (Kafka's NOT_ENOUGH_REPLICAS_AFTER_APPEND)
-    r = produce(cluster, leader, "mia", 0, [b"a"], timeout_ms=15000)
-    assert r["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-    assert cluster.state("mia", 0).isr == (leader,)
-    assert produce(cluster, leader, "mia", 0, [b"b"])["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS
+    # the ISR is still 3: appended, then the ISR shrinks to the leader alone (replica.lag.time.max.ms
+    # 4 s) and the HW stays below the write
+    r = produce(cluster, leader, "mia", 0, [b"b"], timeout_ms=6000)
+    assert r["error_code"] == ErrorCode.REQUEST_TIMED_OUT
+    wait_isr(cluster, "mia", 0, [leader])
+    assert produce(cluster, leader, "mia", 0, [b"c"])["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS
+    r = produce(cluster, leader, "mia", 0, [b"d"], acks=1)
+    assert r["error_code"] == 0 and r["base_offset"] == 2
+    assert cluster.offsets(leader, "mia", 0) == (0, 1, 3)     # appended, not committed
+    p, vals = fetch_values(cluster, leader, "mia", 0)
+    assert vals == [b"a"] and p["high_watermark"] == 1
+    with wire.WireClient(cluster.address(leader)) as w:
+        assert wire.list_offsets(w, "mia", 0, -1)["offset"] == 1
+    cluster.start_broker(fs[0])       # back: catches up to the HW, rejoins, the HW moves on
+    wait_isr(cluster, "mia", 0, [leader, fs[0]])
+    wait_until(lambda: fetch_values(cluster, leader, "mia", 0)[1] == [b"a", b"b", b"d"], 10,
+               what="the records appended below min ISR visible after the ISR grew back")
 
 
 def test_isr_shrinks_and_expands_with_a_stopped_follower(cluster):
@@ -406,8 +426,9 @@ def test_group_commits_are_acks_all_writes(tmp_path):
     """The group coordinator appends to __consumer_offsets with acks=all, as Kafka's
     (offsets.commit.required.acks -1): with the ISR below min.insync.replicas an OffsetCommit
     is refused (NOT_ENOUGH_REPLICAS), and one whose ISR shrank below it before the HW covered
-    it fails (NOT_ENOUGH_REPLICAS_AFTER_APPEND), both answered COORDINATOR_NOT_AVAILABLE; an
-    OffsetFetch keeps the last acknowledged offset.  (The chaos campaign's split with the
+    it fails after offsets.commit.timeout.ms (REQUEST_TIMED_OUT: the HW stays put below min
+    ISR), both answered COORDINATOR_NOT_AVAILABLE; an OffsetFetch keeps the last acknowledged
+    offset.  (The chaos campaign's split with the
     controller frozen: a new coordinator elected with the ISR [itself] acknowledged commits that
     no other replica held.)"""
     from pykbroker.coordinator.group.offsets import partition_for
@@ -441,8 +462,12 @@ def test_group_commits_are_acks_all_writes(tmp_path):
         wait_isr(cluster, "__consumer_offsets", op, [coord, f2])
         assert commit(2) == 0
         cluster.stop_broker(f2, fail=False)                # hangs: appended, the HW waits for f2
-        assert commit(3) == ErrorCode.COORDINATOR_NOT_AVAILABLE   # ISR shrank to coord: after append
-        assert cluster.state("__consumer_offsets", op).isr == (coord,)
+        # not committed within offsets.commit.timeout.ms (the ISR shrinks to coord meanwhile and
+        # the HW stays put below min ISR): REQUEST_TIMED_OUT, answered COORDINATOR_NOT_AVAILABLE
+        t0 = time.monotonic()
+        assert commit(3) == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert time.monotonic() - t0 < 12     # Kafka's 5 s default, not the coordinator's unload
+        wait_isr(cluster, "__consumer_offsets", op, [coord])
         leo = cluster.offsets(coord, "__consumer_offsets", op)[2]
         assert commit(4) == ErrorCode.COORDINATOR_NOT_AVAILABLE   # refused before appending:
         assert cluster.offsets(coord, "__consumer_offsets", op)[2] == leo   # nothing written

@@ -131,8 +131,14 @@ class GroupCoordinator(CoordinatorService):
         if backend is not None:
             self.log = backend
         self.spawn = nursery.start_soon
+        # every group write waits at most offsets.commit.timeout.ms to be committed (Kafka 4.4's
+        # GroupCoordinatorService builds its runtime withWriteTimeout(offsetCommitTimeoutMs));
+        # the OffsetCommit then answers COORDINATOR_NOT_AVAILABLE (REQUEST_TIMED_OUT mapped by
+        # append_error_to_response, Kafka's CoordinatorOperationExceptionHelper; 3.9's
+        # ZooKeeper-mode GroupMetadataManager passed REQUEST_TIMED_OUT through as is)
         self.runtime = CoordinatorRuntime(O.OFFSETS_TOPIC, self.log, lambda p: GroupShard(self, p), nursery,
-                                          now_ms=self.now_ms)
+                                          now_ms=self.now_ms,
+                                          write_timeout_ms=self.config_value("offsets.commit.timeout.ms", None))
         nursery.start_soon(self.timer.run)
         nursery.start_soon(self._expiry_loop)
         await self._load_existing_topic()
@@ -670,7 +676,7 @@ class MemoryOffsetsLog:
     def leader_epoch(self, partition: int) -> int:
         return 0
 
-    async def create(self, n: int, rf: int, segment_bytes: int) -> None:
+    async def create(self, n: int, rf: int, segment_bytes: int, configs: dict | None = None) -> None:
         self.partitions = {i: [] for i in range(n)}
 
     async def append(self, partition: int, batch: bytes) -> int:

@@ -155,8 +155,10 @@ class ShareCoordinator(CoordinatorService):
         self.states: dict[tuple, ShareState] = {}   # (group, topic id, partition) of loaded shards
 
     async def startup(self, nursery: trio.Nursery) -> None:
+        # Kafka's share coordinator runtime times writes out after share.coordinator.write.timeout.ms
         self.runtime = CoordinatorRuntime(R.SHARE_STATE_TOPIC, self.log, lambda p: ShareShard(self, p), nursery,
-                                          now_ms=self.now_ms)
+                                          now_ms=self.now_ms,
+                                          write_timeout_ms=self.config_value("share.coordinator.write.timeout.ms", None))
         await self._load_existing_topic()
 
     async def shutdown(self) -> None:

@@ -289,7 +289,9 @@ class TransactionCoordinator(CoordinatorService):
                        previous_producer_id=m.producer_id if m.producer_id >= 0 else target.producer_id,
                        next_producer_id=target.next_producer_id, client_transaction_version=target.client_tv))
         assert self.runtime is not None   # set in startup
-        self.runtime.write(part, [rec], done)
+        # Kafka's appendTransactionToLog waits for the replicas at most the transaction's own
+        # timeout (the new state's txnTimeoutMs, 3.9 and 4.4); then COORDINATOR_NOT_AVAILABLE
+        self.runtime.write(part, [rec], done, timeout_ms=target.timeout_ms)
         return fut
 
     # -- InitProducerId --------------------------------------------------------------------------
@@ -640,7 +642,9 @@ class TransactionCoordinator(CoordinatorService):
                             del s[m.transactional_id]
                             log.info("transactional id %r expired", m.transactional_id)
                     assert self.runtime is not None   # shards exist once startup() ran
-                    self.runtime.write(part, [(S.key(m.transactional_id), None)], done)
+                    # Kafka's tombstone append waits at most request.timeout.ms
+                    self.runtime.write(part, [(S.key(m.transactional_id), None)], done,
+                                       timeout_ms=self.config_value("request.timeout.ms", 30000))
                     n += 1
         return n
 
