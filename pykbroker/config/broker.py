@@ -711,6 +711,9 @@ _DEFS = [
     # how long a share coordinator write waits to be replicated (Kafka's ShareCoordinatorConfig)
     ConfigDef("share.coordinator.write.timeout.ms", "int", 5000,
               "Wait for a share coordinator write to be replicated.", validator=_ge(1)),
+    # __share_group_state's min.insync.replicas at creation (Kafka's ShareCoordinatorConfig)
+    ConfigDef("share.coordinator.state.topic.min.isr", "short", 2,
+              "min.insync.replicas of __share_group_state.", validator=_ge(1)),
     # KIP-1071 streams groups (Kafka 4.4's defaults)
     ConfigDef("group.streams.session.timeout.ms", "int", 45000, "Streams group member session timeout.",
               validator=_ge(1)),
@@ -737,6 +740,10 @@ _DEFS = [
     ConfigDef("transactional.id.expiration.ms", "int", 604800000, "Transactional id expiry.", validator=_ge(1)),
     # --- transactions (Kafka's names and defaults)
     *_internal_topic("transaction.state.log"),
+    # __transaction_state's min.insync.replicas at creation (Kafka's TransactionLogConfig); on
+    # a single node the effective min ISR is capped by the replica count (cluster/partition.py)
+    ConfigDef("transaction.state.log.min.isr", "int", 2, "min.insync.replicas of __transaction_state.",
+              validator=_ge(1)),
     ConfigDef("transaction.max.timeout.ms", "int", 900000, "Largest transaction.timeout.ms a producer may ask for.",
               validator=_ge(1)),
     ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000,

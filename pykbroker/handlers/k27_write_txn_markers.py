@@ -6,7 +6,10 @@ listed partition this broker leads; ``__consumer_offsets`` partitions go through
 coordinator, which materializes or drops the producer's transactional offsets.  Per partition:
 unknown -> UNKNOWN_TOPIC_OR_PARTITION, an older producer epoch than the partition has seen ->
 INVALID_PRODUCER_EPOCH, an older coordinator epoch -> TRANSACTION_COORDINATOR_FENCED, offline
-log dir -> KAFKA_STORAGE_ERROR.  With an authorizer the sender needs CLUSTER_ACTION on the cluster
+log dir -> KAFKA_STORAGE_ERROR.  Markers are acks=all appends (Kafka's requiredAcks -1): an ISR
+below ``min.insync.replicas`` refuses them with NOT_ENOUGH_REPLICAS before anything is written,
+one that shrank below it after the append answers NOT_ENOUGH_REPLICAS_AFTER_APPEND, a marker
+not committed within the request timeout REQUEST_TIMED_OUT; the coordinator retries all three.  With an authorizer the sender needs CLUSTER_ACTION on the cluster
 (brokers; else CLUSTER_AUTHORIZATION_FAILED for every partition).  The answer waits until the markers are committed (acks=all).
 A single broker's own coordinator writes its markers in process; this API serves other
 coordinators and tools.
@@ -68,6 +71,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                         r["error_code"] = int(await gc.complete_transaction(idx, pid, epoch, commit).get())
                     else:
                         partition = leader_partition(rm, t["name"], idx)
+                        # Kafka appends markers with requiredAcks -1: refused below min.insync.replicas
+                        partition.check_min_isr_for_acks_all()
                         offset = partition.append_end_txn_marker(pid, epoch, commit, cepoch, tv)
                         waits.append((partition, offset + 1, r))
                 except KafkaError as e:
@@ -76,11 +81,14 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
             topics.append({"name": t["name"], "partitions": parts})
         out.append({"producer_id": pid, "topics": topics})
     with trio.move_on_after(_COMMIT_WAIT_S):
-        for partition, hw, _ in waits:
+        for partition, hw, r in waits:
             if partition.needs_flush():
                 await partition.flush()
-            await partition.wait_for_high_watermark(hw)
+            # acks=all's answer: NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below
+            # min.insync.replicas, NOT_LEADER_OR_FOLLOWER when leadership was lost meanwhile
+            r["error_code"] = int(await partition.wait_for_high_watermark(hw))
+            r["done"] = True
     for partition, hw, r in waits:
-        if partition.high_watermark < hw and not r["error_code"]:
-            r["error_code"] = int(E.REQUEST_TIMED_OUT)
+        if not r.pop("done", False) and not r["error_code"]:
+            r["error_code"] = int(E.REQUEST_TIMED_OUT)   # the coordinator retries it
     return {"markers": out}

@@ -264,15 +264,15 @@ def test_bad_broker_value(values, message):
 
 
 def test_unknown_keys_are_set_aside_and_warned(caplog):
-    c = BrokerConfig({"no.such.config": "1", "transaction.state.log.min.isr": "1", "num.partitions": "2"})
-    assert c.unused == {"no.such.config": "1", "transaction.state.log.min.isr": "1"}
+    c = BrokerConfig({"no.such.config": "1", "offsets.load.buffer.size": "1", "num.partitions": "2"})
+    assert c.unused == {"no.such.config": "1", "offsets.load.buffer.size": "1"}
     assert not c.is_explicit("no.such.config")
     with pytest.raises(KeyError):
         c["no.such.config"]
     c.warn_unused()
     assert [r.getMessage() for r in caplog.records] == [
         "ignoring config 'no.such.config': not a broker config pykbroker knows or uses",
-        "ignoring config 'transaction.state.log.min.isr': not a broker config pykbroker knows or uses"]
+        "ignoring config 'offsets.load.buffer.size': not a broker config pykbroker knows or uses"]
 
 
 # ---------------------------------------------------------------- topic-level overrides

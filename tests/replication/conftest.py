@@ -11,6 +11,8 @@ CLUSTER_CONFIG = {
     "group.initial.rebalance.delay.ms": "0",
     "offsets.topic.num.partitions": "3",
     "offsets.topic.replication.factor": "3",
+    "transaction.state.log.num.partitions": "3",
+    "transaction.state.log.replication.factor": "3",
     "default.replication.factor": "3",
     "log.segment.bytes": str(1 << 20),
 }

@@ -477,6 +477,54 @@ def test_group_commits_are_acks_all_writes(tmp_path):
         assert commit(5) == 0 and fetched() == 5
 
 
+def test_transaction_state_and_markers_need_min_insync_replicas(cluster):
+    """__transaction_state is created with Kafka's topic configs (4.4's
+    transactionStateTopicConfigs: min.insync.replicas = transaction.state.log.min.isr, default 2,
+    unclean.leader.election.enable false; __consumer_offsets keeps the broker's min ISR, as
+    Kafka 4.4 answers DescribeConfigs), so with the ISR at the coordinator alone a state write is
+    refused (InitProducerId: COORDINATOR_NOT_AVAILABLE).  Transaction markers on data partitions
+    are acks=all appends (Kafka's WriteTxnMarkers appends with requiredAcks -1): refused with
+    NOT_ENOUGH_REPLICAS below the topic's min.insync.replicas, which the coordinator retries."""
+    from pykbroker.coordinator.group.offsets import partition_for
+    from pykbroker.coordinator.txn.state_log import TRANSACTION_STATE_TOPIC
+    cluster.create_topic("mk", 1, 3, {"min.insync.replicas": "2"})
+    with wire.WireClient(cluster.address(1)) as c:
+        c.request(10, 4, {"key_type": 1, "coordinator_keys": ["isr-tx"]})   # creates the topic
+    tp = partition_for("isr-tx", 3)   # transaction.state.log.num.partitions (conftest)
+    wait_until(lambda: cluster.call(lambda: (TRANSACTION_STATE_TOPIC, tp) in cluster.cluster.states), 10)
+
+    def configs(node, topic):
+        with wire.WireClient(cluster.address(node)) as c:
+            r = c.request(32, 4, {"resources": [{"resource_type": 2, "resource_name": topic,
+                                                 "configuration_keys": None}],
+                                  "include_synonyms": False, "include_documentation": False})
+        return {e["name"]: e["value"] for e in r["results"][0]["configs"]}
+    coord, others = followers(cluster, TRANSACTION_STATE_TOPIC, tp)
+    txn = configs(coord, TRANSACTION_STATE_TOPIC)
+    assert (txn["min.insync.replicas"], txn["unclean.leader.election.enable"], txn["cleanup.policy"],
+            txn["compression.type"]) == ("2", "false", "compact", "uncompressed")
+    with wire.WireClient(cluster.address(coord)) as c:
+        c.request(10, 4, {"key_type": 0, "coordinator_keys": ["isr-g"]})
+    wait_until(lambda: cluster.call(lambda: "__consumer_offsets" in {t for t, _ in cluster.cluster.states}), 10)
+    assert configs(coord, "__consumer_offsets")["min.insync.replicas"] == "1"
+
+    def init_pid():
+        with wire.WireClient(cluster.address(coord)) as c:
+            return c.request(22, 4, {"transactional_id": "isr-tx", "transaction_timeout_ms": 60000,
+                                     "producer_id": -1, "producer_epoch": -1})["error_code"]
+    wait_until(lambda: init_pid() == 0, 15, what="InitProducerId with the full ISR")
+    for f in others:
+        cluster.stop_broker(f)        # the controller shrinks every ISR to coord
+    wait_isr(cluster, TRANSACTION_STATE_TOPIC, tp, [coord])
+    wait_isr(cluster, "mk", 0, [coord])
+    assert init_pid() == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    with wire.WireClient(cluster.address(coord)) as c:
+        r = c.request(27, 1, {"markers": [{"producer_id": 4242, "producer_epoch": 0, "transaction_result": True,
+                                           "coordinator_epoch": 0, "topics": [{"name": "mk", "partition_indexes": [0]}]}]})
+    assert r["markers"][0]["topics"][0]["partitions"][0]["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert cluster.offsets(coord, "mk", 0)[2] == 0     # nothing appended
+
+
 def _delete_records(cluster, node, topic, partition, offset):
     with wire.WireClient(cluster.address(node)) as w:
         r = w.request(21, 2, {"topics": [{"name": topic, "partitions": [

@@ -147,6 +147,7 @@ class ShareCoordinator(CoordinatorService):
     # __share_group_state at creation
     REPLICATION_FACTOR_CONFIG = "share.coordinator.state.topic.replication.factor"
     SEGMENT_BYTES_CONFIG = "share.coordinator.state.topic.segment.bytes"
+    MIN_ISR_CONFIG = "share.coordinator.state.topic.min.isr"
 
     def __init__(self, config: Any, log_: Any, leads_every_partition: bool = True,
                  now_ms: Callable[[], int] = _wall_ms) -> None:

@@ -164,6 +164,7 @@ class TransactionCoordinator(CoordinatorService):
     # __transaction_state at creation
     REPLICATION_FACTOR_CONFIG = "transaction.state.log.replication.factor"
     SEGMENT_BYTES_CONFIG = "transaction.state.log.segment.bytes"
+    MIN_ISR_CONFIG = "transaction.state.log.min.isr"
 
     def __init__(self, config: Any, log_: Any, replica_manager: ReplicaManager, producer_ids: ProducerIdManager,
                  group_coordinator: Optional[GroupCoordinator] = None,

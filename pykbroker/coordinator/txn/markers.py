@@ -215,13 +215,20 @@ class TxnMarkerWriter:
             partition = self.replica_manager.get_partition(topic, p)
             if partition is None:
                 return True   # deleted topic: nothing to mark
+            # Kafka writes markers with acks=all (requiredAcks -1): refused below
+            # min.insync.replicas (NOT_ENOUGH_REPLICAS, which its marker channel retries) ...
+            partition.check_min_isr_for_acks_all()
             offset = partition.append_end_txn_marker(pid, epoch, commit, coordinator_epoch, tv)
             if partition.needs_flush():
                 await partition.flush()  # type: ignore[union-attr]  # OfflinePartition raised at append
-            # Kafka writes markers with acks=all: wait until the marker is committed.
+            # ... and done once committed with the ISR still at min.insync.replicas (else
+            # NOT_ENOUGH_REPLICAS_AFTER_APPEND, a lost leadership, or no HW in 30 s: retried)
+            hw_code: Optional[int] = None
             with trio.move_on_after(30):
-                await partition.wait_for_high_watermark(offset + 1)  # type: ignore[union-attr]  # as above
-            return partition.high_watermark > offset  # type: ignore[union-attr]  # as above
+                hw_code = await partition.wait_for_high_watermark(offset + 1)  # type: ignore[union-attr]  # as above
+            if hw_code:
+                txn_log.info("marker for producer %d in %s-%d: %s, retrying", pid, topic, p, E(hw_code).name)
+            return hw_code == 0
         except KafkaError as e:
             if e.code in MARKER_SKIP:
                 txn_log.warning("marker for producer %d in %s-%d not written: %s", pid, topic, p, E(e.code).name)

@@ -34,8 +34,12 @@ class TxnStateLog(InternalTopicLog):
     """``__transaction_state`` in this broker's own log (the runtime's PartitionWriter)."""
 
     TOPIC = TRANSACTION_STATE_TOPIC
-    # Kafka's transaction state topic: compacted, internal, uncompressed
-    CONFIGS = {"cleanup.policy": "compact", "compression.type": "uncompressed"}
+    # Kafka's transaction state topic (4.4's TransactionCoordinator.transactionStateTopicConfigs,
+    # 3.9's transactionTopicConfigs): compacted, uncompressed, never an unclean leader (a
+    # replica missing committed transaction states must not lead); min.insync.replicas is
+    # transaction.state.log.min.isr (the coordinator's MIN_ISR_CONFIG), segment.bytes its own
+    CONFIGS = {"cleanup.policy": "compact", "compression.type": "uncompressed",
+               "unclean.leader.election.enable": "false"}
 
     async def append(self, partition: int, batch: bytes) -> int:
         p = self._leader_for_write(partition)
