@@ -525,6 +525,39 @@ def test_transaction_state_and_markers_need_min_insync_replicas(cluster):
     assert cluster.offsets(coord, "mk", 0)[2] == 0     # nothing appended
 
 
+def test_commit_markers_are_retried_until_min_insync_replicas(cluster):
+    """A transaction committed while its data partition's ISR is below min.insync.replicas:
+    the coordinator's COMMIT marker is refused (NOT_ENOUGH_REPLICAS) and retried, as Kafka's
+    marker channel retries it, so the transaction stays open there (a read_committed reader's
+    last stable offset stays before it) until the ISR is back, then the marker is written."""
+    confluent_kafka = needs.module("confluent_kafka")
+    cluster.create_topic("mkr", 1, 3, {"min.insync.replicas": "3"})
+    p = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "mkr-tx",
+                                  "linger.ms": 0})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for v in (b"t1", b"t2"):
+        p.produce("mkr", value=v, partition=0)
+    assert p.flush(20) == 0
+    with wire.WireClient(cluster.address(1)) as c:
+        coord = c.request(10, 4, {"key_type": 1, "coordinator_keys": ["mkr-tx"]})["coordinators"][0]["node_id"]
+    victim = [b for b in sorted(cluster.brokers) if b != coord][0]
+    cluster.stop_broker(victim)        # mkr-0's ISR: 2 < 3; __transaction_state's: 2, its min ISR
+    wait_until(lambda: victim not in cluster.state("mkr", 0).isr, 10, what="mkr-0's ISR shrunk")
+    p.commit_transaction(30)           # PrepareCommit is written: the client is answered
+
+    def lso():
+        leader = cluster.state("mkr", 0).leader
+        return fetch_values(cluster, leader, "mkr", 0, isolation_level=1)[0]["last_stable_offset"]
+    time.sleep(1)
+    assert lso() == 0                  # no COMMIT marker in: the transaction is open there
+    assert cluster.offsets(cluster.state("mkr", 0).leader, "mkr", 0)[2] == 2   # refused, not appended
+    cluster.start_broker(victim)
+    wait_until(lambda: lso() == 3, 20, what="the COMMIT marker written once the ISR is back")
+    leader = cluster.state("mkr", 0).leader
+    assert fetch_values(cluster, leader, "mkr", 0, isolation_level=1)[1][:2] == [b"t1", b"t2"]   # then the marker
+
+
 def _delete_records(cluster, node, topic, partition, offset):
     with wire.WireClient(cluster.address(node)) as w:
         r = w.request(21, 2, {"topics": [{"name": topic, "partitions": [
