@@ -30,6 +30,7 @@ COMMON_OVERRIDES = {
     "transaction.state.log.replication.factor": "1",
     "transaction.state.log.min.isr": "1",
     "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
     # the oracle names its inter-broker listener (it also has a CONTROLLER listener)
     "inter.broker.listener.name": "PLAINTEXT",
 }
