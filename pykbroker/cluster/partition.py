@@ -53,6 +53,9 @@ class AppendResult(NamedTuple):
     duplicate: bool
 
 
+_new_tuple = tuple.__new__
+
+
 class ReadResult(NamedTuple):
     """One partition's read for a fetch (Kafka's LogReadResult); the ReplicaManager makes the
     error answers of its own checks in the same shape (cluster/replica_manager.py)."""
@@ -115,6 +118,9 @@ class Partition:
         self.partition_id = partition_id
         self.log = log_
         self.config = config
+        # the Produce fast path's reading of ``config`` (handlers/support/produce_fast.py
+        # ``_fast_facts``), kept with the dict it was read from: a new config is read again
+        self.fast_produce_facts: Optional[tuple] = None
         # this broker's id (a single node: the leader the state names)
         self.node_id = state.leader if node_id is None else node_id
         if high_watermark is not None:
@@ -459,8 +465,9 @@ class Partition:
                 self._followers_caught_up_until_now(info.first_offset)
             if not self._maybe_increment_high_watermark() and self.data_waiters:
                 self.data_waiters.wake()   # followers read up to the log end
-        return AppendResult(info.first_offset, info.last_offset, info.log_append_time,
-                            lg.log_start_offset, info.duplicate)
+        # (tuple.__new__: the NamedTuple without its Python-level __new__, a call fewer per append)
+        return _new_tuple(AppendResult, (info.first_offset, info.last_offset, info.log_append_time,
+                                         lg.log_start_offset, info.duplicate))
 
     def append_end_txn_marker(self, producer_id: int, producer_epoch: int, commit: bool,
                               coordinator_epoch: int, transaction_version: int = 0) -> int:

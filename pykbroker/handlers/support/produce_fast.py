@@ -184,17 +184,14 @@ class FastPath:
         if part is None or part.offline or not part.is_leader:
             return await general.handle(ctx, req.full(version))
         cfg = part.config
-        create_time = cfg.get("message.timestamp.type") != "LogAppendTime"
-        before = cfg.get("message.timestamp.before.max.ms") if create_time else None
-        if (cfg.get("compression.type", "producer") in COMPRESSION_TYPES
-                or "compact" in (cfg.get("cleanup.policy") or ())
-                or (before is not None and before < LONG_MAX)):
+        facts = part.fast_produce_facts
+        if facts is None or facts[0] is not cfg:
+            facts = part.fast_produce_facts = _fast_facts(cfg)
+        if not facts[1]:
             # recompression, or records to walk (keys, timestamps): the general path
             return await general.handle(ctx, req.full(version))
         now_ms = services.clock.time_ms()
-        validated = validate_single_batch(
-            req.records, cfg["max.message.bytes"], version, now_ms,
-            cfg.get("message.timestamp.after.max.ms") if create_time else None)
+        validated = validate_single_batch(req.records, facts[2], version, now_ms, facts[3])
         if validated is None:
             return await general.handle(ctx, req.full(version))
         try:
@@ -220,6 +217,21 @@ class FastPath:
         if isinstance(request, FastProduce):
             request = request.full(ctx.api_version)
         return self.general.error_response(ctx, request, code)
+
+
+def _fast_facts(cfg: Any) -> tuple:
+    """What the fast path reads of a partition's topic config, read once per config dict (a
+    config change replaces the partition's dict, Partition.update_config): (the dict, whether
+    the fast path may append, ``max.message.bytes``, the CreateTime "after" bound or None).
+    It may not when the topic recompresses (``compression.type`` other than producer), is
+    compacted, or has a finite ``message.timestamp.before.max.ms`` (records to walk)."""
+    create_time = cfg.get("message.timestamp.type") != "LogAppendTime"
+    before = cfg.get("message.timestamp.before.max.ms") if create_time else None
+    eligible = not (cfg.get("compression.type", "producer") in COMPRESSION_TYPES
+                    or "compact" in (cfg.get("cleanup.policy") or ())
+                    or (before is not None and before < LONG_MAX))
+    return (cfg, eligible, cfg["max.message.bytes"] if eligible else None,
+            cfg.get("message.timestamp.after.max.ms") if create_time else None)
 
 
 def _success(correlation_id: int, version: int, req: FastProduce, name: Optional[str], base_offset: int,
