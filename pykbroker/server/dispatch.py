@@ -243,6 +243,9 @@ class Dispatcher:
         self.connection = connection
         self.peer = peer
         self._frames = FrameBuffer(max_frame_bytes)
+        # the same FrameBuffer, for a connection loop that reads into it without the three
+        # delegating methods below (server/connection.py: a call fewer per read)
+        self.frames = self._frames
         self.closed = False
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
