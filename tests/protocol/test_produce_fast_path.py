@@ -104,6 +104,30 @@ def _logs(log_dir):
     return out
 
 
+ALTER = "alter"   # a case that changes topic t's config on both brokers (no Produce)
+# the partition's reading of a config value sent as a string (None: deleted, the default)
+_TYPED = {"max.message.bytes": lambda v: 1048588 if v is None else int(v),
+          "cleanup.policy": lambda v: ["delete"] if v is None else [v]}
+
+
+async def _alter_t(broker, configs):
+    """IncrementalAlterConfigs on topic t (a value of None deletes the config), then wait until
+    the partitions have the new config."""
+    d = Dispatcher(broker.handlers, 100 << 20, broker, None, "test")
+    d.receive_data(request_frame(44, 1, 1, {"resources": [{"resource_type": 2, "resource_name": "t", "configs": [
+        {"name": k, "config_operation": 1 if v is None else 0, "value": v} for k, v in configs.items()]}],
+        "validate_only": False}))
+    ev = d.next_event()
+    out = await ev.handler.handle(ev.ctx, ev.request)
+    assert out["responses"][0]["error_code"] == 0, out
+    rm = broker.services.replica_manager
+    for _ in range(200):
+        if all(rm.get_partition("t", i).config.get(k) == _TYPED[k](v) for i in range(4) for k, v in configs.items()):
+            return
+        await trio.sleep(0.01)
+    raise AssertionError("config of t not applied: %s: %s" % (configs, rm.get_partition("t", 0).config))
+
+
 # (label, version, request body or a function of the topic id, acks, the path the fast broker takes)
 def _cases():
     pid = 4000
@@ -154,6 +178,14 @@ def _cases():
         "general"
     yield "not leader", 9, produce(9, "t", 2, batch()), "fast"
     yield "after the errors", 9, produce(9, "t", 0, batch()), "fast"
+    # the topic's config changed after fast appends (the fast path keeps its reading of a
+    # partition's config until the config is replaced): the next requests see the new one
+    yield "alter t: max.message.bytes=300", 2, ALTER, {"max.message.bytes": "300"}, None
+    yield "over the new max.message.bytes", 9, produce(9, "t", 0, batch(5, 100)), "fast"
+    yield "alter t: compact", 2, ALTER, {"max.message.bytes": None, "cleanup.policy": "compact"}, None
+    yield "keyless on the now compacted t", 9, produce(9, "t", 0, batch()), "fast"
+    yield "alter t: back to the defaults", 2, ALTER, {"cleanup.policy": None}, None
+    yield "plain v9 after the config changes", 9, produce(9, "t", 0, batch(5, 100)), "fast"
 
 
 def test_fast_and_general_paths_answer_and_append_the_same_bytes():
@@ -166,7 +198,11 @@ def test_fast_and_general_paths_answer_and_append_the_same_bytes():
                 fast_broker = await _broker(nursery, da)
                 general_broker = await _broker(nursery, db)
                 ids = [b.services.metadata_cache.get("t").topic_id for b in (fast_broker, general_broker)]
-                for corr, (label, version, body, _) in enumerate(cases, 100):
+                for corr, (label, version, body, *rest) in enumerate(cases, 100):
+                    if body == ALTER:
+                        for b in (fast_broker, general_broker):
+                            await _alter_t(b, rest[0])
+                        continue
                     if label == "not leader":
                         for b in (fast_broker, general_broker):
                             b.services.replica_manager.get_partition("t", 2).is_leader = False
@@ -190,6 +226,7 @@ def test_fast_and_general_paths_answer_and_append_the_same_bytes():
 
     trio.run(main)
     *answers, (_, (logs_fast, logs_general)) = results
+    cases = [c for c in cases if c[2] != ALTER]
     for (label, _, _, want_path), (_, ((path_f, out_f), (path_g, out_g))) in zip(cases, answers):
         assert path_g == "general", label
         assert path_f == want_path, label
@@ -217,6 +254,9 @@ def test_fast_and_general_paths_answer_and_append_the_same_bytes():
     assert code("record too large") == 10
     assert code("not leader") == 6
     assert code("compacted, keyless") == 87
+    assert code("over the new max.message.bytes") == 10
+    assert code("keyless on the now compacted t") == 87
+    assert code("plain v9 after the config changes") == 0
 
 
 @pytest.mark.parametrize("mutate", [
