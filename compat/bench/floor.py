@@ -15,6 +15,9 @@ generator runs against three servers in turn, on a fresh port each run:
   one checkpoint per read.  No decoding, validation, offsets, indexes or state.
 * ``floor-epoll``: the same work from one plain ``select.epoll`` loop (no trio): the cost of the
   interpreter and the system calls alone.
+* ``floor-trio-poller`` (not run by default: ``--servers``): the epoll floor's loop inside
+  trio, one task waiting on its own epoll set's descriptor: what trio's scheduling costs when
+  it is paid once per batch of ready connections instead of once per connection.
 * ``pykbroker``: ``pykbroker serve`` with a 4-partition topic.
 
 For each run it prints records/s and ack p99 as the load generator saw them, the server's CPU
@@ -146,6 +149,65 @@ def serve_epoll(port: int, log_path: str) -> None:
                 os.write(fd, out)
 
 
+def serve_trio_poller(port: int, log_path: str) -> None:
+    """The floor of a different connection model inside trio: one task owns every connection
+    through its own ``select.epoll`` set, waits with trio only on that set's descriptor (one
+    wait per batch of ready connections, not one per connection) and then does the epoll
+    floor's work for each ready socket.  Not pykbroker's model (a task per connection, which
+    keeps a handler's awaits per connection and the answers in order without more machinery);
+    here to measure what trio's per-connection scheduling costs on top of the work."""
+    import trio
+    from pykbroker.protocol.framing import FrameBuffer
+    versions, produce = _answers()
+    log_fd = os.open(log_path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+
+    async def main():
+        pos = 0
+        ls = socket.create_server(("127.0.0.1", port), backlog=4096)
+        ls.setblocking(False)
+        ep = select.epoll()
+        conns: dict = {}
+
+        async def acceptor():
+            while True:
+                await trio.lowlevel.wait_readable(ls)
+                while True:
+                    try:
+                        s, _ = ls.accept()
+                    except BlockingIOError:
+                        break
+                    s.setblocking(False)
+                    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    conns[s.fileno()] = (s, FrameBuffer(100 << 20))
+                    ep.register(s.fileno(), select.EPOLLIN)
+
+        print("ready", flush=True)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(acceptor)
+            while True:
+                await trio.lowlevel.wait_readable(ep.fileno())
+                for fd, _ev in ep.poll(0):
+                    try:
+                        data = os.read(fd, 65536)
+                    except BlockingIOError:
+                        continue
+                    s, frames = conns[fd]
+                    if not data:
+                        ep.unregister(fd)
+                        del conns[fd]
+                        s.close()
+                        continue
+                    frames.receive_data(data)
+                    while True:
+                        frame = frames.next_frame()
+                        if frame is None:
+                            break
+                        out, pos = _answer(frame, log_fd, pos, versions, produce)
+                        os.write(fd, out)
+
+    trio.run(main)
+
+
 def start(server: str, tmp: str):
     """(pid, bootstrap, stop) of a running server."""
     if server == "pykbroker":
@@ -198,7 +260,8 @@ def run_one(server: str, n: int, seconds: float, tmp: str) -> dict:
 
 def main(argv=None) -> int:
     if argv is None and len(sys.argv) > 1 and sys.argv[1] == "serve":
-        {"floor-trio": serve_trio, "floor-epoll": serve_epoll}[sys.argv[2]](int(sys.argv[3]), sys.argv[4])
+        {"floor-trio": serve_trio, "floor-epoll": serve_epoll, "floor-trio-poller": serve_trio_poller}[
+            sys.argv[2]](int(sys.argv[3]), sys.argv[4])
         return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", default="100,1000", help="connection counts, comma-separated")
