@@ -676,6 +676,7 @@ class OfflinePartition:
     deleted = False
     is_leader = False
     log = None
+    fast_produce_facts: Optional[tuple] = None   # never read: the fast path stops at ``offline``
 
     def __init__(self, topic: str, topic_id: bytes, partition_id: int, config: dict,
                  *, state: PartitionState) -> None:
