@@ -18,6 +18,7 @@ Each repetition runs ``--requests`` requests round-robin over the 4 partitions; 
 over ``--reps`` repetitions is printed (the least disturbed by other processes on a shared
 machine), in µs per request.  ``--profile`` prints a cProfile of one more repetition
 (``PROFILE_LINES``: its length); ``--steps`` times decode and handle+encode again in separate loops by process CPU alone.
+``--append-steps`` times each step of the fast path's handler alone, call by call.
 ``--path``: ``fast`` (what the broker does: these requests take the Produce fast path,
 handlers/support/produce_fast.py), ``general`` (a dispatcher that never takes it: the path
 every Produce took before it), or ``both``, alternating the two repetition by repetition so
@@ -118,6 +119,8 @@ async def _run(args: argparse.Namespace, log_dir: str) -> None:
             print("%s path by steps, µs of process CPU per request (min of %d x %d): %s" % (
                 "general" if args.path == "general" else "fast", args.reps,
                 args.requests, ", ".join("%s %.1f" % kv for kv in cpu_steps.items())))
+        if args.append_steps:
+            _time_append_steps(broker, frames[0], args)
         if args.profile:
             import cProfile
             import pstats
@@ -132,6 +135,68 @@ async def _run(args: argparse.Namespace, log_dir: str) -> None:
         nursery.cancel_scope.cancel()
 
 
+def _time_append_steps(broker: BrokerServer, frame: bytes, args: argparse.Namespace) -> None:
+    """Each step of the fast path's handler alone, in a loop of ``--requests`` (process CPU per
+    call, the minimum over ``--reps``): the validation, the partition's append, the log's, the
+    segment's, the ``pwrite`` alone, the answer, the clock, the dispatcher's decode, and the
+    whole ``FastPath.handle``.  The appends go to partition 0 of the benchmark's topic."""
+    from pykbroker.handlers.support import produce_fast
+    from pykbroker.storage.log_validator import validate_single_batch
+    cpu = time.process_time
+    n = args.requests
+    disp = Dispatcher(broker.handlers, 100 << 20, broker, None, "bench", None)
+    disp.receive_data(frame)
+    ev = disp.next_event()
+    req = ev.request
+    part = broker.services.replica_manager.partitions[("t", 0)]
+    lg = part.log
+    best: dict = {}
+
+    def timed(name, fn, items):
+        t = cpu()
+        for x in items:
+            fn(x)
+        best[name] = min(best.get(name, float("inf")), (cpu() - t) / n * 1e6)
+
+    def views():   # fresh copies: an append patches its batch's offset in place
+        return [memoryview(bytearray(req.records)) for _ in range(n)]
+
+    for _ in range(args.reps):
+        vs = views()
+        timed("validate_single_batch", lambda v: validate_single_batch(v, 1 << 20, 9, 1, None), vs)
+        vals = [validate_single_batch(v, 1 << 20, 9, 1, None) for v in views()]
+        timed("Partition.append_records_as_leader", lambda v: part.append_records_as_leader(v, 1), vals)
+        vals = [validate_single_batch(v, 1 << 20, 9, 1, None) for v in views()]
+        timed("Log.append", lambda v: lg.append(v, 0, None, auto_flush=False, time_type_read=True), vals)
+        seg = lg._segments[-1]
+        bufs = [bytearray(req.records) for _ in range(n)]
+        timed("LogSegment.append", lambda b: seg.append(b, seg.next_offset + 9, 5, seg.next_offset + 9,
+                                                         [(0, len(b), seg.next_offset + 9, 5)]), bufs)
+        fd = seg._fdh.acquire()
+        seg._fdh.unpin()
+        timed("os.pwrite", lambda b: os.pwrite(fd, b, 0), bufs)
+        timed("_success", lambda _: produce_fast._success(1, 9, req, "t", 5, -1, 0), range(n))
+        clock = broker.services.clock
+        timed("BrokerClock.time_ms", lambda _: clock.time_ms(), range(n))
+
+        def decode(_):
+            disp.receive_data(frame)
+            return disp.next_event()
+        timed("decode (Dispatcher.next_event)", decode, range(n))
+        evs = [decode(None) for _ in range(n)]
+
+        def handle(e):
+            c = e.handler.handle(e.ctx, e.request)
+            try:
+                c.send(None)   # the fast path does not suspend here (no flush.messages)
+            except StopIteration:
+                pass
+        timed("FastPath.handle", handle, evs)
+    print("fast path's steps, µs of process CPU per call (min of %d x %d):" % (args.reps, n))
+    for k, v in best.items():
+        print("  %-36s %.2f" % (k, v))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description="The Kafka work of one small Produce, in process")
     ap.add_argument("--requests", type=int, default=4000)
@@ -140,6 +205,8 @@ def main() -> None:
     ap.add_argument("--steps", action="store_true",
                     help="also time decode and handle+encode in separate loops by process CPU")
     ap.add_argument("--path", choices=("fast", "general", "both"), default="both")
+    ap.add_argument("--append-steps", action="store_true",
+                    help="also time each step of the fast path's handler alone (validation, the appends, pwrite, ...)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         trio.run(_run, args, d)
