@@ -81,24 +81,6 @@ def test_no_acknowledged_record_lost(scenario, tmp_path):
     assert report.acked <= report.consumed <= report.sent
 
 
-@pytest.mark.timeout(900)   # the first Java test of a session may build compat/java
-def test_java_and_python_producers_kill_leader(tmp_path):
-    """The kill-leader scenario: two confluent-kafka producers, as every scenario above, and an
-    idempotent acks=all Java producer (kafka-clients 3.9, a JVM of its own) beside them; the
-    checker covers the acknowledgements of all three."""
-    seconds, interval, min_faults = RUNS["kill-leader"]
-    report = chaos.run("kill-leader", seconds=seconds, interval=interval, partitions=3, producers=2, rate=150,
-                       data_dir=str(tmp_path / "cluster"), log=print, java_producers=1, seed=SEED)
-    _print(report)
-    assert report.faults >= min_faults, "the nemesis struck %d time(s), not %d" % (report.faults, min_faults)
-    # the confluent-kafka producers' share as in the other scenarios, the Java producer's its own
-    assert report.acked - report.java_acked > 1000, report
-    assert report.java_acked > 500, report
-    assert report.lost == 0 and report.duplicates == 0 and report.inconsistent == 0, \
-        "%s\n%s" % (report.row(), "\n".join(report.examples))
-    assert report.acked <= report.consumed <= report.sent
-
-
 def _eos_run(data_dir, run):
     from compat.chaos import chaos_eos
     # 22 s with a kill every 4 s (30 s and 8 s before): the n-th kill comes at 4n + (n-1)(2 + r) s,
@@ -120,6 +102,50 @@ def eos_run(request, tmp_path_factory):
     run = background.Background(functools.partial(_eos_run, tmp_path_factory.mktemp("eos")), "eos-kill-leader")
     yield run
     run.join()
+
+
+def _java_kill_leader_run(data_dir, after, run):
+    """The kill-leader run with a Java producer beside the two confluent-kafka ones, once the run
+    ``after`` (the exactly-once run, started with the module) has ended."""
+    if after is not None:
+        after.join()
+    seconds, interval, _min_faults = RUNS["kill-leader"]
+    return chaos.run("kill-leader", seconds=seconds, interval=interval, partitions=3, producers=2, rate=150,
+                     data_dir=str(data_dir), log=run.log, java_producers=1, seed=SEED)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def java_kill_leader_run(request, tmp_path_factory, eos_run):
+    """The kill-leader run with its Java producer (about 48 s: a JVM start, the 30 s schedule and
+    the read-back; the first Java run of a session may build compat/java first) in the same
+    background thread as the exactly-once run, after it: the two together last about as long as
+    the scenarios of test_no_acknowledged_record_lost, which run meanwhile, so at most two
+    clusters are up at once, as before.  Its own cluster, topic and checks (no timing bound; the
+    overlapped runs' checks neither).  About 45 s of the module's time saved."""
+    if not background.selected(request, "test_chaos.py::test_java_and_python_producers_kill_leader"):
+        yield None
+        return
+    run = background.Background(functools.partial(_java_kill_leader_run, tmp_path_factory.mktemp("java-kill-leader"),
+                                                  eos_run), "java-kill-leader")
+    yield run
+    run.join()
+
+
+@pytest.mark.timeout(900)   # the first Java test of a session may build compat/java
+def test_java_and_python_producers_kill_leader(java_kill_leader_run):
+    """The kill-leader scenario: two confluent-kafka producers, as every scenario above, and an
+    idempotent acks=all Java producer (kafka-clients 3.9, a JVM of its own) beside them; the
+    checker covers the acknowledgements of all three."""
+    _seconds, _interval, min_faults = RUNS["kill-leader"]
+    report = java_kill_leader_run.result()
+    _print(report)
+    assert report.faults >= min_faults, "the nemesis struck %d time(s), not %d" % (report.faults, min_faults)
+    # the confluent-kafka producers' share as in the other scenarios, the Java producer's its own
+    assert report.acked - report.java_acked > 1000, report
+    assert report.java_acked > 500, report
+    assert report.lost == 0 and report.duplicates == 0 and report.inconsistent == 0, \
+        "%s\n%s" % (report.row(), "\n".join(report.examples))
+    assert report.acked <= report.consumed <= report.sent
 
 
 def test_exactly_once_consume_transform_produce_under_leader_kills(eos_run):
