@@ -234,3 +234,43 @@ def kafka_authorizer(_kafka_authorizer_node):
     _clear_acls(address)
     yield _kafka_authorizer_node
     _clear_acls(address)
+
+
+@pytest.fixture(scope="package", autouse=True)
+def scenario_sample_run(request, tmp_path_factory):
+    """test_scenarios_on_kafka.py's oracle and its child pytest run of the scenario sample (about
+    45 s: a JVM start, a child pytest with a Java scenario, mostly waiting on them), started with
+    the directory in a background thread and overlapped with its first modules: its Kafka node,
+    topics and groups are its own and its checks (every sampled test passed) have no timing
+    bound.  Its oracle stays up for the module's other test and stops with the directory."""
+    from tests import background
+    if not (background.selected(request, "test_scenarios_on_kafka.py::test_scenario_sample_passes_on_kafka")
+            or background.selected(request, "test_scenarios_on_kafka.py::test_kafka_bootstrap_option_on_kafka")):
+        yield None
+        return
+    from .test_scenarios_on_kafka import sample_run
+    with contextlib.ExitStack() as stack:
+        run = background.Background(lambda run: sample_run(tmp_path_factory, stack, run), "scenario-sample")
+        yield run
+        run.join()
+
+
+@pytest.fixture(scope="package", autouse=True)
+def interbroker_kafka_answers_run(request, tmp_path_factory, scenario_sample_run):
+    """test_interbroker_store_updates.py's Apache Kafka side (about 15 s: an SSL oracle's start,
+    three IncrementalAlterConfigs, its stop; answers only, nothing timed), made in the background
+    after the scenario sample's run (one background thread's worth of JVMs at a time), long before
+    its module is reached.  Its test compares pykbroker's answers with these."""
+    from tests import background
+    if not background.selected(request, "test_interbroker_store_updates.py::test_inter_broker_store_updates_answered_as_kafka"):
+        yield None
+        return
+
+    def go(run):
+        if scenario_sample_run is not None:
+            scenario_sample_run.join()
+        from .test_interbroker_store_updates import kafka_run
+        return kafka_run(tmp_path_factory)
+    run = background.Background(go, "interbroker-kafka-answers")
+    yield run
+    run.join()

@@ -20,10 +20,10 @@ needs.module("cryptography")
 PRE = "listener.name.ssl."
 
 
-@pytest.fixture(scope="module")
-def material(tmp_path_factory):
+def make_material(d):
+    """Two CAs and a keystore of each (same DN and SANs), PEM files under ``d``, and the SSL
+    listener's settings."""
     from pykbroker.security.certs import CertificateAuthority
-    d = tmp_path_factory.mktemp("ib-stores")
     ca, other = CertificateAuthority("inter-broker CA"), CertificateAuthority("a CA the brokers do not trust yet")
     f = {}
     for name, text in (("ca", ca.cert_pem), ("other_ca", other.cert_pem), ("both", ca.cert_pem + other.cert_pem)):
@@ -37,6 +37,12 @@ def material(tmp_path_factory):
                    "ssl.truststore.type": "PEM", "ssl.truststore.location": str(f["ca"]),
                    "inter.broker.listener.name": "SSL"}
     return f
+
+
+@pytest.fixture(scope="module")
+def material(interbroker_kafka_answers_run):
+    """The stores Kafka's answers were got with (made in the background run, conftest.py)."""
+    return interbroker_kafka_answers_run.result()[0]
 
 
 def _updates(material):
@@ -66,8 +72,11 @@ def _run_updates(bootstrap, updates):
     return out
 
 
-@pytest.fixture(scope="module")
-def kafka_answers(material, tmp_path_factory):
+def kafka_run(tmp_path_factory):
+    """(the stores, Apache Kafka's answers to the updates): an oracle with an SSL inter-broker
+    listener, started, asked and stopped.  Run in the background from the directory's start
+    (tests/differential/conftest.py): nothing in it is timed."""
+    material = make_material(tmp_path_factory.mktemp("ib-stores"))
     oracle = _load_oracle()
     ssl_port = free_port()
 
@@ -85,9 +94,14 @@ def kafka_answers(material, tmp_path_factory):
     except Exception as e:
         pytest.fail("Apache Kafka (the oracle) could not be started: %s" % e, pytrace=False)
     try:
-        return _run_updates(k.bootstrap, _updates(material))
+        return material, _run_updates(k.bootstrap, _updates(material))
     finally:
         k.stop()
+
+
+@pytest.fixture(scope="module")
+def kafka_answers(interbroker_kafka_answers_run):
+    return interbroker_kafka_answers_run.result()[1]
 
 
 def test_inter_broker_store_updates_answered_as_kafka(material, kafka_answers):

@@ -13,11 +13,13 @@ One Apache Kafka node (compat/kafka/oracle.py) with the switch's settings
   the record they produced back from it.
 
 Cost: the JVM starts in ~5-15 s; the sample takes ~30 s (the Java scenario's Maven build, when
-not yet built in the checkout, moves here from tests/java).  ``PYKBROKER_QUICK=1`` skips it
-with the rest of the differential suite.
+not yet built in the checkout, moves here from tests/java); both run in the background from the
+directory's start (``scenario_sample_run``, tests/differential/conftest.py), beside its first
+modules.  ``PYKBROKER_QUICK=1`` skips it with the rest of the differential suite.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -47,10 +49,27 @@ SAMPLE = [
 ]
 
 
+def sample_run(tmp_path_factory, stack: contextlib.ExitStack, run):
+    """The oracle (left open on ``stack``, closed by the fixture that made it) and the child
+    pytest of :data:`SAMPLE` against it: (oracle, the child's CompletedProcess, its junit file).
+    Run in the background from the directory's start (tests/differential/conftest.py)."""
+    oracle = stack.enter_context(started_oracle(tmp_path_factory, "kafka-scenarios", against.ORACLE_OVERRIDES))
+    junit = tmp_path_factory.mktemp("scenario-sample") / "junit.xml"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYKBROKER_AGAINST", "PYTEST_"))}
+    env.update(PYKBROKER_AGAINST="kafka", PYKBROKER_AGAINST_BOOTSTRAP=oracle.bootstrap,
+               PYKBROKER_AGAINST_LOG_DIRS=oracle.properties()["log.dirs"],
+               PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    env.pop("PYKBROKER_DURATIONS_FILE", None)   # the parent run's file, not this child's
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rA",
+                        "--junitxml", str(junit), *SAMPLE],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    return oracle, r, junit
+
+
 @pytest.fixture(scope="module")
-def kafka_for_scenarios(tmp_path_factory):
-    with started_oracle(tmp_path_factory, "kafka-scenarios", against.ORACLE_OVERRIDES) as k:
-        yield k
+def kafka_for_scenarios(scenario_sample_run):
+    """The oracle the sample ran against (started in the background with the directory)."""
+    return scenario_sample_run.result()[0]
 
 
 def _outcomes(junit: Path) -> dict:
@@ -69,16 +88,8 @@ def _outcomes(junit: Path) -> dict:
     return out
 
 
-def test_scenario_sample_passes_on_kafka(kafka_for_scenarios, tmp_path):
-    junit = tmp_path / "junit.xml"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYKBROKER_AGAINST", "PYTEST_"))}
-    env.update(PYKBROKER_AGAINST="kafka", PYKBROKER_AGAINST_BOOTSTRAP=kafka_for_scenarios.bootstrap,
-               PYKBROKER_AGAINST_LOG_DIRS=kafka_for_scenarios.properties()["log.dirs"],
-               PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-    env.pop("PYKBROKER_DURATIONS_FILE", None)   # the parent run's file, not this child's
-    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rA",
-                        "--junitxml", str(junit), *SAMPLE],
-                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+def test_scenario_sample_passes_on_kafka(kafka_for_scenarios, scenario_sample_run):
+    _k, r, junit = scenario_sample_run.result()
     assert junit.exists(), "the child pytest wrote no report (exit %d):\n%s\n%s" % (
         r.returncode, r.stdout[-4000:], r.stderr[-4000:])
     got = _outcomes(junit)
