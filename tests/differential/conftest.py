@@ -274,3 +274,33 @@ def interbroker_kafka_answers_run(request, tmp_path_factory, scenario_sample_run
     run = background.Background(go, "interbroker-kafka-answers")
     yield run
     run.join()
+
+
+@pytest.fixture(scope="package", autouse=True)
+def jbod_run(request, tmp_path_factory, scenario_sample_run, interbroker_kafka_answers_run):
+    """test_log_dirs.py's two JBOD brokers (pykbroker and Apache Kafka, each with two log dirs;
+    5-20 s of JVM start), started in the background thread's turn after the runs above, long
+    before their module is reached, and left idle until then: the module's test starts from
+    fresh brokers as before and stops them.  Stopped here if the module never took them."""
+    from tests import background
+    if not background.selected(request, "test_log_dirs.py::test_describe_and_move_between_log_dirs"):
+        yield None
+        return
+    previous = interbroker_kafka_answers_run or scenario_sample_run
+
+    def go(run):
+        if previous is not None:
+            previous.join()
+        from .test_log_dirs import start_jbod
+        return start_jbod(tmp_path_factory.mktemp("jbod"))
+    run = background.Background(go, "jbod-brokers")
+    run.taken = False
+    yield run
+    run.join()
+    if not run.taken and not run.thread.is_alive():
+        try:
+            pyk, k = run.result(timeout=0)
+        except BaseException:   # its failure was the module's to report
+            return
+        k.stop()
+        pyk.stop()

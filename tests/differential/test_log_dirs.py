@@ -16,10 +16,10 @@ from .helpers import connect, explain, produce_accepted
 TOPIC = "ld-topic"
 
 
-@pytest.fixture(scope="module")
-def jbod(tmp_path_factory):
-    """Both JBOD brokers, started side by side (the JVM's 5-15 s start covers pykbroker's)."""
-    base = tmp_path_factory.mktemp("jbod")
+def start_jbod(base):
+    """Both JBOD brokers under ``base``, started side by side (the JVM's 5-15 s start covers
+    pykbroker's): (pykbroker's BrokerProcess, Kafka's KafkaOracle).  Run in the background from
+    the directory's start (``jbod_run``, tests/differential/conftest.py)."""
     dirs_p = "%s,%s" % (base / "p1", base / "p2")
     pyk = BrokerProcess(dirs_p, COMMON_OVERRIDES)
     oracle = _load_oracle()
@@ -37,6 +37,14 @@ def jbod(tmp_path_factory):
         pyk.stop()
         k.stop()
         pytest.fail("Apache Kafka (the oracle) could not be started: %s" % kafka_error, pytrace=False)
+    return pyk, k
+
+
+@pytest.fixture(scope="module")
+def jbod(jbod_run):
+    """Both JBOD brokers (started ahead, in the background), stopped with the module."""
+    pyk, k = jbod_run.result()
+    jbod_run.taken = True
     yield Target("pykbroker", pyk.bootstrap, 1, pyk), Target("kafka", k.bootstrap, k.node_id, k)
     k.stop()
     pyk.stop()
