@@ -236,57 +236,68 @@ def kafka_authorizer(_kafka_authorizer_node):
     _clear_acls(address)
 
 
+# Runs started ahead, with the directory, one after another in one background thread (one JVM
+# set-up at a time beside the foreground's), in the order their modules come: each is ready long
+# before its module is reached.  None of them shares a broker, topic or group with the modules it
+# overlaps, and none is timed.
+def _previous(*runs):
+    """The last run of the chain that was started (None: this one starts at once)."""
+    return next((r for r in runs if r is not None), None)
+
+
 @pytest.fixture(scope="package", autouse=True)
-def scenario_sample_run(request, tmp_path_factory):
+def scenario_sample_run(request, tmp_path_factory, interbroker_kafka_answers_run, jbod_run):
     """test_scenarios_on_kafka.py's oracle and its child pytest run of the scenario sample (about
-    45 s: a JVM start, a child pytest with a Java scenario, mostly waiting on them), started with
-    the directory in a background thread and overlapped with its first modules: its Kafka node,
-    topics and groups are its own and its checks (every sampled test passed) have no timing
-    bound.  Its oracle stays up for the module's other test and stops with the directory."""
+    45 s: a JVM start, a child pytest with a Java scenario, mostly waiting on them), last in the
+    background thread's chain: its Kafka node, topics and groups are its own and its checks
+    (every sampled test passed) have no timing bound.  Its oracle stays up for the module's other
+    test and stops with the directory."""
     from tests import background
     if not (background.selected(request, "test_scenarios_on_kafka.py::test_scenario_sample_passes_on_kafka")
             or background.selected(request, "test_scenarios_on_kafka.py::test_kafka_bootstrap_option_on_kafka")):
         yield None
         return
     from .test_scenarios_on_kafka import sample_run
+    previous = _previous(jbod_run, interbroker_kafka_answers_run)
+
+    def go(run):
+        if previous is not None:
+            previous.join()
+        return sample_run(tmp_path_factory, stack, run)
     with contextlib.ExitStack() as stack:
-        run = background.Background(lambda run: sample_run(tmp_path_factory, stack, run), "scenario-sample")
+        run = background.Background(go, "scenario-sample")
         yield run
         run.join()
 
 
 @pytest.fixture(scope="package", autouse=True)
-def interbroker_kafka_answers_run(request, tmp_path_factory, scenario_sample_run):
+def interbroker_kafka_answers_run(request, tmp_path_factory):
     """test_interbroker_store_updates.py's Apache Kafka side (about 15 s: an SSL oracle's start,
-    three IncrementalAlterConfigs, its stop; answers only, nothing timed), made in the background
-    after the scenario sample's run (one background thread's worth of JVMs at a time), long before
-    its module is reached.  Its test compares pykbroker's answers with these."""
+    three IncrementalAlterConfigs, its stop; answers only, nothing timed), first in the background
+    thread's chain (the lightest: one JVM start beside the directory's first JVM starts), long
+    before its module is reached.  Its test compares pykbroker's answers with these."""
     from tests import background
     if not background.selected(request, "test_interbroker_store_updates.py::test_inter_broker_store_updates_answered_as_kafka"):
         yield None
         return
 
-    def go(run):
-        if scenario_sample_run is not None:
-            scenario_sample_run.join()
-        from .test_interbroker_store_updates import kafka_run
-        return kafka_run(tmp_path_factory)
-    run = background.Background(go, "interbroker-kafka-answers")
+    from .test_interbroker_store_updates import kafka_run
+    run = background.Background(lambda run: kafka_run(tmp_path_factory), "interbroker-kafka-answers")
     yield run
     run.join()
 
 
 @pytest.fixture(scope="package", autouse=True)
-def jbod_run(request, tmp_path_factory, scenario_sample_run, interbroker_kafka_answers_run):
+def jbod_run(request, tmp_path_factory, interbroker_kafka_answers_run):
     """test_log_dirs.py's two JBOD brokers (pykbroker and Apache Kafka, each with two log dirs;
-    5-20 s of JVM start), started in the background thread's turn after the runs above, long
+    5-20 s of JVM start), started in the background thread's turn after the answers above, long
     before their module is reached, and left idle until then: the module's test starts from
     fresh brokers as before and stops them.  Stopped here if the module never took them."""
     from tests import background
     if not background.selected(request, "test_log_dirs.py::test_describe_and_move_between_log_dirs"):
         yield None
         return
-    previous = interbroker_kafka_answers_run or scenario_sample_run
+    previous = interbroker_kafka_answers_run
 
     def go(run):
         if previous is not None:

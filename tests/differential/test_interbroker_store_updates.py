@@ -74,7 +74,7 @@ def _run_updates(bootstrap, updates):
 
 def kafka_run(tmp_path_factory):
     """(the stores, Apache Kafka's answers to the updates): an oracle with an SSL inter-broker
-    listener, started, asked and stopped.  Run in the background from the directory's start
+    listener, started, asked and stopped.  Run ahead, in the directory's background thread
     (tests/differential/conftest.py): nothing in it is timed."""
     material = make_material(tmp_path_factory.mktemp("ib-stores"))
     oracle = _load_oracle()

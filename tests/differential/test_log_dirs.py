@@ -18,8 +18,8 @@ TOPIC = "ld-topic"
 
 def start_jbod(base):
     """Both JBOD brokers under ``base``, started side by side (the JVM's 5-15 s start covers
-    pykbroker's): (pykbroker's BrokerProcess, Kafka's KafkaOracle).  Run in the background from
-    the directory's start (``jbod_run``, tests/differential/conftest.py)."""
+    pykbroker's): (pykbroker's BrokerProcess, Kafka's KafkaOracle).  Run ahead, in the
+    directory's background thread (``jbod_run``, tests/differential/conftest.py)."""
     dirs_p = "%s,%s" % (base / "p1", base / "p2")
     pyk = BrokerProcess(dirs_p, COMMON_OVERRIDES)
     oracle = _load_oracle()

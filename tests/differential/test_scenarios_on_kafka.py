@@ -13,9 +13,8 @@ One Apache Kafka node (compat/kafka/oracle.py) with the switch's settings
   the record they produced back from it.
 
 Cost: the JVM starts in ~5-15 s; the sample takes ~30 s (the Java scenario's Maven build, when
-not yet built in the checkout, moves here from tests/java); both run in the background from the
-directory's start (``scenario_sample_run``, tests/differential/conftest.py), beside its first
-modules.  ``PYKBROKER_QUICK=1`` skips it with the rest of the differential suite.
+not yet built in the checkout, moves here from tests/java); both run ahead, in the directory's
+background thread (``scenario_sample_run``, tests/differential/conftest.py).  ``PYKBROKER_QUICK=1`` skips it with the rest of the differential suite.
 """
 from __future__ import annotations
 
@@ -52,7 +51,7 @@ SAMPLE = [
 def sample_run(tmp_path_factory, stack: contextlib.ExitStack, run):
     """The oracle (left open on ``stack``, closed by the fixture that made it) and the child
     pytest of :data:`SAMPLE` against it: (oracle, the child's CompletedProcess, its junit file).
-    Run in the background from the directory's start (tests/differential/conftest.py)."""
+    Run ahead, in the directory's background thread (tests/differential/conftest.py)."""
     oracle = stack.enter_context(started_oracle(tmp_path_factory, "kafka-scenarios", against.ORACLE_OVERRIDES))
     junit = tmp_path_factory.mktemp("scenario-sample") / "junit.xml"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYKBROKER_AGAINST", "PYTEST_"))}
