@@ -187,5 +187,16 @@ def stored(side: Side, topic: str, partitions: int = 3) -> dict:
 
 
 def end_offsets(side: Side, topic: str, partitions: int = 3) -> list:
+    """Each partition's log end offset, asked again (10 s at most) while a partition answers an
+    error: a topic a client just made may not have its leaders ready yet (-1 with an error code,
+    seen on Kafka in a loaded run)."""
+    out = []
     with WireClient(side.plain, timeout=15) as c:
-        return [wire.list_offsets(c, topic, p, -1)["offset"] for p in range(partitions)]
+        for p in range(partitions):
+            deadline = time.monotonic() + 10
+            r = wire.list_offsets(c, topic, p, -1)
+            while r["error_code"] != 0 and time.monotonic() < deadline:
+                time.sleep(0.1)
+                r = wire.list_offsets(c, topic, p, -1)
+            out.append(r["offset"])
+    return out
