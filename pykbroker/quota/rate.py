@@ -8,7 +8,11 @@ quota.window.size.seconds`` x 1000 (1000):
 - samples without an event for ``samples x window`` are reset before measuring;
 - the rate is the sum of the samples over the elapsed time since the oldest sample started,
   counted as at least ``samples - 1`` whole windows (so a first burst is measured over 10 s, not
-  over the few ms since it began: Kafka's "assume prior windows with zero records").
+  over the few ms since it began: Kafka's "assume prior windows with zero records"), and at
+  least 1 ms.
+
+tests/quotas/test_rate_oracle.py compares every step with the answers of Kafka 4.4's own classes
+(compat/kafka/quota/rate_oracle.py).
 
 ``throttle_ms`` is Kafka's QuotaUtils.throttleTime: (observed - bound) / bound x that window,
 rounded: the delay after which the average over the window is back at the bound if nothing more
@@ -62,12 +66,14 @@ class Rate:
         full = elapsed // self.window_ms
         if full < self.samples - 1:
             elapsed += (self.samples - 1 - full) * self.window_ms
-        return elapsed
+        # at least 1 ms, as Kafka: with quota.window.num=1 a first event is measured over 1 ms
+        # (a rate over an empty window is undefined), not over nothing
+        return max(elapsed, 1)
 
     def measure(self, now_ms: int) -> float:
         """Units per second."""
-        window = self.window_size_ms(now_ms)
-        return sum(self._values) / (window / 1000.0) if window > 0 else 0.0
+        window = self.window_size_ms(now_ms)   # first: it drops the expired samples from the sum
+        return sum(self._values) / (window / 1000.0)
 
     def throttle_ms(self, bound: float, now_ms: int) -> int:
         """0 within ``bound``, else Kafka's throttle time for the observed rate."""
