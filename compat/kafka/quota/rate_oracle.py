@@ -123,18 +123,25 @@ def write_fixture() -> None:
 
 
 def simulate(seconds: int = 600, bound: float = MIB) -> None:
-    """The long-run rate of a client sending as fast as its throttles allow (1 ms gap)."""
-    for request in (1_000_000, 262_144, 65_536, 16_384):
+    """The long-run rate of a client sending (or fetching) as fast as its throttles allow (1 ms
+    gap).  A Produce is appended whatever its throttle; a Fetch over the quota is answered empty
+    and its bytes taken back out of the rate (Kafka's unrecordQuotaSensor)."""
+    for kind, request in (("produce", 1_000_000), ("produce", 262_144), ("produce", 65_536), ("produce", 16_384),
+                          ("fetch", MIB), ("fetch", 65_536)):
         r = Rate(11, 1000)
         t, per_s = 0, [0] * seconds
         while t < seconds * 1000:
             r.record(request, t)
-            per_s[t // 1000] += request
-            t += r.throttle_ms(bound, t) + 1
+            throttle = r.throttle_ms(bound, t)
+            if kind == "fetch" and throttle > 0:
+                r.record(-request, t)
+            else:
+                per_s[t // 1000] += request
+            t += throttle + 1
         after = per_s[10:]
         win = [sum(after[i:i + 30]) / 30 / bound for i in range(len(after) - 29)]
-        print("request %7d B: %.3f x quota after the first 10 s; 30 s windows %.3f .. %.3f; first 40 s (KiB): %s"
-              % (request, sum(after) / len(after) / bound, min(win), max(win),
+        print("%s %7d B: %.3f x quota after the first 10 s; 30 s windows %.3f .. %.3f; first 40 s (KiB): %s"
+              % (kind, request, sum(after) / len(after) / bound, min(win), max(win),
                  " ".join(str(n // 1024) for n in per_s[:40])))
 
 
