@@ -1,6 +1,6 @@
 """Byte-rate quotas measured next to Apache Kafka (a measurement, not a timed test).
 
-    python compat/bench/quota_compare.py [--seconds 70] [--rate 1048576] [--targets pykbroker kafka]
+    python compat/bench/quota_compare.py [--seconds 90] [--rate 1048576] [--targets pykbroker kafka]
                                          [--clients ...] [--out FILE.md] [--json FILE.json]
 
 For each target (a fresh single node, started as bench.py starts it: brokers.py) the same client
@@ -378,7 +378,7 @@ def table(results: dict, clients: list, seconds: int, rate: int) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seconds", type=int, default=70)
+    ap.add_argument("--seconds", type=int, default=90)
     ap.add_argument("--rate", type=int, default=1 << 20, help="the quota, bytes/s (both directions)")
     ap.add_argument("--targets", nargs="+", default=["pykbroker", "kafka"])
     ap.add_argument("--clients", nargs="+", default=list(PRODUCERS) + list(CONSUMERS),
