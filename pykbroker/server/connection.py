@@ -388,6 +388,9 @@ class Connection:
                     out = self.dispatcher.finish(event, throttled_fetch_response(ctx.api_version, request,
                                                                                  response, throttle))
         client_side = throttle > 0 and ctx.api_version >= CLIENT_THROTTLES_FROM[ctx.api_key]
+        # KIP-219's mute runs from the throttle's decision, not from the end of the answer's
+        # write: Kafka starts its ThrottledChannel before it sends the answer
+        muted_until = trio.current_time() + throttle / 1000.0
         if throttle > 0:
             manager.throttled(FETCH if fetch else PRODUCE, sensor, throttle, now_ms)
             if not client_side:
@@ -406,7 +409,7 @@ class Connection:
                              t0, t1, time.perf_counter())
         if ok and client_side:
             # KIP-219: muted, nothing read or carried out, until the throttle time is over
-            await trio.sleep(throttle / 1000.0)
+            await trio.sleep_until(muted_until)
         return ok
 
     async def _carry_out_request_quota(self, event: HandleRequest) -> bool:
@@ -515,6 +518,7 @@ class Connection:
         elif exempt:
             manager.record_exempt(spent[0] + encode, now_ms)
         client_side = throttle > 0 and client_throttles(key, ctx.api_version)
+        muted_until = trio.current_time() + throttle / 1000.0   # from the decision, as above
         if throttle > 0:
             if by == MUTATION:
                 manager.throttled_requests[MUTATION] += 1
@@ -537,7 +541,7 @@ class Connection:
         if obs is not None:
             obs.request_done(self, event, response, sent, error, t0, t1, time.perf_counter())
         if ok and client_side:
-            await trio.sleep(throttle / 1000.0)       # KIP-219: muted
+            await trio.sleep_until(muted_until)       # KIP-219: muted
         return ok
 
     async def _carry_out_mutation(self, event: HandleRequest) -> bool:
@@ -561,6 +565,7 @@ class Connection:
             out = self.dispatcher.finish(event, response)
             throttle = response.get("throttle_time_ms", 0) if response is not None else 0
         client_side = throttle > 0 and ctx.api_version >= CLIENT_THROTTLES_FROM[ctx.api_key]
+        muted_until = trio.current_time() + throttle / 1000.0   # from the decision, as above
         if throttle > 0:
             self.quotas.throttled_requests[MUTATION] += 1
             if not client_side:
@@ -571,7 +576,7 @@ class Connection:
             obs.request_done(self, event, response, out.parts if ok and out.__class__ is SendResponse else None,
                              error, t0, t1, time.perf_counter())
         if ok and client_side:
-            await trio.sleep(throttle / 1000.0)       # KIP-219: muted
+            await trio.sleep_until(muted_until)       # KIP-219: muted
         return ok
 
     async def _carry_out_plain(self, event: HandleRequest) -> bool:
