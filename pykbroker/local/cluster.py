@@ -46,6 +46,36 @@ if TYPE_CHECKING:
 HOST = "127.0.0.1"
 
 
+def _listens(pid: int, port: int) -> Optional[bool]:
+    """Whether process ``pid`` holds a listening TCP socket on ``port`` (Linux's /proc: the
+    socket inodes among its descriptors, looked up in its network namespace's socket tables);
+    None without a /proc to read (then the caller trusts the probe alone); False also when the
+    process is gone (a zombie's descriptors cannot be listed)."""
+    if not os.path.exists("/proc/self/net/tcp"):
+        return None
+    try:
+        inodes = set()
+        for fd in os.listdir("/proc/%d/fd" % pid):
+            try:
+                target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+        for table in ("tcp", "tcp6"):
+            with open("/proc/%d/net/%s" % (pid, table)) as f:
+                next(f, None)
+                for line in f:
+                    fields = line.split()
+                    # local address "HEXIP:HEXPORT", state 0A = LISTEN, inode in column 10
+                    if (len(fields) > 9 and fields[3] == "0A" and fields[9] in inodes
+                            and int(fields[1].rsplit(":", 1)[1], 16) == port):
+                        return True
+        return False
+    except (OSError, ValueError):
+        return False
+
+
 class BrokerNode(ChildProcess):
     """One ``pykbroker serve`` child: ``broker_id``, ``port``, ``pid``, ``data_dir`` (its
     directory: log file and log.dirs), ``log_dir`` (log.dirs), ``log_path``."""
@@ -159,8 +189,13 @@ class BrokerNode(ChildProcess):
                     self.security.probe(self.host, self.port, timeout=1.0)
                 else:
                     probe(self.host, self.port, timeout=1.0)
-                self.ever_ready = True
-                return
+                # The answer must come from this child: a port picked free can be taken by another
+                # broker before this one binds it (then this one exits, "Address already in use",
+                # and the probe was answered by the other).  Only on the shared loopback: in a
+                # network namespace of its own (a launcher) nothing else holds its port.
+                if self.launcher or _listens(self.proc.pid, self.port) is not False:
+                    self.ever_ready = True
+                    return
             except (OSError, ValueError):
                 pass
             if time.monotonic() > deadline:

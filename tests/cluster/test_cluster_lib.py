@@ -178,3 +178,22 @@ def test_first_start_moves_off_a_port_taken_meanwhile(tmp_path, monkeypatch):
             assert "Address already in use" in open(b.log_path).read()
     finally:
         taken.close()
+
+
+def test_first_start_moves_off_a_port_a_kafka_broker_took_meanwhile(tmp_path, monkeypatch):
+    """The process taking the port speaks Kafka (another broker): its ApiVersions answer must
+    not count as this broker's readiness (it exits, "Address already in use"); it moves on."""
+    import pykbroker
+    import pykbroker.local.cluster as mod
+
+    with pykbroker.Broker() as other:
+        taken = int(other.bootstrap_servers.rsplit(":", 1)[1])
+        picks = [taken]
+        real = mod.free_port
+        monkeypatch.setattr(mod, "free_port", lambda host="127.0.0.1": picks.pop() if picks else real(host))
+        with Cluster(1, data_dir=str(tmp_path / "c")) as c:
+            b = c.broker(1)
+            assert b.port != taken
+            assert mod._listens(b.pid, b.port) is True and mod._listens(b.pid, taken) is False
+            assert_answers(b.bootstrap)
+            assert "Address already in use" in open(b.log_path).read()
