@@ -10,7 +10,7 @@ test is running meanwhile.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, Optional
 
 
 class Background:
@@ -48,3 +48,14 @@ def selected(request, test: str) -> bool:
     """Whether this session runs ``test``, a node id's end (``test_mod.py::test_name``, parameters
     aside): ``-k`` or a node id may leave it out, and then its run is not started at all."""
     return any(item.nodeid.split("[")[0].endswith(test) for item in request.session.items)
+
+
+def ahead(request, test: str, fn: Callable[["Background"], Any], name: str) -> Iterator[Optional[Background]]:
+    """A fixture's body (``yield from background.ahead(...)``): ``fn`` started as a
+    :class:`Background` run when this session runs ``test`` (else None), joined at teardown."""
+    if not selected(request, test):
+        yield None
+        return
+    run = Background(fn, name)
+    yield run
+    run.join()

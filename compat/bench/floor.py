@@ -106,8 +106,43 @@ def serve_trio(port: int, log_path: str) -> None:
     trio.run(main)
 
 
-def serve_epoll(port: int, log_path: str) -> None:
+def _accept_all(ls: socket.socket, conns: dict, ep: "select.epoll") -> None:
+    """Accept every pending connection of ``ls`` into ``conns`` and the epoll set."""
     from pykbroker.protocol.framing import FrameBuffer
+    while True:
+        try:
+            s, _ = ls.accept()
+        except BlockingIOError:
+            return
+        s.setblocking(False)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conns[s.fileno()] = (s, FrameBuffer(100 << 20))
+        ep.register(s.fileno(), select.EPOLLIN)
+
+
+def _serve_ready(fd: int, conns: dict, ep: "select.epoll", log_fd: int, pos: int, versions, produce) -> int:
+    """The epoll floors' work for one readable connection: one read, every whole frame in it
+    answered (one write each); returns the log position."""
+    try:
+        data = os.read(fd, 65536)
+    except BlockingIOError:
+        return pos
+    s, frames = conns[fd]
+    if not data:
+        ep.unregister(fd)
+        del conns[fd]
+        s.close()
+        return pos
+    frames.receive_data(data)
+    while True:
+        frame = frames.next_frame()
+        if frame is None:
+            return pos
+        out, pos = _answer(frame, log_fd, pos, versions, produce)
+        os.write(fd, out)
+
+
+def serve_epoll(port: int, log_path: str) -> None:
     versions, produce = _answers()
     log_fd = os.open(log_path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
     pos = 0
@@ -120,33 +155,9 @@ def serve_epoll(port: int, log_path: str) -> None:
     while True:
         for fd, _ev in ep.poll():
             if fd == ls.fileno():
-                while True:
-                    try:
-                        s, _ = ls.accept()
-                    except BlockingIOError:
-                        break
-                    s.setblocking(False)
-                    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                    conns[s.fileno()] = (s, FrameBuffer(100 << 20))
-                    ep.register(s.fileno(), select.EPOLLIN)
-                continue
-            try:
-                data = os.read(fd, 65536)
-            except BlockingIOError:
-                continue
-            s, frames = conns[fd]
-            if not data:
-                ep.unregister(fd)
-                del conns[fd]
-                s.close()
-                continue
-            frames.receive_data(data)
-            while True:
-                frame = frames.next_frame()
-                if frame is None:
-                    break
-                out, pos = _answer(frame, log_fd, pos, versions, produce)
-                os.write(fd, out)
+                _accept_all(ls, conns, ep)
+            else:
+                pos = _serve_ready(fd, conns, ep, log_fd, pos, versions, produce)
 
 
 def serve_trio_poller(port: int, log_path: str) -> None:
@@ -157,7 +168,6 @@ def serve_trio_poller(port: int, log_path: str) -> None:
     keeps a handler's awaits per connection and the answers in order without more machinery);
     here to measure what trio's per-connection scheduling costs on top of the work."""
     import trio
-    from pykbroker.protocol.framing import FrameBuffer
     versions, produce = _answers()
     log_fd = os.open(log_path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
 
@@ -171,15 +181,7 @@ def serve_trio_poller(port: int, log_path: str) -> None:
         async def acceptor():
             while True:
                 await trio.lowlevel.wait_readable(ls)
-                while True:
-                    try:
-                        s, _ = ls.accept()
-                    except BlockingIOError:
-                        break
-                    s.setblocking(False)
-                    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                    conns[s.fileno()] = (s, FrameBuffer(100 << 20))
-                    ep.register(s.fileno(), select.EPOLLIN)
+                _accept_all(ls, conns, ep)
 
         print("ready", flush=True)
         async with trio.open_nursery() as nursery:
@@ -187,23 +189,7 @@ def serve_trio_poller(port: int, log_path: str) -> None:
             while True:
                 await trio.lowlevel.wait_readable(ep.fileno())
                 for fd, _ev in ep.poll(0):
-                    try:
-                        data = os.read(fd, 65536)
-                    except BlockingIOError:
-                        continue
-                    s, frames = conns[fd]
-                    if not data:
-                        ep.unregister(fd)
-                        del conns[fd]
-                        s.close()
-                        continue
-                    frames.receive_data(data)
-                    while True:
-                        frame = frames.next_frame()
-                        if frame is None:
-                            break
-                        out, pos = _answer(frame, log_fd, pos, versions, produce)
-                        os.write(fd, out)
+                    pos = _serve_ready(fd, conns, ep, log_fd, pos, versions, produce)
 
     trio.run(main)
 

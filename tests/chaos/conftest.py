@@ -15,14 +15,12 @@ def lossy_link(request):
     netns.Net), light on the CPU, overlapped with the package's first modules instead of run
     after them.  Its test checks the outcome."""
     from compat.chaos import netns
-    if netns.unavailable() is not None or not background.selected(
-            request, "test_relay.py::test_lossy_link_drops_packets_tcp_still_delivers"):
+    if netns.unavailable() is not None:
         yield None
         return
     from tests.chaos.test_relay import lossy_link_run
-    run = background.Background(lossy_link_run, "lossy-link")
-    yield run
-    run.join()
+    yield from background.ahead(request, "test_relay.py::test_lossy_link_drops_packets_tcp_still_delivers",
+                                lossy_link_run, "lossy-link")
 
 
 @pytest.fixture(scope="package", autouse=True)
@@ -31,12 +29,10 @@ def netns_cluster_cut(request, tmp_path_factory):
     from ZooKeeper and healed; no timing bound but its 30 s and 60 s waits), started with the
     package and overlapped with its first modules (about 11 s saved).  Its test checks it."""
     from compat.chaos import netns
-    if netns.unavailable() is not None or not background.selected(
-            request, "test_netns.py::test_cluster_in_namespaces_sees_a_broker_cut_from_zookeeper"):
+    if netns.unavailable() is not None:
         yield None
         return
     from tests.chaos.test_netns import cluster_cut_run
-    run = background.Background(functools.partial(cluster_cut_run, tmp_path_factory.mktemp("netns-cluster")),
+    yield from background.ahead(request, "test_netns.py::test_cluster_in_namespaces_sees_a_broker_cut_from_zookeeper",
+                                functools.partial(cluster_cut_run, tmp_path_factory.mktemp("netns-cluster")),
                                 "netns-cluster")
-    yield run
-    run.join()

@@ -96,12 +96,8 @@ def eos_run(request, tmp_path_factory):
     paced transactions) starts with the module, beside the runs of the tests before its own: its
     cluster, topics, transactional id and group are its own, and its checks are its own (no
     timing bound; the other runs' checks neither).  About 44 s of the module's time saved."""
-    if not background.selected(request, "test_chaos.py::test_exactly_once_consume_transform_produce_under_leader_kills"):
-        yield None
-        return
-    run = background.Background(functools.partial(_eos_run, tmp_path_factory.mktemp("eos")), "eos-kill-leader")
-    yield run
-    run.join()
+    yield from background.ahead(request, "test_chaos.py::test_exactly_once_consume_transform_produce_under_leader_kills",
+                                functools.partial(_eos_run, tmp_path_factory.mktemp("eos")), "eos-kill-leader")
 
 
 def _java_kill_leader_run(data_dir, after, run):
@@ -122,13 +118,10 @@ def java_kill_leader_run(request, tmp_path_factory, eos_run):
     the scenarios of test_no_acknowledged_record_lost, which run meanwhile, so at most two
     clusters are up at once, as before.  Its own cluster, topic and checks (no timing bound; the
     overlapped runs' checks neither).  About 45 s of the module's time saved."""
-    if not background.selected(request, "test_chaos.py::test_java_and_python_producers_kill_leader"):
-        yield None
-        return
-    run = background.Background(functools.partial(_java_kill_leader_run, tmp_path_factory.mktemp("java-kill-leader"),
-                                                  eos_run), "java-kill-leader")
-    yield run
-    run.join()
+    yield from background.ahead(
+        request, "test_chaos.py::test_java_and_python_producers_kill_leader",
+        functools.partial(_java_kill_leader_run, tmp_path_factory.mktemp("java-kill-leader"), eos_run),
+        "java-kill-leader")
 
 
 @pytest.mark.timeout(900)   # the first Java test of a session may build compat/java

@@ -744,13 +744,9 @@ def auto_rebalance_run(request, tmp_path_factory):
     session expiry, a restart and the periodic check) starts with the module, beside its first
     tests: its cluster (ZooKeeper included) and topic are its own, its waits are deadlines, not
     timing bounds.  About 17 s of the module's time saved."""
-    if not background.selected(request, "test_zk_controller.py::test_auto_leader_rebalance_moves_leadership_back"):
-        yield None
-        return
-    run = background.Background(functools.partial(_auto_rebalance_run, tmp_path_factory.mktemp("rebalance")),
+    yield from background.ahead(request, "test_zk_controller.py::test_auto_leader_rebalance_moves_leadership_back",
+                                functools.partial(_auto_rebalance_run, tmp_path_factory.mktemp("rebalance")),
                                 "auto-rebalance")
-    yield run
-    run.join()
 
 
 def test_auto_leader_rebalance_moves_leadership_back(auto_rebalance_run):

@@ -230,12 +230,8 @@ def ssl_run(request, runner, tmp_path_factory):
     """0097's run, started by the first test asking for it (the re-authentication test, so that
     it runs beside that test's runs; it shares nothing with them: its own in-process broker,
     certificates and port); the module waits for it to end."""
-    if not background.selected(request, "test_librdkafka_suite.py::test_0097_ssl_verify_against_a_mutual_tls_listener"):
-        yield None
-        return
-    run = background.Background(lambda _run: _ssl_run(runner, tmp_path_factory.mktemp("pki")), "0097")
-    yield run
-    run.join()
+    yield from background.ahead(request, "test_librdkafka_suite.py::test_0097_ssl_verify_against_a_mutual_tls_listener",
+                                lambda _run, pki=tmp_path_factory.mktemp("pki"): _ssl_run(runner, pki), "0097")
 
 
 def test_0097_ssl_verify_against_a_mutual_tls_listener(ssl_run):
