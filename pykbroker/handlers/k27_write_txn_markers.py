@@ -3,7 +3,11 @@
 Behaviour (Apache Kafka 4.x, KafkaApis.handleWriteTxnMarkersRequest): for every marker, a
 COMMIT (``transaction_result`` true) or ABORT control batch of the producer is appended to each
 listed partition this broker leads; ``__consumer_offsets`` partitions go through the group
-coordinator, which materializes or drops the producer's transactional offsets.  Per partition:
+coordinator, which materializes or drops the producer's transactional offsets (as Kafka 4.4's
+new group coordinator: its refusals COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS and
+NOT_COORDINATOR, e.g. the partition not led here or still loading, are answered
+NOT_LEADER_OR_FOLLOWER, which the sender retries; the ZooKeeper-mode cluster follows the same
+rule).  Per partition:
 unknown -> UNKNOWN_TOPIC_OR_PARTITION, an older producer epoch than the partition has seen ->
 INVALID_PRODUCER_EPOCH, an older coordinator epoch -> TRANSACTION_COORDINATOR_FENCED, offline
 log dir -> KAFKA_STORAGE_ERROR.  Markers are acks=all appends (Kafka's requiredAcks -1): an ISR
@@ -34,6 +38,14 @@ from .support.versions import VERSIONS
 API_KEY = 27
 MIN_VERSION, MAX_VERSION = VERSIONS[API_KEY].served   # handlers/support/versions.py
 _CLUSTER = need(API_KEY, "cluster")
+# The group coordinator's "not the coordinator of this partition (yet)" errors, which a
+# transaction coordinator's marker channel does not expect (Kafka's throws IllegalStateException
+# on them) while it retries NOT_LEADER_OR_FOLLOWER after a metadata refresh: Kafka's
+# handleWriteTxnMarkersRequest answers NOT_LEADER_OR_FOLLOWER for them (4.4, and 3.9 with the
+# new group coordinator).  Other errors (REQUEST_TIMED_OUT, a lost leadership's
+# NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR) pass through unchanged, as in Kafka.
+_COORDINATOR_NOT_HERE = frozenset((int(E.COORDINATOR_NOT_AVAILABLE), int(E.COORDINATOR_LOAD_IN_PROGRESS),
+                                   int(E.NOT_COORDINATOR)))
 # How long the answer waits for markers to be committed (Kafka uses the request timeout).
 _COMMIT_WAIT_S = 30
 
@@ -68,7 +80,8 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                         gc = services.group_coordinator
                         if gc is None:
                             raise KafkaError(E.UNKNOWN_TOPIC_OR_PARTITION)
-                        r["error_code"] = int(await gc.complete_transaction(idx, pid, epoch, commit).get())
+                        code = int(await gc.complete_transaction(idx, pid, epoch, commit).get())
+                        r["error_code"] = int(E.NOT_LEADER_OR_FOLLOWER) if code in _COORDINATOR_NOT_HERE else code
                     else:
                         partition = leader_partition(rm, t["name"], idx)
                         # Kafka appends markers with requiredAcks -1: refused below min.insync.replicas

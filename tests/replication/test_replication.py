@@ -412,6 +412,16 @@ def test_group_coordinator_follows_offsets_leadership(cluster):
     for b in (1, 2, 3):
         code = cluster.acall(status, b)
         assert (code == 0) == (b == coord), (b, coord, code)
+    # a transaction marker for the offsets partition sent to a follower: the group coordinator
+    # there refuses (NOT_COORDINATOR), answered NOT_LEADER_OR_FOLLOWER as Kafka's
+    # handleWriteTxnMarkersRequest does (the sender's retriable error); the leader takes it
+    def marker(b):
+        with wire.WireClient(cluster.address(b)) as c:
+            r = c.request(27, 1, {"markers": [{"producer_id": 4243, "producer_epoch": 0, "transaction_result": False,
+                                               "coordinator_epoch": 0,
+                                               "topics": [{"name": "__consumer_offsets", "partition_indexes": [op]}]}]})
+        return r["markers"][0]["topics"][0]["partitions"][0]["error_code"]
+    assert [marker(b) for b in (1, 2, 3)] == [0 if b == coord else ErrorCode.NOT_LEADER_OR_FOLLOWER for b in (1, 2, 3)]
     cluster.stop_broker(coord)                      # the coordinator dies
     new = cluster.state("__consumer_offsets", op).leader
     assert new not in (coord, -1)
