@@ -136,6 +136,10 @@ class FetchSession:
         self.lagging: set = set()      # had more to give after the last answer
         self.errored: set = set()      # the last answer was an error
         self.named: set = set()        # named by the request being served
+        # a follower's session: the partitions whose ISR does not hold it yet, read at every
+        # fetch (so the leader asks for the expansion again after a refusal, as Kafka, which
+        # reads every session partition of a follower's fetch), not only at the next sweep
+        self.out_of_isr: set = set()
         # the long polls parked on this session (one, unless a client sends a request again
         # before the answer to the previous one: Kafka then answers the older one with
         # INVALID_FETCH_SESSION_EPOCH)
@@ -163,6 +167,7 @@ class FetchSession:
         self.dirty.discard(key)
         self.lagging.discard(key)
         self.errored.discard(key)
+        self.out_of_isr.discard(key)
         return True
 
     def attach(self, rm: Any, cp: CachedPartition) -> None:

@@ -431,13 +431,14 @@ class ReplicaManager:
             s.last_sweep = now
             to_read = set(s.partitions)
         else:
-            to_read = s.dirty | s.lagging | s.errored | s.named
+            to_read = s.dirty | s.lagging | s.errored | s.named | s.out_of_isr
         s.dirty = set()
         s.lagging = set()
         budget = _Budget(params.max_bytes)
         out: dict = {}
         metadata = self.metadata
         read_partition = self.read_partition
+        partitions, follower = self.partitions, params.replica_id
 
         def read(keys: Iterable) -> bool:
             """Read ``keys`` into ``out``; whether the request can be answered now."""
@@ -450,6 +451,12 @@ class ReplicaManager:
                 s.attach(self, cp)
                 d = read_partition(params, budget, cp.topic, cp.topic_id, cp.fields, None)
                 key = cp.key
+                if follower >= 0 and cp.topic is not None:
+                    part = partitions.get((cp.topic, cp.fields["partition"]))
+                    if part is not None and part.is_leader and follower not in part.isr:
+                        s.out_of_isr.add(key)
+                    else:
+                        s.out_of_isr.discard(key)
                 if d.error:
                     s.errored.add(key)
                 else:

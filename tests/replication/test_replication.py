@@ -273,6 +273,41 @@ def test_isr_shrinks_and_expands_with_a_stopped_follower(cluster):
     assert cluster.log_bytes(f1, "ise", 0) == cluster.log_bytes(leader, "ise", 0)
 
 
+def test_an_isr_expansion_refused_once_is_asked_again_by_the_next_fetches(cluster, monkeypatch):
+    """The controller refuses the first expansion back to a caught-up follower (as a ZooKeeper
+    controller does with INELIGIBLE_REPLICA while that broker is not registered again).  With
+    nothing more written, the follower's incremental fetches no longer name the partition; the
+    leader still reads it at each of them while the follower is out of the ISR (Kafka reads
+    every partition of a follower's session) and asks again: the ISR is whole within a few
+    fetches, not at the session's next full sweep (FULL_SWEEP_S, 10 s)."""
+    import time
+    from pykbroker.protocol.errors import ErrorCode, KafkaError
+    from pykbroker.testing.memory_cluster import MemoryController
+
+    cluster.create_topic("isx", 1, 3)
+    leader, (f1, f2) = followers(cluster, "isx", 0)
+    assert produce(cluster, leader, "isx", 0, [b"a"])["error_code"] == 0
+    cluster.stop_broker(f1, fail=False)
+    assert produce(cluster, leader, "isx", 0, [b"a2"], acks=1)["error_code"] == 0
+    wait_isr(cluster, "isx", 0, [leader, f2], timeout=20)
+    refused = []
+    real = MemoryController.alter_partition
+
+    async def refuse_first_expansion(self, topic, partition, partition_epoch, leader=None, isr=None,
+                                     leader_epoch=None):
+        if isr is not None and f1 in isr and not refused:
+            refused.append(time.monotonic())
+            raise KafkaError(ErrorCode.INELIGIBLE_REPLICA, "not registered yet")
+        return await real(self, topic, partition, partition_epoch, leader=leader, isr=isr,
+                          leader_epoch=leader_epoch)
+
+    monkeypatch.setattr(MemoryController, "alter_partition", refuse_first_expansion)
+    cluster.start_broker(f1)
+    wait_until(lambda: refused, 15, what="the first expansion, refused")
+    wait_isr(cluster, "isx", 0, [leader, f1, f2], timeout=15)
+    assert time.monotonic() - refused[0] < 5, "asked again only after %.1f s" % (time.monotonic() - refused[0])
+
+
 def test_failover_keeps_every_acknowledged_record(cluster):
     confluent_kafka = needs.module("confluent_kafka")
     cluster.create_topic("fo", 1, 3, {"min.insync.replicas": "2"})
