@@ -256,15 +256,22 @@ def test_high_watermark_stays_while_the_isr_is_below_min_insync_replicas(cluster
                what="the records appended below min ISR visible after the ISR grew back")
 
 
-def test_isr_shrinks_and_expands_with_a_stopped_follower(cluster):
-    cluster.create_topic("ise", 1, 3)
-    leader, (f1, f2) = followers(cluster, "ise", 0)
-    assert produce(cluster, leader, "ise", 0, [b"a"])["error_code"] == 0
+def _a_follower_stopped_and_out_of_the_isr(cluster, topic):
+    """``topic`` (one partition, three replicas) written, a follower stopped, a write more, and
+    the ISR shrunk without it: -> (leader, the stopped follower, the other one)."""
+    cluster.create_topic(topic, 1, 3)
+    leader, (f1, f2) = followers(cluster, topic, 0)
+    assert produce(cluster, leader, topic, 0, [b"a"])["error_code"] == 0
     cluster.stop_broker(f1, fail=False)
     # an idle partition keeps a silent follower that has everything (Kafka's isCaughtUp: same
     # log end); a write makes it lag
-    assert produce(cluster, leader, "ise", 0, [b"a2"], acks=1)["error_code"] == 0
-    wait_isr(cluster, "ise", 0, [leader, f2], timeout=20)
+    assert produce(cluster, leader, topic, 0, [b"a2"], acks=1)["error_code"] == 0
+    wait_isr(cluster, topic, 0, [leader, f2], timeout=20)
+    return leader, f1, f2
+
+
+def test_isr_shrinks_and_expands_with_a_stopped_follower(cluster):
+    leader, f1, f2 = _a_follower_stopped_and_out_of_the_isr(cluster, "ise")
     for i in range(5):
         assert produce(cluster, leader, "ise", 0, [b"b%d" % i])["error_code"] == 0
     cluster.start_broker(f1)
@@ -284,12 +291,7 @@ def test_an_isr_expansion_refused_once_is_asked_again_by_the_next_fetches(cluste
     from pykbroker.protocol.errors import ErrorCode, KafkaError
     from pykbroker.testing.memory_cluster import MemoryController
 
-    cluster.create_topic("isx", 1, 3)
-    leader, (f1, f2) = followers(cluster, "isx", 0)
-    assert produce(cluster, leader, "isx", 0, [b"a"])["error_code"] == 0
-    cluster.stop_broker(f1, fail=False)
-    assert produce(cluster, leader, "isx", 0, [b"a2"], acks=1)["error_code"] == 0
-    wait_isr(cluster, "isx", 0, [leader, f2], timeout=20)
+    leader, f1, f2 = _a_follower_stopped_and_out_of_the_isr(cluster, "isx")
     refused = []
     real = MemoryController.alter_partition
 
