@@ -181,6 +181,13 @@ def test_slow_links_between_namespaces():
                 s.wait()
 
 
+def _retransmitted(net, node) -> int:
+    """TCP segments retransmitted so far in ``node``'s namespace (RetransSegs of its
+    /proc/net/snmp)."""
+    lines = [ln.split() for ln in net.exec(node, "cat", "/proc/net/snmp").stdout.splitlines() if ln.startswith("Tcp:")]
+    return int(lines[1][lines[0].index("RetransSegs")])
+
+
 def lossy_link_run(_run=None):
     """The two bulk transfers (clean, then at 20 % loss each way) and the drops counted: (clean
     seconds, lossy seconds, packets dropped, drops counted after the heal).  About 20 s, nearly
@@ -191,11 +198,13 @@ def lossy_link_run(_run=None):
         try:
             assert srv.stdout.readline().strip() == "ready"
             clean = _probe(net, "a", "b", "bulk")
+            before = _retransmitted(net, "a") + _retransmitted(net, "b")
             net.lossy("a", "b", 0.2)
             lossy = _probe(net, "a", "b", "bulk")   # every byte echoed back, or the probe fails
             dropped = net.dropped("a") + net.dropped("b")
+            retransmitted = _retransmitted(net, "a") + _retransmitted(net, "b") - before
             net.heal()
-            return clean, lossy, dropped, net.dropped("a")
+            return clean, lossy, dropped, net.dropped("a"), retransmitted
         finally:
             srv.kill()
             srv.wait()
@@ -203,10 +212,12 @@ def lossy_link_run(_run=None):
 
 @needs_netns
 def test_lossy_link_drops_packets_tcp_still_delivers(lossy_link):
-    clean, lossy, dropped, after_heal = lossy_link.result()
+    clean, lossy, dropped, after_heal, retransmitted = lossy_link.result()
     assert after_heal == 0
     # dozens of packets each way at 20 % (veth segments are large, so fewer than the
     # bytes suggest): some dropped -- at least 3, which ~55 packets miss with odds
-    # below 1e-4 -- and TCP still delivered every byte (the probe in lossy_link_run)
+    # below 1e-4 -- and TCP still delivered every byte (the probe in lossy_link_run),
+    # retransmitting what was lost.  (Not compared by time: on veth a fast retransmit can
+    # recover within the clean transfer's own jitter, 1.2 vs 1.7 ms in one run.)
     assert dropped >= 3, dropped
-    assert lossy > clean, (clean, lossy)
+    assert retransmitted >= 1, (dropped, retransmitted, clean, lossy)
