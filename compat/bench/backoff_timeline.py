@@ -178,11 +178,9 @@ def main(argv=None) -> int:
     p.add_argument("--out", required=True)
     p = sub.add_parser("summary")
     p.add_argument("files", nargs="+")
-    argv = sys.argv[1:] if argv is None else argv
-    conf = []
-    if "--" in argv:   # librdkafka settings for the consumer, e.g. fetch.queue.backoff.ms=10
-        conf = argv[argv.index("--") + 1:]
-        argv = argv[:argv.index("--")]
+    sys.path.insert(0, HERE)
+    from fetch_compare import split_client_conf
+    argv, conf = split_client_conf(sys.argv[1:] if argv is None else argv)
     a = ap.parse_args(argv)
     if a.cmd == "run":
         cmd_run(a, conf)

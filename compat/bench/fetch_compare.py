@@ -115,6 +115,15 @@ def cmd_rounds(a) -> None:
             time.sleep(0.2)
 
 
+def split_client_conf(argv: list) -> tuple[list, list]:
+    """(the tool's own arguments, the librdkafka settings after ``--`` for every consumer it
+    starts, e.g. ``fetch.queue.backoff.ms=10``)."""
+    if "--" not in argv:
+        return list(argv), []
+    i = argv.index("--")
+    return argv[:i], argv[i + 1:]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -131,11 +140,7 @@ def main(argv=None) -> int:
     p.add_argument("--records", type=int, required=True)
     p.add_argument("--rounds", type=int, default=6)
     p.add_argument("brokers", nargs="+")
-    argv = sys.argv[1:] if argv is None else argv
-    conf = []
-    if "--" in argv:   # librdkafka settings for every consumer, e.g. fetch.queue.backoff.ms=10
-        conf = argv[argv.index("--") + 1:]
-        argv = argv[:argv.index("--")]
+    argv, conf = split_client_conf(sys.argv[1:] if argv is None else argv)
     a = ap.parse_args(argv)
     a.conf = conf
     {"copy": cmd_copy, "sizes": cmd_sizes, "rounds": cmd_rounds}[a.cmd](a)
