@@ -33,6 +33,9 @@ Output: the table on stdout, ``<out>/bench-<mode>.json`` and, with matplotlib (t
 extra), ``<out>/throughput-<mode>.png``, ``latency-<mode>.png``, ``ratios-<mode>.png``.  The
 JSON and plots are not committed (several MB per run; .gitignore): a run's markdown summary is
 (compat/bench/results/README.md), and ``--report bench-<tag>.json`` redraws a saved run's plots.
+Beside the JSON (on a run and on ``--report``), ``bench-<tag>.cells.json``: the table's figures,
+small enough to commit with the summary ``bench-<tag>.md``; compat/bench/summary.py builds the
+table of docs/benchmarks.md from these records.
 """
 from __future__ import annotations
 
@@ -459,17 +462,34 @@ def within_noise(na: dict, aa: "dict | None") -> str:
         else ", outside the A/A spread (%.2f-%.2f)" % (aa["min"], aa["max"])
 
 
-def verdict_of(kind: str, key: str, ratio: float) -> str:
-    """Issue 15's targets: throughput >= Kafka's, p99 latency <= Kafka's, RSS <= 0.1x, CPU per
-    GB <= Kafka's.  No verdict on the achieved rate of a fixed-rate run, on fds, or on p50/p99.9
-    (shown for the shape of the distribution)."""
+def target_of(kind: str, key: str) -> "tuple | None":
+    """Issue 15's targets, as (">=" or "<=", bound) on the ratio pykbroker/Kafka: throughput >=
+    Kafka's, p99 latency <= Kafka's, RSS <= 0.1x, CPU per GB <= Kafka's.  None on the achieved
+    rate of a fixed-rate run, on fds, or on p50/p99.9 (shown for the shape of the distribution)."""
     if key in ("produce_mb_s", "consume_mb_s", "conn_s") or (key == "produce_rec_s" and kind == "conns-active"):
-        return "ok" if ratio >= 1.0 else "MISS: %.0f%% less" % ((1 - ratio) * 100)
+        return (">=", 1.0)
     if key in ("ack_p99_ms", "e2e_p99_ms", "cpu_s_per_gb", "setup_p99_ms"):
-        return "ok" if ratio <= 1.0 else "MISS: %.0f%% more" % ((ratio - 1) * 100)
+        return ("<=", 1.0)
     if key == "rss_peak_mb":
-        return "ok" if ratio <= 0.1 else "MISS: %.2fx (target 0.1x)" % ratio
-    return ""
+        return ("<=", 0.1)
+    return None
+
+
+def verdict_of(kind: str, key: str, ratio: float) -> str:
+    """"ok", or by how much the median ratio misses :func:`target_of`'s target; "" without one."""
+    t = target_of(kind, key)
+    if t is None:
+        return ""
+    op, bound = t
+    if (ratio >= bound) if op == ">=" else (ratio <= bound):
+        return "ok"
+    if bound != 1.0:
+        return "MISS: %.2fx (target %gx)" % (ratio, bound)
+    return "MISS: %.0f%% less" % ((1 - ratio) * 100) if op == ">=" else "MISS: %.0f%% more" % ((ratio - 1) * 100)
+
+
+def target_text(t: "tuple | None") -> str:
+    return "%s %gx" % t if t else ""
 
 
 def fmt(v: float) -> str:
@@ -482,16 +502,30 @@ def fmt(v: float) -> str:
     return "%.2f" % v
 
 
-def table(result: dict) -> str:
-    rows = [("cell", "metric", "pykbroker", "kafka", "pyk/kafka (min-max)", "")]
+def shown(v: "float | None") -> "float | None":
+    """``v`` as the table prints it: the run records keep the table's figures, not the JSON's."""
+    return None if v is None else float(fmt(v))
+
+
+def _ratio(r: dict) -> list:
+    return [round(r["median"], 2), round(r["min"], 2), round(r["max"], 2)]
+
+
+def rows_of(result: dict) -> list:
+    """The table's rows as figures, one dict each: cell, metric, the brokers' medians (pykbroker,
+    kafka, or noauth for the authorizer on/off rows, whose other side is pykbroker without the
+    authorizer), ratio [median, min, max] of the pairs, and where a target applies the target,
+    the verdict and met.  :func:`table` prints them; :func:`write_record` keeps them (the
+    committed record of a run, read by summary.py), so both show the same figures."""
+    rows = []
     for topo in TOPOLOGIES:
         p, k = result["targets"].get("pykbroker-" + topo), result["targets"].get("kafka-" + topo)
         if p and k:
-            rows.append(("start/" + topo, "first request s", fmt(p["start_seconds"]), fmt(k["start_seconds"]),
-                         "%.2f" % (p["start_seconds"] / k["start_seconds"]), ""))
+            rows.append({"cell": "start/" + topo, "metric": "first request s", "pykbroker": shown(p["start_seconds"]),
+                         "kafka": shown(k["start_seconds"]), "ratio": [round(p["start_seconds"] / k["start_seconds"], 2)]})
     for c in result["cells"]:
         if c.get("error"):
-            rows.append((c["id"], "ERROR", "", "", c["error"].splitlines()[0][:60], ""))
+            rows.append({"cell": c["id"], "error": c["error"].splitlines()[0][:60]})
             continue
         for key in HEADLINE[c["kind"]]:
             s = c["summary"].get(key)
@@ -499,31 +533,95 @@ def table(result: dict) -> str:
                 continue
             label, unit, better = METRICS[key]
             r = s.get("ratio")
-            ratio = "%.2f (%.2f-%.2f)" % (r["median"], r["min"], r["max"]) if r else "-"
-            verdict = verdict_of(c["kind"], key, r["median"]) if r else ""
-            rows.append((c["id"], "%s %s" % (label, unit), fmt(s["pykbroker"]), fmt(s["kafka"]), ratio, verdict))
+            row = {"cell": c["id"], "metric": "%s %s" % (label, unit), "pykbroker": shown(s["pykbroker"]),
+                   "kafka": shown(s["kafka"]), "ratio": _ratio(r) if r else None}
+            t = target_of(c["kind"], key)
+            if r and t:
+                row.update(target=target_text(t), verdict=verdict_of(c["kind"], key, r["median"]))
+                row["met"] = row["verdict"] == "ok"
+            rows.append(row)
             na = s.get("vs_noauth")
             if na and key in ("produce_mb_s", "consume_mb_s"):
                 aa = s.get("aa")
-                rows.append((c["id"], "%s %s, authorizer on/off" % (label, unit), fmt(s["pykbroker"]),
-                             "(off) " + fmt(s[NOAUTH]), "%.2f (%.2f-%.2f)" % (na["median"], na["min"], na["max"]),
-                             "ok" if na["median"] >= NOAUTH_TARGET else
-                             "MISS: %.2fx (target %.2fx)%s" % (na["median"], NOAUTH_TARGET, within_noise(na, aa))))
+                ok = na["median"] >= NOAUTH_TARGET
+                rows.append({"cell": c["id"], "metric": "%s %s, authorizer on/off" % (label, unit),
+                             "pykbroker": shown(s["pykbroker"]), "noauth": shown(s[NOAUTH]), "ratio": _ratio(na),
+                             "target": target_text((">=", NOAUTH_TARGET)),
+                             "verdict": "ok" if ok else "MISS: %.2fx (target %.2fx)%s" % (
+                                 na["median"], NOAUTH_TARGET, within_noise(na, aa)), "met": ok})
                 if aa:
-                    rows.append((c["id"], "%s %s, A/A off/off (the noise)" % (label, unit), "",
-                                 "", "%.2f (%.2f-%.2f)" % (aa["median"], aa["min"], aa["max"]), ""))
+                    rows.append({"cell": c["id"], "metric": "%s %s, A/A off/off (the noise)" % (label, unit),
+                                 "ratio": _ratio(aa)})
+    return rows
+
+
+TABLE_HEADER = ("cell", "metric", "pykbroker", "kafka", "pyk/kafka (min-max)", "")
+
+
+def row_text(row: dict) -> tuple:
+    """One row of :func:`rows_of` as the table's six columns (summary.py prints them too)."""
+    if "error" in row:
+        return (row["cell"], "ERROR", "", "", row["error"], "")
+    r = row.get("ratio")
+    ratio = "-" if not r else "%.2f" % r[0] if len(r) == 1 else "%.2f (%.2f-%.2f)" % tuple(r)
+    kafka = "(off) " + fmt(row["noauth"]) if "noauth" in row else fmt(row["kafka"]) if "kafka" in row else ""
+    return (row["cell"], row["metric"], fmt(row["pykbroker"]) if "pykbroker" in row else "", kafka, ratio,
+            row.get("verdict", ""))
+
+
+def markdown_table(rows: list) -> str:
+    """Rows of strings, the first the header, as an aligned markdown table."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = []
-    # the quota-limited producer is measured by its own script (a 30 s run per broker with the
-    # quota's windows: not an A/B pair of this harness); its latest result is linked here
-    quota = "quota-limited producer and consumer: compat/bench/quota_compare.py, latest run in compat/bench/results/quota-1mibs.md"
     for i, r in enumerate(rows):
         lines.append("| " + " | ".join(x.ljust(w) for x, w in zip(r, widths)) + " |")
         if i == 0:
             lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)
+
+
+def table(result: dict) -> str:
+    lines = [markdown_table([TABLE_HEADER] + [row_text(r) for r in rows_of(result)])]
+    # the quota-limited producer is measured by its own script (a 30 s run per broker with the
+    # quota's windows: not an A/B pair of this harness); its latest result is linked here
+    quota = "quota-limited producer and consumer: compat/bench/quota_compare.py, latest run in compat/bench/results/quota-1mibs.md"
     if any(c.get("topology") in ("secure", "acl") for c in result["cells"]):
         lines += ["", quota]
     return "\n".join(lines)
+
+
+def record_path(json_path: str) -> str:
+    """bench-<tag>.json -> bench-<tag>.cells.json, beside it."""
+    base = json_path[:-len(".json")] if json_path.endswith(".json") else json_path
+    return base + ".cells.json"
+
+
+def record_of(result: dict, summary: str) -> dict:
+    """The small record of a run that is committed (the JSON is not): when, how, and the
+    table's rows.  ``summary`` names the run's markdown summary in the same directory; the
+    generated table in docs/benchmarks.md links each row to it (compat/bench/summary.py)."""
+    rec = {"summary": summary, "mode": result.get("mode"), "started": result.get("started"),
+           "pairs": result.get("settings", {}).get("pairs")}
+    if result.get("commit"):
+        rec["commit"] = result["commit"]
+    rec["rows"] = rows_of(result)
+    return rec
+
+
+def dump_record(rec: dict) -> str:
+    """One row a line: a new run's record reads, and diffs, like its table."""
+    head = {k: v for k, v in rec.items() if k != "rows"}
+    lines = ["{" + json.dumps(head)[1:-1] + ', "rows": [']
+    lines += ["  " + json.dumps(r) + ("," if i < len(rec["rows"]) - 1 else "") for i, r in enumerate(rec["rows"])]
+    return "\n".join(lines) + "\n]}\n"
+
+
+def write_record(result: dict, json_path: str) -> str:
+    path = record_path(json_path)
+    stem = os.path.basename(json_path)[:-len(".json")]
+    with open(path, "w") as f:
+        f.write(dump_record(record_of(result, stem + ".md")))
+    return path
 
 
 def machine() -> dict:
@@ -589,6 +687,7 @@ def main(argv=None) -> int:
         with open(args.report) as f:
             result = json.load(f)
         print(table(result))
+        print("record: %s" % write_record(result, args.report))
         # named after the JSON (bench-<tag>.json -> throughput-<tag>.png, ...): redrawing a
         # partial run saved as bench-cluster.json must not overwrite the full matrix's plots
         base = os.path.splitext(os.path.basename(args.report))[0]
@@ -711,6 +810,7 @@ def main(argv=None) -> int:
     print(table(result))
     print()
     print("JSON: %s (%.0f s)" % (path, result["seconds"]))
+    print("record: %s" % write_record(result, path))
     plot(result, args.out)
     return 1 if any(c.get("error") for c in result["cells"]) else 0
 

@@ -51,6 +51,11 @@ def test_bench_smoke_json_complete(tmp_path):
         assert s["ratio"]["min"] <= s["ratio"]["median"] <= s["ratio"]["max"]
     # the table names both brokers and the cell
     assert "tput/ck/single/1024B/1p" in r.stdout and "pykbroker" in r.stdout and "kafka" in r.stdout
+    # the run's record beside its JSON: the table's rows, this cell's figures among them
+    rec = json.loads((tmp_path / "bench-smoke.cells.json").read_text())
+    assert rec["mode"] == "smoke" and rec["pairs"] == 1 and rec["summary"] == "bench-smoke.md"
+    assert any(r["cell"] == "tput/ck/single/1024B/1p" and r["metric"] == "produce MB/s" and r["pykbroker"] > 0
+               for r in rec["rows"])
     # matplotlib is in the test extra: the plots are made
     for name in ("throughput-smoke.png", "ratios-smoke.png"):
         assert (tmp_path / name).stat().st_size > 1000, name
@@ -75,3 +80,8 @@ def test_report_names_its_plots_after_the_json(tmp_path):
         assert (tmp_path / name).stat().st_size > 1000, name
     assert (tmp_path / "throughput-full.png").read_bytes() == b"the full matrix's plot"
     assert not (tmp_path / "ratios-full.png").exists()
+    # and the run's small record beside it, named after it too (what compat/bench/summary.py reads)
+    rec = json.loads((tmp_path / "bench-cl.cells.json").read_text())
+    assert rec["summary"] == "bench-cl.md" and rec["mode"] == "full" and rec["started"] == data["started"]
+    assert {r["cell"] for r in rec["rows"]} >= {c["id"] for c in data["cells"]}
+    assert not (tmp_path / "bench-full.cells.json").exists()
