@@ -617,8 +617,21 @@ def dump_record(rec: dict) -> str:
 
 
 def write_record(result: dict, json_path: str) -> str:
+    """Writes the run's record beside its JSON and returns its path.  Never over the record of
+    another run: compat/bench/results keeps the records of earlier runs under their summaries'
+    names (bench-full.cells.json is the record of bench-full.md), and a run with the default
+    ``--out`` writes bench-<mode>.json there; its record then takes its start in its name."""
     path = record_path(json_path)
-    stem = os.path.basename(json_path)[:-len(".json")]
+    if os.path.exists(path):
+        try:
+            with open(path) as f:
+                other = json.load(f).get("started")
+        except ValueError:
+            other = None
+        if other != result.get("started"):
+            stamp = re.sub(r"[^0-9T]", "", (result.get("started") or "")[:16])
+            path = path[:-len(".cells.json")] + "-" + stamp + ".cells.json"
+    stem = os.path.basename(path)[:-len(".cells.json")]
     with open(path, "w") as f:
         f.write(dump_record(record_of(result, stem + ".md")))
     return path

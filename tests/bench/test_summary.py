@@ -131,3 +131,11 @@ def test_the_record_holds_the_table(tmp_path):
     assert again == printed[:len(again)] and len(again) > 3
     targeted = [r for r in rec["rows"] if r.get("target")]
     assert targeted and all(r["met"] == (r["verdict"] == "ok") for r in targeted)
+    # the same run again (--report after a change of the harness) replaces its record; another
+    # run's never does (results/ keeps earlier runs' records under their summaries' names)
+    assert bench.write_record(data, str(src)) == path
+    later = dict(data, started="2099-01-02T03:04:05+00:00")
+    other = bench.write_record(later, str(src))
+    assert other == str(tmp_path / "bench-cl-20990102T0304.cells.json")
+    assert json.loads(Path(path).read_text())["started"] == data["started"]
+    assert json.loads(Path(other).read_text())["summary"] == "bench-cl-20990102T0304.md"
