@@ -14,6 +14,8 @@ Sans-IO apart from :func:`api_versions`, which asks one connection.
 """
 from __future__ import annotations
 
+import socket
+
 import ssl
 import struct
 from typing import TYPE_CHECKING, Optional, cast
@@ -207,19 +209,27 @@ class Channel:
 
 
 async def open_channel(host: str, port: int, client_id: str, max_frame: int,
-                       security: Optional[InterBrokerSecurity] = None) -> tuple[trio.abc.AsyncResource, Channel]:
+                       security: Optional[InterBrokerSecurity] = None,
+                       receive_buffer_bytes: int = -1) -> tuple[trio.abc.AsyncResource, Channel]:
     """A connection to another broker's inter-broker listener: TCP, then (``security``:
     security/client.py ``InterBrokerSecurity``, None on a PLAINTEXT listener) TLS with the
     listener's trust and the SASL exchange with the broker's own credentials, as Kafka's
     inter-broker NetworkClient does before its first request.  TLS goes through the broker's own
     transport (security/tls_transport.py), as its client listeners do.  Returns ``(stream,
     chan)``; the caller closes the stream.  ``AuthenticationFailed`` (a ConnectionError here) names the
-    refusal; the stream is closed then."""
+    refusal; the stream is closed then.  ``receive_buffer_bytes`` above 0 sizes the socket's
+    SO_RCVBUF (Kafka's follower: ``replica.socket.receive.buffer.bytes``); -1 keeps the OS's
+    autotuned buffer."""
     import trio
 
     from ..security.errors import AuthenticationFailed
     from ..security.tls_transport import TlsTransport
     tcp = await trio.open_tcp_stream(host, port)
+    if receive_buffer_bytes > 0:
+        # Set once connected (trio connects inside open_tcp_stream): the kernel still caps the
+        # receive window at the new size; the window scale agreed in the handshake, from the
+        # larger default, only allows more than that, never less.
+        tcp.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer_bytes)
     stream: trio.SocketStream | TlsTransport = tcp
     tls = None
     try:

@@ -102,7 +102,8 @@ FETCH_SESSIONS = True
 class FetcherConfig:
     """The broker settings a fetcher reads (Kafka's replica.* keys)."""
     __slots__ = ("backoff_s", "wait_max_ms", "min_bytes", "max_bytes", "response_max_bytes",
-                 "socket_timeout_s", "listener_name", "client_id", "versions", "security")
+                 "socket_timeout_s", "receive_buffer_bytes", "listener_name", "client_id", "versions",
+                 "security")
 
     def __init__(self, config: Any, listener_name: str, node_id: int,   # BrokerConfig or its replica.* keys
                  versions: Optional[InterBrokerVersions] = None, security: Optional[InterBrokerSecurity] = None) -> None:
@@ -112,6 +113,8 @@ class FetcherConfig:
         self.max_bytes = config["replica.fetch.max.bytes"]
         self.response_max_bytes = config["replica.fetch.response.max.bytes"]
         self.socket_timeout_s = config["replica.socket.timeout.ms"] / 1000.0
+        # SO_RCVBUF of the connection to the leader (Kafka's 64 KiB; -1: the OS's autotuning)
+        self.receive_buffer_bytes = config["replica.socket.receive.buffer.bytes"]
         self.listener_name = listener_name
         # Kafka's fetcher client id (ReplicaFetcherThread-<fetcherId>-<sourceBrokerId> on the
         # leader's request log is the thread name; the client id is broker-<id>-fetcher-<n>)
@@ -241,7 +244,7 @@ class ReplicaFetcher:
                 try:
                     with trio.fail_after(self.cfg.socket_timeout_s):
                         stream, chan = await open_channel(addr[0], addr[1], self.cfg.client_id, (1 << 31) - 1,
-                                                          self.cfg.security)
+                                                          self.cfg.security, self.cfg.receive_buffer_bytes)
                 except InterBrokerAuthenticationError as e:
                     # the leader refused this broker's inter-broker credentials: no replication
                     # until they are fixed (the ISR leaves this replica out); said once per attempt
