@@ -408,11 +408,21 @@ def _wait_new_leader(cluster, old: int, until: float, partition: int = 0) -> Opt
 
 
 def _restart_later(ctx, broker_id: int) -> None:
+    """At the heal, start the killed broker again on its data.  A broker killed less than a
+    ZooKeeper session ago may find its old registration still there: Apache Kafka in ZooKeeper
+    mode then exits at start-up (NodeExists from registerBroker), so it is started once more
+    after the session timeout, as a service manager restarting it would (said in the event)."""
     def undo():
         t = time.monotonic()
         try:
-            ctx.cluster.start(broker_id)
-            ctx.events.append("b%d restarted in %.1f s" % (broker_id, time.monotonic() - t))
+            try:
+                ctx.cluster.start(broker_id)
+                again = ""
+            except Exception as first:
+                time.sleep(ctx.session_timeout_s + 1.0)
+                ctx.cluster.start(broker_id)
+                again = " (started again after the session timeout: %s)" % str(first).splitlines()[0][:120]
+            ctx.events.append("b%d restarted in %.1f s%s" % (broker_id, time.monotonic() - t, again))
         except Exception as e:   # the run goes on with two brokers; the report says so
             ctx.events.append("b%d failed to restart: %s" % (broker_id, e))
         ctx.figures["restarts"] = ctx.figures.get("restarts", 0) + 1
@@ -867,6 +877,10 @@ class TxnWorkload(Workload):
         self._stop_apps = threading.Event()
         self._apps: list[threading.Thread] = []
         self.last_input = time.monotonic()   # when an application last transformed a raw value
+        # every session that ended other than by the stop (application, monotonic time, why):
+        # an application stalled by a call that keeps failing (init_transactions refused, a
+        # fatal error after each commit) shows here, not as a silent lack of polls
+        self.session_ends: list[tuple[str, float, str]] = []
         self._txn_seq = 0
         self._lock = threading.Lock()
 
@@ -890,6 +904,19 @@ class TxnWorkload(Workload):
         self._stop_consuming.set()
         if self._consumer is not None:
             self._consumer.join()
+
+    def _ended(self, name: str, why: str) -> None:
+        with self._lock:
+            self.session_ends.append((name, time.monotonic(), why))
+
+    def figures(self, t0: float) -> dict:
+        """The session ends for the report: how many, and the last few with their time in the run."""
+        with self._lock:
+            ends = list(self.session_ends)
+        if not ends:
+            return {}
+        return {"ctp sessions ended": len(ends),
+                "ctp last session ends": ["%s +%.1f s: %s" % (n, t - t0, why[:160]) for n, t, why in ends[-4:]]}
 
     def untransformed(self) -> int:
         with self.h._lock:
@@ -923,7 +950,7 @@ class TxnWorkload(Workload):
 
         c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.GROUP, "isolation.level": READ_COMMITTED,
                       "auto.offset.reset": "earliest", "enable.auto.commit": False, "session.timeout.ms": 10000,
-                      "topic.metadata.refresh.interval.ms": 1000, "log_level": 2})
+                      "topic.metadata.refresh.interval.ms": 1000, "log_level": 2, **rdkafka_debug()})
         p = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": name, "transaction.timeout.ms": 20000,
                       "topic.metadata.refresh.interval.ms": 1000, "log_level": 2})
 
@@ -982,6 +1009,7 @@ class TxnWorkload(Workload):
                         self.last_input = time.monotonic()
                 except _ClientHang:
                     self.errors.append("%s: a transaction call blocked past its timeout (new producer)" % name)
+                    self._ended(name, "a transaction call blocked past its timeout")
                     return   # txn stays unknown; the next session's InitProducerId fences this one
                 except KafkaException as e:
                     err = e.args[0]
@@ -989,13 +1017,17 @@ class TxnWorkload(Workload):
                         try:
                             p.abort_transaction(30)
                             txn.status = "aborted"
-                        except KafkaException:
+                        except KafkaException as e2:
+                            self._ended(name, "abort_transaction: %s" % e2.args[0])
                             return   # unknown; a new session
                         if not rewind():
+                            self._ended(name, "committed offsets not read after an abort")
                             return
                         continue
+                    self._ended(name, "in a transaction: %s" % err)
                     return   # fatal (fenced, ...): unknown; a new session
-        except KafkaException:
+        except KafkaException as e:
+            self._ended(name, "outside a transaction: %s" % e.args[0])
             return   # outside a transaction (init, begin, consume): a new session
         finally:
             try:
@@ -1337,6 +1369,8 @@ def run(nemesis: str, seconds: float = 60.0, fault_s: float = 20.0, quiet_s: flo
         report.figures["acked without offset"] = result.acked_without_offset
     report.figures.update(ctx.figures)
     report.figures.update(after_figures)
+    if isinstance(load, TxnWorkload):
+        report.figures.update(load.figures(t0))
     if result.ok and not keep:
         shutil.rmtree(data_dir, ignore_errors=True)
     return report
@@ -1400,6 +1434,8 @@ def main(argv=None) -> int:
                 print("    %s: %s" % (kind, e))
         for e in rep.errors[:10]:
             print("    workload: %s" % e)
+        for e in rep.figures.get("ctp last session ends", []):
+            print("    session ended: %s" % e)
         if rep.data_dir:
             print("    logs kept in %s" % rep.data_dir)
         if args.out:
