@@ -406,6 +406,16 @@ class ReplicaManager:
             errored = errored or d.error != 0 or d.diverging_epoch is not None
         return _ReadPass(datas, budget, errored)
 
+    def outside_isr(self, topic: str, partition: int, follower: int) -> bool:
+        """Whether ``follower`` fetches a partition led here whose ISR does not hold it yet: its
+        fetch session reads that partition at every fetch (FetchSession.out_of_isr), from the
+        full fetch that creates the session on, so that an ISR expansion the controller refused
+        (a restarted follower not registered yet: INELIGIBLE_REPLICA) is asked again within a
+        fetch, not at the next sweep, as Kafka, which reads every partition of a follower's
+        session."""
+        part = self.partitions.get((topic, partition))
+        return part is not None and part.is_leader and follower not in part.isr
+
     async def fetch_messages(self, params: FetchParams, wanted: list) -> list:
         """A sessionless or full fetch of ``wanted`` [(key, topic, topic id, fields)]: one
         :class:`ReadResult` each, in order, after the long poll (cluster/delayed.py)
@@ -438,7 +448,7 @@ class ReplicaManager:
         out: dict = {}
         metadata = self.metadata
         read_partition = self.read_partition
-        partitions, follower = self.partitions, params.replica_id
+        follower = params.replica_id
 
         def read(keys: Iterable) -> bool:
             """Read ``keys`` into ``out``; whether the request can be answered now."""
@@ -452,8 +462,7 @@ class ReplicaManager:
                 d = read_partition(params, budget, cp.topic, cp.topic_id, cp.fields, None)
                 key = cp.key
                 if follower >= 0 and cp.topic is not None:
-                    part = partitions.get((cp.topic, cp.fields["partition"]))
-                    if part is not None and part.is_leader and follower not in part.isr:
+                    if self.outside_isr(cp.topic, cp.fields["partition"], follower):
                         s.out_of_isr.add(key)
                     else:
                         s.out_of_isr.discard(key)

@@ -240,6 +240,9 @@ async def handle(ctx: RequestContext, request: dict) -> dict:
                         s.errored.add(key)
                     elif d.end > fields["fetch_offset"]:
                         s.lagging.add(key)   # more to give than this answer held
+                    if params.replica_id >= 0 and name is not None and rm.outside_isr(name, fields["partition"],
+                                                                                      params.replica_id):
+                        s.out_of_isr.add(key)   # read at every fetch until the ISR holds it
                     s.attach(rm, cp)   # (in request order: Kafka reorders on incremental answers only)
                 sessions.touch(s)
                 new_id = s.id

@@ -310,6 +310,41 @@ def test_an_isr_expansion_refused_once_is_asked_again_by_the_next_fetches(cluste
     assert time.monotonic() - refused[0] < 5, "asked again only after %.1f s" % (time.monotonic() - refused[0])
 
 
+def test_an_expansion_refused_at_the_full_fetch_that_opens_a_session_is_asked_again(cluster, monkeypatch):
+    """As above, but the refusal comes at a restarted follower's first (full) fetch, the one
+    that opens its fetch session, with the follower already caught up: nothing written after,
+    so no later fetch names the partition.  The session still reads it at every fetch while the
+    ISR lacks the follower, from that full fetch on (the chaos campaign: a follower restarted
+    before it was registered again waited for the 10 s sweep on every idle partition)."""
+    import time
+    from pykbroker.protocol.errors import ErrorCode, KafkaError
+    from pykbroker.testing.memory_cluster import MemoryController
+
+    leader, f1, f2 = _a_follower_stopped_and_out_of_the_isr(cluster, "isf")
+    refusing, refused = [True], []
+    real = MemoryController.alter_partition
+
+    async def refuse_while_told(self, topic, partition, partition_epoch, leader=None, isr=None, leader_epoch=None):
+        if isr is not None and f1 in isr and refusing[0]:
+            refused.append(time.monotonic())
+            raise KafkaError(ErrorCode.INELIGIBLE_REPLICA, "not registered yet")
+        return await real(self, topic, partition, partition_epoch, leader=leader, isr=isr, leader_epoch=leader_epoch)
+
+    monkeypatch.setattr(MemoryController, "alter_partition", refuse_while_told)
+    cluster.start_broker(f1)   # catches up; every expansion refused
+    wait_until(lambda: refused and cluster.log_bytes(f1, "isf", 0) == cluster.log_bytes(leader, "isf", 0), 15,
+               what="the follower caught up, its expansion refused")
+    cluster.stop_broker(f1, fail=False)
+    n = len(refused)
+    cluster.start_broker(f1)   # caught up at its first fetch: the expansion asked there, refused once
+    wait_until(lambda: len(refused) > n, 15, what="the expansion at the session's full fetch, refused")
+    refusing[0] = False
+    t = time.monotonic()
+    wait_isr(cluster, "isf", 0, [leader, f1, f2], timeout=15)
+    assert time.monotonic() - t < 5, "asked again only after %.1f s" % (time.monotonic() - t)
+    assert cluster.state("isf", 0).leader == leader
+
+
 def test_failover_keeps_every_acknowledged_record(cluster):
     confluent_kafka = needs.module("confluent_kafka")
     cluster.create_topic("fo", 1, 3, {"min.insync.replicas": "2"})
