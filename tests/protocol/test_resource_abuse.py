@@ -81,6 +81,11 @@ class RealClient:
 
     def stop(self):
         from confluent_kafka import Consumer, TopicPartition
+        # at least 20 records acknowledged before it stops (a broker that never serves it fails
+        # here after 30 s): on a loaded machine the abuse can end before the 20th (19 in one run)
+        deadline = time.monotonic() + 30
+        while len(self.sent) < 20 and not self.errors and time.monotonic() < deadline:
+            time.sleep(0.05)
         self._stop.set()
         self._t.join(10)
         assert self.p.flush(30) == 0
