@@ -948,8 +948,14 @@ class TxnWorkload(Workload):
         def assigned(consumer, parts):
             h.add(Assign(name, time.monotonic(), sorted(p.partition for p in parts)))
 
+        # max.poll.interval.ms is also the member's rebalance timeout: a member that keeps its
+        # session but does not rejoin (a librdkafka consumer stuck between revoke and rejoin,
+        # seen on pykbroker and on Kafka 3.9.1 alike, results/nemeses.md) holds a rebalance up
+        # for that long, then the coordinator drops it; 30 s instead of the default 5 minutes,
+        # so the run measures the brokers rather than that wait
         c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.GROUP, "isolation.level": READ_COMMITTED,
                       "auto.offset.reset": "earliest", "enable.auto.commit": False, "session.timeout.ms": 10000,
+                      "max.poll.interval.ms": 30000,
                       "topic.metadata.refresh.interval.ms": 1000, "log_level": 2, **rdkafka_debug()})
         p = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": name, "transaction.timeout.ms": 20000,
                       "topic.metadata.refresh.interval.ms": 1000, "log_level": 2})
