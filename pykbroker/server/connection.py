@@ -34,11 +34,13 @@ from . import malloc
 from .dispatch import (  # noqa: F401  (CloseConnection, RequestContext, error_response: re-exported)
     Close, CloseConnection, Delayed, Dispatcher, HandleRequest, RequestContext, SendResponse,
     error_response)
+from .poller import ENDED, WriteRest
 
 if TYPE_CHECKING:
     from ..security.authenticator import SaslAuthenticator
     from ..security.listeners import ListenerSecurity
     from ..storage.segment import FileRegion
+    from .poller import Poller
 
 log = logging.getLogger("pykbroker.connection")
 
@@ -94,7 +96,11 @@ class Connection:
     last_active = 0.0
 
     # broker: the BrokerServer (or a test's stand-in), read for its components and settings
-    def __init__(self, broker: Any, stream: trio.SocketStream, listener_name: str) -> None:
+    # poller: the listener's (server/poller.py), on which the task parks instead of waiting on
+    # trio for its socket; None: it waits on trio (and on secured listeners, whose bytes are
+    # not the socket's)
+    def __init__(self, broker: Any, stream: trio.SocketStream, listener_name: str,
+                 poller: Optional[Poller] = None) -> None:
         self.broker = broker
         self.stream = stream
         self.last_active = time.monotonic()
@@ -111,6 +117,9 @@ class Connection:
         if authorizer is not None:
             from ..acl.check import AuthSession
             self.authz = AuthSession(authorizer, self)
+        # Only while no authorizer looks at the requests: with one, no Produce takes the fast
+        # path (Dispatcher._fast_produce_ok) and the poller would hand every request back.
+        self.poller = poller if self.authz is None else None
         self.dispatcher = Dispatcher(broker.handlers, broker.config["socket.request.max.bytes"],
                                      broker, self, self.peer, getattr(broker, "faults", None))
         # metrics / trace / JSON request logs (pykbroker/observability); None: off, and the
@@ -168,6 +177,8 @@ class Connection:
         schedule_point = trio.lowlevel.cancel_shielded_checkpoint
         reads = 0
         monotonic = time.monotonic
+        poller = self.poller
+        handed: Any = None   # what the poller handed back, to carry out before anything else
         while True:
             # straight from the non-blocking socket, waiting only when it is empty: the
             # same as trio's receive_some without its per-call overhead (see _write).  A large
@@ -189,13 +200,35 @@ class Connection:
                     receive_data(data)
                 self.last_active = monotonic()
             except BlockingIOError:
-                await trio.lowlevel.wait_readable(sock)
-                continue
+                # Parked on the listener's poller while it can carry out this connection's
+                # requests (server/poller.py: why); on trio while a large frame streams in,
+                # a client quota or observer is active, or the poller has ended.
+                if (poller is None or target is not None or poller.closed
+                        or (quotas is not None and quotas.active) or self.observer is not None):
+                    await trio.lowlevel.wait_readable(sock)
+                    continue
+                handed = await poller.park(self)
+                if handed is None:
+                    continue   # readable: read here
+                if handed is ENDED:
+                    return
             except OSError as e:
                 raise trio.BrokenResourceError(str(e)) from e
             finally:
                 if target is not None:
                     target.release()
+            if handed is not None:
+                # where the poller stopped: the rest of an answer, or the first request it did
+                # not carry out (the rest of the buffer follows below, in order)
+                first, handed = handed, None
+                if first.__class__ is WriteRest:
+                    await self.stream.send_all(first.data)
+                else:
+                    if first.__class__ is Delayed:
+                        await trio.sleep(first.seconds)
+                        first = first.event
+                    if not await self._carry_out(first):
+                        return
             # The common case inline (no client quota stored, no observer): each request's
             # handler awaited and its one-buffer answer written here, without the two
             # coroutine levels of _carry_out_received and _carry_out per read (the

@@ -156,6 +156,32 @@ class Delayed:
         return "Delayed(%gs, %r)" % (self.seconds, self.event)
 
 
+class _NotNow:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NOT_NOW"
+
+
+# A handler may also offer ``handle_now(ctx, request)``: ``handle`` as far as it goes without
+# awaiting, for the connection poller (server/poller.py), which carries out such requests
+# without waking the connection's task.  It returns the answer (what ``handle`` returns), or
+# NOT_NOW (nothing done: ``handle`` is to be awaited instead, by the connection's task), or a
+# ``Remainder``.
+NOT_NOW = _NotNow()
+
+
+class Remainder:
+    """``handle_now``'s: part of the request is carried out and the rest may await; the
+    ``Remainder`` is the handler of that rest (``handle(ctx, request)`` and, should it raise,
+    ``error_response``), run by the connection's task in the request's place."""
+
+    __slots__ = ()
+
+    async def handle(self, ctx: RequestContext, request: Any) -> Any:
+        raise NotImplementedError
+
+
 # what next_event decides (Delayed wraps one of the others)
 Event = Union[HandleRequest, SendResponse, Close, Delayed]
 

@@ -11,6 +11,7 @@ import trio
 # importable from here for the broker.
 from ..config import BrokerConfig, Listener, parse_listeners  # noqa: F401
 from .connection import Connection
+from .poller import Poller
 
 if TYPE_CHECKING:
     from ..broker import BrokerServer
@@ -59,6 +60,8 @@ async def serve_listener(broker: BrokerServer, listener: Listener,
     actual = Listener(listener.name, listener.host, bound[1], listener.protocol)
 
     quotas = getattr(broker, "connection_quotas", None)
+    # the plain connections' poller (server/poller.py); secured ones read through TLS/SASL
+    poller = Poller() if sec is None else None
 
     async def on_conn(stream: trio.SocketStream) -> None:
         if quotas is not None:
@@ -91,7 +94,7 @@ async def serve_listener(broker: BrokerServer, listener: Listener,
 
     def _connection(stream: trio.SocketStream) -> Connection:
         if sec is None:
-            return Connection(broker, stream, listener.name)
+            return Connection(broker, stream, listener.name, poller)
         return SecureConnection(broker, stream, listener.name, sec)
 
     async def _serve_connection(conn: Connection) -> None:
@@ -105,5 +108,7 @@ async def serve_listener(broker: BrokerServer, listener: Listener,
     async with trio.open_nursery() as nursery:
         if quotas is not None:
             nursery.start_soon(quotas.reap_idle, listener.name)   # connections.max.idle.ms
+        if poller is not None:
+            nursery.start_soon(poller.run)
         task_status.started(actual)
         await trio.serve_listeners(on_conn, listeners, handler_nursery=nursery)

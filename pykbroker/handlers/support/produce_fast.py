@@ -43,7 +43,7 @@ from ...cluster.replica_manager import failed_status
 from ...protocol.codec import APIS
 from ...protocol.errors import KafkaError
 from ...protocol.records import COMPRESSION_TYPES
-from ...server.dispatch import RequestContext
+from ...server.dispatch import NOT_NOW, Remainder, RequestContext
 from ...storage.log_validator import LONG_MAX, validate_single_batch
 
 _PRODUCE = APIS[0]
@@ -157,6 +157,26 @@ def decode(frame: bytearray, pos: int, version: int) -> Optional[FastProduce]:
     return FastProduce(frame, body_offset, acks, timeout_ms, name, topic_id, index, memoryview(frame)[pos:end])
 
 
+class FlushThen(Remainder):
+    """``FastPath.handle_now``: appended; ``part.flush()`` (flush.messages) is to be awaited
+    before ``answer`` is sent.  The rest of the request's handling, as a handler of it: a
+    failed flush is answered as a failed ``FastPath.handle``."""
+
+    __slots__ = ("part", "answer", "fast")
+
+    def __init__(self, part: Any, answer: Optional[bytearray], fast: FastPath) -> None:
+        self.part = part
+        self.answer = answer
+        self.fast = fast
+
+    async def handle(self, ctx: RequestContext, req: Any) -> Optional[bytearray]:
+        await self.part.flush()   # flush.messages, as the general path
+        return self.answer
+
+    def error_response(self, ctx: RequestContext, request: Any, code: int) -> dict:
+        return self.fast.error_response(ctx, request, code)
+
+
 class FastPath:
     """The handler of a ``FastProduce`` (what ``HandleRequest.handler`` holds) and its decoder
     (``decode``, for the dispatcher).  ``handle`` returns the framed answer (a bytearray, sent as
@@ -170,6 +190,20 @@ class FastPath:
         self.general = general
 
     async def handle(self, ctx: RequestContext, req: FastProduce) -> Any:
+        got = self.handle_now(ctx, req)
+        if got is NOT_NOW:
+            return await self.general.handle(ctx, req.full(ctx.api_version))
+        if got.__class__ is FlushThen:
+            return await got.handle(ctx, req)
+        return got
+
+    def handle_now(self, ctx: RequestContext, req: FastProduce) -> Any:
+        """``handle`` as far as it goes without awaiting: the answer (as ``handle``'s), or
+        ``NOT_NOW`` when the request is the general path's (nothing done yet: the general path
+        may await, so the caller runs ``handle`` instead), or a ``FlushThen`` (a ``Remainder``)
+        when the batch is appended and flush.messages asks for the fsync before answering.  The connection
+        poller (server/poller.py) carries out what this returns without a task switch;
+        ``handle`` is the same steps for a connection's own task."""
         general = self.general
         version = ctx.api_version
         services = ctx.services
@@ -182,18 +216,18 @@ class FastPath:
             if info is not None and not info.internal:
                 part = services.replica_manager.partitions.get((name, req.index))
         if part is None or part.offline or not part.is_leader:
-            return await general.handle(ctx, req.full(version))
+            return NOT_NOW
         cfg = part.config
         facts = part.fast_produce_facts
         if facts is None or facts[0] is not cfg:
             facts = part.fast_produce_facts = _fast_facts(cfg)
         if not facts[1]:
             # recompression, or records to walk (keys, timestamps): the general path
-            return await general.handle(ctx, req.full(version))
+            return NOT_NOW
         now_ms = services.clock.time_ms()
         validated = validate_single_batch(req.records, facts[2], version, now_ms, facts[3])
         if validated is None:
-            return await general.handle(ctx, req.full(version))
+            return NOT_NOW
         try:
             res = part.append_records_as_leader(validated, now_ms)
         except KafkaError as e:
@@ -204,12 +238,11 @@ class FastPath:
             # (part is a Partition: an OfflinePartition is offline, sent to the general path above;
             # told to mypy by the two ignores, not by a check per request)
             return general.answer(ctx, request, [0], [failed_status(e, part)])  # type: ignore[arg-type]
+        answer = None if req.acks == 0 else _success(ctx.correlation_id, version, req, name, res.base_offset,
+                                                     res.log_append_time_ms, res.log_start_offset)
         if part.needs_flush():
-            await part.flush()   # type: ignore[union-attr]  # flush.messages, as the general path
-        if req.acks == 0:
-            return None
-        return _success(ctx.correlation_id, version, req, name, res.base_offset, res.log_append_time_ms,
-                        res.log_start_offset)
+            return FlushThen(part, answer, self)   # flush.messages: the fsync (awaited) before the answer
+        return answer
 
     def error_response(self, ctx: RequestContext, request: Any, code: int) -> dict:
         """The handler raised (a flush failed, a bug) or the dispatcher refuses the request: the
