@@ -179,6 +179,13 @@ class Connection:
         monotonic = time.monotonic
         poller = self.poller
         handed: Any = None   # what the poller handed back, to carry out before anything else
+        # Whether the last request this task carried out was one the poller carries out too (its
+        # handler has a handle_now): only then does the task park on the poller.  A connection
+        # whose requests the poller would only hand back (a consumer's Fetch, an acks=all
+        # producer, an admin client) keeps waiting on trio, without the hand-back's extra
+        # scheduling round in its latency; one that sends the poller's requests (acks=0/1
+        # producers) parks there after the first of them.
+        pollable = False
         while True:
             # straight from the non-blocking socket, waiting only when it is empty: the
             # same as trio's receive_some without its per-call overhead (see _write).  A large
@@ -203,7 +210,7 @@ class Connection:
                 # Parked on the listener's poller while it can carry out this connection's
                 # requests (server/poller.py: why); on trio while a large frame streams in,
                 # a client quota or observer is active, or the poller has ended.
-                if (poller is None or target is not None or poller.closed
+                if (not pollable or poller is None or target is not None or poller.closed
                         or (quotas is not None and quotas.active) or self.observer is not None):
                     await trio.lowlevel.wait_readable(sock)
                     continue
@@ -227,6 +234,8 @@ class Connection:
                     if first.__class__ is Delayed:
                         await trio.sleep(first.seconds)
                         first = first.event
+                    if first.__class__ is HandleRequest:
+                        pollable = hasattr(first.handler, "handle_now")
                     if not await self._carry_out(first):
                         return
             # The common case inline (no client quota stored, no observer): each request's
@@ -246,8 +255,10 @@ class Connection:
                         return
                     break
                 if event.__class__ is HandleRequest:
+                    handler = event.handler
+                    pollable = hasattr(handler, "handle_now")
                     try:
-                        response = await event.handler.handle(event.ctx, event.request)
+                        response = await handler.handle(event.ctx, event.request)
                     except Exception as e:  # a handler bug must still answer the client
                         event = dispatcher.fail(event, e)
                     else:
