@@ -96,6 +96,7 @@ class Poller:
         # the connection whose requests the poller is carrying out (see _abort)
         self._running: Optional[Connection] = None
         self._abort_refused = False
+        self._now = 0.0
         self.closed = False
 
     async def run(self) -> None:
@@ -104,6 +105,8 @@ class Poller:
         try:
             while True:
                 await trio.lowlevel.wait_readable(ep.fileno())
+                # one clock read per batch: last_active is for idle expiry (milliseconds)
+                self._now = time.monotonic()
                 for fd, _ev in ep.poll(0):
                     conn = parked.get(fd)
                     if conn is None:
@@ -115,6 +118,8 @@ class Poller:
                         # a bug ends that connection only, in its own task (Connection.run logs it)
                         if fd in parked:
                             self._hand_back(fd, outcome.Error(e))
+                        else:
+                            log.exception("connection poller failed after handing %s back", conn.peer)
                     finally:
                         self._running = None
                     if self._abort_refused:
@@ -127,6 +132,7 @@ class Poller:
             self.closed = True
             for fd in list(parked):
                 self._hand_back(fd, outcome.Value(None))
+            trio.lowlevel.notify_closing(ep.fileno())   # trio waited on it: told before it closes
             ep.close()
 
     async def park(self, conn: Connection) -> Any:
@@ -177,7 +183,7 @@ class Poller:
         if not data:
             self._hand_back(fd, outcome.Value(ENDED))
             return
-        conn.last_active = time.monotonic()
+        conn.last_active = self._now
         frames.receive_data(data)
         quotas = conn.quotas
         while True:
@@ -224,7 +230,7 @@ class Poller:
     def _write(self, conn: Connection, fd: int, data: Any) -> bool:
         """``data`` written straight to the socket; False when it did not take it whole (the rest
         handed back to the task) or failed."""
-        conn.last_active = time.monotonic()
+        conn.last_active = self._now
         try:
             n = os.write(fd, data)
         except BlockingIOError:
