@@ -18,6 +18,11 @@ That is also the per-connection back-pressure Kafka gets from muting and
 client that does not read its answers leaves the task waiting in ``send_all`` with one answer
 in hand, not reading on.  Such a client costs one answer's memory, never a queue of them
 (tests/protocol/test_resource_abuse.py::test_client_that_never_reads_its_answers).
+
+On a PLAINTEXT listener the task does not always wait for its socket itself: once the last
+request it carried out was one that never suspends (a fast-path Produce), it parks on the
+listener's poller (server/poller.py), which runs such requests for many connections from one
+trio task and hands the connection back, where its bytes are, for anything else.
 """
 from __future__ import annotations
 
