@@ -39,7 +39,7 @@ from . import malloc
 from .dispatch import (  # noqa: F401  (CloseConnection, RequestContext, error_response: re-exported)
     Close, CloseConnection, Delayed, Dispatcher, HandleRequest, RequestContext, SendResponse,
     error_response)
-from .poller import ENDED, WriteRest
+from .poller import BUFFERED, ENDED, WriteRest
 
 if TYPE_CHECKING:
     from ..security.authenticator import SaslAuthenticator
@@ -224,6 +224,8 @@ class Connection:
                     continue   # readable: read here
                 if handed is ENDED:
                     return
+                if handed is BUFFERED:
+                    handed = None   # no first event: the buffer's requests below, then a read
             except OSError as e:
                 raise trio.BrokenResourceError(str(e)) from e
             finally:

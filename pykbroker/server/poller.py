@@ -23,8 +23,8 @@ the connection's task (``_hand_back``), which takes over exactly where the bytes
   flush.messages fsync after an append), a ``Delayed`` (fault injection) or ``Close`` decision,
   an answer that is not one buffer: the event itself, carried out first by the task;
 - an answer the socket did not take whole: the rest, which the task writes with ``send_all``;
-- a client quota that became active or an observer: nothing (the task carries out what is
-  buffered the general way);
+- a client quota that became active or an observer: ``BUFFERED`` (the task carries out what
+  is buffered the general way, then reads);
 - a large frame's body (read by the task straight into its buffer), the peer's end of the
   stream, a read error: what the task would have met itself.
 
@@ -74,6 +74,16 @@ class Ended:
 
 
 ENDED = Ended()
+
+
+class Buffered:
+    """Handed back: the poller read bytes it did not carry out (a client quota became active or
+    an observer was installed): the task carries out what is buffered before reading again."""
+
+    __slots__ = ()
+
+
+BUFFERED = Buffered()
 
 
 class WriteRest:
@@ -137,8 +147,9 @@ class Poller:
 
     async def park(self, conn: Connection) -> Any:
         """Wait, in ``conn``'s task, until the poller hands the connection back: ``None`` (read
-        on), an event to carry out first, a ``WriteRest``, or ``ENDED``; raises what the
-        task would have met reading (a reset)."""
+        on: nothing whole is buffered), ``BUFFERED`` (carry out what is buffered first), an
+        event to carry out first, a ``WriteRest``, or ``ENDED``; raises what the task would
+        have met reading (a reset)."""
         fd = conn._fd
         self._epoll.register(fd, select.EPOLLIN)
         self._parked[fd] = conn
@@ -189,7 +200,7 @@ class Poller:
         while True:
             # checked before each request, as the task's loop checks it
             if (quotas is not None and quotas.active) or conn.observer is not None:
-                self._hand_back(fd, outcome.Value(None))
+                self._hand_back(fd, outcome.Value(BUFFERED))
                 return
             event = dispatcher.next_event()
             if event is None:

@@ -152,3 +152,64 @@ def test_the_pollers_end_hands_its_connections_back_to_their_tasks():
     assert state["parked"] == 1 and state["closed"]
     assert state["answers"] == list(range(1, 21))
     assert seen[-10:] == [("task", c) for c in range(11, 21)]   # after the poller's end, the task
+
+
+class _Observer:
+    """An observer installed while the connection is parked: the poller must hand its next
+    requests to the task (which reports them here), buffered bytes included."""
+
+    def __init__(self):
+        self.done = []
+
+    def connection_opened(self, conn):
+        pass
+
+    def connection_closed(self, conn):
+        pass
+
+    def request_context(self, conn, ctx, spec):
+        import contextlib
+        return contextlib.nullcontext()
+
+    def request_done(self, conn, event, response, sent, error, t0, t1, t2):
+        self.done.append(event.ctx.correlation_id)
+
+
+def test_an_observer_installed_while_parked_gets_the_requests_the_poller_read():
+    broker, seen = _setup()
+    state = {}
+
+    async def main():
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        port = listeners[0].socket.getsockname()[1]
+        poller = Poller()
+        conns = []
+
+        async def serve_one(stream):
+            conn = Connection(broker, stream, "PLAINTEXT", poller)
+            conns.append(conn)
+            await conn.run()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(poller.run)
+            nursery.start_soon(lambda: trio.serve_listeners(serve_one, listeners))
+            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+            first = await _closed_loop(sock, range(1, 6))
+            await trio.sleep(0.05)
+            state["parked"] = len(poller._parked)
+            obs = conns[0].observer = _Observer()
+            # three requests in one write: the poller reads them all, then finds the observer
+            with trio.fail_after(5):
+                rest = await trio.to_thread.run_sync(
+                    lambda: (sock.sendall(b"".join(_request(c) for c in (6, 7, 8))),
+                             [_answer_corr(sock) for _ in range(3)])[1])
+            state["answers"] = first + rest
+            state["observed"] = obs.done
+            sock.close()
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    assert state["parked"] == 1
+    assert state["answers"] == list(range(1, 9))
+    assert state["observed"] == [6, 7, 8]   # carried out by the task, reported to the observer
+    assert [who for who, c in seen if c >= 6] == ["task"] * 3
