@@ -207,14 +207,16 @@ class Poller:
                 if dispatcher.closed:
                     self._hand_back(fd, outcome.Value(ENDED))
                 return   # stays parked: the rest of the next request is still to come
-            handle_now = getattr(event.handler, "handle_now", None) if event.__class__ is HandleRequest else None
-            if handle_now is None:
+            # (class identity, as the task's loop tells events apart)
+            req = event if event.__class__ is HandleRequest else None
+            handle_now = getattr(req.handler, "handle_now", None) if req is not None else None
+            if req is None or handle_now is None:
                 self._hand_back(fd, outcome.Value(event))
                 return
             try:
-                got = handle_now(event.ctx, event.request)
+                got = handle_now(req.ctx, req.request)
             except Exception as e:   # a handler bug must still answer the client (as the task does)
-                out = dispatcher.fail(event, e)
+                out = dispatcher.fail(req, e)
             else:
                 if got.__class__ is bytearray:   # the common case: the framed answer
                     if not self._write(conn, fd, got):
@@ -226,9 +228,9 @@ class Poller:
                     self._hand_back(fd, outcome.Value(event))   # the general path, which may await
                     return
                 if isinstance(got, Remainder):   # (a flush.messages fsync after an append)
-                    self._hand_back(fd, outcome.Value(HandleRequest(event.ctx, got, event.spec, event.request)))
+                    self._hand_back(fd, outcome.Value(HandleRequest(req.ctx, got, req.spec, req.request)))
                     return
-                out = dispatcher.finish(event, got)   # a refused append's answer (a dict)
+                out = dispatcher.finish(req, got)   # a refused append's answer (a dict)
             if out is None:
                 continue
             if out.__class__ is SendResponse and len(out.parts) == 1 and not hasattr(out.parts[0], "length"):
