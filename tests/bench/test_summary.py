@@ -49,15 +49,17 @@ def _copy(tmp_path):
     doc = tmp_path / "docs" / "benchmarks.md"
     doc.parent.mkdir()
     doc.write_text(DOC.read_text())
+    (tmp_path / "README.md").write_text((ROOT / "README.md").read_text())
     return results, doc
 
 
 def test_check_fails_on_a_hand_edit_and_on_a_new_record(tmp_path):
     results, doc = _copy(tmp_path)
+    readme = tmp_path / "README.md"
     # the links are relative to the document, so the copy's differ from the repository's:
     # written once first
-    assert summary.main(["--results", str(results), "--doc", str(doc)]) == 0
-    assert summary.main(["--check", "--results", str(results), "--doc", str(doc)]) == 0
+    assert summary.main(["--results", str(results), "--doc", str(doc), "--readme", str(readme)]) == 0
+    assert summary.main(["--check", "--results", str(results), "--doc", str(doc), "--readme", str(readme)]) == 0
     good = doc.read_text()
 
     # a figure changed by hand in the table
@@ -65,7 +67,7 @@ def test_check_fails_on_a_hand_edit_and_on_a_new_record(tmp_path):
     cells = row.split("|")
     cells[3] = " 12345.6 "   # pykbroker's figure, whatever the latest run measured
     doc.write_text(good.replace(row, "|".join(cells)))
-    assert summary.main(["--check", "--results", str(results), "--doc", str(doc)]) == 1
+    assert summary.main(["--check", "--results", str(results), "--doc", str(doc), "--readme", str(readme)]) == 1
     doc.write_text(good)
 
     # a newer run's record committed without regenerating: the check fails, writing fixes it
@@ -74,17 +76,21 @@ def test_check_fails_on_a_hand_edit_and_on_a_new_record(tmp_path):
                      "ratio": [0.5, 0.4, 0.6], "target": ">= 1x", "verdict": "MISS: 50% less", "met": False}]}
     (results / "bench-later.cells.json").write_text(bench.dump_record(rec))
     (results / "bench-later.md").write_text("# a later run\n")
-    assert summary.main(["--check", "--results", str(results), "--doc", str(doc)]) == 1
-    assert summary.main(["--results", str(results), "--doc", str(doc)]) == 0
-    assert summary.main(["--check", "--results", str(results), "--doc", str(doc)]) == 0
+    assert summary.main(["--check", "--results", str(results), "--doc", str(doc), "--readme", str(readme)]) == 1
+    assert summary.main(["--results", str(results), "--doc", str(doc), "--readme", str(readme)]) == 0
+    assert summary.main(["--check", "--results", str(results), "--doc", str(doc), "--readme", str(readme)]) == 0
     line = next(line for line in doc.read_text().splitlines()
                 if line.startswith("| tput/ck/single/100B/1p ") and "| produce MB/s " in line)
     assert "0.50 (0.40-0.60)" in line and "MISS: 50% less" in line and "[bench-later](" in line
+    # the README's headline lists it among the rows not met, with its run
+    head = readme.read_text()
+    head = head[head.index(summary.HEADLINE_BEGIN):head.index(summary.HEADLINE_END)]
+    assert "- `tput/ck/single/100B/1p` produce MB/s: 0.50 (0.40-0.60) (target >= 1x), [bench-later](" in head
     assert "bench-later.md) 2099-01-01 00:00" in line
 
     # a record whose summary is not committed beside it
     (results / "bench-later.md").unlink()
-    assert summary.main(["--check", "--results", str(results), "--doc", str(doc)]) == 1
+    assert summary.main(["--check", "--results", str(results), "--doc", str(doc), "--readme", str(readme)]) == 1
 
 
 def _rec(started, rows, mode="full"):
