@@ -481,6 +481,12 @@ def blip_failover(ports: dict, kill: Callable[[int], None], relay, session_s: fl
     acked_at_kill = 0
     try:
         time.sleep(3 * blip_every + 1.0)
+        # the kill must find acknowledged writes to keep: on a loaded machine a broker's first
+        # acknowledgements can come after the three blips (Apache Kafka's, once, 4 s median ack
+        # latency and none yet at the kill), so wait for one, 30 s at most
+        until = time.monotonic() + 30.0
+        while not load.acked and time.monotonic() < until:
+            time.sleep(0.1)
         log("controller %d, leader %s, %d blips so far; killing broker %d"
             % (controller, leader(), relay.drops, victim))
         acked_at_kill = len(load.acked)
