@@ -64,6 +64,12 @@ def _setup():
     return broker, seen
 
 
+async def _listen():
+    """A loopback listener, its port and a fresh poller (each test's set-up)."""
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    return listeners, listeners[0].socket.getsockname()[1], Poller()
+
+
 async def _closed_loop(sock, corrs):
     """Requests one at a time, each answer awaited (in a thread: the client blocks), after a
     pause in which the connection's task finds its socket empty and parks."""
@@ -82,9 +88,7 @@ def test_poller_answers_while_the_task_is_parked_and_a_cancelled_connection_ends
     state = {}
 
     async def main():
-        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-        port = listeners[0].socket.getsockname()[1]
-        poller = Poller()
+        listeners, port, poller = await _listen()
         scopes, ended = [], trio.Event()
 
         async def serve_one(stream):
@@ -124,9 +128,7 @@ def test_the_pollers_end_hands_its_connections_back_to_their_tasks():
     state = {}
 
     async def main():
-        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-        port = listeners[0].socket.getsockname()[1]
-        poller = Poller()
+        listeners, port, poller = await _listen()
         async with trio.open_nursery() as nursery:
             poller_scope = trio.CancelScope()
 
@@ -180,9 +182,7 @@ def test_an_observer_installed_while_parked_gets_the_requests_the_poller_read():
     state = {}
 
     async def main():
-        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-        port = listeners[0].socket.getsockname()[1]
-        poller = Poller()
+        listeners, port, poller = await _listen()
         conns = []
 
         async def serve_one(stream):
