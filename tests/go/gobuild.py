@@ -127,4 +127,12 @@ def run(binary: Path, bootstrap: str, scenario: str, wait: float = 180.0, **flag
     if r.returncode != 0:
         raise AssertionError("%s exited %d: %s" % (" ".join(args), r.returncode,
                                                    r.stderr[-4000:]))
+    # the client's retries and errors of a run that succeeded, printed for pytest to show if the
+    # test fails on the report (a record written twice by a retried request, say): otherwise
+    # the log that explains it is gone with the process
+    notable = [line for line in r.stderr.splitlines()
+               if any(w in line.lower() for w in ("retry", "retrying", "error", "disconnect", "timeout"))]
+    if notable:
+        print("%s %s: %d client log line(s) on retries/errors, the last 40:\n%s"
+              % (binary.name, scenario, len(notable), "\n".join(notable[-40:])))
     return json.loads(r.stdout)
