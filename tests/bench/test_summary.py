@@ -46,6 +46,10 @@ def _copy(tmp_path):
     for p in RESULTS.glob("bench-*"):
         if p.name.endswith((".md", summary.RECORD_SUFFIX)):
             shutil.copy(p, results / p.name)
+    for p in RESULTS.glob("*" + summary.RECORD_SUFFIX):   # a record's summary may have another name
+        named = RESULTS / json.loads(p.read_text())["summary"]
+        if named.exists():
+            shutil.copy(named, results / named.name)
     doc = tmp_path / "docs" / "benchmarks.md"
     doc.parent.mkdir()
     doc.write_text(DOC.read_text())
