@@ -728,6 +728,39 @@ def test_idempotent_sequences_survive_failover(cluster):
     assert vals == [b"a", b"b", b"c", b"d"]
 
 
+def test_idempotent_retry_below_min_isr_is_refused_and_the_next_sequence_is_out_of_order(cluster):
+    """The answers a new leader gave in the split-sigstop-controller duplicate
+    (compat/chaos/results/nemeses.md), in Kafka's order: while the ISR is below
+    min.insync.replicas an acks=all batch is refused NOT_ENOUGH_REPLICAS before the log is
+    touched, even a retry of a batch already in the log (Kafka's Partition.appendRecordsToLeader
+    checks the ISR size before UnifiedLog finds the duplicate); once the ISR is back, the batch
+    sent after a refused one is OUT_OF_ORDER_SEQUENCE_NUMBER (its predecessor was never
+    written), and the retry is answered with its original offset, nothing appended."""
+    cluster.create_topic("idr", 1, 3, {"min.insync.replicas": "3"})
+    leader, (f1, f2) = followers(cluster, "idr", 0)
+    pid, epoch = wire.init_producer_id(cluster.address(leader))
+
+    def send(values, seq):
+        with wire.WireClient(cluster.address(leader)) as w:
+            return wire.produce_part(wire.produce(w, "idr", 0, wire.make_batch(
+                values, producer_id=pid, producer_epoch=epoch, base_sequence=seq)))
+    first = send([b"a"], 0)
+    assert first["error_code"] == 0 and first["base_offset"] == 0
+    cluster.stop_broker(f1)            # the controller removes it from the ISR
+    wait_isr(cluster, "idr", 0, [leader, f2])
+    assert send([b"a"], 0)["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS   # a retry of offset 0
+    assert send([b"b"], 1)["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS
+    cluster.start_broker(f1)
+    wait_isr(cluster, "idr", 0, [leader, f1, f2])
+    assert send([b"c"], 2)["error_code"] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    dup = send([b"a"], 0)
+    assert dup["error_code"] == 0 and dup["base_offset"] == 0
+    nxt = send([b"b"], 1)
+    assert nxt["error_code"] == 0 and nxt["base_offset"] == 1
+    _, vals = fetch_values(cluster, leader, "idr", 0)
+    assert vals == [b"a", b"b"]
+
+
 def test_whole_cluster_restart_keeps_committed_records(cluster):
     cluster.create_topic("rs", 2, 3)
     for p in (0, 1):
