@@ -749,6 +749,53 @@ def auto_rebalance_run(request, tmp_path_factory):
                                 "auto-rebalance")
 
 
+def _failover_rebalance_run(data_dir, run):
+    """A cluster of its own, the imbalance check at its default interval (300 s): partition
+    [1, 2, 3] led by 2 after 1's kill -9, 1 restarted and back in the ISR (2 still leads), then
+    /controller deleted (a new controller term, as Kafka's tools force one).  Returns the
+    partition once 1 leads it again, and the seconds from the deletion."""
+    with Cluster(3, str(data_dir), overrides=OVERRIDES, zk_tick_time=500) as c:
+        assert create(c.brokers[0], "zk-failover-auto", 1, 3, assignments={0: [1, 2, 3]})["error_code"] == 0
+        wait_until(lambda: (_leader_of(c, "zk-failover-auto", 0) or {}).get("leader_id") == 1, what="leader 1")
+        c.kill(1, signal.SIGKILL)
+        wait_until(lambda: (_leader_of(c, "zk-failover-auto", 0, exclude=(1,)) or {}).get("leader_id") == 2,
+                   timeout=30, what="leader 2 after broker 1 died")
+        c.start(1)
+        back = wait_until(lambda: (lambda x: x if x and 1 in x["isr_nodes"] else None)(
+            _leader_of(c, "zk-failover-auto", 0)), timeout=60, what="broker 1 back in the ISR")
+        assert back["leader_id"] == 2, back   # no check before the interval: 2 still leads
+        k = kazoo_client.KazooClient(hosts=c.zookeeper_connect)
+        k.start(timeout=10)
+        try:
+            k.delete("/controller")
+            t0 = time.monotonic()
+        finally:
+            k.stop()
+            k.close()
+        p = wait_until(lambda: (lambda x: x if x and x["leader_id"] == 1 else None)(
+            _leader_of(c, "zk-failover-auto", 0)), timeout=30, what="leadership back on 1 after the new term")
+        return p, time.monotonic() - t0
+
+
+@pytest.fixture(scope="module", autouse=True)
+def failover_rebalance_run(request, tmp_path_factory):
+    """test_a_new_controller_term_checks_the_leader_imbalance_after_5_s's run (about 20 s),
+    started with the module beside its first tests, as auto_rebalance_run."""
+    yield from background.ahead(request, "test_zk_controller.py::test_a_new_controller_term_checks_the_leader_imbalance_after_5_s",
+                                functools.partial(_failover_rebalance_run, tmp_path_factory.mktemp("failover-rebalance")),
+                                "failover-rebalance")
+
+
+def test_a_new_controller_term_checks_the_leader_imbalance_after_5_s(failover_rebalance_run):
+    """As Kafka's ZooKeeper controller (onControllerFailover): a new controller's first automatic
+    preferred-leader check comes 5 s into its term, not one check interval (300 s) after the
+    broker started, so a leader moved by a failover goes back to its preferred replica soon
+    after the controller changes."""
+    p, took = failover_rebalance_run.result()
+    assert p["leader_id"] == 1 and 1 in p["isr_nodes"], p
+    assert 4.0 <= took < 30.0, took   # the check's 5 s delay, from the term's start
+
+
 def test_auto_leader_rebalance_moves_leadership_back(auto_rebalance_run):
     """auto.leader.rebalance.enable (on by default): once the preferred replica is back in sync,
     the controller's periodic check (leader.imbalance.check.interval.seconds, 2 s here) moves the

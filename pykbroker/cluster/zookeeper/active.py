@@ -60,6 +60,11 @@ def _log_election(topic: str, p: int, old: PartitionState, new: PartitionState) 
         log.info("electing %d as leader of %s-%d (was %d, ISR %s)", new.leader, topic, p, old.leader, list(old.isr))
 
 
+# Kafka's ZooKeeper controller runs its first automatic preferred-leader check this long after
+# it takes over (onControllerFailover's scheduleAutoLeaderRebalanceTask(delay = 5 s))
+FIRST_IMBALANCE_CHECK_S = 5.0
+
+
 class ActiveController(ZnodeRole):
     def __init__(self, listener: MetadataListener, store: ZnodeStore, events: EventTask, config: BrokerConfig,
                  node_id: int) -> None:
@@ -70,6 +75,8 @@ class ActiveController(ZnodeRole):
         self.is_active = False
         self.controller_epoch = 0
         self._epoch_zk_version = -1
+        # set when a term begins: rebalance_loop's first imbalance check comes 5 s into each term
+        self._term_began = trio.Event()
 
     # ================================================================== the term
     async def _bump_controller_epoch(self) -> None:
@@ -96,7 +103,10 @@ class ActiveController(ZnodeRole):
         self.is_active = True
         self.cache.apply([ControllerRecord(self.node_id)])
         log.info("broker %d is the controller (epoch %d)", self.node_id, self.controller_epoch)
-        await self.catch_up()
+        try:
+            await self.catch_up()
+        finally:
+            self._term_began.set()
 
     async def catch_up(self) -> None:
         """Kafka's onControllerFailover, also run after a reconnection within the session: fresh
@@ -272,30 +282,45 @@ class ActiveController(ZnodeRole):
 
     async def rebalance_loop(self) -> None:
         """``auto.leader.rebalance.enable``: the controller moves leadership back to preferred
-        replicas when a broker leads less than its share (Kafka's checkAndTriggerAutoLeaderRebalance)."""
+        replicas when a broker leads less than its share (Kafka's checkAndTriggerAutoLeaderRebalance).
+        As Kafka's ZooKeeper controller schedules it (onControllerFailover), the first check of a
+        term comes 5 s after the term's catch-up, then one every
+        ``leader.imbalance.check.interval.seconds``: a new controller puts back the leaders a
+        failover moved within seconds rather than up to the interval (300 s by default) later."""
         if not self.config["auto.leader.rebalance.enable"]:
             return
         interval = self.config["leader.imbalance.check.interval.seconds"]
         ratio = self.config["leader.imbalance.per.broker.percentage"] / 100.0
+        delay: Optional[float] = None   # None: no term to check for yet
         while True:
-            await trio.sleep(interval)
-            if not self.is_active:
+            with trio.move_on_after(delay if delay is not None else float("inf")):
+                await self._term_began.wait()
+            if self._term_began.is_set():   # a new term (set again by the next become_active)
+                self._term_began = trio.Event()
+                delay = FIRST_IMBALANCE_CHECK_S
                 continue
-            live = self.alive()
-            by_preferred: dict[int, list] = {}
-            for info in list(self.cache.topics.values()):
-                for p in info.partition_ids():
-                    st = self.cache.partition_state(info.name, p)
-                    if st is not None and st.replicas:
-                        by_preferred.setdefault(st.replicas[0], []).append((info.name, p, st))
-            for broker, parts in by_preferred.items():
-                if broker not in live:
-                    continue
-                wrong = [(t, p) for t, p, st in parts if st.leader != broker]
-                if parts and len(wrong) / len(parts) > ratio:
-                    log.info("leader imbalance of broker %d is %.0f%%: preferred election of %d partition(s)",
-                             broker, 100.0 * len(wrong) / len(parts), len(wrong))
-                    await self.elect(wrong, 0)
+            if not self.is_active:
+                delay = None
+                continue
+            await self._check_leader_imbalance(ratio)
+            delay = interval
+
+    async def _check_leader_imbalance(self, ratio: float) -> None:
+        live = self.alive()
+        by_preferred: dict[int, list] = {}
+        for info in list(self.cache.topics.values()):
+            for p in info.partition_ids():
+                st = self.cache.partition_state(info.name, p)
+                if st is not None and st.replicas:
+                    by_preferred.setdefault(st.replicas[0], []).append((info.name, p, st))
+        for broker, parts in by_preferred.items():
+            if broker not in live:
+                continue
+            wrong = [(t, p) for t, p, st in parts if st.leader != broker]
+            if parts and len(wrong) / len(parts) > ratio:
+                log.info("leader imbalance of broker %d is %.0f%%: preferred election of %d partition(s)",
+                         broker, 100.0 * len(wrong) / len(parts), len(wrong))
+                await self.elect(wrong, 0)
 
     # ================================================================== reassignments
     def check_target(self, topic: str, p: int, target: Optional[list[int]], allow_rf_change: bool) -> tuple[int, Optional[str]]:
