@@ -28,7 +28,11 @@ Anomalies (``Result.anomalies``, kind -> examples), Jepsen's names:
   after the heal returned.  The final read after the heal reads every partition to its end.
 - ``unseen-within-bound``: acknowledged, read after the heal, but only more than ``bound`` seconds
   after it (the cluster took too long to make it readable again).
-- ``duplicate``: one value read at two or more positions (partition, offset).
+- ``duplicate``: one value read at two or more positions (partition, offset).  Not counted when
+  the log's batch headers (``History.batches``) show every copy written by one producer id under
+  a different producer epoch each: the client re-sent the value as a new write after an epoch
+  bump, which no broker can detect; those are ``Result.client_anomalies``
+  (``duplicate-after-epoch-bump``) and ``client_duplicates``.
 - ``inconsistent-offsets``: two different values at one (partition, offset), from acknowledgements
   and polls together; or a value acknowledged at one offset and read only at others.
 - ``nonmonotonic-send``: one producer's acknowledged writes to a partition whose offsets are not
@@ -142,6 +146,10 @@ class History:
         self.txns: dict[str, Txn] = {}
         self.commits: list[Commit] = []
         self.heal: Optional[float] = None
+        # (partition, offset) -> (producer id, producer epoch, sequence) of the record there, read
+        # from the log's batch headers after the run for the positions of duplicated values
+        # (see the duplicates check); empty when none was looked up
+        self.batches: dict[tuple[int, int], tuple[int, int, int]] = {}
         self._lock = threading.Lock()
 
     def add(self, event) -> object:
@@ -171,6 +179,7 @@ class History:
                              c.error, c.observed] for c in self.commits],
                 # wall clock minus the monotonic one the events' times are on: lines a history up
                 # with the brokers' logs (ignored when read back)
+                "batches": [[part, off, *b] for (part, off), b in sorted(self.batches.items())],
                 "heal": self.heal, "wall_offset": time.time() - time.monotonic()}
 
     @classmethod
@@ -182,6 +191,7 @@ class History:
         h.assigns = [Assign(*a) for a in d["assigns"]]
         h.txns = {t[0]: Txn(*t) for t in d["txns"]}
         h.commits = [Commit(c[0], c[1], {int(k): v for k, v in c[2].items()}, *c[3:]) for c in d.get("commits", [])]
+        h.batches = {(b[0], b[1]): (b[2], b[3], b[4]) for b in d.get("batches", [])}
         h.heal = d.get("heal")
         return h
 
@@ -200,6 +210,10 @@ class Result:
     p99: float = 0.0
     anomalies: dict = dataclasses.field(default_factory=dict)   # kind -> [example, ...]
     counts: dict = dataclasses.field(default_factory=dict)      # kind -> number found
+    # duplicates the log's batch headers show a client made (duplicate-after-epoch-bump): counted
+    # in ``duplicated`` and reported, not counted against the broker in ``ok``
+    client_duplicates: int = 0
+    client_anomalies: dict = dataclasses.field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -300,6 +314,21 @@ def check(history: History, bound: Optional[float] = None) -> Result:
     for value, where in read_at.items():
         if len(where) > 1:
             r.duplicated += len(where) - 1
+            ids = [history.batches.get(w) for w in sorted(where)]
+            if all(ids) and len({i[0] for i in ids if i}) == 1 and ids[0] and ids[0][0] >= 0 \
+                    and len({i[1] for i in ids if i}) == len(ids):
+                # every copy written by one idempotent producer id, each under another producer
+                # epoch: the client sent the value again as a new write after bumping its epoch
+                # (KIP-360), which no broker can tell from new data (sequences restart at 0 in
+                # the new epoch); librdkafka 2.16.0 does this after an OUT_OF_ORDER_SEQUENCE_NUMBER
+                # behind a refused batch (its issue #4953), whichever broker answers.  A broker
+                # that let one (producer id, epoch, sequence) in twice shows one epoch twice.
+                r.client_duplicates += 1
+                ex = r.client_anomalies.setdefault("duplicate-after-epoch-bump", [])
+                if len(ex) < MAX_EXAMPLES:
+                    ex.append("%s read at %s, written as (producer id, epoch, sequence) %s"
+                              % (value, sorted(where), [tuple(i) for i in ids if i]))
+                continue
             r._add("duplicate", "%s read at %s" % (value, sorted(where)))
 
     # -- inconsistent offsets ----------------------------------------------------------------

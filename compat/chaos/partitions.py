@@ -1214,6 +1214,59 @@ def final_read(bootstrap: str, h: History, partitions: int, until: float, log=pr
         time.sleep(2.0)
 
 
+def duplicated_positions(h: History) -> list[tuple[int, int]]:
+    """The (partition, offset) positions of every value read at more than one position."""
+    where: dict[str, set] = {}
+    for p in h.polls:
+        for part, recs in p.records.items():
+            for off, value in recs:
+                where.setdefault(value, set()).add((part, off))
+    return sorted(pos for ps in where.values() if len(ps) > 1 for pos in ps)
+
+
+def lookup_batches(bootstrap: str, h: History, topic: str = TOPIC, log=print) -> None:
+    """``h.batches`` for the positions of duplicated values: the producer id, epoch and sequence
+    of the record at each, from the batch headers a raw Fetch of the partition's leader returns
+    there (the same request for either broker).  What cannot be read stays unknown (the
+    duplicate then counts as one)."""
+    from pykbroker.protocol import records as R
+    from pykbroker.protocol import wire
+    wanted = duplicated_positions(h)
+    if not wanted:
+        return
+    seeds = [(hp.rsplit(":", 1)[0], int(hp.rsplit(":", 1)[1])) for hp in bootstrap.split(",")]
+    leaders: dict[int, tuple[str, int]] = {}
+    for seed in seeds:
+        try:
+            md = wire.metadata(seed, [topic])
+        except OSError:
+            continue
+        nodes = {b["node_id"]: (b["host"], b["port"]) for b in md["brokers"]}
+        for part in md["topics"][0]["partitions"]:
+            if part["leader_id"] in nodes:
+                leaders[part["partition_index"]] = nodes[part["leader_id"]]
+        break
+    for part, off in wanted:
+        leader = leaders.get(part)
+        if leader is None:
+            continue
+        try:
+            resp = wire.fetch(leader, topic, part, off, partition_max_bytes=256 << 10)
+        except OSError as e:
+            log("batch headers of %d@%d not read: %s" % (part, off, e))
+            continue
+        buf = wire.fetch_part(resp).get("records") or b""
+        pos = 0
+        while pos + R.HEADER_SIZE <= len(buf):
+            hdr = R.parse_header(buf, pos)
+            if hdr.base_offset <= off <= hdr.last_offset:
+                seq = R.increment_sequence(hdr.base_sequence, off - hdr.base_offset)
+                h.batches[(part, off)] = (hdr.producer_id, hdr.producer_epoch, seq)
+                break
+            pos += hdr.size
+    log("batch headers of %d duplicated position(s): %s" % (len(wanted), {k: h.batches.get(k) for k in wanted}))
+
+
 def workload_figures(h: History) -> dict:
     """Transactions by outcome, commits acknowledged / failed, observers' reads."""
     out: dict = {}
@@ -1251,6 +1304,8 @@ class RunReport:
     def row(self) -> str:
         r = self.result
         anomalies = ", ".join("%s %d" % kv for kv in sorted(r.counts.items()) if kv[0] not in ("lost", "duplicate")) or "none"
+        if r.client_duplicates:   # in the dup column too; named so the row says whose they are
+            anomalies += "; client re-sends after an epoch bump %d" % r.client_duplicates
         return "| %s | %s | %s | %.0f | %d | %d | %d | %d | %d | %d | %s | %.1f | %.0f | %s |" % (
             self.nemesis, self.workload, self.broker, self.seconds, len(self.faults), r.sent, r.acked, r.failed, r.lost, r.duplicated,
             anomalies, r.longest_unavailable, 1000 * r.p99,
@@ -1359,6 +1414,7 @@ def run(nemesis: str, seconds: float = 60.0, fault_s: float = 20.0, quiet_s: flo
         log("workload stopped (%.1f s after the heal); final read" % (time.monotonic() - h.heal))
         passes = final_read(cluster.bootstrap_servers, h, partitions, h.heal + bound + 30, log=log,
                             isolation=READ_COMMITTED if workload == "txn" else READ_UNCOMMITTED)
+        lookup_batches(cluster.bootstrap_servers, h, log=log)
         if after is not None:   # the caller's look at the healed cluster, before it stops
             after_figures = after(cluster)
     finally:
@@ -1435,7 +1491,7 @@ def main(argv=None) -> int:
         reports.append(rep)
         print(RunReport.HEADER)
         print(rep.row(), flush=True)
-        for kind, ex in rep.result.anomalies.items():
+        for kind, ex in list(rep.result.anomalies.items()) + list(rep.result.client_anomalies.items()):
             for e in ex[:5]:
                 print("    %s: %s" % (kind, e))
         for e in rep.errors[:10]:

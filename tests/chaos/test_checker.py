@@ -80,6 +80,38 @@ def test_duplicate():
     assert got == {"duplicate"} and r.duplicated == 1
 
 
+def _duplicated_a0(batches_at):
+    """clean(), with a-0 read again at the end of partition 0; ``batches_at(first, second)``
+    gives the (producer id, epoch, sequence) of the two positions (None: not looked up)."""
+    h = clean()
+    recs = h.polls[-1].records[0]
+    first = (0, [o for o, v in recs if v == "a-0"][0])
+    second = (0, recs[-1][0] + 1)
+    recs.append((second[1], "a-0"))
+    for pos, ids in zip((first, second), batches_at):
+        if ids is not None:
+            h.batches[pos] = ids
+    return h
+
+
+def test_a_client_resend_after_an_epoch_bump_is_told_apart_from_a_duplicate_the_broker_let_in():
+    # one producer id, epoch 0 then epoch 1 at sequence 0: the client wrote it again as new data
+    got, r = kinds(_duplicated_a0([(7, 0, 159), (7, 1, 0)]))
+    assert got == set() and r.ok and r.duplicated == 1 and r.client_duplicates == 1
+    assert "a-0 read at" in r.client_anomalies["duplicate-after-epoch-bump"][0]
+    # survives the history's JSON form (results keep histories for re-checking)
+    h = _duplicated_a0([(7, 0, 159), (7, 1, 0)])
+    assert check(History.from_dict(json.loads(json.dumps(h.to_dict())))).client_duplicates == 1
+    # the same (producer id, epoch) twice: the broker's sequence check let a retry in again
+    got, r = kinds(_duplicated_a0([(7, 0, 159), (7, 0, 159)]))
+    assert got == {"duplicate"} and r.client_duplicates == 0
+    # two producer ids (not one client's epochs), a non-idempotent producer, or a position not
+    # looked up: a duplicate
+    assert kinds(_duplicated_a0([(7, 0, 159), (8, 0, 0)]))[0] == {"duplicate"}
+    assert kinds(_duplicated_a0([(-1, -1, -1), (-1, 0, -1)]))[0] == {"duplicate"}
+    assert kinds(_duplicated_a0([(7, 0, 159), None]))[0] == {"duplicate"}
+
+
 def test_inconsistent_offsets_two_values_at_one_offset():
     h = clean()
     # another consumer read a different value at offset 3 of partition 1 (two leaders' logs)
