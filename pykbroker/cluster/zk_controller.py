@@ -127,6 +127,7 @@ class ZkController(Controller):
             "group_config": listener.on_group_config,
             "deletions": active.on_deletions,
             "preferred": active.on_preferred,
+            "auto_rebalance": active.on_auto_rebalance,   # posted by active.rebalance_loop's timer
             "reassign": active.on_reassign,
             "log_dir_events": active.on_log_dir_events,
             "offline_report": active.on_offline_report,

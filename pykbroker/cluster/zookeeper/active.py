@@ -281,8 +281,9 @@ class ActiveController(ZnodeRole):
             pass
 
     async def rebalance_loop(self) -> None:
-        """``auto.leader.rebalance.enable``: the controller moves leadership back to preferred
-        replicas when a broker leads less than its share (Kafka's checkAndTriggerAutoLeaderRebalance).
+        """``auto.leader.rebalance.enable``'s timer: it posts the check (``on_auto_rebalance``) to
+        the event task, which runs it between the other controller events and survives a
+        ZooKeeper error under it, as Kafka's controller queues AutoPreferredReplicaLeaderElection.
         As Kafka's ZooKeeper controller schedules it (onControllerFailover), the first check of a
         term comes 5 s after the term's catch-up, then one every
         ``leader.imbalance.check.interval.seconds``: a new controller puts back the leaders a
@@ -290,7 +291,6 @@ class ActiveController(ZnodeRole):
         if not self.config["auto.leader.rebalance.enable"]:
             return
         interval = self.config["leader.imbalance.check.interval.seconds"]
-        ratio = self.config["leader.imbalance.per.broker.percentage"] / 100.0
         delay: Optional[float] = None   # None: no term to check for yet
         while True:
             with trio.move_on_after(delay if delay is not None else float("inf")):
@@ -302,10 +302,15 @@ class ActiveController(ZnodeRole):
             if not self.is_active:
                 delay = None
                 continue
-            await self._check_leader_imbalance(ratio)
+            self.events.post(("auto_rebalance",))
             delay = interval
 
-    async def _check_leader_imbalance(self, ratio: float) -> None:
+    async def on_auto_rebalance(self) -> None:
+        """Kafka's checkAndTriggerAutoLeaderRebalance: a preferred election of the partitions of
+        every live broker that leads less than its share (``leader.imbalance.per.broker.percentage``)."""
+        if not self.is_active:   # the term ended after the timer posted this
+            return
+        ratio = self.config["leader.imbalance.per.broker.percentage"] / 100.0
         live = self.alive()
         by_preferred: dict[int, list] = {}
         for info in list(self.cache.topics.values()):
