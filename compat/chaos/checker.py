@@ -214,6 +214,12 @@ class Result:
     # in ``duplicated`` and reported, not counted against the broker in ``ok``
     client_duplicates: int = 0
     client_anomalies: dict = dataclasses.field(default_factory=dict)
+    # where the lost writes were sent: [partition, first send s, last send s, how many] per run of
+    # losses (a gap of LOST_SPAN_GAP_S or more starts a new one), times from the history's first
+    # send.  A count alone compares badly between runs and brokers: an acks=1 loss is the rate
+    # times how long a cut-off leader kept acknowledging, summed over the partitions it led, and
+    # which partitions the isolated broker leads differs from run to run
+    lost_spans: list = dataclasses.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -224,6 +230,25 @@ class Result:
         ex = self.anomalies.setdefault(kind, [])
         if len(ex) < MAX_EXAMPLES:
             ex.append(example)
+
+
+LOST_SPAN_GAP_S = 2.0
+
+
+def _spans(lost: list, t0: float) -> list:
+    """``Result.lost_spans`` of ``lost`` (sends), per partition, in send order."""
+    out: list = []
+    for part in sorted({s.partition for s in lost}):
+        span: Optional[list] = None
+        for s in sorted((s for s in lost if s.partition == part), key=lambda s: s.time):
+            t = round(s.time - t0, 1)
+            if span is not None and s.time - t0 - span[2] < LOST_SPAN_GAP_S:
+                span[2] = t
+                span[3] += 1
+            else:
+                span = [part, t, t, 1]
+                out.append(span)
+    return out
 
 
 def check(history: History, bound: Optional[float] = None) -> Result:
@@ -298,17 +323,21 @@ def check(history: History, bound: Optional[float] = None) -> Result:
     # was possibly persisted comes back as a duplicate) is an acknowledgement too: it must be read
     no_offset = [s for s in sends if s.offset is None and s.error is None and s.ack_time is not None]
     r.acked_without_offset = len(no_offset)
+    lost_sends: list[Send] = []
     for s in acked + no_offset:
         if status(s) != "committed":
             continue
         where = "%d@%s" % (s.partition, s.offset if s.offset is not None else "?")
         if s.value not in first_read_after_heal:
             r.lost += 1
+            lost_sends.append(s)
             was = " (read before the heal at %s, not after)" % sorted(read_at[s.value]) if s.value in read_at else ""
             r._add("lost", "%s acknowledged at %s (t=%.3f)%s" % (s.value, where, s.ack_time or s.time, was))
         elif bound is not None and heal is not None and first_read_after_heal[s.value] - heal > bound:
             r._add("unseen-within-bound", "%s acknowledged at %s, first read %.1f s after the heal"
                    % (s.value, where, first_read_after_heal[s.value] - heal))
+
+    r.lost_spans = _spans(lost_sends, sends[0].time if sends else 0.0)
 
     # -- duplicates --------------------------------------------------------------------------
     for value, where in read_at.items():

@@ -1306,8 +1306,11 @@ class RunReport:
         anomalies = ", ".join("%s %d" % kv for kv in sorted(r.counts.items()) if kv[0] not in ("lost", "duplicate")) or "none"
         if r.client_duplicates:   # in the dup column too; named so the row says whose they are
             anomalies += "; client re-sends after an epoch bump %d" % r.client_duplicates
-        return "| %s | %s | %s | %.0f | %d | %d | %d | %d | %d | %d | %s | %.1f | %.0f | %s |" % (
-            self.nemesis, self.workload, self.broker, self.seconds, len(self.faults), r.sent, r.acked, r.failed, r.lost, r.duplicated,
+        lost = str(r.lost)
+        if r.lost_spans:   # which partitions, sent when (s from the first send): see Result.lost_spans
+            lost += " (%s)" % ", ".join("p%d %.1f-%.1f s" % tuple(sp[:3]) for sp in r.lost_spans)
+        return "| %s | %s | %s | %.0f | %d | %d | %d | %d | %s | %d | %s | %.1f | %.0f | %s |" % (
+            self.nemesis, self.workload, self.broker, self.seconds, len(self.faults), r.sent, r.acked, r.failed, lost, r.duplicated,
             anomalies, r.longest_unavailable, 1000 * r.p99,
             ", ".join("%s %s" % kv for kv in self.figures.items() if not isinstance(kv[1], list)) or "")
 

@@ -55,6 +55,23 @@ def test_lost_write():
     assert "a-4" in r.anomalies["lost"][0]
 
 
+def test_lost_spans_say_which_partition_lost_writes_sent_when():
+    # p0 loses the writes sent 1.0-1.4 s and 4.0-4.2 s (two cuts), p1 one write at 2.0 s
+    h = History()
+    for i in range(60):
+        for part in (0, 1):
+            h.add(Send("a", "a-%d-%d" % (part, i), part, 0.1 * i, offset=i, ack_time=0.1 * i + 0.01))
+    gone = {(0, i) for i in list(range(10, 15)) + list(range(40, 43))} | {(1, 20)}
+    h.heal = 7.0
+    h.add(Assign("final", 8.0))
+    h.add(Poll("final", 8.1, {part: [(s.offset, s.value) for s in h.sends if s.partition == part
+                                     and (part, s.offset) not in gone] for part in (0, 1)}))
+    r = check(h)
+    assert r.lost == 9
+    assert r.lost_spans == [[0, 1.0, 1.4, 5], [0, 4.0, 4.2, 3], [1, 2.0, 2.0, 1]]
+    assert check(clean()).lost_spans == []
+
+
 def test_lost_after_heal_even_if_read_before():
     h = clean()
     rec = h.polls[-1].records
