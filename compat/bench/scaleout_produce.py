@@ -70,6 +70,7 @@ def rep(t, admin, topic: str, partitions: int, budget_mb: float) -> dict:
     return {"produce_mb_s": round(sum(o["mb_s"] for o in outs), 1),
             "ack_p99_ms": round(max(o["ack"]["p99_ms"] for o in outs), 1),   # the worst producer's, as bench.py
             "producer_s": [round(o["seconds"], 3) for o in outs],
+            "producer_enqueue_s": [round(o["enqueue_seconds"], 3) for o in outs],
             "producer_p99_ms": [round(o["ack"]["p99_ms"]) for o in outs],
             "producer_p50_ms": [round(o["ack"]["p50_ms"]) for o in outs],
             "records_per_broker": per_broker,
