@@ -195,6 +195,10 @@ def matrix(mode: str) -> list:
     for gen in ("java", "ck"):
         for size in (100, 1024):
             cells.append(cell("tput", gen, topology="scaleout", size=size, producers=4, partitions=8))
+        # the latency of the scale-out deployment at half the slower broker's maximum: a flat-out
+        # run's ack p99 is mostly the time records wait in the client's queue, which depends on
+        # how far the load generator gets ahead of the broker (results/scaleout-produce-2026-11-28.md)
+        cells.append(cell("latency", gen, topology="scaleout", size=1024, producers=4, partitions=8, rate_pct=50))
     # security: produce and consume over TLS and over TLS + SCRAM-SHA-512 (the same certificate
     # on both brokers), the cost of setting up a TLS + SCRAM connection, and the authorizer on
     # with 10,000 bindings (brokers.py: the secure and acl topologies)
