@@ -10,15 +10,18 @@ if TYPE_CHECKING:
 
 def add_arguments(tp: argparse.ArgumentParser) -> None:
     sub = tp.add_subparsers(dest="trace_cmd", required=True)
-    px = sub.add_parser("proxy", help="a recording TCP proxy in front of one Kafka broker (any Kafka)",
-                        description="Relay a client's conversation with one broker and append every request and "
-                                    "response, decoded, to --out (JSON lines, as `serve --trace`).  Broker "
-                                    "addresses in Metadata/FindCoordinator/DescribeCluster answers are rewritten to "
-                                    "the proxy's, so the client keeps talking through it (one upstream broker).  "
-                                    "ApiVersions answers are capped at the versions pykbroker's codecs decode.")
+    px = sub.add_parser("proxy", help="a recording TCP proxy in front of a Kafka broker or cluster (any Kafka)",
+                        description="Relay a client's conversation with a broker or a cluster and append every "
+                                    "request and response, decoded, to --out (JSON lines, as `serve --trace`).  One "
+                                    "listener per upstream broker (the first on --listen's port, the others on the "
+                                    "ports after it, or free ports with port 0); broker addresses in "
+                                    "Metadata/FindCoordinator/DescribeCluster answers are rewritten to the matching "
+                                    "listener, so the client keeps talking through the proxy.  ApiVersions answers "
+                                    "are capped at the versions pykbroker's codecs decode.")
     px.add_argument("--listen", default="127.0.0.1:0", metavar="HOST:PORT",
                     help="where clients connect (port 0: a free one, printed at start)")
-    px.add_argument("--upstream", required=True, metavar="HOST:PORT", help="the broker")
+    px.add_argument("--upstream", required=True, metavar="HOST:PORT[,HOST:PORT...]",
+                    help="the broker, or every broker of the cluster (comma-separated)")
     px.add_argument("--out", required=True, metavar="FILE", help="trace file (appended)")
     df = sub.add_parser("diff", help="compare two traces request by request, field by field",
                         description="Exit 0 when the two traces match after ignoring what legitimately differs "

@@ -1,5 +1,11 @@
-"""``pykbroker trace proxy --listen HOST:PORT --upstream HOST:PORT --out FILE``: a transparent
-recording TCP proxy in front of one Kafka broker (pykbroker, Apache Kafka, any other).
+"""``pykbroker trace proxy --listen HOST:PORT --upstream HOST:PORT[,HOST:PORT...] --out FILE``: a
+transparent recording TCP proxy in front of a Kafka broker or cluster (pykbroker, Apache Kafka,
+any other).
+
+One listener per upstream broker: the first on ``--listen``'s port, the next ones on the ports
+after it (or on free ports when that port is 0).  Every exchange of a cluster's trace names the
+broker it went to (``"broker": "HOST:PORT"``, upstream); a single upstream's lines have no such
+field, as before.
 
 Each client connection gets its own upstream connection.  Requests are forwarded byte for byte;
 each is decoded with the project's generated codecs (``protocol/codec.py``) and kept by
@@ -10,9 +16,12 @@ no response, so it is written at once with ``"response": null``.
 Responses are forwarded unchanged except where the client would otherwise leave the proxy:
 
 - Metadata, FindCoordinator (v0-3 and v4+ ``coordinators``), DescribeCluster and Produce v10+
-  ``node_endpoints`` carry broker addresses: every broker's host and port become the proxy's
-  listening address.  One upstream broker is supported (a cluster's other brokers would all be
-  mapped to the same upstream); use a single-broker upstream.
+  ``node_endpoints`` carry broker addresses: each becomes the address of the proxy's listener for
+  that broker (``Router``).  A broker is recognised by the host and port it advertises, or by its
+  port alone when one upstream has it; with a single upstream every address maps to its listener
+  (a broker may advertise a name other than the one given).  An address no upstream matches is
+  left as it is, with one warning: the client then talks to that broker directly, unrecorded, so
+  name every broker of a cluster in ``--upstream``.
 - ApiVersions: each API's ``max_version`` is capped at the newest version the codecs decode, and
   APIs they do not know are left out, so that every later request can be decoded.  This changes
   what the client picks (Kafka 4 offers newer versions of some APIs than pykbroker): the trace
@@ -28,7 +37,7 @@ import functools
 import logging
 import sys
 import time
-from typing import TYPE_CHECKING, AsyncIterator
+from typing import TYPE_CHECKING, AsyncIterator, Awaitable, Callable
 
 import trio
 
@@ -53,14 +62,45 @@ def _frame(body: bytes | bytearray) -> bytes:
     return P.I32.pack(len(body)) + body
 
 
-def rewrite_response(api_key: int, version: int, body: dict, host: str, port: int) -> bool:
+class Router:
+    """Which proxy listener stands for which upstream broker: ``upstreams[i]`` is served on
+    ``advertised[i]``."""
+
+    def __init__(self, upstreams: list[tuple[str, int]], advertised: list[tuple[str, int]]) -> None:
+        self.upstreams = list(upstreams)
+        self.advertised = list(advertised)
+        self._warned: set = set()
+
+    def route(self, host: str, port: int) -> tuple[str, int] | None:
+        """The listener for the broker advertised at ``host:port``, None when no upstream is it."""
+        if len(self.upstreams) == 1:
+            return self.advertised[0]
+        for i, u in enumerate(self.upstreams):
+            if u == (host, port):
+                return self.advertised[i]
+        # the same broker under another name (localhost for 127.0.0.1, a hostname for its
+        # address): its port, when only one upstream has that port
+        same_port = [i for i, u in enumerate(self.upstreams) if u[1] == port]
+        if len(same_port) == 1:
+            return self.advertised[same_port[0]]
+        if (host, port) not in self._warned:
+            self._warned.add((host, port))
+            log.warning("broker %s:%d is not among the upstreams: its address is passed on unchanged "
+                        "and clients will talk to it directly, unrecorded", host, port)
+        return None
+
+
+def rewrite_response(api_key: int, version: int, body: dict, router: Router) -> bool:
     """Rewrite ``body`` in place so the client keeps talking through the proxy; True if changed."""
     changed = False
 
     def point(d: dict) -> None:
         nonlocal changed
-        if d.get("host") is not None and (d.get("host"), d.get("port")) != (host, port):
-            d["host"], d["port"] = host, port
+        if d.get("host") is None:
+            return
+        to = router.route(d["host"], d.get("port", -1))
+        if to is not None and (d["host"], d.get("port")) != to:
+            d["host"], d["port"] = to
             changed = True
 
     if api_key in (METADATA, DESCRIBE_CLUSTER):
@@ -92,12 +132,14 @@ def rewrite_response(api_key: int, version: int, body: dict, host: str, port: in
 
 class ProxyConnection:
     def __init__(self, client: trio.abc.Stream, upstream: trio.abc.Stream, trace: TraceFile,
-                 advertised: tuple[str, int], peer: str) -> None:
+                 router: Router, peer: str, broker: str | None = None) -> None:
         self.client = client
         self.upstream = upstream
         self.trace = trace
-        self.host, self.port = advertised
+        self.router = router
         self.peer = peer
+        # the upstream's HOST:PORT on every line of a cluster's trace
+        self.tag: dict = {"broker": broker} if broker is not None else {}
         self.pending: dict[int, tuple] = {}
         self._client_send = trio.StrictFIFOLock()   # both directions may answer the client
 
@@ -168,7 +210,7 @@ class ProxyConnection:
         body = {"error_code": 35, "api_keys": [{"api_key": API_VERSIONS, "min_version": spec.min_version,
                                                 "max_version": spec.max_version}]}
         self.trace.write(exchange(self.peer, API_VERSIONS, version, corr, None, None, body, time.time(), 0.0,
-                                  request_error="ApiVersions v%d is newer than the codecs: answered by the "
+                                  **self.tag, request_error="ApiVersions v%d is newer than the codecs: answered by the "
                                                 "proxy with UNSUPPORTED_VERSION" % version))
         return _frame(P.I32.pack(corr) + spec.encode_bytes("response", 0, body))
 
@@ -188,7 +230,8 @@ class ProxyConnection:
         except Exception as e:
             extra["request_error"] = "undecodable: %s" % e
         if api_key == PRODUCE and request is not None and request.get("acks") == 0:
-            self.trace.write(exchange(self.peer, api_key, version, corr, client_id, request, None, t0, 0.0, **extra))
+            self.trace.write(exchange(self.peer, api_key, version, corr, client_id, request, None, t0, 0.0,
+                                      **self.tag, **extra))
             return
         self.pending[corr] = (api_key, version, client_id, request, t0, time.perf_counter(), extra)
 
@@ -203,14 +246,14 @@ class ProxyConnection:
             _corr, body = decode_response(frame, api_key, version)  # type: ignore[arg-type]  # reads a bytearray alike
         except Exception as e:
             extra = {**extra, "response_error": "undecodable: %s" % e}
-        if body is not None and rewrite_response(api_key, version, body, self.host, self.port):
+        if body is not None and rewrite_response(api_key, version, body, self.router):
             spec = APIS[api_key]
             enc_version = version
             flexible_header = api_key != API_VERSIONS and version >= spec.flexible_from
             header = P.I32.pack(corr) + (b"\x00" if flexible_header else b"")
             frame = header + spec.encode_bytes("response", enc_version, body)
         self.trace.write(exchange(self.peer, api_key, version, corr, client_id, request, body, t0,
-                                  (time.perf_counter() - p0) * 1000.0, **extra))
+                                  (time.perf_counter() - p0) * 1000.0, **self.tag, **extra))
         return frame
 
 
@@ -229,42 +272,63 @@ async def drain(connections: set, seconds: float = DRAIN_SECONDS) -> None:
             await trio.sleep(0.02)
 
 
-async def run_proxy(listen: tuple[str, int], upstream: tuple[str, int], out: str,
+def _upstreams(text: str) -> list[tuple[str, int]]:
+    out = [_host_port(part.strip()) for part in text.split(",") if part.strip()]
+    if not out:
+        raise ValueError("expected HOST:PORT[,HOST:PORT...], got %r" % text)
+    if len(set(out)) != len(out):
+        raise ValueError("an upstream is named twice in %r" % text)
+    return out
+
+
+async def run_proxy(listen: tuple[str, int], upstream: tuple[str, int] | list[tuple[str, int]], out: str,
                     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
                     connections: set | None = None) -> None:
-    """Serve until cancelled; ``task_status.started`` gets the bound port.  ``connections``:
-    a set the live ``ProxyConnection``s are kept in (for ``drain``)."""
+    """Serve until cancelled; ``task_status.started`` gets the first listener's port (the one to
+    bootstrap from).  ``upstream``: one broker's (host, port) or a list of them, one listener
+    each.  ``connections``: a set the live ``ProxyConnection``s are kept in (for ``drain``)."""
+    upstreams = [upstream] if isinstance(upstream, tuple) else list(upstream)
     trace = TraceFile(out)
     if connections is None:
         connections = set()
-    listeners = await trio.open_tcp_listeners(listen[1], host=listen[0])
-    port = listeners[0].socket.getsockname()[1]
-    advertised = (listen[0] if listen[0] not in ("", "0.0.0.0", "::") else "127.0.0.1", port)
+    host = listen[0] if listen[0] not in ("", "0.0.0.0", "::") else "127.0.0.1"
+    listener_sets = []
+    for i in range(len(upstreams)):
+        listener_sets.append(await trio.open_tcp_listeners(listen[1] + i if listen[1] else 0, host=listen[0]))
+    router = Router(upstreams, [(host, ls[0].socket.getsockname()[1]) for ls in listener_sets])
+    cluster = len(upstreams) > 1
 
-    async def on_conn(client: trio.SocketStream) -> None:
-        try:
-            peer = "%s:%s" % client.socket.getpeername()[:2]
-        except OSError:
-            peer = "?"
-        try:
-            up = await trio.open_tcp_stream(*upstream)
-        except OSError as e:
-            log.warning("upstream %s:%d unreachable: %s", upstream[0], upstream[1], e)
-            await client.aclose()
-            return
-        conn = ProxyConnection(client, up, trace, advertised, peer)
-        connections.add(conn)
-        try:
-            await conn.run()
-        except Exception:
-            log.exception("proxy connection from %s failed", peer)
-        finally:
-            connections.discard(conn)
+    def handler(up_addr: tuple[str, int]) -> Callable[[trio.SocketStream], Awaitable[None]]:
+        async def on_conn(client: trio.SocketStream) -> None:
+            try:
+                peer = "%s:%s" % client.socket.getpeername()[:2]
+            except OSError:
+                peer = "?"
+            try:
+                up = await trio.open_tcp_stream(*up_addr)
+            except OSError as e:
+                log.warning("upstream %s:%d unreachable: %s", up_addr[0], up_addr[1], e)
+                await client.aclose()
+                return
+            conn = ProxyConnection(client, up, trace, router, peer,
+                                   broker="%s:%d" % up_addr if cluster else None)
+            connections.add(conn)
+            try:
+                await conn.run()
+            except Exception:
+                log.exception("proxy connection from %s failed", peer)
+            finally:
+                connections.discard(conn)
+        return on_conn
 
     try:
         async with trio.open_nursery() as nursery:
-            task_status.started(port)
-            await trio.serve_listeners(on_conn, listeners, handler_nursery=nursery)
+            for up_addr, ls in zip(upstreams, listener_sets):
+                nursery.start_soon(functools.partial(trio.serve_listeners, handler(up_addr), ls,
+                                                     handler_nursery=nursery))
+            for (uh, up), (ah, ap) in zip(upstreams, router.advertised):
+                log.info("listening on %s:%d for %s:%d", ah, ap, uh, up)
+            task_status.started(router.advertised[0][1])
     finally:
         trace.close()
 
@@ -274,7 +338,7 @@ def main(args: argparse.Namespace) -> int:
 
     try:
         listen = _host_port(args.listen)
-        upstream = _host_port(args.upstream)
+        upstream = _upstreams(args.upstream)
     except ValueError as e:
         print("pykbroker: %s" % e, file=sys.stderr)
         return 2
@@ -286,8 +350,8 @@ def main(args: argparse.Namespace) -> int:
             port = await nursery.start(functools.partial(run_proxy, connections=connections),
                                        listen, upstream, args.out)
             # the line scripts and tests wait for (port 0 chose a free one)
-            print("proxy listening on %s:%d, upstream %s:%d, trace in %s"
-                  % (listen[0], port, upstream[0], upstream[1], args.out), flush=True)
+            print("proxy listening on %s:%d, upstream %s, trace in %s"
+                  % (listen[0], port, ",".join("%s:%d" % u for u in upstream), args.out), flush=True)
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for _ in signals:
                     await drain(connections)
